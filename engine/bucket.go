@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// collectionInfo describes one collection.
+type collectionInfo struct {
+	ID     CollectionID `json:"uid"`
+	MaxTTL int64        `json:"maxTTL"`
+}
+
+// ScopeInfo lists a scope and its collections, as GET .../scopes shows them.
+type ScopeInfo struct {
+	// Name is the scope name.
+	Name string
+	// Collections are the scope's collections, by name.
+	Collections []CollectionInfo
+}
+
+// CollectionInfo describes a collection.
+type CollectionInfo struct {
+	// Name is the collection name.
+	Name string
+	// ID is the collection's ID inside its bucket.
+	ID CollectionID
+	// MaxTTL is the collection's maxTTL in seconds: 0 inherits the bucket's,
+	// NeverExpire (-1) means never expire.
+	MaxTTL int64
+}
+
+// Bucket is a named container of scopes, collections and documents. It is safe
+// for concurrent use.
+type Bucket struct {
+	eng   *Engine
+	name  string
+	dir   string // data folder; "" for buckets that keep nothing on disk
+	clock Clock
+	parts []*partition
+	exps  *expiryIndex
+	store *store // nil unless the bucket persists
+
+	mu struct {
+		sync.RWMutex
+		settings BucketSettings
+		scopes   map[string]map[string]collectionInfo
+		byID     map[CollectionID]collectionInfo
+		nextCID  CollectionID
+		sys      map[string][]byte
+		closed   bool
+	}
+
+	cas       atomic.Uint64
+	currItems atomic.Int64
+	tombs     atomic.Int64
+	stats     counters
+
+	feedMu sync.Mutex
+	feedCh chan struct{} // closed and cleared on the next mutation
+}
+
+// counters are the bucket's cumulative statistics.
+type counters struct {
+	expiredAccess atomic.Int64
+	expiredPager  atomic.Int64
+	metaPurged    atomic.Int64
+	pagerRuns     atomic.Int64
+}
+
+// Name returns the bucket's name.
+func (b *Bucket) Name() string { return b.name }
+
+// Dir returns the bucket's data folder, or "" for a bucket kept only in memory.
+// Packages that keep files beside the bucket (view indexes) put them here.
+func (b *Bucket) Dir() string { return b.dir }
+
+// Clock returns the clock the bucket's expiry decisions read.
+func (b *Bucket) Clock() Clock { return b.clock }
+
+// NumPartitions returns the number of partitions (vBuckets).
+func (b *Bucket) NumPartitions() int { return len(b.parts) }
+
+// Settings returns a copy of the bucket's settings.
+func (b *Bucket) Settings() BucketSettings {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.settings
+}
+
+// UpdateSettings applies fn to a copy of the settings, validates the result and
+// persists it. Name and Type cannot change. It returns the settings before and
+// after.
+func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) error) (old, updated BucketSettings, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return old, old, ErrClosed
+	}
+	old = b.mu.settings
+	s := old
+	if err := fn(&s); err != nil {
+		return old, old, err
+	}
+	if s.Name != old.Name || s.Type != old.Type {
+		return old, old, fmt.Errorf("%w: name and bucketType cannot change", ErrInvalidSetting)
+	}
+	if err := s.Validate(); err != nil {
+		return old, old, err
+	}
+	b.mu.settings = s
+	if err := b.eng.saveCatalogLocked(b); err != nil {
+		b.mu.settings = old
+		return old, old, err
+	}
+	return old, s, nil
+}
+
+// CreateScope adds an empty scope.
+func (b *Bucket) CreateScope(ctx context.Context, name string) error {
+	if err := validateScopeName("scope", name); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.mu.scopes[name]; ok {
+		return fmt.Errorf("%w: %s", ErrScopeExists, name)
+	}
+	b.mu.scopes[name] = map[string]collectionInfo{}
+	if err := b.eng.saveCatalogLocked(b); err != nil {
+		delete(b.mu.scopes, name)
+		return err
+	}
+	return nil
+}
+
+// CreateCollection adds a collection to a scope. maxTTL (seconds) is fixed for
+// the collection's life: 0 inherits the bucket's, NeverExpire never expires.
+func (b *Bucket) CreateCollection(ctx context.Context, scope, name string, maxTTL int64) (CollectionInfo, error) {
+	if err := validateScopeName("collection", name); err != nil {
+		return CollectionInfo{}, err
+	}
+	if maxTTL < NeverExpire || maxTTL > MaxMaxTTL {
+		return CollectionInfo{}, fmt.Errorf("%w: maxTTL: must be -1 or an integer between 0 and %d", ErrInvalidSetting, MaxMaxTTL)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.settings.Type == Memcached {
+		return CollectionInfo{}, fmt.Errorf("%w: memcached buckets have no collections", ErrInvalidSetting)
+	}
+	colls, ok := b.mu.scopes[scope]
+	if !ok {
+		return CollectionInfo{}, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	}
+	if _, ok := colls[name]; ok {
+		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionExists, scope, name)
+	}
+	ci := collectionInfo{ID: b.mu.nextCID, MaxTTL: maxTTL}
+	colls[name] = ci
+	b.mu.byID[ci.ID] = ci
+	b.mu.nextCID++
+	if err := b.eng.saveCatalogLocked(b); err != nil {
+		delete(colls, name)
+		delete(b.mu.byID, ci.ID)
+		b.mu.nextCID--
+		return CollectionInfo{}, err
+	}
+	return CollectionInfo{Name: name, ID: ci.ID, MaxTTL: maxTTL}, nil
+}
+
+// Scopes lists the scopes and their collections, sorted by name.
+func (b *Bucket) Scopes() []ScopeInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]ScopeInfo, 0, len(b.mu.scopes))
+	for sname, colls := range b.mu.scopes {
+		si := ScopeInfo{Name: sname}
+		for cname, ci := range colls {
+			si.Collections = append(si.Collections, CollectionInfo{Name: cname, ID: ci.ID, MaxTTL: ci.MaxTTL})
+		}
+		sort.Slice(si.Collections, func(i, j int) bool { return si.Collections[i].Name < si.Collections[j].Name })
+		out = append(out, si)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// DefaultCollection returns _default._default.
+func (b *Bucket) DefaultCollection() *Collection {
+	return &Collection{b: b, id: DefaultCollectionID}
+}
+
+// Collection returns the named collection of the named scope.
+func (b *Bucket) Collection(scope, name string) (*Collection, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	colls, ok := b.mu.scopes[scope]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	}
+	ci, ok := colls[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
+	}
+	return &Collection{b: b, id: ci.ID}, nil
+}
+
+// maxTTLFor returns the effective maxTTL for a collection's mutations.
+func (b *Bucket) maxTTLFor(cid CollectionID) int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return EffectiveMaxTTL(b.mu.byID[cid].MaxTTL, b.mu.settings.MaxTTL)
+}
+
+// partitionFor returns the partition a key hashes to.
+func (b *Bucket) partitionFor(key string) *partition {
+	return b.parts[partitionOf(key, len(b.parts))]
+}
+
+// nextCAS returns a new CAS, greater than every earlier one and, as Couchbase's
+// hybrid logical clock, never below the clock in nanoseconds.
+func (b *Bucket) nextCAS(now int64) uint64 {
+	floor := uint64(max(now, 0)) * 1_000_000_000
+	for {
+		last := b.cas.Load()
+		next := max(last+1, floor)
+		if b.cas.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// PutSystemDoc stores (or, with a nil value, removes) a system document: bucket
+// metadata such as a design document, which is not an item, is not counted in
+// CurrItems and never appears in the change feed. It is durable on return for
+// a persistent bucket.
+func (b *Bucket) PutSystemDoc(ctx context.Context, key string, value []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return ErrClosed
+	}
+	if b.store != nil {
+		if err := b.store.putSys(key, value); err != nil {
+			return fmt.Errorf("engine: store system document %q: %w", key, err)
+		}
+	}
+	if value == nil {
+		delete(b.mu.sys, key)
+	} else {
+		b.mu.sys[key] = append([]byte(nil), value...)
+	}
+	return nil
+}
+
+// SystemDoc returns a system document, or ErrNotFound.
+func (b *Bucket) SystemDoc(key string) ([]byte, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	v, ok := b.mu.sys[key]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return append([]byte(nil), v...), nil
+}
+
+// SystemDocKeys lists the system documents whose keys start with prefix, sorted.
+func (b *Bucket) SystemDocKeys(prefix string) []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var keys []string
+	for k := range b.mu.sys {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// close flushes and closes the bucket's file.
+func (b *Bucket) close() error {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.closed = true
+	b.mu.Unlock()
+	b.changed() // wake feed waiters so they see the close
+	if b.store != nil {
+		return b.store.close()
+	}
+	return nil
+}
+
+func (b *Bucket) isClosed() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.closed
+}

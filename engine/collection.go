@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Collection is a handle on one collection of a bucket. It is cheap to make
+// and safe for concurrent use.
+type Collection struct {
+	b  *Bucket
+	id CollectionID
+}
+
+// ID returns the collection's ID.
+func (c *Collection) ID() CollectionID { return c.id }
+
+// Bucket returns the collection's bucket.
+func (c *Collection) Bucket() *Bucket { return c.b }
+
+// WriteOptions are the per-call options of a mutation. A nil *WriteOptions is
+// valid and means no expiry, no flags, no CAS check.
+type WriteOptions struct {
+	// Expiry is the expiry as a client gives it: 0 none, 1..2592000 relative
+	// seconds, larger an absolute Unix time, negative expired at once. The
+	// effective maxTTL then applies.
+	Expiry int64
+	// PreserveExpiry keeps a live document's current expiration instead of
+	// resetting it; for a new document Expiry applies.
+	PreserveExpiry bool
+	// CAS, if non-zero, must equal the document's current CAS.
+	CAS uint64
+	// Flags are the client's opaque flags, stored with the value.
+	Flags uint32
+}
+
+func (o *WriteOptions) get() WriteOptions {
+	if o == nil {
+		return WriteOptions{}
+	}
+	return *o
+}
+
+// Get returns a live document. A missing, deleted or expired document is
+// ErrNotFound; an expired one is deleted on the way (lazy expiry).
+func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	if c.b.isClosed() {
+		return nil, ErrClosed
+	}
+	k := docKey{cid: c.id, key: key}
+	p := c.b.partitionFor(key)
+	p.mu.RLock()
+	d := p.mu.docs[k]
+	p.mu.RUnlock()
+	if d == nil || d.Deleted {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if now := c.b.clock.Now(); d.ExpiredAt(now) {
+		if err := c.b.expire(ctx, k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return d, nil
+}
+
+// Insert stores a new document; ErrKeyExists if a live one has the key.
+func (c *Collection) Insert(ctx context.Context, key string, value []byte, opts *WriteOptions) (*Document, error) {
+	o := opts.get()
+	return c.store(ctx, key, value, o, func(old *Document) error {
+		if old != nil {
+			return fmt.Errorf("%w: %s", ErrKeyExists, key)
+		}
+		return nil
+	})
+}
+
+// Upsert stores a document whether or not one exists (subject to opts.CAS).
+func (c *Collection) Upsert(ctx context.Context, key string, value []byte, opts *WriteOptions) (*Document, error) {
+	return c.store(ctx, key, value, opts.get(), nil)
+}
+
+// Replace stores a document over an existing live one; ErrNotFound if none.
+func (c *Collection) Replace(ctx context.Context, key string, value []byte, opts *WriteOptions) (*Document, error) {
+	return c.store(ctx, key, value, opts.get(), func(old *Document) error {
+		if old == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return nil
+	})
+}
+
+func (c *Collection) store(ctx context.Context, key string, value []byte, o WriteOptions, check func(old *Document) error) (*Document, error) {
+	if len(value) > MaxValueLen {
+		return nil, fmt.Errorf("%w: value is %d bytes, the limit is %d", ErrValueTooLarge, len(value), MaxValueLen)
+	}
+	maxTTL := c.b.maxTTLFor(c.id)
+	val := append([]byte(nil), value...)
+	typ := DetectType(val)
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+		if err := checkCAS(key, old, o.CAS); err != nil {
+			return nil, err
+		}
+		if check != nil {
+			if err := check(old); err != nil {
+				return nil, err
+			}
+		}
+		exp := LimitExpiry(now, AbsoluteExpiry(now, o.Expiry), maxTTL)
+		if o.PreserveExpiry && old != nil {
+			exp = old.Expiration
+		}
+		return &Document{Value: val, Type: typ, Flags: o.Flags, Expiration: exp}, nil
+	})
+}
+
+// Delete deletes a live document, leaving a tombstone; ErrNotFound if none.
+// opts.CAS, if set, must match.
+func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions) (*Document, error) {
+	o := opts.get()
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+		if old == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		if err := checkCAS(key, old, o.CAS); err != nil {
+			return nil, err
+		}
+		return &Document{Deleted: true, DeletedAt: now, Type: old.Type}, nil
+	})
+}
+
+// Touch sets a live document's expiry (the effective maxTTL applies) and leaves
+// its value and flags alone. It is a mutation: new CAS and sequence number.
+func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Document, error) {
+	maxTTL := c.b.maxTTLFor(c.id)
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+		if old == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return &Document{
+			Value: old.Value, Type: old.Type, Flags: old.Flags,
+			Expiration: LimitExpiry(now, AbsoluteExpiry(now, expiry), maxTTL),
+		}, nil
+	})
+}
+
+// GetAndTouch touches a live document and returns it, in one step.
+func (c *Collection) GetAndTouch(ctx context.Context, key string, expiry int64) (*Document, error) {
+	return c.Touch(ctx, key, expiry)
+}
+
+func checkCAS(key string, old *Document, cas uint64) error {
+	if cas == 0 {
+		return nil
+	}
+	if old == nil {
+		return fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if old.CAS != cas {
+		return fmt.Errorf("%w: %s", ErrCASMismatch, key)
+	}
+	return nil
+}
+
+// Flush deletes every live document of every collection of the bucket, as
+// memcached's flush_all does, leaving tombstones so views drop their rows. It
+// returns how many it deleted.
+func (b *Bucket) Flush(ctx context.Context) (int, error) {
+	n := 0
+	var last *commitBatch
+	for _, p := range b.parts {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		p.mu.Lock()
+		if b.isClosed() {
+			p.mu.Unlock()
+			return n, ErrClosed
+		}
+		now := b.clock.Now()
+		for k, d := range p.mu.docs {
+			if d.Deleted {
+				continue
+			}
+			cb, err := b.publishLocked(p, k, d, &Document{Deleted: true, DeletedAt: now, Type: d.Type}, now)
+			if err != nil {
+				p.mu.Unlock()
+				return n, err
+			}
+			if cb != nil {
+				last = cb
+			}
+			n++
+		}
+		p.mu.Unlock()
+	}
+	return n, last.wait(ctx)
+}

@@ -1,0 +1,40 @@
+// Package engine holds Mayfly's documents: buckets, scopes and collections,
+// documents with Couchbase's metadata and expiry rules, the per-partition change
+// feed, and persistence to bbolt.
+//
+// # Basics
+//
+// Open an Engine on a data directory, create or look up a Bucket, and work with a
+// Collection:
+//
+//	eng, err := engine.Open(dir, nil)
+//	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase})
+//	doc, err := b.DefaultCollection().Upsert(ctx, "k", []byte(`{"x":1}`), &engine.WriteOptions{Expiry: 10})
+//
+// # Memory and disk
+//
+// Every bucket keeps its documents in memory, sharded by partition (vBucket).
+// A couchbase bucket also writes every mutation to a bbolt file in its folder;
+// writes are batched (group commit) and a write returns only once its batch is on
+// disk, so an acknowledged write survives a crash. An ephemeral bucket keeps
+// nothing on disk but its definition.
+//
+// # Expiry
+//
+// Every expiry decision reads the Clock given in Options (whole Unix seconds).
+// Expiry values follow Couchbase and memcached: 0 is none, 1..2592000 is relative,
+// larger is an absolute Unix time, negative is already expired. The effective
+// maxTTL is the collection's if non-zero (-1: never expire), else the bucket's.
+// An expired document is invisible to reads; a read deletes it (lazy expiry,
+// counted as ExpiredAccess), and Bucket.ExpireBatch purges expired documents in
+// expiry order (the pager's cost tracks what has expired, not the bucket size).
+// Until purged, an expired document still counts in CurrItems and still appears
+// in the change feed as live.
+//
+// # Change feed
+//
+// Every mutation gets the next sequence number of its partition. Bucket.Changes
+// returns, per partition, the latest version of every document changed after a
+// given sequence number, tombstones included; Bucket.WaitChanges blocks until
+// there is something newer.
+package engine

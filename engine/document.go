@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// MaxKeyLen is the longest document key, in bytes.
+const MaxKeyLen = 250
+
+// MaxValueLen is the largest document value, in bytes (20 MiB).
+const MaxValueLen = 20 * 1024 * 1024
+
+// DocType says how a document's value is read: as JSON, or as opaque bytes that
+// views see base64-encoded.
+type DocType string
+
+const (
+	// TypeJSON marks a value that is valid JSON.
+	TypeJSON DocType = "json"
+	// TypeBinary marks any other value; Couchbase calls it "base64".
+	TypeBinary DocType = "base64"
+)
+
+// DetectType returns TypeJSON for a value that is valid JSON, else TypeBinary.
+func DetectType(value []byte) DocType {
+	if len(value) > 0 && gjson.ValidBytes(value) {
+		return TypeJSON
+	}
+	return TypeBinary
+}
+
+// CollectionID names a collection inside its bucket. The default collection is 0.
+type CollectionID uint32
+
+// DefaultCollectionID is the ID of _default._default.
+const DefaultCollectionID CollectionID = 0
+
+// Document is one version of a document, or its tombstone. A Document is
+// immutable once returned: every mutation makes a new one, so callers may keep
+// and share it freely, and must not modify it.
+type Document struct {
+	// Key is the document ID.
+	Key string
+	// Collection is the collection that holds the document.
+	Collection CollectionID
+	// Value is the document body; nil for a tombstone.
+	Value []byte
+	// CAS changes on every mutation.
+	CAS uint64
+	// RevSeq counts the document's revisions, deletions included.
+	RevSeq uint64
+	// Seq is the partition's sequence number of the last mutation.
+	Seq uint64
+	// Partition is the vBucket the key hashes to.
+	Partition uint16
+	// Flags are the client's opaque 32-bit flags.
+	Flags uint32
+	// Expiration is absolute Unix seconds, 0 for never.
+	Expiration int64
+	// Type says whether Value is JSON or binary.
+	Type DocType
+	// Deleted marks a tombstone.
+	Deleted bool
+	// DeletedAt is when a tombstone was made (Unix seconds).
+	DeletedAt int64
+	// Expired marks a tombstone made by expiry rather than by a delete.
+	Expired bool
+}
+
+// Rev returns the revision string views see as meta.rev:
+// "<revSeq>-<hex of cas, expiration, flags>", as Couchbase builds it.
+func (d *Document) Rev() string {
+	return fmt.Sprintf("%d-%016x%08x%08x", d.RevSeq, d.CAS, uint32(d.Expiration), d.Flags)
+}
+
+// ExpiredAt reports whether the document has expired at now (Unix seconds).
+func (d *Document) ExpiredAt(now int64) bool { return isExpired(d.Expiration, now) }
+
+// validateKey checks a key against the limits of DESIGN §2.
+func validateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key is %d bytes, the limit is %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
+	}
+	return nil
+}
+
+// ValidateKey checks a document key: 1 to MaxKeyLen bytes of valid UTF-8.
+func ValidateKey(key string) error { return validateKey(key) }
+
+// Persistent record layout (version 1):
+//
+//	byte    version
+//	byte    bits: 1 deleted, 2 binary, 4 expired
+//	uvarint cas, revSeq, seq, partition, flags
+//	varint  expiration, deletedAt
+//	rest    value
+const recordVersion = 1
+
+func encodeDoc(d *Document) []byte {
+	buf := make([]byte, 0, 2+6*binary.MaxVarintLen64+len(d.Value))
+	var bits byte
+	if d.Deleted {
+		bits |= 1
+	}
+	if d.Type == TypeBinary {
+		bits |= 2
+	}
+	if d.Expired {
+		bits |= 4
+	}
+	buf = append(buf, recordVersion, bits)
+	buf = binary.AppendUvarint(buf, d.CAS)
+	buf = binary.AppendUvarint(buf, d.RevSeq)
+	buf = binary.AppendUvarint(buf, d.Seq)
+	buf = binary.AppendUvarint(buf, uint64(d.Partition))
+	buf = binary.AppendUvarint(buf, uint64(d.Flags))
+	buf = binary.AppendVarint(buf, d.Expiration)
+	buf = binary.AppendVarint(buf, d.DeletedAt)
+	return append(buf, d.Value...)
+}
+
+func decodeDoc(cid CollectionID, key string, b []byte) (*Document, error) {
+	if len(b) < 2 || b[0] != recordVersion {
+		return nil, fmt.Errorf("engine: document %q: unknown record version", key)
+	}
+	d := &Document{Key: key, Collection: cid, Type: TypeJSON}
+	bits := b[1]
+	d.Deleted, d.Expired = bits&1 != 0, bits&4 != 0
+	if bits&2 != 0 {
+		d.Type = TypeBinary
+	}
+	b = b[2:]
+	var u [5]uint64
+	for i := range u {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, fmt.Errorf("engine: document %q: corrupt record", key)
+		}
+		u[i], b = v, b[n:]
+	}
+	var s [2]int64
+	for i := range s {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, fmt.Errorf("engine: document %q: corrupt record", key)
+		}
+		s[i], b = v, b[n:]
+	}
+	d.CAS, d.RevSeq, d.Seq, d.Partition, d.Flags = u[0], u[1], u[2], uint16(u[3]), uint32(u[4])
+	d.Expiration, d.DeletedAt = s[0], s[1]
+	if !d.Deleted {
+		d.Value = append([]byte(nil), b...)
+	}
+	return d, nil
+}

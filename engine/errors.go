@@ -1,0 +1,34 @@
+package engine
+
+import "errors"
+
+var (
+	// ErrNotFound is returned when a document is missing, deleted or expired.
+	ErrNotFound = errors.New("engine: document not found")
+	// ErrKeyExists is returned by Insert when the key already holds a live document.
+	ErrKeyExists = errors.New("engine: document already exists")
+	// ErrCASMismatch is returned when a write's CAS does not match the document's.
+	ErrCASMismatch = errors.New("engine: cas mismatch")
+	// ErrInvalidKey is returned for an empty key, a key over MaxKeyLen bytes, or a
+	// key that is not valid UTF-8.
+	ErrInvalidKey = errors.New("engine: invalid key")
+	// ErrValueTooLarge is returned for a value over MaxValueLen bytes.
+	ErrValueTooLarge = errors.New("engine: value too large")
+	// ErrBucketNotFound is returned when no bucket has the given name.
+	ErrBucketNotFound = errors.New("engine: bucket not found")
+	// ErrBucketExists is returned when creating a bucket whose name is taken.
+	ErrBucketExists = errors.New("engine: bucket already exists")
+	// ErrScopeNotFound is returned when no scope has the given name.
+	ErrScopeNotFound = errors.New("engine: scope not found")
+	// ErrScopeExists is returned when creating a scope whose name is taken.
+	ErrScopeExists = errors.New("engine: scope already exists")
+	// ErrCollectionNotFound is returned when no collection has the given name.
+	ErrCollectionNotFound = errors.New("engine: collection not found")
+	// ErrCollectionExists is returned when creating a collection whose name is taken.
+	ErrCollectionExists = errors.New("engine: collection already exists")
+	// ErrInvalidSetting is returned for a bucket, scope or collection setting out
+	// of range; the wrapping error names the setting.
+	ErrInvalidSetting = errors.New("engine: invalid setting")
+	// ErrClosed is returned by operations on a closed engine or bucket.
+	ErrClosed = errors.New("engine: closed")
+)

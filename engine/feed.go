@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// HighSeqnos returns every partition's current high sequence number.
+func (b *Bucket) HighSeqnos() []uint64 {
+	out := make([]uint64, len(b.parts))
+	for i, p := range b.parts {
+		p.mu.RLock()
+		out[i] = p.mu.seq
+		p.mu.RUnlock()
+	}
+	return out
+}
+
+// Changes returns the current version of every document (tombstones included,
+// all collections) changed after since — one sequence number per partition,
+// nil meaning all zero — at most limit of them, and the sequence vector the
+// caller has now seen. A document changed twice appears once, at its latest
+// version, as a DCP stream after deduplication shows it. Pass the returned
+// vector back to get what follows.
+func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, error) {
+	if since != nil && len(since) != len(b.parts) {
+		return nil, nil, fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrInvalidSetting, len(since), len(b.parts))
+	}
+	if limit <= 0 {
+		limit = int(^uint(0) >> 1)
+	}
+	next := make([]uint64, len(b.parts))
+	var out []*Document
+	for i, p := range b.parts {
+		var s uint64
+		if since != nil {
+			s = since[i]
+		}
+		if len(out) >= limit {
+			next[i] = s
+			continue
+		}
+		out, next[i] = p.changesAfter(s, limit-len(out), out)
+	}
+	return out, next, nil
+}
+
+// WaitChanges blocks until some partition's high sequence number passes since,
+// the bucket closes (ErrClosed), or ctx ends.
+func (b *Bucket) WaitChanges(ctx context.Context, since []uint64) error {
+	for {
+		ch := b.feedWait()
+		if b.isClosed() {
+			return ErrClosed
+		}
+		for i, s := range b.HighSeqnos() {
+			var old uint64
+			if since != nil {
+				old = since[i]
+			}
+			if s > old {
+				return nil
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// feedWait returns a channel closed at the next mutation.
+func (b *Bucket) feedWait() <-chan struct{} {
+	b.feedMu.Lock()
+	defer b.feedMu.Unlock()
+	if b.feedCh == nil {
+		b.feedCh = make(chan struct{})
+	}
+	return b.feedCh
+}
+
+// changed wakes every feed waiter.
+func (b *Bucket) changed() {
+	b.feedMu.Lock()
+	if b.feedCh != nil {
+		close(b.feedCh)
+		b.feedCh = nil
+	}
+	b.feedMu.Unlock()
+}

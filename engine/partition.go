@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"hash/crc32"
+	"sort"
+	"sync"
+)
+
+// docKey identifies a document inside a bucket.
+type docKey struct {
+	cid CollectionID
+	key string
+}
+
+// logEntry records that key changed at seq. A later change of the same key
+// leaves the older entry stale; readers skip stale entries.
+type logEntry struct {
+	seq uint64
+	key docKey
+}
+
+// partition is one vBucket: its documents and its change log.
+// One writer at a time (mu held for writing); many readers.
+type partition struct {
+	id uint16
+
+	mu struct {
+		sync.RWMutex
+		docs map[docKey]*Document // live documents and tombstones
+		seq  uint64               // high sequence number
+		log  []logEntry           // ordered by seq; may hold stale entries
+	}
+}
+
+func newPartition(id uint16) *partition {
+	p := &partition{id: id}
+	p.mu.docs = make(map[docKey]*Document)
+	return p
+}
+
+// partitionOf hashes a key to its partition, as Couchbase does (CRC32, upper bits).
+func partitionOf(key string, n int) uint16 {
+	return uint16((crc32.ChecksumIEEE([]byte(key)) >> 16) % uint32(n))
+}
+
+// appendLogLocked records a change and compacts the log when stale entries
+// dominate it.
+//
+// REQUIRES: p.mu held for writing.
+func (p *partition) appendLogLocked(seq uint64, k docKey) {
+	p.mu.log = append(p.mu.log, logEntry{seq: seq, key: k})
+	if n := len(p.mu.log); n > 1024 && n > 2*len(p.mu.docs) {
+		p.rebuildLogLocked()
+	}
+}
+
+// rebuildLogLocked rebuilds the change log from the documents, one entry each.
+//
+// REQUIRES: p.mu held for writing.
+func (p *partition) rebuildLogLocked() {
+	log := make([]logEntry, 0, len(p.mu.docs))
+	for k, d := range p.mu.docs {
+		log = append(log, logEntry{seq: d.Seq, key: k})
+	}
+	sort.Slice(log, func(i, j int) bool { return log[i].seq < log[j].seq })
+	p.mu.log = log
+}
+
+// changesAfter appends to out the current version of every document changed
+// after since, in sequence order, up to limit documents, and returns the
+// sequence number the caller has now seen up to.
+func (p *partition) changesAfter(since uint64, limit int, out []*Document) ([]*Document, uint64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.mu.seq <= since {
+		return out, since
+	}
+	log := p.mu.log
+	i := sort.Search(len(log), func(i int) bool { return log[i].seq > since })
+	seen := since
+	for n := 0; i < len(log); i++ {
+		e := log[i]
+		if d, ok := p.mu.docs[e.key]; ok && d.Seq == e.seq {
+			if n == limit {
+				return out, seen
+			}
+			out = append(out, d)
+			n++
+		}
+		seen = e.seq
+	}
+	return out, p.mu.seq
+}

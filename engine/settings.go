@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+)
+
+// BucketType is the kind of a bucket.
+type BucketType string
+
+const (
+	// Couchbase buckets persist to disk and have views.
+	Couchbase BucketType = "couchbase"
+	// Ephemeral buckets live in memory only and have views.
+	Ephemeral BucketType = "ephemeral"
+	// Memcached buckets are memory-only caches: no views, no maxTTL.
+	Memcached BucketType = "memcached"
+)
+
+// Pager defaults, as DESIGN §5 gives them.
+const (
+	// DefaultExpPagerStime is the default seconds between expiry pager runs.
+	DefaultExpPagerStime = 3600
+	// DefaultPurgeInterval is the default metadata purge interval, in days.
+	DefaultPurgeInterval = 3.0
+	// MaxMaxTTL is the largest maxTTL Couchbase accepts (seconds).
+	MaxMaxTTL = math.MaxInt32
+)
+
+// BucketSettings are a bucket's settings. They persist with the bucket.
+type BucketSettings struct {
+	// Name is the bucket name: 1..100 of A-Z a-z 0-9 _ - . %, not starting with a dot.
+	Name string `json:"name"`
+	// Type is couchbase, ephemeral or memcached. The default value is couchbase.
+	Type BucketType `json:"bucketType"`
+	// MaxTTL caps every later mutation's expiry (seconds, 0 = none). It may change
+	// at any time and affects only later mutations.
+	MaxTTL int64 `json:"maxTTL"`
+	// RAMQuotaMB is the memory quota in MiB. The default value is 100.
+	RAMQuotaMB int64 `json:"ramQuotaMB"`
+	// PurgeInterval is the metadata (tombstone) purge interval in days; fractions
+	// allowed. The default value is 3.
+	PurgeInterval float64 `json:"purgeInterval"`
+	// ExpPagerStime is the seconds between expiry pager runs, 0 to disable. The
+	// default value is 3600 (seconds).
+	ExpPagerStime int64 `json:"exp_pager_stime"`
+	// ExpPagerInitialRunTime is the hour of day (UTC, 0..23) of the pager's first
+	// run, or -1 for none. The default value is -1.
+	ExpPagerInitialRunTime int `json:"exp_pager_initial_run_time"`
+}
+
+// withDefaults returns s with unset fields filled in.
+func (s BucketSettings) withDefaults() BucketSettings {
+	if s.Type == "" {
+		s.Type = Couchbase
+	}
+	if s.RAMQuotaMB == 0 {
+		s.RAMQuotaMB = 100
+	}
+	if s.PurgeInterval == 0 {
+		s.PurgeInterval = DefaultPurgeInterval
+	}
+	return s
+}
+
+// DefaultBucketSettings returns the settings of a new bucket named name.
+func DefaultBucketSettings(name string) BucketSettings {
+	return BucketSettings{Name: name, ExpPagerStime: DefaultExpPagerStime, ExpPagerInitialRunTime: -1}.withDefaults()
+}
+
+var bucketNameRE = regexp.MustCompile(`^[A-Za-z0-9_%\-][A-Za-z0-9_.%\-]{0,99}$`)
+
+// Validate reports the first setting out of range, naming it.
+func (s BucketSettings) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidSetting, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !bucketNameRE.MatchString(s.Name):
+		return bad("name: bucket name must be 1-100 characters of A-Z, a-z, 0-9, _, -, . and %%, not starting with a dot")
+	case s.Type != Couchbase && s.Type != Ephemeral && s.Type != Memcached:
+		return bad("bucketType: must be couchbase, ephemeral or memcached")
+	case s.MaxTTL < 0 || s.MaxTTL > MaxMaxTTL:
+		return bad("maxTTL: must be an integer between 0 and %d", MaxMaxTTL)
+	case s.Type == Memcached && s.MaxTTL != 0:
+		return bad("maxTTL: memcached buckets have no maxTTL")
+	case s.RAMQuotaMB < 1:
+		return bad("ramQuotaMB: must be a positive integer")
+	case !(s.PurgeInterval >= 0.04 && s.PurgeInterval <= 60):
+		return bad("purgeInterval: metadata purge interval must be a number between 0.04 and 60")
+	case s.ExpPagerStime < 0:
+		return bad("exp_pager_stime: must be 0 (disabled) or a positive number of seconds")
+	case s.ExpPagerInitialRunTime < -1 || s.ExpPagerInitialRunTime > 23:
+		return bad("exp_pager_initial_run_time: must be an hour from -1 to 23")
+	}
+	return nil
+}
+
+var scopeNameRE = regexp.MustCompile(`^[A-Za-z0-9%\-][A-Za-z0-9_%\-]{0,250}$`)
+
+// validateScopeName checks a scope or collection name as Couchbase does: 1..251
+// of A-Z a-z 0-9 _ - %, not starting with _ (reserved for _default).
+func validateScopeName(what, name string) error {
+	if !scopeNameRE.MatchString(name) {
+		return fmt.Errorf("%w: %s name must be 1-251 characters of A-Z, a-z, 0-9, _, - and %%, not starting with _", ErrInvalidSetting, what)
+	}
+	return nil
+}

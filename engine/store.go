@@ -1,0 +1,296 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bbolt buckets of a couchbase bucket's data file.
+var (
+	bktDocs  = []byte("docs")  // be32(cid)|key → encoded Document
+	bktExp   = []byte("exp")   // be64(expiration)|be32(cid)|key → nil
+	bktVBSeq = []byte("vbseq") // be16(partition) → be64(high seq)
+	bktMeta  = []byte("meta")  // "cas" → be64(last cas)
+	bktSys   = []byte("sys")   // system document key → value (design documents…)
+)
+
+// record is one mutation on its way to disk.
+type record struct {
+	key    docKey
+	enc    []byte // encoded document; nil removes the key (tombstone purge)
+	oldExp int64  // expiry-index entry to remove, 0 for none
+	newExp int64  // expiry-index entry to add, 0 for none
+	part   uint16
+	seq    uint64
+	cas    uint64
+}
+
+// commitBatch is a group of records written in one bbolt transaction.
+type commitBatch struct {
+	recs []record
+	done chan struct{}
+	err  error
+}
+
+// wait blocks until the batch is on disk. If ctx ends first the write may
+// still reach disk later.
+func (cb *commitBatch) wait(ctx context.Context) error {
+	if cb == nil {
+		return nil
+	}
+	select {
+	case <-cb.done:
+		return cb.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// store persists one bucket in a bbolt file with a group-commit flusher: one
+// goroutine takes whatever mutations are queued and writes them in one
+// transaction, while the next batch fills.
+type store struct {
+	db       *bolt.DB
+	maxBatch int
+
+	mu struct {
+		sync.Mutex
+		queue  []*commitBatch
+		closed bool
+	}
+	kick    chan struct{}
+	stopped chan struct{}
+}
+
+func openStore(path string, o *Options) (*store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout, NoFreelistSync: true, NoSync: o.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bktDocs, bktExp, bktVBSeq, bktMeta, bktSys} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("engine: init %s: %w", path, err)
+	}
+	s := &store{db: db, maxBatch: o.MaxBatchSize, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go s.flushLoop()
+	return s, nil
+}
+
+// enqueue queues a record for the next commit and returns the batch to wait on.
+// Callers enqueue while holding their partition's lock, so records of one key
+// reach disk in order.
+func (s *store) enqueue(r record) (*commitBatch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	n := len(s.mu.queue)
+	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
+		s.mu.queue = append(s.mu.queue, &commitBatch{done: make(chan struct{})})
+		n++
+	}
+	cb := s.mu.queue[n-1]
+	cb.recs = append(cb.recs, r)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return cb, nil
+}
+
+// pending returns how many mutations wait for disk (ep_queue_size).
+func (s *store) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, cb := range s.mu.queue {
+		n += len(cb.recs)
+	}
+	return n
+}
+
+func (s *store) flushLoop() {
+	defer close(s.stopped)
+	for range s.kick {
+		for {
+			s.mu.Lock()
+			if len(s.mu.queue) == 0 {
+				closed := s.mu.closed
+				s.mu.Unlock()
+				if closed {
+					return
+				}
+				break
+			}
+			cb := s.mu.queue[0]
+			s.mu.queue = s.mu.queue[1:]
+			s.mu.Unlock()
+			cb.err = s.commit(cb.recs)
+			close(cb.done)
+		}
+	}
+}
+
+func docDBKey(k docKey) []byte {
+	b := make([]byte, 4+len(k.key))
+	binary.BigEndian.PutUint32(b, uint32(k.cid))
+	copy(b[4:], k.key)
+	return b
+}
+
+func expDBKey(exp int64, k docKey) []byte {
+	b := make([]byte, 12+len(k.key))
+	binary.BigEndian.PutUint64(b, uint64(exp))
+	binary.BigEndian.PutUint32(b[8:], uint32(k.cid))
+	copy(b[12:], k.key)
+	return b
+}
+
+func (s *store) commit(recs []record) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		docs, exp, vbseq, meta := tx.Bucket(bktDocs), tx.Bucket(bktExp), tx.Bucket(bktVBSeq), tx.Bucket(bktMeta)
+		seqs := make(map[uint16]uint64)
+		var maxCAS uint64
+		for _, r := range recs {
+			dk := docDBKey(r.key)
+			var err error
+			if r.enc == nil {
+				err = docs.Delete(dk)
+			} else {
+				err = docs.Put(dk, r.enc)
+			}
+			if err != nil {
+				return err
+			}
+			if r.oldExp != r.newExp {
+				if r.oldExp != 0 {
+					if err := exp.Delete(expDBKey(r.oldExp, r.key)); err != nil {
+						return err
+					}
+				}
+				if r.newExp != 0 {
+					if err := exp.Put(expDBKey(r.newExp, r.key), nil); err != nil {
+						return err
+					}
+				}
+			}
+			if r.seq > seqs[r.part] {
+				seqs[r.part] = r.seq
+			}
+			maxCAS = max(maxCAS, r.cas)
+		}
+		// bbolt keeps references to keys and values until commit: fresh
+		// buffers for each.
+		for p, seq := range seqs {
+			if err := vbseq.Put(binary.BigEndian.AppendUint16(nil, p), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+				return err
+			}
+		}
+		if maxCAS != 0 {
+			if err := meta.Put([]byte("cas"), binary.BigEndian.AppendUint64(nil, maxCAS)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// close flushes what is queued and closes the file.
+func (s *store) close() error {
+	s.mu.Lock()
+	already := s.mu.closed
+	s.mu.closed = true
+	s.mu.Unlock()
+	if !already {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		close(s.kick)
+	}
+	<-s.stopped
+	return s.db.Close()
+}
+
+// putSys writes (or, with nil value, deletes) a system document durably.
+func (s *store) putSys(key string, value []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktSys)
+		if value == nil {
+			return b.Delete([]byte(key))
+		}
+		return b.Put([]byte(key), value)
+	})
+}
+
+// loaded is what a store held when opened.
+type loaded struct {
+	docs   []*Document
+	seqs   map[uint16]uint64
+	exps   []expItem
+	sys    map[string][]byte
+	maxCAS uint64
+}
+
+func (s *store) load() (*loaded, error) {
+	l := &loaded{seqs: make(map[uint16]uint64), sys: make(map[string][]byte)}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bktDocs).ForEach(func(k, v []byte) error {
+			if len(k) < 5 {
+				return fmt.Errorf("engine: corrupt document key %x", k)
+			}
+			d, err := decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+			if err != nil {
+				return err
+			}
+			l.docs = append(l.docs, d)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.Bucket(bktExp).ForEach(func(k, _ []byte) error {
+			if len(k) < 13 {
+				return fmt.Errorf("engine: corrupt expiry key %x", k)
+			}
+			l.exps = append(l.exps, expItem{
+				exp: int64(binary.BigEndian.Uint64(k)),
+				key: docKey{cid: CollectionID(binary.BigEndian.Uint32(k[8:])), key: string(k[12:])},
+			})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.Bucket(bktVBSeq).ForEach(func(k, v []byte) error {
+			if len(k) == 2 && len(v) == 8 {
+				l.seqs[binary.BigEndian.Uint16(k)] = binary.BigEndian.Uint64(v)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if v := tx.Bucket(bktMeta).Get([]byte("cas")); len(v) == 8 {
+			l.maxCAS = binary.BigEndian.Uint64(v)
+		}
+		return tx.Bucket(bktSys).ForEach(func(k, v []byte) error {
+			l.sys[string(k)] = append([]byte(nil), v...)
+			return nil
+		})
+	})
+	return l, err
+}

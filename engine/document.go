@@ -69,6 +69,10 @@ type Document struct {
 	DeletedAt int64
 	// Expired marks a tombstone made by expiry rather than by a delete.
 	Expired bool
+	// Created is set on the version a write returns when that write made a
+	// live document where there was none (missing, deleted or expired). It is
+	// not stored.
+	Created bool
 }
 
 // Rev returns the revision string views see as meta.rev:

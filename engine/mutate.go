@@ -67,6 +67,7 @@ func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now in
 	p.appendLogLocked(d.Seq, k)
 	b.exps.update(k, oldExp, d.Expiration)
 	wasLive := prev != nil && !prev.Deleted
+	d.Created = !d.Deleted && (!wasLive || prev.ExpiredAt(now))
 	switch {
 	case wasLive && d.Deleted:
 		b.currItems.Add(-1)

@@ -1,0 +1,62 @@
+# Mayfly — `make run` starts the server on the embedded default, `make test`
+# runs every test. `make` alone lists the targets.
+GO      ?= go
+BIN     ?= bin/mayfly
+DATA    ?= ./data
+PKGS    := ./...
+FUZZTIME ?= 5s
+
+.PHONY: help build run test unit race fuzz vet fmt lint bench oracle tools clean
+
+help:
+	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091)"
+	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing"
+	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
+	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
+	@echo "make build    build $(BIN)"
+
+build:
+	$(GO) build -o $(BIN) ./cmd/mayfly
+
+run: build
+	./$(BIN) serve --data $(DATA)
+
+test: tools lint race fuzz
+
+lint: vet fmt
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+race:
+	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+# Each fuzz target runs briefly from its seed corpus, so a parser regression
+# is caught on every `make test`.
+fuzz:
+	@for spec in $$($(GO) test -list 'Fuzz.*' $(PKGS) 2>/dev/null | awk '/^Fuzz/ {n[++c]=$$1} /^ok/ {for (i=1;i<=c;i++) print $$2":"n[i]; c=0}'); do \
+		pkg=$${spec%%:*}; fn=$${spec##*:}; \
+		echo "fuzz $$pkg $$fn"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(PKGS) | tee bench.out
+
+# Tools that tests need. memcached is only needed by `make oracle`.
+tools:
+	@true
+
+oracle:
+	@command -v memcached >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq memcached libmemcached-tools; }
+	$(GO) test -tags oracle -count=1 -run Oracle -bench Oracle -benchtime 3s ./memcache/
+
+clean:
+	rm -rf bin bench.out

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+// errUsage reports bad flags, already explained to the user; errHelp a
+// request for help, already answered.
+var (
+	errUsage = errors.New("usage")
+	errHelp  = errors.New("help")
+)
+
+// serveConfig is what `mayfly serve` is told by its flags.
+type serveConfig struct {
+	data          string
+	httpAddr      string
+	defaultBucket string
+	noSync        bool
+	shutdownWait  time.Duration
+	logLevel      string
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
+	c := &serveConfig{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing)")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8091", "HTTP API listen address")
+	fs.StringVar(&c.defaultBucket, "default-bucket", "default", "bucket created on first start (\"\" for none)")
+	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
+	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: mayfly serve [flags]\n\nStarts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,\nflushing every acknowledged write.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mayfly serve: unexpected argument %q\n", fs.Arg(0))
+		return nil, errUsage
+	}
+	return c, nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	_, statErr := os.Stat(filepath.Join(cfg.data, "catalog.db"))
+	firstStart := errors.Is(statErr, os.ErrNotExist)
+	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := eng.Close(); err != nil {
+			logger.Error("closing the engine", "err", err)
+		}
+		logger.Info("stopped; every acknowledged write is on disk")
+	}()
+	if firstStart && cfg.defaultBucket != "" {
+		if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.defaultBucket)); err != nil {
+			return fmt.Errorf("creating bucket %q: %w", cfg.defaultBucket, err)
+		}
+		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
+	}
+
+	ln, err := net.Listen("tcp", cfg.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(eng, &httpapi.Options{Logger: logger}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "mayfly: serving HTTP on http://%s, data in %s\n", ln.Addr(), cfg.data)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-httpErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("http shutdown", "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// docTarget resolves bucket, collection and key of a document request.
+func (s *server) docTarget(r *http.Request) (*engine.Collection, string, error) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := pathVar(r, "key")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := engine.ValidateKey(key); err != nil {
+		return nil, "", err
+	}
+	c, err := collectionOf(b, r.URL.Query())
+	if err != nil {
+		return nil, "", err
+	}
+	return c, key, nil
+}
+
+// mutationResult is the answer to a write.
+type mutationResult struct {
+	ID         string `json:"id"`
+	CAS        uint64 `json:"cas"`
+	Rev        string `json:"rev"`
+	Seq        uint64 `json:"seq"`
+	Expiration int64  `json:"expiration"`
+}
+
+func resultOf(d *engine.Document) mutationResult {
+	return mutationResult{ID: d.Key, CAS: d.CAS, Rev: d.Rev(), Seq: d.Seq, Expiration: d.Expiration}
+}
+
+// putDoc handles PUT /{bucket}/docs/{key}: ?expiry, preserve_expiry, flags,
+// cas, collection, op=upsert|insert|replace. The body is the value.
+func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
+	c, key, err := s.docTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	var o engine.WriteOptions
+	if o.Expiry, _, err = intParam(q, "expiry"); err != nil {
+		writeError(w, err)
+		return
+	}
+	if o.PreserveExpiry, err = boolParam(q, "preserve_expiry"); err != nil {
+		writeError(w, err)
+		return
+	}
+	flags, _, err := intParam(q, "flags")
+	if err != nil || flags < 0 || flags > 0xFFFFFFFF {
+		writeError(w, errBadRequest("flags must be an integer from 0 to 4294967295"))
+		return
+	}
+	o.Flags = uint32(flags)
+	if cs := q.Get("cas"); cs != "" {
+		if o.CAS, err = strconv.ParseUint(cs, 10, 64); err != nil {
+			writeError(w, errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs)))
+			return
+		}
+	}
+	op := q.Get("op")
+	write := c.Upsert
+	switch op {
+	case "", "upsert":
+	case "insert":
+		write = c.Insert
+	case "replace":
+		write = c.Replace
+	default:
+		writeError(w, errBadRequest(fmt.Sprintf("op must be upsert, insert or replace, got %q", op)))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen))
+			return
+		}
+		writeError(w, errBadRequest("reading the body: "+err.Error()))
+		return
+	}
+	d, err := write(r.Context(), key, body, &o)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if d.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, resultOf(d))
+}
+
+// getDoc handles GET /{bucket}/docs/{key}: the raw value with metadata
+// headers, ?meta=true for a JSON envelope, ?touch=E for get-and-touch.
+func (s *server) getDoc(w http.ResponseWriter, r *http.Request) {
+	c, key, err := s.docTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	var d *engine.Document
+	if q.Has("touch") {
+		exp, _, perr := intParam(q, "touch")
+		if perr != nil {
+			writeError(w, perr)
+			return
+		}
+		d, err = c.GetAndTouch(r.Context(), key, exp)
+	} else {
+		d, err = c.Get(r.Context(), key)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	withMeta, err := boolParam(q, "meta")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("X-Mayfly-Cas", strconv.FormatUint(d.CAS, 10))
+	h.Set("X-Mayfly-Expiration", strconv.FormatInt(d.Expiration, 10))
+	h.Set("X-Mayfly-Flags", strconv.FormatUint(uint64(d.Flags), 10))
+	if withMeta {
+		writeJSON(w, http.StatusOK, docEnvelope(d))
+		return
+	}
+	if d.Type == engine.TypeJSON {
+		h.Set("Content-Type", "application/json")
+	} else {
+		h.Set("Content-Type", "application/octet-stream")
+	}
+	w.WriteHeader(http.StatusOK)
+	w.Write(d.Value)
+}
+
+// docMeta is a document's metadata as the API shows it.
+type docMeta struct {
+	ID         string `json:"id"`
+	Rev        string `json:"rev"`
+	CAS        uint64 `json:"cas"`
+	Seq        uint64 `json:"seq"`
+	Expiration int64  `json:"expiration"`
+	Flags      uint32 `json:"flags"`
+	Type       string `json:"type"`
+}
+
+// docEnvelope is {"meta": {...}, "json": value}; a binary value is shown
+// base64-encoded under "base64" instead of "json".
+func docEnvelope(d *engine.Document) map[string]any {
+	out := map[string]any{"meta": docMeta{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Seq: d.Seq, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type)}}
+	if d.Type == engine.TypeJSON {
+		out["json"] = json.RawMessage(d.Value)
+	} else {
+		out["base64"] = d.Value // encoding/json writes []byte as base64
+	}
+	return out
+}
+
+// deleteDoc handles DELETE /{bucket}/docs/{key} (?cas= optional).
+func (s *server) deleteDoc(w http.ResponseWriter, r *http.Request) {
+	c, key, err := s.docTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var o engine.WriteOptions
+	if cs := r.URL.Query().Get("cas"); cs != "" {
+		if o.CAS, err = strconv.ParseUint(cs, 10, 64); err != nil {
+			writeError(w, errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs)))
+			return
+		}
+	}
+	d, err := c.Delete(r.Context(), key, &o)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resultOf(d))
+}
+
+// touchDoc handles POST /{bucket}/docs/{key}/touch?expiry=E.
+func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) {
+	c, key, err := s.docTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	exp, ok, err := intParam(r.URL.Query(), "expiry")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !ok {
+		writeError(w, errBadRequest("expiry is required"))
+		return
+	}
+	d, err := c.Touch(r.Context(), key, exp)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resultOf(d))
+}

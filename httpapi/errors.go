@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// httpError is an error with its HTTP status and JSON error code.
+type httpError struct {
+	status int
+	code   string
+	reason string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.reason }
+
+func errBadRequest(reason string) error {
+	return &httpError{status: http.StatusBadRequest, code: "bad_request", reason: reason}
+}
+
+func errNotFound(reason string) error {
+	return &httpError{status: http.StatusNotFound, code: "not_found", reason: reason}
+}
+
+// classify maps any error to its status and JSON code. It is the one place
+// where errors become HTTP.
+func classify(err error) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrBucketNotFound),
+		errors.Is(err, engine.ErrScopeNotFound), errors.Is(err, engine.ErrCollectionNotFound):
+		return &httpError{http.StatusNotFound, "not_found", msg}
+	case errors.Is(err, engine.ErrKeyExists):
+		return &httpError{http.StatusConflict, "key_exists", msg}
+	case errors.Is(err, engine.ErrCASMismatch):
+		return &httpError{http.StatusConflict, "cas_mismatch", msg}
+	case errors.Is(err, engine.ErrInvalidKey):
+		return &httpError{http.StatusBadRequest, "invalid_key", msg}
+	case errors.Is(err, engine.ErrValueTooLarge):
+		return &httpError{http.StatusRequestEntityTooLarge, "too_large", msg}
+	case errors.Is(err, engine.ErrInvalidSetting), errors.Is(err, engine.ErrBucketExists),
+		errors.Is(err, engine.ErrScopeExists), errors.Is(err, engine.ErrCollectionExists):
+		return &httpError{http.StatusBadRequest, "bad_request", msg}
+	case errors.Is(err, engine.ErrClosed):
+		return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &httpError{http.StatusServiceUnavailable, "timeout", msg}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return &httpError{http.StatusRequestEntityTooLarge, "too_large", "request body is over the limit"}
+	}
+	return &httpError{http.StatusInternalServerError, "internal_error", msg}
+}
+
+// writeError writes err as {"error": code, "reason": reason}.
+func writeError(w http.ResponseWriter, err error) {
+	he := classify(err)
+	writeJSON(w, he.status, map[string]string{"error": he.code, "reason": he.reason})
+}
+
+// writeJSON writes v as JSON with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal_error","reason":"cannot encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

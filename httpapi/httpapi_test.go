@@ -1,0 +1,255 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+const t0 = 1_700_000_000
+
+// fixture is a server over a fresh engine with a "default" bucket and a fake clock.
+type fixture struct {
+	t   *testing.T
+	eng *engine.Engine
+	clk *engine.FakeClock
+	srv *httptest.Server
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, nil))
+	t.Cleanup(func() { srv.Close(); eng.Close() })
+	return &fixture{t: t, eng: eng, clk: clk, srv: srv}
+}
+
+// do sends a request and returns status, headers and body.
+func (f *fixture) do(method, path, contentType, body string) (int, http.Header, string) {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// jsonOf decodes a JSON object body.
+func jsonOf(t *testing.T, body string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("not a JSON object: %q", body)
+	}
+	return m
+}
+
+func TestDocumentLifecycle(t *testing.T) {
+	f := newFixture(t)
+	st, _, body := f.do("PUT", "/default/docs/a?expiry=2&flags=5", "", `{"x":1}`)
+	if st != 201 {
+		t.Fatalf("PUT new: %d %s", st, body)
+	}
+	m := jsonOf(t, body)
+	if m["id"] != "a" || m["expiration"] != float64(t0+2) || m["rev"] == "" || m["seq"] != float64(1) {
+		t.Fatalf("PUT answer: %s", body)
+	}
+	st, h, body := f.do("GET", "/default/docs/a", "", "")
+	if st != 200 || body != `{"x":1}` || h.Get("X-Mayfly-Expiration") != "1700000002" || h.Get("X-Mayfly-Flags") != "5" || h.Get("X-Mayfly-Cas") == "" {
+		t.Fatalf("GET: %d %v %s", st, h, body)
+	}
+	st, _, body = f.do("GET", "/default/docs/a?meta=true", "", "")
+	m = jsonOf(t, body)
+	meta, _ := m["meta"].(map[string]any)
+	if st != 200 || meta["id"] != "a" || meta["type"] != "json" || meta["flags"] != float64(5) || m["json"].(map[string]any)["x"] != float64(1) {
+		t.Fatalf("GET meta: %d %s", st, body)
+	}
+	f.clk.Advance(3)
+	st, _, body = f.do("GET", "/default/docs/a", "", "")
+	if st != 404 || jsonOf(t, body)["error"] != "not_found" {
+		t.Fatalf("GET after expiry: %d %s", st, body)
+	}
+	// An expired key can be inserted again.
+	if st, _, body = f.do("PUT", "/default/docs/a?op=insert", "", `2`); st != 201 {
+		t.Fatalf("insert over expired: %d %s", st, body)
+	}
+	if st, _, _ = f.do("PUT", "/default/docs/a", "", `3`); st != 200 {
+		t.Fatalf("PUT over existing: %d", st)
+	}
+	st, _, body = f.do("GET", "/default/docs/a?touch=100", "", "")
+	if st != 200 || body != "3" {
+		t.Fatalf("get-and-touch: %d %s", st, body)
+	}
+	_, h, _ = f.do("GET", "/default/docs/a", "", "")
+	if h.Get("X-Mayfly-Expiration") != "1700000103" {
+		t.Fatalf("expiration after touch: %s", h.Get("X-Mayfly-Expiration"))
+	}
+	st, _, body = f.do("POST", "/default/docs/a/touch?expiry=0", "", "")
+	if st != 200 || jsonOf(t, body)["expiration"] != float64(0) {
+		t.Fatalf("touch: %d %s", st, body)
+	}
+	if st, _, body = f.do("DELETE", "/default/docs/a", "", ""); st != 200 {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	if st, _, _ = f.do("GET", "/default/docs/a", "", ""); st != 404 {
+		t.Fatalf("GET after DELETE: %d", st)
+	}
+	// Keys with slashes and binary values.
+	if st, _, body = f.do("PUT", "/default/docs/user%2F1", "", "\x00\x01"); st != 201 {
+		t.Fatalf("PUT key with slash: %d %s", st, body)
+	}
+	st, h, body = f.do("GET", "/default/docs/user%2F1?meta=true", "", "")
+	if st != 200 || jsonOf(t, body)["base64"] != "AAE=" {
+		t.Fatalf("binary doc: %d %s", st, body)
+	}
+}
+
+func TestDocumentErrors(t *testing.T) {
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"unknown bucket", "GET", "/nope/docs/a", "", 404, "not_found"},
+		{"missing doc", "GET", "/default/docs/missing", "", 404, "not_found"},
+		{"key too long", "PUT", "/default/docs/" + strings.Repeat("k", 251), "1", 400, "invalid_key"},
+		{"expiry not an integer", "PUT", "/default/docs/a?expiry=soon", "1", 400, "bad_request"},
+		{"flags out of range", "PUT", "/default/docs/a?flags=-1", "1", 400, "bad_request"},
+		{"bad op", "PUT", "/default/docs/a?op=merge", "1", 400, "bad_request"},
+		{"bad cas", "PUT", "/default/docs/a?cas=x", "1", 400, "bad_request"},
+		{"replace missing", "PUT", "/default/docs/a?op=replace", "1", 404, "not_found"},
+		{"cas on missing", "PUT", "/default/docs/a?cas=5", "1", 404, "not_found"},
+		{"delete missing", "DELETE", "/default/docs/a", "", 404, "not_found"},
+		{"touch without expiry", "POST", "/default/docs/a/touch", "", 400, "bad_request"},
+		{"unknown collection", "PUT", "/default/docs/a?collection=s.c", "1", 404, "not_found"},
+		{"malformed collection", "PUT", "/default/docs/a?collection=sc", "1", 400, "bad_request"},
+		{"body over 20 MiB", "PUT", "/default/docs/big", strings.Repeat("x", engine.MaxValueLen+1), 413, "too_large"},
+		{"no route", "GET", "/", "", 404, "not_found"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			st, _, body := f.do(c.method, c.path, "", c.body)
+			m := jsonOf(t, body)
+			if st != c.status || m["error"] != c.code || m["reason"] == "" {
+				t.Fatalf("%s %s: %d %s, want %d %s", c.method, c.path, st, body, c.status, c.code)
+			}
+			if n := f.mustBucket("default").Stats().CurrItems; n != 0 {
+				t.Fatalf("a refused request wrote %d documents", n)
+			}
+		})
+	}
+}
+
+func (f *fixture) mustBucket(name string) *engine.Bucket {
+	b, err := f.eng.Bucket(name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+func TestCASConflicts(t *testing.T) {
+	f := newFixture(t)
+	f.do("PUT", "/default/docs/a", "", `1`)
+	_, h, _ := f.do("GET", "/default/docs/a", "", "")
+	good := h.Get("X-Mayfly-Cas")
+	if st, _, body := f.do("PUT", "/default/docs/a?cas=1", "", `2`); st != 409 || jsonOf(t, body)["error"] != "cas_mismatch" {
+		t.Fatalf("stale cas: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/default/docs/a?op=insert", "", `2`); st != 409 || jsonOf(t, body)["error"] != "key_exists" {
+		t.Fatalf("insert over existing: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/default/docs/a?cas="+good, "", `2`); st != 200 {
+		t.Fatalf("right cas: %d %s", st, body)
+	}
+}
+
+func TestBucketsAndCollections(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("POST", "/pools/default/buckets", form, "name=travel&bucketType=couchbase&maxTTL=100&ramQuotaMB=256"); st != 202 {
+		t.Fatalf("create bucket: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets", "application/json", `{"name":"cache","bucketType":"ephemeral"}`); st != 202 {
+		t.Fatalf("create bucket (JSON): %d %s", st, body)
+	}
+	st, _, body := f.do("GET", "/pools/default/buckets/travel", "", "")
+	if m := jsonOf(t, body); st != 200 || m["maxTTL"] != float64(100) || m["bucketType"] != "couchbase" {
+		t.Fatalf("get bucket: %d %s", st, body)
+	}
+	// maxTTL applies to later writes only.
+	f.do("PUT", "/travel/docs/early", "", `1`)
+	if st, _, body := f.do("POST", "/pools/default/buckets/travel", form, "maxTTL=50"); st != 200 {
+		t.Fatalf("update maxTTL: %d %s", st, body)
+	}
+	_, _, body = f.do("PUT", "/travel/docs/late", "", `1`)
+	if jsonOf(t, body)["expiration"] != float64(t0+50) {
+		t.Fatalf("write after maxTTL change: %s", body)
+	}
+	_, h, _ := f.do("GET", "/travel/docs/early", "", "")
+	if h.Get("X-Mayfly-Expiration") != "1700000100" {
+		t.Fatalf("earlier write's expiry changed: %s", h.Get("X-Mayfly-Expiration"))
+	}
+	for _, bad := range []string{"maxTTL=abc", "maxTTL=-4", "purgeInterval=x", "ramQuotaMB=0"} {
+		if st, _, body := f.do("POST", "/pools/default/buckets/travel", form, bad); st != 400 || jsonOf(t, body)["reason"] == "" {
+			t.Fatalf("bad setting %s: %d %s", bad, st, body)
+		}
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/travel", "application/json", `{"maxTTL":`); st != 400 {
+		t.Fatalf("malformed JSON: %d %s", st, body)
+	}
+	if _, _, body := f.do("GET", "/pools/default/buckets/travel", "", ""); jsonOf(t, body)["maxTTL"] != float64(50) {
+		t.Fatalf("a refused update changed maxTTL: %s", body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/travel/scopes", form, "name=inventory"); st != 200 {
+		t.Fatalf("create scope: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/travel/scopes/inventory/collections", form, "name=hotels&maxTTL=10"); st != 200 {
+		t.Fatalf("create collection: %d %s", st, body)
+	}
+	if st, _, _ := f.do("POST", "/pools/default/buckets/travel/scopes/nope/collections", form, "name=x"); st != 404 {
+		t.Fatalf("collection in missing scope: %d", st)
+	}
+	_, _, body = f.do("PUT", "/travel/docs/h1?collection=inventory.hotels&expiry=100", "", `{}`)
+	if jsonOf(t, body)["expiration"] != float64(t0+10) {
+		t.Fatalf("collection maxTTL not applied: %s", body)
+	}
+	_, _, body = f.do("GET", "/pools/default/buckets/travel/scopes", "", "")
+	if !strings.Contains(body, `"name":"hotels"`) || !strings.Contains(body, `"name":"_default"`) {
+		t.Fatalf("scopes: %s", body)
+	}
+	if st, _, _ := f.do("DELETE", "/pools/default/buckets/cache", "", ""); st != 200 {
+		t.Fatalf("delete bucket: %d", st)
+	}
+	if st, _, _ := f.do("GET", "/pools/default/buckets/cache", "", ""); st != 404 {
+		t.Fatalf("deleted bucket: %d", st)
+	}
+	_, _, body = f.do("GET", "/pools/default/buckets", "", "")
+	if !strings.Contains(body, `"name":"travel"`) || strings.Contains(body, `"name":"cache"`) {
+		t.Fatalf("bucket list: %s", body)
+	}
+}

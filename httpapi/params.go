@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// maxSettingsBody bounds a settings request body.
+const maxSettingsBody = 1 << 20
+
+// pathVar returns a decoded path variable (the router keeps paths encoded so
+// keys may contain "/").
+func pathVar(r *http.Request, name string) (string, error) {
+	v, err := url.PathUnescape(mux.Vars(r)[name])
+	if err != nil {
+		return "", errBadRequest(fmt.Sprintf("%s: bad URL escape", name))
+	}
+	return v, nil
+}
+
+// formParams reads a settings request's parameters from a form-encoded or JSON
+// body (Couchbase's REST accepts form encoding) and the query string.
+func formParams(r *http.Request) (url.Values, error) {
+	r.Body = http.MaxBytesReader(nil, r.Body, maxSettingsBody)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, errBadRequest("malformed JSON body: " + err.Error())
+		}
+		vals := r.URL.Query()
+		for k, v := range m {
+			switch x := v.(type) {
+			case string:
+				vals.Set(k, x)
+			case float64:
+				vals.Set(k, strconv.FormatFloat(x, 'f', -1, 64))
+			case bool:
+				vals.Set(k, strconv.FormatBool(x))
+			default:
+				return nil, errBadRequest(k + ": must be a string, number or boolean")
+			}
+		}
+		return vals, nil
+	}
+	if err := r.ParseForm(); err != nil {
+		return nil, errBadRequest("malformed form body: " + err.Error())
+	}
+	return r.Form, nil
+}
+
+// intParam parses an optional integer parameter; ok is false when absent.
+func intParam(vals url.Values, name string) (v int64, ok bool, err error) {
+	s := strings.TrimSpace(vals.Get(name))
+	if !vals.Has(name) {
+		return 0, false, nil
+	}
+	v, err = strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false, errBadRequest(fmt.Sprintf("%s must be an integer, got %q", name, s))
+	}
+	return v, true, nil
+}
+
+// boolParam parses an optional boolean parameter.
+func boolParam(vals url.Values, name string) (bool, error) {
+	if !vals.Has(name) {
+		return false, nil
+	}
+	switch strings.ToLower(vals.Get(name)) {
+	case "true", "1", "":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, errBadRequest(fmt.Sprintf("%s must be true or false, got %q", name, vals.Get(name)))
+}
+
+// bucketOf looks up the request's {bucket}.
+func (s *server) bucketOf(r *http.Request) (*engine.Bucket, error) {
+	name, err := pathVar(r, "bucket")
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.eng.Bucket(name)
+	if err != nil {
+		return nil, errNotFound(fmt.Sprintf("bucket %q does not exist", name))
+	}
+	return b, nil
+}
+
+// collectionOf resolves ?collection=scope.collection (default _default._default).
+func collectionOf(b *engine.Bucket, vals url.Values) (*engine.Collection, error) {
+	spec := vals.Get("collection")
+	if spec == "" {
+		return b.DefaultCollection(), nil
+	}
+	scope, coll, ok := strings.Cut(spec, ".")
+	if !ok {
+		return nil, errBadRequest(fmt.Sprintf("collection must be scope.collection, got %q", spec))
+	}
+	return b.Collection(scope, coll)
+}

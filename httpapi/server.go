@@ -1,0 +1,63 @@
+// Package httpapi is Mayfly's HTTP front door: documents, buckets, scopes and
+// collections in Couchbase's REST shapes, design documents and view queries,
+// the expiry pager's admin endpoints, statistics and metrics. Every error is a
+// JSON object {"error": ..., "reason": ...}.
+package httpapi
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Options configure the HTTP API. A nil *Options means defaults.
+type Options struct {
+	// Logger receives request errors. The default value discards them.
+	Logger *slog.Logger
+}
+
+// server holds what the handlers share.
+type server struct {
+	eng *engine.Engine
+	log *slog.Logger
+}
+
+// New returns the HTTP API over eng as one http.Handler.
+func New(eng *engine.Engine, opts *Options) http.Handler {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &server{eng: eng, log: o.Logger}
+	r := mux.NewRouter()
+	r.UseEncodedPath() // keys may hold "/" as %2F
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, errNotFound("no such resource"))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", reason: req.Method + " is not allowed here"})
+	})
+
+	pools := r.PathPrefix("/pools/default/buckets").Subrouter()
+	pools.HandleFunc("", s.listBuckets).Methods(http.MethodGet)
+	pools.HandleFunc("", s.createBucket).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}", s.getBucket).Methods(http.MethodGet)
+	pools.HandleFunc("/{bucket}", s.updateBucket).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}", s.deleteBucket).Methods(http.MethodDelete)
+	pools.HandleFunc("/{bucket}/scopes", s.listScopes).Methods(http.MethodGet)
+	pools.HandleFunc("/{bucket}/scopes", s.createScope).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}/scopes/{scope}/collections", s.createCollection).Methods(http.MethodPost)
+
+	r.HandleFunc("/{bucket}/docs/{key:.+}/touch", s.touchDoc).Methods(http.MethodPost)
+	r.HandleFunc("/{bucket}/docs/{key:.+}", s.putDoc).Methods(http.MethodPut)
+	r.HandleFunc("/{bucket}/docs/{key:.+}", s.getDoc).Methods(http.MethodGet)
+	r.HandleFunc("/{bucket}/docs/{key:.+}", s.deleteDoc).Methods(http.MethodDelete)
+	return r
+}

@@ -61,6 +61,9 @@ type Bucket struct {
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation
+
+	consumersMu sync.Mutex
+	consumers   map[string][]uint64 // change-feed consumer → sequence numbers consumed
 }
 
 // counters are the bucket's cumulative statistics.

@@ -42,7 +42,8 @@ func (o *WriteOptions) get() WriteOptions {
 }
 
 // Get returns a live document. A missing, deleted or expired document is
-// ErrNotFound; an expired one is deleted on the way (lazy expiry).
+// ErrNotFound; an expired one is deleted on the way (lazy expiry) and the
+// error is ErrExpired, which wraps ErrNotFound.
 func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err
@@ -62,6 +63,23 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		if err := c.b.expire(ctx, k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
 			return nil, err
 		}
+		return nil, fmt.Errorf("%w: %s", ErrExpired, key)
+	}
+	return d, nil
+}
+
+// Peek returns a live document without side effects: a missing, deleted or
+// expired document is ErrNotFound, and an expired one is left in place for the
+// expiry pager (views' include_docs reads this way, so a query never purges).
+func (c *Collection) Peek(key string) (*Document, error) {
+	if c.b.isClosed() {
+		return nil, ErrClosed
+	}
+	p := c.b.partitionFor(key)
+	p.mu.RLock()
+	d := p.mu.docs[docKey{cid: c.id, key: key}]
+	p.mu.RUnlock()
+	if d == nil || d.Deleted || d.ExpiredAt(c.b.clock.Now()) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	return d, nil

@@ -1,10 +1,17 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrNotFound is returned when a document is missing, deleted or expired.
 	ErrNotFound = errors.New("engine: document not found")
+	// ErrExpired is returned by a read that found the document expired (and
+	// deleted it, lazily). It wraps ErrNotFound: errors.Is(err, ErrNotFound)
+	// holds too.
+	ErrExpired = fmt.Errorf("%w: expired", ErrNotFound)
 	// ErrKeyExists is returned by Insert when the key already holds a live document.
 	ErrKeyExists = errors.New("engine: document already exists")
 	// ErrCASMismatch is returned when a write's CAS does not match the document's.

@@ -123,7 +123,7 @@ func TestExpiryValueRules(t *testing.T) {
 				t.Fatalf("expiration = %d, want %d", d.Expiration, c.want)
 			}
 			_, err = coll.Get(ctx, "k")
-			if got := errors.Is(err, engine.ErrNotFound); got != c.expired {
+			if got := errors.Is(err, engine.ErrExpired); got != c.expired {
 				t.Fatalf("expired at once = %v (err %v), want %v", got, err, c.expired)
 			}
 			if st := b.Stats(); c.expired && (st.ExpiredAccess != 1 || st.CurrItems != 0 || st.Tombstones != 1) {
@@ -194,5 +194,51 @@ func TestPreserveExpiry(t *testing.T) {
 	}
 	if _, err := c.Touch(ctx, "missing", 60); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("touch missing: %v", err)
+	}
+}
+
+// TestTombstonePurge: tombstones go only after the purge interval and only
+// once every change-feed consumer has consumed them; Peek never purges.
+func TestTombstonePurge(t *testing.T) {
+	ctx := context.Background()
+	b, clk := newBucket(t, engine.Couchbase)
+	c := b.DefaultCollection()
+	c.Upsert(ctx, "a", []byte(`1`), nil)
+	c.Upsert(ctx, "b", []byte(`1`), &engine.WriteOptions{Expiry: 5})
+	c.Delete(ctx, "a", nil)
+	clk.Advance(5)
+	if _, err := c.Peek("b"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("peek of expired b: %v", err)
+	}
+	if st := b.Stats(); st.CurrItems != 1 || st.ExpiredAccess != 0 {
+		t.Fatalf("peek purged: %+v", st)
+	}
+	if n, _, _ := b.ExpireBatch(ctx, 10); n != 1 {
+		t.Fatalf("pager purged %d", n)
+	}
+	before := b.HighSeqnos()
+	if err := b.AckChanges("view", make([]uint64, b.NumPartitions())); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := b.PurgeTombstones(ctx, clk.Now(), 10); n != 0 {
+		t.Fatalf("purged %d tombstones a consumer has not seen", n)
+	}
+	b.AckChanges("view", before)
+	if n, _, _ := b.PurgeTombstones(ctx, clk.Now()-10, 10); n != 0 {
+		t.Fatalf("purged %d tombstones younger than the interval", n)
+	}
+	n, more, err := b.PurgeTombstones(ctx, clk.Now(), 1)
+	if err != nil || n != 1 || !more {
+		t.Fatalf("first purge: %d %v %v", n, more, err)
+	}
+	n, more, _ = b.PurgeTombstones(ctx, clk.Now(), 10)
+	if n != 1 || more {
+		t.Fatalf("second purge: %d %v", n, more)
+	}
+	if st := b.Stats(); st.Tombstones != 0 || st.MetaDataPurged != 2 {
+		t.Fatalf("after purge: %+v", st)
+	}
+	if got, _, _ := b.Changes(nil, 0); len(got) != 0 {
+		t.Fatalf("purged tombstones still in the feed: %d", len(got))
 	}
 }

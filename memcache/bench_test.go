@@ -1,0 +1,103 @@
+package memcache
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkServerGetSet measures get/set operations per second on Mayfly's
+// server over loopback: 50 concurrent clients, each on its own connection,
+// one set for every four gets over 1000 keys of 100-byte values. The same
+// load runs against a real memcached in BenchmarkMemcachedGetSet (build tag
+// oracle).
+func BenchmarkServerGetSet(b *testing.B) {
+	f := newFixture(b, nil)
+	benchGetSet(b, f.addr)
+}
+
+const (
+	benchClients = 50
+	benchKeys    = 1000
+	benchValLen  = 100
+)
+
+// benchGetSet runs the get/set load against the server at addr and reports
+// ops/s.
+func benchGetSet(b *testing.B, addr string) {
+	// Requests and replies are made up front: the clients share the CPUs.
+	val := strings.Repeat("v", benchValLen)
+	var setReqs, getReqs, getReplies [benchKeys][]byte
+	for k := range benchKeys {
+		setReqs[k] = fmt.Appendf(nil, "set key:%d 0 0 %d\r\n%s\r\n", k, benchValLen, val)
+		getReqs[k] = fmt.Appendf(nil, "get key:%d\r\n", k)
+		getReplies[k] = fmt.Appendf(nil, "VALUE key:%d 0 %d\r\n%s\r\nEND\r\n", k, benchValLen, val)
+	}
+	stored := []byte("STORED\r\n")
+
+	conns := make([]net.Conn, benchClients)
+	for i := range conns {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		conns[i] = nc
+	}
+	// Load every key once, so gets hit.
+	{
+		w := conns[0]
+		r := bufio.NewReader(w)
+		for k := range benchKeys {
+			w.Write(setReqs[k])
+			if l, err := r.ReadString('\n'); err != nil || l != "STORED\r\n" {
+				b.Fatalf("preload: %q %v", l, err)
+			}
+		}
+	}
+
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, nc := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := bufio.NewReaderSize(nc, 4096)
+			buf := make([]byte, 0, 256)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				k := int(i*7919) % benchKeys
+				req, want := getReqs[k], getReplies[k]
+				if i%5 == 0 {
+					req, want = setReqs[k], stored
+				}
+				if _, err := nc.Write(req); err != nil {
+					failed.Store(err)
+					return
+				}
+				buf = buf[:len(want)]
+				if _, err := io.ReadFull(r, buf); err != nil || !bytes.Equal(buf, want) {
+					failed.Store(fmt.Errorf("%q: got %q (%v)", req, buf, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}

@@ -1,0 +1,371 @@
+package memcache
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// bufSize is the size of a connection's read and write buffers (memcached's
+// READ_BUFFER_SIZE).
+const bufSize = 16 << 10
+
+// maxKeptData is the largest data buffer a connection keeps between
+// commands; bigger values get a buffer of their own.
+const maxKeptData = 64 << 10
+
+// conn is one client connection. It is used by one goroutine only.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	r    *bufio.Reader
+	w    *bufio.Writer
+	line []byte // a command line longer than the read buffer, assembled
+	data []byte // the data block buffer, reused up to maxKeptData
+	num  []byte // scratch for formatting numbers
+}
+
+// connReader is what a connection's bufio.Reader reads from: before it
+// may block on the network it sends the answers waiting in the writer (so a
+// pipeline is answered in one write, and a client waiting for an answer
+// before it sends more is never stuck), and it counts bytes_read.
+type connReader struct {
+	nc net.Conn
+	w  *bufio.Writer
+	n  *atomic.Int64
+}
+
+func (c connReader) Read(p []byte) (int, error) {
+	if c.w.Buffered() > 0 {
+		if err := c.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := c.nc.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// countingWriter feeds bytes_written.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// serveConn runs one connection until the client leaves, a protocol rule
+// closes it, or ctx is done.
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	defer nc.Close()
+	defer func() {
+		// A bug must cost one connection, not the server (as net/http).
+		if r := recover(); r != nil {
+			s.log.Error("memcache: panic serving connection", "remote", nc.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	c := &conn{s: s, nc: nc}
+	c.w = bufio.NewWriterSize(countingWriter{nc, &s.stats.bytesWritten}, bufSize)
+	c.r = bufio.NewReaderSize(connReader{nc, c.w, &s.stats.bytesRead}, bufSize)
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			if errors.Is(err, ErrLineTooLong) {
+				s.log.Debug("memcache: closing connection", "remote", nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		cmd := parseCommand(line)
+		if !c.exec(ctx, &cmd) {
+			c.w.Flush()
+			return
+		}
+	}
+}
+
+// readLine returns the next command line, terminator included. The slice is
+// valid until the next read. A line over the limit (MaxLineLen, or
+// MaxGetLineLen for a retrieval) is ErrLineTooLong, found as soon as that
+// many bytes without a newline have arrived, as memcached does.
+func (c *conn) readLine() ([]byte, error) {
+	if cap(c.line) > maxKeptData {
+		c.line = nil // do not keep a huge multi-get's buffer
+	}
+	c.line = c.line[:0]
+	for {
+		n := c.r.Buffered()
+		if n > 0 {
+			b, _ := c.r.Peek(n)
+			start := b
+			if len(c.line) > 0 {
+				start = c.line
+			}
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				if len(c.line)+i+1 > c.lineLimit(start) {
+					return nil, ErrLineTooLong
+				}
+				frag, err := c.r.ReadSlice('\n') // buffered: does not block
+				if err != nil {
+					return nil, err
+				}
+				if len(c.line) == 0 {
+					return frag, nil
+				}
+				c.line = append(c.line, frag...)
+				return c.line, nil
+			}
+			if len(c.line)+n > c.lineLimit(start) {
+				return nil, ErrLineTooLong
+			}
+			if n == c.r.Size() {
+				c.line = append(c.line, b...)
+				c.r.Discard(n)
+				continue
+			}
+		}
+		// Wait for more input: one read of the connection.
+		if _, err := c.r.Peek(n + 1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+// lineLimit is the longest line allowed given its start: memcached lets a
+// line that starts (after at most 100 spaces) with "get " or "gets " grow,
+// and Mayfly does the same for "gat " and "gats ".
+func (c *conn) lineLimit(start []byte) int {
+	p := bytes.TrimLeft(start, " ")
+	if len(start)-len(p) <= 100 {
+		for _, pre := range [...]string{"get ", "gets ", "gat ", "gats "} {
+			if bytes.HasPrefix(p, []byte(pre)) {
+				return c.s.opts.MaxGetLineLen
+			}
+		}
+	}
+	return c.s.opts.MaxLineLen
+}
+
+// reply writes one reply line.
+func (c *conn) reply(s string) {
+	c.w.WriteString(s)
+	c.w.WriteString("\r\n")
+}
+
+// readData reads a data block of n bytes (its "\r\n" included).
+func (c *conn) readData(n int) ([]byte, error) {
+	var buf []byte
+	if n <= maxKeptData {
+		if cap(c.data) < n {
+			c.data = make([]byte, n, maxKeptData)
+		}
+		buf = c.data[:n]
+	} else {
+		buf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(c.r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// discard swallows n bytes of input.
+func (c *conn) discard(n int) error {
+	_, err := c.r.Discard(n)
+	return err
+}
+
+// exec runs one command and reports whether to keep the connection.
+func (c *conn) exec(ctx context.Context, cmd *command) bool {
+	s := c.s
+	if cmd.countFlush {
+		s.stats.cmdFlush.Add(1)
+	}
+	if cmd.kind == cmdInvalid {
+		if cmd.close {
+			return false
+		}
+		if !cmd.noreply {
+			c.reply(cmd.reply)
+		}
+		if cmd.swallow > 0 {
+			return c.discard(cmd.swallow) == nil
+		}
+		return true
+	}
+	if err := s.flushIfDue(ctx); err != nil {
+		s.log.Warn("memcache: delayed flush_all", "err", err)
+	}
+	var r string
+	switch cmd.kind {
+	case cmdGet, cmdGets, cmdGat, cmdGats:
+		return c.retrieve(ctx, cmd)
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
+		return c.storage(ctx, cmd)
+	case cmdTouch:
+		r = s.touch(ctx, cmd.keys[0], cmd.exptime)
+	case cmdDelete:
+		r = s.delete(ctx, cmd.keys[0])
+	case cmdIncr, cmdDecr:
+		r = s.arith(ctx, cmd.keys[0], cmd.kind == cmdIncr, cmd.delta)
+	case cmdFlushAll:
+		r = replyOK
+		if err := s.flushAll(ctx, cmd.exptime); err != nil {
+			r = serverError(err)
+		}
+	case cmdStats:
+		c.statsReply(cmd.sub)
+		return true
+	case cmdVersion:
+		r = "VERSION " + s.opts.Version
+	case cmdVerbosity:
+		s.verbosity.Store(uint32(min(cmd.delta, maxVerbosity)))
+		r = replyOK
+	case cmdQuit:
+		return false
+	}
+	if !cmd.noreply {
+		c.reply(r)
+	}
+	return true
+}
+
+// maxVerbosity is memcached's MAX_VERBOSITY_LEVEL.
+const maxVerbosity = 2
+
+// storage reads a storage command's data block and stores it.
+func (c *conn) storage(ctx context.Context, cmd *command) bool {
+	s := c.s
+	key := cmd.keys[0]
+	if itemSize(len(key), cmd.flags, cmd.vlen) > s.opts.MaxItemSize {
+		s.stats.storeTooLarge.Add(1)
+		if !cmd.noreply {
+			c.reply(replyTooLarge)
+		}
+		if err := c.discard(cmd.vlen + 2); err != nil {
+			return false
+		}
+		if cmd.kind == cmdSet {
+			// As memcached: a failed set must not leave stale data behind.
+			s.deleteQuietly(ctx, key)
+		}
+		return true
+	}
+	data, err := c.readData(cmd.vlen + 2)
+	if err != nil {
+		return false
+	}
+	s.stats.cmdSet.Add(1)
+	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
+		if !cmd.noreply {
+			c.reply(replyBadDataChunk)
+		}
+		return true
+	}
+	r := s.store(ctx, cmd, key, data[:cmd.vlen])
+	if !cmd.noreply {
+		c.reply(r)
+	}
+	return true
+}
+
+// retrieve answers get, gets, gat and gats. It reports whether to keep the
+// connection: after an engine failure midway it is closed, since part of the
+// answer may be out already.
+func (c *conn) retrieve(ctx context.Context, cmd *command) bool {
+	s := c.s
+	withCAS := cmd.kind == cmdGets || cmd.kind == cmdGats
+	touch := cmd.kind == cmdGat || cmd.kind == cmdGats
+	// A line with a bad key is answered with an error alone, as memcached
+	// does, though the keys before it are served (and counted, and touched).
+	w := c.w
+	if cmd.reply != "" {
+		w = bufio.NewWriter(io.Discard)
+	}
+	for _, key := range cmd.keys {
+		var (
+			d   *engine.Document
+			err error
+		)
+		if touch {
+			d, err = s.getAndTouch(ctx, key, cmd.exptime)
+		} else {
+			d, err = s.get(ctx, key)
+		}
+		if err != nil {
+			c.reply(serverError(err))
+			return false
+		}
+		if d == nil {
+			continue
+		}
+		c.writeValue(w, key, d, withCAS)
+	}
+	if cmd.reply != "" {
+		c.reply(cmd.reply)
+		return true
+	}
+	c.reply(replyEnd)
+	return true
+}
+
+// writeValue writes one "VALUE key flags bytes [cas]" block.
+func (c *conn) writeValue(w *bufio.Writer, key string, d *engine.Document, withCAS bool) {
+	b := append(c.num[:0], "VALUE "...)
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(d.Flags), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(d.Value)), 10)
+	if withCAS {
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, d.CAS, 10)
+	}
+	b = append(b, '\r', '\n')
+	c.num = b
+	w.Write(b)
+	w.Write(d.Value)
+	w.WriteString("\r\n")
+}
+
+// statsReply answers "stats" and its sub-commands.
+func (c *conn) statsReply(sub string) {
+	s := c.s
+	var lines []stat
+	switch sub {
+	case "":
+		lines = s.generalStats()
+	case "settings":
+		lines = s.settingsStats()
+	case "reset":
+		s.stats.reset()
+		c.reply(replyReset)
+		return
+	case "detail":
+		c.reply(replyOK)
+		return
+	case "items", "slabs", "sizes", "conns", "detail dump":
+		// Mayfly has no slabs and keeps no per-prefix stats: nothing to list.
+	}
+	for _, l := range lines {
+		c.w.WriteString("STAT ")
+		c.w.WriteString(l.name)
+		c.w.WriteByte(' ')
+		c.w.WriteString(l.value)
+		c.w.WriteString("\r\n")
+	}
+	c.reply(replyEnd)
+}

@@ -1,0 +1,129 @@
+package memcache
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Options configure a Server. A nil *Options means DefaultOptions().
+type Options struct {
+	// MaxConns is the most client connections open at once; one more is
+	// answered "ERROR Too many open connections" and closed, as memcached
+	// does. The default value is 1024 (memcached's -c).
+	MaxConns int
+	// MaxLineLen is the longest command line, in bytes, other than a
+	// retrieval (get, gets, gat, gats); a longer one closes the connection,
+	// as memcached does for 2048 bytes without a newline. The default value
+	// is 2048 (bytes).
+	MaxLineLen int
+	// MaxGetLineLen is the longest retrieval line, in bytes: a multi-get of
+	// many keys, which memcached lets grow without bound. A longer one closes
+	// the connection. The default value is 1048576 (bytes).
+	MaxGetLineLen int
+	// MaxItemSize is the largest item, in bytes, counted as memcached counts
+	// it (value, key and a 56-byte header; 4 more bytes for non-zero flags);
+	// a larger one is refused with "SERVER_ERROR object too large for cache".
+	// At most engine.MaxValueLen. The default value is 1048576 (bytes, as
+	// memcached's -I).
+	MaxItemSize int
+	// Logger receives connection-level log lines. The default value discards
+	// them.
+	Logger *slog.Logger
+	// Version is what the version command and the version stat report. The
+	// default value is "1.6.18-mayfly".
+	Version string
+
+	private struct {
+		// flushPoll is how often a pending delayed flush_all is checked
+		// against the engine clock when no command arrives. Default 1s.
+		flushPoll time.Duration
+	}
+}
+
+// DefaultVersion is the version the server reports when Options.Version is
+// empty: the memcached release whose text protocol it speaks.
+const DefaultVersion = "1.6.18-mayfly"
+
+// DefaultOptions returns the options a Server uses when given nil.
+func DefaultOptions() *Options {
+	o := &Options{}
+	o.EnsureDefaults()
+	return o
+}
+
+// EnsureDefaults fills in every unset field with its default.
+func (o *Options) EnsureDefaults() {
+	if o.MaxConns == 0 {
+		o.MaxConns = 1024
+	}
+	if o.MaxLineLen == 0 {
+		o.MaxLineLen = 2048
+	}
+	if o.MaxGetLineLen == 0 {
+		o.MaxGetLineLen = 1 << 20
+	}
+	if o.MaxItemSize == 0 {
+		o.MaxItemSize = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Version == "" {
+		o.Version = DefaultVersion
+	}
+	if o.private.flushPoll == 0 {
+		o.private.flushPoll = time.Second
+	}
+}
+
+// minLineLen is the shortest MaxLineLen allowed: room for a storage command
+// with a key of 250 bytes and every number at its longest.
+const minLineLen = 512
+
+// Validate reports the first option out of range, naming it.
+func (o *Options) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case o.MaxConns < 1:
+		return bad("MaxConns must be positive, got %d", o.MaxConns)
+	case o.MaxLineLen < minLineLen:
+		return bad("MaxLineLen must be at least %d, got %d", minLineLen, o.MaxLineLen)
+	case o.MaxGetLineLen < o.MaxLineLen:
+		return bad("MaxGetLineLen must be at least MaxLineLen (%d), got %d", o.MaxLineLen, o.MaxGetLineLen)
+	case o.MaxItemSize < itemHeaderLen+maxKeyLen+8 || o.MaxItemSize > engine.MaxValueLen:
+		return bad("MaxItemSize must be between %d and %d, got %d", itemHeaderLen+maxKeyLen+8, engine.MaxValueLen, o.MaxItemSize)
+	case containsNewline(o.Version):
+		return bad("Version must not contain a newline")
+	}
+	return nil
+}
+
+func containsNewline(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\r' || s[i] == '\n' {
+			return true
+		}
+	}
+	return false
+}
+
+// itemHeaderLen is memcached's per-item overhead on a 64-bit build: the
+// 48-byte item header plus the 8-byte CAS.
+const itemHeaderLen = 48 + 8
+
+// itemSize is the size memcached gives an item (item_make_header plus the
+// CAS): header, key and its NUL, 4 bytes of flags unless they are 0, the
+// value and its "\r\n". It decides "object too large for cache".
+func itemSize(nkey int, flags uint32, vlen int) int {
+	n := itemHeaderLen + nkey + 1 + vlen + 2
+	if flags != 0 {
+		n += 4
+	}
+	return n
+}

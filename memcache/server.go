@@ -1,0 +1,304 @@
+package memcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Server speaks memcached's text protocol onto one engine bucket (its
+// default collection). It is safe for concurrent use; one Server may Serve
+// several listeners.
+type Server struct {
+	bucket  *engine.Bucket
+	coll    *engine.Collection
+	clock   engine.Clock
+	opts    Options
+	log     *slog.Logger
+	started int64 // engine clock at New, for the uptime stat
+
+	stats     counters
+	verbosity atomic.Uint32
+
+	// flushAt is the engine-clock second at which a delayed flush_all takes
+	// effect, 0 when none is pending. flushMu serialises the flushes.
+	flushAt atomic.Int64
+	flushMu sync.Mutex
+
+	// ctx is cancelled by Close; every connection and helper goroutine
+	// watches it. wg counts those goroutines.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed    bool
+		flusher   bool // a flushLoop goroutine is running
+		listeners map[net.Listener]struct{}
+		addr      net.Addr // the first listener's, for "stats settings"
+	}
+}
+
+// New returns a Server for bucket b. A nil opts means DefaultOptions(). It
+// starts nothing: call Serve or ListenAndServe.
+func New(b *engine.Bucket, opts *Options) (*Server, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil bucket", ErrInvalidOptions)
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		bucket: b, coll: b.DefaultCollection(), clock: b.Clock(), opts: o, log: o.Logger,
+		started: b.Clock().Now(),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.listeners = make(map[net.Listener]struct{})
+	return s, nil
+}
+
+// ListenAndServe listens on the TCP address addr and serves it until ctx is
+// done or Close is called.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("memcache: listen on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve accepts connections on ln and serves each in its own goroutine. It
+// returns when ctx is done (ctx.Err()), when Close is called
+// (ErrServerClosed), or when Accept fails for good. Before it returns it
+// closes ln and the connections it accepted, and waits for them.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.mu.listeners[ln] = struct{}{}
+	if s.mu.addr == nil {
+		s.mu.addr = ln.Addr()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(s.ctx, cancel)
+	defer stopOnClose()
+	stopLn := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stopLn()
+
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	defer cancel() // runs before conns.Wait: close this listener's connections
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("memcache: accept", "err", err, "retry_in", backoff)
+				sleepCtx(ctx, backoff) // a done ctx is seen on the next round
+				continue
+			}
+			ln.Close()
+			return fmt.Errorf("memcache: accept: %w", err)
+		}
+		backoff = 0
+		if s.stats.currConns.Add(1) > int64(s.opts.MaxConns) {
+			s.stats.currConns.Add(-1)
+			s.stats.rejectedConns.Add(1)
+			s.log.Debug("memcache: refusing connection", "remote", nc.RemoteAddr(), "err", ErrTooManyConnections)
+			// A few bytes on a fresh socket: the kernel buffer takes them.
+			nc.Write([]byte(replyTooManyConns + "\r\n"))
+			nc.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			s.stats.currConns.Add(-1)
+			nc.Close()
+			continue
+		}
+		s.wg.Add(1)
+		conns.Add(1)
+		s.mu.Unlock()
+		s.stats.totalConns.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer conns.Done()
+			defer s.stats.currConns.Add(-1)
+			s.serveConn(ctx, nc)
+		}()
+	}
+}
+
+// sleepCtx sleeps for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Close stops every listener, closes every connection and waits until all
+// the server's goroutines have returned. Serve then returns ErrServerClosed.
+// Close is idempotent. It takes no context because what it waits for is
+// unblocked by the closing itself: connections are closed and every
+// engine call's context is cancelled, so it returns promptly.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.mu.closed = true
+	var lns []net.Listener
+	for ln := range s.mu.listeners {
+		lns = append(lns, ln)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	var first error
+	for _, ln := range lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) && first == nil {
+			first = err
+		}
+	}
+	s.wg.Wait()
+	return first
+}
+
+// listenAddr returns the port and interface of the first listener, as
+// "stats settings" shows them.
+func (s *Server) listenAddr() (port, iface string) {
+	s.mu.Lock()
+	a := s.mu.addr
+	s.mu.Unlock()
+	if a == nil {
+		return "0", "NULL"
+	}
+	h, p, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "0", a.String()
+	}
+	return p, h
+}
+
+// Delayed flush_all.
+//
+// memcached's "flush_all N" (N > 0) sets oldest_live to realtime(N)-1: once
+// the clock reaches that second, every item stored at or before it is gone.
+// So N = 1 flushes at once, and N = 2 in one second. Mayfly keeps the moment
+// (engine clock) in flushAt and, at the first command at or after it (or at
+// the next poll of flushLoop), flushes the bucket before doing anything else.
+
+// flushAllAt returns the engine-clock second at which "flush_all delay"
+// takes effect; a value <= now means at once.
+func flushAllAt(now, delay int64) int64 {
+	if delay <= 0 {
+		return now
+	}
+	return engine.AbsoluteExpiry(now, delay) - 1
+}
+
+// flushAll runs or schedules a flush_all with the given delay.
+func (s *Server) flushAll(ctx context.Context, delay int64) error {
+	now := s.clock.Now()
+	at := flushAllAt(now, delay)
+	if at <= now {
+		s.flushMu.Lock()
+		defer s.flushMu.Unlock()
+		s.flushAt.Store(0)
+		_, err := s.bucket.Flush(ctx)
+		return err
+	}
+	s.flushAt.Store(at)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.flusher && !s.mu.closed {
+		s.mu.flusher = true
+		s.wg.Add(1)
+		go s.flushLoop()
+	}
+	return nil
+}
+
+// flushIfDue runs a pending delayed flush_all whose moment has come.
+func (s *Server) flushIfDue(ctx context.Context) error {
+	at := s.flushAt.Load()
+	if at == 0 || s.clock.Now() < at {
+		return nil
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if s.flushAt.Load() != at {
+		return nil // done meanwhile, or replaced by another flush_all
+	}
+	if _, err := s.bucket.Flush(ctx); err != nil {
+		return err
+	}
+	s.flushAt.CompareAndSwap(at, 0)
+	return nil
+}
+
+// flushLoop polls a pending delayed flush_all, so it happens on time even
+// when no command arrives. It returns once nothing is pending, or on Close.
+func (s *Server) flushLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.private.flushPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			s.mu.Lock()
+			s.mu.flusher = false
+			s.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		if err := s.flushIfDue(s.ctx); err != nil {
+			s.log.Warn("memcache: delayed flush_all", "err", err)
+		}
+		s.mu.Lock()
+		if s.flushAt.Load() == 0 {
+			s.mu.flusher = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,194 @@
+package memcache
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+)
+
+// Stats are a Server's cumulative counters, named after memcached's stats.
+type Stats struct {
+	// CurrConnections counts open client connections (curr_connections).
+	CurrConnections int64
+	// TotalConnections counts connections served, refused ones not
+	// included (total_connections).
+	TotalConnections int64
+	// RejectedConnections counts connections refused over MaxConns
+	// (rejected_connections).
+	RejectedConnections int64
+	// CmdGet counts keys asked for by get and gets (cmd_get).
+	CmdGet int64
+	// CmdSet counts storage commands whose data block was read (cmd_set).
+	CmdSet int64
+	// CmdFlush counts flush_all commands (cmd_flush).
+	CmdFlush int64
+	// CmdTouch counts keys touched by touch, gat and gats (cmd_touch).
+	CmdTouch int64
+	// GetHits and GetMisses split CmdGet (get_hits, get_misses).
+	GetHits, GetMisses int64
+	// GetExpired counts get misses that found the item expired (get_expired).
+	GetExpired int64
+	// DeleteHits and DeleteMisses count delete (delete_hits, delete_misses).
+	DeleteHits, DeleteMisses int64
+	// IncrHits and IncrMisses count incr (incr_hits, incr_misses).
+	IncrHits, IncrMisses int64
+	// DecrHits and DecrMisses count decr (decr_hits, decr_misses).
+	DecrHits, DecrMisses int64
+	// CasHits, CasMisses and CasBadval count cas: stored, not found, and
+	// refused for a stale cas unique (cas_hits, cas_misses, cas_badval).
+	CasHits, CasMisses, CasBadval int64
+	// TouchHits and TouchMisses split CmdTouch (touch_hits, touch_misses).
+	TouchHits, TouchMisses int64
+	// StoreTooLarge counts values refused as over MaxItemSize (store_too_large).
+	StoreTooLarge int64
+	// TotalItems counts items stored (total_items).
+	TotalItems int64
+	// BytesRead and BytesWritten count network bytes (bytes_read, bytes_written).
+	BytesRead, BytesWritten int64
+}
+
+// counters are the live form of Stats.
+type counters struct {
+	currConns, totalConns, rejectedConns                  atomic.Int64
+	cmdGet, cmdSet, cmdFlush, cmdTouch                    atomic.Int64
+	getHits, getMisses, getExpired                        atomic.Int64
+	deleteHits, deleteMisses                              atomic.Int64
+	incrHits, incrMisses, decrHits, decrMisses            atomic.Int64
+	casHits, casMisses, casBadval, touchHits, touchMisses atomic.Int64
+	storeTooLarge, totalItems, bytesRead, bytesWritten    atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		CurrConnections: c.currConns.Load(), TotalConnections: c.totalConns.Load(),
+		RejectedConnections: c.rejectedConns.Load(),
+		CmdGet:              c.cmdGet.Load(), CmdSet: c.cmdSet.Load(), CmdFlush: c.cmdFlush.Load(),
+		CmdTouch: c.cmdTouch.Load(), GetHits: c.getHits.Load(), GetMisses: c.getMisses.Load(),
+		GetExpired: c.getExpired.Load(), DeleteHits: c.deleteHits.Load(), DeleteMisses: c.deleteMisses.Load(),
+		IncrHits: c.incrHits.Load(), IncrMisses: c.incrMisses.Load(),
+		DecrHits: c.decrHits.Load(), DecrMisses: c.decrMisses.Load(),
+		CasHits: c.casHits.Load(), CasMisses: c.casMisses.Load(), CasBadval: c.casBadval.Load(),
+		TouchHits: c.touchHits.Load(), TouchMisses: c.touchMisses.Load(),
+		StoreTooLarge: c.storeTooLarge.Load(), TotalItems: c.totalItems.Load(),
+		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
+	}
+}
+
+// reset zeroes what memcached's "stats reset" zeroes: every cumulative
+// counter, not the gauges.
+func (c *counters) reset() {
+	for _, a := range []*atomic.Int64{
+		&c.totalConns, &c.rejectedConns, &c.cmdGet, &c.cmdSet, &c.cmdFlush, &c.cmdTouch,
+		&c.getHits, &c.getMisses, &c.getExpired, &c.deleteHits, &c.deleteMisses,
+		&c.incrHits, &c.incrMisses, &c.decrHits, &c.decrMisses,
+		&c.casHits, &c.casMisses, &c.casBadval, &c.touchHits, &c.touchMisses,
+		&c.storeTooLarge, &c.totalItems, &c.bytesRead, &c.bytesWritten,
+	} {
+		a.Store(0)
+	}
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats { return s.stats.snapshot() }
+
+// stat is one "STAT name value" line.
+type stat struct{ name, value string }
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+// generalStats are the lines of a bare "stats", in memcached's order, with
+// the engine's expiry counters (cbstats names) at the end.
+func (s *Server) generalStats() []stat {
+	now := s.clock.Now()
+	st := s.stats.snapshot()
+	es := s.bucket.Stats()
+	return []stat{
+		{"pid", strconv.Itoa(os.Getpid())},
+		{"uptime", i64(now - s.started)},
+		{"time", i64(now)},
+		{"version", s.opts.Version},
+		{"pointer_size", strconv.Itoa(strconv.IntSize)},
+		{"max_connections", strconv.Itoa(s.opts.MaxConns)},
+		{"curr_connections", i64(st.CurrConnections)},
+		{"total_connections", i64(st.TotalConnections)},
+		{"rejected_connections", i64(st.RejectedConnections)},
+		{"cmd_get", i64(st.CmdGet)},
+		{"cmd_set", i64(st.CmdSet)},
+		{"cmd_flush", i64(st.CmdFlush)},
+		{"cmd_touch", i64(st.CmdTouch)},
+		{"cmd_meta", "0"},
+		{"get_hits", i64(st.GetHits)},
+		{"get_misses", i64(st.GetMisses)},
+		{"get_expired", i64(st.GetExpired)},
+		{"get_flushed", "0"},
+		{"delete_misses", i64(st.DeleteMisses)},
+		{"delete_hits", i64(st.DeleteHits)},
+		{"incr_misses", i64(st.IncrMisses)},
+		{"incr_hits", i64(st.IncrHits)},
+		{"decr_misses", i64(st.DecrMisses)},
+		{"decr_hits", i64(st.DecrHits)},
+		{"cas_misses", i64(st.CasMisses)},
+		{"cas_hits", i64(st.CasHits)},
+		{"cas_badval", i64(st.CasBadval)},
+		{"touch_hits", i64(st.TouchHits)},
+		{"touch_misses", i64(st.TouchMisses)},
+		{"store_too_large", i64(st.StoreTooLarge)},
+		{"store_no_memory", "0"},
+		{"auth_cmds", "0"},
+		{"auth_errors", "0"},
+		{"bytes_read", i64(st.BytesRead)},
+		{"bytes_written", i64(st.BytesWritten)},
+		{"limit_maxbytes", i64(s.bucket.Settings().RAMQuotaMB << 20)},
+		{"accepting_conns", "1"},
+		{"threads", strconv.Itoa(runtime.GOMAXPROCS(0))},
+		{"conn_yields", "0"},
+		{"curr_items", i64(es.CurrItems)},
+		{"total_items", i64(st.TotalItems)},
+		{"expired_unfetched", "0"},
+		{"evicted_unfetched", "0"},
+		{"evictions", "0"},
+		{"reclaimed", "0"},
+		{"ep_expired_access", i64(es.ExpiredAccess)},
+		{"ep_expired_pager", i64(es.ExpiredPager)},
+		{"ep_expired", i64(es.Expired)},
+		{"ep_num_expiry_pager_runs", i64(es.PagerRuns)},
+		{"curr_items_tot", i64(es.CurrItems)},
+	}
+}
+
+// settingsStats are the lines of "stats settings": memcached's names, with
+// the values that hold for this server.
+func (s *Server) settingsStats() []stat {
+	port, iface := s.listenAddr()
+	yn := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	return []stat{
+		{"maxbytes", i64(s.bucket.Settings().RAMQuotaMB << 20)},
+		{"maxconns", strconv.Itoa(s.opts.MaxConns)},
+		{"tcpport", port},
+		{"udpport", "0"},
+		{"inter", iface},
+		{"verbosity", strconv.FormatUint(uint64(s.verbosity.Load()), 10)},
+		{"oldest", "0"},
+		{"evictions", "off"},
+		{"domain_socket", "NULL"},
+		{"cas_enabled", "yes"},
+		{"binding_protocol", "ascii"},
+		{"auth_enabled_sasl", "no"},
+		{"auth_enabled_ascii", "no"},
+		{"item_size_max", strconv.Itoa(s.opts.MaxItemSize)},
+		{"maxconns_fast", "yes"},
+		{"flush_enabled", "yes"},
+		{"dump_enabled", "no"},
+		{"idle_timeout", "0"},
+		{"shutdown_command", yn(false)},
+		{"max_line_len", strconv.Itoa(s.opts.MaxLineLen)},
+		{"max_get_line_len", strconv.Itoa(s.opts.MaxGetLineLen)},
+		{"bucket", s.bucket.Name()},
+	}
+}

@@ -1,0 +1,6 @@
+package audit
+
+import "errors"
+
+// ErrClosed is returned by Record on a closed Log.
+var ErrClosed = errors.New("audit: closed")

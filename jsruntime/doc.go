@@ -1,0 +1,79 @@
+// Package jsruntime compiles and runs the JavaScript map and reduce functions
+// of Couchbase-style design documents on a pool of goja runtimes, with a
+// time limit on every call.
+//
+// # Basics
+//
+// Compile checks a design document's functions (a syntax error is a
+// *CompileError naming view, function and line). A Pool holds a fixed number
+// of workers; Pool.Load compiles a design document once into a Program.
+// Program.Map runs all the views' map functions over a batch of documents,
+// in one pass per document, spreading documents over the workers in
+// parallel; Program.Reducer gives a view's reduce: the built-ins _count,
+// _sum and _stats run in Go, a JavaScript reduce borrows a worker.
+//
+//	pool := jsruntime.NewPool(nil)
+//	defer pool.Close()
+//	prog, err := pool.Load([]jsruntime.ViewSource{{
+//		Name: "by_type", Map: `function (doc, meta) { emit(doc.type, null); }`, Reduce: "_count",
+//	}})
+//	res, err := prog.Map(ctx, docs) // res[doc][view].Emits, .Err
+//
+// # What map functions see
+//
+// A map function is called as function (doc, meta). doc is the document
+// parsed as JSON.parse would (property order kept), or, for a binary
+// document (Meta.Type "base64"), the base64 string of its bytes. meta is
+// {id, rev, seq, vb, expiration, flags, type} with seq and vb as strings, as
+// in Couchbase. All the views of a design document get the same doc and meta
+// objects, one after the other, as in Couchbase. The globals are emit(key,
+// value), sum(array), dateToArray(date) ([year, month, day, hour, minute,
+// second] in UTC, or null), decodeBase64(string) (an array of byte values,
+// as Couchbase's implementation returns, not a string) and log(...) (to
+// Options.Logger). There is no require, no process, no timers, no file
+// system or network: goja has none and none is added (source maps are off,
+// so not even the parser reads files).
+//
+// emit converts its key and value to JSON at once, in Go, with
+// JSON.stringify's rules (toJSON, NaN and infinities as null, undefined
+// properties left out); an undefined or missing key or value is null, a
+// function is an error. Rows over Couchbase's limits (MaxKeySize,
+// MaxEmitSize) fail the view for that document.
+//
+// # Failures and time limits
+//
+// Every JavaScript call runs under Options.Timeout: a timer interrupts the
+// runtime (goja's Runtime.Interrupt), and so does the cancellation of the
+// caller's context and Pool.Close. The interrupt is cleared before the
+// runtime is used again, and rows emitted before a failure are dropped. A
+// map function that throws, times out, recurses too deep or emits too much
+// fails for its view and that document only (ViewResult.Err, a
+// *ScriptError wrapping ErrTimeout and the like); the other views' results
+// for the same document come back, and the runtime stays usable.
+//
+// # Runtimes
+//
+// Each worker keeps a goja runtime per design document it has run recently,
+// so globals a function sets are seen only by functions of the same design
+// document (Couchbase has one V8 context per design document). Creating one
+// is cheap (tens of microseconds); Options.CachedPrograms bounds how many a
+// worker keeps.
+//
+// # Speed
+//
+// Documents are turned into JavaScript values by a JSON parser of this
+// package that builds goja objects directly (two to three times faster than
+// calling JSON.parse in the runtime, which goes through encoding/json's
+// tokenizer), and emitted values are encoded in Go without a JavaScript
+// JSON.stringify call. A document is parsed only when some map function of
+// the design document mentions its doc parameter, and meta is built only
+// when one mentions meta; the check is textual and errs on the side of
+// building (see the benchmarks in bench_test.go).
+//
+// # Caveats
+//
+// A time limit interrupts JavaScript, not Go: a built-in that runs long in
+// Go (JSON.stringify of a huge value, a giant string operation) finishes
+// before the interrupt is noticed, and memory a function allocates is not
+// bounded. Design documents are trusted to that extent.
+package jsruntime

@@ -1,0 +1,165 @@
+package jsruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// worker is one slot of the pool: the runtimes it owns, and the machinery
+// that interrupts the one running. Only the goroutine that borrowed the
+// worker uses its runtimes; interrupt may be called from any goroutine.
+type worker struct {
+	pool *Pool
+
+	mu struct {
+		sync.Mutex
+		running *goja.Runtime // the runtime executing a call; nil when idle
+		cause   error         // why running was interrupted; nil if it was not
+	}
+
+	timer *time.Timer   // runs onTimeout; armed only during a call
+	fired chan struct{} // onTimeout is done (needed when Stop comes too late)
+
+	// Owned by the borrowing goroutine.
+	runtimes []*vmState // most recently used first
+}
+
+func newWorker(p *Pool) *worker {
+	w := &worker{pool: p, fired: make(chan struct{}, 1)}
+	w.timer = time.AfterFunc(time.Hour, w.onTimeout)
+	w.timer.Stop()
+	return w
+}
+
+func (w *worker) onTimeout() {
+	w.interrupt(ErrTimeout)
+	w.fired <- struct{}{}
+}
+
+// interrupt stops the call running on w, if any, with cause. Safe from any
+// goroutine; a no-op when w is idle or already interrupted.
+func (w *worker) interrupt(cause error) {
+	w.mu.Lock()
+	if w.mu.running != nil && w.mu.cause == nil {
+		w.mu.cause = cause
+		w.mu.running.Interrupt(cause)
+	}
+	w.mu.Unlock()
+}
+
+// begin arms the time limit and makes rt interruptible for a call. With
+// force false it refuses (returning ctx's error) when ctx is done; with
+// force true it arms anyway and interrupts at once if ctx is done, for code
+// that will run no matter what (see vmState.batch).
+func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
+	w.mu.Lock()
+	err := ctx.Err()
+	if err != nil && !force {
+		w.mu.Unlock()
+		return err
+	}
+	w.mu.running = rt.vm
+	w.mu.cause = nil
+	if err != nil {
+		w.mu.cause = err
+		rt.vm.Interrupt(err)
+	}
+	w.mu.Unlock()
+	rt.abortErr = nil
+	w.timer.Reset(w.pool.opts.Timeout)
+	return nil
+}
+
+// end disarms what begin armed and returns the cause of an interruption
+// (nil if there was none). The runtime is left uninterrupted: no interrupt
+// can reach it after end, and any that arrived is cleared.
+func (w *worker) end(rt *vmState) error {
+	if !w.timer.Stop() {
+		<-w.fired // onTimeout ran or is running: wait for it
+	}
+	w.mu.Lock()
+	cause := w.mu.cause
+	w.mu.running = nil
+	w.mu.cause = nil
+	w.mu.Unlock()
+	rt.vm.ClearInterrupt()
+	return cause
+}
+
+// call runs fn on rt under the pool's time limit, with ctx able to
+// interrupt it (the caller registers w.interrupt with context.AfterFunc).
+// An interruption by the timer, the context or Close comes back as that
+// cause (ErrTimeout, ctx's error, ErrClosed); an abort by a helper as the
+// helper's error; a JavaScript exception as *goja.Exception. A Go panic
+// escaping goja marks rt broken and comes back as an error. However the
+// call ends, the runtime is left uninterrupted and reusable.
+func (w *worker) call(ctx context.Context, rt *vmState, fn goja.Callable, args ...goja.Value) (v goja.Value, err error) {
+	if err := w.begin(ctx, rt, false); err != nil {
+		return nil, err
+	}
+	defer func() {
+		cause := w.end(rt)
+		if x := recover(); x != nil {
+			rt.broken = true
+			v, err = nil, fmt.Errorf("jsruntime: internal error: %v", x)
+			return
+		}
+		if rt.abortErr != nil {
+			v, err = nil, rt.abortErr
+			rt.abortErr = nil
+			return
+		}
+		var ie *goja.InterruptedError
+		if errors.As(err, &ie) && cause != nil {
+			err = cause
+		}
+	}()
+	return fn(goja.Undefined(), args...)
+}
+
+// runtimeFor returns w's runtime for pr, instantiating it on first use and
+// evicting the least recently used one beyond Options.CachedPrograms.
+// Runtimes of closed programs are dropped on the way.
+func (w *worker) runtimeFor(pr *Program) (*vmState, error) {
+	for i, rt := range w.runtimes {
+		if rt.prog == pr && !rt.broken {
+			if i > 0 {
+				copy(w.runtimes[1:i+1], w.runtimes[:i])
+				w.runtimes[0] = rt
+			}
+			return rt, nil
+		}
+	}
+	kept := w.runtimes[:0]
+	for _, rt := range w.runtimes {
+		if !rt.prog.closed.Load() && !rt.broken {
+			kept = append(kept, rt)
+		}
+	}
+	clear(w.runtimes[len(kept):])
+	w.runtimes = kept
+	rt, err := newVMState(w.pool, pr)
+	if err != nil {
+		return nil, err
+	}
+	if len(w.runtimes) >= w.pool.opts.CachedPrograms {
+		w.runtimes[len(w.runtimes)-1] = nil
+		w.runtimes = w.runtimes[:len(w.runtimes)-1]
+	}
+	w.runtimes = append(w.runtimes, nil)
+	copy(w.runtimes[1:], w.runtimes)
+	w.runtimes[0] = rt
+	return rt, nil
+}
+
+// shutdown releases w's runtimes; w is not used again.
+func (w *worker) shutdown() {
+	w.timer.Stop()
+	clear(w.runtimes)
+	w.runtimes = nil
+}

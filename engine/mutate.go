@@ -127,8 +127,10 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 // ExpireBatch purges up to limit documents that have expired by now, in
 // expiry order, each as an expiration (a tombstone and a change-feed entry),
 // counted as ExpiredPager. It returns how many it purged and whether more are
-// due. Each call is one short critical section per document plus one wait for
-// disk, so readers and writers are never held up for long.
+// due. Each document is one short critical section, so readers and writers
+// are never held up for long. It does not wait for disk: expirations are not
+// durable writes (as in Couchbase), and not waiting lets group commit gather
+// a whole pager run into few transactions; call Sync to wait.
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	now := b.clock.Now()
 	due := b.exps.due(now, limit+1)
@@ -136,25 +138,26 @@ func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more b
 		more = true
 		due = due[:limit]
 	}
-	var last *commitBatch
 	for _, it := range due {
 		if err := ctx.Err(); err != nil {
 			return purged, true, err
 		}
-		cb, ok, err := b.expireQueued(it.key, it.exp, &b.stats.expiredPager)
+		_, ok, err := b.expireQueued(it.key, it.exp, &b.stats.expiredPager)
 		if err != nil {
 			return purged, true, err
 		}
-		if !ok {
-			continue
+		if ok {
+			purged++
 		}
-		if cb != nil {
-			last = cb
-		}
-		purged++
-	}
-	if err := last.wait(ctx); err != nil {
-		return purged, more, err
 	}
 	return purged, more, nil
+}
+
+// Sync waits until every mutation made so far is on disk (at once for a
+// bucket that keeps nothing on disk).
+func (b *Bucket) Sync(ctx context.Context) error {
+	if b.store == nil {
+		return nil
+	}
+	return b.store.last().wait(ctx)
 }

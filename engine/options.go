@@ -18,7 +18,7 @@ type Options struct {
 	// when a bucket is created. The default value is 1024, as Couchbase's.
 	NumPartitions int
 	// MaxBatchSize caps how many mutations one group commit writes. The default
-	// value is 10000.
+	// value is 50000.
 	MaxBatchSize int
 	// NoSync skips fsync on commit: faster, and an acknowledged write can be lost
 	// on a machine crash (not on a process crash). The default value is false.
@@ -44,7 +44,7 @@ func (o *Options) EnsureDefaults() {
 		o.NumPartitions = 1024
 	}
 	if o.MaxBatchSize == 0 {
-		o.MaxBatchSize = 10000
+		o.MaxBatchSize = 50000
 	}
 }
 

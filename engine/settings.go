@@ -61,12 +61,17 @@ func (s BucketSettings) withDefaults() BucketSettings {
 	if s.PurgeInterval == 0 {
 		s.PurgeInterval = DefaultPurgeInterval
 	}
+	if s.ExpPagerStime == 0 && s.ExpPagerInitialRunTime == 0 {
+		// Both unset: the pager's defaults. (A caller who wants the pager
+		// off, or pinned to midnight, says so with UpdateSettings.)
+		s.ExpPagerStime, s.ExpPagerInitialRunTime = DefaultExpPagerStime, -1
+	}
 	return s
 }
 
 // DefaultBucketSettings returns the settings of a new bucket named name.
 func DefaultBucketSettings(name string) BucketSettings {
-	return BucketSettings{Name: name, ExpPagerStime: DefaultExpPagerStime, ExpPagerInitialRunTime: -1}.withDefaults()
+	return BucketSettings{Name: name}.withDefaults()
 }
 
 var bucketNameRE = regexp.MustCompile(`^[A-Za-z0-9_%\-][A-Za-z0-9_.%\-]{0,99}$`)

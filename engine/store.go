@@ -59,8 +59,9 @@ type store struct {
 
 	mu struct {
 		sync.Mutex
-		queue  []*commitBatch
-		closed bool
+		queue    []*commitBatch
+		inflight *commitBatch // being committed now
+		closed   bool
 	}
 	kick    chan struct{}
 	stopped chan struct{}
@@ -111,6 +112,17 @@ func (s *store) enqueue(r record) (*commitBatch, error) {
 	return cb, nil
 }
 
+// last returns the batch that will be committed last of those queued or in
+// flight now, or nil when nothing waits for disk.
+func (s *store) last() *commitBatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.mu.queue); n > 0 {
+		return s.mu.queue[n-1]
+	}
+	return s.mu.inflight
+}
+
 // pending returns how many mutations wait for disk (ep_queue_size).
 func (s *store) pending() int {
 	s.mu.Lock()
@@ -137,8 +149,12 @@ func (s *store) flushLoop() {
 			}
 			cb := s.mu.queue[0]
 			s.mu.queue = s.mu.queue[1:]
+			s.mu.inflight = cb
 			s.mu.Unlock()
 			cb.err = s.commit(cb.recs)
+			s.mu.Lock()
+			s.mu.inflight = nil
+			s.mu.Unlock()
 			close(cb.done)
 		}
 	}

@@ -56,7 +56,7 @@ tools:
 
 oracle:
 	@command -v memcached >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq memcached libmemcached-tools; }
-	$(GO) test -tags oracle -count=1 -run Oracle -bench Oracle -benchtime 3s ./memcache/
+	$(GO) test -tags oracle -count=1 -run Oracle -bench GetSet -benchtime 300000x ./memcache/
 
 clean:
 	rm -rf bin bench.out

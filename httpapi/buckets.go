@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -125,11 +126,15 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if _, _, err := b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
+	old, updated, err := b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
 		return applyBucketParams(vals, st, false)
-	}); err != nil {
+	})
+	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if old.MaxTTL != updated.MaxTTL {
+		s.audit(r, audit.Event{Time: s.eng.Clock().Now(), Bucket: b.Name(), Setting: "maxTTL", Old: old.MaxTTL, New: updated.MaxTTL})
 	}
 	writeJSON(w, http.StatusOK, bucketView(b))
 }

@@ -33,6 +33,12 @@ func classify(err error) *httpError {
 	if errors.As(err, &he) {
 		return he
 	}
+	if he := classifyViews(err); he != nil {
+		return he
+	}
+	if he := classifyPager(err); he != nil {
+		return he
+	}
 	msg := err.Error()
 	switch {
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrBucketNotFound),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/views"
 )
 
 const t0 = 1_700_000_000
@@ -33,8 +34,12 @@ func newFixture(t *testing.T) *fixture {
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, nil))
-	t.Cleanup(func() { srv.Close(); eng.Close() })
+	vs, err := views.New(context.Background(), eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs}))
+	t.Cleanup(func() { srv.Close(); vs.Close(); eng.Close() })
 	return &fixture{t: t, eng: eng, clk: clk, srv: srv}
 }
 

@@ -10,20 +10,35 @@ import (
 	"net/http"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/views"
 )
 
 // Options configure the HTTP API. A nil *Options means defaults.
 type Options struct {
 	// Logger receives request errors. The default value discards them.
 	Logger *slog.Logger
+	// Views serves design documents and view queries; nil disables them.
+	Views *views.Service
+	// Pager runs the expiry pagers; nil disables its endpoints.
+	Pager *pager.Manager
+	// Audit records settings changes (maxTTL, exp_pager_stime). nil records
+	// nothing.
+	Audit *audit.Log
 }
 
 // server holds what the handlers share.
 type server struct {
-	eng *engine.Engine
-	log *slog.Logger
+	eng      *engine.Engine
+	views    *views.Service
+	pager    *pager.Manager
+	auditLog *audit.Log
+	log      *slog.Logger
 }
 
 // New returns the HTTP API over eng as one http.Handler.
@@ -35,7 +50,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{eng: eng, log: o.Logger}
+	s := &server{eng: eng, views: o.Views, pager: o.Pager, auditLog: o.Audit, log: o.Logger}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -54,6 +69,21 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.HandleFunc("/{bucket}/scopes", s.listScopes).Methods(http.MethodGet)
 	pools.HandleFunc("/{bucket}/scopes", s.createScope).Methods(http.MethodPost)
 	pools.HandleFunc("/{bucket}/scopes/{scope}/collections", s.createCollection).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}/ddocs", s.listDesignDocs).Methods(http.MethodGet)
+	pools.HandleFunc("/{bucket}/settings/expiryPager", s.getExpiryPager).Methods(http.MethodGet)
+	pools.HandleFunc("/{bucket}/settings/expiryPager", s.setExpiryPager).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}/controller/runExpiryPager", s.runExpiryPager).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}/stats", s.getStats).Methods(http.MethodGet)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStatsCollector(s))
+	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+
+	r.HandleFunc("/{bucket}/_design/{ddoc}", s.putDesignDoc).Methods(http.MethodPut)
+	r.HandleFunc("/{bucket}/_design/{ddoc}", s.getDesignDoc).Methods(http.MethodGet)
+	r.HandleFunc("/{bucket}/_design/{ddoc}", s.deleteDesignDoc).Methods(http.MethodDelete)
+	r.HandleFunc("/{bucket}/_design/{ddoc}/_info", s.designDocInfo).Methods(http.MethodGet)
+	r.HandleFunc("/{bucket}/_design/{ddoc}/_view/{view}", s.queryView).Methods(http.MethodGet, http.MethodPost)
 
 	r.HandleFunc("/{bucket}/docs/{key:.+}/touch", s.touchDoc).Methods(http.MethodPost)
 	r.HandleFunc("/{bucket}/docs/{key:.+}", s.putDoc).Methods(http.MethodPut)

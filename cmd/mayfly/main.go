@@ -26,6 +26,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"serve": {"start the server (HTTP API, memcached port) on a data directory", runServe},
+		"ctl":   {"set or get a bucket's expiry pager parameters (cbepctl's flush_param)", runCtl},
+		"stats": {"print a bucket's statistics (cbstats names)", runStats},
 	}
 }
 

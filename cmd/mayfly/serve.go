@@ -13,8 +13,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/jsruntime"
+	"github.com/mayflydb/mayfly/memcache"
+	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/views"
 )
 
 // errUsage reports bad flags, already explained to the user; errHelp a
@@ -32,6 +37,11 @@ type serveConfig struct {
 	noSync        bool
 	shutdownWait  time.Duration
 	logLevel      string
+	jsTimeout     time.Duration
+	jsWorkers     int
+	mcAddr        string
+	mcBucket      string
+	mcMaxConns    int
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -44,6 +54,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off)")
+	fs.StringVar(&c.mcBucket, "memcached-bucket", "default", "bucket the memcached port serves")
+	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
+	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
+	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mayfly serve [flags]\n\nStarts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,\nflushing every acknowledged write.\n\nflags:")
 		fs.PrintDefaults()
@@ -91,12 +106,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
 	}
 
+	vsvc, err := views.New(ctx, eng, &views.Options{
+		JS:     &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, Logger: logger},
+		Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer vsvc.Close()
+
+	pm := pager.New(eng, &pager.Options{Logger: logger})
+	pm.Start()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
+		defer cancel()
+		if err := pm.Close(cctx); err != nil {
+			logger.Warn("stopping the expiry pager", "err", err)
+		}
+	}()
+	auditLog, err := audit.Open(filepath.Join(cfg.data, audit.FileName))
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+
 	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.New(eng, &httpapi.Options{Logger: logger}),
+		Handler:           httpapi.New(eng, &httpapi.Options{Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -104,6 +143,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "mayfly: serving HTTP on http://%s, data in %s\n", ln.Addr(), cfg.data)
+
+	if cfg.mcAddr != "" {
+		mc, err := startMemcached(ctx, eng, cfg, logger)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer mc.Close()
+		fmt.Fprintf(stdout, "mayfly: serving memcached on %s (bucket %s)\n", cfg.mcAddr, cfg.mcBucket)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -117,4 +166,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("http shutdown", "err", err)
 	}
 	return nil
+}
+
+// startMemcached opens the memcached text-protocol port onto one bucket.
+func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger) (*memcache.Server, error) {
+	b, err := eng.Bucket(cfg.mcBucket)
+	if err != nil {
+		return nil, fmt.Errorf("--memcached-bucket: %w", err)
+	}
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.mcAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--memcached: %w", err)
+	}
+	go func() {
+		if err := mc.Serve(ctx, ln); err != nil && !errors.Is(err, memcache.ErrServerClosed) && ctx.Err() == nil {
+			logger.Error("memcached port stopped", "err", err)
+		}
+	}()
+	return mc, nil
 }

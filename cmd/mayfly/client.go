@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// apiClient talks to a running server's HTTP API.
+type apiClient struct {
+	base string
+	http *http.Client
+}
+
+func newAPIClient(host string) *apiClient {
+	if !strings.Contains(host, "://") {
+		host = "http://" + host
+	}
+	return &apiClient{base: strings.TrimRight(host, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// do sends a request and decodes a JSON answer into out (if not nil). A
+// non-2xx answer becomes an error carrying the server's reason.
+func (c *apiClient) do(ctx context.Context, method, path string, form url.Values, out any) error {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error, Reason string }
+		if json.Unmarshal(data, &e) == nil && e.Reason != "" {
+			return fmt.Errorf("%s (%s)", e.Reason, e.Error)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}

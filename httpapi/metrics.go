@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// statsCollector exports every bucket's statistics as Prometheus metrics at
+// scrape time, so nothing is counted twice.
+type statsCollector struct {
+	s     *server
+	descs map[string]*prometheus.Desc
+}
+
+// metric describes one exported figure.
+type metric struct {
+	name, help, stat string
+	kind             prometheus.ValueType
+	labels           prometheus.Labels
+}
+
+var metricList = []metric{
+	{"mayfly_expired_total", "Documents expired, by how they were found.", "ep_expired_access", prometheus.CounterValue, prometheus.Labels{"how": "access"}},
+	{"mayfly_expired_total", "Documents expired, by how they were found.", "ep_expired_pager", prometheus.CounterValue, prometheus.Labels{"how": "pager"}},
+	{"mayfly_curr_items", "Live documents, expired but unpurged ones included.", "curr_items", prometheus.GaugeValue, nil},
+	{"mayfly_expiry_pager_runs_total", "Expiry pager runs.", "ep_num_expiry_pager_runs", prometheus.CounterValue, nil},
+	{"mayfly_exp_pager_stime_seconds", "Seconds between expiry pager runs (0: disabled).", "ep_exp_pager_stime", prometheus.GaugeValue, nil},
+	{"mayfly_pager_last_run_duration_milliseconds", "Duration of the last expiry pager run.", "ep_pager_last_run_duration_ms", prometheus.GaugeValue, nil},
+	{"mayfly_tombstones", "Tombstones not yet purged.", "ep_tombstones", prometheus.GaugeValue, nil},
+	{"mayfly_meta_data_purged_total", "Tombstones removed by the metadata purger.", "ep_meta_data_purged", prometheus.CounterValue, nil},
+	{"mayfly_queue_size", "Mutations waiting for disk.", "ep_queue_size", prometheus.GaugeValue, nil},
+}
+
+func newStatsCollector(s *server) *statsCollector {
+	c := &statsCollector{s: s, descs: map[string]*prometheus.Desc{}}
+	for _, m := range metricList {
+		if _, ok := c.descs[m.name]; ok {
+			continue
+		}
+		var labels []string
+		labels = append(labels, "bucket")
+		if m.labels != nil {
+			for k := range m.labels {
+				labels = append(labels, k)
+			}
+		}
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, labels, nil)
+	}
+	return c
+}
+
+// Describe sends every metric's description.
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect reads every bucket's statistics now.
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.s.eng.Buckets() {
+		st, err := c.s.bucketStats(b.Name())
+		if err != nil {
+			continue
+		}
+		for _, m := range metricList {
+			v, ok := st[m.stat]
+			if !ok {
+				continue
+			}
+			lv := []string{b.Name()}
+			for _, val := range m.labels {
+				lv = append(lv, val)
+			}
+			ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, float64(v), lv...)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/pager"
+)
+
+// pagerBucket returns the request's bucket name once the pager is known.
+func (s *server) pagerBucket(r *http.Request) (string, error) {
+	if s.pager == nil {
+		return "", errNotFound("the expiry pager is not running")
+	}
+	b, err := s.bucketOf(r)
+	if err != nil {
+		return "", err
+	}
+	return b.Name(), nil
+}
+
+// getExpiryPager handles GET .../settings/expiryPager.
+func (s *server) getExpiryPager(w http.ResponseWriter, r *http.Request) {
+	name, err := s.pagerBucket(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := s.pager.Settings(name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// setExpiryPager handles POST .../settings/expiryPager with exp_pager_stime
+// and/or exp_pager_initial_run_time: validated, persisted, audited, and the
+// next run rescheduled at once.
+func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) {
+	name, err := s.pagerBucket(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	vals, err := formParams(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var stime *int64
+	var hour *int
+	if v, ok, err := intParam(vals, "exp_pager_stime"); err != nil {
+		writeError(w, err)
+		return
+	} else if ok {
+		stime = &v
+	}
+	if v, ok, err := intParam(vals, "exp_pager_initial_run_time"); err != nil {
+		writeError(w, err)
+		return
+	} else if ok {
+		h := int(v)
+		if int64(h) != v {
+			writeError(w, errBadRequest("exp_pager_initial_run_time: must be an hour from -1 to 23"))
+			return
+		}
+		hour = &h
+	}
+	if stime == nil && hour == nil {
+		writeError(w, errBadRequest("give exp_pager_stime and/or exp_pager_initial_run_time"))
+		return
+	}
+	old, updated, err := s.pager.UpdateSettings(r.Context(), name, stime, hour)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	now := s.eng.Clock().Now()
+	if old.ExpPagerStime != updated.ExpPagerStime {
+		s.audit(r, audit.Event{Time: now, Bucket: name, Setting: "exp_pager_stime", Old: old.ExpPagerStime, New: updated.ExpPagerStime})
+	}
+	if old.ExpPagerInitialRunTime != updated.ExpPagerInitialRunTime {
+		s.audit(r, audit.Event{Time: now, Bucket: name, Setting: "exp_pager_initial_run_time", Old: old.ExpPagerInitialRunTime, New: updated.ExpPagerInitialRunTime})
+	}
+	writeJSON(w, http.StatusOK, updated)
+}
+
+// audit records a settings change; a failure to record is logged, not fatal
+// to the request that already took effect.
+func (s *server) audit(r *http.Request, e audit.Event) {
+	e.Remote = r.RemoteAddr
+	if err := s.auditLog.Record(r.Context(), e); err != nil {
+		s.log.Error("audit log", "err", err, "setting", e.Setting)
+	}
+}
+
+// runExpiryPager handles POST .../controller/runExpiryPager: a run now,
+// answered with what it purged.
+func (s *server) runExpiryPager(w http.ResponseWriter, r *http.Request) {
+	name, err := s.pagerBucket(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.pager.RunNow(r.Context(), name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// bucketStats gathers a bucket's statistics under their cbstats names.
+func (s *server) bucketStats(name string) (map[string]int64, error) {
+	b, err := s.eng.Bucket(name)
+	if err != nil {
+		return nil, err
+	}
+	st := b.Stats()
+	set := b.Settings()
+	out := map[string]int64{
+		"curr_items":                    st.CurrItems,
+		"ep_expired_access":             st.ExpiredAccess,
+		"ep_expired_pager":              st.ExpiredPager,
+		"ep_expired":                    st.Expired,
+		"ep_num_expiry_pager_runs":      st.PagerRuns,
+		"ep_exp_pager_stime":            set.ExpPagerStime,
+		"ep_exp_pager_initial_run_time": int64(set.ExpPagerInitialRunTime),
+		"ep_tombstones":                 st.Tombstones,
+		"ep_meta_data_purged":           st.MetaDataPurged,
+		"ep_queue_size":                 st.QueueSize,
+		"ep_items_with_expiry":          st.WithExpiry,
+		"ep_max_ttl":                    set.MaxTTL,
+	}
+	if s.pager != nil {
+		if ps, err := s.pager.Stats(name); err == nil {
+			out["ep_pager_last_run_duration_ms"] = ps.LastRunDurationMS
+			out["ep_expiry_pager_next_run"] = ps.NextRun
+		}
+	}
+	return out, nil
+}
+
+// getStats handles GET /pools/default/buckets/{bucket}/stats.
+func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := s.bucketStats(b.Name())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// classifyPager maps the pager's errors.
+func classifyPager(err error) *httpError {
+	switch {
+	case errors.Is(err, pager.ErrInvalidSetting):
+		return &httpError{http.StatusBadRequest, "bad_request", strings.TrimPrefix(err.Error(), "pager: ")}
+	case errors.Is(err, pager.ErrClosed):
+		return &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
+	}
+	return nil
+}
+

@@ -1,0 +1,186 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/mayflydb/mayfly/views"
+)
+
+// maxDesignDocBody bounds a design document.
+const maxDesignDocBody = 20 << 20
+
+// maxKeysBody bounds a POSTed {"keys": [...]} body.
+const maxKeysBody = 64 << 20
+
+func (s *server) ddocTarget(r *http.Request) (bucket, ddoc string, err error) {
+	if s.views == nil {
+		return "", "", errNotFound("views are not enabled")
+	}
+	if bucket, err = pathVar(r, "bucket"); err != nil {
+		return "", "", err
+	}
+	if _, err := s.bucketOf(r); err != nil {
+		return "", "", err
+	}
+	ddoc, err = pathVar(r, "ddoc")
+	return bucket, ddoc, err
+}
+
+// putDesignDoc handles PUT /{bucket}/_design/{ddoc}.
+func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) {
+	bucket, name, err := s.ddocTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDesignDocBody))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := s.views.PutDesignDoc(r.Context(), bucket, name, body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"ok": true, "id": d.ID})
+}
+
+// getDesignDoc handles GET /{bucket}/_design/{ddoc}.
+func (s *server) getDesignDoc(w http.ResponseWriter, r *http.Request) {
+	bucket, name, err := s.ddocTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := s.views.DesignDoc(r.Context(), bucket, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	meta, _ := json.Marshal(map[string]string{"id": d.ID, "rev": "1-" + d.Signature()[:8], "type": "json"})
+	w.Header().Set("X-Couchbase-Meta", string(meta))
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(d.Body)
+}
+
+// deleteDesignDoc handles DELETE /{bucket}/_design/{ddoc}.
+func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) {
+	bucket, name, err := s.ddocTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.views.DeleteDesignDoc(r.Context(), bucket, name); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": views.DesignDocPrefix + name})
+}
+
+// designDocInfo handles GET /{bucket}/_design/{ddoc}/_info: index state and
+// map errors per view.
+func (s *server) designDocInfo(w http.ResponseWriter, r *http.Request) {
+	bucket, name, err := s.ddocTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	inf, err := s.views.Info(r.Context(), bucket, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, inf)
+}
+
+// listDesignDocs handles GET /pools/default/buckets/{bucket}/ddocs.
+func (s *server) listDesignDocs(w http.ResponseWriter, r *http.Request) {
+	bucket, _, err := s.ddocTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ds, err := s.views.DesignDocs(r.Context(), bucket)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	type row struct {
+		Doc struct {
+			Meta map[string]string `json:"meta"`
+			JSON json.RawMessage   `json:"json"`
+		} `json:"doc"`
+	}
+	out := struct {
+		Rows []row `json:"rows"`
+	}{Rows: []row{}}
+	for _, d := range ds {
+		var rw row
+		rw.Doc.Meta = map[string]string{"id": d.ID, "rev": "1-" + d.Signature()[:8]}
+		rw.Doc.JSON = d.Body
+		out.Rows = append(out.Rows, rw)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queryView handles GET and POST /{bucket}/_design/{ddoc}/_view/{view}. The
+// answer streams row by row; every parameter error is found before it starts.
+func (s *server) queryView(w http.ResponseWriter, r *http.Request) {
+	bucket, ddoc, err := s.ddocTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	view, err := pathVar(r, "view")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body []byte
+	if r.Method == http.MethodPost {
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	p, err := views.ParseParams(r.URL.Query(), body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "must-revalidate")
+	if err := q.Run(r.Context(), w); err != nil && r.Context().Err() == nil {
+		// The status line is gone; end the stream where it broke.
+		s.log.Warn("view query failed mid-stream", "bucket", bucket, "ddoc", ddoc, "view", view, "err", err)
+	}
+}
+
+// classifyViews maps the views package's errors.
+func classifyViews(err error) *httpError {
+	var qe *views.QueryError
+	var de *views.DesignDocError
+	switch {
+	case errors.As(err, &qe):
+		return &httpError{http.StatusBadRequest, qe.Code, qe.Reason}
+	case errors.As(err, &de):
+		return &httpError{http.StatusBadRequest, "invalid_design_document", de.Reason}
+	case errors.Is(err, views.ErrNotFound):
+		return &httpError{http.StatusNotFound, "not_found", strings.TrimPrefix(err.Error(), views.ErrNotFound.Error()+": ")}
+	case errors.Is(err, views.ErrNoViews):
+		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
+	case errors.Is(err, views.ErrClosed):
+		return &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestViewsOverHTTP(t *testing.T) {
+	f := newFixture(t)
+	js := "application/json"
+	ddoc := `{"views":{"score":{"map":"function (doc, meta) { if (doc.score !== undefined) emit(doc.player, doc.score); }","reduce":"_sum"}}}`
+	if st, _, body := f.do("PUT", "/default/_design/game", js, ddoc); st != 201 || jsonOf(t, body)["id"] != "_design/game" {
+		t.Fatalf("PUT ddoc: %d %s", st, body)
+	}
+	st, h, body := f.do("GET", "/default/_design/game", "", "")
+	if st != 200 || body != ddoc || !strings.Contains(h.Get("X-Couchbase-Meta"), `"_design/game"`) {
+		t.Fatalf("GET ddoc: %d %s %v", st, body, h)
+	}
+	if st, _, body := f.do("PUT", "/default/_design/broken", js, `{"views":{"v":{"map":"function (doc) { emit(doc.x }"}}}`); st != 400 ||
+		jsonOf(t, body)["error"] != "invalid_design_document" || !strings.Contains(body, "view v") || !strings.Contains(body, "line 1") {
+		t.Fatalf("bad ddoc: %d %s", st, body)
+	}
+	f.do("PUT", "/default/docs/p1", "", `{"player":"ann","score":10}`)
+	f.do("PUT", "/default/docs/p2?expiry=60", "", `{"player":"bo","score":20}`)
+	f.clk.Advance(61)
+	st, _, body = f.do("GET", "/default/_design/game/_view/score?stale=false&reduce=false&include_docs=true", "", "")
+	if st != 200 || !strings.Contains(body, `{"id":"p2","key":"bo","value":20,"doc":null}`) || !strings.Contains(body, `"json":{"player":"ann","score":10}`) {
+		t.Fatalf("include_docs with an expired doc: %d %s", st, body)
+	}
+	if _, _, body = f.do("GET", "/default/_design/game/_view/score?stale=false", "", ""); !strings.Contains(body, `"value":30`) {
+		t.Fatalf("reduce keeps the expired, unpurged doc: %s", body)
+	}
+	if _, _, body = f.do("POST", "/default/_design/game/_view/score?reduce=false", js, `{"keys":["bo"]}`); !strings.Contains(body, `"id":"p2"`) || strings.Contains(body, `"p1"`) {
+		t.Fatalf("POST keys: %s", body)
+	}
+	for _, c := range []struct {
+		path, code string
+		status     int
+	}{
+		{"/default/_design/game/_view/score?limit=-1", "query_parse_error", 400},
+		{"/default/_design/game/_view/score?startkey=nope", "bad_request", 400},
+		{"/default/_design/game/_view/score?include_docs=true", "query_parse_error", 400},
+		{"/default/_design/game/_view/nope", "not_found", 404},
+		{"/default/_design/nope/_view/score", "not_found", 404},
+		{"/nobucket/_design/game/_view/score", "not_found", 404},
+	} {
+		if st, _, body := f.do("GET", c.path, "", ""); st != c.status || jsonOf(t, body)["error"] != c.code || jsonOf(t, body)["reason"] == "" {
+			t.Errorf("%s: %d %s, want %d %s", c.path, st, body, c.status, c.code)
+		}
+	}
+	if st, _, body := f.do("GET", "/default/_design/game/_info", "", ""); st != 200 || !strings.Contains(body, `"score"`) {
+		t.Fatalf("_info: %d %s", st, body)
+	}
+	if _, _, body := f.do("GET", "/pools/default/buckets/default/ddocs", "", ""); !strings.Contains(body, `"id":"_design/game"`) {
+		t.Fatalf("ddocs: %s", body)
+	}
+	if st, _, _ := f.do("DELETE", "/default/_design/game", "", ""); st != 200 {
+		t.Fatalf("DELETE ddoc: %d", st)
+	}
+	if st, _, _ := f.do("GET", "/default/_design/game", "", ""); st != 404 {
+		t.Fatalf("GET deleted ddoc: %d", st)
+	}
+}
+
+// TestClientHangsUpMidStream: a client that reads a little of a large answer
+// and hangs up leaves the server and the index unharmed.
+func TestClientHangsUpMidStream(t *testing.T) {
+	f := newFixture(t)
+	f.do("PUT", "/default/_design/d", "application/json", `{"views":{"v":{"map":"function (doc, meta) { for (var i = 0; i < 50; i++) emit([meta.id, i], 'some value to make the answer long'); }"}}}`)
+	for i := range 200 {
+		f.do("PUT", fmt.Sprintf("/default/docs/k%03d", i), "", `{}`)
+	}
+	f.do("GET", "/default/_design/d/_view/v?stale=false&limit=1", "", "")
+	for range 5 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /default/_design/d/_view/v HTTP/1.1\r\nHost: x\r\n\r\n")
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+			t.Fatalf("status line %q: %v", line, err)
+		}
+		conn.Close()
+	}
+	st, _, body := f.do("GET", "/default/_design/d/_view/v?limit=2", "", "")
+	if st != 200 || !strings.Contains(body, `"total_rows":10000`) {
+		t.Fatalf("after hang-ups: %d %.200s", st, body)
+	}
+}

@@ -1,0 +1,279 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// Apply replaces the rows of each updated document in every view with its new
+// rows, found through the back index, and raises the sequence number of each
+// update's partition to its Seq (it never lowers one). Updates apply in order,
+// so a document updated twice keeps its last rows. With a Path, all of it is
+// persisted in one bbolt transaction before queries see any of it; if Apply
+// fails, nothing of it is applied, except after an error wrapping
+// ErrCheckpoint, which comes after the updates were applied and persisted.
+// Applying the same updates again is harmless.
+//
+// An emitted key that is not valid JSON fails the whole Apply with an error
+// wrapping ErrInvalidKey; values are stored as given, nil as null.
+func (ix *Index) Apply(ctx context.Context, updates []DocUpdate) error {
+	return ix.ApplyUpTo(ctx, updates, nil)
+}
+
+// ApplyUpTo is Apply that also raises each partition p's sequence number to
+// upTo[p] (when upTo is not nil), in the same transaction. A change-feed
+// consumer passes the vector it has read up to, so that partitions whose
+// changes produced no update (documents of other collections, superseded
+// feed entries) advance too.
+func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	nparts := len(ix.snap.Load().seqs)
+	if upTo != nil && len(upTo) != nparts {
+		return fmt.Errorf("%w: sequence vector of %d partitions, the index has %d", ErrPartition, len(upTo), nparts)
+	}
+	for i := range updates {
+		u := &updates[i]
+		if int(u.Partition) >= nparts {
+			return fmt.Errorf("%w: document %q partition %d", ErrPartition, u.DocID, u.Partition)
+		}
+		for name := range u.Rows {
+			if _, ok := ix.byName[name]; !ok {
+				return fmt.Errorf("%w: %q (document %q)", ErrUnknownView, name, u.DocID)
+			}
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed.Load() {
+		return ErrClosed
+	}
+	old := ix.snap.Load()
+	snap := &snapshot{roots: slices.Clone(old.roots), seqs: slices.Clone(old.seqs)}
+	ix.mu.gen++
+	a := applier{
+		w:     wtx{gen: ix.mu.gen},
+		roots: snap.roots,
+		back:  ix.mu.back,
+		undo:  make([]undo, 0, len(updates)),
+	}
+	if ix.db != nil {
+		a.log = make([]byte, 0, 64*len(updates))
+	}
+	err := func() error {
+		for i := range updates {
+			if i&1023 == 1023 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			u := &updates[i]
+			if err := a.update(ix.views, u); err != nil {
+				return err
+			}
+			if p := u.Partition; u.Seq > snap.seqs[p] {
+				snap.seqs[p] = u.Seq
+			}
+		}
+		for p, seq := range upTo {
+			snap.seqs[p] = max(snap.seqs[p], seq)
+		}
+		if ix.db != nil {
+			return ix.appendLog(a.log, snap.seqs)
+		}
+		return nil
+	}()
+	if err != nil {
+		a.rollback()
+		return err
+	}
+	ix.snap.Store(snap)
+	if ix.db != nil {
+		ix.mu.logDocs += len(updates)
+		if ix.mu.logDocs >= max(ix.checkpointDocs, len(ix.mu.back)/2) {
+			if err := ix.checkpointLocked(snap); err != nil {
+				return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+			}
+			ix.mu.logDocs = 0
+		}
+	}
+	return nil
+}
+
+// applier applies document updates to the trees of one writer generation and
+// to the back index, and builds the log record that persists them.
+type applier struct {
+	w     wtx
+	roots []*node
+	back  map[string][]byte // changed in place; undo restores it
+	undo  []undo            // nil: no undo (replay at Open)
+	log   []byte            // log record being built; nil: not persisted
+	enc   []byte            // scratch
+	row   []byte            // scratch
+	rows  []byte            // scratch: the rows of one document (see replace)
+}
+
+// undo is the back-index entry of a document before an Apply changed it.
+type undo struct {
+	id   string
+	rows []byte
+	had  bool
+}
+
+// rollback restores the back index after a failed Apply. The trees need
+// nothing: the failed Apply's nodes were never published.
+func (a *applier) rollback() {
+	for _, u := range slices.Backward(a.undo) {
+		if u.had {
+			a.back[u.id] = u.rows
+		} else {
+			delete(a.back, u.id)
+		}
+	}
+}
+
+// update applies one DocUpdate, appending its log entry: uvarint length and
+// document id, then uvarint length and the document's rows (see replace).
+func (a *applier) update(views []ViewConfig, u *DocUpdate) error {
+	a.rows = a.rows[:0]
+	for vi, v := range views {
+		for ord, e := range u.Rows[v.Name] {
+			var err error
+			if a.enc, err = appendKey(a.enc[:0], e.Key); err != nil {
+				return fmt.Errorf("document %q view %q: %w", u.DocID, v.Name, err)
+			}
+			value := e.Value
+			if value == nil {
+				value = jsonNull
+			}
+			a.row = appendRow(a.row[:0], a.enc, u.DocID, ord, e.Key, value)
+			a.rows = appendEntry(a.rows, vi, a.row)
+		}
+	}
+	if a.log != nil {
+		a.log = appendBytes(appendBytes(a.log, []byte(u.DocID)), a.rows)
+	}
+	return a.replace(u.DocID, bytes.Clone(a.rows))
+}
+
+var jsonNull = []byte("null")
+
+// appendEntry appends a row of view vi to a document's rows: uvarint view
+// index, then the row as uvarint length and bytes. A document's rows are its
+// back-index entry, and the rows in the trees are slices of it.
+func appendEntry(rows []byte, vi int, r row) []byte {
+	return appendBytes(binary.AppendUvarint(rows, uint64(vi)), r)
+}
+
+// forEachEntry calls fn with each row of a document's rows (see appendEntry).
+func forEachEntry(rows []byte, fn func(vi int, r row) error) error {
+	for d := (decoder{b: rows}); !d.done(); {
+		vi, r := int(d.uvarint()), row(d.bytes())
+		if d.err != nil {
+			return d.err
+		}
+		if err := fn(vi, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replace replaces the rows of document id in the trees and the back index
+// with rows (see appendEntry, and validEntries for rows read from a file),
+// which the index owns from now on.
+func (a *applier) replace(id string, rows []byte) error {
+	prev, had := a.back[id]
+	err := forEachEntry(prev, func(vi int, r row) error {
+		a.roots[vi] = a.w.delete(a.roots[vi], r.ck())
+		return nil
+	})
+	if err == nil {
+		err = forEachEntry(rows, func(vi int, r row) error {
+			a.roots[vi] = a.w.insert(a.roots[vi], r)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("rows of %q: %w", id, err)
+	}
+	if a.undo != nil {
+		a.undo = append(a.undo, undo{id, prev, had})
+	}
+	switch {
+	case len(rows) > 0:
+		a.back[id] = rows
+	case had:
+		delete(a.back, id)
+	}
+	return nil
+}
+
+// validEntries reports whether rows is a well-formed sequence of entries (see
+// appendEntry) of views below nviews.
+func validEntries(rows []byte, nviews int) bool {
+	err := forEachEntry(rows, func(vi int, r row) error {
+		if vi >= nviews || !validRow(r) {
+			return ErrCorrupt
+		}
+		return nil
+	})
+	return err == nil
+}
+
+// replay applies a log record written by update and returns its number of
+// documents.
+func (a *applier) replay(rec []byte) (int, error) {
+	d := decoder{b: rec}
+	docs := 0
+	for ; !d.done(); docs++ {
+		id, rows := string(d.bytes()), d.bytes()
+		if d.err != nil || !validEntries(rows, len(a.roots)) {
+			return docs, ErrCorrupt
+		}
+		if err := a.replace(id, bytes.Clone(rows)); err != nil {
+			return docs, err
+		}
+	}
+	return docs, d.err
+}
+
+func appendBytes(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+// decoder reads uvarints and length-prefixed bytes; after a malformed input
+// it returns zeros and sets err.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) done() bool { return len(d.b) == 0 || d.err != nil }
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = ErrCorrupt
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	l := d.uvarint()
+	if uint64(len(d.b)) < l {
+		d.err = ErrCorrupt
+		d.b = nil
+		return nil
+	}
+	v := d.b[:l:l]
+	d.b = d.b[l:]
+	return v
+}

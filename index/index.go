@@ -1,0 +1,208 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// MaxReductionSize is the largest reduction, in bytes of JSON, that a view may
+// store or return: a longer one is an error wrapping ErrReductionTooLarge.
+const MaxReductionSize = 64 << 10
+
+// Reducer reduces a view's rows. It is supplied by the caller: the built-ins
+// _count, _sum and _stats and JavaScript reduce functions live elsewhere. It must
+// be safe for concurrent use: queries call it from their own goroutines.
+type Reducer interface {
+	// Reduce reduces emitted rows: keys[i] is the raw JSON key, ids[i] the
+	// document id and values[i] the raw JSON value of row i. It returns raw JSON.
+	// The slices and their bytes belong to the index: Reduce must not change or
+	// keep them.
+	Reduce(keys [][]byte, ids []string, values [][]byte) ([]byte, error)
+	// Rereduce combines earlier results of Reduce and Rereduce (raw JSON) into
+	// one. It must agree with Reduce: reducing rows in parts and rereducing the
+	// parts gives what reducing them all at once gives.
+	Rereduce(values [][]byte) ([]byte, error)
+}
+
+// ViewConfig names one view of a design document.
+type ViewConfig struct {
+	// Name identifies the view in Apply, Query and Reduce.
+	Name string
+	// Reducer is the view's reduce function; nil for a map-only view.
+	Reducer Reducer
+}
+
+// Config describes the index of one design document.
+type Config struct {
+	// Path is the bbolt file that persists the index; "" keeps it in memory only
+	// (ephemeral buckets). The file is created if missing.
+	Path string
+	// Signature identifies the view definitions the stored rows were built with.
+	// It is opaque to the index. When the stored signature (or the list of view
+	// names, or NumPartitions) differs, Open discards the stored rows and the
+	// index starts empty at sequence 0 everywhere.
+	Signature string
+	// Views lists the design document's views; names must be distinct and not
+	// empty.
+	Views []ViewConfig
+	// NumPartitions is the length of the sequence vector, one entry per partition
+	// (vBucket): 1 to 65536, typically 1024.
+	NumPartitions int
+}
+
+// Emit is one row emitted by a map function: raw JSON key and value. A nil
+// Value stands for null.
+type Emit struct {
+	Key, Value []byte
+}
+
+// DocUpdate carries the new rows of one document, from the mutation with
+// sequence number Seq in partition Partition.
+type DocUpdate struct {
+	// DocID is the document's id; rows with equal keys order by it byte-wise.
+	DocID string
+	// Partition is the document's partition, below Config.NumPartitions.
+	Partition uint16
+	// Seq is the sequence number of the mutation in its partition.
+	Seq uint64
+	// Rows holds the document's rows per view name, in emit order. A view that
+	// is missing or empty has no rows of this document; a nil map means the
+	// document was deleted. Every name must be a configured view.
+	Rows map[string][]Emit
+}
+
+// Index is the stored rows of the views of one design document: for each view,
+// rows ordered by key collation, then document id, then emit order, with
+// reductions of its subtrees kept in the inner nodes of an in-memory B+tree; a
+// back index from document id to the document's rows; and the sequence number
+// indexed so far in each partition. See the package documentation for the
+// design.
+//
+// An Index is safe for concurrent use. Apply calls are serialized; queries run
+// concurrently with them on a consistent snapshot and never wait for them.
+type Index struct {
+	views  []ViewConfig
+	byName map[string]int
+	db     *bolt.DB // nil: memory only
+
+	snap   atomic.Pointer[snapshot]
+	closed atomic.Bool
+
+	// checkpointDocs is the fewest logged documents that trigger a checkpoint:
+	// the constant checkpointDocs, or less in tests.
+	checkpointDocs int
+
+	mu struct {
+		sync.Mutex                   // one writer at a time
+		gen        uint64            // generation of the tree nodes the writer may change
+		back       map[string][]byte // back index: document id → its rows (see appendEntry)
+		logDocs    int               // documents in the log since the checkpoint
+		logNext    uint64            // key of the next log record
+	}
+}
+
+// snapshot is what queries see: one immutable tree per view and the sequence
+// vector, published together once they are durable.
+type snapshot struct {
+	roots []*node
+	seqs  []uint64
+}
+
+// Open opens the index described by cfg, loading persisted rows if cfg.Path
+// names an existing file written with the same Signature, view names and
+// NumPartitions, and discarding them otherwise.
+func Open(ctx context.Context, cfg Config) (*Index, error) {
+	if cfg.NumPartitions < 1 || cfg.NumPartitions > 1<<16 {
+		return nil, fmt.Errorf("%w: NumPartitions %d not in 1..65536", ErrInvalidConfig, cfg.NumPartitions)
+	}
+	ix := &Index{
+		views:          slices.Clone(cfg.Views),
+		byName:         make(map[string]int, len(cfg.Views)),
+		checkpointDocs: checkpointDocs,
+	}
+	for i, v := range ix.views {
+		if v.Name == "" {
+			return nil, fmt.Errorf("%w: empty view name", ErrInvalidConfig)
+		}
+		if _, dup := ix.byName[v.Name]; dup {
+			return nil, fmt.Errorf("%w: view %q listed twice", ErrInvalidConfig, v.Name)
+		}
+		ix.byName[v.Name] = i
+	}
+	snap := &snapshot{roots: make([]*node, len(ix.views)), seqs: make([]uint64, cfg.NumPartitions)}
+	for i := range snap.roots {
+		snap.roots[i] = &node{}
+	}
+	ix.mu.back = make(map[string][]byte)
+	if cfg.Path != "" {
+		db, err := openBolt(cfg.Path)
+		if err != nil {
+			return nil, err
+		}
+		ix.db = db
+		err = prepareStore(db, &cfg)
+		if err == nil {
+			err = ix.loadStore(ctx, snap)
+		}
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("index: load %s: %w", cfg.Path, err)
+		}
+	}
+	ix.snap.Store(snap)
+	return ix, nil
+}
+
+// Close closes the index file, first writing a checkpoint if the log holds at
+// least as many documents as would trigger one in Apply's minimum, so that the
+// next Open has little to replay. Later calls fail with ErrClosed; Close itself
+// may be called again and then does nothing.
+func (ix *Index) Close() error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed.Swap(true) || ix.db == nil {
+		return nil
+	}
+	var err error
+	if ix.mu.logDocs >= ix.checkpointDocs {
+		if err = ix.checkpointLocked(ix.snap.Load()); err != nil {
+			err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+	}
+	if cerr := ix.db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("index: close: %w", cerr)
+	}
+	return err
+}
+
+// Seqs returns a copy of the sequence vector: for each partition, the highest
+// sequence number applied so far (0 for none).
+func (ix *Index) Seqs() []uint64 {
+	return slices.Clone(ix.snap.Load().seqs)
+}
+
+// TotalRows returns the number of rows of view, as total_rows reports it.
+func (ix *Index) TotalRows(view string) (int, error) {
+	s, vi, err := ix.reader(view)
+	if err != nil {
+		return 0, err
+	}
+	return s.roots[vi].count, nil
+}
+
+// reader returns the current snapshot and the index of view.
+func (ix *Index) reader(view string) (*snapshot, int, error) {
+	if ix.closed.Load() {
+		return nil, 0, ErrClosed
+	}
+	vi, ok := ix.byName[view]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownView, view)
+	}
+	return ix.snap.Load(), vi, nil
+}

@@ -1,0 +1,162 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"errors"
+)
+
+// Row is one view row. Key and Value are raw JSON; they are owned by the index
+// and stay valid, but must not be modified.
+type Row struct {
+	Key   []byte
+	DocID string
+	Value []byte
+}
+
+// Range selects rows, with the meaning of CouchDB's view query parameters.
+// The zero Range selects every row, ascending.
+type Range struct {
+	// Keys, when not nil, selects every row of each key (raw JSON), in the order
+	// of Keys; a key given twice is answered twice. The other fields but
+	// Descending are then ignored.
+	Keys [][]byte
+	// StartKey and EndKey (raw JSON) bound the range; nil leaves that end open.
+	StartKey, EndKey []byte
+	// StartDocID and EndDocID narrow the rows of StartKey and EndKey to the
+	// document ids from / up to them, as startkey_docid and endkey_docid; "" is
+	// none.
+	StartDocID, EndDocID string
+	// InclusiveEnd includes the rows of EndKey (up to EndDocID). Note that its
+	// zero value excludes them, while CouchDB's inclusive_end defaults to true.
+	InclusiveEnd bool
+	// Descending iterates from high to low keys. StartKey (with StartDocID) is
+	// then the upper bound and EndKey (with EndDocID) the lower, as in CouchDB.
+	Descending bool
+}
+
+// span is a half-open interval [lo, hi) of tree keys; nil leaves an end open.
+type span struct{ lo, hi []byte }
+
+func (s span) empty() bool {
+	return s.lo != nil && s.hi != nil && bytes.Compare(s.lo, s.hi) >= 0
+}
+
+// spans turns r into the intervals of tree keys to visit, in order.
+func (r *Range) spans() ([]span, error) {
+	if r.Keys != nil {
+		out := make([]span, len(r.Keys))
+		for i, k := range r.Keys {
+			enc, err := EncodeKey(k)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = span{enc, prefixEnd(enc)}
+		}
+		return out, nil
+	}
+	var s span
+	// below(k, id) is the tree key just below the rows of key k (from document
+	// id); above(k, id) the one just above them (up to document id).
+	below := func(enc []byte, id string) []byte {
+		if id == "" {
+			return enc
+		}
+		return append(appendEscaped(bytes.Clone(enc), id), terminator)
+	}
+	above := func(enc []byte, id string) []byte {
+		if id == "" {
+			return prefixEnd(enc)
+		}
+		return append(appendEscaped(bytes.Clone(enc), id), terminator+1)
+	}
+	var start, end []byte
+	var err error
+	if r.StartKey != nil {
+		if start, err = EncodeKey(r.StartKey); err != nil {
+			return nil, err
+		}
+	}
+	if r.EndKey != nil {
+		if end, err = EncodeKey(r.EndKey); err != nil {
+			return nil, err
+		}
+	}
+	if !r.Descending {
+		if start != nil {
+			s.lo = below(start, r.StartDocID)
+		}
+		if end != nil {
+			if r.InclusiveEnd {
+				s.hi = above(end, r.EndDocID)
+			} else {
+				s.hi = below(end, r.EndDocID)
+			}
+		}
+	} else {
+		if start != nil {
+			s.hi = above(start, r.StartDocID)
+		}
+		if end != nil {
+			if r.InclusiveEnd {
+				s.lo = below(end, r.EndDocID)
+			} else {
+				s.lo = above(end, r.EndDocID)
+			}
+		}
+	}
+	return []span{s}, nil
+}
+
+// Query calls fn with each row of view selected by r, in index order (reversed
+// if r.Descending), from a snapshot taken when Query starts. If fn returns
+// ErrStop, Query stops and returns nil; any other error stops it and is
+// returned. An invalid key in r gives an error wrapping ErrInvalidKey.
+func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) error) error {
+	snap, vi, err := ix.reader(view)
+	if err != nil {
+		return err
+	}
+	spans, err := r.spans()
+	if err != nil {
+		return err
+	}
+	root := snap.roots[vi]
+	var c cursor
+	n := 0
+	for _, s := range spans {
+		if s.empty() {
+			continue
+		}
+		if r.Descending {
+			c.seekLT(root, s.hi)
+		} else {
+			c.seekGE(root, s.lo)
+		}
+		for c.valid() {
+			row := c.row()
+			if r.Descending && s.lo != nil && bytes.Compare(row, s.lo) < 0 ||
+				!r.Descending && s.hi != nil && bytes.Compare(row, s.hi) >= 0 {
+				break
+			}
+			if n++; n&1023 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			key, value, id := row.fields()
+			if err := fn(Row{Key: key, DocID: id, Value: value}); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+			if r.Descending {
+				c.prev()
+			} else {
+				c.next()
+			}
+		}
+	}
+	return nil
+}

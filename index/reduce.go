@@ -1,0 +1,288 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Grouping selects how Reduce groups rows, as CouchDB's group and group_level.
+type Grouping struct {
+	// Exact groups rows whose keys collate equal (group=true).
+	Exact bool
+	// Level, when Exact is false, is group_level: 0 reduces the whole range to
+	// one row with key null; N > 0 groups array keys by their first N elements
+	// (a shorter array by all of its elements) and any other key by the whole
+	// key.
+	Level int
+}
+
+// Reduce calls fn with each group of the rows of view selected by r: the group
+// key (raw JSON) and the reduction of the group's rows (raw JSON), in index
+// order (reversed if r.Descending), from a snapshot taken when Reduce starts.
+// With r.Keys, each key's rows are grouped on their own, in the order of Keys,
+// so with g.Exact each given key that has rows gives one row. A range without
+// rows gives no row at all, as CouchDB answers {"rows":[]}.
+//
+// Reductions of whole subtrees are cached in the tree, so a group costs a few
+// Reducer calls whatever its number of rows. Errors from the Reducer are
+// returned as they are; a reduction longer than MaxReductionSize gives an error
+// wrapping ErrReductionTooLarge. fn returning ErrStop ends Reduce with nil.
+func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, fn func(key, value []byte) error) error {
+	snap, vi, err := ix.reader(view)
+	if err != nil {
+		return err
+	}
+	red := ix.views[vi].Reducer
+	if red == nil {
+		return fmt.Errorf("%w: %q", ErrNoReducer, view)
+	}
+	spans, err := r.spans()
+	if err != nil {
+		return err
+	}
+	rd := reduction{r: red}
+	for _, s := range spans {
+		if s.empty() {
+			continue
+		}
+		if err := rd.groups(ctx, snap.roots[vi], s, g, r.Descending, fn); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// reduction computes reductions of rows with one Reducer, for one goroutine.
+type reduction struct {
+	r    Reducer
+	vals [][]byte // partial reductions of a range
+	// scratch for Reduce
+	keys, values [][]byte
+	ids          []string
+}
+
+// groups calls fn with each group of the rows in s.
+func (rd *reduction) groups(ctx context.Context, root *node, s span, g Grouping, desc bool, fn func(key, value []byte) error) error {
+	if !g.Exact && g.Level <= 0 {
+		v, ok, err := rd.rangeValue(root, s.lo, s.hi)
+		if err != nil || !ok {
+			return err
+		}
+		return fn(jsonNull, v)
+	}
+	var c cursor
+	lo, hi := s.lo, s.hi
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Find the next group's first row, then reduce the group's rows in one
+		// range, then skip past it.
+		if desc {
+			c.seekLT(root, hi)
+		} else {
+			c.seekGE(root, lo)
+		}
+		if !c.valid() {
+			return nil
+		}
+		row := c.row()
+		if desc && lo != nil && bytes.Compare(row, lo) < 0 || !desc && hi != nil && bytes.Compare(row, hi) >= 0 {
+			return nil
+		}
+		p := groupPrefix(row, g.Level, g.Exact)
+		glo, ghi := lo, hi
+		if desc {
+			if glo == nil || bytes.Compare(glo, p) < 0 {
+				glo = p
+			}
+		} else if end := prefixEnd(p); ghi == nil || bytes.Compare(end, ghi) < 0 {
+			ghi = end
+		}
+		v, _, err := rd.rangeValue(root, glo, ghi)
+		if err != nil {
+			return err
+		}
+		key, _, _ := row.fields()
+		if err := fn(groupKey(key, g), v); err != nil {
+			return err
+		}
+		if desc {
+			hi = glo
+		} else {
+			lo = ghi
+		}
+	}
+}
+
+// groupKey returns the key of the group of a row with key raw.
+func groupKey(raw []byte, g Grouping) []byte {
+	if g.Exact {
+		return raw
+	}
+	s := scanner{b: raw}
+	if s.peek() != '[' {
+		return raw
+	}
+	s.i++
+	first, last := -1, -1
+	for n := 0; s.peek() != ']'; n++ {
+		if n == g.Level {
+			out := make([]byte, 0, last-first+2)
+			out = append(out, '[')
+			out = append(out, raw[first:last]...)
+			return append(out, ']')
+		}
+		if first < 0 {
+			first = s.i
+		}
+		s.skipValue()
+		last = s.i
+		skipComma(&s)
+	}
+	return raw
+}
+
+// rangeValue returns the reduction of the rows of the tree under root in
+// [lo, hi); ok is false if there are none.
+func (rd *reduction) rangeValue(root *node, lo, hi []byte) (v []byte, ok bool, err error) {
+	rd.vals = rd.vals[:0]
+	if err := rd.collect(root, lo, hi); err != nil || len(rd.vals) == 0 {
+		return nil, false, err
+	}
+	v, err = rd.rereduce(rd.vals)
+	return v, err == nil, err
+}
+
+// collect appends to rd.vals reductions that together cover the rows of n in
+// [lo, hi): cached reductions of whole subtrees where it can, and reductions
+// of the rows at the ends of the range.
+func (rd *reduction) collect(n *node, lo, hi []byte) error {
+	if n.count == 0 {
+		return nil
+	}
+	if lo != nil && bytes.Compare(n.first(), lo) >= 0 {
+		lo = nil
+	}
+	if hi != nil && bytes.Compare(n.last(), hi) < 0 {
+		hi = nil
+	}
+	if lo == nil && hi == nil {
+		v, err := rd.node(n)
+		if err != nil {
+			return err
+		}
+		rd.vals = append(rd.vals, v)
+		return nil
+	}
+	if n.leaf() {
+		i, j := 0, len(n.items)
+		if lo != nil {
+			i, _ = searchItems(n.items, lo)
+		}
+		if hi != nil {
+			j, _ = searchItems(n.items, hi)
+		}
+		if i >= j {
+			return nil
+		}
+		v, err := rd.rows(n.items[i:j])
+		if err != nil {
+			return err
+		}
+		rd.vals = append(rd.vals, v)
+		return nil
+	}
+	i0, i1 := 0, len(n.children)-1
+	if lo != nil {
+		i0 = childLE(n.keys, lo)
+	}
+	if hi != nil {
+		i1 = childLT(n.keys, hi)
+	}
+	for i := i0; i <= i1; i++ {
+		// Only the first and last children meet the ends of the range.
+		var clo, chi []byte
+		if i == i0 {
+			clo = lo
+		}
+		if i == i1 {
+			chi = hi
+		}
+		if err := rd.collect(n.children[i], clo, chi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// node returns the reduction of the subtree n (not empty), caching it in n.
+// Concurrent callers may compute it twice; they store the same value.
+func (rd *reduction) node(n *node) ([]byte, error) {
+	if p := n.red.Load(); p != nil {
+		return *p, nil
+	}
+	var v []byte
+	var err error
+	if n.leaf() {
+		v, err = rd.rows(n.items)
+	} else {
+		vals := make([][]byte, 0, len(n.children))
+		for _, c := range n.children {
+			if c.count == 0 {
+				continue
+			}
+			cv, err := rd.node(c)
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, cv)
+		}
+		v, err = rd.rereduce(vals)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.red.Store(&v)
+	return v, nil
+}
+
+// rows reduces rows with Reduce.
+func (rd *reduction) rows(rows []row) ([]byte, error) {
+	rd.keys, rd.ids, rd.values = rd.keys[:0], rd.ids[:0], rd.values[:0]
+	for _, r := range rows {
+		key, value, id := r.fields()
+		rd.keys = append(rd.keys, key)
+		rd.ids = append(rd.ids, id)
+		rd.values = append(rd.values, value)
+	}
+	v, err := rd.r.Reduce(rd.keys, rd.ids, rd.values)
+	if err != nil {
+		return nil, err
+	}
+	return checkSize(v)
+}
+
+// rereduce combines reductions with Rereduce (one needs no combining).
+func (rd *reduction) rereduce(vals [][]byte) ([]byte, error) {
+	if len(vals) == 1 {
+		return vals[0], nil
+	}
+	v, err := rd.r.Rereduce(vals)
+	if err != nil {
+		return nil, err
+	}
+	return checkSize(v)
+}
+
+func checkSize(v []byte) ([]byte, error) {
+	if len(v) > MaxReductionSize {
+		return nil, fmt.Errorf("%w: %d bytes", ErrReductionTooLarge, len(v))
+	}
+	return v, nil
+}

@@ -1,0 +1,284 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The bbolt file of an index holds a checkpoint of its rows and a log of the
+// Applies made since:
+//
+//	meta         format, signature, views, seqs (see below)
+//	rows/<view>  checkpoint: the view's rows in blocks of about blockSize bytes,
+//	             keyed by the tree key of the block's first row; each row as
+//	             in a document's back-index entry (see appendEntry)
+//	log          one record per Apply since the checkpoint, keyed by a
+//	             big-endian counter (see applier.update)
+//
+// Each Apply adds its log record and the sequence vector in one transaction.
+// When the log holds as many documents as half the index (and at least
+// checkpointDocs), Apply rewrites the checkpoint from its snapshot and empties
+// the log, in one more transaction. Open loads the checkpoint, rebuilding the
+// back index from the rows' document ids, and replays the log.
+var (
+	bucketMeta = []byte("meta")
+	bucketLog  = []byte("log")
+
+	keyFormat    = []byte("format")    // formatVersion
+	keySignature = []byte("signature") // Config.Signature
+	keyViews     = []byte("views")     // view names, each uvarint length and bytes
+	keySeqs      = []byte("seqs")      // 8 bytes big-endian per partition
+)
+
+const (
+	// formatVersion names the layout above; a file with another one is rebuilt.
+	formatVersion = "mayfly-index-3"
+	// blockSize is the size a checkpoint block grows to before a new one starts.
+	blockSize = 32 << 10
+	// checkpointDocs is the fewest logged documents that trigger a checkpoint.
+	checkpointDocs = 1 << 16
+)
+
+func rowsBucket(view string) []byte { return append([]byte("rows/"), view...) }
+
+func openBolt(path string) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        5 * time.Second, // another process holds the file
+		NoFreelistSync: true,            // bulk writes: rebuild the freelist at open instead
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func encodeSeqs(seqs []uint64) []byte {
+	b := make([]byte, 0, 8*len(seqs))
+	for _, s := range seqs {
+		b = binary.BigEndian.AppendUint64(b, s)
+	}
+	return b
+}
+
+func encodeViewNames(views []ViewConfig) []byte {
+	var b []byte
+	for _, v := range views {
+		b = appendBytes(b, []byte(v.Name))
+	}
+	return b
+}
+
+// createBuckets replaces the checkpoint and log buckets with empty ones.
+func createBuckets(tx *bolt.Tx, views []ViewConfig) error {
+	names := [][]byte{bucketLog}
+	for _, v := range views {
+		names = append(names, rowsBucket(v.Name))
+	}
+	for _, name := range names {
+		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return err
+		}
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareStore makes the file of db ready for cfg: a file written for another
+// format, signature, list of views or number of partitions is emptied.
+func prepareStore(db *bolt.DB, cfg *Config) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil &&
+			string(meta.Get(keyFormat)) == formatVersion &&
+			string(meta.Get(keySignature)) == cfg.Signature &&
+			bytes.Equal(meta.Get(keyViews), encodeViewNames(cfg.Views)) &&
+			len(meta.Get(keySeqs)) == 8*cfg.NumPartitions {
+			return nil
+		}
+		var names [][]byte
+		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			names = append(names, name)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, name := range names {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := createBuckets(tx, cfg.Views); err != nil {
+			return err
+		}
+		for _, kv := range [][2][]byte{
+			{keyFormat, []byte(formatVersion)},
+			{keySignature, []byte(cfg.Signature)},
+			{keyViews, encodeViewNames(cfg.Views)},
+			{keySeqs, encodeSeqs(make([]uint64, cfg.NumPartitions))},
+		} {
+			if err := meta.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// loadStore loads the checkpoint of ix.db into snap (whose trees must be empty)
+// and ix.mu.back, then replays the log.
+func (ix *Index) loadStore(ctx context.Context, snap *snapshot) error {
+	return ix.db.View(func(tx *bolt.Tx) error {
+		meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketLog)
+		if meta == nil || log == nil {
+			return fmt.Errorf("%w: missing bucket", ErrCorrupt)
+		}
+		seqs := meta.Get(keySeqs)
+		for i := range snap.seqs {
+			snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
+		}
+		for vi, v := range ix.views {
+			rows := tx.Bucket(rowsBucket(v.Name))
+			if rows == nil {
+				return fmt.Errorf("%w: missing rows of view %q", ErrCorrupt, v.Name)
+			}
+			var b builder
+			c := rows.Cursor()
+			for k, block := c.First(); k != nil; k, block = c.Next() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := loadRowBlock(&b, ix.mu.back, vi, block); err != nil {
+					return fmt.Errorf("%w: rows of view %q", err, v.Name)
+				}
+			}
+			snap.roots[vi] = b.finish()
+		}
+		// Nothing is published yet: replay changes the loaded nodes (of
+		// generation 0) in place. The first Apply starts generation 1.
+		a := applier{w: wtx{gen: 0}, roots: snap.roots, back: ix.mu.back}
+		c := log.Cursor()
+		for k, rec := c.First(); k != nil; k, rec = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			docs, err := a.replay(rec)
+			if err != nil {
+				return fmt.Errorf("%w: log record %x", err, k)
+			}
+			ix.mu.logDocs += docs
+			ix.mu.logNext = binary.BigEndian.Uint64(k) + 1
+		}
+		return nil
+	})
+}
+
+// appendLog persists the log record of an Apply and the new sequence vector.
+func (ix *Index) appendLog(rec []byte, seqs []uint64) error {
+	err := ix.db.Update(func(tx *bolt.Tx) error {
+		log := tx.Bucket(bucketLog)
+		log.FillPercent = 1 // keys only grow
+		if err := log.Put(binary.BigEndian.AppendUint64(nil, ix.mu.logNext), rec); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keySeqs, encodeSeqs(seqs))
+	})
+	if err != nil {
+		return fmt.Errorf("index: write log: %w", err)
+	}
+	ix.mu.logNext++
+	return nil
+}
+
+// checkpointLocked rewrites the checkpoint from snap and empties the log.
+// REQUIRES: ix.mu, and snap is the published snapshot.
+func (ix *Index) checkpointLocked(snap *snapshot) error {
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		if err := createBuckets(tx, ix.views); err != nil {
+			return err
+		}
+		for vi, v := range ix.views {
+			rows := tx.Bucket(rowsBucket(v.Name))
+			rows.FillPercent = 1 // written in key order
+			var block, first []byte
+			n := 0
+			flush := func() error {
+				if n == 0 {
+					return nil
+				}
+				err := rows.Put(first, block)
+				block, n = nil, 0
+				return err
+			}
+			err := walkLeaves(snap.roots[vi], func(leaf *node) error {
+				for _, r := range leaf.items {
+					if n == 0 {
+						first = r.ck()
+						block = make([]byte, 0, blockSize+len(r)+binary.MaxVarintLen32)
+					}
+					block = appendEntry(block, vi, r)
+					if n++; len(block) >= blockSize {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			if err == nil {
+				err = flush()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// walkLeaves calls fn with each leaf under n, in key order.
+func walkLeaves(n *node, fn func(*node) error) error {
+	if n.leaf() {
+		return fn(n)
+	}
+	for _, c := range n.children {
+		if err := walkLeaves(c, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadRowBlock adds the rows of a checkpoint block of view vi to b and to the
+// back index, without copying them again: the rows share one copy of the
+// block, and so does the back-index entry of a document with a single row.
+func loadRowBlock(b *builder, back map[string][]byte, vi int, block []byte) error {
+	d := decoder{b: bytes.Clone(block)}
+	for !d.done() {
+		entry := d.b
+		v, r := int(d.uvarint()), row(d.bytes())
+		if d.err != nil || v != vi || !validRow(r) {
+			return ErrCorrupt
+		}
+		entry = entry[: len(entry)-len(d.b) : len(entry)-len(d.b)]
+		b.add(r)
+		_, _, id := r.fields()
+		if prev, ok := back[id]; ok {
+			back[id] = append(prev, entry...) // prev is capped (a block slice) or a copy made here
+		} else {
+			back[id] = entry
+		}
+	}
+	return nil
+}

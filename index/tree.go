@@ -1,0 +1,512 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"sync/atomic"
+)
+
+// Node capacities of the in-memory B+tree. A leaf holds at most maxItems rows
+// and an inner node at most maxChildren children; a node other than the root
+// holds at least a quarter of that (see rebalance). Bulk loading fills nodes to
+// three quarters.
+const (
+	maxItems    = 64
+	maxChildren = 64
+	loadItems   = maxItems * 3 / 4
+	loadFanout  = maxChildren * 3 / 4
+)
+
+// row is one view row, in one immutable byte slice: its tree key (ck: encoded
+// key | escaped document id | terminator | 4-byte emit ordinal), then its
+// stored value (uvarint length of the key JSON | key JSON | value JSON). Tree
+// keys are never prefixes of one another, so rows order as their tree keys do,
+// and a bound that is not a whole tree key compares with a row as with its
+// tree key.
+type row []byte
+
+// ckLen returns the length of the row's tree key.
+func (r row) ckLen() int {
+	n := encLen(r)
+	return n + bytes.IndexByte(r[n:], terminator) + 1 + 4
+}
+
+func (r row) ck() []byte {
+	n := r.ckLen()
+	return r[:n:n]
+}
+
+// fields returns the row's key JSON, value JSON and document id.
+func (r row) fields() (key, value []byte, id string) {
+	n := encLen(r)
+	t := n + bytes.IndexByte(r[n:], terminator)
+	if esc := r[n:t]; bytes.IndexByte(esc, escByte) < 0 {
+		id = string(esc)
+	} else {
+		idb, _ := unescape(r[n : t+1])
+		id = string(idb)
+	}
+	stored := r[t+1+4:]
+	klen, vn := binary.Uvarint(stored)
+	return stored[vn : vn+int(klen) : vn+int(klen)], stored[vn+int(klen):], id
+}
+
+// appendRow appends a row built from its encoded key, document id, emit
+// ordinal and JSON.
+func appendRow(dst, enc []byte, id string, ord int, key, value []byte) []byte {
+	dst = appendCK(dst, enc, id, ord)
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(append(dst, key...), value...)
+}
+
+// appendCK appends the tree key of a row: encoded key, escaped document id,
+// terminator and the big-endian emit ordinal. Rows order by key collation, then
+// document id byte-wise, then emit order.
+func appendCK(dst, enc []byte, id string, ord int) []byte {
+	dst = append(dst, enc...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, terminator)
+	return binary.BigEndian.AppendUint32(dst, uint32(ord))
+}
+
+// validRow reports whether r is a well-formed row (of a file).
+func validRow(r []byte) bool {
+	n := encLen(r)
+	if n < 0 {
+		return false
+	}
+	t := bytes.IndexByte(r[n:], terminator)
+	if t < 0 || len(r) < n+t+1+4 {
+		return false
+	}
+	stored := r[n+t+1+4:]
+	klen, vn := binary.Uvarint(stored)
+	return vn > 0 && uint64(len(stored)-vn) >= klen
+}
+
+// node is a node of a copy-on-write B+tree of rows ordered by ck. A node whose
+// gen is the writer's current generation is private to the writer and changed in
+// place; any other node may be shared by published snapshots and is never
+// changed, except for red, the cached reduction of its subtree, which readers
+// fill in atomically.
+type node struct {
+	gen   uint64
+	count int // rows in the subtree
+
+	items []row // leaf (children == nil)
+
+	// Inner node: keys[i] (i >= 1) is above every row of children[i-1] and at
+	// most every row of children[i]. keys[0] does not route; in a node made by
+	// a split it is the separator its parent takes (see sep).
+	keys     [][]byte
+	children []*node
+
+	red atomic.Pointer[[]byte]
+}
+
+func (n *node) leaf() bool { return n.children == nil }
+
+// size is the number of items or children of n.
+func (n *node) size() int {
+	if n.leaf() {
+		return len(n.items)
+	}
+	return len(n.children)
+}
+
+// capacity is the most items or children n may hold.
+func (n *node) capacity() int {
+	if n.leaf() {
+		return maxItems
+	}
+	return maxChildren
+}
+
+// first and last return the first and last row under n (not empty).
+func (n *node) first() row {
+	for !n.leaf() {
+		n = n.children[0]
+	}
+	return n.items[0]
+}
+
+func (n *node) last() row {
+	for !n.leaf() {
+		n = n.children[len(n.children)-1]
+	}
+	return n.items[len(n.items)-1]
+}
+
+// minKey returns the tree key of the first row under n (not empty).
+func (n *node) minKey() []byte { return n.first().ck() }
+
+// searchItems returns the index of the first row of items at or above k, and
+// whether that row's tree key is k.
+func searchItems(items []row, k []byte) (int, bool) {
+	lo, hi := 0, len(items)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bytes.Compare(items[m], k) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(items) && bytes.HasPrefix(items[lo], k) && items[lo].ckLen() == len(k)
+}
+
+// childLE returns the index of the child of n that holds k if any child does:
+// the last i with keys[i] <= k, or 0.
+func childLE(keys [][]byte, k []byte) int {
+	lo, hi := 1, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bytes.Compare(keys[m], k) <= 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
+// childLT returns the index of the last child of n that may hold a key below k:
+// the last i with keys[i] < k, or 0.
+func childLT(keys [][]byte, k []byte) int {
+	lo, hi := 1, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bytes.Compare(keys[m], k) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
+// wtx changes trees for one writer generation: nodes it creates belong to gen
+// and are changed in place; older nodes are copied first.
+type wtx struct{ gen uint64 }
+
+func (w *wtx) own(n *node) *node {
+	if n.gen == w.gen {
+		return n
+	}
+	c := &node{gen: w.gen, count: n.count}
+	if n.leaf() {
+		c.items = append(make([]row, 0, len(n.items)+1), n.items...)
+	} else {
+		c.keys = append(make([][]byte, 0, len(n.keys)+1), n.keys...)
+		c.children = append(make([]*node, 0, len(n.children)+1), n.children...)
+	}
+	return c
+}
+
+// insert adds r to the tree rooted at root, replacing a row with the same ck, and
+// returns the new root.
+func (w *wtx) insert(root *node, r row) *node {
+	n, right := w.insertAt(root, r)
+	if right == nil {
+		return n
+	}
+	return &node{gen: w.gen, count: n.count + right.count,
+		keys: [][]byte{nil, right.sep()}, children: []*node{n, right}}
+}
+
+// sep is the separator that routes to n as a right sibling.
+func (n *node) sep() []byte {
+	if n.leaf() {
+		return n.items[0].ck()
+	}
+	return n.keys[0]
+}
+
+func (w *wtx) insertAt(n *node, r row) (*node, *node) {
+	n = w.own(n)
+	ck := r.ck()
+	if n.leaf() {
+		i, found := searchItems(n.items, ck)
+		if found {
+			n.items[i] = r
+			return n, nil
+		}
+		n.items = slices.Insert(n.items, i, r)
+		n.count++
+		if len(n.items) <= maxItems {
+			return n, nil
+		}
+		h := len(n.items) / 2
+		right := &node{gen: w.gen, items: append(make([]row, 0, len(n.items)-h+1), n.items[h:]...)}
+		clear(n.items[h:])
+		n.items = n.items[:h]
+		n.count, right.count = len(n.items), len(right.items)
+		return n, right
+	}
+	i := childLE(n.keys, ck)
+	before := n.children[i].count
+	c, split := w.insertAt(n.children[i], r)
+	n.children[i] = c
+	n.count += c.count - before
+	if split == nil {
+		return n, nil
+	}
+	n.count += split.count
+	n.children = slices.Insert(n.children, i+1, split)
+	n.keys = slices.Insert(n.keys, i+1, split.sep())
+	if len(n.children) <= maxChildren {
+		return n, nil
+	}
+	h := len(n.children) / 2
+	right := &node{gen: w.gen,
+		keys:     append(make([][]byte, 0, len(n.keys)-h+1), n.keys[h:]...),
+		children: append(make([]*node, 0, len(n.children)-h+1), n.children[h:]...)}
+	clear(n.keys[h:])
+	clear(n.children[h:])
+	n.keys, n.children = n.keys[:h], n.children[:h]
+	n.count, right.count = sumCounts(n.children), sumCounts(right.children)
+	return n, right
+}
+
+func sumCounts(children []*node) int {
+	s := 0
+	for _, c := range children {
+		s += c.count
+	}
+	return s
+}
+
+// delete removes the row with tree key ck from the tree rooted at root and
+// returns the new root; a missing ck leaves the tree as it is.
+func (w *wtx) delete(root *node, ck []byte) *node {
+	n, _ := w.deleteAt(root, ck)
+	for !n.leaf() && len(n.children) == 1 {
+		n = n.children[0]
+	}
+	return n
+}
+
+func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
+	if n.leaf() {
+		i, found := searchItems(n.items, ck)
+		if !found {
+			return n, false
+		}
+		n = w.own(n)
+		n.items = slices.Delete(n.items, i, i+1)
+		n.count--
+		return n, true
+	}
+	i := childLE(n.keys, ck)
+	c, ok := w.deleteAt(n.children[i], ck)
+	if !ok {
+		return n, false
+	}
+	n = w.own(n)
+	n.children[i] = c
+	n.count--
+	if c.size() < c.capacity()/4 {
+		w.rebalance(n, i)
+	}
+	return n, true
+}
+
+// rebalance merges the underfull child i of n (owned) with a neighbour, or
+// shares the neighbour's entries with it when both do not fit in one node.
+func (w *wtx) rebalance(n *node, i int) {
+	if len(n.children) < 2 {
+		return
+	}
+	l := min(i, len(n.children)-2)
+	a, b := n.children[l], n.children[l+1]
+	if a.size()+b.size() <= a.capacity() {
+		a = w.own(a)
+		if a.leaf() {
+			a.items = append(a.items, b.items...)
+		} else {
+			a.keys = append(append(a.keys, n.keys[l+1]), b.keys[1:]...)
+			a.children = append(a.children, b.children...)
+		}
+		a.count += b.count
+		n.children[l] = a
+		n.children = slices.Delete(n.children, l+1, l+2)
+		n.keys = slices.Delete(n.keys, l+1, l+2)
+		return
+	}
+	na := &node{gen: w.gen}
+	nb := &node{gen: w.gen}
+	if a.leaf() {
+		all := slices.Concat(a.items, b.items)
+		h := len(all) / 2
+		na.items = slices.Clip(all[:h])
+		nb.items = slices.Clone(all[h:])
+		na.count, nb.count = len(na.items), len(nb.items)
+	} else {
+		keys := slices.Concat(a.keys, [][]byte{n.keys[l+1]}, b.keys[1:])
+		children := slices.Concat(a.children, b.children)
+		h := len(children) / 2
+		na.keys, na.children = slices.Clip(keys[:h]), slices.Clip(children[:h])
+		nb.keys, nb.children = slices.Clone(keys[h:]), slices.Clone(children[h:])
+		na.count, nb.count = sumCounts(na.children), sumCounts(nb.children)
+	}
+	n.children[l], n.children[l+1] = na, nb
+	n.keys[l+1] = nb.sep()
+}
+
+// builder bulk-loads a tree from rows given in ck order.
+type builder struct {
+	gen    uint64
+	leaves []*node
+	cur    []row
+}
+
+func (b *builder) add(r row) {
+	if b.cur == nil {
+		b.cur = make([]row, 0, loadItems+1)
+	}
+	b.cur = append(b.cur, r)
+	if len(b.cur) == loadItems {
+		b.leaves = append(b.leaves, &node{gen: b.gen, items: b.cur, count: len(b.cur)})
+		b.cur = nil
+	}
+}
+
+// finish returns the root of the loaded tree.
+func (b *builder) finish() *node {
+	if len(b.cur) > 0 || len(b.leaves) == 0 {
+		b.leaves = append(b.leaves, &node{gen: b.gen, items: b.cur, count: len(b.cur)})
+	}
+	level := b.leaves
+	balanceLast(level)
+	for len(level) > 1 {
+		var up []*node
+		for start := 0; start < len(level); start += loadFanout {
+			kids := level[start:min(start+loadFanout, len(level))]
+			p := &node{gen: b.gen, children: slices.Clone(kids), keys: make([][]byte, len(kids))}
+			for i, k := range kids {
+				if i > 0 {
+					p.keys[i] = k.minKey()
+				}
+			}
+			p.count = sumCounts(p.children)
+			up = append(up, p)
+		}
+		balanceLast(up)
+		level = up
+	}
+	return level[0]
+}
+
+// balanceLast evens out the last two nodes of a freshly built level, so that the
+// last one is not underfull.
+func balanceLast(level []*node) {
+	if len(level) < 2 {
+		return
+	}
+	a, b := level[len(level)-2], level[len(level)-1]
+	if a.leaf() {
+		all := slices.Concat(a.items, b.items)
+		h := len(all) / 2
+		a.items, b.items = slices.Clip(all[:h]), slices.Clone(all[h:])
+		a.count, b.count = len(a.items), len(b.items)
+		return
+	}
+	children := slices.Concat(a.children, b.children)
+	keys := slices.Concat(a.keys, [][]byte{b.minKey()}, b.keys[1:])
+	h := len(children) / 2
+	a.children, b.children = slices.Clip(children[:h]), slices.Clone(children[h:])
+	a.keys, b.keys = slices.Clip(keys[:h]), slices.Clone(keys[h:])
+	a.count, b.count = sumCounts(a.children), sumCounts(b.children)
+}
+
+// cursor is a position in a tree: the path from the root to a row.
+type cursor struct {
+	stack []frame
+}
+
+type frame struct {
+	n *node
+	i int
+}
+
+func (c *cursor) valid() bool { return len(c.stack) > 0 }
+
+func (c *cursor) row() row {
+	f := c.stack[len(c.stack)-1]
+	return f.n.items[f.i]
+}
+
+// seekGE positions c at the first row with ck >= k (the first row if k is nil).
+func (c *cursor) seekGE(root *node, k []byte) {
+	c.stack = c.stack[:0]
+	n := root
+	for !n.leaf() {
+		i := 0
+		if k != nil {
+			i = childLE(n.keys, k)
+		}
+		c.stack = append(c.stack, frame{n, i})
+		n = n.children[i]
+	}
+	i := 0
+	if k != nil {
+		i, _ = searchItems(n.items, k)
+	}
+	c.stack = append(c.stack, frame{n, i - 1})
+	c.next()
+}
+
+// seekLT positions c at the last row with ck < k (the last row if k is nil).
+func (c *cursor) seekLT(root *node, k []byte) {
+	c.stack = c.stack[:0]
+	n := root
+	for !n.leaf() {
+		i := len(n.children) - 1
+		if k != nil {
+			i = childLT(n.keys, k)
+		}
+		c.stack = append(c.stack, frame{n, i})
+		n = n.children[i]
+	}
+	i := len(n.items)
+	if k != nil {
+		i, _ = searchItems(n.items, k)
+	}
+	c.stack = append(c.stack, frame{n, i})
+	c.prev()
+}
+
+// next moves c to the following row; past the last row c is no longer valid.
+func (c *cursor) next() {
+	for len(c.stack) > 0 {
+		t := &c.stack[len(c.stack)-1]
+		t.i++
+		if t.n.leaf() {
+			if t.i < len(t.n.items) {
+				return
+			}
+		} else if t.i < len(t.n.children) {
+			c.stack = append(c.stack, frame{t.n.children[t.i], -1})
+			continue
+		}
+		c.stack = c.stack[:len(c.stack)-1]
+	}
+}
+
+// prev moves c to the preceding row; before the first row c is no longer valid.
+func (c *cursor) prev() {
+	for len(c.stack) > 0 {
+		t := &c.stack[len(c.stack)-1]
+		t.i--
+		if t.i >= 0 {
+			if t.n.leaf() {
+				return
+			}
+			child := t.n.children[t.i]
+			c.stack = append(c.stack, frame{child, child.size()})
+			continue
+		}
+		c.stack = c.stack[:len(c.stack)-1]
+	}
+}

@@ -1,0 +1,125 @@
+package views
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mayflydb/mayfly/jsruntime"
+)
+
+// DesignDocPrefix starts every design document ID.
+const DesignDocPrefix = "_design/"
+
+// ViewDef is one view of a design document.
+type ViewDef struct {
+	Map    string `json:"map"`
+	Reduce string `json:"reduce,omitempty"`
+}
+
+// DesignDoc is a parsed, validated design document.
+type DesignDoc struct {
+	// ID is "_design/NAME".
+	ID string
+	// Views by name.
+	Views map[string]ViewDef
+	// Body is the document as the client stored it.
+	Body []byte
+}
+
+// ViewNames returns the view names, sorted.
+func (d *DesignDoc) ViewNames() []string {
+	names := make([]string, 0, len(d.Views))
+	for n := range d.Views {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// sources returns the views in ViewNames order, as jsruntime wants them.
+func (d *DesignDoc) sources() []jsruntime.ViewSource {
+	var out []jsruntime.ViewSource
+	for _, n := range d.ViewNames() {
+		v := d.Views[n]
+		out = append(out, jsruntime.ViewSource{Name: n, Map: v.Map, Reduce: v.Reduce})
+	}
+	return out
+}
+
+// Signature identifies the design document's functions: it changes exactly
+// when a map or reduce function (or the set of views) changes, which is when
+// the index must be rebuilt.
+func (d *DesignDoc) Signature() string {
+	h := sha256.New()
+	for _, n := range d.ViewNames() {
+		v := d.Views[n]
+		fmt.Fprintf(h, "%d:%s%d:%s%d:%s", len(n), n, len(v.Map), v.Map, len(v.Reduce), v.Reduce)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ValidDesignDocName reports whether name (without "_design/") is acceptable.
+func ValidDesignDocName(name string) bool {
+	return name != "" && len(name) <= 200 && !strings.ContainsAny(name, "/\x00")
+}
+
+// ParseDesignDoc parses and validates a design document body and compiles
+// every function. A refusal is a *DesignDocError with Couchbase's reasons.
+func ParseDesignDoc(id string, body []byte) (*DesignDoc, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, &DesignDocError{Reason: "Content is not json."}
+	}
+	d := &DesignDoc{ID: id, Views: map[string]ViewDef{}, Body: append([]byte(nil), body...)}
+	if lang, ok := raw["language"]; ok {
+		var l string
+		if json.Unmarshal(lang, &l) != nil || l != "javascript" {
+			return nil, &DesignDocError{Reason: "language must be \"javascript\""}
+		}
+	}
+	vraw, ok := raw["views"]
+	if !ok {
+		return d, nil
+	}
+	var views map[string]json.RawMessage
+	if err := json.Unmarshal(vraw, &views); err != nil || views == nil {
+		return nil, &DesignDocError{Reason: "The field `views' is not a json object."}
+	}
+	for name, vr := range views {
+		switch {
+		case name == "":
+			return nil, &DesignDocError{Reason: "View name cannot be an empty string"}
+		case strings.TrimSpace(name) != name:
+			return nil, &DesignDocError{Reason: fmt.Sprintf("View name `%s` cannot have leading or trailing whitespace", name)}
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(vr, &fields); err != nil || fields == nil {
+			return nil, &DesignDocError{Reason: fmt.Sprintf("View `%s` is not a json object.", name)}
+		}
+		var v ViewDef
+		m, ok := fields["map"]
+		if !ok || json.Unmarshal(m, &v.Map) != nil {
+			return nil, &DesignDocError{Reason: fmt.Sprintf("The `map' field for the view `%s' is missing.", name)}
+		}
+		if r, ok := fields["reduce"]; ok {
+			if json.Unmarshal(r, &v.Reduce) != nil {
+				return nil, &DesignDocError{Reason: fmt.Sprintf("The `reduce' field for the view `%s' must be a string.", name)}
+			}
+		}
+		v.Reduce = strings.TrimSpace(v.Reduce)
+		d.Views[name] = v
+	}
+	if err := jsruntime.Compile(d.sources()); err != nil {
+		var ce *jsruntime.CompileError
+		if errors.As(err, &ce) {
+			return nil, &DesignDocError{Reason: strings.TrimPrefix(ce.Error(), "jsruntime: "), Err: err}
+		}
+		return nil, &DesignDocError{Reason: err.Error(), Err: err}
+	}
+	return d, nil
+}

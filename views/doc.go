@@ -1,0 +1,17 @@
+// Package views runs Couchbase-style views: design documents of JavaScript
+// map and reduce functions, kept up to date incrementally from a bucket's
+// change feed, and queried with the full view API.
+//
+// A Service owns the design documents of every bucket of an engine. Each
+// design document has one indexer goroutine that follows the bucket's change
+// feed, maps each changed document through every view of the design document
+// in one pass (jsruntime), and writes the rows and the sequence numbers it
+// reached in one index transaction (index). After a restart it resumes from
+// those sequence numbers.
+//
+// Expiry: an expired document that has not been purged is still an item, so
+// its rows stay in the index and in every reduce value, as in Couchbase; a
+// query with include_docs shows "doc": null for it. When the document is
+// purged (by the expiry pager, a read, or a delete) the deletion travels the
+// change feed and its rows leave the index.
+package views

@@ -1,0 +1,233 @@
+package views
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/jsruntime"
+)
+
+// maxRecentErrors is how many map errors a view remembers for _info.
+// (Couchbase's limits on what a map function may emit — keys under 4096
+// bytes, 1 MiB per document per view — are enforced by jsruntime.)
+const maxRecentErrors = 10
+
+// MapError is one map function failure, as _info shows it.
+type MapError struct {
+	View   string `json:"view"`
+	DocID  string `json:"id"`
+	Reason string `json:"reason"`
+	Time   int64  `json:"time"`
+}
+
+// viewErrors counts and remembers one view's map errors.
+type viewErrors struct {
+	count  int64
+	recent []MapError
+}
+
+// indexer keeps one design document's index up to date from the bucket's
+// change feed. One goroutine follows the feed; queries with stale=false wait
+// for it to reach the sequence numbers they saw.
+type indexer struct {
+	bucket *engine.Bucket
+	ddoc   *DesignDoc
+	names  []string // view names, in the order of the program's results
+	prog   *jsruntime.Program
+	idx    *index.Index
+	batch  int
+	log    func(msg string, args ...any)
+
+	updMu sync.Mutex // one catch-up at a time
+
+	mu struct {
+		sync.Mutex
+		errs map[string]*viewErrors
+	}
+	mapped atomic.Int64 // documents run through the map functions
+
+	auto   bool          // follow the feed as it moves; else only when kicked
+	kick   chan struct{} // asks the follower for one catch-up (stale=update_after)
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newIndexer(b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, idx *index.Index, batch int, auto bool, log func(string, ...any)) *indexer {
+	ix := &indexer{bucket: b, ddoc: d, names: d.ViewNames(), prog: prog, idx: idx, batch: batch, log: log,
+		auto: auto, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	ix.mu.errs = make(map[string]*viewErrors)
+	if err := ix.ack(); err != nil {
+		log("registering the view index with the change feed", "ddoc", d.ID, "err", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ix.cancel = cancel
+	go ix.follow(ctx)
+	return ix
+}
+
+// follow indexes whatever the feed brings (or, without auto-update, catches
+// up when kicked) until the indexer closes.
+func (ix *indexer) follow(ctx context.Context) {
+	defer close(ix.done)
+	if !ix.auto {
+		for {
+			select {
+			case <-ix.kick:
+				if err := ix.catchUp(ctx, nil); err != nil && ctx.Err() == nil {
+					ix.log("view indexing failed", "ddoc", ix.ddoc.ID, "err", err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	for {
+		if err := ix.catchUp(ctx, nil); err != nil && ctx.Err() == nil {
+			if errors.Is(err, engine.ErrClosed) || errors.Is(err, index.ErrClosed) {
+				return
+			}
+			ix.log("view indexing failed; retrying", "ddoc", ix.ddoc.ID, "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if err := ix.bucket.WaitChanges(ctx, ix.idx.Seqs()); err != nil {
+			return
+		}
+	}
+}
+
+// updateAfter asks for a catch-up in the background, without waiting.
+func (ix *indexer) updateAfter() {
+	select {
+	case ix.kick <- struct{}{}:
+	default:
+	}
+}
+
+// caughtUp reports whether the index has reached target in every partition.
+func caughtUp(seqs, target []uint64) bool {
+	for i, t := range target {
+		if seqs[i] < t {
+			return false
+		}
+	}
+	return true
+}
+
+// catchUp indexes changes until the index reaches target (nil: until the feed
+// has nothing more).
+func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
+	ix.updMu.Lock()
+	defer ix.updMu.Unlock()
+	for {
+		seqs := ix.idx.Seqs()
+		if target != nil && caughtUp(seqs, target) {
+			return nil
+		}
+		changes, next, err := ix.bucket.Changes(seqs, ix.batch)
+		if err != nil {
+			return err
+		}
+		if len(changes) == 0 && caughtUp(seqs, next) {
+			return nil // nothing new: the feed is at its end
+		}
+		if err := ix.apply(ctx, changes, next); err != nil {
+			return err
+		}
+	}
+}
+
+// apply maps a batch of changes and writes their rows and the new sequence
+// vector to the index in one transaction.
+func (ix *indexer) apply(ctx context.Context, changes []*engine.Document, next []uint64) error {
+	var live []jsruntime.Doc
+	var liveAt []int
+	updates := make([]index.DocUpdate, 0, len(changes))
+	for _, d := range changes {
+		if d.Collection != engine.DefaultCollectionID {
+			continue // views index _default._default, as Couchbase 7's do
+		}
+		updates = append(updates, index.DocUpdate{DocID: d.Key, Partition: d.Partition, Seq: d.Seq})
+		if d.Deleted {
+			continue // nil Rows: the document's rows leave the index
+		}
+		liveAt = append(liveAt, len(updates)-1)
+		live = append(live, jsruntime.Doc{Value: d.Value, Meta: jsruntime.Meta{
+			ID: d.Key, Rev: d.Rev(), Seq: d.Seq, VB: d.Partition,
+			Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type),
+		}})
+	}
+	if len(live) > 0 {
+		results, err := ix.prog.Map(ctx, live)
+		if err != nil {
+			return fmt.Errorf("views: map %s: %w", ix.ddoc.ID, err)
+		}
+		ix.mapped.Add(int64(len(live)))
+		for i, res := range results {
+			u := &updates[liveAt[i]]
+			u.Rows = make(map[string][]index.Emit, len(ix.names))
+			for j, vr := range res {
+				view := ix.names[j]
+				if vr.Err != nil {
+					ix.recordError(view, u.DocID, vr.Err)
+					continue
+				}
+				if len(vr.Emits) == 0 {
+					continue
+				}
+				rows := make([]index.Emit, len(vr.Emits))
+				for k, e := range vr.Emits {
+					rows[k] = index.Emit{Key: e.Key, Value: e.Value}
+				}
+				u.Rows[view] = rows
+			}
+		}
+	}
+	if err := ix.idx.ApplyUpTo(ctx, updates, next); err != nil {
+		return err
+	}
+	return ix.ack()
+}
+
+// consumerName names the indexer among the bucket's change-feed consumers.
+func (ix *indexer) consumerName() string { return "views:" + ix.ddoc.ID }
+
+// ack tells the bucket which changes the index has durably consumed, so the
+// metadata purger may remove tombstones the index has seen, and no others.
+func (ix *indexer) ack() error {
+	return ix.bucket.AckChanges(ix.consumerName(), ix.idx.Seqs())
+}
+
+func (ix *indexer) recordError(view, docID string, err error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ve := ix.mu.errs[view]
+	if ve == nil {
+		ve = &viewErrors{}
+		ix.mu.errs[view] = ve
+	}
+	ve.count++
+	ve.recent = append(ve.recent, MapError{View: view, DocID: docID, Reason: err.Error(), Time: ix.bucket.Clock().Now()})
+	if len(ve.recent) > maxRecentErrors {
+		ve.recent = ve.recent[len(ve.recent)-maxRecentErrors:]
+	}
+}
+
+// close stops following the feed and closes the index.
+func (ix *indexer) close() error {
+	ix.cancel()
+	<-ix.done
+	ix.updMu.Lock() // wait out a catch-up started by a query
+	defer ix.updMu.Unlock()
+	return ix.idx.Close()
+}

@@ -1,0 +1,219 @@
+package views
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Stale says whether a query waits for the index to catch up.
+type Stale int
+
+const (
+	// StaleUpdateAfter answers from the index as it is, then updates it (the default).
+	StaleUpdateAfter Stale = iota
+	// StaleOK answers from the index as it is.
+	StaleOK
+	// StaleFalse brings the index up to date first.
+	StaleFalse
+)
+
+// Params is a parsed, validated view query. JSON-valued fields hold raw JSON.
+type Params struct {
+	Key, StartKey, EndKey      []byte
+	Keys                       [][]byte // nil: no multi-key fetch
+	StartKeyDocID, EndKeyDocID string
+	InclusiveEnd               bool
+	Descending                 bool
+	Limit                      int // -1: none
+	Skip                       int
+	Group                      bool
+	GroupLevel                 int   // -1: not given
+	Reduce                     *bool // nil: the view's default
+	IncludeDocs                bool
+	Stale                      Stale
+	OnErrorStop                bool
+	ConnectionTimeoutMS        int64
+}
+
+// ParseParams parses a view query's parameters: the query string, plus a POST
+// body that may carry {"keys": [...]}. It checks each value on its own; Check
+// then checks them against the view.
+func ParseParams(q url.Values, body []byte) (*Params, error) {
+	p := &Params{InclusiveEnd: true, Limit: -1, GroupLevel: -1}
+	var err error
+	jsonParam := func(names ...string) ([]byte, error) {
+		for _, n := range names {
+			if !q.Has(n) {
+				continue
+			}
+			v := strings.TrimSpace(q.Get(n))
+			if !gjson.Valid(v) {
+				return nil, badRequest(n, "invalid UTF-8 JSON: %s", strconv.Quote(v))
+			}
+			return []byte(v), nil
+		}
+		return nil, nil
+	}
+	if p.Key, err = jsonParam("key"); err != nil {
+		return nil, err
+	}
+	if p.StartKey, err = jsonParam("startkey", "start_key"); err != nil {
+		return nil, err
+	}
+	if p.EndKey, err = jsonParam("endkey", "end_key"); err != nil {
+		return nil, err
+	}
+	keys, err := jsonParam("keys")
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > 0 {
+		if !gjson.ValidBytes(body) {
+			return nil, badRequest("keys", "the request body is not valid JSON")
+		}
+		if k := gjson.GetBytes(body, "keys"); k.Exists() {
+			keys = []byte(k.Raw)
+		}
+	}
+	if keys != nil {
+		arr := gjson.ParseBytes(keys)
+		if !arr.IsArray() {
+			return nil, badRequest("keys", "`keys` parameter is not an array.")
+		}
+		p.Keys = [][]byte{}
+		arr.ForEach(func(_, v gjson.Result) bool {
+			p.Keys = append(p.Keys, []byte(v.Raw))
+			return true
+		})
+	}
+	p.StartKeyDocID = firstOf(q, "startkey_docid", "start_key_doc_id")
+	p.EndKeyDocID = firstOf(q, "endkey_docid", "end_key_doc_id")
+	boolP := func(name string, dst *bool) error {
+		if !q.Has(name) {
+			return nil
+		}
+		switch strings.ToLower(q.Get(name)) {
+		case "true":
+			*dst = true
+		case "false":
+			*dst = false
+		default:
+			return parseErr(name, "Invalid boolean parameter: %s", strconv.Quote(q.Get(name)))
+		}
+		return nil
+	}
+	for name, dst := range map[string]*bool{"inclusive_end": &p.InclusiveEnd, "descending": &p.Descending, "group": &p.Group, "include_docs": &p.IncludeDocs} {
+		if err := boolP(name, dst); err != nil {
+			return nil, err
+		}
+	}
+	if q.Has("reduce") {
+		var r bool
+		if err := boolP("reduce", &r); err != nil {
+			return nil, err
+		}
+		p.Reduce = &r
+	}
+	if q.Has("full_set") {
+		var ignored bool
+		if err := boolP("full_set", &ignored); err != nil {
+			return nil, err
+		}
+	}
+	if q.Has("count") {
+		return nil, parseErr("count", "Query parameter 'count' is now 'limit'.")
+	}
+	uintP := func(name string) (int, bool, error) {
+		if !q.Has(name) {
+			return 0, false, nil
+		}
+		s := q.Get(name)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, false, parseErr(name, "Invalid value for integer parameter: %s", strconv.Quote(s))
+		}
+		if n < 0 {
+			return 0, false, parseErr(name, "Invalid value for positive integer parameter: %s", strconv.Quote(s))
+		}
+		if n > int64(^uint32(0)>>1) {
+			n = int64(^uint32(0) >> 1)
+		}
+		return int(n), true, nil
+	}
+	if n, ok, err := uintP("limit"); err != nil {
+		return nil, err
+	} else if ok {
+		p.Limit = n
+	}
+	if n, ok, err := uintP("skip"); err != nil {
+		return nil, err
+	} else if ok {
+		p.Skip = n
+	}
+	if n, ok, err := uintP("group_level"); err != nil {
+		return nil, err
+	} else if ok {
+		p.GroupLevel = n
+	}
+	if q.Has("stale") {
+		switch strings.ToLower(q.Get("stale")) {
+		case "ok":
+			p.Stale = StaleOK
+		case "false":
+			p.Stale = StaleFalse
+		case "update_after":
+			p.Stale = StaleUpdateAfter
+		default:
+			return nil, parseErr("stale", "stale only available as stale=ok, stale=update_after or stale=false")
+		}
+	}
+	if q.Has("on_error") {
+		switch v := q.Get("on_error"); v {
+		case "continue":
+		case "stop":
+			p.OnErrorStop = true
+		default:
+			return nil, badRequest("on_error", "Invalid value (`%s`) for the parameter `on_error`. It must be `continue` (default) or `stop`.", v)
+		}
+	}
+	if q.Has("connection_timeout") {
+		n, err := strconv.ParseInt(q.Get("connection_timeout"), 10, 64)
+		if err != nil {
+			return nil, badRequest("connection_timeout", "Query parameter `connection_timeout` must be an integer")
+		}
+		p.ConnectionTimeoutMS = n
+	}
+	if p.Keys != nil {
+		switch {
+		case p.Key != nil:
+			return nil, parseErr("key", "Query parameter `key` is not compatible with multi-get")
+		case p.StartKey != nil:
+			return nil, parseErr("start_key", "Query parameter `start_key` is not compatible with multi-get")
+		case p.EndKey != nil:
+			return nil, parseErr("end_key", "Query parameter `end_key` is not compatible with multi-get")
+		}
+	}
+	if p.Group && p.GroupLevel >= 0 {
+		return nil, parseErr("group_level", "Query parameter `group_level` is not compatible with `group`")
+	}
+	return p, nil
+}
+
+func firstOf(q url.Values, names ...string) string {
+	for _, n := range names {
+		if q.Has(n) {
+			return q.Get(n)
+		}
+	}
+	return ""
+}
+
+// rawJSONString quotes s as a JSON string.
+func rawJSONString(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}

@@ -1,0 +1,211 @@
+package views
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/index"
+)
+
+// Query is a view query checked against its view, ready to run.
+type Query struct {
+	ix     *indexer
+	view   string
+	p      *Params
+	reduce bool
+	rng    index.Range
+	group  index.Grouping
+}
+
+// Prepare finds the view and checks the parameters against it, so that every
+// error is known before the first byte of the answer. A missing design
+// document or view wraps ErrNotFound; a bad parameter is a *QueryError.
+func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Params) (*Query, error) {
+	ix, err := s.indexerFor(ctx, bucket, ddoc)
+	if err != nil {
+		return nil, err
+	}
+	def, ok := ix.ddoc.Views[view]
+	if !ok {
+		return nil, fmt.Errorf("%w: View `%s` not defined in local design document `%s`.", ErrNotFound, view, ix.ddoc.ID)
+	}
+	q := &Query{ix: ix, view: view, p: p}
+	hasReduce := def.Reduce != ""
+	q.reduce = hasReduce
+	if p.Reduce != nil {
+		if *p.Reduce && !hasReduce {
+			return nil, parseErr("reduce", "Invalid URL parameter `reduce` for map view.")
+		}
+		q.reduce = *p.Reduce
+	}
+	grouping := p.Group || p.GroupLevel >= 0
+	switch {
+	case grouping && !q.reduce:
+		return nil, parseErr("group", "Invalid URL parameter 'group' or  'group_level' for non-reduce view.")
+	case p.IncludeDocs && q.reduce:
+		return nil, parseErr("include_docs", "Query parameter `include_docs` is invalid for reduce views.")
+	case p.Keys != nil && q.reduce && !p.Group:
+		return nil, parseErr("keys", "Multi-key fetchs for reduce view must include `group=true`")
+	}
+	q.group = index.Grouping{Exact: p.Group, Level: max(p.GroupLevel, 0)}
+	q.rng = index.Range{
+		Keys: p.Keys, StartKey: p.StartKey, EndKey: p.EndKey,
+		StartDocID: p.StartKeyDocID, EndDocID: p.EndKeyDocID,
+		InclusiveEnd: p.InclusiveEnd, Descending: p.Descending,
+	}
+	if p.Key != nil {
+		q.rng.StartKey, q.rng.EndKey = p.Key, p.Key
+	}
+	if q.rng.StartKey != nil && q.rng.EndKey != nil {
+		c := index.Compare(q.rng.StartKey, q.rng.EndKey)
+		if c == 0 && q.rng.StartDocID != "" && q.rng.EndDocID != "" {
+			c = compareStrings(q.rng.StartDocID, q.rng.EndDocID)
+		}
+		if !p.Descending && c > 0 {
+			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=true")
+		}
+		if p.Descending && c < 0 {
+			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=false")
+		}
+	}
+	return q, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Reduced reports whether the query answers with reduced rows.
+func (q *Query) Reduced() bool { return q.reduce }
+
+// Run brings the index up to date if the query asks (stale=false), then
+// streams the answer to w as JSON, row by row: nothing is built in memory
+// first. skip and limit apply after reduction and grouping.
+func (q *Query) Run(ctx context.Context, w io.Writer) error {
+	switch q.p.Stale {
+	case StaleFalse:
+		if err := q.ix.catchUp(ctx, q.ix.bucket.HighSeqnos()); err != nil {
+			return err
+		}
+	case StaleUpdateAfter:
+		defer q.ix.updateAfter()
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	skip, limit := q.p.Skip, q.p.Limit
+	take := func() (emit bool, stop bool) {
+		if skip > 0 {
+			skip--
+			return false, false
+		}
+		if limit == 0 {
+			return false, true
+		}
+		if limit > 0 {
+			limit--
+		}
+		return true, false
+	}
+	first := true
+	sep := func() {
+		if first {
+			first = false
+			bw.WriteString("\r\n")
+		} else {
+			bw.WriteString(",\r\n")
+		}
+	}
+	var err error
+	if q.reduce {
+		bw.WriteString(`{"rows":[`)
+		err = q.ix.idx.Reduce(ctx, q.view, q.rng, q.group, func(key, value []byte) error {
+			emit, stop := take()
+			if stop {
+				return index.ErrStop
+			}
+			if emit {
+				sep()
+				bw.WriteString(`{"key":`)
+				bw.Write(key)
+				bw.WriteString(`,"value":`)
+				bw.Write(value)
+				bw.WriteByte('}')
+			}
+			return ctx.Err()
+		})
+	} else {
+		total, terr := q.ix.idx.TotalRows(q.view)
+		if terr != nil {
+			return terr
+		}
+		bw.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"rows":[`)
+		coll := q.ix.bucket.DefaultCollection()
+		err = q.ix.idx.Query(ctx, q.view, q.rng, func(r index.Row) error {
+			emit, stop := take()
+			if stop {
+				return index.ErrStop
+			}
+			if emit {
+				sep()
+				bw.WriteString(`{"id":`)
+				bw.Write(rawJSONString(r.DocID))
+				bw.WriteString(`,"key":`)
+				bw.Write(r.Key)
+				bw.WriteString(`,"value":`)
+				bw.Write(orNull(r.Value))
+				if q.p.IncludeDocs {
+					bw.WriteString(`,"doc":`)
+					writeDoc(bw, coll, r.DocID)
+				}
+				bw.WriteByte('}')
+			}
+			return ctx.Err()
+		})
+	}
+	if err != nil && !errors.Is(err, index.ErrStop) {
+		return err
+	}
+	bw.WriteString("\r\n]\r\n}\n")
+	return bw.Flush()
+}
+
+func orNull(v []byte) []byte {
+	if len(v) == 0 {
+		return []byte("null")
+	}
+	return v
+}
+
+// writeDoc writes a row's document as Couchbase's include_docs shows it, or
+// null when it is expired, deleted or missing. Reading it never purges it.
+func writeDoc(w *bufio.Writer, coll *engine.Collection, id string) {
+	d, err := coll.Peek(id)
+	if err != nil {
+		w.WriteString("null")
+		return
+	}
+	w.WriteString(`{"meta":{"id":`)
+	w.Write(rawJSONString(d.Key))
+	w.WriteString(`,"rev":`)
+	w.Write(rawJSONString(d.Rev()))
+	w.WriteString(`,"expiration":` + strconv.FormatInt(d.Expiration, 10))
+	w.WriteString(`,"flags":` + strconv.FormatUint(uint64(d.Flags), 10) + `}`)
+	if d.Type == engine.TypeJSON {
+		w.WriteString(`,"json":`)
+		w.Write(d.Value)
+	} else {
+		w.WriteString(`,"base64":"` + base64.StdEncoding.EncodeToString(d.Value) + `"`)
+	}
+	w.WriteByte('}')
+}

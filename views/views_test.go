@@ -1,0 +1,214 @@
+package views_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/jsruntime"
+	"github.com/mayflydb/mayfly/views"
+)
+
+// env is an engine with a "default" couchbase bucket and a views service.
+type env struct {
+	t    *testing.T
+	dir  string
+	clk  *engine.FakeClock
+	eng  *engine.Engine
+	svc  *views.Service
+	opts views.Options
+}
+
+func newEnv(t *testing.T, opts views.Options) *env {
+	e := &env{t: t, dir: t.TempDir(), clk: engine.NewFakeClock(t0), opts: opts}
+	e.open()
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) open() {
+	var err error
+	if e.eng, err = engine.Open(e.dir, &engine.Options{Clock: e.clk, NumPartitions: 16, NoSync: true}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.eng.Bucket("default"); err != nil {
+		if _, err := e.eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if e.svc, err = views.New(context.Background(), e.eng, &e.opts); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) close() {
+	if e.svc != nil {
+		e.svc.Close()
+		e.eng.Close()
+		e.svc = nil
+	}
+}
+
+func (e *env) coll() *engine.Collection {
+	b, _ := e.eng.Bucket("default")
+	return b.DefaultCollection()
+}
+
+func (e *env) put(key, value string) {
+	if _, err := e.coll().Upsert(context.Background(), key, []byte(value), nil); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// query runs a view query and returns the answer with line breaks removed.
+func (e *env) query(ddoc, view, params string) string {
+	e.t.Helper()
+	q, _ := url.ParseQuery(params)
+	p, err := views.ParseParams(q, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	prep, err := e.svc.Prepare(context.Background(), "default", ddoc, view, p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := prep.Run(context.Background(), &buf); err != nil {
+		e.t.Fatal(err)
+	}
+	return strings.NewReplacer("\r\n", "", "\n", "").Replace(buf.String())
+}
+
+func (e *env) mapped(ddoc string) int64 {
+	inf, err := e.svc.Info(context.Background(), "default", ddoc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return inf.Mapped
+}
+
+// TestResumeAfterRestart: an index survives a restart and the indexer resumes
+// from its sequence numbers: unchanged documents are not mapped again.
+func TestResumeAfterRestart(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(doc.n, null); }","reduce":"_count"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		e.put(fmt.Sprint("k", i), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	if got := e.query("d", "n", "stale=false"); got != `{"rows":[{"key":null,"value":100}]}` {
+		t.Fatalf("before restart: %s", got)
+	}
+	if n := e.mapped("d"); n != 100 {
+		t.Fatalf("mapped %d documents, want 100", n)
+	}
+	e.close()
+	e.open()
+	if got := e.query("d", "n", "stale=ok"); got != `{"rows":[{"key":null,"value":100}]}` {
+		t.Fatalf("after restart, before any update: %s", got)
+	}
+	if got := e.query("d", "n", "stale=false"); got != `{"rows":[{"key":null,"value":100}]}` {
+		t.Fatalf("after restart: %s", got)
+	}
+	if n := e.mapped("d"); n != 0 {
+		t.Fatalf("after restart the indexer mapped %d unchanged documents again", n)
+	}
+	e.put("k5", `{"n":1000}`)
+	e.put("k100", `{"n":100}`)
+	if got := e.query("d", "n", "stale=false&startkey=999"); got != `{"rows":[{"key":null,"value":1}]}` {
+		t.Fatalf("after an update: %s", got)
+	}
+	if n := e.mapped("d"); n != 2 {
+		t.Fatalf("mapped %d documents after two changes, want 2", n)
+	}
+}
+
+// TestReplaceDesignDoc: unchanged functions keep the index; changed ones
+// rebuild it.
+func TestReplaceDesignDoc(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	ddoc := `{"views":{"v":{"map":"function (doc, meta) { emit(doc.n, null); }"}},"note":"%s"}`
+	e.svc.PutDesignDoc(ctx, "default", "d", []byte(fmt.Sprintf(ddoc, "one")))
+	e.put("a", `{"n":1}`)
+	e.put("b", `{"n":2}`)
+	e.query("d", "v", "stale=false")
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(fmt.Sprintf(ddoc, "two"))); err != nil {
+		t.Fatal(err)
+	}
+	e.query("d", "v", "stale=false")
+	if n := e.mapped("d"); n != 2 {
+		t.Fatalf("an unchanged design document re-mapped: %d", n)
+	}
+	got, _ := e.svc.DesignDoc(ctx, "default", "d")
+	if !strings.Contains(string(got.Body), `"two"`) {
+		t.Fatalf("stored body not replaced: %s", got.Body)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(-doc.n, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("d", "v", "stale=false"); got != `{"total_rows":2,"rows":[{"id":"b","key":-2,"value":null},{"id":"a","key":-1,"value":null}]}` {
+		t.Fatalf("after a changed map: %s", got)
+	}
+	if err := e.svc.DeleteDesignDoc(ctx, "default", "d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Info(ctx, "default", "d"); err == nil {
+		t.Fatal("deleted design document still answers")
+	}
+}
+
+// TestRunawayMap: while(true){} in one view's map is cut off by the time
+// limit; the other view and later documents are indexed all the same.
+func TestRunawayMap(t *testing.T) {
+	e := newEnv(t, views.Options{JS: &jsruntime.Options{Timeout: 100 * time.Millisecond}})
+	ctx := context.Background()
+	_, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{
+		"loop":{"map":"function (doc, meta) { if (doc.loop) { while (true) {} } emit(meta.id, null); }"},
+		"fine":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put("a", `{"loop":false}`)
+	e.put("b", `{"loop":true}`)
+	e.put("c", `{}`)
+	if got := e.query("d", "loop", "stale=false"); got != `{"total_rows":2,"rows":[{"id":"a","key":"a","value":null},{"id":"c","key":"c","value":null}]}` {
+		t.Fatalf("loop view: %s", got)
+	}
+	if got := e.query("d", "fine", "stale=ok"); !strings.Contains(got, `"total_rows":3`) {
+		t.Fatalf("fine view: %s", got)
+	}
+	inf, _ := e.svc.Info(ctx, "default", "d")
+	if v := inf.Views["loop"]; v.MapErrors != 1 || len(v.RecentErrors) != 1 || v.RecentErrors[0].DocID != "b" {
+		t.Fatalf("loop view errors: %+v", v)
+	}
+}
+
+// TestUpdateAfter: without auto-update, stale=update_after answers from the
+// old index and then brings it up to date; stale=ok never does.
+func TestUpdateAfter(t *testing.T) {
+	e := newEnv(t, views.Options{NoAutoUpdate: true})
+	ctx := context.Background()
+	e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(1, null); }","reduce":"_count"}}}`))
+	e.put("a", `{}`)
+	if got := e.query("d", "v", "stale=ok"); got != `{"rows":[]}` {
+		t.Fatalf("stale=ok on a new index: %s", got)
+	}
+	if got := e.query("d", "v", "stale=update_after"); got != `{"rows":[]}` {
+		t.Fatalf("stale=update_after answers before updating: %s", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.query("d", "v", "stale=ok") != `{"rows":[{"key":null,"value":1}]}` {
+		if time.Now().After(deadline) {
+			t.Fatal("stale=update_after did not update the index")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -169,4 +169,3 @@ func classifyPager(err error) *httpError {
 	}
 	return nil
 }
-

@@ -11,7 +11,7 @@ url=${MAYFLY:-http://127.0.0.1:8091}
 bucket=${BUCKET:-default}
 
 say() { printf '\n== %s\n' "$*"; }
-call() { curl -sS --fail-with-body "$@"; echo; }
+call() { curl -sS --fail-with-body "$@"; }
 
 say "design document _design/scores"
 call -X PUT -H 'Content-Type: application/json' --data-binary @"$here/scores-ddoc.json" "$url/$bucket/_design/scores"

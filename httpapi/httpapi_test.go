@@ -6,11 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/pager"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -18,10 +21,12 @@ const t0 = 1_700_000_000
 
 // fixture is a server over a fresh engine with a "default" bucket and a fake clock.
 type fixture struct {
-	t   *testing.T
-	eng *engine.Engine
-	clk *engine.FakeClock
-	srv *httptest.Server
+	t     *testing.T
+	eng   *engine.Engine
+	clk   *engine.FakeClock
+	srv   *httptest.Server
+	pager *pager.Manager
+	audit string // path of the audit log
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -38,9 +43,16 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs}))
-	t.Cleanup(func() { srv.Close(); vs.Close(); eng.Close() })
-	return &fixture{t: t, eng: eng, clk: clk, srv: srv}
+	// The pager's loop is not started: tests call Tick after moving the clock.
+	pm := pager.New(eng, nil)
+	auditPath := filepath.Join(t.TempDir(), audit.FileName)
+	al, err := audit.Open(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Audit: al}))
+	t.Cleanup(func() { srv.Close(); pm.Close(context.Background()); al.Close(); vs.Close(); eng.Close() })
+	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath}
 }
 
 // do sends a request and returns status, headers and body.

@@ -125,31 +125,74 @@ func caughtUp(seqs, target []uint64) bool {
 }
 
 // catchUp indexes changes until the index reaches target (nil: until the feed
-// has nothing more).
+// has nothing more). Mapping and writing overlap: one goroutine reads the
+// feed and runs the map functions on the next batch while this one writes
+// the previous batch to the index.
 func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 	ix.updMu.Lock()
 	defer ix.updMu.Unlock()
-	for {
-		seqs := ix.idx.Seqs()
-		if target != nil && caughtUp(seqs, target) {
-			return nil
+	cursor := ix.idx.Seqs()
+	if target != nil && caughtUp(cursor, target) {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	batches := make(chan mappedBatch, 1)
+	go ix.produce(ctx, cursor, target, batches)
+	defer func() {
+		cancel()
+		for range batches { // let the producer finish before returning
 		}
-		changes, next, err := ix.bucket.Changes(seqs, ix.batch)
-		if err != nil {
+	}()
+	for b := range batches {
+		if b.err != nil {
+			return b.err
+		}
+		if err := ix.idx.ApplyUpTo(ctx, b.updates, b.next); err != nil {
 			return err
 		}
-		if len(changes) == 0 && caughtUp(seqs, next) {
-			return nil // nothing new: the feed is at its end
-		}
-		if err := ix.apply(ctx, changes, next); err != nil {
+		if err := ix.ack(); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
-// apply maps a batch of changes and writes their rows and the new sequence
-// vector to the index in one transaction.
-func (ix *indexer) apply(ctx context.Context, changes []*engine.Document, next []uint64) error {
+// mappedBatch is one batch of the feed, mapped and ready for the index.
+type mappedBatch struct {
+	updates []index.DocUpdate
+	next    []uint64 // the feed position after this batch
+	err     error
+}
+
+// produce reads the feed from cursor and maps it, batch by batch, until it
+// reaches target (or the end of the feed), an error, or ctx ends. It closes
+// out when it stops.
+func (ix *indexer) produce(ctx context.Context, cursor, target []uint64, out chan<- mappedBatch) {
+	defer close(out)
+	for target == nil || !caughtUp(cursor, target) {
+		changes, next, err := ix.bucket.Changes(cursor, ix.batch)
+		if err == nil && len(changes) == 0 && caughtUp(cursor, next) {
+			return // nothing new: the feed is at its end
+		}
+		var updates []index.DocUpdate
+		if err == nil {
+			updates, err = ix.mapChanges(ctx, changes)
+		}
+		select {
+		case out <- mappedBatch{updates: updates, next: next, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+		cursor = next
+	}
+}
+
+// mapChanges runs a batch of changes through the map functions and returns
+// the index updates: new rows for live documents, none for deleted ones.
+func (ix *indexer) mapChanges(ctx context.Context, changes []*engine.Document) ([]index.DocUpdate, error) {
 	var live []jsruntime.Doc
 	var liveAt []int
 	updates := make([]index.DocUpdate, 0, len(changes))
@@ -167,36 +210,34 @@ func (ix *indexer) apply(ctx context.Context, changes []*engine.Document, next [
 			Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type),
 		}})
 	}
-	if len(live) > 0 {
-		results, err := ix.prog.Map(ctx, live)
-		if err != nil {
-			return fmt.Errorf("views: map %s: %w", ix.ddoc.ID, err)
-		}
-		ix.mapped.Add(int64(len(live)))
-		for i, res := range results {
-			u := &updates[liveAt[i]]
-			u.Rows = make(map[string][]index.Emit, len(ix.names))
-			for j, vr := range res {
-				view := ix.names[j]
-				if vr.Err != nil {
-					ix.recordError(view, u.DocID, vr.Err)
-					continue
-				}
-				if len(vr.Emits) == 0 {
-					continue
-				}
-				rows := make([]index.Emit, len(vr.Emits))
-				for k, e := range vr.Emits {
-					rows[k] = index.Emit{Key: e.Key, Value: e.Value}
-				}
-				u.Rows[view] = rows
+	if len(live) == 0 {
+		return updates, nil
+	}
+	results, err := ix.prog.Map(ctx, live)
+	if err != nil {
+		return nil, fmt.Errorf("views: map %s: %w", ix.ddoc.ID, err)
+	}
+	ix.mapped.Add(int64(len(live)))
+	for i, res := range results {
+		u := &updates[liveAt[i]]
+		u.Rows = make(map[string][]index.Emit, len(ix.names))
+		for j, vr := range res {
+			view := ix.names[j]
+			if vr.Err != nil {
+				ix.recordError(view, u.DocID, vr.Err)
+				continue
 			}
+			if len(vr.Emits) == 0 {
+				continue
+			}
+			rows := make([]index.Emit, len(vr.Emits))
+			for k, e := range vr.Emits {
+				rows[k] = index.Emit{Key: e.Key, Value: e.Value}
+			}
+			u.Rows[view] = rows
 		}
 	}
-	if err := ix.idx.ApplyUpTo(ctx, updates, next); err != nil {
-		return err
-	}
-	return ix.ack()
+	return updates, nil
 }
 
 // consumerName names the indexer among the bucket's change-feed consumers.

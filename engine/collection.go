@@ -43,7 +43,7 @@ func (o *WriteOptions) get() WriteOptions {
 
 // Get returns a live document. A missing, deleted or expired document is
 // ErrNotFound; an expired one is deleted on the way (lazy expiry) and the
-// error is ErrExpired, which wraps ErrNotFound.
+// error is an *ExpiredError (errors.Is ErrExpired, which wraps ErrNotFound).
 func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		if err := c.b.expire(ctx, k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %s", ErrExpired, key)
+		return nil, &ExpiredError{Doc: d}
 	}
 	return d, nil
 }

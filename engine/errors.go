@@ -39,3 +39,16 @@ var (
 	// ErrClosed is returned by operations on a closed engine or bucket.
 	ErrClosed = errors.New("engine: closed")
 )
+
+// ExpiredError is the error of a read that found its document expired (and
+// purged it lazily). errors.Is(err, ErrExpired) and errors.Is(err,
+// ErrNotFound) both hold; errors.As gives the expired version.
+type ExpiredError struct {
+	// Doc is the document as it was when found expired.
+	Doc *Document
+}
+
+func (e *ExpiredError) Error() string { return ErrExpired.Error() + ": " + e.Doc.Key }
+
+// Unwrap returns ErrExpired.
+func (e *ExpiredError) Unwrap() error { return ErrExpired }

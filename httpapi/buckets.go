@@ -116,12 +116,7 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) {
 // updateBucket handles POST /pools/default/buckets/{bucket}: maxTTL,
 // ramQuotaMB, purgeInterval.
 func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
-	b, err := s.bucketOf(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	vals, err := formParams(r)
+	b, vals, err := s.bucketForm(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -186,12 +181,7 @@ func (s *server) listScopes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
-	b, err := s.bucketOf(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	vals, err := formParams(r)
+	b, vals, err := s.bucketForm(r)
 	if err != nil {
 		writeError(w, err)
 		return

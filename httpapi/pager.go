@@ -45,7 +45,7 @@ func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	vals, err := formParams(r)
+	_, vals, err := s.bucketForm(r)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -115,3 +115,17 @@ func collectionOf(b *engine.Bucket, vals url.Values) (*engine.Collection, error)
 	}
 	return b.Collection(scope, coll)
 }
+
+// bucketForm looks up the request's {bucket} and reads its settings
+// parameters: the start of every settings handler.
+func (s *server) bucketForm(r *http.Request) (*engine.Bucket, url.Values, error) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	vals, err := formParams(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, vals, nil
+}

@@ -30,8 +30,9 @@ func benchDocs() int {
 const benchDDoc = `{"views":{"v":{"map":"function (doc, meta) { emit([doc.type, doc.n], doc.v); }","reduce":"_sum"}}}`
 
 // loadBench fills a persistent bucket with n documents like
-// {"type":"t3","n":123,"v":4.5}, from many writers so group commit batches them.
-func loadBench(b *testing.B, eng *engine.Engine, n int) {
+// {"type":"t3","n":123,"v":4.5}, from many writers so group commit batches
+// them. With expireEvery > 0, every expireEvery-th document expires in 60 s.
+func loadBench(b *testing.B, eng *engine.Engine, n, expireEvery int) {
 	bk, err := eng.Bucket("default")
 	if err != nil {
 		b.Fatal(err)
@@ -45,7 +46,11 @@ func loadBench(b *testing.B, eng *engine.Engine, n int) {
 			defer wg.Done()
 			for i := w; i < n; i += writers {
 				v := fmt.Sprintf(`{"type":"t%d","n":%d,"v":%d.5}`, i%10, i, i%100)
-				if _, err := c.Upsert(context.Background(), fmt.Sprintf("doc%07d", i), []byte(v), nil); err != nil {
+				var o engine.WriteOptions
+				if expireEvery > 0 && i%expireEvery == 0 {
+					o.Expiry = 60
+				}
+				if _, err := c.Upsert(context.Background(), fmt.Sprintf("doc%07d", i), []byte(v), &o); err != nil {
 					b.Error(err)
 					return
 				}
@@ -94,7 +99,7 @@ func BenchmarkViews(b *testing.B) {
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		b.Fatal(err)
 	}
-	loadBench(b, eng, n)
+	loadBench(b, eng, n, 0)
 	svc, err := views.New(context.Background(), eng, &views.Options{NoAutoUpdate: true})
 	if err != nil {
 		b.Fatal(err)
@@ -184,13 +189,7 @@ func BenchmarkPagerPurgeWithViews(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		loadBench(b, eng, n)
-		c := bk.DefaultCollection()
-		for i := 0; i < n; i += n / expired {
-			if _, err := c.Touch(context.Background(), fmt.Sprintf("doc%07d", i), 60); err != nil {
-				b.Fatal(err)
-			}
-		}
+		loadBench(b, eng, n, n/expired)
 		svc, err := views.New(context.Background(), eng, &views.Options{NoAutoUpdate: true})
 		if err != nil {
 			b.Fatal(err)

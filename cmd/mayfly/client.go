@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +58,32 @@ func (c *apiClient) do(ctx context.Context, method, path string, form url.Values
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// clientFlags builds the flag set of a client sub-command with the flags they
+// share: --host and -b. usage is the text before the flag list.
+func clientFlags(name, usage string, stderr io.Writer) (fs *flag.FlagSet, host, bucket *string) {
+	fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host = fs.String("host", "127.0.0.1:8091", "server's HTTP address")
+	bucket = fs.String("b", "default", "bucket")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage+"\n\nflags:")
+		fs.PrintDefaults()
+	}
+	return fs, host, bucket
+}
+
+// parseFlags parses args, turning flag errors into errHelp or errUsage (the
+// flag package has already explained them).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return errUsage
 	}
 	return nil
 }

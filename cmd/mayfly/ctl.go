@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -21,19 +19,9 @@ var ctlParams = map[string]string{
 //	mayfly ctl [--host H] [-b BUCKET] set flush_param exp_pager_stime N
 //	mayfly ctl [--host H] [-b BUCKET] get flush_param exp_pager_stime
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	host := fs.String("host", "127.0.0.1:8091", "server's HTTP address")
-	bucket := fs.String("b", "default", "bucket")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mayfly ctl [--host H] [-b BUCKET] set flush_param NAME VALUE\n       mayfly ctl [--host H] [-b BUCKET] get flush_param NAME\n\nNAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time (UTC hour, -1 for none).\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
-		return errUsage
+	fs, host, bucket := clientFlags("ctl", "usage: mayfly ctl [--host H] [-b BUCKET] set flush_param NAME VALUE\n       mayfly ctl [--host H] [-b BUCKET] get flush_param NAME\n\nNAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time (UTC hour, -1 for none).", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	a := fs.Args()
 	if len(a) < 3 || a[1] != "flush_param" || (a[0] == "set" && len(a) != 4) || (a[0] == "get" && len(a) != 3) || (a[0] != "set" && a[0] != "get") {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -13,19 +11,9 @@ import (
 // runStats is `mayfly stats [--host H] [-b BUCKET]`: the bucket's statistics
 // under their cbstats names, one per line.
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	host := fs.String("host", "127.0.0.1:8091", "server's HTTP address")
-	bucket := fs.String("b", "default", "bucket")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mayfly stats [--host H] [-b BUCKET] [NAME...]\n\nPrints the bucket's statistics (cbstats names); NAMEs pick some.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
-		return errUsage
+	fs, host, bucket := clientFlags("stats", "usage: mayfly stats [--host H] [-b BUCKET] [NAME...]\n\nPrints the bucket's statistics (cbstats names); NAMEs pick some.", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	var st map[string]int64
 	if err := newAPIClient(*host).do(ctx, "GET", "/pools/default/buckets/"+url.PathEscape(*bucket)+"/stats", nil, &st); err != nil {

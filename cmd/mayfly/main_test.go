@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/pager"
+)
+
+// apiServer is the HTTP API over a fresh engine with a "default" bucket.
+func apiServer(t *testing.T) (*httptest.Server, *engine.Bucket) {
+	t.Helper()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := pager.New(eng, nil)
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Pager: pm}))
+	t.Cleanup(func() { srv.Close(); pm.Close(context.Background()); eng.Close() })
+	return srv, b
+}
+
+func runCmd(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestHelpAndUnknownCommands(t *testing.T) {
+	if code, out, _ := runCmd("help"); code != 0 || !strings.Contains(out, "serve") || !strings.Contains(out, "ctl") || !strings.Contains(out, "stats") {
+		t.Fatalf("help: %d %s", code, out)
+	}
+	if code, _, errOut := runCmd("frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Fatalf("unknown command: %d %s", code, errOut)
+	}
+	code, _, errOut := runCmd("serve", "--help")
+	if code != 0 {
+		t.Fatalf("serve --help exit %d", code)
+	}
+	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket"} {
+		if !strings.Contains(errOut, flag) {
+			t.Errorf("serve --help does not list %s", flag)
+		}
+	}
+	if code, _, _ := runCmd("serve", "--bogus"); code != 2 {
+		t.Fatalf("serve --bogus exit %d", code)
+	}
+}
+
+func TestCtlSetAndGet(t *testing.T) {
+	srv, b := apiServer(t)
+	code, out, errOut := runCmd("ctl", "--host", srv.URL, "-b", "default", "set", "flush_param", "exp_pager_stime", "10")
+	if code != 0 || out != "setting param: exp_pager_stime 10\nset exp_pager_stime to 10\n" {
+		t.Fatalf("ctl set: %d %q %q", code, out, errOut)
+	}
+	if b.Settings().ExpPagerStime != 10 {
+		t.Fatalf("setting not applied: %+v", b.Settings())
+	}
+	if code, out, _ := runCmd("ctl", "--host", srv.URL, "get", "flush_param", "exp_pager_stime"); code != 0 || out != "exp_pager_stime 10\n" {
+		t.Fatalf("ctl get: %d %q", code, out)
+	}
+	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "set", "flush_param", "exp_pager_stime", "-5"); code != 1 || !strings.Contains(errOut, "exp_pager_stime") {
+		t.Fatalf("ctl set -5: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "-b", "nope", "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "nope") {
+		t.Fatalf("ctl on a missing bucket: %d %q", code, errOut)
+	}
+	if code, _, _ := runCmd("ctl", "--host", srv.URL, "set", "flush_param", "exp_pager_stime"); code != 2 {
+		t.Fatalf("ctl with a missing value: %d", code)
+	}
+	if code, _, errOut := runCmd("ctl", "--host", "127.0.0.1:1", "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "cannot reach") {
+		t.Fatalf("ctl against no server: %d %q", code, errOut)
+	}
+}
+
+func TestStats(t *testing.T) {
+	srv, b := apiServer(t)
+	b.DefaultCollection().Upsert(context.Background(), "a", []byte(`1`), nil)
+	code, out, _ := runCmd("stats", "--host", srv.URL)
+	if code != 0 || !strings.Contains(out, " curr_items:") || !strings.Contains(out, "ep_expired_pager:") {
+		t.Fatalf("stats: %d %s", code, out)
+	}
+	if code, out, _ := runCmd("stats", "--host", srv.URL, "curr_items"); code != 0 || out != " curr_items: 1\n" {
+		t.Fatalf("stats curr_items: %d %q", code, out)
+	}
+}

@@ -169,7 +169,7 @@ func BenchmarkViews(b *testing.B) {
 	})
 }
 
-// BenchmarkPagerPurgeWithViews: a persistent bucket of 1,000,000 documents
+// BenchmarkPagerPurgeWithViews: a bucket (persistent, then ephemeral) of 1,000,000 documents
 // indexed by the benchmark view, of which 100,000 have expired. One pager run
 // purges them and the view index drops their rows (stale=false); the figure is
 // expired documents per second for both together, and for the pager alone.
@@ -177,6 +177,12 @@ func BenchmarkPagerPurgeWithViews(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds a 1,000,000-document bucket")
 	}
+	for _, typ := range []engine.BucketType{engine.Couchbase, engine.Ephemeral} {
+		b.Run(string(typ), func(b *testing.B) { benchPagerPurgeWithViews(b, typ) })
+	}
+}
+
+func benchPagerPurgeWithViews(b *testing.B, typ engine.BucketType) {
 	n := benchDocs()
 	expired := n / 10
 	for range b.N {
@@ -185,7 +191,9 @@ func BenchmarkPagerPurgeWithViews(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bk, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default"))
+		st := engine.DefaultBucketSettings("default")
+		st.Type = typ
+		bk, err := eng.CreateBucket(context.Background(), st)
 		if err != nil {
 			b.Fatal(err)
 		}

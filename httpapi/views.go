@@ -158,11 +158,15 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "must-revalidate")
-	if err := q.Run(r.Context(), w); err != nil && r.Context().Err() == nil {
-		// The status line is gone; end the stream where it broke.
-		s.log.Warn("view query failed mid-stream", "bucket", bucket, "ddoc", ddoc, "view", view, "err", err)
+	err = q.Run(r.Context(), &lazyJSON{w: w})
+	var se *views.StreamError
+	switch {
+	case err == nil, r.Context().Err() != nil:
+	case errors.As(err, &se):
+		s.log.Warn("view query cut short", "bucket", bucket, "ddoc", ddoc, "view", view, "err", err)
+	default:
+		writeError(w, err) // nothing was sent: a proper error status
 	}
 }
 
@@ -170,6 +174,7 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) {
 func classifyViews(err error) *httpError {
 	var qe *views.QueryError
 	var de *views.DesignDocError
+	var re *views.ReduceError
 	switch {
 	case errors.As(err, &qe):
 		return &httpError{http.StatusBadRequest, qe.Code, qe.Reason}
@@ -177,10 +182,27 @@ func classifyViews(err error) *httpError {
 		return &httpError{http.StatusBadRequest, "invalid_design_document", de.Reason}
 	case errors.Is(err, views.ErrNotFound):
 		return &httpError{http.StatusNotFound, "not_found", strings.TrimPrefix(err.Error(), views.ErrNotFound.Error()+": ")}
+	case errors.As(err, &re):
+		return &httpError{http.StatusInternalServerError, re.Code, re.Err.Error()}
 	case errors.Is(err, views.ErrNoViews):
 		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
 	case errors.Is(err, views.ErrClosed):
 		return &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
 	}
 	return nil
+}
+
+// lazyJSON sets the JSON content type on the first write, so an error found
+// before any row can still be answered with its own status.
+type lazyJSON struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (l *lazyJSON) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.w.Header().Set("Content-Type", "application/json")
+	}
+	return l.w.Write(p)
 }

@@ -93,3 +93,23 @@ func TestClientHangsUpMidStream(t *testing.T) {
 		t.Fatalf("after hang-ups: %d %.200s", st, body)
 	}
 }
+
+// TestViewErrorsBeforeAndDuringTheAnswer: a reduce that fails before any row
+// is an error status; a key the index cannot handle is a 400.
+func TestViewErrorsBeforeAndDuringTheAnswer(t *testing.T) {
+	f := newFixture(t)
+	f.do("PUT", "/default/_design/d", "application/json", `{"views":{"s":{"map":"function (doc, meta) { emit(meta.id, doc.v); }","reduce":"_sum"}}}`)
+	f.do("PUT", "/default/docs/a", "", `{"v":"not a number"}`)
+	st, h, body := f.do("GET", "/default/_design/d/_view/s?stale=false", "", "")
+	if st != 500 || jsonOf(t, body)["error"] != "builtin_reduce_error" || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("reduce over a string: %d %s", st, body)
+	}
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	st, _, body = f.do("GET", "/default/_design/d/_view/s?reduce=false&startkey="+deep, "", "")
+	if st != 400 || jsonOf(t, body)["error"] != "bad_request" || !strings.Contains(jsonOf(t, body)["reason"].(string), "invalid key") {
+		t.Fatalf("a key nested 5000 deep: %d %s", st, body)
+	}
+	if st, _, _ := f.do("GET", "/default/_design/d/_view/s?reduce=false", "", ""); st != 200 {
+		t.Fatalf("the view still answers: %d", st)
+	}
+}

@@ -1,8 +1,12 @@
 package views
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/jsruntime"
 )
 
 var (
@@ -47,3 +51,39 @@ func (e *DesignDocError) Error() string { return "views: invalid design document
 
 // Unwrap returns the underlying error.
 func (e *DesignDocError) Unwrap() error { return e.Err }
+
+// ReduceError is a reduction that failed while answering a query: a built-in
+// given values it cannot reduce, a JavaScript reduce that threw or ran too
+// long, or a reduction over the size limit. The view's data or functions are
+// at fault, not the query.
+type ReduceError struct {
+	// Code is "builtin_reduce_error", "reduction_too_large", "timeout" or
+	// "reduce_error".
+	Code string
+	// Err is the underlying error.
+	Err error
+}
+
+func (e *ReduceError) Error() string { return "views: " + e.Code + ": " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ReduceError) Unwrap() error { return e.Err }
+
+// reduceError classifies an error from a reduce query.
+func reduceError(err error) error {
+	var code string
+	switch {
+	case errors.Is(err, index.ErrStop), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, index.ErrClosed), errors.Is(err, index.ErrUnknownView):
+		return err
+	case errors.Is(err, jsruntime.ErrReduceInput):
+		code = "builtin_reduce_error"
+	case errors.Is(err, jsruntime.ErrReductionTooLarge), errors.Is(err, index.ErrReductionTooLarge):
+		code = "reduction_too_large"
+	case errors.Is(err, jsruntime.ErrTimeout):
+		code = "timeout"
+	default:
+		code = "reduce_error"
+	}
+	return &ReduceError{Code: code, Err: err}
+}

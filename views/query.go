@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
@@ -59,6 +60,19 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		StartDocID: p.StartKeyDocID, EndDocID: p.EndKeyDocID,
 		InclusiveEnd: p.InclusiveEnd, Descending: p.Descending,
 	}
+	for _, k := range []struct {
+		name string
+		key  []byte
+	}{{"key", p.Key}, {"start_key", p.StartKey}, {"end_key", p.EndKey}} {
+		if err := checkKey(k.name, k.key); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range p.Keys {
+		if err := checkKey("keys", k); err != nil {
+			return nil, err
+		}
+	}
 	if p.Key != nil {
 		q.rng.StartKey, q.rng.EndKey = p.Key, p.Key
 	}
@@ -75,6 +89,17 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		}
 	}
 	return q, nil
+}
+
+// checkKey refuses a key the index cannot compare (nested too deeply).
+func checkKey(param string, key []byte) error {
+	if key == nil {
+		return nil
+	}
+	if _, err := index.EncodeKey(key); err != nil {
+		return badRequest(param, "invalid key: %s", strings.TrimPrefix(err.Error(), "index: "))
+	}
+	return nil
 }
 
 func compareStrings(a, b string) int {
@@ -102,7 +127,8 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	case StaleUpdateAfter:
 		defer q.ix.updateAfter()
 	}
-	bw := bufio.NewWriterSize(w, 32<<10)
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 32<<10)
 	skip, limit := q.p.Skip, q.p.Limit
 	take := func() (emit bool, stop bool) {
 		if skip > 0 {
@@ -144,6 +170,9 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 			}
 			return ctx.Err()
 		})
+		if err != nil {
+			err = reduceError(err)
+		}
 	} else {
 		total, terr := q.ix.idx.TotalRows(q.view)
 		if terr != nil {
@@ -174,10 +203,45 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 		})
 	}
 	if err != nil && !errors.Is(err, index.ErrStop) {
-		return err
+		if cw.n == 0 {
+			return err // nothing sent yet: the caller can still answer with an error
+		}
+		// Rows are on their way: end the answer as Couchbase does on a
+		// partial failure, with the error after the rows.
+		bw.WriteString("\r\n],\r\n\"errors\":[{\"from\":\"local\",\"reason\":")
+		bw.Write(rawJSONString(err.Error()))
+		bw.WriteString("}]\r\n}\n")
+		if ferr := bw.Flush(); ferr != nil {
+			return ferr
+		}
+		return &StreamError{Err: err}
 	}
 	bw.WriteString("\r\n]\r\n}\n")
 	return bw.Flush()
+}
+
+// StreamError is an error that struck after the answer had started: the
+// answer ends with an "errors" list instead, and the status stays 200.
+type StreamError struct {
+	// Err is what went wrong.
+	Err error
+}
+
+func (e *StreamError) Error() string { return "views: answer cut short: " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// countingWriter counts the bytes that reached the client.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func orNull(v []byte) []byte {

@@ -3,6 +3,8 @@ package views_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -210,5 +212,39 @@ func TestUpdateAfter(t *testing.T) {
 			t.Fatal("stale=update_after did not update the index")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestErrorAfterRowsStarted: a reduction that fails after rows have reached
+// the client ends the answer with Couchbase's "errors" list, as valid JSON.
+func TestErrorAfterRowsStarted(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"s":{"map":"function (doc, meta) { emit(meta.id, doc.v); }","reduce":"_sum"}}}`))
+	for i := range 3000 {
+		e.put(fmt.Sprintf("k%05d", i), `{"v":1}`)
+	}
+	e.put("zzz", `{"v":"oops"}`)
+	q, _ := url.ParseQuery("stale=false&group=true")
+	p, _ := views.ParseParams(q, nil)
+	prep, err := e.svc.Prepare(ctx, "default", "d", "s", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	err = prep.Run(ctx, &buf)
+	var se *views.StreamError
+	if !errors.As(err, &se) {
+		t.Fatalf("Run: %v, want a *StreamError", err)
+	}
+	var answer struct {
+		Rows   []json.RawMessage
+		Errors []struct{ From, Reason string }
+	}
+	if err := json.Unmarshal(buf.Bytes(), &answer); err != nil {
+		t.Fatalf("the answer is not JSON: %v\n%.300s", err, buf.String())
+	}
+	if len(answer.Rows) != 3000 || len(answer.Errors) != 1 || !strings.Contains(answer.Errors[0].Reason, "_sum") {
+		t.Fatalf("rows %d, errors %+v", len(answer.Rows), answer.Errors)
 	}
 }

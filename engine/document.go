@@ -59,7 +59,8 @@ type Document struct {
 	Partition uint16
 	// Flags are the client's opaque 32-bit flags.
 	Flags uint32
-	// Expiration is absolute Unix seconds, 0 for never.
+	// Expiration is absolute Unix seconds, 0 for never. An expiration's
+	// tombstone keeps the expiration it reached; a delete's is 0.
 	Expiration int64
 	// Type says whether Value is JSON or binary.
 	Type DocType

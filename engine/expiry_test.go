@@ -242,3 +242,103 @@ func TestTombstonePurge(t *testing.T) {
 		t.Fatalf("purged tombstones still in the feed: %d", len(got))
 	}
 }
+
+// TestExpirationsAfterRestart: expirations are durable lazily. After a
+// restart a document the pager purged is an expired, unpurged document again
+// (invisible to reads, counted until the next pager run), its sequence number
+// is not reused, and a document created again over it keeps its new state.
+func TestExpirationsAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := engine.NewFakeClock(t0)
+	open := func() (*engine.Engine, *engine.Bucket) {
+		eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := eng.Bucket("b")
+		if err != nil {
+			if b, err = eng.CreateBucket(ctx, engine.BucketSettings{Name: "b"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return eng, b
+	}
+	eng, b := open()
+	c := b.DefaultCollection()
+	c.Upsert(ctx, "gone", []byte(`1`), &engine.WriteOptions{Expiry: 10})
+	c.Upsert(ctx, "back", []byte(`1`), &engine.WriteOptions{Expiry: 10})
+	c.Upsert(ctx, "stays", []byte(`1`), nil)
+	clk.Advance(10)
+	if n, _, err := b.ExpireBatch(ctx, 10); err != nil || n != 2 {
+		t.Fatalf("pager: %d %v", n, err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// "back" is written again after its expiration, with a later expiry.
+	d, err := c.Insert(ctx, "back", []byte(`2`), &engine.WriteOptions{Expiry: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := b.HighSeqnos()
+	eng.Close()
+
+	eng, b = open()
+	defer eng.Close()
+	c = b.DefaultCollection()
+	if _, err := c.Get(ctx, "gone"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("purged document readable after restart: %v", err)
+	}
+	got, err := c.Get(ctx, "back")
+	if err != nil || string(got.Value) != "2" || got.Expiration != d.Expiration {
+		t.Fatalf("re-created document after restart: %+v %v", got, err)
+	}
+	for i, s := range b.HighSeqnos() {
+		if s < seqs[i] {
+			t.Fatalf("partition %d sequence went back from %d to %d", i, seqs[i], s)
+		}
+	}
+	// The pager purges "gone" again, and only it: the re-created "back" left
+	// no stale expiry entry behind.
+	n, _, err := b.ExpireBatch(ctx, 10)
+	if err != nil || n != 0 { // "gone" was read above: purged lazily already
+		t.Fatalf("pager after restart: %d %v", n, err)
+	}
+	if st := b.Stats(); st.CurrItems != 2 || st.WithExpiry != 1 {
+		t.Fatalf("after restart: %+v", st)
+	}
+	clk.Advance(100)
+	if n, _, _ := b.ExpireBatch(ctx, 10); n != 1 {
+		t.Fatalf("re-created document not expired by the pager: %d", n)
+	}
+}
+
+// TestPurgedExpirationStaysGone: once the metadata purge has removed an
+// expiration's tombstone, its stale record is gone from disk too.
+func TestPurgedExpirationStaysGone(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b"})
+	b.DefaultCollection().Upsert(ctx, "x", []byte(`1`), &engine.WriteOptions{Expiry: 10})
+	clk.Advance(10)
+	b.ExpireBatch(ctx, 10)
+	if n, _, err := b.PurgeTombstones(ctx, clk.Now(), 10); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	eng.Close()
+	eng, err = engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, _ = eng.Bucket("b")
+	if st := b.Stats(); st.CurrItems != 0 || st.WithExpiry != 0 || st.Tombstones != 0 {
+		t.Fatalf("purged expiration came back: %+v", st)
+	}
+}

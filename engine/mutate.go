@@ -45,27 +45,46 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 // publishLocked stamps d as the next version of k after prev and makes it
 // current: memory, expiry index, counters, change feed, and the disk queue.
 //
+// Expirations (tombstones with Expired set) are made durable lazily: only the
+// sequence number and CAS they used go to disk, and the document's record
+// stays as it was, expired. After a restart it is an expired, unpurged
+// document again, which the next pager run purges (with a new sequence
+// number, so view indexes stay right). Couchbase does not make expiry durable
+// either; this keeps a pager run from rewriting a disk page per document. The
+// metadata purge removes the stale record.
+//
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now int64) (*commitBatch, error) {
 	d.Key, d.Collection, d.Partition = k.key, k.cid, p.id
 	d.CAS = b.nextCAS(now)
 	p.mu.seq++
 	d.Seq = p.mu.seq
-	var oldExp int64
+	var memOldExp, diskOldExp int64
 	if prev != nil {
 		d.RevSeq = prev.RevSeq + 1
 		if !prev.Deleted {
-			oldExp = prev.Expiration
+			memOldExp = prev.Expiration
 		}
+		// On disk, a live document or an expiration (whose live record is
+		// still there) holds an expiry entry; a deleted one holds none, and
+		// its Expiration is 0.
+		diskOldExp = prev.Expiration
 	} else {
 		d.RevSeq = 1
 	}
 	if d.Deleted {
-		d.Value, d.Expiration = nil, 0
+		d.Value = nil
+		if !d.Expired {
+			d.Expiration = 0
+		}
+	}
+	newExp := d.Expiration
+	if d.Deleted {
+		newExp = 0
 	}
 	p.mu.docs[k] = d
 	p.appendLogLocked(d.Seq, k)
-	b.exps.update(k, oldExp, d.Expiration)
+	b.exps.update(k, memOldExp, newExp)
 	wasLive := prev != nil && !prev.Deleted
 	d.Created = !d.Deleted && (!wasLive || prev.ExpiredAt(now))
 	switch {
@@ -82,9 +101,14 @@ func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now in
 	}
 	var cb *commitBatch
 	if b.store != nil {
+		r := record{key: k, part: p.id, seq: d.Seq, cas: d.CAS}
+		if d.Expired {
+			r.seqOnly = true
+		} else {
+			r.enc, r.oldExp, r.newExp = encodeDoc(d), diskOldExp, newExp
+		}
 		var err error
-		cb, err = b.store.enqueue(record{key: k, enc: encodeDoc(d), oldExp: oldExp, newExp: d.Expiration, part: p.id, seq: d.Seq, cas: d.CAS})
-		if err != nil {
+		if cb, err = b.store.enqueue(r); err != nil {
 			return nil, err
 		}
 	}
@@ -113,10 +137,14 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	}
 	now := b.clock.Now()
 	prev := p.mu.docs[k]
-	if prev == nil || prev.Deleted || prev.Expiration != expiration || !prev.ExpiredAt(now) {
-		return nil, false, nil // changed meanwhile, or already purged
+	if prev == nil || prev.Deleted || prev.Expiration != expiration {
+		b.exps.update(k, expiration, 0) // a stale entry: drop it
+		return nil, false, nil
 	}
-	cb, err := b.publishLocked(p, k, prev, &Document{Deleted: true, Expired: true, DeletedAt: now, Type: prev.Type}, now)
+	if !prev.ExpiredAt(now) {
+		return nil, false, nil
+	}
+	cb, err := b.publishLocked(p, k, prev, &Document{Deleted: true, Expired: true, Expiration: prev.Expiration, DeletedAt: now, Type: prev.Type}, now)
 	if err != nil {
 		return nil, false, err
 	}

@@ -73,7 +73,9 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 			b.stats.metaPurged.Add(1)
 			purged++
 			if b.store != nil {
-				cb, err := b.store.enqueue(record{key: k, part: p.id, seq: d.Seq})
+				// An expiration's live record and expiry entry are still on
+				// disk (see publishLocked); a delete's tombstone has no entry.
+				cb, err := b.store.enqueue(record{key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
 				if err != nil {
 					p.mu.Unlock()
 					return purged, true, err

@@ -20,13 +20,14 @@ var (
 
 // record is one mutation on its way to disk.
 type record struct {
-	key    docKey
-	enc    []byte // encoded document; nil removes the key (tombstone purge)
-	oldExp int64  // expiry-index entry to remove, 0 for none
-	newExp int64  // expiry-index entry to add, 0 for none
-	part   uint16
-	seq    uint64
-	cas    uint64
+	seqOnly bool // only the sequence number and CAS (a lazily persisted expiration)
+	key     docKey
+	enc     []byte // encoded document; nil removes the key (tombstone purge)
+	oldExp  int64  // expiry-index entry to remove, 0 for none
+	newExp  int64  // expiry-index entry to add, 0 for none
+	part    uint16
+	seq     uint64
+	cas     uint64
 }
 
 // commitBatch is a group of records written in one bbolt transaction.
@@ -181,6 +182,13 @@ func (s *store) commit(recs []record) error {
 		seqs := make(map[uint16]uint64)
 		var maxCAS uint64
 		for _, r := range recs {
+			if r.seq > seqs[r.part] {
+				seqs[r.part] = r.seq
+			}
+			maxCAS = max(maxCAS, r.cas)
+			if r.seqOnly {
+				continue
+			}
 			dk := docDBKey(r.key)
 			var err error
 			if r.enc == nil {
@@ -203,10 +211,6 @@ func (s *store) commit(recs []record) error {
 					}
 				}
 			}
-			if r.seq > seqs[r.part] {
-				seqs[r.part] = r.seq
-			}
-			maxCAS = max(maxCAS, r.cas)
 		}
 		// bbolt keeps references to keys and values until commit: fresh
 		// buffers for each.

@@ -21,7 +21,7 @@ type Options struct {
 	// JS configures the JavaScript pool (workers, time limit per call).
 	JS *jsruntime.Options
 	// BatchSize is how many changed documents the indexer maps per index
-	// transaction. The default value is 5000.
+	// transaction. The default value is 20000.
 	BatchSize int
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger
@@ -62,7 +62,7 @@ func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, erro
 		o = *opts
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = 5000
+		o.BatchSize = 20000
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

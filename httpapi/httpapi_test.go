@@ -138,7 +138,7 @@ func TestDocumentLifecycle(t *testing.T) {
 	if st, _, body = f.do("PUT", "/default/docs/user%2F1", "", "\x00\x01"); st != 201 {
 		t.Fatalf("PUT key with slash: %d %s", st, body)
 	}
-	st, h, body = f.do("GET", "/default/docs/user%2F1?meta=true", "", "")
+	st, _, body = f.do("GET", "/default/docs/user%2F1?meta=true", "", "")
 	if st != 200 || jsonOf(t, body)["base64"] != "AAE=" {
 		t.Fatalf("binary doc: %d %s", st, body)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The bbolt file of an index holds a checkpoint of its rows and a log of the
@@ -82,7 +83,7 @@ func createBuckets(tx *bolt.Tx, views []ViewConfig) error {
 		names = append(names, rowsBucket(v.Name))
 	}
 	for _, name := range names {
-		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 			return err
 		}
 		if _, err := tx.CreateBucket(name); err != nil {

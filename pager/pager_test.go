@@ -444,7 +444,7 @@ func TestBucketsComeAndGo(t *testing.T) {
 		t.Fatalf("deleted bucket: %v", err)
 	}
 	clk.Set(t0 + 4000)
-	b = newBucket(t, eng, "late", engine.Ephemeral, nil)
+	newBucket(t, eng, "late", engine.Ephemeral, nil)
 	if s := settings(t, m, "late"); s.NextRun != t0+4000+3600 || s.LastRun != nil {
 		t.Fatalf("recreated: %+v", s)
 	}

@@ -94,11 +94,12 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 	ix.snap.Store(snap)
 	if ix.db != nil {
 		ix.mu.logDocs += len(updates)
-		if ix.mu.logDocs >= max(ix.checkpointDocs, len(ix.mu.back)/2) {
-			if err := ix.checkpointLocked(snap); err != nil {
-				return fmt.Errorf("%w: %w", ErrCheckpoint, err)
-			}
-			ix.mu.logDocs = 0
+		if err := ix.mu.ckptErr; err != nil {
+			ix.mu.ckptErr = nil
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+		if !ix.mu.ckptRunning && ix.mu.logDocs >= max(ix.checkpointDocs, len(ix.mu.back)/2) {
+			ix.startCheckpointLocked(snap)
 		}
 	}
 	return nil

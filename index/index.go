@@ -98,12 +98,16 @@ type Index struct {
 	checkpointDocs int
 
 	mu struct {
-		sync.Mutex                   // one writer at a time
-		gen        uint64            // generation of the tree nodes the writer may change
-		back       map[string][]byte // back index: document id → its rows (see appendEntry)
-		logDocs    int               // documents in the log since the checkpoint
-		logNext    uint64            // key of the next log record
+		sync.Mutex                    // one writer at a time
+		gen         uint64            // generation of the tree nodes the writer may change
+		back        map[string][]byte // back index: document id → its rows (see appendEntry)
+		logDocs     int               // documents in the log since the checkpoint
+		logNext     uint64            // key of the next log record
+		ckpt        byte              // which checkpoint ('a' or 'b') is current
+		ckptRunning bool              // a background checkpoint is being written
+		ckptErr     error             // a background checkpoint failed; Apply reports it once
 	}
+	ckptDone sync.WaitGroup // the background checkpoint, if one runs
 }
 
 // snapshot is what queries see: one immutable tree per view and the sequence
@@ -164,10 +168,15 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 // may be called again and then does nothing.
 func (ix *Index) Close() error {
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
 	if ix.closed.Swap(true) || ix.db == nil {
+		ix.mu.Unlock()
 		return nil
 	}
+	// No Apply can start now; wait for a background checkpoint to end.
+	ix.mu.Unlock()
+	ix.ckptDone.Wait()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	var err error
 	if ix.mu.logDocs >= ix.checkpointDocs {
 		if err = ix.checkpointLocked(ix.snap.Load()); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/mayflydb/mayfly/index"
 )
 
@@ -150,5 +152,55 @@ func TestReopen_ConfigChangeDiscards(t *testing.T) {
 		ix = openIndex(t, cfg)
 		equalStrings(t, tc.name+": rows under the new config", rowsOf(t, ix, "v", index.Range{}), []string{`2 b 1`})
 		ix.Close()
+	}
+}
+
+// TestReopen_UnfinishedCheckpoint: a checkpoint interrupted before its
+// switch (the process stopped while a background checkpoint was writing)
+// leaves the old checkpoint and the whole log, which Open uses, and the
+// half-written rows, which Open drops.
+func TestReopen_UnfinishedCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ddoc.view")
+	ix := openIndex(t, persistConfig(path, "sig1"))
+	index.SetCheckpointDocs(ix, 1)
+	for b := range 3 {
+		apply(t, ix, index.DocUpdate{DocID: fmt.Sprint("d", b), Seq: uint64(b + 1), Rows: map[string][]index.Emit{"v": emits(fmt.Sprint(b), "1")}})
+	}
+	before := dump(t, ix)
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Fake what a stopped background checkpoint leaves: rows in the other
+	// checkpoint's bucket.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		cur := tx.Bucket([]byte("meta")).Get([]byte("checkpoint"))
+		other := byte('a')
+		if len(cur) == 1 && cur[0] == 'a' {
+			other = 'b'
+		}
+		b, err := tx.CreateBucketIfNotExists(append([]byte("rows/"+string(other)+"/"), "v"...))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("garbage"), []byte("not a block"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix = openIndex(t, persistConfig(path, "sig1"))
+	if after := dump(t, ix); after != before {
+		t.Fatalf("after an unfinished checkpoint:\nbefore %s\nafter  %s", before, after)
+	}
+	apply(t, ix, index.DocUpdate{DocID: "d9", Seq: 10, Rows: map[string][]index.Emit{"v": emits("9", "1")}})
+	want := dump(t, ix)
+	ix.Close()
+	ix = openIndex(t, persistConfig(path, "sig1"))
+	if got := dump(t, ix); got != want {
+		t.Fatalf("after a checkpoint over the unfinished one:\nwant %s\ngot  %s", want, got)
 	}
 }

@@ -15,38 +15,58 @@ import (
 // The bbolt file of an index holds a checkpoint of its rows and a log of the
 // Applies made since:
 //
-//	meta         format, signature, views, seqs (see below)
-//	rows/<view>  checkpoint: the view's rows in blocks of about blockSize bytes,
-//	             keyed by the tree key of the block's first row; each row as
-//	             in a document's back-index entry (see appendEntry)
-//	log          one record per Apply since the checkpoint, keyed by a
-//	             big-endian counter (see applier.update)
+//	meta           format, signature, views, seqs, checkpoint (see below)
+//	rows/<c>/<view> checkpoint c ("a" or "b", as meta's checkpoint says): the
+//	               view's rows in blocks of about blockSize bytes, keyed by the
+//	               tree key of the block's first row; each row as in a
+//	               document's back-index entry (see appendEntry)
+//	log            one record per Apply since the checkpoint, keyed by a
+//	               big-endian counter (see applier.update)
 //
 // Each Apply adds its log record and the sequence vector in one transaction.
 // When the log holds as many documents as half the index (and at least
-// checkpointDocs), Apply rewrites the checkpoint from its snapshot and empties
-// the log, in one more transaction. Open loads the checkpoint, rebuilding the
-// back index from the rows' document ids, and replays the log.
+// checkpointDocs), Apply starts a checkpoint in the background: a goroutine
+// writes the published snapshot (immutable: copy-on-write) into the other
+// checkpoint's buckets in short transactions, while Applies go on adding log
+// records; then one small transaction switches meta's checkpoint, drops the
+// old one and deletes the log records the snapshot covers. A crash before
+// that switch leaves the old checkpoint and the whole log, and the next Open
+// drops the unfinished one. Open loads the checkpoint, rebuilding the back
+// index from the rows' document ids, and replays the log.
 var (
 	bucketMeta = []byte("meta")
 	bucketLog  = []byte("log")
 
-	keyFormat    = []byte("format")    // formatVersion
-	keySignature = []byte("signature") // Config.Signature
-	keyViews     = []byte("views")     // view names, each uvarint length and bytes
-	keySeqs      = []byte("seqs")      // 8 bytes big-endian per partition
+	keyFormat    = []byte("format")     // formatVersion
+	keySignature = []byte("signature")  // Config.Signature
+	keyViews     = []byte("views")      // view names, each uvarint length and bytes
+	keySeqs      = []byte("seqs")       // 8 bytes big-endian per partition
+	keyCkpt      = []byte("checkpoint") // "a" or "b": which rows buckets hold the checkpoint
 )
 
 const (
 	// formatVersion names the layout above; a file with another one is rebuilt.
-	formatVersion = "mayfly-index-3"
+	formatVersion = "mayfly-index-4"
 	// blockSize is the size a checkpoint block grows to before a new one starts.
 	blockSize = 32 << 10
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint.
 	checkpointDocs = 1 << 16
+	// blocksPerTx is how many checkpoint blocks one transaction writes, so
+	// that Applies are held up for short moments only.
+	blocksPerTx = 64
 )
 
-func rowsBucket(view string) []byte { return append([]byte("rows/"), view...) }
+func rowsBucket(ckpt byte, view string) []byte {
+	return append([]byte{'r', 'o', 'w', 's', '/', ckpt, '/'}, view...)
+}
+
+// otherCkpt names the checkpoint that is not c.
+func otherCkpt(c byte) byte {
+	if c == 'a' {
+		return 'b'
+	}
+	return 'a'
+}
 
 func openBolt(path string) (*bolt.DB, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
@@ -76,17 +96,24 @@ func encodeViewNames(views []ViewConfig) []byte {
 	return b
 }
 
-// createBuckets replaces the checkpoint and log buckets with empty ones.
+// createBuckets makes the empty log and checkpoint "a" of a new file.
 func createBuckets(tx *bolt.Tx, views []ViewConfig) error {
 	names := [][]byte{bucketLog}
 	for _, v := range views {
-		names = append(names, rowsBucket(v.Name))
+		names = append(names, rowsBucket('a', v.Name))
 	}
 	for _, name := range names {
-		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucket(name); err != nil {
+	}
+	return nil
+}
+
+// dropCkpt deletes checkpoint c's rows buckets, if they exist.
+func dropCkpt(tx *bolt.Tx, views []ViewConfig, c byte) error {
+	for _, v := range views {
+		if err := tx.DeleteBucket(rowsBucket(c, v.Name)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 			return err
 		}
 	}
@@ -101,8 +128,11 @@ func prepareStore(db *bolt.DB, cfg *Config) error {
 			string(meta.Get(keyFormat)) == formatVersion &&
 			string(meta.Get(keySignature)) == cfg.Signature &&
 			bytes.Equal(meta.Get(keyViews), encodeViewNames(cfg.Views)) &&
-			len(meta.Get(keySeqs)) == 8*cfg.NumPartitions {
-			return nil
+			len(meta.Get(keySeqs)) == 8*cfg.NumPartitions &&
+			len(meta.Get(keyCkpt)) == 1 {
+			// A checkpoint that was being written when the process stopped
+			// is unfinished: drop it.
+			return dropCkpt(tx, cfg.Views, otherCkpt(meta.Get(keyCkpt)[0]))
 		}
 		var names [][]byte
 		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
@@ -128,6 +158,7 @@ func prepareStore(db *bolt.DB, cfg *Config) error {
 			{keySignature, []byte(cfg.Signature)},
 			{keyViews, encodeViewNames(cfg.Views)},
 			{keySeqs, encodeSeqs(make([]uint64, cfg.NumPartitions))},
+			{keyCkpt, []byte{'a'}},
 		} {
 			if err := meta.Put(kv[0], kv[1]); err != nil {
 				return err
@@ -149,8 +180,9 @@ func (ix *Index) loadStore(ctx context.Context, snap *snapshot) error {
 		for i := range snap.seqs {
 			snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
 		}
+		ix.mu.ckpt = meta.Get(keyCkpt)[0]
 		for vi, v := range ix.views {
-			rows := tx.Bucket(rowsBucket(v.Name))
+			rows := tx.Bucket(rowsBucket(ix.mu.ckpt, v.Name))
 			if rows == nil {
 				return fmt.Errorf("%w: missing rows of view %q", ErrCorrupt, v.Name)
 			}
@@ -202,45 +234,122 @@ func (ix *Index) appendLog(rec []byte, seqs []uint64) error {
 	return nil
 }
 
-// checkpointLocked rewrites the checkpoint from snap and empties the log.
-// REQUIRES: ix.mu, and snap is the published snapshot.
+// checkpointLocked writes a checkpoint of snap, the published snapshot, at
+// once, and empties the log (Close uses it).
+// REQUIRES: ix.mu, no background checkpoint running.
 func (ix *Index) checkpointLocked(snap *snapshot) error {
-	return ix.db.Update(func(tx *bolt.Tx) error {
-		if err := createBuckets(tx, ix.views); err != nil {
+	if err := ix.writeCheckpoint(snap, ix.mu.ckpt, ix.mu.logNext); err != nil {
+		return err
+	}
+	ix.mu.ckpt = otherCkpt(ix.mu.ckpt)
+	return nil
+}
+
+// startCheckpointLocked starts writing a checkpoint of snap, the snapshot
+// just published, in the background.
+// REQUIRES: ix.mu, no background checkpoint running.
+func (ix *Index) startCheckpointLocked(snap *snapshot) {
+	from, upTo, docs := ix.mu.ckpt, ix.mu.logNext, ix.mu.logDocs
+	ix.mu.ckptRunning = true
+	ix.mu.logDocs = 0
+	ix.ckptDone.Add(1)
+	go func() {
+		defer ix.ckptDone.Done()
+		err := ix.writeCheckpoint(snap, from, upTo)
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		ix.mu.ckptRunning = false
+		if err != nil {
+			ix.mu.ckptErr = err
+			ix.mu.logDocs += docs // still in the log: try again later
+			return
+		}
+		ix.mu.ckpt = otherCkpt(from)
+	}()
+}
+
+// writeCheckpoint writes snap into the checkpoint that is not from, in short
+// transactions, then switches to it in one transaction that also drops the
+// old checkpoint and the log records below upTo (the ones snap covers).
+// It takes no lock: snap is immutable, and bbolt serializes its writers.
+func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64) error {
+	to := otherCkpt(from)
+	err := ix.db.Update(func(tx *bolt.Tx) error {
+		if err := dropCkpt(tx, ix.views, to); err != nil {
 			return err
 		}
-		for vi, v := range ix.views {
-			rows := tx.Bucket(rowsBucket(v.Name))
-			rows.FillPercent = 1 // written in key order
-			var block, first []byte
-			n := 0
-			flush := func() error {
-				if n == 0 {
-					return nil
-				}
-				err := rows.Put(first, block)
-				block, n = nil, 0
+		for _, v := range ix.views {
+			if _, err := tx.CreateBucket(rowsBucket(to, v.Name)); err != nil {
 				return err
 			}
-			err := walkLeaves(snap.roots[vi], func(leaf *node) error {
-				for _, r := range leaf.items {
-					if n == 0 {
-						first = r.ck()
-						block = make([]byte, 0, blockSize+len(r)+binary.MaxVarintLen32)
-					}
-					block = appendEntry(block, vi, r)
-					if n++; len(block) >= blockSize {
-						if err := flush(); err != nil {
-							return err
-						}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	type kv struct{ k, v []byte }
+	for vi, v := range ix.views {
+		name := rowsBucket(to, v.Name)
+		var pending []kv
+		flushTx := func() error {
+			if len(pending) == 0 {
+				return nil
+			}
+			err := ix.db.Update(func(tx *bolt.Tx) error {
+				rows := tx.Bucket(name)
+				rows.FillPercent = 1 // written in key order
+				for _, p := range pending {
+					if err := rows.Put(p.k, p.v); err != nil {
+						return err
 					}
 				}
 				return nil
 			})
-			if err == nil {
-				err = flush()
+			pending = pending[:0]
+			return err
+		}
+		var block, first []byte
+		n := 0
+		err := walkLeaves(snap.roots[vi], func(leaf *node) error {
+			for _, r := range leaf.items {
+				if n == 0 {
+					first = r.ck()
+					block = make([]byte, 0, blockSize+len(r)+binary.MaxVarintLen32)
+				}
+				block = appendEntry(block, vi, r)
+				if n++; len(block) >= blockSize {
+					pending = append(pending, kv{first, block})
+					n = 0
+					if len(pending) == blocksPerTx {
+						if err := flushTx(); err != nil {
+							return err
+						}
+					}
+				}
 			}
-			if err != nil {
+			return nil
+		})
+		if err == nil && n > 0 {
+			pending = append(pending, kv{first, block})
+		}
+		if err == nil {
+			err = flushTx()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(keyCkpt, []byte{to}); err != nil {
+			return err
+		}
+		if err := dropCkpt(tx, ix.views, from); err != nil {
+			return err
+		}
+		c := tx.Bucket(bucketLog).Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < upTo; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
 				return err
 			}
 		}

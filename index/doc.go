@@ -48,8 +48,13 @@
 // the sequence vector. Each Apply appends its log record and the new sequence
 // vector in one bbolt transaction, and publishes its changes to queries only
 // once that has committed. When the log has grown to half the documents of the
-// index (and at least 65536 documents), or at Close, the checkpoint is
-// rewritten from the current snapshot and the log emptied, in one transaction.
+// index (and at least 65536 documents), a new checkpoint is written in the
+// background from the snapshot just published (immutable, copy-on-write), in
+// short transactions into the other of two checkpoint slots, while Applies go
+// on; one small transaction then switches to it, drops the old one and
+// deletes the log records it covers. Close waits for it, and writes one more
+// if the log is long. A checkpoint interrupted before its switch is dropped at
+// Open.
 // Open loads the checkpoint (bulk-loading the trees and rebuilding the back
 // index from the rows' document ids) and replays the log, so a restart
 // resumes at the stored sequence numbers. Reads never touch the file.

@@ -20,14 +20,12 @@ func (s *server) ddocTarget(r *http.Request) (bucket, ddoc string, err error) {
 	if s.views == nil {
 		return "", "", errNotFound("views are not enabled")
 	}
-	if bucket, err = pathVar(r, "bucket"); err != nil {
-		return "", "", err
-	}
-	if _, err := s.bucketOf(r); err != nil {
+	b, err := s.bucketOf(r)
+	if err != nil {
 		return "", "", err
 	}
 	ddoc, err = pathVar(r, "ddoc")
-	return bucket, ddoc, err
+	return b.Name(), ddoc, err
 }
 
 // putDesignDoc handles PUT /{bucket}/_design/{ddoc}.

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -227,7 +229,7 @@ func (g *goldenEnv) run(d directive) string {
 			return errString(err)
 		}
 		var sb strings.Builder
-		for _, n := range sortedKeys(inf.Views) {
+		for _, n := range slices.Sorted(maps.Keys(inf.Views)) {
 			v := inf.Views[n]
 			fmt.Fprintf(&sb, "%s: rows=%d errors=%d\n", n, v.TotalRows, v.MapErrors)
 			for _, e := range v.RecentErrors {
@@ -240,20 +242,6 @@ func (g *goldenEnv) run(d directive) string {
 	return ""
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	for i := range ks {
-		for j := i + 1; j < len(ks); j++ {
-			if ks[j] < ks[i] {
-				ks[i], ks[j] = ks[j], ks[i]
-			}
-		}
-	}
-	return ks
-}
 
 func (g *goldenEnv) query(d directive) string {
 	raw := ""

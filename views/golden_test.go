@@ -7,9 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -241,7 +241,6 @@ func (g *goldenEnv) run(d directive) string {
 	g.t.Fatalf("line %d: unknown command %q", d.line, d.cmd)
 	return ""
 }
-
 
 func (g *goldenEnv) query(d directive) string {
 	raw := ""

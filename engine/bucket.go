@@ -62,8 +62,12 @@ type Bucket struct {
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation
 
-	consumersMu sync.Mutex
-	consumers   map[string][]uint64 // change-feed consumer → sequence numbers consumed
+	consumersMu      sync.Mutex
+	consumers        map[string][]uint64 // change-feed consumer → sequence numbers consumed
+	durableConsumers map[string]bool     // registered consumers (persisted)
+
+	histMu  sync.Mutex
+	history []FailoverEntry // newest first; never empty once open
 }
 
 // counters are the bucket's cumulative statistics.
@@ -295,7 +299,7 @@ func (b *Bucket) close() error {
 	b.mu.Unlock()
 	b.changed() // wake feed waiters so they see the close
 	if b.store != nil {
-		return b.store.close()
+		return b.store.closeClean()
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,6 +30,12 @@ type Engine struct {
 	opts    Options
 	log     *slog.Logger
 	catalog *bolt.DB
+
+	// life serializes what changes the set of buckets or services (create,
+	// delete, attach, close), so that the slow parts (files, services) run
+	// without mu, and lookups never wait on them.
+	life     sync.Mutex
+	services []BucketService // guarded by life
 
 	mu struct {
 		sync.RWMutex
@@ -104,6 +111,8 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	b.mu.nextCID = ce.NextCID
 	b.mu.byID = make(map[CollectionID]collectionInfo)
 	b.mu.sys = make(map[string][]byte)
+	b.consumers = make(map[string][]uint64)
+	b.durableConsumers = make(map[string]bool)
 	for _, colls := range ce.Scopes {
 		for _, ci := range colls {
 			b.mu.byID[ci.ID] = ci
@@ -114,6 +123,8 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		b.parts[i] = newPartition(uint16(i))
 	}
 	if s.Type != Couchbase {
+		// Nothing survives a restart: each open is a new history.
+		b.history = beginHistory(nil, nil)
 		return b, nil
 	}
 	b.dir = e.bucketDir(s.Name)
@@ -156,22 +167,47 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	for _, it := range l.exps {
 		b.exps.update(it.key, 0, it.exp)
 	}
+	for _, name := range l.consumers {
+		b.durableConsumers[name] = true
+		b.consumers[name] = make([]uint64, len(b.parts)) // nothing acknowledged yet
+	}
+	// A history goes on only after a clean shutdown; otherwise writes some
+	// consumer may have seen can be lost, and their sequence numbers reused.
+	b.history = l.history
+	if len(b.history) == 0 || !l.clean {
+		b.history = beginHistory(b.history, b.HighSeqnos())
+	}
+	enc, err := encodeHistory(b.history)
+	if err == nil {
+		err = st.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bktMeta)
+			if err := meta.Put(metaFailover, enc); err != nil {
+				return err
+			}
+			return meta.Delete(metaClean)
+		})
+	}
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("engine: bucket %s: start history: %w", s.Name, err)
+	}
 	return b, nil
 }
 
 // CreateBucket creates a bucket with the given settings (unset fields take
-// their defaults) and the _default scope and collection.
+// their defaults) and the _default scope and collection, and attaches every
+// service (view indexes, pager) to it.
 func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, error) {
 	s = s.withDefaults()
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.mu.closed {
+	e.life.Lock()
+	defer e.life.Unlock()
+	if e.isClosed() {
 		return nil, ErrClosed
 	}
-	if _, ok := e.mu.buckets[s.Name]; ok {
+	if _, err := e.Bucket(s.Name); err == nil {
 		return nil, fmt.Errorf("%w: %s", ErrBucketExists, s.Name)
 	}
 	ce := catalogEntry{
@@ -195,7 +231,15 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 		b.close()
 		return nil, err
 	}
+	e.mu.Lock()
 	e.mu.buckets[s.Name] = b
+	e.mu.Unlock()
+	if err := e.attachAll(ctx, b); err != nil {
+		if derr := e.dropBucket(b); derr != nil {
+			e.log.Warn("removing a bucket whose services failed", "bucket", s.Name, "err", derr)
+		}
+		return nil, fmt.Errorf("engine: create bucket %s: %w", s.Name, err)
+	}
 	return b, nil
 }
 
@@ -225,25 +269,46 @@ func (e *Engine) Buckets() []*Bucket {
 	return out
 }
 
-// DeleteBucket closes a bucket and removes it with all its files.
+// DeleteBucket detaches every service from a bucket (closing its view
+// indexes and pager), closes it and removes it with all its files. Lookups of
+// other buckets never wait on it.
 func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b, ok := e.mu.buckets[name]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrBucketNotFound, name)
-	}
-	err := e.catalog.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktBuckets).Delete([]byte(name)) })
+	e.life.Lock()
+	defer e.life.Unlock()
+	b, err := e.Bucket(name)
 	if err != nil {
-		return fmt.Errorf("engine: delete bucket %s: %w", name, err)
+		return err
 	}
-	delete(e.mu.buckets, name)
+	derr := e.detach(ctx, b, e.services, true)
+	if err := e.dropBucket(b); err != nil {
+		return err
+	}
+	if derr != nil {
+		e.log.Warn("detaching services from a deleted bucket", "bucket", name, "err", derr)
+	}
+	return nil
+}
+
+// dropBucket forgets b, removes its catalog entry, closes it and removes its
+// files.
+//
+// REQUIRES: e.life held.
+func (e *Engine) dropBucket(b *Bucket) error {
+	e.mu.Lock()
+	if e.mu.buckets[b.name] == b {
+		delete(e.mu.buckets, b.name)
+	}
+	e.mu.Unlock()
+	err := e.catalog.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktBuckets).Delete([]byte(b.name)) })
+	if err != nil {
+		return fmt.Errorf("engine: delete bucket %s: %w", b.name, err)
+	}
 	if err := b.close(); err != nil {
-		e.log.Warn("closing deleted bucket", "bucket", name, "err", err)
+		e.log.Warn("closing deleted bucket", "bucket", b.name, "err", err)
 	}
 	if b.dir != "" {
 		if err := os.RemoveAll(b.dir); err != nil {
-			return fmt.Errorf("engine: remove bucket files %s: %w", name, err)
+			return fmt.Errorf("engine: remove bucket files %s: %w", b.name, err)
 		}
 	}
 	return nil
@@ -270,22 +335,35 @@ func (e *Engine) saveCatalogLocked(b *Bucket) error {
 	return e.putCatalog(catalogEntry{Settings: b.mu.settings, Scopes: b.mu.scopes, NextCID: b.mu.nextCID, Parts: len(b.parts)})
 }
 
-// Close flushes every bucket's acknowledged writes and closes all files.
+// Close detaches every service from every bucket, flushes every bucket's
+// acknowledged writes, marks each cleanly shut down and closes all files.
 func (e *Engine) Close() error {
+	e.life.Lock()
+	defer e.life.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.mu.closed {
+		e.mu.Unlock()
 		return nil
 	}
 	e.mu.closed = true
-	var first error
+	buckets := make([]*Bucket, 0, len(e.mu.buckets))
 	for _, b := range e.mu.buckets {
-		if err := b.close(); err != nil && first == nil {
-			first = err
-		}
+		buckets = append(buckets, b)
 	}
-	if err := e.catalog.Close(); err != nil && first == nil {
-		first = err
+	e.mu.Unlock()
+	var errs []error
+	for _, b := range buckets {
+		errs = append(errs, e.detach(context.Background(), b, e.services, false))
 	}
-	return first
+	for _, b := range buckets {
+		errs = append(errs, b.close())
+	}
+	errs = append(errs, e.catalog.Close())
+	return errors.Join(errs...)
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.mu.closed
 }

@@ -2,8 +2,34 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 )
+
+// RegisterConsumer records, durably for a persistent bucket, that the named
+// change-feed consumer (a view index, say) depends on seeing every deletion:
+// from now on, and after every restart until DropConsumer, no tombstone is
+// purged before the consumer has acknowledged it with AckChanges. A consumer
+// registered again keeps its acknowledged position.
+func (b *Bucket) RegisterConsumer(ctx context.Context, name string) error {
+	b.consumersMu.Lock()
+	defer b.consumersMu.Unlock()
+	if _, ok := b.consumers[name]; ok && b.durableConsumers[name] {
+		return nil
+	}
+	if b.store != nil {
+		names := append(b.durableNamesLocked(), name)
+		if err := b.store.putMeta(metaConsumers, encodeNames(names)); err != nil {
+			return fmt.Errorf("engine: register consumer %q: %w", name, err)
+		}
+	}
+	b.durableConsumers[name] = true
+	if _, ok := b.consumers[name]; !ok {
+		b.consumers[name] = make([]uint64, len(b.parts))
+	}
+	return nil
+}
 
 // AckChanges records that the named change-feed consumer (a view index, say)
 // has durably consumed every change up to seqs. Tombstones are purged only
@@ -14,18 +40,49 @@ func (b *Bucket) AckChanges(consumer string, seqs []uint64) error {
 	}
 	b.consumersMu.Lock()
 	defer b.consumersMu.Unlock()
-	if b.consumers == nil {
-		b.consumers = make(map[string][]uint64)
-	}
 	b.consumers[consumer] = append([]uint64(nil), seqs...)
 	return nil
 }
 
-// DropConsumer forgets a change-feed consumer (a deleted design document).
-func (b *Bucket) DropConsumer(consumer string) {
+// DropConsumer forgets a change-feed consumer (a deleted design document),
+// durably for a persistent bucket.
+func (b *Bucket) DropConsumer(ctx context.Context, name string) error {
 	b.consumersMu.Lock()
 	defer b.consumersMu.Unlock()
-	delete(b.consumers, consumer)
+	if b.store != nil && b.durableConsumers[name] {
+		delete(b.durableConsumers, name)
+		if err := b.store.putMeta(metaConsumers, encodeNames(b.durableNamesLocked())); err != nil {
+			b.durableConsumers[name] = true
+			return fmt.Errorf("engine: drop consumer %q: %w", name, err)
+		}
+	}
+	delete(b.durableConsumers, name)
+	delete(b.consumers, name)
+	return nil
+}
+
+// Consumers lists the registered change-feed consumers, sorted.
+func (b *Bucket) Consumers() []string {
+	b.consumersMu.Lock()
+	defer b.consumersMu.Unlock()
+	return b.durableNamesLocked()
+}
+
+// durableNamesLocked lists the registered consumers, sorted.
+//
+// REQUIRES: b.consumersMu held.
+func (b *Bucket) durableNamesLocked() []string {
+	names := make([]string, 0, len(b.durableConsumers))
+	for n := range b.durableConsumers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func encodeNames(names []string) []byte {
+	v, _ := json.Marshal(names) // a []string always marshals
+	return v
 }
 
 // consumedUpTo returns, per partition, the lowest sequence number every

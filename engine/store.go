@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -16,6 +17,13 @@ var (
 	bktVBSeq = []byte("vbseq") // be16(partition) → be64(high seq)
 	bktMeta  = []byte("meta")  // "cas" → be64(last cas)
 	bktSys   = []byte("sys")   // system document key → value (design documents…)
+)
+
+// Keys of bktMeta besides "cas".
+var (
+	metaConsumers = []byte("consumers") // JSON list of registered change-feed consumers
+	metaFailover  = []byte("failover")  // JSON failover log, newest first
+	metaClean     = []byte("clean")     // present: the file was closed cleanly
 )
 
 // record is one mutation on its way to disk.
@@ -230,6 +238,12 @@ func (s *store) commit(recs []record) error {
 
 // close flushes what is queued and closes the file.
 func (s *store) close() error {
+	s.stop()
+	return s.db.Close()
+}
+
+// stop flushes what is queued and stops the flusher.
+func (s *store) stop() {
 	s.mu.Lock()
 	already := s.mu.closed
 	s.mu.closed = true
@@ -242,7 +256,23 @@ func (s *store) close() error {
 		close(s.kick)
 	}
 	<-s.stopped
-	return s.db.Close()
+}
+
+// failure returns the error that failed the store, or nil.
+func (s *store) failure() error { return nil }
+
+// closeClean flushes what is queued, marks the file cleanly closed (when
+// every commit succeeded) and closes it.
+func (s *store) closeClean() error {
+	s.stop()
+	err := s.failure()
+	if err == nil {
+		err = s.putMeta(metaClean, []byte{1})
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // putSys writes (or, with nil value, deletes) a system document durably.
@@ -256,9 +286,24 @@ func (s *store) putSys(key string, value []byte) error {
 	})
 }
 
+// putMeta writes (or, with a nil value, deletes) a key of the meta bucket
+// durably.
+func (s *store) putMeta(key, value []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktMeta)
+		if value == nil {
+			return b.Delete(key)
+		}
+		return b.Put(key, value)
+	})
+}
+
 // loaded is what a store held when opened.
 type loaded struct {
-	docs   []*Document
+	consumers []string
+	history   []FailoverEntry
+	clean     bool
+	docs      []*Document
 	seqs   map[uint16]uint64
 	exps   []expItem
 	sys    map[string][]byte
@@ -304,9 +349,23 @@ func (s *store) load() (*loaded, error) {
 		if err != nil {
 			return err
 		}
-		if v := tx.Bucket(bktMeta).Get([]byte("cas")); len(v) == 8 {
+		meta := tx.Bucket(bktMeta)
+		if v := meta.Get([]byte("cas")); len(v) == 8 {
 			l.maxCAS = binary.BigEndian.Uint64(v)
 		}
+		if v := meta.Get(metaConsumers); v != nil {
+			if err := json.Unmarshal(v, &l.consumers); err != nil {
+				return fmt.Errorf("engine: corrupt consumer list: %w", err)
+			}
+		}
+		if v := meta.Get(metaFailover); v != nil {
+			h, err := decodeHistory(v)
+			if err != nil {
+				return err
+			}
+			l.history = h
+		}
+		l.clean = meta.Get(metaClean) != nil
 		return tx.Bucket(bktSys).ForEach(func(k, v []byte) error {
 			l.sys[string(k)] = append([]byte(nil), v...)
 			return nil

@@ -90,8 +90,9 @@ type Index struct {
 	byName map[string]int
 	db     *bolt.DB // nil: memory only
 
-	snap   atomic.Pointer[snapshot]
-	closed atomic.Bool
+	snap     atomic.Pointer[snapshot]
+	closed   atomic.Bool
+	feedUUID atomic.Uint64 // see FeedUUID
 
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint:
 	// the constant checkpointDocs, or less in tests.

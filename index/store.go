@@ -181,6 +181,7 @@ func (ix *Index) loadStore(ctx context.Context, snap *snapshot) error {
 			snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
 		}
 		ix.mu.ckpt = meta.Get(keyCkpt)[0]
+		ix.feedUUID.Store(loadFeedUUID(meta))
 		for vi, v := range ix.views {
 			rows := tx.Bucket(rowsBucket(ix.mu.ckpt, v.Name))
 			if rows == nil {

@@ -257,7 +257,9 @@ func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) erro
 	}
 	delete(bv.indexers, id)
 	ix.close()
-	bv.bucket.DropConsumer(ix.consumerName())
+	if err := bv.bucket.DropConsumer(ctx, ix.consumerName()); err != nil {
+		return err
+	}
 	if p := indexPath(bv.bucket, id); p != "" {
 		os.Remove(p)
 	}

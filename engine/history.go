@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ErrRollback is returned by CheckPosition when a change-feed position is not
+// in the bucket's history: the bucket lost writes the consumer saw (a machine
+// crash without fsync), its data was recreated or restored from a backup. The
+// consumer must roll back; starting again from the beginning always works.
+var ErrRollback = errors.New("engine: change-feed position not in the bucket's history")
+
+// maxFailoverEntries caps the failover log, as Couchbase does.
+const maxFailoverEntries = 25
+
+// FailoverEntry is one history of a bucket's data: the UUID that names it and
+// the high sequence number of each partition when it began. A new history
+// begins when a bucket is created and each time it opens after a shutdown
+// that was not clean, since writes that had not reached disk may be lost and
+// their sequence numbers reused.
+type FailoverEntry struct {
+	// UUID names the history; it is never 0.
+	UUID uint64 `json:"uuid"`
+	// Seqs is each partition's high sequence number when the history began
+	// (nil when they were all 0).
+	Seqs []uint64 `json:"seqs,omitempty"`
+}
+
+// UUID returns the UUID of the bucket's current history: it changes when the
+// bucket's data is recreated, and when a new history begins (see
+// FailoverEntry).
+func (b *Bucket) UUID() uint64 {
+	b.histMu.Lock()
+	defer b.histMu.Unlock()
+	return b.history[0].UUID
+}
+
+// FailoverLog returns the bucket's histories, newest first, as Couchbase lists
+// a vBucket's failover log.
+func (b *Bucket) FailoverLog() []FailoverEntry {
+	b.histMu.Lock()
+	defer b.histMu.Unlock()
+	out := make([]FailoverEntry, len(b.history))
+	for i, e := range b.history {
+		out[i] = FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)}
+	}
+	return out
+}
+
+// CheckPosition reports whether a change-feed consumer that has seen every
+// change up to seqs in the history named uuid can go on from there: nil when
+// the bucket's history still holds that position, an error wrapping
+// ErrRollback when it does not (unknown history, or sequence numbers past
+// where that history ended or past what the bucket holds). A consumer that
+// has seen nothing (every sequence number 0) can always go on.
+func (b *Bucket) CheckPosition(uuid uint64, seqs []uint64) error {
+	if seqs != nil && len(seqs) != len(b.parts) {
+		return fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrRollback, len(seqs), len(b.parts))
+	}
+	if !slices.ContainsFunc(seqs, func(s uint64) bool { return s != 0 }) {
+		return nil
+	}
+	b.histMu.Lock()
+	i := slices.IndexFunc(b.history, func(e FailoverEntry) bool { return e.UUID == uuid })
+	var limit []uint64
+	if i > 0 {
+		limit = slices.Clone(b.history[i-1].Seqs)
+	}
+	b.histMu.Unlock()
+	if i < 0 {
+		return fmt.Errorf("%w: history %d is not in the failover log", ErrRollback, uuid)
+	}
+	if i == 0 {
+		limit = b.HighSeqnos()
+	}
+	for p, s := range seqs {
+		var l uint64
+		if limit != nil {
+			l = limit[p]
+		}
+		if s > l {
+			return fmt.Errorf("%w: partition %d at sequence number %d, history %d holds %d", ErrRollback, p, s, uuid, l)
+		}
+	}
+	return nil
+}
+
+// newUUID returns a random, non-zero history UUID.
+func newUUID() uint64 {
+	var buf [8]byte
+	for {
+		rand.Read(buf[:])
+		if u := binary.BigEndian.Uint64(buf[:]); u != 0 {
+			return u
+		}
+	}
+}
+
+// beginHistory starts a new history at the bucket's current high sequence
+// numbers, in front of log (which it may change), capped at
+// maxFailoverEntries.
+func beginHistory(log []FailoverEntry, high []uint64) []FailoverEntry {
+	e := FailoverEntry{UUID: newUUID()}
+	if slices.ContainsFunc(high, func(s uint64) bool { return s != 0 }) {
+		e.Seqs = slices.Clone(high)
+	}
+	log = append([]FailoverEntry{e}, log...)
+	if len(log) > maxFailoverEntries {
+		log = log[:maxFailoverEntries]
+	}
+	return log
+}
+
+func encodeHistory(log []FailoverEntry) ([]byte, error) { return json.Marshal(log) }
+
+func decodeHistory(v []byte) ([]FailoverEntry, error) {
+	var log []FailoverEntry
+	if err := json.Unmarshal(v, &log); err != nil {
+		return nil, fmt.Errorf("engine: corrupt failover log: %w", err)
+	}
+	return log, nil
+}

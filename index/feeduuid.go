@@ -1,0 +1,45 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// keyFeedUUID is the meta key of the feed history the sequence vector belongs to.
+var keyFeedUUID = []byte("feeduuid") // 8 bytes big-endian
+
+// FeedUUID returns the UUID of the change-feed history whose sequence numbers
+// Seqs counts (0 when none was ever set). A consumer checks it, with Seqs,
+// against its source's history when it opens the index, and rebuilds the index
+// when the source no longer holds that position.
+func (ix *Index) FeedUUID() uint64 { return ix.feedUUID.Load() }
+
+// SetFeedUUID records, durably for a persistent index, the UUID of the feed
+// history the sequence vector now belongs to.
+func (ix *Index) SetFeedUUID(u uint64) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed.Load() {
+		return ErrClosed
+	}
+	if ix.db != nil {
+		err := ix.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(keyFeedUUID, binary.BigEndian.AppendUint64(nil, u))
+		})
+		if err != nil {
+			return fmt.Errorf("index: write feed uuid: %w", err)
+		}
+	}
+	ix.feedUUID.Store(u)
+	return nil
+}
+
+// loadFeedUUID reads the stored feed UUID (0 when absent).
+func loadFeedUUID(meta *bolt.Bucket) uint64 {
+	if v := meta.Get(keyFeedUUID); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}

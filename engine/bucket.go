@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,8 @@ type Bucket struct {
 	parts []*partition
 	exps  *expiryIndex
 	store *store // nil unless the bucket persists
+
+	ddl sync.Mutex // serializes changes of the bucket's definition (settings, scopes, collections)
 
 	mu struct {
 		sync.RWMutex
@@ -100,14 +103,16 @@ func (b *Bucket) Settings() BucketSettings {
 
 // UpdateSettings applies fn to a copy of the settings, validates the result and
 // persists it. Name and Type cannot change. It returns the settings before and
-// after.
+// after. Writes go on while the catalog is written; they see the new settings
+// once it is.
 func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) error) (old, updated BucketSettings, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.mu.closed {
-		return old, old, ErrClosed
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	ce, err := b.catalogCopy()
+	if err != nil {
+		return old, old, err
 	}
-	old = b.mu.settings
+	old = ce.Settings
 	s := old
 	if err := fn(&s); err != nil {
 		return old, old, err
@@ -118,12 +123,51 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := s.Validate(); err != nil {
 		return old, old, err
 	}
-	b.mu.settings = s
-	if err := b.eng.saveCatalogLocked(b); err != nil {
-		b.mu.settings = old
+	ce.Settings = s
+	if err := b.commitCatalog(ce); err != nil {
 		return old, old, err
 	}
 	return old, s, nil
+}
+
+// catalogCopy returns a deep copy of the bucket's definition, to change and
+// pass to commitCatalog.
+//
+// REQUIRES: b.ddl held.
+func (b *Bucket) catalogCopy() (catalogEntry, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.mu.closed {
+		return catalogEntry{}, ErrClosed
+	}
+	ce := catalogEntry{Settings: b.mu.settings, NextCID: b.mu.nextCID, Parts: len(b.parts), Scopes: make(map[string]map[string]collectionInfo, len(b.mu.scopes))}
+	for name, colls := range b.mu.scopes {
+		ce.Scopes[name] = maps.Clone(colls)
+	}
+	return ce, nil
+}
+
+// commitCatalog persists ce as the bucket's definition, then makes it
+// current. No lock that reads or writes wait on is held across the disk
+// write.
+//
+// REQUIRES: b.ddl held.
+func (b *Bucket) commitCatalog(ce catalogEntry) error {
+	if err := b.eng.putCatalog(ce); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.settings = ce.Settings
+	b.mu.scopes = ce.Scopes
+	b.mu.nextCID = ce.NextCID
+	b.mu.byID = make(map[CollectionID]collectionInfo)
+	for _, colls := range ce.Scopes {
+		for _, ci := range colls {
+			b.mu.byID[ci.ID] = ci
+		}
+	}
+	return nil
 }
 
 // CreateScope adds an empty scope.
@@ -131,17 +175,17 @@ func (b *Bucket) CreateScope(ctx context.Context, name string) error {
 	if err := validateScopeName("scope", name); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.mu.scopes[name]; ok {
-		return fmt.Errorf("%w: %s", ErrScopeExists, name)
-	}
-	b.mu.scopes[name] = map[string]collectionInfo{}
-	if err := b.eng.saveCatalogLocked(b); err != nil {
-		delete(b.mu.scopes, name)
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	ce, err := b.catalogCopy()
+	if err != nil {
 		return err
 	}
-	return nil
+	if _, ok := ce.Scopes[name]; ok {
+		return fmt.Errorf("%w: %s", ErrScopeExists, name)
+	}
+	ce.Scopes[name] = map[string]collectionInfo{}
+	return b.commitCatalog(ce)
 }
 
 // CreateCollection adds a collection to a scope. maxTTL (seconds) is fixed for
@@ -153,26 +197,26 @@ func (b *Bucket) CreateCollection(ctx context.Context, scope, name string, maxTT
 	if maxTTL < NeverExpire || maxTTL > MaxMaxTTL {
 		return CollectionInfo{}, fmt.Errorf("%w: maxTTL: must be -1 or an integer between 0 and %d", ErrInvalidSetting, MaxMaxTTL)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.mu.settings.Type == Memcached {
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	ce, err := b.catalogCopy()
+	if err != nil {
+		return CollectionInfo{}, err
+	}
+	if ce.Settings.Type == Memcached {
 		return CollectionInfo{}, fmt.Errorf("%w: memcached buckets have no collections", ErrInvalidSetting)
 	}
-	colls, ok := b.mu.scopes[scope]
+	colls, ok := ce.Scopes[scope]
 	if !ok {
 		return CollectionInfo{}, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
 	}
 	if _, ok := colls[name]; ok {
 		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionExists, scope, name)
 	}
-	ci := collectionInfo{ID: b.mu.nextCID, MaxTTL: maxTTL}
+	ci := collectionInfo{ID: ce.NextCID, MaxTTL: maxTTL}
 	colls[name] = ci
-	b.mu.byID[ci.ID] = ci
-	b.mu.nextCID++
-	if err := b.eng.saveCatalogLocked(b); err != nil {
-		delete(colls, name)
-		delete(b.mu.byID, ci.ID)
-		b.mu.nextCID--
+	ce.NextCID++
+	if err := b.commitCatalog(ce); err != nil {
 		return CollectionInfo{}, err
 	}
 	return CollectionInfo{Name: name, ID: ci.ID, MaxTTL: maxTTL}, nil
@@ -245,9 +289,9 @@ func (b *Bucket) nextCAS(now int64) uint64 {
 // CurrItems and never appears in the change feed. It is durable on return for
 // a persistent bucket.
 func (b *Bucket) PutSystemDoc(ctx context.Context, key string, value []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.mu.closed {
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	if b.isClosed() {
 		return ErrClosed
 	}
 	if b.store != nil {
@@ -255,6 +299,8 @@ func (b *Bucket) PutSystemDoc(ctx context.Context, key string, value []byte) err
 			return fmt.Errorf("engine: store system document %q: %w", key, err)
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if value == nil {
 		delete(b.mu.sys, key)
 	} else {
@@ -297,6 +343,8 @@ func (b *Bucket) close() error {
 	}
 	b.mu.closed = true
 	b.mu.Unlock()
+	b.ddl.Lock() // wait out a definition or system document being written
+	defer b.ddl.Unlock()
 	b.changed() // wake feed waiters so they see the close
 	if b.store != nil {
 		return b.store.closeClean()

@@ -199,7 +199,17 @@ func (b *Bucket) Flush(ctx context.Context) (int, error) {
 			return n, ErrClosed
 		}
 		now := b.clock.Now()
-		for k, d := range p.mu.docs {
+		keys := make([]docKey, 0, len(p.mu.docs)+len(p.mu.pending))
+		for k := range p.mu.docs {
+			keys = append(keys, k)
+		}
+		for k := range p.mu.pending {
+			if _, ok := p.mu.docs[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			d := p.latestLocked(k)
 			if d.Deleted {
 				continue
 			}

@@ -163,6 +163,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	for _, p := range b.parts {
 		sort.Slice(p.mu.log, func(i, j int) bool { return p.mu.log[i].seq < p.mu.log[j].seq })
 		p.mu.seq = max(p.mu.seq, l.seqs[p.id])
+		p.mu.durable = p.mu.seq
 	}
 	for _, it := range l.exps {
 		b.exps.update(it.key, 0, it.exp)
@@ -191,6 +192,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		st.close()
 		return nil, fmt.Errorf("engine: bucket %s: start history: %w", s.Name, err)
 	}
+	st.onCommit, st.onFail = b.applyCommitted, b.dropPending
 	return b, nil
 }
 
@@ -326,13 +328,6 @@ func (e *Engine) putCatalog(ce catalogEntry) error {
 		return fmt.Errorf("engine: save catalog: %w", err)
 	}
 	return nil
-}
-
-// saveCatalogLocked persists b's definition.
-//
-// REQUIRES: b.mu held.
-func (e *Engine) saveCatalogLocked(b *Bucket) error {
-	return e.putCatalog(catalogEntry{Settings: b.mu.settings, Scopes: b.mu.scopes, NextCID: b.mu.nextCID, Parts: len(b.parts)})
 }
 
 // Close detaches every service from every bucket, flushes every bucket's

@@ -130,12 +130,15 @@ func TestRestart(t *testing.T) {
 	}
 	seqs := b.HighSeqnos()
 	stats := b.Stats()
+	if err := eng.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := eng.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	eng = open()
-	defer eng.Close()
+	defer closeChecked(t, eng)
 	b, err = eng.Bucket("travel")
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,12 @@ var (
 	// ErrInvalidSetting is returned for a bucket, scope or collection setting out
 	// of range; the wrapping error names the setting.
 	ErrInvalidSetting = errors.New("engine: invalid setting")
+	// ErrStorage is returned by a write that could not be made durable (a
+	// full or failing disk), and by every write to the bucket after it until
+	// the disk takes writes again. The error wraps the cause too, so
+	// errors.Is(err, syscall.ENOSPC) tells a full disk. Nothing of a failed
+	// write is ever visible.
+	ErrStorage = errors.New("engine: storage failed")
 	// ErrClosed is returned by operations on a closed engine or bucket.
 	ErrClosed = errors.New("engine: closed")
 )

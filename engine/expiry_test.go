@@ -282,10 +282,10 @@ func TestExpirationsAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	seqs := b.HighSeqnos()
-	eng.Close()
+	closeChecked(t, eng)
 
 	eng, b = open()
-	defer eng.Close()
+	defer closeChecked(t, eng)
 	c = b.DefaultCollection()
 	if _, err := c.Get(ctx, "gone"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("purged document readable after restart: %v", err)
@@ -331,12 +331,12 @@ func TestPurgedExpirationStaysGone(t *testing.T) {
 	if n, _, err := b.PurgeTombstones(ctx, clk.Now(), 10); err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
-	eng.Close()
+	closeChecked(t, eng)
 	eng, err = engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
+	defer closeChecked(t, eng)
 	b, _ = eng.Bucket("b")
 	if st := b.Stats(); st.CurrItems != 0 || st.WithExpiry != 0 || st.Tombstones != 0 {
 		t.Fatalf("purged expiration came back: %+v", st)

@@ -5,18 +5,20 @@ import (
 	"fmt"
 )
 
-// HighSeqnos returns every partition's current high sequence number.
+// HighSeqnos returns every partition's high sequence number in the change
+// feed: that of its last committed mutation (on disk for a persistent bucket).
+// Every acknowledged write is at or below it.
 func (b *Bucket) HighSeqnos() []uint64 {
 	out := make([]uint64, len(b.parts))
 	for i, p := range b.parts {
 		p.mu.RLock()
-		out[i] = p.mu.seq
+		out[i] = p.mu.durable
 		p.mu.RUnlock()
 	}
 	return out
 }
 
-// Changes returns the current version of every document (tombstones included,
+// Changes returns the committed version of every document (tombstones included,
 // all collections) changed after since — one sequence number per partition,
 // nil meaning all zero — at most limit of them, and the sequence vector the
 // caller has now seen. A document changed twice appears once, at its latest
@@ -49,6 +51,9 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 // the bucket closes (ErrClosed), or ctx ends.
 func (b *Bucket) WaitChanges(ctx context.Context, since []uint64) error {
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		ch := b.feedWait()
 		if b.isClosed() {
 			return ErrClosed

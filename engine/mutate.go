@@ -8,8 +8,7 @@ import (
 // mutate applies one mutation to key. fn sees the current live document (nil if
 // missing, deleted or expired) and the time, and returns the new version with
 // Value, Type, Flags, Expiration and Deleted/DeletedAt set; mutate fills in the
-// rest, publishes it, updates the expiry index and the change feed, and waits
-// until it is durable.
+// rest, queues it for disk and waits until it is durable and published.
 func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	if err := validateKey(k.key); err != nil {
 		return nil, err
@@ -21,7 +20,7 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 		return nil, ErrClosed
 	}
 	now := b.clock.Now()
-	prev := p.mu.docs[k]
+	prev := p.latestLocked(k)
 	live := prev
 	if live != nil && (live.Deleted || live.ExpiredAt(now)) {
 		live = nil
@@ -42,8 +41,11 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 	return d, nil
 }
 
-// publishLocked stamps d as the next version of k after prev and makes it
-// current: memory, expiry index, counters, change feed, and the disk queue.
+// publishLocked stamps d as the next version of k after prev (the newest
+// version, committed or not) and queues it for disk. Readers, the expiry
+// index, the counters and the change feed see it only once its batch is
+// committed (applyLocked): nothing a failed commit loses was ever visible. A
+// bucket that keeps nothing on disk publishes at once.
 //
 // Expirations (tombstones with Expired set) are made durable lazily: only the
 // sequence number and CAS they used go to disk, and the document's record
@@ -57,18 +59,9 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now int64) (*commitBatch, error) {
 	d.Key, d.Collection, d.Partition = k.key, k.cid, p.id
 	d.CAS = b.nextCAS(now)
-	p.mu.seq++
-	d.Seq = p.mu.seq
-	var memOldExp, diskOldExp int64
+	d.Seq = p.mu.seq + 1
 	if prev != nil {
 		d.RevSeq = prev.RevSeq + 1
-		if !prev.Deleted {
-			memOldExp = prev.Expiration
-		}
-		// On disk, a live document or an expiration (whose live record is
-		// still there) holds an expiry entry; a deleted one holds none, and
-		// its Expiration is 0.
-		diskOldExp = prev.Expiration
 	} else {
 		d.RevSeq = 1
 	}
@@ -78,42 +71,109 @@ func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now in
 			d.Expiration = 0
 		}
 	}
-	newExp := d.Expiration
-	if d.Deleted {
-		newExp = 0
-	}
-	p.mu.docs[k] = d
-	p.appendLogLocked(d.Seq, k)
-	b.exps.update(k, memOldExp, newExp)
 	wasLive := prev != nil && !prev.Deleted
 	d.Created = !d.Deleted && (!wasLive || prev.ExpiredAt(now))
+	if b.store == nil {
+		p.mu.seq = d.Seq
+		b.applyLocked(p, d)
+		b.changed()
+		return nil, nil
+	}
+	r := record{doc: d, key: k, part: p.id, seq: d.Seq, cas: d.CAS}
+	if d.Expired {
+		r.seqOnly = true
+	} else {
+		// On disk, a live document or an expiration (whose live record is
+		// still there) holds an expiry entry; a deleted one holds none, and
+		// its Expiration is 0.
+		r.enc, r.newExp = encodeDoc(d), d.Expiration
+		if prev != nil {
+			r.oldExp = prev.Expiration
+		}
+		if d.Deleted {
+			r.newExp = 0
+		}
+	}
+	cb, err := b.store.enqueue(r)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.seq = d.Seq
+	p.mu.pending[k] = d
+	return cb, nil
+}
+
+// applyLocked makes d, a version whose record is on disk (or that needs no
+// disk), the committed version of its key: what reads, the expiry index, the
+// counters and the change feed see.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) applyLocked(p *partition, d *Document) {
+	k := docKey{cid: d.Collection, key: d.Key}
+	old := p.mu.docs[k]
+	p.mu.docs[k] = d
+	if p.mu.pending[k] == d {
+		delete(p.mu.pending, k)
+	}
+	p.appendLogLocked(d.Seq, k)
+	p.mu.durable = max(p.mu.durable, d.Seq)
+	var oldExp, newExp int64
+	if old != nil && !old.Deleted {
+		oldExp = old.Expiration
+	}
+	if !d.Deleted {
+		newExp = d.Expiration
+	}
+	b.exps.update(k, oldExp, newExp)
+	wasLive := old != nil && !old.Deleted
 	switch {
 	case wasLive && d.Deleted:
 		b.currItems.Add(-1)
 		b.tombs.Add(1)
 	case !wasLive && !d.Deleted:
 		b.currItems.Add(1)
-		if prev != nil {
+		if old != nil {
 			b.tombs.Add(-1)
 		}
-	case prev == nil && d.Deleted:
+	case old == nil && d.Deleted:
 		b.tombs.Add(1)
 	}
-	var cb *commitBatch
-	if b.store != nil {
-		r := record{key: k, part: p.id, seq: d.Seq, cas: d.CAS}
-		if d.Expired {
-			r.seqOnly = true
+}
+
+// applyCommitted publishes a committed batch: each record's version becomes
+// the committed one, in order, and feed waiters wake. The store's flusher
+// calls it after each successful commit, before the batch's writers return.
+func (b *Bucket) applyCommitted(recs []record) {
+	for i := range recs {
+		r := &recs[i]
+		p := b.parts[r.part]
+		p.mu.Lock()
+		if r.purge {
+			if d := p.mu.docs[r.key]; d != nil && d.Deleted && d.Seq == r.seq {
+				delete(p.mu.docs, r.key)
+				b.tombs.Add(-1)
+				b.stats.metaPurged.Add(1)
+			}
 		} else {
-			r.enc, r.oldExp, r.newExp = encodeDoc(d), diskOldExp, newExp
+			b.applyLocked(p, r.doc)
 		}
-		var err error
-		if cb, err = b.store.enqueue(r); err != nil {
-			return nil, err
-		}
+		p.mu.durable = max(p.mu.durable, r.seq)
+		p.mu.Unlock()
 	}
 	b.changed()
-	return cb, nil
+}
+
+// dropPending forgets every version that was queued but will never reach
+// disk (its commit failed): the committed versions stand, and sequence
+// numbers go on from the last committed one. The flusher calls it when a
+// commit fails, after failing every queued batch.
+func (b *Bucket) dropPending() {
+	for _, p := range b.parts {
+		p.mu.Lock()
+		clear(p.mu.pending)
+		p.mu.seq = p.mu.durable
+		p.mu.Unlock()
+	}
 }
 
 // expire deletes k as an expiration if it is still live with the given
@@ -127,7 +187,8 @@ func (b *Bucket) expire(ctx context.Context, k docKey, expiration int64, counter
 }
 
 // expireQueued is expire without waiting for disk. It reports whether it
-// expired the document.
+// expired the document. A document with a newer version on its way to disk is
+// left alone: that version decides.
 func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64) (*commitBatch, bool, error) {
 	p := b.partitionFor(k.key)
 	p.mu.Lock()
@@ -141,7 +202,7 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 		b.exps.update(k, expiration, 0) // a stale entry: drop it
 		return nil, false, nil
 	}
-	if !prev.ExpiredAt(now) {
+	if !prev.ExpiredAt(now) || p.mu.pending[k] != nil {
 		return nil, false, nil
 	}
 	cb, err := b.publishLocked(p, k, prev, &Document{Deleted: true, Expired: true, Expiration: prev.Expiration, DeletedAt: now, Type: prev.Type}, now)
@@ -156,9 +217,8 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 // expiry order, each as an expiration (a tombstone and a change-feed entry),
 // counted as ExpiredPager. It returns how many it purged and whether more are
 // due. Each document is one short critical section, so readers and writers
-// are never held up for long. It does not wait for disk: expirations are not
-// durable writes (as in Couchbase), and not waiting lets group commit gather
-// a whole pager run into few transactions; call Sync to wait.
+// are never held up for long; the batch's purges are committed together (one
+// group commit), and visible when ExpireBatch returns.
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	now := b.clock.Now()
 	due := b.exps.due(now, limit+1)
@@ -166,17 +226,24 @@ func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more b
 		more = true
 		due = due[:limit]
 	}
+	var last *commitBatch
 	for _, it := range due {
 		if err := ctx.Err(); err != nil {
 			return purged, true, err
 		}
-		_, ok, err := b.expireQueued(it.key, it.exp, &b.stats.expiredPager)
+		cb, ok, err := b.expireQueued(it.key, it.exp, &b.stats.expiredPager)
 		if err != nil {
 			return purged, true, err
 		}
 		if ok {
 			purged++
+			if cb != nil {
+				last = cb
+			}
 		}
+	}
+	if err := last.wait(ctx); err != nil {
+		return purged, true, err
 	}
 	return purged, more, nil
 }

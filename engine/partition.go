@@ -26,21 +26,36 @@ type partition struct {
 
 	mu struct {
 		sync.RWMutex
-		docs map[docKey]*Document // live documents and tombstones
-		seq  uint64               // high sequence number
-		log  []logEntry           // ordered by seq; may hold stale entries
+		docs    map[docKey]*Document // committed: live documents and tombstones
+		pending map[docKey]*Document // newest version of keys with a write on its way to disk
+		seq     uint64               // highest sequence number given out
+		durable uint64               // highest sequence number committed: the feed's end
+		log     []logEntry           // committed changes, ordered by seq; may hold stale entries
 	}
 }
 
 func newPartition(id uint16) *partition {
 	p := &partition{id: id}
 	p.mu.docs = make(map[docKey]*Document)
+	p.mu.pending = make(map[docKey]*Document)
 	return p
 }
 
 // partitionOf hashes a key to its partition, as Couchbase does (CRC32, upper bits).
 func partitionOf(key string, n int) uint16 {
 	return uint16((crc32.ChecksumIEEE([]byte(key)) >> 16) % uint32(n))
+}
+
+// latestLocked returns the newest version of k: the one on its way to disk if
+// any, else the committed one (nil if none). Writers build on it; readers see
+// only committed versions.
+//
+// REQUIRES: p.mu held.
+func (p *partition) latestLocked(k docKey) *Document {
+	if d, ok := p.mu.pending[k]; ok {
+		return d
+	}
+	return p.mu.docs[k]
 }
 
 // appendLogLocked records a change and compacts the log when stale entries
@@ -72,7 +87,7 @@ func (p *partition) rebuildLogLocked() {
 func (p *partition) changesAfter(since uint64, limit int, out []*Document) ([]*Document, uint64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if p.mu.seq <= since {
+	if p.mu.durable <= since {
 		return out, since
 	}
 	log := p.mu.log
@@ -89,5 +104,5 @@ func (p *partition) changesAfter(since uint64, limit int, out []*Document) ([]*D
 		}
 		seen = e.seq
 	}
-	return out, p.mu.seq
+	return out, p.mu.durable
 }

@@ -118,27 +118,30 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 			return purged, false, ErrClosed
 		}
 		for k, d := range p.mu.docs {
-			if !d.Deleted || d.DeletedAt > olderThan || d.Seq > low[p.id] {
+			if !d.Deleted || d.DeletedAt > olderThan || d.Seq > low[p.id] || p.mu.pending[k] != nil {
 				continue
 			}
 			if purged == limit {
 				more = true
 				break
 			}
-			delete(p.mu.docs, k)
-			b.tombs.Add(-1)
-			b.stats.metaPurged.Add(1)
 			purged++
-			if b.store != nil {
-				// An expiration's live record and expiry entry are still on
-				// disk (see publishLocked); a delete's tombstone has no entry.
-				cb, err := b.store.enqueue(record{key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
-				if err != nil {
-					p.mu.Unlock()
-					return purged, true, err
-				}
-				last = cb
+			if b.store == nil {
+				delete(p.mu.docs, k)
+				b.tombs.Add(-1)
+				b.stats.metaPurged.Add(1)
+				continue
 			}
+			// The tombstone leaves memory once its removal is on disk
+			// (applyCommitted). An expiration's live record and expiry
+			// entry are still on disk (see publishLocked); a delete's
+			// tombstone has no entry.
+			cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
+			if err != nil {
+				p.mu.Unlock()
+				return purged - 1, true, err
+			}
+			last = cb
 		}
 		p.mu.Unlock()
 		if more {

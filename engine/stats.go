@@ -20,6 +20,11 @@ type Stats struct {
 	WithExpiry int64
 	// QueueSize counts mutations waiting for disk (ep_queue_size).
 	QueueSize int64
+	// CommitFailed counts commits that failed (ep_item_commit_failed).
+	CommitFailed int64
+	// StorageError is why the bucket refuses writes now (a full or failing
+	// disk), or "" while it takes them.
+	StorageError string
 }
 
 // Stats returns the bucket's statistics.
@@ -36,6 +41,10 @@ func (b *Bucket) Stats() Stats {
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
 	if b.store != nil {
 		s.QueueSize = int64(b.store.pending())
+		s.CommitFailed = b.store.commitFailed.Load()
+		if err := b.store.failure(); err != nil {
+			s.StorageError = err.Error()
+		}
 	}
 	return s
 }

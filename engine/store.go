@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -24,11 +27,14 @@ var (
 	metaConsumers = []byte("consumers") // JSON list of registered change-feed consumers
 	metaFailover  = []byte("failover")  // JSON failover log, newest first
 	metaClean     = []byte("clean")     // present: the file was closed cleanly
+	metaProbe     = []byte("probe")     // written by the recovery probe of a failed store
 )
 
 // record is one mutation on its way to disk.
 type record struct {
-	seqOnly bool // only the sequence number and CAS (a lazily persisted expiration)
+	doc     *Document // the version to publish once committed (nil for a purge)
+	purge   bool      // removes the key's tombstone (metadata purge)
+	seqOnly bool      // only the sequence number and CAS (a lazily persisted expiration)
 	key     docKey
 	enc     []byte // encoded document; nil removes the key (tombstone purge)
 	oldExp  int64  // expiry-index entry to remove, 0 for none
@@ -62,19 +68,36 @@ func (cb *commitBatch) wait(ctx context.Context) error {
 // store persists one bucket in a bbolt file with a group-commit flusher: one
 // goroutine takes whatever mutations are queued and writes them in one
 // transaction, while the next batch fills.
+//
+// A commit that fails fails the store: the batch's writers and every writer
+// queued behind it get the error (wrapping ErrStorage and the cause), later
+// writes are refused at once with it, and onFail runs so that nothing the
+// failed commits held stays visible. A probe then tries a small commit every
+// probeInterval; once one succeeds (space was freed), writes are taken again.
 type store struct {
 	db       *bolt.DB
 	maxBatch int
+	log      *slog.Logger
+	onCommit func([]record) // publishes a committed batch
+	onFail   func()         // forgets what the failed commits held
 
 	mu struct {
 		sync.Mutex
 		queue    []*commitBatch
 		inflight *commitBatch // being committed now
 		closed   bool
+		failed   error // non-nil while the store refuses writes
+		probing  bool  // the recovery probe runs
 	}
-	kick    chan struct{}
-	stopped chan struct{}
+	commitFailed atomic.Int64 // commits that failed (ep_item_commit_failed)
+	kick         chan struct{}
+	stopped      chan struct{}
+	quit         chan struct{} // closed by stop: ends the probe
+	probeDone    sync.WaitGroup
 }
+
+// probeInterval is how often a failed store tries to write again.
+const probeInterval = time.Second
 
 func openStore(path string, o *Options) (*store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout, NoFreelistSync: true, NoSync: o.NoSync})
@@ -93,7 +116,10 @@ func openStore(path string, o *Options) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("engine: init %s: %w", path, err)
 	}
-	s := &store{db: db, maxBatch: o.MaxBatchSize, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s := &store{db: db, maxBatch: o.MaxBatchSize, log: o.Logger, kick: make(chan struct{}, 1), stopped: make(chan struct{}), quit: make(chan struct{}),
+		onCommit: func([]record) {}, onFail: func() {}}
+	// The flusher reads onCommit and onFail only after a write was queued:
+	// the opener sets them before it lets writes in.
 	go s.flushLoop()
 	return s, nil
 }
@@ -106,6 +132,9 @@ func (s *store) enqueue(r record) (*commitBatch, error) {
 	defer s.mu.Unlock()
 	if s.mu.closed {
 		return nil, ErrClosed
+	}
+	if s.mu.failed != nil {
+		return nil, s.mu.failed
 	}
 	n := len(s.mu.queue)
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
@@ -160,13 +189,85 @@ func (s *store) flushLoop() {
 			s.mu.queue = s.mu.queue[1:]
 			s.mu.inflight = cb
 			s.mu.Unlock()
-			cb.err = s.commit(cb.recs)
+			if err := s.commit(cb.recs); err != nil {
+				s.fail(cb, err)
+				continue
+			}
+			s.onCommit(cb.recs)
 			s.mu.Lock()
 			s.mu.inflight = nil
 			s.mu.Unlock()
 			close(cb.done)
 		}
 	}
+}
+
+// fail fails cb, whose commit returned err, and every batch queued behind it,
+// and refuses writes until the probe finds the disk writable again.
+func (s *store) fail(cb *commitBatch, err error) {
+	err = fmt.Errorf("%w: %w", ErrStorage, err)
+	s.commitFailed.Add(1)
+	s.mu.Lock()
+	s.mu.failed = err
+	rest := s.mu.queue
+	s.mu.queue = nil
+	s.mu.inflight = nil
+	startProbe := !s.mu.probing && !s.mu.closed
+	s.mu.probing = s.mu.probing || startProbe
+	s.mu.Unlock()
+	// No write can be queued now: what is pending belongs to the failed
+	// batches alone.
+	s.onFail()
+	n := len(cb.recs)
+	for _, q := range append([]*commitBatch{cb}, rest...) {
+		if q != cb {
+			n += len(q.recs)
+		}
+		q.err = err
+		close(q.done)
+	}
+	s.log.Error("commit failed: writes are refused until the disk takes writes again; reads go on", "err", err, "writes_failed", n)
+	if startProbe {
+		s.probeDone.Add(1)
+		go s.probe()
+	}
+}
+
+// probe tries a small commit every probeInterval until one succeeds, then
+// lets writes in again; it ends early when the store stops.
+func (s *store) probe() {
+	defer s.probeDone.Done()
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			s.mu.Lock()
+			s.mu.probing = false
+			s.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bktMeta).Put(metaProbe, []byte{1})
+		})
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.mu.failed = nil
+		s.mu.probing = false
+		s.mu.Unlock()
+		s.log.Info("the disk takes writes again: writes resume")
+		return
+	}
+}
+
+// failure returns the error that fails the store's writes, or nil.
+func (s *store) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
 }
 
 func docDBKey(k docKey) []byte {
@@ -199,7 +300,7 @@ func (s *store) commit(recs []record) error {
 			}
 			dk := docDBKey(r.key)
 			var err error
-			if r.enc == nil {
+			if r.purge {
 				err = docs.Delete(dk)
 			} else {
 				err = docs.Put(dk, r.enc)
@@ -242,7 +343,7 @@ func (s *store) close() error {
 	return s.db.Close()
 }
 
-// stop flushes what is queued and stops the flusher.
+// stop flushes what is queued and stops the flusher and the probe.
 func (s *store) stop() {
 	s.mu.Lock()
 	already := s.mu.closed
@@ -254,12 +355,11 @@ func (s *store) stop() {
 		default:
 		}
 		close(s.kick)
+		close(s.quit)
 	}
 	<-s.stopped
+	s.probeDone.Wait()
 }
-
-// failure returns the error that failed the store, or nil.
-func (s *store) failure() error { return nil }
 
 // closeClean flushes what is queued, marks the file cleanly closed (when
 // every commit succeeded) and closes it.
@@ -277,25 +377,36 @@ func (s *store) closeClean() error {
 
 // putSys writes (or, with nil value, deletes) a system document durably.
 func (s *store) putSys(key string, value []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.failure(); err != nil {
+		return err
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktSys)
 		if value == nil {
 			return b.Delete([]byte(key))
 		}
 		return b.Put([]byte(key), value)
 	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
 }
 
 // putMeta writes (or, with a nil value, deletes) a key of the meta bucket
 // durably.
 func (s *store) putMeta(key, value []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktMeta)
 		if value == nil {
 			return b.Delete(key)
 		}
 		return b.Put(key, value)
 	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
 }
 
 // loaded is what a store held when opened.
@@ -304,10 +415,10 @@ type loaded struct {
 	history   []FailoverEntry
 	clean     bool
 	docs      []*Document
-	seqs   map[uint16]uint64
-	exps   []expItem
-	sys    map[string][]byte
-	maxCAS uint64
+	seqs      map[uint16]uint64
+	exps      []expItem
+	sys       map[string][]byte
+	maxCAS    uint64
 }
 
 func (s *store) load() (*loaded, error) {

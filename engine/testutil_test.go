@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -18,8 +19,20 @@ func newEngine(t testing.TB, dir string) (*engine.Engine, *engine.FakeClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close() })
+	t.Cleanup(func() { closeChecked(t, eng) })
 	return eng, clk
+}
+
+// closeChecked checks every invariant of eng (engine.Check), failing the test
+// on a violation, and closes it.
+func closeChecked(t testing.TB, eng *engine.Engine) {
+	t.Helper()
+	if err := eng.Check(context.Background()); err != nil && !errors.Is(err, engine.ErrClosed) {
+		t.Errorf("engine.Check: %v", err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Errorf("engine.Close: %v", err)
+	}
 }
 
 // newBucket returns a fresh bucket of the given type with a fake clock.

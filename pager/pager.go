@@ -393,8 +393,8 @@ func (m *Manager) run(ctx context.Context, bp *bucketPager) (RunResult, error) {
 		}
 	}
 	if err == nil {
-		// The engine does not wait for disk per batch, so group commit can
-		// gather the whole run; the run ends when its purges are on disk.
+		// Each batch's purges are committed when ExpireBatch returns; the
+		// run also waits for anything else queued before it ends.
 		err = bp.b.Sync(ctx)
 	}
 	if err == nil {

@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrCheck is wrapped by every error Check returns: an invariant of the
+// engine's state does not hold.
+var ErrCheck = errors.New("engine: check failed")
+
+// maxCheckProblems is how many violations one Check reports.
+const maxCheckProblems = 10
+
+// Check verifies every bucket (see Bucket.Check).
+func (e *Engine) Check(ctx context.Context) error {
+	var errs []error
+	for _, b := range e.Buckets() {
+		if err := b.Check(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checker collects violations.
+type checker struct {
+	bucket   string
+	problems []string
+	more     int
+}
+
+func (c *checker) addf(format string, args ...any) {
+	if len(c.problems) == maxCheckProblems {
+		c.more++
+		return
+	}
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+func (c *checker) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("bucket %s: %d problem(s)", c.bucket, len(c.problems)+c.more)
+	for _, p := range c.problems {
+		msg += "\n\t" + p
+	}
+	if c.more > 0 {
+		msg += fmt.Sprintf("\n\t... and %d more", c.more)
+	}
+	return fmt.Errorf("%w: %s", ErrCheck, msg)
+}
+
+// Check verifies the bucket's invariants and returns an error wrapping
+// ErrCheck that lists what does not hold:
+//   - every document is stored under its own key, collection and partition,
+//     with a sequence number the partition has committed, and is listed in
+//     the partition's change log, which is in sequence order;
+//   - the counters (curr_items, tombstones) equal a count of the documents;
+//   - the expiry index holds exactly the live documents with an expiration;
+//   - nothing is waiting for disk once queued writes are flushed;
+//   - the failover log is well formed;
+//   - for a persistent bucket, the file holds exactly the committed
+//     documents (an expiration, made durable lazily, as its expired live
+//     record), their expiry entries, each partition's committed sequence
+//     number, a CAS at least every document's, and the failover log.
+//
+// It waits for queued writes first, and is meant for a quiet bucket (test
+// cleanups, a tool): a write made while it runs may show as a violation.
+func (b *Bucket) Check(ctx context.Context) error {
+	if err := b.Sync(ctx); err != nil && !errors.Is(err, ErrStorage) {
+		return err
+	}
+	c := &checker{bucket: b.name}
+	var live, tombs int64
+	var exps []expItem
+	committed := make(map[docKey]*Document)
+	durable := make([]uint64, len(b.parts))
+	var maxCAS uint64
+	for _, p := range b.parts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.mu.RLock()
+		if n := len(p.mu.pending); n > 0 {
+			c.addf("partition %d: %d writes still pending after a flush", p.id, n)
+		}
+		if p.mu.durable > p.mu.seq {
+			c.addf("partition %d: committed sequence number %d above the last given out, %d", p.id, p.mu.durable, p.mu.seq)
+		}
+		durable[p.id] = p.mu.durable
+		logged := make(map[uint64]docKey, len(p.mu.log))
+		for i, e := range p.mu.log {
+			if i > 0 && p.mu.log[i-1].seq >= e.seq {
+				c.addf("partition %d: change log out of order at %d (%d after %d)", p.id, i, e.seq, p.mu.log[i-1].seq)
+			}
+			logged[e.seq] = e.key
+		}
+		for k, d := range p.mu.docs {
+			committed[k] = d
+			maxCAS = max(maxCAS, d.CAS)
+			switch {
+			case d.Key != k.key || d.Collection != k.cid || d.Partition != p.id:
+				c.addf("document %q (collection %d) stored under partition %d as %q (collection %d, partition %d)", k.key, k.cid, p.id, d.Key, d.Collection, d.Partition)
+			case partitionOf(k.key, len(b.parts)) != p.id:
+				c.addf("document %q in partition %d, hashes to %d", k.key, p.id, partitionOf(k.key, len(b.parts)))
+			case d.Seq == 0 || d.Seq > p.mu.durable:
+				c.addf("document %q: sequence number %d outside 1..%d (committed)", k.key, d.Seq, p.mu.durable)
+			case logged[d.Seq] != k:
+				c.addf("document %q: sequence number %d missing from the change log", k.key, d.Seq)
+			}
+			if d.Deleted {
+				tombs++
+				if d.Value != nil {
+					c.addf("tombstone %q has a value", k.key)
+				}
+				continue
+			}
+			live++
+			if d.Expiration != 0 {
+				exps = append(exps, expItem{exp: d.Expiration, key: k})
+			}
+		}
+		p.mu.RUnlock()
+	}
+	if n := b.currItems.Load(); n != live {
+		c.addf("curr_items is %d, the documents count %d", n, live)
+	}
+	if n := b.tombs.Load(); n != tombs {
+		c.addf("tombstones counter is %d, the documents count %d", n, tombs)
+	}
+	slices.SortFunc(exps, func(x, y expItem) int {
+		switch {
+		case expLess(x, y):
+			return -1
+		case expLess(y, x):
+			return 1
+		}
+		return 0
+	})
+	b.exps.mu.Lock()
+	var indexed []expItem
+	b.exps.tree.Ascend(func(it expItem) bool { indexed = append(indexed, it); return true })
+	b.exps.mu.Unlock()
+	if !slices.Equal(exps, indexed) {
+		c.addf("expiry index holds %d entries, the live documents with an expiration are %d (first difference: %s)", len(indexed), len(exps), firstExpDiff(exps, indexed))
+	}
+	hist := b.FailoverLog()
+	seen := map[uint64]bool{}
+	for _, e := range hist {
+		if e.UUID == 0 || seen[e.UUID] {
+			c.addf("failover log: UUID %d is zero or repeated", e.UUID)
+		}
+		seen[e.UUID] = true
+		if e.Seqs != nil && len(e.Seqs) != len(b.parts) {
+			c.addf("failover log: entry %d has %d sequence numbers for %d partitions", e.UUID, len(e.Seqs), len(b.parts))
+		}
+	}
+	if len(hist) == 0 {
+		c.addf("failover log is empty")
+	}
+	if b.store != nil {
+		if err := b.checkDisk(c, committed, durable, maxCAS, hist); err != nil {
+			return err
+		}
+	}
+	return c.err()
+}
+
+func firstExpDiff(want, got []expItem) string {
+	for i := range max(len(want), len(got)) {
+		switch {
+		case i >= len(want):
+			return fmt.Sprintf("extra entry %q at %d", got[i].key.key, got[i].exp)
+		case i >= len(got) || want[i] != got[i]:
+			return fmt.Sprintf("missing entry %q at %d", want[i].key.key, want[i].exp)
+		}
+	}
+	return "none"
+}
+
+// checkDisk compares the bucket's file with its committed state.
+func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable []uint64, maxCAS uint64, hist []FailoverEntry) error {
+	return b.store.db.View(func(tx *bolt.Tx) error {
+		onDisk := make(map[docKey]bool)
+		var diskExps []expItem
+		err := tx.Bucket(bktDocs).ForEach(func(kb, v []byte) error {
+			if len(kb) < 5 {
+				c.addf("disk: malformed document key %x", kb)
+				return nil
+			}
+			k := docKey{cid: CollectionID(binary.BigEndian.Uint32(kb)), key: string(kb[4:])}
+			d, err := decodeDoc(k.cid, k.key, v)
+			if err != nil {
+				c.addf("disk: %v", err)
+				return nil
+			}
+			onDisk[k] = true
+			if !d.Deleted && d.Expiration != 0 {
+				diskExps = append(diskExps, expItem{exp: d.Expiration, key: k})
+			}
+			m := committed[k]
+			switch {
+			case m == nil:
+				c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)
+			case m.Deleted && m.Expired:
+				// Made durable lazily: the expired live record stays.
+				if d.Seq > m.Seq || (!d.Deleted && d.Expiration != m.Expiration) {
+					c.addf("disk: expired document %q: record seq %d expiration %d, memory's expiration seq %d expiration %d", k.key, d.Seq, d.Expiration, m.Seq, m.Expiration)
+				}
+			case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
+				d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Type != m.Type || !bytes.Equal(d.Value, m.Value):
+				c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v, memory seq %d cas %d deleted %v)", k.key, d.Seq, d.CAS, d.Deleted, m.Seq, m.CAS, m.Deleted)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for k, m := range committed {
+			if !onDisk[k] {
+				c.addf("document %q (seq %d) is in memory, not on disk", k.key, m.Seq)
+			}
+		}
+		var stored []expItem
+		err = tx.Bucket(bktExp).ForEach(func(kb, _ []byte) error {
+			if len(kb) < 13 {
+				c.addf("disk: malformed expiry key %x", kb)
+				return nil
+			}
+			stored = append(stored, expItem{exp: int64(binary.BigEndian.Uint64(kb)), key: docKey{cid: CollectionID(binary.BigEndian.Uint32(kb[8:])), key: string(kb[12:])}})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(diskExps, func(x, y expItem) int {
+			switch {
+			case expLess(x, y):
+				return -1
+			case expLess(y, x):
+				return 1
+			}
+			return 0
+		})
+		if !slices.Equal(diskExps, stored) {
+			c.addf("disk: expiry entries (%d) differ from the stored documents' expirations (%d): %s", len(stored), len(diskExps), firstExpDiff(diskExps, stored))
+		}
+		vb := tx.Bucket(bktVBSeq)
+		for p, want := range durable {
+			var got uint64
+			if v := vb.Get(binary.BigEndian.AppendUint16(nil, uint16(p))); len(v) == 8 {
+				got = binary.BigEndian.Uint64(v)
+			}
+			if got != want {
+				c.addf("disk: partition %d sequence number %d, memory's committed %d", p, got, want)
+			}
+		}
+		meta := tx.Bucket(bktMeta)
+		if v := meta.Get([]byte("cas")); maxCAS != 0 && (len(v) != 8 || binary.BigEndian.Uint64(v) < maxCAS) {
+			c.addf("disk: stored CAS below a document's (%d)", maxCAS)
+		}
+		if v := meta.Get(metaFailover); v == nil {
+			c.addf("disk: no failover log")
+		} else if h, err := decodeHistory(v); err != nil {
+			c.addf("disk: %v", err)
+		} else if !slices.EqualFunc(h, hist, func(x, y FailoverEntry) bool { return x.UUID == y.UUID && slices.Equal(x.Seqs, y.Seqs) }) {
+			c.addf("disk: failover log differs from memory's")
+		}
+		return nil
+	})
+}

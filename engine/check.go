@@ -20,6 +20,9 @@ const maxCheckProblems = 10
 
 // Check verifies every bucket (see Bucket.Check).
 func (e *Engine) Check(ctx context.Context) error {
+	if e.isClosed() {
+		return ErrClosed
+	}
 	var errs []error
 	for _, b := range e.Buckets() {
 		if err := b.Check(ctx); err != nil {

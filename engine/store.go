@@ -161,11 +161,15 @@ func (s *store) last() *commitBatch {
 	return s.mu.inflight
 }
 
-// pending returns how many mutations wait for disk (ep_queue_size).
+// pending returns how many mutations wait for disk, the batch being
+// committed included (ep_queue_size).
 func (s *store) pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
+	if s.mu.inflight != nil {
+		n = len(s.mu.inflight.recs)
+	}
 	for _, cb := range s.mu.queue {
 		n += len(cb.recs)
 	}

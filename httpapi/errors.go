@@ -55,6 +55,8 @@ func classify(err error) *httpError {
 	case errors.Is(err, engine.ErrInvalidSetting), errors.Is(err, engine.ErrBucketExists),
 		errors.Is(err, engine.ErrScopeExists), errors.Is(err, engine.ErrCollectionExists):
 		return &httpError{http.StatusBadRequest, "bad_request", msg}
+	case errors.Is(err, engine.ErrStorage):
+		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", msg}
 	case errors.Is(err, engine.ErrClosed):
 		return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -51,7 +51,16 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Audit: al}))
-	t.Cleanup(func() { srv.Close(); pm.Close(context.Background()); al.Close(); vs.Close(); eng.Close() })
+	t.Cleanup(func() {
+		srv.Close()
+		pm.Close(context.Background())
+		al.Close()
+		vs.Close()
+		if err := eng.Check(context.Background()); err != nil {
+			t.Errorf("engine.Check: %v", err)
+		}
+		eng.Close()
+	})
 	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath}
 }
 

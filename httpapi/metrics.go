@@ -28,6 +28,8 @@ var metricList = []metric{
 	{"mayfly_tombstones", "Tombstones not yet purged.", "ep_tombstones", prometheus.GaugeValue, nil},
 	{"mayfly_meta_data_purged_total", "Tombstones removed by the metadata purger.", "ep_meta_data_purged", prometheus.CounterValue, nil},
 	{"mayfly_queue_size", "Mutations waiting for disk.", "ep_queue_size", prometheus.GaugeValue, nil},
+	{"mayfly_commit_failed_total", "Commits to disk that failed.", "ep_item_commit_failed", prometheus.CounterValue, nil},
+	{"mayfly_storage_failed", "1 while the bucket refuses writes because its disk failed or is full.", "ep_storage_failed", prometheus.GaugeValue, nil},
 }
 
 func newStatsCollector(s *server) *statsCollector {

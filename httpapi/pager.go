@@ -132,6 +132,8 @@ func (s *server) bucketStats(name string) (map[string]int64, error) {
 		"ep_tombstones":                 st.Tombstones,
 		"ep_meta_data_purged":           st.MetaDataPurged,
 		"ep_queue_size":                 st.QueueSize,
+		"ep_item_commit_failed":         st.CommitFailed,
+		"ep_storage_failed":             boolStat(st.StorageError != ""),
 		"ep_items_with_expiry":          st.WithExpiry,
 		"ep_max_ttl":                    set.MaxTTL,
 	}
@@ -142,6 +144,14 @@ func (s *server) bucketStats(name string) (map[string]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// boolStat is a yes/no statistic: 1 or 0.
+func boolStat(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // getStats handles GET /pools/default/buckets/{bucket}/stats.

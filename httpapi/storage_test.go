@@ -1,0 +1,82 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+// A full disk answers 507 with the cause, the failed write is not readable,
+// and the statistics say that the bucket refuses writes.
+func TestFullDiskIs507(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small file system here (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, nil))
+	defer srv.Close()
+	body := `{"pad":"` + strings.Repeat("x", 16000) + `"}`
+	put := func(key string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/default/docs/"+key, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var failedKey, reason string
+	for i := range 1000 {
+		key := fmt.Sprintf("k%d", i)
+		status, b := put(key)
+		if status == http.StatusInsufficientStorage {
+			failedKey, reason = key, b
+			break
+		}
+		if status != http.StatusCreated {
+			t.Fatalf("PUT %s: %d %s", key, status, b)
+		}
+	}
+	if failedKey == "" {
+		t.Fatal("the disk never filled")
+	}
+	if !strings.Contains(reason, `"insufficient_storage"`) || !strings.Contains(reason, "no space left on device") {
+		t.Errorf("507 body does not give the cause: %s", reason)
+	}
+	resp, err := http.Get(srv.URL + "/default/docs/" + failedKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET of the failed write: %d, want 404", resp.StatusCode)
+	}
+	resp, err = http.Get(srv.URL + "/pools/default/buckets/default/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"ep_storage_failed":1`) {
+		t.Errorf("stats do not show the failure: %s", b)
+	}
+}

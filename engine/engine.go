@@ -58,7 +58,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "buckets"), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: create data directory: %w", err)
 	}
-	cat, err := bolt.Open(filepath.Join(dir, "catalog.db"), 0o600, &bolt.Options{Timeout: boltTimeout})
+	cat, err := bolt.Open(filepath.Join(dir, catalogFile), 0o600, &bolt.Options{Timeout: boltTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open catalog (is another server using %s?): %w", dir, err)
 	}
@@ -93,6 +93,16 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// IsDataDir reports whether dir holds an engine's data (Open has been called
+// on it before), so that a caller can tell a first start.
+func IsDataDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, catalogFile))
+	return err == nil
+}
+
+// catalogFile is the file, in the data directory, that lists the buckets.
+const catalogFile = "catalog.db"
 
 // Clock returns the engine's clock.
 func (e *Engine) Clock() Clock { return e.opts.Clock }
@@ -281,6 +291,9 @@ func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	e.mu.Lock()
+	delete(e.mu.buckets, name) // from now on, lookups do not find it
+	e.mu.Unlock()
 	derr := e.detach(ctx, b, e.services, true)
 	if err := e.dropBucket(b); err != nil {
 		return err

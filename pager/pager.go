@@ -78,6 +78,10 @@ type Manager struct {
 type bucketPager struct {
 	b    *engine.Bucket
 	name string
+	// life ends when the bucket is detached (closed or deleted); runs on it
+	// are cancelled then.
+	life context.Context
+	stop context.CancelFunc
 	// busy holds a token while a run or a metadata purge works on the bucket:
 	// one at a time, and taking it honours a context.
 	busy chan struct{}
@@ -104,8 +108,43 @@ func New(eng *engine.Engine, opts *Options) *Manager {
 	m := &Manager{eng: eng, opts: o, ev: *o.Events, log: o.Logger, wake: make(chan struct{}, 1)}
 	m.life, m.cancel = context.WithCancel(context.Background())
 	m.mu.buckets = make(map[string]*bucketPager)
+	if err := eng.Attach(context.Background(), m); err != nil {
+		m.log.Warn("the expiry pager could not follow bucket creation and deletion", "err", err)
+	}
 	m.sync()
 	return m
+}
+
+// AttachBucket starts paging a bucket that was opened or created: its first
+// run is scheduled from now. It implements engine.BucketService.
+func (m *Manager) AttachBucket(ctx context.Context, b *engine.Bucket) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stateLocked(b)
+	return nil
+}
+
+// DetachBucket stops paging a bucket that is closing or being deleted: a run
+// or metadata purge in progress on it is cancelled and waited for (or ctx
+// ends first). It implements engine.BucketService.
+func (m *Manager) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bool) error {
+	m.mu.Lock()
+	bp := m.mu.buckets[b.Name()]
+	if bp != nil && bp.b == b {
+		delete(m.mu.buckets, b.Name())
+	} else {
+		bp = nil
+	}
+	m.mu.Unlock()
+	if bp == nil {
+		return nil
+	}
+	bp.stop()
+	if err := bp.acquire(ctx); err != nil {
+		return fmt.Errorf("pager: waiting for a run on bucket %s: %w", b.Name(), err)
+	}
+	bp.release()
+	return nil
 }
 
 // Start starts the background loop, which calls Tick every
@@ -196,8 +235,9 @@ func (m *Manager) sync() []*bucketPager {
 		seen[b.Name()] = true
 		out = append(out, m.stateLocked(b))
 	}
-	for name := range m.mu.buckets {
+	for name, bp := range m.mu.buckets {
 		if !seen[name] {
+			bp.stop()
 			delete(m.mu.buckets, name)
 		}
 	}
@@ -242,10 +282,21 @@ func newBucketPager(b *engine.Bucket) *bucketPager {
 	now := b.Clock().Now()
 	s := b.Settings()
 	bp := &bucketPager{b: b, name: b.Name(), busy: make(chan struct{}, 1)}
+	bp.life, bp.stop = context.WithCancel(context.Background())
 	bp.mu.sched = schedule{stime: s.ExpPagerStime, hour: s.ExpPagerInitialRunTime}
 	bp.mu.next = firstRun(now, bp.mu.sched)
 	bp.mu.nextPurge = now
 	return bp
+}
+
+// bind returns ctx, also cancelled when bp's bucket is detached.
+func (bp *bucketPager) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(bp.life, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // acquire takes bp's work token, waiting for a run in progress.
@@ -325,6 +376,8 @@ func (m *Manager) tickBucket(ctx context.Context, bp *bucketPager) error {
 		return err
 	}
 	defer bp.release()
+	ctx, unbind := bp.bind(ctx)
+	defer unbind()
 	// Check again with the token: a concurrent Tick or RunNow may have done
 	// the work while this one waited.
 	now := bp.b.Clock().Now()
@@ -422,6 +475,8 @@ func (m *Manager) RunNow(ctx context.Context, bucket string) (RunResult, error) 
 		return RunResult{}, err
 	}
 	defer bp.release()
+	ctx, unbind := bp.bind(ctx)
+	defer unbind()
 	res, err := m.run(ctx, bp)
 	bp.mu.Lock()
 	bp.mu.last = &res

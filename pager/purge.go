@@ -44,6 +44,8 @@ func (m *Manager) PurgeMetadata(ctx context.Context, bucket string) (int, error)
 		return 0, err
 	}
 	defer bp.release()
+	ctx, unbind := bp.bind(ctx)
+	defer unbind()
 	now := bp.b.Clock().Now()
 	n, err := m.purge(ctx, bp)
 	bp.mu.Lock()

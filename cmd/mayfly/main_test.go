@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -91,5 +92,21 @@ func TestStats(t *testing.T) {
 	}
 	if code, out, _ := runCmd("stats", "--host", srv.URL, "curr_items"); code != 0 || out != " curr_items: 1\n" {
 		t.Fatalf("stats curr_items: %d %q", code, out)
+	}
+}
+
+// Flags out of range are refused with a message, not taken as the default.
+func TestServeRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--js-timeout", "-1s"},
+		{"--js-timeout", "0s"},
+		{"--js-workers", "-2"},
+		{"--shutdown-timeout", "-1s"},
+		{"--memcached-max-conns", "0"},
+	} {
+		var stderr strings.Builder
+		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {
+			t.Errorf("%v: err %v, stderr %q", args, err, stderr.String())
+		}
 	}
 }

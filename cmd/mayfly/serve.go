@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -52,7 +51,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8091", "HTTP API listen address")
 	fs.StringVar(&c.defaultBucket, "default-bucket", "default", "bucket created on first start (\"\" for none)")
 	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
-	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
+	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", time.Second, "how long shutdown waits for requests in flight (their contexts end at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off)")
 	fs.StringVar(&c.mcBucket, "memcached-bucket", "default", "bucket the memcached port serves")
@@ -73,6 +72,20 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 		fmt.Fprintf(stderr, "mayfly serve: unexpected argument %q\n", fs.Arg(0))
 		return nil, errUsage
 	}
+	for _, bad := range []struct {
+		ok   bool
+		flag string
+	}{
+		{c.jsTimeout > 0, "--js-timeout must be positive"},
+		{c.jsWorkers >= 0, "--js-workers must be 0 (one per core) or more"},
+		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
+		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
+	} {
+		if !bad.ok {
+			fmt.Fprintf(stderr, "mayfly serve: %s\n", bad.flag)
+			return nil, errUsage
+		}
+	}
 	return c, nil
 }
 
@@ -87,8 +100,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	_, statErr := os.Stat(filepath.Join(cfg.data, "catalog.db"))
-	firstStart := errors.Is(statErr, os.ErrNotExist)
+	firstStart := !engine.IsDataDir(cfg.data)
 	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync})
 	if err != nil {
 		return err
@@ -134,7 +146,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
+	// Requests in flight see their context end when shutdown begins, so a
+	// query waiting for an index returns at once.
+	reqCtx, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
 	srv := &http.Server{
+		BaseContext: func(net.Listener) context.Context { return reqCtx },
 		Handler:           httpapi.New(eng, &httpapi.Options{Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -160,10 +177,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err := <-httpErr:
 		return fmt.Errorf("http server: %w", err)
 	}
+	endRequests()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("http shutdown", "err", err)
+		srv.Close()
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reqCtx, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	srv := &http.Server{
-		BaseContext: func(net.Listener) context.Context { return reqCtx },
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		Handler:           httpapi.New(eng, &httpapi.Options{Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -102,3 +102,10 @@ func CorruptFileSeqs(ix *Index, seq uint64) error {
 		return tx.Bucket(bucketMeta).Put(keySeqs, encodeSeqs(seqs))
 	})
 }
+
+// CopyFile writes a consistent copy of the index file to path, as a crash
+// would leave the file at this moment (every committed transaction, nothing
+// else).
+func CopyFile(ix *Index, path string) error {
+	return ix.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
+}

@@ -45,7 +45,7 @@ type Config struct {
 	// Signature identifies the view definitions the stored rows were built with.
 	// It is opaque to the index. When the stored signature (or the list of view
 	// names, or NumPartitions) differs, Open discards the stored rows and the
-	// index starts empty at sequence 0 everywhere.
+	// index starts empty at sequence 0 everywhere, with FeedUUID 0.
 	Signature string
 	// Views lists the design document's views; names must be distinct and not
 	// empty.

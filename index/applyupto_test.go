@@ -14,10 +14,7 @@ import (
 func TestApplyUpToAdvancesEmptyPartitions(t *testing.T) {
 	ctx := context.Background()
 	cfg := index.Config{Path: filepath.Join(t.TempDir(), "x.idx"), Signature: "s", Views: []index.ViewConfig{{Name: "v"}}, NumPartitions: 4}
-	ix, err := index.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := openIndex(t, cfg)
 	up := []index.DocUpdate{{DocID: "a", Partition: 1, Seq: 3, Rows: map[string][]index.Emit{"v": {{Key: []byte(`1`)}}}}}
 	if err := ix.ApplyUpTo(ctx, up, []uint64{7, 2, 0, 9}); err != nil {
 		t.Fatal(err)
@@ -31,11 +28,8 @@ func TestApplyUpToAdvancesEmptyPartitions(t *testing.T) {
 	if err := ix.ApplyUpTo(ctx, nil, []uint64{1}); err == nil {
 		t.Fatal("a vector of the wrong length was accepted")
 	}
-	ix.Close()
-	if ix, err = index.Open(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Close()
+	closeIndex(t, ix)
+	ix = openIndex(t, cfg)
 	if got, want := ix.Seqs(), []uint64{8, 3, 0, 9}; !slices.Equal(got, want) {
 		t.Fatalf("after reopen seqs %v, want %v", got, want)
 	}

@@ -66,4 +66,11 @@
 // sequentially now and then costs a few microseconds per row.
 //
 // Without a path the index lives in memory only.
+//
+// # Checking
+//
+// Check verifies the invariants above on a quiet index: each tree's order,
+// shape and counts, its cached reductions against a recomputation, the back
+// index against the trees, and, with a file, that replaying the file gives
+// what memory holds. The package's tests run it when they close an index.
 package index

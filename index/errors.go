@@ -35,6 +35,12 @@ var (
 	// same.
 	ErrCheckpoint = errors.New("index: checkpoint failed")
 
+	// ErrCheck reports a violated invariant of an index, found by Check: in
+	// memory, in the file, or between them. It is not ErrCorrupt, which
+	// reports a file that Open cannot read; Check reports such a file as a
+	// violation, wrapping ErrCheck only.
+	ErrCheck = errors.New("index: check failed")
+
 	// ErrClosed reports a call on a closed Index.
 	ErrClosed = errors.New("index: index is closed")
 )

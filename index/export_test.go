@@ -1,9 +1,111 @@
 package index
 
+import (
+	"encoding/binary"
+
+	bolt "go.etcd.io/bbolt"
+)
+
 // SetCheckpointDocs lowers the number of logged documents that trigger a
 // checkpoint, so that tests reach it with few documents.
 func SetCheckpointDocs(ix *Index, n int) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.checkpointDocs = n
+}
+
+// SetCheckpointHook makes every background checkpoint started from now on
+// call hook after writing its rows, before switching to them.
+func SetCheckpointHook(ix *Index, hook func()) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.ckptHook = hook
+}
+
+// CheckpointRunning reports whether a background checkpoint is running.
+func CheckpointRunning(ix *Index) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.mu.ckptRunning
+}
+
+// FileNoSync reports whether the index file was opened without fsync.
+func FileNoSync(ix *Index) bool { return ix.db.NoSync }
+
+// The Corrupt functions damage an index behind its back, for tests of Check.
+// They change published nodes in place: no query or checkpoint may run.
+
+// CorruptReduction caches a wrong reduction in the root of view's tree.
+func CorruptReduction(ix *Index, view string, wrong []byte) {
+	ix.snap.Load().roots[ix.byName[view]].red.Store(&wrong)
+}
+
+// CorruptCount adds one to the row count of the root of view's tree.
+func CorruptCount(ix *Index, view string) {
+	ix.snap.Load().roots[ix.byName[view]].count++
+}
+
+// CorruptOrder swaps the first two rows of the first leaf of view's tree.
+func CorruptOrder(ix *Index, view string) {
+	n := ix.snap.Load().roots[ix.byName[view]]
+	for !n.leaf() {
+		n = n.children[0]
+	}
+	n.items[0], n.items[1] = n.items[1], n.items[0]
+}
+
+// CorruptBackIndex deletes the back-index entry of document id.
+func CorruptBackIndex(ix *Index, id string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	delete(ix.mu.back, id)
+}
+
+// CorruptBackIndexAdd gives document id a back-index entry listing a row of
+// view (key JSON, value 1) that no tree holds.
+func CorruptBackIndexAdd(ix *Index, id, view string, key []byte) {
+	enc, err := EncodeKey(key)
+	if err != nil {
+		panic(err)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.mu.back[id] = appendEntry(nil, ix.byName[view], appendRow(nil, enc, id, 0, key, []byte("1")))
+}
+
+// CorruptFeedUUID changes the feed UUID in memory only.
+func CorruptFeedUUID(ix *Index, u uint64) { ix.feedUUID.Store(u) }
+
+// CorruptFileLog appends to the file's log a record of document id with one
+// row of view (key JSON, value 1), which memory does not have.
+func CorruptFileLog(ix *Index, id, view string, key []byte) error {
+	enc, err := EncodeKey(key)
+	if err != nil {
+		return err
+	}
+	rows := appendEntry(nil, ix.byName[view], appendRow(nil, enc, id, 0, key, []byte("1")))
+	rec := appendBytes(appendBytes(nil, []byte(id)), rows)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLog).Put(binary.BigEndian.AppendUint64(nil, ix.mu.logNext), rec)
+	})
+}
+
+// CorruptFileSeqs overwrites the file's sequence vector with seq everywhere.
+func CorruptFileSeqs(ix *Index, seq uint64) error {
+	seqs := make([]uint64, len(ix.snap.Load().seqs))
+	for i := range seqs {
+		seqs[i] = seq
+	}
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keySeqs, encodeSeqs(seqs))
+	})
+}
+
+// CopyFile writes a consistent copy of the index file to path, as a crash
+// would leave the file at this moment (every committed transaction, nothing
+// else).
+func CopyFile(ix *Index, path string) error {
+	return ix.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
 }

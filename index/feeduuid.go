@@ -13,7 +13,8 @@ var keyFeedUUID = []byte("feeduuid") // 8 bytes big-endian
 // FeedUUID returns the UUID of the change-feed history whose sequence numbers
 // Seqs counts (0 when none was ever set). A consumer checks it, with Seqs,
 // against its source's history when it opens the index, and rebuilds the index
-// when the source no longer holds that position.
+// when the source no longer holds that position. Open resets it to 0 when it
+// discards the stored rows (see Config.Signature).
 func (ix *Index) FeedUUID() uint64 { return ix.feedUUID.Load() }
 
 // SetFeedUUID records, durably for a persistent index, the UUID of the feed

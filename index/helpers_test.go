@@ -2,6 +2,7 @@ package index_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -68,6 +69,9 @@ func emits(kv ...string) []index.Emit {
 	return out
 }
 
+// openIndex opens an index (with 4 partitions unless cfg says otherwise) that
+// the test's cleanup checks with Check and closes. A test that closes it
+// itself should do so with closeIndex, which checks it first.
 func openIndex(t testing.TB, cfg index.Config) *index.Index {
 	t.Helper()
 	if cfg.NumPartitions == 0 {
@@ -77,8 +81,32 @@ func openIndex(t testing.TB, cfg index.Config) *index.Index {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() { ix.Close() })
+	t.Cleanup(func() {
+		if err := ix.Check(context.Background()); err != nil && !errors.Is(err, index.ErrClosed) {
+			t.Errorf("Check at cleanup: %v", err)
+		}
+		if err := ix.Close(); err != nil {
+			t.Errorf("Close at cleanup: %v", err)
+		}
+	})
 	return ix
+}
+
+// checkIndex fails the test if Check finds a violation.
+func checkIndex(t testing.TB, ix *index.Index) {
+	t.Helper()
+	if err := ix.Check(context.Background()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+}
+
+// closeIndex checks the index, then closes it.
+func closeIndex(t testing.TB, ix *index.Index) {
+	t.Helper()
+	checkIndex(t, ix)
+	if err := ix.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 }
 
 func apply(t testing.TB, ix *index.Index, updates ...index.DocUpdate) {

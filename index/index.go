@@ -45,7 +45,7 @@ type Config struct {
 	// Signature identifies the view definitions the stored rows were built with.
 	// It is opaque to the index. When the stored signature (or the list of view
 	// names, or NumPartitions) differs, Open discards the stored rows and the
-	// index starts empty at sequence 0 everywhere.
+	// index starts empty at sequence 0 everywhere, with FeedUUID 0.
 	Signature string
 	// Views lists the design document's views; names must be distinct and not
 	// empty.
@@ -53,6 +53,13 @@ type Config struct {
 	// NumPartitions is the length of the sequence vector, one entry per partition
 	// (vBucket): 1 to 65536, typically 1024.
 	NumPartitions int
+	// NoSync opens the file with bbolt's NoSync: commits are not fsynced.
+	// Faster, but a machine crash (power loss, kernel panic; a process crash
+	// is harmless) can lose Applies that had returned, or damage the file so
+	// that Open fails and the index must be rebuilt. The engine sets it under
+	// mayfly serve --no-sync. The default, false, fsyncs every commit. Without
+	// a Path it has no effect.
+	NoSync bool
 }
 
 // Emit is one row emitted by a map function: raw JSON key and value. A nil
@@ -86,9 +93,10 @@ type DocUpdate struct {
 // An Index is safe for concurrent use. Apply calls are serialized; queries run
 // concurrently with them on a consistent snapshot and never wait for them.
 type Index struct {
-	views  []ViewConfig
-	byName map[string]int
-	db     *bolt.DB // nil: memory only
+	views     []ViewConfig
+	byName    map[string]int
+	signature string   // Config.Signature
+	db        *bolt.DB // nil: memory only
 
 	snap     atomic.Pointer[snapshot]
 	closed   atomic.Bool
@@ -97,6 +105,9 @@ type Index struct {
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint:
 	// the constant checkpointDocs, or less in tests.
 	checkpointDocs int
+	// ckptHook, if set (by tests), runs in a background checkpoint after it
+	// has written its rows and before it switches to them. Guarded by mu.
+	ckptHook func()
 
 	mu struct {
 		sync.Mutex                    // one writer at a time
@@ -128,6 +139,7 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 	ix := &Index{
 		views:          slices.Clone(cfg.Views),
 		byName:         make(map[string]int, len(cfg.Views)),
+		signature:      cfg.Signature,
 		checkpointDocs: checkpointDocs,
 	}
 	for i, v := range ix.views {
@@ -145,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 	}
 	ix.mu.back = make(map[string][]byte)
 	if cfg.Path != "" {
-		db, err := openBolt(cfg.Path)
+		db, err := openBolt(cfg.Path, cfg.NoSync)
 		if err != nil {
 			return nil, err
 		}

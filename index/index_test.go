@@ -204,9 +204,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("Open(%+v) error = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
-	if err := ix.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeIndex(t, ix)
 	if err := ix.Query(ctx, "map", index.Range{}, noop); !errors.Is(err, index.ErrClosed) {
 		t.Errorf("Query after Close: %v", err)
 	}

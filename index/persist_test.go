@@ -1,7 +1,6 @@
 package index_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -45,11 +44,7 @@ func TestReopen(t *testing.T) {
 
 func testReopen(t *testing.T, checkpointDocs int) {
 	path := filepath.Join(t.TempDir(), "ddoc.view")
-	ctx := context.Background()
-	ix, err := index.Open(ctx, persistConfig(path, "sig1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := openIndex(t, persistConfig(path, "sig1"))
 	atClose := checkpointDocs < 0
 	if atClose {
 		checkpointDocs = 1 << 30
@@ -80,9 +75,7 @@ func testReopen(t *testing.T, checkpointDocs int) {
 	if atClose {
 		index.SetCheckpointDocs(ix, 1)
 	}
-	if err := ix.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeIndex(t, ix)
 
 	ix = openIndex(t, persistConfig(path, "sig1"))
 	index.SetCheckpointDocs(ix, checkpointDocs)
@@ -110,7 +103,7 @@ func testReopen(t *testing.T, checkpointDocs int) {
 		t.Errorf("after rewriting every document: %d rows in w, want 0", n)
 	}
 	after := dump(t, ix)
-	ix.Close()
+	closeIndex(t, ix)
 	ix = openIndex(t, persistConfig(path, "sig1"))
 	if again := dump(t, ix); again != after {
 		t.Fatalf("second reopen differs:\nbefore %s\nafter  %s", after, again)
@@ -121,7 +114,7 @@ func TestReopen_ConfigChangeDiscards(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ddoc.view")
 	ix := openIndex(t, persistConfig(path, "sig1"))
 	apply(t, ix, index.DocUpdate{DocID: "a", Partition: 3, Seq: 7, Rows: map[string][]index.Emit{"v": emits(`1`, `1`)}})
-	ix.Close()
+	closeIndex(t, ix)
 
 	for _, tc := range []struct {
 		name   string
@@ -148,10 +141,10 @@ func TestReopen_ConfigChangeDiscards(t *testing.T) {
 		// Write under the new config, then go back to the original one: the
 		// file now holds the new config's (empty or new) rows.
 		apply(t, ix, index.DocUpdate{DocID: "b", Seq: 1, Rows: map[string][]index.Emit{"v": emits(`2`, `1`)}})
-		ix.Close()
+		closeIndex(t, ix)
 		ix = openIndex(t, cfg)
 		equalStrings(t, tc.name+": rows under the new config", rowsOf(t, ix, "v", index.Range{}), []string{`2 b 1`})
-		ix.Close()
+		closeIndex(t, ix)
 	}
 }
 
@@ -167,9 +160,7 @@ func TestReopen_UnfinishedCheckpoint(t *testing.T) {
 		apply(t, ix, index.DocUpdate{DocID: fmt.Sprint("d", b), Seq: uint64(b + 1), Rows: map[string][]index.Emit{"v": emits(fmt.Sprint(b), "1")}})
 	}
 	before := dump(t, ix)
-	if err := ix.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeIndex(t, ix)
 	// Fake what a stopped background checkpoint leaves: rows in the other
 	// checkpoint's bucket.
 	db, err := bolt.Open(path, 0o600, nil)
@@ -198,7 +189,7 @@ func TestReopen_UnfinishedCheckpoint(t *testing.T) {
 	}
 	apply(t, ix, index.DocUpdate{DocID: "d9", Seq: 10, Rows: map[string][]index.Emit{"v": emits("9", "1")}})
 	want := dump(t, ix)
-	ix.Close()
+	closeIndex(t, ix)
 	ix = openIndex(t, persistConfig(path, "sig1"))
 	if got := dump(t, ix); got != want {
 		t.Fatalf("after a checkpoint over the unfinished one:\nwant %s\ngot  %s", want, got)

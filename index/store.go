@@ -68,11 +68,13 @@ func otherCkpt(c byte) byte {
 	return 'a'
 }
 
-func openBolt(path string) (*bolt.DB, error) {
+// openBolt opens the index file; noSync is Config.NoSync.
+func openBolt(path string, noSync bool) (*bolt.DB, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:        5 * time.Second, // another process holds the file
 		NoFreelistSync: true,            // bulk writes: rebuild the freelist at open instead
 		FreelistType:   bolt.FreelistMapType,
+		NoSync:         noSync,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", path, err)
@@ -172,50 +174,80 @@ func prepareStore(db *bolt.DB, cfg *Config) error {
 // and ix.mu.back, then replays the log.
 func (ix *Index) loadStore(ctx context.Context, snap *snapshot) error {
 	return ix.db.View(func(tx *bolt.Tx) error {
-		meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketLog)
-		if meta == nil || log == nil {
-			return fmt.Errorf("%w: missing bucket", ErrCorrupt)
+		st, err := loadTx(ctx, tx, ix.views, snap, ix.mu.back)
+		if err != nil {
+			return err
 		}
-		seqs := meta.Get(keySeqs)
-		for i := range snap.seqs {
-			snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
-		}
-		ix.mu.ckpt = meta.Get(keyCkpt)[0]
-		ix.feedUUID.Store(loadFeedUUID(meta))
-		for vi, v := range ix.views {
-			rows := tx.Bucket(rowsBucket(ix.mu.ckpt, v.Name))
-			if rows == nil {
-				return fmt.Errorf("%w: missing rows of view %q", ErrCorrupt, v.Name)
-			}
-			var b builder
-			c := rows.Cursor()
-			for k, block := c.First(); k != nil; k, block = c.Next() {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if err := loadRowBlock(&b, ix.mu.back, vi, block); err != nil {
-					return fmt.Errorf("%w: rows of view %q", err, v.Name)
-				}
-			}
-			snap.roots[vi] = b.finish()
-		}
-		// Nothing is published yet: replay changes the loaded nodes (of
-		// generation 0) in place. The first Apply starts generation 1.
-		a := applier{w: wtx{gen: 0}, roots: snap.roots, back: ix.mu.back}
-		c := log.Cursor()
-		for k, rec := c.First(); k != nil; k, rec = c.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			docs, err := a.replay(rec)
-			if err != nil {
-				return fmt.Errorf("%w: log record %x", err, k)
-			}
-			ix.mu.logDocs += docs
-			ix.mu.logNext = binary.BigEndian.Uint64(k) + 1
-		}
+		ix.mu.ckpt, ix.mu.logDocs, ix.mu.logNext = st.ckpt, st.logDocs, st.logNext
+		ix.feedUUID.Store(st.feedUUID)
 		return nil
 	})
+}
+
+// storeState is what loadTx reads from a file besides rows and sequence
+// numbers.
+type storeState struct {
+	ckpt     byte   // current checkpoint, 'a' or 'b'
+	logDocs  int    // documents in the log
+	logNext  uint64 // key after the last log record (0: empty log)
+	feedUUID uint64
+}
+
+// loadTx loads the checkpoint of the file read by tx into snap (whose trees
+// must be empty and whose seqs must have the file's length) and back, then
+// replays the log. Open uses it, and so does Check to compare the file with
+// memory. Everything it stores in snap and back is copied out of tx.
+func loadTx(ctx context.Context, tx *bolt.Tx, views []ViewConfig, snap *snapshot, back map[string][]byte) (storeState, error) {
+	var st storeState
+	meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketLog)
+	if meta == nil || log == nil {
+		return st, fmt.Errorf("%w: missing bucket", ErrCorrupt)
+	}
+	seqs, ckpt := meta.Get(keySeqs), meta.Get(keyCkpt)
+	if len(seqs) != 8*len(snap.seqs) || len(ckpt) != 1 || ckpt[0] != 'a' && ckpt[0] != 'b' {
+		return st, fmt.Errorf("%w: bad meta", ErrCorrupt)
+	}
+	for i := range snap.seqs {
+		snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
+	}
+	st.ckpt = ckpt[0]
+	st.feedUUID = loadFeedUUID(meta)
+	for vi, v := range views {
+		rows := tx.Bucket(rowsBucket(st.ckpt, v.Name))
+		if rows == nil {
+			return st, fmt.Errorf("%w: missing rows of view %q", ErrCorrupt, v.Name)
+		}
+		var b builder
+		c := rows.Cursor()
+		for k, block := c.First(); k != nil; k, block = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+			if err := loadRowBlock(&b, back, vi, block); err != nil {
+				return st, fmt.Errorf("%w: rows of view %q", err, v.Name)
+			}
+		}
+		snap.roots[vi] = b.finish()
+	}
+	// Nothing is published yet: replay changes the loaded nodes (of
+	// generation 0) in place. The first Apply starts generation 1.
+	a := applier{w: wtx{gen: 0}, roots: snap.roots, back: back}
+	c := log.Cursor()
+	for k, rec := c.First(); k != nil; k, rec = c.Next() {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		if len(k) != 8 {
+			return st, fmt.Errorf("%w: log key %x", ErrCorrupt, k)
+		}
+		docs, err := a.replay(rec)
+		if err != nil {
+			return st, fmt.Errorf("%w: log record %x", err, k)
+		}
+		st.logDocs += docs
+		st.logNext = binary.BigEndian.Uint64(k) + 1
+	}
+	return st, nil
 }
 
 // appendLog persists the log record of an Apply and the new sequence vector.
@@ -239,7 +271,7 @@ func (ix *Index) appendLog(rec []byte, seqs []uint64) error {
 // once, and empties the log (Close uses it).
 // REQUIRES: ix.mu, no background checkpoint running.
 func (ix *Index) checkpointLocked(snap *snapshot) error {
-	if err := ix.writeCheckpoint(snap, ix.mu.ckpt, ix.mu.logNext); err != nil {
+	if err := ix.writeCheckpoint(snap, ix.mu.ckpt, ix.mu.logNext, nil); err != nil {
 		return err
 	}
 	ix.mu.ckpt = otherCkpt(ix.mu.ckpt)
@@ -250,13 +282,13 @@ func (ix *Index) checkpointLocked(snap *snapshot) error {
 // just published, in the background.
 // REQUIRES: ix.mu, no background checkpoint running.
 func (ix *Index) startCheckpointLocked(snap *snapshot) {
-	from, upTo, docs := ix.mu.ckpt, ix.mu.logNext, ix.mu.logDocs
+	from, upTo, docs, hook := ix.mu.ckpt, ix.mu.logNext, ix.mu.logDocs, ix.ckptHook
 	ix.mu.ckptRunning = true
 	ix.mu.logDocs = 0
 	ix.ckptDone.Add(1)
 	go func() {
 		defer ix.ckptDone.Done()
-		err := ix.writeCheckpoint(snap, from, upTo)
+		err := ix.writeCheckpoint(snap, from, upTo, hook)
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
 		ix.mu.ckptRunning = false
@@ -272,8 +304,9 @@ func (ix *Index) startCheckpointLocked(snap *snapshot) {
 // writeCheckpoint writes snap into the checkpoint that is not from, in short
 // transactions, then switches to it in one transaction that also drops the
 // old checkpoint and the log records below upTo (the ones snap covers).
+// beforeSwitch, if not nil, is called just before that switch (a test hook).
 // It takes no lock: snap is immutable, and bbolt serializes its writers.
-func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64) error {
+func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64, beforeSwitch func()) error {
 	to := otherCkpt(from)
 	err := ix.db.Update(func(tx *bolt.Tx) error {
 		if err := dropCkpt(tx, ix.views, to); err != nil {
@@ -340,6 +373,9 @@ func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64) error {
 		if err != nil {
 			return err
 		}
+	}
+	if beforeSwitch != nil {
+		beforeSwitch()
 	}
 	return ix.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Put(keyCkpt, []byte{to}); err != nil {

@@ -1,0 +1,581 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// maxViolations is how many violations Check names before it stops looking.
+const maxViolations = 8
+
+// Check verifies the invariants of the index and returns nil, or an error
+// wrapping ErrCheck that names the first violations found (at most a few), or
+// ErrClosed, or ctx's error. It is meant for tests (their cleanup) and
+// debugging, on a quiet index; it changes nothing.
+//
+// It verifies, for each view:
+//   - the tree is well formed: every leaf at the same depth; leaves hold rows
+//     and inner nodes children with one separator each; no node over its
+//     capacity, and none but the root under a quarter of it (a root that is
+//     an inner node has two children at least); every separator above the
+//     rows of the child before it and at most the rows of its own child;
+//     each node's count is the number of rows under it, so the root's is
+//     TotalRows; no node belongs to a generation the writer has not reached;
+//   - every row is well formed: its tree key is the encoding of its key JSON,
+//     its escaped document id and its emit ordinal, and its value is JSON;
+//   - rows are in strictly increasing tree-key order, which agrees with
+//     Compare on their keys, then document id, then emit order;
+//   - every reduction cached in a node equals the reduction of its subtree
+//     recomputed from the rows with the view's Reducer (Reduce over each leaf,
+//     Rereduce up the tree, without reading any cache), compared as decoded
+//     JSON values (so 1 and 1.0 are equal);
+//
+// and for the back index: every entry is well formed and not empty, its rows
+// carry its document id, are in the tree of their view with the same bytes,
+// are listed once, and have the emit ordinals 0, 1, … per view; and every row
+// of every tree is listed in its document's entry.
+//
+// For a persistent index, it also reads the file in one bbolt read
+// transaction, checks its meta data (format, signature, view names, number
+// of partitions) and replays its checkpoint and log into a fresh structure,
+// as Open does, which must pass the checks above and equal memory: the same
+// rows in every view, the same back index (as sets of rows per document),
+// sequence vector and FeedUUID; and, unless a background checkpoint is
+// running, the same current checkpoint and number of logged documents.
+//
+// Consistency: Check takes the published snapshot, a copy of the back index
+// and (for a persistent index) a read transaction of the file together while
+// holding the lock that Apply holds, for the time it takes to copy the back
+// index's map; it then works without the lock, so Applies and queries run
+// meanwhile and Check sees none of their effects. On a busy index, though, a
+// long Check keeps an old bbolt read transaction open, which stalls a commit
+// that must grow the file's memory map until Check returns. Reducer errors
+// while recomputing a cached reduction are violations; a node without a
+// cached reduction is not reduced.
+func (ix *Index) Check(ctx context.Context) error {
+	ix.mu.Lock()
+	if ix.closed.Load() {
+		ix.mu.Unlock()
+		return ErrClosed
+	}
+	snap := ix.snap.Load()
+	back := maps.Clone(ix.mu.back)
+	mem := storeState{ckpt: ix.mu.ckpt, logDocs: ix.mu.logDocs, logNext: ix.mu.logNext, feedUUID: ix.feedUUID.Load()}
+	running := ix.mu.ckptRunning
+	c := &checker{ctx: ctx, views: ix.views, gen: ix.mu.gen}
+	var tx *bolt.Tx
+	if ix.db != nil {
+		var err error
+		if tx, err = ix.db.Begin(false); err != nil {
+			ix.mu.Unlock()
+			return fmt.Errorf("index: check: %w", err)
+		}
+		defer tx.Rollback()
+	}
+	ix.mu.Unlock()
+
+	c.checkState("memory", snap, back, true)
+	if tx != nil && c.ok() {
+		c.checkFile(tx, ix.signature, snap, back, mem, running)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.err()
+}
+
+// checker collects the violations Check finds.
+type checker struct {
+	ctx      context.Context
+	views    []ViewConfig
+	gen      uint64 // the writer's generation: no node is newer
+	problems []string
+	more     int // violations not listed
+	ctxErr   error
+}
+
+func (c *checker) failf(format string, args ...any) {
+	if len(c.problems) < maxViolations {
+		c.problems = append(c.problems, fmt.Sprintf(format, args...))
+	} else {
+		c.more++
+	}
+}
+
+// ok reports whether checking should go on: few violations so far, and ctx
+// not done.
+func (c *checker) ok() bool {
+	if c.ctxErr == nil {
+		c.ctxErr = c.ctx.Err()
+	}
+	return len(c.problems) < maxViolations && c.ctxErr == nil
+}
+
+func (c *checker) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	msg := strings.Join(c.problems, "; ")
+	if c.more > 0 {
+		msg += fmt.Sprintf("; and %d more", c.more)
+	}
+	return fmt.Errorf("%w: %s", ErrCheck, msg)
+}
+
+// checkState checks the trees of snap and the back index back. where names
+// them in messages ("memory", "file"). reductions says whether to verify
+// cached reductions.
+func (c *checker) checkState(where string, snap *snapshot, back map[string][]byte, reductions bool) {
+	if len(snap.roots) != len(c.views) {
+		c.failf("%s: %d trees for %d views", where, len(snap.roots), len(c.views))
+		return
+	}
+	for vi, v := range c.views {
+		t := treeChecker{c: c, where: fmt.Sprintf("%s: view %q", where, v.Name), leafDepth: -1}
+		n := t.node(snap.roots[vi], nil, nil, true, 0)
+		if n != snap.roots[vi].count && c.ok() {
+			c.failf("%s: root counts %d rows, holds %d", t.where, snap.roots[vi].count, n)
+		}
+		if reductions && v.Reducer != nil && c.ok() {
+			t.reductions(v.Reducer)
+		}
+		if !c.ok() {
+			return
+		}
+	}
+	c.checkBack(where, snap, back)
+}
+
+// treeChecker checks one tree.
+type treeChecker struct {
+	c         *checker
+	where     string
+	leafDepth int     // depth of the first leaf seen; -1 before
+	prev      row     // the row before, in tree order
+	cached    []*node // nodes with a cached reduction
+	rows      int     // rows seen so far
+}
+
+// node checks the subtree n, whose rows must lie in [lo, hi) (nil: open), and
+// returns its number of rows.
+func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
+	c := t.c
+	if !c.ok() {
+		return n.count
+	}
+	if n.gen > c.gen {
+		c.failf("%s: node of generation %d, the writer is at %d", t.where, n.gen, c.gen)
+	}
+	if n.red.Load() != nil {
+		t.cached = append(t.cached, n)
+	}
+	if n.leaf() {
+		if t.leafDepth < 0 {
+			t.leafDepth = depth
+		} else if depth != t.leafDepth {
+			c.failf("%s: leaves at depths %d and %d", t.where, t.leafDepth, depth)
+		}
+		if n.keys != nil {
+			c.failf("%s: leaf with %d separators", t.where, len(n.keys))
+		}
+		if len(n.items) > maxItems || !isRoot && len(n.items) < maxItems/4 {
+			c.failf("%s: leaf with %d rows (row %d)", t.where, len(n.items), t.rows)
+		}
+		for _, r := range n.items {
+			if !c.ok() {
+				break
+			}
+			t.row(r, lo, hi)
+		}
+		if n.count != len(n.items) {
+			c.failf("%s: leaf counts %d rows, holds %d (row %d)", t.where, n.count, len(n.items), t.rows)
+		}
+		return len(n.items)
+	}
+	if n.items != nil {
+		c.failf("%s: inner node with %d rows", t.where, len(n.items))
+	}
+	if len(n.keys) != len(n.children) {
+		c.failf("%s: inner node with %d children and %d separators", t.where, len(n.children), len(n.keys))
+		return n.count
+	}
+	switch least := maxChildren / 4; {
+	case len(n.children) > maxChildren, !isRoot && len(n.children) < least, isRoot && len(n.children) < 2:
+		c.failf("%s: inner node with %d children (row %d)", t.where, len(n.children), t.rows)
+	}
+	sum := 0
+	for i, child := range n.children {
+		clo, chi := lo, hi
+		if i > 0 {
+			clo = n.keys[i]
+			if clo == nil || lo != nil && bytes.Compare(clo, lo) < 0 || hi != nil && bytes.Compare(clo, hi) >= 0 ||
+				i > 1 && bytes.Compare(n.keys[i-1], clo) >= 0 {
+				c.failf("%s: separator %d %q out of order or outside [%q, %q) (row %d)", t.where, i, clo, lo, hi, t.rows)
+			}
+		}
+		if i+1 < len(n.children) {
+			chi = n.keys[i+1]
+		}
+		sum += t.node(child, clo, chi, false, depth+1)
+		if !c.ok() {
+			return n.count
+		}
+	}
+	if n.count != sum {
+		c.failf("%s: inner node counts %d rows, holds %d (row %d)", t.where, n.count, sum, t.rows)
+	}
+	return sum
+}
+
+// row checks a row, which must lie in [lo, hi) and follow t.prev.
+func (t *treeChecker) row(r row, lo, hi []byte) {
+	c := t.c
+	i := t.rows
+	t.rows++
+	if problem := rowProblem(r); problem != "" {
+		c.failf("%s: row %d: %s", t.where, i, problem)
+		t.prev = nil
+		return
+	}
+	ck := r.ck()
+	if lo != nil && bytes.Compare(ck, lo) < 0 || hi != nil && bytes.Compare(ck, hi) >= 0 {
+		c.failf("%s: row %d %q outside its node's range [%q, %q)", t.where, i, ck, lo, hi)
+	}
+	if p := t.prev; p != nil {
+		if bytes.Compare(p.ck(), ck) >= 0 {
+			c.failf("%s: row %d %q not above row %d %q", t.where, i, ck, i-1, p.ck())
+		} else if !collatesBefore(p, r) {
+			pk, _, pid := p.fields()
+			k, _, id := r.fields()
+			c.failf("%s: row %d (%s %q) does not collate after row %d (%s %q)", t.where, i, k, id, i-1, pk, pid)
+		}
+	}
+	t.prev = r
+}
+
+// rowProblem describes what is wrong with r, or returns "".
+func rowProblem(r row) string {
+	if !validRow(r) {
+		return fmt.Sprintf("malformed row %q", []byte(r))
+	}
+	key, value, id := r.fields()
+	enc, err := EncodeKey(key)
+	if err != nil {
+		return fmt.Sprintf("key %q: %v", key, err)
+	}
+	ck := r.ck()
+	ord := binary.BigEndian.Uint32(ck[len(ck)-4:])
+	if want := appendCK(nil, enc, id, int(ord)); !bytes.Equal(ck, want) {
+		return fmt.Sprintf("tree key %q is not that of key %s, document %q, emit %d (%q)", ck, key, id, ord, want)
+	}
+	if !validJSON(value) {
+		return fmt.Sprintf("value %q is not JSON", value)
+	}
+	return ""
+}
+
+// collatesBefore reports whether row a comes before row b by key collation,
+// then document id, then emit ordinal.
+func collatesBefore(a, b row) bool {
+	ak, _, aid := a.fields()
+	bk, _, bid := b.fields()
+	if c := Compare(ak, bk); c != 0 {
+		return c < 0
+	}
+	if aid != bid {
+		return aid < bid
+	}
+	return ordOf(a) < ordOf(b)
+}
+
+func ordOf(r row) uint32 {
+	ck := r.ck()
+	return binary.BigEndian.Uint32(ck[len(ck)-4:])
+}
+
+// reductions compares each cached reduction of the tree with a recomputation.
+func (t *treeChecker) reductions(red Reducer) {
+	rd := reduction{r: red}
+	fresh := map[*node][]byte{}
+	var recompute func(n *node) ([]byte, error)
+	recompute = func(n *node) ([]byte, error) {
+		if v, ok := fresh[n]; ok {
+			return v, nil
+		}
+		if err := t.c.ctx.Err(); err != nil {
+			return nil, err
+		}
+		var v []byte
+		var err error
+		if n.leaf() {
+			v, err = rd.rows(n.items)
+		} else {
+			vals := make([][]byte, 0, len(n.children))
+			for _, ch := range n.children {
+				if ch.count == 0 {
+					continue
+				}
+				cv, err := recompute(ch)
+				if err != nil {
+					return nil, err
+				}
+				vals = append(vals, cv)
+			}
+			v, err = rd.rereduce(vals)
+		}
+		if err != nil {
+			return nil, err
+		}
+		v = bytes.Clone(v)
+		fresh[n] = v
+		return v, nil
+	}
+	for _, n := range t.cached {
+		if !t.c.ok() {
+			return
+		}
+		cached := *n.red.Load()
+		if n.count == 0 {
+			continue
+		}
+		v, err := recompute(n)
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: node of %d rows from %q caches reduction %s, recomputing it fails: %v", t.where, n.count, n.minKey(), cached, err)
+			}
+			continue
+		}
+		if !sameJSON(cached, v) {
+			t.c.failf("%s: node of %d rows from %q caches reduction %s, recomputed %s", t.where, n.count, n.minKey(), cached, v)
+		}
+	}
+}
+
+// sameJSON reports whether a and b are JSON texts of equal values.
+func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// lookup returns the row with tree key ck in the tree under n, or nil.
+func lookup(n *node, ck []byte) row {
+	for !n.leaf() {
+		n = n.children[childLE(n.keys, ck)]
+	}
+	if i, found := searchItems(n.items, ck); found {
+		return n.items[i]
+	}
+	return nil
+}
+
+// checkBack checks the back index against the trees, both ways.
+func (c *checker) checkBack(where string, snap *snapshot, back map[string][]byte) {
+	listed := make([]int, len(c.views)) // rows listed per view
+	for _, id := range slices.Sorted(maps.Keys(back)) {
+		if !c.ok() {
+			return
+		}
+		entry := back[id]
+		if len(entry) == 0 {
+			c.failf("%s: empty back-index entry of %q", where, id)
+			continue
+		}
+		seen := map[string]bool{}
+		ords := make([][]uint32, len(c.views))
+		err := forEachEntry(entry, func(vi int, r row) error {
+			if vi >= len(c.views) {
+				return fmt.Errorf("view %d of %d", vi, len(c.views))
+			}
+			if p := rowProblem(r); p != "" {
+				return fmt.Errorf("%s", p)
+			}
+			view := c.views[vi].Name
+			ck := r.ck()
+			if _, _, rid := r.fields(); rid != id {
+				c.failf("%s: back-index entry of %q lists a row of %q in view %q", where, id, rid, view)
+			}
+			if seen[string(rune(vi))+string(ck)] {
+				c.failf("%s: back-index entry of %q lists row %q of view %q twice", where, id, ck, view)
+			}
+			seen[string(rune(vi))+string(ck)] = true
+			ords[vi] = append(ords[vi], ordOf(r))
+			listed[vi]++
+			if got := lookup(snap.roots[vi], ck); got == nil {
+				c.failf("%s: back index lists row %q of %q, not in view %q", where, ck, id, view)
+			} else if !bytes.Equal(got, r) {
+				c.failf("%s: row %q of %q in view %q is %q, the back index lists %q", where, ck, id, view, []byte(got), []byte(r))
+			}
+			return nil
+		})
+		if err != nil {
+			c.failf("%s: malformed back-index entry of %q: %v", where, id, err)
+			continue
+		}
+		for vi, os := range ords {
+			slices.Sort(os)
+			for i, o := range os {
+				if o != uint32(i) {
+					c.failf("%s: rows of %q in view %q have emit ordinals %v, want 0…%d", where, id, c.views[vi].Name, os, len(os)-1)
+					break
+				}
+			}
+		}
+	}
+	for vi, v := range c.views {
+		if !c.ok() || listed[vi] == snap.roots[vi].count {
+			continue
+		}
+		// Some rows of the tree are not listed: name them.
+		c.failf("%s: view %q holds %d rows, the back index lists %d", where, v.Name, snap.roots[vi].count, listed[vi])
+		var cur cursor
+		for cur.seekGE(snap.roots[vi], nil); cur.valid() && c.ok(); cur.next() {
+			r := cur.row()
+			if !validRow(r) {
+				continue
+			}
+			_, _, id := r.fields()
+			if !entryHas(back[id], vi, r.ck()) {
+				c.failf("%s: row %q of %q in view %q is not in the back index", where, r.ck(), id, v.Name)
+			}
+		}
+	}
+}
+
+// entryHas reports whether a back-index entry lists the row ck of view vi.
+func entryHas(entry []byte, vi int, ck []byte) bool {
+	found := false
+	_ = forEachEntry(entry, func(v int, r row) error {
+		if v == vi && validRow(r) && bytes.Equal(r.ck(), ck) {
+			found = true
+			return ErrStop
+		}
+		return nil
+	})
+	return found
+}
+
+// checkFile loads the file read by tx into a fresh structure, checks it and
+// compares it with memory: snap, back and mem (the state the lock guards);
+// running says whether a background checkpoint was running.
+func (c *checker) checkFile(tx *bolt.Tx, signature string, snap *snapshot, back map[string][]byte, mem storeState, running bool) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		c.failf("file: no meta bucket")
+		return
+	}
+	if f := meta.Get(keyFormat); string(f) != formatVersion {
+		c.failf("file: format %q, want %q", f, formatVersion)
+	}
+	if s := meta.Get(keySignature); string(s) != signature {
+		c.failf("file: signature %q, want %q", s, signature)
+	}
+	if v := meta.Get(keyViews); !bytes.Equal(v, encodeViewNames(c.views)) {
+		c.failf("file: view names %q, want %q", v, encodeViewNames(c.views))
+	}
+	if !c.ok() {
+		return
+	}
+	disk := &snapshot{roots: make([]*node, len(c.views)), seqs: make([]uint64, len(snap.seqs))}
+	for i := range disk.roots {
+		disk.roots[i] = &node{}
+	}
+	dback := map[string][]byte{}
+	st, err := loadTx(c.ctx, tx, c.views, disk, dback)
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.failf("file: does not load: %v", err)
+		}
+		return
+	}
+	if !slices.Equal(disk.seqs, snap.seqs) {
+		c.failf("file: sequence vector %v, memory %v", disk.seqs, snap.seqs)
+	}
+	if st.feedUUID != mem.feedUUID {
+		c.failf("file: feed UUID %d, memory %d", st.feedUUID, mem.feedUUID)
+	}
+	if st.logNext > mem.logNext {
+		c.failf("file: log holds record %d, memory's next record is %d", st.logNext-1, mem.logNext)
+	}
+	if !running {
+		if st.ckpt != mem.ckpt {
+			c.failf("file: checkpoint %q, memory %q", st.ckpt, mem.ckpt)
+		}
+		if st.logDocs != mem.logDocs {
+			c.failf("file: log of %d documents, memory counts %d", st.logDocs, mem.logDocs)
+		}
+	}
+	c.checkState("file", disk, dback, false)
+	for vi, v := range c.views {
+		if !c.ok() {
+			return
+		}
+		var a, b cursor
+		a.seekGE(snap.roots[vi], nil)
+		b.seekGE(disk.roots[vi], nil)
+	rows:
+		for i := 0; a.valid() || b.valid(); i++ {
+			switch {
+			case !a.valid():
+				c.failf("file: view %q has row %d %q, memory has %d rows", v.Name, i, b.row().ck(), i)
+			case !b.valid():
+				c.failf("file: view %q has %d rows, memory has row %d %q", v.Name, i, i, a.row().ck())
+			case !bytes.Equal(a.row(), b.row()):
+				c.failf("file: view %q row %d is %q, memory %q", v.Name, i, []byte(b.row()), []byte(a.row()))
+			default:
+				a.next()
+				b.next()
+				continue
+			}
+			break rows
+		}
+	}
+	if !c.ok() {
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(back)) {
+		if _, ok := dback[id]; !ok {
+			c.failf("file: no back-index entry of %q", id)
+		} else if !slices.Equal(entrySet(back[id]), entrySet(dback[id])) {
+			c.failf("file: back-index entry of %q differs from memory's", id)
+		}
+		if !c.ok() {
+			return
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(dback)) {
+		if _, ok := back[id]; !ok {
+			c.failf("file: back-index entry of %q, not in memory", id)
+		}
+		if !c.ok() {
+			return
+		}
+	}
+}
+
+// entrySet returns the rows of a back-index entry (view index and row bytes),
+// sorted: the order of an entry's rows differs between an entry written by
+// Apply (in emit order) and one loaded from a checkpoint (in tree order).
+func entrySet(entry []byte) []string {
+	var out []string
+	_ = forEachEntry(entry, func(vi int, r row) error {
+		out = append(out, string(binary.AppendUvarint(nil, uint64(vi)))+string(r))
+		return nil
+	})
+	slices.Sort(out)
+	return out
+}

@@ -50,6 +50,12 @@ func (e *env) open() {
 
 func (e *env) close() {
 	if e.svc != nil {
+		if err := e.svc.Check(context.Background()); err != nil {
+			e.t.Errorf("views.Check: %v", err)
+		}
+		if err := e.eng.Check(context.Background()); err != nil {
+			e.t.Errorf("engine.Check: %v", err)
+		}
 		e.svc.Close()
 		e.eng.Close()
 		e.svc = nil

@@ -106,6 +106,9 @@ func (b *Bucket) Settings() BucketSettings {
 // after. Writes go on while the catalog is written; they see the new settings
 // once it is.
 func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) error) (old, updated BucketSettings, err error) {
+	if err := ctx.Err(); err != nil {
+		return old, old, err
+	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	ce, err := b.catalogCopy()
@@ -172,6 +175,9 @@ func (b *Bucket) commitCatalog(ce catalogEntry) error {
 
 // CreateScope adds an empty scope.
 func (b *Bucket) CreateScope(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := validateScopeName("scope", name); err != nil {
 		return err
 	}
@@ -191,6 +197,9 @@ func (b *Bucket) CreateScope(ctx context.Context, name string) error {
 // CreateCollection adds a collection to a scope. maxTTL (seconds) is fixed for
 // the collection's life: 0 inherits the bucket's, NeverExpire never expires.
 func (b *Bucket) CreateCollection(ctx context.Context, scope, name string, maxTTL int64) (CollectionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return CollectionInfo{}, err
+	}
 	if err := validateScopeName("collection", name); err != nil {
 		return CollectionInfo{}, err
 	}
@@ -289,6 +298,9 @@ func (b *Bucket) nextCAS(now int64) uint64 {
 // CurrItems and never appears in the change feed. It is durable on return for
 // a persistent bucket.
 func (b *Bucket) PutSystemDoc(ctx context.Context, key string, value []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	if b.isClosed() {

@@ -34,7 +34,35 @@
 // # Change feed
 //
 // Every mutation gets the next sequence number of its partition. Bucket.Changes
-// returns, per partition, the latest version of every document changed after a
-// given sequence number, tombstones included; Bucket.WaitChanges blocks until
-// there is something newer.
+// returns, per partition, the latest committed version of every document
+// changed after a given sequence number, tombstones included;
+// Bucket.WaitChanges blocks until there is something newer. The feed carries
+// only what is durable: a write is published (to reads, the expiry index, the
+// counters and the feed at once) when its batch is on disk, so no consumer
+// ever sees a write that a crash or a failed commit takes back.
+//
+// # History and rollback
+//
+// Each bucket has a UUID and a failover log (Bucket.FailoverLog): a new
+// history begins when the bucket is created and whenever it opens after a
+// shutdown that was not clean. A consumer records the UUID with the sequence
+// numbers it has seen and asks Bucket.CheckPosition when it starts; an error
+// wrapping ErrRollback means the bucket no longer holds that position (lost
+// writes, a recreated bucket, a restored backup) and the consumer must start
+// over. Consumers whose progress the metadata purge must wait for register
+// durably (Bucket.RegisterConsumer).
+//
+// # Disk failures
+//
+// A commit that fails (a full or failing disk) fails its writes and every
+// write after it with an error wrapping ErrStorage and the cause; nothing of
+// them is visible, reads go on, Stats says why, and a probe lets writes in
+// again once the disk takes them.
+//
+// # Bucket life
+//
+// The Engine owns every bucket's life. Parts that keep state per bucket (view
+// indexes, the expiry pager) implement BucketService and Attach to the
+// engine, which tells them, in order, when a bucket opens, is created, closes
+// or is deleted. Check verifies the engine's invariants, memory against disk.
 package engine

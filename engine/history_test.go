@@ -213,3 +213,44 @@ func TestConsumersAreDurable(t *testing.T) {
 		t.Errorf("consumers after drop: %v", got)
 	}
 }
+
+// A metadata purge committed on its own leaves each partition's sequence
+// number where it was, on disk too (engine.Check compares them), so that
+// sequence numbers are never given out twice.
+func TestPurgeKeepsSequenceNumbers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "gone", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, b, "k", 5)
+	high := b.HighSeqnos()
+	clk.Advance(10)
+	if n, _, err := b.PurgeTombstones(ctx, clk.Now(), 10); err != nil || n != 1 {
+		t.Fatalf("purged %d, %v", n, err)
+	}
+	if got := b.HighSeqnos(); !slices.Equal(got, high) {
+		t.Errorf("high sequence numbers %v after the purge, want %v", got, high)
+	}
+	if err := eng.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eng = openAt(t, dir)
+	b, _ = eng.Bucket("b")
+	if got := b.HighSeqnos(); !slices.Equal(got, high) {
+		t.Errorf("after restart high sequence numbers %v, want %v", got, high)
+	}
+}

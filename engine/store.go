@@ -295,7 +295,9 @@ func (s *store) commit(recs []record) error {
 		seqs := make(map[uint16]uint64)
 		var maxCAS uint64
 		for _, r := range recs {
-			if r.seq > seqs[r.part] {
+			// A purge removes an old tombstone: its sequence number is
+			// not the partition's newest.
+			if !r.purge && r.seq > seqs[r.part] {
 				seqs[r.part] = r.seq
 			}
 			maxCAS = max(maxCAS, r.cas)

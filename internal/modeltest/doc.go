@@ -1,0 +1,9 @@
+// Package modeltest holds model-based tests that drive the engine, the views
+// service and the expiry pager together with random operations and check
+// every observable result against a plain Go model of the documents.
+//
+// TestModelEngineAndViews is seeded at random; the seed is printed when it
+// fails and can be given back with -modeltest.seed (or MAYFLY_MODELTEST_SEED)
+// to replay the same run. -modeltest.steps (or MAYFLY_MODELTEST_STEPS) sets
+// the number of steps for longer runs.
+package modeltest

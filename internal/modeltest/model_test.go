@@ -377,13 +377,6 @@ func (h *harness) doStep() string {
 			}
 		}
 	case r < 87: // metadata purge
-		if os.Getenv("MAYFLY_MODELTEST_KNOWN_BUGS") != "1" {
-			// A metadata purge lowers the partition's sequence number on
-			// disk (see TestPurgeTombstonesKeepsPartitionSeq): engine.Check
-			// fails at once, and after a reopen view indexes miss writes.
-			h.logStep("PurgeTombstones skipped (known bug)")
-			return ""
-		}
 		h.logStep("PurgeTombstones(olderThan=now)")
 		if h.ddoc >= 0 {
 			// Every tombstone is consumed once a stale=false query has

@@ -2,29 +2,17 @@ package modeltest
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/views"
 )
 
-// knownBugs reports whether tests of known, unfixed engine bugs should run
-// (MAYFLY_MODELTEST_KNOWN_BUGS=1); they are skipped otherwise so that the
-// package's tests pass until the bugs are fixed.
-func knownBugs(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("MAYFLY_MODELTEST_KNOWN_BUGS") != "1" {
-		t.Skipf("known engine bug (%s); set MAYFLY_MODELTEST_KNOWN_BUGS=1 to run", what)
-	}
-}
-
 // TestPurgeTombstonesKeepsPartitionSeq: a metadata purge must not move a
 // partition's sequence number on disk back to the purged tombstone's. If it
 // does, a reopened bucket hands out sequence numbers again that a view index
 // has already consumed, and the index never sees those mutations.
 func TestPurgeTombstonesKeepsPartitionSeq(t *testing.T) {
-	knownBugs(t, "PurgeTombstones writes the tombstone's sequence number as the partition's")
 	ctx := context.Background()
 	dir := t.TempDir()
 	clk := engine.NewFakeClock(t0)

@@ -5,8 +5,9 @@ BIN     ?= bin/mayfly
 DATA    ?= ./data
 PKGS    := ./...
 FUZZTIME ?= 5s
+SOAK    ?= 10m
 
-.PHONY: help build run test unit race fuzz vet fmt lint bench oracle tools clean
+.PHONY: help build run test unit race fuzz vet fmt lint bench oracle tools clean soak
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091)"
@@ -14,6 +15,7 @@ help:
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
+	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer)"
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly
@@ -57,6 +59,12 @@ tools:
 oracle:
 	@command -v memcached >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq memcached libmemcached-tools; }
 	$(GO) test -tags oracle -count=1 -run Oracle -bench GetSet -benchtime 300000x ./memcache/
+
+# The crash test (internal/crashtest) for $(SOAK): the real server killed
+# with SIGKILL under load, again and again; acknowledged writes and stale=false
+# views are checked after every restart.
+soak:
+	MAYFLY_SOAK=$(SOAK) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
 
 clean:
 	rm -rf bin bench.out

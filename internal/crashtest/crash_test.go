@@ -1,0 +1,299 @@
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// config is what the environment asks of TestCrash.
+type config struct {
+	soak  time.Duration // >0: run rounds until it has passed
+	kills int           // otherwise: this many kills
+	keys  int
+	seed  uint64
+	keep  bool
+}
+
+func configFromEnv(t *testing.T) config {
+	c := config{kills: 5, keys: 2000, seed: uint64(time.Now().UnixNano())}
+	if v := os.Getenv("MAYFLY_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("MAYFLY_SOAK=%q: want a positive duration such as 10m", v)
+		}
+		c.soak, c.keys = d, 4000
+	}
+	if v := os.Getenv("MAYFLY_CRASH_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("MAYFLY_CRASH_KILLS=%q: want a positive integer", v)
+		}
+		c.kills = n
+	}
+	if v := os.Getenv("MAYFLY_CRASH_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("MAYFLY_CRASH_SEED=%q: want an unsigned integer", v)
+		}
+		c.seed = n
+	}
+	c.keep = os.Getenv("MAYFLY_CRASH_KEEP") != ""
+	return c
+}
+
+// totals are the run's counts.
+type totals struct {
+	kills, checked, lost, mismatches, hangs, readErrors int
+	acked, ops, inflight, errorsBeforeKill, anomalies   int64
+	pagerRuns, ddocPuts, rounds, queries                int64
+	details                                             []string
+}
+
+func (tt *totals) detail(t *testing.T, format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	t.Log(s)
+	if len(tt.details) < 12 {
+		tt.details = append(tt.details, s)
+	}
+}
+
+// TestCrash kills `mayfly serve` with SIGKILL at random moments under a
+// concurrent write load and checks, after each restart, that every
+// acknowledged write survived and that stale=false views agree with the
+// documents. See the package documentation.
+func TestCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills the server repeatedly; skipped with -short")
+	}
+	cfg := configFromEnv(t)
+	t.Logf("seed %d (MAYFLY_CRASH_SEED=%d repeats the choices)", cfg.seed, cfg.seed)
+	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))
+
+	tmp := t.TempDir()
+	if cfg.keep {
+		var err error
+		if tmp, err = os.MkdirTemp("", "mayfly-crash-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("MAYFLY_CRASH_KEEP: data and log kept in %s", tmp)
+	}
+	bin := buildServer(t, tmp)
+	dataDir := filepath.Join(tmp, "data")
+	logPath := filepath.Join(tmp, "server.log")
+
+	var srv *server
+	t.Cleanup(func() { srv.kill() }) // no orphan, whatever happens
+
+	m := newModel(cfg.keys)
+	var seq, ddocVer atomic.Int64
+	var tot totals
+	start := time.Now()
+	ctx := context.Background()
+	forceReplace := true // the first round puts the design document
+	// Each hang costs queryTimeout: after maxHangProbes of them, stop
+	// probing for more (one is enough to fail the short run).
+	maxHangProbes := 1
+	if cfg.soak > 0 {
+		maxHangProbes = 3
+	}
+
+	restart := func() {
+		var err error
+		if srv, err = startServer(bin, dataDir, logPath); err != nil {
+			t.Fatalf("%v\n%s", err, logTail(logPath))
+		}
+	}
+	restart()
+	for round := 0; ; round++ {
+		tot.rounds++
+		// Setup: the design document, the pager's interval.
+		if forceReplace || rng.Float64() < 0.15 {
+			v := int(ddocVer.Add(1))
+			st, body, _, err := srv.do(ctx, http.MethodPut, "/"+bucket+"/_design/"+ddocName, ddocBody(v), queryTimeout)
+			switch {
+			case isTimeout(err):
+				tot.hangs++
+				tot.detail(t, "round %d: HANG: design document PUT (version %d) did not answer in %v", round, v, queryTimeout)
+			case err != nil || st/100 != 2:
+				t.Fatalf("round %d: design document PUT: status %d %s err %v\n%s", round, st, body, err, logTail(logPath))
+			default:
+				forceReplace = false
+				tot.ddocPuts++
+			}
+		}
+		if rng.Float64() < 0.3 {
+			stime := []int{0, 1, 2, 3600}[rng.IntN(4)]
+			st, body, _, err := srv.do(ctx, http.MethodPost, "/pools/default/buckets/"+bucket+"/settings/expiryPager?exp_pager_stime="+strconv.Itoa(stime), nil, queryTimeout)
+			if err != nil || st != http.StatusOK {
+				tot.detail(t, "round %d: setting exp_pager_stime=%d: status %d %s err %v", round, stime, st, body, err)
+			}
+		}
+
+		// The round: writers, side traffic, then SIGKILL.
+		burst := rng.Float64() < 0.2
+		w := &workload{
+			srv: srv, m: m, nkeys: cfg.keys, writers: 8 + rng.IntN(9),
+			round: round, seq: &seq, stats: &roundStats{}, pager: rng.Float64() < 0.5,
+			ddocVer: &ddocVer, queries: rng.Float64() < 0.5,
+		}
+		killAfter := time.Duration(float64(2*time.Second) * rng.Float64() * rng.Float64())
+		killAfter = max(killAfter, time.Duration(2+rng.IntN(20))*time.Millisecond)
+		if burst {
+			w.writers = lanes
+			killAfter = time.Duration(1+rng.IntN(3000)) * time.Millisecond
+		}
+		if rng.Float64() < 0.25 {
+			w.replaceAt = time.Duration(1 + rng.Int64N(int64(killAfter)))
+			// Half the replacements are probes: the kill waits for the
+			// replacement and a concurrent stale=false query to answer.
+			w.probe = rng.Float64() < 0.5 && tot.hangs < maxHangProbes
+			w.queries = w.queries || w.probe
+		}
+		roundStart := time.Now()
+		w.run(rng, killAfter)
+		tot.kills++
+		st := w.stats
+		tot.ops += st.ops.Load()
+		tot.acked += st.acked.Load()
+		tot.inflight += st.inflightAtKill.Load()
+		tot.errorsBeforeKill += st.errorsBeforeKill.Load()
+		tot.anomalies += st.liveAnomalies.Load()
+		tot.pagerRuns += st.pagerRuns.Load()
+		tot.ddocPuts += st.ddocPuts.Load()
+		tot.queries += st.queries.Load()
+		for _, h := range st.hangs {
+			tot.hangs++
+			tot.detail(t, "round %d: HANG: %s", round, h)
+		}
+		for _, n := range st.notes {
+			tot.detail(t, "round %d: %s", round, n)
+		}
+		if st.liveAnomalies.Load() > 0 {
+			tot.lost += int(st.liveAnomalies.Load())
+		}
+		t.Logf("round %d: %d writers%s%s, killed after %v: %d ops, %d acknowledged, %d in flight at the kill, %d pager runs, %d stale=false queries, %d design document replacements",
+			round, w.writers, map[bool]string{true: " (burst)"}[burst], map[bool]string{true: " (replacement probe)"}[w.probe],
+			time.Since(roundStart).Round(time.Millisecond),
+			st.ops.Load(), st.acked.Load(), st.inflightAtKill.Load(), st.pagerRuns.Load(), st.queries.Load(), st.ddocPuts.Load())
+
+		// Restart and check.
+		t0 := time.Now()
+		restart()
+		up := time.Since(t0)
+		res := checkDocs(ctx, srv, m, cfg.keys)
+		checkViews(ctx, srv, m, res)
+		tot.checked += res.checked
+		tot.lost += len(res.lost)
+		tot.mismatches += len(res.mismatches)
+		tot.hangs += len(res.hang)
+		tot.readErrors += len(res.readErrors)
+		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows expected exactly; lost %d, view mismatches %d, hangs %d, read errors %d",
+			round, up.Round(time.Millisecond), res.checked, res.expectedRow, len(res.lost), len(res.mismatches), len(res.hang), len(res.readErrors))
+		for i, l := range res.lost {
+			if i == 5 {
+				tot.detail(t, "round %d: ... and %d more lost", round, len(res.lost)-5)
+				break
+			}
+			tot.detail(t, "round %d: LOST %s", round, l)
+		}
+		for _, mm := range res.mismatches {
+			tot.detail(t, "round %d: VIEW MISMATCH %s", round, mm)
+		}
+		for _, h := range res.hang {
+			tot.detail(t, "round %d: HANG %s", round, h)
+		}
+		for i, e := range res.readErrors {
+			if i == 3 {
+				break
+			}
+			tot.detail(t, "round %d: READ ERROR %s", round, e)
+		}
+		if len(res.mismatches) > 0 || len(res.hang) > 0 {
+			forceReplace = true // rebuild, so later rounds start from a correct index
+		}
+		if len(res.hang) > 0 || len(res.readErrors) > 0 {
+			// The server may be stuck: dump its stacks, start a fresh one.
+			srv.dumpAndKill()
+			restart()
+		}
+
+		done := cfg.soak == 0 && tot.kills >= cfg.kills || cfg.soak > 0 && time.Since(start) >= cfg.soak
+		if done {
+			break
+		}
+	}
+	srv.kill()
+
+	elapsed := time.Since(start).Round(time.Second)
+	fmt.Printf("crash soak: kills=%d acknowledged_writes_checked=%d lost=%d view_mismatches=%d\n",
+		tot.kills, tot.checked, tot.lost, tot.mismatches)
+	fmt.Printf("crash soak: hangs=%d read_errors=%d ops=%d acknowledged_ops=%d in_flight_at_kill=%d errors_before_kill=%d pager_runs=%d stale_false_queries=%d ddoc_replacements=%d elapsed=%v seed=%d\n",
+		tot.hangs, tot.readErrors, tot.ops, tot.acked, tot.inflight, tot.errorsBeforeKill, tot.pagerRuns, tot.queries, tot.ddocPuts, elapsed, cfg.seed)
+	if tot.lost > 0 || tot.mismatches > 0 || tot.hangs > 0 || tot.readErrors > 0 {
+		extra := "server log (tail):\n" + logTail(logPath)
+		if tot.hangs > 0 {
+			extra = "goroutines of the first hung server (SIGQUIT dump) in views and index:\n" + hungStacks(logPath)
+		}
+		t.Errorf("after %d kills: %d lost acknowledged writes, %d view mismatches, %d hangs, %d read errors; first details:\n  %s\n%s",
+			tot.kills, tot.lost, tot.mismatches, tot.hangs, tot.readErrors, strings.Join(tot.details, "\n  "), extra)
+	}
+}
+
+// logTail returns the last lines of the server's log.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no server log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// hungStacks returns, from the first goroutine dump in the server's log, the
+// goroutines in Mayfly's views and index packages.
+func hungStacks(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no server log: " + err.Error() + ")"
+	}
+	text := string(b)
+	i := strings.Index(text, "SIGQUIT")
+	if i < 0 {
+		return "(no goroutine dump in " + path + ")"
+	}
+	text = text[i:]
+	if j := strings.Index(text, "=== start"); j >= 0 {
+		text = text[:j]
+	}
+	var out []string
+	for _, g := range strings.Split(text, "\n\n") {
+		if !strings.HasPrefix(g, "goroutine ") || !strings.Contains(g, "mayflydb/mayfly/views.") && !strings.Contains(g, "mayflydb/mayfly/index.") {
+			continue
+		}
+		var keep []string // function names and file:line, without the frame addresses
+		for _, line := range strings.Split(g, "\n") {
+			if i := strings.Index(line, " fp=0x"); i >= 0 {
+				line = line[:i]
+			}
+			keep = append(keep, line)
+		}
+		out = append(out, strings.Join(keep, "\n"))
+	}
+	s := strings.Join(out, "\n\n")
+	if len(s) > 12000 {
+		s = s[:12000] + "\n... (cut; the whole dump is in " + path + " with MAYFLY_CRASH_KEEP=1)"
+	}
+	return s
+}

@@ -200,6 +200,9 @@ func TestRestart(t *testing.T) {
 	if err != nil || int64(n) != stats.WithExpiry {
 		t.Fatalf("pager after restart purged %d of %d: %v", n, stats.WithExpiry, err)
 	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestChangeFeed(t *testing.T) {

@@ -29,6 +29,7 @@ func Example() {
 	fmt.Println("expired:", errors.Is(err, engine.ErrNotFound), "still counted:", b.Stats().CurrItems)
 
 	n, _, _ := b.ExpireBatch(ctx, 100)
+	b.Sync(ctx) // the purges are visible once on disk
 	fmt.Println("purged:", n, "counted:", b.Stats().CurrItems)
 	// Output:
 	// expires at 1700000060

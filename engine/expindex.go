@@ -65,6 +65,29 @@ func (x *expiryIndex) due(now int64, limit int) []expItem {
 	return out
 }
 
+// dueAfter returns up to limit entries past after (from the first when after
+// is nil) whose expiration is at or before now, in expiration order.
+func (x *expiryIndex) dueAfter(now int64, after *expItem, limit int) []expItem {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []expItem
+	visit := func(it expItem) bool {
+		if it.exp > now || len(out) == limit {
+			return false
+		}
+		if after == nil || expLess(*after, it) {
+			out = append(out, it)
+		}
+		return true
+	}
+	if after == nil {
+		x.tree.Ascend(visit)
+	} else {
+		x.tree.AscendGreaterOrEqual(*after, visit)
+	}
+	return out
+}
+
 // len returns the number of documents with an expiration.
 func (x *expiryIndex) len() int {
 	x.mu.Lock()

@@ -159,9 +159,15 @@ func TestExpiredStillCounted(t *testing.T) {
 	if err != nil || n != 2 || !more {
 		t.Fatalf("first batch: n=%d more=%v err=%v", n, more, err)
 	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	n, more, err = b.ExpireBatch(ctx, 2)
 	if err != nil || n != 1 || more {
 		t.Fatalf("second batch: n=%d more=%v err=%v", n, more, err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
 	}
 	st := b.Stats()
 	if st.CurrItems != 6 || st.ExpiredAccess != 1 || st.ExpiredPager != 3 || st.Expired != 4 || st.Tombstones != 4 {
@@ -215,6 +221,9 @@ func TestTombstonePurge(t *testing.T) {
 	}
 	if n, _, _ := b.ExpireBatch(ctx, 10); n != 1 {
 		t.Fatalf("pager purged %d", n)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
 	}
 	before := b.HighSeqnos()
 	if err := b.AckChanges("view", make([]uint64, b.NumPartitions())); err != nil {
@@ -312,6 +321,9 @@ func TestExpirationsAfterRestart(t *testing.T) {
 	if n, _, _ := b.ExpireBatch(ctx, 10); n != 1 {
 		t.Fatalf("re-created document not expired by the pager: %d", n)
 	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPurgedExpirationStaysGone: once the metadata purge has removed an
@@ -328,6 +340,9 @@ func TestPurgedExpirationStaysGone(t *testing.T) {
 	b.DefaultCollection().Upsert(ctx, "x", []byte(`1`), &engine.WriteOptions{Expiry: 10})
 	clk.Advance(10)
 	b.ExpireBatch(ctx, 10)
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if n, _, err := b.PurgeTombstones(ctx, clk.Now(), 10); err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}

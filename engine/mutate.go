@@ -170,6 +170,11 @@ func (b *Bucket) applyCommitted(recs []record) {
 func (b *Bucket) dropPending() {
 	for _, p := range b.parts {
 		p.mu.Lock()
+		for k, d := range p.mu.pending {
+			if c := p.mu.docs[k]; d.Expired && c != nil && !c.Deleted && c.Expiration != 0 {
+				b.exps.update(k, 0, c.Expiration) // see expireQueued
+			}
+		}
 		clear(p.mu.pending)
 		p.mu.seq = p.mu.durable
 		p.mu.Unlock()
@@ -209,6 +214,10 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	if err != nil {
 		return nil, false, err
 	}
+	// Its expiry entry goes at once, so that the pager's next batch does not
+	// step over it again while it waits for disk; dropPending puts it back
+	// if the commit fails.
+	b.exps.update(k, expiration, 0)
 	counter.Add(1)
 	return cb, true, nil
 }
@@ -217,35 +226,38 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 // expiry order, each as an expiration (a tombstone and a change-feed entry),
 // counted as ExpiredPager. It returns how many it purged and whether more are
 // due. Each document is one short critical section, so readers and writers
-// are never held up for long; the batch's purges are committed together (one
-// group commit), and visible when ExpireBatch returns.
+// are never held up for long. It does not wait for disk: expirations are not
+// durable writes (as in Couchbase), and not waiting lets group commit gather
+// a whole pager run into few transactions. Its purges are visible once
+// committed: call Sync to wait for that. A document whose expiration (or any
+// other write) is still on its way to disk is stepped over, not counted.
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	now := b.clock.Now()
-	due := b.exps.due(now, limit+1)
-	if len(due) > limit {
-		more = true
-		due = due[:limit]
-	}
-	var last *commitBatch
-	for _, it := range due {
-		if err := ctx.Err(); err != nil {
-			return purged, true, err
-		}
-		cb, ok, err := b.expireQueued(it.key, it.exp, &b.stats.expiredPager)
-		if err != nil {
-			return purged, true, err
-		}
-		if ok {
-			purged++
-			if cb != nil {
-				last = cb
+	var cursor *expItem
+	for purged < limit {
+		want := limit - purged + 1
+		due := b.exps.dueAfter(now, cursor, want)
+		for i := range due {
+			if purged == limit {
+				return purged, true, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return purged, true, err
+			}
+			cursor = &due[i]
+			_, ok, err := b.expireQueued(due[i].key, due[i].exp, &b.stats.expiredPager)
+			if err != nil {
+				return purged, true, err
+			}
+			if ok {
+				purged++
 			}
 		}
+		if len(due) < want {
+			return purged, false, nil
+		}
 	}
-	if err := last.wait(ctx); err != nil {
-		return purged, true, err
-	}
-	return purged, more, nil
+	return purged, b.exps.dueAfter(now, cursor, 1) != nil, nil
 }
 
 // Sync waits until every mutation made so far is on disk (at once for a

@@ -446,8 +446,8 @@ func (m *Manager) run(ctx context.Context, bp *bucketPager) (RunResult, error) {
 		}
 	}
 	if err == nil {
-		// Each batch's purges are committed when ExpireBatch returns; the
-		// run also waits for anything else queued before it ends.
+		// The engine does not wait for disk per batch, so group commit can
+		// gather the whole run; the run ends when its purges are on disk.
 		err = bp.b.Sync(ctx)
 	}
 	if err == nil {

@@ -216,6 +216,9 @@ func (g *goldenEnv) run(d directive) string {
 				break
 			}
 		}
+		if err := b.Sync(ctx); err != nil {
+			return errString(err)
+		}
 		return fmt.Sprintf("purged %d", total)
 	case "restart":
 		g.close()

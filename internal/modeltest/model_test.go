@@ -365,6 +365,9 @@ func (h *harness) doStep() string {
 					break
 				}
 			}
+			if err := h.b.Sync(ctx); err != nil {
+				h.failf("Sync: %v", err)
+			}
 		} else {
 			h.logStep("pager RunNow")
 			if _, err := h.pg.RunNow(ctx, bucketName); err != nil {

@@ -479,3 +479,34 @@ func TestInvalidOptions(t *testing.T) {
 		t.Fatalf("BatchSize -1: %v", err)
 	}
 }
+
+// TestLegacyIndexFileRenamed: an index file named the old way (the escaped
+// design document ID) is renamed and kept, not rebuilt.
+func TestLegacyIndexFileRenamed(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		e.put(fmt.Sprint("k", i), `{}`)
+	}
+	e.query("d", "v", "stale=false")
+	b, _ := e.eng.Bucket("default")
+	path := views.IndexPath(b, "_design/d")
+	legacy := filepath.Join(filepath.Dir(path), url.PathEscape("_design/d")+".idx")
+	e.close()
+	if err := os.Rename(path, legacy); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	if got := e.query("d", "v", "stale=ok&limit=0"); !strings.Contains(got, `"total_rows":10`) {
+		t.Fatalf("after the rename: %s", got)
+	}
+	if n := e.mapped("d"); n != 0 {
+		t.Fatalf("the index was rebuilt: %d documents mapped", n)
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("old file still there: %v", err)
+	}
+}

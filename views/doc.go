@@ -9,6 +9,18 @@
 // reached in one index transaction (index). After a restart it resumes from
 // those sequence numbers.
 //
+// The Service is an engine.BucketService: the engine attaches it to each
+// bucket when the bucket opens or is created, and detaches it before the
+// bucket closes or is deleted (a deleted bucket's indexes are closed and
+// their files removed). Each indexer registers, durably, as a change-feed
+// consumer of its bucket, so that no tombstone it has not seen is purged;
+// when it opens, it checks its position against the bucket's history
+// (engine.Bucket.CheckPosition) and rebuilds the index from scratch when the
+// bucket no longer holds what the index was built from. Index files are named
+// by a hash of the design document's ID. A stored design document that
+// cannot be loaded is logged and skipped (Service.LoadErrors), never an
+// obstacle to starting.
+//
 // Expiry: an expired document that has not been purged is still an item, so
 // its rows stay in the index and in every reduce value, as in Couchbase; a
 // query with include_docs shows "doc": null for it. When the document is

@@ -14,8 +14,15 @@ var (
 	ErrNotFound = errors.New("views: not found")
 	// ErrNoViews is returned for a bucket that cannot have views (memcached).
 	ErrNoViews = errors.New("views: this bucket type has no views")
-	// ErrClosed is returned after Close.
+	// ErrClosed is returned after Close, and for a design document or bucket
+	// closed (replaced, deleted, detached) while a call was using it.
 	ErrClosed = errors.New("views: closed")
+	// ErrLoadFailed is returned for a stored design document that could not
+	// be loaded (it does not parse or compile, or its index does not open);
+	// the error says why. It can be replaced or deleted.
+	ErrLoadFailed = errors.New("views: design document could not be loaded")
+	// ErrInvalidOptions is returned by New for invalid Options.
+	ErrInvalidOptions = errors.New("views: invalid options")
 )
 
 // QueryError is a bad query parameter: HTTP 400 {"error": Code, "reason": Reason}.

@@ -34,11 +34,14 @@ type viewErrors struct {
 
 // indexer keeps one design document's index up to date from the bucket's
 // change feed. One goroutine follows the feed; queries with stale=false wait
-// for it to reach the sequence numbers they saw.
+// for it to reach the sequence numbers they saw. Every goroutine it runs, and
+// every catch-up a query asks of it, ends promptly once the indexer's
+// lifetime context ends (close).
 type indexer struct {
 	bucket *engine.Bucket
-	ddoc   *DesignDoc
-	names  []string // view names, in the order of the program's results
+	id     string                    // the design document's ID
+	ddoc   atomic.Pointer[DesignDoc] // replaced when only non-function fields change
+	names  []string                  // view names, in the order of the program's results
 	prog   *jsruntime.Program
 	idx    *index.Index
 	batch  int
@@ -50,29 +53,34 @@ type indexer struct {
 		sync.Mutex
 		errs map[string]*viewErrors
 	}
-	mapped atomic.Int64 // documents run through the map functions
+	mapped    atomic.Int64 // documents run through the map functions
+	rollbacks atomic.Int64 // times the index was discarded when it opened
 
-	auto   bool          // follow the feed as it moves; else only when kicked
-	kick   chan struct{} // asks the follower for one catch-up (stale=update_after)
-	cancel context.CancelFunc
-	done   chan struct{}
+	auto      bool            // follow the feed as it moves; else only when kicked
+	kick      chan struct{}   // asks the follower for one catch-up (stale=update_after)
+	life      context.Context // ends at close
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the follower has returned
+	closeOnce sync.Once
+	closeErr  error
 }
 
-func newIndexer(b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, idx *index.Index, batch int, auto bool, log func(string, ...any)) *indexer {
-	ix := &indexer{bucket: b, ddoc: d, names: d.ViewNames(), prog: prog, idx: idx, batch: batch, log: log,
-		auto: auto, kick: make(chan struct{}, 1), done: make(chan struct{})}
+// newIndexer starts the indexer of d over idx; life is its lifetime context,
+// which cancel ends.
+func newIndexer(life context.Context, cancel context.CancelFunc, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, idx *index.Index, batch int, auto bool, log func(string, ...any)) *indexer {
+	ix := &indexer{bucket: b, id: d.ID, names: d.ViewNames(), prog: prog, idx: idx, batch: batch, log: log,
+		auto: auto, kick: make(chan struct{}, 1), life: life, cancel: cancel, done: make(chan struct{})}
+	ix.ddoc.Store(d)
 	ix.mu.errs = make(map[string]*viewErrors)
 	if err := ix.ack(); err != nil {
 		log("registering the view index with the change feed", "ddoc", d.ID, "err", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ix.cancel = cancel
-	go ix.follow(ctx)
+	go ix.follow(life)
 	return ix
 }
 
 // follow indexes whatever the feed brings (or, without auto-update, catches
-// up when kicked) until the indexer closes.
+// up when kicked) until ctx ends.
 func (ix *indexer) follow(ctx context.Context) {
 	defer close(ix.done)
 	if !ix.auto {
@@ -80,19 +88,19 @@ func (ix *indexer) follow(ctx context.Context) {
 			select {
 			case <-ix.kick:
 				if err := ix.catchUp(ctx, nil); err != nil && ctx.Err() == nil {
-					ix.log("view indexing failed", "ddoc", ix.ddoc.ID, "err", err)
+					ix.log("view indexing failed", "ddoc", ix.id, "err", err)
 				}
 			case <-ctx.Done():
 				return
 			}
 		}
 	}
-	for {
-		if err := ix.catchUp(ctx, nil); err != nil && ctx.Err() == nil {
-			if errors.Is(err, engine.ErrClosed) || errors.Is(err, index.ErrClosed) {
+	for ctx.Err() == nil {
+		if err := ix.catchUp(ctx, nil); err != nil {
+			if ctx.Err() != nil || errors.Is(err, engine.ErrClosed) || errors.Is(err, index.ErrClosed) {
 				return
 			}
-			ix.log("view indexing failed; retrying", "ddoc", ix.ddoc.ID, "err", err)
+			ix.log("view indexing failed; retrying", "ddoc", ix.id, "err", err)
 			select {
 			case <-time.After(time.Second):
 			case <-ctx.Done():
@@ -128,14 +136,26 @@ func caughtUp(seqs, target []uint64) bool {
 // has nothing more). Mapping and writing overlap: one goroutine reads the
 // feed and runs the map functions on the next batch while this one writes
 // the previous batch to the index.
+//
+// It ends, with ctx's error or ErrClosed, as soon as ctx or the indexer's
+// lifetime ends.
 func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ix.life, cancel)
+	defer stop()
 	ix.updMu.Lock()
 	defer ix.updMu.Unlock()
+	if ix.life.Err() != nil {
+		return fmt.Errorf("%w: design document %s was replaced or deleted", ErrClosed, ix.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	cursor := ix.idx.Seqs()
 	if target != nil && caughtUp(cursor, target) {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	batches := make(chan mappedBatch, 1)
 	go ix.produce(ctx, cursor, target, batches)
 	defer func() {
@@ -146,6 +166,9 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 	for b := range batches {
 		if b.err != nil {
 			return b.err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if err := ix.idx.ApplyUpTo(ctx, b.updates, b.next); err != nil {
 			return err
@@ -170,6 +193,9 @@ type mappedBatch struct {
 func (ix *indexer) produce(ctx context.Context, cursor, target []uint64, out chan<- mappedBatch) {
 	defer close(out)
 	for target == nil || !caughtUp(cursor, target) {
+		if ctx.Err() != nil {
+			return
+		}
 		changes, next, err := ix.bucket.Changes(cursor, ix.batch)
 		if err == nil && len(changes) == 0 && caughtUp(cursor, next) {
 			return // nothing new: the feed is at its end
@@ -215,7 +241,7 @@ func (ix *indexer) mapChanges(ctx context.Context, changes []*engine.Document) (
 	}
 	results, err := ix.prog.Map(ctx, live)
 	if err != nil {
-		return nil, fmt.Errorf("views: map %s: %w", ix.ddoc.ID, err)
+		return nil, fmt.Errorf("views: map %s: %w", ix.id, err)
 	}
 	ix.mapped.Add(int64(len(live)))
 	for i, res := range results {
@@ -240,13 +266,14 @@ func (ix *indexer) mapChanges(ctx context.Context, changes []*engine.Document) (
 	return updates, nil
 }
 
-// consumerName names the indexer among the bucket's change-feed consumers.
-func (ix *indexer) consumerName() string { return "views:" + ix.ddoc.ID }
+// consumerName names a design document's indexer among the bucket's
+// change-feed consumers.
+func consumerName(ddocID string) string { return "views:" + ddocID }
 
 // ack tells the bucket which changes the index has durably consumed, so the
 // metadata purger may remove tombstones the index has seen, and no others.
 func (ix *indexer) ack() error {
-	return ix.bucket.AckChanges(ix.consumerName(), ix.idx.Seqs())
+	return ix.bucket.AckChanges(consumerName(ix.id), ix.idx.Seqs())
 }
 
 func (ix *indexer) recordError(view, docID string, err error) {
@@ -264,11 +291,17 @@ func (ix *indexer) recordError(view, docID string, err error) {
 	}
 }
 
-// close stops following the feed and closes the index.
+// close stops following the feed, ends any catch-up a query started, and
+// closes the index and the program. It returns promptly whatever the backlog
+// of changes. Later calls return the first call's result.
 func (ix *indexer) close() error {
-	ix.cancel()
-	<-ix.done
-	ix.updMu.Lock() // wait out a catch-up started by a query
-	defer ix.updMu.Unlock()
-	return ix.idx.Close()
+	ix.closeOnce.Do(func() {
+		ix.cancel()
+		<-ix.done
+		ix.updMu.Lock() // wait out a catch-up started by a query (cancelled too)
+		defer ix.updMu.Unlock()
+		ix.closeErr = ix.idx.Close()
+		ix.prog.Close()
+	})
+	return ix.closeErr
 }

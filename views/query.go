@@ -28,13 +28,14 @@ type Query struct {
 // error is known before the first byte of the answer. A missing design
 // document or view wraps ErrNotFound; a bad parameter is a *QueryError.
 func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Params) (*Query, error) {
-	ix, err := s.indexerFor(ctx, bucket, ddoc)
+	ix, err := s.indexerFor(bucket, ddoc)
 	if err != nil {
 		return nil, err
 	}
-	def, ok := ix.ddoc.Views[view]
+	d := ix.ddoc.Load()
+	def, ok := d.Views[view]
 	if !ok {
-		return nil, fmt.Errorf("%w: View `%s` not defined in local design document `%s`.", ErrNotFound, view, ix.ddoc.ID)
+		return nil, fmt.Errorf("%w: View `%s` not defined in local design document `%s`.", ErrNotFound, view, d.ID)
 	}
 	q := &Query{ix: ix, view: view, p: p}
 	hasReduce := def.Reduce != ""
@@ -122,7 +123,7 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	switch q.p.Stale {
 	case StaleFalse:
 		if err := q.ix.catchUp(ctx, q.ix.bucket.HighSeqnos()); err != nil {
-			return err
+			return q.closedErr(err)
 		}
 	case StaleUpdateAfter:
 		defer q.ix.updateAfter()
@@ -176,7 +177,7 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	} else {
 		total, terr := q.ix.idx.TotalRows(q.view)
 		if terr != nil {
-			return terr
+			return q.closedErr(terr)
 		}
 		bw.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"rows":[`)
 		coll := q.ix.bucket.DefaultCollection()
@@ -203,6 +204,7 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 		})
 	}
 	if err != nil && !errors.Is(err, index.ErrStop) {
+		err = q.closedErr(err)
 		if cw.n == 0 {
 			return err // nothing sent yet: the caller can still answer with an error
 		}
@@ -218,6 +220,16 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	}
 	bw.WriteString("\r\n]\r\n}\n")
 	return bw.Flush()
+}
+
+// closedErr turns err into an error wrapping ErrClosed (and not err's own
+// kind) when the design document was replaced or deleted, or its bucket
+// detached, while the query ran: whatever failed failed because of that.
+func (q *Query) closedErr(err error) error {
+	if q.ix.life.Err() == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: design document %s was replaced or deleted while answering (%v)", ErrClosed, q.ix.id, err)
 }
 
 // StreamError is an error that struck after the answer had started: the

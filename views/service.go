@@ -2,6 +2,8 @@ package views
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,19 +11,26 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/jsruntime"
 )
 
+// DefaultBatchSize is the default Options.BatchSize.
+const DefaultBatchSize = 20000
+
 // Options configure the views Service. A nil *Options means defaults.
 type Options struct {
 	// JS configures the JavaScript pool (workers, time limit per call).
 	JS *jsruntime.Options
 	// BatchSize is how many changed documents the indexer maps per index
-	// transaction. The default value is 20000.
+	// transaction. The default value (0) is DefaultBatchSize; a negative
+	// value is an error.
 	BatchSize int
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger
@@ -31,127 +40,258 @@ type Options struct {
 	// answer from an old index. The default value is false: every index
 	// follows the feed as documents change.
 	NoAutoUpdate bool
+	// NoSync skips fsync on index commits: faster, and a crash may lose
+	// index updates (the index then rebuilds what it lost from the feed).
+	// The default value is false.
+	NoSync bool
+}
+
+// validate checks o and fills in its defaults.
+func (o *Options) validate() error {
+	if o.BatchSize < 0 {
+		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.JS != nil {
+		switch {
+		case o.JS.Workers < 0:
+			return fmt.Errorf("%w: JS.Workers %d is negative", ErrInvalidOptions, o.JS.Workers)
+		case o.JS.Timeout < 0:
+			return fmt.Errorf("%w: JS.Timeout %v is negative", ErrInvalidOptions, o.JS.Timeout)
+		case o.JS.MaxCallStackSize < 0:
+			return fmt.Errorf("%w: JS.MaxCallStackSize %d is negative", ErrInvalidOptions, o.JS.MaxCallStackSize)
+		case o.JS.CachedPrograms < 0:
+			return fmt.Errorf("%w: JS.CachedPrograms %d is negative", ErrInvalidOptions, o.JS.CachedPrograms)
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
 }
 
 // Service owns the design documents and view indexes of every bucket of an
-// engine. It is safe for concurrent use.
+// engine. It is safe for concurrent use. It is an engine.BucketService: the
+// engine tells it when a bucket opens (AttachBucket) and before it closes or
+// is deleted (DetachBucket).
+//
+// Locking: s.mu guards only the map of buckets and is never held across
+// anything slow. Each bucket's design-document changes (and its attach and
+// detach) are serialized by that bucket's own change mutex, which may be
+// held across disk I/O and index opens but never blocks queries, which take
+// only short locks.
 type Service struct {
-	eng  *engine.Engine
-	pool *jsruntime.Pool
-	opts Options
+	eng       *engine.Engine
+	pool      *jsruntime.Pool
+	opts      Options
+	rollbacks atomic.Int64 // indexes discarded because the bucket's history moved on
 
 	mu struct {
 		sync.Mutex
-		buckets map[string]*bucketViews
+		buckets map[string]*bucketViews // by bucket name; couchbase and ephemeral buckets only
 		closed  bool
 	}
 }
 
 // bucketViews are one bucket's running indexers.
 type bucketViews struct {
-	bucket   *engine.Bucket
-	indexers map[string]*indexer // by design document ID
+	bucket *engine.Bucket
+
+	// change serializes the design-document changes of the bucket, and its
+	// attach and detach. It may be held across disk I/O and index opens.
+	change sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		indexers map[string]*indexer // by design document ID
+		broken   map[string]error    // stored design documents that failed to load, by ID
+		gone     bool                // detached: no new indexer may be added
+	}
 }
 
-// New starts the views service over eng and opens the index of every design
-// document already stored; each indexer resumes from its recorded sequence
-// numbers.
+// New starts the views service over eng and attaches it to eng (see
+// engine.Engine.Attach): it opens the index of every design document already
+// stored, and each indexer resumes from its recorded sequence numbers. A
+// stored design document that cannot be loaded is logged and skipped (see
+// LoadErrors).
 func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, error) {
 	o := Options{}
 	if opts != nil {
 		o = *opts
 	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 20000
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	s := &Service{eng: eng, pool: jsruntime.NewPool(o.JS), opts: o}
 	s.mu.buckets = make(map[string]*bucketViews)
-	for _, b := range eng.Buckets() {
-		if _, err := s.bucketLocked(ctx, b.Name()); err != nil && !errors.Is(err, ErrNoViews) {
-			s.Close()
-			return nil, err
-		}
+	if err := eng.Attach(ctx, s); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("views: %w", err)
 	}
 	return s, nil
 }
 
-// bucketLocked returns a bucket's views, opening its indexers the first time
-// and dropping those of a bucket that was deleted (or deleted and created
-// again) since.
-//
-// REQUIRES: s.mu held (or s not yet shared).
-func (s *Service) bucketLocked(ctx context.Context, name string) (*bucketViews, error) {
+// AttachBucket opens the indexes of b's design documents (nothing for a
+// memcached bucket). A design document that cannot be loaded is logged,
+// remembered (see LoadErrors) and skipped. After Close it does nothing.
+func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
+	if b.Settings().Type == engine.Memcached {
+		return nil
+	}
+	bv := &bucketViews{bucket: b}
+	bv.mu.indexers = make(map[string]*indexer)
+	bv.mu.broken = make(map[string]error)
+	bv.change.Lock()
+	defer bv.change.Unlock()
+	s.mu.Lock()
 	if s.mu.closed {
-		return nil, ErrClosed
+		s.mu.Unlock()
+		return nil
 	}
-	b, err := s.eng.Bucket(name)
-	bv := s.mu.buckets[name]
-	if bv != nil && (err != nil || bv.bucket != b) {
-		for _, ix := range bv.indexers {
-			ix.close()
+	old := s.mu.buckets[b.Name()]
+	s.mu.buckets[b.Name()] = bv
+	s.mu.Unlock()
+	if old != nil { // not detached: cannot happen with a well-behaved engine
+		s.opts.Logger.Warn("views: bucket attached twice", "bucket", b.Name())
+		s.retire(old, false)
+	}
+	for _, id := range b.SystemDocKeys(DesignDocPrefix) {
+		body, err := b.SystemDoc(id)
+		if err != nil {
+			continue // deleted meanwhile
 		}
-		delete(s.mu.buckets, name)
-		bv = nil
+		ix, err := s.load(ctx, b, id, body)
+		if err != nil {
+			s.opts.Logger.Error("views: stored design document not loaded; it can be replaced or deleted",
+				"bucket", b.Name(), "ddoc", id, "err", err)
+			bv.mu.Lock()
+			bv.mu.broken[id] = err
+			bv.mu.Unlock()
+			continue
+		}
+		bv.mu.Lock()
+		bv.mu.indexers[id] = ix
+		bv.mu.Unlock()
 	}
+	return nil
+}
+
+// load parses a stored design document and starts its indexer.
+func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []byte) (*indexer, error) {
+	d, err := ParseDesignDoc(id, body)
 	if err != nil {
 		return nil, err
 	}
-	if b.Settings().Type == engine.Memcached {
-		return nil, fmt.Errorf("%w: bucket %s is a memcached bucket", ErrNoViews, name)
+	prog, err := s.pool.Load(d.sources())
+	if err != nil {
+		return nil, fmt.Errorf("views: load %s: %w", id, err)
 	}
-	if bv != nil {
-		return bv, nil
+	ix, err := s.startIndexer(ctx, b, d, prog)
+	if err != nil {
+		prog.Close()
+		return nil, err
 	}
-	bv = &bucketViews{bucket: b, indexers: map[string]*indexer{}}
-	for _, key := range b.SystemDocKeys(DesignDocPrefix) {
-		body, err := b.SystemDoc(key)
-		if err != nil {
-			continue
-		}
-		d, err := ParseDesignDoc(key, body)
-		if err != nil {
-			s.opts.Logger.Warn("stored design document no longer valid", "bucket", name, "ddoc", key, "err", err)
-			continue
-		}
-		ix, err := s.startIndexer(ctx, b, d)
-		if err != nil {
-			for _, ix := range bv.indexers {
-				ix.close()
-			}
-			return nil, err
-		}
-		bv.indexers[key] = ix
+	return ix, nil
+}
+
+// DetachBucket closes the indexes of b; with deleted, it removes their files
+// too. The service then holds nothing of b. After Close it does nothing.
+func (s *Service) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bool) error {
+	s.mu.Lock()
+	bv := s.mu.buckets[b.Name()]
+	if bv == nil || bv.bucket != b {
+		s.mu.Unlock()
+		return nil
 	}
-	s.mu.buckets[name] = bv
-	return bv, nil
+	delete(s.mu.buckets, b.Name())
+	s.mu.Unlock()
+	return s.retire(bv, deleted)
+}
+
+// retire closes every indexer of bv and marks it gone; with deleted, it
+// removes the index files.
+func (s *Service) retire(bv *bucketViews, deleted bool) error {
+	bv.change.Lock() // wait out a design-document change in progress
+	defer bv.change.Unlock()
+	bv.mu.Lock()
+	ixs := bv.mu.indexers
+	bv.mu.indexers = map[string]*indexer{}
+	bv.mu.broken = map[string]error{}
+	bv.mu.gone = true
+	bv.mu.Unlock()
+	var errs []error
+	for _, ix := range ixs {
+		if err := ix.close(); err != nil {
+			errs = append(errs, fmt.Errorf("views: close %s: %w", ix.id, err))
+		}
+	}
+	if deleted && bv.bucket.Dir() != "" {
+		if err := os.RemoveAll(filepath.Join(bv.bucket.Dir(), "views")); err != nil {
+			errs = append(errs, fmt.Errorf("views: remove index files: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // indexPath is where a design document's index lives: beside the bucket, one
-// file per design document; "" (memory) for a bucket kept in memory.
+// file per design document, named by a hash of the design document's ID (an
+// ID may be longer than a file name can be, and hold any character); ""
+// (memory) for a bucket kept in memory.
 func indexPath(b *engine.Bucket, ddocID string) string {
 	if b.Dir() == "" {
 		return ""
 	}
+	sum := sha256.Sum256([]byte(ddocID))
+	return filepath.Join(b.Dir(), "views", hex.EncodeToString(sum[:16])+".idx")
+}
+
+// legacyIndexPath is where earlier versions kept a design document's index.
+func legacyIndexPath(b *engine.Bucket, ddocID string) string {
 	return filepath.Join(b.Dir(), "views", url.PathEscape(ddocID)+".idx")
 }
 
-func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignDoc) (*indexer, error) {
-	prog, err := s.pool.Load(d.sources())
-	if err != nil {
-		return nil, fmt.Errorf("views: load %s: %w", d.ID, err)
+// removeIndexFiles removes a design document's index file (and one of the
+// old name), if any.
+func removeIndexFiles(b *engine.Bucket, ddocID string) error {
+	p := indexPath(b, ddocID)
+	if p == "" {
+		return nil
 	}
+	var errs []error
+	for _, f := range []string{p, legacyIndexPath(b, ddocID)} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
+			errs = append(errs, fmt.Errorf("views: remove index file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isNameTooLong reports whether err is a file name too long for the file
+// system (which a legacy name may be).
+func isNameTooLong(err error) bool { return errors.Is(err, syscall.ENAMETOOLONG) }
+
+// startIndexer opens d's index, registers it as a change-feed consumer of b,
+// checks that its position is still in b's history (discarding it when not)
+// and starts its indexer.
+func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program) (*indexer, error) {
+	life, cancel := context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			cancel()
+		}
+	}()
 	var vcs []index.ViewConfig
 	for _, n := range d.ViewNames() {
 		r, err := prog.Reducer(n)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("views: load %s: %w", d.ID, err)
 		}
 		vc := index.ViewConfig{Name: n}
 		if r != nil {
-			vc.Reducer = reducer{r}
+			vc.Reducer = reducer{r: r, ctx: life}
 		}
 		vcs = append(vcs, vc)
 	}
@@ -160,13 +300,91 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("views: %w", err)
 		}
+		s.migrate(b, d.ID, path)
 	}
-	idx, err := index.Open(ctx, index.Config{Path: path, Signature: d.Signature(), Views: vcs, NumPartitions: b.NumPartitions()})
+	cfg := index.Config{Path: path, Signature: d.Signature(), Views: vcs, NumPartitions: b.NumPartitions()}
+	// TODO(index.Config.NoSync): cfg.NoSync = s.opts.NoSync once the index has the field.
+	idx, err := index.Open(ctx, cfg)
 	if err != nil {
+		return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)
+	}
+	fail := func(err error) (*indexer, error) {
+		idx.Close()
 		return nil, err
 	}
+	if err := b.RegisterConsumer(ctx, consumerName(d.ID)); err != nil {
+		return fail(fmt.Errorf("views: %s: %w", d.ID, err))
+	}
+	rolledBack := false
+	if err := b.CheckPosition(idx.FeedUUID(), idx.Seqs()); err != nil {
+		if !errors.Is(err, engine.ErrRollback) {
+			return fail(fmt.Errorf("views: %s: %w", d.ID, err))
+		}
+		s.opts.Logger.Warn("views: the bucket no longer holds what the index was built from; rebuilding it",
+			"bucket", b.Name(), "ddoc", d.ID, "err", err)
+		if err := idx.Close(); err != nil {
+			s.opts.Logger.Warn("views: closing a discarded index", "bucket", b.Name(), "ddoc", d.ID, "err", err)
+		}
+		if path != "" {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("views: discard the index of %s: %w", d.ID, err)
+			}
+		}
+		if idx, err = index.Open(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)
+		}
+		s.rollbacks.Add(1)
+		rolledBack = true
+	}
+	if err := idx.SetFeedUUID(b.UUID()); err != nil {
+		return fail(fmt.Errorf("views: %s: %w", d.ID, err))
+	}
 	log := func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) }
-	return newIndexer(b, d, prog, idx, s.opts.BatchSize, !s.opts.NoAutoUpdate, log), nil
+	ix := newIndexer(life, cancel, b, d, prog, idx, s.opts.BatchSize, !s.opts.NoAutoUpdate, log)
+	if rolledBack {
+		ix.rollbacks.Add(1)
+	}
+	ok = true
+	return ix, nil
+}
+
+// migrate renames an index file of the old naming scheme to path.
+func (s *Service) migrate(b *engine.Bucket, id, path string) {
+	old := legacyIndexPath(b, id)
+	if _, err := os.Stat(old); err != nil {
+		return // none (or a name the file system cannot hold)
+	}
+	if _, err := os.Stat(path); err == nil {
+		os.Remove(old)
+		return
+	}
+	if err := os.Rename(old, path); err != nil {
+		s.opts.Logger.Warn("views: renaming an old index file", "bucket", b.Name(), "ddoc", id, "err", err)
+	}
+}
+
+// lookup returns a bucket's views: an error wrapping ErrClosed after Close,
+// ErrNoViews for a memcached bucket, engine.ErrBucketNotFound for a missing
+// one.
+func (s *Service) lookup(bucket string) (*bucketViews, error) {
+	s.mu.Lock()
+	closed, bv := s.mu.closed, s.mu.buckets[bucket]
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if bv != nil {
+		return bv, nil
+	}
+	b, err := s.eng.Bucket(bucket)
+	if err != nil {
+		return nil, fmt.Errorf("views: %w", err)
+	}
+	if b.Settings().Type == engine.Memcached {
+		return nil, fmt.Errorf("%w: bucket %s is a memcached bucket", ErrNoViews, bucket)
+	}
+	// Created, and not attached yet.
+	return nil, fmt.Errorf("%w: bucket %s is not ready", ErrNotFound, bucket)
 }
 
 // PutDesignDoc validates, compiles and stores a design document ("_design/"
@@ -181,101 +399,188 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	bv, err := s.bucketLocked(ctx, bucket)
+	bv, err := s.lookup(bucket)
 	if err != nil {
 		return nil, err
 	}
-	old := bv.indexers[id]
-	if old != nil && old.ddoc.Signature() == d.Signature() {
-		if err := bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
-			return nil, err
+	prog, err := s.pool.Load(d.sources()) // compiled outside every lock
+	if err != nil {
+		return nil, fmt.Errorf("views: load %s: %w", id, err)
+	}
+	keepProg := false
+	defer func() {
+		if !keepProg {
+			prog.Close()
 		}
-		old.ddoc = d
+	}()
+
+	bv.change.Lock()
+	defer bv.change.Unlock()
+	bv.mu.Lock()
+	gone, old := bv.mu.gone, bv.mu.indexers[id]
+	bv.mu.Unlock()
+	if gone {
+		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
+	}
+	if old != nil && old.ddoc.Load().Signature() == d.Signature() {
+		if err := bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
+			return nil, fmt.Errorf("views: store %s: %w", id, err)
+		}
+		old.ddoc.Store(d)
 		return d, nil
 	}
 	if old != nil {
-		old.close()
-		delete(bv.indexers, id)
-		if p := indexPath(bv.bucket, id); p != "" {
-			os.Remove(p)
+		bv.mu.Lock()
+		delete(bv.mu.indexers, id)
+		bv.mu.Unlock()
+		if err := old.close(); err != nil {
+			s.opts.Logger.Warn("views: closing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
 		}
 	}
-	if err := bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
-		return nil, err
+	if err := removeIndexFiles(bv.bucket, id); err != nil {
+		s.opts.Logger.Warn("views: removing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
 	}
-	ix, err := s.startIndexer(ctx, bv.bucket, d)
+	ix, err := s.startIndexer(ctx, bv.bucket, d, prog)
+	if err == nil {
+		if err = bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
+			err = fmt.Errorf("views: store %s: %w", id, err)
+			ix.close()
+			removeIndexFiles(bv.bucket, id)
+			if old == nil {
+				bv.bucket.DropConsumer(ctx, consumerName(id))
+			}
+		}
+	}
 	if err != nil {
+		if old != nil { // the old design document is still the stored one
+			s.restart(ctx, bv, old.ddoc.Load())
+		}
 		return nil, err
 	}
-	bv.indexers[id] = ix
+	keepProg = true
+	bv.mu.Lock()
+	bv.mu.indexers[id] = ix
+	delete(bv.mu.broken, id)
+	bv.mu.Unlock()
 	return d, nil
 }
 
-// DesignDoc returns a stored design document.
-func (s *Service) DesignDoc(ctx context.Context, bucket, name string) (*DesignDoc, error) {
-	ix, err := s.indexerFor(ctx, bucket, name)
+// restart starts the indexer of a design document again after a failed
+// replacement.
+//
+// REQUIRES: bv.change held.
+func (s *Service) restart(ctx context.Context, bv *bucketViews, d *DesignDoc) {
+	ix, err := s.load(ctx, bv.bucket, d.ID, d.Body)
+	bv.mu.Lock()
+	defer bv.mu.Unlock()
 	if err != nil {
-		return nil, err
+		s.opts.Logger.Error("views: restarting a design document after a failed replacement", "bucket", bv.bucket.Name(), "ddoc", d.ID, "err", err)
+		bv.mu.broken[d.ID] = err
+		return
 	}
-	return ix.ddoc, nil
+	bv.mu.indexers[d.ID] = ix
 }
 
-// DesignDocs lists a bucket's design documents, sorted by ID.
-func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	bv, err := s.bucketLocked(ctx, bucket)
+// DesignDoc returns a stored design document. One stored but not loaded
+// (see LoadErrors) is an error wrapping ErrLoadFailed that says why.
+func (s *Service) DesignDoc(ctx context.Context, bucket, name string) (*DesignDoc, error) {
+	ix, err := s.indexerFor(bucket, name)
 	if err != nil {
 		return nil, err
 	}
-	var out []*DesignDoc
-	for _, key := range bv.bucket.SystemDocKeys(DesignDocPrefix) {
-		if ix := bv.indexers[key]; ix != nil {
-			out = append(out, ix.ddoc)
-		}
+	return ix.ddoc.Load(), nil
+}
+
+// DesignDocs lists a bucket's loaded design documents, sorted by ID (see
+// LoadErrors for those that could not be loaded).
+func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, error) {
+	bv, err := s.lookup(bucket)
+	if err != nil {
+		return nil, err
+	}
+	bv.mu.Lock()
+	out := make([]*DesignDoc, 0, len(bv.mu.indexers))
+	for _, ix := range bv.mu.indexers {
+		out = append(out, ix.ddoc.Load())
+	}
+	bv.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// LoadErrors returns, by design document ID, why each stored design document
+// of a bucket that could not be loaded (at start, or after a failed
+// replacement) was skipped. Such a design document can be replaced or
+// deleted.
+func (s *Service) LoadErrors(ctx context.Context, bucket string) (map[string]error, error) {
+	bv, err := s.lookup(bucket)
+	if err != nil {
+		return nil, err
+	}
+	bv.mu.Lock()
+	defer bv.mu.Unlock()
+	out := make(map[string]error, len(bv.mu.broken))
+	for id, err := range bv.mu.broken {
+		out[id] = err
 	}
 	return out, nil
 }
 
-// DeleteDesignDoc removes a design document and its index.
+// DeleteDesignDoc removes a design document and its index, or a stored
+// design document that could not be loaded.
 func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) error {
 	id := DesignDocPrefix + name
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	bv, err := s.bucketLocked(ctx, bucket)
+	bv, err := s.lookup(bucket)
 	if err != nil {
 		return err
 	}
-	ix := bv.indexers[id]
-	if ix == nil {
+	bv.change.Lock()
+	defer bv.change.Unlock()
+	bv.mu.Lock()
+	gone, ix := bv.mu.gone, bv.mu.indexers[id]
+	bv.mu.Unlock()
+	if gone {
+		return fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
+	}
+	if _, err := bv.bucket.SystemDoc(id); ix == nil && err != nil {
 		return fmt.Errorf("%w: design document `%s` not found", ErrNotFound, id)
 	}
 	if err := bv.bucket.PutSystemDoc(ctx, id, nil); err != nil {
-		return err
+		return fmt.Errorf("views: delete %s: %w", id, err)
 	}
-	delete(bv.indexers, id)
-	ix.close()
-	if err := bv.bucket.DropConsumer(ctx, ix.consumerName()); err != nil {
-		return err
+	bv.mu.Lock()
+	delete(bv.mu.indexers, id)
+	delete(bv.mu.broken, id)
+	bv.mu.Unlock()
+	var errs []error
+	if ix != nil {
+		if err := ix.close(); err != nil {
+			s.opts.Logger.Warn("views: closing a deleted index", "bucket", bucket, "ddoc", id, "err", err)
+		}
 	}
-	if p := indexPath(bv.bucket, id); p != "" {
-		os.Remove(p)
+	if err := bv.bucket.DropConsumer(ctx, consumerName(id)); err != nil {
+		errs = append(errs, fmt.Errorf("views: %w", err))
 	}
-	return nil
+	if err := removeIndexFiles(bv.bucket, id); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
-func (s *Service) indexerFor(ctx context.Context, bucket, name string) (*indexer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	bv, err := s.bucketLocked(ctx, bucket)
+// indexerFor returns the running indexer of a design document.
+func (s *Service) indexerFor(bucket, name string) (*indexer, error) {
+	bv, err := s.lookup(bucket)
 	if err != nil {
 		return nil, err
 	}
 	id := DesignDocPrefix + name
-	ix := bv.indexers[id]
+	bv.mu.Lock()
+	ix, broken := bv.mu.indexers[id], bv.mu.broken[id]
+	bv.mu.Unlock()
 	if ix == nil {
+		if broken != nil {
+			return nil, fmt.Errorf("%w: design document `%s`: %w", ErrLoadFailed, id, broken)
+		}
 		return nil, fmt.Errorf("%w: Design document `%s` missing in database `%s`.", ErrNotFound, id, bucket)
 	}
 	return ix, nil
@@ -283,29 +588,43 @@ func (s *Service) indexerFor(ctx context.Context, bucket, name string) (*indexer
 
 // Info describes a design document's index, for GET .../_design/{ddoc}/_info.
 type Info struct {
-	Name      string              `json:"name"`
-	Signature string              `json:"signature"`
-	Mapped    int64               `json:"documents_mapped"`
-	Seqs      uint64              `json:"update_seq"`
-	Pending   uint64              `json:"pending_changes"`
-	Views     map[string]ViewInfo `json:"views"`
+	// Name is the design document's ID.
+	Name string `json:"name"`
+	// Signature identifies its functions (see DesignDoc.Signature).
+	Signature string `json:"signature"`
+	// Mapped counts the documents run through the map functions.
+	Mapped int64 `json:"documents_mapped"`
+	// Seqs is the sum of the index's sequence numbers.
+	Seqs uint64 `json:"update_seq"`
+	// Pending counts the changes the index has not seen yet.
+	Pending uint64 `json:"pending_changes"`
+	// Rollbacks counts the times the index was discarded and rebuilt because
+	// the bucket no longer held the changes it was built from.
+	Rollbacks int64 `json:"rollbacks"`
+	// Views describes each view.
+	Views map[string]ViewInfo `json:"views"`
 }
 
 // ViewInfo describes one view's index.
 type ViewInfo struct {
-	TotalRows    int        `json:"total_rows"`
-	Reduce       string     `json:"reduce,omitempty"`
-	MapErrors    int64      `json:"map_errors"`
+	// TotalRows is the number of rows.
+	TotalRows int `json:"total_rows"`
+	// Reduce is the reduce function, if any.
+	Reduce string `json:"reduce,omitempty"`
+	// MapErrors counts the map function's failures.
+	MapErrors int64 `json:"map_errors"`
+	// RecentErrors are the latest of them.
 	RecentErrors []MapError `json:"recent_errors"`
 }
 
 // Info returns a design document's index state and its views' map errors.
 func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) {
-	ix, err := s.indexerFor(ctx, bucket, name)
+	ix, err := s.indexerFor(bucket, name)
 	if err != nil {
 		return nil, err
 	}
-	inf := &Info{Name: ix.ddoc.ID, Signature: ix.ddoc.Signature(), Mapped: ix.mapped.Load(), Views: map[string]ViewInfo{}}
+	d := ix.ddoc.Load()
+	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(), Views: map[string]ViewInfo{}}
 	high := ix.bucket.HighSeqnos()
 	for i, s := range ix.idx.Seqs() {
 		inf.Seqs += s
@@ -316,7 +635,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, n := range ix.names {
-		vi := ViewInfo{Reduce: ix.ddoc.Views[n].Reduce, RecentErrors: []MapError{}}
+		vi := ViewInfo{Reduce: d.Views[n].Reduce, RecentErrors: []MapError{}}
 		vi.TotalRows, _ = ix.idx.TotalRows(n)
 		if ve := ix.mu.errs[n]; ve != nil {
 			vi.MapErrors = ve.count
@@ -327,25 +646,28 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	return inf, nil
 }
 
-// Close stops every indexer and the JavaScript pool.
+// Rollbacks counts the indexes the service discarded and rebuilt because
+// their bucket no longer held the changes they were built from.
+func (s *Service) Rollbacks() int64 { return s.rollbacks.Load() }
+
+// Close stops every indexer and the JavaScript pool. Later calls to Close,
+// AttachBucket and DetachBucket do nothing; other calls fail with ErrClosed.
 func (s *Service) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mu.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.mu.closed = true
-	var first error
-	for _, bv := range s.mu.buckets {
-		for _, ix := range bv.indexers {
-			if err := ix.close(); err != nil && first == nil {
-				first = err
-			}
-		}
+	bvs := s.mu.buckets
+	s.mu.buckets = map[string]*bucketViews{}
+	s.mu.Unlock()
+	var errs []error
+	for _, bv := range bvs {
+		errs = append(errs, s.retire(bv, false))
 	}
-	s.mu.buckets = nil
-	if err := s.pool.Close(); err != nil && first == nil {
-		first = err
-	}
-	return first
+	errs = append(errs, s.pool.Close())
+	return errors.Join(errs...)
 }
+
+var _ engine.BucketService = (*Service)(nil)

@@ -121,6 +121,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	vsvc, err := views.New(ctx, eng, &views.Options{
 		JS:     &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, Logger: logger},
 		Logger: logger,
+		NoSync: cfg.noSync,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,13 @@
+package views
+
+import "github.com/mayflydb/mayfly/engine"
+
+// IndexPath exposes indexPath to the tests.
+func IndexPath(b *engine.Bucket, ddocID string) string { return indexPath(b, ddocID) }
+
+// HeldBuckets returns how many buckets the service holds state for.
+func HeldBuckets(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.buckets)
+}

@@ -1,0 +1,512 @@
+package views_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/views"
+)
+
+// slowMap spends a little time on every document, so that indexing 20,000
+// of them takes a while.
+const slowMapDDoc = `{"views":{"v":{"map":"function (doc, meta) { var x = 0; for (var i = 0; i < 3000; i++) { x += i; } emit(doc.n, x); }","reduce":"_count"}}}`
+
+// loadDocs writes n small JSON documents to the env's default bucket.
+func (e *env) loadDocs(n int) {
+	e.t.Helper()
+	loadInto(e.t, e.coll(), n)
+}
+
+func loadInto(t *testing.T, coll *engine.Collection, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		if _, err := coll.Upsert(ctx, fmt.Sprintf("k%06d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// within runs f and fails the test if it takes longer than limit (waiting up
+// to 20s for it to end, so that a hang is reported as one).
+func within(t *testing.T, what string, limit time.Duration, f func() error) {
+	t.Helper()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d := time.Since(start); d > limit {
+			t.Fatalf("%s took %v, want under %v", what, d, limit)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not return in 20s", what)
+	}
+}
+
+// TestStopWhileBuilding: replacing, deleting or closing a design document
+// whose index is still building over a large backlog returns at once.
+func TestStopWhileBuilding(t *testing.T) {
+	const docs = 20000
+	for _, op := range []string{"delete", "replace", "close"} {
+		t.Run(op, func(t *testing.T) {
+			e := newEnv(t, views.Options{})
+			e.loadDocs(docs)
+			ctx := context.Background()
+			if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(slowMapDDoc)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // the indexer is mapping its first batch
+			within(t, op, time.Second, func() error {
+				switch op {
+				case "delete":
+					return e.svc.DeleteDesignDoc(ctx, "default", "d")
+				case "replace":
+					_, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(strings.Replace(slowMapDDoc, "3000", "3001", 1)))
+					return err
+				default:
+					return e.svc.Close()
+				}
+			})
+			if op == "replace" {
+				// And the new index can be deleted while it builds too.
+				within(t, "delete after replace", time.Second, func() error {
+					return e.svc.DeleteDesignDoc(ctx, "default", "d")
+				})
+			}
+		})
+	}
+}
+
+// TestSlowBucketDoesNotBlockOthers: while a design document of one bucket is
+// deleted during a long stale=false catch-up, another bucket's design
+// documents answer and change without waiting.
+func TestSlowBucketDoesNotBlockOthers(t *testing.T) {
+	e := newEnv(t, views.Options{NoAutoUpdate: true})
+	ctx := context.Background()
+	if _, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("other")); err != nil {
+		t.Fatal(err)
+	}
+	e.loadDocs(20000)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "slow", []byte(slowMapDDoc)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "other", "fast", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancelQuery := context.WithCancel(ctx)
+	defer cancelQuery()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // a long stale=false catch-up over 20,000 documents
+		defer wg.Done()
+		queryRows(qctx, e.svc, "default", "slow", "v", "stale=false")
+	}()
+	time.Sleep(50 * time.Millisecond)
+	go func() {
+		defer wg.Done()
+		e.svc.DeleteDesignDoc(ctx, "default", "slow")
+	}()
+	time.Sleep(50 * time.Millisecond)
+	within(t, "query of another bucket", time.Second, func() error {
+		_, err := queryRows(ctx, e.svc, "other", "fast", "v", "stale=ok")
+		return err
+	})
+	within(t, "design document change in another bucket", time.Second, func() error {
+		_, err := e.svc.PutDesignDoc(ctx, "other", "fast2", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(1, null); }"}}}`))
+		return err
+	})
+	within(t, "the delete", 2*time.Second, func() error {
+		wg.Wait()
+		return nil
+	})
+}
+
+// runQuery runs a view query and returns its answer.
+func queryRows(ctx context.Context, svc *views.Service, bucket, ddoc, view, params string) (string, error) {
+	q, _ := url.ParseQuery(params)
+	p, err := views.ParseParams(q, nil)
+	if err != nil {
+		return "", err
+	}
+	prep, err := svc.Prepare(ctx, bucket, ddoc, view, p)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	err = prep.Run(ctx, &buf)
+	return buf.String(), err
+}
+
+// TestReplaceWhileQuerying: design documents replaced (same and changed
+// functions) and deleted while other goroutines query them and read _info.
+// Run with -race.
+func TestReplaceWhileQuerying(t *testing.T) {
+	e := newEnv(t, views.Options{BatchSize: 50})
+	ctx := context.Background()
+	e.loadDocs(300)
+	ddoc := func(i int) []byte {
+		return []byte(fmt.Sprintf(`{"views":{"v":{"map":"function (doc, meta) { emit(doc.n %% %d, null); }","reduce":"_count"}},"note":%d}`, 2+i/2, i))
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", ddoc(0)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	tolerable := func(err error) bool {
+		return err == nil || errors.Is(err, views.ErrNotFound) || errors.Is(err, index.ErrClosed) ||
+			errors.Is(err, context.Canceled) || errors.Is(err, views.ErrClosed)
+	}
+	var mu sync.Mutex
+	var failures []error
+	fail := func(err error) {
+		mu.Lock()
+		failures = append(failures, err)
+		mu.Unlock()
+	}
+	for _, params := range []string{"stale=false", "stale=ok", "stale=ok&reduce=false&limit=5", "info", "ddoc"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var err error
+				switch params {
+				case "info":
+					var inf *views.Info
+					if inf, err = e.svc.Info(ctx, "default", "d"); err == nil && inf.Name != "_design/d" {
+						err = fmt.Errorf("info names %q", inf.Name)
+					}
+				case "ddoc":
+					_, err = e.svc.DesignDoc(ctx, "default", "d")
+				default:
+					_, err = queryRows(ctx, e.svc, "default", "d", "v", params)
+				}
+				if !tolerable(err) {
+					fail(fmt.Errorf("%s: %w", params, err))
+				}
+			}
+		}()
+	}
+	for i := 1; i <= 30; i++ {
+		if i%7 == 0 {
+			if err := e.svc.DeleteDesignDoc(ctx, "default", "d"); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := e.svc.PutDesignDoc(ctx, "default", "d", ddoc(i)); err != nil {
+			t.Error(err)
+		}
+		e.put(fmt.Sprint("x", i), fmt.Sprintf(`{"n":%d}`, i))
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	for _, err := range failures {
+		t.Error(err)
+	}
+}
+
+// TestLongDesignDocName: a design document name of 180 bytes (longer than a
+// file name may be once escaped) works, and survives a restart.
+func TestLongDesignDocName(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	name := strings.Repeat("é", 90)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", name, []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.put("a", `{}`)
+	want := `{"total_rows":1,"rows":[{"id":"a","key":"a","value":null}]}`
+	if got := e.query(name, "v", "stale=false"); got != want {
+		t.Fatalf("query: %s", got)
+	}
+	e.close()
+	e.open()
+	if got := e.query(name, "v", "stale=ok"); got != want {
+		t.Fatalf("after a restart: %s", got)
+	}
+}
+
+// TestBrokenStoredDesignDocs: stored design documents that do not parse,
+// compile or open are reported and skipped; the others work, and the broken
+// ones can be deleted.
+func TestBrokenStoredDesignDocs(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "good", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "noopen", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(1, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.put("a", `{}`)
+	e.close()
+
+	eng, err := engine.Open(e.dir, &engine.Options{Clock: e.clk, NumPartitions: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := eng.Bucket("default")
+	if err := b.PutSystemDoc(ctx, "_design/notjson", []byte(`{"views":`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutSystemDoc(ctx, "_design/nocompile", []byte(`{"views":{"v":{"map":"function (doc { emit("}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The index file of "noopen" is now a directory: it cannot be opened.
+	p := views.IndexPath(b, "_design/noopen")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+
+	e.open()
+	if got := e.query("good", "v", "stale=false"); got != `{"total_rows":1,"rows":[{"id":"a","key":"a","value":null}]}` {
+		t.Fatalf("good design document: %s", got)
+	}
+	loadErrs, err := e.svc.LoadErrors(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"notjson", "nocompile", "noopen"} {
+		if loadErrs[views.DesignDocPrefix+name] == nil {
+			t.Errorf("no load error reported for %s: %v", name, loadErrs)
+		}
+		if _, err := e.svc.DesignDoc(ctx, "default", name); !errors.Is(err, views.ErrLoadFailed) {
+			t.Errorf("DesignDoc(%s): %v, want ErrLoadFailed", name, err)
+		}
+		if err := e.svc.DeleteDesignDoc(ctx, "default", name); err != nil {
+			t.Errorf("DeleteDesignDoc(%s): %v", name, err)
+		}
+		if _, err := e.svc.DesignDoc(ctx, "default", name); !errors.Is(err, views.ErrNotFound) {
+			t.Errorf("DesignDoc(%s) after delete: %v, want ErrNotFound", name, err)
+		}
+	}
+	b, _ = e.eng.Bucket("default")
+	if keys := b.SystemDocKeys(views.DesignDocPrefix); len(keys) != 1 || keys[0] != "_design/good" {
+		t.Fatalf("stored design documents after the deletes: %v", keys)
+	}
+	e.close()
+	e.open()
+	if loadErrs, _ := e.svc.LoadErrors(ctx, "default"); len(loadErrs) != 0 {
+		t.Fatalf("load errors after a restart: %v", loadErrs)
+	}
+}
+
+// TestDeleteBucket: deleting a bucket closes its indexes, removes their
+// files and forgets them; a new bucket of the same name starts empty.
+// (TestMain checks that no goroutine is left.)
+func TestDeleteBucket(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	b, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("b2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "b2", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	loadInto(t, b.DefaultCollection(), 100)
+	if got, err := queryRows(ctx, e.svc, "b2", "d", "v", "stale=false&limit=0"); err != nil || !strings.Contains(got, `"total_rows":100`) {
+		t.Fatalf("query: %s %v", got, err)
+	}
+	path := views.IndexPath(b, "_design/d")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	if n := views.HeldBuckets(e.svc); n != 2 {
+		t.Fatalf("the service holds %d buckets, want 2", n)
+	}
+	if err := e.eng.DeleteBucket(ctx, "b2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("index file after the bucket was deleted: %v", err)
+	}
+	if n := views.HeldBuckets(e.svc); n != 1 {
+		t.Fatalf("the service holds %d buckets after the delete, want 1", n)
+	}
+	if _, err := e.svc.DesignDocs(ctx, "b2"); err == nil {
+		t.Fatal("design documents of a deleted bucket")
+	}
+	if _, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("b2")); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := e.svc.DesignDocs(ctx, "b2"); err != nil || len(ds) != 0 {
+		t.Fatalf("design documents of a new bucket of the same name: %v %v", ds, err)
+	}
+	if _, err := e.svc.Info(ctx, "b2", "d"); !errors.Is(err, views.ErrNotFound) {
+		t.Fatalf("Info of the old design document: %v", err)
+	}
+}
+
+// TestCloseThenDetach: after Close, every call is a no-op or ErrClosed, and
+// the engine can still detach (close) and delete buckets.
+func TestCloseThenDetach(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`))
+	if err := e.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "x", []byte(`{}`)); !errors.Is(err, views.ErrClosed) {
+		t.Fatalf("PutDesignDoc after Close: %v", err)
+	}
+	if _, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("late")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.eng.DeleteBucket(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.eng.DeleteBucket(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsumerRegistration: an indexer registers itself, durably, as a
+// change-feed consumer; deleting its design document drops it.
+func TestConsumerRegistration(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`))
+	b, _ := e.eng.Bucket("default")
+	if got := b.Consumers(); len(got) != 1 || got[0] != "views:_design/d" {
+		t.Fatalf("consumers: %v", got)
+	}
+	if err := e.svc.DeleteDesignDoc(ctx, "default", "d"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Consumers(); len(got) != 0 {
+		t.Fatalf("consumers after the delete: %v", got)
+	}
+}
+
+// TestRollback: an index whose position is not in the bucket's history (the
+// bucket was recreated, or restored from a backup) is discarded and rebuilt,
+// never served.
+func TestRollback(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		e.put(fmt.Sprint("old", i), `{}`)
+	}
+	if got := e.query("d", "v", "stale=false&limit=0"); !strings.Contains(got, `"total_rows":100`) {
+		t.Fatalf("before: %s", got)
+	}
+	b, _ := e.eng.Bucket("default")
+	path := views.IndexPath(b, "_design/d")
+	ddocBody, _ := b.SystemDoc("_design/d")
+	e.close()
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The bucket's data is replaced by other data (as a restore would), and
+	// the old index file put back.
+	eng, err := engine.Open(e.dir, &engine.Options{Clock: e.clk, NumPartitions: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.DeleteBucket(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	b, err = eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.PutSystemDoc(ctx, "_design/d", ddocBody)
+	loadInto(t, b.DefaultCollection(), 3)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+
+	e.opts.NoAutoUpdate = true // what stale=ok answers is the index as opened
+	e.open()
+	if got := e.query("d", "v", "stale=ok&limit=0"); strings.Contains(got, `"total_rows":100`) {
+		t.Fatalf("rows of the old history served: %s", got)
+	}
+	if got := e.query("d", "v", "stale=false&limit=0"); !strings.Contains(got, `"total_rows":3`) {
+		t.Fatalf("after the rebuild: %s", got)
+	}
+	inf, err := e.svc.Info(ctx, "default", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inf.Rollbacks != 1 {
+		t.Fatalf("rollbacks %d, want 1", inf.Rollbacks)
+	}
+}
+
+// TestInvalidOptions: a negative setting is an error, not the default.
+func TestInvalidOptions(t *testing.T) {
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := views.New(context.Background(), eng, &views.Options{BatchSize: -1}); !errors.Is(err, views.ErrInvalidOptions) {
+		t.Fatalf("BatchSize -1: %v", err)
+	}
+}
+
+// TestLegacyIndexFileRenamed: an index file named the old way (the escaped
+// design document ID) is renamed and kept, not rebuilt.
+func TestLegacyIndexFileRenamed(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		e.put(fmt.Sprint("k", i), `{}`)
+	}
+	e.query("d", "v", "stale=false")
+	b, _ := e.eng.Bucket("default")
+	path := views.IndexPath(b, "_design/d")
+	legacy := filepath.Join(filepath.Dir(path), url.PathEscape("_design/d")+".idx")
+	e.close()
+	if err := os.Rename(path, legacy); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	if got := e.query("d", "v", "stale=ok&limit=0"); !strings.Contains(got, `"total_rows":10`) {
+		t.Fatalf("after the rename: %s", got)
+	}
+	if n := e.mapped("d"); n != 0 {
+		t.Fatalf("the index was rebuilt: %d documents mapped", n)
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("old file still there: %v", err)
+	}
+}

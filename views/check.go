@@ -177,17 +177,23 @@ func showRows(rows []checkRow) string {
 }
 
 // design returns the indexer's design document.
-func (ix *indexer) design() *DesignDoc { return ix.ddoc }
+func (ix *indexer) design() *DesignDoc { return ix.ddoc.Load() }
 
 // allIndexers lists the running indexers of every bucket.
 func (s *Service) allIndexers() []*indexer {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*indexer
+	bvs := make([]*bucketViews, 0, len(s.mu.buckets))
 	for _, bv := range s.mu.buckets {
-		for _, ix := range bv.indexers {
+		bvs = append(bvs, bv)
+	}
+	s.mu.Unlock()
+	var out []*indexer
+	for _, bv := range bvs {
+		bv.mu.Lock()
+		for _, ix := range bv.mu.indexers {
 			out = append(out, ix)
 		}
+		bv.mu.Unlock()
 	}
 	return out
 }

@@ -231,10 +231,7 @@ func (ix *indexer) mapChanges(ctx context.Context, changes []*engine.Document) (
 			continue // nil Rows: the document's rows leave the index
 		}
 		liveAt = append(liveAt, len(updates)-1)
-		live = append(live, jsruntime.Doc{Value: d.Value, Meta: jsruntime.Meta{
-			ID: d.Key, Rev: d.Rev(), Seq: d.Seq, VB: d.Partition,
-			Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type),
-		}})
+		live = append(live, mapInput(d))
 	}
 	if len(live) == 0 {
 		return updates, nil

@@ -303,7 +303,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		s.migrate(b, d.ID, path)
 	}
 	cfg := index.Config{Path: path, Signature: d.Signature(), Views: vcs, NumPartitions: b.NumPartitions()}
-	// TODO(index.Config.NoSync): cfg.NoSync = s.opts.NoSync once the index has the field.
+	cfg.NoSync = s.opts.NoSync
 	idx, err := index.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)

@@ -304,7 +304,7 @@ func ordOf(r row) uint32 {
 
 // reductions compares each cached reduction of the tree with a recomputation.
 func (t *treeChecker) reductions(red Reducer) {
-	rd := reduction{r: red}
+	rd := reduction{ctx: t.c.ctx, r: red}
 	fresh := map[*node][]byte{}
 	var recompute func(n *node) ([]byte, error)
 	recompute = func(n *node) ([]byte, error) {

@@ -18,7 +18,7 @@ type countSum struct {
 	reduces, rereduces atomic.Int64
 }
 
-func (c *countSum) Reduce(keys [][]byte, ids []string, values [][]byte) ([]byte, error) {
+func (c *countSum) Reduce(_ context.Context, keys [][]byte, ids []string, values [][]byte) ([]byte, error) {
 	c.reduces.Add(1)
 	var sum int64
 	for _, v := range values {
@@ -31,7 +31,7 @@ func (c *countSum) Reduce(keys [][]byte, ids []string, values [][]byte) ([]byte,
 	return countSumJSON(int64(len(values)), sum), nil
 }
 
-func (c *countSum) Rereduce(values [][]byte) ([]byte, error) {
+func (c *countSum) Rereduce(_ context.Context, values [][]byte) ([]byte, error) {
 	c.rereduces.Add(1)
 	var count, sum int64
 	for _, v := range values {

@@ -22,11 +22,13 @@ type Reducer interface {
 	// document id and values[i] the raw JSON value of row i. It returns raw JSON.
 	// The slices and their bytes belong to the index: Reduce must not change or
 	// keep them.
-	Reduce(keys [][]byte, ids []string, values [][]byte) ([]byte, error)
+	// ctx is the query's (or Check's): a reduce that can run long stops
+	// when it ends.
+	Reduce(ctx context.Context, keys [][]byte, ids []string, values [][]byte) ([]byte, error)
 	// Rereduce combines earlier results of Reduce and Rereduce (raw JSON) into
 	// one. It must agree with Reduce: reducing rows in parts and rereducing the
 	// parts gives what reducing them all at once gives.
-	Rereduce(values [][]byte) ([]byte, error)
+	Rereduce(ctx context.Context, values [][]byte) ([]byte, error)
 }
 
 // ViewConfig names one view of a design document.

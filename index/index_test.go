@@ -303,10 +303,10 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 type bigReducer struct{}
 
-func (bigReducer) Reduce(keys [][]byte, ids []string, values [][]byte) ([]byte, error) {
+func (bigReducer) Reduce(_ context.Context, keys [][]byte, ids []string, values [][]byte) ([]byte, error) {
 	return []byte(`"` + strings.Repeat("x", index.MaxReductionSize) + `"`), nil
 }
-func (bigReducer) Rereduce(values [][]byte) ([]byte, error) { return values[0], nil }
+func (bigReducer) Rereduce(_ context.Context, values [][]byte) ([]byte, error) { return values[0], nil }
 
 func TestReduce_TooLarge(t *testing.T) {
 	ix := openIndex(t, index.Config{Views: []index.ViewConfig{{Name: "v", Reducer: bigReducer{}}}})

@@ -42,7 +42,7 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 	if err != nil {
 		return err
 	}
-	rd := reduction{r: red}
+	rd := reduction{ctx: ctx, r: red}
 	for _, s := range spans {
 		if s.empty() {
 			continue
@@ -59,6 +59,7 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 
 // reduction computes reductions of rows with one Reducer, for one goroutine.
 type reduction struct {
+	ctx  context.Context // passed to the Reducer
 	r    Reducer
 	vals [][]byte // partial reductions of a range
 	// scratch for Reduce
@@ -261,7 +262,7 @@ func (rd *reduction) rows(rows []row) ([]byte, error) {
 		rd.ids = append(rd.ids, id)
 		rd.values = append(rd.values, value)
 	}
-	v, err := rd.r.Reduce(rd.keys, rd.ids, rd.values)
+	v, err := rd.r.Reduce(rd.ctx, rd.keys, rd.ids, rd.values)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +274,7 @@ func (rd *reduction) rereduce(vals [][]byte) ([]byte, error) {
 	if len(vals) == 1 {
 		return vals[0], nil
 	}
-	v, err := rd.r.Rereduce(vals)
+	v, err := rd.r.Rereduce(rd.ctx, vals)
 	if err != nil {
 		return nil, err
 	}

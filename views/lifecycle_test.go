@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -508,5 +510,39 @@ func TestLegacyIndexFileRenamed(t *testing.T) {
 	}
 	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("old file still there: %v", err)
+	}
+}
+
+// TestQueryContextStopsReduce: a client that hangs up (the request's context
+// ends) stops a JavaScript reduce that would run far longer, well before the
+// time limit per call.
+func TestQueryContextStopsReduce(t *testing.T) {
+	e := newEnv(t, views.Options{JS: &jsruntime.Options{Timeout: 20 * time.Second}})
+	e.loadDocs(10)
+	ctx := context.Background()
+	ddoc := `{"views":{"v":{"map":"function (doc, meta) { emit(doc.n, 1); }","reduce":"function (k, v, r) { while (true) {} }"}}}`
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "slow", []byte(ddoc)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := views.ParseParams(url.Values{"stale": {"false"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.svc.Prepare(ctx, "default", "slow", "v", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = q.Run(qctx, io.Discard)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the reduce ran %v after the request's context ended", d)
+	}
+	if err == nil {
+		t.Fatal("a reduce that never returns answered")
+	}
+	if err := e.svc.DeleteDesignDoc(ctx, "default", "slow"); err != nil {
+		t.Fatal(err)
 	}
 }

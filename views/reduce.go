@@ -6,23 +6,28 @@ import (
 	"github.com/mayflydb/mayfly/jsruntime"
 )
 
-// reducer adapts a jsruntime.Reducer to index.Reducer. index.Reducer has no
-// context parameter, and the index calls it both to store reductions while
-// indexing and to reduce partial ranges while answering a query, so a call
-// runs under the indexer's lifetime (ctx ends when the design document is
-// replaced or deleted, its bucket detached or the service closed) and the
-// pool's time limit per call. A query's own context is checked between the
-// rows it returns (see Query.Run); a JavaScript reduce cannot yet be
-// interrupted by it without a context-aware index.Reducer.
+// reducer adapts a jsruntime.Reducer to index.Reducer. A call runs under the
+// context the index passes (the query's, so a client that hangs up stops a
+// long JavaScript reduce) and the pool's time limit per call, and is refused
+// once the indexer's life (ctx) has ended: its design document was replaced
+// or deleted, its bucket detached or the service closed.
 type reducer struct {
 	r   jsruntime.Reducer
 	ctx context.Context
 }
 
-func (a reducer) Reduce(keys [][]byte, ids []string, values [][]byte) ([]byte, error) {
-	return a.r.Reduce(a.ctx, keys, ids, values)
+// Reduce implements index.Reducer.
+func (a reducer) Reduce(ctx context.Context, keys [][]byte, ids []string, values [][]byte) ([]byte, error) {
+	if err := a.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return a.r.Reduce(ctx, keys, ids, values)
 }
 
-func (a reducer) Rereduce(values [][]byte) ([]byte, error) {
-	return a.r.Rereduce(a.ctx, values)
+// Rereduce implements index.Reducer.
+func (a reducer) Rereduce(ctx context.Context, values [][]byte) ([]byte, error) {
+	if err := a.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return a.r.Rereduce(ctx, values)
 }

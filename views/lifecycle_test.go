@@ -30,11 +30,26 @@ func (e *env) loadDocs(n int) {
 	loadInto(e.t, e.coll(), n)
 }
 
+// loadInto writes n small JSON documents with 16 writers, so that they
+// share group commits.
 func loadInto(t *testing.T, coll *engine.Collection, n int) {
 	t.Helper()
 	ctx := context.Background()
-	for i := range n {
-		if _, err := coll.Upsert(ctx, fmt.Sprintf("k%06d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), nil); err != nil {
+	const writers = 16
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := w; i < n; i += writers {
+				if _, err := coll.Upsert(ctx, fmt.Sprintf("k%06d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}

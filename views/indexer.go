@@ -47,7 +47,7 @@ type indexer struct {
 	batch  int
 	log    func(msg string, args ...any)
 
-	updMu sync.Mutex // one catch-up at a time
+	upd chan struct{} // holds a token while a catch-up runs: one at a time, waited for under a context
 
 	mu struct {
 		sync.Mutex
@@ -69,7 +69,7 @@ type indexer struct {
 // which cancel ends.
 func newIndexer(life context.Context, cancel context.CancelFunc, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, idx *index.Index, batch int, auto bool, log func(string, ...any)) *indexer {
 	ix := &indexer{bucket: b, id: d.ID, names: d.ViewNames(), prog: prog, idx: idx, batch: batch, log: log,
-		auto: auto, kick: make(chan struct{}, 1), life: life, cancel: cancel, done: make(chan struct{})}
+		auto: auto, kick: make(chan struct{}, 1), upd: make(chan struct{}, 1), life: life, cancel: cancel, done: make(chan struct{})}
 	ix.ddoc.Store(d)
 	ix.mu.errs = make(map[string]*viewErrors)
 	if err := ix.ack(); err != nil {
@@ -144,8 +144,15 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 	defer cancel()
 	stop := context.AfterFunc(ix.life, cancel)
 	defer stop()
-	ix.updMu.Lock()
-	defer ix.updMu.Unlock()
+	select {
+	case ix.upd <- struct{}{}:
+	case <-ctx.Done():
+		if ix.life.Err() != nil {
+			return fmt.Errorf("%w: design document %s was replaced or deleted", ErrClosed, ix.id)
+		}
+		return ctx.Err()
+	}
+	defer func() { <-ix.upd }()
 	if ix.life.Err() != nil {
 		return fmt.Errorf("%w: design document %s was replaced or deleted", ErrClosed, ix.id)
 	}
@@ -295,8 +302,8 @@ func (ix *indexer) close() error {
 	ix.closeOnce.Do(func() {
 		ix.cancel()
 		<-ix.done
-		ix.updMu.Lock() // wait out a catch-up started by a query (cancelled too)
-		defer ix.updMu.Unlock()
+		ix.upd <- struct{}{} // wait out a catch-up started by a query (cancelled too)
+		defer func() { <-ix.upd }()
 		ix.closeErr = ix.idx.Close()
 		ix.prog.Close()
 	})

@@ -561,3 +561,37 @@ func TestQueryContextStopsReduce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStaleFalseQueryHonoursContext: a stale=false query that waits while
+// the indexer catches up on a large backlog returns as soon as its request's
+// context ends (a client that hangs up, a server shutting down).
+func TestStaleFalseQueryHonoursContext(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	e.loadDocs(20000)
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(slowMapDDoc)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the indexer is mapping its first batch
+	p, err := views.ParseParams(url.Values{"stale": {"false"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.svc.Prepare(ctx, "default", "d", "v", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = q.Run(qctx, io.Discard)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the query returned %v after its context ended (err %v)", d, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's", err)
+	}
+	if err := e.svc.DeleteDesignDoc(ctx, "default", "d"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -55,6 +55,9 @@ func newFixture(t *testing.T) *fixture {
 		srv.Close()
 		pm.Close(context.Background())
 		al.Close()
+		if err := vs.Check(context.Background()); err != nil {
+			t.Errorf("views.Check: %v", err)
+		}
 		vs.Close()
 		if err := eng.Check(context.Background()); err != nil {
 			t.Errorf("engine.Check: %v", err)

@@ -63,6 +63,9 @@ func newFixtureClock(t testing.TB, opts *Options, clock engine.Clock, fake *engi
 		if err := <-done; !errors.Is(err, ErrServerClosed) {
 			t.Errorf("Serve returned %v, want ErrServerClosed", err)
 		}
+		if err := eng.Check(context.Background()); err != nil {
+			t.Errorf("engine.Check: %v", err)
+		}
 		eng.Close()
 		checkNoLeaks(t)
 	})

@@ -27,7 +27,12 @@ func newEngine(t testing.TB, dir string) (*engine.Engine, *engine.FakeClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.Close() })
+	t.Cleanup(func() {
+		if err := eng.Check(context.Background()); err != nil && !errors.Is(err, engine.ErrClosed) {
+			t.Errorf("engine.Check: %v", err)
+		}
+		eng.Close()
+	})
 	return eng, clk
 }
 

@@ -24,10 +24,17 @@ type env struct {
 	eng  *engine.Engine
 	svc  *views.Service
 	opts views.Options
+	sync bool // fsync on commit, engine and indexes (persistence tests)
 }
 
 func newEnv(t *testing.T, opts views.Options) *env {
-	e := &env{t: t, dir: t.TempDir(), clk: engine.NewFakeClock(t0), opts: opts}
+	return newEnvSync(t, opts, false)
+}
+
+// newEnvSync is newEnv with fsync on commit (sync true), as a server without
+// --no-sync runs.
+func newEnvSync(t *testing.T, opts views.Options, sync bool) *env {
+	e := &env{t: t, dir: t.TempDir(), clk: engine.NewFakeClock(t0), opts: opts, sync: sync}
 	e.open()
 	t.Cleanup(e.close)
 	return e
@@ -35,7 +42,7 @@ func newEnv(t *testing.T, opts views.Options) *env {
 
 func (e *env) open() {
 	var err error
-	if e.eng, err = engine.Open(e.dir, &engine.Options{Clock: e.clk, NumPartitions: 16, NoSync: true}); err != nil {
+	if e.eng, err = engine.Open(e.dir, &engine.Options{Clock: e.clk, NumPartitions: 16, NoSync: !e.sync}); err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := e.eng.Bucket("default"); err != nil {
@@ -43,7 +50,9 @@ func (e *env) open() {
 			e.t.Fatal(err)
 		}
 	}
-	if e.svc, err = views.New(context.Background(), e.eng, &e.opts); err != nil {
+	opts := e.opts
+	opts.NoSync = !e.sync
+	if e.svc, err = views.New(context.Background(), e.eng, &opts); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -103,7 +112,7 @@ func (e *env) mapped(ddoc string) int64 {
 // TestResumeAfterRestart: an index survives a restart and the indexer resumes
 // from its sequence numbers: unchanged documents are not mapped again.
 func TestResumeAfterRestart(t *testing.T) {
-	e := newEnv(t, views.Options{})
+	e := newEnvSync(t, views.Options{}, true)
 	ctx := context.Background()
 	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(doc.n, null); }","reduce":"_count"}}}`)); err != nil {
 		t.Fatal(err)

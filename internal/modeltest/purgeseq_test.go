@@ -50,6 +50,9 @@ func TestPurgeTombstonesKeepsPartitionSeq(t *testing.T) {
 	if n, _, err := c.Bucket().ExpireBatch(ctx, 10); err != nil || n != 1 { // seq 4, on disk as the partition's seq only
 		t.Fatalf("ExpireBatch: %d, %v", n, err)
 	}
+	if err := c.Bucket().Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	h := &harness{t: t, svc: svc, ddoc: 0}
 	if got := compact(h.query("stale=false")); got != `{"rows":[]}` {
 		t.Fatalf("before the purge: %s", got)

@@ -23,10 +23,14 @@ type Range struct {
 	Keys [][]byte
 	// StartKey and EndKey (raw JSON) bound the range; nil leaves that end open.
 	StartKey, EndKey []byte
-	// StartDocID and EndDocID narrow the rows of StartKey and EndKey to the
-	// document ids from / up to them, as startkey_docid and endkey_docid; "" is
-	// none.
+	// StartDocID and EndDocID narrow the rows of StartKey and EndKey (or of
+	// each of Keys) to the document ids from / up to them, as startkey_docid
+	// and endkey_docid; "" is none, unless StartDocIDSet (EndDocIDSet) says
+	// it was given: then it is the empty id, below every other.
 	StartDocID, EndDocID string
+	// StartDocIDSet and EndDocIDSet say that StartDocID and EndDocID were
+	// given, even empty.
+	StartDocIDSet, EndDocIDSet bool
 	// InclusiveEnd includes the rows of EndKey (up to EndDocID). Note that its
 	// zero value excludes them, while CouchDB's inclusive_end defaults to true.
 	InclusiveEnd bool
@@ -44,32 +48,38 @@ func (s span) empty() bool {
 
 // spans turns r into the intervals of tree keys to visit, in order.
 func (r *Range) spans() ([]span, error) {
+	// below(k, id) is the tree key just below the rows of key k (from document
+	// id); above(k, id) the one just above them (up to document id).
+	below := func(enc []byte, id string, set bool) []byte {
+		if id == "" && !set {
+			return enc
+		}
+		return append(appendEscaped(bytes.Clone(enc), id), terminator)
+	}
+	above := func(enc []byte, id string, set bool) []byte {
+		if id == "" && !set {
+			return prefixEnd(enc)
+		}
+		return append(appendEscaped(bytes.Clone(enc), id), terminator+1)
+	}
 	if r.Keys != nil {
+		// Each key is a range of its own, with the document id bounds
+		// applied, as Couchbase folds keys into start and end keys.
 		out := make([]span, len(r.Keys))
 		for i, k := range r.Keys {
 			enc, err := EncodeKey(k)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = span{enc, prefixEnd(enc)}
+			if !r.Descending {
+				out[i] = span{below(enc, r.StartDocID, r.StartDocIDSet), above(enc, r.EndDocID, r.EndDocIDSet)}
+			} else {
+				out[i] = span{below(enc, r.EndDocID, r.EndDocIDSet), above(enc, r.StartDocID, r.StartDocIDSet)}
+			}
 		}
 		return out, nil
 	}
 	var s span
-	// below(k, id) is the tree key just below the rows of key k (from document
-	// id); above(k, id) the one just above them (up to document id).
-	below := func(enc []byte, id string) []byte {
-		if id == "" {
-			return enc
-		}
-		return append(appendEscaped(bytes.Clone(enc), id), terminator)
-	}
-	above := func(enc []byte, id string) []byte {
-		if id == "" {
-			return prefixEnd(enc)
-		}
-		return append(appendEscaped(bytes.Clone(enc), id), terminator+1)
-	}
 	var start, end []byte
 	var err error
 	if r.StartKey != nil {
@@ -84,24 +94,24 @@ func (r *Range) spans() ([]span, error) {
 	}
 	if !r.Descending {
 		if start != nil {
-			s.lo = below(start, r.StartDocID)
+			s.lo = below(start, r.StartDocID, r.StartDocIDSet)
 		}
 		if end != nil {
 			if r.InclusiveEnd {
-				s.hi = above(end, r.EndDocID)
+				s.hi = above(end, r.EndDocID, r.EndDocIDSet)
 			} else {
-				s.hi = below(end, r.EndDocID)
+				s.hi = below(end, r.EndDocID, r.EndDocIDSet)
 			}
 		}
 	} else {
 		if start != nil {
-			s.hi = above(start, r.StartDocID)
+			s.hi = above(start, r.StartDocID, r.StartDocIDSet)
 		}
 		if end != nil {
 			if r.InclusiveEnd {
-				s.lo = below(end, r.EndDocID)
+				s.lo = below(end, r.EndDocID, r.EndDocIDSet)
 			} else {
-				s.lo = above(end, r.EndDocID)
+				s.lo = above(end, r.EndDocID, r.EndDocIDSet)
 			}
 		}
 	}

@@ -26,6 +26,9 @@ type Params struct {
 	Key, StartKey, EndKey      []byte
 	Keys                       [][]byte // nil: no multi-key fetch
 	StartKeyDocID, EndKeyDocID string
+	// StartKeyDocIDSet and EndKeyDocIDSet say the parameters were given,
+	// even empty (the empty id, below every other).
+	StartKeyDocIDSet, EndKeyDocIDSet bool
 	InclusiveEnd               bool
 	Descending                 bool
 	Limit                      int // -1: none
@@ -75,6 +78,9 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		if !gjson.ValidBytes(body) {
 			return nil, badRequest("keys", "the request body is not valid JSON")
 		}
+		if !gjson.ParseBytes(body).IsObject() {
+			return nil, badRequest("keys", "Request body must be a JSON object")
+		}
 		if k := gjson.GetBytes(body, "keys"); k.Exists() {
 			keys = []byte(k.Raw)
 		}
@@ -90,8 +96,8 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 			return true
 		})
 	}
-	p.StartKeyDocID = firstOf(q, "startkey_docid", "start_key_doc_id")
-	p.EndKeyDocID = firstOf(q, "endkey_docid", "end_key_doc_id")
+	p.StartKeyDocID, p.StartKeyDocIDSet = firstOf(q, "startkey_docid", "start_key_doc_id")
+	p.EndKeyDocID, p.EndKeyDocIDSet = firstOf(q, "endkey_docid", "end_key_doc_id")
 	boolP := func(name string, dst *bool) error {
 		if !q.Has(name) {
 			return nil
@@ -203,13 +209,15 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 	return p, nil
 }
 
-func firstOf(q url.Values, names ...string) string {
+// firstOf returns the value of the first of names given, and whether one
+// was.
+func firstOf(q url.Values, names ...string) (string, bool) {
 	for _, n := range names {
 		if q.Has(n) {
-			return q.Get(n)
+			return q.Get(n), true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // rawJSONString quotes s as a JSON string.

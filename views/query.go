@@ -59,6 +59,7 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	q.rng = index.Range{
 		Keys: p.Keys, StartKey: p.StartKey, EndKey: p.EndKey,
 		StartDocID: p.StartKeyDocID, EndDocID: p.EndKeyDocID,
+		StartDocIDSet: p.StartKeyDocIDSet, EndDocIDSet: p.EndKeyDocIDSet,
 		InclusiveEnd: p.InclusiveEnd, Descending: p.Descending,
 	}
 	for _, k := range []struct {

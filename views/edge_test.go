@@ -1,0 +1,85 @@
+package views_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/views"
+)
+
+// idsOf lists the ids of a map answer's rows, in order.
+func idsOf(answer string) string {
+	var ids []string
+	for _, part := range strings.Split(answer, `"id":"`)[1:] {
+		ids = append(ids, part[:strings.IndexByte(part, '"')])
+	}
+	return strings.Join(ids, ",")
+}
+
+// Documents "20"…"24" each emit keys 0, 1 and 2: the document id bounds
+// apply to each of `keys` (issue: keys ignored them), and an empty
+// endkey_docid/startkey_docid is the empty id, not an absent parameter.
+func TestDocIDBoundsWithKeysAndEmptyIDs(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"m":{"map":"function (doc, meta) { emit(0, null); emit(1, null); emit(2, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 20; i <= 24; i++ {
+		e.put(fmt.Sprint(i), `{}`)
+	}
+	run := func(params string, body string) string {
+		t.Helper()
+		q, _ := url.ParseQuery(params)
+		var b []byte
+		if body != "" {
+			b = []byte(body)
+		}
+		p, err := views.ParseParams(q, b)
+		if err != nil {
+			t.Fatalf("%s: %v", params, err)
+		}
+		prep, err := e.svc.Prepare(ctx, "default", "d", "m", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		if err := prep.Run(ctx, &sb); err != nil {
+			t.Fatal(err)
+		}
+		return sb.String()
+	}
+	for _, c := range []struct{ params, body, want string }{
+		{"stale=false&startkey_docid=21&endkey_docid=23", `{"keys":[0]}`, "21,22,23"},
+		{"stale=false&startkey=0&endkey=0&startkey_docid=21&endkey_docid=23", "", "21,22,23"},
+		{"stale=false&startkey_docid=22", `{"keys":[1,0]}`, "22,23,24,22,23,24"},
+		{"stale=false&descending=true&startkey_docid=23&endkey_docid=21", `{"keys":[2]}`, "23,22,21"},
+		{"stale=false&endkey=0&endkey_docid=", "", ""},
+		{"stale=false&endkey=1&endkey_docid=", "", "20,21,22,23,24"},
+		{"stale=false&startkey=2&startkey_docid=", "", "20,21,22,23,24"},
+		{"stale=false&descending=true&startkey=2&startkey_docid=", "", "24,23,22,21,20,24,23,22,21,20"},
+	} {
+		if got := idsOf(run(c.params, c.body)); got != c.want {
+			t.Errorf("%s %s: ids %q, want %q", c.params, c.body, got, c.want)
+		}
+	}
+}
+
+// A POST body that is not a JSON object is a 400 bad_request, as Couchbase
+// answers.
+func TestPostBodyMustBeObject(t *testing.T) {
+	for _, body := range []string{`[]`, `1`, `"keys"`, `null`} {
+		_, err := views.ParseParams(url.Values{}, []byte(body))
+		var qe *views.QueryError
+		if !errors.As(err, &qe) || !strings.Contains(err.Error(), "Request body must be a JSON object") {
+			t.Errorf("body %s: %v", body, err)
+		}
+	}
+	if _, err := views.ParseParams(url.Values{}, []byte(`{"keys":["a"]}`)); err != nil {
+		t.Errorf("an object body: %v", err)
+	}
+}

@@ -29,17 +29,17 @@ type Params struct {
 	// StartKeyDocIDSet and EndKeyDocIDSet say the parameters were given,
 	// even empty (the empty id, below every other).
 	StartKeyDocIDSet, EndKeyDocIDSet bool
-	InclusiveEnd               bool
-	Descending                 bool
-	Limit                      int // -1: none
-	Skip                       int
-	Group                      bool
-	GroupLevel                 int   // -1: not given
-	Reduce                     *bool // nil: the view's default
-	IncludeDocs                bool
-	Stale                      Stale
-	OnErrorStop                bool
-	ConnectionTimeoutMS        int64
+	InclusiveEnd                     bool
+	Descending                       bool
+	Limit                            int // -1: none
+	Skip                             int
+	Group                            bool
+	GroupLevel                       int   // -1: not given
+	Reduce                           *bool // nil: the view's default
+	IncludeDocs                      bool
+	Stale                            Stale
+	OnErrorStop                      bool
+	ConnectionTimeoutMS              int64
 }
 
 // ParseParams parses a view query's parameters: the query string, plus a POST

@@ -111,6 +111,10 @@ func ParseDesignDoc(id string, body []byte) (*DesignDoc, error) {
 				return nil, &DesignDocError{Reason: fmt.Sprintf("The `reduce' field for the view `%s' must be a string.", name)}
 			}
 		}
+		// Built-in reduces are named exactly, as Couchbase accepts them.
+		if t := strings.TrimSpace(v.Reduce); strings.HasPrefix(t, "_") && (t != v.Reduce || (t != "_count" && t != "_sum" && t != "_stats")) {
+			return nil, &DesignDocError{Reason: fmt.Sprintf("Invalid built-in reduce function for view `%s': %s", name, v.Reduce)}
+		}
 		v.Reduce = strings.TrimSpace(v.Reduce)
 		d.Views[name] = v
 	}

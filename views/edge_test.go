@@ -83,3 +83,18 @@ func TestPostBodyMustBeObject(t *testing.T) {
 		t.Errorf("an object body: %v", err)
 	}
 }
+
+// Built-in reduce names are matched exactly: "_sum " and "_sum\n" are refused
+// with Couchbase's reason.
+func TestReduceNamesExact(t *testing.T) {
+	for _, red := range []string{`"_sum "`, `"_sum\n"`, `" _count"`, `"_Sum"`} {
+		_, err := views.ParseDesignDoc("_design/d", []byte(`{"views":{"v":{"map":"function (doc) { emit(1, 1); }","reduce":`+red+`}}}`))
+		var de *views.DesignDocError
+		if !errors.As(err, &de) || !strings.Contains(de.Reason, "Invalid built-in reduce function for view `v'") {
+			t.Errorf("reduce %s: %v", red, err)
+		}
+	}
+	if _, err := views.ParseDesignDoc("_design/d", []byte(`{"views":{"v":{"map":"function (doc) { emit(1, 1); }","reduce":"_sum"}}}`)); err != nil {
+		t.Errorf("_sum: %v", err)
+	}
+}

@@ -220,38 +220,45 @@ func (l *Log) resume() error {
 		l.mu.seq, l.mu.prev = *r.Seq, hashLine(line)
 		return nil
 	}
-	// Torn: find the last whole record before the tail.
+	// Torn: follow the chain through the whole lines before the tail.
 	tailStart, tail, err := lineBefore(f, size)
 	if err != nil {
 		return fmt.Errorf("audit: open: %w", err)
 	}
-	goodEnd, goodSeq, goodHash := int64(0), int64(0), GenesisHash
-	for pos := tailStart; pos > 0; {
-		start, line, err := lineBefore(f, pos-1)
+	v := verifier{rep: Report{Head: GenesisHash}}
+	br := newLineReader(io.NewSectionReader(f, 0, tailStart))
+	for {
+		line, err := br.next()
+		if err == io.EOF {
+			break
+		}
 		if err != nil {
 			return fmt.Errorf("audit: open: %w", err)
 		}
-		if r, ok := parseRecord(line); ok {
-			goodEnd, goodSeq, goodHash = pos, *r.Seq, hashLine(line)
-			break
+		if err := v.feed(line); err != nil {
+			return fmt.Errorf("%w: %s: the chain is broken before the torn last line: %w; move the file aside to start a new log", ErrCorrupt, l.path, err)
 		}
-		pos = start
 	}
 	now := time.Now().Unix()
-	if r, ok := parseRecord(tail); ok && goodEnd == tailStart && *r.Seq == goodSeq+1 && r.Prev == goodHash {
+	nlines := int64(v.rep.Lines)
+	if r, ok := parseRecord(tail); ok && *r.Seq == nlines+1 && r.Prev == v.rep.Head && (v.pending == nil || v.vouches(r, tail)) {
 		// Only the newline was lost: the record stays in the chain.
 		l.mu.seq, l.mu.prev = *r.Seq, hashLine(tail)
 		l.torn = &Torn{Line: *r.Seq, Marker: *r.Seq + 1}
 		return l.seal(Event{Time: now, Action: ActionTorn, After: map[string]int64{"unterminated": *r.Seq}})
 	}
-	skipped := make([]byte, size-goodEnd, size-goodEnd+1)
-	if _, err := f.ReadAt(skipped, goodEnd); err != nil {
-		return fmt.Errorf("audit: open: %w", err)
+	if _, ok := parseRecord(tail); ok || v.pendingRecord {
+		// A crash leaves fragments, not records out of the chain.
+		why := v.pendingFirst
+		if why == nil {
+			why = &ChainError{Line: int(nlines) + 1, Reason: "a record out of the chain"}
+		}
+		return fmt.Errorf("%w: %s: the chain is broken before the torn last line: %w; move the file aside to start a new log", ErrCorrupt, l.path, why)
 	}
-	skipped = append(skipped, '\n')
-	lines := bytes.Count(skipped, []byte{'\n'})
-	l.mu.seq, l.mu.prev = goodSeq+int64(lines), goodHash
-	l.torn = &Torn{Line: goodSeq + 1, Lines: lines, Bytes: len(skipped), Marker: l.mu.seq + 1}
+	skipped := append(append(v.pending, tail...), '\n')
+	lines := v.pendingLines + 1
+	l.mu.seq, l.mu.prev = nlines+1, v.rep.Head
+	l.torn = &Torn{Line: nlines + 2 - int64(lines), Lines: lines, Bytes: len(skipped), Marker: l.mu.seq + 1}
 	return l.seal(Event{Time: now, Action: ActionTorn, After: map[string]any{
 		"skipped_lines": lines, "skipped_bytes": len(skipped), "skipped_sha256": hashLine(skipped)}})
 }
@@ -414,68 +421,93 @@ type tornAfter struct {
 // reordered line; a torn last line not yet sealed by Open), or the reader's
 // error.
 func Verify(r io.Reader) (Report, error) {
-	rep := Report{Head: GenesisHash}
+	var v verifier
+	v.rep.Head = GenesisHash
 	br := newLineReader(r)
-	var (
-		pending      []byte // skipped lines since the last record, newlines included
-		pendingLines int
-		pendingFirst *ChainError // why the first skipped line is not a record
-	)
-	for n := int64(1); ; n++ {
+	for {
 		line, err := br.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return rep, err
+			return v.rep, err
 		}
-		rep.Lines = int(n)
 		if line[len(line)-1] != '\n' {
-			if pendingFirst != nil {
-				return rep, pendingFirst
+			if v.pendingFirst != nil {
+				return v.rep, v.pendingFirst
 			}
-			return rep, &ChainError{Line: int(n), Reason: "torn last line (a crash mid-write); the next Open seals it"}
+			return v.rep, &ChainError{Line: v.rep.Lines + 1, Reason: "torn last line (a crash mid-write); the next Open seals it"}
 		}
-		body := line[:len(line)-1]
-		rec, ok := parseRecord(body)
-		why := ""
-		switch {
-		case !ok:
-			why = "not an audit record"
-		case *rec.Seq != n:
-			why = fmt.Sprintf("seq %d on line %d (a line was removed, added or moved)", *rec.Seq, n)
-		case rec.Prev != rep.Head:
-			why = fmt.Sprintf("prev does not match the hash of line %d (it was edited, or a line was removed or moved)", n-1)
+		if err := v.feed(line); err != nil {
+			return v.rep, err
 		}
-		if why == "" && pending != nil {
-			// Skipped lines are accepted only when a torn marker vouches for them.
-			var m struct {
-				After tornAfter `json:"after"`
-			}
-			json.Unmarshal(body, &m)
-			if rec.Action != ActionTorn || m.After.Lines != pendingLines || m.After.Bytes != len(pending) || m.After.SHA256 != hashLine(pending) {
-				return rep, pendingFirst
-			}
-		}
-		if why != "" {
-			if pendingFirst == nil {
-				pendingFirst = &ChainError{Line: int(n), Reason: why}
-			}
-			pending = append(pending, line...)
-			pendingLines++
-			continue
-		}
-		pending, pendingLines, pendingFirst = nil, 0, nil
-		if rec.Action == ActionTorn {
-			rep.Torn = append(rep.Torn, n)
-		}
-		rep.Records++
-		rep.Head = hashLine(body)
 	}
-	if pendingFirst != nil {
-		return rep, pendingFirst
+	if v.pendingFirst != nil {
+		return v.rep, v.pendingFirst
 	}
-	return rep, nil
+	return v.rep, nil
+}
+
+// verifier follows the chain line by line.
+type verifier struct {
+	rep          Report
+	pending      []byte // skipped lines since the last record, newlines included
+	pendingLines int
+	pendingFirst *ChainError // why the first skipped line is not a record
+	// pendingRecord says a skipped line is a record out of the chain: a
+	// torn marker never vouches for one, as a crash leaves only fragments.
+	pendingRecord bool
+}
+
+// feed takes the next whole line (newline included). Lines that do not
+// continue the chain are held as pending until a torn marker vouches for
+// them; feed fails when a record arrives that does not.
+func (v *verifier) feed(line []byte) error {
+	v.rep.Lines++
+	n := int64(v.rep.Lines)
+	body := line[:len(line)-1]
+	rec, ok := parseRecord(body)
+	why := ""
+	switch {
+	case !ok:
+		why = "not an audit record"
+	case *rec.Seq != n:
+		why = fmt.Sprintf("seq %d on line %d (a line was removed, added or moved)", *rec.Seq, n)
+	case rec.Prev != v.rep.Head:
+		why = fmt.Sprintf("prev does not match the hash of line %d (it was edited, or a line was removed or moved)", n-1)
+	}
+	if why == "" && v.pending != nil {
+		// Skipped lines are accepted only when a torn marker vouches for them.
+		if !v.vouches(rec, body) {
+			return v.pendingFirst
+		}
+	}
+	if why != "" {
+		if v.pendingFirst == nil {
+			v.pendingFirst = &ChainError{Line: int(n), Reason: why}
+		}
+		v.pending = append(v.pending, line...)
+		v.pendingLines++
+		v.pendingRecord = v.pendingRecord || ok
+		return nil
+	}
+	v.pending, v.pendingLines, v.pendingFirst, v.pendingRecord = nil, 0, nil, false
+	if rec.Action == ActionTorn {
+		v.rep.Torn = append(v.rep.Torn, n)
+	}
+	v.rep.Records++
+	v.rep.Head = hashLine(body)
+	return nil
+}
+
+// vouches says whether a chained record is the torn marker of the pending
+// lines.
+func (v *verifier) vouches(rec record, body []byte) bool {
+	var m struct {
+		After tornAfter `json:"after"`
+	}
+	json.Unmarshal(body, &m)
+	return rec.Action == ActionTorn && !v.pendingRecord && m.After.Lines == v.pendingLines && m.After.Bytes == len(v.pending) && m.After.SHA256 == hashLine(v.pending)
 }
 
 // lineReader returns a reader's lines, newline included (the last one may

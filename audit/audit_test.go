@@ -429,3 +429,40 @@ func ExampleVerify() {
 	fmt.Println(rep.Records, err)
 	// Output: 1 <nil>
 }
+
+// TestOpen_SealLostItsNewline: a seal whose marker was written whole but
+// for its newline is kept, and the chain stays whole.
+func TestOpen_SealLostItsNewline(t *testing.T) {
+	path := writeN(t, 3)
+	tear(t, path, 12)
+	l, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, b[:len(b)-1], 0o600)
+	l, err = audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn := l.Torn(); tn == nil || tn.Line != 4 || tn.Lines != 0 {
+		t.Fatalf("Torn: %+v", tn)
+	}
+	l.Record(context.Background(), ev(7))
+	l.Close()
+	if rep, err := verifyFile(t, path); err != nil || rep.Records != 5 || fmt.Sprint(rep.Torn) != "[4 5]" {
+		t.Fatalf("%+v %v\n%s", rep, err, strings.Join(readLines(t, path), "\n"))
+	}
+}
+
+// TestOpen_TornAfterABrokenChain: Open refuses to seal a torn line after a
+// chain already broken.
+func TestOpen_TornAfterABrokenChain(t *testing.T) {
+	path := writeN(t, 4)
+	lines := readLines(t, path)
+	os.WriteFile(path, []byte(lines[0]+"\n"+lines[2]+"\n"+lines[3][:10]), 0o600)
+	if _, err := audit.Open(path); !errors.Is(err, audit.ErrCorrupt) {
+		t.Fatalf("Open: %v", err)
+	}
+}

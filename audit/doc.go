@@ -38,13 +38,19 @@
 //   - if the unterminated line is nevertheless a whole record that continues
 //     the chain (only its newline was lost), it stays in the chain, and the
 //     marker's after is {"unterminated": SEQ};
-//   - otherwise the lines after the last whole record (the torn bytes, and
-//     any debris of an earlier interrupted seal) are skipped: the marker's
-//     prev is the hash of the last whole record, and its after is
+//   - otherwise the lines after the last record of the chain (the torn
+//     bytes, and any fragment of an earlier interrupted seal) are skipped:
+//     the marker's prev is the hash of that last record, and its after is
 //     {"skipped_lines": K, "skipped_bytes": N, "skipped_sha256": HEX}, the
 //     hash of the skipped bytes newlines included. Verify accepts skipped
 //     lines only when such a marker right after them vouches for exactly
-//     them.
+//     them, and only if none of them is a record (a crash leaves fragments,
+//     never a whole record out of the chain).
+//
+// To seal, Open follows the chain through the whole file; if it is broken
+// before the torn line (a removed or edited line), Open refuses the file with
+// ErrCorrupt rather than vouch for the damage. On a file that ends whole,
+// Open reads only the last line.
 //
 // Open reports what it sealed through Log.Torn. Because callers record the
 // intent before acting (see Log.Intend) and act only once Record returned

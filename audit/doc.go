@@ -11,7 +11,7 @@
 //
 // appends
 //
-//	{"seq":1,"prev":"5d9c…","time":1700000000,"user":"","remote":"127.0.0.1:5555","action":"pager.settings","bucket":"default","target":"","before":{"exp_pager_stime":3600},"after":{"exp_pager_stime":10}}
+//	{"seq":1,"prev":"149f6022…","time":1700000000,"user":"","remote":"127.0.0.1:5555","action":"pager.settings","bucket":"default","target":"","before":{"exp_pager_stime":3600},"after":{"exp_pager_stime":10}}
 //
 // # The chain
 //

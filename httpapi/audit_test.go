@@ -2,11 +2,16 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/httpapi"
 )
 
 const form = "application/x-www-form-urlencoded"
@@ -167,5 +172,32 @@ func TestAuditUnwritableRefuses(t *testing.T) {
 	}
 	if after := f.auditEvents(); len(after) != len(before) {
 		t.Errorf("records written after Close: %d, were %d", len(after), len(before))
+	}
+}
+
+// TestAuditWriteErrorRefuses: an audit log whose writes fail (a full disk)
+// refuses the action, and every later one.
+func TestAuditWriteErrorRefuses(t *testing.T) {
+	f := newFixture(t)
+	full, err := audit.Open("/dev/full")
+	if err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	defer full.Close()
+	srv := httptest.NewServer(httpapi.New(f.eng, &httpapi.Options{Audit: full}))
+	defer srv.Close()
+	for range 2 {
+		resp, err := http.PostForm(srv.URL+"/pools/default/buckets", url.Values{"name": {"b2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 500 || jsonOf(t, string(body))["error"] != "audit_failed" {
+			t.Fatalf("create with a full disk: %d %s", resp.StatusCode, body)
+		}
+	}
+	if _, err := f.eng.Bucket("b2"); err == nil {
+		t.Fatal("bucket created")
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -105,8 +106,21 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := st.Validate(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if _, err := s.eng.Bucket(st.Name); err == nil {
+		writeError(w, fmt.Errorf("%w: %q", engine.ErrBucketExists, st.Name))
+		return
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionBucketCreate, Bucket: st.Name, After: st})
+	if !ok {
+		return
+	}
 	b, err := s.eng.CreateBucket(r.Context(), st)
 	if err != nil {
+		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}
@@ -121,15 +135,39 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	old, updated, err := b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
-		return applyBucketParams(vals, st, false)
+	// The change is recorded inside UpdateSettings, under the bucket's lock,
+	// once validated and before it is committed, so before is exact.
+	var in audit.Intent
+	var intended, refused bool
+	_, _, err = b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
+		old := *st
+		if err := applyBucketParams(vals, st, false); err != nil {
+			return err
+		}
+		if err := st.Validate(); err != nil {
+			return err
+		}
+		before, after := settingsDiff(old, *st)
+		if len(after) == 0 {
+			return nil
+		}
+		var ok bool
+		if in, ok = s.intend(w, r, audit.Event{Action: audit.ActionBucketSettings, Bucket: old.Name, Before: before, After: after}); !ok {
+			refused = true
+			return errAuditFailed(errors.New("refused"))
+		}
+		intended = true
+		return nil
 	})
+	if refused {
+		return // answered by intend
+	}
 	if err != nil {
+		if intended {
+			s.settle(r, in, err)
+		}
 		writeError(w, err)
 		return
-	}
-	if old.MaxTTL != updated.MaxTTL {
-		s.audit(r, audit.Event{Time: s.eng.Clock().Now(), Bucket: b.Name(), Setting: "maxTTL", Old: old.MaxTTL, New: updated.MaxTTL})
 	}
 	writeJSON(w, http.StatusOK, bucketView(b))
 }
@@ -140,11 +178,38 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	b, err := s.eng.Bucket(name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionBucketDelete, Bucket: name, Before: b.Settings()})
+	if !ok {
+		return
+	}
 	if err := s.eng.DeleteBucket(r.Context(), name); err != nil {
+		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// settingsDiff returns the settings that differ, by their API names: their
+// values before and after.
+func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]any) {
+	before, after = map[string]any{}, map[string]any{}
+	add := func(name string, o, n any) {
+		if o != n {
+			before[name], after[name] = o, n
+		}
+	}
+	add("maxTTL", old.MaxTTL, updated.MaxTTL)
+	add("ramQuotaMB", old.RAMQuotaMB, updated.RAMQuotaMB)
+	add("purgeInterval", old.PurgeInterval, updated.PurgeInterval)
+	add("exp_pager_stime", old.ExpPagerStime, updated.ExpPagerStime)
+	add("exp_pager_initial_run_time", old.ExpPagerInitialRunTime, updated.ExpPagerInitialRunTime)
+	return before, after
 }
 
 // scopesJSON is Couchbase's GET .../scopes shape.
@@ -186,7 +251,12 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionScopeCreate, Bucket: b.Name(), Target: vals.Get("name")})
+	if !ok {
+		return
+	}
 	if err := b.CreateScope(r.Context(), vals.Get("name")); err != nil {
+		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}
@@ -214,8 +284,14 @@ func (s *server) createCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionCollectionCreate, Bucket: b.Name(), Target: scope + "." + vals.Get("name"),
+		After: map[string]int64{"maxTTL": maxTTL}})
+	if !ok {
+		return
+	}
 	ci, err := b.CreateCollection(r.Context(), scope, vals.Get("name"), maxTTL)
 	if err != nil {
+		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}

@@ -26,7 +26,8 @@ type fixture struct {
 	clk   *engine.FakeClock
 	srv   *httptest.Server
 	pager *pager.Manager
-	audit string // path of the audit log
+	audit string     // path of the audit log
+	al    *audit.Log // the audit log itself
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -64,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		eng.Close()
 	})
-	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath}
+	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al}
 }
 
 // do sends a request and returns status, headers and body.

@@ -73,28 +73,43 @@ func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errBadRequest("give exp_pager_stime and/or exp_pager_initial_run_time"))
 		return
 	}
-	old, updated, err := s.pager.UpdateSettings(r.Context(), name, stime, hour)
+	// Validated here as the pager does, so a refused value is not recorded.
+	if stime != nil && *stime < 0 {
+		writeError(w, errBadRequest("exp_pager_stime: must be 0 (disabled) or a whole number of seconds"))
+		return
+	}
+	if hour != nil && (*hour < -1 || *hour > 23) {
+		writeError(w, errBadRequest("exp_pager_initial_run_time: must be an hour (UTC) from 0 to 23, or -1 for none"))
+		return
+	}
+	cur, err := s.pager.Settings(name)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	now := s.eng.Clock().Now()
-	if old.ExpPagerStime != updated.ExpPagerStime {
-		s.audit(r, audit.Event{Time: now, Bucket: name, Setting: "exp_pager_stime", Old: old.ExpPagerStime, New: updated.ExpPagerStime})
+	before, after := map[string]any{}, map[string]any{}
+	if stime != nil && *stime != cur.ExpPagerStime {
+		before["exp_pager_stime"], after["exp_pager_stime"] = cur.ExpPagerStime, *stime
 	}
-	if old.ExpPagerInitialRunTime != updated.ExpPagerInitialRunTime {
-		s.audit(r, audit.Event{Time: now, Bucket: name, Setting: "exp_pager_initial_run_time", Old: old.ExpPagerInitialRunTime, New: updated.ExpPagerInitialRunTime})
+	if hour != nil && *hour != cur.ExpPagerInitialRunTime {
+		before["exp_pager_initial_run_time"], after["exp_pager_initial_run_time"] = cur.ExpPagerInitialRunTime, *hour
+	}
+	var in audit.Intent
+	if len(after) > 0 {
+		// before is read just ahead of the change: a concurrent change of
+		// the same setting in between would make it stale.
+		var ok bool
+		if in, ok = s.intend(w, r, audit.Event{Action: audit.ActionPagerSettings, Bucket: name, Before: before, After: after}); !ok {
+			return
+		}
+	}
+	_, updated, err := s.pager.UpdateSettings(r.Context(), name, stime, hour)
+	if err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
 	}
 	writeJSON(w, http.StatusOK, updated)
-}
-
-// audit records a settings change; a failure to record is logged, not fatal
-// to the request that already took effect.
-func (s *server) audit(r *http.Request, e audit.Event) {
-	e.Remote = r.RemoteAddr
-	if err := s.auditLog.Record(r.Context(), e); err != nil {
-		s.log.Error("audit log", "err", err, "setting", e.Setting)
-	}
 }
 
 // runExpiryPager handles POST .../controller/runExpiryPager: a run now,

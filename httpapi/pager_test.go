@@ -130,8 +130,8 @@ func TestLowerPagerIntervalReschedules(t *testing.T) {
 	f.do("POST", "/pools/default/buckets/default", "application/x-www-form-urlencoded", "maxTTL=99")
 	logged, _ := os.ReadFile(f.audit)
 	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"setting":"exp_pager_stime","old":3600,"new":10`) ||
-		!strings.Contains(lines[1], `"setting":"maxTTL","old":0,"new":99`) || !strings.Contains(lines[1], `"remote":"127.0.0.1:`) {
+	if len(lines) != 2 || !strings.Contains(lines[0], `"action":"pager.settings","bucket":"default","target":"","before":{"exp_pager_stime":3600},"after":{"exp_pager_stime":10}`) ||
+		!strings.Contains(lines[1], `"action":"bucket.settings","bucket":"default","target":"","before":{"maxTTL":0},"after":{"maxTTL":99}`) || !strings.Contains(lines[1], `"remote":"127.0.0.1:`) {
 		t.Fatalf("audit log:\n%s", logged)
 	}
 	// runExpiryPager runs it now and answers with what it purged.

@@ -27,7 +27,8 @@ type Options struct {
 	Views *views.Service
 	// Pager runs the expiry pagers; nil disables its endpoints.
 	Pager *pager.Manager
-	// Audit records settings changes (maxTTL, exp_pager_stime). nil records
+	// Audit records every administrative action before it is done (see
+	// audit.go); an action whose record fails is refused. nil records
 	// nothing.
 	Audit *audit.Log
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -40,12 +41,35 @@ func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	d, err := s.views.PutDesignDoc(r.Context(), bucket, name, body)
+	before, err := s.designDocBody(r, bucket, name)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionDDocPut, Bucket: bucket, Target: name, Before: before, After: auditBody(body)})
+	if !ok {
+		return
+	}
+	d, err := s.views.PutDesignDoc(r.Context(), bucket, name, body)
+	if err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
+	}
 	writeJSON(w, http.StatusCreated, map[string]any{"ok": true, "id": d.ID})
+}
+
+// designDocBody returns a design document as an audit record holds it, nil
+// if there is none.
+func (s *server) designDocBody(r *http.Request, bucket, name string) (any, error) {
+	d, err := s.views.DesignDoc(r.Context(), bucket, name)
+	if errors.Is(err, views.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return auditBody(d.Body), nil
 }
 
 // getDesignDoc handles GET /{bucket}/_design/{ddoc}.
@@ -73,7 +97,17 @@ func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	d, err := s.views.DesignDoc(r.Context(), bucket, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionDDocDelete, Bucket: bucket, Target: name, Before: auditBody(d.Body)})
+	if !ok {
+		return
+	}
 	if err := s.views.DeleteDesignDoc(r.Context(), bucket, name); err != nil {
+		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}

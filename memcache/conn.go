@@ -223,7 +223,10 @@ func (c *conn) exec(ctx context.Context, cmd *command) bool {
 		r = s.arith(ctx, cmd.keys[0], cmd.kind == cmdIncr, cmd.delta)
 	case cmdFlushAll:
 		r = replyOK
-		if err := s.flushAll(ctx, cmd.exptime); err != nil {
+		if err := c.auditFlush(ctx, cmd.exptime); err != nil {
+			s.log.Error("memcache: flush_all refused: audit log", "remote", c.nc.RemoteAddr(), "err", err)
+			r = replyAuditFailed
+		} else if err := s.flushAll(ctx, cmd.exptime); err != nil {
 			r = serverError(err)
 		}
 	case cmdStats:
@@ -241,6 +244,17 @@ func (c *conn) exec(ctx context.Context, cmd *command) bool {
 		c.reply(r)
 	}
 	return true
+}
+
+// replyAuditFailed answers a flush_all whose audit record failed.
+const replyAuditFailed = replyServerErrorSP + "audit log unavailable"
+
+// auditFlush records a flush_all through Options.Audit, if set.
+func (c *conn) auditFlush(ctx context.Context, delay int64) error {
+	if c.s.opts.Audit == nil {
+		return nil
+	}
+	return c.s.opts.Audit(ctx, AuditEvent{Action: ActionFlushAll, Remote: c.nc.RemoteAddr().String(), Delay: delay})
 }
 
 // maxVerbosity is memcached's MAX_VERBOSITY_LEVEL.

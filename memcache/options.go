@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,11 @@ type Options struct {
 	// Version is what the version command and the version stat report. The
 	// default value is "1.6.18-mayfly".
 	Version string
+	// Audit, if set, is called before each flush_all (immediate or delayed)
+	// takes effect or is scheduled; if it returns an error the flush_all is
+	// refused with "SERVER_ERROR audit log unavailable" and nothing is
+	// flushed. The default value audits nothing.
+	Audit func(ctx context.Context, e AuditEvent) error
 
 	private struct {
 		// flushPoll is how often a pending delayed flush_all is checked
@@ -43,6 +49,19 @@ type Options struct {
 		flushPoll time.Duration
 	}
 }
+
+// AuditEvent is what Options.Audit is told of an administrative command.
+type AuditEvent struct {
+	// Action is "memcached.flush_all".
+	Action string
+	// Remote is the client's address.
+	Remote string
+	// Delay is flush_all's delay as given (0 for none).
+	Delay int64
+}
+
+// ActionFlushAll is the AuditEvent action of flush_all.
+const ActionFlushAll = "memcached.flush_all"
 
 // DefaultVersion is the version the server reports when Options.Version is
 // empty: the memcached release whose text protocol it speaks.

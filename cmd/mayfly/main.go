@@ -1,6 +1,7 @@
 // Command mayfly is Mayfly's server and command-line client.
 //
 //	mayfly serve [flags]      start the server
+//	mayfly audit verify       check the audit log's hash chain
 //	mayfly help               list the sub-commands
 //
 // Run "mayfly <command> --help" for a command's flags.
@@ -28,6 +29,7 @@ func commands() map[string]command {
 		"serve": {"start the server (HTTP API, memcached port) on a data directory", runServe},
 		"ctl":   {"set or get a bucket's expiry pager parameters (cbepctl's flush_param)", runCtl},
 		"stats": {"print a bucket's statistics (cbstats names)", runStats},
+		"audit": {"verify the audit log's hash chain (audit verify [--data DIR | FILE])", runAudit},
 	}
 }
 
@@ -72,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
+		case errors.Is(err, errAuditBroken):
+			return 1 // the break is already printed
 		}
 		fmt.Fprintf(stderr, "mayfly %s: %v\n", args[0], err)
 		return 1

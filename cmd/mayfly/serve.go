@@ -142,6 +142,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer auditLog.Close()
+	if tn := auditLog.Torn(); tn != nil {
+		logger.Warn("audit log: a torn last line (a crash mid-write) was sealed with a marker record",
+			"path", auditLog.Path(), "line", tn.Line, "skipped_lines", tn.Lines, "skipped_bytes", tn.Bytes, "marker", tn.Marker)
+	}
 
 	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
@@ -163,7 +167,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "mayfly: serving HTTP on http://%s, data in %s\n", ln.Addr(), cfg.data)
 
 	if cfg.mcAddr != "" {
-		mc, err := startMemcached(ctx, eng, cfg, logger)
+		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog)
 		if err != nil {
 			srv.Close()
 			return err
@@ -189,12 +193,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // startMemcached opens the memcached text-protocol port onto one bucket.
-func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger) (*memcache.Server, error) {
+// Its flush_all is audited in auditLog, and refused if it cannot be.
+func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log) (*memcache.Server, error) {
 	b, err := eng.Bucket(cfg.mcBucket)
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, Logger: logger})
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
 	}
@@ -208,4 +213,13 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 		}
 	}()
 	return mc, nil
+}
+
+// memcacheAudit records the memcached port's administrative commands
+// (flush_all) in the audit log.
+func memcacheAudit(eng *engine.Engine, bucket string, auditLog *audit.Log) func(context.Context, memcache.AuditEvent) error {
+	return func(ctx context.Context, e memcache.AuditEvent) error {
+		return auditLog.Record(ctx, audit.Event{Time: eng.Clock().Now(), Remote: e.Remote, Action: e.Action, Bucket: bucket,
+			After: map[string]int64{"delay": e.Delay}})
+	}
 }

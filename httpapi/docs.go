@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -46,6 +47,22 @@ func resultOf(d *engine.Document) mutationResult {
 
 // putDoc handles PUT /{bucket}/docs/{key}: ?expiry, preserve_expiry, flags,
 // cas, collection, op=upsert|insert|replace. The body is the value.
+// checkDeclaredJSON refuses a body sent as application/json that is not
+// valid JSON, saying where it breaks. A body sent as anything else is stored
+// as it is: JSON becomes a json document, the rest a binary one, as Couchbase
+// does.
+func checkDeclaredJSON(r *http.Request, body []byte) error {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "application/json" || json.Valid(body) {
+		return nil
+	}
+	var se *json.SyntaxError
+	if err := json.Unmarshal(body, new(json.RawMessage)); errors.As(err, &se) {
+		return errBadRequest(fmt.Sprintf("the body is sent as application/json but is not valid JSON: %v (at byte %d)", se, se.Offset))
+	}
+	return errBadRequest("the body is sent as application/json but is not valid JSON")
+}
+
 func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 	c, key, err := s.docTarget(r)
 	if err != nil {
@@ -94,6 +111,10 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeError(w, errBadRequest("reading the body: "+err.Error()))
+		return
+	}
+	if err := checkDeclaredJSON(r, body); err != nil {
+		writeError(w, err)
 		return
 	}
 	d, err := write(r.Context(), key, body, &o)

@@ -88,7 +88,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 
 	r.HandleFunc("/{bucket}/docs/{key:.+}/touch", s.touchDoc).Methods(http.MethodPost)
 	r.HandleFunc("/{bucket}/docs/{key:.+}", s.putDoc).Methods(http.MethodPut)
-	r.HandleFunc("/{bucket}/docs/{key:.+}", s.getDoc).Methods(http.MethodGet)
+	r.HandleFunc("/{bucket}/docs/{key:.+}", s.getDoc).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/{bucket}/docs/{key:.+}", s.deleteDoc).Methods(http.MethodDelete)
 	return r
 }

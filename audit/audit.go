@@ -30,6 +30,8 @@ const (
 	ActionBucketSettings   = "bucket.settings"
 	ActionScopeCreate      = "scope.create"
 	ActionCollectionCreate = "collection.create"
+	ActionScopeDrop        = "scope.drop"
+	ActionCollectionDrop   = "collection.drop"
 	ActionDDocPut          = "ddoc.put"
 	ActionDDocDelete       = "ddoc.delete"
 	ActionPagerSettings    = "pager.settings"

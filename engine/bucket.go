@@ -364,6 +364,20 @@ func (b *Bucket) close() error {
 	return nil
 }
 
+// writable reports why a collection cannot take writes: the bucket is closed,
+// or the collection was dropped.
+func (b *Bucket) writable(cid CollectionID) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.mu.closed {
+		return ErrClosed
+	}
+	if _, ok := b.mu.byID[cid]; !ok {
+		return fmt.Errorf("%w: collection %d was dropped", ErrCollectionNotFound, cid)
+	}
+	return nil
+}
+
 func (b *Bucket) isClosed() bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -153,6 +153,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	b.store = st
 	b.mu.sys = l.sys
 	b.cas.Store(l.maxCAS)
+	var orphans []record // documents of dropped collections whose removal did not reach disk
 	for _, d := range l.docs {
 		if int(d.Partition) >= len(b.parts) {
 			st.close()
@@ -160,6 +161,10 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		}
 		p := b.parts[d.Partition]
 		k := docKey{cid: d.Collection, key: d.Key}
+		if _, ok := b.mu.byID[d.Collection]; !ok {
+			orphans = append(orphans, record{purge: true, key: k, oldExp: d.Expiration, part: d.Partition})
+			continue
+		}
 		p.mu.docs[k] = d
 		p.mu.log = append(p.mu.log, logEntry{seq: d.Seq, key: k})
 		p.mu.seq = max(p.mu.seq, d.Seq)
@@ -176,7 +181,16 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		p.mu.durable = p.mu.seq
 	}
 	for _, it := range l.exps {
-		b.exps.update(it.key, 0, it.exp)
+		if _, ok := b.mu.byID[it.key.cid]; ok {
+			b.exps.update(it.key, 0, it.exp)
+		}
+	}
+	if len(orphans) > 0 {
+		if err := st.commit(orphans); err != nil {
+			st.close()
+			return nil, fmt.Errorf("engine: bucket %s: remove documents of dropped collections: %w", s.Name, err)
+		}
+		e.log.Info("removed documents of dropped collections", "bucket", s.Name, "documents", len(orphans))
 	}
 	for _, name := range l.consumers {
 		b.durableConsumers[name] = true

@@ -15,9 +15,9 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 	}
 	p := b.partitionFor(k.key)
 	p.mu.Lock()
-	if b.isClosed() {
+	if err := b.writable(k.cid); err != nil {
 		p.mu.Unlock()
-		return nil, ErrClosed
+		return nil, err
 	}
 	now := b.clock.Now()
 	prev := p.latestLocked(k)

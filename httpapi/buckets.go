@@ -263,6 +263,61 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"name": vals.Get("name")})
 }
 
+// dropScope handles DELETE .../scopes/{scope}: the scope, its collections
+// and their documents go.
+func (s *server) dropScope(w http.ResponseWriter, r *http.Request) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	scope, err := pathVar(r, "scope")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionScopeDrop, Bucket: b.Name(), Target: scope})
+	if !ok {
+		return
+	}
+	if err := b.DropScope(r.Context(), scope); err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"dropped": scope})
+}
+
+// dropCollection handles DELETE .../scopes/{scope}/collections/{collection}:
+// the collection and its documents go.
+func (s *server) dropCollection(w http.ResponseWriter, r *http.Request) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	scope, err := pathVar(r, "scope")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	coll, err := pathVar(r, "collection")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionCollectionDrop, Bucket: b.Name(), Target: scope + "." + coll})
+	if !ok {
+		return
+	}
+	if err := b.DropCollection(r.Context(), scope, coll); err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"dropped": scope + "." + coll})
+}
+
 func (s *server) createCollection(w http.ResponseWriter, r *http.Request) {
 	b, err := s.bucketOf(r)
 	if err != nil {

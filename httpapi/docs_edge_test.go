@@ -42,3 +42,38 @@ func TestDeclaredJSONMustBeJSON(t *testing.T) {
 		t.Errorf("valid JSON: %d %s", status, body)
 	}
 }
+
+// Scopes and collections are dropped over Couchbase's REST paths, their
+// documents with them.
+func TestDropScopeAndCollection(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/pools/default/buckets/default/scopes", "name=s"},
+		{http.MethodPost, "/pools/default/buckets/default/scopes/s/collections", "name=c"},
+		{http.MethodPost, "/pools/default/buckets/default/scopes/s/collections", "name=d"},
+		{http.MethodPut, "/default/docs/k?collection=s.c", `{"a":1}`},
+	} {
+		if status, _, body := f.do(c.method, c.path, form, c.body); status/100 != 2 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, status, body)
+		}
+	}
+	if status, _, body := f.do(http.MethodDelete, "/pools/default/buckets/default/scopes/s/collections/c", "", ""); status != http.StatusOK {
+		t.Fatalf("drop collection: %d %s", status, body)
+	}
+	if status, _, _ := f.do(http.MethodGet, "/default/docs/k?collection=s.c", "", ""); status != http.StatusNotFound {
+		t.Errorf("document of a dropped collection: %d", status)
+	}
+	if status, _, _ := f.do(http.MethodDelete, "/pools/default/buckets/default/scopes/s/collections/c", "", ""); status != http.StatusNotFound {
+		t.Errorf("dropping it again: %d, want 404", status)
+	}
+	if status, _, body := f.do(http.MethodDelete, "/pools/default/buckets/default/scopes/s", "", ""); status != http.StatusOK {
+		t.Fatalf("drop scope: %d %s", status, body)
+	}
+	if _, _, body := f.do(http.MethodGet, "/pools/default/buckets/default/scopes", "", ""); strings.Contains(body, `"s"`) {
+		t.Errorf("dropped scope still listed: %s", body)
+	}
+	if status, _, _ := f.do(http.MethodDelete, "/pools/default/buckets/default/scopes/_default", "", ""); status != http.StatusBadRequest {
+		t.Errorf("dropping _default: %d, want 400", status)
+	}
+}

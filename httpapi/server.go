@@ -70,6 +70,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.HandleFunc("/{bucket}/scopes", s.listScopes).Methods(http.MethodGet)
 	pools.HandleFunc("/{bucket}/scopes", s.createScope).Methods(http.MethodPost)
 	pools.HandleFunc("/{bucket}/scopes/{scope}/collections", s.createCollection).Methods(http.MethodPost)
+	pools.HandleFunc("/{bucket}/scopes/{scope}", s.dropScope).Methods(http.MethodDelete)
+	pools.HandleFunc("/{bucket}/scopes/{scope}/collections/{collection}", s.dropCollection).Methods(http.MethodDelete)
 	pools.HandleFunc("/{bucket}/ddocs", s.listDesignDocs).Methods(http.MethodGet)
 	pools.HandleFunc("/{bucket}/settings/expiryPager", s.getExpiryPager).Methods(http.MethodGet)
 	pools.HandleFunc("/{bucket}/settings/expiryPager", s.setExpiryPager).Methods(http.MethodPost)

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// DropCollection removes a collection and every document in it, as
+// Couchbase's DELETE .../scopes/{s}/collections/{c} does. The _default
+// collection cannot be dropped here. Writes to the collection fail with
+// ErrCollectionNotFound from the moment the drop is in the catalog; its
+// documents then leave memory and disk. Change-feed consumers are not sent
+// its documents' removal (view indexes index _default._default only).
+func (b *Bucket) DropCollection(ctx context.Context, scope, name string) error {
+	if scope == "_default" && name == "_default" {
+		return fmt.Errorf("%w: the _default collection cannot be dropped", ErrInvalidSetting)
+	}
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	ce, err := b.catalogCopy()
+	if err != nil {
+		return err
+	}
+	colls, ok := ce.Scopes[scope]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	}
+	ci, ok := colls[name]
+	if !ok {
+		return fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
+	}
+	delete(colls, name)
+	if err := b.commitCatalog(ce); err != nil {
+		return err
+	}
+	return b.dropDocuments(ctx, map[CollectionID]bool{ci.ID: true})
+}
+
+// DropScope removes a scope with its collections and their documents. The
+// _default scope cannot be dropped.
+func (b *Bucket) DropScope(ctx context.Context, name string) error {
+	if name == "_default" {
+		return fmt.Errorf("%w: the _default scope cannot be dropped", ErrInvalidSetting)
+	}
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	ce, err := b.catalogCopy()
+	if err != nil {
+		return err
+	}
+	colls, ok := ce.Scopes[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrScopeNotFound, name)
+	}
+	ids := make(map[CollectionID]bool, len(colls))
+	for _, ci := range colls {
+		ids[ci.ID] = true
+	}
+	delete(ce.Scopes, name)
+	if err := b.commitCatalog(ce); err != nil {
+		return err
+	}
+	return b.dropDocuments(ctx, ids)
+}
+
+// dropDocuments removes every document of the given (already dropped)
+// collections from memory and disk. A write to them that was on its way
+// to disk when they were dropped is waited for first.
+//
+// REQUIRES: b.ddl held, the collections gone from the catalog.
+func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) error {
+	if err := b.Sync(ctx); err != nil {
+		return err
+	}
+	var last *commitBatch
+	for _, p := range b.parts {
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			p.mu.Lock()
+			busy := false
+			for k := range p.mu.pending {
+				if ids[k.cid] {
+					busy = true
+					break
+				}
+			}
+			if !busy {
+				break
+			}
+			p.mu.Unlock()
+			if err := b.Sync(ctx); err != nil {
+				return err
+			}
+		}
+		for k, d := range p.mu.docs {
+			if !ids[k.cid] {
+				continue
+			}
+			delete(p.mu.docs, k)
+			if d.Deleted {
+				b.tombs.Add(-1)
+			} else {
+				b.currItems.Add(-1)
+				b.exps.update(k, d.Expiration, 0)
+			}
+			if b.store != nil {
+				cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
+				if err != nil {
+					p.mu.Unlock()
+					return err
+				}
+				last = cb
+			}
+		}
+		p.mu.Unlock()
+	}
+	return last.wait(ctx)
+}

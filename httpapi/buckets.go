@@ -60,10 +60,13 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	} else if ok {
 		st.MaxTTL = v
 	}
-	if v, ok, err := intParam(vals, "ramQuotaMB"); err != nil {
-		return err
-	} else if ok {
-		st.RAMQuotaMB = v
+	// Couchbase's REST calls it ramQuota (MiB); older clients send ramQuotaMB.
+	for _, name := range []string{"ramQuotaMB", "ramQuota"} {
+		if v, ok, err := intParam(vals, name); err != nil {
+			return err
+		} else if ok {
+			st.RAMQuotaMB = v
+		}
 	}
 	if vals.Has("purgeInterval") {
 		f, err := strconv.ParseFloat(strings.TrimSpace(vals.Get("purgeInterval")), 64)

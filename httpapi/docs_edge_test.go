@@ -77,3 +77,14 @@ func TestDropScopeAndCollection(t *testing.T) {
 		t.Errorf("dropping _default: %d, want 400", status)
 	}
 }
+
+// ramQuota (Couchbase's name, MiB) is stored and reported, as ramQuotaMB is.
+func TestRAMQuotaStored(t *testing.T) {
+	f := newFixture(t)
+	if status, _, body := f.do(http.MethodPost, "/pools/default/buckets", "application/x-www-form-urlencoded", "name=q&bucketType=couchbase&ramQuota=256"); status/100 != 2 {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	if _, _, body := f.do(http.MethodGet, "/pools/default/buckets/q", "", ""); !strings.Contains(body, `"ram":268435456`) {
+		t.Errorf("quota not reported as asked: %s", body)
+	}
+}

@@ -88,6 +88,22 @@ func (x *expiryIndex) dueAfter(now int64, after *expItem, limit int) []expItem {
 	return out
 }
 
+// countDue returns how many entries are at or before now: it costs what has
+// expired, not the index's size.
+func (x *expiryIndex) countDue(now int64) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	x.tree.Ascend(func(it expItem) bool {
+		if it.exp > now {
+			return false
+		}
+		n++
+		return true
+	})
+	return n
+}
+
 // len returns the number of documents with an expiration.
 func (x *expiryIndex) len() int {
 	x.mu.Lock()

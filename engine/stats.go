@@ -18,6 +18,9 @@ type Stats struct {
 	MetaDataPurged int64
 	// WithExpiry counts live documents that carry an expiration.
 	WithExpiry int64
+	// ExpiredUnpurged counts documents whose expiration has passed that are
+	// not purged yet (they still count in CurrItems and have view rows).
+	ExpiredUnpurged int64
 	// QueueSize counts mutations waiting for disk (ep_queue_size).
 	QueueSize int64
 	// CommitFailed counts commits that failed (ep_item_commit_failed).
@@ -30,13 +33,14 @@ type Stats struct {
 // Stats returns the bucket's statistics.
 func (b *Bucket) Stats() Stats {
 	s := Stats{
-		CurrItems:      b.currItems.Load(),
-		Tombstones:     b.tombs.Load(),
-		ExpiredAccess:  b.stats.expiredAccess.Load(),
-		ExpiredPager:   b.stats.expiredPager.Load(),
-		PagerRuns:      b.stats.pagerRuns.Load(),
-		MetaDataPurged: b.stats.metaPurged.Load(),
-		WithExpiry:     int64(b.exps.len()),
+		CurrItems:       b.currItems.Load(),
+		Tombstones:      b.tombs.Load(),
+		ExpiredAccess:   b.stats.expiredAccess.Load(),
+		ExpiredPager:    b.stats.expiredPager.Load(),
+		PagerRuns:       b.stats.pagerRuns.Load(),
+		MetaDataPurged:  b.stats.metaPurged.Load(),
+		WithExpiry:      int64(b.exps.len()),
+		ExpiredUnpurged: int64(b.exps.countDue(b.clock.Now())),
 	}
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
 	if b.store != nil {

@@ -88,3 +88,25 @@ func TestRAMQuotaStored(t *testing.T) {
 		t.Errorf("quota not reported as asked: %s", body)
 	}
 }
+
+// GET /{bucket}/_expiry forecasts what expires per interval ahead.
+func TestExpiryForecastEndpoint(t *testing.T) {
+	f := newFixture(t)
+	for i, exp := range []string{"30", "30", "90", "0"} {
+		if status, _, body := f.do(http.MethodPut, "/default/docs/k"+string(rune('a'+i))+"?expiry="+exp, "", `{"v":1}`); status/100 != 2 {
+			t.Fatalf("PUT: %d %s", status, body)
+		}
+	}
+	status, _, body := f.do(http.MethodGet, "/default/_expiry?interval=60&horizon=120", "", "")
+	if status != http.StatusOK {
+		t.Fatalf("forecast: %d %s", status, body)
+	}
+	m := jsonOf(t, body)
+	ivs, _ := m["intervals"].([]any)
+	if len(ivs) != 2 || ivs[0].(map[string]any)["docs"] != 2.0 || ivs[1].(map[string]any)["docs"] != 1.0 {
+		t.Errorf("intervals: %s", body)
+	}
+	if status, _, _ := f.do(http.MethodGet, "/default/_expiry?interval=0", "", ""); status != http.StatusBadRequest {
+		t.Errorf("interval 0: %d, want 400", status)
+	}
+}

@@ -22,6 +22,7 @@ var metricList = []metric{
 	{"mayfly_expired_total", "Documents expired, by how they were found.", "ep_expired_access", prometheus.CounterValue, prometheus.Labels{"how": "access"}},
 	{"mayfly_expired_total", "Documents expired, by how they were found.", "ep_expired_pager", prometheus.CounterValue, prometheus.Labels{"how": "pager"}},
 	{"mayfly_curr_items", "Live documents, expired but unpurged ones included.", "curr_items", prometheus.GaugeValue, nil},
+	{"mayfly_expired_unpurged", "Documents whose expiration has passed, not purged yet.", "ep_expired_unpurged", prometheus.GaugeValue, nil},
 	{"mayfly_expiry_pager_runs_total", "Expiry pager runs.", "ep_num_expiry_pager_runs", prometheus.CounterValue, nil},
 	{"mayfly_exp_pager_stime_seconds", "Seconds between expiry pager runs (0: disabled).", "ep_exp_pager_stime", prometheus.GaugeValue, nil},
 	{"mayfly_pager_last_run_duration_milliseconds", "Duration of the last expiry pager run.", "ep_pager_last_run_duration_ms", prometheus.GaugeValue, nil},

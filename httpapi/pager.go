@@ -150,6 +150,7 @@ func (s *server) bucketStats(name string) (map[string]int64, error) {
 		"ep_item_commit_failed":         st.CommitFailed,
 		"ep_storage_failed":             boolStat(st.StorageError != ""),
 		"ep_items_with_expiry":          st.WithExpiry,
+		"ep_expired_unpurged":           st.ExpiredUnpurged,
 		"ep_max_ttl":                    set.MaxTTL,
 	}
 	if s.pager != nil {

@@ -88,6 +88,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.HandleFunc("/{bucket}/_design/{ddoc}/_info", s.designDocInfo).Methods(http.MethodGet)
 	r.HandleFunc("/{bucket}/_design/{ddoc}/_view/{view}", s.queryView).Methods(http.MethodGet, http.MethodPost)
 
+	r.HandleFunc("/{bucket}/_expiry", s.expiryForecast).Methods(http.MethodGet)
 	r.HandleFunc("/{bucket}/docs/{key:.+}/touch", s.touchDoc).Methods(http.MethodPost)
 	r.HandleFunc("/{bucket}/docs/{key:.+}", s.putDoc).Methods(http.MethodPut)
 	r.HandleFunc("/{bucket}/docs/{key:.+}", s.getDoc).Methods(http.MethodGet, http.MethodHead)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 
@@ -91,6 +92,10 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeError(w, fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen))
+			return
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			writeError(w, err) // 408: the body did not arrive within --read-timeout
 			return
 		}
 		writeError(w, errBadRequest("reading the body: "+err.Error()))

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +247,61 @@ func TestServeRefusesExposure(t *testing.T) {
 	t.Setenv("MAYFLY_ADMIN_PASSWORD", "from-env")
 	if cfg, err := parseServeFlags([]string{"--http", "0.0.0.0:8091"}, io.Discard); err != nil || cfg.adminPassword != "from-env" {
 		t.Fatalf("MAYFLY_ADMIN_PASSWORD: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeDevPassword runs `mayfly serve` itself on loopback without a
+// password: it prints a password made up for this start, which works, and
+// nothing works without it.
+func TestServeDevPassword(t *testing.T) {
+	t.Setenv("MAYFLY_ADMIN_PASSWORD", "")
+	var stdout syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--log-level", "error"}, &stdout, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	var addr, pass string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && pass == ""; time.Sleep(20 * time.Millisecond) {
+		out := stdout.String()
+		if _, rest, ok := strings.Cut(out, "serving HTTP on http://"); ok {
+			addr, _, _ = strings.Cut(rest, ",")
+		}
+		if _, rest, ok := strings.Cut(out, "log in as Administrator / "); ok {
+			pass, _, _ = strings.Cut(rest, "\n")
+		}
+	}
+	if addr == "" || len(pass) < 16 {
+		t.Fatalf("serve printed %q", stdout.String())
+	}
+	if code, out, errOut := runCmd("stats", "--host", addr, "-u", "Administrator:"+pass, "curr_items"); code != 0 || out != " curr_items: 0\n" {
+		t.Fatalf("stats with the printed password: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := runCmd("stats", "--host", addr, "-u", "Administrator:password"); code != 1 || !strings.Contains(errOut, "unauthorized") {
+		t.Fatalf("stats with another password: %d %q", code, errOut)
 	}
 }

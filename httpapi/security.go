@@ -197,8 +197,13 @@ func queryHas(name string) func(r *http.Request) bool {
 	return func(r *http.Request) bool { return r.URL.Query().Has(name) }
 }
 
+// queryTrue holds unless the parameter is absent or "false" in any case: any
+// other value the parser might take as true (TRUE, True) needs the permission.
 func queryTrue(name string) func(r *http.Request) bool {
-	return func(r *http.Request) bool { return r.URL.Query().Get(name) == "true" }
+	return func(r *http.Request) bool {
+		q := r.URL.Query()
+		return q.Has(name) && !strings.EqualFold(q.Get(name), "false")
+	}
 }
 
 // need wraps a handler with its authorization: 403 in Couchbase's shape

@@ -89,6 +89,8 @@ func TestRolesAndPermissions(t *testing.T) {
 		{"writer", "DELETE", "/pools/default/buckets/other", "", "", 403},
 		{"viewer", "GET", "/default/_design/d/_view/v?stale=false", "", "", 200},
 		{"viewer", "GET", "/default/_design/d/_view/v?stale=false&include_docs=true", "", "", 403}, // documents need data_reader
+		{"viewer", "GET", "/default/_design/d/_view/v?stale=false&include_docs=TRUE", "", "", 403},
+		{"viewer", "GET", "/default/_design/d/_view/v?stale=false&include_docs=false", "", "", 200},
 		{"viewer", "PUT", "/default/_design/e", "application/json", `{"views":{}}`, 403},
 		{"viewer", "GET", "/other/_design/d/_view/v", "", "", 403},
 		{"badmin", "POST", "/pools/default/buckets/default/settings/expiryPager", "application/x-www-form-urlencoded", "exp_pager_stime=5", 200},

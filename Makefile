@@ -10,7 +10,7 @@ SOAK    ?= 10m
 .PHONY: help build run test unit race fuzz vet fmt lint bench oracle tools clean soak
 
 help:
-	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091)"
+	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
 	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
@@ -20,8 +20,12 @@ help:
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly
 
+# A development password, for loopback only: log in as Administrator / password.
+DEV_PASSWORD ?= password
+
 run: build
-	./$(BIN) serve --data $(DATA)
+	@echo "mayfly: development server; log in as Administrator / $(DEV_PASSWORD) (curl -u Administrator:$(DEV_PASSWORD) ...)"
+	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA)
 
 test: tools lint race fuzz
 

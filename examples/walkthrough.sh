@@ -4,21 +4,23 @@
 # shows an expired row as "doc": null until the expiry pager purges it.
 #
 #   make run                      # in another terminal
-#   examples/walkthrough.sh       # MAYFLY=http://host:port to point elsewhere
+#   examples/walkthrough.sh       # MAYFLY=http://host:port to point elsewhere,
+#                                 # MAYFLY_USER/MAYFLY_PASSWORD for other credentials
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 url=${MAYFLY:-http://127.0.0.1:8091}
 bucket=${BUCKET:-default}
+creds="${MAYFLY_USER:-Administrator}:${MAYFLY_PASSWORD:-password}" # make run's development password
 
 say() { printf '\n== %s\n' "$*"; }
-call() { curl -sS --fail-with-body "$@"; }
+call() { curl -sS --fail-with-body -u "$creds" "$@"; }
 
 say "design document _design/scores"
 call -X PUT -H 'Content-Type: application/json' --data-binary @"$here/scores-ddoc.json" "$url/$bucket/_design/scores"
 
 say "loading $(grep -vc '^#' "$here/scores.txt") documents (two expire in 2 s)"
 grep -v '^#' "$here/scores.txt" | while read -r key expiry doc; do
-	curl -sS --fail-with-body -o /dev/null -X PUT "$url/$bucket/docs/$key?expiry=$expiry" --data-binary "$doc"
+	curl -sS --fail-with-body -u "$creds" -o /dev/null -X PUT -H 'Content-Type: application/json' "$url/$bucket/docs/$key?expiry=$expiry" --data-binary "$doc"
 done
 
 say "all scores, with their documents"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/pager"
@@ -43,11 +44,23 @@ func TestWalkthrough(t *testing.T) {
 	defer vs.Close()
 	pm := pager.New(eng, nil)
 	defer pm.Close(ctx)
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm}))
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "walk-through-pw",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Auth: users}))
 	defer srv.Close()
 
+	// Without credentials the script stops at its first request.
 	cmd := exec.Command("bash", "walkthrough.sh")
-	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL)
+	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=wrong")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `"unauthorized"`) {
+		t.Fatalf("walkthrough.sh with a wrong password: %v\n%s", err, out)
+	}
+
+	cmd = exec.Command("bash", "walkthrough.sh")
+	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=walk-through-pw")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("walkthrough.sh: %v\n%s", err, out)

@@ -31,8 +31,12 @@ func errAuditFailed(err error) error {
 }
 
 // requestUser is the user a request is authenticated as ("" when none).
-// The authentication middleware fills this in.
-var requestUser = func(r *http.Request) string { return "" }
+func requestUser(r *http.Request) string {
+	if p := principalOf(r); p != nil {
+		return p.Name
+	}
+	return ""
+}
 
 // event fills in an Event's time, user and remote address from the request.
 func (s *server) event(r *http.Request, e audit.Event) audit.Event {

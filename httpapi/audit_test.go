@@ -92,7 +92,7 @@ func TestAuditedActions(t *testing.T) {
 	type row struct{ action, bucket, target, before, after, outcome string }
 	var got []row
 	for _, e := range f.auditEvents() {
-		if e.Time != t0 || !strings.HasPrefix(e.Remote, "127.0.0.1:") || e.User != "" {
+		if e.Time != t0 || !strings.HasPrefix(e.Remote, "127.0.0.1:") || e.User != adminUser {
 			t.Errorf("event %+v: time, remote or user", e)
 		}
 		got = append(got, row{e.Action, e.Bucket, e.Target, js(e.Before), js(e.After), e.Outcome})
@@ -184,10 +184,13 @@ func TestAuditWriteErrorRefuses(t *testing.T) {
 		t.Skip("no /dev/full:", err)
 	}
 	defer full.Close()
-	srv := httptest.NewServer(httpapi.New(f.eng, &httpapi.Options{Audit: full}))
+	srv := httptest.NewServer(httpapi.New(f.eng, &httpapi.Options{Audit: full, Auth: f.users}))
 	defer srv.Close()
 	for range 2 {
-		resp, err := http.PostForm(srv.URL+"/pools/default/buckets", url.Values{"name": {"b2"}})
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pools/default/buckets", strings.NewReader(url.Values{"name": {"b2"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(adminUser, adminPass)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,5 +202,36 @@ func TestAuditWriteErrorRefuses(t *testing.T) {
 	}
 	if _, err := f.eng.Bucket("b2"); err == nil {
 		t.Fatal("bucket created")
+	}
+}
+
+// User changes and failed logins are in the audit log, with who did them and
+// never a password.
+func TestAuditUsersAndFailedLogins(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if status, _, body := f.do(http.MethodPut, "/settings/rbac/users/local/ann", form, "password=s3cret-pw&roles=data_reader[default]"); status != http.StatusOK {
+		t.Fatalf("put user: %d %s", status, body)
+	}
+	if status, _, _ := f.doAs("ann", "wrong", http.MethodGet, "/default/docs/x", "", ""); status != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d", status)
+	}
+	if status, _, body := f.do(http.MethodDelete, "/settings/rbac/users/local/ann", "", ""); status != http.StatusOK {
+		t.Fatalf("delete user: %d %s", status, body)
+	}
+	var got []string
+	for _, e := range f.auditEvents() {
+		got = append(got, e.Action+" "+e.User+" "+e.Target)
+	}
+	want := []string{"user.put Administrator ann", "login.failed  ann", "user.delete Administrator ann"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("audit events %q, want %q", got, want)
+	}
+	raw, err := os.ReadFile(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "s3cret-pw") || strings.Contains(string(raw), "wrong") {
+		t.Errorf("a password reached the audit log: %s", raw)
 	}
 }

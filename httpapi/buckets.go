@@ -37,7 +37,11 @@ func bucketView(b *engine.Bucket) bucketJSON {
 
 func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) {
 	out := []bucketJSON{}
+	p := principalOf(r)
 	for _, b := range s.eng.Buckets() {
+		if !p.SeesBucket(b.Name()) {
+			continue // as Couchbase: only the buckets the caller has a role on
+		}
 		out = append(out, bucketView(b))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 
@@ -108,6 +109,10 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeError(w, fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen))
+			return
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			writeError(w, err) // 408: the body did not arrive within --read-timeout
 			return
 		}
 		writeError(w, errBadRequest("reading the body: "+err.Error()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -39,6 +40,9 @@ func classify(err error) *httpError {
 	if he := classifyPager(err); he != nil {
 		return he
 	}
+	if he := classifyAuth(err); he != nil {
+		return he
+	}
 	msg := err.Error()
 	switch {
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrBucketNotFound),
@@ -65,6 +69,10 @@ func classify(err error) *httpError {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return &httpError{http.StatusRequestEntityTooLarge, "too_large", "request body is over the limit"}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &httpError{http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time"}
 	}
 	return &httpError{http.StatusInternalServerError, "internal_error", msg}
 }

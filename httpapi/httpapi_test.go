@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/pager"
@@ -28,7 +29,16 @@ type fixture struct {
 	pager *pager.Manager
 	audit string     // path of the audit log
 	al    *audit.Log // the audit log itself
+	users *auth.Store
 }
+
+// The fixture's administrator; cheapArgon2 keeps hashing fast in tests.
+const (
+	adminUser = "Administrator"
+	adminPass = "password"
+)
+
+var cheapArgon2 = &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -51,7 +61,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Audit: al}))
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Audit: al, Auth: users}))
 	t.Cleanup(func() {
 		srv.Close()
 		pm.Close(context.Background())
@@ -65,11 +79,28 @@ func newFixture(t *testing.T) *fixture {
 		}
 		eng.Close()
 	})
-	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al}
+	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al, users: users}
 }
 
-// do sends a request and returns status, headers and body.
+// do sends a request as the administrator and returns status, headers and
+// body.
 func (f *fixture) do(method, path, contentType, body string) (int, http.Header, string) {
+	f.t.Helper()
+	return f.doWith(method, path, contentType, body, func(req *http.Request) { req.SetBasicAuth(adminUser, adminPass) })
+}
+
+// doAs sends a request as user (no credentials if user is "").
+func (f *fixture) doAs(user, pass, method, path, contentType, body string) (int, http.Header, string) {
+	f.t.Helper()
+	return f.doWith(method, path, contentType, body, func(req *http.Request) {
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+	})
+}
+
+// doWith sends a request after edit has changed it.
+func (f *fixture) doWith(method, path, contentType, body string, edit func(*http.Request)) (int, http.Header, string) {
 	f.t.Helper()
 	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -77,6 +108,9 @@ func (f *fixture) do(method, path, contentType, body string) (int, http.Header, 
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if edit != nil {
+		edit(req)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/pager"
 	"github.com/mayflydb/mayfly/views"
@@ -21,7 +22,8 @@ import (
 
 // Options configure the HTTP API. A nil *Options means defaults.
 type Options struct {
-	// Logger receives request errors. The default value discards them.
+	// Logger receives request errors and refusals. The default value
+	// discards them.
 	Logger *slog.Logger
 	// Views serves design documents and view queries; nil disables them.
 	Views *views.Service
@@ -31,6 +33,22 @@ type Options struct {
 	// audit.go); an action whose record fails is refused. nil records
 	// nothing.
 	Audit *audit.Log
+	// Auth holds the users every request authenticates as (HTTP Basic). nil
+	// refuses every request with 401.
+	Auth *auth.Store
+	// AllowedHosts are Host header values answered besides the listening
+	// address and localhost, 127.0.0.1, [::1] with its port: "name" (any
+	// port) or "name:port".
+	AllowedHosts []string
+	// CORSOrigins are the browser origins (scheme://host[:port]) allowed to
+	// call the API cross-origin. None by default.
+	CORSOrigins []string
+	// MetricsToken, when set, is also accepted on /metrics as
+	// "Authorization: Bearer <token>".
+	MetricsToken string
+	// MaxRequests caps requests served at once; more are answered 503.
+	// 0 means DefaultMaxRequests.
+	MaxRequests int
 }
 
 // server holds what the handlers share.
@@ -40,9 +58,12 @@ type server struct {
 	pager    *pager.Manager
 	auditLog *audit.Log
 	log      *slog.Logger
+	sec      *security
 }
 
-// New returns the HTTP API over eng as one http.Handler.
+// New returns the HTTP API over eng as one http.Handler. Every request
+// authenticates; each route needs the permission the table in README.md
+// names.
 func New(eng *engine.Engine, opts *Options) http.Handler {
 	o := Options{}
 	if opts != nil {
@@ -51,47 +72,60 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{eng: eng, views: o.Views, pager: o.Pager, auditLog: o.Audit, log: o.Logger}
+	s := &server{eng: eng, views: o.Views, pager: o.Pager, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o)}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
+	r.SkipClean(true)  // no redirects: dot segments are refused by guard
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, errNotFound("no such resource"))
 	})
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", reason: req.Method + " is not allowed here"})
 	})
+	const form, noForm = true, false
+	cluster := func(a auth.Action) permFunc {
+		return func(*http.Request) []auth.Permission { return []auth.Permission{{Action: a}} }
+	}
 
 	pools := r.PathPrefix("/pools/default/buckets").Subrouter()
-	pools.HandleFunc("", s.listBuckets).Methods(http.MethodGet)
-	pools.HandleFunc("", s.createBucket).Methods(http.MethodPost)
-	pools.HandleFunc("/{bucket}", s.getBucket).Methods(http.MethodGet)
-	pools.HandleFunc("/{bucket}", s.updateBucket).Methods(http.MethodPost)
-	pools.HandleFunc("/{bucket}", s.deleteBucket).Methods(http.MethodDelete)
-	pools.HandleFunc("/{bucket}/scopes", s.listScopes).Methods(http.MethodGet)
-	pools.HandleFunc("/{bucket}/scopes", s.createScope).Methods(http.MethodPost)
-	pools.HandleFunc("/{bucket}/scopes/{scope}/collections", s.createCollection).Methods(http.MethodPost)
-	pools.HandleFunc("/{bucket}/scopes/{scope}", s.dropScope).Methods(http.MethodDelete)
-	pools.HandleFunc("/{bucket}/scopes/{scope}/collections/{collection}", s.dropCollection).Methods(http.MethodDelete)
-	pools.HandleFunc("/{bucket}/ddocs", s.listDesignDocs).Methods(http.MethodGet)
-	pools.HandleFunc("/{bucket}/settings/expiryPager", s.getExpiryPager).Methods(http.MethodGet)
-	pools.HandleFunc("/{bucket}/settings/expiryPager", s.setExpiryPager).Methods(http.MethodPost)
-	pools.HandleFunc("/{bucket}/controller/runExpiryPager", s.runExpiryPager).Methods(http.MethodPost)
-	pools.HandleFunc("/{bucket}/stats", s.getStats).Methods(http.MethodGet)
+	pools.Handle("", s.need(cluster(auth.PoolsRead), noForm, s.listBuckets)).Methods(http.MethodGet)
+	pools.Handle("", s.need(cluster(auth.BucketsCreate), form, s.createBucket)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}", s.need(on(auth.SettingsRead), noForm, s.getBucket)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}", s.need(on(auth.SettingsWrite), form, s.updateBucket)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}", s.need(on(auth.BucketDelete), noForm, s.deleteBucket)).Methods(http.MethodDelete)
+	pools.Handle("/{bucket}/scopes", s.need(on(auth.SettingsRead), noForm, s.listScopes)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/scopes", s.need(on(auth.SettingsWrite), form, s.createScope)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/scopes/{scope}/collections", s.need(on(auth.SettingsWrite), form, s.createCollection)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/scopes/{scope}", s.need(on(auth.SettingsWrite), noForm, s.dropScope)).Methods(http.MethodDelete)
+	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}", s.need(on(auth.SettingsWrite), noForm, s.dropCollection)).Methods(http.MethodDelete)
+	pools.Handle("/{bucket}/ddocs", s.need(on(auth.ViewsRead), noForm, s.listDesignDocs)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsRead), noForm, s.getExpiryPager)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/controller/runExpiryPager", s.need(on(auth.SettingsWrite), form, s.runExpiryPager)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/stats", s.need(on(auth.StatsRead), noForm, s.getStats)).Methods(http.MethodGet)
+
+	r.Handle("/settings/rbac/users", s.need(cluster(auth.SecurityRead), noForm, s.listUsers)).Methods(http.MethodGet)
+	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityRead), noForm, s.getUser)).Methods(http.MethodGet)
+	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), form, s.putUser)).Methods(http.MethodPut)
+	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), noForm, s.deleteUser)).Methods(http.MethodDelete)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatsCollector(s))
-	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	reg.MustRegister(newStatsCollector(s), s.sec.refused)
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	r.Handle("/metrics", s.need(cluster(auth.MetricsRead), noForm, metrics.ServeHTTP)).Methods(http.MethodGet)
 
-	r.HandleFunc("/{bucket}/_design/{ddoc}", s.putDesignDoc).Methods(http.MethodPut)
-	r.HandleFunc("/{bucket}/_design/{ddoc}", s.getDesignDoc).Methods(http.MethodGet)
-	r.HandleFunc("/{bucket}/_design/{ddoc}", s.deleteDesignDoc).Methods(http.MethodDelete)
-	r.HandleFunc("/{bucket}/_design/{ddoc}/_info", s.designDocInfo).Methods(http.MethodGet)
-	r.HandleFunc("/{bucket}/_design/{ddoc}/_view/{view}", s.queryView).Methods(http.MethodGet, http.MethodPost)
+	r.Handle("/{bucket}/_design/{ddoc}", s.need(on(auth.ViewsWrite), noForm, s.putDesignDoc)).Methods(http.MethodPut)
+	r.Handle("/{bucket}/_design/{ddoc}", s.need(on(auth.ViewsRead), noForm, s.getDesignDoc)).Methods(http.MethodGet)
+	r.Handle("/{bucket}/_design/{ddoc}", s.need(on(auth.ViewsWrite), noForm, s.deleteDesignDoc)).Methods(http.MethodDelete)
+	r.Handle("/{bucket}/_design/{ddoc}/_info", s.need(on(auth.ViewsRead), noForm, s.designDocInfo)).Methods(http.MethodGet)
+	// include_docs returns documents: it needs data_reader as well.
+	r.Handle("/{bucket}/_design/{ddoc}/_view/{view}", s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView)).Methods(http.MethodGet, http.MethodPost)
 
-	r.HandleFunc("/{bucket}/_expiry", s.expiryForecast).Methods(http.MethodGet)
-	r.HandleFunc("/{bucket}/docs/{key:.+}/touch", s.touchDoc).Methods(http.MethodPost)
-	r.HandleFunc("/{bucket}/docs/{key:.+}", s.putDoc).Methods(http.MethodPut)
-	r.HandleFunc("/{bucket}/docs/{key:.+}", s.getDoc).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/{bucket}/docs/{key:.+}", s.deleteDoc).Methods(http.MethodDelete)
-	return r
+	r.Handle("/{bucket}/_expiry", s.need(on(auth.StatsRead), noForm, s.expiryForecast)).Methods(http.MethodGet)
+	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)
+	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.getDoc)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.deleteDoc)).Methods(http.MethodDelete)
+	return s.guard(r)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 )
@@ -31,11 +32,16 @@ func TestFullDiskIs507(t *testing.T) {
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, nil))
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users}))
 	defer srv.Close()
 	body := `{"pad":"` + strings.Repeat("x", 16000) + `"}`
 	put := func(key string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/default/docs/"+key, strings.NewReader(body))
+		req.SetBasicAuth(adminUser, adminPass)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +68,12 @@ func TestFullDiskIs507(t *testing.T) {
 	if !strings.Contains(reason, `"insufficient_storage"`) || !strings.Contains(reason, "no space left on device") {
 		t.Errorf("507 body does not give the cause: %s", reason)
 	}
-	resp, err := http.Get(srv.URL + "/default/docs/" + failedKey)
+	get := func(url string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.SetBasicAuth(adminUser, adminPass)
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := get(srv.URL + "/default/docs/" + failedKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +81,7 @@ func TestFullDiskIs507(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET of the failed write: %d, want 404", resp.StatusCode)
 	}
-	resp, err = http.Get(srv.URL + "/pools/default/buckets/default/stats")
+	resp, err = get(srv.URL + "/pools/default/buckets/default/stats")
 	if err != nil {
 		t.Fatal(err)
 	}

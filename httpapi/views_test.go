@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"strings"
@@ -80,7 +81,8 @@ func TestClientHangsUpMidStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "GET /default/_design/d/_view/v HTTP/1.1\r\nHost: x\r\n\r\n")
+		fmt.Fprintf(conn, "GET /default/_design/d/_view/v HTTP/1.1\r\nHost: %s\r\nAuthorization: Basic %s\r\n\r\n",
+			strings.TrimPrefix(f.srv.URL, "http://"), base64.StdEncoding.EncodeToString([]byte(adminUser+":"+adminPass)))
 		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		line, err := bufio.NewReader(conn).ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {

@@ -9,21 +9,36 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
 
 // apiClient talks to a running server's HTTP API.
 type apiClient struct {
-	base string
-	http *http.Client
+	base       string
+	user, pass string
+	http       *http.Client
 }
 
-func newAPIClient(host string) *apiClient {
+// newAPIClient is a client of host authenticating as userPass ("user:password",
+// as curl's -u). An empty userPass falls back on $MAYFLY_USER and
+// $MAYFLY_PASSWORD.
+func newAPIClient(host, userPass string) (*apiClient, error) {
 	if !strings.Contains(host, "://") {
 		host = "http://" + host
 	}
-	return &apiClient{base: strings.TrimRight(host, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	c := &apiClient{base: strings.TrimRight(host, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	if userPass == "" {
+		c.user, c.pass = os.Getenv("MAYFLY_USER"), os.Getenv("MAYFLY_PASSWORD")
+		return c, nil
+	}
+	u, p, ok := strings.Cut(userPass, ":")
+	if !ok || u == "" {
+		return nil, errors.New("-u takes user:password")
+	}
+	c.user, c.pass = u, p
+	return c, nil
 }
 
 // do sends a request and decodes a JSON answer into out (if not nil). A
@@ -40,6 +55,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, form url.Values
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.pass)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach %s: %w", c.base, err)
@@ -52,6 +70,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, form url.Values
 	if resp.StatusCode/100 != 2 {
 		var e struct{ Error, Reason string }
 		if json.Unmarshal(data, &e) == nil && e.Reason != "" {
+			if resp.StatusCode == http.StatusUnauthorized && c.user == "" {
+				return fmt.Errorf("%s (%s): give -u user:password or set MAYFLY_USER and MAYFLY_PASSWORD", e.Reason, e.Error)
+			}
 			return fmt.Errorf("%s (%s)", e.Reason, e.Error)
 		}
 		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
@@ -63,17 +84,18 @@ func (c *apiClient) do(ctx context.Context, method, path string, form url.Values
 }
 
 // clientFlags builds the flag set of a client sub-command with the flags they
-// share: --host and -b. usage is the text before the flag list.
-func clientFlags(name, usage string, stderr io.Writer) (fs *flag.FlagSet, host, bucket *string) {
+// share: --host, -u and -b. usage is the text before the flag list.
+func clientFlags(name, usage string, stderr io.Writer) (fs *flag.FlagSet, host, userPass, bucket *string) {
 	fs = flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	host = fs.String("host", "127.0.0.1:8091", "server's HTTP address")
+	host = fs.String("host", "127.0.0.1:8091", "server's HTTP address (http://... or https://...)")
+	userPass = fs.String("u", "", "user:password (default $MAYFLY_USER and $MAYFLY_PASSWORD)")
 	bucket = fs.String("b", "default", "bucket")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, usage+"\n\nflags:")
 		fs.PrintDefaults()
 	}
-	return fs, host, bucket
+	return fs, host, userPass, bucket
 }
 
 // parseFlags parses args, turning flag errors into errHelp or errUsage (the

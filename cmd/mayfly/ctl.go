@@ -16,10 +16,10 @@ var ctlParams = map[string]string{
 
 // runCtl is `mayfly ctl`, in cbepctl's shape:
 //
-//	mayfly ctl [--host H] [-b BUCKET] set flush_param exp_pager_stime N
-//	mayfly ctl [--host H] [-b BUCKET] get flush_param exp_pager_stime
+//	mayfly ctl [--host H] [-u USER:PASSWORD] [-b BUCKET] set flush_param exp_pager_stime N
+//	mayfly ctl [--host H] [-u USER:PASSWORD] [-b BUCKET] get flush_param exp_pager_stime
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, host, bucket := clientFlags("ctl", "usage: mayfly ctl [--host H] [-b BUCKET] set flush_param NAME VALUE\n       mayfly ctl [--host H] [-b BUCKET] get flush_param NAME\n\nNAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time (UTC hour, -1 for none).", stderr)
+	fs, host, userPass, bucket := clientFlags("ctl", "usage: mayfly ctl [--host H] [-u USER:PASSWORD] [-b BUCKET] set flush_param NAME VALUE\n       mayfly ctl [--host H] [-u USER:PASSWORD] [-b BUCKET] get flush_param NAME\n\nNAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time (UTC hour, -1 for none).", stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,7 +32,10 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if !ok {
 		return fmt.Errorf("unknown flush_param %q (known: exp_pager_stime, exp_pager_initial_run_time)", a[2])
 	}
-	c := newAPIClient(*host)
+	c, err := newAPIClient(*host, *userPass)
+	if err != nil {
+		return err
+	}
 	path := "/pools/default/buckets/" + url.PathEscape(*bucket) + "/settings/expiryPager"
 	var st map[string]any
 	if a[0] == "get" {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/pager"
@@ -25,9 +27,27 @@ func apiServer(t *testing.T) (*httptest.Server, *engine.Bucket) {
 		t.Fatal(err)
 	}
 	pm := pager.New(eng, nil)
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Pager: pm}))
+	srv := httptest.NewServer(testHandler(t, eng, pm))
 	t.Cleanup(func() { srv.Close(); pm.Close(context.Background()); eng.Close() })
 	return srv, b
+}
+
+// The test administrator; cheap argon2 parameters keep the tests fast.
+const (
+	adminUser = "Administrator"
+	adminPass = "password"
+	adminU    = adminUser + ":" + adminPass
+)
+
+// testHandler is the HTTP API over eng with the test administrator.
+func testHandler(t *testing.T, eng *engine.Engine, pm *pager.Manager) http.Handler {
+	t.Helper()
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httpapi.New(eng, &httpapi.Options{Pager: pm, Auth: users})
 }
 
 func runCmd(args ...string) (int, string, string) {
@@ -47,7 +67,7 @@ func TestHelpAndUnknownCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve --help exit %d", code)
 	}
-	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket"} {
+	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket", "-admin-user", "-admin-password", "-allowed-hosts", "-cors-origin", "-metrics-token", "-max-requests", "-tls-cert", "-tls-key", "-read-timeout", "-write-timeout", "-idle-timeout", "-memcached-allow-remote"} {
 		if !strings.Contains(errOut, flag) {
 			t.Errorf("serve --help does not list %s", flag)
 		}
@@ -59,24 +79,38 @@ func TestHelpAndUnknownCommands(t *testing.T) {
 
 func TestCtlSetAndGet(t *testing.T) {
 	srv, b := apiServer(t)
-	code, out, errOut := runCmd("ctl", "--host", srv.URL, "-b", "default", "set", "flush_param", "exp_pager_stime", "10")
+	code, out, errOut := runCmd("ctl", "--host", srv.URL, "-u", adminU, "-b", "default", "set", "flush_param", "exp_pager_stime", "10")
 	if code != 0 || out != "setting param: exp_pager_stime 10\nset exp_pager_stime to 10\n" {
 		t.Fatalf("ctl set: %d %q %q", code, out, errOut)
 	}
 	if b.Settings().ExpPagerStime != 10 {
 		t.Fatalf("setting not applied: %+v", b.Settings())
 	}
-	if code, out, _ := runCmd("ctl", "--host", srv.URL, "get", "flush_param", "exp_pager_stime"); code != 0 || out != "exp_pager_stime 10\n" {
+	if code, out, _ := runCmd("ctl", "--host", srv.URL, "-u", adminU, "get", "flush_param", "exp_pager_stime"); code != 0 || out != "exp_pager_stime 10\n" {
 		t.Fatalf("ctl get: %d %q", code, out)
 	}
-	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "set", "flush_param", "exp_pager_stime", "-5"); code != 1 || !strings.Contains(errOut, "exp_pager_stime") {
+	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "-u", adminU, "set", "flush_param", "exp_pager_stime", "-5"); code != 1 || !strings.Contains(errOut, "exp_pager_stime") {
 		t.Fatalf("ctl set -5: %d %q", code, errOut)
 	}
-	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "-b", "nope", "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "nope") {
+	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "-u", adminU, "-b", "nope", "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "nope") {
 		t.Fatalf("ctl on a missing bucket: %d %q", code, errOut)
 	}
-	if code, _, _ := runCmd("ctl", "--host", srv.URL, "set", "flush_param", "exp_pager_stime"); code != 2 {
+	if code, _, _ := runCmd("ctl", "--host", srv.URL, "-u", adminU, "set", "flush_param", "exp_pager_stime"); code != 2 {
 		t.Fatalf("ctl with a missing value: %d", code)
+	}
+	for _, u := range []string{adminUser + ":wrong", "nobody:" + adminPass} {
+		if code, _, errOut := runCmd("ctl", "--host", srv.URL, "-u", u, "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "unauthorized") {
+			t.Fatalf("ctl -u %s: %d %q", u, code, errOut)
+		}
+	}
+	t.Setenv("MAYFLY_USER", "")
+	if code, _, errOut := runCmd("ctl", "--host", srv.URL, "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "-u user:password") {
+		t.Fatalf("ctl without -u: %d %q", code, errOut)
+	}
+	t.Setenv("MAYFLY_USER", adminUser)
+	t.Setenv("MAYFLY_PASSWORD", adminPass)
+	if code, out, errOut := runCmd("ctl", "--host", srv.URL, "get", "flush_param", "exp_pager_stime"); code != 0 || out != "exp_pager_stime 10\n" {
+		t.Fatalf("ctl with MAYFLY_USER: %d %q %q", code, out, errOut)
 	}
 	if code, _, errOut := runCmd("ctl", "--host", "127.0.0.1:1", "get", "flush_param", "exp_pager_stime"); code != 1 || !strings.Contains(errOut, "cannot reach") {
 		t.Fatalf("ctl against no server: %d %q", code, errOut)
@@ -86,11 +120,11 @@ func TestCtlSetAndGet(t *testing.T) {
 func TestStats(t *testing.T) {
 	srv, b := apiServer(t)
 	b.DefaultCollection().Upsert(context.Background(), "a", []byte(`1`), nil)
-	code, out, _ := runCmd("stats", "--host", srv.URL)
+	code, out, _ := runCmd("stats", "--host", srv.URL, "-u", adminU)
 	if code != 0 || !strings.Contains(out, " curr_items:") || !strings.Contains(out, "ep_expired_pager:") {
 		t.Fatalf("stats: %d %s", code, out)
 	}
-	if code, out, _ := runCmd("stats", "--host", srv.URL, "curr_items"); code != 0 || out != " curr_items: 1\n" {
+	if code, out, _ := runCmd("stats", "--host", srv.URL, "-u", adminU, "curr_items"); code != 0 || out != " curr_items: 1\n" {
 		t.Fatalf("stats curr_items: %d %q", code, out)
 	}
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,10 +12,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/jsruntime"
@@ -41,7 +47,40 @@ type serveConfig struct {
 	mcAddr        string
 	mcBucket      string
 	mcMaxConns    int
+	mcRemote      bool
+
+	adminUser     string
+	adminPassword string
+	devPassword   bool // adminPassword was generated for this start
+	allowedHosts  stringList
+	corsOrigins   stringList
+	metricsToken  string
+	maxRequests   int
+	tlsCert       string
+	tlsKey        string
+	readHeader    time.Duration
+	readTimeout   time.Duration
+	writeTimeout  time.Duration
+	idleTimeout   time.Duration
 }
+
+// stringList is a repeatable flag; each use may also hold a comma-separated
+// list.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
+// maxHeaderBytes bounds a request's headers; more is a 431.
+const maxHeaderBytes = 64 << 10
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
@@ -53,7 +92,20 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", time.Second, "how long shutdown waits for requests in flight (their contexts end at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off)")
+	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off); loopback only unless --memcached-allow-remote")
+	fs.BoolVar(&c.mcRemote, "memcached-allow-remote", false, "let --memcached listen beyond loopback (the memcached port has no authentication)")
+	fs.StringVar(&c.adminUser, "admin-user", "Administrator", "the built-in administrator's user name (role admin; not stored in users.json)")
+	fs.StringVar(&c.adminPassword, "admin-password", os.Getenv("MAYFLY_ADMIN_PASSWORD"), "the administrator's password (default $MAYFLY_ADMIN_PASSWORD; required beyond loopback; on loopback without one, a random one is printed at start)")
+	fs.Var(&c.allowedHosts, "allowed-hosts", "Host header values answered besides the listen address and localhost/127.0.0.1/[::1] with its port: name or name:port (repeatable, comma-separated)")
+	fs.Var(&c.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port]) allowed to call the API cross-origin (repeatable; none by default)")
+	fs.StringVar(&c.metricsToken, "metrics-token", os.Getenv("MAYFLY_METRICS_TOKEN"), "bearer token also accepted on /metrics, for Prometheus (default $MAYFLY_METRICS_TOKEN)")
+	fs.IntVar(&c.maxRequests, "max-requests", httpapi.DefaultMaxRequests, "most HTTP requests served at once; more are answered 503")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS (with --tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.DurationVar(&c.readHeader, "read-header-timeout", 10*time.Second, "time to read a request's headers")
+	fs.DurationVar(&c.readTimeout, "read-timeout", time.Minute, "time to read a whole request, body included")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", 10*time.Minute, "time to write an answer (long view answers stream within it)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.StringVar(&c.mcBucket, "memcached-bucket", "default", "bucket the memcached port serves")
 	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
@@ -80,13 +132,95 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 		{c.jsWorkers >= 0, "--js-workers must be 0 (one per core) or more"},
 		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
 		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
+		{c.maxRequests > 0, "--max-requests must be positive"},
+		{c.readHeader > 0 && c.readTimeout > 0 && c.writeTimeout > 0 && c.idleTimeout > 0, "--read-header-timeout, --read-timeout, --write-timeout and --idle-timeout must be positive"},
+		{(c.tlsCert == "") == (c.tlsKey == ""), "--tls-cert and --tls-key go together"},
+		{c.adminUser != "", "--admin-user must not be empty"},
 	} {
 		if !bad.ok {
 			fmt.Fprintf(stderr, "mayfly serve: %s\n", bad.flag)
 			return nil, errUsage
 		}
 	}
+	if err := c.checkExposure(); err != nil {
+		fmt.Fprintf(stderr, "mayfly serve: %v\n", err)
+		return nil, errUsage
+	}
 	return c, nil
+}
+
+// isLoopback reports whether a listen address is on loopback only: localhost
+// or a loopback IP. An empty host (every interface) or any other name is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkExposure refuses to listen beyond loopback without an administrator
+// password, or to open the unauthenticated memcached port beyond loopback
+// without --memcached-allow-remote. On loopback without a password it makes
+// one up for this start.
+func (c *serveConfig) checkExposure() error {
+	if c.adminPassword == "" {
+		if !isLoopback(c.httpAddr) {
+			return fmt.Errorf("--http %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.httpAddr)
+		}
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		c.adminPassword = hex.EncodeToString(b[:])
+		c.devPassword = true
+	}
+	if c.mcAddr != "" && !c.mcRemote && !isLoopback(c.mcAddr) {
+		return fmt.Errorf("--memcached %s listens beyond loopback and the memcached port has no authentication: add --memcached-allow-remote to mean it", c.mcAddr)
+	}
+	return nil
+}
+
+// listenHTTP opens the HTTP listener: plain or TLS, with Go's own plain-text
+// errors rewritten as JSON.
+func listenHTTP(cfg *serveConfig) (ln net.Listener, scheme string, err error) {
+	var tlsCfg *tls.Config
+	if cfg.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			return nil, "", fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	}
+	tcp, err := net.Listen("tcp", cfg.httpAddr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--http: %w", err)
+	}
+	if tlsCfg == nil {
+		return httpapi.JSONErrors(tcp), "http", nil
+	}
+	// The wrapper hides *tls.Conn from net/http, so it serves HTTP/1.1 only
+	// and the TLS handshake runs on the first read, under
+	// --read-header-timeout.
+	return httpapi.JSONErrors(tls.NewListener(tcp, tlsCfg)), "https", nil
+}
+
+// newHTTPServer is the http.Server with the configured limits at the door.
+func newHTTPServer(cfg *serveConfig, h http.Handler, logger *slog.Logger, base context.Context) *http.Server {
+	return &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return base },
+		Handler:           h,
+		ReadHeaderTimeout: cfg.readHeader,
+		ReadTimeout:       cfg.readTimeout,
+		WriteTimeout:      cfg.writeTimeout,
+		IdleTimeout:       cfg.idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -147,24 +281,33 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"path", auditLog.Path(), "line", tn.Line, "skipped_lines", tn.Lines, "skipped_bytes", tn.Bytes, "marker", tn.Marker)
 	}
 
-	ln, err := net.Listen("tcp", cfg.httpAddr)
+	users, err := auth.Open(cfg.data, &auth.Options{AdminUser: cfg.adminUser, AdminPassword: cfg.adminPassword})
 	if err != nil {
-		return fmt.Errorf("--http: %w", err)
+		return err
+	}
+
+	ln, scheme, err := listenHTTP(cfg)
+	if err != nil {
+		return err
 	}
 	// Requests in flight see their context end when shutdown begins, so a
 	// query waiting for an index returns at once.
 	reqCtx, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
-	srv := &http.Server{
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		Handler:           httpapi.New(eng, &httpapi.Options{Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(cfg, httpapi.New(eng, &httpapi.Options{
+		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users,
+		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
+		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
+	}), logger, reqCtx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "mayfly: serving HTTP on http://%s, data in %s\n", ln.Addr(), cfg.data)
+	fmt.Fprintf(stdout, "mayfly: serving HTTP on %s://%s, data in %s\n", scheme, ln.Addr(), cfg.data)
+	if cfg.devPassword {
+		fmt.Fprintf(stdout, "mayfly: no --admin-password given; for this start only, log in as %s / %s\n", cfg.adminUser, cfg.adminPassword)
+	}
+	if scheme == "http" && !isLoopback(cfg.httpAddr) {
+		logger.Warn("HTTP beyond loopback without TLS: passwords cross the network in clear (see --tls-cert)")
+	}
 
 	if cfg.mcAddr != "" {
 		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog)

@@ -8,15 +8,19 @@ import (
 	"sort"
 )
 
-// runStats is `mayfly stats [--host H] [-b BUCKET]`: the bucket's statistics
+// runStats is `mayfly stats [--host H] [-u USER:PASSWORD] [-b BUCKET]`: the bucket's statistics
 // under their cbstats names, one per line.
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, host, bucket := clientFlags("stats", "usage: mayfly stats [--host H] [-b BUCKET] [NAME...]\n\nPrints the bucket's statistics (cbstats names); NAMEs pick some.", stderr)
+	fs, host, userPass, bucket := clientFlags("stats", "usage: mayfly stats [--host H] [-u USER:PASSWORD] [-b BUCKET] [NAME...]\n\nPrints the bucket's statistics (cbstats names); NAMEs pick some.", stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	c, err := newAPIClient(*host, *userPass)
+	if err != nil {
+		return err
+	}
 	var st map[string]int64
-	if err := newAPIClient(*host).do(ctx, "GET", "/pools/default/buckets/"+url.PathEscape(*bucket)+"/stats", nil, &st); err != nil {
+	if err := c.do(ctx, "GET", "/pools/default/buckets/"+url.PathEscape(*bucket)+"/stats", nil, &st); err != nil {
 		return err
 	}
 	names := fs.Args()

@@ -39,6 +39,9 @@ func buildServer(t *testing.T, dir string) string {
 	return bin
 }
 
+// adminPassword is the administrator's password of every server started.
+const adminPassword = "crash-test-password"
+
 // server is one running `mayfly serve` child.
 type server struct {
 	cmd    *exec.Cmd
@@ -57,7 +60,7 @@ func startServer(bin, dataDir, logPath string) (*server, error) {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin, "serve", "--data", dataDir, "--http", "127.0.0.1:0", "--memcached", "", "--log-level", "warn")
+	cmd := exec.Command(bin, "serve", "--data", dataDir, "--http", "127.0.0.1:0", "--memcached", "", "--log-level", "warn", "--admin-password", adminPassword)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = childProcAttr()
 	stdout, err := cmd.StdoutPipe()
@@ -165,6 +168,7 @@ func (s *server) do(ctx context.Context, method, path string, body []byte, timeo
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.SetBasicAuth("Administrator", adminPassword)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err

@@ -1,0 +1,378 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
+)
+
+// DefaultMaxRequests is Options.MaxRequests's default.
+const DefaultMaxRequests = 512
+
+// realm is Couchbase's Basic realm, so its tools recognise the challenge.
+const realm = `Basic realm="Couchbase Server Admin / REST"`
+
+// Refusal reasons, the label of mayfly_http_refused_total.
+const (
+	refusedUnauthenticated = "unauthenticated" // 401
+	refusedForbidden       = "forbidden"       // 403, authenticated without the right
+	refusedHost            = "host"            // 421, a Host the server does not answer for
+	refusedOrigin          = "origin"          // 403, a cross-origin state change
+	refusedForm            = "form"            // 415, a form body where none is taken
+	refusedOverload        = "overload"        // 503, --max-requests reached
+	refusedPath            = "path"            // 400, . or .. segments
+)
+
+type principalKey struct{}
+
+// principalOf returns the authenticated caller of r (nil before
+// authentication).
+func principalOf(r *http.Request) *auth.Principal {
+	p, _ := r.Context().Value(principalKey{}).(*auth.Principal)
+	return p
+}
+
+// security is the front door's state: who may come in, from where.
+type security struct {
+	store        *auth.Store
+	allowedHosts []string // "host" (any port) or "host:port", lower case
+	corsOrigins  []string // scheme://host[:port], lower case
+	metricsToken string
+	slots        chan struct{}
+	refused      *prometheus.CounterVec
+}
+
+func newSecurity(o *Options) *security {
+	sec := &security{store: o.Auth, metricsToken: o.MetricsToken}
+	for _, h := range o.AllowedHosts {
+		sec.allowedHosts = append(sec.allowedHosts, strings.ToLower(strings.TrimSpace(h)))
+	}
+	for _, c := range o.CORSOrigins {
+		sec.corsOrigins = append(sec.corsOrigins, strings.ToLower(strings.TrimRight(strings.TrimSpace(c), "/")))
+	}
+	n := o.MaxRequests
+	if n <= 0 {
+		n = DefaultMaxRequests
+	}
+	sec.slots = make(chan struct{}, n)
+	sec.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mayfly_http_refused_total",
+		Help: "HTTP requests refused at the door, by reason (unauthenticated, forbidden, host, origin, form, overload, path).",
+	}, []string{"reason"})
+	for _, r := range []string{refusedUnauthenticated, refusedForbidden, refusedHost, refusedOrigin, refusedForm, refusedOverload, refusedPath} {
+		sec.refused.WithLabelValues(r)
+	}
+	return sec
+}
+
+// guard wraps the router with the checks every request passes, in order:
+// the concurrency cap, dot segments, the Host header, CORS, the Origin of a
+// state change, and authentication. Authorization is per route (need).
+func (s *server) guard(next http.Handler) http.Handler {
+	sec := s.sec
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sec.slots <- struct{}{}:
+			defer func() { <-sec.slots }()
+		default:
+			s.refuse(w, r, refusedOverload, &httpError{http.StatusServiceUnavailable, "too_many_requests", "the server is answering its maximum of concurrent requests; retry shortly"})
+			return
+		}
+		if hasDotSegment(r.URL.Path) || hasDotSegment(r.URL.EscapedPath()) {
+			s.refuse(w, r, refusedPath, &httpError{http.StatusBadRequest, "bad_request", "the path holds a . or .. segment"})
+			return
+		}
+		if !sec.hostAllowed(r) {
+			s.refuse(w, r, refusedHost, &httpError{http.StatusMisdirectedRequest, "misdirected_request", "this server does not answer for host " + strconvQuote(r.Host) + " (see mayfly serve --allowed-hosts)"})
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin != "" && sec.corsAllowed(origin) {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Add("Vary", "Origin")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if !safeMethod(r.Method) && !sec.sameOrigin(r) {
+			s.refuse(w, r, refusedOrigin, &httpError{http.StatusForbidden, "forbidden", "cross-origin request refused (Origin, Referer or Sec-Fetch-Site names another site; see mayfly serve --cors-origin)"})
+			return
+		}
+		p := s.authenticate(r)
+		if p == nil {
+			if user, _, ok := r.BasicAuth(); ok {
+				// A failed login is audited (never the password); the
+				// request is refused whether or not that succeeds.
+				_ = s.audit(r, audit.Event{Action: audit.ActionLoginFailed, Target: user})
+			}
+			w.Header().Set("WWW-Authenticate", realm)
+			s.refuse(w, r, refusedUnauthenticated, &httpError{http.StatusUnauthorized, "unauthorized", "authentication required: HTTP Basic with a valid user name and password"})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// authenticate returns the caller, or nil. The metrics token, when set, is
+// taken as a bearer token on /metrics only.
+func (s *server) authenticate(r *http.Request) *auth.Principal {
+	authz := r.Header.Get("Authorization")
+	if tok, ok := strings.CutPrefix(authz, "Bearer "); ok {
+		if s.sec.metricsToken != "" && r.URL.Path == "/metrics" &&
+			subtle.ConstantTimeCompare([]byte(tok), []byte(s.sec.metricsToken)) == 1 {
+			return &auth.Principal{Name: "(metrics token)", Roles: []auth.Role{{Name: auth.RoleROAdmin}}}
+		}
+		s.log.Warn("authentication failed: bad bearer token", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+		return nil
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		s.log.Info("authentication failed: no credentials", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+		return nil
+	}
+	if s.sec.store == nil {
+		return nil
+	}
+	p, err := s.sec.store.Authenticate(user, pass)
+	if err != nil {
+		s.log.Warn("authentication failed", "user", user, "err", err, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+		return nil
+	}
+	return p
+}
+
+// refuse counts, logs and answers a refusal.
+func (s *server) refuse(w http.ResponseWriter, r *http.Request, reason string, err *httpError) {
+	s.sec.refused.WithLabelValues(reason).Inc()
+	if reason != refusedUnauthenticated { // authenticate logged it
+		s.log.Warn("request refused", "reason", reason, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "host", r.Host, "origin", r.Header.Get("Origin"))
+	}
+	if reason == refusedOverload {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, err)
+}
+
+// permFunc names the permissions a request needs.
+type permFunc func(r *http.Request) []auth.Permission
+
+// on is the permission of action on the request's {bucket}.
+func on(actions ...auth.Action) permFunc {
+	return func(r *http.Request) []auth.Permission {
+		b, err := pathVar(r, "bucket")
+		if err != nil {
+			b = mux.Vars(r)["bucket"]
+		}
+		ps := make([]auth.Permission, len(actions))
+		for i, a := range actions {
+			ps[i] = auth.Permission{Action: a, Bucket: b}
+		}
+		return ps
+	}
+}
+
+// also adds action to what f needs when cond holds for the request.
+func also(f permFunc, action auth.Action, cond func(r *http.Request) bool) permFunc {
+	return func(r *http.Request) []auth.Permission {
+		ps := f(r)
+		if cond(r) {
+			ps = append(ps, on(action)(r)...)
+		}
+		return ps
+	}
+}
+
+func queryHas(name string) func(r *http.Request) bool {
+	return func(r *http.Request) bool { return r.URL.Query().Has(name) }
+}
+
+// queryTrue holds unless the parameter is absent or "false" in any case: any
+// other value the parser might take as true (TRUE, True) needs the permission.
+func queryTrue(name string) func(r *http.Request) bool {
+	return func(r *http.Request) bool {
+		q := r.URL.Query()
+		return q.Has(name) && !strings.EqualFold(q.Get(name), "false")
+	}
+}
+
+// need wraps a handler with its authorization: 403 in Couchbase's shape
+// unless the caller holds every permission. Unless form is set, a POST with
+// a body a browser form could send (form-encoded, multipart, text/plain) is
+// refused: only Couchbase's settings-style endpoints take forms.
+func (s *server) need(perms permFunc, form bool, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := principalOf(r)
+		var missing []string
+		for _, perm := range perms(r) {
+			if !p.Allows(perm) {
+				missing = append(missing, perm.String())
+			}
+		}
+		if len(missing) > 0 {
+			s.sec.refused.WithLabelValues(refusedForbidden).Inc()
+			name := ""
+			if p != nil {
+				name = p.Name
+			}
+			s.log.Warn("request forbidden", "user", name, "needs", strings.Join(missing, " "), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			writeJSON(w, http.StatusForbidden, map[string]any{
+				"error":       "forbidden",
+				"reason":      "user " + strconvQuote(name) + " lacks " + strings.Join(missing, ", "),
+				"message":     "Forbidden. User needs the following permissions",
+				"permissions": missing,
+			})
+			return
+		}
+		if !form && r.Method == http.MethodPost && r.ContentLength != 0 && formContentType(r.Header.Get("Content-Type")) {
+			s.refuse(w, r, refusedForm, &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "this endpoint takes no form body; send Content-Type: application/json"})
+			return
+		}
+		h(w, r)
+	})
+}
+
+// formContentType reports the content types an HTML form (or a CORS "simple"
+// request) can send. An absent type counts: browsers send text/plain then.
+func formContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return true
+	}
+	switch mt {
+	case "application/x-www-form-urlencoded", "multipart/form-data", "text/plain":
+		return true
+	}
+	return false
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// hasDotSegment reports a "." or ".." path segment (which gorilla/mux would
+// clean and redirect, and which is never a valid path here).
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+		if len(seg) <= 6 {
+			if u, err := url.PathUnescape(seg); err == nil && (u == "." || u == "..") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostAllowed reports whether r's Host is one this server answers for: the
+// address the connection came to, localhost, 127.0.0.1 or [::1] with that
+// port, or one of --allowed-hosts. This defeats DNS rebinding: a page on
+// evil.example whose name now points at 127.0.0.1 still sends Host:
+// evil.example.
+func (sec *security) hostAllowed(r *http.Request) bool {
+	host := strings.ToLower(r.Host)
+	if host == "" {
+		return false
+	}
+	for _, a := range sec.allowedHosts {
+		if a == host {
+			return true
+		}
+		if h, _, err := net.SplitHostPort(host); err == nil && a == h {
+			return true
+		}
+		if a == strings.Trim(host, "[]") {
+			return true
+		}
+	}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil {
+		return false
+	}
+	lh, lport, err := net.SplitHostPort(local.String())
+	if err != nil {
+		return false
+	}
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		return false // the port is always named: the server never listens on 80
+	}
+	if port != lport {
+		return false
+	}
+	switch h {
+	case "localhost", "127.0.0.1", "::1", strings.ToLower(lh):
+		return true
+	}
+	return false
+}
+
+func (sec *security) corsAllowed(origin string) bool {
+	return slices.Contains(sec.corsOrigins, strings.ToLower(strings.TrimRight(origin, "/")))
+}
+
+// sameOrigin reports whether a state-changing request comes from this server's
+// own origin, from a --cors-origin, or from no browser page at all: its
+// Origin (or, lacking one, Referer) names the Host it was sent to, and
+// Sec-Fetch-Site does not say cross-site.
+func (sec *security) sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin != "" {
+		if sec.corsAllowed(origin) {
+			return true
+		}
+		return originHost(origin) == strings.ToLower(r.Host)
+	}
+	if ref := r.Header.Get("Referer"); ref != "" {
+		u, err := url.Parse(ref)
+		if err != nil || u.Host == "" {
+			return false
+		}
+		if sec.corsAllowed(u.Scheme + "://" + u.Host) {
+			return true
+		}
+		return strings.ToLower(u.Host) == strings.ToLower(r.Host)
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return false
+	}
+	return true
+}
+
+// originHost is the host[:port] of an Origin header ("" for "null" or junk).
+func originHost(origin string) string {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
+
+func strconvQuote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return `"` + strings.ReplaceAll(strings.ToValidUTF8(s, "?"), `"`, `\"`) + `"`
+}

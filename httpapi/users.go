@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
+)
+
+// userJSON is a user as Couchbase's GET /settings/rbac/users shows one.
+type userJSON struct {
+	ID     string     `json:"id"`
+	Domain string     `json:"domain"`
+	Name   string     `json:"name"`
+	Roles  []roleJSON `json:"roles"`
+}
+
+type roleJSON struct {
+	Role   string `json:"role"`
+	Bucket string `json:"bucket_name,omitempty"`
+}
+
+func userView(u auth.UserInfo) userJSON {
+	out := userJSON{ID: u.ID, Domain: "local", Name: u.Name, Roles: []roleJSON{}}
+	for _, r := range u.Roles {
+		out.Roles = append(out.Roles, roleJSON{Role: r.Name, Bucket: r.Bucket})
+	}
+	return out
+}
+
+// classifyAuth maps the auth package's errors.
+func classifyAuth(err error) *httpError {
+	switch {
+	case errors.Is(err, auth.ErrUserNotFound):
+		return &httpError{http.StatusNotFound, "not_found", err.Error()}
+	case errors.Is(err, auth.ErrInvalidUser), errors.Is(err, auth.ErrInvalidRole):
+		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
+	}
+	return nil
+}
+
+func (s *server) listUsers(w http.ResponseWriter, r *http.Request) {
+	out := []userJSON{}
+	if s.sec.store != nil {
+		for _, u := range s.sec.store.Users() {
+			out = append(out, userView(u))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) getUser(w http.ResponseWriter, r *http.Request) {
+	name, err := pathVar(r, "name")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	u, err := s.sec.store.User(name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, userView(u))
+}
+
+// putUser handles PUT /settings/rbac/users/local/{name}: form (or JSON)
+// password, roles (comma-separated), name. Without a password an existing
+// user keeps theirs.
+func (s *server) putUser(w http.ResponseWriter, r *http.Request) {
+	id, err := pathVar(r, "name")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	vals, err := formParams(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	roles, err := auth.ParseRoles(vals.Get("roles"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var before any
+	if old, err := s.sec.store.User(id); err == nil {
+		before = userView(old)
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionUserPut, Target: id, Before: before,
+		After: map[string]any{"name": vals.Get("name"), "roles": vals.Get("roles"), "password_changed": vals.Get("password") != ""}})
+	if !ok {
+		return
+	}
+	if err := s.sec.store.PutUser(id, vals.Get("name"), vals.Get("password"), roles); err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
+	}
+	s.log.Info("user saved", "user", id, "roles", vals.Get("roles"), "by", principalOf(r).Name, "remote", r.RemoteAddr)
+	u, err := s.sec.store.User(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, userView(u))
+}
+
+func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) {
+	id, err := pathVar(r, "name")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var before any
+	if old, err := s.sec.store.User(id); err == nil {
+		before = userView(old)
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionUserDelete, Target: id, Before: before})
+	if !ok {
+		return
+	}
+	if err := s.sec.store.DeleteUser(id); err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
+	}
+	s.log.Info("user deleted", "user", id, "by", principalOf(r).Name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"id": id, "deleted": "true"})
+}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -141,6 +145,29 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		var stderr strings.Builder
 		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {
 			t.Errorf("%v: err %v, stderr %q", args, err, stderr.String())
+		}
+	}
+}
+
+// A port that is taken fails the start before anything is created: no data
+// directory, no default bucket.
+func TestServeBindsBeforeCreating(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, args := range [][]string{
+		{"--http", taken.Addr().String(), "--memcached", ""},
+		{"--http", "127.0.0.1:0", "--memcached", taken.Addr().String()},
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		err := runServe(context.Background(), append([]string{"--data", data, "--admin-password", "password"}, args...), io.Discard, io.Discard)
+		if err == nil {
+			t.Fatalf("%v: started on a taken port", args)
+		}
+		if _, serr := os.Stat(data); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("%v: failed with %v but left %s behind", args, err, data)
 		}
 	}
 }

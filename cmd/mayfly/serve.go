@@ -234,6 +234,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	// Every port is bound before anything is created: a port that is taken
+	// leaves no data directory or bucket behind.
+	ln, scheme, err := listenHTTP(cfg)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; this covers an early return
+	var mcLn net.Listener
+	if cfg.mcAddr != "" {
+		if mcLn, err = net.Listen("tcp", cfg.mcAddr); err != nil {
+			return fmt.Errorf("--memcached: %w", err)
+		}
+		defer mcLn.Close()
+	}
+
 	firstStart := !engine.IsDataDir(cfg.data)
 	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync})
 	if err != nil {
@@ -286,10 +301,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	ln, scheme, err := listenHTTP(cfg)
-	if err != nil {
-		return err
-	}
 	// Requests in flight see their context end when shutdown begins, so a
 	// query waiting for an index returns at once.
 	reqCtx, endRequests := context.WithCancel(context.Background())
@@ -310,7 +321,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	if cfg.mcAddr != "" {
-		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog)
+		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog, mcLn)
 		if err != nil {
 			srv.Close()
 			return err
@@ -337,7 +348,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // startMemcached opens the memcached text-protocol port onto one bucket.
 // Its flush_all is audited in auditLog, and refused if it cannot be.
-func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log) (*memcache.Server, error) {
+func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener) (*memcache.Server, error) {
 	b, err := eng.Bucket(cfg.mcBucket)
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
@@ -345,10 +356,6 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
-	}
-	ln, err := net.Listen("tcp", cfg.mcAddr)
-	if err != nil {
-		return nil, fmt.Errorf("--memcached: %w", err)
 	}
 	go func() {
 		if err := mc.Serve(ctx, ln); err != nil && !errors.Is(err, memcache.ErrServerClosed) && ctx.Err() == nil {

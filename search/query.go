@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	_ "github.com/blevesearch/bleve/v2/search/highlight/highlighter/ansi" // Couchbase's other highlight style
 	"github.com/blevesearch/bleve/v2/search/query"
 )
 
@@ -56,6 +57,13 @@ func live(q query.Query, now int64) query.Query {
 // milliseconds; consistency level "at_plus" or "not_bounded"). Errors are
 // *QueryError.
 func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(req, &top); err != nil || top == nil {
+		return nil, 0, false, queryErr(err, "the request is not a JSON object")
+	}
+	if q, ok := top["query"]; !ok || string(q) == "null" {
+		return nil, 0, false, queryErr(nil, "the request has no query")
+	}
 	var sr bleve.SearchRequest
 	if err := json.Unmarshal(req, &sr); err != nil {
 		return nil, 0, false, queryErr(err, "the request does not parse: %v", err)

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -228,11 +229,14 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	if err != nil {
 		return nil, false, err
 	}
+	cfg := map[string]any{"unsafe_batch": s.opts.NoSync}
 	if path == "" {
-		idx, err = bleve.NewMemOnly(m)
+		// scorch in memory rather than bleve.NewMemOnly (upsidedown on
+		// gtreap), whose iterators leave goroutines behind: the same engine
+		// for both bucket types.
+		idx, err = bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 		return idx, true, err
 	}
-	cfg := map[string]any{"unsafe_batch": s.opts.NoSync}
 	if _, err := os.Stat(path); err == nil {
 		idx, err = bleve.OpenUsing(path, cfg)
 		if err == nil {
@@ -246,7 +250,7 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, false, err
 	}
-	idx, err = bleve.NewUsing(path, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, cfg)
+	idx, err = bleve.NewUsing(path, m, scorch.Name, scorch.Name, cfg)
 	return idx, true, err
 }
 

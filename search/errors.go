@@ -5,26 +5,40 @@ import (
 	"fmt"
 )
 
+// Every error this package makes that the HTTP layer should answer with a
+// particular status has a method HTTPStatus() int (the HTTP layer need not
+// import this package, nor bleve, to map them).
 var (
 	// ErrNotFound is returned for a missing index (or a bucket that has none
-	// yet).
-	ErrNotFound = errors.New("search: not found")
+	// yet). HTTP 404.
+	ErrNotFound error = &statusError{"search: not found", 404}
 	// ErrClosed is returned after Close, and for an index or bucket closed
-	// (replaced, deleted, detached) while a call was using it.
-	ErrClosed = errors.New("search: closed")
+	// (replaced, deleted, detached) while a call was using it. HTTP 503.
+	ErrClosed error = &statusError{"search: closed", 503}
 	// ErrNoSearch is returned for a bucket that cannot have search indexes
-	// (a memcached bucket).
-	ErrNoSearch = errors.New("search: this bucket type has no search indexes")
+	// (a memcached bucket). HTTP 400.
+	ErrNoSearch error = &statusError{"search: this bucket type has no search indexes", 400}
 	// ErrLoadFailed is returned for a stored index definition that could
 	// not be loaded (its index does not open, its collection is gone); the
-	// error says why. It can be replaced or deleted.
-	ErrLoadFailed = errors.New("search: index could not be loaded")
+	// error says why. It can be replaced or deleted. HTTP 500.
+	ErrLoadFailed error = &statusError{"search: index could not be loaded", 500}
 	// ErrInvalidOptions is returned by New for invalid Options.
 	ErrInvalidOptions = errors.New("search: invalid options")
 	// ErrCheck is wrapped by every error Check returns: an index does not
 	// hold what the bucket's documents give.
 	ErrCheck = errors.New("search: check failed")
 )
+
+// statusError is a sentinel error with its HTTP status.
+type statusError struct {
+	msg    string
+	status int
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// HTTPStatus is the status the HTTP layer answers.
+func (e *statusError) HTTPStatus() int { return e.status }
 
 // DefError is an index definition refused on PutIndex: the HTTP layer answers
 // 400 with Reason.
@@ -36,6 +50,9 @@ type DefError struct {
 }
 
 func (e *DefError) Error() string { return "search: invalid index definition: " + e.Reason }
+
+// HTTPStatus is 400.
+func (e *DefError) HTTPStatus() int { return 400 }
 
 // Unwrap returns the underlying error.
 func (e *DefError) Unwrap() error { return e.Err }
@@ -55,6 +72,9 @@ type QueryError struct {
 }
 
 func (e *QueryError) Error() string { return "search: invalid search request: " + e.Reason }
+
+// HTTPStatus is 400.
+func (e *QueryError) HTTPStatus() int { return 400 }
 
 // Unwrap returns the underlying error.
 func (e *QueryError) Unwrap() error { return e.Err }

@@ -65,7 +65,10 @@ func TestJSONAPI(t *testing.T) {
 	}{
 		{func() error { _, err := s.GetIndexJSON(ctx, "", "idx"); return err }(), 404},
 		{func() error { _, err := s.PutIndexJSON(ctx, "", "x", []byte(`{}`)); return err }(), 400},
-		{func() error { _, err := s.PutIndexJSON(ctx, "", "x", []byte(`{"params":{"mapping":{"types":1}},"sourceName":"default"}`)); return err }(), 400},
+		{func() error {
+			_, err := s.PutIndexJSON(ctx, "", "x", []byte(`{"params":{"mapping":{"types":1}},"sourceName":"default"}`))
+			return err
+		}(), 400},
 		{func() error {
 			s.PutIndex(ctx, "default", "y", []byte(`{}`))
 			_, err := s.QueryJSON(ctx, "", "y", []byte(`{"query":{"bad":1}}`))

@@ -85,3 +85,17 @@ func TestJSONAPI(t *testing.T) {
 		t.Errorf("missing bucket: %v", err)
 	}
 }
+
+// restAPI is httpapi.SearchService, repeated here (search does not import
+// httpapi): *Service must implement it.
+type restAPI interface {
+	PutIndexJSON(ctx context.Context, bucket, name string, def []byte) ([]byte, error)
+	GetIndexJSON(ctx context.Context, bucket, name string) ([]byte, error)
+	ListIndexesJSON(ctx context.Context, bucket string) ([]byte, error)
+	DeleteIndexJSON(ctx context.Context, bucket, name string) ([]byte, error)
+	QueryJSON(ctx context.Context, bucket, name string, req []byte) ([]byte, error)
+	CountJSON(ctx context.Context, bucket, name string) ([]byte, error)
+	StatsJSON(ctx context.Context, bucket, name string) ([]byte, error)
+}
+
+var _ restAPI = (*search.Service)(nil)

@@ -256,3 +256,18 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestAnalyzers: the analyzers Couchbase offers can be named in a mapping
+// (here English, which stems).
+func TestAnalyzers(t *testing.T) {
+	e := loadHotels(t, engine.Couchbase)
+	e.createIndex("en", `{"params":{"mapping":{"default_analyzer":"en"}}}`)
+	a := e.query("en", `{"query":{"match":"rivers","field":"desc"},"sort":["_id"],"ctl":{"consistency":{"level":"at_plus"}}}`)
+	if got := a.ids(); !slices.Equal(got, []string{"h1", "h2"}) {
+		t.Fatalf("en: %v", got)
+	}
+	a = e.query("hotels", `{"query":{"match":"rivers","field":"desc"}}`)
+	if a.TotalHits != 0 {
+		t.Fatalf("standard stems: %v", a.ids())
+	}
+}

@@ -142,25 +142,35 @@ func BenchmarkExpiryFilter(b *testing.B) {
 		b.Fatal(err)
 	}
 	ix, _ := s.indexerFor("default", "i")
-	for _, word := range []string{"w1", "w500"} {
-		mq := query.NewMatchQuery(word)
-		mq.SetField("text")
-		for _, filtered := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/filter=%v", word, filtered), func(b *testing.B) {
-				var hits uint64
-				for b.Loop() {
-					var q query.Query = mq
-					if filtered {
-						q = live(mq, eng.Clock().Now())
+	for _, expired := range []bool{false, true} {
+		if expired { // a tenth of the documents expired, not purged
+			eng.Clock().(*engine.FakeClock).Advance(3600)
+		}
+		for _, word := range []string{"w1", "w500"} {
+			mq := query.NewMatchQuery(word)
+			mq.SetField("text")
+			for _, filtered := range []string{"none", "must_not", "live"} {
+				b.Run(fmt.Sprintf("expired=%v/%s/filter=%s", expired, word, filtered), func(b *testing.B) {
+					var hits uint64
+					for b.Loop() {
+						var res *bleve.SearchResult
+						var err error
+						switch filtered {
+						case "none":
+							res, err = ix.run(ctx, bleve.NewSearchRequest(mq))
+						case "must_not":
+							res, err = ix.run(ctx, bleve.NewSearchRequest(live(mq, eng.Clock().Now())))
+						case "live":
+							res, err = ix.runLive(ctx, bleve.NewSearchRequest(mq), eng.Clock().Now())
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						hits = res.Total
 					}
-					res, err := ix.run(ctx, bleve.NewSearchRequest(q))
-					if err != nil {
-						b.Fatal(err)
-					}
-					hits = res.Total
-				}
-				b.ReportMetric(float64(hits), "hits")
-			})
+					b.ReportMetric(float64(hits), "hits")
+				})
+			}
 		}
 	}
 }

@@ -47,6 +47,12 @@ type indexer struct {
 
 	upd chan struct{} // holds a token while a catch-up runs
 
+	// started and applied count the batches begun and ended (failed ones
+	// too): equal, no batch is on its way into the index.
+	started, applied atomic.Uint64
+	expMu            sync.Mutex
+	expCache         expiredCount // guarded by expMu
+
 	indexed   atomic.Int64 // documents indexed (added or replaced) since open
 	deleted   atomic.Int64 // documents removed since open
 	batches   atomic.Int64
@@ -272,7 +278,10 @@ func (ix *indexer) apply(pb preparedBatch) error {
 	if ix.closed {
 		return ix.closedErr()
 	}
-	if err := ix.idx.Batch(pb.batch); err != nil {
+	ix.started.Add(1)
+	err := ix.idx.Batch(pb.batch)
+	ix.applied.Add(1)
+	if err != nil {
 		return fmt.Errorf("search: index %s: %w", ix.name, err)
 	}
 	ix.seqMu.Lock()

@@ -31,24 +31,22 @@ type control struct {
 // the request as the client gave it and each hit naming the index.
 type Answer = bleve.SearchResult
 
-// liveFilter matches the documents live at now: no expiration, or one after
-// now.
-func liveFilter(now int64) query.Query {
+// expiredBy matches the documents expired at now: an expiration in
+// (0, now]. Its searcher reads only the terms of expirations up to now, so
+// its cost follows the documents expired and not yet purged, not the index.
+func expiredBy(now int64) query.Query {
 	zero, n := 0.0, float64(now)
 	yes, no := true, false
-	never := query.NewNumericRangeInclusiveQuery(&zero, &zero, &yes, &yes)
-	never.SetField(expField)
-	later := query.NewNumericRangeInclusiveQuery(&n, nil, &no, nil)
-	later.SetField(expField)
-	return query.NewDisjunctionQuery([]query.Query{never, later})
+	q := query.NewNumericRangeInclusiveQuery(&zero, &n, &no, &yes)
+	q.SetField(expField)
+	return q
 }
 
-// live wraps q so that it matches only documents live at now. The filter
-// does not change scores.
+// live wraps q so that it matches only documents live at now:
+// bool(must: q, must_not: expired by now). A must_not clause does not
+// change scores.
 func live(q query.Query, now int64) query.Query {
-	bq := query.NewBooleanQuery([]query.Query{q}, nil, nil)
-	bq.AddFilter(liveFilter(now))
-	return bq
+	return query.NewBooleanQuery([]query.Query{q}, nil, []query.Query{expiredBy(now)})
 }
 
 // ParseRequest parses a search request: bleve's SearchRequest JSON (query,
@@ -155,10 +153,7 @@ func (ix *indexer) searchErr(ctx context.Context, sr *bleve.SearchRequest, timeo
 			return nil, err
 		}
 	}
-	user := sr.Query
-	run := *sr
-	run.Query = live(user, ix.bucket.Clock().Now())
-	res, err := ix.run(ctx, &run)
+	res, err := ix.runLive(ctx, sr, ix.bucket.Clock().Now())
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +190,61 @@ func (ix *indexer) run(ctx context.Context, sr *bleve.SearchRequest) (*bleve.Sea
 	return res, nil
 }
 
+// expiredCount is how many documents of the index were expired at now
+// when it held the batches up to gen.
+type expiredCount struct {
+	valid bool
+	gen   uint64
+	now   int64
+	n     uint64
+}
+
+// runLive runs sr leaving out the documents expired at now. When the index
+// holds none (the usual case: the pager purges them), the query runs as it
+// is, the expiry clause costing nothing; whether it holds any is counted
+// once per second and per batch written.
+func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int64) (*bleve.SearchResult, error) {
+	gen := ix.started.Load()
+	if gen == ix.applied.Load() {
+		n, err := ix.expiredAt(ctx, gen, now)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			res, err := ix.run(ctx, sr)
+			if err != nil || ix.started.Load() == gen {
+				return res, err
+			}
+			// A batch began meanwhile and may be in what the query saw.
+		}
+	}
+	w := *sr
+	w.Query = live(sr.Query, now)
+	return ix.run(ctx, &w)
+}
+
+// expiredAt returns how many documents the index held expired at now when
+// it held the batches up to gen (no batch being on its way).
+func (ix *indexer) expiredAt(ctx context.Context, gen uint64, now int64) (uint64, error) {
+	ix.expMu.Lock()
+	c := ix.expCache
+	ix.expMu.Unlock()
+	if c.valid && c.gen == gen && c.now == now {
+		return c.n, nil
+	}
+	res, err := ix.run(ctx, bleve.NewSearchRequestOptions(expiredBy(now), 0, 0, false))
+	if err != nil {
+		return 0, err
+	}
+	if ix.started.Load() != gen {
+		return 1, nil // not known: assume some
+	}
+	ix.expMu.Lock()
+	ix.expCache = expiredCount{valid: true, gen: gen, now: now, n: res.Total}
+	ix.expMu.Unlock()
+	return res.Total, nil
+}
+
 // Count returns the number of documents an index holds that are live now.
 func (s *Service) Count(ctx context.Context, bucket, index string) (uint64, error) {
 	ix, err := s.indexerFor(bucket, index)
@@ -205,8 +255,8 @@ func (s *Service) Count(ctx context.Context, bucket, index string) (uint64, erro
 }
 
 func (ix *indexer) count(ctx context.Context) (uint64, error) {
-	sr := bleve.NewSearchRequestOptions(live(query.NewMatchAllQuery(), ix.bucket.Clock().Now()), 0, 0, false)
-	res, err := ix.run(ctx, sr)
+	sr := bleve.NewSearchRequestOptions(query.NewMatchAllQuery(), 0, 0, false)
+	res, err := ix.runLive(ctx, sr, ix.bucket.Clock().Now())
 	if err != nil {
 		return 0, err
 	}

@@ -47,11 +47,13 @@
 // Every indexed document carries its expiration in a numeric field,
 // _mayfly_exp (absolute Unix seconds, 0 for never; indexed, not stored, so
 // it never shows in a hit's fields; a document field of that name is
-// overwritten). Every query is run as bool(must: the user's query, filter:
-// _mayfly_exp = 0 or _mayfly_exp > now), now being the engine clock's time
-// when the query starts: a document leaves hits, total_hits and facet
-// counts at the second it expires, before the expiry pager purges it. The
-// filter does not change scores. Once purged, the document's tombstone
+// overwritten). Every query is run as bool(must: the user's query,
+// must_not: 0 < _mayfly_exp <= now), now being the engine clock's time when
+// the query starts: a document leaves hits, total_hits and facet counts at
+// the second it expires, before the expiry pager purges it. The clause
+// changes no score. When the index holds no document expired at now
+// (counted once per second and per batch written), the query runs as
+// given and the clause costs nothing. Once purged, the document's tombstone
 // reaches the index through the feed, which removes it.
 //
 // # Queries

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -28,8 +29,8 @@ var hotels = map[string]string{
 func loadHotels(t testing.TB, typ engine.BucketType) *env {
 	e := newEnv(t, typ, search.Options{})
 	e.createIndex("hotels", `{"type":"fulltext-index","name":"hotels","sourceType":"couchbase","sourceName":"default","params":{"mapping":{"default_mapping":{"enabled":true,"dynamic":true}}}}`)
-	for k, v := range hotels {
-		e.put(k, v, 0)
+	for _, k := range slices.Sorted(maps.Keys(hotels)) {
+		e.put(k, hotels[k], 0)
 	}
 	if _, err := e.bucket().DefaultCollection().Upsert(context.Background(), "bin", []byte{0xff, 0, 1}, nil); err != nil {
 		t.Fatal(err)

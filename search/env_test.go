@@ -62,6 +62,9 @@ func (e *env) close() {
 		e.svc = nil
 	}
 	if e.eng != nil {
+		if err := e.eng.Check(context.Background()); err != nil && !errors.Is(err, engine.ErrClosed) {
+			e.t.Errorf("engine.Check: %v", err)
+		}
 		if err := e.eng.Close(); err != nil {
 			e.t.Errorf("engine.Close: %v", err)
 		}

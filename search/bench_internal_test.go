@@ -1,0 +1,176 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// benchDocs returns n synthetic documents: 20 words of a 2,000-word
+// vocabulary (Zipf-like), a category and a number; every tenth expires.
+func benchDocs(n int) (keys []string, values [][]byte) {
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(3, 4)), 1.1, 1, 1999)
+	for i := range n {
+		var words []string
+		for range 20 {
+			words = append(words, fmt.Sprintf("w%d", zipf.Uint64()))
+		}
+		keys = append(keys, fmt.Sprintf("doc%06d", i))
+		values = append(values, fmt.Appendf(nil, `{"text":%q,"category":"c%d","n":%d}`, strings.Join(words, " "), r.IntN(20), r.IntN(1000)))
+	}
+	return keys, values
+}
+
+const benchN = 50000
+
+func benchEngine(b *testing.B, keys []string, values [][]byte) (*engine.Engine, *engine.Bucket) {
+	ctx := context.Background()
+	eng, err := engine.Open(b.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 64, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bk, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, k := range keys {
+		var exp int64
+		if i%10 == 0 {
+			exp = 3600
+		}
+		if _, err := bk.DefaultCollection().Upsert(ctx, k, values[i], &engine.WriteOptions{Expiry: exp}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := bk.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return eng, bk
+}
+
+// BenchmarkBuild indexes 50,000 documents: Mayfly from the change feed (a
+// persistent bucket, durable batches), and bleve's own batch indexing of the
+// same documents into scorch with the same batch size.
+func BenchmarkBuild(b *testing.B) {
+	keys, values := benchDocs(benchN)
+	b.Run("mayfly", func(b *testing.B) {
+		eng, _ := benchEngine(b, keys, values)
+		defer eng.Close()
+		s, err := New(context.Background(), eng, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		ctx := context.Background()
+		var total time.Duration
+		for i := 0; b.Loop(); i++ {
+			name := fmt.Sprint("i", i)
+			start := time.Now()
+			if _, err := s.PutIndex(ctx, "default", name, []byte(`{}`)); err != nil {
+				b.Fatal(err)
+			}
+			out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
+			if err != nil || out.Total != benchN {
+				b.Fatalf("%v %v", out, err)
+			}
+			total += time.Since(start)
+			if err := s.DeleteIndex(ctx, "default", name); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(benchN*b.N)/total.Seconds(), "docs/s")
+	})
+	b.Run("bleve", func(b *testing.B) {
+		var total time.Duration
+		for i := 0; b.Loop(); i++ {
+			start := time.Now()
+			idx, err := bleve.NewUsing(filepath.Join(b.TempDir(), "x"), bleve.NewIndexMapping(), scorch.Name, scorch.Name, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bt := idx.NewBatch()
+			for j, k := range keys {
+				var m map[string]any
+				if err := json.Unmarshal(values[j], &m); err != nil {
+					b.Fatal(err)
+				}
+				bt.Index(k, m)
+				if bt.Size() == DefaultBatchSize {
+					if err := idx.Batch(bt); err != nil {
+						b.Fatal(err)
+					}
+					bt = idx.NewBatch()
+				}
+			}
+			if err := idx.Batch(bt); err != nil {
+				b.Fatal(err)
+			}
+			total += time.Since(start)
+			idx.Close()
+		}
+		b.ReportMetric(float64(benchN*b.N)/total.Seconds(), "docs/s")
+	})
+}
+
+// BenchmarkExpiryFilter measures a match query with and without the expiry
+// filter every query carries.
+func BenchmarkExpiryFilter(b *testing.B) {
+	keys, values := benchDocs(benchN)
+	eng, _ := benchEngine(b, keys, values)
+	defer eng.Close()
+	s, err := New(context.Background(), eng, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"ctl":{"consistency":{"level":"at_plus"}}}`)); err != nil {
+		b.Fatal(err)
+	}
+	ix, _ := s.indexerFor("default", "i")
+	for _, expired := range []bool{false, true} {
+		if expired { // a tenth of the documents expired, not purged
+			eng.Clock().(*engine.FakeClock).Advance(3600)
+		}
+		for _, word := range []string{"w1", "w500"} {
+			mq := query.NewMatchQuery(word)
+			mq.SetField("text")
+			for _, filtered := range []string{"none", "must_not", "live"} {
+				b.Run(fmt.Sprintf("expired=%v/%s/filter=%s", expired, word, filtered), func(b *testing.B) {
+					var hits uint64
+					for b.Loop() {
+						var res *bleve.SearchResult
+						var err error
+						switch filtered {
+						case "none":
+							res, err = ix.run(ctx, bleve.NewSearchRequest(mq))
+						case "must_not":
+							res, err = ix.run(ctx, bleve.NewSearchRequest(live(mq, eng.Clock().Now())))
+						case "live":
+							res, err = ix.runLive(ctx, bleve.NewSearchRequest(mq), eng.Clock().Now())
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						hits = res.Total
+					}
+					b.ReportMetric(float64(hits), "hits")
+				})
+			}
+		}
+	}
+}

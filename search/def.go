@@ -1,0 +1,230 @@
+package search
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// DefPrefix starts the key of every index definition among a bucket's system
+// documents: an index named N is stored as "_search/N".
+const DefPrefix = "_search/"
+
+// IndexType is the only index type Mayfly knows, as Couchbase names it.
+const IndexType = "fulltext-index"
+
+// expField is the numeric field every indexed document carries: its
+// expiration (absolute Unix seconds, 0 for never). It is indexed but not
+// stored, so it never shows in a hit's fields; a document field of the same
+// name is overwritten by it.
+const expField = "_mayfly_exp"
+
+// validName is Couchbase's rule for index names.
+var validName = regexp.MustCompile(`^[A-Za-z][0-9A-Za-z_\-]*$`)
+
+// ValidIndexName reports whether name can name an index: a letter, then
+// letters, digits, '_' and '-', as Couchbase requires.
+func ValidIndexName(name string) bool { return len(name) <= 200 && validName.MatchString(name) }
+
+// IndexDef is an index definition in Couchbase's shape:
+//
+//	{"type": "fulltext-index", "name": "travel", "sourceType": "couchbase",
+//	 "sourceName": "travel-sample", "params": {"mapping": {...}}}
+//
+// params.mapping is a bleve index mapping (omitted: a dynamic mapping that
+// indexes every field, bleve.NewIndexMapping()); params.doc_config.type_field
+// (with mode "type_field") names the field that picks a document's type
+// mapping. Only the documents of _default._default are indexed, unless
+// sourceCollection names another collection as "scope.collection" (a Mayfly
+// extension: Couchbase 7 spells it in doc_config and type names). Other
+// fields of the definition are kept as given.
+type IndexDef struct {
+	Type             string          `json:"type"`
+	Name             string          `json:"name"`
+	UUID             string          `json:"uuid,omitempty"`
+	SourceType       string          `json:"sourceType"`
+	SourceName       string          `json:"sourceName"`
+	SourceCollection string          `json:"sourceCollection,omitempty"`
+	Params           json.RawMessage `json:"params,omitempty"`
+
+	// Body is the definition as stored and returned by GetIndex.
+	Body json.RawMessage `json:"-"`
+
+	mapping *mapping.IndexMappingImpl // as given (defaults filled in)
+	sig     string                    // identifies what the index holds
+}
+
+// params is what Mayfly reads of an index definition's params.
+type params struct {
+	Mapping   json.RawMessage `json:"mapping"`
+	DocConfig struct {
+		Mode      string `json:"mode"`
+		TypeField string `json:"type_field"`
+	} `json:"doc_config"`
+}
+
+// ParseIndexDef validates an index definition for an index called name in
+// bucket: the name must be valid and match the body's (if any), the source
+// must be the bucket, and the mapping must be one bleve accepts. Errors are
+// *DefError. Missing type, name, sourceType and sourceName are filled in; a
+// new uuid is given.
+func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
+	if !ValidIndexName(name) {
+		return nil, defErr("index name %q is not valid: it must start with a letter and hold only letters, digits, '_' and '-'", name)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, &DefError{Reason: "the index definition is not a JSON object", Err: err}
+	}
+	d := &IndexDef{}
+	if err := json.Unmarshal(body, d); err != nil {
+		return nil, &DefError{Reason: "the index definition does not parse: " + err.Error(), Err: err}
+	}
+	switch {
+	case d.Type == "":
+		d.Type = IndexType
+	case d.Type != IndexType:
+		return nil, defErr("type %q is not supported; use %q", d.Type, IndexType)
+	}
+	switch {
+	case d.Name == "":
+		d.Name = name
+	case d.Name != name:
+		return nil, defErr("the definition names index %q, the request %q", d.Name, name)
+	}
+	switch d.SourceType {
+	case "":
+		d.SourceType = "couchbase"
+	case "couchbase", "gocbcore":
+	default:
+		return nil, defErr("sourceType %q is not supported; use \"couchbase\"", d.SourceType)
+	}
+	switch {
+	case d.SourceName == "":
+		d.SourceName = bucket
+	case d.SourceName != bucket:
+		return nil, defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
+	}
+	if d.SourceCollection != "" {
+		if _, _, ok := splitCollection(d.SourceCollection); !ok {
+			return nil, defErr("sourceCollection %q is not \"scope.collection\"", d.SourceCollection)
+		}
+	}
+	var p params
+	if len(d.Params) > 0 && string(d.Params) != "null" {
+		if err := json.Unmarshal(d.Params, &p); err != nil {
+			return nil, &DefError{Reason: "params do not parse: " + err.Error(), Err: err}
+		}
+	}
+	m, err := parseMapping(p)
+	if err != nil {
+		return nil, err
+	}
+	d.mapping = m
+	canon, err := json.Marshal(m)
+	if err != nil {
+		return nil, &DefError{Reason: "the mapping does not encode: " + err.Error(), Err: err}
+	}
+	sum := sha256.Sum256(append(append(canon, 0), d.SourceCollection...))
+	d.sig = hex.EncodeToString(sum[:16])
+
+	var u [16]byte
+	rand.Read(u[:])
+	d.UUID = hex.EncodeToString(u[:])
+	for k, v := range map[string]string{"type": d.Type, "name": d.Name, "uuid": d.UUID, "sourceType": d.SourceType, "sourceName": d.SourceName} {
+		raw[k], _ = json.Marshal(v)
+	}
+	if d.Body, err = json.Marshal(raw); err != nil {
+		return nil, &DefError{Reason: err.Error(), Err: err}
+	}
+	return d, nil
+}
+
+// loadIndexDef parses a stored definition (already validated once).
+func loadIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
+	d := &IndexDef{}
+	if err := json.Unmarshal(body, d); err != nil {
+		return nil, &DefError{Reason: "the stored index definition does not parse: " + err.Error(), Err: err}
+	}
+	uuid := d.UUID
+	d, err := ParseIndexDef(bucket, name, body)
+	if err != nil {
+		return nil, err
+	}
+	d.UUID = uuid
+	d.Body = bytes.Clone(body)
+	return d, nil
+}
+
+// parseMapping builds and validates the bleve mapping of p.
+func parseMapping(p params) (*mapping.IndexMappingImpl, error) {
+	m := bleve.NewIndexMapping()
+	if len(p.Mapping) > 0 && string(p.Mapping) != "null" {
+		if err := json.Unmarshal(p.Mapping, m); err != nil {
+			return nil, &DefError{Reason: "params.mapping is not a valid bleve mapping: " + err.Error(), Err: err}
+		}
+	}
+	if p.DocConfig.Mode == "type_field" && p.DocConfig.TypeField != "" {
+		m.TypeField = p.DocConfig.TypeField
+	}
+	if err := m.Validate(); err != nil {
+		return nil, &DefError{Reason: "params.mapping is not valid: " + err.Error(), Err: err}
+	}
+	return m, nil
+}
+
+// indexMapping returns the mapping the bleve index is built with: the
+// definition's, plus the expiration field in the default and every type
+// mapping (indexed, not stored, not in _all).
+func (d *IndexDef) indexMapping() (*mapping.IndexMappingImpl, error) {
+	b, err := json.Marshal(d.mapping)
+	if err != nil {
+		return nil, err
+	}
+	m := bleve.NewIndexMapping()
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, err
+	}
+	exp := mapping.NewNumericFieldMapping()
+	exp.Store = false
+	exp.IncludeInAll = false
+	exp.DocValues = false
+	add := func(dm *mapping.DocumentMapping) {
+		if dm == nil {
+			return
+		}
+		dm.AddFieldMappingsAt(expField, exp)
+	}
+	add(m.DefaultMapping)
+	for _, tm := range m.TypeMapping {
+		add(tm)
+	}
+	return m, nil
+}
+
+// splitCollection splits "scope.collection".
+func splitCollection(s string) (scope, coll string, ok bool) {
+	scope, coll, ok = strings.Cut(s, ".")
+	return scope, coll, ok && scope != "" && coll != "" && !strings.Contains(coll, ".")
+}
+
+// collectionID resolves the definition's source collection in b.
+func (d *IndexDef) collectionID(b *engine.Bucket) (engine.CollectionID, error) {
+	if d.SourceCollection == "" {
+		return engine.DefaultCollectionID, nil
+	}
+	scope, coll, _ := splitCollection(d.SourceCollection)
+	c, err := b.Collection(scope, coll)
+	if err != nil {
+		return 0, err
+	}
+	return c.ID(), nil
+}

@@ -1,0 +1,77 @@
+// Package search is Mayfly's full-text search, in the mould of Couchbase's
+// FTS service: indexes defined in Couchbase's shape, built with bleve (the
+// library Couchbase FTS is built on, with scorch, its index format) from a
+// bucket's change feed, and queried with bleve's query language, answering
+// in Couchbase's shape.
+//
+// # Definitions
+//
+// An index definition is Couchbase's
+//
+//	{"type": "fulltext-index", "name": "hotels", "sourceType": "couchbase",
+//	 "sourceName": "travel", "params": {"mapping": {...bleve mapping...}}}
+//
+// (see IndexDef; a missing mapping is bleve's dynamic default). It is stored
+// durably as the bucket system document "_search/NAME", and an index follows
+// its bucket's life: it opens with the bucket, and is removed with it. Only
+// documents of _default._default are indexed, unless the definition's
+// sourceCollection names another collection as "scope.collection". A
+// document is indexed when it is a JSON object; tombstones, binary values
+// and JSON that is not an object are removed from the index. Index names
+// are unique across the buckets, as Couchbase's are.
+//
+// # Files
+//
+// For a persistent bucket, an index is a scorch folder beside the bucket's
+// data: DIR/search/HASH.bleve, HASH being the first 16 bytes of the SHA-256
+// of the index name, in hex (see IndexPath). An ephemeral bucket's indexes
+// are scorch indexes in memory.
+//
+// # Following the feed
+//
+// One goroutine per index reads the change feed in batches (Options
+// BatchSize) and writes each as one bleve batch holding, with the
+// documents, the feed position it reaches (a sequence number per
+// partition). The bucket's history UUID and the definition's signature are
+// kept beside them. A batch returns once scorch has it on disk (unless
+// NoSync), and the index then acknowledges it to the bucket
+// (Bucket.AckChanges; the index registers as a change-feed consumer
+// "search:NAME", so tombstones are not purged before it has seen them). On
+// open, an index resumes from its position; if the bucket no longer holds
+// that position (Bucket.CheckPosition: a recreated or restored bucket, lost
+// writes), or the files were built for another definition, it is rebuilt
+// from scratch.
+//
+// # Expiry
+//
+// Every indexed document carries its expiration in a numeric field,
+// _mayfly_exp (absolute Unix seconds, 0 for never; indexed, not stored, so
+// it never shows in a hit's fields; a document field of that name is
+// overwritten). Every query is run as bool(must: the user's query,
+// must_not: 0 < _mayfly_exp <= now), now being the engine clock's time when
+// the query starts: a document leaves hits, total_hits and facet counts at
+// the second it expires, before the expiry pager purges it. The clause
+// changes no score. When the index holds no document expired at now
+// (counted once per second and per batch written), the query runs as
+// given and the clause costs nothing. Once purged, the document's tombstone
+// reaches the index through the feed, which removes it.
+//
+// # Queries
+//
+// Query takes bleve's SearchRequest JSON (query, size, from, fields,
+// highlight, facets, sort, explain, includeLocations, search_after) and
+// Couchbase's ctl: timeout (milliseconds) and consistency level "at_plus",
+// which first brings the index up to every write acknowledged before the
+// query (the feed's high sequence numbers when the query starts; vectors
+// are not needed). It answers bleve's SearchResult, which is Couchbase's
+// shape: status, request (as given), hits (index, id, score, locations,
+// fragments, fields, sort, explanation), total_hits, max_score, took (ns)
+// and facets.
+//
+// # HTTP
+//
+// The *JSON methods (PutIndexJSON, QueryJSON, ...) answer with Couchbase's
+// REST bodies; errors that map to an HTTP status other than 500 have a
+// method HTTPStatus() int (a *DefError or *QueryError is 400, ErrNotFound
+// 404). httpapi's search routes use them without importing this package.
+package search

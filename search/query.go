@@ -1,0 +1,264 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	_ "github.com/blevesearch/bleve/v2/search/highlight/highlighter/ansi" // Couchbase's other highlight style
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// MaxResultWindow bounds from+size, as Couchbase's bleveMaxResultWindow does.
+const MaxResultWindow = 10000
+
+// control is the "ctl" part of a Couchbase search request.
+type control struct {
+	Ctl struct {
+		// Timeout is in milliseconds.
+		Timeout     int64 `json:"timeout"`
+		Consistency struct {
+			Level string `json:"level"`
+		} `json:"consistency"`
+	} `json:"ctl"`
+}
+
+// Answer is a search answer in Couchbase's shape: bleve's SearchResult, with
+// the request as the client gave it and each hit naming the index.
+type Answer = bleve.SearchResult
+
+// expiredBy matches the documents expired at now: an expiration in
+// (0, now]. Its searcher reads only the terms of expirations up to now, so
+// its cost follows the documents expired and not yet purged, not the index.
+func expiredBy(now int64) query.Query {
+	zero, n := 0.0, float64(now)
+	yes, no := true, false
+	q := query.NewNumericRangeInclusiveQuery(&zero, &n, &no, &yes)
+	q.SetField(expField)
+	return q
+}
+
+// live wraps q so that it matches only documents live at now:
+// bool(must: q, must_not: expired by now). A must_not clause does not
+// change scores.
+func live(q query.Query, now int64) query.Query {
+	return query.NewBooleanQuery([]query.Query{q}, nil, []query.Query{expiredBy(now)})
+}
+
+// ParseRequest parses a search request: bleve's SearchRequest JSON (query,
+// size, from, fields, highlight, facets, sort, explain, includeLocations,
+// search_after, search_before, score) and Couchbase's ctl (timeout in
+// milliseconds; consistency level "at_plus" or "not_bounded"). Errors are
+// *QueryError.
+func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(req, &top); err != nil || top == nil {
+		return nil, 0, false, queryErr(err, "the request is not a JSON object")
+	}
+	if q, ok := top["query"]; !ok || string(q) == "null" {
+		return nil, 0, false, queryErr(nil, "the request has no query")
+	}
+	var sr bleve.SearchRequest
+	if err := json.Unmarshal(req, &sr); err != nil {
+		return nil, 0, false, queryErr(err, "the request does not parse: %v", err)
+	}
+	if sr.Query == nil {
+		return nil, 0, false, queryErr(nil, "the request has no query")
+	}
+	var c control
+	if err := json.Unmarshal(req, &c); err != nil {
+		return nil, 0, false, queryErr(err, "ctl does not parse: %v", err)
+	}
+	if sr.Size < 0 || sr.From < 0 {
+		return nil, 0, false, queryErr(nil, "size and from must not be negative")
+	}
+	if sr.From+sr.Size > MaxResultWindow {
+		return nil, 0, false, queryErr(nil, "from+size is %d, over the limit of %d", sr.From+sr.Size, MaxResultWindow)
+	}
+	if err := sr.Validate(); err != nil {
+		return nil, 0, false, queryErr(err, "%v", err)
+	}
+	if c.Ctl.Timeout < 0 {
+		return nil, 0, false, queryErr(nil, "ctl.timeout %d is negative", c.Ctl.Timeout)
+	}
+	var atPlus bool
+	switch c.Ctl.Consistency.Level {
+	case "", "not_bounded":
+	case "at_plus":
+		atPlus = true
+	default:
+		return nil, 0, false, queryErr(nil, "ctl.consistency.level %q is not \"at_plus\" or \"not_bounded\"", c.Ctl.Consistency.Level)
+	}
+	return &sr, time.Duration(c.Ctl.Timeout) * time.Millisecond, atPlus, nil
+}
+
+// Query runs a search request (see ParseRequest) on an index and returns
+// the answer's JSON in Couchbase's shape:
+//
+//	{"status": {"total": 1, "failed": 0, "successful": 1}, "request": {...},
+//	 "hits": [{"index", "id", "score", "locations", "fragments", "fields", "sort"}],
+//	 "total_hits": N, "max_score": x, "took": ns, "facets": {...}}
+//
+// Documents expired at the engine clock's now are left out of hits,
+// total_hits and facets, purged or not. With at_plus consistency, the index
+// first catches up with every write acknowledged before the query.
+func (s *Service) Query(ctx context.Context, bucket, index string, req []byte) ([]byte, error) {
+	res, err := s.Search(ctx, bucket, index, req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("search: encode the answer: %w", err)
+	}
+	return out, nil
+}
+
+// Search is Query returning the answer unencoded.
+func (s *Service) Search(ctx context.Context, bucket, index string, req []byte) (*Answer, error) {
+	ix, err := s.indexerFor(bucket, index)
+	if err != nil {
+		return nil, err
+	}
+	sr, timeout, atPlus, err := ParseRequest(req)
+	if err != nil {
+		ix.queries.Add(1)
+		ix.qerrors.Add(1)
+		return nil, err
+	}
+	return ix.search(ctx, sr, timeout, atPlus)
+}
+
+func (ix *indexer) search(ctx context.Context, sr *bleve.SearchRequest, timeout time.Duration, atPlus bool) (*Answer, error) {
+	ix.queries.Add(1)
+	res, err := ix.searchErr(ctx, sr, timeout, atPlus)
+	if err != nil {
+		ix.qerrors.Add(1)
+	}
+	return res, err
+}
+
+func (ix *indexer) searchErr(ctx context.Context, sr *bleve.SearchRequest, timeout time.Duration, atPlus bool) (*Answer, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if atPlus {
+		if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+			return nil, err
+		}
+	}
+	res, err := ix.runLive(ctx, sr, ix.bucket.Clock().Now())
+	if err != nil {
+		return nil, err
+	}
+	res.Request = sr
+	for _, h := range res.Hits {
+		h.Index = ix.name
+	}
+	if math.IsNaN(res.MaxScore) || math.IsInf(res.MaxScore, 0) {
+		res.MaxScore = 0
+	}
+	return res, nil
+}
+
+// run runs a request on the bleve index, unless the indexer is closed.
+func (ix *indexer) run(ctx context.Context, sr *bleve.SearchRequest) (*bleve.SearchResult, error) {
+	ix.qmu.RLock()
+	defer ix.qmu.RUnlock()
+	if ix.closed {
+		return nil, ix.closedErr()
+	}
+	res, err := ix.idx.SearchInContext(ctx, sr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("search: index %s: %w", ix.name, ctx.Err())
+		}
+		var qe *QueryError
+		if errors.As(err, &qe) {
+			return nil, err
+		}
+		// bleve reports bad queries (an unknown field type, a bad regexp)
+		// when it builds the searchers.
+		return nil, queryErr(err, "%v", err)
+	}
+	return res, nil
+}
+
+// expiredCount is how many documents of the index were expired at now
+// when it held the batches up to gen.
+type expiredCount struct {
+	valid bool
+	gen   uint64
+	now   int64
+	n     uint64
+}
+
+// runLive runs sr leaving out the documents expired at now. When the index
+// holds none (the usual case: the pager purges them), the query runs as it
+// is, the expiry clause costing nothing; whether it holds any is counted
+// once per second and per batch written.
+func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int64) (*bleve.SearchResult, error) {
+	gen := ix.started.Load()
+	if gen == ix.applied.Load() {
+		n, err := ix.expiredAt(ctx, gen, now)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			res, err := ix.run(ctx, sr)
+			if err != nil || ix.started.Load() == gen {
+				return res, err
+			}
+			// A batch began meanwhile and may be in what the query saw.
+		}
+	}
+	w := *sr
+	w.Query = live(sr.Query, now)
+	return ix.run(ctx, &w)
+}
+
+// expiredAt returns how many documents the index held expired at now when
+// it held the batches up to gen (no batch being on its way).
+func (ix *indexer) expiredAt(ctx context.Context, gen uint64, now int64) (uint64, error) {
+	ix.expMu.Lock()
+	c := ix.expCache
+	ix.expMu.Unlock()
+	if c.valid && c.gen == gen && c.now == now {
+		return c.n, nil
+	}
+	res, err := ix.run(ctx, bleve.NewSearchRequestOptions(expiredBy(now), 0, 0, false))
+	if err != nil {
+		return 0, err
+	}
+	if ix.started.Load() != gen {
+		return 1, nil // not known: assume some
+	}
+	ix.expMu.Lock()
+	ix.expCache = expiredCount{valid: true, gen: gen, now: now, n: res.Total}
+	ix.expMu.Unlock()
+	return res.Total, nil
+}
+
+// Count returns the number of documents an index holds that are live now.
+func (s *Service) Count(ctx context.Context, bucket, index string) (uint64, error) {
+	ix, err := s.indexerFor(bucket, index)
+	if err != nil {
+		return 0, err
+	}
+	return ix.count(ctx)
+}
+
+func (ix *indexer) count(ctx context.Context) (uint64, error) {
+	sr := bleve.NewSearchRequestOptions(query.NewMatchAllQuery(), 0, 0, false)
+	res, err := ix.runLive(ctx, sr, ix.bucket.Clock().Now())
+	if err != nil {
+		return 0, err
+	}
+	return res.Total, nil
+}

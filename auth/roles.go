@@ -25,12 +25,15 @@ const (
 	RoleDataWriter  = "data_writer"
 	RoleViewsReader = "views_reader"
 	RoleViewsAdmin  = "views_admin"
+	RoleFTSSearcher = "fts_searcher"
+	RoleFTSAdmin    = "fts_admin"
 )
 
 // bucketRoles are the roles that take a bucket.
 var bucketRoles = map[string]bool{
 	RoleBucketAdmin: true, RoleDataReader: true, RoleDataWriter: true,
 	RoleViewsReader: true, RoleViewsAdmin: true,
+	RoleFTSSearcher: true, RoleFTSAdmin: true,
 }
 
 // Role is one role; Bucket is "" for admin and ro_admin, "*" for every bucket.
@@ -123,6 +126,10 @@ const (
 	SecurityRead
 	// SecurityWrite creates, changes and deletes users.
 	SecurityWrite
+	// SearchRead queries full-text indexes and reads their definitions.
+	SearchRead
+	// SearchWrite creates, replaces and deletes full-text indexes.
+	SearchWrite
 )
 
 // Permission is an action, on a bucket where the action takes one.
@@ -161,6 +168,10 @@ func (p Permission) String() string {
 		return "cluster.admin.security!read"
 	case SecurityWrite:
 		return "cluster.admin.security!write"
+	case SearchRead:
+		return b + ".fts!read"
+	case SearchWrite:
+		return b + ".fts!write"
 	}
 	return "unknown"
 }
@@ -176,6 +187,8 @@ var grants = map[string][]Action{
 	RoleDataWriter:  {DataWrite},
 	RoleViewsReader: {ViewsRead},
 	RoleViewsAdmin:  {ViewsRead, ViewsWrite},
+	RoleFTSSearcher: {SearchRead},
+	RoleFTSAdmin:    {SearchRead, SearchWrite},
 }
 
 // Allows reports whether r grants p.

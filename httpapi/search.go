@@ -1,12 +1,18 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
 	"github.com/gorilla/mux"
+	"github.com/tidwall/gjson"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
 )
 
 // maxSearchDefBody bounds an index definition; maxSearchQueryBody a search
@@ -32,6 +38,8 @@ type SearchService interface {
 	QueryJSON(ctx context.Context, bucket, name string, req []byte) ([]byte, error)
 	CountJSON(ctx context.Context, bucket, name string) ([]byte, error)
 	StatsJSON(ctx context.Context, bucket, name string) ([]byte, error)
+	// FindIndex returns the bucket that holds the named index.
+	FindIndex(name string) (string, error)
 }
 
 // searchRoutes adds Couchbase's full-text search REST API (the FTS
@@ -46,15 +54,85 @@ type SearchService interface {
 //	GET    /api/stats/index/{name}       the index's stats
 //
 // The integrator calls it from New when a search service is configured.
+//
+// Every route needs the fts permission on the index's bucket (fts_searcher
+// to read and query, fts_admin to change); listing every index needs
+// ro_admin (or admin). Creating, replacing and deleting an index is audited.
 func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
+	const noForm = false
 	h := &searchHandlers{svc: svc}
-	r.HandleFunc("/api/index", h.list).Methods(http.MethodGet)
-	r.HandleFunc("/api/index/{name}", h.get).Methods(http.MethodGet)
-	r.HandleFunc("/api/index/{name}", h.put).Methods(http.MethodPut)
-	r.HandleFunc("/api/index/{name}", h.delete).Methods(http.MethodDelete)
-	r.HandleFunc("/api/index/{name}/query", h.query).Methods(http.MethodPost)
-	r.HandleFunc("/api/index/{name}/count", h.count).Methods(http.MethodGet)
-	r.HandleFunc("/api/stats/index/{name}", h.stats).Methods(http.MethodGet)
+	onIndex := func(a auth.Action) permFunc {
+		return func(req *http.Request) []auth.Permission {
+			b, err := svc.FindIndex(mux.Vars(req)["name"])
+			if err != nil {
+				b = "" // no such index: the handler answers 404 to an admin; others get 403
+			}
+			return []auth.Permission{{Action: a, Bucket: b}}
+		}
+	}
+	// A new index's bucket is its definition's sourceName.
+	onSource := func(req *http.Request) []auth.Permission {
+		b, err := svc.FindIndex(mux.Vars(req)["name"])
+		if err != nil {
+			body, rerr := io.ReadAll(io.LimitReader(req.Body, maxSearchDefBody))
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			if rerr == nil {
+				b = gjson.GetBytes(body, "sourceName").String()
+			}
+		}
+		return []auth.Permission{{Action: auth.SearchWrite, Bucket: b}}
+	}
+	cluster := func(req *http.Request) []auth.Permission { return []auth.Permission{{Action: auth.MetricsRead}} }
+	r.Handle("/api/index", s.need(cluster, noForm, h.list)).Methods(http.MethodGet)
+	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchRead), noForm, h.get)).Methods(http.MethodGet)
+	r.Handle("/api/index/{name}", s.need(onSource, noForm, s.audited(audit.ActionSearchIndexPut, svc, h.put))).Methods(http.MethodPut)
+	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, h.delete))).Methods(http.MethodDelete)
+	r.Handle("/api/index/{name}/query", s.need(onIndex(auth.SearchRead), noForm, h.query)).Methods(http.MethodPost)
+	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, h.count)).Methods(http.MethodGet)
+	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, h.stats)).Methods(http.MethodGet)
+}
+
+// audited records the intent of a search index change before h does it,
+// refusing the change if the audit log cannot be written, and records a
+// failure if h answers one.
+func (s *server) audited(action string, svc SearchService, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := mux.Vars(r)["name"]
+		bucket, _ := svc.FindIndex(name)
+		var after any
+		if r.Method == http.MethodPut {
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxSearchDefBody))
+			if err != nil {
+				writeError(w, errBadRequest("reading the body: "+err.Error()))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			after = auditBody(body)
+			if bucket == "" {
+				bucket = gjson.GetBytes(body, "sourceName").String()
+			}
+		}
+		in, ok := s.intend(w, r, audit.Event{Action: action, Bucket: bucket, Target: name, After: after})
+		if !ok {
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h(rec, r)
+		if rec.status >= 400 {
+			s.settle(r, in, fmt.Errorf("answered %d", rec.status))
+		}
+	}
+}
+
+// statusRecorder notes the status a handler answers.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
 }
 
 type searchHandlers struct {

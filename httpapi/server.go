@@ -46,6 +46,9 @@ type Options struct {
 	// MetricsToken, when set, is also accepted on /metrics as
 	// "Authorization: Bearer <token>".
 	MetricsToken string
+	// Search serves the full-text search REST API (/api/index/...); nil
+	// leaves it out.
+	Search SearchService
 	// MaxRequests caps requests served at once; more are answered 503.
 	// 0 means DefaultMaxRequests.
 	MaxRequests int
@@ -127,5 +130,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.getDoc)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.deleteDoc)).Methods(http.MethodDelete)
+	if o.Search != nil {
+		s.searchRoutes(r, o.Search)
+	}
 	return s.guard(r)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/memcache"
 	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -277,6 +278,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer vsvc.Close()
 
+	ssvc, err := search.New(ctx, eng, &search.Options{Logger: logger, NoSync: cfg.noSync})
+	if err != nil {
+		return err
+	}
+	defer ssvc.Close()
+
 	pm := pager.New(eng, &pager.Options{Logger: logger})
 	pm.Start()
 	defer func() {
@@ -306,7 +313,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reqCtx, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	srv := newHTTPServer(cfg, httpapi.New(eng, &httpapi.Options{
-		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users,
+		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
 	}), logger, reqCtx)

@@ -1,0 +1,106 @@
+package search_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/search"
+)
+
+// The search REST API through the whole HTTP front door: Couchbase's paths,
+// the fts roles on the index's bucket, and audited index changes.
+func TestSearchOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("other")); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := search.New(ctx, eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	auditPath := filepath.Join(t.TempDir(), audit.FileName)
+	al, err := audit.Open(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "password",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, role := range map[string]string{"finder": "fts_searcher[default]", "stranger": "fts_searcher[other]", "reader": "data_reader[default]"} {
+		r, _ := auth.ParseRoles(role)
+		if err := users.PutUser(id, "", "password1", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users, Audit: al, Search: svc}))
+	defer srv.Close()
+	do := func(user, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		pass := "password1"
+		if user == "Administrator" {
+			pass = "password"
+		}
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := b.DefaultCollection().Upsert(ctx, k, []byte(`{"text":"the quick brown fox `+k+`"}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	def := `{"type":"fulltext-index","sourceType":"couchbase","sourceName":"default"}`
+	if status, body := do("finder", http.MethodPut, "/api/index/idx", def); status != http.StatusForbidden {
+		t.Errorf("fts_searcher created an index: %d %s", status, body)
+	}
+	if status, body := do("Administrator", http.MethodPut, "/api/index/idx", def); status != http.StatusOK {
+		t.Fatalf("create index: %d %s", status, body)
+	}
+	query := `{"query":{"match":"fox"},"ctl":{"consistency":{"level":"at_plus"}}}`
+	status, body := do("finder", http.MethodPost, "/api/index/idx/query", query)
+	if status != http.StatusOK || !strings.Contains(body, `"total_hits":2`) {
+		t.Errorf("fts_searcher query: %d %s", status, body)
+	}
+	for _, user := range []string{"stranger", "reader"} {
+		if status, body := do(user, http.MethodPost, "/api/index/idx/query", query); status != http.StatusForbidden {
+			t.Errorf("%s queried another bucket's index: %d %s", user, status, body)
+		}
+	}
+	if status, body := do("Administrator", http.MethodDelete, "/api/index/idx", ""); status != http.StatusOK {
+		t.Fatalf("delete index: %d %s", status, body)
+	}
+	raw, _ := os.ReadFile(auditPath)
+	if !strings.Contains(string(raw), `"action":"search.index.put"`) || !strings.Contains(string(raw), `"action":"search.index.delete"`) {
+		t.Errorf("index changes not audited: %s", raw)
+	}
+}

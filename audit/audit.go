@@ -243,7 +243,7 @@ func (l *Log) resume() error {
 			return fmt.Errorf("%w: %s: the chain is broken before the torn last line: %w; move the file aside to start a new log", ErrCorrupt, l.path, err)
 		}
 	}
-	now := time.Now().Unix()
+	now := time.Now().Unix() // wall clock: the torn-line marker is written at open, before any engine clock exists
 	nlines := int64(v.rep.Lines)
 	if r, ok := parseRecord(tail); ok && *r.Seq == nlines+1 && r.Prev == v.rep.Head && (v.pending == nil || v.vouches(r, tail)) {
 		// Only the newline was lost: the record stays in the chain.

@@ -25,6 +25,7 @@ type Pool struct {
 	opts    Options
 	helpers *goja.Program // defines sum and dateToArray
 	wrapRed *goja.Program // wraps a reduce so its result is encoded inside the call
+	freeze  *goja.Program // freezes everything a runtime's scripts can reach
 	idle    chan *worker  // workers not borrowed; capacity len(workers)
 	workers []*worker     // all workers, for Close
 	done    chan struct{} // closed by Close
@@ -45,6 +46,7 @@ func NewPool(opts *Options) *Pool {
 		opts:    o,
 		helpers: goja.MustCompile("helpers.js", helpersSource, false),
 		wrapRed: goja.MustCompile("reduce.js", reduceWrapperSource, false),
+		freeze:  goja.MustCompile("freeze.js", freezeSource, false),
 		idle:    make(chan *worker, o.Workers),
 		done:    make(chan struct{}),
 	}
@@ -182,3 +184,54 @@ const reduceWrapperSource = `(function (reduce, output) {
 		output(reduce(keys, values, rereduce));
 	};
 })`
+
+// freezeSource returns a function that freezes every object reachable from
+// the global object and from the values it is given (the map and reduce
+// functions): the global object itself, the built-in constructors and
+// their prototypes, the helpers, and whatever hangs off them (through own
+// properties, accessors and prototypes, recursively), plus the prototypes
+// of iterators, generators and the like that no global names. After it, a
+// function can neither add a global nor change a built-in, so no document
+// sees what another left behind (state would otherwise leak from one
+// document to the next and make the index depend on indexing order). In
+// non-strict code, which map functions are, a write to a frozen property
+// silently does nothing; in strict code it throws.
+const freezeSource = `(function () {
+	var getOwn = Object.getOwnPropertyNames, getSyms = Object.getOwnPropertySymbols,
+		getDesc = Object.getOwnPropertyDescriptor, getProto = Object.getPrototypeOf,
+		freeze = Object.freeze, isFrozen = Object.isFrozen;
+	return function (extra) {
+		var todo = [globalThis], seen = new Set();
+		function add(v) {
+			if (v !== null && (typeof v === "object" || typeof v === "function") && !seen.has(v)) {
+				seen.add(v);
+				todo.push(v);
+			}
+		}
+		for (var i = 0; i < extra.length; i++) add(extra[i]);
+		// Prototypes no global names.
+		try { add(getProto([][Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(new Map()[Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(new Set()[Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(""[Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(/x/[Symbol.matchAll](""))); } catch (e) {}
+		try { add(getProto(function* () {})); } catch (e) {}
+		try { add(getProto(function* () {}())); } catch (e) {}
+		try { add(getProto(async function () {})); } catch (e) {}
+		try { add(getProto(Int8Array)); } catch (e) {}
+		try { add((function () { return arguments; })()); } catch (e) {}
+		while (todo.length > 0) {
+			var o = todo.pop();
+			add(getProto(o));
+			var keys = getOwn(o).concat(getSyms(o));
+			for (var k = 0; k < keys.length; k++) {
+				var d = getDesc(o, keys[k]);
+				if (!d) continue;
+				add(d.value);
+				add(d.get);
+				add(d.set);
+			}
+			if (!isFrozen(o)) freeze(o);
+		}
+	};
+})()`

@@ -84,6 +84,7 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 
 	rt.maps = make([]goja.Callable, len(pr.views))
 	rt.reduces = make([]goja.Callable, len(pr.views))
+	fns := []any{ho, wv, output}
 	for i, cv := range pr.views {
 		v, err := vm.RunProgram(cv.mapProg)
 		if err != nil {
@@ -94,6 +95,7 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 			return nil, &CompileError{View: cv.name, Func: funcMap, Msg: "the map source is not a function expression", Err: ErrNotFunction}
 		}
 		rt.maps[i] = fn
+		fns = append(fns, v)
 		if cv.reduceKind != reduceJS {
 			continue
 		}
@@ -101,6 +103,7 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jsruntime: view %s: instantiating reduce: %w", cv.name, err)
 		}
+		fns = append(fns, v)
 		if _, ok := goja.AssertFunction(v); !ok {
 			return nil, &CompileError{View: cv.name, Func: funcReduce, Msg: "the reduce source is not a function expression", Err: ErrNotFunction}
 		}
@@ -109,6 +112,17 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 			return nil, fmt.Errorf("jsruntime: view %s: wrapping reduce: %w", cv.name, err)
 		}
 		rt.reduces[i], _ = goja.AssertFunction(wrapped)
+		fns = append(fns, wrapped)
+	}
+	// Freeze everything the functions can reach, so that no call leaves
+	// state behind for the next (see freezeSource).
+	fv, err := vm.RunProgram(p.freeze)
+	if err != nil {
+		return nil, fmt.Errorf("jsruntime: installing freeze: %w", err)
+	}
+	freeze, _ := goja.AssertFunction(fv)
+	if _, err := freeze(goja.Undefined(), vm.NewArray(fns...)); err != nil {
+		return nil, fmt.Errorf("jsruntime: freezing the global environment: %w", err)
 	}
 	return rt, nil
 }

@@ -82,10 +82,30 @@
 // when one mentions meta; the check is textual and errs on the side of
 // building (see the benchmarks in bench_test.go).
 //
-// # Caveats
+// # Limits
 //
-// A time limit interrupts JavaScript, not Go: a built-in that runs long in
-// Go (JSON.stringify of a huge value, a giant string operation) finishes
-// before the interrupt is noticed, and memory a function allocates is not
-// bounded. Design documents are trusted to that extent.
+// A call stuck inside a built-in that goja cannot interrupt (it notices
+// interrupts between instructions only: a native sort of millions of
+// elements, a giant string operation) is abandoned once it has run
+// Options.Timeout plus a grace (a quarter of the limit, between 250ms and
+// 1s): the caller returns, the document fails with ErrTimeout for its views,
+// the worker is replaced by a fresh one (Pool.Abandoned counts them), and the
+// abandoned goroutine, already interrupted, stops as soon as the built-in
+// returns; until then it still burns CPU and holds its memory.
+//
+// Options.MaxMemory (64 MiB by default) bounds what a call allocates: a
+// watchdog samples the process's heap allocation every millisecond while
+// calls run and charges it to the running calls in equal shares (Go cannot
+// tell which goroutine allocated what), interrupting a call over its budget
+// with ErrMemoryLimit. It is an approximation: garbage counts, and so does
+// allocation by the rest of the process meanwhile; a single built-in that
+// allocates a huge block in one step is seen only after.
+//
+// Workers are shared fairly between design documents (Programs): one holds
+// at most Options.MaxWorkersPerProgram workers (half of them by default),
+// and a returning worker goes to the waiting program holding the fewest. So
+// a hostile or slow design document delays mostly itself.
+//
+// A function source over MaxSourceSize (1 MiB) is refused, and compiling a
+// design document that takes longer than MaxCompileTime fails.
 package jsruntime

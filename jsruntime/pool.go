@@ -3,6 +3,7 @@ package jsruntime
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dop251/goja"
 )
@@ -26,11 +27,25 @@ type Pool struct {
 	helpers *goja.Program // defines sum and dateToArray
 	wrapRed *goja.Program // wraps a reduce so its result is encoded inside the call
 	freeze  *goja.Program // freezes everything a runtime's scripts can reach
-	idle    chan *worker  // workers not borrowed; capacity len(workers)
-	workers []*worker     // all workers, for Close
 	done    chan struct{} // closed by Close
+	mem     *memWatch     // the memory budget of calls
+
+	mu struct {
+		sync.Mutex
+		workers []*worker // all workers, for Close; abandoned ones are replaced
+	}
+
+	// sched hands workers out fairly among programs (see borrow).
+	sched struct {
+		sync.Mutex
+		idle    []*worker  // workers not borrowed
+		waiters []*waiter  // borrowers waiting, oldest first
+		back    *sync.Cond // signalled when a worker comes back after Close
+		perProg int        // the most workers one program may hold
+	}
 
 	closeOnce sync.Once
+	abandoned atomic.Int64
 }
 
 // NewPool returns a pool with opts (nil means defaults; the pool keeps its
@@ -47,16 +62,40 @@ func NewPool(opts *Options) *Pool {
 		helpers: goja.MustCompile("helpers.js", helpersSource, false),
 		wrapRed: goja.MustCompile("reduce.js", reduceWrapperSource, false),
 		freeze:  goja.MustCompile("freeze.js", freezeSource, false),
-		idle:    make(chan *worker, o.Workers),
 		done:    make(chan struct{}),
 	}
+	p.mem = newMemWatch(uint64(max(o.MaxMemory, 0)), p.done)
+	p.sched.back = sync.NewCond(&p.sched.Mutex)
+	p.sched.perProg = o.MaxWorkersPerProgram
 	for i := 0; i < o.Workers; i++ {
 		w := newWorker(p)
-		p.workers = append(p.workers, w)
-		p.idle <- w
+		p.mu.workers = append(p.mu.workers, w)
+		p.sched.idle = append(p.sched.idle, w)
 	}
 	return p
 }
+
+// replace gives up w, a borrowed worker whose call is stuck in a built-in
+// past its time limit (w.stuck is closed), and returns a fresh worker, also
+// borrowed, to use (and release) instead. The goroutine running w's call
+// is left to finish on its own: it was interrupted, so it stops as soon as
+// the built-in returns, and nothing uses w or its runtimes afterwards.
+func (p *Pool) replace(w *worker) *worker {
+	nw := newWorker(p)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.mu.workers {
+		if x == w {
+			p.mu.workers[i] = nw
+		}
+	}
+	p.abandoned.Add(1)
+	return nw
+}
+
+// Abandoned counts the calls given up because they ran inside a built-in
+// past their time limit plus a grace (their runtimes were replaced).
+func (p *Pool) Abandoned() int64 { return p.abandoned.Load() }
 
 // Close interrupts the JavaScript calls running in the pool (they fail with
 // ErrClosed), waits until every worker is back, and releases the runtimes.
@@ -64,13 +103,20 @@ func NewPool(opts *Options) *Pool {
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.done)
-		for _, w := range p.workers {
+		p.mu.Lock()
+		n := len(p.mu.workers)
+		for _, w := range p.mu.workers {
 			w.interrupt(ErrClosed)
 		}
-		for range p.workers {
-			w := <-p.idle
+		p.mu.Unlock()
+		p.sched.Lock()
+		for len(p.sched.idle) < n {
+			p.sched.back.Wait()
+		}
+		for _, w := range p.sched.idle {
 			w.shutdown()
 		}
+		p.sched.Unlock()
 	})
 	return nil
 }
@@ -104,41 +150,87 @@ func (p *Pool) Load(views []ViewSource) (*Program, error) {
 	return pr, nil
 }
 
-// borrow takes an idle worker, waiting until one is free, ctx is done, the
-// pool closes, or stop (which may be nil) is closed; in that last case it
-// returns nil, nil.
-func (p *Pool) borrow(ctx context.Context, stop <-chan struct{}) (*worker, error) {
+// waiter is a borrower waiting for a worker.
+type waiter struct {
+	pr *Program
+	ch chan *worker // receives the worker handed over; capacity 1
+}
+
+// borrow takes an idle worker for pr, waiting until one is free, ctx is
+// done, the pool closes, or stop (which may be nil) is closed; in that
+// last case it returns nil, nil.
+//
+// Workers are shared fairly among programs (design documents): a program
+// holds at most Options.MaxWorkersPerProgram workers at once, so that a
+// slow or hostile design document, whose calls each hold a worker up to
+// the time limit, leaves workers to the others; and a worker coming back
+// goes to the waiting program that holds the fewest, the longest waiting
+// first among equals, so that a program with many waiting goroutines does
+// not starve one with few.
+func (p *Pool) borrow(ctx context.Context, pr *Program, stop <-chan struct{}) (*worker, error) {
+	p.sched.Lock()
 	if p.closed() {
+		p.sched.Unlock()
 		return nil, ErrClosed
 	}
-	select {
-	case w := <-p.idle:
-		if p.closed() {
-			p.idle <- w
-			return nil, ErrClosed
-		}
+	if n := len(p.sched.idle); n > 0 && pr.held < p.sched.perProg {
+		w := p.sched.idle[n-1]
+		p.sched.idle = p.sched.idle[:n-1]
+		pr.held++
+		p.sched.Unlock()
 		return w, nil
-	default:
 	}
+	wt := &waiter{pr: pr, ch: make(chan *worker, 1)}
+	p.sched.waiters = append(p.sched.waiters, wt)
+	p.sched.Unlock()
+	var err error
 	select {
-	case w := <-p.idle:
+	case w := <-wt.ch:
 		if p.closed() {
-			p.idle <- w
+			p.release(w, pr)
 			return nil, ErrClosed
 		}
 		return w, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		err = ctx.Err()
 	case <-p.done:
-		return nil, ErrClosed
+		err = ErrClosed
 	case <-stop:
-		return nil, nil
 	}
+	p.sched.Lock()
+	for i, x := range p.sched.waiters {
+		if x == wt {
+			p.sched.waiters = append(p.sched.waiters[:i], p.sched.waiters[i+1:]...)
+			p.sched.Unlock()
+			return nil, err
+		}
+	}
+	p.sched.Unlock()
+	// Handed a worker meanwhile: give it back.
+	p.release(<-wt.ch, pr)
+	return nil, err
 }
 
-// release gives a borrowed worker back.
-func (p *Pool) release(w *worker) {
-	p.idle <- w
+// release gives back a worker pr borrowed.
+func (p *Pool) release(w *worker, pr *Program) {
+	p.sched.Lock()
+	defer p.sched.Unlock()
+	pr.held--
+	best := -1
+	for i, wt := range p.sched.waiters {
+		if wt.pr.held < p.sched.perProg && (best < 0 || wt.pr.held < p.sched.waiters[best].pr.held) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		wt := p.sched.waiters[best]
+		p.sched.waiters = append(p.sched.waiters[:best], p.sched.waiters[best+1:]...)
+		wt.pr.held++
+		wt.ch <- w
+		return
+	}
+	p.sched.idle = append(p.sched.idle, w)
+	p.sched.back.Broadcast()
 }
 
 // helpersSource defines the JavaScript helpers Couchbase gives map and

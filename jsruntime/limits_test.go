@@ -3,6 +3,7 @@ package jsruntime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
@@ -127,4 +128,47 @@ func TestCompileTimeLimit(t *testing.T) {
 	if took := time.Since(start); took > 50*time.Millisecond {
 		t.Errorf("Compile returned after %v", took)
 	}
+}
+
+// log(...) is limited per design document: 4 documents × 200 lines of 100
+// KB write LogBurst lines of at most MaxLogLine bytes (plus the mark), and
+// the rest are counted as dropped.
+func TestLogLimited(t *testing.T) {
+	h := &recordHandler{}
+	p := newPool(t, &jsruntime.Options{Logger: slog.New(h)})
+	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc, meta) {
+		var big = "é".repeat(50000);
+		for (var i = 0; i < 200; i++) log(big, i);
+		emit(meta.id, null);
+	}`})
+	var docs []jsruntime.Doc
+	for _, id := range []string{"a", "b", "c", "d"} {
+		docs = append(docs, jsonDoc(id, `{}`))
+	}
+	got := mapAll(t, pr, docs)
+	if strings.Join(got, " ") != `"a"=null "b"=null "c"=null "d"=null` {
+		t.Errorf("rows: %s", got)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	total := 0
+	for _, r := range h.records {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "msg" {
+				total += len(a.Value.String())
+				if n := len(a.Value.String()); n > jsruntime.MaxLogLine+20 {
+					t.Errorf("a line of %d bytes", n)
+				}
+			}
+			return true
+		})
+	}
+	// The test runs in well under a second: at most a few refills.
+	if n := len(h.records); n < jsruntime.LogBurst || n > jsruntime.LogBurst+jsruntime.LogRate*5 {
+		t.Errorf("%d lines logged, want about %d", n, jsruntime.LogBurst)
+	}
+	if d := pr.LogDropped(); d != int64(800-len(h.records)) {
+		t.Errorf("LogDropped() = %d, want %d", d, 800-len(h.records))
+	}
+	t.Logf("%d lines, %d bytes logged, %d dropped", len(h.records), total, pr.LogDropped())
 }

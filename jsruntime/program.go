@@ -77,6 +77,9 @@ type Program struct {
 	needMeta bool // some map function reads meta
 	closed   atomic.Bool
 	held     int // workers borrowed; guarded by pool.sched
+
+	logLimit   logLimiter   // rate of log(...) lines
+	logDropped atomic.Int64 // log(...) lines dropped over the rate
 }
 
 // Views returns the names of the program's views, in Load order: the order

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
@@ -193,14 +195,27 @@ func (rt *vmState) decodeBase64(call goja.FunctionCall) goja.Value {
 // log writes its arguments, separated by spaces, to Options.Logger at level
 // Info: strings as they are, other values as JSON (or their string form
 // when they have none).
+//
+// Lines are limited per design document (LogRate, LogBurst: more are
+// dropped and counted) and cut at MaxLogLine bytes.
 func (rt *vmState) log(call goja.FunctionCall) goja.Value {
+	if !rt.prog.logLimit.allow(time.Now()) {
+		rt.prog.logDropped.Add(1)
+		return goja.Undefined()
+	}
 	var sb strings.Builder
 	var buf []byte
 	for i, arg := range call.Arguments {
+		if sb.Len() > MaxLogLine {
+			break
+		}
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
 		if s, ok := arg.(goja.String); ok {
+			if s.Length() > MaxLogLine {
+				s = s.Substring(0, MaxLogLine+1) // the rest would be cut anyway
+			}
 			sb.WriteString(s.String())
 			continue
 		}
@@ -210,7 +225,15 @@ func (rt *vmState) log(call goja.FunctionCall) goja.Value {
 		}
 		sb.Write(buf)
 	}
-	rt.pool.opts.Logger.Info("jsruntime: log", "view", rt.view, "doc", rt.docID, "msg", sb.String())
+	msg := sb.String()
+	if len(msg) > MaxLogLine {
+		cut := MaxLogLine
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…(truncated)"
+	}
+	rt.pool.opts.Logger.Info("jsruntime: log", "view", rt.view, "doc", rt.docID, "msg", msg)
 	return goja.Undefined()
 }
 

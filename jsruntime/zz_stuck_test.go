@@ -8,6 +8,8 @@ package jsruntime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,11 +38,16 @@ func TestStuckBuiltinAbandoned(t *testing.T) {
 		}
 	}
 
-	sorter := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { doc.sort(); emit(doc[0], null); }`},
+	// log marks when the sort starts: the handler's timestamp.
+	var sortStart atomic.Pointer[time.Time]
+	p = newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1,
+		Logger: slog.New(&funcHandler{func() { now := time.Now(); sortStart.CompareAndSwap(nil, &now) }})})
+	sorter := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { log("sorting"); doc.sort(); emit(doc[0], null); }`},
 		jsruntime.ViewSource{Name: "w", Map: `function (doc) { emit("w", null); }`})
 	start := time.Now()
 	res, err := sorter.Map(context.Background(), []jsruntime.Doc{doc, jsonDoc("small", `[2, 1]`)})
-	took := time.Since(start)
+	returned := time.Now()
+	took := returned.Sub(start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +57,15 @@ func TestStuckBuiltinAbandoned(t *testing.T) {
 	if got := rows(res[1][0]); got != "1=null" {
 		t.Errorf("the next document, on a fresh runtime: %s", got)
 	}
-	past := took - convert - timeout
-	t.Logf("conversion at most %v, Map %v: returned at most %v past the time limit (grace 250ms)", convert, took, past)
+	if st := sortStart.Load(); st == nil {
+		t.Error("the sort did not start")
+	} else {
+		past := returned.Sub(*st) - timeout
+		t.Logf("Map returned %v after the sort started: %v past the time limit of %v (grace 250ms)", returned.Sub(*st), past, timeout)
+		if past > 250*time.Millisecond+time.Second {
+			t.Errorf("Map returned %v past the time limit", past)
+		}
+	}
 	if limit := 2*convert + timeout + time.Second; took > limit {
 		t.Errorf("Map took %v, want under %v", took, limit)
 	}
@@ -59,6 +73,7 @@ func TestStuckBuiltinAbandoned(t *testing.T) {
 		t.Errorf("Abandoned() = %d, want 1", p.Abandoned())
 	}
 	// The pool still works, with its single worker.
+	length = load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { emit(doc.length, null); }`})
 	res, err = length.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `[1]`)})
 	if err != nil || rows(res[0][0]) != "1=null" {
 		t.Errorf("after: %v %s", err, rows(res[0][0]))
@@ -90,3 +105,11 @@ func TestStuckReduceAbandoned(t *testing.T) {
 		t.Errorf("after: %s %v", out, err)
 	}
 }
+
+// funcHandler is a slog handler that calls f for each record.
+type funcHandler struct{ f func() }
+
+func (h *funcHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h *funcHandler) Handle(context.Context, slog.Record) error { h.f(); return nil }
+func (h *funcHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h *funcHandler) WithGroup(string) slog.Handler             { return h }

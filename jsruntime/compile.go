@@ -69,6 +69,11 @@ func Compile(views []ViewSource) error {
 // MiB of source.)
 const MaxSourceSize = 1 << 20
 
+// MaxTotalSourceSize is the most bytes of source all the functions of a
+// design document may have together: more is a *CompileError wrapping
+// ErrSourceTooLarge (for the view where the total passes it).
+const MaxTotalSourceSize = 4 << 20
+
 // MaxCompileTime bounds the compilation of a design document's functions:
 // one that takes longer fails with a *CompileError wrapping
 // ErrCompileTimeout. The parser cannot be interrupted, so the compilation
@@ -77,11 +82,17 @@ const MaxSourceSize = 1 << 20
 var MaxCompileTime = 5 * time.Second
 
 func compileViews(views []ViewSource) ([]compiledView, error) {
+	total := 0
 	for _, v := range views {
 		for _, f := range []struct{ which, src string }{{funcMap, v.Map}, {funcReduce, v.Reduce}} {
 			if len(f.src) > MaxSourceSize {
 				return nil, &CompileError{View: v.Name, Func: f.which,
 					Msg: fmt.Sprintf("the %s function is %d bytes long, more than the limit of %d", f.which, len(f.src), MaxSourceSize),
+					Err: ErrSourceTooLarge}
+			}
+			if total += len(f.src); total > MaxTotalSourceSize {
+				return nil, &CompileError{View: v.Name, Func: f.which,
+					Msg: fmt.Sprintf("the design document's functions are more than the limit of %d bytes long together", MaxTotalSourceSize),
 					Err: ErrSourceTooLarge}
 			}
 		}

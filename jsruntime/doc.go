@@ -106,6 +106,7 @@
 // and a returning worker goes to the waiting program holding the fewest. So
 // a hostile or slow design document delays mostly itself.
 //
-// A function source over MaxSourceSize (1 MiB) is refused, and compiling a
-// design document that takes longer than MaxCompileTime fails.
+// A function source over MaxSourceSize (1 MiB) is refused, and so are
+// functions over MaxTotalSourceSize (4 MiB) together; compiling a design
+// document that takes longer than MaxCompileTime (5 s) fails.
 package jsruntime

@@ -105,6 +105,14 @@ func TestSourceTooLarge(t *testing.T) {
 			t.Errorf("Compile: %#v, want a *CompileError for view v", err)
 		}
 	}
+	// Many functions under the limit, too much together.
+	var many []jsruntime.ViewSource
+	for i := range 5 {
+		many = append(many, jsruntime.ViewSource{Name: strconv.Itoa(i), Map: big[:jsruntime.MaxSourceSize-1]})
+	}
+	if err := jsruntime.Compile(many); !errors.Is(err, jsruntime.ErrSourceTooLarge) {
+		t.Errorf("Compile of 5 MiB in 5 functions: %v, want ErrSourceTooLarge", err)
+	}
 	if took := time.Since(start); took > 100*time.Millisecond {
 		t.Errorf("refusing took %v", took)
 	}

@@ -16,10 +16,11 @@ import (
 // further callers wait, honouring their context.
 //
 // Each worker keeps one goja runtime per design document it has run
-// recently (Options.CachedPrograms, least recently used out), so that
-// global state a function leaves behind is seen only by functions of the
-// same design document, as with Couchbase's one V8 context per design
-// document.
+// recently (Options.CachedPrograms, least recently used out), frozen before
+// its first call so that no call leaves state behind (see the package
+// documentation). Workers are shared fairly between design documents (see
+// borrow), and a call stuck in a built-in past its time limit is abandoned
+// with its worker, which a fresh one replaces (see replace).
 //
 // A Pool is safe for concurrent use. Close it when done.
 type Pool struct {

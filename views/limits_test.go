@@ -48,7 +48,12 @@ func TestHostileDesignDocDoesNotSlowOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // the hostile indexer is spinning
-	took := build("meanwhile", 2)
+	// The best of three, as for normal: other tests (other packages) may
+	// compete for the CPU meanwhile.
+	took := build("meanwhile0", 2)
+	for i := 1; i < 3 && took > 2*normal; i++ {
+		took = min(took, build(fmt.Sprintf("meanwhile%d", i), 2+i))
+	}
 	t.Logf("stale=false build of 2,000 documents: %v alone, %v beside a spinning design document", normal, took)
 	if limit := 2*normal + 500*time.Millisecond; took > limit {
 		t.Errorf("took %v beside a spinning design document, want under %v", took, limit)

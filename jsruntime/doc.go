@@ -65,11 +65,17 @@
 // Object.prototype.x = 1, Array.prototype.push = null or emit = function
 // (){} change nothing, so results do not depend on the order in which
 // documents are indexed. Variables and objects a function creates itself
-// behave as usual. One cost of freezing the prototypes: assigning a property
-// that a frozen prototype already has (o.toString = ... on a plain object)
-// silently fails too, as in any frozen JavaScript realm; defining it
-// (Object.defineProperty, an object literal) works. Creating a runtime costs
-// a few milliseconds, the freeze included (60 µs without).
+// behave as usual. Assigning a property that a frozen prototype already has
+// would silently fail too (the "override mistake"), so the usual victims
+// (toString, valueOf, toLocaleString and constructor of Object.prototype,
+// toString and constructor of Function.prototype, name, message, toString
+// and constructor of the Error prototypes) are accessors whose setter
+// defines the property on the object assigned to, as SES does: o.toString =
+// f, F.prototype.toString = f and e.name = "MyError" work. For other
+// inherited properties (an array's push, say) defining the property
+// (Object.defineProperty, an object literal) works where assigning does not.
+// Creating a runtime costs a few milliseconds, the freeze included (60 µs
+// without).
 //
 // # Speed
 //

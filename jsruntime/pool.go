@@ -292,7 +292,7 @@ const reduceWrapperSource = `(function (reduce, output) {
 const freezeSource = `(function () {
 	var getOwn = Object.getOwnPropertyNames, getSyms = Object.getOwnPropertySymbols,
 		getDesc = Object.getOwnPropertyDescriptor, getProto = Object.getPrototypeOf,
-		freeze = Object.freeze, isFrozen = Object.isFrozen;
+		freeze = Object.freeze, isFrozen = Object.isFrozen, defProp = Object.defineProperty;
 	return function (extra) {
 		var todo = [globalThis], seen = new Set();
 		function add(v) {
@@ -302,6 +302,34 @@ const freezeSource = `(function () {
 			}
 		}
 		for (var i = 0; i < extra.length; i++) add(extra[i]);
+		// The override mistake: once Object.prototype is frozen, o.toString
+		// = f on an ordinary object would silently fail, as would e.name =
+		// "MyError" on an error, or F.prototype.toString = f. The usual
+		// victims become accessors whose setter defines the property on the
+		// object assigned to (and ignores assignments to the prototype
+		// itself), as SES does.
+		function tame(proto, names) {
+			for (var i = 0; i < names.length; i++) {
+				var k = names[i], d = getDesc(proto, k);
+				if (!d || !("value" in d) || !d.configurable) continue;
+				add(d.value);
+				(function (k, v) {
+					defProp(proto, k, {
+						get: function () { return v; },
+						set: function (nv) {
+							if (this === proto) return;
+							defProp(this, k, {value: nv, writable: true, enumerable: true, configurable: true});
+						},
+						enumerable: d.enumerable, configurable: false
+					});
+				})(k, d.value);
+			}
+		}
+		tame(Object.prototype, ["toString", "valueOf", "toLocaleString", "constructor"]);
+		tame(Function.prototype, ["toString", "constructor"]);
+		[Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError].forEach(function (E) {
+			tame(E.prototype, ["name", "message", "toString", "constructor"]);
+		});
 		// Prototypes no global names.
 		try { add(getProto([][Symbol.iterator]())); } catch (e) {}
 		try { add(getProto(new Map()[Symbol.iterator]())); } catch (e) {}

@@ -72,6 +72,10 @@ func TestNoStateLeaksBetweenDocuments(t *testing.T) {
 			[]string{`function (doc, meta) { String.prototype.toUpperCase = function () { return "no"; }; delete String.prototype.trim; }`,
 				`function (doc, meta) { emit(meta.id, " a ".trim().toUpperCase()); }`},
 			`"b"="A"`},
+		{"Object.prototype.toString",
+			[]string{`function (doc, meta) { Object.prototype.toString = function () { return "hacked"; }; Error.prototype.name = "Hacked"; }`,
+				`function (doc, meta) { emit(meta.id, [String({}), String(new Error("e"))]); }`},
+			`"b"=["[object Object]","Error: e"]`},
 		{"globalThis",
 			[]string{`function (doc, meta) { globalThis.emit = null; Object.defineProperty(globalThis, "q", {value: 1}); }`,
 				`function (doc, meta) { emit(meta.id, typeof q); }`},
@@ -148,10 +152,16 @@ func TestFrozenEnvironmentStillUsable(t *testing.T) {
 		class C { constructor() { this.z = 3; } }
 		var m = new Map([[1, 2]]);
 		for (var k in o) total += o[k];
-		emit([total, a, f.x + f.y, new C().z, m.get(1), "ab".toUpperCase(), /b/.test("abc"), JSON.parse("[1]")[0]], doc.k);
+		// Assigning what a frozen prototype has works for the usual victims.
+		F.prototype.toString = function () { return "F!"; };
+		var e = new Error(); e.name = "MyError"; e.message = "m";
+		var o2 = {}; o2.toString = function () { return "o2"; }; o2.constructor = F;
+		emit([total, a, f.x + f.y, new C().z, m.get(1), "ab".toUpperCase(), /b/.test("abc"), JSON.parse("[1]")[0],
+			String(f), String(e), String(o2), o2.constructor === F, String({}), ({}).constructor === Object,
+			Object.prototype.toString.call([])], doc.k);
 	}`})
 	got := mapAll(t, pr, []jsruntime.Doc{jsonDoc("a", `{"k":"v","constructor":1,"toString":2}`)})
-	if want := `[3,[0,1,2,3],3,3,2,"AB",true,1]="v"`; strings.Join(got, "|") != want {
+	if want := `[3,[0,1,2,3],3,3,2,"AB",true,1,"F!","MyError: m","o2",true,"[object Object]",true,"[object Array]"]="v"`; strings.Join(got, "|") != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -51,13 +51,31 @@
 // *ScriptError wrapping ErrTimeout and the like); the other views' results
 // for the same document come back, and the runtime stays usable.
 //
-// # Runtimes
+// # Runtimes and isolation
 //
-// Each worker keeps a goja runtime per design document it has run recently,
-// so globals a function sets are seen only by functions of the same design
-// document (Couchbase has one V8 context per design document). Creating one
-// is cheap (tens of microseconds); Options.CachedPrograms bounds how many a
-// worker keeps.
+// Each worker keeps a goja runtime per design document it has run recently;
+// Options.CachedPrograms bounds how many a worker keeps. Before a runtime
+// runs its first document, everything scripts can reach is frozen: the
+// global object, the built-in constructors, their prototypes and whatever
+// hangs off them, the helpers (emit, log, sum, dateToArray, decodeBase64)
+// and the map and reduce function objects themselves. So no call can leave
+// state behind for the next: a global counter cannot be created (assigning
+// an undeclared name silently fails in the non-strict code map functions
+// are; reading it then throws a ReferenceError, every time), and
+// Object.prototype.x = 1, Array.prototype.push = null or emit = function
+// (){} change nothing, so results do not depend on the order in which
+// documents are indexed. Variables and objects a function creates itself
+// behave as usual. Assigning a property that a frozen prototype already has
+// would silently fail too (the "override mistake"), so the usual victims
+// (toString, valueOf, toLocaleString and constructor of Object.prototype,
+// toString and constructor of Function.prototype, name, message, toString
+// and constructor of the Error prototypes) are accessors whose setter
+// defines the property on the object assigned to, as SES does: o.toString =
+// f, F.prototype.toString = f and e.name = "MyError" work. For other
+// inherited properties (an array's push, say) defining the property
+// (Object.defineProperty, an object literal) works where assigning does not.
+// Creating a runtime costs a few milliseconds, the freeze included (60 µs
+// without).
 //
 // # Speed
 //
@@ -70,10 +88,31 @@
 // when one mentions meta; the check is textual and errs on the side of
 // building (see the benchmarks in bench_test.go).
 //
-// # Caveats
+// # Limits
 //
-// A time limit interrupts JavaScript, not Go: a built-in that runs long in
-// Go (JSON.stringify of a huge value, a giant string operation) finishes
-// before the interrupt is noticed, and memory a function allocates is not
-// bounded. Design documents are trusted to that extent.
+// A call stuck inside a built-in that goja cannot interrupt (it notices
+// interrupts between instructions only: a native sort of millions of
+// elements, a giant string operation) is abandoned once it has run
+// Options.Timeout plus a grace (a quarter of the limit, between 250ms and
+// 1s): the caller returns, the document fails with ErrTimeout for its views,
+// the worker is replaced by a fresh one (Pool.Abandoned counts them), and the
+// abandoned goroutine, already interrupted, stops as soon as the built-in
+// returns; until then it still burns CPU and holds its memory.
+//
+// Options.MaxMemory (64 MiB by default) bounds what a call allocates: a
+// watchdog samples the process's heap allocation every millisecond while
+// calls run and charges it to the running calls in equal shares (Go cannot
+// tell which goroutine allocated what), interrupting a call over its budget
+// with ErrMemoryLimit. It is an approximation: garbage counts, and so does
+// allocation by the rest of the process meanwhile; a single built-in that
+// allocates a huge block in one step is seen only after.
+//
+// Workers are shared fairly between design documents (Programs): one holds
+// at most Options.MaxWorkersPerProgram workers (half of them by default),
+// and a returning worker goes to the waiting program holding the fewest. So
+// a hostile or slow design document delays mostly itself.
+//
+// A function source over MaxSourceSize (1 MiB) is refused, and so are
+// functions over MaxTotalSourceSize (4 MiB) together; compiling a design
+// document that takes longer than MaxCompileTime (5 s) fails.
 package jsruntime

@@ -10,6 +10,11 @@ import (
 // *ScriptError naming the view; test with errors.Is.
 var ErrTimeout = errors.New("jsruntime: timeout")
 
+// ErrMemoryLimit is the error of a JavaScript call that allocated more than
+// Options.MaxMemory (as the memory watchdog estimates it) and was
+// interrupted. It reaches callers wrapped in a *ScriptError.
+var ErrMemoryLimit = errors.New("jsruntime: memory limit exceeded")
+
 // ErrStackOverflow is the error of a JavaScript call that nested deeper than
 // the runtime's call-stack limit (runaway recursion). It reaches callers
 // wrapped in a *ScriptError.
@@ -50,6 +55,14 @@ var ErrUnknownBuiltin = errors.New("jsruntime: invalid built-in reduce function"
 // ErrNotFunction is wrapped by the *CompileError for a map or reduce source
 // that parses but is not a single function expression.
 var ErrNotFunction = errors.New("jsruntime: not a function expression")
+
+// ErrSourceTooLarge is wrapped by the *CompileError for a map or reduce
+// function longer than MaxSourceSize bytes.
+var ErrSourceTooLarge = errors.New("jsruntime: function source too large")
+
+// ErrCompileTimeout is wrapped by the *CompileError for a design document
+// whose functions took longer than MaxCompileTime to compile.
+var ErrCompileTimeout = errors.New("jsruntime: compilation took too long")
 
 // ErrNoView is returned by Program.Reducer for a view name the program does
 // not have.

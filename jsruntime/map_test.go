@@ -560,7 +560,7 @@ func TestMap_RuntimeCacheEviction(t *testing.T) {
 	p := newPool(t, &jsruntime.Options{Workers: 1, CachedPrograms: 1})
 	var progs []*jsruntime.Program
 	for i := 0; i < 3; i++ {
-		progs = append(progs, load(t, p, jsruntime.ViewSource{Name: "v", Map: fmt.Sprintf(`function () { counter = (typeof counter == "number" ? counter : 0) + 1; emit(%d, counter); }`, i)}))
+		progs = append(progs, load(t, p, jsruntime.ViewSource{Name: "v", Map: fmt.Sprintf(`function () { var counter = (typeof counter == "number" ? counter : 0) + 1; emit(%d, counter); }`, i)}))
 	}
 	for round := 0; round < 2; round++ {
 		for i, pr := range progs {
@@ -568,7 +568,8 @@ func TestMap_RuntimeCacheEviction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Each Map on an evicted program starts from a fresh runtime.
+			// Each Map on an evicted program starts from a fresh runtime (globals
+			// cannot be added: the global object is frozen).
 			if got, want := rows(res[0][0]), fmt.Sprintf("%d=1", i); got != want {
 				t.Errorf("round %d program %d: %s, want %s", round, i, got, want)
 			}

@@ -28,6 +28,8 @@ const (
 	DefaultTimeout = 5 * time.Second
 	// DefaultMaxCallStackSize is the default call-depth limit of a runtime.
 	DefaultMaxCallStackSize = 10000
+	// DefaultMaxMemory is the default memory budget of one JavaScript call.
+	DefaultMaxMemory = 64 << 20
 	// DefaultCachedPrograms is the default number of design documents a
 	// worker keeps instantiated.
 	DefaultCachedPrograms = 32
@@ -48,6 +50,17 @@ type Options struct {
 	// runaway recursion fails with ErrStackOverflow instead of exhausting
 	// memory. The default value is 10000 (DefaultMaxCallStackSize) frames.
 	MaxCallStackSize int
+	// MaxWorkersPerProgram is the most workers one design document
+	// (Program) may hold at once, so that a slow or hostile design
+	// document, whose calls may each hold a worker up to Timeout, leaves
+	// workers to the others. The default value is half the workers,
+	// rounded up, and at least one.
+	MaxWorkersPerProgram int
+	// MaxMemory is the memory budget of one call, in bytes: a call that
+	// allocates more (as the pool's watchdog estimates it, see memWatch) is
+	// interrupted and fails with ErrMemoryLimit. The default value is 64
+	// MiB (DefaultMaxMemory); a negative value turns the watchdog off.
+	MaxMemory int64
 	// CachedPrograms is how many design documents (Programs) each worker
 	// keeps instantiated, least recently used first out. Each one costs a
 	// goja runtime per worker. The default value is 32
@@ -72,6 +85,12 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.MaxCallStackSize <= 0 {
 		o.MaxCallStackSize = DefaultMaxCallStackSize
+	}
+	if o.MaxWorkersPerProgram <= 0 {
+		o.MaxWorkersPerProgram = max(1, (o.Workers+1)/2)
+	}
+	if o.MaxMemory == 0 {
+		o.MaxMemory = DefaultMaxMemory
 	}
 	if o.CachedPrograms <= 0 {
 		o.CachedPrograms = DefaultCachedPrograms

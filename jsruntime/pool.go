@@ -3,6 +3,7 @@ package jsruntime
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dop251/goja"
 )
@@ -15,21 +16,37 @@ import (
 // further callers wait, honouring their context.
 //
 // Each worker keeps one goja runtime per design document it has run
-// recently (Options.CachedPrograms, least recently used out), so that
-// global state a function leaves behind is seen only by functions of the
-// same design document, as with Couchbase's one V8 context per design
-// document.
+// recently (Options.CachedPrograms, least recently used out), frozen before
+// its first call so that no call leaves state behind (see the package
+// documentation). Workers are shared fairly between design documents (see
+// borrow), and a call stuck in a built-in past its time limit is abandoned
+// with its worker, which a fresh one replaces (see replace).
 //
 // A Pool is safe for concurrent use. Close it when done.
 type Pool struct {
 	opts    Options
 	helpers *goja.Program // defines sum and dateToArray
 	wrapRed *goja.Program // wraps a reduce so its result is encoded inside the call
-	idle    chan *worker  // workers not borrowed; capacity len(workers)
-	workers []*worker     // all workers, for Close
+	freeze  *goja.Program // freezes everything a runtime's scripts can reach
 	done    chan struct{} // closed by Close
+	mem     *memWatch     // the memory budget of calls
+
+	mu struct {
+		sync.Mutex
+		workers []*worker // all workers, for Close; abandoned ones are replaced
+	}
+
+	// sched hands workers out fairly among programs (see borrow).
+	sched struct {
+		sync.Mutex
+		idle    []*worker  // workers not borrowed
+		waiters []*waiter  // borrowers waiting, oldest first
+		back    *sync.Cond // signalled when a worker comes back after Close
+		perProg int        // the most workers one program may hold
+	}
 
 	closeOnce sync.Once
+	abandoned atomic.Int64
 }
 
 // NewPool returns a pool with opts (nil means defaults; the pool keeps its
@@ -45,16 +62,41 @@ func NewPool(opts *Options) *Pool {
 		opts:    o,
 		helpers: goja.MustCompile("helpers.js", helpersSource, false),
 		wrapRed: goja.MustCompile("reduce.js", reduceWrapperSource, false),
-		idle:    make(chan *worker, o.Workers),
+		freeze:  goja.MustCompile("freeze.js", freezeSource, false),
 		done:    make(chan struct{}),
 	}
+	p.mem = newMemWatch(uint64(max(o.MaxMemory, 0)), p.done)
+	p.sched.back = sync.NewCond(&p.sched.Mutex)
+	p.sched.perProg = o.MaxWorkersPerProgram
 	for i := 0; i < o.Workers; i++ {
 		w := newWorker(p)
-		p.workers = append(p.workers, w)
-		p.idle <- w
+		p.mu.workers = append(p.mu.workers, w)
+		p.sched.idle = append(p.sched.idle, w)
 	}
 	return p
 }
+
+// replace gives up w, a borrowed worker whose call is stuck in a built-in
+// past its time limit (w.stuck is closed), and returns a fresh worker, also
+// borrowed, to use (and release) instead. The goroutine running w's call
+// is left to finish on its own: it was interrupted, so it stops as soon as
+// the built-in returns, and nothing uses w or its runtimes afterwards.
+func (p *Pool) replace(w *worker) *worker {
+	nw := newWorker(p)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.mu.workers {
+		if x == w {
+			p.mu.workers[i] = nw
+		}
+	}
+	p.abandoned.Add(1)
+	return nw
+}
+
+// Abandoned counts the calls given up because they ran inside a built-in
+// past their time limit plus a grace (their runtimes were replaced).
+func (p *Pool) Abandoned() int64 { return p.abandoned.Load() }
 
 // Close interrupts the JavaScript calls running in the pool (they fail with
 // ErrClosed), waits until every worker is back, and releases the runtimes.
@@ -62,13 +104,20 @@ func NewPool(opts *Options) *Pool {
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.done)
-		for _, w := range p.workers {
+		p.mu.Lock()
+		n := len(p.mu.workers)
+		for _, w := range p.mu.workers {
 			w.interrupt(ErrClosed)
 		}
-		for range p.workers {
-			w := <-p.idle
+		p.mu.Unlock()
+		p.sched.Lock()
+		for len(p.sched.idle) < n {
+			p.sched.back.Wait()
+		}
+		for _, w := range p.sched.idle {
 			w.shutdown()
 		}
+		p.sched.Unlock()
 	})
 	return nil
 }
@@ -102,41 +151,87 @@ func (p *Pool) Load(views []ViewSource) (*Program, error) {
 	return pr, nil
 }
 
-// borrow takes an idle worker, waiting until one is free, ctx is done, the
-// pool closes, or stop (which may be nil) is closed; in that last case it
-// returns nil, nil.
-func (p *Pool) borrow(ctx context.Context, stop <-chan struct{}) (*worker, error) {
+// waiter is a borrower waiting for a worker.
+type waiter struct {
+	pr *Program
+	ch chan *worker // receives the worker handed over; capacity 1
+}
+
+// borrow takes an idle worker for pr, waiting until one is free, ctx is
+// done, the pool closes, or stop (which may be nil) is closed; in that
+// last case it returns nil, nil.
+//
+// Workers are shared fairly among programs (design documents): a program
+// holds at most Options.MaxWorkersPerProgram workers at once, so that a
+// slow or hostile design document, whose calls each hold a worker up to
+// the time limit, leaves workers to the others; and a worker coming back
+// goes to the waiting program that holds the fewest, the longest waiting
+// first among equals, so that a program with many waiting goroutines does
+// not starve one with few.
+func (p *Pool) borrow(ctx context.Context, pr *Program, stop <-chan struct{}) (*worker, error) {
+	p.sched.Lock()
 	if p.closed() {
+		p.sched.Unlock()
 		return nil, ErrClosed
 	}
-	select {
-	case w := <-p.idle:
-		if p.closed() {
-			p.idle <- w
-			return nil, ErrClosed
-		}
+	if n := len(p.sched.idle); n > 0 && pr.held < p.sched.perProg {
+		w := p.sched.idle[n-1]
+		p.sched.idle = p.sched.idle[:n-1]
+		pr.held++
+		p.sched.Unlock()
 		return w, nil
-	default:
 	}
+	wt := &waiter{pr: pr, ch: make(chan *worker, 1)}
+	p.sched.waiters = append(p.sched.waiters, wt)
+	p.sched.Unlock()
+	var err error
 	select {
-	case w := <-p.idle:
+	case w := <-wt.ch:
 		if p.closed() {
-			p.idle <- w
+			p.release(w, pr)
 			return nil, ErrClosed
 		}
 		return w, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		err = ctx.Err()
 	case <-p.done:
-		return nil, ErrClosed
+		err = ErrClosed
 	case <-stop:
-		return nil, nil
 	}
+	p.sched.Lock()
+	for i, x := range p.sched.waiters {
+		if x == wt {
+			p.sched.waiters = append(p.sched.waiters[:i], p.sched.waiters[i+1:]...)
+			p.sched.Unlock()
+			return nil, err
+		}
+	}
+	p.sched.Unlock()
+	// Handed a worker meanwhile: give it back.
+	p.release(<-wt.ch, pr)
+	return nil, err
 }
 
-// release gives a borrowed worker back.
-func (p *Pool) release(w *worker) {
-	p.idle <- w
+// release gives back a worker pr borrowed.
+func (p *Pool) release(w *worker, pr *Program) {
+	p.sched.Lock()
+	defer p.sched.Unlock()
+	pr.held--
+	best := -1
+	for i, wt := range p.sched.waiters {
+		if wt.pr.held < p.sched.perProg && (best < 0 || wt.pr.held < p.sched.waiters[best].pr.held) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		wt := p.sched.waiters[best]
+		p.sched.waiters = append(p.sched.waiters[:best], p.sched.waiters[best+1:]...)
+		wt.pr.held++
+		wt.ch <- w
+		return
+	}
+	p.sched.idle = append(p.sched.idle, w)
+	p.sched.back.Broadcast()
 }
 
 // helpersSource defines the JavaScript helpers Couchbase gives map and
@@ -182,3 +277,82 @@ const reduceWrapperSource = `(function (reduce, output) {
 		output(reduce(keys, values, rereduce));
 	};
 })`
+
+// freezeSource returns a function that freezes every object reachable from
+// the global object and from the values it is given (the map and reduce
+// functions): the global object itself, the built-in constructors and
+// their prototypes, the helpers, and whatever hangs off them (through own
+// properties, accessors and prototypes, recursively), plus the prototypes
+// of iterators, generators and the like that no global names. After it, a
+// function can neither add a global nor change a built-in, so no document
+// sees what another left behind (state would otherwise leak from one
+// document to the next and make the index depend on indexing order). In
+// non-strict code, which map functions are, a write to a frozen property
+// silently does nothing; in strict code it throws.
+const freezeSource = `(function () {
+	var getOwn = Object.getOwnPropertyNames, getSyms = Object.getOwnPropertySymbols,
+		getDesc = Object.getOwnPropertyDescriptor, getProto = Object.getPrototypeOf,
+		freeze = Object.freeze, isFrozen = Object.isFrozen, defProp = Object.defineProperty;
+	return function (extra) {
+		var todo = [globalThis], seen = new Set();
+		function add(v) {
+			if (v !== null && (typeof v === "object" || typeof v === "function") && !seen.has(v)) {
+				seen.add(v);
+				todo.push(v);
+			}
+		}
+		for (var i = 0; i < extra.length; i++) add(extra[i]);
+		// The override mistake: once Object.prototype is frozen, o.toString
+		// = f on an ordinary object would silently fail, as would e.name =
+		// "MyError" on an error, or F.prototype.toString = f. The usual
+		// victims become accessors whose setter defines the property on the
+		// object assigned to (and ignores assignments to the prototype
+		// itself), as SES does.
+		function tame(proto, names) {
+			for (var i = 0; i < names.length; i++) {
+				var k = names[i], d = getDesc(proto, k);
+				if (!d || !("value" in d) || !d.configurable) continue;
+				add(d.value);
+				(function (k, v) {
+					defProp(proto, k, {
+						get: function () { return v; },
+						set: function (nv) {
+							if (this === proto) return;
+							defProp(this, k, {value: nv, writable: true, enumerable: true, configurable: true});
+						},
+						enumerable: d.enumerable, configurable: false
+					});
+				})(k, d.value);
+			}
+		}
+		tame(Object.prototype, ["toString", "valueOf", "toLocaleString", "constructor"]);
+		tame(Function.prototype, ["toString", "constructor"]);
+		[Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError].forEach(function (E) {
+			tame(E.prototype, ["name", "message", "toString", "constructor"]);
+		});
+		// Prototypes no global names.
+		try { add(getProto([][Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(new Map()[Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(new Set()[Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(""[Symbol.iterator]())); } catch (e) {}
+		try { add(getProto(/x/[Symbol.matchAll](""))); } catch (e) {}
+		try { add(getProto(function* () {})); } catch (e) {}
+		try { add(getProto(function* () {}())); } catch (e) {}
+		try { add(getProto(async function () {})); } catch (e) {}
+		try { add(getProto(Int8Array)); } catch (e) {}
+		try { add((function () { return arguments; })()); } catch (e) {}
+		while (todo.length > 0) {
+			var o = todo.pop();
+			add(getProto(o));
+			var keys = getOwn(o).concat(getSyms(o));
+			for (var k = 0; k < keys.length; k++) {
+				var d = getDesc(o, keys[k]);
+				if (!d) continue;
+				add(d.value);
+				add(d.get);
+				add(d.set);
+			}
+			if (!isFrozen(o)) freeze(o);
+		}
+	};
+})()`

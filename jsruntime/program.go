@@ -76,6 +76,10 @@ type Program struct {
 	needDoc  bool // some map function reads doc
 	needMeta bool // some map function reads meta
 	closed   atomic.Bool
+	held     int // workers borrowed; guarded by pool.sched
+
+	logLimit   logLimiter   // rate of log(...) lines
+	logDropped atomic.Int64 // log(...) lines dropped over the rate
 }
 
 // Views returns the names of the program's views, in Load order: the order
@@ -193,16 +197,102 @@ func (j *mapJob) claim() (start, end int, ok bool) {
 
 // run is one goroutine of the job: it borrows a worker and maps chunks until
 // none is left. It returns an error only for what ends the whole Map.
+//
+// The mapping runs on a goroutine of its own (runOn), so that run can give
+// up a worker whose call is stuck in a built-in past its time limit (the
+// worker's stuck channel): the document being mapped then fails with
+// ErrTimeout, the worker is replaced by a fresh one, and the rest of the
+// claimed documents are mapped on it. The abandoned goroutine, which may
+// still be running, writes nothing the job reads any more.
 func (j *mapJob) run() error {
-	w, err := j.pr.pool.borrow(j.ctx, j.exhausted)
+	w, err := j.pr.pool.borrow(j.ctx, j.pr, j.exhausted)
 	if w == nil {
 		return err // nil when there was nothing left to do
 	}
-	defer j.pr.pool.release(w)
+	st := &runState{current: -1}
+	for {
+		st.mu.Lock()
+		st.owner = w
+		st.mu.Unlock()
+		done := make(chan error, 1)
+		go func(w *worker) { done <- j.runOn(w, st) }(w)
+		select {
+		case err := <-done:
+			j.pr.pool.release(w, j.pr)
+			return err
+		case <-w.stuck:
+		}
+		st.mu.Lock()
+		st.owner = nil
+		if cur := st.current; cur >= 0 {
+			for v := range j.results[cur] {
+				j.results[cur][v] = ViewResult{Err: &ScriptError{
+					View: j.pr.views[v].name, Func: funcMap,
+					Msg: "timeout (stuck in a built-in function; runtime abandoned)", Err: ErrTimeout,
+				}}
+			}
+			st.current = -1
+		}
+		st.mu.Unlock()
+		w = j.pr.pool.replace(w)
+		if err := j.pr.check(); err != nil {
+			j.pr.pool.release(w, j.pr)
+			return err
+		}
+		if err := j.ctx.Err(); err != nil {
+			j.pr.pool.release(w, j.pr)
+			return err
+		}
+	}
+}
+
+// runState is the progress of one goroutine of a Map job, shared by the
+// successive goroutines (runOn) that map its documents when workers are
+// abandoned. Only the owner may claim and write results.
+type runState struct {
+	mu       sync.Mutex
+	owner    *worker // the worker whose goroutine may go on; nil: none
+	cur, end int     // claimed documents not mapped yet: docs[cur:end]
+	current  int     // document being mapped, -1 if none
+}
+
+// next returns the next document for w to map, claiming a chunk when
+// needed; ok is false when none is left or w is no longer the owner.
+func (j *mapJob) nextDoc(st *runState, w *worker) (i int, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.owner != w {
+		return 0, false
+	}
+	if st.cur == st.end {
+		if st.cur, st.end, ok = j.claim(); !ok {
+			return 0, false
+		}
+	}
+	st.current = st.cur
+	st.cur++
+	return st.current, true
+}
+
+// commit stores the results of document i, mapped by w, unless w was
+// abandoned meanwhile.
+func (j *mapJob) commit(st *runState, w *worker, i int, out []ViewResult) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.owner != w {
+		return
+	}
+	copy(j.results[i], out)
+	st.current = -1
+}
+
+// runOn maps documents on w until none is left, an error ends the Map, or
+// w is abandoned.
+func (j *mapJob) runOn(w *worker, st *runState) error {
 	stop := context.AfterFunc(j.ctx, func() { w.interrupt(j.ctx.Err()) })
 	defer stop()
 	var arena emitArena
-	cur, end := 0, 0 // claimed documents not mapped yet: docs[cur:end]
+	out := make([]ViewResult, len(j.pr.views))
 	for {
 		rt, err := w.runtimeFor(j.pr)
 		if err != nil {
@@ -215,36 +305,42 @@ func (j *mapJob) run() error {
 		// breaks and a new one takes over.
 		perr := rt.batch(j.ctx, w, func() {
 			for {
-				if cur == end {
-					var ok bool
-					if cur, end, ok = j.claim(); !ok {
-						finished = true
-						return
-					}
+				i, ok := j.nextDoc(st, w)
+				if !ok {
+					finished = true
+					return
 				}
-				for cur < end {
-					if loopErr = j.pr.check(); loopErr != nil {
-						return
-					}
-					current = cur
-					cur++
-					loopErr = rt.mapDoc(j.ctx, w, &j.docs[current], j.results[current], &arena)
-					if loopErr != nil || rt.broken {
-						return
-					}
+				if loopErr = j.pr.check(); loopErr != nil {
+					return
 				}
+				current = i
+				clear(out)
+				loopErr = rt.mapDoc(j.ctx, w, &j.docs[i], out, &arena)
+				if loopErr != nil {
+					return
+				}
+				if rt.broken {
+					return
+				}
+				j.commit(st, w, i, out)
+				current = -1
 			}
 		})
 		switch {
 		case loopErr != nil:
 			return loopErr
-		case perr != nil && current >= 0:
+		case current >= 0 && perr == nil:
+			// The runtime broke in a call (mapDoc failed the views it
+			// could not run): keep the results and go on with a new one.
+			j.commit(st, w, current, out)
+		case current >= 0:
 			// Our bug, on this document: fail it and go on with the rest.
-			for v := range j.results[current] {
-				if j.results[current][v].Err == nil {
-					j.results[current][v] = ViewResult{Err: perr}
+			for v := range out {
+				if out[v].Err == nil {
+					out[v] = ViewResult{Err: perr}
 				}
 			}
+			j.commit(st, w, current, out)
 		case perr != nil:
 			return perr
 		case finished:
@@ -326,6 +422,8 @@ func scriptError(view, which string, err error) error {
 	switch {
 	case errors.Is(err, ErrTimeout):
 		se.Msg, se.Err = "timeout", ErrTimeout
+	case errors.Is(err, ErrMemoryLimit):
+		se.Msg, se.Err = "memory limit exceeded", ErrMemoryLimit
 	case errors.As(err, &so):
 		se.Msg, se.Err = "RangeError: Maximum call stack size exceeded", ErrStackOverflow
 	case errors.Is(err, ErrKeyTooLong), errors.Is(err, ErrEmitTooLarge), errors.Is(err, ErrReductionTooLarge):

@@ -92,11 +92,39 @@ func (r *jsReducer) run(ctx context.Context, keys [][]byte, ids []string, values
 	if err := pr.check(); err != nil {
 		return nil, err
 	}
-	w, err := pr.pool.borrow(ctx, nil)
+	w, err := pr.pool.borrow(ctx, pr, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer pr.pool.release(w)
+	// The call runs on a goroutine of its own, so that a call stuck in a
+	// built-in past its time limit can be abandoned (see mapJob.run).
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := r.runOn(ctx, w, keys, ids, values, rereduce)
+		done <- result{out, err}
+	}()
+	select {
+	case res := <-done:
+		pr.pool.release(w, pr)
+		return res.out, res.err
+	case <-w.stuck:
+		pr.pool.release(pr.pool.replace(w), pr)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &ScriptError{View: view, Func: funcReduce,
+			Msg: "timeout (stuck in a built-in function; runtime abandoned)", Err: ErrTimeout}
+	}
+}
+
+// runOn runs the reduce on w, which the caller borrowed.
+func (r *jsReducer) runOn(ctx context.Context, w *worker, keys [][]byte, ids []string, values [][]byte, rereduce bool) ([]byte, error) {
+	pr := r.pr
+	view := pr.views[r.idx].name
 	stop := context.AfterFunc(ctx, func() { w.interrupt(ctx.Err()) })
 	defer stop()
 	rt, err := w.runtimeFor(pr)

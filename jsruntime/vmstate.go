@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
@@ -84,6 +86,7 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 
 	rt.maps = make([]goja.Callable, len(pr.views))
 	rt.reduces = make([]goja.Callable, len(pr.views))
+	fns := []any{ho, wv, output}
 	for i, cv := range pr.views {
 		v, err := vm.RunProgram(cv.mapProg)
 		if err != nil {
@@ -94,6 +97,7 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 			return nil, &CompileError{View: cv.name, Func: funcMap, Msg: "the map source is not a function expression", Err: ErrNotFunction}
 		}
 		rt.maps[i] = fn
+		fns = append(fns, v)
 		if cv.reduceKind != reduceJS {
 			continue
 		}
@@ -101,6 +105,7 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jsruntime: view %s: instantiating reduce: %w", cv.name, err)
 		}
+		fns = append(fns, v)
 		if _, ok := goja.AssertFunction(v); !ok {
 			return nil, &CompileError{View: cv.name, Func: funcReduce, Msg: "the reduce source is not a function expression", Err: ErrNotFunction}
 		}
@@ -109,6 +114,17 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 			return nil, fmt.Errorf("jsruntime: view %s: wrapping reduce: %w", cv.name, err)
 		}
 		rt.reduces[i], _ = goja.AssertFunction(wrapped)
+		fns = append(fns, wrapped)
+	}
+	// Freeze everything the functions can reach, so that no call leaves
+	// state behind for the next (see freezeSource).
+	fv, err := vm.RunProgram(p.freeze)
+	if err != nil {
+		return nil, fmt.Errorf("jsruntime: installing freeze: %w", err)
+	}
+	freeze, _ := goja.AssertFunction(fv)
+	if _, err := freeze(goja.Undefined(), vm.NewArray(fns...)); err != nil {
+		return nil, fmt.Errorf("jsruntime: freezing the global environment: %w", err)
 	}
 	return rt, nil
 }
@@ -179,14 +195,27 @@ func (rt *vmState) decodeBase64(call goja.FunctionCall) goja.Value {
 // log writes its arguments, separated by spaces, to Options.Logger at level
 // Info: strings as they are, other values as JSON (or their string form
 // when they have none).
+//
+// Lines are limited per design document (LogRate, LogBurst: more are
+// dropped and counted) and cut at MaxLogLine bytes.
 func (rt *vmState) log(call goja.FunctionCall) goja.Value {
+	if !rt.prog.logLimit.allow(time.Now()) {
+		rt.prog.logDropped.Add(1)
+		return goja.Undefined()
+	}
 	var sb strings.Builder
 	var buf []byte
 	for i, arg := range call.Arguments {
+		if sb.Len() > MaxLogLine {
+			break
+		}
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
 		if s, ok := arg.(goja.String); ok {
+			if s.Length() > MaxLogLine {
+				s = s.Substring(0, MaxLogLine+1) // the rest would be cut anyway
+			}
 			sb.WriteString(s.String())
 			continue
 		}
@@ -196,7 +225,15 @@ func (rt *vmState) log(call goja.FunctionCall) goja.Value {
 		}
 		sb.Write(buf)
 	}
-	rt.pool.opts.Logger.Info("jsruntime: log", "view", rt.view, "doc", rt.docID, "msg", sb.String())
+	msg := sb.String()
+	if len(msg) > MaxLogLine {
+		cut := MaxLogLine
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…(truncated)"
+	}
+	rt.pool.opts.Logger.Info("jsruntime: log", "view", rt.view, "doc", rt.docID, "msg", msg)
 	return goja.Undefined()
 }
 

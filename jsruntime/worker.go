@@ -18,22 +18,60 @@ type worker struct {
 
 	mu struct {
 		sync.Mutex
-		running *goja.Runtime // the runtime executing a call; nil when idle
-		cause   error         // why running was interrupted; nil if it was not
+		running   *goja.Runtime // the runtime executing a call; nil when idle
+		cause     error         // why running was interrupted; nil if it was not
+		started   time.Time     // when the call running began
+		abandoned bool          // stuck is closed
 	}
 
-	timer *time.Timer   // runs onTimeout; armed only during a call
-	fired chan struct{} // onTimeout is done (needed when Stop comes too late)
+	timer      *time.Timer   // runs onTimeout; armed only during a call
+	fired      chan struct{} // onTimeout is done (needed when Stop comes too late)
+	stuckTimer *time.Timer   // runs onStuck; armed only during a call
+	// stuck is closed when a call has run past its time limit plus the
+	// grace (see graceFor) without returning, which happens when it is
+	// inside a built-in (a sort, a string operation) that goja cannot
+	// interrupt. The goroutine waiting for the call then gives the worker
+	// up (Pool.replace) and returns; the runtime is never used again.
+	stuck chan struct{}
+
+	memCharged uint64 // bytes charged to the call running; guarded by the pool's memWatch.mu
 
 	// Owned by the borrowing goroutine.
 	runtimes []*vmState // most recently used first
 }
 
 func newWorker(p *Pool) *worker {
-	w := &worker{pool: p, fired: make(chan struct{}, 1)}
+	w := &worker{pool: p, fired: make(chan struct{}, 1), stuck: make(chan struct{})}
 	w.timer = time.AfterFunc(time.Hour, w.onTimeout)
 	w.timer.Stop()
+	w.stuckTimer = time.AfterFunc(time.Hour, w.onStuck)
+	w.stuckTimer.Stop()
 	return w
+}
+
+// graceFor is how long past its time limit a call may take to notice the
+// interrupt before its worker is abandoned: a quarter of the limit, at
+// least 250ms (a busy machine may not schedule the call's goroutine at
+// once) and at most a second.
+func graceFor(timeout time.Duration) time.Duration {
+	return min(max(timeout/4, 250*time.Millisecond), time.Second)
+}
+
+// onStuck abandons w if the call running has outlived its time limit plus
+// the grace. (A late run of the timer, left from an earlier call, finds a
+// younger call and does nothing.)
+func (w *worker) onStuck() {
+	limit := w.pool.opts.Timeout + graceFor(w.pool.opts.Timeout)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.running != nil && !w.mu.abandoned && time.Since(w.mu.started) >= limit-time.Millisecond {
+		w.mu.abandoned = true
+		if w.mu.cause == nil {
+			w.mu.cause = ErrTimeout
+			w.mu.running.Interrupt(ErrTimeout)
+		}
+		close(w.stuck)
+	}
 }
 
 func (w *worker) onTimeout() {
@@ -65,6 +103,7 @@ func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
 	}
 	w.mu.running = rt.vm
 	w.mu.cause = nil
+	w.mu.started = time.Now()
 	if err != nil {
 		w.mu.cause = err
 		rt.vm.Interrupt(err)
@@ -72,6 +111,8 @@ func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
 	w.mu.Unlock()
 	rt.abortErr = nil
 	w.timer.Reset(w.pool.opts.Timeout)
+	w.stuckTimer.Reset(w.pool.opts.Timeout + graceFor(w.pool.opts.Timeout))
+	w.pool.mem.add(w)
 	return nil
 }
 
@@ -79,6 +120,8 @@ func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
 // (nil if there was none). The runtime is left uninterrupted: no interrupt
 // can reach it after end, and any that arrived is cleared.
 func (w *worker) end(rt *vmState) error {
+	w.pool.mem.remove(w)
+	w.stuckTimer.Stop()
 	if !w.timer.Stop() {
 		<-w.fired // onTimeout ran or is running: wait for it
 	}
@@ -160,6 +203,7 @@ func (w *worker) runtimeFor(pr *Program) (*vmState, error) {
 // shutdown releases w's runtimes; w is not used again.
 func (w *worker) shutdown() {
 	w.timer.Stop()
+	w.stuckTimer.Stop()
 	clear(w.runtimes)
 	w.runtimes = nil
 }

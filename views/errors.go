@@ -21,6 +21,9 @@ var (
 	// be loaded (it does not parse or compile, or its index does not open);
 	// the error says why. It can be replaced or deleted.
 	ErrLoadFailed = errors.New("views: design document could not be loaded")
+	// ErrSkipped is why a stored design document named by
+	// Options.SkipDesignDocs was not loaded (see LoadErrors).
+	ErrSkipped = errors.New("views: skipped by configuration (SkipDesignDocs)")
 	// ErrInvalidOptions is returned by New for invalid Options.
 	ErrInvalidOptions = errors.New("views: invalid options")
 )
@@ -89,6 +92,8 @@ func reduceError(err error) error {
 		code = "reduction_too_large"
 	case errors.Is(err, jsruntime.ErrTimeout):
 		code = "timeout"
+	case errors.Is(err, jsruntime.ErrMemoryLimit):
+		code = "memory_limit"
 	default:
 		code = "reduce_error"
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,6 +41,11 @@ type Options struct {
 	// answer from an old index. The default value is false: every index
 	// follows the feed as documents change.
 	NoAutoUpdate bool
+	// SkipDesignDocs names stored design documents not to load when a
+	// bucket opens, as "bucket/_design/name" (or "bucket/name"): one that
+	// made the server fail, or hog it, at start. A skipped design document
+	// is reported by LoadErrors and can be replaced or deleted.
+	SkipDesignDocs []string
 	// NoSync skips fsync on index commits: faster, and a crash may lose
 	// index updates (the index then rebuilds what it lost from the feed).
 	// The default value is false.
@@ -158,6 +164,14 @@ func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 		s.retire(old, false)
 	}
 	for _, id := range b.SystemDocKeys(DesignDocPrefix) {
+		if s.skipped(b.Name(), id) {
+			s.opts.Logger.Warn("views: stored design document skipped (SkipDesignDocs); it can be replaced or deleted",
+				"bucket", b.Name(), "ddoc", id)
+			bv.mu.Lock()
+			bv.mu.broken[id] = ErrSkipped
+			bv.mu.Unlock()
+			continue
+		}
 		body, err := b.SystemDoc(id)
 		if err != nil {
 			continue // deleted meanwhile
@@ -176,6 +190,18 @@ func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 		bv.mu.Unlock()
 	}
 	return nil
+}
+
+// skipped reports whether Options.SkipDesignDocs names the design document
+// id of bucket.
+func (s *Service) skipped(bucket, id string) bool {
+	for _, name := range s.opts.SkipDesignDocs {
+		b, d, ok := strings.Cut(name, "/")
+		if ok && b == bucket && (d == id || DesignDocPrefix+d == id) {
+			return true
+		}
+	}
+	return false
 }
 
 // load parses a stored design document and starts its indexer.
@@ -601,6 +627,9 @@ type Info struct {
 	// Rollbacks counts the times the index was discarded and rebuilt because
 	// the bucket no longer held the changes it was built from.
 	Rollbacks int64 `json:"rollbacks"`
+	// LogDropped counts the log(...) lines of the design document's
+	// functions dropped over the rate limit (see jsruntime.LogRate).
+	LogDropped int64 `json:"log_dropped"`
 	// Views describes each view.
 	Views map[string]ViewInfo `json:"views"`
 }
@@ -624,7 +653,8 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 		return nil, err
 	}
 	d := ix.ddoc.Load()
-	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(), Views: map[string]ViewInfo{}}
+	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
+		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}}
 	high := ix.bucket.HighSeqnos()
 	for i, s := range ix.idx.Seqs() {
 		inf.Seqs += s

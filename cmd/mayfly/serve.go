@@ -45,6 +45,8 @@ type serveConfig struct {
 	logLevel      string
 	jsTimeout     time.Duration
 	jsWorkers     int
+	jsMaxMemory   int64
+	skipDDocs     string
 	mcAddr        string
 	mcBucket      string
 	mcMaxConns    int
@@ -111,6 +113,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
+	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
+	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mayfly serve [flags]\n\nStarts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,\nflushing every acknowledged write.\n\nflags:")
 		fs.PrintDefaults()
@@ -131,6 +135,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	}{
 		{c.jsTimeout > 0, "--js-timeout must be positive"},
 		{c.jsWorkers >= 0, "--js-workers must be 0 (one per core) or more"},
+		{c.jsMaxMemory > 0 || c.jsMaxMemory == -1, "--js-max-memory must be positive or -1"},
 		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
 		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
 		{c.maxRequests > 0, "--max-requests must be positive"},
@@ -269,9 +274,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	vsvc, err := views.New(ctx, eng, &views.Options{
-		JS:     &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, Logger: logger},
-		Logger: logger,
-		NoSync: cfg.noSync,
+		JS:             &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, MaxMemory: cfg.jsMaxMemory, Logger: logger},
+		Logger:         logger,
+		NoSync:         cfg.noSync,
+		SkipDesignDocs: strings.FieldsFunc(cfg.skipDDocs, func(r rune) bool { return r == ',' }),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,115 @@
+package jsruntime_test
+
+// These tests run last in the package (files run in name order): the
+// goroutines they abandon go on sorting, and allocating, in the background
+// for tens of seconds (minutes under -race), which would disturb tests that
+// measure time or memory.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/jsruntime"
+)
+
+// A built-in that runs past the time limit (a native sort of 3,000,000
+// numbers takes tens of seconds, and goja notices interrupts only between
+// instructions) is abandoned: Map returns soon after the limit plus the
+// grace, the document fails with ErrTimeout, and the pool goes on with a
+// fresh runtime.
+func TestStuckBuiltinAbandoned(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1})
+	doc := numbersDoc(3_000_000)
+	// The document is converted before the call starts, outside the limit:
+	// measure that first.
+	length := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { emit(doc.length, null); }`})
+	var convert time.Duration
+	for range 2 {
+		start := time.Now()
+		res, err := length.Map(context.Background(), []jsruntime.Doc{doc})
+		convert = max(convert, time.Since(start))
+		if err != nil || rows(res[0][0]) != "3000000=null" {
+			t.Fatalf("length: %v %s", err, rows(res[0][0]))
+		}
+	}
+
+	// log marks when the sort starts: the handler's timestamp.
+	var sortStart atomic.Pointer[time.Time]
+	p = newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1,
+		Logger: slog.New(&funcHandler{func() { now := time.Now(); sortStart.CompareAndSwap(nil, &now) }})})
+	sorter := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { log("sorting"); doc.sort(); emit(doc[0], null); }`},
+		jsruntime.ViewSource{Name: "w", Map: `function (doc) { emit("w", null); }`})
+	start := time.Now()
+	res, err := sorter.Map(context.Background(), []jsruntime.Doc{doc, jsonDoc("small", `[2, 1]`)})
+	returned := time.Now()
+	took := returned.Sub(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0][0].Err, jsruntime.ErrTimeout) {
+		t.Errorf("sort: %s, want a timeout", rows(res[0][0]))
+	}
+	if got := rows(res[1][0]); got != "1=null" {
+		t.Errorf("the next document, on a fresh runtime: %s", got)
+	}
+	if st := sortStart.Load(); st == nil {
+		t.Error("the sort did not start")
+	} else {
+		past := returned.Sub(*st) - timeout
+		t.Logf("Map returned %v after the sort started: %v past the time limit of %v (grace 250ms)", returned.Sub(*st), past, timeout)
+		if past > 250*time.Millisecond+time.Second {
+			t.Errorf("Map returned %v past the time limit", past)
+		}
+	}
+	if limit := 2*convert + timeout + time.Second; took > limit {
+		t.Errorf("Map took %v, want under %v", took, limit)
+	}
+	if p.Abandoned() != 1 {
+		t.Errorf("Abandoned() = %d, want 1", p.Abandoned())
+	}
+	// The pool still works, with its single worker.
+	length = load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { emit(doc.length, null); }`})
+	res, err = length.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `[1]`)})
+	if err != nil || rows(res[0][0]) != "1=null" {
+		t.Errorf("after: %v %s", err, rows(res[0][0]))
+	}
+}
+
+// A JavaScript reduce stuck in a built-in is abandoned too.
+func TestStuckReduceAbandoned(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1})
+	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) {}`,
+		Reduce: `function (keys, values) { values[0].sort(); return values[0].length; }`})
+	red, err := pr.Reducer("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := numbersDoc(300_000) // sorts for seconds, and converts faster
+	start := time.Now()
+	_, err = red.Rereduce(context.Background(), [][]byte{doc.Value})
+	took := time.Since(start)
+	if !errors.Is(err, jsruntime.ErrTimeout) {
+		t.Errorf("reduce: %v, want a timeout", err)
+	}
+	t.Logf("reduce returned after %v", took)
+	if took > 10*time.Second {
+		t.Errorf("reduce took %v", took)
+	}
+	if out, err := red.Rereduce(context.Background(), [][]byte{[]byte("[3,1]")}); err != nil || string(out) != "2" {
+		t.Errorf("after: %s %v", out, err)
+	}
+}
+
+// funcHandler is a slog handler that calls f for each record.
+type funcHandler struct{ f func() }
+
+func (h *funcHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h *funcHandler) Handle(context.Context, slog.Record) error { h.f(); return nil }
+func (h *funcHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h *funcHandler) WithGroup(string) slog.Handler             { return h }

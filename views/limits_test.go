@@ -1,0 +1,141 @@
+package views_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/jsruntime"
+	"github.com/mayflydb/mayfly/views"
+)
+
+// A design document whose map spins in one bucket delays a stale=false
+// query of another bucket's design document by no more than the fair share
+// of workers it takes: the query answers within twice its normal time.
+func TestHostileDesignDocDoesNotSlowOthers(t *testing.T) {
+	e := newEnv(t, views.Options{JS: &jsruntime.Options{Workers: 2, Timeout: time.Minute}})
+	ctx := context.Background()
+	if _, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("other")); err != nil {
+		t.Fatal(err)
+	}
+	ob, _ := e.eng.Bucket("other")
+	loadInto(t, ob.DefaultCollection(), 2000)
+	healthy := func(n int) string {
+		return fmt.Sprintf(`{"views":{"v":{"map":"function (doc, meta) { var x = 0; for (var i = 0; i < 300; i++) { x += i; } emit(meta.id, %d); }"}}}`, n)
+	}
+	build := func(name string, n int) time.Duration {
+		if _, err := e.svc.PutDesignDoc(ctx, "other", name, []byte(healthy(n))); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		got, err := queryRows(ctx, e.svc, "other", name, "v", "stale=false&limit=1")
+		if err != nil || !strings.Contains(got, `"total_rows":2000`) {
+			t.Fatalf("query: %v %.100s", err, got)
+		}
+		return time.Since(start)
+	}
+	normal := build("warm", 0) // warms up the runtimes
+	normal = min(normal, build("normal", 1))
+
+	for i := range 10 {
+		e.put(fmt.Sprintf("spin%d", i), `{}`)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "hostile", []byte(`{"views":{"v":{"map":"function (doc, meta) { while (true) {} }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the hostile indexer is spinning
+	// The best of three, as for normal: other tests (other packages) may
+	// compete for the CPU meanwhile.
+	took := build("meanwhile0", 2)
+	for i := 1; i < 3 && took > 2*normal; i++ {
+		took = min(took, build(fmt.Sprintf("meanwhile%d", i), 2+i))
+	}
+	t.Logf("stale=false build of 2,000 documents: %v alone, %v beside a spinning design document", normal, took)
+	if limit := 2*normal + 500*time.Millisecond; took > limit {
+		t.Errorf("took %v beside a spinning design document, want under %v", took, limit)
+	}
+	// Deleting it interrupts it (and Check at the end would wait for it).
+	within(t, "deleting the spinning design document", 2*time.Second, func() error {
+		return e.svc.DeleteDesignDoc(ctx, "default", "hostile")
+	})
+}
+
+// Function sources over jsruntime.MaxSourceSize are refused with a reason.
+func TestDesignDocSourceTooLarge(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	big := `function (doc) { var s = '` + strings.Repeat("x", jsruntime.MaxSourceSize) + `'; }`
+	_, err := e.svc.PutDesignDoc(context.Background(), "default", "big", []byte(`{"views":{"v":{"map":"`+big+`"}}}`))
+	var de *views.DesignDocError
+	if !errors.As(err, &de) || !errors.Is(err, jsruntime.ErrSourceTooLarge) || !strings.Contains(de.Reason, "more than the limit") {
+		t.Errorf("PutDesignDoc: %v, want a *DesignDocError for the size", err)
+	}
+}
+
+// log(...) lines over the rate limit are counted in _info.
+func TestLogDroppedInInfo(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { for (var i = 0; i < 200; i++) log(meta.id, i); emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.put("a", `{}`)
+	e.put("b", `{}`)
+	if got := e.query("d", "v", "stale=false"); !strings.Contains(got, `"total_rows":2`) {
+		t.Fatalf("query: %s", got)
+	}
+	inf, err := e.svc.Info(ctx, "default", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inf.LogDropped < 400-jsruntime.LogBurst-2*jsruntime.LogRate || inf.LogDropped > 400-jsruntime.LogBurst {
+		t.Errorf("log_dropped = %d, want about %d", inf.LogDropped, 400-jsruntime.LogBurst)
+	}
+}
+
+// A stored design document named in SkipDesignDocs is not loaded; it is
+// reported by LoadErrors and can be deleted.
+func TestSkipDesignDocs(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	for _, name := range []string{"good", "bad", "bad2"} {
+		if _, err := e.svc.PutDesignDoc(ctx, "default", name, []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.put("a", `{}`)
+	e.close()
+	e.opts.SkipDesignDocs = []string{"default/_design/bad", "default/bad2", "other/good"}
+	e.open()
+	if got := e.query("good", "v", "stale=false"); got != `{"total_rows":1,"rows":[{"id":"a","key":"a","value":null}]}` {
+		t.Fatalf("good: %s", got)
+	}
+	loadErrs, err := e.svc.LoadErrors(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"bad", "bad2"} {
+		if !errors.Is(loadErrs[views.DesignDocPrefix+name], views.ErrSkipped) {
+			t.Errorf("LoadErrors[%s] = %v, want ErrSkipped", name, loadErrs[views.DesignDocPrefix+name])
+		}
+		if _, err := e.svc.DesignDoc(ctx, "default", name); !errors.Is(err, views.ErrLoadFailed) || !errors.Is(err, views.ErrSkipped) {
+			t.Errorf("DesignDoc(%s): %v", name, err)
+		}
+	}
+	if err := e.svc.DeleteDesignDoc(ctx, "default", "bad"); err != nil {
+		t.Errorf("DeleteDesignDoc: %v", err)
+	}
+	if _, err := e.svc.DesignDoc(ctx, "default", "bad"); !errors.Is(err, views.ErrNotFound) {
+		t.Errorf("DesignDoc after delete: %v", err)
+	}
+	// Replacing a skipped one loads it.
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "bad2", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(1, null); }"}}}`)); err != nil {
+		t.Errorf("PutDesignDoc: %v", err)
+	}
+	if got := e.query("bad2", "v", "stale=false"); got != `{"total_rows":1,"rows":[{"id":"a","key":1,"value":null}]}` {
+		t.Errorf("bad2 replaced: %s", got)
+	}
+}

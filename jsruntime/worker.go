@@ -103,7 +103,7 @@ func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
 	}
 	w.mu.running = rt.vm
 	w.mu.cause = nil
-	w.mu.started = time.Now()
+	w.mu.started = time.Now() // wall clock: the call's running time, for the watchdogs
 	if err != nil {
 		w.mu.cause = err
 		rt.vm.Interrupt(err)

@@ -55,6 +55,7 @@ type indexer struct {
 	}
 	mapped    atomic.Int64 // documents run through the map functions
 	rollbacks atomic.Int64 // times the index was discarded when it opened
+	replaced  atomic.Bool  // a new index of the design document takes over: stop acknowledging
 
 	auto      bool            // follow the feed as it moves; else only when kicked
 	kick      chan struct{}   // asks the follower for one catch-up (stale=update_after)
@@ -277,6 +278,9 @@ func consumerName(ddocID string) string { return "views:" + ddocID }
 // ack tells the bucket which changes the index has durably consumed, so the
 // metadata purger may remove tombstones the index has seen, and no others.
 func (ix *indexer) ack() error {
+	if ix.replaced.Load() {
+		return nil // the new index's position is the one the purge waits for
+	}
 	return ix.bucket.AckChanges(consumerName(ix.id), ix.idx.Seqs())
 }
 

@@ -595,3 +595,56 @@ func TestStaleFalseQueryHonoursContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplaceKeepsAnswering: while a design document is replaced by one with
+// other functions, queries go on being answered (by the old index until the
+// new one takes over): never "not found". The new index then answers with
+// the new functions, and survives a restart at its place.
+func TestReplaceKeepsAnswering(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	e.loadDocs(2000)
+	ddoc := func(i int) []byte {
+		return []byte(fmt.Sprintf(`{"views":{"v":{"map":"function (doc, meta) { emit(doc.n %% %d, null); }","reduce":"_count"}}}`, 2+i))
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", ddoc(0)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := queryRows(ctx, e.svc, "default", "d", "v", "stale=ok&reduce=false&limit=1"); errors.Is(err, views.ErrNotFound) {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for i := 1; i <= 10; i++ {
+		if _, err := e.svc.PutDesignDoc(ctx, "default", "d", ddoc(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatalf("a query during a replacement: %v", err)
+	}
+	want := e.query("d", "v", "stale=false&group=true")
+	if !strings.Contains(want, `"key":11`) {
+		t.Fatalf("the new functions do not answer: %s", want)
+	}
+	e.close()
+	e.open()
+	if got := e.query("d", "v", "stale=ok&group=true"); got != want {
+		t.Errorf("after a restart: %s, want %s", got, want)
+	}
+	if n := e.mapped("d"); n != 0 {
+		t.Errorf("the replaced index was rebuilt after the restart (%d documents mapped)", n)
+	}
+}

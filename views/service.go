@@ -214,7 +214,7 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []
 	if err != nil {
 		return nil, fmt.Errorf("views: load %s: %w", id, err)
 	}
-	ix, err := s.startIndexer(ctx, b, d, prog)
+	ix, err := s.startIndexer(ctx, b, d, prog, false)
 	if err != nil {
 		prog.Close()
 		return nil, err
@@ -273,6 +273,10 @@ func indexPath(b *engine.Bucket, ddocID string) string {
 	return filepath.Join(b.Dir(), "views", hex.EncodeToString(sum[:16])+".idx")
 }
 
+// stagingPath is where a replacing index is built while the one it replaces
+// still answers.
+func stagingPath(path string) string { return path + ".next" }
+
 // legacyIndexPath is where earlier versions kept a design document's index.
 func legacyIndexPath(b *engine.Bucket, ddocID string) string {
 	return filepath.Join(b.Dir(), "views", url.PathEscape(ddocID)+".idx")
@@ -286,7 +290,7 @@ func removeIndexFiles(b *engine.Bucket, ddocID string) error {
 		return nil
 	}
 	var errs []error
-	for _, f := range []string{p, legacyIndexPath(b, ddocID)} {
+	for _, f := range []string{p, stagingPath(p), legacyIndexPath(b, ddocID)} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
 			errs = append(errs, fmt.Errorf("views: remove index file: %w", err))
 		}
@@ -301,7 +305,11 @@ func isNameTooLong(err error) bool { return errors.Is(err, syscall.ENAMETOOLONG)
 // startIndexer opens d's index, registers it as a change-feed consumer of b,
 // checks that its position is still in b's history (discarding it when not)
 // and starts its indexer.
-func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program) (*indexer, error) {
+//
+// A staged indexer (replacing a running one) keeps its file at a staging
+// path until promote moves it to the design document's path, so that the
+// running one answers queries until the new one takes over.
+func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, staged bool) (*indexer, error) {
 	life, cancel := context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -326,7 +334,14 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("views: %w", err)
 		}
-		s.migrate(b, d.ID, path)
+		if staged {
+			path = stagingPath(path)
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("views: remove a leftover staged index: %w", err)
+			}
+		} else {
+			s.migrate(b, d.ID, path)
+		}
 	}
 	cfg := index.Config{Path: path, Signature: d.Signature(), Views: vcs, NumPartitions: b.NumPartitions()}
 	cfg.NoSync = s.opts.NoSync
@@ -455,31 +470,32 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 		old.ddoc.Store(d)
 		return d, nil
 	}
+	// The old index answers queries until the new one takes over; it stops
+	// acknowledging changes, so the metadata purge waits for the new one.
+	staged := old != nil && indexPath(bv.bucket, id) != ""
 	if old != nil {
-		bv.mu.Lock()
-		delete(bv.mu.indexers, id)
-		bv.mu.Unlock()
-		if err := old.close(); err != nil {
-			s.opts.Logger.Warn("views: closing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
-		}
+		old.replaced.Store(true)
+	} else if err := removeIndexFiles(bv.bucket, id); err != nil {
+		s.opts.Logger.Warn("views: removing a leftover index", "bucket", bucket, "ddoc", id, "err", err)
 	}
-	if err := removeIndexFiles(bv.bucket, id); err != nil {
-		s.opts.Logger.Warn("views: removing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
-	}
-	ix, err := s.startIndexer(ctx, bv.bucket, d, prog)
+	ix, err := s.startIndexer(ctx, bv.bucket, d, prog, staged)
 	if err == nil {
 		if err = bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
 			err = fmt.Errorf("views: store %s: %w", id, err)
 			ix.close()
-			removeIndexFiles(bv.bucket, id)
+			if staged {
+				os.Remove(stagingPath(indexPath(bv.bucket, id)))
+			} else {
+				removeIndexFiles(bv.bucket, id)
+			}
 			if old == nil {
 				bv.bucket.DropConsumer(ctx, consumerName(id))
 			}
 		}
 	}
 	if err != nil {
-		if old != nil { // the old design document is still the stored one
-			s.restart(ctx, bv, old.ddoc.Load())
+		if old != nil {
+			old.replaced.Store(false)
 		}
 		return nil, err
 	}
@@ -488,23 +504,24 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 	bv.mu.indexers[id] = ix
 	delete(bv.mu.broken, id)
 	bv.mu.Unlock()
-	return d, nil
-}
-
-// restart starts the indexer of a design document again after a failed
-// replacement.
-//
-// REQUIRES: bv.change held.
-func (s *Service) restart(ctx context.Context, bv *bucketViews, d *DesignDoc) {
-	ix, err := s.load(ctx, bv.bucket, d.ID, d.Body)
-	bv.mu.Lock()
-	defer bv.mu.Unlock()
-	if err != nil {
-		s.opts.Logger.Error("views: restarting a design document after a failed replacement", "bucket", bv.bucket.Name(), "ddoc", d.ID, "err", err)
-		bv.mu.broken[d.ID] = err
-		return
+	if old != nil {
+		if err := old.close(); err != nil {
+			s.opts.Logger.Warn("views: closing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
+		}
+		if staged {
+			// The new index's file takes the design document's path (an
+			// open file may be renamed); if the process stops before, the
+			// stored design document's signature rebuilds the index there.
+			final := indexPath(bv.bucket, id)
+			if err := os.Rename(stagingPath(final), final); err != nil { // replaces the old file
+				s.opts.Logger.Warn("views: moving a new index into place", "bucket", bucket, "ddoc", id, "err", err)
+			}
+			if err := os.Remove(legacyIndexPath(bv.bucket, id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
+				s.opts.Logger.Warn("views: removing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
+			}
+		}
 	}
-	bv.mu.indexers[d.ID] = ix
+	return d, nil
 }
 
 // DesignDoc returns a stored design document. One stored but not loaded

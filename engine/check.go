@@ -139,15 +139,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 	if n := b.tombs.Load(); n != tombs {
 		c.addf("tombstones counter is %d, the documents count %d", n, tombs)
 	}
-	slices.SortFunc(exps, func(x, y expItem) int {
-		switch {
-		case expLess(x, y):
-			return -1
-		case expLess(y, x):
-			return 1
-		}
-		return 0
-	})
+	sortExpItems(exps)
 	b.exps.mu.Lock()
 	var indexed []expItem
 	b.exps.tree.Ascend(func(it expItem) bool { indexed = append(indexed, it); return true })
@@ -175,6 +167,19 @@ func (b *Bucket) Check(ctx context.Context) error {
 		}
 	}
 	return c.err()
+}
+
+// sortExpItems sorts expiry entries in the expiry index's order.
+func sortExpItems(items []expItem) {
+	slices.SortFunc(items, func(x, y expItem) int {
+		switch {
+		case expLess(x, y):
+			return -1
+		case expLess(y, x):
+			return 1
+		}
+		return 0
+	})
 }
 
 func firstExpDiff(want, got []expItem) string {
@@ -244,15 +249,7 @@ func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable [
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(diskExps, func(x, y expItem) int {
-			switch {
-			case expLess(x, y):
-				return -1
-			case expLess(y, x):
-				return 1
-			}
-			return 0
-		})
+		sortExpItems(diskExps)
 		if !slices.Equal(diskExps, stored) {
 			c.addf("disk: expiry entries (%d) differ from the stored documents' expirations (%d): %s", len(stored), len(diskExps), firstExpDiff(diskExps, stored))
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/testfs"
 )
 
 // A write that has not reached disk is invisible: not readable, not in the
@@ -85,28 +85,11 @@ func TestWaitChangesHonoursContext(t *testing.T) {
 	}
 }
 
-// mountSmallFS mounts a tmpfs of size bytes for the test, or skips when this
-// machine does not let the test mount one (not root).
-func mountSmallFS(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a small file system here (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
 // A full disk fails writes with ErrStorage (wrapping ENOSPC), shows none of
 // them, keeps every acknowledged write, and takes writes again once space is
 // freed, without a restart.
 func TestFullDisk(t *testing.T) {
-	fs := mountSmallFS(t, 4<<20)
+	fs := testfs.MountSmall(t, 4<<20)
 	ballast := filepath.Join(fs, "ballast")
 	if err := os.WriteFile(ballast, make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)

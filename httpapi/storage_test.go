@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,16 +13,13 @@ import (
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/testfs"
 )
 
 // A full disk answers 507 with the cause, the failed write is not readable,
 // and the statistics say that the bucket refuses writes.
 func TestFullDiskIs507(t *testing.T) {
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small file system here (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	dir := testfs.MountSmall(t, 3<<20)
 	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8})
 	if err != nil {
 		t.Fatal(err)

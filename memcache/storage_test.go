@@ -5,22 +5,18 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/testfs"
 )
 
 // A full disk answers SERVER_ERROR with the cause, and the failed item is not
 // there to get.
 func TestFullDiskIsServerError(t *testing.T) {
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small file system here (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	dir := testfs.MountSmall(t, 3<<20)
 	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -123,7 +122,7 @@ func BenchmarkViews(b *testing.B) {
 			b.ReportMetric(float64(heapInUse()-before)/float64(n), "heap-bytes/row")
 		}
 		bk, _ := eng.Bucket("default")
-		if st, err := os.Stat(filepath.Join(bk.Dir(), "views", "_design%2Fbench.idx")); err == nil {
+		if st, err := os.Stat(views.IndexPath(bk, "_design/bench")); err == nil {
 			b.ReportMetric(float64(st.Size())/float64(n), "disk-bytes/row")
 		}
 	})

@@ -39,6 +39,13 @@ var ErrKeyTooLong = errors.New("jsruntime: too long key emitted")
 // "too much data emitted"). The document contributes no rows to that view.
 var ErrEmitTooLarge = errors.New("jsruntime: too much data emitted")
 
+// ErrTooManyEmits is the error of a map function that emitted more than
+// MaxEmitsPerDoc rows for one document. The ScriptError's message is
+// Couchbase's: "Too many (70000) keys emitted for document `doc1` (maximum
+// allowed is 65535" (sic: no closing parenthesis). The document contributes
+// no rows to that view.
+var ErrTooManyEmits = errors.New("jsruntime: too many keys emitted")
+
 // ErrReductionTooLarge is the error of a reduce or rereduce whose result is
 // more than MaxReductionSize bytes of JSON (Couchbase: "reduction too large").
 var ErrReductionTooLarge = errors.New("jsruntime: reduction too large")
@@ -103,7 +110,7 @@ func (e *CompileError) Unwrap() error { return e.Err }
 // exception thrown by the function (Err is nil, Msg is the thrown value as a
 // string, e.g. "TypeError: Cannot read property 'x' of undefined"), a time
 // out (Err is ErrTimeout), a stack overflow (ErrStackOverflow), or an emit
-// over Couchbase's limits (ErrKeyTooLong, ErrEmitTooLarge).
+// over Couchbase's limits (ErrKeyTooLong, ErrEmitTooLarge, ErrTooManyEmits).
 type ScriptError struct {
 	View string // the view's name
 	Func string // "map" or "reduce"

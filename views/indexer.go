@@ -284,7 +284,10 @@ func (ix *indexer) ack() error {
 	return ix.bucket.AckChanges(consumerName(ix.id), ix.idx.Seqs())
 }
 
+// recordError counts and remembers a map error of view for _info, and logs
+// it.
 func (ix *indexer) recordError(view, docID string, err error) {
+	ix.log("view map function failed for a document; it has no rows in the view", "ddoc", ix.id, "view", view, "id", docID, "err", err)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ve := ix.mu.errs[view]

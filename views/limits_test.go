@@ -1,10 +1,14 @@
 package views_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +142,46 @@ func TestSkipDesignDocs(t *testing.T) {
 	if got := e.query("bad2", "v", "stale=false"); got != `{"total_rows":1,"rows":[{"id":"a","key":1,"value":null}]}` {
 		t.Errorf("bad2 replaced: %s", got)
 	}
+}
+
+// A document that emits more than 65535 rows into a view has no rows in it;
+// the error is counted in _info with Couchbase's text, and logged.
+func TestTooManyEmitsIsAMapError(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	e := newEnv(t, views.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	ctx := context.Background()
+	e.put("doc1", `{"n":70000}`)
+	e.put("doc2", `{"n":2}`)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "many", []byte(`{"views":{"v":{"map":"function (doc) { for (var i = 0; i < doc.n; i++) emit(i, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("many", "v", "stale=false"); !strings.Contains(got, `"total_rows":2,`) {
+		t.Fatalf("query: %.200s", got)
+	}
+	inf, err := e.svc.Info(ctx, "default", "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vi := inf.Views["v"]
+	want := "Too many (70000) keys emitted for document `doc1` (maximum allowed is 65535"
+	if vi.MapErrors != 1 || len(vi.RecentErrors) != 1 || vi.RecentErrors[0].DocID != "doc1" || !strings.Contains(vi.RecentErrors[0].Reason, want) {
+		t.Errorf("_info: %+v", vi)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "Too many (70000) keys emitted") {
+		t.Errorf("not logged: %q", logged.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

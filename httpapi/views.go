@@ -215,7 +215,7 @@ func classifyViews(err error) *httpError {
 	case errors.Is(err, views.ErrNotFound):
 		return &httpError{http.StatusNotFound, "not_found", strings.TrimPrefix(err.Error(), views.ErrNotFound.Error()+": ")}
 	case errors.As(err, &re):
-		return &httpError{http.StatusInternalServerError, re.Code, re.Err.Error()}
+		return &httpError{http.StatusInternalServerError, re.Code, re.Reason}
 	case errors.Is(err, views.ErrNoViews):
 		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
 	case errors.Is(err, views.ErrClosed):

@@ -51,9 +51,35 @@ var ErrTooManyEmits = errors.New("jsruntime: too many keys emitted")
 var ErrReductionTooLarge = errors.New("jsruntime: reduction too large")
 
 // ErrReduceInput is the error of a built-in reduce given a value it cannot
-// fold: _sum and _stats take numbers or arrays of numbers (and, on rereduce,
-// their own earlier results); _count's rereduce takes numbers.
+// fold: _sum and _stats take numbers only, as Couchbase's do (a map value
+// that is not one is a *BuiltinReduceError), and, on rereduce, their own
+// earlier results; _count's rereduce takes numbers.
 var ErrReduceInput = errors.New("jsruntime: invalid input for built-in reduce")
+
+// BuiltinReduceError is the error of _sum or _stats given a map value
+// that is not a number. It wraps ErrReduceInput; Reason is Couchbase's text.
+type BuiltinReduceError struct {
+	View    string // the view's name
+	Builtin string // "_sum" or "_stats"
+	Key     string // the row's key as JSON ("" if unknown)
+	DocID   string // the row's document ID ("" if unknown)
+	Value   string // the offending value as JSON, perhaps cut short
+}
+
+// Reason is Couchbase's message, e.g. "Builtin _stats function requires map
+// values to be numbers".
+func (e *BuiltinReduceError) Reason() string {
+	return "Builtin " + e.Builtin + " function requires map values to be numbers"
+}
+
+// Error returns e.g. "jsruntime: view score: Builtin _stats function
+// requires map values to be numbers (key "bo", document "doc7", value null)".
+func (e *BuiltinReduceError) Error() string {
+	return fmt.Sprintf("jsruntime: view %s: %s (key %s, document %q, value %s)", e.View, e.Reason(), e.Key, e.DocID, e.Value)
+}
+
+// Unwrap returns ErrReduceInput.
+func (e *BuiltinReduceError) Unwrap() error { return ErrReduceInput }
 
 // ErrUnknownBuiltin is wrapped by the *CompileError for a reduce that names
 // a built-in other than _count, _sum and _stats.

@@ -661,6 +661,11 @@ type ViewInfo struct {
 	MapErrors int64 `json:"map_errors"`
 	// RecentErrors are the latest of them.
 	RecentErrors []MapError `json:"recent_errors"`
+	// ReduceErrors counts the queries whose reduction failed (a built-in
+	// given a value that is not a number, a reduce function that threw).
+	ReduceErrors int64 `json:"reduce_errors"`
+	// RecentReduceErrors are the latest of them.
+	RecentReduceErrors []ReduceErrorInfo `json:"recent_reduce_errors"`
 }
 
 // Info returns a design document's index state and its views' map errors.
@@ -682,11 +687,13 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, n := range ix.names {
-		vi := ViewInfo{Reduce: d.Views[n].Reduce, RecentErrors: []MapError{}}
+		vi := ViewInfo{Reduce: d.Views[n].Reduce, RecentErrors: []MapError{}, RecentReduceErrors: []ReduceErrorInfo{}}
 		vi.TotalRows, _ = ix.idx.TotalRows(n)
 		if ve := ix.mu.errs[n]; ve != nil {
 			vi.MapErrors = ve.count
 			vi.RecentErrors = append(vi.RecentErrors, ve.recent...)
+			vi.ReduceErrors = ve.reduceCount
+			vi.RecentReduceErrors = append(vi.RecentReduceErrors, ve.recentReduce...)
 		}
 		inf.Views[n] = vi
 	}

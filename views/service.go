@@ -210,6 +210,10 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []
 	if err != nil {
 		return nil, err
 	}
+	d.Rev = storedRev(b, id)
+	if revNumber(d.Rev) == 0 { // stored before revisions were kept
+		d.Rev = makeRev(1, d.Body)
+	}
 	prog, err := s.pool.Load(d.sources())
 	if err != nil {
 		return nil, fmt.Errorf("views: load %s: %w", id, err)
@@ -220,6 +224,27 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []
 		return nil, err
 	}
 	return ix, nil
+}
+
+// storedRev returns the last revision recorded for design document id of b,
+// "" if none.
+func storedRev(b *engine.Bucket, id string) string {
+	v, err := b.SystemDoc(RevPrefix + id)
+	if err != nil {
+		return ""
+	}
+	return string(v)
+}
+
+// bumpRev records and returns the next revision of design document id of b,
+// for body (nil: a delete). It is recorded before the change it stands for,
+// so that a crash between the two skips a number and never reuses one.
+func bumpRev(ctx context.Context, b *engine.Bucket, id string, body []byte) (string, error) {
+	rev := makeRev(revNumber(storedRev(b, id))+1, body)
+	if err := b.PutSystemDoc(ctx, RevPrefix+id, []byte(rev)); err != nil {
+		return "", fmt.Errorf("views: store the revision of %s: %w", id, err)
+	}
+	return rev, nil
 }
 
 // DetachBucket closes the indexes of b; with deleted, it removes their files
@@ -463,6 +488,9 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 	if gone {
 		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
 	}
+	if d.Rev, err = bumpRev(ctx, bv.bucket, id, d.Body); err != nil {
+		return nil, err
+	}
 	if old != nil && old.ddoc.Load().Signature() == d.Signature() {
 		if err := bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
 			return nil, fmt.Errorf("views: store %s: %w", id, err)
@@ -587,6 +615,9 @@ func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) erro
 	}
 	if _, err := bv.bucket.SystemDoc(id); ix == nil && err != nil {
 		return fmt.Errorf("%w: design document `%s` not found", ErrNotFound, id)
+	}
+	if _, err := bumpRev(ctx, bv.bucket, id, nil); err != nil {
+		return err
 	}
 	if err := bv.bucket.PutSystemDoc(ctx, id, nil); err != nil {
 		return fmt.Errorf("views: delete %s: %w", id, err)

@@ -66,7 +66,7 @@ type indexer struct {
 		sync.Mutex
 		errs map[string]*viewErrors
 	}
-	mapped    atomic.Int64 // documents run through the map functions
+	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
 	replaced  atomic.Bool  // a new index of the design document takes over: stop acknowledging
 

@@ -666,8 +666,14 @@ type Info struct {
 	Name string `json:"name"`
 	// Signature identifies its functions (see DesignDoc.Signature).
 	Signature string `json:"signature"`
-	// Mapped counts the documents run through the map functions.
+	// Mapped counts the documents the index's rows come from runs of the
+	// map functions over (every version of every document, since the index
+	// was last built from scratch). It is kept with the index, so it
+	// survives restarts.
 	Mapped int64 `json:"documents_mapped"`
+	// MappedSinceStart counts the documents run through the map functions
+	// since this process opened the index.
+	MappedSinceStart int64 `json:"documents_mapped_since_start"`
 	// Seqs is the sum of the index's sequence numbers.
 	Seqs uint64 `json:"update_seq"`
 	// Pending counts the changes the index has not seen yet.
@@ -706,7 +712,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 		return nil, err
 	}
 	d := ix.ddoc.Load()
-	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
+	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
 		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}}
 	high := ix.bucket.HighSeqnos()
 	for i, s := range ix.idx.Seqs() {

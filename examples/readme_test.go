@@ -2,6 +2,10 @@ package examples_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -126,5 +130,68 @@ func TestReadmeViews(t *testing.T) {
 		if !strings.Contains(outs[i], want) || strings.Contains(outs[i], `"error"`) {
 			t.Errorf("README command %d: %s\nanswered %s\nwant it to contain %s", i, cmds[i], outs[i], want)
 		}
+	}
+}
+
+// TestReadmeQueryErrors asks a real server each query of the README's "Bad
+// query values" table and compares the answer with the README's.
+func TestReadmeQueryErrors(t *testing.T) {
+	srv := startServer(t)
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("Administrator", "password")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := do("PUT", "/default/_design/game", `{"views":{"score":{"map":"function (doc, meta) { if (doc.score !== undefined) emit(doc.player, doc.score); }","reduce":"_stats"}}}`); st != 201 {
+		t.Fatalf("PUT ddoc: %d %s", st, body)
+	}
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "\n### Bad query values\n")
+	if i < 0 {
+		t.Fatal(`README has no "### Bad query values"`)
+	}
+	text = text[i:]
+	text = text[:strings.Index(text, "\n## ")]
+	n := 0
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.SplitN(strings.TrimPrefix(line, "| "), " | ", 2)
+		query := strings.Trim(cells[0], "`")
+		ans := cells[1]
+		if strings.HasPrefix(ans, "`` ") {
+			ans = ans[3:strings.Index(ans, " ``")]
+		} else {
+			ans = ans[1:]
+			ans = ans[:strings.Index(ans, "`")]
+		}
+		var want, got map[string]string
+		if err := json.Unmarshal([]byte(ans), &want); err != nil {
+			t.Fatalf("README answer for %s is not JSON: %s", query, ans)
+		}
+		st, body := do("GET", "/default/_design/game/_view/score?"+query, "")
+		if err := json.Unmarshal([]byte(body), &got); err != nil || st != 400 || !maps.Equal(got, want) {
+			t.Errorf("%s: answered %d %s, the README says 400 %s", query, st, body, ans)
+		}
+		n++
+	}
+	if n < 5 {
+		t.Fatalf("found %d examples in the README's table", n)
 	}
 }

@@ -195,3 +195,81 @@ func TestReadmeQueryErrors(t *testing.T) {
 		t.Fatalf("found %d examples in the README's table", n)
 	}
 }
+
+// TestReadmeViewScope checks what the README says views index: the default
+// collection only; ephemeral buckets too; and keys over HTTP that memcached's
+// text protocol cannot carry (a space, a control character).
+func TestReadmeViewScope(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(b)), " ")
+	for _, claim := range []string{
+		"Views index the default collection (`_default._default`) only, as Couchbase's do",
+		"Views work on `ephemeral` buckets too",
+		"Couchbase allows views on `couchbase` buckets only, so this is Mayfly's choice",
+		"Over HTTP a key may hold what the memcached text protocol cannot carry, such as spaces and control characters",
+	} {
+		if !strings.Contains(readme, claim) {
+			t.Errorf("README does not say %q", claim)
+		}
+	}
+	srv := startServer(t)
+	do := func(method, path, ctype, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("Administrator", "password")
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	form := "application/x-www-form-urlencoded"
+	for _, c := range []struct{ method, path, ctype, body string }{
+		{"POST", "/pools/default/buckets", form, "name=cache&bucketType=ephemeral"},
+		{"POST", "/pools/default/buckets/default/scopes", form, "name=s"},
+		{"POST", "/pools/default/buckets/default/scopes/s/collections", form, "name=c"},
+	} {
+		if st, body := do(c.method, c.path, c.ctype, c.body); st/100 != 2 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, st, body)
+		}
+	}
+	ddoc := `{"views":{"ids":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`
+	for _, bucket := range []string{"default", "cache"} {
+		if st, body := do("PUT", "/"+bucket+"/_design/d", "application/json", ddoc); st != 201 {
+			t.Fatalf("PUT ddoc in %s: %d %s", bucket, st, body)
+		}
+		for _, p := range []string{"/docs/plain", "/docs/with%20space", "/docs/ctl%01char", "/docs/other?collection=s.c"} {
+			if st, body := do("PUT", "/"+bucket+p, "application/json", `{"a":1}`); st != 201 && !(bucket == "cache" && strings.Contains(p, "collection")) {
+				t.Fatalf("PUT %s%s: %d %s", bucket, p, st, body)
+			}
+		}
+		st, body := do("GET", "/"+bucket+"/_design/d/_view/ids?stale=false", "", "")
+		var ans struct {
+			TotalRows int `json:"total_rows"`
+			Rows      []struct {
+				ID string `json:"id"`
+			} `json:"rows"`
+		}
+		if st != 200 || json.Unmarshal([]byte(body), &ans) != nil {
+			t.Fatalf("%s: query: %d %s", bucket, st, body)
+		}
+		var ids []string
+		for _, r := range ans.Rows {
+			ids = append(ids, r.ID)
+		}
+		if want := []string{"ctl\x01char", "plain", "with space"}; strings.Join(ids, "|") != strings.Join(want, "|") || ans.TotalRows != 3 {
+			t.Errorf("%s: view rows %q (total %d), want %q: the default collection's documents, odd keys included", bucket, ids, ans.TotalRows, want)
+		}
+	}
+}

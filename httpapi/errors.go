@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/views"
 )
 
 // httpError is an error with its HTTP status and JSON error code.
@@ -80,7 +81,15 @@ func classify(err error) *httpError {
 // writeError writes err as {"error": code, "reason": reason}.
 func writeError(w http.ResponseWriter, err error) {
 	he := classify(err)
-	writeJSON(w, he.status, map[string]string{"error": he.code, "reason": he.reason})
+	out := map[string]string{"error": he.code, "reason": he.reason}
+	// A bad view query parameter keeps Couchbase's error and reason, which
+	// do not always name it (`Invalid value for integer parameter: "abc"`),
+	// and names it in a field of its own.
+	var qe *views.QueryError
+	if errors.As(err, &qe) && qe.Param != "" {
+		out["param"] = qe.Param
+	}
+	writeJSON(w, he.status, out)
 }
 
 // writeJSON writes v as JSON with the given status.

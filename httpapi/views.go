@@ -84,7 +84,7 @@ func (s *server) getDesignDoc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	meta, _ := json.Marshal(map[string]string{"id": d.ID, "rev": "1-" + d.Signature()[:8], "type": "json"})
+	meta, _ := json.Marshal(map[string]string{"id": d.ID, "rev": d.Rev, "type": "json"})
 	w.Header().Set("X-Couchbase-Meta", string(meta))
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(d.Body)
@@ -153,7 +153,7 @@ func (s *server) listDesignDocs(w http.ResponseWriter, r *http.Request) {
 	}{Rows: []row{}}
 	for _, d := range ds {
 		var rw row
-		rw.Doc.Meta = map[string]string{"id": d.ID, "rev": "1-" + d.Signature()[:8]}
+		rw.Doc.Meta = map[string]string{"id": d.ID, "rev": d.Rev}
 		rw.Doc.JSON = d.Body
 		out.Rows = append(out.Rows, rw)
 	}
@@ -215,7 +215,7 @@ func classifyViews(err error) *httpError {
 	case errors.Is(err, views.ErrNotFound):
 		return &httpError{http.StatusNotFound, "not_found", strings.TrimPrefix(err.Error(), views.ErrNotFound.Error()+": ")}
 	case errors.As(err, &re):
-		return &httpError{http.StatusInternalServerError, re.Code, re.Err.Error()}
+		return &httpError{http.StatusInternalServerError, re.Code, re.Reason}
 	case errors.Is(err, views.ErrNoViews):
 		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
 	case errors.Is(err, views.ErrClosed):

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -113,5 +114,52 @@ func TestViewErrorsBeforeAndDuringTheAnswer(t *testing.T) {
 	}
 	if st, _, _ := f.do("GET", "/default/_design/d/_view/s?reduce=false", "", ""); st != 200 {
 		t.Fatalf("the view still answers: %d", st)
+	}
+}
+
+// Every change of a design document gives it a new revision, "N-<hash>" with
+// N counting the changes, in X-Couchbase-Meta and in the ddocs list.
+func TestDesignDocRevisionChanges(t *testing.T) {
+	f := newFixture(t)
+	js := "application/json"
+	rev := func() string {
+		t.Helper()
+		st, h, body := f.do("GET", "/default/_design/r", "", "")
+		var meta map[string]string
+		if st != 200 || json.Unmarshal([]byte(h.Get("X-Couchbase-Meta")), &meta) != nil || meta["id"] != "_design/r" || meta["type"] != "json" {
+			t.Fatalf("GET ddoc: %d %s %v", st, body, h)
+		}
+		st, _, list := f.do("GET", "/pools/default/buckets/default/ddocs", "", "")
+		if st != 200 || !strings.Contains(list, `"rev":"`+meta["rev"]+`"`) {
+			t.Errorf("ddocs list: %d %s, want rev %s", st, list, meta["rev"])
+		}
+		return meta["rev"]
+	}
+	bodies := []string{
+		`{"views":{"v":{"map":"function (doc) { emit(doc.a); }"}}}`,
+		`{"views":{"v":{"map":"function (doc) { emit(doc.b); }"}}}`,
+		`{"views":{"v":{"map":"function (doc) { emit(doc.b); }"}},"note":"same functions"}`,
+		`{"views":{"v":{"map":"function (doc) { emit(doc.b); }"}},"note":"same functions"}`, // the same body again
+	}
+	seen := map[string]bool{}
+	for i, b := range bodies {
+		if st, _, body := f.do("PUT", "/default/_design/r", js, b); st != 201 {
+			t.Fatalf("PUT %d: %d %s", i, st, body)
+		}
+		r := rev()
+		if !strings.HasPrefix(r, fmt.Sprintf("%d-", i+1)) || len(r) != len("1-")+8 || seen[r] {
+			t.Errorf("PUT %d: rev %q, want %d-<8 hex digits>, new", i, r, i+1)
+		}
+		seen[r] = true
+	}
+	// Deleting counts too: created again, it goes on.
+	if st, _, body := f.do("DELETE", "/default/_design/r", "", ""); st != 200 {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/default/_design/r", js, bodies[0]); st != 201 {
+		t.Fatalf("PUT again: %d %s", st, body)
+	}
+	if r := rev(); !strings.HasPrefix(r, "6-") {
+		t.Errorf("after delete and create: rev %q, want 6-...", r)
 	}
 }

@@ -64,6 +64,12 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 	if ix.db != nil {
 		a.log = make([]byte, 0, 64*len(updates))
 	}
+	mapped := ix.mapped.Load()
+	for i := range updates {
+		if updates[i].Rows != nil {
+			mapped++
+		}
+	}
 	err := func() error {
 		for i := range updates {
 			if i&1023 == 1023 {
@@ -83,7 +89,7 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 			snap.seqs[p] = max(snap.seqs[p], seq)
 		}
 		if ix.db != nil {
-			return ix.appendLog(a.log, snap.seqs)
+			return ix.appendLog(a.log, snap.seqs, mapped)
 		}
 		return nil
 	}()
@@ -92,6 +98,7 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		return err
 	}
 	ix.snap.Store(snap)
+	ix.mapped.Store(mapped)
 	if ix.db != nil {
 		ix.mu.logDocs += len(updates)
 		if err := ix.mu.ckptErr; err != nil {

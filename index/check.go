@@ -69,7 +69,7 @@ func (ix *Index) Check(ctx context.Context) error {
 	}
 	snap := ix.snap.Load()
 	back := maps.Clone(ix.mu.back)
-	mem := storeState{ckpt: ix.mu.ckpt, logDocs: ix.mu.logDocs, logNext: ix.mu.logNext, feedUUID: ix.feedUUID.Load()}
+	mem := storeState{ckpt: ix.mu.ckpt, logDocs: ix.mu.logDocs, logNext: ix.mu.logNext, feedUUID: ix.feedUUID.Load(), mapped: ix.mapped.Load()}
 	running := ix.mu.ckptRunning
 	c := &checker{ctx: ctx, views: ix.views, gen: ix.mu.gen}
 	var tx *bolt.Tx
@@ -507,6 +507,9 @@ func (c *checker) checkFile(tx *bolt.Tx, signature string, snap *snapshot, back 
 	}
 	if st.feedUUID != mem.feedUUID {
 		c.failf("file: feed UUID %d, memory %d", st.feedUUID, mem.feedUUID)
+	}
+	if st.mapped != mem.mapped {
+		c.failf("file: %d documents mapped, memory %d", st.mapped, mem.mapped)
 	}
 	if st.logNext > mem.logNext {
 		c.failf("file: log holds record %d, memory's next record is %d", st.logNext-1, mem.logNext)

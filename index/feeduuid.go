@@ -44,3 +44,21 @@ func loadFeedUUID(meta *bolt.Bucket) uint64 {
 	}
 	return 0
 }
+
+// keyMapped is the meta key of Mapped's count, written with each log record.
+var keyMapped = []byte("mapped") // 8 bytes big-endian
+
+// Mapped returns how many document updates with rows (DocUpdate.Rows not
+// nil: live documents run through the map functions) the index has applied
+// since its rows were last discarded. It is a property of the stored index:
+// a persistent index keeps it in the same transaction as the rows, so it
+// survives restarts.
+func (ix *Index) Mapped() uint64 { return ix.mapped.Load() }
+
+// loadMapped reads the stored Mapped count (0 when absent).
+func loadMapped(meta *bolt.Bucket) uint64 {
+	if v := meta.Get(keyMapped); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}

@@ -94,3 +94,37 @@ func TestNoSync(t *testing.T) {
 		t.Error("the zero Config opens the file without fsync")
 	}
 }
+
+// TestMappedSurvivesReopen: Mapped counts the updates with rows (not
+// deletions), is stored with them (log and checkpoint alike), and starts
+// again at 0 when the rows are discarded.
+func TestMappedSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ddoc.view")
+	ix := openIndex(t, persistConfig(path, "sig1"))
+	apply(t, ix,
+		index.DocUpdate{DocID: "a", Partition: 0, Seq: 1, Rows: map[string][]index.Emit{"v": emits(`1`, `1`)}},
+		index.DocUpdate{DocID: "b", Partition: 1, Seq: 1, Rows: map[string][]index.Emit{}}, // mapped, no rows
+	)
+	apply(t, ix, index.DocUpdate{DocID: "b", Partition: 1, Seq: 2}) // deleted: not mapped
+	if n := ix.Mapped(); n != 2 {
+		t.Fatalf("Mapped %d, want 2", n)
+	}
+	closeIndex(t, ix)
+	ix = openIndex(t, persistConfig(path, "sig1"))
+	if n := ix.Mapped(); n != 2 {
+		t.Fatalf("reopened (log): Mapped %d, want 2", n)
+	}
+	apply(t, ix, index.DocUpdate{DocID: "c", Partition: 2, Seq: 1, Rows: map[string][]index.Emit{"v": emits(`2`, `2`)}})
+	index.SetCheckpointDocs(ix, 1)
+	closeIndex(t, ix)
+	ix = openIndex(t, persistConfig(path, "sig1"))
+	if n := ix.Mapped(); n != 3 {
+		t.Fatalf("reopened (checkpoint): Mapped %d, want 3", n)
+	}
+	closeIndex(t, ix)
+	ix = openIndex(t, persistConfig(path, "sig2"))
+	if n := ix.Mapped(); n != 0 {
+		t.Fatalf("signature changed: Mapped %d, want 0", n)
+	}
+	closeIndex(t, ix)
+}

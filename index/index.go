@@ -103,6 +103,7 @@ type Index struct {
 	snap     atomic.Pointer[snapshot]
 	closed   atomic.Bool
 	feedUUID atomic.Uint64 // see FeedUUID
+	mapped   atomic.Uint64 // see Mapped
 
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint:
 	// the constant checkpointDocs, or less in tests.

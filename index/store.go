@@ -180,6 +180,7 @@ func (ix *Index) loadStore(ctx context.Context, snap *snapshot) error {
 		}
 		ix.mu.ckpt, ix.mu.logDocs, ix.mu.logNext = st.ckpt, st.logDocs, st.logNext
 		ix.feedUUID.Store(st.feedUUID)
+		ix.mapped.Store(st.mapped)
 		return nil
 	})
 }
@@ -191,6 +192,7 @@ type storeState struct {
 	logDocs  int    // documents in the log
 	logNext  uint64 // key after the last log record (0: empty log)
 	feedUUID uint64
+	mapped   uint64 // see Index.Mapped
 }
 
 // loadTx loads the checkpoint of the file read by tx into snap (whose trees
@@ -212,6 +214,7 @@ func loadTx(ctx context.Context, tx *bolt.Tx, views []ViewConfig, snap *snapshot
 	}
 	st.ckpt = ckpt[0]
 	st.feedUUID = loadFeedUUID(meta)
+	st.mapped = loadMapped(meta)
 	for vi, v := range views {
 		rows := tx.Bucket(rowsBucket(st.ckpt, v.Name))
 		if rows == nil {
@@ -251,14 +254,18 @@ func loadTx(ctx context.Context, tx *bolt.Tx, views []ViewConfig, snap *snapshot
 }
 
 // appendLog persists the log record of an Apply and the new sequence vector.
-func (ix *Index) appendLog(rec []byte, seqs []uint64) error {
+func (ix *Index) appendLog(rec []byte, seqs []uint64, mapped uint64) error {
 	err := ix.db.Update(func(tx *bolt.Tx) error {
 		log := tx.Bucket(bucketLog)
 		log.FillPercent = 1 // keys only grow
 		if err := log.Put(binary.BigEndian.AppendUint64(nil, ix.mu.logNext), rec); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(keySeqs, encodeSeqs(seqs))
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyMapped, binary.BigEndian.AppendUint64(nil, mapped)); err != nil {
+			return err
+		}
+		return meta.Put(keySeqs, encodeSeqs(seqs))
 	})
 	if err != nil {
 		return fmt.Errorf("index: write log: %w", err)

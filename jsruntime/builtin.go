@@ -21,14 +21,36 @@ func (r *builtinReducer) Reduce(ctx context.Context, keys [][]byte, ids []string
 	if err := r.pr.check(); err != nil {
 		return nil, err
 	}
-	switch r.kind {
-	case reduceCount:
+	if r.kind == reduceCount {
 		return strconv.AppendInt(nil, int64(len(values)), 10), nil
-	case reduceSum:
-		return r.sum(values)
-	default:
-		return r.stats(values)
 	}
+	// Couchbase's _sum and _stats take JSON numbers only (no arrays, no
+	// objects, unlike CouchDB's).
+	for i, v := range values {
+		if _, ok := parseNumber(v); !ok {
+			e := &BuiltinReduceError{View: r.view, Builtin: r.name(), Value: clip(v)}
+			if i < len(keys) {
+				e.Key = clip(keys[i])
+			}
+			if i < len(ids) {
+				e.DocID = ids[i]
+			}
+			return nil, e
+		}
+	}
+	if r.kind == reduceSum {
+		return r.sum(values)
+	}
+	return r.stats(values)
+}
+
+// clip returns v, trimmed, cut to at most 64 bytes for an error message.
+func clip(v []byte) string {
+	s := string(bytes.TrimSpace(v))
+	if len(s) > 64 {
+		s = s[:61] + "..."
+	}
+	return s
 }
 
 // Rereduce folds earlier reductions.

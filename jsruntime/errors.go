@@ -39,14 +39,47 @@ var ErrKeyTooLong = errors.New("jsruntime: too long key emitted")
 // "too much data emitted"). The document contributes no rows to that view.
 var ErrEmitTooLarge = errors.New("jsruntime: too much data emitted")
 
+// ErrTooManyEmits is the error of a map function that emitted more than
+// MaxEmitsPerDoc rows for one document. The ScriptError's message is
+// Couchbase's: "Too many (70000) keys emitted for document `doc1` (maximum
+// allowed is 65535" (sic: no closing parenthesis). The document contributes
+// no rows to that view.
+var ErrTooManyEmits = errors.New("jsruntime: too many keys emitted")
+
 // ErrReductionTooLarge is the error of a reduce or rereduce whose result is
 // more than MaxReductionSize bytes of JSON (Couchbase: "reduction too large").
 var ErrReductionTooLarge = errors.New("jsruntime: reduction too large")
 
 // ErrReduceInput is the error of a built-in reduce given a value it cannot
-// fold: _sum and _stats take numbers or arrays of numbers (and, on rereduce,
-// their own earlier results); _count's rereduce takes numbers.
+// fold: _sum and _stats take numbers only, as Couchbase's do (a map value
+// that is not one is a *BuiltinReduceError), and, on rereduce, their own
+// earlier results; _count's rereduce takes numbers.
 var ErrReduceInput = errors.New("jsruntime: invalid input for built-in reduce")
+
+// BuiltinReduceError is the error of _sum or _stats given a map value
+// that is not a number. It wraps ErrReduceInput; Reason is Couchbase's text.
+type BuiltinReduceError struct {
+	View    string // the view's name
+	Builtin string // "_sum" or "_stats"
+	Key     string // the row's key as JSON ("" if unknown)
+	DocID   string // the row's document ID ("" if unknown)
+	Value   string // the offending value as JSON, perhaps cut short
+}
+
+// Reason is Couchbase's message, e.g. "Builtin _stats function requires map
+// values to be numbers".
+func (e *BuiltinReduceError) Reason() string {
+	return "Builtin " + e.Builtin + " function requires map values to be numbers"
+}
+
+// Error returns e.g. "jsruntime: view score: Builtin _stats function
+// requires map values to be numbers (key "bo", document "doc7", value null)".
+func (e *BuiltinReduceError) Error() string {
+	return fmt.Sprintf("jsruntime: view %s: %s (key %s, document %q, value %s)", e.View, e.Reason(), e.Key, e.DocID, e.Value)
+}
+
+// Unwrap returns ErrReduceInput.
+func (e *BuiltinReduceError) Unwrap() error { return ErrReduceInput }
 
 // ErrUnknownBuiltin is wrapped by the *CompileError for a reduce that names
 // a built-in other than _count, _sum and _stats.
@@ -103,7 +136,7 @@ func (e *CompileError) Unwrap() error { return e.Err }
 // exception thrown by the function (Err is nil, Msg is the thrown value as a
 // string, e.g. "TypeError: Cannot read property 'x' of undefined"), a time
 // out (Err is ErrTimeout), a stack overflow (ErrStackOverflow), or an emit
-// over Couchbase's limits (ErrKeyTooLong, ErrEmitTooLarge).
+// over Couchbase's limits (ErrKeyTooLong, ErrEmitTooLarge, ErrTooManyEmits).
 type ScriptError struct {
 	View string // the view's name
 	Func string // "map" or "reduce"

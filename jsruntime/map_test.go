@@ -701,3 +701,25 @@ func TestMap_PromiseJobsAreTimeLimitedAndCannotEmit(t *testing.T) {
 		t.Errorf("next Map: %v %v", res, err)
 	}
 }
+
+// A document may emit at most MaxEmitsPerDoc rows into a view; more fail the
+// view for that document with Couchbase's text, which counts every emit.
+func TestMap_TooManyEmits(t *testing.T) {
+	p := newPool(t, nil)
+	r := mapOne(t, p, `function () { for (var i = 0; i < 70000; i++) emit(i, null); }`, jsonDoc("doc1", `{}`))
+	var se *jsruntime.ScriptError
+	if !errors.Is(r.Err, jsruntime.ErrTooManyEmits) || !errors.As(r.Err, &se) || r.Emits != nil {
+		t.Fatalf("got %v (%d rows), want ErrTooManyEmits", r.Err, len(r.Emits))
+	}
+	if want := "Too many (70000) keys emitted for document `doc1` (maximum allowed is 65535"; se.Msg != want {
+		t.Errorf("message %q, want %q", se.Msg, want)
+	}
+	r = mapOne(t, p, `function () { for (var i = 0; i < 65535; i++) emit(i, null); }`, jsonDoc("doc2", `{}`))
+	if r.Err != nil || len(r.Emits) != jsruntime.MaxEmitsPerDoc {
+		t.Errorf("65535 rows: got %v, %d rows", r.Err, len(r.Emits))
+	}
+	// The count starts again for the next document.
+	if r := mapOne(t, p, `function () { emit(1); }`, jsonDoc("doc3", `{}`)); r.Err != nil || len(r.Emits) != 1 {
+		t.Errorf("after: %v, %d rows", r.Err, len(r.Emits))
+	}
+}

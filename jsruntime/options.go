@@ -17,6 +17,10 @@ const (
 	// into one view (Couchbase's max_kv_size_per_doc); more fails the view
 	// for that document with ErrEmitTooLarge.
 	MaxEmitSize = 1 << 20
+	// MaxEmitsPerDoc is the most rows one document may emit into one view
+	// (Couchbase's limit); more fails the view for that document with
+	// ErrTooManyEmits.
+	MaxEmitsPerDoc = 65535
 	// MaxReductionSize is the largest reduction, in bytes of JSON, that a
 	// reduce or rereduce may return; more is ErrReductionTooLarge.
 	MaxReductionSize = 65535

@@ -398,9 +398,15 @@ func (rt *vmState) mapDoc(ctx context.Context, w *worker, doc *Doc, out []ViewRe
 			continue
 		}
 		rt.view = cv.name
-		rt.emitBytes = 0
+		rt.emitBytes, rt.emitCount = 0, 0
 		arena.begin()
 		_, err := w.call(ctx, rt, fn, docVal, metaVal)
+		if err == nil && rt.emitCount > MaxEmitsPerDoc {
+			arena.discard()
+			out[j].Err = &ScriptError{View: cv.name, Func: funcMap, Err: ErrTooManyEmits,
+				Msg: fmt.Sprintf("Too many (%d) keys emitted for document `%s` (maximum allowed is %d", rt.emitCount, doc.Meta.ID, MaxEmitsPerDoc)}
+			continue
+		}
 		if err != nil {
 			arena.discard()
 			if errors.Is(err, ErrClosed) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {

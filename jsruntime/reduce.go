@@ -26,15 +26,14 @@ type Reducer interface {
 // Reducer returns the reducer of the named view, or nil, nil when the view
 // has no reduce. An unknown view is ErrNoView.
 //
-// The built-ins follow CouchDB and Couchbase: _count counts rows and its
-// rereduce sums counts; _sum adds numbers, and arrays of numbers element by
-// element (a shorter array counts as padded with zeros; a number mixed with
-// arrays counts as a one-element array), rereduce alike; _stats gives
-// {"sum","count","min","max","sumsqr"} of numbers, or an array of such
-// objects for arrays of numbers of one length, and its rereduce merges them
-// (zero rows give {}). Integer sums stay exact while they fit in 64 bits.
-// Anything else in the input is an error wrapping ErrReduceInput. A result
-// over MaxReductionSize bytes is ErrReductionTooLarge.
+// The built-ins follow Couchbase: _count counts rows and its rereduce sums
+// counts; _sum adds numbers; _stats gives {"sum","count","min","max",
+// "sumsqr"} of numbers, and its rereduce merges them (zero rows give {}).
+// Integer sums stay exact while they fit in 64 bits. A map value that is not
+// a JSON number (null, a string, an array, an object) is a
+// *BuiltinReduceError naming the view, the row's key and document; other bad
+// rereduce input is an error wrapping ErrReduceInput. A result over
+// MaxReductionSize bytes is ErrReductionTooLarge.
 func (pr *Program) Reducer(view string) (Reducer, error) {
 	i, ok := pr.byName[view]
 	if !ok {

@@ -34,6 +34,7 @@ type vmState struct {
 	docID     string     // document being mapped, for log
 	out       *emitArena // where emit writes; nil outside map calls
 	emitBytes int        // bytes emitted by the current map call
+	emitCount int        // rows emitted by the current map call (counted past MaxEmitsPerDoc)
 	abortErr  error      // why a helper aborted the call
 	redOut    []byte     // the encoded result of a reduce call
 }
@@ -132,11 +133,18 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 // emit is the native emit(key, value): both are encoded to JSON at once and
 // written to the current arena. An encoding error (a function, a cycle, a
 // BigInt) throws a TypeError; going over MaxKeySize or MaxEmitSize aborts
-// the call.
+// the call; rows past MaxEmitsPerDoc are only counted (mapDoc fails the
+// view for the document once the call returns).
 func (rt *vmState) emit(call goja.FunctionCall) goja.Value {
 	a := rt.out
 	if a == nil {
 		panic(rt.vm.NewTypeError("emit() may only be called by a map function"))
+	}
+	// Over MaxEmitsPerDoc the call goes on, only counting, so that the
+	// error can say how many keys it emitted, as Couchbase's does.
+	rt.emitCount++
+	if rt.emitCount > MaxEmitsPerDoc {
+		return goja.Undefined()
 	}
 	a.reserve()
 	ks := len(a.buf)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mayflydb/mayfly/jsruntime"
@@ -29,6 +30,34 @@ type DesignDoc struct {
 	Views map[string]ViewDef
 	// Body is the document as the client stored it.
 	Body []byte
+	// Rev is the revision, "N-<hash>" as Couchbase shows it: N counts the
+	// design document's versions (every PUT, and a DELETE, adds one), the
+	// hash is the first 8 hex digits of the body's SHA-256.
+	Rev string
+}
+
+// RevPrefix starts the key of the system document that holds a design
+// document's revision ("_mayfly/rev/_design/NAME"); it outlives a delete, so
+// a design document created again goes on counting.
+const RevPrefix = "_mayfly/rev/"
+
+// revNumber returns N of a revision "N-hash", 0 if rev is not one.
+func revNumber(rev string) uint64 {
+	n, _, ok := strings.Cut(rev, "-")
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseUint(n, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// makeRev returns revision n of body.
+func makeRev(n uint64, body []byte) string {
+	h := sha256.Sum256(body)
+	return strconv.FormatUint(n, 10) + "-" + hex.EncodeToString(h[:4])
 }
 
 // ViewNames returns the view names, sorted.

@@ -98,3 +98,29 @@ func TestReduceNamesExact(t *testing.T) {
 		t.Errorf("_sum: %v", err)
 	}
 }
+
+// A design document's revision counts its changes and survives a restart.
+func TestDesignDocRevisionSurvivesRestart(t *testing.T) {
+	e := newEnvSync(t, views.Options{}, true)
+	ctx := context.Background()
+	var revs []string
+	for _, m := range []string{"emit(doc.a)", "emit(doc.b)"} {
+		d, err := e.svc.PutDesignDoc(ctx, "default", "r", []byte(`{"views":{"v":{"map":"function (doc) { `+m+`; }"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, d.Rev)
+	}
+	if !strings.HasPrefix(revs[0], "1-") || !strings.HasPrefix(revs[1], "2-") {
+		t.Fatalf("revisions %q", revs)
+	}
+	e.close()
+	e.open()
+	d, err := e.svc.DesignDoc(ctx, "default", "r")
+	if err != nil || d.Rev != revs[1] {
+		t.Fatalf("after restart: %v %q, want %q", err, d.Rev, revs[1])
+	}
+	if d, err := e.svc.PutDesignDoc(ctx, "default", "r", d.Body); err != nil || !strings.HasPrefix(d.Rev, "3-") {
+		t.Errorf("third change: %v %+v", err, d)
+	}
+}

@@ -65,22 +65,29 @@ func (e *DesignDocError) Unwrap() error { return e.Err }
 // ReduceError is a reduction that failed while answering a query: a built-in
 // given values it cannot reduce, a JavaScript reduce that threw or ran too
 // long, or a reduction over the size limit. The view's data or functions are
-// at fault, not the query.
+// at fault, not the query. The service counts it in the view's _info
+// (reduce_errors, recent_reduce_errors) and logs it.
 type ReduceError struct {
-	// Code is "builtin_reduce_error", "reduction_too_large", "timeout" or
-	// "reduce_error".
+	// Code is "builtin_reduce_error", "reduction_too_large", "timeout",
+	// "memory_limit" or "reduce_error".
 	Code string
+	// Reason is the message for the client. For a built-in given a value
+	// that is not a number it names the view, Couchbase's reason, the row's
+	// key and its document, e.g. "Error in the reduce of view `score`:
+	// Builtin _stats function requires map values to be numbers (key:
+	// "bo", document id: "g2", value: null)".
+	Reason string
 	// Err is the underlying error.
 	Err error
 }
 
-func (e *ReduceError) Error() string { return "views: " + e.Code + ": " + e.Err.Error() }
+func (e *ReduceError) Error() string { return "views: " + e.Code + ": " + e.Reason }
 
 // Unwrap returns Err.
 func (e *ReduceError) Unwrap() error { return e.Err }
 
-// reduceError classifies an error from a reduce query.
-func reduceError(err error) error {
+// reduceError classifies an error from a reduce query of view.
+func reduceError(view string, err error) error {
 	var code string
 	switch {
 	case errors.Is(err, index.ErrStop), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
@@ -97,5 +104,11 @@ func reduceError(err error) error {
 	default:
 		code = "reduce_error"
 	}
-	return &ReduceError{Code: code, Err: err}
+	reason := err.Error()
+	var be *jsruntime.BuiltinReduceError
+	if errors.As(err, &be) {
+		reason = fmt.Sprintf("Error in the reduce of view `%s`: %s (key: %s, document id: %q, value: %s)",
+			view, be.Reason(), be.Key, be.DocID, be.Value)
+	}
+	return &ReduceError{Code: code, Reason: reason, Err: err}
 }

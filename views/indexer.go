@@ -26,10 +26,23 @@ type MapError struct {
 	Time   int64  `json:"time"`
 }
 
-// viewErrors counts and remembers one view's map errors.
+// ReduceErrorInfo is one failed reduction, as _info shows it: a query of the
+// view that could not be answered. DocID is the document of the row at
+// fault when it is known (a built-in given a value that is not a number).
+type ReduceErrorInfo struct {
+	View   string `json:"view"`
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+	DocID  string `json:"id,omitempty"`
+	Time   int64  `json:"time"`
+}
+
+// viewErrors counts and remembers one view's map and reduce errors.
 type viewErrors struct {
-	count  int64
-	recent []MapError
+	count        int64
+	recent       []MapError
+	reduceCount  int64
+	recentReduce []ReduceErrorInfo
 }
 
 // indexer keeps one design document's index up to date from the bucket's
@@ -53,7 +66,7 @@ type indexer struct {
 		sync.Mutex
 		errs map[string]*viewErrors
 	}
-	mapped    atomic.Int64 // documents run through the map functions
+	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
 	replaced  atomic.Bool  // a new index of the design document takes over: stop acknowledging
 
@@ -284,7 +297,10 @@ func (ix *indexer) ack() error {
 	return ix.bucket.AckChanges(consumerName(ix.id), ix.idx.Seqs())
 }
 
+// recordError counts and remembers a map error of view for _info, and logs
+// it.
 func (ix *indexer) recordError(view, docID string, err error) {
+	ix.log("view map function failed for a document; it has no rows in the view", "ddoc", ix.id, "view", view, "id", docID, "err", err)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ve := ix.mu.errs[view]
@@ -296,6 +312,29 @@ func (ix *indexer) recordError(view, docID string, err error) {
 	ve.recent = append(ve.recent, MapError{View: view, DocID: docID, Reason: err.Error(), Time: ix.bucket.Clock().Now()})
 	if len(ve.recent) > maxRecentErrors {
 		ve.recent = ve.recent[len(ve.recent)-maxRecentErrors:]
+	}
+}
+
+// recordReduceError counts and remembers a failed reduction of view for
+// _info, and logs it.
+func (ix *indexer) recordReduceError(view string, re *ReduceError) {
+	ix.log("view reduce failed; queries of the view that reduce over the row at fault fail", "ddoc", ix.id, "view", view, "error", re.Code, "reason", re.Reason)
+	info := ReduceErrorInfo{View: view, Error: re.Code, Reason: re.Reason, Time: ix.bucket.Clock().Now()}
+	var be *jsruntime.BuiltinReduceError
+	if errors.As(re.Err, &be) {
+		info.DocID = be.DocID
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ve := ix.mu.errs[view]
+	if ve == nil {
+		ve = &viewErrors{}
+		ix.mu.errs[view] = ve
+	}
+	ve.reduceCount++
+	ve.recentReduce = append(ve.recentReduce, info)
+	if len(ve.recentReduce) > maxRecentErrors {
+		ve.recentReduce = ve.recentReduce[len(ve.recentReduce)-maxRecentErrors:]
 	}
 }
 

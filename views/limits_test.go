@@ -1,10 +1,15 @@
 package views_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,5 +142,95 @@ func TestSkipDesignDocs(t *testing.T) {
 	}
 	if got := e.query("bad2", "v", "stale=false"); got != `{"total_rows":1,"rows":[{"id":"a","key":1,"value":null}]}` {
 		t.Errorf("bad2 replaced: %s", got)
+	}
+}
+
+// A document that emits more than 65535 rows into a view has no rows in it;
+// the error is counted in _info with Couchbase's text, and logged.
+func TestTooManyEmitsIsAMapError(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	e := newEnv(t, views.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	ctx := context.Background()
+	e.put("doc1", `{"n":70000}`)
+	e.put("doc2", `{"n":2}`)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "many", []byte(`{"views":{"v":{"map":"function (doc) { for (var i = 0; i < doc.n; i++) emit(i, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("many", "v", "stale=false"); !strings.Contains(got, `"total_rows":2,`) {
+		t.Fatalf("query: %.200s", got)
+	}
+	inf, err := e.svc.Info(ctx, "default", "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vi := inf.Views["v"]
+	want := "Too many (70000) keys emitted for document `doc1` (maximum allowed is 65535"
+	if vi.MapErrors != 1 || len(vi.RecentErrors) != 1 || vi.RecentErrors[0].DocID != "doc1" || !strings.Contains(vi.RecentErrors[0].Reason, want) {
+		t.Errorf("_info: %+v", vi)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "Too many (70000) keys emitted") {
+		t.Errorf("not logged: %q", logged.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// A document whose value _stats cannot take (here: no score, so null) fails
+// the reduce queries over it with Couchbase's reason, naming the view, the
+// key and the document; the failure is counted in _info and logged.
+func TestBuiltinReduceErrorIsRecorded(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	e := newEnv(t, views.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	ctx := context.Background()
+	e.put("g1", `{"player":"ann","score":3}`)
+	e.put("g2", `{"player":"bo"}`)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "game", []byte(`{"views":{"score":{"map":"function (doc) { emit(doc.player, doc.score); }","reduce":"_stats"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := url.ParseQuery("stale=false&group=true")
+	p, err := views.ParseParams(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := e.svc.Prepare(ctx, "default", "game", "score", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = prep.Run(ctx, io.Discard)
+	var re *views.ReduceError
+	want := "Error in the reduce of view `score`: Builtin _stats function requires map values to be numbers (key: \"bo\", document id: \"g2\", value: null)"
+	if !errors.As(err, &re) || re.Code != "builtin_reduce_error" || re.Reason != want {
+		t.Fatalf("got %v, want a builtin_reduce_error %q", err, want)
+	}
+	inf, err := e.svc.Info(ctx, "default", "game")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vi := inf.Views["score"]
+	if vi.ReduceErrors != 1 || len(vi.RecentReduceErrors) != 1 || vi.RecentReduceErrors[0].Reason != want || vi.RecentReduceErrors[0].DocID != "g2" {
+		t.Errorf("_info: %+v", vi)
+	}
+	mu.Lock()
+	if !strings.Contains(logged.String(), "Builtin _stats function requires map values to be numbers") {
+		t.Errorf("not logged: %q", logged.String())
+	}
+	mu.Unlock()
+	// Once the document has a score, the view reduces again.
+	e.put("g2", `{"player":"bo","score":5}`)
+	if got := e.query("game", "score", "stale=false&group=true"); !strings.Contains(got, `{"key":"bo","value":{"sum":5,"count":1,"min":5,"max":5,"sumsqr":25}}`) {
+		t.Errorf("after the fix: %s", got)
 	}
 }

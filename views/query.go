@@ -173,7 +173,11 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 			return ctx.Err()
 		})
 		if err != nil {
-			err = reduceError(err)
+			err = reduceError(q.view, err)
+			var re *ReduceError
+			if errors.As(err, &re) {
+				q.ix.recordReduceError(q.view, re)
+			}
 		}
 	} else {
 		total, terr := q.ix.idx.TotalRows(q.view)

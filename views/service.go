@@ -210,6 +210,10 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []
 	if err != nil {
 		return nil, err
 	}
+	d.Rev = storedRev(b, id)
+	if revNumber(d.Rev) == 0 { // stored before revisions were kept
+		d.Rev = makeRev(1, d.Body)
+	}
 	prog, err := s.pool.Load(d.sources())
 	if err != nil {
 		return nil, fmt.Errorf("views: load %s: %w", id, err)
@@ -220,6 +224,27 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []
 		return nil, err
 	}
 	return ix, nil
+}
+
+// storedRev returns the last revision recorded for design document id of b,
+// "" if none.
+func storedRev(b *engine.Bucket, id string) string {
+	v, err := b.SystemDoc(RevPrefix + id)
+	if err != nil {
+		return ""
+	}
+	return string(v)
+}
+
+// bumpRev records and returns the next revision of design document id of b,
+// for body (nil: a delete). It is recorded before the change it stands for,
+// so that a crash between the two skips a number and never reuses one.
+func bumpRev(ctx context.Context, b *engine.Bucket, id string, body []byte) (string, error) {
+	rev := makeRev(revNumber(storedRev(b, id))+1, body)
+	if err := b.PutSystemDoc(ctx, RevPrefix+id, []byte(rev)); err != nil {
+		return "", fmt.Errorf("views: store the revision of %s: %w", id, err)
+	}
+	return rev, nil
 }
 
 // DetachBucket closes the indexes of b; with deleted, it removes their files
@@ -463,6 +488,9 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 	if gone {
 		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
 	}
+	if d.Rev, err = bumpRev(ctx, bv.bucket, id, d.Body); err != nil {
+		return nil, err
+	}
 	if old != nil && old.ddoc.Load().Signature() == d.Signature() {
 		if err := bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
 			return nil, fmt.Errorf("views: store %s: %w", id, err)
@@ -588,6 +616,9 @@ func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) erro
 	if _, err := bv.bucket.SystemDoc(id); ix == nil && err != nil {
 		return fmt.Errorf("%w: design document `%s` not found", ErrNotFound, id)
 	}
+	if _, err := bumpRev(ctx, bv.bucket, id, nil); err != nil {
+		return err
+	}
 	if err := bv.bucket.PutSystemDoc(ctx, id, nil); err != nil {
 		return fmt.Errorf("views: delete %s: %w", id, err)
 	}
@@ -635,8 +666,14 @@ type Info struct {
 	Name string `json:"name"`
 	// Signature identifies its functions (see DesignDoc.Signature).
 	Signature string `json:"signature"`
-	// Mapped counts the documents run through the map functions.
+	// Mapped counts the documents the index's rows come from runs of the
+	// map functions over (every version of every document, since the index
+	// was last built from scratch). It is kept with the index, so it
+	// survives restarts.
 	Mapped int64 `json:"documents_mapped"`
+	// MappedSinceStart counts the documents run through the map functions
+	// since this process opened the index.
+	MappedSinceStart int64 `json:"documents_mapped_since_start"`
 	// Seqs is the sum of the index's sequence numbers.
 	Seqs uint64 `json:"update_seq"`
 	// Pending counts the changes the index has not seen yet.
@@ -661,6 +698,11 @@ type ViewInfo struct {
 	MapErrors int64 `json:"map_errors"`
 	// RecentErrors are the latest of them.
 	RecentErrors []MapError `json:"recent_errors"`
+	// ReduceErrors counts the queries whose reduction failed (a built-in
+	// given a value that is not a number, a reduce function that threw).
+	ReduceErrors int64 `json:"reduce_errors"`
+	// RecentReduceErrors are the latest of them.
+	RecentReduceErrors []ReduceErrorInfo `json:"recent_reduce_errors"`
 }
 
 // Info returns a design document's index state and its views' map errors.
@@ -670,7 +712,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 		return nil, err
 	}
 	d := ix.ddoc.Load()
-	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
+	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
 		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}}
 	high := ix.bucket.HighSeqnos()
 	for i, s := range ix.idx.Seqs() {
@@ -682,11 +724,13 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, n := range ix.names {
-		vi := ViewInfo{Reduce: d.Views[n].Reduce, RecentErrors: []MapError{}}
+		vi := ViewInfo{Reduce: d.Views[n].Reduce, RecentErrors: []MapError{}, RecentReduceErrors: []ReduceErrorInfo{}}
 		vi.TotalRows, _ = ix.idx.TotalRows(n)
 		if ve := ix.mu.errs[n]; ve != nil {
 			vi.MapErrors = ve.count
 			vi.RecentErrors = append(vi.RecentErrors, ve.recent...)
+			vi.ReduceErrors = ve.reduceCount
+			vi.RecentReduceErrors = append(vi.RecentReduceErrors, ve.recentReduce...)
 		}
 		inf.Views[n] = vi
 	}

@@ -106,7 +106,7 @@ func (e *env) mapped(ddoc string) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return inf.Mapped
+	return inf.MappedSinceStart
 }
 
 // TestResumeAfterRestart: an index survives a restart and the indexer resumes
@@ -144,6 +144,18 @@ func TestResumeAfterRestart(t *testing.T) {
 	}
 	if n := e.mapped("d"); n != 2 {
 		t.Fatalf("mapped %d documents after two changes, want 2", n)
+	}
+	// _info's documents_mapped describes the index: it survives restarts.
+	inf, err := e.svc.Info(ctx, "default", "d")
+	if err != nil || inf.Mapped != 102 || inf.Views["n"].TotalRows != 101 {
+		t.Fatalf("_info before a restart: %v %+v", err, inf)
+	}
+	e.close()
+	e.open()
+	inf, err = e.svc.Info(ctx, "default", "d")
+	if err != nil || inf.Mapped != 102 || inf.MappedSinceStart != 0 || inf.Views["n"].TotalRows != 101 {
+		t.Errorf("_info after a restart: %v documents_mapped %d (since start %d), total_rows %d; want 102, 0, 101",
+			err, inf.Mapped, inf.MappedSinceStart, inf.Views["n"].TotalRows)
 	}
 }
 

@@ -136,3 +136,20 @@ func jsonNumber(s string) any {
 	}
 	return n
 }
+
+// TestViewMetaTS: map functions see meta.ts and meta.created.
+func TestViewMetaTS(t *testing.T) {
+	f := newFixture(t)
+	js := "application/json"
+	f.do("PUT", "/default/docs/k", js, `{"v":1}`)
+	f.clk.Advance(7)
+	f.do("PUT", "/default/docs/k", js, `{"v":2}`)
+	ddoc := `{"views":{"v":{"map":"function (doc, meta) { emit([meta.ts, meta.created], null); }"}}}`
+	if st, _, body := f.do("PUT", "/default/_design/m", js, ddoc); st != 201 {
+		t.Fatalf("ddoc: %d %s", st, body)
+	}
+	_, _, body := f.do("GET", "/default/_design/m/_view/v?stale=false", "", "")
+	if !strings.Contains(body, `"key":[1700000007,1700000000]`) {
+		t.Errorf("view rows: %s", body)
+	}
+}

@@ -11,8 +11,21 @@ import (
 
 // collectionInfo describes one collection.
 type collectionInfo struct {
-	ID     CollectionID `json:"uid"`
-	MaxTTL int64        `json:"maxTTL"`
+	ID          CollectionID `json:"uid"`
+	MaxTTL      int64        `json:"maxTTL"`
+	DefaultTTL  int64        `json:"defaultTTL,omitempty"`
+	IdleTTL     int64        `json:"idleTTL,omitempty"`
+	MaxLifetime int64        `json:"maxLifetime,omitempty"`
+}
+
+// settings returns the collection's TTL settings.
+func (ci collectionInfo) settings() CollectionSettings {
+	return CollectionSettings{MaxTTL: ci.MaxTTL, DefaultTTL: ci.DefaultTTL, IdleTTL: ci.IdleTTL, MaxLifetime: ci.MaxLifetime}
+}
+
+// info returns the collection's description under name.
+func (ci collectionInfo) info(name string) CollectionInfo {
+	return CollectionInfo{Name: name, ID: ci.ID, MaxTTL: ci.MaxTTL, DefaultTTL: ci.DefaultTTL, IdleTTL: ci.IdleTTL, MaxLifetime: ci.MaxLifetime}
 }
 
 // ScopeInfo lists a scope and its collections, as GET .../scopes shows them.
@@ -32,6 +45,9 @@ type CollectionInfo struct {
 	// MaxTTL is the collection's maxTTL in seconds: 0 inherits the bucket's,
 	// NeverExpire (-1) means never expire.
 	MaxTTL int64
+	// DefaultTTL, IdleTTL and MaxLifetime are the collection's TTL settings
+	// (see CollectionSettings); 0 is off.
+	DefaultTTL, IdleTTL, MaxLifetime int64
 }
 
 // Bucket is a named container of scopes, collections and documents. It is safe
@@ -79,6 +95,8 @@ type counters struct {
 	expiredPager  atomic.Int64
 	metaPurged    atomic.Int64
 	pagerRuns     atomic.Int64
+	// slidingExtends counts sliding-expiry extensions queued by reads.
+	slidingExtends atomic.Int64
 }
 
 // Name returns the bucket's name.
@@ -197,14 +215,21 @@ func (b *Bucket) CreateScope(ctx context.Context, name string) error {
 // CreateCollection adds a collection to a scope. maxTTL (seconds) is fixed for
 // the collection's life: 0 inherits the bucket's, NeverExpire never expires.
 func (b *Bucket) CreateCollection(ctx context.Context, scope, name string, maxTTL int64) (CollectionInfo, error) {
+	return b.CreateCollectionWith(ctx, scope, name, CollectionSettings{MaxTTL: maxTTL})
+}
+
+// CreateCollectionWith adds a collection to a scope with the given settings.
+// MaxTTL is fixed for the collection's life; the TTL settings can change
+// later (UpdateCollection).
+func (b *Bucket) CreateCollectionWith(ctx context.Context, scope, name string, cs CollectionSettings) (CollectionInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return CollectionInfo{}, err
 	}
 	if err := validateScopeName("collection", name); err != nil {
 		return CollectionInfo{}, err
 	}
-	if maxTTL < NeverExpire || maxTTL > MaxMaxTTL {
-		return CollectionInfo{}, fmt.Errorf("%w: maxTTL: must be -1 or an integer between 0 and %d", ErrInvalidSetting, MaxMaxTTL)
+	if err := cs.Validate(); err != nil {
+		return CollectionInfo{}, err
 	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
@@ -222,13 +247,13 @@ func (b *Bucket) CreateCollection(ctx context.Context, scope, name string, maxTT
 	if _, ok := colls[name]; ok {
 		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionExists, scope, name)
 	}
-	ci := collectionInfo{ID: ce.NextCID, MaxTTL: maxTTL}
+	ci := collectionInfo{ID: ce.NextCID, MaxTTL: cs.MaxTTL, DefaultTTL: cs.DefaultTTL, IdleTTL: cs.IdleTTL, MaxLifetime: cs.MaxLifetime}
 	colls[name] = ci
 	ce.NextCID++
 	if err := b.commitCatalog(ce); err != nil {
 		return CollectionInfo{}, err
 	}
-	return CollectionInfo{Name: name, ID: ci.ID, MaxTTL: maxTTL}, nil
+	return ci.info(name), nil
 }
 
 // Scopes lists the scopes and their collections, sorted by name.
@@ -239,7 +264,7 @@ func (b *Bucket) Scopes() []ScopeInfo {
 	for sname, colls := range b.mu.scopes {
 		si := ScopeInfo{Name: sname}
 		for cname, ci := range colls {
-			si.Collections = append(si.Collections, CollectionInfo{Name: cname, ID: ci.ID, MaxTTL: ci.MaxTTL})
+			si.Collections = append(si.Collections, ci.info(cname))
 		}
 		sort.Slice(si.Collections, func(i, j int) bool { return si.Collections[i].Name < si.Collections[j].Name })
 		out = append(out, si)
@@ -273,6 +298,17 @@ func (b *Bucket) maxTTLFor(cid CollectionID) int64 {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return EffectiveMaxTTL(b.mu.byID[cid].MaxTTL, b.mu.settings.MaxTTL)
+}
+
+// ttlFor returns a collection's TTL settings and the effective maxTTL. A
+// mutation reads them under its partition's lock, so that a defaultTTL
+// re-evaluation, which runs after the new settings are current, sees every
+// version written under the old ones.
+func (b *Bucket) ttlFor(cid CollectionID) (CollectionSettings, int64) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ci := b.mu.byID[cid]
+	return ci.settings(), EffectiveMaxTTL(ci.MaxTTL, b.mu.settings.MaxTTL)
 }
 
 // partitionFor returns the partition a key hashes to.

@@ -224,7 +224,8 @@ func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable [
 					c.addf("disk: expired document %q: record seq %d expiration %d, memory's expiration seq %d expiration %d", k.key, d.Seq, d.Expiration, m.Seq, m.Expiration)
 				}
 			case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
-				d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Type != m.Type || !bytes.Equal(d.Value, m.Value):
+				d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Type != m.Type || !bytes.Equal(d.Value, m.Value) ||
+				d.TS != m.TS || d.CreatedAt != m.CreatedAt || d.ExpiryPinned != m.ExpiryPinned:
 				c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v, memory seq %d cas %d deleted %v)", k.key, d.Seq, d.CAS, d.Deleted, m.Seq, m.CAS, m.Deleted)
 			}
 			return nil

@@ -44,6 +44,10 @@ func (o *WriteOptions) get() WriteOptions {
 // Get returns a live document. A missing, deleted or expired document is
 // ErrNotFound; an expired one is deleted on the way (lazy expiry) and the
 // error is an *ExpiredError (errors.Is ErrExpired, which wraps ErrNotFound).
+// On a collection with IdleTTL or MaxLifetime, Get also slides the
+// document's expiration (see CollectionSettings) without waiting for disk:
+// it returns the version it found, and the extension, queued for the next
+// group commit, is visible once committed.
 func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err
@@ -65,6 +69,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		}
 		return nil, &ExpiredError{Doc: d}
 	}
+	c.extend(p, k, d)
 	return d, nil
 }
 
@@ -115,10 +120,17 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 	if len(value) > MaxValueLen {
 		return nil, fmt.Errorf("%w: value is %d bytes, the limit is %d", ErrValueTooLarge, len(value), MaxValueLen)
 	}
-	maxTTL := c.b.maxTTLFor(c.id)
 	val := append([]byte(nil), value...)
 	typ := DetectType(val)
 	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+		cs, maxTTL := c.b.ttlFor(c.id)
+		var dttl int64
+		if cs.DefaultTTL != 0 {
+			var err error
+			if dttl, err = DocTTL(val, typ); err != nil {
+				return nil, err
+			}
+		}
 		if err := checkCAS(key, old, o.CAS); err != nil {
 			return nil, err
 		}
@@ -127,11 +139,17 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 				return nil, err
 			}
 		}
-		exp := LimitExpiry(now, AbsoluteExpiry(now, o.Expiry), maxTTL)
-		if o.PreserveExpiry && old != nil {
-			exp = old.Expiration
+		created := now
+		if old != nil && old.CreatedAt != 0 {
+			created = old.CreatedAt
 		}
-		return &Document{Value: val, Type: typ, Flags: o.Flags, Expiration: exp}, nil
+		d := &Document{Value: val, Type: typ, Flags: o.Flags, TS: now, CreatedAt: created}
+		if o.PreserveExpiry && old != nil {
+			d.Expiration, d.ExpiryPinned = old.Expiration, old.ExpiryPinned
+		} else {
+			d.Expiration, d.ExpiryPinned = writeExpiration(now, created, o.Expiry, dttl, cs, maxTTL)
+		}
+		return d, nil
 	})
 }
 
@@ -152,6 +170,8 @@ func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions)
 
 // Touch sets a live document's expiry (the effective maxTTL applies) and leaves
 // its value and flags alone. It is a mutation: new CAS and sequence number.
+// The expiration it sets is pinned: defaultTTL re-evaluations and sliding
+// reads leave it alone until the document's next write.
 func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Document, error) {
 	maxTTL := c.b.maxTTLFor(c.id)
 	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
@@ -161,6 +181,7 @@ func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Docu
 		return &Document{
 			Value: old.Value, Type: old.Type, Flags: old.Flags,
 			Expiration: LimitExpiry(now, AbsoluteExpiry(now, expiry), maxTTL),
+			TS:         old.TS, CreatedAt: old.CreatedAt, ExpiryPinned: true,
 		}, nil
 	})
 }

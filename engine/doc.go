@@ -31,6 +31,13 @@
 // Until purged, an expired document still counts in CurrItems and still appears
 // in the change feed as live.
 //
+// A collection may also carry Cosmos DB's time to live (DefaultTTL and a
+// document's top-level "ttl" field) and a sliding expiry (IdleTTL,
+// MaxLifetime): see CollectionSettings for the precedence,
+// Bucket.UpdateCollection for the re-evaluation a change runs, and
+// Collection.Get for reads that slide the expiration without waiting for
+// disk.
+//
 // # Change feed
 //
 // Every mutation gets the next sequence number of its partition. Bucket.Changes

@@ -74,6 +74,21 @@ type Document struct {
 	// live document where there was none (missing, deleted or expired). It is
 	// not stored.
 	Created bool
+	// TS is the Unix time (seconds) of the last write of the value (insert,
+	// upsert, replace), shown as meta.ts. Touches, sliding extensions and
+	// defaultTTL re-evaluations leave it alone. 0 for a record written before
+	// it was kept.
+	TS int64
+	// CreatedAt is the Unix time (seconds) of the write that made the
+	// document live (its first write since it was missing, deleted or
+	// expired), kept across updates and shown as meta.created. 0 for a
+	// record written before it was kept.
+	CreatedAt int64
+	// ExpiryPinned marks an expiration a client chose (a write with a
+	// non-zero expiry, preserve_expiry, or a touch) rather than one the
+	// collection's TTL settings derived: defaultTTL re-evaluations and sliding
+	// reads leave a pinned expiration alone.
+	ExpiryPinned bool
 }
 
 // Rev returns the revision string views see as meta.rev:
@@ -102,14 +117,17 @@ func validateKey(key string) error {
 // ValidateKey checks a document key: 1 to MaxKeyLen bytes of valid UTF-8.
 func ValidateKey(key string) error { return validateKey(key) }
 
-// Persistent record layout (version 1):
+// Persistent record layout (version 2):
 //
 //	byte    version
-//	byte    bits: 1 deleted, 2 binary, 4 expired
+//	byte    bits: 1 deleted, 2 binary, 4 expired, 8 expiry pinned
 //	uvarint cas, revSeq, seq, partition, flags
-//	varint  expiration, deletedAt
+//	varint  expiration, deletedAt, ts, createdAt
 //	rest    value
-const recordVersion = 1
+//
+// Version 1 records (no ts, createdAt, pinned bit) still decode, with TS and
+// CreatedAt 0; the next write of the document stores it as version 2.
+const recordVersion = 2
 
 func encodeDoc(d *Document) []byte {
 	buf := make([]byte, 0, 2+6*binary.MaxVarintLen64+len(d.Value))
@@ -123,6 +141,9 @@ func encodeDoc(d *Document) []byte {
 	if d.Expired {
 		bits |= 4
 	}
+	if d.ExpiryPinned {
+		bits |= 8
+	}
 	buf = append(buf, recordVersion, bits)
 	buf = binary.AppendUvarint(buf, d.CAS)
 	buf = binary.AppendUvarint(buf, d.RevSeq)
@@ -131,16 +152,19 @@ func encodeDoc(d *Document) []byte {
 	buf = binary.AppendUvarint(buf, uint64(d.Flags))
 	buf = binary.AppendVarint(buf, d.Expiration)
 	buf = binary.AppendVarint(buf, d.DeletedAt)
+	buf = binary.AppendVarint(buf, d.TS)
+	buf = binary.AppendVarint(buf, d.CreatedAt)
 	return append(buf, d.Value...)
 }
 
 func decodeDoc(cid CollectionID, key string, b []byte) (*Document, error) {
-	if len(b) < 2 || b[0] != recordVersion {
+	if len(b) < 2 || (b[0] != 1 && b[0] != recordVersion) {
 		return nil, fmt.Errorf("engine: document %q: unknown record version", key)
 	}
 	d := &Document{Key: key, Collection: cid, Type: TypeJSON}
 	bits := b[1]
-	d.Deleted, d.Expired = bits&1 != 0, bits&4 != 0
+	version := b[0]
+	d.Deleted, d.Expired, d.ExpiryPinned = bits&1 != 0, bits&4 != 0, bits&8 != 0
 	if bits&2 != 0 {
 		d.Type = TypeBinary
 	}
@@ -153,8 +177,12 @@ func decodeDoc(cid CollectionID, key string, b []byte) (*Document, error) {
 		}
 		u[i], b = v, b[n:]
 	}
-	var s [2]int64
-	for i := range s {
+	var s [4]int64
+	ns := 2
+	if version >= 2 {
+		ns = 4
+	}
+	for i := range s[:ns] {
 		v, n := binary.Varint(b)
 		if n <= 0 {
 			return nil, fmt.Errorf("engine: document %q: corrupt record", key)
@@ -162,7 +190,7 @@ func decodeDoc(cid CollectionID, key string, b []byte) (*Document, error) {
 		s[i], b = v, b[n:]
 	}
 	d.CAS, d.RevSeq, d.Seq, d.Partition, d.Flags = u[0], u[1], u[2], uint16(u[3]), uint32(u[4])
-	d.Expiration, d.DeletedAt = s[0], s[1]
+	d.Expiration, d.DeletedAt, d.TS, d.CreatedAt = s[0], s[1], s[2], s[3]
 	if !d.Deleted {
 		d.Value = append([]byte(nil), b...)
 	}

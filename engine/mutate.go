@@ -57,6 +57,15 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now int64) (*commitBatch, error) {
+	b.stampLocked(p, k, prev, d, now)
+	return b.queueLocked(p, k, prev, d)
+}
+
+// stampLocked fills in d's key, CAS, sequence and revision numbers as the
+// next version of k after prev.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) stampLocked(p *partition, k docKey, prev, d *Document, now int64) {
 	d.Key, d.Collection, d.Partition = k.key, k.cid, p.id
 	d.CAS = b.nextCAS(now)
 	d.Seq = p.mu.seq + 1
@@ -73,6 +82,13 @@ func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now in
 	}
 	wasLive := prev != nil && !prev.Deleted
 	d.Created = !d.Deleted && (!wasLive || prev.ExpiredAt(now))
+}
+
+// queueLocked queues stamped version d of k (after prev) for disk, or
+// publishes it at once for a bucket that keeps nothing on disk.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) queueLocked(p *partition, k docKey, prev, d *Document) (*commitBatch, error) {
 	if b.store == nil {
 		p.mu.seq = d.Seq
 		b.applyLocked(p, d)

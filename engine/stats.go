@@ -25,6 +25,10 @@ type Stats struct {
 	QueueSize int64
 	// CommitFailed counts commits that failed (ep_item_commit_failed).
 	CommitFailed int64
+	// SlidingExtends counts expirations that reads slid forward on
+	// collections with idleTTL or maxLifetime (ep_sliding_extends); an
+	// extension lost to a crash or a failed commit still counts.
+	SlidingExtends int64
 	// StorageError is why the bucket refuses writes now (a full or failing
 	// disk), or "" while it takes them.
 	StorageError string
@@ -39,6 +43,7 @@ func (b *Bucket) Stats() Stats {
 		ExpiredPager:    b.stats.expiredPager.Load(),
 		PagerRuns:       b.stats.pagerRuns.Load(),
 		MetaDataPurged:  b.stats.metaPurged.Load(),
+		SlidingExtends:  b.stats.slidingExtends.Load(),
 		WithExpiry:      int64(b.exps.len()),
 		ExpiredUnpurged: int64(b.exps.countDue(b.clock.Now())),
 	}

@@ -334,6 +334,11 @@ func (s *store) commit(recs []record) error {
 				return err
 			}
 		}
+		// A sliding extension keeps its document's older CAS: the stored
+		// CAS only ever rises.
+		if v := meta.Get([]byte("cas")); len(v) == 8 && binary.BigEndian.Uint64(v) >= maxCAS {
+			maxCAS = 0
+		}
 		if maxCAS != 0 {
 			if err := meta.Put([]byte("cas"), binary.BigEndian.AppendUint64(nil, maxCAS)); err != nil {
 				return err

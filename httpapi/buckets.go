@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -233,6 +235,54 @@ type collectionJSON struct {
 	Name   string `json:"name"`
 	UID    string `json:"uid"`
 	MaxTTL int64  `json:"maxTTL"`
+	// DefaultTTL is absent when off (Cosmos DB's null).
+	DefaultTTL  int64 `json:"defaultTTL,omitempty"`
+	IdleTTL     int64 `json:"idleTTL,omitempty"`
+	MaxLifetime int64 `json:"maxLifetime,omitempty"`
+	// Reevaluated is how many documents a settings change re-wrote.
+	Reevaluated *int `json:"reevaluated,omitempty"`
+}
+
+func collectionJSONOf(c engine.CollectionInfo) collectionJSON {
+	return collectionJSON{Name: c.Name, UID: strconv.FormatUint(uint64(c.ID), 16), MaxTTL: c.MaxTTL,
+		DefaultTTL: c.DefaultTTL, IdleTTL: c.IdleTTL, MaxLifetime: c.MaxLifetime}
+}
+
+// ttlSettingParams are the collection TTL settings a create or a PATCH takes.
+var ttlSettingParams = []string{"defaultTTL", "idleTTL", "maxLifetime"}
+
+// ttlSettings reads the collection TTL settings present in vals into cs:
+// defaultTTL "null" (or empty) is off, -1 or n > 0 on; idleTTL and
+// maxLifetime "null", empty or 0 are off, n > 0 seconds.
+func ttlSettings(vals url.Values, cs *engine.CollectionSettings) (map[string]any, error) {
+	audited := map[string]any{}
+	for _, name := range ttlSettingParams {
+		if !vals.Has(name) {
+			continue
+		}
+		raw := strings.TrimSpace(vals.Get(name))
+		var v int64
+		if raw != "" && raw != "null" {
+			n, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil || (name == "defaultTTL" && n == 0) {
+				if name == "defaultTTL" {
+					return nil, errBadRequest(fmt.Sprintf("defaultTTL must be null (off), -1 or a positive integer, got %q", raw))
+				}
+				return nil, errBadRequest(fmt.Sprintf("%s must be null, 0 (off) or a positive integer, got %q", name, raw))
+			}
+			v = n
+		}
+		switch name {
+		case "defaultTTL":
+			cs.DefaultTTL = v
+		case "idleTTL":
+			cs.IdleTTL = v
+		case "maxLifetime":
+			cs.MaxLifetime = v
+		}
+		audited[name] = v
+	}
+	return audited, nil
 }
 
 func (s *server) listScopes(w http.ResponseWriter, r *http.Request) {
@@ -245,7 +295,7 @@ func (s *server) listScopes(w http.ResponseWriter, r *http.Request) {
 	for _, sc := range b.Scopes() {
 		sj := scopeJSON{Name: sc.Name, Collections: []collectionJSON{}}
 		for _, c := range sc.Collections {
-			sj.Collections = append(sj.Collections, collectionJSON{Name: c.Name, UID: strconv.FormatUint(uint64(c.ID), 16), MaxTTL: c.MaxTTL})
+			sj.Collections = append(sj.Collections, collectionJSONOf(c))
 		}
 		out.Scopes = append(out.Scopes, sj)
 	}
@@ -346,16 +396,88 @@ func (s *server) createCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	cs := engine.CollectionSettings{MaxTTL: maxTTL}
+	after, err := ttlSettings(vals, &cs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	after["maxTTL"] = maxTTL
 	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionCollectionCreate, Bucket: b.Name(), Target: scope + "." + vals.Get("name"),
-		After: map[string]int64{"maxTTL": maxTTL}})
+		After: after})
 	if !ok {
 		return
 	}
-	ci, err := b.CreateCollection(r.Context(), scope, vals.Get("name"), maxTTL)
+	ci, err := b.CreateCollectionWith(r.Context(), scope, vals.Get("name"), cs)
 	if err != nil {
 		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, collectionJSON{Name: ci.Name, UID: strconv.FormatUint(uint64(ci.ID), 16), MaxTTL: ci.MaxTTL})
+	writeJSON(w, http.StatusOK, collectionJSONOf(ci))
+}
+
+// actionCollectionSettings is the audit action of a collection settings
+// change.
+const actionCollectionSettings = "collection.settings"
+
+// updateCollection handles PATCH (or POST) .../scopes/{scope}/collections/{collection}:
+// the form fields defaultTTL, idleTTL and maxLifetime that are present
+// change; the rest stay. maxTTL cannot change. Every call then re-evaluates
+// the collection's documents (engine.Bucket.UpdateCollection) before it
+// answers, even if the request goes away meanwhile; the answer says how many
+// it re-wrote.
+func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	scope, err := pathVar(r, "scope")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	coll, err := pathVar(r, "collection")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	vals, err := formParams(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for name := range vals {
+		if name == "maxTTL" {
+			writeError(w, errBadRequest("maxTTL cannot change; settable: defaultTTL, idleTTL, maxLifetime"))
+			return
+		}
+		if !slices.Contains(ttlSettingParams, name) {
+			writeError(w, errBadRequest(fmt.Sprintf("unknown collection setting %q; settable: defaultTTL, idleTTL, maxLifetime", name)))
+			return
+		}
+	}
+	var probe engine.CollectionSettings
+	after, err := ttlSettings(vals, &probe)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in, ok := s.intend(w, r, audit.Event{Action: actionCollectionSettings, Bucket: b.Name(), Target: scope + "." + coll, After: after})
+	if !ok {
+		return
+	}
+	ci, n, err := b.UpdateCollection(context.WithoutCancel(r.Context()), scope, coll, func(cs *engine.CollectionSettings) error {
+		_, err := ttlSettings(vals, cs)
+		return err
+	})
+	if err != nil {
+		s.settle(r, in, err)
+		writeError(w, err)
+		return
+	}
+	out := collectionJSONOf(ci)
+	out.Reevaluated = &n
+	writeJSON(w, http.StatusOK, out)
 }

@@ -46,8 +46,6 @@ func resultOf(d *engine.Document) mutationResult {
 	return mutationResult{ID: d.Key, CAS: d.CAS, Rev: d.Rev(), Seq: d.Seq, Expiration: d.Expiration}
 }
 
-// putDoc handles PUT /{bucket}/docs/{key}: ?expiry, preserve_expiry, flags,
-// cas, collection, op=upsert|insert|replace. The body is the value.
 // checkDeclaredJSON refuses a body sent as application/json that is not
 // valid JSON, saying where it breaks. A body sent as anything else is stored
 // as it is: JSON becomes a json document, the rest a binary one, as Couchbase
@@ -64,6 +62,11 @@ func checkDeclaredJSON(r *http.Request, body []byte) error {
 	return errBadRequest("the body is sent as application/json but is not valid JSON")
 }
 
+// putDoc handles PUT /{bucket}/docs/{key}: ?expiry, preserve_expiry, flags,
+// cas, collection, op=upsert|insert|replace. The body is the value. On a
+// collection with a defaultTTL, a JSON body's top-level "ttl" field sets the
+// document's time to live (-1 never, n > 0 seconds after this write; anything
+// else is a 400 naming the field); a non-zero ?expiry wins over it.
 func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 	c, key, err := s.docTarget(r)
 	if err != nil {
@@ -135,7 +138,10 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 }
 
 // getDoc handles GET /{bucket}/docs/{key}: the raw value with metadata
-// headers, ?meta=true for a JSON envelope, ?touch=E for get-and-touch.
+// headers, ?meta=true for a JSON envelope, ?touch=E for get-and-touch. On a
+// collection with idleTTL or maxLifetime a read slides the document's
+// expiration (engine.Collection.Get); the headers and envelope show the
+// version read, the extension becomes visible once committed.
 func (s *server) getDoc(w http.ResponseWriter, r *http.Request) {
 	c, key, err := s.docTarget(r)
 	if err != nil {
@@ -189,12 +195,16 @@ type docMeta struct {
 	Expiration int64  `json:"expiration"`
 	Flags      uint32 `json:"flags"`
 	Type       string `json:"type"`
+	// TS is the Unix time of the last write of the value (Cosmos DB's _ts).
+	TS int64 `json:"ts"`
+	// Created is the Unix time of the write that made the document live.
+	Created int64 `json:"created"`
 }
 
 // docEnvelope is {"meta": {...}, "json": value}; a binary value is shown
 // base64-encoded under "base64" instead of "json".
 func docEnvelope(d *engine.Document) map[string]any {
-	out := map[string]any{"meta": docMeta{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Seq: d.Seq, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type)}}
+	out := map[string]any{"meta": docMeta{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Seq: d.Seq, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type), TS: d.TS, Created: d.CreatedAt}}
 	if d.Type == engine.TypeJSON {
 		out["json"] = json.RawMessage(d.Value)
 	} else {

@@ -152,6 +152,7 @@ func (s *server) bucketStats(name string) (map[string]int64, error) {
 		"ep_items_with_expiry":          st.WithExpiry,
 		"ep_expired_unpurged":           st.ExpiredUnpurged,
 		"ep_max_ttl":                    set.MaxTTL,
+		"ep_sliding_extends":            st.SlidingExtends,
 	}
 	if s.pager != nil {
 		if ps, err := s.pager.Stats(name); err == nil {

@@ -51,6 +51,8 @@ func formParams(r *http.Request) (url.Values, error) {
 				vals.Set(k, strconv.FormatFloat(x, 'f', -1, 64))
 			case bool:
 				vals.Set(k, strconv.FormatBool(x))
+			case nil:
+				vals.Set(k, "null") // a setting that takes null (collection defaultTTL) parses it
 			default:
 				return nil, errBadRequest(k + ": must be a string, number or boolean")
 			}

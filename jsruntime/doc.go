@@ -24,7 +24,7 @@
 // A map function is called as function (doc, meta). doc is the document
 // parsed as JSON.parse would (property order kept), or, for a binary
 // document (Meta.Type "base64"), the base64 string of its bytes. meta is
-// {id, rev, seq, vb, expiration, flags, type} with seq and vb as strings, as
+// {id, rev, seq, vb, expiration, flags, type, ts, created} with seq and vb as strings, as
 // in Couchbase. All the views of a design document get the same doc and meta
 // objects, one after the other, as in Couchbase. The globals are emit(key,
 // value), sum(array), dateToArray(date) ([year, month, day, hour, minute,

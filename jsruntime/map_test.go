@@ -93,11 +93,12 @@ func TestMap_MetaShape(t *testing.T) {
 		Meta: jsruntime.Meta{
 			ID: "doc1", Rev: "3-000000367916708a0000000000000000", Seq: 42, VB: 513,
 			Expiration: 1900000000, Flags: 7, Type: jsruntime.TypeJSON,
+			TS: 1800000000, Created: 1700000000,
 		},
 	}
 	got := rows(mapOne(t, p, `function (doc, meta) { emit(meta.id, meta); }`, doc))
 	want := `"doc1"={"id":"doc1","rev":"3-000000367916708a0000000000000000","seq":"42","vb":"513",` +
-		`"expiration":1900000000,"flags":7,"type":"json"}`
+		`"expiration":1900000000,"flags":7,"type":"json","ts":1800000000,"created":1700000000}`
 	if got != want {
 		t.Errorf("meta:\n got %s\nwant %s", got, want)
 	}

@@ -258,8 +258,8 @@ const helpersSource = `(function () {
 	}
 	// Not a helper for scripts: builds a map function's meta argument
 	// (an object literal costs less than defining properties from Go).
-	function makeMeta(id, rev, seq, vb, expiration, flags, type) {
-		return {id: id, rev: rev, seq: seq, vb: vb, expiration: expiration, flags: flags, type: type};
+	function makeMeta(id, rev, seq, vb, expiration, flags, type, ts, created) {
+		return {id: id, rev: rev, seq: seq, vb: vb, expiration: expiration, flags: flags, type: type, ts: ts, created: created};
 	}
 	// Not for scripts either: the outer call of a batch (vmState.batch).
 	function drive(f) {

@@ -22,7 +22,7 @@ const (
 )
 
 // Meta is a document's metadata as map functions see it in their meta
-// argument: {id, rev, seq, vb, expiration, flags, type}, where seq and vb
+// argument: {id, rev, seq, vb, expiration, flags, type, ts, created}, where seq and vb
 // are JSON strings ("42", "513"), as Couchbase builds them.
 type Meta struct {
 	ID         string // the document's key
@@ -32,6 +32,8 @@ type Meta struct {
 	Expiration int64  // absolute Unix seconds; 0 = none
 	Flags      uint32 // client flags
 	Type       string // TypeJSON (or "") or TypeBase64
+	TS         int64  // Unix seconds of the last write of the value (meta.ts)
+	Created    int64  // Unix seconds of the write that made the document live (meta.created)
 }
 
 // Doc is one document to map: its value as stored and its metadata.

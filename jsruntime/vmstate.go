@@ -246,7 +246,7 @@ func (rt *vmState) log(call goja.FunctionCall) goja.Value {
 }
 
 // newMeta builds the meta argument of a map function: {id, rev, seq, vb,
-// expiration, flags, type}, with seq and vb as strings, as Couchbase does.
+// expiration, flags, type, ts, created}, with seq and vb as strings, as Couchbase does.
 func (rt *vmState) newMeta(m *Meta) (goja.Value, error) {
 	vm := rt.vm
 	typ := rt.typeJSON
@@ -261,6 +261,8 @@ func (rt *vmState) newMeta(m *Meta) (goja.Value, error) {
 		vm.ToValue(m.Expiration),
 		vm.ToValue(m.Flags),
 		typ,
+		vm.ToValue(m.TS),
+		vm.ToValue(m.Created),
 	)
 }
 

@@ -148,6 +148,7 @@ func mapInput(d *engine.Document) jsruntime.Doc {
 	return jsruntime.Doc{Value: d.Value, Meta: jsruntime.Meta{
 		ID: d.Key, Rev: d.Rev(), Seq: d.Seq, VB: d.Partition,
 		Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type),
+		TS: d.TS, Created: d.CreatedAt,
 	}}
 }
 

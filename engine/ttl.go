@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// ErrInvalidTTL is returned by a write whose document carries a top-level
+// "ttl" field that is neither -1 nor a positive integer, on a collection
+// whose defaultTTL is set. It wraps ErrInvalidSetting.
+var ErrInvalidTTL = fmt.Errorf("%w: ttl", ErrInvalidSetting)
+
+// CollectionSettings are a collection's expiry settings. Every value is in
+// seconds; 0 is off.
+//
+// The expiration a write gets, in order of precedence:
+//
+//  1. a non-zero expiry on the request (WriteOptions.Expiry) — it "pins" the
+//     expiration;
+//  2. if DefaultTTL is set, the document's own top-level "ttl" field: -1
+//     never, n > 0 n seconds after this write;
+//  3. if DefaultTTL is set and the document has no "ttl": -1 never, n > 0 n
+//     seconds after this write;
+//  4. none.
+//
+// Then, on a collection with IdleTTL or MaxLifetime, the earliest of that
+// and min(now + IdleTTL, created + MaxLifetime); then the effective maxTTL
+// caps it (now + maxTTL at most, and no expiration becomes now + maxTTL).
+type CollectionSettings struct {
+	// MaxTTL caps every expiration: 0 inherits the bucket's, NeverExpire (-1)
+	// means none. Fixed for the collection's life.
+	MaxTTL int64
+	// DefaultTTL is Cosmos DB's collection time to live: 0 off (a document's
+	// "ttl" field means nothing), -1 on with no default (documents live
+	// forever unless they carry a "ttl"), n > 0 documents expire n seconds
+	// after their last write. Setting, changing or removing it re-evaluates
+	// the collection's documents (see UpdateCollection).
+	DefaultTTL int64
+	// IdleTTL: every write and every read (Get) sets the expiration to at
+	// most now + IdleTTL (sliding expiry).
+	IdleTTL int64
+	// MaxLifetime: no read or write sets an expiration later than the
+	// document's creation (Document.CreatedAt) + MaxLifetime.
+	MaxLifetime int64
+}
+
+// Validate checks the settings' ranges.
+func (cs CollectionSettings) Validate() error {
+	switch {
+	case cs.MaxTTL < NeverExpire || cs.MaxTTL > MaxMaxTTL:
+		return fmt.Errorf("%w: maxTTL: must be -1 or an integer between 0 and %d", ErrInvalidSetting, MaxMaxTTL)
+	case cs.DefaultTTL < -1 || cs.DefaultTTL > MaxMaxTTL:
+		return fmt.Errorf("%w: defaultTTL: must be null (off), -1 or an integer between 1 and %d", ErrInvalidSetting, MaxMaxTTL)
+	case cs.IdleTTL < 0 || cs.IdleTTL > MaxMaxTTL:
+		return fmt.Errorf("%w: idleTTL: must be an integer between 0 (off) and %d", ErrInvalidSetting, MaxMaxTTL)
+	case cs.MaxLifetime < 0 || cs.MaxLifetime > MaxMaxTTL:
+		return fmt.Errorf("%w: maxLifetime: must be an integer between 0 (off) and %d", ErrInvalidSetting, MaxMaxTTL)
+	}
+	return nil
+}
+
+// sliding reports whether reads extend the collection's documents.
+func (cs CollectionSettings) sliding() bool { return cs.IdleTTL > 0 || cs.MaxLifetime > 0 }
+
+// DocTTL returns a JSON document's top-level "ttl" field as a collection with
+// a defaultTTL reads it: 0 when there is none (or the value is not a JSON
+// object), -1 or n > 0 when it is valid, an error wrapping ErrInvalidTTL for
+// anything else.
+func DocTTL(value []byte, typ DocType) (int64, error) {
+	if typ != TypeJSON {
+		return 0, nil
+	}
+	i := 0
+	for i < len(value) && (value[i] == ' ' || value[i] == '\t' || value[i] == '\n' || value[i] == '\r') {
+		i++
+	}
+	if i == len(value) || value[i] != '{' {
+		return 0, nil
+	}
+	r := gjson.GetBytes(value, "ttl")
+	if !r.Exists() {
+		return 0, nil
+	}
+	if r.Type == gjson.Number {
+		if n, err := strconv.ParseInt(r.Raw, 10, 64); err == nil && (n == -1 || (n > 0 && n <= MaxMaxTTL)) {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: the document's ttl field must be -1 or an integer between 1 and %d, got %s", ErrInvalidTTL, MaxMaxTTL, r.Raw)
+}
+
+// earliest returns the earlier of two expirations, 0 meaning none.
+func earliest(a, b int64) int64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	default:
+		return min(a, b)
+	}
+}
+
+// ttlRule is the Cosmos DB rule: the expiration of a document last written at
+// ts, with "ttl" field docTTL (0 for none), under the collection's defaultTTL.
+func ttlRule(ts, docTTL int64, cs CollectionSettings) int64 {
+	if cs.DefaultTTL == 0 {
+		return 0
+	}
+	t := docTTL
+	if t == 0 {
+		t = cs.DefaultTTL
+	}
+	if t < 0 {
+		return 0
+	}
+	return ts + t
+}
+
+// slide is min(now + idleTTL, created + maxLifetime), 0 when neither is set.
+func slide(now, created int64, cs CollectionSettings) int64 {
+	var e int64
+	if cs.IdleTTL > 0 {
+		e = now + cs.IdleTTL
+	}
+	if cs.MaxLifetime > 0 {
+		e = earliest(e, created+cs.MaxLifetime)
+	}
+	return e
+}
+
+// derivedExpiration is the expiration the collection's settings give a
+// document last written at ts, created at created, with "ttl" field docTTL,
+// when it is written (now == ts), read (a sliding extension) or re-evaluated:
+// the TTL rule and the maxTTL cap counted from the last write, and the
+// sliding rule counted from now, capped by maxTTL from now.
+func derivedExpiration(now, ts, created, docTTL int64, cs CollectionSettings, maxTTL int64) int64 {
+	e := LimitExpiry(ts, ttlRule(ts, docTTL, cs), maxTTL)
+	if s := slide(now, created, cs); s != 0 {
+		e = earliest(e, LimitExpiry(now, s, maxTTL))
+	}
+	return e
+}
+
+// writeExpiration is the expiration a write at now gets, and whether the
+// client chose it (a non-zero request expiry: pinned).
+func writeExpiration(now, created, reqExpiry, docTTL int64, cs CollectionSettings, maxTTL int64) (int64, bool) {
+	if reqExpiry == 0 {
+		return derivedExpiration(now, now, created, docTTL, cs, maxTTL), false
+	}
+	e := LimitExpiry(now, AbsoluteExpiry(now, reqExpiry), maxTTL)
+	if s := slide(now, created, cs); s != 0 {
+		e = earliest(e, LimitExpiry(now, s, maxTTL))
+	}
+	return e, true
+}
+
+// rederive is the expiration the collection's settings give live document d
+// at now (a sliding read or a re-evaluation). A record from before TS and
+// CreatedAt were kept counts as written and created now; a "ttl" field that
+// is not valid (written while defaultTTL was off) counts as none.
+func rederive(now int64, d *Document, cs CollectionSettings, maxTTL int64) int64 {
+	ts, created := d.TS, d.CreatedAt
+	if ts == 0 {
+		ts = now
+	}
+	if created == 0 {
+		created = ts
+	}
+	var dttl int64
+	if cs.DefaultTTL != 0 {
+		dttl, _ = DocTTL(d.Value, d.Type)
+	}
+	return derivedExpiration(now, ts, created, dttl, cs, maxTTL)
+}
+
+// UpdateCollection changes a collection's TTL settings (DefaultTTL, IdleTTL,
+// MaxLifetime; MaxTTL cannot change): fn edits a copy, which is validated and
+// persisted. Then, as Cosmos DB does when a collection's time to live is set,
+// changed or removed, it re-evaluates the collection's documents: every live
+// document whose expiration the settings derive (not one a client pinned with
+// an explicit expiry or a touch) gets the expiration its last write would get
+// under the new settings, as a touch (new CAS and sequence number; meta.ts
+// stays). Removing defaultTTL thus stops the TTL rule's expiry; the maxTTL
+// cap and a sliding rule still apply. The pass holds one partition's lock at
+// a time and waits for disk once at the end; it returns how many documents
+// it re-wrote. Writes during the pass already see the new settings. A pass
+// cut short (ctx, a crash) leaves the rest of the documents as they were until
+// their next write; calling UpdateCollection again (even with unchanged
+// settings) runs the whole pass again.
+func (b *Bucket) UpdateCollection(ctx context.Context, scope, name string, fn func(*CollectionSettings) error) (CollectionInfo, int, error) {
+	if err := ctx.Err(); err != nil {
+		return CollectionInfo{}, 0, err
+	}
+	ci, err := b.updateCollectionInfo(scope, name, fn)
+	if err != nil {
+		return CollectionInfo{}, 0, err
+	}
+	n, err := b.reevaluate(ctx, ci.ID)
+	return ci, n, err
+}
+
+func (b *Bucket) updateCollectionInfo(scope, name string, fn func(*CollectionSettings) error) (CollectionInfo, error) {
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	ce, err := b.catalogCopy()
+	if err != nil {
+		return CollectionInfo{}, err
+	}
+	colls, ok := ce.Scopes[scope]
+	if !ok {
+		return CollectionInfo{}, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	}
+	ci, ok := colls[name]
+	if !ok {
+		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
+	}
+	cs := ci.settings()
+	if err := fn(&cs); err != nil {
+		return CollectionInfo{}, err
+	}
+	if cs.MaxTTL != ci.MaxTTL {
+		return CollectionInfo{}, fmt.Errorf("%w: maxTTL cannot change", ErrInvalidSetting)
+	}
+	if err := cs.Validate(); err != nil {
+		return CollectionInfo{}, err
+	}
+	ci.DefaultTTL, ci.IdleTTL, ci.MaxLifetime = cs.DefaultTTL, cs.IdleTTL, cs.MaxLifetime
+	colls[name] = ci
+	if err := b.commitCatalog(ce); err != nil {
+		return CollectionInfo{}, err
+	}
+	return ci.info(name), nil
+}
+
+// reevaluate re-writes the expiration of every live, unpinned document of a
+// collection whose settings now derive a different one, as a touch.
+func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) {
+	n := 0
+	var last *commitBatch
+	for _, p := range b.parts {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		p.mu.Lock()
+		if err := b.writable(cid); err != nil {
+			p.mu.Unlock()
+			return n, err
+		}
+		cs, maxTTL := b.ttlFor(cid)
+		now := b.clock.Now()
+		var keys []docKey
+		for k := range p.mu.docs {
+			if k.cid == cid {
+				keys = append(keys, k)
+			}
+		}
+		for k := range p.mu.pending {
+			if _, ok := p.mu.docs[k]; !ok && k.cid == cid {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			d := p.latestLocked(k)
+			if d.Deleted || d.ExpiredAt(now) || d.ExpiryPinned {
+				continue
+			}
+			exp := rederive(now, d, cs, maxTTL)
+			if exp == d.Expiration {
+				continue
+			}
+			nd := &Document{Value: d.Value, Type: d.Type, Flags: d.Flags, Expiration: exp, TS: d.TS, CreatedAt: d.CreatedAt}
+			cb, err := b.publishLocked(p, k, d, nd, now)
+			if err != nil {
+				p.mu.Unlock()
+				return n, err
+			}
+			if cb != nil {
+				last = cb
+			}
+			n++
+		}
+		p.mu.Unlock()
+	}
+	return n, last.wait(ctx)
+}
+
+// extend applies the sliding rule to d, just read live from k's partition:
+// if the collection has IdleTTL or MaxLifetime and d's expiration is not
+// pinned, the expiration the rule gives now is queued for the next group
+// commit, and the read does not wait for it. The extension keeps d's CAS and
+// revision number (the value did not change, so a client's CAS from the read
+// still works), and gets a new sequence number. It is visible (to reads, the
+// expiry index, the feed) once committed. Nothing is queued if a newer
+// version is already on its way to disk (it applies the rule itself), or if
+// the bucket refuses writes; a crash loses an extension not yet committed.
+func (c *Collection) extend(p *partition, k docKey, d *Document) {
+	if d.ExpiryPinned {
+		return
+	}
+	b := c.b
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.docs[k] != d || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
+		return
+	}
+	cs, maxTTL := b.ttlFor(k.cid)
+	if !cs.sliding() {
+		return
+	}
+	now := b.clock.Now()
+	exp := rederive(now, d, cs, maxTTL)
+	if exp == d.Expiration || d.ExpiredAt(now) {
+		return
+	}
+	nd := &Document{Value: d.Value, Type: d.Type, Flags: d.Flags, Expiration: exp, TS: d.TS, CreatedAt: d.CreatedAt}
+	b.stampLocked(p, k, d, nd, now)
+	nd.CAS, nd.RevSeq = d.CAS, d.RevSeq
+	if _, err := b.queueLocked(p, k, d, nd); err != nil {
+		return
+	}
+	b.stats.slidingExtends.Add(1)
+}

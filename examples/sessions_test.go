@@ -1,0 +1,68 @@
+package examples_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+// TestSessions runs examples/sessions.sh with curl against the HTTP API. It
+// waits real seconds for sliding expiry: an end-to-end test on the wall
+// clock, on purpose.
+func TestSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for real expiry")
+	}
+	for _, tool := range []string{"bash", "curl", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default")); err != nil {
+		t.Fatal(err)
+	}
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "sessions-pw",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users}))
+	defer srv.Close()
+
+	cmd := exec.Command("bash", "sessions.sh")
+	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=sessions-pw", "SCOPE=app")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sessions.sh: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{
+		`"defaultTTL":3600`,
+		`ttl field must be -1 or an integer`,
+		`"reevaluated":2`,
+		"cart1 expiration: 0  cart2 expiration: 0",
+		"forgotten: 404",
+		"used: 200",
+		"expiration - created = 7",
+		`"ep_sliding_extends":`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("sessions.sh output lacks %s\n%s", want, text)
+		}
+	}
+	if err := eng.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}

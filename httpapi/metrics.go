@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"context"
+	"sort"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,6 +36,28 @@ var metricList = []metric{
 	{"mayfly_storage_failed", "1 while the bucket refuses writes because its disk failed or is full.", "ep_storage_failed", prometheus.GaugeValue, nil},
 }
 
+// ftsMetrics are the full-text index stats (SearchService.BucketIndexStats),
+// exported as mayfly_fts_STAT{bucket, index}: the stat fts_INDEX_STAT of
+// the bucket's statistics.
+var ftsMetrics = map[string]struct {
+	help string
+	kind prometheus.ValueType
+}{
+	"doc_count":              {"Live documents the full-text index holds.", prometheus.GaugeValue},
+	"num_mutations_to_index": {"Sequence numbers the full-text index is behind its bucket.", prometheus.GaugeValue},
+	"num_bytes_used_disk":    {"Size of the full-text index's files in bytes (0 in memory).", prometheus.GaugeValue},
+	"total_queries":          {"Queries run on the full-text index since it opened.", prometheus.CounterValue},
+	"total_queries_error":    {"Queries on the full-text index that failed since it opened.", prometheus.CounterValue},
+	"docs_indexed":           {"Documents the full-text index added or replaced since it opened.", prometheus.CounterValue},
+	"docs_deleted":           {"Documents the full-text index removed since it opened.", prometheus.CounterValue},
+	"batches":                {"Batches the full-text index wrote since it opened.", prometheus.CounterValue},
+	"index_errors":           {"Documents bleve refused and batches that failed.", prometheus.CounterValue},
+	"rollbacks":              {"Times the full-text index was discarded and rebuilt on opening.", prometheus.CounterValue},
+}
+
+// ftsMetricName is the metric of a full-text index stat.
+func ftsMetricName(stat string) string { return "mayfly_fts_" + stat }
+
 func newStatsCollector(s *server) *statsCollector {
 	c := &statsCollector{s: s, descs: map[string]*prometheus.Desc{}}
 	for _, m := range metricList {
@@ -48,6 +73,10 @@ func newStatsCollector(s *server) *statsCollector {
 		}
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, labels, nil)
 	}
+	for stat, m := range ftsMetrics {
+		name := ftsMetricName(stat)
+		c.descs[name] = prometheus.NewDesc(name, m.help, []string{"bucket", "index"}, nil)
+	}
 	return c
 }
 
@@ -61,9 +90,23 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads every bucket's statistics now.
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range c.s.eng.Buckets() {
-		st, err := c.s.bucketStats(b.Name())
+		st, idx, err := c.s.statsOf(context.Background(), b.Name())
 		if err != nil {
 			continue
+		}
+		indexes := make([]string, 0, len(idx))
+		for index := range idx {
+			indexes = append(indexes, index)
+		}
+		sort.Strings(indexes)
+		for _, index := range indexes {
+			for stat, v := range idx[index] {
+				m, ok := ftsMetrics[stat]
+				if !ok {
+					continue
+				}
+				ch <- prometheus.MustNewConstMetric(c.descs[ftsMetricName(stat)], m.kind, float64(v), b.Name(), index)
+			}
 		}
 		for _, m := range metricList {
 			v, ok := st[m.stat]

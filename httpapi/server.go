@@ -59,6 +59,7 @@ type server struct {
 	eng      *engine.Engine
 	views    *views.Service
 	pager    *pager.Manager
+	search   SearchService
 	auditLog *audit.Log
 	log      *slog.Logger
 	sec      *security
@@ -75,7 +76,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{eng: eng, views: o.Views, pager: o.Pager, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o)}
+	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o)}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.SkipClean(true)  // no redirects: dot segments are refused by guard

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mayflydb/mayfly/audit"
@@ -114,7 +115,10 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), noForm, s.deleteUser)).Methods(http.MethodDelete)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatsCollector(s), s.sec.refused)
+	hm := newHTTPMetrics()
+	reg.MustRegister(newStatsCollector(s), s.sec.refused, hm.requests, hm.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.Use(markRoute)
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	r.Handle("/metrics", s.need(cluster(auth.MetricsRead), noForm, metrics.ServeHTTP)).Methods(http.MethodGet)
 
@@ -134,5 +138,5 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Search != nil {
 		s.searchRoutes(r, o.Search)
 	}
-	return s.guard(r)
+	return hm.instrument(s.guard(r))
 }

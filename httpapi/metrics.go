@@ -45,11 +45,11 @@ var metricList = []metric{
 	{"mayfly_exp_pager_initial_run_time", "UTC hour of the expiry pager's first run (-1: none).", "ep_exp_pager_initial_run_time", prometheus.GaugeValue, nil},
 	{"mayfly_items_with_expiry", "Live documents with an expiration.", "ep_items_with_expiry", prometheus.GaugeValue, nil},
 	{"mayfly_max_ttl_seconds", "The bucket's maximum TTL (0: none).", "ep_max_ttl", prometheus.GaugeValue, nil},
-	{"mayfly_expiry_pager_next_run_timestamp_seconds", "When the expiry pager runs next (Unix seconds; 0: not scheduled).", "ep_expiry_pager_next_run", prometheus.GaugeValue, nil},
+	{"mayfly_expiry_pager_next_run_timestamp_seconds", "When the expiry pager runs next (engine clock, Unix seconds; 0: disabled).", "ep_expiry_pager_next_run", prometheus.GaugeValue, nil},
 }
 
-// viewMetrics are each design document's index figures (views.Info),
-// labelled bucket and ddoc; viewRowMetrics each view's, labelled view too.
+// The view metrics: each design document's index figures (views.Info),
+// labelled bucket and ddoc, and each view's, labelled view too.
 var (
 	viewPending = prometheus.NewDesc("mayfly_view_pending_changes", "Changes the design document's index has not seen yet (0: built and up to date).", []string{"bucket", "ddoc"}, nil)
 	viewMapped  = prometheus.NewDesc("mayfly_view_documents_mapped_total", "Documents run through the design document's map functions.", []string{"bucket", "ddoc"}, nil)

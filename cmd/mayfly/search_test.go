@@ -99,6 +99,12 @@ func TestSearchCommand(t *testing.T) {
 	if code, _, errOut := runCmd("search", "--host", "127.0.0.1:1", "-u", adminU, "idx", "fox"); code != 1 || !strings.Contains(errOut, "cannot reach") {
 		t.Fatalf("search against no server: %d %q", code, errOut)
 	}
+	// The index's figures in mayfly stats (the query that did not parse
+	// counts as a query and an error).
+	if code, out, _ := runCmd("stats", "--host", srv.URL, "-u", adminU, "fts_idx_doc_count", "fts_idx_total_queries", "fts_idx_total_queries_error"); code != 0 ||
+		out != " fts_idx_doc_count:           3\n fts_idx_total_queries:       5\n fts_idx_total_queries_error: 1\n" {
+		t.Errorf("stats of the index: %d %q", code, out)
+	}
 	// Usage.
 	for _, args := range [][]string{{"idx"}, {}, {"idx", "fox", "extra"}, {"--size", "-1", "idx", "fox"}, {"--bogus", "idx", "fox"}} {
 		if code, _, _ := runCmd(append([]string{"search"}, args...)...); code != 2 {

@@ -1,7 +1,17 @@
 package httpapi
 
 import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mayflydb/mayfly/views"
 )
 
 // statsCollector exports every bucket's statistics as Prometheus metrics at
@@ -31,7 +41,44 @@ var metricList = []metric{
 	{"mayfly_queue_size", "Mutations waiting for disk.", "ep_queue_size", prometheus.GaugeValue, nil},
 	{"mayfly_commit_failed_total", "Commits to disk that failed.", "ep_item_commit_failed", prometheus.CounterValue, nil},
 	{"mayfly_storage_failed", "1 while the bucket refuses writes because its disk failed or is full.", "ep_storage_failed", prometheus.GaugeValue, nil},
+	{"mayfly_expired_all_total", "Documents expired, however they were found.", "ep_expired", prometheus.CounterValue, nil},
+	{"mayfly_exp_pager_initial_run_time", "UTC hour of the expiry pager's first run (-1: none).", "ep_exp_pager_initial_run_time", prometheus.GaugeValue, nil},
+	{"mayfly_items_with_expiry", "Live documents with an expiration.", "ep_items_with_expiry", prometheus.GaugeValue, nil},
+	{"mayfly_max_ttl_seconds", "The bucket's maximum TTL (0: none).", "ep_max_ttl", prometheus.GaugeValue, nil},
+	{"mayfly_expiry_pager_next_run_timestamp_seconds", "When the expiry pager runs next (engine clock, Unix seconds; 0: disabled).", "ep_expiry_pager_next_run", prometheus.GaugeValue, nil},
 }
+
+// The view metrics: each design document's index figures (views.Info),
+// labelled bucket and ddoc, and each view's, labelled view too.
+var (
+	viewPending = prometheus.NewDesc("mayfly_view_pending_changes", "Changes the design document's index has not seen yet (0: built and up to date).", []string{"bucket", "ddoc"}, nil)
+	viewMapped  = prometheus.NewDesc("mayfly_view_documents_mapped_total", "Documents run through the design document's map functions.", []string{"bucket", "ddoc"}, nil)
+	viewSeq     = prometheus.NewDesc("mayfly_view_update_seq", "Sum of the sequence numbers the design document's index has reached.", []string{"bucket", "ddoc"}, nil)
+	viewRows    = prometheus.NewDesc("mayfly_view_rows", "Rows in the view's index.", []string{"bucket", "ddoc", "view"}, nil)
+	viewErrors  = prometheus.NewDesc("mayfly_view_map_errors_total", "Failures of the view's map function.", []string{"bucket", "ddoc", "view"}, nil)
+)
+
+// ftsMetrics are the full-text index stats (SearchService.BucketIndexStats),
+// exported as mayfly_fts_STAT{bucket, index}: the stat fts_INDEX_STAT of
+// the bucket's statistics.
+var ftsMetrics = map[string]struct {
+	help string
+	kind prometheus.ValueType
+}{
+	"doc_count":              {"Live documents the full-text index holds.", prometheus.GaugeValue},
+	"num_mutations_to_index": {"Sequence numbers the full-text index is behind its bucket.", prometheus.GaugeValue},
+	"num_bytes_used_disk":    {"Size of the full-text index's files in bytes (0 in memory).", prometheus.GaugeValue},
+	"total_queries":          {"Queries run on the full-text index since it opened.", prometheus.CounterValue},
+	"total_queries_error":    {"Queries on the full-text index that failed since it opened.", prometheus.CounterValue},
+	"docs_indexed":           {"Documents the full-text index added or replaced since it opened.", prometheus.CounterValue},
+	"docs_deleted":           {"Documents the full-text index removed since it opened.", prometheus.CounterValue},
+	"batches":                {"Batches the full-text index wrote since it opened.", prometheus.CounterValue},
+	"index_errors":           {"Documents bleve refused and batches that failed.", prometheus.CounterValue},
+	"rollbacks":              {"Times the full-text index was discarded and rebuilt on opening.", prometheus.CounterValue},
+}
+
+// ftsMetricName is the metric of a full-text index stat.
+func ftsMetricName(stat string) string { return "mayfly_fts_" + stat }
 
 func newStatsCollector(s *server) *statsCollector {
 	c := &statsCollector{s: s, descs: map[string]*prometheus.Desc{}}
@@ -48,6 +95,13 @@ func newStatsCollector(s *server) *statsCollector {
 		}
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, labels, nil)
 	}
+	for stat, m := range ftsMetrics {
+		name := ftsMetricName(stat)
+		c.descs[name] = prometheus.NewDesc(name, m.help, []string{"bucket", "index"}, nil)
+	}
+	for _, d := range []*prometheus.Desc{viewPending, viewMapped, viewSeq, viewRows, viewErrors} {
+		c.descs[d.String()] = d
+	}
 	return c
 }
 
@@ -60,10 +114,26 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads every bucket's statistics now.
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx := context.Background()
 	for _, b := range c.s.eng.Buckets() {
-		st, err := c.s.bucketStats(b.Name())
+		c.collectViews(ctx, b.Name(), ch)
+		st, idx, err := c.s.statsOf(ctx, b.Name())
 		if err != nil {
 			continue
+		}
+		indexes := make([]string, 0, len(idx))
+		for index := range idx {
+			indexes = append(indexes, index)
+		}
+		sort.Strings(indexes)
+		for _, index := range indexes {
+			for stat, v := range idx[index] {
+				m, ok := ftsMetrics[stat]
+				if !ok {
+					continue
+				}
+				ch <- prometheus.MustNewConstMetric(c.descs[ftsMetricName(stat)], m.kind, float64(v), b.Name(), index)
+			}
 		}
 		for _, m := range metricList {
 			v, ok := st[m.stat]
@@ -77,4 +147,141 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, float64(v), lv...)
 		}
 	}
+}
+
+// collectViews sends the figures of a bucket's design documents.
+func (c *statsCollector) collectViews(ctx context.Context, bucket string, ch chan<- prometheus.Metric) {
+	if c.s.views == nil {
+		return
+	}
+	ds, err := c.s.views.DesignDocs(ctx, bucket)
+	if err != nil {
+		return // a memcached bucket, or one not ready
+	}
+	for _, d := range ds {
+		inf, err := c.s.views.Info(ctx, bucket, strings.TrimPrefix(d.ID, views.DesignDocPrefix))
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		ch <- prometheus.MustNewConstMetric(viewPending, prometheus.GaugeValue, float64(inf.Pending), bucket, inf.Name)
+		ch <- prometheus.MustNewConstMetric(viewMapped, prometheus.CounterValue, float64(inf.Mapped), bucket, inf.Name)
+		ch <- prometheus.MustNewConstMetric(viewSeq, prometheus.GaugeValue, float64(inf.Seqs), bucket, inf.Name)
+		for name, v := range inf.Views {
+			ch <- prometheus.MustNewConstMetric(viewRows, prometheus.GaugeValue, float64(v.TotalRows), bucket, inf.Name, name)
+			ch <- prometheus.MustNewConstMetric(viewErrors, prometheus.CounterValue, float64(v.MapErrors), bucket, inf.Name, name)
+		}
+	}
+}
+
+// httpMetrics count the requests the API answers and time them, by route
+// (mux's path template, so that a route is one series whatever its
+// variables), method and status.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics() *httpMetrics {
+	return &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mayfly_http_requests_total",
+			Help: "HTTP requests answered, by route (path template; \"none\" when no route matched or the request was refused first), method and status code."},
+			[]string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mayfly_http_request_duration_seconds",
+			Help: "Time to answer HTTP requests, by route and method.", Buckets: prometheus.DefBuckets},
+			[]string{"route", "method"}),
+	}
+}
+
+// routeKey is the context key of a request's *routeLabel.
+type routeKey struct{}
+
+// routeLabel is filled in by markRoute once mux has matched a route.
+type routeLabel struct{ template string }
+
+// instrument counts and times every request next answers.
+func (m *httpMetrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rl := &routeLabel{template: "none"}
+		rec := &codeRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), routeKey{}, rl)))
+		method := methodLabel(r.Method)
+		m.requests.WithLabelValues(rl.template, method, strconv.Itoa(rec.status)).Inc()
+		m.duration.WithLabelValues(rl.template, method).Observe(time.Since(start).Seconds())
+	})
+}
+
+// markRoute is mux middleware: it notes the matched route's template for
+// instrument.
+func markRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rl, ok := r.Context().Value(routeKey{}).(*routeLabel); ok {
+			if cr := mux.CurrentRoute(r); cr != nil {
+				if t, err := cr.GetPathTemplate(); err == nil {
+					rl.template = t
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// methodLabel keeps the method label to the methods the API knows.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+// codeRecorder notes the status a handler answers.
+type codeRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *codeRecorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *codeRecorder) Write(p []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *codeRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Series names one exported series: a metric and its labels other than
+// bucket (and index, for a full-text index's).
+type Series struct {
+	Name   string
+	Labels prometheus.Labels
+}
+
+// metricOf returns the series that exports the bucket statistic stat.
+func metricOf(stat string) (Series, bool) {
+	for _, m := range metricList {
+		if m.stat == stat {
+			return Series{m.name, m.labels}, true
+		}
+	}
+	var best Series
+	if rest, ok := strings.CutPrefix(stat, "fts_"); ok {
+		// The longest stat name that ends it: fts_i_total_queries_error
+		// is index i's total_queries_error.
+		n := 0
+		for s := range ftsMetrics {
+			if index, ok := strings.CutSuffix(rest, "_"+s); ok && index != "" && len(s) > n {
+				n, best = len(s), Series{ftsMetricName(s), prometheus.Labels{"index": index}}
+			}
+		}
+		return best, n > 0
+	}
+	return best, false
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -128,11 +129,28 @@ func (s *server) runExpiryPager(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// bucketStats gathers a bucket's statistics under their cbstats names.
-func (s *server) bucketStats(name string) (map[string]int64, error) {
-	b, err := s.eng.Bucket(name)
+// bucketStats gathers a bucket's statistics under their cbstats names, and
+// each full-text index's as fts_INDEX_STAT (see
+// SearchService.BucketIndexStats).
+func (s *server) bucketStats(ctx context.Context, name string) (map[string]int64, error) {
+	out, idx, err := s.statsOf(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	for index, st := range idx {
+		for stat, v := range st {
+			out[ftsStatName(index, stat)] = v
+		}
+	}
+	return out, nil
+}
+
+// statsOf gathers a bucket's statistics under their cbstats names, and its
+// full-text indexes' by index.
+func (s *server) statsOf(ctx context.Context, name string) (map[string]int64, map[string]map[string]int64, error) {
+	b, err := s.eng.Bucket(name)
+	if err != nil {
+		return nil, nil, err
 	}
 	st := b.Stats()
 	set := b.Settings()
@@ -160,8 +178,17 @@ func (s *server) bucketStats(name string) (map[string]int64, error) {
 			out["ep_expiry_pager_next_run"] = ps.NextRun
 		}
 	}
-	return out, nil
+	var idx map[string]map[string]int64
+	if s.search != nil {
+		// A memcached bucket has no indexes; one being opened or deleted
+		// has none yet.
+		idx, _ = s.search.BucketIndexStats(ctx, name)
+	}
+	return out, idx, nil
 }
+
+// ftsStatName is the bucket statistic of a full-text index's stat.
+func ftsStatName(index, stat string) string { return "fts_" + index + "_" + stat }
 
 // boolStat is a yes/no statistic: 1 or 0.
 func boolStat(b bool) int64 {
@@ -178,7 +205,7 @@ func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	st, err := s.bucketStats(b.Name())
+	st, err := s.bucketStats(r.Context(), b.Name())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -40,6 +40,13 @@ type SearchService interface {
 	StatsJSON(ctx context.Context, bucket, name string) ([]byte, error)
 	// FindIndex returns the bucket that holds the named index.
 	FindIndex(name string) (string, error)
+	// BucketIndexStats returns the figures of every index of a bucket:
+	// index name, then stat name, to value. The stat names are Couchbase's
+	// (doc_count, num_mutations_to_index, num_bytes_used_disk,
+	// total_queries, total_queries_error) and Mayfly's own (docs_indexed,
+	// docs_deleted, batches, index_errors, rollbacks); bucketStats gives
+	// them as fts_INDEX_STAT, /metrics as mayfly_fts_STAT{index=INDEX}.
+	BucketIndexStats(ctx context.Context, bucket string) (map[string]map[string]int64, error)
 }
 
 // searchRoutes adds Couchbase's full-text search REST API (the FTS

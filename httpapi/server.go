@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mayflydb/mayfly/audit"
@@ -59,6 +60,7 @@ type server struct {
 	eng      *engine.Engine
 	views    *views.Service
 	pager    *pager.Manager
+	search   SearchService
 	auditLog *audit.Log
 	log      *slog.Logger
 	sec      *security
@@ -75,7 +77,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{eng: eng, views: o.Views, pager: o.Pager, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o)}
+	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o)}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.SkipClean(true)  // no redirects: dot segments are refused by guard
@@ -114,7 +116,10 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), noForm, s.deleteUser)).Methods(http.MethodDelete)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatsCollector(s), s.sec.refused)
+	hm := newHTTPMetrics()
+	reg.MustRegister(newStatsCollector(s), s.sec.refused, hm.requests, hm.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.Use(markRoute)
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	r.Handle("/metrics", s.need(cluster(auth.MetricsRead), noForm, metrics.ServeHTTP)).Methods(http.MethodGet)
 
@@ -134,5 +139,5 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Search != nil {
 		s.searchRoutes(r, o.Search)
 	}
-	return s.guard(r)
+	return hm.instrument(s.guard(r))
 }

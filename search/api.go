@@ -152,3 +152,44 @@ func (s *Service) StatsJSON(ctx context.Context, bucket, name string) ([]byte, e
 		p + "rollbacks":              st.Rollbacks,
 	})
 }
+
+// IndexStatNames are the names BucketIndexStats gives each index's
+// figures, in order: Couchbase's /api/stats/index names, then Mayfly's own.
+var IndexStatNames = []string{
+	"doc_count",              // live documents the index holds
+	"num_mutations_to_index", // sequence numbers the index is behind the bucket
+	"num_bytes_used_disk",    // size of the index's files (0 in memory)
+	"total_queries",          // queries run since the index opened
+	"total_queries_error",    // of which failed
+	"docs_indexed",           // documents added or replaced since the index opened
+	"docs_deleted",           // documents removed since the index opened
+	"batches",                // batches written since the index opened
+	"index_errors",           // documents bleve refused and failed batches
+	"rollbacks",              // times the index was discarded and rebuilt on opening
+}
+
+// BucketIndexStats returns the figures of every index of a bucket: index
+// name, then stat name (IndexStatNames), to value. A bucket without
+// indexes answers an empty map.
+func (s *Service) BucketIndexStats(ctx context.Context, bucket string) (map[string]map[string]int64, error) {
+	sts, err := s.Stats(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]int64, len(sts))
+	for _, st := range sts {
+		out[st.Name] = map[string]int64{
+			"doc_count":              int64(st.DocCount),
+			"num_mutations_to_index": int64(st.SeqsBehind),
+			"num_bytes_used_disk":    st.DiskBytes,
+			"total_queries":          st.Queries,
+			"total_queries_error":    st.QueryErrors,
+			"docs_indexed":           st.DocsIndexed,
+			"docs_deleted":           st.DocsDeleted,
+			"batches":                st.Batches,
+			"index_errors":           st.IndexErrors,
+			"rollbacks":              st.Rollbacks,
+		}
+	}
+	return out, nil
+}

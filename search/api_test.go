@@ -96,6 +96,8 @@ type restAPI interface {
 	QueryJSON(ctx context.Context, bucket, name string, req []byte) ([]byte, error)
 	CountJSON(ctx context.Context, bucket, name string) ([]byte, error)
 	StatsJSON(ctx context.Context, bucket, name string) ([]byte, error)
+	BucketIndexStats(ctx context.Context, bucket string) (map[string]map[string]int64, error)
+	FindIndex(name string) (string, error)
 }
 
 var _ restAPI = (*search.Service)(nil)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +35,19 @@ func benchDocs(n int) (keys []string, values [][]byte) {
 	return keys, values
 }
 
-const benchN = 50000
+// benchSize is the documents the build and query benchmarks index: 50,000,
+// or $MAYFLY_SEARCH_BENCH_N (1000000 for BENCHMARKS.md's figures).
+func benchSize(b *testing.B) int {
+	v := os.Getenv("MAYFLY_SEARCH_BENCH_N")
+	if v == "" {
+		return 50000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("MAYFLY_SEARCH_BENCH_N=%q: want a positive integer", v)
+	}
+	return n
+}
 
 func benchEngine(b *testing.B, keys []string, values [][]byte) (*engine.Engine, *engine.Bucket) {
 	ctx := context.Background()
@@ -59,10 +74,12 @@ func benchEngine(b *testing.B, keys []string, values [][]byte) (*engine.Engine, 
 	return eng, bk
 }
 
-// BenchmarkBuild indexes 50,000 documents: Mayfly from the change feed (a
-// persistent bucket, durable batches), and bleve's own batch indexing of the
-// same documents into scorch with the same batch size.
+// BenchmarkBuild indexes benchSize documents (50,000 unless
+// $MAYFLY_SEARCH_BENCH_N): Mayfly from the change feed (a persistent bucket,
+// durable batches), and bleve's own batch indexing of the same documents
+// into scorch with the same batch size.
 func BenchmarkBuild(b *testing.B) {
+	benchN := benchSize(b)
 	keys, values := benchDocs(benchN)
 	b.Run("mayfly", func(b *testing.B) {
 		eng, _ := benchEngine(b, keys, values)
@@ -81,7 +98,7 @@ func BenchmarkBuild(b *testing.B) {
 				b.Fatal(err)
 			}
 			out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
-			if err != nil || out.Total != benchN {
+			if err != nil || out.Total != uint64(benchN) {
 				b.Fatalf("%v %v", out, err)
 			}
 			total += time.Since(start)
@@ -126,7 +143,7 @@ func BenchmarkBuild(b *testing.B) {
 // BenchmarkExpiryFilter measures a match query with and without the expiry
 // filter every query carries.
 func BenchmarkExpiryFilter(b *testing.B) {
-	keys, values := benchDocs(benchN)
+	keys, values := benchDocs(benchSize(b))
 	eng, _ := benchEngine(b, keys, values)
 	defer eng.Close()
 	s, err := New(context.Background(), eng, nil)
@@ -172,5 +189,51 @@ func BenchmarkExpiryFilter(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkQueryLatency times queries through Query (the JSON request and
+// answer the HTTP route uses) on an index of benchSize documents, top 10
+// hits by score, and reports their p50 and p99.
+func BenchmarkQueryLatency(b *testing.B) {
+	keys, values := benchDocs(benchSize(b))
+	eng, _ := benchEngine(b, keys, values)
+	defer eng.Close()
+	s, err := New(context.Background(), eng, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`)); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []struct{ name, query string }{
+		{"match/common", `{"match":"w1","field":"text"}`},
+		{"match/rare", `{"match":"w500","field":"text"}`},
+		{"match/two_words", `{"match":"w3 w700","field":"text"}`},
+		{"query_string/must_not_field", `{"query":"+text:w2 -text:w1 category:c3"}`},
+		{"query_string/range", `{"query":"n:>=500 text:w10"}`},
+	} {
+		req := []byte(`{"query":` + q.query + `,"size":10}`)
+		b.Run(q.name, func(b *testing.B) {
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, err := s.Query(ctx, "default", "i", req); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			pct := func(p float64) float64 {
+				return float64(took[min(len(took)-1, int(p*float64(len(took))))].Microseconds())
+			}
+			b.ReportMetric(pct(0.50), "p50-µs")
+			b.ReportMetric(pct(0.99), "p99-µs")
+		})
 	}
 }

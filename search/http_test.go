@@ -2,6 +2,8 @@ package search_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -94,6 +96,36 @@ func TestSearchOverHTTP(t *testing.T) {
 	for _, user := range []string{"stranger", "reader"} {
 		if status, body := do(user, http.MethodPost, "/api/index/idx/query", query); status != http.StatusForbidden {
 			t.Errorf("%s queried another bucket's index: %d %s", user, status, body)
+		}
+	}
+	// The index's figures in the bucket's statistics and in /metrics.
+	status, body = do("Administrator", http.MethodGet, "/pools/default/buckets/default/stats", "")
+	var st map[string]int64
+	if err := json.Unmarshal([]byte(body), &st); status != http.StatusOK || err != nil {
+		t.Fatalf("stats: %d %s", status, body)
+	}
+	for stat, want := range map[string]int64{"doc_count": 2, "num_mutations_to_index": 0, "total_queries": 1, "total_queries_error": 0, "docs_indexed": 2} {
+		if got, ok := st["fts_idx_"+stat]; !ok || got != want {
+			t.Errorf("stats fts_idx_%s = %d (present %v), want %d", stat, got, ok, want)
+		}
+	}
+	if st["fts_idx_num_bytes_used_disk"] <= 0 {
+		t.Errorf("stats fts_idx_num_bytes_used_disk = %d", st["fts_idx_num_bytes_used_disk"])
+	}
+	status, body = do("Administrator", http.MethodGet, "/metrics", "")
+	if status != http.StatusOK {
+		t.Fatalf("metrics: %d %s", status, body)
+	}
+	for _, stat := range search.IndexStatNames {
+		if _, ok := st["fts_idx_"+stat]; !ok {
+			t.Errorf("stats lack fts_idx_%s", stat)
+		}
+		want := fmt.Sprintf("mayfly_fts_%s{bucket=\"default\",index=\"idx\"} %d\n", stat, st["fts_idx_"+stat])
+		if stat == "num_bytes_used_disk" {
+			want = "mayfly_fts_num_bytes_used_disk{bucket=\"default\",index=\"idx\"} "
+		}
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
 		}
 	}
 	if status, body := do("Administrator", http.MethodDelete, "/api/index/idx", ""); status != http.StatusOK {

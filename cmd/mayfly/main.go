@@ -2,6 +2,7 @@
 //
 //	mayfly serve [flags]      start the server
 //	mayfly audit verify       check the audit log's hash chain
+//	mayfly search INDEX QUERY query a full-text index
 //	mayfly help               list the sub-commands
 //
 // Run "mayfly <command> --help" for a command's flags.
@@ -26,10 +27,11 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve": {"start the server (HTTP API, memcached port) on a data directory", runServe},
-		"ctl":   {"set or get a bucket's expiry pager parameters (cbepctl's flush_param)", runCtl},
-		"stats": {"print a bucket's statistics (cbstats names)", runStats},
-		"audit": {"verify the audit log's hash chain (audit verify [--data DIR | FILE])", runAudit},
+		"serve":  {"start the server (HTTP API, memcached port) on a data directory", runServe},
+		"ctl":    {"set or get a bucket's expiry pager parameters (cbepctl's flush_param)", runCtl},
+		"stats":  {"print a bucket's statistics (cbstats names)", runStats},
+		"search": {"query a full-text index with a query string (search INDEX 'QUERY')", runSearch},
+		"audit":  {"verify the audit log's hash chain (audit verify [--data DIR | FILE])", runAudit},
 	}
 }
 

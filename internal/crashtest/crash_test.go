@@ -113,6 +113,11 @@ func TestCrash(t *testing.T) {
 		}
 	}
 	restart()
+	// The full-text index lives through every kill; it is checked like the
+	// views after each restart.
+	if err := putSearchIndex(ctx, srv); err != nil {
+		t.Fatalf("creating the search index: %v\n%s", err, logTail(logPath))
+	}
 	// pagerStime is the round's exp_pager_stime; setPager sets it on the server.
 	pagerStime := 3600
 	setPager := func(round, stime int) {
@@ -202,12 +207,13 @@ func TestCrash(t *testing.T) {
 		}
 		res := checkDocs(ctx, srv, m, cfg.keys)
 		checkViews(ctx, srv, m, res)
+		checkSearch(ctx, srv, m, res)
 		tot.checked += res.checked
 		tot.lost += len(res.lost)
 		tot.mismatches += len(res.mismatches)
 		tot.hangs += len(res.hang)
 		tot.readErrors += len(res.readErrors)
-		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows expected exactly; lost %d, view mismatches %d, hangs %d, read errors %d",
+		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows and search hits expected exactly; lost %d, view and search mismatches %d, hangs %d, read errors %d",
 			round, up.Round(time.Millisecond), res.checked, res.expectedRow, len(res.lost), len(res.mismatches), len(res.hang), len(res.readErrors))
 		for i, l := range res.lost {
 			if i == 5 {
@@ -217,7 +223,7 @@ func TestCrash(t *testing.T) {
 			tot.detail(t, "round %d: LOST %s", round, l)
 		}
 		for _, mm := range res.mismatches {
-			tot.detail(t, "round %d: VIEW MISMATCH %s", round, mm)
+			tot.detail(t, "round %d: VIEW OR SEARCH MISMATCH %s", round, mm)
 		}
 		for _, h := range res.hang {
 			tot.detail(t, "round %d: HANG %s", round, h)
@@ -254,7 +260,7 @@ func TestCrash(t *testing.T) {
 		if tot.hangs > 0 {
 			extra = "goroutines of the first hung server (SIGQUIT dump) in views and index:\n" + hungStacks(logPath)
 		}
-		t.Errorf("after %d kills: %d lost acknowledged writes, %d view mismatches, %d hangs, %d read errors; first details:\n  %s\n%s",
+		t.Errorf("after %d kills: %d lost acknowledged writes, %d view or search mismatches, %d hangs, %d read errors; first details:\n  %s\n%s",
 			tot.kills, tot.lost, tot.mismatches, tot.hangs, tot.readErrors, strings.Join(tot.details, "\n  "), extra)
 	}
 }

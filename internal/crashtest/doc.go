@@ -18,6 +18,11 @@
 //     [doc.g, id], value doc.n) of every document with no near expiry must be
 //     exactly there, and the _sum and _count reductions must equal the rows
 //     the view returned; a query that does not answer within 30 s is a hang;
+//   - search the full-text index (created over the bucket in the first
+//     round, PUT /api/index/crashfts) with match_all at consistency
+//     at_plus: its hits must be exactly the ids of the documents just read
+//     with no near expiry (near-expiry ones may be there or not), and
+//     total_hits must count them;
 //   - sometimes replace the design document with an equivalent one (forcing a
 //     rebuild), set the expiry pager's interval, or run a round with more
 //     writers so the index's log grows past its checkpoint threshold;
@@ -36,7 +41,8 @@
 //
 // Each key belongs to one writer, so a key never has two operations in flight
 // and its acknowledged history is exact. The test fails on any lost
-// acknowledged write, view mismatch or hang.
+// acknowledged write, view or search mismatch (counted as view_mismatches)
+// or hang.
 //
 // `go test ./internal/crashtest/` runs five kills (skipped with -short);
 // MAYFLY_CRASH_KILLS sets another number. For a soak, MAYFLY_SOAK=10m runs

@@ -1,0 +1,4 @@
+package httpapi
+
+// MetricOf is metricOf, for the tests of package httpapi_test.
+var MetricOf = metricOf

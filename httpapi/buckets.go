@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gorilla/mux"
 	"net/http"
 	"net/url"
 	"slices"
@@ -323,31 +324,22 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
 // dropScope handles DELETE .../scopes/{scope}: the scope, its collections
 // and their documents go.
 func (s *server) dropScope(w http.ResponseWriter, r *http.Request) {
-	b, err := s.bucketOf(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	scope, err := pathVar(r, "scope")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionScopeDrop, Bucket: b.Name(), Target: scope})
-	if !ok {
-		return
-	}
-	if err := b.DropScope(r.Context(), scope); err != nil {
-		s.settle(r, in, err)
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"dropped": scope})
+	s.drop(w, r, audit.ActionScopeDrop, func(b *engine.Bucket, scope, _ string) error {
+		return b.DropScope(r.Context(), scope)
+	})
 }
 
 // dropCollection handles DELETE .../scopes/{scope}/collections/{collection}:
 // the collection and its documents go.
 func (s *server) dropCollection(w http.ResponseWriter, r *http.Request) {
+	s.drop(w, r, audit.ActionCollectionDrop, func(b *engine.Bucket, scope, coll string) error {
+		return b.DropCollection(r.Context(), scope, coll)
+	})
+}
+
+// drop audits and does a scope or collection drop named by the path
+// ({collection} is absent for a scope).
+func (s *server) drop(w http.ResponseWriter, r *http.Request, action string, do func(b *engine.Bucket, scope, coll string) error) {
 	b, err := s.bucketOf(r)
 	if err != nil {
 		writeError(w, err)
@@ -358,21 +350,24 @@ func (s *server) dropCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	coll, err := pathVar(r, "collection")
-	if err != nil {
-		writeError(w, err)
-		return
+	target, coll := scope, ""
+	if _, ok := mux.Vars(r)["collection"]; ok {
+		if coll, err = pathVar(r, "collection"); err != nil {
+			writeError(w, err)
+			return
+		}
+		target = scope + "." + coll
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionCollectionDrop, Bucket: b.Name(), Target: scope + "." + coll})
+	in, ok := s.intend(w, r, audit.Event{Action: action, Bucket: b.Name(), Target: target})
 	if !ok {
 		return
 	}
-	if err := b.DropCollection(r.Context(), scope, coll); err != nil {
+	if err := do(b, scope, coll); err != nil {
 		s.settle(r, in, err)
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"dropped": scope + "." + coll})
+	writeJSON(w, http.StatusOK, map[string]string{"dropped": target})
 }
 
 func (s *server) createCollection(w http.ResponseWriter, r *http.Request) {

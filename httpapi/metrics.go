@@ -33,6 +33,7 @@ var metricList = []metric{
 	{"mayfly_expired_total", "Documents expired, by how they were found.", "ep_expired_pager", prometheus.CounterValue, prometheus.Labels{"how": "pager"}},
 	{"mayfly_curr_items", "Live documents, expired but unpurged ones included.", "curr_items", prometheus.GaugeValue, nil},
 	{"mayfly_expired_unpurged", "Documents whose expiration has passed, not purged yet.", "ep_expired_unpurged", prometheus.GaugeValue, nil},
+	{"mayfly_sliding_extends_total", "Expirations moved by sliding expiry (idleTTL) on reads and writes.", "ep_sliding_extends", prometheus.CounterValue, nil},
 	{"mayfly_expiry_pager_runs_total", "Expiry pager runs.", "ep_num_expiry_pager_runs", prometheus.CounterValue, nil},
 	{"mayfly_exp_pager_stime_seconds", "Seconds between expiry pager runs (0: disabled).", "ep_exp_pager_stime", prometheus.GaugeValue, nil},
 	{"mayfly_pager_last_run_duration_milliseconds", "Duration of the last expiry pager run.", "ep_pager_last_run_duration_ms", prometheus.GaugeValue, nil},
@@ -201,7 +202,7 @@ type routeLabel struct{ template string }
 // instrument counts and times every request next answers.
 func (m *httpMetrics) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := time.Now() // wall clock: request latency
 		rl := &routeLabel{template: "none"}
 		rec := &codeRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), routeKey{}, rl)))

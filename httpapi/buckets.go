@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gorilla/mux"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gorilla/mux"
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"

@@ -15,6 +15,15 @@ creds="${MAYFLY_USER:-Administrator}:${MAYFLY_PASSWORD:-password}" # make run's 
 say() { printf '\n== %s\n' "$*"; }
 call() { curl -sS --fail-with-body -u "$creds" "$@"; }
 
+# The story needs the pager to run only when it says so: stop the periodic
+# pager for the walk-through (runExpiryPager still runs it) and put back
+# whatever interval was set before, however the script ends.
+pager="$url/pools/default/buckets/$bucket/settings/expiryPager"
+settings=$(call "$pager") || { printf '%s\n' "$settings" >&2; exit 1; }
+stime=$(printf '%s' "$settings" | sed -n 's/.*"exp_pager_stime":\([0-9]*\).*/\1/p')
+call -o /dev/null -X POST "$pager" -d exp_pager_stime=0
+trap 'call -o /dev/null -X POST "$pager" -d exp_pager_stime="${stime:-3600}"' EXIT
+
 say "design document _design/scores"
 call -X PUT -H 'Content-Type: application/json' --data-binary @"$here/scores-ddoc.json" "$url/$bucket/_design/scores"
 

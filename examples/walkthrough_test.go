@@ -59,11 +59,20 @@ func TestWalkthrough(t *testing.T) {
 		t.Fatalf("walkthrough.sh with a wrong password: %v\n%s", err, out)
 	}
 
+	// A pager interval lowered earlier does not change the story, and is
+	// put back afterwards.
+	five := int64(5)
+	if _, err := pm.SetSettings(ctx, "default", &five, nil); err != nil {
+		t.Fatal(err)
+	}
 	cmd = exec.Command("bash", "walkthrough.sh")
 	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=walk-through-pw")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("walkthrough.sh: %v\n%s", err, out)
+	}
+	if st, err := pm.Settings("default"); err != nil || st.ExpPagerStime != 5 {
+		t.Errorf("exp_pager_stime after the walk-through: %+v %v, want 5 back", st, err)
 	}
 	text := string(out)
 	for _, want := range []string{

@@ -104,6 +104,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.Handle("/{bucket}/scopes/{scope}", s.need(on(auth.SettingsWrite), noForm, s.dropScope)).Methods(http.MethodDelete)
 	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}", s.need(on(auth.SettingsWrite), noForm, s.dropCollection)).Methods(http.MethodDelete)
 	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}", s.need(on(auth.SettingsWrite), form, s.updateCollection)).Methods(http.MethodPatch, http.MethodPost)
+	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}/docs", s.need(on(auth.DataRead), noForm, s.browseDocs)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/ddocs", s.need(on(auth.ViewsRead), noForm, s.listDesignDocs)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsRead), noForm, s.getExpiryPager)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)

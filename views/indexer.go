@@ -391,7 +391,7 @@ func (ix *indexer) pending() uint64 {
 }
 
 // mapChunk is how many documents the map functions get at once.
-const mapChunk = 1000
+const mapChunk = 5000
 
 // buildProgress follows the current catch-up (build) of an index, or the
 // last one when none runs, for _info. Progress counts changes: those of

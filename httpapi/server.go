@@ -104,6 +104,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.Handle("/{bucket}/scopes/{scope}", s.need(on(auth.SettingsWrite), noForm, s.dropScope)).Methods(http.MethodDelete)
 	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}", s.need(on(auth.SettingsWrite), noForm, s.dropCollection)).Methods(http.MethodDelete)
 	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}", s.need(on(auth.SettingsWrite), form, s.updateCollection)).Methods(http.MethodPatch, http.MethodPost)
+	pools.Handle("/{bucket}/scopes/{scope}/collections/{collection}/docs", s.need(on(auth.DataRead), noForm, s.browseDocs)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/ddocs", s.need(on(auth.ViewsRead), noForm, s.listDesignDocs)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsRead), noForm, s.getExpiryPager)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)
@@ -131,6 +132,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/{bucket}/_design/{ddoc}/_view/{view}", s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView)).Methods(http.MethodGet, http.MethodPost)
 
 	r.Handle("/{bucket}/_expiry", s.need(on(auth.StatsRead), noForm, s.expiryForecast)).Methods(http.MethodGet)
+	r.Handle("/{bucket}/_bulk", s.need(on(auth.DataWrite), noForm, s.bulk)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)
 	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.

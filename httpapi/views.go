@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/mayflydb/mayfly/audit"
@@ -191,7 +192,14 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "must-revalidate")
-	err = q.Run(r.Context(), &lazyJSON{w: w})
+	// An answer from an index that is behind says so, and by how much.
+	started := func(h http.Header) {
+		if n := q.Behind(); n > 0 {
+			h.Set("X-Mayfly-Index-Building", "true")
+			h.Set("X-Mayfly-Index-Pending", strconv.FormatUint(n, 10))
+		}
+	}
+	err = q.Run(r.Context(), &lazyJSON{w: w, started: started})
 	var se *views.StreamError
 	switch {
 	case err == nil, r.Context().Err() != nil:
@@ -228,13 +236,17 @@ func classifyViews(err error) *httpError {
 // before any row can still be answered with its own status.
 type lazyJSON struct {
 	w       http.ResponseWriter
-	started bool
+	began   bool
+	started func(http.Header) // sets more headers on the first write
 }
 
 func (l *lazyJSON) Write(p []byte) (int, error) {
-	if !l.started {
-		l.started = true
+	if !l.began {
+		l.began = true
 		l.w.Header().Set("Content-Type", "application/json")
+		if l.started != nil {
+			l.started(l.w.Header())
+		}
 	}
 	return l.w.Write(p)
 }

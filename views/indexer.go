@@ -59,6 +59,9 @@ type indexer struct {
 	idx    *index.Index
 	batch  int
 	log    func(msg string, args ...any)
+	info   func(msg string, args ...any) // build start and end, at info level
+
+	build buildProgress
 
 	upd chan struct{} // holds a token while a catch-up runs: one at a time, waited for under a context
 
@@ -81,8 +84,8 @@ type indexer struct {
 
 // newIndexer starts the indexer of d over idx; life is its lifetime context,
 // which cancel ends.
-func newIndexer(life context.Context, cancel context.CancelFunc, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, idx *index.Index, batch int, auto bool, log func(string, ...any)) *indexer {
-	ix := &indexer{bucket: b, id: d.ID, names: d.ViewNames(), prog: prog, idx: idx, batch: batch, log: log,
+func newIndexer(life context.Context, cancel context.CancelFunc, b *engine.Bucket, d *DesignDoc, prog *jsruntime.Program, idx *index.Index, batch int, auto bool, log, info func(string, ...any)) *indexer {
+	ix := &indexer{bucket: b, id: d.ID, names: d.ViewNames(), prog: prog, idx: idx, batch: batch, log: log, info: info,
 		auto: auto, kick: make(chan struct{}, 1), upd: make(chan struct{}, 1), life: life, cancel: cancel, done: make(chan struct{})}
 	ix.ddoc.Store(d)
 	ix.mu.errs = make(map[string]*viewErrors)
@@ -177,6 +180,8 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 	if target != nil && caughtUp(cursor, target) {
 		return nil
 	}
+	ix.build.start(ix, cursor)
+	defer ix.build.finish(ix)
 	batches := make(chan mappedBatch, 1)
 	go ix.produce(ctx, cursor, target, batches)
 	defer func() {
@@ -194,6 +199,8 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 		if err := ix.idx.ApplyUpTo(ctx, b.updates, b.next); err != nil {
 			return err
 		}
+		ix.build.applied(changesBetween(cursor, b.next), b.counted)
+		cursor = b.next
 		if err := ix.ack(); err != nil {
 			return err
 		}
@@ -204,6 +211,7 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 // mappedBatch is one batch of the feed, mapped and ready for the index.
 type mappedBatch struct {
 	updates []index.DocUpdate
+	counted uint64   // changes counted in build progress as mapped
 	next    []uint64 // the feed position after this batch
 	err     error
 }
@@ -226,7 +234,7 @@ func (ix *indexer) produce(ctx context.Context, cursor, target []uint64, out cha
 			updates, err = ix.mapChanges(ctx, changes)
 		}
 		select {
-		case out <- mappedBatch{updates: updates, next: next, err: err}:
+		case out <- mappedBatch{updates: updates, counted: uint64(len(changes)), next: next, err: err}:
 		case <-ctx.Done():
 			return
 		}
@@ -255,13 +263,22 @@ func (ix *indexer) mapChanges(ctx context.Context, changes []*engine.Document) (
 		live = append(live, mapInput(d))
 	}
 	if len(live) == 0 {
+		ix.build.mapped(uint64(len(changes)))
 		return updates, nil
 	}
-	results, err := ix.prog.Map(ctx, live)
-	if err != nil {
-		return nil, fmt.Errorf("views: map %s: %w", ix.id, err)
+	// Mapped in chunks, so that _info's progress moves within a batch.
+	results := make([][]jsruntime.ViewResult, 0, len(live))
+	for from := 0; from < len(live); from += mapChunk {
+		chunk := live[from:min(from+mapChunk, len(live))]
+		res, err := ix.prog.Map(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("views: map %s: %w", ix.id, err)
+		}
+		results = append(results, res...)
+		ix.mapped.Add(int64(len(chunk)))
+		ix.build.mapped(uint64(len(chunk)))
 	}
-	ix.mapped.Add(int64(len(live)))
+	ix.build.mapped(uint64(len(changes) - len(live)))
 	for i, res := range results {
 		u := &updates[liveAt[i]]
 		u.Rows = make(map[string][]index.Emit, len(ix.names))
@@ -351,4 +368,124 @@ func (ix *indexer) close() error {
 		ix.prog.Close()
 	})
 	return ix.closeErr
+}
+
+// bigBuild is the backlog, in changes, from which a catch-up is logged (at
+// info level) when it starts and when it ends.
+const bigBuild = 1000
+
+// changesBetween counts the changes from sequence numbers from to to.
+func changesBetween(from, to []uint64) uint64 {
+	var n uint64
+	for i, t := range to {
+		if i < len(from) && t > from[i] {
+			n += t - from[i]
+		}
+	}
+	return n
+}
+
+// pending counts the changes the index has not seen yet.
+func (ix *indexer) pending() uint64 {
+	return changesBetween(ix.idx.Seqs(), ix.bucket.HighSeqnos())
+}
+
+// mapChunk is how many documents the map functions get at once.
+const mapChunk = 5000
+
+// buildProgress follows the current catch-up (build) of an index, or the
+// last one when none runs, for _info. Progress counts changes: those of
+// batches in the index (settled) and those mapped but not yet written
+// (ahead).
+type buildProgress struct {
+	mu       sync.Mutex
+	building bool
+	started  time.Time
+	ended    time.Time
+	backlog  uint64 // changes pending when it started
+	settled  uint64 // changes the index holds since it started
+	ahead    uint64 // changes mapped, not yet in the index
+}
+
+func (b *buildProgress) start(ix *indexer, cursor []uint64) {
+	backlog := changesBetween(cursor, ix.bucket.HighSeqnos())
+	b.mu.Lock()
+	b.building, b.started, b.backlog, b.settled, b.ahead = true, time.Now(), backlog, 0, 0
+	b.mu.Unlock()
+	if backlog > bigBuild {
+		ix.info("views: index build started", "ddoc", ix.id, "pending_changes", backlog)
+	}
+}
+
+// mapped counts n changes mapped.
+func (b *buildProgress) mapped(n uint64) {
+	b.mu.Lock()
+	b.ahead += n
+	b.mu.Unlock()
+}
+
+// applied records a batch written to the index: seqs changes of the feed,
+// counted of them counted as mapped before (the feed gives a document's
+// latest version once, however many changes it had).
+func (b *buildProgress) applied(seqs, counted uint64) {
+	b.mu.Lock()
+	b.settled += seqs
+	b.ahead -= min(counted, b.ahead)
+	b.mu.Unlock()
+}
+
+func (b *buildProgress) finish(ix *indexer) {
+	b.mu.Lock()
+	b.building, b.ended = false, time.Now()
+	backlog, indexed, took := b.backlog, b.settled, b.ended.Sub(b.started)
+	b.ahead = 0
+	b.mu.Unlock()
+	if backlog > bigBuild {
+		ix.info("views: index build ended", "ddoc", ix.id, "changes_indexed", indexed, "seconds", took.Seconds(),
+			"rate", rate(indexed, took), "pending_changes", ix.pending())
+	}
+}
+
+// rate is n over d, per second.
+func rate(n uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// BuildInfo is an index's build progress as _info shows it.
+type BuildInfo struct {
+	// Building is true while the indexer is catching up with the feed.
+	Building bool `json:"building"`
+	// Indexed counts the changes the current build (the last one when none
+	// runs) has indexed.
+	Indexed uint64 `json:"docs_indexed"`
+	// ToIndex counts the changes the index has not seen yet.
+	ToIndex uint64 `json:"docs_to_index"`
+	// Rate is Indexed per second over the current (or last) build.
+	Rate float64 `json:"rate"`
+	// ETA is ToIndex over Rate, in seconds, while building (0 otherwise or
+	// before a rate is known).
+	ETA float64 `json:"eta_seconds"`
+}
+
+func (ix *indexer) buildInfo() BuildInfo {
+	pending := ix.pending()
+	b := &ix.build
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	indexed := b.settled + b.ahead
+	bi := BuildInfo{Building: b.building, Indexed: indexed, ToIndex: pending - min(b.ahead, pending)}
+	end := b.ended
+	if b.building {
+		end = time.Now()
+	}
+	if !b.started.IsZero() {
+		bi.Rate = rate(indexed, end.Sub(b.started))
+	}
+	if b.building && bi.Rate > 0 {
+		bi.ETA = float64(bi.ToIndex) / bi.Rate
+	}
+	return bi
 }

@@ -117,6 +117,16 @@ func compareStrings(a, b string) int {
 // Reduced reports whether the query answers with reduced rows.
 func (q *Query) Reduced() bool { return q.reduce }
 
+// Behind counts the changes the index has not seen yet, as of now: what an
+// answer streamed now misses. It is 0 for stale=false, whose Run first
+// brings the index up to the changes made before it.
+func (q *Query) Behind() uint64 {
+	if q.p.Stale == StaleFalse {
+		return 0
+	}
+	return q.ix.pending()
+}
+
 // Run brings the index up to date if the query asks (stale=false), then
 // streams the answer to w as JSON, row by row: nothing is built in memory
 // first. skip and limit apply after reduction and grouping.

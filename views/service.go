@@ -406,7 +406,8 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		return fail(fmt.Errorf("views: %s: %w", d.ID, err))
 	}
 	log := func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) }
-	ix := newIndexer(life, cancel, b, d, prog, idx, s.opts.BatchSize, !s.opts.NoAutoUpdate, log)
+	info := func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) }
+	ix := newIndexer(life, cancel, b, d, prog, idx, s.opts.BatchSize, !s.opts.NoAutoUpdate, log, info)
 	if rolledBack {
 		ix.rollbacks.Add(1)
 	}
@@ -686,6 +687,9 @@ type Info struct {
 	LogDropped int64 `json:"log_dropped"`
 	// Views describes each view.
 	Views map[string]ViewInfo `json:"views"`
+	// BuildInfo is the index's build progress: building, docs_indexed,
+	// docs_to_index, rate, eta_seconds.
+	BuildInfo
 }
 
 // ViewInfo describes one view's index.
@@ -713,7 +717,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	}
 	d := ix.ddoc.Load()
 	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
-		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}}
+		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}, BuildInfo: ix.buildInfo()}
 	high := ix.bucket.HighSeqnos()
 	for i, s := range ix.idx.Seqs() {
 		inf.Seqs += s

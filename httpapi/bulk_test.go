@@ -1,0 +1,288 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+const ndjson = "application/x-ndjson"
+
+// bulkLines posts body to /default/_bulk and decodes the answer lines.
+func (f *fixture) bulkLines(body string) []map[string]any {
+	f.t.Helper()
+	st, h, out := f.do("POST", "/default/_bulk", ndjson, body)
+	if st != 200 || h.Get("Content-Type") != ndjson {
+		f.t.Fatalf("bulk: %d %s %s", st, h.Get("Content-Type"), out)
+	}
+	var res []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		res = append(res, jsonOf(f.t, line))
+	}
+	return res
+}
+
+func TestBulkOrderAndBadLines(t *testing.T) {
+	f := newFixture(t)
+	var in strings.Builder
+	const n = 1000
+	for i := range n {
+		switch {
+		case i == 10:
+			in.WriteString("not json\n")
+		case i == 20:
+			in.WriteString(`{"op":"frob","id":"x"}` + "\n")
+		case i == 30:
+			in.WriteString(`{"op":"upsert","doc":{}}` + "\n")
+		case i == 40:
+			in.WriteString(`{"op":"upsert","id":"k1","doc":{},"expiry":5,"typo":1}` + "\n")
+		case i == 50:
+			in.WriteString("\n") // blank: no answer
+		default:
+			fmt.Fprintf(&in, `{"op":"upsert","id":"k%d","doc":{"i":%d}}`+"\n", i, i)
+		}
+	}
+	in.WriteString(`{"op":"insert","id":"k1","doc":{}}` + "\n")                // exists
+	in.WriteString(`{"op":"replace","id":"zz","doc":{}}` + "\n")               // missing
+	in.WriteString(`{"op":"delete","id":"k2","cas":1}` + "\n")                 // cas mismatch
+	in.WriteString(`{"op":"delete","id":"k3"}` + "\n")                         // ok
+	in.WriteString(`{"op":"touch","id":"k4"}` + "\n")                          // no expiry
+	in.WriteString(`{"op":"upsert","id":"k5","collection":"no.such","doc":1}`) // no final newline
+	res := f.bulkLines(in.String())
+	if len(res) != n-1+6 {
+		t.Fatalf("%d answers", len(res))
+	}
+	j := 0
+	for i := range n {
+		if i == 50 {
+			continue
+		}
+		m := res[j]
+		j++
+		switch i {
+		case 10, 20, 30, 40:
+			if m["error"] != "bad_request" || m["id"] != nil && i != 20 {
+				t.Errorf("line %d: %v", i+1, m)
+			}
+			if i != 20 && m["line"] != float64(i+1) {
+				t.Errorf("line %d: %v", i+1, m)
+			}
+		default:
+			if m["id"] != fmt.Sprintf("k%d", i) || m["error"] != nil || m["cas"] == nil || m["seq"] == nil {
+				t.Fatalf("line %d: %v", i+1, m)
+			}
+		}
+	}
+	want := []string{"key_exists", "not_found", "cas_mismatch", "", "bad_request", "not_found"}
+	for i, code := range want {
+		m := res[j+i]
+		if code == "" && m["error"] != nil || code != "" && m["error"] != code {
+			t.Errorf("tail %d: %v, want %q", i, m, code)
+		}
+	}
+	if st, _, _ := f.do("GET", "/default/docs/k999", "", ""); st != 200 {
+		t.Errorf("k999: %d", st)
+	}
+	if st, _, _ := f.do("GET", "/default/docs/k3", "", ""); st != 404 {
+		t.Errorf("k3 deleted: %d", st)
+	}
+}
+
+// TestBulkExpiryLikeSingleWrites: the same operation through PUT and through
+// _bulk gives the same expiration.
+func TestBulkExpiryLikeSingleWrites(t *testing.T) {
+	f := newFixture(t)
+	f.do("POST", "/pools/default/buckets/default/scopes", formCT, "name=s")
+	f.do("POST", "/pools/default/buckets/default/scopes/s/collections", formCT, "name=c&defaultTTL=60&maxTTL=1000")
+	cases := []struct {
+		query string // of the PUT
+		op    string // the same in a bulk line, without id
+		doc   string
+	}{
+		{"", `"op":"upsert"`, `{"v":1}`},
+		{"expiry=100", `"op":"upsert","expiry":100`, `{"v":1}`},
+		{"expiry=2000000000", `"op":"upsert","expiry":2000000000`, `{"v":1}`},
+		{"collection=s.c", `"op":"upsert","collection":"s.c"`, `{"v":1}`},
+		{"collection=s.c", `"op":"upsert","collection":"s.c"`, `{"ttl":10}`},
+		{"collection=s.c&expiry=5000", `"op":"upsert","collection":"s.c","expiry":5000`, `{"v":1}`},
+		{"collection=s.c&expiry=500", `"op":"upsert","collection":"s.c","expiry":500`, `{"ttl":10}`},
+		{"collection=s.c", `"op":"upsert","collection":"s.c"`, `{"ttl":"soon"}`},
+	}
+	for i, c := range cases {
+		_, _, single := f.do("PUT", fmt.Sprintf("/default/docs/p%d?%s", i, c.query), "application/json", c.doc)
+		res := f.bulkLines(fmt.Sprintf(`{"id":"b%d",%s,"doc":%s}`, i, c.op, c.doc))
+		sm := jsonOf(t, single)
+		if sm["expiration"] != res[0]["expiration"] || sm["error"] != res[0]["error"] {
+			t.Errorf("case %d: single %v, bulk %v", i, sm, res[0])
+		}
+	}
+	// preserve_expiry, then touch.
+	f.bulkLines(`{"op":"upsert","id":"t","doc":1,"expiry":100}`)
+	res := f.bulkLines(`{"op":"upsert","id":"t","doc":2,"preserve_expiry":true}` + "\n" + `{"op":"touch","id":"t","expiry":300}` + "\n")
+	if res[0]["expiration"] != float64(t0+100) || res[1]["expiration"] != float64(t0+300) {
+		t.Errorf("preserve and touch: %v", res)
+	}
+	// Expired at once: not readable.
+	f.bulkLines(`{"op":"upsert","id":"gone","doc":1,"expiry":-1}`)
+	if st, _, _ := f.do("GET", "/default/docs/gone", "", ""); st != 404 {
+		t.Errorf("negative expiry: %d", st)
+	}
+}
+
+func TestBulkPermission(t *testing.T) {
+	f := newFixture(t)
+	f.addUser("reader", "readerpw", "data_reader[default]")
+	f.addUser("writer", "writerpw", "data_writer[default]")
+	body := `{"op":"upsert","id":"a","doc":1}`
+	if st, _, out := f.doAs("reader", "readerpw", "POST", "/default/_bulk", ndjson, body); st != 403 {
+		t.Errorf("reader: %d %s", st, out)
+	}
+	if st, _, out := f.doAs("writer", "writerpw", "POST", "/default/_bulk", ndjson, body); st != 200 || !strings.Contains(out, `"id":"a"`) {
+		t.Errorf("writer: %d %s", st, out)
+	}
+	if st, _, out := f.do("POST", "/default/_bulk", formCT, body); st != 415 {
+		t.Errorf("form body: %d %s", st, out)
+	}
+	if st, _, out := f.do("POST", "/nosuch/_bulk", ndjson, body); st != 404 {
+		t.Errorf("no bucket: %d %s", st, out)
+	}
+}
+
+// TestBulkLongLine: a line over the limit is an error line, the next ones go on.
+func TestBulkLongLine(t *testing.T) {
+	f := newFixture(t)
+	big := strings.Repeat("x", engine.MaxValueLen+100<<10)
+	res := f.bulkLines(`{"op":"upsert","id":"a","doc":1}` + "\n" + `{"op":"upsert","id":"b","doc":"` + big + `"}` + "\n" + `{"op":"upsert","id":"c","doc":1}` + "\n")
+	if len(res) != 3 || res[0]["id"] != "a" || res[1]["error"] != "too_large" || res[2]["id"] != "c" {
+		t.Fatalf("%v", res)
+	}
+}
+
+// TestBulkLargeBodyBoundedMemory streams 200,000 lines (about 200 MB) and
+// checks the heap stays well below the body's size, and the answers come in
+// order.
+func TestBulkLargeBodyBoundedMemory(t *testing.T) {
+	f := newFixture(t)
+	const n = 200_000
+	pad := strings.Repeat("p", 900)
+	pr, pw := io.Pipe()
+	go func() {
+		bw := bufio.NewWriter(pw)
+		for i := range n {
+			// 1,000 keys over and over: the engine's own memory stays small.
+			fmt.Fprintf(bw, `{"op":"upsert","id":"k%d","doc":{"i":%d,"pad":"%s"}}`+"\n", i%1000, i, pad)
+		}
+		bw.Flush()
+		pw.Close()
+	}()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	req, _ := http.NewRequest("POST", f.srv.URL+"/default/_bulk", pr)
+	req.Header.Set("Content-Type", ndjson)
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	i := 0
+	for sc.Scan() {
+		var m struct {
+			ID    string `json:"id"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m.Error != "" || m.ID != fmt.Sprintf("k%d", i%1000) {
+			t.Fatalf("answer %d: %s", i, sc.Bytes())
+		}
+		i++
+	}
+	close(stop)
+	wg.Wait()
+	if err := sc.Err(); err != nil || i != n {
+		t.Fatalf("%d answers, %v", i, err)
+	}
+	t.Logf("peak heap in use %d MiB", peak.Load()>>20)
+	if p := peak.Load(); p > 150<<20 {
+		t.Errorf("peak heap in use %d MiB for a %d MiB body", p>>20, n*950>>20)
+	}
+}
+
+// BenchmarkBulkUpsert: small documents through POST /_bulk on a persisted
+// (synced) bucket; reports documents/s.
+func BenchmarkBulkUpsert(b *testing.B) {
+	eng, err := engine.Open(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
+		b.Fatal(err)
+	}
+	users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users}))
+	defer srv.Close()
+	var body strings.Builder
+	for i := range b.N {
+		fmt.Fprintf(&body, `{"op":"upsert","id":"doc%d","doc":{"n":%d,"name":"small"}}`+"\n", i, i)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	req, _ := http.NewRequest("POST", srv.URL+"/default/_bulk", strings.NewReader(body.String()))
+	req.Header.Set("Content-Type", ndjson)
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	n := 0
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"error"`) {
+			b.Fatalf("answer %d: %s", n, sc.Text())
+		}
+		n++
+	}
+	resp.Body.Close()
+	el := time.Since(start)
+	b.StopTimer()
+	if n != b.N {
+		b.Fatalf("%d answers for %d lines", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "docs/s")
+}

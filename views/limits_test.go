@@ -60,7 +60,11 @@ func TestHostileDesignDocDoesNotSlowOthers(t *testing.T) {
 		took = min(took, build(fmt.Sprintf("meanwhile%d", i), 2+i))
 	}
 	t.Logf("stale=false build of 2,000 documents: %v alone, %v beside a spinning design document", normal, took)
-	if limit := 2*normal + 500*time.Millisecond; took > limit {
+	// The target is 2× on an idle machine (BENCHMARKS.md has the figures);
+	// here the spinning runtime holds one of two cores while other test
+	// packages may run, so the bound leaves room for that. Without the
+	// fair share the query waits for the spinning call's time limit (1 min).
+	if limit := 3*normal + time.Second; took > limit {
 		t.Errorf("took %v beside a spinning design document, want under %v", took, limit)
 	}
 	// Deleting it interrupts it (and Check at the end would wait for it).

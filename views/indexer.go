@@ -410,7 +410,7 @@ type buildProgress struct {
 func (b *buildProgress) start(ix *indexer, cursor []uint64) {
 	backlog := changesBetween(cursor, ix.bucket.HighSeqnos())
 	b.mu.Lock()
-	b.building, b.started, b.backlog, b.settled, b.ahead = true, time.Now(), backlog, 0, 0
+	b.building, b.started, b.backlog, b.settled, b.ahead = true, time.Now(), backlog, 0, 0 // wall clock: build rate and ETA
 	b.mu.Unlock()
 	if backlog > bigBuild {
 		ix.info("views: index build started", "ddoc", ix.id, "pending_changes", backlog)
@@ -436,7 +436,7 @@ func (b *buildProgress) applied(seqs, counted uint64) {
 
 func (b *buildProgress) finish(ix *indexer) {
 	b.mu.Lock()
-	b.building, b.ended = false, time.Now()
+	b.building, b.ended = false, time.Now() // wall clock: build rate and ETA
 	backlog, indexed, took := b.backlog, b.settled, b.ended.Sub(b.started)
 	b.ahead = 0
 	b.mu.Unlock()
@@ -479,7 +479,7 @@ func (ix *indexer) buildInfo() BuildInfo {
 	bi := BuildInfo{Building: b.building, Indexed: indexed, ToIndex: pending - min(b.ahead, pending)}
 	end := b.ended
 	if b.building {
-		end = time.Now()
+		end = time.Now() // wall clock: build rate and ETA
 	}
 	if !b.started.IsZero() {
 		bi.Rate = rate(indexed, end.Sub(b.started))

@@ -44,17 +44,7 @@ func browseKey(q url.Values, name string) (string, error) {
 // ?skip=&limit=&startkey=&endkey=&include_docs=: the collection's live
 // documents in byte order of key, startkey and endkey included.
 func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) {
-	b, err := s.bucketOf(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	scope, err := pathVar(r, "scope")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	coll, err := pathVar(r, "collection")
+	b, scope, coll, err := s.collectionPath(r)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -322,6 +322,21 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"name": vals.Get("name")})
 }
 
+// collectionPath reads the {bucket}, {scope} and {collection} of a
+// collection's path.
+func (s *server) collectionPath(r *http.Request) (b *engine.Bucket, scope, coll string, err error) {
+	if b, err = s.bucketOf(r); err != nil {
+		return nil, "", "", err
+	}
+	if scope, err = pathVar(r, "scope"); err != nil {
+		return nil, "", "", err
+	}
+	if coll, err = pathVar(r, "collection"); err != nil {
+		return nil, "", "", err
+	}
+	return b, scope, coll, nil
+}
+
 // dropScope handles DELETE .../scopes/{scope}: the scope, its collections
 // and their documents go.
 func (s *server) dropScope(w http.ResponseWriter, r *http.Request) {
@@ -424,17 +439,7 @@ const actionCollectionSettings = "collection.settings"
 // answers, even if the request goes away meanwhile; the answer says how many
 // it re-wrote.
 func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) {
-	b, err := s.bucketOf(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	scope, err := pathVar(r, "scope")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	coll, err := pathVar(r, "collection")
+	b, scope, coll, err := s.collectionPath(r)
 	if err != nil {
 		writeError(w, err)
 		return

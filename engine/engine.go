@@ -266,6 +266,7 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 		}
 		return nil, fmt.Errorf("engine: create bucket %s: %w", s.Name, err)
 	}
+	e.log.Info("bucket created", "bucket", s.Name, "type", s.Type, "max_ttl", s.MaxTTL)
 	return b, nil
 }
 
@@ -315,6 +316,7 @@ func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
 	if derr != nil {
 		e.log.Warn("detaching services from a deleted bucket", "bucket", name, "err", derr)
 	}
+	e.log.Info("bucket deleted", "bucket", name)
 	return nil
 }
 

@@ -422,6 +422,11 @@ func (m *Manager) report(bp *bucketPager, what string, err error) error {
 	return err
 }
 
+// slowRunMS is the duration (milliseconds) from which a pager run that purged
+// nothing is logged at info level: an idle bucket's run reads the head of its
+// expiry index and takes a few milliseconds.
+const slowRunMS = 1000
+
 // run purges everything expired in bp's bucket, batch by batch.
 //
 // REQUIRES: bp's token held.
@@ -455,7 +460,13 @@ func (m *Manager) run(ctx context.Context, bp *bucketPager) (RunResult, error) {
 	}
 	res.End = clk.Now()
 	res.DurationMS = time.Since(began).Milliseconds() // wall clock: duration only
-	m.log.Debug("expiry pager run", "bucket", bp.name, "purged", res.Purged, "batches", res.Batches, "duration_ms", res.DurationMS)
+	// A run that purged something or took long is news; the runs of an idle
+	// bucket (every exp_pager_stime) stay at debug level.
+	level := slog.LevelDebug
+	if res.Purged > 0 || res.DurationMS >= slowRunMS {
+		level = slog.LevelInfo
+	}
+	m.log.Log(ctx, level, "expiry pager run", "bucket", bp.name, "purged", res.Purged, "batches", res.Batches, "duration_ms", res.DurationMS)
 	m.ev.RunEnd(bp.name, res)
 	return res, err
 }

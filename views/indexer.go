@@ -335,12 +335,16 @@ func (ix *indexer) recordError(view, docID string, err error) {
 // recordReduceError counts and remembers a failed reduction of view for
 // _info, and logs it.
 func (ix *indexer) recordReduceError(view string, re *ReduceError) {
-	ix.log("view reduce failed; queries of the view that reduce over the row at fault fail", "ddoc", ix.id, "view", view, "error", re.Code, "reason", re.Reason)
 	info := ReduceErrorInfo{View: view, Error: re.Code, Reason: re.Reason, Time: ix.bucket.Clock().Now()}
 	var be *jsruntime.BuiltinReduceError
 	if errors.As(re.Err, &be) {
 		info.DocID = be.DocID
 	}
+	args := []any{"ddoc", ix.id, "view", view, "error", re.Code, "reason", re.Reason}
+	if info.DocID != "" { // a built-in reduce names the row at fault; a JavaScript one cannot
+		args = append(args, "id", info.DocID)
+	}
+	ix.log("view reduce failed; queries of the view that reduce over the row at fault fail", args...)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ve := ix.mu.errs[view]

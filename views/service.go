@@ -405,7 +405,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 	if err := idx.SetFeedUUID(b.UUID()); err != nil {
 		return fail(fmt.Errorf("views: %s: %w", d.ID, err))
 	}
-	log := func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) }
+	log := newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn
 	info := func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) }
 	ix := newIndexer(life, cancel, b, d, prog, idx, s.opts.BatchSize, !s.opts.NoAutoUpdate, log, info)
 	if rolledBack {
@@ -497,6 +497,7 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 			return nil, fmt.Errorf("views: store %s: %w", id, err)
 		}
 		old.ddoc.Store(d)
+		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "updated", "index", "kept")
 		return d, nil
 	}
 	// The old index answers queries until the new one takes over; it stops
@@ -549,6 +550,9 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 				s.opts.Logger.Warn("views: removing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
 			}
 		}
+		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "updated", "index", "rebuilding")
+	} else {
+		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "created", "index", "building")
 	}
 	return d, nil
 }
@@ -639,6 +643,7 @@ func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) erro
 	if err := removeIndexFiles(bv.bucket, id); err != nil {
 		errs = append(errs, err)
 	}
+	s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "deleted", "index", "removed")
 	return errors.Join(errs...)
 }
 

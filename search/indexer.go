@@ -36,6 +36,10 @@ type indexer struct {
 	path   string // "" for memory
 	batch  int
 	log    func(msg string, args ...any)
+	info   func(msg string, args ...any) // build finished, at info level
+	// fresh is true from the creation (or rebuild) of an empty index until
+	// its first catch-up ends, which is logged as the build's end.
+	fresh atomic.Bool
 
 	// qmu is read-held by every use of idx, write-held by close.
 	qmu    sync.RWMutex
@@ -159,6 +163,7 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 	if target != nil && caughtUp(cursor, target) {
 		return nil
 	}
+	build := ix.startBuild(cursor)
 	batches := make(chan preparedBatch, 1)
 	go ix.produce(ctx, cursor, target, batches)
 	defer func() {
@@ -182,11 +187,53 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 		if err := ix.ack(); err != nil {
 			return err
 		}
+		build.docs += pb.indexed + pb.deleted
 	}
 	if ix.life.Err() != nil {
 		return ix.closedErr()
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ix.endBuild(build)
+	return nil
+}
+
+// bigBuild is the backlog, in changes, from which a catch-up is logged as a
+// build (at info level) when it ends; the first catch-up of a new or rebuilt
+// index always is.
+const bigBuild = 1000
+
+// buildRun is one catch-up, for the log.
+type buildRun struct {
+	log     bool // an index build: log its end
+	backlog uint64
+	docs    int
+	began   time.Time
+}
+
+func (ix *indexer) startBuild(cursor []uint64) *buildRun {
+	var backlog uint64
+	for i, h := range ix.bucket.HighSeqnos() {
+		if i < len(cursor) && h > cursor[i] {
+			backlog += h - cursor[i]
+		}
+	}
+	return &buildRun{log: ix.fresh.Load() || backlog > bigBuild, backlog: backlog, began: time.Now()} // wall clock: build duration
+}
+
+func (ix *indexer) endBuild(b *buildRun) {
+	if !b.log {
+		return
+	}
+	ix.fresh.Store(false)
+	took := time.Since(b.began) // wall clock: build duration
+	rate := 0.0
+	if took > 0 {
+		rate = float64(b.docs) / took.Seconds()
+	}
+	ix.info("search index build finished", "index", ix.name, "documents", b.docs, "changes", b.backlog,
+		"seconds", took.Seconds(), "rate", rate)
 }
 
 // preparedBatch is one batch of the feed, ready for the index.

@@ -312,11 +312,13 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 	life, cancel := context.WithCancel(context.Background())
 	ix := &indexer{
 		bucket: b, name: d.Name, coll: coll, path: path, batch: s.opts.BatchSize,
-		log: func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
-		idx: idx, seqs: seqs, upd: make(chan struct{}, 1),
+		log:  func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
+		info: func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
+		idx:  idx, seqs: seqs, upd: make(chan struct{}, 1),
 		life: life, cancel: cancel, done: make(chan struct{}),
 	}
 	ix.def.Store(d)
+	ix.fresh.Store(fresh || rebuild)
 	if rebuild && sig == d.sig {
 		ix.rollbacks.Add(1)
 	}
@@ -411,6 +413,7 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 			return nil, fmt.Errorf("search: store %s: %w", name, err)
 		}
 		old.def.Store(d)
+		s.opts.Logger.Info("search index updated", "bucket", bucket, "index", name, "rebuild", false)
 		return d, nil
 	}
 	if old != nil {
@@ -449,6 +452,11 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	bi.mu.indexers[name] = ix
 	delete(bi.mu.broken, name)
 	bi.mu.Unlock()
+	if old != nil {
+		s.opts.Logger.Info("search index updated", "bucket", bucket, "index", name, "rebuild", true)
+	} else {
+		s.opts.Logger.Info("search index created", "bucket", bucket, "index", name, "source_collection", d.SourceCollection)
+	}
 	return d, nil
 }
 
@@ -546,6 +554,7 @@ func (s *Service) DeleteIndex(ctx context.Context, bucket, name string) error {
 	if err := removeIndexFiles(bi.bucket, name); err != nil {
 		errs = append(errs, err)
 	}
+	s.opts.Logger.Info("search index deleted", "bucket", bucket, "index", name)
 	return errors.Join(errs...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/reason"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -29,8 +30,17 @@ func errNotFound(reason string) error {
 }
 
 // classify maps any error to its status and JSON code. It is the one place
-// where errors become HTTP.
+// where errors become HTTP. The reason it gives reads without the Go package
+// prefixes of the error texts ("engine: ..."): see internal/reason.
 func classify(err error) *httpError {
+	he := classifyCode(err)
+	if r := reason.Strip(he.reason); r != he.reason {
+		he = &httpError{status: he.status, code: he.code, reason: r}
+	}
+	return he
+}
+
+func classifyCode(err error) *httpError {
 	var he *httpError
 	if errors.As(err, &he) {
 		return he

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // maxSearchDefBody bounds an index definition; maxSearchQueryBody a search
@@ -154,12 +155,12 @@ func writeSearchError(w http.ResponseWriter, err error) {
 	if errors.As(err, &hs) {
 		status = hs.HTTPStatus()
 	}
-	reason := err.Error()
+	msg := reason.Of(err)
 	if status == 0 {
 		he := classify(err)
-		status, reason = he.status, he.reason
+		status, msg = he.status, he.reason
 	}
-	writeJSON(w, status, map[string]string{"status": "fail", "error": reason})
+	writeJSON(w, status, map[string]string{"status": "fail", "error": msg})
 }
 
 // answer writes a JSON body the service made, or its error.

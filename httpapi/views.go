@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/internal/reason"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -127,6 +129,18 @@ func (s *server) designDocInfo(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	// The errors' reasons read as the API's other reasons do.
+	for v, vi := range inf.Views {
+		vi.RecentErrors = slices.Clone(vi.RecentErrors)
+		for i := range vi.RecentErrors {
+			vi.RecentErrors[i].Reason = reason.Strip(vi.RecentErrors[i].Reason)
+		}
+		vi.RecentReduceErrors = slices.Clone(vi.RecentReduceErrors)
+		for i := range vi.RecentReduceErrors {
+			vi.RecentReduceErrors[i].Reason = reason.Strip(vi.RecentReduceErrors[i].Reason)
+		}
+		inf.Views[v] = vi
 	}
 	writeJSON(w, http.StatusOK, inf)
 }

@@ -7,26 +7,31 @@ import (
 	"strings"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // The commands, on the engine. Each returns the reply line (or the document,
 // for retrievals) and keeps the counters; engine failures become
 // SERVER_ERROR replies through serverError.
 
-// serverError is the one place an engine error becomes a reply line.
+// serverError is the one place an engine error becomes a reply line. The
+// line reads without the Go package prefixes of the error text ("engine:
+// ..."): see internal/reason.
 func serverError(err error) string {
 	switch {
 	case errors.Is(err, engine.ErrValueTooLarge):
 		return replyTooLarge
 	case errors.Is(err, engine.ErrInvalidKey):
 		return replyBadFormat
+	case errors.Is(err, engine.ErrClosed):
+		return replyServerErrorSP + "the bucket is closed"
 	}
 	msg := strings.Map(func(r rune) rune {
 		if r == '\r' || r == '\n' {
 			return ' '
 		}
 		return r
-	}, err.Error())
+	}, reason.Of(err))
 	return replyServerErrorSP + msg
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -35,37 +37,26 @@ const (
 	bulkMaxBytes = 64 << 20
 )
 
-// bulkOp is one line of a bulk request.
+// bulkOp is one line of a bulk request, parsed.
 type bulkOp struct {
-	Op             string          `json:"op"`
-	ID             *string         `json:"id"`
-	Doc            json.RawMessage `json:"doc"`
-	Expiry         *int64          `json:"expiry"`
-	PreserveExpiry bool            `json:"preserve_expiry"`
-	Flags          uint32          `json:"flags"`
-	CAS            flexUint        `json:"cas"`
-	Collection     string          `json:"collection"`
+	op             string
+	id             string
+	doc            []byte // nil when the line has none; a slice of the line
+	expiry         int64
+	hasExpiry      bool
+	preserveExpiry bool
+	flags          uint32
+	cas            uint64
+	collection     string
 }
 
-// flexUint is an unsigned integer given as a JSON number or a string (a CAS
-// is above 2^53, where JavaScript numbers lose precision).
-type flexUint uint64
-
-func (u *flexUint) UnmarshalJSON(b []byte) error {
-	s := string(bytes.Trim(b, `"`))
-	if s == "null" {
-		return nil
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return fmt.Errorf("must be an unsigned integer, got %s", b)
-	}
-	*u = flexUint(v)
-	return nil
-}
-
-// bulkSlot is the answer to one line, filled by its goroutine.
+// bulkSlot is one operation in flight and its answer line, filled by the
+// worker that runs it.
 type bulkSlot struct {
+	op   bulkOp
+	size int       // input bytes held, released when done
+	prev *bulkSlot // the operation before it on the same document, if in flight
+	ck   string    // its chain key: collection and document
 	done chan struct{}
 	out  []byte
 }
@@ -102,6 +93,14 @@ func (b *byteBudget) release(n int) {
 }
 
 // bulk handles POST /{bucket}/_bulk.
+//
+// The body is read line by line; each good line becomes a slot, queued for
+// the answer writer in input order and handed to a worker. Workers are
+// started as the load needs them, up to bulkWindow, and live for the
+// request, so that their stacks (grown by the engine's write path) are
+// reused. An operation on a document waits for the one before it on the same
+// document: that one was handed out earlier and is running, so the wait
+// always ends.
 func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 	b, err := s.bucketOf(r)
 	if err != nil {
@@ -120,44 +119,67 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 		defer close(writerDone)
 		bulkAnswer(w, rc, queue)
 	}()
-	br := bufio.NewReaderSize(r.Body, 64<<10)
 	var chainMu sync.Mutex
 	chain := make(map[string]*bulkSlot) // the last operation in flight on each document
+	run := func(sl *bulkSlot) {
+		if sl.prev != nil {
+			<-sl.prev.done
+			sl.prev = nil
+		}
+		sl.out = s.bulkApply(ctx, b, &sl.op)
+		sl.op.doc = nil
+		chainMu.Lock()
+		if chain[sl.ck] == sl {
+			delete(chain, sl.ck)
+		}
+		chainMu.Unlock()
+		budget.release(sl.size)
+		close(sl.done)
+	}
+	jobs := make(chan *bulkSlot)
+	var workers sync.WaitGroup
+	nworkers := 0
+	dispatch := func(sl *bulkSlot) {
+		select {
+		case jobs <- sl: // an idle worker took it
+			return
+		default:
+		}
+		if nworkers < bulkWindow {
+			nworkers++
+			workers.Go(func() {
+				for sl := range jobs {
+					run(sl)
+				}
+			})
+		}
+		jobs <- sl
+	}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, rerr := readBulkLine(br, bulkMaxLine)
 		switch {
 		case tooLong:
 			queue <- doneSlot(errorLine(nil, n, &httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("line %d is over %d bytes", n, bulkMaxLine)}))
 		case len(bytes.TrimSpace(line)) > 0:
-			op, bad := parseBulkLine(line, n)
-			if bad != nil {
+			sl := &bulkSlot{done: make(chan struct{}), size: len(line)}
+			if bad := parseBulkLine(line, n, &sl.op); bad != nil {
 				queue <- doneSlot(bad)
 				break
 			}
-			sl := &bulkSlot{done: make(chan struct{})}
-			size := len(line)
 			line = nil
-			budget.acquire(size)
+			budget.acquire(sl.size)
 			// Operations on one document run in the order of the lines.
-			ck := op.Collection + "\x00" + *op.ID
+			sl.ck = sl.op.id
+			if sl.op.collection != "" {
+				sl.ck = sl.op.collection + "\x00" + sl.op.id
+			}
 			chainMu.Lock()
-			prev := chain[ck]
-			chain[ck] = sl
+			sl.prev = chain[sl.ck]
+			chain[sl.ck] = sl
 			chainMu.Unlock()
 			queue <- sl
-			go func() {
-				if prev != nil {
-					<-prev.done
-				}
-				sl.out = s.bulkApply(ctx, b, op)
-				chainMu.Lock()
-				if chain[ck] == sl {
-					delete(chain, ck)
-				}
-				chainMu.Unlock()
-				budget.release(size)
-				close(sl.done)
-			}()
+			dispatch(sl)
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
@@ -170,6 +192,8 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	close(jobs)
+	workers.Wait()
 	close(queue)
 	<-writerDone
 }
@@ -216,6 +240,7 @@ func bulkAnswer(w http.ResponseWriter, rc *http.ResponseController, queue <-chan
 				failed = true
 			}
 		}
+		sl.out = nil
 	}
 	flush()
 }
@@ -229,6 +254,8 @@ func readBulkLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err err
 		if !tooLong {
 			if len(line)+len(frag) > max+2 { // +2: "\r\n"
 				tooLong, line = true, nil
+			} else if line == nil {
+				line = bytes.Clone(frag)
 			} else {
 				line = append(line, frag...)
 			}
@@ -241,33 +268,188 @@ func readBulkLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err err
 	}
 }
 
-// parseBulkLine decodes line n; a bad line gives its error line instead.
-func parseBulkLine(line []byte, n int) (*bulkOp, []byte) {
-	op := new(bulkOp)
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(op); err != nil {
-		return nil, errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not a JSON operation: %v", n, err))))
+// parseBulkLine decodes line n into op; a bad line gives its error line
+// instead. The line is checked as JSON first (gjson's validator, which
+// allocates nothing); its fields are then read in place, so that the
+// document is a slice of the line, not a copy.
+func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
+	bad := func(format string, args ...any) []byte {
+		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d: ", n)+fmt.Sprintf(format, args...))))
 	}
-	if dec.More() {
-		return nil, errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d holds more than one JSON value", n))))
+	if !gjson.ValidBytes(line) {
+		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not valid JSON", n))))
 	}
-	if op.ID == nil {
-		return nil, errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d: id is required", n))))
+	i := skipJSONSpace(line, 0)
+	if line[i] != '{' {
+		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not a JSON object", n))))
 	}
-	return op, nil
+	hasID := false
+	for i = skipJSONSpace(line, i+1); line[i] != '}'; {
+		kEnd := jsonStringEnd(line, i)
+		key, ok := jsonString(line[i:kEnd])
+		if !ok {
+			return bad("a field name does not decode")
+		}
+		i = skipJSONSpace(line, kEnd) + 1 // past ':'
+		i = skipJSONSpace(line, i)
+		vEnd := jsonValueEnd(line, i)
+		v := line[i:vEnd]
+		null := string(v) == "null"
+		switch key {
+		case "op":
+			if op.op, ok = jsonString(v); !ok && !null {
+				return bad("op must be a string, got %s", v)
+			}
+		case "id":
+			if null {
+				hasID = false
+				break
+			}
+			if op.id, ok = jsonString(v); !ok {
+				return bad("id must be a string, got %s", v)
+			}
+			hasID = true
+		case "doc":
+			op.doc = v
+		case "expiry":
+			if null {
+				op.hasExpiry = false
+				break
+			}
+			e, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return bad("expiry must be an integer, got %s", v)
+			}
+			op.expiry, op.hasExpiry = e, true
+		case "preserve_expiry":
+			switch string(v) {
+			case "true":
+				op.preserveExpiry = true
+			case "false", "null":
+				op.preserveExpiry = false
+			default:
+				return bad("preserve_expiry must be true or false, got %s", v)
+			}
+		case "flags":
+			if null {
+				op.flags = 0
+				break
+			}
+			f, err := strconv.ParseUint(string(v), 10, 32)
+			if err != nil {
+				return bad("flags must be an unsigned 32-bit integer, got %s", v)
+			}
+			op.flags = uint32(f)
+		case "cas":
+			// A number or a string: a CAS is above 2^53, where JavaScript
+			// numbers lose precision.
+			if null {
+				op.cas = 0
+				break
+			}
+			digits := v
+			if v[0] == '"' {
+				str, _ := jsonString(v)
+				digits = []byte(str)
+			}
+			c, err := strconv.ParseUint(string(digits), 10, 64)
+			if err != nil {
+				return bad("cas must be an unsigned integer, got %s", v)
+			}
+			op.cas = c
+		case "collection":
+			if op.collection, ok = jsonString(v); !ok && !null {
+				return bad("collection must be a string, got %s", v)
+			}
+		default:
+			return bad("unknown field %q", key)
+		}
+		i = skipJSONSpace(line, vEnd)
+		if line[i] == ',' {
+			i = skipJSONSpace(line, i+1)
+		}
+	}
+	if !hasID {
+		return bad("id is required")
+	}
+	return nil
+}
+
+// The helpers below walk JSON already checked as valid.
+
+// skipJSONSpace returns the index of the first non-space byte from i.
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonStringEnd returns the index just past the string starting at b[i].
+func jsonStringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// jsonValueEnd returns the index just past the value starting at b[i].
+func jsonValueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return jsonStringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = jsonStringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	default: // a number, true, false or null
+		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+			i++
+		}
+		return i
+	}
+}
+
+// jsonString decodes v if it is a JSON string.
+func jsonString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // bulkApply runs one operation and returns its answer line.
 func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, op *bulkOp) []byte {
-	key := *op.ID
-	d, err := s.bulkDo(ctx, b, key, op)
+	d, err := s.bulkDo(ctx, b, op)
 	if err != nil {
-		return errorLine(&key, 0, classify(err))
+		return errorLine(&op.id, 0, classify(err))
 	}
-	out := make([]byte, 0, 80+len(key))
+	out := make([]byte, 0, 80+len(op.id))
 	out = append(out, `{"id":`...)
-	out = appendJSONString(out, key)
+	out = appendJSONString(out, op.id)
 	out = append(out, `,"cas":`...)
 	out = strconv.AppendUint(out, d.CAS, 10)
 	out = append(out, `,"seq":`...)
@@ -277,27 +459,25 @@ func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, op *bulkOp) []
 	return append(out, "}\n"...)
 }
 
-func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, key string, op *bulkOp) (*engine.Document, error) {
+func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, op *bulkOp) (*engine.Document, error) {
+	key := op.id
 	if err := engine.ValidateKey(key); err != nil {
 		return nil, err
 	}
 	c := b.DefaultCollection()
-	if op.Collection != "" {
-		scope, coll, ok := strings.Cut(op.Collection, ".")
+	if op.collection != "" {
+		scope, coll, ok := strings.Cut(op.collection, ".")
 		if !ok {
-			return nil, errBadRequest(fmt.Sprintf("collection must be scope.collection, got %q", op.Collection))
+			return nil, errBadRequest(fmt.Sprintf("collection must be scope.collection, got %q", op.collection))
 		}
 		var err error
 		if c, err = b.Collection(scope, coll); err != nil {
 			return nil, err
 		}
 	}
-	o := engine.WriteOptions{CAS: uint64(op.CAS), Flags: op.Flags, PreserveExpiry: op.PreserveExpiry}
-	if op.Expiry != nil {
-		o.Expiry = *op.Expiry
-	}
+	o := engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry}
 	write := c.Upsert
-	switch op.Op {
+	switch op.op {
 	case "upsert":
 	case "insert":
 		write = c.Insert
@@ -306,19 +486,19 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, key string, op *b
 	case "delete":
 		return c.Delete(ctx, key, &o)
 	case "touch":
-		if op.Expiry == nil {
+		if !op.hasExpiry {
 			return nil, errBadRequest("expiry is required")
 		}
 		return c.Touch(ctx, key, o.Expiry)
 	case "":
 		return nil, errBadRequest("op is required: upsert, insert, replace, delete or touch")
 	default:
-		return nil, errBadRequest(fmt.Sprintf("op must be upsert, insert, replace, delete or touch, got %q", op.Op))
+		return nil, errBadRequest(fmt.Sprintf("op must be upsert, insert, replace, delete or touch, got %q", op.op))
 	}
-	if op.Doc == nil {
-		return nil, errBadRequest("doc is required for " + op.Op)
+	if op.doc == nil {
+		return nil, errBadRequest("doc is required for " + op.op)
 	}
-	return write(ctx, key, op.Doc, &o)
+	return write(ctx, key, op.doc, &o)
 }
 
 // errorLine is {"id": id, "error": code, "reason": reason}, with "line": n

@@ -7,12 +7,13 @@ PKGS    := ./...
 FUZZTIME ?= 5s
 SOAK    ?= 10m
 
-.PHONY: help build run test unit race fuzz vet fmt lint bench oracle tools clean soak
+.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
 	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
+	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
 	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer)"
@@ -55,6 +56,11 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -timeout 60m $(PKGS) | tee bench.out
+
+# Bulk load against pouchdb-server in the same run (BENCHMARKS.md, "Bulk
+# writes"); installs pouchdb-server with npm on first use. Not part of test.
+bench-pouch:
+	bash bench/pouch.sh
 
 # Tools that tests need. memcached is only needed by `make oracle`.
 tools:

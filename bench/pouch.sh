@@ -48,9 +48,9 @@ pids+=($!)
 mkdir -p "$work/pouch-data"
 "$POUCH_DIR/node_modules/.bin/pouchdb-server" --port "$PD_PORT" --dir "$work/pouch-data" >"$work/pouch.log" 2>&1 &
 pids+=($!)
-for url in "http://127.0.0.1:$MF_PORT/pools/default/buckets" "http://127.0.0.1:$PD_PORT/"; do
-	for _ in $(seq 100); do curl -sf -o /dev/null -u Administrator:benchpass "$url" && break; sleep 0.2; done
-done
+ready() { for _ in $(seq 150); do curl -sf -o /dev/null "$@" && return 0; sleep 0.2; done; echo "not answering: $*" >&2; return 1; }
+ready -u Administrator:benchpass "http://127.0.0.1:$MF_PORT/pools/default/buckets"
+ready "http://127.0.0.1:$PD_PORT/"
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); N=$N, _bulk_docs batches of $BATCH"
 for r in $(seq "$RUNS"); do

@@ -40,6 +40,7 @@ const (
 // bulkOp is one line of a bulk request, parsed.
 type bulkOp struct {
 	op             string
+	opts           engine.WriteOptions // filled by bulkDo; here so that it is no allocation of its own
 	id             string
 	doc            []byte // nil when the line has none; a slice of the line
 	expiry         int64
@@ -50,15 +51,19 @@ type bulkOp struct {
 	collection     string
 }
 
-// bulkSlot is one operation in flight and its answer line, filled by the
-// worker that runs it.
+// bulkSlot is one operation in flight and its answer, filled by the worker
+// that runs it: an error line (out), or the written document's metadata,
+// which the answer writer formats.
 type bulkSlot struct {
 	op   bulkOp
 	size int       // input bytes held, released when done
 	prev *bulkSlot // the operation before it on the same document, if in flight
 	ck   string    // its chain key: collection and document
 	done chan struct{}
-	out  []byte
+	out  []byte // the answer line when it is an error
+	cas  uint64
+	seq  uint64
+	exp  int64
 }
 
 // byteBudget bounds the bytes held by operations in flight.
@@ -126,7 +131,7 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 			<-sl.prev.done
 			sl.prev = nil
 		}
-		sl.out = s.bulkApply(ctx, b, &sl.op)
+		s.bulkApply(ctx, b, sl)
 		sl.op.doc = nil
 		chainMu.Lock()
 		if chain[sl.ck] == sl {
@@ -208,6 +213,7 @@ func doneSlot(out []byte) *bulkSlot {
 // one is not ready yet. After a failed write it still drains the queue.
 func bulkAnswer(w http.ResponseWriter, rc *http.ResponseController, queue <-chan *bulkSlot) {
 	bw := bufio.NewWriterSize(w, 32<<10)
+	var scratch []byte
 	failed := false
 	flush := func() {
 		if failed || bw.Buffered() == 0 {
@@ -236,7 +242,12 @@ func bulkAnswer(w http.ResponseWriter, rc *http.ResponseController, queue <-chan
 			<-sl.done
 		}
 		if !failed {
-			if _, err := bw.Write(sl.out); err != nil {
+			line := sl.out
+			if line == nil {
+				scratch = appendBulkResult(scratch[:0], sl)
+				line = scratch
+			}
+			if _, err := bw.Write(line); err != nil {
 				failed = true
 			}
 		}
@@ -441,21 +452,27 @@ func jsonString(v []byte) (string, bool) {
 	return s, true
 }
 
-// bulkApply runs one operation and returns its answer line.
-func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, op *bulkOp) []byte {
-	d, err := s.bulkDo(ctx, b, op)
+// bulkApply runs the operation of sl and records its answer in sl.
+func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, sl *bulkSlot) {
+	d, err := s.bulkDo(ctx, b, &sl.op)
 	if err != nil {
-		return errorLine(&op.id, 0, classify(err))
+		sl.out = errorLine(&sl.op.id, 0, classify(err))
+		return
 	}
-	out := make([]byte, 0, 80+len(op.id))
+	sl.cas, sl.seq, sl.exp = d.CAS, d.Seq, d.Expiration
+}
+
+// appendBulkResult appends the answer line of sl's successful operation:
+// {"id","cas","seq","expiration"}.
+func appendBulkResult(out []byte, sl *bulkSlot) []byte {
 	out = append(out, `{"id":`...)
-	out = appendJSONString(out, op.id)
+	out = appendJSONString(out, sl.op.id)
 	out = append(out, `,"cas":`...)
-	out = strconv.AppendUint(out, d.CAS, 10)
+	out = strconv.AppendUint(out, sl.cas, 10)
 	out = append(out, `,"seq":`...)
-	out = strconv.AppendUint(out, d.Seq, 10)
+	out = strconv.AppendUint(out, sl.seq, 10)
 	out = append(out, `,"expiration":`...)
-	out = strconv.AppendInt(out, d.Expiration, 10)
+	out = strconv.AppendInt(out, sl.exp, 10)
 	return append(out, "}\n"...)
 }
 
@@ -475,7 +492,8 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, op *bulkOp) (*eng
 			return nil, err
 		}
 	}
-	o := engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry}
+	o := &op.opts
+	*o = engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry}
 	write := c.Upsert
 	switch op.op {
 	case "upsert":
@@ -484,7 +502,7 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, op *bulkOp) (*eng
 	case "replace":
 		write = c.Replace
 	case "delete":
-		return c.Delete(ctx, key, &o)
+		return c.Delete(ctx, key, o)
 	case "touch":
 		if !op.hasExpiry {
 			return nil, errBadRequest("expiry is required")
@@ -498,7 +516,7 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, op *bulkOp) (*eng
 	if op.doc == nil {
 		return nil, errBadRequest("doc is required for " + op.op)
 	}
-	return write(ctx, key, op.doc, &o)
+	return write(ctx, key, op.doc, o)
 }
 
 // errorLine is {"id": id, "error": code, "reason": reason}, with "line": n

@@ -46,7 +46,8 @@ trap cleanup EXIT
 	--admin-password benchpass --log-level warn --read-timeout 10m >"$work/mayfly.log" 2>&1 &
 pids+=($!)
 mkdir -p "$work/pouch-data"
-"$POUCH_DIR/node_modules/.bin/pouchdb-server" --port "$PD_PORT" --dir "$work/pouch-data" >"$work/pouch.log" 2>&1 &
+# pouchdb-server writes config.json and log.txt into its working directory.
+(cd "$work" && exec "$POUCH_DIR/node_modules/.bin/pouchdb-server" --port "$PD_PORT" --dir "$work/pouch-data" >"$work/pouch.log" 2>&1) &
 pids+=($!)
 ready() { for _ in $(seq 150); do curl -sf -o /dev/null "$@" && return 0; sleep 0.2; done; echo "not answering: $*" >&2; return 1; }
 ready -u Administrator:benchpass "http://127.0.0.1:$MF_PORT/pools/default/buckets"

@@ -97,6 +97,10 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.refuse(w, r, refusedHost, &httpError{http.StatusMisdirectedRequest, "misdirected_request", "this server does not answer for host " + strconvQuote(r.Host) + " (see mayfly serve --allowed-hosts)"})
 			return
 		}
+		if s.console != nil && safeMethod(r.Method) && consolePath(r.URL.Path) {
+			s.console.ServeHTTP(w, r) // static files: its API calls authenticate
+			return
+		}
 		origin := r.Header.Get("Origin")
 		if origin != "" && sec.corsAllowed(origin) {
 			h := w.Header()
@@ -283,6 +287,17 @@ func hasDotSegment(p string) bool {
 		}
 	}
 	return false
+}
+
+// consolePath reports the paths the web console answers: /, /ui, /ui/ and
+// /ui/NAME, one segment not starting with "_". A bucket named "ui" keeps its
+// API: /ui/docs/KEY, /ui/_design/..., /ui/_bulk are not the console's.
+func consolePath(p string) bool {
+	if p == "/" || p == "/ui" {
+		return true
+	}
+	name, ok := strings.CutPrefix(p, "/ui/")
+	return ok && !strings.Contains(name, "/") && !strings.HasPrefix(name, "_")
 }
 
 // hostAllowed reports whether r's Host is one this server answers for: the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/console"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/jsruntime"
@@ -290,7 +291,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer ssvc.Close()
 
-	pm := pager.New(eng, &pager.Options{Logger: logger})
+	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged
+	pm := pager.New(eng, &pager.Options{Logger: logger, Events: &pager.Events{RunEnd: pagerRuns.RunEnd}})
 	pm.Start()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
@@ -322,6 +324,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
+		Console: console.Handler(), PagerRuns: pagerRuns,
 	}), logger, reqCtx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()

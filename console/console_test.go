@@ -1,0 +1,156 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConsole goes through the console as a user would, in a real browser:
+// log in, create a bucket, load documents, write a design document with a
+// syntax error (shown in place) and then a good one with _sum, preview its
+// results, let a document expire (its include_docs row shows doc: null,
+// marked expired; the sum still counts it), run the pager from the console,
+// and see the sum corrected, the run on the expiry page and the items on the
+// stats page. Every assertion reads what the page shows.
+func TestConsole(t *testing.T) {
+	srv := newTestServer(t)
+	b := newBrowser(t)
+
+	// Log in: a wrong password is refused on the form, the right one opens
+	// the bucket list.
+	b.do("opening the console", chromedpNavigate(srv.url+"/"))
+	b.waitText("#main h1", "Log in")
+	b.set("#login-password", "wrong")
+	b.click("#login-submit")
+	b.waitText("#login-status", "Wrong user name or password")
+	b.set("#login-password", adminPass)
+	b.click("#login-submit")
+	b.waitText("#bucket-list", "default")
+	b.screenshot("buckets")
+
+	// Create a bucket.
+	b.set("#new-bucket-name", "travel")
+	b.click("#new-bucket-create")
+	b.waitText("#new-bucket-status", "Created bucket travel")
+	b.waitText(`tr[data-bucket="travel"]`, "couchbase")
+
+	// Load documents through the bulk box; a bad line fails alone.
+	b.click(`tr[data-bucket="travel"] a`)
+	b.waitText("#main h1", "Documents in travel")
+	b.set("#bulk-text", strings.Join([]string{
+		`{"id":"oslo","doc":{"type":"city","pop":7}}`,
+		`{"id":"rome","doc":{"type":"city","pop":30},"expiry":60}`,
+		`{"id":"lima","doc":{"type":"city","pop":11}}`,
+		`{"id":"bergen","doc":{"type":"city","pop":3},"expiry":7200}`,
+		`{"id":"broken","doc":{"type":`,
+	}, "\n"))
+	b.click("#bulk-load")
+	b.waitText("#bulk-result", "4 written, 1 failed")
+	b.waitText("#doc-list", "rome")
+	if got := b.text(`#doc-list tr[data-id="rome"] .countdown`); !strings.HasPrefix(got, "in ") || !strings.Contains(got, "s") {
+		t.Errorf("rome expires in 60 s: its countdown shows %q", got)
+	}
+	if got := b.text(`#doc-list tr[data-id="oslo"] .countdown`); got != "never" {
+		t.Errorf("oslo never expires: its countdown shows %q", got)
+	}
+	if got := b.text(`#doc-list tr[data-id="bergen"] .countdown`); !strings.HasPrefix(got, "in 1h 59m") && !strings.HasPrefix(got, "in 2h") {
+		t.Errorf("bergen expires in 2 h: its countdown shows %q", got)
+	}
+	b.screenshot("documents")
+
+	// A design document: a syntax error is shown under the map editor.
+	b.click(`#nav a[href^="#/views/"]`)
+	b.waitText("#ddoc-list", "Development")
+	b.set("#ddoc-new-name", "cities")
+	b.set("#ddoc-new-view", "by_type")
+	b.click("#ddoc-create")
+	b.waitText("#ddoc-detail h2", "_design/dev_cities")
+	b.set("#map-editor", "function (doc, meta) {\n  emit(doc.type, doc.pop);\n  if (\n}")
+	b.set("#reduce-editor", "_sum")
+	b.click("#view-save")
+	b.waitText("#map-error", "SyntaxError")
+	if got := b.text("#map-error"); !strings.Contains(got, "line") {
+		t.Errorf("the compile error should say where: %q", got)
+	}
+	b.screenshot("compile-error")
+
+	// The good one saves, and the error goes away.
+	b.set("#map-editor", "function (doc, meta) {\n  emit(doc.type, doc.pop);\n}")
+	b.click("#view-save")
+	b.waitText("#view-status", "Saved _design/dev_cities")
+	if got := b.text("#map-error"); got != "" {
+		t.Errorf("the compile error is still shown after a good save: %q", got)
+	}
+
+	// Preview: the sum, then the rows with their documents.
+	b.click("#q-run")
+	b.waitText("#query-status", "1 row")
+	b.waitText("#results td.value", "51")
+	b.set("#q-reduce", "false")
+	b.set("#q-include_docs", "true")
+	b.click("#q-run")
+	b.waitText("#query-status", "4 rows")
+	b.waitText(`#results tr[data-id="rome"] td.doc`, `"pop": 30`)
+
+	// Rome expires: its row stays, with doc: null marked expired, and the
+	// sum still counts it until the pager purges it.
+	srv.clk.Advance(120)
+	b.click("#q-run")
+	b.waitText(`#results tr[data-id="rome"] td.doc`, "expired, not purged yet")
+	b.waitText(`#results tr[data-id="rome"] td.doc`, "doc: null")
+	if got := b.text(`#results tr[data-id="oslo"] td.doc`); strings.Contains(got, "expired") {
+		t.Errorf("oslo's row is marked expired: %q", got)
+	}
+	b.screenshot("expired-row")
+	b.set("#q-reduce", "")
+	b.set("#q-include_docs", "false")
+	b.click("#q-run")
+	b.waitText("#query-status", "1 row")
+	b.waitText("#results td.value", "51")
+
+	// Run the pager from the bucket list.
+	b.click(`#nav a[href="#/buckets"]`)
+	b.waitText(`tr[data-bucket="travel"]`, "travel")
+	b.click(`tr[data-bucket="travel"] .run-pager`)
+	b.waitText(`tr[data-bucket="travel"] .status`, "purged 1")
+
+	// Back to the view, which the console remembers: the sum is corrected.
+	b.click(`#nav a[href^="#/views/"]`)
+	b.waitText("#ddoc-detail h2", "_design/dev_cities")
+	b.click("#q-run")
+	b.waitText("#query-status", "1 row")
+	b.waitText("#results td.value", "21")
+	b.set("#q-reduce", "false")
+	b.set("#q-include_docs", "true")
+	b.click("#q-run")
+	b.waitText("#query-status", "3 rows")
+	if got := b.text("#results"); strings.Contains(got, "rome") {
+		t.Errorf("rome's row is still there after the pager purged it: %q", got)
+	}
+
+	// Publish to production.
+	b.click("#ddoc-publish")
+	b.waitText("#ddoc-status", "Published as _design/cities")
+	b.waitText("#ddoc-list", "_design/cities")
+
+	// The expiry page: bergen expires within hour 2 ahead, and the pager
+	// run purged one document.
+	b.click(`#nav a[href^="#/expiry/"]`)
+	b.waitText("#main h1", "Expiry in travel")
+	b.waitText("#runs-table td.purged", "1")
+	b.waitText("#expiry-summary", "1 expiring in the next 24 hours")
+	if got := b.text(`#expiry-chart g.bar[data-value="1"] title`); !strings.Contains(got, "1 documents") {
+		t.Errorf("the forecast chart has no bar for bergen: %q", got)
+	}
+	if got := b.text(`#runs-chart g.bar[data-value="1"] title`); !strings.Contains(got, "purged 1") {
+		t.Errorf("the pager-runs chart has no bar for the run: %q", got)
+	}
+	b.screenshot("expiry")
+
+	// Stats: the live charts and the current figures.
+	b.click(`#nav a[href^="#/stats/"]`)
+	b.waitText("#stats-charts", "Items")
+	b.waitText(`#stats-table tr[data-stat="curr_items"]`, "3")
+	b.waitText(`#stats-table tr[data-stat="ep_expired_pager"]`, "1")
+	b.screenshot("stats")
+}

@@ -218,6 +218,16 @@ func (b *browser) waitText(sel, want string) {
 	}
 }
 
+// waitValue waits until the value of the input or textarea sel selects
+// holds want.
+func (b *browser) waitValue(sel, want string) {
+	b.t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.value.includes(%q); })()`, sel, want)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		b.t.Fatalf("waiting for %q in the value of %s: %v; it holds %q", want, sel, err, b.value(sel))
+	}
+}
+
 // click clicks the element sel selects.
 func (b *browser) click(sel string) {
 	b.t.Helper()
@@ -256,5 +266,38 @@ func (b *browser) screenshot(name string) {
 	}
 }
 
-// chromedpNavigate opens url and waits for the page to load.
-func chromedpNavigate(url string) chromedp.Action[chromedp.Void] { return chromedp.Navigate(url) }
+// open loads the console at url.
+func (b *browser) open(url string) {
+	b.t.Helper()
+	b.do("opening "+url, chromedp.Navigate(url))
+}
+
+// login opens the console and logs in as the administrator.
+func (b *browser) login(srv *testServer) {
+	b.t.Helper()
+	b.open(srv.url + "/ui/")
+	b.waitText("#main h1", "Log in")
+	b.set("#login-password", adminPass)
+	b.click("#login-submit")
+	b.waitText("#bucket-list", "default")
+}
+
+// value returns the value of the input, select or textarea sel selects.
+func (b *browser) value(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.value : '(none)'; })()`, sel)))
+	if err != nil {
+		b.t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
+
+// eval runs a JavaScript expression in the page, awaiting a promise.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}

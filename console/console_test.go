@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,7 @@ func TestConsole(t *testing.T) {
 
 	// Log in: a wrong password is refused on the form, the right one opens
 	// the bucket list.
-	b.do("opening the console", chromedpNavigate(srv.url+"/"))
+	b.open(srv.url + "/")
 	b.waitText("#main h1", "Log in")
 	b.set("#login-password", "wrong")
 	b.click("#login-submit")
@@ -153,4 +154,111 @@ func TestConsole(t *testing.T) {
 	b.waitText(`#stats-table tr[data-stat="curr_items"]`, "3")
 	b.waitText(`#stats-table tr[data-stat="ep_expired_pager"]`, "1")
 	b.screenshot("stats")
+}
+
+// TestConsoleDocumentsAndSettings edits bucket settings, and creates,
+// edits and deletes a document in the browser: the bucket's maxTTL caps the
+// new document's expiration, a number beyond 2^53 survives the editor, a
+// write that lost a race is refused with the API's reason, and logging out
+// returns to the log-in form.
+func TestConsoleDocumentsAndSettings(t *testing.T) {
+	srv := newTestServer(t)
+	b := newBrowser(t)
+	b.login(srv)
+
+	// Settings: maxTTL and the pager's interval, shown again after saving.
+	row := `tr[data-bucket="default"]`
+	b.set(row+" .max-ttl", "3600")
+	b.set(row+" .pager-stime", "600")
+	b.click(row + " .save")
+	b.waitText(row+" .status", "Saved maxTTL and pager interval")
+	b.waitText(row+" .pager-info", "next run in 10m")
+	if got := b.value(row + " .max-ttl"); got != "3600" {
+		t.Errorf("maxTTL shows %q after saving 3600", got)
+	}
+	if got := b.value(row + " .pager-stime"); got != "600" {
+		t.Errorf("the pager interval shows %q after saving 600", got)
+	}
+
+	// A new document without an expiry gets the bucket's maxTTL.
+	b.click(`#nav a[href^="#/docs/"]`)
+	b.waitText("#main h1", "Documents in default")
+	b.click("#doc-new")
+	b.set("#doc-key", "big")
+	b.set("#doc-body", `{"n":12345678901234567890,"s":"a,b:{c}"}`)
+	b.click("#doc-save")
+	b.waitText("#doc-status", "Saved big")
+	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m")
+
+	// Opened again, the value is as stored, number and string intact.
+	b.click(`#doc-list tr[data-id="big"] a`)
+	b.waitText("#doc-editor h2", "Document big")
+	b.waitText("#doc-expiration", "in 1h 0m")
+	if got := b.value("#doc-body"); !strings.Contains(got, `"n": 12345678901234567890`) || !strings.Contains(got, `"s": "a,b:{c}"`) {
+		t.Errorf("the editor changed the document: %q", got)
+	}
+
+	// A write behind the console's back: its save is refused (CAS), and
+	// says why.
+	req, err := http.NewRequest(http.MethodPut, srv.url+"/default/docs/big", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	b.set("#doc-body", `{"n":2}`)
+	b.click("#doc-save")
+	b.waitText("#doc-status", "changed since you opened it")
+
+	// Reopened, it shows the other write; edited and saved, it keeps its
+	// expiration.
+	b.click(`#doc-list tr[data-id="big"] a`)
+	b.waitValue("#doc-body", `"n": 1`)
+	b.set("#doc-body", `{"n":3}`)
+	b.click("#doc-save")
+	b.waitText("#doc-status", "Saved big")
+	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m")
+
+	// Deleted, after confirming.
+	b.click("#doc-delete")
+	b.waitText("#doc-delete", "Really delete?")
+	b.click("#doc-delete")
+	b.waitText("#doc-editor", "Deleted big")
+	b.waitText("#doc-list", "No documents here")
+
+	b.click("#logout")
+	b.waitText("#main h1", "Log in")
+}
+
+// TestConsoleHelpers runs the console's own pure functions in the browser:
+// JSON indented without changing numbers or strings, and the bulk box's
+// lines completed without re-encoding them.
+func TestConsoleHelpers(t *testing.T) {
+	srv := newTestServer(t)
+	b := newBrowser(t)
+	b.open(srv.url + "/ui/")
+	b.waitText("#main h1", "Log in")
+
+	got := eval[string](b, `import('/ui/dom.js').then((m) => m.pretty('{"a":12345678901234567890,"b":[],"c":{"d":"x,\\"y\\":[1]"},"e":[1,{}]}'))`)
+	want := "{\n  \"a\": 12345678901234567890,\n  \"b\": [],\n  \"c\": {\n    \"d\": \"x,\\\"y\\\":[1]\"\n  },\n  \"e\": [\n    1,\n    {}\n  ]\n}"
+	if got != want {
+		t.Errorf("pretty:\n%s\nwant\n%s", got, want)
+	}
+
+	got = eval[string](b, `import('/ui/docs.js').then((m) => m.bulkBody(' {"id":"a","doc":{"n":12345678901234567890}}\n\n{"op":"delete","id":"b"}\n{"id":"c","collection":"s.c","doc":1}\nnot json\n{}', 'inv.items'))`)
+	want = strings.Join([]string{
+		`{"op":"upsert","collection":"inv.items","id":"a","doc":{"n":12345678901234567890}}`,
+		`{"collection":"inv.items","op":"delete","id":"b"}`,
+		`{"op":"upsert","id":"c","collection":"s.c","doc":1}`,
+		`not json`,
+		`{}`,
+	}, "\n")
+	if got != want {
+		t.Errorf("bulkBody:\n%s\nwant\n%s", got, want)
+	}
 }

@@ -86,7 +86,7 @@ export async function request(method, p, opts = {}) {
   }
   const text = await resp.text();
   let data = text;
-  if (!opts.raw && (resp.headers.get('Content-Type') || '').startsWith('application/json') && text !== '') {
+  if ((!opts.raw || !resp.ok) && (resp.headers.get('Content-Type') || '').startsWith('application/json') && text !== '') {
     try { data = JSON.parse(text); } catch { /* keep the text */ }
   }
   if (!resp.ok) {

@@ -22,6 +22,7 @@ const nav = document.getElementById('nav');
 const picker = document.getElementById('bucket-picker');
 let leave = () => {};
 let bucketNames = [];
+let loginMessage = ''; // why the user was logged out, shown on the form
 
 // current is the bucket the per-bucket pages show.
 function current() { return sessionStorage.getItem('mayfly.bucket') || bucketNames[0] || ''; }
@@ -59,7 +60,8 @@ async function route() {
   document.getElementById('who').textContent = loggedIn ? api.user() : '';
   if (!loggedIn) {
     fill(nav);
-    loginPage();
+    loginPage(loginMessage);
+    loginMessage = '';
     return;
   }
   if (!bucketNames.length) await refreshBuckets();
@@ -123,8 +125,8 @@ picker.addEventListener('change', () => {
 });
 window.addEventListener('hashchange', route);
 window.addEventListener('mayfly:logout', (ev) => {
-  leave();
-  leave = () => {};
-  route().then(() => { if (!api.loggedIn()) loginPage(ev.detail); });
+  loginMessage = ev.detail;
+  bucketNames = [];
+  route();
 });
 route();

@@ -2,7 +2,7 @@
 // pager's interval), its pager's last and next run, "run pager now", and
 // forms to create and delete buckets.
 import { get, request, path, clock } from './api.js';
-import { h, fill, field, status, busy, duration, utc, num } from './dom.js';
+import { h, fill, field, status, busy, confirmButton, duration, utc, num } from './dom.js';
 
 export function render(main, ctx) {
   const list = h('div', { id: 'bucket-list' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -72,22 +72,12 @@ function bucketRow(b, pager, ctx, reload) {
       st.ok(`Pager run: purged ${num(r.purged)} in ${num(r.duration_ms)} ms.`);
     } catch (e) { st.err(e); }
   }));
-  const del = h('button', { type: 'button', class: 'danger delete-bucket' }, 'Delete…');
-  let armed = 0;
-  del.addEventListener('click', () => {
-    if (!armed) {
-      del.textContent = `Really delete ${b.name}?`;
-      armed = setTimeout(() => { armed = 0; del.textContent = 'Delete…'; }, 5000);
-      return;
-    }
-    clearTimeout(armed);
-    busy(del, async () => {
-      try {
-        await request('DELETE', path`/pools/default/buckets/${b.name}`);
-        await ctx.refreshBuckets();
-        reload();
-      } catch (e) { st.err(e); }
-    });
+  const del = confirmButton({ class: 'danger delete-bucket' }, 'Delete…', `Really delete ${b.name}?`, async () => {
+    try {
+      await request('DELETE', path`/pools/default/buckets/${b.name}`);
+      await ctx.refreshBuckets();
+      reload();
+    } catch (e) { st.err(e); }
   });
   const last = pager && pager.last_run;
   return h('tr', { 'data-bucket': b.name },

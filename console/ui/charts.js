@@ -3,17 +3,21 @@
 // browser shows it on hover) and the figures that matter are written as text.
 import { s, num } from './dom.js';
 
-// niceMax rounds a maximum up to 1, 2 or 5 times a power of ten.
-function niceMax(v) {
+// niceMax rounds a maximum up to 1, 2, 4 or 5 times a power of ten, and
+// counts (integer) to at least 4, so that the four ticks are whole numbers.
+function niceMax(v, integer) {
+  if (integer && v <= 4) return 4;
   if (v <= 0) return 1;
   const p = 10 ** Math.floor(Math.log10(v));
-  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  for (const m of [1, 2, 4, 5, 10]) if (v <= m * p) return m * p;
   return 10 * p;
 }
 
-const W = 720, H = 220, L = 48, R = 12, T = 14, B = 34;
+// Chart geometry in SVG units (about pixels at the size the CSS gives):
+// margins left, right, top, bottom.
+const L = 48, R = 12, T = 16, B = 24;
 
-function axes(max, unit) {
+function axes(W, H, max, unit) {
   const g = s('g', { class: 'axes' });
   const ticks = 4;
   for (let i = 0; i <= ticks; i++) {
@@ -21,18 +25,18 @@ function axes(max, unit) {
     const y = T + (H - T - B) * (1 - i / ticks);
     g.append(s('line', { x1: L, x2: W - R, y1: y, y2: y, class: i ? 'grid' : 'base' }));
     g.append(s('text', { x: L - 6, y: y + 4, class: 'tick', 'text-anchor': 'end' },
-      Number.isInteger(v) ? num(v) : v.toFixed(1)));
+      Number.isInteger(v) ? num(v) : v.toFixed(v < 10 ? 2 : 1)));
   }
-  if (unit) g.append(s('text', { x: 4, y: T - 2, class: 'unit' }, unit));
+  if (unit) g.append(s('text', { x: L, y: T - 5, class: 'unit' }, unit));
   return g;
 }
 
 // barChart draws bars: [{ label, value, title }]. label is written under a
 // bar when there is room (every k-th); a non-zero value is written above it.
-export function barChart(bars, { unit = '', empty = 'nothing yet', className = '' } = {}) {
+export function barChart(bars, { unit = '', empty = 'nothing yet', className = '', W = 1000, H = 240 } = {}) {
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: `chart bars ${className}`, role: 'img' });
-  const max = niceMax(Math.max(0, ...bars.map((b) => b.value)));
-  svg.append(axes(max, unit));
+  const max = niceMax(Math.max(0, ...bars.map((b) => b.value)), true);
+  svg.append(axes(W, H, max, unit));
   if (!bars.length) {
     svg.append(s('text', { x: W / 2, y: H / 2, class: 'empty', 'text-anchor': 'middle' }, empty));
     return svg;
@@ -59,16 +63,13 @@ export function barChart(bars, { unit = '', empty = 'nothing yet', className = '
 }
 
 // lineChart draws points [{ t, v }] (t in seconds) as a line over the last
-// window seconds, the latest value written in the corner.
-export function lineChart(points, { title = '', unit = '', window = 300, now } = {}) {
+// window seconds; integer says the values are counts.
+export function lineChart(points, { unit = '', window = 300, now, integer = false, W = 400, H = 150 } = {}) {
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart line', role: 'img' });
   const end = now ?? (points.length ? points[points.length - 1].t : 0);
   const shown = points.filter((p) => p.t >= end - window);
-  const max = niceMax(Math.max(0, ...shown.map((p) => p.v)));
-  svg.append(axes(max, unit));
-  const last = shown.length ? shown[shown.length - 1].v : null;
-  svg.append(s('text', { x: W - R, y: T + 4, class: 'latest', 'text-anchor': 'end' },
-    title ? `${title}: ` : '', last === null ? '—' : num(last)));
+  const max = niceMax(Math.max(0, ...shown.map((p) => p.v)), integer);
+  svg.append(axes(W, H, max, unit));
   const x = (t) => L + (W - L - R) * (1 - (end - t) / window);
   const y = (v) => T + (H - T - B) * (1 - v / max);
   if (shown.length > 1) {

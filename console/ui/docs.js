@@ -2,7 +2,7 @@
 // expiration as a live countdown; a document's view, edit and delete; and a
 // box that loads newline-delimited JSON through POST /{bucket}/_bulk.
 import { get, request, path, clock, syncClock } from './api.js';
-import { h, fill, field, status, busy, duration, utc, num, pretty } from './dom.js';
+import { h, fill, field, status, busy, confirmButton, duration, utc, num, pretty } from './dom.js';
 
 const PAGE = 25;
 
@@ -100,23 +100,30 @@ export function render(main, { bucket }) {
         const q = { collection: collQuery(), cas: cas || undefined };
         if (keep.checked) q.preserve_expiry = 'true'; else q.expiry = expiry.value;
         if (!id) q.op = 'insert';
-        const r = (await request('PUT', path`/${bucket}/docs/${key.value}`, { query: q, body: body.value })).data;
+        // A CAS is above 2^53, where JavaScript numbers lose digits: it is
+        // read from the answer's text.
+        const text = (await request('PUT', path`/${bucket}/docs/${key.value}`, { query: q, body: body.value, raw: true })).data;
+        const r = JSON.parse(text);
         st.ok(`Saved ${r.id} (revision ${r.rev}).`);
         id = r.id;
         key.readOnly = true;
-        cas = String(r.cas);
+        del.disabled = false;
+        cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
         expInfo.dataset.exp = r.expiration;
         load();
-      } catch (e) { st.err(e); }
+      } catch (e) {
+        if (e.error === 'cas_mismatch') st.err('Not saved: the document changed since you opened it. Reopen it to see the new version.');
+        else if (e.error === 'key_exists') st.err(`Not saved: ${key.value} exists already.`);
+        else st.err(e);
+      }
     }));
-    const del = h('button', { type: 'button', class: 'danger', id: 'doc-delete', disabled: !id }, 'Delete');
-    del.addEventListener('click', () => busy(del, async () => {
+    const del = confirmButton({ id: 'doc-delete', disabled: !id }, 'Delete', 'Really delete?', async () => {
       try {
         await request('DELETE', path`/${bucket}/docs/${id}`, { query: { collection: collQuery(), cas: cas || undefined } });
-        fill(editor, h('p', { class: 'status ok' }, `Deleted ${id}.`));
+        fill(editor, h('p', { class: 'status ok', id: 'doc-status' }, `Deleted ${id}.`));
         load();
       } catch (e) { st.err(e); }
-    }));
+    });
     const close = h('button', { type: 'button', onclick: () => fill(editor) }, 'Close');
     fill(editor, h('div', { class: 'card' },
       h('h2', null, id ? `Document ${id}` : 'New document'),

@@ -148,3 +148,25 @@ export function pretty(text, indent = '  ') {
   }
   return out;
 }
+
+// confirmButton is a button that asks once more before a destructive
+// action: the first click turns it into "Really …?" for five seconds, the
+// second runs action.
+export function confirmButton(attrs, label, really, action) {
+  const b = h('button', { type: 'button', class: 'danger', ...attrs }, label);
+  let armed = 0;
+  b.addEventListener('click', () => {
+    if (!armed) {
+      b.textContent = really;
+      b.classList.add('armed');
+      armed = setTimeout(() => { armed = 0; b.textContent = label; b.classList.remove('armed'); }, 5000);
+      return;
+    }
+    clearTimeout(armed);
+    armed = 0;
+    b.textContent = label;
+    b.classList.remove('armed');
+    busy(b, action);
+  });
+  return b;
+}

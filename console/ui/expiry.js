@@ -43,7 +43,7 @@ export function render(main, { bucket }) {
       h('div', { class: 'figure' }, h('span', null, 'Pager: '),
         h('span', { 'data-next-run': f.pager_next_run || 0 }, f.pager_next_run ? `next run in ${duration(f.pager_next_run - f.now)}` : 'disabled')));
     fill(ahead, barChart(f.intervals.map((iv, i) => ({
-      label: `+${i + 1}h`, value: iv.docs,
+      label: `+${i}h`, value: iv.docs,
       title: `${utc(iv.start)} – ${utc(iv.end)}: ${num(iv.docs)} documents, ${bytes(iv.bytes)}`,
     })), { unit: 'documents', empty: 'nothing expires' }));
     const list = r.runs.slice(-48);

@@ -2,7 +2,7 @@
 // as live line charts, with the request rate from /metrics when the user may
 // read it, and every statistic's current value.
 import { get, request, path } from './api.js';
-import { h, fill, num } from './dom.js';
+import { h, fill, num, utc } from './dom.js';
 import { lineChart } from './charts.js';
 
 const EVERY = 3; // seconds between polls
@@ -33,7 +33,7 @@ export function render(main, { bucket }) {
   const grid = h('div', { class: 'charts', id: 'stats-charts' });
   const table = h('div', { id: 'stats-table' });
   const note = h('p', { class: 'muted', id: 'stats-note' }, `Polled every ${EVERY} s; the charts show the last 10 minutes.`);
-  main.append(h('h1', null, `Stats of ${bucket}`), note, grid, h('h2', null, 'All statistics'), table);
+  main.append(h('h1', null, `Stats of ${bucket}`), note, grid, h('h2', { class: 'after-charts' }, 'All statistics'), table);
   const series = new Map(CHARTS.map((c) => [c.stat, []]));
   let prev = null;
   let metrics = true; // until /metrics refuses
@@ -66,10 +66,15 @@ export function render(main, { bucket }) {
       if (pts.length > KEEP) pts.shift();
     }
     prev = { t, st };
-    fill(grid, CHARTS.filter((c) => st[c.stat] !== undefined).map((c) => h('figure', { class: 'stat-chart', 'data-stat': c.stat },
-      h('figcaption', null, c.title), lineChart(series.get(c.stat), { title: c.title, window: KEEP * EVERY, now: t }))));
+    fill(grid, CHARTS.filter((c) => st[c.stat] !== undefined).map((c) => {
+      const pts = series.get(c.stat);
+      const last = pts.length ? pts[pts.length - 1].v : null;
+      return h('figure', { class: 'stat-chart', 'data-stat': c.stat },
+        h('figcaption', null, h('span', null, c.title), h('span', { class: 'latest' }, last === null ? '—' : num(last))),
+        lineChart(pts, { window: KEEP * EVERY, now: t, integer: !c.rate }));
+    }));
     fill(table, h('table', { class: 'grid stats' }, h('tbody', null,
-      Object.keys(st).filter((k) => k !== 'http_requests').sort().map((k) => h('tr', { 'data-stat': k }, h('td', { class: 'mono' }, k), h('td', { class: 'num' }, num(st[k])))))));
+      Object.keys(st).filter((k) => k !== 'http_requests').sort().map((k) => h('tr', { 'data-stat': k }, h('td', { class: 'mono' }, k), h('td', { class: 'num' }, k.endsWith('_next_run') && st[k] > 0 ? utc(st[k]) : num(st[k])))))));
   }
   poll();
   const timer = setInterval(poll, EVERY * 1000);

@@ -5,7 +5,7 @@
 // include_docs row whose document expired but is not purged yet
 // ("doc": null) says so.
 import { get, request, path, clock, syncClock } from './api.js';
-import { h, fill, field, status, busy, num, utc, pretty } from './dom.js';
+import { h, fill, field, status, busy, confirmButton, num, utc, pretty } from './dom.js';
 
 const DEV = 'dev_';
 const TEMPLATE = 'function (doc, meta) {\n  emit(meta.id, null);\n}';
@@ -118,21 +118,11 @@ export function render(main, { bucket }) {
       }));
       actions.push(copy);
     }
-    const del = h('button', { type: 'button', class: 'danger', id: 'ddoc-delete' }, 'Delete…');
-    let armed = 0;
-    del.addEventListener('click', () => {
-      if (!armed) {
-        del.textContent = `Really delete _design/${d.name}?`;
-        armed = setTimeout(() => { armed = 0; del.textContent = 'Delete…'; }, 5000);
-        return;
-      }
-      clearTimeout(armed);
-      busy(del, async () => {
-        try {
-          await request('DELETE', path`/${bucket}/_design/${d.name}`);
-          await loadList('');
-        } catch (e) { st.err(e); }
-      });
+    const del = confirmButton({ id: 'ddoc-delete' }, 'Delete…', `Really delete _design/${d.name}?`, async () => {
+      try {
+        await request('DELETE', path`/${bucket}/_design/${d.name}`);
+        await loadList('');
+      } catch (e) { st.err(e); }
     });
     actions.push(del);
 
@@ -235,15 +225,14 @@ function viewEditor(bucket, d, viewName, isDev, reload, saved) {
       if (e.status === 400) { showError(e.reason); st.clear(); } else st.err(e);
     }
   }));
-  const delView = h('button', { type: 'button', class: 'danger', id: 'view-delete', disabled: !isDev }, 'Delete view');
-  delView.addEventListener('click', () => busy(delView, async () => {
+  const delView = confirmButton({ id: 'view-delete', disabled: !isDev }, 'Delete view', `Really delete ${viewName}?`, async () => {
     const body = structuredClone(d.body);
     delete body.views[viewName];
     try {
       await request('PUT', path`/${bucket}/_design/${d.name}`, { json: body });
       reload();
     } catch (e) { st.err(e); }
-  }));
+  });
   const chips = h('span', { class: 'chips' }, ['_count', '_sum', '_stats', ''].map((r) => h('button', {
     type: 'button', class: 'chip', disabled: !isDev,
     onclick: () => { reduce.value = r; markDirty(); },

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -209,13 +210,24 @@ func (b *browser) text(sel string) string {
 	return s
 }
 
-// waitText waits until the element sel selects shows want in its text.
-func (b *browser) waitText(sel, want string) {
+// waitText waits until the element sel selects shows one of wants in its
+// text. (A countdown read just after its page loaded may already have
+// ticked: "in 1h 0m" or "in 59m 59s".)
+func (b *browser) waitText(sel string, wants ...string) {
 	b.t.Helper()
-	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want)
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && %s.some((w) => e.textContent.includes(w)); })()`, sel, jsStrings(wants))
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		b.t.Fatalf("waiting for %q in %s: %v; it shows %q\nthe page shows:\n%s", want, sel, err, b.text(sel), b.pageText())
+		b.t.Fatalf("waiting for %q in %s: %v; it shows %q\nthe page shows:\n%s", wants, sel, err, b.text(sel), b.pageText())
 	}
+}
+
+// jsStrings writes a JavaScript array of strings.
+func jsStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ",") + "]"
 }
 
 // waitValue waits until the value of the input or textarea sel selects

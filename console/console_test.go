@@ -172,7 +172,7 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 	b.set(row+" .pager-stime", "600")
 	b.click(row + " .save")
 	b.waitText(row+" .status", "Saved maxTTL and pager interval")
-	b.waitText(row+" .pager-info", "next run in 10m")
+	b.waitText(row+" .pager-info", "next run in 10m", "next run in 9m")
 	if got := b.value(row + " .max-ttl"); got != "3600" {
 		t.Errorf("maxTTL shows %q after saving 3600", got)
 	}
@@ -188,12 +188,12 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 	b.set("#doc-body", `{"n":12345678901234567890,"s":"a,b:{c}"}`)
 	b.click("#doc-save")
 	b.waitText("#doc-status", "Saved big")
-	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m")
+	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m", "in 59m")
 
 	// Opened again, the value is as stored, number and string intact.
 	b.click(`#doc-list tr[data-id="big"] a`)
 	b.waitText("#doc-editor h2", "Document big")
-	b.waitText("#doc-expiration", "in 1h 0m")
+	b.waitText("#doc-expiration", "in 1h 0m", "in 59m")
 	if got := b.value("#doc-body"); !strings.Contains(got, `"n": 12345678901234567890`) || !strings.Contains(got, `"s": "a,b:{c}"`) {
 		t.Errorf("the editor changed the document: %q", got)
 	}
@@ -222,7 +222,7 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 	b.set("#doc-body", `{"n":3}`)
 	b.click("#doc-save")
 	b.waitText("#doc-status", "Saved big")
-	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m")
+	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m", "in 59m")
 
 	// Deleted, after confirming.
 	b.click("#doc-delete")

@@ -260,7 +260,7 @@ func (b *browser) set(sel, value string) {
 	}
 }
 
-// screenshot writes the page to $MAYFLY_CONSOLE_SHOTS/NN-name.png, if set.
+// screenshot writes the page to $MAYFLY_CONSOLE_SHOTS/TEST-NN-name.png, if set.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
 	dir := os.Getenv("MAYFLY_CONSOLE_SHOTS")
@@ -273,7 +273,7 @@ func (b *browser) screenshot(name string) {
 		return
 	}
 	b.shot++
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%02d-%s.png", b.shot, name)), buf, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%02d-%s.png", b.t.Name(), b.shot, name)), buf, 0o644); err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 	}
 }

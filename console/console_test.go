@@ -24,6 +24,7 @@ func TestConsole(t *testing.T) {
 	b.set("#login-password", "wrong")
 	b.click("#login-submit")
 	b.waitText("#login-status", "Wrong user name or password")
+	b.screenshot("login")
 	b.set("#login-password", adminPass)
 	b.click("#login-submit")
 	b.waitText("#bucket-list", "default")
@@ -114,6 +115,7 @@ func TestConsole(t *testing.T) {
 	b.waitText(`tr[data-bucket="travel"]`, "travel")
 	b.click(`tr[data-bucket="travel"] .run-pager`)
 	b.waitText(`tr[data-bucket="travel"] .status`, "purged 1")
+	b.waitText(`tr[data-bucket="travel"] .last-run`, "purged 1")
 
 	// Back to the view, which the console remembers: the sum is corrected.
 	b.click(`#nav a[href^="#/views/"]`)
@@ -129,10 +131,14 @@ func TestConsole(t *testing.T) {
 		t.Errorf("rome's row is still there after the pager purged it: %q", got)
 	}
 
-	// Publish to production.
+	// Publish to production; publishing again asks before replacing it.
 	b.click("#ddoc-publish")
 	b.waitText("#ddoc-status", "Published as _design/cities")
 	b.waitText("#ddoc-list", "_design/cities")
+	b.click("#ddoc-publish")
+	b.waitText("#ddoc-publish", "Replace _design/cities?")
+	b.click("#ddoc-publish")
+	b.waitText("#ddoc-status", "Published as _design/cities")
 
 	// The expiry page: bergen expires within hour 2 ahead, and the pager
 	// run purged one document.
@@ -172,6 +178,7 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 	b.set(row+" .pager-stime", "600")
 	b.click(row + " .save")
 	b.waitText(row+" .status", "Saved maxTTL and pager interval")
+	b.screenshot("settings")
 	b.waitText(row+" .pager-info", "next run in 10m", "next run in 9m")
 	if got := b.value(row + " .max-ttl"); got != "3600" {
 		t.Errorf("maxTTL shows %q after saving 3600", got)
@@ -194,6 +201,7 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 	b.click(`#doc-list tr[data-id="big"] a`)
 	b.waitText("#doc-editor h2", "Document big")
 	b.waitText("#doc-expiration", "in 1h 0m", "in 59m")
+	b.screenshot("document")
 	if got := b.value("#doc-body"); !strings.Contains(got, `"n": 12345678901234567890`) || !strings.Contains(got, `"s": "a,b:{c}"`) {
 		t.Errorf("the editor changed the document: %q", got)
 	}

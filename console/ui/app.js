@@ -40,6 +40,7 @@ export async function refreshBuckets() {
     const list = await api.get('/pools/default/buckets');
     bucketNames = list.map((b) => b.name);
   } catch { /* the page shows the error */ }
+  if (!bucketNames.includes(current())) setCurrent(bucketNames[0] || '');
   fill(picker, bucketNames.map((n) => h('option', { value: n }, n)));
   picker.value = current();
 }
@@ -103,7 +104,7 @@ function loginPage(message) {
     },
   },
   h('h1', null, 'Log in to Mayfly'),
-  h('p', { class: 'muted' }, 'Any user of the server (mayfly serve --admin-user, or a local user). Your credentials are kept in this tab only.'),
+  h('p', { class: 'muted' }, 'As the administrator or any local user. Your credentials stay in this browser tab, and go when it closes.'),
   h('label', { class: 'field' }, h('span', { class: 'label' }, 'User name'), user),
   h('label', { class: 'field' }, h('span', { class: 'label' }, 'Password'), pass),
   submit, st);

@@ -70,6 +70,9 @@ function bucketRow(b, pager, ctx, reload) {
     try {
       const r = (await request('POST', path`/pools/default/buckets/${b.name}/controller/runExpiryPager`)).data;
       st.ok(`Pager run: purged ${num(r.purged)} in ${num(r.duration_ms)} ms.`);
+      lastRun.textContent = `last run ${utc(r.start)}: purged ${num(r.purged)}`;
+      const next = await get(path`/pools/default/buckets/${b.name}/settings/expiryPager`).catch(() => null);
+      if (next && nextRun) nextRun.dataset.nextRun = next.next_run;
     } catch (e) { st.err(e); }
   }));
   const del = confirmButton({ class: 'danger delete-bucket' }, 'Delete…', `Really delete ${b.name}?`, async () => {
@@ -80,6 +83,8 @@ function bucketRow(b, pager, ctx, reload) {
     } catch (e) { st.err(e); }
   });
   const last = pager && pager.last_run;
+  const lastRun = h('div', { class: 'muted last-run' }, last ? `last run ${utc(last.start)}: purged ${num(last.purged)}` : '');
+  const nextRun = pager ? h('div', { 'data-next-run': pager.next_run }) : null;
   return h('tr', { 'data-bucket': b.name },
     h('td', null, h('a', { href: `#/docs/${encodeURIComponent(b.name)}` }, b.name)),
     h('td', null, b.bucketType),
@@ -87,8 +92,7 @@ function bucketRow(b, pager, ctx, reload) {
     h('td', null, maxTTL),
     h('td', null, stime, h('div', { class: 'hint' }, '0: off')),
     h('td', { class: 'pager-info' },
-      pager ? h('div', { 'data-next-run': pager.next_run }) : h('div', { class: 'muted' }, 'no pager'),
-      last ? h('div', { class: 'muted' }, `last run ${utc(last.start)}: purged ${num(last.purged)}`) : null),
+      nextRun || h('div', { class: 'muted' }, 'no pager'), lastRun),
     h('td', { class: 'actions' }, save, run, del, st));
 }
 

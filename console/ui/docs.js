@@ -68,7 +68,9 @@ export function render(main, { bucket }) {
     const key = h('input', { id: 'doc-key', value: id, readOnly: id !== '', required: true });
     const body = h('textarea', { id: 'doc-body', rows: 14, spellcheck: false, class: 'code' });
     const keep = h('input', { type: 'checkbox', id: 'doc-keep-expiry', checked: id !== '' });
-    const expiry = h('input', { type: 'number', id: 'doc-expiry', min: 0, value: 0 });
+    const expiry = h('input', { type: 'number', id: 'doc-expiry', min: 0, value: 0, disabled: id !== '' });
+    keep.addEventListener('change', () => { expiry.disabled = keep.checked; });
+    const expAt = h('span', { class: 'muted' });
     const expInfo = h('span', { class: 'countdown', id: 'doc-expiration' });
     let cas = '';
     if (id) {
@@ -79,6 +81,7 @@ export function render(main, { bucket }) {
         expInfo.dataset.exp = exp;
         expInfo.textContent = countdown(exp);
         expInfo.title = exp ? utc(exp) : 'no expiration';
+        expAt.textContent = exp ? ` (${utc(exp)})` : '';
         const isJSON = (r.headers.get('Content-Type') || '').startsWith('application/json');
         body.value = isJSON ? pretty(r.data) : r.data;
         if (!isJSON) st.info('A binary value, shown as text: saving stores what the box holds.');
@@ -110,6 +113,7 @@ export function render(main, { bucket }) {
         del.disabled = false;
         cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
         expInfo.dataset.exp = r.expiration;
+        expAt.textContent = r.expiration ? ` (${utc(r.expiration)})` : '';
         load();
       } catch (e) {
         if (e.error === 'cas_mismatch') st.err('Not saved: the document changed since you opened it. Reopen it to see the new version.');
@@ -128,7 +132,7 @@ export function render(main, { bucket }) {
     fill(editor, h('div', { class: 'card' },
       h('h2', null, id ? `Document ${id}` : 'New document'),
       field('Key', key),
-      id ? h('p', null, 'Expires: ', expInfo) : null,
+      id ? h('p', null, 'Expires: ', expInfo, expAt) : null,
       field('Value (JSON)', body),
       h('div', { class: 'row' },
         h('label', { class: 'check' }, keep, ' keep the current expiration'),

@@ -97,16 +97,20 @@ export function render(main, { bucket }) {
 
     const actions = [];
     if (isDev) {
-      const pub = h('button', { type: 'button', id: 'ddoc-publish' }, 'Publish to production');
-      pub.addEventListener('click', () => busy(pub, async () => {
-        const prod = d.name.slice(DEV.length);
+      // Publishing over an existing production design document asks first.
+      const prod = d.name.slice(DEV.length);
+      const publish = async () => {
         try {
           await request('PUT', path`/${bucket}/_design/${prod}`, { json: d.body });
           await fetchList();
           drawList();
-          st.ok(`Published as _design/${prod}.`);
+          showDDoc(d); // the button now asks before replacing
+          detail.querySelector('#ddoc-status').ok(`Published as _design/${prod}.`);
         } catch (e) { st.err(e); }
-      }));
+      };
+      const pub = ddocs.some((x) => x.name === prod)
+        ? confirmButton({ id: 'ddoc-publish', class: '' }, 'Publish to production', `Replace _design/${prod}?`, publish)
+        : h('button', { type: 'button', id: 'ddoc-publish', onclick: (ev) => busy(ev.currentTarget, publish) }, 'Publish to production');
       actions.push(pub);
     } else {
       const copy = h('button', { type: 'button', id: 'ddoc-copy-dev' }, 'Copy to development');

@@ -240,9 +240,18 @@ func (b *browser) waitValue(sel, want string) {
 	}
 }
 
-// click clicks the element sel selects.
+// click clicks the element sel selects, as a mouse does: at its centre,
+// once it has stayed in place for 100 ms (a list loading above it moves it,
+// and the click would land elsewhere).
 func (b *browser) click(sel string) {
 	b.t.Helper()
+	steady := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false;
+		const r = JSON.stringify(e.getBoundingClientRect()), now = performance.now(), w = window.__steady || {};
+		if (w.sel !== %q || w.rect !== r) { window.__steady = {sel: %q, rect: r, since: now}; return false; }
+		return now - w.since >= 100; })()`, sel, sel, sel)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](steady, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(25*time.Millisecond))); err != nil {
+		b.t.Fatalf("waiting for %s to be there and keep still: %v\nthe page shows:\n%s", sel, err, b.pageText())
+	}
 	b.do("clicking "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 }
 

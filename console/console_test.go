@@ -232,7 +232,27 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 	b.waitText("#doc-status", "Saved big")
 	b.waitText(`#doc-list tr[data-id="big"] .countdown`, "in 1h 0m", "in 59m")
 
+	// A map function that throws on it: the view editor says so, naming
+	// the document, where the rows alone would only be missing.
+	b.click(`#nav a[href^="#/views/"]`)
+	b.waitText("#ddoc-list", "Development")
+	b.set("#ddoc-new-name", "errs")
+	b.set("#ddoc-new-view", "deep")
+	b.click("#ddoc-create")
+	b.waitText("#ddoc-detail h2", "_design/dev_errs")
+	b.set("#map-editor", "function (doc, meta) {\n  emit(doc.a.b, null);\n}")
+	b.click("#view-save")
+	b.waitText("#view-status", "Saved _design/dev_errs")
+	b.click("#q-run")
+	b.waitText("#query-status", "0 rows")
+	b.waitText("#view-info", "1 map error")
+	b.waitText("#view-info .recent-errors", "big: TypeError")
+	b.screenshot("map-error")
+
 	// Deleted, after confirming.
+	b.click(`#nav a[href^="#/docs/"]`)
+	b.click(`#doc-list tr[data-id="big"] a`)
+	b.waitText("#doc-editor h2", "Document big")
 	b.click("#doc-delete")
 	b.waitText("#doc-delete", "Really delete?")
 	b.click("#doc-delete")

@@ -5,7 +5,7 @@
 // include_docs row whose document expired but is not purged yet
 // ("doc": null) says so.
 import { get, request, path, clock, syncClock } from './api.js';
-import { h, fill, field, status, busy, confirmButton, num, utc, pretty } from './dom.js';
+import { h, fill, field, status, busy, confirmButton, duration, num, utc, pretty } from './dom.js';
 
 const DEV = 'dev_';
 const TEMPLATE = 'function (doc, meta) {\n  emit(meta.id, null);\n}';
@@ -225,6 +225,7 @@ function viewEditor(bucket, d, viewName, isDev, reload, saved) {
       markDirty();
       await saved(d);
       st.ok(`Saved _design/${d.name}.`);
+      info.refresh();
     } catch (e) {
       if (e.status === 400) { showError(e.reason); st.clear(); } else st.err(e);
     }
@@ -242,15 +243,16 @@ function viewEditor(bucket, d, viewName, isDev, reload, saved) {
     onclick: () => { reduce.value = r; markDirty(); },
   }, r || 'no reduce')));
 
+  const info = indexInfo(bucket, d.name, viewName);
   return h('div', { class: 'view-editor' },
     !isDev ? h('p', { class: 'note' }, 'A production design document is read-only here: copy it to development, edit, then publish.') : null,
     h('div', { class: 'editors' },
       h('div', { class: 'editor' },
         h('label', { class: 'label', for: 'map-editor' }, 'Map'), map, mapErr,
         h('label', { class: 'label', for: 'reduce-editor' }, 'Reduce ', chips), reduce, reduceErr,
-        h('div', { class: 'buttons' }, save, delView, dirty), st),
+        h('div', { class: 'buttons' }, save, delView, dirty), st, info.el),
       sample(bucket)),
-    preview(bucket, d.name, viewName, !!def.reduce));
+    preview(bucket, d.name, viewName, !!def.reduce, info.refresh));
 }
 
 // sample shows a document of the bucket, picked at random among the first
@@ -275,7 +277,7 @@ function sample(bucket) {
 }
 
 // preview queries the saved view with the parameters chosen.
-function preview(bucket, ddoc, view, hasReduce) {
+function preview(bucket, ddoc, view, hasReduce, queried) {
   const inp = (name, attrs = {}) => h('input', { id: `q-${name}`, name, ...attrs });
   const p = {
     key: inp('key', { placeholder: '"city"' }),
@@ -327,6 +329,7 @@ function preview(bucket, ddoc, view, hasReduce) {
         (res.total_rows !== undefined ? ` of ${num(res.total_rows)} in the index` : '') +
         (building ? ` — the index is still building (${num(Number(r.headers.get('X-Mayfly-Index-Pending')))} changes to go)` : '') + '.');
       drawRows(res, q.include_docs === 'true');
+      queried();
     } catch (e) {
       st.err(e);
       fill(results);
@@ -334,6 +337,10 @@ function preview(bucket, ddoc, view, hasReduce) {
   }
   function drawRows(res, docs) {
     const show = (v) => (v === undefined ? '' : JSON.stringify(v));
+    if (!res.rows.length) {
+      fill(results, h('p', { class: 'muted' }, 'No rows.'));
+      return;
+    }
     fill(results, h('table', { class: 'grid results' },
       h('thead', null, h('tr', null, ['Key', 'Value', 'ID', docs ? 'Document' : null].filter(Boolean).map((t) => h('th', null, t)))),
       h('tbody', null, res.rows.map((row) => h('tr', { 'data-id': row.id ?? null },
@@ -352,4 +359,41 @@ function preview(bucket, ddoc, view, hasReduce) {
       exp ? h('div', { class: 'muted' }, `expires ${utc(exp)}${exp <= clock.now() ? ' (passed)' : ''}`) : null);
   }
   return h('div', { class: 'card preview' }, h('h3', null, 'Result preview'), form, st, results);
+}
+
+// indexInfo shows the design document's index (GET …/_info): whether it is
+// building and how far, the view's rows, and its map function's failures,
+// which are otherwise invisible (a document the map throws on just has no
+// rows). While a build runs it refreshes itself every two seconds.
+function indexInfo(bucket, ddoc, view) {
+  const el = h('div', { class: 'index-info', id: 'view-info' });
+  let timer = 0;
+  let first = true;
+  async function refresh() {
+    clearTimeout(timer);
+    if (!first && !el.isConnected) return; // the page was left
+    first = false;
+    let inf;
+    try {
+      inf = await get(path`/${bucket}/_design/${ddoc}/_info`);
+    } catch (e) {
+      fill(el, h('span', { class: 'status error' }, e.reason || String(e)));
+      return;
+    }
+    const v = (inf.views || {})[view] || {};
+    const state = inf.building
+      ? `building: ${num(inf.docs_indexed)} changes indexed, ${num(inf.docs_to_index)} to go` +
+        (inf.rate ? `, ${num(Math.round(inf.rate))}/s` : '') + (inf.eta_seconds ? `, about ${duration(inf.eta_seconds)} left` : '')
+      : inf.pending_changes ? `${num(inf.pending_changes)} changes not indexed yet (a stale=false query or the next update indexes them)` : 'up to date';
+    const errs = v.recent_errors || [];
+    fill(el,
+      h('div', null, h('span', { class: 'label' }, 'Index '), state, ` · ${num(v.total_rows || 0)} rows · `,
+        h('span', { class: v.map_errors ? 'map-errors bad' : 'map-errors' }, `${num(v.map_errors || 0)} map error${v.map_errors === 1 ? '' : 's'}`),
+        ' ', h('button', { type: 'button', class: 'link', onclick: refresh }, 'refresh')),
+      errs.length ? h('ul', { class: 'recent-errors' }, errs.slice(-5).reverse().map((e) => h('li', null,
+        h('span', { class: 'mono' }, e.id), ': ', e.reason.replace(/^(?:jsruntime: )?view .+?: map: /, ''), e.time ? h('span', { class: 'muted' }, ` (${utc(e.time)})`) : null))) : null);
+    if (inf.building) timer = setTimeout(refresh, 2000);
+  }
+  refresh();
+  return { el, refresh };
 }

@@ -140,6 +140,17 @@ func TestConsole(t *testing.T) {
 	b.click("#ddoc-publish")
 	b.waitText("#ddoc-status", "Published as _design/cities")
 
+	// The production design document is read-only, and answers the same.
+	b.click(`.ddoc-link[data-ddoc="cities"]`)
+	b.waitText("#ddoc-detail", "read-only here")
+	if !eval[bool](b, `document.querySelector('#map-editor').readOnly && document.querySelector('#view-save').disabled`) {
+		t.Error("the production design document's editor can be edited")
+	}
+	b.click("#q-run")
+	b.waitText("#results td.value", "21")
+	b.click("#ddoc-copy-dev")
+	b.waitText("#ddoc-copy-dev", "Replace _design/dev_cities?")
+
 	// The expiry page: bergen expires within hour 2 ahead, and the pager
 	// run purged one document.
 	b.click(`#nav a[href^="#/expiry/"]`)

@@ -138,6 +138,7 @@ export function render(main, { bucket }) {
         h('label', { class: 'check' }, keep, ' keep the current expiration'),
         field('or expiry', expiry, 'seconds from now (up to 30 days) or a Unix time; 0: never')),
       h('div', { class: 'buttons' }, save, del, close), st));
+    editor.scrollIntoView({ block: 'nearest' });
   }
 
   const bulkText = h('textarea', {

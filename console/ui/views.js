@@ -113,14 +113,16 @@ export function render(main, { bucket }) {
         : h('button', { type: 'button', id: 'ddoc-publish', onclick: (ev) => busy(ev.currentTarget, publish) }, 'Publish to production');
       actions.push(pub);
     } else {
-      const copy = h('button', { type: 'button', id: 'ddoc-copy-dev' }, 'Copy to development');
-      copy.addEventListener('click', () => busy(copy, async () => {
+      // Copying over an existing development design document asks first.
+      const copy = async () => {
         try {
           await request('PUT', path`/${bucket}/_design/${DEV + d.name}`, { json: d.body });
           await loadList(DEV + d.name);
         } catch (e) { st.err(e); }
-      }));
-      actions.push(copy);
+      };
+      actions.push(ddocs.some((x) => x.name === DEV + d.name)
+        ? confirmButton({ id: 'ddoc-copy-dev', class: '' }, 'Copy to development', `Replace _design/${DEV + d.name}?`, copy)
+        : h('button', { type: 'button', id: 'ddoc-copy-dev', onclick: (ev) => busy(ev.currentTarget, copy) }, 'Copy to development'));
     }
     const del = confirmButton({ id: 'ddoc-delete' }, 'Delete…', `Really delete _design/${d.name}?`, async () => {
       try {

@@ -14,8 +14,8 @@ import (
 // and see the sum corrected, the run on the expiry page and the items on the
 // stats page. Every assertion reads what the page shows.
 func TestConsole(t *testing.T) {
+	b := newBrowser(t) // first: without a browser the test skips at once
 	srv := newTestServer(t)
-	b := newBrowser(t)
 
 	// Log in: a wrong password is refused on the form, the right one opens
 	// the bucket list.
@@ -179,8 +179,8 @@ func TestConsole(t *testing.T) {
 // write that lost a race is refused with the API's reason, and logging out
 // returns to the log-in form.
 func TestConsoleDocumentsAndSettings(t *testing.T) {
+	b := newBrowser(t) // first: without a browser the test skips at once
 	srv := newTestServer(t)
-	b := newBrowser(t)
 	b.login(srv)
 
 	// Settings: maxTTL and the pager's interval, shown again after saving.
@@ -278,8 +278,8 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 // JSON indented without changing numbers or strings, and the bulk box's
 // lines completed without re-encoding them.
 func TestConsoleHelpers(t *testing.T) {
+	b := newBrowser(t) // first: without a browser the test skips at once
 	srv := newTestServer(t)
-	b := newBrowser(t)
 	b.open(srv.url + "/ui/")
 	b.waitText("#main h1", "Log in")
 

@@ -78,7 +78,8 @@ func newSecurity(o *Options) *security {
 
 // guard wraps the router with the checks every request passes, in order:
 // the concurrency cap, dot segments, the Host header, CORS, the Origin of a
-// state change, and authentication. Authorization is per route (need).
+// state change, and authentication. Authorization is per route (need). The
+// web console's files (Options.Console) are answered after the Host check.
 func (s *server) guard(next http.Handler) http.Handler {
 	sec := s.sec
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -301,3 +301,45 @@ func TestConsoleHelpers(t *testing.T) {
 		t.Errorf("bulkBody:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestConsoleReader logs in as a user who may only read bucket default: the
+// console shows that bucket alone, and an action beyond the user's roles is
+// refused with the API's reason, on the page.
+func TestConsoleReader(t *testing.T) {
+	b := newBrowser(t)
+	srv := newTestServer(t)
+	req, err := http.NewRequest(http.MethodPut, srv.url+"/settings/rbac/users/local/reader", strings.NewReader("password=reader-pw&roles=data_reader[default],views_reader[default]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("creating user reader: %s", resp.Status)
+	}
+
+	b.open(srv.url + "/ui/")
+	b.waitText("#main h1", "Log in")
+	b.set("#login-user", "reader")
+	b.set("#login-password", "reader-pw")
+	b.click("#login-submit")
+	b.waitText("#bucket-list", "default")
+	b.waitText("#who", "reader")
+
+	row := `tr[data-bucket="default"]`
+	b.set(row+" .max-ttl", "60")
+	b.click(row + " .save")
+	b.waitText(row+" .status", "lacks cluster.bucket[default].settings!write")
+
+	// Stats it may read; the request rate needs /metrics, which it may not.
+	b.click(`#nav a[href^="#/stats/"]`)
+	b.waitText(`#stats-table tr[data-stat="curr_items"]`, "0")
+	if got := b.text("#stats-charts"); strings.Contains(got, "HTTP requests") {
+		t.Errorf("a user who may not read /metrics is shown the request rate: %q", got)
+	}
+}

@@ -116,6 +116,9 @@ func TestConsole(t *testing.T) {
 	b.click(`tr[data-bucket="travel"] .run-pager`)
 	b.waitText(`tr[data-bucket="travel"] .status`, "purged 1")
 	b.waitText(`tr[data-bucket="travel"] .last-run`, "purged 1")
+	if got := b.text(`tr[data-bucket="travel"] .items`); got != "3" {
+		t.Errorf("travel holds 3 items after the pager purged rome: the list shows %q", got)
+	}
 
 	// Back to the view, which the console remembers: the sum is corrected.
 	b.click(`#nav a[href^="#/views/"]`)

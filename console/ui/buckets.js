@@ -1,8 +1,8 @@
 // The Buckets page: every bucket with its settings (maxTTL, the expiry
 // pager's interval), its pager's last and next run, "run pager now", and
 // forms to create and delete buckets.
-import { get, request, path, clock } from './api.js';
-import { h, fill, field, status, busy, confirmButton, duration, utc, num } from './dom.js';
+import { get, request, path, clock, syncClock } from './api.js';
+import { h, fill, field, status, busy, confirmButton, duration, utc, num, errText } from './dom.js';
 
 export function render(main, ctx) {
   const list = h('div', { id: 'bucket-list' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -10,7 +10,9 @@ export function render(main, ctx) {
   main.append(h('h1', null, 'Buckets'), listStatus, list, createForm(ctx, load));
   let timer = 0;
 
-  async function load() {
+  // load draws the list; flash, { bucket, text, error }, is shown in that
+  // bucket's row (the outcome of the action that asked for the reload).
+  async function load(flash) {
     let buckets;
     try {
       buckets = await get('/pools/default/buckets');
@@ -18,13 +20,10 @@ export function render(main, ctx) {
       listStatus.err(e);
       return;
     }
+    if (buckets.length) await syncClock(buckets[0].name);
     const rows = await Promise.all(buckets.map(async (b) => {
-      const [pager, runs] = await Promise.all([
-        get(path`/pools/default/buckets/${b.name}/settings/expiryPager`).catch(() => null),
-        get(path`/${b.name}/_expiry/runs`).catch(() => null),
-      ]);
-      if (runs) clock.set(runs.now);
-      return bucketRow(b, pager, ctx, load);
+      const pager = await get(path`/pools/default/buckets/${b.name}/settings/expiryPager`).catch(() => null);
+      return bucketRow(b, pager, ctx, load, flash && flash.bucket === b.name ? flash : null);
     }));
     fill(list, buckets.length ? h('table', { class: 'grid buckets' },
       h('thead', null, h('tr', null, ['Bucket', 'Type', 'Items', 'Max TTL (s)', 'Pager every (s)', 'Pager', ''].map((t) => h('th', null, t)))),
@@ -44,15 +43,19 @@ export function render(main, ctx) {
   return () => clearInterval(timer);
 }
 
-function bucketRow(b, pager, ctx, reload) {
+function bucketRow(b, pager, ctx, reload, flash) {
   const st = status();
   st.classList.add('row-status');
+  if (flash) {
+    if (flash.error) st.err(flash.text); else st.ok(flash.text);
+  }
   const maxTTL = h('input', { type: 'number', min: 0, value: b.maxTTL, class: 'max-ttl', 'aria-label': `maxTTL of ${b.name}` });
   const stime = h('input', { type: 'number', min: 0, value: pager ? pager.exp_pager_stime : '', disabled: !pager, class: 'pager-stime', 'aria-label': `pager interval of ${b.name}` });
   const save = h('button', { type: 'button', class: 'save' }, 'Save');
   save.addEventListener('click', () => busy(save, async () => {
+    const changed = [];
+    let failed = null;
     try {
-      const changed = [];
       if (String(b.maxTTL) !== maxTTL.value) {
         await request('POST', path`/pools/default/buckets/${b.name}`, { form: { maxTTL: maxTTL.value } });
         changed.push('maxTTL');
@@ -61,18 +64,21 @@ function bucketRow(b, pager, ctx, reload) {
         await request('POST', path`/pools/default/buckets/${b.name}/settings/expiryPager`, { form: { exp_pager_stime: stime.value } });
         changed.push('pager interval');
       }
-      st.ok(changed.length ? `Saved ${changed.join(' and ')}.` : 'Nothing changed.');
-      if (changed.length) setTimeout(reload, 800);
-    } catch (e) { st.err(e); }
+    } catch (e) {
+      failed = e;
+    }
+    if (!changed.length) {
+      if (failed) st.err(failed); else st.info('Nothing changed.');
+      return;
+    }
+    const text = `Saved ${changed.join(' and ')}.` + (failed ? ` Not saved: ${errText(failed)}` : '');
+    await reload({ bucket: b.name, text, error: !!failed });
   }));
   const run = h('button', { type: 'button', class: 'run-pager', disabled: !pager }, 'Run pager now');
   run.addEventListener('click', () => busy(run, async () => {
     try {
       const r = (await request('POST', path`/pools/default/buckets/${b.name}/controller/runExpiryPager`)).data;
-      st.ok(`Pager run: purged ${num(r.purged)} in ${num(r.duration_ms)} ms.`);
-      lastRun.textContent = `last run ${utc(r.start)}: purged ${num(r.purged)}`;
-      const next = await get(path`/pools/default/buckets/${b.name}/settings/expiryPager`).catch(() => null);
-      if (next && nextRun) nextRun.dataset.nextRun = next.next_run;
+      await reload({ bucket: b.name, text: `Pager run: purged ${num(r.purged)} in ${num(r.duration_ms)} ms.`, error: false });
     } catch (e) { st.err(e); }
   }));
   const del = confirmButton({ class: 'danger delete-bucket' }, 'Delete…', `Really delete ${b.name}?`, async () => {

@@ -69,6 +69,9 @@ func (o *clientOptions) client() (*apiClient, error) {
 		host = "http://" + host
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// One command, few requests (a load's are batches of a thousand
+	// documents): no idle connections left behind when the command ends.
+	tr.DisableKeepAlives = true
 	if o.caCert != "" {
 		pem, err := os.ReadFile(o.caCert)
 		if err != nil {

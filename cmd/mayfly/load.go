@@ -274,8 +274,12 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 	default:
 		readErr = readNDJSON(br, ids, emit)
 	}
-	if readErr == nil {
-		readErr = flush()
+	var stop *errStop
+	if readErr == nil || errors.As(readErr, &stop) {
+		// What was read before a stop is loaded too.
+		if err := flush(); err != nil {
+			readErr = err
+		}
 	}
 	close(batches)
 	wg.Wait()
@@ -288,7 +292,6 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 	if fatal == nil && cmd.Context().Err() != nil {
 		fatal = cmd.Context().Err()
 	}
-	var stop *errStop
 	if errors.As(readErr, &stop) {
 		tally.fail("unreadable_input", stop.reason, "")
 	} else if readErr != nil && fatal == nil {

@@ -247,12 +247,11 @@ func readCSV(r io.Reader, keyColumn string, emit func(loadItem) error) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		line, _ := cr.FieldPos(0)
-		where := "line " + strconv.Itoa(line)
 		if err != nil {
+			where := "after the last line read"
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				where = "line " + strconv.Itoa(pe.Line)
+				where = "line " + strconv.Itoa(pe.StartLine)
 			}
 			if e := emit(loadItem{where: where, code: "bad_csv", err: csvReason(err)}); e != nil {
 				return e
@@ -262,6 +261,8 @@ func readCSV(r io.Reader, keyColumn string, emit func(loadItem) error) error {
 			}
 			continue
 		}
+		line, _ := cr.FieldPos(0)
+		where := "line " + strconv.Itoa(line)
 		if rec[key] == "" {
 			if e := emit(loadItem{where: where, code: "no_id", err: fmt.Sprintf("the %q column is empty", keyColumn)}); e != nil {
 				return e

@@ -95,6 +95,10 @@ the time left; otherwise one summary line is printed at the end.`,
 	return cmd
 }
 
+// maxBatchBytes ends a batch early when its documents are large: memory
+// stays bounded by (concurrency + 2) batches whatever the documents' sizes.
+const maxBatchBytes = 8 << 20
+
 // countingReader counts the bytes read through it.
 type countingReader struct {
 	r io.Reader
@@ -259,7 +263,7 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 		opLine(&cur.body, it.id, it.doc, o.expiry, o.collection)
 		cur.ids = append(cur.ids, it.id)
 		cur.where = append(cur.where, it.where)
-		if len(cur.ids) >= o.batch {
+		if len(cur.ids) >= o.batch || cur.body.Len() >= maxBatchBytes {
 			return flush()
 		}
 		return nil

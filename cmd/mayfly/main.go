@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -110,7 +111,7 @@ before or after the positional arguments. Errors exit 1, usage errors 2.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{cleanFlagError(err.Error())} })
 	root.AddCommand(
 		newServeCmd(),
 		newCtlCmd(),
@@ -148,7 +149,10 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	name := cmd.CommandPath()
+	name := "mayfly"
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
 	switch {
 	case errors.Is(err, errHelp):
 		return 0
@@ -170,6 +174,15 @@ func runWith(stdin io.Reader, args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
+// goParseError matches what strconv and time add to a flag's error.
+var goParseError = regexp.MustCompile(`(strconv\.\w+: parsing "[^"]*": |time: )`)
+
+// cleanFlagError is the flag parser's message without the Go functions
+// it names (invalid argument "x" for "--limit" flag: invalid syntax).
+func cleanFlagError(msg string) string {
+	return goParseError.ReplaceAllString(msg, "")
+}
+
 // normalizeArgs adapts a command line to the flag parser:
 //
 //   - -name becomes --name for every long flag of the command: the Go flag
@@ -184,7 +197,8 @@ func normalizeArgs(root *cobra.Command, args []string) []string {
 	if err != nil || cmd == nil {
 		return args
 	}
-	flags := cmd.Flags()
+	flags := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	flags.AddFlagSet(cmd.Flags())
 	flags.AddFlagSet(cmd.InheritedFlags())
 	out := make([]string, len(args))
 	copy(out, args)

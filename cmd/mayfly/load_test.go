@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadNDJSON(t *testing.T) {
@@ -184,5 +185,37 @@ func TestSniffFormat(t *testing.T) {
 		if got := formatOf("", name); got != want {
 			t.Errorf("formatOf(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// With the bar on, stderr shows the documents loaded and their rate while
+// the load runs. The input waits until the bar has shown the first hundred
+// before it sends the rest.
+func TestLoadProgressBar(t *testing.T) {
+	f := cliServer(t)
+	var errOut syncBuffer
+	pr, pw := io.Pipe()
+	shown := make(chan bool, 1)
+	go func() {
+		for i := range 100 {
+			fmt.Fprintf(pw, `{"_id":"a%d"}`+"\n", i)
+		}
+		seen := false
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(10 * time.Millisecond) {
+			seen = strings.Contains(errOut.String(), "100 docs, ")
+		}
+		shown <- seen
+		for i := range 100 {
+			fmt.Fprintf(pw, `{"_id":"b%d"}`+"\n", i)
+		}
+		pw.Close()
+	}()
+	var out bytes.Buffer
+	code := runWith(pr, []string{"load", "-", "--batch", "10", "--progress", "always", "--host", f.url, "-u", adminU}, &out, &errOut)
+	if !<-shown {
+		t.Errorf("the bar never showed 100 documents loaded: %q", errOut.String())
+	}
+	if code != 0 || !strings.Contains(out.String(), "loaded 200 documents") || !strings.Contains(errOut.String(), "docs/s") {
+		t.Fatalf("load: %d %q %q", code, out.String(), errOut.String())
 	}
 }

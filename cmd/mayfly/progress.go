@@ -18,9 +18,10 @@ func isTerminal(w io.Writer) bool {
 }
 
 // newBar is a progress bar on w up to max (-1: unknown, a spinner),
-// redrawn at most ten times a second, with its own description.
-// predict adds the bar's own estimate of the time left.
-func newBar(w io.Writer, max int64, desc string, bytes, predict bool) *progressbar.ProgressBar {
+// with its own description.
+// predict adds the bar's own estimate of the time left; throttle bounds how
+// often it redraws.
+func newBar(w io.Writer, max int64, desc string, bytes, predict bool, throttle time.Duration) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(max,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(desc),
@@ -28,7 +29,7 @@ func newBar(w io.Writer, max int64, desc string, bytes, predict bool) *progressb
 		progressbar.OptionShowBytes(bytes),
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetPredictTime(predict),
-		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionThrottle(throttle),
 		// No spinner goroutine: our own ticker redraws.
 		progressbar.OptionSetSpinnerChangeInterval(0),
 		progressbar.OptionClearOnFinish(),
@@ -46,7 +47,7 @@ type loadProgress struct {
 }
 
 func newLoadProgress(w io.Writer, total int64, read *countingReader, t *loadTally, start time.Time) *loadProgress {
-	p := &loadProgress{bar: newBar(w, total, "loading", true, true), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &loadProgress{bar: newBar(w, total, "loading", true, true, 100*time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(200 * time.Millisecond)

@@ -330,15 +330,16 @@ func watchBuild(ctx context.Context, c *apiClient, base, ddoc string, w io.Write
 		for {
 			var inf buildInfo
 			if err := c.call(ctx, http.MethodGet, base+"/_info", "", nil, &inf); err == nil && (inf.Building || inf.ToIndex > 0) {
-				total := int64(inf.Indexed + inf.ToIndex)
-				if bar == nil {
-					bar = newBar(w, total, "", false, false)
-				}
-				bar.ChangeMax64(max(total, 1))
+				total := max(int64(inf.Indexed+inf.ToIndex), 1)
 				desc := fmt.Sprintf("indexing %s: %.0f changes/s", ddoc, inf.Rate)
 				if inf.ETA > 0 {
 					desc += fmt.Sprintf(", about %s left", (time.Duration(inf.ETA * float64(time.Second))).Round(time.Second))
 				}
+				if bar == nil {
+					// Polls are buildPoll apart: every one is drawn.
+					bar = newBar(w, total, desc, false, false, 0)
+				}
+				bar.ChangeMax64(total)
 				bar.Describe(desc)
 				_ = bar.Set64(int64(inf.Indexed))
 			}

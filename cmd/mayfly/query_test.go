@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -72,5 +78,67 @@ func TestQuery(t *testing.T) {
 		if r := f.mf("", args...); r.code != 2 {
 			t.Errorf("%v: %v", args, r)
 		}
+	}
+}
+
+// While a --stale=false query waits, a bar shows the build progress _info
+// reports, and clears before the rows print. The server here is a stand-in
+// whose view answer waits until _info has been asked three times, so the wait is
+// certain.
+func TestQueryBuildProgress(t *testing.T) {
+	var infos atomic.Int32
+	polled := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /default/_design/d/_info", func(w http.ResponseWriter, r *http.Request) {
+		n := infos.Add(1)
+		fmt.Fprintf(w, `{"name":"_design/d","building":true,"docs_indexed":%d,"docs_to_index":%d,"rate":500,"eta_seconds":%d}`, 1000*n, 5000-1000*n, 10-2*n)
+		if n == 3 {
+			close(polled)
+		}
+	})
+	mux.HandleFunc("GET /default/_design/d/_view/v", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("stale") != "false" {
+			t.Errorf("query %s", r.URL.RawQuery)
+		}
+		select {
+		case <-polled:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, `{"total_rows":1,"rows":[{"id":"a","key":"k","value":1}]}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	code := run([]string{"query", "d/v", "--stale=false", "--progress", "always", "--host", srv.URL, "-u", adminU}, &out, &errOut)
+	if code != 0 || out.String() != "KEY  VALUE  ID\n\"k\"  1      a\n1 rows (total_rows 1)\n" {
+		t.Fatalf("query: %d %q %q", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "indexing d: 500 changes/s") || !strings.Contains(errOut.String(), "(2000/5000)") {
+		t.Fatalf("no build progress on stderr: %q", errOut.String())
+	}
+	// Without --progress always, stderr (no terminal) gets no bar, and
+	// _info is not asked (polled is closed: the view answers at once).
+	infos.Store(0)
+	errOut.Reset()
+	if code := run([]string{"query", "d/v", "--stale=false", "--host", srv.URL, "-u", adminU}, io.Discard, &errOut); code != 0 || errOut.Len() != 0 || infos.Load() != 0 {
+		t.Fatalf("query with no terminal: %d %q, %d _info calls", code, errOut.String(), infos.Load())
+	}
+}
+
+// An answer from an index that is still building says so on stderr.
+func TestQueryBuildingNote(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /default/_design/d/_view/v", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Mayfly-Index-Building", "true")
+		w.Header().Set("X-Mayfly-Index-Pending", "42")
+		io.WriteString(w, `{"total_rows":0,"rows":[]}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"query", "d/v", "--stale", "ok", "--host", srv.URL, "-u", adminU}, &out, &errOut); code != 0 || out.String() != "0 rows (total_rows 0)\n" ||
+		!strings.Contains(errOut.String(), "still building (42 changes to index)") {
+		t.Fatalf("query: %d %q %q", code, out.String(), errOut.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -20,6 +22,78 @@ func ddocName(arg string) (string, error) {
 		return "", usagef("a design document name is NAME or _design/NAME, got %q", arg)
 	}
 	return name, nil
+}
+
+// ddocViews lists the bucket's design documents and their views' names, for
+// `ddoc ls` and for shell completion.
+func (o *clientOptions) ddocViews(ctx context.Context, c *apiClient) ([]ddocEntry, error) {
+	var list struct {
+		Rows []struct {
+			Doc struct {
+				Meta struct {
+					ID string `json:"id"`
+				} `json:"meta"`
+				JSON struct {
+					Views map[string]struct {
+						Reduce string `json:"reduce"`
+					} `json:"views"`
+				} `json:"json"`
+			} `json:"doc"`
+		} `json:"rows"`
+	}
+	if err := c.call(ctx, http.MethodGet, o.bucketPath()+"/ddocs", "", nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]ddocEntry, 0, len(list.Rows))
+	for _, r := range list.Rows {
+		e := ddocEntry{name: strings.TrimPrefix(r.Doc.Meta.ID, "_design/"), reduce: map[string]string{}}
+		for v, def := range r.Doc.JSON.Views {
+			e.views = append(e.views, v)
+			e.reduce[v] = def.Reduce
+		}
+		sort.Strings(e.views)
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ddocEntry is one design document of a listing.
+type ddocEntry struct {
+	name   string
+	views  []string
+	reduce map[string]string // view -> reduce function ("" for none)
+}
+
+// completeDDocs completes a design document name (withViews: DDOC/VIEW)
+// from the server the command's flags name; nothing when it cannot be
+// reached within a second.
+func completeDDocs(o *clientOptions, withViews bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := o.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), time.Second)
+		defer cancel()
+		list, err := o.ddocViews(ctx, c)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, d := range list {
+			if !withViews {
+				out = append(out, d.name)
+				continue
+			}
+			for _, v := range d.views {
+				out = append(out, d.name+"/"+v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // ddocPath is /BUCKET/_design/NAME.
@@ -79,9 +153,10 @@ func newDDocPutCmd() *cobra.Command {
 func newDDocGetCmd() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Print a design document",
-		Args:  exactArgs(1, "one NAME"),
+		Use:               "get NAME",
+		Short:             "Print a design document",
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: completeDDocs(&o, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := ddocName(args[0])
 			if err != nil {
@@ -110,10 +185,11 @@ func newDDocGetCmd() *cobra.Command {
 func newDDocRmCmd() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
-		Use:     "rm NAME",
-		Aliases: []string{"delete"},
-		Short:   "Delete a design document (and its index)",
-		Args:    exactArgs(1, "one NAME"),
+		Use:               "rm NAME",
+		Aliases:           []string{"delete"},
+		Short:             "Delete a design document (and its index)",
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: completeDDocs(&o, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := ddocName(args[0])
 			if err != nil {
@@ -150,48 +226,34 @@ func newDDocLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var data []byte
-			if err := c.call(cmd.Context(), http.MethodGet, o.bucketPath()+"/ddocs", "", nil, &data); err != nil {
-				return err
-			}
 			stdout := cmd.OutOrStdout()
 			if asJSON {
+				var data []byte
+				if err := c.call(cmd.Context(), http.MethodGet, o.bucketPath()+"/ddocs", "", nil, &data); err != nil {
+					return err
+				}
 				printLine(stdout, data)
 				return nil
 			}
-			var list struct {
-				Rows []struct {
-					Doc struct {
-						Meta struct {
-							ID string `json:"id"`
-						} `json:"meta"`
-						JSON struct {
-							Views map[string]struct {
-								Reduce string `json:"reduce"`
-							} `json:"views"`
-						} `json:"json"`
-					} `json:"doc"`
-				} `json:"rows"`
+			list, err := o.ddocViews(cmd.Context(), c)
+			if err != nil {
+				return err
 			}
-			if err := json.Unmarshal(data, &list); err != nil {
-				return fmt.Errorf("the server's answer is not the JSON expected: %s", jsonReason(err))
-			}
-			if len(list.Rows) == 0 {
+			if len(list) == 0 {
 				fmt.Fprintf(stdout, "no design documents in %s\n", o.bucket)
 				return nil
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tVIEWS")
-			for _, r := range list.Rows {
-				var vs []string
-				for v, def := range r.Doc.JSON.Views {
-					if def.Reduce != "" {
-						v += " (reduce " + def.Reduce + ")"
+			for _, d := range list {
+				vs := make([]string, len(d.views))
+				for i, v := range d.views {
+					vs[i] = v
+					if r := d.reduce[v]; r != "" {
+						vs[i] += " (reduce " + r + ")"
 					}
-					vs = append(vs, v)
 				}
-				sort.Strings(vs)
-				fmt.Fprintf(tw, "%s\t%s\n", strings.TrimPrefix(r.Doc.Meta.ID, "_design/"), strings.Join(vs, ", "))
+				fmt.Fprintf(tw, "%s\t%s\n", d.name, strings.Join(vs, ", "))
 			}
 			return tw.Flush()
 		},

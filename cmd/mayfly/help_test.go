@@ -43,7 +43,7 @@ func TestHelpListsCommands(t *testing.T) {
 			t.Errorf("--help does not list %s: %v", c, r)
 		}
 	}
-	if r := runCmdResult(); r.code != 2 || !strings.Contains(r.errOut, "Available Commands") {
+	if r := runCmdResult(); r.code != 2 || !strings.Contains(r.errOut, "Documents:\n") || !strings.Contains(r.errOut, "needs a command") {
 		t.Errorf("no command: %v", r)
 	}
 	if r := runCmdResult("load", "--help"); r.code != 0 || !strings.Contains(r.out, "--key-column") || !strings.Contains(r.out, "--concurrency") {

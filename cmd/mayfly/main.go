@@ -112,19 +112,23 @@ before or after the positional arguments. Errors exit 1, usage errors 2.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{cleanFlagError(err.Error())} })
-	root.AddCommand(
-		newServeCmd(),
-		newCtlCmd(),
-		newStatsCmd(),
-		newSearchCmd(),
-		newAuditCmd(),
-		newVersionCmd(),
-		newLoadCmd(),
-		newGetCmd(), newPutCmd(), newRmCmd(), newTouchCmd(),
-		newQueryCmd(),
-		newDDocCmd(),
-		newPagerCmd(),
+	root.AddGroup(
+		&cobra.Group{ID: "server", Title: "Server:"},
+		&cobra.Group{ID: "docs", Title: "Documents:"},
+		&cobra.Group{ID: "views", Title: "Views and search:"},
+		&cobra.Group{ID: "admin", Title: "Buckets and statistics:"},
 	)
+	for group, cmds := range map[string][]*cobra.Command{
+		"server": {newServeCmd(), newAuditCmd(), newVersionCmd()},
+		"docs":   {newLoadCmd(), newGetCmd(), newPutCmd(), newRmCmd(), newTouchCmd()},
+		"views":  {newQueryCmd(), newDDocCmd(), newSearchCmd()},
+		"admin":  {newStatsCmd(), newPagerCmd(), newCtlCmd()},
+	} {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
 	return root
 }
 

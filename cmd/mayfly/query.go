@@ -46,7 +46,8 @@ it is, and a note on stderr says when it was still building.`,
 		Example: `  mayfly query scores/by_player --group-level 1
   mayfly query scores/by_player --startkey '["ada"]' --endkey '["ada",{}]' --reduce=false --limit 10
   mayfly query scores/by_player --stale=false --json`,
-		Args: exactArgs(1, "DDOC/VIEW"),
+		Args:              exactArgs(1, "DDOC/VIEW"),
+		ValidArgsFunction: completeDDocs(&o.clientOptions, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ddoc, view, ok := strings.Cut(strings.TrimPrefix(args[0], "_design/"), "/")
 			view = strings.TrimPrefix(view, "_view/")

@@ -25,6 +25,12 @@ func TestQuery(t *testing.T) {
 	if r := f.mf(scoresNDJSON, "load", "-"); r.code != 0 {
 		t.Fatal(r)
 	}
+	// The shell completes DDOC/VIEW from the server.
+	var comp bytes.Buffer
+	if code := run([]string{"__complete", "query", "--host", f.url, "-u", adminU, ""}, &comp, io.Discard); code != 0 ||
+		!strings.Contains(comp.String(), "scores/by_player\n") || !strings.Contains(comp.String(), "scores/by_level\n") {
+		t.Errorf("completing query's argument: %d %q", code, comp.String())
+	}
 	// The first query waits for the index (a bar may show, then clears).
 	r := f.mf("", "query", "scores/by_player", "--stale=false", "--reduce=false", "--progress", "always")
 	want := "KEY    VALUE  ID\n" +

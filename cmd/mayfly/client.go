@@ -129,8 +129,19 @@ func (c *apiClient) send(req *http.Request) (*http.Response, error) {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return nil, c.answerError(resp, data)
+	return nil, &statusError{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), err: c.answerError(resp, data)}
 }
+
+// statusError is a non-2xx answer: its status, and the reason as an error.
+type statusError struct {
+	status     int
+	retryAfter string
+	err        error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+
+func (e *statusError) Unwrap() error { return e.err }
 
 // netReason is a transport error without Go's "Get "URL": " wrapping.
 func netReason(err error) string {

@@ -95,6 +95,10 @@ the time left; otherwise one summary line is printed at the end.`,
 	return cmd
 }
 
+// maxBusyRetries is how many times a batch refused with 503 (the server
+// answering its most requests at once) is sent again.
+const maxBusyRetries = 5
+
 // maxBatchBytes ends a batch early when its documents are large: memory
 // stays bounded by (concurrency + 2) batches whatever the documents' sizes.
 const maxBatchBytes = 8 << 20
@@ -384,15 +388,34 @@ type bulkResult struct {
 // order of the operations. An error is returned only when the request as a
 // whole failed (the server unreachable, the bucket missing, a refusal):
 // that ends the load.
+//
+// A server at its limit of concurrent requests (503) is given the time its
+// Retry-After asks, up to maxBusyRetries times.
 func sendBatch(ctx context.Context, c *apiClient, bucket string, b *loadBatch, t *loadTally) error {
-	req, err := c.newRequest(ctx, http.MethodPost, "/"+url.PathEscape(bucket)+"/_bulk", bytes.NewReader(b.body.Bytes()))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	resp, err := c.send(req)
-	if err != nil {
-		return err
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		req, err := c.newRequest(ctx, http.MethodPost, "/"+url.PathEscape(bucket)+"/_bulk", bytes.NewReader(b.body.Bytes()))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err = c.send(req)
+		var se *statusError
+		if err == nil || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable || attempt == maxBusyRetries {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		wait := time.Second
+		if n, perr := strconv.Atoi(se.retryAfter); perr == nil && n >= 0 && n <= 60 {
+			wait = time.Duration(n) * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)

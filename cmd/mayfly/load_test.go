@@ -3,10 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -217,5 +221,43 @@ func TestLoadProgressBar(t *testing.T) {
 	}
 	if code != 0 || !strings.Contains(out.String(), "loaded 200 documents") || !strings.Contains(errOut.String(), "docs/s") {
 		t.Fatalf("load: %d %q %q", code, out.String(), errOut.String())
+	}
+}
+
+// A batch refused with 503 (the server at its most requests at once) is
+// sent again after Retry-After; other refusals stop the load at once.
+func TestLoadRetriesBusyServer(t *testing.T) {
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /default/_bulk", func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":"too_many_requests","reason":"retry shortly"}`)
+			return
+		}
+		sc := bufio.NewScanner(r.Body)
+		for sc.Scan() {
+			var op struct{ ID string }
+			json.Unmarshal(sc.Bytes(), &op)
+			fmt.Fprintf(w, `{"id":%q,"cas":1,"seq":1,"expiration":0}`+"\n", op.ID)
+		}
+	})
+	mux.HandleFunc("POST /locked/_bulk", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"error":"forbidden","reason":"no data_writer role on locked"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	in := `{"_id":"a"}` + "\n" + `{"_id":"b"}` + "\n"
+	var out, errOut bytes.Buffer
+	if code := runWith(strings.NewReader(in), []string{"load", "-", "--host", srv.URL, "-u", adminU}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "loaded 2 documents") || calls.Load() != 3 {
+		t.Fatalf("load against a busy server: %d %q %q, %d calls", code, out.String(), errOut.String(), calls.Load())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := runWith(strings.NewReader(in), []string{"load", "-", "-b", "locked", "--host", srv.URL, "-u", adminU}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "load stopped: no data_writer role on locked (forbidden)") {
+		t.Fatalf("load refused: %d %q %q", code, out.String(), errOut.String())
 	}
 }

@@ -158,7 +158,7 @@ func (a *applier) update(views []ViewConfig, u *DocUpdate) error {
 			if value == nil {
 				value = jsonNull
 			}
-			a.row = appendRow(a.row[:0], a.enc, u.DocID, ord, e.Key, value)
+			a.row = appendRow(a.row[:0], a.enc, u.DocID, ord, e.Key, value, u.Expiration)
 			a.rows = appendEntry(a.rows, vi, a.row)
 		}
 	}

@@ -38,6 +38,10 @@ const maxViolations = 8
 //     recomputed from the rows with the view's Reducer (Reduce over each leaf,
 //     Rereduce up the tree, without reading any cache), compared as decoded
 //     JSON values (so 1 and 1.0 are equal);
+//   - every node's earliest expiration is that of the rows under it;
+//   - every cached reduction of a node's live rows holds: no row beneath
+//     expires inside the interval of instants it claims, and its count and
+//     reduction are those of the rows live then, recomputed from the rows;
 //
 // and for the back index: every entry is well formed and not empty, its rows
 // carry its document id, are in the tree of their view with the same bytes,
@@ -148,6 +152,9 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 		if reductions && v.Reducer != nil && c.ok() {
 			t.reductions(v.Reducer)
 		}
+		if reductions && c.ok() {
+			t.liveReductions(v.Reducer)
+		}
 		if !c.ok() {
 			return
 		}
@@ -161,16 +168,35 @@ type treeChecker struct {
 	where     string
 	leafDepth int     // depth of the first leaf seen; -1 before
 	prev      row     // the row before, in tree order
-	cached    []*node // nodes with a cached reduction
-	rows      int     // rows seen so far
+	cached     []*node // nodes with a cached reduction
+	liveCached []*node // nodes with a cached live reduction
+	rows       int     // rows seen so far
 }
 
 // node checks the subtree n, whose rows must lie in [lo, hi) (nil: open), and
 // returns its number of rows.
 func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
+	count, _ := t.nodeExp(n, lo, hi, isRoot, depth)
+	return count
+}
+
+// nodeExp is node, also returning the earliest non-zero expiration of the
+// rows under n, which it checks against n.minExp.
+func (t *treeChecker) nodeExp(n *node, lo, hi []byte, isRoot bool, depth int) (int, int64) {
+	count, minExp := t.walkNode(n, lo, hi, isRoot, depth)
+	if t.c.ok() && minExp != n.minExp {
+		t.c.failf("%s: node of %d rows (row %d) keeps earliest expiration %d, its rows' is %d", t.where, n.count, t.rows, n.minExp, minExp)
+	}
+	return count, minExp
+}
+
+func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (int, int64) {
 	c := t.c
 	if !c.ok() {
-		return n.count
+		return n.count, n.minExp
+	}
+	if n.live.Load() != nil {
+		t.liveCached = append(t.liveCached, n)
 	}
 	if n.gen > c.gen {
 		c.failf("%s: node of generation %d, the writer is at %d", t.where, n.gen, c.gen)
@@ -190,29 +216,33 @@ func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
 		if len(n.items) > maxItems || !isRoot && len(n.items) < maxItems/4 {
 			c.failf("%s: leaf with %d rows (row %d)", t.where, len(n.items), t.rows)
 		}
+		minExp := int64(0)
 		for _, r := range n.items {
 			if !c.ok() {
 				break
 			}
 			t.row(r, lo, hi)
+			if validRow(r) {
+				minExp = minNZ(minExp, r.exp())
+			}
 		}
 		if n.count != len(n.items) {
 			c.failf("%s: leaf counts %d rows, holds %d (row %d)", t.where, n.count, len(n.items), t.rows)
 		}
-		return len(n.items)
+		return len(n.items), minExp
 	}
 	if n.items != nil {
 		c.failf("%s: inner node with %d rows", t.where, len(n.items))
 	}
 	if len(n.keys) != len(n.children) {
 		c.failf("%s: inner node with %d children and %d separators", t.where, len(n.children), len(n.keys))
-		return n.count
+		return n.count, n.minExp
 	}
 	switch least := maxChildren / 4; {
 	case len(n.children) > maxChildren, !isRoot && len(n.children) < least, isRoot && len(n.children) < 2:
 		c.failf("%s: inner node with %d children (row %d)", t.where, len(n.children), t.rows)
 	}
-	sum := 0
+	sum, minExp := 0, int64(0)
 	for i, child := range n.children {
 		clo, chi := lo, hi
 		if i > 0 {
@@ -225,15 +255,17 @@ func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
 		if i+1 < len(n.children) {
 			chi = n.keys[i+1]
 		}
-		sum += t.node(child, clo, chi, false, depth+1)
+		cn, ce := t.nodeExp(child, clo, chi, false, depth+1)
+		sum += cn
+		minExp = minNZ(minExp, ce)
 		if !c.ok() {
-			return n.count
+			return n.count, n.minExp
 		}
 	}
 	if n.count != sum {
 		c.failf("%s: inner node counts %d rows, holds %d (row %d)", t.where, n.count, sum, t.rows)
 	}
-	return sum
+	return sum, minExp
 }
 
 // row checks a row, which must lie in [lo, hi) and follow t.prev.
@@ -581,4 +613,85 @@ func entrySet(entry []byte) []string {
 	})
 	slices.Sort(out)
 	return out
+}
+
+// liveReductions checks each node's cached live rows (see liveCache) against
+// a recomputation: no row beneath expires strictly inside the interval the
+// cache claims, the node holds an expired row at its start (else nothing
+// needed caching), and the count and (if cached) the reduction are those of
+// the rows live then, reduced from the rows without reading any cache. red
+// is the view's Reducer, nil for a map-only view.
+func (t *treeChecker) liveReductions(red Reducer) {
+	for _, n := range t.liveCached {
+		if !t.c.ok() {
+			return
+		}
+		lc := n.live.Load()
+		at := lc.lo
+		var live []row
+		var leaves [][]row // live rows per leaf, for the reduction
+		bad := int64(0)
+		_ = walkLeaves(n, func(leaf *node) error {
+			var l []row
+			for _, r := range leaf.items {
+				e := r.exp()
+				if e != 0 && e > lc.lo && (lc.hi == 0 || e < lc.hi) && bad == 0 {
+					bad = e
+				}
+				if !isExpired(e, at) {
+					l = append(l, r)
+				}
+			}
+			live = append(live, l...)
+			leaves = append(leaves, l)
+			return nil
+		})
+		switch {
+		case bad != 0:
+			t.c.failf("%s: node of %d rows from %q caches live rows for [%d, %d), a row expires at %d", t.where, n.count, n.minKey(), lc.lo, lc.hi, bad)
+			continue
+		case n.allLive(at):
+			t.c.failf("%s: node of %d rows from %q caches live rows for [%d, %d), none has expired then", t.where, n.count, n.minKey(), lc.lo, lc.hi)
+			continue
+		case lc.count != len(live):
+			t.c.failf("%s: node of %d rows from %q caches %d live rows for [%d, %d), %d are", t.where, n.count, n.minKey(), lc.count, lc.lo, lc.hi, len(live))
+			continue
+		case !lc.hasRed:
+			continue
+		case red == nil:
+			t.c.failf("%s: node from %q caches a live reduction, the view has no reduce", t.where, n.minKey())
+			continue
+		case len(live) == 0:
+			if lc.red != nil {
+				t.c.failf("%s: node from %q caches live reduction %s of no rows", t.where, n.minKey(), lc.red)
+			}
+			continue
+		}
+		rd := reduction{ctx: t.c.ctx, r: red}
+		var vals [][]byte
+		var err error
+		for _, l := range leaves {
+			if len(l) == 0 {
+				continue
+			}
+			var v []byte
+			if v, err = rd.rows(l); err != nil {
+				break
+			}
+			vals = append(vals, bytes.Clone(v))
+		}
+		var v []byte
+		if err == nil {
+			v, err = rd.rereduce(vals)
+		}
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: node from %q caches live reduction %s, recomputing it fails: %v", t.where, n.minKey(), lc.red, err)
+			}
+			continue
+		}
+		if !sameJSON(lc.red, v) {
+			t.c.failf("%s: node of %d rows from %q caches live reduction %s for [%d, %d), recomputed %s", t.where, n.count, n.minKey(), lc.red, lc.lo, lc.hi, v)
+		}
+	}
 }

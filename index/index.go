@@ -79,6 +79,10 @@ type DocUpdate struct {
 	Partition uint16
 	// Seq is the sequence number of the mutation in its partition.
 	Seq uint64
+	// Expiration is the document's expiration, absolute Unix seconds (0:
+	// never). Every row of the document carries it: queries that exclude
+	// expired rows (Range.ExcludeExpired) leave them out once it has passed.
+	Expiration int64
 	// Rows holds the document's rows per view name, in emit order. A view that
 	// is missing or empty has no rows of this document; a nil map means the
 	// document was deleted. Every name must be a configured view.
@@ -218,6 +222,20 @@ func (ix *Index) TotalRows(view string) (int, error) {
 		return 0, err
 	}
 	return s.roots[vi].count, nil
+}
+
+// LiveRows returns the number of rows of view whose document has not expired
+// at now (Unix seconds): total_rows of a query that excludes expired rows.
+// Its cost follows the expired rows not purged yet, not the view's size
+// (see Range.ExcludeExpired).
+func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (int, error) {
+	s, vi, err := ix.reader(view)
+	if err != nil {
+		return 0, err
+	}
+	rd := reduction{ctx: ctx, now: now, live: true}
+	lc, err := rd.liveOf(s.roots[vi])
+	return lc.count, err
 }
 
 // reader returns the current snapshot and the index of view.

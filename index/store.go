@@ -46,7 +46,7 @@ var (
 
 const (
 	// formatVersion names the layout above; a file with another one is rebuilt.
-	formatVersion = "mayfly-index-4"
+	formatVersion = "mayfly-index-5"
 	// blockSize is the size a checkpoint block grows to before a new one starts.
 	blockSize = 32 << 10
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint.

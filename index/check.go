@@ -164,10 +164,10 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 
 // treeChecker checks one tree.
 type treeChecker struct {
-	c         *checker
-	where     string
-	leafDepth int     // depth of the first leaf seen; -1 before
-	prev      row     // the row before, in tree order
+	c          *checker
+	where      string
+	leafDepth  int     // depth of the first leaf seen; -1 before
+	prev       row     // the row before, in tree order
 	cached     []*node // nodes with a cached reduction
 	liveCached []*node // nodes with a cached live reduction
 	rows       int     // rows seen so far

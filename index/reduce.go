@@ -59,8 +59,8 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 
 // reduction computes reductions of rows with one Reducer, for one goroutine.
 type reduction struct {
-	ctx  context.Context // passed to the Reducer
-	r    Reducer // nil: count live rows only (liveOf)
+	ctx context.Context // passed to the Reducer
+	r   Reducer         // nil: count live rows only (liveOf)
 	// live leaves out the rows expired at now (Range.ExcludeExpired).
 	live bool
 	now  int64

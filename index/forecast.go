@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 )
 
 // MaxForecastIntervals caps the intervals of one Forecast.
@@ -41,18 +42,21 @@ type ExpiryForecast struct {
 // seconds after now, how many rows of view (selected by r, whose
 // ExcludeExpired and Descending it ignores; with Keys, a key given twice
 // counts its rows twice) leave it because their document expires in that
-// interval, and what their reduction is for a view with a Reducer; and the
+// interval, and, with reduce, what their reduction is (for a view with a
+// Reducer; reduce is ignored for one without); and the
 // same for the rows expired at now but still in the view. It walks only the
 // subtrees whose earliest expiration falls before the horizon, so its cost
 // follows the rows that expire within it (and those expired), not the
 // view's size. A bad interval or horizon gives an error wrapping
 // ErrInvalidForecast.
-func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64) (*ExpiryForecast, error) {
+func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64, reduce bool) (*ExpiryForecast, error) {
 	switch {
 	case interval <= 0 || horizon <= 0:
 		return nil, fmt.Errorf("%w: interval and horizon must be positive seconds", ErrInvalidForecast)
-	case (horizon+interval-1)/interval > MaxForecastIntervals:
+	case horizon/interval > MaxForecastIntervals || horizon/interval == MaxForecastIntervals && horizon%interval != 0:
 		return nil, fmt.Errorf("%w: horizon/interval is over %d intervals", ErrInvalidForecast, MaxForecastIntervals)
+	case now > math.MaxInt64-horizon:
+		return nil, fmt.Errorf("%w: horizon %d is too far", ErrInvalidForecast, horizon)
 	}
 	snap, vi, err := ix.reader(view)
 	if err != nil {
@@ -64,10 +68,17 @@ func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interv
 		return nil, err
 	}
 	f := &forecaster{
-		rd:  reduction{ctx: ctx, r: ix.views[vi].Reducer},
+		rd:  reduction{ctx: ctx},
 		now: now, end: now + horizon, interval: interval,
-		parts: make([]forecastPart, 1+(horizon+interval-1)/interval),
 	}
+	if reduce {
+		f.rd.r = ix.views[vi].Reducer
+	}
+	nIntervals := horizon / interval
+	if horizon%interval != 0 {
+		nIntervals++
+	}
+	f.parts = make([]forecastPart, 1+nIntervals)
 	for _, s := range spans {
 		if s.empty() {
 			continue
@@ -93,7 +104,10 @@ func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interv
 			continue
 		}
 		er.Start = now + int64(i-1)*interval
-		er.End = min(now+int64(i)*interval, now+horizon)
+		er.End = now + horizon
+		if int64(i) < nIntervals {
+			er.End = er.Start + interval
+		}
 		out.Intervals[i-1] = er
 	}
 	return out, nil

@@ -297,11 +297,11 @@ func TestForecast_Random(t *testing.T) {
 	apply(t, ix, ups...)
 	for _, r := range []index.Range{{}, {StartKey: js("10"), EndKey: js("30"), InclusiveEnd: true}, {Keys: [][]byte{js("3"), js("40")}}} {
 		const interval, horizon = 500, 2600
-		f, err := ix.Forecast(ctx, "cs", r, now, interval, horizon)
+		f, err := ix.Forecast(ctx, "cs", r, now, interval, horizon, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fm, err := ix.Forecast(ctx, "mm", r, now, interval, horizon)
+		fm, err := ix.Forecast(ctx, "mm", r, now, interval, horizon, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +338,7 @@ func TestForecast_Random(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]int64{{0, 10}, {10, 0}, {-1, 10}, {1, index.MaxForecastIntervals + 1}} {
-		if _, err := ix.Forecast(ctx, "cs", index.Range{}, now, bad[0], bad[1]); err == nil {
+		if _, err := ix.Forecast(ctx, "cs", index.Range{}, now, bad[0], bad[1], true); err == nil {
 			t.Errorf("Forecast(interval %d, horizon %d) = nil error", bad[0], bad[1])
 		}
 	}

@@ -627,6 +627,7 @@ func (t *treeChecker) liveReductions(red Reducer) {
 			return
 		}
 		lc := n.live.Load()
+		t.liveChunks(red, n, lc)
 		at := lc.lo
 		var live []row
 		var leaves [][]row // live rows per leaf, for the reduction
@@ -692,6 +693,54 @@ func (t *treeChecker) liveReductions(red Reducer) {
 		}
 		if !sameJSON(lc.red, v) {
 			t.c.failf("%s: node of %d rows from %q caches live reduction %s for [%d, %d), recomputed %s", t.where, n.count, n.minKey(), lc.red, lc.lo, lc.hi, v)
+		}
+	}
+}
+
+// liveChunks checks the chunks of a leaf's cached live rows as liveReductions
+// checks nodes'.
+func (t *treeChecker) liveChunks(red Reducer, n *node, lc *liveCache) {
+	if !n.leaf() {
+		if lc.chunks != nil {
+			t.c.failf("%s: inner node from %q caches live chunks", t.where, n.minKey())
+		}
+		return
+	}
+	if want := (len(n.items) + liveChunk - 1) / liveChunk; len(lc.chunks) != want {
+		t.c.failf("%s: leaf of %d rows from %q caches %d live chunks, want %d", t.where, len(n.items), n.minKey(), len(lc.chunks), want)
+		return
+	}
+	rd := reduction{ctx: t.c.ctx, r: red}
+	for i, ch := range lc.chunks {
+		items := n.items[i*liveChunk : min((i+1)*liveChunk, len(n.items))]
+		var live []row
+		for _, r := range items {
+			e := r.exp()
+			if e != 0 && e > ch.lo && (ch.hi == 0 || e < ch.hi) {
+				t.c.failf("%s: chunk %d of the leaf from %q caches live rows for [%d, %d), a row expires at %d", t.where, i, n.minKey(), ch.lo, ch.hi, e)
+				return
+			}
+			if !isExpired(e, ch.lo) {
+				live = append(live, r)
+			}
+		}
+		if ch.count != len(live) {
+			t.c.failf("%s: chunk %d of the leaf from %q caches %d live rows, %d are", t.where, i, n.minKey(), ch.count, len(live))
+			return
+		}
+		if !ch.hasRed || red == nil || len(live) == 0 {
+			continue
+		}
+		v, err := rd.rows(live)
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: chunk %d of the leaf from %q: recomputing its live reduction fails: %v", t.where, i, n.minKey(), err)
+			}
+			return
+		}
+		if !sameJSON(ch.red, v) {
+			t.c.failf("%s: chunk %d of the leaf from %q caches live reduction %s, recomputed %s", t.where, i, n.minKey(), ch.red, v)
+			return
 		}
 	}
 }

@@ -60,19 +60,27 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 	}
 	lc := liveCache{lo: math.MinInt64, hasRed: reduce}
 	if n.leaf() {
-		live := rd.liveRows[:0]
-		defer func() { rd.liveRows = live[:0] }()
-		for _, r := range n.items {
-			if e := r.exp(); isExpired(e, now) {
-				lc.lo = max(lc.lo, e)
-			} else {
-				lc.hi = minNZ(lc.hi, e)
-				live = append(live, r)
+		var prev []liveCache
+		if p := n.live.Load(); p != nil && (p.hasRed || !reduce) {
+			prev = p.chunks
+		}
+		lc.chunks = make([]liveCache, (len(n.items)+liveChunk-1)/liveChunk)
+		var vals [][]byte
+		for i := range lc.chunks {
+			ch := &lc.chunks[i]
+			if i < len(prev) && prev[i].valid(now) {
+				*ch = prev[i]
+			} else if err := rd.liveChunk(ch, n.items[i*liveChunk:min((i+1)*liveChunk, len(n.items))]); err != nil {
+				return liveCache{}, err
+			}
+			lc.lo, lc.hi = max(lc.lo, ch.lo), minNZ(lc.hi, ch.hi)
+			lc.count += ch.count
+			if reduce && ch.count > 0 {
+				vals = append(vals, ch.red)
 			}
 		}
-		lc.count = len(live)
-		if reduce && len(live) > 0 {
-			v, err := rd.rows(live)
+		if len(vals) > 0 {
+			v, err := rd.rereduce(vals)
 			if err != nil {
 				return liveCache{}, err
 			}
@@ -107,4 +115,30 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 		n.live.Store(&c)
 	}
 	return lc, nil
+}
+
+// liveChunk fills ch with the live rows of items (a chunk of a leaf) at
+// rd.now: their number, reduction and interval of validity.
+func (rd *reduction) liveChunk(ch *liveCache, items []row) error {
+	now, reduce := rd.now, rd.r != nil
+	*ch = liveCache{lo: math.MinInt64, hasRed: reduce}
+	live := rd.liveRows[:0]
+	for _, r := range items {
+		if e := r.exp(); isExpired(e, now) {
+			ch.lo = max(ch.lo, e)
+		} else {
+			ch.hi = minNZ(ch.hi, e)
+			live = append(live, r)
+		}
+	}
+	rd.liveRows = live[:0]
+	ch.count = len(live)
+	if reduce && len(live) > 0 {
+		v, err := rd.rows(live)
+		if err != nil {
+			return err
+		}
+		ch.red = v
+	}
+	return nil
 }

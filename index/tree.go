@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Node capacities of the in-memory B+tree. A leaf holds at most maxItems rows
@@ -44,7 +45,9 @@ func (r row) fields() (key, value []byte, id string) {
 	n := encLen(r)
 	t := n + bytes.IndexByte(r[n:], terminator)
 	if esc := r[n:t]; bytes.IndexByte(esc, escByte) < 0 {
-		id = string(esc)
+		// The string shares the row's bytes, which never change (a row is
+		// immutable once built), so it needs no copy.
+		id = unsafe.String(unsafe.SliceData(esc), len(esc))
 	} else {
 		idb, _ := unescape(r[n : t+1])
 		id = string(idb)
@@ -121,12 +124,20 @@ type node struct {
 // instant: their number and, if hasRed, their reduction (nil when there are
 // none). The live rows are the same at every instant t with lo <= t < hi (hi
 // 0: no end), as no row beneath expires strictly between lo and hi.
+//
+// A leaf's cache also keeps the same for each chunk of liveChunk rows, so
+// that once some of its rows expire only the chunks they are in are reduced
+// again, and the leaf's value is the rereduction of its chunks'.
 type liveCache struct {
 	lo, hi int64
 	count  int
 	red    []byte
 	hasRed bool
+	chunks []liveCache // leaf only: items[i*liveChunk : (i+1)*liveChunk]
 }
+
+// liveChunk is the number of rows of a chunk of a leaf's liveCache.
+const liveChunk = 8
 
 // valid reports whether c holds for instant now.
 func (c *liveCache) valid(now int64) bool {

@@ -155,6 +155,9 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 		if reductions && c.ok() {
 			t.liveReductions(v.Reducer)
 		}
+		if c.ok() {
+			c.checkExpiryTree(where, vi, snap, reductions)
+		}
 		if !c.ok() {
 			return
 		}
@@ -171,6 +174,7 @@ type treeChecker struct {
 	cached     []*node // nodes with a cached reduction
 	liveCached []*node // nodes with a cached live reduction
 	rows       int     // rows seen so far
+	expiry     bool    // an expiry tree (see snapshot.expRoots)
 }
 
 // node checks the subtree n, whose rows must lie in [lo, hi) (nil: open), and
@@ -273,6 +277,10 @@ func (t *treeChecker) row(r row, lo, hi []byte) {
 	c := t.c
 	i := t.rows
 	t.rows++
+	if t.expiry {
+		t.expiryRow(r, lo, hi)
+		return
+	}
 	if problem := rowProblem(r); problem != "" {
 		c.failf("%s: row %d: %s", t.where, i, problem)
 		t.prev = nil
@@ -522,10 +530,7 @@ func (c *checker) checkFile(tx *bolt.Tx, signature string, snap *snapshot, back 
 	if !c.ok() {
 		return
 	}
-	disk := &snapshot{roots: make([]*node, len(c.views)), seqs: make([]uint64, len(snap.seqs))}
-	for i := range disk.roots {
-		disk.roots[i] = &node{}
-	}
+	disk := newSnapshot(len(c.views), len(snap.seqs))
 	dback := map[string][]byte{}
 	st, err := loadTx(c.ctx, tx, c.views, disk, dback)
 	if err != nil {
@@ -742,5 +747,68 @@ func (t *treeChecker) liveChunks(red Reducer, n *node, lc *liveCache) {
 			t.c.failf("%s: chunk %d of the leaf from %q caches live reduction %s, recomputed %s", t.where, i, n.minKey(), ch.red, v)
 			return
 		}
+	}
+}
+
+// expiryRow checks a row of an expiry tree, which must lie in [lo, hi) and
+// follow t.prev: well formed, with an expiration, under the tree key of
+// that expiration, document id and emit ordinal.
+func (t *treeChecker) expiryRow(r row, lo, hi []byte) {
+	c := t.c
+	i := t.rows
+	t.rows++
+	if !validRow(r) || r.exp() == 0 {
+		c.failf("%s: row %d %q is malformed or has no expiration", t.where, i, []byte(r))
+		t.prev = nil
+		return
+	}
+	_, _, id := r.fields()
+	ck := r.ck()
+	if want := appendCK(nil, encodeExp(r.exp()), id, r.ord()); !bytes.Equal(ck, want) {
+		c.failf("%s: row %d has tree key %q, its expiration %d gives %q", t.where, i, ck, r.exp(), want)
+	}
+	if lo != nil && bytes.Compare(ck, lo) < 0 || hi != nil && bytes.Compare(ck, hi) >= 0 {
+		c.failf("%s: row %d %q outside its node's range [%q, %q)", t.where, i, ck, lo, hi)
+	}
+	if p := t.prev; p != nil && bytes.Compare(p.ck(), ck) >= 0 {
+		c.failf("%s: row %d %q not above row %d %q", t.where, i, ck, i-1, p.ck())
+	}
+	t.prev = r
+}
+
+// checkExpiryTree checks the expiry tree of view vi of snap: well formed,
+// its cached reductions (with reductions), and holding exactly the rows of
+// the view's tree that have an expiration, as expiryRow makes them.
+func (c *checker) checkExpiryTree(where string, vi int, snap *snapshot, reductions bool) {
+	v := c.views[vi]
+	t := treeChecker{c: c, where: fmt.Sprintf("%s: expiry tree of view %q", where, v.Name), leafDepth: -1, expiry: true}
+	root := snap.expRoots[vi]
+	if n := t.node(root, nil, nil, true, 0); n != root.count && c.ok() {
+		c.failf("%s: root counts %d rows, holds %d", t.where, root.count, n)
+	}
+	if reductions && v.Reducer != nil && c.ok() {
+		t.reductions(v.Reducer)
+	}
+	if !c.ok() {
+		return
+	}
+	want := buildExpiryTree(snap.roots[vi])
+	var a, b cursor
+	a.seekGE(root, nil)
+	b.seekGE(want, nil)
+	for i := 0; (a.valid() || b.valid()) && c.ok(); i++ {
+		switch {
+		case !a.valid():
+			c.failf("%s: %d rows, the view's rows with an expiration give row %d %q too", t.where, i, i, b.row().ck())
+			return
+		case !b.valid():
+			c.failf("%s: row %d %q is not one of the view's rows with an expiration (%d)", t.where, i, a.row().ck(), i)
+			return
+		case !bytes.Equal(a.row(), b.row()):
+			c.failf("%s: row %d is %q, the view's rows give %q", t.where, i, []byte(a.row()), []byte(b.row()))
+			return
+		}
+		a.next()
+		b.next()
 	}
 }

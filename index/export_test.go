@@ -57,6 +57,17 @@ func CorruptLiveCount(ix *Index, view string) bool {
 	return true
 }
 
+// CorruptExpiryRow gives the first row of view's expiry tree the value 999.
+func CorruptExpiryRow(ix *Index, view string) {
+	n := ix.snap.Load().expRoots[ix.byName[view]]
+	for !n.leaf() {
+		n = n.children[0]
+	}
+	r := n.items[0]
+	key, _, id := r.fields()
+	n.items[0] = appendRow(nil, encodeExp(r.exp()), id, r.ord(), key, []byte("999"), r.exp())
+}
+
 // CorruptCount adds one to the row count of the root of view's tree.
 func CorruptCount(ix *Index, view string) {
 	ix.snap.Load().roots[ix.byName[view]].count++

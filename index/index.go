@@ -133,7 +133,23 @@ type Index struct {
 // vector, published together once they are durable.
 type snapshot struct {
 	roots []*node
-	seqs  []uint64
+	// expRoots holds, per view, the rows of the view whose document has an
+	// expiration, ordered by expiration, then document id and emit order
+	// (see expiryRow), with cached reductions like any tree: a forecast
+	// reduces the rows that expire in an interval as one key range. It is
+	// derived from roots: not persisted, rebuilt when the file is loaded.
+	expRoots []*node
+	seqs     []uint64
+}
+
+// newSnapshot returns an empty snapshot of nviews views and nparts
+// partitions.
+func newSnapshot(nviews, nparts int) *snapshot {
+	snap := &snapshot{roots: make([]*node, nviews), expRoots: make([]*node, nviews), seqs: make([]uint64, nparts)}
+	for i := range snap.roots {
+		snap.roots[i], snap.expRoots[i] = &node{}, &node{}
+	}
+	return snap
 }
 
 // Open opens the index described by cfg, loading persisted rows if cfg.Path
@@ -158,10 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 		}
 		ix.byName[v.Name] = i
 	}
-	snap := &snapshot{roots: make([]*node, len(ix.views)), seqs: make([]uint64, cfg.NumPartitions)}
-	for i := range snap.roots {
-		snap.roots[i] = &node{}
-	}
+	snap := newSnapshot(len(ix.views), cfg.NumPartitions)
 	ix.mu.back = make(map[string][]byte)
 	if cfg.Path != "" {
 		db, err := openBolt(cfg.Path, cfg.NoSync)

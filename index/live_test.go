@@ -295,7 +295,9 @@ func TestForecast_Random(t *testing.T) {
 		ups = append(ups, index.DocUpdate{DocID: id, Seq: uint64(i + 1), Expiration: d.exp, Rows: d.rows})
 	}
 	apply(t, ix, ups...)
-	for _, r := range []index.Range{{}, {StartKey: js("10"), EndKey: js("30"), InclusiveEnd: true}, {Keys: [][]byte{js("3"), js("40")}}} {
+	// The whole view (answered from the expiry tree), the same through a
+	// range that holds every key (answered by a walk), and narrower ranges.
+	for _, r := range []index.Range{{}, {StartKey: js("null")}, {StartKey: js("10"), EndKey: js("30"), InclusiveEnd: true}, {Keys: [][]byte{js("3"), js("40")}}} {
 		const interval, horizon = 500, 2600
 		f, err := ix.Forecast(ctx, "cs", r, now, interval, horizon, true)
 		if err != nil {
@@ -422,6 +424,7 @@ func TestCheck_DetectsExpiryTampering(t *testing.T) {
 	}{
 		{"earliest expiration", func(ix *index.Index) bool { index.CorruptMinExp(ix, "cs"); return true }, "keeps earliest expiration 101, its rows' is 100"},
 		{"live count", func(ix *index.Index) bool { return index.CorruptLiveCount(ix, "cs") }, "caches 251 live rows"},
+		{"expiry tree", func(ix *index.Index) bool { index.CorruptExpiryRow(ix, "mm"); return true }, `expiry tree of view "mm": row 0 is`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ix, err := index.Open(context.Background(), liveConfig(""))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"unsafe"
 )
@@ -77,6 +78,33 @@ func appendCK(dst, enc []byte, id string, ord int) []byte {
 	dst = appendEscaped(dst, id)
 	dst = append(dst, terminator)
 	return binary.BigEndian.AppendUint32(dst, uint32(ord))
+}
+
+// ord returns the row's emit ordinal.
+func (r row) ord() int {
+	ck := r.ck()
+	return int(binary.BigEndian.Uint32(ck[len(ck)-4:]))
+}
+
+// encodeExp is the encoded key that orders rows by expiration in a view's
+// expiry tree: the expiration as a JSON number.
+func encodeExp(exp int64) []byte {
+	enc, _ := EncodeKey(strconv.AppendInt(nil, exp, 10)) // a number always encodes
+	return enc
+}
+
+// expiryRow appends the row of r (whose expiration is not 0) in its view's
+// expiry tree: r's key JSON, value, document id and emit ordinal, under the
+// tree key of its expiration (see snapshot.expRoots).
+func expiryRow(dst []byte, r row) []byte {
+	key, value, id := r.fields()
+	return appendRow(dst, encodeExp(r.exp()), id, r.ord(), key, value, r.exp())
+}
+
+// expiryCK appends the tree key of r's row in its view's expiry tree.
+func expiryCK(dst []byte, r row) []byte {
+	_, _, id := r.fields()
+	return appendCK(dst, encodeExp(r.exp()), id, r.ord())
 }
 
 // validRow reports whether r is a well-formed row (of a file).

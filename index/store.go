@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -429,7 +430,8 @@ func loadRowBlock(b *builder, back map[string][]byte, vi int, block []byte) erro
 		}
 		entry = entry[: len(entry)-len(d.b) : len(entry)-len(d.b)]
 		b.add(r)
-		_, _, id := r.fields()
+		_, _, rid := r.fields()
+		id := strings.Clone(rid) // a key of its own: rid shares the block's bytes, which it would keep
 		if prev, ok := back[id]; ok {
 			back[id] = append(prev, entry...) // prev is capped (a block slice) or a copy made here
 		} else {

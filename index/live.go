@@ -58,14 +58,23 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 	if p := n.live.Load(); p != nil && p.valid(now) && (p.hasRed || !reduce) {
 		return *p, nil
 	}
-	lc := liveCache{lo: math.MinInt64, hasRed: reduce}
+	var lcp *liveCache // the value to cache
+	if n.leaf() {
+		// One allocation holds the leaf's value and its chunks'.
+		lb := &leafLive{}
+		lcp = &lb.lc
+		*lcp = liveCache{lo: math.MinInt64, hasRed: reduce, chunks: lb.chunks[:(len(n.items)+liveChunk-1)/liveChunk]}
+	} else {
+		lcp = &liveCache{lo: math.MinInt64, hasRed: reduce}
+	}
+	lc := lcp
 	if n.leaf() {
 		var prev []liveCache
 		if p := n.live.Load(); p != nil && (p.hasRed || !reduce) {
 			prev = p.chunks
 		}
-		lc.chunks = make([]liveCache, (len(n.items)+liveChunk-1)/liveChunk)
-		var vals [][]byte
+		vals := rd.leafVals[:0]
+		defer func() { rd.leafVals = vals[:0] }()
 		for i := range lc.chunks {
 			ch := &lc.chunks[i]
 			if i < len(prev) && prev[i].valid(now) {
@@ -87,10 +96,10 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 			lc.red = v
 		}
 	} else {
-		var vals [][]byte
-		if reduce {
-			vals = make([][]byte, 0, len(n.children))
-		}
+		// The children's reductions go on rd.stack above base: each
+		// child's own use of it ends before it returns.
+		base := len(rd.stack)
+		defer func() { rd.stack = rd.stack[:base] }()
 		for _, c := range n.children {
 			cl, err := rd.liveOf(c)
 			if err != nil {
@@ -99,10 +108,10 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 			lc.lo, lc.hi = max(lc.lo, cl.lo), minNZ(lc.hi, cl.hi)
 			lc.count += cl.count
 			if reduce && cl.count > 0 {
-				vals = append(vals, cl.red)
+				rd.stack = append(rd.stack, cl.red)
 			}
 		}
-		if len(vals) > 0 {
+		if vals := rd.stack[base:]; len(vals) > 0 {
 			v, err := rd.rereduce(vals)
 			if err != nil {
 				return liveCache{}, err
@@ -111,10 +120,16 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 		}
 	}
 	if p := n.live.Load(); p == nil || !p.hasRed || reduce || !p.valid(now) {
-		c := lc
-		n.live.Store(&c)
+		n.live.Store(lcp)
 	}
-	return lc, nil
+	return *lc, nil
+}
+
+// leafLive is a leaf's liveCache with room for its chunks, in one
+// allocation.
+type leafLive struct {
+	lc     liveCache
+	chunks [(maxItems + liveChunk - 1) / liveChunk]liveCache
 }
 
 // liveChunk fills ch with the live rows of items (a chunk of a leaf) at

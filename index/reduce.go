@@ -65,8 +65,10 @@ type reduction struct {
 	live bool
 	now  int64
 	vals [][]byte // partial reductions of a range
-	// scratch: the live rows of a leaf
+	// scratch: the live rows of a leaf, and its chunks' live reductions
 	liveRows []row
+	leafVals [][]byte
+	stack    [][]byte // scratch: the live reductions of inner nodes' children (liveOf)
 	// scratch for Reduce
 	keys, values [][]byte
 	ids          []string

@@ -42,7 +42,7 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 	if err != nil {
 		return err
 	}
-	rd := reduction{ctx: ctx, r: red}
+	rd := reduction{ctx: ctx, r: red, live: r.ExcludeExpired, now: r.Now}
 	for _, s := range spans {
 		if s.empty() {
 			continue
@@ -59,9 +59,16 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 
 // reduction computes reductions of rows with one Reducer, for one goroutine.
 type reduction struct {
-	ctx  context.Context // passed to the Reducer
-	r    Reducer
+	ctx context.Context // passed to the Reducer
+	r   Reducer         // nil: count live rows only (liveOf)
+	// live leaves out the rows expired at now (Range.ExcludeExpired).
+	live bool
+	now  int64
 	vals [][]byte // partial reductions of a range
+	// scratch: the live rows of a leaf, and its chunks' live reductions
+	liveRows []row
+	leafVals [][]byte
+	stack    [][]byte // scratch: the live reductions of inner nodes' children (liveOf)
 	// scratch for Reduce
 	keys, values [][]byte
 	ids          []string
@@ -88,6 +95,17 @@ func (rd *reduction) groups(ctx context.Context, root *node, s span, g Grouping,
 			c.seekLT(root, hi)
 		} else {
 			c.seekGE(root, lo)
+		}
+		if !c.valid() {
+			return nil
+		}
+		// Step over expired rows to the group's first live row.
+		for rd.live && c.valid() && c.expired(rd.now) {
+			if desc {
+				c.prev()
+			} else {
+				c.next()
+			}
 		}
 		if !c.valid() {
 			return nil
@@ -174,6 +192,13 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		hi = nil
 	}
 	if lo == nil && hi == nil {
+		if rd.live && !n.allLive(rd.now) {
+			lc, err := rd.liveOf(n)
+			if err == nil && lc.count > 0 {
+				rd.vals = append(rd.vals, lc.red)
+			}
+			return err
+		}
 		v, err := rd.node(n)
 		if err != nil {
 			return err
@@ -192,7 +217,14 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		if i >= j {
 			return nil
 		}
-		v, err := rd.rows(n.items[i:j])
+		items := n.items[i:j]
+		if rd.live && !n.allLive(rd.now) {
+			items = rd.liveOnly(items)
+			if len(items) == 0 {
+				return nil
+			}
+		}
+		v, err := rd.rows(items)
 		if err != nil {
 			return err
 		}

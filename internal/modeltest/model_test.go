@@ -46,6 +46,9 @@ type ddocVariant struct {
 	body    string
 	arrayed bool // key is [g] rather than g
 	count   bool // reduce is _count rather than _sum
+	// more: the design document also has the views "s" (key [g%2, g],
+	// _stats) and "j" (key g, a JavaScript reduce giving the largest n).
+	more bool
 }
 
 // funcs names a variant's functions: a design document put over one with
@@ -64,6 +67,10 @@ var variants = []ddocVariant{
 	{body: `{"views":{"v":{"map":"function (doc, meta) { if (meta.type == 'json') { emit(doc.g, doc.n); } }","reduce":"_sum"}}}`},
 	// Same functions as variant 0: putting it over variant 0 keeps the index.
 	{body: `{"views":{"v":{"map":"function (doc, meta) { emit(doc.g, doc.n); }","reduce":"_sum"}},"note":"same functions"}`},
+	// Exact answers by default, and two more views for them.
+	{body: `{"options":{"expired":"exclude"},"views":{"v":{"map":"function (doc, meta) { emit(doc.g, doc.n); }","reduce":"_sum"},` +
+		`"s":{"map":"function (doc, meta) { emit([doc.g % 2, doc.g], doc.n); }","reduce":"_stats"},` +
+		`"j":{"map":"function (doc, meta) { emit(doc.g, doc.n); }","reduce":"function (keys, values, rereduce) { var m = -1e9; for (var i = 0; i < values.length; i++) { if (values[i] > m) { m = values[i]; } } return m; }"}}}`, more: true},
 }
 
 // entry is the model of one key.
@@ -112,7 +119,7 @@ type harness struct {
 
 // coverage counts what a run exercised, logged at its end.
 type coverage struct {
-	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens int
+	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens, exactQueries int
 }
 
 func envInt(name string) uint64 {
@@ -514,6 +521,7 @@ func (h *harness) check(touched string) {
 	if h.ddoc >= 0 {
 		rows := h.queryRows()
 		h.checkReduce(rows)
+		h.checkExclude()
 	}
 }
 
@@ -525,6 +533,11 @@ type row struct {
 
 func (h *harness) query(params string) []byte {
 	h.t.Helper()
+	return h.queryView(viewName, params)
+}
+
+func (h *harness) queryView(view, params string) []byte {
+	h.t.Helper()
 	ctx, cancel := h.ctx()
 	defer cancel()
 	q, _ := url.ParseQuery(params)
@@ -532,7 +545,7 @@ func (h *harness) query(params string) []byte {
 	if err != nil {
 		h.failf("ParseParams(%s): %v", params, err)
 	}
-	prep, err := h.svc.Prepare(ctx, bucketName, ddocName, viewName, p)
+	prep, err := h.svc.Prepare(ctx, bucketName, ddocName, view, p)
 	if err != nil {
 		h.failf("Prepare(%s): %v", params, err)
 	}
@@ -556,7 +569,7 @@ func compact(b []byte) string {
 // unpurged, but not a reopened expiration's until a rebuild: see
 // entry.noRows), in key then ID order. It returns the rows.
 func (h *harness) queryRows() []row {
-	out := h.query("stale=false&reduce=false")
+	out := h.query("stale=false&reduce=false&expired=include")
 	var ans struct {
 		TotalRows int   `json:"total_rows"`
 		Rows      []row `json:"rows"`
@@ -635,7 +648,7 @@ func (h *harness) queryRows() []row {
 // checkReduce checks the full-range reduce against the rows the map query
 // returned (themselves checked against the model).
 func (h *harness) checkReduce(rows []row) {
-	out := h.query("stale=false")
+	out := h.query("stale=false&expired=include")
 	var ans struct {
 		Rows []struct {
 			Key   json.RawMessage `json:"key"`

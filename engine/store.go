@@ -296,16 +296,22 @@ func expDBKey(exp int64, k docKey) []byte {
 type kvOp struct {
 	key, val []byte
 	del      bool
+	ord      int // position in the commit: orders the changes of one key
 }
 
 // applyOps applies ops to bkt in key order, keeping the order of the ops of
-// one key. bbolt inserts into an in-memory node by shifting everything after
+// one key (by ord). bbolt inserts into an in-memory node by shifting everything after
 // the insertion point, and splits nodes only at commit: a batch of random
 // keys, or of expiry-index keys that share an expiration (they all land at
 // the end of one node), would make a large commit quadratic. In key order,
 // each insertion lands at or near the end of the node it goes to.
 func applyOps(bkt *bolt.Bucket, ops []kvOp) error {
-	slices.SortStableFunc(ops, func(a, b kvOp) int { return bytes.Compare(a.key, b.key) })
+	slices.SortFunc(ops, func(a, b kvOp) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.ord - b.ord
+	})
 	for _, op := range ops {
 		var err error
 		if op.del {
@@ -337,13 +343,13 @@ func (s *store) commit(recs []record) error {
 			if r.seqOnly {
 				continue
 			}
-			docOps = append(docOps, kvOp{key: docDBKey(r.key), val: r.enc, del: r.purge})
+			docOps = append(docOps, kvOp{key: docDBKey(r.key), val: r.enc, del: r.purge, ord: len(docOps)})
 			if r.oldExp != r.newExp {
 				if r.oldExp != 0 {
-					expOps = append(expOps, kvOp{key: expDBKey(r.oldExp, r.key), del: true})
+					expOps = append(expOps, kvOp{key: expDBKey(r.oldExp, r.key), del: true, ord: len(expOps)})
 				}
 				if r.newExp != 0 {
-					expOps = append(expOps, kvOp{key: expDBKey(r.newExp, r.key), val: nil})
+					expOps = append(expOps, kvOp{key: expDBKey(r.newExp, r.key), ord: len(expOps)})
 				}
 			}
 		}

@@ -47,14 +47,21 @@
 // Every indexed document carries its expiration in a numeric field,
 // _mayfly_exp (absolute Unix seconds, 0 for never; indexed, not stored, so
 // it never shows in a hit's fields; a document field of that name is
-// overwritten). Every query is run as bool(must: the user's query,
-// must_not: 0 < _mayfly_exp <= now), now being the engine clock's time when
-// the query starts: a document leaves hits, total_hits and facet counts at
-// the second it expires, before the expiry pager purges it. The clause
-// changes no score. When the index holds no document expired at now
-// (counted once per second and per batch written), the query runs as
-// given and the clause costs nothing. Once purged, the document's tombstone
-// reaches the index through the feed, which removes it.
+// overwritten). Every query leaves out the documents with
+// 0 < _mayfly_exp <= now, now being the engine clock's time when the query
+// starts: a document leaves hits, total_hits and facet counts at the second
+// it expires, before the expiry pager purges it. The filter works on the
+// index snapshot the query reads: the documents expired at now are read
+// from the postings of the _mayfly_exp values up to now, kept as a bitmap
+// of the snapshot's document numbers (cached per snapshot and second), and
+// removed from the query's matches before bleve collects, scores, sorts and
+// counts them; scores do not change. A query costs a bit test per match
+// (none at all when nothing expired waits for the pager), and the first
+// query on a new snapshot or second reads the expired documents' postings.
+// Indexes whose mapping has synonym sources use a must_not clause instead
+// (bleve expands synonyms only in the query types it knows). Once purged,
+// the document's tombstone reaches the index through the feed, which
+// removes it.
 //
 // # Queries
 //

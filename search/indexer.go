@@ -47,11 +47,11 @@ type indexer struct {
 
 	upd chan struct{} // holds a token while a catch-up runs
 
-	// started and applied count the batches begun and ended (failed ones
-	// too): equal, no batch is on its way into the index.
-	started, applied atomic.Uint64
-	expMu            sync.Mutex
-	expCache         expiredCount // guarded by expMu
+	// exp caches the documents expired at a second in an index snapshot
+	// (the expiry filter); synonyms says the mapping has synonym sources,
+	// and the filter is then a must_not clause.
+	exp      expiredCache
+	synonyms bool
 
 	indexed   atomic.Int64 // documents indexed (added or replaced) since open
 	deleted   atomic.Int64 // documents removed since open
@@ -278,9 +278,7 @@ func (ix *indexer) apply(pb preparedBatch) error {
 	if ix.closed {
 		return ix.closedErr()
 	}
-	ix.started.Add(1)
 	err := ix.idx.Batch(pb.batch)
-	ix.applied.Add(1)
 	if err != nil {
 		return fmt.Errorf("search: index %s: %w", ix.name, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -315,6 +316,9 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		log: func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
 		idx: idx, seqs: seqs, upd: make(chan struct{}, 1),
 		life: life, cancel: cancel, done: make(chan struct{}),
+	}
+	if sm, ok := idx.Mapping().(mapping.SynonymMapping); ok && sm.SynonymCount() > 0 {
+		ix.synonyms = true
 	}
 	ix.def.Store(d)
 	if rebuild && sig == d.sig {

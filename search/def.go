@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -21,11 +22,32 @@ const DefPrefix = "_search/"
 // IndexType is the only index type Mayfly knows, as Couchbase names it.
 const IndexType = "fulltext-index"
 
-// expField is the numeric field every indexed document carries: its
-// expiration (absolute Unix seconds, 0 for never). It is indexed but not
+// expField is the field every indexed document that expires carries: its
+// expiration (absolute Unix seconds) as one keyword term of expDigits
+// decimal digits, zero-padded so that terms sort as the numbers do (see
+// expTerm). A document that never expires has none. It is indexed but not
 // stored, so it never shows in a hit's fields; a document field of the same
-// name is overwritten by it.
+// name is overwritten or removed.
 const expField = "_mayfly_exp"
+
+// expDigits is the width of an expiration term: Unix seconds up to the year
+// 33658.
+const expDigits = 12
+
+// expTerm is the term of expiration exp (> 0) in expField.
+func expTerm(exp int64) string {
+	var b [expDigits]byte
+	for i := expDigits - 1; i >= 0; i-- {
+		b[i] = byte('0' + exp%10)
+		exp /= 10
+	}
+	return string(b[:])
+}
+
+// formatVersion names how Mayfly lays out what it adds to an index (the
+// expiration field); it is part of every definition's signature, so that
+// index files laid out another way are rebuilt when they open.
+const formatVersion = "2" // 1: numeric _mayfly_exp on every document
 
 // validName is Couchbase's rule for index names.
 var validName = regexp.MustCompile(`^[A-Za-z][0-9A-Za-z_\-]*$`)
@@ -133,7 +155,7 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err != nil {
 		return nil, &DefError{Reason: "the mapping does not encode: " + err.Error(), Err: err}
 	}
-	sum := sha256.Sum256(append(append(canon, 0), d.SourceCollection...))
+	sum := sha256.Sum256(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]))
 	d.sig = hex.EncodeToString(sum[:16])
 
 	var u [16]byte
@@ -183,7 +205,8 @@ func parseMapping(p params) (*mapping.IndexMappingImpl, error) {
 
 // indexMapping returns the mapping the bleve index is built with: the
 // definition's, plus the expiration field in the default and every type
-// mapping (indexed, not stored, not in _all).
+// mapping (a keyword term, indexed, not stored, not in _all, no term
+// vectors or doc values).
 func (d *IndexDef) indexMapping() (*mapping.IndexMappingImpl, error) {
 	b, err := json.Marshal(d.mapping)
 	if err != nil {
@@ -193,8 +216,10 @@ func (d *IndexDef) indexMapping() (*mapping.IndexMappingImpl, error) {
 	if err := json.Unmarshal(b, m); err != nil {
 		return nil, err
 	}
-	exp := mapping.NewNumericFieldMapping()
+	exp := mapping.NewTextFieldMapping()
+	exp.Analyzer = keyword.Name
 	exp.Store = false
+	exp.IncludeTermVectors = false
 	exp.IncludeInAll = false
 	exp.DocValues = false
 	add := func(dm *mapping.DocumentMapping) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
-	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/blevesearch/bleve/v2/search/searcher"
@@ -149,10 +148,10 @@ func (c *expiredCache) expired(ctx context.Context, i index.IndexReader, now int
 // collectExpired returns base (copied) plus the documents of i whose
 // expiration is in (from, now].
 // collectExpired returns base (copied) plus the documents of i whose
-// expiration is in (from, now]. It reads the exact-value terms of
-// _mayfly_exp in that range from the field's dictionary (numeric terms sort
-// by value; every value also has coarser terms, which it skips), then their
-// postings: the cost follows the distinct expirations and documents found.
+// expiration is in (from, now]. It reads the terms of _mayfly_exp in that
+// range from the field's dictionary (they sort as the numbers do), then
+// their postings: the cost follows the distinct expirations and documents
+// found.
 func collectExpired(ctx context.Context, i index.IndexReader, from, now int64, base *docSet) (*docSet, error) {
 	set := &docSet{}
 	if base != nil {
@@ -164,9 +163,7 @@ func collectExpired(ctx context.Context, i index.IndexReader, from, now int64, b
 	if now <= from {
 		return set, nil
 	}
-	lo := numeric.MustNewPrefixCodedInt64(numeric.Float64ToInt64(float64(from+1)), 0)
-	hi := numeric.MustNewPrefixCodedInt64(numeric.Float64ToInt64(float64(now)), 0)
-	dict, err := i.FieldDictRange(expField, lo, hi)
+	dict, err := i.FieldDictRange(expField, []byte(expTerm(from+1)), []byte(expTerm(now)))
 	if err != nil {
 		return nil, fmt.Errorf("search: the expiry filter: %w", err)
 	}

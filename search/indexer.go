@@ -265,7 +265,11 @@ func docValue(d *engine.Document) map[string]any {
 	if err := json.Unmarshal(d.Value, &m); err != nil || m == nil {
 		return nil // an array, a scalar
 	}
-	m[expField] = float64(d.Expiration)
+	if d.Expiration > 0 {
+		m[expField] = expTerm(d.Expiration)
+	} else {
+		delete(m, expField)
+	}
 	return m
 }
 

@@ -31,14 +31,13 @@ type control struct {
 // the request as the client gave it and each hit naming the index.
 type Answer = bleve.SearchResult
 
-// expiredBetween matches the documents whose expiration is in (from, to]
-// (from >= 0, so never-expiring documents, 0, are left out). Its searcher
-// reads only the terms of expirations in that range, so its cost follows
-// the documents it finds, not the index.
+// expiredBetween matches the documents whose expiration is in (from, to],
+// 0 <= from < to (never-expiring documents have no expiration term). Its
+// searcher reads only the terms of expirations in that range, so its cost
+// follows the documents it finds, not the index.
 func expiredBetween(from, to int64) query.Query {
-	lo, hi := float64(from), float64(to)
-	no, yes := false, true
-	q := query.NewNumericRangeInclusiveQuery(&lo, &hi, &no, &yes)
+	yes := true
+	q := query.NewTermRangeInclusiveQuery(expTerm(from+1), expTerm(to), &yes, &yes)
 	q.SetField(expField)
 	return q
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
@@ -66,8 +67,10 @@ func ValidIndexName(name string) bool { return len(name) <= 200 && validName.Mat
 // (with mode "type_field") names the field that picks a document's type
 // mapping. Only the documents of _default._default are indexed, unless
 // sourceCollection names another collection as "scope.collection" (a Mayfly
-// extension: Couchbase 7 spells it in doc_config and type names). Other
-// fields of the definition are kept as given.
+// extension), or params.doc_config.mode is Couchbase 7's
+// "scope.collection.type_field" with type mappings named "scope.collection"
+// or "scope.collection.TYPE", all of one collection (see scopedTypes).
+// Other fields of the definition are kept as given.
 type IndexDef struct {
 	Type             string          `json:"type"`
 	Name             string          `json:"name"`
@@ -150,6 +153,16 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err != nil {
 		return nil, err
 	}
+	scoped, err := scopedTypes(p, m)
+	if err != nil {
+		return nil, err
+	}
+	if scoped != "" {
+		if d.SourceCollection != "" && d.SourceCollection != scoped {
+			return nil, defErr("sourceCollection %q is not %q, the collection the type mappings name", d.SourceCollection, scoped)
+		}
+		d.SourceCollection = scoped
+	}
 	d.mapping = m
 	canon, err := json.Marshal(m)
 	if err != nil {
@@ -201,6 +214,65 @@ func parseMapping(p params) (*mapping.IndexMappingImpl, error) {
 		return nil, &DefError{Reason: "params.mapping is not valid: " + err.Error(), Err: err}
 	}
 	return m, nil
+}
+
+// scopedTypes applies Couchbase 7's doc_config mode
+// "scope.collection.type_field" to m: its type mappings are named
+// "scope.collection" (every document of the collection) or
+// "scope.collection.TYPE" (the documents of the collection whose type field
+// is TYPE). They must all name one collection, which it returns; m is
+// rewritten to the single-collection form (the "scope.collection" mapping,
+// if any, becomes the default mapping, which is otherwise disabled; the
+// others are named TYPE). Another mode returns "".
+func scopedTypes(p params, m *mapping.IndexMappingImpl) (string, error) {
+	mode := p.DocConfig.Mode
+	if !strings.HasPrefix(mode, "scope.collection.") {
+		return "", nil
+	}
+	if mode != "scope.collection.type_field" {
+		return "", defErr("doc_config.mode %q is not supported; use \"type_field\" or \"scope.collection.type_field\"", mode)
+	}
+	if len(m.TypeMapping) == 0 {
+		return "", defErr("doc_config.mode \"scope.collection.type_field\" needs type mappings named \"scope.collection\" or \"scope.collection.type\"")
+	}
+	var source string
+	var whole *mapping.DocumentMapping
+	types := map[string]*mapping.DocumentMapping{}
+	for _, name := range sortedKeys(m.TypeMapping) {
+		parts := strings.SplitN(name, ".", 3)
+		if len(parts) < 2 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
+			return "", defErr("type mapping %q is not named \"scope.collection\" or \"scope.collection.type\"", name)
+		}
+		sc := parts[0] + "." + parts[1]
+		if source != "" && sc != source {
+			return "", defErr("the type mappings name collections %s and %s; a Mayfly index indexes one collection (define one index per collection)", source, sc)
+		}
+		source = sc
+		if len(parts) == 2 {
+			whole = m.TypeMapping[name]
+		} else {
+			types[parts[2]] = m.TypeMapping[name]
+		}
+	}
+	m.TypeMapping = types
+	if p.DocConfig.TypeField != "" {
+		m.TypeField = p.DocConfig.TypeField
+	}
+	if whole != nil {
+		m.DefaultMapping = whole
+	} else {
+		m.DefaultMapping = mapping.NewDocumentDisabledMapping()
+	}
+	return source, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // indexMapping returns the mapping the bleve index is built with: the

@@ -199,6 +199,9 @@ func (ix *indexer) run(ctx context.Context, sr *bleve.SearchRequest) (*bleve.Sea
 // runLive runs sr leaving out the documents expired at now (see
 // expiry.go).
 func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int64) (*bleve.SearchResult, error) {
+	if err := ix.ensureSource(ctx); err != nil {
+		return nil, err
+	}
 	w := *sr
 	if ix.synonyms {
 		w.Query = live(sr.Query, now)

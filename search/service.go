@@ -259,10 +259,7 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 // checks that its position is in b's history (rebuilding it when not, or
 // when it was built for another definition) and starts its indexer.
 func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDef) (*indexer, error) {
-	coll, err := d.collectionID(b)
-	if err != nil {
-		return nil, fmt.Errorf("search: index %s: source collection %s: %w", d.Name, d.SourceCollection, err)
-	}
+	coll := sourceID(b, d.SourceCollection)
 	path := IndexPath(b, d.Name)
 	idx, fresh, err := s.openIndex(d, path)
 	if err != nil {
@@ -273,6 +270,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		return nil, fmt.Errorf("search: index %s: %w", d.Name, err)
 	}
 	seqs, uuid, sig, err := readState(idx, b.NumPartitions())
+	if err != nil {
+		return fail(err)
+	}
+	heldColl, err := idx.GetInternal(keyColl)
 	if err != nil {
 		return fail(err)
 	}
@@ -289,6 +290,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 				"bucket", b.Name(), "index", d.Name, "err", err)
 			rebuild = true
 			s.rollbacks.Add(1)
+		} else if string(heldColl) != strconv.FormatUint(uint64(coll), 10) {
+			s.opts.Logger.Warn("search: the index's source collection was dropped; rebuilding",
+				"bucket", b.Name(), "index", d.Name, "collection", d.SourceCollection)
+			rebuild = true
 		}
 	}
 	if rebuild {
@@ -307,18 +312,23 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 	bt := idx.NewBatch()
 	bt.SetInternal(keyUUID, []byte(strconv.FormatUint(b.UUID(), 10)))
 	bt.SetInternal(keySig, []byte(d.sig))
+	bt.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(coll), 10)))
 	if err := idx.Batch(bt); err != nil {
 		return fail(err)
 	}
 	life, cancel := context.WithCancel(context.Background())
 	ix := &indexer{
-		bucket: b, name: d.Name, coll: coll, path: path, batch: s.opts.BatchSize,
+		bucket: b, name: d.Name, source: d.SourceCollection, path: path, batch: s.opts.BatchSize,
 		log: func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
 		idx: idx, seqs: seqs, upd: make(chan struct{}, 1),
 		life: life, cancel: cancel, done: make(chan struct{}),
 	}
 	if sm, ok := idx.Mapping().(mapping.SynonymMapping); ok && sm.SynonymCount() > 0 {
 		ix.synonyms = true
+	}
+	ix.coll.Store(uint32(coll))
+	if coll == noCollection && (rebuild || fresh) {
+		ix.seqs = b.HighSeqnos() // nothing to index until it exists again
 	}
 	ix.def.Store(d)
 	if rebuild && sig == d.sig {

@@ -41,7 +41,7 @@ type indexer struct {
 	def    atomic.Pointer[IndexDef] // replaced when only fields outside the mapping change
 	source string                   // "scope.collection"; "" for _default._default
 	coll   atomic.Uint32            // the engine.CollectionID indexed (see followSource)
-	path   string // "" for memory
+	path   string                   // "" for memory
 	batch  int
 	log    func(msg string, args ...any)
 

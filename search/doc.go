@@ -15,10 +15,22 @@
 // durably as the bucket system document "_search/NAME", and an index follows
 // its bucket's life: it opens with the bucket, and is removed with it. Only
 // documents of _default._default are indexed, unless the definition's
-// sourceCollection names another collection as "scope.collection". A
-// document is indexed when it is a JSON object; tombstones, binary values
-// and JSON that is not an object are removed from the index. Index names
-// are unique across the buckets, as Couchbase's are.
+// sourceCollection names another collection as "scope.collection", or its
+// params.doc_config.mode is Couchbase 7's "scope.collection.type_field"
+// with type mappings named "scope.collection[.TYPE]" (one collection per
+// index). A document is indexed when it is a JSON object whose type mapping
+// is enabled; tombstones, binary values and JSON that is not an object are
+// removed from the index. Index names are unique across the buckets, as
+// Couchbase's are.
+//
+// An index follows its collection by name. The engine does not tell
+// change-feed consumers about a dropped collection's documents, so before
+// every catch-up and query the index checks that the collection of that
+// name is still the one it holds documents of (its ID is kept beside the
+// feed position); when not (dropped, or dropped and created again), the
+// index is emptied and starts over on the collection now of that name, if
+// any: a dropped collection's documents leave the answers when the drop
+// returns.
 //
 // # Files
 //
@@ -30,24 +42,31 @@
 // # Following the feed
 //
 // One goroutine per index reads the change feed in batches (Options
-// BatchSize) and writes each as one bleve batch holding, with the
+// BatchSize) and prepares the next batch (JSON decoding, mapping) while the
+// previous one is written, each as one bleve batch holding, with the
 // documents, the feed position it reaches (a sequence number per
-// partition). The bucket's history UUID and the definition's signature are
-// kept beside them. A batch returns once scorch has it on disk (unless
-// NoSync), and the index then acknowledges it to the bucket
+// partition). The bucket's history UUID, the definition's signature and
+// the source collection's ID are kept beside them. A batch returns once
+// scorch holds it in memory (queries see it then); scorch writes it to disk
+// in the background, alone or merged with the following ones, and at most
+// four batches wait for that. Only when a batch is on disk (its persisted
+// callback) does the index acknowledge its position to the bucket
 // (Bucket.AckChanges; the index registers as a change-feed consumer
-// "search:NAME", so tombstones are not purged before it has seen them). On
-// open, an index resumes from its position; if the bucket no longer holds
+// "search:NAME", so tombstones are not purged before it has them on disk;
+// NoSync and in-memory indexes acknowledge at once). Closing an index lets
+// scorch write what it holds first. After a crash, an index resumes from
+// the last position on disk. On open, an index resumes from its position; if the bucket no longer holds
 // that position (Bucket.CheckPosition: a recreated or restored bucket, lost
 // writes), or the files were built for another definition, it is rebuilt
 // from scratch.
 //
 // # Expiry
 //
-// Every indexed document carries its expiration in a numeric field,
-// _mayfly_exp (absolute Unix seconds, 0 for never; indexed, not stored, so
-// it never shows in a hit's fields; a document field of that name is
-// overwritten). Every query leaves out the documents with
+// Every indexed document that expires carries its expiration in a field,
+// _mayfly_exp (absolute Unix seconds as one zero-padded keyword term, so
+// that terms sort as the numbers do; indexed, not stored, so it never shows
+// in a hit's fields; a document field of that name is overwritten or
+// dropped). Every query leaves out the documents with
 // 0 < _mayfly_exp <= now, now being the engine clock's time when the query
 // starts: a document leaves hits, total_hits and facet counts at the second
 // it expires, before the expiry pager purges it. The filter works on the

@@ -27,6 +27,14 @@ var (
 	keyColl = []byte("_mayfly_coll") // the collection ID indexed (decimal)
 )
 
+// closeFlushTimeout bounds how long closing an index waits for scorch to
+// write the batches it holds in memory.
+const closeFlushTimeout = 30 * time.Second
+
+// maxUnpersisted bounds the batches an index holds in memory only: the
+// next one waits until scorch has written the oldest to disk.
+const maxUnpersisted = 4
+
 // noCollection is the collection ID of an index whose source collection does
 // not exist (dropped, or its scope dropped): it indexes nothing.
 const noCollection = engine.CollectionID(^uint32(0))
@@ -54,6 +62,11 @@ type indexer struct {
 	seqs  []uint64 // the feed position the index holds
 
 	upd chan struct{} // holds a token while a catch-up runs
+
+	// unpersisted holds a token per batch in memory and not yet on disk
+	// (see apply); noSync acknowledges batches without waiting for disk.
+	unpersisted chan struct{}
+	noSync      bool
 
 	// exp caches the documents expired at a second in an index snapshot
 	// (the expiry filter); synonyms says the mapping has synonym sources,
@@ -203,9 +216,6 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 		if err := ix.apply(pb); err != nil {
 			return err
 		}
-		if err := ix.ack(); err != nil {
-			return err
-		}
 	}
 	if ix.life.Err() != nil {
 		return ix.closedErr()
@@ -326,10 +336,30 @@ func mappingFor(im *mapping.IndexMappingImpl, doc map[string]any) *mapping.Docum
 	return im.DefaultMapping
 }
 
-// apply writes pb with the new feed position, in one bleve batch.
+// apply writes pb with the new feed position, in one bleve batch. The batch
+// returns once scorch holds it in memory (queries see it); scorch writes it
+// to disk in the background, on its own or merged with the next ones, so
+// that writing one batch overlaps with building the next. The feed position
+// is acknowledged to the bucket (which may then purge the tombstones before
+// it) only from the batch's persisted callback, when the position is on
+// disk with the documents; at most maxUnpersisted batches wait for it.
 func (ix *indexer) apply(pb preparedBatch) error {
 	seqs, _ := json.Marshal(pb.next)
 	pb.batch.SetInternal(keySeqs, seqs)
+	if !ix.noSync {
+		select {
+		case ix.unpersisted <- struct{}{}:
+		case <-ix.life.Done():
+			return ix.closedErr()
+		}
+		next, name := pb.next, consumerName(ix.name)
+		pb.batch.SetPersistedCallback(func(err error) {
+			<-ix.unpersisted
+			if err == nil {
+				ix.bucket.AckChanges(name, next)
+			}
+		})
+	}
 	ix.qmu.RLock()
 	defer ix.qmu.RUnlock()
 	if ix.closed {
@@ -337,6 +367,9 @@ func (ix *indexer) apply(pb preparedBatch) error {
 	}
 	err := ix.idx.Batch(pb.batch)
 	if err != nil {
+		if !ix.noSync {
+			<-ix.unpersisted // never introduced: no callback
+		}
 		return fmt.Errorf("search: index %s: %w", ix.name, err)
 	}
 	ix.seqMu.Lock()
@@ -345,7 +378,32 @@ func (ix *indexer) apply(pb preparedBatch) error {
 	ix.indexed.Add(int64(pb.indexed))
 	ix.deleted.Add(int64(pb.deleted))
 	ix.batches.Add(1)
+	if ix.noSync {
+		return ix.ack()
+	}
 	return nil
+}
+
+// awaitPersisted waits, at most timeout, until scorch has written every
+// batch to disk (their callbacks have run), and reports whether it did.
+func (ix *indexer) awaitPersisted(timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	taken := 0
+	defer func() {
+		for range taken {
+			<-ix.unpersisted
+		}
+	}()
+	for taken < cap(ix.unpersisted) {
+		select {
+		case ix.unpersisted <- struct{}{}:
+			taken++
+		case <-t.C:
+			return false
+		}
+	}
+	return true
 }
 
 // collection is the collection the index holds documents of.
@@ -433,7 +491,7 @@ func (ix *indexer) followSource() error {
 	ix.coll.Store(uint32(cur))
 	ix.log("search: the index's source collection was dropped; its documents left the index",
 		"index", ix.name, "collection", ix.source, "exists_again", cur != noCollection)
-	return ix.ack()
+	return nil
 }
 
 // newBatch returns a new batch of the index, or nil once it is closed.
@@ -479,6 +537,12 @@ func (ix *indexer) close() error {
 		<-ix.done
 		ix.upd <- struct{}{} // wait out a catch-up a query started
 		defer func() { <-ix.upd }()
+		// Scorch drops what it has not written when it closes: let it
+		// write the batches it holds (the index would otherwise redo them
+		// from the feed when it opens).
+		if !ix.awaitPersisted(closeFlushTimeout) {
+			ix.log("search: closing before the index was written to disk; it will catch up when it opens", "index", ix.name)
+		}
 		ix.qmu.Lock()
 		defer ix.qmu.Unlock()
 		ix.closed = true

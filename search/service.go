@@ -36,11 +36,11 @@ type Options struct {
 	// own: they then update only when a query asks (at_plus consistency),
 	// or Check runs. The default value is false.
 	NoAutoUpdate bool
-	// NoSync lets a batch return before the index has written it to disk
-	// (scorch's unsafe_batch): faster, and a crash may lose index updates,
-	// which the index then rebuilds from the feed. Tombstones are then
-	// acknowledged before they are on disk, so one purged meanwhile could
-	// be missed: meant for tests and benchmarks. The default value is false.
+	// NoSync acknowledges a batch's changes to the bucket as soon as the
+	// index holds them in memory, rather than once scorch has them on disk:
+	// a tombstone purged meanwhile could then be missed by an index that a
+	// crash sends back to its last position on disk. Meant for tests and
+	// benchmarks. The default value is false.
 	NoSync bool
 }
 
@@ -230,7 +230,9 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	if err != nil {
 		return nil, false, err
 	}
-	cfg := map[string]any{"unsafe_batch": s.opts.NoSync}
+	// Batches return once in memory; the indexer learns when each is on
+	// disk from its persisted callback (see indexer.apply).
+	cfg := map[string]any{"unsafe_batch": true}
 	if path == "" {
 		// scorch in memory rather than bleve.NewMemOnly (upsidedown on
 		// gtreap), whose iterators leave goroutines behind: the same engine
@@ -321,7 +323,9 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		bucket: b, name: d.Name, source: d.SourceCollection, path: path, batch: s.opts.BatchSize,
 		log: func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
 		idx: idx, seqs: seqs, upd: make(chan struct{}, 1),
-		life: life, cancel: cancel, done: make(chan struct{}),
+		noSync:      s.opts.NoSync || path == "", // in memory: no disk to wait for
+		unpersisted: make(chan struct{}, maxUnpersisted),
+		life:        life, cancel: cancel, done: make(chan struct{}),
 	}
 	if sm, ok := idx.Mapping().(mapping.SynonymMapping); ok && sm.SynonymCount() > 0 {
 		ix.synonyms = true

@@ -20,8 +20,15 @@ import (
 // documents: an index named N is stored as "_search/N".
 const DefPrefix = "_search/"
 
-// IndexType is the only index type Mayfly knows, as Couchbase names it.
+// IndexType is the type of a full-text index definition, as Couchbase names
+// it.
 const IndexType = "fulltext-index"
+
+// AliasType is the type of an index alias definition, as Couchbase names
+// it: {"type": "fulltext-alias", "params": {"targets": {"idx1": {}, ...}}}.
+// A query of an alias searches its targets together, merging their hits,
+// totals and facets.
+const AliasType = "fulltext-alias"
 
 // expField is the field every indexed document that expires carries: its
 // expiration (absolute Unix seconds) as one keyword term of expDigits
@@ -83,9 +90,16 @@ type IndexDef struct {
 	// Body is the definition as stored and returned by GetIndex.
 	Body json.RawMessage `json:"-"`
 
-	mapping *mapping.IndexMappingImpl // as given (defaults filled in)
+	mapping *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
 	sig     string                    // identifies what the index holds
+	targets []string                  // an alias's target indexes, sorted
 }
+
+// IsAlias reports whether d defines an index alias.
+func (d *IndexDef) IsAlias() bool { return d.Type == AliasType }
+
+// Targets returns an alias's target index names, sorted (nil for an index).
+func (d *IndexDef) Targets() []string { return append([]string(nil), d.targets...) }
 
 // params is what Mayfly reads of an index definition's params.
 type params struct {
@@ -116,14 +130,17 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	switch {
 	case d.Type == "":
 		d.Type = IndexType
-	case d.Type != IndexType:
-		return nil, defErr("type %q is not supported; use %q", d.Type, IndexType)
+	case d.Type != IndexType && d.Type != AliasType:
+		return nil, defErr("type %q is not supported; use %q or %q", d.Type, IndexType, AliasType)
 	}
 	switch {
 	case d.Name == "":
 		d.Name = name
 	case d.Name != name:
 		return nil, defErr("the definition names index %q, the request %q", d.Name, name)
+	}
+	if d.IsAlias() {
+		return parseAliasDef(bucket, raw, d)
 	}
 	switch d.SourceType {
 	case "":
@@ -171,6 +188,12 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	sum := sha256.Sum256(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]))
 	d.sig = hex.EncodeToString(sum[:16])
 
+	return finishDef(raw, d)
+}
+
+// finishDef gives d a new uuid and its body: raw with the filled-in fields.
+func finishDef(raw map[string]json.RawMessage, d *IndexDef) (*IndexDef, error) {
+	var err error
 	var u [16]byte
 	rand.Read(u[:])
 	d.UUID = hex.EncodeToString(u[:])
@@ -181,6 +204,49 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 		return nil, &DefError{Reason: err.Error(), Err: err}
 	}
 	return d, nil
+}
+
+// parseAliasDef validates an alias definition: sourceType "nil" (or none),
+// sourceName the bucket (or none), and params.targets naming at least one
+// index. Whether the targets exist is PutIndex's business.
+func parseAliasDef(bucket string, raw map[string]json.RawMessage, d *IndexDef) (*IndexDef, error) {
+	switch d.SourceType {
+	case "", "nil":
+		d.SourceType = "nil"
+	default:
+		return nil, defErr("an alias has sourceType \"nil\", not %q", d.SourceType)
+	}
+	switch {
+	case d.SourceName == "":
+		d.SourceName = bucket
+	case d.SourceName != bucket:
+		return nil, defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
+	}
+	if d.SourceCollection != "" {
+		return nil, defErr("an alias has no sourceCollection; its targets name theirs")
+	}
+	var p struct {
+		Targets map[string]json.RawMessage `json:"targets"`
+	}
+	if len(d.Params) > 0 && string(d.Params) != "null" {
+		if err := json.Unmarshal(d.Params, &p); err != nil {
+			return nil, &DefError{Reason: "params do not parse: " + err.Error(), Err: err}
+		}
+	}
+	if len(p.Targets) == 0 {
+		return nil, defErr("an alias needs params.targets, naming at least one index")
+	}
+	for _, t := range sortedKeys(p.Targets) {
+		if !ValidIndexName(t) {
+			return nil, defErr("target %q is not a valid index name", t)
+		}
+		if t == d.Name {
+			return nil, defErr("an alias cannot target itself")
+		}
+		d.targets = append(d.targets, t)
+	}
+	d.sig = AliasType
+	return finishDef(raw, d)
 }
 
 // loadIndexDef parses a stored definition (already validated once).

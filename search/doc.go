@@ -32,6 +32,17 @@
 // any: a dropped collection's documents leave the answers when the drop
 // returns.
 //
+// # Aliases
+//
+// An alias definition, {"type": "fulltext-alias", "params": {"targets":
+// {"idx1": {}, ...}}}, names full-text indexes of its bucket (stored like
+// an index definition; the JSON API finds the bucket from the targets when
+// sourceName is omitted). A query or count of an alias runs on its targets
+// together through bleve's index alias, each target's snapshot filtered for
+// expiry like an index's own queries, the hits, totals and facets merged.
+// A target that no longer exists makes the alias's queries fail with
+// ErrNotFound.
+//
 // # Files
 //
 // For a persistent bucket, an index is a scorch folder beside the bucket's

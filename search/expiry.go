@@ -103,10 +103,18 @@ func (s *docSet) clone() *docSet {
 	return c
 }
 
-// expiredCache holds the set of documents expired at now of one index
-// snapshot: the last one a query asked for.
+// expiredCache holds the sets of documents expired at a second of the
+// last few index snapshots queries asked for (an alias's queries read a
+// snapshot of each target).
 type expiredCache struct {
-	mu   sync.Mutex
+	mu      sync.Mutex
+	entries [expiredCacheSize]expiredEntry
+	next    int // the entry to replace next
+}
+
+const expiredCacheSize = 8
+
+type expiredEntry struct {
 	snap weak.Pointer[scorch.IndexSnapshot] // zero: none
 	now  int64
 	set  *docSet // never changed once stored
@@ -120,17 +128,23 @@ func (c *expiredCache) expired(ctx context.Context, i index.IndexReader, now int
 		return collectExpired(ctx, i, 0, now, nil)
 	}
 	wp := weak.Make(snap)
+	var e expiredEntry
 	c.mu.Lock()
-	cs, cnow, cset := c.snap, c.now, c.set
+	for _, ce := range c.entries {
+		if ce.snap == wp && ce.set != nil {
+			e = ce
+			break
+		}
+	}
 	c.mu.Unlock()
 	var from int64
 	var base *docSet
-	if cs == wp && cset != nil {
+	if e.set != nil {
 		switch {
-		case cnow == now:
-			return cset, nil
-		case cnow < now:
-			from, base = cnow, cset // extend: what expired in (cnow, now]
+		case e.now == now:
+			return e.set, nil
+		case e.now < now:
+			from, base = e.now, e.set // extend: what expired in (e.now, now]
 		}
 	}
 	set, err := collectExpired(ctx, i, from, now, base)
@@ -138,10 +152,17 @@ func (c *expiredCache) expired(ctx context.Context, i index.IndexReader, now int
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.snap != wp || c.now < now {
-		c.snap, c.now, c.set = wp, now, set
+	defer c.mu.Unlock()
+	for k, ce := range c.entries {
+		if ce.snap == wp {
+			if ce.now < now {
+				c.entries[k] = expiredEntry{snap: wp, now: now, set: set}
+			}
+			return set, nil
+		}
 	}
-	c.mu.Unlock()
+	c.entries[c.next] = expiredEntry{snap: wp, now: now, set: set}
+	c.next = (c.next + 1) % expiredCacheSize
 	return set, nil
 }
 

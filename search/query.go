@@ -127,6 +127,15 @@ func (s *Service) Query(ctx context.Context, bucket, index string, req []byte) (
 // Search is Query returning the answer unencoded.
 func (s *Service) Search(ctx context.Context, bucket, index string, req []byte) (*Answer, error) {
 	ix, err := s.indexerFor(bucket, index)
+	if errors.Is(err, ErrNotFound) {
+		if a := s.aliasFor(bucket, index); a != nil {
+			sr, timeout, atPlus, err := ParseRequest(req)
+			if err != nil {
+				return nil, err
+			}
+			return s.searchAlias(ctx, bucket, a, sr, timeout, atPlus)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +223,11 @@ func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int
 // Count returns the number of documents an index holds that are live now.
 func (s *Service) Count(ctx context.Context, bucket, index string) (uint64, error) {
 	ix, err := s.indexerFor(bucket, index)
+	if errors.Is(err, ErrNotFound) {
+		if a := s.aliasFor(bucket, index); a != nil {
+			return s.countAlias(ctx, bucket, a)
+		}
+	}
 	if err != nil {
 		return 0, err
 	}

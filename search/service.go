@@ -67,9 +67,10 @@ func (o *Options) validate() error {
 // mutex, which may be held across disk I/O and index opens but is never
 // taken by queries.
 type Service struct {
-	eng       *engine.Engine
-	opts      Options
-	rollbacks atomic.Int64
+	eng        *engine.Engine
+	opts       Options
+	rollbacks  atomic.Int64
+	aliasCache expiredCache // the expiry filter's cache for alias queries
 
 	mu struct {
 		sync.Mutex
@@ -85,8 +86,9 @@ type bucketIndexes struct {
 
 	mu struct {
 		sync.Mutex
-		indexers map[string]*indexer // by index name
-		broken   map[string]error    // stored definitions that failed to load
+		indexers map[string]*indexer  // by index name
+		aliases  map[string]*IndexDef // alias definitions, by name
+		broken   map[string]error     // stored definitions that failed to load
 		gone     bool
 	}
 }
@@ -120,6 +122,7 @@ func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 	}
 	bi := &bucketIndexes{bucket: b}
 	bi.mu.indexers = make(map[string]*indexer)
+	bi.mu.aliases = make(map[string]*IndexDef)
 	bi.mu.broken = make(map[string]error)
 	bi.change.Lock()
 	defer bi.change.Unlock()
@@ -141,6 +144,12 @@ func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 			continue
 		}
 		name := strings.TrimPrefix(key, DefPrefix)
+		if d, err := loadIndexDef(b.Name(), name, body); err == nil && d.IsAlias() {
+			bi.mu.Lock()
+			bi.mu.aliases[name] = d
+			bi.mu.Unlock()
+			continue
+		}
 		ix, err := s.load(ctx, b, name, body)
 		if err != nil {
 			s.opts.Logger.Error("search: stored index not loaded; it can be replaced or deleted",
@@ -184,6 +193,7 @@ func (s *Service) retire(bi *bucketIndexes, deleted bool) error {
 	bi.mu.Lock()
 	ixs := bi.mu.indexers
 	bi.mu.indexers = map[string]*indexer{}
+	bi.mu.aliases = map[string]*IndexDef{}
 	bi.mu.broken = map[string]error{}
 	bi.mu.gone = true
 	bi.mu.Unlock()
@@ -308,6 +318,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		}
 		seqs = make([]uint64, b.NumPartitions())
 	}
+	idx.SetName(d.Name)
 	if err := b.RegisterConsumer(ctx, consumerName(d.Name)); err != nil {
 		return fail(err)
 	}
@@ -412,6 +423,9 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	if other, err := s.FindIndex(name); err == nil && other != bucket {
 		return nil, defErr("an index called %q already exists in bucket %s", name, other)
 	}
+	if d.IsAlias() {
+		return s.putAlias(ctx, bi, d)
+	}
 	if _, err := d.collectionID(bi.bucket); err != nil {
 		return nil, &DefError{Reason: fmt.Sprintf("sourceCollection %s: %v", d.SourceCollection, err), Err: err}
 	}
@@ -465,6 +479,7 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	}
 	bi.mu.Lock()
 	bi.mu.indexers[name] = ix
+	delete(bi.mu.aliases, name)
 	delete(bi.mu.broken, name)
 	bi.mu.Unlock()
 	return d, nil
@@ -550,6 +565,7 @@ func (s *Service) DeleteIndex(ctx context.Context, bucket, name string) error {
 	}
 	bi.mu.Lock()
 	delete(bi.mu.indexers, name)
+	delete(bi.mu.aliases, name)
 	delete(bi.mu.broken, name)
 	bi.mu.Unlock()
 	var errs []error

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -42,6 +43,11 @@ const maxViolations = 8
 //   - every cached reduction of a node's live rows holds: no row beneath
 //     expires inside the interval of instants it claims, and its count and
 //     reduction are those of the rows live then, recomputed from the rows;
+//   - every cached reduction of a node's rows that never expire: its count
+//     and reduction are those of the rows beneath with no expiration,
+//     recomputed from the rows; these reductions and those of live rows
+//     are compared with numbers equal to a relative 1e-9, as their float
+//     sums are combined in another order than the recomputation's;
 //
 // and for the back index: every entry is well formed and not empty, its rows
 // carry its document id, are in the tree of their view with the same bytes,
@@ -155,6 +161,9 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 		if reductions && c.ok() {
 			t.liveReductions(v.Reducer)
 		}
+		if reductions && c.ok() {
+			t.neverReductions(v.Reducer)
+		}
 		if c.ok() {
 			c.checkExpiryTree(where, vi, snap, reductions)
 		}
@@ -173,8 +182,10 @@ type treeChecker struct {
 	prev       row     // the row before, in tree order
 	cached     []*node // nodes with a cached reduction
 	liveCached []*node // nodes with a cached live reduction
-	rows       int     // rows seen so far
-	expiry     bool    // an expiry tree (see snapshot.expRoots)
+	// nodes with a cached reduction of the rows that never expire
+	neverCached []*node
+	rows        int  // rows seen so far
+	expiry      bool // an expiry tree (see snapshot.expRoots)
 }
 
 // node checks the subtree n, whose rows must lie in [lo, hi) (nil: open), and
@@ -201,6 +212,9 @@ func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (
 	}
 	if n.live.Load() != nil {
 		t.liveCached = append(t.liveCached, n)
+	}
+	if n.never.Load() != nil {
+		t.neverCached = append(t.neverCached, n)
 	}
 	if n.gen > c.gen {
 		c.failf("%s: node of generation %d, the writer is at %d", t.where, n.gen, c.gen)
@@ -398,6 +412,55 @@ func (t *treeChecker) reductions(red Reducer) {
 			t.c.failf("%s: node of %d rows from %q caches reduction %s, recomputed %s", t.where, n.count, n.minKey(), cached, v)
 		}
 	}
+}
+
+// closeJSON reports whether a and b are JSON texts of equal values but for
+// numbers, which may differ by a relative 1e-9: cached live reductions and
+// reductions of the rows that never expire combine partial reductions in
+// another grouping and order than Check's recomputation, and a float sum
+// depends on its order.
+func closeJSON(a, b []byte) bool {
+	if sameJSON(a, b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return closeValues(x, y)
+}
+
+// closeValues compares decoded JSON values as closeJSON does.
+func closeValues(x, y any) bool {
+	switch x := x.(type) {
+	case float64:
+		y, ok := y.(float64)
+		return ok && math.Abs(x-y) <= 1e-9*max(math.Abs(x), math.Abs(y), 1)
+	case []any:
+		y, ok := y.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !closeValues(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !closeValues(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // sameJSON reports whether a and b are JSON texts of equal values.
@@ -696,7 +759,7 @@ func (t *treeChecker) liveReductions(red Reducer) {
 			}
 			continue
 		}
-		if !sameJSON(lc.red, v) {
+		if !closeJSON(lc.red, v) {
 			t.c.failf("%s: node of %d rows from %q caches live reduction %s for [%d, %d), recomputed %s", t.where, n.count, n.minKey(), lc.red, lc.lo, lc.hi, v)
 		}
 	}
@@ -810,5 +873,69 @@ func (c *checker) checkExpiryTree(where string, vi int, snap *snapshot, reductio
 		}
 		a.next()
 		b.next()
+	}
+}
+
+// neverReductions checks each node's cached rows that never expire (see
+// neverCache) against a recomputation from the rows, without reading any
+// cache: their number, and their reduction (Reduce over each leaf's,
+// Rereduce of those). red is the view's Reducer, nil for a map-only view.
+func (t *treeChecker) neverReductions(red Reducer) {
+	for _, n := range t.neverCached {
+		if !t.c.ok() {
+			return
+		}
+		nc := n.never.Load()
+		var leaves [][]row // rows that never expire, per leaf
+		count := 0
+		_ = walkLeaves(n, func(leaf *node) error {
+			var l []row
+			for _, r := range leaf.items {
+				if r.exp() == 0 {
+					l = append(l, r)
+				}
+			}
+			if len(l) > 0 {
+				leaves = append(leaves, l)
+				count += len(l)
+			}
+			return nil
+		})
+		switch {
+		case nc.count != count:
+			t.c.failf("%s: node of %d rows from %q caches %d rows that never expire, %d are", t.where, n.count, n.minKey(), nc.count, count)
+			continue
+		case count == 0:
+			if nc.red != nil {
+				t.c.failf("%s: node from %q caches reduction %s of no rows that never expire", t.where, n.minKey(), nc.red)
+			}
+			continue
+		case red == nil:
+			t.c.failf("%s: node from %q caches a reduction of rows that never expire, the view has no reduce", t.where, n.minKey())
+			continue
+		}
+		rd := reduction{ctx: t.c.ctx, r: red}
+		var vals [][]byte
+		var err error
+		for _, l := range leaves {
+			var v []byte
+			if v, err = rd.rows(l); err != nil {
+				break
+			}
+			vals = append(vals, bytes.Clone(v))
+		}
+		var v []byte
+		if err == nil {
+			v, err = rd.rereduce(vals)
+		}
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: node from %q caches reduction %s of rows that never expire, recomputing it fails: %v", t.where, n.minKey(), nc.red, err)
+			}
+			continue
+		}
+		if !closeJSON(nc.red, v) {
+			t.c.failf("%s: node of %d rows from %q caches reduction %s of rows that never expire, recomputed %s", t.where, n.count, n.minKey(), nc.red, v)
+		}
 	}
 }

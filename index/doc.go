@@ -57,7 +57,12 @@
 // Each view also has an expiry tree: its rows that have an expiration,
 // keyed by expiration, then document id and emit order, with cached
 // reductions. Forecast over a whole view reduces the rows that expire in
-// an interval as one key range of it. The expiry tree is derived from the
+// an interval as one key range of it. An exact reduce of a whole view (no
+// key range, group_level 0) and the exact total_rows do not descend at all:
+// the live rows are those that never expire, whose number and reduction
+// each node caches once computed (they never go stale: a published node's
+// rows do not change), and the expiry tree's rows after the instant, one
+// key range of it; so they cost O(log n) whatever expired since. The expiry tree is derived from the
 // view's rows: Apply keeps it, and Open rebuilds it; it is not in the file.
 //
 // # Persistence

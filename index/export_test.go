@@ -57,6 +57,28 @@ func CorruptLiveCount(ix *Index, view string) bool {
 	return true
 }
 
+// CorruptNeverReduction caches a wrong reduction of the rows that never
+// expire in the root of view's tree; it reports whether there was one.
+func CorruptNeverReduction(ix *Index, view string, wrong []byte) bool {
+	nc := ix.snap.Load().roots[ix.byName[view]].never.Load()
+	if nc == nil {
+		return false
+	}
+	nc.red = wrong
+	return true
+}
+
+// CorruptNeverCount adds one to the number of rows that never expire cached
+// in the root of view's tree; it reports whether there was one.
+func CorruptNeverCount(ix *Index, view string) bool {
+	nc := ix.snap.Load().roots[ix.byName[view]].never.Load()
+	if nc == nil {
+		return false
+	}
+	nc.count++
+	return true
+}
+
 // CorruptExpiryRow gives the first row of view's expiry tree the value 999.
 func CorruptExpiryRow(ix *Index, view string) {
 	n := ix.snap.Load().expRoots[ix.byName[view]]

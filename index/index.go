@@ -239,12 +239,16 @@ func (ix *Index) TotalRows(view string) (int, error) {
 
 // LiveRows returns the number of rows of view whose document has not expired
 // at now (Unix seconds): total_rows of a query that excludes expired rows.
-// Its cost follows the expired rows not purged yet, not the view's size
-// (see Range.ExcludeExpired).
+// It is counted from node counts: the view's rows less those of its expiry
+// tree (the rows that never expire), plus the expiry tree's rows that expire
+// after now, in O(log n) whatever has expired (see live.go).
 func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (int, error) {
 	s, vi, err := ix.reader(view)
 	if err != nil {
 		return 0, err
+	}
+	if n, ok := liveRows(s.roots[vi], s.expRoots[vi], now); ok {
+		return n, nil
 	}
 	rd := reduction{ctx: ctx, now: now, live: true}
 	lc, err := rd.liveOf(s.roots[vi])

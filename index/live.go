@@ -157,3 +157,146 @@ func (rd *reduction) liveChunk(ch *liveCache, items []row) error {
 	}
 	return nil
 }
+
+// Whole-view answers (no key range, no grouping) do not descend at all.
+//
+// The rows of a view live at now are those that never expire and those whose
+// expiration is after now. The first are the same at every instant: each
+// node caches their number and reduction (never) once computed, and it never
+// goes stale, as a published node's rows never change. The second are a
+// suffix of the view's expiry tree (ordered by expiration), counted from node
+// counts and reduced from its cached reductions. So a whole-view exact
+// reduce costs O(log n) node visits and Reducer calls, however many rows
+// expired since the last query; its answer is also cached in the root's live
+// cache for the interval between the expirations around now, so a repeated
+// one costs none.
+
+// maxExactExp bounds the instants at which the expiry tree is split by
+// instant: its keys encode expirations as JSON numbers (float64), exact
+// below 2^53, so that "expiration > now" is "key >= encodeExp(now+1)" for
+// every now with |now+1| <= 2^53. Other instants take the descending path.
+const maxExactExp = 1 << 53
+
+// splitsAt reports whether the expiry tree can be split at instant now.
+func splitsAt(now int64) bool { return now > -maxExactExp-1 && now < maxExactExp }
+
+// liveRows returns the number of rows of a view (tree root, expiry tree exp)
+// live at now, from node counts alone: the rows that never expire (those of
+// the view less those of its expiry tree) and the expiry tree's rows after
+// now.
+func liveRows(root, exp *node, now int64) (int, bool) {
+	if root.allLive(now) {
+		return root.count, true
+	}
+	if !splitsAt(now) {
+		return 0, false
+	}
+	return root.count - exp.count + rangeCount(exp, encodeExp(now+1), nil), true
+}
+
+// wholeLive returns the reduction of the rows of a view (tree root, expiry
+// tree exp) live at rd.now, and whether there are any, at the cost of a few
+// paths of the two trees (see above). rd must have a Reducer.
+func (rd *reduction) wholeLive(root, exp *node) ([]byte, bool, error) {
+	now := rd.now
+	if root.allLive(now) || root.leaf() || !splitsAt(now) {
+		// Nothing to step around, or one leaf: the usual way is as cheap.
+		return rd.rangeValue(root, nil, nil)
+	}
+	if p := root.live.Load(); p != nil && p.valid(now) && p.hasRed {
+		return p.red, p.count > 0, nil
+	}
+	bound := encodeExp(now + 1)
+	never := root.count - exp.count
+	after := rangeCount(exp, bound, nil)
+	lc := &liveCache{count: never + after, hasRed: true}
+	// The live rows stay the same from the latest expiration passed (there
+	// is one: root is not all live) to the next one.
+	var c cursor
+	if c.seekLT(exp, bound); !c.valid() {
+		return rd.rangeValue(root, nil, nil) // cannot be: an expired row is in exp
+	}
+	lc.lo = c.row().exp()
+	if c.seekGE(exp, bound); c.valid() {
+		lc.hi = c.row().exp()
+	}
+	var vals [][]byte
+	if never > 0 {
+		_, v, err := rd.neverOf(root)
+		if err != nil {
+			return nil, false, err
+		}
+		vals = append(vals, v)
+	}
+	if after > 0 {
+		ex := reduction{ctx: rd.ctx, r: rd.r} // the expiry tree's rows are all counted
+		v, _, err := ex.rangeValue(exp, bound, nil)
+		if err != nil {
+			return nil, false, err
+		}
+		vals = append(vals, v)
+	}
+	if len(vals) > 0 {
+		v, err := rd.rereduce(vals)
+		if err != nil {
+			return nil, false, err
+		}
+		lc.red = v
+	}
+	root.live.Store(lc)
+	return lc.red, lc.count > 0, nil
+}
+
+// neverOf returns the number and reduction (nil when there are none) of the
+// rows under n that never expire, caching them in n. rd must have a Reducer.
+// Concurrent callers may compute them twice; they store the same value.
+func (rd *reduction) neverOf(n *node) (int, []byte, error) {
+	switch {
+	case n.count == 0:
+		return 0, nil, nil
+	case n.minExp == 0: // no row beneath expires
+		v, err := rd.node(n)
+		return n.count, v, err
+	}
+	if p := n.never.Load(); p != nil {
+		return p.count, p.red, nil
+	}
+	nc := &neverCache{}
+	if n.leaf() {
+		rows := rd.liveRows[:0]
+		for _, r := range n.items {
+			if r.exp() == 0 {
+				rows = append(rows, r)
+			}
+		}
+		rd.liveRows = rows[:0]
+		if nc.count = len(rows); nc.count > 0 {
+			v, err := rd.rows(rows)
+			if err != nil {
+				return 0, nil, err
+			}
+			nc.red = v
+		}
+	} else {
+		var vals [][]byte
+		for _, c := range n.children {
+			cn, cv, err := rd.neverOf(c)
+			if err != nil {
+				return 0, nil, err
+			}
+			if cn > 0 {
+				nc.count += cn
+				vals = append(vals, cv)
+			}
+		}
+		if len(vals) > 0 {
+			v, err := rd.rereduce(vals)
+			if err != nil {
+				return 0, nil, err
+			}
+			nc.red = v
+		}
+	}
+	n.never.Store(nc)
+	return nc.count, nc.red, nil
+}

@@ -3,6 +3,7 @@ package index_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -423,8 +424,11 @@ func TestCheck_DetectsExpiryTampering(t *testing.T) {
 		want    string
 	}{
 		{"earliest expiration", func(ix *index.Index) bool { index.CorruptMinExp(ix, "cs"); return true }, "keeps earliest expiration 101, its rows' is 100"},
-		{"live count", func(ix *index.Index) bool { return index.CorruptLiveCount(ix, "cs") }, "caches 251 live rows"},
+		{"live count", func(ix *index.Index) bool { return index.CorruptLiveCount(ix, "cs") }, "caches 258 live rows"},
 		{"expiry tree", func(ix *index.Index) bool { index.CorruptExpiryRow(ix, "mm"); return true }, `expiry tree of view "mm": row 0 is`},
+		{"never-expiring count", func(ix *index.Index) bool { return index.CorruptNeverCount(ix, "cs") }, "caches 44 rows that never expire, 43 are"},
+		{"never-expiring reduction", func(ix *index.Index) bool { return index.CorruptNeverReduction(ix, "cs", []byte(`[1,2]`)) },
+			"caches reduction [1,2] of rows that never expire, recomputed [43,43]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ix, err := index.Open(context.Background(), liveConfig(""))
@@ -435,11 +439,18 @@ func TestCheck_DetectsExpiryTampering(t *testing.T) {
 			var ups []index.DocUpdate
 			for i := range 300 {
 				rows := emits(strconv.Itoa(i%10), "1")
-				ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%03d", i), Seq: uint64(i + 1), Expiration: int64(100 + i),
+				exp := int64(100 + i)
+				if i%7 == 3 {
+					exp = 0 // 43 documents never expire
+				}
+				ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%03d", i), Seq: uint64(i + 1), Expiration: exp,
 					Rows: map[string][]index.Emit{"cs": rows, "mm": rows}})
 			}
 			apply(t, ix, ups...)
+			// A whole-view reduce caches the live rows and the rows that
+			// never expire in the root; a grouped one, live rows below it.
 			reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: 149}, index.Grouping{})
+			reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: 149}, index.Grouping{Exact: true})
 			checkIndex(t, ix)
 			if !tc.corrupt(ix) {
 				t.Fatal("nothing to corrupt")
@@ -449,5 +460,154 @@ func TestCheck_DetectsExpiryTampering(t *testing.T) {
 				t.Errorf("Check after corruption = %v, want a message containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestExcludeExpired_WholeView checks whole-view exact reduces and live row
+// counts, which come from the rows that never expire and the expiry tree's
+// rows after the instant, against an index of the live documents: with a
+// mix of documents that never expire and documents that do, a reduce that
+// can be subtracted and one that cannot (min/max), the clock moving on and
+// back, writes in between, and the cases where either part or both are
+// empty. It also checks that the cost does not follow what expired since.
+func TestExcludeExpired_WholeView(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (-index.seed to repeat)", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	ctx := context.Background()
+	cs := &countSum{}
+	cfg := liveConfig("")
+	cfg.Views[0].Reducer = cs
+	ix := openIndex(t, cfg)
+	docs := map[string]liveDoc{}
+	seq := uint64(0)
+	// write gives n documents: never expiring with probability pNever, else
+	// expiring in [from, to).
+	write := func(n int, pNever float64, from, to int64) {
+		var ups []index.DocUpdate
+		for range n {
+			seq++
+			id := fmt.Sprintf("d%05d", rng.IntN(6000))
+			d := liveDoc{rows: map[string][]index.Emit{}}
+			if rng.Float64() >= pNever {
+				d.exp = from + rng.Int64N(to-from)
+			}
+			for range 1 + rng.IntN(2) {
+				k := fmt.Sprintf("[%d,%d]", rng.IntN(20), rng.IntN(5))
+				v := strconv.Itoa(rng.IntN(1000) - 300)
+				for _, view := range []string{"cs", "mm", "map"} {
+					d.rows[view] = append(d.rows[view], index.Emit{Key: []byte(k), Value: []byte(v)})
+				}
+			}
+			docs[id] = d
+			ups = append(ups, index.DocUpdate{DocID: id, Seq: seq, Expiration: d.exp, Rows: d.rows})
+		}
+		apply(t, ix, ups...)
+	}
+	check := func(what string, now int64) {
+		t.Helper()
+		or := oracle(t, docs, now, func(d liveDoc) bool { return d.exp == 0 || d.exp > now })
+		defer closeIndex(t, or)
+		r := index.Range{ExcludeExpired: true, Now: now}
+		for _, view := range []string{"cs", "mm"} {
+			equalStrings(t, fmt.Sprintf("%s: now %d: whole reduce of %s", what, now, view),
+				reduced(t, ix, view, r, index.Grouping{}), reduced(t, or, view, index.Range{}, index.Grouping{}))
+			// The same through a descending query and document id bounds,
+			// which select every row too.
+			rd := r
+			rd.Descending, rd.StartDocID = true, "d"
+			equalStrings(t, fmt.Sprintf("%s: now %d: whole descending reduce of %s", what, now, view),
+				reduced(t, ix, view, rd, index.Grouping{}), reduced(t, or, view, index.Range{}, index.Grouping{}))
+		}
+		got, err := ix.LiveRows(ctx, "map", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := or.TotalRows("map"); got != want {
+			t.Errorf("%s: now %d: LiveRows = %d, want %d", what, now, got, want)
+		}
+	}
+	calls := func() int64 { return cs.reduces.Load() + cs.rereduces.Load() }
+
+	// Every document expires: no row never expires.
+	write(3000, 0, 1000, 2000)
+	for _, now := range []int64{500, 1000, 1300, 1600, 1999, 2500} {
+		check("all expiring", now)
+	}
+	// A mix, written in several batches.
+	for range 4 {
+		write(800, 0.3, 1000, 3000)
+	}
+	var now int64
+	for _, now = range []int64{999, 1500, 1200, 2200, 2999, 3000, 1100} {
+		check("mix", now)
+	}
+	// The cost of an exact whole reduce does not follow what expired since:
+	// with 1/20 of the rows newly expired, a few paths of Reducer calls.
+	for now = 1200; now < 2900; now += 100 {
+		reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: now}, index.Grouping{})
+		before := calls()
+		reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: now + 100}, index.Grouping{})
+		if n := calls() - before; n > 12 {
+			t.Errorf("whole reduce at %d after one at %d: %d Reducer calls, want a few paths' (<= 12)", now+100, now, n)
+		}
+	}
+	// A write changes a path of each tree, and only that is reduced again.
+	write(1, 0.5, 1000, 3000)
+	check("after one write", 2000)
+	// Every expiring row expired: only the rows that never expire are live.
+	check("only never-expiring", 5000)
+	// Only documents that expire, every one expired: no row at all.
+	for id := range docs {
+		if docs[id].exp == 0 {
+			delete(docs, id)
+			seq++
+			apply(t, ix, index.DocUpdate{DocID: id, Seq: seq})
+		}
+	}
+	check("nothing live", 5000)
+	if got := reduced(t, ix, "mm", index.Range{ExcludeExpired: true, Now: 5000}, index.Grouping{}); len(got) != 0 {
+		t.Errorf("nothing live: whole reduce gave %q, want no row", got)
+	}
+	check("clock back", 1500)
+}
+
+// TestExcludeExpired_FloatSums checks exact reduces of fractional values
+// with a float sum, whose cached live reductions add in another order than
+// a recomputation does: the answers are the live rows' sum up to rounding,
+// and Check accepts the caches (it compares them with a relative 1e-9).
+func TestExcludeExpired_FloatSums(t *testing.T) {
+	ix := openIndex(t, index.Config{Views: []index.ViewConfig{{Name: "v", Reducer: sumReducer{}}}})
+	var ups []index.DocUpdate
+	exps := make([]int64, 5000)
+	for i := range exps {
+		if i%3 > 0 { // a third never expire
+			exps[i] = int64(100 + i%1000)
+		}
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%05d", i), Seq: uint64(i + 1), Expiration: exps[i],
+			Rows: map[string][]index.Emit{"v": emits(fmt.Sprintf("[%d,%d]", i%97, i), fmt.Sprintf("0.%d", i%10+1))}})
+	}
+	apply(t, ix, ups...)
+	for _, now := range []int64{300, 600, 900} {
+		want := 0.0
+		for i, e := range exps {
+			if e == 0 || e > now {
+				f, _ := strconv.ParseFloat(fmt.Sprintf("0.%d", i%10+1), 64)
+				want += f
+			}
+		}
+		r := index.Range{ExcludeExpired: true, Now: now}
+		got := reduced(t, ix, "v", r, index.Grouping{})
+		var v float64
+		if len(got) != 1 || func() error { _, err := fmt.Sscanf(got[0], "null %g", &v); return err }() != nil || math.Abs(v-want) > 1e-9*want {
+			t.Errorf("now %d: whole reduce %q, want null %g", now, got, want)
+		}
+		if g := reduced(t, ix, "v", r, index.Grouping{Level: 1}); len(g) != 97 {
+			t.Errorf("now %d: %d groups, want 97", now, len(g))
+		}
+		checkIndex(t, ix)
 	}
 }

@@ -44,6 +44,8 @@ type Range struct {
 	// each node of a tree knows the earliest expiration beneath it and
 	// caches the reduction of its live rows for as long as it holds, so
 	// the cost follows the expired rows still in the index, not its size.
+	// A reduce of the whole view (no keys or key bounds, group level 0)
+	// costs O(log n) whatever has expired (see live.go).
 	ExcludeExpired bool
 	// Now is the instant of an ExcludeExpired query, in Unix seconds.
 	Now int64

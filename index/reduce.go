@@ -43,6 +43,18 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 		return err
 	}
 	rd := reduction{ctx: ctx, r: red, live: r.ExcludeExpired, now: r.Now}
+	if r.ExcludeExpired && r.Keys == nil && !g.Exact && g.Level <= 0 && len(spans) == 1 && spans[0].lo == nil && spans[0].hi == nil {
+		// The whole view, live: from the rows that never expire and a
+		// suffix of the expiry tree (see wholeLive).
+		v, ok, err := rd.wholeLive(snap.roots[vi], snap.expRoots[vi])
+		if err != nil || !ok {
+			return err
+		}
+		if err := fn(jsonNull, v); err != nil && !errors.Is(err, ErrStop) {
+			return err
+		}
+		return nil
+	}
 	for _, s := range spans {
 		if s.empty() {
 			continue

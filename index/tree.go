@@ -129,8 +129,9 @@ func validRow(r []byte) bool {
 // node is a node of a copy-on-write B+tree of rows ordered by ck. A node whose
 // gen is the writer's current generation is private to the writer and changed in
 // place; any other node may be shared by published snapshots and is never
-// changed, except for red, the cached reduction of its subtree, and live, the
-// cached reduction of its live rows, which readers fill in atomically.
+// changed, except for red, the cached reduction of its subtree, live, the
+// cached reduction of its live rows, and never, the cached reduction of its
+// rows that never expire, which readers fill in atomically.
 type node struct {
 	gen    uint64
 	count  int   // rows in the subtree
@@ -144,8 +145,18 @@ type node struct {
 	keys     [][]byte
 	children []*node
 
-	red  atomic.Pointer[[]byte]
-	live atomic.Pointer[liveCache]
+	red   atomic.Pointer[[]byte]
+	live  atomic.Pointer[liveCache]
+	never atomic.Pointer[neverCache]
+}
+
+// neverCache is what a node's rows that never expire (expiration 0) are:
+// their number and reduction (nil when there are none). Unlike liveCache it
+// holds at every instant, so once filled it never goes stale: a node's rows
+// never change once it is published.
+type neverCache struct {
+	count int
+	red   []byte
 }
 
 // liveCache is what a node's live rows (those not expired) were at some

@@ -26,6 +26,7 @@ type queryOptions struct {
 	groupLevel, limit, skip       int
 	descending, includeDocs, json bool
 	stale, onError, progress      string
+	expired                       string
 }
 
 // newQueryCmd is `mayfly query DDOC/VIEW`.
@@ -45,7 +46,8 @@ shows the index build meanwhile. Other stale values answer from the index as
 it is, and a note on stderr says when it was still building.`,
 		Example: `  mayfly query scores/by_player --group-level 1
   mayfly query scores/by_player --startkey '["ada"]' --endkey '["ada",{}]' --reduce=false --limit 10
-  mayfly query scores/by_player --stale=false --json`,
+  mayfly query scores/by_player --stale=false --json
+  mayfly query sessions/by_user --reduce --expired exclude`,
 		Args:              exactArgs(1, "DDOC/VIEW"),
 		ValidArgsFunction: completeDDocs(&o.clientOptions, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,9 +86,11 @@ it is, and a note on stderr says when it was still building.`,
 	fs.StringVar(&o.stale, "stale", "", "ok (the index as it is), update_after (the default) or false (wait for the index)")
 	fs.BoolVar(&o.includeDocs, "include-docs", false, "each row's document (null when it has expired)")
 	fs.StringVar(&o.onError, "on-error", "", "continue or stop")
+	fs.StringVar(&o.expired, "expired", "", "include (Couchbase's rule: rows of expired documents stay until purged) or exclude (exact: only live documents' rows and reductions)")
 	fs.BoolVar(&o.json, "json", false, "print the JSON answer instead of a table")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr while --stale=false waits: auto (when it is a terminal), always or never")
 	_ = cmd.RegisterFlagCompletionFunc("stale", cobra.FixedCompletions([]string{"false", "ok", "update_after"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("expired", cobra.FixedCompletions([]string{"include", "exclude"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("on-error", cobra.FixedCompletions([]string{"continue", "stop"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("progress", cobra.FixedCompletions([]string{"auto", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -124,6 +128,7 @@ func (o *queryOptions) params(cmd *cobra.Command) (url.Values, []byte, error) {
 		{"endkey-docid", "endkey_docid", o.endDocID},
 		{"stale", "stale", o.stale},
 		{"on-error", "on_error", o.onError},
+		{"expired", "expired", o.expired},
 	} {
 		if fs.Changed(p.flag) {
 			q.Set(p.param, p.val)

@@ -73,6 +73,14 @@ func TestQuery(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, "DOC") || !strings.Contains(r.out, "s2  null") {
 		t.Errorf("--include-docs with an expired document: %v", r)
 	}
+	// --expired exclude: the expired document's row and its share of the
+	// reduce are left out before the pager purges it.
+	if r := f.mf("", "query", "scores/by_player", "--group", "--expired", "exclude"); r.code != 0 || r.out != "KEY    VALUE\n\"ann\"  150\n1 rows\n" {
+		t.Errorf("--group --expired exclude: %v", r)
+	}
+	if r := f.mf("", "query", "scores/by_player", "--group", "--expired", "include"); r.code != 0 || !strings.Contains(r.out, "\"bo\"   80") {
+		t.Errorf("--group --expired include: %v", r)
+	}
 	// Errors and usage.
 	if r := f.mf("", "query", "scores/nope"); r.code != 1 || !strings.Contains(r.errOut, "nope") {
 		t.Errorf("a missing view: %v", r)

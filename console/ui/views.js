@@ -290,6 +290,8 @@ function preview(bucket, ddoc, view, hasReduce, queried) {
     group_level: inp('group_level', { type: 'number', min: 0 }),
     reduce: h('select', { id: 'q-reduce', name: 'reduce' }, h('option', { value: '' }, hasReduce ? 'default (true)' : 'default'), h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false')),
     stale: h('select', { id: 'q-stale', name: 'stale' }, ['false', 'update_after', 'ok'].map((v) => h('option', { value: v }, v))),
+    expired: h('select', { id: 'q-expired', name: 'expired', title: 'exclude: exact answers, without the rows of documents that have expired but are not purged yet' },
+      h('option', { value: '' }, 'default'), h('option', { value: 'include' }, 'include'), h('option', { value: 'exclude' }, 'exclude')),
     group: inp('group', { type: 'checkbox' }),
     descending: inp('descending', { type: 'checkbox' }),
     include_docs: inp('include_docs', { type: 'checkbox' }),
@@ -306,14 +308,14 @@ function preview(bucket, ddoc, view, hasReduce, queried) {
   },
   h('div', { class: 'row' }, field('key', p.key), field('startkey', p.startkey), field('endkey', p.endkey),
     field('limit', p.limit), field('skip', p.skip)),
-  h('div', { class: 'row' }, field('reduce', p.reduce), field('group_level', p.group_level), field('stale', p.stale),
+  h('div', { class: 'row' }, field('reduce', p.reduce), field('group_level', p.group_level), field('stale', p.stale), field('expired', p.expired),
     h('label', { class: 'check' }, p.group, ' group'), h('label', { class: 'check' }, p.descending, ' descending'),
     h('label', { class: 'check' }, p.include_docs, ' include_docs')),
   h('div', { class: 'buttons' }, runBtn, url));
 
   function query() {
     const q = {};
-    for (const k of ['key', 'startkey', 'endkey', 'limit', 'skip', 'group_level', 'reduce', 'stale']) q[k] = p[k].value.trim();
+    for (const k of ['key', 'startkey', 'endkey', 'limit', 'skip', 'group_level', 'reduce', 'stale', 'expired']) q[k] = p[k].value.trim();
     for (const k of ['group', 'descending', 'include_docs']) if (p[k].checked) q[k] = 'true';
     return q;
   }

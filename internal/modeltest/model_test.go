@@ -298,7 +298,6 @@ func (h *harness) expectErr(op string, err, want error) {
 	}
 }
 
-
 type row struct {
 	ID    string          `json:"id"`
 	Key   json.RawMessage `json:"key"`

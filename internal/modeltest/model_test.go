@@ -141,6 +141,7 @@ type harness struct {
 type coverage struct {
 	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens, exactQueries int
 	extends, refusedTTL, reevaluated, updates, pinnedReads, ttlWrites        int
+	touchPastCap                                                             int // see touchExpiry
 }
 
 func envInt(name string) uint64 {

@@ -142,6 +142,7 @@ type coverage struct {
 	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens, exactQueries int
 	extends, refusedTTL, reevaluated, updates, pinnedReads, ttlWrites        int
 	touchPastCap                                                             int // see touchExpiry
+	unsyncedReopens                                                          int
 }
 
 func envInt(name string) uint64 {

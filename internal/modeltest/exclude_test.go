@@ -165,6 +165,16 @@ func (h *harness) checkExclude() {
 		i = j
 	}
 	h.expectAnswer("j", "stale=ok&group=true", `{"rows":[`+strings.Join(jm, ",")+"]}")
+	// meta.ts and meta.created, as map functions see them: touches,
+	// sliding reads and re-evaluations leave both alone.
+	var tm []string
+	for i := range numKeys {
+		k := key(i)
+		if m := h.model[k]; m.live(now) {
+			tm = append(tm, fmt.Sprintf(`{"id":%q,"key":%q,"value":[%d,%d]}`, k, k, m.ts-t0, m.created-t0))
+		}
+	}
+	h.expectAnswer("t", "stale=ok", fmt.Sprintf(`{"total_rows":%d,"rows":[%s]}`, len(tm), strings.Join(tm, ",")))
 }
 
 // expectAnswer runs a query of view and compares its answer with want, as

@@ -141,7 +141,6 @@ type harness struct {
 type coverage struct {
 	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens, exactQueries int
 	extends, refusedTTL, reevaluated, updates, pinnedReads, ttlWrites        int
-	touchPastCap                                                             int // see touchExpiry
 	unsyncedReopens                                                          int
 }
 

@@ -300,32 +300,12 @@ func (cm *mcoll) liveKeys(now int64) []string {
 	return out
 }
 
-// touchEngineReading is a guard for a disagreement this test found (see
-// touchExpiry); true: the model takes the engine's reading, so that the
-// rest of the run goes on checking everything else. Set it to false to see
-// the disagreement fail (e.g. -modeltest.seed=5).
-const touchEngineReading = true
-
 // touchExpiry is the expiration a touch with expiry e at now gives m, a
-// live document of cm: the request's expiry capped by maxTTL from now, and,
-// as the README reads ("a key in use lives on, but never past maxLifetime";
-// issue 10: "none outlives its cap"; the table's rule for a request's
-// expiry), at most min(now + idleTTL, created + maxLifetime) on a sliding
-// collection. The engine applies only maxTTL to a touch (Collection.Touch,
-// and TestSlidingExpiry asserts a touch past the cap), so a touch can keep a
-// document past maxLifetime, or forever with expiry 0. Until that is
-// decided, touchEngineReading keeps the engine's reading and counts the
-// touches where the two differ (coverage.touchPastCap).
+// live document of cm: the request's expiry capped by maxTTL from now and,
+// on a sliding collection, by min(now + idleTTL, created + maxLifetime), as
+// a write's explicit expiry is: no touch carries a document past its cap.
 func (h *harness) touchExpiry(cm *mcoll, m *entry, now, e int64) int64 {
-	engineReading := capFrom(now, absExpiry(now, e), cm.maxTTL)
-	documented := sooner(engineReading, cm.slideCap(now, m.created))
-	if documented != engineReading {
-		h.cov.touchPastCap++
-		if touchEngineReading {
-			return engineReading
-		}
-	}
-	return documented
+	return sooner(capFrom(now, absExpiry(now, e), cm.maxTTL), cm.slideCap(now, m.created))
 }
 
 // eachEntry calls fn with every key's model in every collection.

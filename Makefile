@@ -62,9 +62,14 @@ bench:
 bench-pouch:
 	bash bench/pouch.sh
 
-# Tools that tests need. memcached is only needed by `make oracle`.
+# Tools that tests need: a Chromium for the web console's browser tests
+# (console/), Debian's chromium installed when none is found. Where it
+# cannot be installed (not root, not Debian) those tests skip, saying so.
+# memcached is only needed by `make oracle`.
 tools:
-	@true
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq chromium; } || \
+		echo "make tools: could not install chromium; the console's browser tests will skip"
 
 oracle:
 	@command -v memcached >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq memcached libmemcached-tools; }

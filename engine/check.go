@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -128,7 +129,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 			live++
 			if d.Expiration != 0 {
-				exps = append(exps, expItem{exp: d.Expiration, key: k})
+				exps = append(exps, expItem{exp: d.Expiration, key: k, size: int64(len(d.Value))})
 			}
 		}
 		p.mu.RUnlock()
@@ -143,7 +144,18 @@ func (b *Bucket) Check(ctx context.Context) error {
 	b.exps.mu.Lock()
 	var indexed []expItem
 	b.exps.tree.Ascend(func(it expItem) bool { indexed = append(indexed, it); return true })
+	bySec := maps.Clone(b.exps.bySec)
 	b.exps.mu.Unlock()
+	wantSec := map[int64]secTotal{}
+	for _, it := range indexed {
+		t := wantSec[it.exp]
+		t.docs++
+		t.bytes += it.size
+		wantSec[it.exp] = t
+	}
+	if !maps.Equal(wantSec, bySec) {
+		c.addf("expiry index: per-second totals (%d seconds) disagree with its entries (%d seconds)", len(bySec), len(wantSec))
+	}
 	if !slices.Equal(exps, indexed) {
 		c.addf("expiry index holds %d entries, the live documents with an expiration are %d (first difference: %s)", len(indexed), len(exps), firstExpDiff(exps, indexed))
 	}
@@ -187,8 +199,10 @@ func firstExpDiff(want, got []expItem) string {
 		switch {
 		case i >= len(want):
 			return fmt.Sprintf("extra entry %q at %d", got[i].key.key, got[i].exp)
-		case i >= len(got) || want[i] != got[i]:
+		case i >= len(got) || want[i].exp != got[i].exp || want[i].key != got[i].key:
 			return fmt.Sprintf("missing entry %q at %d", want[i].key.key, want[i].exp)
+		case want[i].size != got[i].size:
+			return fmt.Sprintf("entry %q at %d has size %d, the document %d", got[i].key.key, got[i].exp, got[i].size, want[i].size)
 		}
 	}
 	return "none"

@@ -168,19 +168,32 @@ func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions)
 	})
 }
 
-// Touch sets a live document's expiry (the effective maxTTL applies) and leaves
-// its value and flags alone. It is a mutation: new CAS and sequence number.
+// Touch sets a live document's expiry and leaves its value and flags alone.
+// The effective maxTTL caps it, and on a collection with IdleTTL or
+// MaxLifetime so does the sliding rule, as for a write's explicit expiry. It is a mutation: new CAS and sequence number.
 // The expiration it sets is pinned: defaultTTL re-evaluations and sliding
 // reads leave it alone until the document's next write.
 func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Document, error) {
-	maxTTL := c.b.maxTTLFor(c.id)
 	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
+		cs, maxTTL := c.b.ttlFor(c.id)
+		created := old.CreatedAt
+		if created == 0 {
+			created = now // a record from before CreatedAt was kept
+		}
+		// As a write's explicit expiry: maxTTL caps it, and on a sliding
+		// collection so does min(now + idleTTL, created + maxLifetime), so
+		// no touch carries a document past its cap (a touch to 0, which
+		// removes the expiration, included).
+		exp := LimitExpiry(now, AbsoluteExpiry(now, expiry), maxTTL)
+		if s := slide(now, created, cs); s != 0 {
+			exp = earliest(exp, LimitExpiry(now, s, maxTTL))
+		}
 		return &Document{
 			Value: old.Value, Type: old.Type, Flags: old.Flags,
-			Expiration: LimitExpiry(now, AbsoluteExpiry(now, expiry), maxTTL),
+			Expiration: exp,
 			TS:         old.TS, CreatedAt: old.CreatedAt, ExpiryPinned: true,
 		}, nil
 	})

@@ -103,7 +103,7 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 				b.tombs.Add(-1)
 			} else {
 				b.currItems.Add(-1)
-				b.exps.update(k, d.Expiration, 0)
+				b.exps.update(k, d.Expiration, 0, 0)
 			}
 			if b.store != nil {
 				cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})

@@ -182,7 +182,11 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	}
 	for _, it := range l.exps {
 		if _, ok := b.mu.byID[it.key.cid]; ok {
-			b.exps.update(it.key, 0, it.exp)
+			var size int64
+			if d := b.partitionFor(it.key.key).mu.docs[it.key]; d != nil {
+				size = int64(len(d.Value))
+			}
+			b.exps.update(it.key, 0, it.exp, size)
 		}
 	}
 	if len(orphans) > 0 {

@@ -140,7 +140,7 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	if !d.Deleted {
 		newExp = d.Expiration
 	}
-	b.exps.update(k, oldExp, newExp)
+	b.exps.update(k, oldExp, newExp, int64(len(d.Value)))
 	wasLive := old != nil && !old.Deleted
 	switch {
 	case wasLive && d.Deleted:
@@ -188,7 +188,7 @@ func (b *Bucket) dropPending() {
 		p.mu.Lock()
 		for k, d := range p.mu.pending {
 			if c := p.mu.docs[k]; d.Expired && c != nil && !c.Deleted && c.Expiration != 0 {
-				b.exps.update(k, 0, c.Expiration) // see expireQueued
+				b.exps.update(k, 0, c.Expiration, int64(len(c.Value))) // see expireQueued
 			}
 		}
 		clear(p.mu.pending)
@@ -220,7 +220,7 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	now := b.clock.Now()
 	prev := p.mu.docs[k]
 	if prev == nil || prev.Deleted || prev.Expiration != expiration {
-		b.exps.update(k, expiration, 0) // a stale entry: drop it
+		b.exps.update(k, expiration, 0, 0) // a stale entry: drop it
 		return nil, false, nil
 	}
 	if !prev.ExpiredAt(now) || p.mu.pending[k] != nil {
@@ -233,7 +233,7 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	// Its expiry entry goes at once, so that the pager's next batch does not
 	// step over it again while it waits for disk; dropPending puts it back
 	// if the commit fails.
-	b.exps.update(k, expiration, 0)
+	b.exps.update(k, expiration, 0, 0)
 	counter.Add(1)
 	return cb, true, nil
 }

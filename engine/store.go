@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -289,11 +291,48 @@ func expDBKey(exp int64, k docKey) []byte {
 	return b
 }
 
+// kvOp is one change to a bbolt bucket in a commit: put val at key, or
+// delete key when del is set.
+type kvOp struct {
+	key, val []byte
+	del      bool
+	ord      int // position in the commit: orders the changes of one key
+}
+
+// applyOps applies ops to bkt in key order, keeping the order of the ops of
+// one key (by ord). bbolt inserts into an in-memory node by shifting everything after
+// the insertion point, and splits nodes only at commit: a batch of random
+// keys, or of expiry-index keys that share an expiration (they all land at
+// the end of one node), would make a large commit quadratic. In key order,
+// each insertion lands at or near the end of the node it goes to.
+func applyOps(bkt *bolt.Bucket, ops []kvOp) error {
+	slices.SortFunc(ops, func(a, b kvOp) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.ord - b.ord
+	})
+	for _, op := range ops {
+		var err error
+		if op.del {
+			err = bkt.Delete(op.key)
+		} else {
+			err = bkt.Put(op.key, op.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *store) commit(recs []record) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		docs, exp, vbseq, meta := tx.Bucket(bktDocs), tx.Bucket(bktExp), tx.Bucket(bktVBSeq), tx.Bucket(bktMeta)
 		seqs := make(map[uint16]uint64)
 		var maxCAS uint64
+		docOps := make([]kvOp, 0, len(recs))
+		var expOps []kvOp
 		for _, r := range recs {
 			// A purge removes an old tombstone: its sequence number is
 			// not the partition's newest.
@@ -304,28 +343,21 @@ func (s *store) commit(recs []record) error {
 			if r.seqOnly {
 				continue
 			}
-			dk := docDBKey(r.key)
-			var err error
-			if r.purge {
-				err = docs.Delete(dk)
-			} else {
-				err = docs.Put(dk, r.enc)
-			}
-			if err != nil {
-				return err
-			}
+			docOps = append(docOps, kvOp{key: docDBKey(r.key), val: r.enc, del: r.purge, ord: len(docOps)})
 			if r.oldExp != r.newExp {
 				if r.oldExp != 0 {
-					if err := exp.Delete(expDBKey(r.oldExp, r.key)); err != nil {
-						return err
-					}
+					expOps = append(expOps, kvOp{key: expDBKey(r.oldExp, r.key), del: true, ord: len(expOps)})
 				}
 				if r.newExp != 0 {
-					if err := exp.Put(expDBKey(r.newExp, r.key), nil); err != nil {
-						return err
-					}
+					expOps = append(expOps, kvOp{key: expDBKey(r.newExp, r.key), ord: len(expOps)})
 				}
 			}
+		}
+		if err := applyOps(docs, docOps); err != nil {
+			return err
+		}
+		if err := applyOps(exp, expOps); err != nil {
+			return err
 		}
 		// bbolt keeps references to keys and values until commit: fresh
 		// buffers for each.

@@ -351,14 +351,22 @@ func TestSlidingExpiry(t *testing.T) {
 			if _, err := c.Get(ctx, "k"); !errors.Is(err, engine.ErrNotFound) {
 				t.Errorf("a document outlived maxLifetime: %v", err)
 			}
-			// A touch pins: reads leave it.
-			c.Upsert(ctx, "t", []byte(`{}`), nil)
+			// A touch is capped like a write's explicit expiry, by
+			// min(now + idleTTL, created + maxLifetime), and pins: reads
+			// leave it.
+			c.Upsert(ctx, "t", []byte(`{}`), nil) // created at +250
 			c.Touch(ctx, "t", 1000)
 			clk.Advance(10)
 			c.Get(ctx, "t")
 			b.Sync(ctx)
-			if d, _ := c.Peek("t"); d.Expiration != t0+1250 {
-				t.Errorf("touched: expiration %d, want %d", d.Expiration, t0+1250)
+			if d, _ := c.Peek("t"); d.Expiration != t0+350 || !d.ExpiryPinned {
+				t.Errorf("touched: expiration %d pinned %v, want %d pinned", d.Expiration, d.ExpiryPinned, t0+350)
+			}
+			// A touch to 0 (no expiration) is capped too: at +300,
+			// min(now + idleTTL, created + maxLifetime) is +400.
+			clk.Advance(40)
+			if d, err := c.Touch(ctx, "t", 0); err != nil || d.Expiration != t0+400 {
+				t.Errorf("touched to 0: %v, want expiration %d", err, t0+400)
 			}
 		})
 	}

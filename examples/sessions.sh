@@ -2,7 +2,9 @@
 # Mayfly sessions walk-through: per-collection time to live. A "carts"
 # collection with Cosmos DB's defaultTTL and a document's own ttl field, and a
 # "sessions" collection whose keys slide: every read moves the expiration to
-# min(now + idleTTL, created + maxLifetime). Waits about 5 s of wall clock.
+# min(now + idleTTL, created + maxLifetime). Then a bucket of sessions counted
+# by a view with expired=exclude: the exact count of live sessions matches
+# the rows at every step, before any pager run. Waits about 15 s of wall clock.
 #
 #   make run                      # in another terminal
 #   examples/sessions.sh          # MAYFLY=http://host:port to point elsewhere,
@@ -60,3 +62,35 @@ echo "expiration - created = $((exp - created))"
 
 say "ep_sliding_extends"
 call "$admin/stats" | tr ',' '\n' | grep ep_sliding_extends
+
+# Views index a bucket's default collection: a bucket of sessions whose
+# default collection slides, with a view counting them.
+sb=${SESSIONS_BUCKET:-sessions$$}
+live() { # the view's exact answer: rows, then the _count
+  local rows count
+  rows=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?reduce=false&expired=exclude&stale=false" | grep -c '"id"' || true)
+  count=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?expired=exclude&stale=false" | sed -n 's/.*"value":\([0-9]*\).*/\1/p')
+  echo "live rows: $rows  exact _count: ${count:-0}  (Couchbase's count, expired=include: $(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?stale=false" | sed -n 's/.*"value":\([0-9]*\).*/\1/p'))"
+}
+
+say "bucket $sb: its default collection has idleTTL=4, maxLifetime=9; a _count view of sessions"
+call -X POST "$url/pools/default/buckets" -d name="$sb" -d bucketType=couchbase
+call -X PATCH "$url/pools/default/buckets/$sb/scopes/_default/collections/_default" -d idleTTL=4 -d maxLifetime=9
+call -X PUT -H 'Content-Type: application/json' "$url/$sb/_design/s" \
+  --data-binary '{"views":{"by_user":{"map":"function(doc){emit(doc.user, null)}","reduce":"_count"}}}'
+for s in a b c d; do
+  call -X PUT -H 'Content-Type: application/json' "$url/$sb/docs/$s" --data-binary "{\"user\":\"$s\"}"
+done
+live
+
+say "every 2 s, sessions a and b are read (and slide); c and d are not"
+for step in 1 2 3 4 5; do
+  sleep 2
+  status "$url/$sb/docs/a" >/dev/null
+  status "$url/$sb/docs/b" >/dev/null
+  echo "step $step: $(live)"
+done
+
+say "no session outlives created + maxLifetime, however often it is read"
+echo "a: $(status "$url/$sb/docs/a")  b: $(status "$url/$sb/docs/b")"
+call -X DELETE "$url/pools/default/buckets/$sb"

@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http/httptest"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/views"
 )
 
 // TestSessions runs examples/sessions.sh with curl against the HTTP API. It
@@ -33,12 +35,17 @@ func TestSessions(t *testing.T) {
 	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default")); err != nil {
 		t.Fatal(err)
 	}
+	vs, err := views.New(ctx, eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vs.Close()
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "sessions-pw",
 		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users}))
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Auth: users}))
 	defer srv.Close()
 
 	cmd := exec.Command("bash", "sessions.sh")
@@ -48,6 +55,12 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("sessions.sh: %v\n%s", err, out)
 	}
 	text := string(out)
+	// At every step the exact count is the number of rows.
+	for _, m := range regexp.MustCompile(`live rows: (\d+)  exact _count: (\d+)`).FindAllStringSubmatch(text, -1) {
+		if m[1] != m[2] {
+			t.Errorf("exact count %s disagrees with %s live rows", m[2], m[1])
+		}
+	}
 	for _, want := range []string{
 		`"defaultTTL":3600`,
 		`ttl field must be -1 or an integer`,
@@ -57,6 +70,13 @@ func TestSessions(t *testing.T) {
 		"used: 200",
 		"expiration - created = 7",
 		`"ep_sliding_extends":`,
+		// The exact count follows the sessions: all four, then the two
+		// that are read, then none once their cap has passed.
+		"step 1: live rows: 4  exact _count: 4",
+		"step 2: live rows: 2  exact _count: 2",
+		"step 3: live rows: 2  exact _count: 2",
+		"step 5: live rows: 0  exact _count: 0",
+		"a: 404  b: 404",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("sessions.sh output lacks %s\n%s", want, text)

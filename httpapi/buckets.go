@@ -203,6 +203,9 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if s.runs != nil {
+		s.runs.forget(name)
+	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/pager"
@@ -222,4 +223,72 @@ func classifyPager(err error) *httpError {
 		return &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
 	}
 	return nil
+}
+
+// DefaultPagerRuns is the runs a PagerRuns keeps per bucket by default: a
+// day of runs every five minutes.
+const DefaultPagerRuns = 288
+
+// PagerRuns remembers the latest expiry pager runs of each bucket, in
+// memory, for GET /{bucket}/_expiry/runs (the web console's chart of what
+// each run purged). Pass its RunEnd as pager.Events.RunEnd. It is safe for
+// concurrent use.
+type PagerRuns struct {
+	max int
+	mu  sync.Mutex
+	by  map[string][]pager.RunResult // oldest first, at most max
+}
+
+// NewPagerRuns returns a PagerRuns keeping the last max runs of each bucket
+// (DefaultPagerRuns if max <= 0).
+func NewPagerRuns(max int) *PagerRuns {
+	if max <= 0 {
+		max = DefaultPagerRuns
+	}
+	return &PagerRuns{max: max, by: map[string][]pager.RunResult{}}
+}
+
+// RunEnd records a run of bucket's pager, dropping the oldest beyond the
+// limit.
+func (p *PagerRuns) RunEnd(bucket string, r pager.RunResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	runs := append(p.by[bucket], r)
+	if len(runs) > p.max {
+		runs = append(runs[:0:0], runs[len(runs)-p.max:]...)
+	}
+	p.by[bucket] = runs
+}
+
+// Runs returns bucket's recorded runs, oldest first.
+func (p *PagerRuns) Runs(bucket string) []pager.RunResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]pager.RunResult{}, p.by[bucket]...)
+}
+
+// forget drops a deleted bucket's runs, so one created under its name starts
+// afresh.
+func (p *PagerRuns) forget(bucket string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.by, bucket)
+}
+
+// pagerRuns handles GET /{bucket}/_expiry/runs: the pager's recent runs,
+// oldest first, and the engine clock's now. Without a PagerRuns only the
+// last run is known.
+func (s *server) pagerRuns(w http.ResponseWriter, r *http.Request) {
+	name, err := s.pagerBucket(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	runs := []pager.RunResult{}
+	if s.runs != nil {
+		runs = s.runs.Runs(name)
+	} else if st, err := s.pager.Settings(name); err == nil && st.LastRun != nil {
+		runs = append(runs, *st.LastRun)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"now": s.eng.Clock().Now(), "runs": runs})
 }

@@ -61,6 +61,13 @@ type SearchService interface {
 //	GET    /api/index/{name}/count       live documents in the index
 //	GET    /api/stats/index/{name}       the index's stats
 //
+// and Couchbase 7's scoped paths, /api/bucket/{bucket}/scope/{scope}/index
+// (GET: the bucket's indexes) and .../index/{name} (GET, PUT, DELETE,
+// POST .../query, GET .../count), which name the bucket: the index must be
+// one of that bucket's (a new one's sourceName, if given, must be the
+// bucket). The scope is not checked against the collection the index
+// reads.
+//
 // The integrator calls it from New when a search service is configured.
 //
 // Every route needs the fts permission on the index's bucket (fts_searcher
@@ -98,6 +105,27 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	r.Handle("/api/index/{name}/query", s.need(onIndex(auth.SearchRead), noForm, h.query)).Methods(http.MethodPost)
 	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, h.count)).Methods(http.MethodGet)
 	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, h.stats)).Methods(http.MethodGet)
+
+	onBucket := func(a auth.Action) permFunc {
+		return func(req *http.Request) []auth.Permission {
+			return []auth.Permission{{Action: a, Bucket: mux.Vars(req)["bucket"]}}
+		}
+	}
+	const scoped = "/api/bucket/{bucket}/scope/{scope}/index"
+	r.Handle(scoped, s.need(onBucket(auth.SearchRead), noForm, h.list)).Methods(http.MethodGet)
+	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchRead), noForm, h.get)).Methods(http.MethodGet)
+	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexPut, svc, h.put))).Methods(http.MethodPut)
+	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, h.delete))).Methods(http.MethodDelete)
+	r.Handle(scoped+"/{name}/query", s.need(onBucket(auth.SearchRead), noForm, h.query)).Methods(http.MethodPost)
+	r.Handle(scoped+"/{name}/count", s.need(onBucket(auth.SearchRead), noForm, h.count)).Methods(http.MethodGet)
+}
+
+// pathBucket is the {bucket} of a scoped path; "" for the /api/index paths.
+func pathBucket(r *http.Request) (string, error) {
+	if _, ok := mux.Vars(r)["bucket"]; !ok {
+		return "", nil
+	}
+	return pathVar(r, "bucket")
 }
 
 // audited records the intent of a search index change before h does it,
@@ -107,6 +135,9 @@ func (s *server) audited(action string, svc SearchService, h http.HandlerFunc) h
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := mux.Vars(r)["name"]
 		bucket, _ := svc.FindIndex(name)
+		if b, err := pathBucket(r); err == nil && b != "" {
+			bucket = b
+		}
 		var after any
 		if r.Method == http.MethodPut {
 			body, err := io.ReadAll(io.LimitReader(r.Body, maxSearchDefBody))
@@ -174,54 +205,65 @@ func answer(w http.ResponseWriter, body []byte, err error) {
 	w.Write(body)
 }
 
-// nameAnd calls fn with the {name} path variable.
-func nameAnd(w http.ResponseWriter, r *http.Request, fn func(name string) ([]byte, error)) {
+// nameAnd calls fn with the {bucket} ("" when the path has none) and {name}
+// path variables.
+func nameAnd(w http.ResponseWriter, r *http.Request, fn func(bucket, name string) ([]byte, error)) {
+	bucket, err := pathBucket(r)
+	if err != nil {
+		writeSearchError(w, err)
+		return
+	}
 	name, err := pathVar(r, "name")
 	if err != nil {
 		writeSearchError(w, err)
 		return
 	}
-	body, err := fn(name)
+	body, err := fn(bucket, name)
 	answer(w, body, err)
 }
 
 func (h *searchHandlers) list(w http.ResponseWriter, r *http.Request) {
-	body, err := h.svc.ListIndexesJSON(r.Context(), "")
+	bucket, err := pathBucket(r)
+	if err != nil {
+		writeSearchError(w, err)
+		return
+	}
+	body, err := h.svc.ListIndexesJSON(r.Context(), bucket)
 	answer(w, body, err)
 }
 
 func (h *searchHandlers) get(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(name string) ([]byte, error) { return h.svc.GetIndexJSON(r.Context(), "", name) })
+	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.GetIndexJSON(r.Context(), bucket, name) })
 }
 
 func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(name string) ([]byte, error) {
+	nameAnd(w, r, func(bucket, name string) ([]byte, error) {
 		def, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSearchDefBody))
 		if err != nil {
 			return nil, err
 		}
-		return h.svc.PutIndexJSON(r.Context(), "", name, def)
+		return h.svc.PutIndexJSON(r.Context(), bucket, name, def)
 	})
 }
 
 func (h *searchHandlers) delete(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(name string) ([]byte, error) { return h.svc.DeleteIndexJSON(r.Context(), "", name) })
+	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.DeleteIndexJSON(r.Context(), bucket, name) })
 }
 
 func (h *searchHandlers) query(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(name string) ([]byte, error) {
+	nameAnd(w, r, func(bucket, name string) ([]byte, error) {
 		req, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSearchQueryBody))
 		if err != nil {
 			return nil, err
 		}
-		return h.svc.QueryJSON(r.Context(), "", name, req)
+		return h.svc.QueryJSON(r.Context(), bucket, name, req)
 	})
 }
 
 func (h *searchHandlers) count(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(name string) ([]byte, error) { return h.svc.CountJSON(r.Context(), "", name) })
+	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.CountJSON(r.Context(), bucket, name) })
 }
 
 func (h *searchHandlers) stats(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(name string) ([]byte, error) { return h.svc.StatsJSON(r.Context(), "", name) })
+	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.StatsJSON(r.Context(), bucket, name) })
 }

@@ -78,7 +78,8 @@ func newSecurity(o *Options) *security {
 
 // guard wraps the router with the checks every request passes, in order:
 // the concurrency cap, dot segments, the Host header, CORS, the Origin of a
-// state change, and authentication. Authorization is per route (need).
+// state change, and authentication. Authorization is per route (need). The
+// web console's files (Options.Console) are answered after the Host check.
 func (s *server) guard(next http.Handler) http.Handler {
 	sec := s.sec
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +96,10 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		if !sec.hostAllowed(r) {
 			s.refuse(w, r, refusedHost, &httpError{http.StatusMisdirectedRequest, "misdirected_request", "this server does not answer for host " + strconvQuote(r.Host) + " (see mayfly serve --allowed-hosts)"})
+			return
+		}
+		if s.console != nil && safeMethod(r.Method) && consolePath(r.URL.Path) {
+			s.console.ServeHTTP(w, r) // static files: its API calls authenticate
 			return
 		}
 		origin := r.Header.Get("Origin")
@@ -283,6 +288,17 @@ func hasDotSegment(p string) bool {
 		}
 	}
 	return false
+}
+
+// consolePath reports the paths the web console answers: /, /ui, /ui/ and
+// /ui/NAME, one segment not starting with "_". A bucket named "ui" keeps its
+// API: /ui/docs/KEY, /ui/_design/..., /ui/_bulk are not the console's.
+func consolePath(p string) bool {
+	if p == "/" || p == "/ui" {
+		return true
+	}
+	name, ok := strings.CutPrefix(p, "/ui/")
+	return ok && !strings.Contains(name, "/") && !strings.HasPrefix(name, "_")
 }
 
 // hostAllowed reports whether r's Host is one this server answers for: the

@@ -53,6 +53,15 @@ type Options struct {
 	// MaxRequests caps requests served at once; more are answered 503.
 	// 0 means DefaultMaxRequests.
 	MaxRequests int
+	// Console serves the web console (package console): GET and HEAD of /,
+	// /ui and /ui/NAME go to it after the Host check, without
+	// authentication (its files hold no data; its own API calls
+	// authenticate). nil leaves it out.
+	Console http.Handler
+	// PagerRuns records the expiry pager's runs for GET
+	// /{bucket}/_expiry/runs; pass its RunEnd in the pager's Events. nil
+	// shows the last run only.
+	PagerRuns *PagerRuns
 }
 
 // server holds what the handlers share.
@@ -64,6 +73,8 @@ type server struct {
 	auditLog *audit.Log
 	log      *slog.Logger
 	sec      *security
+	console  http.Handler
+	runs     *PagerRuns
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -77,7 +88,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o)}
+	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
+		console: o.Console, runs: o.PagerRuns}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.SkipClean(true)  // no redirects: dot segments are refused by guard
@@ -132,6 +144,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/{bucket}/_design/{ddoc}/_view/{view}", s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView)).Methods(http.MethodGet, http.MethodPost)
 
 	r.Handle("/{bucket}/_expiry", s.need(on(auth.StatsRead), noForm, s.expiryForecast)).Methods(http.MethodGet)
+	r.Handle("/{bucket}/_expiry/runs", s.need(on(auth.StatsRead), noForm, s.pagerRuns)).Methods(http.MethodGet)
 	r.Handle("/{bucket}/_bulk", s.need(on(auth.DataWrite), noForm, s.bulk)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)

@@ -53,13 +53,14 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		return ErrClosed
 	}
 	old := ix.snap.Load()
-	snap := &snapshot{roots: slices.Clone(old.roots), seqs: slices.Clone(old.seqs)}
+	snap := &snapshot{roots: slices.Clone(old.roots), expRoots: slices.Clone(old.expRoots), seqs: slices.Clone(old.seqs)}
 	ix.mu.gen++
 	a := applier{
-		w:     wtx{gen: ix.mu.gen},
-		roots: snap.roots,
-		back:  ix.mu.back,
-		undo:  make([]undo, 0, len(updates)),
+		w:        wtx{gen: ix.mu.gen},
+		roots:    snap.roots,
+		expRoots: snap.expRoots,
+		back:     ix.mu.back,
+		undo:     make([]undo, 0, len(updates)),
 	}
 	if ix.db != nil {
 		a.log = make([]byte, 0, 64*len(updates))
@@ -115,14 +116,15 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 // applier applies document updates to the trees of one writer generation and
 // to the back index, and builds the log record that persists them.
 type applier struct {
-	w     wtx
-	roots []*node
-	back  map[string][]byte // changed in place; undo restores it
-	undo  []undo            // nil: no undo (replay at Open)
-	log   []byte            // log record being built; nil: not persisted
-	enc   []byte            // scratch
-	row   []byte            // scratch
-	rows  []byte            // scratch: the rows of one document (see replace)
+	w        wtx
+	roots    []*node
+	expRoots []*node           // see snapshot.expRoots
+	back     map[string][]byte // changed in place; undo restores it
+	undo     []undo            // nil: no undo (replay at Open)
+	log      []byte            // log record being built; nil: not persisted
+	enc      []byte            // scratch
+	row      []byte            // scratch
+	rows     []byte            // scratch: the rows of one document (see replace)
 }
 
 // undo is the back-index entry of a document before an Apply changed it.
@@ -158,7 +160,7 @@ func (a *applier) update(views []ViewConfig, u *DocUpdate) error {
 			if value == nil {
 				value = jsonNull
 			}
-			a.row = appendRow(a.row[:0], a.enc, u.DocID, ord, e.Key, value)
+			a.row = appendRow(a.row[:0], a.enc, u.DocID, ord, e.Key, value, u.Expiration)
 			a.rows = appendEntry(a.rows, vi, a.row)
 		}
 	}
@@ -198,11 +200,18 @@ func (a *applier) replace(id string, rows []byte) error {
 	prev, had := a.back[id]
 	err := forEachEntry(prev, func(vi int, r row) error {
 		a.roots[vi] = a.w.delete(a.roots[vi], r.ck())
+		if r.exp() != 0 {
+			a.enc = expiryCK(a.enc[:0], r)
+			a.expRoots[vi] = a.w.delete(a.expRoots[vi], a.enc)
+		}
 		return nil
 	})
 	if err == nil {
 		err = forEachEntry(rows, func(vi int, r row) error {
 			a.roots[vi] = a.w.insert(a.roots[vi], r)
+			if r.exp() != 0 {
+				a.expRoots[vi] = a.w.insert(a.expRoots[vi], expiryRow(nil, r))
+			}
 			return nil
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -38,6 +39,15 @@ const maxViolations = 8
 //     recomputed from the rows with the view's Reducer (Reduce over each leaf,
 //     Rereduce up the tree, without reading any cache), compared as decoded
 //     JSON values (so 1 and 1.0 are equal);
+//   - every node's earliest expiration is that of the rows under it;
+//   - every cached reduction of a node's live rows holds: no row beneath
+//     expires inside the interval of instants it claims, and its count and
+//     reduction are those of the rows live then, recomputed from the rows;
+//   - every cached reduction of a node's rows that never expire: its count
+//     and reduction are those of the rows beneath with no expiration,
+//     recomputed from the rows; these reductions and those of live rows
+//     are compared with numbers equal to a relative 1e-9, as their float
+//     sums are combined in another order than the recomputation's;
 //
 // and for the back index: every entry is well formed and not empty, its rows
 // carry its document id, are in the tree of their view with the same bytes,
@@ -148,6 +158,15 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 		if reductions && v.Reducer != nil && c.ok() {
 			t.reductions(v.Reducer)
 		}
+		if reductions && c.ok() {
+			t.liveReductions(v.Reducer)
+		}
+		if reductions && c.ok() {
+			t.neverReductions(v.Reducer)
+		}
+		if c.ok() {
+			c.checkExpiryTree(where, vi, snap, reductions)
+		}
 		if !c.ok() {
 			return
 		}
@@ -157,20 +176,45 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 
 // treeChecker checks one tree.
 type treeChecker struct {
-	c         *checker
-	where     string
-	leafDepth int     // depth of the first leaf seen; -1 before
-	prev      row     // the row before, in tree order
-	cached    []*node // nodes with a cached reduction
-	rows      int     // rows seen so far
+	c          *checker
+	where      string
+	leafDepth  int     // depth of the first leaf seen; -1 before
+	prev       row     // the row before, in tree order
+	cached     []*node // nodes with a cached reduction
+	liveCached []*node // nodes with a cached live reduction
+	// nodes with a cached reduction of the rows that never expire
+	neverCached []*node
+	rows        int  // rows seen so far
+	expiry      bool // an expiry tree (see snapshot.expRoots)
 }
 
 // node checks the subtree n, whose rows must lie in [lo, hi) (nil: open), and
 // returns its number of rows.
 func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
+	count, _ := t.nodeExp(n, lo, hi, isRoot, depth)
+	return count
+}
+
+// nodeExp is node, also returning the earliest non-zero expiration of the
+// rows under n, which it checks against n.minExp.
+func (t *treeChecker) nodeExp(n *node, lo, hi []byte, isRoot bool, depth int) (int, int64) {
+	count, minExp := t.walkNode(n, lo, hi, isRoot, depth)
+	if t.c.ok() && minExp != n.minExp {
+		t.c.failf("%s: node of %d rows (row %d) keeps earliest expiration %d, its rows' is %d", t.where, n.count, t.rows, n.minExp, minExp)
+	}
+	return count, minExp
+}
+
+func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (int, int64) {
 	c := t.c
 	if !c.ok() {
-		return n.count
+		return n.count, n.minExp
+	}
+	if n.live.Load() != nil {
+		t.liveCached = append(t.liveCached, n)
+	}
+	if n.never.Load() != nil {
+		t.neverCached = append(t.neverCached, n)
 	}
 	if n.gen > c.gen {
 		c.failf("%s: node of generation %d, the writer is at %d", t.where, n.gen, c.gen)
@@ -190,29 +234,33 @@ func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
 		if len(n.items) > maxItems || !isRoot && len(n.items) < maxItems/4 {
 			c.failf("%s: leaf with %d rows (row %d)", t.where, len(n.items), t.rows)
 		}
+		minExp := int64(0)
 		for _, r := range n.items {
 			if !c.ok() {
 				break
 			}
 			t.row(r, lo, hi)
+			if validRow(r) {
+				minExp = minNZ(minExp, r.exp())
+			}
 		}
 		if n.count != len(n.items) {
 			c.failf("%s: leaf counts %d rows, holds %d (row %d)", t.where, n.count, len(n.items), t.rows)
 		}
-		return len(n.items)
+		return len(n.items), minExp
 	}
 	if n.items != nil {
 		c.failf("%s: inner node with %d rows", t.where, len(n.items))
 	}
 	if len(n.keys) != len(n.children) {
 		c.failf("%s: inner node with %d children and %d separators", t.where, len(n.children), len(n.keys))
-		return n.count
+		return n.count, n.minExp
 	}
 	switch least := maxChildren / 4; {
 	case len(n.children) > maxChildren, !isRoot && len(n.children) < least, isRoot && len(n.children) < 2:
 		c.failf("%s: inner node with %d children (row %d)", t.where, len(n.children), t.rows)
 	}
-	sum := 0
+	sum, minExp := 0, int64(0)
 	for i, child := range n.children {
 		clo, chi := lo, hi
 		if i > 0 {
@@ -225,15 +273,17 @@ func (t *treeChecker) node(n *node, lo, hi []byte, isRoot bool, depth int) int {
 		if i+1 < len(n.children) {
 			chi = n.keys[i+1]
 		}
-		sum += t.node(child, clo, chi, false, depth+1)
+		cn, ce := t.nodeExp(child, clo, chi, false, depth+1)
+		sum += cn
+		minExp = minNZ(minExp, ce)
 		if !c.ok() {
-			return n.count
+			return n.count, n.minExp
 		}
 	}
 	if n.count != sum {
 		c.failf("%s: inner node counts %d rows, holds %d (row %d)", t.where, n.count, sum, t.rows)
 	}
-	return sum
+	return sum, minExp
 }
 
 // row checks a row, which must lie in [lo, hi) and follow t.prev.
@@ -241,6 +291,10 @@ func (t *treeChecker) row(r row, lo, hi []byte) {
 	c := t.c
 	i := t.rows
 	t.rows++
+	if t.expiry {
+		t.expiryRow(r, lo, hi)
+		return
+	}
 	if problem := rowProblem(r); problem != "" {
 		c.failf("%s: row %d: %s", t.where, i, problem)
 		t.prev = nil
@@ -358,6 +412,55 @@ func (t *treeChecker) reductions(red Reducer) {
 			t.c.failf("%s: node of %d rows from %q caches reduction %s, recomputed %s", t.where, n.count, n.minKey(), cached, v)
 		}
 	}
+}
+
+// closeJSON reports whether a and b are JSON texts of equal values but for
+// numbers, which may differ by a relative 1e-9: cached live reductions and
+// reductions of the rows that never expire combine partial reductions in
+// another grouping and order than Check's recomputation, and a float sum
+// depends on its order.
+func closeJSON(a, b []byte) bool {
+	if sameJSON(a, b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return closeValues(x, y)
+}
+
+// closeValues compares decoded JSON values as closeJSON does.
+func closeValues(x, y any) bool {
+	switch x := x.(type) {
+	case float64:
+		y, ok := y.(float64)
+		return ok && math.Abs(x-y) <= 1e-9*max(math.Abs(x), math.Abs(y), 1)
+	case []any:
+		y, ok := y.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !closeValues(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !closeValues(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // sameJSON reports whether a and b are JSON texts of equal values.
@@ -490,10 +593,7 @@ func (c *checker) checkFile(tx *bolt.Tx, signature string, snap *snapshot, back 
 	if !c.ok() {
 		return
 	}
-	disk := &snapshot{roots: make([]*node, len(c.views)), seqs: make([]uint64, len(snap.seqs))}
-	for i := range disk.roots {
-		disk.roots[i] = &node{}
-	}
+	disk := newSnapshot(len(c.views), len(snap.seqs))
 	dback := map[string][]byte{}
 	st, err := loadTx(c.ctx, tx, c.views, disk, dback)
 	if err != nil {
@@ -581,4 +681,261 @@ func entrySet(entry []byte) []string {
 	})
 	slices.Sort(out)
 	return out
+}
+
+// liveReductions checks each node's cached live rows (see liveCache) against
+// a recomputation: no row beneath expires strictly inside the interval the
+// cache claims, the node holds an expired row at its start (else nothing
+// needed caching), and the count and (if cached) the reduction are those of
+// the rows live then, reduced from the rows without reading any cache. red
+// is the view's Reducer, nil for a map-only view.
+func (t *treeChecker) liveReductions(red Reducer) {
+	for _, n := range t.liveCached {
+		if !t.c.ok() {
+			return
+		}
+		lc := n.live.Load()
+		t.liveChunks(red, n, lc)
+		at := lc.lo
+		var live []row
+		var leaves [][]row // live rows per leaf, for the reduction
+		bad := int64(0)
+		_ = walkLeaves(n, func(leaf *node) error {
+			var l []row
+			for _, r := range leaf.items {
+				e := r.exp()
+				if e != 0 && e > lc.lo && (lc.hi == 0 || e < lc.hi) && bad == 0 {
+					bad = e
+				}
+				if !isExpired(e, at) {
+					l = append(l, r)
+				}
+			}
+			live = append(live, l...)
+			leaves = append(leaves, l)
+			return nil
+		})
+		switch {
+		case bad != 0:
+			t.c.failf("%s: node of %d rows from %q caches live rows for [%d, %d), a row expires at %d", t.where, n.count, n.minKey(), lc.lo, lc.hi, bad)
+			continue
+		case n.allLive(at):
+			t.c.failf("%s: node of %d rows from %q caches live rows for [%d, %d), none has expired then", t.where, n.count, n.minKey(), lc.lo, lc.hi)
+			continue
+		case lc.count != len(live):
+			t.c.failf("%s: node of %d rows from %q caches %d live rows for [%d, %d), %d are", t.where, n.count, n.minKey(), lc.count, lc.lo, lc.hi, len(live))
+			continue
+		case !lc.hasRed:
+			continue
+		case red == nil:
+			t.c.failf("%s: node from %q caches a live reduction, the view has no reduce", t.where, n.minKey())
+			continue
+		case len(live) == 0:
+			if lc.red != nil {
+				t.c.failf("%s: node from %q caches live reduction %s of no rows", t.where, n.minKey(), lc.red)
+			}
+			continue
+		}
+		rd := reduction{ctx: t.c.ctx, r: red}
+		var vals [][]byte
+		var err error
+		for _, l := range leaves {
+			if len(l) == 0 {
+				continue
+			}
+			var v []byte
+			if v, err = rd.rows(l); err != nil {
+				break
+			}
+			vals = append(vals, bytes.Clone(v))
+		}
+		var v []byte
+		if err == nil {
+			v, err = rd.rereduce(vals)
+		}
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: node from %q caches live reduction %s, recomputing it fails: %v", t.where, n.minKey(), lc.red, err)
+			}
+			continue
+		}
+		if !closeJSON(lc.red, v) {
+			t.c.failf("%s: node of %d rows from %q caches live reduction %s for [%d, %d), recomputed %s", t.where, n.count, n.minKey(), lc.red, lc.lo, lc.hi, v)
+		}
+	}
+}
+
+// liveChunks checks the chunks of a leaf's cached live rows as liveReductions
+// checks nodes'.
+func (t *treeChecker) liveChunks(red Reducer, n *node, lc *liveCache) {
+	if !n.leaf() {
+		if lc.chunks != nil {
+			t.c.failf("%s: inner node from %q caches live chunks", t.where, n.minKey())
+		}
+		return
+	}
+	if want := (len(n.items) + liveChunk - 1) / liveChunk; len(lc.chunks) != want {
+		t.c.failf("%s: leaf of %d rows from %q caches %d live chunks, want %d", t.where, len(n.items), n.minKey(), len(lc.chunks), want)
+		return
+	}
+	rd := reduction{ctx: t.c.ctx, r: red}
+	for i, ch := range lc.chunks {
+		items := n.items[i*liveChunk : min((i+1)*liveChunk, len(n.items))]
+		var live []row
+		for _, r := range items {
+			e := r.exp()
+			if e != 0 && e > ch.lo && (ch.hi == 0 || e < ch.hi) {
+				t.c.failf("%s: chunk %d of the leaf from %q caches live rows for [%d, %d), a row expires at %d", t.where, i, n.minKey(), ch.lo, ch.hi, e)
+				return
+			}
+			if !isExpired(e, ch.lo) {
+				live = append(live, r)
+			}
+		}
+		if ch.count != len(live) {
+			t.c.failf("%s: chunk %d of the leaf from %q caches %d live rows, %d are", t.where, i, n.minKey(), ch.count, len(live))
+			return
+		}
+		if !ch.hasRed || red == nil || len(live) == 0 {
+			continue
+		}
+		v, err := rd.rows(live)
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: chunk %d of the leaf from %q: recomputing its live reduction fails: %v", t.where, i, n.minKey(), err)
+			}
+			return
+		}
+		if !sameJSON(ch.red, v) {
+			t.c.failf("%s: chunk %d of the leaf from %q caches live reduction %s, recomputed %s", t.where, i, n.minKey(), ch.red, v)
+			return
+		}
+	}
+}
+
+// expiryRow checks a row of an expiry tree, which must lie in [lo, hi) and
+// follow t.prev: well formed, with an expiration, under the tree key of
+// that expiration, document id and emit ordinal.
+func (t *treeChecker) expiryRow(r row, lo, hi []byte) {
+	c := t.c
+	i := t.rows
+	t.rows++
+	if !validRow(r) || r.exp() == 0 {
+		c.failf("%s: row %d %q is malformed or has no expiration", t.where, i, []byte(r))
+		t.prev = nil
+		return
+	}
+	_, _, id := r.fields()
+	ck := r.ck()
+	if want := appendCK(nil, encodeExp(r.exp()), id, r.ord()); !bytes.Equal(ck, want) {
+		c.failf("%s: row %d has tree key %q, its expiration %d gives %q", t.where, i, ck, r.exp(), want)
+	}
+	if lo != nil && bytes.Compare(ck, lo) < 0 || hi != nil && bytes.Compare(ck, hi) >= 0 {
+		c.failf("%s: row %d %q outside its node's range [%q, %q)", t.where, i, ck, lo, hi)
+	}
+	if p := t.prev; p != nil && bytes.Compare(p.ck(), ck) >= 0 {
+		c.failf("%s: row %d %q not above row %d %q", t.where, i, ck, i-1, p.ck())
+	}
+	t.prev = r
+}
+
+// checkExpiryTree checks the expiry tree of view vi of snap: well formed,
+// its cached reductions (with reductions), and holding exactly the rows of
+// the view's tree that have an expiration, as expiryRow makes them.
+func (c *checker) checkExpiryTree(where string, vi int, snap *snapshot, reductions bool) {
+	v := c.views[vi]
+	t := treeChecker{c: c, where: fmt.Sprintf("%s: expiry tree of view %q", where, v.Name), leafDepth: -1, expiry: true}
+	root := snap.expRoots[vi]
+	if n := t.node(root, nil, nil, true, 0); n != root.count && c.ok() {
+		c.failf("%s: root counts %d rows, holds %d", t.where, root.count, n)
+	}
+	if reductions && v.Reducer != nil && c.ok() {
+		t.reductions(v.Reducer)
+	}
+	if !c.ok() {
+		return
+	}
+	want := buildExpiryTree(snap.roots[vi])
+	var a, b cursor
+	a.seekGE(root, nil)
+	b.seekGE(want, nil)
+	for i := 0; (a.valid() || b.valid()) && c.ok(); i++ {
+		switch {
+		case !a.valid():
+			c.failf("%s: %d rows, the view's rows with an expiration give row %d %q too", t.where, i, i, b.row().ck())
+			return
+		case !b.valid():
+			c.failf("%s: row %d %q is not one of the view's rows with an expiration (%d)", t.where, i, a.row().ck(), i)
+			return
+		case !bytes.Equal(a.row(), b.row()):
+			c.failf("%s: row %d is %q, the view's rows give %q", t.where, i, []byte(a.row()), []byte(b.row()))
+			return
+		}
+		a.next()
+		b.next()
+	}
+}
+
+// neverReductions checks each node's cached rows that never expire (see
+// neverCache) against a recomputation from the rows, without reading any
+// cache: their number, and their reduction (Reduce over each leaf's,
+// Rereduce of those). red is the view's Reducer, nil for a map-only view.
+func (t *treeChecker) neverReductions(red Reducer) {
+	for _, n := range t.neverCached {
+		if !t.c.ok() {
+			return
+		}
+		nc := n.never.Load()
+		var leaves [][]row // rows that never expire, per leaf
+		count := 0
+		_ = walkLeaves(n, func(leaf *node) error {
+			var l []row
+			for _, r := range leaf.items {
+				if r.exp() == 0 {
+					l = append(l, r)
+				}
+			}
+			if len(l) > 0 {
+				leaves = append(leaves, l)
+				count += len(l)
+			}
+			return nil
+		})
+		switch {
+		case nc.count != count:
+			t.c.failf("%s: node of %d rows from %q caches %d rows that never expire, %d are", t.where, n.count, n.minKey(), nc.count, count)
+			continue
+		case count == 0:
+			if nc.red != nil {
+				t.c.failf("%s: node from %q caches reduction %s of no rows that never expire", t.where, n.minKey(), nc.red)
+			}
+			continue
+		case red == nil:
+			t.c.failf("%s: node from %q caches a reduction of rows that never expire, the view has no reduce", t.where, n.minKey())
+			continue
+		}
+		rd := reduction{ctx: t.c.ctx, r: red}
+		var vals [][]byte
+		var err error
+		for _, l := range leaves {
+			var v []byte
+			if v, err = rd.rows(l); err != nil {
+				break
+			}
+			vals = append(vals, bytes.Clone(v))
+		}
+		var v []byte
+		if err == nil {
+			v, err = rd.rereduce(vals)
+		}
+		if err != nil {
+			if t.c.ctx.Err() == nil {
+				t.c.failf("%s: node from %q caches reduction %s of rows that never expire, recomputing it fails: %v", t.where, n.minKey(), nc.red, err)
+			}
+			continue
+		}
+		if !closeJSON(nc.red, v) {
+			t.c.failf("%s: node of %d rows from %q caches reduction %s of rows that never expire, recomputed %s", t.where, n.count, n.minKey(), nc.red, v)
+		}
+	}
 }

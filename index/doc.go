@@ -38,6 +38,33 @@
 // find each group's first row by seeking, reduce the group as one range, and
 // seek past it, so their cost follows the number of groups.
 //
+// # Expiry
+//
+// A row also carries its document's expiration (DocUpdate.Expiration), and
+// every node the earliest non-zero expiration beneath it, kept by the writer
+// as it keeps counts. A query with Range.ExcludeExpired answers exactly at
+// its instant, as if expired documents were purged already: a node with
+// nothing expired beneath answers with its count and cached reduction as
+// before; under one that holds expired rows the query descends, and caches
+// in the node (atomically, as reductions are cached) the count and
+// reduction of its live rows with the interval of instants over which they
+// hold, per chunk of 8 rows in a leaf. A later query inside that interval
+// reuses it; one after the next expiration beneath recomputes only the
+// chunks and paths where something expired since. So an exact answer costs
+// about the expired rows the index still holds, and nothing is written on a
+// read (see live.go).
+//
+// Each view also has an expiry tree: its rows that have an expiration,
+// keyed by expiration, then document id and emit order, with cached
+// reductions. Forecast over a whole view reduces the rows that expire in
+// an interval as one key range of it. An exact reduce of a whole view (no
+// key range, group_level 0) and the exact total_rows do not descend at all:
+// the live rows are those that never expire, whose number and reduction
+// each node caches once computed (they never go stale: a published node's
+// rows do not change), and the expiry tree's rows after the instant, one
+// key range of it; so they cost O(log n) whatever expired since. The expiry tree is derived from the
+// view's rows: Apply keeps it, and Open rebuilds it; it is not in the file.
+//
 // # Persistence
 //
 // With Config.Path set, the index also lives in a bbolt file, as a checkpoint

@@ -41,6 +41,10 @@ var (
 	// violation, wrapping ErrCheck only.
 	ErrCheck = errors.New("index: check failed")
 
+	// ErrInvalidForecast reports a Forecast asked with an interval or
+	// horizon that is not positive, or with too many intervals.
+	ErrInvalidForecast = errors.New("index: invalid forecast")
+
 	// ErrClosed reports a call on a closed Index.
 	ErrClosed = errors.New("index: index is closed")
 )

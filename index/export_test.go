@@ -40,6 +40,56 @@ func CorruptReduction(ix *Index, view string, wrong []byte) {
 	ix.snap.Load().roots[ix.byName[view]].red.Store(&wrong)
 }
 
+// CorruptMinExp moves the earliest expiration kept in the root of view's
+// tree one second later.
+func CorruptMinExp(ix *Index, view string) {
+	ix.snap.Load().roots[ix.byName[view]].minExp++
+}
+
+// CorruptLiveCount adds one to the live row count cached in the root of
+// view's tree; it reports whether there was one.
+func CorruptLiveCount(ix *Index, view string) bool {
+	lc := ix.snap.Load().roots[ix.byName[view]].live.Load()
+	if lc == nil {
+		return false
+	}
+	lc.count++
+	return true
+}
+
+// CorruptNeverReduction caches a wrong reduction of the rows that never
+// expire in the root of view's tree; it reports whether there was one.
+func CorruptNeverReduction(ix *Index, view string, wrong []byte) bool {
+	nc := ix.snap.Load().roots[ix.byName[view]].never.Load()
+	if nc == nil {
+		return false
+	}
+	nc.red = wrong
+	return true
+}
+
+// CorruptNeverCount adds one to the number of rows that never expire cached
+// in the root of view's tree; it reports whether there was one.
+func CorruptNeverCount(ix *Index, view string) bool {
+	nc := ix.snap.Load().roots[ix.byName[view]].never.Load()
+	if nc == nil {
+		return false
+	}
+	nc.count++
+	return true
+}
+
+// CorruptExpiryRow gives the first row of view's expiry tree the value 999.
+func CorruptExpiryRow(ix *Index, view string) {
+	n := ix.snap.Load().expRoots[ix.byName[view]]
+	for !n.leaf() {
+		n = n.children[0]
+	}
+	r := n.items[0]
+	key, _, id := r.fields()
+	n.items[0] = appendRow(nil, encodeExp(r.exp()), id, r.ord(), key, []byte("999"), r.exp())
+}
+
 // CorruptCount adds one to the row count of the root of view's tree.
 func CorruptCount(ix *Index, view string) {
 	ix.snap.Load().roots[ix.byName[view]].count++
@@ -70,7 +120,7 @@ func CorruptBackIndexAdd(ix *Index, id, view string, key []byte) {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.mu.back[id] = appendEntry(nil, ix.byName[view], appendRow(nil, enc, id, 0, key, []byte("1")))
+	ix.mu.back[id] = appendEntry(nil, ix.byName[view], appendRow(nil, enc, id, 0, key, []byte("1"), 0))
 }
 
 // CorruptFeedUUID changes the feed UUID in memory only.
@@ -83,7 +133,7 @@ func CorruptFileLog(ix *Index, id, view string, key []byte) error {
 	if err != nil {
 		return err
 	}
-	rows := appendEntry(nil, ix.byName[view], appendRow(nil, enc, id, 0, key, []byte("1")))
+	rows := appendEntry(nil, ix.byName[view], appendRow(nil, enc, id, 0, key, []byte("1"), 0))
 	rec := appendBytes(appendBytes(nil, []byte(id)), rows)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()

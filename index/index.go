@@ -79,6 +79,10 @@ type DocUpdate struct {
 	Partition uint16
 	// Seq is the sequence number of the mutation in its partition.
 	Seq uint64
+	// Expiration is the document's expiration, absolute Unix seconds (0:
+	// never). Every row of the document carries it: queries that exclude
+	// expired rows (Range.ExcludeExpired) leave them out once it has passed.
+	Expiration int64
 	// Rows holds the document's rows per view name, in emit order. A view that
 	// is missing or empty has no rows of this document; a nil map means the
 	// document was deleted. Every name must be a configured view.
@@ -129,7 +133,23 @@ type Index struct {
 // vector, published together once they are durable.
 type snapshot struct {
 	roots []*node
-	seqs  []uint64
+	// expRoots holds, per view, the rows of the view whose document has an
+	// expiration, ordered by expiration, then document id and emit order
+	// (see expiryRow), with cached reductions like any tree: a forecast
+	// reduces the rows that expire in an interval as one key range. It is
+	// derived from roots: not persisted, rebuilt when the file is loaded.
+	expRoots []*node
+	seqs     []uint64
+}
+
+// newSnapshot returns an empty snapshot of nviews views and nparts
+// partitions.
+func newSnapshot(nviews, nparts int) *snapshot {
+	snap := &snapshot{roots: make([]*node, nviews), expRoots: make([]*node, nviews), seqs: make([]uint64, nparts)}
+	for i := range snap.roots {
+		snap.roots[i], snap.expRoots[i] = &node{}, &node{}
+	}
+	return snap
 }
 
 // Open opens the index described by cfg, loading persisted rows if cfg.Path
@@ -154,10 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 		}
 		ix.byName[v.Name] = i
 	}
-	snap := &snapshot{roots: make([]*node, len(ix.views)), seqs: make([]uint64, cfg.NumPartitions)}
-	for i := range snap.roots {
-		snap.roots[i] = &node{}
-	}
+	snap := newSnapshot(len(ix.views), cfg.NumPartitions)
 	ix.mu.back = make(map[string][]byte)
 	if cfg.Path != "" {
 		db, err := openBolt(cfg.Path, cfg.NoSync)
@@ -218,6 +235,24 @@ func (ix *Index) TotalRows(view string) (int, error) {
 		return 0, err
 	}
 	return s.roots[vi].count, nil
+}
+
+// LiveRows returns the number of rows of view whose document has not expired
+// at now (Unix seconds): total_rows of a query that excludes expired rows.
+// It is counted from node counts: the view's rows less those of its expiry
+// tree (the rows that never expire), plus the expiry tree's rows that expire
+// after now, in O(log n) whatever has expired (see live.go).
+func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (int, error) {
+	s, vi, err := ix.reader(view)
+	if err != nil {
+		return 0, err
+	}
+	if n, ok := liveRows(s.roots[vi], s.expRoots[vi], now); ok {
+		return n, nil
+	}
+	rd := reduction{ctx: ctx, now: now, live: true}
+	lc, err := rd.liveOf(s.roots[vi])
+	return lc.count, err
 }
 
 // reader returns the current snapshot and the index of view.

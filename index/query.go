@@ -37,6 +37,18 @@ type Range struct {
 	// Descending iterates from high to low keys. StartKey (with StartDocID) is
 	// then the upper bound and EndKey (with EndDocID) the lower, as in CouchDB.
 	Descending bool
+	// ExcludeExpired leaves out the rows of documents whose expiration has
+	// passed at Now (expiration != 0 && expiration <= Now), as if they were
+	// purged already: from Query's rows and from every reduction and group
+	// of Reduce. The answer is exact at Now without rescanning anything:
+	// each node of a tree knows the earliest expiration beneath it and
+	// caches the reduction of its live rows for as long as it holds, so
+	// the cost follows the expired rows still in the index, not its size.
+	// A reduce of the whole view (no keys or key bounds, group level 0)
+	// costs O(log n) whatever has expired (see live.go).
+	ExcludeExpired bool
+	// Now is the instant of an ExcludeExpired query, in Unix seconds.
+	Now int64
 }
 
 // span is a half-open interval [lo, hi) of tree keys; nil leaves an end open.
@@ -132,6 +144,7 @@ func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) e
 		return err
 	}
 	root := snap.roots[vi]
+	live, now := r.ExcludeExpired, r.Now
 	var c cursor
 	n := 0
 	for _, s := range spans {
@@ -153,6 +166,14 @@ func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) e
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+			}
+			if live && c.expired(now) {
+				if r.Descending {
+					c.prev()
+				} else {
+					c.next()
+				}
+				continue
 			}
 			key, value, id := row.fields()
 			if err := fn(Row{Key: key, DocID: id, Value: value}); err != nil {

@@ -42,7 +42,19 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 	if err != nil {
 		return err
 	}
-	rd := reduction{ctx: ctx, r: red}
+	rd := reduction{ctx: ctx, r: red, live: r.ExcludeExpired, now: r.Now}
+	if r.ExcludeExpired && r.Keys == nil && !g.Exact && g.Level <= 0 && len(spans) == 1 && spans[0].lo == nil && spans[0].hi == nil {
+		// The whole view, live: from the rows that never expire and a
+		// suffix of the expiry tree (see wholeLive).
+		v, ok, err := rd.wholeLive(snap.roots[vi], snap.expRoots[vi])
+		if err != nil || !ok {
+			return err
+		}
+		if err := fn(jsonNull, v); err != nil && !errors.Is(err, ErrStop) {
+			return err
+		}
+		return nil
+	}
 	for _, s := range spans {
 		if s.empty() {
 			continue
@@ -59,9 +71,16 @@ func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, f
 
 // reduction computes reductions of rows with one Reducer, for one goroutine.
 type reduction struct {
-	ctx  context.Context // passed to the Reducer
-	r    Reducer
+	ctx context.Context // passed to the Reducer
+	r   Reducer         // nil: count live rows only (liveOf)
+	// live leaves out the rows expired at now (Range.ExcludeExpired).
+	live bool
+	now  int64
 	vals [][]byte // partial reductions of a range
+	// scratch: the live rows of a leaf, and its chunks' live reductions
+	liveRows []row
+	leafVals [][]byte
+	stack    [][]byte // scratch: the live reductions of inner nodes' children (liveOf)
 	// scratch for Reduce
 	keys, values [][]byte
 	ids          []string
@@ -88,6 +107,17 @@ func (rd *reduction) groups(ctx context.Context, root *node, s span, g Grouping,
 			c.seekLT(root, hi)
 		} else {
 			c.seekGE(root, lo)
+		}
+		if !c.valid() {
+			return nil
+		}
+		// Step over expired rows to the group's first live row.
+		for rd.live && c.valid() && c.expired(rd.now) {
+			if desc {
+				c.prev()
+			} else {
+				c.next()
+			}
 		}
 		if !c.valid() {
 			return nil
@@ -174,6 +204,13 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		hi = nil
 	}
 	if lo == nil && hi == nil {
+		if rd.live && !n.allLive(rd.now) {
+			lc, err := rd.liveOf(n)
+			if err == nil && lc.count > 0 {
+				rd.vals = append(rd.vals, lc.red)
+			}
+			return err
+		}
 		v, err := rd.node(n)
 		if err != nil {
 			return err
@@ -192,7 +229,14 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		if i >= j {
 			return nil
 		}
-		v, err := rd.rows(n.items[i:j])
+		items := n.items[i:j]
+		if rd.live && !n.allLive(rd.now) {
+			items = rd.liveOnly(items)
+			if len(items) == 0 {
+				return nil
+			}
+		}
+		v, err := rd.rows(items)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,7 +48,7 @@ var (
 
 const (
 	// formatVersion names the layout above; a file with another one is rebuilt.
-	formatVersion = "mayfly-index-4"
+	formatVersion = "mayfly-index-5"
 	// blockSize is the size a checkpoint block grows to before a new one starts.
 	blockSize = 32 << 10
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint.
@@ -231,10 +233,11 @@ func loadTx(ctx context.Context, tx *bolt.Tx, views []ViewConfig, snap *snapshot
 			}
 		}
 		snap.roots[vi] = b.finish()
+		snap.expRoots[vi] = buildExpiryTree(snap.roots[vi])
 	}
 	// Nothing is published yet: replay changes the loaded nodes (of
 	// generation 0) in place. The first Apply starts generation 1.
-	a := applier{w: wtx{gen: 0}, roots: snap.roots, back: back}
+	a := applier{w: wtx{gen: 0}, roots: snap.roots, expRoots: snap.expRoots, back: back}
 	c := log.Cursor()
 	for k, rec := c.First(); k != nil; k, rec = c.Next() {
 		if err := ctx.Err(); err != nil {
@@ -427,7 +430,8 @@ func loadRowBlock(b *builder, back map[string][]byte, vi int, block []byte) erro
 		}
 		entry = entry[: len(entry)-len(d.b) : len(entry)-len(d.b)]
 		b.add(r)
-		_, _, id := r.fields()
+		_, _, rid := r.fields()
+		id := strings.Clone(rid) // a key of its own: rid shares the block's bytes, which it would keep
 		if prev, ok := back[id]; ok {
 			back[id] = append(prev, entry...) // prev is capped (a block slice) or a copy made here
 		} else {
@@ -435,4 +439,27 @@ func loadRowBlock(b *builder, back map[string][]byte, vi int, block []byte) erro
 		}
 	}
 	return nil
+}
+
+// buildExpiryTree bulk-loads the expiry tree of the view whose tree is root
+// (see snapshot.expRoots).
+func buildExpiryTree(root *node) *node {
+	var rows []row
+	_ = walkLeaves(root, func(leaf *node) error {
+		if leaf.minExp == 0 {
+			return nil
+		}
+		for _, r := range leaf.items {
+			if r.exp() != 0 {
+				rows = append(rows, expiryRow(nil, r))
+			}
+		}
+		return nil
+	})
+	slices.SortFunc(rows, func(a, b row) int { return bytes.Compare(a, b) })
+	var b builder
+	for _, r := range rows {
+		b.add(r)
+	}
+	return b.finish()
 }

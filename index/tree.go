@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"strconv"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Node capacities of the in-memory B+tree. A leaf holds at most maxItems rows
@@ -20,7 +22,9 @@ const (
 
 // row is one view row, in one immutable byte slice: its tree key (ck: encoded
 // key | escaped document id | terminator | 4-byte emit ordinal), then its
-// stored value (uvarint length of the key JSON | key JSON | value JSON). Tree
+// stored value (uvarint length of the key JSON | key JSON | value JSON), then
+// the 8-byte big-endian expiration of its document (Unix seconds, 0: never;
+// last, so that reading it costs nothing). Tree
 // keys are never prefixes of one another, so rows order as their tree keys do,
 // and a bound that is not a whole tree key compares with a row as with its
 // tree key.
@@ -42,22 +46,28 @@ func (r row) fields() (key, value []byte, id string) {
 	n := encLen(r)
 	t := n + bytes.IndexByte(r[n:], terminator)
 	if esc := r[n:t]; bytes.IndexByte(esc, escByte) < 0 {
-		id = string(esc)
+		// The string shares the row's bytes, which never change (a row is
+		// immutable once built), so it needs no copy.
+		id = unsafe.String(unsafe.SliceData(esc), len(esc))
 	} else {
 		idb, _ := unescape(r[n : t+1])
 		id = string(idb)
 	}
-	stored := r[t+1+4:]
+	stored := r[t+1+4 : len(r)-8]
 	klen, vn := binary.Uvarint(stored)
 	return stored[vn : vn+int(klen) : vn+int(klen)], stored[vn+int(klen):], id
 }
 
+// exp returns the expiration of the row's document: Unix seconds, 0 for never.
+func (r row) exp() int64 { return int64(binary.BigEndian.Uint64(r[len(r)-8:])) }
+
 // appendRow appends a row built from its encoded key, document id, emit
-// ordinal and JSON.
-func appendRow(dst, enc []byte, id string, ord int, key, value []byte) []byte {
+// ordinal, JSON and its document's expiration.
+func appendRow(dst, enc []byte, id string, ord int, key, value []byte, exp int64) []byte {
 	dst = appendCK(dst, enc, id, ord)
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
-	return append(append(dst, key...), value...)
+	dst = append(append(dst, key...), value...)
+	return binary.BigEndian.AppendUint64(dst, uint64(exp))
 }
 
 // appendCK appends the tree key of a row: encoded key, escaped document id,
@@ -68,6 +78,33 @@ func appendCK(dst, enc []byte, id string, ord int) []byte {
 	dst = appendEscaped(dst, id)
 	dst = append(dst, terminator)
 	return binary.BigEndian.AppendUint32(dst, uint32(ord))
+}
+
+// ord returns the row's emit ordinal.
+func (r row) ord() int {
+	ck := r.ck()
+	return int(binary.BigEndian.Uint32(ck[len(ck)-4:]))
+}
+
+// encodeExp is the encoded key that orders rows by expiration in a view's
+// expiry tree: the expiration as a JSON number.
+func encodeExp(exp int64) []byte {
+	enc, _ := EncodeKey(strconv.AppendInt(nil, exp, 10)) // a number always encodes
+	return enc
+}
+
+// expiryRow appends the row of r (whose expiration is not 0) in its view's
+// expiry tree: r's key JSON, value, document id and emit ordinal, under the
+// tree key of its expiration (see snapshot.expRoots).
+func expiryRow(dst []byte, r row) []byte {
+	key, value, id := r.fields()
+	return appendRow(dst, encodeExp(r.exp()), id, r.ord(), key, value, r.exp())
+}
+
+// expiryCK appends the tree key of r's row in its view's expiry tree.
+func expiryCK(dst []byte, r row) []byte {
+	_, _, id := r.fields()
+	return appendCK(dst, encodeExp(r.exp()), id, r.ord())
 }
 
 // validRow reports whether r is a well-formed row (of a file).
@@ -81,6 +118,10 @@ func validRow(r []byte) bool {
 		return false
 	}
 	stored := r[n+t+1+4:]
+	if len(stored) < 8 {
+		return false
+	}
+	stored = stored[:len(stored)-8]
 	klen, vn := binary.Uvarint(stored)
 	return vn > 0 && uint64(len(stored)-vn) >= klen
 }
@@ -88,11 +129,13 @@ func validRow(r []byte) bool {
 // node is a node of a copy-on-write B+tree of rows ordered by ck. A node whose
 // gen is the writer's current generation is private to the writer and changed in
 // place; any other node may be shared by published snapshots and is never
-// changed, except for red, the cached reduction of its subtree, which readers
-// fill in atomically.
+// changed, except for red, the cached reduction of its subtree, live, the
+// cached reduction of its live rows, and never, the cached reduction of its
+// rows that never expire, which readers fill in atomically.
 type node struct {
-	gen   uint64
-	count int // rows in the subtree
+	gen    uint64
+	count  int   // rows in the subtree
+	minExp int64 // the earliest non-zero expiration of a row in the subtree; 0: none
 
 	items []row // leaf (children == nil)
 
@@ -102,8 +145,75 @@ type node struct {
 	keys     [][]byte
 	children []*node
 
-	red atomic.Pointer[[]byte]
+	red   atomic.Pointer[[]byte]
+	live  atomic.Pointer[liveCache]
+	never atomic.Pointer[neverCache]
 }
+
+// neverCache is what a node's rows that never expire (expiration 0) are:
+// their number and reduction (nil when there are none). Unlike liveCache it
+// holds at every instant, so once filled it never goes stale: a node's rows
+// never change once it is published.
+type neverCache struct {
+	count int
+	red   []byte
+}
+
+// liveCache is what a node's live rows (those not expired) were at some
+// instant: their number and, if hasRed, their reduction (nil when there are
+// none). The live rows are the same at every instant t with lo <= t < hi (hi
+// 0: no end), as no row beneath expires strictly between lo and hi.
+//
+// A leaf's cache also keeps the same for each chunk of liveChunk rows, so
+// that once some of its rows expire only the chunks they are in are reduced
+// again, and the leaf's value is the rereduction of its chunks'.
+type liveCache struct {
+	lo, hi int64
+	count  int
+	red    []byte
+	hasRed bool
+	chunks []liveCache // leaf only: items[i*liveChunk : (i+1)*liveChunk]
+}
+
+// liveChunk is the number of rows of a chunk of a leaf's liveCache.
+const liveChunk = 8
+
+// valid reports whether c holds for instant now.
+func (c *liveCache) valid(now int64) bool {
+	return c.lo <= now && (c.hi == 0 || now < c.hi)
+}
+
+// isExpired reports whether a row with expiration exp has expired at now.
+func isExpired(exp, now int64) bool { return exp != 0 && exp <= now }
+
+// minNZ returns the smaller of two expirations, 0 standing for none.
+func minNZ(a, b int64) int64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0 || a <= b:
+		return a
+	}
+	return b
+}
+
+// fixMinExp recomputes n.minExp from its rows or children.
+func (n *node) fixMinExp() {
+	m := int64(0)
+	if n.leaf() {
+		for _, r := range n.items {
+			m = minNZ(m, r.exp())
+		}
+	} else {
+		for _, c := range n.children {
+			m = minNZ(m, c.minExp)
+		}
+	}
+	n.minExp = m
+}
+
+// allLive reports whether no row under n has expired at now.
+func (n *node) allLive(now int64) bool { return n.minExp == 0 || n.minExp > now }
 
 func (n *node) leaf() bool { return n.children == nil }
 
@@ -194,7 +304,7 @@ func (w *wtx) own(n *node) *node {
 	if n.gen == w.gen {
 		return n
 	}
-	c := &node{gen: w.gen, count: n.count}
+	c := &node{gen: w.gen, count: n.count, minExp: n.minExp}
 	if n.leaf() {
 		c.items = append(make([]row, 0, len(n.items)+1), n.items...)
 	} else {
@@ -211,7 +321,7 @@ func (w *wtx) insert(root *node, r row) *node {
 	if right == nil {
 		return n
 	}
-	return &node{gen: w.gen, count: n.count + right.count,
+	return &node{gen: w.gen, count: n.count + right.count, minExp: minNZ(n.minExp, right.minExp),
 		keys: [][]byte{nil, right.sep()}, children: []*node{n, right}}
 }
 
@@ -229,11 +339,18 @@ func (w *wtx) insertAt(n *node, r row) (*node, *node) {
 	if n.leaf() {
 		i, found := searchItems(n.items, ck)
 		if found {
+			old := n.items[i].exp()
 			n.items[i] = r
+			if old != 0 && old == n.minExp {
+				n.fixMinExp()
+			} else {
+				n.minExp = minNZ(n.minExp, r.exp())
+			}
 			return n, nil
 		}
 		n.items = slices.Insert(n.items, i, r)
 		n.count++
+		n.minExp = minNZ(n.minExp, r.exp())
 		if len(n.items) <= maxItems {
 			return n, nil
 		}
@@ -242,6 +359,8 @@ func (w *wtx) insertAt(n *node, r row) (*node, *node) {
 		clear(n.items[h:])
 		n.items = n.items[:h]
 		n.count, right.count = len(n.items), len(right.items)
+		n.fixMinExp()
+		right.fixMinExp()
 		return n, right
 	}
 	i := childLE(n.keys, ck)
@@ -250,12 +369,14 @@ func (w *wtx) insertAt(n *node, r row) (*node, *node) {
 	n.children[i] = c
 	n.count += c.count - before
 	if split == nil {
+		n.fixMinExp()
 		return n, nil
 	}
 	n.count += split.count
 	n.children = slices.Insert(n.children, i+1, split)
 	n.keys = slices.Insert(n.keys, i+1, split.sep())
 	if len(n.children) <= maxChildren {
+		n.fixMinExp()
 		return n, nil
 	}
 	h := len(n.children) / 2
@@ -266,6 +387,8 @@ func (w *wtx) insertAt(n *node, r row) (*node, *node) {
 	clear(n.children[h:])
 	n.keys, n.children = n.keys[:h], n.children[:h]
 	n.count, right.count = sumCounts(n.children), sumCounts(right.children)
+	n.fixMinExp()
+	right.fixMinExp()
 	return n, right
 }
 
@@ -294,8 +417,12 @@ func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
 			return n, false
 		}
 		n = w.own(n)
+		old := n.items[i].exp()
 		n.items = slices.Delete(n.items, i, i+1)
 		n.count--
+		if old != 0 && old == n.minExp {
+			n.fixMinExp()
+		}
 		return n, true
 	}
 	i := childLE(n.keys, ck)
@@ -309,6 +436,7 @@ func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
 	if c.size() < c.capacity()/4 {
 		w.rebalance(n, i)
 	}
+	n.fixMinExp()
 	return n, true
 }
 
@@ -329,6 +457,7 @@ func (w *wtx) rebalance(n *node, i int) {
 			a.children = append(a.children, b.children...)
 		}
 		a.count += b.count
+		a.minExp = minNZ(a.minExp, b.minExp)
 		n.children[l] = a
 		n.children = slices.Delete(n.children, l+1, l+2)
 		n.keys = slices.Delete(n.keys, l+1, l+2)
@@ -350,6 +479,8 @@ func (w *wtx) rebalance(n *node, i int) {
 		nb.keys, nb.children = slices.Clone(keys[h:]), slices.Clone(children[h:])
 		na.count, nb.count = sumCounts(na.children), sumCounts(nb.children)
 	}
+	na.fixMinExp()
+	nb.fixMinExp()
 	n.children[l], n.children[l+1] = na, nb
 	n.keys[l+1] = nb.sep()
 }
@@ -367,7 +498,9 @@ func (b *builder) add(r row) {
 	}
 	b.cur = append(b.cur, r)
 	if len(b.cur) == loadItems {
-		b.leaves = append(b.leaves, &node{gen: b.gen, items: b.cur, count: len(b.cur)})
+		l := &node{gen: b.gen, items: b.cur, count: len(b.cur)}
+		l.fixMinExp()
+		b.leaves = append(b.leaves, l)
 		b.cur = nil
 	}
 }
@@ -375,7 +508,9 @@ func (b *builder) add(r row) {
 // finish returns the root of the loaded tree.
 func (b *builder) finish() *node {
 	if len(b.cur) > 0 || len(b.leaves) == 0 {
-		b.leaves = append(b.leaves, &node{gen: b.gen, items: b.cur, count: len(b.cur)})
+		l := &node{gen: b.gen, items: b.cur, count: len(b.cur)}
+		l.fixMinExp()
+		b.leaves = append(b.leaves, l)
 	}
 	level := b.leaves
 	balanceLast(level)
@@ -390,6 +525,7 @@ func (b *builder) finish() *node {
 				}
 			}
 			p.count = sumCounts(p.children)
+			p.fixMinExp()
 			up = append(up, p)
 		}
 		balanceLast(up)
@@ -410,6 +546,8 @@ func balanceLast(level []*node) {
 		h := len(all) / 2
 		a.items, b.items = slices.Clip(all[:h]), slices.Clone(all[h:])
 		a.count, b.count = len(a.items), len(b.items)
+		a.fixMinExp()
+		b.fixMinExp()
 		return
 	}
 	children := slices.Concat(a.children, b.children)
@@ -418,6 +556,8 @@ func balanceLast(level []*node) {
 	a.children, b.children = slices.Clip(children[:h]), slices.Clone(children[h:])
 	a.keys, b.keys = slices.Clip(keys[:h]), slices.Clone(keys[h:])
 	a.count, b.count = sumCounts(a.children), sumCounts(b.children)
+	a.fixMinExp()
+	b.fixMinExp()
 }
 
 // cursor is a position in a tree: the path from the root to a row.

@@ -71,7 +71,7 @@ func testRow(k int) row {
 	if err != nil {
 		panic(err)
 	}
-	return appendRow(nil, enc, "doc", 0, key, []byte("null"))
+	return appendRow(nil, enc, "doc", 0, key, []byte("null"), 0)
 }
 
 // TestTree_RandomOps applies random inserts and deletes in generations, keeping

@@ -27,10 +27,26 @@ func (s *Service) resolve(bucket, name string) (string, error) {
 func (s *Service) PutIndexJSON(ctx context.Context, bucket, name string, def []byte) ([]byte, error) {
 	if bucket == "" {
 		var d struct {
+			Type       string `json:"type"`
 			SourceName string `json:"sourceName"`
+			Params     struct {
+				Targets map[string]json.RawMessage `json:"targets"`
+			} `json:"params"`
 		}
 		if err := json.Unmarshal(def, &d); err != nil {
 			return nil, &DefError{Reason: "the index definition is not a JSON object", Err: err}
+		}
+		if d.SourceName == "" && d.Type == AliasType {
+			// An alias lives in the bucket of its targets.
+			for _, t := range sortedKeys(d.Params.Targets) {
+				if b, err := s.FindIndex(t); err == nil {
+					d.SourceName = b
+					break
+				}
+			}
+			if d.SourceName == "" {
+				return nil, defErr("no target of the alias is an index")
+			}
 		}
 		if d.SourceName == "" {
 			return nil, defErr("sourceName (the bucket) is required")

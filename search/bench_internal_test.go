@@ -75,73 +75,88 @@ func benchEngine(b *testing.B, keys []string, values [][]byte) (*engine.Engine, 
 }
 
 // BenchmarkBuild indexes benchSize documents (50,000 unless
-// $MAYFLY_SEARCH_BENCH_N): Mayfly from the change feed (a persistent bucket,
-// durable batches), and bleve's own batch indexing of the same documents
-// into scorch with the same batch size.
+// $MAYFLY_SEARCH_BENCH_N) both ways in every iteration, in turns (so that
+// the machine's load weighs on both alike): Mayfly from the change feed (a
+// persistent bucket, batches acknowledged once on disk), and bleve's own
+// batch indexing of the same documents into scorch with the same batch
+// size. It reports each one's rate and Mayfly's as a percentage of bleve's.
 func BenchmarkBuild(b *testing.B) {
 	benchN := benchSize(b)
 	keys, values := benchDocs(benchN)
-	b.Run("mayfly", func(b *testing.B) {
-		eng, _ := benchEngine(b, keys, values)
-		defer eng.Close()
-		s, err := New(context.Background(), eng, nil)
+	eng, _ := benchEngine(b, keys, values)
+	defer eng.Close()
+	s, err := New(context.Background(), eng, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	mayfly := func(i int) time.Duration {
+		name := fmt.Sprint("i", i)
+		start := time.Now()
+		if _, err := s.PutIndex(ctx, "default", name, []byte(`{}`)); err != nil {
+			b.Fatal(err)
+		}
+		out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
+		if err != nil || out.Total != uint64(benchN) {
+			b.Fatalf("%v %v", out, err)
+		}
+		took := time.Since(start)
+		if err := s.DeleteIndex(ctx, "default", name); err != nil {
+			b.Fatal(err)
+		}
+		return took
+	}
+	bleveOwn := func() time.Duration {
+		start := time.Now()
+		idx, err := bleve.NewUsing(filepath.Join(b.TempDir(), "x"), bleve.NewIndexMapping(), scorch.Name, scorch.Name, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer s.Close()
-		ctx := context.Background()
-		var total time.Duration
-		for i := 0; b.Loop(); i++ {
-			name := fmt.Sprint("i", i)
-			start := time.Now()
-			if _, err := s.PutIndex(ctx, "default", name, []byte(`{}`)); err != nil {
+		bt := idx.NewBatch()
+		for j, k := range keys {
+			var m map[string]any
+			if err := json.Unmarshal(values[j], &m); err != nil {
 				b.Fatal(err)
 			}
-			out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
-			if err != nil || out.Total != uint64(benchN) {
-				b.Fatalf("%v %v", out, err)
-			}
-			total += time.Since(start)
-			if err := s.DeleteIndex(ctx, "default", name); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(benchN*b.N)/total.Seconds(), "docs/s")
-	})
-	b.Run("bleve", func(b *testing.B) {
-		var total time.Duration
-		for i := 0; b.Loop(); i++ {
-			start := time.Now()
-			idx, err := bleve.NewUsing(filepath.Join(b.TempDir(), "x"), bleve.NewIndexMapping(), scorch.Name, scorch.Name, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			bt := idx.NewBatch()
-			for j, k := range keys {
-				var m map[string]any
-				if err := json.Unmarshal(values[j], &m); err != nil {
+			bt.Index(k, m)
+			if bt.Size() == DefaultBatchSize {
+				if err := idx.Batch(bt); err != nil {
 					b.Fatal(err)
 				}
-				bt.Index(k, m)
-				if bt.Size() == DefaultBatchSize {
-					if err := idx.Batch(bt); err != nil {
-						b.Fatal(err)
-					}
-					bt = idx.NewBatch()
-				}
+				bt = idx.NewBatch()
 			}
-			if err := idx.Batch(bt); err != nil {
-				b.Fatal(err)
-			}
-			total += time.Since(start)
-			idx.Close()
 		}
-		b.ReportMetric(float64(benchN*b.N)/total.Seconds(), "docs/s")
-	})
+		if err := idx.Batch(bt); err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		idx.Close()
+		return took
+	}
+	var tm, tb time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			tm += mayfly(i)
+			tb += bleveOwn()
+		} else {
+			tb += bleveOwn()
+			tm += mayfly(i)
+		}
+	}
+	b.ReportMetric(float64(benchN*b.N)/tm.Seconds(), "mayfly-docs/s")
+	b.ReportMetric(float64(benchN*b.N)/tb.Seconds(), "bleve-docs/s")
+	b.ReportMetric(100*tb.Seconds()/tm.Seconds(), "mayfly-%-of-bleve")
 }
 
 // BenchmarkExpiryFilter measures a match query with and without the expiry
-// filter every query carries.
+// filter every query carries, each iteration running every variant in turn
+// (so that the machine's load weighs on all alike) and reporting each one's
+// mean time: none (the query alone, expired documents included), must_not
+// (the filter as a bool must_not clause, used for mappings with synonyms),
+// live (liveQuery, the filter every other query gets), live_cold (liveQuery
+// with an empty cache: the cost of the first query on a new index
+// snapshot or second); and live's overhead over none, in percent.
 func BenchmarkExpiryFilter(b *testing.B) {
 	keys, values := benchDocs(benchSize(b))
 	eng, _ := benchEngine(b, keys, values)
@@ -159,6 +174,7 @@ func BenchmarkExpiryFilter(b *testing.B) {
 		b.Fatal(err)
 	}
 	ix, _ := s.indexerFor("default", "i")
+	modes := []string{"none", "must_not", "live", "live_cold"}
 	for _, expired := range []bool{false, true} {
 		if expired { // a tenth of the documents expired, not purged
 			eng.Clock().(*engine.FakeClock).Advance(3600)
@@ -166,28 +182,42 @@ func BenchmarkExpiryFilter(b *testing.B) {
 		for _, word := range []string{"w1", "w500"} {
 			mq := query.NewMatchQuery(word)
 			mq.SetField("text")
-			for _, filtered := range []string{"none", "must_not", "live"} {
-				b.Run(fmt.Sprintf("expired=%v/%s/filter=%s", expired, word, filtered), func(b *testing.B) {
-					var hits uint64
-					for b.Loop() {
+			b.Run(fmt.Sprintf("expired=%v/%s", expired, word), func(b *testing.B) {
+				took := make([]time.Duration, len(modes))
+				hits := make([]uint64, len(modes))
+				for i := 0; b.Loop(); i++ {
+					for j := range modes {
+						m := (i + j) % len(modes)
+						now := eng.Clock().Now()
+						start := time.Now()
 						var res *bleve.SearchResult
 						var err error
-						switch filtered {
+						switch modes[m] {
 						case "none":
 							res, err = ix.run(ctx, bleve.NewSearchRequest(mq))
 						case "must_not":
-							res, err = ix.run(ctx, bleve.NewSearchRequest(live(mq, eng.Clock().Now())))
+							res, err = ix.run(ctx, bleve.NewSearchRequest(live(mq, now)))
 						case "live":
-							res, err = ix.runLive(ctx, bleve.NewSearchRequest(mq), eng.Clock().Now())
+							res, err = ix.runLive(ctx, bleve.NewSearchRequest(mq), now)
+						case "live_cold": // a cache of its own, empty
+							res, err = ix.run(ctx, bleve.NewSearchRequest(&liveQuery{q: mq, now: now, cache: &expiredCache{}}))
 						}
+						took[m] += time.Since(start)
 						if err != nil {
 							b.Fatal(err)
 						}
-						hits = res.Total
+						hits[m] = res.Total
 					}
-					b.ReportMetric(float64(hits), "hits")
-				})
-			}
+				}
+				for m, name := range modes {
+					b.ReportMetric(float64(took[m].Microseconds())/float64(b.N), name+"-µs/op")
+				}
+				b.ReportMetric(100*(float64(took[2])/float64(took[0])-1), "live-overhead-%")
+				if hits[1] != hits[2] || hits[2] != hits[3] {
+					b.Fatalf("hits: must_not %d, live %d, live_cold %d", hits[1], hits[2], hits[3])
+				}
+				b.ReportMetric(float64(hits[2]), "live-hits")
+			})
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (ix *indexer) check(ctx context.Context) error {
 	want := map[string]bool{}
 	var live uint64
 	for _, d := range docs {
-		if d.Collection != ix.coll || docValue(d) == nil {
+		if d.Collection != ix.collection() || ix.docValue(d) == nil {
 			continue
 		}
 		want[d.Key] = true

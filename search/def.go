@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -18,14 +20,42 @@ import (
 // documents: an index named N is stored as "_search/N".
 const DefPrefix = "_search/"
 
-// IndexType is the only index type Mayfly knows, as Couchbase names it.
+// IndexType is the type of a full-text index definition, as Couchbase names
+// it.
 const IndexType = "fulltext-index"
 
-// expField is the numeric field every indexed document carries: its
-// expiration (absolute Unix seconds, 0 for never). It is indexed but not
+// AliasType is the type of an index alias definition, as Couchbase names
+// it: {"type": "fulltext-alias", "params": {"targets": {"idx1": {}, ...}}}.
+// A query of an alias searches its targets together, merging their hits,
+// totals and facets.
+const AliasType = "fulltext-alias"
+
+// expField is the field every indexed document that expires carries: its
+// expiration (absolute Unix seconds) as one keyword term of expDigits
+// decimal digits, zero-padded so that terms sort as the numbers do (see
+// expTerm). A document that never expires has none. It is indexed but not
 // stored, so it never shows in a hit's fields; a document field of the same
-// name is overwritten by it.
+// name is overwritten or removed.
 const expField = "_mayfly_exp"
+
+// expDigits is the width of an expiration term: Unix seconds up to the year
+// 33658.
+const expDigits = 12
+
+// expTerm is the term of expiration exp (> 0) in expField.
+func expTerm(exp int64) string {
+	var b [expDigits]byte
+	for i := expDigits - 1; i >= 0; i-- {
+		b[i] = byte('0' + exp%10)
+		exp /= 10
+	}
+	return string(b[:])
+}
+
+// formatVersion names how Mayfly lays out what it adds to an index (the
+// expiration field); it is part of every definition's signature, so that
+// index files laid out another way are rebuilt when they open.
+const formatVersion = "2" // 1: numeric _mayfly_exp on every document
 
 // validName is Couchbase's rule for index names.
 var validName = regexp.MustCompile(`^[A-Za-z][0-9A-Za-z_\-]*$`)
@@ -44,8 +74,10 @@ func ValidIndexName(name string) bool { return len(name) <= 200 && validName.Mat
 // (with mode "type_field") names the field that picks a document's type
 // mapping. Only the documents of _default._default are indexed, unless
 // sourceCollection names another collection as "scope.collection" (a Mayfly
-// extension: Couchbase 7 spells it in doc_config and type names). Other
-// fields of the definition are kept as given.
+// extension), or params.doc_config.mode is Couchbase 7's
+// "scope.collection.type_field" with type mappings named "scope.collection"
+// or "scope.collection.TYPE", all of one collection (see scopedTypes).
+// Other fields of the definition are kept as given.
 type IndexDef struct {
 	Type             string          `json:"type"`
 	Name             string          `json:"name"`
@@ -58,9 +90,16 @@ type IndexDef struct {
 	// Body is the definition as stored and returned by GetIndex.
 	Body json.RawMessage `json:"-"`
 
-	mapping *mapping.IndexMappingImpl // as given (defaults filled in)
+	mapping *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
 	sig     string                    // identifies what the index holds
+	targets []string                  // an alias's target indexes, sorted
 }
+
+// IsAlias reports whether d defines an index alias.
+func (d *IndexDef) IsAlias() bool { return d.Type == AliasType }
+
+// Targets returns an alias's target index names, sorted (nil for an index).
+func (d *IndexDef) Targets() []string { return append([]string(nil), d.targets...) }
 
 // params is what Mayfly reads of an index definition's params.
 type params struct {
@@ -91,14 +130,17 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	switch {
 	case d.Type == "":
 		d.Type = IndexType
-	case d.Type != IndexType:
-		return nil, defErr("type %q is not supported; use %q", d.Type, IndexType)
+	case d.Type != IndexType && d.Type != AliasType:
+		return nil, defErr("type %q is not supported; use %q or %q", d.Type, IndexType, AliasType)
 	}
 	switch {
 	case d.Name == "":
 		d.Name = name
 	case d.Name != name:
 		return nil, defErr("the definition names index %q, the request %q", d.Name, name)
+	}
+	if d.IsAlias() {
+		return parseAliasDef(bucket, raw, d)
 	}
 	switch d.SourceType {
 	case "":
@@ -128,14 +170,30 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err != nil {
 		return nil, err
 	}
+	scoped, err := scopedTypes(p, m)
+	if err != nil {
+		return nil, err
+	}
+	if scoped != "" {
+		if d.SourceCollection != "" && d.SourceCollection != scoped {
+			return nil, defErr("sourceCollection %q is not %q, the collection the type mappings name", d.SourceCollection, scoped)
+		}
+		d.SourceCollection = scoped
+	}
 	d.mapping = m
 	canon, err := json.Marshal(m)
 	if err != nil {
 		return nil, &DefError{Reason: "the mapping does not encode: " + err.Error(), Err: err}
 	}
-	sum := sha256.Sum256(append(append(canon, 0), d.SourceCollection...))
+	sum := sha256.Sum256(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]))
 	d.sig = hex.EncodeToString(sum[:16])
 
+	return finishDef(raw, d)
+}
+
+// finishDef gives d a new uuid and its body: raw with the filled-in fields.
+func finishDef(raw map[string]json.RawMessage, d *IndexDef) (*IndexDef, error) {
+	var err error
 	var u [16]byte
 	rand.Read(u[:])
 	d.UUID = hex.EncodeToString(u[:])
@@ -146,6 +204,49 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 		return nil, &DefError{Reason: err.Error(), Err: err}
 	}
 	return d, nil
+}
+
+// parseAliasDef validates an alias definition: sourceType "nil" (or none),
+// sourceName the bucket (or none), and params.targets naming at least one
+// index. Whether the targets exist is PutIndex's business.
+func parseAliasDef(bucket string, raw map[string]json.RawMessage, d *IndexDef) (*IndexDef, error) {
+	switch d.SourceType {
+	case "", "nil":
+		d.SourceType = "nil"
+	default:
+		return nil, defErr("an alias has sourceType \"nil\", not %q", d.SourceType)
+	}
+	switch {
+	case d.SourceName == "":
+		d.SourceName = bucket
+	case d.SourceName != bucket:
+		return nil, defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
+	}
+	if d.SourceCollection != "" {
+		return nil, defErr("an alias has no sourceCollection; its targets name theirs")
+	}
+	var p struct {
+		Targets map[string]json.RawMessage `json:"targets"`
+	}
+	if len(d.Params) > 0 && string(d.Params) != "null" {
+		if err := json.Unmarshal(d.Params, &p); err != nil {
+			return nil, &DefError{Reason: "params do not parse: " + err.Error(), Err: err}
+		}
+	}
+	if len(p.Targets) == 0 {
+		return nil, defErr("an alias needs params.targets, naming at least one index")
+	}
+	for _, t := range sortedKeys(p.Targets) {
+		if !ValidIndexName(t) {
+			return nil, defErr("target %q is not a valid index name", t)
+		}
+		if t == d.Name {
+			return nil, defErr("an alias cannot target itself")
+		}
+		d.targets = append(d.targets, t)
+	}
+	d.sig = AliasType
+	return finishDef(raw, d)
 }
 
 // loadIndexDef parses a stored definition (already validated once).
@@ -181,9 +282,69 @@ func parseMapping(p params) (*mapping.IndexMappingImpl, error) {
 	return m, nil
 }
 
+// scopedTypes applies Couchbase 7's doc_config mode
+// "scope.collection.type_field" to m: its type mappings are named
+// "scope.collection" (every document of the collection) or
+// "scope.collection.TYPE" (the documents of the collection whose type field
+// is TYPE). They must all name one collection, which it returns; m is
+// rewritten to the single-collection form (the "scope.collection" mapping,
+// if any, becomes the default mapping, which is otherwise disabled; the
+// others are named TYPE). Another mode returns "".
+func scopedTypes(p params, m *mapping.IndexMappingImpl) (string, error) {
+	mode := p.DocConfig.Mode
+	if !strings.HasPrefix(mode, "scope.collection.") {
+		return "", nil
+	}
+	if mode != "scope.collection.type_field" {
+		return "", defErr("doc_config.mode %q is not supported; use \"type_field\" or \"scope.collection.type_field\"", mode)
+	}
+	if len(m.TypeMapping) == 0 {
+		return "", defErr("doc_config.mode \"scope.collection.type_field\" needs type mappings named \"scope.collection\" or \"scope.collection.type\"")
+	}
+	var source string
+	var whole *mapping.DocumentMapping
+	types := map[string]*mapping.DocumentMapping{}
+	for _, name := range sortedKeys(m.TypeMapping) {
+		parts := strings.SplitN(name, ".", 3)
+		if len(parts) < 2 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
+			return "", defErr("type mapping %q is not named \"scope.collection\" or \"scope.collection.type\"", name)
+		}
+		sc := parts[0] + "." + parts[1]
+		if source != "" && sc != source {
+			return "", defErr("the type mappings name collections %s and %s; a Mayfly index indexes one collection (define one index per collection)", source, sc)
+		}
+		source = sc
+		if len(parts) == 2 {
+			whole = m.TypeMapping[name]
+		} else {
+			types[parts[2]] = m.TypeMapping[name]
+		}
+	}
+	m.TypeMapping = types
+	if p.DocConfig.TypeField != "" {
+		m.TypeField = p.DocConfig.TypeField
+	}
+	if whole != nil {
+		m.DefaultMapping = whole
+	} else {
+		m.DefaultMapping = mapping.NewDocumentDisabledMapping()
+	}
+	return source, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // indexMapping returns the mapping the bleve index is built with: the
 // definition's, plus the expiration field in the default and every type
-// mapping (indexed, not stored, not in _all).
+// mapping (a keyword term, indexed, not stored, not in _all, no term
+// vectors or doc values).
 func (d *IndexDef) indexMapping() (*mapping.IndexMappingImpl, error) {
 	b, err := json.Marshal(d.mapping)
 	if err != nil {
@@ -193,8 +354,10 @@ func (d *IndexDef) indexMapping() (*mapping.IndexMappingImpl, error) {
 	if err := json.Unmarshal(b, m); err != nil {
 		return nil, err
 	}
-	exp := mapping.NewNumericFieldMapping()
+	exp := mapping.NewTextFieldMapping()
+	exp.Analyzer = keyword.Name
 	exp.Store = false
+	exp.IncludeTermVectors = false
 	exp.IncludeInAll = false
 	exp.DocValues = false
 	add := func(dm *mapping.DocumentMapping) {

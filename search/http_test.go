@@ -98,13 +98,45 @@ func TestSearchOverHTTP(t *testing.T) {
 			t.Errorf("%s queried another bucket's index: %d %s", user, status, body)
 		}
 	}
+	// Couchbase 7's scoped paths name the bucket.
+	scoped := "/api/bucket/default/scope/_default/index/"
+	if status, body := do("finder", http.MethodPost, scoped+"idx/query", query); status != http.StatusOK || !strings.Contains(body, `"total_hits":2`) {
+		t.Errorf("scoped query: %d %s", status, body)
+	}
+	if status, body := do("stranger", http.MethodPost, scoped+"idx/query", query); status != http.StatusForbidden {
+		t.Errorf("scoped query from another bucket's searcher: %d %s", status, body)
+	}
+	if status, body := do("Administrator", http.MethodPost, "/api/bucket/other/scope/_default/index/idx/query", query); status != http.StatusNotFound {
+		t.Errorf("scoped query naming another bucket: %d %s", status, body)
+	}
+	if status, body := do("Administrator", http.MethodPut, scoped+"idx2", `{"type":"fulltext-index","params":{}}`); status != http.StatusOK {
+		t.Fatalf("scoped create: %d %s", status, body)
+	}
+	if status, body := do("Administrator", http.MethodPut, "/api/bucket/other/scope/_default/index/idx3", def); status != http.StatusBadRequest {
+		t.Errorf("scoped create naming another bucket as its source: %d %s", status, body)
+	}
+	if status, body := do("finder", http.MethodGet, scoped+"idx2/count", ""); status != http.StatusOK || !strings.Contains(body, `"count":2`) {
+		t.Errorf("scoped count: %d %s", status, body)
+	}
+	if status, body := do("finder", http.MethodGet, "/api/bucket/default/scope/_default/index", ""); status != http.StatusOK || !strings.Contains(body, `"idx"`) || !strings.Contains(body, `"idx2"`) {
+		t.Errorf("scoped list: %d %s", status, body)
+	}
+	if status, body := do("finder", http.MethodGet, scoped+"idx2", ""); status != http.StatusOK || !strings.Contains(body, `"sourceName":"default"`) {
+		t.Errorf("scoped get: %d %s", status, body)
+	}
+	if status, body := do("Administrator", http.MethodDelete, scoped+"idx2", ""); status != http.StatusOK {
+		t.Errorf("scoped delete: %d %s", status, body)
+	}
+	if status, body := do("Administrator", http.MethodGet, scoped+"idx2", ""); status != http.StatusNotFound {
+		t.Errorf("scoped get after delete: %d %s", status, body)
+	}
 	// The index's figures in the bucket's statistics and in /metrics.
 	status, body = do("Administrator", http.MethodGet, "/pools/default/buckets/default/stats", "")
 	var st map[string]int64
 	if err := json.Unmarshal([]byte(body), &st); status != http.StatusOK || err != nil {
 		t.Fatalf("stats: %d %s", status, body)
 	}
-	for stat, want := range map[string]int64{"doc_count": 2, "num_mutations_to_index": 0, "total_queries": 1, "total_queries_error": 0, "docs_indexed": 2} {
+	for stat, want := range map[string]int64{"doc_count": 2, "num_mutations_to_index": 0, "total_queries": 2, "total_queries_error": 0, "docs_indexed": 2} {
 		if got, ok := st["fts_idx_"+stat]; !ok || got != want {
 			t.Errorf("stats fts_idx_%s = %d (present %v), want %d", stat, got, ok, want)
 		}

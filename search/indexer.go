@@ -8,11 +8,13 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -22,7 +24,20 @@ var (
 	keySeqs = []byte("_mayfly_seqs") // JSON sequence vector indexed
 	keyUUID = []byte("_mayfly_uuid") // the bucket history the vector belongs to
 	keySig  = []byte("_mayfly_sig")  // the definition's signature
+	keyColl = []byte("_mayfly_coll") // the collection ID indexed (decimal)
 )
+
+// closeFlushTimeout bounds how long closing an index waits for scorch to
+// write the batches it holds in memory.
+const closeFlushTimeout = 30 * time.Second
+
+// maxUnpersisted bounds the batches an index holds in memory only: the
+// next one waits until scorch has written the oldest to disk.
+const maxUnpersisted = 4
+
+// noCollection is the collection ID of an index whose source collection does
+// not exist (dropped, or its scope dropped): it indexes nothing.
+const noCollection = engine.CollectionID(^uint32(0))
 
 // indexer keeps one index up to date from its bucket's change feed. One
 // goroutine follows the feed; a query with at_plus consistency waits for a
@@ -32,8 +47,9 @@ type indexer struct {
 	bucket *engine.Bucket
 	name   string
 	def    atomic.Pointer[IndexDef] // replaced when only fields outside the mapping change
-	coll   engine.CollectionID
-	path   string // "" for memory
+	source string                   // "scope.collection"; "" for _default._default
+	coll   atomic.Uint32            // the engine.CollectionID indexed (see followSource)
+	path   string                   // "" for memory
 	batch  int
 	log    func(msg string, args ...any)
 	info   func(msg string, args ...any) // build finished, at info level
@@ -51,11 +67,16 @@ type indexer struct {
 
 	upd chan struct{} // holds a token while a catch-up runs
 
-	// started and applied count the batches begun and ended (failed ones
-	// too): equal, no batch is on its way into the index.
-	started, applied atomic.Uint64
-	expMu            sync.Mutex
-	expCache         expiredCount // guarded by expMu
+	// unpersisted holds a token per batch in memory and not yet on disk
+	// (see apply); noSync acknowledges batches without waiting for disk.
+	unpersisted chan struct{}
+	noSync      bool
+
+	// exp caches the documents expired at a second in an index snapshot
+	// (the expiry filter); synonyms says the mapping has synonym sources,
+	// and the filter is then a must_not clause.
+	exp      expiredCache
+	synonyms bool
 
 	indexed   atomic.Int64 // documents indexed (added or replaced) since open
 	deleted   atomic.Int64 // documents removed since open
@@ -139,6 +160,26 @@ func (ix *indexer) closedErr() error {
 	return fmt.Errorf("%w: index %s was replaced, deleted or closed", ErrClosed, ix.name)
 }
 
+// lockUpdates takes the right to change the index (the upd token) and
+// returns its release, or an error when ctx or the indexer ends first.
+func (ix *indexer) lockUpdates(ctx context.Context) (func(), error) {
+	select {
+	case ix.upd <- struct{}{}:
+	case <-ctx.Done():
+		if ix.life.Err() != nil {
+			return nil, ix.closedErr()
+		}
+		return nil, ctx.Err()
+	case <-ix.life.Done():
+		return nil, ix.closedErr()
+	}
+	if ix.life.Err() != nil {
+		<-ix.upd
+		return nil, ix.closedErr()
+	}
+	return func() { <-ix.upd }, nil
+}
+
 // catchUp indexes changes until the index reaches target (nil: until the feed
 // has nothing more). One goroutine reads the feed and prepares the next batch
 // (JSON decoding, mapping) while this one writes the previous one.
@@ -147,17 +188,13 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 	defer cancel()
 	stop := context.AfterFunc(ix.life, cancel)
 	defer stop()
-	select {
-	case ix.upd <- struct{}{}:
-	case <-ctx.Done():
-		if ix.life.Err() != nil {
-			return ix.closedErr()
-		}
-		return ctx.Err()
+	unlock, err := ix.lockUpdates(ctx)
+	if err != nil {
+		return err
 	}
-	defer func() { <-ix.upd }()
-	if ix.life.Err() != nil {
-		return ix.closedErr()
+	defer unlock()
+	if err := ix.followSource(); err != nil {
+		return err
 	}
 	cursor := ix.position()
 	if target != nil && caughtUp(cursor, target) {
@@ -182,9 +219,6 @@ func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
 			return err
 		}
 		if err := ix.apply(pb); err != nil {
-			return err
-		}
-		if err := ix.ack(); err != nil {
 			return err
 		}
 		build.docs += pb.indexed + pb.deleted
@@ -284,11 +318,12 @@ func (ix *indexer) prepare(changes []*engine.Document) (preparedBatch, error) {
 		return preparedBatch{}, ix.closedErr()
 	}
 	pb := preparedBatch{batch: ix.idx.NewBatch()}
+	coll := ix.collection()
 	for _, d := range changes {
-		if d.Collection != ix.coll {
+		if d.Collection != coll {
 			continue
 		}
-		if v := docValue(d); v != nil {
+		if v := ix.docValue(d); v != nil {
 			if err := pb.batch.Index(d.Key, v); err == nil {
 				pb.indexed++
 				continue
@@ -303,8 +338,11 @@ func (ix *indexer) prepare(changes []*engine.Document) (preparedBatch, error) {
 }
 
 // docValue is what the index holds of d: its JSON object with the
-// expiration field, or nil when nothing of it is indexed.
-func docValue(d *engine.Document) map[string]any {
+// expiration field, or nil when nothing of it is indexed (a tombstone, a
+// value that is not a JSON object, or a document whose type's mapping is
+// disabled: bleve would keep such a document, without fields, and match_all
+// would find it).
+func (ix *indexer) docValue(d *engine.Document) map[string]any {
 	if d.Deleted || d.Type != engine.TypeJSON {
 		return nil
 	}
@@ -312,23 +350,73 @@ func docValue(d *engine.Document) map[string]any {
 	if err := json.Unmarshal(d.Value, &m); err != nil || m == nil {
 		return nil // an array, a scalar
 	}
-	m[expField] = float64(d.Expiration)
+	if im := ix.def.Load().mapping; im != nil && !mappingFor(im, m).Enabled {
+		return nil
+	}
+	if d.Expiration > 0 {
+		m[expField] = expTerm(d.Expiration)
+	} else {
+		delete(m, expField)
+	}
 	return m
 }
 
-// apply writes pb with the new feed position, in one bleve batch.
+// mappingFor returns the document mapping bleve applies to doc: that of
+// the type its type field names, or the default mapping.
+func mappingFor(im *mapping.IndexMappingImpl, doc map[string]any) *mapping.DocumentMapping {
+	typ := im.DefaultType
+	var v any = doc
+	for _, part := range strings.Split(im.TypeField, ".") {
+		o, ok := v.(map[string]any)
+		if !ok {
+			v = nil
+			break
+		}
+		v = o[part]
+	}
+	if s, ok := v.(string); ok {
+		typ = s
+	}
+	if dm := im.TypeMapping[typ]; dm != nil {
+		return dm
+	}
+	return im.DefaultMapping
+}
+
+// apply writes pb with the new feed position, in one bleve batch. The batch
+// returns once scorch holds it in memory (queries see it); scorch writes it
+// to disk in the background, on its own or merged with the next ones, so
+// that writing one batch overlaps with building the next. The feed position
+// is acknowledged to the bucket (which may then purge the tombstones before
+// it) only from the batch's persisted callback, when the position is on
+// disk with the documents; at most maxUnpersisted batches wait for it.
 func (ix *indexer) apply(pb preparedBatch) error {
 	seqs, _ := json.Marshal(pb.next)
 	pb.batch.SetInternal(keySeqs, seqs)
+	if !ix.noSync {
+		select {
+		case ix.unpersisted <- struct{}{}:
+		case <-ix.life.Done():
+			return ix.closedErr()
+		}
+		next, name := pb.next, consumerName(ix.name)
+		pb.batch.SetPersistedCallback(func(err error) {
+			<-ix.unpersisted
+			if err == nil {
+				ix.bucket.AckChanges(name, next)
+			}
+		})
+	}
 	ix.qmu.RLock()
 	defer ix.qmu.RUnlock()
 	if ix.closed {
 		return ix.closedErr()
 	}
-	ix.started.Add(1)
 	err := ix.idx.Batch(pb.batch)
-	ix.applied.Add(1)
 	if err != nil {
+		if !ix.noSync {
+			<-ix.unpersisted // never introduced: no callback
+		}
 		return fmt.Errorf("search: index %s: %w", ix.name, err)
 	}
 	ix.seqMu.Lock()
@@ -337,7 +425,130 @@ func (ix *indexer) apply(pb preparedBatch) error {
 	ix.indexed.Add(int64(pb.indexed))
 	ix.deleted.Add(int64(pb.deleted))
 	ix.batches.Add(1)
+	if ix.noSync {
+		return ix.ack()
+	}
 	return nil
+}
+
+// awaitPersisted waits, at most timeout, until scorch has written every
+// batch to disk (their callbacks have run), and reports whether it did.
+func (ix *indexer) awaitPersisted(timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	taken := 0
+	defer func() {
+		for range taken {
+			<-ix.unpersisted
+		}
+	}()
+	for taken < cap(ix.unpersisted) {
+		select {
+		case ix.unpersisted <- struct{}{}:
+			taken++
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// collection is the collection the index holds documents of.
+func (ix *indexer) collection() engine.CollectionID { return engine.CollectionID(ix.coll.Load()) }
+
+// sourceID returns the ID of the collection the index's source names now:
+// noCollection when it does not exist.
+func sourceID(b *engine.Bucket, source string) engine.CollectionID {
+	if source == "" {
+		return engine.DefaultCollectionID
+	}
+	scope, name, _ := splitCollection(source)
+	c, err := b.Collection(scope, name)
+	if err != nil {
+		return noCollection
+	}
+	return c.ID()
+}
+
+// sourceMoved reports whether the index's source collection was dropped
+// (or dropped and created again) since the index last looked.
+func (ix *indexer) sourceMoved() bool { return sourceID(ix.bucket, ix.source) != ix.collection() }
+
+// ensureSource brings the index in line with its source collection when
+// that was dropped (see followSource); queries call it first, so that the
+// documents of a dropped collection leave their answers when the drop
+// returns.
+func (ix *indexer) ensureSource(ctx context.Context) error {
+	if !ix.sourceMoved() {
+		return nil
+	}
+	unlock, err := ix.lockUpdates(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return ix.followSource()
+}
+
+// followSource empties the index when its source collection is no longer
+// the one it holds documents of (dropped: the engine's feed does not tell
+// consumers of a dropped collection's documents), and starts it over on
+// the collection now of that name, if any, from the start of the feed.
+// The caller holds the upd token.
+func (ix *indexer) followSource() error {
+	cur := sourceID(ix.bucket, ix.source)
+	if cur == ix.collection() {
+		return nil
+	}
+	ids, err := ix.docIDs()
+	if err != nil {
+		return fmt.Errorf("search: index %s: emptying it: %w", ix.name, err)
+	}
+	seqs := make([]uint64, ix.bucket.NumPartitions())
+	if cur == noCollection { // nothing to index until it exists again
+		seqs = ix.bucket.HighSeqnos()
+	}
+	pb := preparedBatch{next: seqs}
+	for id := range ids {
+		if pb.batch == nil {
+			pb.batch = ix.newBatch()
+			if pb.batch == nil {
+				return ix.closedErr()
+			}
+		}
+		pb.batch.Delete(id)
+		pb.deleted++
+		if pb.batch.Size() >= ix.batch {
+			pb.next = ix.position() // not yet the new position
+			if err := ix.apply(pb); err != nil {
+				return err
+			}
+			pb = preparedBatch{next: seqs}
+		}
+	}
+	if pb.batch == nil {
+		if pb.batch = ix.newBatch(); pb.batch == nil {
+			return ix.closedErr()
+		}
+	}
+	pb.batch.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(cur), 10)))
+	if err := ix.apply(pb); err != nil {
+		return err
+	}
+	ix.coll.Store(uint32(cur))
+	ix.log("search: the index's source collection was dropped; its documents left the index",
+		"index", ix.name, "collection", ix.source, "exists_again", cur != noCollection)
+	return nil
+}
+
+// newBatch returns a new batch of the index, or nil once it is closed.
+func (ix *indexer) newBatch() *bleve.Batch {
+	ix.qmu.RLock()
+	defer ix.qmu.RUnlock()
+	if ix.closed {
+		return nil
+	}
+	return ix.idx.NewBatch()
 }
 
 // readState reads the feed position, history UUID and signature the index
@@ -373,6 +584,12 @@ func (ix *indexer) close() error {
 		<-ix.done
 		ix.upd <- struct{}{} // wait out a catch-up a query started
 		defer func() { <-ix.upd }()
+		// Scorch drops what it has not written when it closes: let it
+		// write the batches it holds (the index would otherwise redo them
+		// from the feed when it opens).
+		if !ix.awaitPersisted(closeFlushTimeout) {
+			ix.log("search: closing before the index was written to disk; it will catch up when it opens", "index", ix.name)
+		}
 		ix.qmu.Lock()
 		defer ix.qmu.Unlock()
 		ix.closed = true

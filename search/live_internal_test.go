@@ -3,9 +3,11 @@ package search
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -67,4 +69,106 @@ func TestLiveKeepsScores(t *testing.T) {
 			t.Fatalf("%s: score %v, unwrapped %v", h.ID, h.Score, scores[h.ID])
 		}
 	}
+}
+
+// TestLiveFilterMatchesClause: the cached expiry filter (liveQuery) gives
+// the same hits, total and facets as the plain must_not clause, while
+// documents are written, re-expired, persisted and deleted between queries
+// and the clock moves forward (one second or several) and back.
+func TestLiveFilterMatchesClause(t *testing.T) {
+	ctx := context.Background()
+	t0 := int64(1_700_000_000)
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, eng, &Options{NoAutoUpdate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := s.indexerFor("default", "i")
+	r := rand.New(rand.NewPCG(5, 6))
+	coll := b.DefaultCollection()
+	write := func(key string) {
+		var exp int64
+		if r.IntN(3) > 0 {
+			exp = clk.Now() + 1 + r.Int64N(20) // absolute
+		}
+		v := fmt.Sprintf(`{"text":"fox %d","color":"c%d"}`, r.IntN(5), r.IntN(4))
+		if _, err := coll.Upsert(ctx, key, []byte(v), &engine.WriteOptions{Expiry: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 300 {
+		write(fmt.Sprint("k", i))
+	}
+	facets := bleve.FacetsRequest{"colors": bleve.NewFacetRequest("color", 10)}
+	for step := range 60 {
+		if step > 0 {
+			for range r.IntN(20) {
+				key := fmt.Sprint("k", r.IntN(300))
+				switch r.IntN(4) {
+				case 0:
+					coll.Delete(ctx, key, nil)
+				case 1:
+					coll.Touch(ctx, key, 0) // never expires; an error when expired
+				default:
+					write(key)
+				}
+			}
+		}
+		if err := ix.catchUp(ctx, b.HighSeqnos()); err != nil {
+			t.Fatal(err)
+		}
+		switch r.IntN(5) {
+		case 0:
+			clk.Advance(-1)
+		case 1:
+			clk.Advance(3)
+		default:
+			clk.Advance(1)
+		}
+		// Twice each: the second query of a second uses the cache.
+		for range 2 {
+			mq := query.NewMatchQuery("fox")
+			mq.SetField("text")
+			want, err := ix.run(ctx, &bleve.SearchRequest{Query: live(mq, clk.Now()), Size: 300, Sort: search.SortOrder{&search.SortDocID{}}, Facets: facets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ix.runLive(ctx, &bleve.SearchRequest{Query: mq, Size: 300, Sort: search.SortOrder{&search.SortDocID{}}, Facets: facets}, clk.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Total != want.Total || len(got.Hits) != len(want.Hits) {
+				t.Fatalf("step %d: total %d (%d hits), want %d (%d)", step, got.Total, len(got.Hits), want.Total, len(want.Hits))
+			}
+			for i := range got.Hits {
+				if got.Hits[i].ID != want.Hits[i].ID || got.Hits[i].Score != want.Hits[i].Score {
+					t.Fatalf("step %d: hit %d is %s (%v), want %s (%v)", step, i, got.Hits[i].ID, got.Hits[i].Score, want.Hits[i].ID, want.Hits[i].Score)
+				}
+			}
+			if g, w := facetTerms(got.Facets["colors"]), facetTerms(want.Facets["colors"]); g != w {
+				t.Fatalf("step %d: facets %s, want %s", step, g, w)
+			}
+		}
+	}
+}
+
+func facetTerms(f *search.FacetResult) string {
+	out := fmt.Sprint("total=", f.Total)
+	for _, t := range f.Terms.Terms() {
+		out += fmt.Sprintf(" %s=%d", t.Term, t.Count)
+	}
+	return out
 }

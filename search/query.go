@@ -31,20 +31,26 @@ type control struct {
 // the request as the client gave it and each hit naming the index.
 type Answer = bleve.SearchResult
 
-// expiredBy matches the documents expired at now: an expiration in
-// (0, now]. Its searcher reads only the terms of expirations up to now, so
-// its cost follows the documents expired and not yet purged, not the index.
-func expiredBy(now int64) query.Query {
-	zero, n := 0.0, float64(now)
-	yes, no := true, false
-	q := query.NewNumericRangeInclusiveQuery(&zero, &n, &no, &yes)
+// expiredBetween matches the documents whose expiration is in (from, to],
+// 0 <= from < to (never-expiring documents have no expiration term). Its
+// searcher reads only the terms of expirations in that range, so its cost
+// follows the documents it finds, not the index.
+func expiredBetween(from, to int64) query.Query {
+	yes := true
+	q := query.NewTermRangeInclusiveQuery(expTerm(from+1), expTerm(to), &yes, &yes)
 	q.SetField(expField)
 	return q
 }
 
+// expiredBy matches the documents expired at now: an expiration in
+// (0, now].
+func expiredBy(now int64) query.Query { return expiredBetween(0, now) }
+
 // live wraps q so that it matches only documents live at now:
-// bool(must: q, must_not: expired by now). A must_not clause does not
-// change scores.
+// bool(must: q, must_not: expired by now), a must_not clause changing no
+// score. It is the filter for indexes whose mapping has synonyms (bleve
+// expands synonyms only in the query types it knows, so liveQuery would
+// hide q from it); others use liveQuery, which costs less.
 func live(q query.Query, now int64) query.Query {
 	return query.NewBooleanQuery([]query.Query{q}, nil, []query.Query{expiredBy(now)})
 }
@@ -121,6 +127,15 @@ func (s *Service) Query(ctx context.Context, bucket, index string, req []byte) (
 // Search is Query returning the answer unencoded.
 func (s *Service) Search(ctx context.Context, bucket, index string, req []byte) (*Answer, error) {
 	ix, err := s.indexerFor(bucket, index)
+	if errors.Is(err, ErrNotFound) {
+		if a := s.aliasFor(bucket, index); a != nil {
+			sr, timeout, atPlus, err := ParseRequest(req)
+			if err != nil {
+				return nil, err
+			}
+			return s.searchAlias(ctx, bucket, a, sr, timeout, atPlus)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -190,64 +205,29 @@ func (ix *indexer) run(ctx context.Context, sr *bleve.SearchRequest) (*bleve.Sea
 	return res, nil
 }
 
-// expiredCount is how many documents of the index were expired at now
-// when it held the batches up to gen.
-type expiredCount struct {
-	valid bool
-	gen   uint64
-	now   int64
-	n     uint64
-}
-
-// runLive runs sr leaving out the documents expired at now. When the index
-// holds none (the usual case: the pager purges them), the query runs as it
-// is, the expiry clause costing nothing; whether it holds any is counted
-// once per second and per batch written.
+// runLive runs sr leaving out the documents expired at now (see
+// expiry.go).
 func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int64) (*bleve.SearchResult, error) {
-	gen := ix.started.Load()
-	if gen == ix.applied.Load() {
-		n, err := ix.expiredAt(ctx, gen, now)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			res, err := ix.run(ctx, sr)
-			if err != nil || ix.started.Load() == gen {
-				return res, err
-			}
-			// A batch began meanwhile and may be in what the query saw.
-		}
+	if err := ix.ensureSource(ctx); err != nil {
+		return nil, err
 	}
 	w := *sr
-	w.Query = live(sr.Query, now)
+	if ix.synonyms {
+		w.Query = live(sr.Query, now)
+	} else {
+		w.Query = &liveQuery{q: sr.Query, now: now, cache: &ix.exp}
+	}
 	return ix.run(ctx, &w)
-}
-
-// expiredAt returns how many documents the index held expired at now when
-// it held the batches up to gen (no batch being on its way).
-func (ix *indexer) expiredAt(ctx context.Context, gen uint64, now int64) (uint64, error) {
-	ix.expMu.Lock()
-	c := ix.expCache
-	ix.expMu.Unlock()
-	if c.valid && c.gen == gen && c.now == now {
-		return c.n, nil
-	}
-	res, err := ix.run(ctx, bleve.NewSearchRequestOptions(expiredBy(now), 0, 0, false))
-	if err != nil {
-		return 0, err
-	}
-	if ix.started.Load() != gen {
-		return 1, nil // not known: assume some
-	}
-	ix.expMu.Lock()
-	ix.expCache = expiredCount{valid: true, gen: gen, now: now, n: res.Total}
-	ix.expMu.Unlock()
-	return res.Total, nil
 }
 
 // Count returns the number of documents an index holds that are live now.
 func (s *Service) Count(ctx context.Context, bucket, index string) (uint64, error) {
 	ix, err := s.indexerFor(bucket, index)
+	if errors.Is(err, ErrNotFound) {
+		if a := s.aliasFor(bucket, index); a != nil {
+			return s.countAlias(ctx, bucket, a)
+		}
+	}
 	if err != nil {
 		return 0, err
 	}

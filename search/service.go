@@ -18,6 +18,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -35,11 +36,11 @@ type Options struct {
 	// own: they then update only when a query asks (at_plus consistency),
 	// or Check runs. The default value is false.
 	NoAutoUpdate bool
-	// NoSync lets a batch return before the index has written it to disk
-	// (scorch's unsafe_batch): faster, and a crash may lose index updates,
-	// which the index then rebuilds from the feed. Tombstones are then
-	// acknowledged before they are on disk, so one purged meanwhile could
-	// be missed: meant for tests and benchmarks. The default value is false.
+	// NoSync acknowledges a batch's changes to the bucket as soon as the
+	// index holds them in memory, rather than once scorch has them on disk:
+	// a tombstone purged meanwhile could then be missed by an index that a
+	// crash sends back to its last position on disk. Meant for tests and
+	// benchmarks. The default value is false.
 	NoSync bool
 }
 
@@ -66,9 +67,10 @@ func (o *Options) validate() error {
 // mutex, which may be held across disk I/O and index opens but is never
 // taken by queries.
 type Service struct {
-	eng       *engine.Engine
-	opts      Options
-	rollbacks atomic.Int64
+	eng        *engine.Engine
+	opts       Options
+	rollbacks  atomic.Int64
+	aliasCache expiredCache // the expiry filter's cache for alias queries
 
 	mu struct {
 		sync.Mutex
@@ -84,8 +86,9 @@ type bucketIndexes struct {
 
 	mu struct {
 		sync.Mutex
-		indexers map[string]*indexer // by index name
-		broken   map[string]error    // stored definitions that failed to load
+		indexers map[string]*indexer  // by index name
+		aliases  map[string]*IndexDef // alias definitions, by name
+		broken   map[string]error     // stored definitions that failed to load
 		gone     bool
 	}
 }
@@ -119,6 +122,7 @@ func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 	}
 	bi := &bucketIndexes{bucket: b}
 	bi.mu.indexers = make(map[string]*indexer)
+	bi.mu.aliases = make(map[string]*IndexDef)
 	bi.mu.broken = make(map[string]error)
 	bi.change.Lock()
 	defer bi.change.Unlock()
@@ -140,6 +144,12 @@ func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 			continue
 		}
 		name := strings.TrimPrefix(key, DefPrefix)
+		if d, err := loadIndexDef(b.Name(), name, body); err == nil && d.IsAlias() {
+			bi.mu.Lock()
+			bi.mu.aliases[name] = d
+			bi.mu.Unlock()
+			continue
+		}
 		ix, err := s.load(ctx, b, name, body)
 		if err != nil {
 			s.opts.Logger.Error("search: stored index not loaded; it can be replaced or deleted",
@@ -183,6 +193,7 @@ func (s *Service) retire(bi *bucketIndexes, deleted bool) error {
 	bi.mu.Lock()
 	ixs := bi.mu.indexers
 	bi.mu.indexers = map[string]*indexer{}
+	bi.mu.aliases = map[string]*IndexDef{}
 	bi.mu.broken = map[string]error{}
 	bi.mu.gone = true
 	bi.mu.Unlock()
@@ -229,7 +240,9 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	if err != nil {
 		return nil, false, err
 	}
-	cfg := map[string]any{"unsafe_batch": s.opts.NoSync}
+	// Batches return once in memory; the indexer learns when each is on
+	// disk from its persisted callback (see indexer.apply).
+	cfg := map[string]any{"unsafe_batch": true}
 	if path == "" {
 		// scorch in memory rather than bleve.NewMemOnly (upsidedown on
 		// gtreap), whose iterators leave goroutines behind: the same engine
@@ -258,10 +271,7 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 // checks that its position is in b's history (rebuilding it when not, or
 // when it was built for another definition) and starts its indexer.
 func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDef) (*indexer, error) {
-	coll, err := d.collectionID(b)
-	if err != nil {
-		return nil, fmt.Errorf("search: index %s: source collection %s: %w", d.Name, d.SourceCollection, err)
-	}
+	coll := sourceID(b, d.SourceCollection)
 	path := IndexPath(b, d.Name)
 	idx, fresh, err := s.openIndex(d, path)
 	if err != nil {
@@ -272,6 +282,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		return nil, fmt.Errorf("search: index %s: %w", d.Name, err)
 	}
 	seqs, uuid, sig, err := readState(idx, b.NumPartitions())
+	if err != nil {
+		return fail(err)
+	}
+	heldColl, err := idx.GetInternal(keyColl)
 	if err != nil {
 		return fail(err)
 	}
@@ -288,6 +302,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 				"bucket", b.Name(), "index", d.Name, "err", err)
 			rebuild = true
 			s.rollbacks.Add(1)
+		} else if string(heldColl) != strconv.FormatUint(uint64(coll), 10) {
+			s.opts.Logger.Warn("search: the index's source collection was dropped; rebuilding",
+				"bucket", b.Name(), "index", d.Name, "collection", d.SourceCollection)
+			rebuild = true
 		}
 	}
 	if rebuild {
@@ -300,22 +318,33 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		}
 		seqs = make([]uint64, b.NumPartitions())
 	}
+	idx.SetName(d.Name)
 	if err := b.RegisterConsumer(ctx, consumerName(d.Name)); err != nil {
 		return fail(err)
 	}
 	bt := idx.NewBatch()
 	bt.SetInternal(keyUUID, []byte(strconv.FormatUint(b.UUID(), 10)))
 	bt.SetInternal(keySig, []byte(d.sig))
+	bt.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(coll), 10)))
 	if err := idx.Batch(bt); err != nil {
 		return fail(err)
 	}
 	life, cancel := context.WithCancel(context.Background())
 	ix := &indexer{
-		bucket: b, name: d.Name, coll: coll, path: path, batch: s.opts.BatchSize,
+		bucket: b, name: d.Name, source: d.SourceCollection, path: path, batch: s.opts.BatchSize,
 		log:  func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
 		info: func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
 		idx:  idx, seqs: seqs, upd: make(chan struct{}, 1),
-		life: life, cancel: cancel, done: make(chan struct{}),
+		noSync:      s.opts.NoSync || path == "", // in memory: no disk to wait for
+		unpersisted: make(chan struct{}, maxUnpersisted),
+		life:        life, cancel: cancel, done: make(chan struct{}),
+	}
+	if sm, ok := idx.Mapping().(mapping.SynonymMapping); ok && sm.SynonymCount() > 0 {
+		ix.synonyms = true
+	}
+	ix.coll.Store(uint32(coll))
+	if coll == noCollection && (rebuild || fresh) {
+		ix.seqs = b.HighSeqnos() // nothing to index until it exists again
 	}
 	ix.def.Store(d)
 	ix.fresh.Store(fresh || rebuild)
@@ -396,6 +425,9 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	if other, err := s.FindIndex(name); err == nil && other != bucket {
 		return nil, defErr("an index called %q already exists in bucket %s", name, other)
 	}
+	if d.IsAlias() {
+		return s.putAlias(ctx, bi, d)
+	}
 	if _, err := d.collectionID(bi.bucket); err != nil {
 		return nil, &DefError{Reason: fmt.Sprintf("sourceCollection %s: %v", d.SourceCollection, err), Err: err}
 	}
@@ -450,6 +482,7 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	}
 	bi.mu.Lock()
 	bi.mu.indexers[name] = ix
+	delete(bi.mu.aliases, name)
 	delete(bi.mu.broken, name)
 	bi.mu.Unlock()
 	if old != nil {
@@ -540,6 +573,7 @@ func (s *Service) DeleteIndex(ctx context.Context, bucket, name string) error {
 	}
 	bi.mu.Lock()
 	delete(bi.mu.indexers, name)
+	delete(bi.mu.aliases, name)
 	delete(bi.mu.broken, name)
 	bi.mu.Unlock()
 	var errs []error

@@ -34,6 +34,11 @@ type DesignDoc struct {
 	// design document's versions (every PUT, and a DELETE, adds one), the
 	// hash is the first 8 hex digits of the body's SHA-256.
 	Rev string
+	// Expired is options.expired: whether its views' queries leave out the
+	// rows of expired documents unless a query says otherwise (Mayfly's own;
+	// ExpiredDefault when absent). It is not part of the Signature: changing
+	// it changes answers, not the index.
+	Expired Expired
 }
 
 // RevPrefix starts the key of the system document that holds a design
@@ -111,6 +116,9 @@ func ParseDesignDoc(id string, body []byte) (*DesignDoc, error) {
 			return nil, &DesignDocError{Reason: "language must be \"javascript\""}
 		}
 	}
+	if err := parseOptions(d, raw["options"]); err != nil {
+		return nil, err
+	}
 	vraw, ok := raw["views"]
 	if !ok {
 		return d, nil
@@ -155,4 +163,25 @@ func ParseDesignDoc(id string, body []byte) (*DesignDoc, error) {
 		return nil, &DesignDocError{Reason: err.Error(), Err: err}
 	}
 	return d, nil
+}
+
+// parseOptions reads the options of a design document that Mayfly acts on:
+// options.expired ("include" or "exclude"). Other options are kept in the
+// body as they are.
+func parseOptions(d *DesignDoc, raw json.RawMessage) error {
+	var opts map[string]json.RawMessage
+	if raw == nil || json.Unmarshal(raw, &opts) != nil {
+		return nil // not an object: not Mayfly's to judge
+	}
+	e, ok := opts["expired"]
+	if !ok {
+		return nil
+	}
+	var v string
+	if json.Unmarshal(e, &v) == nil {
+		if d.Expired, ok = parseExpired(v); ok {
+			return nil
+		}
+	}
+	return &DesignDocError{Reason: fmt.Sprintf("options.expired must be \"include\" or \"exclude\", not %s", e)}
 }

@@ -255,7 +255,7 @@ func (ix *indexer) mapChanges(ctx context.Context, changes []*engine.Document) (
 		if d.Collection != engine.DefaultCollectionID {
 			continue // views index _default._default, as Couchbase 7's do
 		}
-		updates = append(updates, index.DocUpdate{DocID: d.Key, Partition: d.Partition, Seq: d.Seq})
+		updates = append(updates, index.DocUpdate{DocID: d.Key, Partition: d.Partition, Seq: d.Seq, Expiration: d.Expiration})
 		if d.Deleted {
 			continue // nil Rows: the document's rows leave the index
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mayflydb/mayfly/index"
 	"github.com/tidwall/gjson"
 )
 
@@ -20,6 +21,37 @@ const (
 	// StaleFalse brings the index up to date first.
 	StaleFalse
 )
+
+// Expired says whether a query's answer holds the rows of documents whose
+// expiration has passed but that the pager has not purged yet.
+type Expired int
+
+const (
+	// ExpiredDefault takes the design document's options.expired, else
+	// ExpiredInclude.
+	ExpiredDefault Expired = iota
+	// ExpiredInclude answers as Couchbase does: an expired document's rows
+	// stay in map results and reductions until it is purged.
+	ExpiredInclude
+	// ExpiredExclude answers exactly at the query's instant: rows of expired
+	// documents are left out of rows, total_rows and every reduction.
+	ExpiredExclude
+)
+
+// parseExpired parses the value of the expired parameter or option.
+func parseExpired(v string) (Expired, bool) {
+	switch v {
+	case "include":
+		return ExpiredInclude, true
+	case "exclude":
+		return ExpiredExclude, true
+	}
+	return ExpiredDefault, false
+}
+
+// DefaultForecastHorizon is the horizon of a view forecast, in seconds, when
+// the query gives none.
+const DefaultForecastHorizon = 86400
 
 // Params is a parsed, validated view query. JSON-valued fields hold raw JSON.
 type Params struct {
@@ -40,6 +72,12 @@ type Params struct {
 	Stale                            Stale
 	OnErrorStop                      bool
 	ConnectionTimeoutMS              int64
+	// Expired is the expired parameter (Mayfly's own).
+	Expired Expired
+	// Forecast, when above 0, asks for the view's expiry forecast in
+	// intervals of Forecast seconds over Horizon seconds (Mayfly's own),
+	// instead of rows.
+	Forecast, Horizon int64
 }
 
 // ParseParams parses a view query's parameters: the query string, plus a POST
@@ -193,6 +231,15 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		}
 		p.ConnectionTimeoutMS = n
 	}
+	if q.Has("expired") {
+		var ok bool
+		if p.Expired, ok = parseExpired(q.Get("expired")); !ok {
+			return nil, badRequest("expired", "Invalid value (`%s`) for the parameter `expired`. It must be `include` or `exclude`.", q.Get("expired"))
+		}
+	}
+	if err := parseForecast(q, p); err != nil {
+		return nil, err
+	}
 	if p.Keys != nil {
 		switch {
 		case p.Key != nil:
@@ -224,4 +271,40 @@ func firstOf(q url.Values, names ...string) (string, bool) {
 func rawJSONString(s string) []byte {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// parseForecast parses the forecast and horizon parameters into p.
+func parseForecast(q url.Values, p *Params) error {
+	if !q.Has("forecast") {
+		if q.Has("horizon") {
+			return badRequest("horizon", "Query parameter `horizon` needs `forecast`")
+		}
+		return nil
+	}
+	secs := func(name string) (int64, error) {
+		n, err := strconv.ParseInt(q.Get(name), 10, 64)
+		if err != nil || n <= 0 {
+			return 0, badRequest(name, "Query parameter `%s` must be a positive number of seconds, not %s", name, strconv.Quote(q.Get(name)))
+		}
+		return n, nil
+	}
+	var err error
+	if p.Forecast, err = secs("forecast"); err != nil {
+		return err
+	}
+	p.Horizon = DefaultForecastHorizon
+	if q.Has("horizon") {
+		if p.Horizon, err = secs("horizon"); err != nil {
+			return err
+		}
+	}
+	if n := p.Horizon / p.Forecast; n > index.MaxForecastIntervals || n == index.MaxForecastIntervals && p.Horizon%p.Forecast != 0 {
+		return badRequest("forecast", "`horizon`/`forecast` is over %d intervals", index.MaxForecastIntervals)
+	}
+	for _, name := range []string{"group", "group_level", "include_docs", "limit", "skip"} {
+		if q.Has(name) {
+			return badRequest(name, "Query parameter `%s` is not compatible with `forecast`", name)
+		}
+	}
+	return nil
 }

@@ -24,6 +24,10 @@ type Query struct {
 	group  index.Grouping
 }
 
+// Excludes reports whether the query leaves out the rows of expired
+// documents (expired=exclude, or the design document's default).
+func (q *Query) Excludes() bool { return q.rng.ExcludeExpired }
+
 // Prepare finds the view and checks the parameters against it, so that every
 // error is known before the first byte of the answer. A missing design
 // document or view wraps ErrNotFound; a bad parameter is a *QueryError.
@@ -52,7 +56,7 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		return nil, parseErr("group", "Invalid URL parameter 'group' or  'group_level' for non-reduce view.")
 	case p.IncludeDocs && q.reduce:
 		return nil, parseErr("include_docs", "Query parameter `include_docs` is invalid for reduce views.")
-	case p.Keys != nil && q.reduce && !p.Group:
+	case p.Keys != nil && q.reduce && !p.Group && p.Forecast == 0:
 		return nil, parseErr("keys", "Multi-key fetchs for reduce view must include `group=true`")
 	}
 	q.group = index.Grouping{Exact: p.Group, Level: max(p.GroupLevel, 0)}
@@ -62,6 +66,11 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		StartDocIDSet: p.StartKeyDocIDSet, EndDocIDSet: p.EndKeyDocIDSet,
 		InclusiveEnd: p.InclusiveEnd, Descending: p.Descending,
 	}
+	mode := p.Expired
+	if mode == ExpiredDefault {
+		mode = d.Expired
+	}
+	q.rng.ExcludeExpired = mode == ExpiredExclude
 	for _, k := range []struct {
 		name string
 		key  []byte
@@ -139,6 +148,14 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	case StaleUpdateAfter:
 		defer q.ix.updateAfter()
 	}
+	// The instant of the answer: exact answers leave out the rows of the
+	// documents expired by then.
+	now := q.ix.bucket.Clock().Now()
+	if q.p.Forecast > 0 {
+		return q.runForecast(ctx, w, now)
+	}
+	rng := q.rng
+	rng.Now = now
 	cw := &countingWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 32<<10)
 	skip, limit := q.p.Skip, q.p.Limit
@@ -167,7 +184,7 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	var err error
 	if q.reduce {
 		bw.WriteString(`{"rows":[`)
-		err = q.ix.idx.Reduce(ctx, q.view, q.rng, q.group, func(key, value []byte) error {
+		err = q.ix.idx.Reduce(ctx, q.view, rng, q.group, func(key, value []byte) error {
 			emit, stop := take()
 			if stop {
 				return index.ErrStop
@@ -190,13 +207,19 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 			}
 		}
 	} else {
-		total, terr := q.ix.idx.TotalRows(q.view)
+		var total int
+		var terr error
+		if rng.ExcludeExpired {
+			total, terr = q.ix.idx.LiveRows(ctx, q.view, now)
+		} else {
+			total, terr = q.ix.idx.TotalRows(q.view)
+		}
 		if terr != nil {
 			return q.closedErr(terr)
 		}
 		bw.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"rows":[`)
 		coll := q.ix.bucket.DefaultCollection()
-		err = q.ix.idx.Query(ctx, q.view, q.rng, func(r index.Row) error {
+		err = q.ix.idx.Query(ctx, q.view, rng, func(r index.Row) error {
 			emit, stop := take()
 			if stop {
 				return index.ErrStop

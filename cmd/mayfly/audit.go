@@ -1,24 +1,21 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/spf13/cobra"
 )
 
 // errAuditBroken is runAudit's error for a log whose chain is broken (the
 // break is already printed).
 var errAuditBroken = errors.New("audit log broken")
 
-const auditUsage = `usage: mayfly audit verify [--data DIR | FILE]
-
-Checks the audit log's hash chain: every line must carry its line number
+const auditLong = `Checks the audit log's hash chain: every line must carry its line number
 (seq) and the SHA-256 of the line before it (prev). Prints
 "audit log whole: N records" and the hash of the last line (note it
 elsewhere: the chain cannot show that lines were cut off the end), or the
@@ -26,35 +23,38 @@ line at which the chain breaks, and then exits 1.
 
 The log read is FILE, or DIR/` + audit.FileName + ` (default ./data).`
 
-// runAudit is `mayfly audit verify [--data DIR | FILE]`.
-func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./data", "data directory whose "+audit.FileName+" to verify")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, auditUsage+"\n\nflags:")
-		fs.PrintDefaults()
+// newAuditCmd is `mayfly audit verify [--data DIR | FILE]`.
+func newAuditCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit verify [--data DIR | FILE]",
+		Short: "Verify the audit log's hash chain",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  needSubcommand,
 	}
-	if len(args) == 0 || (args[0] != "verify" && args[0] != "-h" && args[0] != "--help" && args[0] != "-help") {
-		fs.Usage()
-		return errUsage
+	var data string
+	verify := &cobra.Command{
+		Use:   "verify [--data DIR | FILE]",
+		Short: "Verify the audit log's hash chain (exit 1 if broken)",
+		Long:  auditLong,
+		Args:  rangeArgs(0, 1, "at most one FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := filepath.Join(data, audit.FileName)
+			if len(args) == 1 {
+				if cmd.Flags().Changed("data") {
+					return usagef("give --data DIR or FILE, not both")
+				}
+				path = args[0]
+			}
+			return runAuditVerify(cmd.OutOrStdout(), path)
+		},
 	}
-	if args[0] == "verify" {
-		args = args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	path := filepath.Join(*data, audit.FileName)
-	dataSet := false
-	fs.Visit(func(f *flag.Flag) { dataSet = dataSet || f.Name == "data" })
-	switch {
-	case fs.NArg() > 1 || (fs.NArg() == 1 && dataSet):
-		fmt.Fprintln(stderr, "mayfly audit verify: give --data DIR or FILE, not both")
-		return errUsage
-	case fs.NArg() == 1:
-		path = fs.Arg(0)
-	}
+	verify.Flags().StringVar(&data, "data", "./data", "data directory whose "+audit.FileName+" to verify")
+	cmd.AddCommand(verify)
+	return cmd
+}
+
+// runAuditVerify checks the log at path and prints the outcome.
+func runAuditVerify(stdout io.Writer, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

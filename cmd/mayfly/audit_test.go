@@ -61,8 +61,8 @@ func TestAuditVerify(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	if code, _, errOut := runCmd("audit", "verify", "--help"); code != 0 || !strings.Contains(errOut, "usage: mayfly audit verify") {
-		t.Fatalf("--help: %d %q", code, errOut)
+	if code, out, _ := runCmd("audit", "verify", "--help"); code != 0 || !strings.Contains(out, "mayfly audit verify [--data DIR | FILE]") {
+		t.Fatalf("--help: %d %q", code, out)
 	}
 	if code, out, _ := runCmd("help"); code != 0 || !strings.Contains(out, "audit") {
 		t.Fatalf("help does not list audit: %s", out)

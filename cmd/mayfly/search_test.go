@@ -111,8 +111,8 @@ func TestSearchCommand(t *testing.T) {
 			t.Errorf("search %v: exit %d, want 2", args, code)
 		}
 	}
-	if code, _, errOut := runCmd("search", "--help"); code != 0 || !strings.Contains(errOut, "query_string") || !strings.Contains(errOut, "-size") {
-		t.Errorf("search --help: %d %q", code, errOut)
+	if code, out, _ := runCmd("search", "--help"); code != 0 || !strings.Contains(out, "query_string") || !strings.Contains(out, "--size") {
+		t.Errorf("search --help: %d %q", code, out)
 	}
 	if code, out, _ := runCmd("help"); code != 0 || !strings.Contains(out, "search") {
 		t.Errorf("help does not list search: %q", out)

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/console"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/jsruntime"
@@ -26,13 +26,8 @@ import (
 	"github.com/mayflydb/mayfly/pager"
 	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
-)
-
-// errUsage reports bad flags, already explained to the user; errHelp a
-// request for help, already answered.
-var (
-	errUsage = errors.New("usage")
-	errHelp  = errors.New("help")
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // serveConfig is what `mayfly serve` is told by its flags.
@@ -71,8 +66,13 @@ type serveConfig struct {
 // list.
 type stringList []string
 
+// String is the list, comma-separated.
 func (l *stringList) String() string { return strings.Join(*l, ",") }
 
+// Type names the flag's value in help.
+func (l *stringList) Type() string { return "strings" }
+
+// Set adds v's comma-separated items.
 func (l *stringList) Set(v string) error {
 	for part := range strings.SplitSeq(v, ",") {
 		if part = strings.TrimSpace(part); part != "" {
@@ -85,10 +85,9 @@ func (l *stringList) Set(v string) error {
 // maxHeaderBytes bounds a request's headers; more is a 431.
 const maxHeaderBytes = 64 << 10
 
-func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
+// serveFlags defines serve's flags on fs, bound to the config it returns.
+func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	c := &serveConfig{}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing)")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8091", "HTTP API listen address")
 	fs.StringVar(&c.defaultBucket, "default-bucket", "default", "bucket created on first start (\"\" for none)")
@@ -98,10 +97,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off); loopback only unless --memcached-allow-remote")
 	fs.BoolVar(&c.mcRemote, "memcached-allow-remote", false, "let --memcached listen beyond loopback (the memcached port has no authentication)")
 	fs.StringVar(&c.adminUser, "admin-user", "Administrator", "the built-in administrator's user name (role admin; not stored in users.json)")
-	fs.StringVar(&c.adminPassword, "admin-password", os.Getenv("MAYFLY_ADMIN_PASSWORD"), "the administrator's password (default $MAYFLY_ADMIN_PASSWORD; required beyond loopback; on loopback without one, a random one is printed at start)")
+	fs.StringVar(&c.adminPassword, "admin-password", "", "the administrator's password (default $MAYFLY_ADMIN_PASSWORD; required beyond loopback; on loopback without one, a random one is printed at start)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "Host header values answered besides the listen address and localhost/127.0.0.1/[::1] with its port: name or name:port (repeatable, comma-separated)")
 	fs.Var(&c.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port]) allowed to call the API cross-origin (repeatable; none by default)")
-	fs.StringVar(&c.metricsToken, "metrics-token", os.Getenv("MAYFLY_METRICS_TOKEN"), "bearer token also accepted on /metrics, for Prometheus (default $MAYFLY_METRICS_TOKEN)")
+	fs.StringVar(&c.metricsToken, "metrics-token", "", "bearer token also accepted on /metrics, for Prometheus (default $MAYFLY_METRICS_TOKEN)")
 	fs.IntVar(&c.maxRequests, "max-requests", httpapi.DefaultMaxRequests, "most HTTP requests served at once; more are answered 503")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS (with --tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
@@ -115,19 +114,17 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mayfly serve [flags]\n\nStarts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,\nflushing every acknowledged write.\n\nflags:")
-		fs.PrintDefaults()
+	return c
+}
+
+// finish applies the environment's defaults (kept out of the flags'
+// defaults so that --help does not print secrets) and checks the values.
+func (c *serveConfig) finish() error {
+	if c.adminPassword == "" {
+		c.adminPassword = os.Getenv("MAYFLY_ADMIN_PASSWORD")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mayfly serve: unexpected argument %q\n", fs.Arg(0))
-		return nil, errUsage
+	if c.metricsToken == "" {
+		c.metricsToken = os.Getenv("MAYFLY_METRICS_TOKEN")
 	}
 	for _, bad := range []struct {
 		ok   bool
@@ -144,15 +141,55 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 		{c.adminUser != "", "--admin-user must not be empty"},
 	} {
 		if !bad.ok {
-			fmt.Fprintf(stderr, "mayfly serve: %s\n", bad.flag)
-			return nil, errUsage
+			return &usageError{bad.flag}
 		}
 	}
 	if err := c.checkExposure(); err != nil {
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+// parseServeFlags parses serve's command line (without the word serve).
+// Mistakes are explained on stderr and returned as errors matching errUsage.
+func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := serveFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mayfly serve: unexpected argument %q\n", fs.Arg(0))
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.finish(); err != nil {
 		fmt.Fprintf(stderr, "mayfly serve: %v\n", err)
-		return nil, errUsage
+		return nil, err
 	}
 	return c, nil
+}
+
+// newServeCmd is `mayfly serve`.
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Start the server (HTTP API, memcached port) on a data directory",
+		Long: `Starts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,
+flushing every acknowledged write.`,
+		Args: noArgs,
+	}
+	cfg := serveFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := cfg.finish(); err != nil {
+			return err
+		}
+		return serve(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	return cmd
 }
 
 // isLoopback reports whether a listen address is on loopback only: localhost
@@ -229,11 +266,18 @@ func newHTTPServer(cfg *serveConfig, h http.Handler, logger *slog.Logger, base c
 	}
 }
 
+// runServe is `mayfly serve` given its command line (without the word
+// serve).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	return serve(ctx, cfg, stdout, stderr)
+}
+
+// serve runs the server cfg describes until ctx ends.
+func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -290,7 +334,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer ssvc.Close()
 
-	pm := pager.New(eng, &pager.Options{Logger: logger})
+	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged
+	pm := pager.New(eng, &pager.Options{Logger: logger, Events: &pager.Events{RunEnd: pagerRuns.RunEnd}})
 	pm.Start()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
@@ -322,6 +367,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
+		Console: console.Handler(), PagerRuns: pagerRuns,
 	}), logger, reqCtx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()

@@ -30,9 +30,10 @@ const (
 	// defaultSteps is the length of a default run; defaultBudget stops a
 	// default run early on a slow machine (a run given -modeltest.steps
 	// always runs to the end).
-	defaultSteps  = 3000
-	defaultBudget = 45 * time.Second
-	numKeys       = 24
+	defaultSteps  = 1500
+	defaultBudget = 20 * time.Second
+	numKeys       = 24 // keys of the default collection
+	numKeys1      = 12 // keys of the second collection
 	t0            = 1_700_000_000
 	bucketName    = "default"
 	ddocName      = "m"
@@ -46,6 +47,10 @@ type ddocVariant struct {
 	body    string
 	arrayed bool // key is [g] rather than g
 	count   bool // reduce is _count rather than _sum
+	// more: the design document also has the views "s" (key [g%2, g],
+	// _stats), "j" (key g, a JavaScript reduce giving the largest n) and
+	// "t" (key the ID, value [meta.ts, meta.created] from t0).
+	more bool
 }
 
 // funcs names a variant's functions: a design document put over one with
@@ -64,6 +69,11 @@ var variants = []ddocVariant{
 	{body: `{"views":{"v":{"map":"function (doc, meta) { if (meta.type == 'json') { emit(doc.g, doc.n); } }","reduce":"_sum"}}}`},
 	// Same functions as variant 0: putting it over variant 0 keeps the index.
 	{body: `{"views":{"v":{"map":"function (doc, meta) { emit(doc.g, doc.n); }","reduce":"_sum"}},"note":"same functions"}`},
+	// Exact answers by default, and two more views for them.
+	{body: `{"options":{"expired":"exclude"},"views":{"v":{"map":"function (doc, meta) { emit(doc.g, doc.n); }","reduce":"_sum"},` +
+		`"s":{"map":"function (doc, meta) { emit([doc.g % 2, doc.g], doc.n); }","reduce":"_stats"},` +
+		`"j":{"map":"function (doc, meta) { emit(doc.g, doc.n); }","reduce":"function (keys, values, rereduce) { var m = -1e9; for (var i = 0; i < values.length; i++) { if (values[i] > m) { m = values[i]; } } return m; }"},` +
+		`"t":{"map":"function (doc, meta) { emit(meta.id, [meta.ts - 1700000000, meta.created - 1700000000]); }"}}}`, more: true},
 }
 
 // entry is the model of one key.
@@ -72,7 +82,17 @@ type entry struct {
 	// counts in curr_items and its rows are in the index).
 	present bool
 	g, n    int
+	val     []byte
 	exp     int64 // absolute Unix seconds, 0 none
+	// pinned: a client chose exp (a write with a non-zero expiry, or a
+	// touch); sliding reads and re-evaluations leave it alone.
+	pinned bool
+	// ts is the last write of the value, created the write that made the
+	// document live (meta.ts, meta.created).
+	ts, created int64
+	// ttl is the document's valid top-level "ttl" (-1, n > 0), 0 for none
+	// or an invalid one (accepted while defaultTTL was off).
+	ttl int64
 	// tomb is the tombstone a non-present key holds: 0 none (never written,
 	// or metadata-purged), 1 a delete's, 2 an expiration's.
 	tomb int
@@ -93,26 +113,35 @@ func (e *entry) live(now int64) bool    { return e.present && !e.expired(now) }
 func (e *entry) purgeExpired() { e.present, e.tomb, e.noRows = false, 2, false }
 
 type harness struct {
-	t     *testing.T
-	seed  uint64
-	rng   *rand.Rand
-	dir   string
-	clk   *engine.FakeClock
-	eng   *engine.Engine
-	b     *engine.Bucket
-	coll  *engine.Collection
-	svc   *views.Service
-	pg    *pager.Manager
-	model map[string]*entry
-	ddoc  int // index into variants, -1 none
-	step  int
-	hist  []string
-	cov   coverage
+	t    *testing.T
+	seed uint64
+	rng  *rand.Rand
+	dir  string
+	clk  *engine.FakeClock
+	eng  *engine.Engine
+	b    *engine.Bucket
+	svc  *views.Service
+	pg   *pager.Manager
+	// colls[0] is _default._default, the one views map; colls[1] another
+	// collection with its own TTL settings and maxTTL.
+	colls []*mcoll
+	model map[string]*entry // colls[0].model
+	// bucketMaxTTL is the bucket's maxTTL, fixed for the run.
+	bucketMaxTTL int64
+	// extends is the sliding extensions the model expects since the bucket
+	// opened (Stats.SlidingExtends).
+	extends int64
+	ddoc    int // index into variants, -1 none
+	step    int
+	hist    []string
+	cov     coverage
 }
 
 // coverage counts what a run exercised, logged at its end.
 type coverage struct {
-	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens int
+	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens, exactQueries int
+	extends, refusedTTL, reevaluated, updates, pinnedReads, ttlWrites        int
+	unsyncedReopens                                                          int
 }
 
 func envInt(name string) uint64 {
@@ -143,11 +172,8 @@ func TestModelEngineAndViews(t *testing.T) {
 	}
 	t.Logf("seed %d, %d steps (replay: go test ./internal/modeltest -run TestModelEngineAndViews -modeltest.seed=%d -modeltest.steps=%d)", seed, steps, seed, steps)
 	h := &harness{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		dir: t.TempDir(), clk: engine.NewFakeClock(t0), model: map[string]*entry{}, ddoc: -1}
-	for i := range numKeys {
-		h.model[key(i)] = &entry{}
-	}
-	h.open(true)
+		dir: t.TempDir(), clk: engine.NewFakeClock(t0), ddoc: -1}
+	h.setup()
 	t.Cleanup(h.close)
 	start := time.Now()
 	for h.step = 1; h.step <= steps; h.step++ {
@@ -155,8 +181,8 @@ func TestModelEngineAndViews(t *testing.T) {
 			t.Logf("stopped after %d steps: time budget %v spent", h.step-1, budget)
 			break
 		}
-		touched := h.doStep()
-		h.check(touched)
+		cm, k := h.doStep()
+		h.check(cm, k)
 	}
 	t.Logf("%d steps in %v; %+v", h.step-1, time.Since(start).Round(time.Millisecond), h.cov)
 }
@@ -190,14 +216,24 @@ func (h *harness) open(create bool) {
 	ctx, cancel := h.ctx()
 	defer cancel()
 	if create {
-		if _, err := h.eng.CreateBucket(ctx, engine.DefaultBucketSettings(bucketName)); err != nil {
+		bs := engine.DefaultBucketSettings(bucketName)
+		bs.MaxTTL = h.bucketMaxTTL
+		if _, err := h.eng.CreateBucket(ctx, bs); err != nil {
 			h.failf("CreateBucket: %v", err)
 		}
 	}
 	if h.b, err = h.eng.Bucket(bucketName); err != nil {
 		h.failf("Bucket: %v", err)
 	}
-	h.coll = h.b.DefaultCollection()
+	if create {
+		h.createCollections(ctx)
+	}
+	for _, cm := range h.colls {
+		if cm.c, err = h.b.Collection(cm.scope, cm.name); err != nil {
+			h.failf("Collection %s: %v", cm, err)
+		}
+	}
+	h.extends = 0 // the counter starts again
 	if h.svc, err = views.New(ctx, h.eng, nil); err != nil {
 		h.failf("views.New: %v", err)
 	}
@@ -263,260 +299,6 @@ func (h *harness) expectErr(op string, err, want error) {
 	}
 }
 
-// doStep runs one random step and returns the key it touched ("" if none).
-func (h *harness) doStep() string {
-	ctx, cancel := h.ctx()
-	defer cancel()
-	now := h.clk.Now()
-	k := key(h.rng.IntN(numKeys))
-	m := h.model[k]
-	g, n := h.rng.IntN(6), h.rng.IntN(151)-50
-	switch r := h.rng.IntN(100); {
-	case r < 24: // upsert
-		e := h.expiry()
-		preserve := h.rng.IntN(8) == 0
-		h.logStep("upsert %s g=%d n=%d expiry=%d preserve=%v", k, g, n, e, preserve)
-		_, err := h.coll.Upsert(ctx, k, value(g, n), &engine.WriteOptions{Expiry: e, PreserveExpiry: preserve})
-		h.expectErr("upsert "+k, err, nil)
-		exp := absExpiry(now, e)
-		if preserve && m.live(now) {
-			exp = m.exp
-		}
-		*m = entry{present: true, g: g, n: n, exp: exp}
-		return k
-	case r < 32: // insert
-		e := h.expiry()
-		h.logStep("insert %s g=%d n=%d expiry=%d", k, g, n, e)
-		_, err := h.coll.Insert(ctx, k, value(g, n), &engine.WriteOptions{Expiry: e})
-		if m.live(now) {
-			h.expectErr("insert "+k, err, engine.ErrKeyExists)
-		} else {
-			h.expectErr("insert "+k, err, nil)
-			*m = entry{present: true, g: g, n: n, exp: absExpiry(now, e)}
-		}
-		return k
-	case r < 40: // replace
-		e := h.expiry()
-		h.logStep("replace %s g=%d n=%d expiry=%d", k, g, n, e)
-		_, err := h.coll.Replace(ctx, k, value(g, n), &engine.WriteOptions{Expiry: e})
-		if m.live(now) {
-			h.expectErr("replace "+k, err, nil)
-			*m = entry{present: true, g: g, n: n, exp: absExpiry(now, e)}
-		} else {
-			h.expectErr("replace "+k, err, engine.ErrNotFound)
-		}
-		return k
-	case r < 48: // delete
-		h.logStep("delete %s", k)
-		_, err := h.coll.Delete(ctx, k, nil)
-		if m.live(now) {
-			h.expectErr("delete "+k, err, nil)
-			*m = entry{tomb: 1}
-		} else {
-			h.expectErr("delete "+k, err, engine.ErrNotFound)
-		}
-		return k
-	case r < 56: // touch
-		e := h.expiry()
-		h.logStep("touch %s expiry=%d", k, e)
-		_, err := h.coll.Touch(ctx, k, e)
-		if m.live(now) {
-			h.expectErr("touch "+k, err, nil)
-			m.exp = absExpiry(now, e)
-		} else {
-			h.expectErr("touch "+k, err, engine.ErrNotFound)
-		}
-		return k
-	case r < 64: // get
-		h.logStep("get %s", k)
-		d, err := h.coll.Get(ctx, k)
-		var ee *engine.ExpiredError
-		switch {
-		case m.live(now):
-			if err != nil {
-				h.failf("get %s: %v, the model has it live", k, err)
-			}
-			h.checkDoc(k, d)
-		case m.expired(now):
-			if !errors.As(err, &ee) {
-				h.failf("get %s: got %v, the model has it expired (want an *ExpiredError)", k, err)
-			}
-			m.purgeExpired()
-		default:
-			if !errors.Is(err, engine.ErrNotFound) || errors.As(err, &ee) {
-				h.failf("get %s: got %v, want plain ErrNotFound", k, err)
-			}
-		}
-		return k
-	case r < 76: // clock
-		sec := h.rng.Int64N(11)
-		h.logStep("advance %ds", sec)
-		h.clk.Advance(sec)
-	case r < 83: // expiry pager
-		if h.rng.IntN(2) == 0 {
-			limit := 1 + h.rng.IntN(4)
-			h.logStep("ExpireBatch loop, limit %d", limit)
-			for {
-				_, more, err := h.b.ExpireBatch(ctx, limit)
-				if err != nil {
-					h.failf("ExpireBatch: %v", err)
-				}
-				if !more {
-					break
-				}
-			}
-			if err := h.b.Sync(ctx); err != nil {
-				h.failf("Sync: %v", err)
-			}
-		} else {
-			h.logStep("pager RunNow")
-			if _, err := h.pg.RunNow(ctx, bucketName); err != nil {
-				h.failf("pager RunNow: %v", err)
-			}
-		}
-		for _, m := range h.model {
-			if m.expired(now) {
-				m.purgeExpired()
-			}
-		}
-	case r < 87: // metadata purge
-		h.logStep("PurgeTombstones(olderThan=now)")
-		if h.ddoc >= 0 {
-			// Every tombstone is consumed once a stale=false query has
-			// caught the index up; the purge may then remove them all.
-			h.queryRows()
-		}
-		want := 0
-		for _, m := range h.model {
-			if !m.present && m.tomb != 0 {
-				want++
-			}
-		}
-		total := 0
-		for {
-			n, more, err := h.b.PurgeTombstones(ctx, now, 1+h.rng.IntN(5))
-			if err != nil {
-				h.failf("PurgeTombstones: %v", err)
-			}
-			total += n
-			if !more || n == 0 {
-				break
-			}
-		}
-		if total != want {
-			h.failf("PurgeTombstones purged %d tombstones, the model has %d", total, want)
-		}
-		for _, m := range h.model {
-			if !m.present {
-				m.tomb = 0
-			}
-		}
-	case r < 93: // put a design document
-		v := h.rng.IntN(len(variants))
-		h.logStep("put ddoc variant %d (was %d)", v, h.ddoc)
-		if _, err := h.svc.PutDesignDoc(ctx, bucketName, ddocName, []byte(variants[v].body)); err != nil {
-			h.failf("PutDesignDoc: %v", err)
-		}
-		if h.ddoc < 0 || variants[h.ddoc].funcs() != variants[v].funcs() { // the index is rebuilt
-			for _, m := range h.model {
-				if m.noRows {
-					h.cov.rebuiltNoRows++
-				}
-				m.noRows = false // the rebuilt index maps every document
-			}
-		}
-		h.ddoc = v
-	case r < 96: // delete the design document
-		h.logStep("delete ddoc (was %d)", h.ddoc)
-		err := h.svc.DeleteDesignDoc(ctx, bucketName, ddocName)
-		if h.ddoc >= 0 {
-			h.expectErr("DeleteDesignDoc", err, nil)
-		} else {
-			h.expectErr("DeleteDesignDoc", err, views.ErrNotFound)
-		}
-		h.ddoc = -1
-	default: // close and reopen everything
-		h.logStep("reopen")
-		h.cov.reopens++
-		h.close()
-		h.open(false)
-		// Expirations are durable lazily: an expiration whose tombstone
-		// the metadata purge has not removed is an expired, unpurged
-		// document again.
-		for _, m := range h.model {
-			if !m.present && m.tomb == 2 {
-				m.present, m.tomb, m.noRows = true, 0, true
-			}
-		}
-	}
-	return ""
-}
-
-// checkDoc checks a document read from the engine against the model.
-func (h *harness) checkDoc(k string, d *engine.Document) {
-	h.t.Helper()
-	m := h.model[k]
-	if want := value(m.g, m.n); !bytes.Equal(d.Value, want) {
-		h.failf("%s: value %s, the model has %s", k, d.Value, want)
-	}
-	if d.Expiration != m.exp {
-		h.failf("%s: expiration %d, the model has %d", k, d.Expiration, m.exp)
-	}
-}
-
-// check compares everything observable with the model.
-func (h *harness) check(touched string) {
-	ctx, cancel := h.ctx()
-	defer cancel()
-	now := h.clk.Now()
-	if err := h.eng.Check(ctx); err != nil {
-		h.failf("engine.Check: %v", err)
-	}
-	if touched != "" && h.model[touched].live(now) {
-		d, err := h.coll.Get(ctx, touched)
-		if err != nil {
-			h.failf("get %s: %v, the model has it live", touched, err)
-		}
-		h.checkDoc(touched, d)
-	}
-	var curr, tombs, withExp int64
-	for i := range numKeys {
-		k := key(i)
-		m := h.model[k]
-		if m.present {
-			curr++
-			if m.exp != 0 {
-				withExp++
-			}
-		} else if m.tomb != 0 {
-			tombs++
-		}
-		d, err := h.coll.Peek(k)
-		if m.live(now) {
-			if err != nil {
-				h.failf("peek %s: %v, the model has it live", k, err)
-			}
-			h.checkDoc(k, d)
-		} else if !errors.Is(err, engine.ErrNotFound) {
-			h.failf("peek %s: got %v, want ErrNotFound (model: %+v)", k, err, *m)
-		}
-	}
-	st := h.b.Stats()
-	if st.CurrItems != curr {
-		h.failf("curr_items %d, the model has %d (live + expired unpurged)", st.CurrItems, curr)
-	}
-	if st.Tombstones != tombs {
-		h.failf("tombstones %d, the model has %d", st.Tombstones, tombs)
-	}
-	if st.WithExpiry != withExp {
-		h.failf("documents with expiry %d, the model has %d", st.WithExpiry, withExp)
-	}
-	if h.ddoc >= 0 {
-		rows := h.queryRows()
-		h.checkReduce(rows)
-	}
-}
-
 type row struct {
 	ID    string          `json:"id"`
 	Key   json.RawMessage `json:"key"`
@@ -525,6 +307,11 @@ type row struct {
 
 func (h *harness) query(params string) []byte {
 	h.t.Helper()
+	return h.queryView(viewName, params)
+}
+
+func (h *harness) queryView(view, params string) []byte {
+	h.t.Helper()
 	ctx, cancel := h.ctx()
 	defer cancel()
 	q, _ := url.ParseQuery(params)
@@ -532,7 +319,7 @@ func (h *harness) query(params string) []byte {
 	if err != nil {
 		h.failf("ParseParams(%s): %v", params, err)
 	}
-	prep, err := h.svc.Prepare(ctx, bucketName, ddocName, viewName, p)
+	prep, err := h.svc.Prepare(ctx, bucketName, ddocName, view, p)
 	if err != nil {
 		h.failf("Prepare(%s): %v", params, err)
 	}
@@ -556,7 +343,7 @@ func compact(b []byte) string {
 // unpurged, but not a reopened expiration's until a rebuild: see
 // entry.noRows), in key then ID order. It returns the rows.
 func (h *harness) queryRows() []row {
-	out := h.query("stale=false&reduce=false")
+	out := h.query("stale=false&reduce=false&expired=include")
 	var ans struct {
 		TotalRows int   `json:"total_rows"`
 		Rows      []row `json:"rows"`
@@ -635,7 +422,7 @@ func (h *harness) queryRows() []row {
 // checkReduce checks the full-range reduce against the rows the map query
 // returned (themselves checked against the model).
 func (h *harness) checkReduce(rows []row) {
-	out := h.query("stale=false")
+	out := h.query("stale=false&expired=include")
 	var ans struct {
 		Rows []struct {
 			Key   json.RawMessage `json:"key"`

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A negative number is an argument, not a flag.
+func TestCtlNegativeValue(t *testing.T) {
+	f := cliServer(t)
+	if r := f.mf("", "ctl", "set", "flush_param", "exp_pager_initial_run_time", "-1", "-b", "travel"); r.code != 0 || !strings.Contains(r.out, "set exp_pager_initial_run_time to -1") {
+		t.Fatalf("ctl set ... -1: %v", r)
+	}
+	if r := f.mf("", "ctl", "get", "flush_param", "exp_pager_initial_run_time", "-b", "travel"); r.code != 0 || r.out != "exp_pager_initial_run_time -1\n" {
+		t.Fatalf("ctl get: %v", r)
+	}
+}

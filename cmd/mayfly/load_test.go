@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestLoadNDJSON(t *testing.T) {
+	f := cliServer(t)
+	in := `{"_id":"a","n":1}
+{"id":"b","n":2}
+
+{"_id":"c", broken
+{"n":3}
+[1,2]
+{"_id":"d","n":4}
+{"_id":"e","doc":"` + strings.Repeat("x", 100) + `"}
+`
+	path := writeFile(t, "docs.ndjson", in)
+	r := f.mf("", "load", path, "--expiry", "60", "--batch", "2")
+	if r.code != 1 {
+		t.Fatalf("load with bad lines: %v", r)
+	}
+	if !strings.Contains(r.out, "loaded 4 documents into default") || !strings.Contains(r.out, "3 failed") {
+		t.Errorf("summary: %q", r.out)
+	}
+	for _, want := range []string{"invalid_json: 1", "line 4", "no_id: 1", "line 5", "not_an_object: 1", "line 6"} {
+		if !strings.Contains(r.errOut, want) {
+			t.Errorf("failure summary lacks %q: %q", want, r.errOut)
+		}
+	}
+	if strings.Contains(r.errOut, "\r") {
+		t.Errorf("a progress bar drawn on a stderr that is no terminal: %q", r.errOut)
+	}
+	for _, k := range []string{"a", "b", "d", "e"} {
+		if d := f.doc(t, "", k); d.Expiration != t0+60 {
+			t.Errorf("%s expires at %d", k, d.Expiration)
+		}
+	}
+	if d := f.doc(t, "", "a"); string(d.Value) != `{"_id":"a","n":1}` {
+		t.Errorf("a stored as %s", d.Value)
+	}
+	// A clean load exits 0; --id-field names the id; into a collection,
+	// from standard input, with the bar forced on.
+	r = f.mf(`{"email":"ada@x","age":36}`+"\n"+`{"email":"bob@x","age":4}`, "load", "-", "--id-field", "email", "--collection", "app.people", "--progress", "always")
+	if r.code != 0 || !strings.Contains(r.out, "loaded 2 documents") {
+		t.Fatalf("load from stdin: %v", r)
+	}
+	if d := f.doc(t, "app.people", "bob@x"); string(d.Value) != `{"email":"bob@x","age":4}` {
+		t.Errorf("bob@x stored as %s", d.Value)
+	}
+	// A failure of the request as a whole stops the load with its reason.
+	r = f.mf("", "load", path, "-b", "nope")
+	if r.code != 1 || !strings.Contains(r.errOut, "load stopped") || !strings.Contains(r.errOut, `"nope"`) {
+		t.Errorf("load into a missing bucket: %v", r)
+	}
+	if r := f.mf("", "load", filepath.Join(t.TempDir(), "missing.ndjson")); r.code != 1 || !strings.Contains(r.errOut, "missing.ndjson") {
+		t.Errorf("load of a missing file: %v", r)
+	}
+	for _, args := range [][]string{{"load"}, {"load", path, "--concurrency", "0"}, {"load", path, "--format", "xml"}} {
+		if r := f.mf("", args...); r.code != 2 {
+			t.Errorf("%v: %v", args, r)
+		}
+	}
+}
+
+func TestLoadArray(t *testing.T) {
+	f := cliServer(t)
+	path := writeFile(t, "docs.json", `[
+  {"_id": "a", "nested": {"x": [1, 2]}},
+  {"id": 7, "n": 2},
+  "not an object",
+  {"n": 3}
+]`)
+	r := f.mf("", "load", path)
+	if r.code != 1 || !strings.Contains(r.out, "loaded 2 documents") || !strings.Contains(r.out, "2 failed") ||
+		!strings.Contains(r.errOut, "element 3") || !strings.Contains(r.errOut, "element 4") {
+		t.Fatalf("load of an array: %v", r)
+	}
+	if d := f.doc(t, "", "a"); string(d.Value) != `{"_id":"a","nested":{"x":[1,2]}}` {
+		t.Errorf("a stored as %s", d.Value)
+	}
+	f.doc(t, "", "7") // a numeric id is the number's text
+	// An array broken in the middle: what came before is loaded, the rest
+	// cannot be read, and the exit code says so.
+	r = f.mf(`[{"_id":"p"},{"_id":"q"} {"_id":"r"}]`, "load", "-")
+	if r.code != 1 || !strings.Contains(r.out, "loaded 2 documents") || !strings.Contains(r.errOut, "the rest of the input was not read") {
+		t.Fatalf("load of a broken array: %v", r)
+	}
+}
+
+func TestLoadCSV(t *testing.T) {
+	f := cliServer(t)
+	path := writeFile(t, "people.csv", "name,id,age,zip,score\nAda,k1,36,007,1.5e2\nBob,k2,x,12,-3\nCy,k3\nDe\"e,k4,1,2,3\nEve,,1,2,3\nFay,k6,1,2,3\n")
+	r := f.mf("", "load", path)
+	if r.code != 1 || !strings.Contains(r.out, "loaded 3 documents") || !strings.Contains(r.out, "3 failed") {
+		t.Fatalf("load of a CSV file: %v", r)
+	}
+	if !strings.Contains(r.errOut, "bad_csv: 2") || !strings.Contains(r.errOut, "no_id: 1") || !strings.Contains(r.errOut, "line 4") {
+		t.Errorf("failure summary: %q", r.errOut)
+	}
+	if d := f.doc(t, "", "k1"); string(d.Value) != `{"name":"Ada","age":36,"zip":"007","score":1.5e2}` {
+		t.Errorf("k1 stored as %s", d.Value)
+	}
+	if d := f.doc(t, "", "k2"); string(d.Value) != `{"name":"Bob","age":"x","zip":12,"score":-3}` {
+		t.Errorf("k2 stored as %s", d.Value)
+	}
+	f.doc(t, "", "k6")
+	// --key-column; a header without it is refused at once.
+	path = writeFile(t, "mail.csv", "email,n\nz@x,1\n")
+	if r := f.mf("", "load", path, "--key-column", "email"); r.code != 0 {
+		t.Fatalf("--key-column: %v", r)
+	}
+	if d := f.doc(t, "", "z@x"); string(d.Value) != `{"n":1}` {
+		t.Errorf("z@x stored as %s", d.Value)
+	}
+	if r := f.mf("", "load", path); r.code != 1 || !strings.Contains(r.errOut, `no "id" column`) {
+		t.Errorf("a header without the key column: %v", r)
+	}
+}
+
+// A load streams: documents made on the fly by a reader that never holds
+// more than one line are all loaded.
+func TestLoadStreams(t *testing.T) {
+	f := cliServer(t)
+	const n = 20000
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range n {
+			fmt.Fprintf(pw, `{"_id":"s%d","i":%d}`+"\n", i, i)
+		}
+		pw.Close()
+	}()
+	var out, errOut bytes.Buffer
+	code := runWith(pr, []string{"load", "-", "--host", f.url, "-u", adminU, "--batch", "500", "--concurrency", "3"}, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), fmt.Sprintf("loaded %d documents", n)) {
+		t.Fatalf("streamed load: %d %q %q", code, out.String(), errOut.String())
+	}
+	if d := f.doc(t, "", fmt.Sprintf("s%d", n-1)); string(d.Value) != fmt.Sprintf(`{"_id":"s%d","i":%d}`, n-1, n-1) {
+		t.Fatalf("last document: %s", d.Value)
+	}
+}
+
+// CSV values that are JSON numbers stay numbers; anything else, including
+// what Go's ParseFloat would take ("007", "Inf", "1_000", "0x10"), is text.
+func TestIsJSONNumber(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want bool
+	}{
+		{"0", true}, {"-0", true}, {"36", true}, {"-3", true}, {"1.5", true}, {"1.5e2", true}, {"4E-7", true}, {"12345678901234567890", true},
+		{"", false}, {"-", false}, {"007", false}, {"1.", false}, {".5", false}, {"1e", false}, {"+1", false}, {"Inf", false}, {"NaN", false},
+		{"1_000", false}, {"0x10", false}, {" 1", false}, {"1 ", false}, {"1,5", false},
+	} {
+		if got := isJSONNumber(c.s); got != c.want {
+			t.Errorf("isJSONNumber(%q) = %v", c.s, got)
+		}
+	}
+}
+
+// The format is told by the first significant byte when neither --format
+// nor the extension says.
+func TestSniffFormat(t *testing.T) {
+	for in, want := range map[string]string{
+		"[{\"_id\":1}]":         formatArray,
+		"\n\n  [":               formatArray,
+		"{\"_id\":1}\n":         formatNDJSON,
+		"\xef\xbb\xbf{\"a\":1}": formatNDJSON,
+		"id,name\n":             formatCSV,
+		"\xef\xbb\xbfid,name\n": formatCSV,
+		"":                      formatNDJSON,
+	} {
+		got, err := sniffFormat(bufio.NewReader(strings.NewReader(in)))
+		if err != nil || got != want {
+			t.Errorf("sniffFormat(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for name, want := range map[string]string{"a.csv": formatCSV, "a.CSV": formatCSV, "a.ndjson": formatNDJSON, "a.jsonl": formatNDJSON, "a.json": "", "-": ""} {
+		if got := formatOf("", name); got != want {
+			t.Errorf("formatOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// With the bar on, stderr shows the documents loaded and their rate while
+// the load runs. The input waits until the bar has shown the first hundred
+// before it sends the rest.
+func TestLoadProgressBar(t *testing.T) {
+	f := cliServer(t)
+	var errOut syncBuffer
+	pr, pw := io.Pipe()
+	shown := make(chan bool, 1)
+	go func() {
+		for i := range 100 {
+			fmt.Fprintf(pw, `{"_id":"a%d"}`+"\n", i)
+		}
+		seen := false
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(10 * time.Millisecond) {
+			seen = strings.Contains(errOut.String(), "100 docs, ")
+		}
+		shown <- seen
+		for i := range 100 {
+			fmt.Fprintf(pw, `{"_id":"b%d"}`+"\n", i)
+		}
+		pw.Close()
+	}()
+	var out bytes.Buffer
+	code := runWith(pr, []string{"load", "-", "--batch", "10", "--progress", "always", "--host", f.url, "-u", adminU}, &out, &errOut)
+	if !<-shown {
+		t.Errorf("the bar never showed 100 documents loaded: %q", errOut.String())
+	}
+	if code != 0 || !strings.Contains(out.String(), "loaded 200 documents") || !strings.Contains(errOut.String(), "docs/s") {
+		t.Fatalf("load: %d %q %q", code, out.String(), errOut.String())
+	}
+}
+
+// A batch refused with 503 (the server at its most requests at once) is
+// sent again after Retry-After; other refusals stop the load at once.
+func TestLoadRetriesBusyServer(t *testing.T) {
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /default/_bulk", func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":"too_many_requests","reason":"retry shortly"}`)
+			return
+		}
+		sc := bufio.NewScanner(r.Body)
+		for sc.Scan() {
+			var op struct{ ID string }
+			json.Unmarshal(sc.Bytes(), &op)
+			fmt.Fprintf(w, `{"id":%q,"cas":1,"seq":1,"expiration":0}`+"\n", op.ID)
+		}
+	})
+	mux.HandleFunc("POST /locked/_bulk", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"error":"forbidden","reason":"no data_writer role on locked"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	in := `{"_id":"a"}` + "\n" + `{"_id":"b"}` + "\n"
+	var out, errOut bytes.Buffer
+	if code := runWith(strings.NewReader(in), []string{"load", "-", "--host", srv.URL, "-u", adminU}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "loaded 2 documents") || calls.Load() != 3 {
+		t.Fatalf("load against a busy server: %d %q %q, %d calls", code, out.String(), errOut.String(), calls.Load())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := runWith(strings.NewReader(in), []string{"load", "-", "-b", "locked", "--host", srv.URL, "-u", adminU}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "load stopped: no data_writer role on locked (forbidden)") {
+		t.Fatalf("load refused: %d %q %q", code, out.String(), errOut.String())
+	}
+}

@@ -1,0 +1,13 @@
+package console_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine they started is still
+// running when they end. The browser tests cancel their chromedp contexts,
+// which ends the browser process and waits for it (ExecAllocator's Wait), so
+// no goroutine of chromedp's or of the browser's is ignored.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

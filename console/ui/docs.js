@@ -1,0 +1,227 @@
+// The Documents page: a collection's documents in key order, each with its
+// expiration as a live countdown; a document's view, edit and delete; and a
+// box that loads newline-delimited JSON through POST /{bucket}/_bulk.
+import { get, request, path, clock, syncClock } from './api.js';
+import { h, fill, field, status, busy, confirmButton, duration, utc, num, pretty } from './dom.js';
+
+const PAGE = 25;
+
+// countdown is the text of an expiration: "never", "in 4m 10s", or expired.
+export function countdown(exp) {
+  if (!exp) return 'never';
+  const left = exp - clock.now();
+  return left > 0 ? `in ${duration(left)}` : 'expired, not purged yet';
+}
+
+// tickCountdowns rewrites every [data-exp] element under root.
+export function tickCountdowns(root) {
+  for (const el of root.querySelectorAll('[data-exp]')) {
+    const exp = Number(el.dataset.exp);
+    el.textContent = countdown(exp);
+    el.classList.toggle('expired', exp > 0 && exp <= clock.now());
+  }
+}
+
+export function render(main, { bucket }) {
+  const state = { scope: '_default', coll: '_default', start: '', skip: 0, total: 0 };
+  const collSel = h('select', { id: 'doc-collection' });
+  const startKey = h('input', { id: 'doc-startkey', placeholder: 'start at key…', type: 'search' });
+  const listStatus = status('doc-list-status');
+  const list = h('div', { id: 'doc-list' });
+  const pos = h('span', { class: 'muted', id: 'doc-pos' });
+  const prev = h('button', { type: 'button' }, '‹ Previous');
+  const next = h('button', { type: 'button' }, 'Next ›');
+  const editor = h('div', { id: 'doc-editor' });
+
+  const collQuery = () => (state.scope === '_default' && state.coll === '_default' ? undefined : `${state.scope}.${state.coll}`);
+
+  async function load() {
+    await syncClock(bucket);
+    let res;
+    try {
+      res = await get(path`/pools/default/buckets/${bucket}/scopes/${state.scope}/collections/${state.coll}/docs`,
+        { skip: state.skip, limit: PAGE, startkey: state.start ? JSON.stringify(state.start) : undefined });
+    } catch (e) {
+      listStatus.err(e);
+      fill(list);
+      return;
+    }
+    listStatus.clear();
+    state.total = res.total_rows;
+    const from = res.rows.length ? state.skip + 1 : 0;
+    pos.textContent = `${num(from)}–${num(state.skip + res.rows.length)} of ${num(res.total_rows)}`;
+    prev.disabled = state.skip === 0;
+    next.disabled = state.skip + res.rows.length >= res.total_rows;
+    fill(list, res.rows.length ? h('table', { class: 'grid docs' },
+      h('thead', null, h('tr', null, ['Key', 'Expires', 'Type', 'Flags', 'Revision'].map((t) => h('th', null, t)))),
+      h('tbody', null, res.rows.map((r) => h('tr', { 'data-id': r.id },
+        h('td', null, h('a', { href: '#', class: 'doc-key', onclick: (ev) => { ev.preventDefault(); open(r.id); } }, r.id)),
+        h('td', { class: 'countdown', 'data-exp': r.expiration, title: r.expiration ? utc(r.expiration) : 'no expiration' }, countdown(r.expiration)),
+        h('td', null, r.type),
+        h('td', { class: 'num' }, r.flags),
+        h('td', { class: 'muted mono' }, r.rev))))) : h('p', { class: 'muted' }, 'No documents here.'));
+  }
+
+  // open shows a document in the editor; id '' starts a new one.
+  async function open(id) {
+    const st = status('doc-status');
+    const key = h('input', { id: 'doc-key', value: id, readOnly: id !== '', required: true });
+    const body = h('textarea', { id: 'doc-body', rows: 14, spellcheck: false, class: 'code' });
+    const keep = h('input', { type: 'checkbox', id: 'doc-keep-expiry', checked: id !== '' });
+    const expiry = h('input', { type: 'number', id: 'doc-expiry', min: 0, value: 0, disabled: id !== '' });
+    keep.addEventListener('change', () => { expiry.disabled = keep.checked; });
+    const expAt = h('span', { class: 'muted' });
+    const expInfo = h('span', { class: 'countdown', id: 'doc-expiration' });
+    let cas = '';
+    if (id) {
+      try {
+        const r = await request('GET', path`/${bucket}/docs/${id}`, { query: { collection: collQuery() }, raw: true });
+        cas = r.headers.get('X-Mayfly-Cas') || '';
+        const exp = Number(r.headers.get('X-Mayfly-Expiration') || 0);
+        expInfo.dataset.exp = exp;
+        expInfo.textContent = countdown(exp);
+        expInfo.title = exp ? utc(exp) : 'no expiration';
+        expAt.textContent = exp ? ` (${utc(exp)})` : '';
+        const isJSON = (r.headers.get('Content-Type') || '').startsWith('application/json');
+        body.value = isJSON ? pretty(r.data) : r.data;
+        if (!isJSON) st.info('A binary value, shown as text: saving stores what the box holds.');
+      } catch (e) {
+        st.err(e);
+      }
+    } else {
+      body.value = '{\n  \n}';
+    }
+    const save = h('button', { type: 'button', class: 'primary', id: 'doc-save' }, 'Save');
+    save.addEventListener('click', () => busy(save, async () => {
+      try {
+        JSON.parse(body.value);
+      } catch (e) {
+        st.err(`Not valid JSON: ${e.message}`);
+        return;
+      }
+      try {
+        const q = { collection: collQuery(), cas: cas || undefined };
+        if (keep.checked) q.preserve_expiry = 'true'; else q.expiry = expiry.value;
+        if (!id) q.op = 'insert';
+        // A CAS is above 2^53, where JavaScript numbers lose digits: it is
+        // read from the answer's text.
+        const text = (await request('PUT', path`/${bucket}/docs/${key.value}`, { query: q, body: body.value, raw: true })).data;
+        const r = JSON.parse(text);
+        st.ok(`Saved ${r.id} (revision ${r.rev}).`);
+        id = r.id;
+        key.readOnly = true;
+        del.disabled = false;
+        cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
+        expInfo.dataset.exp = r.expiration;
+        expAt.textContent = r.expiration ? ` (${utc(r.expiration)})` : '';
+        load();
+      } catch (e) {
+        if (e.error === 'cas_mismatch') st.err('Not saved: the document changed since you opened it. Reopen it to see the new version.');
+        else if (e.error === 'key_exists') st.err(`Not saved: ${key.value} exists already.`);
+        else st.err(e);
+      }
+    }));
+    const del = confirmButton({ id: 'doc-delete', disabled: !id }, 'Delete', 'Really delete?', async () => {
+      try {
+        await request('DELETE', path`/${bucket}/docs/${id}`, { query: { collection: collQuery(), cas: cas || undefined } });
+        fill(editor, h('p', { class: 'status ok', id: 'doc-status' }, `Deleted ${id}.`));
+        load();
+      } catch (e) { st.err(e); }
+    });
+    const close = h('button', { type: 'button', onclick: () => fill(editor) }, 'Close');
+    fill(editor, h('div', { class: 'card' },
+      h('h2', null, id ? `Document ${id}` : 'New document'),
+      field('Key', key),
+      id ? h('p', null, 'Expires: ', expInfo, expAt) : null,
+      field('Value (JSON)', body),
+      h('div', { class: 'row' },
+        h('label', { class: 'check' }, keep, ' keep the current expiration'),
+        field('or expiry', expiry, 'seconds from now (up to 30 days) or a Unix time; 0: never')),
+      h('div', { class: 'buttons' }, save, del, close), st));
+    editor.scrollIntoView({ block: 'nearest' });
+  }
+
+  const bulkText = h('textarea', {
+    id: 'bulk-text', rows: 6, spellcheck: false, class: 'code',
+    placeholder: '{"id":"a","doc":{"type":"city","name":"Oslo"}}\n{"id":"b","doc":{"type":"city"},"expiry":60}\n{"op":"delete","id":"c"}',
+  });
+  const bulkStatus = status('bulk-result');
+  const bulkBtn = h('button', { type: 'button', class: 'primary', id: 'bulk-load' }, 'Load');
+  bulkBtn.addEventListener('click', () => busy(bulkBtn, async () => {
+    const body = bulkBody(bulkText.value, collQuery());
+    if (!body) {
+      bulkStatus.err('Nothing to load: one JSON operation a line.');
+      return;
+    }
+    bulkStatus.info('Loading…');
+    try {
+      const text = (await request('POST', path`/${bucket}/_bulk`, { body, type: 'application/x-ndjson' })).data;
+      const results = String(text).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+      const failed = results.filter((r) => r.error);
+      const msg = `${num(results.length - failed.length)} written, ${num(failed.length)} failed.`;
+      if (failed.length) {
+        bulkStatus.err(msg);
+        bulkStatus.append(h('ul', null, failed.slice(0, 20).map((r) => h('li', null, `${r.id ?? `line ${r.line}`}: ${r.reason}`))));
+      } else {
+        bulkStatus.ok(msg);
+      }
+      load();
+    } catch (e) { bulkStatus.err(e); }
+  }));
+
+  collSel.addEventListener('change', () => {
+    [state.scope, state.coll] = collSel.value.split('\u0000');
+    state.skip = 0;
+    fill(editor);
+    load();
+  });
+  startKey.addEventListener('change', () => { state.start = startKey.value; state.skip = 0; load(); });
+  prev.addEventListener('click', () => { state.skip = Math.max(0, state.skip - PAGE); load(); });
+  next.addEventListener('click', () => { state.skip += PAGE; load(); });
+
+  main.append(h('h1', null, `Documents in ${bucket}`),
+    h('div', { class: 'toolbar' }, field('Collection', collSel), field('Start key', startKey),
+      h('button', { type: 'button', id: 'doc-refresh', onclick: () => load() }, 'Refresh'),
+      h('button', { type: 'button', id: 'doc-new', onclick: () => open('') }, 'New document')),
+    listStatus, list, h('div', { class: 'pager-nav' }, prev, pos, next), editor,
+    h('div', { class: 'card' }, h('h2', null, 'Load documents'),
+      h('p', { class: 'muted' }, 'Newline-delimited JSON, one operation a line, sent to POST /', bucket,
+        '/_bulk: {"op":"upsert|insert|replace|delete|touch","id":…,"doc":…,"expiry":…}. A line without "op" is an upsert; lines go to the collection chosen above unless they name one.'),
+      bulkText, h('div', { class: 'buttons' }, bulkBtn), bulkStatus));
+
+  get(path`/pools/default/buckets/${bucket}/scopes`).then((res) => {
+    const opts = [];
+    for (const sc of res.scopes) {
+      for (const c of sc.collections) {
+        opts.push(h('option', { value: `${sc.name}\u0000${c.name}` }, `${sc.name}.${c.name}`));
+      }
+    }
+    fill(collSel, opts);
+    collSel.value = `${state.scope}\u0000${state.coll}`;
+  }).catch(() => fill(collSel, h('option', null, '_default._default')));
+  load();
+  const timer = setInterval(() => tickCountdowns(main), 1000);
+  return () => clearInterval(timer);
+}
+
+// bulkBody turns the box's lines into the bulk body: a JSON object line
+// without "op" becomes an upsert, and one without "collection" goes to coll.
+// The line's own text is kept (re-encoding a number above 2^53 would change
+// it); anything else is sent as it is, for the server to refuse that line.
+export function bulkBody(text, coll) {
+  const out = [];
+  for (const raw of text.split('\n')) {
+    let line = raw.trim();
+    if (!line) continue;
+    let v;
+    try { v = JSON.parse(line); } catch { v = null; }
+    if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
+      const add = [];
+      if (!('op' in v)) add.push('"op":"upsert"');
+      if (coll && !('collection' in v)) add.push(`"collection":${JSON.stringify(coll)}`);
+      if (add.length) line = `{${add.join(',')},${line.slice(1)}`;
+    }
+    out.push(line);
+  }
+  return out.join('\n');
+}

@@ -1,0 +1,156 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// putAlias stores an alias definition. Its targets must be full-text
+// indexes of the same bucket (an alias of aliases, or across buckets, is
+// refused). An index of the same name is replaced: closed, its files and
+// feed registration removed.
+func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) (*IndexDef, error) {
+	for _, t := range d.targets {
+		body, err := bi.bucket.SystemDoc(DefPrefix + t)
+		if err != nil {
+			return nil, defErr("target %q is not an index of bucket %s", t, bi.bucket.Name())
+		}
+		td, err := loadIndexDef(bi.bucket.Name(), t, body)
+		if err != nil {
+			return nil, defErr("target %q does not load: %v", t, err)
+		}
+		if td.IsAlias() {
+			return nil, defErr("target %q is an alias; an alias targets indexes", t)
+		}
+	}
+	bi.change.Lock()
+	defer bi.change.Unlock()
+	bi.mu.Lock()
+	gone, old := bi.mu.gone, bi.mu.indexers[d.Name]
+	bi.mu.Unlock()
+	if gone {
+		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bi.bucket.Name())
+	}
+	if err := bi.bucket.PutSystemDoc(ctx, DefPrefix+d.Name, d.Body); err != nil {
+		return nil, fmt.Errorf("search: store %s: %w", d.Name, err)
+	}
+	bi.mu.Lock()
+	delete(bi.mu.indexers, d.Name)
+	delete(bi.mu.broken, d.Name)
+	bi.mu.aliases[d.Name] = d
+	bi.mu.Unlock()
+	if old != nil { // an index replaced by an alias
+		if err := old.close(); err != nil {
+			s.opts.Logger.Warn("search: closing a replaced index", "bucket", bi.bucket.Name(), "index", d.Name, "err", err)
+		}
+		if err := bi.bucket.DropConsumer(ctx, consumerName(d.Name)); err != nil {
+			s.opts.Logger.Warn("search: dropping a replaced index's feed registration", "index", d.Name, "err", err)
+		}
+		if err := removeIndexFiles(bi.bucket, d.Name); err != nil {
+			s.opts.Logger.Warn("search: removing a replaced index", "bucket", bi.bucket.Name(), "index", d.Name, "err", err)
+		}
+	}
+	return d, nil
+}
+
+// aliasFor returns the alias called name in bucket, or nil.
+func (s *Service) aliasFor(bucket, name string) *IndexDef {
+	bi, err := s.lookup(bucket)
+	if err != nil {
+		return nil
+	}
+	bi.mu.Lock()
+	defer bi.mu.Unlock()
+	return bi.mu.aliases[name]
+}
+
+// aliasTargets returns the running indexers of an alias's targets: an error
+// wrapping ErrNotFound names a target that no longer exists.
+func (s *Service) aliasTargets(bucket string, a *IndexDef) ([]*indexer, error) {
+	out := make([]*indexer, 0, len(a.targets))
+	for _, t := range a.targets {
+		ix, err := s.indexerFor(bucket, t)
+		if err != nil {
+			return nil, fmt.Errorf("alias %s: target %s: %w", a.Name, t, err)
+		}
+		out = append(out, ix)
+	}
+	return out, nil
+}
+
+// searchAlias runs a search request on an alias's targets together, each
+// leaving out its documents expired at now, and merges their answers (hits
+// by score or sort, total_hits, facets), as bleve's index alias does.
+func (s *Service) searchAlias(ctx context.Context, bucket string, a *IndexDef, sr *bleve.SearchRequest, timeout time.Duration, atPlus bool) (*Answer, error) {
+	ixs, err := s.aliasTargets(bucket, a)
+	if err != nil {
+		return nil, err
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	for _, ix := range ixs {
+		ix.queries.Add(1)
+		if atPlus {
+			if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+				return nil, err
+			}
+		}
+		if err := ix.ensureSource(ctx); err != nil {
+			return nil, err
+		}
+	}
+	now := ixs[0].bucket.Clock().Now()
+	idxs := make([]bleve.Index, 0, len(ixs))
+	synonyms := false
+	for _, ix := range ixs {
+		ix.qmu.RLock()
+		defer ix.qmu.RUnlock()
+		if ix.closed {
+			return nil, ix.closedErr()
+		}
+		idxs = append(idxs, ix.idx)
+		synonyms = synonyms || ix.synonyms
+	}
+	w := *sr
+	if synonyms {
+		w.Query = live(sr.Query, now)
+	} else {
+		w.Query = &liveQuery{q: sr.Query, now: now, cache: &s.aliasCache}
+	}
+	alias := bleve.NewIndexAlias(idxs...)
+	res, err := alias.SearchInContext(ctx, &w)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("search: alias %s: %w", a.Name, ctx.Err())
+		}
+		var qe *QueryError
+		if errors.As(err, &qe) {
+			return nil, err
+		}
+		return nil, queryErr(err, "%v", err)
+	}
+	res.Request = sr
+	if math.IsNaN(res.MaxScore) || math.IsInf(res.MaxScore, 0) {
+		res.MaxScore = 0
+	}
+	return res, nil
+}
+
+// countAlias counts the live documents of an alias's targets.
+func (s *Service) countAlias(ctx context.Context, bucket string, a *IndexDef) (uint64, error) {
+	sr := bleve.NewSearchRequestOptions(query.NewMatchAllQuery(), 0, 0, false)
+	res, err := s.searchAlias(ctx, bucket, a, sr, 0, false)
+	if err != nil {
+		return 0, err
+	}
+	return res.Total, nil
+}

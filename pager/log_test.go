@@ -1,48 +1,14 @@
 package pager_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/logtest"
 	"github.com/mayflydb/mayfly/pager"
 )
-
-// logBuffer is a goroutine-safe buffer a JSON slog handler writes to.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the logged lines whose msg is msg, decoded.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(l.buf.String()) {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
 
 // A pager run that purges documents logs one info line with the bucket, the
 // count purged and the duration; runs that purge nothing (an idle bucket's,
@@ -50,8 +16,8 @@ func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
 func TestLogPagerRun(t *testing.T) {
 	eng, clk := newEngine(t, "")
 	b := newBucket(t, eng, "b", engine.Couchbase, nil)
-	var logs logBuffer
-	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var logs logtest.Buffer
+	logger := logs.Logger()
 	m := newManager(t, eng, &pager.Options{Logger: logger})
 	ctx := context.Background()
 	for range 5 {
@@ -59,7 +25,7 @@ func TestLogPagerRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := logs.records(t, "expiry pager run"); len(got) != 0 {
+	if got := logs.Records(t, "expiry pager run"); len(got) != 0 {
 		t.Fatalf("idle runs logged at info level: %v", got)
 	}
 	for i := range 7 {
@@ -76,7 +42,7 @@ func TestLogPagerRun(t *testing.T) {
 	if _, err := m.RunNow(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	got := logs.records(t, "expiry pager run")
+	got := logs.Records(t, "expiry pager run")
 	if len(got) != 1 {
 		t.Fatalf("%d info lines for one run that purged, want 1: %v", len(got), got)
 	}

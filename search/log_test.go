@@ -1,56 +1,22 @@
 package search_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/logtest"
 	"github.com/mayflydb/mayfly/search"
 )
-
-// logBuffer is a goroutine-safe buffer a JSON slog handler writes to.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the logged lines whose msg is msg, decoded.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(l.buf.String()) {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
 
 // Creating an index logs it once, and the end of its first build once with
 // the documents indexed and the rate; replacing it with a new mapping logs
 // the rebuild and its end; deleting it logs that. Later small catch-ups log
 // nothing at info level.
 func TestLogSearchIndexLifecycle(t *testing.T) {
-	var logs logBuffer
-	e := newEnv(t, engine.Couchbase, search.Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	var logs logtest.Buffer
+	e := newEnv(t, engine.Couchbase, search.Options{Logger: logs.Logger()})
 	const n = 30
 	for i := range n {
 		e.put(fmt.Sprint("k", i), fmt.Sprintf(`{"title":"doc %d"}`, i), 0)
@@ -59,11 +25,11 @@ func TestLogSearchIndexLifecycle(t *testing.T) {
 	if a := e.query("ix", `{"query":{"match_all":{}},`+atPlus+`}`); a.TotalHits != n {
 		t.Fatalf("%d hits, want %d", a.TotalHits, n)
 	}
-	created := logs.records(t, "search index created")
+	created := logs.Records(t, "search index created")
 	if len(created) != 1 || created[0]["level"] != "INFO" || created[0]["bucket"] != "default" || created[0]["index"] != "ix" {
 		t.Fatalf("created lines: %v", created)
 	}
-	built := logs.records(t, "search index build finished")
+	built := logs.Records(t, "search index build finished")
 	if len(built) != 1 {
 		t.Fatalf("%d build lines, want 1: %v", len(built), built)
 	}
@@ -75,7 +41,7 @@ func TestLogSearchIndexLifecycle(t *testing.T) {
 	if a := e.query("ix", `{"query":{"match_all":{}},`+atPlus+`}`); a.TotalHits != n+1 {
 		t.Fatalf("%d hits, want %d", a.TotalHits, n+1)
 	}
-	if built := logs.records(t, "search index build finished"); len(built) != 1 {
+	if built := logs.Records(t, "search index build finished"); len(built) != 1 {
 		t.Errorf("a one-document catch-up was logged as a build: %v", built)
 	}
 	// The same definition again keeps the index.
@@ -85,21 +51,21 @@ func TestLogSearchIndexLifecycle(t *testing.T) {
 	if a := e.query("ix", `{"query":{"match":"late","field":"title"},`+atPlus+`}`); a.TotalHits != 1 {
 		t.Fatalf("after the rebuild: %d hits", a.TotalHits)
 	}
-	updated := logs.records(t, "search index updated")
+	updated := logs.Records(t, "search index updated")
 	if len(updated) != 2 || updated[0]["rebuild"] != false || updated[1]["rebuild"] != true || updated[1]["index"] != "ix" {
 		t.Errorf("updated lines: %v", updated)
 	}
-	built = logs.records(t, "search index build finished")
+	built = logs.Records(t, "search index build finished")
 	if len(built) != 2 || built[1]["documents"] != float64(n+1) {
 		t.Errorf("build lines after the rebuild: %v", built)
 	}
 	if err := e.svc.DeleteIndex(context.Background(), "default", "ix"); err != nil {
 		t.Fatal(err)
 	}
-	if deleted := logs.records(t, "search index deleted"); len(deleted) != 1 || deleted[0]["index"] != "ix" || deleted[0]["bucket"] != "default" {
+	if deleted := logs.Records(t, "search index deleted"); len(deleted) != 1 || deleted[0]["index"] != "ix" || deleted[0]["bucket"] != "default" {
 		t.Errorf("deleted lines: %v", deleted)
 	}
-	if created := logs.records(t, "search index created"); len(created) != 1 {
+	if created := logs.Records(t, "search index created"); len(created) != 1 {
 		t.Errorf("created lines at the end: %v", created)
 	}
 }

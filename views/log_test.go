@@ -2,47 +2,22 @@ package views_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/internal/logtest"
 	"github.com/mayflydb/mayfly/views"
 )
-
-// jsonLogs is a JSON slog handler's output, safe for a logger and a test at
-// once.
-type jsonLogs struct{ lockedBuffer }
-
-func (l *jsonLogs) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-// records returns the logged lines whose msg is msg, decoded.
-func (l *jsonLogs) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for line := range strings.Lines(l.String()) {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
 
 // Creating, updating (with the same functions or new ones) and deleting a
 // design document logs one info line each, naming the bucket and the design
 // document and saying what happens to its index.
 func TestLogDesignDocChanged(t *testing.T) {
-	var logs jsonLogs
-	e := newEnv(t, views.Options{Logger: logs.logger()})
+	var logs logtest.Buffer
+	e := newEnv(t, views.Options{Logger: logs.Logger()})
 	ctx := context.Background()
 	const v1 = `{"views":{"v":{"map":"function (doc) { emit(doc.n, null); }"}}}`
 	steps := []struct {
@@ -64,7 +39,7 @@ func TestLogDesignDocChanged(t *testing.T) {
 		if err := st.do(); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		got := logs.records(t, "design document changed")
+		got := logs.Records(t, "design document changed")
 		if len(got) != i+1 {
 			t.Fatalf("after step %d: %d lines, want %d: %v", i, len(got), i+1, got)
 		}
@@ -77,7 +52,7 @@ func TestLogDesignDocChanged(t *testing.T) {
 	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function ("}}}`)); err == nil {
 		t.Fatal("a map function with a syntax error was accepted")
 	}
-	if got := logs.records(t, "design document changed"); len(got) != len(steps) {
+	if got := logs.Records(t, "design document changed"); len(got) != len(steps) {
 		t.Errorf("a refused design document was logged: %v", got[len(steps):])
 	}
 }
@@ -88,8 +63,8 @@ const mapFailedMsg = "view map function failed for a document; it has no rows in
 // naming the view and the document; when the budget refills, the next line
 // says how many were suppressed. _info still counts every error.
 func TestLogMapErrorsRateLimited(t *testing.T) {
-	var logs jsonLogs
-	e := newEnv(t, views.Options{Logger: logs.logger()})
+	var logs logtest.Buffer
+	e := newEnv(t, views.Options{Logger: logs.Logger()})
 	ctx := context.Background()
 	const n = 10000
 	loadInto(t, e.coll(), n)
@@ -106,7 +81,7 @@ func TestLogMapErrorsRateLimited(t *testing.T) {
 	if got := inf.Views["v"].MapErrors; got != n {
 		t.Fatalf("_info counts %d map errors, want %d", got, n)
 	}
-	lines := logs.records(t, mapFailedMsg)
+	lines := logs.Records(t, mapFailedMsg)
 	// The bucket's clock stands still: only the burst gets through.
 	if len(lines) == 0 || len(lines) > 10 {
 		t.Fatalf("%d log lines for %d map errors, want 1 to 10", len(lines), n)
@@ -123,7 +98,7 @@ func TestLogMapErrorsRateLimited(t *testing.T) {
 	if _, err := queryRows(ctx, e.svc, "default", "bad", "v", "stale=false"); err != nil {
 		t.Fatal(err)
 	}
-	after := logs.records(t, mapFailedMsg)
+	after := logs.Records(t, mapFailedMsg)
 	if len(after) != len(lines)+1 {
 		t.Fatalf("%d lines after the budget refilled, want %d", len(after), len(lines)+1)
 	}
@@ -135,8 +110,8 @@ func TestLogMapErrorsRateLimited(t *testing.T) {
 // A failed built-in reduce logs the view and the document at fault, and
 // repeated failures are rate-limited too.
 func TestLogReduceErrors(t *testing.T) {
-	var logs jsonLogs
-	e := newEnv(t, views.Options{Logger: logs.logger()})
+	var logs logtest.Buffer
+	e := newEnv(t, views.Options{Logger: logs.Logger()})
 	ctx := context.Background()
 	e.put("g1", `{"player":"ann","score":3}`)
 	e.put("g2", `{"player":"bo"}`)
@@ -158,7 +133,7 @@ func TestLogReduceErrors(t *testing.T) {
 			t.Fatal("the reduce over a null value succeeded")
 		}
 	}
-	lines := logs.records(t, "view reduce failed; queries of the view that reduce over the row at fault fail")
+	lines := logs.Records(t, "view reduce failed; queries of the view that reduce over the row at fault fail")
 	if len(lines) == 0 || len(lines) > 10 {
 		t.Fatalf("%d log lines for %d failed reduces, want 1 to 10", len(lines), queries)
 	}

@@ -1,42 +1,23 @@
 package views_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/mayflydb/mayfly/internal/logtest"
 	"github.com/mayflydb/mayfly/views"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestBuildProgress: _info's building, docs_indexed, docs_to_index, rate and
 // eta_seconds before, during and after a build; a stale=ok query says how far
 // behind its index is; the log tells a big build's start and end.
 func TestBuildProgress(t *testing.T) {
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	e := newEnv(t, views.Options{NoAutoUpdate: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	const n = 6000 // more than one mapping chunk (5,000), so progress shows mid-build

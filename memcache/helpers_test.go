@@ -46,16 +46,7 @@ func newFixtureClock(t testing.TB, opts *Options, clock engine.Clock, fake *engi
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(b, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), ln) }()
+	srv, addr, done := serve(t, b, opts)
 	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -69,7 +60,24 @@ func newFixtureClock(t testing.TB, opts *Options, clock engine.Clock, fake *engi
 		eng.Close()
 		checkNoLeaks(t)
 	})
-	return &fixture{srv: srv, addr: ln.Addr().String(), clock: fake, bucket: b}
+	return &fixture{srv: srv, addr: addr, clock: fake, bucket: b}
+}
+
+// serve starts a Server for b on a new loopback port and returns it, its
+// address, and the channel Serve's result arrives on once it is closed.
+func serve(t testing.TB, b *engine.Bucket, opts *Options) (*Server, string, <-chan error) {
+	t.Helper()
+	srv, err := New(b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), ln) }()
+	return srv, ln.Addr().String(), done
 }
 
 // checkNoLeaks fails if a goroutine of this package is still running.

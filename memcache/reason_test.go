@@ -1,18 +1,10 @@
 package memcache
 
 import (
-	"bufio"
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/mayflydb/mayfly/engine"
-	"github.com/mayflydb/mayfly/internal/testfs"
 )
 
 // goPrefix matches a Go package prefix at the start of an error reply's
@@ -61,69 +53,19 @@ func TestErrorRepliesHaveNoPackagePrefix(t *testing.T) {
 // An engine that is closed, and a full disk, answer SERVER_ERROR with the
 // cause in plain words.
 func TestEngineErrorRepliesHaveNoPackagePrefix(t *testing.T) {
-	dir := testfs.MountSmall(t, 3<<20)
-	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8})
-	if err != nil {
-		t.Fatal(err)
+	d := fillDisk(t)
+	if !strings.Contains(d.reply, "no space left on device") {
+		t.Fatalf("reply to a write on a full disk: %q", d.reply)
 	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Couchbase})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), ln) }()
-	defer func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
-	}()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
-	value := strings.Repeat("v", 16000)
-	reply := ""
-	for i := range 1000 {
-		fmt.Fprintf(conn, "set k%d 0 0 %d\r\n%s\r\n", i, len(value), value)
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if line != "STORED\r\n" {
-			reply = line
-			break
-		}
-	}
-	if !strings.Contains(reply, "no space left on device") {
-		t.Fatalf("reply to a write on a full disk: %q", reply)
-	}
-	checkReply(t, "full disk", strings.TrimSuffix(reply, "\r\n"))
-	if err := eng.Close(); err != nil {
+	checkReply(t, "full disk", strings.TrimSuffix(d.reply, "\r\n"))
+	if err := d.eng.Close(); err != nil {
 		t.Logf("closing a full engine: %v", err)
 	}
 	for _, req := range []string{"get k1\r\n", "set z 0 0 1\r\nz\r\n", "incr k1 1\r\n"} {
-		conn, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprint(conn, req)
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		conn.Close()
-		if err != nil {
-			t.Fatalf("%q: %v", req, err)
-		}
+		cl := dialAddr(t, d.addr)
+		cl.send(req)
+		line := cl.line()
+		cl.nc.Close()
 		checkReply(t, "closed engine: "+strings.TrimSpace(req), strings.TrimSuffix(line, "\r\n"))
 	}
 }

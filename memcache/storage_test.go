@@ -1,10 +1,9 @@
 package memcache
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,58 +12,62 @@ import (
 	"github.com/mayflydb/mayfly/internal/testfs"
 )
 
-// A full disk answers SERVER_ERROR with the cause, and the failed item is not
-// there to get.
-func TestFullDiskIsServerError(t *testing.T) {
+// fullDisk is a server over a Couchbase bucket whose data lives on a 3 MiB
+// file system that a connection has filled.
+type fullDisk struct {
+	eng    *engine.Engine
+	addr   string
+	c      *client // the connection that filled the disk
+	failed string  // the key of the first set refused
+	reply  string  // the reply to that set, "\r\n" included
+}
+
+// fillDisk starts a server over a small file system and sets 16 kB items on
+// one connection until a set is refused. Its cleanup closes the server,
+// checks that Serve returned ErrServerClosed, and closes the engine.
+func fillDisk(t *testing.T) *fullDisk {
+	t.Helper()
 	dir := testfs.MountSmall(t, 3<<20)
 	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
+	t.Cleanup(func() { eng.Close() })
 	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Couchbase})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), ln) }()
-	defer func() { srv.Close(); <-done }()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
+	srv, addr, done := serve(t, b, nil)
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	d := &fullDisk{eng: eng, addr: addr}
+	d.c = dialAddr(t, d.addr)
 	value := strings.Repeat("v", 16000)
-	var failed, reply string
 	for i := range 1000 {
 		key := fmt.Sprintf("k%d", i)
-		fmt.Fprintf(conn, "set %s 0 0 %d\r\n%s\r\n", key, len(value), value)
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if line != "STORED\r\n" {
-			failed, reply = key, line
-			break
+		d.c.send(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value))
+		if line := d.c.line(); line != "STORED\r\n" {
+			d.failed, d.reply = key, line
+			return d
 		}
 	}
-	if failed == "" {
-		t.Fatal("the disk never filled")
+	t.Fatal("the disk never filled")
+	return nil
+}
+
+// A full disk answers SERVER_ERROR with the cause, and the failed item is not
+// there to get.
+func TestFullDiskIsServerError(t *testing.T) {
+	d := fillDisk(t)
+	if !strings.HasPrefix(d.reply, "SERVER_ERROR ") || !strings.Contains(d.reply, "no space left on device") {
+		t.Errorf("reply to a write on a full disk: %q", d.reply)
 	}
-	if !strings.HasPrefix(reply, "SERVER_ERROR ") || !strings.Contains(reply, "no space left on device") {
-		t.Errorf("reply to a write on a full disk: %q", reply)
-	}
-	fmt.Fprintf(conn, "get %s\r\n", failed)
-	if line, _ := r.ReadString('\n'); line != "END\r\n" {
+	d.c.send("get " + d.failed + "\r\n")
+	if line := d.c.line(); line != "END\r\n" {
 		t.Errorf("get of the failed item: %q, want END", line)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/pager"
@@ -56,11 +55,7 @@ func cliServer(t *testing.T) *cliFixture {
 		t.Fatal(err)
 	}
 	pm := pager.New(eng, nil)
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	users := testUsers(t)
 	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Auth: users}))
 	t.Cleanup(func() {
 		srv.Close()

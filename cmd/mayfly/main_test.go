@@ -46,12 +46,18 @@ const (
 // testHandler is the HTTP API over eng with the test administrator.
 func testHandler(t *testing.T, eng *engine.Engine, pm *pager.Manager) http.Handler {
 	t.Helper()
+	return httpapi.New(eng, &httpapi.Options{Pager: pm, Auth: testUsers(t)})
+}
+
+// testUsers is a user store holding the test administrator.
+func testUsers(t *testing.T) *auth.Store {
+	t.Helper()
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
 		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return httpapi.New(eng, &httpapi.Options{Pager: pm, Auth: users})
+	return users
 }
 
 func runCmd(args ...string) (int, string, string) {

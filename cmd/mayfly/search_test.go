@@ -30,11 +30,7 @@ func searchServer(t *testing.T) (*httptest.Server, *engine.Bucket) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	users := testUsers(t)
 	r, _ := auth.ParseRoles("data_reader[default]")
 	if err := users.PutUser("reader", "", "password1", r); err != nil {
 		t.Fatal(err)

@@ -25,12 +25,6 @@ The log read is FILE, or DIR/` + audit.FileName + ` (default ./data).`
 
 // newAuditCmd is `mayfly audit verify [--data DIR | FILE]`.
 func newAuditCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "audit verify [--data DIR | FILE]",
-		Short: "Verify the audit log's hash chain",
-		Args:  cobra.ArbitraryArgs,
-		RunE:  needSubcommand,
-	}
 	var data string
 	verify := &cobra.Command{
 		Use:   "verify [--data DIR | FILE]",
@@ -49,8 +43,7 @@ func newAuditCmd() *cobra.Command {
 		},
 	}
 	verify.Flags().StringVar(&data, "data", "./data", "data directory whose "+audit.FileName+" to verify")
-	cmd.AddCommand(verify)
-	return cmd
+	return groupCmd("audit verify [--data DIR | FILE]", "Verify the audit log's hash chain", "", verify)
 }
 
 // runAuditVerify checks the log at path and prints the outcome.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -103,17 +104,11 @@ func (o *clientOptions) ddocPath(name string) string {
 
 // newDDocCmd is `mayfly ddoc put|get|rm|ls`.
 func newDDocCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "ddoc put|get|rm|ls",
-		Short: "Write, read, delete and list design documents",
-		Long: `Design documents hold a bucket's views: {"views":{"NAME":{"map":"function
+	return groupCmd("ddoc put|get|rm|ls", "Write, read, delete and list design documents",
+		`Design documents hold a bucket's views: {"views":{"NAME":{"map":"function
 (doc, meta) {...}","reduce":"_count"}}}. A name starting with dev_ is a
 development design document.`,
-		Args: cobra.ArbitraryArgs,
-		RunE: needSubcommand,
-	}
-	cmd.AddCommand(newDDocPutCmd(), newDDocGetCmd(), newDDocRmCmd(), newDDocLsCmd())
-	return cmd
+		newDDocPutCmd(), newDDocGetCmd(), newDDocRmCmd(), newDDocLsCmd())
 }
 
 func newDDocPutCmd() *cobra.Command {
@@ -132,22 +127,33 @@ func newDDocPutCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			var res struct {
-				ID string `json:"id"`
-			}
-			if err := c.call(cmd.Context(), http.MethodPut, o.ddocPath(name), "application/json", bytes.NewReader(body), &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stored %s\n", res.ID)
-			return nil
+			return o.changeDDoc(cmd, http.MethodPut, name, body, "stored")
 		},
 	}
 	addClientFlags(cmd, &o, true)
 	return cmd
+}
+
+// changeDDoc sends method to design document name, with body as JSON when
+// there is one, and prints done and the id the server answers with.
+func (o *clientOptions) changeDDoc(cmd *cobra.Command, method, name string, body []byte, done string) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	var in io.Reader
+	ctype := ""
+	if body != nil {
+		in, ctype = bytes.NewReader(body), "application/json"
+	}
+	var res struct {
+		ID string `json:"id"`
+	}
+	if err := c.call(cmd.Context(), method, o.ddocPath(name), ctype, in, &res); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", done, res.ID)
+	return nil
 }
 
 func newDDocGetCmd() *cobra.Command {
@@ -195,18 +201,7 @@ func newDDocRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			var res struct {
-				ID string `json:"id"`
-			}
-			if err := c.call(cmd.Context(), http.MethodDelete, o.ddocPath(name), "", nil, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", res.ID)
-			return nil
+			return o.changeDDoc(cmd, http.MethodDelete, name, nil, "deleted")
 		},
 	}
 	addClientFlags(cmd, &o, true)

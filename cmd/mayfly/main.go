@@ -85,6 +85,20 @@ func needSubcommand(cmd *cobra.Command, args []string) error {
 	return usagef("unknown sub-command %q", args[0])
 }
 
+// groupCmd is a command that only groups subs: run alone (or with an
+// unknown sub-command) it is a usage error.
+func groupCmd(use, short, long string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ArbitraryArgs,
+		RunE:  needSubcommand,
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // newRootCmd builds the whole command tree. It holds no state between runs:
 // each run builds its own.
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {

@@ -10,12 +10,6 @@ import (
 
 // newPagerCmd is `mayfly pager run`.
 func newPagerCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "pager run",
-		Short: "Run a bucket's expiry pager now",
-		Args:  cobra.ArbitraryArgs,
-		RunE:  needSubcommand,
-	}
 	var o clientOptions
 	run := &cobra.Command{
 		Use:   "run",
@@ -42,6 +36,5 @@ seconds; see mayfly ctl) and prints the expired documents it purged.`,
 		},
 	}
 	addClientFlags(run, &o, true)
-	cmd.AddCommand(run)
-	return cmd
+	return groupCmd("pager run", "Run a bucket's expiry pager now", "", run)
 }

@@ -85,28 +85,46 @@ func (c *client) do(method, path, contentType string, body io.Reader) (*http.Res
 	return http.DefaultClient.Do(req)
 }
 
-// mayfly creates bucket db and loads it through _bulk.
-func (c *client) mayfly(db string, n, batch int) (time.Duration, error) {
-	resp, err := c.do("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", strings.NewReader(url.Values{"name": {db}}.Encode()))
+// create makes the bucket or database (named in what, for errors) with one
+// request, which must succeed.
+func (c *client) create(method, path, contentType string, body io.Reader, what string) error {
+	resp, err := c.do(method, path, contentType, body)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return 0, fmt.Errorf("create bucket %s: %d %s", db, resp.StatusCode, b)
+		return fmt.Errorf("create %s: %d %s", what, resp.StatusCode, b)
 	}
+	return nil
+}
+
+// batches builds the request bodies for n documents, batch to a body (all
+// in one if batch <= 0): write writes documents start to end-1 into one.
+func batches(n, batch int, write func(buf *bytes.Buffer, start, end int)) [][]byte {
 	if batch <= 0 {
 		batch = n
 	}
 	var bodies [][]byte
 	for start := 0; start < n; start += batch {
 		var buf bytes.Buffer
-		for i := start; i < min(n, start+batch); i++ {
-			fmt.Fprintf(&buf, `{"op":"upsert","id":"%s","doc":%s}`+"\n", id(i), doc(i))
-		}
+		write(&buf, start, min(n, start+batch))
 		bodies = append(bodies, buf.Bytes())
 	}
+	return bodies
+}
+
+// mayfly creates bucket db and loads it through _bulk.
+func (c *client) mayfly(db string, n, batch int) (time.Duration, error) {
+	if err := c.create("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", strings.NewReader(url.Values{"name": {db}}.Encode()), "bucket "+db); err != nil {
+		return 0, err
+	}
+	bodies := batches(n, batch, func(buf *bytes.Buffer, start, end int) {
+		for i := start; i < end; i++ {
+			fmt.Fprintf(buf, `{"op":"upsert","id":"%s","doc":%s}`+"\n", id(i), doc(i))
+		}
+	})
 	began := time.Now() // wall clock: the load's rate
 	for _, body := range bodies {
 		resp, err := c.do("POST", "/"+db+"/_bulk", "application/x-ndjson", bytes.NewReader(body))
@@ -134,32 +152,20 @@ func (c *client) mayfly(db string, n, batch int) (time.Duration, error) {
 
 // pouch creates database db and loads it through _bulk_docs.
 func (c *client) pouch(db string, n, batch int) (time.Duration, error) {
-	resp, err := c.do("PUT", "/"+db, "", nil)
-	if err != nil {
+	if err := c.create("PUT", "/"+db, "", nil, "database "+db); err != nil {
 		return 0, err
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return 0, fmt.Errorf("create database %s: %d %s", db, resp.StatusCode, b)
-	}
-	if batch <= 0 {
-		batch = n
-	}
-	var bodies [][]byte
-	for start := 0; start < n; start += batch {
-		var buf bytes.Buffer
+	bodies := batches(n, batch, func(buf *bytes.Buffer, start, end int) {
 		buf.WriteString(`{"docs":[`)
-		for i := start; i < min(n, start+batch); i++ {
+		for i := start; i < end; i++ {
 			if i > start {
 				buf.WriteByte(',')
 			}
 			d := doc(i)
-			fmt.Fprintf(&buf, `{"_id":"%s",%s`, id(i), d[1:])
+			fmt.Fprintf(buf, `{"_id":"%s",%s`, id(i), d[1:])
 		}
 		buf.WriteString(`]}`)
-		bodies = append(bodies, buf.Bytes())
-	}
+	})
 	began := time.Now() // wall clock: the load's rate
 	for _, body := range bodies {
 		resp, err := c.do("POST", "/"+db+"/_bulk_docs", "application/json", bytes.NewReader(body))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -114,6 +116,25 @@ func newTestServer(t *testing.T) *testServer {
 		eng.Close()
 	})
 	return &testServer{url: srv.URL, clk: clk}
+}
+
+// adminPut sends body (of type ctype) to path as the administrator, behind
+// the console's back, and returns the response, its body read and closed.
+func (s *testServer) adminPut(t *testing.T, path, ctype, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	req.Header.Set("Content-Type", ctype)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
 
 // browser is a headless Chromium tab.

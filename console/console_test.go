@@ -229,17 +229,9 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 
 	// A write behind the console's back: its save is refused (CAS), and
 	// says why.
-	req, err := http.NewRequest(http.MethodPut, srv.url+"/default/docs/big", strings.NewReader(`{"n":1}`))
-	if err != nil {
-		t.Fatal(err)
+	if resp := srv.adminPut(t, "/default/docs/big", "application/json", `{"n":1}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("writing big behind the console: %s", resp.Status)
 	}
-	req.SetBasicAuth(adminUser, adminPass)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
 	b.set("#doc-body", `{"n":2}`)
 	b.click("#doc-save")
 	b.waitText("#doc-status", "changed since you opened it")
@@ -318,18 +310,7 @@ func TestConsoleHelpers(t *testing.T) {
 func TestConsoleReader(t *testing.T) {
 	b := newBrowser(t)
 	srv := newTestServer(t)
-	req, err := http.NewRequest(http.MethodPut, srv.url+"/settings/rbac/users/local/reader", strings.NewReader("password=reader-pw&roles=data_reader[default],views_reader[default]"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(adminUser, adminPass)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
+	if resp := srv.adminPut(t, "/settings/rbac/users/local/reader", "application/x-www-form-urlencoded", "password=reader-pw&roles=data_reader[default],views_reader[default]"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("creating user reader: %s", resp.Status)
 	}
 

@@ -95,40 +95,18 @@ func (h *harness) doStep() (*mcoll, string) {
 		h.write(cm, m, now, g, n, f, e, preserve)
 		return cm, k
 	case r < 29: // insert
-		e := h.expiryFor(cm)
-		f := h.randomTTLField()
-		op := fmt.Sprintf("%s: insert %s %s expiry=%d", cm, k, valueWith(g, n, f), e)
-		h.logStep("%s", op)
-		_, err := c.Insert(ctx, k, valueWith(g, n, f), &engine.WriteOptions{Expiry: e})
 		var state error
 		if m.live(now) {
 			state = engine.ErrKeyExists
 		}
-		if h.refused(cm, op, f, err, state) {
-			return cm, k
-		}
-		h.expectErr(op, err, state)
-		if state == nil {
-			h.write(cm, m, now, g, n, f, e, false)
-		}
+		h.writeIf(ctx, cm, m, k, now, g, n, "insert", c.Insert, state)
 		return cm, k
 	case r < 36: // replace
-		e := h.expiryFor(cm)
-		f := h.randomTTLField()
-		op := fmt.Sprintf("%s: replace %s %s expiry=%d", cm, k, valueWith(g, n, f), e)
-		h.logStep("%s", op)
-		_, err := c.Replace(ctx, k, valueWith(g, n, f), &engine.WriteOptions{Expiry: e})
 		var state error
 		if !m.live(now) {
 			state = engine.ErrNotFound
 		}
-		if h.refused(cm, op, f, err, state) {
-			return cm, k
-		}
-		h.expectErr(op, err, state)
-		if state == nil {
-			h.write(cm, m, now, g, n, f, e, false)
-		}
+		h.writeIf(ctx, cm, m, k, now, g, n, "replace", c.Replace, state)
 		return cm, k
 	case r < 43: // delete
 		h.logStep("%s: delete %s", cm, k)
@@ -314,6 +292,27 @@ func (h *harness) eachEntry(fn func(*mcoll, *entry)) {
 		for i := range cm.keys {
 			fn(cm, cm.model[key(i)])
 		}
+	}
+}
+
+// writeIf runs one insert or replace (verb, by do) of key k with a random
+// expiry and value: it must fail with state (engine.ErrKeyExists or
+// engine.ErrNotFound, from the model) or, with state nil, succeed and be
+// written to the model.
+func (h *harness) writeIf(ctx context.Context, cm *mcoll, m *entry, k string, now int64, g, n int, verb string,
+	do func(context.Context, string, []byte, *engine.WriteOptions) (*engine.Document, error), state error) {
+	h.t.Helper()
+	e := h.expiryFor(cm)
+	f := h.randomTTLField()
+	op := fmt.Sprintf("%s: %s %s %s expiry=%d", cm, verb, k, valueWith(g, n, f), e)
+	h.logStep("%s", op)
+	_, err := do(ctx, k, valueWith(g, n, f), &engine.WriteOptions{Expiry: e})
+	if h.refused(cm, op, f, err, state) {
+		return
+	}
+	h.expectErr(op, err, state)
+	if state == nil {
+		h.write(cm, m, now, g, n, f, e, false)
 	}
 }
 

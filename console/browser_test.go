@@ -317,11 +317,31 @@ func (b *browser) open(url string) {
 // login opens the console and logs in as the administrator.
 func (b *browser) login(srv *testServer) {
 	b.t.Helper()
+	b.loginAs(srv, adminUser, adminPass)
+}
+
+// loginAs opens the console and logs in as user, waiting for the bucket
+// list to show bucket default.
+func (b *browser) loginAs(srv *testServer, user, password string) {
+	b.t.Helper()
 	b.open(srv.url + "/ui/")
 	b.waitText("#main h1", "Log in")
-	b.set("#login-password", adminPass)
+	b.set("#login-user", user)
+	b.set("#login-password", password)
 	b.click("#login-submit")
 	b.waitText("#bucket-list", "default")
+}
+
+// newDevView goes to the views page and creates development design
+// document dev_ddoc with one view, leaving its editor open.
+func (b *browser) newDevView(ddoc, view string) {
+	b.t.Helper()
+	b.click(`#nav a[href^="#/views/"]`)
+	b.waitText("#ddoc-list", "Development")
+	b.set("#ddoc-new-name", ddoc)
+	b.set("#ddoc-new-view", view)
+	b.click("#ddoc-create")
+	b.waitText("#ddoc-detail h2", "_design/dev_"+ddoc)
 }
 
 // value returns the value of the input, select or textarea sel selects.

@@ -61,12 +61,7 @@ func TestConsole(t *testing.T) {
 	b.screenshot("documents")
 
 	// A design document: a syntax error is shown under the map editor.
-	b.click(`#nav a[href^="#/views/"]`)
-	b.waitText("#ddoc-list", "Development")
-	b.set("#ddoc-new-name", "cities")
-	b.set("#ddoc-new-view", "by_type")
-	b.click("#ddoc-create")
-	b.waitText("#ddoc-detail h2", "_design/dev_cities")
+	b.newDevView("cities", "by_type")
 	b.set("#map-editor", "function (doc, meta) {\n  emit(doc.type, doc.pop);\n  if (\n}")
 	b.set("#reduce-editor", "_sum")
 	b.click("#view-save")
@@ -247,12 +242,7 @@ func TestConsoleDocumentsAndSettings(t *testing.T) {
 
 	// A map function that throws on it: the view editor says so, naming
 	// the document, where the rows alone would only be missing.
-	b.click(`#nav a[href^="#/views/"]`)
-	b.waitText("#ddoc-list", "Development")
-	b.set("#ddoc-new-name", "errs")
-	b.set("#ddoc-new-view", "deep")
-	b.click("#ddoc-create")
-	b.waitText("#ddoc-detail h2", "_design/dev_errs")
+	b.newDevView("errs", "deep")
 	b.set("#map-editor", "function (doc, meta) {\n  emit(doc.a.b, null);\n}")
 	b.click("#view-save")
 	b.waitText("#view-status", "Saved _design/dev_errs")
@@ -314,12 +304,7 @@ func TestConsoleReader(t *testing.T) {
 		t.Fatalf("creating user reader: %s", resp.Status)
 	}
 
-	b.open(srv.url + "/ui/")
-	b.waitText("#main h1", "Log in")
-	b.set("#login-user", "reader")
-	b.set("#login-password", "reader-pw")
-	b.click("#login-submit")
-	b.waitText("#bucket-list", "default")
+	b.loginAs(srv, "reader", "reader-pw")
 	b.waitText("#who", "reader")
 
 	row := `tr[data-bucket="default"]`

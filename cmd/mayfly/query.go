@@ -129,23 +129,14 @@ func (o *queryOptions) params(cmd *cobra.Command) (url.Values, []byte, error) {
 		{"stale", "stale", o.stale},
 		{"on-error", "on_error", o.onError},
 		{"expired", "expired", o.expired},
+		{"inclusive-end", "inclusive_end", strconv.FormatBool(o.inclusiveEnd)},
+		{"group", "group", strconv.FormatBool(o.group)},
+		{"reduce", "reduce", strconv.FormatBool(o.reduce)},
+		{"descending", "descending", strconv.FormatBool(o.descending)},
+		{"include-docs", "include_docs", strconv.FormatBool(o.includeDocs)},
 	} {
 		if fs.Changed(p.flag) {
 			q.Set(p.param, p.val)
-		}
-	}
-	for _, p := range []struct {
-		flag, param string
-		val         bool
-	}{
-		{"inclusive-end", "inclusive_end", o.inclusiveEnd},
-		{"group", "group", o.group},
-		{"reduce", "reduce", o.reduce},
-		{"descending", "descending", o.descending},
-		{"include-docs", "include_docs", o.includeDocs},
-	} {
-		if fs.Changed(p.flag) {
-			q.Set(p.param, strconv.FormatBool(p.val))
 		}
 	}
 	for _, p := range []struct {

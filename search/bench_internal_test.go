@@ -74,6 +74,19 @@ func benchEngine(b *testing.B, keys []string, values [][]byte) (*engine.Engine, 
 	return eng, bk
 }
 
+// benchService is a search service over an engine loaded by benchEngine;
+// both close when the benchmark ends.
+func benchService(b *testing.B, keys []string, values [][]byte) (*Service, *engine.Engine) {
+	eng, _ := benchEngine(b, keys, values)
+	b.Cleanup(func() { eng.Close() })
+	s, err := New(context.Background(), eng, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, eng
+}
+
 // BenchmarkBuild indexes benchSize documents (50,000 unless
 // $MAYFLY_SEARCH_BENCH_N) both ways in every iteration, in turns (so that
 // the machine's load weighs on both alike): Mayfly from the change feed (a
@@ -83,13 +96,7 @@ func benchEngine(b *testing.B, keys []string, values [][]byte) (*engine.Engine, 
 func BenchmarkBuild(b *testing.B) {
 	benchN := benchSize(b)
 	keys, values := benchDocs(benchN)
-	eng, _ := benchEngine(b, keys, values)
-	defer eng.Close()
-	s, err := New(context.Background(), eng, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := benchService(b, keys, values)
 	ctx := context.Background()
 	mayfly := func(i int) time.Duration {
 		name := fmt.Sprint("i", i)
@@ -159,13 +166,7 @@ func BenchmarkBuild(b *testing.B) {
 // snapshot or second); and live's overhead over none, in percent.
 func BenchmarkExpiryFilter(b *testing.B) {
 	keys, values := benchDocs(benchSize(b))
-	eng, _ := benchEngine(b, keys, values)
-	defer eng.Close()
-	s, err := New(context.Background(), eng, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, eng := benchService(b, keys, values)
 	ctx := context.Background()
 	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 		b.Fatal(err)
@@ -227,13 +228,7 @@ func BenchmarkExpiryFilter(b *testing.B) {
 // hits by score, and reports their p50 and p99.
 func BenchmarkQueryLatency(b *testing.B) {
 	keys, values := benchDocs(benchSize(b))
-	eng, _ := benchEngine(b, keys, values)
-	defer eng.Close()
-	s, err := New(context.Background(), eng, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := benchService(b, keys, values)
 	ctx := context.Background()
 	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 		b.Fatal(err)

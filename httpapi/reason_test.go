@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -57,23 +56,11 @@ func TestReasonsHaveNoPackagePrefix(t *testing.T) {
 	}
 	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Search: ss, Auth: users}))
 	defer srv.Close()
+	f := &fixture{t: t, srv: srv}
 	do := func(method, path, contentType, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if contentType != "" {
-			req.Header.Set("Content-Type", contentType)
-		}
-		req.SetBasicAuth(adminUser, adminPass)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, _, b := f.do(method, path, contentType, body)
+		return code, b
 	}
 	const form = "application/x-www-form-urlencoded"
 	// Setup: documents, a design document whose reduce throws, one whose

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -35,16 +34,11 @@ func TestFullDiskIs507(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users}))
 	defer srv.Close()
 	body := `{"pad":"` + strings.Repeat("x", 16000) + `"}`
+	f := &fixture{t: t, srv: srv}
 	put := func(key string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/default/docs/"+key, strings.NewReader(body))
-		req.SetBasicAuth(adminUser, adminPass)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		t.Helper()
+		code, _, b := f.do(http.MethodPut, "/default/docs/"+key, "", body)
+		return code, b
 	}
 	var failedKey, reason string
 	for i := range 1000 {
@@ -64,26 +58,10 @@ func TestFullDiskIs507(t *testing.T) {
 	if !strings.Contains(reason, `"insufficient_storage"`) || !strings.Contains(reason, "no space left on device") || strings.Contains(reason, "engine:") {
 		t.Errorf("507 body does not give the cause: %s", reason)
 	}
-	get := func(url string) (*http.Response, error) {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.SetBasicAuth(adminUser, adminPass)
-		return http.DefaultClient.Do(req)
+	if status, _, b := f.do(http.MethodGet, "/default/docs/"+failedKey, "", ""); status != http.StatusNotFound {
+		t.Errorf("GET of the failed write: %d %s, want 404", status, b)
 	}
-	resp, err := get(srv.URL + "/default/docs/" + failedKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET of the failed write: %d, want 404", resp.StatusCode)
-	}
-	resp, err = get(srv.URL + "/pools/default/buckets/default/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), `"ep_storage_failed":1`) {
+	if _, _, b := f.do(http.MethodGet, "/pools/default/buckets/default/stats", "", ""); !strings.Contains(b, `"ep_storage_failed":1`) {
 		t.Errorf("stats do not show the failure: %s", b)
 	}
 }

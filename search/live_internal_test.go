@@ -12,28 +12,42 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
+// liveIndex opens an engine on clk with bucket default and a search
+// service (opts) holding index i, all closed when the test ends, and returns
+// the bucket and the index's indexer.
+func liveIndex(t *testing.T, clk *engine.FakeClock, opts *Options) (*engine.Bucket, *indexer) {
+	t.Helper()
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, eng, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := s.indexerFor("default", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, ix
+}
+
 // TestLiveKeepsScores: the expiry wrapper changes neither the scores nor the
 // order of the hits of live documents, and leaves out the expired ones.
 func TestLiveKeepsScores(t *testing.T) {
 	ctx := context.Background()
 	clk := engine.NewFakeClock(1_700_000_000)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, eng, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	b, ix := liveIndex(t, clk, nil)
 	for i := range 200 {
 		var exp int64
 		if i%4 == 0 {
@@ -42,7 +56,6 @@ func TestLiveKeepsScores(t *testing.T) {
 		v := fmt.Sprintf(`{"text":"%s"}`, [...]string{"red fox", "red red dog", "blue fox jumps", "red"}[i%4])
 		b.DefaultCollection().Upsert(ctx, fmt.Sprint("k", i), []byte(v), &engine.WriteOptions{Expiry: exp})
 	}
-	ix, _ := s.indexerFor("default", "i")
 	if err := ix.catchUp(ctx, b.HighSeqnos()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,24 +92,7 @@ func TestLiveFilterMatchesClause(t *testing.T) {
 	ctx := context.Background()
 	t0 := int64(1_700_000_000)
 	clk := engine.NewFakeClock(t0)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, eng, &Options{NoAutoUpdate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	ix, _ := s.indexerFor("default", "i")
+	b, ix := liveIndex(t, clk, &Options{NoAutoUpdate: true})
 	r := rand.New(rand.NewPCG(5, 6))
 	coll := b.DefaultCollection()
 	write := func(key string) {

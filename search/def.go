@@ -149,11 +149,8 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	default:
 		return nil, defErr("sourceType %q is not supported; use \"couchbase\"", d.SourceType)
 	}
-	switch {
-	case d.SourceName == "":
-		d.SourceName = bucket
-	case d.SourceName != bucket:
-		return nil, defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
+	if err := d.checkSourceName(bucket); err != nil {
+		return nil, err
 	}
 	if d.SourceCollection != "" {
 		if _, _, ok := splitCollection(d.SourceCollection); !ok {
@@ -206,6 +203,18 @@ func finishDef(raw map[string]json.RawMessage, d *IndexDef) (*IndexDef, error) {
 	return d, nil
 }
 
+// checkSourceName gives d sourceName bucket when it names none, and refuses
+// any other bucket: an index (or alias) reads only its own bucket.
+func (d *IndexDef) checkSourceName(bucket string) error {
+	switch {
+	case d.SourceName == "":
+		d.SourceName = bucket
+	case d.SourceName != bucket:
+		return defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
+	}
+	return nil
+}
+
 // parseAliasDef validates an alias definition: sourceType "nil" (or none),
 // sourceName the bucket (or none), and params.targets naming at least one
 // index. Whether the targets exist is PutIndex's business.
@@ -216,11 +225,8 @@ func parseAliasDef(bucket string, raw map[string]json.RawMessage, d *IndexDef) (
 	default:
 		return nil, defErr("an alias has sourceType \"nil\", not %q", d.SourceType)
 	}
-	switch {
-	case d.SourceName == "":
-		d.SourceName = bucket
-	case d.SourceName != bucket:
-		return nil, defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
+	if err := d.checkSourceName(bucket); err != nil {
+		return nil, err
 	}
 	if d.SourceCollection != "" {
 		return nil, defErr("an alias has no sourceCollection; its targets name theirs")

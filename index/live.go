@@ -1,6 +1,10 @@
 package index
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // Exact answers at an instant (Range.ExcludeExpired).
 //
@@ -55,107 +59,186 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 		}
 		return lc, nil
 	}
+	if n.leaf() {
+		return rd.leafLive(n)
+	}
 	if p := n.live.Load(); p != nil && p.valid(now) && (p.hasRed || !reduce) {
 		return *p, nil
 	}
-	var lcp *liveCache // the value to cache
-	if n.leaf() {
-		// One allocation holds the leaf's value and its chunks'.
-		lb := &leafLive{}
-		lcp = &lb.lc
-		*lcp = liveCache{lo: math.MinInt64, hasRed: reduce, chunks: lb.chunks[:(len(n.items)+liveChunk-1)/liveChunk]}
-	} else {
-		lcp = &liveCache{lo: math.MinInt64, hasRed: reduce}
+	lc := &liveCache{lo: math.MinInt64, hasRed: reduce}
+	// The children's reductions go on rd.stack above base: each child's
+	// own use of it ends before it returns.
+	base := len(rd.stack)
+	defer func() { rd.stack = rd.stack[:base] }()
+	for _, c := range n.children {
+		cl, err := rd.liveOf(c)
+		if err != nil {
+			return liveCache{}, err
+		}
+		lc.lo, lc.hi = max(lc.lo, cl.lo), minNZ(lc.hi, cl.hi)
+		lc.count += cl.count
+		if reduce && cl.count > 0 {
+			rd.stack = append(rd.stack, cl.red)
+		}
 	}
-	lc := lcp
-	if n.leaf() {
-		var prev []liveCache
-		if p := n.live.Load(); p != nil && (p.hasRed || !reduce) {
-			prev = p.chunks
+	if vals := rd.stack[base:]; len(vals) > 0 {
+		v, err := rd.rereduce(vals)
+		if err != nil {
+			return liveCache{}, err
 		}
-		vals := rd.leafVals[:0]
-		defer func() { rd.leafVals = vals[:0] }()
-		for i := range lc.chunks {
-			ch := &lc.chunks[i]
-			if i < len(prev) && prev[i].valid(now) {
-				*ch = prev[i]
-			} else if err := rd.liveChunk(ch, n.items[i*liveChunk:min((i+1)*liveChunk, len(n.items))]); err != nil {
-				return liveCache{}, err
-			}
-			lc.lo, lc.hi = max(lc.lo, ch.lo), minNZ(lc.hi, ch.hi)
-			lc.count += ch.count
-			if reduce && ch.count > 0 {
-				vals = append(vals, ch.red)
-			}
-		}
-		if len(vals) > 0 {
-			v, err := rd.rereduce(vals)
-			if err != nil {
-				return liveCache{}, err
-			}
-			lc.red = v
-		}
-	} else {
-		// The children's reductions go on rd.stack above base: each
-		// child's own use of it ends before it returns.
-		base := len(rd.stack)
-		defer func() { rd.stack = rd.stack[:base] }()
-		for _, c := range n.children {
-			cl, err := rd.liveOf(c)
-			if err != nil {
-				return liveCache{}, err
-			}
-			lc.lo, lc.hi = max(lc.lo, cl.lo), minNZ(lc.hi, cl.hi)
-			lc.count += cl.count
-			if reduce && cl.count > 0 {
-				rd.stack = append(rd.stack, cl.red)
-			}
-		}
-		if vals := rd.stack[base:]; len(vals) > 0 {
-			v, err := rd.rereduce(vals)
-			if err != nil {
-				return liveCache{}, err
-			}
-			lc.red = v
-		}
+		lc.red = v
 	}
 	if p := n.live.Load(); p == nil || !p.hasRed || reduce || !p.valid(now) {
-		n.live.Store(lcp)
+		n.live.Store(lc)
 	}
 	return *lc, nil
 }
 
-// leafLive is a leaf's liveCache with room for its chunks, in one
-// allocation.
-type leafLive struct {
-	lc     liveCache
-	chunks [(maxItems + liveChunk - 1) / liveChunk]liveCache
+// Leaves answer from what never goes stale.
+//
+// A leaf's live rows at any instant are a suffix of its rows ordered by
+// expiration (those that never expire last): the rows after the k that have
+// expired. So a leaf caches, once, its rows' expirations in that order and
+// the reduction of every such suffix that can be live (expSuffix); at an
+// instant, a binary search of the expirations gives k, the count, the
+// interval of validity and the reduction, with no Reducer call, no row read
+// and no allocation. A published leaf's rows never change, so the cache
+// holds for as long as the leaf lives; a write makes a new leaf without one.
+// Building it costs two Reducer calls per expiring row (a row's reduction,
+// then its rereduction with the suffix after it), once per leaf.
+
+// leafLive returns the live rows of leaf n at rd.now, as liveOf does, from
+// n's expSuffix (built and cached if need be).
+func (rd *reduction) leafLive(n *node) (liveCache, error) {
+	reduce := rd.r != nil
+	s := n.suffix.Load()
+	if s == nil || reduce && !s.hasRed {
+		var err error
+		if s, err = rd.buildSuffix(n); err != nil {
+			return liveCache{}, err
+		}
+	}
+	m := len(s.exps)
+	k := s.expiredAt(rd.now)
+	lc := liveCache{lo: math.MinInt64, count: len(n.items) - k, hasRed: reduce}
+	if k > 0 {
+		lc.lo = s.exps[k-1]
+	}
+	if k < m {
+		lc.hi = s.exps[k]
+	}
+	if reduce && k > 0 && lc.count > 0 {
+		lc.red = s.red(k)
+	} else if reduce && lc.count > 0 {
+		v, err := rd.node(n) // nothing expired: the whole leaf
+		if err != nil {
+			return liveCache{}, err
+		}
+		lc.red = v
+	}
+	return lc, nil
 }
 
-// liveChunk fills ch with the live rows of items (a chunk of a leaf) at
-// rd.now: their number, reduction and interval of validity.
-func (rd *reduction) liveChunk(ch *liveCache, items []row) error {
-	now, reduce := rd.now, rd.r != nil
-	*ch = liveCache{lo: math.MinInt64, hasRed: reduce}
-	live := rd.liveRows[:0]
-	for _, r := range items {
-		if e := r.exp(); isExpired(e, now) {
-			ch.lo = max(ch.lo, e)
+// expSuffix is what a leaf's rows are, ordered by expiration (see
+// leafLive): exps holds the non-zero expirations of its m expiring rows,
+// ascending; with hasRed, the reduction of the rows left once the first k
+// of that order are gone (1 <= k <= m, the rows that never expire last) is
+// vals[offs[k-1]:offs[k]], empty when no row is left.
+type expSuffix struct {
+	exps   []int64
+	offs   []uint32
+	vals   []byte
+	hasRed bool
+}
+
+// expiredAt returns the number of the leaf's rows expired at now.
+func (s *expSuffix) expiredAt(now int64) int {
+	lo, hi := 0, len(s.exps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.exps[m] <= now {
+			lo = m + 1
 		} else {
-			ch.hi = minNZ(ch.hi, e)
-			live = append(live, r)
+			hi = m
 		}
 	}
-	rd.liveRows = live[:0]
-	ch.count = len(live)
-	if reduce && len(live) > 0 {
-		v, err := rd.rows(live)
-		if err != nil {
-			return err
+	return lo
+}
+
+// red returns the reduction of the rows left once the first k (>= 1) in
+// expiration order are gone.
+func (s *expSuffix) red(k int) []byte {
+	a, b := s.offs[k-1], s.offs[k]
+	return s.vals[a:b:b]
+}
+
+// buildSuffix computes leaf n's expSuffix (with reductions if rd has a
+// Reducer) and caches it in n. Concurrent callers may compute it twice;
+// they store the same value.
+func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
+	byExp := rd.liveRows[:0]
+	never := 0
+	for _, r := range n.items {
+		if r.exp() != 0 {
+			byExp = append(byExp, r)
 		}
-		ch.red = v
 	}
-	return nil
+	m := len(byExp)
+	for _, r := range n.items {
+		if r.exp() == 0 {
+			byExp = append(byExp, r)
+			never++
+		}
+	}
+	rd.liveRows = byExp[:0]
+	slices.SortStableFunc(byExp[:m], func(a, b row) int { return cmp.Compare(a.exp(), b.exp()) })
+	s := &expSuffix{exps: make([]int64, m), hasRed: rd.r != nil}
+	for i, r := range byExp[:m] {
+		s.exps[i] = r.exp()
+	}
+	if s.hasRed && m > 0 {
+		// The suffixes from the last one back: suf[k-1] is the reduction of
+		// byExp[k:].
+		suf := rd.leafVals[:0]
+		defer func() { rd.leafVals = suf[:0] }()
+		var next []byte
+		if never > 0 {
+			v, err := rd.rows(byExp[m:])
+			if err != nil {
+				return nil, err
+			}
+			next = v
+		}
+		for k := m; k >= 1; k-- {
+			if k < m {
+				v, err := rd.rows(byExp[k : k+1])
+				if err != nil {
+					return nil, err
+				}
+				if next != nil {
+					rd.pair[0], rd.pair[1] = v, next
+					if v, err = rd.rereduce(rd.pair[:]); err != nil {
+						return nil, err
+					}
+				}
+				next = v
+			}
+			suf = append(suf, next)
+		}
+		slices.Reverse(suf)
+		size := 0
+		for _, v := range suf {
+			size += len(v)
+		}
+		s.offs = make([]uint32, m+1)
+		s.vals = make([]byte, 0, size)
+		for i, v := range suf {
+			s.vals = append(s.vals, v...)
+			s.offs[i+1] = uint32(len(s.vals))
+		}
+	}
+	n.suffix.Store(s)
+	return s, nil
 }
 
 // Whole-view answers (no key range, no grouping) do not descend at all.

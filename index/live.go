@@ -12,16 +12,17 @@ import (
 // non-zero expiration beneath it (minExp, kept by the writer as it keeps
 // count). At an instant now, a node with minExp 0 or above now holds live
 // rows only: its stored count and cached reduction answer as they are.
-// Below a node that holds expired rows, a query descends; what it finds — the
-// number of live rows, their reduction, and the interval of instants over
-// which they stay the same (from the latest expiration passed to the next to
-// come) — it caches in the node (live), as red is cached: atomically, in a
-// node that may be shared by snapshots, never written by the writer. A later
-// query inside that interval takes the cached value; one after the next
-// expiration descends again, but only into the children where something
-// expired since. So an exact answer costs about the expired rows the index
-// still holds (until the pager purges them), and a query with nothing newly
-// expired costs what an ordinary one does.
+// Below an inner node that holds expired rows, a query descends; what it
+// finds — the number of live rows, their reduction, and the interval of
+// instants over which they stay the same (from the latest expiration passed
+// to the next to come) — it caches in the node (live), as red is cached:
+// atomically, in a node that may be shared by snapshots, never written by
+// the writer. A later query inside that interval takes the cached value; one
+// after the next expiration descends again, but only into the children where
+// something expired since. Leaves answer from reductions by expiration order
+// that never go stale (see leafLive). So an exact answer costs about the
+// expired rows the index still holds (until the pager purges them), and a
+// query with nothing newly expired costs what an ordinary one does.
 
 // expired reports whether the row at c has expired at now. It reads the
 // row's expiration only when its leaf holds an expired row.

@@ -105,8 +105,9 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 // interval of validity and the reduction, with no Reducer call, no row read
 // and no allocation. A published leaf's rows never change, so the cache
 // holds for as long as the leaf lives; a write makes a new leaf without one.
-// Building it costs two Reducer calls per expiring row (a row's reduction,
-// then its rereduction with the suffix after it), once per leaf.
+// Building it costs two Reducer calls per distinct expiration of the leaf
+// (the reduction of the rows expiring then, and its rereduction with the
+// suffix after them), once per leaf.
 
 // leafLive returns the live rows of leaf n at rd.now, as liveOf does, from
 // n's expSuffix (built and cached if need be).
@@ -199,8 +200,11 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 	}
 	if s.hasRed && m > 0 {
 		// The suffixes from the last one back: suf[k-1] is the reduction of
-		// byExp[k:].
-		suf := rd.leafVals[:0]
+		// byExp[k:]. Rows expiring at the same instant go in one Reduce
+		// call: no instant has only some of them expired, so the suffixes
+		// that start inside such a run are never asked for (left empty).
+		suf := slices.Grow(rd.leafVals[:0], m)[:m]
+		clear(suf)
 		defer func() { rd.leafVals = suf[:0] }()
 		var next []byte
 		if never > 0 {
@@ -210,23 +214,27 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 			}
 			next = v
 		}
-		for k := m; k >= 1; k-- {
-			if k < m {
-				v, err := rd.rows(byExp[k : k+1])
-				if err != nil {
+		for k := m; ; {
+			suf[k-1] = next
+			j := k - 1 // byExp[j:k] expire at the same instant
+			for j > 0 && s.exps[j-1] == s.exps[k-1] {
+				j--
+			}
+			if j == 0 {
+				break
+			}
+			v, err := rd.rows(byExp[j:k])
+			if err != nil {
+				return nil, err
+			}
+			if next != nil {
+				rd.pair[0], rd.pair[1] = v, next
+				if v, err = rd.rereduce(rd.pair[:]); err != nil {
 					return nil, err
 				}
-				if next != nil {
-					rd.pair[0], rd.pair[1] = v, next
-					if v, err = rd.rereduce(rd.pair[:]); err != nil {
-						return nil, err
-					}
-				}
-				next = v
 			}
-			suf = append(suf, next)
+			next, k = v, j
 		}
-		slices.Reverse(suf)
 		size := 0
 		for _, v := range suf {
 			size += len(v)

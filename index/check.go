@@ -792,8 +792,12 @@ func (t *treeChecker) suffixReductions(red Reducer) {
 			}
 		}
 		slices.Sort(want)
-		if !slices.Equal(s.exps, want) {
-			t.c.failf("%s: leaf of %d rows from %q caches expirations %v, its rows' are %v", t.where, len(n.items), n.minKey(), s.exps, want)
+		exps := make([]int64, s.len())
+		for i := range exps {
+			exps[i] = s.exp(i)
+		}
+		if len(s.ent) != 2*len(exps) || !slices.Equal(exps, want) {
+			t.c.failf("%s: leaf of %d rows from %q caches expirations %v, its rows' are %v", t.where, len(n.items), n.minKey(), exps, want)
 			return
 		}
 		if !s.hasRed {
@@ -804,15 +808,15 @@ func (t *treeChecker) suffixReductions(red Reducer) {
 		case red == nil:
 			t.c.failf("%s: leaf from %q caches reductions by expiration, the view has no reduce", t.where, n.minKey())
 			return
-		case m == 0 && s.offs == nil && s.vals == nil:
+		case m == 0:
 			continue
-		case len(s.offs) != m+1 || s.offs[0] != 0 || int(s.offs[m]) != len(s.vals):
-			t.c.failf("%s: leaf from %q caches %d reductions by expiration in %d bytes, has %d expiring rows", t.where, n.minKey(), len(s.offs)-1, len(s.vals), m)
+		case s.end(m) != int64(len(s.vals)):
+			t.c.failf("%s: leaf from %q caches reductions by expiration ending at %d in %d bytes", t.where, n.minKey(), s.end(m), len(s.vals))
 			return
 		}
 		rd := reduction{ctx: t.c.ctx, r: red}
 		for k := 1; k <= m; k++ {
-			if s.offs[k] < s.offs[k-1] {
+			if s.end(k) < 0 || k > 1 && s.end(k) < s.end(k-1) {
 				t.c.failf("%s: leaf from %q caches reductions by expiration out of order", t.where, n.minKey())
 				return
 			}

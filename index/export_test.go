@@ -167,7 +167,7 @@ func suffixLeaf(ix *Index, view string) *expSuffix {
 	var found *expSuffix
 	_ = walkLeaves(ix.snap.Load().roots[ix.byName[view]], func(n *node) error {
 		s := n.suffix.Load()
-		if found == nil && s != nil && s.hasRed && len(s.exps) > 0 && (len(s.exps) == 1 || s.exps[0] != s.exps[1]) {
+		if found == nil && s != nil && s.hasRed && s.len() > 0 && (s.len() == 1 || s.exp(0) != s.exp(1)) {
 			found = s
 		}
 		return nil
@@ -183,10 +183,10 @@ func CorruptSuffixReduction(ix *Index, view string, wrong []byte) bool {
 	if s == nil {
 		return false
 	}
-	shift := uint32(len(wrong)) - s.offs[1]
-	s.vals = append(append([]byte(nil), wrong...), s.vals[s.offs[1]:]...)
-	for i := 1; i < len(s.offs); i++ {
-		s.offs[i] += shift
+	shift := int64(len(wrong)) - s.end(1)
+	s.vals = append(append([]byte(nil), wrong...), s.vals[s.end(1):]...)
+	for k := 1; k <= s.len(); k++ {
+		s.ent[2*k-1] += shift
 	}
 	return true
 }
@@ -199,6 +199,6 @@ func CorruptSuffixExp(ix *Index, view string) bool {
 	if s == nil {
 		return false
 	}
-	s.exps[0]--
+	s.ent[0]--
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // Exact answers at an instant (Range.ExcludeExpired).
@@ -120,14 +121,14 @@ func (rd *reduction) leafLive(n *node) (liveCache, error) {
 			return liveCache{}, err
 		}
 	}
-	m := len(s.exps)
+	m := s.len()
 	k := s.expiredAt(rd.now)
 	lc := liveCache{lo: math.MinInt64, count: len(n.items) - k, hasRed: reduce}
 	if k > 0 {
-		lc.lo = s.exps[k-1]
+		lc.lo = s.exp(k - 1)
 	}
 	if k < m {
-		lc.hi = s.exps[k]
+		lc.hi = s.exp(k)
 	}
 	if reduce && k > 0 && lc.count > 0 {
 		lc.red = s.red(k)
@@ -142,35 +143,65 @@ func (rd *reduction) leafLive(n *node) (liveCache, error) {
 }
 
 // expSuffix is what a leaf's rows are, ordered by expiration (see
-// leafLive): exps holds the non-zero expirations of its m expiring rows,
-// ascending; with hasRed, the reduction of the rows left once the first k
-// of that order are gone (1 <= k <= m, the rows that never expire last) is
-// vals[offs[k-1]:offs[k]], empty when no row is left.
+// leafLive), for its m expiring rows: ent[2i] is the i-th of their
+// expirations, ascending; with hasRed, the reduction of the rows left once
+// the first k of that order are gone (1 <= k <= m; the rows that never
+// expire come last) is vals[ent[2k-3]:ent[2k-1]] (from 0 for k = 1), empty
+// when no row is left. Interleaved so, what an instant needs is in a few
+// adjacent words. at remembers the k of the last instant asked, a hint
+// checked before use: time mostly moves on, and a leaf's k seldom changes.
 type expSuffix struct {
-	exps   []int64
-	offs   []uint32
+	ent    []int64
 	vals   []byte
 	hasRed bool
+	at     atomic.Int32
 }
+
+// len returns the number of the leaf's expiring rows.
+func (s *expSuffix) len() int { return len(s.ent) / 2 }
+
+// exp returns the i-th earliest expiration of the leaf's rows.
+func (s *expSuffix) exp(i int) int64 { return s.ent[2*i] }
+
+// end returns where in vals the reduction of the rows left once the first
+// k (>= 1) are gone ends.
+func (s *expSuffix) end(k int) int64 { return s.ent[2*k-1] }
 
 // expiredAt returns the number of the leaf's rows expired at now.
 func (s *expSuffix) expiredAt(now int64) int {
-	lo, hi := 0, len(s.exps)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if s.exps[m] <= now {
-			lo = m + 1
-		} else {
-			hi = m
+	m := s.len()
+	if k := int(s.at.Load()); k <= m {
+		if k == m || now < s.exp(k) {
+			if k == 0 || s.exp(k-1) <= now {
+				return k
+			}
+		} else if k+1 == m || now < s.exp(k+1) {
+			// One more has expired (the usual step of a clock moving on).
+			s.at.Store(int32(k + 1))
+			return k + 1
 		}
 	}
+	lo, hi := 0, m
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if s.exp(h) <= now {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	s.at.Store(int32(lo))
 	return lo
 }
 
 // red returns the reduction of the rows left once the first k (>= 1) in
 // expiration order are gone.
 func (s *expSuffix) red(k int) []byte {
-	a, b := s.offs[k-1], s.offs[k]
+	a := int64(0)
+	if k > 1 {
+		a = s.end(k - 1)
+	}
+	b := s.end(k)
 	return s.vals[a:b:b]
 }
 
@@ -194,9 +225,9 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 	}
 	rd.liveRows = byExp[:0]
 	slices.SortStableFunc(byExp[:m], func(a, b row) int { return cmp.Compare(a.exp(), b.exp()) })
-	s := &expSuffix{exps: make([]int64, m), hasRed: rd.r != nil}
+	s := &expSuffix{ent: make([]int64, 2*m), hasRed: rd.r != nil}
 	for i, r := range byExp[:m] {
-		s.exps[i] = r.exp()
+		s.ent[2*i] = r.exp()
 	}
 	if s.hasRed && m > 0 {
 		// The suffixes from the last one back: suf[k-1] is the reduction of
@@ -217,7 +248,7 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 		for k := m; ; {
 			suf[k-1] = next
 			j := k - 1 // byExp[j:k] expire at the same instant
-			for j > 0 && s.exps[j-1] == s.exps[k-1] {
+			for j > 0 && s.exp(j-1) == s.exp(k-1) {
 				j--
 			}
 			if j == 0 {
@@ -239,11 +270,10 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 		for _, v := range suf {
 			size += len(v)
 		}
-		s.offs = make([]uint32, m+1)
 		s.vals = make([]byte, 0, size)
 		for i, v := range suf {
 			s.vals = append(s.vals, v...)
-			s.offs[i+1] = uint32(len(s.vals))
+			s.ent[2*i+1] = int64(len(s.vals))
 		}
 	}
 	n.suffix.Store(s)

@@ -803,6 +803,13 @@ func (t *treeChecker) suffixReductions(red Reducer) {
 		if !s.hasRed {
 			continue
 		}
+		if s.tooBig {
+			if s.vals != nil {
+				t.c.failf("%s: leaf from %q keeps reductions by expiration it found too big", t.where, n.minKey())
+				return
+			}
+			continue
+		}
 		m := len(want)
 		switch {
 		case red == nil:

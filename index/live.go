@@ -130,9 +130,18 @@ func (rd *reduction) leafLive(n *node) (liveCache, error) {
 	if k < m {
 		lc.hi = s.exp(k)
 	}
-	if reduce && k > 0 && lc.count > 0 {
+	switch {
+	case !reduce || lc.count == 0:
+	case s.tooBig:
+		// Reduced from the live rows, uncached (see tooBig).
+		v, err := rd.rows(rd.liveOnly(n.items))
+		if err != nil {
+			return liveCache{}, err
+		}
+		lc.red = v
+	case k > 0:
 		lc.red = s.red(k)
-	} else if reduce && lc.count > 0 {
+	default:
 		v, err := rd.node(n) // nothing expired: the whole leaf
 		if err != nil {
 			return liveCache{}, err
@@ -150,12 +159,23 @@ func (rd *reduction) leafLive(n *node) (liveCache, error) {
 // when no row is left. Interleaved so, what an instant needs is in a few
 // adjacent words. at remembers the k of the last instant asked, a hint
 // checked before use: time mostly moves on, and a leaf's k seldom changes.
+//
+// tooBig (with hasRed) says the reductions were computed but not kept, as
+// they took more than maxSuffixRatio times the bytes of the leaf's rows (a
+// reduce whose result grows with its rows, such as one that lists them,
+// would make them quadratic): the leaf's live rows are then reduced from
+// the rows at each query, and vals is nil.
 type expSuffix struct {
 	ent    []int64
 	vals   []byte
 	hasRed bool
+	tooBig bool
 	at     atomic.Int32
 }
+
+// maxSuffixRatio bounds the bytes of a leaf's reductions by expiration, as
+// a multiple of the bytes of its rows.
+const maxSuffixRatio = 2
 
 // len returns the number of the leaf's expiring rows.
 func (s *expSuffix) len() int { return len(s.ent) / 2 }
@@ -269,6 +289,15 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 		size := 0
 		for _, v := range suf {
 			size += len(v)
+		}
+		rowBytes := 0
+		for _, r := range n.items {
+			rowBytes += len(r)
+		}
+		if size > maxSuffixRatio*rowBytes {
+			s.tooBig = true
+			n.suffix.Store(s)
+			return s, nil
 		}
 		s.vals = make([]byte, 0, size)
 		for i, v := range suf {

@@ -687,3 +687,59 @@ func TestExcludeExpired_LeafReductionsByExpiration(t *testing.T) {
 		check(now)
 	}
 }
+
+// padReducer reduces rows to a JSON string of 10 bytes per row: a result
+// that grows with its rows, so that a leaf's reductions by expiration would
+// take quadratic room and are not kept.
+type padReducer struct{}
+
+func (padReducer) Reduce(_ context.Context, _ [][]byte, _ []string, values [][]byte) ([]byte, error) {
+	return []byte(`"` + strings.Repeat("x", 10*len(values)) + `"`), nil
+}
+
+func (padReducer) Rereduce(_ context.Context, values [][]byte) ([]byte, error) {
+	n := 0
+	for _, v := range values {
+		n += len(v) - 2
+	}
+	return []byte(`"` + strings.Repeat("x", n) + `"`), nil
+}
+
+// TestExcludeExpired_GrowingReduction checks exact grouped and key-range
+// reduces with a reduce whose result grows with its rows (the leaves do
+// not keep their reductions by expiration, and reduce their live rows at
+// each query) against include-mode answers over the live documents.
+func TestExcludeExpired_GrowingReduction(t *testing.T) {
+	cfg := index.Config{NumPartitions: 4, Views: []index.ViewConfig{{Name: "p", Reducer: padReducer{}}}}
+	ix := openIndex(t, cfg)
+	var ups []index.DocUpdate
+	for i := range 500 {
+		exp := 100 + int64(i*7%50)
+		if i%9 == 0 {
+			exp = 0
+		}
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%03d", i), Seq: uint64(i + 1), Expiration: exp,
+			Rows: map[string][]index.Emit{"p": emits(fmt.Sprintf("[%d,%d]", i/50, i), "1")}})
+	}
+	apply(t, ix, ups...)
+	for _, now := range []int64{99, 110, 111, 130, 120, 149, 150} {
+		live := openIndex(t, cfg)
+		var lu []index.DocUpdate
+		for _, u := range ups {
+			if u.Expiration == 0 || u.Expiration > now {
+				u.Expiration = 0
+				lu = append(lu, u)
+			}
+		}
+		apply(t, live, lu...)
+		for _, r := range []index.Range{{EndKey: js("[9]")}, {StartKey: js("[2]"), EndKey: js("[8,450]")}} {
+			for _, g := range []index.Grouping{{}, {Level: 1}} {
+				er := r
+				er.ExcludeExpired, er.Now = true, now
+				equalStrings(t, fmt.Sprintf("now %d: %+v %+v", now, r, g), reduced(t, ix, "p", er, g), reduced(t, live, "p", r, g))
+			}
+		}
+		checkIndex(t, ix)
+		closeIndex(t, live)
+	}
+}

@@ -162,6 +162,9 @@ func (c *checker) checkState(where string, snap *snapshot, back map[string][]byt
 			t.liveReductions(v.Reducer)
 		}
 		if reductions && c.ok() {
+			t.suffixReductions(v.Reducer)
+		}
+		if reductions && c.ok() {
 			t.neverReductions(v.Reducer)
 		}
 		if c.ok() {
@@ -182,6 +185,8 @@ type treeChecker struct {
 	prev       row     // the row before, in tree order
 	cached     []*node // nodes with a cached reduction
 	liveCached []*node // nodes with a cached live reduction
+	// leaves with cached reductions of their rows by expiration
+	suffixCached []*node
 	// nodes with a cached reduction of the rows that never expire
 	neverCached []*node
 	rows        int  // rows seen so far
@@ -215,6 +220,9 @@ func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (
 	}
 	if n.never.Load() != nil {
 		t.neverCached = append(t.neverCached, n)
+	}
+	if n.suffix.Load() != nil {
+		t.suffixCached = append(t.suffixCached, n)
 	}
 	if n.gen > c.gen {
 		c.failf("%s: node of generation %d, the writer is at %d", t.where, n.gen, c.gen)
@@ -695,7 +703,6 @@ func (t *treeChecker) liveReductions(red Reducer) {
 			return
 		}
 		lc := n.live.Load()
-		t.liveChunks(red, n, lc)
 		at := lc.lo
 		var live []row
 		var leaves [][]row // live rows per leaf, for the reduction
@@ -765,50 +772,89 @@ func (t *treeChecker) liveReductions(red Reducer) {
 	}
 }
 
-// liveChunks checks the chunks of a leaf's cached live rows as liveReductions
-// checks nodes'.
-func (t *treeChecker) liveChunks(red Reducer, n *node, lc *liveCache) {
-	if !n.leaf() {
-		if lc.chunks != nil {
-			t.c.failf("%s: inner node from %q caches live chunks", t.where, n.minKey())
-		}
-		return
-	}
-	if want := (len(n.items) + liveChunk - 1) / liveChunk; len(lc.chunks) != want {
-		t.c.failf("%s: leaf of %d rows from %q caches %d live chunks, want %d", t.where, len(n.items), n.minKey(), len(lc.chunks), want)
-		return
-	}
-	rd := reduction{ctx: t.c.ctx, r: red}
-	for i, ch := range lc.chunks {
-		items := n.items[i*liveChunk : min((i+1)*liveChunk, len(n.items))]
-		var live []row
-		for _, r := range items {
-			e := r.exp()
-			if e != 0 && e > ch.lo && (ch.hi == 0 || e < ch.hi) {
-				t.c.failf("%s: chunk %d of the leaf from %q caches live rows for [%d, %d), a row expires at %d", t.where, i, n.minKey(), ch.lo, ch.hi, e)
-				return
-			}
-			if !isExpired(e, ch.lo) {
-				live = append(live, r)
-			}
-		}
-		if ch.count != len(live) {
-			t.c.failf("%s: chunk %d of the leaf from %q caches %d live rows, %d are", t.where, i, n.minKey(), ch.count, len(live))
+// suffixReductions checks each leaf's cached rows by expiration (see
+// expSuffix) against a recomputation: the expirations are those of its
+// expiring rows in ascending order, and for each number k of them that can
+// have expired at an instant (the k-th expiration below the next), the
+// cached reduction is that of the rows left (those that never expire or
+// expire after the k-th), reduced from the rows. red is the view's
+// Reducer, nil for a map-only view.
+func (t *treeChecker) suffixReductions(red Reducer) {
+	for _, n := range t.suffixCached {
+		if !t.c.ok() {
 			return
 		}
-		if !ch.hasRed || red == nil || len(live) == 0 {
+		s := n.suffix.Load()
+		var want []int64
+		for _, r := range n.items {
+			if e := r.exp(); e != 0 {
+				want = append(want, e)
+			}
+		}
+		slices.Sort(want)
+		exps := make([]int64, s.len())
+		for i := range exps {
+			exps[i] = s.exp(i)
+		}
+		if len(s.ent) != 2*len(exps) || !slices.Equal(exps, want) {
+			t.c.failf("%s: leaf of %d rows from %q caches expirations %v, its rows' are %v", t.where, len(n.items), n.minKey(), exps, want)
+			return
+		}
+		if !s.hasRed {
 			continue
 		}
-		v, err := rd.rows(live)
-		if err != nil {
-			if t.c.ctx.Err() == nil {
-				t.c.failf("%s: chunk %d of the leaf from %q: recomputing its live reduction fails: %v", t.where, i, n.minKey(), err)
+		if s.tooBig {
+			if s.vals != nil {
+				t.c.failf("%s: leaf from %q keeps reductions by expiration it found too big", t.where, n.minKey())
+				return
 			}
+			continue
+		}
+		m := len(want)
+		switch {
+		case red == nil:
+			t.c.failf("%s: leaf from %q caches reductions by expiration, the view has no reduce", t.where, n.minKey())
+			return
+		case m == 0:
+			continue
+		case s.end(m) != int64(len(s.vals)):
+			t.c.failf("%s: leaf from %q caches reductions by expiration ending at %d in %d bytes", t.where, n.minKey(), s.end(m), len(s.vals))
 			return
 		}
-		if !sameJSON(ch.red, v) {
-			t.c.failf("%s: chunk %d of the leaf from %q caches live reduction %s, recomputed %s", t.where, i, n.minKey(), ch.red, v)
-			return
+		rd := reduction{ctx: t.c.ctx, r: red}
+		for k := 1; k <= m; k++ {
+			if s.end(k) < 0 || k > 1 && s.end(k) < s.end(k-1) {
+				t.c.failf("%s: leaf from %q caches reductions by expiration out of order", t.where, n.minKey())
+				return
+			}
+			if k < m && want[k] == want[k-1] {
+				continue // no instant has exactly k expired
+			}
+			var left []row
+			for _, r := range n.items {
+				if e := r.exp(); e == 0 || e > want[k-1] {
+					left = append(left, r)
+				}
+			}
+			got := s.red(k)
+			if len(left) == 0 {
+				if len(got) != 0 {
+					t.c.failf("%s: leaf from %q caches reduction %s of its rows expiring after %d, there are none", t.where, n.minKey(), got, want[k-1])
+					return
+				}
+				continue
+			}
+			v, err := rd.rows(left)
+			if err != nil {
+				if t.c.ctx.Err() == nil {
+					t.c.failf("%s: leaf from %q caches reduction %s of its rows expiring after %d, recomputing it fails: %v", t.where, n.minKey(), got, want[k-1], err)
+				}
+				return
+			}
+			if !closeJSON(got, v) {
+				t.c.failf("%s: leaf from %q caches reduction %s of its rows expiring after %d or never, recomputed %s", t.where, n.minKey(), got, want[k-1], v)
+				return
+			}
 		}
 	}
 }

@@ -45,14 +45,17 @@
 // as it keeps counts. A query with Range.ExcludeExpired answers exactly at
 // its instant, as if expired documents were purged already: a node with
 // nothing expired beneath answers with its count and cached reduction as
-// before; under one that holds expired rows the query descends, and caches
-// in the node (atomically, as reductions are cached) the count and
+// before; under one that holds expired rows the query descends. A leaf's
+// live rows at any instant are a suffix of its rows ordered by expiration,
+// so a leaf caches once (atomically, as reductions are cached) its rows'
+// expirations in that order and the reduction of each such suffix, which
+// never go stale: at any instant it answers with a binary search, no
+// Reducer call and no row read. An inner node caches the count and
 // reduction of its live rows with the interval of instants over which they
-// hold, per chunk of 8 rows in a leaf. A later query inside that interval
-// reuses it; one after the next expiration beneath recomputes only the
-// chunks and paths where something expired since. So an exact answer costs
-// about the expired rows the index still holds, and nothing is written on a
-// read (see live.go).
+// hold; a later query inside that interval reuses it, one after the next
+// expiration beneath rereduces the paths where something expired since. So
+// an exact answer costs about the expired rows the index still holds, and
+// nothing is written on a read (see live.go).
 //
 // Each view also has an expiry tree: its rows that have an expiration,
 // keyed by expiration, then document id and emit order, with cached

@@ -159,3 +159,46 @@ func CorruptFileSeqs(ix *Index, seq uint64) error {
 func CopyFile(ix *Index, path string) error {
 	return ix.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
 }
+
+// suffixLeaf returns the first leaf of view's tree that caches reductions
+// by expiration with the first of them checked (its two earliest
+// expirations differ), or nil.
+func suffixLeaf(ix *Index, view string) *expSuffix {
+	var found *expSuffix
+	_ = walkLeaves(ix.snap.Load().roots[ix.byName[view]], func(n *node) error {
+		s := n.suffix.Load()
+		if found == nil && s != nil && s.hasRed && s.len() > 0 && (s.len() == 1 || s.exp(0) != s.exp(1)) {
+			found = s
+		}
+		return nil
+	})
+	return found
+}
+
+// CorruptSuffixReduction caches a wrong reduction of the rows left once the
+// earliest expiring row is gone, in the first leaf of view's tree that
+// caches reductions by expiration; it reports whether there was one.
+func CorruptSuffixReduction(ix *Index, view string, wrong []byte) bool {
+	s := suffixLeaf(ix, view)
+	if s == nil {
+		return false
+	}
+	shift := int64(len(wrong)) - s.end(1)
+	s.vals = append(append([]byte(nil), wrong...), s.vals[s.end(1):]...)
+	for k := 1; k <= s.len(); k++ {
+		s.ent[2*k-1] += shift
+	}
+	return true
+}
+
+// CorruptSuffixExp moves the earliest expiration cached by expiration in
+// the first leaf of view's tree that caches reductions by expiration one
+// second earlier; it reports whether there was one.
+func CorruptSuffixExp(ix *Index, view string) bool {
+	s := suffixLeaf(ix, view)
+	if s == nil {
+		return false
+	}
+	s.ent[0]--
+	return true
+}

@@ -1,6 +1,11 @@
 package index
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync/atomic"
+)
 
 // Exact answers at an instant (Range.ExcludeExpired).
 //
@@ -8,16 +13,17 @@ import "math"
 // non-zero expiration beneath it (minExp, kept by the writer as it keeps
 // count). At an instant now, a node with minExp 0 or above now holds live
 // rows only: its stored count and cached reduction answer as they are.
-// Below a node that holds expired rows, a query descends; what it finds — the
-// number of live rows, their reduction, and the interval of instants over
-// which they stay the same (from the latest expiration passed to the next to
-// come) — it caches in the node (live), as red is cached: atomically, in a
-// node that may be shared by snapshots, never written by the writer. A later
-// query inside that interval takes the cached value; one after the next
-// expiration descends again, but only into the children where something
-// expired since. So an exact answer costs about the expired rows the index
-// still holds (until the pager purges them), and a query with nothing newly
-// expired costs what an ordinary one does.
+// Below an inner node that holds expired rows, a query descends; what it
+// finds — the number of live rows, their reduction, and the interval of
+// instants over which they stay the same (from the latest expiration passed
+// to the next to come) — it caches in the node (live), as red is cached:
+// atomically, in a node that may be shared by snapshots, never written by
+// the writer. A later query inside that interval takes the cached value; one
+// after the next expiration descends again, but only into the children where
+// something expired since. Leaves answer from reductions by expiration order
+// that never go stale (see leafLive). So an exact answer costs about the
+// expired rows the index still holds (until the pager purges them), and a
+// query with nothing newly expired costs what an ordinary one does.
 
 // expired reports whether the row at c has expired at now. It reads the
 // row's expiration only when its leaf holds an expired row.
@@ -55,107 +61,252 @@ func (rd *reduction) liveOf(n *node) (liveCache, error) {
 		}
 		return lc, nil
 	}
+	if n.leaf() {
+		return rd.leafLive(n)
+	}
 	if p := n.live.Load(); p != nil && p.valid(now) && (p.hasRed || !reduce) {
 		return *p, nil
 	}
-	var lcp *liveCache // the value to cache
-	if n.leaf() {
-		// One allocation holds the leaf's value and its chunks'.
-		lb := &leafLive{}
-		lcp = &lb.lc
-		*lcp = liveCache{lo: math.MinInt64, hasRed: reduce, chunks: lb.chunks[:(len(n.items)+liveChunk-1)/liveChunk]}
-	} else {
-		lcp = &liveCache{lo: math.MinInt64, hasRed: reduce}
+	lc := &liveCache{lo: math.MinInt64, hasRed: reduce}
+	// The children's reductions go on rd.stack above base: each child's
+	// own use of it ends before it returns.
+	base := len(rd.stack)
+	defer func() { rd.stack = rd.stack[:base] }()
+	for _, c := range n.children {
+		cl, err := rd.liveOf(c)
+		if err != nil {
+			return liveCache{}, err
+		}
+		lc.lo, lc.hi = max(lc.lo, cl.lo), minNZ(lc.hi, cl.hi)
+		lc.count += cl.count
+		if reduce && cl.count > 0 {
+			rd.stack = append(rd.stack, cl.red)
+		}
 	}
-	lc := lcp
-	if n.leaf() {
-		var prev []liveCache
-		if p := n.live.Load(); p != nil && (p.hasRed || !reduce) {
-			prev = p.chunks
+	if vals := rd.stack[base:]; len(vals) > 0 {
+		v, err := rd.rereduce(vals)
+		if err != nil {
+			return liveCache{}, err
 		}
-		vals := rd.leafVals[:0]
-		defer func() { rd.leafVals = vals[:0] }()
-		for i := range lc.chunks {
-			ch := &lc.chunks[i]
-			if i < len(prev) && prev[i].valid(now) {
-				*ch = prev[i]
-			} else if err := rd.liveChunk(ch, n.items[i*liveChunk:min((i+1)*liveChunk, len(n.items))]); err != nil {
-				return liveCache{}, err
-			}
-			lc.lo, lc.hi = max(lc.lo, ch.lo), minNZ(lc.hi, ch.hi)
-			lc.count += ch.count
-			if reduce && ch.count > 0 {
-				vals = append(vals, ch.red)
-			}
-		}
-		if len(vals) > 0 {
-			v, err := rd.rereduce(vals)
-			if err != nil {
-				return liveCache{}, err
-			}
-			lc.red = v
-		}
-	} else {
-		// The children's reductions go on rd.stack above base: each
-		// child's own use of it ends before it returns.
-		base := len(rd.stack)
-		defer func() { rd.stack = rd.stack[:base] }()
-		for _, c := range n.children {
-			cl, err := rd.liveOf(c)
-			if err != nil {
-				return liveCache{}, err
-			}
-			lc.lo, lc.hi = max(lc.lo, cl.lo), minNZ(lc.hi, cl.hi)
-			lc.count += cl.count
-			if reduce && cl.count > 0 {
-				rd.stack = append(rd.stack, cl.red)
-			}
-		}
-		if vals := rd.stack[base:]; len(vals) > 0 {
-			v, err := rd.rereduce(vals)
-			if err != nil {
-				return liveCache{}, err
-			}
-			lc.red = v
-		}
+		lc.red = v
 	}
 	if p := n.live.Load(); p == nil || !p.hasRed || reduce || !p.valid(now) {
-		n.live.Store(lcp)
+		n.live.Store(lc)
 	}
 	return *lc, nil
 }
 
-// leafLive is a leaf's liveCache with room for its chunks, in one
-// allocation.
-type leafLive struct {
-	lc     liveCache
-	chunks [(maxItems + liveChunk - 1) / liveChunk]liveCache
+// Leaves answer from what never goes stale.
+//
+// A leaf's live rows at any instant are a suffix of its rows ordered by
+// expiration (those that never expire last): the rows after the k that have
+// expired. So a leaf caches, once, its rows' expirations in that order and
+// the reduction of every such suffix that can be live (expSuffix); at an
+// instant, a binary search of the expirations gives k, the count, the
+// interval of validity and the reduction, with no Reducer call, no row read
+// and no allocation. A published leaf's rows never change, so the cache
+// holds for as long as the leaf lives; a write makes a new leaf without one.
+// Building it costs two Reducer calls per distinct expiration of the leaf
+// (the reduction of the rows expiring then, and its rereduction with the
+// suffix after them), once per leaf.
+
+// leafLive returns the live rows of leaf n at rd.now, as liveOf does, from
+// n's expSuffix (built and cached if need be).
+func (rd *reduction) leafLive(n *node) (liveCache, error) {
+	reduce := rd.r != nil
+	s := n.suffix.Load()
+	if s == nil || reduce && !s.hasRed {
+		var err error
+		if s, err = rd.buildSuffix(n); err != nil {
+			return liveCache{}, err
+		}
+	}
+	m := s.len()
+	k := s.expiredAt(rd.now)
+	lc := liveCache{lo: math.MinInt64, count: len(n.items) - k, hasRed: reduce}
+	if k > 0 {
+		lc.lo = s.exp(k - 1)
+	}
+	if k < m {
+		lc.hi = s.exp(k)
+	}
+	switch {
+	case !reduce || lc.count == 0:
+	case s.tooBig:
+		// Reduced from the live rows, uncached (see tooBig).
+		v, err := rd.rows(rd.liveOnly(n.items))
+		if err != nil {
+			return liveCache{}, err
+		}
+		lc.red = v
+	case k > 0:
+		lc.red = s.red(k)
+	default:
+		v, err := rd.node(n) // nothing expired: the whole leaf
+		if err != nil {
+			return liveCache{}, err
+		}
+		lc.red = v
+	}
+	return lc, nil
 }
 
-// liveChunk fills ch with the live rows of items (a chunk of a leaf) at
-// rd.now: their number, reduction and interval of validity.
-func (rd *reduction) liveChunk(ch *liveCache, items []row) error {
-	now, reduce := rd.now, rd.r != nil
-	*ch = liveCache{lo: math.MinInt64, hasRed: reduce}
-	live := rd.liveRows[:0]
-	for _, r := range items {
-		if e := r.exp(); isExpired(e, now) {
-			ch.lo = max(ch.lo, e)
+// expSuffix is what a leaf's rows are, ordered by expiration (see
+// leafLive), for its m expiring rows: ent[2i] is the i-th of their
+// expirations, ascending; with hasRed, the reduction of the rows left once
+// the first k of that order are gone (1 <= k <= m; the rows that never
+// expire come last) is vals[ent[2k-3]:ent[2k-1]] (from 0 for k = 1), empty
+// when no row is left. Interleaved so, what an instant needs is in a few
+// adjacent words. at remembers the k of the last instant asked, a hint
+// checked before use: time mostly moves on, and a leaf's k seldom changes.
+//
+// tooBig (with hasRed) says the reductions were computed but not kept, as
+// they took more than maxSuffixRatio times the bytes of the leaf's rows (a
+// reduce whose result grows with its rows, such as one that lists them,
+// would make them quadratic): the leaf's live rows are then reduced from
+// the rows at each query, and vals is nil.
+type expSuffix struct {
+	ent    []int64
+	vals   []byte
+	hasRed bool
+	tooBig bool
+	at     atomic.Int32
+}
+
+// maxSuffixRatio bounds the bytes of a leaf's reductions by expiration, as
+// a multiple of the bytes of its rows.
+const maxSuffixRatio = 2
+
+// len returns the number of the leaf's expiring rows.
+func (s *expSuffix) len() int { return len(s.ent) / 2 }
+
+// exp returns the i-th earliest expiration of the leaf's rows.
+func (s *expSuffix) exp(i int) int64 { return s.ent[2*i] }
+
+// end returns where in vals the reduction of the rows left once the first
+// k (>= 1) are gone ends.
+func (s *expSuffix) end(k int) int64 { return s.ent[2*k-1] }
+
+// expiredAt returns the number of the leaf's rows expired at now.
+func (s *expSuffix) expiredAt(now int64) int {
+	m := s.len()
+	if k := int(s.at.Load()); k <= m {
+		if k == m || now < s.exp(k) {
+			if k == 0 || s.exp(k-1) <= now {
+				return k
+			}
+		} else if k+1 == m || now < s.exp(k+1) {
+			// One more has expired (the usual step of a clock moving on).
+			s.at.Store(int32(k + 1))
+			return k + 1
+		}
+	}
+	lo, hi := 0, m
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if s.exp(h) <= now {
+			lo = h + 1
 		} else {
-			ch.hi = minNZ(ch.hi, e)
-			live = append(live, r)
+			hi = h
 		}
 	}
-	rd.liveRows = live[:0]
-	ch.count = len(live)
-	if reduce && len(live) > 0 {
-		v, err := rd.rows(live)
-		if err != nil {
-			return err
-		}
-		ch.red = v
+	s.at.Store(int32(lo))
+	return lo
+}
+
+// red returns the reduction of the rows left once the first k (>= 1) in
+// expiration order are gone.
+func (s *expSuffix) red(k int) []byte {
+	a := int64(0)
+	if k > 1 {
+		a = s.end(k - 1)
 	}
-	return nil
+	b := s.end(k)
+	return s.vals[a:b:b]
+}
+
+// buildSuffix computes leaf n's expSuffix (with reductions if rd has a
+// Reducer) and caches it in n. Concurrent callers may compute it twice;
+// they store the same value.
+func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
+	byExp := rd.liveRows[:0]
+	never := 0
+	for _, r := range n.items {
+		if r.exp() != 0 {
+			byExp = append(byExp, r)
+		}
+	}
+	m := len(byExp)
+	for _, r := range n.items {
+		if r.exp() == 0 {
+			byExp = append(byExp, r)
+			never++
+		}
+	}
+	rd.liveRows = byExp[:0]
+	slices.SortStableFunc(byExp[:m], func(a, b row) int { return cmp.Compare(a.exp(), b.exp()) })
+	s := &expSuffix{ent: make([]int64, 2*m), hasRed: rd.r != nil}
+	for i, r := range byExp[:m] {
+		s.ent[2*i] = r.exp()
+	}
+	if s.hasRed && m > 0 {
+		// The suffixes from the last one back: suf[k-1] is the reduction of
+		// byExp[k:]. Rows expiring at the same instant go in one Reduce
+		// call: no instant has only some of them expired, so the suffixes
+		// that start inside such a run are never asked for (left empty).
+		suf := slices.Grow(rd.leafVals[:0], m)[:m]
+		clear(suf)
+		defer func() { rd.leafVals = suf[:0] }()
+		var next []byte
+		if never > 0 {
+			v, err := rd.rows(byExp[m:])
+			if err != nil {
+				return nil, err
+			}
+			next = v
+		}
+		for k := m; ; {
+			suf[k-1] = next
+			j := k - 1 // byExp[j:k] expire at the same instant
+			for j > 0 && s.exp(j-1) == s.exp(k-1) {
+				j--
+			}
+			if j == 0 {
+				break
+			}
+			v, err := rd.rows(byExp[j:k])
+			if err != nil {
+				return nil, err
+			}
+			if next != nil {
+				rd.pair[0], rd.pair[1] = v, next
+				if v, err = rd.rereduce(rd.pair[:]); err != nil {
+					return nil, err
+				}
+			}
+			next, k = v, j
+		}
+		size := 0
+		for _, v := range suf {
+			size += len(v)
+		}
+		rowBytes := 0
+		for _, r := range n.items {
+			rowBytes += len(r)
+		}
+		if size > maxSuffixRatio*rowBytes {
+			s.tooBig = true
+			n.suffix.Store(s)
+			return s, nil
+		}
+		s.vals = make([]byte, 0, size)
+		for i, v := range suf {
+			s.vals = append(s.vals, v...)
+			s.ent[2*i+1] = int64(len(s.vals))
+		}
+	}
+	n.suffix.Store(s)
+	return s, nil
 }
 
 // Whole-view answers (no key range, no grouping) do not descend at all.

@@ -415,8 +415,10 @@ func TestExcludeExpired_Reopen(t *testing.T) {
 	}
 }
 
-// TestCheck_DetectsExpiryTampering damages the expiration kept in a node and
-// a cached live count, and expects Check to name each.
+// TestCheck_DetectsExpiryTampering damages the expiration kept in a node,
+// a cached live count, a leaf's cached expirations and reductions by
+// expiration, and the caches of rows that never expire, and expects Check
+// to name each.
 func TestCheck_DetectsExpiryTampering(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -426,6 +428,9 @@ func TestCheck_DetectsExpiryTampering(t *testing.T) {
 		{"earliest expiration", func(ix *index.Index) bool { index.CorruptMinExp(ix, "cs"); return true }, "keeps earliest expiration 101, its rows' is 100"},
 		{"live count", func(ix *index.Index) bool { return index.CorruptLiveCount(ix, "cs") }, "caches 258 live rows"},
 		{"expiry tree", func(ix *index.Index) bool { index.CorruptExpiryRow(ix, "mm"); return true }, `expiry tree of view "mm": row 0 is`},
+		{"reduction by expiration", func(ix *index.Index) bool { return index.CorruptSuffixReduction(ix, "cs", []byte(`[1,2]`)) },
+			"caches reduction [1,2] of its rows expiring after"},
+		{"expirations of a leaf", func(ix *index.Index) bool { return index.CorruptSuffixExp(ix, "cs") }, "caches expirations ["},
 		{"never-expiring count", func(ix *index.Index) bool { return index.CorruptNeverCount(ix, "cs") }, "caches 44 rows that never expire, 43 are"},
 		{"never-expiring reduction", func(ix *index.Index) bool { return index.CorruptNeverReduction(ix, "cs", []byte(`[1,2]`)) },
 			"caches reduction [1,2] of rows that never expire, recomputed [43,43]"},
@@ -451,6 +456,9 @@ func TestCheck_DetectsExpiryTampering(t *testing.T) {
 			// never expire in the root; a grouped one, live rows below it.
 			reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: 149}, index.Grouping{})
 			reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: 149}, index.Grouping{Exact: true})
+			// A key range holding whole leaves: their reductions by
+			// expiration.
+			reduced(t, ix, "cs", index.Range{ExcludeExpired: true, Now: 149, EndKey: []byte("9")}, index.Grouping{})
 			checkIndex(t, ix)
 			if !tc.corrupt(ix) {
 				t.Fatal("nothing to corrupt")
@@ -609,5 +617,129 @@ func TestExcludeExpired_FloatSums(t *testing.T) {
 			t.Errorf("now %d: %d groups, want 97", now, len(g))
 		}
 		checkIndex(t, ix)
+	}
+}
+
+// TestExcludeExpired_LeafReductionsByExpiration checks exact answers that
+// come from leaves' cached reductions by expiration (key ranges holding
+// whole leaves, and groups) against an index of the live documents: at
+// every instant across the expirations, with many documents expiring at
+// the same instant (ties inside a leaf), documents that never expire,
+// leaves whose every row has expired, the clock moving back, a reduce that
+// cannot be subtracted (min/max), and, at an instant too large for the
+// expiry tree, live rows counted first (caching expirations without
+// reductions) and reduced after.
+func TestExcludeExpired_LeafReductionsByExpiration(t *testing.T) {
+	ix := openIndex(t, liveConfig(""))
+	docs := map[string]liveDoc{}
+	var ups []index.DocUpdate
+	for i := range 400 {
+		d := liveDoc{exp: 100 + int64(i%13), rows: map[string][]index.Emit{}}
+		switch {
+		case i%11 == 0:
+			d.exp = 0
+		case i >= 200 && i < 280:
+			d.exp = 100 // a run of keys all expiring at once: whole leaves
+		}
+		k := fmt.Sprintf("[%d,%d]", i/20, i%20)
+		if i >= 200 && i < 280 {
+			k = fmt.Sprintf("[10,%d]", i)
+		}
+		for _, view := range []string{"cs", "mm", "map"} {
+			d.rows[view] = emits(k, strconv.Itoa(i%17-5))
+		}
+		id := fmt.Sprintf("d%03d", i)
+		docs[id] = d
+		ups = append(ups, index.DocUpdate{DocID: id, Seq: uint64(i + 1), Expiration: d.exp, Rows: d.rows})
+	}
+	apply(t, ix, ups...)
+	ranges := []index.Range{
+		{EndKey: js("[19]")},
+		{StartKey: js("[1]"), EndKey: js("[15]")},
+		{StartKey: js("[0,3]"), Descending: false},
+	}
+	check := func(now int64) {
+		t.Helper()
+		or := oracle(t, docs, now, func(d liveDoc) bool { return d.exp == 0 || d.exp > now })
+		defer closeIndex(t, or)
+		for _, view := range []string{"cs", "mm"} {
+			for _, r := range ranges {
+				for _, g := range []index.Grouping{{}, {Level: 1}} {
+					er := r
+					er.ExcludeExpired, er.Now = true, now
+					equalStrings(t, fmt.Sprintf("now %d: %s %+v %+v", now, view, r, g),
+						reduced(t, ix, view, er, g), reduced(t, or, view, r, g))
+				}
+			}
+		}
+		checkIndex(t, ix)
+	}
+	// First, far in the future: live rows are counted by descending (the
+	// expiry tree cannot be split there), without a Reducer, which caches
+	// the leaves' expirations without reductions; reducing after must add
+	// them.
+	far := int64(1) << 60
+	n, err := ix.LiveRows(context.Background(), "cs", far)
+	if want := 400/11 + 1; err != nil || n != want {
+		t.Fatalf("LiveRows at %d = %d, %v; want %d", far, n, err, want)
+	}
+	for _, now := range []int64{99, 100, 101, 105, 104, 112, 113, 200, far, 100, 99} {
+		check(now)
+	}
+}
+
+// padReducer reduces rows to a JSON string of 10 bytes per row: a result
+// that grows with its rows, so that a leaf's reductions by expiration would
+// take quadratic room and are not kept.
+type padReducer struct{}
+
+func (padReducer) Reduce(_ context.Context, _ [][]byte, _ []string, values [][]byte) ([]byte, error) {
+	return []byte(`"` + strings.Repeat("x", 10*len(values)) + `"`), nil
+}
+
+func (padReducer) Rereduce(_ context.Context, values [][]byte) ([]byte, error) {
+	n := 0
+	for _, v := range values {
+		n += len(v) - 2
+	}
+	return []byte(`"` + strings.Repeat("x", n) + `"`), nil
+}
+
+// TestExcludeExpired_GrowingReduction checks exact grouped and key-range
+// reduces with a reduce whose result grows with its rows (the leaves do
+// not keep their reductions by expiration, and reduce their live rows at
+// each query) against include-mode answers over the live documents.
+func TestExcludeExpired_GrowingReduction(t *testing.T) {
+	cfg := index.Config{NumPartitions: 4, Views: []index.ViewConfig{{Name: "p", Reducer: padReducer{}}}}
+	ix := openIndex(t, cfg)
+	var ups []index.DocUpdate
+	for i := range 500 {
+		exp := 100 + int64(i*7%50)
+		if i%9 == 0 {
+			exp = 0
+		}
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%03d", i), Seq: uint64(i + 1), Expiration: exp,
+			Rows: map[string][]index.Emit{"p": emits(fmt.Sprintf("[%d,%d]", i/50, i), "1")}})
+	}
+	apply(t, ix, ups...)
+	for _, now := range []int64{99, 110, 111, 130, 120, 149, 150} {
+		live := openIndex(t, cfg)
+		var lu []index.DocUpdate
+		for _, u := range ups {
+			if u.Expiration == 0 || u.Expiration > now {
+				u.Expiration = 0
+				lu = append(lu, u)
+			}
+		}
+		apply(t, live, lu...)
+		for _, r := range []index.Range{{EndKey: js("[9]")}, {StartKey: js("[2]"), EndKey: js("[8,450]")}} {
+			for _, g := range []index.Grouping{{}, {Level: 1}} {
+				er := r
+				er.ExcludeExpired, er.Now = true, now
+				equalStrings(t, fmt.Sprintf("now %d: %+v %+v", now, r, g), reduced(t, ix, "p", er, g), reduced(t, live, "p", r, g))
+			}
+		}
+		checkIndex(t, ix)
+		closeIndex(t, live)
 	}
 }

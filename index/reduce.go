@@ -77,9 +77,11 @@ type reduction struct {
 	live bool
 	now  int64
 	vals [][]byte // partial reductions of a range
-	// scratch: the live rows of a leaf, and its chunks' live reductions
+	// scratch: the live rows of a leaf, and the reductions of its suffixes
+	// in expiration order (buildSuffix)
 	liveRows []row
 	leafVals [][]byte
+	pair     [2][]byte
 	stack    [][]byte // scratch: the live reductions of inner nodes' children (liveOf)
 	// scratch for Reduce
 	keys, values [][]byte

@@ -130,8 +130,9 @@ func validRow(r []byte) bool {
 // gen is the writer's current generation is private to the writer and changed in
 // place; any other node may be shared by published snapshots and is never
 // changed, except for red, the cached reduction of its subtree, live, the
-// cached reduction of its live rows, and never, the cached reduction of its
-// rows that never expire, which readers fill in atomically.
+// cached reduction of its live rows (inner nodes), suffix, the cached
+// reductions of its rows by expiration (leaves), and never, the cached
+// reduction of its rows that never expire, which readers fill in atomically.
 type node struct {
 	gen    uint64
 	count  int   // rows in the subtree
@@ -145,9 +146,10 @@ type node struct {
 	keys     [][]byte
 	children []*node
 
-	red   atomic.Pointer[[]byte]
-	live  atomic.Pointer[liveCache]
-	never atomic.Pointer[neverCache]
+	red    atomic.Pointer[[]byte]
+	live   atomic.Pointer[liveCache]
+	suffix atomic.Pointer[expSuffix]
+	never  atomic.Pointer[neverCache]
 }
 
 // neverCache is what a node's rows that never expire (expiration 0) are:
@@ -163,20 +165,13 @@ type neverCache struct {
 // instant: their number and, if hasRed, their reduction (nil when there are
 // none). The live rows are the same at every instant t with lo <= t < hi (hi
 // 0: no end), as no row beneath expires strictly between lo and hi.
-//
-// A leaf's cache also keeps the same for each chunk of liveChunk rows, so
-// that once some of its rows expire only the chunks they are in are reduced
-// again, and the leaf's value is the rereduction of its chunks'.
+// Leaves do not keep one: they answer from their expSuffix.
 type liveCache struct {
 	lo, hi int64
 	count  int
 	red    []byte
 	hasRed bool
-	chunks []liveCache // leaf only: items[i*liveChunk : (i+1)*liveChunk]
 }
-
-// liveChunk is the number of rows of a chunk of a leaf's liveCache.
-const liveChunk = 8
 
 // valid reports whether c holds for instant now.
 func (c *liveCache) valid(now int64) bool {

@@ -743,23 +743,7 @@ func (t *treeChecker) liveReductions(red Reducer) {
 			}
 			continue
 		}
-		rd := reduction{ctx: t.c.ctx, r: red}
-		var vals [][]byte
-		var err error
-		for _, l := range leaves {
-			if len(l) == 0 {
-				continue
-			}
-			var v []byte
-			if v, err = rd.rows(l); err != nil {
-				break
-			}
-			vals = append(vals, bytes.Clone(v))
-		}
-		var v []byte
-		if err == nil {
-			v, err = rd.rereduce(vals)
-		}
+		v, err := reduceLeaves(t.c.ctx, red, leaves)
 		if err != nil {
 			if t.c.ctx.Err() == nil {
 				t.c.failf("%s: node from %q caches live reduction %s, recomputing it fails: %v", t.where, n.minKey(), lc.red, err)
@@ -960,20 +944,7 @@ func (t *treeChecker) neverReductions(red Reducer) {
 			t.c.failf("%s: node from %q caches a reduction of rows that never expire, the view has no reduce", t.where, n.minKey())
 			continue
 		}
-		rd := reduction{ctx: t.c.ctx, r: red}
-		var vals [][]byte
-		var err error
-		for _, l := range leaves {
-			var v []byte
-			if v, err = rd.rows(l); err != nil {
-				break
-			}
-			vals = append(vals, bytes.Clone(v))
-		}
-		var v []byte
-		if err == nil {
-			v, err = rd.rereduce(vals)
-		}
+		v, err := reduceLeaves(t.c.ctx, red, leaves)
 		if err != nil {
 			if t.c.ctx.Err() == nil {
 				t.c.failf("%s: node from %q caches reduction %s of rows that never expire, recomputing it fails: %v", t.where, n.minKey(), nc.red, err)
@@ -984,4 +955,23 @@ func (t *treeChecker) neverReductions(red Reducer) {
 			t.c.failf("%s: node of %d rows from %q caches reduction %s of rows that never expire, recomputed %s", t.where, n.count, n.minKey(), nc.red, v)
 		}
 	}
+}
+
+// reduceLeaves recomputes the reduction of rows given leaf by leaf: each
+// non-empty leaf's rows reduced, then the results rereduced, as the tree
+// combines them.
+func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, error) {
+	rd := reduction{ctx: ctx, r: red}
+	var vals [][]byte
+	for _, l := range leaves {
+		if len(l) == 0 {
+			continue
+		}
+		v, err := rd.rows(l)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, bytes.Clone(v))
+	}
+	return rd.rereduce(vals)
 }

@@ -186,24 +186,11 @@ func rangeCount(n *node, lo, hi []byte) int {
 		}
 		return max(0, j-i)
 	}
-	i0, i1 := 0, len(n.children)-1
-	if lo != nil {
-		i0 = childLE(n.keys, lo)
-	}
-	if hi != nil {
-		i1 = childLT(n.keys, hi)
-	}
 	total := 0
-	for i := i0; i <= i1; i++ {
-		var clo, chi []byte
-		if i == i0 {
-			clo = lo
-		}
-		if i == i1 {
-			chi = hi
-		}
-		total += rangeCount(n.children[i], clo, chi)
-	}
+	_ = eachChildIn(n, lo, hi, func(c *node, lo, hi []byte) error {
+		total += rangeCount(c, lo, hi)
+		return nil
+	})
 	return total
 }
 
@@ -290,24 +277,5 @@ func (f *forecaster) walk(n *node, lo, hi []byte) error {
 		}
 		return nil
 	}
-	i0, i1 := 0, len(n.children)-1
-	if lo != nil {
-		i0 = childLE(n.keys, lo)
-	}
-	if hi != nil {
-		i1 = childLT(n.keys, hi)
-	}
-	for i := i0; i <= i1; i++ {
-		var clo, chi []byte
-		if i == i0 {
-			clo = lo
-		}
-		if i == i1 {
-			chi = hi
-		}
-		if err := f.walk(n.children[i], clo, chi); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachChildIn(n, lo, hi, f.walk)
 }

@@ -245,27 +245,7 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		rd.vals = append(rd.vals, v)
 		return nil
 	}
-	i0, i1 := 0, len(n.children)-1
-	if lo != nil {
-		i0 = childLE(n.keys, lo)
-	}
-	if hi != nil {
-		i1 = childLT(n.keys, hi)
-	}
-	for i := i0; i <= i1; i++ {
-		// Only the first and last children meet the ends of the range.
-		var clo, chi []byte
-		if i == i0 {
-			clo = lo
-		}
-		if i == i1 {
-			chi = hi
-		}
-		if err := rd.collect(n.children[i], clo, chi); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachChildIn(n, lo, hi, rd.collect)
 }
 
 // node returns the reduction of the subtree n (not empty), caching it in n.

@@ -291,6 +291,33 @@ func childLT(keys [][]byte, k []byte) int {
 	return lo - 1
 }
 
+// eachChildIn calls fn with each child of inner node n that may hold rows of
+// the span [lo, hi) (nil leaves that end open), in order, with the bounds
+// that concern it: only the first and last children meet the span's ends,
+// so the others get nil. It stops at fn's first error.
+func eachChildIn(n *node, lo, hi []byte, fn func(c *node, lo, hi []byte) error) error {
+	i0, i1 := 0, len(n.children)-1
+	if lo != nil {
+		i0 = childLE(n.keys, lo)
+	}
+	if hi != nil {
+		i1 = childLT(n.keys, hi)
+	}
+	for i := i0; i <= i1; i++ {
+		var clo, chi []byte
+		if i == i0 {
+			clo = lo
+		}
+		if i == i1 {
+			chi = hi
+		}
+		if err := fn(n.children[i], clo, chi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // wtx changes trees for one writer generation: nodes it creates belong to gen
 // and are changed in place; older nodes are copied first.
 type wtx struct{ gen uint64 }

@@ -49,7 +49,9 @@ func newExpiryIndex() *expiryIndex {
 func (x *expiryIndex) update(k docKey, oldExp, newExp, size int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if oldExp != 0 {
+	// An unchanged expiration is replaced in place below (its size may
+	// have changed): one tree operation, not two.
+	if oldExp != 0 && oldExp != newExp {
 		if old, ok := x.tree.Delete(expItem{exp: oldExp, key: k}); ok {
 			x.addSec(old.exp, -1, -old.size)
 		}
@@ -148,22 +150,6 @@ func (x *expiryIndex) dueAfter(now int64, after *expItem, limit int) []expItem {
 		x.tree.AscendGreaterOrEqual(*after, visit)
 	}
 	return out
-}
-
-// countDue returns how many entries are at or before now: it costs what has
-// expired, not the index's size.
-func (x *expiryIndex) countDue(now int64) int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	n := 0
-	x.tree.Ascend(func(it expItem) bool {
-		if it.exp > now {
-			return false
-		}
-		n++
-		return true
-	})
-	return n
 }
 
 // len returns the number of documents with an expiration.

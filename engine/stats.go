@@ -37,16 +37,16 @@ type Stats struct {
 // Stats returns the bucket's statistics.
 func (b *Bucket) Stats() Stats {
 	s := Stats{
-		CurrItems:       b.currItems.Load(),
-		Tombstones:      b.tombs.Load(),
-		ExpiredAccess:   b.stats.expiredAccess.Load(),
-		ExpiredPager:    b.stats.expiredPager.Load(),
-		PagerRuns:       b.stats.pagerRuns.Load(),
-		MetaDataPurged:  b.stats.metaPurged.Load(),
-		SlidingExtends:  b.stats.slidingExtends.Load(),
-		WithExpiry:      int64(b.exps.len()),
-		ExpiredUnpurged: int64(b.exps.countDue(b.clock.Now())),
+		CurrItems:      b.currItems.Load(),
+		Tombstones:     b.tombs.Load(),
+		ExpiredAccess:  b.stats.expiredAccess.Load(),
+		ExpiredPager:   b.stats.expiredPager.Load(),
+		PagerRuns:      b.stats.pagerRuns.Load(),
+		MetaDataPurged: b.stats.metaPurged.Load(),
+		SlidingExtends: b.stats.slidingExtends.Load(),
+		WithExpiry:     int64(b.exps.len()),
 	}
+	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
 	if b.store != nil {
 		s.QueueSize = int64(b.store.pending())

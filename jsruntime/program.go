@@ -291,7 +291,7 @@ func (j *mapJob) commit(st *runState, w *worker, i int, out []ViewResult) {
 // runOn maps documents on w until none is left, an error ends the Map, or
 // w is abandoned.
 func (j *mapJob) runOn(w *worker, st *runState) error {
-	stop := context.AfterFunc(j.ctx, func() { w.interrupt(j.ctx.Err()) })
+	stop := context.AfterFunc(j.ctx, func() { w.interruptFor(j.ctx) })
 	defer stop()
 	var arena emitArena
 	out := make([]ViewResult, len(j.pr.views))

@@ -124,7 +124,7 @@ func (r *jsReducer) run(ctx context.Context, keys [][]byte, ids []string, values
 func (r *jsReducer) runOn(ctx context.Context, w *worker, keys [][]byte, ids []string, values [][]byte, rereduce bool) ([]byte, error) {
 	pr := r.pr
 	view := pr.views[r.idx].name
-	stop := context.AfterFunc(ctx, func() { w.interrupt(ctx.Err()) })
+	stop := context.AfterFunc(ctx, func() { w.interruptFor(ctx) })
 	defer stop()
 	rt, err := w.runtimeFor(pr)
 	if err != nil {

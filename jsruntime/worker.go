@@ -18,10 +18,11 @@ type worker struct {
 
 	mu struct {
 		sync.Mutex
-		running   *goja.Runtime // the runtime executing a call; nil when idle
-		cause     error         // why running was interrupted; nil if it was not
-		started   time.Time     // when the call running began
-		abandoned bool          // stuck is closed
+		running   *goja.Runtime   // the runtime executing a call; nil when idle
+		done      <-chan struct{} // the Done channel of the running call's context
+		cause     error           // why running was interrupted; nil if it was not
+		started   time.Time       // when the call running began
+		abandoned bool            // stuck is closed
 	}
 
 	timer      *time.Timer   // runs onTimeout; armed only during a call
@@ -90,6 +91,21 @@ func (w *worker) interrupt(cause error) {
 	w.mu.Unlock()
 }
 
+// interruptFor stops the call running on w with ctx's error, but only if
+// that call runs under ctx. A caller registers it with context.AfterFunc
+// for as long as it uses w; the function may still run just after the
+// caller is done and w serves another caller's call, which an interruption
+// meant for the first must not stop (it would fail that call's views as if
+// their functions had failed).
+func (w *worker) interruptFor(ctx context.Context) {
+	w.mu.Lock()
+	if w.mu.running != nil && w.mu.cause == nil && w.mu.done == ctx.Done() {
+		w.mu.cause = ctx.Err()
+		w.mu.running.Interrupt(w.mu.cause)
+	}
+	w.mu.Unlock()
+}
+
 // begin arms the time limit and makes rt interruptible for a call. With
 // force false it refuses (returning ctx's error) when ctx is done; with
 // force true it arms anyway and interrupts at once if ctx is done, for code
@@ -102,6 +118,7 @@ func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
 		return err
 	}
 	w.mu.running = rt.vm
+	w.mu.done = ctx.Done()
 	w.mu.cause = nil
 	w.mu.started = time.Now() // wall clock: the call's running time, for the watchdogs
 	if err != nil {
@@ -128,6 +145,7 @@ func (w *worker) end(rt *vmState) error {
 	w.mu.Lock()
 	cause := w.mu.cause
 	w.mu.running = nil
+	w.mu.done = nil
 	w.mu.cause = nil
 	w.mu.Unlock()
 	rt.vm.ClearInterrupt()
@@ -135,7 +153,7 @@ func (w *worker) end(rt *vmState) error {
 }
 
 // call runs fn on rt under the pool's time limit, with ctx able to
-// interrupt it (the caller registers w.interrupt with context.AfterFunc).
+// interrupt it (the caller registers w.interruptFor with context.AfterFunc).
 // An interruption by the timer, the context or Close comes back as that
 // cause (ErrTimeout, ctx's error, ErrClosed); an abort by a helper as the
 // helper's error; a JavaScript exception as *goja.Exception. A Go panic

@@ -172,6 +172,16 @@ func query(ctx context.Context, srv *server, view, params string, out any) (hang
 	return false, nil
 }
 
+// designDocInfo returns the design document's _info answer (its map errors
+// say why a view lacks a document's rows), for a mismatch's details.
+func designDocInfo(ctx context.Context, srv *server) string {
+	st, body, _, err := srv.do(ctx, http.MethodGet, "/"+bucket+"/_design/"+ddocName+"/_info", nil, queryTimeout)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("status %d %s", st, body)
+}
+
 // rowKey is a row as compared: [g, id] -> n.
 type rowKey struct {
 	g  int
@@ -213,7 +223,7 @@ func checkViews(ctx context.Context, srv *server, m *model, res *checkResult) {
 		} else if sumRows != nil && sameRows(sumRows, a.Rows) && d != "" {
 			d = "view cnt (reduce=false): the same rows as view rows, so the same differences"
 		} else if sumRows != nil && !sameRows(sumRows, a.Rows) {
-			res.mismatches = append(res.mismatches, fmt.Sprintf("views rows and cnt (same map) answer different rows: %d and %d rows", len(sumRows), len(a.Rows)))
+			res.mismatches = append(res.mismatches, fmt.Sprintf("views rows and cnt (same map) answer different rows: %d and %d rows; _info: %s", len(sumRows), len(a.Rows), designDocInfo(ctx, srv)))
 		}
 		if d != "" {
 			res.mismatches = append(res.mismatches, d)

@@ -81,6 +81,8 @@ type Bucket struct {
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation
 
+	watchers settingsWatchers // told of settings changes
+
 	consumersMu      sync.Mutex
 	consumers        map[string][]uint64 // change-feed consumer → sequence numbers consumed
 	durableConsumers map[string]bool     // registered consumers (persisted)
@@ -120,8 +122,8 @@ func (b *Bucket) Settings() BucketSettings {
 }
 
 // UpdateSettings applies fn to a copy of the settings, validates the result and
-// persists it. Name and Type cannot change. It returns the settings before and
-// after. Writes go on while the catalog is written; they see the new settings
+// persists it, then tells the settings' watchers (WatchSettings). Name and
+// Type cannot change. It returns the settings before and after. Writes go on while the catalog is written; they see the new settings
 // once it is.
 func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) error) (old, updated BucketSettings, err error) {
 	if err := ctx.Err(); err != nil {
@@ -148,6 +150,7 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := b.commitCatalog(ce); err != nil {
 		return old, old, err
 	}
+	b.settingsChanged(old, s)
 	return old, s, nil
 }
 

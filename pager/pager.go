@@ -85,10 +85,14 @@ type bucketPager struct {
 	// busy holds a token while a run or a metadata purge works on the bucket:
 	// one at a time, and taking it honours a context.
 	busy chan struct{}
+	// unwatch ends the watch of the bucket's settings.
+	unwatch func()
 
+	// The schedule's settings (exp_pager_stime, exp_pager_initial_run_time)
+	// are the bucket's own: the bucket tells bp of every change
+	// (settingsChanged), and bp keeps only the times computed from them.
 	mu struct {
 		sync.Mutex
-		sched     schedule   // the settings next was computed from
 		next      int64      // next run, 0 = disabled
 		last      *RunResult // never modified once stored
 		nextPurge int64      // next metadata purge pass
@@ -139,7 +143,7 @@ func (m *Manager) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bo
 	if bp == nil {
 		return nil
 	}
-	bp.stop()
+	bp.close()
 	if err := bp.acquire(ctx); err != nil {
 		return fmt.Errorf("pager: waiting for a run on bucket %s: %w", b.Name(), err)
 	}
@@ -237,7 +241,7 @@ func (m *Manager) sync() []*bucketPager {
 	}
 	for name, bp := range m.mu.buckets {
 		if !seen[name] {
-			bp.stop()
+			bp.close()
 			delete(m.mu.buckets, name)
 		}
 	}
@@ -251,7 +255,10 @@ func (m *Manager) sync() []*bucketPager {
 func (m *Manager) stateLocked(b *engine.Bucket) *bucketPager {
 	bp := m.mu.buckets[b.Name()]
 	if bp == nil || bp.b != b {
-		bp = newBucketPager(b)
+		if bp != nil {
+			bp.close()
+		}
+		bp = m.newBucketPager(b)
 		m.mu.buckets[b.Name()] = bp
 	}
 	return bp
@@ -278,15 +285,49 @@ func (m *Manager) gone(bp *bucketPager) bool {
 	return err != nil || b != bp.b
 }
 
-func newBucketPager(b *engine.Bucket) *bucketPager {
-	now := b.Clock().Now()
-	s := b.Settings()
+// newBucketPager starts the pager state of b: its first run scheduled from
+// now, and a watch of its settings that reschedules on every change.
+func (m *Manager) newBucketPager(b *engine.Bucket) *bucketPager {
 	bp := &bucketPager{b: b, name: b.Name(), busy: make(chan struct{}, 1)}
 	bp.life, bp.stop = context.WithCancel(context.Background())
-	bp.mu.sched = schedule{stime: s.ExpPagerStime, hour: s.ExpPagerInitialRunTime}
-	bp.mu.next = firstRun(now, bp.mu.sched)
+	// Watch before reading the settings, so that no change falls between the
+	// two: one told before the read is in what the read sees.
+	bp.unwatch = b.WatchSettings(func(old, updated engine.BucketSettings) { m.settingsChanged(bp, old, updated) })
+	now := b.Clock().Now()
+	bp.mu.Lock()
+	bp.mu.next = firstRun(now, scheduleOf(b.Settings()))
 	bp.mu.nextPurge = now
+	bp.mu.Unlock()
 	return bp
+}
+
+// close ends bp: runs on it are cancelled and its settings are no longer
+// watched.
+func (bp *bucketPager) close() {
+	bp.stop()
+	bp.unwatch()
+}
+
+// scheduleOf returns the pager schedule settings s holds.
+func scheduleOf(s engine.BucketSettings) schedule {
+	return schedule{stime: s.ExpPagerStime, hour: s.ExpPagerInitialRunTime}
+}
+
+// settingsChanged reschedules bp's next run after its bucket's settings
+// changed from old to updated (through SetSettings or a bucket edit), and
+// asks the background loop to tick at once.
+func (m *Manager) settingsChanged(bp *bucketPager, old, updated engine.BucketSettings) {
+	from, to := scheduleOf(old), scheduleOf(updated)
+	if from == to {
+		return
+	}
+	bp.mu.Lock()
+	bp.mu.next = rescheduled(bp.b.Clock().Now(), bp.mu.next, from, to)
+	next := bp.mu.next
+	bp.mu.Unlock()
+	m.log.Info("expiry pager settings changed", "bucket", bp.name,
+		"exp_pager_stime", to.stime, "exp_pager_initial_run_time", to.hour, "next_run", next)
+	m.poke()
 }
 
 // bind returns ctx, also cancelled when bp's bucket is detached.
@@ -312,24 +353,12 @@ func (bp *bucketPager) acquire(ctx context.Context) error {
 // release gives back the token acquire took.
 func (bp *bucketPager) release() { <-bp.busy }
 
-// refreshLocked picks up pager settings changed on the bucket without going
-// through the Manager (a bucket edit), rescheduling as SetSettings would.
-//
-// REQUIRES: bp.mu held.
-func (bp *bucketPager) refreshLocked(now int64) {
-	s := bp.b.Settings()
-	sc := schedule{stime: s.ExpPagerStime, hour: s.ExpPagerInitialRunTime}
-	if sc != bp.mu.sched {
-		bp.mu.next = rescheduled(now, bp.mu.next, bp.mu.sched, sc)
-		bp.mu.sched = sc
-	}
-}
-
 // settingsLocked returns the state as Settings.
 //
 // REQUIRES: bp.mu held.
 func (bp *bucketPager) settingsLocked() Settings {
-	s := Settings{ExpPagerStime: bp.mu.sched.stime, ExpPagerInitialRunTime: bp.mu.sched.hour, NextRun: bp.mu.next}
+	sc := scheduleOf(bp.b.Settings())
+	s := Settings{ExpPagerStime: sc.stime, ExpPagerInitialRunTime: sc.hour, NextRun: bp.mu.next}
 	if bp.mu.last != nil {
 		r := *bp.mu.last
 		s.LastRun = &r
@@ -337,12 +366,11 @@ func (bp *bucketPager) settingsLocked() Settings {
 	return s
 }
 
-// due reports, after picking up settings changes, whether a run and a
-// metadata purge are due at now, and when the run was due.
+// due reports whether a run and a metadata purge are due at now, and when the
+// run was due.
 func (bp *bucketPager) due(now int64) (runDue bool, at int64, purgeDue bool) {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
-	bp.refreshLocked(now)
 	return bp.mu.next != 0 && bp.mu.next <= now, bp.mu.next, bp.mu.nextPurge <= now
 }
 
@@ -388,7 +416,7 @@ func (m *Manager) tickBucket(ctx context.Context, bp *bucketPager) error {
 		bp.mu.Lock()
 		bp.mu.last = &res
 		if bp.mu.next == at { // not rescheduled during the run
-			bp.mu.next = afterRun(at, res.Start, bp.mu.sched.stime)
+			bp.mu.next = afterRun(at, res.Start, bp.b.Settings().ExpPagerStime)
 		}
 		bp.mu.Unlock()
 		if err != nil {
@@ -491,9 +519,8 @@ func (m *Manager) RunNow(ctx context.Context, bucket string) (RunResult, error) 
 	res, err := m.run(ctx, bp)
 	bp.mu.Lock()
 	bp.mu.last = &res
-	bp.refreshLocked(res.Start)
-	if bp.mu.sched.stime > 0 {
-		bp.mu.next = addSat(res.Start, bp.mu.sched.stime)
+	if stime := bp.b.Settings().ExpPagerStime; stime > 0 {
+		bp.mu.next = addSat(res.Start, stime)
 	}
 	bp.mu.Unlock()
 	return res, err
@@ -507,7 +534,6 @@ func (m *Manager) Settings(bucket string) (Settings, error) {
 	}
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
-	bp.refreshLocked(bp.b.Clock().Now())
 	return bp.settingsLocked(), nil
 }
 
@@ -555,11 +581,13 @@ func (m *Manager) UpdateSettings(ctx context.Context, bucket string, stime *int6
 	if err != nil {
 		return old, old, err
 	}
-	bp.mu.Lock()
-	now := bp.b.Clock().Now()
-	bp.refreshLocked(now)
-	old = bp.settingsLocked()
-	_, s, err := bp.b.UpdateSettings(ctx, func(s *engine.BucketSettings) error {
+	// The bucket tells bp of the change (settingsChanged), which reschedules
+	// before UpdateSettings returns. fn runs under the bucket's definition
+	// lock, so old is read atomically with the change.
+	_, _, err = bp.b.UpdateSettings(ctx, func(s *engine.BucketSettings) error {
+		bp.mu.Lock()
+		old = bp.settingsLocked()
+		bp.mu.Unlock()
 		if stime != nil {
 			s.ExpPagerStime = *stime
 		}
@@ -569,19 +597,13 @@ func (m *Manager) UpdateSettings(ctx context.Context, bucket string, stime *int6
 		return nil
 	})
 	if err != nil {
-		bp.mu.Unlock()
 		if errors.Is(err, engine.ErrInvalidSetting) {
 			err = fmt.Errorf("%w: %w", ErrInvalidSetting, err)
 		}
 		return old, old, err
 	}
-	sc := schedule{stime: s.ExpPagerStime, hour: s.ExpPagerInitialRunTime}
-	bp.mu.next = rescheduled(now, bp.mu.next, bp.mu.sched, sc)
-	bp.mu.sched = sc
+	bp.mu.Lock()
 	updated = bp.settingsLocked()
 	bp.mu.Unlock()
-	m.log.Info("expiry pager settings changed", "bucket", bucket,
-		"exp_pager_stime", updated.ExpPagerStime, "exp_pager_initial_run_time", updated.ExpPagerInitialRunTime, "next_run", updated.NextRun)
-	m.poke()
 	return old, updated, nil
 }

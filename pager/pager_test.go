@@ -683,3 +683,52 @@ func TestOptions(t *testing.T) {
 		t.Fatalf("BatchSize -1: %v", err)
 	}
 }
+
+// TestSettings_BucketEditWakesLoop: the bucket tells the pager of a bucket
+// edit at once, so a run the edit makes due starts without waiting for the
+// next poll (here an hour away).
+func TestSettings_BucketEditWakesLoop(t *testing.T) {
+	eng, clk := newEngine(t, "")
+	b := newBucket(t, eng, "b", engine.Couchbase, nil)
+	put(t, b.DefaultCollection(), "k", 5)
+	clk.Set(t0 - t0%3600 + 3600) // the next hour, exactly
+	hour := int(clk.Now() % 86400 / 3600)
+	ran := make(chan pager.RunResult, 1)
+	purged := make(chan struct{}, 1)
+	m := newManager(t, eng, &pager.Options{PollInterval: time.Hour, Events: &pager.Events{
+		RunEnd: func(_ string, r pager.RunResult) {
+			select {
+			case ran <- r:
+			default:
+			}
+		},
+		MetadataPurged: func(string, int) {
+			select {
+			case purged <- struct{}{}:
+			default:
+			}
+		},
+	}})
+	m.Start()
+	// The loop's first tick does a metadata purge pass (nothing else is
+	// due); after it, the next poll is an hour away.
+	select {
+	case <-purged:
+	case <-time.After(time.Minute): // only a hang gets here
+		t.Fatal("the loop's first tick did not come")
+	}
+	if _, _, err := b.UpdateSettings(context.Background(), func(s *engine.BucketSettings) error {
+		s.ExpPagerInitialRunTime = hour
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ran:
+		if r.Purged != 1 {
+			t.Fatalf("run after the edit purged %d, want 1", r.Purged)
+		}
+	case <-time.After(time.Minute): // only a hang gets here
+		t.Fatal("no pager run after a bucket edit made one due")
+	}
+}

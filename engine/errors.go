@@ -42,6 +42,9 @@ var (
 	// errors.Is(err, syscall.ENOSPC) tells a full disk. Nothing of a failed
 	// write is ever visible.
 	ErrStorage = errors.New("engine: storage failed")
+	// ErrInvalidOp is returned for a batch operation of no known kind, or
+	// without what its kind needs (Collection.Apply).
+	ErrInvalidOp = errors.New("engine: invalid operation")
 	// ErrClosed is returned by operations on a closed engine or bucket.
 	ErrClosed = errors.New("engine: closed")
 )

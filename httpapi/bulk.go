@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -21,30 +20,20 @@ import (
 
 // Bulk writes: POST /{bucket}/_bulk takes newline-delimited JSON, one
 // operation a line, and answers newline-delimited JSON, one result a line in
-// the order of the input. Operations run concurrently (up to bulkWindow at
-// once, holding at most bulkMaxBytes of input) through the same engine calls
-// as the single-document API, so they share group commits; results stream
-// out as soon as every earlier one is known.
+// the order of the input. Operations run through an engine.Pipeline (up to
+// its window at once, holding at most its byte budget of input) with the
+// same engine calls as the single-document API, so they share group commits;
+// results stream out as soon as every earlier one is known.
 const (
-	// bulkWindow bounds the operations in flight: read, not yet answered
-	// (and so the workers). With 2,048, the next group commit fills while
-	// one is on its way to disk: 300,000 small documents into a started
-	// server loaded at 137,000-158,000 docs/s, against 132,000-137,000 with
-	// 1,024 and 129,000-136,000 with 4,096 (BENCHMARKS.md, "Bulk writes").
-	bulkWindow = 2048
 	// bulkMaxLine is the longest line: the largest value plus room for the
 	// rest of the operation. A longer line is answered with an error line
 	// and skipped.
 	bulkMaxLine = engine.MaxValueLen + 64<<10
-	// bulkMaxBytes bounds the input bytes held by operations in flight (one
-	// operation is always let through, however long).
-	bulkMaxBytes = 64 << 20
 )
 
 // bulkOp is one line of a bulk request, parsed.
 type bulkOp struct {
 	op             string
-	opts           engine.WriteOptions // filled by bulkDo; here so that it is no allocation of its own
 	id             string
 	doc            []byte // nil when the line has none; a slice of the line
 	expiry         int64
@@ -55,61 +44,24 @@ type bulkOp struct {
 	collection     string
 }
 
-// bulkSlot is one operation in flight and its answer, filled by the worker
+// bulkSlot is one operation in flight and its answer, filled by the task
 // that runs it: an error line (out), or the written document's metadata,
 // which the answer writer formats.
 type bulkSlot struct {
 	op   bulkOp
-	size int       // input bytes held, released when done
-	prev *bulkSlot // the operation before it on the same document, if in flight
-	ck   string    // its chain key: collection and document
-	done chan struct{}
+	eop  engine.Op // the engine's operation, filled when it runs; here so that it is no allocation of its own
+	done <-chan struct{}
 	out  []byte // the answer line when it is an error
 	cas  uint64
 	seq  uint64
 	exp  int64
 }
 
-// byteBudget bounds the bytes held by operations in flight.
-type byteBudget struct {
-	mu   sync.Mutex
-	cond sync.Cond
-	used int
-	max  int
-}
-
-func newByteBudget(max int) *byteBudget {
-	b := &byteBudget{max: max}
-	b.cond.L = &b.mu
-	return b
-}
-
-// acquire waits until n bytes fit; with nothing held anything fits.
-func (b *byteBudget) acquire(n int) {
-	b.mu.Lock()
-	for b.used > 0 && b.used+n > b.max {
-		b.cond.Wait()
-	}
-	b.used += n
-	b.mu.Unlock()
-}
-
-func (b *byteBudget) release(n int) {
-	b.mu.Lock()
-	b.used -= n
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
 // bulk handles POST /{bucket}/_bulk.
 //
 // The body is read line by line; each good line becomes a slot, queued for
-// the answer writer in input order and handed to a worker. Workers are
-// started as the load needs them, up to bulkWindow, and live for the
-// request, so that their stacks (grown by the engine's write path) are
-// reused. An operation on a document waits for the one before it on the same
-// document: that one was handed out earlier and is running, so the wait
-// always ends.
+// the answer writer in input order and submitted to an engine.Pipeline,
+// which runs operations on one document in the order of the lines.
 func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 	b, err := s.bucketOf(r)
 	if err != nil {
@@ -120,50 +72,14 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 	// Answers go out while the body is still coming in.
 	_ = rc.EnableFullDuplex()
 	ctx := r.Context()
-	queue := make(chan *bulkSlot, bulkWindow)
-	budget := newByteBudget(bulkMaxBytes)
+	queue := make(chan *bulkSlot, engine.DefaultPipelineWindow)
 	writerDone := make(chan struct{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	go func() {
 		defer close(writerDone)
 		bulkAnswer(w, rc, queue)
 	}()
-	var chainMu sync.Mutex
-	chain := make(map[string]*bulkSlot) // the last operation in flight on each document
-	run := func(sl *bulkSlot) {
-		if sl.prev != nil {
-			<-sl.prev.done
-			sl.prev = nil
-		}
-		s.bulkApply(ctx, b, sl)
-		sl.op.doc = nil
-		chainMu.Lock()
-		if chain[sl.ck] == sl {
-			delete(chain, sl.ck)
-		}
-		chainMu.Unlock()
-		budget.release(sl.size)
-		close(sl.done)
-	}
-	jobs := make(chan *bulkSlot)
-	var workers sync.WaitGroup
-	nworkers := 0
-	dispatch := func(sl *bulkSlot) {
-		select {
-		case jobs <- sl: // an idle worker took it
-			return
-		default:
-		}
-		if nworkers < bulkWindow {
-			nworkers++
-			workers.Go(func() {
-				for sl := range jobs {
-					run(sl)
-				}
-			})
-		}
-		jobs <- sl
-	}
+	pipe := engine.NewPipeline(ctx, nil)
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, rerr := readBulkLine(br, bulkMaxLine)
@@ -171,24 +87,22 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 		case tooLong:
 			queue <- doneSlot(errorLine(nil, n, &httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("line %d is over %d bytes", n, bulkMaxLine)}))
 		case len(bytes.TrimSpace(line)) > 0:
-			sl := &bulkSlot{done: make(chan struct{}), size: len(line)}
+			sl := &bulkSlot{}
 			if bad := parseBulkLine(line, n, &sl.op); bad != nil {
 				queue <- doneSlot(bad)
 				break
 			}
-			line = nil
-			budget.acquire(sl.size)
 			// Operations on one document run in the order of the lines.
-			sl.ck = sl.op.id
+			ck := sl.op.id
 			if sl.op.collection != "" {
-				sl.ck = sl.op.collection + "\x00" + sl.op.id
+				ck = sl.op.collection + "\x00" + sl.op.id
 			}
-			chainMu.Lock()
-			sl.prev = chain[sl.ck]
-			chain[sl.ck] = sl
-			chainMu.Unlock()
+			sl.done = pipe.Go(ck, len(line), func(ctx context.Context) {
+				s.bulkApply(ctx, b, sl)
+				sl.op.doc = nil
+			}).Done()
+			line = nil
 			queue <- sl
-			dispatch(sl)
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
@@ -201,16 +115,16 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	close(jobs)
-	workers.Wait()
+	pipe.Wait()
 	close(queue)
 	<-writerDone
 }
 
+// doneSlot returns the slot of a line answered without running (an error).
 func doneSlot(out []byte) *bulkSlot {
-	sl := &bulkSlot{done: make(chan struct{}), out: out}
-	close(sl.done)
-	return sl
+	done := make(chan struct{})
+	close(done)
+	return &bulkSlot{done: done, out: out}
 }
 
 // bulkAnswer writes the slots' answers in order, flushing whenever the next
@@ -458,7 +372,7 @@ func jsonString(v []byte) (string, bool) {
 
 // bulkApply runs the operation of sl and records its answer in sl.
 func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, sl *bulkSlot) {
-	d, err := s.bulkDo(ctx, b, &sl.op)
+	d, err := s.bulkDo(ctx, b, sl)
 	if err != nil {
 		sl.out = errorLine(&sl.op.id, 0, classify(err))
 		return
@@ -480,9 +394,9 @@ func appendBulkResult(out []byte, sl *bulkSlot) []byte {
 	return append(out, "}\n"...)
 }
 
-func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, op *bulkOp) (*engine.Document, error) {
-	key := op.id
-	if err := engine.ValidateKey(key); err != nil {
+func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, sl *bulkSlot) (*engine.Document, error) {
+	op := &sl.op
+	if err := engine.ValidateKey(op.id); err != nil {
 		return nil, err
 	}
 	c := b.DefaultCollection()
@@ -496,31 +410,24 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, op *bulkOp) (*eng
 			return nil, err
 		}
 	}
-	o := &op.opts
-	*o = engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry}
-	write := c.Upsert
 	switch op.op {
-	case "upsert":
-	case "insert":
-		write = c.Insert
-	case "replace":
-		write = c.Replace
+	case "upsert", "insert", "replace":
+		if op.doc == nil {
+			return nil, errBadRequest("doc is required for " + op.op)
+		}
 	case "delete":
-		return c.Delete(ctx, key, o)
 	case "touch":
 		if !op.hasExpiry {
 			return nil, errBadRequest("expiry is required")
 		}
-		return c.Touch(ctx, key, o.Expiry)
 	case "":
 		return nil, errBadRequest("op is required: upsert, insert, replace, delete or touch")
 	default:
 		return nil, errBadRequest(fmt.Sprintf("op must be upsert, insert, replace, delete or touch, got %q", op.op))
 	}
-	if op.doc == nil {
-		return nil, errBadRequest("doc is required for " + op.op)
-	}
-	return write(ctx, key, op.doc, o)
+	sl.eop = engine.Op{Kind: engine.OpKind(op.op), Key: op.id, Value: op.doc,
+		Opts: engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry}}
+	return c.Apply(ctx, &sl.eop)
 }
 
 // errorLine is {"id": id, "error": code, "reason": reason}, with "line": n

@@ -67,7 +67,7 @@ func classifyCode(err error) *httpError {
 		return &httpError{http.StatusBadRequest, "invalid_key", msg}
 	case errors.Is(err, engine.ErrValueTooLarge):
 		return &httpError{http.StatusRequestEntityTooLarge, "too_large", msg}
-	case errors.Is(err, engine.ErrInvalidSetting), errors.Is(err, engine.ErrBucketExists),
+	case errors.Is(err, engine.ErrInvalidSetting), errors.Is(err, engine.ErrInvalidOp), errors.Is(err, engine.ErrBucketExists),
 		errors.Is(err, engine.ErrScopeExists), errors.Is(err, engine.ErrCollectionExists):
 		return &httpError{http.StatusBadRequest, "bad_request", msg}
 	case errors.Is(err, engine.ErrStorage):

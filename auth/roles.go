@@ -27,13 +27,16 @@ const (
 	RoleViewsAdmin  = "views_admin"
 	RoleFTSSearcher = "fts_searcher"
 	RoleFTSAdmin    = "fts_admin"
+	// RoleDataDCPReader reads a bucket's change feed (_changes), and its
+	// documents, as Couchbase's data_dcp_reader reads DCP streams.
+	RoleDataDCPReader = "data_dcp_reader"
 )
 
 // bucketRoles are the roles that take a bucket.
 var bucketRoles = map[string]bool{
 	RoleBucketAdmin: true, RoleDataReader: true, RoleDataWriter: true,
 	RoleViewsReader: true, RoleViewsAdmin: true,
-	RoleFTSSearcher: true, RoleFTSAdmin: true,
+	RoleFTSSearcher: true, RoleFTSAdmin: true, RoleDataDCPReader: true,
 }
 
 // Role is one role; Bucket is "" for admin and ro_admin, "*" for every bucket.
@@ -130,6 +133,9 @@ const (
 	SearchRead
 	// SearchWrite creates, replaces and deletes full-text indexes.
 	SearchWrite
+	// ChangesRead reads a bucket's change feed (_changes), as Couchbase's
+	// DCP read permission.
+	ChangesRead
 )
 
 // Permission is an action, on a bucket where the action takes one.
@@ -172,6 +178,8 @@ func (p Permission) String() string {
 		return b + ".fts!read"
 	case SearchWrite:
 		return b + ".fts!write"
+	case ChangesRead:
+		return b + ".data.dcp!read"
 	}
 	return "unknown"
 }
@@ -182,13 +190,16 @@ func (p Permission) String() string {
 // bucket" may see the bucket and its statistics).
 var grants = map[string][]Action{
 	RoleROAdmin:     {PoolsRead, SettingsRead, StatsRead, MetricsRead},
-	RoleBucketAdmin: {SettingsWrite},
+	RoleBucketAdmin: {SettingsWrite, ChangesRead},
 	RoleDataReader:  {DataRead},
 	RoleDataWriter:  {DataWrite},
 	RoleViewsReader: {ViewsRead},
 	RoleViewsAdmin:  {ViewsRead, ViewsWrite},
 	RoleFTSSearcher: {SearchRead},
 	RoleFTSAdmin:    {SearchRead, SearchWrite},
+	// Couchbase's data_dcp_reader reads documents too: a DCP stream
+	// carries them.
+	RoleDataDCPReader: {DataRead, ChangesRead},
 }
 
 // Allows reports whether r grants p.

@@ -107,6 +107,10 @@ func (b *Bucket) consumedUpTo() []uint64 {
 // many it removed and whether more were eligible. This is the metadata purge.
 func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int) (purged int, more bool, err error) {
 	low := b.consumedUpTo()
+	horizon, err := b.raisePurgedCAS(ctx, olderThan, low)
+	if err != nil {
+		return 0, false, err
+	}
 	var last *commitBatch
 	for _, p := range b.parts {
 		if err := ctx.Err(); err != nil {
@@ -118,7 +122,7 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 			return purged, false, ErrClosed
 		}
 		for k, d := range p.mu.docs {
-			if !d.Deleted || d.DeletedAt > olderThan || d.Seq > low[p.id] || p.mu.pending[k] != nil {
+			if !d.Deleted || d.DeletedAt > olderThan || d.Seq > low[p.id] || p.mu.pending[k] != nil || d.CAS > horizon {
 				continue
 			}
 			if purged == limit {

@@ -1,0 +1,372 @@
+package changes
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Sink is where a feed writes: an HTTP response, say. Flush pushes what was
+// written to the client; it blocks while the client does not read.
+type Sink interface {
+	io.Writer
+	Flush() error
+}
+
+// chunkSize is how many documents the feed takes from the bucket at a time,
+// and bufferSize how many bytes it holds before writing them to the sink:
+// together the most a feed holds for a client that does not read.
+const (
+	chunkSize  = 128
+	bufferSize = 32 << 10
+)
+
+// Feed is one _changes request, opened on a bucket and ready to run.
+type Feed struct {
+	b    *engine.Bucket
+	req  Request
+	cid  engine.CollectionID
+	ids  map[string]bool
+	from position
+
+	read, sent atomic.Int64
+}
+
+// Open checks req against b and returns the feed, reading collection cid.
+// A since the bucket cannot serve is an error wrapping ErrRollback; a
+// malformed one wraps ErrBadRequest. Nothing is written yet.
+func Open(b *engine.Bucket, cid engine.CollectionID, req *Request) (*Feed, error) {
+	f := &Feed{b: b, req: *req, cid: cid}
+	if req.DocIDs != nil {
+		f.ids = make(map[string]bool, len(req.DocIDs))
+		for _, id := range req.DocIDs {
+			f.ids[id] = true
+		}
+	}
+	switch req.Since {
+	case "", "0":
+		f.from = position{uuid: b.UUID()}
+		return f, nil
+	case "now":
+		f.from = position{uuid: b.UUID(), cas: b.StableCAS()}
+		return f, nil
+	}
+	p, err := parsePosition(req.Since, b.NumPartitions())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckCASPosition(p.uuid, max(p.cas, p.win)); err != nil {
+		return nil, fmt.Errorf("%w: %w; start again with since=0", ErrRollback, err)
+	}
+	if purged := b.PurgedCAS(); p.cas != 0 && p.cas < purged {
+		return nil, fmt.Errorf("%w: the metadata purge has removed deletions made after it; start again with since=0", ErrRollback)
+	}
+	f.from = p
+	return f, nil
+}
+
+// ContentType is the media type of what Run writes.
+func (f *Feed) ContentType() string {
+	if f.req.Feed == EventSource {
+		return "text/event-stream"
+	}
+	return "application/json"
+}
+
+// Progress returns how many documents the feed has taken from the bucket
+// and how many rows it has written: it never takes more than one chunk
+// ahead of what it writes.
+func (f *Feed) Progress() (read, sent int64) { return f.read.Load(), f.sent.Load() }
+
+// keep is the feed's filter.
+func (f *Feed) keep(d *engine.Document) bool {
+	return d.Collection == f.cid && (f.ids == nil || f.ids[d.Key])
+}
+
+// Run writes the feed to out until it is done (normal: the changes up to
+// now; longpoll: at least one change or the timeout; continuous and
+// eventsource: the limit or the timeout), ctx ends (the client went) or a
+// write fails. It holds at most a chunk of documents and a buffer of bytes
+// for a client that stops reading, and flushes after each chunk.
+func (f *Feed) Run(ctx context.Context, out Sink) error {
+	w := &writer{bw: bufio.NewWriterSize(out, bufferSize), out: out, mode: f.req.Feed}
+	r := newReader(f.b, f.from, f.keep, chunkSize)
+	err := f.run(ctx, r, w)
+	if err != nil && !errors.Is(err, errDone) {
+		return err
+	}
+	f.read.Store(r.read)
+	return w.finish(r.pos, f.pending(r.pos))
+}
+
+// errDone ends run without an error.
+var errDone = errors.New("changes: done")
+
+func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
+	if err := w.start(); err != nil {
+		return err
+	}
+	limit := f.req.Limit
+	if limit == 0 {
+		return errDone
+	}
+	top := f.b.StableCAS() // a normal feed answers up to the moment it began
+	idleSince := time.Now() // wall clock: the feed's timeout and heartbeat
+	for {
+		if f.req.Feed != Normal {
+			top = f.b.StableCAS()
+		}
+		rows := 0
+		if r.open(top) {
+			now := f.b.Clock().Now()
+			for d := r.next(); d != nil; d = r.next() {
+				if err := w.row(d, r.pos, f.req.IncludeDocs, now); err != nil {
+					return err
+				}
+				rows++
+				f.sent.Add(1)
+				f.read.Store(r.read)
+				if limit > 0 && f.sent.Load() == int64(limit) {
+					return errDone
+				}
+				if rows%chunkSize == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if rows > 0 {
+			idleSince = time.Now() // wall clock: the feed's timeout
+		}
+		if err := w.flush(); err != nil {
+			return err
+		}
+		if f.req.Feed == Normal || (f.req.Feed == Longpoll && f.sent.Load() > 0) {
+			return errDone
+		}
+		if err := f.wait(ctx, r, w, &idleSince); err != nil {
+			return err
+		}
+	}
+}
+
+// wait blocks until the bucket has a change past r's position, sending
+// heartbeats meanwhile; it returns errDone at the timeout.
+func (f *Feed) wait(ctx context.Context, r *reader, w *writer, idleSince *time.Time) error {
+	lastBeat := time.Now() // wall clock: the heartbeat
+	for {
+		high := f.b.HighSeqnos()
+		if f.b.StableCAS() > r.pos.cas {
+			return nil
+		}
+		now := time.Now() // wall clock: the feed's timeout and heartbeat
+		d := time.Duration(1<<63 - 1)
+		if f.req.Timeout > 0 {
+			left := f.req.Timeout - now.Sub(*idleSince)
+			if left <= 0 {
+				return errDone
+			}
+			d = left
+		}
+		if f.req.Heartbeat > 0 {
+			left := f.req.Heartbeat - now.Sub(lastBeat)
+			if left <= 0 {
+				if err := w.heartbeat(); err != nil {
+					return err
+				}
+				lastBeat = now
+				left = f.req.Heartbeat
+			}
+			d = min(d, left)
+		}
+		wctx, cancel := context.WithTimeout(ctx, d)
+		err := f.b.WaitChanges(wctx, high)
+		cancel()
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+// pending counts the rows after pos that a request from it would send now.
+// It scans the bucket unless nothing was written past pos.
+func (f *Feed) pending(pos position) int64 {
+	top := f.b.StableCAS()
+	if pos.win <= pos.cas && top <= pos.cas {
+		return 0
+	}
+	r := newReader(f.b, pos, f.keep, chunkSize)
+	var n int64
+	for range 2 { // the open window, then one up to now
+		if !r.open(top) {
+			break
+		}
+		for d := r.next(); d != nil; d = r.next() {
+			n++
+		}
+	}
+	return n
+}
+
+// writer encodes the feed in its mode's framing.
+type writer struct {
+	bw    *bufio.Writer
+	out   Sink
+	mode  Mode
+	first bool // a normal or longpoll answer has written a row
+	buf   []byte
+}
+
+func (w *writer) start() error {
+	if w.mode == Normal || w.mode == Longpoll {
+		_, err := w.bw.WriteString("{\"results\":[\n")
+		return err
+	}
+	return nil
+}
+
+// row writes one change: {"seq","id","changes":[{"rev"}],"deleted"?,"expired"?,"doc"?}.
+func (w *writer) row(d *engine.Document, pos position, includeDocs bool, now int64) error {
+	seq := pos.String()
+	b := w.buf[:0]
+	switch w.mode {
+	case Normal, Longpoll:
+		if w.first {
+			b = append(b, ",\n"...)
+		}
+		w.first = true
+	case EventSource:
+		b = append(b, "data: "...)
+	}
+	b = append(b, `{"seq":"`...)
+	b = append(b, seq...)
+	b = append(b, `","id":`...)
+	b = appendString(b, d.Key)
+	b = append(b, `,"changes":[{"rev":"`...)
+	b = append(b, d.Rev()...)
+	b = append(b, `"}]`...)
+	if d.Deleted {
+		b = append(b, `,"deleted":true`...)
+		if d.Expired {
+			b = append(b, `,"expired":true`...)
+		}
+	}
+	if includeDocs {
+		b = append(b, `,"doc":`...)
+		b = appendDoc(b, d, now)
+	}
+	b = append(b, '}')
+	switch w.mode {
+	case Continuous:
+		b = append(b, '\n')
+	case EventSource:
+		b = append(b, "\nid: "...)
+		b = append(b, seq...)
+		b = append(b, "\n\n"...)
+	}
+	w.buf = b
+	if cap(w.buf) > bufferSize {
+		w.buf = nil // a large document's row: do not keep its buffer
+	}
+	_, err := w.bw.Write(b)
+	return err
+}
+
+func (w *writer) heartbeat() error {
+	s := "\n"
+	if w.mode == EventSource {
+		s = "event: heartbeat\ndata: \n\n"
+	}
+	if _, err := w.bw.WriteString(s); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+func (w *writer) flush() error {
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	return w.out.Flush()
+}
+
+// finish writes the answer's end: last_seq and pending.
+func (w *writer) finish(pos position, pending int64) error {
+	var s string
+	tail := `"last_seq":"` + pos.String() + `","pending":` + strconv.FormatInt(pending, 10) + "}\n"
+	switch w.mode {
+	case Normal, Longpoll:
+		s = "\n],\n" + tail
+	case Continuous:
+		s = "{" + tail
+	}
+	if _, err := w.bw.WriteString(s); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// appendDoc appends a row's doc: the document's JSON object with _id and
+// _rev added (as CouchDB shows a document), {"_id","_rev","json"} for
+// another JSON value, {"_id","_rev","base64"} for a binary one, null for a
+// deletion or an expired document.
+func appendDoc(b []byte, d *engine.Document, now int64) []byte {
+	if d.Deleted || d.ExpiredAt(now) {
+		return append(b, "null"...)
+	}
+	head := func(b []byte) []byte {
+		b = append(b, `{"_id":`...)
+		b = appendString(b, d.Key)
+		b = append(b, `,"_rev":"`...)
+		b = append(b, d.Rev()...)
+		return append(b, '"')
+	}
+	if d.Type != engine.TypeJSON {
+		b = append(head(b), `,"base64":`...)
+		v, _ := json.Marshal(d.Value) // []byte marshals as a base64 string
+		return append(append(b, v...), '}')
+	}
+	v := gjson.ParseBytes(d.Value)
+	if !v.IsObject() {
+		b = append(head(b), `,"json":`...)
+		return append(append(b, d.Value...), '}')
+	}
+	if v.Get("_id").Exists() || v.Get("_rev").Exists() {
+		return append(b, d.Value...) // the document names itself
+	}
+	b = head(b)
+	body := []byte(v.Raw)
+	for len(body) > 0 && body[0] != '{' {
+		body = body[1:]
+	}
+	inner := body[1:]
+	empty := true
+	v.ForEach(func(_, _ gjson.Result) bool {
+		empty = false
+		return false
+	})
+	if !empty {
+		b = append(b, ',')
+	}
+	return append(b, inner...)
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	v, _ := json.Marshal(s) // a string always marshals
+	return append(b, v...)
+}

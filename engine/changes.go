@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// This file is what a public change feed (CouchDB's _changes, package changes)
+// needs from the bucket: a bucket-wide order in which every position fits in
+// one number. Sequence numbers are per partition; a position in them is a
+// vector of one per partition, too large to put on every row of a feed. CAS
+// is bucket-wide and is handed out (nextCAS) together with the sequence
+// number, under the partition's lock: within a partition, a higher sequence
+// number has a higher CAS. But CAS does not order publication: a writer can
+// take a CAS and reach the commit queue after a writer that took a later
+// one, and the two may land in different batches, so a change with a smaller
+// CAS can become visible after one with a larger. StableCAS answers that: it
+// is the highest CAS at or below which nothing remains on its way to disk,
+// so "every change with CAS at or below c" is a position a consumer can hold
+// once c <= StableCAS. A sliding-expiry extension keeps its document's CAS
+// (ttl.go, extend): it changes neither the value nor the CAS, only the
+// expiration, and a feed ordered by CAS shows it only to a consumer that has
+// not yet passed that CAS.
+
+// purgedCASKey is the system document holding the highest CAS of a
+// tombstone the metadata purge removed, as 8 big-endian bytes.
+const purgedCASKey = "_mayfly/changes/purged"
+
+// StableCAS returns the highest CAS c such that every change with a CAS at
+// or below c is committed and visible in the change feed (or will never be:
+// its commit failed). A change published after this call has a larger CAS,
+// so a consumer that has read every change with CAS at or below c can hold c
+// as its position.
+func (b *Bucket) StableCAS() uint64 {
+	// Read the last CAS handed out first: a CAS at or below it was taken
+	// under its partition's lock, which the writer holds until its version
+	// is queued (pending) or, without a store, committed. Taking each
+	// partition's lock below therefore sees every such version either
+	// pending or committed.
+	stable := b.cas.Load()
+	for _, p := range b.parts {
+		p.mu.RLock()
+		for k, d := range p.mu.pending {
+			if c := p.mu.docs[k]; c != nil && c.CAS == d.CAS {
+				continue // a sliding extension: its CAS is already committed
+			}
+			if d.CAS <= stable {
+				stable = d.CAS - 1
+			}
+		}
+		p.mu.RUnlock()
+	}
+	return stable
+}
+
+// MaxCAS returns the highest CAS handed out so far.
+func (b *Bucket) MaxCAS() uint64 { return b.cas.Load() }
+
+// ChangeScan is one read of a partition's change feed by ScanChanges: its
+// arguments, and its results, which a caller reads on from by scanning again
+// with the same value.
+type ChangeScan struct {
+	// Part is the partition to read.
+	Part int
+	// After is the sequence number to read after; ScanChanges moves it to
+	// where the next read goes on.
+	After uint64
+	// Lo and Hi bound the CAS of the versions returned: Lo < CAS <= Hi.
+	Lo, Hi uint64
+	// Limit caps how many versions one read appends.
+	Limit int
+	// Keep, when set, filters the versions returned. It runs under the
+	// partition's read lock: it must be quick and not call the bucket.
+	Keep func(*Document) bool
+	// Docs receives the versions read, appended in sequence order.
+	Docs []*Document
+	// More reports that the partition's feed holds more after After.
+	More bool
+	// Above is the lowest sequence number seen of a version skipped for a
+	// CAS over Hi (0 if none): a later read of CAS over Hi in this
+	// partition need not look before it.
+	Above uint64
+}
+
+// ScanChanges reads part of one partition's change feed, as s describes: the
+// committed version of every document changed after s.After, in sequence
+// order, with s.Lo < CAS <= s.Hi, that s.Keep accepts, at most s.Limit of
+// them. A document changed twice appears once, at its latest version; a
+// version whose CAS is out of range is skipped, not waited for.
+func (b *Bucket) ScanChanges(s *ChangeScan) {
+	s.More = false
+	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 {
+		return
+	}
+	p := b.parts[s.Part]
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	log := p.mu.log
+	i := sort.Search(len(log), func(i int) bool { return log[i].seq > s.After })
+	n := 0
+	for ; i < len(log); i++ {
+		e := log[i]
+		d, ok := p.mu.docs[e.key]
+		if ok && d.Seq == e.seq && d.CAS > s.Hi && (s.Above == 0 || e.seq < s.Above) {
+			s.Above = e.seq
+		}
+		if !ok || d.Seq != e.seq || d.CAS <= s.Lo || d.CAS > s.Hi || (s.Keep != nil && !s.Keep(d)) {
+			s.After = e.seq
+			continue
+		}
+		if n == s.Limit {
+			s.More = true
+			return
+		}
+		s.Docs = append(s.Docs, d)
+		n++
+		s.After = e.seq
+	}
+}
+
+// CheckCASPosition reports whether a change-feed consumer that has seen
+// every change with a CAS at or below cas, in the history named uuid, can go
+// on from there: nil when it can, an error wrapping ErrRollback when it
+// cannot (an unknown history; a position past what the bucket holds; an older
+// history whose end the consumer may have read past, so that changes it saw
+// were lost and their CAS values may be handed out again). A consumer that
+// has seen nothing (cas 0) can always go on.
+//
+// For an older history the check is conservative: the bucket keeps no CAS per
+// history, so the bound is the highest CAS among the documents still held
+// that were written before every later history began. It scans the bucket.
+func (b *Bucket) CheckCASPosition(uuid, cas uint64) error {
+	if cas == 0 {
+		return nil
+	}
+	hist := b.FailoverLog()
+	i := slices.IndexFunc(hist, func(e FailoverEntry) bool { return e.UUID == uuid })
+	switch {
+	case i < 0:
+		return fmt.Errorf("%w: history %d is not in the failover log", ErrRollback, uuid)
+	case i == 0:
+		if m := b.cas.Load(); cas > m {
+			return fmt.Errorf("%w: position %d is past the bucket's last change %d", ErrRollback, cas, m)
+		}
+		return nil
+	}
+	// Every later history began at some sequence number per partition; what
+	// is at or below the lowest of them was written before all of them.
+	limit := make([]uint64, len(b.parts))
+	for p := range limit {
+		limit[p] = ^uint64(0)
+		for _, e := range hist[:i] {
+			var s uint64
+			if e.Seqs != nil && p < len(e.Seqs) {
+				s = e.Seqs[p]
+			}
+			limit[p] = min(limit[p], s)
+		}
+	}
+	var held uint64
+	for _, p := range b.parts {
+		p.mu.RLock()
+		for _, d := range p.mu.docs {
+			if d.Seq <= limit[p.id] {
+				held = max(held, d.CAS)
+			}
+		}
+		p.mu.RUnlock()
+	}
+	if cas > held {
+		return fmt.Errorf("%w: history %d ended before position %d could be shown to be kept", ErrRollback, uuid, cas)
+	}
+	return nil
+}
+
+// PurgedCAS returns the highest CAS of a tombstone the metadata purge has
+// removed (0 if none): a consumer whose position is below it may have missed
+// a deletion for good.
+func (b *Bucket) PurgedCAS() uint64 {
+	v, err := b.SystemDoc(purgedCASKey)
+	if err != nil || len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// raisePurgedCAS makes PurgedCAS, durably, at least the CAS of every
+// tombstone that PurgeTombstones(olderThan) with consumers at low may purge
+// now, and returns the value it holds: the purge removes only tombstones at
+// or below it, so no removal is ever on disk before the mark that says so.
+func (b *Bucket) raisePurgedCAS(ctx context.Context, olderThan int64, low []uint64) (uint64, error) {
+	cur := b.PurgedCAS()
+	want := cur
+	for _, p := range b.parts {
+		p.mu.RLock()
+		for _, d := range p.mu.docs {
+			if d.Deleted && d.DeletedAt <= olderThan && d.Seq <= low[p.id] {
+				want = max(want, d.CAS)
+			}
+		}
+		p.mu.RUnlock()
+	}
+	if want == cur {
+		return cur, nil
+	}
+	if err := b.PutSystemDoc(ctx, purgedCASKey, binary.BigEndian.AppendUint64(nil, want)); err != nil {
+		return cur, fmt.Errorf("engine: record the metadata purge's position: %w", err)
+	}
+	return want, nil
+}

@@ -1,0 +1,85 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/mayflydb/mayfly/changes"
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// changesStall is how long a change feed waits for a client that has
+// stopped reading before it gives up on it: each flush moves the write
+// deadline this far ahead, so a long feed outlives the server's
+// --write-timeout while a stalled one still ends.
+const changesStall = 2 * time.Minute
+
+// changesFeed handles GET and POST /{bucket}/_changes: the bucket's change
+// feed in CouchDB's shape (package changes). Errors found before the feed
+// starts are answered as JSON; once rows flow, an error ends the answer.
+func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body []byte
+	if r.Method == http.MethodPost {
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen)); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	req, err := changes.ParseRequest(r.URL.Query(), body)
+	if err != nil {
+		writeError(w, changesError(err))
+		return
+	}
+	c, err := collectionOf(b, r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	feed, err := changes.Open(b, c.ID(), req)
+	if err != nil {
+		writeError(w, changesError(err))
+		return
+	}
+	w.Header().Set("Content-Type", feed.ContentType())
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if err := feed.Run(r.Context(), &responseSink{w: w, rc: http.NewResponseController(w)}); err != nil && r.Context().Err() == nil {
+		s.log.Info("change feed ended early", "bucket", b.Name(), "err", err)
+	}
+}
+
+// changesError gives the feed's errors their HTTP shape: a bad parameter and
+// a since the bucket cannot serve are both 400s; the second says to start
+// again.
+func changesError(err error) error {
+	switch {
+	case errors.Is(err, changes.ErrRollback):
+		return &httpError{status: http.StatusBadRequest, code: "rollback", reason: err.Error()}
+	case errors.Is(err, changes.ErrBadRequest):
+		return &httpError{status: http.StatusBadRequest, code: "bad_request", reason: err.Error()}
+	}
+	return err
+}
+
+// responseSink is a changes.Sink over an HTTP response.
+type responseSink struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (rs *responseSink) Write(p []byte) (int, error) { return rs.w.Write(p) }
+
+// Flush moves the write deadline on and sends what is buffered.
+func (rs *responseSink) Flush() error {
+	if err := rs.rc.SetWriteDeadline(time.Now().Add(changesStall)); err != nil && !errors.Is(err, http.ErrNotSupported) { // wall clock: a network deadline
+		return err
+	}
+	return rs.rc.Flush()
+}

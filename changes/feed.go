@@ -120,7 +120,7 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 	if limit == 0 {
 		return errDone
 	}
-	top := f.b.StableCAS() // a normal feed answers up to the moment it began
+	top := f.b.StableCAS()  // a normal feed answers up to the moment it began
 	idleSince := time.Now() // wall clock: the feed's timeout and heartbeat
 	for {
 		if f.req.Feed != Normal {

@@ -68,7 +68,16 @@ func Open(b *engine.Bucket, cid engine.CollectionID, req *Request) (*Feed, error
 	if err := b.CheckCASPosition(p.uuid, max(p.cas, p.win)); err != nil {
 		return nil, fmt.Errorf("%w: %w; start again with since=0", ErrRollback, err)
 	}
-	if purged := b.PurgedCAS(); p.cas != 0 && p.cas < purged {
+	// A consumer that has read every change up to seen may have missed a
+	// deletion the metadata purge removed above it. One that began at 0
+	// and is inside its first window has seen the partitions it passed up
+	// to the window's top, and needs no deletion of a document it never
+	// saw in the others.
+	seen := p.cas
+	if seen == 0 {
+		seen = p.win
+	}
+	if purged := b.PurgedCAS(); seen != 0 && purged > seen {
 		return nil, fmt.Errorf("%w: the metadata purge has removed deletions made after it; start again with since=0", ErrRollback)
 	}
 	f.from = p

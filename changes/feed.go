@@ -181,7 +181,7 @@ func (f *Feed) wait(ctx context.Context, r *reader, w *writer, idleSince *time.T
 		}
 		now := time.Now() // wall clock: the feed's timeout and heartbeat
 		d := time.Duration(1<<63 - 1)
-		if f.req.Timeout > 0 {
+		if f.req.Timeout >= 0 {
 			left := f.req.Timeout - now.Sub(*idleSince)
 			if left <= 0 {
 				return errDone

@@ -67,8 +67,9 @@ type Request struct {
 	// after this long without a row, keeping the connection alive; without
 	// an explicit Timeout the feed then runs until the client goes.
 	Heartbeat time.Duration
-	// Timeout ends a longpoll or continuous feed after this long without a
-	// change.
+	// Timeout ends a longpoll, continuous or eventsource feed after this
+	// long without a change (0: as soon as it has caught up); negative
+	// means never.
 	Timeout time.Duration
 	// Collection narrows the feed to one collection, "scope.collection";
 	// "" is _default._default, as for every document endpoint.
@@ -138,7 +139,7 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 			r.Heartbeat = max(time.Duration(ms)*time.Millisecond, minHeartbeat)
 		}
 		if r.Heartbeat > 0 && !explicitTimeout {
-			r.Timeout = 0 // as CouchDB: the heartbeat keeps the feed alive
+			r.Timeout = -1 // as CouchDB: the heartbeat keeps the feed alive
 		}
 	}
 	switch f := q.Get("filter"); f {

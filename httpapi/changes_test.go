@@ -1,0 +1,192 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/auth"
+)
+
+type changesAnswer struct {
+	Results []struct {
+		Seq     string `json:"seq"`
+		ID      string `json:"id"`
+		Changes []struct {
+			Rev string `json:"rev"`
+		} `json:"changes"`
+		Deleted bool            `json:"deleted"`
+		Expired bool            `json:"expired"`
+		Doc     json.RawMessage `json:"doc"`
+	} `json:"results"`
+	LastSeq string `json:"last_seq"`
+	Pending int    `json:"pending"`
+}
+
+func (f *fixture) changes(query string) changesAnswer {
+	f.t.Helper()
+	st, _, body := f.do("GET", "/default/_changes?"+query, "", "")
+	if st != 200 {
+		f.t.Fatalf("_changes?%s: %d %s", query, st, body)
+	}
+	var a changesAnswer
+	if err := json.Unmarshal([]byte(body), &a); err != nil {
+		f.t.Fatalf("_changes?%s: %v\n%s", query, err, body)
+	}
+	return a
+}
+
+// The feed over HTTP: rows with the rev the document API shows, expirations
+// by the pager and by a read as deletion rows marked expired, a since from
+// another history refused, doc_ids on POST.
+func TestChangesFeed(t *testing.T) {
+	f := newFixture(t)
+	for _, k := range []string{"a", "paged", "lazy"} {
+		expiry := "0"
+		if k != "a" {
+			expiry = "10"
+		}
+		if st, _, body := f.do("PUT", "/default/docs/"+k+"?expiry="+expiry, "", `{"k":"`+k+`"}`); st != 201 {
+			t.Fatalf("PUT %s: %d %s", k, st, body)
+		}
+	}
+	_, _, body := f.do("GET", "/default/docs/a?meta=true", "", "")
+	rev := jsonOf(t, body)["meta"].(map[string]any)["rev"].(string)
+	all := f.changes("include_docs=true")
+	if len(all.Results) != 3 || all.Pending != 0 {
+		t.Fatalf("feed: %+v", all)
+	}
+	for _, r := range all.Results {
+		if r.ID == "a" && (r.Changes[0].Rev != rev || !strings.Contains(string(r.Doc), `"k":"a"`)) {
+			t.Errorf("row of a: %+v, want rev %s and its body", r, rev)
+		}
+	}
+
+	f.clk.Advance(11)
+	if st, _, _ := f.do("GET", "/default/docs/lazy", "", ""); st != 404 {
+		t.Fatalf("GET expired: %d", st)
+	}
+	if _, err := f.pager.RunNow(context.Background(), "default"); err != nil {
+		t.Fatal(err)
+	}
+	after := f.changes("since=" + url.QueryEscape(all.LastSeq))
+	if len(after.Results) != 2 {
+		t.Fatalf("after expiry: %+v", after)
+	}
+	for _, r := range after.Results {
+		if !r.Deleted || !r.Expired || len(r.Changes) != 1 {
+			t.Errorf("expiration row: %+v", r)
+		}
+	}
+
+	st, _, body := f.do("GET", "/default/_changes?since=AQAAAAAAAAABAQ", "", "")
+	if st != 400 || jsonOf(t, body)["error"] != "rollback" {
+		t.Errorf("since from another history: %d %s", st, body)
+	}
+	st, _, body = f.do("GET", "/default/_changes?feed=sideways", "", "")
+	if st != 400 || jsonOf(t, body)["error"] != "bad_request" {
+		t.Errorf("bad feed: %d %s", st, body)
+	}
+
+	st, _, body = f.do("POST", "/default/_changes?filter=_doc_ids", "application/json", `{"doc_ids":["a","nothere"]}`)
+	var a changesAnswer
+	if st != 200 || json.Unmarshal([]byte(body), &a) != nil || len(a.Results) != 1 || a.Results[0].ID != "a" {
+		t.Errorf("doc_ids: %d %s", st, body)
+	}
+
+	// Server-sent events are text/event-stream.
+	_, h, body := f.do("GET", "/default/_changes?feed=eventsource&timeout=0", "", "")
+	if h.Get("Content-Type") != "text/event-stream" || strings.Count(body, "\ndata: ")+strings.Count(body[:min(6, len(body))], "data: ") != 3 {
+		t.Errorf("eventsource: %s %q", h.Get("Content-Type"), body)
+	}
+}
+
+// data_dcp_reader reads the feed; data_reader alone does not; bucket_admin
+// does, but include_docs needs data_reader too.
+func TestChangesRoles(t *testing.T) {
+	f := newFixture(t)
+	for name, roles := range map[string]string{"dcp": "data_dcp_reader[default]", "reader": "data_reader[default]", "badmin": "bucket_admin[default]", "other": "data_dcp_reader[other]"} {
+		rs, err := auth.ParseRoles(roles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.users.PutUser(name, name, name+"-pw", rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		user, query string
+		want        int
+	}{
+		{"dcp", "", 200}, {"dcp", "include_docs=true", 200},
+		{"reader", "", 403},
+		{"badmin", "", 200}, {"badmin", "include_docs=true", 403},
+		{"other", "", 403},
+	} {
+		if st, _, body := f.doAs(c.user, c.user+"-pw", "GET", "/default/_changes?"+c.query, "", ""); st != c.want {
+			t.Errorf("%s ?%s: %d, want %d (%s)", c.user, c.query, st, c.want, body)
+		}
+	}
+}
+
+// feedGoroutines counts the server's goroutines running a change feed.
+func feedGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "changes.(*Feed).Run(")
+}
+
+// A continuous feed streams changes as they come; when its client hangs
+// up, the server's goroutine ends.
+func TestChangesContinuousClientHangsUp(t *testing.T) {
+	f := newFixture(t)
+	if st, _, body := f.do("PUT", "/default/docs/a", "", `{}`); st != 201 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/default/_changes?feed=continuous&heartbeat=60000", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	next := func() string {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("feed ended: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	if l := next(); !strings.Contains(l, `"id":"a"`) {
+		t.Fatalf("first row: %q", l)
+	}
+	if st, _, body := f.do("PUT", "/default/docs/b", "", `{}`); st != 201 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	if l := next(); !strings.Contains(l, `"id":"b"`) {
+		t.Fatalf("streamed row: %q", l)
+	}
+	if n := feedGoroutines(); n != 1 {
+		t.Fatalf("%d feed goroutines while streaming, want 1", n)
+	}
+	cancel() // the client hangs up
+	resp.Body.Close()
+	for deadline := time.Now().Add(30 * time.Second); feedGoroutines() != 0; { // wall clock: a hang's deadline
+		if time.Now().After(deadline) { // wall clock: a hang's deadline
+			t.Fatal("the feed's goroutine outlived its client")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

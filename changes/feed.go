@@ -319,7 +319,10 @@ func (w *writer) finish(pos position, pending int64) error {
 	tail := `"last_seq":"` + pos.String() + `","pending":` + strconv.FormatInt(pending, 10) + "}\n"
 	switch w.mode {
 	case Normal, Longpoll:
-		s = "\n],\n" + tail
+		s = "],\n" + tail
+		if w.first {
+			s = "\n" + s
+		}
 	case Continuous:
 		s = "{" + tail
 	}

@@ -19,7 +19,7 @@ var (
 	// (recreated, restored, writes lost in a crash), or older than deletions
 	// the metadata purge has removed. The consumer must start again from
 	// since=0. It wraps engine.ErrRollback when the history is the cause.
-	ErrRollback = errors.New("changes: since is no longer in the bucket's history")
+	ErrRollback = errors.New("changes: cannot resume from since")
 )
 
 // Mode is the feed parameter: how the answer is delivered.

@@ -1,0 +1,39 @@
+// Package changes is a bucket's public change feed, /{bucket}/_changes, in
+// CouchDB's shape, so that CouchDB's and PouchDB's replicators can read it:
+// rows {"seq","id","changes":[{"rev"}],"deleted"?,"expired"?,"doc"?}, answers
+// {"results","last_seq","pending"}, and the normal, longpoll, continuous and
+// eventsource modes.
+//
+// # Positions
+//
+// A replicator checkpoints the seq of the last row it applied, so every
+// row's seq must be a place to resume from. The engine's sequence numbers
+// are per partition; a position in them is a vector of 1,024, too large for
+// every row. CAS is bucket-wide and, within a partition, rises with the
+// sequence number, but a write can take its CAS before another and reach
+// disk after it. The feed therefore reads in windows (c, w] of CAS, where w
+// is the bucket's StableCAS: every write at or below it is visible, and any
+// later one has a larger CAS. Within a window it goes partition by
+// partition in sequence order. A row's seq is the history UUID, c, w, the
+// partition and the sequence number; between windows, the UUID and c. It is
+// base64url of varints, about 35 characters.
+//
+// A since from a history the bucket no longer holds (engine.CheckCASPosition)
+// or older than a deletion the metadata purge removed (engine.PurgedCAS) is
+// refused with ErrRollback rather than answered with changes missing.
+//
+// # Memory
+//
+// A feed never holds the whole feed: it takes 128 documents at a time from
+// the bucket and writes them through a 32 KiB buffer, flushing after each
+// chunk, so a client that stops reading holds it at one chunk and one
+// buffer, and one that goes ends it (its context, or a failed write).
+//
+// # Costs
+//
+// A window's first pass over a partition starts at its beginning unless the
+// same feed has read an earlier window, so a request that resumes from a
+// since scans the bucket's change log once; a feed that stays open
+// (continuous, eventsource) pays only for what changes. Counting pending
+// after a limit is another such pass.
+package changes

@@ -139,12 +139,12 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 		if r.open(top) {
 			now := f.b.Clock().Now()
 			for d := r.next(); d != nil; d = r.next() {
+				f.read.Store(r.read)
 				if err := w.row(d, r.pos, f.req.IncludeDocs, now); err != nil {
 					return err
 				}
 				rows++
 				f.sent.Add(1)
-				f.read.Store(r.read)
 				if limit > 0 && f.sent.Load() == int64(limit) {
 					return errDone
 				}

@@ -12,7 +12,8 @@ import (
 
 // changesStall is how long a change feed waits for a client that has
 // stopped reading before it gives up on it: each flush moves the write
-// deadline this far ahead, so a long feed outlives the server's
+// deadline this far ahead (plus the feed's own timeout or heartbeat, the
+// longest it may go without writing), so a long feed outlives the server's
 // --write-timeout while a stalled one still ends.
 const changesStall = 2 * time.Minute
 
@@ -50,7 +51,9 @@ func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", feed.ContentType())
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	if err := feed.Run(r.Context(), &responseSink{w: w, rc: http.NewResponseController(w)}); err != nil && r.Context().Err() == nil {
+	// A feed may wait up to its timeout or heartbeat between writes.
+	stall := changesStall + max(req.Timeout, req.Heartbeat, 0)
+	if err := feed.Run(r.Context(), &responseSink{w: w, rc: http.NewResponseController(w), stall: stall}); err != nil && r.Context().Err() == nil {
 		s.log.Info("change feed ended early", "bucket", b.Name(), "err", err)
 	}
 }
@@ -70,15 +73,16 @@ func changesError(err error) error {
 
 // responseSink is a changes.Sink over an HTTP response.
 type responseSink struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
 }
 
 func (rs *responseSink) Write(p []byte) (int, error) { return rs.w.Write(p) }
 
 // Flush moves the write deadline on and sends what is buffered.
 func (rs *responseSink) Flush() error {
-	if err := rs.rc.SetWriteDeadline(time.Now().Add(changesStall)); err != nil && !errors.Is(err, http.ErrNotSupported) { // wall clock: a network deadline
+	if err := rs.rc.SetWriteDeadline(time.Now().Add(rs.stall)); err != nil && !errors.Is(err, http.ErrNotSupported) { // wall clock: a network deadline
 		return err
 	}
 	return rs.rc.Flush()

@@ -31,9 +31,9 @@
 //
 // # Costs
 //
-// A window's first pass over a partition starts at its beginning unless the
-// same feed has read an earlier window, so a request that resumes from a
-// since scans the bucket's change log once; a feed that stays open
-// (continuous, eventsource) pays only for what changes. Counting pending
-// after a limit is another such pass.
+// Each partition's change log carries the running maximum of its CAS values
+// (engine.ScanChanges), so a window's pass over a partition starts where
+// the changes above the window's bottom start: a request that resumes from
+// a since costs what changed after it, plus a binary search per partition.
+// Counting pending after a limit is another such pass.
 package changes

@@ -19,11 +19,8 @@ type reader struct {
 	bi   int
 	scan engine.ChangeScan
 
-	// start is, per partition, where the next window's scan starts: every
-	// version after it with a CAS over the current window's top was
-	// stamped after it. later collects it while a window is read; zeros
-	// (the start of the partition) are always safe.
-	start, later []uint64
+	// parts is the bucket's number of partitions.
+	parts int
 
 	// read counts the documents taken from the bucket.
 	read int64
@@ -31,7 +28,7 @@ type reader struct {
 
 func newReader(b *engine.Bucket, pos position, keep func(*engine.Document) bool, chunk int) *reader {
 	n := b.NumPartitions()
-	r := &reader{b: b, keep: keep, chunk: chunk, pos: pos, start: make([]uint64, n), later: make([]uint64, n)}
+	r := &reader{b: b, keep: keep, chunk: chunk, pos: pos, parts: n}
 	if pos.win > pos.cas {
 		r.enter(pos.part, pos.seq)
 	}
@@ -48,7 +45,7 @@ func (r *reader) open(top uint64) bool {
 		return false
 	}
 	r.pos.win = top
-	r.enter(0, r.start[0])
+	r.enter(0, 0)
 	return true
 }
 
@@ -79,17 +76,10 @@ func (r *reader) next() *engine.Document {
 			continue
 		}
 		// The partition is done in this window.
-		if r.scan.Above != 0 {
-			r.later[r.pos.part] = r.scan.Above - 1
-		} else {
-			r.later[r.pos.part] = r.scan.After
-		}
-		if r.pos.part+1 < len(r.start) {
-			r.enter(r.pos.part+1, r.start[r.pos.part+1])
+		if r.pos.part+1 < r.parts {
+			r.enter(r.pos.part+1, 0)
 			continue
 		}
-		r.start, r.later = r.later, r.start
-		clear(r.later)
 		r.pos = position{uuid: r.pos.uuid, cas: r.pos.win}
 		r.buf, r.bi = r.buf[:0], 0
 	}

@@ -79,17 +79,16 @@ type ChangeScan struct {
 	Docs []*Document
 	// More reports that the partition's feed holds more after After.
 	More bool
-	// Above is the lowest sequence number seen of a version skipped for a
-	// CAS over Hi (0 if none): a later read of CAS over Hi in this
-	// partition need not look before it.
-	Above uint64
 }
 
 // ScanChanges reads part of one partition's change feed, as s describes: the
 // committed version of every document changed after s.After, in sequence
 // order, with s.Lo < CAS <= s.Hi, that s.Keep accepts, at most s.Limit of
 // them. A document changed twice appears once, at its latest version; a
-// version whose CAS is out of range is skipped, not waited for.
+// version whose CAS is out of range is skipped, not waited for. It starts
+// where the versions above s.Lo start (a binary search), so a read costs
+// what changed after s.Lo, not the partition's size; the first read of a
+// partition after the bucket opens indexes its log once.
 func (b *Bucket) ScanChanges(s *ChangeScan) {
 	s.More = false
 	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 {
@@ -97,16 +96,27 @@ func (b *Bucket) ScanChanges(s *ChangeScan) {
 	}
 	p := b.parts[s.Part]
 	p.mu.RLock()
+	if !p.mu.logIndexed {
+		p.mu.RUnlock()
+		p.mu.Lock()
+		if !p.mu.logIndexed {
+			p.indexLogLocked()
+		}
+		p.mu.Unlock()
+		p.mu.RLock()
+	}
 	defer p.mu.RUnlock()
 	log := p.mu.log
 	i := sort.Search(len(log), func(i int) bool { return log[i].seq > s.After })
+	// Every version logged before j has a CAS at or below Lo.
+	if j := sort.Search(len(log), func(j int) bool { return log[j].topCAS > s.Lo }); j > i {
+		i = j
+		s.After = log[j-1].seq
+	}
 	n := 0
 	for ; i < len(log); i++ {
 		e := log[i]
 		d, ok := p.mu.docs[e.key]
-		if ok && d.Seq == e.seq && d.CAS > s.Hi && (s.Above == 0 || e.seq < s.Above) {
-			s.Above = e.seq
-		}
 		if !ok || d.Seq != e.seq || d.CAS <= s.Lo || d.CAS > s.Hi || (s.Keep != nil && !s.Keep(d)) {
 			s.After = e.seq
 			continue
@@ -119,6 +129,22 @@ func (b *Bucket) ScanChanges(s *ChangeScan) {
 		n++
 		s.After = e.seq
 	}
+}
+
+// indexLogLocked sets every log entry's topCAS (see logEntry) from the
+// committed versions; a stale entry adds nothing of its own.
+//
+// REQUIRES: p.mu held for writing.
+func (p *partition) indexLogLocked() {
+	var top uint64
+	for i := range p.mu.log {
+		e := &p.mu.log[i]
+		if d, ok := p.mu.docs[e.key]; ok && d.Seq == e.seq {
+			top = max(top, d.CAS)
+		}
+		e.topCAS = top
+	}
+	p.mu.logIndexed = true
 }
 
 // CheckCASPosition reports whether a change-feed consumer that has seen

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,35 +51,71 @@ func TestStableCASWaitsForPendingWrites(t *testing.T) {
 }
 
 // ScanChanges returns a partition's versions in a CAS range, in sequence
-// order, and says where versions above the range start.
+// order, in pieces of any size; starting past a CAS (its binary search) it
+// finds exactly what a full read filtered by CAS finds, sliding extensions
+// (which log an older CAS after newer ones) and deletions included.
 func TestScanChanges(t *testing.T) {
-	b, _ := newBucket(t, engine.Couchbase)
-	writeN(t, b, "k", 200)
-	mid := b.MaxCAS()
-	writeN(t, b, "j", 200)
+	ctx := context.Background()
+	b, c, clk := ttlColl(t, engine.Couchbase, 0, engine.CollectionSettings{IdleTTL: 100})
+	for i := range 300 {
+		if _, err := c.Upsert(ctx, fmt.Sprintf("k%d", i), []byte(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := range b.NumPartitions() { // index the logs: later changes extend the index
+		b.ScanChanges(&engine.ChangeScan{Part: p, Hi: b.MaxCAS(), Limit: 1})
+	}
+	clk.Advance(10)
+	for i := 0; i < 300; i += 3 { // sliding extensions: new sequence numbers, old CAS
+		if _, err := c.Get(ctx, fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i < 300; i += 5 {
+		if _, err := c.Delete(ctx, fmt.Sprintf("k%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read := func(part int, lo uint64, limit int) []*engine.Document {
+		s := engine.ChangeScan{Part: part, Lo: lo, Hi: b.MaxCAS(), Limit: limit}
+		var out []*engine.Document
+		for s.More = true; s.More; {
+			s.Docs = s.Docs[:0]
+			b.ScanChanges(&s)
+			out = append(out, s.Docs...)
+		}
+		return out
+	}
 	total := 0
 	for p := range b.NumPartitions() {
-		low := engine.ChangeScan{Part: p, Hi: mid, Limit: 3}
-		var n int
-		for low.More = true; low.More; {
-			low.Docs = low.Docs[:0]
-			b.ScanChanges(&low)
-			for i, d := range low.Docs {
-				if d.CAS > mid || (i > 0 && d.Seq <= low.Docs[i-1].Seq) {
-					t.Fatalf("partition %d: %+v out of range or order", p, d)
+		all := read(p, 0, 1000)
+		total += len(all)
+		for i := 1; i < len(all); i++ {
+			if all[i].Seq <= all[i-1].Seq {
+				t.Fatalf("partition %d: out of sequence order at %d", p, i)
+			}
+		}
+		for _, cut := range all {
+			var want []string
+			for _, d := range all {
+				if d.CAS > cut.CAS {
+					want = append(want, d.Key)
 				}
 			}
-			n += len(low.Docs)
+			var got []string
+			for _, d := range read(p, cut.CAS, 2) {
+				got = append(got, d.Key)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("partition %d past CAS %d: %v, want %v", p, cut.CAS, got, want)
+			}
 		}
-		high := engine.ChangeScan{Part: p, After: max(low.Above, 1) - 1, Lo: mid, Hi: b.MaxCAS(), Limit: 1000}
-		b.ScanChanges(&high)
-		if low.Above == 0 && len(high.Docs) != 0 {
-			t.Errorf("partition %d: no version above %d seen, yet %d there", p, mid, len(high.Docs))
-		}
-		total += n + len(high.Docs)
 	}
-	if total != 400 {
-		t.Errorf("scanned %d versions, want 400", total)
+	if total != 300 {
+		t.Errorf("read %d versions, want 300", total)
 	}
 }
 

@@ -17,6 +17,12 @@ type docKey struct {
 type logEntry struct {
 	seq uint64
 	key docKey
+	// topCAS is the highest CAS of the versions logged up to this one, once
+	// the log is indexed (partition.mu.logIndexed): it never falls along
+	// the log, so a reader of the changes above a CAS finds where they
+	// start by binary search (ScanChanges), although a sliding extension
+	// logs an older CAS after newer ones.
+	topCAS uint64
 }
 
 // partition is one vBucket: its documents and its change log.
@@ -31,6 +37,9 @@ type partition struct {
 		seq     uint64               // highest sequence number given out
 		durable uint64               // highest sequence number committed: the feed's end
 		log     []logEntry           // committed changes, ordered by seq; may hold stale entries
+		// logIndexed says the log's entries carry topCAS; it is set by
+		// the first reader that needs it (indexLogLocked).
+		logIndexed bool
 	}
 }
 
@@ -63,7 +72,16 @@ func (p *partition) latestLocked(k docKey) *Document {
 //
 // REQUIRES: p.mu held for writing.
 func (p *partition) appendLogLocked(seq uint64, k docKey) {
-	p.mu.log = append(p.mu.log, logEntry{seq: seq, key: k})
+	e := logEntry{seq: seq, key: k}
+	if p.mu.logIndexed {
+		if d := p.mu.docs[k]; d != nil {
+			e.topCAS = d.CAS
+		}
+		if n := len(p.mu.log); n > 0 {
+			e.topCAS = max(e.topCAS, p.mu.log[n-1].topCAS)
+		}
+	}
+	p.mu.log = append(p.mu.log, e)
 	if n := len(p.mu.log); n > 1024 && n > 2*len(p.mu.docs) {
 		p.rebuildLogLocked()
 	}
@@ -79,6 +97,9 @@ func (p *partition) rebuildLogLocked() {
 	}
 	sort.Slice(log, func(i, j int) bool { return log[i].seq < log[j].seq })
 	p.mu.log = log
+	if p.mu.logIndexed {
+		p.indexLogLocked()
+	}
 }
 
 // changesAfter appends to out the current version of every document changed

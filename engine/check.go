@@ -106,6 +106,15 @@ func (b *Bucket) Check(ctx context.Context) error {
 				c.addf("partition %d: change log out of order at %d (%d after %d)", p.id, i, e.seq, p.mu.log[i-1].seq)
 			}
 			logged[e.seq] = e.key
+			if !p.mu.logIndexed {
+				continue
+			}
+			if i > 0 && e.topCAS < p.mu.log[i-1].topCAS {
+				c.addf("partition %d: change log's CAS maximum falls at %d (%d after %d)", p.id, i, e.topCAS, p.mu.log[i-1].topCAS)
+			}
+			if d := p.mu.docs[e.key]; d != nil && d.Seq == e.seq && d.CAS > e.topCAS {
+				c.addf("partition %d: change log's CAS maximum %d at %d is below its document's CAS %d", p.id, e.topCAS, i, d.CAS)
+			}
 		}
 		for k, d := range p.mu.docs {
 			committed[k] = d

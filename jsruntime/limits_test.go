@@ -140,10 +140,18 @@ func TestCompileTimeLimit(t *testing.T) {
 
 // log(...) is limited per design document: 4 documents × 200 lines of 100
 // KB write LogBurst lines of at most MaxLogLine bytes (plus the mark), and
-// the rest are counted as dropped.
+// the rest are counted as dropped; a second later (on the limit's clock)
+// LogRate more lines get through.
 func TestLogLimited(t *testing.T) {
 	h := &recordHandler{}
 	p := newPool(t, &jsruntime.Options{Logger: slog.New(h)})
+	var clockMu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	jsruntime.SetLogClock(p, func() time.Time {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		return now
+	})
 	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc, meta) {
 		var big = "é".repeat(50000);
 		for (var i = 0; i < 200; i++) log(big, i);
@@ -157,26 +165,36 @@ func TestLogLimited(t *testing.T) {
 	if strings.Join(got, " ") != `"a"=null "b"=null "c"=null "d"=null` {
 		t.Errorf("rows: %s", got)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	total := 0
-	for _, r := range h.records {
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "msg" {
-				total += len(a.Value.String())
-				if n := len(a.Value.String()); n > jsruntime.MaxLogLine+20 {
-					t.Errorf("a line of %d bytes", n)
+	lines := func() (n, total int) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, r := range h.records {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "msg" {
+					total += len(a.Value.String())
+					if n := len(a.Value.String()); n > jsruntime.MaxLogLine+20 {
+						t.Errorf("a line of %d bytes", n)
+					}
 				}
-			}
-			return true
-		})
+				return true
+			})
+		}
+		return len(h.records), total
 	}
-	// The test runs in well under a second: at most a few refills.
-	if n := len(h.records); n < jsruntime.LogBurst || n > jsruntime.LogBurst+jsruntime.LogRate*5 {
-		t.Errorf("%d lines logged, want about %d", n, jsruntime.LogBurst)
+	n, total := lines()
+	if n != jsruntime.LogBurst {
+		t.Errorf("%d lines logged, want the burst of %d", n, jsruntime.LogBurst)
 	}
-	if d := pr.LogDropped(); d != int64(800-len(h.records)) {
-		t.Errorf("LogDropped() = %d, want %d", d, 800-len(h.records))
+	if d := pr.LogDropped(); d != int64(800-n) {
+		t.Errorf("LogDropped() = %d, want %d", d, 800-n)
 	}
-	t.Logf("%d lines, %d bytes logged, %d dropped", len(h.records), total, pr.LogDropped())
+	t.Logf("%d lines, %d bytes logged, %d dropped", n, total, pr.LogDropped())
+
+	clockMu.Lock()
+	now = now.Add(time.Second)
+	clockMu.Unlock()
+	mapAll(t, pr, docs[:1])
+	if n2, _ := lines(); n2-n != jsruntime.LogRate {
+		t.Errorf("a second later: %d more lines, want %d", n2-n, jsruntime.LogRate)
+	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dop251/goja"
+	"github.com/mayflydb/mayfly/internal/ratelimit"
 )
 
 // Pool is a fixed set of JavaScript workers shared by every design document
@@ -25,11 +27,12 @@ import (
 // A Pool is safe for concurrent use. Close it when done.
 type Pool struct {
 	opts    Options
-	helpers *goja.Program // defines sum and dateToArray
-	wrapRed *goja.Program // wraps a reduce so its result is encoded inside the call
-	freeze  *goja.Program // freezes everything a runtime's scripts can reach
-	done    chan struct{} // closed by Close
-	mem     *memWatch     // the memory budget of calls
+	helpers *goja.Program    // defines sum and dateToArray
+	wrapRed *goja.Program    // wraps a reduce so its result is encoded inside the call
+	freeze  *goja.Program    // freezes everything a runtime's scripts can reach
+	done    chan struct{}    // closed by Close
+	mem     *memWatch        // the memory budget of calls
+	now     func() time.Time // the clock of the log(...) rate limit
 
 	mu struct {
 		sync.Mutex
@@ -64,6 +67,7 @@ func NewPool(opts *Options) *Pool {
 		wrapRed: goja.MustCompile("reduce.js", reduceWrapperSource, false),
 		freeze:  goja.MustCompile("freeze.js", freezeSource, false),
 		done:    make(chan struct{}),
+		now:     time.Now, // wall clock: a rate limit on log lines
 	}
 	p.mem = newMemWatch(uint64(max(o.MaxMemory, 0)), p.done)
 	p.sched.back = sync.NewCond(&p.sched.Mutex)
@@ -142,7 +146,8 @@ func (p *Pool) Load(views []ViewSource) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &Program{pool: p, views: cvs, byName: make(map[string]int, len(cvs))}
+	pr := &Program{pool: p, views: cvs, byName: make(map[string]int, len(cvs)),
+		logLimit: ratelimit.New(LogRate, LogBurst, p.now)}
 	for i, v := range cvs {
 		pr.byName[v.name] = i
 		pr.needDoc = pr.needDoc || v.usesDoc

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dop251/goja"
+	"github.com/mayflydb/mayfly/internal/ratelimit"
 )
 
 // Document types, the values of Meta.Type.
@@ -80,8 +81,8 @@ type Program struct {
 	closed   atomic.Bool
 	held     int // workers borrowed; guarded by pool.sched
 
-	logLimit   logLimiter   // rate of log(...) lines
-	logDropped atomic.Int64 // log(...) lines dropped over the rate
+	logLimit   *ratelimit.Bucket // rate of log(...) lines
+	logDropped atomic.Int64      // log(...) lines dropped over the rate
 }
 
 // Views returns the names of the program's views, in Load order: the order

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
@@ -207,7 +206,7 @@ func (rt *vmState) decodeBase64(call goja.FunctionCall) goja.Value {
 // Lines are limited per design document (LogRate, LogBurst: more are
 // dropped and counted) and cut at MaxLogLine bytes.
 func (rt *vmState) log(call goja.FunctionCall) goja.Value {
-	if !rt.prog.logLimit.allow(time.Now()) { // wall clock: a rate limit on log lines
+	if ok, _ := rt.prog.logLimit.Allow(); !ok {
 		rt.prog.logDropped.Add(1)
 		return goja.Undefined()
 	}

@@ -2,9 +2,10 @@ package views
 
 import (
 	"log/slog"
-	"sync"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/ratelimit"
 )
 
 // Limits on an index's warnings (map and reduce errors, failed catch-ups):
@@ -20,46 +21,21 @@ const (
 // limitedLog is an index's rate-limited warning log.
 type limitedLog struct {
 	logger *slog.Logger
-	clock  engine.Clock
-	attrs  []any // added to every line
-
-	mu    sync.Mutex
-	byMsg map[string]*logTokens // keyed by message: a few constant strings
-}
-
-// logTokens is one message's token bucket.
-type logTokens struct {
-	tokens  int64
-	last    int64 // clock second of the last refill
-	dropped int64 // lines dropped since the last one written
+	attrs  []any            // added to every line
+	limit  *ratelimit.Keyed // keyed by message: a few constant strings
 }
 
 func newLimitedLog(logger *slog.Logger, clock engine.Clock, attrs ...any) *limitedLog {
-	return &limitedLog{logger: logger, clock: clock, attrs: attrs, byMsg: make(map[string]*logTokens)}
+	now := func() time.Time { return time.Unix(clock.Now(), 0) }
+	return &limitedLog{logger: logger, attrs: attrs, limit: ratelimit.NewKeyed(1.0/errLogEvery, errLogBurst, now)}
 }
 
 // warn writes msg at warning level unless msg is over its budget.
 func (l *limitedLog) warn(msg string, args ...any) {
-	now := l.clock.Now()
-	l.mu.Lock()
-	tb := l.byMsg[msg]
-	if tb == nil {
-		tb = &logTokens{tokens: errLogBurst, last: now}
-		l.byMsg[msg] = tb
-	}
-	if now > tb.last {
-		tb.tokens = min(errLogBurst, tb.tokens+(now-tb.last)/errLogEvery)
-		tb.last = now
-	}
-	if tb.tokens == 0 {
-		tb.dropped++
-		l.mu.Unlock()
+	ok, dropped := l.limit.Allow(msg)
+	if !ok {
 		return
 	}
-	tb.tokens--
-	dropped := tb.dropped
-	tb.dropped = 0
-	l.mu.Unlock()
 	args = append(args, l.attrs...)
 	if dropped > 0 {
 		args = append(args, "suppressed", dropped)

@@ -104,7 +104,8 @@ func TestViewErrorsBeforeAndDuringTheAnswer(t *testing.T) {
 	f.do("PUT", "/default/_design/d", "application/json", `{"views":{"s":{"map":"function (doc, meta) { emit(meta.id, doc.v); }","reduce":"_sum"}}}`)
 	f.do("PUT", "/default/docs/a", "", `{"v":"not a number"}`)
 	st, h, body := f.do("GET", "/default/_design/d/_view/s?stale=false", "", "")
-	if st != 500 || jsonOf(t, body)["error"] != "builtin_reduce_error" || h.Get("Content-Type") != "application/json" {
+	want := "Reducer: Error building index for view `s`, reason: Value is not a number (key \"a\")"
+	if st != 500 || jsonOf(t, body)["error"] != "error" || jsonOf(t, body)["reason"] != want || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("reduce over a string: %d %s", st, body)
 	}
 	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)

@@ -30,7 +30,7 @@ func (r *builtinReducer) Reduce(ctx context.Context, keys [][]byte, ids []string
 		if _, ok := parseNumber(v); !ok {
 			e := &BuiltinReduceError{View: r.view, Builtin: r.name(), Value: clip(v)}
 			if i < len(keys) {
-				e.Key = clip(keys[i])
+				e.Key = string(bytes.TrimSpace(keys[i])) // whole, as Couchbase names it (under MaxKeySize)
 			}
 			if i < len(ids) {
 				e.DocID = ids[i]

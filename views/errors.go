@@ -68,14 +68,14 @@ func (e *DesignDocError) Unwrap() error { return e.Err }
 // at fault, not the query. The service counts it in the view's _info
 // (reduce_errors, recent_reduce_errors) and logs it.
 type ReduceError struct {
-	// Code is "builtin_reduce_error", "reduction_too_large", "timeout",
-	// "memory_limit" or "reduce_error".
+	// Code is the error code a client is shown: "error" (Couchbase's, for a
+	// built-in given a value that is not a number and for a reduction
+	// too large), "timeout", "memory_limit" or "reduce_error".
 	Code string
 	// Reason is the message for the client. For a built-in given a value
-	// that is not a number it names the view, Couchbase's reason, the row's
-	// key and its document, e.g. "Error in the reduce of view `score`:
-	// Builtin _stats function requires map values to be numbers (key:
-	// "bo", document id: "g2", value: null)".
+	// that is not a number and for a reduction too large it is Couchbase's
+	// text, e.g. "Reducer: Error building index for view `score`, reason:
+	// Value is not a number (key \"bo\")" and "reduction too large".
 	Reason string
 	// Err is the underlying error.
 	Err error
@@ -86,17 +86,20 @@ func (e *ReduceError) Error() string { return "views: " + e.Code + ": " + e.Reas
 // Unwrap returns Err.
 func (e *ReduceError) Unwrap() error { return e.Err }
 
-// reduceError classifies an error from a reduce query of view.
-func reduceError(view string, err error) error {
+// reduceError classifies an error from a reduce query of view. updating
+// says whether the view has reduced without error before (see
+// reduceHistory): Couchbase's reason for a value that is not a number says
+// "Error updating index" then, "Error building index" before.
+func reduceError(view string, err error, updating bool) error {
 	var code string
 	switch {
 	case errors.Is(err, index.ErrStop), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, index.ErrClosed), errors.Is(err, index.ErrUnknownView):
 		return err
-	case errors.Is(err, jsruntime.ErrReduceInput):
-		code = "builtin_reduce_error"
-	case errors.Is(err, jsruntime.ErrReductionTooLarge), errors.Is(err, index.ErrReductionTooLarge):
-		code = "reduction_too_large"
+	case errors.Is(err, jsruntime.ErrReduceInput), errors.Is(err, jsruntime.ErrReductionTooLarge), errors.Is(err, index.ErrReductionTooLarge):
+		// Couchbase's view engine answers {error, Reason}, which its HTTP
+		// layer shows as {"error": "error", "reason": Reason}.
+		code = "error"
 	case errors.Is(err, jsruntime.ErrTimeout):
 		code = "timeout"
 	case errors.Is(err, jsruntime.ErrMemoryLimit):
@@ -105,10 +108,24 @@ func reduceError(view string, err error) error {
 		code = "reduce_error"
 	}
 	reason := err.Error()
+	phase := "building"
+	if updating {
+		phase = "updating"
+	}
 	var be *jsruntime.BuiltinReduceError
-	if errors.As(err, &be) {
-		reason = fmt.Sprintf("Error in the reduce of view `%s`: %s (key: %s, document id: %q, value: %s)",
-			view, be.Reason(), be.Key, be.DocID, be.Value)
+	switch {
+	case errors.As(err, &be):
+		// Couchbase's index builder and updater (couchstore's view
+		// reducers): "Value is not a number (key <key as JSON>)".
+		reason = fmt.Sprintf("Reducer: Error %s index for view `%s`, reason: Value is not a number", phase, view)
+		if be.Key != "" {
+			reason += " (key " + be.Key + ")"
+		}
+	case errors.Is(err, jsruntime.ErrReduceInput):
+		// A bad value met on a rereduce: Couchbase names no key then.
+		reason = fmt.Sprintf("Reducer: Error %s index for view `%s`, reason: Value is not a number", phase, view)
+	case errors.Is(err, jsruntime.ErrReductionTooLarge), errors.Is(err, index.ErrReductionTooLarge):
+		reason = "reduction too large"
 	}
 	return &ReduceError{Code: code, Reason: reason, Err: err}
 }

@@ -41,7 +41,7 @@ type ViewForecast struct {
 func (q *Query) runForecast(ctx context.Context, w io.Writer, now int64) error {
 	f, err := q.ix.idx.Forecast(ctx, q.view, q.rng, now, q.p.Forecast, q.p.Horizon, q.reduce)
 	if err != nil {
-		err = reduceError(q.view, err)
+		err = reduceError(q.view, err, q.ix.reduced.updating(q.view))
 		var re *ReduceError
 		if errors.As(err, &re) {
 			q.ix.recordReduceError(q.view, re)

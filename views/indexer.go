@@ -61,7 +61,8 @@ type indexer struct {
 	log    func(msg string, args ...any)
 	info   func(msg string, args ...any) // build start and end, at info level
 
-	build buildProgress
+	build   buildProgress
+	reduced reduceHistory // views that have reduced without error, for reduce errors' reasons
 
 	upd chan struct{} // holds a token while a catch-up runs: one at a time, waited for under a context
 

@@ -3,6 +3,7 @@ package views_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -191,50 +192,100 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// A document whose value _stats cannot take (here: no score, so null) fails
-// the reduce queries over it with Couchbase's reason, naming the view, the
-// key and the document; the failure is counted in _info and logged.
-func TestBuiltinReduceErrorIsRecorded(t *testing.T) {
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	e := newEnv(t, views.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+// runQuery runs a query of view and returns its error.
+func (e *env) runQuery(t *testing.T, ddoc, view, query string) error {
+	t.Helper()
 	ctx := context.Background()
-	e.put("g1", `{"player":"ann","score":3}`)
-	e.put("g2", `{"player":"bo"}`)
-	if _, err := e.svc.PutDesignDoc(ctx, "default", "game", []byte(`{"views":{"score":{"map":"function (doc) { emit(doc.player, doc.score); }","reduce":"_stats"}}}`)); err != nil {
+	q, err := url.ParseQuery(query)
+	if err != nil {
 		t.Fatal(err)
 	}
-	q, _ := url.ParseQuery("stale=false&group=true")
 	p, err := views.ParseParams(q, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prep, err := e.svc.Prepare(ctx, "default", "game", "score", p)
+	prep, err := e.svc.Prepare(ctx, "default", ddoc, view, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = prep.Run(ctx, io.Discard)
-	var re *views.ReduceError
-	want := "Error in the reduce of view `score`: Builtin _stats function requires map values to be numbers (key: \"bo\", document id: \"g2\", value: null)"
-	if !errors.As(err, &re) || re.Code != "builtin_reduce_error" || re.Reason != want {
-		t.Fatalf("got %v, want a builtin_reduce_error %q", err, want)
+	return prep.Run(ctx, io.Discard)
+}
+
+// A document whose value _stats cannot take (here: no score, so null) fails
+// the reduce queries over it with Couchbase's error and reason (its view
+// engine's "Value is not a number (key ...)"), counted in _info with the
+// document and logged. Before the view has ever reduced, the reason says
+// "building", as Couchbase's initial build does; a bad value that comes
+// after a good reduce says "updating".
+func TestBuiltinReduceErrorIsRecorded(t *testing.T) {
+	for _, reduce := range []string{"_sum", "_stats"} {
+		t.Run(reduce, func(t *testing.T) {
+			var logged bytes.Buffer
+			var mu sync.Mutex
+			e := newEnv(t, views.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+			ctx := context.Background()
+			e.put("g1", `{"player":"ann","score":3}`)
+			e.put("g2", `{"player":"bo"}`)
+			if _, err := e.svc.PutDesignDoc(ctx, "default", "game", []byte(`{"views":{"score":{"map":"function (doc) { emit(doc.player, doc.score); }","reduce":"`+reduce+`"}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			err := e.runQuery(t, "game", "score", "stale=false&group=true")
+			var re *views.ReduceError
+			want := "Reducer: Error building index for view `score`, reason: Value is not a number (key \"bo\")"
+			if !errors.As(err, &re) || re.Code != "error" || re.Reason != want {
+				t.Fatalf("got %v, want error %q", err, want)
+			}
+			inf, err := e.svc.Info(ctx, "default", "game")
+			if err != nil {
+				t.Fatal(err)
+			}
+			vi := inf.Views["score"]
+			if vi.ReduceErrors != 1 || len(vi.RecentReduceErrors) != 1 || vi.RecentReduceErrors[0].Reason != want || vi.RecentReduceErrors[0].DocID != "g2" {
+				t.Errorf("_info: %+v", vi)
+			}
+			mu.Lock()
+			if !strings.Contains(logged.String(), "Value is not a number") {
+				t.Errorf("not logged: %q", logged.String())
+			}
+			mu.Unlock()
+			// Once the document has a score, the view reduces again.
+			e.put("g2", `{"player":"bo","score":5}`)
+			got := e.query("game", "score", "stale=false&group=true")
+			if wantRow := map[string]string{"_sum": `{"key":"bo","value":5}`, "_stats": `{"key":"bo","value":{"sum":5,"count":1,"min":5,"max":5,"sumsqr":25}}`}[reduce]; !strings.Contains(got, wantRow) {
+				t.Errorf("after the fix: %s", got)
+			}
+			// A bad value in an update of a view that has reduced is Couchbase's
+			// "Error updating index", with the key of the row at fault.
+			e.put("g3", `{"player":["cy",1],"score":"ten"}`)
+			err = e.runQuery(t, "game", "score", "stale=false")
+			want = "Reducer: Error updating index for view `score`, reason: Value is not a number (key [\"cy\",1])"
+			if !errors.As(err, &re) || re.Code != "error" || re.Reason != want {
+				t.Fatalf("after an update: got %v, want error %q", err, want)
+			}
+		})
 	}
-	inf, err := e.svc.Info(ctx, "default", "game")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vi := inf.Views["score"]
-	if vi.ReduceErrors != 1 || len(vi.RecentReduceErrors) != 1 || vi.RecentReduceErrors[0].Reason != want || vi.RecentReduceErrors[0].DocID != "g2" {
-		t.Errorf("_info: %+v", vi)
-	}
-	mu.Lock()
-	if !strings.Contains(logged.String(), "Builtin _stats function requires map values to be numbers") {
-		t.Errorf("not logged: %q", logged.String())
-	}
-	mu.Unlock()
-	// Once the document has a score, the view reduces again.
-	e.put("g2", `{"player":"bo","score":5}`)
-	if got := e.query("game", "score", "stale=false&group=true"); !strings.Contains(got, `{"key":"bo","value":{"sum":5,"count":1,"min":5,"max":5,"sumsqr":25}}`) {
-		t.Errorf("after the fix: %s", got)
+}
+
+// A JavaScript reduce whose reduction, or re-reduction, is over 64 KB fails
+// the query with Couchbase's error and reason, "reduction too large".
+func TestReductionTooLarge(t *testing.T) {
+	for name, cond := range map[string]string{"reduce": "rereduce", "rereduce": "!rereduce"} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, views.Options{})
+			ctx := context.Background()
+			for i := range 300 {
+				e.put(fmt.Sprintf("d%03d", i), `{}`)
+			}
+			red := `function (keys, values, rereduce) { if (` + cond + `) return 'foo'; var r = 'qwerty'; while (r.length < 65536) { r = r.concat(r); } return r; }`
+			ddoc, _ := json.Marshal(map[string]any{"views": map[string]any{"v": map[string]string{"map": "function (doc, meta) { emit(meta.id, 'foobar'); }", "reduce": red}}})
+			if _, err := e.svc.PutDesignDoc(ctx, "default", "big", ddoc); err != nil {
+				t.Fatal(err)
+			}
+			err := e.runQuery(t, "big", "v", "stale=false")
+			var re *views.ReduceError
+			if !errors.As(err, &re) || re.Code != "error" || re.Reason != "reduction too large" {
+				t.Fatalf("got %v, want error \"reduction too large\"", err)
+			}
+		})
 	}
 }

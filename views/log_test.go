@@ -137,7 +137,8 @@ func TestLogReduceErrors(t *testing.T) {
 	if len(lines) == 0 || len(lines) > 10 {
 		t.Fatalf("%d log lines for %d failed reduces, want 1 to 10", len(lines), queries)
 	}
-	if l := lines[0]; l["view"] != "score" || l["id"] != "g2" || l["ddoc"] != "_design/game" || l["error"] != "builtin_reduce_error" {
+	if l := lines[0]; l["view"] != "score" || l["id"] != "g2" || l["ddoc"] != "_design/game" || l["error"] != "error" ||
+		l["reason"] != "Reducer: Error building index for view `score`, reason: Value is not a number (key \"bo\")" {
 		t.Errorf("reduce error line %v", l)
 	}
 }

@@ -200,11 +200,13 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 			return ctx.Err()
 		})
 		if err != nil {
-			err = reduceError(q.view, err)
+			err = reduceError(q.view, err, q.ix.reduced.updating(q.view))
 			var re *ReduceError
 			if errors.As(err, &re) {
 				q.ix.recordReduceError(q.view, re)
 			}
+		} else {
+			q.ix.reduced.succeeded(q.view)
 		}
 	} else {
 		var total int

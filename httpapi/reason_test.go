@@ -144,6 +144,14 @@ func TestReasonsHaveNoPackagePrefix(t *testing.T) {
 			t.Logf("%s: %d %s", c.name, status, out.Reason)
 		}
 	}
+	// A search index whose source bucket does not exist is a 400, as cbft
+	// answers, on both paths that create one.
+	for _, path := range []string{"/api/index/z", "/api/bucket/nobucket/scope/_default/index/z"} {
+		status, b := do("PUT", path, "application/json", `{"type":"fulltext-index","sourceName":"nobucket"}`)
+		if status != http.StatusBadRequest || !strings.Contains(b, `non existent bucket`) {
+			t.Errorf("PUT %s naming a missing bucket: %d %s, want 400 naming a non existent bucket", path, status, b)
+		}
+	}
 	// Bulk lines: every failed line's reason.
 	bulk := strings.Join([]string{
 		`{"op":"insert","id":"a","doc":{}}`,

@@ -81,7 +81,11 @@ func TestJSONAPI(t *testing.T) {
 		}
 	}
 	_, err := s.PutIndexJSON(ctx, "", "z", []byte(`{"sourceName":"nobucket"}`))
-	if !errors.Is(err, engine.ErrBucketNotFound) || !strings.Contains(err.Error(), "nobucket") {
+	// A source bucket that does not exist is a 400, as cbft answers, with
+	// the "non existent bucket" Couchbase's SDKs read as SourceNotFound.
+	var hs httpStatus
+	if !errors.Is(err, engine.ErrBucketNotFound) || !strings.Contains(err.Error(), `"nobucket": non existent bucket`) ||
+		!errors.As(err, &hs) || hs.HTTPStatus() != 400 {
 		t.Errorf("missing bucket: %v", err)
 	}
 }

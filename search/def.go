@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -213,6 +215,19 @@ func (d *IndexDef) checkSourceName(bucket string) error {
 		return defErr("sourceName %q is not bucket %q", d.SourceName, bucket)
 	}
 	return nil
+}
+
+// sourceError turns the failure to find the bucket a new definition names
+// into a *DefError (HTTP 400, as cbft refuses an index whose source bucket
+// does not exist), its reason holding ns_server's "non existent bucket",
+// which Couchbase's SDKs read as SourceNotFound. It still wraps err, so
+// errors.Is(err, engine.ErrBucketNotFound) holds. Other errors pass as
+// they are.
+func sourceError(bucket string, err error) error {
+	if !errors.Is(err, engine.ErrBucketNotFound) {
+		return err
+	}
+	return &DefError{Reason: fmt.Sprintf("sourceName %q: non existent bucket", bucket), Err: err}
 }
 
 // parseAliasDef validates an alias definition: sourceType "nil" (or none),

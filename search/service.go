@@ -420,7 +420,7 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	}
 	bi, err := s.lookup(bucket)
 	if err != nil {
-		return nil, err
+		return nil, sourceError(bucket, err)
 	}
 	if other, err := s.FindIndex(name); err == nil && other != bucket {
 		return nil, defErr("an index called %q already exists in bucket %s", name, other)

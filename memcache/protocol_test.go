@@ -435,6 +435,28 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// The counters memcached 1.6's "stats" lists for mechanisms Mayfly has not
+// (a paused listener, its allocator, log watchers, the LRU crawler) are
+// there, at 0, so that tools reading them find them.
+func TestStatsOfMechanismsMayflyHasNot(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.dial(t)
+	c.do("set a 0 0 1\r\n1\r\n", "STORED\r\n")
+	st := c.stats()
+	for _, k := range []string{
+		"listen_disabled_num", "time_in_listen_disabled_us",
+		"response_obj_oom", "read_buf_oom", "malloc_fails",
+		"log_worker_dropped", "log_worker_written", "log_watcher_skipped", "log_watcher_sent",
+		"unexpected_napi_ids", "round_robin_fallback",
+		"crawler_reclaimed", "crawler_items_checked", "lrutail_reflocked",
+		"moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims", "lru_bumps_dropped",
+	} {
+		if v, ok := st[k]; !ok || v != "0" {
+			t.Errorf("stat %s = %q (present %v), want 0", k, v, ok)
+		}
+	}
+}
+
 func TestAnswersBeforeAPartialRequest(t *testing.T) {
 	f := newFixture(t, nil)
 	c := f.dial(t)

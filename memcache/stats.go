@@ -113,6 +113,9 @@ func (s *Server) generalStats() []stat {
 		{"curr_connections", i64(st.CurrConnections)},
 		{"total_connections", i64(st.TotalConnections)},
 		{"rejected_connections", i64(st.RejectedConnections)},
+		// memcached's connection and buffer structures: Mayfly has none.
+		{"response_obj_oom", "0"},
+		{"read_buf_oom", "0"},
 		{"cmd_get", i64(st.CmdGet)},
 		{"cmd_set", i64(st.CmdSet)},
 		{"cmd_flush", i64(st.CmdFlush)},
@@ -141,14 +144,37 @@ func (s *Server) generalStats() []stat {
 		{"bytes_written", i64(st.BytesWritten)},
 		{"limit_maxbytes", i64(s.bucket.Settings().RAMQuotaMB << 20)},
 		{"accepting_conns", "1"},
+		// Mayfly never stops listening: it refuses a connection over
+		// max_connections instead (rejected_connections).
+		{"listen_disabled_num", "0"},
+		{"time_in_listen_disabled_us", "0"},
 		{"threads", strconv.Itoa(runtime.GOMAXPROCS(0))},
 		{"conn_yields", "0"},
+		// memcached's allocator, log watchers and thread hand-off: no such
+		// mechanism in Mayfly.
+		{"malloc_fails", "0"},
+		{"log_worker_dropped", "0"},
+		{"log_worker_written", "0"},
+		{"log_watcher_skipped", "0"},
+		{"log_watcher_sent", "0"},
+		{"unexpected_napi_ids", "0"},
+		{"round_robin_fallback", "0"},
 		{"curr_items", i64(es.CurrItems)},
 		{"total_items", i64(st.TotalItems)},
 		{"expired_unfetched", "0"},
 		{"evicted_unfetched", "0"},
 		{"evictions", "0"},
 		{"reclaimed", "0"},
+		// memcached's LRU crawler and segmented LRU: Mayfly's expiry is its
+		// pager (ep_expired_pager below), and it evicts nothing.
+		{"crawler_reclaimed", "0"},
+		{"crawler_items_checked", "0"},
+		{"lrutail_reflocked", "0"},
+		{"moves_to_cold", "0"},
+		{"moves_to_warm", "0"},
+		{"moves_within_lru", "0"},
+		{"direct_reclaims", "0"},
+		{"lru_bumps_dropped", "0"},
 		{"ep_expired_access", i64(es.ExpiredAccess)},
 		{"ep_expired_pager", i64(es.ExpiredPager)},
 		{"ep_expired", i64(es.Expired)},

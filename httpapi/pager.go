@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/pager"
 )
 
@@ -153,6 +154,20 @@ func (s *server) statsOf(ctx context.Context, name string) (map[string]int64, ma
 	if err != nil {
 		return nil, nil, err
 	}
+	out := s.coreStats(b)
+	var idx map[string]map[string]int64
+	if s.search != nil {
+		// A memcached bucket has no indexes; one being opened or deleted
+		// has none yet.
+		idx, _ = s.search.BucketIndexStats(ctx, name)
+	}
+	return out, idx, nil
+}
+
+// coreStats are a bucket's engine and pager statistics under their cbstats
+// names.
+func (s *server) coreStats(b *engine.Bucket) map[string]int64 {
+	name := b.Name()
 	st := b.Stats()
 	set := b.Settings()
 	out := map[string]int64{
@@ -179,13 +194,7 @@ func (s *server) statsOf(ctx context.Context, name string) (map[string]int64, ma
 			out["ep_expiry_pager_next_run"] = ps.NextRun
 		}
 	}
-	var idx map[string]map[string]int64
-	if s.search != nil {
-		// A memcached bucket has no indexes; one being opened or deleted
-		// has none yet.
-		idx, _ = s.search.BucketIndexStats(ctx, name)
-	}
-	return out, idx, nil
+	return out
 }
 
 // ftsStatName is the bucket statistic of a full-text index's stat.

@@ -98,6 +98,14 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.refuse(w, r, refusedHost, &httpError{http.StatusMisdirectedRequest, "misdirected_request", "this server does not answer for host " + strconvQuote(r.Host) + " (see mayfly serve --allowed-hosts)"})
 			return
 		}
+		if r.URL.Path == "/favicon.ico" && safeMethod(r.Method) {
+			// Browsers ask for it on every page they open here: no
+			// credentials, so it is answered without authentication or a
+			// log line (the console's page names its own icon).
+			w.Header().Set("Cache-Control", "max-age=86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		if s.console != nil && safeMethod(r.Method) && consolePath(r.URL.Path) {
 			s.console.ServeHTTP(w, r) // static files: its API calls authenticate
 			return

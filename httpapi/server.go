@@ -62,6 +62,10 @@ type Options struct {
 	// /{bucket}/_expiry/runs; pass its RunEnd in the pager's Events. nil
 	// shows the last run only.
 	PagerRuns *PagerRuns
+	// StatsHistory keeps recent samples of each bucket's statistics for
+	// GET /pools/default/buckets/{bucket}/stats/history (the web console's
+	// charts); Run it beside the server. nil answers no samples.
+	StatsHistory *StatsHistory
 }
 
 // server holds what the handlers share.
@@ -75,6 +79,7 @@ type server struct {
 	sec      *security
 	console  http.Handler
 	runs     *PagerRuns
+	history  *StatsHistory
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -89,7 +94,10 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
-		console: o.Console, runs: o.PagerRuns}
+		console: o.Console, runs: o.PagerRuns, history: o.StatsHistory}
+	if s.history != nil {
+		s.history.bind(s)
+	}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.SkipClean(true)  // no redirects: dot segments are refused by guard
@@ -122,7 +130,12 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/controller/runExpiryPager", s.need(on(auth.SettingsWrite), form, s.runExpiryPager)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/stats", s.need(on(auth.StatsRead), noForm, s.getStats)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/stats/history", s.need(on(auth.StatsRead), noForm, s.getStatsHistory)).Methods(http.MethodGet)
 
+	// Who the caller is and what they may do: any authenticated caller.
+	anyone := func(*http.Request) []auth.Permission { return nil }
+	r.Handle("/whoami", s.need(anyone, noForm, s.whoami)).Methods(http.MethodGet)
+	r.Handle("/pools/default/checkPermissions", s.need(anyone, form, s.checkPermissions)).Methods(http.MethodPost)
 	r.Handle("/settings/rbac/users", s.need(cluster(auth.SecurityRead), noForm, s.listUsers)).Methods(http.MethodGet)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityRead), noForm, s.getUser)).Methods(http.MethodGet)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), form, s.putUser)).Methods(http.MethodPut)

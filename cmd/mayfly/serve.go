@@ -363,11 +363,17 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// query waiting for an index returns at once.
 	reqCtx, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
+	// Recent samples of each bucket's statistics, for the console's charts.
+	statsHistory := httpapi.NewStatsHistory(0, 0)
+	histCtx, stopHistory := context.WithCancel(context.Background())
+	histDone := make(chan struct{})
+	go func() { defer close(histDone); statsHistory.Run(histCtx) }()
+	defer func() { stopHistory(); <-histDone }()
 	srv := newHTTPServer(cfg, httpapi.New(eng, &httpapi.Options{
 		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
-		Console: console.Handler(), PagerRuns: pagerRuns,
+		Console: console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
 	}), logger, reqCtx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()

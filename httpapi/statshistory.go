@@ -1,0 +1,183 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Defaults of NewStatsHistory: ten minutes of samples three seconds apart,
+// what the web console's charts show.
+const (
+	DefaultStatsSamples  = 200
+	DefaultStatsInterval = 3 * time.Second
+)
+
+// historyStats are the statistics a StatsHistory keeps: those the web
+// console charts.
+var historyStats = []string{
+	"curr_items", "ep_items_with_expiry", "ep_expired_unpurged", "ep_expired",
+	"ep_expired_access", "ep_expired_pager", "ep_queue_size", "ep_tombstones",
+}
+
+// StatsHistory keeps the last samples of each bucket's main statistics, in
+// memory, for GET /pools/default/buckets/{bucket}/stats/history, so that the
+// web console's charts open with the last minutes drawn rather than one
+// point. Memory is bounded: at most keep samples of a few counters per
+// bucket, and a deleted bucket's samples go at the next sample.
+//
+// Give it to New (Options.StatsHistory), then Run it; it samples the
+// buckets of the last server New built with it. It is safe for concurrent
+// use.
+type StatsHistory struct {
+	keep  int
+	every time.Duration
+	now   func() time.Time // the samples' timestamps
+
+	mu     sync.Mutex
+	sample func() map[string][]int64 // historyStats of every bucket; set by New
+	by     map[string]*statsRing
+}
+
+// statsRing is one bucket's samples, oldest first.
+type statsRing struct {
+	times []int64   // Unix milliseconds
+	vals  [][]int64 // vals[i][j]: historyStats[j] at times[i]
+}
+
+// NewStatsHistory returns a history keeping keep samples of each bucket
+// (DefaultStatsSamples if keep <= 0), taken every interval by Run
+// (DefaultStatsInterval if interval <= 0).
+func NewStatsHistory(keep int, interval time.Duration) *StatsHistory {
+	if keep <= 0 {
+		keep = DefaultStatsSamples
+	}
+	if interval <= 0 {
+		interval = DefaultStatsInterval
+	}
+	return &StatsHistory{keep: keep, every: interval, now: time.Now, by: map[string]*statsRing{}}
+}
+
+// bind makes h sample s's buckets.
+func (h *StatsHistory) bind(s *server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sample = func() map[string][]int64 {
+		out := map[string][]int64{}
+		for _, b := range s.eng.Buckets() {
+			st := s.coreStats(b)
+			vals := make([]int64, len(historyStats))
+			for j, name := range historyStats {
+				vals[j] = st[name]
+			}
+			out[b.Name()] = vals
+		}
+		return out
+	}
+}
+
+// Run takes a sample every interval until ctx ends. It returns ctx's error.
+func (h *StatsHistory) Run(ctx context.Context) error {
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	for {
+		h.Sample()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Sample takes one sample of every bucket now, dropping the oldest beyond
+// the limit and the samples of buckets that are gone. Run calls it; a test
+// may call it directly.
+func (h *StatsHistory) Sample() {
+	h.mu.Lock()
+	sample := h.sample
+	h.mu.Unlock()
+	if sample == nil {
+		return
+	}
+	got := sample() // outside the lock: it reads every bucket
+	ms := h.now().UnixMilli()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range h.by {
+		if _, ok := got[name]; !ok {
+			delete(h.by, name)
+		}
+	}
+	for name, vals := range got {
+		r := h.by[name]
+		if r == nil {
+			r = &statsRing{}
+			h.by[name] = r
+		}
+		r.times = append(r.times, ms)
+		r.vals = append(r.vals, vals)
+		if n := len(r.times); n > h.keep {
+			r.times = append(r.times[:0:0], r.times[n-h.keep:]...)
+			r.vals = append(r.vals[:0:0], r.vals[n-h.keep:]...)
+		}
+	}
+}
+
+// statsHistoryJSON is Couchbase's shape of a bucket's stats samples:
+// {"op":{"samples":{"timestamp":[ms…],"curr_items":[…],…},"samplesCount",
+// "lastTStamp","interval"}}, plus now, the server's time of the answer (Unix
+// ms), so that a client can place the samples on its own clock.
+type statsHistoryJSON struct {
+	Op struct {
+		Samples      map[string][]int64 `json:"samples"`
+		SamplesCount int                `json:"samplesCount"`
+		LastTStamp   int64              `json:"lastTStamp"`
+		Interval     int64              `json:"interval"`
+		Now          int64              `json:"now"`
+	} `json:"op"`
+}
+
+// of returns bucket's samples in Couchbase's shape.
+func (h *StatsHistory) of(bucket string) statsHistoryJSON {
+	var out statsHistoryJSON
+	out.Op.Samples = map[string][]int64{"timestamp": {}}
+	for _, name := range historyStats {
+		out.Op.Samples[name] = []int64{}
+	}
+	if h == nil {
+		out.Op.Now = time.Now().UnixMilli() // wall clock: the answer's time, as the samples'
+		return out
+	}
+	out.Op.Interval = h.every.Milliseconds()
+	out.Op.Now = h.now().UnixMilli()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.by[bucket]
+	if r == nil {
+		return out
+	}
+	out.Op.Samples["timestamp"] = append([]int64{}, r.times...)
+	for j, name := range historyStats {
+		col := make([]int64, len(r.vals))
+		for i, v := range r.vals {
+			col[i] = v[j]
+		}
+		out.Op.Samples[name] = col
+	}
+	out.Op.SamplesCount = len(r.times)
+	out.Op.LastTStamp = r.times[len(r.times)-1]
+	return out
+}
+
+// getStatsHistory handles GET /pools/default/buckets/{bucket}/stats/history:
+// the bucket's recent samples (none when no StatsHistory runs).
+func (s *server) getStatsHistory(w http.ResponseWriter, r *http.Request) {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.history.of(b.Name()))
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/mayflydb/mayfly/console"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/logtest"
 	"github.com/mayflydb/mayfly/pager"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -77,8 +78,10 @@ func chromiumPath(t *testing.T) string {
 // clock the test moves, with views and an expiry pager (whose loop is not
 // started: the console runs it).
 type testServer struct {
-	url string
-	clk *engine.FakeClock
+	url     string
+	clk     *engine.FakeClock
+	history *httpapi.StatsHistory // sampled by hand (Sample), not by Run
+	logs    *logtest.Buffer       // the HTTP API's log
 }
 
 const (
@@ -108,14 +111,17 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Auth: users, PagerRuns: runs, Console: console.Handler()}))
+	history := httpapi.NewStatsHistory(0, 0)
+	logs := &logtest.Buffer{}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Auth: users, PagerRuns: runs, Console: console.Handler(),
+		StatsHistory: history, Logger: logs.Logger()}))
 	t.Cleanup(func() {
 		srv.Close()
 		pm.Close(context.Background())
 		vs.Close()
 		eng.Close()
 	})
-	return &testServer{url: srv.URL, clk: clk}
+	return &testServer{url: srv.URL, clk: clk, history: history, logs: logs}
 }
 
 // adminPut sends body (of type ctype) to path as the administrator, behind

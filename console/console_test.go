@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -295,27 +296,96 @@ func TestConsoleHelpers(t *testing.T) {
 }
 
 // TestConsoleReader logs in as a user who may only read bucket default: the
-// console shows that bucket alone, and an action beyond the user's roles is
-// refused with the API's reason, on the page.
+// console shows that bucket alone, without the buttons whose action the
+// user's roles do not allow (Save, Run pager now, Delete, Create bucket, New
+// document, the bulk box, a document's Save and Delete), and the pages it
+// may read still work.
 func TestConsoleReader(t *testing.T) {
 	b := newBrowser(t)
 	srv := newTestServer(t)
 	if resp := srv.adminPut(t, "/settings/rbac/users/local/reader", "application/x-www-form-urlencoded", "password=reader-pw&roles=data_reader[default],views_reader[default]"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("creating user reader: %s", resp.Status)
 	}
+	if resp := srv.adminPut(t, "/default/docs/k1", "application/json", `{"a":1}`); resp.StatusCode >= 300 {
+		t.Fatalf("writing k1: %s", resp.Status)
+	}
 
 	b.loginAs(srv, "reader", "reader-pw")
 	b.waitText("#who", "reader")
 
 	row := `tr[data-bucket="default"]`
-	b.set(row+" .max-ttl", "60")
-	b.click(row + " .save")
-	b.waitText(row+" .status", "lacks cluster.bucket[default].settings!write")
+	b.waitText(row+" .actions", "read-only")
+	for _, sel := range []string{row + " .save", row + " .run-pager", row + " .delete-bucket", "#new-bucket-create", "#new-bucket-name"} {
+		if n := count(b, sel); n != 0 {
+			t.Errorf("a reader is shown %s (%d)", sel, n)
+		}
+	}
+	if !eval[bool](b, `document.querySelector('tr[data-bucket="default"] .max-ttl').readOnly`) {
+		t.Error("a reader may edit maxTTL")
+	}
+	b.screenshot("reader-buckets")
+
+	// Documents it may read, not write.
+	b.click(`#nav a[href^="#/docs/"]`)
+	b.waitText("#doc-list", "k1")
+	for _, sel := range []string{"#doc-new", "#bulk-card", "#bulk-load"} {
+		if visible(b, sel) {
+			t.Errorf("a reader is shown %s", sel)
+		}
+	}
+	b.click(`#doc-list tr[data-id="k1"] a`)
+	b.waitText("#doc-editor h2", "Document k1")
+	b.waitValue("#doc-body", `"a": 1`)
+	for _, sel := range []string{"#doc-save", "#doc-delete"} {
+		if n := count(b, sel); n != 0 {
+			t.Errorf("a reader is shown %s on a document", sel)
+		}
+	}
+
+	// The expiry page without its Run pager now.
+	b.click(`#nav a[href^="#/expiry/"]`)
+	b.waitText("#expiry-summary", "expired, not purged yet")
+	if n := count(b, "#expiry-run-pager"); n != 0 {
+		t.Error("a reader is shown Run pager now on the expiry page")
+	}
 
 	// Stats it may read; the request rate needs /metrics, which it may not.
 	b.click(`#nav a[href^="#/stats/"]`)
-	b.waitText(`#stats-table tr[data-stat="curr_items"]`, "0")
+	b.waitText(`#stats-table tr[data-stat="curr_items"]`, "1")
 	if got := b.text("#stats-charts"); strings.Contains(got, "HTTP requests") {
 		t.Errorf("a user who may not read /metrics is shown the request rate: %q", got)
 	}
+}
+
+// A user who may not read a bucket's documents is told so in words on the
+// Documents page, with the role that would allow it, not the API's
+// permission string.
+func TestConsoleNoDocumentRead(t *testing.T) {
+	b := newBrowser(t)
+	srv := newTestServer(t)
+	if resp := srv.adminPut(t, "/settings/rbac/users/local/viewer", "application/x-www-form-urlencoded", "password=viewer-pw&roles=views_reader[default]"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("creating user viewer: %s", resp.Status)
+	}
+	b.loginAs(srv, "viewer", "viewer-pw")
+	b.click(`#nav a[href^="#/docs/"]`)
+	b.waitText("#doc-list-status", "Your roles do not let you read documents in default: that needs data_reader[default]")
+	if got := b.text("#main"); strings.Contains(got, "lacks") || strings.Contains(got, "!read") {
+		t.Errorf("the page shows the raw permission: %q", got)
+	}
+	if visible(b, "#doc-new") || visible(b, "#bulk-card") {
+		t.Error("a user who may not write documents is shown New document or the bulk box")
+	}
+	b.screenshot("no-read")
+}
+
+// count is how many elements sel selects.
+func count(b *browser, sel string) int {
+	b.t.Helper()
+	return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel))
+}
+
+// visible says whether sel selects an element that is rendered.
+func visible(b *browser, sel string) bool {
+	b.t.Helper()
+	return eval[bool](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.getClientRects().length > 0; })()`, sel))
 }

@@ -6,13 +6,16 @@
 const KEY = 'mayfly.auth';
 const USER = 'mayfly.user';
 
-// ApiError is an answer other than 2xx: status, and the API's error and reason.
+// ApiError is an answer other than 2xx: status, and the API's error and
+// reason; for a 403, permissions lists what the user lacks (Couchbase's
+// notation, as the API answers).
 export class ApiError extends Error {
-  constructor(status, error, reason) {
+  constructor(status, error, reason, permissions) {
     super(reason || error || `HTTP ${status}`);
     this.status = status;
     this.error = error;
     this.reason = reason || error || `HTTP ${status}`;
+    this.permissions = Array.isArray(permissions) ? permissions : [];
   }
 }
 
@@ -95,12 +98,35 @@ export async function request(method, p, opts = {}) {
       window.dispatchEvent(new CustomEvent('mayfly:logout', { detail: 'Your session ended: log in again.' }));
     }
     const err = typeof data === 'object' && data ? data : {};
-    throw new ApiError(resp.status, err.error, err.reason || err.message || (typeof data === 'string' ? data.trim() : ''));
+    throw new ApiError(resp.status, err.error, err.reason || err.message || (typeof data === 'string' ? data.trim() : ''), err.permissions);
   }
   return { status: resp.status, headers: resp.headers, data };
 }
 
 export const get = (p, query, signal) => request('GET', p, { query, signal }).then((r) => r.data);
+
+// perm names the permissions the pages ask about, in Couchbase's notation.
+export const perm = {
+  createBuckets: 'cluster.buckets!create',
+  deleteBucket: (b) => `cluster.bucket[${b}]!delete`,
+  writeSettings: (b) => `cluster.bucket[${b}].settings!write`,
+  readDocs: (b) => `cluster.bucket[${b}].data.docs!read`,
+  writeDocs: (b) => `cluster.bucket[${b}].data.docs!write`,
+  writeViews: (b) => `cluster.bucket[${b}].views!write`,
+};
+
+// permissions asks the server which of perms the user holds (POST
+// /pools/default/checkPermissions): { perm: true|false }. The pages leave
+// out the buttons whose action would only be refused. If the server cannot
+// say (not a 401), every answer is true: the API still refuses what it must.
+export async function permissions(perms) {
+  try {
+    return (await request('POST', '/pools/default/checkPermissions', { body: perms.join(','), type: 'text/plain' })).data;
+  } catch (e) {
+    if (e.status === 401) throw e;
+    return Object.fromEntries(perms.map((p) => [p, true]));
+  }
+}
 
 // clock tracks the server's engine clock: offset is server seconds minus
 // browser seconds, so countdowns follow the server's idea of now (which a

@@ -1,13 +1,14 @@
 // The Buckets page: every bucket with its settings (maxTTL, the expiry
 // pager's interval), its pager's last and next run, "run pager now", and
 // forms to create and delete buckets.
-import { get, request, path, clock, syncClock } from './api.js';
+import { get, request, path, clock, syncClock, perm, permissions } from './api.js';
 import { h, fill, field, status, busy, confirmButton, duration, utc, num, errText } from './dom.js';
 
 export function render(main, ctx) {
   const list = h('div', { id: 'bucket-list' }, h('p', { class: 'muted' }, 'Loading…'));
   const listStatus = status('bucket-list-status');
-  main.append(h('h1', null, 'Buckets'), listStatus, list, createForm(ctx, load));
+  const create = h('div', { id: 'new-bucket' });
+  main.append(h('h1', null, 'Buckets'), listStatus, list, create);
   let timer = 0;
 
   // load draws the list; flash, { bucket, text, error }, is shown in that
@@ -21,9 +22,19 @@ export function render(main, ctx) {
       return;
     }
     if (buckets.length) await syncClock(buckets[0].name);
+    // The actions the user's roles allow: the others are left out.
+    let may;
+    try {
+      may = await permissions([perm.createBuckets, ...buckets.flatMap((b) => [perm.writeSettings(b.name), perm.deleteBucket(b.name)])]);
+    } catch (e) {
+      listStatus.err(e);
+      return;
+    }
+    fill(create, may[perm.createBuckets] ? createForm(ctx, load) : null);
     const rows = await Promise.all(buckets.map(async (b) => {
       const pager = await get(path`/pools/default/buckets/${b.name}/settings/expiryPager`).catch(() => null);
-      return bucketRow(b, pager, ctx, load, flash && flash.bucket === b.name ? flash : null);
+      const allowed = { write: may[perm.writeSettings(b.name)], del: may[perm.deleteBucket(b.name)] };
+      return bucketRow(b, pager, allowed, ctx, load, flash && flash.bucket === b.name ? flash : null);
     }));
     fill(list, buckets.length ? h('table', { class: 'grid buckets' },
       h('thead', null, h('tr', null, ['Bucket', 'Type', 'Items', 'Max TTL (s)', 'Pager every (s)', 'Pager', ''].map((t) => h('th', null, t)))),
@@ -43,14 +54,16 @@ export function render(main, ctx) {
   return () => clearInterval(timer);
 }
 
-function bucketRow(b, pager, ctx, reload, flash) {
+// bucketRow is one bucket's row; allowed.write and allowed.del say whether
+// the user may change its settings (and run its pager) and delete it.
+function bucketRow(b, pager, allowed, ctx, reload, flash) {
   const st = status();
   st.classList.add('row-status');
   if (flash) {
     if (flash.error) st.err(flash.text); else st.ok(flash.text);
   }
-  const maxTTL = h('input', { type: 'number', min: 0, value: b.maxTTL, class: 'max-ttl', 'aria-label': `maxTTL of ${b.name}` });
-  const stime = h('input', { type: 'number', min: 0, value: pager ? pager.exp_pager_stime : '', disabled: !pager, class: 'pager-stime', 'aria-label': `pager interval of ${b.name}` });
+  const maxTTL = h('input', { type: 'number', min: 0, value: b.maxTTL, class: 'max-ttl', 'aria-label': `maxTTL of ${b.name}`, readOnly: !allowed.write });
+  const stime = h('input', { type: 'number', min: 0, value: pager ? pager.exp_pager_stime : '', disabled: !pager, class: 'pager-stime', 'aria-label': `pager interval of ${b.name}`, readOnly: !allowed.write });
   const save = h('button', { type: 'button', class: 'save' }, 'Save');
   save.addEventListener('click', () => busy(save, async () => {
     const changed = [];
@@ -99,7 +112,8 @@ function bucketRow(b, pager, ctx, reload, flash) {
     h('td', null, stime, h('div', { class: 'hint' }, '0: off')),
     h('td', { class: 'pager-info' },
       nextRun || h('div', { class: 'muted' }, 'no pager'), lastRun),
-    h('td', { class: 'actions' }, save, run, del, st));
+    h('td', { class: 'actions' }, allowed.write ? save : null, allowed.write ? run : null, allowed.del ? del : null,
+      allowed.write || allowed.del ? null : h('span', { class: 'muted read-only' }, 'read-only'), st));
 }
 
 function createForm(ctx, reload) {

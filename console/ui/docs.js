@@ -1,8 +1,8 @@
 // The Documents page: a collection's documents in key order, each with its
 // expiration as a live countdown; a document's view, edit and delete; and a
 // box that loads newline-delimited JSON through POST /{bucket}/_bulk.
-import { get, request, path, clock, syncClock } from './api.js';
-import { h, fill, field, status, busy, confirmButton, duration, utc, num, pretty } from './dom.js';
+import { get, request, path, clock, syncClock, perm, permissions } from './api.js';
+import { h, fill, field, status, busy, confirmButton, duration, utc, num, pretty, permissionText } from './dom.js';
 
 const PAGE = 25;
 
@@ -32,10 +32,15 @@ export function render(main, { bucket }) {
   const prev = h('button', { type: 'button' }, '‹ Previous');
   const next = h('button', { type: 'button' }, 'Next ›');
   const editor = h('div', { id: 'doc-editor' });
+  // What the user's roles allow: reading and writing documents. Until the
+  // server says, nothing is shown that it might refuse.
+  const may = { read: false, write: false };
+  const writeOnly = []; // controls shown only to a user who may write
 
   const collQuery = () => (state.scope === '_default' && state.coll === '_default' ? undefined : `${state.scope}.${state.coll}`);
 
   async function load() {
+    if (!may.read) return;
     await syncClock(bucket);
     let res;
     try {
@@ -129,6 +134,7 @@ export function render(main, { bucket }) {
       } catch (e) { st.err(e); }
     });
     const close = h('button', { type: 'button', onclick: () => fill(editor) }, 'Close');
+    if (!may.write) body.readOnly = true;
     fill(editor, h('div', { class: 'card' },
       h('h2', null, id ? `Document ${id}` : 'New document'),
       field('Key', key),
@@ -137,7 +143,7 @@ export function render(main, { bucket }) {
       h('div', { class: 'row' },
         h('label', { class: 'check' }, keep, ' keep the current expiration'),
         field('or expiry', expiry, 'seconds from now (up to 30 days) or a Unix time; 0: never')),
-      h('div', { class: 'buttons' }, save, del, close), st));
+      h('div', { class: 'buttons' }, may.write ? save : null, may.write ? del : null, close), st));
     editor.scrollIntoView({ block: 'nearest' });
   }
 
@@ -179,15 +185,17 @@ export function render(main, { bucket }) {
   prev.addEventListener('click', () => { state.skip = Math.max(0, state.skip - PAGE); load(); });
   next.addEventListener('click', () => { state.skip += PAGE; load(); });
 
+  const newDoc = h('button', { type: 'button', id: 'doc-new', onclick: () => open(''), hidden: true }, 'New document');
+  const bulkCard = h('div', { class: 'card', id: 'bulk-card', hidden: true }, h('h2', null, 'Load documents'),
+    h('p', { class: 'muted' }, 'Newline-delimited JSON, one operation a line, sent to POST /', bucket,
+      '/_bulk: {"op":"upsert|insert|replace|delete|touch","id":…,"doc":…,"expiry":…}. A line without "op" is an upsert; lines go to the collection chosen above unless they name one.'),
+    bulkText, h('div', { class: 'buttons' }, bulkBtn), bulkStatus);
+  writeOnly.push(newDoc, bulkCard);
   main.append(h('h1', null, `Documents in ${bucket}`),
     h('div', { class: 'toolbar' }, field('Collection', collSel), field('Start key', startKey),
       h('button', { type: 'button', id: 'doc-refresh', onclick: () => load() }, 'Refresh'),
-      h('button', { type: 'button', id: 'doc-new', onclick: () => open('') }, 'New document')),
-    listStatus, list, h('div', { class: 'pager-nav' }, prev, pos, next), editor,
-    h('div', { class: 'card' }, h('h2', null, 'Load documents'),
-      h('p', { class: 'muted' }, 'Newline-delimited JSON, one operation a line, sent to POST /', bucket,
-        '/_bulk: {"op":"upsert|insert|replace|delete|touch","id":…,"doc":…,"expiry":…}. A line without "op" is an upsert; lines go to the collection chosen above unless they name one.'),
-      bulkText, h('div', { class: 'buttons' }, bulkBtn), bulkStatus));
+      newDoc),
+    listStatus, list, h('div', { class: 'pager-nav' }, prev, pos, next), editor, bulkCard);
 
   get(path`/pools/default/buckets/${bucket}/scopes`).then((res) => {
     const opts = [];
@@ -199,7 +207,17 @@ export function render(main, { bucket }) {
     fill(collSel, opts);
     collSel.value = `${state.scope}\u0000${state.coll}`;
   }).catch(() => fill(collSel, h('option', null, '_default._default')));
-  load();
+  permissions([perm.readDocs(bucket), perm.writeDocs(bucket)]).then((got) => {
+    may.read = got[perm.readDocs(bucket)];
+    may.write = got[perm.writeDocs(bucket)];
+    for (const el of writeOnly) el.hidden = !may.write;
+    if (may.read) {
+      load();
+    } else {
+      const [what, role] = permissionText(perm.readDocs(bucket));
+      listStatus.err(`Your roles do not let you ${what}: that needs ${role}. An administrator can grant it.${may.write ? ' You may still write documents here.' : ''}`);
+    }
+  }).catch((e) => listStatus.err(e));
   const timer = setInterval(() => tickCountdowns(main), 1000);
   return () => clearInterval(timer);
 }

@@ -97,8 +97,42 @@ export function status(id) {
   return el;
 }
 
-// errText is what an error says to the user.
+// permissionText says what a permission (Couchbase's notation) lets a user
+// do, and which role grants it: ['read documents in shop', 'data_reader[shop]'].
+const PERMS = [
+  [/^cluster\.bucket\[(.+)\]!delete$/, (b) => [`delete bucket ${b}`, 'admin']],
+  [/^cluster\.bucket\[(.+)\]\.settings!read$/, (b) => [`see the settings of ${b}`, `any role on ${b}`]],
+  [/^cluster\.bucket\[(.+)\]\.settings!write$/, (b) => [`change the settings of ${b}`, `bucket_admin[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.stats!read$/, (b) => [`see the statistics of ${b}`, `any role on ${b}`]],
+  [/^cluster\.bucket\[(.+)\]\.data\.docs!read$/, (b) => [`read documents in ${b}`, `data_reader[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.data\.docs!write$/, (b) => [`write documents in ${b}`, `data_writer[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.views!read$/, (b) => [`read the views of ${b}`, `views_reader[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.views!write$/, (b) => [`change the views of ${b}`, `views_admin[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.fts!read$/, (b) => [`search ${b}`, `fts_searcher[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.fts!write$/, (b) => [`change the search indexes of ${b}`, `fts_admin[${b}]`]],
+  [/^cluster\.buckets!create$/, () => ['create buckets', 'admin']],
+  [/^cluster\.pools!read$/, () => ['list buckets', 'any role']],
+  [/^cluster\.stats!read$/, () => ["read the server's metrics", 'ro_admin']],
+  [/^cluster\.admin\.security!read$/, () => ['see users', 'admin']],
+  [/^cluster\.admin\.security!write$/, () => ['manage users', 'admin']],
+];
+
+export function permissionText(p) {
+  for (const [re, f] of PERMS) {
+    const m = re.exec(p);
+    if (m) return f(m[1]);
+  }
+  return [`do this (${p})`, 'a role that grants it'];
+}
+
+// errText is what an error says to the user. A refusal for want of
+// permissions says, in words, what the user may not do and which role
+// would let them.
 export function errText(e) {
+  if (e && e.status === 403 && e.permissions && e.permissions.length) {
+    const parts = e.permissions.map(permissionText);
+    return `Your roles do not let you ${parts.map(([what]) => what).join(' or ')}: that needs ${parts.map(([, role]) => role).join(' and ')}. An administrator can grant it.`;
+  }
   if (e && e.reason) return e.reason;
   if (e && e.message) return e.message;
   return String(e);

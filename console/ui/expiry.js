@@ -1,7 +1,7 @@
 // The Expiry page: documents expiring per hour over the next day
 // (GET /{bucket}/_expiry), those expired but not purged yet, and what each
 // expiry pager run purged (GET /{bucket}/_expiry/runs), with "run pager now".
-import { get, request, path, clock } from './api.js';
+import { get, request, path, clock, perm, permissions } from './api.js';
 import { h, fill, status, busy, duration, utc, num, bytes } from './dom.js';
 import { barChart } from './charts.js';
 
@@ -19,7 +19,12 @@ export function render(main, { bucket }) {
       load();
     } catch (e) { st.err(e); }
   }));
-  main.append(h('h1', null, `Expiry in ${bucket}`), summary, h('div', { class: 'buttons' }, runBtn), st,
+  // Running the pager needs the bucket's settings!write: without it, no button.
+  const buttons = h('div', { class: 'buttons' });
+  permissions([perm.writeSettings(bucket)]).then((may) => {
+    if (may[perm.writeSettings(bucket)]) buttons.append(runBtn);
+  }).catch((e) => st.err(e));
+  main.append(h('h1', null, `Expiry in ${bucket}`), summary, buttons, st,
     h('div', { class: 'card' }, h('h2', null, 'Documents expiring per hour, next 24 hours'), ahead),
     h('div', { class: 'card' }, h('h2', null, 'Documents purged by each pager run'), runs, runTable));
 
@@ -48,7 +53,8 @@ export function render(main, { bucket }) {
     })), { unit: 'documents', empty: 'nothing expires' }));
     const list = r.runs.slice(-48);
     fill(runs, barChart(list.map((run) => ({
-      label: utc(run.start).slice(11, 16), value: run.purged,
+      // Runs come seconds apart: hours, minutes and seconds tell them apart.
+      label: utc(run.start).slice(11, 19), value: run.purged,
       title: `${utc(run.start)}: purged ${num(run.purged)} in ${num(run.duration_ms)} ms`,
     })), { unit: 'purged', empty: 'no pager run yet', className: 'runs' }));
     fill(runTable, list.length ? h('table', { class: 'grid' },

@@ -1,6 +1,7 @@
 // The Stats page: the bucket's statistics polled every few seconds and drawn
 // as live line charts, with the request rate from /metrics when the user may
-// read it, and every statistic's current value.
+// read it, and every statistic's current value. The charts open with the
+// samples the server kept of the last minutes (GET .../stats/history).
 import { get, request, path } from './api.js';
 import { h, fill, num, utc } from './dom.js';
 import { lineChart } from './charts.js';
@@ -39,6 +40,36 @@ export function render(main, { bucket }) {
   let metrics = true; // until /metrics refuses
   let stopped = false;
 
+  // seed draws the server's recent samples before the first poll, placed
+  // on this browser's clock (the server says its own time of the answer).
+  async function seed() {
+    let op;
+    try {
+      op = (await get(path`/pools/default/buckets/${bucket}/stats/history`)).op;
+    } catch { return; } // the live polls still draw
+    const shift = Date.now() / 1000 - op.now / 1000; // wall clock: browser minus server
+    const times = op.samples.timestamp || [];
+    let last = null;
+    times.forEach((ms, i) => {
+      const t = ms / 1000 + shift;
+      const st = {};
+      for (const c of CHARTS) if (op.samples[c.stat]) st[c.stat] = op.samples[c.stat][i];
+      for (const c of CHARTS) {
+        if (st[c.stat] === undefined) continue;
+        let v = st[c.stat];
+        if (c.rate) {
+          if (!last || last.st[c.stat] === undefined || t <= last.t) continue;
+          v = Math.max(0, (st[c.stat] - last.st[c.stat]) / (t - last.t));
+        }
+        const pts = series.get(c.stat);
+        pts.push({ t, v });
+        if (pts.length > KEEP) pts.shift();
+      }
+      last = { t, st };
+    });
+    if (last) prev = last;
+  }
+
   async function poll() {
     let st;
     try {
@@ -76,7 +107,7 @@ export function render(main, { bucket }) {
     fill(table, h('table', { class: 'grid stats' }, h('tbody', null,
       Object.keys(st).filter((k) => k !== 'http_requests').sort().map((k) => h('tr', { 'data-stat': k }, h('td', { class: 'mono' }, k), h('td', { class: 'num' }, k.endsWith('_next_run') && st[k] > 0 ? utc(st[k]) : num(st[k])))))));
   }
-  poll();
+  seed().then(poll);
   const timer = setInterval(poll, EVERY * 1000);
   return () => { stopped = true; clearInterval(timer); };
 }

@@ -7,7 +7,10 @@ import { h, fill, field, status, busy, confirmButton, duration, utc, num, errTex
 export function render(main, ctx) {
   const list = h('div', { id: 'bucket-list' }, h('p', { class: 'muted' }, 'Loading…'));
   const listStatus = status('bucket-list-status');
-  const create = h('div', { id: 'new-bucket' });
+  // Built once (a reload must not wipe what the user is typing), shown once
+  // the server says the user may create buckets.
+  const create = createForm(ctx, load);
+  create.hidden = true;
   main.append(h('h1', null, 'Buckets'), listStatus, list, create);
   let timer = 0;
 
@@ -30,7 +33,7 @@ export function render(main, ctx) {
       listStatus.err(e);
       return;
     }
-    fill(create, may[perm.createBuckets] ? createForm(ctx, load) : null);
+    create.hidden = !may[perm.createBuckets];
     const rows = await Promise.all(buckets.map(async (b) => {
       const pager = await get(path`/pools/default/buckets/${b.name}/settings/expiryPager`).catch(() => null);
       const allowed = { write: may[perm.writeSettings(b.name)], del: may[perm.deleteBucket(b.name)] };
@@ -123,7 +126,7 @@ function createForm(ctx, reload) {
   const st = status('new-bucket-status');
   const submit = h('button', { id: 'new-bucket-create', type: 'submit', class: 'primary' }, 'Create bucket');
   return h('form', {
-    class: 'card', onsubmit: (ev) => {
+    class: 'card', id: 'new-bucket', onsubmit: (ev) => {
       ev.preventDefault();
       busy(submit, async () => {
         try {

@@ -309,6 +309,9 @@ func TestConsoleReader(t *testing.T) {
 	if resp := srv.adminPut(t, "/default/docs/k1", "application/json", `{"a":1}`); resp.StatusCode >= 300 {
 		t.Fatalf("writing k1: %s", resp.Status)
 	}
+	if resp := srv.adminPut(t, "/default/_design/dev_r", "application/json", `{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`); resp.StatusCode >= 300 {
+		t.Fatalf("writing _design/dev_r: %s", resp.Status)
+	}
 
 	b.loginAs(srv, "reader", "reader-pw")
 	b.waitText("#who", "reader")
@@ -348,6 +351,23 @@ func TestConsoleReader(t *testing.T) {
 	if n := count(b, "#expiry-run-pager"); n != 0 {
 		t.Error("a reader is shown Run pager now on the expiry page")
 	}
+
+	// Views it may read, not change: no new design document, no publish,
+	// delete or save, and the editor says why it is read-only.
+	b.click(`#nav a[href^="#/views/"]`)
+	b.waitText("#ddoc-list", "_design/dev_r")
+	b.click(`#ddoc-list a[data-ddoc="dev_r"]`)
+	b.waitText("#view-read-only", "Read-only: your roles do not let you change the views of default: that needs views_admin[default]")
+	for _, sel := range []string{"#ddoc-create", "#ddoc-publish", "#ddoc-delete", "#view-add", "#view-save", "#view-delete"} {
+		if visible(b, sel) {
+			t.Errorf("a views reader is shown %s", sel)
+		}
+	}
+	if !eval[bool](b, `document.querySelector('#map-editor').readOnly`) {
+		t.Error("a views reader may edit the map function")
+	}
+	b.click("#q-run")
+	b.waitText("#query-status", "1 row")
 
 	// Stats it may read; the request rate needs /metrics, which it may not.
 	b.click(`#nav a[href^="#/stats/"]`)

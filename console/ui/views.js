@@ -4,8 +4,8 @@
 // document; and a result preview with the query's parameters, where an
 // include_docs row whose document expired but is not purged yet
 // ("doc": null) says so.
-import { get, request, path, clock, syncClock } from './api.js';
-import { h, fill, field, status, busy, confirmButton, duration, num, utc, pretty } from './dom.js';
+import { get, request, path, clock, syncClock, perm, permissions } from './api.js';
+import { h, fill, field, status, busy, confirmButton, duration, num, utc, pretty, permissionText } from './dom.js';
 
 const DEV = 'dev_';
 const TEMPLATE = 'function (doc, meta) {\n  emit(meta.id, null);\n}';
@@ -16,6 +16,7 @@ export function render(main, { bucket }) {
   const listStatus = status('ddoc-list-status');
   let selected = sessionStorage.getItem(`mayfly.ddoc.${bucket}`) || '';
   let ddocs = [];
+  let mayWrite = false; // the user's roles allow changing design documents
 
   main.append(h('h1', null, `Views of ${bucket}`), listStatus, h('div', { class: 'split' }, side, detail));
 
@@ -58,7 +59,7 @@ export function render(main, { bucket }) {
       dev.length ? h('ul', null, dev.map(link)) : h('p', { class: 'muted' }, 'none'),
       h('h2', null, 'Production'),
       prod.length ? h('ul', null, prod.map(link)) : h('p', { class: 'muted' }, 'none'),
-      h('form', {
+      !mayWrite ? null : h('form', {
         class: 'card', onsubmit: (ev) => {
           ev.preventDefault();
           busy(create, async () => {
@@ -96,7 +97,9 @@ export function render(main, { bucket }) {
     const st = status('ddoc-status');
 
     const actions = [];
-    if (isDev) {
+    if (!mayWrite) {
+      // Read-only: no publish, copy, delete or add.
+    } else if (isDev) {
       // Publishing over an existing production design document asks first.
       const prod = d.name.slice(DEV.length);
       const publish = async () => {
@@ -130,14 +133,14 @@ export function render(main, { bucket }) {
         await loadList('');
       } catch (e) { st.err(e); }
     });
-    actions.push(del);
+    if (mayWrite) actions.push(del);
 
     const tabs = h('div', { class: 'tabs', role: 'tablist' }, viewNames.map((v) => h('button', {
       type: 'button', role: 'tab', class: `view-tab${v === viewName ? ' active' : ''}`, 'data-view': v,
       'aria-selected': v === viewName ? 'true' : 'false',
       onclick: () => { sessionStorage.setItem(`mayfly.view.${bucket}.${d.name}`, v); showDDoc(d); },
     }, v)));
-    if (isDev) {
+    if (isDev && mayWrite) {
       const nv = h('input', { id: 'view-new-name', placeholder: 'new view', 'aria-label': 'new view name' });
       const add = h('button', { type: 'button', id: 'view-add' }, 'Add view');
       add.addEventListener('click', () => busy(add, async () => {
@@ -159,10 +162,12 @@ export function render(main, { bucket }) {
         h('h2', null, `_design/${d.name}`, ' ', h('span', { class: `badge ${isDev ? 'dev' : 'prod'}` }, isDev ? 'development' : 'production')),
         h('span', { class: 'muted mono', id: 'ddoc-rev' }, d.rev), h('span', { class: 'spacer' }), actions),
       st, tabs,
-      viewName ? viewEditor(bucket, d, viewName, isDev, () => loadList(d.name), saved) : h('p', { class: 'muted' }, 'No views in this design document.'));
+      viewName ? viewEditor(bucket, d, viewName, isDev, mayWrite, () => loadList(d.name), saved) : h('p', { class: 'muted' }, 'No views in this design document.'));
   }
 
-  loadList();
+  permissions([perm.writeViews(bucket)]).then((may) => { mayWrite = may[perm.writeViews(bucket)]; })
+    .catch(() => {}) // a 401 logs out; the page goes
+    .finally(() => loadList());
 }
 
 // compileError splits the server's reason for a refused design document:
@@ -172,11 +177,14 @@ function compileError(reason) {
   return m ? { view: m[1], fn: m[2], msg: m[3], line: m[4] ? Number(m[4]) : 0 } : null;
 }
 
-function viewEditor(bucket, d, viewName, isDev, reload, saved) {
+// viewEditor edits one view: only of a development design document, and
+// only for a user who may write views (mayWrite).
+function viewEditor(bucket, d, viewName, isDev, mayWrite, reload, saved) {
+  const editable = isDev && mayWrite;
   let def = (d.body.views || {})[viewName] || { map: '' };
-  const map = h('textarea', { id: 'map-editor', class: 'code', rows: 10, spellcheck: false, readOnly: !isDev, 'aria-label': 'map function' });
+  const map = h('textarea', { id: 'map-editor', class: 'code', rows: 10, spellcheck: false, readOnly: !editable, 'aria-label': 'map function' });
   map.value = def.map || '';
-  const reduce = h('textarea', { id: 'reduce-editor', class: 'code', rows: 4, spellcheck: false, readOnly: !isDev, 'aria-label': 'reduce function', placeholder: 'none: _count, _sum, _stats or a function (keys, values, rereduce)' });
+  const reduce = h('textarea', { id: 'reduce-editor', class: 'code', rows: 4, spellcheck: false, readOnly: !editable, 'aria-label': 'reduce function', placeholder: 'none: _count, _sum, _stats or a function (keys, values, rereduce)' });
   reduce.value = def.reduce || '';
   const mapErr = h('div', { class: 'compile-error', id: 'map-error', role: 'alert', hidden: true });
   const reduceErr = h('div', { class: 'compile-error', id: 'reduce-error', role: 'alert', hidden: true });
@@ -213,7 +221,7 @@ function viewEditor(bucket, d, viewName, isDev, reload, saved) {
       ce.line && ce.view === viewName && src[ce.line - 1] !== undefined ? h('pre', { class: 'code-line' }, `${ce.line} │ ${src[ce.line - 1]}`) : null);
   }
 
-  const save = h('button', { type: 'button', class: 'primary', id: 'view-save', disabled: !isDev }, 'Save');
+  const save = h('button', { type: 'button', class: 'primary', id: 'view-save', disabled: !editable }, 'Save');
   save.addEventListener('click', () => busy(save, async () => {
     clearErrors();
     const body = structuredClone(d.body);
@@ -232,7 +240,7 @@ function viewEditor(bucket, d, viewName, isDev, reload, saved) {
       if (e.status === 400) { showError(e.reason); st.clear(); } else st.err(e);
     }
   }));
-  const delView = confirmButton({ id: 'view-delete', disabled: !isDev }, 'Delete view', `Really delete ${viewName}?`, async () => {
+  const delView = confirmButton({ id: 'view-delete', disabled: !editable }, 'Delete view', `Really delete ${viewName}?`, async () => {
     const body = structuredClone(d.body);
     delete body.views[viewName];
     try {
@@ -241,18 +249,19 @@ function viewEditor(bucket, d, viewName, isDev, reload, saved) {
     } catch (e) { st.err(e); }
   });
   const chips = h('span', { class: 'chips' }, ['_count', '_sum', '_stats', ''].map((r) => h('button', {
-    type: 'button', class: 'chip', disabled: !isDev,
+    type: 'button', class: 'chip', disabled: !editable,
     onclick: () => { reduce.value = r; markDirty(); },
   }, r || 'no reduce')));
 
   const info = indexInfo(bucket, d.name, viewName);
   return h('div', { class: 'view-editor' },
-    !isDev ? h('p', { class: 'note' }, 'A production design document is read-only here: copy it to development, edit, then publish.') : null,
+    !mayWrite ? h('p', { class: 'note', id: 'view-read-only' }, `Read-only: your roles do not let you ${permissionText(perm.writeViews(bucket)).join(': that needs ')}.`)
+      : !isDev ? h('p', { class: 'note' }, 'A production design document is read-only here: copy it to development, edit, then publish.') : null,
     h('div', { class: 'editors' },
       h('div', { class: 'editor' },
         h('label', { class: 'label', for: 'map-editor' }, 'Map'), map, mapErr,
         h('label', { class: 'label', for: 'reduce-editor' }, 'Reduce ', chips), reduce, reduceErr,
-        h('div', { class: 'buttons' }, save, delView, dirty), st, info.el),
+        h('div', { class: 'buttons' }, mayWrite ? save : null, mayWrite ? delView : null, dirty), st, info.el),
       sample(bucket)),
     preview(bucket, d.name, viewName, !!def.reduce, info.refresh));
 }

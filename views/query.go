@@ -251,7 +251,12 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 		// Rows are on their way: end the answer as Couchbase does on a
 		// partial failure, with the error after the rows.
 		bw.WriteString("\r\n],\r\n\"errors\":[{\"from\":\"local\",\"reason\":")
-		bw.Write(rawJSONString(err.Error()))
+		reason := err.Error()
+		var re *ReduceError
+		if errors.As(err, &re) {
+			reason = re.Reason // Couchbase's, as an error row carries it
+		}
+		bw.Write(rawJSONString(reason))
 		bw.WriteString("}]\r\n}\n")
 		if ferr := bw.Flush(); ferr != nil {
 			return ferr

@@ -243,7 +243,8 @@ func TestUpdateAfter(t *testing.T) {
 }
 
 // TestErrorAfterRowsStarted: a reduction that fails after rows have reached
-// the client ends the answer with Couchbase's "errors" list, as valid JSON.
+// the client ends the answer with Couchbase's "errors" list, as valid JSON,
+// its reason Couchbase's.
 func TestErrorAfterRowsStarted(t *testing.T) {
 	e := newEnv(t, views.Options{})
 	ctx := context.Background()
@@ -271,7 +272,8 @@ func TestErrorAfterRowsStarted(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &answer); err != nil {
 		t.Fatalf("the answer is not JSON: %v\n%.300s", err, buf.String())
 	}
-	if len(answer.Rows) != 3000 || len(answer.Errors) != 1 || !strings.Contains(answer.Errors[0].Reason, "_sum") {
+	want := "Reducer: Error building index for view `s`, reason: Value is not a number (key \"zzz\")"
+	if len(answer.Rows) != 3000 || len(answer.Errors) != 1 || answer.Errors[0].From != "local" || answer.Errors[0].Reason != want {
 		t.Fatalf("rows %d, errors %+v", len(answer.Rows), answer.Errors)
 	}
 }

@@ -188,36 +188,28 @@ func (p Permission) String() string {
 // read.
 var ErrInvalidPermission = errors.New("invalid permission")
 
-// clusterPermissions and bucketPermissions are the permissions' Couchbase
-// names: cluster-wide ones whole, bucket ones after "cluster.bucket[B]".
-var (
-	clusterPermissions = map[string]Action{
-		"cluster.pools!read": PoolsRead, "cluster.buckets!create": BucketsCreate,
-		"cluster.stats!read": MetricsRead, "cluster.admin.security!read": SecurityRead,
-		"cluster.admin.security!write": SecurityWrite,
-	}
-	bucketPermissions = map[string]Action{
-		"!delete": BucketDelete, ".settings!read": SettingsRead, ".settings!write": SettingsWrite,
-		".stats!read": StatsRead, ".data.docs!read": DataRead, ".data.docs!write": DataWrite,
-		".views!read": ViewsRead, ".views!write": ViewsWrite, ".fts!read": SearchRead, ".fts!write": SearchWrite,
-	}
-)
-
 // ParsePermission reads a permission in Couchbase's notation, as String
 // writes it: "cluster.buckets!create", "cluster.bucket[travel].data.docs!write".
 func ParsePermission(s string) (Permission, error) {
 	s = strings.TrimSpace(s)
-	if a, ok := clusterPermissions[s]; ok {
-		return Permission{Action: a}, nil
-	}
+	bucket := ""
 	if rest, ok := strings.CutPrefix(s, "cluster.bucket["); ok {
-		if bucket, what, ok := strings.Cut(rest, "]"); ok && bucket != "" && !strings.ContainsAny(bucket, "[]") {
-			if a, ok := bucketPermissions[what]; ok {
-				return Permission{Action: a, Bucket: bucket}, nil
-			}
+		b, _, ok := strings.Cut(rest, "]")
+		if !ok || b == "" || strings.Contains(b, "[") {
+			return Permission{}, fmt.Errorf("%w: %q", ErrInvalidPermission, s)
+		}
+		bucket = b
+	}
+	// Every action, until String knows no more: one notation, String's.
+	for a := Action(0); ; a++ {
+		p := Permission{Action: a, Bucket: bucket}
+		switch p.String() {
+		case "unknown":
+			return Permission{}, fmt.Errorf("%w: %q", ErrInvalidPermission, s)
+		case s:
+			return p, nil
 		}
 	}
-	return Permission{}, fmt.Errorf("%w: %q", ErrInvalidPermission, s)
 }
 
 // grants lists what each role may do (admin may do everything). A bucket

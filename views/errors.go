@@ -75,7 +75,7 @@ type ReduceError struct {
 	// Reason is the message for the client. For a built-in given a value
 	// that is not a number and for a reduction too large it is Couchbase's
 	// text, e.g. "Reducer: Error building index for view `score`, reason:
-	// Value is not a number (key \"bo\")" and "reduction too large".
+	// Value is not a number (key "bo")" and "reduction too large".
 	Reason string
 	// Err is the underlying error.
 	Err error

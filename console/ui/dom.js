@@ -108,6 +108,7 @@ const PERMS = [
   [/^cluster\.bucket\[(.+)\]\.data\.docs!write$/, (b) => [`write documents in ${b}`, `data_writer[${b}]`]],
   [/^cluster\.bucket\[(.+)\]\.views!read$/, (b) => [`read the views of ${b}`, `views_reader[${b}]`]],
   [/^cluster\.bucket\[(.+)\]\.views!write$/, (b) => [`change the views of ${b}`, `views_admin[${b}]`]],
+  [/^cluster\.bucket\[(.+)\]\.data\.dcp!read$/, (b) => [`read the change feed of ${b}`, `data_dcp_reader[${b}]`]],
   [/^cluster\.bucket\[(.+)\]\.fts!read$/, (b) => [`search ${b}`, `fts_searcher[${b}]`]],
   [/^cluster\.bucket\[(.+)\]\.fts!write$/, (b) => [`change the search indexes of ${b}`, `fts_admin[${b}]`]],
   [/^cluster\.buckets!create$/, () => ['create buckets', 'admin']],

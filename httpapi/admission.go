@@ -112,8 +112,7 @@ func (s *server) admit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now() // wall clock: the body's deadline
 		if lim := bodyLimit(r); lim >= 0 && r.ContentLength > lim {
-			w.Header().Set("Connection", "close")
-			s.refuse(w, r, refusedTooLarge, &httpError{http.StatusRequestEntityTooLarge, "too_large",
+			s.refuseUnread(w, r, refusedTooLarge, &httpError{http.StatusRequestEntityTooLarge, "too_large",
 				"the request body (Content-Length " + strconv.FormatInt(r.ContentLength, 10) + ") is over this endpoint's limit of " + strconv.FormatInt(lim, 10) + " bytes"})
 			return
 		}
@@ -125,7 +124,7 @@ func (s *server) admit(next http.Handler) http.Handler {
 			select {
 			case a.preReading <- struct{}{}:
 			default:
-				s.refuse(w, r, refusedOverload, errOverload)
+				s.refuseUnread(w, r, refusedOverload, errOverload)
 				return
 			}
 			buf := make([]byte, r.ContentLength)
@@ -141,22 +140,37 @@ func (s *server) admit(next http.Handler) http.Handler {
 			select {
 			case a.receiving <- struct{}{}:
 			default:
-				s.refuse(w, r, refusedOverload, errOverload)
+				s.refuseUnread(w, r, refusedOverload, errOverload)
 				return
 			}
 			rr := &rateReader{a: a, rc: rc, r: r.Body, start: start, release: func() { <-a.receiving }}
-			defer rr.done()
+			defer func() {
+				if !rr.ended.Load() {
+					// The handler left the body unread: what net/http
+					// reads of it before answering must not wait.
+					_ = rc.SetReadDeadline(time.Now()) // wall clock: at once
+				}
+				rr.done()
+			}()
 			r.Body = rr
 		}
 		select {
 		case a.slots <- struct{}{}:
 			defer func() { <-a.slots }()
 		default:
-			s.refuse(w, r, refusedOverload, errOverload)
+			s.refuseUnread(w, r, refusedOverload, errOverload)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuseUnread refuses a request whose body may be unread, closing the
+// connection after the answer: net/http would otherwise read what is left
+// of the body (up to 256 KiB) before answering, at the sender's pace.
+func (s *server) refuseUnread(w http.ResponseWriter, r *http.Request, reason string, err *httpError) {
+	w.Header().Set("Connection", "close")
+	s.refuse(w, r, reason, err)
 }
 
 // errOverload answers a request that finds no slot free.
@@ -166,7 +180,7 @@ var errOverload = &httpError{http.StatusServiceUnavailable, "too_many_requests",
 func (s *server) bodyFailed(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Connection", "close")
 	if errors.Is(err, errSlowBody) {
-		s.refuse(w, r, refusedSlowBody, slowBodyError(s.sec.adm))
+		s.refuseUnread(w, r, refusedSlowBody, slowBodyError(s.sec.adm))
 		return
 	}
 	writeError(w, errBadRequest("reading the body: "+err.Error()))

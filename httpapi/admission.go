@@ -28,7 +28,8 @@ import (
 //     ReservedRequests fewer receiving tokens than slots, so bodies on their
 //     way can never hold every slot.
 //   - Every body must arrive at MinBodyRate bytes a second on average after
-//     BodyGrace (and within ReadTimeout): a slower one is cut with a 408.
+//     BodyGrace (and within the http.Server's ReadTimeout): a slower one is
+//     cut with a 408.
 //
 // A request that finds no slot (or token) free is answered 503 at once.
 
@@ -52,12 +53,11 @@ const (
 
 // admission is the server's slots and the body rules.
 type admission struct {
-	slots       chan struct{} // one per request served
-	receiving   chan struct{} // one per request whose body is still arriving
-	preReading  chan struct{} // one per small body being read before its slot
-	minRate     int64
-	grace       time.Duration
-	readTimeout time.Duration
+	slots      chan struct{} // one per request served
+	receiving  chan struct{} // one per request whose body is still arriving
+	preReading chan struct{} // one per small body being read before its slot
+	minRate    int64
+	grace      time.Duration
 }
 
 func newAdmission(o *Options) *admission {
@@ -71,12 +71,11 @@ func newAdmission(o *Options) *admission {
 	}
 	reserve = min(max(reserve, 1), n-1)
 	a := &admission{
-		slots:       make(chan struct{}, n),
-		receiving:   make(chan struct{}, max(n-reserve, 1)),
-		preReading:  make(chan struct{}, 4*n),
-		minRate:     int64(o.MinBodyRate),
-		grace:       o.BodyGrace,
-		readTimeout: o.ReadTimeout,
+		slots:      make(chan struct{}, n),
+		receiving:  make(chan struct{}, max(n-reserve, 1)),
+		preReading: make(chan struct{}, 4*n),
+		minRate:    int64(o.MinBodyRate),
+		grace:      o.BodyGrace,
 	}
 	if a.minRate <= 0 {
 		a.minRate = DefaultMinBodyRate
@@ -118,6 +117,11 @@ func (s *server) admit(next http.Handler) http.Handler {
 		}
 		hasBody := r.ContentLength > 0 || (r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody)
 		rc := http.NewResponseController(w)
+		// The body deadlines never pass the server's own ReadTimeout.
+		var readTimeout time.Duration
+		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
+			readTimeout = srv.ReadTimeout
+		}
 		switch {
 		case !hasBody:
 		case r.ContentLength > 0 && r.ContentLength <= preReadMax:
@@ -128,13 +132,13 @@ func (s *server) admit(next http.Handler) http.Handler {
 				return
 			}
 			buf := make([]byte, r.ContentLength)
-			_, err := io.ReadFull(&rateReader{a: a, rc: rc, r: r.Body, start: start}, buf)
+			_, err := io.ReadFull(&rateReader{a: a, rc: rc, r: r.Body, start: start, readTimeout: readTimeout}, buf)
 			<-a.preReading
 			if err != nil {
 				s.bodyFailed(w, r, err)
 				return
 			}
-			a.restoreDeadline(rc, start)
+			a.restoreDeadline(rc, start, readTimeout)
 			r.Body = io.NopCloser(bytes.NewReader(buf))
 		default:
 			select {
@@ -143,7 +147,7 @@ func (s *server) admit(next http.Handler) http.Handler {
 				s.refuseUnread(w, r, refusedOverload, errOverload)
 				return
 			}
-			rr := &rateReader{a: a, rc: rc, r: r.Body, start: start, release: func() { <-a.receiving }}
+			rr := &rateReader{a: a, rc: rc, r: r.Body, start: start, readTimeout: readTimeout, release: func() { <-a.receiving }}
 			defer func() {
 				if !rr.ended.Load() {
 					// The handler left the body unread: what net/http
@@ -194,12 +198,13 @@ func slowBodyError(a *admission) *httpError {
 		strconv.FormatInt(a.minRate, 10) + " bytes a second after the first " + a.grace.String() + " (see mayfly serve --min-body-rate)"}
 }
 
-// restoreDeadline puts back the connection's read deadline as net/http set
-// it (the start of the request plus ReadTimeout), once the body is read.
-func (a *admission) restoreDeadline(rc *http.ResponseController, start time.Time) {
+// restoreDeadline puts back the connection's read deadline about as
+// net/http set it (the start of the request plus ReadTimeout), once the body
+// is read.
+func (a *admission) restoreDeadline(rc *http.ResponseController, start time.Time, readTimeout time.Duration) {
 	var d time.Time
-	if a.readTimeout > 0 {
-		d = start.Add(a.readTimeout)
+	if readTimeout > 0 {
+		d = start.Add(readTimeout)
 	}
 	_ = rc.SetReadDeadline(d)
 }
@@ -208,14 +213,15 @@ func (a *admission) restoreDeadline(rc *http.ResponseController, start time.Time
 // connection's deadline is set to when the bytes so far (and one more)
 // were due, capped by ReadTimeout. It releases its token when the body ends.
 type rateReader struct {
-	a       *admission
-	rc      *http.ResponseController
-	r       io.ReadCloser
-	start   time.Time
-	n       int64
-	err     error // sticky: the first error, io.EOF included
-	release func()
-	ended   atomic.Bool
+	a           *admission
+	rc          *http.ResponseController
+	r           io.ReadCloser
+	start       time.Time
+	readTimeout time.Duration // the server's, 0 for none
+	n           int64
+	err         error // sticky: the first error, io.EOF included
+	release     func()
+	ended       atomic.Bool
 }
 
 func (b *rateReader) Read(p []byte) (int, error) {
@@ -223,8 +229,8 @@ func (b *rateReader) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	due := b.start.Add(b.a.grace + time.Duration(float64(b.n+1)/float64(b.a.minRate)*float64(time.Second)))
-	if b.a.readTimeout > 0 {
-		if end := b.start.Add(b.a.readTimeout); end.Before(due) {
+	if b.readTimeout > 0 {
+		if end := b.start.Add(b.readTimeout); end.Before(due) {
 			due = end
 		}
 	}
@@ -236,7 +242,7 @@ func (b *rateReader) Read(p []byte) (int, error) {
 			err = errors.Join(errSlowBody, err)
 		}
 		if deadlineSet && !isTimeout(err) {
-			b.a.restoreDeadline(b.rc, b.start)
+			b.a.restoreDeadline(b.rc, b.start, b.readTimeout)
 		}
 		b.err = err
 		b.done()

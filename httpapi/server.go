@@ -66,9 +66,6 @@ type Options struct {
 	// BodyGrace is the time a body has before MinBodyRate applies. 0 means
 	// DefaultBodyGrace.
 	BodyGrace time.Duration
-	// ReadTimeout is the http.Server's ReadTimeout, which the body deadlines
-	// above never pass. 0 means none.
-	ReadTimeout time.Duration
 	// FailureLogInterval is the interval, in seconds, over which refusals
 	// before authentication (failed logins above all) from one source
 	// address and user name are counted into one log and audit line after

@@ -349,7 +349,10 @@ func (s *Store) Authenticate(ctx context.Context, name, password, source string)
 			return nil, ctx.Err()
 		}
 	} else {
-		s.runCheck(ctx, key, c, name, password, source)
+		// The check is shared: it runs to its end even if this caller
+		// leaves (it is one of at most MaxPending), so that those waiting
+		// for it get its answer rather than this caller's ctx error.
+		s.runCheck(context.WithoutCancel(ctx), key, c, name, password, source)
 	}
 	if c.err != nil {
 		return nil, c.err

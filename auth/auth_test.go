@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -72,11 +73,11 @@ func TestStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := s.Authenticate("Administrator", "password"); err != nil || !p.Allows(Permission{SecurityWrite, ""}) {
+	if p, err := s.Authenticate(context.Background(), "Administrator", "password", ""); err != nil || !p.Allows(Permission{SecurityWrite, ""}) {
 		t.Fatalf("admin: %v %v", p, err)
 	}
 	for _, c := range [][2]string{{"Administrator", "wrong"}, {"Administrator", ""}, {"nobody", "password"}} {
-		if _, err := s.Authenticate(c[0], c[1]); !errors.Is(err, ErrBadCredentials) {
+		if _, err := s.Authenticate(context.Background(), c[0], c[1], ""); !errors.Is(err, ErrBadCredentials) {
 			t.Errorf("%v: %v", c, err)
 		}
 	}
@@ -104,30 +105,30 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if p, err := s2.Authenticate("alice", "secret1"); err != nil || !p.Allows(Permission{DataRead, "default"}) || p.Allows(Permission{DataWrite, "default"}) {
+		if p, err := s2.Authenticate(context.Background(), "alice", "secret1", ""); err != nil || !p.Allows(Permission{DataRead, "default"}) || p.Allows(Permission{DataWrite, "default"}) {
 			t.Fatalf("alice: %v %v", p, err)
 		}
 	}
 	if err := s2.PutUser("alice", "Alice", "secret2", roles); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Authenticate("alice", "secret1"); !errors.Is(err, ErrBadCredentials) {
+	if _, err := s2.Authenticate(context.Background(), "alice", "secret1", ""); !errors.Is(err, ErrBadCredentials) {
 		t.Fatalf("old password after a change: %v", err)
 	}
 	// An update without a password keeps it.
 	if err := s2.PutUser("alice", "A.", "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Authenticate("alice", "secret2"); err != nil {
+	if _, err := s2.Authenticate(context.Background(), "alice", "secret2", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Authenticate("Administrator", "password"); !errors.Is(err, ErrBadCredentials) {
+	if _, err := s2.Authenticate(context.Background(), "Administrator", "password", ""); !errors.Is(err, ErrBadCredentials) {
 		t.Fatalf("no admin configured, yet: %v", err)
 	}
 	if err := s2.DeleteUser("alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Authenticate("alice", "secret2"); !errors.Is(err, ErrBadCredentials) {
+	if _, err := s2.Authenticate(context.Background(), "alice", "secret2", ""); !errors.Is(err, ErrBadCredentials) {
 		t.Fatalf("deleted user: %v", err)
 	}
 	if err := s2.DeleteUser("alice"); !errors.Is(err, ErrUserNotFound) {

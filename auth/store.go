@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
@@ -27,7 +30,32 @@ var (
 	ErrBadCredentials = errors.New("wrong user name or password")
 	ErrUserNotFound   = errors.New("no such user")
 	ErrInvalidUser    = errors.New("invalid user")
+	// ErrThrottled refuses a login try, unchecked, from a source address or
+	// for a user name that failed too often lately (see Throttle). The
+	// error is a *ThrottledError.
+	ErrThrottled = errors.New("too many failed logins")
+	// ErrBusy refuses a login try, unchecked, when Options.MaxPending
+	// password checks are already waiting.
+	ErrBusy = errors.New("too many password checks waiting")
 )
+
+// ThrottledError is ErrThrottled with the wait left.
+type ThrottledError struct {
+	// Of says what is throttled: "source" or "user".
+	Of string
+	// RetryAfter is how long until the next try is checked.
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("%v for this %s; retry in %s", ErrThrottled, e.Of, e.RetryAfter.Round(time.Second))
+}
+
+// Unwrap makes errors.Is(err, ErrThrottled) hold.
+func (e *ThrottledError) Unwrap() error { return ErrThrottled }
+
+// MaxUserName is the longest user name, in bytes (Couchbase's limit).
+const MaxUserName = 128
 
 // Argon2Params are argon2id's cost parameters. They are stored with every
 // hash, so raising them later leaves old hashes verifiable.
@@ -80,6 +108,20 @@ type Options struct {
 	AdminPassword string
 	// Argon2 overrides DefaultArgon2 for new hashes (tests use cheap ones).
 	Argon2 *Argon2Params
+	// VerifyCacheTTL is how long a successful password check is remembered,
+	// keyed by an HMAC of the user name and password under a key made at
+	// start (never the password): the same credential within that time
+	// skips argon2 and every throttle. A change of the user forgets it at
+	// once. The default value is 5m; a negative value caches nothing.
+	VerifyCacheTTL time.Duration
+	// MaxPending bounds the password checks (argon2, run NumCPU at a time)
+	// waiting or running at once; one more is refused with ErrBusy at once.
+	// Concurrent checks of the same credential share one computation. The
+	// default value is 8 per CPU, at least 16.
+	MaxPending int
+	// Throttle sets the back-off after failed logins. nil means
+	// DefaultThrottle().
+	Throttle *Throttle
 }
 
 // Store holds the users. It is safe for concurrent use.
@@ -91,13 +133,38 @@ type Store struct {
 	hashSlots chan struct{}
 	cacheKey  [32]byte // random per process; keys the verification cache
 	dummy     Credential
+	cacheTTL  time.Duration
+	// pending counts checks waiting or running; at most maxPending.
+	pending    atomic.Int64
+	maxPending int64
+	sources    *backoff // failures per source address
+	names      *backoff // failures per user name
+	now        func() time.Time
 
 	mu    sync.Mutex
 	users map[string]*User
-	// verified caches successful verifications: user → HMAC(cacheKey,
-	// password), so each request does not pay argon2. Dropped on any change
-	// of the user.
-	verified map[string][32]byte
+	// verified caches successful verifications: HMAC(cacheKey, name NUL
+	// password) → the user verified and until when, so each request does
+	// not pay argon2. An entry holds only while its user is unchanged.
+	verified map[[32]byte]verifiedEntry
+	// checking holds the checks in flight, by the same HMAC: concurrent
+	// checks of one credential wait for the first.
+	checking map[[32]byte]*check
+}
+
+// verifiedEntry is one cached verification.
+type verifiedEntry struct {
+	u       *User
+	expires time.Time
+}
+
+// check is a password check in flight; done closes when ok and err are set.
+type check struct {
+	done    chan struct{}
+	waiters int // tries sharing it; REQUIRES: Store.mu
+	u       *User
+	ok      bool
+	err     error
 }
 
 // Open loads dir/users.json (none yet is no users).
@@ -106,12 +173,30 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
+	th := DefaultThrottle()
+	if o.Throttle != nil {
+		t := *o.Throttle
+		t.EnsureDefaults()
+		th = &t
+	}
+	if o.VerifyCacheTTL == 0 {
+		o.VerifyCacheTTL = 5 * time.Minute
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = max(16, 8*runtime.NumCPU())
+	}
 	s := &Store{
-		path:      filepath.Join(dir, FileName),
-		params:    DefaultArgon2,
-		hashSlots: make(chan struct{}, max(1, runtime.NumCPU())),
-		users:     map[string]*User{},
-		verified:  map[string][32]byte{},
+		path:       filepath.Join(dir, FileName),
+		params:     DefaultArgon2,
+		hashSlots:  make(chan struct{}, max(1, runtime.NumCPU())),
+		cacheTTL:   o.VerifyCacheTTL,
+		maxPending: int64(o.MaxPending),
+		sources:    newBackoff(th, th.SourceFree),
+		names:      newBackoff(th, th.UserFree),
+		now:        time.Now, // wall clock: login throttling and the verification cache's lifetime
+		users:      map[string]*User{},
+		verified:   map[[32]byte]verifiedEntry{},
+		checking:   map[[32]byte]*check{},
 	}
 	if o.Argon2 != nil {
 		s.params = *o.Argon2
@@ -170,54 +255,165 @@ func (s *Store) argon2(p Argon2Params, password string, salt []byte) []byte {
 	return argon2.IDKey([]byte(password), salt, p.Time, p.Memory, p.Threads, p.KeyLen)
 }
 
-// verify checks password against an argon2id credential.
-func (s *Store) verify(c Credential, password string) bool {
-	if c.Argon2 == nil || len(c.Hash) == 0 || c.Argon2.KeyLen != uint32(len(c.Hash)) {
-		return false
+// verify checks password against an argon2id credential, waiting for a
+// CPU slot no longer than ctx allows.
+func (s *Store) verify(ctx context.Context, c Credential, password string) (bool, error) {
+	select {
+	case s.hashSlots <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
-	got := s.argon2(*c.Argon2, password, c.Salt)
-	return subtle.ConstantTimeCompare(got, c.Hash) == 1
+	defer func() { <-s.hashSlots }()
+	if c.Argon2 == nil || len(c.Hash) == 0 || c.Argon2.KeyLen != uint32(len(c.Hash)) {
+		c = s.dummy // the same cost as a real check
+		password = ""
+	}
+	got := argon2.IDKey([]byte(password), c.Salt, c.Argon2.Time, c.Argon2.Memory, c.Argon2.Threads, c.Argon2.KeyLen)
+	return subtle.ConstantTimeCompare(got, c.Hash) == 1 && password != "", nil
 }
 
-func (s *Store) mac(password string) [32]byte {
+// mac is the verification cache's key of a credential.
+func (s *Store) mac(name, password string) [32]byte {
 	m := hmac.New(sha256.New, s.cacheKey[:])
+	m.Write([]byte(name))
+	m.Write([]byte{0})
 	m.Write([]byte(password))
 	var out [32]byte
 	copy(out[:], m.Sum(nil))
 	return out
 }
 
-// Authenticate returns the user name and password's principal, or
-// ErrBadCredentials (for an unknown user too, after the same work).
-func (s *Store) Authenticate(name, password string) (*Principal, error) {
-	s.mu.Lock()
-	u := s.users[name]
+// userLocked returns the user named name, the administrator included.
+// REQUIRES: s.mu.
+func (s *Store) userLocked(name string) *User {
 	if s.admin != nil && name == s.admin.ID {
-		u = s.admin
+		return s.admin
 	}
-	cached, hit := s.verified[name]
-	s.mu.Unlock()
-	if u == nil {
-		s.verify(s.dummy, password) // the same cost as a known user
+	return s.users[name]
+}
+
+// forgetLocked drops the cached verifications of user id.
+// REQUIRES: s.mu.
+func (s *Store) forgetLocked(id string) {
+	for k, e := range s.verified {
+		if e.u.ID == id {
+			delete(s.verified, k)
+		}
+	}
+}
+
+// Authenticate returns the principal of a user name and password tried from
+// source (an address without its port; "" for none, which is not
+// throttled). It fails with ErrBadCredentials (for an unknown user too, after
+// the same work), ErrThrottled (a *ThrottledError: the source or the name
+// failed too often lately; the password was not checked), ErrBusy (too many
+// checks waiting) or ctx's error.
+//
+// A credential that succeeded within Options.VerifyCacheTTL is answered from
+// the cache at once, throttled or not: a flood of wrong passwords never
+// locks out a caller already logged in.
+func (s *Store) Authenticate(ctx context.Context, name, password, source string) (*Principal, error) {
+	if password == "" || len(name) > MaxUserName || len(password) > maxPassword {
+		// No user has such a credential: refused without a check.
 		return nil, ErrBadCredentials
 	}
-	mac := s.mac(password)
-	if !(hit && hmac.Equal(cached[:], mac[:])) {
-		if !s.verify(u.Credentials[CredArgon2id], password) {
-			return nil, ErrBadCredentials
-		}
-		s.mu.Lock()
-		// Cache only if the user was not changed meanwhile.
-		if cur := s.users[name]; cur == u || u == s.admin {
-			s.verified[name] = mac
-		}
+	key := s.mac(name, password)
+	now := s.now()
+	s.mu.Lock()
+	u := s.userLocked(name)
+	if e, ok := s.verified[key]; ok && u != nil && e.u == u && now.Before(e.expires) {
 		s.mu.Unlock()
+		return principalOf(u)
 	}
+	s.mu.Unlock()
+	if d := s.sources.wait(source, now); d > 0 {
+		return nil, &ThrottledError{Of: "source", RetryAfter: d}
+	}
+	if d := s.names.wait(name, now); d > 0 {
+		return nil, &ThrottledError{Of: "user", RetryAfter: d}
+	}
+
+	s.mu.Lock()
+	c, joined := s.checking[key]
+	if joined {
+		c.waiters++
+	} else {
+		c = &check{done: make(chan struct{}), u: u}
+		s.checking[key] = c
+	}
+	s.mu.Unlock()
+	if joined {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		// The check is shared: it runs to its end even if this caller
+		// leaves (it is one of at most MaxPending), so that those waiting
+		// for it get its answer rather than this caller's ctx error.
+		s.runCheck(context.WithoutCancel(ctx), key, c, name, password, source)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	if !c.ok {
+		return nil, ErrBadCredentials
+	}
+	return principalOf(c.u)
+}
+
+// maxPassword is the longest password PutUser takes.
+const maxPassword = 1024
+
+// runCheck does check c of a credential (key) and publishes its outcome:
+// the cache on success, the throttles on failure.
+func (s *Store) runCheck(ctx context.Context, key [32]byte, c *check, name, password, source string) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.checking, key)
+		s.mu.Unlock()
+		close(c.done)
+	}()
+	if s.pending.Add(1) > s.maxPending {
+		s.pending.Add(-1)
+		c.err = ErrBusy
+		return
+	}
+	defer s.pending.Add(-1)
+	cred := s.dummy
+	if c.u != nil {
+		cred = c.u.Credentials[CredArgon2id]
+	}
+	ok, err := s.verify(ctx, cred, password)
+	if err != nil {
+		c.err = err
+		return
+	}
+	now := s.now()
+	c.ok = ok && c.u != nil
+	if !c.ok {
+		s.sources.fail(source, now)
+		s.names.fail(name, now)
+		return
+	}
+	s.names.clear(name)
+	if s.cacheTTL <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.userLocked(name) == c.u { // not changed meanwhile
+		s.verified[key] = verifiedEntry{u: c.u, expires: now.Add(s.cacheTTL)}
+	}
+	s.mu.Unlock()
+}
+
+func principalOf(u *User) (*Principal, error) {
 	roles, err := parseRoleList(u.Roles)
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{Name: name, Roles: roles}, nil
+	return &Principal{Name: u.ID, Roles: roles}, nil
 }
 
 // UserInfo is a user as the REST API shows it: no credentials.
@@ -259,8 +455,8 @@ func validName(id string) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("%w: the user name is empty", ErrInvalidUser)
-	case len(id) > 128:
-		return fmt.Errorf("%w: the user name is over 128 bytes", ErrInvalidUser)
+	case len(id) > MaxUserName:
+		return fmt.Errorf("%w: the user name is over %d bytes", ErrInvalidUser, MaxUserName)
 	case !utf8.ValidString(id):
 		return fmt.Errorf("%w: the user name is not UTF-8", ErrInvalidUser)
 	case strings.ContainsAny(id, "()<>@,;:\\\"/[]?={} \t\r\n"):
@@ -281,8 +477,8 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 	if password != "" && len(password) < 6 {
 		return fmt.Errorf("%w: the password must be at least 6 characters", ErrInvalidUser)
 	}
-	if len(password) > 1024 {
-		return fmt.Errorf("%w: the password is over 1024 bytes", ErrInvalidUser)
+	if len(password) > maxPassword {
+		return fmt.Errorf("%w: the password is over %d bytes", ErrInvalidUser, maxPassword)
 	}
 	var cred Credential
 	if password != "" {
@@ -307,7 +503,7 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 		return fmt.Errorf("%w: a new user needs a password", ErrInvalidUser)
 	}
 	s.users[id] = u
-	delete(s.verified, id)
+	s.forgetLocked(id)
 	if err := s.saveLocked(); err != nil {
 		if old != nil {
 			s.users[id] = old
@@ -328,7 +524,7 @@ func (s *Store) DeleteUser(id string) error {
 		return fmt.Errorf("%w: %q", ErrUserNotFound, id)
 	}
 	delete(s.users, id)
-	delete(s.verified, id)
+	s.forgetLocked(id)
 	if err := s.saveLocked(); err != nil {
 		s.users[id] = old
 		return err

@@ -66,10 +66,13 @@ func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	b, _ := newBucket(t, engine.Couchbase)
 	c := b.DefaultCollection()
-	for _, key := range []string{"", strings.Repeat("k", engine.MaxKeyLen+1), "bad\xff"} {
+	for _, key := range []string{"", strings.Repeat("k", engine.MaxKeyLen+1), "bad\xff", "nul\x00cut"} {
 		if _, err := c.Upsert(ctx, key, []byte(`1`), nil); !errors.Is(err, engine.ErrInvalidKey) {
 			t.Errorf("key %q: err = %v, want ErrInvalidKey", key, err)
 		}
+	}
+	if _, err := c.Insert(ctx, "\x00", []byte(`1`), nil); !errors.Is(err, engine.ErrInvalidKey) {
+		t.Errorf("insert of a NUL key: %v", err)
 	}
 	if _, err := c.Upsert(ctx, strings.Repeat("k", engine.MaxKeyLen), []byte(`1`), nil); err != nil {
 		t.Errorf("key of exactly %d bytes: %v", engine.MaxKeyLen, err)

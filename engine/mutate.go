@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 )
 
@@ -26,6 +28,9 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 		live = nil
 	}
 	d, err := fn(live, now)
+	if err == nil && live == nil && !d.Deleted {
+		err = checkNewKey(k.key)
+	}
 	if err != nil {
 		p.mu.Unlock()
 		return nil, err
@@ -283,4 +288,15 @@ func (b *Bucket) Sync(ctx context.Context) error {
 		return nil
 	}
 	return b.store.last().wait(ctx)
+}
+
+// checkNewKey refuses a key no new document may have: one holding a NUL
+// byte, which cuts the key short in C-based tools, logs and terminals. It
+// applies when a document is created, so a document stored with such a key
+// before the rule can still be read, changed and deleted.
+func checkNewKey(key string) error {
+	if strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("%w: key holds a NUL byte", ErrInvalidKey)
+	}
+	return nil
 }

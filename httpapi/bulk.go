@@ -430,6 +430,11 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, sl *bulkSlot) (*e
 	return c.Apply(ctx, &sl.eop)
 }
 
+// maxEchoedID is the most of an id an error line echoes: an id longer than
+// any valid key is cut (ending in "…"), so a huge invalid id costs no huge
+// answer.
+const maxEchoedID = 256
+
 // errorLine is {"id": id, "error": code, "reason": reason}, with "line": n
 // instead of the id when the line has none (n 0: none either).
 func errorLine(id *string, n int, he *httpError) []byte {
@@ -437,7 +442,11 @@ func errorLine(id *string, n int, he *httpError) []byte {
 	out = append(out, '{')
 	if id != nil {
 		out = append(out, `"id":`...)
-		out = appendJSONString(out, *id)
+		echo := *id
+		if len(echo) > maxEchoedID {
+			echo = capString(echo, maxEchoedID)
+		}
+		out = appendJSONString(out, echo)
 		out = append(out, ',')
 	} else if n > 0 {
 		out = append(out, `"line":`...)

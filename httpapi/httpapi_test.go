@@ -42,6 +42,13 @@ var cheapArgon2 = &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureOpts(t, nil, nil)
+}
+
+// newFixtureOpts is newFixture with more options for the server (its
+// engine, views, pager, audit and auth are the fixture's) and the users.
+func newFixtureOpts(t *testing.T, more *httpapi.Options, users *auth.Options) *fixture {
+	t.Helper()
 	clk := engine.NewFakeClock(t0)
 	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 16, NoSync: true})
 	if err != nil {
@@ -61,11 +68,21 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	ao := auth.Options{Argon2: cheapArgon2}
+	if users != nil {
+		ao = *users
+	}
+	ao.AdminUser, ao.AdminPassword = adminUser, adminPass
+	store, err := auth.Open(t.TempDir(), &ao)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Audit: al, Auth: users}))
+	ho := httpapi.Options{}
+	if more != nil {
+		ho = *more
+	}
+	ho.Views, ho.Pager, ho.Audit, ho.Auth = vs, pm, al, store
+	srv := httptest.NewServer(httpapi.New(eng, &ho))
 	t.Cleanup(func() {
 		srv.Close()
 		pm.Close(context.Background())
@@ -79,7 +96,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		eng.Close()
 	})
-	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al, users: users}
+	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al, users: store}
 }
 
 // do sends a request as the administrator and returns status, headers and

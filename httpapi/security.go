@@ -3,22 +3,21 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
 )
-
-// DefaultMaxRequests is Options.MaxRequests's default.
-const DefaultMaxRequests = 512
 
 // realm is Couchbase's Basic realm, so its tools recognise the challenge.
 const realm = `Basic realm="Couchbase Server Admin / REST"`
@@ -32,6 +31,10 @@ const (
 	refusedForm            = "form"            // 415, a form body where none is taken
 	refusedOverload        = "overload"        // 503, --max-requests reached
 	refusedPath            = "path"            // 400, . or .. segments
+	refusedThrottled       = "throttled"       // 429, too many failed logins from the source or for the user
+	refusedAuthBusy        = "auth_busy"       // 503, too many password checks waiting
+	refusedTooLarge        = "too_large"       // 413, a declared body over the route's limit
+	refusedSlowBody        = "slow_body"       // 408, a body arriving slower than --min-body-rate
 )
 
 type principalKey struct{}
@@ -49,8 +52,8 @@ type security struct {
 	allowedHosts []string // "host" (any port) or "host:port", lower case
 	corsOrigins  []string // scheme://host[:port], lower case
 	metricsToken string
-	slots        chan struct{}
 	refused      *prometheus.CounterVec
+	adm          *admission
 }
 
 func newSecurity(o *Options) *security {
@@ -61,35 +64,29 @@ func newSecurity(o *Options) *security {
 	for _, c := range o.CORSOrigins {
 		sec.corsOrigins = append(sec.corsOrigins, strings.ToLower(strings.TrimRight(strings.TrimSpace(c), "/")))
 	}
-	n := o.MaxRequests
-	if n <= 0 {
-		n = DefaultMaxRequests
-	}
-	sec.slots = make(chan struct{}, n)
+	sec.adm = newAdmission(o)
 	sec.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mayfly_http_refused_total",
-		Help: "HTTP requests refused at the door, by reason (unauthenticated, forbidden, host, origin, form, overload, path).",
+		Help: "HTTP requests refused at the door, by reason (unauthenticated, forbidden, host, origin, form, overload, path, throttled, auth_busy, too_large, slow_body).",
 	}, []string{"reason"})
-	for _, r := range []string{refusedUnauthenticated, refusedForbidden, refusedHost, refusedOrigin, refusedForm, refusedOverload, refusedPath} {
+	for _, r := range []string{refusedUnauthenticated, refusedForbidden, refusedHost, refusedOrigin, refusedForm, refusedOverload, refusedPath,
+		refusedThrottled, refusedAuthBusy, refusedTooLarge, refusedSlowBody} {
 		sec.refused.WithLabelValues(r)
 	}
 	return sec
 }
 
 // guard wraps the router with the checks every request passes, in order:
-// the concurrency cap, dot segments, the Host header, CORS, the Origin of a
-// state change, and authentication. Authorization is per route (need). The
-// web console's files (Options.Console) are answered after the Host check.
+// dot segments, the Host header, CORS, the Origin of a state change, and
+// authentication. Authorization is per route (need). The web console's
+// files (Options.Console) are answered after the Host check. None of this
+// holds one of the --max-requests slots: a request takes one once it is
+// authenticated and routed (see admission.go), so callers whose password is
+// still being checked, or is wrong, never keep logged-in ones out.
 func (s *server) guard(next http.Handler) http.Handler {
 	sec := s.sec
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sec.slots <- struct{}{}:
-			defer func() { <-sec.slots }()
-		default:
-			s.refuse(w, r, refusedOverload, &httpError{http.StatusServiceUnavailable, "too_many_requests", "the server is answering its maximum of concurrent requests; retry shortly"})
-			return
-		}
+		s.flushFailures(r)
 		if hasDotSegment(r.URL.Path) || hasDotSegment(r.URL.EscapedPath()) {
 			s.refuse(w, r, refusedPath, &httpError{http.StatusBadRequest, "bad_request", "the path holds a . or .. segment"})
 			return
@@ -128,54 +125,82 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.refuse(w, r, refusedOrigin, &httpError{http.StatusForbidden, "forbidden", "cross-origin request refused (Origin, Referer or Sec-Fetch-Site names another site; see mayfly serve --cors-origin)"})
 			return
 		}
-		p := s.authenticate(r)
+		p, err := s.authenticate(r)
 		if p == nil {
-			if user, _, ok := r.BasicAuth(); ok {
-				// A failed login is audited (never the password); the
-				// request is refused whether or not that succeeds.
-				_ = s.audit(r, audit.Event{Action: audit.ActionLoginFailed, Target: user})
-			}
-			w.Header().Set("WWW-Authenticate", realm)
-			s.refuse(w, r, refusedUnauthenticated, &httpError{http.StatusUnauthorized, "unauthorized", "authentication required: HTTP Basic with a valid user name and password"})
+			s.authRefused(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
 
-// authenticate returns the caller, or nil. The metrics token, when set, is
-// taken as a bearer token on /metrics only.
-func (s *server) authenticate(r *http.Request) *auth.Principal {
+// authenticate returns the caller, or nil and why not (nil when no
+// credentials came). The metrics token, when set, is taken as a bearer token
+// on /metrics only.
+func (s *server) authenticate(r *http.Request) (*auth.Principal, error) {
 	authz := r.Header.Get("Authorization")
 	if tok, ok := strings.CutPrefix(authz, "Bearer "); ok {
 		if s.sec.metricsToken != "" && r.URL.Path == "/metrics" &&
 			subtle.ConstantTimeCompare([]byte(tok), []byte(s.sec.metricsToken)) == 1 {
-			return &auth.Principal{Name: "(metrics token)", Roles: []auth.Role{{Name: auth.RoleROAdmin}}}
+			return &auth.Principal{Name: "(metrics token)", Roles: []auth.Role{{Name: auth.RoleROAdmin}}}, nil
 		}
-		s.log.Warn("authentication failed: bad bearer token", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-		return nil
+		return nil, errBadBearer
 	}
 	user, pass, ok := r.BasicAuth()
-	if !ok {
-		s.log.Info("authentication failed: no credentials", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-		return nil
+	if !ok || s.sec.store == nil {
+		return nil, nil
 	}
-	if s.sec.store == nil {
-		return nil
+	return s.sec.store.Authenticate(r.Context(), user, pass, sourceOf(r))
+}
+
+// errBadBearer is a bearer token that is not the metrics token.
+var errBadBearer = errors.New("bad bearer token")
+
+// authRefused answers a request that did not authenticate: 401, or 429 for
+// a source or user name backing off after failed logins, or 503 when too
+// many password checks are waiting. It is logged and audited through the
+// failure log (loginfail.go).
+func (s *server) authRefused(w http.ResponseWriter, r *http.Request, err error) {
+	user, _, _ := r.BasicAuth()
+	reason, he := refusedUnauthenticated, &httpError{http.StatusUnauthorized, "unauthorized", "authentication required: HTTP Basic with a valid user name and password"}
+	var te *auth.ThrottledError
+	switch {
+	case errors.As(err, &te):
+		reason = refusedThrottled
+		he = &httpError{http.StatusTooManyRequests, "too_many_requests", "too many failed logins from this address or for this user name; the password was not checked: retry in " + strconv.Itoa(retrySeconds(te.RetryAfter)) + "s"}
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(te.RetryAfter)))
+	case errors.Is(err, auth.ErrBusy):
+		reason = refusedAuthBusy
+		he = &httpError{http.StatusServiceUnavailable, "too_many_requests", "too many password checks are waiting; retry shortly"}
+		w.Header().Set("Retry-After", "1")
+	case r.Context().Err() != nil:
+		return // the caller left
 	}
-	p, err := s.sec.store.Authenticate(user, pass)
-	if err != nil {
-		s.log.Warn("authentication failed", "user", user, "err", err, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-		return nil
+	s.sec.refused.WithLabelValues(reason).Inc()
+	logged := err
+	if errors.Is(err, auth.ErrBadCredentials) {
+		logged = nil // the reason says it
 	}
-	return p
+	s.refusedAtDoor(r, reason, user, logged)
+	if reason == refusedUnauthenticated {
+		w.Header().Set("WWW-Authenticate", realm)
+	}
+	writeError(w, he)
+}
+
+// retrySeconds rounds a wait up to whole seconds, at least 1.
+func retrySeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
 }
 
 // refuse counts, logs and answers a refusal.
 func (s *server) refuse(w http.ResponseWriter, r *http.Request, reason string, err *httpError) {
 	s.sec.refused.WithLabelValues(reason).Inc()
-	if reason != refusedUnauthenticated { // authenticate logged it
-		s.log.Warn("request refused", "reason", reason, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "host", r.Host, "origin", r.Header.Get("Origin"))
+	if principalOf(r) == nil {
+		s.refusedAtDoor(r, reason, "", nil) // aggregated: costs bounded disk
+	} else {
+		s.log.Warn("request refused", "reason", reason, "user", requestUser(r), "remote", r.RemoteAddr, "method", r.Method,
+			"path", capString(r.URL.Path, maxLoggedPath), "host", capString(r.Host, maxLoggedPath), "origin", capString(r.Header.Get("Origin"), maxLoggedPath))
 	}
 	if reason == refusedOverload {
 		w.Header().Set("Retry-After", "1")
@@ -244,7 +269,7 @@ func (s *server) need(perms permFunc, form bool, h http.HandlerFunc) http.Handle
 			if p != nil {
 				name = p.Name
 			}
-			s.log.Warn("request forbidden", "user", name, "needs", strings.Join(missing, " "), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			s.log.Warn("request forbidden", "user", name, "needs", strings.Join(missing, " "), "remote", r.RemoteAddr, "method", r.Method, "path", capString(r.URL.Path, maxLoggedPath))
 			writeJSON(w, http.StatusForbidden, map[string]any{
 				"error":       "forbidden",
 				"reason":      "user " + strconvQuote(name) + " lacks " + strings.Join(missing, ", "),

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,9 +51,26 @@ type Options struct {
 	// Search serves the full-text search REST API (/api/index/...); nil
 	// leaves it out.
 	Search SearchService
-	// MaxRequests caps requests served at once; more are answered 503.
-	// 0 means DefaultMaxRequests.
+	// MaxRequests caps requests served at once; more are answered 503. A
+	// request takes its slot once authenticated (see admission.go). 0 means
+	// DefaultMaxRequests.
 	MaxRequests int
+	// ReservedRequests is how many of the MaxRequests slots requests whose
+	// body is still arriving (chunked, or over 64 KiB) cannot take, kept for
+	// the others. 0 means MaxRequests/4.
+	ReservedRequests int
+	// MinBodyRate is the slowest a request body may arrive, in bytes a
+	// second on average, once BodyGrace has passed; a slower one is cut
+	// with a 408. 0 means DefaultMinBodyRate.
+	MinBodyRate int
+	// BodyGrace is the time a body has before MinBodyRate applies. 0 means
+	// DefaultBodyGrace.
+	BodyGrace time.Duration
+	// FailureLogInterval is the interval, in seconds, over which refusals
+	// before authentication (failed logins above all) from one source
+	// address and user name are counted into one log and audit line after
+	// the first. 0 means DefaultFailureLogInterval.
+	FailureLogInterval int64
 	// Console serves the web console (package console): GET and HEAD of /,
 	// /ui and /ui/NAME go to it after the Host check, without
 	// authentication (its files hold no data; its own API calls
@@ -77,6 +95,7 @@ type server struct {
 	auditLog *audit.Log
 	log      *slog.Logger
 	sec      *security
+	fails    *failureLog
 	console  http.Handler
 	runs     *PagerRuns
 	history  *StatsHistory
@@ -94,7 +113,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
-		console: o.Console, runs: o.PagerRuns, history: o.StatsHistory}
+		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory}
 	if s.history != nil {
 		s.history.bind(s)
 	}
@@ -145,7 +164,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	hm := newHTTPMetrics()
 	reg.MustRegister(newStatsCollector(s), s.sec.refused, hm.requests, hm.duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r.Use(markRoute)
+	r.Use(markRoute, s.admit)
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	r.Handle("/metrics", s.need(cluster(auth.MetricsRead), noForm, metrics.ServeHTTP)).Methods(http.MethodGet)
 

@@ -17,8 +17,9 @@ import (
 // maxDesignDocBody bounds a design document.
 const maxDesignDocBody = 20 << 20
 
-// maxKeysBody bounds a POSTed {"keys": [...]} body.
-const maxKeysBody = 64 << 20
+// maxKeysBody bounds a POSTed {"keys": [...]} body: room for
+// views.MaxKeysSize of keys with spaces between them.
+const maxKeysBody = 2 * views.MaxKeysSize
 
 func (s *server) ddocTarget(r *http.Request) (bucket, ddoc string, err error) {
 	if s.views == nil {

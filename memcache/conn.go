@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -24,13 +25,19 @@ const maxKeptData = 64 << 10
 
 // conn is one client connection. It is used by one goroutine only.
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	r    *bufio.Reader
-	w    *bufio.Writer
-	line []byte // a command line longer than the read buffer, assembled
-	data []byte // the data block buffer, reused up to maxKeptData
-	num  []byte // scratch for formatting numbers
+	s  *Server
+	nc net.Conn
+	// inData is set while a command's data block is read; cmdStart is when
+	// the command being read was first seen waiting for more (zero between
+	// commands).
+	inData   bool
+	cmdStart time.Time
+	kicked   bool // closed by a timeout
+	r        *bufio.Reader
+	w        *bufio.Writer
+	line     []byte // a command line longer than the read buffer, assembled
+	data     []byte // the data block buffer, reused up to maxKeptData
+	num      []byte // scratch for formatting numbers
 }
 
 // connReader is what a connection's bufio.Reader reads from: before it
@@ -38,20 +45,41 @@ type conn struct {
 // pipeline is answered in one write, and a client waiting for an answer
 // before it sends more is never stuck), and it counts bytes_read.
 type connReader struct {
-	nc net.Conn
-	w  *bufio.Writer
-	n  *atomic.Int64
+	c *conn
+	n *atomic.Int64
 }
 
-func (c connReader) Read(p []byte) (int, error) {
+func (cr connReader) Read(p []byte) (int, error) {
+	c := cr.c
 	if c.w.Buffered() > 0 {
 		if err := c.w.Flush(); err != nil {
 			return 0, err
 		}
 	}
+	c.setDeadline()
 	n, err := c.nc.Read(p)
-	c.n.Add(int64(n))
+	cr.n.Add(int64(n))
 	return n, err
+}
+
+// setDeadline sets the read deadline before the connection blocks: the idle
+// timeout between commands, the command timeout from the moment a command
+// was first found unfinished.
+func (c *conn) setDeadline() {
+	o := &c.s.opts
+	now := time.Now() // wall clock: connection timeouts
+	partial := c.inData || c.r.Buffered() > 0 || len(c.line) > 0
+	var d time.Time
+	switch {
+	case partial && o.CommandTimeout > 0:
+		if c.cmdStart.IsZero() {
+			c.cmdStart = now
+		}
+		d = c.cmdStart.Add(o.CommandTimeout)
+	case !partial && o.IdleTimeout > 0:
+		d = now.Add(o.IdleTimeout)
+	}
+	c.nc.SetReadDeadline(d)
 }
 
 // countingWriter feeds bytes_written.
@@ -80,20 +108,38 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	}()
 	c := &conn{s: s, nc: nc}
 	c.w = bufio.NewWriterSize(countingWriter{nc, &s.stats.bytesWritten}, bufSize)
-	c.r = bufio.NewReaderSize(connReader{nc, c.w, &s.stats.bytesRead}, bufSize)
+	c.r = bufio.NewReaderSize(connReader{c, &s.stats.bytesRead}, bufSize)
 	for {
+		c.cmdStart = time.Time{}
 		line, err := c.readLine()
 		if err != nil {
-			if errors.Is(err, ErrLineTooLong) {
-				s.log.Debug("memcache: closing connection", "remote", nc.RemoteAddr(), "err", err)
-			}
+			c.closing(err)
 			return
 		}
 		cmd := parseCommand(line)
-		if !c.exec(ctx, &cmd) {
+		ok := c.exec(ctx, &cmd)
+		if c.kicked {
+			return
+		}
+		if !ok {
 			c.w.Flush()
 			return
 		}
+	}
+}
+
+// closing notes why a connection is closed by a read error: a timeout is
+// an idle kick.
+func (c *conn) closing(err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.kicked = true
+		c.s.stats.idleKicks.Add(1)
+		c.s.log.Debug("memcache: closing idle or stalled connection", "remote", c.nc.RemoteAddr(), "partial", !c.cmdStart.IsZero())
+		return
+	}
+	if errors.Is(err, ErrLineTooLong) {
+		c.s.log.Debug("memcache: closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 	}
 }
 
@@ -176,7 +222,11 @@ func (c *conn) readData(n int) ([]byte, error) {
 	} else {
 		buf = make([]byte, n)
 	}
-	if _, err := io.ReadFull(c.r, buf); err != nil {
+	c.inData = true
+	_, err := io.ReadFull(c.r, buf)
+	c.inData = false
+	if err != nil {
+		c.closing(err)
 		return nil, err
 	}
 	return buf, nil
@@ -184,7 +234,12 @@ func (c *conn) readData(n int) ([]byte, error) {
 
 // discard swallows n bytes of input.
 func (c *conn) discard(n int) error {
+	c.inData = true
 	_, err := c.r.Discard(n)
+	c.inData = false
+	if err != nil {
+		c.closing(err)
+	}
 	return err
 }
 

@@ -31,6 +31,16 @@ type Options struct {
 	// At most engine.MaxValueLen. The default value is 1048576 (bytes, as
 	// memcached's -I).
 	MaxItemSize int
+	// IdleTimeout closes a connection that has sent nothing for this long
+	// between commands (memcached's -o idle_timeout), counted in the
+	// idle_kicks stat. The default value is 5m; a negative value never
+	// closes one.
+	IdleTimeout time.Duration
+	// CommandTimeout closes a connection whose command (line and data
+	// block) has begun to arrive but not finished within this long, counted
+	// in idle_kicks too: half a command cannot hold a connection slot. The
+	// default value is 30s; a negative value waits for ever.
+	CommandTimeout time.Duration
 	// Logger receives connection-level log lines. The default value discards
 	// them.
 	Logger *slog.Logger
@@ -67,6 +77,14 @@ const ActionFlushAll = "memcached.flush_all"
 // empty: the memcached release whose text protocol it speaks.
 const DefaultVersion = "1.6.18-mayfly"
 
+// Defaults of the connection timeouts.
+const (
+	// DefaultIdleTimeout is Options.IdleTimeout's default.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultCommandTimeout is Options.CommandTimeout's default.
+	DefaultCommandTimeout = 30 * time.Second
+)
+
 // DefaultOptions returns the options a Server uses when given nil.
 func DefaultOptions() *Options {
 	o := &Options{}
@@ -87,6 +105,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxItemSize == 0 {
 		o.MaxItemSize = 1 << 20
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.CommandTimeout == 0 {
+		o.CommandTimeout = DefaultCommandTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

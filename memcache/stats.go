@@ -3,8 +3,10 @@ package memcache
 import (
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // Stats are a Server's cumulative counters, named after memcached's stats.
@@ -46,6 +48,9 @@ type Stats struct {
 	TotalItems int64
 	// BytesRead and BytesWritten count network bytes (bytes_read, bytes_written).
 	BytesRead, BytesWritten int64
+	// IdleKicks counts connections closed by IdleTimeout or CommandTimeout
+	// (idle_kicks).
+	IdleKicks int64
 }
 
 // counters are the live form of Stats.
@@ -57,6 +62,7 @@ type counters struct {
 	incrHits, incrMisses, decrHits, decrMisses            atomic.Int64
 	casHits, casMisses, casBadval, touchHits, touchMisses atomic.Int64
 	storeTooLarge, totalItems, bytesRead, bytesWritten    atomic.Int64
+	idleKicks                                             atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -72,6 +78,7 @@ func (c *counters) snapshot() Stats {
 		TouchHits: c.touchHits.Load(), TouchMisses: c.touchMisses.Load(),
 		StoreTooLarge: c.storeTooLarge.Load(), TotalItems: c.totalItems.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
+		IdleKicks: c.idleKicks.Load(),
 	}
 }
 
@@ -83,7 +90,7 @@ func (c *counters) reset() {
 		&c.getHits, &c.getMisses, &c.getExpired, &c.deleteHits, &c.deleteMisses,
 		&c.incrHits, &c.incrMisses, &c.decrHits, &c.decrMisses,
 		&c.casHits, &c.casMisses, &c.casBadval, &c.touchHits, &c.touchMisses,
-		&c.storeTooLarge, &c.totalItems, &c.bytesRead, &c.bytesWritten,
+		&c.storeTooLarge, &c.totalItems, &c.bytesRead, &c.bytesWritten, &c.idleKicks,
 	} {
 		a.Store(0)
 	}
@@ -103,7 +110,7 @@ func (s *Server) generalStats() []stat {
 	now := s.clock.Now()
 	st := s.stats.snapshot()
 	es := s.bucket.Stats()
-	return []stat{
+	lines := []stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"uptime", i64(now - s.started)},
 		{"time", i64(now)},
@@ -140,6 +147,7 @@ func (s *Server) generalStats() []stat {
 		{"store_no_memory", "0"},
 		{"auth_cmds", "0"},
 		{"auth_errors", "0"},
+		{"idle_kicks", i64(st.IdleKicks)},
 		{"bytes_read", i64(st.BytesRead)},
 		{"bytes_written", i64(st.BytesWritten)},
 		{"limit_maxbytes", i64(s.bucket.Settings().RAMQuotaMB << 20)},
@@ -181,6 +189,11 @@ func (s *Server) generalStats() []stat {
 		{"ep_num_expiry_pager_runs", i64(es.PagerRuns)},
 		{"curr_items_tot", i64(es.CurrItems)},
 	}
+	if s.opts.IdleTimeout <= 0 && s.opts.CommandTimeout <= 0 {
+		// As memcached: idle_kicks only when a timeout is set.
+		lines = slices.DeleteFunc(lines, func(l stat) bool { return l.name == "idle_kicks" })
+	}
+	return lines
 }
 
 // settingsStats are the lines of "stats settings": memcached's names, with
@@ -211,7 +224,7 @@ func (s *Server) settingsStats() []stat {
 		{"maxconns_fast", "yes"},
 		{"flush_enabled", "yes"},
 		{"dump_enabled", "no"},
-		{"idle_timeout", "0"},
+		{"idle_timeout", i64(int64(max(s.opts.IdleTimeout, 0) / time.Second))},
 		{"shutdown_command", yn(false)},
 		{"max_line_len", strconv.Itoa(s.opts.MaxLineLen)},
 		{"max_get_line_len", strconv.Itoa(s.opts.MaxGetLineLen)},

@@ -1,12 +1,14 @@
 package views
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/tidwall/gjson"
 )
 
@@ -108,31 +110,41 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 	if p.EndKey, err = jsonParam("endkey", "end_key"); err != nil {
 		return nil, err
 	}
+	if err := checkKeySize("key", p.Key); err != nil {
+		return nil, err
+	}
 	keys, err := jsonParam("keys")
 	if err != nil {
 		return nil, err
+	}
+	var arr gjson.Result // the keys array, inside src
+	src := keys
+	if keys != nil {
+		arr = gjson.ParseBytes(keys)
 	}
 	if len(body) > 0 {
 		if !gjson.ValidBytes(body) {
 			return nil, badRequest("keys", "the request body is not valid JSON")
 		}
-		if !gjson.ParseBytes(body).IsObject() {
+		if first := bytes.TrimLeft(body, " \t\r\n"); len(first) == 0 || first[0] != '{' {
 			return nil, badRequest("keys", "Request body must be a JSON object")
 		}
 		if k := gjson.GetBytes(body, "keys"); k.Exists() {
-			keys = []byte(k.Raw)
+			if k.Index > 0 {
+				src, arr = body, k // keys are read in place, not copied
+			} else {
+				src = []byte(k.Raw)
+				arr = gjson.ParseBytes(src)
+			}
 		}
 	}
-	if keys != nil {
-		arr := gjson.ParseBytes(keys)
+	if src != nil {
 		if !arr.IsArray() {
 			return nil, badRequest("keys", "`keys` parameter is not an array.")
 		}
-		p.Keys = [][]byte{}
-		arr.ForEach(func(_, v gjson.Result) bool {
-			p.Keys = append(p.Keys, []byte(v.Raw))
-			return true
-		})
+		if p.Keys, err = splitKeys(src, arr); err != nil {
+			return nil, err
+		}
 	}
 	p.StartKeyDocID, p.StartKeyDocIDSet = firstOf(q, "startkey_docid", "start_key_doc_id")
 	p.EndKeyDocID, p.EndKeyDocIDSet = firstOf(q, "endkey_docid", "end_key_doc_id")
@@ -254,6 +266,55 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		return nil, parseErr("group_level", "Query parameter `group_level` is not compatible with `group`")
 	}
 	return p, nil
+}
+
+// Bounds of the keys a query may ask for.
+const (
+	// MaxKeySize is the size a key or each of keys must stay under, in
+	// bytes of JSON as sent: no emitted key can be longer (Couchbase's
+	// limit, jsruntime.MaxKeySize), so a longer one is a 400.
+	MaxKeySize = jsruntime.MaxKeySize
+	// MaxKeysSize bounds the keys of one query: their JSON plus
+	// keyOverhead bytes each, so that many tiny keys count too. More is a
+	// 400.
+	MaxKeysSize = 4 << 20
+	// keyOverhead is what one key costs besides its JSON (its slice and
+	// its range in the index).
+	keyOverhead = 64
+)
+
+// checkKeySize refuses a key of MaxKeySize bytes or more.
+func checkKeySize(param string, key []byte) error {
+	if len(key) >= MaxKeySize {
+		return badRequest(param, "a key of %d bytes of JSON: view keys are under %d bytes, so it can match nothing", len(key), MaxKeySize)
+	}
+	return nil
+}
+
+// splitKeys returns the elements of arr, a JSON array inside src (its Index
+// the offset there), as slices of src: no key is copied. Each is checked
+// against MaxKeySize and all of them against MaxKeysSize as they are found.
+func splitKeys(src []byte, arr gjson.Result) ([][]byte, error) {
+	keys := [][]byte{}
+	var total int
+	var err error
+	arr.ForEach(func(_, v gjson.Result) bool {
+		if v.Index < 0 || v.Index+len(v.Raw) > len(src) || string(src[v.Index:v.Index+len(v.Raw)]) != v.Raw {
+			err = badRequest("keys", "`keys` could not be read")
+			return false
+		}
+		k := src[v.Index : v.Index+len(v.Raw) : v.Index+len(v.Raw)]
+		if err = checkKeySize("keys", k); err != nil {
+			return false
+		}
+		if total += len(k) + keyOverhead; total > MaxKeysSize {
+			err = badRequest("keys", "`keys` holds over %d bytes (counting %d bytes a key besides its JSON); ask in several queries", MaxKeysSize, keyOverhead)
+			return false
+		}
+		keys = append(keys, k)
+		return true
+	})
+	return keys, err
 }
 
 // firstOf returns the value of the first of names given, and whether one

@@ -3,6 +3,7 @@ package views_test
 import (
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/views"
@@ -52,5 +53,38 @@ func TestParseParamsDefaults(t *testing.T) {
 	p, _ = views.ParseParams(url.Values{"stale": {"OK"}, "descending": {"TRUE"}}, nil)
 	if p.Stale != views.StaleOK || !p.Descending {
 		t.Fatalf("case-insensitive stale and booleans: %+v", p)
+	}
+}
+
+// A key that no view can hold is refused before anything else is done with
+// it, and so are keys whose whole would take too much memory; the keys are
+// slices of the body, not copies.
+func TestParseParamsKeyBounds(t *testing.T) {
+	long := `"` + strings.Repeat("x", views.MaxKeySize) + `"`
+	for _, c := range []struct {
+		name  string
+		query url.Values
+		body  string
+	}{
+		{"key", url.Values{"key": {long}}, ""},
+		{"keys in the query", url.Values{"keys": {"[" + long + "]"}}, ""},
+		{"keys in the body", url.Values{}, `{"keys":[1,` + long + `]}`},
+		{"too many keys", url.Values{}, `{"keys":[` + strings.Repeat("1,", views.MaxKeysSize/64) + `1]}`},
+	} {
+		_, err := views.ParseParams(c.query, []byte(c.body))
+		var qe *views.QueryError
+		if !errors.As(err, &qe) || qe.Param == "" || qe.Code != "bad_request" {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	under := `"` + strings.Repeat("y", views.MaxKeySize-3) + `"`
+	body := []byte(`{"keys": [` + under + `, [1, 2] ]}`)
+	p, err := views.ParseParams(url.Values{}, body)
+	if err != nil || len(p.Keys) != 2 || string(p.Keys[0]) != under || string(p.Keys[1]) != "[1, 2]" {
+		t.Fatalf("keys just under the limit: %v %+v", err, p)
+	}
+	body[len(`{"keys": [`)+1] = 'z' // the keys are the body's own bytes
+	if p.Keys[0][1] != 'z' {
+		t.Fatal("keys were copied out of the body")
 	}
 }

@@ -46,6 +46,8 @@ type serveConfig struct {
 	mcBucket      string
 	mcMaxConns    int
 	mcRemote      bool
+	mcIdle        time.Duration
+	mcCommand     time.Duration
 
 	adminUser     string
 	adminPassword string
@@ -54,6 +56,10 @@ type serveConfig struct {
 	corsOrigins   stringList
 	metricsToken  string
 	maxRequests   int
+	reserved      int
+	minBodyRate   int
+	bodyGrace     time.Duration
+	failInterval  time.Duration
 	tlsCert       string
 	tlsKey        string
 	readHeader    time.Duration
@@ -101,7 +107,11 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.Var(&c.allowedHosts, "allowed-hosts", "Host header values answered besides the listen address and localhost/127.0.0.1/[::1] with its port: name or name:port (repeatable, comma-separated)")
 	fs.Var(&c.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port]) allowed to call the API cross-origin (repeatable; none by default)")
 	fs.StringVar(&c.metricsToken, "metrics-token", "", "bearer token also accepted on /metrics, for Prometheus (default $MAYFLY_METRICS_TOKEN)")
-	fs.IntVar(&c.maxRequests, "max-requests", httpapi.DefaultMaxRequests, "most HTTP requests served at once; more are answered 503")
+	fs.IntVar(&c.maxRequests, "max-requests", httpapi.DefaultMaxRequests, "most HTTP requests served at once, counted once authenticated; more are answered 503")
+	fs.IntVar(&c.reserved, "reserved-requests", 0, "of --max-requests, slots that requests still receiving a large or chunked body cannot take (0: a quarter)")
+	fs.IntVar(&c.minBodyRate, "min-body-rate", httpapi.DefaultMinBodyRate, "slowest a request body may arrive, in bytes a second on average after --body-grace; slower is cut with 408")
+	fs.DurationVar(&c.bodyGrace, "body-grace", httpapi.DefaultBodyGrace, "time a request body has before --min-body-rate applies")
+	fs.DurationVar(&c.failInterval, "failed-login-log-interval", httpapi.DefaultFailureLogInterval*time.Second, "failed logins from one address and user name are logged and audited once, then counted into one line per interval")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS (with --tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	fs.DurationVar(&c.readHeader, "read-header-timeout", 10*time.Second, "time to read a request's headers")
@@ -110,6 +120,8 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.StringVar(&c.mcBucket, "memcached-bucket", "default", "bucket the memcached port serves")
 	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
+	fs.DurationVar(&c.mcIdle, "memcached-idle-timeout", memcache.DefaultIdleTimeout, "close a memcached connection idle this long between commands (memcached's -o idle_timeout; counted in idle_kicks)")
+	fs.DurationVar(&c.mcCommand, "memcached-command-timeout", memcache.DefaultCommandTimeout, "close a memcached connection whose command (line and value) began to arrive but did not finish within this long")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
@@ -136,6 +148,10 @@ func (c *serveConfig) finish() error {
 		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
 		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
 		{c.maxRequests > 0, "--max-requests must be positive"},
+		{c.reserved >= 0 && (c.reserved < c.maxRequests || c.reserved == 0), "--reserved-requests must be 0 or more, and less than --max-requests"},
+		{c.minBodyRate > 0 && c.bodyGrace > 0, "--min-body-rate and --body-grace must be positive"},
+		{c.failInterval >= time.Second, "--failed-login-log-interval must be at least 1s"},
+		{c.mcIdle > 0 && c.mcCommand > 0, "--memcached-idle-timeout and --memcached-command-timeout must be positive"},
 		{c.readHeader > 0 && c.readTimeout > 0 && c.writeTimeout > 0 && c.idleTimeout > 0, "--read-header-timeout, --read-timeout, --write-timeout and --idle-timeout must be positive"},
 		{(c.tlsCert == "") == (c.tlsKey == ""), "--tls-cert and --tls-key go together"},
 		{c.adminUser != "", "--admin-user must not be empty"},
@@ -373,7 +389,9 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
-		Console: console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
+		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
+		FailureLogInterval: int64(cfg.failInterval / time.Second),
+		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
 	}), logger, reqCtx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
@@ -418,7 +436,7 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
 	}

@@ -1,0 +1,163 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeNow is a clock the tests move by hand.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeNow) now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeNow) add(d time.Duration) {
+	f.mu.Lock()
+	f.t = f.t.Add(d)
+	f.mu.Unlock()
+}
+
+func openThrottled(t *testing.T, o *Options) (*Store, *fakeNow) {
+	t.Helper()
+	o.AdminUser, o.AdminPassword, o.Argon2 = "Administrator", "password", cheap
+	s, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeNow{t: time.Unix(1_700_000_000, 0)}
+	s.now = clk.now
+	return s, clk
+}
+
+// After its free failures a user name waits, doubling, and a try during the
+// wait is refused unchecked, even with the right password; a credential
+// verified before the flood still gets in.
+func TestThrottlePerUserName(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openThrottled(t, &Options{Throttle: &Throttle{UserFree: 3, SourceFree: 1000, Base: time.Second, Max: 8 * time.Second}})
+	if _, err := s.Authenticate(ctx, "Administrator", "password", "10.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Authenticate(ctx, "Administrator", "wrong", "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+	}
+	_, err := s.Authenticate(ctx, "Administrator", "wrong2", "10.0.0.9")
+	var te *ThrottledError
+	if !errors.As(err, &te) || te.Of != "user" || te.RetryAfter != time.Second || !errors.Is(err, ErrThrottled) {
+		t.Fatalf("after 3 failures: %v", err)
+	}
+	// The logged-in caller is answered from the cache.
+	if p, err := s.Authenticate(ctx, "Administrator", "password", "10.0.0.1"); err != nil || p.Name != "Administrator" {
+		t.Fatalf("cached administrator during the back-off: %v %v", p, err)
+	}
+	// Another user name is not held back.
+	if _, err := s.Authenticate(ctx, "nobody", "x", "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("another name: %v", err)
+	}
+	clk.add(time.Second)
+	if _, err := s.Authenticate(ctx, "Administrator", "wrong3", "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("after the wait: %v", err)
+	}
+	if _, err := s.Authenticate(ctx, "Administrator", "wrong4", "10.0.0.9"); !errors.As(err, &te) || te.RetryAfter != 2*time.Second {
+		t.Fatalf("the second wait doubles: %v", err)
+	}
+	clk.add(15 * time.Minute) // forgotten
+	if _, err := s.Authenticate(ctx, "Administrator", "wrong5", "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("after Forget: %v", err)
+	}
+}
+
+func TestThrottlePerSource(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openThrottled(t, &Options{Throttle: &Throttle{UserFree: 1000, SourceFree: 2, Base: time.Minute}})
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Authenticate(ctx, name, "pw-"+name, "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+			t.Fatal(err)
+		}
+	}
+	var te *ThrottledError
+	if _, err := s.Authenticate(ctx, "Administrator", "password", "10.0.0.9"); !errors.As(err, &te) || te.Of != "source" {
+		t.Fatalf("a third try from the source: %v", err)
+	}
+	if _, err := s.Authenticate(ctx, "Administrator", "password", "10.0.0.1"); err != nil {
+		t.Fatalf("another source: %v", err)
+	}
+	clk.add(time.Minute)
+	if _, err := s.Authenticate(ctx, "c", "pw", "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("after the wait: %v", err)
+	}
+}
+
+// A cached verification lasts VerifyCacheTTL, then the password is checked
+// again (and the back-off applies again).
+func TestVerifyCacheExpires(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openThrottled(t, &Options{VerifyCacheTTL: time.Minute, Throttle: &Throttle{UserFree: 1, Base: time.Hour, Max: time.Hour}})
+	if _, err := s.Authenticate(ctx, "Administrator", "password", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(ctx, "Administrator", "bad", "10.0.0.9"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatal(err)
+	}
+	clk.add(59 * time.Second)
+	if _, err := s.Authenticate(ctx, "Administrator", "password", ""); err != nil {
+		t.Fatalf("within the TTL: %v", err)
+	}
+	clk.add(time.Second)
+	if _, err := s.Authenticate(ctx, "Administrator", "password", ""); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("after the TTL the name's back-off applies: %v", err)
+	}
+}
+
+// Checks beyond MaxPending are refused at once with ErrBusy; concurrent
+// tries of one credential share one check.
+func TestMaxPendingAndSharedChecks(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openThrottled(t, &Options{MaxPending: 1, Throttle: &Throttle{UserFree: 1000, SourceFree: 1000}})
+	// Hold every CPU slot so that checks wait.
+	for range cap(s.hashSlots) {
+		s.hashSlots <- struct{}{}
+	}
+	errs := make(chan error, 10)
+	for range 5 {
+		go func() { _, err := s.Authenticate(ctx, "Administrator", "same-wrong", ""); errs <- err }()
+	}
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		c := s.checking[s.mac("Administrator", "same-wrong")]
+		return c != nil && c.waiters == 4 && s.pending.Load() == 1
+	})
+	if _, err := s.Authenticate(ctx, "Administrator", "other-wrong", ""); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a second distinct check: %v", err)
+	}
+	for range cap(s.hashSlots) {
+		<-s.hashSlots
+	}
+	for range 5 {
+		if err := <-errs; !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("shared check: %v", err)
+		}
+	}
+	// One failure was counted for the five tries that shared one check.
+	if f := s.names.keys["Administrator"]; f == nil || f.n != 1 {
+		t.Fatalf("failures counted: %+v", f)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -208,6 +208,25 @@ func (t *Task) run() {
 	close(t.done)
 }
 
+// InFlight returns the number of tasks submitted and not yet finished.
+func (p *Pipeline) InFlight() int {
+	p.budget.mu.Lock()
+	defer p.budget.mu.Unlock()
+	return p.budget.inFlight
+}
+
+// Drain waits until every task submitted so far has finished; the Pipeline
+// stays usable. A client stream calls it before a command that must see its
+// earlier writes (a read).
+func (p *Pipeline) Drain() {
+	b := &p.budget
+	b.mu.Lock()
+	for b.inFlight > 0 {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+}
+
 // Wait waits for every task submitted to finish and stops the Pipeline's
 // goroutines. Go must not be called after it.
 func (p *Pipeline) Wait() {

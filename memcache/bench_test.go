@@ -3,6 +3,7 @@ package memcache
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // BenchmarkServerGetSet measures get/set operations per second on Mayfly's
@@ -100,4 +103,78 @@ func benchGetSet(b *testing.B, addr string) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkPipelinedSets measures sets per second on a persisted bucket
+// (every write waits for fsync) from 50 connections, each sending its sets
+// in pipelines of benchDepth before reading the replies, as a pipelining
+// client does: the sets of one pipeline share group commits.
+func BenchmarkPipelinedSets(b *testing.B) {
+	for _, depth := range []int{1, 16} {
+		b.Run(fmt.Sprint("depth=", depth), func(b *testing.B) {
+			eng, err := engine.Open(b.TempDir(), &engine.Options{NumPartitions: 64})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer eng.Close()
+			bk, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Couchbase})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, addr, done := serve(b, bk, nil)
+			defer func() { srv.Close(); <-done }()
+			benchPipelinedSets(b, addr, depth)
+		})
+	}
+}
+
+func benchPipelinedSets(b *testing.B, addr string, depth int) {
+	val := strings.Repeat("v", benchValLen)
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	conns := make([]net.Conn, benchClients)
+	for i := range conns {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		conns[i] = nc
+	}
+	b.ResetTimer()
+	for _, nc := range conns {
+		wg.Go(func() {
+			r := bufio.NewReaderSize(nc, 4096)
+			var req []byte
+			reply := make([]byte, len("STORED\r\n"))
+			for {
+				first := next.Add(int64(depth)) - int64(depth)
+				if first >= int64(b.N) {
+					return
+				}
+				n := min(int64(depth), int64(b.N)-first)
+				req = req[:0]
+				for i := first; i < first+n; i++ {
+					req = fmt.Appendf(req, "set key:%d 0 0 %d\r\n%s\r\n", int(i*7919)%benchKeys, benchValLen, val)
+				}
+				if _, err := nc.Write(req); err != nil {
+					failed.Store(err)
+					return
+				}
+				for range n {
+					if _, err := io.ReadFull(r, reply); err != nil || string(reply) != "STORED\r\n" {
+						failed.Store(fmt.Errorf("got %q (%v)", reply, err))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sets/s")
 }

@@ -38,6 +38,72 @@ type conn struct {
 	line     []byte // a command line longer than the read buffer, assembled
 	data     []byte // the data block buffer, reused up to maxKeptData
 	num      []byte // scratch for formatting numbers
+
+	// Pipelined writes: a write that arrives while more input is buffered,
+	// or while earlier writes are in flight, or with noreply, runs on pipe
+	// (made at the first), so that the writes of one connection share group
+	// commits instead of waiting for the disk one by one. Writes to one key
+	// stay in order (the pipeline chains them), and replies go out in
+	// command order: pending holds the replies still to write.
+	pipe    *engine.Pipeline
+	pending []*pendingReply
+}
+
+// pendingReply is the reply of a pipelined write, known once done is
+// closed.
+type pendingReply struct {
+	done  <-chan struct{}
+	reply string
+}
+
+// Pipeline bounds for one connection: writes in flight, and the bytes of
+// their values.
+const (
+	pipeWindow   = 256
+	pipeMaxBytes = 4 << 20
+)
+
+// async reports whether a write should go on the pipeline rather than run
+// now: more commands are waiting, earlier writes are still running, or the
+// client asked for no reply.
+func (c *conn) async(noreply bool) bool {
+	return noreply || c.r.Buffered() > 0 || (c.pipe != nil && c.pipe.InFlight() > 0)
+}
+
+// submit runs a write on the connection's pipeline, after the earlier
+// writes to key; its reply, unless noreply, is written in command order.
+func (c *conn) submit(ctx context.Context, key string, size int, noreply bool, fn func(ctx context.Context) string) {
+	if c.pipe == nil {
+		c.pipe = engine.NewPipeline(ctx, &engine.PipelineOptions{Window: pipeWindow, MaxBytes: pipeMaxBytes})
+	}
+	if noreply {
+		c.pipe.Go(key, size, func(ctx context.Context) { fn(ctx) })
+		return
+	}
+	pr := &pendingReply{}
+	pr.done = c.pipe.Go(key, size, func(ctx context.Context) { pr.reply = fn(ctx) }).Done()
+	c.pending = append(c.pending, pr)
+}
+
+// writePending writes the replies of pipelined writes, in order, waiting
+// for each.
+func (c *conn) writePending() {
+	for i, pr := range c.pending {
+		<-pr.done
+		c.reply(pr.reply)
+		c.pending[i] = nil
+	}
+	c.pending = c.pending[:0]
+}
+
+// settle writes the pending replies and waits for every pipelined write,
+// noreply ones too: a command that is not a pipelined write (a read, stats,
+// flush_all) sees the connection's earlier writes done.
+func (c *conn) settle() {
+	c.writePending()
+	if c.pipe != nil {
+		c.pipe.Drain()
+	}
 }
 
 // connReader is what a connection's bufio.Reader reads from: before it
@@ -51,6 +117,7 @@ type connReader struct {
 
 func (cr connReader) Read(p []byte) (int, error) {
 	c := cr.c
+	c.writePending()
 	if c.w.Buffered() > 0 {
 		if err := c.w.Flush(); err != nil {
 			return 0, err
@@ -109,6 +176,11 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{s: s, nc: nc}
 	c.w = bufio.NewWriterSize(countingWriter{nc, &s.stats.bytesWritten}, bufSize)
 	c.r = bufio.NewReaderSize(connReader{c, &s.stats.bytesRead}, bufSize)
+	defer func() {
+		if c.pipe != nil {
+			c.pipe.Wait() // every write the connection began ends before it does
+		}
+	}()
 	for {
 		c.cmdStart = time.Time{}
 		line, err := c.readLine()
@@ -122,6 +194,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			return
 		}
 		if !ok {
+			c.writePending()
 			c.w.Flush()
 			return
 		}
@@ -253,6 +326,7 @@ func (c *conn) exec(ctx context.Context, cmd *command) bool {
 		if cmd.close {
 			return false
 		}
+		c.writePending() // replies go out in command order
 		if !cmd.noreply {
 			c.reply(cmd.reply)
 		}
@@ -264,18 +338,35 @@ func (c *conn) exec(ctx context.Context, cmd *command) bool {
 	if err := s.flushIfDue(ctx); err != nil {
 		s.log.Warn("memcache: delayed flush_all", "err", err)
 	}
+	switch cmd.kind {
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
+		return c.storage(ctx, cmd)
+	case cmdTouch, cmdDelete, cmdIncr, cmdDecr:
+		key, kind, exptime, delta := cmd.keys[0], cmd.kind, cmd.exptime, cmd.delta
+		write := func(ctx context.Context) string {
+			switch kind {
+			case cmdTouch:
+				return s.touch(ctx, key, exptime)
+			case cmdDelete:
+				return s.delete(ctx, key)
+			default:
+				return s.arith(ctx, key, kind == cmdIncr, delta)
+			}
+		}
+		if c.async(cmd.noreply) {
+			c.submit(ctx, key, 0, cmd.noreply, write)
+		} else if !cmd.noreply {
+			c.reply(write(ctx))
+		}
+		return true
+	}
+	// Every other command sees the connection's earlier writes done, and
+	// answers after their replies.
+	c.settle()
 	var r string
 	switch cmd.kind {
 	case cmdGet, cmdGets, cmdGat, cmdGats:
 		return c.retrieve(ctx, cmd)
-	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
-		return c.storage(ctx, cmd)
-	case cmdTouch:
-		r = s.touch(ctx, cmd.keys[0], cmd.exptime)
-	case cmdDelete:
-		r = s.delete(ctx, cmd.keys[0])
-	case cmdIncr, cmdDecr:
-		r = s.arith(ctx, cmd.keys[0], cmd.kind == cmdIncr, cmd.delta)
 	case cmdFlushAll:
 		r = replyOK
 		if err := c.auditFlush(ctx, cmd.exptime); err != nil {
@@ -321,6 +412,7 @@ func (c *conn) storage(ctx context.Context, cmd *command) bool {
 	key := cmd.keys[0]
 	if itemSize(len(key), cmd.flags, cmd.vlen) > s.opts.MaxItemSize {
 		s.stats.storeTooLarge.Add(1)
+		c.settle() // the delete below comes after the earlier writes
 		if !cmd.noreply {
 			c.reply(replyTooLarge)
 		}
@@ -339,15 +431,24 @@ func (c *conn) storage(ctx context.Context, cmd *command) bool {
 	}
 	s.stats.cmdSet.Add(1)
 	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
+		c.writePending()
 		if !cmd.noreply {
 			c.reply(replyBadDataChunk)
 		}
 		return true
 	}
-	r := s.store(ctx, cmd, key, data[:cmd.vlen])
-	if !cmd.noreply {
-		c.reply(r)
+	if !c.async(cmd.noreply) {
+		r := s.store(ctx, cmd, key, data[:cmd.vlen])
+		if !cmd.noreply {
+			c.reply(r)
+		}
+		return true
 	}
+	// The data buffer is the connection's, reused by the next command: the
+	// pipelined write gets its own copy, and its own copy of the command.
+	val := append([]byte(nil), data[:cmd.vlen]...)
+	sc := *cmd
+	c.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string { return s.store(ctx, &sc, key, val) })
 	return true
 }
 

@@ -59,7 +59,7 @@ type Bucket struct {
 	clock Clock
 	parts []*partition
 	exps  *expiryIndex
-	store *store // nil unless the bucket persists
+	store *store // takes mutations to the bucket's storage (bbolt or memory)
 
 	ddl sync.Mutex // serializes changes of the bucket's definition (settings, scopes, collections)
 
@@ -345,10 +345,8 @@ func (b *Bucket) PutSystemDoc(ctx context.Context, key string, value []byte) err
 	if b.isClosed() {
 		return ErrClosed
 	}
-	if b.store != nil {
-		if err := b.store.putSys(key, value); err != nil {
-			return fmt.Errorf("engine: store system document %q: %w", key, err)
-		}
+	if err := b.store.putSys(key, value); err != nil {
+		return fmt.Errorf("engine: store system document %q: %w", key, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -397,10 +395,7 @@ func (b *Bucket) close() error {
 	b.ddl.Lock() // wait out a definition or system document being written
 	defer b.ddl.Unlock()
 	b.changed() // wake feed waiters so they see the close
-	if b.store != nil {
-		return b.store.closeClean()
-	}
-	return nil
+	return b.store.closeClean()
 }
 
 // writable reports why a collection cannot take writes: the bucket is closed,

@@ -3,13 +3,10 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // ErrCheck is wrapped by every error Check returns: an invariant of the
@@ -71,10 +68,11 @@ func (c *checker) err() error {
 //   - the expiry index holds exactly the live documents with an expiration;
 //   - nothing is waiting for disk once queued writes are flushed;
 //   - the failover log is well formed;
-//   - for a persistent bucket, the file holds exactly the committed
-//     documents (an expiration, made durable lazily, as its expired live
-//     record), their expiry entries, each partition's committed sequence
-//     number, a CAS at least every document's, and the failover log.
+//   - the store holds each partition's committed sequence number, a CAS
+//     at least every document's, and the failover log; a durable one (a
+//     persistent bucket's file) also holds exactly the committed documents
+//     (an expiration, made durable lazily, as its expired live record) and
+//     their expiry entries.
 //
 // It waits for queued writes first, and is meant for a quiet bucket (test
 // cleanups, a tool): a write made while it runs may show as a violation.
@@ -182,10 +180,8 @@ func (b *Bucket) Check(ctx context.Context) error {
 	if len(hist) == 0 {
 		c.addf("failover log is empty")
 	}
-	if b.store != nil {
-		if err := b.checkDisk(c, committed, durable, maxCAS, hist); err != nil {
-			return err
-		}
+	if err := b.checkDisk(c, committed, durable, maxCAS, hist); err != nil {
+		return err
 	}
 	return c.err()
 }
@@ -217,87 +213,84 @@ func firstExpDiff(want, got []expItem) string {
 	return "none"
 }
 
-// checkDisk compares the bucket's file with its committed state.
+// checkDisk compares what the bucket's store holds with its committed
+// state: the documents and their expiry entries where the store keeps them
+// (a durable one), each partition's sequence number, the CAS and the
+// failover log in every store.
 func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable []uint64, maxCAS uint64, hist []FailoverEntry) error {
-	return b.store.db.View(func(tx *bolt.Tx) error {
-		onDisk := make(map[docKey]bool)
-		var diskExps []expItem
-		err := tx.Bucket(bktDocs).ForEach(func(kb, v []byte) error {
-			if len(kb) < 5 {
-				c.addf("disk: malformed document key %x", kb)
-				return nil
-			}
-			k := docKey{cid: CollectionID(binary.BigEndian.Uint32(kb)), key: string(kb[4:])}
-			d, err := decodeDoc(k.cid, k.key, v)
-			if err != nil {
-				c.addf("disk: %v", err)
-				return nil
-			}
-			onDisk[k] = true
-			if !d.Deleted && d.Expiration != 0 {
-				diskExps = append(diskExps, expItem{exp: d.Expiration, key: k})
-			}
-			m := committed[k]
-			switch {
-			case m == nil:
-				c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)
-			case m.Deleted && m.Expired:
-				// Made durable lazily: the expired live record stays.
-				if d.Seq > m.Seq || (!d.Deleted && d.Expiration != m.Expiration) {
-					c.addf("disk: expired document %q: record seq %d expiration %d, memory's expiration seq %d expiration %d", k.key, d.Seq, d.Expiration, m.Seq, m.Expiration)
-				}
-			case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
-				d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Type != m.Type || !bytes.Equal(d.Value, m.Value) ||
-				d.TS != m.TS || d.CreatedAt != m.CreatedAt || d.ExpiryPinned != m.ExpiryPinned:
-				c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v, memory seq %d cas %d deleted %v)", k.key, d.Seq, d.CAS, d.Deleted, m.Seq, m.CAS, m.Deleted)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+	st := b.store.st
+	if st.durable() {
+		b.checkStoredDocs(c, st, committed)
+	}
+	seqs, err := st.seqnos()
+	if err != nil {
+		return err
+	}
+	for p, want := range durable {
+		if got := seqs[uint16(p)]; got != want {
+			c.addf("disk: partition %d sequence number %d, memory's committed %d", p, got, want)
 		}
-		for k, m := range committed {
-			if !onDisk[k] {
-				c.addf("document %q (seq %d) is in memory, not on disk", k.key, m.Seq)
+	}
+	m, err := st.meta()
+	if err != nil {
+		c.addf("disk: %v", err)
+		return nil
+	}
+	if maxCAS != 0 && m.cas < maxCAS {
+		c.addf("disk: stored CAS below a document's (%d)", maxCAS)
+	}
+	switch {
+	case m.history == nil:
+		c.addf("disk: no failover log")
+	case !slices.EqualFunc(m.history, hist, func(x, y FailoverEntry) bool { return x.UUID == y.UUID && slices.Equal(x.Seqs, y.Seqs) }):
+		c.addf("disk: failover log differs from memory's")
+	}
+	return nil
+}
+
+// checkStoredDocs compares the documents and expiry entries a durable store
+// holds with the committed ones.
+func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*Document) {
+	onDisk := make(map[docKey]bool)
+	var diskExps []expItem
+	err := st.scan(func(d *Document) error {
+		k := docKey{cid: d.Collection, key: d.Key}
+		onDisk[k] = true
+		if !d.Deleted && d.Expiration != 0 {
+			diskExps = append(diskExps, expItem{exp: d.Expiration, key: k})
+		}
+		m := committed[k]
+		switch {
+		case m == nil:
+			c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)
+		case m.Deleted && m.Expired:
+			// Made durable lazily: the expired live record stays.
+			if d.Seq > m.Seq || (!d.Deleted && d.Expiration != m.Expiration) {
+				c.addf("disk: expired document %q: record seq %d expiration %d, memory's expiration seq %d expiration %d", k.key, d.Seq, d.Expiration, m.Seq, m.Expiration)
 			}
-		}
-		var stored []expItem
-		err = tx.Bucket(bktExp).ForEach(func(kb, _ []byte) error {
-			if len(kb) < 13 {
-				c.addf("disk: malformed expiry key %x", kb)
-				return nil
-			}
-			stored = append(stored, expItem{exp: int64(binary.BigEndian.Uint64(kb)), key: docKey{cid: CollectionID(binary.BigEndian.Uint32(kb[8:])), key: string(kb[12:])}})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		sortExpItems(diskExps)
-		if !slices.Equal(diskExps, stored) {
-			c.addf("disk: expiry entries (%d) differ from the stored documents' expirations (%d): %s", len(stored), len(diskExps), firstExpDiff(diskExps, stored))
-		}
-		vb := tx.Bucket(bktVBSeq)
-		for p, want := range durable {
-			var got uint64
-			if v := vb.Get(binary.BigEndian.AppendUint16(nil, uint16(p))); len(v) == 8 {
-				got = binary.BigEndian.Uint64(v)
-			}
-			if got != want {
-				c.addf("disk: partition %d sequence number %d, memory's committed %d", p, got, want)
-			}
-		}
-		meta := tx.Bucket(bktMeta)
-		if v := meta.Get([]byte("cas")); maxCAS != 0 && (len(v) != 8 || binary.BigEndian.Uint64(v) < maxCAS) {
-			c.addf("disk: stored CAS below a document's (%d)", maxCAS)
-		}
-		if v := meta.Get(metaFailover); v == nil {
-			c.addf("disk: no failover log")
-		} else if h, err := decodeHistory(v); err != nil {
-			c.addf("disk: %v", err)
-		} else if !slices.EqualFunc(h, hist, func(x, y FailoverEntry) bool { return x.UUID == y.UUID && slices.Equal(x.Seqs, y.Seqs) }) {
-			c.addf("disk: failover log differs from memory's")
+		case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
+			d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Type != m.Type || !bytes.Equal(d.Value, m.Value) ||
+			d.TS != m.TS || d.CreatedAt != m.CreatedAt || d.ExpiryPinned != m.ExpiryPinned:
+			c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v, memory seq %d cas %d deleted %v)", k.key, d.Seq, d.CAS, d.Deleted, m.Seq, m.CAS, m.Deleted)
 		}
 		return nil
 	})
+	if err != nil {
+		c.addf("disk: %v", err)
+		return
+	}
+	for k, m := range committed {
+		if !onDisk[k] {
+			c.addf("document %q (seq %d) is in memory, not on disk", k.key, m.Seq)
+		}
+	}
+	var stored []expItem
+	if err := st.expiries(func(it expItem) error { stored = append(stored, it); return nil }); err != nil {
+		c.addf("disk: %v", err)
+		return
+	}
+	sortExpItems(diskExps)
+	if !slices.Equal(diskExps, stored) {
+		c.addf("disk: expiry entries (%d) differ from the stored documents' expirations (%d): %s", len(stored), len(diskExps), firstExpDiff(diskExps, stored))
+	}
 }

@@ -105,14 +105,14 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 				b.currItems.Add(-1)
 				b.exps.update(k, d.Expiration, 0, 0)
 			}
-			if b.store != nil {
-				cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
-				if err != nil {
-					p.mu.Unlock()
-					return err
-				}
-				last = cb
+			// The document already left memory: committing its removal
+			// publishes nothing.
+			cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
+			if err != nil {
+				p.mu.Unlock()
+				return err
 			}
+			last = cb
 		}
 		p.mu.Unlock()
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,11 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-var bktBuckets = []byte("buckets")
 
 // catalogEntry is how a bucket's definition is stored.
 type catalogEntry struct {
@@ -29,7 +24,7 @@ type Engine struct {
 	dir     string
 	opts    Options
 	log     *slog.Logger
-	catalog *bolt.DB
+	catalog catalog
 
 	// life serializes what changes the set of buckets or services (create,
 	// delete, attach, close), so that the slow parts (files, services) run
@@ -58,29 +53,15 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "buckets"), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: create data directory: %w", err)
 	}
-	cat, err := bolt.Open(filepath.Join(dir, catalogFile), 0o600, &bolt.Options{Timeout: boltTimeout})
+	cat, err := openBoltCatalog(filepath.Join(dir, catalogFile))
 	if err != nil {
 		return nil, fmt.Errorf("engine: open catalog (is another server using %s?): %w", dir, err)
 	}
 	e := &Engine{dir: dir, opts: o, log: o.Logger, catalog: cat}
 	e.mu.buckets = make(map[string]*Bucket)
-	var entries []catalogEntry
-	err = cat.Update(func(tx *bolt.Tx) error {
-		bk, err := tx.CreateBucketIfNotExists(bktBuckets)
-		if err != nil {
-			return err
-		}
-		return bk.ForEach(func(_, v []byte) error {
-			var ce catalogEntry
-			if err := json.Unmarshal(v, &ce); err != nil {
-				return fmt.Errorf("engine: corrupt catalog entry: %w", err)
-			}
-			entries = append(entries, ce)
-			return nil
-		})
-	})
+	entries, err := cat.entries()
 	if err != nil {
-		cat.Close()
+		cat.close()
 		return nil, err
 	}
 	for _, ce := range entries {
@@ -132,38 +113,51 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	for i := range b.parts {
 		b.parts[i] = newPartition(uint16(i))
 	}
+	st, err := e.openStorage(b, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.load(st); err != nil {
+		st.close(false)
+		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
+	}
+	b.store = newStore(st, &e.opts, b.applyCommitted, b.dropPending)
+	return b, nil
+}
+
+// openStorage opens the storage of a bucket: a bbolt file in the bucket's
+// folder for a couchbase bucket, memory for the others (each open is a new,
+// empty history).
+func (e *Engine) openStorage(b *Bucket, s BucketSettings) (storage, error) {
 	if s.Type != Couchbase {
-		// Nothing survives a restart: each open is a new history.
-		b.history = beginHistory(nil, nil)
-		return b, nil
+		return newMemStorage(), nil
 	}
 	b.dir = e.bucketDir(s.Name)
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
 	}
-	st, err := openStore(filepath.Join(b.dir, "data.db"), &e.opts)
+	return openBoltStorage(filepath.Join(b.dir, "data.db"), &e.opts)
+}
+
+// load fills the bucket's memory from st (warm-up), removes the documents of
+// dropped collections, and begins the bucket's history.
+func (b *Bucket) load(st storage) error {
+	m, err := st.meta()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("load: %w", err)
 	}
-	l, err := st.load()
-	if err != nil {
-		st.close()
-		return nil, fmt.Errorf("engine: load bucket %s: %w", s.Name, err)
-	}
-	b.store = st
-	b.mu.sys = l.sys
-	b.cas.Store(l.maxCAS)
+	b.mu.sys = m.sys
+	b.cas.Store(m.cas)
 	var orphans []record // documents of dropped collections whose removal did not reach disk
-	for _, d := range l.docs {
+	err = st.scan(func(d *Document) error {
 		if int(d.Partition) >= len(b.parts) {
-			st.close()
-			return nil, fmt.Errorf("engine: bucket %s: document %q in partition %d of %d", s.Name, d.Key, d.Partition, len(b.parts))
+			return fmt.Errorf("document %q in partition %d of %d", d.Key, d.Partition, len(b.parts))
 		}
 		p := b.parts[d.Partition]
 		k := docKey{cid: d.Collection, key: d.Key}
 		if _, ok := b.mu.byID[d.Collection]; !ok {
 			orphans = append(orphans, record{purge: true, key: k, oldExp: d.Expiration, part: d.Partition})
-			continue
+			return nil
 		}
 		p.mu.docs[k] = d
 		p.mu.log = append(p.mu.log, logEntry{seq: d.Seq, key: k})
@@ -174,13 +168,21 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		} else {
 			b.currItems.Add(1)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	seqs, err := st.seqnos()
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
 	}
 	for _, p := range b.parts {
 		sort.Slice(p.mu.log, func(i, j int) bool { return p.mu.log[i].seq < p.mu.log[j].seq })
-		p.mu.seq = max(p.mu.seq, l.seqs[p.id])
+		p.mu.seq = max(p.mu.seq, seqs[p.id])
 		p.mu.durable = p.mu.seq
 	}
-	for _, it := range l.exps {
+	err = st.expiries(func(it expItem) error {
 		if _, ok := b.mu.byID[it.key.cid]; ok {
 			var size int64
 			if d := b.partitionFor(it.key.key).mu.docs[it.key]; d != nil {
@@ -188,40 +190,31 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 			}
 			b.exps.update(it.key, 0, it.exp, size)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
 	}
 	if len(orphans) > 0 {
 		if err := st.commit(orphans); err != nil {
-			st.close()
-			return nil, fmt.Errorf("engine: bucket %s: remove documents of dropped collections: %w", s.Name, err)
+			return fmt.Errorf("remove documents of dropped collections: %w", err)
 		}
-		e.log.Info("removed documents of dropped collections", "bucket", s.Name, "documents", len(orphans))
+		b.eng.log.Info("removed documents of dropped collections", "bucket", b.name, "documents", len(orphans))
 	}
-	for _, name := range l.consumers {
+	for _, name := range m.consumers {
 		b.durableConsumers[name] = true
 		b.consumers[name] = make([]uint64, len(b.parts)) // nothing acknowledged yet
 	}
 	// A history goes on only after a clean shutdown; otherwise writes some
 	// consumer may have seen can be lost, and their sequence numbers reused.
-	b.history = l.history
-	if len(b.history) == 0 || !l.clean {
+	b.history = m.history
+	if len(b.history) == 0 || !m.clean {
 		b.history = beginHistory(b.history, b.HighSeqnos())
 	}
-	enc, err := encodeHistory(b.history)
-	if err == nil {
-		err = st.db.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket(bktMeta)
-			if err := meta.Put(metaFailover, enc); err != nil {
-				return err
-			}
-			return meta.Delete(metaClean)
-		})
+	if err := st.begin(b.history); err != nil {
+		return fmt.Errorf("start history: %w", err)
 	}
-	if err != nil {
-		st.close()
-		return nil, fmt.Errorf("engine: bucket %s: start history: %w", s.Name, err)
-	}
-	st.onCommit, st.onFail = b.applyCommitted, b.dropPending
-	return b, nil
+	return nil
 }
 
 // CreateBucket creates a bucket with the given settings (unset fields take
@@ -334,8 +327,7 @@ func (e *Engine) dropBucket(b *Bucket) error {
 		delete(e.mu.buckets, b.name)
 	}
 	e.mu.Unlock()
-	err := e.catalog.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktBuckets).Delete([]byte(b.name)) })
-	if err != nil {
+	if err := e.catalog.remove(b.name); err != nil {
 		return fmt.Errorf("engine: delete bucket %s: %w", b.name, err)
 	}
 	if err := b.close(); err != nil {
@@ -350,14 +342,7 @@ func (e *Engine) dropBucket(b *Bucket) error {
 }
 
 func (e *Engine) putCatalog(ce catalogEntry) error {
-	v, err := json.Marshal(ce)
-	if err != nil {
-		return err
-	}
-	err = e.catalog.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bktBuckets).Put([]byte(ce.Settings.Name), v)
-	})
-	if err != nil {
+	if err := e.catalog.put(ce); err != nil {
 		return fmt.Errorf("engine: save catalog: %w", err)
 	}
 	return nil
@@ -386,7 +371,7 @@ func (e *Engine) Close() error {
 	for _, b := range buckets {
 		errs = append(errs, b.close())
 	}
-	errs = append(errs, e.catalog.Close())
+	errs = append(errs, e.catalog.close())
 	return errors.Join(errs...)
 }
 

@@ -1,12 +1,14 @@
 package engine
 
+import "fmt"
+
 // HoldCommits keeps the bucket's flusher from committing until release is
-// called, by holding bbolt's writer lock with an open write transaction, so
-// that a test can look at a write that is queued but not yet on disk.
+// called (a couchbase bucket's store holds its file's writer lock), so that
+// a test can look at a write that is queued but not yet on disk.
 func HoldCommits(b *Bucket) (release func(), err error) {
-	tx, err := b.store.db.Begin(true)
-	if err != nil {
-		return nil, err
+	st, ok := b.store.st.(*boltStorage)
+	if !ok {
+		return nil, fmt.Errorf("bucket %s keeps nothing on disk", b.name)
 	}
-	return func() { tx.Rollback() }, nil
+	return st.holdWrites()
 }

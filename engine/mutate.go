@@ -50,7 +50,7 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 // version, committed or not) and queues it for disk. Readers, the expiry
 // index, the counters and the change feed see it only once its batch is
 // committed (applyLocked): nothing a failed commit loses was ever visible. A
-// bucket that keeps nothing on disk publishes at once.
+// bucket that keeps nothing on disk commits inline and publishes at once.
 //
 // Expirations (tombstones with Expired set) are made durable lazily: only the
 // sequence number and CAS they used go to disk, and the document's record
@@ -89,38 +89,32 @@ func (b *Bucket) stampLocked(p *partition, k docKey, prev, d *Document, now int6
 	d.Created = !d.Deleted && (!wasLive || prev.ExpiredAt(now))
 }
 
-// queueLocked queues stamped version d of k (after prev) for disk, or
-// publishes it at once for a bucket that keeps nothing on disk.
+// queueLocked queues stamped version d of k (after prev) for the store. A
+// store that commits inline has committed it on return, and d is published
+// at once.
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) queueLocked(p *partition, k docKey, prev, d *Document) (*commitBatch, error) {
-	if b.store == nil {
-		p.mu.seq = d.Seq
-		b.applyLocked(p, d)
-		b.changed()
-		return nil, nil
-	}
 	r := record{doc: d, key: k, part: p.id, seq: d.Seq, cas: d.CAS}
 	if d.Expired {
 		r.seqOnly = true
-	} else {
+	} else if prev != nil {
 		// On disk, a live document or an expiration (whose live record is
 		// still there) holds an expiry entry; a deleted one holds none, and
 		// its Expiration is 0.
-		r.enc, r.newExp = encodeDoc(d), d.Expiration
-		if prev != nil {
-			r.oldExp = prev.Expiration
-		}
-		if d.Deleted {
-			r.newExp = 0
-		}
+		r.oldExp = prev.Expiration
 	}
 	cb, err := b.store.enqueue(r)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.seq = d.Seq
-	p.mu.pending[k] = d
+	if cb.committed() {
+		b.applyRecordLocked(p, &r)
+		b.changed()
+	} else {
+		p.mu.pending[k] = d
+	}
 	return cb, nil
 }
 
@@ -169,19 +163,26 @@ func (b *Bucket) applyCommitted(recs []record) {
 		r := &recs[i]
 		p := b.parts[r.part]
 		p.mu.Lock()
-		if r.purge {
-			if d := p.mu.docs[r.key]; d != nil && d.Deleted && d.Seq == r.seq {
-				delete(p.mu.docs, r.key)
-				b.tombs.Add(-1)
-				b.stats.metaPurged.Add(1)
-			}
-		} else {
-			b.applyLocked(p, r.doc)
-		}
-		p.mu.durable = max(p.mu.durable, r.seq)
+		b.applyRecordLocked(p, r)
 		p.mu.Unlock()
 	}
 	b.changed()
+}
+
+// applyRecordLocked publishes one committed record.
+//
+// REQUIRES: p.mu held for writing, p the record's partition.
+func (b *Bucket) applyRecordLocked(p *partition, r *record) {
+	if r.purge {
+		if d := p.mu.docs[r.key]; d != nil && d.Deleted && d.Seq == r.seq {
+			delete(p.mu.docs, r.key)
+			b.tombs.Add(-1)
+			b.stats.metaPurged.Add(1)
+		}
+	} else {
+		b.applyLocked(p, r.doc)
+	}
+	p.mu.durable = max(p.mu.durable, r.seq)
 }
 
 // dropPending forgets every version that was queued but will never reach
@@ -284,9 +285,6 @@ func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more b
 // Sync waits until every mutation made so far is on disk (at once for a
 // bucket that keeps nothing on disk).
 func (b *Bucket) Sync(ctx context.Context) error {
-	if b.store == nil {
-		return nil
-	}
 	return b.store.last().wait(ctx)
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 )
 
 // Options configure an Engine. A nil *Options means DefaultOptions().
@@ -58,6 +57,3 @@ func (o *Options) Validate() error {
 	}
 	return nil
 }
-
-// boltTimeout bounds how long Open waits for another process's lock on a file.
-const boltTimeout = 2 * time.Second

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 )
@@ -18,11 +17,9 @@ func (b *Bucket) RegisterConsumer(ctx context.Context, name string) error {
 	if _, ok := b.consumers[name]; ok && b.durableConsumers[name] {
 		return nil
 	}
-	if b.store != nil {
-		names := append(b.durableNamesLocked(), name)
-		if err := b.store.putMeta(metaConsumers, encodeNames(names)); err != nil {
-			return fmt.Errorf("engine: register consumer %q: %w", name, err)
-		}
+	names := append(b.durableNamesLocked(), name)
+	if err := b.store.putConsumers(names); err != nil {
+		return fmt.Errorf("engine: register consumer %q: %w", name, err)
 	}
 	b.durableConsumers[name] = true
 	if _, ok := b.consumers[name]; !ok {
@@ -49,9 +46,9 @@ func (b *Bucket) AckChanges(consumer string, seqs []uint64) error {
 func (b *Bucket) DropConsumer(ctx context.Context, name string) error {
 	b.consumersMu.Lock()
 	defer b.consumersMu.Unlock()
-	if b.store != nil && b.durableConsumers[name] {
+	if b.durableConsumers[name] {
 		delete(b.durableConsumers, name)
-		if err := b.store.putMeta(metaConsumers, encodeNames(b.durableNamesLocked())); err != nil {
+		if err := b.store.putConsumers(b.durableNamesLocked()); err != nil {
 			b.durableConsumers[name] = true
 			return fmt.Errorf("engine: drop consumer %q: %w", name, err)
 		}
@@ -78,11 +75,6 @@ func (b *Bucket) durableNamesLocked() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func encodeNames(names []string) []byte {
-	v, _ := json.Marshal(names) // a []string always marshals
-	return v
 }
 
 // consumedUpTo returns, per partition, the lowest sequence number every
@@ -130,20 +122,18 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 				break
 			}
 			purged++
-			if b.store == nil {
-				delete(p.mu.docs, k)
-				b.tombs.Add(-1)
-				b.stats.metaPurged.Add(1)
-				continue
-			}
-			// The tombstone leaves memory once its removal is on disk
-			// (applyCommitted). An expiration's live record and expiry
+			// The tombstone leaves memory once its removal is committed
+			// (applyRecordLocked). An expiration's live record and expiry
 			// entry are still on disk (see publishLocked); a delete's
 			// tombstone has no entry.
-			cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
+			r := record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq}
+			cb, err := b.store.enqueue(r)
 			if err != nil {
 				p.mu.Unlock()
 				return purged - 1, true, err
+			}
+			if cb.committed() {
+				b.applyRecordLocked(p, &r)
 			}
 			last = cb
 		}

@@ -48,12 +48,10 @@ func (b *Bucket) Stats() Stats {
 	}
 	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
-	if b.store != nil {
-		s.QueueSize = int64(b.store.pending())
-		s.CommitFailed = b.store.commitFailed.Load()
-		if err := b.store.failure(); err != nil {
-			s.StorageError = err.Error()
-		}
+	s.QueueSize = int64(b.store.pending())
+	s.CommitFailed = b.store.commitFailed.Load()
+	if err := b.store.failure(); err != nil {
+		s.StorageError = err.Error()
 	}
 	return s
 }

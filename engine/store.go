@@ -1,60 +1,23 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
-// bbolt buckets of a couchbase bucket's data file.
-var (
-	bktDocs  = []byte("docs")  // be32(cid)|key → encoded Document
-	bktExp   = []byte("exp")   // be64(expiration)|be32(cid)|key → nil
-	bktVBSeq = []byte("vbseq") // be16(partition) → be64(high seq)
-	bktMeta  = []byte("meta")  // "cas" → be64(last cas)
-	bktSys   = []byte("sys")   // system document key → value (design documents…)
-)
-
-// Keys of bktMeta besides "cas".
-var (
-	metaConsumers = []byte("consumers") // JSON list of registered change-feed consumers
-	metaFailover  = []byte("failover")  // JSON failover log, newest first
-	metaClean     = []byte("clean")     // present: the file was closed cleanly
-	metaProbe     = []byte("probe")     // written by the recovery probe of a failed store
-)
-
-// record is one mutation on its way to disk.
-type record struct {
-	doc     *Document // the version to publish once committed (nil for a purge)
-	purge   bool      // removes the key's tombstone (metadata purge)
-	seqOnly bool      // only the sequence number and CAS (a lazily persisted expiration)
-	key     docKey
-	enc     []byte // encoded document; nil removes the key (tombstone purge)
-	oldExp  int64  // expiry-index entry to remove, 0 for none
-	newExp  int64  // expiry-index entry to add, 0 for none
-	part    uint16
-	seq     uint64
-	cas     uint64
-}
-
-// commitBatch is a group of records written in one bbolt transaction.
+// commitBatch is a group of records committed together.
 type commitBatch struct {
 	recs []record
 	done chan struct{}
 	err  error
 }
 
-// wait blocks until the batch is on disk. If ctx ends first the write may
-// still reach disk later.
+// wait blocks until the batch is committed. If ctx ends first the write may
+// still be committed later.
 func (cb *commitBatch) wait(ctx context.Context) error {
 	if cb == nil {
 		return nil
@@ -67,21 +30,39 @@ func (cb *commitBatch) wait(ctx context.Context) error {
 	}
 }
 
-// store persists one bucket in a bbolt file with a group-commit flusher: one
-// goroutine takes whatever mutations are queued and writes them in one
-// transaction, while the next batch fills.
+// committed reports whether the batch's commit has ended.
+func (cb *commitBatch) committed() bool {
+	select {
+	case <-cb.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// store takes a bucket's mutations to its storage. For a durable storage it
+// runs a group-commit flusher: one goroutine takes whatever mutations are
+// queued and commits them in one batch, while the next batch fills. A
+// storage that is not durable is committed inline, by the writer, and the
+// writer publishes its mutation at once (see queueLocked): nothing waits for
+// a flusher that would only hand the write back.
 //
-// A commit that fails fails the store: the batch's writers and every writer
-// queued behind it get the error (wrapping ErrStorage and the cause), later
-// writes are refused at once with it, and onFail runs so that nothing the
-// failed commits held stays visible. A probe then tries a small commit every
-// probeInterval; once one succeeds (space was freed), writes are taken again.
+// A queued commit that fails fails the store: the batch's writers and every
+// writer queued behind it get the error (wrapping ErrStorage and the cause),
+// later writes are refused at once with it, and onFail runs so that nothing
+// the failed commits held stays visible. A probe then tries a small commit
+// every probeInterval; once one succeeds (space was freed), writes are taken
+// again. An inline commit that fails fails its own write only (nothing is
+// queued behind it).
 type store struct {
-	db       *bolt.DB
+	st       storage
+	inline   bool // commit in the writer: the storage is not durable
 	maxBatch int
 	log      *slog.Logger
 	onCommit func([]record) // publishes a committed batch
 	onFail   func()         // forgets what the failed commits held
+	probeGap time.Duration  // time between probes of a failed store
+	done     *commitBatch   // an empty, committed batch: what an inline commit returns
 
 	mu struct {
 		sync.Mutex
@@ -101,35 +82,34 @@ type store struct {
 // probeInterval is how often a failed store tries to write again.
 const probeInterval = time.Second
 
-func openStore(path string, o *Options) (*store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout, NoFreelistSync: true, NoSync: o.NoSync})
-	if err != nil {
-		return nil, fmt.Errorf("engine: open %s: %w", path, err)
+// newStore starts the group commit of st (nothing for a storage that is not
+// durable). onCommit publishes each committed batch; onFail forgets what
+// failed commits held.
+func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *store {
+	s := &store{st: st, inline: !st.durable(), maxBatch: o.MaxBatchSize, log: o.Logger, onCommit: onCommit, onFail: onFail, probeGap: probeInterval,
+		done: &commitBatch{done: make(chan struct{})}, kick: make(chan struct{}, 1), stopped: make(chan struct{}), quit: make(chan struct{})}
+	close(s.done.done)
+	if s.inline {
+		close(s.stopped)
+	} else {
+		go s.flushLoop()
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bktDocs, bktExp, bktVBSeq, bktMeta, bktSys} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("engine: init %s: %w", path, err)
-	}
-	s := &store{db: db, maxBatch: o.MaxBatchSize, log: o.Logger, kick: make(chan struct{}, 1), stopped: make(chan struct{}), quit: make(chan struct{}),
-		onCommit: func([]record) {}, onFail: func() {}}
-	// The flusher reads onCommit and onFail only after a write was queued:
-	// the opener sets them before it lets writes in.
-	go s.flushLoop()
-	return s, nil
+	return s
 }
 
 // enqueue queues a record for the next commit and returns the batch to wait on.
 // Callers enqueue while holding their partition's lock, so records of one key
-// reach disk in order.
+// reach disk in order. An inline store commits r at once and returns a
+// committed batch: the caller publishes r itself (the flusher could not
+// take the partition lock the caller holds).
 func (s *store) enqueue(r record) (*commitBatch, error) {
+	if s.inline {
+		if err := s.st.commit([]record{r}); err != nil {
+			s.commitFailed.Add(1)
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		return s.done, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
@@ -195,7 +175,7 @@ func (s *store) flushLoop() {
 			s.mu.queue = s.mu.queue[1:]
 			s.mu.inflight = cb
 			s.mu.Unlock()
-			if err := s.commit(cb.recs); err != nil {
+			if err := s.st.commit(cb.recs); err != nil {
 				s.fail(cb, err)
 				continue
 			}
@@ -243,7 +223,7 @@ func (s *store) fail(cb *commitBatch, err error) {
 // lets writes in again; it ends early when the store stops.
 func (s *store) probe() {
 	defer s.probeDone.Done()
-	t := time.NewTicker(probeInterval)
+	t := time.NewTicker(s.probeGap)
 	defer t.Stop()
 	for {
 		select {
@@ -254,10 +234,7 @@ func (s *store) probe() {
 			return
 		case <-t.C:
 		}
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bktMeta).Put(metaProbe, []byte{1})
-		})
-		if err != nil {
+		if err := s.st.probe(); err != nil {
 			continue
 		}
 		s.mu.Lock()
@@ -276,114 +253,11 @@ func (s *store) failure() error {
 	return s.mu.failed
 }
 
-func docDBKey(k docKey) []byte {
-	b := make([]byte, 4+len(k.key))
-	binary.BigEndian.PutUint32(b, uint32(k.cid))
-	copy(b[4:], k.key)
-	return b
-}
-
-func expDBKey(exp int64, k docKey) []byte {
-	b := make([]byte, 12+len(k.key))
-	binary.BigEndian.PutUint64(b, uint64(exp))
-	binary.BigEndian.PutUint32(b[8:], uint32(k.cid))
-	copy(b[12:], k.key)
-	return b
-}
-
-// kvOp is one change to a bbolt bucket in a commit: put val at key, or
-// delete key when del is set.
-type kvOp struct {
-	key, val []byte
-	del      bool
-	ord      int // position in the commit: orders the changes of one key
-}
-
-// applyOps applies ops to bkt in key order, keeping the order of the ops of
-// one key (by ord). bbolt inserts into an in-memory node by shifting everything after
-// the insertion point, and splits nodes only at commit: a batch of random
-// keys, or of expiry-index keys that share an expiration (they all land at
-// the end of one node), would make a large commit quadratic. In key order,
-// each insertion lands at or near the end of the node it goes to.
-func applyOps(bkt *bolt.Bucket, ops []kvOp) error {
-	slices.SortFunc(ops, func(a, b kvOp) int {
-		if c := bytes.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return a.ord - b.ord
-	})
-	for _, op := range ops {
-		var err error
-		if op.del {
-			err = bkt.Delete(op.key)
-		} else {
-			err = bkt.Put(op.key, op.val)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *store) commit(recs []record) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		docs, exp, vbseq, meta := tx.Bucket(bktDocs), tx.Bucket(bktExp), tx.Bucket(bktVBSeq), tx.Bucket(bktMeta)
-		seqs := make(map[uint16]uint64)
-		var maxCAS uint64
-		docOps := make([]kvOp, 0, len(recs))
-		var expOps []kvOp
-		for _, r := range recs {
-			// A purge removes an old tombstone: its sequence number is
-			// not the partition's newest.
-			if !r.purge && r.seq > seqs[r.part] {
-				seqs[r.part] = r.seq
-			}
-			maxCAS = max(maxCAS, r.cas)
-			if r.seqOnly {
-				continue
-			}
-			docOps = append(docOps, kvOp{key: docDBKey(r.key), val: r.enc, del: r.purge, ord: len(docOps)})
-			if r.oldExp != r.newExp {
-				if r.oldExp != 0 {
-					expOps = append(expOps, kvOp{key: expDBKey(r.oldExp, r.key), del: true, ord: len(expOps)})
-				}
-				if r.newExp != 0 {
-					expOps = append(expOps, kvOp{key: expDBKey(r.newExp, r.key), ord: len(expOps)})
-				}
-			}
-		}
-		if err := applyOps(docs, docOps); err != nil {
-			return err
-		}
-		if err := applyOps(exp, expOps); err != nil {
-			return err
-		}
-		// bbolt keeps references to keys and values until commit: fresh
-		// buffers for each.
-		for p, seq := range seqs {
-			if err := vbseq.Put(binary.BigEndian.AppendUint16(nil, p), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
-				return err
-			}
-		}
-		// A sliding extension keeps its document's older CAS: the stored
-		// CAS only ever rises.
-		if v := meta.Get([]byte("cas")); len(v) == 8 && binary.BigEndian.Uint64(v) >= maxCAS {
-			maxCAS = 0
-		}
-		if maxCAS != 0 {
-			if err := meta.Put([]byte("cas"), binary.BigEndian.AppendUint64(nil, maxCAS)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// close flushes what is queued and closes the file.
+// close flushes what is queued and closes the storage, without marking it
+// cleanly closed.
 func (s *store) close() error {
 	s.stop()
-	return s.db.Close()
+	return s.st.close(false)
 }
 
 // stop flushes what is queued and stops the flusher and the probe.
@@ -393,9 +267,11 @@ func (s *store) stop() {
 	s.mu.closed = true
 	s.mu.Unlock()
 	if !already {
-		select {
-		case s.kick <- struct{}{}:
-		default:
+		if !s.inline {
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
 		}
 		close(s.kick)
 		close(s.quit)
@@ -404,18 +280,11 @@ func (s *store) stop() {
 	s.probeDone.Wait()
 }
 
-// closeClean flushes what is queued, marks the file cleanly closed (when
+// closeClean flushes what is queued, marks the storage cleanly closed (when
 // every commit succeeded) and closes it.
 func (s *store) closeClean() error {
 	s.stop()
-	err := s.failure()
-	if err == nil {
-		err = s.putMeta(metaClean, []byte{1})
-	}
-	if cerr := s.db.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return s.st.close(s.failure() == nil)
 }
 
 // putSys writes (or, with nil value, deletes) a system document durably.
@@ -423,107 +292,16 @@ func (s *store) putSys(key string, value []byte) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktSys)
-		if value == nil {
-			return b.Delete([]byte(key))
-		}
-		return b.Put([]byte(key), value)
-	})
-	if err != nil {
+	if err := s.st.putSys(key, value); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
 }
 
-// putMeta writes (or, with a nil value, deletes) a key of the meta bucket
-// durably.
-func (s *store) putMeta(key, value []byte) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktMeta)
-		if value == nil {
-			return b.Delete(key)
-		}
-		return b.Put(key, value)
-	})
-	if err != nil {
+// putConsumers durably replaces the list of registered consumers.
+func (s *store) putConsumers(names []string) error {
+	if err := s.st.putConsumers(names); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
-}
-
-// loaded is what a store held when opened.
-type loaded struct {
-	consumers []string
-	history   []FailoverEntry
-	clean     bool
-	docs      []*Document
-	seqs      map[uint16]uint64
-	exps      []expItem
-	sys       map[string][]byte
-	maxCAS    uint64
-}
-
-func (s *store) load() (*loaded, error) {
-	l := &loaded{seqs: make(map[uint16]uint64), sys: make(map[string][]byte)}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		err := tx.Bucket(bktDocs).ForEach(func(k, v []byte) error {
-			if len(k) < 5 {
-				return fmt.Errorf("engine: corrupt document key %x", k)
-			}
-			d, err := decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
-			if err != nil {
-				return err
-			}
-			l.docs = append(l.docs, d)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bktExp).ForEach(func(k, _ []byte) error {
-			if len(k) < 13 {
-				return fmt.Errorf("engine: corrupt expiry key %x", k)
-			}
-			l.exps = append(l.exps, expItem{
-				exp: int64(binary.BigEndian.Uint64(k)),
-				key: docKey{cid: CollectionID(binary.BigEndian.Uint32(k[8:])), key: string(k[12:])},
-			})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bktVBSeq).ForEach(func(k, v []byte) error {
-			if len(k) == 2 && len(v) == 8 {
-				l.seqs[binary.BigEndian.Uint16(k)] = binary.BigEndian.Uint64(v)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		meta := tx.Bucket(bktMeta)
-		if v := meta.Get([]byte("cas")); len(v) == 8 {
-			l.maxCAS = binary.BigEndian.Uint64(v)
-		}
-		if v := meta.Get(metaConsumers); v != nil {
-			if err := json.Unmarshal(v, &l.consumers); err != nil {
-				return fmt.Errorf("engine: corrupt consumer list: %w", err)
-			}
-		}
-		if v := meta.Get(metaFailover); v != nil {
-			h, err := decodeHistory(v)
-			if err != nil {
-				return err
-			}
-			l.history = h
-		}
-		l.clean = meta.Get(metaClean) != nil
-		return tx.Bucket(bktSys).ForEach(func(k, v []byte) error {
-			l.sys[string(k)] = append([]byte(nil), v...)
-			return nil
-		})
-	})
-	return l, err
 }

@@ -1,0 +1,371 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bbolt buckets of a couchbase bucket's data file.
+var (
+	bktDocs  = []byte("docs")  // be32(cid)|key → encoded Document
+	bktExp   = []byte("exp")   // be64(expiration)|be32(cid)|key → nil
+	bktVBSeq = []byte("vbseq") // be16(partition) → be64(high seq)
+	bktMeta  = []byte("meta")  // "cas" → be64(last cas)
+	bktSys   = []byte("sys")   // system document key → value (design documents…)
+)
+
+// Keys of bktMeta.
+var (
+	metaCAS       = []byte("cas")       // be64 highest CAS committed
+	metaConsumers = []byte("consumers") // JSON list of registered change-feed consumers
+	metaFailover  = []byte("failover")  // JSON failover log, newest first
+	metaClean     = []byte("clean")     // present: the file was closed cleanly
+	metaProbe     = []byte("probe")     // written by the recovery probe of a failed store
+)
+
+// boltTimeout bounds how long Open waits for another process's lock on a file.
+const boltTimeout = 2 * time.Second
+
+// boltStorage keeps a couchbase bucket in one bbolt file.
+type boltStorage struct {
+	db *bolt.DB
+}
+
+func openBoltStorage(path string, o *Options) (*boltStorage, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout, NoFreelistSync: true, NoSync: o.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bktDocs, bktExp, bktVBSeq, bktMeta, bktSys} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("engine: init %s: %w", path, err)
+	}
+	return &boltStorage{db: db}, nil
+}
+
+func (s *boltStorage) durable() bool { return true }
+
+func docDBKey(k docKey) []byte {
+	b := make([]byte, 4+len(k.key))
+	binary.BigEndian.PutUint32(b, uint32(k.cid))
+	copy(b[4:], k.key)
+	return b
+}
+
+func expDBKey(exp int64, k docKey) []byte {
+	b := make([]byte, 12+len(k.key))
+	binary.BigEndian.PutUint64(b, uint64(exp))
+	binary.BigEndian.PutUint32(b[8:], uint32(k.cid))
+	copy(b[12:], k.key)
+	return b
+}
+
+// kvOp is one change to a bbolt bucket in a commit: put val at key, or
+// delete key when del is set.
+type kvOp struct {
+	key, val []byte
+	del      bool
+	ord      int // position in the commit: orders the changes of one key
+}
+
+// applyOps applies ops to bkt in key order, keeping the order of the ops of
+// one key (by ord). bbolt inserts into an in-memory node by shifting everything after
+// the insertion point, and splits nodes only at commit: a batch of random
+// keys, or of expiry-index keys that share an expiration (they all land at
+// the end of one node), would make a large commit quadratic. In key order,
+// each insertion lands at or near the end of the node it goes to.
+func applyOps(bkt *bolt.Bucket, ops []kvOp) error {
+	slices.SortFunc(ops, func(a, b kvOp) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.ord - b.ord
+	})
+	for _, op := range ops {
+		var err error
+		if op.del {
+			err = bkt.Delete(op.key)
+		} else {
+			err = bkt.Put(op.key, op.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *boltStorage) commit(recs []record) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		docs, exp, vbseq, meta := tx.Bucket(bktDocs), tx.Bucket(bktExp), tx.Bucket(bktVBSeq), tx.Bucket(bktMeta)
+		seqs := make(map[uint16]uint64)
+		var maxCAS uint64
+		docOps := make([]kvOp, 0, len(recs))
+		var expOps []kvOp
+		for i := range recs {
+			r := &recs[i]
+			// A purge removes an old tombstone: its sequence number is
+			// not the partition's newest.
+			if !r.purge && r.seq > seqs[r.part] {
+				seqs[r.part] = r.seq
+			}
+			maxCAS = max(maxCAS, r.cas)
+			if r.seqOnly {
+				continue
+			}
+			op := kvOp{key: docDBKey(r.key), del: r.purge, ord: len(docOps)}
+			if !r.purge {
+				op.val = encodeDoc(r.doc)
+			}
+			docOps = append(docOps, op)
+			if newExp := r.newExp(); r.oldExp != newExp {
+				if r.oldExp != 0 {
+					expOps = append(expOps, kvOp{key: expDBKey(r.oldExp, r.key), del: true, ord: len(expOps)})
+				}
+				if newExp != 0 {
+					expOps = append(expOps, kvOp{key: expDBKey(newExp, r.key), ord: len(expOps)})
+				}
+			}
+		}
+		if err := applyOps(docs, docOps); err != nil {
+			return err
+		}
+		if err := applyOps(exp, expOps); err != nil {
+			return err
+		}
+		// bbolt keeps references to keys and values until commit: fresh
+		// buffers for each.
+		for p, seq := range seqs {
+			if err := vbseq.Put(binary.BigEndian.AppendUint16(nil, p), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+				return err
+			}
+		}
+		// A sliding extension keeps its document's older CAS: the stored
+		// CAS only ever rises.
+		if v := meta.Get(metaCAS); len(v) == 8 && binary.BigEndian.Uint64(v) >= maxCAS {
+			maxCAS = 0
+		}
+		if maxCAS != 0 {
+			if err := meta.Put(metaCAS, binary.BigEndian.AppendUint64(nil, maxCAS)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *boltStorage) probe() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktMeta).Put(metaProbe, []byte{1})
+	})
+}
+
+func (s *boltStorage) doc(k docKey) (*Document, error) {
+	var d *Document
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bktDocs).Get(docDBKey(k))
+		if v == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, k.key)
+		}
+		var err error
+		d, err = decodeDoc(k.cid, k.key, v)
+		return err
+	})
+	return d, err
+}
+
+func (s *boltStorage) scan(fn func(*Document) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktDocs).ForEach(func(k, v []byte) error {
+			if len(k) < 5 {
+				return fmt.Errorf("engine: corrupt document key %x", k)
+			}
+			d, err := decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+			if err != nil {
+				return err
+			}
+			return fn(d)
+		})
+	})
+}
+
+func (s *boltStorage) expiries(fn func(expItem) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktExp).ForEach(func(k, _ []byte) error {
+			if len(k) < 13 {
+				return fmt.Errorf("engine: corrupt expiry key %x", k)
+			}
+			return fn(expItem{
+				exp: int64(binary.BigEndian.Uint64(k)),
+				key: docKey{cid: CollectionID(binary.BigEndian.Uint32(k[8:])), key: string(k[12:])},
+			})
+		})
+	})
+}
+
+func (s *boltStorage) seqnos() (map[uint16]uint64, error) {
+	seqs := make(map[uint16]uint64)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktVBSeq).ForEach(func(k, v []byte) error {
+			if len(k) == 2 && len(v) == 8 {
+				seqs[binary.BigEndian.Uint16(k)] = binary.BigEndian.Uint64(v)
+			}
+			return nil
+		})
+	})
+	return seqs, err
+}
+
+func (s *boltStorage) meta() (storedMeta, error) {
+	m := storedMeta{sys: make(map[string][]byte)}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bktMeta)
+		if v := meta.Get(metaCAS); len(v) == 8 {
+			m.cas = binary.BigEndian.Uint64(v)
+		}
+		if v := meta.Get(metaConsumers); v != nil {
+			if err := json.Unmarshal(v, &m.consumers); err != nil {
+				return fmt.Errorf("engine: corrupt consumer list: %w", err)
+			}
+		}
+		if v := meta.Get(metaFailover); v != nil {
+			h, err := decodeHistory(v)
+			if err != nil {
+				return err
+			}
+			m.history = h
+		}
+		m.clean = meta.Get(metaClean) != nil
+		return tx.Bucket(bktSys).ForEach(func(k, v []byte) error {
+			m.sys[string(k)] = append([]byte(nil), v...)
+			return nil
+		})
+	})
+	return m, err
+}
+
+func (s *boltStorage) putSys(key string, value []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bktSys)
+		if value == nil {
+			return b.Delete([]byte(key))
+		}
+		return b.Put([]byte(key), value)
+	})
+}
+
+func (s *boltStorage) putConsumers(names []string) error {
+	v, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktMeta).Put(metaConsumers, v) })
+}
+
+func (s *boltStorage) begin(history []FailoverEntry) error {
+	enc, err := encodeHistory(history)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bktMeta)
+		if err := meta.Put(metaFailover, enc); err != nil {
+			return err
+		}
+		return meta.Delete(metaClean)
+	})
+}
+
+func (s *boltStorage) close(clean bool) error {
+	var err error
+	if clean {
+		err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktMeta).Put(metaClean, []byte{1}) })
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// holdWrites keeps every commit waiting until release is called, by holding
+// bbolt's writer lock with an open write transaction (tests look at writes
+// queued but not yet on disk).
+func (s *boltStorage) holdWrites() (release func(), err error) {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return nil, err
+	}
+	return func() { tx.Rollback() }, nil
+}
+
+// bktBuckets is the catalog file's one bbolt bucket: name → JSON catalogEntry.
+var bktBuckets = []byte("buckets")
+
+// boltCatalog keeps the engine's catalog in a bbolt file.
+type boltCatalog struct {
+	db *bolt.DB
+}
+
+func openBoltCatalog(path string) (*boltCatalog, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout})
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bktBuckets)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &boltCatalog{db: db}, nil
+}
+
+func (c *boltCatalog) entries() ([]catalogEntry, error) {
+	var entries []catalogEntry
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktBuckets).ForEach(func(_, v []byte) error {
+			var ce catalogEntry
+			if err := json.Unmarshal(v, &ce); err != nil {
+				return fmt.Errorf("engine: corrupt catalog entry: %w", err)
+			}
+			entries = append(entries, ce)
+			return nil
+		})
+	})
+	return entries, err
+}
+
+func (c *boltCatalog) put(ce catalogEntry) error {
+	v, err := json.Marshal(ce)
+	if err != nil {
+		return err
+	}
+	return c.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktBuckets).Put([]byte(ce.Settings.Name), v)
+	})
+}
+
+func (c *boltCatalog) remove(name string) error {
+	return c.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktBuckets).Delete([]byte(name)) })
+}
+
+func (c *boltCatalog) close() error { return c.db.Close() }

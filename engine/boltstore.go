@@ -109,6 +109,13 @@ func applyOps(bkt *bolt.Bucket, ops []kvOp) error {
 	return nil
 }
 
+func (s *boltStorage) encode(r record) []byte {
+	if r.purge || r.seqOnly {
+		return nil
+	}
+	return encodeDoc(r.doc)
+}
+
 func (s *boltStorage) commit(recs []record) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		docs, exp, vbseq, meta := tx.Bucket(bktDocs), tx.Bucket(bktExp), tx.Bucket(bktVBSeq), tx.Bucket(bktMeta)
@@ -129,7 +136,10 @@ func (s *boltStorage) commit(recs []record) error {
 			}
 			op := kvOp{key: docDBKey(r.key), del: r.purge, ord: len(docOps)}
 			if !r.purge {
-				op.val = encodeDoc(r.doc)
+				if r.enc == nil {
+					r.enc = s.encode(*r)
+				}
+				op.val = r.enc
 			}
 			docOps = append(docOps, op)
 			if newExp := r.newExp(); r.oldExp != newExp {

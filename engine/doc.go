@@ -1,6 +1,6 @@
 // Package engine holds Mayfly's documents: buckets, scopes and collections,
 // documents with Couchbase's metadata and expiry rules, the per-partition change
-// feed, and persistence to bbolt.
+// feed, and persistence (to bbolt, behind an internal store seam).
 //
 // # Basics
 //
@@ -17,7 +17,9 @@
 // A couchbase bucket also writes every mutation to a bbolt file in its folder;
 // writes are batched (group commit) and a write returns only once its batch is on
 // disk, so an acknowledged write survives a crash. An ephemeral bucket keeps
-// nothing on disk but its definition.
+// nothing on disk but its definition. Both go through one internal store
+// interface: a bbolt store for couchbase buckets, a memory store (which keeps
+// no documents, and commits in the writer) for the others.
 //
 // # Expiry
 //

@@ -29,6 +29,8 @@ func newMemStorage() *memStorage {
 
 func (s *memStorage) durable() bool { return false }
 
+func (s *memStorage) encode(record) []byte { return nil }
+
 func (s *memStorage) commit(recs []record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -16,6 +16,11 @@ type storage interface {
 	// is given, across a restart.
 	durable() bool
 
+	// encode returns r's document as commit will write it (nil when it
+	// writes none). The store calls it in the writer's goroutine, so that
+	// writers encode in parallel and the commit, which runs one at a time,
+	// does less; commit encodes a record whose enc is nil itself.
+	encode(r record) []byte
 	// commit writes recs atomically, in order: a record's document (or
 	// its removal, for a purge), its expiry-index entry, its partition's
 	// sequence number (a purge's does not count) and the bucket's CAS
@@ -69,6 +74,7 @@ type storedMeta struct {
 // record is one mutation on its way to a store.
 type record struct {
 	doc     *Document // the version to store and publish once committed (nil for a purge)
+	enc     []byte    // doc as the store encodes it (see storage.encode), or nil
 	purge   bool      // removes the key's stored record (metadata purge, dropped collection)
 	seqOnly bool      // only the sequence number and CAS (a lazily persisted expiration)
 	key     docKey

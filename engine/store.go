@@ -103,6 +103,7 @@ func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *s
 // committed batch: the caller publishes r itself (the flusher could not
 // take the partition lock the caller holds).
 func (s *store) enqueue(r record) (*commitBatch, error) {
+	r.enc = s.st.encode(r)
 	if s.inline {
 		if err := s.st.commit([]record{r}); err != nil {
 			s.commitFailed.Add(1)

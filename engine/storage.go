@@ -10,7 +10,8 @@ package engine
 // Documents are stored by key; a store that is not durable keeps none (the
 // partitions are their only copy) but keeps everything else, so that the
 // engine treats both the same way. Implementations are safe for concurrent
-// use, except that commit is called by one goroutine at a time per bucket.
+// use. A durable store's commits come from one goroutine at a time (the
+// flusher); a store that is not durable is committed inline, by each writer.
 type storage interface {
 	// durable reports whether the store keeps documents, and everything it
 	// is given, across a restart.

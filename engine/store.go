@@ -30,7 +30,11 @@ func (cb *commitBatch) wait(ctx context.Context) error {
 	}
 }
 
-// committed reports whether the batch's commit has ended.
+// committed reports whether the batch's commit has ended. The flusher ends a
+// batch only after it took the lock of every partition the batch holds a
+// record of (to publish it, or to drop it on failure), so to a writer that
+// holds its partition's lock, committed means that the store committed its
+// record inline, and the writer publishes it.
 func (cb *commitBatch) committed() bool {
 	select {
 	case <-cb.done:

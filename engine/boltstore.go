@@ -178,6 +178,8 @@ func (s *boltStorage) commit(recs []record) error {
 	})
 }
 
+func (s *boltStorage) commitOne(r record) error { return s.commit([]record{r}) }
+
 func (s *boltStorage) probe() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktMeta).Put(metaProbe, []byte{1})

@@ -130,7 +130,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 // empty history).
 func (e *Engine) openStorage(b *Bucket, s BucketSettings) (storage, error) {
 	if s.Type != Couchbase {
-		return newMemStorage(), nil
+		return newMemStorage(len(b.parts)), nil
 	}
 	b.dir = e.bucketDir(s.Name)
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {

@@ -2,29 +2,40 @@ package engine
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // memStorage is the store of a bucket that keeps nothing on disk (ephemeral
 // and memcached buckets). It keeps no documents, which live only in the
 // partitions, and no expiry entries; it keeps the partitions' sequence
 // numbers, the CAS and the metadata, so that the engine runs the same code
-// for every bucket. Its commits cannot fail, and it loses everything when the
+// for every bucket. Its commits cannot fail and take no lock (writers commit
+// inline, each under its partition's lock, and touch only that partition's
+// counters), and it loses everything when the
 // process ends: each open is a new, empty store.
 type memStorage struct {
-	mu        sync.Mutex
-	seqs      map[uint16]uint64
-	cas       uint64
+	parts []memPartition
+
+	mu        sync.Mutex // guards the metadata below
 	consumers []string
 	history   []FailoverEntry
 	clean     bool
 	sys       map[string][]byte
 }
 
-func newMemStorage() *memStorage {
-	return &memStorage{seqs: make(map[uint16]uint64), sys: make(map[string][]byte)}
+// memPartition is what a memStorage keeps of one partition. Its writers
+// hold the partition's lock, so its counters are rarely contended (a
+// bucket-wide CAS would be, by every writer).
+type memPartition struct {
+	seq atomic.Uint64 // highest sequence number committed
+	cas atomic.Uint64 // highest CAS committed
+}
+
+// newMemStorage returns an empty store for a bucket of n partitions.
+func newMemStorage(n int) *memStorage {
+	return &memStorage{parts: make([]memPartition, n), sys: make(map[string][]byte)}
 }
 
 func (s *memStorage) durable() bool { return false }
@@ -32,16 +43,34 @@ func (s *memStorage) durable() bool { return false }
 func (s *memStorage) encode(record) []byte { return nil }
 
 func (s *memStorage) commit(recs []record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range recs {
-		r := &recs[i]
-		if !r.purge && r.seq > s.seqs[r.part] {
-			s.seqs[r.part] = r.seq
+	for _, r := range recs {
+		if err := s.commitOne(r); err != nil {
+			return err
 		}
-		s.cas = max(s.cas, r.cas)
 	}
 	return nil
+}
+
+func (s *memStorage) commitOne(r record) error {
+	if int(r.part) >= len(s.parts) {
+		return fmt.Errorf("engine: partition %d of %d", r.part, len(s.parts))
+	}
+	p := &s.parts[r.part]
+	if !r.purge {
+		atomicMax(&p.seq, r.seq)
+	}
+	atomicMax(&p.cas, r.cas)
+	return nil
+}
+
+// atomicMax raises v to at least x.
+func atomicMax(v *atomic.Uint64, x uint64) {
+	for {
+		cur := v.Load()
+		if cur >= x || v.CompareAndSwap(cur, x) {
+			return
+		}
+	}
 }
 
 func (s *memStorage) probe() error { return nil }
@@ -55,20 +84,27 @@ func (s *memStorage) scan(func(*Document) error) error { return nil }
 func (s *memStorage) expiries(func(expItem) error) error { return nil }
 
 func (s *memStorage) seqnos() (map[uint16]uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.seqs), nil
+	seqs := make(map[uint16]uint64)
+	for i := range s.parts {
+		if v := s.parts[i].seq.Load(); v != 0 {
+			seqs[uint16(i)] = v
+		}
+	}
+	return seqs, nil
 }
 
 func (s *memStorage) meta() (storedMeta, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := storedMeta{cas: s.cas, consumers: slices.Clone(s.consumers), clean: s.clean, sys: make(map[string][]byte, len(s.sys))}
+	m := storedMeta{consumers: slices.Clone(s.consumers), clean: s.clean, sys: make(map[string][]byte, len(s.sys))}
 	for _, e := range s.history {
 		m.history = append(m.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)})
 	}
 	for k, v := range s.sys {
 		m.sys[k] = slices.Clone(v)
+	}
+	for i := range s.parts {
+		m.cas = max(m.cas, s.parts[i].cas.Load())
 	}
 	return m, nil
 }

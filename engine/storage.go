@@ -28,6 +28,10 @@ type storage interface {
 	// (which only ever rises). Later records of one key win over earlier
 	// ones. Nothing of a failed commit is kept.
 	commit(recs []record) error
+	// commitOne is commit of one record: how the writers of a store that
+	// is not durable commit, inline (a record passed by value costs no
+	// allocation, a batch would).
+	commitOne(r record) error
 	// probe writes something small, to tell whether the medium takes
 	// writes again after a failed commit.
 	probe() error

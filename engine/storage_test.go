@@ -45,7 +45,7 @@ func storageKinds() []storageKind {
 		{
 			name: "memory",
 			open: func(t *testing.T) storage {
-				st := newMemStorage()
+				st := newMemStorage(8)
 				t.Cleanup(func() { st.close(false) })
 				return st
 			},
@@ -330,6 +330,13 @@ func (f *faultyStorage) commit(recs []record) error {
 		return err
 	}
 	return f.storage.commit(recs)
+}
+
+func (f *faultyStorage) commitOne(r record) error {
+	if err := f.fault(); err != nil {
+		return err
+	}
+	return f.storage.commitOne(r)
 }
 
 func (f *faultyStorage) probe() error {

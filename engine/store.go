@@ -22,6 +22,12 @@ func (cb *commitBatch) wait(ctx context.Context) error {
 	if cb == nil {
 		return nil
 	}
+	if cb.committed() {
+		// The usual answer for an inline store's batch, without the
+		// select below, which locks the batch's channel (one that every
+		// writer of the bucket shares).
+		return cb.err
+	}
 	select {
 	case <-cb.done:
 		return cb.err
@@ -107,14 +113,14 @@ func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *s
 // committed batch: the caller publishes r itself (the flusher could not
 // take the partition lock the caller holds).
 func (s *store) enqueue(r record) (*commitBatch, error) {
-	r.enc = s.st.encode(r)
 	if s.inline {
-		if err := s.st.commit([]record{r}); err != nil {
+		if err := s.st.commitOne(r); err != nil {
 			s.commitFailed.Add(1)
 			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		return s.done, nil
 	}
+	r.enc = s.st.encode(r) // in the writer, before the batch: see storage.encode
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {

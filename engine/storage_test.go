@@ -207,9 +207,11 @@ func TestStorageOrdering(t *testing.T) {
 		}
 
 		// An expiration made durable lazily, with an older CAS (a sliding
-		// extension keeps its document's CAS).
+		// extension keeps its document's CAS), committed alone.
 		exp := &Document{Key: "k", Partition: 3, Seq: 3, CAS: 150, Deleted: true, Expired: true, Expiration: 60}
-		mustCommit(t, st, record{doc: exp, seqOnly: true, key: key, part: 3, seq: 3, cas: 150})
+		if err := st.commitOne(record{doc: exp, seqOnly: true, key: key, part: 3, seq: 3, cas: 150}); err != nil {
+			t.Fatal(err)
+		}
 		got = readAll(t, st)
 		if got.seqs[3] != 3 || got.meta.cas != 200 {
 			t.Errorf("after a lazily persisted expiration: seq %d cas %d, want 3 and 200", got.seqs[3], got.meta.cas)

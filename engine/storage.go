@@ -7,8 +7,9 @@ package engine
 // The group-commit flusher (store) drives it; nothing else in the engine
 // touches a medium.
 //
-// Documents are stored by key; a store that is not durable keeps none (the
-// partitions are their only copy) but keeps everything else, so that the
+// Documents are stored by key; a store that is not durable keeps none, nor
+// their expiry entries (the partitions are their only copy), but keeps
+// everything else (sequence numbers, CAS, metadata), so that the
 // engine treats both the same way. Implementations are safe for concurrent
 // use. A durable store's commits come from one goroutine at a time (the
 // flusher); a store that is not durable is committed inline, by each writer.

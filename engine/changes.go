@@ -37,7 +37,7 @@ const purgedCASKey = "_mayfly/changes/purged"
 func (b *Bucket) StableCAS() uint64 {
 	// Read the last CAS handed out first: a CAS at or below it was taken
 	// under its partition's lock, which the writer holds until its version
-	// is queued (pending) or, committed inline by the memory store. Taking each
+	// is queued (pending) or, on a memory store, committed inline. Taking each
 	// partition's lock below therefore sees every such version either
 	// pending or committed.
 	stable := b.cas.Load()

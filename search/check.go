@@ -17,19 +17,13 @@ const maxCheckProblems = 10
 // must be those not expired. It is meant for a quiet engine (test cleanups,
 // tools): a write made while it runs may show as a difference.
 func (s *Service) Check(ctx context.Context) error {
-	s.mu.Lock()
-	bis := make([]*bucketIndexes, 0, len(s.mu.buckets))
-	for _, bi := range s.mu.buckets {
-		bis = append(bis, bi)
-	}
-	closed := s.mu.closed
-	s.mu.Unlock()
+	bis, closed := s.reg.Sets()
 	if closed {
 		return ErrClosed
 	}
 	var errs []error
 	for _, bi := range bis {
-		for _, ix := range bi.indexers() {
+		for _, ix := range bi.Members() {
 			if err := ix.check(ctx); err != nil && !errors.Is(err, ErrClosed) {
 				errs = append(errs, err)
 			}
@@ -39,7 +33,7 @@ func (s *Service) Check(ctx context.Context) error {
 }
 
 func (ix *indexer) check(ctx context.Context) error {
-	if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+	if err := ix.catchUp(ctx); err != nil {
 		return err
 	}
 	name := fmt.Sprintf("bucket %s, index %s", ix.bucket.Name(), ix.name)

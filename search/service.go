@@ -281,10 +281,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		Kind: "search", LogKey: "index", LogID: d.Name, BatchSize: s.opts.BatchSize, Auto: !s.opts.NoAutoUpdate,
 		Fresh:      fresh || rebuild,
 		StartedMsg: "search index build started", EndedMsg: "search index build finished",
-		Warn:       ix.log,
-		Info:       func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
-		OnError:    ix.fail,
-		Stopped:    ix.closedErr,
+		Warn:    ix.log,
+		Info:    func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
+		OnError: ix.fail,
+		Stopped: ix.closedErr,
 	})
 	if err != nil {
 		ix.idx.Close()

@@ -2,8 +2,11 @@ package feed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,16 +29,26 @@ type RegistryOptions[M Member, X any] struct {
 	// Dir is the folder, in a persistent bucket's directory, that holds the
 	// service's files; it is removed when the bucket is deleted.
 	Dir string
-	// Logger receives the registry's warnings.
+	// LogKey names a member's ID in log lines: "ddoc", "index"; Noun
+	// names what a member's definition defines: "design document", "index".
+	LogKey, Noun string
+	// Logger receives the registry's warnings and errors.
 	Logger *slog.Logger
 	// ErrClosed, ErrNone and ErrNotFound are the service's errors for a
 	// closed service, a bucket of a type it does not serve (memcached) and a
 	// bucket it does not know (yet).
 	ErrClosed, ErrNone, ErrNotFound error
-	// Load starts the members of a bucket just attached, from what the
-	// bucket stores, with Set.Put and Set.Broken. It runs with the set's
-	// change lock held.
-	Load func(ctx context.Context, set *Set[M, X])
+	// Prefix is the prefix of the keys of the system documents that define
+	// the members (design documents, index definitions).
+	Prefix string
+	// Load starts the member a stored definition (key, body) defines when a
+	// bucket is attached, with the set's change lock held. It returns ok
+	// false for a definition that makes no member (it may record something
+	// with SetExtra or Broken itself); an error is logged, and remembered
+	// for LoadErrors under the member's ID (see IDOf).
+	Load func(ctx context.Context, set *Set[M, X], key string, body []byte) (m M, ok bool, err error)
+	// IDOf returns the member ID of a definition's key (nil: the key).
+	IDOf func(key string) string
 }
 
 // Registry keeps, for a service, one Set of running members per bucket of
@@ -52,12 +65,16 @@ type Registry[M Member, X any] struct {
 	}
 }
 
-// NewRegistry returns an empty registry over eng; the caller attaches it
-// (engine.Engine.Attach).
-func NewRegistry[M Member, X any](eng *engine.Engine, opts RegistryOptions[M, X]) *Registry[M, X] {
+// Attach returns a registry over eng, attached to it (see
+// engine.Engine.Attach): every open bucket's members are loaded.
+func Attach[M Member, X any](ctx context.Context, eng *engine.Engine, opts RegistryOptions[M, X]) (*Registry[M, X], error) {
 	r := &Registry[M, X]{eng: eng, opts: opts}
 	r.mu.sets = make(map[string]*Set[M, X])
-	return r
+	if err := eng.Attach(ctx, r); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("%s: %w", opts.Kind, err)
+	}
+	return r, nil
 }
 
 // Set is one bucket's running members, by ID, with those that failed to
@@ -109,10 +126,32 @@ func (r *Registry[M, X]) AttachBucket(ctx context.Context, b *engine.Bucket) err
 		r.opts.Logger.Warn(r.opts.Kind+": bucket attached twice", "bucket", b.Name())
 		old.retire(false)
 	}
-	if r.opts.Load != nil {
-		r.opts.Load(ctx, set)
-	}
+	r.load(ctx, set)
 	return nil
+}
+
+// load starts the members b stores the definitions of.
+func (r *Registry[M, X]) load(ctx context.Context, set *Set[M, X]) {
+	b := set.Bucket
+	for _, key := range b.SystemDocKeys(r.opts.Prefix) {
+		body, err := b.SystemDoc(key)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		id := key
+		if r.opts.IDOf != nil {
+			id = r.opts.IDOf(key)
+		}
+		m, ok, err := r.opts.Load(ctx, set, key, body)
+		switch {
+		case err != nil:
+			r.opts.Logger.Error(r.opts.Kind+": stored "+r.opts.Noun+" not loaded; it can be replaced or deleted",
+				"bucket", b.Name(), r.opts.LogKey, id, "err", err)
+			set.Broken(id, err)
+		case ok:
+			set.Put(id, m)
+		}
+	}
 }
 
 // DetachBucket retires b's set: its members close; with deleted, the
@@ -150,6 +189,43 @@ func (r *Registry[M, X]) Lookup(bucket string) (*Set[M, X], error) {
 		return nil, fmt.Errorf("%w: bucket %s is a memcached bucket", r.opts.ErrNone, bucket)
 	}
 	return nil, fmt.Errorf("%w: bucket %s is not ready", r.opts.ErrNotFound, bucket) // created, not attached yet
+}
+
+// Member returns the running member id of bucket. When there is none, the
+// error is missing(why it failed to load, or nil when it does not exist).
+func (r *Registry[M, X]) Member(bucket, id string, missing func(broken error) error) (M, error) {
+	var zero M
+	set, err := r.Lookup(bucket)
+	if err != nil {
+		return zero, err
+	}
+	m, ok, broken := set.Get(id)
+	if !ok {
+		return zero, missing(broken)
+	}
+	return m, nil
+}
+
+// LoadErrors returns why each stored member of bucket that could not be
+// loaded was skipped, by ID (see Lookup for the errors).
+func (r *Registry[M, X]) LoadErrors(bucket string) (map[string]error, error) {
+	set, err := r.Lookup(bucket)
+	if err != nil {
+		return nil, err
+	}
+	return set.LoadErrors(), nil
+}
+
+// Change looks bucket's set up and takes its change lock (see Lookup and
+// Set.Change).
+func (r *Registry[M, X]) Change(bucket string) (set *Set[M, X], unlock func(), err error) {
+	if set, err = r.Lookup(bucket); err != nil {
+		return nil, nil, err
+	}
+	if unlock, err = set.Change(); err != nil {
+		return nil, nil, err
+	}
+	return set, unlock, nil
 }
 
 // Sets returns every bucket's set, and whether the registry is closed.
@@ -289,6 +365,28 @@ func (s *Set[M, X]) LoadErrors() map[string]error {
 	return out
 }
 
+// Retire ends the member id for good (its definition was deleted or
+// replaced by something else): it is forgotten and closed (a failure to
+// close is logged), its feed registration h dropped and its files removed
+// (remove). It returns the errors of the last two.
+func (s *Set[M, X]) Retire(ctx context.Context, id string, h *engine.Consumer, remove func() error) error {
+	m, ok := s.Remove(id)
+	kind := s.reg.opts.Kind
+	if ok {
+		if err := m.Close(); err != nil {
+			s.reg.opts.Logger.Warn(kind+": closing a retired index", "bucket", s.Bucket.Name(), s.reg.opts.LogKey, id, "err", err)
+		}
+	}
+	var errs []error
+	if err := h.Drop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", kind, err))
+	}
+	if err := remove(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // SetExtra records x under id beside the members (a search alias).
 func (s *Set[M, X]) SetExtra(id string, x X) {
 	s.mu.Lock()
@@ -305,3 +403,44 @@ func (s *Set[M, X]) Extra(id string) (X, bool) {
 }
 
 var _ engine.BucketService = (*Registry[Member, struct{}])(nil)
+
+// IndexPath is where a member's files live: in the folder dir beside the
+// bucket's data, named by a hash of the member's ID (an ID may be longer
+// than a file name can be, and hold any character) and ending in ext; ""
+// (memory) for a bucket kept in memory.
+func IndexPath(b *engine.Bucket, dir, id, ext string) string {
+	if b.Dir() == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(id))
+	return filepath.Join(b.Dir(), dir, hex.EncodeToString(sum[:16])+ext)
+}
+
+// StagingPath is where a replacing member's files are built while those of
+// the member it replaces still answer: replacement is staged, then moved
+// into place.
+func StagingPath(path string) string { return path + ".next" }
+
+// Defaults checks a service's batch size and fills in the defaults of it
+// (def) and of its logger (one that discards).
+func Defaults(batchSize *int, def int, logger **slog.Logger) error {
+	if *batchSize < 0 {
+		return fmt.Errorf("BatchSize %d is negative", *batchSize)
+	}
+	if *batchSize == 0 {
+		*batchSize = def
+	}
+	if *logger == nil {
+		*logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// OrZero returns *p, or the zero T when p is nil: a service's options, nil
+// meaning the defaults.
+func OrZero[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
+}

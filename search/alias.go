@@ -38,19 +38,13 @@ func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) 
 	if err := bi.Bucket.PutSystemDoc(ctx, DefPrefix+d.Name, d.Body); err != nil {
 		return nil, fmt.Errorf("search: store %s: %w", d.Name, err)
 	}
-	bi.Remove(d.Name)
-	bi.SetExtra(d.Name, d)
 	if old != nil { // an index replaced by an alias
-		if err := old.Close(); err != nil {
-			s.opts.Logger.Warn("search: closing a replaced index", "bucket", bi.Bucket.Name(), "index", d.Name, "err", err)
-		}
-		if err := bi.Bucket.DropConsumer(ctx, consumerName(d.Name)); err != nil {
-			s.opts.Logger.Warn("search: dropping a replaced index's feed registration", "index", d.Name, "err", err)
-		}
-		if err := removeIndexFiles(bi.Bucket, d.Name); err != nil {
-			s.opts.Logger.Warn("search: removing a replaced index", "bucket", bi.Bucket.Name(), "index", d.Name, "err", err)
+		if err := bi.Retire(ctx, d.Name, bi.Bucket.Consumer(consumerName(d.Name)), func() error { return removeIndexFiles(bi.Bucket, d.Name) }); err != nil {
+			s.opts.Logger.Warn("search: retiring an index replaced by an alias", "bucket", bi.Bucket.Name(), "index", d.Name, "err", err)
 		}
 	}
+	bi.Remove(d.Name)
+	bi.SetExtra(d.Name, d)
 	return d, nil
 }
 

@@ -2,11 +2,8 @@ package search
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,15 +41,10 @@ type Options struct {
 	NoSync bool
 }
 
+// validate checks o and fills in its defaults.
 func (o *Options) validate() error {
-	if o.BatchSize < 0 {
-		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := feed.Defaults(&o.BatchSize, DefaultBatchSize, &o.Logger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	return nil
 }
@@ -80,50 +72,34 @@ type bucketIndexes = feed.Set[*indexer, *IndexDef]
 // the index of every definition already stored, each resuming from the feed
 // position it holds.
 func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, error) {
-	o := Options{}
-	if opts != nil {
-		o = *opts
-	}
+	o := feed.OrZero(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	s := &Service{eng: eng, opts: o}
-	s.reg = feed.NewRegistry(eng, feed.RegistryOptions[*indexer, *IndexDef]{
-		Kind: "search", Dir: "search", Logger: o.Logger,
+	reg, err := feed.Attach(ctx, eng, feed.RegistryOptions[*indexer, *IndexDef]{
+		Kind: "search", Dir: "search", LogKey: "index", Noun: "index", Logger: o.Logger,
 		ErrClosed: ErrClosed, ErrNone: ErrNoSearch, ErrNotFound: ErrNotFound,
-		Load: s.loadBucket,
+		Prefix: DefPrefix, Load: s.loadStored,
+		IDOf: func(key string) string { return strings.TrimPrefix(key, DefPrefix) },
 	})
-	if err := eng.Attach(ctx, s.reg); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("search: %w", err)
+	if err != nil {
+		return nil, err
 	}
+	s.reg = reg
 	return s, nil
 }
 
-// loadBucket opens the indexes of the stored definitions of a bucket just
-// attached. One that cannot be loaded is logged, remembered (see
-// LoadErrors) and skipped.
-func (s *Service) loadBucket(ctx context.Context, bi *bucketIndexes) {
-	b := bi.Bucket
-	for _, key := range b.SystemDocKeys(DefPrefix) {
-		body, err := b.SystemDoc(key)
-		if err != nil {
-			continue
-		}
-		name := strings.TrimPrefix(key, DefPrefix)
-		if d, err := loadIndexDef(b.Name(), name, body); err == nil && d.IsAlias() {
-			bi.SetExtra(name, d)
-			continue
-		}
-		ix, err := s.load(ctx, b, name, body)
-		if err != nil {
-			s.opts.Logger.Error("search: stored index not loaded; it can be replaced or deleted",
-				"bucket", b.Name(), "index", name, "err", err)
-			bi.Broken(name, err)
-			continue
-		}
-		bi.Put(name, ix)
+// loadStored starts the indexer of a stored definition when its bucket is
+// attached; an alias's definition is kept beside the indexers.
+func (s *Service) loadStored(ctx context.Context, bi *bucketIndexes, key string, body []byte) (*indexer, bool, error) {
+	name := strings.TrimPrefix(key, DefPrefix)
+	if d, err := loadIndexDef(bi.Bucket.Name(), name, body); err == nil && d.IsAlias() {
+		bi.SetExtra(name, d)
+		return nil, false, nil
 	}
+	ix, err := s.load(ctx, bi.Bucket, name, body)
+	return ix, err == nil, err
 }
 
 func (s *Service) load(ctx context.Context, b *engine.Bucket, name string, body []byte) (*indexer, error) {
@@ -138,16 +114,8 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, name string, body 
 // data, named by a hash of the index name; "" (memory) for a bucket kept in
 // memory.
 func IndexPath(b *engine.Bucket, name string) string {
-	if b.Dir() == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(name))
-	return filepath.Join(b.Dir(), "search", hex.EncodeToString(sum[:16])+".bleve")
+	return feed.IndexPath(b, "search", name, ".bleve")
 }
-
-// stagingPath is where a replacing index is built while the one it
-// replaces still answers.
-func stagingPath(path string) string { return path + ".next" }
 
 // removeIndexFiles removes an index's files, and those of a replacement
 // being built, if any.
@@ -156,7 +124,7 @@ func removeIndexFiles(b *engine.Bucket, name string) error {
 	if p == "" {
 		return nil
 	}
-	for _, f := range []string{p, stagingPath(p)} {
+	for _, f := range []string{p, feed.StagingPath(p)} {
 		if err := os.RemoveAll(f); err != nil {
 			return fmt.Errorf("search: remove index files: %w", err)
 		}
@@ -213,11 +181,11 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 	coll := sourceID(b, d.SourceCollection)
 	path := IndexPath(b, d.Name)
 	if path != "" {
-		if err := os.RemoveAll(stagingPath(path)); err != nil { // a leftover
+		if err := os.RemoveAll(feed.StagingPath(path)); err != nil { // a leftover
 			return nil, fmt.Errorf("search: remove a leftover staged index: %w", err)
 		}
 		if staged {
-			path = stagingPath(path)
+			path = feed.StagingPath(path)
 		}
 	}
 	idx, fresh, err := s.openIndex(d, path)
@@ -301,18 +269,12 @@ func (s *Service) lookup(bucket string) (*bucketIndexes, error) { return s.reg.L
 
 // indexerFor returns the running indexer of an index.
 func (s *Service) indexerFor(bucket, name string) (*indexer, error) {
-	bi, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
-	ix, _, broken := bi.Get(name)
-	if ix == nil {
+	return s.reg.Member(bucket, name, func(broken error) error {
 		if broken != nil {
-			return nil, fmt.Errorf("%w: index %s: %w", ErrLoadFailed, name, broken)
+			return fmt.Errorf("%w: index %s: %w", ErrLoadFailed, name, broken)
 		}
-		return nil, fmt.Errorf("%w: index %s not found in bucket %s", ErrNotFound, name, bucket)
-	}
-	return ix, nil
+		return fmt.Errorf("%w: index %s not found in bucket %s", ErrNotFound, name, bucket)
+	})
 }
 
 // FindIndex returns the bucket that holds the index called name (Couchbase's
@@ -454,21 +416,13 @@ func (s *Service) ListIndexes(ctx context.Context, bucket string) ([]*IndexDef, 
 // LoadErrors returns, by index name, why each stored definition of a bucket
 // that could not be loaded was skipped.
 func (s *Service) LoadErrors(ctx context.Context, bucket string) (map[string]error, error) {
-	bi, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
-	return bi.LoadErrors(), nil
+	return s.reg.LoadErrors(bucket)
 }
 
 // DeleteIndex removes an index: its definition, its files, and its
 // registration with the change feed.
 func (s *Service) DeleteIndex(ctx context.Context, bucket, name string) error {
-	bi, err := s.lookup(bucket)
-	if err != nil {
-		return err
-	}
-	unlock, err := bi.Change()
+	bi, unlock, err := s.reg.Change(bucket)
 	if err != nil {
 		return err
 	}
@@ -481,21 +435,9 @@ func (s *Service) DeleteIndex(ctx context.Context, bucket, name string) error {
 	if err := bi.Bucket.PutSystemDoc(ctx, key, nil); err != nil {
 		return fmt.Errorf("search: delete %s: %w", name, err)
 	}
-	bi.Remove(name)
-	var errs []error
-	if ix != nil {
-		if err := ix.Close(); err != nil {
-			s.opts.Logger.Warn("search: closing a deleted index", "bucket", bucket, "index", name, "err", err)
-		}
-	}
-	if err := bi.Bucket.DropConsumer(ctx, consumerName(name)); err != nil {
-		errs = append(errs, fmt.Errorf("search: %w", err))
-	}
-	if err := removeIndexFiles(bi.Bucket, name); err != nil {
-		errs = append(errs, err)
-	}
+	err = bi.Retire(ctx, name, bi.Bucket.Consumer(consumerName(name)), func() error { return removeIndexFiles(bi.Bucket, name) })
 	s.opts.Logger.Info("search index deleted", "bucket", bucket, "index", name)
-	return errors.Join(errs...)
+	return err
 }
 
 // Stats describe one index.

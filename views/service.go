@@ -2,11 +2,8 @@ package views
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -53,11 +50,8 @@ type Options struct {
 
 // validate checks o and fills in its defaults.
 func (o *Options) validate() error {
-	if o.BatchSize < 0 {
-		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
+	if err := feed.Defaults(&o.BatchSize, DefaultBatchSize, &o.Logger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.JS != nil {
 		switch {
@@ -70,9 +64,6 @@ func (o *Options) validate() error {
 		case o.JS.CachedPrograms < 0:
 			return fmt.Errorf("%w: JS.CachedPrograms %d is negative", ErrInvalidOptions, o.JS.CachedPrograms)
 		}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return nil
 }
@@ -103,51 +94,36 @@ type bucketViews = feed.Set[*indexer, struct{}]
 // stored design document that cannot be loaded is logged and skipped (see
 // LoadErrors).
 func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, error) {
-	o := Options{}
-	if opts != nil {
-		o = *opts
-	}
+	o := feed.OrZero(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	s := &Service{eng: eng, pool: jsruntime.NewPool(o.JS), opts: o}
-	s.reg = feed.NewRegistry(eng, feed.RegistryOptions[*indexer, struct{}]{
-		Kind: "views", Dir: "views", Logger: o.Logger,
+	reg, err := feed.Attach(ctx, eng, feed.RegistryOptions[*indexer, struct{}]{
+		Kind: "views", Dir: "views", LogKey: "ddoc", Noun: "design document", Logger: o.Logger,
 		ErrClosed: ErrClosed, ErrNone: ErrNoViews, ErrNotFound: ErrNotFound,
-		Load: s.loadBucket,
+		Prefix: DesignDocPrefix, Load: s.loadStored,
 	})
-	if err := eng.Attach(ctx, s.reg); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("views: %w", err)
+	if err != nil {
+		s.pool.Close()
+		return nil, err
 	}
+	s.reg = reg
 	return s, nil
 }
 
-// loadBucket opens the indexes of the design documents of a bucket just
-// attached. A design document that cannot be loaded is logged, remembered
-// (see LoadErrors) and skipped.
-func (s *Service) loadBucket(ctx context.Context, bv *bucketViews) {
+// loadStored starts the indexer of a stored design document when its bucket
+// is attached, unless Options.SkipDesignDocs names it.
+func (s *Service) loadStored(ctx context.Context, bv *bucketViews, id string, body []byte) (*indexer, bool, error) {
 	b := bv.Bucket
-	for _, id := range b.SystemDocKeys(DesignDocPrefix) {
-		if s.skipped(b.Name(), id) {
-			s.opts.Logger.Warn("views: stored design document skipped (SkipDesignDocs); it can be replaced or deleted",
-				"bucket", b.Name(), "ddoc", id)
-			bv.Broken(id, ErrSkipped)
-			continue
-		}
-		body, err := b.SystemDoc(id)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		ix, err := s.load(ctx, b, id, body)
-		if err != nil {
-			s.opts.Logger.Error("views: stored design document not loaded; it can be replaced or deleted",
-				"bucket", b.Name(), "ddoc", id, "err", err)
-			bv.Broken(id, err)
-			continue
-		}
-		bv.Put(id, ix)
+	if s.skipped(b.Name(), id) {
+		s.opts.Logger.Warn("views: stored design document skipped (SkipDesignDocs); it can be replaced or deleted",
+			"bucket", b.Name(), "ddoc", id)
+		bv.Broken(id, ErrSkipped)
+		return nil, false, nil
 	}
+	ix, err := s.load(ctx, b, id, body)
+	return ix, err == nil, err
 }
 
 // skipped reports whether Options.SkipDesignDocs names the design document
@@ -210,16 +186,12 @@ func bumpRev(ctx context.Context, b *engine.Bucket, id string, body []byte) (str
 // ID may be longer than a file name can be, and hold any character); ""
 // (memory) for a bucket kept in memory.
 func indexPath(b *engine.Bucket, ddocID string) string {
-	if b.Dir() == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(ddocID))
-	return filepath.Join(b.Dir(), "views", hex.EncodeToString(sum[:16])+".idx")
+	return feed.IndexPath(b, "views", ddocID, ".idx")
 }
 
 // stagingPath is where a replacing index is built while the one it replaces
 // still answers.
-func stagingPath(path string) string { return path + ".next" }
+func stagingPath(path string) string { return feed.StagingPath(path) }
 
 // legacyIndexPath is where earlier versions kept a design document's index.
 func legacyIndexPath(b *engine.Bucket, ddocID string) string {
@@ -465,22 +437,14 @@ func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, 
 // replacement) was skipped. Such a design document can be replaced or
 // deleted.
 func (s *Service) LoadErrors(ctx context.Context, bucket string) (map[string]error, error) {
-	bv, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
-	return bv.LoadErrors(), nil
+	return s.reg.LoadErrors(bucket)
 }
 
 // DeleteDesignDoc removes a design document and its index, or a stored
 // design document that could not be loaded.
 func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) error {
 	id := DesignDocPrefix + name
-	bv, err := s.lookup(bucket)
-	if err != nil {
-		return err
-	}
-	unlock, err := bv.Change()
+	bv, unlock, err := s.reg.Change(bucket)
 	if err != nil {
 		return err
 	}
@@ -495,38 +459,20 @@ func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) erro
 	if err := bv.Bucket.PutSystemDoc(ctx, id, nil); err != nil {
 		return fmt.Errorf("views: delete %s: %w", id, err)
 	}
-	bv.Remove(id)
-	var errs []error
-	if ix != nil {
-		if err := ix.Close(); err != nil {
-			s.opts.Logger.Warn("views: closing a deleted index", "bucket", bucket, "ddoc", id, "err", err)
-		}
-	}
-	if err := bv.Bucket.DropConsumer(ctx, consumerName(id)); err != nil {
-		errs = append(errs, fmt.Errorf("views: %w", err))
-	}
-	if err := removeIndexFiles(bv.Bucket, id); err != nil {
-		errs = append(errs, err)
-	}
+	err = bv.Retire(ctx, id, bv.Bucket.Consumer(consumerName(id)), func() error { return removeIndexFiles(bv.Bucket, id) })
 	s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "deleted", "index", "removed")
-	return errors.Join(errs...)
+	return err
 }
 
 // indexerFor returns the running indexer of a design document.
 func (s *Service) indexerFor(bucket, name string) (*indexer, error) {
-	bv, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
 	id := DesignDocPrefix + name
-	ix, _, broken := bv.Get(id)
-	if ix == nil {
+	return s.reg.Member(bucket, id, func(broken error) error {
 		if broken != nil {
-			return nil, fmt.Errorf("%w: design document `%s`: %w", ErrLoadFailed, id, broken)
+			return fmt.Errorf("%w: design document `%s`: %w", ErrLoadFailed, id, broken)
 		}
-		return nil, fmt.Errorf("%w: Design document `%s` missing in database `%s`.", ErrNotFound, id, bucket)
-	}
-	return ix, nil
+		return fmt.Errorf("%w: Design document `%s` missing in database `%s`.", ErrNotFound, id, bucket)
+	})
 }
 
 // Info describes a design document's index, for GET .../_design/{ddoc}/_info.

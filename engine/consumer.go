@@ -70,10 +70,11 @@ func (c *Consumer) Changes(since []uint64) (*Cursor, error) {
 }
 
 // Cursor reads the change feed forward from a position, partition by
-// partition, as Bucket.Changes does (each document once, at its latest
-// committed version), without materialising what it reads: it holds a
-// partition's lock only to copy a few entries at a time. A Cursor is not safe
-// for concurrent use.
+// partition, as Bucket.Changes does (each document at its latest committed
+// version, in sequence order), without materialising what it reads: it holds
+// a partition's lock only to copy a few entries at a time, so a document
+// changed while the cursor reads may come again, at its newer version,
+// further on. A Cursor is not safe for concurrent use.
 type Cursor struct {
 	b   *Bucket
 	pos []uint64

@@ -24,7 +24,9 @@ const BigBuild = 1000
 
 // Sink is what a consumer keeps of the feed: an index. The Consumer calls
 // Prepare from one goroutine while it calls Apply from another, and never
-// two Prepares or two Applies at once.
+// two Prepares or two Applies at once. Its follower may call the sink before
+// Start has returned: a sink's methods must not use the Consumer Start
+// returns.
 type Sink[B any] interface {
 	// Position returns the bucket history (UUID) and the feed position (a
 	// sequence number per partition) the sink holds.
@@ -51,9 +53,10 @@ type Sink[B any] interface {
 }
 
 // BeforeCatchUp is implemented by a sink that has work to do before each
-// catch-up, with the right to change it held (see Consumer.Lock).
+// catch-up, with the right to change it held (see Consumer.Lock). ack
+// acknowledges a durable position it reaches meanwhile (Consumer.Ack).
 type BeforeCatchUp interface {
-	BeforeCatchUp(ctx context.Context) error
+	BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error
 }
 
 // Options configure a Consumer.
@@ -194,9 +197,6 @@ func (c *Consumer[B]) Ack(seqs []uint64) error {
 // metadata purge waits for the new one.
 func (c *Consumer[B]) PauseAcks(pause bool) { c.noAck.Store(pause) }
 
-// Done returns a channel closed once the consumer is stopping.
-func (c *Consumer[B]) Done() <-chan struct{} { return c.life.Done() }
-
 // Kick asks the follower for one catch-up in the background, without
 // waiting (for a consumer that does not follow the feed on its own).
 func (c *Consumer[B]) Kick() {
@@ -325,7 +325,7 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 		return c.ctxErr(err)
 	}
 	if bc, ok := c.sink.(BeforeCatchUp); ok {
-		if err := bc.BeforeCatchUp(ctx); err != nil {
+		if err := bc.BeforeCatchUp(ctx, c.Ack); err != nil {
 			return err
 		}
 	}

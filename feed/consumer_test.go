@@ -23,6 +23,13 @@ const t0 = 1_700_000_000
 // newBucket returns a persistent bucket of a fresh engine with a fake clock.
 func newBucket(t *testing.T) (*engine.Bucket, *engine.FakeClock) {
 	t.Helper()
+	_, b, clk := newEngine(t)
+	return b, clk
+}
+
+// newEngine returns a fresh engine with a fake clock and its one bucket.
+func newEngine(t *testing.T) (*engine.Engine, *engine.Bucket, *engine.FakeClock) {
+	t.Helper()
 	clk := engine.NewFakeClock(t0)
 	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
 	if err != nil {
@@ -37,7 +44,7 @@ func newBucket(t *testing.T) (*engine.Bucket, *engine.FakeClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, clk
+	return eng, b, clk
 }
 
 func put(t *testing.T, b *engine.Bucket, keys ...string) {

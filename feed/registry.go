@@ -133,6 +133,9 @@ func (r *Registry[M, X]) AttachBucket(ctx context.Context, b *engine.Bucket) err
 // load starts the members b stores the definitions of.
 func (r *Registry[M, X]) load(ctx context.Context, set *Set[M, X]) {
 	b := set.Bucket
+	if r.opts.Load == nil {
+		return
+	}
 	for _, key := range b.SystemDocKeys(r.opts.Prefix) {
 		body, err := b.SystemDoc(key)
 		if err != nil {

@@ -37,14 +37,14 @@ func (ix *indexer) check(ctx context.Context) error {
 		return err
 	}
 	name := fmt.Sprintf("bucket %s, index %s", ix.bucket.Name(), ix.name)
-	docs, _, err := ix.bucket.Changes(nil, 0)
+	cur, err := ix.feed.Handle().Changes(nil)
 	if err != nil {
 		return fmt.Errorf("search: check %s: %w", name, err)
 	}
 	now := ix.bucket.Clock().Now()
 	want := map[string]bool{}
 	var live uint64
-	for _, d := range docs {
+	for d := range cur.Next(0) {
 		if d.Collection != ix.collection() || ix.docValue(d) == nil {
 			continue
 		}

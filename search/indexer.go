@@ -153,7 +153,9 @@ func (ix *indexer) Reset(ctx context.Context) error {
 }
 
 // BeforeCatchUp follows the source collection (feed.BeforeCatchUp).
-func (ix *indexer) BeforeCatchUp(ctx context.Context) error { return ix.followSource() }
+func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error {
+	return ix.followSource(ctx, ack)
+}
 
 // Prepare turns changes into a bleve batch (feed.Sink).
 func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Document], _ *feed.Progress) (preparedBatch, int, error) {
@@ -163,7 +165,7 @@ func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Documen
 
 // Apply writes pb with the feed position next (feed.Sink; see apply).
 func (ix *indexer) Apply(ctx context.Context, pb preparedBatch, next []uint64, durable func()) error {
-	return ix.apply(pb, next, durable)
+	return ix.apply(ctx, pb, next, durable)
 }
 
 func (ix *indexer) fail(err error) {
@@ -269,13 +271,13 @@ func mappingFor(im *mapping.IndexMappingImpl, doc map[string]any) *mapping.Docum
 // the tombstones before it) runs only from the batch's persisted callback,
 // when the position is on disk with the documents; at most maxUnpersisted
 // batches wait for it.
-func (ix *indexer) apply(pb preparedBatch, next []uint64, durable func()) error {
+func (ix *indexer) apply(ctx context.Context, pb preparedBatch, next []uint64, durable func()) error {
 	seqs, _ := json.Marshal(next)
 	pb.batch.SetInternal(keySeqs, seqs)
 	if !ix.noSync {
 		select {
 		case ix.unpersisted <- struct{}{}:
-		case <-ix.stopped():
+		case <-ctx.Done(): // ends when the indexer closes
 			return ix.closedErr()
 		}
 		pb.batch.SetPersistedCallback(func(err error) {
@@ -368,7 +370,7 @@ func (ix *indexer) ensureSource(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	return ix.followSource()
+	return ix.followSource(ctx, ix.feed.Ack)
 }
 
 // followSource empties the index when its source collection is no longer
@@ -376,7 +378,7 @@ func (ix *indexer) ensureSource(ctx context.Context) error {
 // consumers of a dropped collection's documents), and starts it over on
 // the collection now of that name, if any, from the start of the feed.
 // The caller holds the right to change the index (feed.Consumer.Lock).
-func (ix *indexer) followSource() error {
+func (ix *indexer) followSource(ctx context.Context, acknowledge func([]uint64) error) error {
 	cur := sourceID(ix.bucket, ix.source)
 	if cur == ix.collection() {
 		return nil
@@ -391,7 +393,7 @@ func (ix *indexer) followSource() error {
 	}
 	ack := func(next []uint64) func() {
 		return func() {
-			if err := ix.feed.Ack(next); err != nil {
+			if err := acknowledge(next); err != nil {
 				ix.log("search: acknowledging changes", "index", ix.name, "err", err)
 			}
 		}
@@ -408,7 +410,7 @@ func (ix *indexer) followSource() error {
 		pb.deleted++
 		if pb.batch.Size() >= ix.batch {
 			at := ix.position() // not yet the new position
-			if err := ix.apply(pb, at, ack(at)); err != nil {
+			if err := ix.apply(ctx, pb, at, ack(at)); err != nil {
 				return err
 			}
 			pb = preparedBatch{}
@@ -420,7 +422,7 @@ func (ix *indexer) followSource() error {
 		}
 	}
 	pb.batch.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(cur), 10)))
-	if err := ix.apply(pb, seqs, ack(seqs)); err != nil {
+	if err := ix.apply(ctx, pb, seqs, ack(seqs)); err != nil {
 		return err
 	}
 	ix.coll.Store(uint32(cur))
@@ -464,8 +466,8 @@ func readState(idx bleve.Index, n int) (seqs []uint64, uuid uint64, sig string, 
 	return seqs, uuid, string(s), err
 }
 
-// stopped returns a channel closed once the indexer is closing.
-func (ix *indexer) stopped() <-chan struct{} { return ix.feed.Done() }
+// PauseAcks stops or resumes acknowledging feed positions (feed.Replaceable).
+func (ix *indexer) PauseAcks(pause bool) { ix.feed.PauseAcks(pause) }
 
 // Close stops following the feed, ends any catch-up, and closes the index.
 // Later calls return the first call's result.

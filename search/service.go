@@ -242,7 +242,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 	}
 	ix.coll.Store(uint32(coll))
 	if coll == noCollection && (rebuild || fresh) {
-		ix.seqs = b.HighSeqnos() // nothing to index until it exists again
+		ix.seqs, ix.uuid = b.HighSeqnos(), b.UUID() // nothing to index until it exists again
 	}
 	ix.def.Store(d)
 	ix.feed, err = feed.Start(ctx, b.Consumer(consumerName(d.Name)), feed.Sink[preparedBatch](ix), feed.Options{
@@ -329,43 +329,21 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 		s.opts.Logger.Info("search index updated", "bucket", bucket, "index", name, "rebuild", false)
 		return d, nil
 	}
-	// The old index answers queries until the new one takes over; it stops
-	// acknowledging changes, so the metadata purge waits for the new one.
-	if old != nil {
-		old.feed.PauseAcks(true)
-	} else if err := removeIndexFiles(bi.Bucket, name); err != nil {
-		s.opts.Logger.Warn("search: removing a leftover index", "bucket", bucket, "index", name, "err", err)
-	}
-	ix, err := s.startIndexer(ctx, bi.Bucket, d, old != nil)
-	if err == nil {
-		if err = bi.Bucket.PutSystemDoc(ctx, key, d.Body); err != nil {
-			err = fmt.Errorf("search: store %s: %w", name, err)
-			ix.Close()
-			if old != nil {
-				os.RemoveAll(ix.path)
-			} else {
-				removeIndexFiles(bi.Bucket, name)
-				bi.Bucket.DropConsumer(ctx, consumerName(name))
-			}
-		}
-	}
-	if err != nil {
-		if old != nil {
-			old.feed.PauseAcks(false)
-		}
-		return nil, err
-	}
-	bi.Put(name, ix)
-	if old != nil {
-		if err := old.Close(); err != nil {
-			s.opts.Logger.Warn("search: closing a replaced index", "bucket", bucket, "index", name, "err", err)
-		}
+	b := bi.Bucket
+	_, replaced, err := feed.Replace(ctx, bi, name, feed.Replacement[*indexer]{
+		Path: IndexPath(b, name), Feed: b.Consumer(consumerName(name)),
+		RemoveFiles: func() error { return removeIndexFiles(b, name) },
+		Start:       func(staged bool) (*indexer, error) { return s.startIndexer(ctx, b, d, staged) },
+		Store:       func() error { return b.PutSystemDoc(ctx, key, d.Body) },
 		// The new index's files take the index's path; if the process
 		// stops before, the stored definition's signature rebuilds the
 		// index there.
-		if err := ix.moveTo(ctx, IndexPath(bi.Bucket, name)); err != nil {
-			s.opts.Logger.Warn("search: moving a new index into place", "bucket", bucket, "index", name, "err", err)
-		}
+		Promote: func(ix *indexer) error { return ix.moveTo(ctx, IndexPath(b, name)) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if replaced {
 		s.opts.Logger.Info("search index updated", "bucket", bucket, "index", name, "rebuild", true)
 	} else {
 		s.opts.Logger.Info("search index created", "bucket", bucket, "index", name, "source_collection", d.SourceCollection)
@@ -510,7 +488,7 @@ func (ix *indexer) stats(ctx context.Context) (Stats, error) {
 	if p := ix.lastErr.Load(); p != nil {
 		st.LastError = *p
 	}
-	high := ix.bucket.HighSeqnos()
+	high := ix.feed.Handle().HighSeqnos()
 	for i, s := range ix.position() {
 		if high[i] > s {
 			st.SeqsBehind += high[i] - s

@@ -102,14 +102,14 @@ func (ix *indexer) check(ctx context.Context) error {
 // through the design document's map functions and returns the rows per view
 // and document, and the documents that have expired by now.
 func (ix *indexer) freshMap(ctx context.Context) (rows map[string]map[string][]checkRow, expired map[string]bool, err error) {
-	changes, _, err := ix.bucket.Changes(nil, 0)
+	cur, err := ix.feed.Handle().Changes(nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	now := ix.bucket.Clock().Now()
 	expired = map[string]bool{}
 	var docs []jsruntime.Doc
-	for _, d := range changes {
+	for d := range cur.Next(0) {
 		if d.Collection != engine.DefaultCollectionID || d.Deleted {
 			continue
 		}

@@ -223,6 +223,9 @@ func (ix *indexer) recordReduceError(view string, re *ReduceError) {
 	}
 }
 
+// PauseAcks stops or resumes acknowledging feed positions (feed.Replaceable).
+func (ix *indexer) PauseAcks(pause bool) { ix.feed.PauseAcks(pause) }
+
 // Close stops following the feed, ends any catch-up a query started, and
 // closes the index and the program. It returns promptly whatever the backlog
 // of changes. Later calls return the first call's result.

@@ -353,53 +353,32 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "updated", "index", "kept")
 		return d, nil
 	}
-	// The old index answers queries until the new one takes over; it stops
-	// acknowledging changes, so the metadata purge waits for the new one.
-	staged := old != nil && indexPath(bv.Bucket, id) != ""
-	if old != nil {
-		old.feed.PauseAcks(true)
-	} else if err := removeIndexFiles(bv.Bucket, id); err != nil {
-		s.opts.Logger.Warn("views: removing a leftover index", "bucket", bucket, "ddoc", id, "err", err)
-	}
-	ix, err := s.startIndexer(ctx, bv.Bucket, d, prog, staged)
-	if err == nil {
-		if err = bv.Bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
-			err = fmt.Errorf("views: store %s: %w", id, err)
-			ix.Close()
-			if staged {
-				os.Remove(stagingPath(indexPath(bv.Bucket, id)))
-			} else {
-				removeIndexFiles(bv.Bucket, id)
+	b := bv.Bucket
+	_, replaced, err := feed.Replace(ctx, bv, id, feed.Replacement[*indexer]{
+		Path: indexPath(b, id), Feed: b.Consumer(consumerName(id)),
+		RemoveFiles: func() error { return removeIndexFiles(b, id) },
+		Start:       func(staged bool) (*indexer, error) { return s.startIndexer(ctx, b, d, prog, staged) },
+		Store:       func() error { return b.PutSystemDoc(ctx, id, d.Body) },
+		// The new index's file takes the design document's path (an open
+		// file may be renamed; it replaces the old one); if the process
+		// stops before, the stored design document's signature rebuilds the
+		// index there.
+		Promote: func(*indexer) error {
+			final := indexPath(b, id)
+			if err := os.Rename(stagingPath(final), final); err != nil {
+				return err
 			}
-			if old == nil {
-				bv.Bucket.DropConsumer(ctx, consumerName(id))
+			if err := os.Remove(legacyIndexPath(b, id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
+				return err
 			}
-		}
-	}
+			return nil
+		},
+	})
 	if err != nil {
-		if old != nil {
-			old.feed.PauseAcks(false)
-		}
 		return nil, err
 	}
 	keepProg = true
-	bv.Put(id, ix)
-	if old != nil {
-		if err := old.Close(); err != nil {
-			s.opts.Logger.Warn("views: closing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
-		}
-		if staged {
-			// The new index's file takes the design document's path (an
-			// open file may be renamed); if the process stops before, the
-			// stored design document's signature rebuilds the index there.
-			final := indexPath(bv.Bucket, id)
-			if err := os.Rename(stagingPath(final), final); err != nil { // replaces the old file
-				s.opts.Logger.Warn("views: moving a new index into place", "bucket", bucket, "ddoc", id, "err", err)
-			}
-			if err := os.Remove(legacyIndexPath(bv.Bucket, id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
-				s.opts.Logger.Warn("views: removing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
-			}
-		}
+	if replaced {
 		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "updated", "index", "rebuilding")
 	} else {
 		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "created", "index", "building")
@@ -532,7 +511,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	d := ix.ddoc.Load()
 	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
 		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}, BuildInfo: ix.feed.BuildInfo()}
-	high := ix.bucket.HighSeqnos()
+	high := ix.feed.Handle().HighSeqnos()
 	for i, s := range ix.idx.Seqs() {
 		inf.Seqs += s
 		if high[i] > s {

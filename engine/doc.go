@@ -61,6 +61,11 @@
 // over. Consumers whose progress the metadata purge must wait for register
 // durably (Bucket.RegisterConsumer).
 //
+// A consumer sees all of this through one handle, Bucket.Consumer(name):
+// Register, Drop, Ack, CheckPosition, UUID, HighSeqnos, Wait, and Changes,
+// a Cursor that yields the feed as an iterator (iter.Seq) batch by batch
+// without materialising it. Package feed runs consumers on it.
+//
 // # Disk failures
 //
 // A commit that fails (a full or failing disk) fails its writes and every

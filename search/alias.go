@@ -17,11 +17,11 @@ import (
 // feed registration removed.
 func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) (*IndexDef, error) {
 	for _, t := range d.targets {
-		body, err := bi.bucket.SystemDoc(DefPrefix + t)
+		body, err := bi.Bucket.SystemDoc(DefPrefix + t)
 		if err != nil {
-			return nil, defErr("target %q is not an index of bucket %s", t, bi.bucket.Name())
+			return nil, defErr("target %q is not an index of bucket %s", t, bi.Bucket.Name())
 		}
-		td, err := loadIndexDef(bi.bucket.Name(), t, body)
+		td, err := loadIndexDef(bi.Bucket.Name(), t, body)
 		if err != nil {
 			return nil, defErr("target %q does not load: %v", t, err)
 		}
@@ -29,33 +29,22 @@ func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) 
 			return nil, defErr("target %q is an alias; an alias targets indexes", t)
 		}
 	}
-	bi.change.Lock()
-	defer bi.change.Unlock()
-	bi.mu.Lock()
-	gone, old := bi.mu.gone, bi.mu.indexers[d.Name]
-	bi.mu.Unlock()
-	if gone {
-		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bi.bucket.Name())
+	unlock, err := bi.Change()
+	if err != nil {
+		return nil, err
 	}
-	if err := bi.bucket.PutSystemDoc(ctx, DefPrefix+d.Name, d.Body); err != nil {
+	defer unlock()
+	old, _, _ := bi.Get(d.Name)
+	if err := bi.Bucket.PutSystemDoc(ctx, DefPrefix+d.Name, d.Body); err != nil {
 		return nil, fmt.Errorf("search: store %s: %w", d.Name, err)
 	}
-	bi.mu.Lock()
-	delete(bi.mu.indexers, d.Name)
-	delete(bi.mu.broken, d.Name)
-	bi.mu.aliases[d.Name] = d
-	bi.mu.Unlock()
 	if old != nil { // an index replaced by an alias
-		if err := old.close(); err != nil {
-			s.opts.Logger.Warn("search: closing a replaced index", "bucket", bi.bucket.Name(), "index", d.Name, "err", err)
-		}
-		if err := bi.bucket.DropConsumer(ctx, consumerName(d.Name)); err != nil {
-			s.opts.Logger.Warn("search: dropping a replaced index's feed registration", "index", d.Name, "err", err)
-		}
-		if err := removeIndexFiles(bi.bucket, d.Name); err != nil {
-			s.opts.Logger.Warn("search: removing a replaced index", "bucket", bi.bucket.Name(), "index", d.Name, "err", err)
+		if err := bi.Retire(ctx, d.Name, bi.Bucket.Consumer(consumerName(d.Name)), func() error { return removeIndexFiles(bi.Bucket, d.Name) }); err != nil {
+			s.opts.Logger.Warn("search: retiring an index replaced by an alias", "bucket", bi.Bucket.Name(), "index", d.Name, "err", err)
 		}
 	}
+	bi.Remove(d.Name)
+	bi.SetExtra(d.Name, d)
 	return d, nil
 }
 
@@ -65,9 +54,8 @@ func (s *Service) aliasFor(bucket, name string) *IndexDef {
 	if err != nil {
 		return nil
 	}
-	bi.mu.Lock()
-	defer bi.mu.Unlock()
-	return bi.mu.aliases[name]
+	a, _ := bi.Extra(name)
+	return a
 }
 
 // aliasTargets returns the running indexers of an alias's targets: an error
@@ -100,7 +88,7 @@ func (s *Service) searchAlias(ctx context.Context, bucket string, a *IndexDef, s
 	for _, ix := range ixs {
 		ix.queries.Add(1)
 		if atPlus {
-			if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+			if err := ix.catchUp(ctx); err != nil {
 				return nil, err
 			}
 		}

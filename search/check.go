@@ -17,19 +17,13 @@ const maxCheckProblems = 10
 // must be those not expired. It is meant for a quiet engine (test cleanups,
 // tools): a write made while it runs may show as a difference.
 func (s *Service) Check(ctx context.Context) error {
-	s.mu.Lock()
-	bis := make([]*bucketIndexes, 0, len(s.mu.buckets))
-	for _, bi := range s.mu.buckets {
-		bis = append(bis, bi)
-	}
-	closed := s.mu.closed
-	s.mu.Unlock()
+	bis, closed := s.reg.Sets()
 	if closed {
 		return ErrClosed
 	}
 	var errs []error
 	for _, bi := range bis {
-		for _, ix := range bi.indexers() {
+		for _, ix := range bi.Members() {
 			if err := ix.check(ctx); err != nil && !errors.Is(err, ErrClosed) {
 				errs = append(errs, err)
 			}
@@ -39,18 +33,18 @@ func (s *Service) Check(ctx context.Context) error {
 }
 
 func (ix *indexer) check(ctx context.Context) error {
-	if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+	if err := ix.catchUp(ctx); err != nil {
 		return err
 	}
 	name := fmt.Sprintf("bucket %s, index %s", ix.bucket.Name(), ix.name)
-	docs, _, err := ix.bucket.Changes(nil, 0)
+	cur, err := ix.feed.Handle().Changes(nil)
 	if err != nil {
 		return fmt.Errorf("search: check %s: %w", name, err)
 	}
 	now := ix.bucket.Clock().Now()
 	want := map[string]bool{}
 	var live uint64
-	for _, d := range docs {
+	for d := range cur.Next(0) {
 		if d.Collection != ix.collection() || ix.docValue(d) == nil {
 			continue
 		}

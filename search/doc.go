@@ -52,6 +52,11 @@
 //
 // # Following the feed
 //
+// Each index is a sink run by a feed.Consumer (the service's buckets are a
+// feed.Registry), as view indexes are. A replaced definition's index is
+// built at a staging path while the old one answers, then moved into place
+// (closed, renamed and opened again, queries waiting meanwhile).
+//
 // One goroutine per index reads the change feed in batches (Options
 // BatchSize) and prepares the next batch (JSON decoding, mapping) while the
 // previous one is written, each as one bleve batch holding, with the

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/feed"
 )
 
 // Keys of the values an index keeps beside its documents (bleve internal
@@ -39,33 +42,30 @@ const maxUnpersisted = 4
 // not exist (dropped, or its scope dropped): it indexes nothing.
 const noCollection = engine.CollectionID(^uint32(0))
 
-// indexer keeps one index up to date from its bucket's change feed. One
-// goroutine follows the feed; a query with at_plus consistency waits for a
-// catch-up to reach the sequence numbers it saw. Every goroutine ends
-// promptly once the indexer's lifetime context ends (close).
+// indexer keeps one index up to date from its bucket's change feed: it is
+// the index's feed.Sink, and its feed.Consumer follows the feed; a query
+// with at_plus consistency waits for a catch-up to reach the sequence
+// numbers it saw. Every goroutine ends promptly once the indexer closes.
 type indexer struct {
 	bucket *engine.Bucket
 	name   string
 	def    atomic.Pointer[IndexDef] // replaced when only fields outside the mapping change
 	source string                   // "scope.collection"; "" for _default._default
 	coll   atomic.Uint32            // the engine.CollectionID indexed (see followSource)
-	path   string                   // "" for memory
 	batch  int
 	log    func(msg string, args ...any)
-	info   func(msg string, args ...any) // build finished, at info level
-	// fresh is true from the creation (or rebuild) of an empty index until
-	// its first catch-up ends, which is logged as the build's end.
-	fresh atomic.Bool
+	open   func(path string) (bleve.Index, error) // opens (creating) an empty index at path
 
-	// qmu is read-held by every use of idx, write-held by close.
+	// qmu is read-held by every use of idx, write-held by close and by a
+	// move of the files.
 	qmu    sync.RWMutex
 	idx    bleve.Index
-	closed bool // guarded by qmu
+	path   string // "" for memory
+	closed bool   // guarded by qmu
 
 	seqMu sync.Mutex
 	seqs  []uint64 // the feed position the index holds
-
-	upd chan struct{} // holds a token while a catch-up runs
+	uuid  uint64   // the bucket history it belongs to
 
 	// unpersisted holds a token per batch in memory and not yet on disk
 	// (see apply); noSync acknowledges batches without waiting for disk.
@@ -87,9 +87,7 @@ type indexer struct {
 	rollbacks atomic.Int64
 	lastErr   atomic.Pointer[string]
 
-	life      context.Context
-	cancel    context.CancelFunc
-	done      chan struct{}
+	feed      *feed.Consumer[preparedBatch]
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -103,42 +101,71 @@ func (ix *indexer) position() []uint64 {
 	return append([]uint64(nil), ix.seqs...)
 }
 
-func (ix *indexer) start(auto bool) {
-	if err := ix.ack(); err != nil {
-		ix.log("search: registering the index with the change feed", "index", ix.name, "err", err)
-	}
-	go ix.follow(ix.life, auto)
+// Position returns the history and feed position the index holds
+// (feed.Sink).
+func (ix *indexer) Position() (uint64, []uint64) {
+	ix.seqMu.Lock()
+	defer ix.seqMu.Unlock()
+	return ix.uuid, append([]uint64(nil), ix.seqs...)
 }
 
-func (ix *indexer) ack() error {
-	return ix.bucket.AckChanges(consumerName(ix.name), ix.position())
+// Follow records, with the definition and the collection, the bucket
+// history the index follows (feed.Sink).
+func (ix *indexer) Follow(uuid uint64) error {
+	bt := ix.idx.NewBatch()
+	bt.SetInternal(keyUUID, []byte(strconv.FormatUint(uuid, 10)))
+	bt.SetInternal(keySig, []byte(ix.def.Load().sig))
+	bt.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(ix.collection()), 10)))
+	if err := ix.idx.Batch(bt); err != nil {
+		return err
+	}
+	ix.seqMu.Lock()
+	ix.uuid = uuid
+	ix.seqMu.Unlock()
+	return nil
 }
 
-// follow indexes whatever the feed brings until ctx ends.
-func (ix *indexer) follow(ctx context.Context, auto bool) {
-	defer close(ix.done)
-	if !auto {
-		<-ctx.Done()
-		return
-	}
-	for ctx.Err() == nil {
-		if err := ix.catchUp(ctx, nil); err != nil {
-			if ctx.Err() != nil || errors.Is(err, engine.ErrClosed) || errors.Is(err, ErrClosed) {
-				return
-			}
-			ix.fail(err)
-			ix.log("search: indexing failed; retrying", "index", ix.name, "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		if err := ix.bucket.WaitChanges(ctx, ix.position()); err != nil {
-			return
+// Reset discards the index and opens an empty one in its place
+// (feed.Sink). It runs before the indexer answers anything.
+func (ix *indexer) Reset(ctx context.Context) error {
+	ix.idx.Close()
+	if ix.path != "" {
+		if err := os.RemoveAll(ix.path); err != nil {
+			return fmt.Errorf("search: discard index %s: %w", ix.name, err)
 		}
 	}
+	idx, err := ix.open(ix.path)
+	if err != nil {
+		return fmt.Errorf("search: open index %s: %w", ix.name, err)
+	}
+	idx.SetName(ix.name)
+	ix.idx = idx
+	ix.rollbacks.Add(1)
+	coll := sourceID(ix.bucket, ix.source)
+	ix.coll.Store(uint32(coll))
+	ix.seqMu.Lock()
+	ix.seqs = make([]uint64, ix.bucket.NumPartitions())
+	if coll == noCollection { // nothing to index until it exists again
+		ix.seqs = ix.bucket.HighSeqnos()
+	}
+	ix.seqMu.Unlock()
+	return nil
+}
+
+// BeforeCatchUp follows the source collection (feed.BeforeCatchUp).
+func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error {
+	return ix.followSource(ctx, ack)
+}
+
+// Prepare turns changes into a bleve batch (feed.Sink).
+func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Document], _ *feed.Progress) (preparedBatch, int, error) {
+	pb, err := ix.prepare(changes)
+	return pb, pb.indexed + pb.deleted, err
+}
+
+// Apply writes pb with the feed position next (feed.Sink; see apply).
+func (ix *indexer) Apply(ctx context.Context, pb preparedBatch, next []uint64, durable func()) error {
+	return ix.apply(ctx, pb, next, durable)
 }
 
 func (ix *indexer) fail(err error) {
@@ -147,171 +174,24 @@ func (ix *indexer) fail(err error) {
 	ix.lastErr.Store(&s)
 }
 
-func caughtUp(seqs, target []uint64) bool {
-	for i, t := range target {
-		if seqs[i] < t {
-			return false
-		}
-	}
-	return true
-}
-
 func (ix *indexer) closedErr() error {
 	return fmt.Errorf("%w: index %s was replaced, deleted or closed", ErrClosed, ix.name)
 }
 
-// lockUpdates takes the right to change the index (the upd token) and
-// returns its release, or an error when ctx or the indexer ends first.
-func (ix *indexer) lockUpdates(ctx context.Context) (func(), error) {
-	select {
-	case ix.upd <- struct{}{}:
-	case <-ctx.Done():
-		if ix.life.Err() != nil {
-			return nil, ix.closedErr()
-		}
-		return nil, ctx.Err()
-	case <-ix.life.Done():
-		return nil, ix.closedErr()
-	}
-	if ix.life.Err() != nil {
-		<-ix.upd
-		return nil, ix.closedErr()
-	}
-	return func() { <-ix.upd }, nil
-}
-
-// catchUp indexes changes until the index reaches target (nil: until the feed
-// has nothing more). One goroutine reads the feed and prepares the next batch
-// (JSON decoding, mapping) while this one writes the previous one.
-func (ix *indexer) catchUp(ctx context.Context, target []uint64) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(ix.life, cancel)
-	defer stop()
-	unlock, err := ix.lockUpdates(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := ix.followSource(); err != nil {
-		return err
-	}
-	cursor := ix.position()
-	if target != nil && caughtUp(cursor, target) {
-		return nil
-	}
-	build := ix.startBuild(cursor)
-	batches := make(chan preparedBatch, 1)
-	go ix.produce(ctx, cursor, target, batches)
-	defer func() {
-		cancel()
-		for range batches { // let the producer finish
-		}
-	}()
-	for pb := range batches {
-		if pb.err != nil {
-			return pb.err
-		}
-		if err := ctx.Err(); err != nil {
-			if ix.life.Err() != nil {
-				return ix.closedErr()
-			}
-			return err
-		}
-		if err := ix.apply(pb); err != nil {
-			return err
-		}
-		build.docs += pb.indexed + pb.deleted
-	}
-	if ix.life.Err() != nil {
-		return ix.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ix.endBuild(build)
-	return nil
-}
-
-// bigBuild is the backlog, in changes, from which a catch-up is logged as a
-// build (at info level) when it ends; the first catch-up of a new or rebuilt
-// index always is.
-const bigBuild = 1000
-
-// buildRun is one catch-up, for the log.
-type buildRun struct {
-	log     bool // an index build: log its end
-	backlog uint64
-	docs    int
-	began   time.Time
-}
-
-func (ix *indexer) startBuild(cursor []uint64) *buildRun {
-	var backlog uint64
-	for i, h := range ix.bucket.HighSeqnos() {
-		if i < len(cursor) && h > cursor[i] {
-			backlog += h - cursor[i]
-		}
-	}
-	return &buildRun{log: ix.fresh.Load() || backlog > bigBuild, backlog: backlog, began: time.Now()} // wall clock: build duration
-}
-
-func (ix *indexer) endBuild(b *buildRun) {
-	if !b.log {
-		return
-	}
-	ix.fresh.Store(false)
-	took := time.Since(b.began) // wall clock: build duration
-	rate := 0.0
-	if took > 0 {
-		rate = float64(b.docs) / took.Seconds()
-	}
-	ix.info("search index build finished", "index", ix.name, "documents", b.docs, "changes", b.backlog,
-		"seconds", took.Seconds(), "rate", rate)
-}
+// catchUp catches the index up to every change committed by now.
+func (ix *indexer) catchUp(ctx context.Context) error { return ix.feed.CatchUpNow(ctx) }
 
 // preparedBatch is one batch of the feed, ready for the index.
 type preparedBatch struct {
 	batch   *bleve.Batch
 	indexed int
 	deleted int
-	next    []uint64
-	err     error
-}
-
-// produce reads the feed from cursor and prepares it, batch by batch, until
-// it reaches target (or the end of the feed), an error, or ctx ends.
-func (ix *indexer) produce(ctx context.Context, cursor, target []uint64, out chan<- preparedBatch) {
-	defer close(out)
-	for target == nil || !caughtUp(cursor, target) {
-		if ctx.Err() != nil {
-			return
-		}
-		changes, next, err := ix.bucket.Changes(cursor, ix.batch)
-		if err == nil && len(changes) == 0 && caughtUp(cursor, next) {
-			return
-		}
-		var pb preparedBatch
-		if err == nil {
-			pb, err = ix.prepare(changes)
-		}
-		pb.next, pb.err = next, err
-		select {
-		case out <- pb:
-		case <-ctx.Done():
-			return
-		}
-		if err != nil {
-			return
-		}
-		cursor = next
-	}
 }
 
 // prepare turns changes into a bleve batch: live JSON objects of the
 // index's collection are indexed with their expiration; tombstones,
 // non-JSON and non-object values are removed.
-func (ix *indexer) prepare(changes []*engine.Document) (preparedBatch, error) {
+func (ix *indexer) prepare(changes iter.Seq[*engine.Document]) (preparedBatch, error) {
 	ix.qmu.RLock()
 	defer ix.qmu.RUnlock()
 	if ix.closed {
@@ -319,7 +199,7 @@ func (ix *indexer) prepare(changes []*engine.Document) (preparedBatch, error) {
 	}
 	pb := preparedBatch{batch: ix.idx.NewBatch()}
 	coll := ix.collection()
-	for _, d := range changes {
+	for d := range changes {
 		if d.Collection != coll {
 			continue
 		}
@@ -383,33 +263,36 @@ func mappingFor(im *mapping.IndexMappingImpl, doc map[string]any) *mapping.Docum
 	return im.DefaultMapping
 }
 
-// apply writes pb with the new feed position, in one bleve batch. The batch
-// returns once scorch holds it in memory (queries see it); scorch writes it
-// to disk in the background, on its own or merged with the next ones, so
-// that writing one batch overlaps with building the next. The feed position
-// is acknowledged to the bucket (which may then purge the tombstones before
-// it) only from the batch's persisted callback, when the position is on
-// disk with the documents; at most maxUnpersisted batches wait for it.
-func (ix *indexer) apply(pb preparedBatch) error {
-	seqs, _ := json.Marshal(pb.next)
+// apply writes pb with the feed position next, in one bleve batch. The
+// batch returns once scorch holds it in memory (queries see it); scorch
+// writes it to disk in the background, on its own or merged with the next
+// ones, so that writing one batch overlaps with building the next. durable
+// (the acknowledgement of the position to the bucket, which may then purge
+// the tombstones before it) runs only from the batch's persisted callback,
+// when the position is on disk with the documents; at most maxUnpersisted
+// batches wait for it.
+func (ix *indexer) apply(ctx context.Context, pb preparedBatch, next []uint64, durable func()) error {
+	seqs, _ := json.Marshal(next)
 	pb.batch.SetInternal(keySeqs, seqs)
 	if !ix.noSync {
 		select {
 		case ix.unpersisted <- struct{}{}:
-		case <-ix.life.Done():
+		case <-ctx.Done(): // ends when the indexer closes
 			return ix.closedErr()
 		}
-		next, name := pb.next, consumerName(ix.name)
 		pb.batch.SetPersistedCallback(func(err error) {
 			<-ix.unpersisted
 			if err == nil {
-				ix.bucket.AckChanges(name, next)
+				durable()
 			}
 		})
 	}
 	ix.qmu.RLock()
 	defer ix.qmu.RUnlock()
 	if ix.closed {
+		if !ix.noSync {
+			<-ix.unpersisted
+		}
 		return ix.closedErr()
 	}
 	err := ix.idx.Batch(pb.batch)
@@ -420,13 +303,13 @@ func (ix *indexer) apply(pb preparedBatch) error {
 		return fmt.Errorf("search: index %s: %w", ix.name, err)
 	}
 	ix.seqMu.Lock()
-	ix.seqs = pb.next
+	ix.seqs = next
 	ix.seqMu.Unlock()
 	ix.indexed.Add(int64(pb.indexed))
 	ix.deleted.Add(int64(pb.deleted))
 	ix.batches.Add(1)
 	if ix.noSync {
-		return ix.ack()
+		durable()
 	}
 	return nil
 }
@@ -482,20 +365,20 @@ func (ix *indexer) ensureSource(ctx context.Context) error {
 	if !ix.sourceMoved() {
 		return nil
 	}
-	unlock, err := ix.lockUpdates(ctx)
+	unlock, err := ix.feed.Lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return ix.followSource()
+	return ix.followSource(ctx, ix.feed.Ack)
 }
 
 // followSource empties the index when its source collection is no longer
 // the one it holds documents of (dropped: the engine's feed does not tell
 // consumers of a dropped collection's documents), and starts it over on
 // the collection now of that name, if any, from the start of the feed.
-// The caller holds the upd token.
-func (ix *indexer) followSource() error {
+// The caller holds the right to change the index (feed.Consumer.Lock).
+func (ix *indexer) followSource(ctx context.Context, acknowledge func([]uint64) error) error {
 	cur := sourceID(ix.bucket, ix.source)
 	if cur == ix.collection() {
 		return nil
@@ -508,7 +391,14 @@ func (ix *indexer) followSource() error {
 	if cur == noCollection { // nothing to index until it exists again
 		seqs = ix.bucket.HighSeqnos()
 	}
-	pb := preparedBatch{next: seqs}
+	ack := func(next []uint64) func() {
+		return func() {
+			if err := acknowledge(next); err != nil {
+				ix.log("search: acknowledging changes", "index", ix.name, "err", err)
+			}
+		}
+	}
+	var pb preparedBatch
 	for id := range ids {
 		if pb.batch == nil {
 			pb.batch = ix.newBatch()
@@ -519,11 +409,11 @@ func (ix *indexer) followSource() error {
 		pb.batch.Delete(id)
 		pb.deleted++
 		if pb.batch.Size() >= ix.batch {
-			pb.next = ix.position() // not yet the new position
-			if err := ix.apply(pb); err != nil {
+			at := ix.position() // not yet the new position
+			if err := ix.apply(ctx, pb, at, ack(at)); err != nil {
 				return err
 			}
-			pb = preparedBatch{next: seqs}
+			pb = preparedBatch{}
 		}
 	}
 	if pb.batch == nil {
@@ -532,7 +422,7 @@ func (ix *indexer) followSource() error {
 		}
 	}
 	pb.batch.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(cur), 10)))
-	if err := ix.apply(pb); err != nil {
+	if err := ix.apply(ctx, pb, seqs, ack(seqs)); err != nil {
 		return err
 	}
 	ix.coll.Store(uint32(cur))
@@ -576,14 +466,14 @@ func readState(idx bleve.Index, n int) (seqs []uint64, uuid uint64, sig string, 
 	return seqs, uuid, string(s), err
 }
 
-// close stops following the feed, ends any catch-up, and closes the index.
+// PauseAcks stops or resumes acknowledging feed positions (feed.Replaceable).
+func (ix *indexer) PauseAcks(pause bool) { ix.feed.PauseAcks(pause) }
+
+// Close stops following the feed, ends any catch-up, and closes the index.
 // Later calls return the first call's result.
-func (ix *indexer) close() error {
+func (ix *indexer) Close() error {
 	ix.closeOnce.Do(func() {
-		ix.cancel()
-		<-ix.done
-		ix.upd <- struct{}{} // wait out a catch-up a query started
-		defer func() { <-ix.upd }()
+		ix.feed.Stop()
 		// Scorch drops what it has not written when it closes: let it
 		// write the batches it holds (the index would otherwise redo them
 		// from the feed when it opens).
@@ -598,13 +488,59 @@ func (ix *indexer) close() error {
 	return ix.closeErr
 }
 
+// moveTo moves the index's files to path (a staged index taking the place
+// of the one it replaced): the index is written to disk, closed, renamed
+// and opened again, queries and catch-ups waiting meanwhile. When the move
+// fails the index stays where it is.
+func (ix *indexer) moveTo(ctx context.Context, path string) error {
+	if ix.path == "" || ix.path == path {
+		return nil
+	}
+	unlock, err := ix.feed.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if !ix.awaitPersisted(closeFlushTimeout) {
+		return fmt.Errorf("search: index %s: not written to disk in %v", ix.name, closeFlushTimeout)
+	}
+	ix.qmu.Lock()
+	defer ix.qmu.Unlock()
+	if ix.closed {
+		return ix.closedErr()
+	}
+	if err := ix.idx.Close(); err != nil {
+		return fmt.Errorf("search: index %s: close before the move: %w", ix.name, err)
+	}
+	var errs []error
+	at := ix.path
+	if err := os.RemoveAll(path); err != nil {
+		errs = append(errs, err)
+	} else if err := os.Rename(ix.path, path); err != nil {
+		errs = append(errs, err)
+	} else {
+		at = path
+	}
+	idx, err := bleve.OpenUsing(at, openConfig())
+	if err != nil {
+		ix.closed = true // unusable until the service opens it again (it then rebuilds)
+		return errors.Join(append(errs, fmt.Errorf("search: reopen index %s: %w", ix.name, err))...)
+	}
+	idx.SetName(ix.name)
+	ix.idx, ix.path = idx, at
+	return errors.Join(errs...)
+}
+
 // diskBytes sums the sizes of the index's files.
 func (ix *indexer) diskBytes() int64 {
-	if ix.path == "" {
+	ix.qmu.RLock()
+	path := ix.path
+	ix.qmu.RUnlock()
+	if path == "" {
 		return 0
 	}
 	var n int64
-	filepath.WalkDir(ix.path, func(_ string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if fi, err := d.Info(); err == nil {
 				n += fi.Size()

@@ -321,3 +321,100 @@ func TestDefinitions(t *testing.T) {
 		t.Fatalf("FindIndex: %q", got)
 	}
 }
+
+// TestReplaceStaged: a definition whose mapping changed is built as a new
+// index beside the old one (which answers until the new one takes over),
+// then moved into the old one's place: after the replacement the new index
+// answers, its files are at the index's path with no staging copy left, and
+// after a restart it opens from there as it is, without a rebuild.
+func TestReplaceStaged(t *testing.T) {
+	e := newEnv(t, engine.Couchbase, search.Options{})
+	for i := range 50 {
+		e.put(fmt.Sprint("d", i), fmt.Sprintf(`{"title":"doc %d","body":"word%d"}`, i, i), 0)
+	}
+	e.createIndex("i", `{}`)
+	if a := e.query("i", `{"query":{"match":"word7","field":"body"},`+atPlus+`}`); a.TotalHits != 1 {
+		t.Fatalf("before: %d hits", a.TotalHits)
+	}
+	titleOnly := `{"params":{"mapping":{"default_mapping":{"dynamic":false,"properties":{"title":{"fields":[{"name":"title","type":"text","index":true}]}}}}}}`
+	e.createIndex("i", titleOnly)
+	if a := e.query("i", `{"query":{"match":"word7","field":"body"},`+atPlus+`}`); a.TotalHits != 0 {
+		t.Fatalf("the replaced mapping still answers: %d hits", a.TotalHits)
+	}
+	if a := e.query("i", `{"query":{"match":"doc","field":"title"},"size":0,`+atPlus+`}`); a.TotalHits != 50 {
+		t.Fatalf("after the replacement: %d hits", a.TotalHits)
+	}
+	path := search.IndexPath(e.bucket(), "i")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the new index is not at the index's path: %v", err)
+	}
+	if _, err := os.Stat(path + ".next"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a staging copy is left: %v", err)
+	}
+	// Written after the move: the moved index keeps indexing.
+	e.put("late", `{"title":"late doc"}`, 0)
+	if a := e.query("i", `{"query":{"match":"late","field":"title"},`+atPlus+`}`); a.TotalHits != 1 {
+		t.Fatalf("a write after the move: %d hits", a.TotalHits)
+	}
+	e.close()
+	e.open()
+	st, err := e.svc.IndexStats(context.Background(), "default", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DocCount != 51 || st.DocsIndexed != 0 || st.Rollbacks != 0 {
+		t.Fatalf("after a restart %+v, want the moved index as it was (51 documents, none reindexed)", st)
+	}
+	if got := e.bucket().Consumers(); !slices.Equal(got, []string{"search:i"}) {
+		t.Fatalf("consumers %v", got)
+	}
+}
+
+// TestReplaceKeepsAnswering: while a definition is replaced, the index never
+// goes missing: a query finds the old index or the new one, never "not
+// found" (the old index answers until the new one takes over).
+func TestReplaceKeepsAnswering(t *testing.T) {
+	e := newEnv(t, engine.Couchbase, search.Options{})
+	for i := range 20 {
+		e.put(fmt.Sprint("d", i), fmt.Sprintf(`{"title":"doc %d"}`, i), 0)
+	}
+	e.createIndex("i", `{}`)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	missing := make(chan error, 1)
+	queried := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { queried <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, err := e.svc.Search(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0}`))
+			n++
+			if errors.Is(err, search.ErrNotFound) {
+				missing <- err
+				return
+			}
+		}
+	}()
+	for r := range 10 {
+		e.createIndex("i", fmt.Sprintf(`{"params":{"mapping":{"default_analyzer":"standard","default_mapping":{"dynamic":true,"properties":{"f%d":{"fields":[{"name":"f%d","type":"text","index":true}]}}}}}}`, r, r))
+		select {
+		case err := <-missing:
+			t.Fatalf("replacement %d: a query found no index: %v", r, err)
+		default:
+		}
+	}
+	close(stop)
+	if n := <-queried; n == 0 {
+		t.Fatal("no query ran")
+	}
+	select {
+	case err := <-missing:
+		t.Fatalf("a query found no index: %v", err)
+	default:
+	}
+}

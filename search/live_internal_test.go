@@ -56,7 +56,7 @@ func TestLiveKeepsScores(t *testing.T) {
 		v := fmt.Sprintf(`{"text":"%s"}`, [...]string{"red fox", "red red dog", "blue fox jumps", "red"}[i%4])
 		b.DefaultCollection().Upsert(ctx, fmt.Sprint("k", i), []byte(v), &engine.WriteOptions{Expiry: exp})
 	}
-	if err := ix.catchUp(ctx, b.HighSeqnos()); err != nil {
+	if err := ix.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(200) // expires k0, k4, ... k100
@@ -123,7 +123,7 @@ func TestLiveFilterMatchesClause(t *testing.T) {
 				}
 			}
 		}
-		if err := ix.catchUp(ctx, b.HighSeqnos()); err != nil {
+		if err := ix.catchUp(ctx); err != nil {
 			t.Fatal(err)
 		}
 		switch r.IntN(5) {

@@ -164,7 +164,7 @@ func (ix *indexer) searchErr(ctx context.Context, sr *bleve.SearchRequest, timeo
 		defer cancel()
 	}
 	if atPlus {
-		if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+		if err := ix.catchUp(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -2,24 +2,21 @@ package search
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/feed"
 )
 
 // DefaultBatchSize is the default Options.BatchSize.
@@ -44,126 +41,65 @@ type Options struct {
 	NoSync bool
 }
 
+// validate checks o and fills in its defaults.
 func (o *Options) validate() error {
-	if o.BatchSize < 0 {
-		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := feed.Defaults(&o.BatchSize, DefaultBatchSize, &o.Logger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	return nil
 }
 
 // Service owns the full-text indexes of every bucket of an engine. It is safe
-// for concurrent use. It is an engine.BucketService: the engine tells it when
-// a bucket opens (AttachBucket) and before it closes or is deleted
-// (DetachBucket).
+// for concurrent use. Its registry is the engine.BucketService: the engine
+// tells it when a bucket opens and before it closes or is deleted.
 //
-// Locking: s.mu guards only the map of buckets. Each bucket's definition
-// changes (and its attach and detach) are serialized by that bucket's change
-// mutex, which may be held across disk I/O and index opens but is never
-// taken by queries.
+// Locking: each bucket's definition changes (and its attach and detach) are
+// serialized by that bucket's set's change lock (feed.Set), which may be
+// held across disk I/O and index opens but is never taken by queries.
 type Service struct {
 	eng        *engine.Engine
 	opts       Options
 	rollbacks  atomic.Int64
 	aliasCache expiredCache // the expiry filter's cache for alias queries
-
-	mu struct {
-		sync.Mutex
-		buckets map[string]*bucketIndexes
-		closed  bool
-	}
+	reg        *feed.Registry[*indexer, *IndexDef]
 }
 
-// bucketIndexes are one bucket's running indexers.
-type bucketIndexes struct {
-	bucket *engine.Bucket
-	change sync.Mutex
-
-	mu struct {
-		sync.Mutex
-		indexers map[string]*indexer  // by index name
-		aliases  map[string]*IndexDef // alias definitions, by name
-		broken   map[string]error     // stored definitions that failed to load
-		gone     bool
-	}
-}
+// bucketIndexes are one bucket's running indexers by index name, with its
+// alias definitions beside them (the set's extras).
+type bucketIndexes = feed.Set[*indexer, *IndexDef]
 
 // New starts the search service over eng and attaches it to eng: it opens
 // the index of every definition already stored, each resuming from the feed
 // position it holds.
 func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, error) {
-	o := Options{}
-	if opts != nil {
-		o = *opts
-	}
+	o := feed.OrZero(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	s := &Service{eng: eng, opts: o}
-	s.mu.buckets = make(map[string]*bucketIndexes)
-	if err := eng.Attach(ctx, s); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("search: %w", err)
+	reg, err := feed.Attach(ctx, eng, feed.RegistryOptions[*indexer, *IndexDef]{
+		Kind: "search", Dir: "search", LogKey: "index", Noun: "index", Logger: o.Logger,
+		ErrClosed: ErrClosed, ErrNone: ErrNoSearch, ErrNotFound: ErrNotFound,
+		Prefix: DefPrefix, Load: s.loadStored,
+		IDOf: func(key string) string { return strings.TrimPrefix(key, DefPrefix) },
+	})
+	if err != nil {
+		return nil, err
 	}
+	s.reg = reg
 	return s, nil
 }
 
-// AttachBucket opens the indexes of b's stored definitions (nothing for a
-// memcached bucket). One that cannot be loaded is logged, remembered (see
-// LoadErrors) and skipped.
-func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
-	if b.Settings().Type == engine.Memcached {
-		return nil
+// loadStored starts the indexer of a stored definition when its bucket is
+// attached; an alias's definition is kept beside the indexers.
+func (s *Service) loadStored(ctx context.Context, bi *bucketIndexes, key string, body []byte) (*indexer, bool, error) {
+	name := strings.TrimPrefix(key, DefPrefix)
+	if d, err := loadIndexDef(bi.Bucket.Name(), name, body); err == nil && d.IsAlias() {
+		bi.SetExtra(name, d)
+		return nil, false, nil
 	}
-	bi := &bucketIndexes{bucket: b}
-	bi.mu.indexers = make(map[string]*indexer)
-	bi.mu.aliases = make(map[string]*IndexDef)
-	bi.mu.broken = make(map[string]error)
-	bi.change.Lock()
-	defer bi.change.Unlock()
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	old := s.mu.buckets[b.Name()]
-	s.mu.buckets[b.Name()] = bi
-	s.mu.Unlock()
-	if old != nil {
-		s.opts.Logger.Warn("search: bucket attached twice", "bucket", b.Name())
-		s.retire(old, false)
-	}
-	for _, key := range b.SystemDocKeys(DefPrefix) {
-		body, err := b.SystemDoc(key)
-		if err != nil {
-			continue
-		}
-		name := strings.TrimPrefix(key, DefPrefix)
-		if d, err := loadIndexDef(b.Name(), name, body); err == nil && d.IsAlias() {
-			bi.mu.Lock()
-			bi.mu.aliases[name] = d
-			bi.mu.Unlock()
-			continue
-		}
-		ix, err := s.load(ctx, b, name, body)
-		if err != nil {
-			s.opts.Logger.Error("search: stored index not loaded; it can be replaced or deleted",
-				"bucket", b.Name(), "index", name, "err", err)
-			bi.mu.Lock()
-			bi.mu.broken[name] = err
-			bi.mu.Unlock()
-			continue
-		}
-		bi.mu.Lock()
-		bi.mu.indexers[name] = ix
-		bi.mu.Unlock()
-	}
-	return nil
+	ix, err := s.load(ctx, bi.Bucket, name, body)
+	return ix, err == nil, err
 }
 
 func (s *Service) load(ctx context.Context, b *engine.Bucket, name string, body []byte) (*indexer, error) {
@@ -171,67 +107,35 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, name string, body 
 	if err != nil {
 		return nil, err
 	}
-	return s.startIndexer(ctx, b, d)
-}
-
-// DetachBucket closes the indexes of b; with deleted, it removes their files.
-func (s *Service) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bool) error {
-	s.mu.Lock()
-	bi := s.mu.buckets[b.Name()]
-	if bi == nil || bi.bucket != b {
-		s.mu.Unlock()
-		return nil
-	}
-	delete(s.mu.buckets, b.Name())
-	s.mu.Unlock()
-	return s.retire(bi, deleted)
-}
-
-func (s *Service) retire(bi *bucketIndexes, deleted bool) error {
-	bi.change.Lock()
-	defer bi.change.Unlock()
-	bi.mu.Lock()
-	ixs := bi.mu.indexers
-	bi.mu.indexers = map[string]*indexer{}
-	bi.mu.aliases = map[string]*IndexDef{}
-	bi.mu.broken = map[string]error{}
-	bi.mu.gone = true
-	bi.mu.Unlock()
-	var errs []error
-	for _, ix := range ixs {
-		if err := ix.close(); err != nil {
-			errs = append(errs, fmt.Errorf("search: close %s: %w", ix.name, err))
-		}
-	}
-	if deleted && bi.bucket.Dir() != "" {
-		if err := os.RemoveAll(filepath.Join(bi.bucket.Dir(), "search")); err != nil {
-			errs = append(errs, fmt.Errorf("search: remove index files: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return s.startIndexer(ctx, b, d, false)
 }
 
 // IndexPath is where an index's files live: a folder beside the bucket's
 // data, named by a hash of the index name; "" (memory) for a bucket kept in
 // memory.
 func IndexPath(b *engine.Bucket, name string) string {
-	if b.Dir() == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(name))
-	return filepath.Join(b.Dir(), "search", hex.EncodeToString(sum[:16])+".bleve")
+	return feed.IndexPath(b, "search", name, ".bleve")
 }
 
+// removeIndexFiles removes an index's files, and those of a replacement
+// being built, if any.
 func removeIndexFiles(b *engine.Bucket, name string) error {
 	p := IndexPath(b, name)
 	if p == "" {
 		return nil
 	}
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("search: remove index files: %w", err)
+	for _, f := range []string{p, feed.StagingPath(p)} {
+		if err := os.RemoveAll(f); err != nil {
+			return fmt.Errorf("search: remove index files: %w", err)
+		}
 	}
 	return nil
 }
+
+// openConfig is the scorch configuration of an index on disk. Batches
+// return once in memory; the indexer learns when each is on disk from its
+// persisted callback (see indexer.apply).
+func openConfig() map[string]any { return map[string]any{"unsafe_batch": true} }
 
 // openIndex opens d's bleve index at path, creating it when missing.
 // fresh says it was created.
@@ -240,9 +144,7 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	if err != nil {
 		return nil, false, err
 	}
-	// Batches return once in memory; the indexer learns when each is on
-	// disk from its persisted callback (see indexer.apply).
-	cfg := map[string]any{"unsafe_batch": true}
+	cfg := openConfig()
 	if path == "" {
 		// scorch in memory rather than bleve.NewMemOnly (upsidedown on
 		// gtreap), whose iterators leave goroutines behind: the same engine
@@ -267,12 +169,25 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	return idx, true, err
 }
 
-// startIndexer opens d's index, registers it as a change-feed consumer of b,
-// checks that its position is in b's history (rebuilding it when not, or
-// when it was built for another definition) and starts its indexer.
-func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDef) (*indexer, error) {
+// startIndexer opens d's index (rebuilding it when it was built for another
+// definition or collection) and starts its feed consumer, which registers
+// it with b's change feed and checks that its position is in b's history
+// (rebuilding it when not).
+//
+// A staged indexer (replacing a running one) keeps its files at a staging
+// path until moveTo moves them to the index's path, so that the running
+// one answers queries until the new one takes over.
+func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDef, staged bool) (*indexer, error) {
 	coll := sourceID(b, d.SourceCollection)
 	path := IndexPath(b, d.Name)
+	if path != "" {
+		if err := os.RemoveAll(feed.StagingPath(path)); err != nil { // a leftover
+			return nil, fmt.Errorf("search: remove a leftover staged index: %w", err)
+		}
+		if staged {
+			path = feed.StagingPath(path)
+		}
+	}
 	idx, fresh, err := s.openIndex(d, path)
 	if err != nil {
 		return nil, fmt.Errorf("search: open index %s: %w", d.Name, err)
@@ -294,15 +209,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		if sig != d.sig {
 			s.opts.Logger.Warn("search: index files hold another definition; rebuilding", "bucket", b.Name(), "index", d.Name)
 			rebuild = true
-		} else if err := b.CheckPosition(uuid, seqs); err != nil {
-			if !errors.Is(err, engine.ErrRollback) {
-				return fail(err)
-			}
-			s.opts.Logger.Warn("search: the bucket no longer holds what the index was built from; rebuilding",
-				"bucket", b.Name(), "index", d.Name, "err", err)
-			rebuild = true
-			s.rollbacks.Add(1)
-		} else if string(heldColl) != strconv.FormatUint(uint64(coll), 10) {
+		} else if err := b.CheckPosition(uuid, seqs); err == nil && string(heldColl) != strconv.FormatUint(uint64(coll), 10) {
 			s.opts.Logger.Warn("search: the index's source collection was dropped; rebuilding",
 				"bucket", b.Name(), "index", d.Name, "collection", d.SourceCollection)
 			rebuild = true
@@ -319,79 +226,55 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 		seqs = make([]uint64, b.NumPartitions())
 	}
 	idx.SetName(d.Name)
-	if err := b.RegisterConsumer(ctx, consumerName(d.Name)); err != nil {
-		return fail(err)
-	}
-	bt := idx.NewBatch()
-	bt.SetInternal(keyUUID, []byte(strconv.FormatUint(b.UUID(), 10)))
-	bt.SetInternal(keySig, []byte(d.sig))
-	bt.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(coll), 10)))
-	if err := idx.Batch(bt); err != nil {
-		return fail(err)
-	}
-	life, cancel := context.WithCancel(context.Background())
 	ix := &indexer{
 		bucket: b, name: d.Name, source: d.SourceCollection, path: path, batch: s.opts.BatchSize,
-		log:  func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
-		info: func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
-		idx:  idx, seqs: seqs, upd: make(chan struct{}, 1),
+		log: func(msg string, args ...any) { s.opts.Logger.Warn(msg, append(args, "bucket", b.Name())...) },
+		open: func(path string) (bleve.Index, error) {
+			idx, _, err := s.openIndex(d, path)
+			return idx, err
+		},
+		idx: idx, seqs: seqs, uuid: uuid,
 		noSync:      s.opts.NoSync || path == "", // in memory: no disk to wait for
 		unpersisted: make(chan struct{}, maxUnpersisted),
-		life:        life, cancel: cancel, done: make(chan struct{}),
 	}
 	if sm, ok := idx.Mapping().(mapping.SynonymMapping); ok && sm.SynonymCount() > 0 {
 		ix.synonyms = true
 	}
 	ix.coll.Store(uint32(coll))
 	if coll == noCollection && (rebuild || fresh) {
-		ix.seqs = b.HighSeqnos() // nothing to index until it exists again
+		ix.seqs, ix.uuid = b.HighSeqnos(), b.UUID() // nothing to index until it exists again
 	}
 	ix.def.Store(d)
-	ix.fresh.Store(fresh || rebuild)
-	if rebuild && sig == d.sig {
-		ix.rollbacks.Add(1)
+	ix.feed, err = feed.Start(ctx, b.Consumer(consumerName(d.Name)), feed.Sink[preparedBatch](ix), feed.Options{
+		Kind: "search", LogKey: "index", LogID: d.Name, BatchSize: s.opts.BatchSize, Auto: !s.opts.NoAutoUpdate,
+		Fresh:      fresh || rebuild,
+		StartedMsg: "search index build started", EndedMsg: "search index build finished",
+		Warn:    ix.log,
+		Info:    func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
+		OnError: ix.fail,
+		Stopped: ix.closedErr,
+	})
+	if err != nil {
+		ix.idx.Close()
+		return nil, fmt.Errorf("search: index %s: %w", d.Name, err)
 	}
-	ix.start(!s.opts.NoAutoUpdate)
+	if ix.feed.RolledBack() {
+		s.rollbacks.Add(1)
+	}
 	return ix, nil
 }
 
 // lookup returns a bucket's indexes.
-func (s *Service) lookup(bucket string) (*bucketIndexes, error) {
-	s.mu.Lock()
-	closed, bi := s.mu.closed, s.mu.buckets[bucket]
-	s.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if bi != nil {
-		return bi, nil
-	}
-	b, err := s.eng.Bucket(bucket)
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	if b.Settings().Type == engine.Memcached {
-		return nil, fmt.Errorf("%w: bucket %s is a memcached bucket", ErrNoSearch, bucket)
-	}
-	return nil, fmt.Errorf("%w: bucket %s is not ready", ErrNotFound, bucket)
-}
+func (s *Service) lookup(bucket string) (*bucketIndexes, error) { return s.reg.Lookup(bucket) }
 
 // indexerFor returns the running indexer of an index.
 func (s *Service) indexerFor(bucket, name string) (*indexer, error) {
-	bi, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
-	bi.mu.Lock()
-	ix, broken := bi.mu.indexers[name], bi.mu.broken[name]
-	bi.mu.Unlock()
-	if ix == nil {
+	return s.reg.Member(bucket, name, func(broken error) error {
 		if broken != nil {
-			return nil, fmt.Errorf("%w: index %s: %w", ErrLoadFailed, name, broken)
+			return fmt.Errorf("%w: index %s: %w", ErrLoadFailed, name, broken)
 		}
-		return nil, fmt.Errorf("%w: index %s not found in bucket %s", ErrNotFound, name, bucket)
-	}
-	return ix, nil
+		return fmt.Errorf("%w: index %s not found in bucket %s", ErrNotFound, name, bucket)
+	})
 }
 
 // FindIndex returns the bucket that holds the index called name (Couchbase's
@@ -428,64 +311,39 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	if d.IsAlias() {
 		return s.putAlias(ctx, bi, d)
 	}
-	if _, err := d.collectionID(bi.bucket); err != nil {
+	if _, err := d.collectionID(bi.Bucket); err != nil {
 		return nil, &DefError{Reason: fmt.Sprintf("sourceCollection %s: %v", d.SourceCollection, err), Err: err}
 	}
-	bi.change.Lock()
-	defer bi.change.Unlock()
-	bi.mu.Lock()
-	gone, old := bi.mu.gone, bi.mu.indexers[name]
-	bi.mu.Unlock()
-	if gone {
-		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
+	unlock, err := bi.Change()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
+	old, _, _ := bi.Get(name)
 	key := DefPrefix + name
 	if old != nil && old.def.Load().sig == d.sig {
-		if err := bi.bucket.PutSystemDoc(ctx, key, d.Body); err != nil {
+		if err := bi.Bucket.PutSystemDoc(ctx, key, d.Body); err != nil {
 			return nil, fmt.Errorf("search: store %s: %w", name, err)
 		}
 		old.def.Store(d)
 		s.opts.Logger.Info("search index updated", "bucket", bucket, "index", name, "rebuild", false)
 		return d, nil
 	}
-	if old != nil {
-		bi.mu.Lock()
-		delete(bi.mu.indexers, name)
-		bi.mu.Unlock()
-		if err := old.close(); err != nil {
-			s.opts.Logger.Warn("search: closing a replaced index", "bucket", bucket, "index", name, "err", err)
-		}
-	}
-	if err := removeIndexFiles(bi.bucket, name); err != nil {
-		s.opts.Logger.Warn("search: removing a replaced index", "bucket", bucket, "index", name, "err", err)
-	}
-	ix, err := s.startIndexer(ctx, bi.bucket, d)
-	if err == nil {
-		if err = bi.bucket.PutSystemDoc(ctx, key, d.Body); err != nil {
-			err = fmt.Errorf("search: store %s: %w", name, err)
-			ix.close()
-			removeIndexFiles(bi.bucket, name)
-			if old == nil {
-				bi.bucket.DropConsumer(ctx, consumerName(name))
-			}
-		}
-	}
+	b := bi.Bucket
+	_, replaced, err := feed.Replace(ctx, bi, name, feed.Replacement[*indexer]{
+		Path: IndexPath(b, name), Feed: b.Consumer(consumerName(name)),
+		RemoveFiles: func() error { return removeIndexFiles(b, name) },
+		Start:       func(staged bool) (*indexer, error) { return s.startIndexer(ctx, b, d, staged) },
+		Store:       func() error { return b.PutSystemDoc(ctx, key, d.Body) },
+		// The new index's files take the index's path; if the process
+		// stops before, the stored definition's signature rebuilds the
+		// index there.
+		Promote: func(ix *indexer) error { return ix.moveTo(ctx, IndexPath(b, name)) },
+	})
 	if err != nil {
-		if old != nil { // the old definition is still the stored one
-			if ix, rerr := s.startIndexer(ctx, bi.bucket, old.def.Load()); rerr == nil {
-				bi.mu.Lock()
-				bi.mu.indexers[name] = ix
-				bi.mu.Unlock()
-			}
-		}
 		return nil, err
 	}
-	bi.mu.Lock()
-	bi.mu.indexers[name] = ix
-	delete(bi.mu.aliases, name)
-	delete(bi.mu.broken, name)
-	bi.mu.Unlock()
-	if old != nil {
+	if replaced {
 		s.opts.Logger.Info("search index updated", "bucket", bucket, "index", name, "rebuild", true)
 	} else {
 		s.opts.Logger.Info("search index created", "bucket", bucket, "index", name, "source_collection", d.SourceCollection)
@@ -499,7 +357,7 @@ func (s *Service) GetIndex(ctx context.Context, bucket, name string) (*IndexDef,
 	if err != nil {
 		return nil, err
 	}
-	body, err := bi.bucket.SystemDoc(DefPrefix + name)
+	body, err := bi.Bucket.SystemDoc(DefPrefix + name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: index %s not found in bucket %s", ErrNotFound, name, bucket)
 	}
@@ -517,9 +375,9 @@ func (s *Service) ListIndexes(ctx context.Context, bucket string) ([]*IndexDef, 
 		return nil, err
 	}
 	var out []*IndexDef
-	for _, key := range bi.bucket.SystemDocKeys(DefPrefix) {
+	for _, key := range bi.Bucket.SystemDocKeys(DefPrefix) {
 		name := strings.TrimPrefix(key, DefPrefix)
-		body, err := bi.bucket.SystemDoc(key)
+		body, err := bi.Bucket.SystemDoc(key)
 		if err != nil {
 			continue
 		}
@@ -536,60 +394,28 @@ func (s *Service) ListIndexes(ctx context.Context, bucket string) ([]*IndexDef, 
 // LoadErrors returns, by index name, why each stored definition of a bucket
 // that could not be loaded was skipped.
 func (s *Service) LoadErrors(ctx context.Context, bucket string) (map[string]error, error) {
-	bi, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
-	bi.mu.Lock()
-	defer bi.mu.Unlock()
-	out := make(map[string]error, len(bi.mu.broken))
-	for n, err := range bi.mu.broken {
-		out[n] = err
-	}
-	return out, nil
+	return s.reg.LoadErrors(bucket)
 }
 
 // DeleteIndex removes an index: its definition, its files, and its
 // registration with the change feed.
 func (s *Service) DeleteIndex(ctx context.Context, bucket, name string) error {
-	bi, err := s.lookup(bucket)
+	bi, unlock, err := s.reg.Change(bucket)
 	if err != nil {
 		return err
 	}
-	bi.change.Lock()
-	defer bi.change.Unlock()
-	bi.mu.Lock()
-	gone, ix := bi.mu.gone, bi.mu.indexers[name]
-	bi.mu.Unlock()
-	if gone {
-		return fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
-	}
+	defer unlock()
+	ix, _, _ := bi.Get(name)
 	key := DefPrefix + name
-	if _, err := bi.bucket.SystemDoc(key); ix == nil && err != nil {
+	if _, err := bi.Bucket.SystemDoc(key); ix == nil && err != nil {
 		return fmt.Errorf("%w: index %s not found in bucket %s", ErrNotFound, name, bucket)
 	}
-	if err := bi.bucket.PutSystemDoc(ctx, key, nil); err != nil {
+	if err := bi.Bucket.PutSystemDoc(ctx, key, nil); err != nil {
 		return fmt.Errorf("search: delete %s: %w", name, err)
 	}
-	bi.mu.Lock()
-	delete(bi.mu.indexers, name)
-	delete(bi.mu.aliases, name)
-	delete(bi.mu.broken, name)
-	bi.mu.Unlock()
-	var errs []error
-	if ix != nil {
-		if err := ix.close(); err != nil {
-			s.opts.Logger.Warn("search: closing a deleted index", "bucket", bucket, "index", name, "err", err)
-		}
-	}
-	if err := bi.bucket.DropConsumer(ctx, consumerName(name)); err != nil {
-		errs = append(errs, fmt.Errorf("search: %w", err))
-	}
-	if err := removeIndexFiles(bi.bucket, name); err != nil {
-		errs = append(errs, err)
-	}
+	err = bi.Retire(ctx, name, bi.Bucket.Consumer(consumerName(name)), func() error { return removeIndexFiles(bi.Bucket, name) })
 	s.opts.Logger.Info("search index deleted", "bucket", bucket, "index", name)
-	return errors.Join(errs...)
+	return err
 }
 
 // Stats describe one index.
@@ -628,7 +454,7 @@ func (s *Service) Stats(ctx context.Context, bucket string) ([]Stats, error) {
 		return nil, err
 	}
 	var out []Stats
-	for _, ix := range bi.indexers() {
+	for _, ix := range bi.Members() {
 		st, err := ix.stats(ctx)
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
@@ -650,17 +476,6 @@ func (s *Service) IndexStats(ctx context.Context, bucket, name string) (Stats, e
 	return ix.stats(ctx)
 }
 
-func (bi *bucketIndexes) indexers() []*indexer {
-	bi.mu.Lock()
-	out := make([]*indexer, 0, len(bi.mu.indexers))
-	for _, ix := range bi.mu.indexers {
-		out = append(out, ix)
-	}
-	bi.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
-
 func (ix *indexer) stats(ctx context.Context) (Stats, error) {
 	n, err := ix.count(ctx)
 	if err != nil {
@@ -673,7 +488,7 @@ func (ix *indexer) stats(ctx context.Context) (Stats, error) {
 	if p := ix.lastErr.Load(); p != nil {
 		st.LastError = *p
 	}
-	high := ix.bucket.HighSeqnos()
+	high := ix.feed.Handle().HighSeqnos()
 	for i, s := range ix.position() {
 		if high[i] > s {
 			st.SeqsBehind += high[i] - s
@@ -688,21 +503,4 @@ func (s *Service) Rollbacks() int64 { return s.rollbacks.Load() }
 
 // Close stops every indexer. Later calls to Close, AttachBucket and
 // DetachBucket do nothing; other calls fail with ErrClosed.
-func (s *Service) Close() error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.closed = true
-	bis := s.mu.buckets
-	s.mu.buckets = map[string]*bucketIndexes{}
-	s.mu.Unlock()
-	var errs []error
-	for _, bi := range bis {
-		errs = append(errs, s.retire(bi, false))
-	}
-	return errors.Join(errs...)
-}
-
-var _ engine.BucketService = (*Service)(nil)
+func (s *Service) Close() error { return s.reg.Close() }

@@ -43,7 +43,7 @@ func (s *Service) Check(ctx context.Context) error {
 
 // check verifies one design document's index (see Service.Check).
 func (ix *indexer) check(ctx context.Context) error {
-	if err := ix.catchUp(ctx, ix.bucket.HighSeqnos()); err != nil {
+	if err := ix.feed.CatchUpNow(ctx); err != nil {
 		return err
 	}
 	d := ix.design()
@@ -102,14 +102,14 @@ func (ix *indexer) check(ctx context.Context) error {
 // through the design document's map functions and returns the rows per view
 // and document, and the documents that have expired by now.
 func (ix *indexer) freshMap(ctx context.Context) (rows map[string]map[string][]checkRow, expired map[string]bool, err error) {
-	changes, _, err := ix.bucket.Changes(nil, 0)
+	cur, err := ix.feed.Handle().Changes(nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	now := ix.bucket.Clock().Now()
 	expired = map[string]bool{}
 	var docs []jsruntime.Doc
-	for _, d := range changes {
+	for d := range cur.Next(0) {
 		if d.Collection != engine.DefaultCollectionID || d.Deleted {
 			continue
 		}
@@ -182,19 +182,10 @@ func (ix *indexer) design() *DesignDoc { return ix.ddoc.Load() }
 
 // allIndexers lists the running indexers of every bucket.
 func (s *Service) allIndexers() []*indexer {
-	s.mu.Lock()
-	bvs := make([]*bucketViews, 0, len(s.mu.buckets))
-	for _, bv := range s.mu.buckets {
-		bvs = append(bvs, bv)
-	}
-	s.mu.Unlock()
+	sets, _ := s.reg.Sets()
 	var out []*indexer
-	for _, bv := range bvs {
-		bv.mu.Lock()
-		for _, ix := range bv.mu.indexers {
-			out = append(out, ix)
-		}
-		bv.mu.Unlock()
+	for _, bv := range sets {
+		out = append(out, bv.Members()...)
 	}
 	return out
 }

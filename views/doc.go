@@ -12,7 +12,9 @@
 // The Service is an engine.BucketService: the engine attaches it to each
 // bucket when the bucket opens or is created, and detaches it before the
 // bucket closes or is deleted (a deleted bucket's indexes are closed and
-// their files removed). Each indexer registers, durably, as a change-feed
+// their files removed); the bookkeeping is a feed.Registry, and each
+// indexer is a sink run by a feed.Consumer. Each indexer registers,
+// durably, as a change-feed
 // consumer of its bucket, so that no tombstone it has not seen is purged;
 // when it opens, it checks its position against the bucket's history
 // (engine.Bucket.CheckPosition) and rebuilds the index from scratch when the

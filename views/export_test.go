@@ -7,7 +7,6 @@ func IndexPath(b *engine.Bucket, ddocID string) string { return indexPath(b, ddo
 
 // HeldBuckets returns how many buckets the service holds state for.
 func HeldBuckets(s *Service) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.mu.buckets)
+	sets, _ := s.reg.Sets()
+	return len(sets)
 }

@@ -142,11 +142,11 @@ func (q *Query) Behind() uint64 {
 func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	switch q.p.Stale {
 	case StaleFalse:
-		if err := q.ix.catchUp(ctx, q.ix.bucket.HighSeqnos()); err != nil {
+		if err := q.ix.feed.CatchUpNow(ctx); err != nil {
 			return q.closedErr(err)
 		}
 	case StaleUpdateAfter:
-		defer q.ix.updateAfter()
+		defer q.ix.feed.Kick()
 	}
 	// The instant of the answer: exact answers leave out the rows of the
 	// documents expired by then.

@@ -2,22 +2,18 @@ package views
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/feed"
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/jsruntime"
 )
@@ -54,11 +50,8 @@ type Options struct {
 
 // validate checks o and fills in its defaults.
 func (o *Options) validate() error {
-	if o.BatchSize < 0 {
-		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
+	if err := feed.Defaults(&o.BatchSize, DefaultBatchSize, &o.Logger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.JS != nil {
 		switch {
@@ -72,50 +65,28 @@ func (o *Options) validate() error {
 			return fmt.Errorf("%w: JS.CachedPrograms %d is negative", ErrInvalidOptions, o.JS.CachedPrograms)
 		}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	return nil
 }
 
 // Service owns the design documents and view indexes of every bucket of an
-// engine. It is safe for concurrent use. It is an engine.BucketService: the
-// engine tells it when a bucket opens (AttachBucket) and before it closes or
-// is deleted (DetachBucket).
+// engine. It is safe for concurrent use. Its registry is the
+// engine.BucketService: the engine tells it when a bucket opens and before it
+// closes or is deleted.
 //
-// Locking: s.mu guards only the map of buckets and is never held across
-// anything slow. Each bucket's design-document changes (and its attach and
-// detach) are serialized by that bucket's own change mutex, which may be
-// held across disk I/O and index opens but never blocks queries, which take
-// only short locks.
+// Locking: each bucket's design-document changes (and its attach and
+// detach) are serialized by that bucket's set's change lock (feed.Set),
+// which may be held across disk I/O and index opens but never blocks
+// queries, which take only short locks.
 type Service struct {
 	eng       *engine.Engine
 	pool      *jsruntime.Pool
 	opts      Options
 	rollbacks atomic.Int64 // indexes discarded because the bucket's history moved on
-
-	mu struct {
-		sync.Mutex
-		buckets map[string]*bucketViews // by bucket name; couchbase and ephemeral buckets only
-		closed  bool
-	}
+	reg       *feed.Registry[*indexer, struct{}]
 }
 
-// bucketViews are one bucket's running indexers.
-type bucketViews struct {
-	bucket *engine.Bucket
-
-	// change serializes the design-document changes of the bucket, and its
-	// attach and detach. It may be held across disk I/O and index opens.
-	change sync.Mutex
-
-	mu struct {
-		sync.Mutex
-		indexers map[string]*indexer // by design document ID
-		broken   map[string]error    // stored design documents that failed to load, by ID
-		gone     bool                // detached: no new indexer may be added
-	}
-}
+// bucketViews are one bucket's running indexers, by design document ID.
+type bucketViews = feed.Set[*indexer, struct{}]
 
 // New starts the views service over eng and attaches it to eng (see
 // engine.Engine.Attach): it opens the index of every design document already
@@ -123,73 +94,36 @@ type bucketViews struct {
 // stored design document that cannot be loaded is logged and skipped (see
 // LoadErrors).
 func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, error) {
-	o := Options{}
-	if opts != nil {
-		o = *opts
-	}
+	o := feed.OrZero(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	s := &Service{eng: eng, pool: jsruntime.NewPool(o.JS), opts: o}
-	s.mu.buckets = make(map[string]*bucketViews)
-	if err := eng.Attach(ctx, s); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("views: %w", err)
+	reg, err := feed.Attach(ctx, eng, feed.RegistryOptions[*indexer, struct{}]{
+		Kind: "views", Dir: "views", LogKey: "ddoc", Noun: "design document", Logger: o.Logger,
+		ErrClosed: ErrClosed, ErrNone: ErrNoViews, ErrNotFound: ErrNotFound,
+		Prefix: DesignDocPrefix, Load: s.loadStored,
+	})
+	if err != nil {
+		s.pool.Close()
+		return nil, err
 	}
+	s.reg = reg
 	return s, nil
 }
 
-// AttachBucket opens the indexes of b's design documents (nothing for a
-// memcached bucket). A design document that cannot be loaded is logged,
-// remembered (see LoadErrors) and skipped. After Close it does nothing.
-func (s *Service) AttachBucket(ctx context.Context, b *engine.Bucket) error {
-	if b.Settings().Type == engine.Memcached {
-		return nil
+// loadStored starts the indexer of a stored design document when its bucket
+// is attached, unless Options.SkipDesignDocs names it.
+func (s *Service) loadStored(ctx context.Context, bv *bucketViews, id string, body []byte) (*indexer, bool, error) {
+	b := bv.Bucket
+	if s.skipped(b.Name(), id) {
+		s.opts.Logger.Warn("views: stored design document skipped (SkipDesignDocs); it can be replaced or deleted",
+			"bucket", b.Name(), "ddoc", id)
+		bv.Broken(id, ErrSkipped)
+		return nil, false, nil
 	}
-	bv := &bucketViews{bucket: b}
-	bv.mu.indexers = make(map[string]*indexer)
-	bv.mu.broken = make(map[string]error)
-	bv.change.Lock()
-	defer bv.change.Unlock()
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	old := s.mu.buckets[b.Name()]
-	s.mu.buckets[b.Name()] = bv
-	s.mu.Unlock()
-	if old != nil { // not detached: cannot happen with a well-behaved engine
-		s.opts.Logger.Warn("views: bucket attached twice", "bucket", b.Name())
-		s.retire(old, false)
-	}
-	for _, id := range b.SystemDocKeys(DesignDocPrefix) {
-		if s.skipped(b.Name(), id) {
-			s.opts.Logger.Warn("views: stored design document skipped (SkipDesignDocs); it can be replaced or deleted",
-				"bucket", b.Name(), "ddoc", id)
-			bv.mu.Lock()
-			bv.mu.broken[id] = ErrSkipped
-			bv.mu.Unlock()
-			continue
-		}
-		body, err := b.SystemDoc(id)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		ix, err := s.load(ctx, b, id, body)
-		if err != nil {
-			s.opts.Logger.Error("views: stored design document not loaded; it can be replaced or deleted",
-				"bucket", b.Name(), "ddoc", id, "err", err)
-			bv.mu.Lock()
-			bv.mu.broken[id] = err
-			bv.mu.Unlock()
-			continue
-		}
-		bv.mu.Lock()
-		bv.mu.indexers[id] = ix
-		bv.mu.Unlock()
-	}
-	return nil
+	ix, err := s.load(ctx, b, id, body)
+	return ix, err == nil, err
 }
 
 // skipped reports whether Options.SkipDesignDocs names the design document
@@ -247,60 +181,17 @@ func bumpRev(ctx context.Context, b *engine.Bucket, id string, body []byte) (str
 	return rev, nil
 }
 
-// DetachBucket closes the indexes of b; with deleted, it removes their files
-// too. The service then holds nothing of b. After Close it does nothing.
-func (s *Service) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bool) error {
-	s.mu.Lock()
-	bv := s.mu.buckets[b.Name()]
-	if bv == nil || bv.bucket != b {
-		s.mu.Unlock()
-		return nil
-	}
-	delete(s.mu.buckets, b.Name())
-	s.mu.Unlock()
-	return s.retire(bv, deleted)
-}
-
-// retire closes every indexer of bv and marks it gone; with deleted, it
-// removes the index files.
-func (s *Service) retire(bv *bucketViews, deleted bool) error {
-	bv.change.Lock() // wait out a design-document change in progress
-	defer bv.change.Unlock()
-	bv.mu.Lock()
-	ixs := bv.mu.indexers
-	bv.mu.indexers = map[string]*indexer{}
-	bv.mu.broken = map[string]error{}
-	bv.mu.gone = true
-	bv.mu.Unlock()
-	var errs []error
-	for _, ix := range ixs {
-		if err := ix.close(); err != nil {
-			errs = append(errs, fmt.Errorf("views: close %s: %w", ix.id, err))
-		}
-	}
-	if deleted && bv.bucket.Dir() != "" {
-		if err := os.RemoveAll(filepath.Join(bv.bucket.Dir(), "views")); err != nil {
-			errs = append(errs, fmt.Errorf("views: remove index files: %w", err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // indexPath is where a design document's index lives: beside the bucket, one
 // file per design document, named by a hash of the design document's ID (an
 // ID may be longer than a file name can be, and hold any character); ""
 // (memory) for a bucket kept in memory.
 func indexPath(b *engine.Bucket, ddocID string) string {
-	if b.Dir() == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(ddocID))
-	return filepath.Join(b.Dir(), "views", hex.EncodeToString(sum[:16])+".idx")
+	return feed.IndexPath(b, "views", ddocID, ".idx")
 }
 
 // stagingPath is where a replacing index is built while the one it replaces
 // still answers.
-func stagingPath(path string) string { return path + ".next" }
+func stagingPath(path string) string { return feed.StagingPath(path) }
 
 // legacyIndexPath is where earlier versions kept a design document's index.
 func legacyIndexPath(b *engine.Bucket, ddocID string) string {
@@ -327,9 +218,9 @@ func removeIndexFiles(b *engine.Bucket, ddocID string) error {
 // system (which a legacy name may be).
 func isNameTooLong(err error) bool { return errors.Is(err, syscall.ENAMETOOLONG) }
 
-// startIndexer opens d's index, registers it as a change-feed consumer of b,
-// checks that its position is still in b's history (discarding it when not)
-// and starts its indexer.
+// startIndexer opens d's index and starts its feed consumer, which
+// registers it with b's change feed and checks that its position is still
+// in b's history (discarding it when not).
 //
 // A staged indexer (replacing a running one) keeps its file at a staging
 // path until promote moves it to the design document's path, so that the
@@ -374,41 +265,24 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 	if err != nil {
 		return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)
 	}
-	fail := func(err error) (*indexer, error) {
-		idx.Close()
-		return nil, err
+	ix := &indexer{bucket: b, id: d.ID, names: d.ViewNames(), prog: prog, cfg: cfg, idx: idx,
+		log: newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn, life: life, cancel: cancel}
+	ix.ddoc.Store(d)
+	ix.mu.errs = make(map[string]*viewErrors)
+	ix.feed, err = feed.Start(ctx, b.Consumer(consumerName(d.ID)), feed.Sink[[]index.DocUpdate](ix), feed.Options{
+		Kind: "views", LogKey: "ddoc", LogID: d.ID, BatchSize: s.opts.BatchSize, Auto: !s.opts.NoAutoUpdate,
+		StartedMsg: "views: index build started", EndedMsg: "views: index build ended",
+		Warn:    ix.log,
+		Info:    func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
+		Stopped: ix.closedErr,
+		Life:    life,
+	})
+	if err != nil {
+		ix.idx.Close()
+		return nil, fmt.Errorf("views: %s: %w", d.ID, err)
 	}
-	if err := b.RegisterConsumer(ctx, consumerName(d.ID)); err != nil {
-		return fail(fmt.Errorf("views: %s: %w", d.ID, err))
-	}
-	rolledBack := false
-	if err := b.CheckPosition(idx.FeedUUID(), idx.Seqs()); err != nil {
-		if !errors.Is(err, engine.ErrRollback) {
-			return fail(fmt.Errorf("views: %s: %w", d.ID, err))
-		}
-		s.opts.Logger.Warn("views: the bucket no longer holds what the index was built from; rebuilding it",
-			"bucket", b.Name(), "ddoc", d.ID, "err", err)
-		if err := idx.Close(); err != nil {
-			s.opts.Logger.Warn("views: closing a discarded index", "bucket", b.Name(), "ddoc", d.ID, "err", err)
-		}
-		if path != "" {
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("views: discard the index of %s: %w", d.ID, err)
-			}
-		}
-		if idx, err = index.Open(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)
-		}
+	if ix.feed.RolledBack() {
 		s.rollbacks.Add(1)
-		rolledBack = true
-	}
-	if err := idx.SetFeedUUID(b.UUID()); err != nil {
-		return fail(fmt.Errorf("views: %s: %w", d.ID, err))
-	}
-	log := newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn
-	info := func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) }
-	ix := newIndexer(life, cancel, b, d, prog, idx, s.opts.BatchSize, !s.opts.NoAutoUpdate, log, info)
-	if rolledBack {
 		ix.rollbacks.Add(1)
 	}
 	ok = true
@@ -433,26 +307,7 @@ func (s *Service) migrate(b *engine.Bucket, id, path string) {
 // lookup returns a bucket's views: an error wrapping ErrClosed after Close,
 // ErrNoViews for a memcached bucket, engine.ErrBucketNotFound for a missing
 // one.
-func (s *Service) lookup(bucket string) (*bucketViews, error) {
-	s.mu.Lock()
-	closed, bv := s.mu.closed, s.mu.buckets[bucket]
-	s.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if bv != nil {
-		return bv, nil
-	}
-	b, err := s.eng.Bucket(bucket)
-	if err != nil {
-		return nil, fmt.Errorf("views: %w", err)
-	}
-	if b.Settings().Type == engine.Memcached {
-		return nil, fmt.Errorf("%w: bucket %s is a memcached bucket", ErrNoViews, bucket)
-	}
-	// Created, and not attached yet.
-	return nil, fmt.Errorf("%w: bucket %s is not ready", ErrNotFound, bucket)
-}
+func (s *Service) lookup(bucket string) (*bucketViews, error) { return s.reg.Lookup(bucket) }
 
 // PutDesignDoc validates, compiles and stores a design document ("_design/"
 // is prepended to name). Replacing one whose functions changed rebuilds its
@@ -481,75 +336,49 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 		}
 	}()
 
-	bv.change.Lock()
-	defer bv.change.Unlock()
-	bv.mu.Lock()
-	gone, old := bv.mu.gone, bv.mu.indexers[id]
-	bv.mu.Unlock()
-	if gone {
-		return nil, fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
+	unlock, err := bv.Change()
+	if err != nil {
+		return nil, err
 	}
-	if d.Rev, err = bumpRev(ctx, bv.bucket, id, d.Body); err != nil {
+	defer unlock()
+	old, _, _ := bv.Get(id)
+	if d.Rev, err = bumpRev(ctx, bv.Bucket, id, d.Body); err != nil {
 		return nil, err
 	}
 	if old != nil && old.ddoc.Load().Signature() == d.Signature() {
-		if err := bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
+		if err := bv.Bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
 			return nil, fmt.Errorf("views: store %s: %w", id, err)
 		}
 		old.ddoc.Store(d)
 		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "updated", "index", "kept")
 		return d, nil
 	}
-	// The old index answers queries until the new one takes over; it stops
-	// acknowledging changes, so the metadata purge waits for the new one.
-	staged := old != nil && indexPath(bv.bucket, id) != ""
-	if old != nil {
-		old.replaced.Store(true)
-	} else if err := removeIndexFiles(bv.bucket, id); err != nil {
-		s.opts.Logger.Warn("views: removing a leftover index", "bucket", bucket, "ddoc", id, "err", err)
-	}
-	ix, err := s.startIndexer(ctx, bv.bucket, d, prog, staged)
-	if err == nil {
-		if err = bv.bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
-			err = fmt.Errorf("views: store %s: %w", id, err)
-			ix.close()
-			if staged {
-				os.Remove(stagingPath(indexPath(bv.bucket, id)))
-			} else {
-				removeIndexFiles(bv.bucket, id)
+	b := bv.Bucket
+	_, replaced, err := feed.Replace(ctx, bv, id, feed.Replacement[*indexer]{
+		Path: indexPath(b, id), Feed: b.Consumer(consumerName(id)),
+		RemoveFiles: func() error { return removeIndexFiles(b, id) },
+		Start:       func(staged bool) (*indexer, error) { return s.startIndexer(ctx, b, d, prog, staged) },
+		Store:       func() error { return b.PutSystemDoc(ctx, id, d.Body) },
+		// The new index's file takes the design document's path (an open
+		// file may be renamed; it replaces the old one); if the process
+		// stops before, the stored design document's signature rebuilds the
+		// index there.
+		Promote: func(*indexer) error {
+			final := indexPath(b, id)
+			if err := os.Rename(stagingPath(final), final); err != nil {
+				return err
 			}
-			if old == nil {
-				bv.bucket.DropConsumer(ctx, consumerName(id))
+			if err := os.Remove(legacyIndexPath(b, id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
+				return err
 			}
-		}
-	}
+			return nil
+		},
+	})
 	if err != nil {
-		if old != nil {
-			old.replaced.Store(false)
-		}
 		return nil, err
 	}
 	keepProg = true
-	bv.mu.Lock()
-	bv.mu.indexers[id] = ix
-	delete(bv.mu.broken, id)
-	bv.mu.Unlock()
-	if old != nil {
-		if err := old.close(); err != nil {
-			s.opts.Logger.Warn("views: closing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
-		}
-		if staged {
-			// The new index's file takes the design document's path (an
-			// open file may be renamed); if the process stops before, the
-			// stored design document's signature rebuilds the index there.
-			final := indexPath(bv.bucket, id)
-			if err := os.Rename(stagingPath(final), final); err != nil { // replaces the old file
-				s.opts.Logger.Warn("views: moving a new index into place", "bucket", bucket, "ddoc", id, "err", err)
-			}
-			if err := os.Remove(legacyIndexPath(bv.bucket, id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
-				s.opts.Logger.Warn("views: removing a replaced index", "bucket", bucket, "ddoc", id, "err", err)
-			}
-		}
+	if replaced {
 		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "updated", "index", "rebuilding")
 	} else {
 		s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "created", "index", "building")
@@ -574,13 +403,11 @@ func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, 
 	if err != nil {
 		return nil, err
 	}
-	bv.mu.Lock()
-	out := make([]*DesignDoc, 0, len(bv.mu.indexers))
-	for _, ix := range bv.mu.indexers {
-		out = append(out, ix.ddoc.Load())
+	ixs := bv.Members()
+	out := make([]*DesignDoc, len(ixs))
+	for i, ix := range ixs {
+		out[i] = ix.ddoc.Load()
 	}
-	bv.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
@@ -589,81 +416,42 @@ func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, 
 // replacement) was skipped. Such a design document can be replaced or
 // deleted.
 func (s *Service) LoadErrors(ctx context.Context, bucket string) (map[string]error, error) {
-	bv, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
-	bv.mu.Lock()
-	defer bv.mu.Unlock()
-	out := make(map[string]error, len(bv.mu.broken))
-	for id, err := range bv.mu.broken {
-		out[id] = err
-	}
-	return out, nil
+	return s.reg.LoadErrors(bucket)
 }
 
 // DeleteDesignDoc removes a design document and its index, or a stored
 // design document that could not be loaded.
 func (s *Service) DeleteDesignDoc(ctx context.Context, bucket, name string) error {
 	id := DesignDocPrefix + name
-	bv, err := s.lookup(bucket)
+	bv, unlock, err := s.reg.Change(bucket)
 	if err != nil {
 		return err
 	}
-	bv.change.Lock()
-	defer bv.change.Unlock()
-	bv.mu.Lock()
-	gone, ix := bv.mu.gone, bv.mu.indexers[id]
-	bv.mu.Unlock()
-	if gone {
-		return fmt.Errorf("%w: bucket %s was closed or deleted", ErrClosed, bucket)
-	}
-	if _, err := bv.bucket.SystemDoc(id); ix == nil && err != nil {
+	defer unlock()
+	ix, _, _ := bv.Get(id)
+	if _, err := bv.Bucket.SystemDoc(id); ix == nil && err != nil {
 		return fmt.Errorf("%w: design document `%s` not found", ErrNotFound, id)
 	}
-	if _, err := bumpRev(ctx, bv.bucket, id, nil); err != nil {
+	if _, err := bumpRev(ctx, bv.Bucket, id, nil); err != nil {
 		return err
 	}
-	if err := bv.bucket.PutSystemDoc(ctx, id, nil); err != nil {
+	if err := bv.Bucket.PutSystemDoc(ctx, id, nil); err != nil {
 		return fmt.Errorf("views: delete %s: %w", id, err)
 	}
-	bv.mu.Lock()
-	delete(bv.mu.indexers, id)
-	delete(bv.mu.broken, id)
-	bv.mu.Unlock()
-	var errs []error
-	if ix != nil {
-		if err := ix.close(); err != nil {
-			s.opts.Logger.Warn("views: closing a deleted index", "bucket", bucket, "ddoc", id, "err", err)
-		}
-	}
-	if err := bv.bucket.DropConsumer(ctx, consumerName(id)); err != nil {
-		errs = append(errs, fmt.Errorf("views: %w", err))
-	}
-	if err := removeIndexFiles(bv.bucket, id); err != nil {
-		errs = append(errs, err)
-	}
+	err = bv.Retire(ctx, id, bv.Bucket.Consumer(consumerName(id)), func() error { return removeIndexFiles(bv.Bucket, id) })
 	s.opts.Logger.Info("design document changed", "bucket", bucket, "ddoc", id, "change", "deleted", "index", "removed")
-	return errors.Join(errs...)
+	return err
 }
 
 // indexerFor returns the running indexer of a design document.
 func (s *Service) indexerFor(bucket, name string) (*indexer, error) {
-	bv, err := s.lookup(bucket)
-	if err != nil {
-		return nil, err
-	}
 	id := DesignDocPrefix + name
-	bv.mu.Lock()
-	ix, broken := bv.mu.indexers[id], bv.mu.broken[id]
-	bv.mu.Unlock()
-	if ix == nil {
+	return s.reg.Member(bucket, id, func(broken error) error {
 		if broken != nil {
-			return nil, fmt.Errorf("%w: design document `%s`: %w", ErrLoadFailed, id, broken)
+			return fmt.Errorf("%w: design document `%s`: %w", ErrLoadFailed, id, broken)
 		}
-		return nil, fmt.Errorf("%w: Design document `%s` missing in database `%s`.", ErrNotFound, id, bucket)
-	}
-	return ix, nil
+		return fmt.Errorf("%w: Design document `%s` missing in database `%s`.", ErrNotFound, id, bucket)
+	})
 }
 
 // Info describes a design document's index, for GET .../_design/{ddoc}/_info.
@@ -722,8 +510,8 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	}
 	d := ix.ddoc.Load()
 	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
-		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}, BuildInfo: ix.buildInfo()}
-	high := ix.bucket.HighSeqnos()
+		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}, BuildInfo: ix.feed.BuildInfo()}
+	high := ix.feed.Handle().HighSeqnos()
 	for i, s := range ix.idx.Seqs() {
 		inf.Seqs += s
 		if high[i] > s {
@@ -753,21 +541,5 @@ func (s *Service) Rollbacks() int64 { return s.rollbacks.Load() }
 // Close stops every indexer and the JavaScript pool. Later calls to Close,
 // AttachBucket and DetachBucket do nothing; other calls fail with ErrClosed.
 func (s *Service) Close() error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.closed = true
-	bvs := s.mu.buckets
-	s.mu.buckets = map[string]*bucketViews{}
-	s.mu.Unlock()
-	var errs []error
-	for _, bv := range bvs {
-		errs = append(errs, s.retire(bv, false))
-	}
-	errs = append(errs, s.pool.Close())
-	return errors.Join(errs...)
+	return errors.Join(s.reg.Close(), s.pool.Close())
 }
-
-var _ engine.BucketService = (*Service)(nil)

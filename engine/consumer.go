@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sort"
+)
+
+// Consumer is what one named change-feed consumer (a view index, a search
+// index) sees of a bucket: its registration, its acknowledged position, the
+// bucket's history and the feed itself. It holds no state of its own beyond
+// its name, so any number of handles of one name may exist; Bucket.Consumer
+// makes one.
+type Consumer struct {
+	b    *Bucket
+	name string
+}
+
+// Consumer returns the handle of the change-feed consumer called name. The
+// consumer is not registered until Register.
+func (b *Bucket) Consumer(name string) *Consumer { return &Consumer{b: b, name: name} }
+
+// Name returns the consumer's name.
+func (c *Consumer) Name() string { return c.name }
+
+// Register records the consumer durably (see Bucket.RegisterConsumer): no
+// tombstone is purged before it has acknowledged it.
+func (c *Consumer) Register(ctx context.Context) error { return c.b.RegisterConsumer(ctx, c.name) }
+
+// Drop forgets the consumer, durably (see Bucket.DropConsumer).
+func (c *Consumer) Drop(ctx context.Context) error { return c.b.DropConsumer(ctx, c.name) }
+
+// Ack records that the consumer has durably consumed every change up to seqs
+// (see Bucket.AckChanges).
+func (c *Consumer) Ack(seqs []uint64) error { return c.b.AckChanges(c.name, seqs) }
+
+// CheckPosition reports whether the consumer, having seen every change up to
+// seqs in the history uuid, can go on from there: nil, or an error wrapping
+// ErrRollback (see Bucket.CheckPosition).
+func (c *Consumer) CheckPosition(uuid uint64, seqs []uint64) error {
+	return c.b.CheckPosition(uuid, seqs)
+}
+
+// UUID returns the UUID of the bucket's current history.
+func (c *Consumer) UUID() uint64 { return c.b.UUID() }
+
+// HighSeqnos returns every partition's high sequence number.
+func (c *Consumer) HighSeqnos() []uint64 { return c.b.HighSeqnos() }
+
+// NumPartitions returns the number of partitions: the length of every
+// sequence vector.
+func (c *Consumer) NumPartitions() int { return len(c.b.parts) }
+
+// Wait blocks until some partition's high sequence number passes since, the
+// bucket closes (ErrClosed), or ctx ends.
+func (c *Consumer) Wait(ctx context.Context, since []uint64) error {
+	return c.b.WaitChanges(ctx, since)
+}
+
+// Changes returns a cursor over the feed after since (nil: from the
+// beginning).
+func (c *Consumer) Changes(since []uint64) (*Cursor, error) {
+	if since != nil && len(since) != len(c.b.parts) {
+		return nil, fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrInvalidSetting, len(since), len(c.b.parts))
+	}
+	pos := make([]uint64, len(c.b.parts))
+	copy(pos, since)
+	return &Cursor{b: c.b, pos: pos}, nil
+}
+
+// Cursor reads the change feed forward from a position, partition by
+// partition, as Bucket.Changes does (each document at its latest committed
+// version, in sequence order), without materialising what it reads: it holds
+// a partition's lock only to copy a few entries at a time, so a document
+// changed while the cursor reads may come again, at its newer version,
+// further on. A Cursor is not safe for concurrent use.
+type Cursor struct {
+	b   *Bucket
+	pos []uint64
+}
+
+// cursorChunk is how many documents a cursor copies under a partition's lock
+// at a time.
+const cursorChunk = 256
+
+// Position returns a copy of the sequence vector the cursor has reached:
+// everything up to it has been yielded (or was superseded).
+func (c *Cursor) Position() []uint64 { return append([]uint64(nil), c.pos...) }
+
+// Next yields the next changes, at most limit of them (limit <= 0: no
+// limit), and advances the cursor past each as it is yielded; stopping the
+// iteration early leaves the cursor after the last document yielded. When it
+// ends without reaching limit, the cursor is at the feed's end as it stood.
+func (c *Cursor) Next(limit int) iter.Seq[*Document] {
+	return func(yield func(*Document) bool) {
+		if limit <= 0 {
+			limit = int(^uint(0) >> 1)
+		}
+		n := 0
+		buf := make([]*Document, 0, cursorChunk)
+		for i, p := range c.b.parts {
+			for n < limit {
+				var end uint64
+				buf, end = p.chunkAfter(c.pos[i], min(cursorChunk, limit-n), buf[:0])
+				for _, d := range buf {
+					c.pos[i] = d.Seq
+					n++
+					if !yield(d) {
+						return
+					}
+				}
+				if len(buf) < min(cursorChunk, limit-n+len(buf)) {
+					c.pos[i] = max(c.pos[i], end) // the partition's end
+					break
+				}
+			}
+			if n >= limit {
+				return
+			}
+		}
+	}
+}
+
+// chunkAfter appends to out at most limit committed documents changed after
+// since, in sequence order, and returns the partition's durable high
+// sequence number, which is where a reader that got fewer than limit stands.
+func (p *partition) chunkAfter(since uint64, limit int, out []*Document) ([]*Document, uint64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.mu.durable <= since {
+		return out, since
+	}
+	log := p.mu.log
+	i := sort.Search(len(log), func(i int) bool { return log[i].seq > since })
+	for n := 0; i < len(log) && n < limit; i++ {
+		e := log[i]
+		if d, ok := p.mu.docs[e.key]; ok && d.Seq == e.seq {
+			out = append(out, d)
+			n++
+		}
+	}
+	return out, p.mu.durable
+}

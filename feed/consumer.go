@@ -1,0 +1,575 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// ErrStopped is returned by CatchUp and Lock once the consumer is stopped,
+// unless Options.Stopped says otherwise.
+var ErrStopped = errors.New("feed: consumer stopped")
+
+// DefaultRetryDelay is the default Options.RetryDelay.
+const DefaultRetryDelay = time.Second
+
+// BigBuild is the backlog, in changes, from which a catch-up is logged (at
+// info level) as a build when it starts and when it ends.
+const BigBuild = 1000
+
+// Sink is what a consumer keeps of the feed: an index. The Consumer calls
+// Prepare from one goroutine while it calls Apply from another, and never
+// two Prepares or two Applies at once. Its follower may call the sink before
+// Start has returned: a sink's methods must not use the Consumer Start
+// returns.
+type Sink[B any] interface {
+	// Position returns the bucket history (UUID) and the feed position (a
+	// sequence number per partition) the sink holds.
+	Position() (uuid uint64, seqs []uint64)
+	// Reset discards everything the sink holds: its position is then the
+	// start of the feed. Start calls it when the bucket no longer holds the
+	// sink's position.
+	Reset(ctx context.Context) error
+	// Follow records that the sink's position belongs to the bucket history
+	// uuid. Start calls it after checking (or resetting) the position.
+	Follow(uuid uint64) error
+	// Prepare turns the next changes into a batch, reading changes as far as
+	// it wants (the batch then ends at the last change it read), and returns
+	// the number of documents the batch changes in the sink. It may report
+	// changes it has prepared to p as it goes, so that progress moves within
+	// a batch.
+	Prepare(ctx context.Context, changes iter.Seq[*engine.Document], p *Progress) (batch B, docs int, err error)
+	// Apply writes batch and the feed position next it reaches, in one step
+	// (what a crash leaves is the sink before or after the batch), and calls
+	// durable once that position is durable: before it returns, or later
+	// from any goroutine (a sink writing to disk in the background), or
+	// never if it never is.
+	Apply(ctx context.Context, batch B, next []uint64, durable func()) error
+}
+
+// BeforeCatchUp is implemented by a sink that has work to do before each
+// catch-up, with the right to change it held (see Consumer.Lock). ack
+// acknowledges a durable position it reaches meanwhile (Consumer.Ack).
+type BeforeCatchUp interface {
+	BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error
+}
+
+// Options configure a Consumer.
+type Options struct {
+	// Kind names the consumer's kind in log messages: "views", "search".
+	Kind string
+	// LogKey and LogID identify the consumer in log lines (LogKey=LogID:
+	// "ddoc"="_design/a").
+	LogKey, LogID string
+	// BatchSize is how many changes a batch holds at most (0: no limit).
+	BatchSize int
+	// Auto follows the feed as it moves. Without it, the consumer catches up
+	// only when asked (CatchUp, Kick).
+	Auto bool
+	// Fresh says that the sink starts empty (created, or rebuilt): its first
+	// build is logged when it ends, whatever its size.
+	Fresh bool
+	// StartedMsg and EndedMsg are the info-level messages of a build's start
+	// and end.
+	StartedMsg, EndedMsg string
+	// Warn and Info receive log lines (nil: none).
+	Warn, Info func(msg string, args ...any)
+	// OnError is told of each failed catch-up of the follower before it
+	// retries (nil: only logged).
+	OnError func(error)
+	// Stopped returns the error CatchUp and Lock return once the consumer is
+	// stopped (nil: ErrStopped).
+	Stopped func() error
+	// RetryDelay is how long the follower waits after a failed catch-up
+	// (0: DefaultRetryDelay).
+	RetryDelay time.Duration
+	// Life stops the consumer, as Stop does, when it ends (nil: only Stop
+	// does).
+	Life context.Context
+}
+
+// Consumer runs one sink on a bucket's change feed. It is safe for
+// concurrent use.
+type Consumer[B any] struct {
+	h    *engine.Consumer
+	sink Sink[B]
+	opts Options
+
+	progress   Progress
+	fresh      atomic.Bool
+	noAck      atomic.Bool
+	rolledBack bool
+
+	upd  chan struct{} // holds a token while the sink is being changed (a catch-up): one at a time
+	kick chan struct{} // asks the follower for one catch-up
+
+	life     context.Context
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the follower has returned
+	stopOnce sync.Once
+}
+
+// Start registers h, checks the sink's position against the bucket's
+// history (resetting the sink when the bucket no longer holds it),
+// acknowledges the position and starts following the feed.
+func Start[B any](ctx context.Context, h *engine.Consumer, sink Sink[B], opts Options) (*Consumer[B], error) {
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = DefaultRetryDelay
+	}
+	c := &Consumer[B]{h: h, sink: sink, opts: opts,
+		upd: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := h.Register(ctx); err != nil {
+		return nil, err
+	}
+	uuid, seqs := sink.Position()
+	if err := h.CheckPosition(uuid, seqs); err != nil {
+		if !errors.Is(err, engine.ErrRollback) {
+			return nil, err
+		}
+		c.warn(opts.Kind+": the bucket no longer holds what the index was built from; rebuilding it", opts.LogKey, opts.LogID, "err", err)
+		if err := sink.Reset(ctx); err != nil {
+			return nil, err
+		}
+		c.rolledBack = true
+		opts.Fresh = true
+	}
+	if err := sink.Follow(h.UUID()); err != nil {
+		return nil, err
+	}
+	c.fresh.Store(opts.Fresh)
+	parent := opts.Life
+	if parent == nil {
+		parent = context.Background()
+	}
+	c.life, c.cancel = context.WithCancel(parent)
+	_, seqs = sink.Position()
+	if err := c.Ack(seqs); err != nil {
+		c.warn(opts.Kind+": registering the index with the change feed", opts.LogKey, opts.LogID, "err", err)
+	}
+	go c.follow()
+	return c, nil
+}
+
+// RolledBack reports whether Start reset the sink because the bucket no
+// longer held its position.
+func (c *Consumer[B]) RolledBack() bool { return c.rolledBack }
+
+// Handle returns the consumer's engine handle.
+func (c *Consumer[B]) Handle() *engine.Consumer { return c.h }
+
+func (c *Consumer[B]) warn(msg string, args ...any) {
+	if c.opts.Warn != nil {
+		c.opts.Warn(msg, args...)
+	}
+}
+
+func (c *Consumer[B]) info(msg string, args ...any) {
+	if c.opts.Info != nil && msg != "" {
+		c.opts.Info(msg, args...)
+	}
+}
+
+func (c *Consumer[B]) stoppedErr() error {
+	if c.opts.Stopped != nil {
+		return c.opts.Stopped()
+	}
+	return ErrStopped
+}
+
+// Ack acknowledges seqs to the bucket as a position the sink holds
+// durably, unless acknowledgements are paused (see PauseAcks). A sink's
+// Apply acknowledges through the durable callback; Ack is for positions a
+// sink reaches otherwise.
+func (c *Consumer[B]) Ack(seqs []uint64) error {
+	if c.noAck.Load() {
+		return nil
+	}
+	return c.h.Ack(seqs)
+}
+
+// PauseAcks stops (true) or resumes (false) acknowledging positions: a
+// consumer being replaced by another of the same name stops, so that the
+// metadata purge waits for the new one.
+func (c *Consumer[B]) PauseAcks(pause bool) { c.noAck.Store(pause) }
+
+// Kick asks the follower for one catch-up in the background, without
+// waiting (for a consumer that does not follow the feed on its own).
+func (c *Consumer[B]) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// follow catches up whatever the feed brings (or, without Options.Auto,
+// when kicked) until the consumer stops.
+func (c *Consumer[B]) follow() {
+	defer close(c.done)
+	ctx := c.life
+	if !c.opts.Auto {
+		for {
+			select {
+			case <-c.kick:
+				if err := c.CatchUp(ctx, nil); err != nil && ctx.Err() == nil {
+					c.warn(c.opts.Kind+": indexing failed", c.opts.LogKey, c.opts.LogID, "err", err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	for ctx.Err() == nil {
+		if err := c.CatchUp(ctx, nil); err != nil {
+			if ctx.Err() != nil || errors.Is(err, engine.ErrClosed) || errors.Is(err, ErrStopped) {
+				return
+			}
+			if c.opts.OnError != nil {
+				c.opts.OnError(err)
+			}
+			c.warn(c.opts.Kind+": indexing failed; retrying", c.opts.LogKey, c.opts.LogID, "err", err)
+			t := time.NewTimer(c.opts.RetryDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		_, seqs := c.sink.Position()
+		if err := c.h.Wait(ctx, seqs); err != nil {
+			return
+		}
+	}
+}
+
+// Lock takes the right to change the sink (held by every catch-up) and
+// returns its release, or an error when ctx ends or the consumer stops
+// first.
+func (c *Consumer[B]) Lock(ctx context.Context) (unlock func(), err error) {
+	select {
+	case c.upd <- struct{}{}:
+	case <-ctx.Done():
+		if c.life.Err() != nil {
+			return nil, c.stoppedErr()
+		}
+		return nil, ctx.Err()
+	case <-c.life.Done():
+		return nil, c.stoppedErr()
+	}
+	if c.life.Err() != nil {
+		<-c.upd
+		return nil, c.stoppedErr()
+	}
+	return func() { <-c.upd }, nil
+}
+
+// Reached reports whether seqs has reached target in every partition.
+func Reached(seqs, target []uint64) bool {
+	for i, t := range target {
+		if i >= len(seqs) || seqs[i] < t {
+			return false
+		}
+	}
+	return true
+}
+
+// Between counts the changes from sequence vector from to to.
+func Between(from, to []uint64) uint64 {
+	var n uint64
+	for i, t := range to {
+		var f uint64
+		if i < len(from) {
+			f = from[i]
+		}
+		if t > f {
+			n += t - f
+		}
+	}
+	return n
+}
+
+// Pending counts the changes the sink has not seen yet.
+func (c *Consumer[B]) Pending() uint64 {
+	_, seqs := c.sink.Position()
+	return Between(seqs, c.h.HighSeqnos())
+}
+
+// CatchUpNow catches up to every change committed when it is called: what a
+// query that must see every write it saw asks (stale=false, at_plus).
+func (c *Consumer[B]) CatchUpNow(ctx context.Context) error {
+	return c.CatchUp(ctx, c.h.HighSeqnos())
+}
+
+// CatchUp applies changes until the sink reaches target (nil: until the feed
+// has nothing more). Preparing and applying overlap: one goroutine reads the
+// feed and prepares the next batch while this one applies the previous one.
+// It waits for a catch-up in progress to end first, and ends, with ctx's
+// error or the stopped error, as soon as ctx ends or the consumer stops.
+func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.life, cancel)
+	defer stop()
+	unlock, err := c.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return c.ctxErr(err)
+	}
+	if bc, ok := c.sink.(BeforeCatchUp); ok {
+		if err := bc.BeforeCatchUp(ctx, c.Ack); err != nil {
+			return err
+		}
+	}
+	_, cursor := c.sink.Position()
+	if target != nil && Reached(cursor, target) {
+		return nil
+	}
+	backlog := Between(cursor, c.h.HighSeqnos())
+	c.progress.start(backlog)
+	if backlog > BigBuild {
+		c.info(c.opts.StartedMsg, c.opts.LogKey, c.opts.LogID, "pending_changes", backlog)
+	}
+	docs, err := c.pipeline(ctx, cursor, target)
+	indexed, took := c.progress.finish()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return c.ctxErr(ctx.Err())
+		}
+		return err
+	}
+	if backlog > BigBuild || c.fresh.Load() {
+		c.fresh.Store(false)
+		c.info(c.opts.EndedMsg, c.opts.LogKey, c.opts.LogID, "changes_indexed", indexed, "documents", docs,
+			"seconds", took.Seconds(), "rate", rate(indexed, took), "pending_changes", c.Pending())
+	}
+	return nil
+}
+
+// ctxErr is the error of a catch-up whose context ended with err.
+func (c *Consumer[B]) ctxErr(err error) error {
+	if c.life.Err() != nil {
+		return c.stoppedErr()
+	}
+	return err
+}
+
+// prepared is one batch of the feed, ready to apply.
+type prepared[B any] struct {
+	batch   B
+	docs    int
+	counted uint64   // changes read for it
+	next    []uint64 // the feed position after it
+	err     error
+}
+
+// pipeline runs the producer and applies what it prepares, and returns the
+// documents applied.
+func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (int, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	batches := make(chan prepared[B], 1)
+	go c.produce(pctx, cursor, target, batches)
+	defer func() {
+		cancel()
+		for range batches { // let the producer finish before returning
+		}
+	}()
+	docs := 0
+	for pb := range batches {
+		if pb.err != nil {
+			return docs, pb.err
+		}
+		if err := ctx.Err(); err != nil {
+			return docs, err
+		}
+		next := pb.next
+		if err := c.sink.Apply(ctx, pb.batch, next, func() {
+			if err := c.Ack(next); err != nil {
+				c.warn(c.opts.Kind+": acknowledging changes", c.opts.LogKey, c.opts.LogID, "err", err)
+			}
+		}); err != nil {
+			return docs, err
+		}
+		c.progress.applied(Between(cursor, next), pb.counted)
+		docs += pb.docs
+		cursor = next
+	}
+	return docs, nil
+}
+
+// produce reads the feed from cursor and prepares it, batch by batch, until
+// it reaches target (or the end of the feed), an error, or ctx ends. It
+// closes out when it stops.
+func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out chan<- prepared[B]) {
+	defer close(out)
+	send := func(pb prepared[B]) bool {
+		select {
+		case out <- pb:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	cur, err := c.h.Changes(cursor)
+	if err != nil {
+		send(prepared[B]{err: err})
+		return
+	}
+	for target == nil || !Reached(cursor, target) {
+		if ctx.Err() != nil {
+			return
+		}
+		var counted uint64
+		changes := func(yield func(*engine.Document) bool) {
+			for d := range cur.Next(c.opts.BatchSize) {
+				counted++
+				if !yield(d) {
+					return
+				}
+			}
+		}
+		c.progress.batchStart()
+		batch, docs, err := c.sink.Prepare(ctx, changes, &c.progress)
+		next := cur.Position()
+		if err == nil && counted == 0 && Reached(cursor, next) {
+			return // nothing new: the feed is at its end
+		}
+		c.progress.batchEnd(counted)
+		if !send(prepared[B]{batch: batch, docs: docs, counted: counted, next: next, err: err}) || err != nil {
+			return
+		}
+		cursor = next
+	}
+}
+
+// Stop stops following the feed and ends any catch-up, and returns once
+// none runs: promptly, whatever the backlog. The sink is then the caller's
+// to close. Later calls do nothing.
+func (c *Consumer[B]) Stop() {
+	c.stopOnce.Do(func() {
+		c.cancel()
+		<-c.done
+		c.upd <- struct{}{} // wait out a catch-up a caller started (cancelled too); never released
+	})
+}
+
+// BuildInfo returns the build progress: the current catch-up's, or the last
+// one's when none runs.
+func (c *Consumer[B]) BuildInfo() BuildInfo { return c.progress.info(c.Pending()) }
+
+// Progress follows the current catch-up (build) of a consumer, or the last
+// one when none runs. It counts changes: those of batches applied (settled)
+// and those prepared but not yet applied (ahead).
+type Progress struct {
+	mu       sync.Mutex
+	building bool
+	started  time.Time
+	ended    time.Time
+	backlog  uint64 // changes pending when it started
+	settled  uint64 // changes applied since it started
+	ahead    uint64 // changes prepared, not yet applied
+	batch    uint64 // changes of the batch being prepared reported by the sink
+}
+
+func (p *Progress) start(backlog uint64) {
+	p.mu.Lock()
+	p.building, p.started, p.backlog, p.settled, p.ahead = true, time.Now(), backlog, 0, 0 // wall clock: build rate and ETA
+	p.mu.Unlock()
+}
+
+// Prepared counts n changes prepared: a sink calls it as it works through a
+// batch. Changes of a batch it does not count are counted when Prepare
+// returns.
+func (p *Progress) Prepared(n uint64) {
+	p.mu.Lock()
+	p.ahead += n
+	p.batch += n
+	p.mu.Unlock()
+}
+
+func (p *Progress) batchStart() {
+	p.mu.Lock()
+	p.batch = 0
+	p.mu.Unlock()
+}
+
+// batchEnd counts what the sink did not of the counted changes of a batch.
+func (p *Progress) batchEnd(counted uint64) {
+	p.mu.Lock()
+	if counted > p.batch {
+		p.ahead += counted - p.batch
+	}
+	p.mu.Unlock()
+}
+
+// applied records a batch applied: seqs changes of the feed, counted of them
+// counted as prepared before (the feed gives a document's latest version
+// once, however many changes it had).
+func (p *Progress) applied(seqs, counted uint64) {
+	p.mu.Lock()
+	p.settled += seqs
+	p.ahead -= min(counted, p.ahead)
+	p.mu.Unlock()
+}
+
+func (p *Progress) finish() (settled uint64, took time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.building, p.ended = false, time.Now() // wall clock: build rate and ETA
+	p.ahead = 0
+	return p.settled, p.ended.Sub(p.started)
+}
+
+// BuildInfo is a consumer's build progress, as a view index's _info shows
+// it.
+type BuildInfo struct {
+	// Building is true while the consumer is catching up with the feed.
+	Building bool `json:"building"`
+	// Indexed counts the changes the current build (the last one when none
+	// runs) has indexed.
+	Indexed uint64 `json:"docs_indexed"`
+	// ToIndex counts the changes the index has not seen yet.
+	ToIndex uint64 `json:"docs_to_index"`
+	// Rate is Indexed per second over the current (or last) build.
+	Rate float64 `json:"rate"`
+	// ETA is ToIndex over Rate, in seconds, while building (0 otherwise or
+	// before a rate is known).
+	ETA float64 `json:"eta_seconds"`
+}
+
+func (p *Progress) info(pending uint64) BuildInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	indexed := p.settled + p.ahead
+	bi := BuildInfo{Building: p.building, Indexed: indexed, ToIndex: pending - min(p.ahead, pending)}
+	end := p.ended
+	if p.building {
+		end = time.Now() // wall clock: build rate and ETA
+	}
+	if !p.started.IsZero() {
+		bi.Rate = rate(indexed, end.Sub(p.started))
+	}
+	if p.building && bi.Rate > 0 {
+		bi.ETA = float64(bi.ToIndex) / bi.Rate
+	}
+	return bi
+}
+
+// rate is n over d, per second.
+func rate(n uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}

@@ -12,64 +12,56 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/views"
 )
 
-// A design document whose map spins in one bucket delays a stale=false
-// query of another bucket's design document by no more than the fair share
-// of workers it takes: the query answers within twice its normal time.
+// A design document whose map spins in one bucket leaves the other
+// workers to other design documents (each takes at most its fair share of
+// the pool): a stale=false query of another bucket's design document
+// answers while the spinning call still runs, instead of waiting for its
+// time limit. (BENCHMARKS.md has the speed figures: about 2× an idle
+// machine's time; a test asserts only the order.)
 func TestHostileDesignDocDoesNotSlowOthers(t *testing.T) {
-	e := newEnv(t, views.Options{JS: &jsruntime.Options{Workers: 2, Timeout: time.Minute}})
+	logs := newJSLog()
+	e := newEnv(t, views.Options{JS: &jsruntime.Options{Workers: 2, Timeout: stuckTimeout, Logger: slog.New(logs)}})
 	ctx := context.Background()
 	if _, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("other")); err != nil {
 		t.Fatal(err)
 	}
 	ob, _ := e.eng.Bucket("other")
 	loadInto(t, ob.DefaultCollection(), 2000)
-	healthy := func(n int) string {
-		return fmt.Sprintf(`{"views":{"v":{"map":"function (doc, meta) { var x = 0; for (var i = 0; i < 300; i++) { x += i; } emit(meta.id, %d); }"}}}`, n)
-	}
-	build := func(name string, n int) time.Duration {
-		if _, err := e.svc.PutDesignDoc(ctx, "other", name, []byte(healthy(n))); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		got, err := queryRows(ctx, e.svc, "other", name, "v", "stale=false&limit=1")
-		if err != nil || !strings.Contains(got, `"total_rows":2000`) {
-			t.Fatalf("query: %v %.100s", err, got)
-		}
-		return time.Since(start)
-	}
-	normal := build("warm", 0) // warms up the runtimes
-	normal = min(normal, build("normal", 1))
-
 	for i := range 10 {
 		e.put(fmt.Sprintf("spin%d", i), `{}`)
 	}
-	if _, err := e.svc.PutDesignDoc(ctx, "default", "hostile", []byte(`{"views":{"v":{"map":"function (doc, meta) { while (true) {} }"}}}`)); err != nil {
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "hostile", []byte(`{"views":{"v":{"map":"function (doc, meta) { log('spinning'); while (true) {} }"}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the hostile indexer is spinning
-	// The best of three, as for normal: other tests (other packages) may
-	// compete for the CPU meanwhile.
-	took := build("meanwhile0", 2)
-	for i := 1; i < 3 && took > 2*normal; i++ {
-		took = min(took, build(fmt.Sprintf("meanwhile%d", i), 2+i))
+	logs.wait(t, "spinning") // the hostile indexer holds a worker
+	healthy := `{"views":{"v":{"map":"function (doc, meta) { var x = 0; for (var i = 0; i < 300; i++) { x += i; } emit(meta.id, x); }"}}}`
+	if _, err := e.svc.PutDesignDoc(ctx, "other", "healthy", []byte(healthy)); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("stale=false build of 2,000 documents: %v alone, %v beside a spinning design document", normal, took)
-	// The target is 2× on an idle machine (BENCHMARKS.md has the figures);
-	// here the spinning runtime holds one of two cores while other test
-	// packages may run, so the bound leaves room for that. Without the
-	// fair share the query waits for the spinning call's time limit (1 min).
-	if limit := 3*normal + time.Second; took > limit {
-		t.Errorf("took %v beside a spinning design document, want under %v", took, limit)
+	// Without the fair share the query would wait for the spinning call's
+	// time limit (stuckTimeout), far past hangDeadline.
+	returns(t, "a stale=false build beside a spinning design document", func() error {
+		got, err := queryRows(ctx, e.svc, "other", "healthy", "v", "stale=false&limit=1")
+		if err == nil && !strings.Contains(got, `"total_rows":2000`) {
+			err = fmt.Errorf("answer %.100s", got)
+		}
+		return err
+	})
+	inf, err := e.svc.Info(ctx, "default", "hostile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := inf.Views["v"].MapErrors; n != 0 {
+		t.Fatalf("the spinning call ended (%d map errors) before the other query answered", n)
 	}
 	// Deleting it interrupts it (and Check at the end would wait for it).
-	within(t, "deleting the spinning design document", 2*time.Second, func() error {
+	returns(t, "deleting the spinning design document", func() error {
 		return e.svc.DeleteDesignDoc(ctx, "default", "hostile")
 	})
 }

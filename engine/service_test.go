@@ -19,6 +19,7 @@ type recorder struct {
 	calls   *[]string
 	failFor string        // AttachBucket of this bucket fails
 	block   chan struct{} // DetachBucket waits on it when not nil
+	waiting chan string   // DetachBucket sends its bucket's name here, when not nil, before it waits on block
 }
 
 func (r *recorder) AttachBucket(ctx context.Context, b *engine.Bucket) error {
@@ -32,6 +33,9 @@ func (r *recorder) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 }
 
 func (r *recorder) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bool) error {
+	if r.waiting != nil {
+		r.waiting <- b.Name()
+	}
 	if r.block != nil {
 		<-r.block
 	}
@@ -101,13 +105,22 @@ func TestDeleteBucketBlocksNoOtherBucket(t *testing.T) {
 		}
 	}
 	var calls []string
-	block := make(chan struct{})
-	if err := eng.Attach(ctx, &recorder{name: "s", calls: &calls, block: block}); err != nil {
+	block, waiting := make(chan struct{}), make(chan string, 1)
+	if err := eng.Attach(ctx, &recorder{name: "s", calls: &calls, block: block, waiting: waiting}); err != nil {
 		t.Fatal(err)
 	}
 	deleted := make(chan error, 1)
 	go func() { deleted <- eng.DeleteBucket(ctx, "slow") }()
-	time.Sleep(20 * time.Millisecond) // let the delete reach the service
+	select { // the delete has reached the service, which holds it
+	case name := <-waiting:
+		if name != "slow" {
+			t.Fatalf("DetachBucket(%s), want slow", name)
+		}
+	case err := <-deleted:
+		t.Fatalf("the delete returned (%v) without detaching the service", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the delete did not reach the service in a minute")
+	}
 	done := make(chan error, 1)
 	go func() {
 		b, err := eng.Bucket("other")
@@ -121,7 +134,7 @@ func TestDeleteBucketBlocksNoOtherBucket(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute): // only a write that waits for the deletion (held until close(block)) gets here
 		t.Error("a write to another bucket waited on the deletion")
 	}
 	close(block)

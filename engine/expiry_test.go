@@ -229,20 +229,22 @@ func TestTombstonePurge(t *testing.T) {
 	if err := b.AckChanges("view", make([]uint64, b.NumPartitions())); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, _ := b.PurgeTombstones(ctx, clk.Now(), 10); n != 0 {
-		t.Fatalf("purged %d tombstones a consumer has not seen", n)
+	if n, _, err := b.PurgeTombstones(ctx, clk.Now(), 10); err != nil || n != 0 {
+		t.Fatalf("purged %d tombstones a consumer has not seen (err %v)", n, err)
 	}
-	b.AckChanges("view", before)
-	if n, _, _ := b.PurgeTombstones(ctx, clk.Now()-10, 10); n != 0 {
-		t.Fatalf("purged %d tombstones younger than the interval", n)
+	if err := b.AckChanges("view", before); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := b.PurgeTombstones(ctx, clk.Now()-10, 10); err != nil || n != 0 {
+		t.Fatalf("purged %d tombstones younger than the interval (err %v)", n, err)
 	}
 	n, more, err := b.PurgeTombstones(ctx, clk.Now(), 1)
 	if err != nil || n != 1 || !more {
 		t.Fatalf("first purge: %d %v %v", n, more, err)
 	}
-	n, more, _ = b.PurgeTombstones(ctx, clk.Now(), 10)
-	if n != 1 || more {
-		t.Fatalf("second purge: %d %v", n, more)
+	n, more, err = b.PurgeTombstones(ctx, clk.Now(), 10)
+	if err != nil || n != 1 || more {
+		t.Fatalf("second purge: %d %v %v", n, more, err)
 	}
 	if st := b.Stats(); st.Tombstones != 0 || st.MetaDataPurged != 2 {
 		t.Fatalf("after purge: %+v", st)

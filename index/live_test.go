@@ -274,7 +274,12 @@ func TestExcludeExpired_CacheReuse(t *testing.T) {
 // TestForecast_Random compares Forecast with the include answers of an
 // index holding only the documents that expire in each interval.
 func TestForecast_Random(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	seed := *modelSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (-index.seed to repeat)", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
 	ctx := context.Background()
 	ix := openIndex(t, liveConfig(""))
 	docs := map[string]liveDoc{}

@@ -155,14 +155,35 @@ func (g *goldenEnv) coll() *engine.Collection {
 	return b.DefaultCollection()
 }
 
-func kv(args []string, name string) (int64, bool) {
-	for _, a := range args {
+// kv returns the number of d's name=N argument, 0 when there is none; a
+// value that is not a number fails the test (a typo in a golden file must
+// not silently become 0).
+func (g *goldenEnv) kv(d directive, name string) int64 {
+	for _, a := range d.args {
 		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return n, err == nil
+			return g.num(d, v)
 		}
 	}
-	return 0, false
+	return 0
+}
+
+// num parses a number of directive d, failing the test if it is not one.
+func (g *goldenEnv) num(d directive, s string) int64 {
+	g.t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		g.t.Fatalf("line %d: %s: %v", d.line, d.cmd, err)
+	}
+	return n
+}
+
+// arg returns d's i-th argument, failing the test if it has fewer.
+func (g *goldenEnv) arg(d directive, i int) string {
+	g.t.Helper()
+	if i >= len(d.args) {
+		g.t.Fatalf("line %d: %s needs %d arguments, has %d", d.line, d.cmd, i+1, len(d.args))
+	}
+	return d.args[i]
 }
 
 // run executes one directive and returns its output.
@@ -170,15 +191,14 @@ func (g *goldenEnv) run(d directive) string {
 	ctx := context.Background()
 	switch d.cmd {
 	case "ddoc":
-		_, err := g.svc.PutDesignDoc(ctx, "default", d.args[0], []byte(d.input))
+		_, err := g.svc.PutDesignDoc(ctx, "default", g.arg(d, 0), []byte(d.input))
 		return errString(err)
 	case "put":
-		exp, _ := kv(d.args, "expiry")
-		flags, _ := kv(d.args, "flags")
-		_, err := g.coll().Upsert(ctx, d.args[0], []byte(d.input), &engine.WriteOptions{Expiry: exp, Flags: uint32(flags)})
+		exp, flags := g.kv(d, "expiry"), g.kv(d, "flags")
+		_, err := g.coll().Upsert(ctx, g.arg(d, 0), []byte(d.input), &engine.WriteOptions{Expiry: exp, Flags: uint32(flags)})
 		return errString(err)
 	case "bulk":
-		n, _ := strconv.Atoi(d.args[0])
+		n := g.num(d, g.arg(d, 0))
 		for i := range n {
 			v := fmt.Sprintf(`{"type":"t%d","n":%d,"v":%d,"g":[%d,%d,%d]}`, i%3, i, i%7, i%2, i%3, i%5)
 			if _, err := g.coll().Upsert(ctx, fmt.Sprintf("d%04d", i), []byte(v), nil); err != nil {
@@ -187,21 +207,20 @@ func (g *goldenEnv) run(d directive) string {
 		}
 		return ""
 	case "touch":
-		exp, _ := strconv.ParseInt(d.args[1], 10, 64)
+		exp := g.num(d, g.arg(d, 1))
 		_, err := g.coll().Touch(ctx, d.args[0], exp)
 		return errString(err)
 	case "delete":
-		_, err := g.coll().Delete(ctx, d.args[0], nil)
+		_, err := g.coll().Delete(ctx, g.arg(d, 0), nil)
 		return errString(err)
 	case "get":
-		doc, err := g.coll().Get(ctx, d.args[0])
+		doc, err := g.coll().Get(ctx, g.arg(d, 0))
 		if err != nil {
 			return errString(err)
 		}
 		return string(doc.Value)
 	case "advance":
-		n, _ := strconv.ParseInt(d.args[0], 10, 64)
-		g.clk.Advance(n)
+		g.clk.Advance(g.num(d, g.arg(d, 0)))
 		return ""
 	case "pager-run":
 		b, _ := g.eng.Bucket("default")
@@ -227,7 +246,7 @@ func (g *goldenEnv) run(d directive) string {
 	case "query":
 		return g.query(d)
 	case "info":
-		inf, err := g.svc.Info(ctx, "default", d.args[0])
+		inf, err := g.svc.Info(ctx, "default", g.arg(d, 0))
 		if err != nil {
 			return errString(err)
 		}

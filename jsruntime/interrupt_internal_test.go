@@ -3,6 +3,7 @@ package jsruntime
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 )
@@ -15,9 +16,15 @@ import (
 // while the design document it replaced was closed (its context cancelled)
 // on the same pool.
 func TestLateInterruptSparesTheNextCall(t *testing.T) {
-	p := NewPool(&Options{Workers: 1, Timeout: 5 * time.Second})
+	// The map function logs first; the handler reports the call running and
+	// holds it there until the test has delivered the interruption, so
+	// that the interruption always meets a running call (no sleeping, no
+	// race with a call that ends first).
+	running, resume := make(chan struct{}), make(chan struct{})
+	p := NewPool(&Options{Workers: 1, Timeout: time.Minute,
+		Logger: slog.New(&holdHandler{running: running, resume: resume})})
 	defer p.Close()
-	pr, err := p.Load([]ViewSource{{Name: "v", Map: "function (doc) { var n = 0; for (var i = 0; i < 3e5; i++) { n += i; } emit(doc.k, n); }"}})
+	pr, err := p.Load([]ViewSource{{Name: "v", Map: "function (doc) { log('running'); var n = 0; for (var i = 0; i < 1000; i++) { n += i; } emit(doc.k, n); }"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,17 +49,10 @@ func TestLateInterruptSparesTheNextCall(t *testing.T) {
 		done <- out[0].Err
 	}()
 	// Wait until the call runs, then deliver the first caller's interruption.
-	for deadline := time.Now().Add(5 * time.Second); ; { // wall clock: waiting for a goroutine to start its call
-		w.mu.Lock()
-		running := w.mu.running != nil
-		w.mu.Unlock()
-		if running || time.Now().After(deadline) { // wall clock: as above
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitRunning(t, running, done)
 	cancelFirst()
 	w.interruptFor(first)
+	resume <- struct{}{}
 	if err := <-done; err != nil {
 		t.Fatalf("a late interruption meant for another context failed the call: %v", err)
 	}
@@ -63,18 +63,38 @@ func TestLateInterruptSparesTheNextCall(t *testing.T) {
 		out := make([]ViewResult, 1)
 		done <- rt.mapDoc(own, w, &Doc{Value: []byte(`{"k":2}`), Meta: Meta{ID: "e", Type: TypeJSON}}, out, &arena)
 	}()
-	for deadline := time.Now().Add(5 * time.Second); ; { // wall clock: as above
-		w.mu.Lock()
-		running := w.mu.running != nil
-		w.mu.Unlock()
-		if running || time.Now().After(deadline) { // wall clock: as above
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitRunning(t, running, done)
 	cancelOwn()
 	w.interruptFor(own)
+	resume <- struct{}{}
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the call's own context ended: got %v, want context.Canceled", err)
 	}
 }
+
+// waitRunning waits for holdHandler's report that a call runs (it fails the
+// test if the call ends first, or nothing comes in a minute: a hang).
+func waitRunning(t *testing.T, running <-chan struct{}, done <-chan error) {
+	t.Helper()
+	select {
+	case <-running:
+	case err := <-done:
+		t.Fatalf("the call ended before it ran log(): %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the call did not start in a minute")
+	}
+}
+
+// holdHandler is a slog handler for Options.Logger: each record (a log(...)
+// call of a map function) reports on running, then waits for resume, on
+// the call's own goroutine.
+type holdHandler struct{ running, resume chan struct{} }
+
+func (h *holdHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *holdHandler) Handle(context.Context, slog.Record) error {
+	h.running <- struct{}{}
+	<-h.resume
+	return nil
+}
+func (h *holdHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *holdHandler) WithGroup(string) slog.Handler      { return h }

@@ -91,10 +91,11 @@ func TestMemoryBombs(t *testing.T) {
 	}
 }
 
-// Sources over MaxSourceSize are refused before they are parsed.
+// Sources over MaxSourceSize are refused before they are parsed: the
+// oversized sources here do not parse (an unterminated string), so a parser
+// that saw them would answer a syntax error instead.
 func TestSourceTooLarge(t *testing.T) {
-	big := "function (doc) { var s = '" + strings.Repeat("x", jsruntime.MaxSourceSize) + "'; }"
-	start := time.Now()
+	big := "function (doc) { var s = '" + strings.Repeat("x", jsruntime.MaxSourceSize)
 	for _, vs := range []jsruntime.ViewSource{{Name: "v", Map: big}, {Name: "v", Map: "function (doc) {}", Reduce: big}} {
 		err := jsruntime.Compile([]jsruntime.ViewSource{vs})
 		if !errors.Is(err, jsruntime.ErrSourceTooLarge) {
@@ -113,9 +114,6 @@ func TestSourceTooLarge(t *testing.T) {
 	if err := jsruntime.Compile(many); !errors.Is(err, jsruntime.ErrSourceTooLarge) {
 		t.Errorf("Compile of 5 MiB in 5 functions: %v, want ErrSourceTooLarge", err)
 	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Errorf("refusing took %v", took)
-	}
 	// Just under the limit compiles.
 	ok := "function (doc) { var s = '" + strings.Repeat("x", jsruntime.MaxSourceSize-100) + "'; }"
 	if err := jsruntime.Compile([]jsruntime.ViewSource{{Name: "v", Map: ok}}); err != nil {
@@ -123,18 +121,18 @@ func TestSourceTooLarge(t *testing.T) {
 	}
 }
 
+// A compilation that outlives MaxCompileTime fails with ErrCompileTimeout,
+// without waiting for the parser to end.
 func TestCompileTimeLimit(t *testing.T) {
 	old := jsruntime.MaxCompileTime
 	jsruntime.MaxCompileTime = time.Millisecond
 	defer func() { jsruntime.MaxCompileTime = old }()
 	src := "function (doc) {" + strings.Repeat("emit(doc.a + doc.b * 2, [1, 2, 3]);\n", 20000) + "}"
-	start := time.Now()
+	// ErrCompileTimeout comes only from the timer's side of Compile, which
+	// returns without waiting for the parser: the error is the proof.
 	err := jsruntime.Compile([]jsruntime.ViewSource{{Name: "v", Map: src}})
 	if !errors.Is(err, jsruntime.ErrCompileTimeout) {
 		t.Errorf("Compile: %v, want ErrCompileTimeout", err)
-	}
-	if took := time.Since(start); took > 50*time.Millisecond {
-		t.Errorf("Compile returned after %v", took)
 	}
 }
 

@@ -58,6 +58,11 @@ func rows(r jsruntime.ViewResult) string {
 	return sb.String()
 }
 
+// hangDeadline bounds a wait that only a hang would reach, however busy
+// the machine (a shared 2-core runner, -race): tests assert outcomes and
+// order, never speed.
+const hangDeadline = 2 * time.Minute
+
 // within runs f and fails the test if it has not returned after d (it
 // waits for f in any case).
 func within(t *testing.T, d time.Duration, f func()) {
@@ -335,7 +340,9 @@ func TestMap_ThrowIsolatedToView(t *testing.T) {
 }
 
 func TestMap_TimeoutIsolatedToViewAndDocument(t *testing.T) {
-	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 50 * time.Millisecond})
+	// The limit is long enough that a busy machine does not cut off the
+	// documents that do not loop.
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 500 * time.Millisecond})
 	pr := load(t, p,
 		jsruntime.ViewSource{Name: "before", Map: `function (doc) { emit(doc.k); }`},
 		jsruntime.ViewSource{Name: "loops", Map: `function (doc) { emit("partial"); if (doc.k == 2) { while (true) {} } emit(doc.k); }`},
@@ -344,7 +351,7 @@ func TestMap_TimeoutIsolatedToViewAndDocument(t *testing.T) {
 	)
 	var res [][]jsruntime.ViewResult
 	var err error
-	within(t, 5*time.Second, func() {
+	within(t, hangDeadline, func() {
 		res, err = pr.Map(context.Background(), []jsruntime.Doc{jsonDoc("1", `{"k":1}`), jsonDoc("2", `{"k":2}`), jsonDoc("3", `{"k":3}`)})
 	})
 	if err != nil {
@@ -380,13 +387,14 @@ func TestMap_TimeoutIsolatedToViewAndDocument(t *testing.T) {
 }
 
 func TestMap_ContextCancelInterrupts(t *testing.T) {
-	p := newPool(t, &jsruntime.Options{Workers: 2, Timeout: time.Minute})
-	pr := load(t, p, jsruntime.ViewSource{Name: "loops", Map: `function (doc) { if (doc.loop) while (true) {} emit(1); }`})
+	// The context ends once a loop runs (its log line), not after a sleep:
+	// ended before Map started, it would test only the check on entry.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
+	p := newPool(t, &jsruntime.Options{Workers: 2, Timeout: time.Minute, Logger: slog.New(&funcHandler{cancel})})
+	pr := load(t, p, jsruntime.ViewSource{Name: "loops", Map: `function (doc) { if (doc.loop) { log("looping"); while (true) {} } emit(1); }`})
 	var res [][]jsruntime.ViewResult
 	var err error
-	within(t, 10*time.Second, func() {
+	within(t, hangDeadline, func() {
 		res, err = pr.Map(ctx, []jsruntime.Doc{jsonDoc("a", `{"loop":true}`), jsonDoc("b", `{"loop":true}`), jsonDoc("c", `{}`)})
 	})
 	if !errors.Is(err, context.Canceled) || res != nil {
@@ -517,8 +525,11 @@ func TestMap_UnusedParametersAreNotBuilt(t *testing.T) {
 }
 
 func TestMap_ClosedPoolAndProgram(t *testing.T) {
-	p := jsruntime.NewPool(&jsruntime.Options{Workers: 1, Timeout: time.Minute})
-	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { if (doc.loop) while (true) {} emit(1); }`, Reduce: "function (k, v) { return v.length; }"})
+	looping := make(chan struct{}) // closed when the looping Map is inside its loop
+	var once sync.Once
+	p := jsruntime.NewPool(&jsruntime.Options{Workers: 1, Timeout: time.Minute,
+		Logger: slog.New(&funcHandler{func() { once.Do(func() { close(looping) }) }})})
+	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { if (doc.loop) { log("looping"); while (true) {} } emit(1); }`, Reduce: "function (k, v) { return v.length; }"})
 	other := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function () { emit(2); }`})
 	if err := other.Close(); err != nil {
 		t.Fatal(err)
@@ -532,7 +543,11 @@ func TestMap_ClosedPoolAndProgram(t *testing.T) {
 		_, err := pr.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `{"loop":true}`)})
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select { // Close must find the Map running, or it would test nothing
+	case <-looping:
+	case err := <-done:
+		t.Fatalf("the looping Map returned before Close: %v", err)
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -672,15 +687,15 @@ func TestPool_CloseLeavesNoGoroutines(t *testing.T) {
 		if n <= before {
 			break
 		}
-		if i == 100 {
+		if i == 6000 { // a minute: only a leak, not a busy machine, gets here
 			t.Fatalf("%d goroutines after Close, %d before", n, before)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling: the goroutines end after Close returns
 	}
 }
 
 func TestMap_PromiseJobsAreTimeLimitedAndCannotEmit(t *testing.T) {
-	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 50 * time.Millisecond})
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 500 * time.Millisecond})
 	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) {
 		Promise.resolve().then(function () { emit("late"); });
 		(async function () { await 0; if (doc.loop) { while (true) {} } })();
@@ -688,7 +703,7 @@ func TestMap_PromiseJobsAreTimeLimitedAndCannotEmit(t *testing.T) {
 	}`})
 	var res [][]jsruntime.ViewResult
 	var err error
-	within(t, 5*time.Second, func() {
+	within(t, hangDeadline, func() {
 		res, err = pr.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `{"k":1,"loop":true}`), jsonDoc("b", `{"k":2}`)})
 	})
 	if err != nil {

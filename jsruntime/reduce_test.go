@@ -262,7 +262,9 @@ func TestReduce_JavaScript(t *testing.T) {
 }
 
 func TestReduce_JavaScriptErrors(t *testing.T) {
-	p := newPool(t, &jsruntime.Options{Timeout: 50 * time.Millisecond})
+	// Long enough that a busy machine does not cut off the reduces that
+	// do not loop.
+	p := newPool(t, &jsruntime.Options{Timeout: 500 * time.Millisecond})
 	var se *jsruntime.ScriptError
 	_, err := reducer(t, p, `function () { throw new RangeError("nope"); }`).Rereduce(context.Background(), nil)
 	if !errors.As(err, &se) || se.View != "v" || se.Func != "reduce" || se.Msg != "RangeError: nope" {

@@ -18,36 +18,23 @@ import (
 
 // A built-in that runs past the time limit (a native sort of 3,000,000
 // numbers takes tens of seconds, and goja notices interrupts only between
-// instructions) is abandoned: Map returns soon after the limit plus the
-// grace, the document fails with ErrTimeout, and the pool goes on with a
-// fresh runtime.
+// instructions) is abandoned: Map returns without waiting for the sort, the
+// document fails with ErrTimeout, and the pool goes on with a fresh
+// runtime. Abandoned() counts only calls given up while they still ran, so
+// it is the proof of the order; the times are logged, not asserted (a busy
+// machine stretches them; BENCHMARKS.md is for speed).
 func TestStuckBuiltinAbandoned(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1})
 	doc := numbersDoc(3_000_000)
-	// The document is converted before the call starts, outside the limit:
-	// measure that first.
-	length := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { emit(doc.length, null); }`})
-	var convert time.Duration
-	for range 2 {
-		start := time.Now()
-		res, err := length.Map(context.Background(), []jsruntime.Doc{doc})
-		convert = max(convert, time.Since(start))
-		if err != nil || rows(res[0][0]) != "3000000=null" {
-			t.Fatalf("length: %v %s", err, rows(res[0][0]))
-		}
-	}
-
 	// log marks when the sort starts: the handler's timestamp.
 	var sortStart atomic.Pointer[time.Time]
-	p = newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1,
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1,
 		Logger: slog.New(&funcHandler{func() { now := time.Now(); sortStart.CompareAndSwap(nil, &now) }})})
 	sorter := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { log("sorting"); doc.sort(); emit(doc[0], null); }`},
 		jsruntime.ViewSource{Name: "w", Map: `function (doc) { emit("w", null); }`})
 	start := time.Now()
 	res, err := sorter.Map(context.Background(), []jsruntime.Doc{doc, jsonDoc("small", `[2, 1]`)})
 	returned := time.Now()
-	took := returned.Sub(start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,27 +47,22 @@ func TestStuckBuiltinAbandoned(t *testing.T) {
 	if st := sortStart.Load(); st == nil {
 		t.Error("the sort did not start")
 	} else {
-		past := returned.Sub(*st) - timeout
-		t.Logf("Map returned %v after the sort started: %v past the time limit of %v (grace 250ms)", returned.Sub(*st), past, timeout)
-		if past > 250*time.Millisecond+time.Second {
-			t.Errorf("Map returned %v past the time limit", past)
-		}
-	}
-	if limit := 2*convert + timeout + time.Second; took > limit {
-		t.Errorf("Map took %v, want under %v", took, limit)
+		t.Logf("Map took %v; it returned %v after the sort started (time limit %v, grace 250ms)", returned.Sub(start), returned.Sub(*st), timeout)
 	}
 	if p.Abandoned() != 1 {
-		t.Errorf("Abandoned() = %d, want 1", p.Abandoned())
+		t.Errorf("Abandoned() = %d, want 1: Map waited for the sort", p.Abandoned())
 	}
 	// The pool still works, with its single worker.
-	length = load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { emit(doc.length, null); }`})
+	length := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) { emit(doc.length, null); }`})
 	res, err = length.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `[1]`)})
 	if err != nil || rows(res[0][0]) != "1=null" {
 		t.Errorf("after: %v %s", err, rows(res[0][0]))
 	}
 }
 
-// A JavaScript reduce stuck in a built-in is abandoned too.
+// A JavaScript reduce stuck in a built-in is abandoned too: Rereduce
+// returns ErrTimeout without waiting for the sort (Abandoned counts it),
+// and the reducer works after.
 func TestStuckReduceAbandoned(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: timeout, MaxMemory: -1})
@@ -93,13 +75,12 @@ func TestStuckReduceAbandoned(t *testing.T) {
 	doc := numbersDoc(300_000) // sorts for seconds, and converts faster
 	start := time.Now()
 	_, err = red.Rereduce(context.Background(), [][]byte{doc.Value})
-	took := time.Since(start)
+	t.Logf("reduce returned after %v", time.Since(start))
 	if !errors.Is(err, jsruntime.ErrTimeout) {
 		t.Errorf("reduce: %v, want a timeout", err)
 	}
-	t.Logf("reduce returned after %v", took)
-	if took > 10*time.Second {
-		t.Errorf("reduce took %v", took)
+	if p.Abandoned() != 1 {
+		t.Errorf("Abandoned() = %d, want 1: Rereduce waited for the sort", p.Abandoned())
 	}
 	if out, err := red.Rereduce(context.Background(), [][]byte{[]byte("[3,1]")}); err != nil || string(out) != "2" {
 		t.Errorf("after: %s %v", out, err)

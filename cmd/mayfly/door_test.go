@@ -171,9 +171,12 @@ func TestGoErrorsAreJSON(t *testing.T) {
 }
 
 // A client that sends its headers and then trickles the body is cut off by
+// --read-timeout. Every other timeout of the server is 5 minutes, so an
+// answer within the client's deadline of a minute (a bound that catches
+// only a server that waits, however busy the machine) can only come from
 // --read-timeout.
 func TestSlowBodyTimesOut(t *testing.T) {
-	_, addr := doorServer(t, "--read-timeout", "300ms")
+	_, addr := doorServer(t, "--read-timeout", "300ms", "--read-header-timeout", "5m", "--idle-timeout", "5m", "--write-timeout", "5m")
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -182,9 +185,9 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	auth := "Basic " + b64(adminU)
 	fmt.Fprintf(conn, "PUT /default/docs/slow HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":", addr, auth)
 	start := time.Now()
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	took := time.Since(start)
+	t.Logf("cut off after %v", time.Since(start))
 	if err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -192,10 +195,7 @@ func TestSlowBodyTimesOut(t *testing.T) {
 			t.Fatalf("slow body: %d %s", resp.StatusCode, b)
 		}
 	} else if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		t.Fatalf("the server waited for the slow body past 10 s")
-	}
-	if took > 5*time.Second {
-		t.Fatalf("slow body cut off after %v", took)
+		t.Fatalf("the server waited for the slow body past a minute")
 	}
 }
 
@@ -286,7 +286,7 @@ func TestServeDevPassword(t *testing.T) {
 		}
 	}()
 	var addr, pass string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && pass == ""; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && pass == ""; time.Sleep(20 * time.Millisecond) { // polling serve's output; the deadline catches a hang
 		out := stdout.String()
 		if _, rest, ok := strings.Cut(out, "serving HTTP on http://"); ok {
 			addr, _, _ = strings.Cut(rest, ",")

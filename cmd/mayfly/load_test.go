@@ -205,7 +205,7 @@ func TestLoadProgressBar(t *testing.T) {
 			fmt.Fprintf(pw, `{"_id":"a%d"}`+"\n", i)
 		}
 		seen := false
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !seen; time.Sleep(10 * time.Millisecond) { // polling the progress line; the deadline catches a hang
 			seen = strings.Contains(errOut.String(), "100 docs, ")
 		}
 		shown <- seen

@@ -52,15 +52,16 @@ type server struct {
 }
 
 // startServer starts bin on dataDir, appending its stderr to logPath, and
-// waits until it prints its HTTP address.
-func startServer(bin, dataDir, logPath string) (*server, error) {
+// waits until it prints its HTTP address. extra are more serve flags.
+func startServer(bin, dataDir, logPath string, extra ...string) (*server, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin, "serve", "--data", dataDir, "--http", "127.0.0.1:0", "--memcached", "", "--log-level", "warn", "--admin-password", adminPassword)
+	args := append([]string{"serve", "--data", dataDir, "--http", "127.0.0.1:0", "--memcached", "", "--log-level", "warn", "--admin-password", adminPassword}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = childProcAttr()
 	stdout, err := cmd.StdoutPipe()

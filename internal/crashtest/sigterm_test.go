@@ -13,12 +13,19 @@ import (
 
 // slowDDoc's map spends a while on every document, so that an index build
 // over a few thousand documents is still running when the signal comes.
-const slowDDoc = `{"views":{"v":{"map":"function (doc, meta) { var x = 0; for (var i = 0; i < 20000; i++) { x += i; } emit(doc.n, x); }","reduce":"_count"}}}`
+// stuckDDoc is a design document whose map spins on one document (the
+// preload's key r<round>-pre1500) until interrupted: under a 10-minute
+// --js-timeout its index build cannot finish by itself while the test runs.
+func stuckDDoc(round int) []byte {
+	return fmt.Appendf(nil, `{"views":{"v":{"map":"function (doc, meta) { if (meta.id === 'r%d-pre1500') { while (true) {} } emit(doc.n, null); }","reduce":"_count"}}}`, round)
+}
 
-// TestSIGTERMIsPrompt: mayfly serve exits within two seconds of SIGTERM while
-// an index builds, a stale=false query waits for it, the pager runs and
-// writers keep writing; every write acknowledged before the signal is there
-// after a restart.
+// TestSIGTERMIsPrompt: mayfly serve exits on SIGTERM without waiting for
+// an index build that cannot finish by itself, a stale=false query that
+// waits for it, the pager's run or the writers that keep writing; every
+// write acknowledged before the signal is there after a restart. How fast
+// it exits is logged, not asserted (a busy machine stretches it): the
+// deadline of a minute only catches a server that waits.
 func TestSIGTERMIsPrompt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the server as a child process")
@@ -27,13 +34,13 @@ func TestSIGTERMIsPrompt(t *testing.T) {
 	bin := buildServer(t, tmp)
 	data, logPath := filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")
 	for round := range 3 {
-		s, err := startServer(bin, data, logPath)
+		s, err := startServer(bin, data, logPath, "--js-timeout", "10m")
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
 		put := func(key string) bool {
-			status, _, _, err := s.do(ctx, http.MethodPut, "/default/docs/"+key, fmt.Appendf(nil, `{"n":%d}`, len(key)), 10*time.Second)
+			status, _, _, err := s.do(ctx, http.MethodPut, "/default/docs/"+key, fmt.Appendf(nil, `{"n":%d}`, len(key)), time.Minute)
 			return err == nil && status/100 == 2
 		}
 		var pre sync.WaitGroup
@@ -48,7 +55,7 @@ func TestSIGTERMIsPrompt(t *testing.T) {
 			})
 		}
 		pre.Wait()
-		if status, body, _, err := s.do(ctx, http.MethodPut, fmt.Sprintf("/default/_design/slow%d", round), []byte(slowDDoc), 10*time.Second); err != nil || status/100 != 2 {
+		if status, body, _, err := s.do(ctx, http.MethodPut, fmt.Sprintf("/default/_design/slow%d", round), stuckDDoc(round), time.Minute); err != nil || status/100 != 2 {
 			t.Fatalf("round %d: design document: %d %s %v", round, status, body, err)
 		}
 		var mu sync.Mutex
@@ -88,22 +95,19 @@ func TestSIGTERMIsPrompt(t *testing.T) {
 		}
 		select {
 		case <-s.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			s.dumpAndKill()
-			t.Fatalf("round %d: mayfly serve still running 10 s after SIGTERM (goroutines in %s)", round, logPath)
+			t.Fatalf("round %d: mayfly serve still running a minute after SIGTERM (goroutines in %s)", round, logPath)
 		}
 		took := time.Since(start)
 		close(stop)
 		wg.Wait()
-		if took > 2*time.Second {
-			t.Errorf("round %d: mayfly serve took %v to exit after SIGTERM, want under 2 s", round, took)
-		}
 		if s.err != nil {
 			t.Errorf("round %d: mayfly serve exited with %v after SIGTERM", round, s.err)
 		}
 		t.Logf("round %d: exited %v after SIGTERM, %d writes acknowledged before it", round, took, before)
 
-		s, err = startServer(bin, data, logPath)
+		s, err = startServer(bin, data, logPath, "--js-timeout", "10m")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,6 +119,11 @@ func TestSIGTERMIsPrompt(t *testing.T) {
 			}
 		}
 		mu.Unlock()
+		// The next round's server must not spin on this round's document
+		// too: one spinning call per round, as the test means.
+		if status, body, _, err := s.do(ctx, http.MethodDelete, fmt.Sprintf("/default/_design/slow%d", round), nil, time.Minute); err != nil || status/100 != 2 {
+			t.Errorf("round %d: deleting the design document: %d %s %v", round, status, body, err)
+		}
 		s.kill()
 	}
 }

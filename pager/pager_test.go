@@ -467,7 +467,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNoPagerGoroutines(t)
-	waited := time.After(5 * time.Second)
+	waited := time.After(time.Minute) // a leak, not a busy machine, gets there
 	for runtime.NumGoroutine() > before {
 		select {
 		case <-waited:
@@ -561,8 +561,8 @@ func TestBackgroundLoop(t *testing.T) {
 		if r.Purged != 3 || r.Start != t0+10 {
 			t.Fatalf("run: %+v", r)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no run within 10 s of real time")
+	case <-time.After(time.Minute): // the loop polls every 2ms: only a loop that never runs gets here
+		t.Fatal("no run within a minute of real time")
 	}
 	wantStats(t, b, 3, 1, 0)
 	if err := m.Close(ctx); err != nil {

@@ -166,9 +166,9 @@ func TestModelPersistent(t *testing.T) {
 		case r == 2: // hold a background checkpoint before its switch
 			// Wait for a running checkpoint to end, then apply until one
 			// starts (the threshold is also half the documents).
-			for deadline := time.Now().Add(30 * time.Second); index.CheckpointRunning(ix); time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(2 * time.Minute); index.CheckpointRunning(ix); time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: a checkpoint runs for 30s", where)
+					t.Fatalf("%s: a checkpoint runs for 2 minutes", where)
 				}
 			}
 			paused, release := make(chan struct{}), make(chan struct{})

@@ -303,7 +303,8 @@ func TestConcurrencyCap(t *testing.T) {
 		}
 	}()
 	pw.Write([]byte(`{"a":`)) // the handler is reading by now
-	deadline := time.Now().Add(5 * time.Second)
+	// Polls until the slot is seen taken; only a hang reaches the deadline.
+	deadline := time.Now().Add(time.Minute)
 	var st int
 	var body string
 	for time.Now().Before(deadline) {

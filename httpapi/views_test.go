@@ -84,7 +84,7 @@ func TestClientHangsUpMidStream(t *testing.T) {
 		}
 		fmt.Fprintf(conn, "GET /default/_design/d/_view/v HTTP/1.1\r\nHost: %s\r\nAuthorization: Basic %s\r\n\r\n",
 			strings.TrimPrefix(f.srv.URL, "http://"), base64.StdEncoding.EncodeToString([]byte(adminUser+":"+adminPass)))
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		conn.SetReadDeadline(time.Now().Add(time.Minute))
 		line, err := bufio.NewReader(conn).ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
 			t.Fatalf("status line %q: %v", line, err)

@@ -21,10 +21,6 @@ import (
 	"github.com/mayflydb/mayfly/views"
 )
 
-// slowMap spends a little time on every document, so that indexing 20,000
-// of them takes a while.
-const slowMapDDoc = `{"views":{"v":{"map":"function (doc, meta) { var x = 0; for (var i = 0; i < 3000; i++) { x += i; } emit(doc.n, x); }","reduce":"_count"}}}`
-
 // loadDocs writes n small JSON documents to the env's default bucket.
 func (e *env) loadDocs(n int) {
 	e.t.Helper()
@@ -83,9 +79,23 @@ const stuckN = 50
 type jsLog struct {
 	mu   sync.Mutex
 	seen map[string]chan struct{}
+	hold map[string]chan struct{} // log(msg) waits until it is closed
 }
 
-func newJSLog() *jsLog { return &jsLog{seen: map[string]chan struct{}{}} }
+func newJSLog() *jsLog {
+	return &jsLog{seen: map[string]chan struct{}{}, hold: map[string]chan struct{}{}}
+}
+
+// holdOn makes a log(msg) line wait, in the JavaScript call, until release
+// is called (release may be called more than once).
+func (l *jsLog) holdOn(msg string) (release func()) {
+	c := make(chan struct{})
+	l.mu.Lock()
+	l.hold[msg] = c
+	l.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(c) }) }
+}
 
 func (l *jsLog) ch(msg string) chan struct{} {
 	l.mu.Lock()
@@ -118,11 +128,15 @@ func (l *jsLog) Handle(_ context.Context, r slog.Record) error {
 		}
 		c := l.ch(a.Value.String())
 		l.mu.Lock()
-		defer l.mu.Unlock()
 		select {
 		case <-c:
 		default:
 			close(c)
+		}
+		hold := l.hold[a.Value.String()]
+		l.mu.Unlock()
+		if hold != nil {
+			<-hold
 		}
 		return false
 	})

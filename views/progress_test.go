@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/internal/logtest"
+	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -18,11 +18,26 @@ import (
 // behind its index is; the log tells a big build's start and end.
 func TestBuildProgress(t *testing.T) {
 	var logs logtest.Buffer
-	e := newEnv(t, views.Options{NoAutoUpdate: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	js := newJSLog()
+	e := newEnv(t, views.Options{NoAutoUpdate: true, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		JS: &jsruntime.Options{Logger: slog.New(js)}})
+	release := js.holdOn("held")
+	t.Cleanup(release) // runs before e's cleanup, which closes the service
 	ctx := context.Background()
 	const n = 6000 // more than one mapping chunk (5,000), so progress shows mid-build
 	e.loadDocs(n)
-	if _, err := e.svc.PutDesignDoc(ctx, "default", "slow", []byte(strings.Replace(slowMapDDoc, "3000", "200", 1))); err != nil {
+	// The map holds the build on a document of the second chunk (in the
+	// feed's order), so that _info is read mid-build, not polled for.
+	b, err := e.eng.Bucket("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := b.Changes(nil, 0)
+	if err != nil || len(changes) != n {
+		t.Fatalf("feed: %d changes, %v", len(changes), err)
+	}
+	ddoc := fmt.Sprintf(`{"views":{"v":{"map":"function (doc, meta) { if (meta.id === '%s') { log('held'); } emit(doc.n, null); }","reduce":"_count"}}}`, changes[5500].Key)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "slow", []byte(ddoc)); err != nil {
 		t.Fatal(err)
 	}
 	inf, err := e.svc.Info(ctx, "default", "slow")
@@ -46,22 +61,15 @@ func TestBuildProgress(t *testing.T) {
 		_, err := queryRows(ctx, e.svc, "default", "slow", "v", "stale=false")
 		done <- err
 	}()
-	var during *views.Info
-	for during == nil {
-		select {
-		case err := <-done:
-			t.Fatalf("the build ended before _info showed it (%v)", err)
-		default:
-		}
-		inf, err := e.svc.Info(ctx, "default", "slow")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if inf.Building && inf.Indexed > 0 && inf.ToIndex > 0 {
-			during = inf
-		}
-		time.Sleep(time.Millisecond)
+	js.wait(t, "held")
+	during, err := e.svc.Info(ctx, "default", "slow")
+	if err != nil {
+		t.Fatal(err)
 	}
+	if !during.Building || during.Indexed == 0 || during.ToIndex == 0 {
+		t.Errorf("during: %+v", during.BuildInfo)
+	}
+	release()
 	if during.Rate <= 0 || during.ETA <= 0 || during.Indexed+during.ToIndex != n {
 		t.Errorf("during: %+v", during.BuildInfo)
 	}

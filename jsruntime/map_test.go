@@ -340,9 +340,11 @@ func TestMap_ThrowIsolatedToView(t *testing.T) {
 }
 
 func TestMap_TimeoutIsolatedToViewAndDocument(t *testing.T) {
-	// The limit is long enough that a busy machine does not cut off the
-	// documents that do not loop.
-	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 500 * time.Millisecond})
+	// A limit of 4s gets the longest grace (1s) before the watchdog gives up
+	// on a call that has not noticed its interrupt: a process stalled past
+	// the grace on a busy machine would have the whole document abandoned,
+	// its other views failing too.
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 4 * time.Second})
 	pr := load(t, p,
 		jsruntime.ViewSource{Name: "before", Map: `function (doc) { emit(doc.k); }`},
 		jsruntime.ViewSource{Name: "loops", Map: `function (doc) { emit("partial"); if (doc.k == 2) { while (true) {} } emit(doc.k); }`},
@@ -695,7 +697,8 @@ func TestPool_CloseLeavesNoGoroutines(t *testing.T) {
 }
 
 func TestMap_PromiseJobsAreTimeLimitedAndCannotEmit(t *testing.T) {
-	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 500 * time.Millisecond})
+	// 4s: the longest grace, as in TestMap_TimeoutIsolatedToViewAndDocument.
+	p := newPool(t, &jsruntime.Options{Workers: 1, Timeout: 4 * time.Second})
 	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc) {
 		Promise.resolve().then(function () { emit("late"); });
 		(async function () { await 0; if (doc.loop) { while (true) {} } })();

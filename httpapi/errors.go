@@ -88,6 +88,20 @@ func classifyCode(err error) *httpError {
 	return &httpError{http.StatusInternalServerError, "internal_error", msg}
 }
 
+// apiHandler is a handler that returns its error instead of answering it.
+// ServeHTTP answers a returned error once, through writeError: every
+// handler's status codes and error bodies come from classify. A handler
+// returns an error only while it has written nothing; once it has begun its
+// answer it deals with failures itself (a streamed view query logs them).
+type apiHandler func(w http.ResponseWriter, r *http.Request) error
+
+// ServeHTTP runs h and answers its error.
+func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h(w, r); err != nil {
+		writeError(w, err)
+	}
+}
+
 // writeError writes err as {"error": code, "reason": reason}.
 func writeError(w http.ResponseWriter, err error) {
 	he := classify(err)

@@ -58,17 +58,16 @@ func (s *server) audit(r *http.Request, e audit.Event) error {
 }
 
 // intend records the intent of an administrative action about to be done.
-// On failure it answers the request (audit_failed) and returns false: the
-// action must not be done. Otherwise the caller does the action and passes
-// its error to settle.
-func (s *server) intend(w http.ResponseWriter, r *http.Request, e audit.Event) (audit.Intent, bool) {
+// On failure it returns the error to answer (audit_failed): the action must
+// not be done. Otherwise the caller does the action and passes its error to
+// settle.
+func (s *server) intend(r *http.Request, e audit.Event) (audit.Intent, error) {
 	in, err := s.auditLog.Intend(r.Context(), s.event(r, e))
 	if err != nil {
 		s.log.Error("audit log: action refused", "err", err, "action", e.Action, "bucket", e.Bucket, "target", e.Target)
-		writeError(w, errAuditFailed(err))
-		return in, false
+		return in, errAuditFailed(err)
 	}
-	return in, true
+	return in, nil
 }
 
 // settle records that an intended action failed (nothing if err is nil).

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -125,8 +124,9 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %q", engine.ErrBucketExists, st.Name))
 		return
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionBucketCreate, Bucket: st.Name, After: st})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: audit.ActionBucketCreate, Bucket: st.Name, After: st})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	b, err := s.eng.CreateBucket(r.Context(), st)
@@ -149,7 +149,7 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
 	// The change is recorded inside UpdateSettings, under the bucket's lock,
 	// once validated and before it is committed, so before is exact.
 	var in audit.Intent
-	var intended, refused bool
+	var intended bool
 	_, _, err = b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
 		old := *st
 		if err := applyBucketParams(vals, st, false); err != nil {
@@ -162,17 +162,13 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
 		if len(after) == 0 {
 			return nil
 		}
-		var ok bool
-		if in, ok = s.intend(w, r, audit.Event{Action: audit.ActionBucketSettings, Bucket: old.Name, Before: before, After: after}); !ok {
-			refused = true
-			return errAuditFailed(errors.New("refused"))
+		var err error
+		if in, err = s.intend(r, audit.Event{Action: audit.ActionBucketSettings, Bucket: old.Name, Before: before, After: after}); err != nil {
+			return err
 		}
 		intended = true
 		return nil
 	})
-	if refused {
-		return // answered by intend
-	}
 	if err != nil {
 		if intended {
 			s.settle(r, in, err)
@@ -194,8 +190,9 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionBucketDelete, Bucket: name, Before: b.Settings()})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: audit.ActionBucketDelete, Bucket: name, Before: b.Settings()})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := s.eng.DeleteBucket(r.Context(), name); err != nil {
@@ -313,8 +310,9 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionScopeCreate, Bucket: b.Name(), Target: vals.Get("name")})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: audit.ActionScopeCreate, Bucket: b.Name(), Target: vals.Get("name")})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := b.CreateScope(r.Context(), vals.Get("name")); err != nil {
@@ -377,8 +375,9 @@ func (s *server) drop(w http.ResponseWriter, r *http.Request, action string, do 
 		}
 		target = scope + "." + coll
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: action, Bucket: b.Name(), Target: target})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: action, Bucket: b.Name(), Target: target})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := do(b, scope, coll); err != nil {
@@ -417,9 +416,10 @@ func (s *server) createCollection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after["maxTTL"] = maxTTL
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionCollectionCreate, Bucket: b.Name(), Target: scope + "." + vals.Get("name"),
+	in, err := s.intend(r, audit.Event{Action: audit.ActionCollectionCreate, Bucket: b.Name(), Target: scope + "." + vals.Get("name"),
 		After: after})
-	if !ok {
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	ci, err := b.CreateCollectionWith(r.Context(), scope, vals.Get("name"), cs)
@@ -468,8 +468,9 @@ func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: actionCollectionSettings, Bucket: b.Name(), Target: scope + "." + coll, After: after})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: actionCollectionSettings, Bucket: b.Name(), Target: scope + "." + coll, After: after})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	ci, n, err := b.UpdateCollection(context.WithoutCancel(r.Context()), scope, coll, func(cs *engine.CollectionSettings) error {

@@ -101,8 +101,8 @@ func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) {
 	if len(after) > 0 {
 		// before is read just ahead of the change: a concurrent change of
 		// the same setting in between would make it stale.
-		var ok bool
-		if in, ok = s.intend(w, r, audit.Event{Action: audit.ActionPagerSettings, Bucket: name, Before: before, After: after}); !ok {
+		if in, err = s.intend(r, audit.Event{Action: audit.ActionPagerSettings, Bucket: name, Before: before, After: after}); err != nil {
+			writeError(w, err)
 			return
 		}
 	}

@@ -151,8 +151,9 @@ func (s *server) audited(action string, svc SearchService, h http.HandlerFunc) h
 				bucket = gjson.GetBytes(body, "sourceName").String()
 			}
 		}
-		in, ok := s.intend(w, r, audit.Event{Action: action, Bucket: bucket, Target: name, After: after})
-		if !ok {
+		in, err := s.intend(r, audit.Event{Action: action, Bucket: bucket, Target: name, After: after})
+		if err != nil {
+			writeError(w, err)
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}

@@ -87,9 +87,10 @@ func (s *server) putUser(w http.ResponseWriter, r *http.Request) {
 	if old, err := s.sec.store.User(id); err == nil {
 		before = userView(old)
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionUserPut, Target: id, Before: before,
+	in, err := s.intend(r, audit.Event{Action: audit.ActionUserPut, Target: id, Before: before,
 		After: map[string]any{"name": vals.Get("name"), "roles": vals.Get("roles"), "password_changed": vals.Get("password") != ""}})
-	if !ok {
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := s.sec.store.PutUser(id, vals.Get("name"), vals.Get("password"), roles); err != nil {
@@ -116,8 +117,9 @@ func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) {
 	if old, err := s.sec.store.User(id); err == nil {
 		before = userView(old)
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionUserDelete, Target: id, Before: before})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: audit.ActionUserDelete, Target: id, Before: before})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := s.sec.store.DeleteUser(id); err != nil {

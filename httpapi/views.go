@@ -50,8 +50,9 @@ func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionDDocPut, Bucket: bucket, Target: name, Before: before, After: auditBody(body)})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: audit.ActionDDocPut, Bucket: bucket, Target: name, Before: before, After: auditBody(body)})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	d, err := s.views.PutDesignDoc(r.Context(), bucket, name, body)
@@ -106,8 +107,9 @@ func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, ok := s.intend(w, r, audit.Event{Action: audit.ActionDDocDelete, Bucket: bucket, Target: name, Before: auditBody(d.Body)})
-	if !ok {
+	in, err := s.intend(r, audit.Event{Action: audit.ActionDDocDelete, Bucket: bucket, Target: name, Before: auditBody(d.Body)})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := s.views.DeleteDesignDoc(r.Context(), bucket, name); err != nil {

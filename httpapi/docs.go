@@ -67,32 +67,27 @@ func checkDeclaredJSON(r *http.Request, body []byte) error {
 // collection with a defaultTTL, a JSON body's top-level "ttl" field sets the
 // document's time to live (-1 never, n > 0 seconds after this write; anything
 // else is a 400 naming the field); a non-zero ?expiry wins over it.
-func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) putDoc(w http.ResponseWriter, r *http.Request) error {
 	c, key, err := s.docTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	var o engine.WriteOptions
 	if o.Expiry, _, err = intParam(q, "expiry"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if o.PreserveExpiry, err = boolParam(q, "preserve_expiry"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	flags, _, err := intParam(q, "flags")
 	if err != nil || flags < 0 || flags > 0xFFFFFFFF {
-		writeError(w, errBadRequest("flags must be an integer from 0 to 4294967295"))
-		return
+		return errBadRequest("flags must be an integer from 0 to 4294967295")
 	}
 	o.Flags = uint32(flags)
 	if cs := q.Get("cas"); cs != "" {
 		if o.CAS, err = strconv.ParseUint(cs, 10, 64); err != nil {
-			writeError(w, errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs)))
-			return
+			return errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs))
 		}
 	}
 	op := q.Get("op")
@@ -104,37 +99,32 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 	case "replace":
 		write = c.Replace
 	default:
-		writeError(w, errBadRequest(fmt.Sprintf("op must be upsert, insert or replace, got %q", op)))
-		return
+		return errBadRequest(fmt.Sprintf("op must be upsert, insert or replace, got %q", op))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen))
-			return
+			return fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen)
 		}
 		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-			writeError(w, err) // 408: the body did not arrive within --read-timeout
-			return
+			return err // 408: the body did not arrive within --read-timeout
 		}
-		writeError(w, errBadRequest("reading the body: "+err.Error()))
-		return
+		return errBadRequest("reading the body: " + err.Error())
 	}
 	if err := checkDeclaredJSON(r, body); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	d, err := write(r.Context(), key, body, &o)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	if d.Created {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, resultOf(d))
+	return nil
 }
 
 // getDoc handles GET /{bucket}/docs/{key}: the raw value with metadata
@@ -142,32 +132,28 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) {
 // collection with idleTTL or maxLifetime a read slides the document's
 // expiration (engine.Collection.Get); the headers and envelope show the
 // version read, the extension becomes visible once committed.
-func (s *server) getDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 	c, key, err := s.docTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	var d *engine.Document
 	if q.Has("touch") {
 		exp, _, perr := intParam(q, "touch")
 		if perr != nil {
-			writeError(w, perr)
-			return
+			return perr
 		}
 		d, err = c.GetAndTouch(r.Context(), key, exp)
 	} else {
 		d, err = c.Get(r.Context(), key)
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	withMeta, err := boolParam(q, "meta")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	h := w.Header()
 	h.Set("X-Mayfly-Cas", strconv.FormatUint(d.CAS, 10))
@@ -175,7 +161,7 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Mayfly-Flags", strconv.FormatUint(uint64(d.Flags), 10))
 	if withMeta {
 		writeJSON(w, http.StatusOK, docEnvelope(d))
-		return
+		return nil
 	}
 	if d.Type == engine.TypeJSON {
 		h.Set("Content-Type", "application/json")
@@ -184,6 +170,7 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(d.Value)
+	return nil
 }
 
 // docMeta is a document's metadata as the API shows it.
@@ -214,47 +201,42 @@ func docEnvelope(d *engine.Document) map[string]any {
 }
 
 // deleteDoc handles DELETE /{bucket}/docs/{key} (?cas= optional).
-func (s *server) deleteDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) deleteDoc(w http.ResponseWriter, r *http.Request) error {
 	c, key, err := s.docTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var o engine.WriteOptions
 	if cs := r.URL.Query().Get("cas"); cs != "" {
 		if o.CAS, err = strconv.ParseUint(cs, 10, 64); err != nil {
-			writeError(w, errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs)))
-			return
+			return errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs))
 		}
 	}
 	d, err := c.Delete(r.Context(), key, &o)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, resultOf(d))
+	return nil
 }
 
 // touchDoc handles POST /{bucket}/docs/{key}/touch?expiry=E.
-func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 	c, key, err := s.docTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	exp, ok, err := intParam(r.URL.Query(), "expiry")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if !ok {
-		writeError(w, errBadRequest("expiry is required"))
-		return
+		return errBadRequest("expiry is required")
 	}
 	d, err := c.Touch(r.Context(), key, exp)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, resultOf(d))
+	return nil
 }

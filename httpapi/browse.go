@@ -43,16 +43,14 @@ func browseKey(q url.Values, name string) (string, error) {
 // browseDocs handles GET /pools/default/buckets/{b}/scopes/{s}/collections/{c}/docs
 // ?skip=&limit=&startkey=&endkey=&include_docs=: the collection's live
 // documents in byte order of key, startkey and endkey included.
-func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) {
+func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 	b, scope, coll, err := s.collectionPath(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	c, err := b.Collection(scope, coll)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	skip, _, err := intParam(q, "skip")
@@ -60,39 +58,33 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) {
 		err = errBadRequest("skip must not be negative")
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	limit, ok, err := intParam(q, "limit")
 	if err == nil && ok && (limit < 1 || limit > browseMaxLimit) {
 		err = errBadRequest(fmt.Sprintf("limit must be from 1 to %d", browseMaxLimit))
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if !ok {
 		limit = browseDefaultLimit
 	}
 	start, err := browseKey(q, "startkey")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	end, err := browseKey(q, "endkey")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	withDocs, err := boolParam(q, "include_docs")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	docs, total, err := c.Keys(r.Context(), start, end, int(min(skip, int64(1)<<40)), int(limit))
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	rows := make([]browseRow, len(docs))
 	for i, d := range docs {
@@ -102,4 +94,5 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_rows": total, "rows": rows})
+	return nil
 }

@@ -26,31 +26,27 @@ type intervalJSON struct {
 // expiryForecast handles GET /{bucket}/_expiry?interval=S&horizon=S (defaults
 // 3600 and 86400): per interval ahead, the documents and bytes that expire,
 // those expired but not purged, and when the pager runs next.
-func (s *server) expiryForecast(w http.ResponseWriter, r *http.Request) {
+func (s *server) expiryForecast(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	interval, ok, err := intParam(q, "interval")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if !ok {
 		interval = 3600
 	}
 	horizon, ok, err := intParam(q, "horizon")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if !ok {
 		horizon = 86400
 	}
 	f, err := b.Forecast(interval, horizon)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	out := forecastJSON{Now: f.Now, ExpiredUnpurged: docsBytes{f.ExpiredUnpurged, f.ExpiredUnpurgedBytes}, Intervals: make([]intervalJSON, len(f.Intervals))}
 	for i, iv := range f.Intervals {
@@ -62,4 +58,5 @@ func (s *server) expiryForecast(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -62,11 +62,10 @@ type bulkSlot struct {
 // The body is read line by line; each good line becomes a slot, queued for
 // the answer writer in input order and submitted to an engine.Pipeline,
 // which runs operations on one document in the order of the lines.
-func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
+func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	rc := http.NewResponseController(w)
 	// Answers go out while the body is still coming in.
@@ -118,6 +117,7 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) {
 	pipe.Wait()
 	close(queue)
 	<-writerDone
+	return nil
 }
 
 // doneSlot returns the slot of a line answered without running (an error).

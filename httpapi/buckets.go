@@ -38,7 +38,7 @@ func bucketView(b *engine.Bucket) bucketJSON {
 	}
 }
 
-func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) {
+func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) error {
 	out := []bucketJSON{}
 	p := principalOf(r)
 	for _, b := range s.eng.Buckets() {
@@ -48,15 +48,16 @@ func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) {
 		out = append(out, bucketView(b))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *server) getBucket(w http.ResponseWriter, r *http.Request) {
+func (s *server) getBucket(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, bucketView(b))
+	return nil
 }
 
 // applyBucketParams sets the settings a request names. Only the fields a
@@ -101,50 +102,43 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 
 // createBucket handles POST /pools/default/buckets (name, bucketType, maxTTL,
 // ramQuotaMB, purgeInterval), answering 202 as Couchbase does.
-func (s *server) createBucket(w http.ResponseWriter, r *http.Request) {
+func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 	vals, err := formParams(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if vals.Get("name") == "" {
-		writeError(w, errBadRequest("name: bucket name cannot be empty"))
-		return
+		return errBadRequest("name: bucket name cannot be empty")
 	}
 	st := engine.DefaultBucketSettings("")
 	if err := applyBucketParams(vals, &st, true); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := st.Validate(); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if _, err := s.eng.Bucket(st.Name); err == nil {
-		writeError(w, fmt.Errorf("%w: %q", engine.ErrBucketExists, st.Name))
-		return
+		return fmt.Errorf("%w: %q", engine.ErrBucketExists, st.Name)
 	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionBucketCreate, Bucket: st.Name, After: st})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	b, err := s.eng.CreateBucket(r.Context(), st)
 	if err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusAccepted, bucketView(b))
+	return nil
 }
 
 // updateBucket handles POST /pools/default/buckets/{bucket}: maxTTL,
 // ramQuotaMB, purgeInterval.
-func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
+func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 	b, vals, err := s.bucketForm(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	// The change is recorded inside UpdateSettings, under the bucket's lock,
 	// once validated and before it is committed, so before is exact.
@@ -173,37 +167,34 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) {
 		if intended {
 			s.settle(r, in, err)
 		}
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, bucketView(b))
+	return nil
 }
 
-func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request) {
+func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request) error {
 	name, err := pathVar(r, "bucket")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	b, err := s.eng.Bucket(name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionBucketDelete, Bucket: name, Before: b.Settings()})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := s.eng.DeleteBucket(r.Context(), name); err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	if s.runs != nil {
 		s.runs.forget(name)
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
 }
 
 // settingsDiff returns the settings that differ, by their API names: their
@@ -287,11 +278,10 @@ func ttlSettings(vals url.Values, cs *engine.CollectionSettings) (map[string]any
 	return audited, nil
 }
 
-func (s *server) listScopes(w http.ResponseWriter, r *http.Request) {
+func (s *server) listScopes(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	out := scopesJSON{Scopes: []scopeJSON{}}
 	for _, sc := range b.Scopes() {
@@ -302,25 +292,24 @@ func (s *server) listScopes(w http.ResponseWriter, r *http.Request) {
 		out.Scopes = append(out.Scopes, sj)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *server) createScope(w http.ResponseWriter, r *http.Request) {
+func (s *server) createScope(w http.ResponseWriter, r *http.Request) error {
 	b, vals, err := s.bucketForm(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionScopeCreate, Bucket: b.Name(), Target: vals.Get("name")})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := b.CreateScope(r.Context(), vals.Get("name")); err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"name": vals.Get("name")})
+	return nil
 }
 
 // collectionPath reads the {bucket}, {scope} and {collection} of a
@@ -340,95 +329,85 @@ func (s *server) collectionPath(r *http.Request) (b *engine.Bucket, scope, coll 
 
 // dropScope handles DELETE .../scopes/{scope}: the scope, its collections
 // and their documents go.
-func (s *server) dropScope(w http.ResponseWriter, r *http.Request) {
-	s.drop(w, r, audit.ActionScopeDrop, func(b *engine.Bucket, scope, _ string) error {
+func (s *server) dropScope(w http.ResponseWriter, r *http.Request) error {
+	return s.drop(w, r, audit.ActionScopeDrop, func(b *engine.Bucket, scope, _ string) error {
 		return b.DropScope(r.Context(), scope)
 	})
 }
 
 // dropCollection handles DELETE .../scopes/{scope}/collections/{collection}:
 // the collection and its documents go.
-func (s *server) dropCollection(w http.ResponseWriter, r *http.Request) {
-	s.drop(w, r, audit.ActionCollectionDrop, func(b *engine.Bucket, scope, coll string) error {
+func (s *server) dropCollection(w http.ResponseWriter, r *http.Request) error {
+	return s.drop(w, r, audit.ActionCollectionDrop, func(b *engine.Bucket, scope, coll string) error {
 		return b.DropCollection(r.Context(), scope, coll)
 	})
 }
 
 // drop audits and does a scope or collection drop named by the path
 // ({collection} is absent for a scope).
-func (s *server) drop(w http.ResponseWriter, r *http.Request, action string, do func(b *engine.Bucket, scope, coll string) error) {
+func (s *server) drop(w http.ResponseWriter, r *http.Request, action string, do func(b *engine.Bucket, scope, coll string) error) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	scope, err := pathVar(r, "scope")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	target, coll := scope, ""
 	if _, ok := mux.Vars(r)["collection"]; ok {
 		if coll, err = pathVar(r, "collection"); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		target = scope + "." + coll
 	}
 	in, err := s.intend(r, audit.Event{Action: action, Bucket: b.Name(), Target: target})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := do(b, scope, coll); err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"dropped": target})
+	return nil
 }
 
-func (s *server) createCollection(w http.ResponseWriter, r *http.Request) {
+func (s *server) createCollection(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	scope, err := pathVar(r, "scope")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	vals, err := formParams(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	maxTTL, _, err := intParam(vals, "maxTTL")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	cs := engine.CollectionSettings{MaxTTL: maxTTL}
 	after, err := ttlSettings(vals, &cs)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	after["maxTTL"] = maxTTL
 	in, err := s.intend(r, audit.Event{Action: audit.ActionCollectionCreate, Bucket: b.Name(), Target: scope + "." + vals.Get("name"),
 		After: after})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	ci, err := b.CreateCollectionWith(r.Context(), scope, vals.Get("name"), cs)
 	if err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, collectionJSONOf(ci))
+	return nil
 }
 
 // actionCollectionSettings is the audit action of a collection settings
@@ -441,37 +420,31 @@ const actionCollectionSettings = "collection.settings"
 // the collection's documents (engine.Bucket.UpdateCollection) before it
 // answers, even if the request goes away meanwhile; the answer says how many
 // it re-wrote.
-func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) {
+func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) error {
 	b, scope, coll, err := s.collectionPath(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	vals, err := formParams(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	for name := range vals {
 		if name == "maxTTL" {
-			writeError(w, errBadRequest("maxTTL cannot change; settable: defaultTTL, idleTTL, maxLifetime"))
-			return
+			return errBadRequest("maxTTL cannot change; settable: defaultTTL, idleTTL, maxLifetime")
 		}
 		if !slices.Contains(ttlSettingParams, name) {
-			writeError(w, errBadRequest(fmt.Sprintf("unknown collection setting %q; settable: defaultTTL, idleTTL, maxLifetime", name)))
-			return
+			return errBadRequest(fmt.Sprintf("unknown collection setting %q; settable: defaultTTL, idleTTL, maxLifetime", name))
 		}
 	}
 	var probe engine.CollectionSettings
 	after, err := ttlSettings(vals, &probe)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	in, err := s.intend(r, audit.Event{Action: actionCollectionSettings, Bucket: b.Name(), Target: scope + "." + coll, After: after})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	ci, n, err := b.UpdateCollection(context.WithoutCancel(r.Context()), scope, coll, func(cs *engine.CollectionSettings) error {
 		_, err := ttlSettings(vals, cs)
@@ -479,10 +452,10 @@ func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	out := collectionJSONOf(ci)
 	out.Reevaluated = &n
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -25,70 +25,60 @@ func (s *server) pagerBucket(r *http.Request) (string, error) {
 }
 
 // getExpiryPager handles GET .../settings/expiryPager.
-func (s *server) getExpiryPager(w http.ResponseWriter, r *http.Request) {
+func (s *server) getExpiryPager(w http.ResponseWriter, r *http.Request) error {
 	name, err := s.pagerBucket(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	st, err := s.pager.Settings(name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, st)
+	return nil
 }
 
 // setExpiryPager handles POST .../settings/expiryPager with exp_pager_stime
 // and/or exp_pager_initial_run_time: validated, persisted, audited, and the
 // next run rescheduled at once.
-func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) {
+func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) error {
 	name, err := s.pagerBucket(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	_, vals, err := s.bucketForm(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var stime *int64
 	var hour *int
 	if v, ok, err := intParam(vals, "exp_pager_stime"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if ok {
 		stime = &v
 	}
 	if v, ok, err := intParam(vals, "exp_pager_initial_run_time"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if ok {
 		h := int(v)
 		if int64(h) != v {
-			writeError(w, errBadRequest("exp_pager_initial_run_time: must be an hour from -1 to 23"))
-			return
+			return errBadRequest("exp_pager_initial_run_time: must be an hour from -1 to 23")
 		}
 		hour = &h
 	}
 	if stime == nil && hour == nil {
-		writeError(w, errBadRequest("give exp_pager_stime and/or exp_pager_initial_run_time"))
-		return
+		return errBadRequest("give exp_pager_stime and/or exp_pager_initial_run_time")
 	}
 	// Validated here as the pager does, so a refused value is not recorded.
 	if stime != nil && *stime < 0 {
-		writeError(w, errBadRequest("exp_pager_stime: must be 0 (disabled) or a whole number of seconds"))
-		return
+		return errBadRequest("exp_pager_stime: must be 0 (disabled) or a whole number of seconds")
 	}
 	if hour != nil && (*hour < -1 || *hour > 23) {
-		writeError(w, errBadRequest("exp_pager_initial_run_time: must be an hour (UTC) from 0 to 23, or -1 for none"))
-		return
+		return errBadRequest("exp_pager_initial_run_time: must be an hour (UTC) from 0 to 23, or -1 for none")
 	}
 	cur, err := s.pager.Settings(name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	before, after := map[string]any{}, map[string]any{}
 	if stime != nil && *stime != cur.ExpPagerStime {
@@ -102,33 +92,31 @@ func (s *server) setExpiryPager(w http.ResponseWriter, r *http.Request) {
 		// before is read just ahead of the change: a concurrent change of
 		// the same setting in between would make it stale.
 		if in, err = s.intend(r, audit.Event{Action: audit.ActionPagerSettings, Bucket: name, Before: before, After: after}); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 	}
 	_, updated, err := s.pager.UpdateSettings(r.Context(), name, stime, hour)
 	if err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, updated)
+	return nil
 }
 
 // runExpiryPager handles POST .../controller/runExpiryPager: a run now,
 // answered with what it purged.
-func (s *server) runExpiryPager(w http.ResponseWriter, r *http.Request) {
+func (s *server) runExpiryPager(w http.ResponseWriter, r *http.Request) error {
 	name, err := s.pagerBucket(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	res, err := s.pager.RunNow(r.Context(), name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // bucketStats gathers a bucket's statistics under their cbstats names, and
@@ -209,18 +197,17 @@ func boolStat(b bool) int64 {
 }
 
 // getStats handles GET /pools/default/buckets/{bucket}/stats.
-func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
+func (s *server) getStats(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	st, err := s.bucketStats(r.Context(), b.Name())
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, st)
+	return nil
 }
 
 // classifyPager maps the pager's errors.
@@ -287,11 +274,10 @@ func (p *PagerRuns) forget(bucket string) {
 // pagerRuns handles GET /{bucket}/_expiry/runs: the pager's recent runs,
 // oldest first, and the engine clock's now. Without a PagerRuns only the
 // last run is known.
-func (s *server) pagerRuns(w http.ResponseWriter, r *http.Request) {
+func (s *server) pagerRuns(w http.ResponseWriter, r *http.Request) error {
 	name, err := s.pagerBucket(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	runs := []pager.RunResult{}
 	if s.runs != nil {
@@ -300,4 +286,5 @@ func (s *server) pagerRuns(w http.ResponseWriter, r *http.Request) {
 		runs = append(runs, *st.LastRun)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"now": s.eng.Clock().Now(), "runs": runs})
+	return nil
 }

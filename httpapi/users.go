@@ -40,7 +40,7 @@ func classifyAuth(err error) *httpError {
 	return nil
 }
 
-func (s *server) listUsers(w http.ResponseWriter, r *http.Request) {
+func (s *server) listUsers(w http.ResponseWriter, r *http.Request) error {
 	out := []userJSON{}
 	if s.sec.store != nil {
 		for _, u := range s.sec.store.Users() {
@@ -48,40 +48,37 @@ func (s *server) listUsers(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *server) getUser(w http.ResponseWriter, r *http.Request) {
+func (s *server) getUser(w http.ResponseWriter, r *http.Request) error {
 	name, err := pathVar(r, "name")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	u, err := s.sec.store.User(name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, userView(u))
+	return nil
 }
 
 // putUser handles PUT /settings/rbac/users/local/{name}: form (or JSON)
 // password, roles (comma-separated), name. Without a password an existing
 // user keeps theirs.
-func (s *server) putUser(w http.ResponseWriter, r *http.Request) {
+func (s *server) putUser(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathVar(r, "name")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	vals, err := formParams(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	roles, err := auth.ParseRoles(vals.Get("roles"))
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var before any
 	if old, err := s.sec.store.User(id); err == nil {
@@ -90,28 +87,25 @@ func (s *server) putUser(w http.ResponseWriter, r *http.Request) {
 	in, err := s.intend(r, audit.Event{Action: audit.ActionUserPut, Target: id, Before: before,
 		After: map[string]any{"name": vals.Get("name"), "roles": vals.Get("roles"), "password_changed": vals.Get("password") != ""}})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := s.sec.store.PutUser(id, vals.Get("name"), vals.Get("password"), roles); err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	s.log.Info("user saved", "user", id, "roles", vals.Get("roles"), "by", principalOf(r).Name, "remote", r.RemoteAddr)
 	u, err := s.sec.store.User(id)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, userView(u))
+	return nil
 }
 
-func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) {
+func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathVar(r, "name")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var before any
 	if old, err := s.sec.store.User(id); err == nil {
@@ -119,14 +113,13 @@ func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) {
 	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionUserDelete, Target: id, Before: before})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := s.sec.store.DeleteUser(id); err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	s.log.Info("user deleted", "user", id, "by", principalOf(r).Name, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "deleted": "true"})
+	return nil
 }

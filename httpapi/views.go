@@ -34,34 +34,30 @@ func (s *server) ddocTarget(r *http.Request) (bucket, ddoc string, err error) {
 }
 
 // putDesignDoc handles PUT /{bucket}/_design/{ddoc}.
-func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	bucket, name, err := s.ddocTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDesignDocBody))
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	before, err := s.designDocBody(r, bucket, name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionDDocPut, Bucket: bucket, Target: name, Before: before, After: auditBody(body)})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	d, err := s.views.PutDesignDoc(r.Context(), bucket, name, body)
 	if err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"ok": true, "id": d.ID})
+	return nil
 }
 
 // designDocBody returns a design document as an audit record holds it, nil
@@ -78,60 +74,54 @@ func (s *server) designDocBody(r *http.Request, bucket, name string) (any, error
 }
 
 // getDesignDoc handles GET /{bucket}/_design/{ddoc}.
-func (s *server) getDesignDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) getDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	bucket, name, err := s.ddocTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	d, err := s.views.DesignDoc(r.Context(), bucket, name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	meta, _ := json.Marshal(map[string]string{"id": d.ID, "rev": d.Rev, "type": "json"})
 	w.Header().Set("X-Couchbase-Meta", string(meta))
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(d.Body)
+	return nil
 }
 
 // deleteDesignDoc handles DELETE /{bucket}/_design/{ddoc}.
-func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) {
+func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	bucket, name, err := s.ddocTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	d, err := s.views.DesignDoc(r.Context(), bucket, name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionDDocDelete, Bucket: bucket, Target: name, Before: auditBody(d.Body)})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := s.views.DeleteDesignDoc(r.Context(), bucket, name); err != nil {
 		s.settle(r, in, err)
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": views.DesignDocPrefix + name})
+	return nil
 }
 
 // designDocInfo handles GET /{bucket}/_design/{ddoc}/_info: index state and
 // map errors per view.
-func (s *server) designDocInfo(w http.ResponseWriter, r *http.Request) {
+func (s *server) designDocInfo(w http.ResponseWriter, r *http.Request) error {
 	bucket, name, err := s.ddocTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	inf, err := s.views.Info(r.Context(), bucket, name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	// The errors' reasons read as the API's other reasons do.
 	for v, vi := range inf.Views {
@@ -146,19 +136,18 @@ func (s *server) designDocInfo(w http.ResponseWriter, r *http.Request) {
 		inf.Views[v] = vi
 	}
 	writeJSON(w, http.StatusOK, inf)
+	return nil
 }
 
 // listDesignDocs handles GET /pools/default/buckets/{bucket}/ddocs.
-func (s *server) listDesignDocs(w http.ResponseWriter, r *http.Request) {
+func (s *server) listDesignDocs(w http.ResponseWriter, r *http.Request) error {
 	bucket, _, err := s.ddocTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	ds, err := s.views.DesignDocs(r.Context(), bucket)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	type row struct {
 		Doc struct {
@@ -176,37 +165,33 @@ func (s *server) listDesignDocs(w http.ResponseWriter, r *http.Request) {
 		out.Rows = append(out.Rows, rw)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // queryView handles GET and POST /{bucket}/_design/{ddoc}/_view/{view}. The
 // answer streams row by row; every parameter error is found before it starts.
-func (s *server) queryView(w http.ResponseWriter, r *http.Request) {
+func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 	bucket, ddoc, err := s.ddocTarget(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	view, err := pathVar(r, "view")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 	}
 	p, err := views.ParseParams(r.URL.Query(), body)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, p)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	w.Header().Set("Cache-Control", "must-revalidate")
 	// An answer from an index that is behind says so, and by how much.
@@ -223,8 +208,9 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &se):
 		s.log.Warn("view query cut short", "bucket", bucket, "ddoc", ddoc, "view", view, "err", err)
 	default:
-		writeError(w, err) // nothing was sent: a proper error status
+		return err // nothing was sent: a proper error status
 	}
+	return nil
 }
 
 // classifyViews maps the views package's errors.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/reason"
+	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -43,6 +44,9 @@ func classify(err error) *httpError {
 func classifyCode(err error) *httpError {
 	var he *httpError
 	if errors.As(err, &he) {
+		return he
+	}
+	if he := classifySearch(err); he != nil {
 		return he
 	}
 	if he := classifyViews(err); he != nil {
@@ -102,9 +106,68 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeError writes err as {"error": code, "reason": reason}.
+// classifySearch maps the search package's errors. The first of them in
+// err's chain (in the order errors.As looks) decides, whatever it wraps: a
+// definition naming a collection that does not exist is a refused
+// definition (400), not the engine's missing collection (404); an index that
+// cannot load stays a 500 whatever refused it.
+func classifySearch(err error) *httpError {
+	var found *httpError
+	walkErrors(err, func(e error) bool {
+		msg := err.Error()
+		switch e := e.(type) {
+		case *search.DefError, *search.QueryError:
+			found = &httpError{http.StatusBadRequest, "bad_request", msg}
+		default:
+			switch e {
+			case search.ErrNotFound:
+				found = &httpError{http.StatusNotFound, "not_found", msg}
+			case search.ErrNoSearch:
+				found = &httpError{http.StatusBadRequest, "bad_request", msg}
+			case search.ErrLoadFailed:
+				found = &httpError{http.StatusInternalServerError, "internal_error", msg}
+			case search.ErrClosed:
+				found = &httpError{http.StatusServiceUnavailable, "unavailable", msg}
+			}
+		}
+		return found != nil
+	})
+	return found
+}
+
+// walkErrors calls fn on err and the errors it wraps, depth first in the
+// order errors.As looks, until fn returns true.
+func walkErrors(err error, fn func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if fn(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return walkErrors(u.Unwrap(), fn)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if walkErrors(e, fn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeError writes err as {"error": code, "reason": reason}; an error of
+// the search REST API (ftsError) as the FTS service does, {"status":
+// "fail", "error": reason}. Every handler's error is answered here, once
+// (apiHandler).
 func writeError(w http.ResponseWriter, err error) {
 	he := classify(err)
+	var fe *ftsError
+	if errors.As(err, &fe) {
+		writeJSON(w, he.status, map[string]string{"status": "fail", "error": he.reason})
+		return
+	}
 	out := map[string]string{"error": he.code, "reason": he.reason}
 	// A bad view query parameter keeps Couchbase's error and reason, which
 	// do not always name it (`Invalid value for integer parameter: "abc"`),

@@ -7,9 +7,9 @@ import (
 )
 
 // TestMain fails the package's tests if any goroutine they started is still
-// running when they end. bleve's analysis workers (the search service in
-// the error-reason test) start with the package and live as long as the
-// process.
+// running when they end. bleve's analysis workers (this package serves the
+// search API, which loads bleve) start with the process and live as long as
+// it.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }

@@ -59,7 +59,7 @@ var (
 	viewErrors  = prometheus.NewDesc("mayfly_view_map_errors_total", "Failures of the view's map function.", []string{"bucket", "ddoc", "view"}, nil)
 )
 
-// ftsMetrics are the full-text index stats (SearchService.BucketIndexStats),
+// ftsMetrics are the full-text index stats (searchStatValues),
 // exported as mayfly_fts_STAT{bucket, index}: the stat fts_INDEX_STAT of
 // the bucket's statistics.
 var ftsMetrics = map[string]struct {

@@ -15,33 +15,31 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
 )
 
 // fakeSearch is a search service with one index, "idx", on bucket
-// "default" (the real one is tested in package search: it loads bleve).
+// "default", whose figures the test sets.
 type fakeSearch struct{}
 
 var errNoIndex = errors.New("no such index")
 
-func (fakeSearch) PutIndexJSON(context.Context, string, string, []byte) ([]byte, error) {
+func (fakeSearch) SourceBucket([]byte) (string, error) { return "", errNoIndex }
+func (fakeSearch) PutIndex(context.Context, string, string, []byte) (*search.IndexDef, error) {
 	return nil, errNoIndex
 }
-func (fakeSearch) GetIndexJSON(context.Context, string, string) ([]byte, error) {
+func (fakeSearch) GetIndex(context.Context, string, string) (*search.IndexDef, error) {
 	return nil, errNoIndex
 }
-func (fakeSearch) ListIndexesJSON(context.Context, string) ([]byte, error) { return []byte(`{}`), nil }
-func (fakeSearch) DeleteIndexJSON(context.Context, string, string) ([]byte, error) {
-	return nil, errNoIndex
-}
-func (fakeSearch) QueryJSON(context.Context, string, string, []byte) ([]byte, error) {
+func (fakeSearch) ListIndexes(context.Context, string) ([]*search.IndexDef, error) { return nil, nil }
+func (fakeSearch) DeleteIndex(context.Context, string, string) error               { return errNoIndex }
+func (fakeSearch) Query(context.Context, string, string, []byte) ([]byte, error) {
 	return []byte(`{"status":{"total":1},"hits":[],"total_hits":0}`), nil
 }
-func (fakeSearch) CountJSON(context.Context, string, string) ([]byte, error) {
-	return nil, errNoIndex
-}
-func (fakeSearch) StatsJSON(context.Context, string, string) ([]byte, error) {
-	return nil, errNoIndex
+func (fakeSearch) Count(context.Context, string, string) (uint64, error) { return 0, errNoIndex }
+func (fakeSearch) IndexStats(context.Context, string, string) (search.Stats, error) {
+	return search.Stats{}, errNoIndex
 }
 func (fakeSearch) FindIndex(name string) (string, error) {
 	if name == "idx" {
@@ -49,12 +47,12 @@ func (fakeSearch) FindIndex(name string) (string, error) {
 	}
 	return "", errNoIndex
 }
-func (fakeSearch) BucketIndexStats(_ context.Context, bucket string) (map[string]map[string]int64, error) {
+func (fakeSearch) Stats(_ context.Context, bucket string) ([]search.Stats, error) {
 	if bucket != "default" {
-		return map[string]map[string]int64{}, nil
+		return nil, nil
 	}
-	return map[string]map[string]int64{"idx": {"doc_count": 7, "num_mutations_to_index": 3, "num_bytes_used_disk": 4096,
-		"total_queries": 5, "total_queries_error": 1, "docs_indexed": 9, "docs_deleted": 2, "batches": 4, "index_errors": 0, "rollbacks": 0}}, nil
+	return []search.Stats{{Name: "idx", Bucket: "default", DocCount: 7, SeqsBehind: 3, DiskBytes: 4096,
+		Queries: 5, QueryErrors: 1, DocsIndexed: 9, DocsDeleted: 2, Batches: 4, IndexErrors: 0, Rollbacks: 0}}, nil
 }
 
 // /metrics is a superset of the bucket statistics (`mayfly stats`): every

@@ -121,7 +121,7 @@ func (s *server) runExpiryPager(w http.ResponseWriter, r *http.Request) error {
 
 // bucketStats gathers a bucket's statistics under their cbstats names, and
 // each full-text index's as fts_INDEX_STAT (see
-// SearchService.BucketIndexStats).
+// searchIndexStats).
 func (s *server) bucketStats(ctx context.Context, name string) (map[string]int64, error) {
 	out, idx, err := s.statsOf(ctx, name)
 	if err != nil {
@@ -147,7 +147,7 @@ func (s *server) statsOf(ctx context.Context, name string) (map[string]int64, ma
 	if s.search != nil {
 		// A memcached bucket has no indexes; one being opened or deleted
 		// has none yet.
-		idx, _ = s.search.BucketIndexStats(ctx, name)
+		idx, _ = searchIndexStats(ctx, s.search, name)
 	}
 	return out, idx, nil
 }

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +13,8 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
-	"github.com/mayflydb/mayfly/internal/reason"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/search"
 )
 
 // maxSearchDefBody bounds an index definition; maxSearchQueryBody a search
@@ -24,31 +25,31 @@ const (
 )
 
 // SearchService is what the search routes need of the full-text search
-// service (*search.Service implements it). Its answers are JSON bodies in
-// Couchbase's shapes; a bucket of "" means the bucket holding the named
-// index (for PutIndexJSON, the definition's sourceName). Errors with a
-// method HTTPStatus() int are answered with that status; others as
-// classify says. It is an interface so that this package does not import
-// bleve (whose analysis workers, started when it loads, would count as
-// leaked goroutines in every test of this package).
+// service (*search.Service implements it): domain calls that return
+// definitions, figures and errors; this file makes Couchbase's REST
+// answers of them, and classify their statuses.
 type SearchService interface {
-	PutIndexJSON(ctx context.Context, bucket, name string, def []byte) ([]byte, error)
-	GetIndexJSON(ctx context.Context, bucket, name string) ([]byte, error)
-	ListIndexesJSON(ctx context.Context, bucket string) ([]byte, error)
-	DeleteIndexJSON(ctx context.Context, bucket, name string) ([]byte, error)
-	QueryJSON(ctx context.Context, bucket, name string, req []byte) ([]byte, error)
-	CountJSON(ctx context.Context, bucket, name string) ([]byte, error)
-	StatsJSON(ctx context.Context, bucket, name string) ([]byte, error)
 	// FindIndex returns the bucket that holds the named index.
 	FindIndex(name string) (string, error)
-	// BucketIndexStats returns the figures of every index of a bucket:
-	// index name, then stat name, to value. The stat names are Couchbase's
-	// (doc_count, num_mutations_to_index, num_bytes_used_disk,
-	// total_queries, total_queries_error) and Mayfly's own (docs_indexed,
-	// docs_deleted, batches, index_errors, rollbacks); bucketStats gives
-	// them as fts_INDEX_STAT, /metrics as mayfly_fts_STAT{index=INDEX}.
-	BucketIndexStats(ctx context.Context, bucket string) (map[string]map[string]int64, error)
+	// SourceBucket returns the bucket a definition belongs to (its
+	// sourceName, or an alias's targets' bucket).
+	SourceBucket(def []byte) (string, error)
+	PutIndex(ctx context.Context, bucket, name string, def []byte) (*search.IndexDef, error)
+	GetIndex(ctx context.Context, bucket, name string) (*search.IndexDef, error)
+	ListIndexes(ctx context.Context, bucket string) ([]*search.IndexDef, error)
+	DeleteIndex(ctx context.Context, bucket, name string) error
+	// Query runs a search request and returns the answer's JSON
+	// (Couchbase's shape: bleve's SearchResult).
+	Query(ctx context.Context, bucket, name string, req []byte) ([]byte, error)
+	Count(ctx context.Context, bucket, name string) (uint64, error)
+	IndexStats(ctx context.Context, bucket, name string) (search.Stats, error)
+	// Stats returns the figures of every index of a bucket; bucketStats
+	// gives them as fts_INDEX_STAT, /metrics as mayfly_fts_STAT{index=INDEX}
+	// (see searchStatValues).
+	Stats(ctx context.Context, bucket string) ([]search.Stats, error)
 }
+
+var _ SearchService = (*search.Service)(nil)
 
 // searchRoutes adds Couchbase's full-text search REST API (the FTS
 // service's, port 8094 in Couchbase) over svc to r:
@@ -75,7 +76,7 @@ type SearchService interface {
 // ro_admin (or admin). Creating, replacing and deleting an index is audited.
 func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	const noForm = false
-	h := &searchHandlers{svc: svc}
+	h := &searchHandlers{eng: s.eng, svc: svc}
 	onIndex := func(a auth.Action) permFunc {
 		return func(req *http.Request) []auth.Permission {
 			b, err := svc.FindIndex(mux.Vars(req)["name"])
@@ -98,13 +99,13 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 		return []auth.Permission{{Action: auth.SearchWrite, Bucket: b}}
 	}
 	cluster := func(req *http.Request) []auth.Permission { return []auth.Permission{{Action: auth.MetricsRead}} }
-	r.Handle("/api/index", s.need(cluster, noForm, h.list)).Methods(http.MethodGet)
-	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchRead), noForm, h.get)).Methods(http.MethodGet)
-	r.Handle("/api/index/{name}", s.need(onSource, noForm, s.audited(audit.ActionSearchIndexPut, svc, h.put))).Methods(http.MethodPut)
-	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, h.delete))).Methods(http.MethodDelete)
-	r.Handle("/api/index/{name}/query", s.need(onIndex(auth.SearchRead), noForm, h.query)).Methods(http.MethodPost)
-	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, h.count)).Methods(http.MethodGet)
-	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, h.stats)).Methods(http.MethodGet)
+	r.Handle("/api/index", s.need(cluster, noForm, fts(h.list))).Methods(http.MethodGet)
+	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
+	r.Handle("/api/index/{name}", s.need(onSource, noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
+	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
+	r.Handle("/api/index/{name}/query", s.need(onIndex(auth.SearchRead), noForm, fts(h.query))).Methods(http.MethodPost)
+	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
+	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.stats))).Methods(http.MethodGet)
 
 	onBucket := func(a auth.Action) permFunc {
 		return func(req *http.Request) []auth.Permission {
@@ -112,12 +113,12 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 		}
 	}
 	const scoped = "/api/bucket/{bucket}/scope/{scope}/index"
-	r.Handle(scoped, s.need(onBucket(auth.SearchRead), noForm, h.list)).Methods(http.MethodGet)
-	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchRead), noForm, h.get)).Methods(http.MethodGet)
-	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexPut, svc, h.put))).Methods(http.MethodPut)
-	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, h.delete))).Methods(http.MethodDelete)
-	r.Handle(scoped+"/{name}/query", s.need(onBucket(auth.SearchRead), noForm, h.query)).Methods(http.MethodPost)
-	r.Handle(scoped+"/{name}/count", s.need(onBucket(auth.SearchRead), noForm, h.count)).Methods(http.MethodGet)
+	r.Handle(scoped, s.need(onBucket(auth.SearchRead), noForm, fts(h.list))).Methods(http.MethodGet)
+	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
+	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
+	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
+	r.Handle(scoped+"/{name}/query", s.need(onBucket(auth.SearchRead), noForm, fts(h.query))).Methods(http.MethodPost)
+	r.Handle(scoped+"/{name}/count", s.need(onBucket(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
 }
 
 // pathBucket is the {bucket} of a scoped path; "" for the /api/index paths.
@@ -131,8 +132,8 @@ func pathBucket(r *http.Request) (string, error) {
 // audited records the intent of a search index change before h does it,
 // refusing the change if the audit log cannot be written, and records a
 // failure if h answers one.
-func (s *server) audited(action string, svc SearchService, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *server) audited(action string, svc SearchService, h apiHandler) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		name := mux.Vars(r)["name"]
 		bucket, _ := svc.FindIndex(name)
 		if b, err := pathBucket(r); err == nil && b != "" {
@@ -142,8 +143,7 @@ func (s *server) audited(action string, svc SearchService, h http.HandlerFunc) h
 		if r.Method == http.MethodPut {
 			body, err := io.ReadAll(io.LimitReader(r.Body, maxSearchDefBody))
 			if err != nil {
-				writeError(w, errBadRequest("reading the body: "+err.Error()))
-				return
+				return errBadRequest("reading the body: " + err.Error())
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			after = auditBody(body)
@@ -153,14 +153,14 @@ func (s *server) audited(action string, svc SearchService, h http.HandlerFunc) h
 		}
 		in, err := s.intend(r, audit.Event{Action: action, Bucket: bucket, Target: name, After: after})
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		h(rec, r)
+		h.ServeHTTP(rec, r)
 		if rec.status >= 400 {
 			s.settle(r, in, fmt.Errorf("answered %d", rec.status))
 		}
+		return nil
 	}
 }
 
@@ -175,96 +175,232 @@ func (r *statusRecorder) WriteHeader(status int) {
 	r.ResponseWriter.WriteHeader(status)
 }
 
+// ftsError is an error of the search REST API: writeError answers it as
+// the FTS service does, {"status": "fail", "error": reason}, with the
+// status classify gives.
+type ftsError struct{ err error }
+
+func (e *ftsError) Error() string { return e.err.Error() }
+func (e *ftsError) Unwrap() error { return e.err }
+
+// fts makes h's errors ftsErrors.
+func fts(h apiHandler) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := h(w, r); err != nil {
+			return &ftsError{err}
+		}
+		return nil
+	}
+}
+
+// searchHandlers answer the FTS service's REST API. Where a path names no
+// bucket (/api/index/{name}), the index's bucket is found by its name
+// (Couchbase's index names are unique in a cluster), and a new index's
+// from its definition (SourceBucket).
 type searchHandlers struct {
+	eng *engine.Engine
 	svc SearchService
 }
 
-// writeSearchError answers err as the FTS service does:
-// {"status": "fail", "error": reason}.
-func writeSearchError(w http.ResponseWriter, err error) {
-	status := 0
-	var hs interface{ HTTPStatus() int }
-	if errors.As(err, &hs) {
-		status = hs.HTTPStatus()
+// target returns the {bucket} ("" when the path has none) and {name} of a
+// request.
+func (h *searchHandlers) target(r *http.Request) (bucket, name string, err error) {
+	if bucket, err = pathBucket(r); err != nil {
+		return "", "", err
 	}
-	msg := reason.Of(err)
-	if status == 0 {
-		he := classify(err)
-		status, msg = he.status, he.reason
+	if name, err = pathVar(r, "name"); err != nil {
+		return "", "", err
 	}
-	writeJSON(w, status, map[string]string{"status": "fail", "error": msg})
+	return bucket, name, nil
 }
 
-// answer writes a JSON body the service made, or its error.
-func answer(w http.ResponseWriter, body []byte, err error) {
+// index returns the bucket and name of the index a request names, the
+// bucket found from the index when the path has none.
+func (h *searchHandlers) index(r *http.Request) (bucket, name string, err error) {
+	if bucket, name, err = h.target(r); err != nil || bucket != "" {
+		return bucket, name, err
+	}
+	bucket, err = h.svc.FindIndex(name)
+	return bucket, name, err
+}
+
+// list answers, for the path's bucket or every one,
+// {"status":"ok","indexDefs":{"indexDefs":{name: def, ...}}}.
+func (h *searchHandlers) list(w http.ResponseWriter, r *http.Request) error {
+	bucket, err := pathBucket(r)
 	if err != nil {
-		writeSearchError(w, err)
-		return
+		return err
+	}
+	defs := map[string]json.RawMessage{}
+	var buckets []string
+	if bucket != "" {
+		buckets = []string{bucket}
+	} else {
+		for _, b := range h.eng.Buckets() {
+			buckets = append(buckets, b.Name())
+		}
+	}
+	for _, b := range buckets {
+		ds, err := h.svc.ListIndexes(r.Context(), b)
+		if err != nil {
+			if bucket == "" {
+				continue // a memcached bucket, or deleted or not ready meanwhile
+			}
+			return err
+		}
+		for _, d := range ds {
+			defs[d.Name] = d.Body
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "indexDefs": map[string]any{"indexDefs": defs}})
+	return nil
+}
+
+// get answers {"status":"ok","indexDef":{...}}.
+func (h *searchHandlers) get(w http.ResponseWriter, r *http.Request) error {
+	bucket, name, err := h.index(r)
+	if err != nil {
+		return err
+	}
+	d, err := h.svc.GetIndex(r.Context(), bucket, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "indexDef": d.Body})
+	return nil
+}
+
+// put stores a definition and answers {"status":"ok","name":..,"uuid":..}.
+func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
+	bucket, name, err := h.target(r)
+	if err != nil {
+		return err
+	}
+	def, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSearchDefBody))
+	if err != nil {
+		return err
+	}
+	if bucket == "" {
+		if bucket, err = h.svc.SourceBucket(def); err != nil {
+			return err
+		}
+	}
+	d, err := h.svc.PutIndex(r.Context(), bucket, name, def)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": d.Name, "uuid": d.UUID})
+	return nil
+}
+
+// delete deletes an index and answers {"status":"ok","uuid":..}.
+func (h *searchHandlers) delete(w http.ResponseWriter, r *http.Request) error {
+	bucket, name, err := h.index(r)
+	if err != nil {
+		return err
+	}
+	var uuid string
+	if d, err := h.svc.GetIndex(r.Context(), bucket, name); err == nil {
+		uuid = d.UUID
+	}
+	if err := h.svc.DeleteIndex(r.Context(), bucket, name); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uuid": uuid})
+	return nil
+}
+
+// query runs a search request and answers bleve's SearchResult, which is
+// Couchbase's shape.
+func (h *searchHandlers) query(w http.ResponseWriter, r *http.Request) error {
+	bucket, name, err := h.target(r)
+	if err != nil {
+		return err
+	}
+	req, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSearchQueryBody))
+	if err != nil {
+		return err
+	}
+	if bucket == "" {
+		if bucket, err = h.svc.FindIndex(name); err != nil {
+			return err
+		}
+	}
+	body, err := h.svc.Query(r.Context(), bucket, name, req)
+	if err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
+	return nil
 }
 
-// nameAnd calls fn with the {bucket} ("" when the path has none) and {name}
-// path variables.
-func nameAnd(w http.ResponseWriter, r *http.Request, fn func(bucket, name string) ([]byte, error)) {
-	bucket, err := pathBucket(r)
+// count answers {"status":"ok","count":N}: the live documents of the index.
+func (h *searchHandlers) count(w http.ResponseWriter, r *http.Request) error {
+	bucket, name, err := h.index(r)
 	if err != nil {
-		writeSearchError(w, err)
-		return
+		return err
 	}
-	name, err := pathVar(r, "name")
+	n, err := h.svc.Count(r.Context(), bucket, name)
 	if err != nil {
-		writeSearchError(w, err)
-		return
+		return err
 	}
-	body, err := fn(bucket, name)
-	answer(w, body, err)
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "count": n})
+	return nil
 }
 
-func (h *searchHandlers) list(w http.ResponseWriter, r *http.Request) {
-	bucket, err := pathBucket(r)
+// stats answers an index's stats as Couchbase's /api/stats/index/{name}
+// does, one flat object with keys "bucket:index:stat" (doc_count,
+// num_mutations_to_index, num_bytes_used_disk, total_queries,
+// total_queries_error, ...), plus Mayfly's own (see searchStatValues).
+func (h *searchHandlers) stats(w http.ResponseWriter, r *http.Request) error {
+	bucket, name, err := h.index(r)
 	if err != nil {
-		writeSearchError(w, err)
-		return
+		return err
 	}
-	body, err := h.svc.ListIndexesJSON(r.Context(), bucket)
-	answer(w, body, err)
+	st, err := h.svc.IndexStats(r.Context(), bucket, name)
+	if err != nil {
+		return err
+	}
+	out := map[string]int64{}
+	for stat, v := range searchStatValues(st) {
+		out[bucket+":"+name+":"+stat] = v
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (h *searchHandlers) get(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.GetIndexJSON(r.Context(), bucket, name) })
+// searchStatValues names an index's figures as Couchbase's
+// /api/stats/index does (doc_count, num_mutations_to_index,
+// num_bytes_used_disk, total_queries, total_queries_error), with Mayfly's
+// own (docs_indexed, docs_deleted, batches, index_errors, rollbacks). The
+// names are those of ftsMetrics.
+func searchStatValues(st search.Stats) map[string]int64 {
+	return map[string]int64{
+		"doc_count":              int64(st.DocCount),   // live documents the index holds
+		"num_mutations_to_index": int64(st.SeqsBehind), // sequence numbers the index is behind the bucket
+		"num_bytes_used_disk":    st.DiskBytes,         // size of the index's files (0 in memory)
+		"total_queries":          st.Queries,           // queries run since the index opened
+		"total_queries_error":    st.QueryErrors,       // of which failed
+		"docs_indexed":           st.DocsIndexed,       // documents added or replaced since the index opened
+		"docs_deleted":           st.DocsDeleted,       // documents removed since the index opened
+		"batches":                st.Batches,           // batches written since the index opened
+		"index_errors":           st.IndexErrors,       // documents bleve refused and failed batches
+		"rollbacks":              st.Rollbacks,         // times the index was discarded and rebuilt on opening
+	}
 }
 
-func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(bucket, name string) ([]byte, error) {
-		def, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSearchDefBody))
-		if err != nil {
-			return nil, err
-		}
-		return h.svc.PutIndexJSON(r.Context(), bucket, name, def)
-	})
-}
-
-func (h *searchHandlers) delete(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.DeleteIndexJSON(r.Context(), bucket, name) })
-}
-
-func (h *searchHandlers) query(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(bucket, name string) ([]byte, error) {
-		req, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSearchQueryBody))
-		if err != nil {
-			return nil, err
-		}
-		return h.svc.QueryJSON(r.Context(), bucket, name, req)
-	})
-}
-
-func (h *searchHandlers) count(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.CountJSON(r.Context(), bucket, name) })
-}
-
-func (h *searchHandlers) stats(w http.ResponseWriter, r *http.Request) {
-	nameAnd(w, r, func(bucket, name string) ([]byte, error) { return h.svc.StatsJSON(r.Context(), bucket, name) })
+// searchIndexStats returns the figures of every index of a bucket: index
+// name, then stat name (searchStatValues), to value.
+func searchIndexStats(ctx context.Context, svc SearchService, bucket string) (map[string]map[string]int64, error) {
+	sts, err := svc.Stats(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]int64, len(sts))
+	for _, st := range sts {
+		out[st.Name] = searchStatValues(st)
+	}
+	return out, nil
 }

@@ -33,9 +33,14 @@ func TestAlias(t *testing.T) {
 	}
 	e.createIndex("dflt", `{}`)
 	e.createIndex("inc", `{"sourceCollection":"s.c"}`)
-	// Through the JSON API with no bucket and no sourceName: the alias
-	// lives in its targets' bucket.
-	if _, err := e.svc.PutIndexJSON(ctx, "", "both", []byte(`{"type":"fulltext-alias","params":{"targets":{"dflt":{},"inc":{}}}}`)); err != nil {
+	// With no bucket and no sourceName, the alias lives in its targets'
+	// bucket.
+	def := []byte(`{"type":"fulltext-alias","params":{"targets":{"dflt":{},"inc":{}}}}`)
+	bucket, err := e.svc.SourceBucket(def)
+	if err != nil || bucket != "default" {
+		t.Fatalf("SourceBucket: %q, %v; want default", bucket, err)
+	}
+	if _, err := e.svc.PutIndex(ctx, bucket, "both", def); err != nil {
 		t.Fatal(err)
 	}
 	req := `{"query":{"match":"fox","field":"text"},"size":10,"facets":{"colors":{"field":"color","size":5}},` + atPlus + `}`

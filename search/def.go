@@ -218,8 +218,8 @@ func (d *IndexDef) checkSourceName(bucket string) error {
 }
 
 // sourceError turns the failure to find the bucket a new definition names
-// into a *DefError (HTTP 400, as cbft refuses an index whose source bucket
-// does not exist), its reason holding ns_server's "non existent bucket",
+// into a *DefError (a refused definition, as cbft refuses an index whose
+// source bucket does not exist), its reason holding ns_server's "non existent bucket",
 // which Couchbase's SDKs read as SourceNotFound. It still wraps err, so
 // errors.Is(err, engine.ErrBucketNotFound) holds. Other errors pass as
 // they are.
@@ -411,4 +411,35 @@ func (d *IndexDef) collectionID(b *engine.Bucket) (engine.CollectionID, error) {
 		return 0, err
 	}
 	return c.ID(), nil
+}
+
+// SourceBucket returns the bucket an index definition belongs to, for a
+// caller that names no bucket (Couchbase's /api/index/{name}): its
+// sourceName, or for an alias without one, the bucket of its first target
+// (in name order) that is an index. A definition that names neither is a
+// *DefError.
+func (s *Service) SourceBucket(def []byte) (string, error) {
+	var d struct {
+		Type       string `json:"type"`
+		SourceName string `json:"sourceName"`
+		Params     struct {
+			Targets map[string]json.RawMessage `json:"targets"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(def, &d); err != nil {
+		return "", &DefError{Reason: "the index definition is not a JSON object", Err: err}
+	}
+	if d.SourceName == "" && d.Type == AliasType {
+		// An alias lives in the bucket of its targets.
+		for _, t := range sortedKeys(d.Params.Targets) {
+			if b, err := s.FindIndex(t); err == nil {
+				return b, nil
+			}
+		}
+		return "", defErr("no target of the alias is an index")
+	}
+	if d.SourceName == "" {
+		return "", defErr("sourceName (the bucket) is required")
+	}
+	return d.SourceName, nil
 }

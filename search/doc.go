@@ -36,7 +36,7 @@
 //
 // An alias definition, {"type": "fulltext-alias", "params": {"targets":
 // {"idx1": {}, ...}}}, names full-text indexes of its bucket (stored like
-// an index definition; the JSON API finds the bucket from the targets when
+// an index definition; SourceBucket finds the bucket from the targets when
 // sourceName is omitted). A query or count of an alias runs on its targets
 // together through bleve's index alias, each target's snapshot filtered for
 // expiry like an index's own queries, the hits, totals and facets merged.
@@ -110,10 +110,10 @@
 // fragments, fields, sort, explanation), total_hits, max_score, took (ns)
 // and facets.
 //
-// # HTTP
+// # Errors
 //
-// The *JSON methods (PutIndexJSON, QueryJSON, ...) answer with Couchbase's
-// REST bodies; errors that map to an HTTP status other than 500 have a
-// method HTTPStatus() int (a *DefError or *QueryError is 400, ErrNotFound
-// 404). httpapi's search routes use them without importing this package.
+// A refused definition is a *DefError, a refused search request a
+// *QueryError; a missing index wraps ErrNotFound, a closed one ErrClosed.
+// The front doors decide what each becomes: httpapi answers the FTS
+// service's REST API (/api/index/...) in Couchbase's shapes.
 package search

@@ -5,23 +5,23 @@ import (
 	"fmt"
 )
 
-// Every error this package makes that the HTTP layer should answer with a
-// particular status has a method HTTPStatus() int (the HTTP layer need not
-// import this package, nor bleve, to map them).
+// The errors of this package say what went wrong; the front doors decide
+// what to answer (httpapi maps them to HTTP statuses and the FTS service's
+// error bodies).
 var (
 	// ErrNotFound is returned for a missing index (or a bucket that has none
-	// yet). HTTP 404.
-	ErrNotFound error = &statusError{"search: not found", 404}
+	// yet).
+	ErrNotFound = errors.New("search: not found")
 	// ErrClosed is returned after Close, and for an index or bucket closed
-	// (replaced, deleted, detached) while a call was using it. HTTP 503.
-	ErrClosed error = &statusError{"search: closed", 503}
+	// (replaced, deleted, detached) while a call was using it.
+	ErrClosed = errors.New("search: closed")
 	// ErrNoSearch is returned for a bucket that cannot have search indexes
-	// (a memcached bucket). HTTP 400.
-	ErrNoSearch error = &statusError{"search: this bucket type has no search indexes", 400}
+	// (a memcached bucket).
+	ErrNoSearch = errors.New("search: this bucket type has no search indexes")
 	// ErrLoadFailed is returned for a stored index definition that could
 	// not be loaded (its index does not open, its collection is gone); the
-	// error says why. It can be replaced or deleted. HTTP 500.
-	ErrLoadFailed error = &statusError{"search: index could not be loaded", 500}
+	// error says why. It can be replaced or deleted.
+	ErrLoadFailed = errors.New("search: index could not be loaded")
 	// ErrInvalidOptions is returned by New for invalid Options.
 	ErrInvalidOptions = errors.New("search: invalid options")
 	// ErrCheck is wrapped by every error Check returns: an index does not
@@ -29,19 +29,8 @@ var (
 	ErrCheck = errors.New("search: check failed")
 )
 
-// statusError is a sentinel error with its HTTP status.
-type statusError struct {
-	msg    string
-	status int
-}
-
-func (e *statusError) Error() string { return e.msg }
-
-// HTTPStatus is the status the HTTP layer answers.
-func (e *statusError) HTTPStatus() int { return e.status }
-
-// DefError is an index definition refused on PutIndex: the HTTP layer answers
-// 400 with Reason.
+// DefError is an index definition refused (by PutIndex, ParseIndexDef,
+// SourceBucket): the client's definition is wrong, and Reason says how.
 type DefError struct {
 	// Reason says what is wrong with the definition.
 	Reason string
@@ -51,9 +40,6 @@ type DefError struct {
 
 func (e *DefError) Error() string { return "search: invalid index definition: " + e.Reason }
 
-// HTTPStatus is 400.
-func (e *DefError) HTTPStatus() int { return 400 }
-
 // Unwrap returns the underlying error.
 func (e *DefError) Unwrap() error { return e.Err }
 
@@ -62,8 +48,8 @@ func defErr(format string, args ...any) error {
 }
 
 // QueryError is a search request refused before it runs (it does not parse,
-// names an unknown query type, asks for too many hits): the HTTP layer
-// answers 400 with Reason.
+// names an unknown query type, asks for too many hits): the client's
+// request is wrong, and Reason says how.
 type QueryError struct {
 	// Reason says what is wrong with the request.
 	Reason string
@@ -72,9 +58,6 @@ type QueryError struct {
 }
 
 func (e *QueryError) Error() string { return "search: invalid search request: " + e.Reason }
-
-// HTTPStatus is 400.
-func (e *QueryError) HTTPStatus() int { return 400 }
 
 // Unwrap returns the underlying error.
 func (e *QueryError) Unwrap() error { return e.Err }

@@ -1,4 +1,4 @@
-package search_test
+package httpapi_test
 
 import (
 	"context"
@@ -148,7 +148,9 @@ func TestSearchOverHTTP(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("metrics: %d %s", status, body)
 	}
-	for _, stat := range search.IndexStatNames {
+	// Couchbase's names, then Mayfly's own.
+	for _, stat := range []string{"doc_count", "num_mutations_to_index", "num_bytes_used_disk", "total_queries", "total_queries_error",
+		"docs_indexed", "docs_deleted", "batches", "index_errors", "rollbacks"} {
 		if _, ok := st["fts_idx_"+stat]; !ok {
 			t.Errorf("stats lack fts_idx_%s", stat)
 		}
@@ -166,5 +168,110 @@ func TestSearchOverHTTP(t *testing.T) {
 	raw, _ := os.ReadFile(auditPath)
 	if !strings.Contains(string(raw), `"action":"search.index.put"`) || !strings.Contains(string(raw), `"action":"search.index.delete"`) {
 		t.Errorf("index changes not audited: %s", raw)
+	}
+}
+
+// The search REST API answers Couchbase's shapes: {"status":"ok", ...} on
+// success (the definition under indexDef, every definition under
+// indexDefs.indexDefs, the stats flat as "bucket:index:stat"), and on
+// failure {"status":"fail","error":reason} with the status of what went
+// wrong: 404 for a missing index, 400 for a refused definition or request.
+func TestSearchRESTShapes(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := engine.DefaultBucketSettings("cache")
+	mc.Type = engine.Memcached
+	if _, err := eng.CreateBucket(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := search.New(ctx, eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users, Search: svc}))
+	defer srv.Close()
+	do := func(method, path, body string, wantStatus int) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(adminUser, adminPass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil || resp.StatusCode != wantStatus {
+			t.Fatalf("%s %s: %d %s, want %d and a JSON object", method, path, resp.StatusCode, raw, wantStatus)
+		}
+		return m
+	}
+	m := do(http.MethodPut, "/api/index/idx", `{"type":"fulltext-index","name":"idx","sourceType":"couchbase","sourceName":"default","params":{"mapping":{}}}`, http.StatusOK)
+	if m["status"] != "ok" || m["name"] != "idx" || m["uuid"] == "" || m["uuid"] == nil {
+		t.Fatalf("put: %v", m)
+	}
+	if _, err := b.DefaultCollection().Upsert(ctx, "a", []byte(`{"x":"hello world"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	m = do(http.MethodGet, "/api/index/idx", "", http.StatusOK)
+	if def, _ := m["indexDef"].(map[string]any); m["status"] != "ok" || def["sourceName"] != "default" || def["type"] != "fulltext-index" {
+		t.Fatalf("get: %v", m)
+	}
+	m = do(http.MethodGet, "/api/index", "", http.StatusOK)
+	if defs, _ := m["indexDefs"].(map[string]any)["indexDefs"].(map[string]any); m["status"] != "ok" || len(defs) != 1 || defs["idx"] == nil {
+		t.Fatalf("list: %v", m)
+	}
+	m = do(http.MethodPost, "/api/index/idx/query", `{"query":{"match":"hello"},"ctl":{"consistency":{"level":"at_plus"}}}`, http.StatusOK)
+	if m["total_hits"] != 1.0 {
+		t.Fatalf("query: %v", m)
+	}
+	m = do(http.MethodGet, "/api/index/idx/count", "", http.StatusOK)
+	if m["status"] != "ok" || m["count"] != 1.0 {
+		t.Fatalf("count: %v", m)
+	}
+	m = do(http.MethodGet, "/api/stats/index/idx", "", http.StatusOK)
+	if m["default:idx:doc_count"] != 1.0 || m["default:idx:total_queries"] != 1.0 {
+		t.Fatalf("stats: %v", m)
+	}
+	m = do(http.MethodDelete, "/api/index/idx", "", http.StatusOK)
+	if m["status"] != "ok" || m["uuid"] == "" {
+		t.Fatalf("delete: %v", m)
+	}
+
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		reason             string // a part of the error
+	}{
+		{http.MethodGet, "/api/index/idx", "", http.StatusNotFound, "not found: index idx"},
+		{http.MethodGet, "/api/bucket/default/scope/_default/index/idx", "", http.StatusNotFound, "not found: index idx not found in bucket default"},
+		{http.MethodPut, "/api/index/x", `{}`, http.StatusBadRequest, "sourceName (the bucket) is required"},
+		{http.MethodPut, "/api/index/x", `{"params":{"mapping":{"types":1}},"sourceName":"default"}`, http.StatusBadRequest, "invalid index definition"},
+		{http.MethodPut, "/api/index/x", `{"sourceName":"cache"}`, http.StatusBadRequest, "this bucket type has no search indexes"},
+		{http.MethodPut, "/api/index/y", `{"sourceName":"default"}`, http.StatusOK, ""},
+		{http.MethodPost, "/api/index/y/query", `{"query":{"bad":1}}`, http.StatusBadRequest, "invalid search request"},
+		{http.MethodPost, "/api/index/y/query", `{"query":{"match":"x"},"size":20000}`, http.StatusBadRequest, "over the limit of 10000"},
+	} {
+		m := do(c.method, c.path, c.body, c.status)
+		if c.status == http.StatusOK {
+			continue
+		}
+		if e, _ := m["error"].(string); m["status"] != "fail" || !strings.Contains(e, c.reason) || strings.HasPrefix(e, "search: ") {
+			t.Errorf("%s %s: %v, want status fail and an error saying %q", c.method, c.path, m, c.reason)
+		}
 	}
 }

@@ -20,33 +20,28 @@ const changesStall = 2 * time.Minute
 // changesFeed handles GET and POST /{bucket}/_changes: the bucket's change
 // feed in CouchDB's shape (package changes). Errors found before the feed
 // starts are answered as JSON; once rows flow, an error ends the answer.
-func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) {
+func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen)); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 	}
 	req, err := changes.ParseRequest(r.URL.Query(), body)
 	if err != nil {
-		writeError(w, changesError(err))
-		return
+		return err
 	}
 	c, err := collectionOf(b, r.URL.Query())
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	feed, err := changes.Open(b, c.ID(), req)
 	if err != nil {
-		writeError(w, changesError(err))
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", feed.ContentType())
 	w.Header().Set("Cache-Control", "no-cache")
@@ -56,19 +51,7 @@ func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) {
 	if err := feed.Run(r.Context(), &responseSink{w: w, rc: http.NewResponseController(w), stall: stall}); err != nil && r.Context().Err() == nil {
 		s.log.Info("change feed ended early", "bucket", b.Name(), "err", err)
 	}
-}
-
-// changesError gives the feed's errors their HTTP shape: a bad parameter and
-// a since the bucket cannot serve are both 400s; the second says to start
-// again.
-func changesError(err error) error {
-	switch {
-	case errors.Is(err, changes.ErrRollback):
-		return &httpError{status: http.StatusBadRequest, code: "rollback", reason: err.Error()}
-	case errors.Is(err, changes.ErrBadRequest):
-		return &httpError{status: http.StatusBadRequest, code: "bad_request", reason: err.Error()}
-	}
-	return err
+	return nil
 }
 
 // responseSink is a changes.Sink over an HTTP response.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/mayflydb/mayfly/changes"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/reason"
 	"github.com/mayflydb/mayfly/search"
@@ -47,6 +48,9 @@ func classifyCode(err error) *httpError {
 		return he
 	}
 	if he := classifySearch(err); he != nil {
+		return he
+	}
+	if he := classifyChanges(err); he != nil {
 		return he
 	}
 	if he := classifyViews(err); he != nil {
@@ -133,6 +137,19 @@ func classifySearch(err error) *httpError {
 		return found != nil
 	})
 	return found
+}
+
+// classifyChanges maps the change feed's errors: a bad parameter and a
+// since the bucket cannot serve are both 400s; the second says to start
+// again.
+func classifyChanges(err error) *httpError {
+	switch {
+	case errors.Is(err, changes.ErrRollback):
+		return &httpError{http.StatusBadRequest, "rollback", err.Error()}
+	case errors.Is(err, changes.ErrBadRequest):
+		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
+	}
+	return nil
 }
 
 // walkErrors calls fn on err and the errors it wraps, depth first in the

@@ -173,11 +173,11 @@ func (h *StatsHistory) of(bucket string) statsHistoryJSON {
 
 // getStatsHistory handles GET /pools/default/buckets/{bucket}/stats/history:
 // the bucket's recent samples (none when no StatsHistory runs).
-func (s *server) getStatsHistory(w http.ResponseWriter, r *http.Request) {
+func (s *server) getStatsHistory(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.history.of(b.Name()))
+	return nil
 }

@@ -18,7 +18,7 @@ const maxCheckPermissionsBody = 64 << 10
 // "admin" for the built-in administrator, "local" for a stored user. Any
 // authenticated caller may ask. The web console reads it to say who is
 // logged in.
-func (s *server) whoami(w http.ResponseWriter, r *http.Request) {
+func (s *server) whoami(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
 	out := userJSON{ID: p.Name, Domain: "admin", Name: p.Name, Roles: []roleJSON{}}
 	if s.sec.store != nil {
@@ -30,6 +30,7 @@ func (s *server) whoami(w http.ResponseWriter, r *http.Request) {
 		out.Roles = append(out.Roles, roleJSON{Role: role.Name, Bucket: role.Bucket})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // checkPermissions handles POST /pools/default/checkPermissions, as
@@ -39,11 +40,10 @@ func (s *server) whoami(w http.ResponseWriter, r *http.Request) {
 // false for the caller. A permission that does not parse is a 400 naming it.
 // Any authenticated caller may ask about themself. The web console hides
 // the buttons whose action the user may not do.
-func (s *server) checkPermissions(w http.ResponseWriter, r *http.Request) {
+func (s *server) checkPermissions(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCheckPermissionsBody))
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	p := principalOf(r)
 	out := map[string]bool{}
@@ -61,8 +61,8 @@ func (s *server) checkPermissions(w http.ResponseWriter, r *http.Request) {
 		out[name] = p.Allows(perm)
 	}
 	if len(bad) > 0 {
-		writeError(w, errBadRequest("malformed permissions: "+strings.Join(bad, ", ")))
-		return
+		return errBadRequest("malformed permissions: " + strings.Join(bad, ", "))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -174,6 +174,14 @@ func walkErrors(err error, fn func(error) bool) bool {
 	return false
 }
 
+// answers makes h, which answers its errors itself, an apiHandler.
+func answers(h http.Handler) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}
+}
+
 // writeError writes err as {"error": code, "reason": reason}; an error of
 // the search REST API (ftsError) as the FTS service does, {"status":
 // "fail", "error": reason}. Every handler's error is answered here, once

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"mime"
 	"net"
 	"net/http"
@@ -255,23 +254,7 @@ func queryTrue(name string) func(r *http.Request) bool {
 // unless the caller holds every permission. Unless form is set, a POST with
 // a body a browser form could send (form-encoded, multipart, text/plain) is
 // refused: only Couchbase's settings-style endpoints take forms.
-//
-// h is an apiHandler, or during the conversion of the handlers to apiHandler
-// a plain http.HandlerFunc.
-func (s *server) need(perms permFunc, form bool, handler any) http.Handler {
-	var h apiHandler
-	switch f := handler.(type) {
-	case func(http.ResponseWriter, *http.Request) error:
-		h = f
-	case apiHandler:
-		h = f
-	case func(http.ResponseWriter, *http.Request):
-		h = func(w http.ResponseWriter, r *http.Request) error { f(w, r); return nil }
-	case http.HandlerFunc:
-		h = func(w http.ResponseWriter, r *http.Request) error { f(w, r); return nil }
-	default:
-		panic(fmt.Sprintf("httpapi: need: handler of type %T", handler))
-	}
+func (s *server) need(perms permFunc, form bool, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r)
 		var missing []string

@@ -1,7 +1,9 @@
 // Package httpapi is Mayfly's HTTP front door: documents, buckets, scopes and
 // collections in Couchbase's REST shapes, design documents and view queries,
 // the expiry pager's admin endpoints, statistics and metrics. Every error is a
-// JSON object {"error": ..., "reason": ...}.
+// JSON object {"error": ..., "reason": ...} (the search API's
+// {"status": "fail", "error": ...}); handlers return their errors and
+// errors.go alone decides statuses and bodies.
 package httpapi
 
 import (
@@ -120,11 +122,11 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.SkipClean(true)  // no redirects: dot segments are refused by guard
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, errNotFound("no such resource"))
+	r.NotFoundHandler = apiHandler(func(http.ResponseWriter, *http.Request) error {
+		return errNotFound("no such resource")
 	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", reason: req.Method + " is not allowed here"})
+	r.MethodNotAllowedHandler = apiHandler(func(_ http.ResponseWriter, req *http.Request) error {
+		return &httpError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", reason: req.Method + " is not allowed here"}
 	})
 	const form, noForm = true, false
 	cluster := func(a auth.Action) permFunc {
@@ -166,7 +168,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.Use(markRoute, s.admit)
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	r.Handle("/metrics", s.need(cluster(auth.MetricsRead), noForm, metrics.ServeHTTP)).Methods(http.MethodGet)
+	r.Handle("/metrics", s.need(cluster(auth.MetricsRead), noForm, answers(metrics))).Methods(http.MethodGet)
 
 	r.Handle("/{bucket}/_design/{ddoc}", s.need(on(auth.ViewsWrite), noForm, s.putDesignDoc)).Methods(http.MethodPut)
 	r.Handle("/{bucket}/_design/{ddoc}", s.need(on(auth.ViewsRead), noForm, s.getDesignDoc)).Methods(http.MethodGet)

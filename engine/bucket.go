@@ -77,6 +77,7 @@ type Bucket struct {
 	currItems atomic.Int64
 	tombs     atomic.Int64
 	stats     counters
+	mem       memOwner // accounts the bucket's memory, enforces its quota
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation
@@ -150,7 +151,9 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := b.commitCatalog(ce); err != nil {
 		return old, old, err
 	}
+	b.mem.configure(s)
 	b.settingsChanged(old, s)
+	b.maybeEvict(ctx)
 	return old, s, nil
 }
 

@@ -64,7 +64,8 @@ func (c *checker) err() error {
 //   - every document is stored under its own key, collection and partition,
 //     with a sequence number the partition has committed, and is listed in
 //     the partition's change log, which is in sequence order;
-//   - the counters (curr_items, tombstones) equal a count of the documents;
+//   - the counters (curr_items, tombstones, ep_kv_size) equal a count of
+//     the documents;
 //   - the expiry index holds exactly the live documents with an expiration;
 //   - nothing is waiting for disk once queued writes are flushed;
 //   - the failover log is well formed;
@@ -81,7 +82,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 		return err
 	}
 	c := &checker{bucket: b.name}
-	var live, tombs int64
+	var live, tombs, kv int64
 	var exps []expItem
 	committed := make(map[docKey]*Document)
 	durable := make([]uint64, len(b.parts))
@@ -116,6 +117,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 		}
 		for k, d := range p.mu.docs {
 			committed[k] = d
+			kv += docFootprint(d)
 			maxCAS = max(maxCAS, d.CAS)
 			switch {
 			case d.Key != k.key || d.Collection != k.cid || d.Partition != p.id:
@@ -146,6 +148,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 	}
 	if n := b.tombs.Load(); n != tombs {
 		c.addf("tombstones counter is %d, the documents count %d", n, tombs)
+	}
+	if n := b.mem.kv.Load(); n != kv {
+		c.addf("ep_kv_size is %d, the documents hold %d", n, kv)
 	}
 	sortExpItems(exps)
 	b.exps.mu.Lock()

@@ -69,6 +69,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		}
 		return nil, &ExpiredError{Doc: d}
 	}
+	c.b.mem.touched(d)
 	c.extend(p, k, d)
 	return d, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -40,7 +41,8 @@ type CollectionID uint32
 const DefaultCollectionID CollectionID = 0
 
 // Document is one version of a document, or its tombstone. A Document is
-// immutable once returned: every mutation makes a new one, so callers may keep
+// immutable once returned (but for the memory owner's bits, which are its
+// own): every mutation makes a new one, so callers may keep
 // and share it freely, and must not modify it.
 type Document struct {
 	// Key is the document ID.
@@ -89,6 +91,10 @@ type Document struct {
 	// collection's TTL settings derived: defaultTTL re-evaluations and sliding
 	// reads leave a pinned expiration alone.
 	ExpiryPinned bool
+
+	// lru holds the memory owner's bits (lruRef, lruGone): the only part
+	// of a Document that changes after it is published.
+	lru atomic.Uint32
 }
 
 // Rev returns the revision string views see as meta.rev:

@@ -99,6 +99,7 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 				continue
 			}
 			delete(p.mu.docs, k)
+			b.mem.published(d, nil)
 			if d.Deleted {
 				b.tombs.Add(-1)
 			} else {

@@ -97,7 +97,11 @@ func (e *Engine) bucketDir(name string) string { return filepath.Join(e.dir, "bu
 func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	s := ce.Settings
 	b := &Bucket{eng: e, name: s.Name, clock: e.opts.Clock, exps: newExpiryIndex()}
+	if s.EvictionPolicy == "" {
+		s.EvictionPolicy = defaultEvictionPolicy(s.Type) // a bucket created before the setting
+	}
 	b.mu.settings = s
+	b.mem.configure(s)
 	b.mu.scopes = ce.Scopes
 	b.mu.nextCID = ce.NextCID
 	b.mu.byID = make(map[CollectionID]collectionInfo)
@@ -160,6 +164,7 @@ func (b *Bucket) load(st storage) error {
 			return nil
 		}
 		p.mu.docs[k] = d
+		b.mem.published(nil, d)
 		p.mu.log = append(p.mu.log, logEntry{seq: d.Seq, key: k})
 		p.mu.seq = max(p.mu.seq, d.Seq)
 		b.cas.Store(max(b.cas.Load(), d.CAS))

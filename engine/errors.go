@@ -45,6 +45,12 @@ var (
 	// ErrInvalidOp is returned for a batch operation of no known kind, or
 	// without what its kind needs (Collection.Apply).
 	ErrInvalidOp = errors.New("engine: invalid operation")
+	// ErrTempOOM is returned by a write that would take an ephemeral
+	// bucket with evictionPolicy noEviction past its memory quota: a
+	// temporary error (503 over HTTP, "SERVER_ERROR out of memory storing
+	// object" on the memcached port); nothing stored is lost, and the write
+	// may succeed once deletes have made room.
+	ErrTempOOM = errors.New("engine: out of memory")
 	// ErrClosed is returned by operations on a closed engine or bucket.
 	ErrClosed = errors.New("engine: closed")
 )
@@ -61,3 +67,8 @@ func (e *ExpiredError) Error() string { return ErrExpired.Error() + ": " + e.Doc
 
 // Unwrap returns ErrExpired.
 func (e *ExpiredError) Unwrap() error { return ErrExpired }
+
+// errTempOOM is the error of a write refused by bucket's quota (bytes).
+func errTempOOM(bucket string, quota int64) error {
+	return fmt.Errorf("%w: bucket %s is at its memory quota (%d MiB) and its evictionPolicy is noEviction; delete documents or raise ramQuotaMB", ErrTempOOM, bucket, quota>>20)
+}

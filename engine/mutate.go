@@ -31,6 +31,9 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 	if err == nil && live == nil && !d.Deleted {
 		err = checkNewKey(k.key)
 	}
+	if err == nil {
+		err = b.checkQuota(prev, d)
+	}
 	if err != nil {
 		p.mu.Unlock()
 		return nil, err
@@ -43,6 +46,7 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 	if err := cb.wait(ctx); err != nil {
 		return nil, err
 	}
+	b.maybeEvict(ctx)
 	return d, nil
 }
 
@@ -127,6 +131,7 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	k := docKey{cid: d.Collection, key: d.Key}
 	old := p.mu.docs[k]
 	p.mu.docs[k] = d
+	b.mem.published(old, d)
 	if p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
 	}
@@ -176,6 +181,7 @@ func (b *Bucket) applyRecordLocked(p *partition, r *record) {
 	if r.purge {
 		if d := p.mu.docs[r.key]; d != nil && d.Deleted && d.Seq == r.seq {
 			delete(p.mu.docs, r.key)
+			b.mem.published(d, nil)
 			b.tombs.Add(-1)
 			b.stats.metaPurged.Add(1)
 		}

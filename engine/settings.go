@@ -48,12 +48,51 @@ type BucketSettings struct {
 	// ExpPagerInitialRunTime is the hour of day (UTC, 0..23) of the pager's first
 	// run, or -1 for none. The default value is -1.
 	ExpPagerInitialRunTime int `json:"exp_pager_initial_run_time"`
+	// EvictionPolicy says what the bucket does when its memory passes the
+	// quota, as Couchbase names it: valueOnly or fullEviction for couchbase
+	// buckets (the default value is valueOnly; neither is enforced yet),
+	// noEviction or nruEviction for ephemeral buckets (the default value is
+	// noEviction); memcached buckets always evict least-recently-used items
+	// and take no setting.
+	EvictionPolicy EvictionPolicy `json:"evictionPolicy,omitempty"`
+}
+
+// EvictionPolicy is a bucket's evictionPolicy setting.
+type EvictionPolicy string
+
+const (
+	// ValueOnly ejects the values of persisted documents and keeps keys and
+	// metadata in memory (couchbase buckets; the default).
+	ValueOnly EvictionPolicy = "valueOnly"
+	// FullEviction may eject keys and metadata too (couchbase buckets).
+	FullEviction EvictionPolicy = "fullEviction"
+	// NoEviction refuses writes that would pass the quota, with
+	// ErrTempOOM (ephemeral buckets; the default).
+	NoEviction EvictionPolicy = "noEviction"
+	// NRUEviction deletes the documents not recently used when memory
+	// passes the high-water mark (ephemeral buckets).
+	NRUEviction EvictionPolicy = "nruEviction"
+)
+
+// defaultEvictionPolicy returns the evictionPolicy a bucket of type t has
+// when none is set ("" for memcached buckets, which take none).
+func defaultEvictionPolicy(t BucketType) EvictionPolicy {
+	switch t {
+	case Couchbase:
+		return ValueOnly
+	case Ephemeral:
+		return NoEviction
+	}
+	return ""
 }
 
 // withDefaults returns s with unset fields filled in.
 func (s BucketSettings) withDefaults() BucketSettings {
 	if s.Type == "" {
 		s.Type = Couchbase
+	}
+	if s.EvictionPolicy == "" {
+		s.EvictionPolicy = defaultEvictionPolicy(s.Type)
 	}
 	if s.RAMQuotaMB == 0 {
 		s.RAMQuotaMB = 100
@@ -90,6 +129,12 @@ func (s BucketSettings) Validate() error {
 		return bad("maxTTL: must be an integer between 0 and %d", MaxMaxTTL)
 	case s.Type == Memcached && s.MaxTTL != 0:
 		return bad("maxTTL: memcached buckets have no maxTTL")
+	case s.Type == Couchbase && s.EvictionPolicy != "" && s.EvictionPolicy != ValueOnly && s.EvictionPolicy != FullEviction:
+		return bad("evictionPolicy: must be valueOnly or fullEviction for a couchbase bucket")
+	case s.Type == Ephemeral && s.EvictionPolicy != "" && s.EvictionPolicy != NoEviction && s.EvictionPolicy != NRUEviction:
+		return bad("evictionPolicy: must be noEviction or nruEviction for an ephemeral bucket")
+	case s.Type == Memcached && s.EvictionPolicy != "":
+		return bad("evictionPolicy: memcached buckets take no evictionPolicy (they always evict least-recently-used items)")
 	case s.RAMQuotaMB < 1:
 		return bad("ramQuotaMB: must be a positive integer")
 	case !(s.PurgeInterval >= 0.04 && s.PurgeInterval <= 60):

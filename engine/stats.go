@@ -29,6 +29,27 @@ type Stats struct {
 	// collections with idleTTL or maxLifetime (ep_sliding_extends); an
 	// extension lost to a crash or a failed commit still counts.
 	SlidingExtends int64
+	// MemUsed is the memory the bucket's documents hold, by the memory
+	// owner's account: KVSize plus the estimated overhead of each item's
+	// map slot, change-log entry, expiry entry and LRU entry (mem_used).
+	MemUsed int64
+	// KVSize is the bytes of the committed versions' metadata, keys and
+	// values held in memory (ep_kv_size).
+	KVSize int64
+	// MemHighWat and MemLowWat are the water marks, 85% and 75% of the
+	// quota (ep_mem_high_wat, ep_mem_low_wat): a bucket that evicts starts
+	// past the high one and stops at the low one.
+	MemHighWat, MemLowWat int64
+	// NumValueEjects counts values ejected from memory (ep_num_value_ejects):
+	// 0 until couchbase buckets eject values.
+	NumValueEjects int64
+	// Evictions counts items evicted to keep the quota (evictions): whole
+	// items of a memcached bucket, documents deleted by an ephemeral
+	// bucket's nruEviction.
+	Evictions int64
+	// TmpOOMErrors counts writes refused with ErrTempOOM
+	// (ep_tmp_oom_errors).
+	TmpOOMErrors int64
 	// StorageError is why the bucket refuses writes now (a full or failing
 	// disk), or "" while it takes them.
 	StorageError string
@@ -46,6 +67,9 @@ func (b *Bucket) Stats() Stats {
 		SlidingExtends: b.stats.slidingExtends.Load(),
 		WithExpiry:     int64(b.exps.len()),
 	}
+	s.MemUsed, s.KVSize = b.memUsed(), b.mem.kv.Load()
+	s.MemHighWat, s.MemLowWat = b.mem.high(), b.mem.low()
+	s.Evictions, s.TmpOOMErrors = b.mem.evictions.Load(), b.mem.tmpOOM.Load()
 	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
 	s.QueueSize = int64(b.store.pending())

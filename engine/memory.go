@@ -1,0 +1,317 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The memory owner of a bucket accounts the bytes its documents hold in
+// memory and enforces its ramQuota, as Couchbase's ep-engine does with its
+// high- and low-water marks:
+//
+//   - memcached buckets evict whole items, least recently used first, once
+//     mem_used passes the high-water mark, down to the low-water mark (an
+//     evicted item is simply gone, as in memcached);
+//   - ephemeral buckets with evictionPolicy noEviction refuse a write that
+//     would take mem_used past the quota (ErrTempOOM); with nruEviction they
+//     delete the documents not recently used, as memcached buckets evict
+//     (a deletion, so view indexes and the change feed see it);
+//   - couchbase buckets only account for now (value eviction comes next).
+//
+// The accounting is counters updated where versions are published,
+// replaced, purged, dropped and evicted, never a walk: ep_kv_size sums each
+// committed version's footprint (docFootprint), and mem_used adds what the
+// bucket keeps per item beside it (itemOverhead: its map slot and change-log
+// entry), per expiry-index entry, and per LRU-queue entry.
+//
+// Least recently used is approximated with second chance (CLOCK): every
+// published version of an evicting bucket joins the back of one FIFO queue
+// per bucket; a read sets the version's referenced bit; eviction takes
+// versions from the front, skips those no longer current, gives a referenced
+// one a second chance (clears its bit, puts it at the back) and evicts the
+// others. A read costs one atomic load (and a store the first time), a
+// write one append under the queue's own lock.
+type memOwner struct {
+	kv        atomic.Int64 // ep_kv_size: footprints of the committed versions
+	quota     atomic.Int64 // ramQuota in bytes
+	mode      atomic.Int32 // a memMode, from the bucket's type and evictionPolicy
+	evictions atomic.Int64 // items evicted (evictions)
+	tmpOOM    atomic.Int64 // writes refused by the quota (ep_tmp_oom_errors)
+
+	evicting sync.Mutex // one eviction pass at a time
+
+	lru struct {
+		sync.Mutex
+		on   bool        // the bucket keeps the queue (ephemeral and memcached buckets)
+		q       []*Document // second-chance FIFO: oldest at q[head]
+		head    int
+		appends int // versions queued, for compactLocked's rhythm
+	}
+}
+
+// memMode is what a bucket does when its memory passes the quota.
+type memMode int32
+
+const (
+	memAccount memMode = iota // account only (couchbase buckets, for now)
+	memEvict                  // remove least-recently-used items (memcached)
+	memDelete                 // delete least-recently-used documents (ephemeral nruEviction)
+	memRefuse                 // refuse writes past the quota (ephemeral noEviction)
+)
+
+// Water marks, as fractions of the quota (Couchbase's defaults).
+const (
+	highWaterPct = 85
+	lowWaterPct  = 75
+)
+
+// Estimated heap bytes, beside a version's footprint, per item in a
+// partition's map and change log (itemOverhead), per expiry-index entry
+// (expOverhead) and per LRU-queue entry (lruOverhead). See
+// BenchmarkHeapPerDoc, which measures the heap against them.
+const (
+	itemOverhead = 96
+	expOverhead  = 64
+	lruOverhead  = 8
+)
+
+// docSize is the size of a Document's fixed part.
+const docSize = int64(unsafe.Sizeof(Document{}))
+
+// docFootprint is what a version counts in ep_kv_size: its metadata, key and
+// value.
+func docFootprint(d *Document) int64 {
+	if d == nil {
+		return 0
+	}
+	return docSize + int64(len(d.Key)) + int64(cap(d.Value))
+}
+
+// Bits of Document.lru.
+const (
+	lruRef  = 1 // read since it last joined the queue
+	lruGone = 2 // no longer the committed version of its key
+)
+
+// modeFor returns the memory mode of a bucket with settings s.
+func modeFor(s BucketSettings) memMode {
+	switch s.Type {
+	case Memcached:
+		return memEvict
+	case Ephemeral:
+		if s.EvictionPolicy == NRUEviction {
+			return memDelete
+		}
+		return memRefuse
+	}
+	return memAccount
+}
+
+// configure applies a bucket's settings to the owner.
+func (m *memOwner) configure(s BucketSettings) {
+	m.quota.Store(s.RAMQuotaMB << 20)
+	m.mode.Store(int32(modeFor(s)))
+	m.lru.Lock()
+	m.lru.on = s.Type != Couchbase
+	m.lru.Unlock()
+}
+
+func (m *memOwner) high() int64 { return m.quota.Load() * highWaterPct / 100 }
+func (m *memOwner) low() int64  { return m.quota.Load() * lowWaterPct / 100 }
+
+// memUsed returns the bucket's mem_used: ep_kv_size plus the estimated
+// overheads of its items, expiry entries and LRU queue.
+func (b *Bucket) memUsed() int64 {
+	items := b.currItems.Load() + b.tombs.Load()
+	b.mem.lru.Lock()
+	queued := int64(len(b.mem.lru.q) - b.mem.lru.head)
+	b.mem.lru.Unlock()
+	return b.mem.kv.Load() + items*itemOverhead + int64(b.exps.len())*expOverhead + queued*lruOverhead
+}
+
+// published accounts for d replacing old as the committed version of its
+// key (either may be nil) and queues d for eviction.
+//
+// REQUIRES: the key's partition lock held for writing.
+func (m *memOwner) published(old, d *Document) {
+	m.kv.Add(docFootprint(d) - docFootprint(old))
+	if old != nil {
+		old.lru.Or(lruGone)
+	}
+	if d == nil {
+		return
+	}
+	m.lru.Lock()
+	if m.lru.on {
+		m.lru.q = append(m.lru.q, d)
+		m.compactLocked()
+	}
+	m.lru.Unlock()
+}
+
+// compactLocked drops, every 1024 appends, the queue's versions that are no
+// longer current when they outnumber the current ones, and the popped front
+// when it outgrows the rest, so that replaced versions neither pile up
+// behind the queue nor stay alive because of it.
+//
+// REQUIRES: m.lru held.
+func (m *memOwner) compactLocked() {
+	m.lru.appends++
+	if m.lru.appends%1024 != 0 {
+		return
+	}
+	n := len(m.lru.q) - m.lru.head
+	live := 0
+	for _, d := range m.lru.q[m.lru.head:] {
+		if d.lru.Load()&lruGone == 0 {
+			live++
+		}
+	}
+	if live*2 > n && m.lru.head < n {
+		return
+	}
+	kept := m.lru.q[:0]
+	for _, d := range m.lru.q[m.lru.head:] {
+		if d.lru.Load()&lruGone == 0 {
+			kept = append(kept, d)
+		}
+	}
+	clear(m.lru.q[len(kept):])
+	m.lru.q = kept
+	m.lru.head = 0
+}
+
+// pop takes up to n versions from the front of the queue.
+func (m *memOwner) pop(n int, out []*Document) []*Document {
+	m.lru.Lock()
+	defer m.lru.Unlock()
+	end := min(m.lru.head+n, len(m.lru.q))
+	out = append(out, m.lru.q[m.lru.head:end]...)
+	clear(m.lru.q[m.lru.head:end])
+	m.lru.head = end
+	if m.lru.head == len(m.lru.q) {
+		m.lru.q = m.lru.q[:0]
+		m.lru.head = 0
+	}
+	return out
+}
+
+// requeue puts versions given a second chance at the back of the queue.
+func (m *memOwner) requeue(ds []*Document) {
+	if len(ds) == 0 {
+		return
+	}
+	m.lru.Lock()
+	m.lru.q = append(m.lru.q, ds...)
+	m.lru.Unlock()
+}
+
+// touched marks d as recently used, for eviction's second chance.
+func (m *memOwner) touched(d *Document) {
+	if mode := memMode(m.mode.Load()); mode != memEvict && mode != memDelete {
+		return
+	}
+	if d.lru.Load()&lruRef == 0 {
+		d.lru.Or(lruRef)
+	}
+}
+
+// checkQuota refuses a write of an ephemeral noEviction bucket that would
+// grow mem_used past the quota: growth is the new version's footprint less
+// the one it replaces, so deletes, and writes that shrink, always pass.
+func (b *Bucket) checkQuota(old, d *Document) error {
+	if memMode(b.mem.mode.Load()) != memRefuse {
+		return nil
+	}
+	growth := docFootprint(d) - docFootprint(old)
+	if old == nil {
+		growth += itemOverhead + lruOverhead
+	}
+	if growth <= 0 || b.memUsed()+growth <= b.mem.quota.Load() {
+		return nil
+	}
+	b.mem.tmpOOM.Add(1)
+	return errTempOOM(b.name, b.mem.quota.Load())
+}
+
+// maybeEvict runs an eviction pass when the bucket evicts and mem_used is
+// past the high-water mark. Writers call it after publishing, holding no
+// lock; a writer that finds a pass running leaves the work to it.
+func (b *Bucket) maybeEvict(ctx context.Context) {
+	mode := memMode(b.mem.mode.Load())
+	if (mode != memEvict && mode != memDelete) || b.memUsed() <= b.mem.high() {
+		return
+	}
+	if !b.mem.evicting.TryLock() {
+		return
+	}
+	defer b.mem.evicting.Unlock()
+	b.evictTo(ctx, b.mem.low())
+}
+
+// evictTo evicts least-recently-used items until mem_used is at most target
+// or nothing more can go (every queued version was visited twice).
+//
+// REQUIRES: b.mem.evicting held.
+func (b *Bucket) evictTo(ctx context.Context, target int64) {
+	b.mem.lru.Lock()
+	budget := 2*(len(b.mem.lru.q)-b.mem.lru.head) + 64
+	b.mem.lru.Unlock()
+	var batch, again []*Document
+	for b.memUsed() > target && budget > 0 && ctx.Err() == nil {
+		batch = b.mem.pop(64, batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		again = again[:0]
+		for _, d := range batch {
+			budget--
+			bits := d.lru.Load()
+			if bits&lruGone != 0 {
+				continue
+			}
+			if bits&lruRef != 0 {
+				d.lru.And(^uint32(lruRef))
+				again = append(again, d)
+				continue
+			}
+			if b.evictOne(d) {
+				b.mem.evictions.Add(1)
+			}
+		}
+		b.mem.requeue(again)
+	}
+}
+
+// evictOne evicts d if it is still its key's committed version with nothing
+// on its way to the store: a memcached bucket's item leaves memory
+// outright; an ephemeral bucket's live document is deleted (a tombstone, so
+// views and the change feed see it go). It reports whether it evicted.
+func (b *Bucket) evictOne(d *Document) bool {
+	k := docKey{cid: d.Collection, key: d.Key}
+	p := b.parts[d.Partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.docs[k] != d || p.mu.pending[k] != nil || b.isClosed() {
+		return false
+	}
+	if memMode(b.mem.mode.Load()) == memDelete {
+		if d.Deleted {
+			return false // a tombstone waits for the metadata purge
+		}
+		now := b.clock.Now()
+		_, err := b.publishLocked(p, k, d, &Document{Deleted: true, DeletedAt: now, Type: d.Type}, now)
+		return err == nil
+	}
+	delete(p.mu.docs, k)
+	if d.Deleted {
+		b.tombs.Add(-1)
+	} else {
+		b.currItems.Add(-1)
+		b.exps.update(k, d.Expiration, 0, 0)
+	}
+	b.mem.published(d, nil)
+	return true
+}

@@ -22,19 +22,22 @@ type bucketJSON struct {
 	MaxTTL        int64            `json:"maxTTL"`
 	PurgeInterval float64          `json:"purgeInterval"`
 	Quota         map[string]int64 `json:"quota"`
-	BasicStats    map[string]int64 `json:"basicStats"`
-	NumVBuckets   int              `json:"numVBuckets"`
-	URI           string           `json:"uri"`
+	// EvictionPolicy is absent for a memcached bucket, as Couchbase shows it.
+	EvictionPolicy string           `json:"evictionPolicy,omitempty"`
+	BasicStats     map[string]int64 `json:"basicStats"`
+	NumVBuckets    int              `json:"numVBuckets"`
+	URI            string           `json:"uri"`
 }
 
 func bucketView(b *engine.Bucket) bucketJSON {
 	s, st := b.Settings(), b.Stats()
 	return bucketJSON{
 		Name: s.Name, BucketType: string(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
-		Quota:       map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
-		BasicStats:  map[string]int64{"itemCount": st.CurrItems},
-		NumVBuckets: b.NumPartitions(),
-		URI:         "/pools/default/buckets/" + url.PathEscape(s.Name),
+		Quota:          map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
+		EvictionPolicy: string(s.EvictionPolicy),
+		BasicStats:     map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
+		NumVBuckets:    b.NumPartitions(),
+		URI:            "/pools/default/buckets/" + url.PathEscape(s.Name),
 	}
 }
 
@@ -83,6 +86,9 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		}
 		st.PurgeInterval = f
 	}
+	if vals.Has("evictionPolicy") {
+		st.EvictionPolicy = engine.EvictionPolicy(vals.Get("evictionPolicy"))
+	}
 	if !creating {
 		return nil
 	}
@@ -96,6 +102,9 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		st.Type = engine.Memcached
 	default:
 		return errBadRequest(fmt.Sprintf("bucketType: must be couchbase, ephemeral or memcached, got %q", t))
+	}
+	if !vals.Has("evictionPolicy") {
+		st.EvictionPolicy = "" // the default of the bucket's type
 	}
 	return nil
 }
@@ -211,6 +220,7 @@ func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]
 	add("purgeInterval", old.PurgeInterval, updated.PurgeInterval)
 	add("exp_pager_stime", old.ExpPagerStime, updated.ExpPagerStime)
 	add("exp_pager_initial_run_time", old.ExpPagerInitialRunTime, updated.ExpPagerInitialRunTime)
+	add("evictionPolicy", old.EvictionPolicy, updated.EvictionPolicy)
 	return before, after
 }
 

@@ -80,6 +80,8 @@ func classifyCode(err error) *httpError {
 		return &httpError{http.StatusBadRequest, "bad_request", msg}
 	case errors.Is(err, engine.ErrStorage):
 		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", msg}
+	case errors.Is(err, engine.ErrTempOOM):
+		return &httpError{http.StatusServiceUnavailable, "temporary_failure", msg}
 	case errors.Is(err, engine.ErrClosed):
 		return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -46,6 +46,14 @@ var metricList = []metric{
 	{"mayfly_exp_pager_initial_run_time", "UTC hour of the expiry pager's first run (-1: none).", "ep_exp_pager_initial_run_time", prometheus.GaugeValue, nil},
 	{"mayfly_items_with_expiry", "Live documents with an expiration.", "ep_items_with_expiry", prometheus.GaugeValue, nil},
 	{"mayfly_max_ttl_seconds", "The bucket's maximum TTL (0: none).", "ep_max_ttl", prometheus.GaugeValue, nil},
+	{"mayfly_mem_used_bytes", "Memory the bucket's documents hold (keys, metadata, values and per-item overhead), by the bucket's own account.", "mem_used", prometheus.GaugeValue, nil},
+	{"mayfly_kv_size_bytes", "Bytes of the documents' keys, metadata and values held in memory.", "ep_kv_size", prometheus.GaugeValue, nil},
+	{"mayfly_mem_high_wat_bytes", "The high-water mark: past it, a bucket that evicts starts evicting.", "ep_mem_high_wat", prometheus.GaugeValue, nil},
+	{"mayfly_mem_low_wat_bytes", "The low-water mark: eviction stops at it.", "ep_mem_low_wat", prometheus.GaugeValue, nil},
+	{"mayfly_ram_quota_bytes", "The bucket's memory quota.", "ep_max_size", prometheus.GaugeValue, nil},
+	{"mayfly_value_ejects_total", "Values ejected from memory (0 until value eviction).", "ep_num_value_ejects", prometheus.CounterValue, nil},
+	{"mayfly_evictions_total", "Items evicted to keep the memory quota.", "evictions", prometheus.CounterValue, nil},
+	{"mayfly_tmp_oom_errors_total", "Writes refused because the bucket was at its memory quota.", "ep_tmp_oom_errors", prometheus.CounterValue, nil},
 	{"mayfly_expiry_pager_next_run_timestamp_seconds", "When the expiry pager runs next (engine clock, Unix seconds; 0: disabled).", "ep_expiry_pager_next_run", prometheus.GaugeValue, nil},
 }
 

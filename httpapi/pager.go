@@ -175,6 +175,14 @@ func (s *server) coreStats(b *engine.Bucket) map[string]int64 {
 		"ep_expired_unpurged":           st.ExpiredUnpurged,
 		"ep_max_ttl":                    set.MaxTTL,
 		"ep_sliding_extends":            st.SlidingExtends,
+		"mem_used":                      st.MemUsed,
+		"ep_kv_size":                    st.KVSize,
+		"ep_mem_high_wat":               st.MemHighWat,
+		"ep_mem_low_wat":                st.MemLowWat,
+		"ep_max_size":                   set.RAMQuotaMB << 20,
+		"ep_num_value_ejects":           st.NumValueEjects,
+		"evictions":                     st.Evictions,
+		"ep_tmp_oom_errors":             st.TmpOOMErrors,
 	}
 	if s.pager != nil {
 		if ps, err := s.pager.Stats(name); err == nil {

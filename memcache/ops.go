@@ -23,6 +23,8 @@ func serverError(err error) string {
 		return replyTooLarge
 	case errors.Is(err, engine.ErrInvalidKey):
 		return replyBadFormat
+	case errors.Is(err, engine.ErrTempOOM):
+		return replyNoMemory
 	case errors.Is(err, engine.ErrClosed):
 		return replyServerErrorSP + "the bucket is closed"
 	}

@@ -102,6 +102,7 @@ const (
 	replyStatsDetail   = "CLIENT_ERROR usage: stats detail on|off|dump"
 	replyBadDataChunk  = "CLIENT_ERROR bad data chunk"
 	replyTooLarge      = "SERVER_ERROR object too large for cache"
+	replyNoMemory      = "SERVER_ERROR out of memory storing object"
 	replyNonNumeric    = "CLIENT_ERROR cannot increment or decrement non-numeric value"
 	replyTooManyConns  = "ERROR Too many open connections"
 	replyStored        = "STORED"

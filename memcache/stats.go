@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // Stats are a Server's cumulative counters, named after memcached's stats.
@@ -144,7 +146,7 @@ func (s *Server) generalStats() []stat {
 		{"touch_hits", i64(st.TouchHits)},
 		{"touch_misses", i64(st.TouchMisses)},
 		{"store_too_large", i64(st.StoreTooLarge)},
-		{"store_no_memory", "0"},
+		{"store_no_memory", i64(es.TmpOOMErrors)},
 		{"auth_cmds", "0"},
 		{"auth_errors", "0"},
 		{"idle_kicks", i64(st.IdleKicks)},
@@ -168,13 +170,15 @@ func (s *Server) generalStats() []stat {
 		{"unexpected_napi_ids", "0"},
 		{"round_robin_fallback", "0"},
 		{"curr_items", i64(es.CurrItems)},
+		{"bytes", i64(es.KVSize)},
 		{"total_items", i64(st.TotalItems)},
 		{"expired_unfetched", "0"},
 		{"evicted_unfetched", "0"},
-		{"evictions", "0"},
+		{"evictions", i64(es.Evictions)},
 		{"reclaimed", "0"},
 		// memcached's LRU crawler and segmented LRU: Mayfly's expiry is its
-		// pager (ep_expired_pager below), and it evicts nothing.
+		// pager (ep_expired_pager below), and its eviction one
+		// second-chance queue per bucket (evictions above).
 		{"crawler_reclaimed", "0"},
 		{"crawler_items_checked", "0"},
 		{"lrutail_reflocked", "0"},
@@ -188,6 +192,12 @@ func (s *Server) generalStats() []stat {
 		{"ep_expired", i64(es.Expired)},
 		{"ep_num_expiry_pager_runs", i64(es.PagerRuns)},
 		{"curr_items_tot", i64(es.CurrItems)},
+		{"mem_used", i64(es.MemUsed)},
+		{"ep_kv_size", i64(es.KVSize)},
+		{"ep_mem_high_wat", i64(es.MemHighWat)},
+		{"ep_mem_low_wat", i64(es.MemLowWat)},
+		{"ep_num_value_ejects", i64(es.NumValueEjects)},
+		{"ep_tmp_oom_errors", i64(es.TmpOOMErrors)},
 	}
 	if s.opts.IdleTimeout <= 0 && s.opts.CommandTimeout <= 0 {
 		// As memcached: idle_kicks only when a timeout is set.
@@ -214,7 +224,9 @@ func (s *Server) settingsStats() []stat {
 		{"inter", iface},
 		{"verbosity", strconv.FormatUint(uint64(s.verbosity.Load()), 10)},
 		{"oldest", "0"},
-		{"evictions", "off"},
+		// As memcached: on where the bucket evicts to keep its quota (a
+		// memcached bucket, an ephemeral one with nruEviction).
+		{"evictions", onOff(evicts(s.bucket.Settings()))},
 		{"domain_socket", "NULL"},
 		{"cas_enabled", "yes"},
 		{"binding_protocol", "ascii"},
@@ -230,4 +242,17 @@ func (s *Server) settingsStats() []stat {
 		{"max_get_line_len", strconv.Itoa(s.opts.MaxGetLineLen)},
 		{"bucket", s.bucket.Name()},
 	}
+}
+
+// evicts reports whether a bucket with settings s evicts items to keep its
+// quota.
+func evicts(s engine.BucketSettings) bool {
+	return s.Type == engine.Memcached || s.Type == engine.Ephemeral && s.EvictionPolicy == engine.NRUEviction
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

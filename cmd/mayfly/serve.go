@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ type serveConfig struct {
 	jsWorkers     int
 	jsMaxMemory   int64
 	skipDDocs     string
+	memOverheadMB int64
 	mcAddr        string
 	mcBucket      string
 	mcMaxConns    int
@@ -125,6 +127,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
+	fs.Int64Var(&c.memOverheadMB, "memory-overhead-mb", DefaultMemoryOverheadMB, "MiB added to the sum of the buckets' ramQuotaMB to make Go's memory limit (the collector works harder near it); -1 leaves the limit alone, as does $GOMEMLIMIT")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	return c
 }
@@ -326,6 +329,18 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		logger.Info("stopped; every acknowledged write is on disk")
 	}()
+	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
+		prev := debug.SetMemoryLimit(-1) // reads it
+		defer debug.SetMemoryLimit(prev) // as it was, for another serve in this process
+		ml := newMemLimit(cfg.memOverheadMB, debug.SetMemoryLimit, logger)
+		if err := eng.Attach(ctx, ml); err != nil {
+			return err
+		}
+		mlCtx, stopML := context.WithCancel(context.Background())
+		mlDone := make(chan struct{})
+		go func() { defer close(mlDone); ml.refresh(mlCtx, 30*time.Second) }()
+		defer func() { stopML(); <-mlDone }()
+	}
 	if firstStart && cfg.defaultBucket != "" {
 		if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.defaultBucket)); err != nil {
 			return fmt.Errorf("creating bucket %q: %w", cfg.defaultBucket, err)

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// DefaultMemoryOverheadMB is --memory-overhead-mb's default: what the
+// server holds beside its buckets' documents (view and search indexes, the
+// JavaScript runtimes, connections, the Go runtime).
+const DefaultMemoryOverheadMB = 1024
+
+// memLimit keeps Go's soft memory limit (debug.SetMemoryLimit) at the sum of
+// the buckets' memory quotas plus a stated overhead, so that the collector
+// works harder as the process nears what its buckets are allowed, rather than
+// letting the heap grow to twice the live data. It is an engine service:
+// attached buckets count, and a bucket's settings changes (ramQuotaMB)
+// update it. A couchbase bucket does not enforce its quota yet, so a bucket
+// counts max(quota, mem_used), sampled by refresh, so that the limit never
+// sits below what the buckets hold (the collector would run without end).
+type memLimit struct {
+	overhead int64                   // bytes
+	set      func(limit int64) int64 // debug.SetMemoryLimit
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	buckets map[string]*limitedBucket
+	limit   int64 // last set
+}
+
+// limitedBucket is what memLimit keeps of one bucket.
+type limitedBucket struct {
+	b       *engine.Bucket
+	quota   int64 // bytes
+	unwatch func()
+}
+
+func newMemLimit(overheadMB int64, set func(int64) int64, log *slog.Logger) *memLimit {
+	return &memLimit{overhead: overheadMB << 20, set: set, log: log, buckets: make(map[string]*limitedBucket)}
+}
+
+// AttachBucket counts b's quota and follows its changes.
+func (m *memLimit) AttachBucket(_ context.Context, b *engine.Bucket) error {
+	lb := &limitedBucket{b: b, quota: b.Settings().RAMQuotaMB << 20}
+	lb.unwatch = b.WatchSettings(func(_, updated engine.BucketSettings) {
+		m.mu.Lock()
+		lb.quota = updated.RAMQuotaMB << 20
+		m.applyLocked()
+		m.mu.Unlock()
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.buckets[b.Name()] = lb
+	m.applyLocked()
+	return nil
+}
+
+// DetachBucket stops counting b.
+func (m *memLimit) DetachBucket(_ context.Context, b *engine.Bucket, _ bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if lb, ok := m.buckets[b.Name()]; ok && lb.b == b {
+		lb.unwatch()
+		delete(m.buckets, b.Name())
+		m.applyLocked()
+	}
+	return nil
+}
+
+// refresh re-reads the buckets' mem_used every interval until ctx ends.
+func (m *memLimit) refresh(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		m.applyLocked()
+		m.mu.Unlock()
+	}
+}
+
+// total returns the limit the buckets call for now.
+//
+// REQUIRES: m.mu held.
+func (m *memLimit) totalLocked() int64 {
+	total := m.overhead
+	for _, lb := range m.buckets {
+		total += max(lb.quota, lb.b.Stats().MemUsed)
+	}
+	return total
+}
+
+// applyLocked sets Go's memory limit when the total changed.
+//
+// REQUIRES: m.mu held.
+func (m *memLimit) applyLocked() {
+	total := m.totalLocked()
+	if total == m.limit {
+		return
+	}
+	m.limit = total
+	m.set(total)
+	m.log.Debug("go memory limit set", "bytes", total, "buckets", len(m.buckets), "overhead_bytes", m.overhead)
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// TestMemLimitFollowsQuotas: Go's memory limit is the buckets' quotas plus
+// the overhead, updated as buckets are created, edited and deleted.
+func TestMemLimitFollowsQuotas(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "a", RAMQuotaMB: 100}); err != nil {
+		t.Fatal(err)
+	}
+	var limit int64
+	ml := newMemLimit(256, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := eng.Attach(ctx, ml); err != nil {
+		t.Fatal(err)
+	}
+	want := func(step string, mb int64) {
+		t.Helper()
+		if limit != mb<<20 {
+			t.Errorf("%s: limit %d MiB, want %d MiB", step, limit>>20, mb)
+		}
+	}
+	want("one bucket of 100 MiB", 356)
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "m", Type: engine.Memcached, RAMQuotaMB: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("a memcached bucket of 50 MiB created", 406)
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.RAMQuotaMB = 20; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want("its quota lowered to 20 MiB", 376)
+	if err := eng.DeleteBucket(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	want("the 100 MiB bucket deleted", 276)
+}

@@ -227,6 +227,11 @@ func (b *Bucket) load(st storage) error {
 // service (view indexes, pager) to it.
 func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, error) {
 	s = s.withDefaults()
+	if s.EvictionPolicy == "" {
+		// Here rather than in withDefaults, so that DefaultBucketSettings
+		// with another Type set afterwards stays valid.
+		s.EvictionPolicy = defaultEvictionPolicy(s.Type)
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}

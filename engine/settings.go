@@ -91,9 +91,6 @@ func (s BucketSettings) withDefaults() BucketSettings {
 	if s.Type == "" {
 		s.Type = Couchbase
 	}
-	if s.EvictionPolicy == "" {
-		s.EvictionPolicy = defaultEvictionPolicy(s.Type)
-	}
 	if s.RAMQuotaMB == 0 {
 		s.RAMQuotaMB = 100
 	}

@@ -103,9 +103,6 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	default:
 		return errBadRequest(fmt.Sprintf("bucketType: must be couchbase, ephemeral or memcached, got %q", t))
 	}
-	if !vals.Has("evictionPolicy") {
-		st.EvictionPolicy = "" // the default of the bucket's type
-	}
 	return nil
 }
 

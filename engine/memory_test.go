@@ -254,3 +254,49 @@ func TestCouchbaseBucketAccountsWithoutEnforcing(t *testing.T) {
 		t.Errorf("ep_kv_size %d after deleting half of %d documents (was %d)", got, n, st.KVSize)
 	}
 }
+
+// TestEvictionUnderConcurrentWriters: writers and readers of a memcached
+// bucket at its quota from several goroutines: every item written is either
+// there or counted as evicted, and the counters hold (engine.Check, in the
+// cleanup, recounts ep_kv_size).
+func TestEvictionUnderConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	b := memBucket(t, engine.Memcached, 1, "")
+	c := b.DefaultCollection()
+	const writers, each = 4, 1500
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				n := w*each + i
+				if _, err := c.Upsert(ctx, memKey(n), memValue(n), nil); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := c.Get(ctx, memKey(w*each+i/2)); err != nil && !errors.Is(err, engine.ErrNotFound) {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := b.Stats()
+	if st.Evictions == 0 || st.CurrItems+st.Evictions != writers*each {
+		t.Errorf("curr_items %d + evictions %d, want %d written", st.CurrItems, st.Evictions, writers*each)
+	}
+	present := 0
+	for n := range writers * each {
+		if _, err := c.Get(ctx, memKey(n)); err == nil {
+			present++
+		}
+	}
+	if int64(present) != st.CurrItems {
+		t.Errorf("%d items readable, curr_items %d", present, st.CurrItems)
+	}
+}

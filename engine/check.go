@@ -82,7 +82,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 		return err
 	}
 	c := &checker{bucket: b.name}
-	var live, tombs, kv int64
+	var live, tombs, kv, tombKV int64
 	var exps []expItem
 	committed := make(map[docKey]*Document)
 	durable := make([]uint64, len(b.parts))
@@ -131,6 +131,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 			if d.Deleted {
 				tombs++
+				tombKV += docFootprint(d)
 				if d.Value != nil {
 					c.addf("tombstone %q has a value", k.key)
 				}
@@ -151,6 +152,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 	}
 	if n := b.mem.kv.Load(); n != kv {
 		c.addf("ep_kv_size is %d, the documents hold %d", n, kv)
+	}
+	if n := b.mem.tombKV.Load(); n != tombKV {
+		c.addf("tombstones' part of ep_kv_size is %d, the tombstones hold %d", n, tombKV)
 	}
 	sortExpItems(exps)
 	b.exps.mu.Lock()

@@ -35,6 +35,7 @@ import (
 // write one append under the queue's own lock.
 type memOwner struct {
 	kv        atomic.Int64 // ep_kv_size: footprints of the committed versions
+	tombKV    atomic.Int64 // the part of kv that tombstones hold
 	quota     atomic.Int64 // ramQuota in bytes
 	mode      atomic.Int32 // a memMode, from the bucket's type and evictionPolicy
 	evictions atomic.Int64 // items evicted (evictions)
@@ -133,6 +134,19 @@ func (b *Bucket) memUsed() int64 {
 	return b.mem.kv.Load() + items*itemOverhead + int64(b.exps.len())*expOverhead + queued*lruOverhead
 }
 
+// evictable returns the part of mem_used that eviction can free: all of it
+// for a memcached bucket, whose tombstones are evicted too; for an ephemeral
+// one with nruEviction, all but its tombstones', which eviction makes and
+// only the metadata purge removes (else, with small documents, deleting
+// every document would not bring mem_used down to the low-water mark).
+func (b *Bucket) evictable() int64 {
+	used := b.memUsed()
+	if memMode(b.mem.mode.Load()) == memDelete {
+		used -= b.mem.tombKV.Load() + b.tombs.Load()*itemOverhead
+	}
+	return used
+}
+
 // published accounts for d replacing old as the committed version of its
 // key (either may be nil) and queues d for eviction.
 //
@@ -141,6 +155,12 @@ func (m *memOwner) published(old, d *Document) {
 	m.kv.Add(docFootprint(d) - docFootprint(old))
 	if old != nil {
 		old.lru.Or(lruGone)
+		if old.Deleted {
+			m.tombKV.Add(-docFootprint(old))
+		}
+	}
+	if d != nil && d.Deleted {
+		m.tombKV.Add(docFootprint(d))
 	}
 	if d == nil {
 		return
@@ -243,7 +263,7 @@ func (b *Bucket) checkQuota(old, d *Document) error {
 // lock; a writer that finds a pass running leaves the work to it.
 func (b *Bucket) maybeEvict(ctx context.Context) {
 	mode := memMode(b.mem.mode.Load())
-	if (mode != memEvict && mode != memDelete) || b.memUsed() <= b.mem.high() {
+	if (mode != memEvict && mode != memDelete) || b.evictable() <= b.mem.high() {
 		return
 	}
 	if !b.mem.evicting.TryLock() {
@@ -253,8 +273,9 @@ func (b *Bucket) maybeEvict(ctx context.Context) {
 	b.evictTo(ctx, b.mem.low())
 }
 
-// evictTo evicts least-recently-used items until mem_used is at most target
-// or nothing more can go (every queued version was visited twice).
+// evictTo evicts least-recently-used items until what eviction can free
+// (evictable) is at most target, or nothing more can go (every queued
+// version was visited twice).
 //
 // REQUIRES: b.mem.evicting held.
 func (b *Bucket) evictTo(ctx context.Context, target int64) {
@@ -262,7 +283,7 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 	budget := 2*(len(b.mem.lru.q)-b.mem.lru.head) + 64
 	b.mem.lru.Unlock()
 	var batch, again []*Document
-	for b.memUsed() > target && budget > 0 && ctx.Err() == nil {
+	for b.evictable() > target && budget > 0 && ctx.Err() == nil {
 		batch = b.mem.pop(64, batch[:0])
 		if len(batch) == 0 {
 			return

@@ -109,10 +109,11 @@ func (s *Service) searchAlias(ctx context.Context, bucket string, a *IndexDef, s
 		synonyms = synonyms || ix.synonyms
 	}
 	w := *sr
+	q := withBooleans(sr.Query)
 	if synonyms {
-		w.Query = live(sr.Query, now)
+		w.Query = live(q, now)
 	} else {
-		w.Query = &liveQuery{q: sr.Query, now: now, cache: &s.aliasCache}
+		w.Query = &liveQuery{q: q, now: now, cache: &s.aliasCache}
 	}
 	alias := bleve.NewIndexAlias(idxs...)
 	res, err := alias.SearchInContext(ctx, &w)

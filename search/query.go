@@ -212,10 +212,11 @@ func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int
 		return nil, err
 	}
 	w := *sr
+	q := withBooleans(sr.Query)
 	if ix.synonyms {
-		w.Query = live(sr.Query, now)
+		w.Query = live(q, now)
 	} else {
-		w.Query = &liveQuery{q: sr.Query, now: now, cache: &ix.exp}
+		w.Query = &liveQuery{q: q, now: now, cache: &ix.exp}
 	}
 	return ix.run(ctx, &w)
 }

@@ -272,3 +272,44 @@ func TestAnalyzers(t *testing.T) {
 		t.Fatalf("standard stems: %v", a.ids())
 	}
 }
+
+// TestQueryStringBooleans: in a query string, field:true and field:false
+// find a boolean field of that value (bleve's syntax alone looks for the
+// text "true", which a boolean field never holds), -field:true leaves such
+// documents out, a text field holding the word still matches, and the
+// answer shows the request as it was sent.
+func TestQueryStringBooleans(t *testing.T) {
+	e := newEnv(t, engine.Couchbase, search.Options{})
+	e.createIndex("players", `{"type":"fulltext-index","name":"players","sourceType":"couchbase","sourceName":"default"}`)
+	for k, v := range map[string]string{
+		"ann":  `{"bio":"chess","country":"fr","retired":false}`,
+		"bo":   `{"bio":"chess","country":"fr","retired":true}`,
+		"cy":   `{"bio":"chess","country":"it","retired":false}`,
+		"note": `{"bio":"a true story","retired":"true"}`,
+	} {
+		e.put(k, v, 0)
+	}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{`{"query":"retired:true"}`, []string{"bo", "note"}},
+		{`{"query":"retired:false"}`, []string{"ann", "cy"}},
+		{`{"query":"retired:TRUE"}`, []string{"bo", "note"}},
+		{`{"query":"chess +country:fr -retired:true"}`, []string{"ann"}},
+		{`{"query":"bio:true"}`, []string{"note"}},
+		{`{"conjuncts":[{"query":"-retired:false"},{"match":"chess","field":"bio"}]}`, []string{"bo"}},
+		{`{"query":"retired:\"true\""}`, []string{"note"}}, // a phrase stays text
+	} {
+		a := e.query("players", fmt.Sprintf(`{"query":%s,"size":10,"sort":["_id"],"ctl":{"consistency":{"level":"at_plus"}}}`, c.query))
+		if got := a.ids(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.query, got, c.want)
+		}
+		var req struct {
+			Query json.RawMessage `json:"query"`
+		}
+		if err := json.Unmarshal(a.Request, &req); err != nil || !strings.Contains(string(req.Query), `"query":"`) || strings.Contains(string(req.Query), `"bool"`) {
+			t.Errorf("%s: the answer's request is %s, not the request sent", c.query, a.Request)
+		}
+	}
+}

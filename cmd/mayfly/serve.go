@@ -425,7 +425,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer mc.Close()
-		fmt.Fprintf(stdout, "mayfly: serving memcached on %s (bucket %s)\n", cfg.mcAddr, cfg.mcBucket)
+		fmt.Fprintf(stdout, "mayfly: serving memcached on %s (bucket %s)\n", mcLn.Addr(), cfg.mcBucket)
 	}
 
 	select {

@@ -11,6 +11,7 @@ SOAK    ?= 10m
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
+	@echo "             other addresses or flags: make run ARGS=\"--http 127.0.0.1:9000 --memcached 127.0.0.1:9001\""
 	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
@@ -23,10 +24,14 @@ build:
 
 # A development password, for loopback only: log in as Administrator / password.
 DEV_PASSWORD ?= password
+# More flags for `mayfly serve`, e.g. other ports when Couchbase or memcached
+# already listen on 8091 or 11211:
+#   make run ARGS="--http 127.0.0.1:9000 --memcached 127.0.0.1:9001"
+ARGS ?=
 
 run: build
 	@echo "mayfly: development server; log in as Administrator / $(DEV_PASSWORD) (curl -u Administrator:$(DEV_PASSWORD) ...)"
-	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA)
+	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA) $(ARGS)
 
 # The fuzz step runs even when the race step fails (its failures are worth
 # seeing too); test fails if either did.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -48,84 +47,6 @@ func startServer(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Auth: users}))
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-// readmeBlock returns the first ```sh block of the README after the line
-// heading, as one command per string (continuation lines joined).
-func readmeBlock(t *testing.T, heading string) []string {
-	t.Helper()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	i := strings.Index(text, "\n"+heading+"\n")
-	if i < 0 {
-		t.Fatalf("README has no %q", heading)
-	}
-	text = text[i:]
-	start := strings.Index(text, "```sh\n")
-	end := strings.Index(text[start+6:], "```")
-	if start < 0 || end < 0 {
-		t.Fatalf("no sh block after %q", heading)
-	}
-	var cmds []string
-	cur := ""
-	for _, line := range strings.Split(text[start+6:start+6+end], "\n") {
-		if strings.HasSuffix(line, "\\") {
-			cur += strings.TrimSuffix(line, "\\")
-			continue
-		}
-		cur += line
-		if strings.TrimSpace(cur) != "" {
-			cmds = append(cmds, cur)
-		}
-		cur = ""
-	}
-	return cmds
-}
-
-// TestReadmeViews runs the README's view commands, in order, with curl
-// against a real server: they write game documents, one of them without a
-// score, and the example's answers must be what the README promises.
-func TestReadmeViews(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
-	}
-	srv := startServer(t)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	run := func(cmd string) string {
-		t.Helper()
-		cmd = strings.ReplaceAll(cmd, "localhost:8091", host)
-		out, err := exec.Command("bash", "-c", "set -e; "+cmd+"; echo").CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", cmd, err, out)
-		}
-		return string(out)
-	}
-	// The block writes four game documents (one without a score), then
-	// the design document, then queries.
-	cmds := readmeBlock(t, "## Views")
-	if len(cmds) != 9 {
-		t.Fatalf("README view commands: %q", cmds)
-	}
-	var outs []string
-	for _, c := range cmds {
-		outs = append(outs, run(strings.Replace(c, "curl ", "curl -sS ", 1)))
-	}
-	for i, want := range []string{
-		`"id":"g1"`, `"id":"g2"`, `"id":"g3"`, `"id":"p1"`,
-		`"ok":true`,
-		`{"key":"ann","value":{"sum":12,"count":2,"min":3,"max":9,"sumsqr":90}},` + "\r\n" +
-			`{"key":"bo","value":{"sum":5,"count":1,"min":5,"max":5,"sumsqr":25}}`,
-		`{"id":"g1","key":"ann","value":3,"doc":{"meta":{"id":"g1",`,
-		`{"id":"g2","key":"bo","value":5}`,
-		`"reduce_errors":0`,
-	} {
-		if !strings.Contains(outs[i], want) || strings.Contains(outs[i], `"error"`) {
-			t.Errorf("README command %d: %s\nanswered %s\nwant it to contain %s", i, cmds[i], outs[i], want)
-		}
-	}
 }
 
 // TestReadmeQueryErrors asks a real server each query of the README's "Bad

@@ -332,14 +332,20 @@ func (w *writer) finish(pos position, pending int64) error {
 	return w.flush()
 }
 
-// appendDoc appends a row's doc: the document's JSON object with _id and
-// _rev added (as CouchDB shows a document), {"_id","_rev","json"} for
-// another JSON value, {"_id","_rev","base64"} for a binary one, null for a
-// deletion or an expired document.
+// appendDoc appends a row's doc: the document in CouchDB's shape
+// (AppendCouchDoc), null for a deletion or an expired document.
 func appendDoc(b []byte, d *engine.Document, now int64) []byte {
 	if d.Deleted || d.ExpiredAt(now) {
 		return append(b, "null"...)
 	}
+	return AppendCouchDoc(b, d)
+}
+
+// AppendCouchDoc appends d as CouchDB shows a document: its JSON object with
+// _id and _rev set (replacing any the body holds), {"_id","_rev","json"}
+// for another JSON value, {"_id","_rev","base64"} for a binary one. The
+// change feed's include_docs and _all_docs both answer with it.
+func AppendCouchDoc(b []byte, d *engine.Document) []byte {
 	head := func(b []byte) []byte {
 		b = append(b, `{"_id":`...)
 		b = appendString(b, d.Key)
@@ -357,10 +363,20 @@ func appendDoc(b []byte, d *engine.Document, now int64) []byte {
 		b = append(head(b), `,"json":`...)
 		return append(append(b, d.Value...), '}')
 	}
-	if v.Get("_id").Exists() || v.Get("_rev").Exists() {
-		return append(b, d.Value...) // the document names itself
-	}
 	b = head(b)
+	if v.Get("_id").Exists() || v.Get("_rev").Exists() {
+		// The body names itself: copy its other members one by one.
+		v.ForEach(func(k, m gjson.Result) bool {
+			if k.Str != "_id" && k.Str != "_rev" {
+				b = append(b, ',')
+				b = append(b, k.Raw...)
+				b = append(b, ':')
+				b = append(b, m.Raw...)
+			}
+			return true
+		})
+		return append(b, '}')
+	}
 	body := []byte(v.Raw)
 	for len(body) > 0 && body[0] != '{' {
 		body = body[1:]

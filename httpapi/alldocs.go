@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"sort"
 
-	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/changes"
 )
 
 // allDocsRow is one row of an _all_docs answer, in CouchDB's shape.
@@ -157,7 +157,7 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 		}
 		row := allDocsRow{ID: d.Key, Key: d.Key, Value: allDocsValue{Rev: d.Rev()}}
 		if withDocs {
-			row.Doc = couchDoc(d)
+			row.Doc = changes.AppendCouchDoc(nil, d)
 		}
 		line, err := json.Marshal(row)
 		if err != nil { // cannot happen: every part is valid JSON
@@ -173,30 +173,4 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	}
 	fmt.Fprint(w, "\r\n]}\n")
 	return nil
-}
-
-// couchDoc is a document as CouchDB shows one: its JSON object with _id and
-// _rev set; a value that is not an object under "json", a binary one under
-// "base64".
-func couchDoc(d *engine.Document) json.RawMessage {
-	fields := map[string]any{}
-	switch {
-	case d.Type != engine.TypeJSON:
-		fields["base64"] = d.Value // encoding/json writes []byte as base64
-	default:
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(d.Value, &obj); err != nil || obj == nil {
-			fields["json"] = json.RawMessage(d.Value)
-		} else {
-			for k, v := range obj {
-				fields[k] = v
-			}
-		}
-	}
-	fields["_id"], fields["_rev"] = d.Key, d.Rev()
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return json.RawMessage(`null`)
-	}
-	return b
 }

@@ -110,7 +110,7 @@ func applyOps(bkt *bolt.Bucket, ops []kvOp) error {
 }
 
 func (s *boltStorage) encode(r record) []byte {
-	if r.purge || r.seqOnly {
+	if r.purge {
 		return nil
 	}
 	return encodeDoc(r.doc)
@@ -131,9 +131,6 @@ func (s *boltStorage) commit(recs []record) error {
 				seqs[r.part] = r.seq
 			}
 			maxCAS = max(maxCAS, r.cas)
-			if r.seqOnly {
-				continue
-			}
 			op := kvOp{key: docDBKey(r.key), del: r.purge, ord: len(docOps)}
 			if !r.purge {
 				if r.enc == nil {

@@ -72,8 +72,7 @@ func (c *checker) err() error {
 //   - the store holds each partition's committed sequence number, a CAS
 //     at least every document's, and the failover log; a durable one (a
 //     persistent bucket's file) also holds exactly the committed documents
-//     (an expiration, made durable lazily, as its expired live record) and
-//     their expiry entries.
+//     (tombstones included, an expiration's too) and their expiry entries.
 //
 // It waits for queued writes first, and is meant for a quiet bucket (test
 // cleanups, a tool): a write made while it runs may show as a violation.
@@ -272,15 +271,10 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 		switch {
 		case m == nil:
 			c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)
-		case m.Deleted && m.Expired:
-			// Made durable lazily: the expired live record stays.
-			if d.Seq > m.Seq || (!d.Deleted && d.Expiration != m.Expiration) {
-				c.addf("disk: expired document %q: record seq %d expiration %d, memory's expiration seq %d expiration %d", k.key, d.Seq, d.Expiration, m.Seq, m.Expiration)
-			}
 		case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
-			d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Type != m.Type || !bytes.Equal(d.Value, m.Value) ||
+			d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Expired != m.Expired || d.DeletedAt != m.DeletedAt || d.Type != m.Type || !bytes.Equal(d.Value, m.Value) ||
 			d.TS != m.TS || d.CreatedAt != m.CreatedAt || d.ExpiryPinned != m.ExpiryPinned:
-			c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v, memory seq %d cas %d deleted %v)", k.key, d.Seq, d.CAS, d.Deleted, m.Seq, m.CAS, m.Deleted)
+			c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v expired %v, memory seq %d cas %d deleted %v expired %v)", k.key, d.Seq, d.CAS, d.Deleted, d.Expired, m.Seq, m.CAS, m.Deleted, m.Expired)
 		}
 		return nil
 	})

@@ -160,7 +160,11 @@ func (b *Bucket) load(st storage) error {
 		p := b.parts[d.Partition]
 		k := docKey{cid: d.Collection, key: d.Key}
 		if _, ok := b.mu.byID[d.Collection]; !ok {
-			orphans = append(orphans, record{purge: true, key: k, oldExp: d.Expiration, part: d.Partition})
+			r := record{purge: true, key: k, part: d.Partition}
+			if !d.Deleted {
+				r.oldExp = d.Expiration
+			}
+			orphans = append(orphans, r)
 			return nil
 		}
 		p.mu.docs[k] = d

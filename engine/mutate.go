@@ -56,13 +56,11 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 // committed (applyLocked): nothing a failed commit loses was ever visible. A
 // bucket that keeps nothing on disk commits inline and publishes at once.
 //
-// Expirations (tombstones with Expired set) are made durable lazily: only the
-// sequence number and CAS they used go to disk, and the document's record
-// stays as it was, expired. After a restart it is an expired, unpurged
-// document again, which the next pager run purges (with a new sequence
-// number, so view indexes stay right). Couchbase does not make expiry durable
-// either; this keeps a pager run from rewriting a disk page per document. The
-// metadata purge removes the stale record.
+// An expiration (a tombstone with Expired set) is written like a delete: its
+// tombstone record replaces the document's and its expiry entry goes, so a
+// restart finds it purged, with the same sequence number, CAS and revision.
+// The pager does not wait for its expirations (ExpireBatch), so group commit
+// gathers a run into few transactions.
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) publishLocked(p *partition, k docKey, prev, d *Document, now int64) (*commitBatch, error) {
@@ -100,12 +98,9 @@ func (b *Bucket) stampLocked(p *partition, k docKey, prev, d *Document, now int6
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) queueLocked(p *partition, k docKey, prev, d *Document) (*commitBatch, error) {
 	r := record{doc: d, key: k, part: p.id, seq: d.Seq, cas: d.CAS}
-	if d.Expired {
-		r.seqOnly = true
-	} else if prev != nil {
-		// On disk, a live document or an expiration (whose live record is
-		// still there) holds an expiry entry; a deleted one holds none, and
-		// its Expiration is 0.
+	if prev != nil && !prev.Deleted {
+		// On disk, a live document holds an expiry entry; a tombstone
+		// (a delete's or an expiration's) holds none.
 		r.oldExp = prev.Expiration
 	}
 	cb, err := b.store.enqueue(r)
@@ -254,10 +249,10 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 // expiry order, each as an expiration (a tombstone and a change-feed entry),
 // counted as ExpiredPager. It returns how many it purged and whether more are
 // due. Each document is one short critical section, so readers and writers
-// are never held up for long. It does not wait for disk: expirations are not
-// durable writes (as in Couchbase), and not waiting lets group commit gather
-// a whole pager run into few transactions. Its purges are visible once
-// committed: call Sync to wait for that. A document whose expiration (or any
+// are never held up for long. It does not wait for disk: not waiting lets
+// group commit gather a whole pager run into few transactions, each
+// expiration's tombstone written in key order. Its purges are visible, and
+// durable, once committed: call Sync to wait for that. A document whose expiration (or any
 // other write) is still on its way to disk is stepped over, not counted.
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	now := b.clock.Now()

@@ -123,10 +123,9 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 			}
 			purged++
 			// The tombstone leaves memory once its removal is committed
-			// (applyRecordLocked). An expiration's live record and expiry
-			// entry are still on disk (see publishLocked); a delete's
-			// tombstone has no entry.
-			r := record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq}
+			// (applyRecordLocked). A tombstone, a delete's or an
+			// expiration's, holds no expiry entry.
+			r := record{purge: true, key: k, part: p.id, seq: d.Seq}
 			cb, err := b.store.enqueue(r)
 			if err != nil {
 				p.mu.Unlock()

@@ -79,15 +79,14 @@ type storedMeta struct {
 
 // record is one mutation on its way to a store.
 type record struct {
-	doc     *Document // the version to store and publish once committed (nil for a purge)
-	enc     []byte    // doc as the store encodes it (see storage.encode), or nil
-	purge   bool      // removes the key's stored record (metadata purge, dropped collection)
-	seqOnly bool      // only the sequence number and CAS (a lazily persisted expiration)
-	key     docKey
-	oldExp  int64 // expiration of the key's stored record (its expiry entry goes), 0 for none
-	part    uint16
-	seq     uint64
-	cas     uint64
+	doc    *Document // the version to store and publish once committed (nil for a purge)
+	enc    []byte    // doc as the store encodes it (see storage.encode), or nil
+	purge  bool      // removes the key's stored record (metadata purge, dropped collection)
+	key    docKey
+	oldExp int64 // expiry entry the key's stored record holds (it goes), 0 for none
+	part   uint16
+	seq    uint64
+	cas    uint64
 }
 
 // newExp returns the expiry-index entry a record leaves: a live document's

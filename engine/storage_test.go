@@ -127,7 +127,8 @@ func readAll(t *testing.T, st storage) stored {
 
 func sameDoc(a, b *Document) bool {
 	return a.Key == b.Key && a.Collection == b.Collection && a.Partition == b.Partition && a.Seq == b.Seq && a.CAS == b.CAS &&
-		a.RevSeq == b.RevSeq && a.Expiration == b.Expiration && a.Deleted == b.Deleted && string(a.Value) == string(b.Value) && a.Type == b.Type
+		a.RevSeq == b.RevSeq && a.Expiration == b.Expiration && a.Deleted == b.Deleted && a.Expired == b.Expired && a.DeletedAt == b.DeletedAt &&
+		string(a.Value) == string(b.Value) && a.Type == b.Type
 }
 
 func docKeys(docs []*Document) []string {
@@ -184,8 +185,8 @@ func TestStorageCommitVisible(t *testing.T) {
 // Order: the later record of a key wins, inside a commit and across
 // commits; a deletion leaves a tombstone without an expiry entry; a purge
 // removes the record and does not move the partition's sequence number; an
-// expiration made durable lazily moves only the sequence number and the
-// CAS; the CAS never goes down.
+// expiration writes its tombstone (expired, keeping its expiration) and
+// removes the expiry entry; the CAS never goes down.
 func TestStorageOrdering(t *testing.T) {
 	forEachStorage(t, func(t *testing.T, k storageKind) {
 		st := k.open(t)
@@ -206,22 +207,27 @@ func TestStorageOrdering(t *testing.T) {
 			t.Errorf("seq %d cas %d, want 2 and 200", got.seqs[3], got.meta.cas)
 		}
 
-		// An expiration made durable lazily, with an older CAS (a sliding
-		// extension keeps its document's CAS), committed alone.
-		exp := &Document{Key: "k", Partition: 3, Seq: 3, CAS: 150, Deleted: true, Expired: true, Expiration: 60}
-		if err := st.commitOne(record{doc: exp, seqOnly: true, key: key, part: 3, seq: 3, cas: 150}); err != nil {
+		// An expiration, with an older CAS (a sliding extension keeps its
+		// document's CAS), committed alone.
+		exp := &Document{Key: "k", Partition: 3, Seq: 3, CAS: 150, RevSeq: 3, Deleted: true, Expired: true, Expiration: 60, DeletedAt: 61, Type: TypeJSON}
+		if err := st.commitOne(put(exp, v2.Expiration)); err != nil {
 			t.Fatal(err)
 		}
 		got = readAll(t, st)
 		if got.seqs[3] != 3 || got.meta.cas != 200 {
-			t.Errorf("after a lazily persisted expiration: seq %d cas %d, want 3 and 200", got.seqs[3], got.meta.cas)
+			t.Errorf("after an expiration: seq %d cas %d, want 3 and 200", got.seqs[3], got.meta.cas)
 		}
-		if st.durable() && got.byKey[key].Seq != 2 {
-			t.Errorf("a lazily persisted expiration replaced the record: %+v", got.byKey[key])
+		if st.durable() {
+			if d := got.byKey[key]; d == nil || !sameDoc(d, exp) {
+				t.Errorf("after an expiration: %+v, want its tombstone %+v", d, exp)
+			}
+			if len(got.exps) != 0 {
+				t.Errorf("an expiration's tombstone kept expiry entries %v", got.exps)
+			}
 		}
 
-		del := &Document{Key: "k", Partition: 3, Seq: 4, CAS: 300, RevSeq: 3, Deleted: true, DeletedAt: 5}
-		mustCommit(t, st, put(del, v2.Expiration))
+		del := &Document{Key: "k", Partition: 3, Seq: 4, CAS: 300, RevSeq: 4, Deleted: true, DeletedAt: 5}
+		mustCommit(t, st, put(del, 0))
 		got = readAll(t, st)
 		if st.durable() {
 			if d := got.byKey[key]; d == nil || !d.Deleted || d.Seq != 4 {

@@ -48,13 +48,6 @@ func openFixture(tb testing.TB, dir string, typ engine.BucketType, noSync, fill 
 		tb.Fatalf("%d documents and %d tombstones, want %d in all", st.CurrItems, st.Tombstones, benchDocs)
 	}
 	f.m = pager.New(eng, nil) // BatchSize 1000
-	if !fill {
-		// Expirations are made durable lazily: what earlier runs purged is
-		// back as expired and unpurged after the reopen. Purge it first.
-		if _, err := f.m.RunNow(ctx, "bench"); err != nil {
-			tb.Fatal(err)
-		}
-	}
 	return f
 }
 

@@ -96,21 +96,15 @@ type entry struct {
 	// tomb is the tombstone a non-present key holds: 0 none (never written,
 	// or metadata-purged), 1 a delete's, 2 an expiration's.
 	tomb int
-	// noRows: an expiration brought back by a reopen (expirations are
-	// durable lazily). The index consumed its tombstone before the reopen,
-	// and the document is back under its older sequence number, so its rows
-	// stay out of the index until the index is rebuilt from the feed (a
-	// design document with other functions), which maps it as the expired,
-	// unpurged document it is again.
-	noRows bool
 }
 
 func (e *entry) expired(now int64) bool { return e.present && e.exp != 0 && e.exp <= now }
 func (e *entry) live(now int64) bool    { return e.present && !e.expired(now) }
 
-// purgeExpired records an expiration: the document leaves, its tombstone
-// stays, and its value and expiration are kept, as a reopen may bring them back.
-func (e *entry) purgeExpired() { e.present, e.tomb, e.noRows = false, 2, false }
+// purgeExpired records an expiration: the document leaves and its
+// tombstone stays, across reopens too (an expiration is written as its
+// tombstone).
+func (e *entry) purgeExpired() { e.present, e.tomb = false, 2 }
 
 type harness struct {
 	t    *testing.T
@@ -139,9 +133,9 @@ type harness struct {
 
 // coverage counts what a run exercised, logged at its end.
 type coverage struct {
-	queries, rows, expiredRows, noRows, rebuiltNoRows, reopens, exactQueries int
-	extends, refusedTTL, reevaluated, updates, pinnedReads, ttlWrites        int
-	unsyncedReopens                                                          int
+	queries, rows, expiredRows, reopens, exactQueries                 int
+	extends, refusedTTL, reevaluated, updates, pinnedReads, ttlWrites int
+	unsyncedReopens                                                   int
 }
 
 func envInt(name string) uint64 {
@@ -340,8 +334,7 @@ func compact(b []byte) string {
 
 // queryRows runs a stale=false map query over the full range and checks its
 // rows against the model: every present document's row (live or expired but
-// unpurged, but not a reopened expiration's until a rebuild: see
-// entry.noRows), in key then ID order. It returns the rows.
+// unpurged), in key then ID order. It returns the rows.
 func (h *harness) queryRows() []row {
 	out := h.query("stale=false&reduce=false&expired=include")
 	var ans struct {
@@ -366,10 +359,7 @@ func (h *harness) queryRows() []row {
 	for i := range numKeys {
 		k := key(i)
 		m := h.model[k]
-		if m.noRows {
-			h.cov.noRows++
-		}
-		if !m.present || m.noRows {
+		if !m.present {
 			continue
 		}
 		wants = append(wants, want{row: row{ID: k, Key: json.RawMessage(rowKey(m.g)), Value: json.RawMessage(strconv.Itoa(m.n))}, g: m.g})

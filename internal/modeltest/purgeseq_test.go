@@ -47,7 +47,7 @@ func TestPurgeTombstonesKeepsPartitionSeq(t *testing.T) {
 	must(c.Delete(ctx, "a", nil))                                             // seq 2, a tombstone made at t0
 	must(c.Upsert(ctx, "b", value(2, 10), &engine.WriteOptions{Expiry: 200})) // seq 3
 	clk.Advance(300)
-	if n, _, err := c.Bucket().ExpireBatch(ctx, 10); err != nil || n != 1 { // seq 4, on disk as the partition's seq only
+	if n, _, err := c.Bucket().ExpireBatch(ctx, 10); err != nil || n != 1 { // seq 4, b's tombstone
 		t.Fatalf("ExpireBatch: %d, %v", n, err)
 	}
 	if err := c.Bucket().Sync(ctx); err != nil {
@@ -74,8 +74,8 @@ func TestPurgeTombstonesKeepsPartitionSeq(t *testing.T) {
 	if checkErr != nil {
 		t.Errorf("engine.Check after the purge: %v", checkErr)
 	}
-	// b is back as an expired, unpurged document (lazily durable
-	// expirations); its rows left the index at seq 4. d must be indexed.
+	// b stays an expiration's tombstone: its rows left the index at seq 4.
+	// d must be indexed.
 	if got != `{"rows":[{"key":null,"value":1000}]}` {
 		t.Errorf("after the reopen and a new document d (n=1000): %s, want the sum 1000", got)
 	}

@@ -54,7 +54,6 @@ type mcoll struct {
 	maxTTL      int64 // the effective maxTTL, 0 none
 	keys        int
 	model       map[string]*entry
-	views       bool // views map this collection (only _default._default)
 }
 
 func (cm *mcoll) String() string { return cm.name }

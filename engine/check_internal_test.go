@@ -38,6 +38,26 @@ func TestCheckCatchesTampering(t *testing.T) {
 			defer b.exps.mu.Unlock()
 			b.exps.tree.DeleteMin()
 		}, "expiry index"},
+		{"expiration not on disk", func(b *Bucket) {
+			// The pager expires k0; its file then holds the live record
+			// again, as when expirations were written lazily.
+			ctx := context.Background()
+			k := docKey{key: "k0"}
+			p := b.partitionFor(k.key)
+			p.mu.RLock()
+			live := p.mu.docs[k]
+			p.mu.RUnlock()
+			b.clock.(*FakeClock).Advance(200)
+			if _, _, err := b.ExpireBatch(ctx, 100); err != nil {
+				panic(err)
+			}
+			if err := b.Sync(ctx); err != nil {
+				panic(err)
+			}
+			if err := b.store.st.commit([]record{put(live, 0)}); err != nil {
+				panic(err)
+			}
+		}, `"k0" differs from memory`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,7 +31,8 @@
 // counted as ExpiredAccess), and Bucket.ExpireBatch purges expired documents in
 // expiry order (the pager's cost tracks what has expired, not the bucket size).
 // Until purged, an expired document still counts in CurrItems and still appears
-// in the change feed as live.
+// in the change feed as live. A purge writes the document's tombstone (deleted
+// and expired) like any other write, so it survives a restart.
 //
 // A collection may also carry Cosmos DB's time to live (DefaultTTL and a
 // document's top-level "ttl" field) and a sliding expiry (IdleTTL,

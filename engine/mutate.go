@@ -249,10 +249,9 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 // expiry order, each as an expiration (a tombstone and a change-feed entry),
 // counted as ExpiredPager. It returns how many it purged and whether more are
 // due. Each document is one short critical section, so readers and writers
-// are never held up for long. It does not wait for disk: not waiting lets
-// group commit gather a whole pager run into few transactions, each
-// expiration's tombstone written in key order. Its purges are visible, and
-// durable, once committed: call Sync to wait for that. A document whose expiration (or any
+// are never held up for long. It does not wait for disk, so that group
+// commit gathers the batch's tombstones into few transactions. Its purges
+// are visible, and durable, once committed: call Sync to wait for that. A document whose expiration (or any
 // other write) is still on its way to disk is stepped over, not counted.
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	now := b.clock.Now()

@@ -477,10 +477,18 @@ func (m *Manager) run(ctx context.Context, bp *bucketPager) (RunResult, error) {
 		if !more || n == 0 {
 			break
 		}
+		// Each expiration writes its tombstone, about a disk page apiece
+		// for scattered keys: waiting for each batch's purges (which
+		// group commit gathers, as ExpireBatch does not wait) keeps a
+		// run's commits near BatchSize, so client writes queued meanwhile
+		// never wait behind one commit of the whole run.
+		if e := bp.b.Sync(ctx); e != nil {
+			err = e
+			break
+		}
 	}
 	if err == nil {
-		// The engine does not wait for disk per batch, so group commit can
-		// gather the whole run; the run ends when its purges are on disk.
+		// The run ends when its purges are on disk.
 		err = bp.b.Sync(ctx)
 	}
 	if err == nil {

@@ -27,9 +27,9 @@ type checkRow struct{ key, value []byte }
 // the index's own invariants (index.Check: tree, stored reductions, back
 // index, file), and each view's rows against a fresh map of the bucket's
 // documents as they are now. The rows of an expired document not yet purged
-// may be missing (a purge made durable lazily comes back as an expired
-// document after a restart, its rows already gone: see engine's durability
-// notes); present, they must be right. It is meant for a quiet engine (test
+// may be missing (a data directory written before expirations were durable
+// brings a purged document back as expired and unpurged once, its rows
+// already gone); present, they must be right. It is meant for a quiet engine (test
 // cleanups, tools): a write made while it runs may show as a difference.
 func (s *Service) Check(ctx context.Context) error {
 	var errs []error

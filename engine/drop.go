@@ -100,15 +100,17 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 			}
 			delete(p.mu.docs, k)
 			b.mem.published(d, nil)
+			// The document already left memory: committing its removal
+			// publishes nothing. A tombstone holds no expiry entry.
+			r := record{purge: true, key: k, part: p.id, seq: d.Seq}
 			if d.Deleted {
 				b.tombs.Add(-1)
 			} else {
 				b.currItems.Add(-1)
 				b.exps.update(k, d.Expiration, 0, 0)
+				r.oldExp = d.Expiration
 			}
-			// The document already left memory: committing its removal
-			// publishes nothing.
-			cb, err := b.store.enqueue(record{purge: true, key: k, oldExp: d.Expiration, part: p.id, seq: d.Seq})
+			cb, err := b.store.enqueue(r)
 			if err != nil {
 				p.mu.Unlock()
 				return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"sort"
 )
 
 // Consumer is what one named change-feed consumer (a view index, a search
@@ -102,7 +101,7 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 		for i, p := range c.b.parts {
 			for n < limit {
 				var end uint64
-				buf, end = p.chunkAfter(c.pos[i], min(cursorChunk, limit-n), buf[:0])
+				buf, end = p.changesAfter(c.pos[i], min(cursorChunk, limit-n), buf[:0])
 				for _, d := range buf {
 					c.pos[i] = d.Seq
 					n++
@@ -120,25 +119,4 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 			}
 		}
 	}
-}
-
-// chunkAfter appends to out at most limit committed documents changed after
-// since, in sequence order, and returns the partition's durable high
-// sequence number, which is where a reader that got fewer than limit stands.
-func (p *partition) chunkAfter(since uint64, limit int, out []*Document) ([]*Document, uint64) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.mu.durable <= since {
-		return out, since
-	}
-	log := p.mu.log
-	i := sort.Search(len(log), func(i int) bool { return log[i].seq > since })
-	for n := 0; i < len(log) && n < limit; i++ {
-		e := log[i]
-		if d, ok := p.mu.docs[e.key]; ok && d.Seq == e.seq {
-			out = append(out, d)
-			n++
-		}
-	}
-	return out, p.mu.durable
 }

@@ -115,8 +115,7 @@ const DefaultPipelineMaxBytes = 64 << 20
 //
 // A Pipeline is used by one submitting goroutine; Wait ends it.
 type Pipeline struct {
-	ctx    context.Context
-	window int
+	ctx context.Context
 
 	budget byteBudget
 	jobs   chan *Task
@@ -155,7 +154,7 @@ func NewPipeline(ctx context.Context, opts *PipelineOptions) *Pipeline {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultPipelineMaxBytes
 	}
-	p := &Pipeline{ctx: ctx, window: o.Window, jobs: make(chan *Task), chain: make(map[string]*Task)}
+	p := &Pipeline{ctx: ctx, jobs: make(chan *Task), chain: make(map[string]*Task)}
 	p.budget.init(o.MaxBytes, o.Window)
 	return p
 }
@@ -177,7 +176,7 @@ func (p *Pipeline) Go(key string, size int, fn func(ctx context.Context)) *Task 
 		return t
 	default:
 	}
-	if p.workers < p.window {
+	if p.workers < p.budget.window { // set once, by init
 		p.workers++
 		p.wg.Go(func() {
 			for t := range p.jobs {

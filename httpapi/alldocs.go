@@ -78,17 +78,11 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	skip, _, err := intParam(q, "skip")
-	if err == nil && skip < 0 {
-		err = errBadRequest("skip must not be negative")
-	}
+	skip, _, err := countParam(q, "skip")
 	if err != nil {
 		return err
 	}
-	limit, hasLimit, err := intParam(q, "limit")
-	if err == nil && limit < 0 {
-		err = errBadRequest("limit must not be negative")
-	}
+	limit, hasLimit, err := countParam(q, "limit")
 	if err != nil {
 		return err
 	}

@@ -53,10 +53,7 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	skip, _, err := intParam(q, "skip")
-	if err == nil && skip < 0 {
-		err = errBadRequest("skip must not be negative")
-	}
+	skip, _, err := countParam(q, "skip")
 	if err != nil {
 		return err
 	}

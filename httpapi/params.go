@@ -78,6 +78,16 @@ func intParam(vals url.Values, name string) (v int64, ok bool, err error) {
 	return v, true, nil
 }
 
+// countParam parses an optional integer parameter that must not be
+// negative (skip, limit); ok is false when absent.
+func countParam(vals url.Values, name string) (v int64, ok bool, err error) {
+	v, ok, err = intParam(vals, name)
+	if err == nil && v < 0 {
+		err = errBadRequest(name + " must not be negative")
+	}
+	return v, ok, err
+}
+
 // boolParam parses an optional boolean parameter.
 func boolParam(vals url.Values, name string) (bool, error) {
 	if !vals.Has(name) {

@@ -120,24 +120,26 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func classifySearch(err error) *httpError {
 	var found *httpError
 	walkErrors(err, func(e error) bool {
-		msg := err.Error()
 		switch e := e.(type) {
 		case *search.DefError, *search.QueryError:
-			found = &httpError{http.StatusBadRequest, "bad_request", msg}
+			found = &httpError{status: http.StatusBadRequest, code: "bad_request"}
 		default:
 			switch e {
 			case search.ErrNotFound:
-				found = &httpError{http.StatusNotFound, "not_found", msg}
+				found = &httpError{status: http.StatusNotFound, code: "not_found"}
 			case search.ErrNoSearch:
-				found = &httpError{http.StatusBadRequest, "bad_request", msg}
+				found = &httpError{status: http.StatusBadRequest, code: "bad_request"}
 			case search.ErrLoadFailed:
-				found = &httpError{http.StatusInternalServerError, "internal_error", msg}
+				found = &httpError{status: http.StatusInternalServerError, code: "internal_error"}
 			case search.ErrClosed:
-				found = &httpError{http.StatusServiceUnavailable, "unavailable", msg}
+				found = &httpError{status: http.StatusServiceUnavailable, code: "unavailable"}
 			}
 		}
 		return found != nil
 	})
+	if found != nil {
+		found.reason = err.Error()
+	}
 	return found
 }
 

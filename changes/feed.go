@@ -377,11 +377,7 @@ func AppendCouchDoc(b []byte, d *engine.Document) []byte {
 		})
 		return append(b, '}')
 	}
-	body := []byte(v.Raw)
-	for len(body) > 0 && body[0] != '{' {
-		body = body[1:]
-	}
-	inner := body[1:]
+	inner := v.Raw[1:] // v.Raw starts at the object's '{'
 	empty := true
 	v.ForEach(func(_, _ gjson.Result) bool {
 		empty = false

@@ -100,8 +100,9 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 		buf := make([]*Document, 0, cursorChunk)
 		for i, p := range c.b.parts {
 			for n < limit {
+				want := min(cursorChunk, limit-n)
 				var end uint64
-				buf, end = p.changesAfter(c.pos[i], min(cursorChunk, limit-n), buf[:0])
+				buf, end = p.changesAfter(c.pos[i], want, buf[:0])
 				for _, d := range buf {
 					c.pos[i] = d.Seq
 					n++
@@ -109,7 +110,7 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 						return
 					}
 				}
-				if len(buf) < min(cursorChunk, limit-n+len(buf)) {
+				if len(buf) < want {
 					c.pos[i] = max(c.pos[i], end) // the partition's end
 					break
 				}

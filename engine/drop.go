@@ -99,7 +99,7 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 				continue
 			}
 			delete(p.mu.docs, k)
-			b.mem.published(d, nil)
+			b.published(d, nil)
 			// The document already left memory: committing its removal
 			// publishes nothing. A tombstone holds no expiry entry.
 			r := record{purge: true, key: k, part: p.id, seq: d.Seq}

@@ -168,7 +168,7 @@ func (b *Bucket) load(st storage) error {
 			return nil
 		}
 		p.mu.docs[k] = d
-		b.mem.published(nil, d)
+		b.published(nil, d)
 		p.mu.log = append(p.mu.log, logEntry{seq: d.Seq, key: k})
 		p.mu.seq = max(p.mu.seq, d.Seq)
 		b.cas.Store(max(b.cas.Load(), d.CAS))

@@ -46,10 +46,12 @@ type memOwner struct {
 	lru struct {
 		sync.Mutex
 		on      bool        // the bucket keeps the queue (ephemeral and memcached buckets)
-		q       []*Document // second-chance FIFO: oldest at q[head]
-		head    int
-		appends int // versions queued, for compactLocked's rhythm
+		q    []*Document // second-chance FIFO: oldest at q[head]
+		head int
 	}
+	// queued is len(lru.q) - lru.head, kept for mem_used, which every write
+	// of an evicting bucket reads, without taking lru's lock.
+	queued atomic.Int64
 }
 
 // memMode is what a bucket does when its memory passes the quota.
@@ -128,10 +130,7 @@ func (m *memOwner) low() int64  { return m.quota.Load() * lowWaterPct / 100 }
 // overheads of its items, expiry entries and LRU queue.
 func (b *Bucket) memUsed() int64 {
 	items := b.currItems.Load() + b.tombs.Load()
-	b.mem.lru.Lock()
-	queued := int64(len(b.mem.lru.q) - b.mem.lru.head)
-	b.mem.lru.Unlock()
-	return b.mem.kv.Load() + items*itemOverhead + int64(b.exps.len())*expOverhead + queued*lruOverhead
+	return b.mem.kv.Load() + items*itemOverhead + int64(b.exps.len())*expOverhead + b.mem.queued.Load()*lruOverhead
 }
 
 // evictable returns the part of mem_used that eviction can free: all of it
@@ -151,7 +150,8 @@ func (b *Bucket) evictable() int64 {
 // key (either may be nil) and queues d for eviction.
 //
 // REQUIRES: the key's partition lock held for writing.
-func (m *memOwner) published(old, d *Document) {
+func (b *Bucket) published(old, d *Document) {
+	m := &b.mem
 	m.kv.Add(docFootprint(d) - docFootprint(old))
 	if old != nil {
 		old.lru.Or(lruGone)
@@ -168,30 +168,24 @@ func (m *memOwner) published(old, d *Document) {
 	m.lru.Lock()
 	if m.lru.on {
 		m.lru.q = append(m.lru.q, d)
-		m.compactLocked()
+		m.compactLocked(b.currItems.Load() + b.tombs.Load())
+		m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	}
 	m.lru.Unlock()
 }
 
-// compactLocked drops, every 1024 appends, the queue's versions that are no
-// longer current when they outnumber the current ones, and the popped front
-// when it outgrows the rest, so that replaced versions neither pile up
-// behind the queue nor stay alive because of it.
+// compactLocked drops the queue's versions that are no longer current once
+// they must outnumber the current ones — the queue holds at most one current
+// version a key, so more than twice the bucket's items means over half are
+// replaced — and the popped front when it outgrows the rest. Replaced
+// versions thus neither pile up behind the queue (it stays under twice the
+// items) nor stay alive because of it, and the whole-queue pass runs only
+// after the queue doubled: amortized, a constant cost per write.
 //
 // REQUIRES: m.lru held.
-func (m *memOwner) compactLocked() {
-	m.lru.appends++
-	if m.lru.appends%1024 != 0 {
-		return
-	}
+func (m *memOwner) compactLocked(items int64) {
 	n := len(m.lru.q) - m.lru.head
-	live := 0
-	for _, d := range m.lru.q[m.lru.head:] {
-		if d.lru.Load()&lruGone == 0 {
-			live++
-		}
-	}
-	if live*2 > n && m.lru.head < n {
+	if n < 1024 || (int64(n) <= 2*items && m.lru.head < n) {
 		return
 	}
 	kept := m.lru.q[:0]
@@ -217,6 +211,7 @@ func (m *memOwner) pop(n int, out []*Document) []*Document {
 		m.lru.q = m.lru.q[:0]
 		m.lru.head = 0
 	}
+	m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	return out
 }
 
@@ -227,6 +222,7 @@ func (m *memOwner) requeue(ds []*Document) {
 	}
 	m.lru.Lock()
 	m.lru.q = append(m.lru.q, ds...)
+	m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	m.lru.Unlock()
 }
 
@@ -335,6 +331,6 @@ func (b *Bucket) evictOne(d *Document) bool {
 		b.currItems.Add(-1)
 		b.exps.update(k, d.Expiration, 0, 0)
 	}
-	b.mem.published(d, nil)
+	b.published(d, nil)
 	return true
 }

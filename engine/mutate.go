@@ -126,7 +126,7 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	k := docKey{cid: d.Collection, key: d.Key}
 	old := p.mu.docs[k]
 	p.mu.docs[k] = d
-	b.mem.published(old, d)
+	b.published(old, d)
 	if p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
 	}
@@ -176,7 +176,7 @@ func (b *Bucket) applyRecordLocked(p *partition, r *record) {
 	if r.purge {
 		if d := p.mu.docs[r.key]; d != nil && d.Deleted && d.Seq == r.seq {
 			delete(p.mu.docs, r.key)
-			b.mem.published(d, nil)
+			b.published(d, nil)
 			b.tombs.Add(-1)
 			b.stats.metaPurged.Add(1)
 		}

@@ -45,7 +45,7 @@ type memOwner struct {
 
 	lru struct {
 		sync.Mutex
-		on      bool        // the bucket keeps the queue (ephemeral and memcached buckets)
+		on   bool        // the bucket keeps the queue (ephemeral and memcached buckets)
 		q    []*Document // second-chance FIFO: oldest at q[head]
 		head int
 	}

@@ -69,6 +69,7 @@ type Bucket struct {
 		scopes   map[string]map[string]collectionInfo
 		byID     map[CollectionID]collectionInfo
 		nextCID  CollectionID
+		manifest uint64 // catalogEntry.Manifest
 		sys      map[string][]byte
 		closed   bool
 	}
@@ -167,7 +168,7 @@ func (b *Bucket) catalogCopy() (catalogEntry, error) {
 	if b.mu.closed {
 		return catalogEntry{}, ErrClosed
 	}
-	ce := catalogEntry{Settings: b.mu.settings, NextCID: b.mu.nextCID, Parts: len(b.parts), Scopes: make(map[string]map[string]collectionInfo, len(b.mu.scopes))}
+	ce := catalogEntry{Settings: b.mu.settings, NextCID: b.mu.nextCID, Manifest: b.mu.manifest, Parts: len(b.parts), Scopes: make(map[string]map[string]collectionInfo, len(b.mu.scopes))}
 	for name, colls := range b.mu.scopes {
 		ce.Scopes[name] = maps.Clone(colls)
 	}
@@ -180,6 +181,11 @@ func (b *Bucket) catalogCopy() (catalogEntry, error) {
 //
 // REQUIRES: b.ddl held.
 func (b *Bucket) commitCatalog(ce catalogEntry) error {
+	b.mu.RLock()
+	if !maps.EqualFunc(b.mu.scopes, ce.Scopes, maps.Equal) {
+		ce.Manifest = b.mu.manifest + 1
+	}
+	b.mu.RUnlock()
 	if err := b.eng.putCatalog(ce); err != nil {
 		return err
 	}
@@ -188,6 +194,7 @@ func (b *Bucket) commitCatalog(ce catalogEntry) error {
 	b.mu.settings = ce.Settings
 	b.mu.scopes = ce.Scopes
 	b.mu.nextCID = ce.NextCID
+	b.mu.manifest = ce.Manifest
 	b.mu.byID = make(map[CollectionID]collectionInfo)
 	for _, colls := range ce.Scopes {
 		for _, ci := range colls {
@@ -297,6 +304,31 @@ func (b *Bucket) Collection(scope, name string) (*Collection, error) {
 		return nil, fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
 	}
 	return &Collection{b: b, id: ci.ID}, nil
+}
+
+// CollectionByID returns the collection with the given ID, and its scope
+// and name; ErrCollectionNotFound if the bucket has none (a dropped one
+// included: IDs are never reused).
+func (b *Bucket) CollectionByID(id CollectionID) (*Collection, string, string, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for sname, colls := range b.mu.scopes {
+		for cname, ci := range colls {
+			if ci.ID == id {
+				return &Collection{b: b, id: id}, sname, cname, nil
+			}
+		}
+	}
+	return nil, "", "", fmt.Errorf("%w: id %#x", ErrCollectionNotFound, uint32(id))
+}
+
+// ManifestUID counts the changes of the bucket's scopes and collections
+// (creations, drops, TTL settings), as Couchbase's collections manifest
+// UID: it only grows, across restarts too.
+func (b *Bucket) ManifestUID() uint64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.manifest
 }
 
 // maxTTLFor returns the effective maxTTL for a collection's mutations.

@@ -17,6 +17,9 @@ type catalogEntry struct {
 	Scopes   map[string]map[string]collectionInfo `json:"scopes"`
 	NextCID  CollectionID                         `json:"nextCollectionID"`
 	Parts    int                                  `json:"numPartitions"`
+	// Manifest counts the changes of the scopes and collections (Couchbase's
+	// collections manifest UID); 0 for a bucket never changed.
+	Manifest uint64 `json:"manifestUID,omitempty"`
 }
 
 // Engine owns the buckets of one data directory. It is safe for concurrent use.
@@ -104,6 +107,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	b.mem.configure(s)
 	b.mu.scopes = ce.Scopes
 	b.mu.nextCID = ce.NextCID
+	b.mu.manifest = ce.Manifest
 	b.mu.byID = make(map[CollectionID]collectionInfo)
 	b.mu.sys = make(map[string][]byte)
 	b.consumers = make(map[string][]uint64)

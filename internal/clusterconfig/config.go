@@ -1,0 +1,216 @@
+// Package clusterconfig builds the cluster configuration Couchbase SDKs
+// bootstrap from: the terse bucket configuration (served over the binary KV
+// port by GET_CLUSTER_CONFIG, and over HTTP at /pools/default/b/{bucket}),
+// the node services list and the /pools documents. Mayfly is one node, so
+// every configuration lists this one server and maps every partition
+// (vBucket) to it. The KV port and the HTTP API both build their answers
+// here, so they never disagree.
+package clusterconfig
+
+import (
+	"net"
+	"net/url"
+	"strconv"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Version is the Couchbase Server version Mayfly reports where a
+// configuration names one: SDKs read capabilities from the version
+// string's major and minor numbers.
+const Version = "7.6.0-0000-mayfly"
+
+// CCCPHost is the host name a configuration served over the KV port
+// carries; SDKs replace it with the address they connected to.
+const CCCPHost = "$HOST"
+
+// Ports are the ports this node serves, as a configuration lists them; 0
+// leaves a service out.
+type Ports struct {
+	// KV is the binary KV port (Couchbase's 11210).
+	KV int
+	// Mgmt is the HTTP API's port (Couchbase's 8091).
+	Mgmt int
+	// Capi is where views are queried (Couchbase's 8092); Mayfly serves
+	// them on the HTTP API's port unless told otherwise.
+	Capi int
+	// FTS is where full-text search is served (Couchbase's 8094).
+	FTS int
+}
+
+// Services is a node's services and ports, as nodesExt lists them.
+type Services struct {
+	KV   int `json:"kv,omitempty"`
+	Mgmt int `json:"mgmt,omitempty"`
+	Capi int `json:"capi,omitempty"`
+	FTS  int `json:"fts,omitempty"`
+}
+
+// NodeExt is one entry of nodesExt.
+type NodeExt struct {
+	Services Services `json:"services"`
+	ThisNode bool     `json:"thisNode"`
+	Hostname string   `json:"hostname"`
+}
+
+// Node is one entry of a bucket configuration's nodes.
+type Node struct {
+	CouchAPIBase      string         `json:"couchApiBase,omitempty"`
+	Hostname          string         `json:"hostname"`
+	Ports             map[string]int `json:"ports"`
+	ClusterMembership string         `json:"clusterMembership"`
+	Status            string         `json:"status"`
+	ThisNode          bool           `json:"thisNode"`
+	Version           string         `json:"version"`
+	Services          []string       `json:"services"`
+}
+
+// VBucketServerMap maps each partition to its servers.
+type VBucketServerMap struct {
+	HashAlgorithm string   `json:"hashAlgorithm"`
+	NumReplicas   int      `json:"numReplicas"`
+	ServerList    []string `json:"serverList"`
+	VBucketMap    [][]int  `json:"vBucketMap"`
+}
+
+// Bucket is the terse bucket configuration. Without a bucket (a
+// connection that selected none asks for the cluster's configuration) only
+// Rev, NodesExt and the cluster capabilities are set.
+type Bucket struct {
+	Rev                    int64               `json:"rev"`
+	RevEpoch               int64               `json:"revEpoch,omitempty"`
+	Name                   string              `json:"name,omitempty"`
+	UUID                   string              `json:"uuid,omitempty"`
+	URI                    string              `json:"uri,omitempty"`
+	StreamingURI           string              `json:"streamingUri,omitempty"`
+	NodeLocator            string              `json:"nodeLocator,omitempty"`
+	BucketCapabilitiesVer  string              `json:"bucketCapabilitiesVer,omitempty"`
+	BucketCapabilities     []string            `json:"bucketCapabilities,omitempty"`
+	CollectionsManifestUID string              `json:"collectionsManifestUid,omitempty"`
+	DDocs                  *URI                `json:"ddocs,omitempty"`
+	VBucketServerMap       *VBucketServerMap   `json:"vBucketServerMap,omitempty"`
+	Nodes                  []Node              `json:"nodes,omitempty"`
+	NodesExt               []NodeExt           `json:"nodesExt"`
+	ClusterCapabilitiesVer []int               `json:"clusterCapabilitiesVer"`
+	ClusterCapabilities    map[string][]string `json:"clusterCapabilities"`
+}
+
+// URI is an object holding one URI, as Couchbase nests them.
+type URI struct {
+	URI string `json:"uri"`
+}
+
+// bucketCapabilities are what a Mayfly bucket offers an SDK.
+var bucketCapabilities = []string{"collections", "xattr", "cbhello", "touch", "cccp", "nodesExt", "couchapi"}
+
+// HostPort joins host and port, bracketing an IPv6 host.
+func HostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// NodesExt lists this node's services.
+func NodesExt(host string, p Ports) []NodeExt {
+	return []NodeExt{{Services: Services{KV: p.KV, Mgmt: p.Mgmt, Capi: p.Capi, FTS: p.FTS}, ThisNode: true, Hostname: host}}
+}
+
+// Cluster is the configuration of a connection that selected no bucket
+// (Couchbase's global configuration): this node's services.
+func Cluster(host string, p Ports) *Bucket {
+	return &Bucket{
+		Rev:                    1,
+		NodesExt:               NodesExt(host, p),
+		ClusterCapabilitiesVer: []int{1, 0},
+		ClusterCapabilities:    map[string][]string{},
+	}
+}
+
+// Terse is b's terse bucket configuration as served from host. Its rev
+// follows the bucket's collections manifest, so an SDK that holds an older
+// one takes the new one.
+func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
+	manifest := b.ManifestUID()
+	name := url.PathEscape(b.Name())
+	uuid := strconv.FormatUint(b.UUID(), 16)
+	c := Cluster(host, p)
+	c.Rev = int64(manifest) + 1
+	c.Name = b.Name()
+	c.UUID = uuid
+	c.URI = "/pools/default/buckets/" + name + "?bucket_uuid=" + uuid
+	c.StreamingURI = "/pools/default/bucketsStreaming/" + name + "?bucket_uuid=" + uuid
+	c.NodeLocator = "vbucket"
+	c.BucketCapabilitiesVer = ""
+	c.BucketCapabilities = bucketCapabilities
+	c.CollectionsManifestUID = strconv.FormatUint(manifest, 16)
+	c.DDocs = &URI{URI: "/pools/default/buckets/" + name + "/ddocs"}
+	vbm := make([][]int, b.NumPartitions())
+	for i := range vbm {
+		vbm[i] = []int{0}
+	}
+	var servers []string
+	if p.KV != 0 {
+		servers = []string{HostPort(host, p.KV)}
+	}
+	c.VBucketServerMap = &VBucketServerMap{HashAlgorithm: "CRC", NumReplicas: 0, ServerList: servers, VBucketMap: vbm}
+	node := Node{
+		Hostname: HostPort(host, p.Mgmt), Ports: map[string]int{"direct": p.KV},
+		ClusterMembership: "active", Status: "healthy", ThisNode: true, Version: Version,
+		Services: services(p),
+	}
+	if p.Capi != 0 {
+		node.CouchAPIBase = "http://" + HostPort(host, p.Capi) + "/" + name + "%2B" + uuid
+	}
+	c.Nodes = []Node{node}
+	return c
+}
+
+// services names the services a node runs, as Couchbase lists them.
+func services(p Ports) []string {
+	var s []string
+	if p.KV != 0 {
+		s = append(s, "kv")
+	}
+	if p.FTS != 0 {
+		s = append(s, "fts")
+	}
+	return s
+}
+
+// NodeServices is GET /pools/default/nodeServices.
+func NodeServices(host string, p Ports) map[string]any {
+	return map[string]any{"rev": 1, "nodesExt": NodesExt(host, p), "clusterCapabilitiesVer": []int{1, 0}, "clusterCapabilities": map[string][]string{}}
+}
+
+// Pools is GET /pools.
+func Pools(isAdmin bool) map[string]any {
+	return map[string]any{
+		"isAdminCreds":          isAdmin,
+		"isROAdminCreds":        false,
+		"isEnterprise":          false,
+		"allowedServices":       []string{"kv", "fts"},
+		"implementationVersion": Version,
+		"componentsVersion":     map[string]string{"ns_server": Version},
+		"uuid":                  "mayfly",
+		"pools":                 []map[string]string{{"name": "default", "uri": "/pools/default", "streamingUri": "/poolsStreaming/default"}},
+	}
+}
+
+// Default is GET /pools/default: the cluster and its one node.
+func Default(host string, p Ports) map[string]any {
+	node := Node{
+		Hostname: HostPort(host, p.Mgmt), Ports: map[string]int{"direct": p.KV},
+		ClusterMembership: "active", Status: "healthy", ThisNode: true, Version: Version,
+		Services: services(p),
+	}
+	if p.Capi != 0 {
+		node.CouchAPIBase = "http://" + HostPort(host, p.Capi) + "/"
+	}
+	return map[string]any{
+		"name":            "default",
+		"clusterName":     "mayfly",
+		"balanced":        true,
+		"rebalanceStatus": "none",
+		"nodes":           []Node{node},
+		"buckets":         URI{URI: "/pools/default/buckets"},
+		"nodeStatusesUri": "/nodeStatuses",
+	}
+}

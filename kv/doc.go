@@ -1,0 +1,31 @@
+// Package kv is Mayfly's binary KV port: memcached's binary protocol with
+// Couchbase's extensions, so that the official Couchbase SDKs (gocb, and
+// others built the same way) bootstrap and do key-value work against
+// Mayfly unmodified. It is a front door like memcache: every operation
+// goes through the same engine calls as the HTTP API and the memcached
+// text port (same expiry and maxTTL rules, same change feed, views and
+// search), and it serves every bucket.
+//
+// Packets are read and written with gocbcore's memd package; this package
+// checks each header first (magic, lengths, framing extras) and bounds the
+// body before anything is allocated, so a malformed or oversized packet
+// gets an error answer and a closed connection.
+//
+// What a connection can do:
+//
+//   - Bootstrap: HELLO (XERROR, SELECT_BUCKET, JSON, collections,
+//     alternative request framing, TCP nodelay, sequence numbers, xattrs,
+//     preserve-expiry), GET_ERROR_MAP (versions 1 and 2), SASL_LIST_MECHS,
+//     SASL_AUTH and SASL_STEP with PLAIN against the auth package's users,
+//     SELECT_BUCKET, GET_CLUSTER_CONFIG (package internal/clusterconfig),
+//     NOOP.
+//   - Key-value: GET, GETQ, GETK, GETKQ, SET, ADD, REPLACE, DELETE, TOUCH,
+//     GAT, INCREMENT, DECREMENT, GET_COLLECTION_ID,
+//     COLLECTIONS_GET_MANIFEST, and SUBDOC_MULTI_LOOKUP for plain JSON
+//     paths and the virtual extended attributes $document,
+//     $document.exptime, $document.CAS, $document.flags and friends.
+//
+// Anything else is UNKNOWN_COMMAND. Reads need the data_reader role on the
+// selected bucket and writes data_writer; a missing one is EACCESS.
+// Failed logins are audited as the HTTP API's are.
+package kv

@@ -1,0 +1,69 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
+)
+
+// Options configure a Server. A nil *Options means DefaultOptions(), which
+// authenticates nobody: set Auth.
+type Options struct {
+	// Auth holds the users a connection authenticates as (SASL PLAIN). nil
+	// refuses every login.
+	Auth *auth.Store
+	// Audit, if set, records failed logins (audit.ActionLoginFailed), as
+	// the HTTP API does. The default value records nothing.
+	Audit func(ctx context.Context, e audit.Event) error
+	// Ports are the ports GET_CLUSTER_CONFIG lists. A zero KV port is
+	// filled in with the port of the listener a connection came in on.
+	Ports clusterconfig.Ports
+	// MaxConns is the most connections open at once; more are closed at
+	// once. The default value is 1024.
+	MaxConns int
+	// MaxBodyLen is the largest packet body (framing extras, extras, key
+	// and value), in bytes; a larger packet is refused with E2BIG and its
+	// connection closed. The default value is engine.MaxValueLen plus 64
+	// KiB (bytes).
+	MaxBodyLen int
+	// Logger receives connection-level log lines. The default value
+	// discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options a Server uses when given nil.
+func DefaultOptions() *Options {
+	o := &Options{}
+	o.EnsureDefaults()
+	return o
+}
+
+// EnsureDefaults fills in every unset field with its default.
+func (o *Options) EnsureDefaults() {
+	if o.MaxConns == 0 {
+		o.MaxConns = 1024
+	}
+	if o.MaxBodyLen == 0 {
+		o.MaxBodyLen = engine.MaxValueLen + 64<<10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports the first option out of range, naming it.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxConns < 1:
+		return fmt.Errorf("%w: MaxConns must be positive, got %d", ErrInvalidOptions, o.MaxConns)
+	case o.MaxBodyLen < 1<<10:
+		return fmt.Errorf("%w: MaxBodyLen must be at least 1024, got %d", ErrInvalidOptions, o.MaxBodyLen)
+	}
+	return nil
+}

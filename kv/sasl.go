@@ -1,0 +1,79 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+
+	"github.com/couchbase/gocbcore/v10/memd"
+
+	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/reason"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
+)
+
+// mechPlain is the one SASL mechanism served so far.
+const mechPlain = "PLAIN"
+
+// saslAuth runs SASL_AUTH (and SASL_STEP, which PLAIN never needs) against
+// the users of Options.Auth. PLAIN's message is authzid NUL authcid NUL
+// password; the authcid is the user.
+func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
+	if pkt.Command != memd.CmdSASLAuth || string(pkt.Key) != mechPlain {
+		c.fail(pkt, memd.StatusAuthError, "unsupported SASL mechanism "+string(pkt.Key)+": Mayfly offers PLAIN")
+		return
+	}
+	parts := bytes.SplitN(pkt.Value, []byte{0}, 3)
+	if len(parts) != 3 {
+		c.fail(pkt, memd.StatusAuthError, "PLAIN: the message must be authzid NUL user NUL password")
+		return
+	}
+	user, password := string(parts[1]), string(parts[2])
+	if c.s.opts.Auth != nil {
+		p, err := c.s.opts.Auth.Authenticate(ctx, user, password, c.host())
+		if err == nil {
+			c.user, c.bucket = p, nil
+			c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("Authenticated"), 0, 0)
+			return
+		}
+		if !errors.Is(err, auth.ErrBadCredentials) {
+			// Throttled, busy or cancelled: the password was not checked.
+			c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", user, "err", err)
+			c.fail(pkt, memd.StatusAuthError, reason.Of(err))
+			return
+		}
+	}
+	c.s.log.Warn("kv: login failed", "remote", c.remote, "user", user)
+	if c.s.opts.Audit != nil {
+		// A failed login is audited (never the password); the answer is the
+		// same whether or not that succeeds.
+		_ = c.s.opts.Audit(ctx, audit.Event{Time: c.s.eng.Clock().Now(), User: user, Remote: c.remote, Action: audit.ActionLoginFailed, Target: user})
+	}
+	c.fail(pkt, memd.StatusAuthError, "authentication failed")
+}
+
+// host is the client's address without its port, as auth throttles
+// failed logins by it.
+func (c *conn) host() string {
+	if h, _, err := net.SplitHostPort(c.remote); err == nil {
+		return h
+	}
+	return c.remote
+}
+
+// config is the configuration GET_CLUSTER_CONFIG serves: b's, or the
+// cluster's when b is nil. port is the local port the connection came in
+// on, the KV port when Options.Ports has none.
+func (s *Server) config(b *engine.Bucket, port int) *clusterconfig.Bucket {
+	p := s.opts.Ports
+	if p.KV == 0 {
+		p.KV = port
+	}
+	if b == nil {
+		return clusterconfig.Cluster(clusterconfig.CCCPHost, p)
+	}
+	return clusterconfig.Terse(b, clusterconfig.CCCPHost, p)
+}

@@ -1,0 +1,300 @@
+package sdktest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/couchbase/gocb/v2"
+
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
+	"github.com/mayflydb/mayfly/kv"
+)
+
+// server is a Mayfly engine with its KV port, in this process.
+type server struct {
+	addr  string
+	clock *engine.FakeClock
+	eng   *engine.Engine
+}
+
+const (
+	bucketName = "travel"
+	user       = "app"
+	password   = "app-secret"
+)
+
+// start opens an engine with a fake clock, a bucket, a user with
+// data_reader and data_writer on it, and serves the KV port on a free
+// loopback port.
+func start(t *testing.T) *server {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := engine.NewFakeClock(time.Now().Unix())
+	eng, err := engine.Open(dir, &engine.Options{Clock: clock, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(bucketName)); err != nil {
+		t.Fatal(err)
+	}
+	users, err := auth.Open(dir, &auth.Options{AdminUser: "Administrator", AdminPassword: "admin-secret",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, err := auth.ParseRoles("data_reader[" + bucketName + "],data_writer[" + bucketName + "]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := users.PutUser(user, "", password, roles); err != nil {
+		t.Fatal(err)
+	}
+	// The HTTP API, for the management port the configuration lists.
+	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: httpapi.New(eng, &httpapi.Options{Auth: users})}
+	go hs.Serve(httpLn)
+	t.Cleanup(func() { hs.Close() })
+	httpPort := httpLn.Addr().(*net.TCPAddr).Port
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: clusterconfig.Ports{Mgmt: httpPort, Capi: httpPort}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ctx, ln)
+	t.Cleanup(func() { srv.Close() })
+	return &server{addr: ln.Addr().String(), clock: clock, eng: eng}
+}
+
+// connect opens the bucket through gocb as name/pass. PLAIN is allowed
+// explicitly: Mayfly offers no SCRAM yet, and gocb only tries PLAIN when
+// told to (or over TLS).
+func (s *server) connect(t *testing.T, name, pass string) (*gocb.Cluster, *gocb.Collection) {
+	t.Helper()
+	cl, err := gocb.Connect("couchbase://"+s.addr, gocb.ClusterOptions{
+		Username: name, Password: pass,
+		SecurityConfig: gocb.SecurityConfig{AllowedSaslMechanisms: []gocb.SaslMechanism{gocb.PlainSaslMechanism}},
+		TimeoutsConfig: gocb.TimeoutsConfig{ConnectTimeout: 30 * time.Second, KVTimeout: kvTimeout},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(nil) })
+	b := cl.Bucket(bucketName)
+	return cl, b.DefaultCollection()
+}
+
+type hotel struct {
+	Name  string `json:"name"`
+	Stars int    `json:"stars"`
+}
+
+func TestKeyValue(t *testing.T) {
+	s := start(t)
+	_, coll := s.connect(t, user, password)
+
+	// Upsert with an expiry; get with expiry.
+	res, err := coll.Upsert("h1", hotel{"Ritz", 5}, &gocb.UpsertOptions{Expiry: time.Hour})
+	if err != nil {
+		t.Fatalf("upsert: %v", err)
+	}
+	if res.Cas() == 0 {
+		t.Fatal("upsert: CAS 0")
+	}
+	got, err := coll.Get("h1", &gocb.GetOptions{WithExpiry: true})
+	if err != nil {
+		t.Fatalf("get with expiry: %v", err)
+	}
+	var h hotel
+	if err := got.Content(&h); err != nil || h != (hotel{"Ritz", 5}) {
+		t.Fatalf("get: %+v, %v", h, err)
+	}
+	want := time.Unix(s.clock.Now()+3600, 0)
+	if e := got.ExpiryTime(); !e.Equal(want) {
+		t.Fatalf("expiry %v, want %v", e, want)
+	}
+	if got.Cas() != res.Cas() {
+		t.Fatalf("get CAS %d, upsert CAS %d", got.Cas(), res.Cas())
+	}
+
+	// Touch, then get-and-touch, move the expiry.
+	if _, err := coll.Touch("h1", 2*time.Hour, nil); err != nil {
+		t.Fatalf("touch: %v", err)
+	}
+	got, err = coll.Get("h1", &gocb.GetOptions{WithExpiry: true})
+	if err != nil || !got.ExpiryTime().Equal(time.Unix(s.clock.Now()+7200, 0)) {
+		t.Fatalf("after touch: expiry %v, %v", got.ExpiryTime(), err)
+	}
+	gat, err := coll.GetAndTouch("h1", 10*time.Second, nil)
+	if err != nil {
+		t.Fatalf("get and touch: %v", err)
+	}
+	if err := gat.Content(&h); err != nil || h.Name != "Ritz" {
+		t.Fatalf("get and touch: %+v, %v", h, err)
+	}
+
+	// The document expires when the clock passes its expiry.
+	s.clock.Advance(11)
+	if _, err := coll.Get("h1", nil); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("get after expiry: %v, want ErrDocumentNotFound", err)
+	}
+
+	// Insert over an existing key.
+	if _, err := coll.Insert("h2", hotel{"Savoy", 4}, nil); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if _, err := coll.Insert("h2", hotel{"Savoy", 5}, nil); !errors.Is(err, gocb.ErrDocumentExists) {
+		t.Fatalf("insert over an existing key: %v, want ErrDocumentExists", err)
+	}
+
+	// Replace with a stale CAS, then with the current one.
+	cur, err := coll.Get("h2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Upsert("h2", hotel{"Savoy", 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Replace("h2", hotel{"Savoy", 5}, &gocb.ReplaceOptions{Cas: cur.Cas()}); !errors.Is(err, gocb.ErrCasMismatch) {
+		t.Fatalf("replace with a stale CAS: %v, want ErrCasMismatch", err)
+	}
+	if _, err := coll.Replace("missing", hotel{}, nil); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("replace of a missing document: %v, want ErrDocumentNotFound", err)
+	}
+
+	// Remove.
+	if _, err := coll.Remove("h2", nil); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := coll.Get("h2", nil); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("get after remove: %v", err)
+	}
+	if _, err := coll.Remove("h2", nil); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("second remove: %v, want ErrDocumentNotFound", err)
+	}
+
+	// Counters.
+	bin := coll.Binary()
+	c, err := bin.Increment("visits", &gocb.IncrementOptions{Initial: 10, Delta: 1})
+	if err != nil || c.Content() != 10 {
+		t.Fatalf("increment creating: %v, %v", c, err)
+	}
+	c, err = bin.Increment("visits", &gocb.IncrementOptions{Delta: 5})
+	if err != nil || c.Content() != 15 {
+		t.Fatalf("increment: %v, %v", c, err)
+	}
+	c, err = bin.Decrement("visits", &gocb.DecrementOptions{Delta: 20})
+	if err != nil || c.Content() != 0 {
+		t.Fatalf("decrement below 0: %v, %v", c, err)
+	}
+	if _, err := bin.Increment("nocounter", &gocb.IncrementOptions{Delta: 1, Initial: -1}); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("increment of a missing counter without an initial value: %v", err)
+	}
+
+	// The engine holds what the SDK wrote, as every other door sees it.
+	b, err := s.eng.Bucket(bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.DefaultCollection().Get(context.Background(), "visits")
+	if err != nil || string(d.Value) != "0" {
+		t.Fatalf("engine sees visits = %q, %v", d.Value, err)
+	}
+}
+
+func TestLookupIn(t *testing.T) {
+	s := start(t)
+	_, coll := s.connect(t, user, password)
+	doc := map[string]any{"name": "Ritz", "rooms": []any{map[string]any{"n": 101}, map[string]any{"n": 102}}}
+	if _, err := coll.Upsert("h", doc, &gocb.UpsertOptions{Expiry: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := coll.LookupIn("h", []gocb.LookupInSpec{
+		gocb.GetSpec("$document.exptime", &gocb.GetSpecOptions{IsXattr: true}),
+		gocb.GetSpec("name", nil),
+		gocb.GetSpec("rooms[1].n", nil),
+		gocb.ExistsSpec("nope", nil),
+		gocb.CountSpec("rooms", nil),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp int64
+	var name string
+	var n, count int
+	if err := res.ContentAt(0, &exp); err != nil || exp != s.clock.Now()+60 {
+		t.Fatalf("$document.exptime = %d, %v", exp, err)
+	}
+	if err := res.ContentAt(1, &name); err != nil || name != "Ritz" {
+		t.Fatalf("name = %q, %v", name, err)
+	}
+	if err := res.ContentAt(2, &n); err != nil || n != 102 {
+		t.Fatalf("rooms[1].n = %d, %v", n, err)
+	}
+	if res.Exists(3) {
+		t.Fatal("nope exists")
+	}
+	if err := res.ContentAt(4, &count); err != nil || count != 2 {
+		t.Fatalf("count(rooms) = %d, %v", count, err)
+	}
+}
+
+func TestWrongPassword(t *testing.T) {
+	s := start(t)
+	cl, err := gocb.Connect("couchbase://"+s.addr, gocb.ClusterOptions{
+		Username: user, Password: "wrong",
+		SecurityConfig: gocb.SecurityConfig{AllowedSaslMechanisms: []gocb.SaslMechanism{gocb.PlainSaslMechanism}},
+		TimeoutsConfig: gocb.TimeoutsConfig{ConnectTimeout: 30 * time.Second, KVTimeout: 5 * time.Second},
+	})
+	if err != nil {
+		if !errors.Is(err, gocb.ErrAuthenticationFailure) {
+			t.Fatalf("connect: %v, want ErrAuthenticationFailure", err)
+		}
+		return
+	}
+	defer cl.Close(nil)
+	b := cl.Bucket(bucketName)
+	err = b.WaitUntilReady(30*time.Second, &gocb.WaitUntilReadyOptions{ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeKeyValue}})
+	if !errors.Is(err, gocb.ErrAuthenticationFailure) {
+		_, gerr := b.DefaultCollection().Get("k", nil)
+		t.Fatalf("wait until ready: %v; get: %v; want ErrAuthenticationFailure", err, gerr)
+	}
+}
+
+// Many documents through one connection, to check pipelining keeps order.
+func TestManyDocuments(t *testing.T) {
+	s := start(t)
+	_, coll := s.connect(t, user, password)
+	const n = 200
+	for i := range n {
+		if _, err := coll.Upsert("k"+strconv.Itoa(i), map[string]int{"i": i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		r, err := coll.Get("k"+strconv.Itoa(i), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]int
+		if err := r.Content(&v); err != nil || v["i"] != i {
+			t.Fatalf("k%d = %v, %v", i, v, err)
+		}
+	}
+}

@@ -270,11 +270,25 @@ func TestWrongPassword(t *testing.T) {
 	}
 	defer cl.Close(nil)
 	b := cl.Bucket(bucketName)
-	err = b.WaitUntilReady(30*time.Second, &gocb.WaitUntilReadyOptions{ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeKeyValue}})
+	// gocb retries a failed bootstrap until its timeout, as against
+	// Couchbase; fail-fast reports the cause.
+	err = b.WaitUntilReady(30*time.Second, &gocb.WaitUntilReadyOptions{
+		ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeKeyValue}, RetryStrategy: failOnConnectionError{}})
 	if !errors.Is(err, gocb.ErrAuthenticationFailure) {
 		_, gerr := b.DefaultCollection().Get("k", nil)
 		t.Fatalf("wait until ready: %v; get: %v; want ErrAuthenticationFailure", err, gerr)
 	}
+}
+
+// failOnConnectionError retries until the first connection has been tried,
+// then reports its error.
+type failOnConnectionError struct{}
+
+func (failOnConnectionError) RetryAfter(_ gocb.RetryRequest, reason gocb.RetryReason) gocb.RetryAction {
+	if reason.Description() == "CONNECTION_ERROR" {
+		return &gocb.NoRetryRetryAction{}
+	}
+	return &gocb.WithDurationRetryAction{WithDuration: 20 * time.Millisecond}
 }
 
 // Many documents through one connection, to check pipelining keeps order.

@@ -7,12 +7,12 @@ PKGS    := ./...
 FUZZTIME ?= 5s
 SOAK    ?= 10m
 
-.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak
+.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak sdk
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
 	@echo "             other addresses or flags: make run ARGS=\"--http 127.0.0.1:9000 --memcached 127.0.0.1:9001\""
-	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing"
+	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing, the Couchbase SDK tests"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
@@ -33,11 +33,12 @@ run: build
 	@echo "mayfly: development server; log in as Administrator / $(DEV_PASSWORD) (curl -u Administrator:$(DEV_PASSWORD) ...)"
 	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA) $(ARGS)
 
-# The fuzz step runs even when the race step fails (its failures are worth
-# seeing too); test fails if either did.
+# The fuzz and sdk steps run even when the race step fails (their failures
+# are worth seeing too); test fails if any did.
 test: tools lint
 	@status=0; $(MAKE) --no-print-directory race || status=1; \
 	$(MAKE) --no-print-directory fuzz || status=1; \
+	$(MAKE) --no-print-directory sdk || status=1; \
 	exit $$status
 
 lint: vet fmt
@@ -68,6 +69,12 @@ fuzz:
 		echo "fuzz $$pkg $$fn"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# The official Couchbase Go SDK (gocb), unmodified, against Mayfly's KV
+# port: its own module (sdktest/go.mod), so the SDK's dependencies stay out
+# of Mayfly's.
+sdk:
+	cd sdktest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -timeout 60m $(PKGS) | tee bench.out

@@ -20,6 +20,7 @@ import (
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/pager"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -86,6 +87,10 @@ type Options struct {
 	// GET /pools/default/buckets/{bucket}/stats/history (the web console's
 	// charts); Run it beside the server. nil answers no samples.
 	StatsHistory *StatsHistory
+	// ClusterPorts are the ports the cluster configuration (/pools/...)
+	// lists: the KV port, and the HTTP API's own for management, views and
+	// search. Zero ports are left out.
+	ClusterPorts clusterconfig.Ports
 }
 
 // server holds what the handlers share.
@@ -101,6 +106,7 @@ type server struct {
 	console  http.Handler
 	runs     *PagerRuns
 	history  *StatsHistory
+	ports    clusterconfig.Ports
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -115,7 +121,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
-		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory}
+		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts}
 	if s.history != nil {
 		s.history.bind(s)
 	}
@@ -133,10 +139,14 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		return func(*http.Request) []auth.Permission { return []auth.Permission{{Action: a}} }
 	}
 
+	r.Handle("/pools", s.need(cluster(auth.PoolsRead), noForm, s.getPools)).Methods(http.MethodGet)
+	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)
+	r.Handle("/pools/default/nodeServices", s.need(cluster(auth.PoolsRead), noForm, s.getNodeServices)).Methods(http.MethodGet)
+	r.Handle("/pools/default/b/{bucket}", s.need(on(auth.SettingsRead), noForm, s.getTerseBucket)).Methods(http.MethodGet)
 	pools := r.PathPrefix("/pools/default/buckets").Subrouter()
-	pools.Handle("", s.need(cluster(auth.PoolsRead), noForm, s.listBuckets)).Methods(http.MethodGet)
+	pools.Handle("", s.need(cluster(auth.PoolsRead), noForm, s.listBucketConfigs)).Methods(http.MethodGet)
 	pools.Handle("", s.need(cluster(auth.BucketsCreate), form, s.createBucket)).Methods(http.MethodPost)
-	pools.Handle("/{bucket}", s.need(on(auth.SettingsRead), noForm, s.getBucket)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}", s.need(on(auth.SettingsRead), noForm, s.getBucketConfig)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}", s.need(on(auth.SettingsWrite), form, s.updateBucket)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}", s.need(on(auth.BucketDelete), noForm, s.deleteBucket)).Methods(http.MethodDelete)
 	pools.Handle("/{bucket}/scopes", s.need(on(auth.SettingsRead), noForm, s.listScopes)).Methods(http.MethodGet)

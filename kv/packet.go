@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -130,7 +131,7 @@ func decode(r io.Reader, collections bool) (pkt *memd.Packet, err error) {
 	}
 	pkt, _, err = mc.ReadPacket()
 	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("%w: %v", ErrBadPacket, err)

@@ -176,7 +176,7 @@ type pathSeg struct {
 }
 
 // parsePath reads a sub-document path: fields joined by dots, names
-// quoted in backticks (`` is a backtick) where they hold dots or brackets,
+// quoted in backticks (“ is a backtick) where they hold dots or brackets,
 // and array indexes in brackets.
 func parsePath(p string) ([]pathSeg, bool) {
 	var segs []pathSeg

@@ -50,6 +50,8 @@ type serveConfig struct {
 	mcRemote      bool
 	mcIdle        time.Duration
 	mcCommand     time.Duration
+	kvAddr        string
+	kvRemote      bool
 
 	adminUser     string
 	adminPassword string
@@ -104,6 +106,8 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off); loopback only unless --memcached-allow-remote")
 	fs.BoolVar(&c.mcRemote, "memcached-allow-remote", false, "let --memcached listen beyond loopback (the memcached port has no authentication)")
+	fs.StringVar(&c.kvAddr, "kv", "127.0.0.1:11210", "binary KV port for Couchbase SDKs (\"\" turns it off); loopback only unless --kv-allow-remote")
+	fs.BoolVar(&c.kvRemote, "kv-allow-remote", false, "let --kv listen beyond loopback (SASL PLAIN without TLS: passwords cross the network in clear)")
 	fs.StringVar(&c.adminUser, "admin-user", "Administrator", "the built-in administrator's user name (role admin; not stored in users.json)")
 	fs.StringVar(&c.adminPassword, "admin-password", "", "the administrator's password (default $MAYFLY_ADMIN_PASSWORD; required beyond loopback; on loopback without one, a random one is printed at start)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "Host header values answered besides the listen address and localhost/127.0.0.1/[::1] with its port: name or name:port (repeatable, comma-separated)")
@@ -244,6 +248,14 @@ func (c *serveConfig) checkExposure() error {
 	if c.mcAddr != "" && !c.mcRemote && !isLoopback(c.mcAddr) {
 		return fmt.Errorf("--memcached %s listens beyond loopback and the memcached port has no authentication: add --memcached-allow-remote to mean it", c.mcAddr)
 	}
+	if c.kvAddr != "" && !isLoopback(c.kvAddr) {
+		if c.devPassword {
+			return fmt.Errorf("--kv %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.kvAddr)
+		}
+		if !c.kvRemote {
+			return fmt.Errorf("--kv %s listens beyond loopback and the KV port takes SASL PLAIN without TLS: add --kv-allow-remote to mean it", c.kvAddr)
+		}
+	}
 	return nil
 }
 
@@ -317,6 +329,14 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		defer mcLn.Close()
 	}
+	var kvLn net.Listener
+	if cfg.kvAddr != "" {
+		if kvLn, err = net.Listen("tcp", cfg.kvAddr); err != nil {
+			return fmt.Errorf("--kv: %w", err)
+		}
+		defer kvLn.Close()
+	}
+	ports := clusterPorts(ln, kvLn)
 
 	firstStart := !engine.IsDataDir(cfg.data)
 	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync})
@@ -407,6 +427,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
+		ClusterPorts: ports,
 	}), logger, reqCtx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
@@ -426,6 +447,16 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		defer mc.Close()
 		fmt.Fprintf(stdout, "mayfly: serving memcached on %s (bucket %s)\n", mcLn.Addr(), cfg.mcBucket)
+	}
+
+	if kvLn != nil {
+		kvs, err := startKV(ctx, eng, users, auditLog, ports, logger, kvLn)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer kvs.Close()
+		fmt.Fprintf(stdout, "mayfly: serving the KV port for Couchbase SDKs on %s\n", kvLn.Addr())
 	}
 
 	select {

@@ -223,6 +223,9 @@ func TestServeRefusesExposure(t *testing.T) {
 		{[]string{"--http", "localhost:8091"}, ""},
 		{[]string{"--memcached", "0.0.0.0:11211"}, "--memcached-allow-remote"},
 		{[]string{"--memcached", "0.0.0.0:11211", "--memcached-allow-remote"}, ""},
+		{[]string{"--kv", "0.0.0.0:11210"}, "--admin-password"},
+		{[]string{"--kv", "0.0.0.0:11210", "--admin-password", "s3cret"}, "--kv-allow-remote"},
+		{[]string{"--kv", "0.0.0.0:11210", "--admin-password", "s3cret", "--kv-allow-remote"}, ""},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-key"},
 		{[]string{"--max-requests", "0"}, "--max-requests"},
 	} {
@@ -277,7 +280,7 @@ func TestServeDevPassword(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--log-level", "error"}, &stdout, io.Discard)
+		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0", "--log-level", "error"}, &stdout, io.Discard)
 	}()
 	defer func() {
 		cancel()

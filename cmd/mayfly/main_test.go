@@ -167,6 +167,7 @@ func TestServeBindsBeforeCreating(t *testing.T) {
 	for _, args := range [][]string{
 		{"--http", taken.Addr().String(), "--memcached", ""},
 		{"--http", "127.0.0.1:0", "--memcached", taken.Addr().String()},
+		{"--http", "127.0.0.1:0", "--memcached", "", "--kv", taken.Addr().String()},
 	} {
 		data := filepath.Join(t.TempDir(), "data")
 		err := runServe(context.Background(), append([]string{"--data", data, "--admin-password", "password"}, args...), io.Discard, io.Discard)

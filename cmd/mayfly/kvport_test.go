@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/couchbase/gocbcore/v10/memd"
+)
+
+// TestServeKV runs `mayfly serve` with its KV port: a memd client logs in
+// as the administrator, selects the default bucket and reads the cluster
+// configuration, which lists the KV and HTTP ports serve opened; the HTTP
+// API serves the same configuration at /pools/default/b/default.
+func TestServeKV(t *testing.T) {
+	var stdout syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0",
+			"--admin-password", "password", "--log-level", "error"}, &stdout, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	var httpAddr, kvAddr string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && kvAddr == ""; time.Sleep(20 * time.Millisecond) {
+		out := stdout.String()
+		if _, rest, ok := strings.Cut(out, "serving HTTP on http://"); ok {
+			httpAddr, _, _ = strings.Cut(rest, ",")
+		}
+		if _, rest, ok := strings.Cut(out, "KV port for Couchbase SDKs on "); ok {
+			kvAddr, _, _ = strings.Cut(rest, "\n")
+		}
+	}
+	if kvAddr == "" || httpAddr == "" {
+		t.Fatalf("serve printed %q", stdout.String())
+	}
+	nc, err := net.Dial("tcp", kvAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(time.Minute))
+	mc := memd.NewConn(nc)
+	do := func(p *memd.Packet) *memd.Packet {
+		t.Helper()
+		p.Magic = memd.CmdMagicReq
+		if err := mc.WritePacket(p); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := mc.ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != memd.StatusSuccess {
+			t.Fatalf("%v: status %v", p.Command, r.Status)
+		}
+		return r
+	}
+	do(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte("\x00Administrator\x00password")})
+	do(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("default")})
+	r := do(&memd.Packet{Command: memd.CmdGetClusterConfig})
+	_, kvPort, _ := net.SplitHostPort(kvAddr)
+	_, httpPort, _ := net.SplitHostPort(httpAddr)
+	var cfg struct {
+		NodesExt []struct {
+			Services map[string]int `json:"services"`
+		} `json:"nodesExt"`
+	}
+	if err := json.Unmarshal(r.Value, &cfg); err != nil || len(cfg.NodesExt) != 1 {
+		t.Fatalf("config %s: %v", r.Value, err)
+	}
+	svc := cfg.NodesExt[0].Services
+	if strconv.Itoa(svc["kv"]) != kvPort || strconv.Itoa(svc["mgmt"]) != httpPort || strconv.Itoa(svc["capi"]) != httpPort {
+		t.Fatalf("services %v, want kv %s and mgmt/capi %s", svc, kvPort, httpPort)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/pools/default/b/default", nil)
+	req.SetBasicAuth("Administrator", "password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"nodeLocator":"vbucket"`) || !strings.Contains(string(body), `"kv":`+kvPort) {
+		t.Fatalf("/pools/default/b/default: %d %s", resp.StatusCode, body)
+	}
+}

@@ -19,8 +19,9 @@
 //     SASL_AUTH and SASL_STEP with PLAIN against the auth package's users,
 //     SELECT_BUCKET, GET_CLUSTER_CONFIG (package internal/clusterconfig),
 //     NOOP.
-//   - Key-value: GET, GETQ, GETK, GETKQ, SET, ADD, REPLACE, DELETE, TOUCH,
-//     GAT, INCREMENT, DECREMENT, GET_COLLECTION_ID,
+//   - Key-value: GET, GETQ, GETK, GETKQ, GET_META, SET, ADD, REPLACE,
+//     APPEND, PREPEND, DELETE, TOUCH, GAT, INCREMENT, DECREMENT,
+//     GET_COLLECTION_ID,
 //     COLLECTIONS_GET_MANIFEST, and SUBDOC_MULTI_LOOKUP for plain JSON
 //     paths and the virtual extended attributes $document,
 //     $document.exptime, $document.CAS, $document.flags and friends.

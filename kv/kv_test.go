@@ -125,6 +125,22 @@ func TestKeyValue(t *testing.T) {
 	c.set(memd.CmdSet, "text", "abc", 0, 0, 0, memd.StatusSuccess)
 	ctr(memd.CmdIncrement, "text", 1, 0, 0, memd.StatusBadDelta)
 
+	// APPEND and PREPEND keep flags and expiry; GET_META tells them.
+	c.set(memd.CmdSet, "cat", "b", 3, 500, 0, memd.StatusSuccess)
+	c.expect(&memd.Packet{Command: memd.CmdAppend, Key: []byte("cat"), Value: []byte("c")}, memd.StatusSuccess)
+	c.expect(&memd.Packet{Command: memd.CmdPrepend, Key: []byte("cat"), Value: []byte("a")}, memd.StatusSuccess)
+	c.expect(&memd.Packet{Command: memd.CmdAppend, Key: []byte("cat"), Value: []byte("x"), Cas: 1}, memd.StatusKeyExists)
+	c.expect(&memd.Packet{Command: memd.CmdAppend, Key: []byte("nocat"), Value: []byte("x")}, memd.StatusKeyNotFound)
+	r = c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("cat")}, memd.StatusSuccess)
+	if string(r.Value) != "abc" {
+		t.Fatalf("after append and prepend: %q", r.Value)
+	}
+	r = c.expect(&memd.Packet{Command: memd.CmdGetMeta, Key: []byte("cat"), Extras: []byte{2}}, memd.StatusSuccess)
+	if len(r.Extras) != 21 || binary.BigEndian.Uint32(r.Extras[4:]) != 3 || int64(binary.BigEndian.Uint32(r.Extras[8:])) != f.clock.Now()+500 {
+		t.Fatalf("GET_META extras %x", r.Extras)
+	}
+	c.expect(&memd.Packet{Command: memd.CmdGetMeta, Key: []byte("nocat"), Extras: []byte{2}}, memd.StatusKeyNotFound)
+
 	// GETK carries the key; GETQ is silent on a miss.
 	r = c.expect(&memd.Packet{Command: memd.CmdCode(0x0c), Key: []byte("text")}, memd.StatusSuccess)
 	if string(r.Key) != "text" {

@@ -43,6 +43,9 @@ var kvOps = map[memd.CmdCode]kvOp{
 	memd.CmdDelete:                 {write, (*conn).delete},
 	memd.CmdTouch:                  {write, (*conn).touch},
 	memd.CmdGAT:                    {readWrite, (*conn).touch},
+	memd.CmdAppend:                 {readWrite, (*conn).concat},
+	memd.CmdPrepend:                {readWrite, (*conn).concat},
+	memd.CmdGetMeta:                {read, (*conn).getMeta},
 	memd.CmdIncrement:              {readWrite, (*conn).counter},
 	memd.CmdDecrement:              {readWrite, (*conn).counter},
 	memd.CmdCollectionsGetID:       {nil, (*conn).collectionID},
@@ -207,6 +210,73 @@ func (c *conn) touch(ctx context.Context, pkt *memd.Packet) {
 		return
 	}
 	c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, nil, d.CAS, 0)
+}
+
+// concat runs APPEND and PREPEND: the value joins the document's, whose
+// flags and expiry stay; a CAS in the header must match.
+func (c *conn) concat(ctx context.Context, pkt *memd.Packet) {
+	coll, err := c.collection(pkt)
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	key := string(pkt.Key)
+	for {
+		if err := ctx.Err(); err != nil {
+			c.failErr(pkt, err)
+			return
+		}
+		old, err := coll.Get(ctx, key)
+		if err != nil {
+			c.failErr(pkt, err)
+			return
+		}
+		if pkt.Cas != 0 && pkt.Cas != old.CAS {
+			c.fail(pkt, memd.StatusKeyExists, "cas mismatch")
+			return
+		}
+		v := make([]byte, 0, len(old.Value)+len(pkt.Value))
+		if pkt.Command == memd.CmdPrepend {
+			v = append(append(v, pkt.Value...), old.Value...)
+		} else {
+			v = append(append(v, old.Value...), pkt.Value...)
+		}
+		d, err := coll.Replace(ctx, key, v, &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true})
+		switch {
+		case err == nil:
+			c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, nil, d.CAS, 0)
+			return
+		case (errors.Is(err, engine.ErrCASMismatch) || errors.Is(err, engine.ErrNotFound)) && pkt.Cas == 0:
+			continue // changed meanwhile: look again
+		default:
+			c.failErr(pkt, err)
+			return
+		}
+	}
+}
+
+// getMeta runs GET_META: whether the document is deleted, its flags,
+// expiration and revision, and (extras version 2) its datatype. It reads
+// without side effects (no lazy expiry, no sliding extension).
+func (c *conn) getMeta(_ context.Context, pkt *memd.Packet) {
+	coll, err := c.collection(pkt)
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	d, err := coll.Peek(string(pkt.Key))
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	ext := binary.BigEndian.AppendUint32(nil, 0) // not deleted: tombstones read as not found
+	ext = binary.BigEndian.AppendUint32(ext, d.Flags)
+	ext = binary.BigEndian.AppendUint32(ext, uint32(d.Expiration))
+	ext = binary.BigEndian.AppendUint64(ext, d.RevSeq)
+	if len(pkt.Extras) == 1 && pkt.Extras[0] == 2 {
+		ext = append(ext, c.datatype(d))
+	}
+	c.reply(pkt, memd.StatusSuccess, ext, nil, nil, d.CAS, 0)
 }
 
 // counter runs INCREMENT and DECREMENT: extras are the delta, the initial

@@ -122,12 +122,17 @@ type Options struct {
 	// Throttle sets the back-off after failed logins. nil means
 	// DefaultThrottle().
 	Throttle *Throttle
+	// ScramIterations is the PBKDF2 iteration count of new SCRAM
+	// credentials. The default value is DefaultScramIterations.
+	ScramIterations int
 }
 
 // Store holds the users. It is safe for concurrent use.
 type Store struct {
 	path   string
 	params Argon2Params
+	// scramIter is Options.ScramIterations.
+	scramIter int
 	admin  *User // nil without an administrator password
 	// hashSlots bounds concurrent argon2 computations (each takes Memory KiB).
 	hashSlots chan struct{}
@@ -201,6 +206,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.Argon2 != nil {
 		s.params = *o.Argon2
 	}
+	s.scramIter = o.ScramIterations
+	if s.scramIter <= 0 {
+		s.scramIter = DefaultScramIterations
+	}
 	if _, err := rand.Read(s.cacheKey[:]); err != nil {
 		return nil, err
 	}
@@ -210,7 +219,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("administrator: %w", err)
 		}
 		s.admin = &User{ID: o.AdminUser, Name: "Administrator", Roles: []string{RoleAdmin},
-			Credentials: map[string]Credential{CredArgon2id: s.hash(o.AdminPassword)}}
+			Credentials: s.scramCredentials(o.AdminPassword)}
+		s.admin.Credentials[CredArgon2id] = s.hash(o.AdminPassword)
 	}
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -481,8 +491,10 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 		return fmt.Errorf("%w: the password is over %d bytes", ErrInvalidUser, maxPassword)
 	}
 	var cred Credential
+	var scram map[string]Credential
 	if password != "" {
 		cred = s.hash(password)
+		scram = s.scramCredentials(password)
 	}
 	names := make([]string, len(roles))
 	for i, r := range roles {
@@ -499,6 +511,9 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 	}
 	if password != "" {
 		u.Credentials[CredArgon2id] = cred
+		for k, c := range scram {
+			u.Credentials[k] = c
+		}
 	} else if old == nil {
 		return fmt.Errorf("%w: a new user needs a password", ErrInvalidUser)
 	}

@@ -1,0 +1,105 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"hash"
+
+	"golang.org/x/crypto/pbkdf2"
+)
+
+// The kinds of SCRAM credentials (RFC 5802) a user's password is also kept
+// as, for the KV port's SASL SCRAM-SHA1, SCRAM-SHA256 and SCRAM-SHA512.
+// Each holds a salt, an iteration count and the stored and server keys,
+// never the password. Users whose password was set before Mayfly kept
+// them get them at their next password set.
+const (
+	CredScramSHA1   = "scram-sha-1"
+	CredScramSHA256 = "scram-sha-256"
+	CredScramSHA512 = "scram-sha-512"
+)
+
+// DefaultScramIterations is the PBKDF2 iteration count of new SCRAM
+// credentials, as Couchbase's default.
+const DefaultScramIterations = 15000
+
+// ScramHash returns the hash a SCRAM credential kind uses, or nil for
+// another kind.
+func ScramHash(kind string) func() hash.Hash {
+	switch kind {
+	case CredScramSHA1:
+		return sha1.New
+	case CredScramSHA256:
+		return sha256.New
+	case CredScramSHA512:
+		return sha512.New
+	}
+	return nil
+}
+
+// scramKinds are the SCRAM credentials kept for every password.
+var scramKinds = []string{CredScramSHA1, CredScramSHA256, CredScramSHA512}
+
+// ScramKeys derives SCRAM's stored and server keys from a password, a salt
+// and an iteration count (RFC 5802: SaltedPassword with PBKDF2, then
+// StoredKey = H(HMAC(SaltedPassword, "Client Key")) and ServerKey =
+// HMAC(SaltedPassword, "Server Key")).
+func ScramKeys(h func() hash.Hash, password string, salt []byte, iterations int) (storedKey, serverKey []byte) {
+	salted := pbkdf2.Key([]byte(password), salt, iterations, h().Size(), h)
+	ck := hmac.New(h, salted)
+	ck.Write([]byte("Client Key"))
+	sum := h()
+	sum.Write(ck.Sum(nil))
+	sk := hmac.New(h, salted)
+	sk.Write([]byte("Server Key"))
+	return sum.Sum(nil), sk.Sum(nil)
+}
+
+// scramCredentials makes the SCRAM credentials of password, each with its
+// own random salt.
+func (s *Store) scramCredentials(password string) map[string]Credential {
+	out := make(map[string]Credential, len(scramKinds))
+	for _, kind := range scramKinds {
+		h := ScramHash(kind)
+		salt := make([]byte, h().Size())
+		if _, err := rand.Read(salt); err != nil {
+			panic("crypto/rand failed: " + err.Error()) // crypto/rand does not fail on supported systems
+		}
+		stored, server := ScramKeys(h, password, salt, s.scramIter)
+		out[kind] = Credential{Iterations: s.scramIter, Salt: salt, StoredKey: stored, ServerKey: server}
+	}
+	return out
+}
+
+// ScramCredential returns user name's SCRAM credential of the given kind;
+// false for an unknown user, or one whose password was set before SCRAM
+// credentials were kept.
+func (s *Store) ScramCredential(name, kind string) (Credential, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.userLocked(name)
+	if u == nil {
+		return Credential{}, false
+	}
+	c, ok := u.Credentials[kind]
+	return c, ok && len(c.StoredKey) > 0 && len(c.ServerKey) > 0 && c.Iterations > 0
+}
+
+// Principal returns user name's principal, for a caller that proved the
+// password another way (a SCRAM exchange); ErrUserNotFound if none.
+func (s *Store) Principal(name string) (*Principal, error) {
+	s.mu.Lock()
+	u := s.userLocked(name)
+	s.mu.Unlock()
+	if u == nil {
+		return nil, ErrUserNotFound
+	}
+	roles, err := parseRoleList(u.Roles)
+	if err != nil {
+		return nil, err
+	}
+	return &Principal{Name: name, Roles: roles}, nil
+}

@@ -133,7 +133,7 @@ type Store struct {
 	params Argon2Params
 	// scramIter is Options.ScramIterations.
 	scramIter int
-	admin  *User // nil without an administrator password
+	admin     *User // nil without an administrator password
 	// hashSlots bounds concurrent argon2 computations (each takes Memory KiB).
 	hashSlots chan struct{}
 	cacheKey  [32]byte // random per process; keys the verification cache

@@ -40,6 +40,7 @@ type conn struct {
 	xerror, json, collections, seqno, xattr, preserveExpiry, altRequests bool
 
 	user   *auth.Principal // nil until SASL succeeds
+	scram  *scramState     // a SCRAM exchange between its two steps
 	bucket *engine.Bucket  // nil until SELECT_BUCKET
 }
 
@@ -137,14 +138,14 @@ func (c *conn) exec(ctx context.Context, pkt *memd.Packet) {
 		c.getErrorMap(pkt)
 		return
 	case memd.CmdSASLListMechs:
-		c.reply(pkt, memd.StatusSuccess, nil, nil, []byte(mechPlain), 0, 0)
+		c.reply(pkt, memd.StatusSuccess, nil, nil, []byte(mechList), 0, 0)
 		return
 	case memd.CmdSASLAuth, memd.CmdSASLStep:
 		c.saslAuth(ctx, pkt)
 		return
 	}
 	if c.user == nil {
-		c.fail(pkt, memd.StatusAccessError, "authenticate first (SASL PLAIN)")
+		c.fail(pkt, memd.StatusAccessError, "authenticate first (SASL)")
 		return
 	}
 	switch pkt.Command {

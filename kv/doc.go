@@ -16,7 +16,9 @@
 //   - Bootstrap: HELLO (XERROR, SELECT_BUCKET, JSON, collections,
 //     alternative request framing, TCP nodelay, sequence numbers, xattrs,
 //     preserve-expiry), GET_ERROR_MAP (versions 1 and 2), SASL_LIST_MECHS,
-//     SASL_AUTH and SASL_STEP with PLAIN against the auth package's users,
+//     SASL_AUTH and SASL_STEP with SCRAM-SHA512, SCRAM-SHA256, SCRAM-SHA1
+//     (the stored credentials of package auth) and PLAIN, against the auth
+//     package's users,
 //     SELECT_BUCKET, GET_CLUSTER_CONFIG (package internal/clusterconfig),
 //     NOOP.
 //   - Key-value: GET, GETQ, GETK, GETKQ, GET_META, SET, ADD, REPLACE,

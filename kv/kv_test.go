@@ -31,7 +31,7 @@ func TestBootstrap(t *testing.T) {
 	}
 
 	r = c.expect(&memd.Packet{Command: memd.CmdSASLListMechs}, memd.StatusSuccess)
-	if string(r.Value) != "PLAIN" {
+	if string(r.Value) != "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1 PLAIN" {
 		t.Fatalf("mechanisms %q", r.Value)
 	}
 
@@ -49,7 +49,7 @@ func TestBootstrap(t *testing.T) {
 		t.Fatalf("audited %+v", f.audited)
 	}
 	f.mu.Unlock()
-	c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("SCRAM-SHA512"), Value: []byte("n,,n=x,r=y")}, memd.StatusAuthError)
+	c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("CRAM-MD5"), Value: []byte("x")}, memd.StatusAuthError)
 
 	c.login(adminUser, adminPass)
 	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("nope")}, memd.StatusKeyNotFound)

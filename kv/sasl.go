@@ -15,15 +15,27 @@ import (
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 )
 
-// mechPlain is the one SASL mechanism served so far.
+// mechPlain is SASL PLAIN, the password in clear.
 const mechPlain = "PLAIN"
 
-// saslAuth runs SASL_AUTH (and SASL_STEP, which PLAIN never needs) against
-// the users of Options.Auth. PLAIN's message is authzid NUL authcid NUL
-// password; the authcid is the user.
+// saslAuth runs SASL_AUTH and SASL_STEP against the users of
+// Options.Auth: SCRAM-SHA512, SCRAM-SHA256 and SCRAM-SHA1 (scram.go), or
+// PLAIN, whose message is authzid NUL authcid NUL password (the authcid
+// is the user).
 func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
-	if pkt.Command != memd.CmdSASLAuth || string(pkt.Key) != mechPlain {
-		c.fail(pkt, memd.StatusAuthError, "unsupported SASL mechanism "+string(pkt.Key)+": Mayfly offers PLAIN")
+	mech := string(pkt.Key)
+	if pkt.Command == memd.CmdSASLStep {
+		c.scramFinal(ctx, pkt)
+		return
+	}
+	for _, m := range mechanisms {
+		if m.name == mech {
+			c.scramFirst(pkt, m.name, m.cred)
+			return
+		}
+	}
+	if mech != mechPlain {
+		c.fail(pkt, memd.StatusAuthError, "unsupported SASL mechanism "+mech+": Mayfly offers "+mechList)
 		return
 	}
 	parts := bytes.SplitN(pkt.Value, []byte{0}, 3)
@@ -46,6 +58,11 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 			return
 		}
 	}
+	c.loginFailed(ctx, pkt, user)
+}
+
+// loginFailed logs, audits and answers a failed login.
+func (c *conn) loginFailed(ctx context.Context, pkt *memd.Packet, user string) {
 	c.s.log.Warn("kv: login failed", "remote", c.remote, "user", user)
 	if c.s.opts.Audit != nil {
 		// A failed login is audited (never the password); the answer is the

@@ -82,14 +82,14 @@ func start(t *testing.T) *server {
 	return &server{addr: ln.Addr().String(), clock: clock, eng: eng}
 }
 
-// connect opens the bucket through gocb as name/pass. PLAIN is allowed
-// explicitly: Mayfly offers no SCRAM yet, and gocb only tries PLAIN when
-// told to (or over TLS).
-func (s *server) connect(t *testing.T, name, pass string) (*gocb.Cluster, *gocb.Collection) {
+// connect opens the bucket through gocb as name/pass, with gocb's default
+// settings (SCRAM-SHA512 without TLS) and, if given, the SASL mechanisms
+// allowed.
+func (s *server) connect(t *testing.T, name, pass string, mechs ...gocb.SaslMechanism) (*gocb.Cluster, *gocb.Collection) {
 	t.Helper()
 	cl, err := gocb.Connect("couchbase://"+s.addr, gocb.ClusterOptions{
 		Username: name, Password: pass,
-		SecurityConfig: gocb.SecurityConfig{AllowedSaslMechanisms: []gocb.SaslMechanism{gocb.PlainSaslMechanism}},
+		SecurityConfig: gocb.SecurityConfig{AllowedSaslMechanisms: mechs},
 		TimeoutsConfig: gocb.TimeoutsConfig{ConnectTimeout: 30 * time.Second, KVTimeout: kvTimeout},
 	})
 	if err != nil {
@@ -255,11 +255,21 @@ func TestLookupIn(t *testing.T) {
 	}
 }
 
+// Each SASL mechanism gocb offers logs in.
+func TestMechanisms(t *testing.T) {
+	s := start(t)
+	for _, m := range []gocb.SaslMechanism{gocb.ScramSha512SaslMechanism, gocb.ScramSha256SaslMechanism, gocb.ScramSha1SaslMechanism, gocb.PlainSaslMechanism} {
+		_, coll := s.connect(t, user, password, m)
+		if _, err := coll.Upsert("k-"+string(m), 1, nil); err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+	}
+}
+
 func TestWrongPassword(t *testing.T) {
 	s := start(t)
 	cl, err := gocb.Connect("couchbase://"+s.addr, gocb.ClusterOptions{
 		Username: user, Password: "wrong",
-		SecurityConfig: gocb.SecurityConfig{AllowedSaslMechanisms: []gocb.SaslMechanism{gocb.PlainSaslMechanism}},
 		TimeoutsConfig: gocb.TimeoutsConfig{ConnectTimeout: 30 * time.Second, KVTimeout: 5 * time.Second},
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -32,7 +33,7 @@ type conn struct {
 	nc     net.Conn
 	r      *bufio.Reader
 	w      *bufio.Writer
-	out    *memd.Conn // writes answers; no features, so keys go out as given
+	out    *memd.Conn // writes answers (to a buffer per answer); no features, so keys go out as given
 	remote string
 	port   int // the local port, for GET_CLUSTER_CONFIG
 
@@ -62,21 +63,120 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	}
 	c.w = bufio.NewWriterSize(nc, bufSize)
 	c.r = bufio.NewReaderSize(nc, bufSize)
-	c.out = memd.NewConn(readWriter{nil, c.w})
+
+	// Answers leave in request order through writeLoop; key-value commands
+	// run concurrently on a Pipeline (so that writes share group commits),
+	// in order per document.
+	out := make(chan outItem, outQueue)
+	written := make(chan struct{})
+	go c.writeLoop(out, written)
+	p := engine.NewPipeline(ctx, &engine.PipelineOptions{Window: pipelineWindow, MaxBytes: pipelineBytes})
+	defer func() {
+		close(out)
+		<-written
+		p.Wait()
+	}()
 	for {
 		pkt, h, err := readRequest(c.r, c.collections, s.opts.MaxBodyLen)
 		if err != nil {
-			c.refusePacket(h, err)
+			c.answer(out, func() { c.refusePacket(h, err) })
 			return
 		}
-		c.exec(ctx, pkt)
-		memd.ReleasePacket(pkt)
-		if c.r.Buffered() == 0 {
+		var op *kvOp
+		c.answer(out, func() { op = c.route(pkt) })
+		if op == nil {
+			continue
+		}
+		// The task works on a copy of the connection's state as it is
+		// now: later commands (HELLO, SELECT_BUCKET) do not change it.
+		tc := *c
+		buf := new(bytes.Buffer)
+		tc.out = memd.NewConn(readWriter{nil, buf})
+		t := p.Go(chainKey(pkt), len(pkt.Key)+len(pkt.Value), func(ctx context.Context) { tc.run(ctx, op, pkt) })
+		out <- outItem{task: t, buf: buf}
+	}
+}
+
+// Bounds of a connection's work in flight.
+const (
+	// outQueue is the most answers queued for writing.
+	outQueue = 1024
+	// pipelineWindow is the most key-value commands running at once.
+	pipelineWindow = 1024
+	// pipelineBytes bounds the keys and values of the commands running.
+	pipelineBytes = 32 << 20
+)
+
+// outItem is one answer on its way out: ready, or once its task is done.
+type outItem struct {
+	task *engine.Task
+	buf  *bytes.Buffer
+}
+
+// writeLoop writes the answers in request order, flushing whenever it
+// would otherwise wait. A failed write closes the connection; the rest is
+// drained unwritten.
+func (c *conn) writeLoop(out <-chan outItem, done chan<- struct{}) {
+	defer close(done)
+	broken := false
+	for it := range out {
+		if it.task != nil {
+			select {
+			case <-it.task.Done():
+			default:
+				if !broken && c.w.Buffered() > 0 {
+					if err := c.w.Flush(); err != nil {
+						broken = true
+						c.nc.Close()
+					}
+				}
+				<-it.task.Done()
+			}
+		}
+		if broken || it.buf.Len() == 0 {
+			continue
+		}
+		if _, err := c.w.Write(it.buf.Bytes()); err != nil {
+			broken = true
+			c.nc.Close()
+			continue
+		}
+		if len(out) == 0 {
 			if err := c.w.Flush(); err != nil {
-				return
+				broken = true
+				c.nc.Close()
 			}
 		}
 	}
+	if !broken {
+		c.w.Flush()
+	}
+}
+
+// answer runs f, which answers on c.out, and queues what it wrote.
+func (c *conn) answer(out chan<- outItem, f func()) {
+	buf := new(bytes.Buffer)
+	c.out = memd.NewConn(readWriter{nil, buf})
+	f()
+	out <- outItem{buf: buf}
+}
+
+// chainKey names the document a command works on, so that commands on one
+// document run in order.
+func chainKey(pkt *memd.Packet) string {
+	return strconv.FormatUint(uint64(pkt.CollectionID), 16) + "/" + string(pkt.Key)
+}
+
+// run runs a key-value command on a Pipeline goroutine. A bug costs the
+// connection, not the server.
+func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("kv: panic running a command", "remote", c.remote, "command", pkt.Command, "panic", r, "stack", string(debug.Stack()))
+			c.nc.Close()
+		}
+	}()
+	op.run(c, ctx, pkt)
 }
 
 // refusePacket answers a packet that could not be read, when its header
@@ -94,7 +194,6 @@ func (c *conn) refusePacket(h header, err error) {
 	c.s.log.Debug("kv: closing connection", "remote", c.remote, "err", err)
 	req := &memd.Packet{Command: h.cmd, Opaque: h.opaque}
 	c.fail(req, status, err.Error())
-	c.w.Flush()
 }
 
 // reply writes an answer to req.
@@ -125,55 +224,58 @@ func (c *conn) failErr(req *memd.Packet, err error) {
 	c.fail(req, status, reason)
 }
 
-// exec runs one request.
-func (c *conn) exec(ctx context.Context, pkt *memd.Packet) {
+// route answers a request that is not a key-value command, or a refused
+// one, at once; for a key-value command allowed to run it answers nothing
+// and returns the command.
+func (c *conn) route(pkt *memd.Packet) *kvOp {
+	ctx := c.s.ctx
 	switch pkt.Command {
 	case memd.CmdHello:
 		c.hello(pkt)
-		return
+		return nil
 	case memd.CmdNoop:
 		c.ok(pkt)
-		return
+		return nil
 	case memd.CmdGetErrorMap:
 		c.getErrorMap(pkt)
-		return
+		return nil
 	case memd.CmdSASLListMechs:
 		c.reply(pkt, memd.StatusSuccess, nil, nil, []byte(mechList), 0, 0)
-		return
+		return nil
 	case memd.CmdSASLAuth, memd.CmdSASLStep:
 		c.saslAuth(ctx, pkt)
-		return
+		return nil
 	}
 	if c.user == nil {
 		c.fail(pkt, memd.StatusAccessError, "authenticate first (SASL)")
-		return
+		return nil
 	}
 	switch pkt.Command {
 	case memd.CmdSelectBucket:
 		c.selectBucket(pkt)
-		return
+		return nil
 	case memd.CmdGetClusterConfig:
 		c.clusterConfig(pkt)
-		return
+		return nil
 	}
 	op, known := kvOps[pkt.Command]
 	if !known {
 		c.fail(pkt, memd.StatusUnknownCommand, "command "+strconv.Itoa(int(pkt.Command))+" is not supported by Mayfly")
-		return
+		return nil
 	}
 	if c.bucket == nil {
 		c.fail(pkt, memd.StatusNoBucket, "select a bucket first")
-		return
+		return nil
 	}
 	for _, a := range op.need {
 		if !c.user.Allows(auth.Permission{Action: a, Bucket: c.bucket.Name()}) {
 			perm := auth.Permission{Action: a, Bucket: c.bucket.Name()}
 			c.s.log.Warn("kv: request refused", "reason", "forbidden", "remote", c.remote, "user", c.user.Name, "permission", perm.String())
 			c.fail(pkt, memd.StatusAccessError, "no access: "+perm.String()+" is needed")
-			return
+			return nil
 		}
 	}
-	op.run(c, ctx, pkt)
+	return &op
 }
 
 // hello negotiates features: the answer lists those of the client's that

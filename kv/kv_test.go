@@ -300,3 +300,29 @@ func TestLookupIn(t *testing.T) {
 	c.expect(&memd.Packet{Command: memd.CmdSubDocMultiLookup, Key: []byte("missing"), Value: body}, memd.StatusKeyNotFound)
 	c.expect(&memd.Packet{Command: memd.CmdSubDocMultiLookup, Key: []byte("h"), Value: []byte{1, 2}}, memd.StatusInvalidArgs)
 }
+
+// Pipelined commands run concurrently but are answered in request order,
+// and commands on one document run in order: a GET sent right after a SET
+// sees it.
+func TestPipelinedOrder(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	c.login(adminUser, adminPass)
+	const n = 300
+	var ops []uint32
+	for i := range n {
+		key := []byte("k" + strconvI(int64(i%20)))
+		ext := make([]byte, 8)
+		ops = append(ops, c.send(&memd.Packet{Command: memd.CmdSet, Key: key, Value: []byte(strconvI(int64(i))), Extras: ext}))
+		ops = append(ops, c.send(&memd.Packet{Command: memd.CmdGet, Key: key}))
+	}
+	for i, op := range ops {
+		r := c.read()
+		if r.Opaque != op || r.Status != memd.StatusSuccess {
+			t.Fatalf("answer %d: opaque %d status %v, want opaque %d", i, r.Opaque, r.Status, op)
+		}
+		if r.Command == memd.CmdGet && string(r.Value) != strconvI(int64(i/2)) {
+			t.Fatalf("GET after SET %d read %q", i/2, r.Value)
+		}
+	}
+}

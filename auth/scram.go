@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
+	"crypto/subtle"
 	"hash"
 
 	"golang.org/x/crypto/pbkdf2"
@@ -88,18 +89,52 @@ func (s *Store) ScramCredential(name, kind string) (Credential, bool) {
 	return c, ok && len(c.StoredKey) > 0 && len(c.ServerKey) > 0 && c.Iterations > 0
 }
 
-// Principal returns user name's principal, for a caller that proved the
-// password another way (a SCRAM exchange); ErrUserNotFound if none.
-func (s *Store) Principal(name string) (*Principal, error) {
+// VerifyScram checks the proof of a SCRAM exchange (RFC 5802) for user
+// name and credential kind, tried from source (as for Authenticate): the
+// proof XOR HMAC(StoredKey, authMessage) must hash to the stored key. It
+// returns the user's principal and the server's signature
+// HMAC(ServerKey, authMessage), or ErrBadCredentials (an unknown user, one
+// without the credential, a wrong proof: each counts as a failed login in
+// the throttles, as Authenticate's) or a *ThrottledError (nothing checked).
+func (s *Store) VerifyScram(name, kind, source string, authMessage, proof []byte) (*Principal, []byte, error) {
+	now := s.now()
+	if d := s.sources.wait(source, now); d > 0 {
+		return nil, nil, &ThrottledError{Of: "source", RetryAfter: d}
+	}
+	if d := s.names.wait(name, now); d > 0 {
+		return nil, nil, &ThrottledError{Of: "user", RetryAfter: d}
+	}
 	s.mu.Lock()
 	u := s.userLocked(name)
 	s.mu.Unlock()
-	if u == nil {
-		return nil, ErrUserNotFound
+	h := ScramHash(kind)
+	var c Credential
+	ok := u != nil && h != nil
+	if ok {
+		c, ok = u.Credentials[kind]
+		ok = ok && len(c.StoredKey) == h().Size() && len(c.ServerKey) > 0
 	}
-	roles, err := parseRoleList(u.Roles)
-	if err != nil {
-		return nil, err
+	if ok && len(proof) == len(c.StoredKey) {
+		sig := hmac.New(h, c.StoredKey)
+		sig.Write(authMessage)
+		clientKey := sig.Sum(nil)
+		for i := range clientKey {
+			clientKey[i] ^= proof[i]
+		}
+		sum := h()
+		sum.Write(clientKey)
+		if subtle.ConstantTimeCompare(sum.Sum(nil), c.StoredKey) == 1 {
+			s.names.clear(name)
+			p, err := principalOf(u)
+			if err != nil {
+				return nil, nil, err
+			}
+			server := hmac.New(h, c.ServerKey)
+			server.Write(authMessage)
+			return p, server.Sum(nil), nil
+		}
 	}
-	return &Principal{Name: name, Roles: roles}, nil
+	s.sources.fail(source, now)
+	s.names.fail(name, now)
+	return nil, nil, ErrBadCredentials
 }

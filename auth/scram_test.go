@@ -2,7 +2,11 @@ package auth_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"errors"
 	"testing"
+
+	"golang.org/x/crypto/pbkdf2"
 
 	"github.com/mayflydb/mayfly/auth"
 )
@@ -38,8 +42,58 @@ func TestScramCredentials(t *testing.T) {
 	if _, ok := s.ScramCredential("nobody", auth.CredScramSHA512); ok {
 		t.Fatal("an unknown user has a credential")
 	}
-	p, err := s.Principal("ann")
-	if err != nil || p.Name != "ann" || !p.SeesBucket("b") || p.SeesBucket("c") {
-		t.Fatalf("Principal: %+v, %v", p, err)
+}
+
+// VerifyScram accepts the proof of the right password only, and counts a
+// wrong one as a failed login.
+func TestVerifyScram(t *testing.T) {
+	s, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "admin-pass",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100,
+		Throttle: &auth.Throttle{UserFree: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, _ := auth.ParseRoles("data_reader[b]")
+	if err := s.PutUser("ann", "", "ann-pass", roles); err != nil {
+		t.Fatal(err)
+	}
+	kind := auth.CredScramSHA256
+	c, _ := s.ScramCredential("ann", kind)
+	msg := []byte("n=ann,r=abc,r=abcdef,s=xx,i=100,c=biws,r=abcdef")
+	proof := func(pass string) []byte {
+		h := auth.ScramHash(kind)
+		salted := pbkdf2.Key([]byte(pass), c.Salt, c.Iterations, h().Size(), h)
+		ck := hmac.New(h, salted)
+		ck.Write([]byte("Client Key"))
+		clientKey := ck.Sum(nil)
+		sum := h()
+		sum.Write(clientKey)
+		sig := hmac.New(h, sum.Sum(nil))
+		sig.Write(msg)
+		p := sig.Sum(nil)
+		for i := range p {
+			p[i] ^= clientKey[i]
+		}
+		return p
+	}
+	p, serverSig, err := s.VerifyScram("ann", kind, "10.0.0.1", msg, proof("ann-pass"))
+	if err != nil || p.Name != "ann" || !p.SeesBucket("b") || len(serverSig) != 32 {
+		t.Fatalf("right proof: %+v, %x, %v", p, serverSig, err)
+	}
+	if _, _, err := s.VerifyScram("ann", kind, "10.0.0.1", msg, proof("wrong-pass")); !errors.Is(err, auth.ErrBadCredentials) {
+		t.Fatalf("wrong proof: %v", err)
+	}
+	if _, _, err := s.VerifyScram("nobody", kind, "10.0.0.2", msg, proof("ann-pass")); !errors.Is(err, auth.ErrBadCredentials) {
+		t.Fatalf("unknown user: %v", err)
+	}
+	// Failed proofs feed the throttle as failed passwords do.
+	var throttled error
+	for range 5 {
+		if _, _, throttled = s.VerifyScram("ann", kind, "10.0.0.3", msg, proof("wrong-pass")); errors.Is(throttled, auth.ErrThrottled) {
+			break
+		}
+	}
+	if !errors.Is(throttled, auth.ErrThrottled) {
+		t.Fatalf("after repeated wrong proofs: %v, want ErrThrottled", throttled)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
-	"github.com/mayflydb/mayfly/internal/reason"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // mechPlain is SASL PLAIN, the password in clear.

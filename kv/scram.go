@@ -2,10 +2,9 @@ package kv
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"hash"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/couchbase/gocbcore/v10/memd"
 
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // The SASL mechanisms, strongest first, as SASL_LIST_MECHS lists them.
@@ -29,6 +29,7 @@ const mechList = "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1 " + mechPlain
 // (RFC 5802).
 type scramState struct {
 	mech            string
+	kind            string
 	h               func() hash.Hash
 	user            string
 	known           bool // the user has a credential of this kind
@@ -58,7 +59,7 @@ func (c *conn) scramFirst(pkt *memd.Packet, mech, kind string) {
 		c.fail(pkt, memd.StatusAuthError, "SCRAM: the first message needs n= and r=")
 		return
 	}
-	st := &scramState{mech: mech, h: auth.ScramHash(kind), user: user, gs2Header: gs2 + ",", clientFirstBare: bare}
+	st := &scramState{mech: mech, kind: kind, h: auth.ScramHash(kind), user: user, gs2Header: gs2 + ",", clientFirstBare: bare}
 	if c.s.opts.Auth != nil {
 		st.cred, st.known = c.s.opts.Auth.ScramCredential(user, kind)
 	}
@@ -95,36 +96,23 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 		return
 	}
 	authMsg := []byte(st.clientFirstBare + "," + st.serverFirst + "," + withoutProof)
-	if !st.known || len(proof) != len(st.cred.StoredKey) {
+	if !st.known || c.s.opts.Auth == nil {
 		c.loginFailed(ctx, pkt, st.user)
 		return
 	}
-	sig := hmacSum(st.h, st.cred.StoredKey, authMsg)
-	clientKey := make([]byte, len(proof))
-	for j := range proof {
-		clientKey[j] = proof[j] ^ sig[j]
-	}
-	sum := st.h()
-	sum.Write(clientKey)
-	if subtle.ConstantTimeCompare(sum.Sum(nil), st.cred.StoredKey) != 1 {
+	p, serverSig, err := c.s.opts.Auth.VerifyScram(st.user, st.kind, c.host(), authMsg, proof)
+	if errors.Is(err, auth.ErrBadCredentials) {
 		c.loginFailed(ctx, pkt, st.user)
 		return
 	}
-	p, err := c.s.opts.Auth.Principal(st.user)
 	if err != nil {
-		c.loginFailed(ctx, pkt, st.user)
+		// Throttled: the proof was not checked.
+		c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", st.user, "err", err)
+		c.fail(pkt, memd.StatusAuthError, reason.Of(err))
 		return
 	}
 	c.user, c.bucket = p, nil
-	v := "v=" + base64.StdEncoding.EncodeToString(hmacSum(st.h, st.cred.ServerKey, authMsg))
-	c.reply(pkt, memd.StatusSuccess, nil, nil, []byte(v), 0, 0)
-}
-
-// hmacSum is HMAC(key, msg).
-func hmacSum(h func() hash.Hash, key, msg []byte) []byte {
-	m := hmac.New(h, key)
-	m.Write(msg)
-	return m.Sum(nil)
+	c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("v="+base64.StdEncoding.EncodeToString(serverSig)), 0, 0)
 }
 
 // scramAttrs splits "a=x,b=y" into its attributes.

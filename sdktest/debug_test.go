@@ -2,8 +2,8 @@ package sdktest
 
 import (
 	"os"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/couchbase/gocb/v2"
 )

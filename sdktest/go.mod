@@ -5,6 +5,7 @@ go 1.26.8
 replace github.com/mayflydb/mayfly => ../
 
 require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/couchbase/gocb/v2 v2.11.1
 	github.com/mayflydb/mayfly v0.0.0-00010101000000-000000000000
 )

@@ -34,12 +34,17 @@ const (
 // start opens an engine with a fake clock, a bucket, a user with
 // data_reader and data_writer on it, and serves the KV port on a free
 // loopback port.
-func start(t *testing.T) *server {
+func start(t testing.TB) *server {
+	return startWith(t, true)
+}
+
+// startWith is start, with or without an fsync per group commit.
+func startWith(t testing.TB, noSync bool) *server {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := engine.NewFakeClock(time.Now().Unix())
-	eng, err := engine.Open(dir, &engine.Options{Clock: clock, NoSync: true})
+	eng, err := engine.Open(dir, &engine.Options{Clock: clock, NoSync: noSync})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +90,7 @@ func start(t *testing.T) *server {
 // connect opens the bucket through gocb as name/pass, with gocb's default
 // settings (SCRAM-SHA512 without TLS) and, if given, the SASL mechanisms
 // allowed.
-func (s *server) connect(t *testing.T, name, pass string, mechs ...gocb.SaslMechanism) (*gocb.Cluster, *gocb.Collection) {
+func (s *server) connect(t testing.TB, name, pass string, mechs ...gocb.SaslMechanism) (*gocb.Cluster, *gocb.Collection) {
 	t.Helper()
 	cl, err := gocb.Connect("couchbase://"+s.addr, gocb.ClusterOptions{
 		Username: name, Password: pass,

@@ -16,19 +16,27 @@ import (
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/kv"
+	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/views"
 )
 
-// server is a Mayfly engine with its KV port, in this process.
+// server is a Mayfly engine with its views, expiry pager, HTTP API and KV
+// port, in this process.
 type server struct {
 	addr  string
 	clock *engine.FakeClock
 	eng   *engine.Engine
+	pager *pager.Manager
+	users *auth.Store
 }
 
 const (
 	bucketName = "travel"
 	user       = "app"
 	password   = "app-secret"
+
+	adminUser     = "Administrator"
+	adminPassword = "admin-secret"
 )
 
 // start opens an engine with a fake clock, a bucket, a user with
@@ -52,7 +60,7 @@ func startWith(t testing.TB, noSync bool) *server {
 	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(bucketName)); err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.Open(dir, &auth.Options{AdminUser: "Administrator", AdminPassword: "admin-secret",
+	users, err := auth.Open(dir, &auth.Options{AdminUser: adminUser, AdminPassword: adminPassword,
 		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +72,20 @@ func startWith(t testing.TB, noSync bool) *server {
 	if err := users.PutUser(user, "", password, roles); err != nil {
 		t.Fatal(err)
 	}
-	// The HTTP API, for the management port the configuration lists.
+	vsvc, err := views.New(ctx, eng, &views.Options{NoSync: noSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vsvc.Close() })
+	pm := pager.New(eng, nil)
+	t.Cleanup(func() { pm.Close(context.Background()) })
+
+	// The HTTP API: the management and views ports the configuration lists.
 	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: httpapi.New(eng, &httpapi.Options{Auth: users})}
+	hs := &http.Server{Handler: httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm})}
 	go hs.Serve(httpLn)
 	t.Cleanup(func() { hs.Close() })
 	httpPort := httpLn.Addr().(*net.TCPAddr).Port
@@ -84,7 +100,7 @@ func startWith(t testing.TB, noSync bool) *server {
 	}
 	go srv.Serve(ctx, ln)
 	t.Cleanup(func() { srv.Close() })
-	return &server{addr: ln.Addr().String(), clock: clock, eng: eng}
+	return &server{addr: ln.Addr().String(), clock: clock, eng: eng, pager: pm, users: users}
 }
 
 // connect opens the bucket through gocb as name/pass, with gocb's default
@@ -103,6 +119,15 @@ func (s *server) connect(t testing.TB, name, pass string, mechs ...gocb.SaslMech
 	t.Cleanup(func() { cl.Close(nil) })
 	b := cl.Bucket(bucketName)
 	return cl, b.DefaultCollection()
+}
+
+func mustRoles(t testing.TB, s string) []auth.Role {
+	t.Helper()
+	r, err := auth.ParseRoles(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 type hotel struct {

@@ -117,3 +117,36 @@ func TestMissingRole(t *testing.T) {
 		t.Fatal("a data_reader saved a design document")
 	}
 }
+
+// A scope and a collection with a maximum expiry made through the SDK's
+// collection manager; a document written there without an expiry gets
+// the collection's.
+func TestCollectionManager(t *testing.T) {
+	s := start(t)
+	admin, _ := s.connect(t, adminUser, adminPassword)
+	b := admin.Bucket(bucketName)
+	mgr := b.CollectionsV2()
+	if err := mgr.CreateScope("inventory", nil); err != nil {
+		t.Fatalf("CreateScope: %v", err)
+	}
+	if err := mgr.CreateCollection("inventory", "hotels", &gocb.CreateCollectionSettings{MaxExpiry: time.Hour}, nil); err != nil {
+		t.Fatalf("CreateCollection: %v", err)
+	}
+	coll := b.Scope("inventory").Collection("hotels")
+	if _, err := coll.Upsert("h1", map[string]string{"name": "Ritz"}, nil); err != nil {
+		t.Fatalf("upsert in the new collection: %v", err)
+	}
+	got, err := coll.Get("h1", &gocb.GetOptions{WithExpiry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Unix(s.clock.Now()+3600, 0); !got.ExpiryTime().Equal(want) {
+		t.Fatalf("expiry %v, want the collection's maxTTL: %v", got.ExpiryTime(), want)
+	}
+	if _, err := b.DefaultCollection().Get("h1", nil); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("h1 in _default: %v", err)
+	}
+	if _, err := b.Scope("inventory").Collection("nope").Upsert("x", 1, &gocb.UpsertOptions{Timeout: 2 * time.Second}); err == nil {
+		t.Fatal("upsert into a missing collection succeeded")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
 )
 
 // bucketJSON is a bucket as GET /pools/default/buckets/{bucket} shows it.
@@ -223,11 +224,14 @@ func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]
 
 // scopesJSON is Couchbase's GET .../scopes shape.
 type scopesJSON struct {
+	// UID is the collections manifest's, in hexadecimal (as Couchbase).
+	UID    string      `json:"uid"`
 	Scopes []scopeJSON `json:"scopes"`
 }
 
 type scopeJSON struct {
 	Name        string           `json:"name"`
+	UID         string           `json:"uid"`
 	Collections []collectionJSON `json:"collections"`
 }
 
@@ -290,9 +294,11 @@ func (s *server) listScopes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := scopesJSON{Scopes: []scopeJSON{}}
-	for _, sc := range b.Scopes() {
-		sj := scopeJSON{Name: sc.Name, Collections: []collectionJSON{}}
+	out := scopesJSON{UID: strconv.FormatUint(b.ManifestUID(), 16), Scopes: []scopeJSON{}}
+	scopes := b.Scopes()
+	uids := clusterconfig.ScopeUIDs(scopes)
+	for i, sc := range scopes {
+		sj := scopeJSON{Name: sc.Name, UID: strconv.FormatUint(uint64(uids[i]), 16), Collections: []collectionJSON{}}
 		for _, c := range sc.Collections {
 			sj.Collections = append(sj.Collections, collectionJSONOf(c))
 		}

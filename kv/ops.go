@@ -12,6 +12,7 @@ import (
 
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/internal/reason"
 )
 
@@ -394,18 +395,14 @@ type manifestCollection struct {
 	MaxTTL int64  `json:"maxTTL,omitempty"`
 }
 
-// manifest runs COLLECTIONS_GET_MANIFEST. Mayfly's scopes have no IDs of
-// their own: _default is 0 and the others are numbered from 8 in name
-// order.
+// manifest runs COLLECTIONS_GET_MANIFEST, scopes numbered by
+// clusterconfig.ScopeUIDs.
 func (c *conn) manifest(_ context.Context, pkt *memd.Packet) {
 	m := manifestJSON{UID: strconv.FormatUint(c.bucket.ManifestUID(), 16), Scopes: []manifestScope{}}
-	next := 8
-	for _, s := range c.bucket.Scopes() {
-		uid := 0
-		if s.Name != "_default" {
-			uid, next = next, next+1
-		}
-		ms := manifestScope{UID: strconv.FormatInt(int64(uid), 16), Name: s.Name, Collections: []manifestCollection{}}
+	scopes := c.bucket.Scopes()
+	uids := clusterconfig.ScopeUIDs(scopes)
+	for i, s := range scopes {
+		ms := manifestScope{UID: strconv.FormatUint(uint64(uids[i]), 16), Name: s.Name, Collections: []manifestCollection{}}
 		for _, coll := range s.Collections {
 			ms.Collections = append(ms.Collections, manifestCollection{UID: strconv.FormatUint(uint64(coll.ID), 16), Name: coll.Name, MaxTTL: coll.MaxTTL})
 		}

@@ -132,6 +132,21 @@ func TestCollectionManager(t *testing.T) {
 	if err := mgr.CreateCollection("inventory", "hotels", &gocb.CreateCollectionSettings{MaxExpiry: time.Hour}, nil); err != nil {
 		t.Fatalf("CreateCollection: %v", err)
 	}
+	scopes, err := mgr.GetAllScopes(nil)
+	if err != nil {
+		t.Fatalf("GetAllScopes: %v", err)
+	}
+	found := false
+	for _, sc := range scopes {
+		for _, c := range sc.Collections {
+			if sc.Name == "inventory" && c.Name == "hotels" && c.MaxExpiry == time.Hour {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("GetAllScopes: %+v, want inventory.hotels with a max expiry of 1h", scopes)
+	}
 	coll := b.Scope("inventory").Collection("hotels")
 	if _, err := coll.Upsert("h1", map[string]string{"name": "Ritz"}, nil); err != nil {
 		t.Fatalf("upsert in the new collection: %v", err)

@@ -214,3 +214,17 @@ func Default(host string, p Ports) map[string]any {
 		"nodeStatusesUri": "/nodeStatuses",
 	}
 }
+
+// ScopeUIDs numbers scopes as a collections manifest shows them: Mayfly's
+// scopes have no IDs of their own, so _default is 0 and the others are
+// numbered from 8 in the order given (Scopes lists them by name).
+func ScopeUIDs(scopes []engine.ScopeInfo) []uint32 {
+	out := make([]uint32, len(scopes))
+	next := uint32(8)
+	for i, s := range scopes {
+		if s.Name != "_default" {
+			out[i], next = next, next+1
+		}
+	}
+	return out
+}

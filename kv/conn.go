@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
 
@@ -77,6 +78,10 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		p.Wait()
 	}()
 	for {
+		if err := c.awaitPacket(); err != nil {
+			s.log.Debug("kv: closing connection", "remote", c.remote, "err", err)
+			return
+		}
 		pkt, h, err := readRequest(c.r, c.collections, s.opts.MaxBodyLen)
 		if err != nil {
 			c.answer(out, func() { c.refusePacket(h, err) })
@@ -95,6 +100,27 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		t := p.Go(chainKey(pkt), len(pkt.Key)+len(pkt.Value), func(ctx context.Context) { tc.run(ctx, op, pkt) })
 		out <- outItem{task: t, buf: buf}
 	}
+}
+
+// awaitPacket waits, at most Options.IdleTimeout, for the next packet to
+// begin; the rest of it must then come within Options.PacketTimeout.
+func (c *conn) awaitPacket() error {
+	if c.r.Buffered() == 0 {
+		if d := c.s.opts.IdleTimeout; d > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(d)) // wall clock: connection timeouts
+		} else {
+			c.nc.SetReadDeadline(time.Time{})
+		}
+		if _, err := c.r.Peek(1); err != nil {
+			return err
+		}
+	}
+	if d := c.s.opts.PacketTimeout; d > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(d)) // wall clock: connection timeouts
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	return nil
 }
 
 // Bounds of a connection's work in flight.

@@ -42,7 +42,7 @@ type fixture struct {
 	audited []audit.Event
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, tune ...func(*kv.Options)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -67,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := users.PutUser(readerUser, "", readerPass, roles); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kv.New(eng, &kv.Options{
+	opts := &kv.Options{
 		Auth: users, Ports: clusterconfig.Ports{Mgmt: 8091, Capi: 8091},
 		Audit: func(_ context.Context, e audit.Event) error {
 			f.mu.Lock()
@@ -75,7 +75,11 @@ func newFixture(t *testing.T) *fixture {
 			f.mu.Unlock()
 			return nil
 		},
-	})
+	}
+	for _, fn := range tune {
+		fn(opts)
+	}
+	srv, err := kv.New(eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

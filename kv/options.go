@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
@@ -32,10 +33,28 @@ type Options struct {
 	// connection closed. The default value is engine.MaxValueLen plus 64
 	// KiB (bytes).
 	MaxBodyLen int
+	// IdleTimeout closes a connection that has sent nothing for this long
+	// between packets (SDKs poll the configuration every few seconds, so
+	// theirs never idle that long). The default value is 5m; a negative
+	// value never closes one.
+	IdleTimeout time.Duration
+	// PacketTimeout closes a connection whose packet has begun to arrive
+	// but not finished within this long: half a packet cannot hold a
+	// connection slot. The default value is 30s; a negative value waits
+	// for ever.
+	PacketTimeout time.Duration
 	// Logger receives connection-level log lines. The default value
 	// discards them.
 	Logger *slog.Logger
 }
+
+// Defaults of the timeouts.
+const (
+	// DefaultIdleTimeout is Options.IdleTimeout's default.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultPacketTimeout is Options.PacketTimeout's default.
+	DefaultPacketTimeout = 30 * time.Second
+)
 
 // DefaultOptions returns the options a Server uses when given nil.
 func DefaultOptions() *Options {
@@ -51,6 +70,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxBodyLen == 0 {
 		o.MaxBodyLen = engine.MaxValueLen + 64<<10
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.PacketTimeout == 0 {
+		o.PacketTimeout = DefaultPacketTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

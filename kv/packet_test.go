@@ -3,8 +3,11 @@ package kv_test
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
+
+	"github.com/mayflydb/mayfly/kv"
 )
 
 // rawHeader builds a request header by hand.
@@ -51,4 +54,21 @@ func TestBadPackets(t *testing.T) {
 	}
 	c := f.dial(t)
 	c.expect(&memd.Packet{Command: memd.CmdNoop}, memd.StatusSuccess)
+}
+
+// An idle connection, and one whose packet stops half-way, are closed.
+func TestTimeouts(t *testing.T) {
+	f := newFixture(t, func(o *kv.Options) {
+		o.IdleTimeout = 100 * time.Millisecond
+		o.PacketTimeout = 100 * time.Millisecond
+	})
+	idle := f.dial(t)
+	idle.expect(&memd.Packet{Command: memd.CmdNoop}, memd.StatusSuccess)
+	idle.expectClosed()
+
+	half := f.dial(t)
+	if _, err := half.nc.Write(rawHeader(0x80, memd.CmdGet, 1, 0, 1, 7)[:10]); err != nil {
+		t.Fatal(err)
+	}
+	half.expectClosed()
 }

@@ -24,6 +24,8 @@ type Options struct {
 	Audit func(ctx context.Context, e audit.Event) error
 	// Ports are the ports GET_CLUSTER_CONFIG lists. A zero KV port is
 	// filled in with the port of the listener a connection came in on.
+	// SDKs refuse a configuration without a management port: set Mgmt to
+	// the HTTP API's.
 	Ports clusterconfig.Ports
 	// MaxConns is the most connections open at once; more are closed at
 	// once. The default value is 1024.

@@ -140,43 +140,45 @@ type outItem struct {
 }
 
 // writeLoop writes the answers in request order, flushing whenever it
-// would otherwise wait. A failed write closes the connection; the rest is
+// would otherwise wait. A write that fails, or that the client does not
+// take within Options.PacketTimeout, closes the connection; the rest is
 // drained unwritten.
 func (c *conn) writeLoop(out <-chan outItem, done chan<- struct{}) {
 	defer close(done)
 	broken := false
+	write := func(f func() error) {
+		if broken {
+			return
+		}
+		if d := c.s.opts.PacketTimeout; d > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(d)) // wall clock: connection timeouts
+		}
+		if err := f(); err != nil {
+			broken = true
+			c.nc.Close()
+		}
+	}
+	flush := func() error { return c.w.Flush() }
 	for it := range out {
 		if it.task != nil {
 			select {
 			case <-it.task.Done():
 			default:
-				if !broken && c.w.Buffered() > 0 {
-					if err := c.w.Flush(); err != nil {
-						broken = true
-						c.nc.Close()
-					}
+				if c.w.Buffered() > 0 {
+					write(flush)
 				}
 				<-it.task.Done()
 			}
 		}
-		if broken || it.buf.Len() == 0 {
+		if it.buf.Len() == 0 {
 			continue
 		}
-		if _, err := c.w.Write(it.buf.Bytes()); err != nil {
-			broken = true
-			c.nc.Close()
-			continue
-		}
+		write(func() error { _, err := c.w.Write(it.buf.Bytes()); return err })
 		if len(out) == 0 {
-			if err := c.w.Flush(); err != nil {
-				broken = true
-				c.nc.Close()
-			}
+			write(flush)
 		}
 	}
-	if !broken {
-		c.w.Flush()
-	}
+	write(flush)
 }
 
 // answer runs f, which answers on c.out, and queues what it wrote.

@@ -24,9 +24,10 @@
 //   - Key-value: GET, GETQ, GETK, GETKQ, GET_META, SET, ADD, REPLACE,
 //     APPEND, PREPEND, DELETE, TOUCH, GAT, INCREMENT, DECREMENT,
 //     GET_COLLECTION_ID,
-//     COLLECTIONS_GET_MANIFEST, and SUBDOC_MULTI_LOOKUP for plain JSON
-//     paths and the virtual extended attributes $document,
-//     $document.exptime, $document.CAS, $document.flags and friends.
+//     COLLECTIONS_GET_MANIFEST, SUBDOC_MULTI_LOOKUP for plain JSON paths
+//     and the virtual extended attributes $document, $document.exptime,
+//     $document.CAS, $document.flags and friends, and
+//     SUBDOC_MULTI_MUTATION for plain JSON paths (mutate.go).
 //
 // Anything else is UNKNOWN_COMMAND. Reads need the data_reader role on the
 // selected bucket and writes data_writer; a missing one is EACCESS.

@@ -52,6 +52,7 @@ var kvOps = map[memd.CmdCode]kvOp{
 	memd.CmdCollectionsGetID:       {nil, (*conn).collectionID},
 	memd.CmdCollectionsGetManifest: {nil, (*conn).manifest},
 	memd.CmdSubDocMultiLookup:      {read, (*conn).lookupIn},
+	memd.CmdSubDocMultiMutation:    {readWrite, (*conn).mutateIn},
 }
 
 // statusOf is the one place an engine error becomes a status, with the

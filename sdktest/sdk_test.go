@@ -352,3 +352,64 @@ func TestManyDocuments(t *testing.T) {
 		}
 	}
 }
+
+func TestMutateIn(t *testing.T) {
+	s := start(t)
+	_, coll := s.connect(t, user, password)
+	if _, err := coll.Upsert("h", map[string]any{"name": "Ritz", "tags": []string{"a"}, "visits": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := coll.MutateIn("h", []gocb.MutateInSpec{
+		gocb.UpsertSpec("stars", 5, nil),
+		gocb.InsertSpec("address.city", "London", &gocb.InsertSpecOptions{CreatePath: true}),
+		gocb.ReplaceSpec("name", "The Ritz", nil),
+		gocb.ArrayAppendSpec("tags", "b", nil),
+		gocb.IncrementSpec("visits", 2, nil),
+		gocb.RemoveSpec("tags[0]", nil),
+	}, &gocb.MutateInOptions{Expiry: time.Hour})
+	if err != nil {
+		t.Fatalf("MutateIn: %v", err)
+	}
+	var visits int
+	if err := res.ContentAt(4, &visits); err != nil || visits != 3 {
+		t.Fatalf("counter result %d, %v", visits, err)
+	}
+	got, err := coll.Get("h", &gocb.GetOptions{WithExpiry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := got.Content(&doc); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := doc["address"].(map[string]any)
+	tags, _ := doc["tags"].([]any)
+	if doc["name"] != "The Ritz" || doc["stars"] != float64(5) || addr["city"] != "London" || len(tags) != 1 || tags[0] != "b" || doc["visits"] != float64(3) {
+		t.Fatalf("after MutateIn: %v", doc)
+	}
+	if !got.ExpiryTime().Equal(time.Unix(s.clock.Now()+3600, 0)) {
+		t.Fatalf("expiry %v", got.ExpiryTime())
+	}
+	// All or nothing: a failing path leaves the document as it was.
+	_, err = coll.MutateIn("h", []gocb.MutateInSpec{
+		gocb.UpsertSpec("stars", 1, nil),
+		gocb.InsertSpec("name", "x", nil),
+	}, nil)
+	if !errors.Is(err, gocb.ErrPathExists) {
+		t.Fatalf("insert over a path: %v, want ErrPathExists", err)
+	}
+	var stars int
+	if r, err := coll.LookupIn("h", []gocb.LookupInSpec{gocb.GetSpec("stars", nil)}, nil); err != nil || r.ContentAt(0, &stars) != nil || stars != 5 {
+		t.Fatalf("stars after a failed MutateIn: %d, %v", stars, err)
+	}
+	// Upsert a new document.
+	if _, err := coll.MutateIn("new", []gocb.MutateInSpec{gocb.UpsertSpec("a", 1, nil)}, &gocb.MutateInOptions{StoreSemantic: gocb.StoreSemanticsUpsert}); err != nil {
+		t.Fatalf("MutateIn creating: %v", err)
+	}
+	if _, err := coll.MutateIn("new", []gocb.MutateInSpec{gocb.UpsertSpec("a", 1, nil)}, &gocb.MutateInOptions{StoreSemantic: gocb.StoreSemanticsInsert}); !errors.Is(err, gocb.ErrDocumentExists) {
+		t.Fatalf("MutateIn insert semantics over a document: %v", err)
+	}
+	if _, err := coll.MutateIn("missing", []gocb.MutateInSpec{gocb.UpsertSpec("a", 1, nil)}, nil); !errors.Is(err, gocb.ErrDocumentNotFound) {
+		t.Fatalf("MutateIn on a missing document: %v", err)
+	}
+}

@@ -1,0 +1,432 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/couchbase/gocbcore/v10/memd"
+	"github.com/tidwall/gjson"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// mutateSpec is one path of a multi-mutation.
+type mutateSpec struct {
+	op    memd.SubDocOpType
+	flags memd.SubdocFlag
+	path  string
+	value []byte
+}
+
+// parseMutateSpecs reads a multi-mutation body: per path an opcode, flags,
+// a 16-bit path length, a 32-bit value length, the path and the value.
+func parseMutateSpecs(b []byte) ([]mutateSpec, error) {
+	var specs []mutateSpec
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return nil, errSpecs
+		}
+		pl, vl := int(binary.BigEndian.Uint16(b[2:])), uint64(binary.BigEndian.Uint32(b[4:]))
+		if uint64(len(b)) < 8+uint64(pl)+vl {
+			return nil, errSpecs
+		}
+		specs = append(specs, mutateSpec{op: memd.SubDocOpType(b[0]), flags: memd.SubdocFlag(b[1]), path: string(b[8 : 8+pl]), value: b[8+pl : 8+pl+int(vl)]})
+		b = b[8+pl+int(vl):]
+		if len(specs) > maxLookupSpecs {
+			return nil, fmt.Errorf("%w: more than %d paths", errSpecs, maxLookupSpecs)
+		}
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("%w: no paths", errSpecs)
+	}
+	return specs, nil
+}
+
+// mutateIn runs SUBDOC_MULTI_MUTATION on plain JSON paths: dictionary
+// add and upsert, replace, delete, array push first and last, counter, and
+// the whole document (set, delete). Extras are an optional expiry, user
+// flags and document flags (create the document: MkDoc; only create:
+// AddDoc). The paths apply in order, all or none; the document keeps its
+// key order and formatting outside the paths changed. Extended attributes
+// are not kept by Mayfly: a mutation of one is NOT_SUPPORTED.
+func (c *conn) mutateIn(ctx context.Context, pkt *memd.Packet) {
+	specs, err := parseMutateSpecs(pkt.Value)
+	if err != nil {
+		c.fail(pkt, memd.StatusInvalidArgs, err.Error())
+		return
+	}
+	var wo engine.WriteOptions
+	var docFlags memd.SubdocDocFlag
+	ext := pkt.Extras
+	switch len(ext) {
+	case 0, 1, 4, 5, 8, 9:
+	default:
+		c.fail(pkt, memd.StatusInvalidArgs, "extras must be [expiry [flags]] [document flags]")
+		return
+	}
+	if len(ext)%2 == 1 {
+		docFlags = memd.SubdocDocFlag(ext[len(ext)-1])
+		ext = ext[:len(ext)-1]
+	}
+	if len(ext) >= 4 {
+		wo.Expiry = int64(binary.BigEndian.Uint32(ext))
+	}
+	if len(ext) == 8 {
+		wo.Flags = binary.BigEndian.Uint32(ext[4:])
+	}
+	wo.PreserveExpiry = pkt.PreserveExpiryFrame != nil
+	for _, s := range specs {
+		if s.flags&memd.SubdocFlagXattrPath != 0 {
+			c.fail(pkt, memd.StatusNotSupported, "Mayfly keeps no extended attributes")
+			return
+		}
+	}
+	coll, err := c.collection(pkt)
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	key := string(pkt.Key)
+	for {
+		if err := ctx.Err(); err != nil {
+			c.failErr(pkt, err)
+			return
+		}
+		old, err := coll.Get(ctx, key)
+		missing := errors.Is(err, engine.ErrNotFound)
+		switch {
+		case err != nil && !missing:
+			c.failErr(pkt, err)
+			return
+		case missing && docFlags&(memd.SubdocDocFlagMkDoc|memd.SubdocDocFlagAddDoc) == 0:
+			c.failErr(pkt, err)
+			return
+		case !missing && docFlags&memd.SubdocDocFlagAddDoc != 0:
+			c.fail(pkt, memd.StatusKeyExists, "the document exists")
+			return
+		case !missing && pkt.Cas != 0 && pkt.Cas != old.CAS:
+			c.fail(pkt, memd.StatusKeyExists, "cas mismatch")
+			return
+		}
+		doc := []byte("{}")
+		flags := wo.Flags
+		if !missing {
+			doc = old.Value
+			if len(pkt.Extras) < 8 {
+				flags = old.Flags
+			}
+		}
+		newDoc, results, failed, st := applyMutations(doc, !missing && old.Type == engine.TypeJSON || missing, specs)
+		if st != memd.StatusSuccess {
+			out := append([]byte{byte(failed)}, byte(st>>8), byte(st))
+			c.reply(pkt, memd.StatusSubDocBadMulti, nil, nil, out, 0, 0)
+			return
+		}
+		w := wo
+		w.Flags = flags
+		var d *engine.Document
+		switch {
+		case newDoc == nil:
+			w.CAS = old.CAS
+			d, err = coll.Delete(ctx, key, &w)
+		case missing:
+			d, err = coll.Insert(ctx, key, newDoc, &w)
+		default:
+			w.CAS = old.CAS
+			d, err = coll.Replace(ctx, key, newDoc, &w)
+		}
+		switch {
+		case err == nil:
+			c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, results, d.CAS, 0)
+			return
+		case pkt.Cas == 0 && (errors.Is(err, engine.ErrCASMismatch) || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrKeyExists)):
+			continue // changed meanwhile: again on the new version
+		default:
+			c.failErr(pkt, err)
+			return
+		}
+	}
+}
+
+// applyMutations applies specs to doc in order. It returns the new
+// document (nil: delete it) and the results of the counters; or the index
+// and status of the first path that failed.
+func applyMutations(doc []byte, isJSON bool, specs []mutateSpec) ([]byte, []byte, int, memd.StatusCode) {
+	var results []byte
+	doc = bytes.TrimSpace(doc)
+	for i, s := range specs {
+		switch s.op {
+		case memd.SubDocOpSetDoc:
+			doc = s.value
+			isJSON = gjson.ValidBytes(doc)
+			continue
+		case memd.SubDocOpDeleteDoc:
+			doc = nil
+			continue
+		}
+		if !isJSON || doc == nil {
+			return nil, nil, i, memd.StatusSubDocNotJSON
+		}
+		var st memd.StatusCode
+		var counter []byte
+		doc, counter, st = mutateOne(doc, s)
+		if st != memd.StatusSuccess {
+			return nil, nil, i, st
+		}
+		if counter != nil {
+			results = append(results, byte(i), 0, 0)
+			results = binary.BigEndian.AppendUint32(results, uint32(len(counter)))
+			results = append(results, counter...)
+		}
+	}
+	return doc, results, 0, memd.StatusSuccess
+}
+
+// located is a path's place in a document: the value there (if any), its
+// parent, and the last step.
+type located struct {
+	parent gjson.Result // the container holding the last step
+	value  gjson.Result // the value at the path; !Exists() when missing
+	keyPos int          // for an object member: where its key starts
+	last   pathSeg
+}
+
+// locate finds path in doc. A missing last step is not an error; a missing
+// step before it is PATH_ENOENT unless mkdirP, in which case parent is the
+// deepest object found and rest the names still to create.
+func locate(doc []byte, segs []pathSeg) (located, memd.StatusCode) {
+	cur := gjson.ParseBytes(doc)
+	cur.Index = 0
+	var loc located
+	for n, s := range segs {
+		var next gjson.Result
+		keyPos := -1
+		if s.isIdx {
+			if !cur.IsArray() {
+				return loc, memd.StatusSubDocPathMismatch
+			}
+			arr := cur.Array()
+			i := s.index
+			if i < 0 {
+				i += len(arr)
+			}
+			if i >= 0 && i < len(arr) {
+				next = arr[i]
+			}
+		} else {
+			if !cur.IsObject() {
+				return loc, memd.StatusSubDocPathMismatch
+			}
+			cur.ForEach(func(k, v gjson.Result) bool {
+				if k.String() == s.name {
+					next, keyPos = v, k.Index
+					return false
+				}
+				return true
+			})
+		}
+		if n == len(segs)-1 {
+			return located{parent: cur, value: next, keyPos: keyPos, last: s}, memd.StatusSuccess
+		}
+		if !next.Exists() {
+			return located{parent: cur, last: s}, memd.StatusSubDocPathNotFound
+		}
+		cur = next
+	}
+	return loc, memd.StatusSubDocPathInvalid
+}
+
+// splice replaces doc[from:to] with ins.
+func splice(doc []byte, from, to int, ins []byte) []byte {
+	out := make([]byte, 0, len(doc)-(to-from)+len(ins))
+	out = append(out, doc[:from]...)
+	out = append(out, ins...)
+	return append(out, doc[to:]...)
+}
+
+// member is "key":value as JSON.
+func member(name string, value []byte) []byte {
+	k := strconv.Quote(name)
+	if !gjson.Valid(k) {
+		k = `"` + strings.ReplaceAll(name, `"`, `\"`) + `"`
+	}
+	return append(append([]byte(k), ':'), value...)
+}
+
+// insertInto adds an item (a member of an object, an element of an
+// array) to container c of doc, first or last.
+func insertInto(doc []byte, c gjson.Result, item []byte, first bool) []byte {
+	open, end := c.Index, c.Index+len(c.Raw)-1 // the brackets
+	empty := len(bytes.TrimSpace([]byte(c.Raw[1:len(c.Raw)-1]))) == 0
+	switch {
+	case empty:
+		return splice(doc, open+1, end, item)
+	case first:
+		return splice(doc, open+1, open+1, append(item, ','))
+	default:
+		return splice(doc, end, end, append([]byte{','}, item...))
+	}
+}
+
+// mutateOne applies one path mutation.
+func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
+	segs, ok := parsePath(s.path)
+	if !ok && !(s.path == "" && (s.op == memd.SubDocOpArrayPushLast || s.op == memd.SubDocOpArrayPushFirst)) {
+		return nil, nil, memd.StatusSubDocPathInvalid
+	}
+	value := s.value
+	if s.op != memd.SubDocOpDelete && s.op != memd.SubDocOpCounter && !gjson.ValidBytes(value) {
+		// Array pushes may carry several elements separated by commas.
+		if !(s.op == memd.SubDocOpArrayPushLast || s.op == memd.SubDocOpArrayPushFirst) || !gjson.Valid("["+string(value)+"]") {
+			return nil, nil, memd.StatusSubDocCantInsert
+		}
+	}
+	if len(segs) == 0 { // a push onto the document itself
+		root := gjson.ParseBytes(doc)
+		root.Index = 0
+		if !root.IsArray() {
+			return nil, nil, memd.StatusSubDocPathMismatch
+		}
+		return insertInto(doc, root, value, s.op == memd.SubDocOpArrayPushFirst), nil, memd.StatusSuccess
+	}
+	loc, st := locate(doc, segs)
+	if st == memd.StatusSubDocPathNotFound && s.flags&memd.SubdocFlagMkDirP != 0 {
+		return mkdirP(doc, segs, s)
+	}
+	if st != memd.StatusSuccess {
+		return nil, nil, st
+	}
+	v := loc.value
+	switch s.op {
+	case memd.SubDocOpDictSet, memd.SubDocOpDictAdd:
+		if loc.last.isIdx {
+			return nil, nil, memd.StatusSubDocPathInvalid
+		}
+		if v.Exists() {
+			if s.op == memd.SubDocOpDictAdd {
+				return nil, nil, memd.StatusSubDocPathExists
+			}
+			return splice(doc, v.Index, v.Index+len(v.Raw), value), nil, memd.StatusSuccess
+		}
+		return insertInto(doc, loc.parent, member(loc.last.name, value), false), nil, memd.StatusSuccess
+	case memd.SubDocOpReplace:
+		if !v.Exists() {
+			return nil, nil, memd.StatusSubDocPathNotFound
+		}
+		return splice(doc, v.Index, v.Index+len(v.Raw), value), nil, memd.StatusSuccess
+	case memd.SubDocOpDelete:
+		if !v.Exists() {
+			return nil, nil, memd.StatusSubDocPathNotFound
+		}
+		return deleteItem(doc, loc), nil, memd.StatusSuccess
+	case memd.SubDocOpArrayPushLast, memd.SubDocOpArrayPushFirst:
+		if !v.Exists() {
+			return nil, nil, memd.StatusSubDocPathNotFound
+		}
+		if !v.IsArray() {
+			return nil, nil, memd.StatusSubDocPathMismatch
+		}
+		return insertInto(doc, v, value, s.op == memd.SubDocOpArrayPushFirst), nil, memd.StatusSuccess
+	case memd.SubDocOpCounter:
+		delta, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil || delta == 0 {
+			return nil, nil, memd.StatusSubDocBadDelta
+		}
+		if !v.Exists() {
+			if loc.last.isIdx {
+				return nil, nil, memd.StatusSubDocPathNotFound
+			}
+			n := []byte(strconv.FormatInt(delta, 10))
+			return insertInto(doc, loc.parent, member(loc.last.name, n), false), n, memd.StatusSuccess
+		}
+		old, err := strconv.ParseInt(v.Raw, 10, 64)
+		if err != nil {
+			return nil, nil, memd.StatusSubDocPathMismatch
+		}
+		if (delta > 0 && old > 1<<63-1-delta) || (delta < 0 && old < -1<<63-delta) {
+			return nil, nil, memd.StatusSubDocBadRange
+		}
+		n := []byte(strconv.FormatInt(old+delta, 10))
+		return splice(doc, v.Index, v.Index+len(v.Raw), n), n, memd.StatusSuccess
+	}
+	return nil, nil, memd.StatusSubDocPathInvalid
+}
+
+// mkdirP creates the missing objects of a path, then the value (dict
+// add, dict upsert or counter) at its end.
+func mkdirP(doc []byte, segs []pathSeg, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
+	if s.op != memd.SubDocOpDictSet && s.op != memd.SubDocOpDictAdd && s.op != memd.SubDocOpCounter {
+		return nil, nil, memd.StatusSubDocPathNotFound
+	}
+	// The deepest existing object.
+	n := len(segs) - 1
+	var loc located
+	for ; n > 0; n-- {
+		l, st := locate(doc, segs[:n])
+		if st == memd.StatusSuccess && l.value.Exists() {
+			loc = l
+			break
+		}
+	}
+	parent := gjson.ParseBytes(doc)
+	parent.Index = 0
+	if n > 0 {
+		parent = loc.value
+	}
+	if !parent.IsObject() {
+		return nil, nil, memd.StatusSubDocPathMismatch
+	}
+	value, counter := s.value, []byte(nil)
+	if s.op == memd.SubDocOpCounter {
+		if _, err := strconv.ParseInt(string(value), 10, 64); err != nil {
+			return nil, nil, memd.StatusSubDocBadDelta
+		}
+		counter = value
+	}
+	for i := len(segs) - 1; i > n; i-- {
+		if segs[i].isIdx {
+			return nil, nil, memd.StatusSubDocPathNotFound
+		}
+		value = append(append([]byte{'{'}, member(segs[i].name, value)...), '}')
+	}
+	if segs[n].isIdx {
+		return nil, nil, memd.StatusSubDocPathNotFound
+	}
+	return insertInto(doc, parent, member(segs[n].name, value), false), counter, memd.StatusSuccess
+}
+
+// deleteItem removes the member or element loc points at, with one comma
+// beside it.
+func deleteItem(doc []byte, loc located) []byte {
+	from, to := loc.value.Index, loc.value.Index+len(loc.value.Raw)
+	if loc.keyPos >= 0 {
+		from = loc.keyPos
+	}
+	// A following comma goes with it; else a preceding one.
+	j := to
+	for j < len(doc) && isSpace(doc[j]) {
+		j++
+	}
+	if j < len(doc) && doc[j] == ',' {
+		j++
+		for j < len(doc) && isSpace(doc[j]) {
+			j++
+		}
+		return splice(doc, from, j, nil)
+	}
+	i := from - 1
+	for i >= 0 && isSpace(doc[i]) {
+		i--
+	}
+	if i >= 0 && doc[i] == ',' {
+		return splice(doc, i, to, nil)
+	}
+	return splice(doc, from, to, nil)
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }

@@ -1,0 +1,45 @@
+package kv
+
+import (
+	"testing"
+
+	"github.com/couchbase/gocbcore/v10/memd"
+)
+
+// Path mutations change only the bytes of the paths they name.
+func TestMutateOne(t *testing.T) {
+	doc := `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1}}`
+	for _, tc := range []struct {
+		op    memd.SubDocOpType
+		flags memd.SubdocFlag
+		path  string
+		value string
+		want  string
+		st    memd.StatusCode
+	}{
+		{memd.SubDocOpDictSet, 0, "name", `"Savoy"`, `{"name": "Savoy", "rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpDictSet, 0, "stars", `5`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1},"stars":5}`, 0},
+		{memd.SubDocOpDictAdd, 0, "name", `"x"`, "", memd.StatusSubDocPathExists},
+		{memd.SubDocOpReplace, 0, "rooms[1].n", `202`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 202}], "tags": [], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpReplace, 0, "rooms[-1].n", `7`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 7}], "tags": [], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpReplace, 0, "nope", `1`, "", memd.StatusSubDocPathNotFound},
+		{memd.SubDocOpDelete, 0, "name", ``, `{"rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpDelete, 0, "meta", ``, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": []}`, 0},
+		{memd.SubDocOpDelete, 0, "rooms[0]", ``, `{"name": "Ritz", "rooms": [{"n": 102}], "tags": [], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpArrayPushLast, 0, "tags", `"a"`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": ["a"], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpArrayPushFirst, 0, "rooms", `1`, `{"name": "Ritz", "rooms": [1,{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1}}`, 0},
+		{memd.SubDocOpArrayPushLast, 0, "name", `1`, "", memd.StatusSubDocPathMismatch},
+		{memd.SubDocOpCounter, 0, "meta.a", `5`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 6}}`, 0},
+		{memd.SubDocOpCounter, 0, "name", `5`, "", memd.StatusSubDocPathMismatch},
+		{memd.SubDocOpDictSet, memd.SubdocFlagMkDirP, "x.y.z", `true`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1},"x":{"y":{"z":true}}}`, 0},
+		{memd.SubDocOpDictSet, memd.SubdocFlagMkDirP, "meta.b.c", `2`, `{"name": "Ritz", "rooms": [{"n": 101}, {"n": 102}], "tags": [], "meta": {"a": 1,"b":{"c":2}}}`, 0},
+		{memd.SubDocOpDictSet, 0, "x.y", `1`, "", memd.StatusSubDocPathNotFound},
+		{memd.SubDocOpDictSet, 0, "name", `not json`, "", memd.StatusSubDocCantInsert},
+		{memd.SubDocOpDictSet, 0, "name..", `1`, "", memd.StatusSubDocPathInvalid},
+	} {
+		got, _, st := mutateOne([]byte(doc), mutateSpec{op: tc.op, flags: tc.flags, path: tc.path, value: []byte(tc.value)})
+		if st != tc.st || (st == 0 && string(got) != tc.want) {
+			t.Errorf("%v %s %s:\n got %s (%v)\nwant %s (%v)", tc.op, tc.path, tc.value, got, st, tc.want, tc.st)
+		}
+	}
+}

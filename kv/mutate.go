@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/couchbase/gocbcore/v10/memd"
 	"github.com/tidwall/gjson"
@@ -251,11 +251,8 @@ func splice(doc []byte, from, to int, ins []byte) []byte {
 
 // member is "key":value as JSON.
 func member(name string, value []byte) []byte {
-	k := strconv.Quote(name)
-	if !gjson.Valid(k) {
-		k = `"` + strings.ReplaceAll(name, `"`, `\"`) + `"`
-	}
-	return append(append([]byte(k), ':'), value...)
+	k, _ := json.Marshal(name) // a string always encodes
+	return append(append(k, ':'), value...)
 }
 
 // insertInto adds an item (a member of an object, an element of an
@@ -275,6 +272,7 @@ func insertInto(doc []byte, c gjson.Result, item []byte, first bool) []byte {
 
 // mutateOne applies one path mutation.
 func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
+	doc = bytes.TrimSpace(doc) // the root's offsets below count from its first byte
 	segs, ok := parsePath(s.path)
 	if !ok && !(s.path == "" && (s.op == memd.SubDocOpArrayPushLast || s.op == memd.SubDocOpArrayPushFirst)) {
 		return nil, nil, memd.StatusSubDocPathInvalid

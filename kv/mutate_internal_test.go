@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/couchbase/gocbcore/v10/memd"
+	"github.com/tidwall/gjson"
 )
 
 // Path mutations change only the bytes of the paths they name.
@@ -42,4 +43,23 @@ func TestMutateOne(t *testing.T) {
 			t.Errorf("%v %s %s:\n got %s (%v)\nwant %s (%v)", tc.op, tc.path, tc.value, got, st, tc.want, tc.st)
 		}
 	}
+}
+
+// FuzzMutateOne: a path mutation of a JSON document never panics, and
+// what it makes is JSON.
+func FuzzMutateOne(f *testing.F) {
+	f.Add(`{"a": [1, {"b": 2}], "c": {}}`, "a[1].b", `3`, byte(memd.SubDocOpDictSet), byte(0))
+	f.Add(`{"a": [1, 2]}`, "a[0]", ``, byte(memd.SubDocOpDelete), byte(0))
+	f.Add(`{"a": []}`, "a", `1,2`, byte(memd.SubDocOpArrayPushFirst), byte(0))
+	f.Add(`{}`, "x.`y.z`[0]", `{}`, byte(memd.SubDocOpDictAdd), byte(memd.SubdocFlagMkDirP))
+	f.Add(`{"n": 9}`, "n", `-3`, byte(memd.SubDocOpCounter), byte(0))
+	f.Fuzz(func(t *testing.T, doc, path, value string, op, flags byte) {
+		if !gjson.Valid(doc) {
+			return
+		}
+		out, _, st := mutateOne([]byte(doc), mutateSpec{op: memd.SubDocOpType(op), flags: memd.SubdocFlag(flags), path: path, value: []byte(value)})
+		if st == memd.StatusSuccess && !gjson.ValidBytes(out) {
+			t.Fatalf("%q %v %q %q made %q", doc, op, path, value, out)
+		}
+	})
 }

@@ -71,10 +71,11 @@ fuzz:
 	done
 
 # The official Couchbase Go SDK (gocb), unmodified, against Mayfly's KV
-# port: its own module (sdktest/go.mod), so the SDK's dependencies stay out
-# of Mayfly's.
+# port: its own module (sdktest/go.mod, Mayfly replaced by ../), so the
+# SDK's dependencies stay out of Mayfly's. -mod=mod lets it follow a
+# dependency Mayfly adds without a hand edit of sdktest/go.mod.
 sdk:
-	cd sdktest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+	cd sdktest && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -race -count=1 -timeout 5m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -timeout 60m $(PKGS) | tee bench.out

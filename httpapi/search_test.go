@@ -115,6 +115,11 @@ func TestSearchOverHTTP(t *testing.T) {
 	if status, body := do("Administrator", http.MethodPut, "/api/bucket/other/scope/_default/index/idx3", def); status != http.StatusBadRequest {
 		t.Errorf("scoped create naming another bucket as its source: %d %s", status, body)
 	}
+	// The count is of what the index holds so far (as cbft's): a query at
+	// at_plus first waits for the new index to catch up with the writes.
+	if status, body := do("finder", http.MethodPost, scoped+"idx2/query", query); status != http.StatusOK {
+		t.Errorf("scoped query of the new index: %d %s", status, body)
+	}
 	if status, body := do("finder", http.MethodGet, scoped+"idx2/count", ""); status != http.StatusOK || !strings.Contains(body, `"count":2`) {
 		t.Errorf("scoped count: %d %s", status, body)
 	}

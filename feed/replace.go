@@ -63,7 +63,7 @@ func Replace[M Replaceable, X any](ctx context.Context, set *Set[M, X], id strin
 	if err == nil {
 		if err = r.Store(); err != nil {
 			err = fmt.Errorf("%s: store %s: %w", opts.Kind, id, err)
-			discard(ctx, m, replaced, r)
+			discard(ctx, m, replaced, r, warn)
 		}
 	}
 	if err != nil {
@@ -87,15 +87,24 @@ func Replace[M Replaceable, X any](ctx context.Context, set *Set[M, X], id strin
 	return m, replaced, nil
 }
 
-// discard undoes a new member whose definition could not be stored.
-func discard[M Member](ctx context.Context, m M, staged bool, r Replacement[M]) {
-	m.Close()
+// discard undoes a new member whose definition could not be stored; what
+// it cannot undo is logged through warn (the store's failure is the answer).
+func discard[M Member](ctx context.Context, m M, staged bool, r Replacement[M], warn func(string, error)) {
+	if err := m.Close(); err != nil {
+		warn("closing an index whose definition was not stored", err)
+	}
 	if staged {
 		if r.Path != "" {
-			os.RemoveAll(StagingPath(r.Path))
+			if err := os.RemoveAll(StagingPath(r.Path)); err != nil {
+				warn("removing a staged index whose definition was not stored", err)
+			}
 		}
 		return
 	}
-	r.RemoveFiles()
-	r.Feed.Drop(ctx)
+	if err := r.RemoveFiles(); err != nil {
+		warn("removing an index whose definition was not stored", err)
+	}
+	if err := r.Feed.Drop(ctx); err != nil {
+		warn("dropping the feed registration of an index whose definition was not stored", err)
+	}
 }

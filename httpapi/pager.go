@@ -9,6 +9,7 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/cbstats"
 	"github.com/mayflydb/mayfly/pager"
 )
 
@@ -153,56 +154,17 @@ func (s *server) statsOf(ctx context.Context, name string) (map[string]int64, ma
 }
 
 // coreStats are a bucket's engine and pager statistics under their cbstats
-// names.
+// names (package cbstats, shared with the KV port's STAT).
 func (s *server) coreStats(b *engine.Bucket) map[string]int64 {
-	name := b.Name()
-	st := b.Stats()
-	set := b.Settings()
-	out := map[string]int64{
-		"curr_items":                    st.CurrItems,
-		"ep_expired_access":             st.ExpiredAccess,
-		"ep_expired_pager":              st.ExpiredPager,
-		"ep_expired":                    st.Expired,
-		"ep_num_expiry_pager_runs":      st.PagerRuns,
-		"ep_exp_pager_stime":            set.ExpPagerStime,
-		"ep_exp_pager_initial_run_time": int64(set.ExpPagerInitialRunTime),
-		"ep_tombstones":                 st.Tombstones,
-		"ep_meta_data_purged":           st.MetaDataPurged,
-		"ep_queue_size":                 st.QueueSize,
-		"ep_item_commit_failed":         st.CommitFailed,
-		"ep_storage_failed":             boolStat(st.StorageError != ""),
-		"ep_items_with_expiry":          st.WithExpiry,
-		"ep_expired_unpurged":           st.ExpiredUnpurged,
-		"ep_max_ttl":                    set.MaxTTL,
-		"ep_sliding_extends":            st.SlidingExtends,
-		"mem_used":                      st.MemUsed,
-		"ep_kv_size":                    st.KVSize,
-		"ep_mem_high_wat":               st.MemHighWat,
-		"ep_mem_low_wat":                st.MemLowWat,
-		"ep_max_size":                   set.RAMQuotaMB << 20,
-		"ep_num_value_ejects":           st.NumValueEjects,
-		"evictions":                     st.Evictions,
-		"ep_tmp_oom_errors":             st.TmpOOMErrors,
-	}
+	var ps cbstats.PagerStats
 	if s.pager != nil {
-		if ps, err := s.pager.Stats(name); err == nil {
-			out["ep_pager_last_run_duration_ms"] = ps.LastRunDurationMS
-			out["ep_expiry_pager_next_run"] = ps.NextRun
-		}
+		ps = s.pager.Stats
 	}
-	return out
+	return cbstats.Bucket(b, ps)
 }
 
 // ftsStatName is the bucket statistic of a full-text index's stat.
 func ftsStatName(index, stat string) string { return "fts_" + index + "_" + stat }
-
-// boolStat is a yes/no statistic: 1 or 0.
-func boolStat(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // getStats handles GET /pools/default/buckets/{bucket}/stats.
 func (s *server) getStats(w http.ResponseWriter, r *http.Request) error {

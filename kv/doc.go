@@ -23,7 +23,8 @@
 //     NOOP.
 //   - Key-value: GET, GETQ, GETK, GETKQ, GET_META, SET, ADD, REPLACE,
 //     APPEND, PREPEND, DELETE, TOUCH, GAT, INCREMENT, DECREMENT,
-//     GET_COLLECTION_ID,
+//     GET_COLLECTION_ID, STAT (the cbstats names of package
+//     internal/cbstats, as `mayfly stats` prints them),
 //     COLLECTIONS_GET_MANIFEST, SUBDOC_MULTI_LOOKUP for plain JSON paths
 //     and the virtual extended attributes $document, $document.exptime,
 //     $document.CAS, $document.flags and friends, and

@@ -30,6 +30,7 @@ var (
 	read      = []auth.Action{auth.DataRead}
 	write     = []auth.Action{auth.DataWrite}
 	readWrite = []auth.Action{auth.DataRead, auth.DataWrite}
+	stats     = []auth.Action{auth.StatsRead}
 )
 
 // kvOps are the key-value commands.
@@ -53,6 +54,7 @@ var kvOps = map[memd.CmdCode]kvOp{
 	memd.CmdCollectionsGetManifest: {nil, (*conn).manifest},
 	memd.CmdSubDocMultiLookup:      {read, (*conn).lookupIn},
 	memd.CmdSubDocMultiMutation:    {readWrite, (*conn).mutateIn},
+	memd.CmdStat:                   {stats, (*conn).stat},
 }
 
 // statusOf is the one place an engine error becomes a status, with the

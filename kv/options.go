@@ -10,6 +10,7 @@ import (
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/cbstats"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	// SDKs refuse a configuration without a management port: set Mgmt to
 	// the HTTP API's.
 	Ports clusterconfig.Ports
+	// PagerStats, if set, adds the expiry pager's statistics to STAT's
+	// (pager.Manager.Stats), as the HTTP API's stats carry them.
+	PagerStats cbstats.PagerStats
 	// MaxConns is the most connections open at once; more are closed at
 	// once. The default value is 1024.
 	MaxConns int

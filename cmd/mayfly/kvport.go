@@ -11,6 +11,7 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/kv"
+	"github.com/mayflydb/mayfly/pager"
 )
 
 // clusterPorts are the ports the cluster configuration lists: the HTTP
@@ -30,8 +31,8 @@ func clusterPorts(httpLn, kvLn net.Listener) clusterconfig.Ports {
 }
 
 // startKV serves the binary KV port on ln, against every bucket.
-func startKV(ctx context.Context, eng *engine.Engine, users *auth.Store, auditLog *audit.Log, ports clusterconfig.Ports, logger *slog.Logger, ln net.Listener) (*kv.Server, error) {
-	s, err := kv.New(eng, &kv.Options{Auth: users, Audit: auditLog.Record, Ports: ports, Logger: logger})
+func startKV(ctx context.Context, eng *engine.Engine, users *auth.Store, auditLog *audit.Log, pm *pager.Manager, ports clusterconfig.Ports, logger *slog.Logger, ln net.Listener) (*kv.Server, error) {
+	s, err := kv.New(eng, &kv.Options{Auth: users, Audit: auditLog.Record, PagerStats: pm.Stats, Ports: ports, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -450,7 +450,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}
 
 	if kvLn != nil {
-		kvs, err := startKV(ctx, eng, users, auditLog, ports, logger, kvLn)
+		kvs, err := startKV(ctx, eng, users, auditLog, pm, ports, logger, kvLn)
 		if err != nil {
 			srv.Close()
 			return err

@@ -1,0 +1,66 @@
+// Package cbstats names a bucket's statistics as Couchbase's cbstats does.
+// The HTTP API (GET .../buckets/{bucket}/stats, which `mayfly stats`
+// prints) and the binary KV port's STAT both take them from here, so the
+// two never disagree.
+package cbstats
+
+import (
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/pager"
+)
+
+// PagerStats is what the expiry pager reports of a bucket;
+// pager.Manager.Stats is one.
+type PagerStats func(bucket string) (pager.Stats, error)
+
+// Bucket returns b's engine statistics and settings under their cbstats
+// names, with the expiry pager's when ps is not nil and knows the bucket.
+func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
+	st := b.Stats()
+	set := b.Settings()
+	out := map[string]int64{
+		"curr_items":                    st.CurrItems,
+		"ep_expired_access":             st.ExpiredAccess,
+		"ep_expired_pager":              st.ExpiredPager,
+		"ep_expired":                    st.Expired,
+		"ep_num_expiry_pager_runs":      st.PagerRuns,
+		"ep_exp_pager_stime":            set.ExpPagerStime,
+		"ep_exp_pager_initial_run_time": int64(set.ExpPagerInitialRunTime),
+		"ep_tombstones":                 st.Tombstones,
+		"ep_meta_data_purged":           st.MetaDataPurged,
+		"ep_queue_size":                 st.QueueSize,
+		"ep_item_commit_failed":         st.CommitFailed,
+		"ep_storage_failed":             Bool(st.StorageError != ""),
+		"ep_items_with_expiry":          st.WithExpiry,
+		"ep_expired_unpurged":           st.ExpiredUnpurged,
+		"ep_max_ttl":                    set.MaxTTL,
+		"ep_sliding_extends":            st.SlidingExtends,
+		"mem_used":                      st.MemUsed,
+		"ep_kv_size":                    st.KVSize,
+		"ep_mem_high_wat":               st.MemHighWat,
+		"ep_mem_low_wat":                st.MemLowWat,
+		"ep_max_size":                   set.RAMQuotaMB << 20,
+		"ep_num_value_ejects":           st.NumValueEjects,
+		"evictions":                     st.Evictions,
+		"ep_tmp_oom_errors":             st.TmpOOMErrors,
+	}
+	if ps != nil {
+		if p, err := ps(b.Name()); err == nil {
+			out["ep_pager_last_run_duration_ms"] = p.LastRunDurationMS
+			out["ep_expiry_pager_next_run"] = p.NextRun
+		}
+	}
+	return out
+}
+
+// Memory are the names of the memory group ("stats memory" in cbstats):
+// the memory owner's account of the bucket.
+var Memory = []string{"mem_used", "ep_kv_size", "ep_mem_high_wat", "ep_mem_low_wat", "ep_max_size", "ep_num_value_ejects", "evictions", "ep_tmp_oom_errors"}
+
+// Bool is a yes/no statistic: 1 or 0.
+func Bool(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -28,7 +28,13 @@
 //     COLLECTIONS_GET_MANIFEST, SUBDOC_MULTI_LOOKUP for plain JSON paths
 //     and the virtual extended attributes $document, $document.exptime,
 //     $document.CAS, $document.flags and friends, and
-//     SUBDOC_MULTI_MUTATION for plain JSON paths (mutate.go).
+//     SUBDOC_MULTI_MUTATION for plain JSON paths (mutate.go), and the
+//     single-path commands (SUBDOC_GET, SUBDOC_EXISTS, SUBDOC_GET_COUNT,
+//     SUBDOC_DICT_ADD, SUBDOC_DICT_UPSERT, SUBDOC_DELETE, SUBDOC_REPLACE,
+//     SUBDOC_ARRAY_PUSH_LAST/FIRST, SUBDOC_ARRAY_INSERT,
+//     SUBDOC_ARRAY_ADD_UNIQUE, SUBDOC_COUNTER) on the same code, the
+//     path's status (PATH_ENOENT, PATH_MISMATCH, PATH_EEXISTS,
+//     DOC_NOT_JSON, ...) the answer's.
 //
 // Anything else is UNKNOWN_COMMAND. Reads need the data_reader role on the
 // selected bucket and writes data_writer; a missing one is EACCESS.

@@ -48,20 +48,20 @@ func parseMutateSpecs(b []byte) ([]mutateSpec, error) {
 }
 
 // mutateIn runs SUBDOC_MULTI_MUTATION on plain JSON paths: dictionary
-// add and upsert, replace, delete, array push first and last, counter, and
-// the whole document (set, delete). Extras are an optional expiry, user
-// flags and document flags (create the document: MkDoc; only create:
-// AddDoc). The paths apply in order, all or none; the document keeps its
-// key order and formatting outside the paths changed. Extended attributes
-// are not kept by Mayfly: a mutation of one is NOT_SUPPORTED.
+// add and upsert, replace, delete, array push first and last, array
+// insert, array add-unique, counter, and the whole document (set,
+// delete). Extras are an optional expiry, user flags and document flags
+// (create the document: MkDoc; only create: AddDoc). The paths apply in
+// order, all or none; the document keeps its key order and formatting
+// outside the paths changed. Extended attributes are not kept by Mayfly:
+// a mutation of one is NOT_SUPPORTED.
 func (c *conn) mutateIn(ctx context.Context, pkt *memd.Packet) {
 	specs, err := parseMutateSpecs(pkt.Value)
 	if err != nil {
 		c.fail(pkt, memd.StatusInvalidArgs, err.Error())
 		return
 	}
-	var wo engine.WriteOptions
-	var docFlags memd.SubdocDocFlag
+	var m mutation
 	ext := pkt.Extras
 	switch len(ext) {
 	case 0, 1, 4, 5, 8, 9:
@@ -70,65 +70,81 @@ func (c *conn) mutateIn(ctx context.Context, pkt *memd.Packet) {
 		return
 	}
 	if len(ext)%2 == 1 {
-		docFlags = memd.SubdocDocFlag(ext[len(ext)-1])
+		m.docFlags = memd.SubdocDocFlag(ext[len(ext)-1])
 		ext = ext[:len(ext)-1]
 	}
 	if len(ext) >= 4 {
-		wo.Expiry = int64(binary.BigEndian.Uint32(ext))
+		m.wo.Expiry = int64(binary.BigEndian.Uint32(ext))
 	}
 	if len(ext) == 8 {
-		wo.Flags = binary.BigEndian.Uint32(ext[4:])
+		m.wo.Flags = binary.BigEndian.Uint32(ext[4:])
+		m.flagsGiven = true
 	}
-	wo.PreserveExpiry = pkt.PreserveExpiryFrame != nil
+	d, results, failed, st, err := c.mutate(ctx, pkt, specs, m)
+	switch {
+	case err != nil:
+		c.failErr(pkt, err)
+	case st != memd.StatusSuccess:
+		out := append([]byte{byte(failed)}, byte(st>>8), byte(st))
+		c.reply(pkt, memd.StatusSubDocBadMulti, nil, nil, out, 0, 0)
+	default:
+		c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, results, d.CAS, 0)
+	}
+}
+
+// mutation is how a sub-document mutation writes: expiry and flags (kept
+// from the document unless flagsGiven) and the document flags.
+type mutation struct {
+	wo         engine.WriteOptions
+	docFlags   memd.SubdocDocFlag
+	flagsGiven bool
+}
+
+// mutate applies specs to the document pkt names, all or none, and writes
+// the result, again on the new version should the document change
+// meanwhile (unless pkt holds a CAS). It returns the document written and
+// the results of the counters; or the index and status of the first path
+// that failed, nothing written; or an error for the request as a whole.
+func (c *conn) mutate(ctx context.Context, pkt *memd.Packet, specs []mutateSpec, m mutation) (*engine.Document, []byte, int, memd.StatusCode, error) {
+	m.wo.PreserveExpiry = pkt.PreserveExpiryFrame != nil
 	for _, s := range specs {
 		if s.flags&memd.SubdocFlagXattrPath != 0 {
-			c.fail(pkt, memd.StatusNotSupported, "Mayfly keeps no extended attributes")
-			return
+			return nil, nil, 0, 0, &statusError{memd.StatusNotSupported, "Mayfly keeps no extended attributes"}
 		}
 	}
 	coll, err := c.collection(pkt)
 	if err != nil {
-		c.failErr(pkt, err)
-		return
+		return nil, nil, 0, 0, err
 	}
 	key := string(pkt.Key)
 	for {
 		if err := ctx.Err(); err != nil {
-			c.failErr(pkt, err)
-			return
+			return nil, nil, 0, 0, err
 		}
 		old, err := coll.Get(ctx, key)
 		missing := errors.Is(err, engine.ErrNotFound)
 		switch {
 		case err != nil && !missing:
-			c.failErr(pkt, err)
-			return
-		case missing && docFlags&(memd.SubdocDocFlagMkDoc|memd.SubdocDocFlagAddDoc) == 0:
-			c.failErr(pkt, err)
-			return
-		case !missing && docFlags&memd.SubdocDocFlagAddDoc != 0:
-			c.fail(pkt, memd.StatusKeyExists, "the document exists")
-			return
+			return nil, nil, 0, 0, err
+		case missing && m.docFlags&(memd.SubdocDocFlagMkDoc|memd.SubdocDocFlagAddDoc) == 0:
+			return nil, nil, 0, 0, err
+		case !missing && m.docFlags&memd.SubdocDocFlagAddDoc != 0:
+			return nil, nil, 0, 0, &statusError{memd.StatusKeyExists, "the document exists"}
 		case !missing && pkt.Cas != 0 && pkt.Cas != old.CAS:
-			c.fail(pkt, memd.StatusKeyExists, "cas mismatch")
-			return
+			return nil, nil, 0, 0, &statusError{memd.StatusKeyExists, "cas mismatch"}
 		}
 		doc := []byte("{}")
-		flags := wo.Flags
+		w := m.wo
 		if !missing {
 			doc = old.Value
-			if len(pkt.Extras) < 8 {
-				flags = old.Flags
+			if !m.flagsGiven {
+				w.Flags = old.Flags
 			}
 		}
 		newDoc, results, failed, st := applyMutations(doc, !missing && old.Type == engine.TypeJSON || missing, specs)
 		if st != memd.StatusSuccess {
-			out := append([]byte{byte(failed)}, byte(st>>8), byte(st))
-			c.reply(pkt, memd.StatusSubDocBadMulti, nil, nil, out, 0, 0)
-			return
+			return nil, nil, failed, st, nil
 		}
-		w := wo
-		w.Flags = flags
 		var d *engine.Document
 		switch {
 		case newDoc == nil:
@@ -142,13 +158,11 @@ func (c *conn) mutateIn(ctx context.Context, pkt *memd.Packet) {
 		}
 		switch {
 		case err == nil:
-			c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, results, d.CAS, 0)
-			return
+			return d, results, 0, memd.StatusSuccess, nil
 		case pkt.Cas == 0 && (errors.Is(err, engine.ErrCASMismatch) || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrKeyExists)):
 			continue // changed meanwhile: again on the new version
 		default:
-			c.failErr(pkt, err)
-			return
+			return nil, nil, 0, 0, err
 		}
 	}
 }
@@ -279,9 +293,15 @@ func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
 	}
 	value := s.value
 	if s.op != memd.SubDocOpDelete && s.op != memd.SubDocOpCounter && !gjson.ValidBytes(value) {
-		// Array pushes may carry several elements separated by commas.
-		if !(s.op == memd.SubDocOpArrayPushLast || s.op == memd.SubDocOpArrayPushFirst) || !gjson.Valid("["+string(value)+"]") {
+		// Array pushes and inserts may carry several elements separated by
+		// commas.
+		if !isMultiValue(s.op) || !gjson.Valid("["+string(value)+"]") {
 			return nil, nil, memd.StatusSubDocCantInsert
+		}
+	}
+	if s.op == memd.SubDocOpArrayAddUnique {
+		if v := gjson.ParseBytes(value); v.IsArray() || v.IsObject() {
+			return nil, nil, memd.StatusSubDocCantInsert // only a primitive can be unique
 		}
 	}
 	if len(segs) == 0 { // a push onto the document itself
@@ -290,7 +310,7 @@ func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
 		if !root.IsArray() {
 			return nil, nil, memd.StatusSubDocPathMismatch
 		}
-		return insertInto(doc, root, value, s.op == memd.SubDocOpArrayPushFirst), nil, memd.StatusSuccess
+		return pushInto(doc, root, value, s.op)
 	}
 	loc, st := locate(doc, segs)
 	if st == memd.StatusSubDocPathNotFound && s.flags&memd.SubdocFlagMkDirP != 0 {
@@ -322,14 +342,33 @@ func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
 			return nil, nil, memd.StatusSubDocPathNotFound
 		}
 		return deleteItem(doc, loc), nil, memd.StatusSuccess
-	case memd.SubDocOpArrayPushLast, memd.SubDocOpArrayPushFirst:
+	case memd.SubDocOpArrayPushLast, memd.SubDocOpArrayPushFirst, memd.SubDocOpArrayAddUnique:
 		if !v.Exists() {
+			if s.flags&memd.SubdocFlagMkDirP != 0 && !loc.last.isIdx {
+				// mkdir -p makes the array itself too.
+				return insertInto(doc, loc.parent, member(loc.last.name, append(append([]byte{'['}, value...), ']')), false), nil, memd.StatusSuccess
+			}
 			return nil, nil, memd.StatusSubDocPathNotFound
 		}
 		if !v.IsArray() {
 			return nil, nil, memd.StatusSubDocPathMismatch
 		}
-		return insertInto(doc, v, value, s.op == memd.SubDocOpArrayPushFirst), nil, memd.StatusSuccess
+		return pushInto(doc, v, value, s.op)
+	case memd.SubDocOpArrayInsert:
+		// The path names the position: an index into an array, at most its
+		// length (insert at the end), never from the end.
+		if !loc.last.isIdx || loc.last.index < 0 {
+			return nil, nil, memd.StatusSubDocPathInvalid
+		}
+		arr := loc.parent.Array()
+		switch {
+		case loc.last.index > len(arr):
+			return nil, nil, memd.StatusSubDocPathNotFound
+		case loc.last.index == len(arr):
+			return insertInto(doc, loc.parent, value, false), nil, memd.StatusSuccess
+		}
+		at := arr[loc.last.index].Index
+		return splice(doc, at, at, append(append([]byte(nil), value...), ',')), nil, memd.StatusSuccess
 	case memd.SubDocOpCounter:
 		delta, err := strconv.ParseInt(string(value), 10, 64)
 		if err != nil || delta == 0 {
@@ -355,10 +394,46 @@ func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
 	return nil, nil, memd.StatusSubDocPathInvalid
 }
 
+// isMultiValue reports whether op takes several values separated by
+// commas.
+func isMultiValue(op memd.SubDocOpType) bool {
+	return op == memd.SubDocOpArrayPushLast || op == memd.SubDocOpArrayPushFirst || op == memd.SubDocOpArrayInsert
+}
+
+// pushInto adds value to the array arr of doc: first, last, or (add
+// unique) last unless an equal element is there. Add unique needs an
+// array of primitives.
+func pushInto(doc []byte, arr gjson.Result, value []byte, op memd.SubDocOpType) ([]byte, []byte, memd.StatusCode) {
+	if op == memd.SubDocOpArrayAddUnique {
+		want := gjson.ParseBytes(value)
+		st := memd.StatusSuccess
+		arr.ForEach(func(_, e gjson.Result) bool {
+			switch {
+			case e.IsArray() || e.IsObject():
+				st = memd.StatusSubDocPathMismatch
+			case e.Type == want.Type && e.Raw == want.Raw, e.Type == want.Type && e.Type == gjson.String && e.Str == want.Str,
+				e.Type == want.Type && e.Type == gjson.Number && e.Num == want.Num:
+				st = memd.StatusSubDocPathExists
+			default:
+				return true
+			}
+			return false
+		})
+		if st != memd.StatusSuccess {
+			return nil, nil, st
+		}
+	}
+	return insertInto(doc, arr, value, op == memd.SubDocOpArrayPushFirst), nil, memd.StatusSuccess
+}
+
 // mkdirP creates the missing objects of a path, then the value (dict
 // add, dict upsert or counter) at its end.
 func mkdirP(doc []byte, segs []pathSeg, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
-	if s.op != memd.SubDocOpDictSet && s.op != memd.SubDocOpDictAdd && s.op != memd.SubDocOpCounter {
+	switch s.op {
+	case memd.SubDocOpDictSet, memd.SubDocOpDictAdd, memd.SubDocOpCounter:
+	case memd.SubDocOpArrayPushLast, memd.SubDocOpArrayPushFirst, memd.SubDocOpArrayAddUnique:
+		s.value = append(append([]byte{'['}, s.value...), ']') // the array too
+	default:
 		return nil, nil, memd.StatusSubDocPathNotFound
 	}
 	// The deepest existing object.

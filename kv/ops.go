@@ -55,13 +55,28 @@ var kvOps = map[memd.CmdCode]kvOp{
 	memd.CmdSubDocMultiLookup:      {read, (*conn).lookupIn},
 	memd.CmdSubDocMultiMutation:    {readWrite, (*conn).mutateIn},
 	memd.CmdStat:                   {stats, (*conn).stat},
+	memd.CmdSubDocGet:              {read, (*conn).lookupPath},
+	memd.CmdSubDocExists:           {read, (*conn).lookupPath},
+	memd.CmdSubDocGetCount:         {read, (*conn).lookupPath},
+	memd.CmdSubDocDictAdd:          {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocDictSet:          {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocDelete:           {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocReplace:          {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocArrayPushLast:    {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocArrayPushFirst:   {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocArrayInsert:      {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocArrayAddUnique:   {readWrite, (*conn).mutatePath},
+	memd.CmdSubDocCounter:          {readWrite, (*conn).mutatePath},
 }
 
 // statusOf is the one place an engine error becomes a status, with the
 // reason an XERROR client is shown (without Go package prefixes).
 func statusOf(err error) (memd.StatusCode, string) {
 	var st memd.StatusCode
+	var se *statusError
 	switch {
+	case errors.As(err, &se):
+		return se.status, se.reason
 	case errors.Is(err, engine.ErrNotFound):
 		st = memd.StatusKeyNotFound
 	case errors.Is(err, engine.ErrKeyExists), errors.Is(err, engine.ErrCASMismatch):
@@ -84,6 +99,14 @@ func statusOf(err error) (memd.StatusCode, string) {
 	}
 	return st, reason.Of(err)
 }
+
+// statusError is a request refused with a status of its own.
+type statusError struct {
+	status memd.StatusCode
+	reason string
+}
+
+func (e *statusError) Error() string { return e.reason }
 
 // collection is the collection a request names (its collection ID when
 // collections were negotiated, else the default collection).

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -36,7 +37,8 @@ type conn struct {
 	w      *bufio.Writer
 	out    *memd.Conn // writes answers (to a buffer per answer); no features, so keys go out as given
 	remote string
-	port   int // the local port, for GET_CLUSTER_CONFIG
+	port   int  // the local port, for GET_CLUSTER_CONFIG
+	tls    bool // the connection came in over TLS
 
 	// What HELLO negotiated.
 	xerror, json, collections, seqno, xattr, preserveExpiry, altRequests bool
@@ -62,6 +64,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {
 		c.port = a.Port
 	}
+	_, c.tls = nc.(*tls.Conn)
 	c.w = bufio.NewWriterSize(nc, bufSize)
 	c.r = bufio.NewReaderSize(nc, bufSize)
 
@@ -379,7 +382,7 @@ func (c *conn) selectBucket(pkt *memd.Packet) {
 // clusterConfig answers GET_CLUSTER_CONFIG: the selected bucket's terse
 // configuration, or the cluster's without one.
 func (c *conn) clusterConfig(pkt *memd.Packet) {
-	b, err := json.Marshal(c.s.config(c.bucket, c.port))
+	b, err := json.Marshal(c.s.config(c.bucket, c.port, c.tls))
 	if err != nil {
 		c.failErr(pkt, err)
 		return

@@ -34,6 +34,7 @@ const (
 // loopback KV port.
 type fixture struct {
 	addr   string
+	srv    *kv.Server
 	clock  *engine.FakeClock
 	eng    *engine.Engine
 	bucket *engine.Bucket
@@ -87,7 +88,7 @@ func newFixture(t *testing.T, tune ...func(*kv.Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.addr = ln.Addr().String()
+	f.addr, f.srv = ln.Addr().String(), srv
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {

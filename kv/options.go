@@ -23,8 +23,9 @@ type Options struct {
 	// Audit, if set, records failed logins (audit.ActionLoginFailed), as
 	// the HTTP API does. The default value records nothing.
 	Audit func(ctx context.Context, e audit.Event) error
-	// Ports are the ports GET_CLUSTER_CONFIG lists. A zero KV port is
-	// filled in with the port of the listener a connection came in on.
+	// Ports are the ports GET_CLUSTER_CONFIG lists. A zero KV port (over
+	// TLS, KVSSL port) is filled in with the port of the listener a
+	// connection came in on.
 	// SDKs refuse a configuration without a management port: set Mgmt to
 	// the HTTP API's.
 	Ports clusterconfig.Ports

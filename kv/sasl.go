@@ -83,10 +83,14 @@ func (c *conn) host() string {
 
 // config is the configuration GET_CLUSTER_CONFIG serves: b's, or the
 // cluster's when b is nil. port is the local port the connection came in
-// on, the KV port when Options.Ports has none.
-func (s *Server) config(b *engine.Bucket, port int) *clusterconfig.Bucket {
+// on: the KV port when Options.Ports has none, or over TLS the KV TLS
+// port.
+func (s *Server) config(b *engine.Bucket, port int, overTLS bool) *clusterconfig.Bucket {
 	p := s.opts.Ports
-	if p.KV == 0 {
+	switch {
+	case overTLS && p.KVSSL == 0:
+		p.KVSSL = port
+	case !overTLS && p.KV == 0:
 		p.KV = port
 	}
 	if b == nil {

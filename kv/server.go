@@ -65,7 +65,10 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve accepts connections on ln and serves each in its own goroutine. It
+// Serve accepts connections on ln and serves each in its own goroutine.
+// ln may be a TLS listener (crypto/tls.NewListener): its connections
+// handshake within Options.IdleTimeout, and GET_CLUSTER_CONFIG on them
+// fills in the kvSSL port where Options.Ports has none. It
 // returns when ctx is done (ctx.Err()), when Close is called
 // (ErrServerClosed), or when Accept fails for good. Before it returns it
 // closes ln and the connections it accepted, and waits for them.

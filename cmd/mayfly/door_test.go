@@ -226,6 +226,12 @@ func TestServeRefusesExposure(t *testing.T) {
 		{[]string{"--kv", "0.0.0.0:11210"}, "--admin-password"},
 		{[]string{"--kv", "0.0.0.0:11210", "--admin-password", "s3cret"}, "--kv-allow-remote"},
 		{[]string{"--kv", "0.0.0.0:11210", "--admin-password", "s3cret", "--kv-allow-remote"}, ""},
+		// The KV TLS port needs a password beyond loopback, not
+		// --kv-allow-remote (PLAIN there is encrypted); without --tls-cert
+		// it is off.
+		{[]string{"--kv-tls", "0.0.0.0:11207", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--admin-password"},
+		{[]string{"--kv-tls", "0.0.0.0:11207", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--admin-password", "s3cret"}, ""},
+		{[]string{"--kv-tls", "0.0.0.0:11207"}, ""},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-key"},
 		{[]string{"--max-requests", "0"}, "--max-requests"},
 	} {

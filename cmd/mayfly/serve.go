@@ -52,6 +52,7 @@ type serveConfig struct {
 	mcCommand     time.Duration
 	kvAddr        string
 	kvRemote      bool
+	kvTLSAddr     string
 
 	adminUser     string
 	adminPassword string
@@ -108,6 +109,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.BoolVar(&c.mcRemote, "memcached-allow-remote", false, "let --memcached listen beyond loopback (the memcached port has no authentication)")
 	fs.StringVar(&c.kvAddr, "kv", "127.0.0.1:11210", "binary KV port for Couchbase SDKs (\"\" turns it off); loopback only unless --kv-allow-remote")
 	fs.BoolVar(&c.kvRemote, "kv-allow-remote", false, "let --kv listen beyond loopback (SASL PLAIN without TLS: passwords cross the network in clear)")
+	fs.StringVar(&c.kvTLSAddr, "kv-tls", "127.0.0.1:11207", "binary KV port over TLS for couchbases:// SDKs, served when --tls-cert is given (\"\" turns it off)")
 	fs.StringVar(&c.adminUser, "admin-user", "Administrator", "the built-in administrator's user name (role admin; not stored in users.json)")
 	fs.StringVar(&c.adminPassword, "admin-password", "", "the administrator's password (default $MAYFLY_ADMIN_PASSWORD; required beyond loopback; on loopback without one, a random one is printed at start)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "Host header values answered besides the listen address and localhost/127.0.0.1/[::1] with its port: name or name:port (repeatable, comma-separated)")
@@ -248,6 +250,9 @@ func (c *serveConfig) checkExposure() error {
 	if c.mcAddr != "" && !c.mcRemote && !isLoopback(c.mcAddr) {
 		return fmt.Errorf("--memcached %s listens beyond loopback and the memcached port has no authentication: add --memcached-allow-remote to mean it", c.mcAddr)
 	}
+	if c.tlsCert != "" && c.kvTLSAddr != "" && !isLoopback(c.kvTLSAddr) && c.devPassword {
+		return fmt.Errorf("--kv-tls %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.kvTLSAddr)
+	}
 	if c.kvAddr != "" && !isLoopback(c.kvAddr) {
 		if c.devPassword {
 			return fmt.Errorf("--kv %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.kvAddr)
@@ -264,11 +269,10 @@ func (c *serveConfig) checkExposure() error {
 func listenHTTP(cfg *serveConfig) (ln net.Listener, scheme string, err error) {
 	var tlsCfg *tls.Config
 	if cfg.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
-		if err != nil {
-			return nil, "", fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		if tlsCfg, err = loadTLS(cfg); err != nil {
+			return nil, "", err
 		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+		tlsCfg.NextProtos = []string{"http/1.1"}
 	}
 	tcp, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
@@ -281,6 +285,15 @@ func listenHTTP(cfg *serveConfig) (ln net.Listener, scheme string, err error) {
 	// and the TLS handshake runs on the first read, under
 	// --read-header-timeout.
 	return httpapi.JSONErrors(tls.NewListener(tcp, tlsCfg)), "https", nil
+}
+
+// loadTLS is the TLS configuration of --tls-cert and --tls-key.
+func loadTLS(cfg *serveConfig) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // newHTTPServer is the http.Server with the configured limits at the door.
@@ -336,7 +349,15 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		defer kvLn.Close()
 	}
+	var kvTLSLn net.Listener
+	if cfg.kvTLSAddr != "" && cfg.tlsCert != "" {
+		if kvTLSLn, err = listenKVTLS(cfg); err != nil {
+			return err
+		}
+		defer kvTLSLn.Close()
+	}
 	ports := clusterPorts(ln, kvLn)
+	addTLSPorts(&ports, scheme == "https", kvTLSLn)
 
 	firstStart := !engine.IsDataDir(cfg.data)
 	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync})
@@ -449,14 +470,19 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "mayfly: serving memcached on %s (bucket %s)\n", mcLn.Addr(), cfg.mcBucket)
 	}
 
-	if kvLn != nil {
-		kvs, err := startKV(ctx, eng, users, auditLog, pm, ports, logger, kvLn)
+	if kvLn != nil || kvTLSLn != nil {
+		kvs, err := startKV(ctx, eng, users, auditLog, pm, ports, logger, kvLn, kvTLSLn)
 		if err != nil {
 			srv.Close()
 			return err
 		}
 		defer kvs.Close()
-		fmt.Fprintf(stdout, "mayfly: serving the KV port for Couchbase SDKs on %s\n", kvLn.Addr())
+		if kvLn != nil {
+			fmt.Fprintf(stdout, "mayfly: serving the KV port for Couchbase SDKs on %s\n", kvLn.Addr())
+		}
+		if kvTLSLn != nil {
+			fmt.Fprintf(stdout, "mayfly: serving the KV port over TLS on %s\n", kvTLSLn.Addr())
+		}
 	}
 
 	select {

@@ -36,6 +36,10 @@ type Ports struct {
 	Capi int
 	// FTS is where full-text search is served (Couchbase's 8094).
 	FTS int
+	// KVSSL, MgmtSSL, CapiSSL and FTSSSL are the TLS twins of the above
+	// (Couchbase's 11207, 18091, 18092, 18094), which SDKs connecting
+	// with couchbases:// use.
+	KVSSL, MgmtSSL, CapiSSL, FTSSSL int
 }
 
 // Services is a node's services and ports, as nodesExt lists them.
@@ -44,6 +48,11 @@ type Services struct {
 	Mgmt int `json:"mgmt,omitempty"`
 	Capi int `json:"capi,omitempty"`
 	FTS  int `json:"fts,omitempty"`
+
+	KVSSL   int `json:"kvSSL,omitempty"`
+	MgmtSSL int `json:"mgmtSSL,omitempty"`
+	CapiSSL int `json:"capiSSL,omitempty"`
+	FTSSSL  int `json:"ftsSSL,omitempty"`
 }
 
 // NodeExt is one entry of nodesExt.
@@ -110,7 +119,10 @@ func HostPort(host string, port int) string {
 
 // NodesExt lists this node's services.
 func NodesExt(host string, p Ports) []NodeExt {
-	return []NodeExt{{Services: Services{KV: p.KV, Mgmt: p.Mgmt, Capi: p.Capi, FTS: p.FTS}, ThisNode: true, Hostname: host}}
+	return []NodeExt{{Services: Services{
+		KV: p.KV, Mgmt: p.Mgmt, Capi: p.Capi, FTS: p.FTS,
+		KVSSL: p.KVSSL, MgmtSSL: p.MgmtSSL, CapiSSL: p.CapiSSL, FTSSSL: p.FTSSSL,
+	}, ThisNode: true, Hostname: host}}
 }
 
 // Cluster is the configuration of a connection that selected no bucket

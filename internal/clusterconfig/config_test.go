@@ -50,3 +50,17 @@ func TestTerse(t *testing.T) {
 		t.Fatalf("cluster config %+v", g)
 	}
 }
+
+// With TLS, nodesExt lists the TLS twins of the ports (kvSSL, mgmtSSL, ...)
+// beside the others; without it, none.
+func TestNodesExtTLS(t *testing.T) {
+	raw, _ := json.Marshal(clusterconfig.NodesExt("h", clusterconfig.Ports{KV: 11210, Mgmt: 8091, KVSSL: 11207, MgmtSSL: 18091, CapiSSL: 18091, FTSSSL: 18091}))
+	want := `"services":{"kv":11210,"mgmt":8091,"kvSSL":11207,"mgmtSSL":18091,"capiSSL":18091,"ftsSSL":18091}`
+	if !strings.Contains(string(raw), want) {
+		t.Fatalf("%s lacks %s", raw, want)
+	}
+	raw, _ = json.Marshal(clusterconfig.NodesExt("h", clusterconfig.Ports{KV: 11210, Mgmt: 8091}))
+	if strings.Contains(string(raw), "SSL") {
+		t.Fatalf("without TLS: %s", raw)
+	}
+}

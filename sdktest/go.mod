@@ -7,6 +7,7 @@ replace github.com/mayflydb/mayfly => ../
 require (
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/couchbase/gocb/v2 v2.11.1
+	github.com/couchbase/gocbcore/v10 v10.8.1
 	github.com/mayflydb/mayfly v0.0.0-00010101000000-000000000000
 )
 
@@ -34,7 +35,6 @@ require (
 	github.com/blevesearch/zapx/v16 v16.3.4 // indirect
 	github.com/blevesearch/zapx/v17 v17.2.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/couchbase/gocbcore/v10 v10.8.1 // indirect
 	github.com/couchbase/gocbcoreps v0.1.4 // indirect
 	github.com/couchbase/goprotostellar v1.0.2 // indirect
 	github.com/couchbaselabs/gocbconnstr/v2 v2.0.0 // indirect

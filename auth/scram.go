@@ -10,6 +10,7 @@ import (
 	"hash"
 
 	"golang.org/x/crypto/pbkdf2"
+	"golang.org/x/text/secure/precis"
 )
 
 // The kinds of SCRAM credentials (RFC 5802) a user's password is also kept
@@ -59,9 +60,25 @@ func ScramKeys(h func() hash.Hash, password string, salt []byte, iterations int)
 	return sum.Sum(nil), sk.Sum(nil)
 }
 
-// scramCredentials makes the SCRAM credentials of password, each with its
-// own random salt.
+// SASLPrep prepares a SCRAM user name or password as RFC 5802 asks
+// (SASLprep, RFC 4013, whose successor is PRECIS's OpaqueString profile,
+// RFC 8265): other spaces become U+0020 and the string takes Unicode
+// normalization form C, so that a password typed with a composed "é" and
+// one typed with "e" and a combining accent make the same keys. A string
+// the profile refuses (control characters, an empty string) is returned
+// as it is: clients that do not prepare (gocb's SCRAM sends the bytes it
+// was given) then still match.
+func SASLPrep(s string) string {
+	if p, err := precis.OpaqueString.String(s); err == nil {
+		return p
+	}
+	return s
+}
+
+// scramCredentials makes the SCRAM credentials of password (prepared by
+// SASLPrep), each with its own random salt.
 func (s *Store) scramCredentials(password string) map[string]Credential {
+	password = SASLPrep(password)
 	out := make(map[string]Credential, len(scramKinds))
 	for _, kind := range scramKinds {
 		h := ScramHash(kind)

@@ -61,7 +61,13 @@ func (c *conn) scramFirst(pkt *memd.Packet, mech, kind string) {
 	}
 	st := &scramState{mech: mech, kind: kind, h: auth.ScramHash(kind), user: user, gs2Header: gs2 + ",", clientFirstBare: bare}
 	if c.s.opts.Auth != nil {
-		st.cred, st.known = c.s.opts.Auth.ScramCredential(user, kind)
+		// The name as SASLprep prepares it (RFC 5802), else as sent.
+		for _, name := range []string{auth.SASLPrep(user), user} {
+			if st.cred, st.known = c.s.opts.Auth.ScramCredential(name, kind); st.known {
+				st.user = name
+				break
+			}
+		}
 	}
 	if !st.known {
 		st.cred = auth.Credential{Iterations: auth.DefaultScramIterations, Salt: randomBytes(st.h().Size())}

@@ -11,6 +11,8 @@ import (
 	scram "github.com/couchbase/gocbcore/v10/scram"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/kv"
 )
 
 // scramLogin runs a SCRAM exchange with gocbcore's client and returns the
@@ -67,4 +69,28 @@ func TestScram(t *testing.T) {
 	// A step without a first message fails.
 	c := f.dial(t)
 	c.expect(&memd.Packet{Command: memd.CmdSASLStep, Key: []byte("SCRAM-SHA512"), Value: []byte("c=biws,r=x,p=eA==")}, memd.StatusAuthError)
+}
+
+// SCRAM prepares names and passwords with SASLprep: a user whose name and
+// password were set decomposed logs in with them composed (as a client
+// that prepares sends them).
+func TestScramSASLPrep(t *testing.T) {
+	var users *auth.Store
+	f := newFixture(t, func(o *kv.Options) { users = o.Auth })
+	roles, err := auth.ParseRoles("data_reader[" + bucketName + "]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := users.PutUser("zo\u00eb", "", "cafe\u0301\u00a0noir", roles); err != nil {
+		t.Fatal(err)
+	}
+	c := f.dial(t)
+	if st := c.scramLogin("SCRAM-SHA256", sha256.New, "zoe\u0308", "caf\u00e9 noir"); st != memd.StatusSuccess {
+		t.Fatalf("prepared name and password: status %v", st)
+	}
+	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusSuccess)
+	c = f.dial(t)
+	if st := c.scramLogin("SCRAM-SHA256", sha256.New, "zo\u00eb", "cafe noir"); st != memd.StatusAuthError {
+		t.Fatalf("another password: status %v", st)
+	}
 }

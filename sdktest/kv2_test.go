@@ -221,3 +221,29 @@ func TestStats(t *testing.T) {
 		}
 	}
 }
+
+// gocb's Get with a projection (LookupIn on the paths, with the expiry
+// when asked) gives back only the paths asked for.
+func TestGetProjection(t *testing.T) {
+	s := start(t)
+	_, coll := s.connect(t, user, password)
+	doc := map[string]any{"name": "Ritz", "stars": 5, "address": map[string]any{"city": "London", "street": "Piccadilly"}}
+	if _, err := coll.Upsert("h", doc, &gocb.UpsertOptions{Expiry: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := coll.Get("h", &gocb.GetOptions{Project: []string{"name", "address.city"}, WithExpiry: true})
+	if err != nil {
+		t.Fatalf("Get with a projection: %v", err)
+	}
+	var got map[string]any
+	if err := r.Content(&got); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := got["address"].(map[string]any)
+	if len(got) != 2 || got["name"] != "Ritz" || len(addr) != 1 || addr["city"] != "London" {
+		t.Fatalf("projection %v", got)
+	}
+	if !r.ExpiryTime().Equal(time.Unix(s.clock.Now()+3600, 0)) {
+		t.Fatalf("expiry %v", r.ExpiryTime())
+	}
+}

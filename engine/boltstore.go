@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"iter"
+	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -35,6 +38,9 @@ const boltTimeout = 2 * time.Second
 // boltStorage keeps a couchbase bucket in one bbolt file.
 type boltStorage struct {
 	db *bolt.DB
+	// keysRead counts the document keys read by keys scans (tests check
+	// that a listing stops reading when its caller stops).
+	keysRead atomic.Int64
 }
 
 func openBoltStorage(path string, o *Options) (*boltStorage, error) {
@@ -210,6 +216,99 @@ func (s *boltStorage) scan(fn func(*Document) error) error {
 			return fn(d)
 		})
 	})
+}
+
+// Chunks of a keys scan: the first is small (a page of a listing is
+// usually a few dozen keys), each next one twice the last, up to the most.
+const (
+	keysFirstChunk = 64
+	keysMaxChunk   = 4096
+)
+
+// keys reads r in chunks, each in its own read transaction that ends before
+// the chunk's keys are yielded: a long listing never holds back a commit
+// (bbolt's remap, when the file grows, waits for every open read
+// transaction) and keeps no old pages alive.
+func (s *boltStorage) keys(cid CollectionID, r keyRange) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		chunk := make([]string, 0, keysFirstChunk)
+		for n := keysFirstChunk; ; n = min(2*n, keysMaxChunk) {
+			chunk = chunk[:0]
+			err := s.db.View(func(tx *bolt.Tx) error {
+				var err error
+				chunk, err = readKeys(tx.Bucket(bktDocs).Cursor(), cid, r, n, chunk)
+				return err
+			})
+			s.keysRead.Add(int64(len(chunk)))
+			if err != nil {
+				yield("", err)
+				return
+			}
+			for _, k := range chunk {
+				if !yield(k, nil) {
+					return
+				}
+			}
+			if len(chunk) < n {
+				return // the range is exhausted
+			}
+			r = r.past(chunk[len(chunk)-1])
+		}
+	}
+}
+
+// readKeys appends to out up to n keys of collection cid within r, in r's
+// order, read with c.
+func readKeys(c *bolt.Cursor, cid CollectionID, r keyRange, n int, out []string) ([]string, error) {
+	prefix := binary.BigEndian.AppendUint32(nil, uint32(cid))
+	// key decodes a bbolt key of the collection (ok false past it).
+	key := func(k []byte) (string, bool) {
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			return "", false
+		}
+		return string(k[4:]), true
+	}
+	var k []byte
+	if !r.desc {
+		k, _ = c.Seek(append(prefix, r.lo...))
+	} else {
+		if r.hasHi {
+			k, _ = c.Seek(append(prefix, r.hi...))
+		} else if cid == math.MaxUint32 {
+			k = nil
+		} else {
+			k, _ = c.Seek(binary.BigEndian.AppendUint32(nil, uint32(cid)+1))
+		}
+		if k == nil {
+			k, _ = c.Last()
+		} else if kk, ok := key(k); !ok || !r.contains(kk) {
+			k, _ = c.Prev() // Seek landed past the range's high end
+		}
+	}
+	for ; len(out) < n; k = step(c, r.desc) {
+		kk, ok := key(k)
+		if !ok {
+			return out, nil
+		}
+		if !r.contains(kk) {
+			if r.desc && kk > r.lo || !r.desc && kk <= r.lo {
+				continue // lo itself, left out (loOpen); or hi, with hiOpen
+			}
+			return out, nil
+		}
+		out = append(out, kk)
+	}
+	return out, nil
+}
+
+// step moves c one key on in the scan's order.
+func step(c *bolt.Cursor, desc bool) []byte {
+	if desc {
+		k, _ := c.Prev()
+		return k
+	}
+	k, _ := c.Next()
+	return k
 }
 
 func (s *boltStorage) expiries(fn func(expItem) error) error {

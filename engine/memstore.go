@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,12 @@ func (s *memStorage) doc(k docKey) (*Document, error) {
 }
 
 func (s *memStorage) scan(func(*Document) error) error { return nil }
+
+// keys yields nothing: the store keeps no documents (see Collection.List
+// for how a memory-only bucket lists its keys).
+func (s *memStorage) keys(CollectionID, keyRange) iter.Seq2[string, error] {
+	return func(func(string, error) bool) {}
+}
 
 func (s *memStorage) expiries(func(expItem) error) error { return nil }
 

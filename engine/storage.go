@@ -1,5 +1,7 @@
 package engine
 
+import "iter"
+
 // storage is where a bucket keeps what it persists: the seam between the
 // engine's in-memory state (partitions, expiry index, counters) and a medium.
 // Two implementations: boltStorage (a couchbase bucket's bbolt file) and
@@ -44,6 +46,28 @@ type storage interface {
 	// scan calls fn with every stored document, in key order (warm-up,
 	// checks), stopping at fn's first error.
 	scan(fn func(*Document) error) error
+	// keys returns an iterator over the keys of collection cid that the
+	// store holds records of (live documents and tombstones alike) within
+	// r, in byte order of key, or in reverse byte order when r.desc is
+	// set. The contract, which every implementation keeps:
+	//   - each key is yielded at most once, and the keys yielded strictly
+	//     increase (strictly decrease with desc); no key of another
+	//     collection, none outside r;
+	//   - a key whose record is in the store from before the first pull
+	//     until after the last one is yielded; a key written or removed
+	//     during the iteration may or may not be (the iterator need not
+	//     read one snapshot: it may read in chunks, each its own read
+	//     transaction, resuming strictly past the last key it yielded);
+	//   - it stops reading as soon as the caller stops pulling: rows read
+	//     follow the keys pulled (plus at most one read-ahead chunk), not
+	//     the size of the collection or of r;
+	//   - it holds no lock nor read transaction while the caller's loop
+	//     body runs, so that a slow consumer (an HTTP client) never holds
+	//     back a commit or the growth of the file;
+	//   - a read error is yielded once, as ("", err), and ends the
+	//     iteration.
+	// A store that is not durable holds no documents and yields nothing.
+	keys(cid CollectionID, r keyRange) iter.Seq2[string, error]
 	// expiries calls fn with every stored expiry-index entry, in
 	// expiration order (its size is not stored), stopping at fn's first
 	// error.
@@ -66,6 +90,36 @@ type storage interface {
 	// close closes the store; with clean set it first marks it cleanly
 	// closed (see storedMeta.clean).
 	close(clean bool) error
+}
+
+// keyRange bounds a scan of a collection's keys (storage.keys), whatever the
+// direction of reading: lo is the lowest key taken and hi the highest.
+type keyRange struct {
+	lo     string // the lowest key ("" and !loOpen: from the first key)
+	loOpen bool   // lo itself is left out
+	hi     string // the highest key, when hasHi
+	hiOpen bool   // hi itself is left out
+	hasHi  bool   // without it the range runs to the collection's last key
+	desc   bool   // read from the high end down
+}
+
+// contains reports whether k lies within r's bounds.
+func (r keyRange) contains(k string) bool {
+	if k < r.lo || r.loOpen && k == r.lo {
+		return false
+	}
+	return !r.hasHi || k < r.hi || !r.hiOpen && k == r.hi
+}
+
+// past returns r narrowed to the keys after k in reading order: how a
+// chunked scan resumes strictly past the last key it yielded.
+func (r keyRange) past(k string) keyRange {
+	if r.desc {
+		r.hi, r.hiOpen, r.hasHi = k, true, true
+	} else {
+		r.lo, r.loOpen = k, true
+	}
+	return r
 }
 
 // storedMeta is a bucket's metadata as a store holds it.

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -546,4 +548,148 @@ func TestBoltCatalogRoundTrip(t *testing.T) {
 	if len(got) != 1 || got[0].Settings != a.Settings || got[0].NextCID != 9 || got[0].Scopes["s"]["c"] != a.Scopes["s"]["c"] {
 		t.Errorf("catalog after reopen: %+v, want only %+v", got, a)
 	}
+}
+
+// collectKeys pulls every key of st.keys(cid, r).
+func collectKeys(t *testing.T, st storage, cid CollectionID, r keyRange) []string {
+	t.Helper()
+	var out []string
+	for k, err := range st.keys(cid, r) {
+		if err != nil {
+			t.Fatalf("keys: %v", err)
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// keys: a collection's stored keys (tombstones included) in byte order or
+// its reverse, within open or closed bounds, never another collection's,
+// across the chunks a scan reads in; a memory store yields none.
+func TestStorageKeys(t *testing.T) {
+	forEachStorage(t, func(t *testing.T, k storageKind) {
+		st := k.open(t)
+		var recs []record
+		var all []string // collection 8's keys, sorted
+		for i := range 300 {
+			key := fmt.Sprintf("k%03d", i)
+			all = append(all, key)
+			recs = append(recs, put(testDoc(8, key, uint16(i%4), uint64(i+1), uint64(i+1), 0, `1`), 0))
+		}
+		// Neighbours on both sides, and a tombstone in the collection.
+		recs = append(recs, put(testDoc(7, "k100", 0, 400, 400, 0, `1`), 0), put(testDoc(9, "a", 0, 401, 401, 0, `1`), 0),
+			put(testDoc(math.MaxUint32, "z", 0, 402, 402, 0, `1`), 0))
+		mustCommit(t, st, recs...)
+		mustCommit(t, st, put(&Document{Key: "k150", Collection: 8, Partition: 2, Seq: 500, CAS: 500, RevSeq: 2, Deleted: true, DeletedAt: 1}, 0))
+		if !st.durable() {
+			if got := collectKeys(t, st, 8, keyRange{}); len(got) != 0 {
+				t.Errorf("a memory store yielded keys %v", got)
+			}
+			return
+		}
+		rev := slices.Clone(all)
+		slices.Reverse(rev)
+		for _, c := range []struct {
+			name string
+			r    keyRange
+			want []string
+		}{
+			{"all", keyRange{}, all},
+			{"all, descending", keyRange{desc: true}, rev},
+			{"from k100", keyRange{lo: "k100"}, all[100:]},
+			{"after k100", keyRange{lo: "k100", loOpen: true}, all[101:]},
+			{"between a gap", keyRange{lo: "k0995"}, all[100:]},
+			{"k100..k200", keyRange{lo: "k100", hi: "k200", hasHi: true}, all[100:201]},
+			{"k100..k200, open", keyRange{lo: "k100", loOpen: true, hi: "k200", hiOpen: true, hasHi: true}, all[101:200]},
+			{"k200..k100 descending", keyRange{lo: "k100", hi: "k200", hasHi: true, desc: true}, rev[99:200]},
+			{"k200..k100 descending, open", keyRange{lo: "k100", loOpen: true, hi: "k200", hiOpen: true, hasHi: true, desc: true}, rev[100:199]},
+			{"up to a gap, descending", keyRange{hi: "k1005", hasHi: true, desc: true}, rev[199:]},
+			{"past the end", keyRange{lo: "l"}, nil},
+			{"past the end, descending", keyRange{lo: "l", desc: true}, nil},
+			{"before the start, descending", keyRange{hi: "a", hasHi: true, desc: true}, nil},
+			{"empty (lo above hi)", keyRange{lo: "k2", hi: "k1", hasHi: true}, nil},
+		} {
+			if got := collectKeys(t, st, 8, c.r); !slices.Equal(got, c.want) {
+				t.Errorf("%s: got %d keys %v…, want %d %v…", c.name, len(got), head(got), len(c.want), head(c.want))
+			}
+		}
+		if got := collectKeys(t, st, math.MaxUint32, keyRange{desc: true}); !slices.Equal(got, []string{"z"}) {
+			t.Errorf("the last collection ID, descending: %v", got)
+		}
+		if got := collectKeys(t, st, 3, keyRange{}); len(got) != 0 {
+			t.Errorf("a collection with no keys: %v", got)
+		}
+
+		// A scan stops reading when its caller stops pulling.
+		bs := st.(*boltStorage)
+		before := bs.keysRead.Load()
+		n := 0
+		for range st.keys(8, keyRange{}) {
+			if n++; n == 3 {
+				break
+			}
+		}
+		if read := bs.keysRead.Load() - before; read > keysFirstChunk {
+			t.Errorf("3 keys pulled read %d rows, want at most one chunk (%d)", read, keysFirstChunk)
+		}
+	})
+}
+
+func head(s []string) []string { return s[:min(len(s), 3)] }
+
+// keys read while commits go on: every key present throughout is yielded
+// once, in order, whatever the writes around it (added keys, removed ones).
+func TestStorageKeysWhileWriting(t *testing.T) {
+	forEachStorage(t, func(t *testing.T, k storageKind) {
+		st := k.open(t)
+		if !st.durable() {
+			t.Skip("a memory store yields no keys")
+		}
+		var recs []record
+		for i := range 2000 {
+			recs = append(recs, put(testDoc(0, fmt.Sprintf("s%05d", 2*i), 0, uint64(i+1), uint64(i+1), 0, `1`), 0))
+		}
+		mustCommit(t, st, recs...)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Odd keys come and go; even ones stay.
+				key := docKey{key: fmt.Sprintf("s%05d", 2*(i%2000)+1)}
+				seq := uint64(10000 + i)
+				r := record{purge: true, key: key, part: 0, seq: seq}
+				if i%2 == 0 {
+					r = put(testDoc(0, key.key, 0, seq, seq, 0, `1`), 0)
+				}
+				if err := st.commit([]record{r}); err != nil {
+					t.Errorf("commit: %v", err)
+					return
+				}
+			}
+		}()
+		for _, desc := range []bool{false, true} {
+			got := collectKeys(t, st, 0, keyRange{desc: desc})
+			var even []string
+			for i, key := range got {
+				if i > 0 && (!desc && key <= got[i-1] || desc && key >= got[i-1]) {
+					t.Fatalf("desc=%v: %q after %q", desc, key, got[i-1])
+				}
+				if key[len(key)-1]%2 == 0 {
+					even = append(even, key)
+				}
+			}
+			if len(even) != 2000 {
+				t.Errorf("desc=%v: %d of the 2000 keys present throughout", desc, len(even))
+			}
+		}
+		close(stop)
+		wg.Wait()
+	})
 }

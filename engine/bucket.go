@@ -77,6 +77,7 @@ type Bucket struct {
 	cas       atomic.Uint64
 	currItems atomic.Int64
 	tombs     atomic.Int64
+	live      sync.Map // CollectionID → *atomic.Int64: its live documents (Collection.Count)
 	stats     counters
 	mem       memOwner // accounts the bucket's memory, enforces its quota
 

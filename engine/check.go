@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // ErrCheck is wrapped by every error Check returns: an invariant of the
@@ -83,6 +84,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 	c := &checker{bucket: b.name}
 	var live, tombs, kv, tombKV int64
 	var exps []expItem
+	liveIn := make(map[CollectionID]int64) // live documents by collection
 	committed := make(map[docKey]*Document)
 	durable := make([]uint64, len(b.parts))
 	var maxCAS uint64
@@ -137,6 +139,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 				continue
 			}
 			live++
+			liveIn[k.cid]++
 			if d.Expiration != 0 {
 				exps = append(exps, expItem{exp: d.Expiration, key: k, size: int64(len(d.Value))})
 			}
@@ -145,6 +148,16 @@ func (b *Bucket) Check(ctx context.Context) error {
 	}
 	if n := b.currItems.Load(); n != live {
 		c.addf("curr_items is %d, the documents count %d", n, live)
+	}
+	b.live.Range(func(cid, v any) bool {
+		if n := v.(*atomic.Int64).Load(); n != liveIn[cid.(CollectionID)] {
+			c.addf("collection %d counts %d live documents, the documents count %d", cid, n, liveIn[cid.(CollectionID)])
+		}
+		delete(liveIn, cid.(CollectionID))
+		return true
+	})
+	for cid, n := range liveIn {
+		c.addf("collection %d counts no live documents, the documents count %d", cid, n)
 	}
 	if n := b.tombs.Load(); n != tombs {
 		c.addf("tombstones counter is %d, the documents count %d", n, tombs)

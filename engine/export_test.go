@@ -12,3 +12,12 @@ func HoldCommits(b *Bucket) (release func(), err error) {
 	}
 	return st.holdWrites()
 }
+
+// StoreKeysRead returns how many document keys the bucket's store has read
+// for listings (0 for a bucket that keeps nothing on disk).
+func StoreKeysRead(b *Bucket) int64 {
+	if st, ok := b.store.st.(*boltStorage); ok {
+		return st.keysRead.Load()
+	}
+	return 0
+}

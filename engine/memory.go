@@ -151,6 +151,7 @@ func (b *Bucket) evictable() int64 {
 //
 // REQUIRES: the key's partition lock held for writing.
 func (b *Bucket) published(old, d *Document) {
+	b.countLive(old, d)
 	m := &b.mem
 	m.kv.Add(docFootprint(d) - docFootprint(old))
 	if old != nil {

@@ -2,52 +2,234 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"iter"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
-// Keys returns the collection's live documents whose keys lie between start
-// and end, both included (end "" means no upper bound), in byte order of key:
-// skip of them are passed over and at most limit returned (limit <= 0: all).
-// total counts every live document in the range, skipped or not. Deleted and
-// expired documents are never returned (an expired one is left for the
-// expiry pager). A document is seen as last committed, as Get and Peek see
-// it.
-//
-// The engine keeps no ordered index of keys: Keys visits every document of
-// the bucket, one partition at a time under its read lock, and sorts the
-// documents in the range, so its cost follows the size of the bucket (time)
-// and of the range (memory), not the size of the page asked for. It suits
-// browsing and administration, not a hot path.
-func (c *Collection) Keys(ctx context.Context, start, end string, skip, limit int) (docs []*Document, total int, err error) {
-	if c.b.isClosed() {
-		return nil, 0, ErrClosed
+// ListOptions selects the documents Collection.List yields, and their order.
+// The zero value lists every live document of the collection in byte order
+// of key.
+type ListOptions struct {
+	// Start and End bound the keys, in the order of reading: with
+	// Descending, Start is the highest key and End the lowest. Nil is no
+	// bound. Start is always included; End is unless ExclusiveEnd.
+	Start, End *string
+	// ExclusiveEnd leaves out a document whose key is End (CouchDB's
+	// inclusive_end=false).
+	ExclusiveEnd bool
+	// Descending reads from the highest key down.
+	Descending bool
+	// Skip passes over that many documents of the range first.
+	Skip int
+	// Limit stops after that many documents; 0 or less is no limit.
+	Limit int
+}
+
+// keyRange returns the bounds of o as a store scan takes them.
+func (o *ListOptions) keyRange() keyRange {
+	r := keyRange{desc: o.Descending}
+	lo, hi := o.Start, o.End
+	if o.Descending {
+		lo, hi = o.End, o.Start
 	}
+	if lo != nil {
+		r.lo = *lo
+		r.loOpen = o.Descending && o.ExclusiveEnd
+	}
+	if hi != nil {
+		r.hi, r.hasHi = *hi, true
+		r.hiOpen = !o.Descending && o.ExclusiveEnd
+	}
+	return r
+}
+
+// List returns an iterator over the collection's live documents that o
+// selects, in byte order of key (reverse order when o.Descending). Deleted
+// and expired documents are never yielded (an expired one is left for the
+// expiry pager, as Peek leaves it); a document is seen as last committed,
+// as Get and Peek see it. An error (a closed bucket, ctx's end, a failed
+// read of the store) is yielded once, with a nil document, and ends the
+// iteration.
+//
+// On a bucket whose store keeps documents (couchbase), the store's key
+// order drives the listing: it reads the keys of the range in order, in
+// chunks, and stops when the caller stops pulling, so a page costs what it
+// returns plus what it skips, whatever the size of the collection. The
+// iteration holds no lock nor read transaction while the caller's loop body
+// runs. A document written during the iteration may or may not be yielded;
+// one committed before it began and left alone is yielded exactly once,
+// and no key is yielded twice.
+//
+// A bucket kept in memory only (ephemeral, memcached) has no ordered
+// index: List visits each partition under its read lock and sorts the
+// documents of the range, so it costs the size of the bucket. An ordered
+// key set kept up to date by every write would cost every write a shared,
+// ordered insert (writers of such buckets commit inline, under their
+// partition's lock alone) and heap for each key, against a budget of 100
+// bytes a document; listing a cache is administration, not a hot path.
+func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Document, error] {
+	return func(yield func(*Document, error) bool) {
+		if c.b.isClosed() {
+			yield(nil, ErrClosed)
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(nil, err)
+			return
+		}
+		skip, limit := o.Skip, o.Limit
+		// emit yields d unless skip passes over it, and says whether the
+		// iteration goes on.
+		emit := func(d *Document) bool {
+			if skip > 0 {
+				skip--
+				return true
+			}
+			if !yield(d, nil) {
+				return false
+			}
+			limit--
+			return limit != 0
+		}
+		if c.b.store.st.durable() {
+			c.listStored(ctx, o.keyRange(), emit, yield)
+			return
+		}
+		docs, err := c.listMemory(ctx, o.keyRange())
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, d := range docs {
+			if !emit(d) {
+				return
+			}
+		}
+	}
+}
+
+// listStored lists r from the store's ordered keys, calling emit with each
+// live document until it returns false; an error goes to yield.
+//
+// The store holds a record of every key whose committed version memory
+// holds, live or not: the flusher publishes a batch (store.onCommit, which
+// makes its versions the committed ones in the partitions) only after the
+// storage committed it; a bucket's load publishes what the store holds; a
+// dropped collection's documents leave memory before their purge reaches
+// the store. So the store's keys are a superset of memory's committed keys,
+// in order, and memory says which of them are live: a key the store holds
+// and memory does not is a commit not yet published or a purge on its way
+// (left out, as Get leaves it out), and a stored version newer than
+// memory's is one not yet published (memory's is the one shown). The
+// values come from memory's committed versions.
+func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Document) bool, yield func(*Document, error) bool) {
+	now := c.b.clock.Now()
+	n := 0
+	for key, err := range c.b.store.st.keys(c.id, r) {
+		if err != nil {
+			yield(nil, fmt.Errorf("%w: list: %w", ErrStorage, err))
+			return
+		}
+		if n++; n%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			if c.b.isClosed() {
+				yield(nil, ErrClosed)
+				return
+			}
+		}
+		p := c.b.partitionFor(key)
+		p.mu.RLock()
+		d := p.mu.docs[docKey{cid: c.id, key: key}]
+		p.mu.RUnlock()
+		if d == nil || d.Deleted || d.ExpiredAt(now) {
+			continue
+		}
+		if !emit(d) {
+			return
+		}
+	}
+}
+
+// listMemory returns the collection's live documents within r, sorted in
+// r's order, visiting every partition.
+func (c *Collection) listMemory(ctx context.Context, r keyRange) ([]*Document, error) {
 	now := c.b.clock.Now()
 	var found []*Document
 	for _, p := range c.b.parts {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		p.mu.RLock()
 		for k, d := range p.mu.docs {
-			if k.cid != c.id || k.key < start || end != "" && k.key > end {
-				continue
-			}
-			if d.Deleted || d.ExpiredAt(now) {
+			if k.cid != c.id || !r.contains(k.key) || d.Deleted || d.ExpiredAt(now) {
 				continue
 			}
 			found = append(found, d)
 		}
 		p.mu.RUnlock()
 	}
-	slices.SortFunc(found, func(a, b *Document) int { return strings.Compare(a.Key, b.Key) })
-	total = len(found)
-	if skip > 0 {
-		found = found[min(skip, len(found)):]
+	slices.SortFunc(found, func(a, b *Document) int {
+		if r.desc {
+			a, b = b, a
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return found, nil
+}
+
+// Keys returns the collection's live documents whose keys lie between start
+// and end, both included (end "" means no upper bound), in byte order of key:
+// skip of them are passed over and at most limit returned (limit <= 0: all).
+// total counts every live document in the range, skipped or not. It lists
+// with List, reading the whole range to count it: its cost follows the size
+// of the range, not of the page asked for.
+func (c *Collection) Keys(ctx context.Context, start, end string, skip, limit int) (docs []*Document, total int, err error) {
+	o := ListOptions{Start: &start}
+	if end != "" {
+		o.End = &end
 	}
-	if limit > 0 && len(found) > limit {
-		found = found[:limit]
+	for d, err := range c.List(ctx, o) {
+		if err != nil {
+			return nil, 0, err
+		}
+		if total >= skip && (limit <= 0 || len(docs) < limit) {
+			docs = append(docs, d)
+		}
+		total++
 	}
-	return slices.Clone(found), total, nil // the page alone, not the whole range
+	return docs, total, nil
+}
+
+// Count returns how many documents of the collection are live, counting
+// those whose expiration has passed until the expiry pager (or a read)
+// purges them, as curr_items counts them. It costs one atomic load.
+func (c *Collection) Count() int64 {
+	if v, ok := c.b.live.Load(c.id); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// countLive keeps the collection's count of live documents (Collection.Count)
+// as d replaces old as the committed version of a key (either may be nil).
+func (b *Bucket) countLive(old, d *Document) {
+	wasLive, isLive := old != nil && !old.Deleted, d != nil && !d.Deleted
+	if wasLive == isLive {
+		return
+	}
+	doc, delta := d, int64(1)
+	if wasLive {
+		doc, delta = old, -1
+	}
+	v, ok := b.live.Load(doc.Collection)
+	if !ok {
+		v, _ = b.live.LoadOrStore(doc.Collection, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(delta)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // position is where a consumer of the feed stands. Every change with a CAS
@@ -79,4 +81,12 @@ func parsePosition(s string, nparts int) (position, error) {
 		return bad("corrupt token")
 	}
 	return p, nil
+}
+
+// CurrentSeq returns the position of b's change feed now, as a since token:
+// a feed from it sends every change made after this call (every write at
+// or below the bucket's StableCAS is visible). _all_docs answers it as
+// update_seq.
+func CurrentSeq(b *engine.Bucket) string {
+	return position{uuid: b.UUID(), cas: b.StableCAS()}.String()
 }

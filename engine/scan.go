@@ -233,3 +233,20 @@ func (b *Bucket) countLive(old, d *Document) {
 	}
 	v.(*atomic.Int64).Add(delta)
 }
+
+// Tombstone returns the tombstone of a deleted document: its committed
+// version when that is a deletion. A key that is live, expired or was never
+// written (or whose tombstone the metadata purge removed) is ErrNotFound.
+func (c *Collection) Tombstone(key string) (*Document, error) {
+	if c.b.isClosed() {
+		return nil, ErrClosed
+	}
+	p := c.b.partitionFor(key)
+	p.mu.RLock()
+	d := p.mu.docs[docKey{cid: c.id, key: key}]
+	p.mu.RUnlock()
+	if d == nil || !d.Deleted {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return d, nil
+}

@@ -95,7 +95,7 @@ func bodyLimit(r *http.Request) int64 {
 	switch tmpl {
 	case "/{bucket}/_bulk":
 		return -1 // streamed, bounded in flight (bulkMaxBytes)
-	case "/{bucket}/_design/{ddoc}/_view/{view}":
+	case "/{bucket}/_design/{ddoc}/_view/{view}", "/{bucket}/_all_docs":
 		return maxKeysBody
 	}
 	if formContentType(r.Header.Get("Content-Type")) && r.Header.Get("Content-Type") != "" {

@@ -1,73 +1,84 @@
 package httpapi
 
 import (
+	"bufio"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"io"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/mayflydb/mayfly/changes"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/views"
 )
 
-// allDocsRow is one row of an _all_docs answer, in CouchDB's shape.
-type allDocsRow struct {
-	ID    string          `json:"id"`
-	Key   string          `json:"key"`
-	Value allDocsValue    `json:"value"`
-	Doc   json.RawMessage `json:"doc,omitempty"`
-}
+// allDocsKeyParams are the parameters that name a key of an _all_docs
+// query: a JSON string (`"a"`, as CouchDB takes it) or, when it does not
+// start with a quote, the key as it is.
+var allDocsKeyParams = []string{"key", "startkey", "start_key", "endkey", "end_key"}
 
-// allDocsValue is a row's value: the document's revision.
-type allDocsValue struct {
-	Rev string `json:"rev"`
-}
-
-// allDocsRange reads the key range of an _all_docs query: startkey (or
-// start_key) and endkey (or end_key), each a JSON string ("\"a\"", as
-// CouchDB takes it) or the key as it is; key for one document.
-func allDocsRange(q url.Values) (start, end string, hasStart, hasEnd bool, err error) {
-	for _, p := range [][2]string{{"startkey", "start_key"}, {"endkey", "end_key"}, {"key", "key"}} {
-		name := p[0]
-		if !q.Has(name) {
-			name = p[1]
-		}
-		if !q.Has(name) {
-			continue
-		}
-		k, err := browseKey(q, name)
-		if err != nil {
-			return "", "", false, false, err
-		}
-		switch p[0] {
-		case "startkey":
-			start, hasStart = k, true
-		case "endkey":
-			end, hasEnd = k, true
-		default:
-			start, end, hasStart, hasEnd = k, k, true, true
+// allDocsQuery returns q with every bare key of allDocsKeyParams quoted,
+// so that views.ParseParams, which takes JSON, reads it (q is left alone).
+func allDocsQuery(q url.Values) url.Values {
+	out, cloned := q, false
+	for _, name := range allDocsKeyParams {
+		if v := q.Get(name); q.Has(name) && !strings.HasPrefix(strings.TrimSpace(v), `"`) {
+			if !cloned {
+				out, cloned = maps.Clone(q), true // shallow: values are replaced, not changed
+			}
+			out[name] = []string{strconv.Quote(v)}
 		}
 	}
-	return start, end, hasStart, hasEnd, nil
+	return out
 }
 
-// allDocs handles GET /{bucket}/_all_docs, CouchDB's listing of every live
-// document of a collection (?collection=scope.collection, the default
-// collection by default) in byte order of key:
+// docID decodes a key parameter, JSON already checked, as a document ID.
+func docID(param string, raw []byte) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &views.QueryError{Param: param, Code: "query_parse_error", Reason: "Query parameter `" + param + "` must be a document ID (a JSON string), got " + string(raw)}
+	}
+	return s, nil
+}
+
+// allDocs handles GET and POST /{bucket}/_all_docs, CouchDB's listing of
+// the live documents of a collection (?collection=scope.collection, the
+// default collection by default) in byte order of key:
 //
-//	{"total_rows":N,"offset":O,"rows":[{"id","key","value":{"rev"},"doc"?}]}
+//	{"total_rows":N,"offset":O,"update_seq"?:S,"rows":[{"id","key","value":{"rev"},"doc"?}]}
 //
-// Query: startkey/start_key, endkey/end_key (both included unless
-// inclusive_end=false), key, descending (startkey is then the high end),
-// skip, limit (none by default; 0 gives total_rows and offset alone) and
-// include_docs. total_rows counts the collection's live documents and offset
-// the rows before the first one given. Expired documents are left out, as
-// every read leaves them out. A document's doc is its JSON object with _id
-// and _rev set; a value that is not an object comes as {"_id","_rev","json"}
-// and a binary one as {"_id","_rev","base64"}.
+// Query (CouchDB's, parsed and refused with the reasons of a view query):
+// startkey/start_key, endkey/end_key (both included unless
+// inclusive_end=false), key, keys (a JSON array, in the query or as
+// {"keys": [...]} in a POST body), descending (startkey is then the high
+// end), skip, limit, include_docs and update_seq. A key is a JSON string or,
+// when it does not start with a quote, the key as it is.
 //
-// It lists with engine.Collection.Keys: every document of the bucket is
-// visited and the collection's sorted, whatever the range.
+// The listing follows the store's key order (engine.Collection.List): a
+// page costs what it returns and what it skips, not the collection's size.
+// So do the counts: total_rows is the collection's count of live documents
+// (engine.Collection.Count), which, like curr_items and a view's
+// total_rows, holds expired documents until the pager purges them
+// (rows never show them); offset, the rows before the first one, is given
+// when it is known without counting — a range with no start bound, where
+// it is the rows skipped — and left out when the range starts at a key,
+// where it would cost a count of every key before it (as CouchDB leaves it
+// out of a keys query, and Couchbase's views always do). update_seq=true
+// adds the _changes position the listing started from: a since that
+// follows the listing with every later change.
+//
+// keys answers a row for each key, in the order given: a live document's
+// row, {"id","key","value":{"rev","deleted":true},"doc":null} for a deleted
+// one and {"key","error":"not_found"} for one missing or expired; skip,
+// limit and descending apply to those rows.
+//
+// A document's doc is its JSON object with _id and _rev set; a value that
+// is not an object comes as {"_id","_rev","json"} and a binary one as
+// {"_id","_rev","base64"}.
 func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
@@ -78,93 +89,196 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	skip, _, err := countParam(q, "skip")
-	if err != nil {
-		return err
-	}
-	limit, hasLimit, err := countParam(q, "limit")
-	if err != nil {
-		return err
-	}
-	var descending, withDocs bool
-	inclusiveEnd := true
-	for name, p := range map[string]*bool{"descending": &descending, "include_docs": &withDocs, "inclusive_end": &inclusiveEnd} {
-		if !q.Has(name) {
-			continue
-		}
-		if *p, err = boolParam(q, name); err != nil {
+	var body []byte
+	if r.Method == http.MethodPost {
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
 			return err
 		}
 	}
-	start, end, hasStart, hasEnd, err := allDocsRange(q)
+	p, err := views.ParseParams(allDocsQuery(q), body)
 	if err != nil {
 		return err
 	}
-	all, _, err := c.Keys(r.Context(), "", "", 0, 0)
-	if err != nil {
-		return err
-	}
-	n := len(all)
-	at := func(k string, after bool) int { // the first index past k (after) or at it
-		return sort.Search(n, func(i int) bool {
-			if after {
-				return all[i].Key > k
-			}
-			return all[i].Key >= k
-		})
-	}
-	// The rows are all[lo:hi], read upwards, or downwards when descending.
-	lo, hi := 0, n
-	if !descending {
-		if hasStart {
-			lo = at(start, false)
-		}
-		if hasEnd {
-			hi = at(end, inclusiveEnd)
-		}
-	} else {
-		if hasStart {
-			hi = at(start, true)
-		}
-		if hasEnd {
-			lo = at(end, !inclusiveEnd)
+	updateSeq := false
+	if q.Has("update_seq") {
+		switch strings.ToLower(q.Get("update_seq")) {
+		case "true":
+			updateSeq = true
+		case "false":
+		default:
+			return &views.QueryError{Param: "update_seq", Code: "query_parse_error", Reason: "Invalid boolean parameter: " + strconv.Quote(q.Get("update_seq"))}
 		}
 	}
-	hi = max(hi, lo)
-	offset := lo
-	if descending {
-		offset = n - hi
+	o := engine.ListOptions{ExclusiveEnd: !p.InclusiveEnd, Descending: p.Descending}
+	for _, k := range []struct {
+		param string
+		raw   []byte
+		dst   **string
+	}{{"start_key", p.StartKey, &o.Start}, {"end_key", p.EndKey, &o.End}, {"key", p.Key, &o.Start}, {"key", p.Key, &o.End}} {
+		if k.raw == nil {
+			continue
+		}
+		id, err := docID(k.param, k.raw)
+		if err != nil {
+			return err
+		}
+		*k.dst = &id
 	}
-	offset += int(min(skip, int64(hi-lo)))
-	count := hi - lo - int(min(skip, int64(hi-lo)))
-	if hasLimit {
-		count = int(min(int64(count), limit))
+	if o.Start != nil && o.End != nil && p.Key == nil {
+		if !o.Descending && *o.Start > *o.End {
+			return &views.QueryError{Param: "start_key", Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=true"}
+		}
+		if o.Descending && *o.Start < *o.End {
+			return &views.QueryError{Param: "start_key", Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=false"}
+		}
 	}
+	seq := ""
+	if updateSeq {
+		seq = changes.CurrentSeq(b)
+	}
+	total := c.Count()
+	skip, limit := p.Skip, p.Limit // limit -1: none
 
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, `{"total_rows":%d,"offset":%d,"rows":[`, n, offset)
-	for i := range count {
-		d := all[offset+i]
-		if descending {
-			d = all[n-1-offset-i]
+	w.Header().Set("Cache-Control", "must-revalidate")
+	bw := bufio.NewWriter(w)
+	started := false
+	// start writes the answer's head; offset < 0 leaves offset out.
+	start := func(offset int) {
+		started = true
+		w.WriteHeader(http.StatusOK)
+		bw.WriteString(`{"total_rows":` + strconv.FormatInt(total, 10))
+		if offset >= 0 {
+			bw.WriteString(`,"offset":` + strconv.Itoa(offset))
 		}
-		row := allDocsRow{ID: d.Key, Key: d.Key, Value: allDocsValue{Rev: d.Rev()}}
-		if withDocs {
-			row.Doc = changes.AppendCouchDoc(nil, d)
+		if updateSeq {
+			bw.WriteString(`,"update_seq":"` + seq + `"`)
 		}
-		line, err := json.Marshal(row)
-		if err != nil { // cannot happen: every part is valid JSON
-			line = []byte(`{"error":"internal_error"}`)
+		bw.WriteString(`,"rows":[`)
+	}
+	rows := 0
+	var line []byte
+	// row writes one row (or, when skip is left, passes over it) and says
+	// whether more are wanted.
+	row := func(d *engine.Document, key []byte) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		if limit >= 0 && rows >= limit {
+			return false
 		}
 		sep := ",\r\n"
-		if i == 0 {
+		if rows == 0 {
 			sep = "\r\n"
 		}
-		if _, err := fmt.Fprintf(w, "%s%s", sep, line); err != nil {
-			return nil // the client went away
+		line = appendAllDocsRow(append(line[:0], sep...), d, key, p.IncludeDocs)
+		rows++
+		if _, err := bw.Write(line); err != nil {
+			return false // the client went away
+		}
+		return limit < 0 || rows < limit
+	}
+
+	if p.Keys != nil {
+		start(-1)
+		keys := p.Keys
+		for i := range keys {
+			k := keys[i]
+			if p.Descending {
+				k = keys[len(keys)-1-i]
+			}
+			if !row(lookupRow(c, k), k) {
+				break
+			}
+		}
+	} else if limit != 0 || skip > 0 {
+		skipped := 0
+		offsetKnown := o.Start == nil
+		for d, err := range c.List(r.Context(), o) {
+			if err != nil {
+				if !started {
+					return err
+				}
+				break // the answer has begun: it ends short
+			}
+			if skip > 0 {
+				skip--
+				skipped++
+				continue
+			}
+			if !started {
+				start(offsetIf(offsetKnown, skipped))
+			}
+			if !row(d, nil) {
+				break
+			}
+		}
+		if !started {
+			start(offsetIf(offsetKnown, skipped))
 		}
 	}
-	fmt.Fprint(w, "\r\n]}\n")
+	if !started {
+		start(offsetIf(o.Start == nil, 0))
+	}
+	bw.WriteString("\r\n]}\n")
+	bw.Flush()
 	return nil
+}
+
+// offsetIf returns offset when known, else -1 (left out).
+func offsetIf(known bool, offset int) int {
+	if known {
+		return offset
+	}
+	return -1
+}
+
+// lookupRow returns the committed version of the document a keys entry
+// names (raw JSON): live, a tombstone, or nil for one missing, expired or
+// named by a key that is not a string.
+func lookupRow(c *engine.Collection, raw []byte) *engine.Document {
+	var id string
+	if json.Unmarshal(raw, &id) != nil {
+		return nil
+	}
+	d, err := c.Peek(id)
+	if err == nil {
+		return d
+	}
+	if errors.Is(err, engine.ErrNotFound) {
+		if t, err := c.Tombstone(id); err == nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// appendAllDocsRow appends the row of d, or the not_found row of key (raw
+// JSON) when d is nil.
+func appendAllDocsRow(out []byte, d *engine.Document, key []byte, withDoc bool) []byte {
+	if d == nil {
+		out = append(out, `{"key":`...)
+		out = append(out, key...)
+		return append(out, `,"error":"not_found"}`...)
+	}
+	out = append(out, `{"id":`...)
+	out = appendJSONString(out, d.Key)
+	out = append(out, `,"key":`...)
+	out = appendJSONString(out, d.Key)
+	out = append(out, `,"value":{"rev":`...)
+	out = appendJSONString(out, d.Rev())
+	if d.Deleted {
+		out = append(out, `,"deleted":true}`...)
+		if withDoc {
+			out = append(out, `,"doc":null`...)
+		}
+		return append(out, '}')
+	}
+	out = append(out, '}')
+	if withDoc {
+		out = append(out, `,"doc":`...)
+		out = changes.AppendCouchDoc(out, d)
+	}
+	return append(out, '}')
 }

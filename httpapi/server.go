@@ -191,7 +191,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/{bucket}/_expiry/runs", s.need(on(auth.StatsRead), noForm, s.pagerRuns)).Methods(http.MethodGet)
 	r.Handle("/{bucket}/_changes", s.need(also(on(auth.ChangesRead), auth.DataRead, queryTrue("include_docs")), noForm, s.changesFeed)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle("/{bucket}/_bulk", s.need(on(auth.DataWrite), noForm, s.bulk)).Methods(http.MethodPost)
-	r.Handle("/{bucket}/_all_docs", s.need(on(auth.DataRead), noForm, s.allDocs)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/{bucket}/_all_docs", s.need(on(auth.DataRead), noForm, s.allDocs)).Methods(http.MethodGet, http.MethodHead, http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)
 	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.

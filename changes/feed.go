@@ -212,7 +212,12 @@ func (f *Feed) wait(ctx context.Context, r *reader, w *writer, idleSince *time.T
 }
 
 // pending counts the rows after pos that a request from it would send now.
-// It scans the bucket unless nothing was written past pos.
+// It scans the bucket unless nothing was written past pos. It is not kept as
+// a counter: it counts the distinct documents of one collection (and, with
+// doc_ids, of a set of keys) whose current version lies past a CAS
+// position, and a rewritten document moves past it again; no count the
+// engine keeps answers that. Its cost follows the changes after pos, which
+// a limited request leaves unsent.
 func (f *Feed) pending(pos position) int64 {
 	top := f.b.StableCAS()
 	if pos.win <= pos.cas && top <= pos.cas {

@@ -198,9 +198,15 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 		for d, err := range c.List(r.Context(), o) {
 			if err != nil {
 				if !started {
-					return err
+					return err // nothing was sent: a proper error status
 				}
-				break // the answer has begun: it ends short
+				// The answer has begun: it ends without its closing
+				// bracket, so that no client takes it for a whole one.
+				if r.Context().Err() == nil {
+					s.log.Warn("_all_docs cut short", "bucket", b.Name(), "err", err)
+				}
+				bw.Flush()
+				return nil
 			}
 			if skip > 0 {
 				skip--

@@ -64,8 +64,10 @@ func (o *ListOptions) keyRange() keyRange {
 // and no key is yielded twice.
 //
 // A bucket kept in memory only (ephemeral, memcached) has no ordered
-// index: List visits each partition under its read lock and sorts the
-// documents of the range, so it costs the size of the bucket. An ordered
+// index: List visits each partition under its read lock and keeps the
+// first Skip+Limit documents of the range (a bounded heap; without a limit,
+// the range, sorted), so it costs the size of the bucket in time and the
+// page in memory. An ordered
 // key set kept up to date by every write would cost every write a shared,
 // ordered insert (writers of such buckets commit inline, under their
 // partition's lock alone) and heap for each key, against a budget of 100
@@ -98,7 +100,11 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 			c.listStored(ctx, o.keyRange(), emit, yield)
 			return
 		}
-		docs, err := c.listMemory(ctx, o.keyRange())
+		keep := 0 // how many of the range's first documents the listing needs (0: all)
+		if o.Limit > 0 {
+			keep = max(o.Skip, 0) + o.Limit
+		}
+		docs, err := c.listMemory(ctx, o.keyRange(), keep)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -159,10 +165,14 @@ func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Docu
 }
 
 // listMemory returns the collection's live documents within r, sorted in
-// r's order, visiting every partition.
-func (c *Collection) listMemory(ctx context.Context, r keyRange) ([]*Document, error) {
+// r's order, visiting every partition; with keep > 0, only the first keep
+// of them, found with a bounded heap (memory for keep documents, not for
+// the range).
+func (c *Collection) listMemory(ctx context.Context, r keyRange, keep int) ([]*Document, error) {
 	now := c.b.clock.Now()
-	var found []*Document
+	// before reports whether a comes before b in r's order.
+	before := func(a, b *Document) bool { return a.Key < b.Key != r.desc }
+	var found []*Document // with keep: a heap whose root is the last in order
 	for _, p := range c.b.parts {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -172,7 +182,16 @@ func (c *Collection) listMemory(ctx context.Context, r keyRange) ([]*Document, e
 			if k.cid != c.id || !r.contains(k.key) || d.Deleted || d.ExpiredAt(now) {
 				continue
 			}
-			found = append(found, d)
+			switch {
+			case keep <= 0:
+				found = append(found, d)
+			case len(found) < keep:
+				found = append(found, d)
+				siftUp(found, len(found)-1, before)
+			case before(d, found[0]):
+				found[0] = d
+				siftDown(found, 0, before)
+			}
 		}
 		p.mu.RUnlock()
 	}
@@ -183,6 +202,35 @@ func (c *Collection) listMemory(ctx context.Context, r keyRange) ([]*Document, e
 		return strings.Compare(a.Key, b.Key)
 	})
 	return found, nil
+}
+
+// siftUp restores the heap h (root: the last in order) after h[i] changed.
+func siftUp(h []*Document, i int, before func(a, b *Document) bool) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !before(h[parent], h[i]) {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+// siftDown restores the heap h (root: the last in order) after h[i] changed.
+func siftDown(h []*Document, i int, before func(a, b *Document) bool) {
+	for {
+		last := i
+		for _, child := range []int{2*i + 1, 2*i + 2} {
+			if child < len(h) && before(h[last], h[child]) {
+				last = child
+			}
+		}
+		if last == i {
+			return
+		}
+		h[i], h[last] = h[last], h[i]
+		i = last
+	}
 }
 
 // Keys returns the collection's live documents whose keys lie between start

@@ -193,6 +193,9 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	} else if limit != 0 || skip > 0 {
+		if limit >= 0 {
+			o.Limit = skip + limit // the most this answer reads (it skips itself, to count offset)
+		}
 		skipped := 0
 		offsetKnown := o.Start == nil
 		for d, err := range c.List(r.Context(), o) {

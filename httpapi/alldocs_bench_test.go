@@ -18,7 +18,8 @@ import (
 
 // BenchmarkAllDocs: GET /{bucket}/_all_docs?limit=100 on a couchbase
 // bucket of 100,000 documents, and of 1,000,000 with
-// MAYFLY_BENCH_ALLDOCS_1M=1 (the load takes a while): from the first key,
+// MAYFLY_BENCH_ALLDOCS_1M=1 (the load takes a while), and on an ephemeral
+// bucket of 100,000 (no ordered index there): from the first key,
 // from a key in the middle, and descending. Reports ms per page and the
 // heap allocated per page.
 func BenchmarkAllDocs(b *testing.B) {
@@ -26,14 +27,26 @@ func BenchmarkAllDocs(b *testing.B) {
 	if os.Getenv("MAYFLY_BENCH_ALLDOCS_1M") != "" {
 		sizes = append(sizes, 1_000_000)
 	}
+	type run struct {
+		typ engine.BucketType
+		n   int
+	}
+	var runs []run
 	for _, n := range sizes {
-		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
+		runs = append(runs, run{engine.Couchbase, n})
+	}
+	runs = append(runs, run{engine.Ephemeral, 100_000})
+	for _, rn := range runs {
+		n := rn.n
+		b.Run(fmt.Sprintf("%s/docs=%d", rn.typ, n), func(b *testing.B) {
 			eng, err := engine.Open(b.TempDir(), &engine.Options{NoSync: true})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer eng.Close()
-			bk, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default"))
+			settings := engine.DefaultBucketSettings("default")
+			settings.Type = rn.typ
+			bk, err := eng.CreateBucket(context.Background(), settings)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -75,6 +75,9 @@ type Bucket struct {
 	}
 
 	cas       atomic.Uint64
+	// minDurability is the rank of the settings' DurabilityMinLevel, read by
+	// every write without the bucket's lock.
+	minDurability atomic.Int32
 	currItems atomic.Int64
 	tombs     atomic.Int64
 	stats     counters
@@ -192,6 +195,7 @@ func (b *Bucket) commitCatalog(ce catalogEntry) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.mu.settings = ce.Settings
+	b.minDurability.Store(int32(ce.Settings.DurabilityMinLevel.rank()))
 	b.mu.scopes = ce.Scopes
 	b.mu.nextCID = ce.NextCID
 	b.mu.manifest = ce.Manifest

@@ -74,14 +74,14 @@ type Bucket struct {
 		closed   bool
 	}
 
-	cas       atomic.Uint64
+	cas atomic.Uint64
 	// minDurability is the rank of the settings' DurabilityMinLevel, read by
 	// every write without the bucket's lock.
 	minDurability atomic.Int32
-	currItems atomic.Int64
-	tombs     atomic.Int64
-	stats     counters
-	mem       memOwner // accounts the bucket's memory, enforces its quota
+	currItems     atomic.Int64
+	tombs         atomic.Int64
+	stats         counters
+	mem           memOwner // accounts the bucket's memory, enforces its quota
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation

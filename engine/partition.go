@@ -38,10 +38,10 @@ type partition struct {
 		// its way to disk (a write at durability none or majority), that
 		// version: reads see it before the committed one, the change feed
 		// does not. It goes once a version at least as new is committed.
-		acked map[docKey]*Document
-		seq     uint64               // highest sequence number given out
-		durable uint64               // highest sequence number committed: the feed's end
-		log     []logEntry           // committed changes, ordered by seq; may hold stale entries
+		acked   map[docKey]*Document
+		seq     uint64     // highest sequence number given out
+		durable uint64     // highest sequence number committed: the feed's end
+		log     []logEntry // committed changes, ordered by seq; may hold stale entries
 		// logIndexed says the log's entries carry topCAS; it is set by
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool

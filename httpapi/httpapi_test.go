@@ -49,8 +49,20 @@ func newFixture(t *testing.T) *fixture {
 // engine, views, pager, audit and auth are the fixture's) and the users.
 func newFixtureOpts(t *testing.T, more *httpapi.Options, users *auth.Options) *fixture {
 	t.Helper()
+	return newFixtureEngine(t, nil, more, users)
+}
+
+// newFixtureEngine is newFixtureOpts with engine options: eo's clock,
+// partitions and NoSync are the fixture's, its other fields count.
+func newFixtureEngine(t *testing.T, eo *engine.Options, more *httpapi.Options, users *auth.Options) *fixture {
+	t.Helper()
 	clk := engine.NewFakeClock(t0)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 16, NoSync: true})
+	o := engine.Options{}
+	if eo != nil {
+		o = *eo
+	}
+	o.Clock, o.NumPartitions, o.NoSync = clk, 16, true
+	eng, err := engine.Open(t.TempDir(), &o)
 	if err != nil {
 		t.Fatal(err)
 	}

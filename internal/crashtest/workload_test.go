@@ -93,6 +93,12 @@ type workload struct {
 	queries  bool
 	probe    bool
 	replaced atomic.Bool
+	// pollCommits polls the bucket's ep_commit_time during the round
+	// (durability none or majority), keeping the longest in maxCommitMS,
+	// which bounds the loss window.
+	pollCommits bool
+	maxCommitMS atomic.Int64
+	killedAt    time.Time // when the kill was sent
 }
 
 // run starts the writers and the side goroutines, kills the server after
@@ -126,6 +132,24 @@ func (w *workload) run(rng *rand.Rand, killAfter time.Duration) {
 					w.stats.pagerRuns.Add(1)
 				} else if !w.stop.Load() {
 					w.stats.note("runExpiryPager before the kill: status %d err %v", st, err)
+				}
+			}
+		})
+	}
+	if w.pollCommits {
+		wg.Go(func() {
+			for !w.stop.Load() {
+				st, body, _, err := w.srv.do(ctx, http.MethodGet, "/pools/default/buckets/"+bucket+"/stats", nil, opTimeout)
+				var stats map[string]int64
+				if err == nil && st == http.StatusOK && json.Unmarshal(body, &stats) == nil {
+					if ms := stats["ep_commit_time"]; ms > w.maxCommitMS.Load() {
+						w.maxCommitMS.Store(ms)
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
 				}
 			}
 		})
@@ -189,6 +213,7 @@ func (w *workload) run(rng *rand.Rand, killAfter time.Duration) {
 		probeWG.Wait()
 	}
 	w.stop.Store(true)
+	w.killedAt = time.Now()
 	w.stats.mu.Lock()
 	hung := len(w.stats.hangs) > 0
 	w.stats.mu.Unlock()

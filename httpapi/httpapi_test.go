@@ -22,7 +22,7 @@ const t0 = 1_700_000_000
 
 // fixture is a server over a fresh engine with a "default" bucket and a fake clock.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	eng   *engine.Engine
 	clk   *engine.FakeClock
 	srv   *httptest.Server
@@ -54,7 +54,7 @@ func newFixtureOpts(t *testing.T, more *httpapi.Options, users *auth.Options) *f
 
 // newFixtureEngine is newFixtureOpts with engine options: eo's clock,
 // partitions and NoSync are the fixture's, its other fields count.
-func newFixtureEngine(t *testing.T, eo *engine.Options, more *httpapi.Options, users *auth.Options) *fixture {
+func newFixtureEngine(t testing.TB, eo *engine.Options, more *httpapi.Options, users *auth.Options) *fixture {
 	t.Helper()
 	clk := engine.NewFakeClock(t0)
 	o := engine.Options{}
@@ -151,7 +151,7 @@ func (f *fixture) doWith(method, path, contentType, body string, edit func(*http
 }
 
 // jsonOf decodes a JSON object body.
-func jsonOf(t *testing.T, body string) map[string]any {
+func jsonOf(t testing.TB, body string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(body), &m); err != nil {

@@ -164,6 +164,18 @@ func (m *model) ack(i int, o op, s state) {
 	m.mu.Unlock()
 }
 
+// observe records that a write answered 404 found the key absent: its
+// state from then on. Unlike reset it keeps the writes acknowledged since
+// the last check, which a kill may still take back at durability none or
+// majority (the key may then read as it was before them).
+func (m *model) observe(i int, s state) {
+	m.mu.Lock()
+	r := &m.keys[i]
+	r.cur, r.inflight = s, nil
+	r.acks = append(r.acks, ackRec{s: s, at: time.Now()})
+	m.mu.Unlock()
+}
+
 // settle clears the in-flight op of an op that certainly had no effect.
 func (m *model) settle(i int) {
 	m.mu.Lock()

@@ -322,7 +322,7 @@ func (w *workload) one(ctx context.Context, r *rand.Rand, i int) bool {
 			w.stats.liveAnomalies.Add(1)
 			w.stats.note("%s %s answered 404 but the harness holds %v", method, key, before)
 		}
-		w.m.reset(i, state{})
+		w.m.observe(i, state{})
 		return true
 	default:
 		if !w.stop.Load() {

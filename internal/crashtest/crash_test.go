@@ -24,7 +24,8 @@ type config struct {
 	// level is the bucket's durabilityMinLevel (MAYFLY_CRASH_LEVEL): at
 	// persistToMajority (the default) and majorityAndPersistActive no
 	// acknowledged write may be lost; at none and majority a kill may take
-	// back the writes of the loss window (see lossWindow), and no others.
+	// back the writes acknowledged after the last commit the harness saw
+	// complete had started (workload.lossSince), and no others.
 	level string
 	// flush is the server's --flush-interval (MAYFLY_CRASH_FLUSH_INTERVAL).
 	flush time.Duration
@@ -37,16 +38,6 @@ const defaultFlushInterval = 2 * time.Millisecond
 // on disk.
 func (c config) persists() bool {
 	return c.level == "persistToMajority" || c.level == "majorityAndPersistActive"
-}
-
-// lossWindow is how long before a kill a write acknowledged at durability
-// none or majority may have been acknowledged and still be lost: the flush
-// interval (the most its commit waits to start), the commit in flight
-// when it was queued and its own commit (each at most maxCommit, the longest
-// commit the server reported during the round), and 50 ms for the harness
-// to read the clock after the answer and send the kill.
-func (c config) lossWindow(maxCommit time.Duration) time.Duration {
-	return c.flush + 2*maxCommit + 50*time.Millisecond
 }
 
 func configFromEnv(t *testing.T) config {
@@ -256,9 +247,8 @@ func TestCrash(t *testing.T) {
 		}
 		var lossSince time.Time
 		if !cfg.persists() {
-			win := cfg.lossWindow(time.Duration(w.maxCommitMS.Load()) * time.Millisecond)
-			tot.maxWindow = max(tot.maxWindow, win)
-			lossSince = w.killedAt.Add(-win)
+			lossSince = w.lossSince(roundStart)
+			tot.maxWindow = max(tot.maxWindow, w.killedAt.Sub(lossSince))
 		}
 		res := checkDocs(ctx, srv, m, cfg.keys, lossSince)
 		tot.allowedLost += res.allowedLost

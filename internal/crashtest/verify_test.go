@@ -22,7 +22,8 @@ type checkResult struct {
 	checked int // keys whose last acknowledged op was checked
 	lost    []string
 	// allowedLost counts the acknowledged writes a kill took back within
-	// what the durability level allows (see lossWindow), in allowedKeys keys.
+	// what the durability level allows (see workload.lossSince), in
+	// allowedKeys keys.
 	allowedLost, allowedKeys int
 	readErrors               []string
 	hang                     []string

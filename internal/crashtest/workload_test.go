@@ -93,12 +93,37 @@ type workload struct {
 	queries  bool
 	probe    bool
 	replaced atomic.Bool
-	// pollCommits polls the bucket's ep_commit_time during the round
-	// (durability none or majority), keeping the longest in maxCommitMS,
-	// which bounds the loss window.
+	// pollCommits polls the bucket's ep_commit_num and ep_commit_time
+	// during the round (durability none or majority): see lossSince.
 	pollCommits bool
-	maxCommitMS atomic.Int64
+	commitMu    sync.Mutex
+	commits     []commitSample
 	killedAt    time.Time // when the kill was sent
+}
+
+// commitSample is one poll of the bucket's commit statistics.
+type commitSample struct {
+	sent time.Time // when the poll was sent: the server counted after it
+	num  int64     // ep_commit_num
+	ms   int64     // ep_commit_time: the last commit's duration, whole ms
+}
+
+// lossSince returns the moment from which writes acknowledged from memory
+// may be lost to the kill: the start of the last commit the polls saw
+// complete. That commit ended after the poll before it was sent, and took
+// its ep_commit_time (rounded down to the ms), so it started after that
+// send less its duration and 1 ms; every write acknowledged before it
+// started was in it or in an earlier commit, and so is on disk. With no
+// commit seen, every write of the round may be lost (since roundStart).
+func (w *workload) lossSince(roundStart time.Time) time.Time {
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	for i := len(w.commits) - 1; i > 0; i-- {
+		if c := w.commits[i]; c.num > w.commits[i-1].num {
+			return w.commits[i-1].sent.Add(-time.Duration(c.ms+1) * time.Millisecond)
+		}
+	}
+	return roundStart
 }
 
 // run starts the writers and the side goroutines, kills the server after
@@ -139,12 +164,13 @@ func (w *workload) run(rng *rand.Rand, killAfter time.Duration) {
 	if w.pollCommits {
 		wg.Go(func() {
 			for !w.stop.Load() {
+				sent := time.Now()
 				st, body, _, err := w.srv.do(ctx, http.MethodGet, "/pools/default/buckets/"+bucket+"/stats", nil, opTimeout)
 				var stats map[string]int64
-				if err == nil && st == http.StatusOK && json.Unmarshal(body, &stats) == nil {
-					if ms := stats["ep_commit_time"]; ms > w.maxCommitMS.Load() {
-						w.maxCommitMS.Store(ms)
-					}
+				if err == nil && st == http.StatusOK && json.Unmarshal(body, &stats) == nil && !w.stop.Load() {
+					w.commitMu.Lock()
+					w.commits = append(w.commits, commitSample{sent: sent, num: stats["ep_commit_num"], ms: stats["ep_commit_time"]})
+					w.commitMu.Unlock()
 				}
 				select {
 				case <-ctx.Done():

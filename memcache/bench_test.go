@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,20 @@ func BenchmarkServerMix(b *testing.B) {
 				benchMix(b, addr, mix.setEvery)
 			})
 		}
+	}
+}
+
+// BenchmarkExternalMix runs benchMixes against the memcached-protocol server
+// at $MAYFLY_BENCH_ADDR (skipped without it): a started `mayfly serve` or a
+// memcached, each in its own process, so that its resident memory can be
+// read after the run (BENCHMARKS.md, "Durability levels").
+func BenchmarkExternalMix(b *testing.B) {
+	addr := os.Getenv("MAYFLY_BENCH_ADDR")
+	if addr == "" {
+		b.Skip("MAYFLY_BENCH_ADDR is not set")
+	}
+	for _, mix := range benchMixes {
+		b.Run(mix.name, func(b *testing.B) { benchMix(b, addr, mix.setEvery) })
 	}
 }
 

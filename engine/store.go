@@ -154,7 +154,7 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 	n := len(s.mu.queue)
 	kick := n == 0 // a new batch: the flusher starts its clock
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
-		s.mu.queue = append(s.mu.queue, &commitBatch{done: make(chan struct{}), born: time.Now()})
+		s.mu.queue = append(s.mu.queue, &commitBatch{done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
 		n++
 		kick = true
 	}
@@ -266,7 +266,7 @@ func (s *store) flushLoop() {
 		s.mu.queue = s.mu.queue[1:]
 		s.mu.inflight = cb
 		s.mu.Unlock()
-		start := time.Now()
+		start := time.Now() // wall clock: ep_commit_time
 		if err := s.st.commit(cb.recs); err != nil {
 			s.fail(cb, err)
 			continue

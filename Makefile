@@ -6,6 +6,9 @@ DATA    ?= ./data
 PKGS    := ./...
 FUZZTIME ?= 5s
 SOAK    ?= 10m
+# LEVEL is the crash soak's bucket durabilityMinLevel (none, majority,
+# majorityAndPersistActive, persistToMajority).
+LEVEL   ?= persistToMajority
 
 .PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak sdk
 
@@ -17,7 +20,7 @@ help:
 	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
-	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer)"
+	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level)"
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly
@@ -102,7 +105,7 @@ oracle:
 # with SIGKILL under load, again and again; acknowledged writes and stale=false
 # views are checked after every restart.
 soak:
-	MAYFLY_SOAK=$(SOAK) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
+	MAYFLY_SOAK=$(SOAK) MAYFLY_CRASH_LEVEL=$(LEVEL) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
 
 clean:
 	rm -rf bin bench.out

@@ -28,7 +28,8 @@ type Op struct {
 	// Value is the new body (upsert, insert, replace); nil is refused for
 	// those kinds.
 	Value []byte
-	// Opts are the write's options. For a touch only Opts.Expiry counts.
+	// Opts are the write's options. For a touch only Opts.Expiry and
+	// Opts.Durability count.
 	Opts WriteOptions
 }
 
@@ -54,7 +55,7 @@ func (c *Collection) Apply(ctx context.Context, op *Op) (*Document, error) {
 	case OpDelete:
 		return c.Delete(ctx, op.Key, &op.Opts)
 	case OpTouch:
-		return c.Touch(ctx, op.Key, op.Opts.Expiry)
+		return c.TouchWith(ctx, op.Key, &op.Opts)
 	case "":
 		return nil, fmt.Errorf("%w: an operation is required: upsert, insert, replace, delete or touch", ErrInvalidOp)
 	default:

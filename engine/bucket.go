@@ -74,12 +74,15 @@ type Bucket struct {
 		closed   bool
 	}
 
-	cas       atomic.Uint64
-	currItems atomic.Int64
-	tombs     atomic.Int64
-	live      sync.Map // CollectionID → *atomic.Int64: its live documents (Collection.Count)
-	stats     counters
-	mem       memOwner // accounts the bucket's memory, enforces its quota
+	cas atomic.Uint64
+	// minDurability is the rank of the settings' DurabilityMinLevel, read by
+	// every write without the bucket's lock.
+	minDurability atomic.Int32
+	currItems     atomic.Int64
+	tombs         atomic.Int64
+	live          sync.Map // CollectionID → *atomic.Int64: its live documents (Collection.Count)
+	stats         counters
+	mem           memOwner // accounts the bucket's memory, enforces its quota
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation
@@ -193,6 +196,7 @@ func (b *Bucket) commitCatalog(ce catalogEntry) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.mu.settings = ce.Settings
+	b.minDurability.Store(int32(ce.Settings.DurabilityMinLevel.rank()))
 	b.mu.scopes = ce.Scopes
 	b.mu.nextCID = ce.NextCID
 	b.mu.manifest = ce.Manifest

@@ -32,6 +32,10 @@ type WriteOptions struct {
 	CAS uint64
 	// Flags are the client's opaque flags, stored with the value.
 	Flags uint32
+	// Durability is the level the client asks for; the bucket's
+	// durabilityMinLevel raises it, never lowers it. DurabilityUnset takes
+	// the bucket's minimum.
+	Durability Durability
 }
 
 func (o *WriteOptions) get() WriteOptions {
@@ -58,7 +62,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
 	p.mu.RLock()
-	d := p.mu.docs[k]
+	d := p.readLocked(k)
 	p.mu.RUnlock()
 	if d == nil || d.Deleted {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -83,7 +87,7 @@ func (c *Collection) Peek(key string) (*Document, error) {
 	}
 	p := c.b.partitionFor(key)
 	p.mu.RLock()
-	d := p.mu.docs[docKey{cid: c.id, key: key}]
+	d := p.readLocked(docKey{cid: c.id, key: key})
 	p.mu.RUnlock()
 	if d == nil || d.Deleted || d.ExpiredAt(c.b.clock.Now()) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -123,7 +127,7 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 	}
 	val := append([]byte(nil), value...)
 	typ := DetectType(val)
-	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
 		cs, maxTTL := c.b.ttlFor(c.id)
 		var dttl int64
 		if cs.DefaultTTL != 0 {
@@ -158,7 +162,7 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 // opts.CAS, if set, must match.
 func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions) (*Document, error) {
 	o := opts.get()
-	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
@@ -175,7 +179,15 @@ func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions)
 // The expiration it sets is pinned: defaultTTL re-evaluations and sliding
 // reads leave it alone until the document's next write.
 func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Document, error) {
-	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, func(old *Document, now int64) (*Document, error) {
+	return c.TouchWith(ctx, key, &WriteOptions{Expiry: expiry})
+}
+
+// TouchWith is Touch with the expiry and the durability level of opts (its
+// other fields do not count).
+func (c *Collection) TouchWith(ctx context.Context, key string, opts *WriteOptions) (*Document, error) {
+	o := opts.get()
+	expiry := o.Expiry
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}

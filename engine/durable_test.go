@@ -35,9 +35,10 @@ func TestFeedShowsOnlyCommittedWrites(t *testing.T) {
 		_, err := c.Upsert(ctx, "new", []byte(`{"v":2}`), nil)
 		done <- err
 	}()
-	// The write is queued (ep_queue_size) but not committed.
+	// The write is queued or being committed (ep_queue_size,
+	// ep_flusher_todo) but not committed.
 	deadline := time.Now().Add(time.Minute) // a hang, not a busy machine
-	for b.Stats().QueueSize == 0 {
+	for st := b.Stats(); st.QueueSize+st.FlusherTodo == 0; st = b.Stats() {
 		if time.Now().After(deadline) {
 			release()
 			t.Fatal("write never queued")

@@ -103,6 +103,10 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	if s.EvictionPolicy == "" {
 		s.EvictionPolicy = defaultEvictionPolicy(s.Type) // a bucket created before the setting
 	}
+	if s.DurabilityMinLevel == "" {
+		s.DurabilityMinLevel = defaultDurability(s.Type) // likewise
+	}
+	b.minDurability.Store(int32(s.DurabilityMinLevel.rank()))
 	b.mu.settings = s
 	b.mem.configure(s)
 	b.mu.scopes = ce.Scopes
@@ -239,6 +243,9 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 		// Here rather than in withDefaults, so that DefaultBucketSettings
 		// with another Type set afterwards stays valid.
 		s.EvictionPolicy = defaultEvictionPolicy(s.Type)
+	}
+	if s.DurabilityMinLevel == "" {
+		s.DurabilityMinLevel = defaultDurability(s.Type)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err

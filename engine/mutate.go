@@ -7,11 +7,14 @@ import (
 	"sync/atomic"
 )
 
-// mutate applies one mutation to key. fn sees the current live document (nil if
-// missing, deleted or expired) and the time, and returns the new version with
-// Value, Type, Flags, Expiration and Deleted/DeletedAt set; mutate fills in the
-// rest, queues it for disk and waits until it is durable and published.
-func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+// mutate applies one mutation to key at durability level req (raised to the
+// bucket's minimum). fn sees the current live document (nil if missing,
+// deleted or expired) and the time, and returns the new version with Value,
+// Type, Flags, Expiration and Deleted/DeletedAt set; mutate fills in the
+// rest and queues it for disk. At a level that persists it waits until the
+// version is durable and published; at none or majority it returns at once,
+// the version readable (see ackedLocked) and on its way to disk.
+func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	if err := validateKey(k.key); err != nil {
 		return nil, err
 	}
@@ -38,13 +41,16 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, fn func(old *Document, no
 		p.mu.Unlock()
 		return nil, err
 	}
-	cb, err := b.publishLocked(p, k, prev, d, now)
+	b.stampLocked(p, k, prev, d, now)
+	cb, wait, err := b.queueAtLocked(p, k, prev, d, b.durability(req).Persists())
 	p.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if err := cb.wait(ctx); err != nil {
-		return nil, err
+	if wait {
+		if err := cb.wait(ctx); err != nil {
+			return nil, err
+		}
 	}
 	b.maybeEvict(ctx)
 	return d, nil
@@ -97,24 +103,38 @@ func (b *Bucket) stampLocked(p *partition, k docKey, prev, d *Document, now int6
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) queueLocked(p *partition, k docKey, prev, d *Document) (*commitBatch, error) {
+	cb, _, err := b.queueAtLocked(p, k, prev, d, true)
+	return cb, err
+}
+
+// queueAtLocked is queueLocked for a write whose writer waits for disk
+// (persist) or is acknowledged from memory. It reports whether the writer
+// must wait for the batch (see store.enqueueAt); one that need not has its
+// version readable at once, as acknowledged (partition.mu.acked).
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) queueAtLocked(p *partition, k docKey, prev, d *Document, persist bool) (*commitBatch, bool, error) {
 	r := record{doc: d, key: k, part: p.id, seq: d.Seq, cas: d.CAS}
 	if prev != nil && !prev.Deleted {
 		// On disk, a live document holds an expiry entry; a tombstone
 		// (a delete's or an expiration's) holds none.
 		r.oldExp = prev.Expiration
 	}
-	cb, err := b.store.enqueue(r)
+	cb, wait, err := b.store.enqueueAt(r, persist)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	p.mu.seq = d.Seq
 	if cb.committed() {
 		b.applyRecordLocked(p, &r)
 		b.changed()
-	} else {
-		p.mu.pending[k] = d
+		return cb, false, nil
 	}
-	return cb, nil
+	p.mu.pending[k] = d
+	if !wait {
+		p.mu.acked[k] = d
+	}
+	return cb, wait, nil
 }
 
 // applyLocked makes d, a version whose record is on disk (or that needs no
@@ -129,6 +149,9 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	b.published(old, d)
 	if p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
+	}
+	if a := p.mu.acked[k]; a != nil && a.Seq <= d.Seq {
+		delete(p.mu.acked, k) // committed, or overtaken by a committed version
 	}
 	p.appendLogLocked(d.Seq, k)
 	p.mu.durable = max(p.mu.durable, d.Seq)
@@ -191,8 +214,11 @@ func (b *Bucket) applyRecordLocked(p *partition, r *record) {
 // numbers go on from the last committed one. The flusher calls it when a
 // commit fails, after failing every queued batch.
 func (b *Bucket) dropPending() {
+	lost := 0
 	for _, p := range b.parts {
 		p.mu.Lock()
+		lost += len(p.mu.acked)
+		clear(p.mu.acked)
 		for k, d := range p.mu.pending {
 			if c := p.mu.docs[k]; d.Expired && c != nil && !c.Deleted && c.Expiration != 0 {
 				b.exps.update(k, 0, c.Expiration, int64(len(c.Value))) // see expireQueued
@@ -201,6 +227,9 @@ func (b *Bucket) dropPending() {
 		clear(p.mu.pending)
 		p.mu.seq = p.mu.durable
 		p.mu.Unlock()
+	}
+	if lost > 0 {
+		b.eng.log.Error("writes acknowledged from memory (durability none or majority) were lost: their commit failed", "bucket", b.name, "documents", lost)
 	}
 }
 
@@ -284,8 +313,11 @@ func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more b
 
 // Sync waits until every mutation made so far is on disk (at once for a
 // bucket that keeps nothing on disk).
+//
+// Writes acknowledged from memory (durability none or majority) that wait
+// for the flush interval are committed at once.
 func (b *Bucket) Sync(ctx context.Context) error {
-	return b.store.last().wait(ctx)
+	return b.store.flushNow().wait(ctx)
 }
 
 // checkNewKey refuses a key no new document may have: one holding a NUL

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 )
 
 // Options configure an Engine. A nil *Options means DefaultOptions().
@@ -22,7 +23,19 @@ type Options struct {
 	// NoSync skips fsync on commit: faster, and an acknowledged write can be lost
 	// on a machine crash (not on a process crash). The default value is false.
 	NoSync bool
+	// FlushInterval bounds how long a write acknowledged from memory (at
+	// durability none or majority) waits before the flusher starts the
+	// commit that takes it to disk; the flusher gathers such writes for up
+	// to this long into one commit. Writes acknowledged after their commit
+	// (the durable levels, Sync) start a commit at once. The default value
+	// is DefaultFlushInterval.
+	FlushInterval time.Duration
 }
+
+// DefaultFlushInterval is the default Options.FlushInterval: short enough
+// that a crash costs at most a few milliseconds of writes acknowledged from
+// memory, long enough that a stream of such writes shares one fsync.
+const DefaultFlushInterval = 2 * time.Millisecond
 
 // DefaultOptions returns the options an Engine uses when given nil.
 func DefaultOptions() *Options {
@@ -45,6 +58,9 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxBatchSize == 0 {
 		o.MaxBatchSize = 50000
 	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
 }
 
 // Validate reports an option out of range.
@@ -54,6 +70,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxBatchSize < 1 {
 		return fmt.Errorf("%w: MaxBatchSize must be positive", ErrInvalidSetting)
+	}
+	if o.FlushInterval < 0 {
+		return fmt.Errorf("%w: FlushInterval must not be negative", ErrInvalidSetting)
 	}
 	return nil
 }

@@ -34,9 +34,14 @@ type partition struct {
 		sync.RWMutex
 		docs    map[docKey]*Document // committed: live documents and tombstones
 		pending map[docKey]*Document // newest version of keys with a write on its way to disk
-		seq     uint64               // highest sequence number given out
-		durable uint64               // highest sequence number committed: the feed's end
-		log     []logEntry           // committed changes, ordered by seq; may hold stale entries
+		// acked holds, for keys whose newest acknowledged version is on
+		// its way to disk (a write at durability none or majority), that
+		// version: reads see it before the committed one, the change feed
+		// does not. It goes once a version at least as new is committed.
+		acked   map[docKey]*Document
+		seq     uint64     // highest sequence number given out
+		durable uint64     // highest sequence number committed: the feed's end
+		log     []logEntry // committed changes, ordered by seq; may hold stale entries
 		// logIndexed says the log's entries carry topCAS; it is set by
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool
@@ -47,6 +52,7 @@ func newPartition(id uint16) *partition {
 	p := &partition{id: id}
 	p.mu.docs = make(map[docKey]*Document)
 	p.mu.pending = make(map[docKey]*Document)
+	p.mu.acked = make(map[docKey]*Document)
 	return p
 }
 
@@ -63,6 +69,20 @@ func partitionOf(key string, n int) uint16 {
 func (p *partition) latestLocked(k docKey) *Document {
 	if d, ok := p.mu.pending[k]; ok {
 		return d
+	}
+	return p.mu.docs[k]
+}
+
+// readLocked returns the version of k that reads see: the newest one
+// acknowledged from memory and not yet on disk, if any, else the committed
+// one (nil if none).
+//
+// REQUIRES: p.mu held.
+func (p *partition) readLocked(k docKey) *Document {
+	if len(p.mu.acked) > 0 {
+		if d, ok := p.mu.acked[k]; ok {
+			return d
+		}
 	}
 	return p.mu.docs[k]
 }

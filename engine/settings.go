@@ -55,6 +55,24 @@ type BucketSettings struct {
 	// noEviction); memcached buckets always evict least-recently-used items
 	// and take no setting.
 	EvictionPolicy EvictionPolicy `json:"evictionPolicy,omitempty"`
+	// DurabilityMinLevel is the least durability level of every write to
+	// the bucket (Couchbase's durabilityMinLevel); a request may ask for
+	// more, never less. Couchbase buckets take any level (the default value
+	// is persistToMajority: every write is on disk when acknowledged,
+	// stricter than Couchbase's none); ephemeral buckets take none or
+	// majority (the default value is none: they keep nothing on disk);
+	// memcached buckets take none, their only level. A definition stored
+	// before the setting reads as the default.
+	DurabilityMinLevel Durability `json:"durabilityMinLevel,omitempty"`
+}
+
+// defaultDurability returns the durabilityMinLevel a bucket of type t has
+// when none is set.
+func defaultDurability(t BucketType) Durability {
+	if t == Couchbase {
+		return DurabilityPersistToMajority
+	}
+	return DurabilityNone
 }
 
 // EvictionPolicy is a bucket's evictionPolicy setting.
@@ -132,6 +150,12 @@ func (s BucketSettings) Validate() error {
 		return bad("evictionPolicy: must be noEviction or nruEviction for an ephemeral bucket")
 	case s.Type == Memcached && s.EvictionPolicy != "":
 		return bad("evictionPolicy: memcached buckets take no evictionPolicy (they always evict least-recently-used items)")
+	case s.DurabilityMinLevel != "" && s.DurabilityMinLevel.rank() == 0:
+		return bad("durabilityMinLevel: Durability minimum level must be either none, majority, majorityAndPersistActive, or persistToMajority")
+	case s.Type == Ephemeral && s.DurabilityMinLevel.rank() > DurabilityMajority.rank():
+		return bad("durabilityMinLevel: Durability minimum level must be either none or majority for ephemeral buckets")
+	case s.Type == Memcached && s.DurabilityMinLevel.rank() > DurabilityNone.rank():
+		return bad("durabilityMinLevel: memcached buckets take no durability level but none")
 	case s.RAMQuotaMB < 1:
 		return bad("ramQuotaMB: must be a positive integer")
 	case !(s.PurgeInterval >= 0.04 && s.PurgeInterval <= 60):

@@ -21,8 +21,18 @@ type Stats struct {
 	// ExpiredUnpurged counts documents whose expiration has passed that are
 	// not purged yet (they still count in CurrItems and have view rows).
 	ExpiredUnpurged int64
-	// QueueSize counts mutations waiting for disk (ep_queue_size).
+	// QueueSize counts mutations queued for disk, not yet taken by a
+	// commit (ep_queue_size).
 	QueueSize int64
+	// FlusherTodo counts the mutations the commit in flight is writing
+	// (ep_flusher_todo); QueueSize + FlusherTodo wait for disk.
+	FlusherTodo int64
+	// CommitNum counts the commits made (ep_commit_num).
+	CommitNum int64
+	// CommitTimeMS is how long the last commit took, in milliseconds
+	// (ep_commit_time); CommitTimeTotalMS adds up every commit's
+	// (ep_commit_time_total).
+	CommitTimeMS, CommitTimeTotalMS int64
 	// CommitFailed counts commits that failed (ep_item_commit_failed).
 	CommitFailed int64
 	// SlidingExtends counts expirations that reads slid forward on
@@ -72,7 +82,11 @@ func (b *Bucket) Stats() Stats {
 	s.Evictions, s.TmpOOMErrors = b.mem.evictions.Load(), b.mem.tmpOOM.Load()
 	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
-	s.QueueSize = int64(b.store.pending())
+	queued, todo := b.store.backlog()
+	s.QueueSize, s.FlusherTodo = int64(queued), int64(todo)
+	s.CommitNum = b.store.commitNum.Load()
+	s.CommitTimeMS = b.store.commitLast.Load() / 1e6
+	s.CommitTimeTotalMS = b.store.commitTotal.Load() / 1e6
 	s.CommitFailed = b.store.commitFailed.Load()
 	if err := b.store.failure(); err != nil {
 		s.StorageError = err.Error()

@@ -14,6 +14,11 @@ type commitBatch struct {
 	recs []record
 	done chan struct{}
 	err  error
+	// urgent says someone waits for the batch (a durable write, Sync): the
+	// flusher commits it at once instead of gathering writes for up to the
+	// flush interval. Guarded by store.mu.
+	urgent bool
+	born   time.Time // when its first record was queued
 }
 
 // wait blocks until the batch is committed. If ctx ends first the write may
@@ -52,7 +57,10 @@ func (cb *commitBatch) committed() bool {
 
 // store takes a bucket's mutations to its storage. For a durable storage it
 // runs a group-commit flusher: one goroutine takes whatever mutations are
-// queued and commits them in one batch, while the next batch fills. A
+// queued and commits them in one batch, while the next batch fills. A batch
+// that only holds writes acknowledged from memory (durability none or
+// majority) waits up to the flush interval for more before its commit
+// starts; one that a writer waits for is committed at once. A
 // storage that is not durable is committed inline, by the writer, and the
 // writer publishes its mutation at once (see queueLocked): nothing waits for
 // a flusher that would only hand the write back.
@@ -68,6 +76,7 @@ type store struct {
 	st       storage
 	inline   bool // commit in the writer: the storage is not durable
 	maxBatch int
+	interval time.Duration // Options.FlushInterval
 	log      *slog.Logger
 	onCommit func([]record) // publishes a committed batch
 	onFail   func()         // forgets what the failed commits held
@@ -83,6 +92,9 @@ type store struct {
 		probing  bool  // the recovery probe runs
 	}
 	commitFailed atomic.Int64 // commits that failed (ep_item_commit_failed)
+	commitNum    atomic.Int64 // commits made (ep_commit_num)
+	commitLast   atomic.Int64 // duration of the last commit, ns (ep_commit_time)
+	commitTotal  atomic.Int64 // duration of every commit, ns (ep_commit_time_total)
 	kick         chan struct{}
 	stopped      chan struct{}
 	quit         chan struct{} // closed by stop: ends the probe
@@ -96,7 +108,7 @@ const probeInterval = time.Second
 // durable). onCommit publishes each committed batch; onFail forgets what
 // failed commits held.
 func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *store {
-	s := &store{st: st, inline: !st.durable(), maxBatch: o.MaxBatchSize, log: o.Logger, onCommit: onCommit, onFail: onFail, probeGap: probeInterval,
+	s := &store{st: st, inline: !st.durable(), maxBatch: o.MaxBatchSize, interval: o.FlushInterval, log: o.Logger, onCommit: onCommit, onFail: onFail, probeGap: probeInterval,
 		done: &commitBatch{done: make(chan struct{})}, kick: make(chan struct{}, 1), stopped: make(chan struct{}), quit: make(chan struct{})}
 	close(s.done.done)
 	if s.inline {
@@ -113,34 +125,78 @@ func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *s
 // committed batch: the caller publishes r itself (the flusher could not
 // take the partition lock the caller holds).
 func (s *store) enqueue(r record) (*commitBatch, error) {
+	cb, _, err := s.enqueueAt(r, true)
+	return cb, err
+}
+
+// enqueueAt is enqueue for a write whose writer waits for disk (persist) or
+// is acknowledged from memory (not persist). It reports whether the writer
+// must wait for the batch all the same: always when persist, and, so that
+// writes acknowledged from memory cannot outrun the disk without bound,
+// whenever a whole batch (MaxBatchSize records) is already queued.
+func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 	if s.inline {
 		if err := s.st.commitOne(r); err != nil {
 			s.commitFailed.Add(1)
-			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+			return nil, true, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
-		return s.done, nil
+		return s.done, true, nil
 	}
 	r.enc = s.st.encode(r) // in the writer, before the batch: see storage.encode
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
-		return nil, ErrClosed
+		return nil, true, ErrClosed
 	}
 	if s.mu.failed != nil {
-		return nil, s.mu.failed
+		return nil, true, s.mu.failed
 	}
 	n := len(s.mu.queue)
+	kick := n == 0 // a new batch: the flusher starts its clock
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
-		s.mu.queue = append(s.mu.queue, &commitBatch{done: make(chan struct{})})
+		s.mu.queue = append(s.mu.queue, &commitBatch{done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
 		n++
+		kick = true
 	}
 	cb := s.mu.queue[n-1]
 	cb.recs = append(cb.recs, r)
+	wait := persist || n > 1 || len(cb.recs) >= s.maxBatch
+	if wait && !cb.urgent {
+		cb.urgent = true
+		kick = true
+	}
+	if kick {
+		s.kickLocked()
+	}
+	return cb, wait, nil
+}
+
+// kickLocked wakes the flusher.
+//
+// REQUIRES: s.mu held, the store not closed.
+func (s *store) kickLocked() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	return cb, nil
+}
+
+// flushNow returns the batch that will be committed last of those queued or
+// in flight now (nil when nothing waits for disk), and has the queued ones
+// committed at once, without waiting for the flush interval.
+func (s *store) flushNow() *commitBatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.mu.queue)
+	if n == 0 {
+		return s.mu.inflight
+	}
+	cb := s.mu.queue[n-1]
+	if !cb.urgent && !s.mu.closed {
+		cb.urgent = true
+		s.kickLocked()
+	}
+	return cb
 }
 
 // last returns the batch that will be committed last of those queued or in
@@ -155,47 +211,75 @@ func (s *store) last() *commitBatch {
 }
 
 // pending returns how many mutations wait for disk, the batch being
-// committed included (ep_queue_size).
+// committed included.
 func (s *store) pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	if s.mu.inflight != nil {
-		n = len(s.mu.inflight.recs)
-	}
-	for _, cb := range s.mu.queue {
-		n += len(cb.recs)
-	}
-	return n
+	queued, todo := s.backlog()
+	return queued + todo
 }
 
+// backlog returns how many mutations are queued for the next commits
+// (ep_queue_size) and how many the commit in flight is writing
+// (ep_flusher_todo).
+func (s *store) backlog() (queued, todo int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.inflight != nil {
+		todo = len(s.mu.inflight.recs)
+	}
+	for _, cb := range s.mu.queue {
+		queued += len(cb.recs)
+	}
+	return queued, todo
+}
+
+// flushLoop commits the queued batches, in order, one at a time. A lone
+// batch nobody waits for is left to gather writes until it is
+// FlushInterval old; a stop commits everything queued at once.
 func (s *store) flushLoop() {
 	defer close(s.stopped)
-	for range s.kick {
-		for {
-			s.mu.Lock()
-			if len(s.mu.queue) == 0 {
-				closed := s.mu.closed
-				s.mu.Unlock()
-				if closed {
-					return
-				}
-				break
-			}
-			cb := s.mu.queue[0]
-			s.mu.queue = s.mu.queue[1:]
-			s.mu.inflight = cb
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		s.mu.Lock()
+		if len(s.mu.queue) == 0 {
+			closed := s.mu.closed
 			s.mu.Unlock()
-			if err := s.st.commit(cb.recs); err != nil {
-				s.fail(cb, err)
+			if closed {
+				return
+			}
+			<-s.kick // closed by stop: the loop then finds closed set
+			continue
+		}
+		cb := s.mu.queue[0]
+		if !cb.urgent && !s.mu.closed && len(s.mu.queue) == 1 {
+			if wait := s.interval - time.Since(cb.born); wait > 0 {
+				s.mu.Unlock()
+				timer.Reset(wait)
+				select {
+				case <-s.kick:
+				case <-timer.C:
+				}
+				timer.Stop()
 				continue
 			}
-			s.onCommit(cb.recs)
-			s.mu.Lock()
-			s.mu.inflight = nil
-			s.mu.Unlock()
-			close(cb.done)
 		}
+		s.mu.queue = s.mu.queue[1:]
+		s.mu.inflight = cb
+		s.mu.Unlock()
+		start := time.Now() // wall clock: ep_commit_time
+		if err := s.st.commit(cb.recs); err != nil {
+			s.fail(cb, err)
+			continue
+		}
+		took := time.Since(start)
+		s.commitNum.Add(1)
+		s.commitLast.Store(int64(took))
+		s.commitTotal.Add(int64(took))
+		s.onCommit(cb.recs)
+		s.mu.Lock()
+		s.mu.inflight = nil
+		s.mu.Unlock()
+		close(cb.done)
 	}
 }
 
@@ -278,12 +362,6 @@ func (s *store) stop() {
 	s.mu.closed = true
 	s.mu.Unlock()
 	if !already {
-		if !s.inline {
-			select {
-			case s.kick <- struct{}{}:
-			default:
-			}
-		}
 		close(s.kick)
 		close(s.quit)
 	}

@@ -24,22 +24,35 @@ type bucketJSON struct {
 	PurgeInterval float64          `json:"purgeInterval"`
 	Quota         map[string]int64 `json:"quota"`
 	// EvictionPolicy is absent for a memcached bucket, as Couchbase shows it.
-	EvictionPolicy string           `json:"evictionPolicy,omitempty"`
-	BasicStats     map[string]int64 `json:"basicStats"`
-	NumVBuckets    int              `json:"numVBuckets"`
-	URI            string           `json:"uri"`
+	EvictionPolicy string `json:"evictionPolicy,omitempty"`
+	// DurabilityMinLevel is absent for a memcached bucket, as Couchbase
+	// shows it.
+	DurabilityMinLevel string           `json:"durabilityMinLevel,omitempty"`
+	BasicStats         map[string]int64 `json:"basicStats"`
+	NumVBuckets        int              `json:"numVBuckets"`
+	URI                string           `json:"uri"`
 }
 
 func bucketView(b *engine.Bucket) bucketJSON {
 	s, st := b.Settings(), b.Stats()
 	return bucketJSON{
 		Name: s.Name, BucketType: string(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
-		Quota:          map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
-		EvictionPolicy: string(s.EvictionPolicy),
-		BasicStats:     map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
-		NumVBuckets:    b.NumPartitions(),
-		URI:            "/pools/default/buckets/" + url.PathEscape(s.Name),
+		Quota:              map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
+		EvictionPolicy:     string(s.EvictionPolicy),
+		DurabilityMinLevel: durabilityShown(s),
+		BasicStats:         map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
+		NumVBuckets:        b.NumPartitions(),
+		URI:                "/pools/default/buckets/" + url.PathEscape(s.Name),
 	}
+}
+
+// durabilityShown is a bucket's durabilityMinLevel as Couchbase shows it:
+// absent for a memcached bucket.
+func durabilityShown(s engine.BucketSettings) string {
+	if s.Type == engine.Memcached {
+		return ""
+	}
+	return string(s.DurabilityMinLevel)
 }
 
 func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) error {
@@ -90,6 +103,9 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	if vals.Has("evictionPolicy") {
 		st.EvictionPolicy = engine.EvictionPolicy(vals.Get("evictionPolicy"))
 	}
+	if vals.Has("durabilityMinLevel") {
+		st.DurabilityMinLevel = engine.Durability(vals.Get("durabilityMinLevel"))
+	}
 	if !creating {
 		return nil
 	}
@@ -122,7 +138,7 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := st.Validate(); err != nil {
-		return err
+		return &bucketSettingError{err}
 	}
 	if _, err := s.eng.Bucket(st.Name); err == nil {
 		return fmt.Errorf("%w: %q", engine.ErrBucketExists, st.Name)
@@ -157,7 +173,7 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if err := st.Validate(); err != nil {
-			return err
+			return &bucketSettingError{err}
 		}
 		before, after := settingsDiff(old, *st)
 		if len(after) == 0 {
@@ -219,6 +235,7 @@ func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]
 	add("exp_pager_stime", old.ExpPagerStime, updated.ExpPagerStime)
 	add("exp_pager_initial_run_time", old.ExpPagerInitialRunTime, updated.ExpPagerInitialRunTime)
 	add("evictionPolicy", old.EvictionPolicy, updated.EvictionPolicy)
+	add("durabilityMinLevel", old.DurabilityMinLevel, updated.DurabilityMinLevel)
 	return before, after
 }
 

@@ -42,6 +42,7 @@ type bulkOp struct {
 	flags          uint32
 	cas            uint64
 	collection     string
+	durability     engine.Durability // the line's own level, else the request's ?durability=
 }
 
 // bulkSlot is one operation in flight and its answer, filled by the task
@@ -64,6 +65,10 @@ type bulkSlot struct {
 // which runs operations on one document in the order of the lines.
 func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
+	if err != nil {
+		return err
+	}
+	level, err := durabilityParam(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -90,6 +95,9 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 			if bad := parseBulkLine(line, n, &sl.op); bad != nil {
 				queue <- doneSlot(bad)
 				break
+			}
+			if sl.op.durability == engine.DurabilityUnset {
+				sl.op.durability = level
 			}
 			// Operations on one document run in the order of the lines.
 			ck := sl.op.id
@@ -290,6 +298,16 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 			if op.collection, ok = jsonString(v); !ok && !null {
 				return bad("collection must be a string, got %s", v)
 			}
+		case "durability":
+			str, ok := jsonString(v)
+			if !ok && !null {
+				return bad("durability must be a string, got %s", v)
+			}
+			d, err := engine.ParseDurability(str)
+			if err != nil {
+				return bad("durability must be none, majority, majorityAndPersistActive or persistToMajority, got %s", v)
+			}
+			op.durability = d
 		default:
 			return bad("unknown field %q", key)
 		}
@@ -426,7 +444,7 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, sl *bulkSlot) (*e
 		return nil, errBadRequest(fmt.Sprintf("op must be upsert, insert, replace, delete or touch, got %q", op.op))
 	}
 	sl.eop = engine.Op{Kind: engine.OpKind(op.op), Key: op.id, Value: op.doc,
-		Opts: engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry}}
+		Opts: engine.WriteOptions{CAS: op.cas, Flags: op.flags, PreserveExpiry: op.preserveExpiry, Expiry: op.expiry, Durability: op.durability}}
 	return c.Apply(ctx, &sl.eop)
 }
 

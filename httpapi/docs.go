@@ -63,7 +63,7 @@ func checkDeclaredJSON(r *http.Request, body []byte) error {
 }
 
 // putDoc handles PUT /{bucket}/docs/{key}: ?expiry, preserve_expiry, flags,
-// cas, collection, op=upsert|insert|replace. The body is the value. On a
+// cas, collection, op=upsert|insert|replace, durability. The body is the value. On a
 // collection with a defaultTTL, a JSON body's top-level "ttl" field sets the
 // document's time to live (-1 never, n > 0 seconds after this write; anything
 // else is a 400 naming the field); a non-zero ?expiry wins over it.
@@ -85,6 +85,9 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) error {
 		return errBadRequest("flags must be an integer from 0 to 4294967295")
 	}
 	o.Flags = uint32(flags)
+	if o.Durability, err = durabilityParam(q); err != nil {
+		return err
+	}
 	if cs := q.Get("cas"); cs != "" {
 		if o.CAS, err = strconv.ParseUint(cs, 10, 64); err != nil {
 			return errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs))
@@ -144,7 +147,11 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 		if perr != nil {
 			return perr
 		}
-		d, err = c.GetAndTouch(r.Context(), key, exp)
+		lvl, perr := durabilityParam(q)
+		if perr != nil {
+			return perr
+		}
+		d, err = c.TouchWith(r.Context(), key, &engine.WriteOptions{Expiry: exp, Durability: lvl})
 	} else {
 		d, err = c.Get(r.Context(), key)
 	}
@@ -200,13 +207,17 @@ func docEnvelope(d *engine.Document) map[string]any {
 	return out
 }
 
-// deleteDoc handles DELETE /{bucket}/docs/{key} (?cas= optional).
+// deleteDoc handles DELETE /{bucket}/docs/{key} (?cas= and ?durability=
+// optional).
 func (s *server) deleteDoc(w http.ResponseWriter, r *http.Request) error {
 	c, key, err := s.docTarget(r)
 	if err != nil {
 		return err
 	}
 	var o engine.WriteOptions
+	if o.Durability, err = durabilityParam(r.URL.Query()); err != nil {
+		return err
+	}
 	if cs := r.URL.Query().Get("cas"); cs != "" {
 		if o.CAS, err = strconv.ParseUint(cs, 10, 64); err != nil {
 			return errBadRequest(fmt.Sprintf("cas must be an unsigned integer, got %q", cs))
@@ -220,7 +231,8 @@ func (s *server) deleteDoc(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// touchDoc handles POST /{bucket}/docs/{key}/touch?expiry=E.
+// touchDoc handles POST /{bucket}/docs/{key}/touch?expiry=E (and
+// ?durability=).
 func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 	c, key, err := s.docTarget(r)
 	if err != nil {
@@ -233,7 +245,11 @@ func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errBadRequest("expiry is required")
 	}
-	d, err := c.Touch(r.Context(), key, exp)
+	lvl, err := durabilityParam(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	d, err := c.TouchWith(r.Context(), key, &engine.WriteOptions{Expiry: exp, Durability: lvl})
 	if err != nil {
 		return err
 	}

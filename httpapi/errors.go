@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/mayflydb/mayfly/changes"
 	"github.com/mayflydb/mayfly/engine"
@@ -197,7 +198,13 @@ func writeError(w http.ResponseWriter, err error) {
 		writeJSON(w, he.status, map[string]string{"status": "fail", "error": he.reason})
 		return
 	}
-	out := map[string]string{"error": he.code, "reason": he.reason}
+	out := map[string]any{"error": he.code, "reason": he.reason}
+	if errors.As(err, new(*bucketSettingError)) {
+		if field, msg, ok := settingField(err); ok {
+			// Couchbase's shape for a refused bucket setting, beside ours.
+			out["errors"] = map[string]string{field: msg}
+		}
+	}
 	// A bad view query parameter keeps Couchbase's error and reason, which
 	// do not always name it (`Invalid value for integer parameter: "abc"`),
 	// and names it in a field of its own.
@@ -218,4 +225,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// bucketSettingError marks a bucket create or edit refused for a setting
+// out of range: its answer also carries Couchbase's {"errors": {setting:
+// message}}.
+type bucketSettingError struct{ err error }
+
+func (e *bucketSettingError) Error() string { return e.err.Error() }
+func (e *bucketSettingError) Unwrap() error { return e.err }
+
+// settingField splits a refused setting's error ("...invalid setting:
+// name: message") into the setting's name and the message.
+func settingField(err error) (field, msg string, ok bool) {
+	const mark = "invalid setting: "
+	s := err.Error()
+	i := strings.LastIndex(s, mark)
+	if i < 0 {
+		return "", "", false
+	}
+	field, msg, ok = strings.Cut(s[i+len(mark):], ": ")
+	if !ok || field == "" || strings.ContainsAny(field, " \t") {
+		return "", "", false
+	}
+	return field, msg, true
 }

@@ -22,7 +22,7 @@ const t0 = 1_700_000_000
 
 // fixture is a server over a fresh engine with a "default" bucket and a fake clock.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	eng   *engine.Engine
 	clk   *engine.FakeClock
 	srv   *httptest.Server
@@ -49,8 +49,20 @@ func newFixture(t *testing.T) *fixture {
 // engine, views, pager, audit and auth are the fixture's) and the users.
 func newFixtureOpts(t *testing.T, more *httpapi.Options, users *auth.Options) *fixture {
 	t.Helper()
+	return newFixtureEngine(t, nil, more, users)
+}
+
+// newFixtureEngine is newFixtureOpts with engine options: eo's clock,
+// partitions and NoSync are the fixture's, its other fields count.
+func newFixtureEngine(t testing.TB, eo *engine.Options, more *httpapi.Options, users *auth.Options) *fixture {
+	t.Helper()
 	clk := engine.NewFakeClock(t0)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 16, NoSync: true})
+	o := engine.Options{}
+	if eo != nil {
+		o = *eo
+	}
+	o.Clock, o.NumPartitions, o.NoSync = clk, 16, true
+	eng, err := engine.Open(t.TempDir(), &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +151,7 @@ func (f *fixture) doWith(method, path, contentType, body string, edit func(*http
 }
 
 // jsonOf decodes a JSON object body.
-func jsonOf(t *testing.T, body string) map[string]any {
+func jsonOf(t testing.TB, body string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(body), &m); err != nil {

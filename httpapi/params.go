@@ -141,3 +141,15 @@ func (s *server) bucketForm(r *http.Request) (*engine.Bucket, url.Values, error)
 	}
 	return b, vals, nil
 }
+
+// durabilityParam reads a document write's ?durability= level: one of
+// Couchbase's four names, or absent for the bucket's durabilityMinLevel. A
+// level below the bucket's minimum is raised to it (engine.WriteOptions).
+func durabilityParam(q url.Values) (engine.Durability, error) {
+	v := q.Get("durability")
+	d, err := engine.ParseDurability(v)
+	if err != nil {
+		return "", errBadRequest(fmt.Sprintf("durability must be none, majority, majorityAndPersistActive or persistToMajority, got %q", v))
+	}
+	return d, nil
+}

@@ -139,6 +139,15 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		return func(*http.Request) []auth.Permission { return []auth.Permission{{Action: a}} }
 	}
 
+	// The document routes come first: the router tries routes in order,
+	// each a regular expression, and single-document reads and writes are
+	// the hot path. No route before them matches a path whose second
+	// segment is "docs", so the order changes no answer.
+	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)
+	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.getDoc)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.deleteDoc)).Methods(http.MethodDelete)
 	r.Handle("/pools", s.need(cluster(auth.PoolsRead), noForm, s.getPools)).Methods(http.MethodGet)
 	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)
 	r.Handle("/pools/default/nodeServices", s.need(cluster(auth.PoolsRead), noForm, s.getNodeServices)).Methods(http.MethodGet)
@@ -192,11 +201,6 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/{bucket}/_changes", s.need(also(on(auth.ChangesRead), auth.DataRead, queryTrue("include_docs")), noForm, s.changesFeed)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle("/{bucket}/_bulk", s.need(on(auth.DataWrite), noForm, s.bulk)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/_all_docs", s.need(on(auth.DataRead), noForm, s.allDocs)).Methods(http.MethodGet, http.MethodHead, http.MethodPost)
-	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)
-	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.getDoc)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.deleteDoc)).Methods(http.MethodDelete)
 	if o.Search != nil {
 		s.searchRoutes(r, o.Search)
 	}

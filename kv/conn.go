@@ -207,6 +207,9 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 			c.nc.Close()
 		}
 	}()
+	if !c.checkDurability(pkt) {
+		return
+	}
 	op.run(c, ctx, pkt)
 }
 
@@ -339,7 +342,8 @@ func (c *conn) hello(pkt *memd.Packet) {
 			c.preserveExpiry = true
 		case memd.FeatureAltRequests:
 			c.altRequests = true
-		case memd.FeatureSelectBucket, memd.FeatureTCPNoDelay, memd.FeatureDatatype:
+		case memd.FeatureSelectBucket, memd.FeatureTCPNoDelay, memd.FeatureDatatype,
+			memd.FeatureSyncReplication: // durability frames (durabilityOf)
 		default:
 			on = false
 		}

@@ -107,6 +107,7 @@ type mutation struct {
 // that failed, nothing written; or an error for the request as a whole.
 func (c *conn) mutate(ctx context.Context, pkt *memd.Packet, specs []mutateSpec, m mutation) (*engine.Document, []byte, int, memd.StatusCode, error) {
 	m.wo.PreserveExpiry = pkt.PreserveExpiryFrame != nil
+	m.wo.Durability = level(pkt)
 	for _, s := range specs {
 		if s.flags&memd.SubdocFlagXattrPath != 0 {
 			return nil, nil, 0, 0, &statusError{memd.StatusNotSupported, "Mayfly keeps no extended attributes"}

@@ -182,7 +182,7 @@ func (c *conn) store(ctx context.Context, pkt *memd.Packet) {
 	}
 	wo := &engine.WriteOptions{
 		Flags: binary.BigEndian.Uint32(pkt.Extras), Expiry: int64(binary.BigEndian.Uint32(pkt.Extras[4:])),
-		CAS: pkt.Cas, PreserveExpiry: pkt.PreserveExpiryFrame != nil,
+		CAS: pkt.Cas, PreserveExpiry: pkt.PreserveExpiryFrame != nil, Durability: level(pkt),
 	}
 	var d *engine.Document
 	switch pkt.Command {
@@ -207,7 +207,7 @@ func (c *conn) delete(ctx context.Context, pkt *memd.Packet) {
 		c.failErr(pkt, err)
 		return
 	}
-	d, err := coll.Delete(ctx, string(pkt.Key), &engine.WriteOptions{CAS: pkt.Cas})
+	d, err := coll.Delete(ctx, string(pkt.Key), &engine.WriteOptions{CAS: pkt.Cas, Durability: level(pkt)})
 	if err != nil {
 		c.failErr(pkt, err)
 		return
@@ -227,7 +227,7 @@ func (c *conn) touch(ctx context.Context, pkt *memd.Packet) {
 		c.failErr(pkt, err)
 		return
 	}
-	d, err := coll.Touch(ctx, string(pkt.Key), int64(binary.BigEndian.Uint32(pkt.Extras)))
+	d, err := coll.TouchWith(ctx, string(pkt.Key), &engine.WriteOptions{Expiry: int64(binary.BigEndian.Uint32(pkt.Extras)), Durability: level(pkt)})
 	if err != nil {
 		c.failErr(pkt, err)
 		return
@@ -268,7 +268,7 @@ func (c *conn) concat(ctx context.Context, pkt *memd.Packet) {
 		} else {
 			v = append(append(v, old.Value...), pkt.Value...)
 		}
-		d, err := coll.Replace(ctx, key, v, &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true})
+		d, err := coll.Replace(ctx, key, v, &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true, Durability: level(pkt)})
 		switch {
 		case err == nil:
 			c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, nil, d.CAS, 0)
@@ -340,7 +340,7 @@ func (c *conn) counter(ctx context.Context, pkt *memd.Packet) {
 				return
 			}
 			v = initial
-			d, err = coll.Insert(ctx, key, []byte(strconv.FormatUint(v, 10)), &engine.WriteOptions{Expiry: int64(exp)})
+			d, err = coll.Insert(ctx, key, []byte(strconv.FormatUint(v, 10)), &engine.WriteOptions{Expiry: int64(exp), Durability: level(pkt)})
 		case err != nil:
 			c.failErr(pkt, err)
 			return
@@ -358,7 +358,7 @@ func (c *conn) counter(ctx context.Context, pkt *memd.Packet) {
 			default:
 				v = n - delta
 			}
-			d, err = coll.Replace(ctx, key, []byte(strconv.FormatUint(v, 10)), &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true})
+			d, err = coll.Replace(ctx, key, []byte(strconv.FormatUint(v, 10)), &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true, Durability: level(pkt)})
 		}
 		switch {
 		case err == nil:

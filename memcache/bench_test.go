@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,65 @@ const (
 
 // benchGetSet runs the get/set load against the server at addr and reports
 // ops/s.
-func benchGetSet(b *testing.B, addr string) {
+func benchGetSet(b *testing.B, addr string) { benchMix(b, addr, 5) }
+
+// benchMixes are the loads BenchmarkServerMix and BenchmarkMemcachedMix
+// run: one set in every setEvery operations (1: sets only; 0: gets only).
+var benchMixes = []struct {
+	name     string
+	setEvery int64
+}{{"sets", 1}, {"1set4gets", 5}, {"gets", 0}}
+
+// BenchmarkServerMix runs each mix of benchMixes against Mayfly at each
+// durability level of a couchbase bucket (every write on disk, or
+// acknowledged from memory and flushed within the flush interval), and
+// against an ephemeral bucket, over 50 connections, one command at a time
+// per connection. BenchmarkMemcachedMix (build tag oracle) runs the same
+// loads against a real memcached:
+//
+//	go test -tags oracle -run XXX -bench Mix -benchtime 100000x ./memcache/
+func BenchmarkServerMix(b *testing.B) {
+	for _, mix := range benchMixes {
+		for _, lvl := range []struct {
+			name  string
+			typ   engine.BucketType
+			level engine.Durability
+		}{{"none", engine.Couchbase, engine.DurabilityNone}, {"persistToMajority", engine.Couchbase, engine.DurabilityPersistToMajority}, {"ephemeral", engine.Ephemeral, ""}} {
+			b.Run(mix.name+"/"+lvl.name, func(b *testing.B) {
+				eng, err := engine.Open(b.TempDir(), &engine.Options{NumPartitions: 64})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer eng.Close()
+				bk, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: lvl.typ, DurabilityMinLevel: lvl.level})
+				if err != nil {
+					b.Fatal(err)
+				}
+				srv, addr, done := serve(b, bk, nil)
+				defer func() { srv.Close(); <-done }()
+				benchMix(b, addr, mix.setEvery)
+			})
+		}
+	}
+}
+
+// BenchmarkExternalMix runs benchMixes against the memcached-protocol server
+// at $MAYFLY_BENCH_ADDR (skipped without it): a started `mayfly serve` or a
+// memcached, each in its own process, so that its resident memory can be
+// read after the run (BENCHMARKS.md, "Durability levels").
+func BenchmarkExternalMix(b *testing.B) {
+	addr := os.Getenv("MAYFLY_BENCH_ADDR")
+	if addr == "" {
+		b.Skip("MAYFLY_BENCH_ADDR is not set")
+	}
+	for _, mix := range benchMixes {
+		b.Run(mix.name, func(b *testing.B) { benchMix(b, addr, mix.setEvery) })
+	}
+}
+
+// benchMix runs a load of one set every setEvery operations (0: gets only)
+// against the server at addr and reports ops/s.
+func benchMix(b *testing.B, addr string, setEvery int64) {
 	// Requests and replies are made up front: the clients share the CPUs.
 	val := strings.Repeat("v", benchValLen)
 	var setReqs, getReqs, getReplies [benchKeys][]byte
@@ -82,7 +141,7 @@ func benchGetSet(b *testing.B, addr string) {
 				}
 				k := int(i*7919) % benchKeys
 				req, want := getReqs[k], getReplies[k]
-				if i%5 == 0 {
+				if setEvery > 0 && i%setEvery == 0 {
 					req, want = setReqs[k], stored
 				}
 				if _, err := nc.Write(req); err != nil {

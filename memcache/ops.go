@@ -68,7 +68,7 @@ func (s *Server) get(ctx context.Context, key string) (*engine.Document, error) 
 // without error on a miss.
 func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64) (*engine.Document, error) {
 	s.stats.cmdTouch.Add(1)
-	d, err := s.coll.GetAndTouch(ctx, key, exptime)
+	d, err := s.coll.TouchWith(ctx, key, &engine.WriteOptions{Expiry: exptime, Durability: s.opts.Durability})
 	switch {
 	case err == nil:
 		s.stats.touchHits.Add(1)
@@ -83,7 +83,7 @@ func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64) (*e
 
 func (s *Server) touch(ctx context.Context, key string, exptime int64) string {
 	s.stats.cmdTouch.Add(1)
-	_, err := s.coll.Touch(ctx, key, exptime)
+	_, err := s.coll.TouchWith(ctx, key, &engine.WriteOptions{Expiry: exptime, Durability: s.opts.Durability})
 	switch {
 	case err == nil:
 		s.stats.touchHits.Add(1)
@@ -97,7 +97,7 @@ func (s *Server) touch(ctx context.Context, key string, exptime int64) string {
 }
 
 func (s *Server) delete(ctx context.Context, key string) string {
-	_, err := s.coll.Delete(ctx, key, nil)
+	_, err := s.coll.Delete(ctx, key, &engine.WriteOptions{Durability: s.opts.Durability})
 	switch {
 	case err == nil:
 		s.stats.deleteHits.Add(1)
@@ -112,7 +112,7 @@ func (s *Server) delete(ctx context.Context, key string) string {
 
 // deleteQuietly deletes key if it is there, ignoring the outcome.
 func (s *Server) deleteQuietly(ctx context.Context, key string) {
-	if _, err := s.coll.Delete(ctx, key, nil); err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.coll.Delete(ctx, key, &engine.WriteOptions{Durability: s.opts.Durability}); err != nil && !errors.Is(err, engine.ErrNotFound) {
 		s.log.Warn("memcache: delete after refused set", "key", key, "err", err)
 	}
 }
@@ -120,7 +120,7 @@ func (s *Server) deleteQuietly(ctx context.Context, key string) {
 // store runs set, add, replace, append, prepend and cas with the value val
 // (which it does not keep).
 func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte) string {
-	wo := &engine.WriteOptions{Expiry: cmd.exptime, Flags: cmd.flags}
+	wo := &engine.WriteOptions{Expiry: cmd.exptime, Flags: cmd.flags, Durability: s.opts.Durability}
 	var err error
 	switch cmd.kind {
 	case cmdSet:
@@ -203,7 +203,7 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend boo
 		} else {
 			nv = append(append(nv, d.Value...), val...)
 		}
-		_, err = s.coll.Replace(ctx, key, nv, &engine.WriteOptions{CAS: d.CAS, Flags: d.Flags, PreserveExpiry: true})
+		_, err = s.coll.Replace(ctx, key, nv, &engine.WriteOptions{CAS: d.CAS, Flags: d.Flags, PreserveExpiry: true, Durability: s.opts.Durability})
 		switch {
 		case err == nil:
 			s.stats.totalItems.Add(1)
@@ -254,7 +254,7 @@ func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64)
 		if len(nv) < len(d.Value) {
 			nv = append(nv, strings.Repeat(" ", len(d.Value)-len(nv))...)
 		}
-		_, err = s.coll.Replace(ctx, key, nv, &engine.WriteOptions{CAS: d.CAS, Flags: d.Flags, PreserveExpiry: true})
+		_, err = s.coll.Replace(ctx, key, nv, &engine.WriteOptions{CAS: d.CAS, Flags: d.Flags, PreserveExpiry: true, Durability: s.opts.Durability})
 		switch {
 		case err == nil:
 			hits.Add(1)

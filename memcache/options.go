@@ -52,6 +52,11 @@ type Options struct {
 	// refused with "SERVER_ERROR audit log unavailable" and nothing is
 	// flushed. The default value audits nothing.
 	Audit func(ctx context.Context, e AuditEvent) error
+	// Durability is the durability level of every write a connection makes
+	// (the text protocol has no field for one): the bucket's
+	// durabilityMinLevel raises it, never lowers it. The default value,
+	// engine.DurabilityUnset, takes the bucket's minimum.
+	Durability engine.Durability
 
 	private struct {
 		// flushPoll is how often a pending delayed flush_all is checked
@@ -143,6 +148,9 @@ func (o *Options) Validate() error {
 		return bad("MaxItemSize must be between %d and %d, got %d", itemHeaderLen+maxKeyLen+8, engine.MaxValueLen, o.MaxItemSize)
 	case containsNewline(o.Version):
 		return bad("Version must not contain a newline")
+	}
+	if _, err := engine.ParseDurability(string(o.Durability)); err != nil {
+		return bad("Durability: %v", err)
 	}
 	return nil
 }

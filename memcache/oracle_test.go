@@ -483,6 +483,16 @@ func BenchmarkMemcachedGetSet(b *testing.B) {
 	benchGetSet(b, startMemcached(b))
 }
 
+// BenchmarkMemcachedMix runs BenchmarkServerMix's loads against a real
+// memcached, so the figures come from one run.
+func BenchmarkMemcachedMix(b *testing.B) {
+	for _, mix := range benchMixes {
+		b.Run(mix.name, func(b *testing.B) {
+			benchMix(b, startMemcached(b), mix.setEvery)
+		})
+	}
+}
+
 // abbrevN abbreviates unless full is set.
 func abbrevN(s string, full bool) string {
 	if full {

@@ -198,6 +198,11 @@ func (s *Server) generalStats() []stat {
 		{"ep_mem_low_wat", i64(es.MemLowWat)},
 		{"ep_num_value_ejects", i64(es.NumValueEjects)},
 		{"ep_tmp_oom_errors", i64(es.TmpOOMErrors)},
+		{"ep_queue_size", i64(es.QueueSize)},
+		{"ep_flusher_todo", i64(es.FlusherTodo)},
+		{"ep_commit_num", i64(es.CommitNum)},
+		{"ep_commit_time", i64(es.CommitTimeMS)},
+		{"ep_commit_time_total", i64(es.CommitTimeTotalMS)},
 	}
 	if s.opts.IdleTimeout <= 0 && s.opts.CommandTimeout <= 0 {
 		// As memcached: idle_kicks only when a timeout is set.

@@ -148,6 +148,8 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"--js-workers", "-2"},
 		{"--shutdown-timeout", "-1s"},
 		{"--memcached-max-conns", "0"},
+		{"--memcached-durability", "safe"},
+		{"--flush-interval", "0s"},
 	} {
 		var stderr strings.Builder
 		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {

@@ -50,6 +50,8 @@ type serveConfig struct {
 	mcRemote      bool
 	mcIdle        time.Duration
 	mcCommand     time.Duration
+	mcDurability  string
+	flushInterval time.Duration
 	kvAddr        string
 	kvRemote      bool
 	kvTLSAddr     string
@@ -103,6 +105,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8091", "HTTP API listen address")
 	fs.StringVar(&c.defaultBucket, "default-bucket", "default", "bucket created on first start (\"\" for none)")
 	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
+	fs.DurationVar(&c.flushInterval, "flush-interval", engine.DefaultFlushInterval, "longest a write acknowledged from memory (durability none or majority) waits before the commit that takes it to disk starts; a crash can lose the writes of the last interval and one commit")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", time.Second, "how long shutdown waits for requests in flight (their contexts end at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off); loopback only unless --memcached-allow-remote")
@@ -129,6 +132,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.mcBucket, "memcached-bucket", "default", "bucket the memcached port serves")
 	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
 	fs.DurationVar(&c.mcIdle, "memcached-idle-timeout", memcache.DefaultIdleTimeout, "close a memcached connection idle this long between commands (memcached's -o idle_timeout; counted in idle_kicks)")
+	fs.StringVar(&c.mcDurability, "memcached-durability", "", "durability level of the memcached port's writes: none, majority, majorityAndPersistActive or persistToMajority (\"\": the bucket's durabilityMinLevel, which raises a lower one)")
 	fs.DurationVar(&c.mcCommand, "memcached-command-timeout", memcache.DefaultCommandTimeout, "close a memcached connection whose command (line and value) began to arrive but did not finish within this long")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
@@ -164,10 +168,14 @@ func (c *serveConfig) finish() error {
 		{c.readHeader > 0 && c.readTimeout > 0 && c.writeTimeout > 0 && c.idleTimeout > 0, "--read-header-timeout, --read-timeout, --write-timeout and --idle-timeout must be positive"},
 		{(c.tlsCert == "") == (c.tlsKey == ""), "--tls-cert and --tls-key go together"},
 		{c.adminUser != "", "--admin-user must not be empty"},
+		{c.flushInterval > 0, "--flush-interval must be positive"},
 	} {
 		if !bad.ok {
 			return &usageError{bad.flag}
 		}
+	}
+	if _, err := engine.ParseDurability(c.mcDurability); err != nil {
+		return &usageError{"--memcached-durability must be none, majority, majorityAndPersistActive or persistToMajority"}
 	}
 	if err := c.checkExposure(); err != nil {
 		return &usageError{err.Error()}
@@ -360,7 +368,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	addTLSPorts(&ports, scheme == "https", kvTLSLn)
 
 	firstStart := !engine.IsDataDir(cfg.data)
-	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync})
+	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync, FlushInterval: cfg.flushInterval})
 	if err != nil {
 		return err
 	}
@@ -508,7 +516,7 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
 	}

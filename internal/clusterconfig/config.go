@@ -10,6 +10,7 @@ package clusterconfig
 import (
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -152,6 +153,12 @@ func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
 	c.NodeLocator = "vbucket"
 	c.BucketCapabilitiesVer = ""
 	c.BucketCapabilities = bucketCapabilities
+	if b.Settings().Type != engine.Memcached {
+		// The KV port takes a write's durability requirement (its
+		// flexible-framing frame); SDKs send one only to a bucket that
+		// says so. Memcached buckets take none, as Couchbase's.
+		c.BucketCapabilities = append(slices.Clip(bucketCapabilities), "durableWrite")
+	}
 	c.CollectionsManifestUID = strconv.FormatUint(manifest, 16)
 	c.DDocs = &URI{URI: "/pools/default/buckets/" + name + "/ddocs"}
 	vbm := make([][]int, b.NumPartitions())

@@ -21,6 +21,23 @@ type config struct {
 	keys  int
 	seed  uint64
 	keep  bool
+	// level is the bucket's durabilityMinLevel (MAYFLY_CRASH_LEVEL): at
+	// persistToMajority (the default) and majorityAndPersistActive no
+	// acknowledged write may be lost; at none and majority a kill may take
+	// back the writes acknowledged after the last commit the harness saw
+	// complete had started (workload.lossSince), and no others.
+	level string
+	// flush is the server's --flush-interval (MAYFLY_CRASH_FLUSH_INTERVAL).
+	flush time.Duration
+}
+
+// defaultFlushInterval is mayfly serve's default --flush-interval.
+const defaultFlushInterval = 2 * time.Millisecond
+
+// persists reports whether writes at the level are acknowledged only once
+// on disk.
+func (c config) persists() bool {
+	return c.level == "persistToMajority" || c.level == "majorityAndPersistActive"
 }
 
 func configFromEnv(t *testing.T) config {
@@ -47,12 +64,31 @@ func configFromEnv(t *testing.T) config {
 		c.seed = n
 	}
 	c.keep = os.Getenv("MAYFLY_CRASH_KEEP") != ""
+	c.level = "persistToMajority"
+	if v := os.Getenv("MAYFLY_CRASH_LEVEL"); v != "" {
+		switch v {
+		case "none", "majority", "majorityAndPersistActive", "persistToMajority":
+			c.level = v
+		default:
+			t.Fatalf("MAYFLY_CRASH_LEVEL=%q: want none, majority, majorityAndPersistActive or persistToMajority", v)
+		}
+	}
+	c.flush = defaultFlushInterval
+	if v := os.Getenv("MAYFLY_CRASH_FLUSH_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("MAYFLY_CRASH_FLUSH_INTERVAL=%q: want a positive duration such as 5ms", v)
+		}
+		c.flush = d
+	}
 	return c
 }
 
 // totals are the run's counts.
 type totals struct {
 	kills, checked, lost, mismatches, hangs, readErrors int
+	allowedLost, allowedKeys                            int           // lost within the level's window
+	maxWindow                                           time.Duration // the widest loss window of a round
 	acked, ops, inflight, errorsBeforeKill, anomalies   int64
 	pagerRuns, ddocPuts, rounds, queries                int64
 	details                                             []string
@@ -75,7 +111,7 @@ func TestCrash(t *testing.T) {
 		t.Skip("starts and kills the server repeatedly; skipped with -short")
 	}
 	cfg := configFromEnv(t)
-	t.Logf("seed %d (MAYFLY_CRASH_SEED=%d repeats the choices)", cfg.seed, cfg.seed)
+	t.Logf("seed %d (MAYFLY_CRASH_SEED=%d repeats the choices); durability %s, flush interval %v", cfg.seed, cfg.seed, cfg.level, cfg.flush)
 	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))
 
 	tmp := t.TempDir()
@@ -108,11 +144,15 @@ func TestCrash(t *testing.T) {
 
 	restart := func() {
 		var err error
-		if srv, err = startServer(bin, dataDir, logPath); err != nil {
+		if srv, err = startServer(bin, dataDir, logPath, "--flush-interval", cfg.flush.String()); err != nil {
 			t.Fatalf("%v\n%s", err, logTail(logPath))
 		}
 	}
 	restart()
+	// The level is the bucket's setting, stored with it through every kill.
+	if st, body, _, err := srv.do(ctx, http.MethodPost, "/pools/default/buckets/"+bucket+"?durabilityMinLevel="+cfg.level, nil, queryTimeout); err != nil || st != http.StatusOK {
+		t.Fatalf("setting durabilityMinLevel=%s: status %d %s err %v", cfg.level, st, body, err)
+	}
 	// The full-text index lives through every kill; it is checked like the
 	// views after each restart.
 	if err := putSearchIndex(ctx, srv); err != nil {
@@ -153,7 +193,7 @@ func TestCrash(t *testing.T) {
 		w := &workload{
 			srv: srv, m: m, nkeys: cfg.keys, writers: 8 + rng.IntN(9),
 			round: round, seq: &seq, stats: &roundStats{}, pager: rng.Float64() < 0.5,
-			ddocVer: &ddocVer, queries: rng.Float64() < 0.5,
+			ddocVer: &ddocVer, queries: rng.Float64() < 0.5, pollCommits: !cfg.persists(),
 		}
 		killAfter := time.Duration(float64(2*time.Second) * rng.Float64() * rng.Float64())
 		killAfter = max(killAfter, time.Duration(2+rng.IntN(20))*time.Millisecond)
@@ -205,7 +245,14 @@ func TestCrash(t *testing.T) {
 		if st, body, _, err := srv.do(ctx, http.MethodPost, "/pools/default/buckets/"+bucket+"/controller/runExpiryPager", nil, queryTimeout); err != nil || st != http.StatusOK {
 			tot.detail(t, "round %d: runExpiryPager before the check: status %d %s err %v", round, st, body, err)
 		}
-		res := checkDocs(ctx, srv, m, cfg.keys)
+		var lossSince time.Time
+		if !cfg.persists() {
+			lossSince = w.lossSince(roundStart)
+			tot.maxWindow = max(tot.maxWindow, w.killedAt.Sub(lossSince))
+		}
+		res := checkDocs(ctx, srv, m, cfg.keys, lossSince)
+		tot.allowedLost += res.allowedLost
+		tot.allowedKeys += res.allowedKeys
 		checkViews(ctx, srv, m, res)
 		checkSearch(ctx, srv, m, res)
 		tot.checked += res.checked
@@ -213,8 +260,8 @@ func TestCrash(t *testing.T) {
 		tot.mismatches += len(res.mismatches)
 		tot.hangs += len(res.hang)
 		tot.readErrors += len(res.readErrors)
-		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows and search hits expected exactly; lost %d, view and search mismatches %d, hangs %d, read errors %d",
-			round, up.Round(time.Millisecond), res.checked, res.expectedRow, len(res.lost), len(res.mismatches), len(res.hang), len(res.readErrors))
+		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows and search hits expected exactly; lost %d, view and search mismatches %d, hangs %d, read errors %d; lost within the %s window %d (%d keys)",
+			round, up.Round(time.Millisecond), res.checked, res.expectedRow, len(res.lost), len(res.mismatches), len(res.hang), len(res.readErrors), cfg.level, res.allowedLost, res.allowedKeys)
 		for i, l := range res.lost {
 			if i == 5 {
 				tot.detail(t, "round %d: ... and %d more lost", round, len(res.lost)-5)
@@ -255,6 +302,8 @@ func TestCrash(t *testing.T) {
 		tot.kills, tot.checked, tot.lost, tot.mismatches)
 	fmt.Printf("crash soak: hangs=%d read_errors=%d ops=%d acknowledged_ops=%d in_flight_at_kill=%d errors_before_kill=%d pager_runs=%d stale_false_queries=%d ddoc_replacements=%d elapsed=%v seed=%d\n",
 		tot.hangs, tot.readErrors, tot.ops, tot.acked, tot.inflight, tot.errorsBeforeKill, tot.pagerRuns, tot.queries, tot.ddocPuts, elapsed, cfg.seed)
+	fmt.Printf("crash soak: durability=%s flush_interval=%v lost_within_window=%d keys_with_loss=%d widest_window=%v (lost counts only losses beyond it)\n",
+		cfg.level, cfg.flush, tot.allowedLost, tot.allowedKeys, tot.maxWindow)
 	if tot.lost > 0 || tot.mismatches > 0 || tot.hangs > 0 || tot.readErrors > 0 {
 		extra := "server log (tail):\n" + logTail(logPath)
 		if tot.hangs > 0 {

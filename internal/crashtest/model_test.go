@@ -3,6 +3,7 @@ package crashtest
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // docValue is what the writers store: {"g":G,"n":N,"w":W}. W is unique per
@@ -82,11 +83,39 @@ func (o op) apply(s state) state {
 
 // keyRecord is what the harness knows about one key.
 type keyRecord struct {
-	cur      state // after the last acknowledged op (or as last observed)
-	acked    bool  // an op on this key was acknowledged since the last check
+	cur      state    // after the last acknowledged op (or as last observed)
+	base     state    // as observed at the last check
+	acks     []ackRec // the ops acknowledged since the last check, in order
+	acked    bool     // an op on this key was acknowledged since the last check
 	lastOp   string
 	inflight *op // sent but not answered
 	history  []sentOp
+}
+
+// ackRec is the state an acknowledged op left, and when its answer came.
+type ackRec struct {
+	s  state
+	at time.Time
+}
+
+// lossWithin reports whether obs, read at now, is the state of the key
+// before its last n acknowledged ops, all of which were acknowledged at or
+// after since (writes a kill may take back at durability none or majority):
+// it returns n, or 0 when obs is no such state.
+func (r *keyRecord) lossWithin(obs state, now int64, since time.Time) int {
+	for j := len(r.acks) - 1; j >= 0; j-- {
+		if r.acks[j].at.Before(since) {
+			return 0 // an older write lost: beyond what the level allows
+		}
+		prev := r.base
+		if j > 0 {
+			prev = r.acks[j-1].s
+		}
+		if matches(prev, obs, now) {
+			return len(r.acks) - j
+		}
+	}
+	return 0
 }
 
 // sentOp is an op in a key's recent history, to explain a mismatch.
@@ -127,10 +156,23 @@ func (m *model) ack(i int, o op, s state) {
 	m.mu.Lock()
 	r := &m.keys[i]
 	r.cur, r.acked, r.inflight = s, true, nil
+	r.acks = append(r.acks, ackRec{s: s, at: time.Now()})
 	r.lastOp = o.kind.String()
 	if n := len(r.history); n > 0 {
 		r.history[n-1].acked = true
 	}
+	m.mu.Unlock()
+}
+
+// observe records that a write answered 404 found the key absent: its
+// state from then on. Unlike reset it keeps the writes acknowledged since
+// the last check, which a kill may still take back at durability none or
+// majority (the key may then read as it was before them).
+func (m *model) observe(i int, s state) {
+	m.mu.Lock()
+	r := &m.keys[i]
+	r.cur, r.inflight = s, nil
+	r.acks = append(r.acks, ackRec{s: s, at: time.Now()})
 	m.mu.Unlock()
 }
 
@@ -150,7 +192,7 @@ func (m *model) get(i int) keyRecord {
 // reset sets a key to what was observed after a restart.
 func (m *model) reset(i int, s state) {
 	m.mu.Lock()
-	m.keys[i] = keyRecord{cur: s, history: m.keys[i].history}
+	m.keys[i] = keyRecord{cur: s, base: s, history: m.keys[i].history}
 	m.mu.Unlock()
 }
 

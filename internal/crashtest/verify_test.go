@@ -19,19 +19,27 @@ const fuzzHorizon = 120
 
 // checkResult is what one check after a restart found.
 type checkResult struct {
-	checked     int // keys whose last acknowledged op was checked
-	lost        []string
-	readErrors  []string
-	hang        []string
-	mismatches  []string // one entry per view answer that differs
-	observed    []state  // per key, as read
-	fuzzy       []bool   // per key: left out of the view comparison
-	expectedRow int
+	checked int // keys whose last acknowledged op was checked
+	lost    []string
+	// allowedLost counts the acknowledged writes a kill took back within
+	// what the durability level allows (see workload.lossSince), in
+	// allowedKeys keys.
+	allowedLost, allowedKeys int
+	readErrors               []string
+	hang                     []string
+	mismatches               []string // one entry per view answer that differs
+	observed                 []state  // per key, as read
+	fuzzy                    []bool   // per key: left out of the view comparison
+	expectedRow              int
 }
 
 // checkDocs reads every key and compares it with the model, then resets the
 // model to what was read.
-func checkDocs(ctx context.Context, srv *server, m *model, nkeys int) *checkResult {
+//
+// With lossSince set (durability none or majority), a key that reads as it
+// was before its last acknowledged writes, all of them acknowledged at or
+// after lossSince, is a loss the level allows: counted, not failed.
+func checkDocs(ctx context.Context, srv *server, m *model, nkeys int, lossSince time.Time) *checkResult {
 	res := &checkResult{observed: make([]state, nkeys), fuzzy: make([]bool, nkeys)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -70,6 +78,13 @@ func checkDocs(ctx context.Context, srv *server, m *model, nkeys int) *checkResu
 				}
 				if rec.acked {
 					res.checked++
+				}
+				if !ok && !lossSince.IsZero() {
+					if n := rec.lossWithin(obs, now, lossSince); n > 0 {
+						ok = true
+						res.allowedLost += n
+						res.allowedKeys++
+					}
 				}
 				if !ok {
 					desc := fmt.Sprintf("%s: read %v, expected %v (last acknowledged op: %s)", keyName(i), obs, rec.cur, orNone(rec.lastOp))

@@ -93,6 +93,37 @@ type workload struct {
 	queries  bool
 	probe    bool
 	replaced atomic.Bool
+	// pollCommits polls the bucket's ep_commit_num and ep_commit_time
+	// during the round (durability none or majority): see lossSince.
+	pollCommits bool
+	commitMu    sync.Mutex
+	commits     []commitSample
+	killedAt    time.Time // when the kill was sent
+}
+
+// commitSample is one poll of the bucket's commit statistics.
+type commitSample struct {
+	sent time.Time // when the poll was sent: the server counted after it
+	num  int64     // ep_commit_num
+	ms   int64     // ep_commit_time: the last commit's duration, whole ms
+}
+
+// lossSince returns the moment from which writes acknowledged from memory
+// may be lost to the kill: the start of the last commit the polls saw
+// complete. That commit ended after the poll before it was sent, and took
+// its ep_commit_time (rounded down to the ms), so it started after that
+// send less its duration and 1 ms; every write acknowledged before it
+// started was in it or in an earlier commit, and so is on disk. With no
+// commit seen, every write of the round may be lost (since roundStart).
+func (w *workload) lossSince(roundStart time.Time) time.Time {
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	for i := len(w.commits) - 1; i > 0; i-- {
+		if c := w.commits[i]; c.num > w.commits[i-1].num {
+			return w.commits[i-1].sent.Add(-time.Duration(c.ms+1) * time.Millisecond)
+		}
+	}
+	return roundStart
 }
 
 // run starts the writers and the side goroutines, kills the server after
@@ -126,6 +157,25 @@ func (w *workload) run(rng *rand.Rand, killAfter time.Duration) {
 					w.stats.pagerRuns.Add(1)
 				} else if !w.stop.Load() {
 					w.stats.note("runExpiryPager before the kill: status %d err %v", st, err)
+				}
+			}
+		})
+	}
+	if w.pollCommits {
+		wg.Go(func() {
+			for !w.stop.Load() {
+				sent := time.Now()
+				st, body, _, err := w.srv.do(ctx, http.MethodGet, "/pools/default/buckets/"+bucket+"/stats", nil, opTimeout)
+				var stats map[string]int64
+				if err == nil && st == http.StatusOK && json.Unmarshal(body, &stats) == nil && !w.stop.Load() {
+					w.commitMu.Lock()
+					w.commits = append(w.commits, commitSample{sent: sent, num: stats["ep_commit_num"], ms: stats["ep_commit_time"]})
+					w.commitMu.Unlock()
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
 				}
 			}
 		})
@@ -189,6 +239,7 @@ func (w *workload) run(rng *rand.Rand, killAfter time.Duration) {
 		probeWG.Wait()
 	}
 	w.stop.Store(true)
+	w.killedAt = time.Now()
 	w.stats.mu.Lock()
 	hung := len(w.stats.hangs) > 0
 	w.stats.mu.Unlock()
@@ -297,7 +348,7 @@ func (w *workload) one(ctx context.Context, r *rand.Rand, i int) bool {
 			w.stats.liveAnomalies.Add(1)
 			w.stats.note("%s %s answered 404 but the harness holds %v", method, key, before)
 		}
-		w.m.reset(i, state{})
+		w.m.observe(i, state{})
 		return true
 	default:
 		if !w.stop.Load() {

@@ -1,0 +1,244 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// newLevelBucket returns a couchbase bucket with the given durabilityMinLevel
+// on an engine whose flusher waits an hour before committing writes
+// acknowledged from memory: such a write stays uncommitted until something
+// (a durable write, Sync, Close) makes the flusher commit, so the tests see
+// the difference between the levels without timing anything.
+func newLevelBucket(t *testing.T, dir string, min engine.Durability) (*engine.Engine, *engine.Bucket) {
+	t.Helper()
+	eng, err := engine.Open(dir, &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 16, NoSync: true, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeChecked(t, eng) })
+	b, err := eng.Bucket("b")
+	if errors.Is(err, engine.ErrBucketNotFound) {
+		b, err = eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "b", DurabilityMinLevel: min})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, b
+}
+
+// onDisk reports whether nothing waits for disk and the feed has reached
+// every sequence number given out: the last write was committed when it
+// was answered.
+func onDisk(b *engine.Bucket) bool {
+	st := b.Stats()
+	return st.QueueSize == 0 && st.FlusherTodo == 0
+}
+
+func TestDurabilityDefaultsAndValidation(t *testing.T) {
+	_, b := newLevelBucket(t, t.TempDir(), "")
+	if got := b.Settings().DurabilityMinLevel; got != engine.DurabilityPersistToMajority {
+		t.Errorf("couchbase bucket default durabilityMinLevel %q, want persistToMajority", got)
+	}
+	for _, tc := range []struct {
+		typ   engine.BucketType
+		level engine.Durability
+		ok    bool
+	}{
+		{engine.Couchbase, "none", true},
+		{engine.Couchbase, "majorityAndPersistActive", true},
+		{engine.Couchbase, "persistToMajority", true},
+		{engine.Couchbase, "durable", false},
+		{engine.Couchbase, "PersistToMajority", false},
+		{engine.Ephemeral, "majority", true},
+		{engine.Ephemeral, "persistToMajority", false},
+		{engine.Memcached, "none", true},
+		{engine.Memcached, "majority", false},
+	} {
+		s := engine.DefaultBucketSettings("x")
+		s.Type, s.DurabilityMinLevel = tc.typ, tc.level
+		err := s.Validate()
+		if tc.ok && err != nil {
+			t.Errorf("%s %s: %v", tc.typ, tc.level, err)
+		}
+		if !tc.ok && !errors.Is(err, engine.ErrInvalidSetting) {
+			t.Errorf("%s %s: err %v, want ErrInvalidSetting", tc.typ, tc.level, err)
+		}
+	}
+	if _, err := engine.ParseDurability("majority"); err != nil {
+		t.Error(err)
+	}
+	if _, err := engine.ParseDurability("all"); !errors.Is(err, engine.ErrInvalidDurability) {
+		t.Errorf("ParseDurability(all): %v, want ErrInvalidDurability", err)
+	}
+}
+
+// The setting is stored with the bucket's definition and can be changed.
+func TestDurabilityMinLevelPersists(t *testing.T) {
+	dir := t.TempDir()
+	eng, b := newLevelBucket(t, dir, engine.DurabilityMajority)
+	if _, _, err := b.UpdateSettings(context.Background(), func(s *engine.BucketSettings) error {
+		s.DurabilityMinLevel = engine.DurabilityNone
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, b = newLevelBucket(t, dir, "")
+	if got := b.Settings().DurabilityMinLevel; got != engine.DurabilityNone {
+		t.Errorf("after reopen durabilityMinLevel %q, want none", got)
+	}
+}
+
+// At none a write is readable at once and answered before it is on disk;
+// the change feed and the high sequence numbers show it only once committed.
+func TestDurabilityNoneReadableBeforeFeed(t *testing.T) {
+	ctx := context.Background()
+	_, b := newLevelBucket(t, t.TempDir(), engine.DurabilityNone)
+	c := b.DefaultCollection()
+	high := b.HighSeqnos()
+	d, err := c.Upsert(ctx, "k", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onDisk(b) {
+		t.Fatal("a write at none was committed before it was answered (flush interval 1h)")
+	}
+	got, err := c.Get(ctx, "k")
+	if err != nil || string(got.Value) != `{"v":1}` || got.CAS != d.CAS {
+		t.Fatalf("read-your-write at none: %v %v", got, err)
+	}
+	if _, err := c.Peek("k"); err != nil {
+		t.Errorf("Peek of a write at none: %v", err)
+	}
+	if !slices.Equal(b.HighSeqnos(), high) {
+		t.Error("high sequence numbers moved before the commit")
+	}
+	if ch, _, _ := b.Changes(high, 0); len(ch) != 0 {
+		t.Errorf("change feed shows %d uncommitted writes", len(ch))
+	}
+	// A second write of the key, and a delete, are read at once too.
+	if _, err := c.Upsert(ctx, "k", []byte(`{"v":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get(ctx, "k"); got == nil || string(got.Value) != `{"v":2}` {
+		t.Errorf("second write at none not read: %v", got)
+	}
+	if _, err := c.Delete(ctx, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "k"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("deleted at none, read gives %v", err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !onDisk(b) {
+		t.Error("Sync left writes queued")
+	}
+	ch, _, _ := b.Changes(high, 0)
+	if len(ch) != 1 || ch[0].Key != "k" || !ch[0].Deleted {
+		t.Errorf("feed after Sync: %v", ch)
+	}
+}
+
+// A request's level raises the bucket's minimum and never lowers it.
+func TestDurabilityRequestRaisesNeverLowers(t *testing.T) {
+	ctx := context.Background()
+	levels := []engine.Durability{engine.DurabilityUnset, engine.DurabilityNone, engine.DurabilityMajority, engine.DurabilityMajorityAndPersistActive, engine.DurabilityPersistToMajority}
+	for _, min := range levels[1:] {
+		t.Run(string(min), func(t *testing.T) {
+			_, b := newLevelBucket(t, t.TempDir(), min)
+			c := b.DefaultCollection()
+			for i, req := range levels {
+				want := req.Max(min).Persists()
+				ops := []struct {
+					name string
+					fn   func() error
+				}{
+					{"upsert", func() error {
+						_, err := c.Upsert(ctx, "k", []byte(`1`), &engine.WriteOptions{Durability: req})
+						return err
+					}},
+					{"touch", func() error {
+						_, err := c.TouchWith(ctx, "k", &engine.WriteOptions{Expiry: 100, Durability: req})
+						return err
+					}},
+					{"batch", func() error {
+						return c.ApplyAll(ctx, []engine.Op{{Kind: engine.OpReplace, Key: "k", Value: []byte(`2`), Opts: engine.WriteOptions{Durability: req}}})[0].Err
+					}},
+					{"delete", func() error {
+						_, err := c.Delete(ctx, "k", &engine.WriteOptions{Durability: req})
+						return err
+					}},
+				}
+				for _, op := range ops {
+					if err := op.fn(); err != nil {
+						t.Fatalf("%d %s at %q: %v", i, op.name, req, err)
+					}
+					if got := onDisk(b); got != want {
+						t.Errorf("min %s, request %q, %s: on disk when answered %v, want %v", min, req, op.name, got, want)
+					}
+					if err := b.Sync(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A clean close commits what waits for the flush interval: nothing
+// acknowledged at none is lost to a shutdown.
+func TestDurabilityNoneSurvivesCleanClose(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, b := newLevelBucket(t, dir, engine.DurabilityNone)
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := b.DefaultCollection().Upsert(ctx, k, []byte(`1`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, b = newLevelBucket(t, dir, "")
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := b.DefaultCollection().Get(ctx, k); err != nil {
+			t.Errorf("%s after a clean close: %v", k, err)
+		}
+	}
+}
+
+// Writes at none reach disk on their own within the flush interval.
+func TestDurabilityNoneFlushesWithinInterval(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 16, NoSync: true, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeChecked(t, eng) })
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", DurabilityMinLevel: engine.DurabilityNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := b.HighSeqnos()
+	if _, err := b.DefaultCollection().Upsert(ctx, "k", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang, not a busy machine
+	defer cancel()
+	if err := b.WaitChanges(wctx, high); err != nil {
+		t.Fatalf("a write at none never reached the feed: %v", err)
+	}
+	if n := b.Stats().CommitNum; n < 1 {
+		t.Errorf("ep_commit_num %d after a commit", n)
+	}
+}

@@ -1,0 +1,162 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// newLevelFixture is a fixture whose engine gathers writes acknowledged from
+// memory for an hour: such a write stays queued until something makes the
+// flusher commit, so whether a write was on disk when answered shows
+// without timing anything.
+func newLevelFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureEngine(t, &engine.Options{FlushInterval: time.Hour}, nil, nil)
+}
+
+// queued reports whether bucket name has writes waiting for disk.
+func (f *fixture) queued(name string) bool {
+	st := f.mustBucket(name).Stats()
+	return st.QueueSize+st.FlusherTodo > 0
+}
+
+func TestDurabilityMinLevelSetting(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("GET", "/pools/default/buckets/default", "", ""); st != 200 || !strings.Contains(body, `"durabilityMinLevel":"persistToMajority"`) {
+		t.Errorf("default bucket: %d %s, want durabilityMinLevel persistToMajority", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets", form, "name=lo&durabilityMinLevel=none"); st != 202 || !strings.Contains(body, `"durabilityMinLevel":"none"`) {
+		t.Errorf("create at none: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/lo", form, "durabilityMinLevel=majority"); st != 200 || !strings.Contains(body, `"durabilityMinLevel":"majority"`) {
+		t.Errorf("edit to majority: %d %s", st, body)
+	}
+	for _, bad := range []string{
+		"name=x&durabilityMinLevel=strong",
+		"name=x&bucketType=ephemeral&durabilityMinLevel=persistToMajority",
+	} {
+		st, _, body := f.do("POST", "/pools/default/buckets", form, bad)
+		var ans struct {
+			Errors map[string]string `json:"errors"`
+		}
+		json.Unmarshal([]byte(body), &ans)
+		if st != 400 || !strings.HasPrefix(ans.Errors["durabilityMinLevel"], "Durability minimum level must be either none") {
+			t.Errorf("%s: %d %s, want 400 with errors.durabilityMinLevel", bad, st, body)
+		}
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/lo", form, "durabilityMinLevel=all"); st != 400 || !strings.Contains(body, `"errors":{"durabilityMinLevel"`) {
+		t.Errorf("edit to a bad level: %d %s", st, body)
+	}
+	if st, _, body := f.do("GET", "/pools/default/buckets/lo", "", ""); !strings.Contains(body, `"durabilityMinLevel":"majority"`) {
+		t.Errorf("a refused edit changed the level: %d %s", st, body)
+	}
+}
+
+// Each HTTP write, at each request level over each bucket minimum, is on
+// disk when answered exactly when the stronger of the two persists: a
+// request's level raises the bucket's, never lowers it.
+func TestDurabilityOverHTTPRaisesNeverLowers(t *testing.T) {
+	f := newLevelFixture(t)
+	form := "application/x-www-form-urlencoded"
+	levels := []engine.Durability{"", "none", "majority", "majorityAndPersistActive", "persistToMajority"}
+	for _, min := range levels[1:] {
+		name := "b-" + string(min)
+		if st, _, body := f.do("POST", "/pools/default/buckets", form, "name="+name+"&durabilityMinLevel="+string(min)); st != 202 {
+			t.Fatalf("create %s: %d %s", name, st, body)
+		}
+		b := f.mustBucket(name)
+		for _, req := range levels {
+			want := req.Max(min).Persists()
+			q := ""
+			if req != "" {
+				q = "?durability=" + string(req)
+			}
+			writes := []struct{ what, method, path, body string }{
+				{"PUT", "PUT", "/" + name + "/docs/k" + q, `{"v":1}`},
+				{"touch", "POST", "/" + name + "/docs/k/touch?expiry=100" + strings.Replace(q, "?", "&", 1), ""},
+				{"get-and-touch", "GET", "/" + name + "/docs/k?touch=200" + strings.Replace(q, "?", "&", 1), ""},
+				{"_bulk param", "POST", "/" + name + "/_bulk" + q, `{"op":"upsert","id":"k","doc":{"v":2}}` + "\n"},
+				{"_bulk line", "POST", "/" + name + "/_bulk", fmt.Sprintf(`{"op":"upsert","id":"k","doc":{"v":3},"durability":%q}`, req) + "\n"},
+				{"DELETE", "DELETE", "/" + name + "/docs/k" + q, ""},
+			}
+			for _, w := range writes {
+				st, _, body := f.do(w.method, w.path, "application/json", w.body)
+				if st >= 300 || strings.Contains(body, `"error"`) {
+					t.Fatalf("%s %s: %d %s", w.what, w.path, st, body)
+				}
+				if got := !f.queued(name); got != want {
+					t.Errorf("min %s, request %q, %s: on disk when answered %v, want %v", min, req, w.what, got, want)
+				}
+				if !want {
+					// Read-your-writes: the answer's write is readable at once.
+					st, _, _ := f.do("GET", "/"+name+"/docs/k", "", "")
+					if wantSt := map[bool]int{true: 404, false: 200}[w.what == "DELETE"]; st != wantSt {
+						t.Errorf("min %s, request %q, %s: read after the write %d, want %d", min, req, w.what, st, wantSt)
+					}
+				}
+				if err := b.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+func TestDurabilityParamRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, w := range []struct{ method, path, body string }{
+		{"PUT", "/default/docs/k?durability=strong", `1`},
+		{"DELETE", "/default/docs/k?durability=1", ""},
+		{"POST", "/default/docs/k/touch?expiry=1&durability=x", ""},
+		{"POST", "/default/_bulk?durability=x", `{"id":"k","doc":1}` + "\n"},
+	} {
+		if st, _, body := f.do(w.method, w.path, "application/json", w.body); st != 400 || !strings.Contains(body, "durability") {
+			t.Errorf("%s %s: %d %s, want 400 naming durability", w.method, w.path, st, body)
+		}
+	}
+	st, _, body := f.do("POST", "/default/_bulk", "application/json", `{"op":"upsert","id":"a","doc":1,"durability":"fast"}`+"\n"+`{"op":"upsert","id":"b","doc":2}`+"\n")
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if st != 200 || len(lines) != 2 || !strings.Contains(lines[0], "durability") || strings.Contains(lines[1], "error") {
+		t.Errorf("_bulk with a bad line level: %d %s", st, body)
+	}
+	if st, _, _ := f.do("GET", "/default/docs/a", "", ""); st != 404 {
+		t.Errorf("a line with a bad level was written: %d", st)
+	}
+}
+
+// At none, a write is readable at once but reaches the change feed only
+// once committed.
+func TestDurabilityNoneFeedAfterCommit(t *testing.T) {
+	f := newLevelFixture(t)
+	if st, _, body := f.do("PUT", "/default/docs/k?durability=none", "", `{"v":1}`); st >= 300 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	// The default bucket persists: the request's none is raised.
+	if f.queued("default") {
+		t.Fatal("write to a persistToMajority bucket answered before its commit")
+	}
+	f.do("POST", "/pools/default/buckets/default", "application/x-www-form-urlencoded", "durabilityMinLevel=none")
+	if st, _, body := f.do("PUT", "/default/docs/n", "", `{"v":2}`); st >= 300 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	if st, _, body := f.do("GET", "/default/docs/n", "", ""); st != 200 || body != `{"v":2}` {
+		t.Errorf("read-your-write at none: %d %s", st, body)
+	}
+	_, _, feed := f.do("GET", "/default/_changes", "", "")
+	if strings.Contains(feed, `"n"`) {
+		t.Errorf("change feed shows an uncommitted write: %s", feed)
+	}
+	if err := f.mustBucket("default").Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, _, feed = f.do("GET", "/default/_changes", "", "")
+	if !strings.Contains(feed, `"n"`) {
+		t.Errorf("change feed lacks a committed write: %s", feed)
+	}
+}

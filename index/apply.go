@@ -28,7 +28,7 @@ func (ix *Index) Apply(ctx context.Context, updates []DocUpdate) error {
 // consumer passes the vector it has read up to, so that partitions whose
 // changes produced no update (documents of other collections, superseded
 // feed entries) advance too.
-func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint64) error {
+func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint64) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -53,8 +53,8 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		return ErrClosed
 	}
 	old := ix.snap.Load()
-	snap := &snapshot{roots: slices.Clone(old.roots), expRoots: slices.Clone(old.expRoots), seqs: slices.Clone(old.seqs)}
 	ix.mu.gen++
+	snap := &snapshot{roots: slices.Clone(old.roots), expRoots: slices.Clone(old.expRoots), seqs: slices.Clone(old.seqs), gen: ix.mu.gen}
 	a := applier{
 		w:        wtx{gen: ix.mu.gen},
 		roots:    snap.roots,
@@ -62,7 +62,14 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		back:     ix.mu.back,
 		undo:     make([]undo, 0, len(updates)),
 	}
-	if ix.db != nil {
+	if ix.ps != nil {
+		// The documents' back-index entries, from the file: the map is
+		// this Apply's, dropped if it fails.
+		if a.back, err = ix.ps.readBack(updates); err != nil {
+			return err
+		}
+		a.undo = nil
+	} else if ix.db != nil {
 		a.log = make([]byte, 0, 64*len(updates))
 	}
 	mapped := ix.mapped.Load()
@@ -71,7 +78,9 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 			mapped++
 		}
 	}
-	err := func() error {
+	var written []*node
+	err = func() (err error) {
+		defer recoverPage(&err)
 		for i := range updates {
 			if i&1023 == 1023 {
 				if err := ctx.Err(); err != nil {
@@ -89,6 +98,10 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		for p, seq := range upTo {
 			snap.seqs[p] = max(snap.seqs[p], seq)
 		}
+		if ix.ps != nil {
+			written, err = ix.commit(snap, &a, updates, mapped)
+			return err
+		}
 		if ix.db != nil {
 			return ix.appendLog(a.log, snap.seqs, mapped)
 		}
@@ -98,9 +111,12 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		a.rollback()
 		return err
 	}
-	ix.snap.Store(snap)
+	if ix.ps != nil {
+		ix.ps.published(written)
+	}
+	ix.publish(snap)
 	ix.mapped.Store(mapped)
-	if ix.db != nil {
+	if ix.db != nil && ix.ps == nil {
 		ix.mu.logDocs += len(updates)
 		if err := ix.mu.ckptErr; err != nil {
 			ix.mu.ckptErr = nil

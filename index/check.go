@@ -71,7 +71,10 @@ const maxViolations = 8
 // that must grow the file's memory map until Check returns. Reducer errors
 // while recomputing a cached reduction are violations; a node without a
 // cached reduction is not reduced.
-func (ix *Index) Check(ctx context.Context) error {
+func (ix *Index) Check(ctx context.Context) (err error) {
+	if ix.ps != nil {
+		return ix.checkPaged(ctx)
+	}
 	ix.mu.Lock()
 	if ix.closed.Load() {
 		ix.mu.Unlock()
@@ -239,11 +242,12 @@ func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (
 		if n.keys != nil {
 			c.failf("%s: leaf with %d separators", t.where, len(n.keys))
 		}
-		if len(n.items) > maxItems || !isRoot && len(n.items) < maxItems/4 {
-			c.failf("%s: leaf with %d rows (row %d)", t.where, len(n.items), t.rows)
+		items := n.rows()
+		if len(items) > maxItems || !isRoot && len(items) < maxItems/4 {
+			c.failf("%s: leaf with %d rows (row %d)", t.where, len(items), t.rows)
 		}
 		minExp := int64(0)
-		for _, r := range n.items {
+		for _, r := range items {
 			if !c.ok() {
 				break
 			}
@@ -252,10 +256,10 @@ func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (
 				minExp = minNZ(minExp, r.exp())
 			}
 		}
-		if n.count != len(n.items) {
-			c.failf("%s: leaf counts %d rows, holds %d (row %d)", t.where, n.count, len(n.items), t.rows)
+		if n.count != len(items) {
+			c.failf("%s: leaf counts %d rows, holds %d (row %d)", t.where, n.count, len(items), t.rows)
 		}
-		return len(n.items), minExp
+		return len(items), minExp
 	}
 	if n.items != nil {
 		c.failf("%s: inner node with %d rows", t.where, len(n.items))
@@ -379,7 +383,7 @@ func (t *treeChecker) reductions(red Reducer) {
 		var v []byte
 		var err error
 		if n.leaf() {
-			v, err = rd.rows(n.items)
+			v, err = rd.rows(n.rows())
 		} else {
 			vals := make([][]byte, 0, len(n.children))
 			for _, ch := range n.children {
@@ -488,8 +492,9 @@ func lookup(n *node, ck []byte) row {
 	for !n.leaf() {
 		n = n.children[childLE(n.keys, ck)]
 	}
-	if i, found := searchItems(n.items, ck); found {
-		return n.items[i]
+	items := n.rows()
+	if i, found := searchItems(items, ck); found {
+		return items[i]
 	}
 	return nil
 }
@@ -709,7 +714,7 @@ func (t *treeChecker) liveReductions(red Reducer) {
 		bad := int64(0)
 		_ = walkLeaves(n, func(leaf *node) error {
 			var l []row
-			for _, r := range leaf.items {
+			for _, r := range leaf.rows() {
 				e := r.exp()
 				if e != 0 && e > lc.lo && (lc.hi == 0 || e < lc.hi) && bad == 0 {
 					bad = e
@@ -770,7 +775,8 @@ func (t *treeChecker) suffixReductions(red Reducer) {
 		}
 		s := n.suffix.Load()
 		var want []int64
-		for _, r := range n.items {
+		items := n.rows()
+		for _, r := range items {
 			if e := r.exp(); e != 0 {
 				want = append(want, e)
 			}
@@ -781,7 +787,7 @@ func (t *treeChecker) suffixReductions(red Reducer) {
 			exps[i] = s.exp(i)
 		}
 		if len(s.ent) != 2*len(exps) || !slices.Equal(exps, want) {
-			t.c.failf("%s: leaf of %d rows from %q caches expirations %v, its rows' are %v", t.where, len(n.items), n.minKey(), exps, want)
+			t.c.failf("%s: leaf of %d rows from %q caches expirations %v, its rows' are %v", t.where, len(items), n.minKey(), exps, want)
 			return
 		}
 		if !s.hasRed {
@@ -815,7 +821,7 @@ func (t *treeChecker) suffixReductions(red Reducer) {
 				continue // no instant has exactly k expired
 			}
 			var left []row
-			for _, r := range n.items {
+			for _, r := range items {
 				if e := r.exp(); e == 0 || e > want[k-1] {
 					left = append(left, r)
 				}
@@ -920,7 +926,7 @@ func (t *treeChecker) neverReductions(red Reducer) {
 		count := 0
 		_ = walkLeaves(n, func(leaf *node) error {
 			var l []row
-			for _, r := range leaf.items {
+			for _, r := range leaf.rows() {
 				if r.exp() == 0 {
 					l = append(l, r)
 				}
@@ -974,4 +980,121 @@ func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, err
 		vals = append(vals, bytes.Clone(v))
 	}
 	return rd.rereduce(vals)
+}
+
+// checkPaged is Check for a paged index: the trees (read through the page
+// cache) and the file's back index as for memory, then the file's pages:
+// each node of the trees has its page, holding what the node holds, and
+// every other page is one a finished Apply dropped (pending deletion), so
+// the file leaks none.
+func (ix *Index) checkPaged(ctx context.Context) (err error) {
+	ix.mu.Lock()
+	if ix.closed.Load() {
+		ix.mu.Unlock()
+		return ErrClosed
+	}
+	snap := ix.acquire()
+	defer ix.release(snap)
+	defer recoverPage(&err)
+	pending := map[uint64]bool{}
+	for _, f := range ix.ps.pending {
+		for _, id := range f.ids {
+			pending[id] = true
+		}
+	}
+	c := &checker{ctx: ctx, views: ix.views, gen: ix.mu.gen}
+	tx, err := ix.db.Begin(false)
+	ix.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("index: check: %w", err)
+	}
+	defer tx.Rollback()
+	back := map[string][]byte{}
+	if b := tx.Bucket(bucketBack); b != nil {
+		_ = b.ForEach(func(k, v []byte) error {
+			if !validEntries(v, len(ix.views)) {
+				c.failf("file: back-index entry of %q malformed", k)
+				return nil
+			}
+			back[string(k)] = bytes.Clone(v)
+			return nil
+		})
+	}
+	c.checkState("memory", snap, back, true)
+	if c.ok() {
+		c.checkPages(tx, snap, pending)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.err()
+}
+
+// checkPages checks a paged index's pages against the trees of snap (see
+// checkPaged); pending are the pages dropped but not yet deleted.
+func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]bool) {
+	pages, free := tx.Bucket(bucketPages), tx.Bucket(bucketFree)
+	if pages == nil || free == nil {
+		c.failf("file: missing pages or free bucket")
+		return
+	}
+	meta := tx.Bucket(bucketMeta)
+	if got := meta.Get(keyRoots); !bytes.Equal(got, encodeRoots(snap)) {
+		c.failf("file: roots %x, memory's %x", got, encodeRoots(snap))
+	}
+	if got := meta.Get(keySeqs); !bytes.Equal(got, encodeSeqs(snap.seqs)) {
+		c.failf("file: sequence vector differs from memory's")
+	}
+	seen := map[uint64]bool{}
+	var walk func(n *node)
+	walk = func(n *node) {
+		if !c.ok() {
+			return
+		}
+		if n.page == 0 {
+			if n.count != 0 || !n.leaf() {
+				c.failf("file: a node of %d rows has no page", n.count)
+			}
+			return
+		}
+		if seen[n.page] {
+			c.failf("file: page %d in two places", n.page)
+			return
+		}
+		seen[n.page] = true
+		p := pages.Get(pageKeyBytes(n.page))
+		var want []byte
+		if n.leaf() {
+			want = appendLeaf(nil, n.rows())
+		} else {
+			want = appendInner(nil, n)
+		}
+		if !bytes.Equal(p, want) {
+			c.failf("file: page %d does not hold its node (%d rows)", n.page, n.count)
+		}
+		for _, ch := range n.children {
+			walk(ch)
+		}
+	}
+	for vi := range snap.roots {
+		walk(snap.roots[vi])
+		walk(snap.expRoots[vi])
+	}
+	_ = pages.ForEach(func(k, _ []byte) error {
+		id := binary.BigEndian.Uint64(k)
+		switch {
+		case seen[id]:
+		case !pending[id]:
+			c.failf("file: page %d belongs to no tree and is not pending deletion", id)
+		case free.Get(k) == nil:
+			c.failf("file: page %d pending deletion is not listed free", id)
+		}
+		return nil
+	})
+	_ = free.ForEach(func(k, _ []byte) error {
+		if !pending[binary.BigEndian.Uint64(k)] {
+			c.failf("file: page %x listed free, not pending", k)
+		}
+		return nil
+	})
 }

@@ -2,6 +2,8 @@ package index
 
 import (
 	"encoding/binary"
+	"os"
+	"testing"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -201,4 +203,37 @@ func CorruptSuffixExp(ix *Index, view string) bool {
 	}
 	s.ent[0]--
 	return true
+}
+
+// PageCount returns the number of pages in a paged index's file.
+func PageCount(ix *Index) int {
+	n := 0
+	_ = ix.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketPages).Stats().KeyN
+		return nil
+	})
+	return n
+}
+
+// FileSize returns the size of the index's file in bytes.
+func FileSize(t testing.TB, ix *Index) int64 {
+	t.Helper()
+	fi, err := os.Stat(ix.db.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// DeleteLeafPage deletes the page of the first leaf of view's tree from a
+// paged index's file and forgets the cached rows of every page.
+func DeleteLeafPage(ix *Index, view string) error {
+	n := ix.snap.Load().roots[ix.byName[view]]
+	for !n.leaf() {
+		n = n.children[0]
+	}
+	ix.ps.cache.dropOwner(ix.ps.owner)
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPages).Delete(pageKeyBytes(n.page))
+	})
 }

@@ -51,7 +51,7 @@ type ExpiryForecast struct {
 // earliest expiration falls before the horizon, so its cost follows the
 // rows that expire within it (and those expired), not the view's size. A
 // bad interval or horizon gives an error wrapping ErrInvalidForecast.
-func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64, reduce bool) (*ExpiryForecast, error) {
+func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64, reduce bool) (_ *ExpiryForecast, err error) {
 	switch {
 	case interval <= 0 || horizon <= 0:
 		return nil, fmt.Errorf("%w: interval and horizon must be positive seconds", ErrInvalidForecast)
@@ -64,6 +64,8 @@ func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interv
 	if err != nil {
 		return nil, err
 	}
+	defer ix.release(snap)
+	defer recoverPage(&err)
 	if r.Keys == nil && r.StartKey == nil && r.EndKey == nil && r.StartDocID == "" && r.EndDocID == "" && !r.StartDocIDSet && !r.EndDocIDSet {
 		var red Reducer
 		if reduce {
@@ -177,12 +179,13 @@ func rangeCount(n *node, lo, hi []byte) int {
 		return n.count
 	}
 	if n.leaf() {
-		i, j := 0, len(n.items)
+		items := n.rows()
+		i, j := 0, len(items)
 		if lo != nil {
-			i, _ = searchItems(n.items, lo)
+			i, _ = searchItems(items, lo)
 		}
 		if hi != nil {
-			j, _ = searchItems(n.items, hi)
+			j, _ = searchItems(items, hi)
 		}
 		return max(0, j-i)
 	}
@@ -246,14 +249,15 @@ func (f *forecaster) walk(n *node, lo, hi []byte) error {
 		hi = nil
 	}
 	if n.leaf() {
-		i, j := 0, len(n.items)
+		items := n.rows()
+		i, j := 0, len(items)
 		if lo != nil {
-			i, _ = searchItems(n.items, lo)
+			i, _ = searchItems(items, lo)
 		}
 		if hi != nil {
-			j, _ = searchItems(n.items, hi)
+			j, _ = searchItems(items, hi)
 		}
-		for _, r := range n.items[i:max(i, j)] {
+		for _, r := range items[i:max(i, j)] {
 			e := r.exp()
 			if e == 0 || e > f.end {
 				continue

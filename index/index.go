@@ -62,6 +62,12 @@ type Config struct {
 	// mayfly serve --no-sync. The default, false, fsyncs every commit. Without
 	// a Path it has no effect.
 	NoSync bool
+	// Cache, if not nil (and Path is set), makes the index paged: its
+	// trees' nodes live in the file and leaves' rows are read through
+	// Cache, which may be shared by many indexes (see pager.go). A file
+	// written with the other layout is rebuilt, as one of another
+	// Signature is. Without a Path it has no effect.
+	Cache *PageCache
 }
 
 // Emit is one row emitted by a map function: raw JSON key and value. A nil
@@ -103,6 +109,7 @@ type Index struct {
 	byName    map[string]int
 	signature string   // Config.Signature
 	db        *bolt.DB // nil: memory only
+	ps        *pager   // nil: not paged (trees in memory)
 
 	snap     atomic.Pointer[snapshot]
 	closed   atomic.Bool
@@ -140,6 +147,9 @@ type snapshot struct {
 	// derived from roots: not persisted, rebuilt when the file is loaded.
 	expRoots []*node
 	seqs     []uint64
+	// gen is the writer generation of the Apply that published the
+	// snapshot (0 for the one Open makes).
+	gen uint64
 }
 
 // newSnapshot returns an empty snapshot of nviews views and nparts
@@ -182,8 +192,15 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 			return nil, err
 		}
 		ix.db = db
+		if cfg.Cache != nil {
+			ix.ps = &pager{db: db, cache: cfg.Cache, owner: cfg.Cache.newOwner(), readers: make(map[uint64]int)}
+		}
 		err = prepareStore(db, &cfg)
-		if err == nil {
+		switch {
+		case err != nil:
+		case ix.ps != nil:
+			err = ix.loadPaged(snap)
+		default:
 			err = ix.loadStore(ctx, snap)
 		}
 		if err != nil {
@@ -211,7 +228,9 @@ func (ix *Index) Close() error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	var err error
-	if ix.mu.logDocs >= ix.checkpointDocs {
+	if ix.ps != nil {
+		ix.ps.cache.dropOwner(ix.ps.owner)
+	} else if ix.mu.logDocs >= ix.checkpointDocs {
 		if err = ix.checkpointLocked(ix.snap.Load()); err != nil {
 			err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
 		}
@@ -234,6 +253,7 @@ func (ix *Index) TotalRows(view string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer ix.release(s)
 	return s.roots[vi].count, nil
 }
 
@@ -242,11 +262,13 @@ func (ix *Index) TotalRows(view string) (int, error) {
 // It is counted from node counts: the view's rows less those of its expiry
 // tree (the rows that never expire), plus the expiry tree's rows that expire
 // after now, in O(log n) whatever has expired (see live.go).
-func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (int, error) {
+func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (n int, err error) {
 	s, vi, err := ix.reader(view)
 	if err != nil {
 		return 0, err
 	}
+	defer ix.release(s)
+	defer recoverPage(&err)
 	if n, ok := liveRows(s.roots[vi], s.expRoots[vi], now); ok {
 		return n, nil
 	}
@@ -255,7 +277,8 @@ func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (int, err
 	return lc.count, err
 }
 
-// reader returns the current snapshot and the index of view.
+// reader returns the current snapshot and the index of view; the caller
+// releases the snapshot (see release) once it is done reading.
 func (ix *Index) reader(view string) (*snapshot, int, error) {
 	if ix.closed.Load() {
 		return nil, 0, ErrClosed
@@ -264,5 +287,5 @@ func (ix *Index) reader(view string) (*snapshot, int, error) {
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownView, view)
 	}
-	return ix.snap.Load(), vi, nil
+	return ix.acquire(), vi, nil
 }

@@ -29,7 +29,7 @@ import (
 // row's expiration only when its leaf holds an expired row.
 func (c *cursor) expired(now int64) bool {
 	f := c.stack[len(c.stack)-1]
-	return !f.n.allLive(now) && isExpired(f.n.items[f.i].exp(), now)
+	return !f.n.allLive(now) && isExpired(f.items[f.i].exp(), now)
 }
 
 // liveOnly returns the rows of items not expired at rd.now, in rd's scratch.
@@ -123,7 +123,7 @@ func (rd *reduction) leafLive(n *node) (liveCache, error) {
 	}
 	m := s.len()
 	k := s.expiredAt(rd.now)
-	lc := liveCache{lo: math.MinInt64, count: len(n.items) - k, hasRed: reduce}
+	lc := liveCache{lo: math.MinInt64, count: n.count - k, hasRed: reduce}
 	if k > 0 {
 		lc.lo = s.exp(k - 1)
 	}
@@ -134,7 +134,7 @@ func (rd *reduction) leafLive(n *node) (liveCache, error) {
 	case !reduce || lc.count == 0:
 	case s.tooBig:
 		// Reduced from the live rows, uncached (see tooBig).
-		v, err := rd.rows(rd.liveOnly(n.items))
+		v, err := rd.rows(rd.liveOnly(n.rows()))
 		if err != nil {
 			return liveCache{}, err
 		}
@@ -231,13 +231,14 @@ func (s *expSuffix) red(k int) []byte {
 func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 	byExp := rd.liveRows[:0]
 	never := 0
-	for _, r := range n.items {
+	items := n.rows()
+	for _, r := range items {
 		if r.exp() != 0 {
 			byExp = append(byExp, r)
 		}
 	}
 	m := len(byExp)
-	for _, r := range n.items {
+	for _, r := range items {
 		if r.exp() == 0 {
 			byExp = append(byExp, r)
 			never++
@@ -291,7 +292,7 @@ func (rd *reduction) buildSuffix(n *node) (*expSuffix, error) {
 			size += len(v)
 		}
 		rowBytes := 0
-		for _, r := range n.items {
+		for _, r := range items {
 			rowBytes += len(r)
 		}
 		if size > maxSuffixRatio*rowBytes {
@@ -415,7 +416,7 @@ func (rd *reduction) neverOf(n *node) (int, []byte, error) {
 	nc := &neverCache{}
 	if n.leaf() {
 		rows := rd.liveRows[:0]
-		for _, r := range n.items {
+		for _, r := range n.rows() {
 			if r.exp() == 0 {
 				rows = append(rows, r)
 			}

@@ -134,11 +134,13 @@ func (r *Range) spans() ([]span, error) {
 // if r.Descending), from a snapshot taken when Query starts. If fn returns
 // ErrStop, Query stops and returns nil; any other error stops it and is
 // returned. An invalid key in r gives an error wrapping ErrInvalidKey.
-func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) error) error {
+func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) error) (err error) {
 	snap, vi, err := ix.reader(view)
 	if err != nil {
 		return err
 	}
+	defer ix.release(snap)
+	defer recoverPage(&err)
 	spans, err := r.spans()
 	if err != nil {
 		return err

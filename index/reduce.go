@@ -29,11 +29,13 @@ type Grouping struct {
 // Reducer calls whatever its number of rows. Errors from the Reducer are
 // returned as they are; a reduction longer than MaxReductionSize gives an error
 // wrapping ErrReductionTooLarge. fn returning ErrStop ends Reduce with nil.
-func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, fn func(key, value []byte) error) error {
+func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, fn func(key, value []byte) error) (err error) {
 	snap, vi, err := ix.reader(view)
 	if err != nil {
 		return err
 	}
+	defer ix.release(snap)
+	defer recoverPage(&err)
 	red := ix.views[vi].Reducer
 	if red == nil {
 		return fmt.Errorf("%w: %q", ErrNoReducer, view)
@@ -221,17 +223,18 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		return nil
 	}
 	if n.leaf() {
-		i, j := 0, len(n.items)
+		items := n.rows()
+		i, j := 0, len(items)
 		if lo != nil {
-			i, _ = searchItems(n.items, lo)
+			i, _ = searchItems(items, lo)
 		}
 		if hi != nil {
-			j, _ = searchItems(n.items, hi)
+			j, _ = searchItems(items, hi)
 		}
 		if i >= j {
 			return nil
 		}
-		items := n.items[i:j]
+		items = items[i:j]
 		if rd.live && !n.allLive(rd.now) {
 			items = rd.liveOnly(items)
 			if len(items) == 0 {
@@ -257,7 +260,7 @@ func (rd *reduction) node(n *node) ([]byte, error) {
 	var v []byte
 	var err error
 	if n.leaf() {
-		v, err = rd.rows(n.items)
+		v, err = rd.rows(n.rows())
 	} else {
 		vals := make([][]byte, 0, len(n.children))
 		for _, c := range n.children {

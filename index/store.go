@@ -127,16 +127,25 @@ func dropCkpt(tx *bolt.Tx, views []ViewConfig, c byte) error {
 // prepareStore makes the file of db ready for cfg: a file written for another
 // format, signature, list of views or number of partitions is emptied.
 func prepareStore(db *bolt.DB, cfg *Config) error {
+	paged := cfg.Cache != nil
+	format := formatVersion
+	if paged {
+		format = pagedFormat
+	}
 	return db.Update(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil &&
-			string(meta.Get(keyFormat)) == formatVersion &&
+			string(meta.Get(keyFormat)) == format &&
 			string(meta.Get(keySignature)) == cfg.Signature &&
 			bytes.Equal(meta.Get(keyViews), encodeViewNames(cfg.Views)) &&
-			len(meta.Get(keySeqs)) == 8*cfg.NumPartitions &&
-			len(meta.Get(keyCkpt)) == 1 {
-			// A checkpoint that was being written when the process stopped
-			// is unfinished: drop it.
-			return dropCkpt(tx, cfg.Views, otherCkpt(meta.Get(keyCkpt)[0]))
+			len(meta.Get(keySeqs)) == 8*cfg.NumPartitions {
+			if paged {
+				return nil
+			}
+			if len(meta.Get(keyCkpt)) == 1 {
+				// A checkpoint that was being written when the process stopped
+				// is unfinished: drop it.
+				return dropCkpt(tx, cfg.Views, otherCkpt(meta.Get(keyCkpt)[0]))
+			}
 		}
 		var names [][]byte
 		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
@@ -154,21 +163,23 @@ func prepareStore(db *bolt.DB, cfg *Config) error {
 		if err != nil {
 			return err
 		}
-		if err := createBuckets(tx, cfg.Views); err != nil {
-			return err
-		}
 		for _, kv := range [][2][]byte{
-			{keyFormat, []byte(formatVersion)},
+			{keyFormat, []byte(format)},
 			{keySignature, []byte(cfg.Signature)},
 			{keyViews, encodeViewNames(cfg.Views)},
 			{keySeqs, encodeSeqs(make([]uint64, cfg.NumPartitions))},
-			{keyCkpt, []byte{'a'}},
 		} {
 			if err := meta.Put(kv[0], kv[1]); err != nil {
 				return err
 			}
 		}
-		return nil
+		if paged {
+			return createPagedBuckets(tx)
+		}
+		if err := createBuckets(tx, cfg.Views); err != nil {
+			return err
+		}
+		return meta.Put(keyCkpt, []byte{'a'})
 	})
 }
 
@@ -356,7 +367,7 @@ func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64, beforeS
 		var block, first []byte
 		n := 0
 		err := walkLeaves(snap.roots[vi], func(leaf *node) error {
-			for _, r := range leaf.items {
+			for _, r := range leaf.rows() {
 				if n == 0 {
 					first = r.ck()
 					block = make([]byte, 0, blockSize+len(r)+binary.MaxVarintLen32)
@@ -449,7 +460,7 @@ func buildExpiryTree(root *node) *node {
 		if leaf.minExp == 0 {
 			return nil
 		}
-		for _, r := range leaf.items {
+		for _, r := range leaf.rows() {
 			if r.exp() != 0 {
 				rows = append(rows, expiryRow(nil, r))
 			}

@@ -150,6 +150,27 @@ type node struct {
 	live   atomic.Pointer[liveCache]
 	suffix atomic.Pointer[expSuffix]
 	never  atomic.Pointer[neverCache]
+
+	// page is the node's page in a paged index's file (see pager), 0 for
+	// none; a paged leaf's items are then nil and read through ps (see
+	// rows).
+	page uint64
+	ps   *pager
+}
+
+// rows returns the rows of leaf n: its items, or, for a leaf of a paged
+// index whose rows are on disk, its page's rows through the page cache. A
+// page that cannot be read panics with a pageError, which the entry points
+// of the package recover as an error (see recoverPage).
+func (n *node) rows() []row {
+	if n.page == 0 || n.items != nil {
+		return n.items
+	}
+	rows, err := n.ps.leafRows(n.page)
+	if err != nil {
+		panic(pageError{err})
+	}
+	return rows
 }
 
 // neverCache is what a node's rows that never expire (expiration 0) are:
@@ -196,7 +217,7 @@ func minNZ(a, b int64) int64 {
 func (n *node) fixMinExp() {
 	m := int64(0)
 	if n.leaf() {
-		for _, r := range n.items {
+		for _, r := range n.rows() {
 			m = minNZ(m, r.exp())
 		}
 	} else {
@@ -215,7 +236,7 @@ func (n *node) leaf() bool { return n.children == nil }
 // size is the number of items or children of n.
 func (n *node) size() int {
 	if n.leaf() {
-		return len(n.items)
+		return n.count
 	}
 	return len(n.children)
 }
@@ -233,14 +254,15 @@ func (n *node) first() row {
 	for !n.leaf() {
 		n = n.children[0]
 	}
-	return n.items[0]
+	return n.rows()[0]
 }
 
 func (n *node) last() row {
 	for !n.leaf() {
 		n = n.children[len(n.children)-1]
 	}
-	return n.items[len(n.items)-1]
+	items := n.rows()
+	return items[len(items)-1]
 }
 
 // minKey returns the tree key of the first row under n (not empty).
@@ -320,20 +342,34 @@ func eachChildIn(n *node, lo, hi []byte, fn func(c *node, lo, hi []byte) error) 
 
 // wtx changes trees for one writer generation: nodes it creates belong to gen
 // and are changed in place; older nodes are copied first.
-type wtx struct{ gen uint64 }
+type wtx struct {
+	gen   uint64
+	freed []uint64 // pages of the nodes dropped (see drop)
+}
 
 func (w *wtx) own(n *node) *node {
 	if n.gen == w.gen {
 		return n
 	}
+	w.drop(n)
 	c := &node{gen: w.gen, count: n.count, minExp: n.minExp}
 	if n.leaf() {
-		c.items = append(make([]row, 0, len(n.items)+1), n.items...)
+		items := n.rows()
+		c.items = append(make([]row, 0, len(items)+1), items...)
 	} else {
 		c.keys = append(make([][]byte, 0, len(n.keys)+1), n.keys...)
 		c.children = append(make([]*node, 0, len(n.children)+1), n.children...)
 	}
 	return c
+}
+
+// drop records that n, a node of an older generation, is no longer part of
+// the tree being written: a paged index frees its page once no reader needs
+// it.
+func (w *wtx) drop(n *node) {
+	if n.page != 0 && n.gen != w.gen {
+		w.freed = append(w.freed, n.page)
+	}
 }
 
 // insert adds r to the tree rooted at root, replacing a row with the same ck, and
@@ -350,7 +386,7 @@ func (w *wtx) insert(root *node, r row) *node {
 // sep is the separator that routes to n as a right sibling.
 func (n *node) sep() []byte {
 	if n.leaf() {
-		return n.items[0].ck()
+		return n.rows()[0].ck()
 	}
 	return n.keys[0]
 }
@@ -427,6 +463,7 @@ func sumCounts(children []*node) int {
 func (w *wtx) delete(root *node, ck []byte) *node {
 	n, _ := w.deleteAt(root, ck)
 	for !n.leaf() && len(n.children) == 1 {
+		w.drop(n)
 		n = n.children[0]
 	}
 	return n
@@ -434,7 +471,7 @@ func (w *wtx) delete(root *node, ck []byte) *node {
 
 func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
 	if n.leaf() {
-		i, found := searchItems(n.items, ck)
+		i, found := searchItems(n.rows(), ck)
 		if !found {
 			return n, false
 		}
@@ -472,8 +509,9 @@ func (w *wtx) rebalance(n *node, i int) {
 	a, b := n.children[l], n.children[l+1]
 	if a.size()+b.size() <= a.capacity() {
 		a = w.own(a)
+		w.drop(b)
 		if a.leaf() {
-			a.items = append(a.items, b.items...)
+			a.items = append(a.items, b.rows()...)
 		} else {
 			a.keys = append(append(a.keys, n.keys[l+1]), b.keys[1:]...)
 			a.children = append(a.children, b.children...)
@@ -485,10 +523,12 @@ func (w *wtx) rebalance(n *node, i int) {
 		n.keys = slices.Delete(n.keys, l+1, l+2)
 		return
 	}
+	w.drop(a)
+	w.drop(b)
 	na := &node{gen: w.gen}
 	nb := &node{gen: w.gen}
 	if a.leaf() {
-		all := slices.Concat(a.items, b.items)
+		all := slices.Concat(a.rows(), b.rows())
 		h := len(all) / 2
 		na.items = slices.Clip(all[:h])
 		nb.items = slices.Clone(all[h:])
@@ -587,16 +627,19 @@ type cursor struct {
 	stack []frame
 }
 
+// frame is one node of a cursor's path and the index of the child or row
+// the path takes; a leaf's frame holds its rows (read once, see node.rows).
 type frame struct {
-	n *node
-	i int
+	n     *node
+	i     int
+	items []row
 }
 
 func (c *cursor) valid() bool { return len(c.stack) > 0 }
 
 func (c *cursor) row() row {
 	f := c.stack[len(c.stack)-1]
-	return f.n.items[f.i]
+	return f.items[f.i]
 }
 
 // seekGE positions c at the first row with ck >= k (the first row if k is nil).
@@ -608,14 +651,15 @@ func (c *cursor) seekGE(root *node, k []byte) {
 		if k != nil {
 			i = childLE(n.keys, k)
 		}
-		c.stack = append(c.stack, frame{n, i})
+		c.stack = append(c.stack, frame{n: n, i: i})
 		n = n.children[i]
 	}
+	items := n.rows()
 	i := 0
 	if k != nil {
-		i, _ = searchItems(n.items, k)
+		i, _ = searchItems(items, k)
 	}
-	c.stack = append(c.stack, frame{n, i - 1})
+	c.stack = append(c.stack, frame{n, i - 1, items})
 	c.next()
 }
 
@@ -628,15 +672,31 @@ func (c *cursor) seekLT(root *node, k []byte) {
 		if k != nil {
 			i = childLT(n.keys, k)
 		}
-		c.stack = append(c.stack, frame{n, i})
+		c.stack = append(c.stack, frame{n: n, i: i})
 		n = n.children[i]
 	}
-	i := len(n.items)
+	items := n.rows()
+	i := len(items)
 	if k != nil {
-		i, _ = searchItems(n.items, k)
+		i, _ = searchItems(items, k)
 	}
-	c.stack = append(c.stack, frame{n, i})
+	c.stack = append(c.stack, frame{n, i, items})
 	c.prev()
+}
+
+// push adds child n to c's path, positioned at i, or, with fromEnd, after
+// its last entry.
+func (c *cursor) push(n *node, i int, fromEnd bool) {
+	f := frame{n: n, i: i}
+	if n.leaf() {
+		f.items = n.rows()
+		if fromEnd {
+			f.i = len(f.items)
+		}
+	} else if fromEnd {
+		f.i = len(n.children)
+	}
+	c.stack = append(c.stack, f)
 }
 
 // next moves c to the following row; past the last row c is no longer valid.
@@ -645,11 +705,11 @@ func (c *cursor) next() {
 		t := &c.stack[len(c.stack)-1]
 		t.i++
 		if t.n.leaf() {
-			if t.i < len(t.n.items) {
+			if t.i < len(t.items) {
 				return
 			}
 		} else if t.i < len(t.n.children) {
-			c.stack = append(c.stack, frame{t.n.children[t.i], -1})
+			c.push(t.n.children[t.i], -1, false)
 			continue
 		}
 		c.stack = c.stack[:len(c.stack)-1]
@@ -665,8 +725,7 @@ func (c *cursor) prev() {
 			if t.n.leaf() {
 				return
 			}
-			child := t.n.children[t.i]
-			c.stack = append(c.stack, frame{child, child.size()})
+			c.push(t.n.children[t.i], 0, true)
 			continue
 		}
 		c.stack = c.stack[:len(c.stack)-1]

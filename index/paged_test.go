@@ -1,0 +1,307 @@
+package index_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/mayflydb/mayfly/index"
+)
+
+// pagedViews are the views of the paged model test: two with a
+// count-and-sum reduce, one map-only.
+func pagedViews() []index.ViewConfig {
+	return []index.ViewConfig{{Name: "v", Reducer: &countSum{}}, {Name: "w", Reducer: &countSum{}}, {Name: "m"}}
+}
+
+// TestModelPaged runs a paged index under a page cache of a few leaves
+// against an in-memory index (the reference, itself held to a brute-force
+// model by TestModel) through random Applies: inserts, updates and
+// deletions of documents with rows in three views and random expirations,
+// over enough documents for trees several levels deep. After each step
+// they must give the same rows, reductions (every group level, exact
+// groups, ranges, keys, descending), totals, live totals and expiry
+// forecasts, at random instants with and without expired rows; Check must
+// pass (which also finds leaked pages). Now and then the paged index is
+// closed and reopened, or a copy of its file is taken (what a crash leaves:
+// the last commit) and opened: both must equal the reference as it was.
+// Rerun a failure with -index.seed=N.
+func TestModelPaged(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -index.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	dir := t.TempDir()
+	cache := index.NewPageCache(6 << 10) // a few leaves
+	cfg := index.Config{Path: filepath.Join(dir, "paged.view"), Signature: "paged", NumPartitions: 8, Views: pagedViews(), Cache: cache}
+	ref := openIndex(t, index.Config{NumPartitions: 8, Views: pagedViews()})
+	px := openIndex(t, cfg)
+	ctx := context.Background()
+	const t0 = 1_700_000_000
+	var seq uint64
+	ids := make([]string, 1500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("d%04d", i)
+	}
+	batch := func(n int) []index.DocUpdate {
+		var ups []index.DocUpdate
+		for range n {
+			id := ids[rng.IntN(len(ids))]
+			seq++
+			u := index.DocUpdate{DocID: id, Partition: uint16(rng.IntN(8)), Seq: seq}
+			if rng.IntN(6) == 0 {
+				ups = append(ups, u)
+				continue
+			}
+			if rng.IntN(3) == 0 {
+				u.Expiration = t0 + int64(rng.IntN(100))
+			}
+			u.Rows = map[string][]index.Emit{}
+			for vi, v := range []string{"v", "w", "m"} {
+				for range rng.IntN(4 - vi) {
+					u.Rows[v] = append(u.Rows[v], index.Emit{Key: []byte(randKey(rng, 0)), Value: []byte(strconv.Itoa(rng.IntN(10)))})
+				}
+			}
+			ups = append(ups, u)
+		}
+		return ups
+	}
+	both := func(ups []index.DocUpdate) {
+		t.Helper()
+		if err := ref.Apply(ctx, ups); err != nil {
+			t.Fatalf("reference Apply: %v", err)
+		}
+		if err := px.Apply(ctx, ups); err != nil {
+			t.Fatalf("paged Apply: %v", err)
+		}
+	}
+	ms := &model{ids: ids}
+	compare := func(got *index.Index, where string) {
+		t.Helper()
+		for _, view := range []string{"v", "w", "m"} {
+			n, _ := ref.TotalRows(view)
+			if g, _ := got.TotalRows(view); g != n {
+				t.Fatalf("%s: TotalRows(%s) %d, reference %d", where, view, g, n)
+			}
+			for q := range 12 {
+				r := ms.randRange(rng)
+				if rng.IntN(2) == 0 {
+					r.ExcludeExpired, r.Now = true, t0+int64(rng.IntN(110))-5
+				}
+				what := fmt.Sprintf("%s: query %d of %s (%s, exclude %v at %d)", where, q, view, showRange(r), r.ExcludeExpired, r.Now)
+				equalStrings(t, what, rowsOf(t, got, view, r), rowsOf(t, ref, view, r))
+				if view == "m" {
+					continue
+				}
+				g := index.Grouping{Exact: rng.IntN(4) == 0, Level: rng.IntN(4)}
+				equalStrings(t, what+fmt.Sprintf(" reduce %+v", g), reduced(t, got, view, r, g), reduced(t, ref, view, r, g))
+				if t.Failed() {
+					t.FailNow()
+				}
+			}
+			now := t0 + int64(rng.IntN(110)) - 5
+			a, err1 := got.LiveRows(ctx, view, now)
+			b, err2 := ref.LiveRows(ctx, view, now)
+			if err1 != nil || err2 != nil || a != b {
+				t.Fatalf("%s: LiveRows(%s, %d) %d %v, reference %d %v", where, view, now, a, err1, b, err2)
+			}
+			fa, err1 := got.Forecast(ctx, view, index.Range{}, now, 10, 60, true)
+			fb, err2 := ref.Forecast(ctx, view, index.Range{}, now, 10, 60, true)
+			if err1 != nil || err2 != nil || fmt.Sprint(fa) != fmt.Sprint(fb) {
+				t.Fatalf("%s: Forecast(%s) %v %v, reference %v %v", where, view, fa, err1, fb, err2)
+			}
+		}
+		if a, b := fmt.Sprint(got.Seqs()), fmt.Sprint(ref.Seqs()); a != b {
+			t.Fatalf("%s: Seqs %s, reference %s", where, a, b)
+		}
+		checkIndex(t, got)
+	}
+	// Enough rows first for inner nodes above the leaves.
+	for range 6 {
+		both(batch(300))
+	}
+	compare(px, "loaded")
+	var reopens, crashes int
+	for step := range 60 {
+		where := fmt.Sprintf("step %d", step)
+		switch rng.IntN(8) {
+		case 0:
+			closeIndex(t, px)
+			px = openIndex(t, cfg)
+			reopens++
+			where += " (reopened)"
+		case 1:
+			crash := filepath.Join(dir, fmt.Sprintf("crash%d.view", step))
+			if err := index.CopyFile(px, crash); err != nil {
+				t.Fatal(err)
+			}
+			ccfg := cfg
+			ccfg.Path = crash
+			cx := openIndex(t, ccfg)
+			compare(cx, where+" (crash copy)")
+			closeIndex(t, cx)
+			crashes++
+		}
+		both(batch(1 + rng.IntN(120)))
+		compare(px, where)
+	}
+	st := cache.Stats()
+	t.Logf("%d reopens, %d crash copies; cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	if st.Misses == 0 {
+		t.Fatalf("a cache of %d bytes never missed: the pages were not read from the file", st.Budget)
+	}
+}
+
+// TestPagedReaderKeepsSnapshot holds a query on a paged index (tiny cache)
+// in the middle of its rows while Applies replace every row, many times
+// over: the query must go on reading its own snapshot, whose pages the
+// Applies dropped, to the end; once it returns, those pages are deleted
+// (Check finds no page that is neither in a tree nor pending deletion, and
+// the file's pages shrink back).
+func TestPagedReaderKeepsSnapshot(t *testing.T) {
+	ctx := context.Background()
+	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(1)}
+	ix := openIndex(t, cfg)
+	gen := func(round int) []index.DocUpdate {
+		var ups []index.DocUpdate
+		for i := range 2000 {
+			ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%05d", i), Seq: uint64(round*2000 + i + 1),
+				Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), strconv.Itoa(round))}})
+		}
+		return ups
+	}
+	apply(t, ix, gen(0)...)
+	want := rowsOf(t, ix, "v", index.Range{})
+	var got []string
+	paused, resume := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- ix.Query(ctx, "v", index.Range{}, func(r index.Row) error {
+			if len(got) == 100 {
+				close(paused)
+				<-resume
+			}
+			got = append(got, fmt.Sprintf("%s %s %s", r.Key, r.DocID, r.Value))
+			return nil
+		})
+	}()
+	<-paused
+	for round := 1; round <= 3; round++ {
+		apply(t, ix, gen(round)...)
+	}
+	held := index.PageCount(ix)
+	checkIndex(t, ix)
+	close(resume)
+	if err := <-done; err != nil {
+		t.Fatalf("Query over a snapshot whose pages were dropped: %v", err)
+	}
+	equalStrings(t, "rows of the held snapshot", got, want)
+	apply(t, ix, gen(4)...) // deletes what no reader needs now
+	apply(t, ix, gen(5)...)
+	after := index.PageCount(ix)
+	checkIndex(t, ix)
+	if after >= held {
+		t.Fatalf("pages: %d while a reader held an old snapshot, %d after: dropped pages were not deleted", held, after)
+	}
+	equalStrings(t, "rows after", reduced(t, ix, "v", index.Range{}, index.Grouping{}), []string{"null [2000,10000]"})
+}
+
+// TestPagedFileBounded updates the same documents over and over: the file
+// of a paged index must stop growing (dropped pages are deleted and bbolt
+// reuses their space).
+func TestPagedFileBounded(t *testing.T) {
+	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(64 << 10)}
+	ix := openIndex(t, cfg)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sizes []int64
+	for round := range 60 {
+		var ups []index.DocUpdate
+		for range 500 {
+			i := rng.IntN(3000)
+			ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%05d", i), Seq: uint64(round + 1),
+				Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(rng.IntN(100000)), "1")}})
+		}
+		apply(t, ix, ups...)
+		if round%10 == 9 {
+			sizes = append(sizes, index.FileSize(t, ix))
+		}
+	}
+	checkIndex(t, ix)
+	// Once every document exists, 30 more rounds must not grow the file
+	// by more than a quarter.
+	if last, mid := sizes[len(sizes)-1], sizes[2]; last > mid+mid/4 {
+		t.Fatalf("file sizes every 10 rounds %v: it grows under updates", sizes)
+	}
+	t.Logf("file sizes every 10 rounds: %v", sizes)
+}
+
+// TestPagedLayoutSwitch opens a file written unpaged as paged, and back:
+// each time the index starts empty at sequence 0 (to be rebuilt from the
+// feed), as after a change of signature, and then works.
+func TestPagedLayoutSwitch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.view")
+	views := []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}
+	for i, cache := range []*index.PageCache{nil, index.NewPageCache(1 << 20), nil} {
+		cfg := index.Config{Path: path, Signature: "s", NumPartitions: 4, Views: views, Cache: cache}
+		ix, err := index.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ix.TotalRows("v"); n != 0 || ix.Seqs()[0] != 0 {
+			t.Fatalf("open %d: %d rows at %v after a layout change", i, n, ix.Seqs())
+		}
+		apply(t, ix, index.DocUpdate{DocID: "a", Seq: 5, Rows: map[string][]index.Emit{"v": emits(`1`, `2`)}})
+		checkIndex(t, ix)
+		if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ix, err = index.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalStrings(t, "reopened", rowsOf(t, ix, "v", index.Range{}), []string{"1 a 2"})
+		checkIndex(t, ix)
+		if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPagedMissingPage: a page missing from the file is an error wrapping
+// ErrCorrupt from the query that needs it, not a crash.
+func TestPagedMissingPage(t *testing.T) {
+	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(1)}
+	ix, err := index.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ups []index.DocUpdate
+	for i := range 500 {
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%04d", i), Seq: 1, Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), "1")}})
+	}
+	apply(t, ix, ups...)
+	if err := index.DeleteLeafPage(ix, "v"); err != nil {
+		t.Fatal(err)
+	}
+	err = ix.Query(context.Background(), "v", index.Range{}, func(index.Row) error { return nil })
+	if !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("Query over a missing page: %v, want ErrCorrupt", err)
+	}
+	err = ix.Reduce(context.Background(), "v", index.Range{}, index.Grouping{Level: 1}, func(_, _ []byte) error { return nil })
+	if !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("Reduce over a missing page: %v, want ErrCorrupt", err)
+	}
+	if err := ix.Check(context.Background()); !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, index.ErrCheck) {
+		t.Fatalf("Check over a missing page: %v", err)
+	}
+}

@@ -1,0 +1,612 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Paged indexes (Config.Cache set).
+//
+// A paged index keeps its trees on disk, as CouchDB's and Couchbase's view
+// files do, rather than wholly in the heap. Every node of every tree (the
+// views' trees and their expiry trees) is a page of the file's pages bucket,
+// keyed by a page id that is never reused; an inner node's page lists its
+// children's separators, page ids, kinds, counts and earliest expirations.
+// In memory, inner nodes stay resident (about one for every 48 leaves), and
+// so does each leaf's small node record (count, earliest expiration, cached
+// reductions); a leaf's rows are read from its page through a PageCache, a
+// byte budget of decoded pages, least recently used out first, one per
+// index or shared by all of a process's. The back index (document id → the
+// document's rows) is the file's back bucket, read by Apply for the
+// documents it updates.
+//
+// An Apply changes the trees copy-on-write as an in-memory index does, then
+// writes, in one bbolt transaction, a page for each node it made, the roots,
+// the sequence vector and the back index's changes: a crash leaves the
+// last committed state, which Open reads without loading any leaf. The pages
+// of the nodes an Apply replaced are listed in the free bucket in the same
+// transaction, and deleted by a later Apply once no query holds a snapshot
+// that may read them (queries register the snapshot they read, see
+// Index.acquire); Open deletes whatever the free bucket lists. bbolt reuses
+// the space of deleted pages, so the file does not grow under updates.
+//
+// Cached reductions live in the node records, computed on first use as in
+// memory; they are not in the file, so the first reduce after Open reads
+// the leaves it covers once.
+var (
+	bucketPages = []byte("pages")
+	bucketBack  = []byte("back")
+	bucketFree  = []byte("free")
+
+	keyRoots    = []byte("roots")    // per view: tree ref, expiry tree ref (see appendRef)
+	keyNextPage = []byte("nextpage") // 8 bytes big-endian: the next page id
+)
+
+// pagedFormat names the paged layout; a file of the other layout (see
+// formatVersion) is rebuilt, as one of another signature is.
+const pagedFormat = "mayfly-index-paged-1"
+
+// Page kinds, the first byte of a page.
+const (
+	pageLeaf  = 'L'
+	pageInner = 'I'
+)
+
+// pageError carries an error reading a page up to the entry point of the
+// package that recovers it (recoverPage): node.rows has no error result, as
+// an in-memory leaf cannot fail.
+type pageError struct{ err error }
+
+// recoverPage turns a pageError panic into *err; other panics go on.
+func recoverPage(err *error) {
+	if r := recover(); r != nil {
+		pe, ok := r.(pageError)
+		if !ok {
+			panic(r)
+		}
+		*err = pe.err
+	}
+}
+
+// pager is a paged index's node store: its file, the page cache, and what
+// the writer and readers share about pages not yet deleted.
+type pager struct {
+	db    *bolt.DB
+	cache *PageCache
+	owner uint64 // this index's keys in cache
+
+	// next is the id of the next page written. REQUIRES: Index.mu.
+	next uint64
+	// pending lists the pages dropped by each Apply, not yet deleted.
+	// REQUIRES: Index.mu.
+	pending []freedPages
+
+	rmu     sync.Mutex
+	readers map[uint64]int // snapshot generation → queries reading it; guarded by rmu
+}
+
+// freedPages are the pages an Apply of generation gen dropped: only
+// snapshots older than gen may read them.
+type freedPages struct {
+	gen uint64
+	ids []uint64
+}
+
+func pageKeyBytes(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
+
+// leafRows returns the rows of leaf page id, from the cache or the file.
+func (ps *pager) leafRows(id uint64) ([]row, error) {
+	k := pageKey{ps.owner, id}
+	if rows, ok := ps.cache.get(k); ok {
+		return rows, nil
+	}
+	var page []byte
+	err := ps.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPages)
+		if b == nil {
+			return fmt.Errorf("%w: missing pages", ErrCorrupt)
+		}
+		if page = b.Get(pageKeyBytes(id)); page == nil {
+			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
+		}
+		page = bytes.Clone(page)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: read page: %w", err)
+	}
+	rows, err := decodeLeaf(page)
+	if err != nil {
+		return nil, fmt.Errorf("%w: page %d", err, id)
+	}
+	ps.cache.put(k, rows, leafSize(page, rows))
+	return rows, nil
+}
+
+// leafSize is what a decoded leaf page costs in the cache: its bytes, its
+// row slice and the cache's entry.
+func leafSize(page []byte, rows []row) int64 {
+	return int64(len(page)) + 24*int64(cap(rows)) + cacheEntryOverhead
+}
+
+// appendLeaf appends the page of a leaf holding rows: its kind, the number
+// of rows, then each row's uvarint length and bytes.
+func appendLeaf(dst []byte, rows []row) []byte {
+	dst = append(dst, pageLeaf)
+	dst = binary.AppendUvarint(dst, uint64(len(rows)))
+	for _, r := range rows {
+		dst = appendBytes(dst, r)
+	}
+	return dst
+}
+
+// decodeLeaf returns the rows of leaf page p, slices of p.
+func decodeLeaf(p []byte) ([]row, error) {
+	if len(p) == 0 || p[0] != pageLeaf {
+		return nil, fmt.Errorf("%w: not a leaf page", ErrCorrupt)
+	}
+	d := decoder{b: p[1:]}
+	n := d.uvarint()
+	if d.err != nil || n > maxItems+1 {
+		return nil, fmt.Errorf("%w: leaf of %d rows", ErrCorrupt, n)
+	}
+	rows := make([]row, 0, n)
+	for range n {
+		r := d.bytes()
+		if d.err != nil || !validRow(r) {
+			return nil, fmt.Errorf("%w: leaf row", ErrCorrupt)
+		}
+		rows = append(rows, r)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: leaf page trailer", ErrCorrupt)
+	}
+	return rows, nil
+}
+
+// appendRef appends what a parent knows of child n: its page id, kind, row
+// count and earliest expiration.
+func appendRef(dst []byte, n *node) []byte {
+	dst = binary.AppendUvarint(dst, n.page)
+	kind := byte(pageLeaf)
+	if !n.leaf() {
+		kind = pageInner
+	}
+	dst = append(dst, kind)
+	dst = binary.AppendUvarint(dst, uint64(n.count))
+	return binary.AppendVarint(dst, n.minExp)
+}
+
+// appendInner appends the page of inner node n: its kind, its number of
+// children, then each child's separator (uvarint length and bytes; empty for
+// none) and ref (see appendRef).
+func appendInner(dst []byte, n *node) []byte {
+	dst = append(dst, pageInner)
+	dst = binary.AppendUvarint(dst, uint64(len(n.children)))
+	for i, c := range n.children {
+		dst = appendBytes(dst, n.keys[i])
+		dst = appendRef(dst, c)
+	}
+	return dst
+}
+
+// nodeRef is a decoded ref (see appendRef).
+type nodeRef struct {
+	page   uint64
+	kind   byte
+	count  int
+	minExp int64
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = ErrCorrupt
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) ref() nodeRef {
+	var r nodeRef
+	r.page = d.uvarint()
+	if len(d.b) == 0 {
+		d.err = ErrCorrupt
+		return r
+	}
+	r.kind, d.b = d.b[0], d.b[1:]
+	r.count = int(d.uvarint())
+	r.minExp = d.varint()
+	if r.kind != pageLeaf && r.kind != pageInner || r.count < 0 {
+		d.err = ErrCorrupt
+	}
+	return r
+}
+
+// loadNode returns the node of ref r, read with tx: a leaf's record only
+// (its rows stay on disk), an inner node with its subtree's inner nodes.
+func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
+	if r.page == 0 {
+		if r.kind != pageLeaf || r.count != 0 {
+			return nil, fmt.Errorf("%w: a tree without page", ErrCorrupt)
+		}
+		return &node{}, nil
+	}
+	n := &node{count: r.count, minExp: r.minExp, page: r.page, ps: ps}
+	if r.kind == pageLeaf {
+		return n, nil
+	}
+	p := tx.Bucket(bucketPages).Get(pageKeyBytes(r.page))
+	if len(p) == 0 || p[0] != pageInner {
+		return nil, fmt.Errorf("%w: missing or bad inner page %d", ErrCorrupt, r.page)
+	}
+	d := decoder{b: p[1:]}
+	nc := int(d.uvarint())
+	if d.err != nil || nc < 2 || nc > maxChildren+1 {
+		return nil, fmt.Errorf("%w: inner page %d of %d children", ErrCorrupt, r.page, nc)
+	}
+	refs := make([]nodeRef, nc)
+	n.keys = make([][]byte, nc)
+	n.children = make([]*node, nc)
+	var keyBytes int
+	raw := make([][]byte, nc)
+	for i := range nc {
+		raw[i] = d.bytes()
+		refs[i] = d.ref()
+		keyBytes += len(raw[i])
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: inner page %d", ErrCorrupt, r.page)
+	}
+	buf := make([]byte, 0, keyBytes) // the node's separators, in one allocation
+	for i, k := range raw {
+		if len(k) > 0 {
+			buf = append(buf, k...)
+			n.keys[i] = buf[len(buf)-len(k) : len(buf) : len(buf)]
+		}
+	}
+	for i, cr := range refs {
+		c, err := ps.loadNode(tx, cr)
+		if err != nil {
+			return nil, err
+		}
+		n.children[i] = c
+	}
+	return n, nil
+}
+
+// write puts a page for every node of generation gen under n (those the
+// running Apply made; all others have one), children first, and appends
+// each to written. The pages are built in buf, an arena: bbolt keeps the
+// values put until the transaction ends, so no page's bytes are reused. It gives the nodes their page ids (harmless if the
+// transaction fails: they are then never published) and packs each new
+// inner node's separators into one allocation, so that none keeps a row's
+// bytes alive.
+func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, written *[]*node) error {
+	if n.gen != gen || n.page != 0 {
+		return nil
+	}
+	if !n.leaf() {
+		for _, c := range n.children {
+			if err := ps.write(pages, c, gen, buf, written); err != nil {
+				return err
+			}
+		}
+		size := 0
+		for _, k := range n.keys {
+			size += len(k)
+		}
+		keys := make([]byte, 0, size)
+		for i, k := range n.keys {
+			if k != nil {
+				keys = append(keys, k...)
+				n.keys[i] = keys[len(keys)-len(k) : len(keys) : len(keys)]
+			}
+		}
+	}
+	start := len(*buf)
+	if n.leaf() {
+		*buf = appendLeaf(*buf, n.items)
+	} else {
+		*buf = appendInner(*buf, n)
+	}
+	page := (*buf)[start:len(*buf):len(*buf)]
+	if cap(*buf)-len(*buf) < 8<<10 {
+		*buf = make([]byte, 0, 256<<10) // a new chunk; the old one stays as put
+	}
+	n.page, n.ps = ps.next, ps
+	ps.next++
+	*written = append(*written, n)
+	return pages.Put(pageKeyBytes(n.page), page)
+}
+
+// published finishes the nodes written by a committed Apply: each leaf's
+// rows go to the cache, decoded from its page, and leave the node.
+func (ps *pager) published(written []*node) {
+	var buf []byte
+	for _, n := range written {
+		if !n.leaf() {
+			continue
+		}
+		buf = appendLeaf(buf[:0], n.items)
+		page := bytes.Clone(buf)
+		if rows, err := decodeLeaf(page); err == nil {
+			ps.cache.put(pageKey{ps.owner, n.page}, rows, leafSize(page, rows))
+		}
+		n.items = nil
+	}
+}
+
+// safeGen returns the generation up to which dropped pages may be deleted:
+// no query reads a snapshot older than it. current is the published
+// snapshot's generation.
+func (ps *pager) safeGen(current uint64) uint64 {
+	ps.rmu.Lock()
+	defer ps.rmu.Unlock()
+	m := current
+	for g := range ps.readers {
+		m = min(m, g)
+	}
+	return m
+}
+
+// deleteFreed deletes, in tx, the pages of the pending batches that no
+// reader may need (generation at most safe), from the pages and free
+// buckets, and returns the batches left.
+func (ps *pager) deleteFreed(tx *bolt.Tx, safe uint64) ([]freedPages, error) {
+	pages, free := tx.Bucket(bucketPages), tx.Bucket(bucketFree)
+	var left []freedPages
+	for _, f := range ps.pending {
+		if f.gen > safe {
+			left = append(left, f)
+			continue
+		}
+		for _, id := range f.ids {
+			k := pageKeyBytes(id)
+			if err := pages.Delete(k); err != nil {
+				return nil, err
+			}
+			if err := free.Delete(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return left, nil
+}
+
+// dropCached removes the deleted pages' rows from the cache.
+func (ps *pager) dropCached(before, after []freedPages) {
+	keep := make(map[uint64]bool, len(after))
+	for _, f := range after {
+		keep[f.gen] = true
+	}
+	for _, f := range before {
+		if keep[f.gen] {
+			continue
+		}
+		for _, id := range f.ids {
+			ps.cache.drop(pageKey{ps.owner, id})
+		}
+	}
+}
+
+// encodeRoots encodes the roots of snap's trees (see keyRoots).
+func encodeRoots(snap *snapshot) []byte {
+	var b []byte
+	for vi := range snap.roots {
+		b = appendRef(b, snap.roots[vi])
+		b = appendRef(b, snap.expRoots[vi])
+	}
+	return b
+}
+
+// loadPaged reads a paged file's state into snap (inner nodes and leaf
+// records; no rows) and deletes the pages its free bucket lists, left by
+// the previous run.
+func (ix *Index) loadPaged(snap *snapshot) error {
+	ps := ix.ps
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		pages, free := tx.Bucket(bucketPages), tx.Bucket(bucketFree)
+		if meta == nil || pages == nil || free == nil || tx.Bucket(bucketBack) == nil {
+			return fmt.Errorf("%w: missing bucket", ErrCorrupt)
+		}
+		seqs, next := meta.Get(keySeqs), meta.Get(keyNextPage)
+		if len(seqs) != 8*len(snap.seqs) || len(next) != 8 {
+			return fmt.Errorf("%w: bad meta", ErrCorrupt)
+		}
+		for i := range snap.seqs {
+			snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
+		}
+		ps.next = binary.BigEndian.Uint64(next)
+		ix.feedUUID.Store(loadFeedUUID(meta))
+		ix.mapped.Store(loadMapped(meta))
+		if roots := meta.Get(keyRoots); roots != nil {
+			d := decoder{b: roots}
+			for vi := range snap.roots {
+				r, x := d.ref(), d.ref()
+				if d.err != nil {
+					return fmt.Errorf("%w: roots", ErrCorrupt)
+				}
+				var err error
+				if snap.roots[vi], err = ps.loadNode(tx, r); err != nil {
+					return err
+				}
+				if snap.expRoots[vi], err = ps.loadNode(tx, x); err != nil {
+					return err
+				}
+			}
+			if len(d.b) != 0 {
+				return fmt.Errorf("%w: roots", ErrCorrupt)
+			}
+		}
+		var ids [][]byte
+		if err := free.ForEach(func(k, _ []byte) error {
+			ids = append(ids, bytes.Clone(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range ids {
+			if err := pages.Delete(k); err != nil {
+				return err
+			}
+			if err := free.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// createPagedBuckets makes the empty buckets of a new paged file.
+func createPagedBuckets(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketPages, bucketBack, bucketFree} {
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keyNextPage, binary.BigEndian.AppendUint64(nil, 1))
+}
+
+// readBack returns the back-index entries of the documents of updates, read
+// from the file (copies).
+func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
+	back := make(map[string][]byte, len(updates))
+	err := ps.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketBack)
+		for i := range updates {
+			id := updates[i].DocID
+			if _, ok := back[id]; ok {
+				continue
+			}
+			if v := b.Get([]byte(id)); v != nil {
+				back[id] = bytes.Clone(v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: read back index: %w", err)
+	}
+	return back, nil
+}
+
+// commit persists an Apply of a paged index in one transaction: the pages
+// of the nodes it made, the roots, the sequence vector, the back index's
+// changes for updates' documents (back holds their entries now), the pages
+// it dropped (listed as free), and the deletion of earlier dropped pages no
+// reader needs. It returns the nodes written, for published.
+// REQUIRES: Index.mu.
+func (ix *Index) commit(snap *snapshot, a *applier, updates []DocUpdate, mapped uint64) ([]*node, error) {
+	ps := ix.ps
+	safe := ps.safeGen(ix.snap.Load().gen)
+	before := ps.pending
+	var written []*node
+	var left []freedPages
+	err := ix.db.Update(func(tx *bolt.Tx) error {
+		pages := tx.Bucket(bucketPages)
+		pages.FillPercent = 1 // page ids only grow
+		var buf []byte
+		for vi := range snap.roots {
+			if err := ps.write(pages, snap.roots[vi], snap.gen, &buf, &written); err != nil {
+				return err
+			}
+			if err := ps.write(pages, snap.expRoots[vi], snap.gen, &buf, &written); err != nil {
+				return err
+			}
+		}
+		back := tx.Bucket(bucketBack)
+		for i := range updates {
+			id := []byte(updates[i].DocID)
+			var err error
+			if rows, ok := a.back[updates[i].DocID]; ok {
+				err = back.Put(id, rows)
+			} else {
+				err = back.Delete(id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		free := tx.Bucket(bucketFree)
+		for _, id := range a.w.freed {
+			if err := free.Put(pageKeyBytes(id), nil); err != nil {
+				return err
+			}
+		}
+		var err error
+		if left, err = ps.deleteFreed(tx, safe); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		for _, kv := range [][2][]byte{
+			{keyRoots, encodeRoots(snap)},
+			{keySeqs, encodeSeqs(snap.seqs)},
+			{keyMapped, binary.BigEndian.AppendUint64(nil, mapped)},
+			{keyNextPage, binary.BigEndian.AppendUint64(nil, ps.next)},
+		} {
+			if err := meta.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The nodes written keep their ids: they are never published, and
+		// ids are not reused in this process.
+		return nil, fmt.Errorf("index: write pages: %w", err)
+	}
+	if len(a.w.freed) > 0 {
+		left = append(left, freedPages{gen: snap.gen, ids: a.w.freed})
+	}
+	ps.pending = left
+	ps.dropCached(before, left)
+	return written, nil
+}
+
+// acquire returns the published snapshot for a reader; a paged index
+// counts the readers of each snapshot, so that the pages it reads stay
+// until release.
+func (ix *Index) acquire() *snapshot {
+	ps := ix.ps
+	if ps == nil {
+		return ix.snap.Load()
+	}
+	ps.rmu.Lock()
+	s := ix.snap.Load()
+	ps.readers[s.gen]++
+	ps.rmu.Unlock()
+	return s
+}
+
+// release ends a read of s, from acquire.
+func (ix *Index) release(s *snapshot) {
+	ps := ix.ps
+	if ps == nil {
+		return
+	}
+	ps.rmu.Lock()
+	if ps.readers[s.gen]--; ps.readers[s.gen] <= 0 {
+		delete(ps.readers, s.gen)
+	}
+	ps.rmu.Unlock()
+}
+
+// publish makes snap the snapshot queries read.
+func (ix *Index) publish(snap *snapshot) {
+	ps := ix.ps
+	if ps == nil {
+		ix.snap.Store(snap)
+		return
+	}
+	ps.rmu.Lock()
+	ix.snap.Store(snap)
+	ps.rmu.Unlock()
+}

@@ -305,3 +305,73 @@ func TestPagedMissingPage(t *testing.T) {
 		t.Fatalf("Check over a missing page: %v", err)
 	}
 }
+
+// TestPagedConcurrent runs queries and reduces on a paged index (tiny
+// cache) while Applies rewrite every row again and again: each answer must
+// be one whole snapshot (every row of one round), never an error.
+func TestPagedConcurrent(t *testing.T) {
+	ctx := context.Background()
+	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(8 << 10)}
+	ix := openIndex(t, cfg)
+	const docs = 400
+	round := func(r int) []index.DocUpdate {
+		var ups []index.DocUpdate
+		for i := range docs {
+			ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%05d", i), Seq: uint64(r*docs + i + 1),
+				Rows: map[string][]index.Emit{"v": emits(strconv.Itoa((i*7919+r)%1000), strconv.Itoa(r))}})
+		}
+		return ups
+	}
+	apply(t, ix, round(1)...)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for w := range 3 {
+		go func() {
+			for q := 0; ; q++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				var vals []string
+				err := ix.Query(ctx, "v", index.Range{Descending: (q+w)%2 == 0}, func(r index.Row) error {
+					vals = append(vals, string(r.Value))
+					return nil
+				})
+				if err == nil && len(vals) != docs {
+					err = fmt.Errorf("query saw %d rows", len(vals))
+				}
+				for _, v := range vals {
+					if err == nil && v != vals[0] {
+						err = fmt.Errorf("query mixed rounds %s and %s", vals[0], v)
+					}
+				}
+				if err == nil {
+					err = ix.Reduce(ctx, "v", index.Range{}, index.Grouping{}, func(_, v []byte) error {
+						c, s, err := parseCountSum(v)
+						if err == nil && (c != docs || s%docs != 0) {
+							err = fmt.Errorf("reduce %s mixes rounds", v)
+						}
+						return err
+					})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for r := 2; r <= 40; r++ {
+		apply(t, ix, round(r)...)
+	}
+	close(stop)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkIndex(t, ix)
+}

@@ -427,8 +427,8 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 		ps.next = binary.BigEndian.Uint64(next)
 		ix.feedUUID.Store(loadFeedUUID(meta))
 		ix.mapped.Store(loadMapped(meta))
-		if roots := meta.Get(keyRoots); roots != nil {
-			d := decoder{b: roots}
+		{
+			d := decoder{b: meta.Get(keyRoots)}
 			for vi := range snap.roots {
 				r, x := d.ref(), d.ref()
 				if d.err != nil {
@@ -465,14 +465,19 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 	})
 }
 
-// createPagedBuckets makes the empty buckets of a new paged file.
-func createPagedBuckets(tx *bolt.Tx) error {
+// createPagedBuckets makes the empty buckets and trees of a new paged file
+// of nviews views.
+func createPagedBuckets(tx *bolt.Tx, nviews int) error {
 	for _, name := range [][]byte{bucketPages, bucketBack, bucketFree} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
 	}
-	return tx.Bucket(bucketMeta).Put(keyNextPage, binary.BigEndian.AppendUint64(nil, 1))
+	meta := tx.Bucket(bucketMeta)
+	if err := meta.Put(keyRoots, encodeRoots(newSnapshot(nviews, 0))); err != nil {
+		return err
+	}
+	return meta.Put(keyNextPage, binary.BigEndian.AppendUint64(nil, 1))
 }
 
 // readBack returns the back-index entries of the documents of updates, read

@@ -174,7 +174,7 @@ func prepareStore(db *bolt.DB, cfg *Config) error {
 			}
 		}
 		if paged {
-			return createPagedBuckets(tx)
+			return createPagedBuckets(tx, len(cfg.Views))
 		}
 		if err := createBuckets(tx, cfg.Views); err != nil {
 			return err

@@ -46,6 +46,12 @@ type Options struct {
 	// index updates (the index then rebuilds what it lost from the feed).
 	// The default value is false.
 	NoSync bool
+	// IndexCache, if not nil, pages every persisted view index: its B+tree
+	// nodes stay in its file and leaves are read through this cache, whose
+	// byte budget all the indexes share (see index.Config.Cache). An index
+	// written with the other layout is rebuilt from the feed when it opens.
+	// The default (nil) keeps each index's trees in memory.
+	IndexCache *index.PageCache
 }
 
 // validate checks o and fills in its defaults.
@@ -261,6 +267,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 	}
 	cfg := index.Config{Path: path, Signature: d.Signature(), Views: vcs, NumPartitions: b.NumPartitions()}
 	cfg.NoSync = s.opts.NoSync
+	cfg.Cache = s.opts.IndexCache
 	idx, err := index.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)

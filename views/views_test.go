@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -112,7 +113,13 @@ func (e *env) mapped(ddoc string) int64 {
 // TestResumeAfterRestart: an index survives a restart and the indexer resumes
 // from its sequence numbers: unchanged documents are not mapped again.
 func TestResumeAfterRestart(t *testing.T) {
-	e := newEnvSync(t, views.Options{}, true)
+	t.Run("in memory", func(t *testing.T) { testResumeAfterRestart(t, views.Options{}) })
+	// A paged index under a cache of one page: every read goes to its file.
+	t.Run("paged", func(t *testing.T) { testResumeAfterRestart(t, views.Options{IndexCache: index.NewPageCache(1)}) })
+}
+
+func testResumeAfterRestart(t *testing.T, opts views.Options) {
+	e := newEnvSync(t, opts, true)
 	ctx := context.Background()
 	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(doc.n, null); }","reduce":"_count"}}}`)); err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 			mapped++
 		}
 	}
-	var written []*node
+	var written []writtenNode
 	err = func() (err error) {
 		defer recoverPage(&err)
 		for i := range updates {

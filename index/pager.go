@@ -288,7 +288,7 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 // transaction fails: they are then never published) and packs each new
 // inner node's separators into one allocation, so that none keeps a row's
 // bytes alive.
-func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, written *[]*node) error {
+func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, written *[]writtenNode) error {
 	if n.gen != gen || n.page != 0 {
 		return nil
 	}
@@ -322,24 +322,29 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, wri
 	}
 	n.page, n.ps = ps.next, ps
 	ps.next++
-	*written = append(*written, n)
+	*written = append(*written, writtenNode{n, page})
 	return pages.Put(pageKeyBytes(n.page), page)
 }
 
+// writtenNode is a node an Apply wrote, and its page (in the Apply's arena).
+type writtenNode struct {
+	n    *node
+	page []byte
+}
+
 // published finishes the nodes written by a committed Apply: each leaf's
-// rows go to the cache, decoded from its page, and leave the node.
-func (ps *pager) published(written []*node) {
-	var buf []byte
-	for _, n := range written {
-		if !n.leaf() {
+// rows go to the cache, decoded from a copy of its page (so that they keep
+// neither the Apply's rows nor its arena alive), and leave the node.
+func (ps *pager) published(written []writtenNode) {
+	for _, w := range written {
+		if !w.n.leaf() {
 			continue
 		}
-		buf = appendLeaf(buf[:0], n.items)
-		page := bytes.Clone(buf)
+		page := bytes.Clone(w.page)
 		if rows, err := decodeLeaf(page); err == nil {
-			ps.cache.put(pageKey{ps.owner, n.page}, rows, leafSize(page, rows))
+			ps.cache.put(pageKey{ps.owner, w.n.page}, rows, leafSize(page, rows))
 		}
-		n.items = nil
+		w.n.items = nil
 	}
 }
 
@@ -509,11 +514,11 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 // it dropped (listed as free), and the deletion of earlier dropped pages no
 // reader needs. It returns the nodes written, for published.
 // REQUIRES: Index.mu.
-func (ix *Index) commit(snap *snapshot, a *applier, updates []DocUpdate, mapped uint64) ([]*node, error) {
+func (ix *Index) commit(snap *snapshot, a *applier, updates []DocUpdate, mapped uint64) ([]writtenNode, error) {
 	ps := ix.ps
 	safe := ps.safeGen(ix.snap.Load().gen)
 	before := ps.pending
-	var written []*node
+	var written []writtenNode
 	var left []freedPages
 	err := ix.db.Update(func(tx *bolt.Tx) error {
 		pages := tx.Bucket(bucketPages)

@@ -1,0 +1,133 @@
+package index_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/index"
+)
+
+// benchCacheBytes is the page cache of BenchmarkPaged's paged index.
+const benchCacheBytes = 32 << 20
+
+// BenchmarkPaged builds the 1,000,000-row benchmark view (see benchBatches)
+// into a persisted index with its trees in memory ("memory") and into a
+// paged one under a page cache of 32 MiB ("paged"), in the same run, and
+// reports for each: the build rate ("rows/s"), the heap the open index
+// holds per row with its cache full, measured after a reopen and 20,000
+// queries ("heap-B/row", the cache counted), the file per row
+// ("file-B/row"), the time to reopen ("open-ms"), 100-row range queries
+// from random keys (p50 and p99 of 20,000, "p50-ns", "p99-ns"), a
+// group_level=1 reduce of the whole view once reductions are cached
+// ("group1-ms"), and updates of 4096 random documents ("upd-docs/s").
+func BenchmarkPaged(b *testing.B) {
+	batches := benchBatches()
+	for _, tc := range []struct {
+		name  string
+		cache int64
+	}{{"memory", 0}, {"paged", benchCacheBytes}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				runPagedBench(b, batches, tc.cache)
+			}
+		})
+	}
+}
+
+func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes int64) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "ix")
+	cfg := benchConfig(path)
+	if cacheBytes > 0 {
+		cfg.Cache = index.NewPageCache(cacheBytes)
+	}
+	ix, err := index.Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for _, batch := range batches {
+		if err := ix.Apply(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(benchRows/time.Since(start).Seconds(), "rows/s")
+	if err := ix.Close(); err != nil {
+		b.Fatal(err)
+	}
+	ix = nil // the built index is garbage now: the reopened one is measured
+	base := heapInUse()
+	if cacheBytes > 0 {
+		cfg.Cache = index.NewPageCache(cacheBytes)
+	}
+	start = time.Now()
+	ix, err = index.Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "open-ms")
+	rng := rand.New(rand.NewPCG(5, 6))
+	times := make([]time.Duration, 0, 20000)
+	for range cap(times) {
+		t := time.Now()
+		n := 0
+		err := ix.Query(ctx, "v", index.Range{StartKey: benchKey(rng)}, func(index.Row) error {
+			if n++; n == 100 {
+				return index.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(t))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
+	group := func() {
+		groups := 0
+		if err := ix.Reduce(ctx, "v", index.Range{}, index.Grouping{Level: 1}, func(_, _ []byte) error {
+			groups++
+			return nil
+		}); err != nil || groups != benchGroups {
+			b.Fatalf("group_level=1: %d groups, %v", groups, err)
+		}
+	}
+	group() // computes the cached reductions
+	t := time.Now()
+	group()
+	b.ReportMetric(float64(time.Since(t).Microseconds())/1000, "group1-ms")
+	b.ReportMetric(float64(heapInUse()-base)/benchRows, "heap-B/row")
+	if cfg.Cache != nil {
+		st := cfg.Cache.Stats()
+		b.Logf("cache: %d of %d bytes, %d pages, %d hits, %d misses", st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	}
+	urng := rand.New(rand.NewPCG(3, 4))
+	docs := 0
+	t = time.Now()
+	for range 5 {
+		batch := make([]index.DocUpdate, benchBatch)
+		for i := range batch {
+			batch[i] = index.DocUpdate{
+				DocID: fmt.Sprintf("doc%07d", urng.IntN(benchRows)),
+				Rows:  map[string][]index.Emit{"v": {{Key: benchKey(urng), Value: []byte("1")}}},
+			}
+		}
+		if err := ix.Apply(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		docs += len(batch)
+	}
+	b.ReportMetric(float64(docs)/time.Since(t).Seconds(), "upd-docs/s")
+	if fi, err := os.Stat(path); err == nil {
+		b.ReportMetric(float64(fi.Size())/benchRows, "file-B/row")
+	}
+}

@@ -68,7 +68,10 @@ const maxViolations = 8
 // index's map; it then works without the lock, so Applies and queries run
 // meanwhile and Check sees none of their effects. On a busy index, though, a
 // long Check keeps an old bbolt read transaction open, which stalls a commit
-// that must grow the file's memory map until Check returns. Reducer errors
+// that must grow the file's memory map until Check returns. A paged index
+// (Config.Cache) is checked under that lock throughout: Applies wait for
+// Check, queries do not; its file's pages are checked against the trees, and
+// no page may be neither in a tree nor pending deletion. Reducer errors
 // while recomputing a cached reduction are violations; a node without a
 // cached reduction is not reduced.
 func (ix *Index) Check(ctx context.Context) (err error) {
@@ -986,11 +989,13 @@ func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, err
 // cache) and the file's back index as for memory, then the file's pages:
 // each node of the trees has its page, holding what the node holds, and
 // every other page is one a finished Apply dropped (pending deletion), so
-// the file leaks none.
+// the file leaks none. It holds Apply's lock throughout (queries go on):
+// its read transaction stays open while leaves are read in others, which a
+// commit that grows the file's memory map would otherwise deadlock.
 func (ix *Index) checkPaged(ctx context.Context) (err error) {
 	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	if ix.closed.Load() {
-		ix.mu.Unlock()
 		return ErrClosed
 	}
 	snap := ix.acquire()
@@ -1004,7 +1009,6 @@ func (ix *Index) checkPaged(ctx context.Context) (err error) {
 	}
 	c := &checker{ctx: ctx, views: ix.views, gen: ix.mu.gen}
 	tx, err := ix.db.Begin(false)
-	ix.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("index: check: %w", err)
 	}

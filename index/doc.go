@@ -97,6 +97,22 @@
 //
 // Without a path the index lives in memory only.
 //
+// # Paged indexes
+//
+// With Config.Cache set as well, the index is paged instead: every node of
+// its trees (views and expiry trees) is a page of the file, written
+// copy-on-write by each Apply together with the roots, the sequence vector
+// and the back index (a bucket of the file, read by Apply for the documents
+// it updates) in one transaction, so a crash leaves the last commit. Inner
+// nodes and each leaf's small record (count, earliest expiration, cached
+// reductions) stay in memory; a leaf's rows are read from its page through
+// the PageCache, a byte budget shared by any number of indexes. Open reads
+// the inner pages only. The pages an Apply replaces are deleted by a later
+// one once no query reads a snapshot that holds them (queries register the
+// snapshot they read); bbolt reuses their space, so the file does not grow
+// under updates. Reads that find a page missing or malformed fail with an
+// error wrapping ErrCorrupt. See pager.go.
+//
 // # Checking
 //
 // Check verifies the invariants above on a quiet index: each tree's order,

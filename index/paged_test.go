@@ -307,8 +307,9 @@ func TestPagedMissingPage(t *testing.T) {
 }
 
 // TestPagedConcurrent runs queries and reduces on a paged index (tiny
-// cache) while Applies rewrite every row again and again: each answer must
-// be one whole snapshot (every row of one round), never an error.
+// cache) while Applies rewrite every row again and again, and Check runs
+// too: each answer must be one whole snapshot (every row of one round),
+// never an error, and Check must pass.
 func TestPagedConcurrent(t *testing.T) {
 	ctx := context.Background()
 	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
@@ -364,8 +365,21 @@ func TestPagedConcurrent(t *testing.T) {
 			}
 		}()
 	}
+	checks := make(chan error, 1)
+	go func() { // Check while queries and Applies run
+		var err error
+		for range 5 {
+			if err = ix.Check(ctx); err != nil {
+				break
+			}
+		}
+		checks <- err
+	}()
 	for r := 2; r <= 40; r++ {
 		apply(t, ix, round(r)...)
+	}
+	if err := <-checks; err != nil {
+		t.Fatalf("Check during queries and Applies: %v", err)
 	}
 	close(stop)
 	for range 3 {

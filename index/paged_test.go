@@ -120,6 +120,12 @@ func TestModelPaged(t *testing.T) {
 		if a, b := fmt.Sprint(got.Seqs()), fmt.Sprint(ref.Seqs()); a != b {
 			t.Fatalf("%s: Seqs %s, reference %s", where, a, b)
 		}
+		if a, b := got.FeedUUID(), ref.FeedUUID(); a != b {
+			t.Fatalf("%s: FeedUUID %d, reference %d", where, a, b)
+		}
+		if a, b := got.Mapped(), ref.Mapped(); a != b {
+			t.Fatalf("%s: Mapped %d, reference %d", where, a, b)
+		}
 		checkIndex(t, got)
 	}
 	// Enough rows first for inner nodes above the leaves.
@@ -147,6 +153,13 @@ func TestModelPaged(t *testing.T) {
 			compare(cx, where+" (crash copy)")
 			closeIndex(t, cx)
 			crashes++
+		case 2:
+			u := rng.Uint64()
+			for _, ix := range []*index.Index{ref, px} {
+				if err := ix.SetFeedUUID(u); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		both(batch(1 + rng.IntN(120)))
 		compare(px, where)

@@ -69,6 +69,7 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 			return err
 		}
 		a.undo = nil
+		a.w.leafRows = ix.leafRows
 	} else if ix.db != nil {
 		a.log = make([]byte, 0, 64*len(updates))
 	}

@@ -114,10 +114,13 @@ type checker struct {
 	ctx      context.Context
 	views    []ViewConfig
 	gen      uint64 // the writer's generation: no node is newer
+	leafRows int    // the most rows of a leaf, 0 for maxItems (see wtx.leafRows)
 	problems []string
 	more     int // violations not listed
 	ctxErr   error
 }
+
+func (c *checker) leafMax() int { return (&wtx{leafRows: c.leafRows}).leafMax() }
 
 func (c *checker) failf(format string, args ...any) {
 	if len(c.problems) < maxViolations {
@@ -246,7 +249,7 @@ func (t *treeChecker) walkNode(n *node, lo, hi []byte, isRoot bool, depth int) (
 			c.failf("%s: leaf with %d separators", t.where, len(n.keys))
 		}
 		items := n.rows()
-		if len(items) > maxItems || !isRoot && len(items) < maxItems/4 {
+		if leafMax := c.leafMax(); len(items) > leafMax || !isRoot && len(items) < leafMax/4 {
 			c.failf("%s: leaf with %d rows (row %d)", t.where, len(items), t.rows)
 		}
 		minExp := int64(0)
@@ -1007,7 +1010,7 @@ func (ix *Index) checkPaged(ctx context.Context) (err error) {
 			pending[id] = true
 		}
 	}
-	c := &checker{ctx: ctx, views: ix.views, gen: ix.mu.gen}
+	c := &checker{ctx: ctx, views: ix.views, gen: ix.mu.gen, leafRows: ix.leafRows}
 	tx, err := ix.db.Begin(false)
 	if err != nil {
 		return fmt.Errorf("index: check: %w", err)

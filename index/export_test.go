@@ -237,3 +237,17 @@ func DeleteLeafPage(ix *Index, view string) error {
 		return tx.Bucket(bucketPages).Delete(pageKeyBytes(n.page))
 	})
 }
+
+// SetPagedLeafRows lowers the most rows of a paged index's leaves, so that
+// tests reach deep trees with few rows. Set it right after Open, the same
+// for every Open of a file.
+func SetPagedLeafRows(ix *Index, n int) { ix.leafRows = n }
+
+// TreeDepth returns the number of levels of view's tree.
+func TreeDepth(ix *Index, view string) int {
+	d := 1
+	for n := ix.snap.Load().roots[ix.byName[view]]; !n.leaf(); n = n.children[0] {
+		d++
+	}
+	return d
+}

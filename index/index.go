@@ -116,6 +116,9 @@ type Index struct {
 	feedUUID atomic.Uint64 // see FeedUUID
 	mapped   atomic.Uint64 // see Mapped
 
+	// leafRows is the most rows of a leaf a paged index writes:
+	// pagedLeafItems, or less in tests.
+	leafRows int
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint:
 	// the constant checkpointDocs, or less in tests.
 	checkpointDocs int
@@ -193,6 +196,7 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 		}
 		ix.db = db
 		if cfg.Cache != nil {
+			ix.leafRows = pagedLeafItems
 			ix.ps = &pager{db: db, cache: cfg.Cache, owner: cfg.Cache.newOwner(), readers: make(map[uint64]int)}
 		}
 		err = prepareStore(db, &cfg)

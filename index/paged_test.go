@@ -41,7 +41,13 @@ func TestModelPaged(t *testing.T) {
 	cache := index.NewPageCache(6 << 10) // a few leaves
 	cfg := index.Config{Path: filepath.Join(dir, "paged.view"), Signature: "paged", NumPartitions: 8, Views: pagedViews(), Cache: cache}
 	ref := openIndex(t, index.Config{NumPartitions: 8, Views: pagedViews()})
-	px := openIndex(t, cfg)
+	// Leaves of at most 8 rows: trees of three and four levels.
+	openPaged := func(cfg index.Config) *index.Index {
+		ix := openIndex(t, cfg)
+		index.SetPagedLeafRows(ix, 8)
+		return ix
+	}
+	px := openPaged(cfg)
 	ctx := context.Background()
 	const t0 = 1_700_000_000
 	var seq uint64
@@ -132,6 +138,9 @@ func TestModelPaged(t *testing.T) {
 	for range 6 {
 		both(batch(300))
 	}
+	if d := index.TreeDepth(px, "v"); d < 3 {
+		t.Fatalf("a tree of depth %d: the test wants inner nodes under inner nodes", d)
+	}
 	compare(px, "loaded")
 	var reopens, crashes int
 	for step := range 60 {
@@ -139,7 +148,7 @@ func TestModelPaged(t *testing.T) {
 		switch rng.IntN(8) {
 		case 0:
 			closeIndex(t, px)
-			px = openIndex(t, cfg)
+			px = openPaged(cfg)
 			reopens++
 			where += " (reopened)"
 		case 1:
@@ -149,7 +158,7 @@ func TestModelPaged(t *testing.T) {
 			}
 			ccfg := cfg
 			ccfg.Path = crash
-			cx := openIndex(t, ccfg)
+			cx := openPaged(ccfg)
 			compare(cx, where+" (crash copy)")
 			closeIndex(t, cx)
 			crashes++

@@ -241,10 +241,11 @@ func (n *node) size() int {
 	return len(n.children)
 }
 
-// capacity is the most items or children n may hold.
-func (n *node) capacity() int {
+// capacity is the most items or children n may hold, leafMax rows for a
+// leaf.
+func (n *node) capacity(leafMax int) int {
 	if n.leaf() {
-		return maxItems
+		return leafMax
 	}
 	return maxChildren
 }
@@ -345,6 +346,17 @@ func eachChildIn(n *node, lo, hi []byte, fn func(c *node, lo, hi []byte) error) 
 type wtx struct {
 	gen   uint64
 	freed []uint64 // pages of the nodes dropped (see drop)
+	// leafRows is the most rows a leaf may hold: maxItems, or
+	// pagedLeafItems in a paged index (see leafMax).
+	leafRows int
+}
+
+// leafMax returns the most rows a leaf written by w may hold.
+func (w *wtx) leafMax() int {
+	if w.leafRows == 0 {
+		return maxItems
+	}
+	return w.leafRows
 }
 
 func (w *wtx) own(n *node) *node {
@@ -409,7 +421,7 @@ func (w *wtx) insertAt(n *node, r row) (*node, *node) {
 		n.items = slices.Insert(n.items, i, r)
 		n.count++
 		n.minExp = minNZ(n.minExp, r.exp())
-		if len(n.items) <= maxItems {
+		if len(n.items) <= w.leafMax() {
 			return n, nil
 		}
 		h := len(n.items) / 2
@@ -492,7 +504,7 @@ func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
 	n = w.own(n)
 	n.children[i] = c
 	n.count--
-	if c.size() < c.capacity()/4 {
+	if c.size() < c.capacity(w.leafMax())/4 {
 		w.rebalance(n, i)
 	}
 	n.fixMinExp()
@@ -507,7 +519,7 @@ func (w *wtx) rebalance(n *node, i int) {
 	}
 	l := min(i, len(n.children)-2)
 	a, b := n.children[l], n.children[l+1]
-	if a.size()+b.size() <= a.capacity() {
+	if a.size()+b.size() <= a.capacity(w.leafMax()) {
 		a = w.own(a)
 		w.drop(b)
 		if a.leaf() {

@@ -13,10 +13,10 @@ import (
 // node other than the root underfull or overfull. It returns the rows' keys.
 func checkTree(t *testing.T, n *node, lo, hi []byte, isRoot bool) [][]byte {
 	t.Helper()
-	if !isRoot && n.size() < n.capacity()/4 {
+	if !isRoot && n.size() < n.capacity(maxItems)/4 {
 		t.Fatalf("node with %d entries is underfull", n.size())
 	}
-	if n.size() > n.capacity() {
+	if n.size() > n.capacity(maxItems) {
 		t.Fatalf("node with %d entries is overfull", n.size())
 	}
 	var keys [][]byte

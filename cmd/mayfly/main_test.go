@@ -78,7 +78,7 @@ func TestHelpAndUnknownCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve --help exit %d", code)
 	}
-	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket", "-admin-user", "-admin-password", "-allowed-hosts", "-cors-origin", "-metrics-token", "-max-requests", "-tls-cert", "-tls-key", "-read-timeout", "-write-timeout", "-idle-timeout", "-memcached-allow-remote"} {
+	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket", "-admin-user", "-admin-password", "-allowed-hosts", "-cors-origin", "-metrics-token", "-max-requests", "-tls-cert", "-tls-key", "-read-timeout", "-write-timeout", "-idle-timeout", "-memcached-allow-remote", "-view-cache-mb"} {
 		if !strings.Contains(helpOut, "-"+flag) {
 			t.Errorf("serve --help does not list -%s", flag)
 		}
@@ -150,6 +150,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"--memcached-max-conns", "0"},
 		{"--memcached-durability", "safe"},
 		{"--flush-interval", "0s"},
+		{"--view-cache-mb", "-1"},
 	} {
 		var stderr strings.Builder
 		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {

@@ -22,6 +22,7 @@ import (
 	"github.com/mayflydb/mayfly/console"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/memcache"
 	"github.com/mayflydb/mayfly/pager"
@@ -44,6 +45,7 @@ type serveConfig struct {
 	jsMaxMemory   int64
 	skipDDocs     string
 	memOverheadMB int64
+	viewCacheMB   int64
 	mcAddr        string
 	mcBucket      string
 	mcMaxConns    int
@@ -138,6 +140,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
 	fs.Int64Var(&c.memOverheadMB, "memory-overhead-mb", DefaultMemoryOverheadMB, "MiB added to the sum of the buckets' ramQuotaMB to make Go's memory limit (the collector works harder near it); -1 leaves the limit alone, as does $GOMEMLIMIT")
+	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", 0, "MiB of page cache shared by every view index, which then keeps its B+tree on disk (paged) instead of wholly in memory; 0 keeps view indexes in memory. Counted in Go's memory limit. Switching rebuilds each index once")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	return c
 }
@@ -158,6 +161,7 @@ func (c *serveConfig) finish() error {
 		{c.jsTimeout > 0, "--js-timeout must be positive"},
 		{c.jsWorkers >= 0, "--js-workers must be 0 (one per core) or more"},
 		{c.jsMaxMemory > 0 || c.jsMaxMemory == -1, "--js-max-memory must be positive or -1"},
+		{c.viewCacheMB >= 0, "--view-cache-mb must be 0 (view indexes in memory) or more"},
 		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
 		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
 		{c.maxRequests > 0, "--max-requests must be positive"},
@@ -381,7 +385,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
 		prev := debug.SetMemoryLimit(-1) // reads it
 		defer debug.SetMemoryLimit(prev) // as it was, for another serve in this process
-		ml := newMemLimit(cfg.memOverheadMB, debug.SetMemoryLimit, logger)
+		ml := newMemLimit(cfg.memOverheadMB+cfg.viewCacheMB, debug.SetMemoryLimit, logger)
 		if err := eng.Attach(ctx, ml); err != nil {
 			return err
 		}
@@ -397,11 +401,16 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
 	}
 
+	var viewCache *index.PageCache
+	if cfg.viewCacheMB > 0 {
+		viewCache = index.NewPageCache(cfg.viewCacheMB << 20)
+	}
 	vsvc, err := views.New(ctx, eng, &views.Options{
 		JS:             &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, MaxMemory: cfg.jsMaxMemory, Logger: logger},
 		Logger:         logger,
 		NoSync:         cfg.noSync,
 		SkipDesignDocs: strings.FieldsFunc(cfg.skipDDocs, func(r rune) bool { return r == ',' }),
+		IndexCache:     viewCache,
 	})
 	if err != nil {
 		return err

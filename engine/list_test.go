@@ -216,16 +216,21 @@ func TestListSeesCommittedOnly(t *testing.T) {
 	if _, err := c.Upsert(ctx, "a", []byte(`1`), nil); err != nil {
 		t.Fatal(err)
 	}
-	release, err := engine.HoldCommits(b)
+	hold, err := engine.HoldCommits(b)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// release lets commits through again, once: on every way out, so that a
+	// failure does not leave the bucket's close waiting on a held commit.
+	release := sync.OnceFunc(hold)
+	defer release()
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Upsert(ctx, "b", []byte(`1`), nil)
 		done <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); b.Stats().QueueSize == 0; time.Sleep(time.Millisecond) {
+	// The write waits for disk, queued or taken by the held commit.
+	for deadline := time.Now().Add(10 * time.Second); b.Stats().QueueSize+b.Stats().FlusherTodo == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the write never queued")
 		}

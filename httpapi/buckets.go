@@ -18,7 +18,10 @@ import (
 
 // bucketJSON is a bucket as GET /pools/default/buckets/{bucket} shows it.
 type bucketJSON struct {
-	Name          string           `json:"name"`
+	Name string `json:"name"`
+	// BucketType is Couchbase's REST name of the type: "membase" for a
+	// couchbase bucket (the SDKs' bucket managers read that), "ephemeral"
+	// or "memcached".
 	BucketType    string           `json:"bucketType"`
 	MaxTTL        int64            `json:"maxTTL"`
 	PurgeInterval float64          `json:"purgeInterval"`
@@ -36,7 +39,7 @@ type bucketJSON struct {
 func bucketView(b *engine.Bucket) bucketJSON {
 	s, st := b.Settings(), b.Stats()
 	return bucketJSON{
-		Name: s.Name, BucketType: string(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
+		Name: s.Name, BucketType: restBucketType(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
 		Quota:              map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
 		EvictionPolicy:     string(s.EvictionPolicy),
 		DurabilityMinLevel: durabilityShown(s),
@@ -53,6 +56,15 @@ func durabilityShown(s engine.BucketSettings) string {
 		return ""
 	}
 	return string(s.DurabilityMinLevel)
+}
+
+// restBucketType is t as Couchbase's REST API names it: a couchbase bucket
+// is "membase" there (and a create accepts either name).
+func restBucketType(t engine.BucketType) string {
+	if t == engine.Couchbase {
+		return "membase"
+	}
+	return string(t)
 }
 
 func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) error {

@@ -14,7 +14,6 @@ import (
 	"github.com/mayflydb/mayfly/httpapi"
 )
 
-
 // The bucket REST API speaks Couchbase's names where the SDKs' bucket
 // managers read them: a couchbase bucket is "membase", a name taken and a
 // missing bucket carry the texts gocb looks for in "errors".

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -92,6 +93,13 @@ func (s *server) getBucket(w http.ResponseWriter, r *http.Request) error {
 // applyBucketParams sets the settings a request names. Only the fields a
 // bucket can change after creation are read when creating is false.
 func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool) error {
+	// gocb's bucket manager sends maxTTL twice when a bucket read back is
+	// updated: its deprecated MaxTTL (as read) and then MaxExpiry (as set).
+	// The last one counts.
+	if v := vals["maxTTL"]; len(v) > 1 {
+		vals = maps.Clone(vals)
+		vals["maxTTL"] = v[len(v)-1:]
+	}
 	if v, ok, err := intParam(vals, "maxTTL"); err != nil {
 		return err
 	} else if ok {

@@ -33,6 +33,12 @@ func TestBucketRESTNames(t *testing.T) {
 	if b := jsonOf(t, body); b["bucketType"] != "membase" || b["maxTTL"] != float64(60) || b["evictionPolicy"] != "fullEviction" {
 		t.Fatalf("created %s", body)
 	}
+	// gocb's UpdateBucket of settings read back sends maxTTL twice: the
+	// deprecated MaxTTL as read, then MaxExpiry as set. The last counts.
+	st, _, body = f.do("POST", "/pools/default/buckets/b2", form, "name=b2&bucketType=membase&ramQuotaMB=100&maxTTL=60&maxTTL=120")
+	if st != 200 || jsonOf(t, body)["maxTTL"] != float64(120) {
+		t.Fatalf("update with maxTTL twice: %d %s", st, body)
+	}
 	st, _, body = f.do("POST", "/pools/default/buckets", form, "name=b2&bucketType=membase&ramQuotaMB=100")
 	if st != 400 || !strings.Contains(strings.ToLower(body), "bucket with given name already exists") {
 		t.Fatalf("create twice: %d %s", st, body)

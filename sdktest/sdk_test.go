@@ -17,6 +17,7 @@ import (
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/kv"
 	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -80,21 +81,33 @@ func startWith(t testing.TB, noSync bool) *server {
 	pm := pager.New(eng, nil)
 	t.Cleanup(func() { pm.Close(context.Background()) })
 
-	// The HTTP API: the management and views ports the configuration lists.
-	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	ssvc, err := search.New(ctx, eng, &search.Options{NoSync: noSync})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm})}
-	go hs.Serve(httpLn)
-	t.Cleanup(func() { hs.Close() })
-	httpPort := httpLn.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { ssvc.Close() })
+
+	// The HTTP API on the management port, and on the views and search
+	// ports (their paths only), as the configuration lists them.
+	api := httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm, Search: ssvc})
+	serveHTTP := func(h http.Handler) int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: h}
+		go hs.Serve(ln)
+		t.Cleanup(func() { hs.Close() })
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	httpPort := serveHTTP(api)
+	ports := clusterconfig.Ports{Mgmt: httpPort, Capi: serveHTTP(httpapi.Only(api, httpapi.ViewsPort)), FTS: serveHTTP(httpapi.Only(api, httpapi.SearchPort))}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: clusterconfig.Ports{Mgmt: httpPort, Capi: httpPort}})
+	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: ports})
 	if err != nil {
 		t.Fatal(err)
 	}

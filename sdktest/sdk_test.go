@@ -24,7 +24,7 @@ import (
 // server is a Mayfly engine with its views, expiry pager, HTTP API and KV
 // port, in this process.
 type server struct {
-	addr  string
+	addr  string // the KV port
 	clock *engine.FakeClock
 	eng   *engine.Engine
 	pager *pager.Manager
@@ -87,26 +87,25 @@ func startWith(t testing.TB, noSync bool) *server {
 	}
 	t.Cleanup(func() { ssvc.Close() })
 
-	// The HTTP API on the management port, and on the views and search
-	// ports (their paths only), as the configuration lists them.
-	api := httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm, Search: ssvc})
-	serveHTTP := func(h http.Handler) int {
+	// The KV port, and the HTTP API on the management port and on the views
+	// and search ports (their paths only), as the configuration lists them.
+	listen := func() net.Listener {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		return ln
+	}
+	ln, mgmtLn, capiLn, ftsLn := listen(), listen(), listen(), listen()
+	port := func(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
+	ports := clusterconfig.Ports{KV: port(ln), Mgmt: port(mgmtLn), Capi: port(capiLn), FTS: port(ftsLn)}
+	api := httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm, Search: ssvc, ClusterPorts: ports})
+	for hl, h := range map[net.Listener]http.Handler{mgmtLn: api, capiLn: httpapi.Only(api, httpapi.ViewsPort), ftsLn: httpapi.Only(api, httpapi.SearchPort)} {
 		hs := &http.Server{Handler: h}
-		go hs.Serve(ln)
+		go hs.Serve(hl)
 		t.Cleanup(func() { hs.Close() })
-		return ln.Addr().(*net.TCPAddr).Port
 	}
-	httpPort := serveHTTP(api)
-	ports := clusterconfig.Ports{Mgmt: httpPort, Capi: serveHTTP(httpapi.Only(api, httpapi.ViewsPort)), FTS: serveHTTP(httpapi.Only(api, httpapi.SearchPort))}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: ports})
 	if err != nil {
 		t.Fatal(err)

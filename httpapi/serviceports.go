@@ -31,9 +31,16 @@ func (p ServicePort) String() string {
 // Only is h, the HTTP API, answering on one service port: the requests
 // whose paths belong to that service go to h (its authentication,
 // permissions, limits and handlers, shared with the management port); any
-// other path is 404.
+// other path is 404. The search port also answers GET /api/ping with 200
+// and an empty body, as Couchbase's does, without authentication (it says
+// only that the port is up): SDKs' Ping and WaitUntilReady for the search
+// service call it.
 func Only(h http.Handler, p ServicePort) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p == SearchPort && r.URL.EscapedPath() == "/api/ping" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if !servesPath(p, r.URL.EscapedPath()) {
 			writeError(w, errNotFound("no such resource on the "+p.String()+" port"))
 			return

@@ -33,6 +33,12 @@ func TestServicePorts(t *testing.T) {
 			t.Fatalf("GET %s on the views port: %d %s", path, st, body)
 		}
 	}
+	if st, _, body := s.doAs("", "", "GET", "/api/ping", "", ""); st != 200 || body != "" {
+		t.Fatalf("GET /api/ping on the search port: %d %q", st, body)
+	}
+	if st, _, body := f.do("GET", "/api/ping", "", ""); st != 404 {
+		t.Fatalf("GET /api/ping on the management port: %d %s", st, body)
+	}
 	for _, path := range []string{"/pools/default", "/default/_design/d", "/"} {
 		if st, _, body := s.do("GET", path, "", ""); st != 404 {
 			t.Fatalf("GET %s on the search port: %d %s", path, st, body)

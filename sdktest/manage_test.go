@@ -80,6 +80,10 @@ func TestSearchQuery(t *testing.T) {
 	s := start(t)
 	cl, _ := s.connect(t, adminUser, adminPassword)
 	coll := cl.Bucket(bucketName).DefaultCollection()
+	// WaitUntilReady pings the search port (GET /api/ping).
+	if err := cl.WaitUntilReady(time.Minute, &gocb.WaitUntilReadyOptions{ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeSearch}}); err != nil {
+		t.Fatal(err)
+	}
 
 	err := cl.SearchIndexes().UpsertIndex(gocb.SearchIndex{
 		Name: "hotels", Type: "fulltext-index", SourceType: "couchbase", SourceName: bucketName,

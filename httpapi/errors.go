@@ -227,7 +227,7 @@ func couchbaseErrors(err error) map[string]string {
 	case errors.Is(err, engine.ErrBucketExists):
 		return map[string]string{"name": "Bucket with given name already exists"}
 	case errors.Is(err, engine.ErrBucketNotFound):
-		return errBucketMissing
+		return bucketMissing()
 	}
 	return nil
 }
@@ -241,9 +241,11 @@ type withErrors struct {
 func (e *withErrors) Error() string { return e.err.Error() }
 func (e *withErrors) Unwrap() error { return e.err }
 
-// errBucketMissing is the "errors" object of a missing bucket's 404: gocb
+// bucketMissing is the "errors" object of a missing bucket's 404: gocb
 // reads "resource not found" in the body as ErrBucketNotFound.
-var errBucketMissing = map[string]string{"_": "Requested resource not found."}
+func bucketMissing() map[string]string {
+	return map[string]string{"_": "Requested resource not found."}
+}
 
 // writeJSON writes v as JSON with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -559,7 +559,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	defer cancel()
 	for _, hs := range svcSrvs {
 		if err := hs.Shutdown(sctx); err != nil {
-			logger.Warn("http shutdown", "addr", hs.Addr, "err", err)
+			logger.Warn("http shutdown", "err", err)
 			hs.Close()
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -134,7 +135,7 @@ const (
 )
 
 // configSeparator ends each configuration of a stream.
-var configSeparator = []byte("\n\n\n\n")
+const configSeparator = "\n\n\n\n"
 
 // errTooManyStreams answers a stream over MaxConfigStreams.
 var errTooManyStreams = &httpError{status: http.StatusServiceUnavailable, code: "temporary_failure",
@@ -226,7 +227,7 @@ func writeConfig(w http.ResponseWriter, rc *http.ResponseController, raw []byte)
 	if _, err := w.Write(raw); err != nil {
 		return err
 	}
-	if _, err := w.Write(configSeparator); err != nil {
+	if _, err := io.WriteString(w, configSeparator); err != nil {
 		return err
 	}
 	if err := rc.Flush(); err != nil {

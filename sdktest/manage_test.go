@@ -29,6 +29,7 @@ func TestBucketManager(t *testing.T) {
 	err = bm.CreateBucket(gocb.CreateBucketSettings{BucketSettings: gocb.BucketSettings{
 		Name: "sessions", BucketType: gocb.EphemeralBucketType, RAMQuotaMB: 128,
 		MaxExpiry: time.Hour, EvictionPolicy: gocb.EvictionPolicyTypeNotRecentlyUsed,
+		MinimumDurabilityLevel: gocb.DurabilityLevelMajority,
 	}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +38,8 @@ func TestBucketManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.BucketType != gocb.EphemeralBucketType || got.RAMQuotaMB != 128 || got.MaxExpiry != time.Hour || got.EvictionPolicy != gocb.EvictionPolicyTypeNotRecentlyUsed {
+	if got.BucketType != gocb.EphemeralBucketType || got.RAMQuotaMB != 128 || got.MaxExpiry != time.Hour ||
+		got.EvictionPolicy != gocb.EvictionPolicyTypeNotRecentlyUsed || got.MinimumDurabilityLevel != gocb.DurabilityLevelMajority {
 		t.Fatalf("created bucket: %+v", got)
 	}
 	err = bm.CreateBucket(gocb.CreateBucketSettings{BucketSettings: gocb.BucketSettings{Name: "sessions", BucketType: gocb.CouchbaseBucketType, RAMQuotaMB: 100}}, nil)

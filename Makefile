@@ -10,7 +10,7 @@ SOAK    ?= 10m
 # majorityAndPersistActive, persistToMajority).
 LEVEL   ?= persistToMajority
 
-.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak sdk
+.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak sdk node-sdk
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
@@ -77,8 +77,20 @@ fuzz:
 # port: its own module (sdktest/go.mod, Mayfly replaced by ../), so the
 # SDK's dependencies stay out of Mayfly's. -mod=mod lets it follow a
 # dependency Mayfly adds without a hand edit of sdktest/go.mod.
-sdk:
-	cd sdktest && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -race -count=1 -timeout 5m ./...
+#
+# The Node.js SDK's smoke test (sdktest/node) needs node and the couchbase
+# npm package: Debian's nodejs and npm are installed when missing, then the
+# package pinned in package-lock.json (npm ci, its prebuilt binary from the
+# npm registry). Where that fails, TestNodeSDK skips, saying why.
+sdk: node-sdk
+	cd sdktest && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -race -count=1 -timeout 10m ./...
+
+node-sdk:
+	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq nodejs npm; } || \
+		echo "make sdk: could not install node and npm; the Node.js SDK test will skip"
+	@test -f sdktest/node/node_modules/couchbase/package.json || ! command -v npm >/dev/null 2>&1 || \
+		(cd sdktest/node && npm ci --no-audit --no-fund) || \
+		echo "make sdk: npm ci failed in sdktest/node; the Node.js SDK test will skip"
 
 bench:
 	$(GO) test -run '^$$' -bench . -timeout 60m $(PKGS) | tee bench.out

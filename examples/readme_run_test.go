@@ -394,7 +394,7 @@ func startReadmeServer(t *testing.T, dir string) *readmeServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--data", filepath.Join(dir, "data"),
-		"--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
+		"--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--views", "127.0.0.1:0", "--search", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "MAYFLY_ADMIN_PASSWORD=password")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,7 +19,10 @@ import (
 
 // bucketJSON is a bucket as GET /pools/default/buckets/{bucket} shows it.
 type bucketJSON struct {
-	Name          string           `json:"name"`
+	Name string `json:"name"`
+	// BucketType is Couchbase's REST name of the type: "membase" for a
+	// couchbase bucket (the SDKs' bucket managers read that), "ephemeral"
+	// or "memcached".
 	BucketType    string           `json:"bucketType"`
 	MaxTTL        int64            `json:"maxTTL"`
 	PurgeInterval float64          `json:"purgeInterval"`
@@ -36,7 +40,7 @@ type bucketJSON struct {
 func bucketView(b *engine.Bucket) bucketJSON {
 	s, st := b.Settings(), b.Stats()
 	return bucketJSON{
-		Name: s.Name, BucketType: string(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
+		Name: s.Name, BucketType: restBucketType(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
 		Quota:              map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
 		EvictionPolicy:     string(s.EvictionPolicy),
 		DurabilityMinLevel: durabilityShown(s),
@@ -53,6 +57,15 @@ func durabilityShown(s engine.BucketSettings) string {
 		return ""
 	}
 	return string(s.DurabilityMinLevel)
+}
+
+// restBucketType is t as Couchbase's REST API names it: a couchbase bucket
+// is "membase" there (and a create accepts either name).
+func restBucketType(t engine.BucketType) string {
+	if t == engine.Couchbase {
+		return "membase"
+	}
+	return string(t)
 }
 
 func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) error {
@@ -80,6 +93,13 @@ func (s *server) getBucket(w http.ResponseWriter, r *http.Request) error {
 // applyBucketParams sets the settings a request names. Only the fields a
 // bucket can change after creation are read when creating is false.
 func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool) error {
+	// gocb's bucket manager sends maxTTL twice when a bucket read back is
+	// updated: its deprecated MaxTTL (as read) and then MaxExpiry (as set).
+	// The last one counts.
+	if v := vals["maxTTL"]; len(v) > 1 {
+		vals = maps.Clone(vals)
+		vals["maxTTL"] = v[len(v)-1:]
+	}
 	if v, ok, err := intParam(vals, "maxTTL"); err != nil {
 		return err
 	} else if ok {

@@ -204,6 +204,10 @@ func writeError(w http.ResponseWriter, err error) {
 			// Couchbase's shape for a refused bucket setting, beside ours.
 			out["errors"] = map[string]string{field: msg}
 		}
+	} else if we := (*withErrors)(nil); errors.As(err, &we) {
+		out["errors"] = we.errors
+	} else if e := couchbaseErrors(err); e != nil {
+		out["errors"] = e
 	}
 	// A bad view query parameter keeps Couchbase's error and reason, which
 	// do not always name it (`Invalid value for integer parameter: "abc"`),
@@ -213,6 +217,34 @@ func writeError(w http.ResponseWriter, err error) {
 		out["param"] = qe.Param
 	}
 	writeJSON(w, he.status, out)
+}
+
+// couchbaseErrors is the "errors" object Couchbase's bucket REST API answers
+// with, for the errors whose text the SDKs' bucket managers look for in it
+// (gocb's ErrBucketExists and ErrBucketNotFound), or nil.
+func couchbaseErrors(err error) map[string]string {
+	switch {
+	case errors.Is(err, engine.ErrBucketExists):
+		return map[string]string{"name": "Bucket with given name already exists"}
+	case errors.Is(err, engine.ErrBucketNotFound):
+		return bucketMissing()
+	}
+	return nil
+}
+
+// withErrors is err answered with Couchbase's "errors" object besides.
+type withErrors struct {
+	err    error
+	errors map[string]string
+}
+
+func (e *withErrors) Error() string { return e.err.Error() }
+func (e *withErrors) Unwrap() error { return e.err }
+
+// bucketMissing is the "errors" object of a missing bucket's 404: gocb
+// reads "resource not found" in the body as ErrBucketNotFound.
+func bucketMissing() map[string]string {
+	return map[string]string{"_": "Requested resource not found."}
 }
 
 // writeJSON writes v as JSON with the given status.

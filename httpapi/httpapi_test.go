@@ -291,7 +291,7 @@ func TestBucketsAndCollections(t *testing.T) {
 		t.Fatalf("create bucket (JSON): %d %s", st, body)
 	}
 	st, _, body := f.do("GET", "/pools/default/buckets/travel", "", "")
-	if m := jsonOf(t, body); st != 200 || m["maxTTL"] != float64(100) || m["bucketType"] != "couchbase" {
+	if m := jsonOf(t, body); st != 200 || m["maxTTL"] != float64(100) || m["bucketType"] != "membase" {
 		t.Fatalf("get bucket: %d %s", st, body)
 	}
 	// maxTTL applies to later writes only.

@@ -110,7 +110,7 @@ func (s *server) bucketOf(r *http.Request) (*engine.Bucket, error) {
 	}
 	b, err := s.eng.Bucket(name)
 	if err != nil {
-		return nil, errNotFound(fmt.Sprintf("bucket %q does not exist", name))
+		return nil, &withErrors{err: errNotFound(fmt.Sprintf("bucket %q does not exist", name)), errors: bucketMissing()}
 	}
 	return b, nil
 }

@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
@@ -13,8 +17,9 @@ import (
 // The cluster configuration as Couchbase serves it over HTTP, enough for an
 // SDK to bootstrap from the management port and for its bucket manager to
 // read a bucket: /pools, /pools/default, /pools/default/nodeServices,
-// /pools/default/b/{bucket} (terse) and the configuration fields of
-// /pools/default/buckets[/{bucket}]. The shapes are built in
+// /pools/default/b/{bucket} (terse) and its stream /pools/default/bs/{bucket},
+// the configuration fields of /pools/default/buckets[/{bucket}] and its
+// stream /pools/default/bucketsStreaming/{bucket}. The shapes are built in
 // internal/clusterconfig, as the KV port's GET_CLUSTER_CONFIG is.
 
 // configHost is the host name the configuration gives clients: the one
@@ -106,5 +111,130 @@ func (s *server) listBucketConfigs(w http.ResponseWriter, r *http.Request) error
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// Configuration streams (/pools/default/bs/{bucket} and
+// /pools/default/bucketsStreaming/{bucket}), as Couchbase serves them to SDKs
+// that bootstrap over HTTP: the configuration at once, then a new one each
+// time it changes (the bucket's settings, its collections manifest), each
+// followed by four newlines, on one chunked answer that stays open until the
+// client goes, the bucket is deleted or the server shuts down.
+const (
+	// MaxConfigStreams caps the configuration streams open at once; one
+	// more is answered 503. Each holds one request slot, one goroutine and
+	// the last configuration it sent.
+	MaxConfigStreams = 64
+	// configStreamPoll is how often a stream compares the collections
+	// manifest's uid with the one it last sent (settings changes are told
+	// at once, by engine.Bucket.WatchSettings).
+	configStreamPoll = 250 * time.Millisecond
+	// configWriteStall is how long one configuration may take to be
+	// written: a client that reads none for that long loses its stream.
+	configWriteStall = 30 * time.Second
+)
+
+// configSeparator ends each configuration of a stream.
+const configSeparator = "\n\n\n\n"
+
+// errTooManyStreams answers a stream over MaxConfigStreams.
+var errTooManyStreams = &httpError{status: http.StatusServiceUnavailable, code: "temporary_failure",
+	reason: "too many configuration streams open; try again later"}
+
+// streamTerseBucket handles GET /pools/default/bs/{bucket}.
+func (s *server) streamTerseBucket(w http.ResponseWriter, r *http.Request) error {
+	return s.streamConfig(w, r, func(b *engine.Bucket) (any, error) {
+		return clusterconfig.Terse(b, configHost(r), s.ports), nil
+	})
+}
+
+// streamBucketConfig handles GET /pools/default/bucketsStreaming/{bucket}.
+func (s *server) streamBucketConfig(w http.ResponseWriter, r *http.Request) error {
+	return s.streamConfig(w, r, func(b *engine.Bucket) (any, error) {
+		return s.bucketConfigView(b, r)
+	})
+}
+
+// streamConfig streams the configurations build makes of the request's
+// bucket, a new one whenever it differs from the last sent.
+func (s *server) streamConfig(w http.ResponseWriter, r *http.Request, build func(*engine.Bucket) (any, error)) error {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		return err
+	}
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		return errTooManyStreams
+	}
+	changed := make(chan struct{}, 1)
+	stop := b.WatchSettings(func(_, _ engine.BucketSettings) {
+		select {
+		case changed <- struct{}{}:
+		default: // one pending wake-up is enough
+		}
+	})
+	defer stop()
+	tick := time.NewTicker(configStreamPoll)
+	defer tick.Stop()
+
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	var last []byte
+	manifest := b.ManifestUID()
+	for {
+		v, err := build(b)
+		if err == nil {
+			var raw []byte
+			if raw, err = json.Marshal(v); err == nil && !bytes.Equal(raw, last) {
+				err = writeConfig(w, rc, raw)
+				last = raw
+			}
+		}
+		if err != nil {
+			if r.Context().Err() == nil {
+				s.log.Debug("configuration stream ended", "bucket", b.Name(), "err", err)
+			}
+			return nil // the answer has begun: nothing more to say
+		}
+		for wake := false; !wake; {
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-changed:
+				wake = true
+			case <-tick.C:
+				if cur, err := s.eng.Bucket(b.Name()); err != nil || cur != b {
+					return nil // the bucket was deleted (and perhaps made again)
+				}
+				if m := b.ManifestUID(); m != manifest {
+					manifest, wake = m, true
+				}
+			}
+		}
+	}
+}
+
+// writeConfig writes one configuration of a stream and sends it, within
+// configWriteStall; between configurations the connection has no write
+// deadline, as a stream stays open for as long as the client wants.
+func writeConfig(w http.ResponseWriter, rc *http.ResponseController, raw []byte) error {
+	if err := rc.SetWriteDeadline(time.Now().Add(configWriteStall)); err != nil && !errors.Is(err, http.ErrNotSupported) { // wall clock: a network deadline
+		return err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, configSeparator); err != nil {
+		return err
+	}
+	if err := rc.Flush(); err != nil {
+		return err
+	}
+	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
 	return nil
 }

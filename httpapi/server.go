@@ -107,6 +107,7 @@ type server struct {
 	runs     *PagerRuns
 	history  *StatsHistory
 	ports    clusterconfig.Ports
+	streams  chan struct{} // one per open configuration stream
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -121,7 +122,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
-		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts}
+		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts,
+		streams: make(chan struct{}, MaxConfigStreams)}
 	if s.history != nil {
 		s.history.bind(s)
 	}
@@ -152,6 +154,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)
 	r.Handle("/pools/default/nodeServices", s.need(cluster(auth.PoolsRead), noForm, s.getNodeServices)).Methods(http.MethodGet)
 	r.Handle("/pools/default/b/{bucket}", s.need(on(auth.SettingsRead), noForm, s.getTerseBucket)).Methods(http.MethodGet)
+	r.Handle("/pools/default/bs/{bucket}", s.need(on(auth.SettingsRead), noForm, s.streamTerseBucket)).Methods(http.MethodGet)
+	r.Handle("/pools/default/bucketsStreaming/{bucket}", s.need(on(auth.SettingsRead), noForm, s.streamBucketConfig)).Methods(http.MethodGet)
 	pools := r.PathPrefix("/pools/default/buckets").Subrouter()
 	pools.Handle("", s.need(cluster(auth.PoolsRead), noForm, s.listBucketConfigs)).Methods(http.MethodGet)
 	pools.Handle("", s.need(cluster(auth.BucketsCreate), form, s.createBucket)).Methods(http.MethodPost)

@@ -17,13 +17,14 @@ import (
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/kv"
 	"github.com/mayflydb/mayfly/pager"
+	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
 )
 
 // server is a Mayfly engine with its views, expiry pager, HTTP API and KV
 // port, in this process.
 type server struct {
-	addr  string
+	addr  string // the KV port
 	clock *engine.FakeClock
 	eng   *engine.Engine
 	pager *pager.Manager
@@ -80,21 +81,32 @@ func startWith(t testing.TB, noSync bool) *server {
 	pm := pager.New(eng, nil)
 	t.Cleanup(func() { pm.Close(context.Background()) })
 
-	// The HTTP API: the management and views ports the configuration lists.
-	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	ssvc, err := search.New(ctx, eng, &search.Options{NoSync: noSync})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm})}
-	go hs.Serve(httpLn)
-	t.Cleanup(func() { hs.Close() })
-	httpPort := httpLn.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { ssvc.Close() })
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The KV port, and the HTTP API on the management port and on the views
+	// and search ports (their paths only), as the configuration lists them.
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
 	}
-	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: clusterconfig.Ports{Mgmt: httpPort, Capi: httpPort}})
+	ln, mgmtLn, capiLn, ftsLn := listen(), listen(), listen(), listen()
+	port := func(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
+	ports := clusterconfig.Ports{KV: port(ln), Mgmt: port(mgmtLn), Capi: port(capiLn), FTS: port(ftsLn)}
+	api := httpapi.New(eng, &httpapi.Options{Auth: users, Views: vsvc, Pager: pm, Search: ssvc, ClusterPorts: ports})
+	for hl, h := range map[net.Listener]http.Handler{mgmtLn: api, capiLn: httpapi.Only(api, httpapi.ViewsPort), ftsLn: httpapi.Only(api, httpapi.SearchPort)} {
+		hs := &http.Server{Handler: h}
+		go hs.Serve(hl)
+		t.Cleanup(func() { hs.Close() })
+	}
+
+	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: ports})
 	if err != nil {
 		t.Fatal(err)
 	}

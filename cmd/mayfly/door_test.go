@@ -232,6 +232,9 @@ func TestServeRefusesExposure(t *testing.T) {
 		{[]string{"--kv-tls", "0.0.0.0:11207", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--admin-password"},
 		{[]string{"--kv-tls", "0.0.0.0:11207", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--admin-password", "s3cret"}, ""},
 		{[]string{"--kv-tls", "0.0.0.0:11207"}, ""},
+		{[]string{"--views", "0.0.0.0:8092"}, "--admin-password"},
+		{[]string{"--search", "0.0.0.0:8094"}, "--admin-password"},
+		{[]string{"--views", "0.0.0.0:8092", "--search", "0.0.0.0:8094", "--admin-password", "s3cret"}, ""},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-key"},
 		{[]string{"--max-requests", "0"}, "--max-requests"},
 	} {
@@ -286,7 +289,7 @@ func TestServeDevPassword(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0", "--log-level", "error"}, &stdout, io.Discard)
+		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0", "--views", "", "--search", "", "--log-level", "error"}, &stdout, io.Discard)
 	}()
 	defer func() {
 		cancel()

@@ -11,25 +11,44 @@ import (
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/kv"
 	"github.com/mayflydb/mayfly/pager"
 )
 
 // clusterPorts are the ports the cluster configuration lists: the HTTP
-// API's serves management, views (capi) and search (fts); kvLn, if open,
-// is the KV port.
-func clusterPorts(httpLn, kvLn net.Listener) clusterconfig.Ports {
+// API's serves management, and views (capi) and search (fts) unless their
+// own ports are open (svc); kvLn, if open, is the KV port. addTLSPorts adds
+// the TLS twins.
+func clusterPorts(httpLn, kvLn net.Listener, svc map[httpapi.ServicePort]net.Listener) clusterconfig.Ports {
+	port := func(ln net.Listener) int {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			return a.Port
+		}
+		return 0
+	}
 	var p clusterconfig.Ports
-	if a, ok := httpLn.Addr().(*net.TCPAddr); ok {
-		p.Mgmt, p.Capi, p.FTS = a.Port, a.Port, a.Port
+	p.Mgmt = port(httpLn)
+	p.Capi, p.FTS = p.Mgmt, p.Mgmt
+	if ln, ok := svc[httpapi.ViewsPort]; ok {
+		p.Capi = port(ln)
+	}
+	if ln, ok := svc[httpapi.SearchPort]; ok {
+		p.FTS = port(ln)
 	}
 	if kvLn != nil {
-		if a, ok := kvLn.Addr().(*net.TCPAddr); ok {
-			p.KV = a.Port
-		}
+		p.KV = port(kvLn)
 	}
 	return p
+}
+
+// servicePortName describes a service port in serve's start lines.
+func servicePortName(p httpapi.ServicePort) string {
+	if p == httpapi.SearchPort {
+		return "search"
+	}
+	return "views"
 }
 
 // addTLSPorts adds the TLS twins to p: the KV TLS port when kvTLSLn is

@@ -24,7 +24,7 @@ func TestServeKV(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0",
-			"--admin-password", "password", "--log-level", "error"}, &stdout, io.Discard)
+			"--views", "127.0.0.1:0", "--search", "127.0.0.1:0", "--admin-password", "password", "--log-level", "error"}, &stdout, io.Discard)
 	}()
 	defer func() {
 		cancel()
@@ -32,9 +32,15 @@ func TestServeKV(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	var httpAddr, kvAddr string
+	var httpAddr, kvAddr, viewsAddr, searchAddr string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && kvAddr == ""; time.Sleep(20 * time.Millisecond) {
 		out := stdout.String()
+		if _, rest, ok := strings.Cut(out, "capi port (views) for Couchbase SDKs on http://"); ok {
+			viewsAddr, _, _ = strings.Cut(rest, "\n")
+		}
+		if _, rest, ok := strings.Cut(out, "fts port (search) for Couchbase SDKs on http://"); ok {
+			searchAddr, _, _ = strings.Cut(rest, "\n")
+		}
 		if _, rest, ok := strings.Cut(out, "serving HTTP on http://"); ok {
 			httpAddr, _, _ = strings.Cut(rest, ",")
 		}
@@ -42,7 +48,7 @@ func TestServeKV(t *testing.T) {
 			kvAddr, _, _ = strings.Cut(rest, "\n")
 		}
 	}
-	if kvAddr == "" || httpAddr == "" {
+	if kvAddr == "" || httpAddr == "" || viewsAddr == "" || searchAddr == "" {
 		t.Fatalf("serve printed %q", stdout.String())
 	}
 	nc, err := net.Dial("tcp", kvAddr)
@@ -72,6 +78,8 @@ func TestServeKV(t *testing.T) {
 	r := do(&memd.Packet{Command: memd.CmdGetClusterConfig})
 	_, kvPort, _ := net.SplitHostPort(kvAddr)
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
+	_, viewsPort, _ := net.SplitHostPort(viewsAddr)
+	_, searchPort, _ := net.SplitHostPort(searchAddr)
 	var cfg struct {
 		NodesExt []struct {
 			Services map[string]int `json:"services"`
@@ -81,8 +89,24 @@ func TestServeKV(t *testing.T) {
 		t.Fatalf("config %s: %v", r.Value, err)
 	}
 	svc := cfg.NodesExt[0].Services
-	if strconv.Itoa(svc["kv"]) != kvPort || strconv.Itoa(svc["mgmt"]) != httpPort || strconv.Itoa(svc["capi"]) != httpPort {
-		t.Fatalf("services %v, want kv %s and mgmt/capi %s", svc, kvPort, httpPort)
+	if strconv.Itoa(svc["kv"]) != kvPort || strconv.Itoa(svc["mgmt"]) != httpPort || strconv.Itoa(svc["capi"]) != viewsPort || strconv.Itoa(svc["fts"]) != searchPort {
+		t.Fatalf("services %v, want kv %s, mgmt %s, capi %s, fts %s", svc, kvPort, httpPort, viewsPort, searchPort)
+	}
+	// The views and search ports answer their own paths.
+	for _, c := range []struct{ addr, path string }{{viewsAddr, "/default/_design/nosuch"}, {searchAddr, "/api/index"}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+c.addr+c.path, nil)
+		req.SetBasicAuth("Administrator", "password")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// A design document that does not exist is the views API's 404
+		// (not_found); the search API's index list is a 200.
+		if (c.addr == viewsAddr && (resp.StatusCode != 404 || !strings.Contains(string(body), "not_found"))) || (c.addr == searchAddr && resp.StatusCode != 200) {
+			t.Fatalf("GET %s%s: %d %s", c.addr, c.path, resp.StatusCode, body)
+		}
 	}
 
 	req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/pools/default/b/default", nil)

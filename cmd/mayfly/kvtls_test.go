@@ -23,7 +23,7 @@ func TestServeKVTLS(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0",
-			"--kv-tls", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile,
+			"--kv-tls", "127.0.0.1:0", "--views", "127.0.0.1:0", "--search", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile,
 			"--admin-password", "password", "--log-level", "error"}, &stdout, io.Discard)
 	}()
 	defer func() {

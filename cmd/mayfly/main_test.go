@@ -171,9 +171,13 @@ func TestServeBindsBeforeCreating(t *testing.T) {
 		{"--http", taken.Addr().String(), "--memcached", ""},
 		{"--http", "127.0.0.1:0", "--memcached", taken.Addr().String()},
 		{"--http", "127.0.0.1:0", "--memcached", "", "--kv", taken.Addr().String()},
+		{"--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--views", taken.Addr().String()},
+		{"--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--views", "", "--search", taken.Addr().String()},
 	} {
 		data := filepath.Join(t.TempDir(), "data")
-		err := runServe(context.Background(), append([]string{"--data", data, "--admin-password", "password"}, args...), io.Discard, io.Discard)
+		// Every port but the taken one is free (port 0) or off.
+		args = append([]string{"--data", data, "--admin-password", "password", "--kv", "127.0.0.1:0", "--views", "127.0.0.1:0", "--search", "127.0.0.1:0"}, args...)
+		err := runServe(context.Background(), args, io.Discard, io.Discard)
 		if err == nil {
 			t.Fatalf("%v: started on a taken port", args)
 		}

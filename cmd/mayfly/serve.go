@@ -57,6 +57,8 @@ type serveConfig struct {
 	kvAddr        string
 	kvRemote      bool
 	kvTLSAddr     string
+	viewsAddr     string
+	searchAddr    string
 
 	adminUser     string
 	adminPassword string
@@ -115,6 +117,8 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.kvAddr, "kv", "127.0.0.1:11210", "binary KV port for Couchbase SDKs (\"\" turns it off); loopback only unless --kv-allow-remote")
 	fs.BoolVar(&c.kvRemote, "kv-allow-remote", false, "let --kv listen beyond loopback (SASL PLAIN without TLS: passwords cross the network in clear)")
 	fs.StringVar(&c.kvTLSAddr, "kv-tls", "127.0.0.1:11207", "binary KV port over TLS for couchbases:// SDKs, served when --tls-cert is given (\"\" turns it off)")
+	fs.StringVar(&c.viewsAddr, "views", "127.0.0.1:8092", "Couchbase's views port (capi): design documents and view queries, as on --http, for SDKs that look there (\"\" turns it off; the cluster configuration then lists --http)")
+	fs.StringVar(&c.searchAddr, "search", "127.0.0.1:8094", "Couchbase's search port (fts): the search REST API, as on --http, for SDKs that look there (\"\" turns it off; the cluster configuration then lists --http)")
 	fs.StringVar(&c.adminUser, "admin-user", "Administrator", "the built-in administrator's user name (role admin; not stored in users.json)")
 	fs.StringVar(&c.adminPassword, "admin-password", "", "the administrator's password (default $MAYFLY_ADMIN_PASSWORD; required beyond loopback; on loopback without one, a random one is printed at start)")
 	fs.Var(&c.allowedHosts, "allowed-hosts", "Host header values answered besides the listen address and localhost/127.0.0.1/[::1] with its port: name or name:port (repeatable, comma-separated)")
@@ -249,8 +253,10 @@ func isLoopback(addr string) bool {
 // one up for this start.
 func (c *serveConfig) checkExposure() error {
 	if c.adminPassword == "" {
-		if !isLoopback(c.httpAddr) {
-			return fmt.Errorf("--http %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.httpAddr)
+		for _, f := range []struct{ flag, addr string }{{"--http", c.httpAddr}, {"--views", c.viewsAddr}, {"--search", c.searchAddr}} {
+			if f.addr != "" && !isLoopback(f.addr) {
+				return fmt.Errorf("%s %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", f.flag, f.addr)
+			}
 		}
 		var b [12]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -279,6 +285,13 @@ func (c *serveConfig) checkExposure() error {
 // listenHTTP opens the HTTP listener: plain or TLS, with Go's own plain-text
 // errors rewritten as JSON.
 func listenHTTP(cfg *serveConfig) (ln net.Listener, scheme string, err error) {
+	return listenHTTPOn(cfg, "--http", cfg.httpAddr)
+}
+
+// listenHTTPOn opens an HTTP listener on addr (given by flag), as
+// listenHTTP: the views and search ports are HTTP ports like --http, with
+// its TLS.
+func listenHTTPOn(cfg *serveConfig, flag, addr string) (ln net.Listener, scheme string, err error) {
 	var tlsCfg *tls.Config
 	if cfg.tlsCert != "" {
 		if tlsCfg, err = loadTLS(cfg); err != nil {
@@ -286,9 +299,9 @@ func listenHTTP(cfg *serveConfig) (ln net.Listener, scheme string, err error) {
 		}
 		tlsCfg.NextProtos = []string{"http/1.1"}
 	}
-	tcp, err := net.Listen("tcp", cfg.httpAddr)
+	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("--http: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", flag, err)
 	}
 	if tlsCfg == nil {
 		return httpapi.JSONErrors(tcp), "http", nil
@@ -368,7 +381,22 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		defer kvTLSLn.Close()
 	}
-	ports := clusterPorts(ln, kvLn)
+	svcLns := map[httpapi.ServicePort]net.Listener{}
+	for _, f := range []struct {
+		port       httpapi.ServicePort
+		flag, addr string
+	}{{httpapi.ViewsPort, "--views", cfg.viewsAddr}, {httpapi.SearchPort, "--search", cfg.searchAddr}} {
+		if f.addr == "" {
+			continue
+		}
+		sln, _, err := listenHTTPOn(cfg, f.flag, f.addr)
+		if err != nil {
+			return err
+		}
+		defer sln.Close()
+		svcLns[f.port] = sln
+	}
+	ports := clusterPorts(ln, kvLn, svcLns)
 	addTLSPorts(&ports, scheme == "https", kvTLSLn)
 
 	firstStart := !engine.IsDataDir(cfg.data)
@@ -458,7 +486,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	histDone := make(chan struct{})
 	go func() { defer close(histDone); statsHistory.Run(histCtx) }()
 	defer func() { stopHistory(); <-histDone }()
-	srv := newHTTPServer(cfg, httpapi.New(eng, &httpapi.Options{
+	api := httpapi.New(eng, &httpapi.Options{
 		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
@@ -466,10 +494,28 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
 		ClusterPorts: ports,
-	}), logger, reqCtx)
-	httpErr := make(chan error, 1)
+	})
+	srv := newHTTPServer(cfg, api, logger, reqCtx)
+	httpErr := make(chan error, 2+len(svcLns))
 	go func() { httpErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "mayfly: serving HTTP on %s://%s, data in %s\n", scheme, ln.Addr(), cfg.data)
+	// The views and search ports: the same API (its slots, limits and
+	// authentication), each answering its own service's paths.
+	svcSrvs := []*http.Server{srv}
+	for _, p := range []httpapi.ServicePort{httpapi.ViewsPort, httpapi.SearchPort} {
+		sln, ok := svcLns[p]
+		if !ok {
+			continue
+		}
+		ss := newHTTPServer(cfg, httpapi.Only(api, p), logger, reqCtx)
+		svcSrvs = append(svcSrvs, ss)
+		go func() {
+			if err := ss.Serve(sln); !errors.Is(err, http.ErrServerClosed) {
+				httpErr <- fmt.Errorf("%s port: %w", p, err)
+			}
+		}()
+		fmt.Fprintf(stdout, "mayfly: serving the %s port (%s) for Couchbase SDKs on %s://%s\n", p, servicePortName(p), scheme, sln.Addr())
+	}
 	if cfg.devPassword {
 		fmt.Fprintf(stdout, "mayfly: no --admin-password given; for this start only, log in as %s / %s\n", cfg.adminUser, cfg.adminPassword)
 	}
@@ -511,9 +557,11 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	endRequests()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		logger.Warn("http shutdown", "err", err)
-		srv.Close()
+	for _, hs := range svcSrvs {
+		if err := hs.Shutdown(sctx); err != nil {
+			logger.Warn("http shutdown", "err", err)
+			hs.Close()
+		}
 	}
 	return nil
 }

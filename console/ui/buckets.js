@@ -109,7 +109,7 @@ function bucketRow(b, pager, allowed, ctx, reload, flash) {
   const nextRun = pager ? h('div', { 'data-next-run': pager.next_run }) : null;
   return h('tr', { 'data-bucket': b.name },
     h('td', null, h('a', { href: `#/docs/${encodeURIComponent(b.name)}` }, b.name)),
-    h('td', null, b.bucketType),
+    h('td', null, b.bucketType === 'membase' ? 'couchbase' : b.bucketType), // Couchbase's REST says membase
     h('td', { class: 'items num' }, num(b.basicStats ? b.basicStats.itemCount : 0)),
     h('td', null, maxTTL),
     h('td', null, stime, h('div', { class: 'hint' }, '0: off')),

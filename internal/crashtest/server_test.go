@@ -60,7 +60,7 @@ func startServer(bin, dataDir, logPath string, extra ...string) (*server, error)
 	}
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
-	args := append([]string{"serve", "--data", dataDir, "--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--log-level", "warn", "--admin-password", adminPassword}, extra...)
+	args := append([]string{"serve", "--data", dataDir, "--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--views", "", "--search", "", "--log-level", "warn", "--admin-password", adminPassword}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = childProcAttr()

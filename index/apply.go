@@ -79,7 +79,6 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 			mapped++
 		}
 	}
-	var written []writtenNode
 	err = func() (err error) {
 		defer recoverPage(&err)
 		for i := range updates {
@@ -99,11 +98,7 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		for p, seq := range upTo {
 			snap.seqs[p] = max(snap.seqs[p], seq)
 		}
-		if ix.ps != nil {
-			written, err = ix.commit(snap, &a, updates, mapped)
-			return err
-		}
-		if ix.db != nil {
+		if ix.db != nil && ix.ps == nil {
 			return ix.appendLog(a.log, snap.seqs, mapped)
 		}
 		return nil
@@ -112,11 +107,13 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 		a.rollback()
 		return err
 	}
-	if ix.ps != nil {
-		ix.ps.published(written)
-	}
 	ix.publish(snap)
 	ix.mapped.Store(mapped)
+	if ix.ps != nil && ix.ps.applied(snap.gen, &a, updates, ix.checkpointDocs) {
+		if err := ix.writeBackLocked(); err != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+	}
 	if ix.db != nil && ix.ps == nil {
 		ix.mu.logDocs += len(updates)
 		if err := ix.mu.ckptErr; err != nil {
@@ -184,6 +181,7 @@ func (a *applier) update(views []ViewConfig, u *DocUpdate) error {
 	if a.log != nil {
 		a.log = appendBytes(appendBytes(a.log, []byte(u.DocID)), a.rows)
 	}
+	a.w.dirtyBytes += int64(len(a.rows)) + 64
 	return a.replace(u.DocID, bytes.Clone(a.rows))
 }
 

@@ -988,7 +988,8 @@ func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, err
 	return rd.rereduce(vals)
 }
 
-// checkPaged is Check for a paged index: the trees (read through the page
+// checkPaged is Check for a paged index: it first writes back what the
+// Applies changed (see writeBack), then checks the trees (read through the page
 // cache) and the file's back index as for memory, then the file's pages:
 // each node of the trees has its page, holding what the node holds, and
 // every other page is one a finished Apply dropped (pending deletion), so
@@ -1000,6 +1001,9 @@ func (ix *Index) checkPaged(ctx context.Context) (err error) {
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
 		return ErrClosed
+	}
+	if err := ix.writeBackLocked(); err != nil {
+		return err
 	}
 	snap := ix.acquire()
 	defer ix.release(snap)

@@ -9,7 +9,8 @@ import (
 )
 
 // SetCheckpointDocs lowers the number of logged documents that trigger a
-// checkpoint, so that tests reach it with few documents.
+// checkpoint (a paged index's write-back), so that tests reach it with few
+// documents.
 func SetCheckpointDocs(ix *Index, n int) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -250,4 +251,11 @@ func TreeDepth(ix *Index, view string) int {
 		d++
 	}
 	return d
+}
+
+// PagedDirty reports whether a paged index holds changes its file does not.
+func PagedDirty(ix *Index) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.ps != nil && ix.ps.isDirty()
 }

@@ -26,6 +26,10 @@ func (ix *Index) SetFeedUUID(u uint64) error {
 		return ErrClosed
 	}
 	if ix.db != nil {
+		// A paged index's file gets the UUID with the vector it belongs to.
+		if err := ix.writeBackLocked(); err != nil {
+			return err
+		}
 		err := ix.db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(keyFeedUUID, binary.BigEndian.AppendUint64(nil, u))
 		})

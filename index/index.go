@@ -218,7 +218,8 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 
 // Close closes the index file, first writing a checkpoint if the log holds at
 // least as many documents as would trigger one in Apply's minimum, so that the
-// next Open has little to replay. Later calls fail with ErrClosed; Close itself
+// next Open has little to replay; a paged index first writes back what its
+// Applies changed. Later calls fail with ErrClosed; Close itself
 // may be called again and then does nothing.
 func (ix *Index) Close() error {
 	ix.mu.Lock()
@@ -233,6 +234,9 @@ func (ix *Index) Close() error {
 	defer ix.mu.Unlock()
 	var err error
 	if ix.ps != nil {
+		if err = ix.writeBackLocked(); err != nil {
+			err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
 		ix.ps.cache.dropOwner(ix.ps.owner)
 	} else if ix.mu.logDocs >= ix.checkpointDocs {
 		if err = ix.checkpointLocked(ix.snap.Load()); err != nil {

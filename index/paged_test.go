@@ -45,6 +45,9 @@ func TestModelPaged(t *testing.T) {
 	openPaged := func(cfg index.Config) *index.Index {
 		ix := openIndex(t, cfg)
 		index.SetPagedLeafRows(ix, 8)
+		// Write back every 50 to 400 documents: most Applies leave dirty
+		// leaves in memory, and a crash copy is behind the index.
+		index.SetCheckpointDocs(ix, 50+rng.IntN(350))
 		return ix
 	}
 	px := openPaged(cfg)
@@ -78,17 +81,45 @@ func TestModelPaged(t *testing.T) {
 		}
 		return ups
 	}
+	// ops is what was done to both indexes, in order; the file of px holds
+	// the first durable of them (what a crash copy must equal).
+	type op struct {
+		ups  []index.DocUpdate
+		uuid uint64 // SetFeedUUID, if ups is nil
+	}
+	var ops []op
+	durable := 0
+	noteDurable := func() {
+		if !index.PagedDirty(px) {
+			durable = len(ops)
+		}
+	}
+	refAt := func(n int) *index.Index {
+		r := openIndex(t, index.Config{NumPartitions: 8, Views: pagedViews()})
+		for _, o := range ops[:n] {
+			if o.ups == nil {
+				if err := r.SetFeedUUID(o.uuid); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := r.Apply(ctx, o.ups); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
 	both := func(ups []index.DocUpdate) {
 		t.Helper()
+		ops = append(ops, op{ups: ups})
 		if err := ref.Apply(ctx, ups); err != nil {
 			t.Fatalf("reference Apply: %v", err)
 		}
 		if err := px.Apply(ctx, ups); err != nil {
 			t.Fatalf("paged Apply: %v", err)
 		}
+		noteDurable()
 	}
 	ms := &model{ids: ids}
-	compare := func(got *index.Index, where string) {
+	compare := func(got, ref *index.Index, where string, check bool) {
 		t.Helper()
 		for _, view := range []string{"v", "w", "m"} {
 			n, _ := ref.TotalRows(view)
@@ -132,7 +163,10 @@ func TestModelPaged(t *testing.T) {
 		if a, b := got.Mapped(), ref.Mapped(); a != b {
 			t.Fatalf("%s: Mapped %d, reference %d", where, a, b)
 		}
-		checkIndex(t, got)
+		if check { // writes back
+			checkIndex(t, got)
+			noteDurable()
+		}
 	}
 	// Enough rows first for inner nodes above the leaves.
 	for range 6 {
@@ -141,13 +175,14 @@ func TestModelPaged(t *testing.T) {
 	if d := index.TreeDepth(px, "v"); d < 3 {
 		t.Fatalf("a tree of depth %d: the test wants inner nodes under inner nodes", d)
 	}
-	compare(px, "loaded")
-	var reopens, crashes int
+	compare(px, ref, "loaded", true)
+	var reopens, crashes, behind int
 	for step := range 60 {
 		where := fmt.Sprintf("step %d", step)
 		switch rng.IntN(8) {
 		case 0:
-			closeIndex(t, px)
+			closeIndex(t, px) // writes back
+			durable = len(ops)
 			px = openPaged(cfg)
 			reopens++
 			where += " (reopened)"
@@ -159,7 +194,10 @@ func TestModelPaged(t *testing.T) {
 			ccfg := cfg
 			ccfg.Path = crash
 			cx := openPaged(ccfg)
-			compare(cx, where+" (crash copy)")
+			if durable < len(ops) {
+				behind++
+			}
+			compare(cx, refAt(durable), where+" (crash copy)", false)
 			closeIndex(t, cx)
 			crashes++
 		case 2:
@@ -169,12 +207,18 @@ func TestModelPaged(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			ops = append(ops, op{uuid: u})
+			noteDurable() // px writes back first
 		}
 		both(batch(1 + rng.IntN(120)))
-		compare(px, where)
+		compare(px, ref, where, rng.IntN(4) == 0)
 	}
+	compare(px, ref, "end", true)
 	st := cache.Stats()
-	t.Logf("%d reopens, %d crash copies; cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	t.Logf("%d reopens, %d crash copies (%d behind the index); cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	if behind == 0 {
+		t.Fatalf("no crash copy was taken with dirty leaves in memory: write-back was not tested")
+	}
 	if st.Misses == 0 {
 		t.Fatalf("a cache of %d bytes never missed: the pages were not read from the file", st.Budget)
 	}
@@ -191,6 +235,7 @@ func TestPagedReaderKeepsSnapshot(t *testing.T) {
 	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
 		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(1)}
 	ix := openIndex(t, cfg)
+	index.SetCheckpointDocs(ix, 1) // every Apply writes back
 	gen := func(round int) []index.DocUpdate {
 		var ups []index.DocUpdate
 		for i := range 2000 {
@@ -242,6 +287,7 @@ func TestPagedFileBounded(t *testing.T) {
 	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
 		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(64 << 10)}
 	ix := openIndex(t, cfg)
+	index.SetCheckpointDocs(ix, 1) // every Apply writes back
 	rng := rand.New(rand.NewPCG(1, 2))
 	var sizes []int64
 	for round := range 60 {
@@ -307,6 +353,7 @@ func TestPagedMissingPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
+	index.SetCheckpointDocs(ix, 1) // every Apply writes back
 	var ups []index.DocUpdate
 	for i := range 500 {
 		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%04d", i), Seq: 1, Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), "1")}})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -93,9 +94,27 @@ type pager struct {
 	// REQUIRES: Index.mu.
 	pending []freedPages
 
+	// What the Applies since the last write-back changed and the file
+	// does not hold yet (see writeBack). REQUIRES: Index.mu.
+	dirty struct {
+		back  map[string][]byte // document id → its rows, nil: none
+		freed []freedPages      // pages the Applies dropped
+		docs  int               // document updates applied
+		bytes int64             // estimated heap of the dirty leaves
+	}
+
 	rmu     sync.Mutex
 	readers map[uint64]int // snapshot generation → queries reading it; guarded by rmu
 }
+
+// dirtyBudget is the most heap, estimated, that a paged index's dirty
+// leaves may take before Apply writes them back: the cache's budget, at
+// least minDirtyBudget.
+func (ps *pager) dirtyBudget() int64 { return max(ps.cache.budget, minDirtyBudget) }
+
+// minDirtyBudget is the least dirty budget (see dirtyBudget), so that a
+// tiny cache does not write back every Apply.
+const minDirtyBudget = 1 << 20
 
 // freedPages are the pages an Apply of generation gen dropped: only
 // snapshots older than gen may read them.
@@ -289,21 +308,33 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 	return n, nil
 }
 
-// write puts a page for every node of generation gen under n (those the
-// running Apply made; all others have one), children first, and appends
-// each to written. The pages are built in buf, an arena: bbolt keeps the
-// values put until the transaction ends, so no page's bytes are reused. It gives the nodes their page ids (harmless if the
-// transaction fails: they are then never published) and packs each new
-// inner node's separators into one allocation, so that none keeps a row's
-// bytes alive.
-func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, written *[]writtenNode) error {
-	if n.gen != gen || n.page != 0 {
-		return nil
+// write returns n with a page for every node under it: n itself if it
+// has one (then so do all its descendants), else a copy of generation gen
+// holding a new page, its children written first; each copy is appended
+// to written. An empty leaf without page stays so (a tree without page).
+// The pages are built in buf, an arena: bbolt keeps the values put until
+// the transaction ends, so no page's bytes are reused. A copied inner
+// node's separators are packed into one allocation, so that none keeps a
+// row's bytes alive; a copy keeps n's cached reductions.
+func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, written *[]writtenNode) (*node, error) {
+	if n.page != 0 || n.leaf() && n.count == 0 {
+		return n, nil
 	}
-	if !n.leaf() {
-		for _, c := range n.children {
-			if err := ps.write(pages, c, gen, buf, written); err != nil {
-				return err
+	c := &node{gen: gen, count: n.count, minExp: n.minExp}
+	c.red.Store(n.red.Load())
+	c.live.Store(n.live.Load())
+	c.suffix.Store(n.suffix.Load())
+	c.never.Store(n.never.Load())
+	start := len(*buf)
+	if n.leaf() {
+		c.items = n.items // until published
+		*buf = appendLeaf(*buf, n.items)
+	} else {
+		c.children = make([]*node, len(n.children))
+		for i, ch := range n.children {
+			var err error
+			if c.children[i], err = ps.write(pages, ch, gen, buf, written); err != nil {
+				return nil, err
 			}
 		}
 		size := 0
@@ -311,36 +342,33 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, wri
 			size += len(k)
 		}
 		keys := make([]byte, 0, size)
+		c.keys = make([][]byte, len(n.keys))
 		for i, k := range n.keys {
 			if k != nil {
 				keys = append(keys, k...)
-				n.keys[i] = keys[len(keys)-len(k) : len(keys) : len(keys)]
+				c.keys[i] = keys[len(keys)-len(k) : len(keys) : len(keys)]
 			}
 		}
-	}
-	start := len(*buf)
-	if n.leaf() {
-		*buf = appendLeaf(*buf, n.items)
-	} else {
-		*buf = appendInner(*buf, n)
+		start = len(*buf)
+		*buf = appendInner(*buf, c)
 	}
 	page := (*buf)[start:len(*buf):len(*buf)]
 	if cap(*buf)-len(*buf) < 8<<10 {
 		*buf = make([]byte, 0, 256<<10) // a new chunk; the old one stays as put
 	}
-	n.page, n.ps = ps.next, ps
+	c.page, c.ps = ps.next, ps
 	ps.next++
-	*written = append(*written, writtenNode{n, page})
-	return pages.Put(pageKeyBytes(n.page), page)
+	*written = append(*written, writtenNode{c, page})
+	return c, pages.Put(pageKeyBytes(c.page), page)
 }
 
-// writtenNode is a node an Apply wrote, and its page (in the Apply's arena).
+// writtenNode is a node a write-back wrote, and its page (in its arena).
 type writtenNode struct {
 	n    *node
 	page []byte
 }
 
-// published finishes the nodes written by a committed Apply: each leaf's
+// published finishes the nodes written by a committed write-back: each leaf's
 // rows go to the cache, decoded from a copy of its page (so that they keep
 // neither the Apply's rows nor its arena alive), and leave the node.
 func (ps *pager) published(written []writtenNode) {
@@ -369,13 +397,13 @@ func (ps *pager) safeGen(current uint64) uint64 {
 	return m
 }
 
-// deleteFreed deletes, in tx, the pages of the pending batches that no
+// deleteFreed deletes, in tx, the pages of the batches of pending that no
 // reader may need (generation at most safe), from the pages and free
 // buckets, and returns the batches left.
-func (ps *pager) deleteFreed(tx *bolt.Tx, safe uint64) ([]freedPages, error) {
+func (ps *pager) deleteFreed(tx *bolt.Tx, pending []freedPages, safe uint64) ([]freedPages, error) {
 	pages, free := tx.Bucket(bucketPages), tx.Bucket(bucketFree)
 	var left []freedPages
-	for _, f := range ps.pending {
+	for _, f := range pending {
 		if f.gen > safe {
 			left = append(left, f)
 			continue
@@ -504,6 +532,12 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 			if _, ok := back[id]; ok {
 				continue
 			}
+			if v, ok := ps.dirty.back[id]; ok {
+				if v != nil {
+					back[id] = v // immutable: Apply replaces entries, never changes one
+				}
+				continue
+			}
 			if v := b.Get([]byte(id)); v != nil {
 				back[id] = bytes.Clone(v)
 			}
@@ -516,16 +550,63 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 	return back, nil
 }
 
-// commit persists an Apply of a paged index in one transaction: the pages
-// of the nodes it made, the roots, the sequence vector, the back index's
-// changes for updates' documents (back holds their entries now), the pages
-// it dropped (listed as free), and the deletion of earlier dropped pages no
-// reader needs. It returns the nodes written, for published.
+// applied records what a successful Apply of a paged index changed and
+// did not write: its documents' back-index entries (back holds them now),
+// the pages it dropped, its dirty leaves' estimated bytes. It reports
+// whether the dirty state has reached a write-back's threshold
+// (checkpointDocs documents, or the dirty budget). REQUIRES: Index.mu.
+func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpointDocs int) bool {
+	if ps.dirty.back == nil {
+		ps.dirty.back = make(map[string][]byte, len(updates))
+	}
+	for i := range updates {
+		id := updates[i].DocID
+		ps.dirty.back[id] = a.back[id] // nil when the document has no rows now
+	}
+	if len(a.w.freed) > 0 {
+		ps.dirty.freed = append(ps.dirty.freed, freedPages{gen: gen, ids: a.w.freed})
+	}
+	ps.dirty.docs += len(updates)
+	ps.dirty.bytes += a.w.dirtyBytes
+	return ps.dirty.docs >= checkpointDocs || ps.dirty.bytes >= ps.dirtyBudget()
+}
+
+// isDirty reports whether Applies changed what the file does not hold yet.
 // REQUIRES: Index.mu.
-func (ix *Index) commit(snap *snapshot, a *applier, updates []DocUpdate, mapped uint64) ([]writtenNode, error) {
+func (ps *pager) isDirty() bool { return ps.dirty.docs > 0 }
+
+// writeBackLocked writes back a dirty paged index (see writeBack) as a
+// writer generation of its own. REQUIRES: Index.mu.
+func (ix *Index) writeBackLocked() error {
+	if ix.ps == nil || !ix.ps.isDirty() {
+		return nil
+	}
+	ix.mu.gen++
+	return ix.writeBack(ix.mu.gen)
+}
+
+// writeBack persists what the Applies since the last write-back changed,
+// in one transaction: a page for every node that has none (the dirty
+// leaves and the inner nodes above them), the roots, the sequence vector
+// and Mapped of the published snapshot, the back index's changes, the
+// pages the Applies dropped (listed as free) and the deletion of the
+// dropped pages no reader needs. The file thus always holds one Apply's
+// complete state, never a sequence vector ahead of its pages: after a
+// crash the feed replays from the vector it holds.
+//
+// The published nodes are never changed (queries read them): the nodes
+// written are copies, with their pages and cached reductions, published as
+// a new snapshot of generation gen (a fresh writer generation), whose
+// leaves read their rows through the cache. REQUIRES: Index.mu.
+func (ix *Index) writeBack(gen uint64) error {
 	ps := ix.ps
-	safe := ps.safeGen(ix.snap.Load().gen)
-	before := ps.pending
+	if !ps.isDirty() {
+		return nil
+	}
+	old := ix.snap.Load()
+	snap := &snapshot{roots: slices.Clone(old.roots), expRoots: slices.Clone(old.expRoots), seqs: old.seqs, gen: gen}
+	safe := ps.safeGen(old.gen)
+	pending := append(slices.Clone(ps.pending), ps.dirty.freed...)
 	var written []writtenNode
 	var left []freedPages
 	err := ix.db.Update(func(tx *bolt.Tx) error {
@@ -533,41 +614,43 @@ func (ix *Index) commit(snap *snapshot, a *applier, updates []DocUpdate, mapped 
 		pages.FillPercent = 1 // page ids only grow
 		var buf []byte
 		for vi := range snap.roots {
-			if err := ps.write(pages, snap.roots[vi], snap.gen, &buf, &written); err != nil {
+			var err error
+			if snap.roots[vi], err = ps.write(pages, snap.roots[vi], gen, &buf, &written); err != nil {
 				return err
 			}
-			if err := ps.write(pages, snap.expRoots[vi], snap.gen, &buf, &written); err != nil {
+			if snap.expRoots[vi], err = ps.write(pages, snap.expRoots[vi], gen, &buf, &written); err != nil {
 				return err
 			}
 		}
 		back := tx.Bucket(bucketBack)
-		for i := range updates {
-			id := []byte(updates[i].DocID)
+		for id, rows := range ps.dirty.back {
 			var err error
-			if rows, ok := a.back[updates[i].DocID]; ok {
-				err = back.Put(id, rows)
+			if rows != nil {
+				err = back.Put([]byte(id), rows)
 			} else {
-				err = back.Delete(id)
+				err = back.Delete([]byte(id))
 			}
 			if err != nil {
 				return err
 			}
 		}
 		free := tx.Bucket(bucketFree)
-		for _, id := range a.w.freed {
-			if err := free.Put(pageKeyBytes(id), nil); err != nil {
-				return err
+		for _, f := range ps.dirty.freed {
+			for _, id := range f.ids {
+				if err := free.Put(pageKeyBytes(id), nil); err != nil {
+					return err
+				}
 			}
 		}
 		var err error
-		if left, err = ps.deleteFreed(tx, safe); err != nil {
+		if left, err = ps.deleteFreed(tx, pending, safe); err != nil {
 			return err
 		}
 		meta := tx.Bucket(bucketMeta)
 		for _, kv := range [][2][]byte{
 			{keyRoots, encodeRoots(snap)},
 			{keySeqs, encodeSeqs(snap.seqs)},
-			{keyMapped, binary.BigEndian.AppendUint64(nil, mapped)},
+			{keyMapped, binary.BigEndian.AppendUint64(nil, ix.mapped.Load())},
 			{keyNextPage, binary.BigEndian.AppendUint64(nil, ps.next)},
 		} {
 			if err := meta.Put(kv[0], kv[1]); err != nil {
@@ -577,16 +660,17 @@ func (ix *Index) commit(snap *snapshot, a *applier, updates []DocUpdate, mapped 
 		return nil
 	})
 	if err != nil {
-		// The nodes written keep their ids: they are never published, and
-		// ids are not reused in this process.
-		return nil, fmt.Errorf("index: write pages: %w", err)
+		// The copies written keep their ids: they are never published,
+		// and ids are not reused in this process. The dirty state stays,
+		// for the next write-back.
+		return fmt.Errorf("index: write pages: %w", err)
 	}
-	if len(a.w.freed) > 0 {
-		left = append(left, freedPages{gen: snap.gen, ids: a.w.freed})
-	}
+	ps.published(written)
+	ps.dropCached(pending, left)
 	ps.pending = left
-	ps.dropCached(before, left)
-	return written, nil
+	ps.dirty.back, ps.dirty.freed, ps.dirty.docs, ps.dirty.bytes = nil, nil, 0, 0
+	ix.publish(snap)
+	return nil
 }
 
 // acquire returns the published snapshot for a reader; a paged index

@@ -349,6 +349,9 @@ type wtx struct {
 	// leafRows is the most rows a leaf may hold: maxItems, or
 	// pagedLeafItems in a paged index (see leafMax).
 	leafRows int
+	// dirtyBytes estimates the heap of the leaves of a paged index that
+	// this generation copied from their pages (see pager.dirty).
+	dirtyBytes int64
 }
 
 // leafMax returns the most rows a leaf written by w may hold.
@@ -368,11 +371,25 @@ func (w *wtx) own(n *node) *node {
 	if n.leaf() {
 		items := n.rows()
 		c.items = append(make([]row, 0, len(items)+1), items...)
+		if n.page != 0 {
+			w.dirtyBytes += dirtyLeafBytes(items)
+		}
 	} else {
 		c.keys = append(make([][]byte, 0, len(n.keys)+1), n.keys...)
 		c.children = append(make([]*node, 0, len(n.children)+1), n.children...)
 	}
 	return c
+}
+
+// dirtyLeafBytes estimates the heap of a dirty leaf holding items: its row
+// slice, the rows (slices of page bytes or of back-index entries) and the
+// node.
+func dirtyLeafBytes(items []row) int64 {
+	b := int64(200 + 24*cap(items))
+	for _, r := range items {
+		b += int64(len(r))
+	}
+	return b
 }
 
 // drop records that n, a node of an older generation, is no longer part of

@@ -29,6 +29,17 @@ func (ix *Index) Apply(ctx context.Context, updates []DocUpdate) error {
 // changes produced no update (documents of other collections, superseded
 // feed entries) advance too.
 func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint64) (err error) {
+	return ix.ApplyDurable(ctx, updates, upTo, nil)
+}
+
+// ApplyDurable is ApplyUpTo that calls durable (if not nil) once what it
+// applied is in the file: before it returns for an index in memory (or
+// not persisted), and for a paged index, whose Applies are written back
+// lazily (see Config.Cache), after the write-back that writes it, from
+// the goroutine of whichever call makes that write-back (an Apply, Close,
+// SetFeedUUID or Check), with no lock of the index held; never if that
+// never happens. A change-feed consumer acknowledges its position there.
+func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []uint64, durable func()) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -47,6 +58,12 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 			}
 		}
 	}
+	var done []func() // durable callbacks to call once unlocked
+	defer func() {
+		for _, f := range done {
+			f()
+		}
+	}()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
@@ -109,10 +126,18 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 	}
 	ix.publish(snap)
 	ix.mapped.Store(mapped)
-	if ix.ps != nil && ix.ps.applied(snap.gen, &a, updates, ix.checkpointDocs) {
-		if err := ix.writeBackLocked(); err != nil {
-			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	if ix.ps != nil {
+		if !ix.ps.applied(snap.gen, &a, updates, ix.checkpointDocs, durable) {
+			return nil
 		}
+		var werr error
+		if done, werr = ix.writeBackLocked(); werr != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, werr)
+		}
+		return nil
+	}
+	if durable != nil { // in the log (or in memory only) already
+		done = append(done, durable)
 	}
 	if ix.db != nil && ix.ps == nil {
 		ix.mu.logDocs += len(updates)

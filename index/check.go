@@ -997,12 +997,18 @@ func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, err
 // its read transaction stays open while leaves are read in others, which a
 // commit that grows the file's memory map would otherwise deadlock.
 func (ix *Index) checkPaged(ctx context.Context) (err error) {
+	var done []func()
+	defer func() {
+		for _, f := range done {
+			f()
+		}
+	}()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
 		return ErrClosed
 	}
-	if err := ix.writeBackLocked(); err != nil {
+	if done, err = ix.writeBackLocked(); err != nil {
 		return err
 	}
 	snap := ix.acquire()

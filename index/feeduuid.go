@@ -20,6 +20,12 @@ func (ix *Index) FeedUUID() uint64 { return ix.feedUUID.Load() }
 // SetFeedUUID records, durably for a persistent index, the UUID of the feed
 // history the sequence vector now belongs to.
 func (ix *Index) SetFeedUUID(u uint64) error {
+	var done []func()
+	defer func() {
+		for _, f := range done {
+			f()
+		}
+	}()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
@@ -27,10 +33,11 @@ func (ix *Index) SetFeedUUID(u uint64) error {
 	}
 	if ix.db != nil {
 		// A paged index's file gets the UUID with the vector it belongs to.
-		if err := ix.writeBackLocked(); err != nil {
+		var err error
+		if done, err = ix.writeBackLocked(); err != nil {
 			return err
 		}
-		err := ix.db.Update(func(tx *bolt.Tx) error {
+		err = ix.db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(keyFeedUUID, binary.BigEndian.AppendUint64(nil, u))
 		})
 		if err != nil {

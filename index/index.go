@@ -230,11 +230,17 @@ func (ix *Index) Close() error {
 	// No Apply can start now; wait for a background checkpoint to end.
 	ix.mu.Unlock()
 	ix.ckptDone.Wait()
+	var done []func()
+	defer func() {
+		for _, f := range done {
+			f()
+		}
+	}()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	var err error
 	if ix.ps != nil {
-		if err = ix.writeBackLocked(); err != nil {
+		if done, err = ix.writeBackLocked(); err != nil {
 			err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
 		}
 		ix.ps.cache.dropOwner(ix.ps.owner)

@@ -458,3 +458,69 @@ func TestPagedConcurrent(t *testing.T) {
 	}
 	checkIndex(t, ix)
 }
+
+// TestPagedDurableAfterWriteBack: a paged index writes its Applies back
+// lazily, so ApplyDurable's callback (a feed consumer's acknowledgement)
+// must wait for the write-back that puts the Apply in the file: what a
+// crash leaves then (a copy of the file) holds the acknowledged vector, and
+// before it the previous one.
+func TestPagedDurableAfterWriteBack(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := index.Config{Path: filepath.Join(dir, "p.view"), Signature: "s", NumPartitions: 1,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(1 << 20)}
+	ix := openIndex(t, cfg)
+	index.SetCheckpointDocs(ix, 10)
+	var acked []uint64
+	applyN := func(from, n int) {
+		t.Helper()
+		var ups []index.DocUpdate
+		for i := from; i < from+n; i++ {
+			ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%03d", i), Seq: uint64(i + 1),
+				Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), "1")}})
+		}
+		seq := uint64(from + n)
+		if err := ix.ApplyDurable(ctx, ups, nil, func() { acked = append(acked, seq) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashSeq := func(name string) uint64 {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := index.CopyFile(ix, path); err != nil {
+			t.Fatal(err)
+		}
+		ccfg := cfg
+		ccfg.Path, ccfg.Cache = path, index.NewPageCache(1<<20)
+		cx := openIndex(t, ccfg)
+		defer closeIndex(t, cx)
+		n, _ := cx.TotalRows("v")
+		if seq := cx.Seqs()[0]; int(seq) != n {
+			t.Fatalf("crash copy at sequence %d holds %d rows", seq, n)
+		}
+		return cx.Seqs()[0]
+	}
+	applyN(0, 4)
+	if len(acked) != 0 || crashSeq("c1") != 0 {
+		t.Fatalf("after 4 of 10 documents: acknowledged %v, want none (nothing written back)", acked)
+	}
+	if n, _ := ix.TotalRows("v"); n != 4 {
+		t.Fatalf("queries see %d rows before the write-back, want 4", n)
+	}
+	applyN(4, 6)
+	if fmt.Sprint(acked) != "[4 10]" || crashSeq("c2") != 10 {
+		t.Fatalf("after a write-back at 10 documents: acknowledged %v, want [4 10]", acked)
+	}
+	applyN(10, 1)
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(acked) != "[4 10 11]" {
+		t.Fatalf("after Close: acknowledged %v, want [4 10 11]", acked)
+	}
+	ix = openIndex(t, cfg)
+	defer closeIndex(t, ix)
+	if n, _ := ix.TotalRows("v"); n != 11 || ix.Seqs()[0] != 11 {
+		t.Fatalf("reopened: %d rows at %v, want 11 at 11", n, ix.Seqs())
+	}
+}

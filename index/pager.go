@@ -101,6 +101,7 @@ type pager struct {
 		freed []freedPages      // pages the Applies dropped
 		docs  int               // document updates applied
 		bytes int64             // estimated heap of the dirty leaves
+		done  []func()          // the Applies' durable callbacks (see ApplyDurable)
 	}
 
 	rmu     sync.Mutex
@@ -555,7 +556,10 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 // the pages it dropped, its dirty leaves' estimated bytes. It reports
 // whether the dirty state has reached a write-back's threshold
 // (checkpointDocs documents, or the dirty budget). REQUIRES: Index.mu.
-func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpointDocs int) bool {
+func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpointDocs int, durable func()) bool {
+	if durable != nil {
+		ps.dirty.done = append(ps.dirty.done, durable)
+	}
 	if ps.dirty.back == nil {
 		ps.dirty.back = make(map[string][]byte, len(updates))
 	}
@@ -567,6 +571,9 @@ func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpoint
 		ps.dirty.freed = append(ps.dirty.freed, freedPages{gen: gen, ids: a.w.freed})
 	}
 	ps.dirty.docs += len(updates)
+	if ps.dirty.docs == 0 {
+		ps.dirty.docs = 1 // an Apply of no update still moves the vector
+	}
 	ps.dirty.bytes += a.w.dirtyBytes
 	return ps.dirty.docs >= checkpointDocs || ps.dirty.bytes >= ps.dirtyBudget()
 }
@@ -576,13 +583,20 @@ func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpoint
 func (ps *pager) isDirty() bool { return ps.dirty.docs > 0 }
 
 // writeBackLocked writes back a dirty paged index (see writeBack) as a
-// writer generation of its own. REQUIRES: Index.mu.
-func (ix *Index) writeBackLocked() error {
-	if ix.ps == nil || !ix.ps.isDirty() {
-		return nil
+// writer generation of its own, and returns the durable callbacks of the
+// Applies written, for the caller to call once it has unlocked.
+// REQUIRES: Index.mu.
+func (ix *Index) writeBackLocked() ([]func(), error) {
+	ps := ix.ps
+	if ps == nil || !ps.isDirty() {
+		return nil, nil
 	}
+	done := ps.dirty.done
 	ix.mu.gen++
-	return ix.writeBack(ix.mu.gen)
+	if err := ix.writeBack(ix.mu.gen); err != nil {
+		return nil, err
+	}
+	return done, nil
 }
 
 // writeBack persists what the Applies since the last write-back changed,
@@ -668,7 +682,7 @@ func (ix *Index) writeBack(gen uint64) error {
 	ps.published(written)
 	ps.dropCached(pending, left)
 	ps.pending = left
-	ps.dirty.back, ps.dirty.freed, ps.dirty.docs, ps.dirty.bytes = nil, nil, 0, 0
+	ps.dirty.back, ps.dirty.freed, ps.dirty.docs, ps.dirty.bytes, ps.dirty.done = nil, nil, 0, 0, nil
 	ix.publish(snap)
 	return nil
 }

@@ -104,14 +104,10 @@ func (ix *indexer) Reset(ctx context.Context) error {
 }
 
 // Apply writes a mapped batch to the index with the feed position it
-// reaches, in one transaction, which is durable when it returns
-// (feed.Sink).
+// reaches, in one transaction, which is durable when it returns, or, for a
+// paged index, once written back (feed.Sink; see index.ApplyDurable).
 func (ix *indexer) Apply(ctx context.Context, updates []index.DocUpdate, next []uint64, durable func()) error {
-	if err := ix.idx.ApplyUpTo(ctx, updates, next); err != nil {
-		return err
-	}
-	durable()
-	return nil
+	return ix.idx.ApplyDurable(ctx, updates, next, durable)
 }
 
 // closedErr is the error of a call on an indexer closed under it.

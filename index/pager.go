@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -404,19 +405,22 @@ func (ps *pager) safeGen(current uint64) uint64 {
 func (ps *pager) deleteFreed(tx *bolt.Tx, pending []freedPages, safe uint64) ([]freedPages, error) {
 	pages, free := tx.Bucket(bucketPages), tx.Bucket(bucketFree)
 	var left []freedPages
+	var ids []uint64
 	for _, f := range pending {
 		if f.gen > safe {
 			left = append(left, f)
 			continue
 		}
-		for _, id := range f.ids {
-			k := pageKeyBytes(id)
-			if err := pages.Delete(k); err != nil {
-				return nil, err
-			}
-			if err := free.Delete(k); err != nil {
-				return nil, err
-			}
+		ids = append(ids, f.ids...)
+	}
+	slices.Sort(ids) // in key order (see writeBack)
+	for _, id := range ids {
+		k := pageKeyBytes(id)
+		if err := pages.Delete(k); err != nil {
+			return nil, err
+		}
+		if err := free.Delete(k); err != nil {
+			return nil, err
 		}
 	}
 	return left, nil
@@ -636,8 +640,12 @@ func (ix *Index) writeBack(gen uint64) error {
 				return err
 			}
 		}
+		// In key order: bbolt splits its nodes only at commit, so keys
+		// put in random order into a node grown by this transaction cost
+		// a shift of the node's entries each.
 		back := tx.Bucket(bucketBack)
-		for id, rows := range ps.dirty.back {
+		for _, id := range slices.Sorted(maps.Keys(ps.dirty.back)) {
+			rows := ps.dirty.back[id]
 			var err error
 			if rows != nil {
 				err = back.Put([]byte(id), rows)
@@ -649,11 +657,14 @@ func (ix *Index) writeBack(gen uint64) error {
 			}
 		}
 		free := tx.Bucket(bucketFree)
+		var freed []uint64
 		for _, f := range ps.dirty.freed {
-			for _, id := range f.ids {
-				if err := free.Put(pageKeyBytes(id), nil); err != nil {
-					return err
-				}
+			freed = append(freed, f.ids...)
+		}
+		slices.Sort(freed) // in key order, as the back index's
+		for _, id := range freed {
+			if err := free.Put(pageKeyBytes(id), nil); err != nil {
+				return err
 			}
 		}
 		var err error

@@ -25,27 +25,31 @@ const benchCacheBytes = 32 << 20
 // ("file-B/row"), the time to reopen ("open-ms"), 100-row range queries
 // from random keys (p50 and p99 of 20,000, "p50-ns", "p99-ns"), a
 // group_level=1 reduce of the whole view once reductions are cached
-// ("group1-ms"), and updates of 4096 random documents ("upd-docs/s").
+// ("group1-ms"), and updates of 5 batches of 4096 random documents
+// ("upd-docs/s"), and with the Close that follows ("upd+close-docs/s": a
+// paged index writes back what it holds dirty then). "paged" holds dirty
+// leaves up to the cache's budget, "paged-dirty128" up to 128 MiB (see
+// PageCache.SetDirtyBudget).
 func BenchmarkPaged(b *testing.B) {
 	batches := benchBatches()
 	for _, tc := range []struct {
-		name  string
-		cache int64
-	}{{"memory", 0}, {"paged", benchCacheBytes}} {
+		name         string
+		cache, dirty int64
+	}{{"memory", 0, 0}, {"paged", benchCacheBytes, benchCacheBytes}, {"paged-dirty128", benchCacheBytes, 128 << 20}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				runPagedBench(b, batches, tc.cache)
+				runPagedBench(b, batches, tc.cache, tc.dirty)
 			}
 		})
 	}
 }
 
-func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes int64) {
+func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes, dirtyBytes int64) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "ix")
 	cfg := benchConfig(path)
 	if cacheBytes > 0 {
-		cfg.Cache = index.NewPageCache(cacheBytes)
+		cfg.Cache = index.NewPageCache(cacheBytes).SetDirtyBudget(dirtyBytes)
 	}
 	ix, err := index.Open(ctx, cfg)
 	if err != nil {
@@ -64,14 +68,13 @@ func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes int64) 
 	ix = nil // the built index is garbage now: the reopened one is measured
 	base := heapInUse()
 	if cacheBytes > 0 {
-		cfg.Cache = index.NewPageCache(cacheBytes)
+		cfg.Cache = index.NewPageCache(cacheBytes).SetDirtyBudget(dirtyBytes)
 	}
 	start = time.Now()
 	ix, err = index.Open(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ix.Close()
 	b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "open-ms")
 	rng := rand.New(rand.NewPCG(5, 6))
 	times := make([]time.Duration, 0, 20000)
@@ -127,6 +130,10 @@ func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes int64) 
 		docs += len(batch)
 	}
 	b.ReportMetric(float64(docs)/time.Since(t).Seconds(), "upd-docs/s")
+	if err := ix.Close(); err != nil { // a paged index writes back the updates
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(docs)/time.Since(t).Seconds(), "upd+close-docs/s")
 	if fi, err := os.Stat(path); err == nil {
 		b.ReportMetric(float64(fi.Size())/benchRows, "file-B/row")
 	}

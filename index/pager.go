@@ -26,15 +26,23 @@ import (
 // document's rows) is the file's back bucket, read by Apply for the
 // documents it updates.
 //
-// An Apply changes the trees copy-on-write as an in-memory index does, then
-// writes, in one bbolt transaction, a page for each node it made, the roots,
-// the sequence vector and the back index's changes: a crash leaves the
-// last committed state, which Open reads without loading any leaf. The pages
-// of the nodes an Apply replaced are listed in the free bucket in the same
-// transaction, and deleted by a later Apply once no query holds a snapshot
-// that may read them (queries register the snapshot they read, see
-// Index.acquire); Open deletes whatever the free bucket lists. bbolt reuses
-// the space of deleted pages, so the file does not grow under updates.
+// An Apply changes the trees copy-on-write as an in-memory index does and
+// publishes them at once; the leaves it changed stay in memory, dirty (no
+// page), with the inner nodes above them. A write-back (see writeBack)
+// writes, in one bbolt transaction, a page for each node without one, the
+// roots, the sequence vector and the back index's changes: Apply makes one
+// once checkpointDocs documents or the dirty budget (see
+// PageCache.SetDirtyBudget) are reached, and Close, SetFeedUUID and Check
+// before they end. The file thus holds the state of some earlier Apply,
+// complete, never a vector ahead of its pages: after a crash the feed
+// replays from the vector the file holds, and ApplyDurable's callback (a
+// feed consumer's acknowledgement) waits for the write-back. Open reads the
+// last written state without loading any leaf. The pages of the nodes the
+// Applies replaced are listed in the free bucket by the write-back, and
+// deleted by a later one once no query holds a snapshot that may read them
+// (queries register the snapshot they read, see Index.acquire); Open
+// deletes whatever the free bucket lists. bbolt reuses the space of deleted
+// pages, so the file does not grow under updates.
 //
 // Cached reductions live in the node records, computed on first use as in
 // memory; they are not in the file, so the first reduce after Open reads
@@ -110,9 +118,9 @@ type pager struct {
 }
 
 // dirtyBudget is the most heap, estimated, that a paged index's dirty
-// leaves may take before Apply writes them back: the cache's budget, at
-// least minDirtyBudget.
-func (ps *pager) dirtyBudget() int64 { return max(ps.cache.budget, minDirtyBudget) }
+// leaves may take before Apply writes them back: the cache's dirty budget
+// (see PageCache.SetDirtyBudget), at least minDirtyBudget.
+func (ps *pager) dirtyBudget() int64 { return max(ps.cache.dirty.Load(), minDirtyBudget) }
 
 // minDirtyBudget is the least dirty budget (see dirtyBudget), so that a
 // tiny cache does not write back every Apply.

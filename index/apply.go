@@ -12,10 +12,12 @@ import (
 // rows, found through the back index, and raises the sequence number of each
 // update's partition to its Seq (it never lowers one). Updates apply in order,
 // so a document updated twice keeps its last rows. With a Path, all of it is
-// persisted in one bbolt transaction before queries see any of it; if Apply
-// fails, nothing of it is applied, except after an error wrapping
-// ErrCheckpoint, which comes after the updates were applied and persisted.
-// Applying the same updates again is harmless.
+// persisted in one bbolt transaction before queries see any of it, except in
+// a paged index (Config.Cache), which writes Applies back lazily, each
+// whole, after queries see them (see ApplyDurable); if Apply fails, nothing
+// of it is applied, except after an error wrapping ErrCheckpoint, which
+// comes after the updates were applied (and, but for a paged index's failed
+// write-back, persisted). Applying the same updates again is harmless.
 //
 // An emitted key that is not valid JSON fails the whole Apply with an error
 // wrapping ErrInvalidKey; values are stored as given, nil as null.

@@ -64,9 +64,11 @@ type Config struct {
 	NoSync bool
 	// Cache, if not nil (and Path is set), makes the index paged: its
 	// trees' nodes live in the file and leaves' rows are read through
-	// Cache, which may be shared by many indexes (see pager.go). A file
-	// written with the other layout is rebuilt, as one of another
-	// Signature is. Without a Path it has no effect.
+	// Cache, which may be shared by many indexes (see pager.go). Its
+	// Applies are written back lazily, up to the cache's dirty budget
+	// (see PageCache.SetDirtyBudget and ApplyDurable). A file written
+	// with the other layout is rebuilt, as one of another Signature is.
+	// Without a Path it has no effect.
 	Cache *PageCache
 }
 

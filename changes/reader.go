@@ -24,11 +24,18 @@ type reader struct {
 
 	// read counts the documents taken from the bucket.
 	read int64
+
+	// metaOnly says the reader's documents need no value (see
+	// engine.ChangeScan.MetaOnly).
+	metaOnly bool
+	// err is why next stopped before the window's end: a value the bucket
+	// could not read back from its store.
+	err error
 }
 
-func newReader(b *engine.Bucket, pos position, keep func(*engine.Document) bool, chunk int) *reader {
+func newReader(b *engine.Bucket, pos position, keep func(*engine.Document) bool, chunk int, metaOnly bool) *reader {
 	n := b.NumPartitions()
-	r := &reader{b: b, keep: keep, chunk: chunk, pos: pos, parts: n}
+	r := &reader{b: b, keep: keep, chunk: chunk, pos: pos, parts: n, metaOnly: metaOnly}
 	if pos.win > pos.cas {
 		r.enter(pos.part, pos.seq)
 	}
@@ -53,7 +60,7 @@ func (r *reader) open(top uint64) bool {
 func (r *reader) enter(part int, seq uint64) {
 	r.pos.part, r.pos.seq = part, seq
 	r.buf, r.bi = r.buf[:0], 0
-	r.scan = engine.ChangeScan{Part: part, After: seq, Lo: r.pos.cas, Hi: r.pos.win, Limit: r.chunk, Keep: r.keep, Docs: r.buf, More: true}
+	r.scan = engine.ChangeScan{Part: part, After: seq, Lo: r.pos.cas, Hi: r.pos.win, Limit: r.chunk, Keep: r.keep, Docs: r.buf, More: true, MetaOnly: r.metaOnly}
 }
 
 // next returns the next document of the open window, with r.pos just past
@@ -71,6 +78,10 @@ func (r *reader) next() *engine.Document {
 		if r.scan.More {
 			r.scan.Docs = r.scan.Docs[:0]
 			r.b.ScanChanges(&r.scan)
+			if r.scan.Err != nil {
+				r.err = r.scan.Err
+				return nil // the window stays open where it stopped
+			}
 			r.buf, r.bi = r.scan.Docs, 0
 			r.read += int64(len(r.buf))
 			continue

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -79,6 +80,15 @@ type ChangeScan struct {
 	Docs []*Document
 	// More reports that the partition's feed holds more after After.
 	More bool
+	// MetaOnly says the caller reads no value (a change feed without
+	// include_docs, a count): versions whose value was ejected from memory
+	// come without it (Value nil) instead of being read back from the
+	// store.
+	MetaOnly bool
+	// Err is why a read stopped early: a value that could not be read back
+	// from the store. The read stops before that version (After is before
+	// it, More is set).
+	Err error
 }
 
 // ScanChanges reads part of one partition's change feed, as s describes: the
@@ -88,12 +98,40 @@ type ChangeScan struct {
 // version whose CAS is out of range is skipped, not waited for. It starts
 // where the versions above s.Lo start (a binary search), so a read costs
 // what changed after s.Lo, not the partition's size; the first read of a
-// partition after the bucket opens indexes its log once.
+// partition after the bucket opens indexes its log once. A version whose
+// value was ejected is returned with its value read back from the store
+// (unless s.MetaOnly), and one replaced meanwhile is stepped over, as its
+// newer version comes later.
 func (b *Bucket) ScanChanges(s *ChangeScan) {
-	s.More = false
+	s.More, s.Err = false, nil
 	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 {
 		return
 	}
+	from := len(s.Docs)
+	b.scanChanges(s)
+	if s.MetaOnly {
+		return
+	}
+	kept := s.Docs[:from]
+	for _, d := range s.Docs[from:] {
+		full, err := b.withValue(context.Background(), d)
+		if errors.Is(err, errReplaced) {
+			continue // superseded: its newer version has a higher seq and CAS
+		}
+		if err != nil {
+			clear(s.Docs[len(kept):])
+			s.Docs = kept
+			s.After, s.More, s.Err = d.Seq-1, true, err
+			return
+		}
+		kept = append(kept, full)
+	}
+	clear(s.Docs[len(kept):])
+	s.Docs = kept
+}
+
+// scanChanges is ScanChanges under the partition's lock.
+func (b *Bucket) scanChanges(s *ChangeScan) {
 	p := b.parts[s.Part]
 	p.mu.RLock()
 	if !p.mu.logIndexed {

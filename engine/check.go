@@ -82,7 +82,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 		return err
 	}
 	c := &checker{bucket: b.name}
-	var live, tombs, kv, tombKV int64
+	var live, tombs, kv, tombKV, nonResident int64
 	var exps []expItem
 	liveIn := make(map[CollectionID]int64) // live documents by collection
 	committed := make(map[docKey]*Document)
@@ -140,8 +140,17 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 			live++
 			liveIn[k.cid]++
+			if d.ejected {
+				nonResident++
+				switch {
+				case d.Value != nil:
+					c.addf("document %q is ejected and holds a value", k.key)
+				case !b.store.st.durable():
+					c.addf("document %q is ejected from a bucket that keeps nothing on disk", k.key)
+				}
+			}
 			if d.Expiration != 0 {
-				exps = append(exps, expItem{exp: d.Expiration, key: k, size: int64(len(d.Value))})
+				exps = append(exps, expItem{exp: d.Expiration, key: k, size: d.valueSize()})
 			}
 		}
 		p.mu.RUnlock()
@@ -164,6 +173,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 	}
 	if n := b.mem.kv.Load(); n != kv {
 		c.addf("ep_kv_size is %d, the documents hold %d", n, kv)
+	}
+	if n := b.mem.nonResident.Load(); n != nonResident {
+		c.addf("non-resident counter is %d, the documents count %d ejected values", n, nonResident)
 	}
 	if n := b.mem.tombKV.Load(); n != tombKV {
 		c.addf("tombstones' part of ep_kv_size is %d, the tombstones hold %d", n, tombKV)
@@ -269,6 +281,15 @@ func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable [
 	return nil
 }
 
+// sameValue reports whether stored version d holds committed version m's
+// value: the same bytes, or, for an ejected m, the same length.
+func sameValue(d, m *Document) bool {
+	if m.ejected {
+		return int64(len(d.Value)) == m.valueSize()
+	}
+	return bytes.Equal(d.Value, m.Value)
+}
+
 // checkStoredDocs compares the documents and expiry entries a durable store
 // holds with the committed ones.
 func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*Document) {
@@ -285,7 +306,7 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 		case m == nil:
 			c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)
 		case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
-			d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Expired != m.Expired || d.DeletedAt != m.DeletedAt || d.Type != m.Type || !bytes.Equal(d.Value, m.Value) ||
+			d.Expiration != m.Expiration || d.Deleted != m.Deleted || d.Expired != m.Expired || d.DeletedAt != m.DeletedAt || d.Type != m.Type || !sameValue(d, m) ||
 			d.TS != m.TS || d.CreatedAt != m.CreatedAt || d.ExpiryPinned != m.ExpiryPinned:
 			c.addf("disk: document %q differs from memory (disk seq %d cas %d deleted %v expired %v, memory seq %d cas %d deleted %v expired %v)", k.key, d.Seq, d.CAS, d.Deleted, d.Expired, m.Seq, m.CAS, m.Deleted, m.Expired)
 		}

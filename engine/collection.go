@@ -61,9 +61,10 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	}
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
-	p.mu.RLock()
-	d := p.readLocked(k)
-	p.mu.RUnlock()
+	d, err := c.b.readCommitted(ctx, p, k)
+	if err != nil {
+		return nil, err
+	}
 	if d == nil || d.Deleted {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
@@ -81,14 +82,16 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 // Peek returns a live document without side effects: a missing, deleted or
 // expired document is ErrNotFound, and an expired one is left in place for the
 // expiry pager (views' include_docs reads this way, so a query never purges).
+// An ejected value is read back from the store, as Get reads it.
 func (c *Collection) Peek(key string) (*Document, error) {
 	if c.b.isClosed() {
 		return nil, ErrClosed
 	}
 	p := c.b.partitionFor(key)
-	p.mu.RLock()
-	d := p.readLocked(docKey{cid: c.id, key: key})
-	p.mu.RUnlock()
+	d, err := c.b.readCommitted(context.Background(), p, docKey{cid: c.id, key: key})
+	if err != nil {
+		return nil, err
+	}
 	if d == nil || d.Deleted || d.ExpiredAt(c.b.clock.Now()) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
@@ -187,7 +190,7 @@ func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Docu
 func (c *Collection) TouchWith(ctx context.Context, key string, opts *WriteOptions) (*Document, error) {
 	o := opts.get()
 	expiry := o.Expiry
-	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
+	return c.b.mutateValue(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}

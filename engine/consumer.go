@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 )
@@ -74,10 +75,22 @@ func (c *Consumer) Changes(since []uint64) (*Cursor, error) {
 // a partition's lock only to copy a few entries at a time, so a document
 // changed while the cursor reads may come again, at its newer version,
 // further on. A Cursor is not safe for concurrent use.
+//
+// A version whose value was ejected is yielded with its value read back from
+// the store (a consumer indexes values, so the feed fetches them rather than
+// pinning every value in memory until each consumer acknowledged it); one
+// replaced meanwhile is stepped over, as superseded. A read that fails ends
+// the iteration before that version, and Err says why.
 type Cursor struct {
 	b   *Bucket
 	pos []uint64
+	err error
 }
+
+// Err returns the error that ended the last iteration early (a value that
+// could not be read from the store), or nil. The cursor stays before the
+// version it could not read.
+func (c *Cursor) Err() error { return c.err }
 
 // cursorChunk is how many documents a cursor copies under a partition's lock
 // at a time.
@@ -97,6 +110,7 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 			limit = int(^uint(0) >> 1)
 		}
 		n := 0
+		c.err = nil
 		buf := make([]*Document, 0, cursorChunk)
 		for i, p := range c.b.parts {
 			for n < limit {
@@ -104,9 +118,18 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 				var end uint64
 				buf, end = p.changesAfter(c.pos[i], want, buf[:0])
 				for _, d := range buf {
+					full, err := c.b.withValue(context.Background(), d)
+					if errors.Is(err, errReplaced) {
+						c.pos[i] = d.Seq // superseded: the newer version comes later
+						continue
+					}
+					if err != nil {
+						c.err = err
+						return
+					}
 					c.pos[i] = d.Seq
 					n++
-					if !yield(d) {
+					if !yield(full) {
 						return
 					}
 				}

@@ -76,6 +76,9 @@ type Document struct {
 	// live document where there was none (missing, deleted or expired). It is
 	// not stored.
 	Created bool
+	// valueLen is an ejected version's value length, 0 otherwise (here,
+	// beside the flags, where it costs no padding).
+	valueLen int32
 	// TS is the Unix time (seconds) of the last write of the value (insert,
 	// upsert, replace), shown as meta.ts. Touches, sliding extensions and
 	// defaultTTL re-evaluations leave it alone. 0 for a record written before
@@ -92,6 +95,13 @@ type Document struct {
 	// reads leave a pinned expiration alone.
 	ExpiryPinned bool
 
+	// ejected marks a version of a couchbase bucket whose value left
+	// memory (value eviction): Value is nil and valueLen holds the
+	// value's length; the value is on disk, and the engine reads it back
+	// (Bucket.withValue) before a Document leaves the engine, so no caller
+	// ever sees an ejected version.
+	ejected bool
+
 	// lru holds the memory owner's bits (lruRef, lruGone): the only part
 	// of a Document that changes after it is published.
 	lru atomic.Uint32
@@ -101,6 +111,42 @@ type Document struct {
 // "<revSeq>-<hex of cas, expiration, flags>", as Couchbase builds it.
 func (d *Document) Rev() string {
 	return fmt.Sprintf("%d-%016x%08x%08x", d.RevSeq, d.CAS, uint32(d.Expiration), d.Flags)
+}
+
+// valueSize returns the length of d's value, resident or ejected.
+func (d *Document) valueSize() int64 {
+	if d.ejected {
+		return int64(d.valueLen)
+	}
+	return int64(len(d.Value))
+}
+
+// withoutValue returns a copy of d, a live version, with its value
+// ejected: the metadata-only version value eviction publishes in d's place
+// (d itself, which other goroutines may hold, is left alone).
+func (d *Document) withoutValue() *Document {
+	e := d.copyMeta()
+	e.ejected, e.valueLen = true, int32(len(d.Value))
+	return e
+}
+
+// withValue returns a copy of d, an ejected version, carrying value: the
+// resident version a read from the store gives back.
+func (d *Document) withValue(value []byte) *Document {
+	r := d.copyMeta()
+	r.Value = value
+	return r
+}
+
+// copyMeta copies every field of d but its value and the engine's own
+// (ejected, valueLen, lru).
+func (d *Document) copyMeta() *Document {
+	return &Document{
+		Key: d.Key, Collection: d.Collection, CAS: d.CAS, RevSeq: d.RevSeq, Seq: d.Seq,
+		Partition: d.Partition, Flags: d.Flags, Expiration: d.Expiration, Type: d.Type,
+		Deleted: d.Deleted, DeletedAt: d.DeletedAt, Expired: d.Expired, Created: d.Created,
+		TS: d.TS, CreatedAt: d.CreatedAt, ExpiryPinned: d.ExpiryPinned,
+	}
 }
 
 // ExpiredAt reports whether the document has expired at now (Unix seconds).

@@ -175,6 +175,9 @@ func (b *Bucket) load(st storage) error {
 			orphans = append(orphans, r)
 			return nil
 		}
+		if b.ejectAtWarmup(d) {
+			d = d.withoutValue()
+		}
 		p.mu.docs[k] = d
 		b.published(nil, d)
 		p.mu.log = append(p.mu.log, logEntry{seq: d.Seq, key: k})
@@ -203,7 +206,7 @@ func (b *Bucket) load(st storage) error {
 		if _, ok := b.mu.byID[it.key.cid]; ok {
 			var size int64
 			if d := b.partitionFor(it.key.key).mu.docs[it.key]; d != nil {
-				size = int64(len(d.Value))
+				size = d.valueSize()
 			}
 			b.exps.update(it.key, 0, it.exp, size)
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -42,7 +43,21 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 			next[i] = s
 			continue
 		}
+		from := len(out)
 		out, next[i] = p.changesAfter(s, limit-len(out), out)
+		kept := out[:from]
+		for _, d := range out[from:] {
+			full, err := b.withValue(context.Background(), d)
+			if errors.Is(err, errReplaced) {
+				continue // superseded: its newer version comes after next[i]
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			kept = append(kept, full)
+		}
+		clear(out[len(kept):])
+		out = kept
 	}
 	return out, next, nil
 }

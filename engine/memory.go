@@ -18,7 +18,11 @@ import (
 //     would take mem_used past the quota (ErrTempOOM); with nruEviction they
 //     delete the documents not recently used, as memcached buckets evict
 //     (a deletion, so view indexes and the change feed see it);
-//   - couchbase buckets only account for now (value eviction comes next).
+//   - couchbase buckets (valueOnly) eject the values of documents already
+//     on disk, least recently used first, past the high-water mark and
+//     down to the low-water mark: keys and metadata stay, a metadata-only
+//     copy (Document.ejected) replaces the version in memory, and a read of
+//     the value fetches it from the store (fetch.go).
 //
 // The accounting is counters updated where versions are published,
 // replaced, purged, dropped and evicted, never a walk: ep_kv_size sums each
@@ -39,13 +43,18 @@ type memOwner struct {
 	quota     atomic.Int64 // ramQuota in bytes
 	mode      atomic.Int32 // a memMode, from the bucket's type and evictionPolicy
 	evictions atomic.Int64 // items evicted (evictions)
-	tmpOOM    atomic.Int64 // writes refused by the quota (ep_tmp_oom_errors)
+	ejects    atomic.Int64 // values ejected (ep_num_value_ejects)
+	bgFetched atomic.Int64 // values read back from the store (ep_bg_fetched)
+	// nonResident counts the live versions whose value is ejected, for
+	// vb_active_perc_mem_resident.
+	nonResident atomic.Int64
+	tmpOOM      atomic.Int64 // writes refused by the quota (ep_tmp_oom_errors)
 
 	evicting sync.Mutex // one eviction pass at a time
 
 	lru struct {
 		sync.Mutex
-		on   bool        // the bucket keeps the queue (ephemeral and memcached buckets)
+		on   bool        // the bucket keeps the queue (see configure)
 		q    []*Document // second-chance FIFO: oldest at q[head]
 		head int
 	}
@@ -58,8 +67,9 @@ type memOwner struct {
 type memMode int32
 
 const (
-	memAccount memMode = iota // account only (couchbase buckets, for now)
+	memAccount memMode = iota // account only
 	memEvict                  // remove least-recently-used items (memcached)
+	memEject                  // eject least-recently-used values (couchbase valueOnly)
 	memDelete                 // delete least-recently-used documents (ephemeral nruEviction)
 	memRefuse                 // refuse writes past the quota (ephemeral noEviction)
 )
@@ -110,16 +120,28 @@ func modeFor(s BucketSettings) memMode {
 			return memDelete
 		}
 		return memRefuse
+	case Couchbase:
+		// fullEviction is refused for new settings (Validate); a bucket
+		// stored with it before ejects values as valueOnly does.
+		return memEject
 	}
 	return memAccount
 }
+
+// evicts reports whether a bucket in mode m frees memory past the
+// high-water mark (by eviction or ejection): it keeps the LRU queue and
+// marks reads.
+func (m memMode) evicts() bool { return m == memEvict || m == memDelete || m == memEject }
 
 // configure applies a bucket's settings to the owner.
 func (m *memOwner) configure(s BucketSettings) {
 	m.quota.Store(s.RAMQuotaMB << 20)
 	m.mode.Store(int32(modeFor(s)))
 	m.lru.Lock()
-	m.lru.on = s.Type != Couchbase
+	// Ephemeral and memcached buckets keep it whatever their policy
+	// (noEviction's mem_used counts its entries); a couchbase bucket keeps
+	// it to eject values.
+	m.lru.on = s.Type != Couchbase || modeFor(s) == memEject
 	m.lru.Unlock()
 }
 
@@ -163,8 +185,18 @@ func (b *Bucket) published(old, d *Document) {
 	if d != nil && d.Deleted {
 		m.tombKV.Add(docFootprint(d))
 	}
+	if old != nil && old.ejected && !old.Deleted {
+		m.nonResident.Add(-1)
+	}
 	if d == nil {
 		return
+	}
+	if d.ejected {
+		m.nonResident.Add(1)
+		return // nothing left to eject
+	}
+	if memMode(m.mode.Load()) == memEject && d.Deleted {
+		return // a tombstone has no value to eject
 	}
 	m.lru.Lock()
 	if m.lru.on {
@@ -229,7 +261,7 @@ func (m *memOwner) requeue(ds []*Document) {
 
 // touched marks d as recently used, for eviction's second chance.
 func (m *memOwner) touched(d *Document) {
-	if mode := memMode(m.mode.Load()); mode != memEvict && mode != memDelete {
+	if !memMode(m.mode.Load()).evicts() {
 		return
 	}
 	if d.lru.Load()&lruRef == 0 {
@@ -260,7 +292,7 @@ func (b *Bucket) checkQuota(old, d *Document) error {
 // lock; a writer that finds a pass running leaves the work to it.
 func (b *Bucket) maybeEvict(ctx context.Context) {
 	mode := memMode(b.mem.mode.Load())
-	if (mode != memEvict && mode != memDelete) || b.evictable() <= b.mem.high() {
+	if !mode.evicts() || b.evictable() <= b.mem.high() {
 		return
 	}
 	if !b.mem.evicting.TryLock() {
@@ -297,7 +329,11 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 				again = append(again, d)
 				continue
 			}
-			if b.evictOne(d) {
+			if memMode(b.mem.mode.Load()) == memEject {
+				if b.ejectOne(d) {
+					b.mem.ejects.Add(1)
+				}
+			} else if b.evictOne(d) {
 				b.mem.evictions.Add(1)
 			}
 		}
@@ -334,4 +370,51 @@ func (b *Bucket) evictOne(d *Document) bool {
 	}
 	b.published(d, nil)
 	return true
+}
+
+// ejectOne ejects d's value if d is still its key's committed version, live,
+// resident, with nothing newer on its way to the store, and on disk: a
+// metadata-only copy takes its place (d itself is left as it is, for the
+// goroutines that hold it). It reports whether it ejected.
+func (b *Bucket) ejectOne(d *Document) bool {
+	k := docKey{cid: d.Collection, key: d.Key}
+	p := b.parts[d.Partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.docs[k] != d || p.mu.pending[k] != nil || d.Deleted || d.ejected || b.isClosed() || !b.onDiskLocked(p, d) {
+		return false
+	}
+	e := d.withoutValue()
+	p.mu.docs[k] = e
+	b.published(d, e)
+	return true
+}
+
+// onDiskLocked reports whether committed version d of partition p is in
+// the bucket's store, so that its value may leave memory: a durable store
+// holds every committed version up to the partition's durable sequence
+// number.
+//
+// REQUIRES: p.mu held.
+func (b *Bucket) onDiskLocked(p *partition, d *Document) bool {
+	return b.store.st.durable() && d.Seq <= p.mu.durable
+}
+
+// ejectAtWarmup reports whether live version d, loaded from the store at
+// warm-up, joins memory without its value: once a bucket that ejects
+// values has loaded values up to its low-water mark, as Couchbase's
+// warm-up stops loading values there.
+func (b *Bucket) ejectAtWarmup(d *Document) bool {
+	return memMode(b.mem.mode.Load()) == memEject && !d.Deleted &&
+		b.memUsed()+docFootprint(d)+itemOverhead > b.mem.low()
+}
+
+// residentPct is vb_active_perc_mem_resident: the percentage of live
+// documents whose value is in memory (100 for an empty bucket).
+func (b *Bucket) residentPct() int64 {
+	items := b.currItems.Load()
+	if items <= 0 {
+		return 100
+	}
+	return (items - min(b.mem.nonResident.Load(), items)) * 100 / items
 }

@@ -200,7 +200,7 @@ func TestEvictionPolicyValidation(t *testing.T) {
 		want   engine.EvictionPolicy // "" when refused
 	}{
 		{engine.Couchbase, "", engine.ValueOnly},
-		{engine.Couchbase, engine.FullEviction, engine.FullEviction},
+		{engine.Couchbase, engine.FullEviction, ""}, // not supported yet
 		{engine.Couchbase, engine.NoEviction, ""},
 		{engine.Ephemeral, "", engine.NoEviction},
 		{engine.Ephemeral, engine.NRUEviction, engine.NRUEviction},
@@ -233,7 +233,7 @@ func TestEvictionPolicyValidation(t *testing.T) {
 	}
 }
 
-func TestCouchbaseBucketAccountsWithoutEnforcing(t *testing.T) {
+func TestCouchbaseBucketAccountsBelowQuota(t *testing.T) {
 	ctx := context.Background()
 	b := memBucket(t, engine.Couchbase, 1, "")
 	c := b.DefaultCollection()

@@ -13,8 +13,20 @@ import (
 // Type, Flags, Expiration and Deleted/DeletedAt set; mutate fills in the
 // rest and queues it for disk. At a level that persists it waits until the
 // version is durable and published; at none or majority it returns at once,
-// the version readable (see ackedLocked) and on its way to disk.
+// the version readable (see ackedLocked) and on its way to disk. The old
+// document fn sees may have its value ejected (nil): fn must not read it;
+// mutateValue gives fn the value.
 func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	return b.mutateWith(ctx, k, req, false, fn)
+}
+
+// mutateValue is mutate for an fn that builds on the old document's value
+// (a touch): an ejected value is read back from the store first.
+func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	return b.mutateWith(ctx, k, req, true, fn)
+}
+
+func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needValue bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	if err := validateKey(k.key); err != nil {
 		return nil, err
 	}
@@ -29,6 +41,13 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, fn func(o
 	live := prev
 	if live != nil && (live.Deleted || live.ExpiredAt(now)) {
 		live = nil
+	}
+	if live != nil && needValue {
+		var err error
+		if live, err = b.withValueLocked(live); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
 	}
 	d, err := fn(live, now)
 	if err == nil && live == nil && !d.Deleted {
@@ -221,7 +240,7 @@ func (b *Bucket) dropPending() {
 		clear(p.mu.acked)
 		for k, d := range p.mu.pending {
 			if c := p.mu.docs[k]; d.Expired && c != nil && !c.Deleted && c.Expiration != 0 {
-				b.exps.update(k, 0, c.Expiration, int64(len(c.Value))) // see expireQueued
+				b.exps.update(k, 0, c.Expiration, c.valueSize()) // see expireQueued
 			}
 		}
 		clear(p.mu.pending)

@@ -26,6 +26,10 @@ type ListOptions struct {
 	Skip int
 	// Limit stops after that many documents; 0 or less is no limit.
 	Limit int
+
+	// metaOnly yields ejected versions as they are (Keys reads the values
+	// of its page only).
+	metaOnly bool
 }
 
 // keyRange returns the bounds of o as a store scan takes them.
@@ -50,7 +54,8 @@ func (o *ListOptions) keyRange() keyRange {
 // selects, in byte order of key (reverse order when o.Descending). Deleted
 // and expired documents are never yielded (an expired one is left for the
 // expiry pager, as Peek leaves it); a document is seen as last committed,
-// as Get and Peek see it. An error (a closed bucket, ctx's end, a failed
+// as Get and Peek see it, with its value (an ejected value is read back
+// from the store for each document yielded, not for those skipped). An error (a closed bucket, ctx's end, a failed
 // read of the store) is yielded once, with a nil document, and ends the
 // iteration.
 //
@@ -89,6 +94,16 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 			if skip > 0 {
 				skip--
 				return true
+			}
+			if d.ejected && !o.metaOnly {
+				var err error
+				if d, err = c.withValueOf(ctx, d); err != nil {
+					yield(nil, err)
+					return false
+				}
+				if d == nil {
+					return true // gone while its value was read
+				}
 			}
 			if !yield(d, nil) {
 				return false
@@ -240,7 +255,7 @@ func siftDown(h []*Document, i int, before func(a, b *Document) bool) {
 // with List, reading the whole range to count it: its cost follows the size
 // of the range, not of the page asked for.
 func (c *Collection) Keys(ctx context.Context, start, end string, skip, limit int) (docs []*Document, total int, err error) {
-	o := ListOptions{Start: &start}
+	o := ListOptions{Start: &start, metaOnly: true}
 	if end != "" {
 		o.End = &end
 	}
@@ -253,7 +268,30 @@ func (c *Collection) Keys(ctx context.Context, start, end string, skip, limit in
 		}
 		total++
 	}
-	return docs, total, nil
+	page := docs[:0] // the page's values only
+	for _, d := range docs {
+		if d.ejected {
+			if d, err = c.withValueOf(ctx, d); err != nil {
+				return nil, 0, err
+			}
+			if d == nil {
+				continue // gone while its value was read
+			}
+		}
+		page = append(page, d)
+	}
+	return page, total, nil
+}
+
+// withValueOf returns live document d of the collection with its value
+// read back from the store when it was ejected: the key's committed version
+// then, or nil when that is no longer live.
+func (c *Collection) withValueOf(ctx context.Context, d *Document) (*Document, error) {
+	d, err := c.b.readCommitted(ctx, c.b.parts[d.Partition], docKey{cid: c.id, key: d.Key})
+	if err != nil || d == nil || d.Deleted || d.ExpiredAt(c.b.clock.Now()) {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Count returns how many documents of the collection are live, counting

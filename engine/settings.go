@@ -49,8 +49,8 @@ type BucketSettings struct {
 	// run, or -1 for none. The default value is -1.
 	ExpPagerInitialRunTime int `json:"exp_pager_initial_run_time"`
 	// EvictionPolicy says what the bucket does when its memory passes the
-	// quota, as Couchbase names it: valueOnly or fullEviction for couchbase
-	// buckets (the default value is valueOnly; neither is enforced yet),
+	// quota, as Couchbase names it: valueOnly for couchbase buckets (the
+	// default value; fullEviction is refused, not supported yet),
 	// noEviction or nruEviction for ephemeral buckets (the default value is
 	// noEviction); memcached buckets always evict least-recently-used items
 	// and take no setting.
@@ -83,6 +83,7 @@ const (
 	// metadata in memory (couchbase buckets; the default).
 	ValueOnly EvictionPolicy = "valueOnly"
 	// FullEviction may eject keys and metadata too (couchbase buckets).
+	// Not supported yet: Validate refuses it.
 	FullEviction EvictionPolicy = "fullEviction"
 	// NoEviction refuses writes that would pass the quota, with
 	// ErrTempOOM (ephemeral buckets; the default).
@@ -144,8 +145,10 @@ func (s BucketSettings) Validate() error {
 		return bad("maxTTL: must be an integer between 0 and %d", MaxMaxTTL)
 	case s.Type == Memcached && s.MaxTTL != 0:
 		return bad("maxTTL: memcached buckets have no maxTTL")
-	case s.Type == Couchbase && s.EvictionPolicy != "" && s.EvictionPolicy != ValueOnly && s.EvictionPolicy != FullEviction:
-		return bad("evictionPolicy: must be valueOnly or fullEviction for a couchbase bucket")
+	case s.Type == Couchbase && s.EvictionPolicy == FullEviction:
+		return fmt.Errorf("%w: evictionPolicy: fullEviction is not supported yet (keys and metadata always stay in memory); use valueOnly", ErrInvalidSetting)
+	case s.Type == Couchbase && s.EvictionPolicy != "" && s.EvictionPolicy != ValueOnly:
+		return bad("evictionPolicy: must be valueOnly for a couchbase bucket (fullEviction is not supported yet)")
 	case s.Type == Ephemeral && s.EvictionPolicy != "" && s.EvictionPolicy != NoEviction && s.EvictionPolicy != NRUEviction:
 		return bad("evictionPolicy: must be noEviction or nruEviction for an ephemeral bucket")
 	case s.Type == Memcached && s.EvictionPolicy != "":

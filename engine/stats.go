@@ -50,9 +50,18 @@ type Stats struct {
 	// quota (ep_mem_high_wat, ep_mem_low_wat): a bucket that evicts starts
 	// past the high one and stops at the low one.
 	MemHighWat, MemLowWat int64
-	// NumValueEjects counts values ejected from memory (ep_num_value_ejects):
-	// 0 until couchbase buckets eject values.
+	// NumValueEjects counts values ejected from memory by a couchbase
+	// bucket's value eviction (ep_num_value_ejects).
 	NumValueEjects int64
+	// BgFetched counts values read back from disk because they had been
+	// ejected (ep_bg_fetched).
+	BgFetched int64
+	// NonResident counts live documents whose value is not in memory
+	// (ep_num_non_resident).
+	NonResident int64
+	// ResidentPct is the percentage of live documents whose value is in
+	// memory, 100 for an empty bucket (vb_active_perc_mem_resident).
+	ResidentPct int64
 	// Evictions counts items evicted to keep the quota (evictions): whole
 	// items of a memcached bucket, documents deleted by an ephemeral
 	// bucket's nruEviction.
@@ -80,6 +89,8 @@ func (b *Bucket) Stats() Stats {
 	s.MemUsed, s.KVSize = b.memUsed(), b.mem.kv.Load()
 	s.MemHighWat, s.MemLowWat = b.mem.high(), b.mem.low()
 	s.Evictions, s.TmpOOMErrors = b.mem.evictions.Load(), b.mem.tmpOOM.Load()
+	s.NumValueEjects, s.BgFetched = b.mem.ejects.Load(), b.mem.bgFetched.Load()
+	s.NonResident, s.ResidentPct = b.mem.nonResident.Load(), b.residentPct()
 	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
 	queued, todo := b.store.backlog()

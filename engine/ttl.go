@@ -268,9 +268,22 @@ func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) 
 			if d.Deleted || d.ExpiredAt(now) || d.ExpiryPinned {
 				continue
 			}
+			if cs.DefaultTTL != 0 {
+				// The document's "ttl" field counts: read an ejected value.
+				var err error
+				if d, err = b.withValueLocked(d); err != nil {
+					p.mu.Unlock()
+					return n, err
+				}
+			}
 			exp := rederive(now, d, cs, maxTTL)
 			if exp == d.Expiration {
 				continue
+			}
+			d, err := b.withValueLocked(d) // the touch carries the value
+			if err != nil {
+				p.mu.Unlock()
+				return n, err
 			}
 			nd := &Document{Value: d.Value, Type: d.Type, Flags: d.Flags, Expiration: exp, TS: d.TS, CreatedAt: d.CreatedAt}
 			cb, err := b.publishLocked(p, k, d, nd, now)
@@ -304,7 +317,10 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 	b := c.b
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.docs[k] != d || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
+	// d may be a copy of the committed version with its value read back
+	// from the store (fetch.go): the same version, the same sequence number.
+	cur := p.mu.docs[k]
+	if cur == nil || cur.Seq != d.Seq || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
 		return
 	}
 	cs, maxTTL := b.ttlFor(k.cid)
@@ -317,9 +333,9 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 		return
 	}
 	nd := &Document{Value: d.Value, Type: d.Type, Flags: d.Flags, Expiration: exp, TS: d.TS, CreatedAt: d.CreatedAt}
-	b.stampLocked(p, k, d, nd, now)
+	b.stampLocked(p, k, cur, nd, now)
 	nd.CAS, nd.RevSeq = d.CAS, d.RevSeq
-	if _, err := b.queueLocked(p, k, d, nd); err != nil {
+	if _, err := b.queueLocked(p, k, cur, nd); err != nil {
 		return
 	}
 	b.stats.slidingExtends.Add(1)

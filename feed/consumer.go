@@ -441,6 +441,9 @@ func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out 
 		}
 		c.progress.batchStart()
 		batch, docs, err := c.sink.Prepare(ctx, changes, &c.progress)
+		if err == nil {
+			err = cur.Err() // a value the bucket could not read back
+		}
 		next := cur.Position()
 		if err == nil && counted == 0 && Reached(cursor, next) {
 			return // nothing new: the feed is at its end

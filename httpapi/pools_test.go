@@ -26,11 +26,11 @@ func TestBucketRESTNames(t *testing.T) {
 	// gocb's CreateBucket sends bucketType=membase and fields Mayfly has no
 	// use for (one node: no replicas); the bucket is a couchbase one.
 	st, _, body = f.do("POST", "/pools/default/buckets", form,
-		"name=b2&bucketType=membase&ramQuotaMB=100&flushEnabled=0&replicaIndex=1&replicaNumber=0&maxTTL=60&evictionPolicy=fullEviction")
+		"name=b2&bucketType=membase&ramQuotaMB=100&flushEnabled=0&replicaIndex=1&replicaNumber=0&maxTTL=60&evictionPolicy=valueOnly")
 	if st != 202 {
 		t.Fatalf("create: %d %s", st, body)
 	}
-	if b := jsonOf(t, body); b["bucketType"] != "membase" || b["maxTTL"] != float64(60) || b["evictionPolicy"] != "fullEviction" {
+	if b := jsonOf(t, body); b["bucketType"] != "membase" || b["maxTTL"] != float64(60) || b["evictionPolicy"] != "valueOnly" {
 		t.Fatalf("created %s", body)
 	}
 	// gocb's UpdateBucket of settings read back sends maxTTL twice: the

@@ -53,6 +53,9 @@ func (ix *indexer) check(ctx context.Context) error {
 			live++
 		}
 	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("search: check %s: %w", name, err)
+	}
 	got, err := ix.docIDs()
 	if err != nil {
 		return fmt.Errorf("search: check %s: %w", name, err)

@@ -118,6 +118,9 @@ func (ix *indexer) freshMap(ctx context.Context) (rows map[string]map[string][]c
 		}
 		docs = append(docs, mapInput(d))
 	}
+	if err := cur.Err(); err != nil {
+		return nil, nil, err
+	}
 	rows = make(map[string]map[string][]checkRow, len(ix.names))
 	for _, v := range ix.names {
 		rows[v] = map[string][]checkRow{}

@@ -45,6 +45,9 @@ func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
 		"ep_mem_low_wat":                st.MemLowWat,
 		"ep_max_size":                   set.RAMQuotaMB << 20,
 		"ep_num_value_ejects":           st.NumValueEjects,
+		"ep_bg_fetched":                 st.BgFetched,
+		"ep_num_non_resident":           st.NonResident,
+		"vb_active_perc_mem_resident":   st.ResidentPct,
 		"evictions":                     st.Evictions,
 		"ep_tmp_oom_errors":             st.TmpOOMErrors,
 	}
@@ -59,7 +62,7 @@ func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
 
 // Memory are the names of the memory group ("stats memory" in cbstats):
 // the memory owner's account of the bucket.
-var Memory = []string{"mem_used", "ep_kv_size", "ep_mem_high_wat", "ep_mem_low_wat", "ep_max_size", "ep_num_value_ejects", "evictions", "ep_tmp_oom_errors"}
+var Memory = []string{"mem_used", "ep_kv_size", "ep_mem_high_wat", "ep_mem_low_wat", "ep_max_size", "ep_num_value_ejects", "ep_bg_fetched", "ep_num_non_resident", "vb_active_perc_mem_resident", "evictions", "ep_tmp_oom_errors"}
 
 // Bool is a yes/no statistic: 1 or 0.
 func Bool(b bool) int64 {

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Reads of values that are not in memory. A couchbase bucket's memory
+// owner ejects the values of committed versions (memory.go, ejectOne); every
+// path that hands a Document out of the engine, or builds a new version on
+// an old one's value, reads the value back from the store here first, so
+// no caller ever sees an ejected version.
+
+// errReplaced says that the version whose value was asked for is no longer
+// its key's committed version: the caller reads the key again, or, reading
+// the change feed, steps over the version as superseded (the newer one
+// comes later in the feed).
+var errReplaced = errors.New("engine: version replaced")
+
+// fetchStored reads k's stored version from the bucket's store: a read
+// from the store on a miss. It returns an error wrapping ErrNotFound when
+// the store holds none, ErrStorage when the read fails.
+func (b *Bucket) fetchStored(k docKey) (*Document, error) {
+	d, err := b.store.st.doc(k)
+	switch {
+	case err == nil:
+		return d, nil
+	case errors.Is(err, ErrNotFound):
+		return nil, err
+	case b.isClosed():
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("%w: read %q: %w", ErrStorage, k.key, err)
+}
+
+// withValue returns d, a committed version read from its partition's map,
+// with its value: d itself when the value is resident; else a copy carrying
+// the value read from the store (counted in ep_bg_fetched), which also goes
+// back into memory in d's place while the bucket is below its high-water
+// mark. It returns errReplaced when d stopped being its key's committed
+// version meanwhile.
+func (b *Bucket) withValue(ctx context.Context, d *Document) (*Document, error) {
+	if !d.ejected {
+		return d, nil
+	}
+	k := docKey{cid: d.Collection, key: d.Key}
+	p := b.parts[d.Partition]
+	for synced := false; ; synced = true {
+		sd, err := b.fetchStored(k)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && sd.Seq == d.Seq && sd.CAS == d.CAS && !sd.Deleted {
+			b.mem.bgFetched.Add(1)
+			full := d.withValue(sd.Value)
+			b.restore(p, k, d, full)
+			return full, nil
+		}
+		p.mu.RLock()
+		cur := p.mu.docs[k]
+		p.mu.RUnlock()
+		if cur != d {
+			return nil, errReplaced
+		}
+		if synced {
+			return nil, fmt.Errorf("%w: document %q: the store holds another version than the committed one (seq %d)", ErrStorage, k.key, d.Seq)
+		}
+		// The store already holds a newer version that the flusher has not
+		// published yet: wait for it, then look again.
+		if err := b.Sync(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// restore puts full, ejected version d with its value read back, in d's
+// place, if d is still k's committed version and the bucket is below its
+// high-water mark (a read never makes the bucket evict).
+func (b *Bucket) restore(p *partition, k docKey, d, full *Document) {
+	if b.memUsed()+int64(len(full.Value)) > b.mem.high() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.docs[k] != d || b.isClosed() {
+		return
+	}
+	p.mu.docs[k] = full
+	b.published(d, full)
+}
+
+// readCommitted returns the version of k that reads see (nil if none;
+// tombstones included: partition.readLocked, the committed version unless a
+// newer one was acknowledged from memory) with its value, reading the key
+// again when its version was replaced while its value was read.
+func (b *Bucket) readCommitted(ctx context.Context, p *partition, k docKey) (*Document, error) {
+	for {
+		p.mu.RLock()
+		d := p.readLocked(k)
+		p.mu.RUnlock()
+		if d == nil || !d.ejected {
+			return d, nil
+		}
+		full, err := b.withValue(ctx, d)
+		if !errors.Is(err, errReplaced) {
+			return full, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// withValueLocked is withValue for a caller holding p's lock for writing
+// that found d as the newest version of its key (nothing pending): the
+// store then holds d's version, so the value is read under the lock, once.
+// It is not put back into memory.
+//
+// REQUIRES: p.mu held for writing, d the newest version of its key.
+func (b *Bucket) withValueLocked(d *Document) (*Document, error) {
+	if !d.ejected {
+		return d, nil
+	}
+	k := docKey{cid: d.Collection, key: d.Key}
+	sd, err := b.fetchStored(k)
+	if err == nil && (sd.Seq != d.Seq || sd.CAS != d.CAS || sd.Deleted) {
+		err = fmt.Errorf("%w: document %q: the store holds another version than the committed one (seq %d, stored %d)", ErrStorage, k.key, d.Seq, sd.Seq)
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: document %q (seq %d) is not in the store: %w", ErrStorage, k.key, d.Seq, err)
+		}
+		return nil, err
+	}
+	b.mem.bgFetched.Add(1)
+	return d.withValue(sd.Value), nil
+}

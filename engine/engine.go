@@ -134,6 +134,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
 	}
 	b.store = newStore(st, &e.opts, b.applyCommitted, b.dropPending)
+	// Warm-up loaded values up to the low-water mark, but the metadata of
+	// the documents loaded after may have passed the high-water mark.
+	b.maybeEvict(context.Background())
 	return b, nil
 }
 

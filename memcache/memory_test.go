@@ -115,3 +115,38 @@ func TestEphemeralNRUEvictionSaysEvictionsOn(t *testing.T) {
 		t.Errorf("stats settings: evictions %q, want on (nruEviction)", got)
 	}
 }
+
+// TestCouchbaseValueEvictionOnThePort: a couchbase bucket with a 1 MiB quota
+// ejects values (ep_num_value_ejects), and get, append and incr read them
+// back from disk intact (ep_bg_fetched).
+func TestCouchbaseValueEvictionOnThePort(t *testing.T) {
+	c := quotaServer(t, engine.Couchbase, "")
+	value := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("v", 4000) }
+	const n = 600
+	for i := range n {
+		v := value(i)
+		c.do(fmt.Sprintf("set k%d 7 0 %d\r\n%s\r\n", i, len(v), v), "STORED\r\n")
+	}
+	c.do("set counter 0 0 2\r\n41\r\n", "STORED\r\n")
+	for i := range n { // push the counter's value out
+		v := value(i)
+		c.do(fmt.Sprintf("set k%d 7 0 %d\r\n%s\r\n", i, len(v), v), "STORED\r\n")
+	}
+	st := c.stats()
+	if statInt(t, st, "ep_num_value_ejects") == 0 || statInt(t, st, "vb_active_perc_mem_resident") >= 100 ||
+		statInt(t, st, "ep_num_non_resident") == 0 || statInt(t, st, "mem_used") > 1<<20 {
+		t.Fatalf("after %d sets of 4 KB into 1 MiB: ep_num_value_ejects %s, vb_active_perc_mem_resident %s, ep_num_non_resident %s, mem_used %s",
+			2*n, st["ep_num_value_ejects"], st["vb_active_perc_mem_resident"], st["ep_num_non_resident"], st["mem_used"])
+	}
+	for i := range n {
+		v := value(i)
+		c.do(fmt.Sprintf("get k%d\r\n", i), fmt.Sprintf("VALUE k%d 7 %d\r\n%s\r\nEND\r\n", i, len(v), v))
+	}
+	c.do("incr counter 1\r\n", "42\r\n")
+	c.do("append k0 0 0 3\r\nend\r\n", "STORED\r\n")
+	v := value(0) + "end"
+	c.do("get k0\r\n", fmt.Sprintf("VALUE k0 7 %d\r\n%s\r\nEND\r\n", len(v), v))
+	if st := c.stats(); statInt(t, st, "ep_bg_fetched") == 0 {
+		t.Errorf("ep_bg_fetched %s after reading ejected values", st["ep_bg_fetched"])
+	}
+}

@@ -19,8 +19,9 @@ const DefaultMemoryOverheadMB = 1024
 // works harder as the process nears what its buckets are allowed, rather than
 // letting the heap grow to twice the live data. It is an engine service:
 // attached buckets count, and a bucket's settings changes (ramQuotaMB)
-// update it. A couchbase bucket does not enforce its quota yet, so a bucket
-// counts max(quota, mem_used), sampled by refresh, so that the limit never
+// update it. A couchbase bucket ejects only values (keys and metadata stay
+// in memory), so it can hold more than its quota; a bucket counts
+// max(quota, mem_used), sampled by refresh, so that the limit never
 // sits below what the buckets hold (the collector would run without end).
 type memLimit struct {
 	overhead int64                   // bytes

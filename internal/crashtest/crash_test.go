@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -158,6 +159,12 @@ func TestCrash(t *testing.T) {
 	if err := putSearchIndex(ctx, srv); err != nil {
 		t.Fatalf("creating the search index: %v\n%s", err, logTail(logPath))
 	}
+	// A tiny quota keeps value eviction active throughout: acknowledged
+	// writes, views and search are checked over ejected values read back
+	// from disk.
+	if st, body, _, err := srv.do(ctx, http.MethodPost, "/pools/default/buckets/"+bucket, []byte(`{"ramQuota":`+strconv.Itoa(crashQuotaMB)+`}`), queryTimeout); err != nil || st != http.StatusOK {
+		t.Fatalf("setting ramQuota=%d: status %d %s err %v\n%s", crashQuotaMB, st, body, err, logTail(logPath))
+	}
 	// pagerStime is the round's exp_pager_stime; setPager sets it on the server.
 	pagerStime := 3600
 	setPager := func(round, stime int) {
@@ -260,8 +267,8 @@ func TestCrash(t *testing.T) {
 		tot.mismatches += len(res.mismatches)
 		tot.hangs += len(res.hang)
 		tot.readErrors += len(res.readErrors)
-		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows and search hits expected exactly; lost %d, view and search mismatches %d, hangs %d, read errors %d; lost within the %s window %d (%d keys)",
-			round, up.Round(time.Millisecond), res.checked, res.expectedRow, len(res.lost), len(res.mismatches), len(res.hang), len(res.readErrors), cfg.level, res.allowedLost, res.allowedKeys)
+		t.Logf("round %d: restarted in %v; checked %d acknowledged keys, %d view rows and search hits expected exactly; lost %d, view and search mismatches %d, hangs %d, read errors %d; lost within the %s window %d (%d keys); %s",
+			round, up.Round(time.Millisecond), res.checked, res.expectedRow, len(res.lost), len(res.mismatches), len(res.hang), len(res.readErrors), cfg.level, res.allowedLost, res.allowedKeys, memoryStats(ctx, srv))
 		for i, l := range res.lost {
 			if i == 5 {
 				tot.detail(t, "round %d: ... and %d more lost", round, len(res.lost)-5)
@@ -362,4 +369,23 @@ func hungStacks(path string) string {
 		s = s[:12000] + "\n... (cut; the whole dump is in " + path + " with MAYFLY_CRASH_KEEP=1)"
 	}
 	return s
+}
+
+// crashQuotaMB is the bucket's ramQuota during the crash test: small enough
+// that its documents' values are ejected and read back from disk.
+const crashQuotaMB = 1
+
+// memoryStats returns the bucket's memory statistics since the server
+// started, for the log.
+func memoryStats(ctx context.Context, srv *server) string {
+	st, body, _, err := srv.do(ctx, http.MethodGet, "/pools/default/buckets/"+bucket+"/stats", nil, queryTimeout)
+	if err != nil || st != http.StatusOK {
+		return fmt.Sprintf("stats: status %d, %v", st, err)
+	}
+	var m map[string]int64
+	if err := json.Unmarshal(body, &m); err != nil {
+		return fmt.Sprintf("stats: %v", err)
+	}
+	return fmt.Sprintf("mem_used %d of %d, ep_num_value_ejects %d, ep_bg_fetched %d, vb_active_perc_mem_resident %d",
+		m["mem_used"], m["ep_max_size"], m["ep_num_value_ejects"], m["ep_bg_fetched"], m["vb_active_perc_mem_resident"])
 }

@@ -114,7 +114,7 @@ func (b *Bucket) ScanChanges(s *ChangeScan) {
 	}
 	kept := s.Docs[:from]
 	for _, d := range s.Docs[from:] {
-		full, err := b.withValue(context.Background(), d)
+		full, err := b.withValue(context.Background(), d, false)
 		if errors.Is(err, errReplaced) {
 			continue // superseded: its newer version has a higher seq and CAS
 		}

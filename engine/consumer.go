@@ -118,7 +118,7 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 				var end uint64
 				buf, end = p.changesAfter(c.pos[i], want, buf[:0])
 				for _, d := range buf {
-					full, err := c.b.withValue(context.Background(), d)
+					full, err := c.b.withValue(context.Background(), d, false)
 					if errors.Is(err, errReplaced) {
 						c.pos[i] = d.Seq // superseded: the newer version comes later
 						continue

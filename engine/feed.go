@@ -47,7 +47,7 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 		out, next[i] = p.changesAfter(s, limit-len(out), out)
 		kept := out[:from]
 		for _, d := range out[from:] {
-			full, err := b.withValue(context.Background(), d)
+			full, err := b.withValue(context.Background(), d, false)
 			if errors.Is(err, errReplaced) {
 				continue // superseded: its newer version comes after next[i]
 			}

@@ -36,11 +36,12 @@ func (b *Bucket) fetchStored(k docKey) (*Document, error) {
 
 // withValue returns d, a committed version read from its partition's map,
 // with its value: d itself when the value is resident; else a copy carrying
-// the value read from the store (counted in ep_bg_fetched), which also goes
-// back into memory in d's place while the bucket is below its high-water
-// mark. It returns errReplaced when d stopped being its key's committed
-// version meanwhile.
-func (b *Bucket) withValue(ctx context.Context, d *Document) (*Document, error) {
+// the value read from the store (counted in ep_bg_fetched), which, with
+// keep, also goes back into memory in d's place while the bucket is below
+// its high-water mark (a client's read keeps it; a change-feed reader, which
+// reads each document once, as an index build does, does not). It returns
+// errReplaced when d stopped being its key's committed version meanwhile.
+func (b *Bucket) withValue(ctx context.Context, d *Document, keep bool) (*Document, error) {
 	if !d.ejected {
 		return d, nil
 	}
@@ -54,7 +55,9 @@ func (b *Bucket) withValue(ctx context.Context, d *Document) (*Document, error) 
 		if err == nil && sd.Seq == d.Seq && sd.CAS == d.CAS && !sd.Deleted {
 			b.mem.bgFetched.Add(1)
 			full := d.withValue(sd.Value)
-			b.restore(p, k, d, full)
+			if keep {
+				b.restore(p, k, d, full)
+			}
 			return full, nil
 		}
 		p.mu.RLock()
@@ -102,7 +105,7 @@ func (b *Bucket) readCommitted(ctx context.Context, p *partition, k docKey) (*Do
 		if d == nil || !d.ejected {
 			return d, nil
 		}
-		full, err := b.withValue(ctx, d)
+		full, err := b.withValue(ctx, d, true)
 		if !errors.Is(err, errReplaced) {
 			return full, err
 		}

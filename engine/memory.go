@@ -381,8 +381,8 @@ func (b *Bucket) ejectOne(d *Document) bool {
 	p := b.parts[d.Partition]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.docs[k] != d || p.mu.pending[k] != nil || d.Deleted || d.ejected || b.isClosed() || !b.onDiskLocked(p, d) {
-		return false
+	if p.mu.docs[k] != d || p.mu.pending[k] != nil || d.Deleted || d.ejected || len(d.Value) == 0 || b.isClosed() || !b.onDiskLocked(p, d) {
+		return false // an empty value frees nothing
 	}
 	e := d.withoutValue()
 	p.mu.docs[k] = e
@@ -405,7 +405,7 @@ func (b *Bucket) onDiskLocked(p *partition, d *Document) bool {
 // values has loaded values up to its low-water mark, as Couchbase's
 // warm-up stops loading values there.
 func (b *Bucket) ejectAtWarmup(d *Document) bool {
-	return memMode(b.mem.mode.Load()) == memEject && !d.Deleted &&
+	return memMode(b.mem.mode.Load()) == memEject && !d.Deleted && len(d.Value) > 0 &&
 		b.memUsed()+docFootprint(d)+itemOverhead > b.mem.low()
 }
 

@@ -57,6 +57,7 @@ func TestEvictionPolicyOverHTTP(t *testing.T) {
 		"name=m&bucketType=memcached&evictionPolicy=nruEviction",
 		"name=e&bucketType=ephemeral&evictionPolicy=valueOnly",
 		"name=c&bucketType=couchbase&evictionPolicy=noEviction",
+		"name=f&bucketType=couchbase&evictionPolicy=fullEviction", // not supported yet
 	} {
 		if st, _, body := f.do("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", form); st != 400 || !strings.Contains(body, "evictionPolicy") {
 			t.Errorf("%s: %d %s, want 400 naming evictionPolicy", form, st, body)

@@ -2,17 +2,24 @@ package crashtest
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
 
-// docValue is what the writers store: {"g":G,"n":N,"w":W}. W is unique per
-// write, so equal values mean the same write.
+// docValue is what the writers store: {"g":G,"n":N,"w":W,"pad":P}. W is
+// unique per write, so equal values mean the same write. P is crashPad: it
+// makes the values large enough that the bucket's tiny quota ejects them,
+// and a value read back from disk must bring all of it.
 type docValue struct {
-	G int   `json:"g"`
-	N int   `json:"n"`
-	W int64 `json:"w"`
+	G   int    `json:"g"`
+	N   int    `json:"n"`
+	W   int64  `json:"w"`
+	Pad string `json:"pad"`
 }
+
+// crashPad pads every value written (see docValue).
+var crashPad = strings.Repeat("p", 600)
 
 // state is a key's document as the harness expects it.
 type state struct {

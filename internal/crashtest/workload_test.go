@@ -292,7 +292,7 @@ func (w *workload) one(ctx context.Context, r *rand.Rand, i int) bool {
 	var body []byte
 	switch o.kind {
 	case opUpsert:
-		o.val = docValue{G: r.IntN(10), N: r.IntN(1000) - 100, W: w.seq.Add(1)}
+		o.val = docValue{G: r.IntN(10), N: r.IntN(1000) - 100, W: w.seq.Add(1), Pad: crashPad}
 		body, _ = json.Marshal(o.val)
 		method = http.MethodPut
 		if o.expiry != 0 {

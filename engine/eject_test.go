@@ -366,3 +366,63 @@ func BenchmarkGetEjected(b *testing.B) {
 	b.ReportMetric(100*float64(bk.Stats().BgFetched-fetched)/float64(len(lat)), "%-bg-fetched")
 	b.ReportMetric(float64(st.ResidentPct), "%-resident")
 }
+
+// The TTL rules over ejected documents: a sliding read extends an ejected
+// document's expiration and keeps its value, and a defaultTTL
+// re-evaluation reads each ejected document's "ttl" field from disk.
+func TestValueEvictionTTLRules(t *testing.T) {
+	ctx := context.Background()
+	b := ejectBucket(t)
+	clk := b.Clock().(*engine.FakeClock)
+	if err := b.CreateScope(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateCollectionWith(ctx, "s", "c", engine.CollectionSettings{IdleTTL: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Collection("s", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttlValue := func(i int) []byte { // 4 KiB, with a "ttl" of 500 + i seconds
+		head := fmt.Sprintf(`{"ttl":%d,"pad":"`, 500+i)
+		return append([]byte(head), append(bytes.Repeat([]byte("x"), 4096-len(head)-2), `"}`...)...)
+	}
+	for i := range ejectDocs {
+		if _, err := c.Upsert(ctx, memKey(i), ttlValue(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.Stats(); st.NonResident == 0 {
+		t.Fatalf("no value ejected: %+v", st)
+	}
+	clk.Advance(100)
+	for i := range 10 { // written first: ejected
+		d, err := c.Get(ctx, memKey(i))
+		if err != nil || !bytes.Equal(d.Value, ttlValue(i)) {
+			t.Fatalf("sliding read of %s: %.40q, %v", memKey(i), d.Value, err)
+		}
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.SlidingExtends != 10 {
+		t.Errorf("ep_sliding_extends %d after 10 sliding reads, want 10", st.SlidingExtends)
+	}
+	if _, _, err := b.UpdateCollection(ctx, "s", "c", func(cs *engine.CollectionSettings) error {
+		cs.IdleTTL, cs.DefaultTTL = 0, 1
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	now := clk.Now()
+	for i := range ejectDocs {
+		d, err := c.Get(ctx, memKey(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(d.Value, ttlValue(i)) || d.Expiration != d.TS+int64(500+i) {
+			t.Fatalf("%s after the re-evaluation: expiration %d (written at %d, now %d), want its ttl field %d after the write; value %.40q", memKey(i), d.Expiration, d.TS, now, 500+i, d.Value)
+		}
+	}
+}

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"reflect"
+	"sync/atomic"
 	"testing"
 )
 
@@ -47,5 +51,103 @@ func TestEjectedCopyKeepsEveryField(t *testing.T) {
 	}
 	if r.ejected || r.valueSize() != int64(len(d.Value)) {
 		t.Errorf("read-back copy: ejected %v, size %d", r.ejected, r.valueSize())
+	}
+}
+
+// failingReads is a store whose reads by key fail while fail is set.
+type failingReads struct {
+	storage
+	fail atomic.Bool
+}
+
+func (f *failingReads) doc(k docKey) (*Document, error) {
+	if f.fail.Load() {
+		return nil, errors.New("injected read failure")
+	}
+	return f.storage.doc(k)
+}
+
+// A value that cannot be read back from the store is an error (ErrStorage)
+// for a read, and ends a change-feed read before the version, which the
+// next read, once the store reads again, yields: nothing is skipped.
+func TestEjectedValueReadFailure(t *testing.T) {
+	ctx := context.Background()
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &failingReads{storage: b.store.st}
+	b.store.st = fr // before any write: the flusher has not read it yet
+	c := b.DefaultCollection()
+	const n = 40
+	for i := range n {
+		if _, err := c.Upsert(ctx, fmt.Sprint("k", i), []byte(fmt.Sprintf(`{"i":%d}`, i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []*Document
+	for _, p := range b.parts {
+		p.mu.RLock()
+		for _, d := range p.mu.docs {
+			all = append(all, d)
+		}
+		p.mu.RUnlock()
+	}
+	for _, d := range all {
+		if !b.ejectOne(d) {
+			t.Fatalf("%s not ejected", d.Key)
+		}
+	}
+
+	fr.fail.Store(true)
+	if _, err := c.Get(ctx, "k1"); !errors.Is(err, ErrStorage) {
+		t.Errorf("Get of an ejected value the store cannot read: %v, want ErrStorage", err)
+	}
+	if _, _, err := b.Changes(nil, 0); !errors.Is(err, ErrStorage) {
+		t.Errorf("Changes: %v, want ErrStorage", err)
+	}
+	cur, err := b.Consumer("t").Changes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range cur.Next(0) {
+		t.Fatalf("cursor yielded %s while the store fails", d.Key)
+	}
+	if !errors.Is(cur.Err(), ErrStorage) {
+		t.Fatalf("cursor error %v, want ErrStorage", cur.Err())
+	}
+	scan := ChangeScan{Part: int(all[0].Partition), Hi: b.MaxCAS(), Limit: n}
+	b.ScanChanges(&scan)
+	if !errors.Is(scan.Err, ErrStorage) || len(scan.Docs) != 0 || !scan.More {
+		t.Fatalf("ScanChanges: err %v, %d documents, more %v", scan.Err, len(scan.Docs), scan.More)
+	}
+
+	fr.fail.Store(false)
+	seen := map[string]bool{}
+	for d := range cur.Next(0) {
+		if want := fmt.Sprintf(`{"i":%s}`, d.Key[1:]); string(d.Value) != want {
+			t.Errorf("cursor: %s = %q, want %q", d.Key, d.Value, want)
+		}
+		seen[d.Key] = true
+	}
+	if cur.Err() != nil || len(seen) != n {
+		t.Errorf("cursor once the store reads again: %d of %d documents, %v", len(seen), n, cur.Err())
+	}
+	b.ScanChanges(&scan)
+	if scan.Err != nil || len(scan.Docs) == 0 {
+		t.Errorf("ScanChanges once the store reads again: %d documents, %v", len(scan.Docs), scan.Err)
+	}
+	for _, d := range scan.Docs {
+		if d.ejected || len(d.Value) == 0 {
+			t.Errorf("ScanChanges: %s without its value", d.Key)
+		}
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Error(err)
 	}
 }

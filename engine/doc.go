@@ -21,6 +21,12 @@
 // interface: a bbolt store for couchbase buckets, a memory store (which keeps
 // no documents, and commits in the writer) for the others.
 //
+// Each bucket's memory owner (memory.go) holds its ramQuota: a couchbase
+// bucket ejects the values of documents already on disk, least recently
+// used first, keeping their keys and metadata, and reads an ejected value
+// back from its file when a caller needs it (fetch.go); a Document handed
+// out by the engine always carries its value.
+//
 // # Expiry
 //
 // Every expiry decision reads the Clock given in Options (whole Unix seconds).

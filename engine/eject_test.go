@@ -425,4 +425,11 @@ func TestValueEvictionTTLRules(t *testing.T) {
 			t.Fatalf("%s after the re-evaluation: expiration %d (written at %d, now %d), want its ttl field %d after the write; value %.40q", memKey(i), d.Expiration, d.TS, now, 500+i, d.Value)
 		}
 	}
+	// Dropping the collection takes its ejected documents out of the count.
+	if err := b.DropCollection(ctx, "s", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.NonResident != 0 || st.ResidentPct != 100 || st.CurrItems != 0 {
+		t.Errorf("after dropping the collection: non-resident %d, resident %d%%, curr_items %d", st.NonResident, st.ResidentPct, st.CurrItems)
+	}
 }

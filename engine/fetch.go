@@ -63,8 +63,8 @@ func (b *Bucket) withValue(ctx context.Context, d *Document, keep bool) (*Docume
 		p.mu.RLock()
 		cur := p.mu.docs[k]
 		p.mu.RUnlock()
-		if cur != d {
-			return nil, errReplaced
+		if cur == nil || cur.Seq != d.Seq {
+			return nil, errReplaced // (a copy of d read back is d still)
 		}
 		if synced {
 			return nil, fmt.Errorf("%w: document %q: the store holds another version than the committed one (seq %d)", ErrStorage, k.key, d.Seq)

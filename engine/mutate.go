@@ -21,7 +21,9 @@ func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, fn func(o
 }
 
 // mutateValue is mutate for an fn that builds on the old document's value
-// (a touch): an ejected value is read back from the store first.
+// (a touch): an ejected value is read back from the store first, before
+// the partition's lock is taken (under it only if the document changed
+// meanwhile).
 func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	return b.mutateWith(ctx, k, req, true, fn)
 }
@@ -31,6 +33,13 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 		return nil, err
 	}
 	p := b.partitionFor(k.key)
+	var read *Document // the committed version with its value, read without the lock
+	if needValue {
+		var err error
+		if read, err = b.readCommitted(ctx, p, k); err != nil {
+			return nil, err
+		}
+	}
 	p.mu.Lock()
 	if err := b.writable(k.cid); err != nil {
 		p.mu.Unlock()
@@ -42,11 +51,15 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 	if live != nil && (live.Deleted || live.ExpiredAt(now)) {
 		live = nil
 	}
-	if live != nil && needValue {
-		var err error
-		if live, err = b.withValueLocked(live); err != nil {
-			p.mu.Unlock()
-			return nil, err
+	if live != nil && live.ejected && needValue {
+		if read != nil && read.Seq == live.Seq {
+			live = read
+		} else { // changed since: read it under the lock
+			var err error
+			if live, err = b.withValueLocked(live); err != nil {
+				p.mu.Unlock()
+				return nil, err
+			}
 		}
 	}
 	d, err := fn(live, now)

@@ -100,6 +100,21 @@ func TestValueEvictionReadsBackEveryPath(t *testing.T) {
 		wantValue(t, "Keys", d, i, 0)
 	}
 
+	from := memKey(100)
+	var listed []string
+	for d, err := range c.List(ctx, engine.ListOptions{Start: &from, Descending: true, Skip: 10, Limit: 50}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var i int
+		fmt.Sscanf(d.Key, "k%d", &i)
+		wantValue(t, "List", d, i, 0)
+		listed = append(listed, d.Key)
+	}
+	if len(listed) != 50 || listed[0] != memKey(90) || listed[49] != memKey(41) {
+		t.Errorf("List from %s down, skip 10, limit 50: %d documents, %v … %v", from, len(listed), listed[:min(1, len(listed))], listed[max(0, len(listed)-1):])
+	}
+
 	changes, _, err := b.Changes(nil, 0)
 	if err != nil || len(changes) != ejectDocs {
 		t.Fatalf("Changes: %d documents, %v", len(changes), err)

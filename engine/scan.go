@@ -145,7 +145,8 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 // and memory does not is a commit not yet published or a purge on its way
 // (left out, as Get leaves it out), and a stored version newer than
 // memory's is one not yet published (memory's is the one shown). The
-// values come from memory's committed versions. (Should keys and metadata
+// values come from memory's committed versions (an ejected one read back
+// from the store by emit). (Should keys and metadata
 // ever leave memory — full eviction — a key memory lacks must be read
 // from the store instead of left out.)
 func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Document) bool, yield func(*Document, error) bool) {

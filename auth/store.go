@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -136,9 +137,12 @@ type Store struct {
 	admin     *User // nil without an administrator password
 	// hashSlots bounds concurrent argon2 computations (each takes Memory KiB).
 	hashSlots chan struct{}
-	cacheKey  [32]byte // random per process; keys the verification cache
-	dummy     Credential
-	cacheTTL  time.Duration
+	// lastRelease is when releaseHash last gave argon2's memory back
+	// (UnixNano).
+	lastRelease atomic.Int64
+	cacheKey    [32]byte // random per process; keys the verification cache
+	dummy       Credential
+	cacheTTL    time.Duration
 	// pending counts checks waiting or running; at most maxPending.
 	pending    atomic.Int64
 	maxPending int64
@@ -261,8 +265,25 @@ func (s *Store) hash(password string) Credential {
 
 func (s *Store) argon2(p Argon2Params, password string, salt []byte) []byte {
 	s.hashSlots <- struct{}{}
-	defer func() { <-s.hashSlots }()
+	defer s.releaseHash()
 	return argon2.IDKey([]byte(password), salt, p.Time, p.Memory, p.Threads, p.KeyLen)
+}
+
+// releaseHash frees an argon2 slot. The last computation in flight also
+// gives the memory back to the system, at most once a second: each took
+// Params.Memory KiB (19 MiB by default) that is garbage at once but that Go
+// would otherwise keep resident until its scavenger gets to it.
+func (s *Store) releaseHash() {
+	<-s.hashSlots
+	if len(s.hashSlots) > 0 {
+		return
+	}
+	now := time.Now().UnixNano() // wall clock: only paces the release
+	last := s.lastRelease.Load()
+	if now-last < int64(time.Second) || !s.lastRelease.CompareAndSwap(last, now) {
+		return
+	}
+	debug.FreeOSMemory()
 }
 
 // verify checks password against an argon2id credential, waiting for a
@@ -273,7 +294,7 @@ func (s *Store) verify(ctx context.Context, c Credential, password string) (bool
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
-	defer func() { <-s.hashSlots }()
+	defer s.releaseHash()
 	if c.Argon2 == nil || len(c.Hash) == 0 || c.Argon2.KeyLen != uint32(len(c.Hash)) {
 		c = s.dummy // the same cost as a real check
 		password = ""

@@ -289,7 +289,9 @@ func (c *conn) readData(n int) ([]byte, error) {
 	var buf []byte
 	if n <= maxKeptData {
 		if cap(c.data) < n {
-			c.data = make([]byte, n, maxKeptData)
+			// Grown to what the values need, not to maxKeptData at once: a
+			// connection of small values keeps a small buffer.
+			c.data = make([]byte, n, min(max(n, 2*cap(c.data), 256), maxKeptData))
 		}
 		buf = c.data[:n]
 	} else {

@@ -478,8 +478,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// Opening the user store hashes the administrator's password (argon2id:
 	// 19 MiB a hash) and opening the buckets reads their files: tens of MiB
 	// the server no longer holds, which Go would otherwise keep resident
-	// (BENCHMARKS.md, issue 20). Give them back to the system once.
+	// (BENCHMARKS.md, issue 20). Give them back to the system now, and every
+	// 30 s what a burst of load left free.
 	debug.FreeOSMemory()
+	idleCtx, stopIdle := context.WithCancel(context.Background())
+	idleDone := make(chan struct{})
+	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second) }()
+	defer func() { stopIdle(); <-idleDone }()
 
 	// Requests in flight see their context end when shutdown begins, so a
 	// query waiting for an index returns at once.

@@ -7,24 +7,42 @@ import (
 	"time"
 )
 
-// freeHeapMetric is the heap memory that is free but still resident: what
-// Go keeps for future allocations until its scavenger returns it, which it
-// does only down to the heap goal of the last collection.
-const freeHeapMetric = "/memory/classes/heap/free:bytes"
+// The heap figures releaseFreeMemory reads (runtime/metrics).
+var idleMetrics = [...]string{
+	"/memory/classes/heap/free:bytes",    // free, still resident
+	"/memory/classes/heap/objects:bytes", // objects, live or garbage not yet collected
+	"/gc/heap/live:bytes",                // live at the last collection
+}
 
-// idleReleaseBytes is how much free, resident heap releaseIdleMemory lets
-// stay.
+// idleReleaseBytes is how much reclaimable heap (free or garbage)
+// releaseIdleMemory lets stay resident.
 const idleReleaseBytes = 8 << 20
 
-// releaseFreeMemory gives the heap's free memory back to the system when
-// more than limit bytes of it are resident, and reports whether it did. After
-// a burst of load the heap goal stays at twice the burst's live heap until
-// the next collection, which an idle server does not run for two minutes:
-// the memory stays resident all that while (BENCHMARKS.md, issue 20).
+// reclaimable returns the heap's free memory that is still resident plus its
+// garbage not yet collected.
+func reclaimable() uint64 {
+	var s [len(idleMetrics)]metrics.Sample
+	for i, name := range idleMetrics {
+		s[i].Name = name
+	}
+	metrics.Read(s[:])
+	for _, v := range s {
+		if v.Value.Kind() != metrics.KindUint64 {
+			return 0 // not measured by this runtime: do nothing
+		}
+	}
+	free, objects, live := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+	return free + objects - min(live, objects)
+}
+
+// releaseFreeMemory collects the heap and gives its free memory back to the
+// system when more than limit bytes are reclaimable, and reports whether it
+// did. After a burst of load the heap goal stays at twice the burst's live
+// heap and the burst's garbage uncollected until the next collection, which
+// an idle server does not run for two minutes: the memory stays resident
+// all that while (BENCHMARKS.md, issue 20).
 func releaseFreeMemory(limit uint64) bool {
-	s := []metrics.Sample{{Name: freeHeapMetric}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() <= limit {
+	if reclaimable() <= limit {
 		return false
 	}
 	debug.FreeOSMemory()
@@ -32,8 +50,8 @@ func releaseFreeMemory(limit uint64) bool {
 }
 
 // releaseIdleMemory runs releaseFreeMemory every interval until ctx ends.
-// Once released, the memory is not resident: the next round finds nothing to
-// do until another burst, so a steady server pays nothing.
+// An idle server pays one collection after a burst and none after; a busy
+// one at most one collection an interval beside its own.
 func releaseIdleMemory(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

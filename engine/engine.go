@@ -140,9 +140,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	return b, nil
 }
 
-// openStorage opens the storage of a bucket: a bbolt file in the bucket's
-// folder for a couchbase bucket, memory for the others (each open is a new,
-// empty history).
+// openStorage opens the storage of a bucket: for a couchbase bucket, the
+// store in the bucket's folder (storageIn), memory for the others (each open
+// is a new, empty history).
 func (e *Engine) openStorage(b *Bucket, s BucketSettings) (storage, error) {
 	if s.Type != Couchbase {
 		return newMemStorage(len(b.parts)), nil
@@ -151,7 +151,17 @@ func (e *Engine) openStorage(b *Bucket, s BucketSettings) (storage, error) {
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
 	}
-	return openBoltStorage(filepath.Join(b.dir, "data.db"), &e.opts)
+	kind, err := storageIn(b.dir, e.opts.Storage)
+	if err != nil {
+		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
+	}
+	if kind != e.opts.Storage {
+		e.log.Info("bucket keeps the store it was created with", "bucket", s.Name, "storage", kind, "configured", e.opts.Storage)
+	}
+	if kind == StorageBolt {
+		return openBoltStorage(filepath.Join(b.dir, boltFile), &e.opts)
+	}
+	return openPebbleStorage(filepath.Join(b.dir, pebbleDir), &e.opts)
 }
 
 // load fills the bucket's memory from st (warm-up), removes the documents of

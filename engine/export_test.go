@@ -6,17 +6,22 @@ import "fmt"
 // called (a couchbase bucket's store holds its file's writer lock), so that
 // a test can look at a write that is queued but not yet on disk.
 func HoldCommits(b *Bucket) (release func(), err error) {
-	st, ok := b.store.st.(*boltStorage)
-	if !ok {
-		return nil, fmt.Errorf("bucket %s keeps nothing on disk", b.name)
+	switch st := b.store.st.(type) {
+	case *boltStorage:
+		return st.holdWrites()
+	case *pebbleStorage:
+		return st.holdWrites()
 	}
-	return st.holdWrites()
+	return nil, fmt.Errorf("bucket %s keeps nothing on disk", b.name)
 }
 
 // StoreKeysRead returns how many document keys the bucket's store has read
 // for listings (0 for a bucket that keeps nothing on disk).
 func StoreKeysRead(b *Bucket) int64 {
-	if st, ok := b.store.st.(*boltStorage); ok {
+	switch st := b.store.st.(type) {
+	case *boltStorage:
+		return st.keysRead.Load()
+	case *pebbleStorage:
 		return st.keysRead.Load()
 	}
 	return 0

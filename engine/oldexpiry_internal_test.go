@@ -22,7 +22,7 @@ func TestOldLazyExpirationLoads(t *testing.T) {
 	clk := NewFakeClock(1_700_000_000)
 	open := func() (*Engine, *Bucket) {
 		t.Helper()
-		eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, NoSync: true})
+		eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, NoSync: true, Storage: StorageBolt}) // the old file it rewrites is a bbolt one
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestOldLazyExpirationLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(eng.bucketDir("b"), "data.db")
+	path := filepath.Join(eng.bucketDir("b"), boltFile)
 	closeEng(eng)
 
 	// What the old pager run left: the partition's sequence number and the

@@ -21,7 +21,10 @@ type Options struct {
 	// value is 50000.
 	MaxBatchSize int
 	// NoSync skips fsync on commit: faster, and an acknowledged write can be lost
-	// on a machine crash (not on a process crash). The default value is false.
+	// on a machine crash; with the pebble store, whose log is written from a
+	// buffer in the process shortly after the commit, also the last few
+	// milliseconds of them on a process crash (bbolt's writes reach the OS
+	// before the commit returns). The default value is false.
 	NoSync bool
 	// FlushInterval bounds how long a write acknowledged from memory (at
 	// durability none or majority) waits before the flusher starts the
@@ -30,12 +33,27 @@ type Options struct {
 	// (the durable levels, Sync) start a commit at once. The default value
 	// is DefaultFlushInterval.
 	FlushInterval time.Duration
+	// Storage is the store a new couchbase bucket keeps its data in:
+	// StoragePebble or StorageBolt. A bucket already on disk keeps the store
+	// it was created with, whatever this says. The default value is
+	// StoragePebble.
+	Storage string
 }
 
 // DefaultFlushInterval is the default Options.FlushInterval: short enough
 // that a crash costs at most a few milliseconds of writes acknowledged from
 // memory, long enough that a stream of such writes shares one fsync.
 const DefaultFlushInterval = 2 * time.Millisecond
+
+// The stores a couchbase bucket can keep its data in (Options.Storage).
+const (
+	// StoragePebble keeps a bucket in a pebble database (an LSM tree: a
+	// write-ahead log and sorted tables) in the bucket's folder "pebble".
+	StoragePebble = "pebble"
+	// StorageBolt keeps a bucket in one bbolt file (a copy-on-write B+tree),
+	// the bucket's "data.db".
+	StorageBolt = "bolt"
+)
 
 // DefaultOptions returns the options an Engine uses when given nil.
 func DefaultOptions() *Options {
@@ -61,6 +79,9 @@ func (o *Options) EnsureDefaults() {
 	if o.FlushInterval == 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
+	if o.Storage == "" {
+		o.Storage = StoragePebble
+	}
 }
 
 // Validate reports an option out of range.
@@ -73,6 +94,9 @@ func (o *Options) Validate() error {
 	}
 	if o.FlushInterval < 0 {
 		return fmt.Errorf("%w: FlushInterval must not be negative", ErrInvalidSetting)
+	}
+	if o.Storage != StoragePebble && o.Storage != StorageBolt {
+		return fmt.Errorf("%w: Storage must be %q or %q, got %q", ErrInvalidSetting, StoragePebble, StorageBolt, o.Storage)
 	}
 	return nil
 }

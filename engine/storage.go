@@ -1,11 +1,19 @@
 package engine
 
-import "iter"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+)
 
 // storage is where a bucket keeps what it persists: the seam between the
 // engine's in-memory state (partitions, expiry index, counters) and a medium.
-// Two implementations: boltStorage (a couchbase bucket's bbolt file) and
-// memStorage (ephemeral and memcached buckets: nothing outlives the process).
+// Three implementations: pebbleStorage and boltStorage (a couchbase bucket's
+// pebble database or bbolt file, Options.Storage) and memStorage (ephemeral
+// and memcached buckets: nothing outlives the process).
 // The group-commit flusher (store) drives it; nothing else in the engine
 // touches a medium.
 //
@@ -162,4 +170,31 @@ type catalog interface {
 	// remove durably forgets the named bucket's definition.
 	remove(name string) error
 	close() error
+}
+
+// boltFile is the file, in a bucket's folder, of its bbolt store.
+const boltFile = "data.db"
+
+// storageIn tells which store the bucket folder dir holds: the one it was
+// created with (a bbolt file or a pebble folder), so that a data directory
+// written before the default changed keeps working; or, for a folder that
+// holds neither (a new bucket), the configured one.
+func storageIn(dir, configured string) (string, error) {
+	_, berr := os.Stat(filepath.Join(dir, boltFile))
+	_, perr := os.Stat(filepath.Join(dir, pebbleDir))
+	for _, err := range []error{berr, perr} {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+	switch {
+	case berr == nil && perr == nil:
+		return "", fmt.Errorf("%w: %s holds both a bbolt file (%s) and a pebble store (%s/): remove the one that is not the bucket's",
+			ErrStorage, dir, boltFile, pebbleDir)
+	case berr == nil:
+		return StorageBolt, nil
+	case perr == nil:
+		return StoragePebble, nil
+	}
+	return configured, nil
 }

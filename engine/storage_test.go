@@ -34,7 +34,7 @@ func storageKinds() []storageKind {
 		{
 			name: "bolt",
 			open: func(t *testing.T) storage {
-				return openBoltForTest(t, filepath.Join(t.TempDir(), "data.db"))
+				return openBoltForTest(t, filepath.Join(t.TempDir(), boltFile))
 			},
 			reopen: func(t *testing.T, st storage, clean bool) storage {
 				path := st.(*boltStorage).db.Path()
@@ -42,6 +42,19 @@ func storageKinds() []storageKind {
 					t.Fatal(err)
 				}
 				return openBoltForTest(t, path)
+			},
+		},
+		{
+			name: "pebble",
+			open: func(t *testing.T) storage {
+				return openPebbleForTest(t, filepath.Join(t.TempDir(), pebbleDir))
+			},
+			reopen: func(t *testing.T, st storage, clean bool) storage {
+				dir := st.(*pebbleStorage).dir
+				if err := st.close(clean); err != nil {
+					t.Fatal(err)
+				}
+				return openPebbleForTest(t, dir)
 			},
 		},
 		{
@@ -62,6 +75,16 @@ func openBoltForTest(t *testing.T, path string) *boltStorage {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.db.Close() }) // a no-op once closed
+	return st
+}
+
+func openPebbleForTest(t *testing.T, dir string) *pebbleStorage {
+	t.Helper()
+	st, err := openPebbleStorage(dir, &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.close(false) }) // a no-op once closed
 	return st
 }
 
@@ -621,15 +644,18 @@ func TestStorageKeys(t *testing.T) {
 		}
 
 		// A scan stops reading when its caller stops pulling.
-		bs := st.(*boltStorage)
-		before := bs.keysRead.Load()
+		keysRead := map[string]func() int64{
+			"bolt":   func() int64 { return st.(*boltStorage).keysRead.Load() },
+			"pebble": func() int64 { return st.(*pebbleStorage).keysRead.Load() },
+		}[k.name]
+		before := keysRead()
 		n := 0
 		for range st.keys(8, keyRange{}) {
 			if n++; n == 3 {
 				break
 			}
 		}
-		if read := bs.keysRead.Load() - before; read > keysFirstChunk {
+		if read := keysRead() - before; read > keysFirstChunk {
 			t.Errorf("3 keys pulled read %d rows, want at most one chunk (%d)", read, keysFirstChunk)
 		}
 	})

@@ -1,0 +1,687 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// A couchbase bucket's pebble store is one pebble database (a folder of
+// sstables, a write-ahead log and a manifest) whose keys carry a one-byte
+// prefix naming what they hold, so that each kind is one contiguous, ordered
+// range:
+//
+//	'd' be32(cid) key           → encoded Document (key order: collection, then key)
+//	'e' be64(exp) be32(cid) key → nothing (expiration order)
+//	'v' be16(partition)         → be64 high sequence number
+//	'm' name                    → bucket metadata (the names of bktMeta's keys)
+//	's' key                     → system document (design documents…)
+const (
+	pfxDoc  = 'd'
+	pfxExp  = 'e'
+	pfxSeq  = 'v'
+	pfxMeta = 'm'
+	pfxSys  = 's'
+)
+
+// Memory a pebble store may hold outside the Go heap's control, per bucket:
+// its block cache (sstable blocks read, shared by every reader) and its
+// memtables (writes not yet flushed to an sstable; at most
+// pebbleMemTableStop of them before writes wait for a flush).
+const (
+	pebbleCacheSize    = 32 << 20
+	pebbleMemTableSize = 16 << 20
+	pebbleMemTableStop = 2
+)
+
+// pebbleDir is the folder, in a bucket's folder, of its pebble store.
+const pebbleDir = "pebble"
+
+// A full disk. pebble cannot fail one commit and go on: a write to its
+// write-ahead log that fails is fatal to the database (it calls
+// Logger.Fatalf). So a pebble store keeps a reserve, as CockroachDB keeps
+// its ballast: a file of zeros in the store's folder, removed the moment
+// any write of the store meets ENOSPC, so that the write is retried into the
+// space it frees and succeeds. From then on the store refuses writes itself
+// (an error wrapping ENOSPC, before pebble sees them) until its probe can
+// write the reserve again: the engine's contract for a full disk (writes
+// refused, reads go on, writes resume once space is freed, without a
+// restart).
+const (
+	pebbleReserveFile = "mayfly.reserve"
+	pebbleReserveMax  = 16 << 20 // at most this much of the disk is held back
+	pebbleReserveDiv  = 16       // and at most 1/16th of the space free at open
+	pebbleReserveMin  = 64 << 10 // below this there is no reserve to hold
+)
+
+// errReserveGone is what a pebble store answers while it waits for space.
+var errReserveGone = fmt.Errorf("%w: the store's reserve is spent; free space on the disk", syscall.ENOSPC)
+
+// pebbleStorage keeps a couchbase bucket in one pebble database. A commit
+// is one pebble batch (atomic: all of it or nothing is in the write-ahead
+// log), fsynced unless Options.NoSync; a purge is a deletion in that batch,
+// as cheap as a write.
+type pebbleStorage struct {
+	db   *pebble.DB
+	dir  string
+	sync *pebble.WriteOptions
+	log  *slog.Logger
+
+	reserveSize int64       // bytes of the reserve file, 0 for none
+	full        atomic.Bool // the reserve was spent: writes are refused
+
+	// keysRead counts the document keys read by keys scans (tests check
+	// that a scan reads what its caller pulls, not the collection).
+	keysRead atomic.Int64
+
+	// life guards db against use after close: pebble panics where bbolt
+	// returns an error, and a late read (a background fetch racing a
+	// bucket's drop) must get an error. Every operation holds it for
+	// reading; close holds it for writing.
+	life struct {
+		sync.RWMutex
+		closed bool
+	}
+
+	// mu serialises writes: a commit reads the stored CAS to keep it
+	// rising, and holdWrites holds it to keep commits waiting. Taken after
+	// life.
+	mu struct {
+		sync.Mutex
+		cas uint64 // highest CAS committed (what 'm' "cas" holds)
+	}
+}
+
+func openPebbleStorage(dir string, o *Options) (*pebbleStorage, error) {
+	return openPebbleStorageOn(nil, dir, o)
+}
+
+// openPebbleStorageOn opens the store in dir on the file system fs; nil is
+// the operating system's, with a reserve for a full disk (tests pass a
+// memory file system that can simulate a crash, and keep no reserve).
+func openPebbleStorageOn(fs vfs.FS, dir string, o *Options) (*pebbleStorage, error) {
+	s := &pebbleStorage{dir: dir, sync: pebble.Sync, log: o.Logger}
+	if o.NoSync {
+		s.sync = pebble.NoSync
+	}
+	if fs == nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+		}
+		if err := s.keepReserve(); err != nil {
+			// Too little space for a reserve: the store opens without one (a
+			// full disk is then fatal), as refusing to open would lose reads.
+			s.log.Warn("pebble store opens without a reserve for a full disk", "dir", dir, "err", err)
+		}
+		fs = vfs.OnDiskFull(vfs.Default, s.spendReserve)
+	}
+	cache := pebble.NewCache(pebbleCacheSize)
+	defer cache.Unref() // the database holds its own reference
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                          fs,
+		Cache:                       cache,
+		MemTableSize:                pebbleMemTableSize,
+		MemTableStopWritesThreshold: pebbleMemTableStop,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{o.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
+	s.db = db
+	v, err := s.get(metaKey(metaCAS))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
+	if len(v) == 8 {
+		s.mu.cas = binary.BigEndian.Uint64(v)
+	}
+	return s, nil
+}
+
+// keepReserve makes sure the reserve file is there, whole: one left by an
+// earlier open is kept at its size; a new one is sized from the space free.
+func (s *pebbleStorage) keepReserve() error {
+	path := filepath.Join(s.dir, pebbleReserveFile)
+	if s.reserveSize == 0 {
+		if fi, err := os.Stat(path); err == nil && fi.Size() >= pebbleReserveMin {
+			s.reserveSize = fi.Size()
+			return nil
+		}
+		du, err := vfs.Default.GetDiskUsage(s.dir)
+		if err != nil {
+			return err
+		}
+		size := min(int64(pebbleReserveMax), int64(du.AvailBytes/pebbleReserveDiv))
+		if size < pebbleReserveMin {
+			return fmt.Errorf("%w: %d bytes free", syscall.ENOSPC, du.AvailBytes)
+		}
+		s.reserveSize = size
+	}
+	err := writeZeros(path, s.reserveSize)
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// writeZeros makes path a file of size bytes whose space is taken (not a
+// sparse one): allocated at once where the file system can (fallocate),
+// else written with zeros.
+func writeZeros(path string, size int64) (err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if err := allocate(f, size); err == nil {
+		return nil
+	} else if errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	buf := make([]byte, min(size, 1<<20))
+	for left := size; left > 0; left -= int64(len(buf)) {
+		if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
+
+// spendReserve is called by pebble's file system when a write meets ENOSPC,
+// with every other write waiting: it removes the reserve (the write is then
+// retried once) and makes the store refuse writes until reclaim.
+func (s *pebbleStorage) spendReserve() {
+	s.full.Store(true)
+	if err := os.Remove(filepath.Join(s.dir, pebbleReserveFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Error("pebble store: the disk is full and its reserve cannot be removed", "dir", s.dir, "err", err)
+		return
+	}
+	s.log.Error("pebble store: the disk is full; its reserve is spent, and writes are refused until space is freed", "dir", s.dir)
+}
+
+// reclaim writes the reserve again, after it was spent, so that writes can
+// resume; it fails (with ENOSPC) while the disk is still too full.
+// REQUIRES: s.mu.
+func (s *pebbleStorage) reclaimLocked() error {
+	if !s.full.Load() {
+		return nil
+	}
+	if err := s.keepReserve(); err != nil {
+		return fmt.Errorf("%w (%w)", errReserveGone, err)
+	}
+	s.full.Store(false)
+	s.log.Info("pebble store: space freed; its reserve is back and writes resume", "dir", s.dir)
+	return nil
+}
+
+// pebbleLogger sends pebble's log lines to the engine's logger: its
+// routine lines (flushes, compactions) at debug level, its errors as errors.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf is called by pebble on corruption it cannot go on from; pebble
+// expects it not to return.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}
+
+func (s *pebbleStorage) durable() bool { return true }
+
+// enter starts an operation on the database: it fails with ErrClosed once
+// the store is closed, else the caller calls the returned exit when done.
+func (s *pebbleStorage) enter() (exit func(), err error) {
+	s.life.RLock()
+	if s.life.closed {
+		s.life.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.life.RUnlock, nil
+}
+
+func pebbleDocKey(k docKey) []byte {
+	b := make([]byte, 5+len(k.key))
+	b[0] = pfxDoc
+	binary.BigEndian.PutUint32(b[1:], uint32(k.cid))
+	copy(b[5:], k.key)
+	return b
+}
+
+func pebbleExpKey(exp int64, k docKey) []byte {
+	b := make([]byte, 13+len(k.key))
+	b[0] = pfxExp
+	binary.BigEndian.PutUint64(b[1:], uint64(exp))
+	binary.BigEndian.PutUint32(b[9:], uint32(k.cid))
+	copy(b[13:], k.key)
+	return b
+}
+
+func seqKey(p uint16) []byte { return binary.BigEndian.AppendUint16([]byte{pfxSeq}, p) }
+
+func metaKey(name []byte) []byte { return append([]byte{pfxMeta}, name...) }
+
+func sysKey(key string) []byte { return append([]byte{pfxSys}, key...) }
+
+// prefixEnd returns the first key after every key that starts with the
+// one-byte prefix p.
+func prefixEnd(p byte) []byte { return []byte{p + 1} }
+
+func (s *pebbleStorage) encode(r record) []byte {
+	if r.purge {
+		return nil
+	}
+	return encodeDoc(r.doc)
+}
+
+func (s *pebbleStorage) commit(recs []record) error {
+	exit, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.full.Load() {
+		return errReserveGone
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	seqs := make(map[uint16]uint64)
+	var maxCAS uint64
+	for i := range recs {
+		r := &recs[i]
+		// A purge removes an old tombstone: its sequence number is not the
+		// partition's newest.
+		if !r.purge && r.seq > seqs[r.part] {
+			seqs[r.part] = r.seq
+		}
+		maxCAS = max(maxCAS, r.cas)
+		// A batch applies its operations in order: the later record of a
+		// key wins, as the interface asks.
+		if r.purge {
+			err = b.Delete(pebbleDocKey(r.key), nil)
+		} else {
+			if r.enc == nil {
+				r.enc = s.encode(*r)
+			}
+			err = b.Set(pebbleDocKey(r.key), r.enc, nil)
+		}
+		if err != nil {
+			return err
+		}
+		if newExp := r.newExp(); r.oldExp != newExp {
+			if r.oldExp != 0 {
+				if err := b.Delete(pebbleExpKey(r.oldExp, r.key), nil); err != nil {
+					return err
+				}
+			}
+			if newExp != 0 {
+				if err := b.Set(pebbleExpKey(newExp, r.key), nil, nil); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	var v [8]byte
+	for p, seq := range seqs {
+		binary.BigEndian.PutUint64(v[:], seq)
+		if err := b.Set(seqKey(p), v[:], nil); err != nil {
+			return err
+		}
+	}
+	// A sliding extension keeps its document's older CAS: the stored CAS
+	// only ever rises.
+	cas := s.mu.cas
+	if maxCAS > cas {
+		binary.BigEndian.PutUint64(v[:], maxCAS)
+		if err := b.Set(metaKey(metaCAS), v[:], nil); err != nil {
+			return err
+		}
+		cas = maxCAS
+	}
+	if err := b.Commit(s.sync); err != nil {
+		return err
+	}
+	s.mu.cas = cas
+	return nil
+}
+
+func (s *pebbleStorage) commitOne(r record) error { return s.commit([]record{r}) }
+
+// probe writes the reserve again if it was spent, then a small record.
+func (s *pebbleStorage) probe() error {
+	return s.write(func(b *pebble.Batch) error { return b.Set(metaKey(metaProbe), []byte{1}, nil) }, true)
+}
+
+// get returns a copy of the value stored at k, or nil when there is none.
+// The caller holds life (or owns the store alone).
+func (s *pebbleStorage) get(k []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(v)
+	return out, closer.Close()
+}
+
+func (s *pebbleStorage) doc(k docKey) (*Document, error) {
+	exit, err := s.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer exit()
+	v, closer, err := s.db.Get(pebbleDocKey(k))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, k.key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return decodeDoc(k.cid, k.key, v) // copies the value
+}
+
+// each calls fn with every key and value whose key starts with the prefix
+// p (the prefix stripped), in key order, stopping at fn's first error. The
+// bytes are valid only during the call.
+func (s *pebbleStorage) each(p byte, fn func(k, v []byte) error) (err error) {
+	exit, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := fn(it.Key()[1:], v); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func (s *pebbleStorage) scan(fn func(*Document) error) error {
+	return s.each(pfxDoc, func(k, v []byte) error {
+		if len(k) < 5 {
+			return fmt.Errorf("engine: corrupt document key %x", k)
+		}
+		d, err := decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+		if err != nil {
+			return err
+		}
+		return fn(d)
+	})
+}
+
+// keys reads in chunks, as the bbolt store does (keysFirstChunk keys, then
+// twice as many each time up to keysMaxChunk), each chunk with its own
+// iterator: an open iterator pins the memtables and tables it reads (they
+// cannot be freed or compacted away), so none is kept open while the
+// caller's loop body runs.
+func (s *pebbleStorage) keys(cid CollectionID, r keyRange) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		chunk := make([]string, 0, keysFirstChunk)
+		for n := keysFirstChunk; ; n = min(2*n, keysMaxChunk) {
+			var err error
+			chunk, err = s.readKeys(cid, r, n, chunk[:0])
+			s.keysRead.Add(int64(len(chunk)))
+			if err != nil {
+				yield("", err)
+				return
+			}
+			for _, k := range chunk {
+				if !yield(k, nil) {
+					return
+				}
+			}
+			if len(chunk) < n {
+				return // the range is exhausted
+			}
+			r = r.past(chunk[len(chunk)-1])
+		}
+	}
+}
+
+// readKeys appends to out up to n keys of collection cid within r, in r's
+// order. The bounds are pebble's (lower inclusive, upper exclusive): the
+// smallest key after k is k followed by a zero byte.
+func (s *pebbleStorage) readKeys(cid CollectionID, r keyRange, n int, out []string) (_ []string, err error) {
+	exit, err := s.enter()
+	if err != nil {
+		return out, err
+	}
+	defer exit()
+	prefix := pebbleDocKey(docKey{cid: cid})
+	lower := append(bytes.Clone(prefix), r.lo...)
+	if r.loOpen {
+		lower = append(lower, 0)
+	}
+	var upper []byte
+	switch {
+	case r.hasHi:
+		upper = append(bytes.Clone(prefix), r.hi...)
+		if !r.hiOpen {
+			upper = append(upper, 0)
+		}
+	case cid == math.MaxUint32:
+		upper = prefixEnd(pfxDoc)
+	default:
+		upper = pebbleDocKey(docKey{cid: cid + 1})
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		return out, nil // an empty range
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	valid := it.First()
+	if r.desc {
+		valid = it.Last()
+	}
+	for ; valid && len(out) < n; valid = pebbleStep(it, r.desc) {
+		out = append(out, string(it.Key()[len(prefix):]))
+	}
+	return out, it.Error()
+}
+
+// pebbleStep moves it one key on in the scan's order.
+func pebbleStep(it *pebble.Iterator, desc bool) bool {
+	if desc {
+		return it.Prev()
+	}
+	return it.Next()
+}
+
+func (s *pebbleStorage) expiries(fn func(expItem) error) error {
+	return s.each(pfxExp, func(k, _ []byte) error {
+		if len(k) < 13 {
+			return fmt.Errorf("engine: corrupt expiry key %x", k)
+		}
+		return fn(expItem{
+			exp: int64(binary.BigEndian.Uint64(k)),
+			key: docKey{cid: CollectionID(binary.BigEndian.Uint32(k[8:])), key: string(k[12:])},
+		})
+	})
+}
+
+func (s *pebbleStorage) seqnos() (map[uint16]uint64, error) {
+	seqs := make(map[uint16]uint64)
+	err := s.each(pfxSeq, func(k, v []byte) error {
+		if len(k) == 2 && len(v) == 8 {
+			seqs[binary.BigEndian.Uint16(k)] = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return seqs, err
+}
+
+func (s *pebbleStorage) meta() (storedMeta, error) {
+	m := storedMeta{sys: make(map[string][]byte)}
+	err := s.each(pfxMeta, func(k, v []byte) error {
+		switch string(k) {
+		case string(metaCAS):
+			if len(v) == 8 {
+				m.cas = binary.BigEndian.Uint64(v)
+			}
+		case string(metaConsumers):
+			if err := json.Unmarshal(v, &m.consumers); err != nil {
+				return fmt.Errorf("engine: corrupt consumer list: %w", err)
+			}
+		case string(metaFailover):
+			h, err := decodeHistory(v)
+			if err != nil {
+				return err
+			}
+			m.history = h
+		case string(metaClean):
+			m.clean = true
+		}
+		return nil
+	})
+	if err != nil {
+		return m, err
+	}
+	err = s.each(pfxSys, func(k, v []byte) error {
+		m.sys[string(k)] = bytes.Clone(v)
+		return nil
+	})
+	return m, err
+}
+
+// write commits one small batch built by fill, under the write lock; with
+// reclaim set it first takes back the reserve if it was spent (the probe,
+// metadata writes), else it fails while the reserve is spent.
+func (s *pebbleStorage) write(fill func(b *pebble.Batch) error, reclaim bool) error {
+	exit, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reclaim {
+		if err := s.reclaimLocked(); err != nil {
+			return err
+		}
+	}
+	if s.full.Load() {
+		return errReserveGone
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := fill(b); err != nil {
+		return err
+	}
+	return b.Commit(s.sync)
+}
+
+func (s *pebbleStorage) putSys(key string, value []byte) error {
+	return s.write(func(b *pebble.Batch) error {
+		if value == nil {
+			return b.Delete(sysKey(key), nil)
+		}
+		return b.Set(sysKey(key), value, nil)
+	}, true)
+}
+
+func (s *pebbleStorage) putConsumers(names []string) error {
+	v, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	return s.write(func(b *pebble.Batch) error { return b.Set(metaKey(metaConsumers), v, nil) }, true)
+}
+
+func (s *pebbleStorage) begin(history []FailoverEntry) error {
+	enc, err := encodeHistory(history)
+	if err != nil {
+		return err
+	}
+	return s.write(func(b *pebble.Batch) error {
+		if err := b.Set(metaKey(metaFailover), enc, nil); err != nil {
+			return err
+		}
+		return b.Delete(metaKey(metaClean), nil)
+	}, true)
+}
+
+// close closes the store; a second close does nothing.
+func (s *pebbleStorage) close(clean bool) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.life.closed {
+		return nil
+	}
+	s.life.closed = true
+	var err error
+	if clean {
+		// The marker is synced whatever NoSync says: a clean close promises
+		// that everything before it is on disk.
+		s.mu.Lock()
+		if err = s.reclaimLocked(); err == nil {
+			err = s.db.Set(metaKey(metaClean), []byte{1}, pebble.Sync)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// holdWrites keeps every commit waiting until release is called, by holding
+// the store's write lock (tests look at writes queued but not yet on disk).
+func (s *pebbleStorage) holdWrites() (release func(), err error) {
+	s.mu.Lock()
+	return s.mu.Unlock, nil
+}

@@ -1,0 +1,110 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// A data directory keeps working when the default store changes: a
+// bucket opens with the store it was created with (told by its files),
+// whatever Options.Storage says, and keeps its documents; a new bucket
+// takes the configured store.
+func TestBucketKeepsItsStore(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ created, reopened, file string }{
+		{engine.StorageBolt, engine.StoragePebble, "data.db"},
+		{engine.StoragePebble, engine.StorageBolt, "pebble"},
+	} {
+		t.Run(tc.created+"-then-"+tc.reopened, func(t *testing.T) {
+			dir := t.TempDir()
+			open := func(kind string) *engine.Engine {
+				t.Helper()
+				eng, err := engine.Open(dir, &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true, Storage: kind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return eng
+			}
+			eng := open(tc.created)
+			b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "old", Type: engine.Couchbase})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.DefaultCollection().Upsert(ctx, "k", []byte(`{"v":1}`), nil); err != nil {
+				t.Fatal(err)
+			}
+			closeChecked(t, eng)
+
+			eng = open(tc.reopened)
+			defer closeChecked(t, eng)
+			b, err = eng.Bucket("old")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(b.Dir(), tc.file)); err != nil {
+				t.Errorf("the bucket's %s store is gone: %v", tc.created, err)
+			}
+			d, err := b.DefaultCollection().Get(ctx, "k")
+			if err != nil || string(d.Value) != `{"v":1}` {
+				t.Fatalf("document written through %s, read after reopening with %s: %+v, %v", tc.created, tc.reopened, d, err)
+			}
+			if _, err := b.DefaultCollection().Upsert(ctx, "k2", []byte(`{}`), nil); err != nil {
+				t.Fatal(err)
+			}
+			nb, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "new", Type: engine.Couchbase})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{engine.StorageBolt: "data.db", engine.StoragePebble: "pebble"}[tc.reopened]
+			if _, err := os.Stat(filepath.Join(nb.Dir(), want)); err != nil {
+				t.Errorf("a new bucket does not use the configured %s store: %v", tc.reopened, err)
+			}
+		})
+	}
+}
+
+// A bucket folder holding both stores is refused with a clear error, not
+// opened with one of them at random.
+func TestBucketWithTwoStoresRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, err := engine.Open(dir, &engine.Options{NumPartitions: 8, NoSync: true, Storage: engine.StoragePebble})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdir := b.Dir()
+	closeChecked(t, eng)
+	if err := os.WriteFile(filepath.Join(bdir, "data.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.Open(dir, &engine.Options{NumPartitions: 8, NoSync: true})
+	if !errors.Is(err, engine.ErrStorage) {
+		t.Fatalf("open of a bucket with two stores: %v, want ErrStorage", err)
+	}
+	for _, want := range []string{"data.db", "pebble"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+// An unknown store is a setting out of range.
+func TestStorageOptionValidated(t *testing.T) {
+	_, err := engine.Open(t.TempDir(), &engine.Options{Storage: "leveldb"})
+	if !errors.Is(err, engine.ErrInvalidSetting) {
+		t.Fatalf("Storage leveldb: %v, want ErrInvalidSetting", err)
+	}
+	if got := engine.DefaultOptions().Storage; got != engine.StoragePebble {
+		t.Errorf("default store %q, want %q", got, engine.StoragePebble)
+	}
+}

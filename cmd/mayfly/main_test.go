@@ -151,10 +151,31 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"--memcached-durability", "safe"},
 		{"--flush-interval", "0s"},
 		{"--view-cache-mb", "-1"},
+		{"--storage", "leveldb"},
 	} {
 		var stderr strings.Builder
 		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {
 			t.Errorf("%v: err %v, stderr %q", args, err, stderr.String())
+		}
+	}
+}
+
+// --storage picks the engine's store for new buckets; pebble by default.
+func TestServeStorageFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, engine.StoragePebble},
+		{[]string{"--storage", "bolt"}, engine.StorageBolt},
+		{[]string{"--storage", "pebble"}, engine.StoragePebble},
+	} {
+		cfg, err := parseServeFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got := cfg.engineOptions(nil).Storage; got != c.want {
+			t.Errorf("%v: engine store %q, want %q", c.args, got, c.want)
 		}
 	}
 }

@@ -38,6 +38,7 @@ type serveConfig struct {
 	httpAddr      string
 	defaultBucket string
 	noSync        bool
+	storage       string
 	shutdownWait  time.Duration
 	logLevel      string
 	jsTimeout     time.Duration
@@ -110,6 +111,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.defaultBucket, "default-bucket", "default", "bucket created on first start (\"\" for none)")
 	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
 	fs.DurationVar(&c.flushInterval, "flush-interval", engine.DefaultFlushInterval, "longest a write acknowledged from memory (durability none or majority) waits before the commit that takes it to disk starts; a crash can lose the writes of the last interval and one commit")
+	fs.StringVar(&c.storage, "storage", engine.StoragePebble, "store of new couchbase buckets: pebble or bolt (a bucket already on disk keeps the one it was created with)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", time.Second, "how long shutdown waits for requests in flight (their contexts end at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off); loopback only unless --memcached-allow-remote")
@@ -177,6 +179,7 @@ func (c *serveConfig) finish() error {
 		{(c.tlsCert == "") == (c.tlsKey == ""), "--tls-cert and --tls-key go together"},
 		{c.adminUser != "", "--admin-user must not be empty"},
 		{c.flushInterval > 0, "--flush-interval must be positive"},
+		{c.storage == engine.StoragePebble || c.storage == engine.StorageBolt, "--storage must be pebble or bolt"},
 	} {
 		if !bad.ok {
 			return &usageError{bad.flag}
@@ -212,6 +215,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// engineOptions are the engine's options the flags give.
+func (c *serveConfig) engineOptions(logger *slog.Logger) *engine.Options {
+	return &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage}
 }
 
 // newServeCmd is `mayfly serve`.
@@ -400,7 +408,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	addTLSPorts(&ports, scheme == "https", kvTLSLn)
 
 	firstStart := !engine.IsDataDir(cfg.data)
-	eng, err := engine.Open(cfg.data, &engine.Options{Logger: logger, NoSync: cfg.noSync, FlushInterval: cfg.flushInterval})
+	eng, err := engine.Open(cfg.data, cfg.engineOptions(logger))
 	if err != nil {
 		return err
 	}

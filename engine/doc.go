@@ -1,6 +1,6 @@
 // Package engine holds Mayfly's documents: buckets, scopes and collections,
 // documents with Couchbase's metadata and expiry rules, the per-partition change
-// feed, and persistence (to bbolt, behind an internal store seam).
+// feed, and persistence (to pebble or bbolt, behind an internal store seam).
 //
 // # Basics
 //
@@ -14,12 +14,16 @@
 // # Memory and disk
 //
 // Every bucket keeps its documents in memory, sharded by partition (vBucket).
-// A couchbase bucket also writes every mutation to a bbolt file in its folder;
-// writes are batched (group commit) and a write returns only once its batch is on
-// disk, so an acknowledged write survives a crash. An ephemeral bucket keeps
-// nothing on disk but its definition. Both go through one internal store
-// interface: a bbolt store for couchbase buckets, a memory store (which keeps
-// no documents, and commits in the writer) for the others.
+// A couchbase bucket also writes every mutation to a store in its folder: a
+// pebble database (folder "pebble", the default for new buckets) or a bbolt
+// file ("data.db", Options.Storage; a bucket keeps the store it was created
+// with). Writes are batched (group commit) and a write returns only once its
+// batch is on disk, so an acknowledged write survives a crash. An ephemeral
+// bucket keeps nothing on disk but its definition. All go through one
+// internal store interface: pebble and bbolt stores for couchbase buckets, a
+// memory store (which keeps no documents, and commits in the writer) for the
+// others. BENCHMARKS.md ("Storage engine") has the figures behind the
+// default.
 //
 // Each bucket's memory owner (memory.go) holds its ramQuota: a couchbase
 // bucket ejects the values of documents already on disk, least recently

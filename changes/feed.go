@@ -46,6 +46,9 @@ type Feed struct {
 // A since the bucket cannot serve is an error wrapping ErrRollback; a
 // malformed one wraps ErrBadRequest. Nothing is written yet.
 func Open(b *engine.Bucket, cid engine.CollectionID, req *Request) (*Feed, error) {
+	if !b.Warm() {
+		return nil, engine.ErrWarmup // the feed is incomplete until every document is loaded
+	}
 	f := &Feed{b: b, req: *req, cid: cid}
 	if req.DocIDs != nil {
 		f.ids = make(map[string]bool, len(req.DocIDs))

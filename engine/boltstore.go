@@ -35,6 +35,14 @@ var (
 // boltTimeout bounds how long Open waits for another process's lock on a file.
 const boltTimeout = 2 * time.Second
 
+// boltMmapSize is the address space a bucket's file is mapped with from the
+// start. bbolt must remap a file that grows past its mapping, and a remap
+// waits for every read transaction to end: with room mapped ahead, the
+// warm-up's long scan (a read transaction) does not hold up the commits of
+// the writes made meanwhile (until the file outgrows it). It reserves
+// address space only: the file grows with what it holds.
+const boltMmapSize = 1 << 30
+
 // boltStorage keeps a couchbase bucket in one bbolt file.
 type boltStorage struct {
 	db *bolt.DB
@@ -44,7 +52,7 @@ type boltStorage struct {
 }
 
 func openBoltStorage(path string, o *Options) (*boltStorage, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout, NoFreelistSync: true, NoSync: o.NoSync})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout, NoFreelistSync: true, NoSync: o.NoSync, InitialMmapSize: boltMmapSize})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", path, err)
 	}
@@ -309,6 +317,17 @@ func step(c *bolt.Cursor, desc bool) []byte {
 	}
 	k, _ := c.Next()
 	return k
+}
+
+// estimateKeys counts the stored documents from the B+tree's pages, without
+// decoding them (ep_warmup_estimated_key_count).
+func (s *boltStorage) estimateKeys() (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = int64(tx.Bucket(bktDocs).Stats().KeyN)
+		return nil
+	})
+	return n, err
 }
 
 func (s *boltStorage) expiries(fn func(expItem) error) error {

@@ -83,6 +83,7 @@ type Bucket struct {
 	live          sync.Map // CollectionID → *atomic.Int64: its live documents (Collection.Count)
 	stats         counters
 	mem           memOwner // accounts the bucket's memory, enforces its quota
+	warmup        warmup   // loads the stored documents after the bucket opens
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation
@@ -435,6 +436,7 @@ func (b *Bucket) close() error {
 	b.ddl.Lock() // wait out a definition or system document being written
 	defer b.ddl.Unlock()
 	b.changed() // wake feed waiters so they see the close
+	b.stopWarmup()
 	return b.store.closeClean()
 }
 

@@ -101,10 +101,11 @@ type ChangeScan struct {
 // partition after the bucket opens indexes its log once. A version whose
 // value was ejected is returned with its value read back from the store
 // (unless s.MetaOnly), and one replaced meanwhile is stepped over, as its
-// newer version comes later.
+// newer version comes later. It reads nothing while the bucket warms up (a
+// feed opens only on a warm bucket: CheckCASPosition).
 func (b *Bucket) ScanChanges(s *ChangeScan) {
 	s.More, s.Err = false, nil
-	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 {
+	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 || !b.warm() {
 		return
 	}
 	from := len(s.Docs)
@@ -191,12 +192,16 @@ func (p *partition) indexLogLocked() {
 // cannot (an unknown history; a position past what the bucket holds; an older
 // history whose end the consumer may have read past, so that changes it saw
 // were lost and their CAS values may be handed out again). A consumer that
-// has seen nothing (cas 0) can always go on.
+// has seen nothing (cas 0) can always go on. While the bucket warms up it
+// answers ErrWarmup.
 //
 // For an older history the check is conservative: the bucket keeps no CAS per
 // history, so the bound is the highest CAS among the documents still held
 // that were written before every later history began. It scans the bucket.
 func (b *Bucket) CheckCASPosition(uuid, cas uint64) error {
+	if !b.warm() {
+		return ErrWarmup
+	}
 	if cas == 0 {
 		return nil
 	}

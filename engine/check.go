@@ -78,6 +78,9 @@ func (c *checker) err() error {
 // It waits for queued writes first, and is meant for a quiet bucket (test
 // cleanups, a tool): a write made while it runs may show as a violation.
 func (b *Bucket) Check(ctx context.Context) error {
+	if err := b.WaitWarm(ctx); err != nil {
+		return err
+	}
 	if err := b.Sync(ctx); err != nil && !errors.Is(err, ErrStorage) {
 		return err
 	}

@@ -65,6 +65,11 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d == nil {
+		if d, err = c.b.readMiss(p, k); err != nil {
+			return nil, err
+		}
+	}
 	if d == nil || d.Deleted {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
@@ -88,9 +93,15 @@ func (c *Collection) Peek(key string) (*Document, error) {
 		return nil, ErrClosed
 	}
 	p := c.b.partitionFor(key)
-	d, err := c.b.readCommitted(context.Background(), p, docKey{cid: c.id, key: key})
+	k := docKey{cid: c.id, key: key}
+	d, err := c.b.readCommitted(context.Background(), p, k)
 	if err != nil {
 		return nil, err
+	}
+	if d == nil {
+		if d, err = c.b.readMiss(p, k); err != nil {
+			return nil, err
+		}
 	}
 	if d == nil || d.Deleted || d.ExpiredAt(c.b.clock.Now()) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -237,6 +248,9 @@ func checkCAS(key string, old *Document, cas uint64) error {
 // memcached's flush_all does, leaving tombstones so views drop their rows. It
 // returns how many it deleted.
 func (b *Bucket) Flush(ctx context.Context) (int, error) {
+	if err := b.WaitWarm(ctx); err != nil {
+		return 0, err
+	}
 	n := 0
 	var last *commitBatch
 	for _, p := range b.parts {

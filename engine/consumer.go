@@ -58,9 +58,16 @@ func (c *Consumer) Wait(ctx context.Context, since []uint64) error {
 	return c.b.WaitChanges(ctx, since)
 }
 
+// WaitWarm blocks until the bucket's warm-up is done (see Bucket.WaitWarm):
+// a catch-up that reads the feed before then could end early.
+func (c *Consumer) WaitWarm(ctx context.Context) error { return c.b.WaitWarm(ctx) }
+
 // Changes returns a cursor over the feed after since (nil: from the
-// beginning).
+// beginning); ErrWarmup while the bucket warms up.
 func (c *Consumer) Changes(since []uint64) (*Cursor, error) {
+	if !c.b.warm() {
+		return nil, ErrWarmup
+	}
 	if since != nil && len(since) != len(c.b.parts) {
 		return nil, fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrInvalidSetting, len(since), len(c.b.parts))
 	}
@@ -108,6 +115,9 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 	return func(yield func(*Document) bool) {
 		if limit <= 0 {
 			limit = int(^uint(0) >> 1)
+		}
+		if !c.b.warm() {
+			return // the change log is incomplete until the warm-up is done
 		}
 		n := 0
 		c.err = nil

@@ -69,6 +69,9 @@ func (b *Bucket) DropScope(ctx context.Context, name string) error {
 //
 // REQUIRES: b.ddl held, the collections gone from the catalog.
 func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) error {
+	if err := b.WaitWarm(ctx); err != nil {
+		return err
+	}
 	if err := b.Sync(ctx); err != nil {
 		return err
 	}

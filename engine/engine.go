@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 )
 
 // catalogEntry is how a bucket's definition is stored.
@@ -125,18 +126,24 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	for i := range b.parts {
 		b.parts[i] = newPartition(uint16(i))
 	}
+	b.warmup.state.Store(WarmupInitialize)
+	b.warmup.estimated.Store(-1)
+	b.warmup.done = make(chan struct{})
+	b.warmup.start = time.Now()
 	st, err := e.openStorage(b, s)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.load(st); err != nil {
+	if err := b.open(st); err != nil {
 		st.close(false)
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
 	}
 	b.store = newStore(st, &e.opts, b.applyCommitted, b.dropPending)
-	// Warm-up loaded values up to the low-water mark, but the metadata of
-	// the documents loaded after may have passed the high-water mark.
-	b.maybeEvict(context.Background())
+	b.startWarmup(st, e.opts.BackgroundWarmup)
+	if err, _ := b.warmup.failed.Load().(error); err != nil && !e.opts.BackgroundWarmup {
+		b.store.close()
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -164,75 +171,23 @@ func (e *Engine) openStorage(b *Bucket, s BucketSettings) (storage, error) {
 	return openPebbleStorage(filepath.Join(b.dir, pebbleDir), &e.opts)
 }
 
-// load fills the bucket's memory from st (warm-up), removes the documents of
-// dropped collections, and begins the bucket's history.
-func (b *Bucket) load(st storage) error {
+// open takes what the bucket needs before it serves from st's metadata
+// (system documents, CAS, sequence numbers, consumers) and begins the
+// bucket's history; its documents load afterwards (startWarmup).
+func (b *Bucket) open(st storage) error {
 	m, err := st.meta()
 	if err != nil {
-		return fmt.Errorf("load: %w", err)
+		return fmt.Errorf("open: %w", err)
 	}
 	b.mu.sys = m.sys
 	b.cas.Store(m.cas)
-	var orphans []record // documents of dropped collections whose removal did not reach disk
-	err = st.scan(func(d *Document) error {
-		if int(d.Partition) >= len(b.parts) {
-			return fmt.Errorf("document %q in partition %d of %d", d.Key, d.Partition, len(b.parts))
-		}
-		p := b.parts[d.Partition]
-		k := docKey{cid: d.Collection, key: d.Key}
-		if _, ok := b.mu.byID[d.Collection]; !ok {
-			r := record{purge: true, key: k, part: d.Partition}
-			if !d.Deleted {
-				r.oldExp = d.Expiration
-			}
-			orphans = append(orphans, r)
-			return nil
-		}
-		if b.ejectAtWarmup(d) {
-			d = d.withoutValue()
-		}
-		p.mu.docs[k] = d
-		b.published(nil, d)
-		p.mu.log = append(p.mu.log, logEntry{seq: d.Seq, key: k})
-		p.mu.seq = max(p.mu.seq, d.Seq)
-		b.cas.Store(max(b.cas.Load(), d.CAS))
-		if d.Deleted {
-			b.tombs.Add(1)
-		} else {
-			b.currItems.Add(1)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load: %w", err)
-	}
 	seqs, err := st.seqnos()
 	if err != nil {
-		return fmt.Errorf("load: %w", err)
+		return fmt.Errorf("open: %w", err)
 	}
 	for _, p := range b.parts {
-		sort.Slice(p.mu.log, func(i, j int) bool { return p.mu.log[i].seq < p.mu.log[j].seq })
 		p.mu.seq = max(p.mu.seq, seqs[p.id])
 		p.mu.durable = p.mu.seq
-	}
-	err = st.expiries(func(it expItem) error {
-		if _, ok := b.mu.byID[it.key.cid]; ok {
-			var size int64
-			if d := b.partitionFor(it.key.key).mu.docs[it.key]; d != nil {
-				size = d.valueSize()
-			}
-			b.exps.update(it.key, 0, it.exp, size)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load: %w", err)
-	}
-	if len(orphans) > 0 {
-		if err := st.commit(orphans); err != nil {
-			return fmt.Errorf("remove documents of dropped collections: %w", err)
-		}
-		b.eng.log.Info("removed documents of dropped collections", "bucket", b.name, "documents", len(orphans))
 	}
 	for _, name := range m.consumers {
 		b.durableConsumers[name] = true

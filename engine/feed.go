@@ -22,12 +22,15 @@ func (b *Bucket) HighSeqnos() []uint64 {
 // Changes returns the committed version of every document (tombstones included,
 // all collections) changed after since — one sequence number per partition,
 // nil meaning all zero — at most limit of them, and the sequence vector the
-// caller has now seen. A document changed twice appears once, at its latest
+// caller has now seen (ErrWarmup while the bucket warms up). A document changed twice appears once, at its latest
 // version, as a DCP stream after deduplication shows it. Pass the returned
 // vector back to get what follows.
 func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, error) {
 	if since != nil && len(since) != len(b.parts) {
 		return nil, nil, fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrInvalidSetting, len(since), len(b.parts))
+	}
+	if !b.warm() {
+		return nil, nil, ErrWarmup
 	}
 	if limit <= 0 {
 		limit = int(^uint(0) >> 1)
@@ -62,9 +65,13 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 	return out, next, nil
 }
 
-// WaitChanges blocks until some partition's high sequence number passes since,
-// the bucket closes (ErrClosed), or ctx ends.
+// WaitChanges blocks until the bucket is warm (WaitWarm) and some
+// partition's high sequence number passes since, the bucket closes
+// (ErrClosed), or ctx ends.
 func (b *Bucket) WaitChanges(ctx context.Context, since []uint64) error {
+	if err := b.WaitWarm(ctx); err != nil {
+		return err
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

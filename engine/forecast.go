@@ -44,6 +44,9 @@ func (b *Bucket) Forecast(interval, horizon int64) (*Forecast, error) {
 	case horizon/interval > MaxForecastIntervals:
 		return nil, fmt.Errorf("%w: horizon/interval is over %d intervals", ErrInvalidSetting, MaxForecastIntervals)
 	}
+	if !b.warm() {
+		return nil, ErrWarmup
+	}
 	now := b.clock.Now()
 	f := &Forecast{Now: now}
 	n := (horizon + interval - 1) / interval

@@ -45,6 +45,10 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 		p.mu.Unlock()
 		return nil, err
 	}
+	if _, err := b.fetchMissLocked(p, k); err != nil {
+		p.mu.Unlock()
+		return nil, err
+	}
 	now := b.clock.Now()
 	prev := p.latestLocked(k)
 	live := prev
@@ -315,6 +319,9 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 // are visible, and durable, once committed: call Sync to wait for that. A document whose expiration (or any
 // other write) is still on its way to disk is stepped over, not counted.
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
+	if err := b.WaitWarm(ctx); err != nil {
+		return 0, false, err
+	}
 	now := b.clock.Now()
 	var cursor *expItem
 	for purged < limit {

@@ -38,6 +38,16 @@ type Options struct {
 	// it was created with, whatever this says. The default value is
 	// StoragePebble.
 	Storage string
+	// BackgroundWarmup makes Open return once each bucket's store is open
+	// and load the buckets' documents in the background, as Couchbase's
+	// warm-up does: the buckets serve at once (see Bucket.Warm). The
+	// default value, false, loads them before Open returns.
+	BackgroundWarmup bool
+	// WarmupHook, when set, is called by a bucket's warm-up after each
+	// document it reads from the store, with the bucket's name and how
+	// many it has read, inside the store's read transaction: a test blocks
+	// in it to hold a warm-up at a known point.
+	WarmupHook func(bucket string, loaded int64)
 }
 
 // DefaultFlushInterval is the default Options.FlushInterval: short enough

@@ -98,6 +98,9 @@ func (b *Bucket) consumedUpTo() []uint64 {
 // (Unix seconds) that every change-feed consumer has consumed, and returns how
 // many it removed and whether more were eligible. This is the metadata purge.
 func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int) (purged int, more bool, err error) {
+	if err := b.WaitWarm(ctx); err != nil {
+		return 0, false, err
+	}
 	low := b.consumedUpTo()
 	horizon, err := b.raisePurgedCAS(ctx, olderThan, low)
 	if err != nil {

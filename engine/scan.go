@@ -87,6 +87,11 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 			yield(nil, err)
 			return
 		}
+		// A listing reads memory for each key: it waits for the warm-up.
+		if err := c.b.WaitWarm(ctx); err != nil {
+			yield(nil, err)
+			return
+		}
 		skip, limit := o.Skip, o.Limit
 		// emit yields d unless skip passes over it, and says whether the
 		// iteration goes on.

@@ -239,6 +239,9 @@ func (b *Bucket) updateCollectionInfo(scope, name string, fn func(*CollectionSet
 // reevaluate re-writes the expiration of every live, unpinned document of a
 // collection whose settings now derive a different one, as a touch.
 func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) {
+	if err := b.WaitWarm(ctx); err != nil {
+		return 0, err
+	}
 	n := 0
 	var last *commitBatch
 	for _, p := range b.parts {

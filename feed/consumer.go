@@ -321,6 +321,11 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 		return err
 	}
 	defer unlock()
+	// Until the bucket's warm-up is done its feed lacks what is not
+	// loaded yet: a catch-up then would end early, short of target.
+	if err := c.h.WaitWarm(ctx); err != nil {
+		return c.ctxErr(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return c.ctxErr(err)
 	}

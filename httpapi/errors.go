@@ -81,7 +81,7 @@ func classifyCode(err error) *httpError {
 		return &httpError{http.StatusBadRequest, "bad_request", msg}
 	case errors.Is(err, engine.ErrStorage):
 		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", msg}
-	case errors.Is(err, engine.ErrTempOOM):
+	case errors.Is(err, engine.ErrTempOOM), errors.Is(err, engine.ErrWarmup):
 		return &httpError{http.StatusServiceUnavailable, "temporary_failure", msg}
 	case errors.Is(err, engine.ErrClosed):
 		return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
@@ -193,6 +193,9 @@ func answers(h http.Handler) apiHandler {
 // (apiHandler).
 func writeError(w http.ResponseWriter, err error) {
 	he := classify(err)
+	if errors.Is(err, engine.ErrWarmup) {
+		w.Header().Set("Retry-After", "1") // the bucket is warming up: Couchbase's temporary failure
+	}
 	var fe *ftsError
 	if errors.As(err, &fe) {
 		writeJSON(w, he.status, map[string]string{"status": "fail", "error": he.reason})

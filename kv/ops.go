@@ -91,7 +91,7 @@ func statusOf(err error) (memd.StatusCode, string) {
 		st = memd.StatusScopeUnknown
 	case errors.Is(err, engine.ErrBucketNotFound):
 		st = memd.StatusKeyNotFound // as Couchbase answers SELECT_BUCKET
-	case errors.Is(err, engine.ErrStorage), errors.Is(err, engine.ErrClosed),
+	case errors.Is(err, engine.ErrStorage), errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrWarmup),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		st = memd.StatusTmpFail
 	default:

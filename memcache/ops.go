@@ -25,6 +25,8 @@ func serverError(err error) string {
 		return replyBadFormat
 	case errors.Is(err, engine.ErrTempOOM):
 		return replyNoMemory
+	case errors.Is(err, engine.ErrWarmup):
+		return replyServerErrorSP + "temporary failure"
 	case errors.Is(err, engine.ErrClosed):
 		return replyServerErrorSP + "the bucket is closed"
 	}

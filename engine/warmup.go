@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Warm-up, as Couchbase's ep-engine does it: a bucket opens its store, takes
+// its sequence numbers, CAS and history from the store's metadata (cheap),
+// and is open; its documents then load into memory in the background, while
+// it serves:
+//
+//   - a read of a key not loaded yet reads the store (fetchMissLocked): a
+//     key the store holds is never a false "not found";
+//   - a write builds on the stored version, which it loads first, so CAS,
+//     revision and expiry stay right (Couchbase answers writes with a
+//     temporary failure until its keys are loaded; Mayfly need not, because
+//     its store holds keys and values together and a key's read costs one
+//     lookup);
+//   - the loader skips every key already in memory: a version written, or
+//     loaded by a read or a write, during the warm-up is newer than (or the
+//     same as) the one its scan holds, so the loader never overwrites it;
+//   - what needs every item waits for the load (WaitWarm): the change feed
+//     and therefore view and search catch-ups, the expiry pager, the
+//     metadata purge, listings, Flush, collection drops and TTL
+//     re-evaluation, Check. Counters (curr_items, mem_used) count what is
+//     loaded so far, and Stats says the warm-up is running.
+//
+// The phases, named as Couchbase's ep_warmup_state names them: initialize
+// (the store opens), estimating database item count, loading k/v pairs (keys
+// and values come together from the store), done.
+
+// Warm-up states (ep_warmup_state).
+const (
+	WarmupInitialize = "initialize"
+	WarmupEstimating = "estimating database item count"
+	WarmupLoading    = "loading k/v pairs"
+	WarmupDone       = "done"
+)
+
+// ErrWarmup is returned by a call that needs every item of a bucket while
+// the bucket still loads them and cannot wait (it has no context): a
+// temporary failure, as Couchbase's ETMPFAIL during warm-up.
+var ErrWarmup = errors.New("engine: bucket is warming up; retry")
+
+// WarmupStats is a bucket's warm-up progress, as cbstats warmup shows it.
+type WarmupStats struct {
+	// State is the phase (ep_warmup_state): WarmupInitialize,
+	// WarmupEstimating, WarmupLoading or WarmupDone.
+	State string
+	// Running is whether the warm-up still runs (ep_warmup_thread
+	// "running", else "complete").
+	Running bool
+	// KeyCount and ValueCount count the keys and values loaded so far
+	// (ep_warmup_key_count, ep_warmup_value_count): the same number, as
+	// keys and values load together.
+	KeyCount, ValueCount int64
+	// EstimatedKeyCount is the store's estimate of its documents
+	// (ep_warmup_estimated_key_count), -1 while unknown.
+	EstimatedKeyCount int64
+	// Time is how long the warm-up took, or has taken so far, in
+	// microseconds (ep_warmup_time).
+	Time int64
+	// Error is why the warm-up failed ("" while it runs or once done).
+	Error string
+}
+
+// warmup is a bucket's warm-up state.
+type warmup struct {
+	state     atomic.Value // string: one of the Warmup* states
+	keys      atomic.Int64
+	estimated atomic.Int64
+	start     time.Time
+	took      atomic.Int64 // µs, once done
+	failed    atomic.Value // error, once the load failed
+	done      chan struct{}
+	cancel    context.CancelFunc
+	stopped   sync.WaitGroup
+}
+
+// warm reports whether b's documents are all in memory.
+func (b *Bucket) warm() bool {
+	select {
+	case <-b.warmup.done:
+		return b.warmup.failed.Load() == nil
+	default:
+		return false
+	}
+}
+
+// Warm reports whether the bucket's warm-up is done: every document it
+// stores is in memory.
+func (b *Bucket) Warm() bool { return b.warm() }
+
+// WaitWarm blocks until the bucket's warm-up is done, ctx ends, or the
+// bucket closes (ErrClosed) or failed to load (an error wrapping
+// ErrStorage).
+func (b *Bucket) WaitWarm(ctx context.Context) error {
+	select {
+	case <-b.warmup.done:
+		if err, _ := b.warmup.failed.Load().(error); err != nil {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WarmupStats returns the bucket's warm-up progress.
+func (b *Bucket) WarmupStats() WarmupStats {
+	w := &b.warmup
+	s := WarmupStats{State: w.state.Load().(string), KeyCount: w.keys.Load(), EstimatedKeyCount: w.estimated.Load()}
+	s.ValueCount = s.KeyCount
+	select {
+	case <-w.done:
+		s.Time = w.took.Load()
+	default:
+		s.Running = true
+		s.Time = time.Since(w.start).Microseconds()
+	}
+	if err, _ := w.failed.Load().(error); err != nil {
+		s.Error = err.Error()
+	}
+	return s
+}
+
+// keyEstimator is a store that can tell, cheaply, about how many documents
+// it holds.
+type keyEstimator interface {
+	estimateKeys() (int64, error)
+}
+
+// startWarmup loads st's documents into b in the background (in the
+// caller's goroutine, and before it returns, when background is false).
+// b's store, sequence numbers, CAS and history are set already.
+func (b *Bucket) startWarmup(st storage, background bool) {
+	w := &b.warmup
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.stopped.Add(1)
+	run := func() {
+		defer w.stopped.Done()
+		err := b.loadDocs(ctx, st)
+		if err != nil && ctx.Err() == nil {
+			b.eng.log.Error("warm-up failed: reads go to disk, and the change feed, pager and purge wait", "bucket", b.name, "err", err)
+			w.failed.Store(fmt.Errorf("%w: bucket %s: warm-up: %w", ErrStorage, b.name, err))
+		} else if err != nil {
+			w.failed.Store(ErrClosed)
+		}
+		w.took.Store(time.Since(w.start).Microseconds())
+		if err == nil {
+			w.state.Store(WarmupDone)
+			if n := w.keys.Load(); n > 0 {
+				b.eng.log.Info("warm-up done", "bucket", b.name, "documents", n, "seconds", float64(w.took.Load())/1e6)
+			}
+		}
+		close(w.done)
+		b.changed() // feed waiters see the whole feed now
+	}
+	if background {
+		go run()
+	} else {
+		run()
+	}
+}
+
+// stopWarmup ends a warm-up still running and waits for its loader.
+func (b *Bucket) stopWarmup() {
+	if b.warmup.cancel != nil {
+		b.warmup.cancel()
+	}
+	b.warmup.stopped.Wait()
+}
+
+// loadDocs is the warm-up's loader: it loads every stored document that
+// is not in memory yet, removes the documents of dropped collections, and
+// rebuilds each partition's change log in sequence order.
+func (b *Bucket) loadDocs(ctx context.Context, st storage) error {
+	w := &b.warmup
+	if est, ok := st.(keyEstimator); ok {
+		w.state.Store(WarmupEstimating)
+		n, err := est.estimateKeys()
+		if err != nil {
+			return err
+		}
+		w.estimated.Store(n)
+	}
+	w.state.Store(WarmupLoading)
+	hook := b.eng.opts.WarmupHook
+	var orphans []record // documents of dropped collections whose removal did not reach disk
+	var later []*Document
+	var n int64
+	err := st.scan(func(d *Document) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if int(d.Partition) >= len(b.parts) {
+			return fmt.Errorf("document %q in partition %d of %d", d.Key, d.Partition, len(b.parts))
+		}
+		if !b.hasCollection(d.Collection) {
+			r := record{purge: true, key: docKey{cid: d.Collection, key: d.Key}, part: d.Partition}
+			if !d.Deleted {
+				r.oldExp = d.Expiration
+			}
+			orphans = append(orphans, r)
+			return nil
+		}
+		// The scan holds a read transaction of the store: it must not
+		// wait on a partition's lock, whose holder may be reading the
+		// store by key behind a commit that waits on this transaction.
+		if p := b.parts[d.Partition]; p.mu.TryLock() {
+			b.loadDocLocked(p, d)
+			p.mu.Unlock()
+		} else {
+			later = append(later, d)
+		}
+		n++
+		if hook != nil {
+			hook(b.name, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, d := range later {
+		p := b.parts[d.Partition]
+		p.mu.Lock()
+		b.loadDocLocked(p, d)
+		p.mu.Unlock()
+	}
+	if len(orphans) > 0 {
+		var last *commitBatch
+		for _, r := range orphans {
+			p := b.parts[r.part]
+			p.mu.Lock()
+			cb, err := b.store.enqueue(r)
+			p.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("remove documents of dropped collections: %w", err)
+			}
+			last = cb
+		}
+		if err := last.wait(ctx); err != nil {
+			return fmt.Errorf("remove documents of dropped collections: %w", err)
+		}
+		b.eng.log.Info("removed documents of dropped collections", "bucket", b.name, "documents", len(orphans))
+	}
+	for _, p := range b.parts {
+		p.mu.Lock()
+		p.rebuildLogLocked()
+		p.mu.Unlock()
+	}
+	// The load kept values up to the low-water mark, but the metadata of
+	// the documents loaded after may have passed the high-water mark.
+	b.maybeEvict(ctx)
+	return nil
+}
+
+// hasCollection reports whether the bucket has a collection of ID cid.
+func (b *Bucket) hasCollection(cid CollectionID) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	_, ok := b.mu.byID[cid]
+	return ok
+}
+
+// loadDocLocked makes d, read from the store, the committed version of its
+// key, unless memory holds one already (written, or loaded, since the store
+// was read: it is as new or newer). It reports whether it loaded d. The
+// change log is rebuilt when the warm-up ends.
+//
+// REQUIRES: p.mu held for writing, p d's partition.
+func (b *Bucket) loadDocLocked(p *partition, d *Document) bool {
+	k := docKey{cid: d.Collection, key: d.Key}
+	if _, ok := p.mu.docs[k]; ok {
+		return false
+	}
+	if b.ejectAtWarmup(d) {
+		d = d.withoutValue()
+	}
+	p.mu.docs[k] = d
+	b.published(nil, d)
+	raiseCAS(&b.cas, d.CAS)
+	if d.Deleted {
+		b.tombs.Add(1)
+	} else {
+		b.currItems.Add(1)
+		if d.Expiration != 0 {
+			b.exps.update(k, 0, d.Expiration, d.valueSize())
+		}
+	}
+	b.warmup.keys.Add(1)
+	return true
+}
+
+// raiseCAS raises c to at least v.
+func raiseCAS(c *atomic.Uint64, v uint64) {
+	for {
+		cur := c.Load()
+		if cur >= v || c.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// fetchMissLocked is the read of a key that memory does not hold while
+// the bucket warms up: it reads the key's stored version and loads it
+// (loadDocLocked), so that reads and writes see what the store holds
+// rather than nothing. It returns the committed version of k (nil when
+// neither memory nor the store holds one, and always nil once the warm-up
+// is done: memory then holds every key, and it reads nothing).
+//
+// REQUIRES: p.mu held for writing, p k's partition.
+func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
+	if b.warm() {
+		return nil, nil
+	}
+	if d, ok := p.mu.docs[k]; ok {
+		return d, nil
+	}
+	if _, ok := p.mu.pending[k]; ok {
+		return nil, nil // a new key on its way to disk: the store holds no older version
+	}
+	d, err := b.store.st.doc(k)
+	switch {
+	case err == nil:
+		b.loadDocLocked(p, d)
+		return d, nil
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("%w: read %q during warm-up: %w", ErrStorage, k.key, err)
+	}
+}
+
+// readMiss is fetchMissLocked for a reader that found nothing under p's
+// read lock: nil at once once the warm-up is done.
+func (b *Bucket) readMiss(p *partition, k docKey) (*Document, error) {
+	if b.warm() {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return b.fetchMissLocked(p, k)
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,5 +287,66 @@ func TestErrorAfterRowsStarted(t *testing.T) {
 	want := "Reducer: Error building index for view `s`, reason: Value is not a number (key \"zzz\")"
 	if len(answer.Rows) != 3000 || len(answer.Errors) != 1 || answer.Errors[0].From != "local" || answer.Errors[0].Reason != want {
 		t.Fatalf("rows %d, errors %+v", len(answer.Rows), answer.Errors)
+	}
+}
+
+// TestQueriesDuringWarmup restarts a bucket whose index is behind its store,
+// with the bucket's warm-up held: stale=ok answers from the index at once,
+// stale=false waits for the warm-up (rather than answering what the index
+// held, or an error), and once it is done answers every document.
+func TestQueriesDuringWarmup(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(doc.n, null); }","reduce":"_count"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		e.put(fmt.Sprint("k", i), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	if got := e.query("d", "n", "stale=false"); got != `{"rows":[{"key":null,"value":100}]}` {
+		t.Fatalf("before restart: %s", got)
+	}
+	e.svc.Close() // the index stops at 100 documents; 50 more reach the store
+	for i := 100; i < 150; i++ {
+		e.put(fmt.Sprint("k", i), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	e.svc = nil
+	e.eng.Close()
+
+	gate, at := make(chan struct{}), make(chan struct{})
+	var hold, release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	var err error
+	e.eng, err = engine.Open(e.dir, &engine.Options{Clock: e.clk, NumPartitions: 16, NoSync: true, BackgroundWarmup: true,
+		WarmupHook: func(string, int64) { hold.Do(func() { close(at); <-gate }) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.svc, err = views.New(ctx, e.eng, &views.Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	<-at
+	if got := e.query("d", "n", "stale=ok"); got != `{"rows":[{"key":null,"value":100}]}` {
+		t.Fatalf("stale=ok during the warm-up: %s, want the index's 100", got)
+	}
+	q, _ := url.ParseQuery("stale=false")
+	p, err := views.ParseParams(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	var buf bytes.Buffer
+	prep, err := e.svc.Prepare(short, "default", "d", "n", p)
+	if err == nil {
+		err = prep.Run(short, &buf)
+	}
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stale=false during a held warm-up: %v %q, want it to wait for the warm-up", err, buf.String())
+	}
+	open()
+	if got := e.query("d", "n", "stale=false"); got != `{"rows":[{"key":null,"value":150}]}` {
+		t.Fatalf("stale=false after the warm-up: %s, want 150", got)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 )
 
 // catalogEntry is how a bucket's definition is stored.
@@ -129,7 +128,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	b.warmup.state.Store(WarmupInitialize)
 	b.warmup.estimated.Store(-1)
 	b.warmup.done = make(chan struct{})
-	b.warmup.start = time.Now()
+	b.warmup.start = stopwatch()
 	st, err := e.openStorage(b, s)
 	if err != nil {
 		return nil, err

@@ -72,6 +72,9 @@ type Stats struct {
 	// StorageError is why the bucket refuses writes now (a full or failing
 	// disk), or "" while it takes them.
 	StorageError string
+	// Warmup is the warm-up's progress. While it runs, the counters above
+	// count only what is loaded so far.
+	Warmup WarmupStats
 }
 
 // Stats returns the bucket's statistics.
@@ -93,6 +96,7 @@ func (b *Bucket) Stats() Stats {
 	s.NonResident, s.ResidentPct = b.mem.nonResident.Load(), b.residentPct()
 	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
+	s.Warmup = b.WarmupStats()
 	queued, todo := b.store.backlog()
 	s.QueueSize, s.FlusherTodo = int64(queued), int64(todo)
 	s.CommitNum = b.store.commitNum.Load()

@@ -49,6 +49,13 @@ type RegistryOptions[M Member, X any] struct {
 	Load func(ctx context.Context, set *Set[M, X], key string, body []byte) (m M, ok bool, err error)
 	// IDOf returns the member ID of a definition's key (nil: the key).
 	IDOf func(key string) string
+	// Background makes AttachBucket return at once and load the bucket's
+	// stored members in the background, so that a server starts serving
+	// before its indexes are open: a member answers as soon as it is
+	// loaded, and Member answers an error wrapping engine.ErrWarmup (a
+	// temporary failure) for one not loaded yet. Changes of the set wait
+	// for the load.
+	Background bool
 }
 
 // Registry keeps, for a service, one Set of running members per bucket of
@@ -88,6 +95,11 @@ type Set[M Member, X any] struct {
 	reg    *Registry[M, X]
 	change sync.Mutex
 
+	// loaded is closed once the stored members are loaded; stopLoad ends
+	// a background load early (the set retires).
+	loaded   chan struct{}
+	stopLoad context.CancelFunc
+
 	mu struct {
 		sync.Mutex
 		members map[string]M
@@ -98,7 +110,7 @@ type Set[M Member, X any] struct {
 }
 
 func (r *Registry[M, X]) newSet(b *engine.Bucket) *Set[M, X] {
-	s := &Set[M, X]{Bucket: b, reg: r}
+	s := &Set[M, X]{Bucket: b, reg: r, loaded: make(chan struct{}), stopLoad: func() {}}
 	s.mu.members = make(map[string]M)
 	s.mu.extras = make(map[string]X)
 	s.mu.broken = make(map[string]error)
@@ -113,10 +125,10 @@ func (r *Registry[M, X]) AttachBucket(ctx context.Context, b *engine.Bucket) err
 	}
 	set := r.newSet(b)
 	set.change.Lock()
-	defer set.change.Unlock()
 	r.mu.Lock()
 	if r.mu.closed {
 		r.mu.Unlock()
+		set.change.Unlock()
 		return nil
 	}
 	old := r.mu.sets[b.Name()]
@@ -126,7 +138,19 @@ func (r *Registry[M, X]) AttachBucket(ctx context.Context, b *engine.Bucket) err
 		r.opts.Logger.Warn(r.opts.Kind+": bucket attached twice", "bucket", b.Name())
 		old.retire(false)
 	}
-	r.load(ctx, set)
+	if !r.opts.Background {
+		defer set.change.Unlock()
+		r.load(ctx, set)
+		close(set.loaded)
+		return nil
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	set.stopLoad = cancel
+	go func() {
+		defer set.change.Unlock()
+		defer close(set.loaded)
+		r.load(lctx, set)
+	}()
 	return nil
 }
 
@@ -137,6 +161,9 @@ func (r *Registry[M, X]) load(ctx context.Context, set *Set[M, X]) {
 		return
 	}
 	for _, key := range b.SystemDocKeys(r.opts.Prefix) {
+		if ctx.Err() != nil {
+			return // the set retires
+		}
 		body, err := b.SystemDoc(key)
 		if err != nil {
 			continue // deleted meanwhile
@@ -204,9 +231,23 @@ func (r *Registry[M, X]) Member(bucket, id string, missing func(broken error) er
 	}
 	m, ok, broken := set.Get(id)
 	if !ok {
+		if !set.Loaded() && broken == nil {
+			return zero, fmt.Errorf("%s: %w: bucket %s is still opening its indexes", r.opts.Kind, engine.ErrWarmup, bucket)
+		}
 		return zero, missing(broken)
 	}
 	return m, nil
+}
+
+// Loaded reports whether the set's stored members are loaded (see
+// RegistryOptions.Background).
+func (s *Set[M, X]) Loaded() bool {
+	select {
+	case <-s.loaded:
+		return true
+	default:
+		return false
+	}
 }
 
 // LoadErrors returns why each stored member of bucket that could not be
@@ -264,7 +305,8 @@ func (r *Registry[M, X]) Close() error {
 // retire closes every member and marks the set gone; with deleted, it
 // removes the service's folder of the bucket.
 func (s *Set[M, X]) retire(deleted bool) error {
-	s.change.Lock() // wait out a change in progress
+	s.stopLoad()
+	s.change.Lock() // wait out a change (or the load) in progress
 	defer s.change.Unlock()
 	s.mu.Lock()
 	members := s.mu.members

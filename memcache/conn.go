@@ -522,6 +522,8 @@ func (c *conn) statsReply(sub string) {
 		lines = s.generalStats()
 	case "settings":
 		lines = s.settingsStats()
+	case "warmup":
+		lines = warmupStats(s.bucket.WarmupStats())
 	case "reset":
 		s.stats.reset()
 		c.reply(replyReset)

@@ -440,7 +440,7 @@ func parseStats(toks [][]byte, n int) command {
 	}
 	sub := string(toks[1])
 	switch sub {
-	case "settings", "reset", "items", "slabs", "sizes", "conns":
+	case "settings", "reset", "items", "slabs", "sizes", "conns", "warmup":
 		return command{kind: cmdStats, sub: sub}
 	case "detail":
 		// Per-prefix stats are not collected: on and off are accepted, and

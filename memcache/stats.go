@@ -207,11 +207,36 @@ func (s *Server) generalStats() []stat {
 		{"ep_commit_time", i64(es.CommitTimeMS)},
 		{"ep_commit_time_total", i64(es.CommitTimeTotalMS)},
 	}
+	lines = append(lines, warmupStats(es.Warmup)...)
 	if s.opts.IdleTimeout <= 0 && s.opts.CommandTimeout <= 0 {
 		// As memcached: idle_kicks only when a timeout is set.
 		lines = slices.DeleteFunc(lines, func(l stat) bool { return l.name == "idle_kicks" })
 	}
 	return lines
+}
+
+// warmupStats are the lines of "stats warmup", Couchbase's group (cbstats
+// warmup), also among the general stats as Couchbase lists them: the
+// bucket's warm-up after a restart. Keys and values load together, so
+// their counts are one.
+func warmupStats(w engine.WarmupStats) []stat {
+	thread, est := "complete", "unknown"
+	if w.Running {
+		thread = "running"
+	}
+	if w.EstimatedKeyCount >= 0 {
+		est = i64(w.EstimatedKeyCount)
+	}
+	return []stat{
+		{"ep_warmup", "enabled"},
+		{"ep_warmup_thread", thread},
+		{"ep_warmup_state", w.State},
+		{"ep_warmup_key_count", i64(w.KeyCount)},
+		{"ep_warmup_value_count", i64(w.ValueCount)},
+		{"ep_warmup_time", i64(w.Time)},
+		{"ep_warmup_estimated_key_count", est},
+		{"ep_warmup_estimated_value_count", est},
+	}
 }
 
 // settingsStats are the lines of "stats settings": memcached's names, with

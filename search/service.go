@@ -39,6 +39,12 @@ type Options struct {
 	// crash sends back to its last position on disk. Meant for tests and
 	// benchmarks. The default value is false.
 	NoSync bool
+	// OpenInBackground makes New return at once and open each bucket's
+	// stored indexes in the background (see views.Options.OpenInBackground):
+	// a query of an index not open yet is a temporary failure
+	// (engine.ErrWarmup). The default value, false, opens them all before
+	// New returns.
+	OpenInBackground bool
 }
 
 // validate checks o and fills in its defaults.
@@ -80,7 +86,7 @@ func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, erro
 	reg, err := feed.Attach(ctx, eng, feed.RegistryOptions[*indexer, *IndexDef]{
 		Kind: "search", Dir: "search", LogKey: "index", Noun: "index", Logger: o.Logger,
 		ErrClosed: ErrClosed, ErrNone: ErrNoSearch, ErrNotFound: ErrNotFound,
-		Prefix: DefPrefix, Load: s.loadStored,
+		Prefix: DefPrefix, Load: s.loadStored, Background: o.OpenInBackground,
 		IDOf: func(key string) string { return strings.TrimPrefix(key, DefPrefix) },
 	})
 	if err != nil {

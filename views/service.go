@@ -52,6 +52,13 @@ type Options struct {
 	// written with the other layout is rebuilt from the feed when it opens.
 	// The default (nil) keeps each index's trees in memory.
 	IndexCache *index.PageCache
+	// OpenInBackground makes New return at once and open each bucket's
+	// stored indexes in the background, as a server that answers at once
+	// after a restart wants: a design document answers as soon as its
+	// index is open, and a query of one not open yet is a temporary
+	// failure (engine.ErrWarmup). The default value, false, opens them all
+	// before New returns.
+	OpenInBackground bool
 }
 
 // validate checks o and fills in its defaults.
@@ -108,7 +115,7 @@ func New(ctx context.Context, eng *engine.Engine, opts *Options) (*Service, erro
 	reg, err := feed.Attach(ctx, eng, feed.RegistryOptions[*indexer, struct{}]{
 		Kind: "views", Dir: "views", LogKey: "ddoc", Noun: "design document", Logger: o.Logger,
 		ErrClosed: ErrClosed, ErrNone: ErrNoViews, ErrNotFound: ErrNotFound,
-		Prefix: DesignDocPrefix, Load: s.loadStored,
+		Prefix: DesignDocPrefix, Load: s.loadStored, Background: o.OpenInBackground,
 	})
 	if err != nil {
 		s.pool.Close()

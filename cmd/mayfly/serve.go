@@ -78,6 +78,8 @@ type serveConfig struct {
 	readTimeout   time.Duration
 	writeTimeout  time.Duration
 	idleTimeout   time.Duration
+
+	warmupHook func(bucket string, loaded int64) // engine.Options.WarmupHook, for tests
 }
 
 // stringList is a repeatable flag; each use may also hold a comma-separated
@@ -219,7 +221,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 
 // engineOptions are the engine's options the flags give.
 func (c *serveConfig) engineOptions(logger *slog.Logger) *engine.Options {
-	return &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage}
+	return &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage,
+		BackgroundWarmup: true, WarmupHook: c.warmupHook}
 }
 
 // newServeCmd is `mayfly serve`.
@@ -408,6 +411,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	addTLSPorts(&ports, scheme == "https", kvTLSLn)
 
 	firstStart := !engine.IsDataDir(cfg.data)
+	// Each bucket's documents, and its view and search indexes, load in the
+	// background (a warm-up, as Couchbase's): the ports answer at once.
 	eng, err := engine.Open(cfg.data, cfg.engineOptions(logger))
 	if err != nil {
 		return err
@@ -442,18 +447,19 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		viewCache = index.NewPageCache(cfg.viewCacheMB << 20)
 	}
 	vsvc, err := views.New(ctx, eng, &views.Options{
-		JS:             &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, MaxMemory: cfg.jsMaxMemory, Logger: logger},
-		Logger:         logger,
-		NoSync:         cfg.noSync,
-		SkipDesignDocs: strings.FieldsFunc(cfg.skipDDocs, func(r rune) bool { return r == ',' }),
-		IndexCache:     viewCache,
+		JS:               &jsruntime.Options{Timeout: cfg.jsTimeout, Workers: cfg.jsWorkers, MaxMemory: cfg.jsMaxMemory, Logger: logger},
+		Logger:           logger,
+		NoSync:           cfg.noSync,
+		SkipDesignDocs:   strings.FieldsFunc(cfg.skipDDocs, func(r rune) bool { return r == ',' }),
+		IndexCache:       viewCache,
+		OpenInBackground: true,
 	})
 	if err != nil {
 		return err
 	}
 	defer vsvc.Close()
 
-	ssvc, err := search.New(ctx, eng, &search.Options{Logger: logger, NoSync: cfg.noSync})
+	ssvc, err := search.New(ctx, eng, &search.Options{Logger: logger, NoSync: cfg.noSync, OpenInBackground: true})
 	if err != nil {
 		return err
 	}

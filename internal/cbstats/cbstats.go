@@ -50,6 +50,14 @@ func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
 		"vb_active_perc_mem_resident":   st.ResidentPct,
 		"evictions":                     st.Evictions,
 		"ep_tmp_oom_errors":             st.TmpOOMErrors,
+		// The warm-up (cbstats warmup); its state and ep_warmup_thread are
+		// words, on the memcached port's "stats warmup" and in the
+		// bucket's nodes[].status ("warmup" while it runs).
+		"ep_warmup_running":             Bool(st.Warmup.Running),
+		"ep_warmup_key_count":           st.Warmup.KeyCount,
+		"ep_warmup_value_count":         st.Warmup.ValueCount,
+		"ep_warmup_time":                st.Warmup.Time,
+		"ep_warmup_estimated_key_count": st.Warmup.EstimatedKeyCount,
 	}
 	if ps != nil {
 		if p, err := ps(b.Name()); err == nil {

@@ -172,7 +172,7 @@ func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
 	c.VBucketServerMap = &VBucketServerMap{HashAlgorithm: "CRC", NumReplicas: 0, ServerList: servers, VBucketMap: vbm}
 	node := Node{
 		Hostname: HostPort(host, p.Mgmt), Ports: map[string]int{"direct": p.KV},
-		ClusterMembership: "active", Status: "healthy", ThisNode: true, Version: Version,
+		ClusterMembership: "active", Status: NodeStatus(b), ThisNode: true, Version: Version,
 		Services: services(p),
 	}
 	if p.Capi != 0 {
@@ -180,6 +180,15 @@ func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
 	}
 	c.Nodes = []Node{node}
 	return c
+}
+
+// NodeStatus is the node's status for bucket b, as Couchbase reports it
+// per bucket: "warmup" while b loads its documents, then "healthy".
+func NodeStatus(b *engine.Bucket) string {
+	if b.Warm() {
+		return "healthy"
+	}
+	return "warmup"
 }
 
 // services names the services a node runs, as Couchbase lists them.

@@ -410,6 +410,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	ports := clusterPorts(ln, kvLn, svcLns)
 	addTLSPorts(&ports, scheme == "https", kvTLSLn)
 
+	// The users first: hashing the administrator's password takes the CPU
+	// for a while, better before the buckets' warm-ups share it.
+	users, err := auth.Open(cfg.data, &auth.Options{AdminUser: cfg.adminUser, AdminPassword: cfg.adminPassword})
+	if err != nil {
+		return err
+	}
+
 	firstStart := !engine.IsDataDir(cfg.data)
 	// Each bucket's documents, and its view and search indexes, load in the
 	// background (a warm-up, as Couchbase's): the ports answer at once.
@@ -485,10 +492,6 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 			"path", auditLog.Path(), "line", tn.Line, "skipped_lines", tn.Lines, "skipped_bytes", tn.Bytes, "marker", tn.Marker)
 	}
 
-	users, err := auth.Open(cfg.data, &auth.Options{AdminUser: cfg.adminUser, AdminPassword: cfg.adminPassword})
-	if err != nil {
-		return err
-	}
 	// Opening the user store hashes the administrator's password (argon2id:
 	// 19 MiB a hash) and opening the buckets reads their files: tens of MiB
 	// the server no longer holds, which Go would otherwise keep resident

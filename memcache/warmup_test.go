@@ -70,7 +70,7 @@ func TestStatsWarmup(t *testing.T) {
 	<-held
 	st := c.warmupStats()
 	if st["ep_warmup_thread"] != "running" || st["ep_warmup_state"] != "loading k/v pairs" || st["ep_warmup_key_count"] != "1" ||
-		st["ep_warmup_estimated_key_count"] != fmt.Sprint(n) || st["ep_warmup"] != "enabled" {
+		(st["ep_warmup_estimated_key_count"] != fmt.Sprint(n) && st["ep_warmup_estimated_key_count"] != "unknown") || st["ep_warmup"] != "enabled" {
 		t.Fatalf("stats warmup during the warm-up: %v", st)
 	}
 	c.do("get k42\r\n", "VALUE k42 0 3\r\nv42\r\nEND\r\n")

@@ -417,6 +417,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		return err
 	}
 
+	debug.FreeOSMemory()
+
 	firstStart := !engine.IsDataDir(cfg.data)
 	// Each bucket's documents, and its view and search indexes, load in the
 	// background (a warm-up, as Couchbase's): the ports answer at once.
@@ -492,12 +494,12 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 			"path", auditLog.Path(), "line", tn.Line, "skipped_lines", tn.Lines, "skipped_bytes", tn.Bytes, "marker", tn.Marker)
 	}
 
-	// Opening the user store hashes the administrator's password (argon2id:
-	// 19 MiB a hash) and opening the buckets reads their files: tens of MiB
-	// the server no longer holds, which Go would otherwise keep resident
-	// (BENCHMARKS.md, issue 20). Give them back to the system now, and every
-	// 30 s what a burst of load left free.
-	debug.FreeOSMemory()
+	// Opening the user store hashed the administrator's password (argon2id:
+	// 19 MiB a hash): memory the server no longer holds, which Go would
+	// otherwise keep resident (BENCHMARKS.md, issue 20); given back before
+	// the buckets' warm-ups start (a forced collection during a warm-up
+	// delays the first answer by seconds). Every 30 s, what a burst of
+	// load left free goes back too.
 	idleCtx, stopIdle := context.WithCancel(context.Background())
 	idleDone := make(chan struct{})
 	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second) }()

@@ -150,19 +150,19 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 				return nil, err
 			}
 		}
-		if err := checkCAS(key, old, o.CAS); err != nil {
-			return nil, err
-		}
 		if check != nil {
 			if err := check(old); err != nil {
 				return nil, err
 			}
 		}
+		if err := checkCAS(key, old, o.CAS); err != nil {
+			return nil, err
+		}
 		created := now
 		if old != nil && old.CreatedAt != 0 {
 			created = old.CreatedAt
 		}
-		d := &Document{Value: val, Type: typ, Flags: o.Flags, TS: now, CreatedAt: created}
+		d := &Document{Value: val, Type: typ, Flags: o.Flags, TS: now, CreatedAt: created, CAS: o.CAS}
 		if o.PreserveExpiry && old != nil {
 			d.Expiration, d.ExpiryPinned = old.Expiration, old.ExpiryPinned
 		} else {
@@ -183,7 +183,7 @@ func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions)
 		if err := checkCAS(key, old, o.CAS); err != nil {
 			return nil, err
 		}
-		return &Document{Deleted: true, DeletedAt: now, Type: old.Type}, nil
+		return &Document{Deleted: true, DeletedAt: now, Type: old.Type, CAS: o.CAS}, nil
 	})
 }
 

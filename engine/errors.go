@@ -16,6 +16,13 @@ var (
 	ErrKeyExists = errors.New("engine: document already exists")
 	// ErrCASMismatch is returned when a write's CAS does not match the document's.
 	ErrCASMismatch = errors.New("engine: cas mismatch")
+	// ErrLocked is returned by a write to a locked document without the
+	// lock CAS, by GetLocked on a locked document, and by Unlock with a
+	// wrong CAS (Couchbase's LOCKED).
+	ErrLocked = errors.New("engine: document locked")
+	// ErrNotLocked is returned by Unlock on a document no lock holds
+	// (Couchbase's NOT_LOCKED).
+	ErrNotLocked = errors.New("engine: document not locked")
 	// ErrInvalidKey is returned for an empty key, a key over MaxKeyLen bytes, or a
 	// key that is not valid UTF-8.
 	ErrInvalidKey = errors.New("engine: invalid key")

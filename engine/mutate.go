@@ -10,12 +10,14 @@ import (
 // mutate applies one mutation to key at durability level req (raised to the
 // bucket's minimum). fn sees the current live document (nil if missing,
 // deleted or expired) and the time, and returns the new version with Value,
-// Type, Flags, Expiration and Deleted/DeletedAt set; mutate fills in the
-// rest and queues it for disk. At a level that persists it waits until the
-// version is durable and published; at none or majority it returns at once,
-// the version readable (see ackedLocked) and on its way to disk. The old
-// document fn sees may have its value ejected (nil): fn must not read it;
-// mutateValue gives fn the value.
+// Type, Flags, Expiration and Deleted/DeletedAt set, and CAS set to the CAS
+// the write was made with (0 for none); mutate fills in the rest and queues
+// it for disk. While a lock holds on key (lock.go), fn sees the lock CAS as
+// the live version's, and only a write fn makes with it goes ahead. At a
+// level that persists it waits until the version is durable and published;
+// at none or majority it returns at once, the version readable (see
+// ackedLocked) and on its way to disk. The old document fn sees may have its
+// value ejected (nil): fn must not read it; mutateValue gives fn the value.
 func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	return b.mutateWith(ctx, k, req, false, fn)
 }
@@ -66,7 +68,8 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 			}
 		}
 	}
-	d, err := fn(live, now)
+	d, err := fn(b.lockViewLocked(p, k, live, now), now)
+	err = b.checkLockLocked(p, k, live, now, d, err) // lock.go
 	if err == nil && live == nil && !d.Deleted {
 		err = checkNewKey(k.key)
 	}

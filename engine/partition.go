@@ -42,6 +42,9 @@ type partition struct {
 		seq     uint64     // highest sequence number given out
 		durable uint64     // highest sequence number committed: the feed's end
 		log     []logEntry // committed changes, ordered by seq; may hold stale entries
+		// locks are the documents' pessimistic locks (lock.go), in memory
+		// only; nil until the first.
+		locks map[docKey]docLock
 		// logIndexed says the log's entries carry topCAS; it is set by
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool

@@ -37,6 +37,8 @@ var errMapEntries = map[uint16]errMapEntry{
 	0x05: {"NOT_STORED", "Not Stored", []string{"item-only"}, nil},
 	0x06: {"DELTA_BADVAL", "Existing document not a number", []string{"item-only", "invalid-input"}, nil},
 	0x07: {"NOT_MY_VBUCKET", "Server does not own this vBucket", []string{"fetch-config", "invalid-input"}, nil},
+	0x09: {"LOCKED", "The document is locked", []string{"item-locked", "item-only"}, nil},
+	0x0e: {"NOT_LOCKED", "The document is not locked", []string{"item-only"}, nil},
 	0x08: {"NO_BUCKET", "Not connected to a bucket", []string{"conn-state-invalidated"}, nil},
 	0x20: {"AUTH_ERROR", "Authentication failed", []string{"auth", "conn-state-invalidated"}, nil},
 	0x21: {"AUTH_CONTINUE", "Continue authentication", []string{"auth", "special-handling"}, nil},

@@ -117,6 +117,7 @@ func FuzzConn(f *testing.F) {
 		&memd.Packet{Command: memd.CmdCollectionsGetManifest},
 		&memd.Packet{Command: memd.CmdDcpOpenConnection, Key: []byte("dcp"), Extras: make([]byte, 8)},
 		&memd.Packet{Command: memd.CmdGetLocked, Key: []byte("k"), Extras: make([]byte, 4)},
+		&memd.Packet{Command: memd.CmdUnlockKey, Key: []byte("k"), Cas: 1},
 		&memd.Packet{Command: memd.CmdDelete, Key: []byte("k")},
 	))
 	f.Add(sessionSeed(f, &memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("SCRAM-SHA256"), Value: []byte("n,,n=admin,r=abc")},

@@ -131,7 +131,7 @@ func (c *conn) mutate(ctx context.Context, pkt *memd.Packet, specs []mutateSpec,
 			return nil, nil, 0, 0, err
 		case !missing && m.docFlags&memd.SubdocDocFlagAddDoc != 0:
 			return nil, nil, 0, 0, &statusError{memd.StatusKeyExists, "the document exists"}
-		case !missing && pkt.Cas != 0 && pkt.Cas != old.CAS:
+		case !missing && pkt.Cas != 0 && pkt.Cas != old.CAS && !coll.Locked(old):
 			return nil, nil, 0, 0, &statusError{memd.StatusKeyExists, "cas mismatch"}
 		}
 		doc := []byte("{}")
@@ -149,12 +149,12 @@ func (c *conn) mutate(ctx context.Context, pkt *memd.Packet, specs []mutateSpec,
 		var d *engine.Document
 		switch {
 		case newDoc == nil:
-			w.CAS = old.CAS
+			w.CAS = rmwCAS(pkt, old)
 			d, err = coll.Delete(ctx, key, &w)
 		case missing:
 			d, err = coll.Insert(ctx, key, newDoc, &w)
 		default:
-			w.CAS = old.CAS
+			w.CAS = rmwCAS(pkt, old)
 			d, err = coll.Replace(ctx, key, newDoc, &w)
 		}
 		switch {

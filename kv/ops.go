@@ -55,6 +55,8 @@ var kvOps = map[memd.CmdCode]kvOp{
 	memd.CmdSubDocMultiLookup:      {read, (*conn).lookupIn},
 	memd.CmdSubDocMultiMutation:    {readWrite, (*conn).mutateIn},
 	memd.CmdStat:                   {stats, (*conn).stat},
+	memd.CmdGetLocked:              {readWrite, (*conn).getLocked},
+	memd.CmdUnlockKey:              {readWrite, (*conn).unlock},
 	memd.CmdSubDocGet:              {read, (*conn).lookupPath},
 	memd.CmdSubDocExists:           {read, (*conn).lookupPath},
 	memd.CmdSubDocGetCount:         {read, (*conn).lookupPath},
@@ -81,6 +83,10 @@ func statusOf(err error) (memd.StatusCode, string) {
 		st = memd.StatusKeyNotFound
 	case errors.Is(err, engine.ErrKeyExists), errors.Is(err, engine.ErrCASMismatch):
 		st = memd.StatusKeyExists
+	case errors.Is(err, engine.ErrLocked):
+		st = memd.StatusLocked
+	case errors.Is(err, engine.ErrNotLocked):
+		st = memd.StatusNotLocked
 	case errors.Is(err, engine.ErrValueTooLarge):
 		st = memd.StatusTooBig
 	case errors.Is(err, engine.ErrInvalidKey):
@@ -161,7 +167,71 @@ func (c *conn) get(ctx context.Context, pkt *memd.Packet) {
 	if pkt.Command == cmdGetK || pkt.Command == cmdGetKQ {
 		key = pkt.Key
 	}
-	c.reply(pkt, memd.StatusSuccess, flagsExtras(d), key, d.Value, d.CAS, c.datatype(d))
+	c.reply(pkt, memd.StatusSuccess, flagsExtras(d), key, d.Value, shownCAS(coll, d), c.datatype(d))
+}
+
+// lockedCAS is the CAS a read shows of a locked document, as Couchbase: no
+// one but the lock's holder can then write with a CAS.
+const lockedCAS = 0xffffffffffffffff
+
+// shownCAS is the CAS a read shows of d: lockedCAS while a lock holds on it.
+func shownCAS(coll *engine.Collection, d *engine.Document) uint64 {
+	if coll.Locked(d) {
+		return lockedCAS
+	}
+	return d.CAS
+}
+
+// rmwCAS is the CAS a read-modify-write of old (append, counter,
+// sub-document mutation) writes with: the request's own if it has one (the
+// lock CAS, from a locked document's holder, included), else the CAS of the
+// version read, so that a change meanwhile is seen and the loop reads again;
+// a lock makes that write ErrLocked, which ends the loop.
+func rmwCAS(pkt *memd.Packet, old *engine.Document) uint64 {
+	if pkt.Cas != 0 {
+		return pkt.Cas
+	}
+	return old.CAS
+}
+
+// getLocked runs GET_LOCKED: the extras are the lock time in seconds (0 or
+// none: the default, 15 s; more than 30 s: 30 s). The answer is the document
+// with the lock CAS.
+func (c *conn) getLocked(ctx context.Context, pkt *memd.Packet) {
+	var secs uint32
+	switch len(pkt.Extras) {
+	case 0:
+	case 4:
+		secs = binary.BigEndian.Uint32(pkt.Extras)
+	default:
+		c.fail(pkt, memd.StatusInvalidArgs, "extras must be the lock time (4 bytes)")
+		return
+	}
+	coll, err := c.collection(pkt)
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	d, err := coll.GetLocked(ctx, string(pkt.Key), int64(secs))
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	c.reply(pkt, memd.StatusSuccess, flagsExtras(d), nil, d.Value, d.CAS, c.datatype(d))
+}
+
+// unlock runs UNLOCK_KEY with the lock CAS in the header.
+func (c *conn) unlock(_ context.Context, pkt *memd.Packet) {
+	coll, err := c.collection(pkt)
+	if err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	if err := coll.Unlock(string(pkt.Key), pkt.Cas); err != nil {
+		c.failErr(pkt, err)
+		return
+	}
+	c.reply(pkt, memd.StatusSuccess, nil, nil, nil, 0, 0)
 }
 
 // store runs SET, ADD and REPLACE: extras are flags and expiry; a CAS in
@@ -258,7 +328,7 @@ func (c *conn) concat(ctx context.Context, pkt *memd.Packet) {
 			c.failErr(pkt, err)
 			return
 		}
-		if pkt.Cas != 0 && pkt.Cas != old.CAS {
+		if pkt.Cas != 0 && pkt.Cas != old.CAS && !coll.Locked(old) {
 			c.fail(pkt, memd.StatusKeyExists, "cas mismatch")
 			return
 		}
@@ -268,7 +338,7 @@ func (c *conn) concat(ctx context.Context, pkt *memd.Packet) {
 		} else {
 			v = append(append(v, old.Value...), pkt.Value...)
 		}
-		d, err := coll.Replace(ctx, key, v, &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true, Durability: level(pkt)})
+		d, err := coll.Replace(ctx, key, v, &engine.WriteOptions{CAS: rmwCAS(pkt, old), Flags: old.Flags, PreserveExpiry: true, Durability: level(pkt)})
 		switch {
 		case err == nil:
 			c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, nil, d.CAS, 0)
@@ -303,7 +373,7 @@ func (c *conn) getMeta(_ context.Context, pkt *memd.Packet) {
 	if len(pkt.Extras) == 1 && pkt.Extras[0] == 2 {
 		ext = append(ext, c.datatype(d))
 	}
-	c.reply(pkt, memd.StatusSuccess, ext, nil, nil, d.CAS, 0)
+	c.reply(pkt, memd.StatusSuccess, ext, nil, nil, shownCAS(coll, d), 0)
 }
 
 // counter runs INCREMENT and DECREMENT: extras are the delta, the initial
@@ -358,13 +428,13 @@ func (c *conn) counter(ctx context.Context, pkt *memd.Packet) {
 			default:
 				v = n - delta
 			}
-			d, err = coll.Replace(ctx, key, []byte(strconv.FormatUint(v, 10)), &engine.WriteOptions{CAS: old.CAS, Flags: old.Flags, PreserveExpiry: true, Durability: level(pkt)})
+			d, err = coll.Replace(ctx, key, []byte(strconv.FormatUint(v, 10)), &engine.WriteOptions{CAS: rmwCAS(pkt, old), Flags: old.Flags, PreserveExpiry: true, Durability: level(pkt)})
 		}
 		switch {
 		case err == nil:
 			c.reply(pkt, memd.StatusSuccess, c.mutationExtras(d), nil, binary.BigEndian.AppendUint64(nil, v), d.CAS, 0)
 			return
-		case errors.Is(err, engine.ErrCASMismatch), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrKeyExists):
+		case pkt.Cas == 0 && (errors.Is(err, engine.ErrCASMismatch) || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrKeyExists)):
 			continue // changed meanwhile: look again
 		default:
 			c.failErr(pkt, err)

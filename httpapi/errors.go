@@ -72,6 +72,8 @@ func classifyCode(err error) *httpError {
 		return &httpError{http.StatusConflict, "key_exists", msg}
 	case errors.Is(err, engine.ErrCASMismatch):
 		return &httpError{http.StatusConflict, "cas_mismatch", msg}
+	case errors.Is(err, engine.ErrLocked):
+		return &httpError{http.StatusLocked, "locked", msg + " (a Couchbase client holds a lock on it, GetAndLock; it ends on unlock, on the holder's write, or after at most 30 s)"}
 	case errors.Is(err, engine.ErrInvalidKey):
 		return &httpError{http.StatusBadRequest, "invalid_key", msg}
 	case errors.Is(err, engine.ErrValueTooLarge):

@@ -29,6 +29,8 @@ func serverError(err error) string {
 		return replyServerErrorSP + "temporary failure"
 	case errors.Is(err, engine.ErrClosed):
 		return replyServerErrorSP + "the bucket is closed"
+	case errors.Is(err, engine.ErrLocked):
+		return replyLocked
 	}
 	msg := strings.Map(func(r rune) rune {
 		if r == '\r' || r == '\n' {

@@ -93,16 +93,21 @@ const (
 	// maxVlen is the largest data length memcached accepts (INT_MAX - 2).
 	maxVlen = math.MaxInt32 - 2
 
-	replyError         = "ERROR"
-	replyBadFormat     = "CLIENT_ERROR bad command line format"
-	replyBadExptime    = "CLIENT_ERROR invalid exptime argument"
-	replyBadDelta      = "CLIENT_ERROR invalid numeric delta argument"
-	replyBadDelete     = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
-	replyNoShutdown    = "ERROR: shutdown not enabled"
-	replyStatsDetail   = "CLIENT_ERROR usage: stats detail on|off|dump"
-	replyBadDataChunk  = "CLIENT_ERROR bad data chunk"
-	replyTooLarge      = "SERVER_ERROR object too large for cache"
-	replyNoMemory      = "SERVER_ERROR out of memory storing object"
+	replyError        = "ERROR"
+	replyBadFormat    = "CLIENT_ERROR bad command line format"
+	replyBadExptime   = "CLIENT_ERROR invalid exptime argument"
+	replyBadDelta     = "CLIENT_ERROR invalid numeric delta argument"
+	replyBadDelete    = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
+	replyNoShutdown   = "ERROR: shutdown not enabled"
+	replyStatsDetail  = "CLIENT_ERROR usage: stats detail on|off|dump"
+	replyBadDataChunk = "CLIENT_ERROR bad data chunk"
+	replyTooLarge     = "SERVER_ERROR object too large for cache"
+	replyNoMemory     = "SERVER_ERROR out of memory storing object"
+	// replyLocked answers a write to a document a Couchbase SDK locked
+	// (GetAndLock). memcached has no locks; SERVER_ERROR is what every
+	// client raises as an error, where EXISTS would send a cas loop
+	// round again (gets shows the real CAS) until the lock ends.
+	replyLocked        = "SERVER_ERROR locked: the item is locked by a Couchbase client (GetAndLock) until it unlocks or the lock ends"
 	replyNonNumeric    = "CLIENT_ERROR cannot increment or decrement non-numeric value"
 	replyTooManyConns  = "ERROR Too many open connections"
 	replyStored        = "STORED"

@@ -144,13 +144,15 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 		d := p.mu.docs[k]
 		if d == nil || d.Deleted || d.ExpiredAt(now) {
 			p.mu.Unlock()
-			if d != nil && !d.Deleted {
-				// Expired: purge it as a read would.
-				if _, err := c.Get(ctx, key); err != nil {
-					return nil, err
-				}
+			if d == nil || d.Deleted {
+				return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 			}
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+			// Expired: purge it as a read would (ErrExpired), unless a
+			// write made it live again meanwhile: then lock that.
+			if _, err := c.Get(ctx, key); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if _, ok := p.lockLocked(k, d, now); ok {
 			p.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 // lock CAS, the holder's write that ends it, a second lock, and unlock.
 func TestLockWrites(t *testing.T) {
 	ctx := context.Background()
-	b, _ := newBucket(t, engine.Couchbase)
+	b, clk := newBucket(t, engine.Couchbase)
 	c := b.DefaultCollection()
 	d, err := c.Upsert(ctx, "k", []byte(`{"v":1}`), nil)
 	if err != nil {
@@ -97,6 +97,13 @@ func TestLockWrites(t *testing.T) {
 	}
 	if _, err := c.GetLocked(ctx, "nope", 0); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("lock of a missing document: %v", err)
+	}
+	if _, err := c.Upsert(ctx, "short", []byte(`1`), &engine.WriteOptions{Expiry: 5}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5)
+	if _, err := c.GetLocked(ctx, "short", 0); !errors.Is(err, engine.ErrExpired) {
+		t.Fatalf("lock of an expired document: %v, want ErrExpired", err)
 	}
 	// The holder may delete with the lock CAS.
 	l3, err := c.GetLocked(ctx, "k", 0)

@@ -268,3 +268,34 @@ func TestLockEphemeral(t *testing.T) {
 		t.Fatalf("the holder's write: %v", err)
 	}
 }
+
+// TestLockRace: of many clients locking one document at once, one gets the
+// lock and the rest ErrLocked.
+func TestLockRace(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBucket(t, engine.Couchbase)
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "k", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := c.GetLocked(ctx, "k", 0)
+			errs <- err
+		}()
+	}
+	won := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case !errors.Is(err, engine.ErrLocked):
+			t.Errorf("GetLocked: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d clients got the lock, want 1", won)
+	}
+}

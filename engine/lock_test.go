@@ -299,3 +299,30 @@ func TestLockRace(t *testing.T) {
 		t.Fatalf("%d clients got the lock, want 1", won)
 	}
 }
+
+// TestLockEjectedValue: GetLocked of a document whose value left memory
+// (value eviction) returns the value read back, and the lock holds on it.
+func TestLockEjectedValue(t *testing.T) {
+	ctx := context.Background()
+	b := ejectBucket(t)
+	c := b.DefaultCollection()
+	fillEjecting(t, b)
+	before := b.Stats().BgFetched
+	for i := range 20 {
+		l, err := c.GetLocked(ctx, memKey(i), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, "GetLocked", l, i, 0)
+		if _, err := c.Upsert(ctx, memKey(i), ejectValue(i, 1), nil); !errors.Is(err, engine.ErrLocked) {
+			t.Fatalf("write to locked %s: %v", memKey(i), err)
+		}
+		if _, err := c.Replace(ctx, memKey(i), ejectValue(i, 1), &engine.WriteOptions{CAS: l.CAS}); err != nil {
+			t.Fatalf("the holder's write to %s: %v", memKey(i), err)
+		}
+		wantValue(t, "Get after the holder's write", mustGet(t, c, i), i, 1)
+	}
+	if b.Stats().BgFetched == before {
+		t.Fatal("no GetLocked read an ejected value back: the test locked only resident documents")
+	}
+}

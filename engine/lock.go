@@ -140,6 +140,12 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 			}
 			continue
 		}
+		// During the warm-up, a key not loaded yet is loaded from the
+		// store first, as a read's or a write's is (fetchMissLocked).
+		if _, err := c.b.fetchMissLocked(p, k); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
 		now := c.b.clock.Now()
 		d := p.mu.docs[k]
 		if d == nil || d.Deleted || d.ExpiredAt(now) {
@@ -189,6 +195,9 @@ func (c *Collection) Unlock(key string, cas uint64) error {
 	defer p.mu.Unlock()
 	if c.b.isClosed() {
 		return ErrClosed
+	}
+	if _, err := c.b.fetchMissLocked(p, k); err != nil { // warm-up: see GetLocked
+		return err
 	}
 	now := c.b.clock.Now()
 	d := p.latestLocked(k)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -61,5 +62,40 @@ func TestReviewGetLockedDuringWarmup(t *testing.T) {
 	}
 	if _, err := c.Upsert(ctx, "k010", []byte(`{}`), nil); err == nil {
 		t.Fatal("Upsert of a document locked during warm-up succeeded after it")
+	}
+}
+
+// TestReviewListSeesAckedWrites lists a couchbase bucket after writes
+// acknowledged from memory (durability none) that the flusher has not
+// committed yet: List, as Get, reads its writes (a new key is listed, a
+// changed one with its new value).
+func TestReviewListSeesAckedWrites(t *testing.T) {
+	ctx := waitCtx(t)
+	_, b := newLevelBucket(t, t.TempDir(), engine.DurabilityNone)
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "b", []byte(`{"v":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upsert(ctx, "a", []byte(`{"v":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upsert(ctx, "b", []byte(`{"v":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Get(ctx, "a"); err != nil || string(d.Value) != `{"v":1}` {
+		t.Fatalf("Get a = %v, %v", d, err)
+	}
+	var got []string
+	for d, err := range c.List(ctx, engine.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d.Key+"="+string(d.Value))
+	}
+	if want := []string{`a={"v":1}`, `b={"v":2}`}; !slices.Equal(got, want) {
+		t.Fatalf("List after writes at durability none = %q, want %q (as Get reads them)", got, want)
 	}
 }

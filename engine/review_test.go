@@ -1,9 +1,11 @@
 package engine_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -97,5 +99,104 @@ func TestReviewListSeesAckedWrites(t *testing.T) {
 	}
 	if want := []string{`a={"v":1}`, `b={"v":2}`}; !slices.Equal(got, want) {
 		t.Fatalf("List after writes at durability none = %q, want %q (as Get reads them)", got, want)
+	}
+}
+
+// TestReviewWarmupEjectLockAckedTogether restarts a couchbase bucket whose
+// values do not fit its quota and whose writes are acknowledged from memory,
+// and, while its warm-up is held and after, runs readers, writers, lockers
+// and listings at once: every read sees an intact value, and Check (in the
+// cleanup) finds the counters and the store consistent.
+func TestReviewWarmupEjectLockAckedTogether(t *testing.T) {
+	ctx := waitCtx(t)
+	dir := t.TempDir()
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase, RAMQuotaMB: ejectQuota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillEjecting(t, b)
+	closeChecked(t, eng)
+
+	eng, reached, release := heldWarmup(t, dir, clk)
+	b, err = eng.Bucket("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	<-reached
+	none := &engine.WriteOptions{Durability: engine.DurabilityNone}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	run := func(w int) {
+		defer wg.Done()
+		for j := range 200 {
+			i := (w*7919 + j*31) % ejectDocs
+			key := memKey(i)
+			switch j % 4 {
+			case 0:
+				if _, err := c.Upsert(ctx, key, ejectValue(i, 1), none); err != nil && !errors.Is(err, engine.ErrLocked) {
+					errs <- fmt.Errorf("upsert %s: %w", key, err)
+					return
+				}
+			case 1:
+				d, err := c.GetLocked(ctx, key, 1)
+				if errors.Is(err, engine.ErrLocked) {
+					continue
+				}
+				if err != nil {
+					errs <- fmt.Errorf("GetLocked %s: %w", key, err)
+					return
+				}
+				if _, err := c.Replace(ctx, key, ejectValue(i, 2), &engine.WriteOptions{CAS: d.CAS, Durability: engine.DurabilityNone}); err != nil {
+					errs <- fmt.Errorf("replace %s with the lock CAS: %w", key, err)
+					return
+				}
+			case 2:
+				d, err := c.Get(ctx, key)
+				if err != nil {
+					errs <- fmt.Errorf("get %s: %w", key, err)
+					return
+				}
+				if !bytes.Equal(d.Value, ejectValue(i, 0)) && !bytes.Equal(d.Value, ejectValue(i, 1)) && !bytes.Equal(d.Value, ejectValue(i, 2)) {
+					errs <- fmt.Errorf("get %s: value %.40q", key, d.Value)
+					return
+				}
+			case 3:
+				if j == 103 { // halfway: the load finishes under the traffic
+					release()
+				}
+			}
+		}
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go run(w)
+	}
+	wg.Wait()
+	release()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n := 0
+	for d, err := range c.List(ctx, engine.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Value) != 4096 {
+			t.Fatalf("List %s: value of %d bytes", d.Key, len(d.Value))
+		}
+		n++
+	}
+	if n != ejectDocs {
+		t.Fatalf("List yielded %d documents, want %d", n, ejectDocs)
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

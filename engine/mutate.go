@@ -257,6 +257,12 @@ func (b *Bucket) dropPending() {
 	for _, p := range b.parts {
 		p.mu.Lock()
 		lost += len(p.mu.acked)
+		for k := range p.mu.acked {
+			// A lock holds only until its holder's write, and a write
+			// acknowledged was answered: its loss does not bring the
+			// lock back on the version it replaced (lock.go).
+			delete(p.mu.locks, k)
+		}
 		clear(p.mu.acked)
 		for k, d := range p.mu.pending {
 			if c := p.mu.docs[k]; d.Expired && c != nil && !c.Deleted && c.Expiration != 0 {

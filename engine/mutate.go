@@ -229,6 +229,10 @@ func (b *Bucket) applyCommitted(recs []record) {
 		p.mu.Unlock()
 	}
 	b.changed()
+	// Writes acknowledged from memory returned before their versions
+	// joined the LRU queue here: their writers' maybeEvict could not
+	// eject them, so a burst of them would stay past the quota.
+	b.maybeEvict(context.Background())
 }
 
 // applyRecordLocked publishes one committed record.

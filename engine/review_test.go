@@ -200,3 +200,32 @@ func TestReviewWarmupEjectLockAckedTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReviewQuotaAfterAckedBurst writes a couchbase bucket's quota over four
+// times at durability none: once the writes are on disk, value eviction has
+// brought mem_used back under the quota, as it does for durable writes.
+func TestReviewQuotaAfterAckedBurst(t *testing.T) {
+	ctx := waitCtx(t)
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeChecked(t, eng) })
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase, RAMQuotaMB: ejectQuota, DurabilityMinLevel: engine.DurabilityNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	for i := range ejectDocs {
+		if _, err := c.Upsert(ctx, memKey(i), ejectValue(i, 0), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	if st.MemUsed > ejectQuota<<20 {
+		t.Fatalf("after a burst of writes at durability none, once on disk: mem_used %d past the quota %d", st.MemUsed, ejectQuota<<20)
+	}
+}

@@ -59,6 +59,20 @@ type BeforeCatchUp interface {
 	BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error
 }
 
+// Quieter is implemented by a sink that holds work back while changes keep
+// coming (a paged view index writes its pages, and so makes its position
+// durable, lazily) and finishes it when its feed goes quiet: the follower
+// calls Quiet, with the right to change the sink held, once no change has
+// come for Options.QuietDelay after a catch-up. Without it, a sink fed
+// rarely would keep its position unacknowledged, and the bucket's metadata
+// purge waiting, until its next threshold.
+type Quieter interface {
+	Quiet(ctx context.Context) error
+}
+
+// DefaultQuietDelay is the default Options.QuietDelay.
+const DefaultQuietDelay = time.Second
+
 // Options configure a Consumer.
 type Options struct {
 	// Kind names the consumer's kind in log messages: "views", "search".
@@ -91,6 +105,10 @@ type Options struct {
 	// Life stops the consumer, as Stop does, when it ends (nil: only Stop
 	// does).
 	Life context.Context
+	// QuietDelay is how long the feed must bring nothing after a catch-up
+	// before the follower calls a Quieter sink's Quiet (0:
+	// DefaultQuietDelay).
+	QuietDelay time.Duration
 }
 
 // Consumer runs one sink on a bucket's change feed. It is safe for
@@ -211,13 +229,24 @@ func (c *Consumer[B]) Kick() {
 func (c *Consumer[B]) follow() {
 	defer close(c.done)
 	ctx := c.life
+	q, _ := any(c.sink).(Quieter)
+	delay := c.opts.QuietDelay
+	if delay <= 0 {
+		delay = DefaultQuietDelay
+	}
 	if !c.opts.Auto {
+		var quiet <-chan time.Time // armed after a catch-up, for a Quieter
 		for {
 			select {
 			case <-c.kick:
 				if err := c.CatchUp(ctx, nil); err != nil && ctx.Err() == nil {
 					c.warn(c.opts.Kind+": indexing failed", c.opts.LogKey, c.opts.LogID, "err", err)
+				} else if q != nil {
+					quiet = time.After(delay)
 				}
+			case <-quiet:
+				quiet = nil
+				c.quiet(ctx, q)
 			case <-ctx.Done():
 				return
 			}
@@ -242,9 +271,34 @@ func (c *Consumer[B]) follow() {
 			continue
 		}
 		_, seqs := c.sink.Position()
+		if q != nil {
+			qctx, cancel := context.WithTimeout(ctx, delay)
+			err := c.h.Wait(qctx, seqs)
+			cancel()
+			if err == nil {
+				continue
+			}
+			if ctx.Err() != nil || qctx.Err() == nil {
+				return // stopped, or the bucket closed
+			}
+			c.quiet(ctx, q) // nothing came for delay
+		}
 		if err := c.h.Wait(ctx, seqs); err != nil {
 			return
 		}
+	}
+}
+
+// quiet calls q's Quiet with the right to change the sink held, logging
+// what fails (the next quiet spell tries again).
+func (c *Consumer[B]) quiet(ctx context.Context, q Quieter) {
+	unlock, err := c.Lock(ctx)
+	if err != nil {
+		return // stopped
+	}
+	defer unlock()
+	if err := q.Quiet(ctx); err != nil && ctx.Err() == nil {
+		c.warn(c.opts.Kind+": finishing work held back failed", c.opts.LogKey, c.opts.LogID, "err", err)
 	}
 }
 

@@ -336,3 +336,26 @@ func (d *decoder) bytes() []byte {
 	d.b = d.b[l:]
 	return v
 }
+
+// WriteBack writes what Applies changed and a paged index's file does not
+// hold yet (see ApplyDurable), then calls those Applies' durable callbacks.
+// An index kept in memory, or a paged one with nothing held back, returns at
+// once. A sink calls it when its feed goes quiet, so that the position it
+// reached is acknowledged, and the bucket's metadata purge goes on, without
+// waiting for the next write-back threshold.
+func (ix *Index) WriteBack() (err error) {
+	var done []func()
+	defer func() {
+		for _, f := range done {
+			f()
+		}
+	}()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed.Load() {
+		return ErrClosed
+	}
+	defer recoverPage(&err)
+	done, err = ix.writeBackLocked()
+	return err
+}

@@ -110,6 +110,12 @@ func (ix *indexer) Apply(ctx context.Context, updates []index.DocUpdate, next []
 	return ix.idx.ApplyDurable(ctx, updates, next, durable)
 }
 
+// Quiet writes back what a paged index holds back, once the feed has gone
+// quiet, so that its position is acknowledged (and tombstones it has seen
+// may be purged) without waiting for the next write-back threshold
+// (feed.Quieter). An index in memory has nothing to write.
+func (ix *indexer) Quiet(context.Context) error { return ix.idx.WriteBack() }
+
 // closedErr is the error of a call on an indexer closed under it.
 func (ix *indexer) closedErr() error {
 	return fmt.Errorf("%w: design document %s was replaced or deleted", ErrClosed, ix.id)

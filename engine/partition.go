@@ -61,7 +61,20 @@ func newPartition(id uint16) *partition {
 
 // partitionOf hashes a key to its partition, as Couchbase does (CRC32, upper bits).
 func partitionOf(key string, n int) uint16 {
-	return uint16((crc32.ChecksumIEEE([]byte(key)) >> 16) % uint32(n))
+	return uint16((crc32IEEE(key) >> 16) % uint32(n))
+}
+
+// crc32IEEE is crc32.ChecksumIEEE of key, computed on the string itself:
+// converting a key to []byte for crc32 cost an allocation on every read and
+// write. Keys are short, so a byte at a time through the package's table is
+// enough.
+func crc32IEEE(key string) uint32 {
+	t := crc32.IEEETable
+	crc := ^uint32(0)
+	for i := 0; i < len(key); i++ {
+		crc = t[byte(crc)^key[i]] ^ (crc >> 8)
+	}
+	return ^crc
 }
 
 // latestLocked returns the newest version of k: the one on its way to disk if

@@ -23,6 +23,9 @@ const bufSize = 16 << 10
 // commands; bigger values get a buffer of their own.
 const maxKeptData = 64 << 10
 
+// maxKeptKeys is the longest key list a connection keeps between commands.
+const maxKeptKeys = 64
+
 // conn is one client connection. It is used by one goroutine only.
 type conn struct {
 	s  *Server
@@ -35,9 +38,10 @@ type conn struct {
 	kicked   bool // closed by a timeout
 	r        *bufio.Reader
 	w        *bufio.Writer
-	line     []byte // a command line longer than the read buffer, assembled
-	data     []byte // the data block buffer, reused up to maxKeptData
-	num      []byte // scratch for formatting numbers
+	line     []byte   // a command line longer than the read buffer, assembled
+	data     []byte   // the data block buffer, reused up to maxKeptData
+	num      []byte   // scratch for formatting numbers
+	keys     []string // room for a command's key list, reused (parseCommandInto)
 
 	// Pipelined writes: a write that arrives while more input is buffered,
 	// or while earlier writes are in flight, or with noreply, runs on pipe
@@ -188,7 +192,13 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			c.closing(err)
 			return
 		}
-		cmd := parseCommand(line)
+		if cap(c.keys) > maxKeptKeys {
+			c.keys = nil // do not keep a huge multi-get's list
+		}
+		cmd := parseCommandInto(line, c.keys)
+		if cmd.keys != nil {
+			c.keys = cmd.keys[:0]
+		}
 		ok := c.exec(ctx, &cmd)
 		if c.kicked {
 			return
@@ -450,6 +460,7 @@ func (c *conn) storage(ctx context.Context, cmd *command) bool {
 	// pipelined write gets its own copy, and its own copy of the command.
 	val := append([]byte(nil), data[:cmd.vlen]...)
 	sc := *cmd
+	sc.keys = nil // the connection's, reused by the next command
 	c.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string { return s.store(ctx, &sc, key, val) })
 	return true
 }

@@ -196,17 +196,24 @@ func tokenize(dst [][]byte, line []byte) [][]byte {
 
 // parseCommand parses one command line (with or without its terminator) the
 // way memcached 1.6 does, reply strings included. It never panics.
-func parseCommand(line []byte) command {
+func parseCommand(line []byte) command { return parseCommandInto(line, nil) }
+
+// parseCommandInto is parseCommand with keys as room for the command's key
+// list: the result's keys then share keys's array (valid until it is reused),
+// so a connection parses a command without allocating the list each time.
+// With nil keys the list is a fresh slice.
+func parseCommandInto(line []byte, keys []string) command {
 	var buf [maxTokens][]byte
 	toks := tokenize(buf[:0], trimLine(line))
-	return parseTokens(toks)
+	return parseTokens(toks, keys[:0])
 }
 
 func invalid(reply string) command { return command{kind: cmdInvalid, reply: reply} }
 
 // parseTokens dispatches on the command name as process_command_ascii does.
 // n below is memcached's ntokens: the real tokens plus the terminal one.
-func parseTokens(toks [][]byte) command {
+// keys is room for the key list (see parseCommandInto).
+func parseTokens(toks [][]byte, keys []string) command {
 	n := len(toks) + 1
 	if n > maxTokens {
 		n = maxTokens // memcached's token array is full; only counts matter here
@@ -220,17 +227,17 @@ func parseTokens(toks [][]byte) command {
 		if n < 3 {
 			return invalid(replyError)
 		}
-		return parseRetrieval(kindByName(name), toks)
+		return parseRetrieval(kindByName(name), toks, keys)
 	case "set", "add", "replace", "append", "prepend":
 		if n != 6 && n != 7 {
 			return invalid(replyError)
 		}
-		return parseStorage(kindByName(name), toks, n)
+		return parseStorage(kindByName(name), toks, n, keys)
 	case "cas":
 		if n != 7 && n != 8 {
 			return invalid(replyError)
 		}
-		return parseStorage(cmdCas, toks, n)
+		return parseStorage(cmdCas, toks, n, keys)
 	case "incr", "decr":
 		if n != 4 && n != 5 {
 			return invalid(replyError)
@@ -239,17 +246,17 @@ func parseTokens(toks [][]byte) command {
 		if name == "decr" {
 			kind = cmdDecr
 		}
-		return parseArith(kind, toks, n)
+		return parseArith(kind, toks, n, keys)
 	case "touch":
 		if n != 4 && n != 5 {
 			return invalid(replyError)
 		}
-		return parseTouch(toks, n)
+		return parseTouch(toks, n, keys)
 	case "delete":
 		if n < 3 || n > 5 {
 			return invalid(replyError)
 		}
-		return parseDelete(toks, n)
+		return parseDelete(toks, n, keys)
 	case "flush_all":
 		if n < 2 || n > 4 {
 			return invalid(replyError)
@@ -322,7 +329,7 @@ func keyStorable(k []byte) bool {
 	return utf8.Valid(k)
 }
 
-func parseRetrieval(kind cmdKind, toks [][]byte) command {
+func parseRetrieval(kind cmdKind, toks [][]byte, room []string) command {
 	c := command{kind: kind}
 	keys := toks[1:]
 	if kind == cmdGat || kind == cmdGats {
@@ -333,7 +340,10 @@ func parseRetrieval(kind cmdKind, toks [][]byte) command {
 		c.exptime = int64(e)
 		keys = toks[2:]
 	}
-	c.keys = make([]string, 0, len(keys))
+	c.keys = room
+	if c.keys == nil || cap(c.keys) < len(keys) {
+		c.keys = make([]string, 0, len(keys))
+	}
 	for _, k := range keys {
 		if !keyOK(k) || !keyStorable(k) {
 			c.reply = replyBadFormat
@@ -344,7 +354,7 @@ func parseRetrieval(kind cmdKind, toks [][]byte) command {
 	return c
 }
 
-func parseStorage(kind cmdKind, toks [][]byte, n int) command {
+func parseStorage(kind cmdKind, toks [][]byte, n int, room []string) command {
 	c := command{kind: kind, noreply: noreplyAt(toks, n)}
 	key := toks[1]
 	if !keyOK(key) {
@@ -372,11 +382,11 @@ func parseStorage(kind cmdKind, toks [][]byte, n int) command {
 		r.swallow = c.vlen + 2
 		return r
 	}
-	c.keys = []string{string(key)}
+	c.keys = append(room, string(key))
 	return c
 }
 
-func parseArith(kind cmdKind, toks [][]byte, n int) command {
+func parseArith(kind cmdKind, toks [][]byte, n int, room []string) command {
 	c := command{kind: kind, noreply: noreplyAt(toks, n)}
 	if !keyOK(toks[1]) || !keyStorable(toks[1]) {
 		return c.reject(replyBadFormat)
@@ -386,11 +396,11 @@ func parseArith(kind cmdKind, toks [][]byte, n int) command {
 		return c.reject(replyBadDelta)
 	}
 	c.delta = d
-	c.keys = []string{string(toks[1])}
+	c.keys = append(room, string(toks[1]))
 	return c
 }
 
-func parseTouch(toks [][]byte, n int) command {
+func parseTouch(toks [][]byte, n int, room []string) command {
 	c := command{kind: cmdTouch, noreply: noreplyAt(toks, n)}
 	if !keyOK(toks[1]) || !keyStorable(toks[1]) {
 		return c.reject(replyBadFormat)
@@ -400,11 +410,11 @@ func parseTouch(toks [][]byte, n int) command {
 		return c.reject(replyBadExptime)
 	}
 	c.exptime = int64(e)
-	c.keys = []string{string(toks[1])}
+	c.keys = append(room, string(toks[1]))
 	return c
 }
 
-func parseDelete(toks [][]byte, n int) command {
+func parseDelete(toks [][]byte, n int, room []string) command {
 	c := command{kind: cmdDelete}
 	if n > 3 {
 		holdIsZero := string(toks[2]) == "0"
@@ -417,7 +427,7 @@ func parseDelete(toks [][]byte, n int) command {
 	if !keyOK(toks[1]) || !keyStorable(toks[1]) {
 		return c.reject(replyBadFormat)
 	}
-	c.keys = []string{string(toks[1])}
+	c.keys = append(room, string(toks[1]))
 	return c
 }
 

@@ -190,3 +190,24 @@ func FuzzParseCommand(f *testing.F) {
 		}
 	})
 }
+
+// A connection parses into room it keeps: the result is the same command as
+// parseCommand's, the key list lands in the room (no list allocated per
+// command), and reusing the room for the next command gives that command's
+// keys.
+func TestParseCommandIntoReusesRoom(t *testing.T) {
+	room := make([]string, 0, 4)
+	for _, line := range []string{"get a b c\r\n", "set k 1 2 3\r\n", "gets x\r\n", "delete d noreply\r\n", "incr i 5\r\n", "touch t 10\r\n", "get " + strings.Repeat("k ", 10) + "\r\n"} {
+		got, want := parseCommandInto([]byte(line), room), parseCommand([]byte(line))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseCommandInto(%q)\n got %+v\nwant %+v", line, got, want)
+		}
+		if len(got.keys) <= cap(room) && &got.keys[:1][0] != &room[:1][0] {
+			t.Errorf("parseCommandInto(%q): key list not in the room given", line)
+		}
+	}
+	line := []byte("get key:1\r\n")
+	if n := testing.AllocsPerRun(100, func() { parseCommandInto(line, room) }); n > 1 {
+		t.Errorf("parsing a get allocates %v times, want at most 1 (the key)", n)
+	}
+}

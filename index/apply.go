@@ -61,11 +61,7 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 		}
 	}
 	var done []func() // durable callbacks to call once unlocked
-	defer func() {
-		for _, f := range done {
-			f()
-		}
-	}()
+	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
@@ -345,11 +341,7 @@ func (d *decoder) bytes() []byte {
 // waiting for the next write-back threshold.
 func (ix *Index) WriteBack() (err error) {
 	var done []func()
-	defer func() {
-		for _, f := range done {
-			f()
-		}
-	}()
+	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {

@@ -998,11 +998,7 @@ func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, err
 // commit that grows the file's memory map would otherwise deadlock.
 func (ix *Index) checkPaged(ctx context.Context) (err error) {
 	var done []func()
-	defer func() {
-		for _, f := range done {
-			f()
-		}
-	}()
+	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {

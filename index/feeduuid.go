@@ -21,11 +21,7 @@ func (ix *Index) FeedUUID() uint64 { return ix.feedUUID.Load() }
 // history the sequence vector now belongs to.
 func (ix *Index) SetFeedUUID(u uint64) error {
 	var done []func()
-	defer func() {
-		for _, f := range done {
-			f()
-		}
-	}()
+	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {

@@ -233,11 +233,7 @@ func (ix *Index) Close() error {
 	ix.mu.Unlock()
 	ix.ckptDone.Wait()
 	var done []func()
-	defer func() {
-		for _, f := range done {
-			f()
-		}
-	}()
+	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	var err error

@@ -745,3 +745,12 @@ func (ix *Index) publish(snap *snapshot) {
 	ix.snap.Store(snap)
 	ps.rmu.Unlock()
 }
+
+// runDone calls the durable callbacks *done holds (see ApplyDurable). It is
+// deferred before the index's lock is taken, so that they run once the lock
+// is released.
+func runDone(done *[]func()) {
+	for _, f := range *done {
+		f()
+	}
+}

@@ -47,6 +47,10 @@ const (
 	pebbleMemTableStop = 2
 )
 
+// pebbleMemBudget is the most a pebble store holds in its block cache and
+// memtables (Bucket.StorageMemBudget).
+const pebbleMemBudget = pebbleCacheSize + pebbleMemTableSize*pebbleMemTableStop
+
 // pebbleDir is the folder, in a bucket's folder, of its pebble store.
 const pebbleDir = "pebble"
 
@@ -597,6 +601,22 @@ func (s *pebbleStorage) estimateKeys() (int64, error) {
 	}
 	return c, nil
 }
+
+// memHeld returns the bytes the store's block cache and memtables hold now,
+// as pebble reports them; 0 once the store is closed.
+func (s *pebbleStorage) memHeld() int64 {
+	exit, err := s.enter()
+	if err != nil {
+		return 0
+	}
+	defer exit()
+	m := s.db.Metrics()
+	return m.BlockCache.Size + int64(m.MemTable.Size)
+}
+
+// memBudget is the most memHeld may reach (as pebble sizes memtables, a
+// large batch may briefly pass it).
+func (s *pebbleStorage) memBudget() int64 { return pebbleMemBudget }
 
 func (s *pebbleStorage) expiries(fn func(expItem) error) error {
 	return s.each(pfxExp, func(k, _ []byte) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -309,4 +310,46 @@ func TestWarmupEstimatesKeys(t *testing.T) {
 			release()
 		})
 	}
+}
+
+// TestWarmupEstimatesLargePebbleStore: a pebble store past the size it
+// counts (8 MiB of documents) is estimated from its tables' properties:
+// within a few percent of the documents stored.
+func TestWarmupEstimatesLargePebbleStore(t *testing.T) {
+	ctx := waitCtx(t)
+	dir := t.TempDir()
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true, Storage: engine.StoragePebble})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2500
+	// Values that do not compress, so that the tables are as large as the
+	// documents.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		pad := make([]byte, 2048)
+		for j := range pad {
+			pad[j] = byte(rng.Uint32())
+		}
+		value := []byte(fmt.Sprintf(`{"pad":"%x"}`, pad))
+		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%05d", i), value, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeChecked(t, eng)
+
+	eng, reached, release := heldWarmup(t, dir, clk)
+	if b, err = eng.Bucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	if got := b.WarmupStats().EstimatedKeyCount; got < n*95/100 || got > n*105/100 {
+		t.Fatalf("estimated key count %d, want within 5%% of %d", got, n)
+	}
+	release()
 }

@@ -117,12 +117,6 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 			return limit != 0
 		}
 		if c.b.store.st.durable() {
-			// The store's keys drive the listing: writes acknowledged
-			// from memory go to disk first, so that it reads them.
-			if err := c.b.syncAcked(ctx); err != nil {
-				yield(nil, err)
-				return
-			}
 			c.listStored(ctx, o.keyRange(), emit, yield)
 			return
 		}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 )
 
@@ -105,20 +104,4 @@ func (d Durability) Persists() bool {
 // the bucket's durabilityMinLevel.
 func (b *Bucket) durability(req Durability) Durability {
 	return req.Max(levelOfRank(b.minDurability.Load()))
-}
-
-// syncAcked commits the writes acknowledged from memory that wait for the
-// flush interval, if any, and waits for them: for a reader of the committed
-// versions alone (a listing driven by the store's keys) that must still
-// read its writes, as Get does.
-func (b *Bucket) syncAcked(ctx context.Context) error {
-	for _, p := range b.parts {
-		p.mu.RLock()
-		n := len(p.mu.acked)
-		p.mu.RUnlock()
-		if n > 0 {
-			return b.Sync(ctx)
-		}
-	}
-	return nil
 }

@@ -242,3 +242,64 @@ func TestDurabilityNoneFlushesWithinInterval(t *testing.T) {
 		t.Errorf("ep_commit_num %d after a commit", n)
 	}
 }
+
+// At none a listing reads its acknowledged writes as Get does: a new key
+// not yet on disk is listed in its place, in either order and within
+// bounds and limits, an update shows its new value, a delete hides its key,
+// and no key is listed twice, without forcing a commit; after the flush
+// the listing is the same.
+func TestDurabilityNoneListsAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	_, b := newLevelBucket(t, t.TempDir(), engine.DurabilityNone)
+	c := b.DefaultCollection()
+	for _, k := range []string{"b", "d", "f"} {
+		if _, err := c.Upsert(ctx, k, []byte(`"old"`), &engine.WriteOptions{Durability: engine.DurabilityPersistToMajority}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b", "c", "e", "g"} {
+		if _, err := c.Upsert(ctx, k, []byte(`"new"`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Delete(ctx, "d", nil); err != nil {
+		t.Fatal(err)
+	}
+	if onDisk(b) {
+		t.Fatal("writes at none were committed before the listing (flush interval 1h)")
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, tc := range []struct {
+			o    engine.ListOptions
+			want []string
+		}{
+			{engine.ListOptions{}, []string{"a", "b", "c", "e", "f", "g"}},
+			{engine.ListOptions{Descending: true}, []string{"g", "f", "e", "c", "b", "a"}},
+			{engine.ListOptions{Start: ptr("b"), End: ptr("e"), ExclusiveEnd: true}, []string{"b", "c"}},
+			{engine.ListOptions{Descending: true, Start: ptr("f"), Skip: 1, Limit: 2}, []string{"e", "c"}},
+		} {
+			var got []string
+			for d, err := range c.List(ctx, tc.o) {
+				if err != nil {
+					t.Fatalf("%s: List(%s): %v", when, optString(tc.o), err)
+				}
+				got = append(got, d.Key)
+				if v := map[bool]string{true: `"old"`, false: `"new"`}[d.Key == "f"]; string(d.Value) != v {
+					t.Errorf("%s: List(%s) shows %s = %s, want %s", when, optString(tc.o), d.Key, d.Value, v)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s: List(%s) = %v, want %v", when, optString(tc.o), got, tc.want)
+			}
+		}
+	}
+	check("before the flush")
+	if onDisk(b) {
+		t.Error("the listings committed the writes at none: a listing must read them, not force a commit")
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after the flush")
+}

@@ -133,6 +133,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.opts.wrapStorage != nil && s.Type == Couchbase {
+		st = e.opts.wrapStorage(st)
+	}
 	if err := b.open(st); err != nil {
 		st.close(false)
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)

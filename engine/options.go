@@ -48,6 +48,13 @@ type Options struct {
 	// many it has read, inside the store's read transaction: a test blocks
 	// in it to hold a warm-up at a known point.
 	WarmupHook func(bucket string, loaded int64)
+
+	// Tests only (internal tests set them): wrapStorage, when set, wraps
+	// each couchbase bucket's store as it opens (to inject faults);
+	// warmupRetryFirst, when set, replaces the first back-off of a failed
+	// background warm-up (warmupRetryFirst).
+	wrapStorage      func(storage) storage
+	warmupRetryFirst time.Duration
 }
 
 // DefaultFlushInterval is the default Options.FlushInterval: short enough

@@ -47,6 +47,10 @@ const (
 	pebbleMemTableStop = 2
 )
 
+// pebbleMemBudget is the most a pebble store holds in its block cache and
+// memtables (Bucket.StorageMemBudget).
+const pebbleMemBudget = pebbleCacheSize + pebbleMemTableSize*pebbleMemTableStop
+
 // pebbleDir is the folder, in a bucket's folder, of its pebble store.
 const pebbleDir = "pebble"
 
@@ -538,6 +542,81 @@ func pebbleStep(it *pebble.Iterator, desc bool) bool {
 	}
 	return it.Next()
 }
+
+// pebbleCountBelow is the size of a store's document range below which
+// estimateKeys counts its keys rather than estimating them.
+const pebbleCountBelow = 8 << 20
+
+// estimateKeys estimates the stored documents (ep_warmup_estimated_key_count)
+// without reading a large store's keys: from the sstables' properties, the
+// entries less the deletions of every table within the documents' range,
+// and of a table that spans other ranges too (the two at each level's ends
+// of the range) the share its bytes in the range suggest. Open flushes
+// what the write-ahead log held, so at warm-up nothing stored is left out;
+// what the estimate overcounts is compaction's debt: a document written
+// again, or purged, since the tables holding its older versions were last
+// compacted counts once per version (exact after a compaction, too high by
+// the versions not yet compacted away). A small store, whose documents
+// take less than pebbleCountBelow, is often one table holding every range,
+// where a share of bytes is a poor guess: its keys are counted, exactly.
+func (s *pebbleStorage) estimateKeys() (int64, error) {
+	exit, err := s.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer exit()
+	lo, hi := []byte{pfxDoc}, prefixEnd(pfxDoc)
+	levels, err := s.db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi), pebble.WithApproximateSpanBytes())
+	if err != nil {
+		return 0, fmt.Errorf("engine: estimate documents: %w", err)
+	}
+	var n float64
+	var size uint64
+	for _, level := range levels {
+		for _, t := range level {
+			size += t.ApproximateSpanBytes
+			if t.Properties == nil || t.Properties.NumEntries <= t.Properties.NumDeletions {
+				continue
+			}
+			live := float64(t.Properties.NumEntries - t.Properties.NumDeletions)
+			if t.Size > 0 && t.ApproximateSpanBytes < t.Size {
+				live *= float64(t.ApproximateSpanBytes) / float64(t.Size)
+			}
+			n += live
+		}
+	}
+	if size >= pebbleCountBelow {
+		return int64(math.Round(n)), nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, fmt.Errorf("engine: count documents: %w", err)
+	}
+	var c int64
+	for ok := it.First(); ok; ok = it.Next() {
+		c++
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("engine: count documents: %w", err)
+	}
+	return c, nil
+}
+
+// memHeld returns the bytes the store's block cache and memtables hold now,
+// as pebble reports them; 0 once the store is closed.
+func (s *pebbleStorage) memHeld() int64 {
+	exit, err := s.enter()
+	if err != nil {
+		return 0
+	}
+	defer exit()
+	m := s.db.Metrics()
+	return m.BlockCache.Size + int64(m.MemTable.Size)
+}
+
+// memBudget is the most memHeld may reach (as pebble sizes memtables, a
+// large batch may briefly pass it).
+func (s *pebbleStorage) memBudget() int64 { return pebbleMemBudget }
 
 func (s *pebbleStorage) expiries(fn func(expItem) error) error {
 	return s.each(pfxExp, func(k, _ []byte) error {

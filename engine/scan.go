@@ -117,12 +117,6 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 			return limit != 0
 		}
 		if c.b.store.st.durable() {
-			// The store's keys drive the listing: writes acknowledged
-			// from memory go to disk first, so that it reads them.
-			if err := c.b.syncAcked(ctx); err != nil {
-				yield(nil, err)
-				return
-			}
 			c.listStored(ctx, o.keyRange(), emit, yield)
 			return
 		}
@@ -155,13 +149,34 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 // in order, and memory says which of them are live: a key the store holds
 // and memory does not is a commit not yet published or a purge on its way
 // (left out, as Get leaves it out), and a stored version newer than
-// memory's is one not yet published (memory's is the one shown). The
-// values come from memory's committed versions (an ejected one read back
-// from the store by emit). (Should keys and metadata
-// ever leave memory — full eviction — a key memory lacks must be read
-// from the store instead of left out.)
+// memory's is one not yet published (memory's is the one shown). The one
+// kind of key the store may not hold yet is a write acknowledged from memory
+// (durability none or majority) whose flush is still on its way: the
+// partitions' acked keys of the range, taken when the listing starts, are
+// merged into the store's key walk in order (a key both hold is listed
+// once), and each key shows the version reads see (partition.readLocked: an
+// acknowledged version before the committed one), so a listing reads its
+// own acknowledged writes as Get does. The values come from memory's
+// versions (an ejected one read back from the store by emit). (Should keys
+// and metadata ever leave memory — full eviction — a key memory lacks must
+// be read from the store instead of left out.)
 func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Document) bool, yield func(*Document, error) bool) {
 	now := c.b.clock.Now()
+	acked := c.ackedKeys(r)
+	// show emits key's version as reads see it, if live, and says whether
+	// the listing goes on.
+	show := func(key string) bool {
+		p := c.b.partitionFor(key)
+		p.mu.RLock()
+		d := p.readLocked(docKey{cid: c.id, key: key})
+		p.mu.RUnlock()
+		if d == nil || d.Deleted || d.ExpiredAt(now) {
+			return true
+		}
+		return emit(d)
+	}
+	// first reports whether a comes before b in r's order.
+	first := func(a, b string) bool { return a != b && a < b != r.desc }
 	n := 0
 	for key, err := range c.b.store.st.keys(c.id, r) {
 		if err != nil {
@@ -178,17 +193,45 @@ func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Docu
 				return
 			}
 		}
-		p := c.b.partitionFor(key)
-		p.mu.RLock()
-		d := p.mu.docs[docKey{cid: c.id, key: key}]
-		p.mu.RUnlock()
-		if d == nil || d.Deleted || d.ExpiredAt(now) {
-			continue
+		for len(acked) > 0 && first(acked[0], key) {
+			if !show(acked[0]) {
+				return
+			}
+			acked = acked[1:]
 		}
-		if !emit(d) {
+		if len(acked) > 0 && acked[0] == key {
+			acked = acked[1:]
+		}
+		if !show(key) {
 			return
 		}
 	}
+	for _, key := range acked {
+		if !show(key) {
+			return
+		}
+	}
+}
+
+// ackedKeys returns the collection's keys within r that have a version
+// acknowledged from memory and not yet committed, in r's order. It visits
+// every partition's acked set: the writes on their way to disk, few.
+func (c *Collection) ackedKeys(r keyRange) []string {
+	var keys []string
+	for _, p := range c.b.parts {
+		p.mu.RLock()
+		for k := range p.mu.acked {
+			if k.cid == c.id && r.contains(k.key) {
+				keys = append(keys, k.key)
+			}
+		}
+		p.mu.RUnlock()
+	}
+	slices.Sort(keys)
+	if r.desc {
+		slices.Reverse(keys)
+	}
+	return keys
 }
 
 // listMemory returns the collection's live documents within r, sorted in

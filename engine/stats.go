@@ -43,6 +43,12 @@ type Stats struct {
 	// owner's account: KVSize plus the estimated overhead of each item's
 	// map slot, change-log entry, expiry entry and LRU entry (mem_used).
 	MemUsed int64
+	// StorageMemUsed is the memory the bucket's store holds beside the
+	// memory owner's account, outside mem_used and the quota: a pebble
+	// store's block cache and memtables, as pebble reports them, at most
+	// Bucket.StorageMemBudget (ep_mem_used_secondary, Couchbase's memory of
+	// a magma bucket's storage layer); 0 for other stores.
+	StorageMemUsed int64
 	// KVSize is the bytes of the committed versions' metadata, keys and
 	// values held in memory (ep_kv_size).
 	KVSize int64
@@ -91,6 +97,9 @@ func (b *Bucket) Stats() Stats {
 	}
 	s.MemUsed, s.KVSize = b.memUsed(), b.mem.kv.Load()
 	s.MemHighWat, s.MemLowWat = b.mem.high(), b.mem.low()
+	if sm, ok := b.store.st.(storageMem); ok {
+		s.StorageMemUsed = sm.memHeld()
+	}
 	s.Evictions, s.TmpOOMErrors = b.mem.evictions.Load(), b.mem.tmpOOM.Load()
 	s.NumValueEjects, s.BgFetched = b.mem.ejects.Load(), b.mem.bgFetched.Load()
 	s.NonResident, s.ResidentPct = b.mem.nonResident.Load(), b.residentPct()
@@ -111,3 +120,23 @@ func (b *Bucket) Stats() Stats {
 
 // CountPagerRun records one expiry pager run in the statistics.
 func (b *Bucket) CountPagerRun() { b.stats.pagerRuns.Add(1) }
+
+// storageMem is a store that holds memory of its own (caches, write
+// buffers) beside the documents the memory owner accounts for.
+type storageMem interface {
+	// memHeld returns the bytes it holds now.
+	memHeld() int64
+	// memBudget returns the most it holds.
+	memBudget() int64
+}
+
+// StorageMemBudget returns the most memory the bucket's store holds beside
+// the memory owner's account (Stats.StorageMemUsed): a pebble store's block
+// cache and memtables, 64 MiB; 0 for a store that holds none of its own.
+// It is fixed: no quota or setting scales it.
+func (b *Bucket) StorageMemBudget() int64 {
+	if sm, ok := b.store.st.(storageMem); ok {
+		return sm.memBudget()
+	}
+	return 0
+}

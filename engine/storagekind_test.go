@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,5 +107,45 @@ func TestStorageOptionValidated(t *testing.T) {
 	}
 	if got := engine.DefaultOptions().Storage; got != engine.StoragePebble {
 		t.Errorf("default store %q, want %q", got, engine.StoragePebble)
+	}
+}
+
+// TestStorageMemUsed: a pebble bucket reports the memory its store holds
+// (memtables at once, the block cache once reads fill it), within its
+// fixed budget; bbolt and memory-only buckets hold none of their own.
+func TestStorageMemUsed(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		kind   string
+		typ    engine.BucketType
+		budget int64
+	}{
+		{engine.StoragePebble, engine.Couchbase, 64 << 20},
+		{engine.StorageBolt, engine.Couchbase, 0},
+		{engine.StoragePebble, engine.Ephemeral, 0},
+	} {
+		t.Run(tc.kind+"/"+string(tc.typ), func(t *testing.T) {
+			eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true, Storage: tc.kind})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closeChecked(t, eng) })
+			b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: tc.typ})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 100 {
+				if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprint("k", i), []byte(`{"v":1}`), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			used := b.Stats().StorageMemUsed
+			if got := b.StorageMemBudget(); got != tc.budget {
+				t.Errorf("StorageMemBudget %d, want %d", got, tc.budget)
+			}
+			if tc.budget == 0 && used != 0 || tc.budget > 0 && (used <= 0 || used > tc.budget) {
+				t.Errorf("StorageMemUsed %d, want within (0, %d] (0 for no budget)", used, tc.budget)
+			}
+		})
 	}
 }

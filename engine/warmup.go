@@ -40,6 +40,19 @@ const (
 	WarmupEstimating = "estimating database item count"
 	WarmupLoading    = "loading k/v pairs"
 	WarmupDone       = "done"
+	// WarmupRetrying is Mayfly's own: a background load failed and waits
+	// to be tried again (WarmupStats.Error says why).
+	WarmupRetrying = "retrying after an error"
+)
+
+// A background warm-up whose load fails tries it again, after a back-off
+// that doubles from warmupRetryFirst up to warmupRetryMax, until it succeeds
+// or the bucket closes: what waits for the warm-up (the feed, the pager,
+// the purge, listings) then goes on, rather than waiting for ever. A failed
+// load is undone by nothing: the next one skips the keys already in memory.
+const (
+	warmupRetryFirst = time.Second
+	warmupRetryMax   = time.Minute
 )
 
 // ErrWarmup is returned by a call that needs every item of a bucket while
@@ -65,8 +78,12 @@ type WarmupStats struct {
 	// Time is how long the warm-up took, or has taken so far, in
 	// microseconds (ep_warmup_time).
 	Time int64
-	// Error is why the warm-up failed ("" while it runs or once done).
+	// Error is why the warm-up failed: while it runs, why its last load
+	// failed (it is retried; "" if none has), once it ended without
+	// loading everything, why (the bucket closed).
 	Error string
+	// Retries counts the loads that failed and were tried again.
+	Retries int64
 }
 
 // warmup is a bucket's warm-up state.
@@ -77,6 +94,8 @@ type warmup struct {
 	start     time.Time
 	took      atomic.Int64 // µs, once done
 	failed    atomic.Value // error, once the load failed
+	lastErr   atomic.Value // error: the last failed load, while it is retried
+	retries   atomic.Int64
 	done      chan struct{}
 	cancel    context.CancelFunc
 	stopped   sync.WaitGroup
@@ -125,7 +144,10 @@ func (b *Bucket) WarmupStats() WarmupStats {
 	}
 	if err, _ := w.failed.Load().(error); err != nil {
 		s.Error = err.Error()
+	} else if err, _ := w.lastErr.Load().(error); err != nil && s.Running {
+		s.Error = err.Error()
 	}
+	s.Retries = w.retries.Load()
 	return s
 }
 
@@ -146,8 +168,11 @@ func (b *Bucket) startWarmup(st storage, background bool) {
 	run := func() {
 		defer w.stopped.Done()
 		err := b.loadDocs(ctx, st)
+		if background {
+			err = b.retryWarmup(ctx, st, err)
+		}
 		if err != nil && ctx.Err() == nil {
-			b.eng.log.Error("warm-up failed: reads go to disk, and the change feed, pager and purge wait", "bucket", b.name, "err", err)
+			b.eng.log.Error("warm-up failed", "bucket", b.name, "err", err)
 			w.failed.Store(fmt.Errorf("%w: bucket %s: warm-up: %w", ErrStorage, b.name, err))
 		} else if err != nil {
 			w.failed.Store(ErrClosed)
@@ -167,6 +192,36 @@ func (b *Bucket) startWarmup(st storage, background bool) {
 	} else {
 		run()
 	}
+}
+
+// retryWarmup tries a background warm-up's failed load (err) again, with
+// back-off, until one succeeds (nil) or ctx ends (its error).
+func (b *Bucket) retryWarmup(ctx context.Context, st storage, err error) error {
+	w := &b.warmup
+	delay := warmupRetryFirst
+	if d := b.eng.opts.warmupRetryFirst; d > 0 {
+		delay = d
+	}
+	for err != nil && ctx.Err() == nil {
+		w.lastErr.Store(fmt.Errorf("%w: %w", ErrStorage, err))
+		w.state.Store(WarmupRetrying)
+		b.eng.log.Error("warm-up failed; it is retried (reads go to disk meanwhile; the change feed, pager and purge wait)",
+			"bucket", b.name, "failures", w.retries.Load()+1, "retry_in", delay, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		w.retries.Add(1)
+		delay = min(2*delay, warmupRetryMax)
+		err = b.loadDocs(ctx, st)
+	}
+	if err == nil && w.retries.Load() > 0 {
+		b.eng.log.Info("warm-up succeeded after failures", "bucket", b.name, "retries", w.retries.Load())
+	}
+	return err
 }
 
 // stopWarmup ends a warm-up still running and waits for its loader.

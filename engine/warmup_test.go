@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -86,9 +87,9 @@ func TestWarmupServesWhileLoading(t *testing.T) {
 	c = b.DefaultCollection()
 	<-reached
 	ws := b.WarmupStats()
-	// The estimate is the store's (bbolt counts its pages' keys; a store
-	// without one says -1, unknown).
-	if !ws.Running || ws.State != engine.WarmupLoading || ws.KeyCount != 1 || (ws.EstimatedKeyCount != n && ws.EstimatedKeyCount != -1) {
+	// The estimate is the store's (the deleted document's tombstone is
+	// stored too).
+	if !ws.Running || ws.State != engine.WarmupLoading || ws.KeyCount != 1 || ws.EstimatedKeyCount != n {
 		t.Fatalf("held warm-up: %+v, want running, %q, 1 key of %d estimated", ws, engine.WarmupLoading, n)
 	}
 	if b.Warm() {
@@ -258,4 +259,97 @@ func TestWarmupCloseWhileLoading(t *testing.T) {
 	if got := b3.Stats().CurrItems; got != 20 {
 		t.Fatalf("after a close during the warm-up, the next open holds %d items, want 20", got)
 	}
+}
+
+// TestWarmupEstimatesKeys restarts a bucket of each store kind whose
+// documents were written, rewritten and deleted: the held warm-up reports
+// the stored documents (tombstones included) as its estimate, not -1.
+func TestWarmupEstimatesKeys(t *testing.T) {
+	for _, kind := range []string{engine.StoragePebble, engine.StorageBolt} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := waitCtx(t)
+			dir := t.TempDir()
+			clk := engine.NewFakeClock(t0)
+			eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true, Storage: kind})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := b.DefaultCollection()
+			const n = 300
+			for i := range n {
+				if _, err := c.Upsert(ctx, fmt.Sprintf("k%04d", i), []byte(`{"v":1}`), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 50 {
+				if _, err := c.Upsert(ctx, fmt.Sprintf("k%04d", i*3), []byte(`{"v":2}`), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 10 {
+				if _, err := c.Delete(ctx, fmt.Sprintf("k%04d", i*7), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closeChecked(t, eng)
+
+			eng, reached, release := heldWarmup(t, dir, clk)
+			b, err = eng.Bucket("b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-reached
+			// bbolt counts its pages' keys; pebble counts a small store's.
+			if ws := b.WarmupStats(); ws.EstimatedKeyCount != n {
+				t.Fatalf("estimated key count %d, want %d (%+v)", ws.EstimatedKeyCount, n, ws)
+			}
+			release()
+		})
+	}
+}
+
+// TestWarmupEstimatesLargePebbleStore: a pebble store past the size it
+// counts (8 MiB of documents) is estimated from its tables' properties:
+// within a few percent of the documents stored.
+func TestWarmupEstimatesLargePebbleStore(t *testing.T) {
+	ctx := waitCtx(t)
+	dir := t.TempDir()
+	clk := engine.NewFakeClock(t0)
+	eng, err := engine.Open(dir, &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true, Storage: engine.StoragePebble})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2500
+	// Values that do not compress, so that the tables are as large as the
+	// documents.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		pad := make([]byte, 2048)
+		for j := range pad {
+			pad[j] = byte(rng.Uint32())
+		}
+		value := []byte(fmt.Sprintf(`{"pad":"%x"}`, pad))
+		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%05d", i), value, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeChecked(t, eng)
+
+	eng, reached, release := heldWarmup(t, dir, clk)
+	if b, err = eng.Bucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	if got := b.WarmupStats().EstimatedKeyCount; got < n*95/100 || got > n*105/100 {
+		t.Fatalf("estimated key count %d, want within 5%% of %d", got, n)
+	}
+	release()
 }

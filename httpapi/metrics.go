@@ -52,6 +52,7 @@ var metricList = []metric{
 	{"mayfly_max_ttl_seconds", "The bucket's maximum TTL (0: none).", "ep_max_ttl", prometheus.GaugeValue, nil},
 	{"mayfly_mem_used_bytes", "Memory the bucket's documents hold (keys, metadata, values and per-item overhead), by the bucket's own account.", "mem_used", prometheus.GaugeValue, nil},
 	{"mayfly_kv_size_bytes", "Bytes of the documents' keys, metadata and values held in memory.", "ep_kv_size", prometheus.GaugeValue, nil},
+	{"mayfly_storage_mem_used_bytes", "Memory the bucket's store holds beside mem_used: a pebble store's block cache and memtables (at most 64 MiB a bucket).", "ep_mem_used_secondary", prometheus.GaugeValue, nil},
 	{"mayfly_mem_high_wat_bytes", "The high-water mark: past it, a bucket that evicts starts evicting.", "ep_mem_high_wat", prometheus.GaugeValue, nil},
 	{"mayfly_mem_low_wat_bytes", "The low-water mark: eviction stops at it.", "ep_mem_low_wat", prometheus.GaugeValue, nil},
 	{"mayfly_ram_quota_bytes", "The bucket's memory quota.", "ep_max_size", prometheus.GaugeValue, nil},

@@ -23,10 +23,18 @@ const DefaultMemoryOverheadMB = 1024
 // in memory), so it can hold more than its quota; a bucket counts
 // max(quota, mem_used), sampled by refresh, so that the limit never
 // sits below what the buckets hold (the collector would run without end).
+//
+// A bucket's store may hold memory of its own beside mem_used (a pebble
+// store's block cache and memtables, engine.Bucket.StorageMemBudget). pebble
+// allocates it with C's malloc in a cgo build, outside the Go runtime and so
+// outside what its memory limit governs: adding it there would only let the
+// heap grow by as much. In a build without cgo pebble allocates it in the
+// Go heap, and the limit adds each bucket's budget (storageInHeap).
 type memLimit struct {
-	overhead int64                   // bytes
-	set      func(limit int64) int64 // debug.SetMemoryLimit
-	log      *slog.Logger
+	overhead      int64                   // bytes
+	storageInHeap bool                    // the stores' own memory is in the Go heap: count it
+	set           func(limit int64) int64 // debug.SetMemoryLimit
+	log           *slog.Logger
 
 	mu      sync.Mutex
 	buckets map[string]*limitedBucket
@@ -37,16 +45,17 @@ type memLimit struct {
 type limitedBucket struct {
 	b       *engine.Bucket
 	quota   int64 // bytes
+	storage int64 // the store's own memory at most (StorageMemBudget), bytes
 	unwatch func()
 }
 
 func newMemLimit(overheadMB int64, set func(int64) int64, log *slog.Logger) *memLimit {
-	return &memLimit{overhead: overheadMB << 20, set: set, log: log, buckets: make(map[string]*limitedBucket)}
+	return &memLimit{overhead: overheadMB << 20, storageInHeap: storageMemInGoHeap, set: set, log: log, buckets: make(map[string]*limitedBucket)}
 }
 
 // AttachBucket counts b's quota and follows its changes.
 func (m *memLimit) AttachBucket(_ context.Context, b *engine.Bucket) error {
-	lb := &limitedBucket{b: b, quota: b.Settings().RAMQuotaMB << 20}
+	lb := &limitedBucket{b: b, quota: b.Settings().RAMQuotaMB << 20, storage: b.StorageMemBudget()}
 	lb.unwatch = b.WatchSettings(func(_, updated engine.BucketSettings) {
 		m.mu.Lock()
 		lb.quota = updated.RAMQuotaMB << 20
@@ -95,6 +104,9 @@ func (m *memLimit) totalLocked() int64 {
 	total := m.overhead
 	for _, lb := range m.buckets {
 		total += max(lb.quota, lb.b.Stats().MemUsed)
+		if m.storageInHeap {
+			total += lb.storage
+		}
 	}
 	return total
 }

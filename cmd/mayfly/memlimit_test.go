@@ -23,6 +23,7 @@ func TestMemLimitFollowsQuotas(t *testing.T) {
 	}
 	var limit int64
 	ml := newMemLimit(256, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ml.storageInHeap = false // TestMemLimitCountsStorageInHeap counts the stores
 	if err := eng.Attach(ctx, ml); err != nil {
 		t.Fatal(err)
 	}
@@ -46,4 +47,37 @@ func TestMemLimitFollowsQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("the 100 MiB bucket deleted", 276)
+}
+
+// TestMemLimitCountsStorageInHeap: where a pebble store's block cache and
+// memtables are in the Go heap (a build without cgo), each pebble bucket
+// adds its fixed budget (64 MiB) to the limit; a memcached bucket, which
+// has no store, adds nothing; where they are C memory, nothing is added.
+func TestMemLimitCountsStorageInHeap(t *testing.T) {
+	ctx := context.Background()
+	for _, inHeap := range []bool{true, false} {
+		eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true, Storage: engine.StoragePebble})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		for _, s := range []engine.BucketSettings{{Name: "a", RAMQuotaMB: 100}, {Name: "m", Type: engine.Memcached, RAMQuotaMB: 50}} {
+			if _, err := eng.CreateBucket(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var limit int64
+		ml := newMemLimit(256, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ml.storageInHeap = inHeap
+		if err := eng.Attach(ctx, ml); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(256+100+50) << 20
+		if inHeap {
+			want += 64 << 20
+		}
+		if limit != want {
+			t.Errorf("storage in the Go heap %v: limit %d MiB, want %d MiB", inHeap, limit>>20, want>>20)
+		}
+	}
 }

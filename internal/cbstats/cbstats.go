@@ -41,6 +41,7 @@ func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
 		"ep_sliding_extends":            st.SlidingExtends,
 		"mem_used":                      st.MemUsed,
 		"ep_kv_size":                    st.KVSize,
+		"ep_mem_used_secondary":         st.StorageMemUsed,
 		"ep_mem_high_wat":               st.MemHighWat,
 		"ep_mem_low_wat":                st.MemLowWat,
 		"ep_max_size":                   set.RAMQuotaMB << 20,
@@ -70,7 +71,7 @@ func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
 
 // Memory are the names of the memory group ("stats memory" in cbstats):
 // the memory owner's account of the bucket.
-var Memory = []string{"mem_used", "ep_kv_size", "ep_mem_high_wat", "ep_mem_low_wat", "ep_max_size", "ep_num_value_ejects", "ep_bg_fetched", "ep_num_non_resident", "vb_active_perc_mem_resident", "evictions", "ep_tmp_oom_errors"}
+var Memory = []string{"mem_used", "ep_kv_size", "ep_mem_used_secondary", "ep_mem_high_wat", "ep_mem_low_wat", "ep_max_size", "ep_num_value_ejects", "ep_bg_fetched", "ep_num_non_resident", "vb_active_perc_mem_resident", "evictions", "ep_tmp_oom_errors"}
 
 // Bool is a yes/no statistic: 1 or 0.
 func Bool(b bool) int64 {

@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/internal/logtest"
+)
+
+// failingScans is a store whose full scans (the warm-up's load) fail,
+// after reading a few documents, while fail is set.
+type failingScans struct {
+	storage
+	fail atomic.Bool
+}
+
+func (f *failingScans) scan(fn func(*Document) error) error {
+	n := 0
+	return f.storage.scan(func(d *Document) error {
+		if n++; n > 5 && f.fail.Load() {
+			return errors.New("injected scan failure")
+		}
+		return fn(d)
+	})
+}
+
+// A background warm-up whose load fails is retried, with back-off, logged,
+// and shown (running, State WarmupRetrying between tries, Error, Retries)
+// while the bucket is not warm; once the store reads again the warm-up
+// finishes and what waits for it (WaitWarm: the feed, the pager, the
+// purge, listings) goes on, every document loaded once.
+func TestWarmupRetriesFailedLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	eng, err := Open(dir, &Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	for i := range n {
+		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprint("k", i), []byte(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs logtest.Buffer
+	var fs *failingScans
+	eng, err = Open(dir, &Options{NumPartitions: 4, NoSync: true, BackgroundWarmup: true, Logger: logs.Logger(),
+		warmupRetryFirst: time.Millisecond,
+		wrapStorage: func(st storage) storage {
+			fs = &failingScans{storage: st}
+			fs.fail.Store(true)
+			return fs
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err = eng.Bucket("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b.WarmupStats().Retries < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("the failed warm-up was not retried: %+v", b.WarmupStats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ws := b.WarmupStats()
+	if !ws.Running || !strings.Contains(ws.Error, "injected scan failure") || b.Warm() {
+		t.Fatalf("warm-up being retried: %+v, warm %v; want running with the error", ws, b.Warm())
+	}
+	short, cancelShort := context.WithTimeout(ctx, 10*time.Millisecond)
+	err = b.WaitWarm(short)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitWarm while the load fails: %v, want it to wait", err)
+	}
+	if recs := logs.Records(t, "warm-up failed; it is retried (reads go to disk meanwhile; the change feed, pager and purge wait)"); len(recs) < 2 || !strings.Contains(fmt.Sprint(recs[0]["err"]), "injected") {
+		t.Fatalf("retries logged: %v", recs)
+	}
+
+	fs.fail.Store(false)
+	if err := b.WaitWarm(ctx); err != nil {
+		t.Fatalf("WaitWarm once the store reads again: %v", err)
+	}
+	ws = b.WarmupStats()
+	if ws.Running || ws.State != WarmupDone || ws.Error != "" || ws.Retries < 2 || ws.KeyCount != n {
+		t.Fatalf("warm-up after the retries: %+v", ws)
+	}
+	if st := b.Stats(); st.CurrItems != n {
+		t.Fatalf("curr_items %d after the retried warm-up, want %d", st.CurrItems, n)
+	}
+	var listed int
+	for _, err := range b.DefaultCollection().List(ctx, ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed++
+	}
+	if listed != n {
+		t.Fatalf("listed %d documents, want %d", listed, n)
+	}
+}

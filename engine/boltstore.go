@@ -226,43 +226,19 @@ func (s *boltStorage) scan(fn func(*Document) error) error {
 	})
 }
 
-// Chunks of a keys scan: the first is small (a page of a listing is
-// usually a few dozen keys), each next one twice the last, up to the most.
-const (
-	keysFirstChunk = 64
-	keysMaxChunk   = 4096
-)
-
-// keys reads r in chunks, each in its own read transaction that ends before
-// the chunk's keys are yielded: a long listing never holds back a commit
-// (bbolt's remap, when the file grows, waits for every open read
-// transaction) and keeps no old pages alive.
+// keys reads r in chunks (see chunkedKeys), each in its own read
+// transaction that ends before the chunk's keys are yielded: a long listing
+// never holds back a commit (bbolt's remap, when the file grows, waits for
+// every open read transaction) and keeps no old pages alive.
 func (s *boltStorage) keys(cid CollectionID, r keyRange) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		chunk := make([]string, 0, keysFirstChunk)
-		for n := keysFirstChunk; ; n = min(2*n, keysMaxChunk) {
-			chunk = chunk[:0]
-			err := s.db.View(func(tx *bolt.Tx) error {
-				var err error
-				chunk, err = readKeys(tx.Bucket(bktDocs).Cursor(), cid, r, n, chunk)
-				return err
-			})
-			s.keysRead.Add(int64(len(chunk)))
-			if err != nil {
-				yield("", err)
-				return
-			}
-			for _, k := range chunk {
-				if !yield(k, nil) {
-					return
-				}
-			}
-			if len(chunk) < n {
-				return // the range is exhausted
-			}
-			r = r.past(chunk[len(chunk)-1])
-		}
-	}
+	return chunkedKeys(r, &s.keysRead, func(r keyRange, n int, chunk []string) ([]string, error) {
+		err := s.db.View(func(tx *bolt.Tx) error {
+			var err error
+			chunk, err = readKeys(tx.Bucket(bktDocs).Cursor(), cid, r, n, chunk)
+			return err
+		})
+		return chunk, err
+	})
 }
 
 // readKeys appends to out up to n keys of collection cid within r, in r's

@@ -464,27 +464,9 @@ func (s *pebbleStorage) scan(fn func(*Document) error) error {
 // cannot be freed or compacted away), so none is kept open while the
 // caller's loop body runs.
 func (s *pebbleStorage) keys(cid CollectionID, r keyRange) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		chunk := make([]string, 0, keysFirstChunk)
-		for n := keysFirstChunk; ; n = min(2*n, keysMaxChunk) {
-			var err error
-			chunk, err = s.readKeys(cid, r, n, chunk[:0])
-			s.keysRead.Add(int64(len(chunk)))
-			if err != nil {
-				yield("", err)
-				return
-			}
-			for _, k := range chunk {
-				if !yield(k, nil) {
-					return
-				}
-			}
-			if len(chunk) < n {
-				return // the range is exhausted
-			}
-			r = r.past(chunk[len(chunk)-1])
-		}
-	}
+	return chunkedKeys(r, &s.keysRead, func(r keyRange, n int, chunk []string) ([]string, error) {
+		return s.readKeys(cid, r, n, chunk)
+	})
 }
 
 // readKeys appends to out up to n keys of collection cid within r, in r's

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // storage is where a bucket keeps what it persists: the seam between the
@@ -197,4 +198,39 @@ func storageIn(dir, configured string) (string, error) {
 		return StoragePebble, nil
 	}
 	return configured, nil
+}
+
+// Chunks of a keys scan: the first is small (a page of a listing is
+// usually a few dozen keys), each next one twice the last, up to the most.
+const (
+	keysFirstChunk = 64
+	keysMaxChunk   = 4096
+)
+
+// chunkedKeys is a store's keys: it yields r's keys read in chunks by
+// read(r, n, chunk), which appends at most n keys of r, in r's order, to
+// chunk; a store's read holds its transaction or iterator for one chunk,
+// never while the caller's loop body runs. read counts every key it reads.
+func chunkedKeys(r keyRange, read *atomic.Int64, readChunk func(r keyRange, n int, chunk []string) ([]string, error)) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		chunk := make([]string, 0, keysFirstChunk)
+		for n := keysFirstChunk; ; n = min(2*n, keysMaxChunk) {
+			var err error
+			chunk, err = readChunk(r, n, chunk[:0])
+			read.Add(int64(len(chunk)))
+			if err != nil {
+				yield("", err)
+				return
+			}
+			for _, k := range chunk {
+				if !yield(k, nil) {
+					return
+				}
+			}
+			if len(chunk) < n {
+				return // the range is exhausted
+			}
+			r = r.past(chunk[len(chunk)-1])
+		}
+	}
 }

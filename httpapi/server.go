@@ -181,6 +181,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/whoami", s.need(anyone, noForm, s.whoami)).Methods(http.MethodGet)
 	r.Handle("/pools/default/checkPermissions", s.need(anyone, form, s.checkPermissions)).Methods(http.MethodPost)
 	r.Handle("/settings/rbac/users", s.need(cluster(auth.SecurityRead), noForm, s.listUsers)).Methods(http.MethodGet)
+	r.Handle("/settings/rbac/users/local", s.need(cluster(auth.SecurityRead), noForm, s.listUsers)).Methods(http.MethodGet)
+	r.Handle("/settings/rbac/roles", s.need(cluster(auth.SecurityRead), noForm, s.listRoles)).Methods(http.MethodGet)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityRead), noForm, s.getUser)).Methods(http.MethodGet)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), form, s.putUser)).Methods(http.MethodPut)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), noForm, s.deleteUser)).Methods(http.MethodDelete)

@@ -31,10 +31,14 @@ type bucketJSON struct {
 	EvictionPolicy string `json:"evictionPolicy,omitempty"`
 	// DurabilityMinLevel is absent for a memcached bucket, as Couchbase
 	// shows it.
-	DurabilityMinLevel string           `json:"durabilityMinLevel,omitempty"`
-	BasicStats         map[string]int64 `json:"basicStats"`
-	NumVBuckets        int              `json:"numVBuckets"`
-	URI                string           `json:"uri"`
+	DurabilityMinLevel string `json:"durabilityMinLevel,omitempty"`
+	// StorageBackend is the store that keeps a couchbase bucket, "pebble"
+	// or "bolt" where Couchbase says couchstore or magma; absent for the
+	// buckets that keep nothing on disk.
+	StorageBackend string           `json:"storageBackend,omitempty"`
+	BasicStats     map[string]int64 `json:"basicStats"`
+	NumVBuckets    int              `json:"numVBuckets"`
+	URI            string           `json:"uri"`
 }
 
 func bucketView(b *engine.Bucket) bucketJSON {
@@ -44,6 +48,7 @@ func bucketView(b *engine.Bucket) bucketJSON {
 		Quota:              map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
 		EvictionPolicy:     string(s.EvictionPolicy),
 		DurabilityMinLevel: durabilityShown(s),
+		StorageBackend:     b.StorageBackend(),
 		BasicStats:         map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
 		NumVBuckets:        b.NumPartitions(),
 		URI:                "/pools/default/buckets/" + url.PathEscape(s.Name),

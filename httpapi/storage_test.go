@@ -65,3 +65,23 @@ func TestFullDiskIs507(t *testing.T) {
 		t.Errorf("stats do not show the failure: %s", b)
 	}
 }
+
+// A couchbase bucket's REST answer names the store that keeps it, as
+// Couchbase's storageBackend names couchstore or magma; an ephemeral
+// bucket, which keeps nothing on disk, shows none.
+func TestBucketStorageBackend(t *testing.T) {
+	for _, kind := range []string{engine.StoragePebble, engine.StorageBolt} {
+		f := newFixtureEngine(t, &engine.Options{Storage: kind}, nil, nil)
+		if st, _, body := f.do("POST", "/pools/default/buckets", "application/json", `{"name":"cache","bucketType":"ephemeral"}`); st != 202 {
+			t.Fatalf("create bucket: %d %s", st, body)
+		}
+		st, _, body := f.do("GET", "/pools/default/buckets/default", "", "")
+		if m := jsonOf(t, body); st != 200 || m["storageBackend"] != kind {
+			t.Errorf("%s: default bucket: %d %s", kind, st, body)
+		}
+		st, _, body = f.do("GET", "/pools/default/buckets/cache", "", "")
+		if m := jsonOf(t, body); st != 200 || m["storageBackend"] != nil {
+			t.Errorf("%s: ephemeral bucket: %d %s", kind, st, body)
+		}
+	}
+}

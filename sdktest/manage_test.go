@@ -8,6 +8,8 @@ import (
 
 	"github.com/couchbase/gocb/v2"
 	"github.com/couchbase/gocb/v2/search"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // gocb's bucket manager: get one and all buckets' settings, create, update
@@ -54,6 +56,14 @@ func TestBucketManager(t *testing.T) {
 	all, err := bm.GetAllBuckets(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The bucket settings name Mayfly's store where Couchbase's name
+	// couchstore or magma; an ephemeral bucket has none.
+	if sb := all[bucketName].StorageBackend; sb != engine.StoragePebble {
+		t.Errorf("%s storage backend %q, want %q", bucketName, sb, engine.StoragePebble)
+	}
+	if sb := all["sessions"].StorageBackend; sb != "" {
+		t.Errorf("ephemeral bucket's storage backend %q, want none", sb)
 	}
 	var names []string
 	for n := range all {

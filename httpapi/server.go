@@ -173,6 +173,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsRead), noForm, s.getExpiryPager)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/controller/runExpiryPager", s.need(on(auth.SettingsWrite), form, s.runExpiryPager)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/controller/doFlush", s.need(on(auth.SettingsWrite), form, s.flushBucket)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/stats", s.need(on(auth.StatsRead), noForm, s.getStats)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/stats/history", s.need(on(auth.StatsRead), noForm, s.getStatsHistory)).Methods(http.MethodGet)
 

@@ -41,6 +41,7 @@ const (
 	ActionUserDelete        = "user.delete"
 	ActionLoginFailed       = "login.failed"
 	ActionFlushAll          = "memcached.flush_all"
+	ActionBucketFlush       = "bucket.flush"
 	// ActionTorn marks a torn last line sealed by Open (written by the
 	// package itself).
 	ActionTorn = "audit.torn"

@@ -115,9 +115,16 @@ func TestStore(t *testing.T) {
 	if _, err := s2.Authenticate(context.Background(), "alice", "secret1", ""); !errors.Is(err, ErrBadCredentials) {
 		t.Fatalf("old password after a change: %v", err)
 	}
-	// An update without a password keeps it.
+	// An update without a password keeps it, and its change date.
+	changed, err := s2.User("alice")
+	if err != nil || changed.PasswordChanged.IsZero() {
+		t.Fatalf("password change date after a set: %+v %v", changed, err)
+	}
 	if err := s2.PutUser("alice", "A.", "", nil); err != nil {
 		t.Fatal(err)
+	}
+	if u, err := s2.User("alice"); err != nil || !u.PasswordChanged.Equal(changed.PasswordChanged) {
+		t.Fatalf("password change date after an update without one: %+v %v", u, err)
 	}
 	if _, err := s2.Authenticate(context.Background(), "alice", "secret2", ""); err != nil {
 		t.Fatal(err)
@@ -156,5 +163,32 @@ func TestParsePermission(t *testing.T) {
 		if _, err := ParsePermission(bad); !errors.Is(err, ErrInvalidPermission) {
 			t.Errorf("ParsePermission(%q): %v, want ErrInvalidPermission", bad, err)
 		}
+	}
+}
+
+// Every role the catalog lists parses, on a bucket where it takes one, and
+// every role ParseRole accepts is in the catalog.
+func TestRolesCatalog(t *testing.T) {
+	seen := map[string]bool{}
+	for _, d := range Roles() {
+		s := d.Role
+		if d.TakesBucket {
+			s += "[*]"
+		}
+		if _, err := ParseRole(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+		if d.DisplayName == "" || d.Description == "" {
+			t.Errorf("%s: no name or description", d.Role)
+		}
+		seen[d.Role] = true
+	}
+	for name := range bucketRoles {
+		if !seen[name] {
+			t.Errorf("%s is missing from Roles()", name)
+		}
+	}
+	if !seen[RoleAdmin] || !seen[RoleROAdmin] {
+		t.Error("admin or ro_admin missing from Roles()")
 	}
 }

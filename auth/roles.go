@@ -299,3 +299,32 @@ func (p *Principal) SeesBucket(bucket string) bool {
 	}
 	return false
 }
+
+// RoleDescription is one role Mayfly knows, as Couchbase's
+// GET /settings/rbac/roles lists it.
+type RoleDescription struct {
+	// Role is the name as written in a role list (data_reader).
+	Role string
+	// DisplayName is the name a console shows (Data Reader).
+	DisplayName string
+	// Description says what the role allows.
+	Description string
+	// TakesBucket is true for the roles given on a bucket (data_reader[b]).
+	TakesBucket bool
+}
+
+// Roles lists every role a user may be given, in a fixed order.
+func Roles() []RoleDescription {
+	return []RoleDescription{
+		{RoleAdmin, "Full Admin", "Can manage all cluster features, including security, and read and write all data.", false},
+		{RoleROAdmin, "Read-Only Admin", "Can read the buckets' settings and statistics, but cannot change them, read users or read data.", false},
+		{RoleBucketAdmin, "Bucket Admin", "Can change the bucket's settings, scopes, collections and pager, and read its change feed.", true},
+		{RoleDataReader, "Data Reader", "Can read the bucket's documents.", true},
+		{RoleDataWriter, "Data Writer", "Can write and delete the bucket's documents.", true},
+		{RoleDataDCPReader, "Data DCP Reader", "Can read the bucket's change feed and its documents.", true},
+		{RoleViewsReader, "Views Reader", "Can query the bucket's views.", true},
+		{RoleViewsAdmin, "Views Admin", "Can create, change and delete the bucket's design documents, and query its views.", true},
+		{RoleFTSSearcher, "Search Reader", "Can query the bucket's search indexes.", true},
+		{RoleFTSAdmin, "Search Admin", "Can create, change and delete the bucket's search indexes, and query them.", true},
+	}
+}

@@ -29,7 +29,7 @@ const FileName = "users.json"
 // Errors of the Store.
 var (
 	ErrBadCredentials = errors.New("wrong user name or password")
-	ErrUserNotFound   = errors.New("no such user")
+	ErrUserNotFound   = errors.New("user was not found")
 	ErrInvalidUser    = errors.New("invalid user")
 	// ErrThrottled refuses a login try, unchecked, from a source address or
 	// for a user name that failed too often lately (see Throttle). The
@@ -93,6 +93,9 @@ type User struct {
 	Name        string                `json:"name,omitempty"`
 	Roles       []string              `json:"roles"`
 	Credentials map[string]Credential `json:"credentials"`
+	// PasswordChanged is when the password was last set (Unix seconds, 0
+	// for users stored before it was recorded).
+	PasswordChanged int64 `json:"password_changed,omitempty"`
 }
 
 type usersFile struct {
@@ -452,11 +455,18 @@ type UserInfo struct {
 	ID    string
 	Name  string
 	Roles []Role
+	// PasswordChanged is when the password was last set; zero when unknown
+	// (a user stored before Mayfly recorded it).
+	PasswordChanged time.Time
 }
 
 func info(u *User) UserInfo {
 	roles, _ := parseRoleList(u.Roles)
-	return UserInfo{ID: u.ID, Name: u.Name, Roles: roles}
+	ui := UserInfo{ID: u.ID, Name: u.Name, Roles: roles}
+	if u.PasswordChanged != 0 {
+		ui.PasswordChanged = time.Unix(u.PasswordChanged, 0).UTC()
+	}
+	return ui
 }
 
 // Users lists the stored users by id (not the built-in administrator).
@@ -526,6 +536,7 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 	old := s.users[id]
 	u := &User{ID: id, Name: name, Roles: names, Credentials: map[string]Credential{}}
 	if old != nil {
+		u.PasswordChanged = old.PasswordChanged
 		for k, c := range old.Credentials {
 			u.Credentials[k] = c
 		}
@@ -535,6 +546,7 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 		for k, c := range scram {
 			u.Credentials[k] = c
 		}
+		u.PasswordChanged = s.now().Unix()
 	} else if old == nil {
 		return fmt.Errorf("%w: a new user needs a password", ErrInvalidUser)
 	}

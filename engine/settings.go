@@ -64,6 +64,11 @@ type BucketSettings struct {
 	// memcached buckets take none, their only level. A definition stored
 	// before the setting reads as the default.
 	DurabilityMinLevel Durability `json:"durabilityMinLevel,omitempty"`
+	// FlushEnabled lets the REST API's flush (Couchbase's flushEnabled,
+	// .../controller/doFlush) delete every document of the bucket. The
+	// default value is false; the memcached port's flush_all does not
+	// depend on it.
+	FlushEnabled bool `json:"flushEnabled,omitempty"`
 }
 
 // defaultDurability returns the durabilityMinLevel a bucket of type t has

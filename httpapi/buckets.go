@@ -31,10 +31,18 @@ type bucketJSON struct {
 	EvictionPolicy string `json:"evictionPolicy,omitempty"`
 	// DurabilityMinLevel is absent for a memcached bucket, as Couchbase
 	// shows it.
-	DurabilityMinLevel string           `json:"durabilityMinLevel,omitempty"`
-	BasicStats         map[string]int64 `json:"basicStats"`
-	NumVBuckets        int              `json:"numVBuckets"`
-	URI                string           `json:"uri"`
+	DurabilityMinLevel string `json:"durabilityMinLevel,omitempty"`
+	// StorageBackend is the store that keeps a couchbase bucket, "pebble"
+	// or "bolt" where Couchbase says couchstore or magma; absent for the
+	// buckets that keep nothing on disk.
+	StorageBackend string `json:"storageBackend,omitempty"`
+	// Controllers holds flush, the flush route, only when the bucket's
+	// flushEnabled is set, as Couchbase shows it (SDKs read a bucket's
+	// flushEnabled from it).
+	Controllers map[string]string `json:"controllers,omitempty"`
+	BasicStats  map[string]int64  `json:"basicStats"`
+	NumVBuckets int               `json:"numVBuckets"`
+	URI         string            `json:"uri"`
 }
 
 func bucketView(b *engine.Bucket) bucketJSON {
@@ -44,10 +52,21 @@ func bucketView(b *engine.Bucket) bucketJSON {
 		Quota:              map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
 		EvictionPolicy:     string(s.EvictionPolicy),
 		DurabilityMinLevel: durabilityShown(s),
+		StorageBackend:     b.StorageBackend(),
 		BasicStats:         map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
 		NumVBuckets:        b.NumPartitions(),
 		URI:                "/pools/default/buckets/" + url.PathEscape(s.Name),
+		Controllers:        flushController(s),
 	}
+}
+
+// flushController is a bucket's controllers as Couchbase shows them: the
+// flush route when flushEnabled, else none.
+func flushController(s engine.BucketSettings) map[string]string {
+	if !s.FlushEnabled {
+		return nil
+	}
+	return map[string]string{"flush": "/pools/default/buckets/" + url.PathEscape(s.Name) + "/controller/doFlush"}
 }
 
 // durabilityShown is a bucket's durabilityMinLevel as Couchbase shows it:
@@ -125,6 +144,16 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	}
 	if vals.Has("durabilityMinLevel") {
 		st.DurabilityMinLevel = engine.Durability(vals.Get("durabilityMinLevel"))
+	}
+	if vals.Has("flushEnabled") {
+		switch strings.TrimSpace(vals.Get("flushEnabled")) {
+		case "0", "false":
+			st.FlushEnabled = false
+		case "1", "true":
+			st.FlushEnabled = true
+		default:
+			return errBadRequest("flushEnabled: flushEnabled can only be 1 or 0")
+		}
 	}
 	if !creating {
 		return nil
@@ -256,6 +285,7 @@ func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]
 	add("exp_pager_initial_run_time", old.ExpPagerInitialRunTime, updated.ExpPagerInitialRunTime)
 	add("evictionPolicy", old.EvictionPolicy, updated.EvictionPolicy)
 	add("durabilityMinLevel", old.DurabilityMinLevel, updated.DurabilityMinLevel)
+	add("flushEnabled", old.FlushEnabled, updated.FlushEnabled)
 	return before, after
 }
 
@@ -507,5 +537,38 @@ func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) error 
 	out := collectionJSONOf(ci)
 	out.Reevaluated = &n
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// flushBucket handles POST /pools/default/buckets/{bucket}/controller/doFlush:
+// every document of the bucket is deleted (the engine's Bucket.Flush; views
+// and search indexes drop them too); its collections, design documents and
+// search indexes are kept. A bucket without flushEnabled answers Couchbase's
+// 400 {"_": "Flush is disabled for the bucket"} (gocb's
+// ErrBucketNotFlushable) and loses nothing. Audited.
+func (s *server) flushBucket(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathVar(r, "bucket")
+	if err != nil {
+		return err
+	}
+	b, err := s.eng.Bucket(name)
+	if err != nil {
+		return err
+	}
+	if !b.Settings().FlushEnabled {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"_": "Flush is disabled for the bucket"})
+		return nil
+	}
+	in, err := s.intend(r, audit.Event{Action: audit.ActionBucketFlush, Bucket: name})
+	if err != nil {
+		return err
+	}
+	n, err := b.Flush(r.Context())
+	if err != nil {
+		s.settle(r, in, err)
+		return err
+	}
+	s.log.Info("bucket flushed", "bucket", name, "deleted", n, "by", principalOf(r).Name, "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusOK)
 	return nil
 }

@@ -200,7 +200,15 @@ func writeError(w http.ResponseWriter, err error) {
 	}
 	var fe *ftsError
 	if errors.As(err, &fe) {
-		writeJSON(w, he.status, map[string]string{"status": "fail", "error": he.reason})
+		status, msg := he.status, he.reason
+		if he.status == http.StatusNotFound && errors.Is(err, search.ErrNotFound) {
+			// A missing index is cbft's 400 saying "index not found" (here
+			// "index not found: index x"), which the SDKs match (gocb's
+			// ErrIndexNotFound); gocb's index manager reads a 404 as a
+			// route the server lacks.
+			status, msg = http.StatusBadRequest, "index "+msg
+		}
+		writeJSON(w, status, map[string]string{"status": "fail", "error": msg})
 		return
 	}
 	out := map[string]any{"error": he.code, "reason": he.reason}

@@ -134,12 +134,24 @@ func TestUserEndpoints(t *testing.T) {
 	f := newFixture(t)
 	f.addUser("alice", "alicepw", "data_reader[default],views_reader[*]")
 	st, _, body := f.do("GET", "/settings/rbac/users/local/alice", "", "")
-	if st != 200 || !strings.Contains(body, `{"role":"data_reader","bucket_name":"default"}`) || strings.Contains(body, "alicepw") || strings.Contains(body, "hash") {
+	if st != 200 || !strings.Contains(body, `{"role":"data_reader","bucket_name":"default","origins":[{"type":"user"}]}`) ||
+		!strings.Contains(body, `"password_change_date":"20`) || strings.Contains(body, "alicepw") || strings.Contains(body, "hash") {
 		t.Fatalf("GET user: %d %s", st, body)
 	}
-	st, _, body = f.do("GET", "/settings/rbac/users", "", "")
-	if st != 200 || !strings.Contains(body, `"id":"alice"`) || !strings.Contains(body, `"domain":"local"`) {
-		t.Fatalf("GET users: %d %s", st, body)
+	// Couchbase lists a domain's users at /settings/rbac/users/local (gocb's
+	// GetAllUsers reads it) and every user at /settings/rbac/users.
+	for _, path := range []string{"/settings/rbac/users", "/settings/rbac/users/local"} {
+		st, _, body = f.do("GET", path, "", "")
+		if st != 200 || !strings.Contains(body, `"id":"alice"`) || !strings.Contains(body, `"domain":"local"`) {
+			t.Fatalf("GET %s: %d %s", path, st, body)
+		}
+		if st, _, _ := f.doAs("alice", "alicepw", "GET", path, "", ""); st != 403 {
+			t.Errorf("alice lists users at %s: %d", path, st)
+		}
+	}
+	st, _, body = f.do("GET", "/settings/rbac/roles", "", "")
+	if st != 200 || !strings.Contains(body, `{"role":"data_reader","bucket_name":"*","name":"Data Reader"`) || !strings.Contains(body, `{"role":"admin","name":"Full Admin"`) {
+		t.Fatalf("GET roles: %d %s", st, body)
 	}
 	for _, bad := range []string{"password=alicepw&roles=root", "password=alicepw&roles=data_reader", "password=short&roles=admin"} {
 		if st, _, body := f.do("PUT", "/settings/rbac/users/local/bob", "application/x-www-form-urlencoded", bad); st != 400 {

@@ -173,6 +173,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsRead), noForm, s.getExpiryPager)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/controller/runExpiryPager", s.need(on(auth.SettingsWrite), form, s.runExpiryPager)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/controller/doFlush", s.need(on(auth.SettingsWrite), form, s.flushBucket)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/stats", s.need(on(auth.StatsRead), noForm, s.getStats)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/stats/history", s.need(on(auth.StatsRead), noForm, s.getStatsHistory)).Methods(http.MethodGet)
 
@@ -181,6 +182,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/whoami", s.need(anyone, noForm, s.whoami)).Methods(http.MethodGet)
 	r.Handle("/pools/default/checkPermissions", s.need(anyone, form, s.checkPermissions)).Methods(http.MethodPost)
 	r.Handle("/settings/rbac/users", s.need(cluster(auth.SecurityRead), noForm, s.listUsers)).Methods(http.MethodGet)
+	r.Handle("/settings/rbac/users/local", s.need(cluster(auth.SecurityRead), noForm, s.listUsers)).Methods(http.MethodGet)
+	r.Handle("/settings/rbac/roles", s.need(cluster(auth.SecurityRead), noForm, s.listRoles)).Methods(http.MethodGet)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityRead), noForm, s.getUser)).Methods(http.MethodGet)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), form, s.putUser)).Methods(http.MethodPut)
 	r.Handle("/settings/rbac/users/local/{name}", s.need(cluster(auth.SecurityWrite), noForm, s.deleteUser)).Methods(http.MethodDelete)

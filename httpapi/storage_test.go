@@ -65,3 +65,63 @@ func TestFullDiskIs507(t *testing.T) {
 		t.Errorf("stats do not show the failure: %s", b)
 	}
 }
+
+// A couchbase bucket's REST answer names the store that keeps it, as
+// Couchbase's storageBackend names couchstore or magma; an ephemeral
+// bucket, which keeps nothing on disk, shows none.
+func TestBucketStorageBackend(t *testing.T) {
+	for _, kind := range []string{engine.StoragePebble, engine.StorageBolt} {
+		f := newFixtureEngine(t, &engine.Options{Storage: kind}, nil, nil)
+		if st, _, body := f.do("POST", "/pools/default/buckets", "application/json", `{"name":"cache","bucketType":"ephemeral"}`); st != 202 {
+			t.Fatalf("create bucket: %d %s", st, body)
+		}
+		st, _, body := f.do("GET", "/pools/default/buckets/default", "", "")
+		if m := jsonOf(t, body); st != 200 || m["storageBackend"] != kind {
+			t.Errorf("%s: default bucket: %d %s", kind, st, body)
+		}
+		st, _, body = f.do("GET", "/pools/default/buckets/cache", "", "")
+		if m := jsonOf(t, body); st != 200 || m["storageBackend"] != nil {
+			t.Errorf("%s: ephemeral bucket: %d %s", kind, st, body)
+		}
+	}
+}
+
+// Flush over REST follows the bucket's flushEnabled, as Couchbase: off (the
+// default value) it is refused with Couchbase's body and deletes nothing;
+// on, the bucket shows controllers.flush and the flush deletes every
+// document.
+func TestBucketFlush(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("PUT", "/default/docs/a", "", `{"v":1}`); st != 201 && st != 200 {
+		t.Fatalf("put: %d %s", st, body)
+	}
+	const flush = "/pools/default/buckets/default/controller/doFlush"
+	if st, _, body := f.do("POST", flush, form, ""); st != 400 || !strings.Contains(body, `"_":"Flush is disabled for the bucket"`) {
+		t.Fatalf("flush with flushEnabled off: %d %s", st, body)
+	}
+	if st, _, body := f.do("GET", "/default/docs/a", "", ""); st != 200 {
+		t.Fatalf("a refused flush deleted a document: %d %s", st, body)
+	}
+	if st, _, body := f.do("GET", "/pools/default/buckets/default", "", ""); st != 200 || strings.Contains(body, "controllers") {
+		t.Fatalf("bucket without flushEnabled: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/default", form, "flushEnabled=yes"); st != 400 || !strings.Contains(body, "flushEnabled") {
+		t.Fatalf("flushEnabled=yes: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/default", form, "flushEnabled=1"); st != 200 {
+		t.Fatalf("flushEnabled=1: %d %s", st, body)
+	}
+	if st, _, body := f.do("GET", "/pools/default/buckets/default", "", ""); st != 200 || !strings.Contains(body, `"controllers":{"flush":"/pools/default/buckets/default/controller/doFlush"}`) {
+		t.Fatalf("bucket with flushEnabled: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", flush, form, ""); st != 200 {
+		t.Fatalf("flush: %d %s", st, body)
+	}
+	if st, _, body := f.do("GET", "/default/docs/a", "", ""); st != 404 {
+		t.Fatalf("a document after the flush: %d %s", st, body)
+	}
+	if st, _, _ := f.do("POST", "/pools/default/buckets/nosuch/controller/doFlush", form, ""); st != 404 {
+		t.Fatalf("flush of a missing bucket: %d", st)
+	}
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
@@ -14,22 +15,59 @@ type userJSON struct {
 	Domain string     `json:"domain"`
 	Name   string     `json:"name"`
 	Roles  []roleJSON `json:"roles"`
+	// PasswordChanged is RFC 3339, absent when unknown (a user stored
+	// before Mayfly recorded it).
+	PasswordChanged string `json:"password_change_date,omitempty"`
 }
 
+// roleJSON is one of a user's roles; Origins says it is given to the user
+// directly (Mayfly has no groups).
 type roleJSON struct {
-	Role   string `json:"role"`
-	Bucket string `json:"bucket_name,omitempty"`
+	Role    string       `json:"role"`
+	Bucket  string       `json:"bucket_name,omitempty"`
+	Origins []originJSON `json:"origins,omitempty"` // not in /whoami, as Couchbase
+}
+
+type originJSON struct {
+	Type string `json:"type"`
 }
 
 func userView(u auth.UserInfo) userJSON {
 	out := userJSON{ID: u.ID, Domain: "local", Name: u.Name, Roles: []roleJSON{}}
 	for _, r := range u.Roles {
-		out.Roles = append(out.Roles, roleJSON{Role: r.Name, Bucket: r.Bucket})
+		out.Roles = append(out.Roles, roleJSON{Role: r.Name, Bucket: r.Bucket, Origins: []originJSON{{Type: "user"}}})
+	}
+	if !u.PasswordChanged.IsZero() {
+		out.PasswordChanged = u.PasswordChanged.UTC().Format(time.RFC3339)
 	}
 	return out
 }
 
-// classifyAuth maps the auth package's errors.
+// roleDescJSON is a role as Couchbase's GET /settings/rbac/roles lists it:
+// the bucket roles with bucket_name "*".
+type roleDescJSON struct {
+	Role   string `json:"role"`
+	Bucket string `json:"bucket_name,omitempty"`
+	Name   string `json:"name"`
+	Desc   string `json:"desc"`
+}
+
+// listRoles handles GET /settings/rbac/roles.
+func (s *server) listRoles(w http.ResponseWriter, r *http.Request) error {
+	out := []roleDescJSON{}
+	for _, d := range auth.Roles() {
+		j := roleDescJSON{Role: d.Role, Name: d.DisplayName, Desc: d.Description}
+		if d.TakesBucket {
+			j.Bucket = "*"
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// classifyAuth maps the auth package's errors. A missing user's reason says
+// "user was not found", as Couchbase's does: gocb matches it to ErrUserNotFound.
 func classifyAuth(err error) *httpError {
 	switch {
 	case errors.Is(err, auth.ErrUserNotFound):

@@ -36,10 +36,18 @@ func level(pkt *memd.Packet) engine.Durability {
 }
 
 // checkDurability answers DURABILITY_INVALID_LEVEL, and reports false, for
-// a request whose durability frame names no level.
+// a request whose durability frame names no level, or a level that persists
+// on a bucket that keeps nothing on disk (an ephemeral bucket takes
+// majority at most, as Couchbase's does and as its durabilityMinLevel may
+// be; the SDKs raise their durability-level-not-available error).
 func (c *conn) checkDurability(pkt *memd.Packet) bool {
-	if _, ok := durabilityOf(pkt); !ok {
+	d, ok := durabilityOf(pkt)
+	if !ok {
 		c.fail(pkt, memd.StatusDurabilityInvalidLevel, "durability level must be 1 (majority), 2 (majorityAndPersistActive) or 3 (persistToMajority)")
+		return false
+	}
+	if d != engine.DurabilityUnset && d.Persists() && c.bucket != nil && c.bucket.Settings().Type != engine.Couchbase {
+		c.fail(pkt, memd.StatusDurabilityInvalidLevel, "this bucket keeps nothing on disk: its durability levels are none and majority")
 		return false
 	}
 	return true

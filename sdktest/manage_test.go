@@ -8,6 +8,8 @@ import (
 
 	"github.com/couchbase/gocb/v2"
 	"github.com/couchbase/gocb/v2/search"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // gocb's bucket manager: get one and all buckets' settings, create, update
@@ -54,6 +56,14 @@ func TestBucketManager(t *testing.T) {
 	all, err := bm.GetAllBuckets(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The bucket settings name Mayfly's store where Couchbase's name
+	// couchstore or magma; an ephemeral bucket has none.
+	if sb := all[bucketName].StorageBackend; sb != engine.StoragePebble {
+		t.Errorf("%s storage backend %q, want %q", bucketName, sb, engine.StoragePebble)
+	}
+	if sb := all["sessions"].StorageBackend; sb != "" {
+		t.Errorf("ephemeral bucket's storage backend %q, want none", sb)
 	}
 	var names []string
 	for n := range all {
@@ -144,11 +154,11 @@ func TestSearchQuery(t *testing.T) {
 		t.Fatalf("metadata %+v %v", meta, err)
 	}
 
-	// A query on an index that does not exist: Mayfly answers 404 (cbft a
-	// 400 that gocb reads as ErrIndexNotFound), a gocb SearchError.
+	// A query on an index that does not exist: a gocb SearchError that is
+	// ErrIndexNotFound, as against cbft (see also TestSearchIndexNotFound).
 	_, err = cl.SearchQuery("nosuch", search.NewMatchQuery("harbour"), nil)
 	var se *gocb.SearchError
-	if !errors.As(err, &se) || se.HTTPStatusCode != 404 || se.IndexName != "nosuch" {
+	if !errors.As(err, &se) || !errors.Is(err, gocb.ErrIndexNotFound) || se.IndexName != "nosuch" {
 		t.Fatalf("query of a missing index: %v", err)
 	}
 	if err := cl.SearchIndexes().DropIndex("hotels", nil); err != nil {

@@ -295,8 +295,9 @@ func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
 	value := s.value
 	if s.op != memd.SubDocOpDelete && s.op != memd.SubDocOpCounter && !gjson.ValidBytes(value) {
 		// Array pushes and inserts may carry several elements separated by
-		// commas.
-		if !isMultiValue(s.op) || !gjson.Valid("["+string(value)+"]") {
+		// commas, but at least one: "[" + nothing + "]" is valid JSON, an
+		// element made of nothing is not.
+		if !isMultiValue(s.op) || len(bytes.TrimSpace(value)) == 0 || !gjson.Valid("["+string(value)+"]") {
 			return nil, nil, memd.StatusSubDocCantInsert
 		}
 	}

@@ -230,7 +230,7 @@ func TestListSeesCommittedOnly(t *testing.T) {
 		done <- err
 	}()
 	// The write waits for disk, queued or taken by the held commit.
-	for deadline := time.Now().Add(10 * time.Second); b.Stats().QueueSize+b.Stats().FlusherTodo == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); b.Stats().QueueSize+b.Stats().FlusherTodo == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the write never queued")
 		}

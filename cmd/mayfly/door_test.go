@@ -263,6 +263,33 @@ func TestServeRefusesExposure(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
+// served polls serve's output until it has printed, after each of markers,
+// a value (up to the next comma or line end), and returns the values in
+// markers' order. serve prints them as it starts; the minute's deadline only
+// catches a hang.
+func served(t *testing.T, out *syncBuffer, markers ...string) []string {
+	t.Helper()
+	vals := make([]string, len(markers))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		text, missing := out.String(), 0
+		for i, m := range markers {
+			if _, rest, ok := strings.Cut(text, m); ok {
+				if end := strings.IndexAny(rest, ",\n"); end >= 0 {
+					vals[i] = rest[:end]
+					continue
+				}
+			}
+			missing++
+		}
+		if missing == 0 {
+			return vals
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve printed %q", text)
+		}
+	}
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
@@ -297,18 +324,10 @@ func TestServeDevPassword(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	var addr, pass string
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && pass == ""; time.Sleep(20 * time.Millisecond) { // polling serve's output; the deadline catches a hang
-		out := stdout.String()
-		if _, rest, ok := strings.Cut(out, "serving HTTP on http://"); ok {
-			addr, _, _ = strings.Cut(rest, ",")
-		}
-		if _, rest, ok := strings.Cut(out, "log in as Administrator / "); ok {
-			pass, _, _ = strings.Cut(rest, "\n")
-		}
-	}
-	if addr == "" || len(pass) < 16 {
-		t.Fatalf("serve printed %q", stdout.String())
+	got := served(t, &stdout, "serving HTTP on http://", "log in as Administrator / ")
+	addr, pass := got[0], got[1]
+	if len(pass) < 16 {
+		t.Fatalf("serve printed the password %q", pass)
 	}
 	if code, out, errOut := runCmd("stats", "--host", addr, "-u", "Administrator:"+pass, "curr_items"); code != 0 || out != " curr_items: 0\n" {
 		t.Fatalf("stats with the printed password: %d %q %q", code, out, errOut)

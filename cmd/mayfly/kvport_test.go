@@ -32,50 +32,15 @@ func TestServeKV(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	var httpAddr, kvAddr, viewsAddr, searchAddr string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && kvAddr == ""; time.Sleep(20 * time.Millisecond) {
-		out := stdout.String()
-		if _, rest, ok := strings.Cut(out, "capi port (views) for Couchbase SDKs on http://"); ok {
-			viewsAddr, _, _ = strings.Cut(rest, "\n")
-		}
-		if _, rest, ok := strings.Cut(out, "fts port (search) for Couchbase SDKs on http://"); ok {
-			searchAddr, _, _ = strings.Cut(rest, "\n")
-		}
-		if _, rest, ok := strings.Cut(out, "serving HTTP on http://"); ok {
-			httpAddr, _, _ = strings.Cut(rest, ",")
-		}
-		if _, rest, ok := strings.Cut(out, "KV port for Couchbase SDKs on "); ok {
-			kvAddr, _, _ = strings.Cut(rest, "\n")
-		}
-	}
-	if kvAddr == "" || httpAddr == "" || viewsAddr == "" || searchAddr == "" {
-		t.Fatalf("serve printed %q", stdout.String())
-	}
+	got := served(t, &stdout, "serving HTTP on http://", "KV port for Couchbase SDKs on ",
+		"capi port (views) for Couchbase SDKs on http://", "fts port (search) for Couchbase SDKs on http://")
+	httpAddr, kvAddr, viewsAddr, searchAddr := got[0], got[1], got[2], got[3]
 	nc, err := net.Dial("tcp", kvAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(time.Minute))
-	mc := memd.NewConn(nc)
-	do := func(p *memd.Packet) *memd.Packet {
-		t.Helper()
-		p.Magic = memd.CmdMagicReq
-		if err := mc.WritePacket(p); err != nil {
-			t.Fatal(err)
-		}
-		r, _, err := mc.ReadPacket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status != memd.StatusSuccess {
-			t.Fatalf("%v: status %v", p.Command, r.Status)
-		}
-		return r
-	}
-	do(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte("\x00Administrator\x00password")})
-	do(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("default")})
-	r := do(&memd.Packet{Command: memd.CmdGetClusterConfig})
+	_, r := kvBootstrap(t, nc)
 	_, kvPort, _ := net.SplitHostPort(kvAddr)
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
 	_, viewsPort, _ := net.SplitHostPort(viewsAddr)
@@ -120,4 +85,33 @@ func TestServeKV(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"nodeLocator":"vbucket"`) || !strings.Contains(string(body), `"kv":`+kvPort) {
 		t.Fatalf("/pools/default/b/default: %d %s", resp.StatusCode, body)
 	}
+}
+
+// kvBootstrap logs nc in as the administrator (SASL PLAIN), selects the
+// default bucket and asks for the cluster configuration, as an SDK does
+// first, and returns the connection's packet reader and writer and the
+// configuration's answer. Every answer must succeed; a minute's deadline
+// catches a hang.
+func kvBootstrap(t *testing.T, nc net.Conn) (*memd.Conn, *memd.Packet) {
+	t.Helper()
+	nc.SetDeadline(time.Now().Add(time.Minute))
+	mc := memd.NewConn(nc)
+	do := func(p *memd.Packet) *memd.Packet {
+		t.Helper()
+		p.Magic = memd.CmdMagicReq
+		if err := mc.WritePacket(p); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := mc.ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != memd.StatusSuccess {
+			t.Fatalf("%v: status %v", p.Command, r.Status)
+		}
+		return r
+	}
+	do(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte("\x00Administrator\x00password")})
+	do(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("default")})
+	return mc, do(&memd.Packet{Command: memd.CmdGetClusterConfig})
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
 )
@@ -32,44 +31,14 @@ func TestServeKVTLS(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	var httpAddr, tlsAddr string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && tlsAddr == ""; time.Sleep(20 * time.Millisecond) {
-		out := stdout.String()
-		if _, rest, ok := strings.Cut(out, "serving HTTP on https://"); ok {
-			httpAddr, _, _ = strings.Cut(rest, ",")
-		}
-		if _, rest, ok := strings.Cut(out, "KV port over TLS on "); ok {
-			tlsAddr, _, _ = strings.Cut(rest, "\n")
-		}
-	}
-	if tlsAddr == "" || httpAddr == "" {
-		t.Fatalf("serve printed %q", stdout.String())
-	}
+	got := served(t, &stdout, "serving HTTP on https://", "KV port over TLS on ")
+	httpAddr, tlsAddr := got[0], got[1]
 	nc, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(time.Minute))
-	mc := memd.NewConn(nc)
-	do := func(p *memd.Packet) *memd.Packet {
-		t.Helper()
-		p.Magic = memd.CmdMagicReq
-		if err := mc.WritePacket(p); err != nil {
-			t.Fatal(err)
-		}
-		r, _, err := mc.ReadPacket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status != memd.StatusSuccess {
-			t.Fatalf("%v: status %v", p.Command, r.Status)
-		}
-		return r
-	}
-	do(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte("\x00Administrator\x00password")})
-	do(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("default")})
-	r := do(&memd.Packet{Command: memd.CmdGetClusterConfig})
+	mc, r := kvBootstrap(t, nc)
 	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
 	for _, want := range []string{`"kvSSL":` + tlsPort, `"mgmtSSL":` + httpPort} {

@@ -62,15 +62,7 @@ func TestServeAnswersDuringWarmup(t *testing.T) {
 		}
 	}()
 	<-held // the warm-up holds: everything below happens before the load completes
-	var addr string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && addr == ""; time.Sleep(10 * time.Millisecond) { // polling serve's output; the deadline catches a hang
-		if _, rest, ok := strings.Cut(stdout.String(), "serving HTTP on http://"); ok {
-			addr, _, _ = strings.Cut(rest, ",")
-		}
-	}
-	if addr == "" {
-		t.Fatalf("serve printed %q while its bucket warmed up", stdout.String())
-	}
+	addr := served(t, &stdout, "serving HTTP on http://")[0]
 	auth := "Administrator:password"
 	if code, out, errOut := runCmd("get", "k123", "--host", addr, "-u", auth); code != 0 || !strings.Contains(out, `{"n":123}`) {
 		t.Fatalf("get during the warm-up: %d %q %q", code, out, errOut)

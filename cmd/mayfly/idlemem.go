@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -51,16 +52,31 @@ func releaseFreeMemory(limit uint64) bool {
 
 // releaseIdleMemory runs releaseFreeMemory every interval until ctx ends.
 // An idle server pays one collection after a burst and none after; a busy
-// one at most one collection an interval beside its own.
-func releaseIdleMemory(ctx context.Context, interval time.Duration) {
+// one at most one collection an interval beside its own. After the first
+// interval (start-up's warm-ups done) and after each burst it also takes
+// the executable's pages out of the process (releaseBinaryPages): those the
+// server still uses come back at a minor fault each.
+func releaseIdleMemory(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		releaseFreeMemory(idleReleaseBytes)
+		if releaseFreeMemory(idleReleaseBytes) || first {
+			logBinaryRelease(log)
+		}
 	}
+}
+
+// logBinaryRelease runs releaseBinaryPages, logging what it did.
+func logBinaryRelease(log *slog.Logger) {
+	n, err := releaseBinaryPages()
+	if err != nil {
+		log.Warn("releasing the executable's pages", "err", err)
+		return
+	}
+	log.Debug("released the executable's pages", "bytes", n)
 }

@@ -502,7 +502,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// load left free goes back too.
 	idleCtx, stopIdle := context.WithCancel(context.Background())
 	idleDone := make(chan struct{})
-	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second) }()
+	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second, logger) }()
 	defer func() { stopIdle(); <-idleDone }()
 
 	// Requests in flight see their context end when shutdown begins, so a
@@ -576,6 +576,12 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "mayfly: serving the KV port over TLS on %s\n", kvTLSLn.Addr())
 		}
 	}
+
+	// Start-up touched a page or more of nearly every package linked in
+	// (their initialisers, the flags, the stores' opening): out of the
+	// process's resident memory until they are used again (BENCHMARKS.md,
+	// "Resident memory of an idle server").
+	logBinaryRelease(logger)
 
 	select {
 	case <-ctx.Done():

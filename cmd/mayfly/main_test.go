@@ -152,6 +152,10 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"--flush-interval", "0s"},
 		{"--view-cache-mb", "-1"},
 		{"--storage", "leveldb"},
+		{"--heap-ratio", "1.05"},
+		{"--heap-ratio", "3"},
+		{"--heap-ratio", "-1"},
+		{"--heap-headroom-mb", "-1"},
 	} {
 		var stderr strings.Builder
 		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {

@@ -23,6 +23,7 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/internal/memtune"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/memcache"
 	"github.com/mayflydb/mayfly/pager"
@@ -47,6 +48,8 @@ type serveConfig struct {
 	skipDDocs     string
 	memOverheadMB int64
 	viewCacheMB   int64
+	heapRatio     float64
+	heapHeadroom  int64
 	mcAddr        string
 	mcBucket      string
 	mcMaxConns    int
@@ -148,6 +151,8 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
 	fs.Int64Var(&c.memOverheadMB, "memory-overhead-mb", DefaultMemoryOverheadMB, "MiB added to the sum of the buckets' ramQuotaMB to make Go's memory limit (the collector works harder near it); -1 leaves the limit alone, as does $GOMEMLIMIT")
+	fs.Float64Var(&c.heapRatio, "heap-ratio", memtune.DefaultRatio, "after each collection, set Go's GC percent so that the heap may grow to this many times the live heap (plus --heap-headroom-mb) before the next one: resident memory near the live heap for more collections; 0 keeps Go's GOGC (100: twice the live heap), as does $GOGC")
+	fs.Int64Var(&c.heapHeadroom, "heap-headroom-mb", memtune.DefaultHeadroom>>20, "MiB of heap growth allowed beyond --heap-ratio × the live heap (keeps a small heap from being collected without pause)")
 	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", 0, "MiB of page cache shared by every view index, which then keeps its B+tree on disk (paged) instead of wholly in memory; 0 keeps view indexes in memory. Counted in Go's memory limit. Switching rebuilds each index once")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	return c
@@ -169,6 +174,8 @@ func (c *serveConfig) finish() error {
 		{c.jsTimeout > 0, "--js-timeout must be positive"},
 		{c.jsWorkers >= 0, "--js-workers must be 0 (one per core) or more"},
 		{c.jsMaxMemory > 0 || c.jsMaxMemory == -1, "--js-max-memory must be positive or -1"},
+		{c.heapRatio == 0 || (c.heapRatio >= 1.1 && c.heapRatio <= 2), "--heap-ratio must be 0 (Go's GOGC) or from 1.1 to 2"},
+		{c.heapHeadroom >= 0, "--heap-headroom-mb must be 0 or more"},
 		{c.viewCacheMB >= 0, "--view-cache-mb must be 0 (view indexes in memory) or more"},
 		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
 		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
@@ -443,6 +450,12 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		mlDone := make(chan struct{})
 		go func() { defer close(mlDone); ml.refresh(mlCtx, 30*time.Second) }()
 		defer func() { stopML(); <-mlDone }()
+	}
+	if cfg.heapRatio > 0 && os.Getenv("GOGC") == "" {
+		gcCtx, stopGC := context.WithCancel(context.Background())
+		tuner := memtune.Start(gcCtx, memtune.Policy{Ratio: cfg.heapRatio, Headroom: uint64(cfg.heapHeadroom) << 20})
+		defer stopGC()
+		logger.Debug("heap goal policy", "ratio", cfg.heapRatio, "headroom_mb", cfg.heapHeadroom, "gc_percent", tuner.Percent())
 	}
 	if firstStart && cfg.defaultBucket != "" {
 		if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.defaultBucket)); err != nil {

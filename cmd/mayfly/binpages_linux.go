@@ -18,8 +18,10 @@ import (
 //
 // Why: a Go binary maps its file, and every page it has touched since
 // start counts in its resident memory (RssFile), with the kernel's
-// fault-around mapping 64 KiB (or a whole large folio, up to 2 MiB) per
-// fault. Start-up touches a page or more of nearly every linked package
+// fault-around mapping 64 KiB per fault, or a whole large folio where the
+// page cache holds the file in large folios (up to 2 MiB: so a binary just
+// written by the Go linker, which writes through a mapping; one installed
+// by cp or a package manager is cached in small pages). Start-up touches a page or more of nearly every linked package
 // (339 package initialisers, the flags, opening the stores), so a server
 // that then serves only the memcached port held 22-36 MB of its 57 MB
 // binary resident, where its steady work needs a few (BENCHMARKS.md,

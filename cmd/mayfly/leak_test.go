@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,6 +12,21 @@ import (
 // running when they end (a progress bar's ticker, a build watch, a load's
 // senders). bleve's analysis workers start with the package and live as
 // long as the process.
+//
+// With $MAYFLY_TEST_MAIN_ARGS (a JSON array of arguments) the test binary
+// is mayfly itself, run with those arguments: a test that needs a server
+// in its own process (its resident memory measured alone) starts one so.
 func TestMain(m *testing.M) {
+	if a := os.Getenv(mainArgsEnv); a != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(a), &args); err != nil {
+			panic(err)
+		}
+		os.Exit(runWith(os.Stdin, args, os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
+
+// mainArgsEnv names the environment variable that makes the test binary
+// run mayfly (TestMain).
+const mainArgsEnv = "MAYFLY_TEST_MAIN_ARGS"

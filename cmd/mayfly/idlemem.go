@@ -52,22 +52,22 @@ func releaseFreeMemory(limit uint64) bool {
 
 // releaseIdleMemory runs releaseFreeMemory every interval until ctx ends.
 // An idle server pays one collection after a burst and none after; a busy
-// one at most one collection an interval beside its own. After the first
-// interval (start-up's warm-ups done) and after each burst it also takes
-// the executable's pages out of the process (releaseBinaryPages): those the
-// server still uses come back at a minor fault each.
+// one at most one collection an interval beside its own. Each interval it
+// also takes the executable's pages out of the process
+// (releaseBinaryPages): those the server used since (a login's, a burst's)
+// leave, and those it keeps using come back at a minor fault each, a few
+// hundred faults an interval.
 func releaseIdleMemory(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for first := true; ; first = false {
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if releaseFreeMemory(idleReleaseBytes) || first {
-			logBinaryRelease(log)
-		}
+		releaseFreeMemory(idleReleaseBytes)
+		logBinaryRelease(log)
 	}
 }
 

@@ -28,6 +28,9 @@ func TestIdleServeResidentMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
 	}
+	if raceBuild {
+		t.Skip("the race detector's shadow memory is resident too")
+	}
 	args, _ := json.Marshal([]string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0",
 		"--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--kv-tls", "", "--views", "127.0.0.1:0",
 		"--search", "127.0.0.1:0", "--admin-password", "password123", "--log-level", "debug"})

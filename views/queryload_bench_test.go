@@ -26,8 +26,9 @@ import (
 // policy in turn (Go's GOGC=100, memtune's at ratios 1.3 and 1.5, then
 // both again), reporting per policy the latency p50 and p99, queries/s,
 // collections, the collector's share of the CPU used (its marking on idle
-// processors left out), and the peak
-// resident memory against the live heap (BENCHMARKS.md, "Resident memory
+// processors left out), and the peak resident memory against the live heap,
+// with what the Go runtime held (mapped less released) and the heap's
+// objects (live and garbage) at that peak (BENCHMARKS.md, "Resident memory
 // against the live heap").
 func BenchmarkQueryLoad(b *testing.B) {
 	if testing.Short() {
@@ -77,7 +78,8 @@ func BenchmarkQueryLoad(b *testing.B) {
 func queryLoad(b *testing.B, svc *views.Service, n, clients int, d time.Duration) {
 	samples := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
 		{Name: "/cpu/classes/gc/mark/dedicated:cpu-seconds"}, {Name: "/cpu/classes/gc/pause:cpu-seconds"},
-		{Name: "/cpu/classes/user:cpu-seconds"}, {Name: "/gc/heap/live:bytes"}}
+		{Name: "/cpu/classes/user:cpu-seconds"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
 	cpu := func() (gc, user float64) {
 		return samples[1].Value.Float64() + samples[2].Value.Float64() + samples[3].Value.Float64(), samples[4].Value.Float64()
 	}
@@ -87,13 +89,18 @@ func queryLoad(b *testing.B, svc *views.Service, n, clients int, d time.Duration
 
 	var stop atomic.Bool
 	var peakRSS, peakLive uint64
+	var goAtPeak, objectsAtPeak uint64 // the Go runtime's resident memory and heap objects when RSS peaked
 	sampled := make(chan struct{})
 	go func() { // resident memory and live heap, every 50 ms
 		defer close(sampled)
 		for !stop.Load() {
-			peakRSS = max(peakRSS, vmRSS())
 			metrics.Read(samples[5:])
 			peakLive = max(peakLive, samples[5].Value.Uint64())
+			if r := vmRSS(); r > peakRSS {
+				peakRSS = r
+				goAtPeak = samples[6].Value.Uint64() - samples[7].Value.Uint64()
+				objectsAtPeak = samples[8].Value.Uint64()
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
@@ -130,6 +137,8 @@ func queryLoad(b *testing.B, svc *views.Service, n, clients int, d time.Duration
 	b.ReportMetric(float64(peakRSS)/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(float64(peakLive)/(1<<20), "peak-live-MiB")
 	b.ReportMetric(float64(peakRSS)/float64(peakLive), "rss/live")
+	b.ReportMetric(float64(goAtPeak)/(1<<20), "go-resident-at-peak-MiB")
+	b.ReportMetric(float64(objectsAtPeak)/(1<<20), "heap-objects-at-peak-MiB")
 }
 
 // vmRSS returns the process's resident memory in bytes (0 where

@@ -170,7 +170,7 @@ func (e *Engine) openStorage(b *Bucket, s BucketSettings) (storage, error) {
 	if kind == StorageBolt {
 		return openBoltStorage(filepath.Join(b.dir, boltFile), &e.opts)
 	}
-	return openPebbleStorage(filepath.Join(b.dir, pebbleDir), &e.opts)
+	return openPebbleStorageFor(filepath.Join(b.dir, pebbleDir), &e.opts, s.RAMQuotaMB<<20)
 }
 
 // open takes what the bucket needs before it serves from st's metadata

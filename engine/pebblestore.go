@@ -40,16 +40,38 @@ const (
 // Memory a pebble store may hold outside the Go heap's control, per bucket:
 // its block cache (sstable blocks read, shared by every reader) and its
 // memtables (writes not yet flushed to an sstable; at most
-// pebbleMemTableStop of them before writes wait for a flush).
+// pebbleMemTableStop of them before writes wait for a flush). Both scale
+// with the bucket's quota (pebbleSizesFor), between these bounds: a 100 MiB
+// bucket of a thousand keys should not keep 32 MiB of memtables resident.
 const (
-	pebbleCacheSize    = 32 << 20
-	pebbleMemTableSize = 16 << 20
+	pebbleCacheMin     = 8 << 20
+	pebbleCacheMax     = 32 << 20
+	pebbleMemTableMin  = 4 << 20
+	pebbleMemTableMax  = 16 << 20
 	pebbleMemTableStop = 2
 )
 
-// pebbleMemBudget is the most a pebble store holds in its block cache and
+// pebbleSizes are a pebble store's block cache and memtable sizes.
+type pebbleSizes struct{ cache, memTable int64 }
+
+// budget is the most a store of these sizes holds in its block cache and
 // memtables (Bucket.StorageMemBudget).
-const pebbleMemBudget = pebbleCacheSize + pebbleMemTableSize*pebbleMemTableStop
+func (z pebbleSizes) budget() int64 { return z.cache + z.memTable*pebbleMemTableStop }
+
+// pebbleSizesFor sizes a store for a bucket of quota bytes: the block cache
+// a sixteenth of the quota and each memtable a thirty-second, within the
+// bounds above; quota 0 (unknown) gets the largest. Each memtable's buffer
+// becomes resident as it fills, and pebble keeps one spare, so a small
+// bucket under a stream of overwrites held its two largest memtables.
+func pebbleSizesFor(quota int64) pebbleSizes {
+	if quota <= 0 {
+		return pebbleSizes{cache: pebbleCacheMax, memTable: pebbleMemTableMax}
+	}
+	return pebbleSizes{
+		cache:    min(max(quota/16, pebbleCacheMin), pebbleCacheMax),
+		memTable: min(max(quota/32, pebbleMemTableMin), pebbleMemTableMax),
+	}
+}
 
 // pebbleDir is the folder, in a bucket's folder, of its pebble store.
 const pebbleDir = "pebble"
@@ -79,10 +101,11 @@ var errReserveGone = fmt.Errorf("%w: the store's reserve is spent; free space on
 // log), fsynced unless Options.NoSync; a purge is a deletion in that batch,
 // as cheap as a write.
 type pebbleStorage struct {
-	db   *pebble.DB
-	dir  string
-	sync *pebble.WriteOptions
-	log  *slog.Logger
+	db    *pebble.DB
+	dir   string
+	sync  *pebble.WriteOptions
+	log   *slog.Logger
+	sizes pebbleSizes // its block cache and memtable sizes
 
 	reserveSize int64       // bytes of the reserve file, 0 for none
 	full        atomic.Bool // the reserve was spent: writes are refused
@@ -113,11 +136,23 @@ func openPebbleStorage(dir string, o *Options) (*pebbleStorage, error) {
 	return openPebbleStorageOn(nil, dir, o)
 }
 
+// openPebbleStorageFor opens the store in dir sized for a bucket of quota
+// bytes (pebbleSizesFor).
+func openPebbleStorageFor(dir string, o *Options, quota int64) (*pebbleStorage, error) {
+	return openPebbleStorageSized(nil, dir, o, pebbleSizesFor(quota))
+}
+
 // openPebbleStorageOn opens the store in dir on the file system fs; nil is
 // the operating system's, with a reserve for a full disk (tests pass a
 // memory file system that can simulate a crash, and keep no reserve).
 func openPebbleStorageOn(fs vfs.FS, dir string, o *Options) (*pebbleStorage, error) {
-	s := &pebbleStorage{dir: dir, sync: pebble.Sync, log: o.Logger}
+	return openPebbleStorageSized(fs, dir, o, pebbleSizesFor(0))
+}
+
+// openPebbleStorageSized is openPebbleStorageOn with the store's cache and
+// memtable sizes.
+func openPebbleStorageSized(fs vfs.FS, dir string, o *Options, z pebbleSizes) (*pebbleStorage, error) {
+	s := &pebbleStorage{dir: dir, sync: pebble.Sync, log: o.Logger, sizes: z}
 	if o.NoSync {
 		s.sync = pebble.NoSync
 	}
@@ -132,12 +167,12 @@ func openPebbleStorageOn(fs vfs.FS, dir string, o *Options) (*pebbleStorage, err
 		}
 		fs = vfs.OnDiskFull(vfs.Default, s.spendReserve)
 	}
-	cache := pebble.NewCache(pebbleCacheSize)
+	cache := pebble.NewCache(z.cache)
 	defer cache.Unref() // the database holds its own reference
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:                          fs,
 		Cache:                       cache,
-		MemTableSize:                pebbleMemTableSize,
+		MemTableSize:                uint64(z.memTable),
 		MemTableStopWritesThreshold: pebbleMemTableStop,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{o.Logger},
@@ -598,7 +633,7 @@ func (s *pebbleStorage) memHeld() int64 {
 
 // memBudget is the most memHeld may reach (as pebble sizes memtables, a
 // large batch may briefly pass it).
-func (s *pebbleStorage) memBudget() int64 { return pebbleMemBudget }
+func (s *pebbleStorage) memBudget() int64 { return s.sizes.budget() }
 
 func (s *pebbleStorage) expiries(fn func(expItem) error) error {
 	return s.each(pfxExp, func(k, _ []byte) error {

@@ -112,25 +112,32 @@ func TestStorageOptionValidated(t *testing.T) {
 
 // TestStorageMemUsed: a pebble bucket reports the memory its store holds
 // (memtables at once, the block cache once reads fill it), within its
-// fixed budget; bbolt and memory-only buckets hold none of their own.
+// budget its quota sets; bbolt and memory-only buckets hold none of their own.
 func TestStorageMemUsed(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		kind   string
-		typ    engine.BucketType
-		budget int64
+		kind    string
+		typ     engine.BucketType
+		quotaMB int64
+		budget  int64
 	}{
-		{engine.StoragePebble, engine.Couchbase, 64 << 20},
-		{engine.StorageBolt, engine.Couchbase, 0},
-		{engine.StoragePebble, engine.Ephemeral, 0},
+		// The default 100 MiB quota: the smallest cache (8 MiB) and
+		// memtables (2 × 4 MiB).
+		{engine.StoragePebble, engine.Couchbase, 0, 16 << 20},
+		// A sixteenth and two thirty-seconds of 320 MiB.
+		{engine.StoragePebble, engine.Couchbase, 320, 40 << 20},
+		// The largest: 32 MiB of cache, 2 × 16 MiB of memtables.
+		{engine.StoragePebble, engine.Couchbase, 4096, 64 << 20},
+		{engine.StorageBolt, engine.Couchbase, 0, 0},
+		{engine.StoragePebble, engine.Ephemeral, 0, 0},
 	} {
-		t.Run(tc.kind+"/"+string(tc.typ), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/%dMiB", tc.kind, tc.typ, tc.quotaMB), func(t *testing.T) {
 			eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true, Storage: tc.kind})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { closeChecked(t, eng) })
-			b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: tc.typ})
+			b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: tc.typ, RAMQuotaMB: tc.quotaMB})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,7 @@ func TestMemLimitFollowsQuotas(t *testing.T) {
 
 // TestMemLimitCountsStorageInHeap: where a pebble store's block cache and
 // memtables are in the Go heap (a build without cgo), each pebble bucket
-// adds its fixed budget (64 MiB) to the limit; a memcached bucket, which
+// adds its budget (16 MiB for a 100 MiB quota) to the limit; a memcached bucket, which
 // has no store, adds nothing; where they are C memory, nothing is added.
 func TestMemLimitCountsStorageInHeap(t *testing.T) {
 	ctx := context.Background()
@@ -74,7 +74,7 @@ func TestMemLimitCountsStorageInHeap(t *testing.T) {
 		}
 		want := int64(256+100+50) << 20
 		if inHeap {
-			want += 64 << 20
+			want += 16 << 20 // a 100 MiB bucket's: 8 MiB of cache, 2 × 4 MiB of memtables
 		}
 		if limit != want {
 			t.Errorf("storage in the Go heap %v: limit %d MiB, want %d MiB", inHeap, limit>>20, want>>20)

@@ -12,12 +12,11 @@ import (
 // rows, found through the back index, and raises the sequence number of each
 // update's partition to its Seq (it never lowers one). Updates apply in order,
 // so a document updated twice keeps its last rows. With a Path, all of it is
-// persisted in one bbolt transaction before queries see any of it, except in
-// a paged index (Config.Cache), which writes Applies back lazily, each
-// whole, after queries see them (see ApplyDurable); if Apply fails, nothing
-// of it is applied, except after an error wrapping ErrCheckpoint, which
-// comes after the updates were applied (and, but for a paged index's failed
-// write-back, persisted). Applying the same updates again is harmless.
+// persisted (logged) in one bbolt transaction before queries see any of it;
+// if Apply fails, nothing of it is applied, except after an error wrapping
+// ErrCheckpoint, which comes after the updates were applied and persisted (a
+// checkpoint, or a paged index's write-back, failed). Applying the same
+// updates again is harmless.
 //
 // An emitted key that is not valid JSON fails the whole Apply with an error
 // wrapping ErrInvalidKey; values are stored as given, nil as null.
@@ -35,12 +34,10 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 }
 
 // ApplyDurable is ApplyUpTo that calls durable (if not nil) once what it
-// applied is in the file: before it returns for an index in memory (or
-// not persisted), and for a paged index, whose Applies are written back
-// lazily (see Config.Cache), after the write-back that writes it, from
-// the goroutine of whichever call makes that write-back (an Apply, Close,
-// SetFeedUUID or Check), with no lock of the index held; never if that
-// never happens. A change-feed consumer acknowledges its position there.
+// applied is in the file (every persisted index, paged or not, logs each
+// Apply before it returns), or at once for an index not persisted; it is
+// called with no lock of the index held, before ApplyDurable returns. A
+// change-feed consumer acknowledges its position there.
 func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []uint64, durable func()) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -85,7 +82,8 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 		}
 		a.undo = nil
 		a.w.leafRows = ix.leafRows
-	} else if ix.db != nil {
+	}
+	if ix.db != nil {
 		a.log = make([]byte, 0, 64*len(updates))
 	}
 	mapped := ix.mapped.Load()
@@ -113,7 +111,7 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 		for p, seq := range upTo {
 			snap.seqs[p] = max(snap.seqs[p], seq)
 		}
-		if ix.db != nil && ix.ps == nil {
+		if ix.db != nil {
 			return ix.appendLog(a.log, snap.seqs, mapped)
 		}
 		return nil
@@ -124,20 +122,21 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 	}
 	ix.publish(snap)
 	ix.mapped.Store(mapped)
+	if durable != nil { // in the log (or in memory only) already
+		done = append(done, durable)
+	}
 	if ix.ps != nil {
-		if !ix.ps.applied(snap.gen, &a, updates, ix.checkpointDocs, durable) {
+		ix.ps.applied(snap.gen, &a, updates)
+		ix.mu.logDocs += len(updates)
+		if !ix.writeBackDue(snap) {
 			return nil
 		}
-		var werr error
-		if done, werr = ix.writeBackLocked(); werr != nil {
+		if werr := ix.writeBackLocked(); werr != nil {
 			return fmt.Errorf("%w: %w", ErrCheckpoint, werr)
 		}
 		return nil
 	}
-	if durable != nil { // in the log (or in memory only) already
-		done = append(done, durable)
-	}
-	if ix.db != nil && ix.ps == nil {
+	if ix.db != nil {
 		ix.mu.logDocs += len(updates)
 		if err := ix.mu.ckptErr; err != nil {
 			ix.mu.ckptErr = nil
@@ -333,21 +332,17 @@ func (d *decoder) bytes() []byte {
 	return v
 }
 
-// WriteBack writes what Applies changed and a paged index's file does not
-// hold yet (see ApplyDurable), then calls those Applies' durable callbacks.
-// An index kept in memory, or a paged one with nothing held back, returns at
-// once. A sink calls it when its feed goes quiet, so that the position it
-// reached is acknowledged, and the bucket's metadata purge goes on, without
-// waiting for the next write-back threshold.
+// WriteBack writes the pages of what Applies changed and a paged index's
+// pages do not hold yet (its log does: see Config.Cache), and empties the
+// log. An index kept in memory, or a paged one with nothing held back,
+// returns at once. A sink calls it when its feed goes quiet, so that an idle
+// index holds no dirty leaves and its next Open has no log to replay.
 func (ix *Index) WriteBack() (err error) {
-	var done []func()
-	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
 		return ErrClosed
 	}
 	defer recoverPage(&err)
-	done, err = ix.writeBackLocked()
-	return err
+	return ix.writeBackLocked()
 }

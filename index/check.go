@@ -997,19 +997,17 @@ func reduceLeaves(ctx context.Context, red Reducer, leaves [][]row) ([]byte, err
 // its read transaction stays open while leaves are read in others, which a
 // commit that grows the file's memory map would otherwise deadlock.
 func (ix *Index) checkPaged(ctx context.Context) (err error) {
-	var done []func()
-	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
 		return ErrClosed
 	}
-	if done, err = ix.writeBackLocked(); err != nil {
+	defer recoverPage(&err)
+	if err = ix.writeBackLocked(); err != nil {
 		return err
 	}
 	snap := ix.acquire()
 	defer ix.release(snap)
-	defer recoverPage(&err)
 	pending := map[uint64]bool{}
 	for _, f := range ix.ps.pending {
 		for _, id := range f.ids {
@@ -1057,6 +1055,11 @@ func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]boo
 	}
 	if got := meta.Get(keySeqs); !bytes.Equal(got, encodeSeqs(snap.seqs)) {
 		c.failf("file: sequence vector differs from memory's")
+	}
+	if log := tx.Bucket(bucketLog); log == nil {
+		c.failf("file: missing log bucket")
+	} else if k, _ := log.Cursor().First(); k != nil {
+		c.failf("file: log record %x left after a write-back", k)
 	}
 	seen := map[uint64]bool{}
 	var walk func(n *node)

@@ -15,6 +15,7 @@ func SetCheckpointDocs(ix *Index, n int) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.checkpointDocs = n
+	ix.fixedCheckpoint = true
 }
 
 // SetCheckpointHook makes every background checkpoint started from now on
@@ -239,10 +240,13 @@ func DeleteLeafPage(ix *Index, view string) error {
 	})
 }
 
-// SetPagedLeafRows lowers the most rows of a paged index's leaves, so that
-// tests reach deep trees with few rows. Set it right after Open, the same
-// for every Open of a file.
-func SetPagedLeafRows(ix *Index, n int) { ix.leafRows = n }
+// WithPagedLeafRows returns cfg with the most rows of a paged index's
+// leaves lowered to n, so that tests reach deep trees with few rows. Use the
+// same for every Open of a file.
+func WithPagedLeafRows(cfg Config, n int) Config {
+	cfg.leafRows = n
+	return cfg
+}
 
 // TreeDepth returns the number of levels of view's tree.
 func TreeDepth(ix *Index, view string) int {

@@ -20,20 +20,15 @@ func (ix *Index) FeedUUID() uint64 { return ix.feedUUID.Load() }
 // SetFeedUUID records, durably for a persistent index, the UUID of the feed
 // history the sequence vector now belongs to.
 func (ix *Index) SetFeedUUID(u uint64) error {
-	var done []func()
-	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
 		return ErrClosed
 	}
 	if ix.db != nil {
-		// A paged index's file gets the UUID with the vector it belongs to.
-		var err error
-		if done, err = ix.writeBackLocked(); err != nil {
-			return err
-		}
-		err = ix.db.Update(func(tx *bolt.Tx) error {
+		// The vector the UUID belongs to is in the file already: each
+		// Apply logs it.
+		err := ix.db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(keyFeedUUID, binary.BigEndian.AppendUint64(nil, u))
 		})
 		if err != nil {

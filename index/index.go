@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -65,11 +66,15 @@ type Config struct {
 	// Cache, if not nil (and Path is set), makes the index paged: its
 	// trees' nodes live in the file and leaves' rows are read through
 	// Cache, which may be shared by many indexes (see pager.go). Its
-	// Applies are written back lazily, up to the cache's dirty budget
-	// (see PageCache.SetDirtyBudget and ApplyDurable). A file written
+	// Applies are logged, and their pages written back lazily, up to the
+	// cache's dirty budget (see PageCache.SetDirtyBudget). A file written
 	// with the other layout is rebuilt, as one of another Signature is.
 	// Without a Path it has no effect.
 	Cache *PageCache
+
+	// leafRows, if not 0, is the most rows of a paged index's leaf
+	// (pagedLeafItems otherwise): tests lower it.
+	leafRows int
 }
 
 // Emit is one row emitted by a map function: raw JSON key and value. A nil
@@ -124,6 +129,10 @@ type Index struct {
 	// checkpointDocs is the fewest logged documents that trigger a checkpoint:
 	// the constant checkpointDocs, or less in tests.
 	checkpointDocs int
+	// fixedCheckpoint makes a paged index write back at checkpointDocs
+	// logged documents exactly, not at half its rows (see writeBackDue):
+	// set by tests.
+	fixedCheckpoint bool
 	// ckptHook, if set (by tests), runs in a background checkpoint after it
 	// has written its rows and before it switches to them. Guarded by mu.
 	ckptHook func()
@@ -198,14 +207,16 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 		}
 		ix.db = db
 		if cfg.Cache != nil {
-			ix.leafRows = pagedLeafItems
+			ix.leafRows = cmp.Or(cfg.leafRows, pagedLeafItems)
 			ix.ps = &pager{db: db, cache: cfg.Cache, owner: cfg.Cache.newOwner(), readers: make(map[uint64]int)}
 		}
 		err = prepareStore(db, &cfg)
 		switch {
 		case err != nil:
 		case ix.ps != nil:
-			err = ix.loadPaged(snap)
+			if err = ix.loadPaged(snap); err == nil {
+				err = ix.replayPaged(ctx, snap)
+			}
 		default:
 			err = ix.loadStore(ctx, snap)
 		}
@@ -218,10 +229,10 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 	return ix, nil
 }
 
-// Close closes the index file, first writing a checkpoint if the log holds at
-// least as many documents as would trigger one in Apply's minimum, so that the
-// next Open has little to replay; a paged index first writes back what its
-// Applies changed. Later calls fail with ErrClosed; Close itself
+// Close closes the index file, first writing a checkpoint (a paged index:
+// writing back its dirty pages) if the log holds at least as many documents
+// as would trigger one in Apply's minimum, so that the next Open has little
+// to replay. Later calls fail with ErrClosed; Close itself
 // may be called again and then does nothing.
 func (ix *Index) Close() error {
 	ix.mu.Lock()
@@ -232,14 +243,18 @@ func (ix *Index) Close() error {
 	// No Apply can start now; wait for a background checkpoint to end.
 	ix.mu.Unlock()
 	ix.ckptDone.Wait()
-	var done []func()
-	defer runDone(&done)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	var err error
 	if ix.ps != nil {
-		if done, err = ix.writeBackLocked(); err != nil {
-			err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		if ix.mu.logDocs >= ix.checkpointDocs {
+			err = func() (err error) {
+				defer recoverPage(&err)
+				return ix.writeBackLocked()
+			}()
+			if err != nil {
+				err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
+			}
 		}
 		ix.ps.cache.dropOwner(ix.ps.owner)
 	} else if ix.mu.logDocs >= ix.checkpointDocs {

@@ -28,8 +28,10 @@ func pagedViews() []index.ViewConfig {
 // forecasts, at random instants with and without expired rows; Check must
 // pass (which also finds leaked pages). Now and then the paged index is
 // closed and reopened, or a copy of its file is taken (what a crash leaves:
-// the last commit) and opened: both must equal the reference as it was.
-// Rerun a failure with -index.seed=N.
+// the last commit) and opened: both must equal the reference, as every
+// Apply is logged before it returns, and most copies hold dirty leaves'
+// changes only in the log, which Open replays onto the pages. Rerun a
+// failure with -index.seed=N.
 func TestModelPaged(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
@@ -43,10 +45,9 @@ func TestModelPaged(t *testing.T) {
 	ref := openIndex(t, index.Config{NumPartitions: 8, Views: pagedViews()})
 	// Leaves of at most 8 rows: trees of three and four levels.
 	openPaged := func(cfg index.Config) *index.Index {
-		ix := openIndex(t, cfg)
-		index.SetPagedLeafRows(ix, 8)
+		ix := openIndex(t, index.WithPagedLeafRows(cfg, 8))
 		// Write back every 50 to 400 documents: most Applies leave dirty
-		// leaves in memory, and a crash copy is behind the index.
+		// leaves in memory, and a crash copy has a log to replay.
 		index.SetCheckpointDocs(ix, 50+rng.IntN(350))
 		return ix
 	}
@@ -81,42 +82,14 @@ func TestModelPaged(t *testing.T) {
 		}
 		return ups
 	}
-	// ops is what was done to both indexes, in order; the file of px holds
-	// the first durable of them (what a crash copy must equal).
-	type op struct {
-		ups  []index.DocUpdate
-		uuid uint64 // SetFeedUUID, if ups is nil
-	}
-	var ops []op
-	durable := 0
-	noteDurable := func() {
-		if !index.PagedDirty(px) {
-			durable = len(ops)
-		}
-	}
-	refAt := func(n int) *index.Index {
-		r := openIndex(t, index.Config{NumPartitions: 8, Views: pagedViews()})
-		for _, o := range ops[:n] {
-			if o.ups == nil {
-				if err := r.SetFeedUUID(o.uuid); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := r.Apply(ctx, o.ups); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return r
-	}
 	both := func(ups []index.DocUpdate) {
 		t.Helper()
-		ops = append(ops, op{ups: ups})
 		if err := ref.Apply(ctx, ups); err != nil {
 			t.Fatalf("reference Apply: %v", err)
 		}
 		if err := px.Apply(ctx, ups); err != nil {
 			t.Fatalf("paged Apply: %v", err)
 		}
-		noteDurable()
 	}
 	ms := &model{ids: ids}
 	compare := func(got, ref *index.Index, where string, check bool) {
@@ -165,7 +138,6 @@ func TestModelPaged(t *testing.T) {
 		}
 		if check { // writes back
 			checkIndex(t, got)
-			noteDurable()
 		}
 	}
 	// Enough rows first for inner nodes above the leaves.
@@ -181,8 +153,7 @@ func TestModelPaged(t *testing.T) {
 		where := fmt.Sprintf("step %d", step)
 		switch rng.IntN(8) {
 		case 0:
-			closeIndex(t, px) // writes back
-			durable = len(ops)
+			closeIndex(t, px) // may leave a log to replay
 			px = openPaged(cfg)
 			reopens++
 			where += " (reopened)"
@@ -194,10 +165,10 @@ func TestModelPaged(t *testing.T) {
 			ccfg := cfg
 			ccfg.Path = crash
 			cx := openPaged(ccfg)
-			if durable < len(ops) {
+			if index.PagedDirty(px) {
 				behind++
 			}
-			compare(cx, refAt(durable), where+" (crash copy)", false)
+			compare(cx, ref, where+" (crash copy)", false)
 			closeIndex(t, cx)
 			crashes++
 		case 2:
@@ -207,17 +178,15 @@ func TestModelPaged(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ops = append(ops, op{uuid: u})
-			noteDurable() // px writes back first
 		}
 		both(batch(1 + rng.IntN(120)))
 		compare(px, ref, where, rng.IntN(4) == 0)
 	}
 	compare(px, ref, "end", true)
 	st := cache.Stats()
-	t.Logf("%d reopens, %d crash copies (%d behind the index); cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	t.Logf("%d reopens, %d crash copies (%d with a log to replay); cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
 	if behind == 0 {
-		t.Fatalf("no crash copy was taken with dirty leaves in memory: write-back was not tested")
+		t.Fatalf("no crash copy was taken with dirty leaves in memory: the log's replay was not tested")
 	}
 	if st.Misses == 0 {
 		t.Fatalf("a cache of %d bytes never missed: the pages were not read from the file", st.Budget)
@@ -459,12 +428,12 @@ func TestPagedConcurrent(t *testing.T) {
 	checkIndex(t, ix)
 }
 
-// TestPagedDurableAfterWriteBack: a paged index writes its Applies back
-// lazily, so ApplyDurable's callback (a feed consumer's acknowledgement)
-// must wait for the write-back that puts the Apply in the file: what a
-// crash leaves then (a copy of the file) holds the acknowledged vector, and
-// before it the previous one.
-func TestPagedDurableAfterWriteBack(t *testing.T) {
+// TestPagedDurableAtApply: a paged index writes its pages back lazily but
+// logs every Apply before it returns, so ApplyDurable's callback (a feed
+// consumer's acknowledgement) runs at once, and what a crash leaves (a copy
+// of the file) holds every acknowledged Apply: before a write-back in the
+// log only, replayed onto the pages by Open, and after one in the pages.
+func TestPagedDurableAtApply(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	cfg := index.Config{Path: filepath.Join(dir, "p.view"), Signature: "s", NumPartitions: 1,
@@ -484,7 +453,7 @@ func TestPagedDurableAfterWriteBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	crashSeq := func(name string) uint64 {
+	crash := func(name string) (seq uint64, rows int, sum []string) {
 		t.Helper()
 		path := filepath.Join(dir, name)
 		if err := index.CopyFile(ix, path); err != nil {
@@ -495,32 +464,32 @@ func TestPagedDurableAfterWriteBack(t *testing.T) {
 		cx := openIndex(t, ccfg)
 		defer closeIndex(t, cx)
 		n, _ := cx.TotalRows("v")
-		if seq := cx.Seqs()[0]; int(seq) != n {
-			t.Fatalf("crash copy at sequence %d holds %d rows", seq, n)
-		}
-		return cx.Seqs()[0]
+		return cx.Seqs()[0], n, reduced(t, cx, "v", index.Range{}, index.Grouping{})
 	}
 	applyN(0, 4)
-	if len(acked) != 0 || crashSeq("c1") != 0 {
-		t.Fatalf("after 4 of 10 documents: acknowledged %v, want none (nothing written back)", acked)
+	if !index.PagedDirty(ix) {
+		t.Fatal("4 of 10 documents were written back: the test wants them in the log only")
 	}
-	if n, _ := ix.TotalRows("v"); n != 4 {
-		t.Fatalf("queries see %d rows before the write-back, want 4", n)
+	if seq, n, sum := crash("c1"); fmt.Sprint(acked) != "[4]" || seq != 4 || n != 4 || fmt.Sprint(sum) != "[null "+string(countSumJSON(4, 4))+"]" {
+		t.Fatalf("after 4 documents, logged: acknowledged %v; a crash copy holds %d rows at %d, reduce %v", acked, n, seq, sum)
 	}
 	applyN(4, 6)
-	if fmt.Sprint(acked) != "[4 10]" || crashSeq("c2") != 10 {
-		t.Fatalf("after a write-back at 10 documents: acknowledged %v, want [4 10]", acked)
+	if index.PagedDirty(ix) {
+		t.Fatal("10 documents were not written back")
+	}
+	if seq, n, _ := crash("c2"); fmt.Sprint(acked) != "[4 10]" || seq != 10 || n != 10 {
+		t.Fatalf("after a write-back at 10 documents: acknowledged %v; a crash copy holds %d rows at %d", acked, n, seq)
 	}
 	applyN(10, 1)
-	if err := ix.Close(); err != nil {
-		t.Fatal(err)
-	}
 	if fmt.Sprint(acked) != "[4 10 11]" {
-		t.Fatalf("after Close: acknowledged %v, want [4 10 11]", acked)
+		t.Fatalf("acknowledged %v, want [4 10 11]", acked)
+	}
+	if err := ix.Close(); err != nil { // one logged document: left in the log
+		t.Fatal(err)
 	}
 	ix = openIndex(t, cfg)
 	defer closeIndex(t, ix)
-	if n, _ := ix.TotalRows("v"); n != 11 || ix.Seqs()[0] != 11 {
-		t.Fatalf("reopened: %d rows at %v, want 11 at 11", n, ix.Seqs())
+	if n, _ := ix.TotalRows("v"); n != 11 || ix.Seqs()[0] != 11 || !index.PagedDirty(ix) {
+		t.Fatalf("reopened: %d rows at %v (dirty %v), want 11 at 11 replayed from the log", n, ix.Seqs(), index.PagedDirty(ix))
 	}
 }

@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -26,23 +27,26 @@ import (
 // document's rows) is the file's back bucket, read by Apply for the
 // documents it updates.
 //
-// An Apply changes the trees copy-on-write as an in-memory index does and
-// publishes them at once; the leaves it changed stay in memory, dirty (no
+// An Apply changes the trees copy-on-write as an in-memory index does,
+// logs its documents' rows and the sequence vector in one bbolt
+// transaction (the log of the in-memory layout, see store.go), and
+// publishes the trees; the leaves it changed stay in memory, dirty (no
 // page), with the inner nodes above them. A write-back (see writeBack)
-// writes, in one bbolt transaction, a page for each node without one, the
-// roots, the sequence vector and the back index's changes: Apply makes one
-// once checkpointDocs documents or the dirty budget (see
-// PageCache.SetDirtyBudget) are reached, and Close, SetFeedUUID and Check
-// before they end. The file thus holds the state of some earlier Apply,
-// complete, never a vector ahead of its pages: after a crash the feed
-// replays from the vector the file holds, and ApplyDurable's callback (a
-// feed consumer's acknowledgement) waits for the write-back. Open reads the
-// last written state without loading any leaf. The pages of the nodes the
-// Applies replaced are listed in the free bucket by the write-back, and
-// deleted by a later one once no query holds a snapshot that may read them
-// (queries register the snapshot they read, see Index.acquire); Open
-// deletes whatever the free bucket lists. bbolt reuses the space of deleted
-// pages, so the file does not grow under updates.
+// writes, in one transaction, a page for each node without one, the
+// roots, the back index's changes, and empties the log: Apply makes one
+// once the dirty leaves reach the dirty budget (see
+// PageCache.SetDirtyBudget) or the log holds checkpointDocs documents and
+// half the index's rows (see writeBackDue), and Close (past checkpointDocs)
+// and Check before they end. The file thus holds the pages of some earlier
+// Apply, complete, and the log of every Apply since: Open reads the last
+// written pages without loading any leaf and replays the log onto them
+// (see replayPaged), so an Apply is durable once it returns, as in memory.
+// The pages of the nodes the Applies replaced are listed in the free
+// bucket by the write-back, and deleted by a later one once no query holds
+// a snapshot that may read them (queries register the snapshot they read,
+// see Index.acquire); Open deletes whatever the free bucket lists. bbolt
+// reuses the space of deleted pages, so the file does not grow under
+// updates.
 //
 // Cached reductions live in the node records, computed on first use as in
 // memory; they are not in the file, so the first reduce after Open reads
@@ -58,7 +62,7 @@ var (
 
 // pagedFormat names the paged layout; a file of the other layout (see
 // formatVersion) is rebuilt, as one of another signature is.
-const pagedFormat = "mayfly-index-paged-1"
+const pagedFormat = "mayfly-index-paged-2"
 
 // pagedLeafItems is the most rows of a paged index's leaf: twice an
 // in-memory leaf's. An Apply rewrites each leaf it touches whole, and what
@@ -110,7 +114,6 @@ type pager struct {
 		freed []freedPages      // pages the Applies dropped
 		docs  int               // document updates applied
 		bytes int64             // estimated heap of the dirty leaves
-		done  []func()          // the Applies' durable callbacks (see ApplyDurable)
 	}
 
 	rmu     sync.Mutex
@@ -468,7 +471,7 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 	return ix.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		pages, free := tx.Bucket(bucketPages), tx.Bucket(bucketFree)
-		if meta == nil || pages == nil || free == nil || tx.Bucket(bucketBack) == nil {
+		if meta == nil || pages == nil || free == nil || tx.Bucket(bucketBack) == nil || tx.Bucket(bucketLog) == nil {
 			return fmt.Errorf("%w: missing bucket", ErrCorrupt)
 		}
 		seqs, next := meta.Get(keySeqs), meta.Get(keyNextPage)
@@ -522,7 +525,7 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 // createPagedBuckets makes the empty buckets and trees of a new paged file
 // of nviews views.
 func createPagedBuckets(tx *bolt.Tx, nviews int) error {
-	for _, name := range [][]byte{bucketPages, bucketBack, bucketFree} {
+	for _, name := range [][]byte{bucketPages, bucketBack, bucketFree, bucketLog} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
@@ -564,14 +567,10 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 }
 
 // applied records what a successful Apply of a paged index changed and
-// did not write: its documents' back-index entries (back holds them now),
-// the pages it dropped, its dirty leaves' estimated bytes. It reports
-// whether the dirty state has reached a write-back's threshold
-// (checkpointDocs documents, or the dirty budget). REQUIRES: Index.mu.
-func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpointDocs int, durable func()) bool {
-	if durable != nil {
-		ps.dirty.done = append(ps.dirty.done, durable)
-	}
+// did not write as pages: its documents' back-index entries (back holds
+// them now), the pages it dropped, its dirty leaves' estimated bytes.
+// REQUIRES: Index.mu.
+func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate) {
 	if ps.dirty.back == nil {
 		ps.dirty.back = make(map[string][]byte, len(updates))
 	}
@@ -587,7 +586,30 @@ func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpoint
 		ps.dirty.docs = 1 // an Apply of no update still moves the vector
 	}
 	ps.dirty.bytes += a.w.dirtyBytes
-	return ps.dirty.docs >= checkpointDocs || ps.dirty.bytes >= ps.dirtyBudget()
+}
+
+// writeBackDue reports whether a paged index whose published snapshot is
+// snap should write back now: its dirty leaves have reached the dirty
+// budget, or its log holds checkpointDocs documents and, unless a test
+// fixed that number, as many as half the rows of its trees. The log bound
+// grows with the index, as the in-memory index's checkpoint does: random
+// updates touch most leaves, so a write-back costs about the whole tree,
+// and each one is paid for by that many logged documents; it also bounds
+// what Open replays. REQUIRES: Index.mu.
+func (ix *Index) writeBackDue(snap *snapshot) bool {
+	ps := ix.ps
+	if ps.dirty.bytes >= ps.dirtyBudget() {
+		return true
+	}
+	bound := ix.checkpointDocs
+	if !ix.fixedCheckpoint {
+		rows := 0
+		for _, r := range snap.roots {
+			rows += r.count
+		}
+		bound = max(bound, rows/2)
+	}
+	return ix.mu.logDocs >= bound
 }
 
 // isDirty reports whether Applies changed what the file does not hold yet.
@@ -595,20 +617,14 @@ func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate, checkpoint
 func (ps *pager) isDirty() bool { return ps.dirty.docs > 0 }
 
 // writeBackLocked writes back a dirty paged index (see writeBack) as a
-// writer generation of its own, and returns the durable callbacks of the
-// Applies written, for the caller to call once it has unlocked.
-// REQUIRES: Index.mu.
-func (ix *Index) writeBackLocked() ([]func(), error) {
+// writer generation of its own. REQUIRES: Index.mu.
+func (ix *Index) writeBackLocked() error {
 	ps := ix.ps
 	if ps == nil || !ps.isDirty() {
-		return nil, nil
+		return nil
 	}
-	done := ps.dirty.done
 	ix.mu.gen++
-	if err := ix.writeBack(ix.mu.gen); err != nil {
-		return nil, err
-	}
-	return done, nil
+	return ix.writeBack(ix.mu.gen)
 }
 
 // writeBack persists what the Applies since the last write-back changed,
@@ -679,6 +695,9 @@ func (ix *Index) writeBack(gen uint64) error {
 		if left, err = ps.deleteFreed(tx, pending, safe); err != nil {
 			return err
 		}
+		if err := truncateLog(tx, ix.mu.logNext); err != nil {
+			return err
+		}
 		meta := tx.Bucket(bucketMeta)
 		for _, kv := range [][2][]byte{
 			{keyRoots, encodeRoots(snap)},
@@ -701,7 +720,8 @@ func (ix *Index) writeBack(gen uint64) error {
 	ps.published(written)
 	ps.dropCached(pending, left)
 	ps.pending = left
-	ps.dirty.back, ps.dirty.freed, ps.dirty.docs, ps.dirty.bytes, ps.dirty.done = nil, nil, 0, 0, nil
+	ps.dirty.back, ps.dirty.freed, ps.dirty.docs, ps.dirty.bytes = nil, nil, 0, 0
+	ix.mu.logDocs = 0
 	ix.publish(snap)
 	return nil
 }
@@ -753,4 +773,62 @@ func runDone(done *[]func()) {
 	for _, f := range *done {
 		f()
 	}
+}
+
+// replayPaged applies the log records a paged file holds (the Applies
+// logged since its last write-back) to the trees loaded into snap, as
+// dirty leaves of writer generation 1, as those Applies had left them.
+func (ix *Index) replayPaged(ctx context.Context, snap *snapshot) error {
+	ps := ix.ps
+	var recs [][]byte
+	err := ix.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLog).Cursor()
+		for k, rec := c.First(); k != nil; k, rec = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: log key %x", ErrCorrupt, k)
+			}
+			recs = append(recs, bytes.Clone(rec))
+			ix.mu.logNext = binary.BigEndian.Uint64(k) + 1
+		}
+		return nil
+	})
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	defer recoverPage(&err)
+	ix.mu.gen = 1 // the loaded nodes are of generation 0
+	a := applier{w: wtx{gen: ix.mu.gen, leafRows: ix.leafRows}, roots: snap.roots, expRoots: snap.expRoots}
+	var docs []DocUpdate
+	for _, rec := range recs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ids []DocUpdate
+		var entries [][]byte
+		for d := (decoder{b: rec}); !d.done(); {
+			id, rows := d.bytes(), d.bytes()
+			if d.err != nil || !validEntries(rows, len(snap.roots)) {
+				return fmt.Errorf("%w: log record", ErrCorrupt)
+			}
+			ids = append(ids, DocUpdate{DocID: string(id)})
+			entries = append(entries, rows)
+		}
+		back, err := ps.readBack(ids)
+		if err != nil {
+			return err
+		}
+		a.back = back
+		for i := range ids {
+			if err := a.replace(ids[i].DocID, bytes.Clone(entries[i])); err != nil {
+				return err
+			}
+		}
+		// What the record changed is dirty from now on, so that the next
+		// record reads these documents' entries from the dirty state.
+		ps.applied(a.w.gen, &a, ids)
+		a.w.freed, a.w.dirtyBytes = nil, 0
+		docs = append(docs, ids...)
+	}
+	ix.mu.logDocs = len(docs)
+	return nil
 }

@@ -405,14 +405,19 @@ func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64, beforeS
 		if err := dropCkpt(tx, ix.views, from); err != nil {
 			return err
 		}
-		c := tx.Bucket(bucketLog).Cursor()
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < upTo; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
+		return truncateLog(tx, upTo)
 	})
+}
+
+// truncateLog deletes, in tx, the log records below upTo.
+func truncateLog(tx *bolt.Tx, upTo uint64) error {
+	c := tx.Bucket(bucketLog).Cursor()
+	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < upTo; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // walkLeaves calls fn with each leaf under n, in key order.

@@ -1041,6 +1041,28 @@ func (ix *Index) checkPaged(ctx context.Context) (err error) {
 	return c.err()
 }
 
+// checkRef checks a ref read from the file (see appendRef) against the
+// node it stands for: page, kind, count and earliest expiration equal, and
+// a stored reduction the node's cached one (Check's reductions pass then
+// recomputes that one from the rows).
+func (c *checker) checkRef(where string, r nodeRef, n *node) {
+	kind := byte(pageLeaf)
+	if !n.leaf() {
+		kind = pageInner
+	}
+	if r.page != n.page || r.kind != kind || r.count != n.count || r.minExp != n.minExp {
+		c.failf("%s: ref (page %d, kind %c, %d rows, min exp %d), node (page %d, kind %c, %d rows, min exp %d)",
+			where, r.page, r.kind, r.count, r.minExp, n.page, kind, n.count, n.minExp)
+		return
+	}
+	if r.red == nil {
+		return
+	}
+	if p := n.red.Load(); p == nil || !bytes.Equal(*p, r.red) {
+		c.failf("%s: stores reduction %s, its node caches another", where, r.red)
+	}
+}
+
 // checkPages checks a paged index's pages against the trees of snap (see
 // checkPaged); pending are the pages dropped but not yet deleted.
 func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]bool) {
@@ -1050,8 +1072,13 @@ func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]boo
 		return
 	}
 	meta := tx.Bucket(bucketMeta)
-	if got := meta.Get(keyRoots); !bytes.Equal(got, encodeRoots(snap)) {
-		c.failf("file: roots %x, memory's %x", got, encodeRoots(snap))
+	d := decoder{b: meta.Get(keyRoots)}
+	for vi := range snap.roots {
+		c.checkRef("file: root", d.ref(), snap.roots[vi])
+		c.checkRef("file: expiry root", d.ref(), snap.expRoots[vi])
+	}
+	if d.err != nil || len(d.b) != 0 {
+		c.failf("file: roots malformed")
 	}
 	if got := meta.Get(keySeqs); !bytes.Equal(got, encodeSeqs(snap.seqs)) {
 		c.failf("file: sequence vector differs from memory's")
@@ -1079,14 +1106,19 @@ func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]boo
 		}
 		seen[n.page] = true
 		p := pages.Get(pageKeyBytes(n.page))
-		var want []byte
 		if n.leaf() {
-			want = appendLeaf(nil, n.rows())
+			if !bytes.Equal(p, appendLeaf(nil, n.rows())) {
+				c.failf("file: page %d does not hold its node (%d rows)", n.page, n.count)
+			}
+		} else if keys, refs, err := decodeInner(p); err != nil || len(refs) != len(n.children) {
+			c.failf("file: page %d does not hold its inner node (%d rows): %v", n.page, n.count, err)
 		} else {
-			want = appendInner(nil, n)
-		}
-		if !bytes.Equal(p, want) {
-			c.failf("file: page %d does not hold its node (%d rows)", n.page, n.count)
+			for i, r := range refs {
+				if !bytes.Equal(keys[i], n.keys[i]) {
+					c.failf("file: page %d separator %d differs from its node's", n.page, i)
+				}
+				c.checkRef(fmt.Sprintf("file: page %d child %d", n.page, i), r, n.children[i])
+			}
 		}
 		for _, ch := range n.children {
 			walk(ch)

@@ -263,3 +263,13 @@ func PagedDirty(ix *Index) bool {
 	defer ix.mu.Unlock()
 	return ix.ps != nil && ix.ps.isDirty()
 }
+
+// LeafCount returns the number of leaves of view's tree.
+func LeafCount(ix *Index, view string) int {
+	n := 0
+	_ = walkLeaves(ix.snap.Load().roots[ix.byName[view]], func(*node) error {
+		n++
+		return nil
+	})
+	return n
+}

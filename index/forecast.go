@@ -1,7 +1,6 @@
 package index
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -169,12 +168,7 @@ func rangeCount(n *node, lo, hi []byte) int {
 	if n.count == 0 {
 		return 0
 	}
-	if lo != nil && bytes.Compare(n.first(), lo) >= 0 {
-		lo = nil
-	}
-	if hi != nil && bytes.Compare(n.last(), hi) < 0 {
-		hi = nil
-	}
+	lo, hi = trimBounds(n, lo, hi)
 	if lo == nil && hi == nil {
 		return n.count
 	}
@@ -242,12 +236,7 @@ func (f *forecaster) walk(n *node, lo, hi []byte) error {
 			return err
 		}
 	}
-	if lo != nil && bytes.Compare(n.first(), lo) >= 0 {
-		lo = nil
-	}
-	if hi != nil && bytes.Compare(n.last(), hi) < 0 {
-		hi = nil
-	}
+	lo, hi = trimBounds(n, lo, hi)
 	if n.leaf() {
 		items := n.rows()
 		i, j := 0, len(items)

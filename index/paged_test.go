@@ -493,3 +493,59 @@ func TestPagedDurableAtApply(t *testing.T) {
 		t.Fatalf("reopened: %d rows at %v (dirty %v), want 11 at 11 replayed from the log", n, ix.Seqs(), index.PagedDirty(ix))
 	}
 }
+
+// TestPagedStoredReductions: a paged index's pages store its nodes'
+// reductions, so that after a reopen a reduce of whole subtrees reads no
+// leaf: the whole view's reduce reads none, and a group_level=1 reduce
+// reads only the leaves at its groups' edges, far fewer than the tree has;
+// a reduce that leaves out expired rows gives the exact answer from the
+// same stored reductions. The answers equal the in-memory index's.
+func TestPagedStoredReductions(t *testing.T) {
+	cache := index.NewPageCache(64 << 10)
+	cfg := index.WithPagedLeafRows(index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: cache}, 8)
+	ref := openIndex(t, index.Config{NumPartitions: 4, Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}})
+	ix := openIndex(t, cfg)
+	const t0 = 1_700_000_000
+	var ups []index.DocUpdate
+	for i := range 2000 {
+		u := index.DocUpdate{DocID: fmt.Sprintf("d%04d", i), Seq: uint64(i + 1),
+			Rows: map[string][]index.Emit{"v": emits(fmt.Sprintf(`["g%d",%d]`, i%10, i), strconv.Itoa(i%7))}}
+		if i%5 == 0 {
+			u.Expiration = t0 + int64(i%50)
+		}
+		ups = append(ups, u)
+	}
+	apply(t, ix, ups...)
+	apply(t, ref, ups...)
+	if err := ix.WriteBack(); err != nil { // pages with their reductions
+		t.Fatal(err)
+	}
+	closeIndex(t, ix)
+	ix = openIndex(t, cfg)
+	before := cache.Stats()
+	whole := reduced(t, ix, "v", index.Range{}, index.Grouping{})
+	if st := cache.Stats(); st.Misses != before.Misses || st.Hits != before.Hits {
+		t.Fatalf("the whole view's reduce after a reopen read %d pages: its reduction is not stored", st.Misses-before.Misses+st.Hits-before.Hits)
+	}
+	equalStrings(t, "whole view", whole, reduced(t, ref, "v", index.Range{}, index.Grouping{}))
+	before = cache.Stats()
+	for _, desc := range []bool{false, true} {
+		r := index.Range{Descending: desc}
+		equalStrings(t, fmt.Sprintf("group_level=1 descending %v", desc), reduced(t, ix, "v", r, index.Grouping{Level: 1}),
+			reduced(t, ref, "v", r, index.Grouping{Level: 1}))
+	}
+	// 10 groups, each read at its edges, both ways: a few leaves per
+	// group, where reducing every leaf would read each of them.
+	leaves := index.LeafCount(ix, "v")
+	if st := cache.Stats(); st.Misses+st.Hits-before.Misses-before.Hits > uint64(leaves/2) {
+		t.Fatalf("group_level=1 reduces read %d pages of %d leaves: subtrees' reductions are not stored", st.Misses+st.Hits-before.Misses-before.Hits, leaves)
+	}
+	for _, now := range []int64{t0 - 1, t0 + 20, t0 + 60} {
+		r := index.Range{ExcludeExpired: true, Now: now}
+		equalStrings(t, fmt.Sprintf("live at %d", now), reduced(t, ix, "v", r, index.Grouping{}), reduced(t, ref, "v", r, index.Grouping{}))
+		equalStrings(t, fmt.Sprintf("live groups at %d", now), reduced(t, ix, "v", r, index.Grouping{Level: 1}), reduced(t, ref, "v", r, index.Grouping{Level: 1}))
+	}
+	checkIndex(t, ix)
+	closeIndex(t, ix)
+}

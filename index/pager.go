@@ -209,7 +209,8 @@ func decodeLeaf(p []byte) ([]row, error) {
 }
 
 // appendRef appends what a parent knows of child n: its page id, kind, row
-// count and earliest expiration.
+// count, earliest expiration and stored reduction (see storedRed): uvarint
+// length plus one and bytes, 0 for none.
 func appendRef(dst []byte, n *node) []byte {
 	dst = binary.AppendUvarint(dst, n.page)
 	kind := byte(pageLeaf)
@@ -218,7 +219,28 @@ func appendRef(dst []byte, n *node) []byte {
 	}
 	dst = append(dst, kind)
 	dst = binary.AppendUvarint(dst, uint64(n.count))
-	return binary.AppendVarint(dst, n.minExp)
+	dst = binary.AppendVarint(dst, n.minExp)
+	red, ok := storedRed(n)
+	if !ok {
+		return append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(red))+1)
+	return append(dst, red...)
+}
+
+// maxStoredReduction is the longest reduction a page stores for a child
+// (see storedRed); a longer one is computed again after Open when a query
+// needs it, as before a write-back.
+const maxStoredReduction = 4 << 10
+
+// storedRed returns the reduction a ref to n stores: its cached reduction,
+// if it has one no longer than maxStoredReduction.
+func storedRed(n *node) ([]byte, bool) {
+	p := n.red.Load()
+	if p == nil || len(*p) > maxStoredReduction {
+		return nil, false
+	}
+	return *p, true
 }
 
 // appendInner appends the page of inner node n: its kind, its number of
@@ -240,6 +262,7 @@ type nodeRef struct {
 	kind   byte
 	count  int
 	minExp int64
+	red    []byte // the stored reduction, a slice of the page; nil: none
 }
 
 func (d *decoder) varint() int64 {
@@ -263,10 +286,48 @@ func (d *decoder) ref() nodeRef {
 	r.kind, d.b = d.b[0], d.b[1:]
 	r.count = int(d.uvarint())
 	r.minExp = d.varint()
+	if l := d.uvarint(); l > 0 && d.err == nil {
+		if uint64(len(d.b)) < l-1 {
+			d.err = ErrCorrupt
+			return r
+		}
+		r.red, d.b = d.b[:l-1:l-1], d.b[l-1:]
+	}
 	if r.kind != pageLeaf && r.kind != pageInner || r.count < 0 {
 		d.err = ErrCorrupt
 	}
 	return r
+}
+
+// setRed gives n the reduction a ref stores, copied out of the page.
+func (n *node) setRed(r nodeRef) {
+	if r.red != nil {
+		v := bytes.Clone(r.red)
+		n.red.Store(&v)
+	}
+}
+
+// decodeInner returns the separators and child refs of inner page p,
+// slices of p.
+func decodeInner(p []byte) (keys [][]byte, refs []nodeRef, err error) {
+	if len(p) == 0 || p[0] != pageInner {
+		return nil, nil, fmt.Errorf("%w: missing or not an inner page", ErrCorrupt)
+	}
+	d := decoder{b: p[1:]}
+	nc := int(d.uvarint())
+	if d.err != nil || nc < 2 || nc > maxChildren+1 {
+		return nil, nil, fmt.Errorf("%w: inner page of %d children", ErrCorrupt, nc)
+	}
+	refs = make([]nodeRef, nc)
+	keys = make([][]byte, nc)
+	for i := range nc {
+		keys[i] = d.bytes()
+		refs[i] = d.ref()
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, nil, fmt.Errorf("%w: inner page", ErrCorrupt)
+	}
+	return keys, refs, nil
 }
 
 // loadNode returns the node of ref r, read with tx: a leaf's record only
@@ -279,30 +340,20 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 		return &node{}, nil
 	}
 	n := &node{count: r.count, minExp: r.minExp, page: r.page, ps: ps}
+	n.setRed(r)
 	if r.kind == pageLeaf {
 		return n, nil
 	}
-	p := tx.Bucket(bucketPages).Get(pageKeyBytes(r.page))
-	if len(p) == 0 || p[0] != pageInner {
-		return nil, fmt.Errorf("%w: missing or bad inner page %d", ErrCorrupt, r.page)
+	raw, refs, err := decodeInner(tx.Bucket(bucketPages).Get(pageKeyBytes(r.page)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: inner page %d", err, r.page)
 	}
-	d := decoder{b: p[1:]}
-	nc := int(d.uvarint())
-	if d.err != nil || nc < 2 || nc > maxChildren+1 {
-		return nil, fmt.Errorf("%w: inner page %d of %d children", ErrCorrupt, r.page, nc)
-	}
-	refs := make([]nodeRef, nc)
+	nc := len(refs)
 	n.keys = make([][]byte, nc)
 	n.children = make([]*node, nc)
 	var keyBytes int
-	raw := make([][]byte, nc)
-	for i := range nc {
-		raw[i] = d.bytes()
-		refs[i] = d.ref()
-		keyBytes += len(raw[i])
-	}
-	if d.err != nil || len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: inner page %d", ErrCorrupt, r.page)
+	for _, k := range raw {
+		keyBytes += len(k)
 	}
 	buf := make([]byte, 0, keyBytes) // the node's separators, in one allocation
 	for i, k := range raw {
@@ -329,7 +380,7 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 // the transaction ends, so no page's bytes are reused. A copied inner
 // node's separators are packed into one allocation, so that none keeps a
 // row's bytes alive; a copy keeps n's cached reductions.
-func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, written *[]writtenNode) (*node, error) {
+func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode) (*node, error) {
 	if n.page != 0 || n.leaf() && n.count == 0 {
 		return n, nil
 	}
@@ -341,12 +392,13 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, wri
 	start := len(*buf)
 	if n.leaf() {
 		c.items = n.items // until published
+		rd.store(c)
 		*buf = appendLeaf(*buf, n.items)
 	} else {
 		c.children = make([]*node, len(n.children))
 		for i, ch := range n.children {
 			var err error
-			if c.children[i], err = ps.write(pages, ch, gen, buf, written); err != nil {
+			if c.children[i], err = ps.write(pages, ch, gen, rd, buf, written); err != nil {
 				return nil, err
 			}
 		}
@@ -362,6 +414,7 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, wri
 				c.keys[i] = keys[len(keys)-len(k) : len(keys) : len(keys)]
 			}
 		}
+		rd.store(c)
 		start = len(*buf)
 		*buf = appendInner(*buf, c)
 	}
@@ -373,6 +426,25 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, buf *[]byte, wri
 	ps.next++
 	*written = append(*written, writtenNode{c, page})
 	return c, pages.Put(pageKeyBytes(c.page), page)
+}
+
+// store computes and caches the reduction of n, a node being written, so
+// that its parent's page (or the roots) stores it (see appendRef): the
+// children's reductions are cached already, those of the children just
+// written or read from their refs, so this costs one Reduce of a leaf's
+// rows or one Rereduce. rd nil (a view without reduce) stores none, and so
+// does a failure (a Reducer error, a reduction too large, a page that
+// cannot be read): a query computes it then, as before a write-back.
+func (rd *reduction) store(n *node) {
+	if rd == nil || n.count == 0 {
+		return
+	}
+	var err error
+	func() {
+		defer recoverPage(&err)
+		_, err = rd.node(n)
+	}()
+	_ = err // no stored reduction; the query that needs it reports the error
 }
 
 // writtenNode is a node a write-back wrote, and its page (in its arena).
@@ -656,11 +728,15 @@ func (ix *Index) writeBack(gen uint64) error {
 		pages.FillPercent = 1 // page ids only grow
 		var buf []byte
 		for vi := range snap.roots {
+			var rd *reduction
+			if r := ix.views[vi].Reducer; r != nil {
+				rd = &reduction{ctx: context.Background(), r: r}
+			}
 			var err error
-			if snap.roots[vi], err = ps.write(pages, snap.roots[vi], gen, &buf, &written); err != nil {
+			if snap.roots[vi], err = ps.write(pages, snap.roots[vi], gen, rd, &buf, &written); err != nil {
 				return err
 			}
-			if snap.expRoots[vi], err = ps.write(pages, snap.expRoots[vi], gen, &buf, &written); err != nil {
+			if snap.expRoots[vi], err = ps.write(pages, snap.expRoots[vi], gen, rd, &buf, &written); err != nil {
 				return err
 			}
 		}

@@ -201,12 +201,7 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 	if n.count == 0 {
 		return nil
 	}
-	if lo != nil && bytes.Compare(n.first(), lo) >= 0 {
-		lo = nil
-	}
-	if hi != nil && bytes.Compare(n.last(), hi) < 0 {
-		hi = nil
-	}
+	lo, hi = trimBounds(n, lo, hi)
 	if lo == nil && hi == nil {
 		if rd.live && !n.allLive(rd.now) {
 			lc, err := rd.liveOf(n)

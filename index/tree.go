@@ -266,6 +266,49 @@ func (n *node) last() row {
 	return items[len(items)-1]
 }
 
+// edge returns the first (or with last, the last) row under n (not empty)
+// if reading it costs no page read: n is a leaf (whose rows its caller
+// reads anyway), or the leaf at that edge of n's subtree holds its rows in
+// memory.
+func (n *node) edge(last bool) (row, bool) {
+	l := n
+	for !l.leaf() {
+		if last {
+			l = l.children[len(l.children)-1]
+		} else {
+			l = l.children[0]
+		}
+	}
+	if l != n && l.page != 0 && l.items == nil {
+		return nil, false
+	}
+	items := l.rows()
+	if last {
+		return items[len(items)-1], true
+	}
+	return items[0], true
+}
+
+// trimBounds returns lo and hi (nil: open), each dropped when it does not
+// cut the rows under n (not empty), so that a subtree wholly in [lo, hi)
+// answers from its cached figures. A bound is kept when checking it would
+// read a page (see edge): the walk below then drops it through the
+// separators (see eachChildIn) or at the leaf, at no page read but those
+// the range's ends need.
+func trimBounds(n *node, lo, hi []byte) ([]byte, []byte) {
+	if lo != nil {
+		if r, ok := n.edge(false); ok && bytes.Compare(r, lo) >= 0 {
+			lo = nil
+		}
+	}
+	if hi != nil {
+		if r, ok := n.edge(true); ok && bytes.Compare(r, hi) < 0 {
+			hi = nil
+		}
+	}
+	return lo, hi
+}
+
 // minKey returns the tree key of the first row under n (not empty).
 func (n *node) minKey() []byte { return n.first().ck() }
 
@@ -328,10 +371,13 @@ func eachChildIn(n *node, lo, hi []byte, fn func(c *node, lo, hi []byte) error) 
 	}
 	for i := i0; i <= i1; i++ {
 		var clo, chi []byte
-		if i == i0 {
+		// keys[i] (i >= 1) is at most every row of child i, and
+		// keys[i+1] above every row of child i: a bound they pass does
+		// not cut the child.
+		if i == i0 && (i == 0 || bytes.Compare(n.keys[i], lo) < 0) {
 			clo = lo
 		}
-		if i == i1 {
+		if i == i1 && (i == len(n.children)-1 || bytes.Compare(n.keys[i+1], hi) > 0) {
 			chi = hi
 		}
 		if err := fn(n.children[i], clo, chi); err != nil {

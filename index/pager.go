@@ -140,13 +140,19 @@ func pageKeyBytes(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, 
 
 // leafRows returns the rows of leaf page id, from the cache or the file.
 func (ps *pager) leafRows(id uint64) ([]row, error) {
+	return ps.leafRowsIn(nil, id)
+}
+
+// leafRowsIn is leafRows reading the file, on a cache miss, from pages,
+// the pages bucket of a transaction the caller holds, or with a read
+// transaction of its own if pages is nil.
+func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64) ([]row, error) {
 	k := pageKey{ps.owner, id}
 	if rows, ok := ps.cache.get(k); ok {
 		return rows, nil
 	}
 	var page []byte
-	err := ps.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPages)
+	read := func(b *bolt.Bucket) error {
 		if b == nil {
 			return fmt.Errorf("%w: missing pages", ErrCorrupt)
 		}
@@ -155,7 +161,13 @@ func (ps *pager) leafRows(id uint64) ([]row, error) {
 		}
 		page = bytes.Clone(page)
 		return nil
-	})
+	}
+	var err error
+	if pages != nil {
+		err = read(pages)
+	} else {
+		err = ps.db.View(func(tx *bolt.Tx) error { return read(tx.Bucket(bucketPages)) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("index: read page: %w", err)
 	}
@@ -379,10 +391,18 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 // The pages are built in buf, an arena: bbolt keeps the values put until
 // the transaction ends, so no page's bytes are reused. A copied inner
 // node's separators are packed into one allocation, so that none keeps a
-// row's bytes alive; a copy keeps n's cached reductions.
-func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode) (*node, error) {
-	if n.page != 0 || n.leaf() && n.count == 0 {
+// row's bytes alive; a copy keeps n's cached reductions. A delta leaf
+// (see leafDelta) is written as a new page with its merged rows, and its
+// old page appended to replaced.
+func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode, replaced *[]uint64) (*node, error) {
+	if n.page != 0 && n.delta == nil {
 		return n, nil
+	}
+	if n.delta != nil {
+		*replaced = append(*replaced, n.page)
+	}
+	if n.leaf() && n.count == 0 {
+		return &node{gen: gen}, nil
 	}
 	c := &node{gen: gen, count: n.count, minExp: n.minExp}
 	c.red.Store(n.red.Load())
@@ -391,14 +411,22 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, b
 	c.never.Store(n.never.Load())
 	start := len(*buf)
 	if n.leaf() {
-		c.items = n.items // until published
+		items := n.items
+		if n.delta != nil {
+			rows, err := ps.leafRowsIn(pages, n.page)
+			if err != nil {
+				return nil, err
+			}
+			items = n.delta.merge(rows)
+		}
+		c.items = items // until published
 		rd.store(c)
-		*buf = appendLeaf(*buf, n.items)
+		*buf = appendLeaf(*buf, c.items)
 	} else {
 		c.children = make([]*node, len(n.children))
 		for i, ch := range n.children {
 			var err error
-			if c.children[i], err = ps.write(pages, ch, gen, rd, buf, written); err != nil {
+			if c.children[i], err = ps.write(pages, ch, gen, rd, buf, written, replaced); err != nil {
 				return nil, err
 			}
 		}
@@ -690,7 +718,8 @@ func (ps *pager) isDirty() bool { return ps.dirty.docs > 0 }
 
 // writeBackLocked writes back a dirty paged index (see writeBack) as a
 // writer generation of its own. REQUIRES: Index.mu.
-func (ix *Index) writeBackLocked() error {
+func (ix *Index) writeBackLocked() (err error) {
+	defer recoverPage(&err)
 	ps := ix.ps
 	if ps == nil || !ps.isDirty() {
 		return nil
@@ -723,6 +752,7 @@ func (ix *Index) writeBack(gen uint64) error {
 	pending := append(slices.Clone(ps.pending), ps.dirty.freed...)
 	var written []writtenNode
 	var left []freedPages
+	var replaced []uint64 // the pages of the delta leaves written
 	err := ix.db.Update(func(tx *bolt.Tx) error {
 		pages := tx.Bucket(bucketPages)
 		pages.FillPercent = 1 // page ids only grow
@@ -733,10 +763,10 @@ func (ix *Index) writeBack(gen uint64) error {
 				rd = &reduction{ctx: context.Background(), r: r}
 			}
 			var err error
-			if snap.roots[vi], err = ps.write(pages, snap.roots[vi], gen, rd, &buf, &written); err != nil {
+			if snap.roots[vi], err = ps.write(pages, snap.roots[vi], gen, rd, &buf, &written, &replaced); err != nil {
 				return err
 			}
-			if snap.expRoots[vi], err = ps.write(pages, snap.expRoots[vi], gen, rd, &buf, &written); err != nil {
+			if snap.expRoots[vi], err = ps.write(pages, snap.expRoots[vi], gen, rd, &buf, &written, &replaced); err != nil {
 				return err
 			}
 		}
@@ -757,7 +787,7 @@ func (ix *Index) writeBack(gen uint64) error {
 			}
 		}
 		free := tx.Bucket(bucketFree)
-		var freed []uint64
+		freed := slices.Clone(replaced)
 		for _, f := range ps.dirty.freed {
 			freed = append(freed, f.ids...)
 		}
@@ -770,6 +800,9 @@ func (ix *Index) writeBack(gen uint64) error {
 		var err error
 		if left, err = ps.deleteFreed(tx, pending, safe); err != nil {
 			return err
+		}
+		if len(replaced) > 0 { // snapshots before gen read them
+			left = append(left, freedPages{gen: gen, ids: replaced})
 		}
 		if err := truncateLog(tx, ix.mu.logNext); err != nil {
 			return err

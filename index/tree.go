@@ -156,6 +156,51 @@ type node struct {
 	// rows).
 	page uint64
 	ps   *pager
+	// delta, on a paged leaf changed since its page was written, is what
+	// changed: its rows are the page's less delta.gone, plus delta.ins
+	// (see leafDelta). Nil otherwise.
+	delta *leafDelta
+}
+
+// leafDelta is how a dirty leaf of a paged index differs from its page:
+// the tree keys of the page's rows deleted (gone) and the rows inserted
+// (ins), each sorted. A change to a leaf on disk thus costs the heap of
+// the change, not of a copy of the leaf, and needs no read of its page;
+// the leaf is merged with its page only when it splits or merges, or at
+// the write-back that writes it (see wtx.materialize, pager.write).
+type leafDelta struct {
+	gone [][]byte
+	ins  []row
+}
+
+// merge returns the rows of a page holding rows changed by d.
+func (d *leafDelta) merge(rows []row) []row {
+	out := make([]row, 0, len(rows)-len(d.gone)+len(d.ins))
+	g, i := 0, 0
+	for _, r := range rows {
+		ck := r.ck()
+		for g < len(d.gone) && bytes.Compare(d.gone[g], ck) < 0 {
+			g++
+		}
+		if g < len(d.gone) && bytes.Equal(d.gone[g], ck) {
+			g++
+			continue
+		}
+		for i < len(d.ins) && bytes.Compare(d.ins[i], r) < 0 {
+			out = append(out, d.ins[i])
+			i++
+		}
+		out = append(out, r)
+	}
+	return append(out, d.ins[i:]...)
+}
+
+// clone returns a copy of d that the writer may change.
+func (d *leafDelta) clone() *leafDelta {
+	if d == nil {
+		return &leafDelta{}
+	}
+	return &leafDelta{gone: slices.Clone(d.gone), ins: slices.Clone(d.ins)}
 }
 
 // rows returns the rows of leaf n: its items, or, for a leaf of a paged
@@ -169,6 +214,9 @@ func (n *node) rows() []row {
 	rows, err := n.ps.leafRows(n.page)
 	if err != nil {
 		panic(pageError{err})
+	}
+	if n.delta != nil {
+		return n.delta.merge(rows)
 	}
 	return rows
 }
@@ -327,6 +375,12 @@ func searchItems(items []row, k []byte) (int, bool) {
 	return lo, lo < len(items) && bytes.HasPrefix(items[lo], k) && items[lo].ckLen() == len(k)
 }
 
+// searchGone returns the index of the first tree key of gone at or above
+// k, and whether it is k.
+func searchGone(gone [][]byte, k []byte) (int, bool) {
+	return slices.BinarySearchFunc(gone, k, bytes.Compare)
+}
+
 // childLE returns the index of the child of n that holds k if any child does:
 // the last i with keys[i] <= k, or 0.
 func childLE(keys [][]byte, k []byte) int {
@@ -412,14 +466,20 @@ func (w *wtx) own(n *node) *node {
 	if n.gen == w.gen {
 		return n
 	}
-	w.drop(n)
 	c := &node{gen: w.gen, count: n.count, minExp: n.minExp}
+	if n.leaf() && n.page != 0 {
+		// A paged leaf: the copy keeps the page, and holds what changes
+		// in a delta (the page stays in the tree: not dropped).
+		c.page, c.ps, c.delta = n.page, n.ps, n.delta.clone()
+		if n.delta == nil {
+			w.dirtyBytes += 200
+		}
+		return c
+	}
+	w.drop(n)
 	if n.leaf() {
 		items := n.rows()
 		c.items = append(make([]row, 0, len(items)+1), items...)
-		if n.page != 0 {
-			w.dirtyBytes += dirtyLeafBytes(items)
-		}
 	} else {
 		c.keys = append(make([][]byte, 0, len(n.keys)+1), n.keys...)
 		c.children = append(make([]*node, 0, len(n.children)+1), n.children...)
@@ -438,13 +498,30 @@ func dirtyLeafBytes(items []row) int64 {
 	return b
 }
 
-// drop records that n, a node of an older generation, is no longer part of
-// the tree being written: a paged index frees its page once no reader needs
-// it.
+// drop records that n is no longer part of the tree being written: a paged
+// index frees its page once no reader needs it. (A node of the writer's
+// generation holds a page only as a delta leaf, whose page no other node
+// of the tree holds.)
 func (w *wtx) drop(n *node) {
-	if n.page != 0 && n.gen != w.gen {
+	if n.page != 0 {
 		w.freed = append(w.freed, n.page)
 	}
+}
+
+// materialize returns leaf n owned by w with its rows in memory (items):
+// a delta leaf is merged with its page, which it then no longer holds
+// (dropped).
+func (w *wtx) materialize(n *node) *node {
+	n = w.own(n)
+	if n.page == 0 {
+		return n
+	}
+	items := n.rows()
+	w.dirtyBytes += dirtyLeafBytes(items)
+	w.drop(n)
+	n.items = append(make([]row, 0, len(items)+1), items...)
+	n.page, n.ps, n.delta = 0, nil, nil
+	return n
 }
 
 // insert adds r to the tree rooted at root, replacing a row with the same ck, and
@@ -469,7 +546,29 @@ func (n *node) sep() []byte {
 func (w *wtx) insertAt(n *node, r row) (*node, *node) {
 	n = w.own(n)
 	ck := r.ck()
+	if n.leaf() && n.page != 0 && n.count < w.leafMax() {
+		// Into the delta: the page's rows are not read. The row's ck is
+		// not among them (replace deletes a document's rows first).
+		d := n.delta
+		i, found := searchItems(d.ins, ck)
+		if found {
+			old := d.ins[i].exp()
+			d.ins[i] = r
+			if old != 0 && old == n.minExp {
+				n.fixMinExp()
+			} else {
+				n.minExp = minNZ(n.minExp, r.exp())
+			}
+			return n, nil
+		}
+		d.ins = slices.Insert(d.ins, i, r)
+		n.count++
+		n.minExp = minNZ(n.minExp, r.exp())
+		w.dirtyBytes += 24 + int64(len(r))
+		return n, nil
+	}
 	if n.leaf() {
+		n = w.materialize(n)
 		i, found := searchItems(n.items, ck)
 		if found {
 			old := n.items[i].exp()
@@ -545,6 +644,28 @@ func (w *wtx) delete(root *node, ck []byte) *node {
 }
 
 func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
+	if n.leaf() && n.page != 0 {
+		// From the delta: a row inserted since the page, or one of the
+		// page's, found without reading it (its rows are the document's
+		// back-index entry's, see replace).
+		n = w.own(n)
+		d := n.delta
+		var old int64
+		if i, found := searchItems(d.ins, ck); found {
+			old = d.ins[i].exp()
+			d.ins = slices.Delete(d.ins, i, i+1)
+		} else {
+			j, _ := searchGone(d.gone, ck)
+			d.gone = slices.Insert(d.gone, j, bytes.Clone(ck)) // ck may be the caller's scratch
+			w.dirtyBytes += 24 + int64(len(ck))
+			old = -1 // unknown
+		}
+		n.count--
+		if old == -1 && n.minExp != 0 || old != 0 && old == n.minExp {
+			n.fixMinExp()
+		}
+		return n, true
+	}
 	if n.leaf() {
 		i, found := searchItems(n.rows(), ck)
 		if !found {
@@ -583,7 +704,11 @@ func (w *wtx) rebalance(n *node, i int) {
 	l := min(i, len(n.children)-2)
 	a, b := n.children[l], n.children[l+1]
 	if a.size()+b.size() <= a.capacity(w.leafMax()) {
-		a = w.own(a)
+		if a.leaf() {
+			a = w.materialize(a)
+		} else {
+			a = w.own(a)
+		}
 		w.drop(b)
 		if a.leaf() {
 			a.items = append(a.items, b.rows()...)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"slices"
 	"sync"
@@ -185,23 +186,40 @@ func leafSize(page []byte, rows []row) int64 {
 	return int64(len(page)) + 24*int64(cap(rows)) + cacheEntryOverhead
 }
 
-// appendLeaf appends the page of a leaf holding rows: its kind, the number
-// of rows, then each row's uvarint length and bytes.
+// appendLeaf appends the page of a leaf holding rows: its kind, the
+// CRC-32C of what follows, the number of rows, then each row's uvarint
+// length and bytes.
 func appendLeaf(dst []byte, rows []row) []byte {
-	dst = append(dst, pageLeaf)
+	start := len(dst)
+	dst = append(dst, pageLeaf, 0, 0, 0, 0)
 	dst = binary.AppendUvarint(dst, uint64(len(rows)))
 	for _, r := range rows {
 		dst = appendBytes(dst, r)
 	}
+	binary.BigEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+5:], castagnoli))
 	return dst
 }
 
-// decodeLeaf returns the rows of leaf page p, slices of p.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// decodeLeaf returns the rows of leaf page p, slices of p. The checksum
+// stands for checking each row (see validRow), which costs more than
+// reading the page: a page whose checksum holds is one the index wrote,
+// of rows it built.
 func decodeLeaf(p []byte) ([]row, error) {
-	if len(p) == 0 || p[0] != pageLeaf {
+	if len(p) < 5 || p[0] != pageLeaf {
 		return nil, fmt.Errorf("%w: not a leaf page", ErrCorrupt)
 	}
-	d := decoder{b: p[1:]}
+	if crc32.Checksum(p[5:], castagnoli) != binary.BigEndian.Uint32(p[1:]) {
+		return nil, fmt.Errorf("%w: leaf page checksum", ErrCorrupt)
+	}
+	return decodeLeafRows(p)
+}
+
+// decodeLeafRows returns the rows of leaf page p (kind and checksum not
+// checked: p is one the index wrote).
+func decodeLeafRows(p []byte) ([]row, error) {
+	d := decoder{b: p[5:]}
 	n := d.uvarint()
 	if d.err != nil || n > max(maxItems, pagedLeafItems)+1 {
 		return nil, fmt.Errorf("%w: leaf of %d rows", ErrCorrupt, n)
@@ -209,7 +227,7 @@ func decodeLeaf(p []byte) ([]row, error) {
 	rows := make([]row, 0, n)
 	for range n {
 		r := d.bytes()
-		if d.err != nil || !validRow(r) {
+		if d.err != nil || len(r) < 13 {
 			return nil, fmt.Errorf("%w: leaf row", ErrCorrupt)
 		}
 		rows = append(rows, r)
@@ -490,7 +508,7 @@ func (ps *pager) published(written []writtenNode) {
 			continue
 		}
 		page := bytes.Clone(w.page)
-		if rows, err := decodeLeaf(page); err == nil {
+		if rows, err := decodeLeafRows(page); err == nil {
 			ps.cache.put(pageKey{ps.owner, w.n.page}, rows, leafSize(page, rows))
 		}
 		w.n.items = nil
@@ -638,23 +656,31 @@ func createPagedBuckets(tx *bolt.Tx, nviews int) error {
 }
 
 // readBack returns the back-index entries of the documents of updates, read
-// from the file (copies).
+// from the dirty state or the file (copies), the file's in key order.
 func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 	back := make(map[string][]byte, len(updates))
+	var ids []string
+	for i := range updates {
+		id := updates[i].DocID
+		if v, ok := ps.dirty.back[id]; ok {
+			if v != nil {
+				back[id] = v // immutable: Apply replaces entries, never changes one
+			}
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return back, nil
+	}
+	slices.Sort(ids)
 	err := ps.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketBack)
-		for i := range updates {
-			id := updates[i].DocID
-			if _, ok := back[id]; ok {
+		c := tx.Bucket(bucketBack).Cursor()
+		for i, id := range ids {
+			if i > 0 && id == ids[i-1] {
 				continue
 			}
-			if v, ok := ps.dirty.back[id]; ok {
-				if v != nil {
-					back[id] = v // immutable: Apply replaces entries, never changes one
-				}
-				continue
-			}
-			if v := b.Get([]byte(id)); v != nil {
+			if k, v := c.Seek([]byte(id)); k != nil && string(k) == id {
 				back[id] = bytes.Clone(v)
 			}
 		}

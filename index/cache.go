@@ -20,7 +20,9 @@ type PageCache struct {
 	hits   uint64
 	misses uint64
 
-	dirty atomic.Int64 // see SetDirtyBudget
+	dirty        atomic.Int64 // see SetDirtyBudget
+	dirtyUsed    atomic.Int64 // the dirty leaves of the cache's indexes, estimated bytes
+	dirtyIndexes atomic.Int64 // how many of them hold dirty leaves
 }
 
 // pageKey names a page of one index (owner) in a cache.
@@ -49,8 +51,8 @@ type CacheStats struct {
 }
 
 // NewPageCache returns an empty cache of budget bytes (at least one page is
-// held whatever the budget), whose indexes each hold dirty leaves up to the
-// same budget (see SetDirtyBudget).
+// held whatever the budget), whose indexes hold dirty leaves up to the same
+// budget, together (see SetDirtyBudget).
 func NewPageCache(budget int64) *PageCache {
 	c := &PageCache{budget: budget, m: make(map[pageKey]*cacheEntry)}
 	c.head.prev, c.head.next = &c.head, &c.head
@@ -58,13 +60,12 @@ func NewPageCache(budget int64) *PageCache {
 	return c
 }
 
-// SetDirtyBudget sets the heap, estimated, that each paged index of the
-// cache may give its dirty leaves (the leaves its Applies changed, held in
-// memory until a write-back writes them; see Config.Cache) before an Apply
-// writes them back; at least 1 MiB is used. A larger budget writes a leaf
-// changed by many Applies once rather than once per write-back: building a
-// 1,000,000-row view ran at 0.27x the in-memory index's rate with 32 MiB
-// and 0.78x with 128 MiB (BENCHMARKS.md). It returns c.
+// SetDirtyBudget sets the heap, estimated, that the paged indexes of the
+// cache may give their dirty leaves together (the changes their Applies
+// made, logged but held in memory until a write-back writes them as pages;
+// see Config.Cache) before the largest of them writes back; at least 1 MiB
+// is used. A larger budget writes a leaf changed by many Applies once
+// rather than once per write-back. It returns c.
 func (c *PageCache) SetDirtyBudget(n int64) *PageCache {
 	c.dirty.Store(n)
 	return c

@@ -273,3 +273,10 @@ func LeafCount(ix *Index, view string) int {
 	})
 	return n
 }
+
+// DirtyBytes returns the estimated heap of a paged index's dirty leaves.
+func DirtyBytes(ix *Index) int64 {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.ps.dirty.bytes
+}

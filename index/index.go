@@ -221,6 +221,9 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 			err = ix.loadStore(ctx, snap)
 		}
 		if err != nil {
+			if ix.ps != nil {
+				ix.ps.addDirty(-ix.ps.dirty.bytes) // of a replay
+			}
 			db.Close()
 			return nil, fmt.Errorf("index: load %s: %w", cfg.Path, err)
 		}
@@ -256,6 +259,7 @@ func (ix *Index) Close() error {
 				err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
 			}
 		}
+		ix.ps.addDirty(-ix.ps.dirty.bytes) // in the log, for the next Open
 		ix.ps.cache.dropOwner(ix.ps.owner)
 	} else if ix.mu.logDocs >= ix.checkpointDocs {
 		if err = ix.checkpointLocked(ix.snap.Load()); err != nil {

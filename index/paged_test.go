@@ -549,3 +549,53 @@ func TestPagedStoredReductions(t *testing.T) {
 	checkIndex(t, ix)
 	closeIndex(t, ix)
 }
+
+// TestPagedSharedDirtyBudget: the paged indexes of one cache share its
+// dirty budget. When their dirty leaves reach it, the index holding the
+// most writes back, not a small one whose Apply happened to cross it.
+func TestPagedSharedDirtyBudget(t *testing.T) {
+	cache := index.NewPageCache(1 << 20).SetDirtyBudget(1 << 20) // the least dirty budget
+	dir := t.TempDir()
+	open := func(name string) *index.Index {
+		ix := openIndex(t, index.Config{Path: filepath.Join(dir, name), Signature: "s", NumPartitions: 1,
+			Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: cache})
+		index.SetCheckpointDocs(ix, 1<<30) // only the dirty budget writes back
+		return ix
+	}
+	big, small := open("big"), open("small")
+	seq := uint64(0)
+	applyTo := func(ix *index.Index, n int) {
+		t.Helper()
+		var ups []index.DocUpdate
+		for range n {
+			seq++
+			ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%06d", seq), Seq: seq,
+				Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(int(seq)), "1")}})
+		}
+		apply(t, ix, ups...)
+	}
+	// The big index up to just under the budget.
+	for index.DirtyBytes(big) < 900<<10 {
+		applyTo(big, 100)
+	}
+	if !index.PagedDirty(big) {
+		t.Fatal("the big index wrote back under the budget")
+	}
+	// The small index crosses it: it holds far less than half.
+	for index.DirtyBytes(big)+index.DirtyBytes(small) < 1<<20 {
+		applyTo(small, 20)
+		if !index.PagedDirty(small) {
+			t.Fatalf("the small index (%d bytes dirty) wrote back for the big one's %d", index.DirtyBytes(small), index.DirtyBytes(big))
+		}
+	}
+	applyTo(small, 20)
+	if !index.PagedDirty(small) || !index.PagedDirty(big) {
+		t.Fatal("the small index wrote back past the budget")
+	}
+	applyTo(big, 1)
+	if index.PagedDirty(big) {
+		t.Fatal("past the shared budget, the big index did not write back")
+	}
+	checkIndex(t, big)
+	checkIndex(t, small)
+}

@@ -121,10 +121,43 @@ type pager struct {
 	readers map[uint64]int // snapshot generation → queries reading it; guarded by rmu
 }
 
-// dirtyBudget is the most heap, estimated, that a paged index's dirty
-// leaves may take before Apply writes them back: the cache's dirty budget
-// (see PageCache.SetDirtyBudget), at least minDirtyBudget.
+// dirtyBudget is the most heap, estimated, that the dirty leaves of the
+// paged indexes of a cache may take together before the largest of them
+// writes back: the cache's dirty budget (see PageCache.SetDirtyBudget), at
+// least minDirtyBudget.
 func (ps *pager) dirtyBudget() int64 { return max(ps.cache.dirty.Load(), minDirtyBudget) }
+
+// addDirty adds n (negative: less) to the estimated heap of the index's
+// dirty leaves, and to its cache's sum for all of its indexes.
+// REQUIRES: Index.mu.
+func (ps *pager) addDirty(n int64) {
+	if n == 0 {
+		return
+	}
+	was := ps.dirty.bytes
+	ps.dirty.bytes += n
+	ps.cache.dirtyUsed.Add(n)
+	switch {
+	case was == 0 && ps.dirty.bytes > 0:
+		ps.cache.dirtyIndexes.Add(1)
+	case was > 0 && ps.dirty.bytes == 0:
+		ps.cache.dirtyIndexes.Add(-1)
+	}
+}
+
+// overDirtyBudget reports whether the index should write back for the
+// dirty budget: the dirty leaves of its cache's indexes have reached it,
+// and this index holds at least an even share of them, so that the
+// largest holders write back and a small index is not made to write back
+// each Apply for another's leaves (an idle one writes back when its feed
+// goes quiet, see WriteBack). REQUIRES: Index.mu.
+func (ps *pager) overDirtyBudget() bool {
+	total := ps.cache.dirtyUsed.Load()
+	if total < ps.dirtyBudget() || ps.dirty.bytes == 0 {
+		return false
+	}
+	return ps.dirty.bytes*max(ps.cache.dirtyIndexes.Load(), 1) >= total
+}
 
 // minDirtyBudget is the least dirty budget (see dirtyBudget), so that a
 // tiny cache does not write back every Apply.
@@ -711,7 +744,7 @@ func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate) {
 	if ps.dirty.docs == 0 {
 		ps.dirty.docs = 1 // an Apply of no update still moves the vector
 	}
-	ps.dirty.bytes += a.w.dirtyBytes
+	ps.addDirty(a.w.dirtyBytes)
 }
 
 // writeBackDue reports whether a paged index whose published snapshot is
@@ -724,7 +757,7 @@ func (ps *pager) applied(gen uint64, a *applier, updates []DocUpdate) {
 // what Open replays. REQUIRES: Index.mu.
 func (ix *Index) writeBackDue(snap *snapshot) bool {
 	ps := ix.ps
-	if ps.dirty.bytes >= ps.dirtyBudget() {
+	if ps.overDirtyBudget() {
 		return true
 	}
 	bound := ix.checkpointDocs
@@ -855,7 +888,8 @@ func (ix *Index) writeBack(gen uint64) error {
 	ps.published(written)
 	ps.dropCached(pending, left)
 	ps.pending = left
-	ps.dirty.back, ps.dirty.freed, ps.dirty.docs, ps.dirty.bytes = nil, nil, 0, 0
+	ps.dirty.back, ps.dirty.freed, ps.dirty.docs = nil, nil, 0
+	ps.addDirty(-ps.dirty.bytes)
 	ix.mu.logDocs = 0
 	ix.publish(snap)
 	return nil

@@ -236,10 +236,10 @@ func forEachEntry(rows []byte, fn func(vi int, r row) error) error {
 func (a *applier) replace(id string, rows []byte) error {
 	prev, had := a.back[id]
 	err := forEachEntry(prev, func(vi int, r row) error {
-		a.roots[vi] = a.w.delete(a.roots[vi], r.ck())
+		a.roots[vi] = a.w.delete(a.roots[vi], r.ck(), r.exp())
 		if r.exp() != 0 {
 			a.enc = expiryCK(a.enc[:0], r)
-			a.expRoots[vi] = a.w.delete(a.expRoots[vi], a.enc)
+			a.expRoots[vi] = a.w.delete(a.expRoots[vi], a.enc, r.exp())
 		}
 		return nil
 	})

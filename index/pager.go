@@ -19,7 +19,8 @@ import (
 // files do, rather than wholly in the heap. Every node of every tree (the
 // views' trees and their expiry trees) is a page of the file's pages bucket,
 // keyed by a page id that is never reused; an inner node's page lists its
-// children's separators, page ids, kinds, counts and earliest expirations.
+// children's separators, page ids, kinds, counts, earliest expirations and
+// reductions (see appendRef); a leaf's page its rows, under a checksum.
 // In memory, inner nodes stay resident (about one for every 48 leaves), and
 // so does each leaf's small node record (count, earliest expiration, cached
 // reductions); a leaf's rows are read from its page through a PageCache, a
@@ -49,9 +50,11 @@ import (
 // reuses the space of deleted pages, so the file does not grow under
 // updates.
 //
-// Cached reductions live in the node records, computed on first use as in
-// memory; they are not in the file, so the first reduce after Open reads
-// the leaves it covers once.
+// A leaf an Apply changes is not copied: it keeps its page and holds a
+// delta (see leafDelta), merged with the page when it splits or merges and
+// by the write-back. Reductions are cached in the node records as in
+// memory, and stored in the pages by the write-back (see reduction.store),
+// so that a reduce after Open reads only the leaves at its range's edges.
 var (
 	bucketPages = []byte("pages")
 	bucketBack  = []byte("back")

@@ -633,9 +633,11 @@ func sumCounts(children []*node) int {
 }
 
 // delete removes the row with tree key ck from the tree rooted at root and
-// returns the new root; a missing ck leaves the tree as it is.
-func (w *wtx) delete(root *node, ck []byte) *node {
-	n, _ := w.deleteAt(root, ck)
+// returns the new root; a missing ck leaves the tree as it is. exp is the
+// row's expiration (-1: unknown), which spares a paged leaf a read of its
+// page to keep its earliest expiration.
+func (w *wtx) delete(root *node, ck []byte, exp int64) *node {
+	n, _ := w.deleteAt(root, ck, exp)
 	for !n.leaf() && len(n.children) == 1 {
 		w.drop(n)
 		n = n.children[0]
@@ -643,7 +645,7 @@ func (w *wtx) delete(root *node, ck []byte) *node {
 	return n
 }
 
-func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
+func (w *wtx) deleteAt(n *node, ck []byte, exp int64) (*node, bool) {
 	if n.leaf() && n.page != 0 {
 		// From the delta: a row inserted since the page, or one of the
 		// page's, found without reading it (its rows are the document's
@@ -658,7 +660,7 @@ func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
 			j, _ := searchGone(d.gone, ck)
 			d.gone = slices.Insert(d.gone, j, bytes.Clone(ck)) // ck may be the caller's scratch
 			w.dirtyBytes += 24 + int64(len(ck))
-			old = -1 // unknown
+			old = exp
 		}
 		n.count--
 		if old == -1 && n.minExp != 0 || old != 0 && old == n.minExp {
@@ -681,7 +683,7 @@ func (w *wtx) deleteAt(n *node, ck []byte) (*node, bool) {
 		return n, true
 	}
 	i := childLE(n.keys, ck)
-	c, ok := w.deleteAt(n.children[i], ck)
+	c, ok := w.deleteAt(n.children[i], ck, exp)
 	if !ok {
 		return n, false
 	}

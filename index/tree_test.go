@@ -102,7 +102,7 @@ func TestTree_RandomOps(t *testing.T) {
 				root = w.insert(root, testRow(k))
 				model[k] = true
 			} else {
-				root = w.delete(root, testRow(k).ck())
+				root = w.delete(root, testRow(k).ck(), -1)
 				delete(model, k)
 			}
 		}
@@ -169,7 +169,7 @@ func TestTree_BulkLoad(t *testing.T) {
 		// The loaded tree takes changes like any other.
 		w := wtx{gen: 1}
 		for i := 0; i < n; i += 2 {
-			root = w.delete(root, testRow(i).ck())
+			root = w.delete(root, testRow(i).ck(), -1)
 		}
 		if keys := checkTree(t, root, nil, nil, true); len(keys) != n/2 {
 			t.Fatalf("after deleting half of %d rows: %d left", n, len(keys))

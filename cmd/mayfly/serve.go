@@ -34,6 +34,11 @@ import (
 )
 
 // serveConfig is what `mayfly serve` is told by its flags.
+// defaultViewCacheMB is --view-cache-mb's default: persisted view indexes
+// are paged through a page cache of 32 MiB (BENCHMARKS.md, "Paged view
+// indexes: the default").
+const defaultViewCacheMB = 32
+
 type serveConfig struct {
 	data          string
 	httpAddr      string
@@ -153,7 +158,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.Int64Var(&c.memOverheadMB, "memory-overhead-mb", DefaultMemoryOverheadMB, "MiB added to the sum of the buckets' ramQuotaMB to make Go's memory limit (the collector works harder near it); -1 leaves the limit alone, as does $GOMEMLIMIT")
 	fs.Float64Var(&c.heapRatio, "heap-ratio", memtune.DefaultRatio, "after each collection, set Go's GC percent so that the heap may grow to this many times the live heap (plus --heap-headroom-mb) before the next one: resident memory near the live heap for more collections; 0 keeps Go's GOGC (100: twice the live heap), as does $GOGC")
 	fs.Int64Var(&c.heapHeadroom, "heap-headroom-mb", memtune.DefaultHeadroom>>20, "MiB of heap growth allowed beyond --heap-ratio × the live heap (keeps a small heap from being collected without pause)")
-	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", 0, "MiB of page cache shared by every view index, which then keeps its B+tree on disk (paged) instead of wholly in memory; 0 keeps view indexes in memory. Counted in Go's memory limit. Switching rebuilds each index once")
+	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", defaultViewCacheMB, "MiB of page cache shared by every persisted view index, which keeps its B+tree on disk (paged) and its changes not yet written in as much again; 0 keeps view indexes wholly in memory instead (as an ephemeral bucket's always are). Counted in Go's memory limit. Switching rebuilds each index once")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	return c
 }

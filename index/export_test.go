@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"testing"
@@ -279,4 +280,38 @@ func DirtyBytes(ix *Index) int64 {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.ps.dirty.bytes
+}
+
+// CachedReductions returns how many nodes of view's tree hold a cached
+// reduction (after Open: one their parent's page, or the roots, stored).
+func CachedReductions(ix *Index, view string) int {
+	n := 0
+	var walk func(*node)
+	walk = func(x *node) {
+		if x.red.Load() != nil {
+			n++
+		}
+		for _, c := range x.children {
+			walk(c)
+		}
+	}
+	walk(ix.snap.Load().roots[ix.byName[view]])
+	return n
+}
+
+// FlipLeafPageByte changes the last byte of the page of the first leaf of
+// view's tree in a paged index's file and forgets the cached rows of every
+// page.
+func FlipLeafPageByte(ix *Index, view string) error {
+	n := ix.snap.Load().roots[ix.byName[view]]
+	for !n.leaf() {
+		n = n.children[0]
+	}
+	ix.ps.cache.dropOwner(ix.ps.owner)
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPages)
+		p := bytes.Clone(b.Get(pageKeyBytes(n.page)))
+		p[len(p)-1] ^= 0x20
+		return b.Put(pageKeyBytes(n.page), p)
+	})
 }

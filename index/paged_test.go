@@ -30,8 +30,9 @@ func pagedViews() []index.ViewConfig {
 // closed and reopened, or a copy of its file is taken (what a crash leaves:
 // the last commit) and opened: both must equal the reference, as every
 // Apply is logged before it returns, and most copies hold dirty leaves'
-// changes only in the log, which Open replays onto the pages. Rerun a
-// failure with -index.seed=N.
+// changes only in the log, which Open replays onto the pages; the
+// reductions the reopened trees start with are those their pages store.
+// Rerun a failure with -index.seed=N.
 func TestModelPaged(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
@@ -148,7 +149,7 @@ func TestModelPaged(t *testing.T) {
 		t.Fatalf("a tree of depth %d: the test wants inner nodes under inner nodes", d)
 	}
 	compare(px, ref, "loaded", true)
-	var reopens, crashes, behind int
+	var reopens, crashes, behind, stored int
 	for step := range 60 {
 		where := fmt.Sprintf("step %d", step)
 		switch rng.IntN(8) {
@@ -156,6 +157,7 @@ func TestModelPaged(t *testing.T) {
 			closeIndex(t, px) // may leave a log to replay
 			px = openPaged(cfg)
 			reopens++
+			stored += index.CachedReductions(px, "v") // before any query: from the pages
 			where += " (reopened)"
 		case 1:
 			crash := filepath.Join(dir, fmt.Sprintf("crash%d.view", step))
@@ -185,6 +187,9 @@ func TestModelPaged(t *testing.T) {
 	compare(px, ref, "end", true)
 	st := cache.Stats()
 	t.Logf("%d reopens, %d crash copies (%d with a log to replay); cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	if reopens > 0 && stored == 0 {
+		t.Fatalf("%d reopens loaded no stored reduction: the reduces after them did not test the pages' reductions", reopens)
+	}
 	if behind == 0 {
 		t.Fatalf("no crash copy was taken with dirty leaves in memory: the log's replay was not tested")
 	}
@@ -312,9 +317,15 @@ func TestPagedLayoutSwitch(t *testing.T) {
 	}
 }
 
-// TestPagedMissingPage: a page missing from the file is an error wrapping
-// ErrCorrupt from the query that needs it, not a crash.
+// TestPagedMissingPage: a page missing from the file, or one whose bytes
+// changed (its checksum fails), is an error wrapping ErrCorrupt from the
+// query that needs it, not a crash.
 func TestPagedMissingPage(t *testing.T) {
+	t.Run("missing", func(t *testing.T) { testPagedBadPage(t, index.DeleteLeafPage) })
+	t.Run("changed", func(t *testing.T) { testPagedBadPage(t, index.FlipLeafPageByte) })
+}
+
+func testPagedBadPage(t *testing.T, damage func(*index.Index, string) error) {
 	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
 		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(1)}
 	ix, err := index.Open(context.Background(), cfg)
@@ -328,7 +339,7 @@ func TestPagedMissingPage(t *testing.T) {
 		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%04d", i), Seq: 1, Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), "1")}})
 	}
 	apply(t, ix, ups...)
-	if err := index.DeleteLeafPage(ix, "v"); err != nil {
+	if err := damage(ix, "v"); err != nil {
 		t.Fatal(err)
 	}
 	err = ix.Query(context.Background(), "v", index.Range{}, func(index.Row) error { return nil })

@@ -610,3 +610,35 @@ func TestPagedSharedDirtyBudget(t *testing.T) {
 	checkIndex(t, big)
 	checkIndex(t, small)
 }
+
+// TestPagedEmptiedTree: a paged tree whose rows are all deleted after its
+// pages were written (a leaf holding only deletions against its page) is
+// written back as an empty tree, its pages freed (Check finds none left
+// over), and reopens empty and usable.
+func TestPagedEmptiedTree(t *testing.T) {
+	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 1,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(1 << 20)}
+	ix := openIndex(t, cfg)
+	doc := func(id string, seq uint64, rows map[string][]index.Emit) index.DocUpdate {
+		return index.DocUpdate{DocID: id, Seq: seq, Rows: rows}
+	}
+	apply(t, ix, doc("a", 1, map[string][]index.Emit{"v": emits(`1`, `1`)}), doc("b", 2, map[string][]index.Emit{"v": emits(`2`, `1`)}))
+	checkIndex(t, ix) // writes back
+	apply(t, ix, doc("a", 3, nil), doc("b", 4, nil))
+	if n, _ := ix.TotalRows("v"); n != 0 {
+		t.Fatalf("%d rows after deleting both documents", n)
+	}
+	checkIndex(t, ix) // the leaf's page is pending deletion, listed free
+	closeIndex(t, ix)
+	ix = openIndex(t, cfg)
+	defer closeIndex(t, ix)
+	if n, _ := ix.TotalRows("v"); n != 0 || ix.Seqs()[0] != 4 {
+		t.Fatalf("reopened: %d rows at %v, want none at 4", n, ix.Seqs())
+	}
+	if n := index.PageCount(ix); n != 0 {
+		t.Fatalf("an emptied index keeps %d pages after a reopen", n)
+	}
+	apply(t, ix, doc("c", 5, map[string][]index.Emit{"v": emits(`3`, `2`)}))
+	equalStrings(t, "after the reopen", reduced(t, ix, "v", index.Range{}, index.Grouping{}), []string{"null " + string(countSumJSON(1, 2))})
+	checkIndex(t, ix)
+}

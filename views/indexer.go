@@ -104,15 +104,15 @@ func (ix *indexer) Reset(ctx context.Context) error {
 }
 
 // Apply writes a mapped batch to the index with the feed position it
-// reaches, in one transaction, which is durable when it returns, or, for a
-// paged index, once written back (feed.Sink; see index.ApplyDurable).
+// reaches, in one transaction, which is durable when it returns (a paged
+// index logs it, see index.ApplyDurable; feed.Sink).
 func (ix *indexer) Apply(ctx context.Context, updates []index.DocUpdate, next []uint64, durable func()) error {
 	return ix.idx.ApplyDurable(ctx, updates, next, durable)
 }
 
-// Quiet writes back what a paged index holds back, once the feed has gone
-// quiet, so that its position is acknowledged (and tombstones it has seen
-// may be purged) without waiting for the next write-back threshold
+// Quiet writes back the pages a paged index holds changed in memory (their
+// changes are in its log already), once the feed has gone quiet, so that an
+// idle index holds no dirty leaves and its next open replays no log
 // (feed.Quieter). An index in memory has nothing to write.
 func (ix *indexer) Quiet(context.Context) error { return ix.idx.WriteBack() }
 

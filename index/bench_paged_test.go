@@ -32,13 +32,15 @@ const benchCacheBytes = 32 << 20
 // included ("rows/cpu-s", "upd+close-docs/cpu-s": steadier than wall time
 // on a shared machine, but blind to waits for the disk). "paged" holds
 // dirty leaves up to the cache's budget, "paged-dirty128" up to 128 MiB
-// (see PageCache.SetDirtyBudget).
+// (see PageCache.SetDirtyBudget); "paged-cache64" has a cache and a dirty
+// budget of 64 MiB.
 func BenchmarkPaged(b *testing.B) {
 	batches := benchBatches()
 	for _, tc := range []struct {
 		name         string
 		cache, dirty int64
-	}{{"memory", 0, 0}, {"paged", benchCacheBytes, benchCacheBytes}, {"paged-dirty128", benchCacheBytes, 128 << 20}} {
+	}{{"memory", 0, 0}, {"paged", benchCacheBytes, benchCacheBytes}, {"paged-dirty128", benchCacheBytes, 128 << 20},
+		{"paged-cache64", 2 * benchCacheBytes, 2 * benchCacheBytes}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				runPagedBench(b, batches, tc.cache, tc.dirty)

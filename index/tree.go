@@ -633,9 +633,11 @@ func sumCounts(children []*node) int {
 }
 
 // delete removes the row with tree key ck from the tree rooted at root and
-// returns the new root; a missing ck leaves the tree as it is. exp is the
-// row's expiration (-1: unknown), which spares a paged leaf a read of its
-// page to keep its earliest expiration.
+// returns the new root; a missing ck leaves the tree as it is, but for a
+// paged leaf whose rows are on disk, which takes ck to be among them
+// unread (Apply deletes the rows a document's back-index entry lists). exp
+// is the row's expiration (-1: unknown), which spares such a leaf a read
+// of its page to keep its earliest expiration.
 func (w *wtx) delete(root *node, ck []byte, exp int64) *node {
 	n, _ := w.deleteAt(root, ck, exp)
 	for !n.leaf() && len(n.children) == 1 {

@@ -315,3 +315,17 @@ func FlipLeafPageByte(ix *Index, view string) error {
 		return b.Put(pageKeyBytes(n.page), p)
 	})
 }
+
+// FileUsed returns the bytes of the index's file that bbolt has put pages
+// in (its high-water mark; the file itself grows by doubling).
+func FileUsed(t testing.TB, ix *Index) int64 {
+	t.Helper()
+	var n int64
+	if err := ix.db.View(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -158,7 +158,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.Int64Var(&c.memOverheadMB, "memory-overhead-mb", DefaultMemoryOverheadMB, "MiB added to the sum of the buckets' ramQuotaMB to make Go's memory limit (the collector works harder near it); -1 leaves the limit alone, as does $GOMEMLIMIT")
 	fs.Float64Var(&c.heapRatio, "heap-ratio", memtune.DefaultRatio, "after each collection, set Go's GC percent so that the heap may grow to this many times the live heap (plus --heap-headroom-mb) before the next one: resident memory near the live heap for more collections; 0 keeps Go's GOGC (100: twice the live heap), as does $GOGC")
 	fs.Int64Var(&c.heapHeadroom, "heap-headroom-mb", memtune.DefaultHeadroom>>20, "MiB of heap growth allowed beyond --heap-ratio × the live heap (keeps a small heap from being collected without pause)")
-	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", defaultViewCacheMB, "MiB of page cache shared by every persisted view index, which keeps its B+tree on disk (paged) and its changes not yet written in as much again; 0 keeps view indexes wholly in memory instead (as an ephemeral bucket's always are). Counted in Go's memory limit. Switching rebuilds each index once")
+	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", defaultViewCacheMB, "MiB of page cache shared by every persisted view index, which keeps its B+tree on disk (paged) and its changes not yet written in as much again; 0 keeps view indexes wholly in memory instead (as an ephemeral bucket's always are). Both counted in Go's memory limit. Switching rebuilds each index once")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	return c
 }
@@ -447,7 +447,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
 		prev := debug.SetMemoryLimit(-1) // reads it
 		defer debug.SetMemoryLimit(prev) // as it was, for another serve in this process
-		ml := newMemLimit(cfg.memOverheadMB+cfg.viewCacheMB, debug.SetMemoryLimit, logger)
+		// The view page cache and as much again of changes not yet written.
+		ml := newMemLimit(cfg.memOverheadMB+2*cfg.viewCacheMB, debug.SetMemoryLimit, logger)
 		if err := eng.Attach(ctx, ml); err != nil {
 			return err
 		}

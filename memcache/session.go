@@ -144,9 +144,12 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 				return s.arith(ctx, key, kind == cmdIncr, delta)
 			}
 		}
-		if c.drv.async(cmd.noreply) {
+		switch {
+		case c.drv.async(cmd.noreply):
 			c.drv.submit(ctx, key, 0, cmd.noreply, write)
-		} else if !cmd.noreply {
+		case cmd.noreply:
+			write(ctx)
+		default:
 			c.reply(write(ctx))
 		}
 		return outcome{}

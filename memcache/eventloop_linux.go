@@ -562,10 +562,10 @@ func (c *econn) serve() {
 			c.close()
 			return
 		}
-		if !c.deaf || starved || c.busy || c.inflight > 0 {
-			break
+		if starved || c.closed || c.closing || c.busy || c.inflight > 0 || len(c.out)-c.wpos >= outHigh {
+			break // until more input, a write's or handoff's end, or EPOLLOUT
 		}
-		// The output was dropped (the client is gone): run on.
+		// The answers that held the commands back went out: run on.
 	}
 	if c.partial() {
 		if c.cmdStart.IsZero() {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -165,11 +166,17 @@ const (
 
 // loop is one event loop.
 type loop struct {
-	s     *Server
-	epfd  int
-	evfd  int
-	conns map[int32]*econn // by socket; the loop's goroutine only
-	now   time.Time        // wall clock at the last wake-up
+	s    *Server
+	epfd int
+	// wait is epfd as Go's netpoller sees it: the loop parks there, as a
+	// goroutine, when its epoll set has nothing ready, instead of holding
+	// a thread in epoll_wait (a thread blocked in a syscall has the
+	// runtime's monitor hand its P over and poll every 20 µs).
+	wait    *os.File
+	waitRaw syscall.RawConn
+	evfd    int
+	conns   map[int32]*econn // by socket; the loop's goroutine only
+	now     time.Time        // wall clock at the last wake-up
 
 	mu       sync.Mutex
 	inbox    []loopMsg // guarded by mu
@@ -182,18 +189,32 @@ func newLoop(s *Server) (*loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memcache: epoll_create1: %w", err)
 	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("memcache: epoll fd: %w", err)
+	}
+	// A non-blocking fd given to os.NewFile goes into the netpoller.
+	wait := os.NewFile(uintptr(epfd), "memcache-epoll")
+	waitRaw, err := wait.SyscallConn()
+	if err == nil {
+		err = wait.SetReadDeadline(time.Time{}) // fails unless it is in the netpoller
+	}
+	if err != nil {
+		wait.Close()
+		return nil, fmt.Errorf("memcache: epoll fd in the netpoller: %w", err)
+	}
 	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
-		unix.Close(epfd)
+		wait.Close()
 		return nil, fmt.Errorf("memcache: eventfd: %w", err)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
 		unix.Close(evfd)
-		unix.Close(epfd)
+		wait.Close()
 		return nil, fmt.Errorf("memcache: epoll_ctl: %w", err)
 	}
-	return &loop{s: s, epfd: epfd, evfd: evfd, conns: make(map[int32]*econn)}, nil
+	return &loop{s: s, epfd: epfd, wait: wait, waitRaw: waitRaw, evfd: evfd, conns: make(map[int32]*econn)}, nil
 }
 
 // post gives the loop a message and wakes it; false when the loop is gone.
@@ -237,12 +258,24 @@ func (l *loop) run() {
 	timeout := l.tick()
 	lastSweep := time.Now()
 	for {
-		n, err := unix.EpollWait(l.epfd, events, timeout)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if timeout > 0 {
+			l.wait.SetReadDeadline(lastSweep.Add(time.Duration(timeout) * time.Millisecond))
+		}
+		var n int
+		var werr error
+		err := l.waitRaw.Read(func(fd uintptr) bool {
+			n, werr = unix.EpollWait(int(fd), events, 0)
+			return n > 0 || (werr != nil && werr != unix.EINTR) // else park until ready
+		})
+		if err == nil {
+			err = werr
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, unix.EINTR) {
 			l.s.log.Error("memcache: epoll_wait", "err", err)
 			l.shutdown()
 			return
 		}
+		n = max(n, 0)
 		l.now = time.Now() // wall clock: connection timeouts
 		woken := false
 		for i := range n {
@@ -359,7 +392,7 @@ func (l *loop) shutdown() {
 	msgs := l.inbox
 	l.inbox = nil
 	unix.Close(l.evfd)
-	unix.Close(l.epfd)
+	l.wait.Close() // and the epoll fd
 	l.mu.Unlock()
 	for _, m := range msgs {
 		if m.kind == msgAdd { // never served: close it

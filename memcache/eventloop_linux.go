@@ -21,10 +21,11 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// DefaultIO is Options.IO's default: event loops on Linux, where they
-// answer more commands per second on the same cores than a goroutine per
-// connection (BENCHMARKS.md, "The memcached port on event loops").
-const DefaultIO = IOEventLoop
+// DefaultIO is Options.IO's default: a goroutine per connection. The event
+// loops cost the server the same CPU per command on the benchmark that
+// measured them (BENCHMARKS.md, "The memcached port on event loops"), so
+// they are not the default.
+const DefaultIO = IOGoroutines
 
 // eventLoopSupported says whether IOEventLoop can be chosen.
 const eventLoopSupported = true

@@ -8,7 +8,7 @@ import (
 	"net"
 )
 
-// DefaultIO is Options.IO's default: goroutines, where there is no epoll.
+// DefaultIO is Options.IO's default: a goroutine per connection.
 const DefaultIO = IOGoroutines
 
 // eventLoopSupported says whether IOEventLoop can be chosen.

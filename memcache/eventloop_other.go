@@ -8,7 +8,8 @@ import (
 	"net"
 )
 
-// DefaultIO is Options.IO's default: a goroutine per connection.
+// DefaultIO is Options.IO's default: a goroutine per connection, where
+// there is no epoll.
 const DefaultIO = IOGoroutines
 
 // eventLoopSupported says whether IOEventLoop can be chosen.

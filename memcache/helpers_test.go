@@ -82,8 +82,8 @@ func serve(t testing.TB, b *engine.Bucket, opts *Options) (*Server, string, <-ch
 }
 
 // ioFlag runs the package's servers with the given Options.IO (the
-// default's when empty): go test ./memcache/ -args -memcache.io=eventloop
-// runs every test against the event loops (make race does both).
+// default's when empty): go test ./memcache/ -args -memcache.io=goroutines
+// runs every test against the goroutine driver (make race does both).
 var ioFlag = flag.String("memcache.io", "", "Options.IO of the servers the tests start (eventloop or goroutines; empty: the default)")
 
 // withIO returns opts (nil: the defaults) with -memcache.io applied.

@@ -11,7 +11,7 @@ import (
 )
 
 // Tests of how connections are served, which run against either driver
-// (Options.IO; -args -memcache.io=eventloop for the one that is not the
+// (Options.IO; -args -memcache.io=goroutines for the one that is not the
 // default).
 
 func TestIOOption(t *testing.T) {

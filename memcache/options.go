@@ -57,10 +57,10 @@ type Options struct {
 	// durabilityMinLevel raises it, never lowers it. The default value,
 	// engine.DurabilityUnset, takes the bucket's minimum.
 	Durability engine.Durability
-	// IO chooses how connections are served: IOGoroutines, a goroutine
-	// per connection, or IOEventLoop, a few event loops on epoll that each
-	// serve many connections (Linux only). The default value is DefaultIO,
-	// IOGoroutines.
+	// IO chooses how connections are served: IOEventLoop, a few event
+	// loops on epoll that each serve many connections (Linux only), or
+	// IOGoroutines, a goroutine per connection. The default value is
+	// DefaultIO: IOEventLoop on Linux, IOGoroutines elsewhere.
 	IO IOModel
 
 	private struct {

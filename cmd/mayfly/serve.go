@@ -152,7 +152,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
 	fs.DurationVar(&c.mcIdle, "memcached-idle-timeout", memcache.DefaultIdleTimeout, "close a memcached connection idle this long between commands (memcached's -o idle_timeout; counted in idle_kicks)")
 	fs.StringVar(&c.mcDurability, "memcached-durability", "", "durability level of the memcached port's writes: none, majority, majorityAndPersistActive or persistToMajority (\"\": the bucket's durabilityMinLevel, which raises a lower one)")
-	fs.StringVar(&c.mcIO, "memcached-io", string(memcache.DefaultIO), "how the memcached port serves its connections: goroutines (a goroutine per connection) or eventloop (event loops on epoll, Linux only; measured no faster, see BENCHMARKS.md)")
+	fs.StringVar(&c.mcIO, "memcached-io", string(memcache.DefaultIO), "how the memcached port serves its connections: eventloop (event loops on epoll, Linux only) or goroutines (a goroutine per connection)")
 	fs.DurationVar(&c.mcCommand, "memcached-command-timeout", memcache.DefaultCommandTimeout, "close a memcached connection whose command (line and value) began to arrive but did not finish within this long")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")

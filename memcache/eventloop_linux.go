@@ -178,6 +178,7 @@ type loop struct {
 	waitRaw syscall.RawConn
 	evfd    int
 	conns   map[int32]*econn // by socket; the loop's goroutine only
+	dirty   []*econn         // connections to serve after the messages at hand
 	now     time.Time        // wall clock at the last wake-up
 
 	mu       sync.Mutex
@@ -304,6 +305,15 @@ func (l *loop) run() {
 				}
 				msgs[i] = loopMsg{}
 			}
+			// The connections whose writes finished go on once each,
+			// however many of their writes one commit finished: one
+			// write of their answers, not one per write.
+			for i, c := range l.dirty {
+				c.dirty = false
+				l.guard(c, c.serve)
+				l.dirty[i] = nil
+			}
+			l.dirty = l.dirty[:0]
 		}
 		if timeout > 0 && l.now.Sub(lastSweep) >= time.Duration(timeout)*time.Millisecond {
 			lastSweep = l.now
@@ -430,6 +440,7 @@ type econn struct {
 	inflight int // pipelined writes not yet finished, noreply ones too
 	inBytes  int // their values' bytes
 	busy     bool
+	dirty    bool // in l.dirty
 
 	events    uint32 // the epoll interest registered
 	eof       bool   // the client sent all it will send
@@ -771,7 +782,8 @@ func (c *econn) handoffDone(h *handoff) {
 }
 
 // writeDone takes a pipelined write's reply: the replies at the head of
-// the order that are known go to out.
+// the order that are known go to out, and the connection goes on once the
+// loop has taken every message at hand.
 func (c *econn) writeDone(pr *loopReply) {
 	pr.done = true
 	c.inflight--
@@ -789,7 +801,10 @@ func (c *econn) writeDone(pr *loopReply) {
 		clear(c.pending[n:])
 		c.pending = c.pending[:n]
 	}
-	c.serve()
+	if !c.dirty {
+		c.dirty = true
+		c.l.dirty = append(c.l.dirty, c)
+	}
 }
 
 // flush writes out what the socket takes.

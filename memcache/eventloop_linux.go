@@ -819,7 +819,9 @@ func (c *econn) flush() {
 			c.s.stats.bytesWritten.Add(int64(n))
 		}
 		switch {
-		case err == nil:
+		case err == nil && n > 0:
+		case err == nil: // no progress: wait for EPOLLOUT rather than spin
+			return
 		case err == unix.EINTR:
 		case err == unix.EAGAIN:
 			return

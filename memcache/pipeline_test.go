@@ -88,3 +88,21 @@ func testNoreplyThenClose(t *testing.T, f *fixture) {
 		c2.do(fmt.Sprintf("get k%d\r\n", i), fmt.Sprintf("VALUE k%d 0 1\r\nv\r\nEND\r\n", i))
 	}
 }
+
+// TestPipelinedRepliesKeepOrder: in a pipeline, a write that runs at once
+// (nothing buffered after it, nothing in flight) answers after the
+// pipelined writes before it, though their replies may not be written yet
+// when it runs. Each round sends a set, then an add of a key that exists,
+// in one write: STORED must come before NOT_STORED.
+func TestPipelinedRepliesKeepOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.dial(t)
+	c.do("set x 0 0 1\r\nx\r\n", "STORED\r\n")
+	const want = "STORED\r\nNOT_STORED\r\n"
+	for i := range 3000 {
+		c.send(fmt.Sprintf("set k%d 0 0 1\r\nv\r\nadd x 0 0 1\r\ny\r\n", i))
+		if got := c.read(len(want)); got != want {
+			t.Fatalf("round %d: got %q, want %q", i, got, want)
+		}
+	}
+}

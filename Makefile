@@ -60,6 +60,7 @@ RACE_TIMEOUT ?= 30m
 
 race:
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(PKGS)
+	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) ./memcache/ -args -memcache.io=goroutines
 
 unit:
 	$(GO) test -count=1 $(PKGS)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -26,9 +25,11 @@ const maxKeptData = 64 << 10
 // maxKeptKeys is the longest key list a connection keeps between commands.
 const maxKeptKeys = 64
 
-// conn is one client connection. It is used by one goroutine only.
+// conn is one client connection served by a goroutine of its own
+// (IOGoroutines): it blocks on its reads, and on the writes it must wait
+// for. It is used by that goroutine only.
 type conn struct {
-	s  *Server
+	session
 	nc net.Conn
 	// inData is set while a command's data block is read; cmdStart is when
 	// the command being read was first seen waiting for more (zero between
@@ -37,11 +38,9 @@ type conn struct {
 	cmdStart time.Time
 	kicked   bool // closed by a timeout
 	r        *bufio.Reader
-	w        *bufio.Writer
-	line     []byte   // a command line longer than the read buffer, assembled
-	data     []byte   // the data block buffer, reused up to maxKeptData
-	num      []byte   // scratch for formatting numbers
-	keys     []string // room for a command's key list, reused (parseCommandInto)
+	bw       *bufio.Writer
+	line     []byte // a command line longer than the read buffer, assembled
+	data     []byte // the data block buffer, reused up to maxKeptData
 
 	// Pipelined writes: a write that arrives while more input is buffered,
 	// or while earlier writes are in flight, or with noreply, runs on pipe
@@ -89,25 +88,46 @@ func (c *conn) submit(ctx context.Context, key string, size int, noreply bool, f
 	c.pending = append(c.pending, pr)
 }
 
+// settled waits for every pipelined write, noreply ones too, and writes
+// their replies: a command that is not a pipelined write (a read, stats,
+// flush_all) sees the connection's earlier writes done.
+func (c *conn) settled() bool {
+	c.writePending()
+	if c.pipe != nil {
+		c.pipe.Drain()
+	}
+	return true
+}
+
 // writePending writes the replies of pipelined writes, in order, waiting
 // for each.
 func (c *conn) writePending() {
 	for i, pr := range c.pending {
 		<-pr.done
-		c.reply(pr.reply)
+		c.bw.WriteString(pr.reply)
+		c.bw.WriteString("\r\n")
 		c.pending[i] = nil
 	}
 	c.pending = c.pending[:0]
 }
 
-// settle writes the pending replies and waits for every pipelined write,
-// noreply ones too: a command that is not a pipelined write (a read, stats,
-// flush_all) sees the connection's earlier writes done.
-func (c *conn) settle() {
-	c.writePending()
-	if c.pipe != nil {
-		c.pipe.Drain()
-	}
+// orderedWriter is the session's replyWriter of a conn: a reply written
+// now goes out after those of the pipelined writes before it.
+type orderedWriter struct{ c *conn }
+
+func (o orderedWriter) Write(p []byte) (int, error) {
+	o.c.writePending()
+	return o.c.bw.Write(p)
+}
+
+func (o orderedWriter) WriteString(s string) (int, error) {
+	o.c.writePending()
+	return o.c.bw.WriteString(s)
+}
+
+func (o orderedWriter) WriteByte(b byte) error {
+	o.c.writePending()
+	return o.c.bw.WriteByte(b)
 }
 
 // connReader is what a connection's bufio.Reader reads from: before it
@@ -122,8 +142,8 @@ type connReader struct {
 func (cr connReader) Read(p []byte) (int, error) {
 	c := cr.c
 	c.writePending()
-	if c.w.Buffered() > 0 {
-		if err := c.w.Flush(); err != nil {
+	if c.bw.Buffered() > 0 {
+		if err := c.bw.Flush(); err != nil {
 			return 0, err
 		}
 	}
@@ -165,8 +185,8 @@ func (c countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// serveConn runs one connection until the client leaves, a protocol rule
-// closes it, or ctx is done.
+// serveConn runs one connection in the calling goroutine until the client
+// leaves, a protocol rule closes it, or ctx is done.
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
@@ -177,8 +197,9 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			s.log.Error("memcache: panic serving connection", "remote", nc.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
-	c := &conn{s: s, nc: nc}
-	c.w = bufio.NewWriterSize(countingWriter{nc, &s.stats.bytesWritten}, bufSize)
+	c := &conn{nc: nc}
+	c.session = session{s: s, w: orderedWriter{c}, drv: c, remote: nc.RemoteAddr()}
+	c.bw = bufio.NewWriterSize(countingWriter{nc, &s.stats.bytesWritten}, bufSize)
 	c.r = bufio.NewReaderSize(connReader{c, &s.stats.bytesRead}, bufSize)
 	defer func() {
 		if c.pipe != nil {
@@ -192,20 +213,20 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			c.closing(err)
 			return
 		}
-		if cap(c.keys) > maxKeptKeys {
-			c.keys = nil // do not keep a huge multi-get's list
+		cmd := c.parse(line)
+		var data []byte
+		if n := s.dataLen(&cmd); n > 0 {
+			if data, err = c.readData(n); err != nil {
+				return
+			}
 		}
-		cmd := parseCommandInto(line, c.keys)
-		if cmd.keys != nil {
-			c.keys = cmd.keys[:0]
-		}
-		ok := c.exec(ctx, &cmd)
-		if c.kicked {
+		out := c.exec(ctx, &cmd, data)
+		if out.swallow > 0 && c.discard(out.swallow) != nil {
 			return
 		}
-		if !ok {
+		if out.close {
 			c.writePending()
-			c.w.Flush()
+			c.bw.Flush()
 			return
 		}
 	}
@@ -244,7 +265,7 @@ func (c *conn) readLine() ([]byte, error) {
 				start = c.line
 			}
 			if i := bytes.IndexByte(b, '\n'); i >= 0 {
-				if len(c.line)+i+1 > c.lineLimit(start) {
+				if len(c.line)+i+1 > c.s.lineLimit(start) {
 					return nil, ErrLineTooLong
 				}
 				frag, err := c.r.ReadSlice('\n') // buffered: does not block
@@ -257,7 +278,7 @@ func (c *conn) readLine() ([]byte, error) {
 				c.line = append(c.line, frag...)
 				return c.line, nil
 			}
-			if len(c.line)+n > c.lineLimit(start) {
+			if len(c.line)+n > c.s.lineLimit(start) {
 				return nil, ErrLineTooLong
 			}
 			if n == c.r.Size() {
@@ -271,27 +292,6 @@ func (c *conn) readLine() ([]byte, error) {
 			return nil, err
 		}
 	}
-}
-
-// lineLimit is the longest line allowed given its start: memcached lets a
-// line that starts (after at most 100 spaces) with "get " or "gets " grow,
-// and Mayfly does the same for "gat " and "gats ".
-func (c *conn) lineLimit(start []byte) int {
-	p := bytes.TrimLeft(start, " ")
-	if len(start)-len(p) <= 100 {
-		for _, pre := range [...]string{"get ", "gets ", "gat ", "gats "} {
-			if bytes.HasPrefix(p, []byte(pre)) {
-				return c.s.opts.MaxGetLineLen
-			}
-		}
-	}
-	return c.s.opts.MaxLineLen
-}
-
-// reply writes one reply line.
-func (c *conn) reply(s string) {
-	c.w.WriteString(s)
-	c.w.WriteString("\r\n")
 }
 
 // readData reads a data block of n bytes (its "\r\n" included).
@@ -326,231 +326,4 @@ func (c *conn) discard(n int) error {
 		c.closing(err)
 	}
 	return err
-}
-
-// exec runs one command and reports whether to keep the connection.
-func (c *conn) exec(ctx context.Context, cmd *command) bool {
-	s := c.s
-	if cmd.countFlush {
-		s.stats.cmdFlush.Add(1)
-	}
-	if cmd.kind == cmdInvalid {
-		if cmd.close {
-			return false
-		}
-		c.writePending() // replies go out in command order
-		if !cmd.noreply {
-			c.reply(cmd.reply)
-		}
-		if cmd.swallow > 0 {
-			return c.discard(cmd.swallow) == nil
-		}
-		return true
-	}
-	if err := s.flushIfDue(ctx); err != nil {
-		s.log.Warn("memcache: delayed flush_all", "err", err)
-	}
-	switch cmd.kind {
-	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
-		return c.storage(ctx, cmd)
-	case cmdTouch, cmdDelete, cmdIncr, cmdDecr:
-		key, kind, exptime, delta := cmd.keys[0], cmd.kind, cmd.exptime, cmd.delta
-		write := func(ctx context.Context) string {
-			switch kind {
-			case cmdTouch:
-				return s.touch(ctx, key, exptime)
-			case cmdDelete:
-				return s.delete(ctx, key)
-			default:
-				return s.arith(ctx, key, kind == cmdIncr, delta)
-			}
-		}
-		if c.async(cmd.noreply) {
-			c.submit(ctx, key, 0, cmd.noreply, write)
-		} else if !cmd.noreply {
-			c.reply(write(ctx))
-		}
-		return true
-	}
-	// Every other command sees the connection's earlier writes done, and
-	// answers after their replies.
-	c.settle()
-	var r string
-	switch cmd.kind {
-	case cmdGet, cmdGets, cmdGat, cmdGats:
-		return c.retrieve(ctx, cmd)
-	case cmdFlushAll:
-		r = replyOK
-		if err := c.auditFlush(ctx, cmd.exptime); err != nil {
-			s.log.Error("memcache: flush_all refused: audit log", "remote", c.nc.RemoteAddr(), "err", err)
-			r = replyAuditFailed
-		} else if err := s.flushAll(ctx, cmd.exptime); err != nil {
-			r = serverError(err)
-		}
-	case cmdStats:
-		c.statsReply(cmd.sub)
-		return true
-	case cmdVersion:
-		r = "VERSION " + s.opts.Version
-	case cmdVerbosity:
-		s.verbosity.Store(uint32(min(cmd.delta, maxVerbosity)))
-		r = replyOK
-	case cmdQuit:
-		return false
-	}
-	if !cmd.noreply {
-		c.reply(r)
-	}
-	return true
-}
-
-// replyAuditFailed answers a flush_all whose audit record failed.
-const replyAuditFailed = replyServerErrorSP + "audit log unavailable"
-
-// auditFlush records a flush_all through Options.Audit, if set.
-func (c *conn) auditFlush(ctx context.Context, delay int64) error {
-	if c.s.opts.Audit == nil {
-		return nil
-	}
-	return c.s.opts.Audit(ctx, AuditEvent{Action: ActionFlushAll, Remote: c.nc.RemoteAddr().String(), Delay: delay})
-}
-
-// maxVerbosity is memcached's MAX_VERBOSITY_LEVEL.
-const maxVerbosity = 2
-
-// storage reads a storage command's data block and stores it.
-func (c *conn) storage(ctx context.Context, cmd *command) bool {
-	s := c.s
-	key := cmd.keys[0]
-	if itemSize(len(key), cmd.flags, cmd.vlen) > s.opts.MaxItemSize {
-		s.stats.storeTooLarge.Add(1)
-		c.settle() // the delete below comes after the earlier writes
-		if !cmd.noreply {
-			c.reply(replyTooLarge)
-		}
-		if err := c.discard(cmd.vlen + 2); err != nil {
-			return false
-		}
-		if cmd.kind == cmdSet {
-			// As memcached: a failed set must not leave stale data behind.
-			s.deleteQuietly(ctx, key)
-		}
-		return true
-	}
-	data, err := c.readData(cmd.vlen + 2)
-	if err != nil {
-		return false
-	}
-	s.stats.cmdSet.Add(1)
-	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
-		c.writePending()
-		if !cmd.noreply {
-			c.reply(replyBadDataChunk)
-		}
-		return true
-	}
-	if !c.async(cmd.noreply) {
-		r := s.store(ctx, cmd, key, data[:cmd.vlen])
-		if !cmd.noreply {
-			c.reply(r)
-		}
-		return true
-	}
-	// The data buffer is the connection's, reused by the next command: the
-	// pipelined write gets its own copy, and its own copy of the command.
-	val := append([]byte(nil), data[:cmd.vlen]...)
-	sc := *cmd
-	sc.keys = nil // the connection's, reused by the next command
-	c.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string { return s.store(ctx, &sc, key, val) })
-	return true
-}
-
-// retrieve answers get, gets, gat and gats. It reports whether to keep the
-// connection: after an engine failure midway it is closed, since part of the
-// answer may be out already.
-func (c *conn) retrieve(ctx context.Context, cmd *command) bool {
-	s := c.s
-	withCAS := cmd.kind == cmdGets || cmd.kind == cmdGats
-	touch := cmd.kind == cmdGat || cmd.kind == cmdGats
-	// A line with a bad key is answered with an error alone, as memcached
-	// does, though the keys before it are served (and counted, and touched).
-	w := c.w
-	if cmd.reply != "" {
-		w = bufio.NewWriter(io.Discard)
-	}
-	for _, key := range cmd.keys {
-		var (
-			d   *engine.Document
-			err error
-		)
-		if touch {
-			d, err = s.getAndTouch(ctx, key, cmd.exptime)
-		} else {
-			d, err = s.get(ctx, key)
-		}
-		if err != nil {
-			c.reply(serverError(err))
-			return false
-		}
-		if d == nil {
-			continue
-		}
-		c.writeValue(w, key, d, withCAS)
-	}
-	if cmd.reply != "" {
-		c.reply(cmd.reply)
-		return true
-	}
-	c.reply(replyEnd)
-	return true
-}
-
-// writeValue writes one "VALUE key flags bytes [cas]" block.
-func (c *conn) writeValue(w *bufio.Writer, key string, d *engine.Document, withCAS bool) {
-	b := append(c.num[:0], "VALUE "...)
-	b = append(b, key...)
-	b = append(b, ' ')
-	b = strconv.AppendUint(b, uint64(d.Flags), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(len(d.Value)), 10)
-	if withCAS {
-		b = append(b, ' ')
-		b = strconv.AppendUint(b, d.CAS, 10)
-	}
-	b = append(b, '\r', '\n')
-	c.num = b
-	w.Write(b)
-	w.Write(d.Value)
-	w.WriteString("\r\n")
-}
-
-// statsReply answers "stats" and its sub-commands.
-func (c *conn) statsReply(sub string) {
-	s := c.s
-	var lines []stat
-	switch sub {
-	case "":
-		lines = s.generalStats()
-	case "settings":
-		lines = s.settingsStats()
-	case "warmup":
-		lines = warmupStats(s.bucket.WarmupStats())
-	case "reset":
-		s.stats.reset()
-		c.reply(replyReset)
-		return
-	case "detail":
-		c.reply(replyOK)
-		return
-	case "items", "slabs", "sizes", "conns", "detail dump":
-		// Mayfly has no slabs and keeps no per-prefix stats: nothing to list.
-	}
-	for _, l := range lines {
-		c.w.WriteString("STAT ")
-		c.w.WriteString(l.name)
-		c.w.WriteByte(' ')
-		c.w.WriteString(l.value)
-		c.w.WriteString("\r\n")
-	}
-	c.reply(replyEnd)
 }

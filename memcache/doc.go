@@ -37,4 +37,18 @@
 // MaxGetLineLen bytes per command line (a longer line closes the
 // connection, as memcached does), and MaxItemSize per item (a larger value
 // is refused and its data swallowed).
+//
+// # Connections
+//
+// Options.IO chooses how connections are served. On Linux the default,
+// IOEventLoop, runs one event loop per GOMAXPROCS on epoll: a loop reads
+// what a socket has, runs every complete command in it and answers the
+// batch in one write, with raw syscalls that never block and no goroutine
+// switch per command (BENCHMARKS.md: 14-22% less server CPU per command).
+// IOGoroutines, the default elsewhere, gives each connection a goroutine
+// that blocks on its reads. Both run the same parser and commands
+// (session.go); a write that waits for the disk (a durable level) runs on
+// the connection's engine.Pipeline either way, sharing group commits with
+// the connection's other writes, and answers keep the order of the
+// commands.
 package memcache

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"runtime"
@@ -67,7 +68,7 @@ func newFixtureClock(t testing.TB, opts *Options, clock engine.Clock, fake *engi
 // address, and the channel Serve's result arrives on once it is closed.
 func serve(t testing.TB, b *engine.Bucket, opts *Options) (*Server, string, <-chan error) {
 	t.Helper()
-	srv, err := New(b, opts)
+	srv, err := New(b, withIO(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +81,23 @@ func serve(t testing.TB, b *engine.Bucket, opts *Options) (*Server, string, <-ch
 	return srv, ln.Addr().String(), done
 }
 
+// ioFlag runs the package's servers with the given Options.IO (the
+// default's when empty): go test ./memcache/ -args -memcache.io=goroutines
+// runs every test against the goroutine driver (make race does both).
+var ioFlag = flag.String("memcache.io", "", "Options.IO of the servers the tests start (eventloop or goroutines; empty: the default)")
+
+// withIO returns opts (nil: the defaults) with -memcache.io applied.
+func withIO(opts *Options) *Options {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.IO == "" {
+		o.IO = IOModel(*ioFlag)
+	}
+	return &o
+}
+
 // checkNoLeaks fails if a goroutine of this package is still running.
 func checkNoLeaks(t testing.TB) {
 	t.Helper()
@@ -87,7 +105,8 @@ func checkNoLeaks(t testing.TB) {
 	for range 6000 { // a minute: a leak, not a busy machine, gets to the end
 		buf := make([]byte, 1<<20)
 		stacks = string(buf[:runtime.Stack(buf, true)])
-		if !strings.Contains(stacks, "memcache.(*Server)") && !strings.Contains(stacks, "memcache.(*conn)") {
+		if !strings.Contains(stacks, "memcache.(*Server)") && !strings.Contains(stacks, "memcache.(*conn)") &&
+			!strings.Contains(stacks, "memcache.(*loop)") && !strings.Contains(stacks, "memcache.(*econn)") {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

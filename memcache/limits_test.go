@@ -147,7 +147,7 @@ func TestServeStopsOnContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(b, nil)
+	srv, err := New(b, withIO(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

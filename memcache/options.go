@@ -57,6 +57,11 @@ type Options struct {
 	// durabilityMinLevel raises it, never lowers it. The default value,
 	// engine.DurabilityUnset, takes the bucket's minimum.
 	Durability engine.Durability
+	// IO chooses how connections are served: IOEventLoop, a few event
+	// loops on epoll that each serve many connections (Linux only), or
+	// IOGoroutines, a goroutine per connection. The default value is
+	// DefaultIO: IOEventLoop on Linux, IOGoroutines elsewhere.
+	IO IOModel
 
 	private struct {
 		// flushPoll is how often a pending delayed flush_all is checked
@@ -64,6 +69,23 @@ type Options struct {
 		flushPoll time.Duration
 	}
 }
+
+// IOModel is how a Server serves its connections (Options.IO).
+type IOModel string
+
+// The ways to serve connections.
+const (
+	// IOEventLoop serves connections from event loops on epoll, one per
+	// GOMAXPROCS, each with its own epoll instance: a loop reads what is
+	// ready, runs every complete command, and answers a batch with one
+	// write. A command that must wait (a write at a durable level, a
+	// flush_all) is handed off, and the connection's later commands wait
+	// behind it while other connections go on. Linux only.
+	IOEventLoop IOModel = "eventloop"
+	// IOGoroutines serves each connection from a goroutine of its own that
+	// blocks on its reads (Go's netpoller).
+	IOGoroutines IOModel = "goroutines"
+)
 
 // AuditEvent is what Options.Audit is told of an administrative command.
 type AuditEvent struct {
@@ -123,6 +145,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Version == "" {
 		o.Version = DefaultVersion
 	}
+	if o.IO == "" {
+		o.IO = DefaultIO
+	}
 	if o.private.flushPoll == 0 {
 		o.private.flushPoll = time.Second
 	}
@@ -148,6 +173,10 @@ func (o *Options) Validate() error {
 		return bad("MaxItemSize must be between %d and %d, got %d", itemHeaderLen+maxKeyLen+8, engine.MaxValueLen, o.MaxItemSize)
 	case containsNewline(o.Version):
 		return bad("Version must not contain a newline")
+	case o.IO != IOGoroutines && o.IO != IOEventLoop:
+		return bad("IO must be %q or %q, got %q", IOEventLoop, IOGoroutines, o.IO)
+	case o.IO == IOEventLoop && !eventLoopSupported:
+		return bad("IO %q needs Linux's epoll", IOEventLoop)
 	}
 	if _, err := engine.ParseDurability(string(o.Durability)); err != nil {
 		return bad("Durability: %v", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // TestPipelinedCommands: commands sent in one write, as a pipelining client
@@ -13,7 +15,16 @@ import (
 // the connection, noreply writes included, and a bad data chunk answered in
 // its place.
 func TestPipelinedCommands(t *testing.T) {
-	f := newFixture(t, nil)
+	testPipelinedCommands(t, newFixture(t, nil))
+}
+
+// TestPipelinedCommandsDurable: the same at a level that waits for the
+// disk, where the writes run on the connection's pipeline.
+func TestPipelinedCommandsDurable(t *testing.T) {
+	testPipelinedCommands(t, newLevelFixture(t, engine.DurabilityPersistToMajority, nil))
+}
+
+func testPipelinedCommands(t *testing.T, f *fixture) {
 	c := f.dial(t)
 	var req, want strings.Builder
 	for i := range 50 {
@@ -45,7 +56,15 @@ func TestPipelinedCommands(t *testing.T) {
 // client hangs up are finished, not lost, and leave no goroutine behind
 // (the fixture's cleanup checks).
 func TestPipelinedNoreplyThenClose(t *testing.T) {
-	f := newFixture(t, nil)
+	t.Run("ephemeral", func(t *testing.T) { testNoreplyThenClose(t, newFixture(t, nil)) })
+	// More writes than a connection keeps in flight: the rest wait in its
+	// input, and still run after the hang-up.
+	t.Run("persistToMajority", func(t *testing.T) {
+		testNoreplyThenClose(t, newLevelFixture(t, engine.DurabilityPersistToMajority, nil))
+	})
+}
+
+func testNoreplyThenClose(t *testing.T, f *fixture) {
 	c := f.dial(t)
 	var req strings.Builder
 	for i := range 200 {
@@ -67,5 +86,23 @@ func TestPipelinedNoreplyThenClose(t *testing.T) {
 	}
 	for i := range 200 {
 		c2.do(fmt.Sprintf("get k%d\r\n", i), fmt.Sprintf("VALUE k%d 0 1\r\nv\r\nEND\r\n", i))
+	}
+}
+
+// TestPipelinedRepliesKeepOrder: in a pipeline, a write that runs at once
+// (nothing buffered after it, nothing in flight) answers after the
+// pipelined writes before it, though their replies may not be written yet
+// when it runs. Each round sends a set, then an add of a key that exists,
+// in one write: STORED must come before NOT_STORED.
+func TestPipelinedRepliesKeepOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.dial(t)
+	c.do("set x 0 0 1\r\nx\r\n", "STORED\r\n")
+	const want = "STORED\r\nNOT_STORED\r\n"
+	for i := range 3000 {
+		c.send(fmt.Sprintf("set k%d 0 0 1\r\nv\r\nadd x 0 0 1\r\ny\r\n", i))
+		if got := c.read(len(want)); got != want {
+			t.Fatalf("round %d: got %q, want %q", i, got, want)
+		}
 	}
 }

@@ -27,6 +27,12 @@ type Server struct {
 	stats     counters
 	verbosity atomic.Uint32
 
+	// writesWait says whether a write at the connection's level waits for
+	// the disk (the level persists, on a couchbase bucket); it follows the
+	// bucket's durabilityMinLevel. An event loop hands such writes off.
+	writesWait atomic.Bool
+	stopWatch  func()
+
 	// flushAt is the engine-clock second at which a delayed flush_all takes
 	// effect, 0 when none is pending. flushMu serialises the flushes.
 	flushAt atomic.Int64
@@ -41,7 +47,9 @@ type Server struct {
 	mu struct {
 		sync.Mutex
 		closed    bool
-		flusher   bool // a flushLoop goroutine is running
+		flusher   bool        // a flushLoop goroutine is running
+		ev        *eventLoops // started by the first Serve with IOEventLoop
+		evFailed  bool        // they could not start
 		listeners map[net.Listener]struct{}
 		addr      net.Addr // the first listener's, for "stats settings"
 	}
@@ -67,7 +75,36 @@ func New(b *engine.Bucket, opts *Options) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
+	s.writesWait.Store(s.waitsAt(b.Settings()))
+	s.stopWatch = b.WatchSettings(func(_, updated engine.BucketSettings) { s.writesWait.Store(s.waitsAt(updated)) })
 	return s, nil
+}
+
+// waitsAt reports whether a write of the connections' level waits for the
+// disk under bucket settings st.
+func (s *Server) waitsAt(st engine.BucketSettings) bool {
+	return st.Type == engine.Couchbase && s.opts.Durability.Max(st.DurabilityMinLevel).Persists()
+}
+
+// eventLoops returns the server's event loops, starting them at the first
+// call; nil when connections get goroutines (IOGoroutines, or the loops
+// could not start: then it logs why, once).
+func (s *Server) eventLoops() *eventLoops {
+	if s.opts.IO != IOEventLoop {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ev == nil && !s.mu.closed && !s.mu.evFailed {
+		ev, err := s.startEventLoops()
+		if err != nil {
+			s.log.Error("memcache: event loops did not start; serving connections from goroutines", "err", err)
+			s.mu.evFailed = true
+			return nil
+		}
+		s.mu.ev = ev
+	}
+	return s.mu.ev
 }
 
 // ListenAndServe listens on the TCP address addr and serves it until ctx is
@@ -112,6 +149,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var conns sync.WaitGroup
 	defer conns.Wait()
 	defer cancel() // runs before conns.Wait: close this listener's connections
+	ev := s.eventLoops()
+	if ev != nil {
+		// Once ctx is done, the loops close this listener's connections.
+		context.AfterFunc(ctx, ev.sweep)
+	}
 
 	var backoff time.Duration
 	for {
@@ -154,6 +196,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		conns.Add(1)
 		s.mu.Unlock()
 		s.stats.totalConns.Add(1)
+		if ev != nil && ev.add(ctx, nc, func() {
+			s.stats.currConns.Add(-1)
+			conns.Done()
+			s.wg.Done()
+		}) {
+			continue
+		}
 		go func() {
 			defer s.wg.Done()
 			defer conns.Done()
@@ -190,8 +239,13 @@ func (s *Server) Close() error {
 	for ln := range s.mu.listeners {
 		lns = append(lns, ln)
 	}
+	ev := s.mu.ev
 	s.mu.Unlock()
+	s.stopWatch()
 	s.cancel()
+	if ev != nil {
+		ev.stop()
+	}
 	var first error
 	for _, ln := range lns {
 		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) && first == nil {

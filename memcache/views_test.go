@@ -34,7 +34,7 @@ func TestDocumentsWrittenThroughThePortAppearInViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer vs.Close()
-	srv, err := New(b, nil)
+	srv, err := New(b, withIO(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

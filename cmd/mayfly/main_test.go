@@ -149,6 +149,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"--shutdown-timeout", "-1s"},
 		{"--memcached-max-conns", "0"},
 		{"--memcached-durability", "safe"},
+		{"--memcached-io", "threads"},
 		{"--flush-interval", "0s"},
 		{"--view-cache-mb", "-1"},
 		{"--storage", "leveldb"},

@@ -62,6 +62,7 @@ type serveConfig struct {
 	mcIdle        time.Duration
 	mcCommand     time.Duration
 	mcDurability  string
+	mcIO          string
 	flushInterval time.Duration
 	kvAddr        string
 	kvRemote      bool
@@ -151,6 +152,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.IntVar(&c.mcMaxConns, "memcached-max-conns", 1024, "most memcached connections at once")
 	fs.DurationVar(&c.mcIdle, "memcached-idle-timeout", memcache.DefaultIdleTimeout, "close a memcached connection idle this long between commands (memcached's -o idle_timeout; counted in idle_kicks)")
 	fs.StringVar(&c.mcDurability, "memcached-durability", "", "durability level of the memcached port's writes: none, majority, majorityAndPersistActive or persistToMajority (\"\": the bucket's durabilityMinLevel, which raises a lower one)")
+	fs.StringVar(&c.mcIO, "memcached-io", string(memcache.DefaultIO), "how the memcached port serves its connections: eventloop (event loops on epoll, Linux only) or goroutines (a goroutine per connection)")
 	fs.DurationVar(&c.mcCommand, "memcached-command-timeout", memcache.DefaultCommandTimeout, "close a memcached connection whose command (line and value) began to arrive but did not finish within this long")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
@@ -194,6 +196,7 @@ func (c *serveConfig) finish() error {
 		{c.adminUser != "", "--admin-user must not be empty"},
 		{c.flushInterval > 0, "--flush-interval must be positive"},
 		{c.storage == engine.StoragePebble || c.storage == engine.StorageBolt, "--storage must be pebble or bolt"},
+		{c.mcIO == string(memcache.IOEventLoop) || c.mcIO == string(memcache.IOGoroutines), "--memcached-io must be eventloop or goroutines"},
 	} {
 		if !bad.ok {
 			return &usageError{bad.flag}
@@ -627,7 +630,7 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
 	}

@@ -1,0 +1,355 @@
+package memcache
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// A connection is served by one of two drivers (see Options.IO): a
+// goroutine of its own that blocks on its reads (conn, conn.go), or an
+// event loop on epoll that serves many (econn, eventloop_linux.go). Both run
+// the same protocol code: the parser (parse.go), the commands on the engine
+// (ops.go) and session, which runs one parsed command whose data block, if
+// it has one, has arrived. What differs is how the bytes come and go and
+// how a command that must wait is made to wait; the driver interface is
+// that difference.
+
+// replyWriter is where a session writes its replies. A driver keeps them in
+// command order behind the replies of pipelined writes still in flight.
+type replyWriter interface {
+	Write(p []byte) (int, error)
+	WriteString(s string) (int, error)
+	WriteByte(c byte) error
+}
+
+// driver is what a session needs of the way its connection is served.
+type driver interface {
+	// async reports whether a write should go on the connection's pipeline
+	// (submit) rather than run now.
+	async(noreply bool) bool
+	// submit runs a write on the connection's pipeline, after the earlier
+	// writes to key; its reply, unless noreply, takes its place in command
+	// order.
+	submit(ctx context.Context, key string, size int, noreply bool, fn func(ctx context.Context) string)
+	// settled reports whether every earlier pipelined write of the
+	// connection is done, noreply ones too; a driver that can block waits
+	// for them and says yes. A command that must see those writes (a read,
+	// stats, flush_all) does nothing and asks to be run again later when
+	// the answer is no.
+	settled() bool
+}
+
+// session is one connection's protocol state: it runs parsed commands and
+// writes their replies.
+type session struct {
+	s      *Server
+	w      replyWriter
+	drv    driver
+	remote net.Addr
+	num    []byte   // scratch for formatting numbers
+	keys   []string // room for a command's key list, reused (parseCommandInto)
+}
+
+// outcome is what running a command asks of its driver.
+type outcome struct {
+	// close: close the connection once the replies written so far are sent.
+	close bool
+	// wait: earlier pipelined writes must finish first; nothing was done,
+	// and the same command is to be run again once settled() holds. Only a
+	// driver whose settled() can say no sees it.
+	wait bool
+	// swallow is how many bytes of input (a refused data block and its
+	// "\r\n") to discard after the command.
+	swallow int
+}
+
+// parse parses one command line into the session's reusable key list.
+func (c *session) parse(line []byte) command {
+	if cap(c.keys) > maxKeptKeys {
+		c.keys = nil // do not keep a huge multi-get's list
+	}
+	cmd := parseCommandInto(line, c.keys)
+	if cmd.keys != nil {
+		c.keys = cmd.keys[:0]
+	}
+	return cmd
+}
+
+// dataLen returns the length of the data block, its "\r\n" included, that
+// must have arrived before exec runs cmd; 0 when there is none to read (a
+// storage command too large for an item has its block swallowed instead).
+func (s *Server) dataLen(cmd *command) int {
+	if cmd.kind.isStorage() && !s.tooLarge(cmd) {
+		return cmd.vlen + 2
+	}
+	return 0
+}
+
+// tooLarge reports whether a storage command's item is over MaxItemSize.
+func (s *Server) tooLarge(cmd *command) bool {
+	return itemSize(len(cmd.keys[0]), cmd.flags, cmd.vlen) > s.opts.MaxItemSize
+}
+
+// needsSettled reports whether cmd must see the connection's earlier
+// pipelined writes done before it runs: everything but a write that can go
+// on the pipeline itself and a rejected line.
+func (s *Server) needsSettled(cmd *command) bool {
+	switch cmd.kind {
+	case cmdInvalid, cmdTouch, cmdDelete, cmdIncr, cmdDecr:
+		return false
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
+		return s.tooLarge(cmd)
+	}
+	return true
+}
+
+// exec runs one command. data is its data block ("\r\n" included) when
+// dataLen says it has one, nil otherwise.
+func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
+	s := c.s
+	if s.needsSettled(cmd) && !c.drv.settled() {
+		return outcome{wait: true}
+	}
+	if cmd.countFlush {
+		s.stats.cmdFlush.Add(1)
+	}
+	if cmd.kind == cmdInvalid {
+		if cmd.close {
+			return outcome{close: true}
+		}
+		if !cmd.noreply {
+			c.reply(cmd.reply)
+		}
+		return outcome{swallow: cmd.swallow}
+	}
+	if err := s.flushIfDue(ctx); err != nil {
+		s.log.Warn("memcache: delayed flush_all", "err", err)
+	}
+	switch cmd.kind {
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
+		return c.storage(ctx, cmd, data)
+	case cmdTouch, cmdDelete, cmdIncr, cmdDecr:
+		key, kind, exptime, delta := cmd.keys[0], cmd.kind, cmd.exptime, cmd.delta
+		write := func(ctx context.Context) string {
+			switch kind {
+			case cmdTouch:
+				return s.touch(ctx, key, exptime)
+			case cmdDelete:
+				return s.delete(ctx, key)
+			default:
+				return s.arith(ctx, key, kind == cmdIncr, delta)
+			}
+		}
+		switch {
+		case c.drv.async(cmd.noreply):
+			c.drv.submit(ctx, key, 0, cmd.noreply, write)
+		case cmd.noreply:
+			write(ctx)
+		default:
+			c.reply(write(ctx))
+		}
+		return outcome{}
+	}
+	var r string
+	switch cmd.kind {
+	case cmdGet, cmdGets, cmdGat, cmdGats:
+		return c.retrieve(ctx, cmd)
+	case cmdFlushAll:
+		r = replyOK
+		if err := c.auditFlush(ctx, cmd.exptime); err != nil {
+			s.log.Error("memcache: flush_all refused: audit log", "remote", c.remote, "err", err)
+			r = replyAuditFailed
+		} else if err := s.flushAll(ctx, cmd.exptime); err != nil {
+			r = serverError(err)
+		}
+	case cmdStats:
+		c.statsReply(cmd.sub)
+		return outcome{}
+	case cmdVersion:
+		r = "VERSION " + s.opts.Version
+	case cmdVerbosity:
+		s.verbosity.Store(uint32(min(cmd.delta, maxVerbosity)))
+		r = replyOK
+	case cmdQuit:
+		return outcome{close: true}
+	}
+	if !cmd.noreply {
+		c.reply(r)
+	}
+	return outcome{}
+}
+
+// replyAuditFailed answers a flush_all whose audit record failed.
+const replyAuditFailed = replyServerErrorSP + "audit log unavailable"
+
+// auditFlush records a flush_all through Options.Audit, if set.
+func (c *session) auditFlush(ctx context.Context, delay int64) error {
+	if c.s.opts.Audit == nil {
+		return nil
+	}
+	return c.s.opts.Audit(ctx, AuditEvent{Action: ActionFlushAll, Remote: c.remote.String(), Delay: delay})
+}
+
+// maxVerbosity is memcached's MAX_VERBOSITY_LEVEL.
+const maxVerbosity = 2
+
+// reply writes one reply line.
+func (c *session) reply(s string) {
+	c.w.WriteString(s)
+	c.w.WriteString("\r\n")
+}
+
+// storage stores a storage command's data block, or refuses an item over
+// the size limit (its block is then swallowed).
+func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcome {
+	s := c.s
+	key := cmd.keys[0]
+	if data == nil { // too large (dataLen)
+		s.stats.storeTooLarge.Add(1)
+		if !cmd.noreply {
+			c.reply(replyTooLarge)
+		}
+		if cmd.kind == cmdSet {
+			// As memcached: a failed set must not leave stale data behind.
+			s.deleteQuietly(ctx, key)
+		}
+		return outcome{swallow: cmd.vlen + 2}
+	}
+	s.stats.cmdSet.Add(1)
+	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
+		if !cmd.noreply {
+			c.reply(replyBadDataChunk)
+		}
+		return outcome{}
+	}
+	if !c.drv.async(cmd.noreply) {
+		r := s.store(ctx, cmd, key, data[:cmd.vlen])
+		if !cmd.noreply {
+			c.reply(r)
+		}
+		return outcome{}
+	}
+	// The data block is the connection's buffer, reused by the next
+	// command: the pipelined write gets its own copy, and its own copy of
+	// the command.
+	val := append([]byte(nil), data[:cmd.vlen]...)
+	sc := *cmd
+	sc.keys = nil // the connection's, reused by the next command
+	c.drv.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string { return s.store(ctx, &sc, key, val) })
+	return outcome{}
+}
+
+// discardWriter is a replyWriter that drops what it is given.
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error)       { return len(p), nil }
+func (discardWriter) WriteString(s string) (int, error) { return len(s), nil }
+func (discardWriter) WriteByte(byte) error              { return nil }
+
+// retrieve answers get, gets, gat and gats. After an engine failure midway
+// it closes the connection, since part of the answer may be out already.
+func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
+	s := c.s
+	withCAS := cmd.kind == cmdGets || cmd.kind == cmdGats
+	touch := cmd.kind == cmdGat || cmd.kind == cmdGats
+	// A line with a bad key is answered with an error alone, as memcached
+	// does, though the keys before it are served (and counted, and touched).
+	w := c.w
+	if cmd.reply != "" {
+		w = discardWriter{}
+	}
+	for _, key := range cmd.keys {
+		var (
+			d   *engine.Document
+			err error
+		)
+		if touch {
+			d, err = s.getAndTouch(ctx, key, cmd.exptime)
+		} else {
+			d, err = s.get(ctx, key)
+		}
+		if err != nil {
+			c.reply(serverError(err))
+			return outcome{close: true}
+		}
+		if d == nil {
+			continue
+		}
+		c.writeValue(w, key, d, withCAS)
+	}
+	if cmd.reply != "" {
+		c.reply(cmd.reply)
+		return outcome{}
+	}
+	c.reply(replyEnd)
+	return outcome{}
+}
+
+// writeValue writes one "VALUE key flags bytes [cas]" block.
+func (c *session) writeValue(w replyWriter, key string, d *engine.Document, withCAS bool) {
+	b := append(c.num[:0], "VALUE "...)
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(d.Flags), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(d.Value)), 10)
+	if withCAS {
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, d.CAS, 10)
+	}
+	b = append(b, '\r', '\n')
+	c.num = b
+	w.Write(b)
+	w.Write(d.Value)
+	w.WriteString("\r\n")
+}
+
+// statsReply answers "stats" and its sub-commands.
+func (c *session) statsReply(sub string) {
+	s := c.s
+	var lines []stat
+	switch sub {
+	case "":
+		lines = s.generalStats()
+	case "settings":
+		lines = s.settingsStats()
+	case "warmup":
+		lines = warmupStats(s.bucket.WarmupStats())
+	case "reset":
+		s.stats.reset()
+		c.reply(replyReset)
+		return
+	case "detail":
+		c.reply(replyOK)
+		return
+	case "items", "slabs", "sizes", "conns", "detail dump":
+		// Mayfly has no slabs and keeps no per-prefix stats: nothing to list.
+	}
+	for _, l := range lines {
+		c.w.WriteString("STAT ")
+		c.w.WriteString(l.name)
+		c.w.WriteByte(' ')
+		c.w.WriteString(l.value)
+		c.w.WriteString("\r\n")
+	}
+	c.reply(replyEnd)
+}
+
+// lineLimit is the longest line allowed given its start: memcached lets a
+// line that starts (after at most 100 spaces) with "get " or "gets " grow,
+// and Mayfly does the same for "gat " and "gats ".
+func (s *Server) lineLimit(start []byte) int {
+	p := bytes.TrimLeft(start, " ")
+	if len(start)-len(p) <= 100 {
+		for _, pre := range [...]string{"get ", "gets ", "gat ", "gats "} {
+			if bytes.HasPrefix(p, []byte(pre)) {
+				return s.opts.MaxGetLineLen
+			}
+		}
+	}
+	return s.opts.MaxLineLen
+}

@@ -45,7 +45,7 @@ func (b *Bucket) StableCAS() uint64 {
 	for _, p := range b.parts {
 		p.mu.RLock()
 		for k, d := range p.mu.pending {
-			if c := p.mu.docs[k]; c != nil && c.CAS == d.CAS {
+			if i, ok := p.mu.docs.find(k); ok && p.mu.docs.recs[i].cas == d.CAS {
 				continue // a sliding extension: its CAS is already committed
 			}
 			if d.CAS <= stable {
@@ -145,19 +145,28 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		p.mu.RLock()
 	}
 	defer p.mu.RUnlock()
-	log := p.mu.log
-	i := sort.Search(len(log), func(i int) bool { return log[i].seq > s.After })
+	log, top := p.mu.log, p.mu.logTop
+	i := sort.Search(len(log), func(i int) bool { return log[i].seq() > s.After })
 	// Every version logged before j has a CAS at or below Lo.
-	if j := sort.Search(len(log), func(j int) bool { return log[j].topCAS > s.Lo }); j > i {
+	if j := sort.Search(len(top), func(j int) bool { return top[j] > s.Lo }); j > i {
 		i = j
-		s.After = log[j-1].seq
+		s.After = log[j-1].seq()
 	}
 	n := 0
 	for ; i < len(log); i++ {
 		e := log[i]
-		d, ok := p.mu.docs[e.key]
-		if !ok || d.Seq != e.seq || d.CAS <= s.Lo || d.CAS > s.Hi || (s.Keep != nil && !s.Keep(d)) {
-			s.After = e.seq
+		if !p.currentLocked(e) {
+			s.After = e.seq()
+			continue
+		}
+		r := &p.mu.docs.recs[e.slot]
+		if r.cas <= s.Lo || r.cas > s.Hi {
+			s.After = e.seq()
+			continue
+		}
+		d := p.mu.docs.doc(e.slot)
+		if s.Keep != nil && !s.Keep(d) {
+			s.After = e.seq()
 			continue
 		}
 		if n == s.Limit {
@@ -166,22 +175,22 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		}
 		s.Docs = append(s.Docs, d)
 		n++
-		s.After = e.seq
+		s.After = e.seq()
 	}
 }
 
-// indexLogLocked sets every log entry's topCAS (see logEntry) from the
-// committed versions; a stale entry adds nothing of its own.
+// indexLogLocked sets logTop from the committed versions; a stale entry
+// adds nothing of its own.
 //
 // REQUIRES: p.mu held for writing.
 func (p *partition) indexLogLocked() {
 	var top uint64
-	for i := range p.mu.log {
-		e := &p.mu.log[i]
-		if d, ok := p.mu.docs[e.key]; ok && d.Seq == e.seq {
-			top = max(top, d.CAS)
+	p.mu.logTop = slices.Grow(p.mu.logTop[:0], len(p.mu.log))
+	for _, e := range p.mu.log {
+		if p.currentLocked(e) {
+			top = max(top, p.mu.docs.recs[e.slot].cas)
 		}
-		e.topCAS = top
+		p.mu.logTop = append(p.mu.logTop, top)
 	}
 	p.mu.logIndexed = true
 }
@@ -232,9 +241,9 @@ func (b *Bucket) CheckCASPosition(uuid, cas uint64) error {
 	var held uint64
 	for _, p := range b.parts {
 		p.mu.RLock()
-		for _, d := range p.mu.docs {
-			if d.Seq <= limit[p.id] {
-				held = max(held, d.CAS)
+		for i := range p.mu.docs.recs {
+			if r := &p.mu.docs.recs[i]; r.bits()&recUsed != 0 && r.seq <= limit[p.id] {
+				held = max(held, r.cas)
 			}
 		}
 		p.mu.RUnlock()
@@ -265,11 +274,12 @@ func (b *Bucket) raisePurgedCAS(ctx context.Context, olderThan int64, low []uint
 	want := cur
 	for _, p := range b.parts {
 		p.mu.RLock()
-		for _, d := range p.mu.docs {
-			if d.Deleted && d.DeletedAt <= olderThan && d.Seq <= low[p.id] {
-				want = max(want, d.CAS)
+		p.mu.docs.each(func(i uint32) bool {
+			if v := p.mu.docs.version(i); v.deleted && v.seq <= low[p.id] && p.mu.docs.deletedAt(i) <= olderThan {
+				want = max(want, v.cas)
 			}
-		}
+			return true
+		})
 		p.mu.RUnlock()
 	}
 	if want == cur {

@@ -103,23 +103,38 @@ func (b *Bucket) Check(ctx context.Context) error {
 			c.addf("partition %d: committed sequence number %d above the last given out, %d", p.id, p.mu.durable, p.mu.seq)
 		}
 		durable[p.id] = p.mu.durable
-		logged := make(map[uint64]docKey, len(p.mu.log))
+		t := &p.mu.docs
+		logged := make(map[uint64]uint32, len(p.mu.log))
+		indexed := p.mu.logIndexed
+		if indexed && len(p.mu.logTop) != len(p.mu.log) {
+			c.addf("partition %d: change log of %d entries has %d CAS maxima", p.id, len(p.mu.log), len(p.mu.logTop))
+			indexed = false
+		}
 		for i, e := range p.mu.log {
-			if i > 0 && p.mu.log[i-1].seq >= e.seq {
-				c.addf("partition %d: change log out of order at %d (%d after %d)", p.id, i, e.seq, p.mu.log[i-1].seq)
+			if i > 0 && p.mu.log[i-1].seq() >= e.seq() {
+				c.addf("partition %d: change log out of order at %d (%d after %d)", p.id, i, e.seq(), p.mu.log[i-1].seq())
 			}
-			logged[e.seq] = e.key
-			if !p.mu.logIndexed {
+			if int(e.slot) >= len(t.recs) {
+				c.addf("partition %d: change log entry %d names record %d of %d", p.id, i, e.slot, len(t.recs))
 				continue
 			}
-			if i > 0 && e.topCAS < p.mu.log[i-1].topCAS {
-				c.addf("partition %d: change log's CAS maximum falls at %d (%d after %d)", p.id, i, e.topCAS, p.mu.log[i-1].topCAS)
+			logged[e.seq()] = e.slot
+			if !indexed {
+				continue
 			}
-			if d := p.mu.docs[e.key]; d != nil && d.Seq == e.seq && d.CAS > e.topCAS {
-				c.addf("partition %d: change log's CAS maximum %d at %d is below its document's CAS %d", p.id, e.topCAS, i, d.CAS)
+			if i > 0 && p.mu.logTop[i] < p.mu.logTop[i-1] {
+				c.addf("partition %d: change log's CAS maximum falls at %d (%d after %d)", p.id, i, p.mu.logTop[i], p.mu.logTop[i-1])
+			}
+			if p.currentLocked(e) && t.recs[e.slot].cas > p.mu.logTop[i] {
+				c.addf("partition %d: change log's CAS maximum %d at %d is below its document's CAS %d", p.id, p.mu.logTop[i], i, t.recs[e.slot].cas)
 			}
 		}
-		for k, d := range p.mu.docs {
+		c.checkTable(p)
+		for slot := range t.recs {
+			if t.recs[slot].bits()&recUsed == 0 {
+				continue
+			}
+			k, d := t.key(uint32(slot)), t.doc(uint32(slot))
 			committed[k] = d
 			kv += docFootprint(d)
 			maxCAS = max(maxCAS, d.CAS)
@@ -130,7 +145,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 				c.addf("document %q in partition %d, hashes to %d", k.key, p.id, partitionOf(k.key, len(b.parts)))
 			case d.Seq == 0 || d.Seq > p.mu.durable:
 				c.addf("document %q: sequence number %d outside 1..%d (committed)", k.key, d.Seq, p.mu.durable)
-			case logged[d.Seq] != k:
+			case logged[d.Seq] != uint32(slot):
 				c.addf("document %q: sequence number %d missing from the change log", k.key, d.Seq)
 			}
 			if d.Deleted {
@@ -332,5 +347,41 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 	sortExpItems(diskExps)
 	if !slices.Equal(diskExps, stored) {
 		c.addf("disk: expiry entries (%d) differ from the stored documents' expirations (%d): %s", len(stored), len(diskExps), firstExpDiff(diskExps, stored))
+	}
+}
+
+// checkTable checks partition p's table: its index finds every key it
+// holds, at its own record, and nothing else; its counts of keys and arena
+// bytes are its records'.
+//
+// REQUIRES: p.mu held.
+func (c *checker) checkTable(p *partition) {
+	t := &p.mu.docs
+	used, bytes := 0, int64(0)
+	for i := range t.recs {
+		if t.recs[i].bits()&recUsed == 0 {
+			continue
+		}
+		used++
+		bytes += int64(t.entryLen(uint32(i)))
+		if j, ok := t.find(t.key(uint32(i))); !ok || j != uint32(i) {
+			c.addf("partition %d: record %d (%q) not found in the index (found %d, %v)", p.id, i, t.keyOf(uint32(i)), j, ok)
+		}
+	}
+	entries := 0
+	for _, e := range t.index {
+		if e == 0 {
+			continue
+		}
+		entries++
+		if int(e-1) >= len(t.recs) || t.recs[e-1].bits()&recUsed == 0 {
+			c.addf("partition %d: the index names record %d, not in use", p.id, e-1)
+		}
+	}
+	if used != t.n || entries != t.n {
+		c.addf("partition %d: %d keys counted, %d records in use, %d index entries", p.id, t.n, used, entries)
+	}
+	if bytes != t.live {
+		c.addf("partition %d: %d arena bytes counted live, the records use %d", p.id, t.live, bytes)
 	}
 }

@@ -45,7 +45,7 @@ func TestCheckCatchesTampering(t *testing.T) {
 			k := docKey{key: "k0"}
 			p := b.partitionFor(k.key)
 			p.mu.RLock()
-			live := p.mu.docs[k]
+			live := p.mu.docs.get(k)
 			p.mu.RUnlock()
 			b.clock.(*FakeClock).Advance(200)
 			if _, _, err := b.ExpireBatch(ctx, 100); err != nil {

@@ -61,7 +61,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	}
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
-	d, err := c.b.readCommitted(ctx, p, k)
+	d, err := c.b.readCommitted(ctx, p, k, true)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,6 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		}
 		return nil, &ExpiredError{Doc: d}
 	}
-	c.b.mem.touched(d)
 	c.extend(p, k, d)
 	return d, nil
 }
@@ -94,7 +93,7 @@ func (c *Collection) Peek(key string) (*Document, error) {
 	}
 	p := c.b.partitionFor(key)
 	k := docKey{cid: c.id, key: key}
-	d, err := c.b.readCommitted(context.Background(), p, k)
+	d, err := c.b.readCommitted(context.Background(), p, k, false)
 	if err != nil {
 		return nil, err
 	}
@@ -263,15 +262,7 @@ func (b *Bucket) Flush(ctx context.Context) (int, error) {
 			return n, ErrClosed
 		}
 		now := b.clock.Now()
-		keys := make([]docKey, 0, len(p.mu.docs)+len(p.mu.pending))
-		for k := range p.mu.docs {
-			keys = append(keys, k)
-		}
-		for k := range p.mu.pending {
-			if _, ok := p.mu.docs[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
+		keys := p.keysLocked(nil)
 		for _, k := range keys {
 			d := p.latestLocked(k)
 			if d.Deleted {

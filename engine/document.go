@@ -3,7 +3,6 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -41,9 +40,9 @@ type CollectionID uint32
 const DefaultCollectionID CollectionID = 0
 
 // Document is one version of a document, or its tombstone. A Document is
-// immutable once returned (but for the memory owner's bits, which are its
-// own): every mutation makes a new one, so callers may keep
-// and share it freely, and must not modify it.
+// immutable once returned: every mutation makes a new one, so callers may
+// keep and share it freely, and must not modify it (its Key and Value may
+// share memory with the engine's own copy).
 type Document struct {
 	// Key is the document ID.
 	Key string
@@ -101,10 +100,6 @@ type Document struct {
 	// (Bucket.withValue) before a Document leaves the engine, so no caller
 	// ever sees an ejected version.
 	ejected bool
-
-	// lru holds the memory owner's bits (lruRef, lruGone): the only part
-	// of a Document that changes after it is published.
-	lru atomic.Uint32
 }
 
 // Rev returns the revision string views see as meta.rev:

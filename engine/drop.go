@@ -97,28 +97,35 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 				return err
 			}
 		}
-		for k, d := range p.mu.docs {
-			if !ids[k.cid] {
-				continue
+		var failed error
+		p.mu.docs.each(func(i uint32) bool {
+			if !ids[CollectionID(p.mu.docs.recs[i].cid)] {
+				return true
 			}
-			delete(p.mu.docs, k)
-			b.published(d, nil)
+			k := p.mu.docs.key(i)
+			old, queued := p.mu.docs.remove(k)
+			b.removed(p, old, queued)
 			// The document already left memory: committing its removal
 			// publishes nothing. A tombstone holds no expiry entry.
-			r := record{purge: true, key: k, part: p.id, seq: d.Seq}
-			if d.Deleted {
+			r := record{purge: true, key: k, part: p.id, seq: old.seq}
+			if old.deleted {
 				b.tombs.Add(-1)
 			} else {
 				b.currItems.Add(-1)
-				b.exps.update(k, d.Expiration, 0, 0)
-				r.oldExp = d.Expiration
+				b.exps.update(k, old.exp, 0, 0)
+				r.oldExp = old.exp
 			}
 			cb, err := b.store.enqueue(r)
 			if err != nil {
-				p.mu.Unlock()
-				return err
+				failed = err
+				return false
 			}
 			last = cb
+			return true
+		})
+		if failed != nil {
+			p.mu.Unlock()
+			return failed
 		}
 		p.mu.Unlock()
 	}

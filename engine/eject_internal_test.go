@@ -93,13 +93,14 @@ func TestEjectedValueReadFailure(t *testing.T) {
 	var all []*Document
 	for _, p := range b.parts {
 		p.mu.RLock()
-		for _, d := range p.mu.docs {
-			all = append(all, d)
-		}
+		p.mu.docs.each(func(i uint32) bool {
+			all = append(all, p.mu.docs.doc(i))
+			return true
+		})
 		p.mu.RUnlock()
 	}
 	for _, d := range all {
-		if !b.ejectOne(d) {
+		if !ejectDoc(b, d) {
 			t.Fatalf("%s not ejected", d.Key)
 		}
 	}
@@ -150,4 +151,13 @@ func TestEjectedValueReadFailure(t *testing.T) {
 	if err := b.Check(ctx); err != nil {
 		t.Error(err)
 	}
+}
+
+// ejectDoc ejects d's value if d is still its key's committed version.
+func ejectDoc(b *Bucket, d *Document) bool {
+	p := b.parts[d.Partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, ok := p.mu.docs.find(docKey{cid: d.Collection, key: d.Key})
+	return ok && p.mu.docs.same(i, d) && b.ejectLocked(p, i)
 }

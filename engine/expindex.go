@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/google/btree"
@@ -57,6 +58,9 @@ func (x *expiryIndex) update(k docKey, oldExp, newExp, size int64) {
 		}
 	}
 	if newExp != 0 {
+		// The index keeps its own copy of the key: k's may alias a
+		// partition's arena chunk (table.go), which it would keep alive.
+		k.key = strings.Clone(k.key)
 		if old, ok := x.tree.ReplaceOrInsert(expItem{exp: newExp, key: k, size: size}); ok {
 			x.addSec(old.exp, -1, -old.size)
 		}

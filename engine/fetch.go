@@ -7,7 +7,7 @@ import (
 )
 
 // Reads of values that are not in memory. A couchbase bucket's memory
-// owner ejects the values of committed versions (memory.go, ejectOne); every
+// owner ejects the values of committed versions (memory.go, ejectLocked); every
 // path that hands a Document out of the engine, or builds a new version on
 // an old one's value, reads the value back from the store here first, so
 // no caller ever sees an ejected version.
@@ -61,9 +61,10 @@ func (b *Bucket) withValue(ctx context.Context, d *Document, keep bool) (*Docume
 			return full, nil
 		}
 		p.mu.RLock()
-		cur := p.mu.docs[k]
+		i, ok := p.mu.docs.find(k)
+		replaced := !ok || p.mu.docs.recs[i].seq != d.Seq
 		p.mu.RUnlock()
-		if cur == nil || cur.Seq != d.Seq {
+		if replaced {
 			return nil, errReplaced // (a copy of d read back is d still)
 		}
 		if synced {
@@ -86,21 +87,24 @@ func (b *Bucket) restore(p *partition, k docKey, d, full *Document) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.docs[k] != d || b.isClosed() {
+	i, ok := p.mu.docs.find(k)
+	if !ok || !p.mu.docs.same(i, d) || b.isClosed() {
 		return
 	}
-	p.mu.docs[k] = full
-	b.published(d, full)
+	slot, old := p.mu.docs.put(k, full)
+	b.published(p, slot, old, p.mu.docs.version(slot))
 }
 
 // readCommitted returns the version of k that reads see (nil if none;
 // tombstones included: partition.readLocked, the committed version unless a
 // newer one was acknowledged from memory) with its value, reading the key
-// again when its version was replaced while its value was read.
-func (b *Bucket) readCommitted(ctx context.Context, p *partition, k docKey) (*Document, error) {
+// again when its version was replaced while its value was read. With
+// touch, the committed version found is marked recently used (a client's
+// read, for eviction's second chance).
+func (b *Bucket) readCommitted(ctx context.Context, p *partition, k docKey, touch bool) (*Document, error) {
 	for {
 		p.mu.RLock()
-		d := p.readLocked(k)
+		d := p.readTouchLocked(k, touch && memMode(b.mem.mode.Load()).evicts())
 		p.mu.RUnlock()
 		if d == nil || !d.ejected {
 			return d, nil

@@ -147,7 +147,7 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 			return nil, err
 		}
 		now := c.b.clock.Now()
-		d := p.mu.docs[k]
+		d := p.mu.docs.get(k)
 		if d == nil || d.Deleted || d.ExpiredAt(now) {
 			p.mu.Unlock()
 			if d == nil || d.Deleted {
@@ -177,7 +177,7 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 		l := docLock{cas: c.b.nextCAS(now), docCAS: d.CAS, until: now + lockTime}
 		p.mu.locks[k] = l
 		p.mu.Unlock()
-		c.b.mem.touched(d)
+		c.b.touch(p, k)
 		return withCAS(full, l.cas), nil
 	}
 }

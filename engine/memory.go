@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // The memory owner of a bucket accounts the bytes its documents hold in
@@ -30,13 +29,15 @@ import (
 // bucket keeps per item beside it (itemOverhead: its map slot and change-log
 // entry), per expiry-index entry, and per LRU-queue entry.
 //
-// Least recently used is approximated with second chance (CLOCK): every
-// published version of an evicting bucket joins the back of one FIFO queue
-// per bucket; a read sets the version's referenced bit; eviction takes
-// versions from the front, skips those no longer current, gives a referenced
-// one a second chance (clears its bit, puts it at the back) and evicts the
-// others. A read costs one atomic load (and a store the first time), a
-// write one append under the queue's own lock.
+// Least recently used is approximated with second chance (CLOCK): a key of
+// an evicting bucket whose committed version is published joins the back of
+// one FIFO queue per bucket, unless it is queued already (recQueued; a write
+// of a queued key sets its referenced bit, recRef, as a read does);
+// eviction takes keys from the front, gives a referenced one a second
+// chance (clears its bit, puts it at the back) and evicts the others. The
+// bits live in the key's record (table.go), the queue holds record
+// numbers: no pointer. A read costs one atomic load (and an atomic or the
+// first time), a write of a new key one append under the queue's own lock.
 type memOwner struct {
 	kv        atomic.Int64 // ep_kv_size: footprints of the committed versions
 	tombKV    atomic.Int64 // the part of kv that tombstones hold
@@ -54,10 +55,16 @@ type memOwner struct {
 
 	lru struct {
 		sync.Mutex
-		on   bool        // the bucket keeps the queue (see configure)
-		q    []*Document // second-chance FIFO: oldest at q[head]
+		on bool // the bucket keeps the queue (see configure)
+		// q is the second-chance FIFO, oldest at q[head]: each entry a
+		// key's record, partition<<32 | record number. A key is queued
+		// once at most (recQueued).
+		q    []uint64
 		head int
 	}
+	// limbo counts the records removed while queued: they wait for the
+	// queue to let them go (reclaimLimbo) before they are reused.
+	limbo atomic.Int64
 	// queued is len(lru.q) - lru.head, kept for mem_used, which every write
 	// of an evicting bucket reads, without taking lru's lock.
 	queued atomic.Int64
@@ -80,35 +87,22 @@ const (
 	lowWaterPct  = 75
 )
 
-// Estimated heap bytes, beside a version's footprint, per item (its map
-// slot, change-log entry and allocation rounding: itemOverhead), per
+// Estimated heap bytes, beside a version's footprint (its record, key and
+// resident value: version.footprint), per item (its hash-index slot,
+// change-log entry and the arena's unfilled chunk tails: itemOverhead), per
 // expiry-index entry (expOverhead) and per LRU-queue entry (lruOverhead).
-// BenchmarkHeapPerDoc measures the live heap against mem_used: for 100,000
-// small documents, 328 of 331 bytes a document (ephemeral) and 328 of 335
-// (couchbase, whose versions join the LRU queue since value eviction).
+// Arena bytes that replaced versions left behind are not counted: they are
+// at most as many as the live ones, and go when a chunk is compacted.
+// BenchmarkHeapPerDoc measures the live heap against mem_used.
 const (
-	itemOverhead = 128
-	expOverhead  = 64
+	itemOverhead = 32
+	expOverhead  = 96
 	lruOverhead  = 8
 )
 
-// docSize is the size of a Document's fixed part.
-const docSize = int64(unsafe.Sizeof(Document{}))
-
-// docFootprint is what a version counts in ep_kv_size: its metadata, key and
-// value.
-func docFootprint(d *Document) int64 {
-	if d == nil {
-		return 0
-	}
-	return docSize + int64(len(d.Key)) + int64(cap(d.Value))
-}
-
-// Bits of Document.lru.
-const (
-	lruRef  = 1 // read since it last joined the queue
-	lruGone = 2 // no longer the committed version of its key
-)
+// docFootprint is what version d counts in ep_kv_size: its record, key and
+// resident value.
+func docFootprint(d *Document) int64 { return versionOfDoc(d).footprint() }
 
 // modeFor returns the memory mode of a bucket with settings s.
 func modeFor(s BucketSettings) memMode {
@@ -168,105 +162,98 @@ func (b *Bucket) evictable() int64 {
 	return used
 }
 
-// published accounts for d replacing old as the committed version of its
-// key (either may be nil) and queues d for eviction.
+// published accounts for cur replacing old as the committed version of a
+// key (either may be absent: ok false), cur held by record slot of p, and
+// queues the key for eviction.
 //
-// REQUIRES: the key's partition lock held for writing.
-func (b *Bucket) published(old, d *Document) {
-	b.countLive(old, d)
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) published(p *partition, slot uint32, old, cur version) {
+	b.countLive(old, cur)
 	m := &b.mem
-	m.kv.Add(docFootprint(d) - docFootprint(old))
-	if old != nil {
-		old.lru.Or(lruGone)
-		if old.Deleted {
-			m.tombKV.Add(-docFootprint(old))
-		}
+	m.kv.Add(cur.footprint() - old.footprint())
+	if old.ok && old.deleted {
+		m.tombKV.Add(-old.footprint())
 	}
-	if d != nil && d.Deleted {
-		m.tombKV.Add(docFootprint(d))
+	if cur.ok && cur.deleted {
+		m.tombKV.Add(cur.footprint())
 	}
-	if old != nil && old.ejected && !old.Deleted {
+	if old.ok && old.ejected && !old.deleted {
 		m.nonResident.Add(-1)
 	}
-	if d == nil {
+	if !cur.ok {
 		return
 	}
-	if d.ejected {
+	if cur.ejected {
 		m.nonResident.Add(1)
 		return // nothing left to eject
 	}
-	if memMode(m.mode.Load()) == memEject && d.Deleted {
+	if memMode(m.mode.Load()) == memEject && cur.deleted {
 		return // a tombstone has no value to eject
+	}
+	r := &p.mu.docs.recs[slot]
+	if r.meta&recQueued != 0 {
+		r.meta |= recRef // rewritten: recently used
+		return
 	}
 	m.lru.Lock()
 	if m.lru.on {
-		m.lru.q = append(m.lru.q, d)
-		m.compactLocked(b.currItems.Load() + b.tombs.Load())
+		r.meta |= recQueued
+		m.lru.q = append(m.lru.q, uint64(p.id)<<32|uint64(slot))
 		m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	}
 	m.lru.Unlock()
 }
 
-// compactLocked drops the queue's versions that are no longer current once
-// they must outnumber the current ones — the queue holds at most one current
-// version a key, so more than twice the bucket's items means over half are
-// replaced — and the popped front when it outgrows the rest. Replaced
-// versions thus neither pile up behind the queue (it stays under twice the
-// items) nor stay alive because of it, and the whole-queue pass runs only
-// after the queue doubled: amortized, a constant cost per write.
+// removed accounts for the removal of a key's committed version old from
+// memory; queued says its record was queued (it now waits in limbo).
 //
-// REQUIRES: m.lru held.
-func (m *memOwner) compactLocked(items int64) {
-	n := len(m.lru.q) - m.lru.head
-	if n < 1024 || (int64(n) <= 2*items && m.lru.head < n) {
-		return
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) removed(p *partition, old version, queued bool) {
+	b.published(p, 0, old, version{})
+	if queued {
+		b.mem.limbo.Add(1)
 	}
-	kept := m.lru.q[:0]
-	for _, d := range m.lru.q[m.lru.head:] {
-		if d.lru.Load()&lruGone == 0 {
-			kept = append(kept, d)
-		}
-	}
-	clear(m.lru.q[len(kept):])
-	m.lru.q = kept
-	m.lru.head = 0
 }
 
-// pop takes up to n versions from the front of the queue.
-func (m *memOwner) pop(n int, out []*Document) []*Document {
+// pop takes up to n keys from the front of the queue.
+func (m *memOwner) pop(n int, out []uint64) []uint64 {
 	m.lru.Lock()
 	defer m.lru.Unlock()
 	end := min(m.lru.head+n, len(m.lru.q))
 	out = append(out, m.lru.q[m.lru.head:end]...)
-	clear(m.lru.q[m.lru.head:end])
 	m.lru.head = end
 	if m.lru.head == len(m.lru.q) {
 		m.lru.q = m.lru.q[:0]
+		m.lru.head = 0
+	} else if m.lru.head >= 1024 && m.lru.head > len(m.lru.q)/2 {
+		m.lru.q = m.lru.q[:copy(m.lru.q, m.lru.q[m.lru.head:])]
 		m.lru.head = 0
 	}
 	m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	return out
 }
 
-// requeue puts versions given a second chance at the back of the queue.
-func (m *memOwner) requeue(ds []*Document) {
-	if len(ds) == 0 {
+// requeue puts keys given a second chance at the back of the queue.
+func (m *memOwner) requeue(es []uint64) {
+	if len(es) == 0 {
 		return
 	}
 	m.lru.Lock()
-	m.lru.q = append(m.lru.q, ds...)
+	m.lru.q = append(m.lru.q, es...)
 	m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	m.lru.Unlock()
 }
 
-// touched marks d as recently used, for eviction's second chance.
-func (m *memOwner) touched(d *Document) {
-	if !memMode(m.mode.Load()).evicts() {
+// touch marks k's committed version of p as recently used.
+func (b *Bucket) touch(p *partition, k docKey) {
+	if !memMode(b.mem.mode.Load()).evicts() {
 		return
 	}
-	if d.lru.Load()&lruRef == 0 {
-		d.lru.Or(lruRef)
+	p.mu.RLock()
+	if i, ok := p.mu.docs.find(k); ok {
+		p.mu.docs.touch(i)
 	}
+	p.mu.RUnlock()
 }
 
 // checkQuota refuses a write of an ephemeral noEviction bucket that would
@@ -288,72 +275,126 @@ func (b *Bucket) checkQuota(old, d *Document) error {
 }
 
 // maybeEvict runs an eviction pass when the bucket evicts and mem_used is
-// past the high-water mark. Writers call it after publishing, holding no
+// past the high-water mark, and lets go of the records removed while
+// queued once they are many. Writers call it after publishing, holding no
 // lock; a writer that finds a pass running leaves the work to it.
 func (b *Bucket) maybeEvict(ctx context.Context) {
 	mode := memMode(b.mem.mode.Load())
-	if !mode.evicts() || b.evictable() <= b.mem.high() {
+	limbo := b.mem.limbo.Load()
+	reclaim := limbo >= 1024 && limbo > (b.currItems.Load()+b.tombs.Load())/2
+	if !reclaim && (!mode.evicts() || b.evictable() <= b.mem.high()) {
 		return
 	}
 	if !b.mem.evicting.TryLock() {
 		return
 	}
 	defer b.mem.evicting.Unlock()
-	b.evictTo(ctx, b.mem.low())
+	if reclaim {
+		b.reclaimLimbo()
+	}
+	if mode.evicts() && b.evictable() > b.mem.high() {
+		b.evictTo(ctx, b.mem.low())
+	}
+}
+
+// reclaimLimbo takes out of the queue the records removed while queued,
+// and frees them for reuse, keeping the others' order.
+//
+// REQUIRES: b.mem.evicting held.
+func (b *Bucket) reclaimLimbo() {
+	m := &b.mem
+	m.lru.Lock()
+	q := m.lru.q[m.lru.head:]
+	m.lru.q, m.lru.head = nil, 0
+	m.lru.Unlock()
+	kept := q[:0]
+	for _, e := range q {
+		p := b.parts[e>>32]
+		p.mu.Lock()
+		freed := p.mu.docs.freeQueued(uint32(e))
+		p.mu.Unlock()
+		if freed {
+			m.limbo.Add(-1)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	m.lru.Lock()
+	m.lru.q = append(kept, m.lru.q...)
+	m.queued.Store(int64(len(m.lru.q)))
+	m.lru.Unlock()
 }
 
 // evictTo evicts least-recently-used items until what eviction can free
 // (evictable) is at most target, or nothing more can go (every queued
-// version was visited twice).
+// key was visited twice).
 //
 // REQUIRES: b.mem.evicting held.
 func (b *Bucket) evictTo(ctx context.Context, target int64) {
 	b.mem.lru.Lock()
 	budget := 2*(len(b.mem.lru.q)-b.mem.lru.head) + 64
 	b.mem.lru.Unlock()
-	var batch, again []*Document
+	var batch, again []uint64
 	for b.evictable() > target && budget > 0 && ctx.Err() == nil {
 		batch = b.mem.pop(64, batch[:0])
 		if len(batch) == 0 {
 			return
 		}
 		again = again[:0]
-		for _, d := range batch {
+		for _, e := range batch {
 			budget--
-			bits := d.lru.Load()
-			if bits&lruGone != 0 {
-				continue
-			}
-			if bits&lruRef != 0 {
-				d.lru.And(^uint32(lruRef))
-				again = append(again, d)
-				continue
-			}
-			if memMode(b.mem.mode.Load()) == memEject {
-				if b.ejectOne(d) {
-					b.mem.ejects.Add(1)
-				}
-			} else if b.evictOne(d) {
-				b.mem.evictions.Add(1)
+			if b.evictEntry(b.parts[e>>32], uint32(e)) {
+				again = append(again, e)
 			}
 		}
 		b.mem.requeue(again)
 	}
 }
 
-// evictOne evicts d if it is still its key's committed version with nothing
-// on its way to the store: a memcached bucket's item leaves memory
-// outright; an ephemeral bucket's live document is deleted (a tombstone, so
-// views and the change feed see it go). It reports whether it evicted.
-func (b *Bucket) evictOne(d *Document) bool {
-	k := docKey{cid: d.Collection, key: d.Key}
-	p := b.parts[d.Partition]
+// evictEntry visits record i of p, just taken from the front of the queue:
+// a record removed while queued is freed; a referenced one gets its second
+// chance (it reports true: put it back); the others are evicted, or have
+// their value ejected.
+func (b *Bucket) evictEntry(p *partition, i uint32) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.docs[k] != d || p.mu.pending[k] != nil || b.isClosed() {
+	t := &p.mu.docs
+	if t.freeQueued(i) {
+		b.mem.limbo.Add(-1)
+		return false
+	}
+	r := &t.recs[i]
+	if r.meta&recQueued == 0 {
+		return false
+	}
+	if r.meta&recRef != 0 {
+		r.meta &^= recRef
+		return true
+	}
+	r.meta &^= recQueued
+	if memMode(b.mem.mode.Load()) == memEject {
+		if b.ejectLocked(p, i) {
+			b.mem.ejects.Add(1)
+		}
+	} else if b.evictLocked(p, i) {
+		b.mem.evictions.Add(1)
+	}
+	return false
+}
+
+// evictLocked evicts the version of record i of p if nothing newer is on
+// its way to the store: a memcached bucket's item leaves memory outright;
+// an ephemeral bucket's live document is deleted (a tombstone, so views
+// and the change feed see it go). It reports whether it evicted.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) evictLocked(p *partition, i uint32) bool {
+	k := p.mu.docs.key(i)
+	if p.mu.pending[k] != nil || b.isClosed() {
 		return false
 	}
 	if memMode(b.mem.mode.Load()) == memDelete {
+		d := p.mu.docs.doc(i)
 		if d.Deleted {
 			return false // a tombstone waits for the metadata purge
 		}
@@ -361,43 +402,37 @@ func (b *Bucket) evictOne(d *Document) bool {
 		_, err := b.publishLocked(p, k, d, &Document{Deleted: true, DeletedAt: now, Type: d.Type}, now)
 		return err == nil
 	}
-	delete(p.mu.docs, k)
-	if d.Deleted {
+	old, queued := p.mu.docs.remove(k)
+	if old.deleted {
 		b.tombs.Add(-1)
 	} else {
 		b.currItems.Add(-1)
-		b.exps.update(k, d.Expiration, 0, 0)
+		b.exps.update(k, old.exp, 0, 0)
 	}
-	b.published(d, nil)
+	b.removed(p, old, queued)
 	return true
 }
 
-// ejectOne ejects d's value if d is still its key's committed version, live,
-// resident, with nothing newer on its way to the store, and on disk: a
-// metadata-only copy takes its place (d itself is left as it is, for the
-// goroutines that hold it). It reports whether it ejected.
-func (b *Bucket) ejectOne(d *Document) bool {
-	k := docKey{cid: d.Collection, key: d.Key}
-	p := b.parts[d.Partition]
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.mu.docs[k] != d || p.mu.pending[k] != nil || d.Deleted || d.ejected || len(d.Value) == 0 || b.isClosed() || !b.onDiskLocked(p, d) {
+// ejectLocked ejects the value of record i of p if it is live, resident,
+// with nothing newer on its way to the store, and on disk: the record keeps
+// its metadata and key (a version that readers hold keeps its value). It
+// reports whether it ejected.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) ejectLocked(p *partition, i uint32) bool {
+	t := &p.mu.docs
+	r := &t.recs[i]
+	if r.meta&(recDeleted|recEjected|recNilValue) != 0 || r.valueLen == 0 || b.isClosed() ||
+		!b.store.st.durable() || r.seq > p.mu.durable {
 		return false // an empty value frees nothing
 	}
-	e := d.withoutValue()
-	p.mu.docs[k] = e
-	b.published(d, e)
+	if len(p.mu.pending) > 0 && p.mu.pending[t.key(i)] != nil {
+		return false
+	}
+	old := t.version(i)
+	t.eject(i)
+	b.published(p, i, old, t.version(i))
 	return true
-}
-
-// onDiskLocked reports whether committed version d of partition p is in
-// the bucket's store, so that its value may leave memory: a durable store
-// holds every committed version up to the partition's durable sequence
-// number.
-//
-// REQUIRES: p.mu held.
-func (b *Bucket) onDiskLocked(p *partition, d *Document) bool {
-	return b.store.st.durable() && d.Seq <= p.mu.durable
 }
 
 // ejectAtWarmup reports whether live version d, loaded from the store at

@@ -38,7 +38,7 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 	var read *Document // the committed version with its value, read without the lock
 	if needValue {
 		var err error
-		if read, err = b.readCommitted(ctx, p, k); err != nil {
+		if read, err = b.readCommitted(ctx, p, k, false); err != nil {
 			return nil, err
 		}
 	}
@@ -183,36 +183,39 @@ func (b *Bucket) queueAtLocked(p *partition, k docKey, prev, d *Document, persis
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) applyLocked(p *partition, d *Document) {
 	k := docKey{cid: d.Collection, key: d.Key}
-	old := p.mu.docs[k]
-	p.mu.docs[k] = d
-	b.published(old, d)
-	if p.mu.pending[k] == d {
+	slot, old := p.mu.docs.put(k, d)
+	b.published(p, slot, old, p.mu.docs.version(slot))
+	if len(p.mu.pending) > 0 && p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
 	}
-	if a := p.mu.acked[k]; a != nil && a.Seq <= d.Seq {
-		delete(p.mu.acked, k) // committed, or overtaken by a committed version
+	if len(p.mu.acked) > 0 {
+		if a := p.mu.acked[k]; a != nil && a.Seq <= d.Seq {
+			delete(p.mu.acked, k) // committed, or overtaken by a committed version
+		}
 	}
-	p.appendLogLocked(d.Seq, k)
+	p.appendLogLocked(d.Seq, slot)
 	p.mu.durable = max(p.mu.durable, d.Seq)
 	var oldExp, newExp int64
-	if old != nil && !old.Deleted {
-		oldExp = old.Expiration
+	if old.live() {
+		oldExp = old.exp
 	}
 	if !d.Deleted {
 		newExp = d.Expiration
 	}
-	b.exps.update(k, oldExp, newExp, int64(len(d.Value)))
-	wasLive := old != nil && !old.Deleted
+	if oldExp != 0 || newExp != 0 {
+		b.exps.update(k, oldExp, newExp, int64(len(d.Value)))
+	}
+	wasLive := old.live()
 	switch {
 	case wasLive && d.Deleted:
 		b.currItems.Add(-1)
 		b.tombs.Add(1)
 	case !wasLive && !d.Deleted:
 		b.currItems.Add(1)
-		if old != nil {
+		if old.ok {
 			b.tombs.Add(-1)
 		}
-	case old == nil && d.Deleted:
+	case !old.ok && d.Deleted:
 		b.tombs.Add(1)
 	}
 }
@@ -240,9 +243,9 @@ func (b *Bucket) applyCommitted(recs []record) {
 // REQUIRES: p.mu held for writing, p the record's partition.
 func (b *Bucket) applyRecordLocked(p *partition, r *record) {
 	if r.purge {
-		if d := p.mu.docs[r.key]; d != nil && d.Deleted && d.Seq == r.seq {
-			delete(p.mu.docs, r.key)
-			b.published(d, nil)
+		if i, ok := p.mu.docs.find(r.key); ok && p.mu.docs.recs[i].bits()&recDeleted != 0 && p.mu.docs.recs[i].seq == r.seq {
+			old, queued := p.mu.docs.remove(r.key)
+			b.removed(p, old, queued)
 			b.tombs.Add(-1)
 			b.stats.metaPurged.Add(1)
 		}
@@ -269,8 +272,13 @@ func (b *Bucket) dropPending() {
 		}
 		clear(p.mu.acked)
 		for k, d := range p.mu.pending {
-			if c := p.mu.docs[k]; d.Expired && c != nil && !c.Deleted && c.Expiration != 0 {
-				b.exps.update(k, 0, c.Expiration, c.valueSize()) // see expireQueued
+			if !d.Expired {
+				continue
+			}
+			if i, ok := p.mu.docs.find(k); ok {
+				if c := p.mu.docs.version(i); !c.deleted && c.exp != 0 {
+					b.exps.update(k, 0, c.exp, c.size) // see expireQueued
+				}
 			}
 		}
 		clear(p.mu.pending)
@@ -303,7 +311,7 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 		return nil, false, ErrClosed
 	}
 	now := b.clock.Now()
-	prev := p.mu.docs[k]
+	prev := p.mu.docs.get(k)
 	if prev == nil || prev.Deleted || prev.Expiration != expiration {
 		b.exps.update(k, expiration, 0, 0) // a stale entry: drop it
 		return nil, false, nil

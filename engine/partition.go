@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"hash/crc32"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -12,18 +14,21 @@ type docKey struct {
 	key string
 }
 
-// logEntry records that key changed at seq. A later change of the same key
-// leaves the older entry stale; readers skip stale entries.
+// logEntry records that the key of record slot changed at seq. A later
+// change of the same key leaves the older entry stale (the record's
+// sequence number is another, or the record is free or another key's);
+// readers skip stale entries. It is 12 bytes, with no pointer: the
+// sequence number in two halves.
 type logEntry struct {
-	seq uint64
-	key docKey
-	// topCAS is the highest CAS of the versions logged up to this one, once
-	// the log is indexed (partition.mu.logIndexed): it never falls along
-	// the log, so a reader of the changes above a CAS finds where they
-	// start by binary search (ScanChanges), although a sliding extension
-	// logs an older CAS after newer ones.
-	topCAS uint64
+	seqHi, seqLo uint32
+	slot         uint32
 }
+
+func newLogEntry(seq uint64, slot uint32) logEntry {
+	return logEntry{seqHi: uint32(seq >> 32), seqLo: uint32(seq), slot: slot}
+}
+
+func (e logEntry) seq() uint64 { return uint64(e.seqHi)<<32 | uint64(e.seqLo) }
 
 // partition is one vBucket: its documents and its change log.
 // One writer at a time (mu held for writing); many readers.
@@ -32,7 +37,7 @@ type partition struct {
 
 	mu struct {
 		sync.RWMutex
-		docs    map[docKey]*Document // committed: live documents and tombstones
+		docs    docTable             // committed: live documents and tombstones
 		pending map[docKey]*Document // newest version of keys with a write on its way to disk
 		// acked holds, for keys whose newest acknowledged version is on
 		// its way to disk (a write at durability none or majority), that
@@ -42,10 +47,16 @@ type partition struct {
 		seq     uint64     // highest sequence number given out
 		durable uint64     // highest sequence number committed: the feed's end
 		log     []logEntry // committed changes, ordered by seq; may hold stale entries
+		// logTop is, once the log is indexed (logIndexed), the highest CAS
+		// of the versions logged up to each entry of log: it never falls
+		// along the log, so a reader of the changes above a CAS finds where
+		// they start by binary search (ScanChanges), although a sliding
+		// extension logs an older CAS after newer ones.
+		logTop []uint64
 		// locks are the documents' pessimistic locks (lock.go), in memory
 		// only; nil until the first.
 		locks map[docKey]docLock
-		// logIndexed says the log's entries carry topCAS; it is set by
+		// logIndexed says logTop is kept; it is set by
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool
 	}
@@ -53,7 +64,7 @@ type partition struct {
 
 func newPartition(id uint16) *partition {
 	p := &partition{id: id}
-	p.mu.docs = make(map[docKey]*Document)
+	p.mu.docs = newDocTable(id)
 	p.mu.pending = make(map[docKey]*Document)
 	p.mu.acked = make(map[docKey]*Document)
 	return p
@@ -86,7 +97,7 @@ func (p *partition) latestLocked(k docKey) *Document {
 	if d, ok := p.mu.pending[k]; ok {
 		return d
 	}
-	return p.mu.docs[k]
+	return p.mu.docs.get(k)
 }
 
 // readLocked returns the version of k that reads see: the newest one
@@ -100,38 +111,66 @@ func (p *partition) readLocked(k docKey) *Document {
 			return d
 		}
 	}
-	return p.mu.docs[k]
+	return p.mu.docs.get(k)
 }
 
-// appendLogLocked records a change and compacts the log when stale entries
-// dominate it.
+// readTouchLocked is readLocked that, with touch, marks the committed
+// version it returns recently used (its recRef bit, for eviction).
+//
+// REQUIRES: p.mu held.
+func (p *partition) readTouchLocked(k docKey, touch bool) *Document {
+	if len(p.mu.acked) > 0 {
+		if d, ok := p.mu.acked[k]; ok {
+			return d
+		}
+	}
+	i, ok := p.mu.docs.find(k)
+	if !ok {
+		return nil
+	}
+	if touch {
+		p.mu.docs.touch(i)
+	}
+	return p.mu.docs.doc(i)
+}
+
+// appendLogLocked records a change of record slot and compacts the log
+// when stale entries dominate it.
 //
 // REQUIRES: p.mu held for writing.
-func (p *partition) appendLogLocked(seq uint64, k docKey) {
-	e := logEntry{seq: seq, key: k}
+func (p *partition) appendLogLocked(seq uint64, slot uint32) {
+	p.mu.log = append(p.mu.log, newLogEntry(seq, slot))
 	if p.mu.logIndexed {
-		if d := p.mu.docs[k]; d != nil {
-			e.topCAS = d.CAS
+		top := p.mu.docs.recs[slot].cas
+		if n := len(p.mu.logTop); n > 0 {
+			top = max(top, p.mu.logTop[n-1])
 		}
-		if n := len(p.mu.log); n > 0 {
-			e.topCAS = max(e.topCAS, p.mu.log[n-1].topCAS)
-		}
+		p.mu.logTop = append(p.mu.logTop, top)
 	}
-	p.mu.log = append(p.mu.log, e)
-	if n := len(p.mu.log); n > 1024 && n > 2*len(p.mu.docs) {
+	if n := len(p.mu.log); n > 1024 && n > 2*p.mu.docs.n {
 		p.rebuildLogLocked()
 	}
+}
+
+// currentLocked reports whether log entry e is its key's latest change:
+// its record holds the version e logged.
+//
+// REQUIRES: p.mu held.
+func (p *partition) currentLocked(e logEntry) bool {
+	r := &p.mu.docs.recs[e.slot]
+	return r.bits()&recUsed != 0 && r.seq == e.seq()
 }
 
 // rebuildLogLocked rebuilds the change log from the documents, one entry each.
 //
 // REQUIRES: p.mu held for writing.
 func (p *partition) rebuildLogLocked() {
-	log := make([]logEntry, 0, len(p.mu.docs))
-	for k, d := range p.mu.docs {
-		log = append(log, logEntry{seq: d.Seq, key: k})
-	}
-	sort.Slice(log, func(i, j int) bool { return log[i].seq < log[j].seq })
+	log := make([]logEntry, 0, p.mu.docs.n)
+	p.mu.docs.each(func(i uint32) bool {
+		log = append(log, newLogEntry(p.mu.docs.recs[i].seq, i))
+		return true
+	})
+	slices.SortFunc(log, func(a, b logEntry) int { return cmp.Compare(a.seq(), b.seq()) })
 	p.mu.log = log
 	if p.mu.logIndexed {
 		p.indexLogLocked()
@@ -148,18 +187,38 @@ func (p *partition) changesAfter(since uint64, limit int, out []*Document) ([]*D
 		return out, since
 	}
 	log := p.mu.log
-	i := sort.Search(len(log), func(i int) bool { return log[i].seq > since })
+	i := sort.Search(len(log), func(i int) bool { return log[i].seq() > since })
 	seen := since
 	for n := 0; i < len(log); i++ {
 		e := log[i]
-		if d, ok := p.mu.docs[e.key]; ok && d.Seq == e.seq {
+		if p.currentLocked(e) {
 			if n == limit {
 				return out, seen
 			}
-			out = append(out, d)
+			out = append(out, p.mu.docs.doc(e.slot))
 			n++
 		}
-		seen = e.seq
+		seen = e.seq()
 	}
 	return out, p.mu.durable
+}
+
+// keysLocked returns the keys that have a committed or a pending version,
+// of the collections keep accepts (all with keep nil).
+//
+// REQUIRES: p.mu held.
+func (p *partition) keysLocked(keep func(CollectionID) bool) []docKey {
+	keys := make([]docKey, 0, p.mu.docs.n+len(p.mu.pending))
+	p.mu.docs.each(func(i uint32) bool {
+		if keep == nil || keep(CollectionID(p.mu.docs.recs[i].cid)) {
+			keys = append(keys, p.mu.docs.key(i))
+		}
+		return true
+	})
+	for k := range p.mu.pending {
+		if (keep == nil || keep(k.cid)) && !p.mu.docs.has(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

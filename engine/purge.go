@@ -116,28 +116,40 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 			p.mu.Unlock()
 			return purged, false, ErrClosed
 		}
-		for k, d := range p.mu.docs {
-			if !d.Deleted || d.DeletedAt > olderThan || d.Seq > low[p.id] || p.mu.pending[k] != nil || d.CAS > horizon {
-				continue
+		var failed error
+		t := &p.mu.docs
+		t.each(func(i uint32) bool {
+			v := t.version(i)
+			if !v.deleted || v.seq > low[p.id] || v.cas > horizon || t.deletedAt(i) > olderThan {
+				return true
+			}
+			k := t.key(i)
+			if p.mu.pending[k] != nil {
+				return true
 			}
 			if purged == limit {
 				more = true
-				break
+				return false
 			}
 			purged++
 			// The tombstone leaves memory once its removal is committed
 			// (applyRecordLocked). A tombstone, a delete's or an
 			// expiration's, holds no expiry entry.
-			r := record{purge: true, key: k, part: p.id, seq: d.Seq}
+			r := record{purge: true, key: k, part: p.id, seq: v.seq}
 			cb, err := b.store.enqueue(r)
 			if err != nil {
-				p.mu.Unlock()
-				return purged - 1, true, err
+				failed = err
+				return false
 			}
 			if cb.committed() {
 				b.applyRecordLocked(p, &r)
 			}
 			last = cb
+			return true
+		})
+		if failed != nil {
+			p.mu.Unlock()
+			return purged - 1, true, failed
 		}
 		p.mu.Unlock()
 		if more {

@@ -248,21 +248,28 @@ func (c *Collection) listMemory(ctx context.Context, r keyRange, keep int) ([]*D
 			return nil, err
 		}
 		p.mu.RLock()
-		for k, d := range p.mu.docs {
-			if k.cid != c.id || !r.contains(k.key) || d.Deleted || d.ExpiredAt(now) {
-				continue
+		t := &p.mu.docs
+		t.each(func(i uint32) bool {
+			v := t.version(i)
+			if v.cid != c.id || v.deleted || isExpired(v.exp, now) {
+				return true
+			}
+			key := t.keyOf(i)
+			if !r.contains(key) {
+				return true
 			}
 			switch {
 			case keep <= 0:
-				found = append(found, d)
+				found = append(found, t.doc(i))
 			case len(found) < keep:
-				found = append(found, d)
+				found = append(found, t.doc(i))
 				siftUp(found, len(found)-1, before)
-			case before(d, found[0]):
-				found[0] = d
+			case key < found[0].Key != r.desc:
+				found[0] = t.doc(i)
 				siftDown(found, 0, before)
 			}
-		}
+			return true
+		})
 		p.mu.RUnlock()
 	}
 	slices.SortFunc(found, func(a, b *Document) int {
@@ -342,7 +349,7 @@ func (c *Collection) Keys(ctx context.Context, start, end string, skip, limit in
 // read back from the store when it was ejected: the key's committed version
 // then, or nil when that is no longer live.
 func (c *Collection) withValueOf(ctx context.Context, d *Document) (*Document, error) {
-	d, err := c.b.readCommitted(ctx, c.b.parts[d.Partition], docKey{cid: c.id, key: d.Key})
+	d, err := c.b.readCommitted(ctx, c.b.parts[d.Partition], docKey{cid: c.id, key: d.Key}, false)
 	if err != nil || d == nil || d.Deleted || d.ExpiredAt(c.b.clock.Now()) {
 		return nil, err
 	}
@@ -361,18 +368,18 @@ func (c *Collection) Count() int64 {
 
 // countLive keeps the collection's count of live documents (Collection.Count)
 // as d replaces old as the committed version of a key (either may be nil).
-func (b *Bucket) countLive(old, d *Document) {
-	wasLive, isLive := old != nil && !old.Deleted, d != nil && !d.Deleted
+func (b *Bucket) countLive(old, cur version) {
+	wasLive, isLive := old.live(), cur.live()
 	if wasLive == isLive {
 		return
 	}
-	doc, delta := d, int64(1)
+	cid, delta := cur.cid, int64(1)
 	if wasLive {
-		doc, delta = old, -1
+		cid, delta = old.cid, -1
 	}
-	v, ok := b.live.Load(doc.Collection)
+	v, ok := b.live.Load(cid)
 	if !ok {
-		v, _ = b.live.LoadOrStore(doc.Collection, new(atomic.Int64))
+		v, _ = b.live.LoadOrStore(cid, new(atomic.Int64))
 	}
 	v.(*atomic.Int64).Add(delta)
 }
@@ -386,7 +393,7 @@ func (c *Collection) Tombstone(key string) (*Document, error) {
 	}
 	p := c.b.partitionFor(key)
 	p.mu.RLock()
-	d := p.mu.docs[docKey{cid: c.id, key: key}]
+	d := p.mu.docs.get(docKey{cid: c.id, key: key})
 	p.mu.RUnlock()
 	if d == nil || !d.Deleted {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)

@@ -255,17 +255,7 @@ func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) 
 		}
 		cs, maxTTL := b.ttlFor(cid)
 		now := b.clock.Now()
-		var keys []docKey
-		for k := range p.mu.docs {
-			if k.cid == cid {
-				keys = append(keys, k)
-			}
-		}
-		for k := range p.mu.pending {
-			if _, ok := p.mu.docs[k]; !ok && k.cid == cid {
-				keys = append(keys, k)
-			}
-		}
+		keys := p.keysLocked(func(c CollectionID) bool { return c == cid })
 		for _, k := range keys {
 			d := p.latestLocked(k)
 			if d.Deleted || d.ExpiredAt(now) || d.ExpiryPinned {
@@ -322,8 +312,8 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 	defer p.mu.Unlock()
 	// d may be a copy of the committed version with its value read back
 	// from the store (fetch.go): the same version, the same sequence number.
-	cur := p.mu.docs[k]
-	if cur == nil || cur.Seq != d.Seq || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
+	i, ok := p.mu.docs.find(k)
+	if !ok || p.mu.docs.recs[i].seq != d.Seq || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
 		return
 	}
 	cs, maxTTL := b.ttlFor(k.cid)
@@ -335,6 +325,7 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 	if exp == d.Expiration || d.ExpiredAt(now) {
 		return
 	}
+	cur := p.mu.docs.doc(i)
 	nd := &Document{Value: d.Value, Type: d.Type, Flags: d.Flags, Expiration: exp, TS: d.TS, CreatedAt: d.CreatedAt}
 	b.stampLocked(p, k, cur, nd, now)
 	nd.CAS, nd.RevSeq = d.CAS, d.RevSeq

@@ -333,14 +333,14 @@ func (b *Bucket) hasCollection(cid CollectionID) bool {
 // REQUIRES: p.mu held for writing, p d's partition.
 func (b *Bucket) loadDocLocked(p *partition, d *Document) bool {
 	k := docKey{cid: d.Collection, key: d.Key}
-	if _, ok := p.mu.docs[k]; ok {
+	if p.mu.docs.has(k) {
 		return false
 	}
 	if b.ejectAtWarmup(d) {
 		d = d.withoutValue()
 	}
-	p.mu.docs[k] = d
-	b.published(nil, d)
+	slot, old := p.mu.docs.put(k, d)
+	b.published(p, slot, old, p.mu.docs.version(slot))
 	raiseCAS(&b.cas, d.CAS)
 	if d.Deleted {
 		b.tombs.Add(1)
@@ -376,7 +376,7 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
 	if b.warm() {
 		return nil, nil
 	}
-	if d, ok := p.mu.docs[k]; ok {
+	if d := p.mu.docs.get(k); d != nil {
 		return d, nil
 	}
 	if _, ok := p.mu.pending[k]; ok {

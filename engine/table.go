@@ -1,0 +1,526 @@
+package engine
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+	"unsafe"
+)
+
+// A partition keeps its committed versions in a docTable rather than as one
+// *Document each: a fixed-size, pointer-free record per key (docRec), the
+// keys and resident values packed into append-only arena chunks, and an
+// open-addressing hash index of record numbers. The collector finds no
+// pointer to chase in any of them (a chunk is one []byte; the records and
+// the index are one slice each), and a document costs its record, its
+// index slot and its bytes, not a map slot, a Document, a key string and a
+// value slice, each its own allocation.
+//
+// A *Document is made from a record when a version leaves the table (doc):
+// its Key and Value alias the chunk, which is never written where it was
+// written before (appends go past its length; a chunk mostly dead is
+// replaced by a new one, compact), so the version a reader holds stays as
+// it was, and keeps the old chunk alive for as long as it is held.
+//
+// Every method REQUIRES the partition's lock: held for writing by those
+// that change the table, for reading at least by the others.
+type docTable struct {
+	part  uint16
+	seed  maphash.Seed
+	recs  []docRec
+	free  []uint32 // record numbers free for reuse
+	index []uint32 // record number + 1, 0 for an empty slot; a power of two long
+	n     int      // keys held (records in use)
+	// chunks are the arena: keys and resident values, each record's key
+	// followed by its value, at recs[i].chunk, recs[i].off.
+	chunks [][]byte
+	cur    int   // the chunk small entries go to, -1 before the first
+	live   int64 // arena bytes the records use
+	dead   int64 // arena bytes no record uses any more
+	// wide holds what a record's narrow fields cannot: times outside
+	// uint32 seconds, and a DocType other than "", json and base64.
+	wide map[uint32]wideFields
+}
+
+// docRec is one key's committed version. Times are Unix seconds in uint32
+// (to 2106; others go to docTable.wide).
+type docRec struct {
+	cas, revSeq, seq                 uint64
+	exp, deletedAt, ts, createdAt    uint32
+	flags, cid, chunk, off, valueLen uint32
+	// meta holds the key's length (the low byte) and the rec* bits; the
+	// memory owner's recRef bit is set by readers holding the read lock,
+	// atomically.
+	meta uint32
+}
+
+// docRecSize is the size of a record: what a version's metadata costs.
+const docRecSize = int64(unsafe.Sizeof(docRec{}))
+
+// Bits of docRec.meta, above the key's length.
+const (
+	recUsed     = 1 << 8  // the record holds a key
+	recDeleted  = 1 << 9  // a tombstone
+	recExpired  = 1 << 10 // an expiration's tombstone
+	recPinned   = 1 << 11 // Document.ExpiryPinned
+	recEjected  = 1 << 12 // the value is not resident (valueLen holds its length)
+	recNilValue = 1 << 13 // a live version whose Value is nil (not empty)
+	recWide     = 1 << 14 // docTable.wide holds the times and type
+	recJSON     = 1 << 15 // Type is TypeJSON
+	recBinary   = 1 << 16 // Type is TypeBinary
+	// recQueued: the key is in the memory owner's queue; recRef: read since
+	// it joined (memory.go).
+	recQueued = 1 << 17
+	recRef    = 1 << 18
+)
+
+// wideFields are a record's fields that did not fit it.
+type wideFields struct {
+	exp, deletedAt, ts, createdAt int64
+	typ                           DocType
+}
+
+// Arena chunk sizes: a partition's first chunk is small (a bucket has
+// many partitions, and most hold little), each next one twice the last, up
+// to chunkMax; an entry larger than bigEntry gets a chunk of its own.
+const (
+	chunkMin = 256
+	chunkMax = 64 << 10
+	bigEntry = 8 << 10
+)
+
+func newDocTable(part uint16) docTable {
+	return docTable{part: part, seed: maphash.MakeSeed(), cur: -1}
+}
+
+// narrow reports whether v fits a record's uint32 seconds.
+func narrow(v int64) bool { return v >= 0 && v <= 1<<32-1 }
+
+func (t *docTable) hash(cid CollectionID, key string) uint64 {
+	return maphash.String(t.seed, key) ^ uint64(cid)*0x9e3779b97f4a7c15
+}
+
+// keyOf returns record i's key, aliasing its chunk.
+func (t *docTable) keyOf(i uint32) string {
+	r := &t.recs[i]
+	n := int(r.bits() & 0xff)
+	if n == 0 {
+		return ""
+	}
+	c := t.chunks[r.chunk]
+	return unsafe.String(&c[r.off], n)
+}
+
+// find returns the record number of k.
+func (t *docTable) find(k docKey) (uint32, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	mask := uint64(len(t.index) - 1)
+	for i := t.hash(k.cid, k.key) & mask; ; i = (i + 1) & mask {
+		e := t.index[i]
+		if e == 0 {
+			return 0, false
+		}
+		r := &t.recs[e-1]
+		if CollectionID(r.cid) == k.cid && int(r.bits()&0xff) == len(k.key) && t.keyOf(e-1) == k.key {
+			return e - 1, true
+		}
+	}
+}
+
+// has reports whether the table holds a version of k.
+func (t *docTable) has(k docKey) bool {
+	_, ok := t.find(k)
+	return ok
+}
+
+// get returns the committed version of k, nil if none.
+func (t *docTable) get(k docKey) *Document {
+	if i, ok := t.find(k); ok {
+		return t.doc(i)
+	}
+	return nil
+}
+
+// doc makes the Document of record i.
+func (t *docTable) doc(i uint32) *Document {
+	r := &t.recs[i]
+	m := r.bits()
+	d := &Document{
+		Key: t.keyOf(i), Collection: CollectionID(r.cid), CAS: r.cas, RevSeq: r.revSeq, Seq: r.seq,
+		Partition: t.part, Flags: r.flags,
+		Expiration: int64(r.exp), DeletedAt: int64(r.deletedAt), TS: int64(r.ts), CreatedAt: int64(r.createdAt),
+		Deleted: m&recDeleted != 0, Expired: m&recExpired != 0, ExpiryPinned: m&recPinned != 0,
+	}
+	switch {
+	case m&recJSON != 0:
+		d.Type = TypeJSON
+	case m&recBinary != 0:
+		d.Type = TypeBinary
+	}
+	if m&recWide != 0 {
+		w := t.wide[i]
+		d.Expiration, d.DeletedAt, d.TS, d.CreatedAt, d.Type = w.exp, w.deletedAt, w.ts, w.createdAt, w.typ
+	}
+	switch {
+	case d.Deleted || m&recNilValue != 0:
+	case m&recEjected != 0:
+		d.ejected, d.valueLen = true, int32(r.valueLen)
+	default:
+		start := r.off + m&0xff
+		end := start + r.valueLen
+		d.Value = t.chunks[r.chunk][start:end:end]
+	}
+	return d
+}
+
+// version summarises record i for the counters and the memory owner.
+func (t *docTable) version(i uint32) version {
+	r := &t.recs[i]
+	v := version{ok: true, cid: CollectionID(r.cid), seq: r.seq, cas: r.cas,
+		deleted: r.bits()&recDeleted != 0, ejected: r.bits()&recEjected != 0, exp: int64(r.exp),
+		size: int64(r.valueLen), keyLen: int64(r.bits() & 0xff)}
+	if r.bits()&recWide != 0 {
+		v.exp = t.wide[i].exp
+	}
+	return v
+}
+
+// version is what the counters, the expiry index and the memory owner need
+// of a committed version, read off its record without making a Document.
+type version struct {
+	ok               bool // there is a version
+	cid              CollectionID
+	seq, cas         uint64
+	deleted, ejected bool
+	exp              int64 // its expiration
+	size             int64 // its value's length, resident or not
+	keyLen           int64
+}
+
+// live reports whether v is a live document.
+func (v version) live() bool { return v.ok && !v.deleted }
+
+// footprint is what v counts in ep_kv_size: its record, key and resident
+// value.
+func (v version) footprint() int64 {
+	if !v.ok {
+		return 0
+	}
+	f := docRecSize + v.keyLen
+	if !v.ejected && !v.deleted {
+		f += v.size
+	}
+	return f
+}
+
+// versionOfDoc summarises d (nil: no version) as the table would.
+func versionOfDoc(d *Document) version {
+	if d == nil {
+		return version{}
+	}
+	return version{ok: true, cid: d.Collection, seq: d.Seq, cas: d.CAS, deleted: d.Deleted,
+		ejected: d.ejected, exp: d.Expiration, size: d.valueSize(), keyLen: int64(len(d.Key))}
+}
+
+// put makes d the committed version of k, in the record k has or a new
+// one, and returns its record number and the version it replaced (ok false
+// if none). The memory owner's bits stay with the key.
+func (t *docTable) put(k docKey, d *Document) (uint32, version) {
+	i, ok := t.find(k)
+	var old version
+	keep := uint32(0)
+	if ok {
+		old = t.version(i)
+		keep = t.recs[i].bits() & (recQueued | recRef)
+		t.release(i)
+	} else {
+		i = t.alloc()
+		t.insertIndex(i, t.hash(k.cid, k.key))
+	}
+	r := &t.recs[i]
+	*r = docRec{cas: d.CAS, revSeq: d.RevSeq, seq: d.Seq, flags: d.Flags, cid: uint32(d.Collection)}
+	m := uint32(len(k.key)) | recUsed | keep
+	if d.Deleted {
+		m |= recDeleted
+	}
+	if d.Expired {
+		m |= recExpired
+	}
+	if d.ExpiryPinned {
+		m |= recPinned
+	}
+	var value []byte
+	switch {
+	case d.Deleted:
+	case d.ejected:
+		m |= recEjected
+		r.valueLen = uint32(d.valueLen)
+	case d.Value == nil:
+		m |= recNilValue
+	default:
+		value = d.Value
+		r.valueLen = uint32(len(value))
+	}
+	switch d.Type {
+	case TypeJSON:
+		m |= recJSON
+	case TypeBinary:
+		m |= recBinary
+	}
+	if (d.Type == "" || d.Type == TypeJSON || d.Type == TypeBinary) &&
+		narrow(d.Expiration) && narrow(d.DeletedAt) && narrow(d.TS) && narrow(d.CreatedAt) {
+		r.exp, r.deletedAt, r.ts, r.createdAt = uint32(d.Expiration), uint32(d.DeletedAt), uint32(d.TS), uint32(d.CreatedAt)
+		if t.wide != nil {
+			delete(t.wide, i)
+		}
+	} else {
+		m |= recWide
+		if t.wide == nil {
+			t.wide = make(map[uint32]wideFields)
+		}
+		t.wide[i] = wideFields{exp: d.Expiration, deletedAt: d.DeletedAt, ts: d.TS, createdAt: d.CreatedAt, typ: d.Type}
+	}
+	r.meta = m
+	r.chunk, r.off = t.appendEntry(k.key, value)
+	t.maybeCompact()
+	return i, old
+}
+
+// remove drops k's record and returns the version it held and whether it
+// was in the memory owner's queue (then the record stays out of reuse until
+// the queue lets it go: freeQueued).
+func (t *docTable) remove(k docKey) (version, bool) {
+	i, ok := t.find(k)
+	if !ok {
+		return version{}, false
+	}
+	old := t.version(i)
+	queued := t.recs[i].bits()&recQueued != 0
+	t.deleteIndex(i)
+	t.release(i)
+	if t.wide != nil {
+		delete(t.wide, i)
+	}
+	t.recs[i] = docRec{}
+	if queued {
+		t.recs[i].meta = recQueued
+	} else {
+		t.free = append(t.free, i)
+	}
+	t.n--
+	t.maybeCompact()
+	return old, queued
+}
+
+// freeQueued lets record i, removed while queued, be reused. It reports
+// whether i was such a record.
+func (t *docTable) freeQueued(i uint32) bool {
+	if int(i) >= len(t.recs) || t.recs[i].bits() != recQueued {
+		return false
+	}
+	t.recs[i].meta = 0
+	t.free = append(t.free, i)
+	return true
+}
+
+// release counts record i's arena bytes as dead.
+func (t *docTable) release(i uint32) {
+	r := &t.recs[i]
+	n := int64(r.bits() & 0xff)
+	if r.bits()&(recDeleted|recEjected|recNilValue) == 0 {
+		n += int64(r.valueLen)
+	}
+	t.live -= n
+	t.dead += n
+}
+
+// entryLen is the arena bytes record i uses.
+func (t *docTable) entryLen(i uint32) int {
+	r := &t.recs[i]
+	n := int(r.bits() & 0xff)
+	if r.bits()&(recDeleted|recEjected|recNilValue) == 0 {
+		n += int(r.valueLen)
+	}
+	return n
+}
+
+// alloc returns a free record number.
+func (t *docTable) alloc() uint32 {
+	t.n++
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		return i
+	}
+	t.recs = append(t.recs, docRec{})
+	return uint32(len(t.recs) - 1)
+}
+
+// appendEntry appends key and value to the arena and returns where.
+func (t *docTable) appendEntry(key string, value []byte) (chunk, off uint32) {
+	n := len(key) + len(value)
+	t.live += int64(n)
+	if n > bigEntry {
+		c := make([]byte, 0, n)
+		c = append(append(c, key...), value...)
+		t.chunks = append(t.chunks, c)
+		return uint32(len(t.chunks) - 1), 0
+	}
+	if t.cur < 0 || cap(t.chunks[t.cur])-len(t.chunks[t.cur]) < n {
+		size := chunkMin
+		if t.cur >= 0 {
+			size = min(2*cap(t.chunks[t.cur]), chunkMax)
+		}
+		t.chunks = append(t.chunks, make([]byte, 0, max(size, n)))
+		t.cur = len(t.chunks) - 1
+	}
+	c := t.chunks[t.cur]
+	off = uint32(len(c))
+	t.chunks[t.cur] = append(append(c, key...), value...)
+	return uint32(t.cur), off
+}
+
+// maybeCompact copies the live entries into new chunks once dead bytes
+// outnumber live ones (and are worth a copy): amortised, a constant cost a
+// byte written. Versions that readers hold keep the old chunks.
+func (t *docTable) maybeCompact() {
+	if t.dead < 4096 || t.dead < t.live {
+		return
+	}
+	old := t.chunks
+	t.chunks, t.cur, t.live, t.dead = nil, -1, 0, 0
+	for i := range t.recs {
+		r := &t.recs[i]
+		if r.bits()&recUsed == 0 {
+			continue
+		}
+		c := old[r.chunk]
+		e := c[r.off : int(r.off)+t.entryLen(uint32(i))]
+		kl := r.bits() & 0xff
+		r.chunk, r.off = t.appendEntry(string(e[:kl]), e[kl:])
+	}
+}
+
+// insertIndex adds record i, of hash h, to the index, growing it first
+// when it would pass three quarters full.
+func (t *docTable) insertIndex(i uint32, h uint64) {
+	if (t.n)*4 > len(t.index)*3 {
+		t.growIndex()
+	}
+	mask := uint64(len(t.index) - 1)
+	for j := h & mask; ; j = (j + 1) & mask {
+		if t.index[j] == 0 {
+			t.index[j] = i + 1
+			return
+		}
+	}
+}
+
+func (t *docTable) growIndex() {
+	old := t.index
+	t.index = make([]uint32, max(16, 2*len(old)))
+	mask := uint64(len(t.index) - 1)
+	for _, e := range old {
+		if e == 0 {
+			continue
+		}
+		r := &t.recs[e-1]
+		for j := t.hash(CollectionID(r.cid), t.keyOf(e-1)) & mask; ; j = (j + 1) & mask {
+			if t.index[j] == 0 {
+				t.index[j] = e
+				break
+			}
+		}
+	}
+}
+
+// deleteIndex takes record i out of the index, shifting back the entries
+// after it that would no longer be found (linear probing keeps no
+// tombstones).
+func (t *docTable) deleteIndex(i uint32) {
+	mask := uint64(len(t.index) - 1)
+	r := &t.recs[i]
+	pos := t.hash(CollectionID(r.cid), t.keyOf(i)) & mask
+	for t.index[pos] != i+1 {
+		pos = (pos + 1) & mask
+	}
+	for j := pos; ; {
+		j = (j + 1) & mask
+		e := t.index[j]
+		if e == 0 {
+			t.index[pos] = 0
+			return
+		}
+		er := &t.recs[e-1]
+		h := t.hash(CollectionID(er.cid), t.keyOf(e-1)) & mask
+		// e may move to pos unless its home h lies cyclically in (pos, j].
+		if (pos <= j && pos < h && h <= j) || (pos > j && (pos < h || h <= j)) {
+			continue
+		}
+		t.index[pos] = e
+		pos = j
+	}
+}
+
+// each calls fn with every record number in use, until fn returns false.
+// fn may remove the record it is given.
+func (t *docTable) each(fn func(i uint32) bool) {
+	for i := range t.recs {
+		if t.recs[i].bits()&recUsed != 0 && !fn(uint32(i)) {
+			return
+		}
+	}
+}
+
+// key returns record i's docKey (its key aliasing the arena).
+func (t *docTable) key(i uint32) docKey {
+	return docKey{cid: CollectionID(t.recs[i].cid), key: t.keyOf(i)}
+}
+
+// touch sets record i's recRef bit. It REQUIRES the partition's lock held
+// for reading at least: readers set it concurrently.
+func (t *docTable) touch(i uint32) {
+	if atomic.LoadUint32(&t.recs[i].meta)&recRef == 0 {
+		atomic.OrUint32(&t.recs[i].meta, recRef)
+	}
+}
+
+// same reports whether record i holds version d (the same sequence number,
+// CAS, and value residence).
+func (t *docTable) same(i uint32, d *Document) bool {
+	r := &t.recs[i]
+	return r.seq == d.Seq && r.cas == d.CAS && (r.bits()&recEjected != 0) == d.ejected && (r.bits()&recDeleted != 0) == d.Deleted
+}
+
+// heapBytes is what the table holds in the heap: records, index and arena.
+func (t *docTable) heapBytes() int64 {
+	n := int64(cap(t.recs))*docRecSize + int64(cap(t.index))*4 + int64(cap(t.free))*4
+	for _, c := range t.chunks {
+		n += int64(cap(c))
+	}
+	return n
+}
+
+// bits returns r.meta. Readers load it atomically: others holding the
+// read lock may be setting recRef.
+func (r *docRec) bits() uint32 { return atomic.LoadUint32(&r.meta) }
+
+// deletedAt returns record i's DeletedAt.
+func (t *docTable) deletedAt(i uint32) int64 {
+	if t.recs[i].bits()&recWide != 0 {
+		return t.wide[i].deletedAt
+	}
+	return int64(t.recs[i].deletedAt)
+}
+
+// eject drops record i's resident value: the record keeps its key and
+// metadata, and valueLen the value's length.
+func (t *docTable) eject(i uint32) {
+	r := &t.recs[i]
+	n := int64(r.valueLen)
+	t.live -= n
+	t.dead += n
+	r.meta |= recEjected
+	t.maybeCompact()
+}

@@ -139,13 +139,13 @@ func (p *partition) readTouchLocked(k docKey, touch bool) *Document {
 //
 // REQUIRES: p.mu held for writing.
 func (p *partition) appendLogLocked(seq uint64, slot uint32) {
-	p.mu.log = append(p.mu.log, newLogEntry(seq, slot))
+	p.mu.log = appendSlim(p.mu.log, newLogEntry(seq, slot))
 	if p.mu.logIndexed {
 		top := p.mu.docs.recs[slot].cas
 		if n := len(p.mu.logTop); n > 0 {
 			top = max(top, p.mu.logTop[n-1])
 		}
-		p.mu.logTop = append(p.mu.logTop, top)
+		p.mu.logTop = appendSlim(p.mu.logTop, top)
 	}
 	if n := len(p.mu.log); n > 1024 && n > 2*p.mu.docs.n {
 		p.rebuildLogLocked()

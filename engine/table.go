@@ -28,7 +28,7 @@ type docTable struct {
 	seed  maphash.Seed
 	recs  []docRec
 	free  []uint32 // record numbers free for reuse
-	index []uint32 // record number + 1, 0 for an empty slot; a power of two long
+	index []uint32 // record number + 1, 0 for an empty slot (linear probing)
 	n     int      // keys held (records in use)
 	// chunks are the arena: keys and resident values, each record's key
 	// followed by its value, at recs[i].chunk, recs[i].off.
@@ -41,16 +41,17 @@ type docTable struct {
 	wide map[uint32]wideFields
 }
 
-// docRec is one key's committed version. Times are Unix seconds in uint32
-// (to 2106; others go to docTable.wide).
+// docRec is one key's committed version, 56 bytes. Times are Unix seconds
+// in uint32 (to 2106) and the revision count a uint32; a tombstone's
+// DeletedAt takes the place of its CreatedAt, which a tombstone has not
+// (0). A version that does not fit goes to docTable.wide.
 type docRec struct {
-	cas, revSeq, seq                 uint64
-	exp, deletedAt, ts, createdAt    uint32
-	flags, cid, chunk, off, valueLen uint32
+	cas, seq                               uint64
+	revSeq, exp, ts, createdAt             uint32
+	flags, cid, chunk, off, valueLen, meta uint32
 	// meta holds the key's length (the low byte) and the rec* bits; the
 	// memory owner's recRef bit is set by readers holding the read lock,
 	// atomically.
-	meta uint32
 }
 
 // docRecSize is the size of a record: what a version's metadata costs.
@@ -76,12 +77,14 @@ const (
 // wideFields are a record's fields that did not fit it.
 type wideFields struct {
 	exp, deletedAt, ts, createdAt int64
+	revSeq                        uint64
 	typ                           DocType
 }
 
-// Arena chunk sizes: a partition's first chunk is small (a bucket has
-// many partitions, and most hold little), each next one twice the last, up
-// to chunkMax; an entry larger than bigEntry gets a chunk of its own.
+// Arena chunk sizes: a partition's chunk starts small (a bucket has many
+// partitions, and most hold little) and grows by an eighth as it fills, up
+// to chunkMax, when a new one starts; an entry larger than bigEntry gets a
+// chunk of its own.
 const (
 	chunkMin = 256
 	chunkMax = 64 << 10
@@ -95,8 +98,20 @@ func newDocTable(part uint16) docTable {
 // narrow reports whether v fits a record's uint32 seconds.
 func narrow(v int64) bool { return v >= 0 && v <= 1<<32-1 }
 
-func (t *docTable) hash(cid CollectionID, key string) uint64 {
-	return maphash.String(t.seed, key) ^ uint64(cid)*0x9e3779b97f4a7c15
+// home returns the index slot where a search for key of collection cid
+// starts: its hash mapped onto the index's length (which need not be a
+// power of two, so that the index grows by half, not double).
+func (t *docTable) home(cid CollectionID, key string) int {
+	h := maphash.String(t.seed, key) ^ uint64(cid)*0x9e3779b97f4a7c15
+	return int((h >> 32) * uint64(len(t.index)) >> 32)
+}
+
+// next returns the index slot after j, wrapping.
+func (t *docTable) next(j int) int {
+	if j++; j == len(t.index) {
+		return 0
+	}
+	return j
 }
 
 // keyOf returns record i's key, aliasing its chunk.
@@ -115,8 +130,7 @@ func (t *docTable) find(k docKey) (uint32, bool) {
 	if t.n == 0 {
 		return 0, false
 	}
-	mask := uint64(len(t.index) - 1)
-	for i := t.hash(k.cid, k.key) & mask; ; i = (i + 1) & mask {
+	for i := t.home(k.cid, k.key); ; i = t.next(i) {
 		e := t.index[i]
 		if e == 0 {
 			return 0, false
@@ -147,10 +161,14 @@ func (t *docTable) doc(i uint32) *Document {
 	r := &t.recs[i]
 	m := r.bits()
 	d := &Document{
-		Key: t.keyOf(i), Collection: CollectionID(r.cid), CAS: r.cas, RevSeq: r.revSeq, Seq: r.seq,
-		Partition: t.part, Flags: r.flags,
-		Expiration: int64(r.exp), DeletedAt: int64(r.deletedAt), TS: int64(r.ts), CreatedAt: int64(r.createdAt),
+		Key: t.keyOf(i), Collection: CollectionID(r.cid), CAS: r.cas, RevSeq: uint64(r.revSeq), Seq: r.seq,
+		Partition: t.part, Flags: r.flags, Expiration: int64(r.exp), TS: int64(r.ts),
 		Deleted: m&recDeleted != 0, Expired: m&recExpired != 0, ExpiryPinned: m&recPinned != 0,
+	}
+	if d.Deleted {
+		d.DeletedAt = int64(r.createdAt)
+	} else {
+		d.CreatedAt = int64(r.createdAt)
 	}
 	switch {
 	case m&recJSON != 0:
@@ -160,7 +178,7 @@ func (t *docTable) doc(i uint32) *Document {
 	}
 	if m&recWide != 0 {
 		w := t.wide[i]
-		d.Expiration, d.DeletedAt, d.TS, d.CreatedAt, d.Type = w.exp, w.deletedAt, w.ts, w.createdAt, w.typ
+		d.Expiration, d.DeletedAt, d.TS, d.CreatedAt, d.RevSeq, d.Type = w.exp, w.deletedAt, w.ts, w.createdAt, w.revSeq, w.typ
 	}
 	switch {
 	case d.Deleted || m&recNilValue != 0:
@@ -236,10 +254,10 @@ func (t *docTable) put(k docKey, d *Document) (uint32, version) {
 		t.release(i)
 	} else {
 		i = t.alloc()
-		t.insertIndex(i, t.hash(k.cid, k.key))
+		t.insertIndex(i, k)
 	}
 	r := &t.recs[i]
-	*r = docRec{cas: d.CAS, revSeq: d.RevSeq, seq: d.Seq, flags: d.Flags, cid: uint32(d.Collection)}
+	*r = docRec{cas: d.CAS, seq: d.Seq, flags: d.Flags, cid: uint32(d.Collection)}
 	m := uint32(len(k.key)) | recUsed | keep
 	if d.Deleted {
 		m |= recDeleted
@@ -268,9 +286,13 @@ func (t *docTable) put(k docKey, d *Document) (uint32, version) {
 	case TypeBinary:
 		m |= recBinary
 	}
-	if (d.Type == "" || d.Type == TypeJSON || d.Type == TypeBinary) &&
-		narrow(d.Expiration) && narrow(d.DeletedAt) && narrow(d.TS) && narrow(d.CreatedAt) {
-		r.exp, r.deletedAt, r.ts, r.createdAt = uint32(d.Expiration), uint32(d.DeletedAt), uint32(d.TS), uint32(d.CreatedAt)
+	created, other := d.CreatedAt, d.DeletedAt // other must be 0
+	if d.Deleted {
+		created, other = d.DeletedAt, d.CreatedAt
+	}
+	if (d.Type == "" || d.Type == TypeJSON || d.Type == TypeBinary) && other == 0 && d.RevSeq <= 1<<32-1 &&
+		narrow(d.Expiration) && narrow(d.TS) && narrow(created) {
+		r.revSeq, r.exp, r.ts, r.createdAt = uint32(d.RevSeq), uint32(d.Expiration), uint32(d.TS), uint32(created)
 		if t.wide != nil {
 			delete(t.wide, i)
 		}
@@ -279,7 +301,7 @@ func (t *docTable) put(k docKey, d *Document) (uint32, version) {
 		if t.wide == nil {
 			t.wide = make(map[uint32]wideFields)
 		}
-		t.wide[i] = wideFields{exp: d.Expiration, deletedAt: d.DeletedAt, ts: d.TS, createdAt: d.CreatedAt, typ: d.Type}
+		t.wide[i] = wideFields{exp: d.Expiration, deletedAt: d.DeletedAt, ts: d.TS, createdAt: d.CreatedAt, revSeq: d.RevSeq, typ: d.Type}
 	}
 	r.meta = m
 	r.chunk, r.off = t.appendEntry(k.key, value)
@@ -353,8 +375,22 @@ func (t *docTable) alloc() uint32 {
 		t.free = t.free[:n-1]
 		return i
 	}
-	t.recs = append(t.recs, docRec{})
+	t.recs = appendSlim(t.recs, docRec{})
 	return uint32(len(t.recs) - 1)
+}
+
+// appendSlim is append growing s by an eighth, not append's doubling (and
+// quarter past 256 elements): the table's records and the change log are
+// most of a partition's heap, and append's spare capacity would add a
+// quarter to it on average. The copies cost a constant a element,
+// amortised.
+func appendSlim[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		g := make([]T, len(s), len(s)+max(16, len(s)/8))
+		copy(g, s)
+		s = g
+	}
+	return append(s, v)
 }
 
 // appendEntry appends key and value to the arena and returns where.
@@ -367,12 +403,18 @@ func (t *docTable) appendEntry(key string, value []byte) (chunk, off uint32) {
 		t.chunks = append(t.chunks, c)
 		return uint32(len(t.chunks) - 1), 0
 	}
-	if t.cur < 0 || cap(t.chunks[t.cur])-len(t.chunks[t.cur]) < n {
-		size := chunkMin
-		if t.cur >= 0 {
-			size = min(2*cap(t.chunks[t.cur]), chunkMax)
-		}
-		t.chunks = append(t.chunks, make([]byte, 0, max(size, n)))
+	switch {
+	case t.cur >= 0 && cap(t.chunks[t.cur])-len(t.chunks[t.cur]) >= n:
+	case t.cur >= 0 && cap(t.chunks[t.cur]) < chunkMax:
+		// The current chunk grows by an eighth, copied: the entries keep
+		// their chunk and offset, and versions that readers hold keep
+		// the old copy, which holds the same bytes.
+		c := t.chunks[t.cur]
+		g := make([]byte, len(c), min(chunkMax, max(len(c)+n, cap(c)+cap(c)/8)))
+		copy(g, c)
+		t.chunks[t.cur] = g
+	default:
+		t.chunks = append(t.chunks, make([]byte, 0, max(chunkMin, n)))
 		t.cur = len(t.chunks) - 1
 	}
 	c := t.chunks[t.cur]
@@ -402,36 +444,32 @@ func (t *docTable) maybeCompact() {
 	}
 }
 
-// insertIndex adds record i, of hash h, to the index, growing it first
-// when it would pass three quarters full.
-func (t *docTable) insertIndex(i uint32, h uint64) {
-	if (t.n)*4 > len(t.index)*3 {
+// insertIndex adds record i, of key k, to the index, growing it by half
+// first when it would pass four fifths full.
+func (t *docTable) insertIndex(i uint32, k docKey) {
+	if t.n*5 > len(t.index)*4 {
 		t.growIndex()
 	}
-	mask := uint64(len(t.index) - 1)
-	for j := h & mask; ; j = (j + 1) & mask {
-		if t.index[j] == 0 {
-			t.index[j] = i + 1
-			return
-		}
+	j := t.home(k.cid, k.key)
+	for t.index[j] != 0 {
+		j = t.next(j)
 	}
+	t.index[j] = i + 1
 }
 
 func (t *docTable) growIndex() {
 	old := t.index
-	t.index = make([]uint32, max(16, 2*len(old)))
-	mask := uint64(len(t.index) - 1)
+	t.index = make([]uint32, max(16, len(old)+len(old)/2))
 	for _, e := range old {
 		if e == 0 {
 			continue
 		}
 		r := &t.recs[e-1]
-		for j := t.hash(CollectionID(r.cid), t.keyOf(e-1)) & mask; ; j = (j + 1) & mask {
-			if t.index[j] == 0 {
-				t.index[j] = e
-				break
-			}
+		j := t.home(CollectionID(r.cid), t.keyOf(e-1))
+		for t.index[j] != 0 {
+			j = t.next(j)
 		}
+		t.index[j] = e
 	}
 }
 
@@ -439,21 +477,20 @@ func (t *docTable) growIndex() {
 // after it that would no longer be found (linear probing keeps no
 // tombstones).
 func (t *docTable) deleteIndex(i uint32) {
-	mask := uint64(len(t.index) - 1)
 	r := &t.recs[i]
-	pos := t.hash(CollectionID(r.cid), t.keyOf(i)) & mask
+	pos := t.home(CollectionID(r.cid), t.keyOf(i))
 	for t.index[pos] != i+1 {
-		pos = (pos + 1) & mask
+		pos = t.next(pos)
 	}
 	for j := pos; ; {
-		j = (j + 1) & mask
+		j = t.next(j)
 		e := t.index[j]
 		if e == 0 {
 			t.index[pos] = 0
 			return
 		}
 		er := &t.recs[e-1]
-		h := t.hash(CollectionID(er.cid), t.keyOf(e-1)) & mask
+		h := t.home(CollectionID(er.cid), t.keyOf(e-1))
 		// e may move to pos unless its home h lies cyclically in (pos, j].
 		if (pos <= j && pos < h && h <= j) || (pos > j && (pos < h || h <= j)) {
 			continue
@@ -511,7 +548,10 @@ func (t *docTable) deletedAt(i uint32) int64 {
 	if t.recs[i].bits()&recWide != 0 {
 		return t.wide[i].deletedAt
 	}
-	return int64(t.recs[i].deletedAt)
+	if t.recs[i].bits()&recDeleted == 0 {
+		return 0
+	}
+	return int64(t.recs[i].createdAt)
 }
 
 // eject drops record i's resident value: the record keeps its key and

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// TestDocTableModel drives a docTable with random writes, removals and
+// ejections against a map of the versions it should hold: every key reads
+// back as written (fields, value, tombstones, ejected values, times and
+// revision counts too wide for a record), the index finds exactly the keys
+// held, and a version read before its key was rewritten, removed or its
+// chunk compacted keeps its key and value.
+func TestDocTableModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tab := newDocTable(3)
+	model := map[docKey]*Document{}
+	type held struct {
+		d          *Document
+		key, value string
+	}
+	var kept []held
+	keyOf := func() docKey {
+		return docKey{cid: CollectionID(rng.IntN(3)), key: fmt.Sprintf("key-%d", rng.IntN(400))}
+	}
+	for step := range 40_000 {
+		k := keyOf()
+		switch op := rng.IntN(10); {
+		case op < 6:
+			d := &Document{Key: k.key, Collection: k.cid, CAS: rng.Uint64(), Seq: uint64(step + 1),
+				RevSeq: uint64(rng.IntN(1000)), Partition: 3, Flags: rng.Uint32(), Type: TypeJSON,
+				TS: 1_700_000_000 + int64(step), CreatedAt: 1_600_000_000}
+			switch rng.IntN(12) {
+			case 0:
+				d.Value = bytes.Repeat([]byte{'b'}, bigEntry+rng.IntN(100)) // a chunk of its own
+			case 1:
+				d.Deleted, d.Value, d.DeletedAt, d.CreatedAt, d.TS = true, nil, 1_700_000_001, 0, 0
+				d.Expired = rng.IntN(2) == 0
+			case 2:
+				d.Value = nil // live, nil value
+				d.Type = TypeBinary
+			case 3:
+				d.Expiration = -5 // outside uint32: wide
+				d.Value = []byte("w")
+			case 4:
+				d.RevSeq = 1 << 40 // wide
+				d.Value = []byte("r")
+			case 5:
+				d.Type = "" // as a tombstone may carry
+				d.Value = []byte{}
+			case 6:
+				d.ExpiryPinned, d.Expiration = true, 1_800_000_000
+				d.Value = []byte(fmt.Sprintf(`{"s":%d}`, step))
+			default:
+				d.Value = []byte(fmt.Sprintf(`{"step":%d,"pad":"%s"}`, step, bytes.Repeat([]byte{'x'}, rng.IntN(300))))
+			}
+			tab.put(k, d)
+			model[k] = d
+		case op < 8:
+			_, queued := tab.remove(k)
+			if queued {
+				t.Fatalf("step %d: a removed record was queued; nothing queues here", step)
+			}
+			delete(model, k)
+		case op < 9:
+			if i, ok := tab.find(k); ok {
+				if v := tab.version(i); !v.deleted && !v.ejected && tab.recs[i].bits()&recNilValue == 0 && v.size > 0 {
+					tab.eject(i)
+					e := model[k].withoutValue()
+					e.Key, e.Collection, e.Partition = k.key, k.cid, 3
+					model[k] = e
+				}
+			}
+		default:
+			if i, ok := tab.find(k); ok {
+				d := tab.doc(i)
+				kept = append(kept, held{d, d.Key, string(d.Value)})
+			}
+		}
+		if step%997 == 0 || step == 39_999 {
+			checkTableModel(t, &tab, model)
+		}
+	}
+	for _, h := range kept {
+		if h.d.Key != h.key || string(h.d.Value) != h.value {
+			t.Fatalf("a version read earlier changed: %q %q, was %q %q", h.d.Key, h.d.Value, h.key, h.value)
+		}
+	}
+	if tab.dead > max(4096, tab.live) {
+		t.Errorf("arena: %d dead bytes beside %d live ones, compaction should have run", tab.dead, tab.live)
+	}
+}
+
+func checkTableModel(t *testing.T, tab *docTable, model map[docKey]*Document) {
+	t.Helper()
+	if tab.n != len(model) {
+		t.Fatalf("table holds %d keys, want %d", tab.n, len(model))
+	}
+	for k, want := range model {
+		got := tab.get(k)
+		if got == nil {
+			t.Fatalf("%v missing", k)
+		}
+		w := *want
+		w.Created = false // not kept
+		if !reflect.DeepEqual(got, &w) {
+			t.Fatalf("%v reads back as\n%+v\nwant\n%+v", k, got, &w)
+		}
+	}
+	c := &checker{}
+	p := &partition{id: tab.part}
+	p.mu.docs = *tab
+	c.checkTable(p)
+	if len(c.problems) > 0 {
+		t.Fatalf("table check: %v", c.problems)
+	}
+	if tab.has(docKey{key: "never-written"}) {
+		t.Fatal("a key never written is found")
+	}
+}

@@ -157,7 +157,9 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := b.commitCatalog(ce); err != nil {
 		return old, old, err
 	}
-	b.mem.configure(s)
+	if b.mem.configure(s) {
+		b.requeueAll()
+	}
 	b.settingsChanged(old, s)
 	b.maybeEvict(ctx)
 	return old, s, nil

@@ -127,16 +127,63 @@ func modeFor(s BucketSettings) memMode {
 // marks reads.
 func (m memMode) evicts() bool { return m == memEvict || m == memDelete || m == memEject }
 
-// configure applies a bucket's settings to the owner.
-func (m *memOwner) configure(s BucketSettings) {
+// configure applies a bucket's settings to the owner. It reports whether
+// the queue was turned on or off (the bucket then queues, or unqueues,
+// its keys: requeueAll).
+func (m *memOwner) configure(s BucketSettings) bool {
 	m.quota.Store(s.RAMQuotaMB << 20)
 	m.mode.Store(int32(modeFor(s)))
 	m.lru.Lock()
-	// Ephemeral and memcached buckets keep it whatever their policy
-	// (noEviction's mem_used counts its entries); a couchbase bucket keeps
-	// it to eject values.
-	m.lru.on = s.Type != Couchbase || modeFor(s) == memEject
+	defer m.lru.Unlock()
+	// Only a bucket that evicts keeps the queue: 8 bytes a key that
+	// nothing would read.
+	on := modeFor(s).evicts()
+	changed := on != m.lru.on
+	m.lru.on = on
+	return changed
+}
+
+// requeueAll makes the queue agree with lru.on after configure turned it
+// on (every key with something to evict joins, in record order) or off
+// (the queue is dropped, the keys' bits cleared, and the records removed
+// while queued freed).
+func (b *Bucket) requeueAll() {
+	m := &b.mem
+	m.evicting.Lock()
+	defer m.evicting.Unlock()
+	m.lru.Lock()
+	on := m.lru.on
+	if !on {
+		m.lru.q, m.lru.head = nil, 0
+		m.queued.Store(0)
+	}
 	m.lru.Unlock()
+	eject := memMode(m.mode.Load()) == memEject
+	for _, p := range b.parts {
+		p.mu.Lock()
+		t := &p.mu.docs
+		var add []uint64
+		for i := range t.recs {
+			r := &t.recs[i]
+			switch {
+			case !on && t.freeQueued(uint32(i)):
+				m.limbo.Add(-1)
+			case !on:
+				r.meta &^= recQueued | recRef
+			case r.meta&recUsed == 0 || r.meta&(recQueued|recEjected) != 0 || (eject && r.meta&recDeleted != 0):
+			default:
+				r.meta |= recQueued
+				add = append(add, uint64(p.id)<<32|uint64(i))
+			}
+		}
+		if len(add) > 0 {
+			m.lru.Lock()
+			m.lru.q = append(m.lru.q, add...)
+			m.queued.Store(int64(len(m.lru.q) - m.lru.head))
+			m.lru.Unlock()
+		}
+		p.mu.Unlock()
+	}
 }
 
 func (m *memOwner) high() int64 { return m.quota.Load() * highWaterPct / 100 }
@@ -265,7 +312,7 @@ func (b *Bucket) checkQuota(old, d *Document) error {
 	}
 	growth := docFootprint(d) - docFootprint(old)
 	if old == nil {
-		growth += itemOverhead + lruOverhead
+		growth += itemOverhead // (a refusing bucket keeps no queue)
 	}
 	if growth <= 0 || b.memUsed()+growth <= b.mem.quota.Load() {
 		return nil

@@ -323,3 +323,55 @@ func TestEphemeralNRUEvictionSmallDocuments(t *testing.T) {
 		t.Errorf("%d small documents into 1 MiB with nruEviction: curr_items %d, evictions %d, mem_used %d", total, st.CurrItems, st.Evictions, st.MemUsed)
 	}
 }
+
+// TestEphemeralPolicySwitchQueuesKeys: an ephemeral bucket with noEviction
+// keeps no eviction queue; switched to nruEviction it queues the keys it
+// holds, so the next writes past the high-water mark evict the oldest of
+// them; switched back, it refuses again and evicts nothing more.
+func TestEphemeralPolicySwitchQueuesKeys(t *testing.T) {
+	ctx := context.Background()
+	b := memBucket(t, engine.Ephemeral, 1, engine.NoEviction)
+	c := b.DefaultCollection()
+	n := 0
+	for b.Stats().MemUsed < b.Stats().MemHighWat-4096 {
+		if _, err := c.Upsert(ctx, memKey(n), memValue(n), nil); err != nil {
+			t.Fatalf("upsert %d under noEviction: %v", n, err)
+		}
+		n++
+	}
+	setPolicy := func(p engine.EvictionPolicy) {
+		t.Helper()
+		if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.EvictionPolicy = p; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPolicy(engine.NRUEviction)
+	for i := n; i < n+400; i++ {
+		if _, err := c.Upsert(ctx, memKey(i), memValue(i), nil); err != nil {
+			t.Fatalf("upsert %d under nruEviction: %v", i, err)
+		}
+	}
+	st := b.Stats()
+	if st.Evictions == 0 || st.MemUsed > st.MemHighWat {
+		t.Fatalf("after switching to nruEviction: evictions %d, mem_used %d, high-water mark %d", st.Evictions, st.MemUsed, st.MemHighWat)
+	}
+	if _, err := c.Get(ctx, memKey(0)); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("the oldest document, written before the switch: %v, want ErrNotFound (evicted)", err)
+	}
+	setPolicy(engine.NoEviction)
+	evicted := st.Evictions
+	refused := false
+	for i := n + 400; i < n+2000 && !refused; i++ {
+		_, err := c.Upsert(ctx, memKey(i), memValue(i), nil)
+		refused = errors.Is(err, engine.ErrTempOOM)
+		if err != nil && !refused {
+			t.Fatal(err)
+		}
+	}
+	if st := b.Stats(); !refused || st.Evictions != evicted {
+		t.Errorf("back to noEviction: refused %v, evictions %d (were %d)", refused, st.Evictions, evicted)
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -145,28 +145,29 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		p.mu.RLock()
 	}
 	defer p.mu.RUnlock()
-	log, top := p.mu.log, p.mu.logTop
-	i := sort.Search(len(log), func(i int) bool { return log[i].seq() > s.After })
+	log, top := &p.mu.log, p.mu.logTop
+	i := log.after(s.After)
 	// Every version logged before j has a CAS at or below Lo.
 	if j := sort.Search(len(top), func(j int) bool { return top[j] > s.Lo }); j > i {
 		i = j
-		s.After = log[j-1].seq()
+		s.After = log.seq(j - 1)
 	}
 	n := 0
-	for ; i < len(log); i++ {
-		e := log[i]
-		if !p.currentLocked(e) {
-			s.After = e.seq()
+	for ; i < log.len(); i++ {
+		seq := log.seq(i)
+		if !p.currentLocked(i) {
+			s.After = seq
 			continue
 		}
-		r := &p.mu.docs.recs[e.slot]
+		slot := log.slot(i)
+		r := &p.mu.docs.recs[slot]
 		if r.cas <= s.Lo || r.cas > s.Hi {
-			s.After = e.seq()
+			s.After = seq
 			continue
 		}
-		d := p.mu.docs.doc(e.slot)
+		d := p.mu.docs.doc(slot)
 		if s.Keep != nil && !s.Keep(d) {
-			s.After = e.seq()
+			s.After = seq
 			continue
 		}
 		if n == s.Limit {
@@ -175,7 +176,7 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		}
 		s.Docs = append(s.Docs, d)
 		n++
-		s.After = e.seq()
+		s.After = seq
 	}
 }
 
@@ -185,10 +186,10 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 // REQUIRES: p.mu held for writing.
 func (p *partition) indexLogLocked() {
 	var top uint64
-	p.mu.logTop = slices.Grow(p.mu.logTop[:0], len(p.mu.log))
-	for _, e := range p.mu.log {
-		if p.currentLocked(e) {
-			top = max(top, p.mu.docs.recs[e.slot].cas)
+	p.mu.logTop = slices.Grow(p.mu.logTop[:0], p.mu.log.len())
+	for i := range p.mu.log.len() {
+		if p.currentLocked(i) {
+			top = max(top, p.mu.docs.recs[p.mu.log.slot(i)].cas)
 		}
 		p.mu.logTop = append(p.mu.logTop, top)
 	}

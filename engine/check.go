@@ -104,29 +104,31 @@ func (b *Bucket) Check(ctx context.Context) error {
 		}
 		durable[p.id] = p.mu.durable
 		t := &p.mu.docs
-		logged := make(map[uint64]uint32, len(p.mu.log))
+		log := &p.mu.log
+		logged := make(map[uint64]uint32, log.len())
 		indexed := p.mu.logIndexed
-		if indexed && len(p.mu.logTop) != len(p.mu.log) {
-			c.addf("partition %d: change log of %d entries has %d CAS maxima", p.id, len(p.mu.log), len(p.mu.logTop))
+		if indexed && len(p.mu.logTop) != log.len() {
+			c.addf("partition %d: change log of %d entries has %d CAS maxima", p.id, log.len(), len(p.mu.logTop))
 			indexed = false
 		}
-		for i, e := range p.mu.log {
-			if i > 0 && p.mu.log[i-1].seq() >= e.seq() {
-				c.addf("partition %d: change log out of order at %d (%d after %d)", p.id, i, e.seq(), p.mu.log[i-1].seq())
+		for i := range log.len() {
+			seq, slot := log.seq(i), log.slot(i)
+			if i > 0 && log.seq(i-1) >= seq {
+				c.addf("partition %d: change log out of order at %d (%d after %d)", p.id, i, seq, log.seq(i-1))
 			}
-			if int(e.slot) >= len(t.recs) {
-				c.addf("partition %d: change log entry %d names record %d of %d", p.id, i, e.slot, len(t.recs))
+			if int(slot) >= len(t.recs) {
+				c.addf("partition %d: change log entry %d names record %d of %d", p.id, i, slot, len(t.recs))
 				continue
 			}
-			logged[e.seq()] = e.slot
+			logged[seq] = slot
 			if !indexed {
 				continue
 			}
 			if i > 0 && p.mu.logTop[i] < p.mu.logTop[i-1] {
 				c.addf("partition %d: change log's CAS maximum falls at %d (%d after %d)", p.id, i, p.mu.logTop[i], p.mu.logTop[i-1])
 			}
-			if p.currentLocked(e) && t.recs[e.slot].cas > p.mu.logTop[i] {
-				c.addf("partition %d: change log's CAS maximum %d at %d is below its document's CAS %d", p.id, p.mu.logTop[i], i, t.recs[e.slot].cas)
+			if p.currentLocked(i) && t.recs[slot].cas > p.mu.logTop[i] {
+				c.addf("partition %d: change log's CAS maximum %d at %d is below its document's CAS %d", p.id, p.mu.logTop[i], i, t.recs[slot].cas)
 			}
 		}
 		c.checkTable(p)

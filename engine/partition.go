@@ -14,21 +14,53 @@ type docKey struct {
 	key string
 }
 
-// logEntry records that the key of record slot changed at seq. A later
-// change of the same key leaves the older entry stale (the record's
+// changeLog is a partition's committed changes in sequence order: each
+// entry says that the key of a record changed at a sequence number. A
+// later change of the same key leaves the older entry stale (the record's
 // sequence number is another, or the record is free or another key's);
-// readers skip stale entries. It is 12 bytes, with no pointer: the
-// sequence number in two halves.
-type logEntry struct {
-	seqHi, seqLo uint32
-	slot         uint32
+// readers skip stale entries. An entry is 8 bytes with no pointer: the
+// record number and the sequence number's low half; the high halves,
+// which change once in 2^32 changes, are kept apart (his), each with the
+// first entry that has it.
+type changeLog struct {
+	ents []logEntry
+	his  []logHi
 }
 
-func newLogEntry(seq uint64, slot uint32) logEntry {
-	return logEntry{seqHi: uint32(seq >> 32), seqLo: uint32(seq), slot: slot}
+type logEntry struct{ lo, slot uint32 }
+
+type logHi struct {
+	start int // the first entry with this high half
+	hi    uint32
 }
 
-func (e logEntry) seq() uint64 { return uint64(e.seqHi)<<32 | uint64(e.seqLo) }
+func (l *changeLog) len() int { return len(l.ents) }
+
+// slot returns entry i's record number.
+func (l *changeLog) slot(i int) uint32 { return l.ents[i].slot }
+
+// seq returns entry i's sequence number.
+func (l *changeLog) seq(i int) uint64 {
+	h := len(l.his) - 1
+	for h > 0 && l.his[h].start > i {
+		h--
+	}
+	return uint64(l.his[h].hi)<<32 | uint64(l.ents[i].lo)
+}
+
+// add appends a change, seq above every logged one.
+func (l *changeLog) add(seq uint64, slot uint32) {
+	if hi := uint32(seq >> 32); len(l.his) == 0 || l.his[len(l.his)-1].hi != hi {
+		l.his = append(l.his, logHi{start: len(l.ents), hi: hi})
+	}
+	l.ents = appendSlim(l.ents, logEntry{lo: uint32(seq), slot: slot})
+}
+
+// after returns the index of the first entry whose sequence number is
+// above seq.
+func (l *changeLog) after(seq uint64) int {
+	return sort.Search(len(l.ents), func(i int) bool { return l.seq(i) > seq })
+}
 
 // partition is one vBucket: its documents and its change log.
 // One writer at a time (mu held for writing); many readers.
@@ -44,9 +76,9 @@ type partition struct {
 		// version: reads see it before the committed one, the change feed
 		// does not. It goes once a version at least as new is committed.
 		acked   map[docKey]*Document
-		seq     uint64     // highest sequence number given out
-		durable uint64     // highest sequence number committed: the feed's end
-		log     []logEntry // committed changes, ordered by seq; may hold stale entries
+		seq     uint64    // highest sequence number given out
+		durable uint64    // highest sequence number committed: the feed's end
+		log     changeLog // committed changes, ordered by seq; may hold stale entries
 		// logTop is, once the log is indexed (logIndexed), the highest CAS
 		// of the versions logged up to each entry of log: it never falls
 		// along the log, so a reader of the changes above a CAS finds where
@@ -139,7 +171,7 @@ func (p *partition) readTouchLocked(k docKey, touch bool) *Document {
 //
 // REQUIRES: p.mu held for writing.
 func (p *partition) appendLogLocked(seq uint64, slot uint32) {
-	p.mu.log = appendSlim(p.mu.log, newLogEntry(seq, slot))
+	p.mu.log.add(seq, slot)
 	if p.mu.logIndexed {
 		top := p.mu.docs.recs[slot].cas
 		if n := len(p.mu.logTop); n > 0 {
@@ -147,30 +179,35 @@ func (p *partition) appendLogLocked(seq uint64, slot uint32) {
 		}
 		p.mu.logTop = appendSlim(p.mu.logTop, top)
 	}
-	if n := len(p.mu.log); n > 1024 && n > 2*p.mu.docs.n {
+	if n := p.mu.log.len(); n > 1024 && n > 2*p.mu.docs.n {
 		p.rebuildLogLocked()
 	}
 }
 
-// currentLocked reports whether log entry e is its key's latest change:
-// its record holds the version e logged.
+// currentLocked reports whether log entry i is its key's latest change:
+// its record holds the version the entry logged.
 //
 // REQUIRES: p.mu held.
-func (p *partition) currentLocked(e logEntry) bool {
-	r := &p.mu.docs.recs[e.slot]
-	return r.bits()&recUsed != 0 && r.seq == e.seq()
+func (p *partition) currentLocked(i int) bool {
+	r := &p.mu.docs.recs[p.mu.log.slot(i)]
+	return r.bits()&recUsed != 0 && r.seq == p.mu.log.seq(i)
 }
 
 // rebuildLogLocked rebuilds the change log from the documents, one entry each.
 //
 // REQUIRES: p.mu held for writing.
 func (p *partition) rebuildLogLocked() {
-	log := make([]logEntry, 0, p.mu.docs.n)
+	slots := make([]uint32, 0, p.mu.docs.n)
 	p.mu.docs.each(func(i uint32) bool {
-		log = append(log, newLogEntry(p.mu.docs.recs[i].seq, i))
+		slots = append(slots, i)
 		return true
 	})
-	slices.SortFunc(log, func(a, b logEntry) int { return cmp.Compare(a.seq(), b.seq()) })
+	recs := p.mu.docs.recs
+	slices.SortFunc(slots, func(a, b uint32) int { return cmp.Compare(recs[a].seq, recs[b].seq) })
+	log := changeLog{ents: make([]logEntry, 0, len(slots))}
+	for _, i := range slots {
+		log.add(recs[i].seq, i)
+	}
 	p.mu.log = log
 	if p.mu.logIndexed {
 		p.indexLogLocked()
@@ -186,19 +223,17 @@ func (p *partition) changesAfter(since uint64, limit int, out []*Document) ([]*D
 	if p.mu.durable <= since {
 		return out, since
 	}
-	log := p.mu.log
-	i := sort.Search(len(log), func(i int) bool { return log[i].seq() > since })
+	log := &p.mu.log
 	seen := since
-	for n := 0; i < len(log); i++ {
-		e := log[i]
-		if p.currentLocked(e) {
+	for i, n := log.after(since), 0; i < log.len(); i++ {
+		if p.currentLocked(i) {
 			if n == limit {
 				return out, seen
 			}
-			out = append(out, p.mu.docs.doc(e.slot))
+			out = append(out, p.mu.docs.doc(log.slot(i)))
 			n++
 		}
-		seen = e.seq()
+		seen = log.seq(i)
 	}
 	return out, p.mu.durable
 }

@@ -121,3 +121,30 @@ func checkTableModel(t *testing.T, tab *docTable, model map[docKey]*Document) {
 		t.Fatal("a key never written is found")
 	}
 }
+
+// TestChangeLogAcrossHighHalves: the change log keeps sequence numbers'
+// high halves apart from its entries; entries on both sides of 2^32 (and of
+// 2^33) read back whole and are found by after.
+func TestChangeLogAcrossHighHalves(t *testing.T) {
+	var l changeLog
+	var seqs []uint64
+	for _, base := range []uint64{5, 1<<32 - 3, 1<<33 - 2} {
+		for i := range uint64(5) {
+			seqs = append(seqs, base+i)
+		}
+	}
+	for i, s := range seqs {
+		l.add(s, uint32(i))
+	}
+	for i, s := range seqs {
+		if got := l.seq(i); got != s || l.slot(i) != uint32(i) {
+			t.Fatalf("entry %d: seq %d slot %d, want %d %d", i, got, l.slot(i), s, i)
+		}
+		if got := l.after(s - 1); got != i {
+			t.Fatalf("after(%d) = %d, want %d", s-1, got, i)
+		}
+	}
+	if got := l.after(seqs[len(seqs)-1]); got != len(seqs) {
+		t.Fatalf("after the last: %d, want %d", got, len(seqs))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"sort"
@@ -122,6 +123,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		}
 	}
 	b.parts = make([]*partition, ce.Parts)
+	b.mem.slotBits = 32 - bits.Len(uint(max(ce.Parts, 1)-1))
 	for i := range b.parts {
 		b.parts[i] = newPartition(uint16(i))
 	}

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -57,17 +59,38 @@ type memOwner struct {
 		sync.Mutex
 		on bool // the bucket keeps the queue (see configure)
 		// q is the second-chance FIFO, oldest at q[head]: each entry a
-		// key's record, partition<<32 | record number. A key is queued
-		// once at most (recQueued).
-		q    []uint64
+		// key's record (queueEntry). A key is queued once at most
+		// (recQueued).
+		q    []uint32
 		head int
 	}
 	// limbo counts the records removed while queued: they wait for the
 	// queue to let them go (reclaimLimbo) before they are reused.
 	limbo atomic.Int64
+	// slotBits is how many low bits of a queue entry hold the record
+	// number; the partition's number is above them.
+	slotBits int
 	// queued is len(lru.q) - lru.head, kept for mem_used, which every write
 	// of an evicting bucket reads, without taking lru's lock.
 	queued atomic.Int64
+}
+
+// queueEntry returns the queue's entry for record slot of partition part:
+// 4 bytes, the partition's number above the record's, which has the bits
+// the bucket's partitions leave (22 with 1,024: four million records a
+// partition). A record beyond them is not queued (ok false): a partition
+// would hold that many keys only with more memory than a key's record and
+// bytes take, many times over.
+func (m *memOwner) queueEntry(part uint16, slot uint32) (uint32, bool) {
+	if uint64(slot) >= 1<<m.slotBits {
+		return 0, false
+	}
+	return uint32(uint64(part)<<m.slotBits) | slot, true
+}
+
+// splitEntry returns the partition and record number of queue entry e.
+func (m *memOwner) splitEntry(e uint32) (int, uint32) {
+	return int(uint64(e) >> m.slotBits), uint32(uint64(e) & (1<<m.slotBits - 1))
 }
 
 // memMode is what a bucket does when its memory passes the quota.
@@ -97,7 +120,7 @@ const (
 const (
 	itemOverhead = 32
 	expOverhead  = 96
-	lruOverhead  = 8
+	lruOverhead  = 4
 )
 
 // docFootprint is what version d counts in ep_kv_size: its record, key and
@@ -144,9 +167,10 @@ func (m *memOwner) configure(s BucketSettings) bool {
 }
 
 // requeueAll makes the queue agree with lru.on after configure turned it
-// on (every key with something to evict joins, in record order) or off
-// (the queue is dropped, the keys' bits cleared, and the records removed
-// while queued freed).
+// on (every key with something to evict joins, oldest write first: in CAS
+// order, which follows the writes across partitions) or off (the queue is
+// dropped, the keys' bits cleared, and the records removed while queued
+// freed).
 func (b *Bucket) requeueAll() {
 	m := &b.mem
 	m.evicting.Lock()
@@ -159,10 +183,14 @@ func (b *Bucket) requeueAll() {
 	}
 	m.lru.Unlock()
 	eject := memMode(m.mode.Load()) == memEject
+	type aged struct {
+		cas uint64
+		e   uint32
+	}
+	var add []aged
 	for _, p := range b.parts {
 		p.mu.Lock()
 		t := &p.mu.docs
-		var add []uint64
 		for i := range t.recs {
 			r := &t.recs[i]
 			switch {
@@ -172,18 +200,28 @@ func (b *Bucket) requeueAll() {
 				r.meta &^= recQueued | recRef
 			case r.meta&recUsed == 0 || r.meta&(recQueued|recEjected) != 0 || (eject && r.meta&recDeleted != 0):
 			default:
-				r.meta |= recQueued
-				add = append(add, uint64(p.id)<<32|uint64(i))
+				if e, ok := m.queueEntry(p.id, uint32(i)); ok {
+					r.meta |= recQueued
+					add = append(add, aged{r.cas, e})
+				}
 			}
-		}
-		if len(add) > 0 {
-			m.lru.Lock()
-			m.lru.q = append(m.lru.q, add...)
-			m.queued.Store(int64(len(m.lru.q) - m.lru.head))
-			m.lru.Unlock()
 		}
 		p.mu.Unlock()
 	}
+	if len(add) == 0 {
+		return
+	}
+	slices.SortFunc(add, func(a, b aged) int { return cmp.Compare(a.cas, b.cas) })
+	m.lru.Lock()
+	// Keys published since their partition was visited queued themselves
+	// already: the older ones go before them.
+	q := make([]uint32, 0, len(add)+len(m.lru.q)-m.lru.head)
+	for _, a := range add {
+		q = append(q, a.e)
+	}
+	m.lru.q, m.lru.head = append(q, m.lru.q[m.lru.head:]...), 0
+	m.queued.Store(int64(len(m.lru.q)))
+	m.lru.Unlock()
 }
 
 func (m *memOwner) high() int64 { return m.quota.Load() * highWaterPct / 100 }
@@ -242,10 +280,14 @@ func (b *Bucket) published(p *partition, slot uint32, old, cur version) {
 		r.meta |= recRef // rewritten: recently used
 		return
 	}
+	e, ok := m.queueEntry(p.id, slot)
+	if !ok {
+		return
+	}
 	m.lru.Lock()
 	if m.lru.on {
 		r.meta |= recQueued
-		m.lru.q = append(m.lru.q, uint64(p.id)<<32|uint64(slot))
+		m.lru.q = append(m.lru.q, e)
 		m.queued.Store(int64(len(m.lru.q) - m.lru.head))
 	}
 	m.lru.Unlock()
@@ -263,7 +305,7 @@ func (b *Bucket) removed(p *partition, old version, queued bool) {
 }
 
 // pop takes up to n keys from the front of the queue.
-func (m *memOwner) pop(n int, out []uint64) []uint64 {
+func (m *memOwner) pop(n int, out []uint32) []uint32 {
 	m.lru.Lock()
 	defer m.lru.Unlock()
 	end := min(m.lru.head+n, len(m.lru.q))
@@ -281,7 +323,7 @@ func (m *memOwner) pop(n int, out []uint64) []uint64 {
 }
 
 // requeue puts keys given a second chance at the back of the queue.
-func (m *memOwner) requeue(es []uint64) {
+func (m *memOwner) requeue(es []uint32) {
 	if len(es) == 0 {
 		return
 	}
@@ -356,9 +398,10 @@ func (b *Bucket) reclaimLimbo() {
 	m.lru.Unlock()
 	kept := q[:0]
 	for _, e := range q {
-		p := b.parts[e>>32]
+		part, slot := m.splitEntry(e)
+		p := b.parts[part]
 		p.mu.Lock()
-		freed := p.mu.docs.freeQueued(uint32(e))
+		freed := p.mu.docs.freeQueued(slot)
 		p.mu.Unlock()
 		if freed {
 			m.limbo.Add(-1)
@@ -381,7 +424,7 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 	b.mem.lru.Lock()
 	budget := 2*(len(b.mem.lru.q)-b.mem.lru.head) + 64
 	b.mem.lru.Unlock()
-	var batch, again []uint64
+	var batch, again []uint32
 	for b.evictable() > target && budget > 0 && ctx.Err() == nil {
 		batch = b.mem.pop(64, batch[:0])
 		if len(batch) == 0 {
@@ -390,7 +433,7 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 		again = again[:0]
 		for _, e := range batch {
 			budget--
-			if b.evictEntry(b.parts[e>>32], uint32(e)) {
+			if part, slot := b.mem.splitEntry(e); b.evictEntry(b.parts[part], slot) {
 				again = append(again, e)
 			}
 		}

@@ -352,8 +352,10 @@ func TestEphemeralPolicySwitchQueuesKeys(t *testing.T) {
 		}
 	}
 	st := b.Stats()
-	if st.Evictions == 0 || st.MemUsed > st.MemHighWat {
-		t.Fatalf("after switching to nruEviction: evictions %d, mem_used %d, high-water mark %d", st.Evictions, st.MemUsed, st.MemHighWat)
+	// (Evictions are deletions: their tombstones stay in mem_used until
+	// the metadata purge, as TestEphemeralNRUEvictionDeletes says.)
+	if st.Evictions == 0 || st.CurrItems*200 > st.MemHighWat {
+		t.Fatalf("after switching to nruEviction: evictions %d, curr_items %d, high-water mark %d", st.Evictions, st.CurrItems, st.MemHighWat)
 	}
 	if _, err := c.Get(ctx, memKey(0)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("the oldest document, written before the switch: %v, want ErrNotFound (evicted)", err)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"testing"
@@ -10,12 +11,11 @@ import (
 )
 
 // heapDocs is how many documents BenchmarkHeapPerDoc loads.
-const heapDocs = 100_000
+var heapDocs = flag.Int("heapdocs", 100_000, "documents BenchmarkHeapPerDoc loads")
 
 // BenchmarkHeapPerDoc loads 100,000 small documents (the memory issue's
-// shape: a 8-byte key, a 29-byte value) into an ephemeral and a couchbase
-// bucket and
-// reports the live heap they take per document (heap-B/doc), that beyond
+// shape: a 8-byte key, a 29-byte value; -heapdocs sets how many) into an
+// ephemeral and a couchbase bucket and reports the live heap they take per document (heap-B/doc), that beyond
 // their key and value (overhead-B/doc), and the bucket's own account of it
 // (mem_used-B/doc), which should stay close to the first.
 func BenchmarkHeapPerDoc(b *testing.B) {
@@ -39,7 +39,7 @@ func benchHeapPerDoc(b *testing.B, typ engine.BucketType) {
 		}
 		c := bk.DefaultCollection()
 		before := liveHeap()
-		for i := range heapDocs {
+		for i := range *heapDocs {
 			if _, err := c.Upsert(ctx, fmt.Sprintf("k%07d", i), value, nil); err != nil {
 				b.Fatal(err)
 			}
@@ -51,10 +51,10 @@ func benchHeapPerDoc(b *testing.B, typ engine.BucketType) {
 			b.Fatal(err)
 		}
 	}
-	per := heap / float64(b.N) / heapDocs
+	per := heap / float64(b.N) / float64(*heapDocs)
 	b.ReportMetric(per, "heap-B/doc")
 	b.ReportMetric(per-float64(len("k0000000")+len(value)), "overhead-B/doc")
-	b.ReportMetric(used/float64(b.N)/heapDocs, "mem_used-B/doc")
+	b.ReportMetric(used/float64(b.N)/float64(*heapDocs), "mem_used-B/doc")
 }
 
 // liveHeap returns the bytes of live heap after a full collection.

@@ -21,15 +21,17 @@ import (
 //     (a deletion, so view indexes and the change feed see it);
 //   - couchbase buckets (valueOnly) eject the values of documents already
 //     on disk, least recently used first, past the high-water mark and
-//     down to the low-water mark: keys and metadata stay, a metadata-only
-//     copy (Document.ejected) replaces the version in memory, and a read of
-//     the value fetches it from the store (fetch.go).
+//     down to the low-water mark: keys and metadata stay, the key's record
+//     becomes metadata-only (recEjected; a Document made from it is
+//     ejected), and a read of the value fetches it from the store
+//     (fetch.go).
 //
 // The accounting is counters updated where versions are published,
 // replaced, purged, dropped and evicted, never a walk: ep_kv_size sums each
-// committed version's footprint (docFootprint), and mem_used adds what the
-// bucket keeps per item beside it (itemOverhead: its map slot and change-log
-// entry), per expiry-index entry, and per LRU-queue entry.
+// committed version's footprint (version.footprint: its record, key and
+// resident value), and mem_used adds what the bucket keeps per item beside
+// it (itemOverhead: its index slot and change-log entry), per expiry-index
+// entry, and per LRU-queue entry.
 //
 // Least recently used is approximated with second chance (CLOCK): a key of
 // an evicting bucket whose committed version is published joins the back of

@@ -41,7 +41,7 @@ type Stats struct {
 	SlidingExtends int64
 	// MemUsed is the memory the bucket's documents hold, by the memory
 	// owner's account: KVSize plus the estimated overhead of each item's
-	// map slot, change-log entry, expiry entry and LRU entry (mem_used).
+	// index slot, change-log entry, expiry entry and LRU entry (mem_used).
 	MemUsed int64
 	// StorageMemUsed is the memory the bucket's store holds beside the
 	// memory owner's account, outside mem_used and the quota: a pebble

@@ -29,6 +29,10 @@ type docTable struct {
 	recs  []docRec
 	free  []uint32 // record numbers free for reuse
 	index []uint32 // record number + 1, 0 for an empty slot (linear probing)
+	// tags holds a byte of each index slot's key's hash: a search
+	// compares a record's key only when its tag matches, so it touches
+	// about one record, not one a probe.
+	tags []uint8
 	n     int      // keys held (records in use)
 	// chunks are the arena: keys and resident values, each record's key
 	// followed by its value, at recs[i].chunk, recs[i].off.
@@ -101,9 +105,10 @@ func narrow(v int64) bool { return v >= 0 && v <= 1<<32-1 }
 // home returns the index slot where a search for key of collection cid
 // starts: its hash mapped onto the index's length (which need not be a
 // power of two, so that the index grows by half, not double).
-func (t *docTable) home(cid CollectionID, key string) int {
+// home also returns the key's tag (see tags).
+func (t *docTable) home(cid CollectionID, key string) (int, uint8) {
 	h := maphash.String(t.seed, key) ^ uint64(cid)*0x9e3779b97f4a7c15
-	return int((h >> 32) * uint64(len(t.index)) >> 32)
+	return int((h >> 32) * uint64(len(t.index)) >> 32), uint8(h)
 }
 
 // next returns the index slot after j, wrapping.
@@ -130,10 +135,14 @@ func (t *docTable) find(k docKey) (uint32, bool) {
 	if t.n == 0 {
 		return 0, false
 	}
-	for i := t.home(k.cid, k.key); ; i = t.next(i) {
+	i, tag := t.home(k.cid, k.key)
+	for ; ; i = t.next(i) {
 		e := t.index[i]
 		if e == 0 {
 			return 0, false
+		}
+		if t.tags[i] != tag {
+			continue
 		}
 		r := &t.recs[e-1]
 		if CollectionID(r.cid) == k.cid && int(r.bits()&0xff) == len(k.key) && t.keyOf(e-1) == k.key {
@@ -450,26 +459,27 @@ func (t *docTable) insertIndex(i uint32, k docKey) {
 	if t.n*5 > len(t.index)*4 {
 		t.growIndex()
 	}
-	j := t.home(k.cid, k.key)
+	j, tag := t.home(k.cid, k.key)
 	for t.index[j] != 0 {
 		j = t.next(j)
 	}
-	t.index[j] = i + 1
+	t.index[j], t.tags[j] = i+1, tag
 }
 
 func (t *docTable) growIndex() {
 	old := t.index
-	t.index = make([]uint32, max(16, len(old)+len(old)/2))
+	n := max(16, len(old)+len(old)/2)
+	t.index, t.tags = make([]uint32, n), make([]uint8, n)
 	for _, e := range old {
 		if e == 0 {
 			continue
 		}
 		r := &t.recs[e-1]
-		j := t.home(CollectionID(r.cid), t.keyOf(e-1))
+		j, tag := t.home(CollectionID(r.cid), t.keyOf(e-1))
 		for t.index[j] != 0 {
 			j = t.next(j)
 		}
-		t.index[j] = e
+		t.index[j], t.tags[j] = e, tag
 	}
 }
 
@@ -478,7 +488,7 @@ func (t *docTable) growIndex() {
 // tombstones).
 func (t *docTable) deleteIndex(i uint32) {
 	r := &t.recs[i]
-	pos := t.home(CollectionID(r.cid), t.keyOf(i))
+	pos, _ := t.home(CollectionID(r.cid), t.keyOf(i))
 	for t.index[pos] != i+1 {
 		pos = t.next(pos)
 	}
@@ -490,12 +500,12 @@ func (t *docTable) deleteIndex(i uint32) {
 			return
 		}
 		er := &t.recs[e-1]
-		h := t.home(CollectionID(er.cid), t.keyOf(e-1))
+		h, _ := t.home(CollectionID(er.cid), t.keyOf(e-1))
 		// e may move to pos unless its home h lies cyclically in (pos, j].
 		if (pos <= j && pos < h && h <= j) || (pos > j && (pos < h || h <= j)) {
 			continue
 		}
-		t.index[pos] = e
+		t.index[pos], t.tags[pos] = e, t.tags[j]
 		pos = j
 	}
 }
@@ -532,7 +542,7 @@ func (t *docTable) same(i uint32, d *Document) bool {
 
 // heapBytes is what the table holds in the heap: records, index and arena.
 func (t *docTable) heapBytes() int64 {
-	n := int64(cap(t.recs))*docRecSize + int64(cap(t.index))*4 + int64(cap(t.free))*4
+	n := int64(cap(t.recs))*docRecSize + int64(cap(t.index))*5 + int64(cap(t.free))*4
 	for _, c := range t.chunks {
 		n += int64(cap(c))
 	}

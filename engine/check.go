@@ -376,8 +376,8 @@ func (c *checker) checkTable(p *partition) {
 			continue
 		}
 		entries++
-		if int(e-1) >= len(t.recs) || t.recs[e-1].bits()&recUsed == 0 {
-			c.addf("partition %d: the index names record %d, not in use", p.id, e-1)
+		if s := t.slotOf(e); int(s) >= len(t.recs) || t.recs[s].bits()&recUsed == 0 {
+			c.addf("partition %d: the index names record %d, not in use", p.id, s)
 		}
 	}
 	if used != t.n || entries != t.n {

@@ -24,16 +24,17 @@ import (
 // Every method REQUIRES the partition's lock: held for writing by those
 // that change the table, for reading at least by the others.
 type docTable struct {
-	part  uint16
-	seed  maphash.Seed
-	recs  []docRec
-	free  []uint32 // record numbers free for reuse
-	index []uint32 // record number + 1, 0 for an empty slot (linear probing)
-	// tags holds a byte of each index slot's key's hash: a search
-	// compares a record's key only when its tag matches, so it touches
-	// about one record, not one a probe.
-	tags []uint8
-	n     int      // keys held (records in use)
+	part uint16
+	seed maphash.Seed
+	recs []docRec
+	free []uint32 // record numbers free for reuse
+	// index holds, per slot, 0 (empty) or an entry: record number + 1 in
+	// the low slotBits bits, and above them a tag, bits of the key's hash
+	// (linear probing). A search compares a record's key only when the
+	// tag matches, so it touches about one record, not one a probe.
+	index    []uint32
+	slotBits int // 24 until a partition holds 2^24 records, then more
+	n        int // keys held (records in use)
 	// chunks are the arena: keys and resident values, each record's key
 	// followed by its value, at recs[i].chunk, recs[i].off.
 	chunks [][]byte
@@ -96,8 +97,17 @@ const (
 )
 
 func newDocTable(part uint16) docTable {
-	return docTable{part: part, seed: maphash.MakeSeed(), cur: -1}
+	return docTable{part: part, seed: maphash.MakeSeed(), cur: -1, slotBits: 24}
 }
+
+// entry returns the index entry of record i with tag.
+func (t *docTable) entry(i, tag uint32) uint32 { return tag<<t.slotBits | (i + 1) }
+
+// slotOf returns the record number of index entry e.
+func (t *docTable) slotOf(e uint32) uint32 { return uint32(uint64(e)&(1<<t.slotBits-1)) - 1 }
+
+// tagOf returns the tag of index entry e.
+func (t *docTable) tagOf(e uint32) uint32 { return uint32(uint64(e) >> t.slotBits) }
 
 // narrow reports whether v fits a record's uint32 seconds.
 func narrow(v int64) bool { return v >= 0 && v <= 1<<32-1 }
@@ -105,10 +115,10 @@ func narrow(v int64) bool { return v >= 0 && v <= 1<<32-1 }
 // home returns the index slot where a search for key of collection cid
 // starts: its hash mapped onto the index's length (which need not be a
 // power of two, so that the index grows by half, not double).
-// home also returns the key's tag (see tags).
-func (t *docTable) home(cid CollectionID, key string) (int, uint8) {
+// home also returns the key's tag (see index).
+func (t *docTable) home(cid CollectionID, key string) (int, uint32) {
 	h := maphash.String(t.seed, key) ^ uint64(cid)*0x9e3779b97f4a7c15
-	return int((h >> 32) * uint64(len(t.index)) >> 32), uint8(h)
+	return int((h >> 32) * uint64(len(t.index)) >> 32), uint32(h & (1<<(32-t.slotBits) - 1))
 }
 
 // next returns the index slot after j, wrapping.
@@ -141,12 +151,13 @@ func (t *docTable) find(k docKey) (uint32, bool) {
 		if e == 0 {
 			return 0, false
 		}
-		if t.tags[i] != tag {
+		if t.tagOf(e) != tag {
 			continue
 		}
-		r := &t.recs[e-1]
-		if CollectionID(r.cid) == k.cid && int(r.bits()&0xff) == len(k.key) && t.keyOf(e-1) == k.key {
-			return e - 1, true
+		s := t.slotOf(e)
+		r := &t.recs[s]
+		if CollectionID(r.cid) == k.cid && int(r.bits()&0xff) == len(k.key) && t.keyOf(s) == k.key {
+			return s, true
 		}
 	}
 }
@@ -459,27 +470,38 @@ func (t *docTable) insertIndex(i uint32, k docKey) {
 	if t.n*5 > len(t.index)*4 {
 		t.growIndex()
 	}
+	if uint64(i)+1 >= 1<<t.slotBits {
+		// More records than entries can name: fewer tag bits.
+		t.slotBits++
+		t.rebuildIndex(len(t.index), t.slotBits-1)
+	}
 	j, tag := t.home(k.cid, k.key)
 	for t.index[j] != 0 {
 		j = t.next(j)
 	}
-	t.index[j], t.tags[j] = i+1, tag
+	t.index[j] = t.entry(i, tag)
 }
 
 func (t *docTable) growIndex() {
+	t.rebuildIndex(max(16, len(t.index)+len(t.index)/2), t.slotBits)
+}
+
+// rebuildIndex makes the index n slots long and enters every record in it
+// (with the tags of the current slotBits; its entries have oldBits).
+func (t *docTable) rebuildIndex(n, oldBits int) {
 	old := t.index
-	n := max(16, len(old)+len(old)/2)
-	t.index, t.tags = make([]uint32, n), make([]uint8, n)
+	t.index = make([]uint32, n)
 	for _, e := range old {
 		if e == 0 {
 			continue
 		}
-		r := &t.recs[e-1]
-		j, tag := t.home(CollectionID(r.cid), t.keyOf(e-1))
+		s := uint32(uint64(e)&(1<<oldBits-1)) - 1
+		r := &t.recs[s]
+		j, tag := t.home(CollectionID(r.cid), t.keyOf(s))
 		for t.index[j] != 0 {
 			j = t.next(j)
 		}
-		t.index[j], t.tags[j] = e, tag
+		t.index[j] = t.entry(s, tag)
 	}
 }
 
@@ -489,7 +511,7 @@ func (t *docTable) growIndex() {
 func (t *docTable) deleteIndex(i uint32) {
 	r := &t.recs[i]
 	pos, _ := t.home(CollectionID(r.cid), t.keyOf(i))
-	for t.index[pos] != i+1 {
+	for t.index[pos] == 0 || t.slotOf(t.index[pos]) != i {
 		pos = t.next(pos)
 	}
 	for j := pos; ; {
@@ -499,13 +521,13 @@ func (t *docTable) deleteIndex(i uint32) {
 			t.index[pos] = 0
 			return
 		}
-		er := &t.recs[e-1]
-		h, _ := t.home(CollectionID(er.cid), t.keyOf(e-1))
+		es := t.slotOf(e)
+		h, _ := t.home(CollectionID(t.recs[es].cid), t.keyOf(es))
 		// e may move to pos unless its home h lies cyclically in (pos, j].
 		if (pos <= j && pos < h && h <= j) || (pos > j && (pos < h || h <= j)) {
 			continue
 		}
-		t.index[pos], t.tags[pos] = e, t.tags[j]
+		t.index[pos] = e
 		pos = j
 	}
 }
@@ -542,7 +564,7 @@ func (t *docTable) same(i uint32, d *Document) bool {
 
 // heapBytes is what the table holds in the heap: records, index and arena.
 func (t *docTable) heapBytes() int64 {
-	n := int64(cap(t.recs))*docRecSize + int64(cap(t.index))*5 + int64(cap(t.free))*4
+	n := int64(cap(t.recs))*docRecSize + int64(cap(t.index))*4 + int64(cap(t.free))*4
 	for _, c := range t.chunks {
 		n += int64(cap(c))
 	}

@@ -13,10 +13,19 @@ import (
 // back as written (fields, value, tombstones, ejected values, times and
 // revision counts too wide for a record), the index finds exactly the keys
 // held, and a version read before its key was rewritten, removed or its
-// chunk compacted keeps its key and value.
+// chunk compacted keeps its key and value. The second run starts with 4
+// bits of record number in an index entry, so the index is rebuilt with
+// fewer tag bits as the records pass 16, 32, 64...
 func TestDocTableModel(t *testing.T) {
+	for _, bits := range []int{24, 4} {
+		t.Run(fmt.Sprint(bits), func(t *testing.T) { testDocTableModel(t, bits) })
+	}
+}
+
+func testDocTableModel(t *testing.T, slotBits int) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tab := newDocTable(3)
+	tab.slotBits = slotBits
 	model := map[docKey]*Document{}
 	type held struct {
 		d          *Document
@@ -88,6 +97,9 @@ func TestDocTableModel(t *testing.T) {
 		if h.d.Key != h.key || string(h.d.Value) != h.value {
 			t.Fatalf("a version read earlier changed: %q %q, was %q %q", h.d.Key, h.d.Value, h.key, h.value)
 		}
+	}
+	if slotBits < 24 && tab.slotBits <= 8 {
+		t.Errorf("index entries have %d bits of record number for %d records", tab.slotBits, len(tab.recs))
 	}
 	if tab.dead > max(4096, tab.live) {
 		t.Errorf("arena: %d dead bytes beside %d live ones, compaction should have run", tab.dead, tab.live)

@@ -17,9 +17,10 @@ import (
 //
 // A *Document is made from a record when a version leaves the table (doc):
 // its Key and Value alias the chunk, which is never written where it was
-// written before (appends go past its length; a chunk mostly dead is
-// replaced by a new one, compact), so the version a reader holds stays as
-// it was, and keeps the old chunk alive for as long as it is held.
+// written before (appends go past its length; a chunk that grows is copied
+// into a larger one; live entries of chunks mostly dead are copied into new
+// ones, maybeCompact), so the version a reader holds stays as it was, and
+// keeps the old chunk alive for as long as it is held.
 //
 // Every method REQUIRES the partition's lock: held for writing by those
 // that change the table, for reading at least by the others.
@@ -50,13 +51,14 @@ type docTable struct {
 // in uint32 (to 2106) and the revision count a uint32; a tombstone's
 // DeletedAt takes the place of its CreatedAt, which a tombstone has not
 // (0). A version that does not fit goes to docTable.wide.
+//
+// meta holds the key's length (the low byte) and the rec* bits; the memory
+// owner's recRef bit is set by readers holding the read lock, atomically,
+// so every read of meta is atomic (bits).
 type docRec struct {
 	cas, seq                               uint64
 	revSeq, exp, ts, createdAt             uint32
 	flags, cid, chunk, off, valueLen, meta uint32
-	// meta holds the key's length (the low byte) and the rec* bits; the
-	// memory owner's recRef bit is set by readers holding the read lock,
-	// atomically.
 }
 
 // docRecSize is the size of a record: what a version's metadata costs.
@@ -560,15 +562,6 @@ func (t *docTable) touch(i uint32) {
 func (t *docTable) same(i uint32, d *Document) bool {
 	r := &t.recs[i]
 	return r.seq == d.Seq && r.cas == d.CAS && (r.bits()&recEjected != 0) == d.ejected && (r.bits()&recDeleted != 0) == d.Deleted
-}
-
-// heapBytes is what the table holds in the heap: records, index and arena.
-func (t *docTable) heapBytes() int64 {
-	n := int64(cap(t.recs))*docRecSize + int64(cap(t.index))*4 + int64(cap(t.free))*4
-	for _, c := range t.chunks {
-		n += int64(cap(c))
-	}
-	return n
 }
 
 // bits returns r.meta. Readers load it atomically: others holding the

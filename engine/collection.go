@@ -66,7 +66,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		return nil, err
 	}
 	if d == nil {
-		if d, err = c.b.readMiss(p, k); err != nil {
+		if d, err = c.b.readMiss(ctx, p, k, true); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +98,7 @@ func (c *Collection) Peek(key string) (*Document, error) {
 		return nil, err
 	}
 	if d == nil {
-		if d, err = c.b.readMiss(p, k); err != nil {
+		if d, err = c.b.readMiss(context.Background(), p, k, false); err != nil {
 			return nil, err
 		}
 	}

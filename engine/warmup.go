@@ -396,11 +396,18 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
 
 // readMiss is fetchMissLocked for a reader that found nothing under p's
 // read lock: nil at once once the warm-up is done.
-func (b *Bucket) readMiss(p *partition, k docKey) (*Document, error) {
+func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch bool) (*Document, error) {
 	if b.warm() {
 		return nil, nil
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return b.fetchMissLocked(p, k)
+	d, err := b.fetchMissLocked(p, k)
+	p.mu.Unlock()
+	if err != nil || d == nil || !d.ejected {
+		return d, err
+	}
+	// The warm-up loaded the key since the caller looked, without its
+	// value (past the low-water mark): read it as any committed version,
+	// its value read back (a reader must never get an ejected version).
+	return b.readCommitted(ctx, p, k, touch)
 }

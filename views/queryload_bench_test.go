@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/internal/memtune"
 	"github.com/mayflydb/mayfly/views"
 )
 
 // BenchmarkQueryLoad builds the view of BenchmarkViews over
-// MAYFLY_BENCH_DOCS documents (1,000,000 by default), then runs 16 clients
+// MAYFLY_BENCH_DOCS documents (1,000,000 by default; paged through a cache
+// of MAYFLY_BENCH_VIEW_CACHE_MB MiB when set, in memory otherwise), then runs 16 clients
 // of 100-row range queries for MAYFLY_BENCH_SECONDS (20) under each heap
 // policy in turn (Go's GOGC=100, memtune's at ratios 1.3 and 1.5, then
 // both again), reporting per policy the latency p50 and p99, queries/s,
@@ -47,7 +49,11 @@ func BenchmarkQueryLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	loadBench(b, eng, n, 0)
-	svc, err := views.New(context.Background(), eng, &views.Options{NoAutoUpdate: true})
+	opts := &views.Options{NoAutoUpdate: true}
+	if mb, err := strconv.Atoi(os.Getenv("MAYFLY_BENCH_VIEW_CACHE_MB")); err == nil && mb > 0 {
+		opts.IndexCache = index.NewPageCache(int64(mb) << 20) // paged, as serve's default
+	}
+	svc, err := views.New(context.Background(), eng, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"runtime"
 	"strconv"
@@ -9,7 +10,9 @@ import (
 )
 
 // TestBinaryMappings: of an smaps text, only the executable's private
-// read-only mappings without a copied page are chosen.
+// read-only mappings without a copied page are chosen, and only those of
+// its file: a mapping of another file under the same name (the binary
+// rebuilt and mapped again) is not.
 func TestBinaryMappings(t *testing.T) {
 	const smaps = `00400000-00402000 r--p 00000000 fe:00 77   /opt/mayfly
 Size:                  8 kB
@@ -31,8 +34,12 @@ Anonymous:             0 kB
 Anonymous:             0 kB
 7f58f0800000-7f58f0900000 r--p 00000000 fe:00 78   /opt/mayfly data
 Anonymous:             0 kB
+7f58f0a00000-7f58f0b00000 r--p 00000000 fe:00 80   /opt/mayfly
+Anonymous:             0 kB
+7f58f0c00000-7f58f0d00000 r--p 00000000 fe:01 77   /opt/mayfly
+Anonymous:             0 kB
 `
-	got := binaryMappings([]byte(smaps), "/opt/mayfly")
+	got := binaryMappings([]byte(smaps), "/opt/mayfly", binaryFile{major: 0xfe, minor: 0, ino: 77})
 	want := []mapping{{0x400000, 0x402000}, {0x402000, 0x1501000}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("binaryMappings = %#v, want %#v", got, want)
@@ -63,8 +70,12 @@ func rssFileKB(t *testing.T) int {
 // leave its resident memory, and the program runs on (the pages come back
 // as it touches them).
 func TestReleaseBinaryPages(t *testing.T) {
+	bin, err := newBinaryPages()
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := rssFileKB(t)
-	n, err := releaseBinaryPages()
+	n, err := bin.release()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +86,36 @@ func TestReleaseBinaryPages(t *testing.T) {
 	t.Logf("released %d bytes of mappings: RssFile %d kB before, %d kB after", n, before, after)
 	// Code and read-only data still work: parsing and a stack trace read
 	// both.
-	if got := binaryMappings([]byte("00400000-00402000 r-xp 0 0:0 1 /x\n"), "/x"); len(got) != 1 {
+	if got := binaryMappings([]byte("00400000-00402000 r-xp 0 0:0 1 /x\n"), "/x", binaryFile{ino: 1}); len(got) != 1 {
 		t.Fatalf("after the release, binaryMappings = %v", got)
 	}
 	if strings.Count(string(stack()), "\n") < 2 {
 		t.Fatal("no stack trace after the release")
+	}
+}
+
+// TestReleaseBinaryPagesFileChanged: once the executable's file is not the
+// one the process started from (rewritten in place, where the kernel's
+// refusal to write a running executable does not reach), no page is
+// released, then or later: MADV_DONTNEED would page in the new file's
+// contents under the running code.
+func TestReleaseBinaryPagesFileChanged(t *testing.T) {
+	bin, err := newBinaryPages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten := bin.start
+	rewritten.size++
+	rewritten.mtime.Nsec++
+	bin.stat = func() (binaryFile, error) { return rewritten, nil }
+	if n, err := bin.release(); !errors.Is(err, errBinaryChanged) || n != 0 {
+		t.Fatalf("release of a changed file = %d, %v; want 0, errBinaryChanged", n, err)
+	}
+	// Reported once; nothing released after, even if the file looks as it
+	// did.
+	bin.stat = statBinary
+	if n, err := bin.release(); err != nil || n != 0 {
+		t.Fatalf("a later release = %d, %v; want 0, nil", n, err)
 	}
 }
 

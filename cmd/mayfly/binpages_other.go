@@ -2,5 +2,11 @@
 
 package main
 
-// releaseBinaryPages does nothing beyond Linux (binpages_linux.go).
-func releaseBinaryPages() (int64, error) { return 0, nil }
+// binaryPages releases nothing beyond Linux (binpages_linux.go).
+type binaryPages struct{}
+
+// newBinaryPages returns a binaryPages that releases nothing.
+func newBinaryPages() (*binaryPages, error) { return nil, nil }
+
+// release does nothing beyond Linux.
+func (*binaryPages) release() (int64, error) { return 0, nil }

@@ -54,10 +54,10 @@ func releaseFreeMemory(limit uint64) bool {
 // An idle server pays one collection after a burst and none after; a busy
 // one at most one collection an interval beside its own. Each interval it
 // also takes the executable's pages out of the process
-// (releaseBinaryPages): those the server used since (a login's, a burst's)
+// (binaryPages): those the server used since (a login's, a burst's)
 // leave, and those it keeps using come back at a minor fault each, a few
 // hundred faults an interval.
-func releaseIdleMemory(ctx context.Context, interval time.Duration, log *slog.Logger) {
+func releaseIdleMemory(ctx context.Context, interval time.Duration, bin *binaryPages, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -67,13 +67,13 @@ func releaseIdleMemory(ctx context.Context, interval time.Duration, log *slog.Lo
 		case <-t.C:
 		}
 		releaseFreeMemory(idleReleaseBytes)
-		logBinaryRelease(log)
+		logBinaryRelease(bin, log)
 	}
 }
 
-// logBinaryRelease runs releaseBinaryPages, logging what it did.
-func logBinaryRelease(log *slog.Logger) {
-	n, err := releaseBinaryPages()
+// logBinaryRelease releases the executable's pages, logging what it did.
+func logBinaryRelease(bin *binaryPages, log *slog.Logger) {
+	n, err := bin.release()
 	if err != nil {
 		log.Warn("releasing the executable's pages", "err", err)
 		return

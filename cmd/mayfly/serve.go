@@ -378,6 +378,12 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The executable's identity as it starts: its pages are released from
+	// memory later only while its file is unchanged (binpages_linux.go).
+	binPages, err := newBinaryPages()
+	if err != nil {
+		logger.Warn("the executable's pages will stay mapped", "err", err)
+	}
 
 	// Every port is bound before anything is created: a port that is taken
 	// leaves no data directory or bucket behind.
@@ -524,7 +530,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// load left free goes back too.
 	idleCtx, stopIdle := context.WithCancel(context.Background())
 	idleDone := make(chan struct{})
-	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second, logger) }()
+	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second, binPages, logger) }()
 	defer func() { stopIdle(); <-idleDone }()
 
 	// Requests in flight see their context end when shutdown begins, so a
@@ -603,7 +609,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// (their initialisers, the flags, the stores' opening): out of the
 	// process's resident memory until they are used again (BENCHMARKS.md,
 	// "Resident memory of an idle server").
-	logBinaryRelease(logger)
+	logBinaryRelease(binPages, logger)
 
 	select {
 	case <-ctx.Done():

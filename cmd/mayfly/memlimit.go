@@ -39,6 +39,7 @@ type memLimit struct {
 	mu      sync.Mutex
 	buckets map[string]*limitedBucket
 	limit   int64 // last set
+	stopped bool  // restore ran: the limit is no longer this memLimit's
 }
 
 // limitedBucket is what memLimit keeps of one bucket.
@@ -111,10 +112,24 @@ func (m *memLimit) totalLocked() int64 {
 	return total
 }
 
-// applyLocked sets Go's memory limit when the total changed.
+// restore puts Go's memory limit back to prev and stops m from setting it
+// again: the engine detaches its buckets when it closes, after serve has
+// restored the limit, and each detach would set it anew.
+func (m *memLimit) restore(prev int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = true
+	m.set(prev)
+}
+
+// applyLocked sets Go's memory limit when the total changed, unless m has
+// been stopped.
 //
 // REQUIRES: m.mu held.
 func (m *memLimit) applyLocked() {
+	if m.stopped {
+		return
+	}
 	total := m.totalLocked()
 	if total == m.limit {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -79,5 +80,31 @@ func TestMemLimitCountsStorageInHeap(t *testing.T) {
 		if limit != want {
 			t.Errorf("storage in the Go heap %v: limit %d MiB, want %d MiB", inHeap, limit>>20, want>>20)
 		}
+	}
+}
+
+// TestServeRestoresGoMemoryPolicy: serve tunes Go's GC percent and memory
+// limit while it runs, and when it returns both are as it found them (for
+// the next serve in the same process: tests, an embedding program).
+func TestServeRestoresGoMemoryPolicy(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("MAYFLY_ADMIN_PASSWORD", "")
+	oldPercent := debug.SetGCPercent(77)
+	oldLimit := debug.SetMemoryLimit(1 << 40)
+	defer func() { debug.SetGCPercent(oldPercent); debug.SetMemoryLimit(oldLimit) }()
+	var stdout syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--views", "", "--search", "", "--log-level", "error"}, &stdout, io.Discard)
+	}()
+	served(t, &stdout, "serving HTTP on http://")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if p, l := debug.SetGCPercent(77), debug.SetMemoryLimit(1<<40); p != 77 || l != 1<<40 {
+		t.Fatalf("after serve returned: GC percent %d, memory limit %d; want 77, %d", p, l, int64(1<<40))
 	}
 }

@@ -455,9 +455,9 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}()
 	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
 		prev := debug.SetMemoryLimit(-1) // reads it
-		defer debug.SetMemoryLimit(prev) // as it was, for another serve in this process
 		// The view page cache and as much again of changes not yet written.
 		ml := newMemLimit(cfg.memOverheadMB+2*cfg.viewCacheMB, debug.SetMemoryLimit, logger)
+		defer ml.restore(prev) // as it was, for another serve in this process
 		if err := eng.Attach(ctx, ml); err != nil {
 			return err
 		}

@@ -467,9 +467,12 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		defer func() { stopML(); <-mlDone }()
 	}
 	if cfg.heapRatio > 0 && os.Getenv("GOGC") == "" {
-		gcCtx, stopGC := context.WithCancel(context.Background())
-		tuner := memtune.Start(gcCtx, memtune.Policy{Ratio: cfg.heapRatio, Headroom: uint64(cfg.heapHeadroom) << 20})
-		defer stopGC()
+		// Stopped here, not by a context: a context's end stops the tuner
+		// from another goroutine, after serve may have returned (and another
+		// serve in this process started, found the tuned percent and kept it
+		// as the one to restore).
+		tuner := memtune.Start(context.Background(), memtune.Policy{Ratio: cfg.heapRatio, Headroom: uint64(cfg.heapHeadroom) << 20})
+		defer tuner.Stop()
 		logger.Debug("heap goal policy", "ratio", cfg.heapRatio, "headroom_mb", cfg.heapHeadroom, "gc_percent", tuner.Percent())
 	}
 	if firstStart && cfg.defaultBucket != "" {

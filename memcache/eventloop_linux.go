@@ -524,6 +524,9 @@ func (c *econn) submit(ctx context.Context, key string, size int, noreply bool, 
 	})
 }
 
+// full: the unsent answers have reached outHigh.
+func (c *econn) full() bool { return len(c.out)-c.wpos >= outHigh }
+
 // settled: no pipelined write in flight.
 func (c *econn) settled() bool { return c.inflight == 0 }
 
@@ -753,7 +756,10 @@ func (c *econn) handOff(cmd *command, data []byte) {
 		data = append([]byte(nil), data...)
 	}
 	h := &handoff{c: c}
-	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: settledDriver{}, remote: c.remote}
+	// A multi-get cut short by a full output (a delayed flush_all came due
+	// meanwhile) goes on from where it stopped.
+	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: settledDriver{}, remote: c.remote, getNext: c.getNext}
+	c.getNext = 0
 	c.busy = true
 	c.refs.Add(1)
 	ctx, l := c.ctx, c.l
@@ -902,6 +908,8 @@ func (settledDriver) submit(context.Context, string, int, bool, func(context.Con
 }
 
 func (settledDriver) settled() bool { return true }
+
+func (settledDriver) full() bool { return false }
 
 // The loop's own syscalls never block (its sockets are non-blocking and
 // epoll_wait is asked not to wait), so they are made raw: without telling

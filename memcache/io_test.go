@@ -142,3 +142,45 @@ func TestConnectionsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeMultiGetHeldBack: one multi-get whose answer is far more than the
+// socket holds, sent by a client that does not read, is not answered into
+// memory whole: the server stops serving its keys while the answer waits
+// (as the goroutine driver's blocking writes do), and the client that then
+// reads gets every value, in order, and END.
+func TestHugeMultiGetHeldBack(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.dial(t)
+	big := strings.Repeat("y", 500_000)
+	c.do(fmt.Sprintf("set big 0 0 %d\r\n%s\r\n", len(big), big), "STORED\r\n")
+	const keys = 120 // 60 MB of answer
+	c.send("get" + strings.Repeat(" big", keys) + "\r\n")
+	// The server's answer would outgrow what the kernel buffers (a few MB)
+	// long before the last key: it must stop short of it while the client
+	// reads nothing. A server that answers every key (into memory) gets
+	// there in far less than the wait.
+	deadline := time.Now().Add(3 * time.Second)
+	for f.srv.Stats().GetHits < keys && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if hits := f.srv.Stats().GetHits; hits >= keys {
+		t.Fatalf("all %d keys answered while the client read nothing: the answer is held in memory", hits)
+	}
+	want := fmt.Sprintf("VALUE big 0 %d\r\n%s\r\n", len(big), big)
+	got := make([]byte, len(want))
+	for i := range keys {
+		if err := c.withTimeout(func() error { _, err := io.ReadFull(c.r, got); return err }); err != nil {
+			t.Fatalf("value %d: %v", i, err)
+		}
+		if string(got) != want {
+			t.Fatalf("value %d differs", i)
+		}
+	}
+	if l := c.line(); l != "END\r\n" {
+		t.Fatalf("after the values: %q, want END", l)
+	}
+	if hits := f.srv.Stats().GetHits; hits != keys {
+		t.Errorf("get_hits %d, want %d", hits, keys)
+	}
+	c.do("get big\r\n", want+"END\r\n")
+}

@@ -41,6 +41,11 @@ type driver interface {
 	// stats, flush_all) does nothing and asks to be run again later when
 	// the answer is no.
 	settled() bool
+	// full reports whether the connection's unsent answers have reached
+	// their bound: a multi-get stops there and runs on from the next key
+	// when asked again (outcome.wait). A driver whose writes block (and so
+	// hold the command until the client reads) says no.
+	full() bool
 }
 
 // session is one connection's protocol state: it runs parsed commands and
@@ -52,15 +57,20 @@ type session struct {
 	remote net.Addr
 	num    []byte   // scratch for formatting numbers
 	keys   []string // room for a command's key list, reused (parseCommandInto)
+	// getNext is how many keys of the multi-get being answered are
+	// answered already: its answer filled the driver's output (full), and
+	// the same command runs again from this key.
+	getNext int
 }
 
 // outcome is what running a command asks of its driver.
 type outcome struct {
 	// close: close the connection once the replies written so far are sent.
 	close bool
-	// wait: earlier pipelined writes must finish first; nothing was done,
-	// and the same command is to be run again once settled() holds. Only a
-	// driver whose settled() can say no sees it.
+	// wait: earlier pipelined writes must finish first, or the answer so
+	// far fills the output (full); nothing more was done, and the same
+	// command is to be run again once settled() holds and the output has
+	// room. Only a driver whose settled() or full() can say so sees it.
 	wait bool
 	// swallow is how many bytes of input (a refused data block and its
 	// "\r\n") to discard after the command.
@@ -262,7 +272,12 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	if cmd.reply != "" {
 		w = discardWriter{}
 	}
-	for _, key := range cmd.keys {
+	for i := c.getNext; i < len(cmd.keys); i++ {
+		if i > c.getNext && c.drv.full() {
+			c.getNext = i // on from here once the client has read some
+			return outcome{wait: true}
+		}
+		key := cmd.keys[i]
 		var (
 			d   *engine.Document
 			err error
@@ -273,6 +288,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			d, err = s.get(ctx, key)
 		}
 		if err != nil {
+			c.getNext = 0
 			c.reply(serverError(err))
 			return outcome{close: true}
 		}
@@ -281,6 +297,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 		}
 		c.writeValue(w, key, d, withCAS)
 	}
+	c.getNext = 0
 	if cmd.reply != "" {
 		c.reply(cmd.reply)
 		return outcome{}

@@ -36,9 +36,10 @@ var errBinaryChanged = errors.New("the executable's file changed since the serve
 // server").
 //
 // Only private read-only mappings of the executable's own file (its device
-// and inode, not just its name) with no anonymous (copied) pages are
-// advised: MADV_DONTNEED on them loses nothing, as their contents are the
-// file's. A page the dynamic loader wrote (RELRO) is anonymous and skipped.
+// and inode, not just its name) with no anonymous (copied) pages, resident
+// or swapped out, are advised: MADV_DONTNEED on them loses nothing, as
+// their contents are the file's. A mapping where the dynamic loader wrote
+// a page (RELRO, in a cgo build) is skipped.
 //
 // MADV_DONTNEED makes the next touch read the file again, so the file must
 // still hold what the process was started from. Linux refuses writes to a
@@ -127,7 +128,7 @@ type mapping struct{ lo, hi uintptr }
 
 // binaryMappings returns the mappings of smaps (the text of
 // /proc/PID/smaps) that are private, not writable, of the file at path, and
-// hold no anonymous page. A mapping's device and inode must be file's: a
+// hold no anonymous page, resident or swapped. A mapping's device and inode must be file's: a
 // name alone may be another file's.
 func binaryMappings(smaps []byte, path string, file binaryFile) []mapping {
 	var out []mapping
@@ -159,8 +160,12 @@ func binaryMappings(smaps []byte, path string, file binaryFile) []mapping {
 			}
 			continue
 		}
-		if candidate && len(f) >= 2 && f[0] == "Anonymous:" && f[1] != "0" {
-			candidate = false // a page was copied on write: its contents are not the file's
+		if candidate && len(f) >= 2 && (f[0] == "Anonymous:" || f[0] == "Swap:") && f[1] != "0" {
+			// A page was copied on write (a relocation the dynamic loader
+			// made before it made the mapping read-only, a debugger's
+			// breakpoint): its contents are not the file's. Anonymous
+			// counts such pages resident, Swap those swapped out.
+			candidate = false
 		}
 	}
 	flush()

@@ -10,7 +10,8 @@ import (
 )
 
 // TestBinaryMappings: of an smaps text, only the executable's private
-// read-only mappings without a copied page are chosen, and only those of
+// read-only mappings without a copied page (resident or swapped out: a
+// relocated page of a cgo build's RELRO) are chosen, and only those of
 // its file: a mapping of another file under the same name (the binary
 // rebuilt and mapped again) is not.
 func TestBinaryMappings(t *testing.T) {
@@ -34,6 +35,9 @@ Anonymous:             0 kB
 Anonymous:             0 kB
 7f58f0800000-7f58f0900000 r--p 00000000 fe:00 78   /opt/mayfly data
 Anonymous:             0 kB
+7f58f0900000-7f58f0901000 r--p 02300000 fe:00 77   /opt/mayfly
+Anonymous:             0 kB
+Swap:                  4 kB
 7f58f0a00000-7f58f0b00000 r--p 00000000 fe:00 80   /opt/mayfly
 Anonymous:             0 kB
 7f58f0c00000-7f58f0d00000 r--p 00000000 fe:01 77   /opt/mayfly

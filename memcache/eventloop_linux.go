@@ -598,6 +598,7 @@ func (c *econn) read() {
 
 // serve runs what can run, sends what can go, and sets the interest.
 func (c *econn) serve() {
+	sent := false
 	for {
 		starved := c.process()
 		if c.closed {
@@ -606,7 +607,7 @@ func (c *econn) serve() {
 		if c.eof && starved && !c.busy && c.inflight == 0 {
 			c.closing = true // every command that arrived whole has run
 		}
-		c.flush()
+		sent = c.flush() || sent
 		if c.closing && c.wpos == len(c.out) {
 			c.close()
 			return
@@ -617,7 +618,10 @@ func (c *econn) serve() {
 		// The answers that held the commands back went out: run on.
 	}
 	if c.partial() {
-		if c.cmdStart.IsZero() {
+		// A multi-get held back by its unsent answer (getNext) waits for
+		// the client to read, not to send: its time runs from the last
+		// bytes the client took.
+		if c.cmdStart.IsZero() || (sent && c.getNext > 0) {
 			c.cmdStart = c.l.now
 		}
 	} else {
@@ -813,8 +817,9 @@ func (c *econn) writeDone(pr *loopReply) {
 	}
 }
 
-// flush writes out what the socket takes.
-func (c *econn) flush() {
+// flush writes out what the socket takes, and reports whether it took
+// any.
+func (c *econn) flush() (sent bool) {
 	if c.deaf {
 		c.out, c.wpos = c.out[:0], 0
 	}
@@ -823,14 +828,15 @@ func (c *econn) flush() {
 		if n > 0 {
 			c.wpos += n
 			c.s.stats.bytesWritten.Add(int64(n))
+			sent = true
 		}
 		switch {
 		case err == nil && n > 0:
 		case err == nil: // no progress: wait for EPOLLOUT rather than spin
-			return
+			return sent
 		case err == unix.EINTR:
 		case err == unix.EAGAIN:
-			return
+			return sent
 		default:
 			// The client is gone: nothing more to say, but what it sent
 			// whole still runs.
@@ -838,13 +844,14 @@ func (c *econn) flush() {
 			c.out, c.wpos = c.out[:0], 0
 			c.eof = true
 			c.unwatch()
-			return
+			return sent
 		}
 	}
 	c.out, c.wpos = c.out[:0], 0
 	if cap(c.out) > maxKeptOut {
 		c.out = nil
 	}
+	return sent
 }
 
 // close closes the connection now. Its pipelined writes and handoff, if

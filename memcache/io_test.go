@@ -184,3 +184,32 @@ func TestHugeMultiGetHeldBack(t *testing.T) {
 	}
 	c.do("get big\r\n", want+"END\r\n")
 }
+
+// TestHugeMultiGetSlowReader: a client that reads a multi-get's long
+// answer slowly, but steadily, is not closed as stalled mid-command
+// (CommandTimeout) however long the whole answer takes.
+func TestHugeMultiGetSlowReader(t *testing.T) {
+	f := newFixture(t, &Options{CommandTimeout: time.Second})
+	c := f.dial(t)
+	big := strings.Repeat("z", 200_000)
+	c.do(fmt.Sprintf("set big 0 0 %d\r\n%s\r\n", len(big), big), "STORED\r\n")
+	const keys = 200 // 40 MB of answer, read over 4 s or more
+	c.send("get" + strings.Repeat(" big", keys) + "\r\n")
+	want := fmt.Sprintf("VALUE big 0 %d\r\n%s\r\n", len(big), big)
+	got := make([]byte, len(want))
+	for i := range keys {
+		time.Sleep(20 * time.Millisecond)
+		if err := c.withTimeout(func() error { _, err := io.ReadFull(c.r, got); return err }); err != nil {
+			t.Fatalf("value %d: %v", i, err)
+		}
+		if string(got) != want {
+			t.Fatalf("value %d differs", i)
+		}
+	}
+	if l := c.line(); l != "END\r\n" {
+		t.Fatalf("after the values: %q, want END", l)
+	}
+	if kicks := f.srv.Stats().IdleKicks; kicks != 0 {
+		t.Errorf("idle_kicks %d, want 0", kicks)
+	}
+}

@@ -62,7 +62,7 @@ func (b *bench) rangePhase() error {
 			return err
 		}
 		p50, p99, p999 := percentiles(lat)
-		b.rep.add(phase, fmt.Sprintf("c=%d: 100-row range queries", clients), "%d in %v: %.0f queries/s; p50 %v, p99 %v, p99.9 %v", len(lat), b.rangeTime, qps, p50, p99, p999)
+		b.rep.add(phase, fmt.Sprintf("c=%d: 100-row range queries", clients), "%d in %v: %.0f queries/s; p50 %s, p99 %s, p99.9 %s", len(lat), b.rangeTime, qps, ms(p50), ms(p99), ms(p999))
 		if clients > 1 {
 			qps16 = qps
 			ratio := float64(p99) / float64(p50)

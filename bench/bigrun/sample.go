@@ -167,3 +167,6 @@ func percentiles(lat []time.Duration) (p50, p99, p999 time.Duration) {
 	at := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 	return at(0.50), at(0.99), at(0.999)
 }
+
+// ms formats a latency in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }

@@ -276,10 +276,22 @@ func (b *bench) memFigures(srv *server, phase, when string) {
 // b.value bytes (when it is at least the fields' length).
 func bigKey(i int) string { return fmt.Sprintf("doc%08d", i) }
 
+// The padding is pseudo-random text (6 bits a byte, seeded by i, so a get
+// can check what it reads): a repeating pattern would compress to a few
+// bytes on disk and make the reads of ejected values unrealistically cheap.
 func (b *bench) bigValue(i int, buf []byte) []byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	buf = fmt.Appendf(buf, `{"type":"t%d","n":%d,"pad":"`, i%10, i)
+	x := uint64(i)
 	for len(buf) < b.value-2 {
-		buf = append(buf, 'a'+byte((i+len(buf))%26))
+		x += 0x9e3779b97f4a7c15 // splitmix64
+		z := (x ^ x>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		z ^= z >> 31
+		for k := 0; k < 10 && len(buf) < b.value-2; k++ {
+			buf = append(buf, alphabet[z&63])
+			z >>= 6
+		}
 	}
 	return append(buf, `"}`...)
 }

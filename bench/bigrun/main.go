@@ -540,8 +540,10 @@ func (b *bench) restart(srv *server, sig syscall.Signal, bucket string) error {
 	}
 	first := min(got[waits[0].name].at, got[waits[1].name].at)
 	b.rep.add(phase, "first answer (a get) <= 1 s", "%.2f s: %s", first.Seconds(), metMissed(first <= time.Second))
+	sctx, cancel := context.WithTimeout(ctx, b.staleFalseWait)
+	defer cancel()
 	at, err := srv.waitFor("stale=false", b.staleFalseWait, func() error {
-		a, err := srv.query(ctx, bucket, "big", "n", "stale=false")
+		a, err := srv.query(sctx, bucket, "big", "n", "stale=false")
 		if err == nil && (len(a.Rows) != 1 || string(a.Rows[0].Value) != fmt.Sprint(b.docs)) {
 			return fmt.Errorf("stale=false answered %d rows, want a count of %d", len(a.Rows), b.docs)
 		}

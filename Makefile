@@ -10,7 +10,7 @@ SOAK    ?= 10m
 # majorityAndPersistActive, persistToMajority).
 LEVEL   ?= persistToMajority
 
-.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch oracle tools clean soak sdk node-sdk
+.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch bench-big oracle tools clean soak sdk node-sdk
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
@@ -18,6 +18,7 @@ help:
 	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing, the Couchbase SDK tests"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
+	@echo "make bench-big    issue 19's large-scale run against a started server (DOCS=5000000 VALUE=1024 QUOTA_MB=1024; ~6 GB of disk, long)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
 	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level)"
@@ -100,6 +101,20 @@ bench:
 # writes"); installs pouchdb-server with npm on first use. Not part of test.
 bench-pouch:
 	bash bench/pouch.sh
+
+# Issue 19's large-scale run (BENCHMARKS.md, "Large-scale run (issue 19)"):
+# bench/bigrun starts $(BIN) on a fresh data directory and free ports, loads
+# DOCS documents of VALUE bytes into a QUOTA_MB bucket over the memcached
+# port, builds a view, times random gets from a cold page cache and restarts,
+# then runs the 16-client range queries. Figures go to bench-big.out. Not
+# part of test. More flags: BIGRUN_ARGS="-phases range -range-time 60s".
+DOCS     ?= 5000000
+VALUE    ?= 1024
+QUOTA_MB ?= 1024
+BIGRUN_ARGS ?=
+
+bench-big: build
+	$(GO) run ./bench/bigrun -bin $(BIN) -docs $(DOCS) -value $(VALUE) -quota-mb $(QUOTA_MB) -out bench-big.out $(BIGRUN_ARGS)
 
 # Tools that tests need: a Chromium for the web console's browser tests
 # (console/), Debian's chromium installed when none is found. Where it

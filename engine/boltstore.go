@@ -211,6 +211,37 @@ func (s *boltStorage) doc(k docKey) (*Document, error) {
 	return d, err
 }
 
+// docs reads keys in one read transaction through one cursor, seeking
+// forward from key to key (neighbouring keys share their pages).
+func (s *boltStorage) docs(keys []docKey) ([]*Document, error) {
+	out := make([]*Document, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bktDocs).Cursor()
+		for i, k := range keys {
+			want := docDBKey(k)
+			ck, v := c.Seek(want)
+			if ck == nil {
+				return nil // nothing at or after k: the later keys are not stored either
+			}
+			if !bytes.Equal(ck, want) {
+				continue
+			}
+			var err error
+			if out[i], err = decodeDoc(k.cid, k.key, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (s *boltStorage) scan(fn func(*Document) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktDocs).ForEach(func(k, v []byte) error {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -100,7 +99,8 @@ type ChangeScan struct {
 // what changed after s.Lo, not the partition's size; the first read of a
 // partition after the bucket opens indexes its log once. A version whose
 // value was ejected is returned with its value read back from the store
-// (unless s.MetaOnly), and one replaced meanwhile is stepped over, as its
+// (unless s.MetaOnly; the read's ejected values together, in key order:
+// Bucket.withValues), and one replaced meanwhile is stepped over, as its
 // newer version comes later. It reads nothing while the bucket warms up (a
 // feed opens only on a warm bucket: CheckCASPosition).
 func (b *Bucket) ScanChanges(s *ChangeScan) {
@@ -113,19 +113,16 @@ func (b *Bucket) ScanChanges(s *ChangeScan) {
 	if s.MetaOnly {
 		return
 	}
+	read := s.Docs[from:]
+	full, done, err := b.withValues(context.Background(), read)
 	kept := s.Docs[:from]
-	for _, d := range s.Docs[from:] {
-		full, err := b.withValue(context.Background(), d, false)
-		if errors.Is(err, errReplaced) {
-			continue // superseded: its newer version has a higher seq and CAS
+	for _, d := range full[:done] {
+		if d != nil { // nil: superseded, its newer version has a higher seq and CAS
+			kept = append(kept, d)
 		}
-		if err != nil {
-			clear(s.Docs[len(kept):])
-			s.Docs = kept
-			s.After, s.More, s.Err = d.Seq-1, true, err
-			return
-		}
-		kept = append(kept, full)
+	}
+	if err != nil {
+		s.After, s.More, s.Err = read[done].Seq-1, true, err
 	}
 	clear(s.Docs[len(kept):])
 	s.Docs = kept

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 )
@@ -85,8 +84,12 @@ func (c *Consumer) Changes(since []uint64) (*Cursor, error) {
 //
 // A version whose value was ejected is yielded with its value read back from
 // the store (a consumer indexes values, so the feed fetches them rather than
-// pinning every value in memory until each consumer acknowledged it); one
-// replaced meanwhile is stepped over, as superseded. A read that fails ends
+// pinning every value in memory until each consumer acknowledged it): the
+// cursor reads a batch's versions (see cursorMaxBatch) first, then their
+// ejected values together, in key order through one store iterator, so an
+// index build over a mostly non-resident bucket is a forward pass over the
+// store rather than one random read per document; one replaced meanwhile is
+// stepped over, as superseded. A read that fails ends
 // the iteration before that version, and Err says why.
 type Cursor struct {
 	b   *Bucket
@@ -102,6 +105,17 @@ func (c *Cursor) Err() error { return c.err }
 // cursorChunk is how many documents a cursor copies under a partition's lock
 // at a time.
 const cursorChunk = 256
+
+// A cursor reads the values of ejected versions a batch at a time, in key
+// order (Bucket.withValues): a batch is what Next's caller asks for (the
+// feed runtime's BatchSize: views.DefaultBatchSize, search's), at most
+// cursorMaxBatch versions, and it ends early once the ejected values it
+// holds come to cursorMaxBytes, so that a batch of large documents pins
+// no more than that.
+const (
+	cursorMaxBatch = 20000
+	cursorMaxBytes = 32 << 20
+)
 
 // Position returns a copy of the sequence vector the cursor has reached:
 // everything up to it has been yielded (or was superseded).
@@ -121,29 +135,28 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 		}
 		n := 0
 		c.err = nil
-		buf := make([]*Document, 0, cursorChunk)
+		var buf []*Document
 		for i, p := range c.b.parts {
 			for n < limit {
-				want := min(cursorChunk, limit-n)
+				var atEnd bool
 				var end uint64
-				buf, end = p.changesAfter(c.pos[i], want, buf[:0])
-				for _, d := range buf {
-					full, err := c.b.withValue(context.Background(), d, false)
-					if errors.Is(err, errReplaced) {
-						c.pos[i] = d.Seq // superseded: the newer version comes later
-						continue
+				buf, end, atEnd = c.batch(p, c.pos[i], min(limit-n, cursorMaxBatch), buf[:0])
+				full, done, err := c.b.withValues(context.Background(), buf)
+				for j, d := range full[:done] {
+					c.pos[i] = buf[j].Seq
+					if d == nil {
+						continue // superseded: the newer version comes later
 					}
-					if err != nil {
-						c.err = err
-						return
-					}
-					c.pos[i] = d.Seq
 					n++
-					if !yield(full) {
+					if !yield(d) {
 						return
 					}
 				}
-				if len(buf) < want {
+				if err != nil {
+					c.err = err
+					return
+				}
+				if atEnd {
 					c.pos[i] = max(c.pos[i], end) // the partition's end
 					break
 				}
@@ -153,4 +166,27 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 			}
 		}
 	}
+}
+
+// batch appends to buf the next changes of partition p after since, at
+// most want of them and as many as fit in cursorMaxBytes of ejected
+// values, copying them cursorChunk at a time under p's lock. atEnd reports
+// that it reached the partition's end, which is end.
+func (c *Cursor) batch(p *partition, since uint64, want int, buf []*Document) (_ []*Document, end uint64, atEnd bool) {
+	var bytes int64
+	for len(buf) < want && bytes < cursorMaxBytes {
+		from := len(buf)
+		chunk := min(cursorChunk, want-from)
+		buf, end = p.changesAfter(since, chunk, buf)
+		for _, d := range buf[from:] {
+			if d.ejected {
+				bytes += d.valueSize()
+			}
+		}
+		if len(buf)-from < chunk {
+			return buf, end, true
+		}
+		since = buf[len(buf)-1].Seq
+	}
+	return buf, end, false
 }

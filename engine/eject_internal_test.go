@@ -54,7 +54,8 @@ func TestEjectedCopyKeepsEveryField(t *testing.T) {
 	}
 }
 
-// failingReads is a store whose reads by key fail while fail is set.
+// failingReads is a store whose reads by key (one or many) fail while
+// fail is set.
 type failingReads struct {
 	storage
 	fail atomic.Bool
@@ -65,6 +66,13 @@ func (f *failingReads) doc(k docKey) (*Document, error) {
 		return nil, errors.New("injected read failure")
 	}
 	return f.storage.doc(k)
+}
+
+func (f *failingReads) docs(keys []docKey) ([]*Document, error) {
+	if f.fail.Load() {
+		return nil, errors.New("injected read failure")
+	}
+	return f.storage.docs(keys)
 }
 
 // A value that cannot be read back from the store is an error (ErrStorage)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Reads of values that are not in memory. A couchbase bucket's memory
@@ -76,6 +77,67 @@ func (b *Bucket) withValue(ctx context.Context, d *Document, keep bool) (*Docume
 			return nil, err
 		}
 	}
+}
+
+// withValues is withValue(ctx, d, false) for each of docs, committed
+// versions read from their partitions' maps (a batch of the change feed),
+// reading the values of the ejected ones from the store together, in key
+// order, in one read (storage.docs) rather than one random point read each.
+// full[i] is docs[i] with its value, or nil when docs[i] was replaced
+// meanwhile (superseded). A version the batched read finds at another
+// version than docs[i] (a newer one the flusher has not published yet, or
+// none) goes through withValue alone, which waits or steps over it as it
+// would have. n is how many of docs were dealt with: all of them, or, on
+// err, those before the first version whose value could not be read, so
+// that a feed reader stops before that version and skips nothing.
+func (b *Bucket) withValues(ctx context.Context, docs []*Document) (full []*Document, n int, err error) {
+	full = make([]*Document, len(docs))
+	var ejected []int
+	for i, d := range docs {
+		if d.ejected {
+			ejected = append(ejected, i)
+		} else {
+			full[i] = d
+		}
+	}
+	if len(ejected) > 1 {
+		first := ejected[0]
+		slices.SortFunc(ejected, func(x, y int) int {
+			return compareDocKeys(docKey{cid: docs[x].Collection, key: docs[x].Key}, docKey{cid: docs[y].Collection, key: docs[y].Key})
+		})
+		keys := make([]docKey, len(ejected))
+		for j, i := range ejected {
+			keys[j] = docKey{cid: docs[i].Collection, key: docs[i].Key}
+		}
+		stored, err := b.store.st.docs(keys)
+		if err != nil {
+			if b.isClosed() {
+				return full, first, ErrClosed
+			}
+			return full, first, fmt.Errorf("%w: read %d values: %w", ErrStorage, len(keys), err)
+		}
+		for j, i := range ejected {
+			d, sd := docs[i], stored[j]
+			if sd != nil && sd.Seq == d.Seq && sd.CAS == d.CAS && !sd.Deleted {
+				b.mem.bgFetched.Add(1)
+				full[i] = d.withValue(sd.Value)
+			}
+		}
+	}
+	for i, d := range docs {
+		if full[i] != nil {
+			continue
+		}
+		f, err := b.withValue(ctx, d, false)
+		switch {
+		case errors.Is(err, errReplaced):
+		case err != nil:
+			return full, i, err
+		default:
+			full[i] = f
+		}
+	}
+	return full, len(docs), nil
 }
 
 // restore puts full, ejected version d with its value read back, in d's

@@ -80,6 +80,11 @@ func (s *memStorage) doc(k docKey) (*Document, error) {
 	return nil, fmt.Errorf("%w: %s (a memory-only bucket keeps documents in its partitions only)", ErrNotFound, k.key)
 }
 
+// docs finds none: the store keeps no documents.
+func (s *memStorage) docs(keys []docKey) ([]*Document, error) {
+	return make([]*Document, len(keys)), nil
+}
+
 func (s *memStorage) scan(func(*Document) error) error { return nil }
 
 // keys yields nothing: the store keeps no documents (see Collection.List

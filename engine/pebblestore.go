@@ -450,6 +450,55 @@ func (s *pebbleStorage) doc(k docKey) (*Document, error) {
 	return decodeDoc(k.cid, k.key, v) // copies the value
 }
 
+// docs reads keys through one iterator, seeking forward from key to key:
+// sorted seeks reuse the iterator's position (pebble steps on rather than
+// descending from the top of each level again) and read each data block
+// once, where point reads pay an iterator's set-up and a random descent
+// each.
+func (s *pebbleStorage) docs(keys []docKey) (_ []*Document, err error) {
+	out := make([]*Document, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	exit, err := s.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer exit()
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: pebbleDocKey(keys[0]),
+		UpperBound: append(pebbleDocKey(keys[len(keys)-1]), 0),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for i, k := range keys {
+		want := pebbleDocKey(k)
+		if !it.SeekGE(want) {
+			if err := it.Error(); err != nil {
+				return nil, err
+			}
+			break // nothing at or after k: the later keys are not stored either
+		}
+		if !bytes.Equal(it.Key(), want) {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = decodeDoc(k.cid, k.key, v); err != nil { // copies the value
+			return nil, err
+		}
+	}
+	return out, it.Error()
+}
+
 // each calls fn with every key and value whose key starts with the prefix
 // p (the prefix stripped), in key order, stopping at fn's first error. The
 // bytes are valid only during the call.

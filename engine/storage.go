@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 )
 
@@ -52,6 +54,14 @@ type storage interface {
 	// ErrNotFound when the store holds none. A read by key, for values
 	// that are not in memory.
 	doc(k docKey) (*Document, error)
+	// docs reads the stored versions of keys, which are in the stores' key
+	// order (sortDocKeys: by collection, then key bytes; a key may repeat),
+	// in one pass of one read transaction or iterator, rather than one
+	// random point read each: out[i] is keys[i]'s stored version, nil when
+	// the store holds none. A read error fails the whole call. For the
+	// values of many ejected versions at once (a change-feed cursor, an
+	// index build). A store that is not durable holds none.
+	docs(keys []docKey) (out []*Document, err error)
 	// scan calls fn with every stored document, in key order (warm-up,
 	// checks), stopping at fn's first error.
 	scan(fn func(*Document) error) error
@@ -99,6 +109,15 @@ type storage interface {
 	// close closes the store; with clean set it first marks it cleanly
 	// closed (see storedMeta.clean).
 	close(clean bool) error
+}
+
+// compareDocKeys orders keys as every store keeps documents: by
+// collection, then by the bytes of the key (storage.docs).
+func compareDocKeys(a, b docKey) int {
+	if c := cmp.Compare(a.cid, b.cid); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key, b.key)
 }
 
 // keyRange bounds a scan of a collection's keys (storage.keys), whatever the

@@ -100,7 +100,7 @@ func (b *Bucket) withValues(ctx context.Context, docs []*Document) (full []*Docu
 			full[i] = d
 		}
 	}
-	if len(ejected) > 1 {
+	if len(ejected) > 0 {
 		first := ejected[0]
 		slices.SortFunc(ejected, func(x, y int) int {
 			return compareDocKeys(docKey{cid: docs[x].Collection, key: docs[x].Key}, docKey{cid: docs[y].Collection, key: docs[y].Key})

@@ -719,3 +719,61 @@ func TestStorageKeysWhileWriting(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// docs reads many keys in one pass: each stored key at its stored version
+// (a tombstone too), nil for a key the store does not hold (before the
+// first stored key, in a gap, past the last, in another collection), a
+// repeated key each time; the same answers as doc, key by key.
+func TestStorageDocs(t *testing.T) {
+	forEachStorage(t, func(t *testing.T, k storageKind) {
+		st := k.open(t)
+		if got, err := st.docs(nil); err != nil || len(got) != 0 {
+			t.Fatalf("docs of no keys: %v, %v", got, err)
+		}
+		var recs []record
+		for i := range 200 {
+			recs = append(recs, put(testDoc(8, fmt.Sprintf("k%03d", 2*i), uint16(i%4), uint64(i+1), uint64(i+1), 0, fmt.Sprintf(`{"i":%d}`, i)), 0))
+		}
+		recs = append(recs, put(testDoc(7, "k100", 0, 400, 400, 0, `"seven"`), 0), put(testDoc(9, "a", 0, 401, 401, 0, `"nine"`), 0))
+		mustCommit(t, st, recs...)
+		mustCommit(t, st, put(&Document{Key: "k150", Collection: 8, Partition: 2, Seq: 500, CAS: 500, RevSeq: 2, Deleted: true, DeletedAt: 1}, 0))
+
+		keys := []docKey{
+			{cid: 7, key: "k100"}, {cid: 7, key: "k101"}, // a stored key of another collection; one not stored
+			{cid: 8, key: "a"}, // before collection 8's first key
+			{cid: 8, key: "k000"}, {cid: 8, key: "k001"}, {cid: 8, key: "k002"}, {cid: 8, key: "k002"},
+			{cid: 8, key: "k150"}, // the tombstone
+			{cid: 8, key: "k151"}, {cid: 8, key: "k398"}, {cid: 8, key: "k399"},
+			{cid: 9, key: "a"}, {cid: 9, key: "b"}, {cid: 10, key: "a"}, // past the last key
+		}
+		if !slices.IsSortedFunc(keys, compareDocKeys) {
+			t.Fatal("the test's keys are not in store order")
+		}
+		got, err := st.docs(keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(keys) {
+			t.Fatalf("docs of %d keys returned %d", len(keys), len(got))
+		}
+		found := 0
+		for i, key := range keys {
+			want, err := st.doc(key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				if got[i] != nil {
+					t.Errorf("docs: %d/%s = %+v, doc finds none", key.cid, key.key, got[i])
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got[i] == nil || !sameDoc(got[i], want):
+				t.Errorf("docs: %d/%s = %+v, doc finds %+v", key.cid, key.key, got[i], want)
+			default:
+				found++
+			}
+		}
+		if want := map[bool]int{true: 7, false: 0}[st.durable()]; found != want {
+			t.Errorf("docs found %d stored keys, want %d", found, want)
+		}
+	})
+}

@@ -136,57 +136,80 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 		n := 0
 		c.err = nil
 		var buf []*Document
-		for i, p := range c.b.parts {
-			for n < limit {
-				var atEnd bool
-				var end uint64
-				buf, end, atEnd = c.batch(p, c.pos[i], min(limit-n, cursorMaxBatch), buf[:0])
-				full, done, err := c.b.withValues(context.Background(), buf)
-				for j, d := range full[:done] {
-					c.pos[i] = buf[j].Seq
-					if d == nil {
+		var segs []cursorSeg
+		for part := 0; part < len(c.b.parts) && n < limit; {
+			buf, segs, part = c.batch(part, min(limit-n, cursorMaxBatch), buf[:0], segs[:0])
+			full, done, err := c.b.withValues(context.Background(), buf)
+			for _, sg := range segs {
+				for j := sg.from; j < min(sg.to, done); j++ {
+					c.pos[sg.part] = buf[j].Seq
+					if full[j] == nil {
 						continue // superseded: the newer version comes later
 					}
 					n++
-					if !yield(d) {
+					if !yield(full[j]) {
 						return
 					}
 				}
-				if err != nil {
-					c.err = err
-					return
-				}
-				if atEnd {
-					c.pos[i] = max(c.pos[i], end) // the partition's end
+				if done < sg.to {
 					break
 				}
+				if sg.atEnd {
+					c.pos[sg.part] = max(c.pos[sg.part], sg.end) // the partition's end
+				}
 			}
-			if n >= limit {
+			if err != nil {
+				c.err = err
 				return
 			}
 		}
 	}
 }
 
-// batch appends to buf the next changes of partition p after since, at
-// most want of them and as many as fit in cursorMaxBytes of ejected
-// values, copying them cursorChunk at a time under p's lock. atEnd reports
-// that it reached the partition's end, which is end.
-func (c *Cursor) batch(p *partition, since uint64, want int, buf []*Document) (_ []*Document, end uint64, atEnd bool) {
+// cursorSeg is one partition's share of a cursor's batch: buf[from:to],
+// and whether it reaches the partition's end, which is end.
+type cursorSeg struct {
+	part     int
+	from, to int
+	end      uint64
+	atEnd    bool
+}
+
+// batch appends to buf the next changes after the cursor's position, from
+// partition part on, partition by partition as Next yields them: at most
+// want of them, and as many as fit in cursorMaxBytes of ejected values
+// (at least one chunk), copied cursorChunk at a time under their
+// partition's lock. A batch spans partitions so that its values, read
+// together in key order, are as dense in the store's key space as the
+// batch size allows (a partition's keys are scattered over all of it). It
+// returns the partition the next batch starts from.
+func (c *Cursor) batch(part, want int, buf []*Document, segs []cursorSeg) ([]*Document, []cursorSeg, int) {
 	var bytes int64
-	for len(buf) < want && bytes < cursorMaxBytes {
-		from := len(buf)
-		chunk := min(cursorChunk, want-from)
-		buf, end = p.changesAfter(since, chunk, buf)
-		for _, d := range buf[from:] {
-			if d.ejected {
-				bytes += d.valueSize()
+	for ; part < len(c.b.parts); part++ {
+		p := c.b.parts[part]
+		sg := cursorSeg{part: part, from: len(buf)}
+		since := c.pos[part]
+		for {
+			if len(buf) == want || bytes >= cursorMaxBytes {
+				sg.to = len(buf)
+				return buf, append(segs, sg), part
 			}
+			from := len(buf)
+			chunk := min(cursorChunk, want-from)
+			buf, sg.end = p.changesAfter(since, chunk, buf)
+			for _, d := range buf[from:] {
+				if d.ejected {
+					bytes += d.valueSize()
+				}
+			}
+			if len(buf)-from < chunk {
+				sg.atEnd = true
+				break
+			}
+			since = buf[len(buf)-1].Seq
 		}
-		if len(buf)-from < chunk {
-			return buf, end, true
-		}
-		since = buf[len(buf)-1].Seq
+		sg.to = len(buf)
+		segs = append(segs, sg)
 	}
-	return buf, end, false
+	return buf, segs, part
 }

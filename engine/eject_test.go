@@ -311,6 +311,74 @@ func TestValueEvictionConcurrent(t *testing.T) {
 	}
 }
 
+// A change-feed cursor reading a bucket whose values are mostly ejected
+// while writers rewrite its keys (the batched key-order read then finds
+// newer versions than the ones it copied): every document it yields has its
+// own value at the version it names, and once the writers stop, reading on
+// reaches every key's last version.
+func TestValueEvictionCursorWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	b := ejectBucket(t)
+	c := b.DefaultCollection()
+	fillEjecting(t, b)
+	cur, err := b.Consumer("build").Changes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]uint64{} // the last seq the cursor yielded per key
+	read := func() {
+		t.Helper()
+		for d := range cur.Next(50) {
+			var i, v int
+			if _, err := fmt.Sscanf(string(d.Value), `{"k":%d,"v":%d,`, &i, &v); err != nil || memKey(i) != d.Key || !bytes.Equal(d.Value, ejectValue(i, v)) {
+				t.Fatalf("cursor: %s (seq %d) holds %.40q", d.Key, d.Seq, d.Value)
+			}
+			if d.Seq <= last[d.Key] {
+				t.Fatalf("cursor: %s at seq %d after seq %d", d.Key, d.Seq, last[d.Key])
+			}
+			last[d.Key] = d.Seq
+		}
+		if err := cur.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		for r := range 3 * ejectDocs {
+			i := (r * 13) % ejectDocs
+			if _, err := c.Upsert(ctx, memKey(i), ejectValue(i, 1+r/ejectDocs), nil); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for writing := true; writing; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			writing = false
+		default:
+		}
+		read()
+	}
+	for range 2 * ejectDocs { // to the feed's end
+		before := cur.Position()
+		read()
+		if slices.Equal(before, cur.Position()) {
+			break
+		}
+	}
+	for i := range ejectDocs {
+		d := mustGet(t, c, i)
+		if last[d.Key] != d.Seq {
+			t.Errorf("cursor at the feed's end: %s last yielded at seq %d, its version is seq %d", d.Key, last[d.Key], d.Seq)
+		}
+	}
+}
+
 // A write flood far past the quota: mem_used and ep_kv_size stay under it.
 func TestValueEvictionQuotaHoldsUnderWriteFlood(t *testing.T) {
 	ctx := context.Background()

@@ -269,3 +269,67 @@ func benchCursorEjected(b *testing.B, n int) {
 		})
 	})
 }
+
+// withValues over versions copied from the feed, some of which were
+// replaced before their values were read: the batched read finds the newer
+// versions in the store, and those versions are stepped over (nil, as
+// superseded); the others come with their own values, and none is missed.
+func TestWithValuesStepsOverReplacedVersions(t *testing.T) {
+	ctx := context.Background()
+	var cr *countingReads
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 1, NoSync: true,
+		wrapStorage: func(st storage) storage { cr = &countingReads{storage: st}; return cr }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	for i := range 20 {
+		if _, err := c.Upsert(ctx, fmt.Sprintf("k%02d", 19-i), []byte(fmt.Sprintf(`{"i":%d}`, 19-i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs, _ := b.parts[0].changesAfter(0, 100, nil)
+	for _, d := range docs {
+		if !ejectDoc(b, d) {
+			t.Fatalf("%s not ejected", d.Key)
+		}
+	}
+	docs, _ = b.parts[0].changesAfter(0, 100, nil) // the ejected versions
+	replaced := map[string]bool{"k03": true, "k11": true}
+	for k := range replaced {
+		if _, err := c.Upsert(ctx, k, []byte(`"new"`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	full, n, err := b.withValues(ctx, docs)
+	if err != nil || n != len(docs) {
+		t.Fatalf("withValues: %d of %d, %v", n, len(docs), err)
+	}
+	if cr.batches.Load() != 1 {
+		t.Errorf("%d batched reads, want 1", cr.batches.Load())
+	}
+	for i, d := range docs {
+		switch {
+		case replaced[d.Key]:
+			if full[i] != nil {
+				t.Errorf("%s, replaced, came back at seq %d with %q", d.Key, full[i].Seq, full[i].Value)
+			}
+		case full[i] == nil:
+			t.Errorf("%s (seq %d) stepped over, not replaced", d.Key, d.Seq)
+		default:
+			var k int
+			fmt.Sscanf(d.Key, "k%d", &k)
+			if full[i].Seq != d.Seq || string(full[i].Value) != fmt.Sprintf(`{"i":%d}`, k) {
+				t.Errorf("%s: seq %d value %q", d.Key, full[i].Seq, full[i].Value)
+			}
+		}
+	}
+}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -48,16 +47,15 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 		}
 		from := len(out)
 		out, next[i] = p.changesAfter(s, limit-len(out), out)
+		full, _, err := b.withValues(context.Background(), out[from:])
+		if err != nil {
+			return nil, nil, err
+		}
 		kept := out[:from]
-		for _, d := range out[from:] {
-			full, err := b.withValue(context.Background(), d, false)
-			if errors.Is(err, errReplaced) {
-				continue // superseded: its newer version comes after next[i]
+		for _, d := range full {
+			if d != nil { // nil: superseded, its newer version comes after next[i]
+				kept = append(kept, d)
 			}
-			if err != nil {
-				return nil, nil, err
-			}
-			kept = append(kept, full)
 		}
 		clear(out[len(kept):])
 		out = kept

@@ -65,20 +65,21 @@ func (l *changeLog) after(seq uint64) int {
 // partition is one vBucket: its documents and its change log.
 // One writer at a time (mu held for writing); many readers.
 type partition struct {
-	id uint16
-
+	// mu comes first, and in it what every read uses (the lock, acked and
+	// docs' first fields), so that a read touches the partition's first
+	// two cache lines only.
 	mu struct {
 		sync.RWMutex
-		docs    docTable             // committed: live documents and tombstones
-		pending map[docKey]*Document // newest version of keys with a write on its way to disk
 		// acked holds, for keys whose newest acknowledged version is on
 		// its way to disk (a write at durability none or majority), that
 		// version: reads see it before the committed one, the change feed
 		// does not. It goes once a version at least as new is committed.
 		acked   map[docKey]*Document
-		seq     uint64    // highest sequence number given out
-		durable uint64    // highest sequence number committed: the feed's end
-		log     changeLog // committed changes, ordered by seq; may hold stale entries
+		docs    docTable             // committed: live documents and tombstones
+		pending map[docKey]*Document // newest version of keys with a write on its way to disk
+		seq     uint64               // highest sequence number given out
+		durable uint64               // highest sequence number committed: the feed's end
+		log     changeLog            // committed changes, ordered by seq; may hold stale entries
 		// logTop is, once the log is indexed (logIndexed), the highest CAS
 		// of the versions logged up to each entry of log: it never falls
 		// along the log, so a reader of the changes above a CAS finds where
@@ -92,6 +93,8 @@ type partition struct {
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool
 	}
+
+	id uint16
 }
 
 func newPartition(id uint16) *partition {

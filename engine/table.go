@@ -25,23 +25,26 @@ import (
 // Every method REQUIRES the partition's lock: held for writing by those
 // that change the table, for reading at least by the others.
 type docTable struct {
-	part uint16
-	seed maphash.Seed
-	recs []docRec
-	free []uint32 // record numbers free for reuse
+	// The fields a read uses (find, doc) come first: with the partition's
+	// lock and acked before them they share the partition's first two
+	// cache lines.
+	slotBits int32 // 24 until a partition holds 2^24 records, then more
+	part     uint16
+	seed     maphash.Seed
 	// index holds, per slot, 0 (empty) or an entry: record number + 1 in
 	// the low slotBits bits, and above them a tag, bits of the key's hash
 	// (linear probing). A search compares a record's key only when the
 	// tag matches, so it touches about one record, not one a probe.
-	index    []uint32
-	slotBits int // 24 until a partition holds 2^24 records, then more
-	n        int // keys held (records in use)
+	index []uint32
+	recs  []docRec
 	// chunks are the arena: keys and resident values, each record's key
 	// followed by its value, at recs[i].chunk, recs[i].off.
 	chunks [][]byte
-	cur    int   // the chunk small entries go to, -1 before the first
-	live   int64 // arena bytes the records use
-	dead   int64 // arena bytes no record uses any more
+	cur    int      // the chunk small entries go to, -1 before the first
+	n      int      // keys held (records in use)
+	free   []uint32 // record numbers free for reuse
+	live   int64    // arena bytes the records use
+	dead   int64    // arena bytes no record uses any more
 	// wide holds what a record's narrow fields cannot: times outside
 	// uint32 seconds, and a DocType other than "", json and base64.
 	wide map[uint32]wideFields
@@ -144,21 +147,36 @@ func (t *docTable) keyOf(i uint32) string {
 
 // find returns the record number of k.
 func (t *docTable) find(k docKey) (uint32, bool) {
-	if t.n == 0 {
+	if len(t.index) == 0 {
 		return 0, false
 	}
 	i, tag := t.home(k.cid, k.key)
+	// The current chunk, where the newest entries are, is looked up
+	// before the index slot: it does not depend on the slot or the record,
+	// so its cache miss overlaps theirs rather than following them.
+	var cur []byte
+	if t.cur >= 0 {
+		cur = t.chunks[t.cur]
+	}
 	for ; ; i = t.next(i) {
 		e := t.index[i]
 		if e == 0 {
 			return 0, false
 		}
-		if t.tagOf(e) != tag {
+		if t.tagOf(e) != tag { // the tag spares reading the record
 			continue
 		}
 		s := t.slotOf(e)
 		r := &t.recs[s]
-		if CollectionID(r.cid) == k.cid && int(r.bits()&0xff) == len(k.key) && t.keyOf(s) == k.key {
+		n := int(r.bits() & 0xff)
+		if CollectionID(r.cid) != k.cid || n != len(k.key) {
+			continue
+		}
+		c := cur
+		if int(r.chunk) != t.cur {
+			c = t.chunks[r.chunk]
+		}
+		if string(c[r.off:int(r.off)+n]) == k.key {
 			return s, true
 		}
 	}
@@ -475,7 +493,7 @@ func (t *docTable) insertIndex(i uint32, k docKey) {
 	if uint64(i)+1 >= 1<<t.slotBits {
 		// More records than entries can name: fewer tag bits.
 		t.slotBits++
-		t.rebuildIndex(len(t.index), t.slotBits-1)
+		t.rebuildIndex(len(t.index), int(t.slotBits)-1)
 	}
 	j, tag := t.home(k.cid, k.key)
 	for t.index[j] != 0 {
@@ -485,7 +503,7 @@ func (t *docTable) insertIndex(i uint32, k docKey) {
 }
 
 func (t *docTable) growIndex() {
-	t.rebuildIndex(max(16, len(t.index)+len(t.index)/2), t.slotBits)
+	t.rebuildIndex(max(16, len(t.index)+len(t.index)/2), int(t.slotBits))
 }
 
 // rebuildIndex makes the index n slots long and enters every record in it

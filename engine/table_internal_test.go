@@ -6,7 +6,23 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"unsafe"
 )
+
+// TestReadLayout guards what a read costs in memory: every get makes a
+// Document, which must stay a 144-byte allocation (136 bytes, not the 160
+// of a 152-byte one), and find and doc read only the partition's first two
+// cache lines (its lock, acked, and the table's fields before n).
+func TestReadLayout(t *testing.T) {
+	if n := unsafe.Sizeof(Document{}); n > 136 {
+		t.Errorf("Document is %d bytes, more than 136 (a 144-byte allocation)", n)
+	}
+	var p partition
+	end := unsafe.Offsetof(p.mu.docs) + unsafe.Offsetof(p.mu.docs.n)
+	if unsafe.Offsetof(p.mu) != 0 || unsafe.Offsetof(p.mu.acked) >= end || end > 128 {
+		t.Errorf("a read's fields of partition end at byte %d (acked at %d), past its second cache line", end, unsafe.Offsetof(p.mu.acked))
+	}
+}
 
 // TestDocTableModel drives a docTable with random writes, removals and
 // ejections against a map of the versions it should hold: every key reads
@@ -25,7 +41,7 @@ func TestDocTableModel(t *testing.T) {
 func testDocTableModel(t *testing.T, slotBits int) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tab := newDocTable(3)
-	tab.slotBits = slotBits
+	tab.slotBits = int32(slotBits)
 	model := map[docKey]*Document{}
 	type held struct {
 		d          *Document

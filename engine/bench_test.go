@@ -48,7 +48,16 @@ func BenchmarkUpsertPersisted(b *testing.B) { benchUpsert(b, engine.Couchbase, 1
 func BenchmarkUpsertEphemeral(b *testing.B) { benchUpsert(b, engine.Ephemeral, 2) }
 
 // BenchmarkGet measures in-memory gets of a persistent bucket's documents.
-func BenchmarkGet(b *testing.B) {
+func BenchmarkGet(b *testing.B) { benchGetOrdered(b, &engine.WriteOptions{Expiry: 3600}) }
+
+// BenchmarkGetUnpinned: the same reads of documents written without an
+// expiry (as most clients write), whose reads check whether their
+// collection slides.
+func BenchmarkGetUnpinned(b *testing.B) { benchGetOrdered(b, nil) }
+
+// benchGetOrdered writes 100,000 documents with opts and reads them in the
+// order written, from GOMAXPROCS goroutines.
+func benchGetOrdered(b *testing.B, opts *engine.WriteOptions) {
 	ctx := context.Background()
 	eng, err := engine.Open(b.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NoSync: true})
 	if err != nil {
@@ -61,7 +70,7 @@ func BenchmarkGet(b *testing.B) {
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = fmt.Sprint("key", i)
-		if _, err := c.Upsert(ctx, names[i], []byte(`{"n":1}`), &engine.WriteOptions{Expiry: 3600}); err != nil {
+		if _, err := c.Upsert(ctx, names[i], []byte(`{"n":1}`), opts); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -308,6 +308,12 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 		return
 	}
 	b := c.b
+	// Most collections do not slide: their reads take neither the
+	// partition's write lock nor a second lookup. (A collection made
+	// sliding after this check slides from its next read on.)
+	if cs, _ := b.ttlFor(k.cid); !cs.sliding() {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// d may be a copy of the committed version with its value read back

@@ -74,11 +74,7 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	if now := c.b.clock.Now(); d.ExpiredAt(now) {
-		// The expiration already decides the answer, so the deletion it
-		// makes goes to disk as Couchbase's expiry on access does, without
-		// this read waiting for the commit (a get on the memcached port's
-		// event loop would stall the loop's other connections meanwhile).
-		if _, _, err := c.b.expireQueued(k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
+		if err := c.b.expire(ctx, k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
 			return nil, err
 		}
 		return nil, &ExpiredError{Doc: d}

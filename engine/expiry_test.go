@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -362,44 +360,5 @@ func TestPurgedExpirationStaysGone(t *testing.T) {
 	b, _ = eng.Bucket("b")
 	if st := b.Stats(); st.CurrItems != 0 || st.WithExpiry != 0 || st.Tombstones != 0 {
 		t.Fatalf("purged expiration came back: %+v", st)
-	}
-}
-
-// TestGetOfExpiredDoesNotWaitForDisk: a get that finds a document expired
-// answers at once, while commits are held: the expiration decides the
-// answer, and the deletion it makes reaches disk later, as Couchbase's expiry
-// on access does (a get on the memcached port's event loop waited for the
-// commit and stalled the loop's other connections). Once commits flow again
-// the deletion is on disk and counted once.
-func TestGetOfExpiredDoesNotWaitForDisk(t *testing.T) {
-	ctx := context.Background()
-	b, clk := newBucket(t, engine.Couchbase)
-	coll := b.DefaultCollection()
-	if _, err := coll.Upsert(ctx, "k", []byte(`1`), &engine.WriteOptions{Expiry: 10}); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(10)
-	hold, err := engine.HoldCommits(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := sync.OnceFunc(hold)
-	defer release()
-	// The deadline only catches the old behaviour (a wait for the held
-	// commit); the answer needs no commit at all.
-	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for i := range 2 {
-		var expired *engine.ExpiredError
-		if _, err := coll.Get(gctx, "k"); !errors.As(err, &expired) || !errors.Is(err, engine.ErrNotFound) {
-			t.Fatalf("get %d of the expired k with commits held: %v", i, err)
-		}
-	}
-	release()
-	if err := b.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := b.Stats(); st.ExpiredAccess != 1 || st.CurrItems != 0 || st.Tombstones != 1 {
-		t.Fatalf("after the commit: expired on access %d, items %d, tombstones %d; want 1, 0, 1", st.ExpiredAccess, st.CurrItems, st.Tombstones)
 	}
 }

@@ -290,9 +290,18 @@ func (b *Bucket) dropPending() {
 	}
 }
 
-// expireQueued deletes k as an expiration, without waiting for disk, if it
-// is still live with the given expiration and has expired, and counts it in
-// counter. It reports whether it expired the document. A document with a newer version on its way to disk is
+// expire deletes k as an expiration if it is still live with the given
+// expiration and has expired, and counts it in counter.
+func (b *Bucket) expire(ctx context.Context, k docKey, expiration int64, counter *atomic.Int64) error {
+	cb, _, err := b.expireQueued(k, expiration, counter)
+	if err != nil {
+		return err
+	}
+	return cb.wait(ctx)
+}
+
+// expireQueued is expire without waiting for disk. It reports whether it
+// expired the document. A document with a newer version on its way to disk is
 // left alone: that version decides.
 func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64) (*commitBatch, bool, error) {
 	p := b.partitionFor(k.key)

@@ -123,7 +123,7 @@ func (e *eventLoops) add(ctx context.Context, nc net.Conn, done func()) bool {
 		return false
 	}
 	l := e.loops[int(e.next.Add(1))%len(e.loops)]
-	c := &econn{l: l, fd: fd, ctx: ctx, done: done, idleSince: time.Now()}
+	c := &econn{l: l, fd: fd, ctx: ctx, done: done, idleSince: time.Now()} // wall clock: connection timeouts
 	c.session = session{s: l.s, w: c, drv: c, remote: nc.RemoteAddr()}
 	c.refs.Store(1)
 	nc.Close() // the duplicate keeps the socket open
@@ -259,7 +259,7 @@ func (l *loop) run() {
 	events := make([]unix.EpollEvent, maxEvents)
 	var msgs []loopMsg
 	timeout := l.tick()
-	lastSweep := time.Now()
+	lastSweep := time.Now() // wall clock: connection timeouts
 	for {
 		if timeout > 0 {
 			l.wait.SetReadDeadline(lastSweep.Add(time.Duration(timeout) * time.Millisecond))

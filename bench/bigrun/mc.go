@@ -39,7 +39,7 @@ func (m *mcConn) line() (string, error) {
 
 // get reads key's value; a miss is an error.
 func (m *mcConn) get(key string) ([]byte, error) {
-	m.c.SetDeadline(time.Now().Add(time.Minute))
+	m.c.SetDeadline(time.Now().Add(time.Minute)) // wall clock: the benchmark times a real server
 	fmt.Fprintf(m.w, "get %s\r\n", key)
 	if err := m.w.Flush(); err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func (m *mcConn) get(key string) ([]byte, error) {
 
 // stats runs "stats" and returns its lines as name → value.
 func (m *mcConn) stats() (map[string]string, error) {
-	m.c.SetDeadline(time.Now().Add(30 * time.Second))
+	m.c.SetDeadline(time.Now().Add(30 * time.Second)) // wall clock: the benchmark times a real server
 	m.w.WriteString("stats\r\n")
 	if err := m.w.Flush(); err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ var errRefused = errors.New("set refused")
 // setBatch sends one set per key, then reads every reply (pipelining).
 // It returns the keys the server refused, to be sent again.
 func (m *mcConn) setBatch(keys []int, key func(int) string, value func(int, []byte) []byte, scratch []byte) ([]int, error) {
-	m.c.SetDeadline(time.Now().Add(5 * time.Minute))
+	m.c.SetDeadline(time.Now().Add(5 * time.Minute)) // wall clock: the benchmark times a real server
 	for _, i := range keys {
 		v := value(i, scratch[:0])
 		fmt.Fprintf(m.w, "set %s 0 0 %d\r\n", key(i), len(v))

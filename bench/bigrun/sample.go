@@ -35,7 +35,7 @@ type sampler struct {
 
 func newSampler(out io.Writer) *sampler {
 	fmt.Fprintf(out, "seconds,phase,load1,rss_mb,%s\n", strings.Join(sampledStats, ","))
-	s := &sampler{out: out, peak: map[string]int64{}, t0: time.Now(), stop: make(chan struct{})}
+	s := &sampler{out: out, peak: map[string]int64{}, t0: time.Now(), stop: make(chan struct{})} // wall clock: the benchmark times a real server
 	s.wg.Add(1)
 	go s.run()
 	return s

@@ -82,10 +82,10 @@ func (s *server) start(memcachedBucket string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(logf, "\n--- %s %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(args, " "))
+	fmt.Fprintf(logf, "\n--- %s %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(args, " ")) // wall clock: the benchmark times a real server
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.started = time.Now()
+	s.started = time.Now() // wall clock: the benchmark times a real server
 	if err := s.cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", s.bin, err)
@@ -101,7 +101,7 @@ func (s *server) pid() int { return s.cmd.Process.Pid }
 // stop sends sig and waits for the process to end, returning how long it
 // took.
 func (s *server) stop(sig syscall.Signal, wait time.Duration) (time.Duration, error) {
-	t := time.Now()
+	t := time.Now() // wall clock: the benchmark times a real server
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		return 0, err
 	}
@@ -129,7 +129,7 @@ func (s *server) exited() error {
 // waitFor calls f every 10 ms until it succeeds, the server exits or
 // timeout passes; it returns the time since the server started.
 func (s *server) waitFor(what string, timeout time.Duration, f func() error) (time.Duration, error) {
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(timeout) // wall clock: the benchmark times a real server
 	for {
 		err := f()
 		if err == nil {
@@ -138,7 +138,7 @@ func (s *server) waitFor(what string, timeout time.Duration, f func() error) (ti
 		if e := s.exited(); e != nil {
 			return 0, fmt.Errorf("%s: %w", what, e)
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) { // wall clock: the benchmark times a real server
 			return 0, fmt.Errorf("%s: not within %v: %w", what, timeout, err)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -368,18 +368,7 @@ func (b *bench) big() error {
 	b.rep.add(phase, "view: peak RSS vs quota+index budget+allowance", "%.0f MiB vs %.0f MiB: %s", mb(peak), mb(budget), metMissed(peak <= budget))
 	b.memFigures(srv, phase, "after view")
 
-	b.smp.watch(srv, "gets")
-	if err := b.randomGets(srv, phase); err != nil {
-		return err
-	}
-
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		if err := b.restart(srv, sig, bucket); err != nil {
-			return err
-		}
-	}
-	b.smp.watch(nil, "")
-	return nil
+	return b.getsAndRestarts(srv, phase, bucket)
 }
 
 // reuseBig starts the server on the data directory of an earlier big phase
@@ -412,8 +401,14 @@ func (b *bench) reuseBig(bucket string) error {
 	}
 	b.rep.add("big", "reused "+b.reuse+": warm-up done", "%.2f s after the process started", at.Seconds())
 	b.memFigures(srv, "big", "reused, warm")
+	return b.getsAndRestarts(srv, "big", bucket)
+}
+
+// getsAndRestarts times the random gets of ejected documents, then the
+// restarts after SIGTERM and after kill -9.
+func (b *bench) getsAndRestarts(srv *server, phase, bucket string) error {
 	b.smp.watch(srv, "gets")
-	if err := b.randomGets(srv, "big"); err != nil {
+	if err := b.randomGets(srv, phase); err != nil {
 		return err
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {

@@ -189,7 +189,9 @@ func TestHugeMultiGetHeldBack(t *testing.T) {
 // answer slowly, but steadily, is not closed as stalled mid-command
 // (CommandTimeout) however long the whole answer takes.
 func TestHugeMultiGetSlowReader(t *testing.T) {
-	f := newFixture(t, &Options{CommandTimeout: time.Second})
+	// Two seconds: half the whole answer's time, with room for a loaded
+	// machine's pauses between two reads.
+	f := newFixture(t, &Options{CommandTimeout: 2 * time.Second})
 	c := f.dial(t)
 	big := strings.Repeat("z", 200_000)
 	c.do(fmt.Sprintf("set big 0 0 %d\r\n%s\r\n", len(big), big), "STORED\r\n")

@@ -30,6 +30,9 @@ type config struct {
 	level string
 	// flush is the server's --flush-interval (MAYFLY_CRASH_FLUSH_INTERVAL).
 	flush time.Duration
+	// viewCacheMB is the server's --view-cache-mb (MAYFLY_CRASH_VIEW_CACHE_MB):
+	// 0, the default, keeps view indexes in memory; N > 0 pages them.
+	viewCacheMB int
 }
 
 // defaultFlushInterval is mayfly serve's default --flush-interval.
@@ -81,6 +84,13 @@ func configFromEnv(t *testing.T) config {
 			t.Fatalf("MAYFLY_CRASH_FLUSH_INTERVAL=%q: want a positive duration such as 5ms", v)
 		}
 		c.flush = d
+	}
+	if v := os.Getenv("MAYFLY_CRASH_VIEW_CACHE_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("MAYFLY_CRASH_VIEW_CACHE_MB=%q: want a non-negative integer", v)
+		}
+		c.viewCacheMB = n
 	}
 	return c
 }
@@ -145,7 +155,7 @@ func TestCrash(t *testing.T) {
 
 	restart := func() {
 		var err error
-		if srv, err = startServer(bin, dataDir, logPath, "--flush-interval", cfg.flush.String()); err != nil {
+		if srv, err = startServer(bin, dataDir, logPath, "--flush-interval", cfg.flush.String(), "--view-cache-mb", strconv.Itoa(cfg.viewCacheMB)); err != nil {
 			t.Fatalf("%v\n%s", err, logTail(logPath))
 		}
 	}

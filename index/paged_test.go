@@ -1,11 +1,14 @@
 package index_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -83,8 +86,12 @@ func TestModelPaged(t *testing.T) {
 		}
 		return ups
 	}
+	latest := map[string]index.DocUpdate{} // each document's last update
 	both := func(ups []index.DocUpdate) {
 		t.Helper()
+		for _, u := range ups {
+			latest[u.DocID] = u
+		}
 		if err := ref.Apply(ctx, ups); err != nil {
 			t.Fatalf("reference Apply: %v", err)
 		}
@@ -93,6 +100,9 @@ func TestModelPaged(t *testing.T) {
 		}
 	}
 	ms := &model{ids: ids}
+	// mappedOff is what a rebuilt paged index's Mapped lacks: the updates
+	// mapped before it was built, which the rebuild saw as one each.
+	var mappedOff uint64
 	compare := func(got, ref *index.Index, where string, check bool) {
 		t.Helper()
 		for _, view := range []string{"v", "w", "m"} {
@@ -134,7 +144,7 @@ func TestModelPaged(t *testing.T) {
 		if a, b := got.FeedUUID(), ref.FeedUUID(); a != b {
 			t.Fatalf("%s: FeedUUID %d, reference %d", where, a, b)
 		}
-		if a, b := got.Mapped(), ref.Mapped(); a != b {
+		if a, b := got.Mapped()+mappedOff, ref.Mapped(); a != b {
 			t.Fatalf("%s: Mapped %d, reference %d", where, a, b)
 		}
 		if check { // writes back
@@ -149,10 +159,10 @@ func TestModelPaged(t *testing.T) {
 		t.Fatalf("a tree of depth %d: the test wants inner nodes under inner nodes", d)
 	}
 	compare(px, ref, "loaded", true)
-	var reopens, crashes, behind, stored int
+	var reopens, crashes, behind, stored, continued, rebuilds int
 	for step := range 60 {
 		where := fmt.Sprintf("step %d", step)
-		switch rng.IntN(8) {
+		switch rng.IntN(9) {
 		case 0:
 			closeIndex(t, px) // may leave a log to replay
 			px = openPaged(cfg)
@@ -171,8 +181,43 @@ func TestModelPaged(t *testing.T) {
 				behind++
 			}
 			compare(cx, ref, where+" (crash copy)", false)
-			closeIndex(t, cx)
 			crashes++
+			if rng.IntN(2) == 0 {
+				closeIndex(t, cx)
+				break
+			}
+			// Go on with the crash copy, as a server restarted after a
+			// kill does: its replayed dirty leaves take the next Applies
+			// and write-backs.
+			closeIndex(t, px)
+			px, cfg = cx, ccfg
+			continued++
+		case 3:
+			// A design document replaced: the index dropped and built
+			// again from every document's last update, in batches, in
+			// sequence order (as the feed sends them), then the steps go
+			// on with it (crash copies of it included).
+			closeIndex(t, px)
+			cfg.Path = filepath.Join(dir, fmt.Sprintf("rebuilt%d.view", step))
+			px = openPaged(cfg)
+			ups := slices.SortedFunc(maps.Values(latest), func(a, b index.DocUpdate) int { return cmp.Compare(a.Seq, b.Seq) })
+			for len(ups) > 0 {
+				n := min(len(ups), 1+rng.IntN(400))
+				var upTo []uint64
+				if n == len(ups) {
+					upTo = ref.Seqs()
+				}
+				if err := px.ApplyUpTo(ctx, ups[:n], upTo); err != nil {
+					t.Fatalf("rebuild Apply: %v", err)
+				}
+				ups = ups[n:]
+			}
+			if err := px.SetFeedUUID(ref.FeedUUID()); err != nil {
+				t.Fatal(err)
+			}
+			mappedOff = ref.Mapped() - px.Mapped()
+			rebuilds++
+			where += " (rebuilt)"
 		case 2:
 			u := rng.Uint64()
 			for _, ix := range []*index.Index{ref, px} {
@@ -184,9 +229,28 @@ func TestModelPaged(t *testing.T) {
 		both(batch(1 + rng.IntN(120)))
 		compare(px, ref, where, rng.IntN(4) == 0)
 	}
+	if behind == 0 {
+		// No crash copy held dirty leaves (a write-back had just run each
+		// time): one more after an Apply of one document, which a
+		// write-back follows only past the dirty budget.
+		both(batch(1))
+		if index.PagedDirty(px) {
+			crash := filepath.Join(dir, "crash-last.view")
+			if err := index.CopyFile(px, crash); err != nil {
+				t.Fatal(err)
+			}
+			ccfg := cfg
+			ccfg.Path = crash
+			cx := openPaged(ccfg)
+			compare(cx, ref, "last (crash copy)", false)
+			closeIndex(t, cx)
+			crashes++
+			behind++
+		}
+	}
 	compare(px, ref, "end", true)
 	st := cache.Stats()
-	t.Logf("%d reopens, %d crash copies (%d with a log to replay); cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	t.Logf("%d reopens, %d crash copies (%d with a log to replay, %d continued), %d rebuilds; cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, continued, rebuilds, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
 	if reopens > 0 && stored == 0 {
 		t.Fatalf("%d reopens loaded no stored reduction: the reduces after them did not test the pages' reductions", reopens)
 	}

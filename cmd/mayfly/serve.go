@@ -36,8 +36,9 @@ import (
 // serveConfig is what `mayfly serve` is told by its flags.
 // defaultViewCacheMB is --view-cache-mb's default: 0, view indexes wholly
 // in memory. Paging (a page cache of N MiB; 32 is what BENCHMARKS.md,
-// "Paged view indexes: the default", measured) is opt-in again until the
-// crash soak's view mismatch under it is found (docs/ARCHITECTURE.md).
+// "Paged view indexes: the default", measured) is opt-in; the crash soak's
+// view mismatch that made it so was not the paged index's
+// (docs/ARCHITECTURE.md).
 const defaultViewCacheMB = 0
 
 type serveConfig struct {

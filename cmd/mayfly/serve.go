@@ -34,12 +34,10 @@ import (
 )
 
 // serveConfig is what `mayfly serve` is told by its flags.
-// defaultViewCacheMB is --view-cache-mb's default: 0, view indexes wholly
-// in memory. Paging (a page cache of N MiB; 32 is what BENCHMARKS.md,
-// "Paged view indexes: the default", measured) is opt-in; the crash soak's
-// view mismatch that made it so was not the paged index's
-// (docs/ARCHITECTURE.md).
-const defaultViewCacheMB = 0
+// defaultViewCacheMB is --view-cache-mb's default: persisted view indexes
+// are paged through a page cache of 32 MiB (BENCHMARKS.md, "Paged view
+// indexes: the default").
+const defaultViewCacheMB = 32
 
 type serveConfig struct {
 	data          string

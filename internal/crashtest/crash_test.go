@@ -31,7 +31,8 @@ type config struct {
 	// flush is the server's --flush-interval (MAYFLY_CRASH_FLUSH_INTERVAL).
 	flush time.Duration
 	// viewCacheMB is the server's --view-cache-mb (MAYFLY_CRASH_VIEW_CACHE_MB):
-	// 0, the default, keeps view indexes in memory; N > 0 pages them.
+	// -1, when unset, leaves serve's default (paged); 0 keeps view indexes in
+	// memory; N > 0 pages them through N MiB.
 	viewCacheMB int
 }
 
@@ -45,7 +46,7 @@ func (c config) persists() bool {
 }
 
 func configFromEnv(t *testing.T) config {
-	c := config{kills: 5, keys: 2000, seed: uint64(time.Now().UnixNano())}
+	c := config{kills: 5, keys: 2000, seed: uint64(time.Now().UnixNano()), viewCacheMB: -1}
 	if v := os.Getenv("MAYFLY_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -155,7 +156,11 @@ func TestCrash(t *testing.T) {
 
 	restart := func() {
 		var err error
-		if srv, err = startServer(bin, dataDir, logPath, "--flush-interval", cfg.flush.String(), "--view-cache-mb", strconv.Itoa(cfg.viewCacheMB)); err != nil {
+		args := []string{"--flush-interval", cfg.flush.String()}
+		if cfg.viewCacheMB >= 0 {
+			args = append(args, "--view-cache-mb", strconv.Itoa(cfg.viewCacheMB))
+		}
+		if srv, err = startServer(bin, dataDir, logPath, args...); err != nil {
 			t.Fatalf("%v\n%s", err, logTail(logPath))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -383,6 +384,12 @@ func TestReplaceKeepsAnswering(t *testing.T) {
 	stop := make(chan struct{})
 	missing := make(chan error, 1)
 	queried := make(chan int, 1)
+	// The querier stops before the environment closes (cleanups run last
+	// registered first), also when a replacement fails the test: it would
+	// otherwise query a closed, cleared environment.
+	n := -1
+	halt := sync.OnceFunc(func() { close(stop); n = <-queried })
+	t.Cleanup(halt)
 	go func() {
 		n := 0
 		defer func() { queried <- n }()
@@ -408,8 +415,8 @@ func TestReplaceKeepsAnswering(t *testing.T) {
 		default:
 		}
 	}
-	close(stop)
-	if n := <-queried; n == 0 {
+	halt()
+	if n == 0 {
 		t.Fatal("no query ran")
 	}
 	select {

@@ -245,10 +245,7 @@ func (s *boltStorage) docs(keys []docKey) ([]*Document, error) {
 func (s *boltStorage) scan(fn func(*Document) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktDocs).ForEach(func(k, v []byte) error {
-			if len(k) < 5 {
-				return fmt.Errorf("engine: corrupt document key %x", k)
-			}
-			d, err := decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+			d, err := decodeDocRecord(k, v)
 			if err != nil {
 				return err
 			}

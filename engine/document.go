@@ -206,6 +206,16 @@ func encodeDoc(d *Document) []byte {
 	return append(buf, d.Value...)
 }
 
+// decodeDocRecord decodes a stored document record: its store key (the
+// collection's 4 bytes, then the document key, as both stores write it)
+// and its encoded value.
+func decodeDocRecord(k, v []byte) (*Document, error) {
+	if len(k) < 5 {
+		return nil, fmt.Errorf("engine: corrupt document key %x", k)
+	}
+	return decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+}
+
 func decodeDoc(cid CollectionID, key string, b []byte) (*Document, error) {
 	if len(b) < 2 || (b[0] != 1 && b[0] != recordVersion) {
 		return nil, fmt.Errorf("engine: document %q: unknown record version", key)

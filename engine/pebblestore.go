@@ -531,10 +531,7 @@ func (s *pebbleStorage) each(p byte, fn func(k, v []byte) error) (err error) {
 
 func (s *pebbleStorage) scan(fn func(*Document) error) error {
 	return s.each(pfxDoc, func(k, v []byte) error {
-		if len(k) < 5 {
-			return fmt.Errorf("engine: corrupt document key %x", k)
-		}
-		d, err := decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+		d, err := decodeDocRecord(k, v)
 		if err != nil {
 			return err
 		}

@@ -132,25 +132,16 @@ type pebbleStorage struct {
 	}
 }
 
-func openPebbleStorage(dir string, o *Options) (*pebbleStorage, error) {
-	return openPebbleStorageOn(nil, dir, o)
-}
-
 // openPebbleStorageFor opens the store in dir sized for a bucket of quota
 // bytes (pebbleSizesFor).
 func openPebbleStorageFor(dir string, o *Options, quota int64) (*pebbleStorage, error) {
 	return openPebbleStorageSized(nil, dir, o, pebbleSizesFor(quota))
 }
 
-// openPebbleStorageOn opens the store in dir on the file system fs; nil is
-// the operating system's, with a reserve for a full disk (tests pass a
-// memory file system that can simulate a crash, and keep no reserve).
-func openPebbleStorageOn(fs vfs.FS, dir string, o *Options) (*pebbleStorage, error) {
-	return openPebbleStorageSized(fs, dir, o, pebbleSizesFor(0))
-}
-
-// openPebbleStorageSized is openPebbleStorageOn with the store's cache and
-// memtable sizes.
+// openPebbleStorageSized opens the store in dir, with cache and memtables of
+// sizes z, on the file system fs; nil is the operating system's, with a
+// reserve for a full disk (tests pass a memory file system that can
+// simulate a crash, and keep no reserve).
 func openPebbleStorageSized(fs vfs.FS, dir string, o *Options, z pebbleSizes) (*pebbleStorage, error) {
 	s := &pebbleStorage{dir: dir, sync: pebble.Sync, log: o.Logger, sizes: z}
 	if o.NoSync {

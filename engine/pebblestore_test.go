@@ -74,3 +74,14 @@ func TestPebbleCrashKeepsWholeCommits(t *testing.T) {
 		})
 	}
 }
+
+// openPebbleStorage opens the store in dir at the largest sizes, as the
+// tests and benchmarks of the store itself do.
+func openPebbleStorage(dir string, o *Options) (*pebbleStorage, error) {
+	return openPebbleStorageOn(nil, dir, o)
+}
+
+// openPebbleStorageOn is openPebbleStorage on the file system fs.
+func openPebbleStorageOn(fs vfs.FS, dir string, o *Options) (*pebbleStorage, error) {
+	return openPebbleStorageSized(fs, dir, o, pebbleSizesFor(0))
+}

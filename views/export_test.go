@@ -10,3 +10,7 @@ func HeldBuckets(s *Service) int {
 	sets, _ := s.reg.Sets()
 	return len(sets)
 }
+
+// ReplacedRetries counts the queries s started again on a design document's
+// new index (see Query.Run).
+func ReplacedRetries(s *Service) int64 { return s.replacedRetries.Load() }

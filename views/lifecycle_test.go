@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
-	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -284,9 +283,10 @@ func TestReplaceWhileQuerying(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// A query that spans a replacement is answered from the new index; one
+	// that spans a deletion finds no design document. Never ErrClosed.
 	tolerable := func(err error) bool {
-		return err == nil || errors.Is(err, views.ErrNotFound) || errors.Is(err, index.ErrClosed) ||
-			errors.Is(err, context.Canceled) || errors.Is(err, views.ErrClosed)
+		return err == nil || errors.Is(err, views.ErrNotFound)
 	}
 	var mu sync.Mutex
 	var failures []error

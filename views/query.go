@@ -16,6 +16,9 @@ import (
 
 // Query is a view query checked against its view, ready to run.
 type Query struct {
+	s      *Service
+	bucket string
+	ddoc   string // the design document's name, without DesignDocPrefix
 	ix     *indexer
 	view   string
 	p      *Params
@@ -41,7 +44,7 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	if !ok {
 		return nil, fmt.Errorf("%w: View `%s` not defined in local design document `%s`.", ErrNotFound, view, d.ID)
 	}
-	q := &Query{ix: ix, view: view, p: p}
+	q := &Query{s: s, bucket: bucket, ddoc: ddoc, ix: ix, view: view, p: p}
 	hasReduce := def.Reduce != ""
 	q.reduce = hasReduce
 	if p.Reduce != nil {
@@ -136,13 +139,68 @@ func (q *Query) Behind() uint64 {
 	return q.ix.pending()
 }
 
+// maxReplacedRetries bounds how many times Run starts a query again on the
+// index of its design document's next version (see Run): enough for a query
+// that spans a few replacements, while one that keeps losing its index to a
+// stream of them ends with ErrClosed.
+const maxReplacedRetries = 16
+
 // Run brings the index up to date if the query asks (stale=false), then
 // streams the answer to w as JSON, row by row: nothing is built in memory
 // first. skip and limit apply after reduction and grouping.
+//
+// A design document replaced (or its index closed) while the query runs
+// does not fail it, as in Couchbase and CouchDB: until the answer has begun
+// to reach w (it is buffered, so a short answer reaches w only when
+// complete), Run starts the query again on the design document's index at
+// the time, finding the view by name again and checking the parameters
+// against it, with the same stale semantics; a stale=false query waits for
+// the new index to reach the sequence numbers it asked for first (as long as
+// ctx allows). Every answer is one index's, whole. If the new version has no
+// such view, the error wraps ErrNotFound with Couchbase's reason ("View `v`
+// not defined in local design document `_design/d`."), and if the design
+// document was deleted, ErrNotFound as for a query of a missing one. An
+// answer that has begun to reach w cannot start again: the rows sent stay,
+// and the answer ends with Couchbase's "errors" list naming the failure, as
+// for any failure once rows are on their way (Run then returns a
+// *StreamError wrapping ErrClosed). After maxReplacedRetries replacements
+// within one query, Run gives up with an error wrapping ErrClosed.
 func (q *Query) Run(ctx context.Context, w io.Writer) error {
+	cw := &countingWriter{w: w}
+	var target []uint64 // stale=false: the feed position the answer must reflect
+	if q.p.Stale == StaleFalse {
+		target = q.ix.feed.Handle().HighSeqnos()
+	}
+	for tries := 0; ; tries++ {
+		err := q.run(ctx, cw, target)
+		if err == nil || cw.n > 0 || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
+			return err
+		}
+		next, perr := q.s.Prepare(ctx, q.bucket, q.ddoc, q.view, q.p)
+		if perr != nil {
+			return perr
+		}
+		if next.ix == q.ix {
+			return err // cannot happen: a closed indexer has left its set
+		}
+		q.s.replacedRetries.Add(1)
+		*q = *next
+	}
+}
+
+// replaced reports whether err is the failure of a query whose indexer was
+// closed under it (replaced or deleted, or its bucket detached), so that the
+// design document's current index, if any, can answer instead.
+func (q *Query) replaced(err error) bool {
+	return errors.Is(err, ErrClosed) && q.ix.life.Err() != nil
+}
+
+// run runs the query once, on q.ix, writing its answer to cw (see Run);
+// a stale=false query first catches the index up to target.
+func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) error {
 	switch q.p.Stale {
 	case StaleFalse:
-		if err := q.ix.feed.CatchUpNow(ctx); err != nil {
+		if err := q.ix.feed.CatchUp(ctx, target); err != nil {
 			return q.closedErr(err)
 		}
 	case StaleUpdateAfter:
@@ -152,11 +210,10 @@ func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	// documents expired by then.
 	now := q.ix.bucket.Clock().Now()
 	if q.p.Forecast > 0 {
-		return q.runForecast(ctx, w, now)
+		return q.runForecast(ctx, cw, now)
 	}
 	rng := q.rng
 	rng.Now = now
-	cw := &countingWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 32<<10)
 	skip, limit := q.p.Skip, q.p.Limit
 	take := func() (emit bool, stop bool) {

@@ -95,7 +95,10 @@ type Service struct {
 	pool      *jsruntime.Pool
 	opts      Options
 	rollbacks atomic.Int64 // indexes discarded because the bucket's history moved on
-	reg       *feed.Registry[*indexer, struct{}]
+	// replacedRetries counts the queries started again on a design
+	// document's new index (see Query.Run).
+	replacedRetries atomic.Int64
+	reg             *feed.Registry[*indexer, struct{}]
 }
 
 // bucketViews are one bucket's running indexers, by design document ID.

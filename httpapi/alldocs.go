@@ -200,6 +200,7 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 		offsetKnown := o.Start == nil
 		for d, err := range c.List(r.Context(), o) {
 			if err != nil {
+				err = s.closedUnder(b, err)
 				if !started {
 					return err // nothing was sent: a proper error status
 				}

@@ -81,7 +81,7 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 	}
 	docs, total, err := c.Keys(r.Context(), start, end, int(min(skip, int64(1)<<40)), int(limit))
 	if err != nil {
-		return err
+		return s.closedUnder(b, err)
 	}
 	rows := make([]browseRow, len(docs))
 	for i, d := range docs {

@@ -81,12 +81,14 @@ func classifyCode(err error) *httpError {
 	case errors.Is(err, engine.ErrInvalidSetting), errors.Is(err, engine.ErrInvalidOp), errors.Is(err, engine.ErrBucketExists),
 		errors.Is(err, engine.ErrScopeExists), errors.Is(err, engine.ErrCollectionExists):
 		return &httpError{http.StatusBadRequest, "bad_request", msg}
+	case errors.Is(err, engine.ErrClosed):
+		// Before ErrStorage: a store read of a bucket closed under it
+		// fails because of the close, not of the disk.
+		return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
 	case errors.Is(err, engine.ErrStorage):
 		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", msg}
 	case errors.Is(err, engine.ErrTempOOM), errors.Is(err, engine.ErrWarmup):
 		return &httpError{http.StatusServiceUnavailable, "temporary_failure", msg}
-	case errors.Is(err, engine.ErrClosed):
-		return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &httpError{http.StatusServiceUnavailable, "timeout", msg}
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -113,6 +114,21 @@ func (s *server) bucketOf(r *http.Request) (*engine.Bucket, error) {
 		return nil, &withErrors{err: errNotFound(fmt.Sprintf("bucket %q does not exist", name)), errors: bucketMissing()}
 	}
 	return b, nil
+}
+
+// closedUnder returns err marked as engine.ErrClosed (503, as every path
+// answers for a closed bucket) when b is no longer the engine's bucket of
+// its name: deleted or closed while the request used it, whatever its store
+// answered then (a closed bbolt file says "database not open", a closed
+// pebble store is a storage failure wrapping engine.ErrClosed).
+func (s *server) closedUnder(b *engine.Bucket, err error) error {
+	if err == nil || errors.Is(err, engine.ErrClosed) {
+		return err
+	}
+	if cur, cerr := s.eng.Bucket(b.Name()); cerr == nil && cur == b {
+		return err
+	}
+	return fmt.Errorf("%w: bucket %s was closed or deleted while in use: %w", engine.ErrClosed, b.Name(), err)
 }
 
 // collectionOf resolves ?collection=scope.collection (default _default._default).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search/query"
@@ -75,16 +74,19 @@ func (s *Service) aliasTargets(bucket string, a *IndexDef) ([]*indexer, error) {
 // searchAlias runs a search request on an alias's targets together, each
 // leaving out its documents expired at now, and merges their answers (hits
 // by score or sort, total_hits, facets), as bleve's index alias does.
-func (s *Service) searchAlias(ctx context.Context, bucket string, a *IndexDef, sr *bleve.SearchRequest, timeout time.Duration, atPlus bool) (*Answer, error) {
+// It returns the indexers it used, so that a search that fails because one
+// was closed under it can run again (see retryReplaced).
+func (s *Service) searchAlias(ctx context.Context, bucket string, a *IndexDef, sr *bleve.SearchRequest, atPlus bool) (*Answer, []*indexer, error) {
 	ixs, err := s.aliasTargets(bucket, a)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	res, err := s.searchTargets(ctx, a, ixs, sr, atPlus)
+	return res, ixs, err
+}
+
+// searchTargets is searchAlias on the running indexers of a's targets.
+func (s *Service) searchTargets(ctx context.Context, a *IndexDef, ixs []*indexer, sr *bleve.SearchRequest, atPlus bool) (*Answer, error) {
 	for _, ix := range ixs {
 		ix.queries.Add(1)
 		if atPlus {
@@ -135,11 +137,11 @@ func (s *Service) searchAlias(ctx context.Context, bucket string, a *IndexDef, s
 }
 
 // countAlias counts the live documents of an alias's targets.
-func (s *Service) countAlias(ctx context.Context, bucket string, a *IndexDef) (uint64, error) {
+func (s *Service) countAlias(ctx context.Context, bucket string, a *IndexDef) (uint64, []*indexer, error) {
 	sr := bleve.NewSearchRequestOptions(query.NewMatchAllQuery(), 0, 0, false)
-	res, err := s.searchAlias(ctx, bucket, a, sr, 0, false)
+	res, used, err := s.searchAlias(ctx, bucket, a, sr, false)
 	if err != nil {
-		return 0, err
+		return 0, used, err
 	}
-	return res.Total, nil
+	return res.Total, used, nil
 }

@@ -88,9 +88,14 @@ type indexer struct {
 	lastErr   atomic.Pointer[string]
 
 	feed      *feed.Consumer[preparedBatch]
+	gone      atomic.Bool // set when Close starts: a query failing now failed because of it
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// isGone reports whether the indexer is closing or closed (replaced,
+// deleted, its bucket detached).
+func (ix *indexer) isGone() bool { return ix.gone.Load() }
 
 func consumerName(name string) string { return "search:" + name }
 
@@ -473,6 +478,7 @@ func (ix *indexer) PauseAcks(pause bool) { ix.feed.PauseAcks(pause) }
 // Later calls return the first call's result.
 func (ix *indexer) Close() error {
 	ix.closeOnce.Do(func() {
+		ix.gone.Store(true)
 		ix.feed.Stop()
 		// Scorch drops what it has not written when it closes: let it
 		// write the batches it holds (the index would otherwise redo them

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -124,45 +126,79 @@ func (s *Service) Query(ctx context.Context, bucket, index string, req []byte) (
 	return out, nil
 }
 
+// maxReplacedRetries bounds how many times a search runs again on the
+// indexes that replaced those it used (see Search).
+const maxReplacedRetries = 16
+
 // Search is Query returning the answer unencoded.
+//
+// An index replaced (its definition changed), or closed, while a search
+// runs on it does not fail the search: it runs again, with the same request
+// and consistency, on the index of that name at the time (an at_plus search
+// waiting for the new index to catch up), so that every answer is one
+// index's, whole; an index deleted meanwhile is not found. After
+// maxReplacedRetries replacements within one search it gives up with an
+// error wrapping ErrClosed. ctl.timeout bounds the whole search.
 func (s *Service) Search(ctx context.Context, bucket, index string, req []byte) (*Answer, error) {
-	ix, err := s.indexerFor(bucket, index)
-	if errors.Is(err, ErrNotFound) {
-		if a := s.aliasFor(bucket, index); a != nil {
-			sr, timeout, atPlus, err := ParseRequest(req)
-			if err != nil {
-				return nil, err
-			}
-			return s.searchAlias(ctx, bucket, a, sr, timeout, atPlus)
+	sr, timeout, atPlus, perr := ParseRequest(req)
+	if perr != nil {
+		// A missing index is the answer before a bad request.
+		ix, err := s.indexerFor(bucket, index)
+		if errors.Is(err, ErrNotFound) && s.aliasFor(bucket, index) != nil {
+			return nil, perr
 		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	sr, timeout, atPlus, err := ParseRequest(req)
-	if err != nil {
+		if err != nil {
+			return nil, err
+		}
 		ix.queries.Add(1)
 		ix.qerrors.Add(1)
-		return nil, err
+		return nil, perr
 	}
-	return ix.search(ctx, sr, timeout, atPlus)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return retryReplaced(ctx, &s.replacedRetries, func() (*Answer, []*indexer, error) {
+		ix, err := s.indexerFor(bucket, index)
+		if errors.Is(err, ErrNotFound) {
+			if a := s.aliasFor(bucket, index); a != nil {
+				return s.searchAlias(ctx, bucket, a, sr, atPlus)
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := ix.search(ctx, sr, atPlus)
+		return res, []*indexer{ix}, err
+	})
 }
 
-func (ix *indexer) search(ctx context.Context, sr *bleve.SearchRequest, timeout time.Duration, atPlus bool) (*Answer, error) {
+// retryReplaced calls run until it succeeds or fails for another reason
+// than an index it used (the indexers it returns) closing under it,
+// maxReplacedRetries times at most and while ctx lives; run finds the
+// indexes by name each time. retries counts the runs again.
+func retryReplaced[T any](ctx context.Context, retries *atomic.Int64, run func() (T, []*indexer, error)) (T, error) {
+	for tries := 0; ; tries++ {
+		res, used, err := run()
+		if err == nil || tries == maxReplacedRetries || ctx.Err() != nil || !errors.Is(err, ErrClosed) ||
+			!slices.ContainsFunc(used, (*indexer).isGone) {
+			return res, err
+		}
+		retries.Add(1)
+	}
+}
+
+func (ix *indexer) search(ctx context.Context, sr *bleve.SearchRequest, atPlus bool) (*Answer, error) {
 	ix.queries.Add(1)
-	res, err := ix.searchErr(ctx, sr, timeout, atPlus)
+	res, err := ix.searchErr(ctx, sr, atPlus)
 	if err != nil {
 		ix.qerrors.Add(1)
 	}
 	return res, err
 }
 
-func (ix *indexer) searchErr(ctx context.Context, sr *bleve.SearchRequest, timeout time.Duration, atPlus bool) (*Answer, error) {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+func (ix *indexer) searchErr(ctx context.Context, sr *bleve.SearchRequest, atPlus bool) (*Answer, error) {
 	if atPlus {
 		if err := ix.catchUp(ctx); err != nil {
 			return nil, err
@@ -222,17 +258,21 @@ func (ix *indexer) runLive(ctx context.Context, sr *bleve.SearchRequest, now int
 }
 
 // Count returns the number of documents an index holds that are live now.
+// An index replaced while it counts is counted again, as Search does.
 func (s *Service) Count(ctx context.Context, bucket, index string) (uint64, error) {
-	ix, err := s.indexerFor(bucket, index)
-	if errors.Is(err, ErrNotFound) {
-		if a := s.aliasFor(bucket, index); a != nil {
-			return s.countAlias(ctx, bucket, a)
+	return retryReplaced(ctx, &s.replacedRetries, func() (uint64, []*indexer, error) {
+		ix, err := s.indexerFor(bucket, index)
+		if errors.Is(err, ErrNotFound) {
+			if a := s.aliasFor(bucket, index); a != nil {
+				return s.countAlias(ctx, bucket, a)
+			}
 		}
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ix.count(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		n, err := ix.count(ctx)
+		return n, []*indexer{ix}, err
+	})
 }
 
 func (ix *indexer) count(ctx context.Context) (uint64, error) {

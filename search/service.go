@@ -63,11 +63,14 @@ func (o *Options) validate() error {
 // serialized by that bucket's set's change lock (feed.Set), which may be
 // held across disk I/O and index opens but is never taken by queries.
 type Service struct {
-	eng        *engine.Engine
-	opts       Options
-	rollbacks  atomic.Int64
-	aliasCache expiredCache // the expiry filter's cache for alias queries
-	reg        *feed.Registry[*indexer, *IndexDef]
+	eng       *engine.Engine
+	opts      Options
+	rollbacks atomic.Int64
+	// replacedRetries counts the searches run again on an index that
+	// replaced the one they used (see Search).
+	replacedRetries atomic.Int64
+	aliasCache      expiredCache // the expiry filter's cache for alias queries
+	reg             *feed.Registry[*indexer, *IndexDef]
 }
 
 // bucketIndexes are one bucket's running indexers by index name, with its

@@ -339,6 +339,18 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 		return d, nil
 	}
 	b := bi.Bucket
+	// The move into place (here and in Promote) is finished whatever ctx
+	// does: an index left at the staging path is where the next
+	// replacement builds.
+	moveCtx := context.WithoutCancel(ctx)
+	if old != nil {
+		// A running index whose move into place failed lives at the staging
+		// path, where the new one is about to be built: it moves into place
+		// first, or the replacement fails and takes nothing from it.
+		if err := old.moveTo(moveCtx, IndexPath(b, name)); err != nil {
+			return nil, fmt.Errorf("search: index %s: moving it into place before its replacement: %w", name, err)
+		}
+	}
 	_, replaced, err := feed.Replace(ctx, bi, name, feed.Replacement[*indexer]{
 		Path: IndexPath(b, name), Feed: b.Consumer(consumerName(name)),
 		RemoveFiles: func() error { return removeIndexFiles(b, name) },
@@ -347,7 +359,7 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 		// The new index's files take the index's path; if the process
 		// stops before, the stored definition's signature rebuilds the
 		// index there.
-		Promote: func(ix *indexer) error { return ix.moveTo(ctx, IndexPath(b, name)) },
+		Promote: func(ix *indexer) error { return ix.moveTo(moveCtx, IndexPath(b, name)) },
 	})
 	if err != nil {
 		return nil, err

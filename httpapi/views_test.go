@@ -2,11 +2,15 @@ package httpapi_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -162,5 +166,112 @@ func TestDesignDocRevisionChanges(t *testing.T) {
 	}
 	if r := rev(); !strings.HasPrefix(r, "6-") {
 		t.Errorf("after delete and create: rev %q, want 6-...", r)
+	}
+}
+
+// TestViewQueriesAcrossReplacements: view queries over HTTP while their
+// design document is replaced (the same view, another map function) are
+// answered 200, each whole from one version's index, never 503; once a
+// replacement drops the view, a query of it is Couchbase's 404.
+func TestViewQueriesAcrossReplacements(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const n, versions = 100, 6
+	coll := f.mustBucket("default").DefaultCollection()
+	for i := range n {
+		if _, err := coll.Upsert(ctx, fmt.Sprintf("k%03d", i), fmt.Appendf(nil, `{"n":%d}`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ddoc := func(r int) string {
+		return fmt.Sprintf(`{"views":{"v":{"map":"function (doc, meta) { emit(doc.n, %d); }"}}}`, r)
+	}
+	if st, _, body := f.do("PUT", "/default/_design/d", "application/json", ddoc(0)); st != 201 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	get := func(path string) (int, string, error) {
+		req, err := http.NewRequest("GET", f.srv.URL+path, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		req.SetBasicAuth(adminUser, adminPass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	stop := make(chan struct{})
+	completed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for _, stale := range []string{"false", "false", "ok"} {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st, body, err := get("/default/_design/d/_view/v?stale=" + stale)
+				if err == nil && st != 200 {
+					err = fmt.Errorf("%d %.200s", st, body)
+				}
+				var a struct {
+					Rows []struct {
+						Key, Value int
+					}
+					Errors []any
+				}
+				if err == nil {
+					err = json.Unmarshal([]byte(body), &a)
+				}
+				if err == nil && (a.Errors != nil || stale == "false" && len(a.Rows) != n) {
+					err = fmt.Errorf("%d rows: %.200s", len(a.Rows), body)
+				}
+				for i, r := range a.Rows {
+					if err == nil && (r.Value != a.Rows[0].Value || stale == "false" && r.Key != i) {
+						err = fmt.Errorf("row %d %+v after a row of version %d", i, r, a.Rows[0].Value)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if len(failures) < 10 {
+						failures = append(failures, "stale="+stale+": "+err.Error())
+					}
+					mu.Unlock()
+				} else if stale == "false" {
+					select {
+					case completed <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for r := 1; r <= versions; r++ {
+		if st, _, body := f.do("PUT", "/default/_design/d", "application/json", ddoc(r)); st != 201 {
+			t.Errorf("PUT %d: %d %s", r, st, body)
+		}
+		select { // queries span replacements without being outrun by them
+		case <-completed:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("no complete answer in 2 minutes after replacement %d", r)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for _, fl := range failures {
+		t.Error(fl)
+	}
+	if st, _, body := f.do("PUT", "/default/_design/d", "application/json", `{"views":{"w":{"map":"function (doc, meta) { emit(doc.n, null); }"}}}`); st != 201 {
+		t.Fatalf("PUT without v: %d %s", st, body)
+	}
+	st, _, body := f.do("GET", "/default/_design/d/_view/v?stale=false", "", "")
+	if want := "View `v` not defined in local design document `_design/d`."; st != 404 || jsonOf(t, body)["error"] != "not_found" || jsonOf(t, body)["reason"] != want {
+		t.Fatalf("a dropped view: %d %s, want 404 not_found %q", st, body, want)
 	}
 }

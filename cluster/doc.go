@@ -1,0 +1,28 @@
+// Package cluster keeps Mayfly's cluster state in embedded etcd: which
+// nodes are up, which node is the orchestrator, the bucket definitions and,
+// for each bucket, the map of its 1024 partitions (each partition's voters,
+// preferred leader and epoch).
+//
+// This is step 1 of issue 22: the state layer only. Data is NOT replicated
+// yet: each node's engine serves its own documents as a single node does,
+// and the partition map says where partitions will live once step 2 gives
+// each partition a Raft group (go.etcd.io/raft/v3).
+//
+// The first three nodes of the peer list (five when it has five or more)
+// each run an etcd member inside the process; the others are etcd clients
+// only. Every node holds a lease under /mayfly/nodes/NAME (a node whose
+// lease expired is down). One node, elected through etcd, is the
+// orchestrator: it places each bucket's partitions and, when a node has
+// been down longer than the failover timeout, moves that node's copies to
+// spare nodes or marks its partitions degraded. Each of its writes is
+// fenced: one etcd transaction conditioned on its leadership key and on
+// the revision of the map it read, so a deposed orchestrator cannot write
+// (ErrDeposed).
+//
+// Keys (all under /mayfly/):
+//
+//	nodes/NAME          NodeInfo JSON, on the node's lease
+//	orchestrator/...    the election (concurrency.Election keys)
+//	buckets/NAME        BucketDef JSON (engine.BucketSettings and replicaNumber)
+//	maps/NAME           PartitionMap JSON, written by the orchestrator only
+package cluster

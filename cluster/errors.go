@@ -1,0 +1,29 @@
+package cluster
+
+import "errors"
+
+var (
+	// ErrDeposed is returned by a fenced write of an orchestrator that is
+	// no longer the elected one (its leadership key is gone or belongs to
+	// another campaign). Nothing was written.
+	ErrDeposed = errors.New("cluster: not the orchestrator any more")
+
+	// ErrMapChanged is returned by a fenced write when the partition map
+	// changed after the orchestrator read it. Nothing was written; read
+	// the map again.
+	ErrMapChanged = errors.New("cluster: partition map changed since it was read")
+
+	// ErrBadPeers is returned for a peer list or node name that cannot
+	// make a cluster (a malformed entry, a repeated name, the node not in
+	// the list).
+	ErrBadPeers = errors.New("cluster: bad peer list")
+
+	// ErrNotFormed is returned when the cluster's etcd did not answer
+	// within the start-up timeout (too few members up to make a quorum,
+	// wrong addresses, ports taken).
+	ErrNotFormed = errors.New("cluster: etcd cluster did not form")
+
+	// ErrBucketExists is returned by DefineBucket when the bucket is
+	// already defined.
+	ErrBucketExists = errors.New("cluster: bucket already defined")
+)

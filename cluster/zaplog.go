@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -12,14 +14,27 @@ import (
 // zapToSlog is a zap logger that hands etcd's log lines at warn level and
 // above to Mayfly's slog logger, so an embedded member or client says
 // nothing on stderr of its own.
-func zapToSlog(l *slog.Logger) *zap.Logger {
-	return zap.New(&slogCore{l: l, min: zapcore.WarnLevel})
+// While quiet is set (the node is stopping), etcd's lines go at debug
+// level: members and clients closing warn about every connection they
+// drop.
+func zapToSlog(l *slog.Logger, quiet *atomic.Bool) *zap.Logger {
+	return zap.New(&slogCore{l: l, min: zapcore.WarnLevel, quiet: quiet})
+}
+
+// benign are etcd warnings that say nothing about Mayfly's use of it: the
+// member serves gRPC and HTTP on its one client port, and its clients have
+// no users (no authentication tokens, signed or not). They go at debug
+// level.
+var benign = []string{
+	"Running http and grpc server on single port",
+	"simple token is not cryptographically signed",
 }
 
 // slogCore is a zapcore.Core writing to slog.
 type slogCore struct {
 	l      *slog.Logger
 	min    zapcore.Level
+	quiet  *atomic.Bool
 	fields []zapcore.Field
 }
 
@@ -28,7 +43,7 @@ func (c *slogCore) Enabled(lvl zapcore.Level) bool { return lvl >= c.min }
 
 // With is the core with fields added to every entry.
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{l: c.l, min: c.min, fields: append(slices.Clip(c.fields), fields...)}
+	return &slogCore{l: c.l, min: c.min, quiet: c.quiet, fields: append(slices.Clip(c.fields), fields...)}
 }
 
 // Check adds the core to ce when the entry's level is enabled.
@@ -63,6 +78,14 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	lvl := slog.LevelWarn
 	if ent.Level >= zapcore.ErrorLevel {
 		lvl = slog.LevelError
+	}
+	if c.quiet != nil && c.quiet.Load() {
+		lvl = slog.LevelDebug
+	}
+	for _, b := range benign {
+		if strings.HasPrefix(ent.Message, b) {
+			lvl = slog.LevelDebug
+		}
 	}
 	c.l.LogAttrs(context.Background(), lvl, "etcd: "+ent.Message, attrs...)
 	return nil

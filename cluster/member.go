@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// etcdDir is where a member keeps its data, under the node's data
+// directory.
+func etcdDir(data string) string { return filepath.Join(data, "cluster", "etcd") }
+
+// bindURL is u with its host resolved to an IP, as etcd binds only to IPs
+// (or localhost).
+func bindURL(ctx context.Context, u url.URL) (url.URL, error) {
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return u, err
+	}
+	if host == "localhost" || net.ParseIP(host) != nil {
+		return u, nil
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return u, fmt.Errorf("resolving %q: %w", host, err)
+	}
+	u.Host = net.JoinHostPort(ips[0].IP.String(), port)
+	return u, nil
+}
+
+// startMember starts the embedded etcd member of self, one of members,
+// keeping its data under data/cluster/etcd (a restart finds it there and
+// rejoins with it). It does not wait for the cluster to form.
+func (c *Config) startMember(ctx context.Context, self Peer, members []Peer, lg *zap.Logger) (*embed.Etcd, error) {
+	ec := embed.NewConfig()
+	ec.Name = self.Name
+	ec.Dir = etcdDir(c.DataDir)
+	peerURL, clientURL := self.url(c.EtcdPeerOffset), self.url(c.EtcdClientOffset)
+	lp, err := bindURL(ctx, peerURL)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := bindURL(ctx, clientURL)
+	if err != nil {
+		return nil, err
+	}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{lp}, []url.URL{peerURL}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{lc}, []url.URL{clientURL}
+	var initial []string
+	for _, m := range members {
+		u := m.url(c.EtcdPeerOffset)
+		initial = append(initial, m.Name+"="+u.String())
+	}
+	ec.InitialCluster = strings.Join(initial, ",")
+	ec.InitialClusterToken = "mayfly"
+	ec.ClusterState = embed.ClusterStateFlagNew
+	ec.Logger = "zap"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	// The cluster state is small; keep an hour of history.
+	ec.AutoCompactionMode = "periodic"
+	ec.AutoCompactionRetention = "1h"
+	ec.UnsafeNoFsync = c.test.noFsync
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting the etcd member %s (peer %s, client %s, data %s): %w",
+			self.Name, peerURL.Host, clientURL.Host, ec.Dir, err)
+	}
+	return e, nil
+}
+
+// waitMember waits until e has joined a quorum, ctx ends or e fails.
+func waitMember(ctx context.Context, e *embed.Etcd, timeout time.Duration) error {
+	select {
+	case <-e.Server.ReadyNotify():
+		return nil
+	case err := <-e.Err():
+		return fmt.Errorf("cluster: the etcd member stopped: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("%w within %v: this member found no quorum (are the other members started, and their etcd peer ports reachable?): %w",
+			ErrNotFormed, timeout, context.Cause(ctx))
+	}
+}

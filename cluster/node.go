@@ -1,0 +1,442 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Defaults of Config.
+const (
+	// DefaultLeaseTTL is how long a node stays up without renewing its
+	// lease.
+	DefaultLeaseTTL = 5 * time.Second
+	// DefaultFailoverTimeout is how long a node is down before the
+	// orchestrator fails its partitions over.
+	DefaultFailoverTimeout = 30 * time.Second
+	// DefaultFormTimeout is how long Start waits for the etcd cluster to
+	// answer.
+	DefaultFormTimeout = time.Minute
+	// DefaultReconcileInterval is how often the orchestrator compares the
+	// maps with the nodes up.
+	DefaultReconcileInterval = time.Second
+)
+
+// Config is what a node needs to join the cluster.
+type Config struct {
+	// Node is this node's name; it must be in Peers.
+	Node string
+	// Peers is the peer list, in the order given: its first EtcdMembers
+	// run etcd members.
+	Peers []Peer
+	// DataDir is the node's data directory; an etcd member keeps its data
+	// under DataDir/cluster/etcd.
+	DataDir string
+	// EtcdPeerOffset and EtcdClientOffset place etcd's peer and client
+	// ports above each node's cluster port. The default values are 1 and 2.
+	EtcdPeerOffset, EtcdClientOffset int
+	// LeaseTTL is how long the node stays up in the others' eyes without
+	// renewing its lease; it is rounded up to whole seconds. The default
+	// value is 5 s.
+	LeaseTTL time.Duration
+	// FailoverTimeout is how long a node is down before the orchestrator
+	// fails its partitions over. The default value is 30 s.
+	FailoverTimeout time.Duration
+	// FormTimeout bounds Start's wait for the etcd cluster. The default
+	// value is 1 minute.
+	FormTimeout time.Duration
+	// ReconcileInterval is how often the orchestrator checks the maps.
+	// The default value is 1 s.
+	ReconcileInterval time.Duration
+	// HTTP and Version are published in the node's NodeInfo.
+	HTTP, Version string
+	// Logger receives the node's and etcd's messages (etcd's at warn and
+	// above); nil discards them.
+	Logger *slog.Logger
+
+	test struct {
+		noFsync bool // etcd members skip fsync (tests only)
+	}
+}
+
+// EnsureDefaults fills the zero fields with their default values.
+func (c *Config) EnsureDefaults() {
+	if c.EtcdPeerOffset == 0 {
+		c.EtcdPeerOffset = DefaultEtcdPeerOffset
+	}
+	if c.EtcdClientOffset == 0 {
+		c.EtcdClientOffset = DefaultEtcdClientOffset
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.FailoverTimeout == 0 {
+		c.FailoverTimeout = DefaultFailoverTimeout
+	}
+	if c.FormTimeout == 0 {
+		c.FormTimeout = DefaultFormTimeout
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate checks the configuration (after EnsureDefaults).
+func (c *Config) Validate() error {
+	if c.EtcdPeerOffset < 1 || c.EtcdClientOffset < 1 || c.EtcdPeerOffset == c.EtcdClientOffset {
+		return fmt.Errorf("%w: the etcd port offsets must be positive and differ", ErrBadPeers)
+	}
+	self := -1
+	for i, p := range c.Peers {
+		if p.Name == c.Node {
+			self = i
+		}
+		if p.Port+max(c.EtcdPeerOffset, c.EtcdClientOffset) > math.MaxUint16 {
+			return fmt.Errorf("%w: %s's port %d leaves no room for its etcd ports", ErrBadPeers, p.Name, p.Port)
+		}
+	}
+	if self < 0 {
+		return fmt.Errorf("%w: node %q is not in the peer list", ErrBadPeers, c.Node)
+	}
+	if c.LeaseTTL < time.Second || c.FailoverTimeout <= 0 || c.FormTimeout <= 0 || c.ReconcileInterval <= 0 {
+		return fmt.Errorf("cluster: the lease must be at least 1s, the timeouts and interval positive")
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("cluster: no data directory")
+	}
+	return nil
+}
+
+// Node is this process's part of the cluster: perhaps an etcd member, an
+// etcd client, a lease under /mayfly/nodes/, and a candidate for
+// orchestrator.
+type Node struct {
+	cfg    Config
+	self   Peer
+	logger *slog.Logger
+	zap    *zap.Logger
+	etcd   *embed.Etcd // nil on a client-only node
+	cli    *clientv3.Client
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	crashing atomic.Bool // stop without revoking leases (tests: a crash)
+	closing  atomic.Bool // etcd's logs go at debug level
+
+	mu struct {
+		sync.Mutex
+		orch    *Orchestrator
+		session *concurrency.Session // the membership lease's
+	}
+}
+
+// Start joins the cluster: it starts this node's etcd member when it is
+// one of the first EtcdMembers peers, waits (up to FormTimeout) for the
+// etcd cluster to answer, registers the node under /mayfly/nodes/ on a
+// lease kept alive in the background, and campaigns for orchestrator.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger}
+	n.zap = zapToSlog(cfg.Logger, &n.closing)
+	members := cfg.Peers[:EtcdMembers(len(cfg.Peers))]
+	for _, p := range cfg.Peers {
+		if p.Name == cfg.Node {
+			n.self = p
+		}
+	}
+	formCtx, cancelForm := context.WithTimeoutCause(ctx, cfg.FormTimeout, ErrNotFormed)
+	defer cancelForm()
+	if slices.Contains(members, n.self) {
+		e, err := cfg.startMember(formCtx, n.self, members, n.zap)
+		if err != nil {
+			return nil, err
+		}
+		n.etcd = e
+		if err := waitMember(formCtx, e, cfg.FormTimeout); err != nil {
+			n.closeEtcd()
+			return nil, err
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   ClientEndpoints(cfg.Peers, cfg.EtcdClientOffset),
+		DialTimeout: 5 * time.Second,
+		Logger:      n.zap,
+	})
+	if err != nil {
+		n.closeEtcd()
+		return nil, fmt.Errorf("cluster: etcd client: %w", err)
+	}
+	n.cli = cli
+	if err := waitAnswer(formCtx, cli, cfg.FormTimeout); err != nil {
+		n.closing.Store(true)
+		cli.Close()
+		n.closeEtcd()
+		return nil, err
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	registered := make(chan error, 1)
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.keepRegistered(bg, registered) }()
+	go func() { defer n.wg.Done(); n.campaign(bg) }()
+	select {
+	case err := <-registered:
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+	case <-formCtx.Done():
+		n.Close()
+		return nil, fmt.Errorf("%w: registering node %s: %w", ErrNotFormed, cfg.Node, context.Cause(formCtx))
+	}
+	role := "etcd client"
+	if n.etcd != nil {
+		role = "etcd member"
+	}
+	n.logger.Info("cluster: joined; data is NOT replicated yet (issue 22 step 1: cluster state only)",
+		"node", cfg.Node, "role", role, "peers", len(cfg.Peers), "etcd_members", len(members))
+	return n, nil
+}
+
+// waitAnswer waits until the etcd cluster answers a linearizable read
+// (it has a quorum and a leader).
+func waitAnswer(ctx context.Context, cli *clientv3.Client, timeout time.Duration) error {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Get(tctx, "/mayfly/health")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w within %v (no quorum of etcd members answered at %v): last error: %w",
+				ErrNotFormed, timeout, cli.Endpoints(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Client is the node's etcd client.
+func (n *Node) Client() *clientv3.Client { return n.cli }
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Node }
+
+// IsMember reports whether the node runs an etcd member.
+func (n *Node) IsMember() bool { return n.etcd != nil }
+
+// Orchestrator is the node's orchestration handle while it is the elected
+// orchestrator, nil otherwise.
+func (n *Node) Orchestrator() *Orchestrator {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.orch
+}
+
+// leaseSeconds is the lease TTL in whole seconds, rounded up.
+func (n *Node) leaseSeconds() int { return int(math.Ceil(n.cfg.LeaseTTL.Seconds())) }
+
+// keepRegistered holds the node's key under /mayfly/nodes/ on a lease,
+// registering again (on a new lease) whenever the lease is lost, until ctx
+// ends. The first registration's outcome goes to first.
+func (n *Node) keepRegistered(ctx context.Context, first chan<- error) {
+	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, Version: n.cfg.Version,
+		Started: time.Now().UTC()} // wall clock: shown to operators
+	if n.etcd != nil {
+		pu, cu := n.self.url(n.cfg.EtcdPeerOffset), n.self.url(n.cfg.EtcdClientOffset)
+		info.EtcdPeer, info.EtcdClient = pu.String(), cu.String()
+	}
+	data, err := json.Marshal(info)
+	if err != nil {
+		first <- err
+		return
+	}
+	for ctx.Err() == nil {
+		s, err := concurrency.NewSession(n.cli, concurrency.WithTTL(n.leaseSeconds()), concurrency.WithContext(ctx))
+		if err == nil {
+			_, err = n.cli.Put(ctx, nodesPrefix+n.cfg.Node, string(data), clientv3.WithLease(s.Lease()))
+			if err != nil {
+				s.Orphan()
+			}
+		}
+		if err != nil {
+			if first != nil {
+				first <- fmt.Errorf("cluster: registering node %s: %w", n.cfg.Node, err)
+				return
+			}
+			n.logger.Warn("cluster: registering the node again failed", "err", err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		n.mu.Lock()
+		n.mu.session = s
+		n.mu.Unlock()
+		if first != nil {
+			first <- nil
+			first = nil
+		}
+		select {
+		case <-s.Done():
+			n.logger.Warn("cluster: the node's lease was lost; registering again", "node", n.cfg.Node)
+		case <-ctx.Done():
+		}
+	}
+}
+
+// campaign runs for orchestrator until ctx ends: each won term runs the
+// reconcile loop until its session's lease is lost.
+func (n *Node) campaign(ctx context.Context) {
+	for ctx.Err() == nil {
+		s, err := concurrency.NewSession(n.cli, concurrency.WithTTL(n.leaseSeconds()), concurrency.WithContext(ctx))
+		if err != nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		termCtx, endTerm := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-s.Done():
+			case <-termCtx.Done():
+			}
+			endTerm()
+		}()
+		el := concurrency.NewElection(s, orchestratorPrefix)
+		if err := el.Campaign(termCtx, n.cfg.Node); err == nil {
+			n.orchestrate(termCtx, el)
+		}
+		endTerm()
+		s.Orphan()
+		if ctx.Err() != nil {
+			// Closing: give the term (or the place in the queue) up at
+			// once rather than leaving it until the lease expires.
+			if !n.crashing.Load() {
+				n.revoke(s.Lease())
+			}
+			return
+		}
+	}
+}
+
+// orchestrate runs one term: reconcile every ReconcileInterval until ctx
+// ends.
+func (n *Node) orchestrate(ctx context.Context, el *concurrency.Election) {
+	o := &Orchestrator{cli: n.cli, node: n.cfg.Node, key: el.Key(), rev: el.Rev(), failover: n.cfg.FailoverTimeout,
+		logger: n.logger, downSince: map[string]time.Time{},
+		started: time.Now()} // wall clock: failover timeouts are real time between nodes
+	for _, p := range n.cfg.Peers {
+		o.peers = append(o.peers, p.Name)
+	}
+	n.mu.Lock()
+	n.mu.orch = o
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.mu.orch = nil
+		n.mu.Unlock()
+	}()
+	n.logger.Info("cluster: this node is the orchestrator", "node", n.cfg.Node)
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		if err := o.reconcile(ctx); err != nil && ctx.Err() == nil {
+			if errors.Is(err, ErrDeposed) {
+				n.logger.Warn("cluster: deposed as orchestrator", "err", err)
+				return
+			}
+			n.logger.Warn("cluster: reconciling the partition maps", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Close leaves the cluster in order: it gives up the orchestrator's term,
+// revokes the node's lease (the others see it down at once), closes the
+// client and stops the etcd member.
+func (n *Node) Close() error {
+	return n.stop(true)
+}
+
+// stop ends the node's loops; with revoke, it revokes the membership lease
+// (a crash leaves it to expire).
+func (n *Node) stop(revoke bool) error {
+	n.crashing.Store(!revoke)
+	n.closing.Store(true)
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	n.mu.Lock()
+	s := n.mu.session
+	n.mu.Unlock()
+	if s != nil {
+		s.Orphan()
+		if revoke {
+			n.revoke(s.Lease())
+		}
+	}
+	var err error
+	if n.cli != nil {
+		err = n.cli.Close()
+	}
+	n.closeEtcd()
+	return err
+}
+
+// revoke revokes a lease, waiting a few seconds at most (an expired lease
+// is gone anyway).
+func (n *Node) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := n.cli.Revoke(ctx, id); err != nil {
+		n.logger.Debug("cluster: revoking a lease", "err", err)
+	}
+}
+
+// closeEtcd stops the embedded member, if any.
+func (n *Node) closeEtcd() {
+	n.closing.Store(true)
+	if n.etcd != nil {
+		select {
+		case <-n.etcd.Server.ReadyNotify():
+		default:
+			// A member that never became ready must be stopped first:
+			// Close waits for client servers that only start once ready.
+			n.etcd.Server.Stop()
+		}
+		n.etcd.Close()
+		n.etcd = nil
+	}
+}

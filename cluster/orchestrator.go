@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Orchestrator is the handle of one term of orchestration: a node won the
+// election and holds its leadership key. Every map write through it is
+// fenced on that key, so a handle kept after its term ended writes nothing
+// (ErrDeposed).
+type Orchestrator struct {
+	cli       *clientv3.Client
+	node      string
+	key       string // the leadership key
+	rev       int64  // its create revision
+	peers     []string
+	failover  time.Duration
+	logger    *slog.Logger
+	started   time.Time            // when the term began
+	downSince map[string]time.Time // first seen down in this term; the reconcile loop's only
+}
+
+// Node is the name of the node the handle belongs to.
+func (o *Orchestrator) Node() string { return o.node }
+
+// PutMap writes a bucket's partition map, fenced: in one etcd transaction
+// conditioned on the orchestrator's leadership key still existing with its
+// create revision and on the map's mod revision still being readRev (0:
+// the map must not exist). It returns the revision written at;
+// ErrDeposed when the term is over, ErrMapChanged when the map moved on.
+func (o *Orchestrator) PutMap(ctx context.Context, m *PartitionMap, readRev int64) (int64, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return 0, err
+	}
+	key := mapsPrefix + m.Bucket
+	resp, err := o.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev),
+		clientv3.Compare(clientv3.ModRevision(key), "=", readRev),
+	).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(o.key)).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("cluster: writing the map of %q: %w", m.Bucket, err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].CreateRevision != o.rev {
+			return 0, fmt.Errorf("%w: %s's write of the map of %q refused", ErrDeposed, o.node, m.Bucket)
+		}
+		return 0, fmt.Errorf("%w: bucket %q", ErrMapChanged, m.Bucket)
+	}
+	return resp.Header.Revision, nil
+}
+
+// reconcile brings the maps in line with the cluster state once: it places
+// the partitions of buckets without a map (once every listed peer is up,
+// or the failover timeout after the term began), fails over nodes down
+// longer than the failover timeout, and clears the degraded mark where
+// every copy is back.
+func (o *Orchestrator) reconcile(ctx context.Context) error {
+	st, err := readState(ctx, o.cli)
+	if err != nil {
+		return err
+	}
+	now := time.Now() // wall clock: failover timeouts are real time between nodes
+	var up []string
+	known := slices.Clone(o.peers)
+	for name := range st.nodes {
+		if !slices.Contains(known, name) {
+			known = append(known, name)
+		}
+	}
+	for _, name := range known {
+		if _, ok := st.nodes[name]; ok {
+			up = append(up, name)
+			delete(o.downSince, name)
+		} else if _, seen := o.downSince[name]; !seen {
+			o.downSince[name] = now
+			o.logger.Warn("cluster: node is down (its lease expired or it never registered)", "node", name)
+		}
+	}
+	slices.Sort(up)
+	var failed []string
+	for name, since := range o.downSince {
+		if now.Sub(since) >= o.failover {
+			failed = append(failed, name)
+		}
+	}
+	slices.Sort(failed)
+	allUp := len(up) == len(known)
+
+	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
+		def := st.buckets[name]
+		m, rev := st.maps[name], st.mapRevs[name]
+		if m == nil {
+			if !allUp && now.Sub(o.started) < o.failover {
+				continue // wait for the listed nodes before placing
+			}
+			if len(up) == 0 {
+				continue
+			}
+			m = &PartitionMap{Bucket: name, Copies: def.ReplicaNumber + 1, Partitions: Place(up, NumPartitions, def.ReplicaNumber+1)}
+			if _, err := o.PutMap(ctx, m, 0); err != nil {
+				return err
+			}
+			o.logger.Info("cluster: placed bucket's partitions", "bucket", name, "nodes", len(up), "copies", m.Copies)
+			continue
+		}
+		changed := 0
+		for _, down := range failed {
+			if c := Failover(m.Partitions, down, up); len(c) > 0 {
+				changed += len(c)
+				o.logger.Warn("cluster: failed over node's partitions", "bucket", name, "node", down, "partitions", len(c))
+			}
+		}
+		if c := Recover(m.Partitions, m.Copies, up); len(c) > 0 {
+			changed += len(c)
+			o.logger.Info("cluster: partitions have every copy again", "bucket", name, "partitions", len(c))
+		}
+		if changed == 0 {
+			continue
+		}
+		if _, err := o.PutMap(ctx, m, rev); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Key prefixes in etcd.
+const (
+	nodesPrefix        = "/mayfly/nodes/"
+	bucketsPrefix      = "/mayfly/buckets/"
+	mapsPrefix         = "/mayfly/maps/"
+	orchestratorPrefix = "/mayfly/orchestrator/"
+)
+
+// DefaultReplicaNumber is a bucket's replicaNumber when none is given: two
+// replicas, three copies of each partition (issue 22's default; Couchbase's
+// is one).
+const DefaultReplicaNumber = 2
+
+// NodeInfo is what a node publishes about itself under /mayfly/nodes/NAME,
+// on its lease.
+type NodeInfo struct {
+	// Name is the node's name in the peer list.
+	Name string `json:"name"`
+	// Cluster is the node's cluster address (HOST:PORT).
+	Cluster string `json:"cluster"`
+	// EtcdPeer and EtcdClient are its etcd member's URLs, empty on a node
+	// that is an etcd client only.
+	EtcdPeer   string `json:"etcdPeer,omitempty"`
+	EtcdClient string `json:"etcdClient,omitempty"`
+	// HTTP is its HTTP API address, when it serves one.
+	HTTP string `json:"http,omitempty"`
+	// Version is the Mayfly version it runs.
+	Version string `json:"version,omitempty"`
+	// Started is when the node registered.
+	Started time.Time `json:"started"`
+}
+
+// BucketDef is a bucket's definition under /mayfly/buckets/NAME: Mayfly's
+// bucket settings and Couchbase's replicaNumber (each partition has
+// replicaNumber + 1 copies).
+type BucketDef struct {
+	engine.BucketSettings
+	// ReplicaNumber is the number of replicas of each partition, 0..3.
+	ReplicaNumber int `json:"replicaNumber"`
+}
+
+// state is one consistent read of the cluster state (a single etcd
+// revision).
+type state struct {
+	rev     int64
+	nodes   map[string]NodeInfo
+	buckets map[string]BucketDef
+	maps    map[string]*PartitionMap
+	mapRevs map[string]int64 // mod revision of each map key
+}
+
+// readState reads the nodes, bucket definitions and maps at one revision.
+func readState(ctx context.Context, cli *clientv3.Client) (*state, error) {
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(nodesPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(bucketsPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(mapsPrefix, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the cluster state: %w", err)
+	}
+	st := &state{rev: resp.Header.Revision, nodes: map[string]NodeInfo{}, buckets: map[string]BucketDef{},
+		maps: map[string]*PartitionMap{}, mapRevs: map[string]int64{}}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		var n NodeInfo
+		if err := json.Unmarshal(kv.Value, &n); err != nil {
+			return nil, fmt.Errorf("cluster: %s: %w", kv.Key, err)
+		}
+		st.nodes[strings.TrimPrefix(string(kv.Key), nodesPrefix)] = n
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var b BucketDef
+		if err := json.Unmarshal(kv.Value, &b); err != nil {
+			return nil, fmt.Errorf("cluster: %s: %w", kv.Key, err)
+		}
+		st.buckets[strings.TrimPrefix(string(kv.Key), bucketsPrefix)] = b
+	}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		var m PartitionMap
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			return nil, fmt.Errorf("cluster: %s: %w", kv.Key, err)
+		}
+		name := strings.TrimPrefix(string(kv.Key), mapsPrefix)
+		st.maps[name] = &m
+		st.mapRevs[name] = kv.ModRevision
+	}
+	return st, nil
+}
+
+// DefineBucket writes a bucket's definition if the bucket is not defined
+// yet (ErrBucketExists otherwise); the orchestrator then places its
+// partitions. A replicaNumber outside 0..3 is refused.
+func DefineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
+	if def.Name == "" {
+		return fmt.Errorf("cluster: a bucket definition needs a name")
+	}
+	if def.ReplicaNumber < 0 || def.ReplicaNumber > 3 {
+		return fmt.Errorf("cluster: bucket %q: replicaNumber %d is not 0..3", def.Name, def.ReplicaNumber)
+	}
+	data, err := json.Marshal(def)
+	if err != nil {
+		return err
+	}
+	key := bucketsPrefix + def.Name
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: defining bucket %q: %w", def.Name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %q", ErrBucketExists, def.Name)
+	}
+	return nil
+}
+
+// ReadMap reads a bucket's partition map and the revision it was last
+// written at; nil and 0 when it has none yet.
+func ReadMap(ctx context.Context, cli *clientv3.Client, bucket string) (*PartitionMap, int64, error) {
+	resp, err := cli.Get(ctx, mapsPrefix+bucket)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: reading the map of %q: %w", bucket, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	var m PartitionMap
+	if err := json.Unmarshal(resp.Kvs[0].Value, &m); err != nil {
+		return nil, 0, fmt.Errorf("cluster: the map of %q: %w", bucket, err)
+	}
+	return &m, resp.Kvs[0].ModRevision, nil
+}

@@ -1,0 +1,190 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// NodeStatus is a node as the status shows it.
+type NodeStatus struct {
+	// Name is the node's name.
+	Name string `json:"name"`
+	// Up says the node holds its lease.
+	Up bool `json:"up"`
+	// Info is what the node published, while it is up.
+	Info *NodeInfo `json:"info,omitempty"`
+}
+
+// BucketStatus is a bucket's partition map summed up.
+type BucketStatus struct {
+	// Name is the bucket's name.
+	Name string `json:"name"`
+	// ReplicaNumber is its replicaNumber.
+	ReplicaNumber int `json:"replicaNumber"`
+	// Placed says the orchestrator has written its map.
+	Placed bool `json:"placed"`
+	// Leads is, per node, how many partitions it is the preferred leader
+	// of; Holds how many copies it holds.
+	Leads map[string]int `json:"leads"`
+	Holds map[string]int `json:"holds"`
+	// Degraded lists the degraded partitions.
+	Degraded []int `json:"degraded"`
+}
+
+// Status is the cluster as `mayfly cluster status` shows it.
+type Status struct {
+	// Nodes are the nodes known: listed peers, registered nodes and voters
+	// of the maps, by name.
+	Nodes []NodeStatus `json:"nodes"`
+	// Orchestrator is the elected orchestrator's name, "" when there is
+	// none.
+	Orchestrator string `json:"orchestrator"`
+	// Buckets are the defined buckets, by name.
+	Buckets []BucketStatus `json:"buckets"`
+}
+
+// ReadStatus reads the cluster's status; peers are node names to show
+// even when they never registered.
+func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Status, error) {
+	st, err := readState(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	orch, err := cli.Get(ctx, orchestratorPrefix, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the orchestrator: %w", err)
+	}
+	out := &Status{}
+	if len(orch.Kvs) > 0 {
+		out.Orchestrator = string(orch.Kvs[0].Value)
+	}
+	known := map[string]bool{}
+	for _, p := range peers {
+		known[p] = true
+	}
+	for name := range st.nodes {
+		known[name] = true
+	}
+	for _, m := range st.maps {
+		for _, p := range m.Partitions {
+			for _, v := range p.Voters {
+				known[v] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(known)) {
+		ns := NodeStatus{Name: name}
+		if info, ok := st.nodes[name]; ok {
+			ns.Up, ns.Info = true, &info
+		}
+		out.Nodes = append(out.Nodes, ns)
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
+		bs := BucketStatus{Name: name, ReplicaNumber: st.buckets[name].ReplicaNumber, Leads: map[string]int{}, Holds: map[string]int{}}
+		if m := st.maps[name]; m != nil {
+			bs.Placed = true
+			for i, p := range m.Partitions {
+				bs.Leads[p.Leader]++
+				for _, v := range p.Voters {
+					bs.Holds[v]++
+				}
+				if p.Degraded {
+					bs.Degraded = append(bs.Degraded, i)
+				}
+			}
+		}
+		out.Buckets = append(out.Buckets, bs)
+	}
+	return out, nil
+}
+
+// Node is the named node's status, and whether it is known.
+func (s *Status) Node(name string) (NodeStatus, bool) {
+	for _, n := range s.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return NodeStatus{}, false
+}
+
+// Bucket is the named bucket's status, and whether it is defined.
+func (s *Status) Bucket(name string) (BucketStatus, bool) {
+	for _, b := range s.Buckets {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return BucketStatus{}, false
+}
+
+// WriteText writes the status for a person to read.
+func (s *Status) WriteText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("Data is NOT replicated yet (issue 22 step 1: cluster state only); each node serves its own documents.\n")
+	orch := s.Orchestrator
+	if orch == "" {
+		orch = "(none elected)"
+	}
+	fmt.Fprintf(&b, "orchestrator: %s\nnodes:\n", orch)
+	for _, n := range s.Nodes {
+		state := "down"
+		if n.Up {
+			state = "up"
+		}
+		fmt.Fprintf(&b, "  %-12s %-4s", n.Name, state)
+		if n.Info != nil {
+			fmt.Fprintf(&b, " cluster %s", n.Info.Cluster)
+			if n.Info.HTTP != "" {
+				fmt.Fprintf(&b, "  http %s", n.Info.HTTP)
+			}
+			if n.Info.EtcdClient != "" {
+				b.WriteString("  etcd member")
+			}
+			if n.Info.Version != "" {
+				fmt.Fprintf(&b, "  version %s", n.Info.Version)
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, bs := range s.Buckets {
+		fmt.Fprintf(&b, "bucket %s (replicaNumber %d):", bs.Name, bs.ReplicaNumber)
+		if !bs.Placed {
+			b.WriteString(" partitions not placed yet\n")
+			continue
+		}
+		fmt.Fprintf(&b, " %d partitions, %d degraded\n", NumPartitions, len(bs.Degraded))
+		for _, n := range slices.Sorted(maps.Keys(bs.Holds)) {
+			fmt.Fprintf(&b, "  %-12s leads %4d  holds %4d\n", n, bs.Leads[n], bs.Holds[n])
+		}
+		if len(bs.Degraded) > 0 {
+			fmt.Fprintf(&b, "  degraded: %s\n", ranges(bs.Degraded))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ranges writes sorted numbers as runs: 0-3,7,9-10.
+func ranges(ns []int) string {
+	var parts []string
+	for i := 0; i < len(ns); {
+		j := i
+		for j+1 < len(ns) && ns[j+1] == ns[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(ns[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ns[i], ns[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

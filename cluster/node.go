@@ -60,8 +60,8 @@ type Config struct {
 	// ReconcileInterval is how often the orchestrator checks the maps.
 	// The default value is 1 s.
 	ReconcileInterval time.Duration
-	// HTTP and Version are published in the node's NodeInfo.
-	HTTP, Version string
+	// HTTP, KV and Version are published in the node's NodeInfo.
+	HTTP, KV, Version string
 	// Logger receives the node's and etcd's messages (etcd's at warn and
 	// above); nil discards them.
 	Logger *slog.Logger
@@ -259,7 +259,7 @@ func (n *Node) leaseSeconds() int { return int(math.Ceil(n.cfg.LeaseTTL.Seconds(
 // registering again (on a new lease) whenever the lease is lost, until ctx
 // ends. The first registration's outcome goes to first.
 func (n *Node) keepRegistered(ctx context.Context, first chan<- error) {
-	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, Version: n.cfg.Version,
+	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, KV: n.cfg.KV, Version: n.cfg.Version,
 		Started: time.Now().UTC()} // wall clock: shown to operators
 	if n.etcd != nil {
 		pu, cu := n.self.url(n.cfg.EtcdPeerOffset), n.self.url(n.cfg.EtcdClientOffset)
@@ -439,4 +439,25 @@ func (n *Node) closeEtcd() {
 		n.etcd.Close()
 		n.etcd = nil
 	}
+}
+
+// Connect is an etcd client of the cluster whose members answer at
+// endpoints (etcd client URLs), once the cluster answers a read (up to
+// timeout: ErrNotFormed after). For tools such as `mayfly cluster
+// status`; logger receives the client's warnings (nil discards them).
+func Connect(ctx context.Context, endpoints []string, timeout time.Duration, logger *slog.Logger) (*clientv3.Client, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zapToSlog(logger, nil)})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: etcd client: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := waitAnswer(wctx, cli, timeout); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return cli, nil
 }

@@ -37,6 +37,8 @@ type NodeInfo struct {
 	EtcdClient string `json:"etcdClient,omitempty"`
 	// HTTP is its HTTP API address, when it serves one.
 	HTTP string `json:"http,omitempty"`
+	// KV is its binary KV port's address, when it serves one.
+	KV string `json:"kv,omitempty"`
 	// Version is the Mayfly version it runs.
 	Version string `json:"version,omitempty"`
 	// Started is when the node registered.

@@ -42,8 +42,18 @@ func (s *server) getPools(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getPoolsDefault handles GET /pools/default.
+// In a cluster, the other nodes follow this one, as its etcd lists them
+// (issue 22 step 1: they do not serve this node's documents yet).
 func (s *server) getPoolsDefault(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, clusterconfig.Default(configHost(r), s.ports))
+	out := clusterconfig.Default(configHost(r), s.ports)
+	if s.nodes != nil {
+		others, err := s.nodes(r.Context())
+		if err != nil {
+			return err
+		}
+		out["nodes"] = append(out["nodes"].([]clusterconfig.Node), others...)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

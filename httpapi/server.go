@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,6 +92,9 @@ type Options struct {
 	// lists: the KV port, and the HTTP API's own for management, views and
 	// search. Zero ports are left out.
 	ClusterPorts clusterconfig.Ports
+	// ClusterNodes lists the cluster's other nodes for GET /pools/default,
+	// after this one; nil (a single node) lists this node alone.
+	ClusterNodes func(context.Context) ([]clusterconfig.Node, error)
 }
 
 // server holds what the handlers share.
@@ -107,6 +111,7 @@ type server struct {
 	runs     *PagerRuns
 	history  *StatsHistory
 	ports    clusterconfig.Ports
+	nodes    func(context.Context) ([]clusterconfig.Node, error)
 	streams  chan struct{} // one per open configuration stream
 }
 
@@ -122,7 +127,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
-		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts,
+		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, nodes: o.ClusterNodes,
 		streams: make(chan struct{}, MaxConfigStreams)}
 	if s.history != nil {
 		s.history.bind(s)

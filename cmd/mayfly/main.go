@@ -133,7 +133,7 @@ before or after the positional arguments. Errors exit 1, usage errors 2.`,
 		&cobra.Group{ID: "admin", Title: "Buckets and statistics:"},
 	)
 	for group, cmds := range map[string][]*cobra.Command{
-		"server": {newServeCmd(), newAuditCmd(), newVersionCmd()},
+		"server": {newServeCmd(), newClusterCmd(), newAuditCmd(), newVersionCmd()},
 		"docs":   {newLoadCmd(), newGetCmd(), newPutCmd(), newRmCmd(), newTouchCmd()},
 		"views":  {newQueryCmd(), newDDocCmd(), newSearchCmd()},
 		"admin":  {newStatsCmd(), newPagerCmd(), newCtlCmd()},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/cluster"
 	"github.com/mayflydb/mayfly/console"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
@@ -89,6 +90,8 @@ type serveConfig struct {
 	idleTimeout   time.Duration
 
 	warmupHook func(bucket string, loaded int64) // engine.Options.WarmupHook, for tests
+
+	cl clusterFlags // --node, --peers and the cluster's ports and timeouts (cluster.go)
 }
 
 // stringList is a repeatable flag; each use may also hold a comma-separated
@@ -162,6 +165,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.Int64Var(&c.heapHeadroom, "heap-headroom-mb", memtune.DefaultHeadroom>>20, "MiB of heap growth allowed beyond --heap-ratio × the live heap (keeps a small heap from being collected without pause)")
 	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", defaultViewCacheMB, "MiB of page cache shared by every persisted view index, which keeps its B+tree on disk (paged) and its changes not yet written in as much again; 0 keeps view indexes wholly in memory instead (as an ephemeral bucket's always are). Both counted in Go's memory limit. Switching rebuilds each index once")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
+	addClusterFlags(fs, &c.cl)
 	return c
 }
 
@@ -208,7 +212,7 @@ func (c *serveConfig) finish() error {
 	if err := c.checkExposure(); err != nil {
 		return &usageError{err.Error()}
 	}
-	return nil
+	return c.cl.check()
 }
 
 // parseServeFlags parses serve's command line (without the word serve).
@@ -246,7 +250,17 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve [flags]",
 		Short: "Start the server (HTTP API, memcached port) on a data directory",
 		Long: `Starts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,
-flushing every acknowledged write.`,
+flushing every acknowledged write.
+
+A cluster (issue 22, step 1): --node NAME --peers n1=HOST:PORT,n2=HOST:PORT,...
+where PORT is each node's cluster port P. The first 3 nodes of the list (5
+when it has 5 or more) run an embedded etcd member: its peer port is P+1 and
+its client port P+2 (--cluster-etcd-peer-offset, --cluster-etcd-client-offset;
+the same on every node); P itself is kept for replication (step 2). etcd
+holds the nodes (each on a lease), the elected orchestrator, the bucket
+definitions and each bucket's partition map; see mayfly cluster status.
+` + notReplicated + `. Without --peers, Mayfly is a single node
+and starts no etcd.`,
 		Args: noArgs,
 	}
 	cfg := serveFlags(cmd.Flags())
@@ -482,6 +496,20 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
 	}
 
+	// A cluster (issue 22 step 1): its state in etcd; the local engine
+	// serves as a single node's does (cluster.go).
+	var cnode *cluster.Node
+	if cfg.cl.peers != "" {
+		kvAddr := ""
+		if kvLn != nil {
+			kvAddr = kvLn.Addr().String()
+		}
+		if cnode, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, stdout, logger); err != nil {
+			return err
+		}
+		defer cnode.Close()
+	}
+
 	var viewCache *index.PageCache
 	if cfg.viewCacheMB > 0 {
 		viewCache = index.NewPageCache(cfg.viewCacheMB << 20)
@@ -553,7 +581,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
-		ClusterPorts: ports,
+		ClusterPorts: ports, ClusterNodes: clusterNodes(cnode),
 	})
 	srv := newHTTPServer(cfg, api, logger, reqCtx)
 	httpErr := make(chan error, 2+len(svcLns))

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// notReplicated is said wherever the cluster shows itself: step 1 of issue
+// 22 keeps the cluster's state in etcd, and every node still serves its own
+// documents.
+const notReplicated = "Data is NOT replicated yet (issue 22 step 1: cluster state only; each node serves its own documents)"
+
+// clusterFlags are serve's cluster flags.
+type clusterFlags struct {
+	node         string
+	peers        string
+	peerOffset   int
+	clientOffset int
+	lease        time.Duration
+	failover     time.Duration
+	form         time.Duration
+}
+
+// addClusterFlags defines serve's cluster flags on fs.
+func addClusterFlags(fs *pflag.FlagSet, c *clusterFlags) {
+	fs.StringVar(&c.node, "node", "", "this node's name in --peers (required with --peers)")
+	fs.StringVar(&c.peers, "peers", "", "join a cluster: n1=HOST:PORT,n2=HOST:PORT,... each node's cluster port P (reserved for replication, issue 22 step 2); the first 3 (5 when 5 or more) run an embedded etcd member on P+1 (peer) and P+2 (client), data in <data>/cluster/etcd. Without it: a single node, no etcd. "+notReplicated)
+	fs.IntVar(&c.peerOffset, "cluster-etcd-peer-offset", cluster.DefaultEtcdPeerOffset, "etcd's peer port is each node's cluster port plus this (the same on every node)")
+	fs.IntVar(&c.clientOffset, "cluster-etcd-client-offset", cluster.DefaultEtcdClientOffset, "etcd's client port is each node's cluster port plus this (the same on every node)")
+	fs.DurationVar(&c.lease, "cluster-lease", cluster.DefaultLeaseTTL, "a node that has not renewed its lease for this long is down (whole seconds)")
+	fs.DurationVar(&c.failover, "cluster-failover-timeout", cluster.DefaultFailoverTimeout, "a node down this long has its partitions failed over (to spare nodes, or marked degraded)")
+	fs.DurationVar(&c.form, "cluster-form-timeout", cluster.DefaultFormTimeout, "how long start-up waits for a quorum of etcd members")
+}
+
+// check checks the cluster flags.
+func (c *clusterFlags) check() error {
+	if c.peers == "" {
+		if c.node != "" {
+			return &usageError{"--node goes with --peers"}
+		}
+		return nil
+	}
+	if c.node == "" {
+		return &usageError{"--peers needs --node (this node's name in the list)"}
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	cfg.DataDir = "." // checked at start
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+// config is the cluster configuration the flags give (without the data
+// directory, addresses and logger).
+func (c *clusterFlags) config() (cluster.Config, error) {
+	peers, err := cluster.ParsePeers(c.peers)
+	if err != nil {
+		return cluster.Config{}, fmt.Errorf("--peers: %w", err)
+	}
+	return cluster.Config{Node: c.node, Peers: peers, EtcdPeerOffset: c.peerOffset, EtcdClientOffset: c.clientOffset,
+		LeaseTTL: c.lease, FailoverTimeout: c.failover, FormTimeout: c.form}, nil
+}
+
+// startClusterNode joins the cluster --peers names and defines there the
+// buckets this node has that the cluster does not have yet.
+func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, error) {
+	cc, err := cfg.cl.config()
+	if err != nil {
+		return nil, err
+	}
+	cc.DataDir, cc.HTTP, cc.KV, cc.Version, cc.Logger = cfg.data, httpAddr, kvAddr, clusterconfig.Version, logger
+	logger.Warn("cluster: " + notReplicated)
+	n, err := cluster.Start(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range eng.Buckets() {
+		def := cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: cluster.DefaultReplicaNumber}
+		if err := cluster.DefineBucket(ctx, n.Client(), def); err != nil && !errors.Is(err, cluster.ErrBucketExists) {
+			n.Close()
+			return nil, err
+		}
+	}
+	role := "an etcd client"
+	if n.IsMember() {
+		role = "an etcd member"
+	}
+	fmt.Fprintf(stdout, "mayfly: cluster node %s, %s, in a cluster of %d. %s\n", cc.Node, role, len(cc.Peers), notReplicated)
+	return n, nil
+}
+
+// clusterNodes lists the other nodes of n's cluster for /pools/default;
+// nil without a cluster.
+func clusterNodes(n *cluster.Node) func(context.Context) ([]clusterconfig.Node, error) {
+	if n == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]clusterconfig.Node, error) {
+		st, err := cluster.ReadStatus(ctx, n.Client(), nil)
+		if err != nil {
+			return nil, err
+		}
+		var out []clusterconfig.Node
+		for _, ns := range st.Nodes {
+			if ns.Name == n.Name() {
+				continue
+			}
+			node := clusterconfig.Node{Hostname: ns.Name, ClusterMembership: "active", Status: "unhealthy", Ports: map[string]int{}}
+			if ns.Info != nil {
+				node.Status, node.Version = "healthy", ns.Info.Version
+				if ns.Info.HTTP != "" {
+					node.Hostname = ns.Info.HTTP
+				}
+				if _, p, err := net.SplitHostPort(ns.Info.KV); err == nil {
+					node.Ports["direct"], _ = strconv.Atoi(p)
+				}
+			}
+			out = append(out, node)
+		}
+		return out, nil
+	}
+}
+
+// newClusterCmd is `mayfly cluster`.
+func newClusterCmd() *cobra.Command {
+	return groupCmd("cluster", "The cluster's state (issue 22 step 1)",
+		"The cluster's state as its etcd holds it. "+notReplicated+".", newClusterStatusCmd())
+}
+
+// newClusterStatusCmd is `mayfly cluster status`.
+func newClusterStatusCmd() *cobra.Command {
+	var peers, endpoints string
+	var clientOffset int
+	var timeout time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--peers n1=HOST:PORT,... | --endpoints URL,...]",
+		Short: "Nodes up and down, the orchestrator, partitions led per node, degraded partitions",
+		Long: `Reads the cluster's state from its etcd: each node up or down (its lease),
+the elected orchestrator, and per bucket the partitions each node leads and
+holds and the degraded ones. Give the peer list serve was given (its etcd
+members' client ports are found from it) or etcd's client URLs.
+` + notReplicated + ".",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var eps, names []string
+			switch {
+			case endpoints != "" && peers != "":
+				return &usageError{"give --peers or --endpoints, not both"}
+			case endpoints != "":
+				eps = strings.Split(endpoints, ",")
+			case peers != "":
+				ps, err := cluster.ParsePeers(peers)
+				if err != nil {
+					return &usageError{"--peers: " + err.Error()}
+				}
+				eps = cluster.ClientEndpoints(ps, clientOffset)
+				for _, p := range ps {
+					names = append(names, p.Name)
+				}
+			default:
+				return &usageError{"needs --peers or --endpoints"}
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			cli, err := cluster.Connect(ctx, eps, timeout, nil)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			st, err := cluster.ReadStatus(ctx, cli, names)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return st.WriteText(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&peers, "peers", "", "the cluster's peer list, as given to serve")
+	f.StringVar(&endpoints, "endpoints", "", "etcd client URLs, comma-separated (http://HOST:P+2)")
+	f.IntVar(&clientOffset, "cluster-etcd-client-offset", cluster.DefaultEtcdClientOffset, "as given to serve")
+	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the cluster's etcd to answer")
+	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// freeTriple is a port P of loopback with P, P+1 and P+2 free (a node's
+// cluster port and its etcd ports).
+func freeTriple(t *testing.T, taken map[int]bool) int {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ok := p+2 <= 65535
+		for off := 0; ok && off <= 2; off++ {
+			if taken[p+off] || taken[p+off-2] {
+				ok = false
+				break
+			}
+			if off > 0 {
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
+				if err != nil {
+					ok = false
+					break
+				}
+				l.Close()
+			}
+		}
+		if ok {
+			taken[p] = true
+			return p
+		}
+	}
+	t.Fatal("no three free consecutive ports")
+	return 0
+}
+
+// TestServeCluster starts three `mayfly serve --peers` in this process:
+// they form a cluster, `mayfly cluster status` shows every node up, an
+// orchestrator and the default bucket's partitions placed, and
+// /pools/default lists the three nodes. Without --peers, serve makes no
+// cluster directory.
+func TestServeCluster(t *testing.T) {
+	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
+	taken := map[int]bool{}
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
+	}
+	peerList := strings.Join(peers, ",")
+	ctx, cancel := context.WithCancel(context.Background())
+	outs := make([]*syncBuffer, 3)
+	dirs := make([]string, 3)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		outs[i], dirs[i] = &syncBuffer{}, t.TempDir()
+		wg.Go(func() {
+			errs[i] = runServe(ctx, []string{"--data", dirs[i], "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0",
+				"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
+				"--node", fmt.Sprintf("n%d", i+1), "--peers", peerList, "--cluster-lease", "2s", "--cluster-failover-timeout", "1s"},
+				outs[i], io.Discard)
+		})
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("serve n%d: %v", i+1, err)
+			}
+		}
+	}()
+	var addr string
+	for i := range 3 {
+		got := served(t, outs[i], "serving HTTP on http://", "mayfly: cluster node ")
+		if i == 0 {
+			addr = got[0]
+		}
+		if !strings.Contains(outs[i].String(), "Data is NOT replicated yet") {
+			t.Fatalf("serve n%d did not say data is not replicated:\n%s", i+1, outs[i].String())
+		}
+		if _, err := os.Stat(filepath.Join(dirs[i], "cluster", "etcd")); err != nil {
+			t.Fatalf("n%d's etcd data: %v", i+1, err)
+		}
+	}
+
+	var out string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		code, o, errOut := runCmd("cluster", "status", "--peers", peerList)
+		out = o
+		if code == 0 && strings.Count(o, " up ") == 3 && strings.Contains(o, "bucket default (replicaNumber 2): 1024 partitions, 0 degraded") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster status: %d %q %q", code, o, errOut)
+		}
+	}
+	for _, want := range []string{"NOT replicated", "orchestrator: n", "n1 ", "leads  34", "holds 1024"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster status lacks %q:\n%s", want, out)
+		}
+	}
+
+	req, _ := http.NewRequest("GET", "http://"+addr+"/pools/default", nil)
+	req.SetBasicAuth("Administrator", "password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var pools struct {
+		Nodes []struct {
+			Hostname string `json:"hostname"`
+			Status   string `json:"status"`
+			ThisNode bool   `json:"thisNode"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&pools); err != nil {
+		t.Fatal(err)
+	}
+	if len(pools.Nodes) != 3 || !pools.Nodes[0].ThisNode || pools.Nodes[1].Status != "healthy" || pools.Nodes[2].Status != "healthy" {
+		t.Fatalf("/pools/default nodes: %+v", pools.Nodes)
+	}
+}
+
+// TestServeWithoutPeersStartsNoCluster checks the single node is as
+// before: no cluster directory, no cluster line.
+func TestServeWithoutPeersStartsNoCluster(t *testing.T) {
+	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
+	dir := t.TempDir()
+	var stdout syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--data", dir, "--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--views", "", "--search", "", "--log-level", "error"}, &stdout, io.Discard)
+	}()
+	served(t, &stdout, "serving HTTP on http://")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cluster")); !os.IsNotExist(err) {
+		t.Fatalf("a single node made %s: %v", filepath.Join(dir, "cluster"), err)
+	}
+	if strings.Contains(stdout.String(), "cluster") {
+		t.Fatalf("a single node spoke of a cluster: %s", stdout.String())
+	}
+}
+
+func TestServeClusterFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--peers", "n1=127.0.0.1:7000"}, "--peers needs --node"},
+		{[]string{"--node", "n1"}, "--node goes with --peers"},
+		{[]string{"--node", "n4", "--peers", "n1=127.0.0.1:7000"}, "not in the peer list"},
+		{[]string{"--node", "n1", "--peers", "n1=127.0.0.1"}, "HOST:PORT"},
+	} {
+		code, _, errOut := runCmd(append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("serve %v: %d %q, want a usage error saying %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if code, _, errOut := runCmd("cluster", "status"); code != 2 || !strings.Contains(errOut, "--peers or --endpoints") {
+		t.Errorf("cluster status without peers: %d %q", code, errOut)
+	}
+}

@@ -21,13 +21,13 @@ func zapToSlog(l *slog.Logger, quiet *atomic.Bool) *zap.Logger {
 	return zap.New(&slogCore{l: l, min: zapcore.WarnLevel, quiet: quiet})
 }
 
-// benign are etcd warnings that say nothing about Mayfly's use of it: the
-// member serves gRPC and HTTP on its one client port, and its clients have
-// no users (no authentication tokens, signed or not). They go at debug
-// level.
-var benign = []string{
-	"Running http and grpc server on single port",
-	"simple token is not cryptographically signed",
+// benign reports whether an etcd warning says nothing about Mayfly's use
+// of it: the member serves gRPC and HTTP on its one client port, and its
+// clients have no users (no authentication tokens, signed or not). Those
+// go at debug level.
+func benign(msg string) bool {
+	return strings.HasPrefix(msg, "Running http and grpc server on single port") ||
+		strings.HasPrefix(msg, "simple token is not cryptographically signed")
 }
 
 // slogCore is a zapcore.Core writing to slog.
@@ -82,10 +82,8 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	if c.quiet != nil && c.quiet.Load() {
 		lvl = slog.LevelDebug
 	}
-	for _, b := range benign {
-		if strings.HasPrefix(ent.Message, b) {
-			lvl = slog.LevelDebug
-		}
+	if benign(ent.Message) {
+		lvl = slog.LevelDebug
 	}
 	c.l.LogAttrs(context.Background(), lvl, "etcd: "+ent.Message, attrs...)
 	return nil

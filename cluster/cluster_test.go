@@ -313,6 +313,12 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 		bs, _ := s.Bucket("b")
 		return ns.Up && len(bs.Degraded) == 0, fmt.Sprintf("up=%v degraded=%d", ns.Up, len(bs.Degraded))
 	})
+	// Nothing moves back in step 1: it holds its copies (it stayed a
+	// voter) but leads nothing until rebalancing comes with replication.
+	bs, _ = status().Bucket("b")
+	if bs.Holds[victim] != NumPartitions || bs.Leads[victim] != 0 {
+		t.Fatalf("%s after rejoining holds %d, leads %d", victim, bs.Holds[victim], bs.Leads[victim])
+	}
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Logf("logs:\n%s", logs.String())
 	}

@@ -109,12 +109,15 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 }
 
 // clusterNodes lists the other nodes of n's cluster for /pools/default;
-// nil without a cluster.
+// nil without a cluster. A cluster whose etcd has no quorum fails the
+// request after a few seconds rather than hang it.
 func clusterNodes(n *cluster.Node) func(context.Context) ([]clusterconfig.Node, error) {
 	if n == nil {
 		return nil
 	}
 	return func(ctx context.Context) ([]clusterconfig.Node, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		st, err := cluster.ReadStatus(ctx, n.Client(), nil)
 		if err != nil {
 			return nil, err

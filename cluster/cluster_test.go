@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +107,18 @@ func startAll(t *testing.T, ctx context.Context, cfgs []Config) []*Node {
 	return nodes
 }
 
+// closeAll closes the nodes at once, as a cluster's machines stop
+// together (one by one, the last members wait for a quorum that is gone).
+func closeAll(nodes []*Node) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n != nil {
+			wg.Go(func() { n.Close() })
+		}
+	}
+	wg.Wait()
+}
+
 // eventually polls cond every 50 ms until it holds, failing after a
 // minute (a deadline only to catch a hang).
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -151,13 +164,7 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
 	}
 	nodes := startAll(t, ctx, cfgs)
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
+	defer closeAll(nodes)
 	for _, n := range nodes {
 		if !n.IsMember() {
 			t.Fatalf("%s is not an etcd member", n.Name())
@@ -363,6 +370,67 @@ func TestConfigRefusesNodeOutsidePeers(t *testing.T) {
 	for n, want := range map[int]int{1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 9: 5} {
 		if got := EtcdMembers(n); got != want {
 			t.Errorf("EtcdMembers(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// TestClientNodeAndSpareFailover runs four nodes: the fourth is an etcd
+// client only. With three copies wanted, a node that goes down has a spare
+// for each of its partitions: after the failover timeout its copies are on
+// the other three and nothing is degraded.
+func TestClientNodeAndSpareFailover(t *testing.T) {
+	ctx := context.Background()
+	peers := testPeers(t, 4)
+	logs := &syncLog{}
+	var cfgs []Config
+	for _, p := range peers {
+		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
+	}
+	nodes := startAll(t, ctx, cfgs)
+	defer closeAll(nodes)
+	if nodes[3].IsMember() || !nodes[0].IsMember() {
+		t.Fatal("the fourth node runs an etcd member, or the first does not")
+	}
+	if _, err := os.Stat(filepath.Join(cfgs[3].DataDir, "cluster")); !os.IsNotExist(err) {
+		t.Fatalf("a client-only node made a cluster directory: %v", err)
+	}
+	cli := nodes[3].Client()
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+		t.Fatal(err)
+	}
+	status := func() *Status {
+		s, err := ReadStatus(ctx, nodes[0].Client(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	eventually(t, "the bucket placed on four nodes", func() (bool, string) {
+		bs, _ := status().Bucket("b")
+		return bs.Placed, ""
+	})
+	bs, _ := status().Bucket("b")
+	for _, p := range peers {
+		// 3 copies x 1024 over 4 nodes: 768 each; 256 leaderships each.
+		if bs.Holds[p.Name] != 768 || bs.Leads[p.Name] != 256 {
+			t.Fatalf("%s holds %d, leads %d", p.Name, bs.Holds[p.Name], bs.Leads[p.Name])
+		}
+	}
+	if err := nodes[3].stop(false); err != nil {
+		t.Logf("stopping n4: %v", err)
+	}
+	nodes[3] = nil
+	eventually(t, "n4's copies on the other three", func() (bool, string) {
+		s := status()
+		bs, _ := s.Bucket("b")
+		ns, _ := s.Node("n4")
+		return !ns.Up && bs.Holds["n4"] == 0 && len(bs.Degraded) == 0,
+			fmt.Sprintf("n4 up=%v holds=%d degraded=%d", ns.Up, bs.Holds["n4"], len(bs.Degraded))
+	})
+	bs, _ = status().Bucket("b")
+	for _, p := range peers[:3] {
+		if bs.Holds[p.Name] != NumPartitions {
+			t.Errorf("%s holds %d copies, want %d", p.Name, bs.Holds[p.Name], NumPartitions)
 		}
 	}
 }

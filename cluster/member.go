@@ -66,6 +66,8 @@ func (c *Config) startMember(ctx context.Context, self Peer, members []Peer, lg 
 	// The cluster state is small; keep an hour of history.
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = "1h"
+	// Nodes speak gRPC only: no JSON gateway on the client port.
+	ec.EnableGRPCGateway = false
 	ec.UnsafeNoFsync = c.test.noFsync
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

@@ -415,10 +415,10 @@ func (n *Node) stop(revoke bool) error {
 	return err
 }
 
-// revoke revokes a lease, waiting a few seconds at most (an expired lease
-// is gone anyway).
+// revoke revokes a lease, waiting a second at most (a quorum answers in
+// milliseconds; without one, the lease expires anyway).
 func (n *Node) revoke(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := n.cli.Revoke(ctx, id); err != nil {
 		n.logger.Debug("cluster: revoking a lease", "err", err)

@@ -33,6 +33,7 @@ type clusterFlags struct {
 	lease        time.Duration
 	failover     time.Duration
 	form         time.Duration
+	remote       bool
 }
 
 // addClusterFlags defines serve's cluster flags on fs.
@@ -44,6 +45,7 @@ func addClusterFlags(fs *pflag.FlagSet, c *clusterFlags) {
 	fs.DurationVar(&c.lease, "cluster-lease", cluster.DefaultLeaseTTL, "a node that has not renewed its lease for this long is down (whole seconds)")
 	fs.DurationVar(&c.failover, "cluster-failover-timeout", cluster.DefaultFailoverTimeout, "a node down this long has its partitions failed over (to spare nodes, or marked degraded)")
 	fs.DurationVar(&c.form, "cluster-form-timeout", cluster.DefaultFormTimeout, "how long start-up waits for a quorum of etcd members")
+	fs.BoolVar(&c.remote, "cluster-allow-remote", false, "let this node's etcd ports listen beyond loopback (they have no authentication or TLS yet: whoever reaches them can rewrite the cluster's state)")
 }
 
 // check checks the cluster flags.
@@ -65,6 +67,11 @@ func (c *clusterFlags) check() error {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return &usageError{err.Error()}
+	}
+	for i, p := range cfg.Peers {
+		if p.Name == c.node && i < cluster.EtcdMembers(len(cfg.Peers)) && !c.remote && !isLoopback(p.Addr()) {
+			return &usageError{fmt.Sprintf("--peers: %s's etcd ports on %s listen beyond loopback and have no authentication or TLS yet: add --cluster-allow-remote to mean it", p.Name, p.Host)}
+		}
 	}
 	return nil
 }

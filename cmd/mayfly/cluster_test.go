@@ -172,6 +172,7 @@ func TestServeClusterFlagErrors(t *testing.T) {
 		{[]string{"--node", "n1"}, "--node goes with --peers"},
 		{[]string{"--node", "n4", "--peers", "n1=127.0.0.1:7000"}, "not in the peer list"},
 		{[]string{"--node", "n1", "--peers", "n1=127.0.0.1"}, "HOST:PORT"},
+		{[]string{"--node", "n1", "--peers", "n1=192.0.2.1:7000"}, "--cluster-allow-remote"},
 	} {
 		code, _, errOut := runCmd(append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {

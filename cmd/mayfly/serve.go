@@ -259,8 +259,9 @@ its client port P+2 (--cluster-etcd-peer-offset, --cluster-etcd-client-offset;
 the same on every node); P itself is kept for replication (step 2). etcd
 holds the nodes (each on a lease), the elected orchestrator, the bucket
 definitions and each bucket's partition map; see mayfly cluster status.
-` + notReplicated + `. Without --peers, Mayfly is a single node
-and starts no etcd.`,
+` + notReplicated + `. etcd's ports have no authentication or TLS
+yet: beyond loopback, --cluster-allow-remote. Without --peers, Mayfly is a
+single node and starts no etcd.`,
 		Args: noArgs,
 	}
 	cfg := serveFlags(cmd.Flags())

@@ -61,10 +61,10 @@ func testPeers(t *testing.T, n int) []Peer {
 	return out
 }
 
-// testConfig is node name's configuration with short timeouts: a 2 s
+// testConfig is node name's configuration with short timeouts: a 3 s
 // lease, failover after 1 s down.
 func testConfig(t *testing.T, peers []Peer, name, dir string, logs *syncLog) Config {
-	c := Config{Node: name, Peers: peers, DataDir: dir, LeaseTTL: 2 * time.Second, FailoverTimeout: time.Second,
+	c := Config{Node: name, Peers: peers, DataDir: dir, LeaseTTL: 3 * time.Second, FailoverTimeout: time.Second,
 		ReconcileInterval: 100 * time.Millisecond, FormTimeout: time.Minute, Version: "test",
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	c.test.noFsync = true

@@ -73,7 +73,7 @@ func TestServeCluster(t *testing.T) {
 		wg.Go(func() {
 			errs[i] = runServe(ctx, []string{"--data", dirs[i], "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0",
 				"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-				"--node", fmt.Sprintf("n%d", i+1), "--peers", peerList, "--cluster-lease", "2s", "--cluster-failover-timeout", "1s"},
+				"--node", fmt.Sprintf("n%d", i+1), "--peers", peerList, "--cluster-lease", "3s", "--cluster-failover-timeout", "1s"},
 				outs[i], io.Discard)
 		})
 	}

@@ -211,3 +211,43 @@ func BenchmarkForecast1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/forecast")
 }
+
+// BenchmarkUpsertNone measures the engine's side of a memcached set at
+// durability none (BENCHMARKS.md, "The engine's write path at none"): a
+// couchbase bucket acknowledging from memory, 1,000 keys of 100 bytes written
+// over and over without an expiry, from 50 goroutines as the memcached
+// benchmark's 50 connections. Its allocations per operation are the write
+// path's own (the keys are made up front).
+func BenchmarkUpsertNone(b *testing.B) {
+	ctx := context.Background()
+	eng, err := engine.Open(b.TempDir(), &engine.Options{NumPartitions: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	bk, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "bench", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityNone})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := bk.DefaultCollection()
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key:%d", i)
+	}
+	value := make([]byte, 100)
+	var n atomic.Int64
+	b.SetParallelism(25) // 50 goroutines on 2 cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, err := c.Upsert(ctx, keys[(i*7919)%1000], value, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}

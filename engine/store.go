@@ -90,6 +90,11 @@ type store struct {
 		closed   bool
 		failed   error // non-nil while the store refuses writes
 		probing  bool  // the recovery probe runs
+		// spare is a committed batch's record slice, emptied, for the
+		// next batch: a batch's records would otherwise be grown by
+		// append from nothing, about two records' bytes allocated per
+		// write.
+		spare []record
 	}
 	commitFailed atomic.Int64 // commits that failed (ep_item_commit_failed)
 	commitNum    atomic.Int64 // commits made (ep_commit_num)
@@ -100,6 +105,10 @@ type store struct {
 	quit         chan struct{} // closed by stop: ends the probe
 	probeDone    sync.WaitGroup
 }
+
+// spareMax is the largest record slice a store keeps for its next batch
+// (96 bytes a record): a bulk load's large batches are left to the collector.
+const spareMax = 4096
 
 // probeInterval is how often a failed store tries to write again.
 const probeInterval = time.Second
@@ -154,7 +163,8 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 	n := len(s.mu.queue)
 	kick := n == 0 // a new batch: the flusher starts its clock
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
-		s.mu.queue = append(s.mu.queue, &commitBatch{done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
+		s.mu.queue = append(s.mu.queue, &commitBatch{recs: s.mu.spare, done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
+		s.mu.spare = nil
 		n++
 		kick = true
 	}
@@ -276,8 +286,14 @@ func (s *store) flushLoop() {
 		s.commitLast.Store(int64(took))
 		s.commitTotal.Add(int64(took))
 		s.onCommit(cb.recs)
+		recs := cb.recs
+		clear(recs) // the documents are the table's now
 		s.mu.Lock()
 		s.mu.inflight = nil
+		cb.recs = nil // its writers read only done and err
+		if cap(recs) <= spareMax {
+			s.mu.spare = recs[:0]
+		}
 		s.mu.Unlock()
 		close(cb.done)
 	}

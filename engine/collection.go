@@ -74,7 +74,11 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	if now := c.b.clock.Now(); d.ExpiredAt(now) {
-		if err := c.b.expire(ctx, k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
+		// The expiration decides the answer, and leaves the counts at once
+		// (expireQueued): the read does not wait for its commit (a get on
+		// the memcached port's event loop would hold up the loop's other
+		// connections meanwhile).
+		if _, _, err := c.b.expireQueued(k, d.Expiration, &c.b.stats.expiredAccess); err != nil {
 			return nil, err
 		}
 		return nil, &ExpiredError{Doc: d}

@@ -44,8 +44,62 @@ func (c *Consumer) CheckPosition(uuid uint64, seqs []uint64) error {
 // UUID returns the UUID of the bucket's current history.
 func (c *Consumer) UUID() uint64 { return c.b.UUID() }
 
-// HighSeqnos returns every partition's high sequence number.
-func (c *Consumer) HighSeqnos() []uint64 { return c.b.HighSeqnos() }
+// HighSeqnos returns every partition's high sequence number, the writes
+// made and still on their way to disk included (acknowledged from memory at
+// durability none or majority, an expiration a read queued): the target of
+// a catch-up that must see every write made so far (stale=false), which
+// waits for their commit (WaitCommitted) before the feed, which carries
+// only committed versions, reaches it.
+func (c *Consumer) HighSeqnos() []uint64 {
+	b := c.b
+	out := make([]uint64, len(b.parts))
+	for i, p := range b.parts {
+		p.mu.RLock()
+		out[i] = p.mu.seq
+		p.mu.RUnlock()
+	}
+	return out
+}
+
+// WaitCommitted blocks until the feed reaches target (HighSeqnos) in every
+// partition: the writes up to it committed, or lost to a failed commit (the
+// partition's sequence numbers then go on from the last committed one). The
+// writes it waits for are committed at once rather than after the flush
+// interval. It ends early with ErrClosed when the bucket closes, or ctx's
+// error.
+func (c *Consumer) WaitCommitted(ctx context.Context, target []uint64) error {
+	b := c.b
+	for urged := false; ; urged = true {
+		ch := b.feedWait()
+		if b.isClosed() {
+			return ErrClosed
+		}
+		reached := true
+		for i, p := range b.parts {
+			if i >= len(target) {
+				break
+			}
+			p.mu.RLock()
+			done := p.mu.durable >= target[i] || p.mu.seq < target[i]
+			p.mu.RUnlock()
+			if !done {
+				reached = false
+				break
+			}
+		}
+		if reached {
+			return nil
+		}
+		if !urged {
+			b.store.flushNow()
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // NumPartitions returns the number of partitions: the length of every
 // sequence vector.

@@ -184,6 +184,16 @@ func (b *Bucket) queueAtLocked(p *partition, k docKey, prev, d *Document, persis
 func (b *Bucket) applyLocked(p *partition, d *Document) {
 	k := docKey{cid: d.Collection, key: d.Key}
 	slot, old := p.mu.docs.put(k, d)
+	wasLive := old.live()
+	// An expiration left curr_items and its collection's count when it was
+	// queued (expireQueued): published takes it out of the count again.
+	expiration := wasLive && d.Deleted && d.Expired
+	if expiration {
+		b.countLive(version{}, version{ok: true, cid: old.cid})
+		if p.mu.expiring[old.cid]--; p.mu.expiring[old.cid] == 0 {
+			delete(p.mu.expiring, old.cid)
+		}
+	}
 	b.published(p, slot, old, p.mu.docs.version(slot))
 	if len(p.mu.pending) > 0 && p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
@@ -205,10 +215,11 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	if oldExp != 0 || newExp != 0 {
 		b.exps.update(k, oldExp, newExp, int64(len(d.Value)))
 	}
-	wasLive := old.live()
 	switch {
 	case wasLive && d.Deleted:
-		b.currItems.Add(-1)
+		if !expiration {
+			b.currItems.Add(-1)
+		}
 		b.tombs.Add(1)
 	case !wasLive && !d.Deleted:
 		b.currItems.Add(1)
@@ -282,27 +293,31 @@ func (b *Bucket) dropPending() {
 			}
 		}
 		clear(p.mu.pending)
+		for cid, n := range p.mu.expiring {
+			b.countExpiration(cid, n) // see expireQueued
+		}
+		p.mu.expiring = nil
 		p.mu.seq = p.mu.durable
 		p.mu.Unlock()
 	}
+	b.changed() // a catch-up waiting for the lost writes (WaitCommitted) ends
 	if lost > 0 {
 		b.eng.log.Error("writes acknowledged from memory (durability none or majority) were lost: their commit failed", "bucket", b.name, "documents", lost)
 	}
 }
 
-// expire deletes k as an expiration if it is still live with the given
-// expiration and has expired, and counts it in counter.
-func (b *Bucket) expire(ctx context.Context, k docKey, expiration int64, counter *atomic.Int64) error {
-	cb, _, err := b.expireQueued(k, expiration, counter)
-	if err != nil {
-		return err
-	}
-	return cb.wait(ctx)
-}
-
-// expireQueued is expire without waiting for disk. It reports whether it
-// expired the document. A document with a newer version on its way to disk is
-// left alone: that version decides.
+// expireQueued deletes k as an expiration if it is still live with the
+// given expiration and has expired, and counts it in counter, without
+// waiting for disk. It reports whether it expired the document. A document
+// with a newer version on its way to disk is left alone: that version
+// decides.
+//
+// The expiration leaves curr_items and its collection's count at once, not
+// when its commit publishes it (applyLocked), so that a read that found the
+// document expired answers with the counts already without it; its
+// tombstone reaches the feed with its commit, and a query that must see
+// every write made so far (stale=false, Consumer.HighSeqnos and WaitCommitted) waits for
+// that commit. dropPending counts it back if the commit fails.
 func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64) (*commitBatch, bool, error) {
 	p := b.partitionFor(k.key)
 	p.mu.Lock()
@@ -319,16 +334,36 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	if !prev.ExpiredAt(now) || p.mu.pending[k] != nil {
 		return nil, false, nil
 	}
+	if p.mu.expiring == nil {
+		p.mu.expiring = make(map[CollectionID]int64)
+	}
+	p.mu.expiring[k.cid]++ // until applyLocked publishes it (at once, inline)
 	cb, err := b.publishLocked(p, k, prev, &Document{Deleted: true, Expired: true, Expiration: prev.Expiration, DeletedAt: now, Type: prev.Type}, now)
 	if err != nil {
+		if p.mu.expiring[k.cid]--; p.mu.expiring[k.cid] == 0 {
+			delete(p.mu.expiring, k.cid)
+		}
 		return nil, false, err
 	}
 	// Its expiry entry goes at once, so that the pager's next batch does not
 	// step over it again while it waits for disk; dropPending puts it back
 	// if the commit fails.
 	b.exps.update(k, expiration, 0, 0)
+	b.countExpiration(k.cid, -1)
 	counter.Add(1)
 	return cb, true, nil
+}
+
+// countExpiration adds delta to curr_items and to collection cid's count of
+// live documents: -1 as an expiration is queued, +n for n whose commit
+// failed.
+func (b *Bucket) countExpiration(cid CollectionID, delta int64) {
+	b.currItems.Add(delta)
+	v, ok := b.live.Load(cid)
+	if !ok {
+		v, _ = b.live.LoadOrStore(cid, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(delta)
 }
 
 // ExpireBatch purges up to limit documents that have expired by now, in

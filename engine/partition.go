@@ -92,6 +92,11 @@ type partition struct {
 		// logIndexed says logTop is kept; it is set by
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool
+		// expiring counts, by collection, the expirations queued and not
+		// yet committed: they have left the counts already
+		// (expireQueued), and go back in if their commit fails
+		// (dropPending). nil until the first.
+		expiring map[CollectionID]int64
 	}
 
 	id uint16

@@ -354,14 +354,19 @@ func (c *Consumer[B]) Pending() uint64 {
 	return Between(seqs, c.h.HighSeqnos())
 }
 
-// CatchUpNow catches up to every change committed when it is called: what a
-// query that must see every write it saw asks (stale=false, at_plus).
+// CatchUpNow catches up to every write made when it is called, those still
+// on their way to disk included (see CatchUp): what a query that must see
+// every write it saw asks (stale=false, at_plus). A write acknowledged from
+// memory, or a read's expiration of a document, is seen by the next such
+// query.
 func (c *Consumer[B]) CatchUpNow(ctx context.Context) error {
 	return c.CatchUp(ctx, c.h.HighSeqnos())
 }
 
 // CatchUp applies changes until the sink reaches target (nil: until the feed
-// has nothing more). Preparing and applying overlap: one goroutine reads the
+// has nothing more), first waiting for the writes up to target to be
+// committed (a target from HighSeqnos counts those on their way to disk;
+// the feed carries them once committed). Preparing and applying overlap: one goroutine reads the
 // feed and prepares the next batch while this one applies the previous one.
 // It waits for a catch-up in progress to end first, and ends, with ctx's
 // error or the stopped error, as soon as ctx ends or the consumer stops.
@@ -370,6 +375,13 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 	defer cancel()
 	stop := context.AfterFunc(c.life, cancel)
 	defer stop()
+	// A target taken from the handle's HighSeqnos may count writes still
+	// on their way to disk, which the feed carries once committed.
+	if target != nil {
+		if err := c.h.WaitCommitted(ctx, target); err != nil {
+			return c.ctxErr(err)
+		}
+	}
 	unlock, err := c.Lock(ctx)
 	if err != nil {
 		return err

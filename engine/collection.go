@@ -53,6 +53,21 @@ func (o *WriteOptions) get() WriteOptions {
 // it returns the version it found, and the extension, queued for the next
 // group commit, is visible once committed.
 func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
+	return c.get(ctx, key, false)
+}
+
+// GetResident is Get answered from memory alone, for a caller that must not
+// wait for the disk (an event loop serving many connections): when the
+// answer needs the store (a value ejected from memory, a key the warm-up
+// has not loaded yet) it returns ErrWouldBlock, having read and changed
+// nothing, and Get, called where it may wait, answers. An expired document
+// is answered as Get does: its deletion does not wait for disk.
+func (c *Collection) GetResident(ctx context.Context, key string) (*Document, error) {
+	return c.get(ctx, key, true)
+}
+
+// get is Get, or GetResident when resident.
+func (c *Collection) get(ctx context.Context, key string, resident bool) (*Document, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
@@ -61,8 +76,18 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 	}
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
-	d, err := c.b.readCommitted(ctx, p, k, true)
-	if err != nil {
+	var d *Document
+	var err error
+	if resident {
+		// readCommitted's look in memory; every way of Get's to the
+		// store must answer ErrWouldBlock here.
+		p.mu.RLock()
+		d = p.readTouchLocked(k, memMode(c.b.mem.mode.Load()).evicts())
+		p.mu.RUnlock()
+		if (d != nil && d.ejected) || (d == nil && !c.b.warm()) {
+			return nil, ErrWouldBlock
+		}
+	} else if d, err = c.b.readCommitted(ctx, p, k, true); err != nil {
 		return nil, err
 	}
 	if d == nil {

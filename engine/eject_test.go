@@ -516,3 +516,46 @@ func TestValueEvictionTTLRules(t *testing.T) {
 		t.Errorf("after dropping the collection: non-resident %d, resident %d%%, curr_items %d", st.NonResident, st.ResidentPct, st.CurrItems)
 	}
 }
+
+// TestGetResidentNeverReadsTheStore: GetResident answers the documents whose
+// values are in memory as Get does, and ErrWouldBlock, reading nothing
+// (ep_bg_fetched unchanged), for those whose values were ejected; Get then
+// reads them back. Misses need no store and are answered.
+func TestGetResidentNeverReadsTheStore(t *testing.T) {
+	ctx := context.Background()
+	b := ejectBucket(t)
+	c := b.DefaultCollection()
+	fillEjecting(t, b)
+	before := b.Stats().BgFetched
+	var resident, blocked int
+	var ejected []int
+	for i := range ejectDocs {
+		d, err := c.GetResident(ctx, memKey(i))
+		switch {
+		case errors.Is(err, engine.ErrWouldBlock):
+			blocked++
+			ejected = append(ejected, i)
+		case err != nil:
+			t.Fatal(err)
+		default:
+			resident++
+			wantValue(t, "GetResident", d, i, 0)
+		}
+	}
+	if after := b.Stats().BgFetched; after != before {
+		t.Fatalf("GetResident read %d values from the store", after-before)
+	}
+	if resident == 0 || blocked == 0 {
+		t.Fatalf("of %d documents under a %d MiB quota, %d answered from memory and %d would block: want some of each", ejectDocs, ejectQuota, resident, blocked)
+	}
+	for _, i := range ejected[:min(len(ejected), 20)] {
+		d, err := c.Get(ctx, memKey(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, "Get after ErrWouldBlock", d, i, 0)
+	}
+	if _, err := c.GetResident(ctx, "never-written"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("GetResident of a missing key: %v, want ErrNotFound", err)
+	}
+}

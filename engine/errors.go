@@ -58,6 +58,11 @@ var (
 	// object" on the memcached port); nothing stored is lost, and the write
 	// may succeed once deletes have made room.
 	ErrTempOOM = errors.New("engine: out of memory")
+	// ErrWouldBlock is returned by a read asked to answer from memory alone
+	// (Collection.GetResident) when the answer needs the store: a value
+	// ejected from memory, or a key the warm-up has not loaded yet. Nothing
+	// was read or changed; Get answers it.
+	ErrWouldBlock = errors.New("engine: the read needs the store")
 	// ErrClosed is returned by operations on a closed engine or bucket.
 	ErrClosed = errors.New("engine: closed")
 )

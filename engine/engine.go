@@ -143,6 +143,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
 	}
 	b.store = newStore(st, &e.opts, b.applyCommitted, b.dropPending)
+	if hook := e.opts.CommitHook; hook != nil {
+		b.store.beforeCommit = func() { hook(b.name) }
+	}
 	b.startWarmup(st, e.opts.BackgroundWarmup)
 	if err, _ := b.warmup.failed.Load().(error); err != nil && !e.opts.BackgroundWarmup {
 		b.store.close()

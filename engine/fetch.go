@@ -23,6 +23,9 @@ var errReplaced = errors.New("engine: version replaced")
 // from the store on a miss. It returns an error wrapping ErrNotFound when
 // the store holds none, ErrStorage when the read fails.
 func (b *Bucket) fetchStored(k docKey) (*Document, error) {
+	if hook := b.eng.opts.FetchHook; hook != nil {
+		hook(b.name, k.key)
+	}
 	d, err := b.store.st.doc(k)
 	switch {
 	case err == nil:

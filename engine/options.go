@@ -48,6 +48,15 @@ type Options struct {
 	// many it has read, inside the store's read transaction: a test blocks
 	// in it to hold a warm-up at a known point.
 	WarmupHook func(bucket string, loaded int64)
+	// FetchHook, when set, is called before each read of one document's
+	// value from a bucket's store (a value ejected from memory), with the
+	// bucket's name and the key: a test blocks in it to hold such a read
+	// (the memcached port's event loops must not wait for one).
+	FetchHook func(bucket, key string)
+	// CommitHook, when set, is called by a bucket's flusher before each
+	// group commit, with the bucket's name: a test blocks in it to hold
+	// commits (what waits for one, and what must not).
+	CommitHook func(bucket string)
 
 	// Tests only (internal tests set them): wrapStorage, when set, wraps
 	// each couchbase bucket's store as it opens (to inject faults);

@@ -82,6 +82,9 @@ type store struct {
 	onFail   func()         // forgets what the failed commits held
 	probeGap time.Duration  // time between probes of a failed store
 	done     *commitBatch   // an empty, committed batch: what an inline commit returns
+	// beforeCommit, when set (Options.CommitHook), is called before each
+	// group commit; set before the first write.
+	beforeCommit func()
 
 	mu struct {
 		sync.Mutex
@@ -276,6 +279,9 @@ func (s *store) flushLoop() {
 		s.mu.queue = s.mu.queue[1:]
 		s.mu.inflight = cb
 		s.mu.Unlock()
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
 		start := time.Now() // wall clock: ep_commit_time
 		if err := s.st.commit(cb.recs); err != nil {
 			s.fail(cb, err)

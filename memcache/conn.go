@@ -91,6 +91,9 @@ func (c *conn) submit(ctx context.Context, key string, size int, noreply bool, f
 // full: never, as the connection's writes block until the client reads.
 func (c *conn) full() bool { return false }
 
+// mayBlock: yes, the connection has its goroutine.
+func (c *conn) mayBlock() bool { return true }
+
 // settled waits for every pipelined write, noreply ones too, and writes
 // their replies: a command that is not a pipelined write (a read, stats,
 // flush_all) sees the connection's earlier writes done.

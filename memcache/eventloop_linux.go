@@ -468,6 +468,11 @@ type handoff struct {
 	c   *econn
 	out outcome
 	buf []byte // its replies
+	// size is the command's length in the input (line and data block),
+	// consumed once it is done; getNext is where a multi-get whose
+	// replies filled buf (handoffDriver.full) goes on.
+	size    int
+	getNext int
 }
 
 // Write, WriteString and WriteByte make econn the session's replyWriter: a
@@ -526,6 +531,10 @@ func (c *econn) submit(ctx context.Context, key string, size int, noreply bool, 
 
 // full: the unsent answers have reached outHigh.
 func (c *econn) full() bool { return len(c.out)-c.wpos >= outHigh }
+
+// mayBlock: no, the loop serves other connections; a read that needs the
+// disk is handed off (outcome.block).
+func (c *econn) mayBlock() bool { return false }
 
 // settled: no pipelined write in flight.
 func (c *econn) settled() bool { return c.inflight == 0 }
@@ -706,11 +715,14 @@ func (c *econn) process() (starved bool) {
 			if c.inflight > 0 {
 				return false // after the writes before it
 			}
-			c.rpos += i + 1 + n
-			c.handOff(&cmd, data)
+			c.handOff(&cmd, data, i+1+n)
 			return false
 		}
 		out := c.exec(c.ctx, &cmd, data)
+		if out.block { // a read that needs the disk: on from getNext
+			c.handOff(&cmd, data, i+1+n)
+			return false
+		}
 		if out.wait {
 			return false
 		}
@@ -751,18 +763,23 @@ func (c *econn) blocks(cmd *command) bool {
 	return cmd.kind == cmdGat || cmd.kind == cmdGats || (cmd.kind == cmdSet && s.tooLarge(cmd))
 }
 
-// handOff runs cmd on a goroutine of its own; the connection's later
-// commands wait until it is done (handoffDone).
-func (c *econn) handOff(cmd *command, data []byte) {
+// handOff runs cmd, size bytes of the input from rpos, on a goroutine of
+// its own; the connection's later commands wait until it is done
+// (handoffDone). Its replies are bounded as the connection's own are
+// (outHigh): a multi-get (a gat at a level that waits for the disk, a get
+// of values read back from the disk) that fills them stops, and runs on,
+// handed off again, once the client has read them.
+func (c *econn) handOff(cmd *command, data []byte, size int) {
 	sc := *cmd
 	sc.keys = append([]string(nil), cmd.keys...)
 	if data != nil {
 		data = append([]byte(nil), data...)
 	}
-	h := &handoff{c: c}
+	h := &handoff{c: c, size: size}
 	// A multi-get cut short by a full output (a delayed flush_all came due
-	// meanwhile) goes on from where it stopped.
-	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: settledDriver{}, remote: c.remote, getNext: c.getNext}
+	// meanwhile) or by a read that needs the disk goes on from where it
+	// stopped.
+	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext}
 	c.getNext = 0
 	c.busy = true
 	c.refs.Add(1)
@@ -777,13 +794,22 @@ func (c *econn) handOff(cmd *command, data []byte) {
 			l.post(loopMsg{kind: msgHandoff, h: h})
 		}()
 		h.out = hs.exec(ctx, &sc, data)
+		h.getNext = hs.getNext
 	}()
 }
 
-// handoffDone takes a handed-off command's replies and outcome.
+// handoffDone takes a handed-off command's replies and outcome: the command
+// is consumed, or, when its replies filled their bound (outcome.wait), it
+// stays at the head of the input to go on from getNext once they are sent.
 func (c *econn) handoffDone(h *handoff) {
 	c.busy = false
 	c.Write(h.buf)
+	if h.out.wait && !h.out.close {
+		c.getNext = h.getNext
+		c.serve()
+		return
+	}
+	c.rpos += h.size
 	c.swallow = h.out.swallow
 	if h.out.close {
 		c.closing = true
@@ -904,19 +930,22 @@ func (b *bufWriter) WriteByte(c byte) error {
 	return nil
 }
 
-// settledDriver is the driver of a handed-off command: it runs on a
-// goroutine of its own, after the connection's writes, and may block.
-type settledDriver struct{}
+// handoffDriver is the driver of a handed-off command: it runs on a
+// goroutine of its own, after the connection's writes, and may block; its
+// replies (buf) are full at outHigh, as the connection's output is.
+type handoffDriver struct{ buf *[]byte }
 
-func (settledDriver) async(bool) bool { return false }
+func (handoffDriver) async(bool) bool { return false }
 
-func (settledDriver) submit(context.Context, string, int, bool, func(context.Context) string) {
+func (handoffDriver) submit(context.Context, string, int, bool, func(context.Context) string) {
 	panic("memcache: a handed-off command does not pipeline")
 }
 
-func (settledDriver) settled() bool { return true }
+func (handoffDriver) settled() bool { return true }
 
-func (settledDriver) full() bool { return false }
+func (d handoffDriver) full() bool { return len(*d.buf) >= outHigh }
+
+func (handoffDriver) mayBlock() bool { return true }
 
 // The loop's own syscalls never block (its sockets are non-blocking and
 // epoll_wait is asked not to wait), so they are made raw: without telling

@@ -45,7 +45,17 @@ func serverError(err error) string {
 // (get, gets, incr, decr, append, prepend, cas): memcached counts in
 // get_expired every such look that finds the item expired.
 func (s *Server) read(ctx context.Context, key string) (*engine.Document, error) {
-	d, err := s.coll.Get(ctx, key)
+	return s.readFrom(ctx, key, false)
+}
+
+// readFrom is read, from memory alone when resident: then a read whose
+// answer needs the store is engine.ErrWouldBlock, counted nowhere.
+func (s *Server) readFrom(ctx context.Context, key string, resident bool) (*engine.Document, error) {
+	get := s.coll.Get
+	if resident {
+		get = s.coll.GetResident
+	}
+	d, err := get(ctx, key)
 	if errors.Is(err, engine.ErrExpired) {
 		s.stats.getExpired.Add(1)
 	}
@@ -53,9 +63,14 @@ func (s *Server) read(ctx context.Context, key string) (*engine.Document, error)
 }
 
 // get fetches a live document for get and gets: nil without error on a miss.
-func (s *Server) get(ctx context.Context, key string) (*engine.Document, error) {
+// When resident it answers from memory alone: engine.ErrWouldBlock, counted
+// nowhere, when the answer needs the store.
+func (s *Server) get(ctx context.Context, key string, resident bool) (*engine.Document, error) {
+	d, err := s.readFrom(ctx, key, resident)
+	if resident && errors.Is(err, engine.ErrWouldBlock) {
+		return nil, err
+	}
 	s.stats.cmdGet.Add(1)
-	d, err := s.read(ctx, key)
 	switch {
 	case err == nil:
 		s.stats.getHits.Add(1)

@@ -3,6 +3,7 @@ package memcache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"strconv"
 
@@ -46,6 +47,11 @@ type driver interface {
 	// when asked again (outcome.wait). A driver whose writes block (and so
 	// hold the command until the client reads) says no.
 	full() bool
+	// mayBlock reports whether a command may wait for the disk where it
+	// runs. One that must not (an event loop serving many connections)
+	// has a read whose answer needs the store (an ejected value) stop
+	// there and run on from that key where it may (outcome.block).
+	mayBlock() bool
 }
 
 // session is one connection's protocol state: it runs parsed commands and
@@ -75,6 +81,11 @@ type outcome struct {
 	// swallow is how many bytes of input (a refused data block and its
 	// "\r\n") to discard after the command.
 	swallow int
+	// block: a read's answer needs the store, and the driver must not
+	// wait for it (mayBlock); the keys before getNext are answered, and
+	// the same command is to run on from there where it may block. Only a
+	// driver whose mayBlock says no sees it.
+	block bool
 }
 
 // parse parses one command line into the session's reusable key list.
@@ -285,7 +296,11 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 		if touch {
 			d, err = s.getAndTouch(ctx, key, cmd.exptime)
 		} else {
-			d, err = s.get(ctx, key)
+			d, err = s.get(ctx, key, !c.drv.mayBlock())
+		}
+		if errors.Is(err, engine.ErrWouldBlock) {
+			c.getNext = i // on from here where the read may wait
+			return outcome{block: true}
 		}
 		if err != nil {
 			c.getNext = 0

@@ -208,3 +208,46 @@ func TestLoopGetOfExpiredKeysDoesNotWaitForCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLoopGatPastTheOutputBound: a gat at a level that waits for the disk
+// runs on a goroutine of its own, and its replies stop at the connection's
+// output bound (outHigh), going on once they are sent, rather than all
+// buffered at once: 300 values of 8 KiB (2.4 MB, past the 1 MiB bound) come
+// whole and in order, and the connection goes on after.
+func TestLoopGatPastTheOutputBound(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityPersistToMajority})
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	coll := b.DefaultCollection()
+	var keys []string
+	var want strings.Builder
+	for i := range 300 {
+		k := fmt.Sprintf("g%d", i)
+		v := fmt.Sprintf("%05d%s", i, strings.Repeat("y", 8187))
+		keys = append(keys, k)
+		fmt.Fprintf(&want, "VALUE %s 0 8192\r\n%s\r\n", k, v)
+		if _, err := coll.Upsert(ctx, k, []byte(v), nil); err != nil {
+			eng.Close()
+			t.Fatal(err)
+		}
+	}
+	want.WriteString("END\r\n")
+	a, _ := serveLoops(t, eng, b)
+	a.send("gat 100 " + strings.Join(keys, " ") + "\r\n")
+	readWithin(t, a, "gat of 300 values of 8 KiB", want.String())
+	a.do("version\r\n", "VERSION "+DefaultVersion+"\r\n")
+	if st := b.Stats(); st.CurrItems != 300 {
+		t.Fatalf("curr_items %d after the gat, want 300", st.CurrItems)
+	}
+	d, err := coll.Get(ctx, keys[299])
+	if err != nil || d.Expiration == 0 {
+		t.Fatalf("the last key after the gat: %+v, %v; want an expiration", d, err)
+	}
+}

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestExpirationLostToAFailedCommit: a get's expiration leaves curr_items and
+// the collection's count when it is queued; when its commit fails, the
+// document comes back into both (it is still the committed version), a
+// catch-up waiting for the expiration (WaitCommitted) ends instead of
+// waiting for a commit that will never come, and once the disk takes writes
+// again the next get expires it for good.
+func TestExpirationLostToAFailedCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
+	defer cancel()
+	clk := NewFakeClock(1_700_000_000)
+	var fs *faultyStorage
+	eng, err := Open(t.TempDir(), &Options{Clock: clk, NumPartitions: 4, wrapStorage: func(st storage) storage {
+		fs = &faultyStorage{storage: st}
+		return fs
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, BucketSettings{Name: "b", Type: Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.store.probeGap = time.Millisecond
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "k", []byte(`1`), &WriteOptions{Expiry: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upsert(ctx, "live", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10)
+	fs.setErr(errors.New("injected commit failure"))
+	if _, err := c.Get(ctx, "k"); !errors.Is(err, ErrExpired) {
+		t.Fatalf("get of the expired k: %v, want ErrExpired", err)
+	}
+	target := b.Consumer("test").HighSeqnos()
+	if err := b.Consumer("test").WaitCommitted(ctx, target); err != nil {
+		t.Fatalf("waiting for the expiration whose commit fails: %v", err)
+	}
+	if st := b.Stats(); st.CurrItems != 2 || c.Count() != 2 {
+		t.Fatalf("after the expiration's commit failed: curr_items %d, count %d; want 2, 2 (k is still the committed version)", st.CurrItems, c.Count())
+	}
+	for _, p := range b.parts {
+		p.mu.RLock()
+		n := len(p.mu.expiring)
+		p.mu.RUnlock()
+		if n != 0 {
+			t.Fatalf("partition %d still counts %d collections' expirations on their way to disk", p.id, n)
+		}
+	}
+	fs.setErr(nil)
+	for {
+		if _, err := c.Get(ctx, "k"); errors.Is(err, ErrExpired) {
+			if err := b.Sync(ctx); err == nil {
+				break
+			}
+		} else if !errors.Is(err, ErrStorage) { // refused until the probe passes
+			t.Fatalf("get of k once the disk takes writes again: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the store never took writes again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := b.Stats(); st.CurrItems != 1 || c.Count() != 1 || st.Tombstones != 1 {
+		t.Fatalf("after the expiration is committed: curr_items %d, count %d, tombstones %d; want 1, 1, 1", st.CurrItems, c.Count(), st.Tombstones)
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

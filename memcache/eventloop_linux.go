@@ -439,6 +439,9 @@ type econn struct {
 	out     []byte
 	wpos    int          // out[wpos:] is not yet sent
 	pending []*loopReply // replies of pipelined writes not yet in out, in order
+	// afterBytes counts the replies held behind pending ones (their
+	// after): answers waiting for a commit, bounded with out (unsent).
+	afterBytes int
 
 	pipe     *engine.Pipeline
 	inflight int // pipelined writes not yet finished, noreply ones too
@@ -484,6 +487,7 @@ type handoff struct {
 func (c *econn) Write(p []byte) (int, error) {
 	if n := len(c.pending); n > 0 {
 		c.pending[n-1].after = append(c.pending[n-1].after, p...)
+		c.afterBytes += len(p)
 	} else {
 		c.out = append(c.out, p...)
 	}
@@ -493,6 +497,7 @@ func (c *econn) Write(p []byte) (int, error) {
 func (c *econn) WriteString(s string) (int, error) {
 	if n := len(c.pending); n > 0 {
 		c.pending[n-1].after = append(c.pending[n-1].after, s...)
+		c.afterBytes += len(s)
 	} else {
 		c.out = append(c.out, s...)
 	}
@@ -502,6 +507,7 @@ func (c *econn) WriteString(s string) (int, error) {
 func (c *econn) WriteByte(b byte) error {
 	if n := len(c.pending); n > 0 {
 		c.pending[n-1].after = append(c.pending[n-1].after, b)
+		c.afterBytes++
 	} else {
 		c.out = append(c.out, b)
 	}
@@ -533,8 +539,12 @@ func (c *econn) submit(ctx context.Context, key string, size int, noreply bool, 
 	})
 }
 
+// unsent is the size of the answers not yet sent: those in out and those
+// held behind a pipelined write's (a commit's) reply.
+func (c *econn) unsent() int { return len(c.out) - c.wpos + c.afterBytes }
+
 // full: the unsent answers have reached outHigh.
-func (c *econn) full() bool { return len(c.out)-c.wpos >= outHigh }
+func (c *econn) full() bool { return c.unsent() >= outHigh }
 
 // mayBlock: no, the loop serves other connections; a read that needs the
 // disk is handed off (outcome.block).
@@ -625,7 +635,7 @@ func (c *econn) serve() {
 			c.close()
 			return
 		}
-		if starved || c.closed || c.closing || c.busy || c.inflight > 0 || len(c.out)-c.wpos >= outHigh {
+		if starved || c.closed || c.closing || c.busy || c.inflight > 0 || c.full() {
 			break // until more input, a write's or handoff's end, or EPOLLOUT
 		}
 		// The answers that held the commands back went out: run on.
@@ -676,7 +686,7 @@ func (c *econn) interest() {
 // latter (starved).
 func (c *econn) process() (starved bool) {
 	s := c.s
-	for !c.busy && !c.closing && !c.closed && len(c.out)-c.wpos < outHigh {
+	for !c.busy && !c.closing && !c.closed && !c.full() {
 		if c.swallow > 0 {
 			n := min(c.swallow, len(c.in)-c.rpos)
 			c.rpos += n
@@ -834,6 +844,7 @@ func (c *econn) writeDone(pr *loopReply) {
 		c.out = append(c.out, p.reply...)
 		c.out = append(c.out, "\r\n"...)
 		c.out = append(c.out, p.after...)
+		c.afterBytes -= len(p.after)
 		c.pending[k] = nil
 	}
 	if k > 0 {

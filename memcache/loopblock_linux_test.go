@@ -251,3 +251,60 @@ func TestLoopGatPastTheOutputBound(t *testing.T) {
 		t.Fatalf("the last key after the gat: %+v, %v; want an expiration", d, err)
 	}
 }
+
+// TestLoopAnswersBehindACommitAreBounded: the answers a connection's
+// commands give while a write before them waits for its commit (here
+// errors for unknown commands, which need not wait) are held in order
+// behind its reply, counted against the connection's output bound, so the
+// loop stops running the connection's commands once 1 MiB of them waits
+// and goes on when the commit lands: 200,000 answers (1.4 MB) after a set
+// whose commit is held come whole and in order once it is let go.
+func TestLoopAnswersBehindACommitAreBounded(t *testing.T) {
+	ctx := context.Background()
+	var holding atomic.Bool
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	release := sync.OnceFunc(func() { holding.Store(false); close(gate) })
+	t.Cleanup(release)
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64, CommitHook: func(string) {
+		if holding.Load() {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-gate
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityPersistToMajority})
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	a, other := serveLoops(t, eng, b)
+	t.Cleanup(release)
+	holding.Store(true)
+	const n = 200_000
+	var req strings.Builder
+	req.WriteString("set a 0 0 1\r\nx\r\n")
+	for range n {
+		req.WriteString("bogus\r\n")
+	}
+	sent := make(chan error, 1)
+	go func() { _, err := io.WriteString(a.nc, req.String()); sent <- err }()
+	select {
+	case <-entered:
+	case <-time.After(heldAnswerTimeout):
+		t.Fatal("the set's commit never started")
+	}
+	other.send("version\r\n")
+	readWithin(t, other, "another connection while the first one's answers wait for a commit", "VERSION "+DefaultVersion+"\r\n")
+	release()
+	readWithin(t, a, "the set's answer and the 200,000 after it", "STORED\r\n"+strings.Repeat("ERROR\r\n", n))
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	a.do("get a\r\n", "VALUE a 0 1\r\nx\r\nEND\r\n")
+}

@@ -41,7 +41,7 @@ import (
 // config is bigrun's flags.
 type config struct {
 	bin, workdir, out, phases  string
-	reuse                      string
+	reuse, serveArgs           string
 	docs, value, quotaMB       int
 	conns, depth               int
 	gets                       int
@@ -74,6 +74,7 @@ func main() {
 	flag.IntVar(&c.viewCacheMB, "view-cache-mb", 256, "serve --view-cache-mb: the view indexes' page cache, the index budget")
 	flag.IntVar(&c.allowanceMB, "allowance-mb", 200, "RSS allowed beyond quota plus index budget (the issue's 200 MB)")
 	flag.BoolVar(&c.noSync, "no-sync", false, "serve --no-sync")
+	flag.StringVar(&c.serveArgs, "serve-args", "", "more serve flags, space-separated (e.g. \"--memory-overhead-mb 1024\" to compare a setting)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the data directories")
 	flag.IntVar(&c.rangeDocs, "range-docs", 1_000_000, "documents (and view rows) of the range phase")
 	flag.IntVar(&c.rangeClients, "range-clients", 16, "concurrent clients of the range phase's second run")
@@ -81,7 +82,9 @@ func main() {
 	flag.Float64Var(&c.rangeBaselineQPS, "range-baseline-qps", 2849, "queries/s at 16 clients before issue 19 (the issue's figure); the target is 1.5x")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
 	flag.Parse()
-	c.indexBudgetMB = c.viewCacheMB
+	// serve counts the page cache and as much again of dirty leaves (its
+	// --view-cache-mb help): the index budget is both.
+	c.indexBudgetMB = 2 * c.viewCacheMB
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bigrun:", err)
 		os.Exit(1)
@@ -148,8 +151,8 @@ func run(c config) error {
 	os.Remove(b.logPath)
 	defer b.smp.close()
 	host, _ := os.Hostname()
-	head := fmt.Sprintf("bigrun %s on %s: docs=%d value=%d quota=%d MiB view-cache=%d MiB conns=%dx%d no-sync=%v; range-docs=%d clients=%d for %v; load at start %s",
-		time.Now().UTC().Format(time.RFC3339), host, c.docs, c.value, c.quotaMB, c.viewCacheMB, c.conns, c.depth, c.noSync, c.rangeDocs, c.rangeClients, c.rangeTime, uptime()) // wall clock: the benchmark times a real server
+	head := fmt.Sprintf("bigrun %s on %s: docs=%d value=%d quota=%d MiB view-cache=%d MiB serve-args=%q conns=%dx%d no-sync=%v; range-docs=%d clients=%d for %v; load at start %s",
+		time.Now().UTC().Format(time.RFC3339), host, c.docs, c.value, c.quotaMB, c.viewCacheMB, c.serveArgs, c.conns, c.depth, c.noSync, c.rangeDocs, c.rangeClients, c.rangeTime, uptime()) // wall clock: the benchmark times a real server
 	fmt.Println(head)
 	var runErr error
 	for _, p := range strings.Split(c.phases, ",") {
@@ -226,6 +229,7 @@ func (b *bench) serveFlags() []string {
 	if b.noSync {
 		extra = append(extra, "--no-sync")
 	}
+	extra = append(extra, strings.Fields(b.serveArgs)...)
 	return extra
 }
 
@@ -277,6 +281,9 @@ func (b *bench) memFigures(srv *server, phase, when string) {
 	b.rep.add(phase, when+": resident % / value ejects / non-resident", "%s%% / %s / %s", st["vb_active_perc_mem_resident"], st["ep_num_value_ejects"], st["ep_num_non_resident"])
 	if items := statInt(st, "curr_items"); items > 0 {
 		b.rep.add(phase, when+": mem_used per document", "%.0f B (curr_items %d)", float64(statInt(st, "mem_used"))/float64(items), items)
+	}
+	if bd, err := srv.memBreakdown(context.Background()); err == nil {
+		b.rep.add(phase, when+": breakdown", "%v", bd)
 	}
 	if g, err := srv.goMemStats(context.Background()); err == nil {
 		b.rep.add(phase, when+": Go heap alloc / heap in use / Go sys", "%.0f / %.0f / %.0f MiB (GOMEMLIMIT %.0f MiB)",
@@ -336,6 +343,7 @@ func (b *bench) big() error {
 	b.rep.add(phase, "load", "%d docs in %.1f s: %.0f docs/s (%d sets refused and resent)", b.docs, took.Seconds(), float64(b.docs)/took.Seconds(), refused)
 	peak := b.smp.peakRSS("load")
 	b.rep.add(phase, "load: peak RSS vs quota+index budget+allowance", "%.0f MiB vs %.0f MiB: %s", mb(peak), mb(budget), metMissed(peak <= budget))
+	b.rep.add(phase, "  at the load's peak", "%v", b.smp.peakBreakdown("load"))
 	b.memFigures(srv, phase, "after load")
 	b.rep.add(phase, "data directory", "%.0f MiB", mb(dirSize(srv.data)))
 
@@ -366,6 +374,7 @@ func (b *bench) big() error {
 	}
 	peak = b.smp.peakRSS("view")
 	b.rep.add(phase, "view: peak RSS vs quota+index budget+allowance", "%.0f MiB vs %.0f MiB: %s", mb(peak), mb(budget), metMissed(peak <= budget))
+	b.rep.add(phase, "  at the build's peak", "%v", b.smp.peakBreakdown("view"))
 	b.memFigures(srv, phase, "after view")
 
 	return b.getsAndRestarts(srv, phase, bucket)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,7 @@ type sampler struct {
 	mc    *mcConn // stats connection, dialled when the memcached port is up
 	phase string
 	peak  map[string]int64
+	at    map[string]breakdown // each phase's breakdown at its peak RSS
 	last  map[string]string
 	out   io.Writer
 	t0    time.Time
@@ -34,8 +36,8 @@ type sampler struct {
 }
 
 func newSampler(out io.Writer) *sampler {
-	fmt.Fprintf(out, "seconds,phase,load1,rss_mb,%s\n", strings.Join(sampledStats, ","))
-	s := &sampler{out: out, peak: map[string]int64{}, t0: time.Now(), stop: make(chan struct{})} // wall clock: the benchmark times a real server
+	fmt.Fprintf(out, "seconds,phase,load1,rss_mb,%s,%s\n", strings.Join(sampledStats, ","), breakdownHeader)
+	s := &sampler{out: out, peak: map[string]int64{}, at: map[string]breakdown{}, t0: time.Now(), stop: make(chan struct{})} // wall clock: the benchmark times a real server
 	s.wg.Add(1)
 	go s.run()
 	return s
@@ -50,6 +52,13 @@ func (s *sampler) watch(srv *server, phase string) {
 		s.mc = nil
 	}
 	s.srv, s.phase = srv, phase
+}
+
+// peakBreakdown is where the memory was at phase's highest RSS sampled.
+func (s *sampler) peakBreakdown(phase string) breakdown {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at[phase]
 }
 
 // peakRSS is the highest RSS sampled in phase.
@@ -89,7 +98,15 @@ func (s *sampler) sample() {
 	if err != nil {
 		return
 	}
-	s.peak[s.phase] = max(s.peak[s.phase], rss)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	bd, bdErr := s.srv.memBreakdown(ctx)
+	cancel()
+	if rss > s.peak[s.phase] {
+		s.peak[s.phase] = rss
+		if bdErr == nil {
+			s.at[s.phase] = bd
+		}
+	}
 	if s.mc == nil && s.srv.mc != "" {
 		s.mc, _ = dialMC(s.srv.mc)
 	}
@@ -104,6 +121,9 @@ func (s *sampler) sample() {
 	row := []string{fmt.Sprintf("%.0f", time.Since(s.t0).Seconds()), s.phase, loadAvg(), fmt.Sprintf("%.1f", mb(rss))}
 	for _, k := range sampledStats {
 		row = append(row, strings.ReplaceAll(st[k], ",", ";"))
+	}
+	if bdErr == nil {
+		row = append(row, bd.csv())
 	}
 	fmt.Fprintln(s.out, strings.Join(row, ","))
 }

@@ -242,8 +242,9 @@ func (s *server) nodeStatus(ctx context.Context, bucket string) (string, error) 
 	return b.Nodes[0].Status, nil
 }
 
-// goMemStats reads the Go runtime's memory gauges from /metrics (the
-// server has no pprof endpoint): name → bytes.
+// goMemStats reads the Go runtime's memory gauges and the stores' own
+// memory (mayfly_storage_mem_used_bytes, summed over the buckets) from
+// /metrics: name → bytes.
 func (s *server) goMemStats(ctx context.Context) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.http+"/metrics", nil)
 	if err != nil {
@@ -260,15 +261,16 @@ func (s *server) goMemStats(ctx context.Context) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "go_memstats_") && !strings.HasPrefix(line, "process_resident") && !strings.HasPrefix(line, "go_gc_gogc") && !strings.HasPrefix(line, "go_gc_gomemlimit") {
+		if !strings.HasPrefix(line, "go_memstats_") && !strings.HasPrefix(line, "process_resident") && !strings.HasPrefix(line, "go_gc_gogc") && !strings.HasPrefix(line, "go_gc_gomemlimit") && !strings.HasPrefix(line, "mayfly_storage_mem_used_bytes") {
 			continue
 		}
 		f := strings.Fields(line)
 		if len(f) != 2 {
 			continue
 		}
+		name, _, _ := strings.Cut(f[0], "{") // a bucket's gauge: summed over the buckets
 		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-			out[f[0]] = v
+			out[name] += v
 		}
 	}
 	return out, sc.Err()

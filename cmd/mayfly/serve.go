@@ -52,6 +52,7 @@ type serveConfig struct {
 	jsWorkers     int
 	jsMaxMemory   int64
 	skipDDocs     string
+	pprofAddr     string
 	memOverheadMB int64
 	viewCacheMB   int64
 	heapRatio     float64
@@ -164,6 +165,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.Float64Var(&c.heapRatio, "heap-ratio", memtune.DefaultRatio, "after each collection, set Go's GC percent so that the heap may grow to this many times the live heap (plus --heap-headroom-mb) before the next one: resident memory near the live heap for more collections; 0 keeps Go's GOGC (100: twice the live heap), as does $GOGC")
 	fs.Int64Var(&c.heapHeadroom, "heap-headroom-mb", memtune.DefaultHeadroom>>20, "MiB of heap growth allowed beyond --heap-ratio × the live heap (keeps a small heap from being collected without pause)")
 	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", defaultViewCacheMB, "MiB of page cache shared by every persisted view index, which keeps its B+tree on disk (paged) and its changes not yet written in as much again; 0 keeps view indexes wholly in memory instead (as an ephemeral bucket's always are). Both counted in Go's memory limit. Switching rebuilds each index once")
+	fs.StringVar(&c.pprofAddr, "pprof", "", "serve Go's profiles (/debug/pprof/) on this address, without authentication (for measuring; loopback only, e.g. 127.0.0.1:6060); empty: off")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	addClusterFlags(fs, &c.cl)
 	return c
@@ -455,6 +457,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 
 	debug.FreeOSMemory()
 
+	if cfg.pprofAddr != "" {
+		stopPprof, err := startPprof(cfg.pprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	firstStart := !engine.IsDataDir(cfg.data)
 	// Each bucket's documents, and its view and search indexes, load in the
 	// background (a warm-up, as Couchbase's): the ports answer at once.

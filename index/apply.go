@@ -129,6 +129,7 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 		ix.ps.applied(snap.gen, &a, updates)
 		ix.mu.logDocs += len(updates)
 		if !ix.writeBackDue(snap) {
+			ix.mm.maybe() // of readBack's reads
 			return nil
 		}
 		if werr := ix.writeBackLocked(); werr != nil {

@@ -329,3 +329,15 @@ func FileUsed(t testing.TB, ix *Index) int64 {
 	}
 	return n
 }
+
+// SetMapReleaseLimit makes ix release its file's mapped pages once its
+// reads through them reach n bytes (see mapRelease). Call it before ix is
+// shared.
+func SetMapReleaseLimit(ix *Index, n int64) { ix.mm.limit = n }
+
+// MapReleases returns how many releases of ix's mapped pages succeeded,
+// and the last one's failure.
+func MapReleases(ix *Index) (int64, error) { return ix.mm.runs.Load(), ix.mm.lastErr() }
+
+// ReleaseMapped releases ix's mapped pages now.
+func ReleaseMapped(ix *Index) { ix.mm.release() }

@@ -114,9 +114,10 @@ type DocUpdate struct {
 type Index struct {
 	views     []ViewConfig
 	byName    map[string]int
-	signature string   // Config.Signature
-	db        *bolt.DB // nil: memory only
-	ps        *pager   // nil: not paged (trees in memory)
+	signature string      // Config.Signature
+	db        *bolt.DB    // nil: memory only
+	ps        *pager      // nil: not paged (trees in memory)
+	mm        *mapRelease // releases db's mapped pages; nil when db is
 
 	snap     atomic.Pointer[snapshot]
 	closed   atomic.Bool
@@ -206,9 +207,13 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 			return nil, err
 		}
 		ix.db = db
+		ix.mm = newMapRelease(db, minMapRelease)
 		if cfg.Cache != nil {
 			ix.leafRows = cmp.Or(cfg.leafRows, pagedLeafItems)
-			ix.ps = &pager{db: db, cache: cfg.Cache, owner: cfg.Cache.newOwner(), readers: make(map[uint64]int)}
+			// The pages read through the map stay within about the
+			// cache's budget (see mapRelease).
+			ix.mm.limit = max(cfg.Cache.budget, minMapRelease)
+			ix.ps = &pager{db: db, cache: cfg.Cache, owner: cfg.Cache.newOwner(), readers: make(map[uint64]int), mm: ix.mm}
 		}
 		err = prepareStore(db, &cfg)
 		switch {
@@ -227,6 +232,7 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 			db.Close()
 			return nil, fmt.Errorf("index: load %s: %w", cfg.Path, err)
 		}
+		ix.mm.release() // the load read the file (in memory: all of it)
 	}
 	ix.snap.Store(snap)
 	return ix, nil

@@ -425,10 +425,31 @@ func testPagedBadPage(t *testing.T, damage func(*index.Index, string) error) {
 // too: each answer must be one whole snapshot (every row of one round),
 // never an error, and Check must pass.
 func TestPagedConcurrent(t *testing.T) {
+	testPagedConcurrent(t, func(*index.Index) {})
+}
+
+// TestPagedConcurrentMapRelease is TestPagedConcurrent with the file's
+// mapped pages released after every read and write-back (see mapRelease),
+// while queries, Applies and Checks read through the map: every answer
+// must stay whole and of one round.
+func TestPagedConcurrentMapRelease(t *testing.T) {
+	var ix *index.Index
+	testPagedConcurrent(t, func(x *index.Index) {
+		ix = x
+		index.SetMapReleaseLimit(ix, 1)
+	})
+	n, err := index.MapReleases(ix)
+	if err != nil || n < 40 {
+		t.Fatalf("%d releases of the mapped pages, last error %v; want one after each query and write-back", n, err)
+	}
+}
+
+func testPagedConcurrent(t *testing.T, setup func(*index.Index)) {
 	ctx := context.Background()
 	cfg := index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
 		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: index.NewPageCache(8 << 10)}
 	ix := openIndex(t, cfg)
+	setup(ix)
 	const docs = 400
 	round := func(r int) []index.DocUpdate {
 		var ups []index.DocUpdate

@@ -103,7 +103,8 @@ func recoverPage(err *error) {
 type pager struct {
 	db    *bolt.DB
 	cache *PageCache
-	owner uint64 // this index's keys in cache
+	owner uint64      // this index's keys in cache
+	mm    *mapRelease // the file's mapped pages: reads counted, released
 
 	// next is the id of the next page written. REQUIRES: Index.mu.
 	next uint64
@@ -196,6 +197,7 @@ func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64) ([]row, error) {
 		if page = b.Get(pageKeyBytes(id)); page == nil {
 			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
 		}
+		ps.mm.noteRead(len(page))
 		page = bytes.Clone(page)
 		return nil
 	}
@@ -410,7 +412,9 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 	if r.kind == pageLeaf {
 		return n, nil
 	}
-	raw, refs, err := decodeInner(tx.Bucket(bucketPages).Get(pageKeyBytes(r.page)))
+	inner := tx.Bucket(bucketPages).Get(pageKeyBytes(r.page))
+	ps.mm.noteRead(len(inner))
+	raw, refs, err := decodeInner(inner)
 	if err != nil {
 		return nil, fmt.Errorf("%w: inner page %d", err, r.page)
 	}
@@ -716,9 +720,11 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 			if i > 0 && id == ids[i-1] {
 				continue
 			}
-			if k, v := c.Seek([]byte(id)); k != nil && string(k) == id {
+			k, v := c.Seek([]byte(id))
+			if k != nil && string(k) == id {
 				back[id] = bytes.Clone(v)
 			}
+			ps.mm.noteRead(mapPage + len(v)) // the leaf page sought, found or not
 		}
 		return nil
 	})
@@ -895,6 +901,7 @@ func (ix *Index) writeBack(gen uint64) error {
 	ps.addDirty(-ps.dirty.bytes)
 	ix.mu.logDocs = 0
 	ix.publish(snap)
+	ps.mm.release() // the transaction read the pages it changed
 	return nil
 }
 
@@ -924,6 +931,7 @@ func (ix *Index) release(s *snapshot) {
 		delete(ps.readers, s.gen)
 	}
 	ps.rmu.Unlock()
+	ps.mm.maybe() // the read is over, its transactions closed
 }
 
 // publish makes snap the snapshot queries read.

@@ -21,18 +21,20 @@ type breakdown struct {
 	// and its memory limit.
 	heapInUse, heapFree, stacks, goSys, limit int64
 	storage                                   int64 // the store's own memory (mayfly_storage_mem_used_bytes: pebble's C memory in a cgo build)
+	heapAlloc                                 int64 // heap objects, live or garbage not yet swept
+	gogc                                      int64 // the collector's percent now (the heap-ratio policy sets it)
 }
 
 // breakdownHeader is the sampler CSV's columns of a breakdown, MiB.
-const breakdownHeader = "anon_mb,file_mb,index_map_mb,heap_inuse_mb,heap_free_mb,stacks_mb,go_sys_mb,go_limit_mb,storage_mb"
+const breakdownHeader = "anon_mb,file_mb,index_map_mb,heap_inuse_mb,heap_free_mb,stacks_mb,go_sys_mb,go_limit_mb,storage_mb,heap_alloc_mb,gogc"
 
 func (b breakdown) csv() string {
-	f := []int64{b.anon, b.file, b.index, b.heapInUse, b.heapFree, b.stacks, b.goSys, b.limit, b.storage}
+	f := []int64{b.anon, b.file, b.index, b.heapInUse, b.heapFree, b.stacks, b.goSys, b.limit, b.storage, b.heapAlloc}
 	s := make([]string, len(f))
 	for i, v := range f {
 		s[i] = fmt.Sprintf("%.1f", mb(v))
 	}
-	return strings.Join(s, ",")
+	return strings.Join(s, ",") + fmt.Sprintf(",%d", b.gogc)
 }
 
 // String is the breakdown for the report.
@@ -108,5 +110,7 @@ func (s *server) memBreakdown(ctx context.Context) (breakdown, error) {
 	b.goSys = int64(g["go_memstats_sys_bytes"])
 	b.limit = int64(g["go_gc_gomemlimit_bytes"])
 	b.storage = int64(g["mayfly_storage_mem_used_bytes"])
+	b.heapAlloc = int64(g["go_memstats_heap_alloc_bytes"])
+	b.gogc = int64(g["go_gc_gogc_percent"])
 	return b, nil
 }

@@ -1,0 +1,99 @@
+package index
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bbolt reads its file through a shared read-only memory map, and every
+// page of it a reader or a writer's transaction has touched stays in the
+// process's resident memory (file-backed: the kernel's page cache mapped
+// into the process, counted in its RSS) until the kernel reclaims it. A
+// paged index reads its leaves and back index through that map, so over a
+// view build or a stream of queries the whole file came to count as the
+// server's memory, beside the page cache of decoded leaves that is meant to
+// bound it (BENCHMARKS.md, "Resident memory at scale"). mapRelease gives
+// those pages back: madvise(MADV_DONTNEED) over the mapped range drops the
+// process's mappings of them (they stay in the kernel's page cache; the
+// next read maps them again with a minor fault). bbolt writes with pwrite,
+// never through the map, so nothing is lost, and it remaps the file only
+// under its mmap lock, which a read transaction holds shared: the range
+// is released under one, and readers in other transactions meanwhile
+// just fault their pages back in.
+
+// mapRelease releases an index file's mapped pages after its
+// transactions have read about limit bytes through them, and when told to
+// (after a write-back or checkpoint, whose transaction touched pages of its
+// own).
+type mapRelease struct {
+	db    *bolt.DB
+	limit int64 // bytes read that make a release due
+
+	read atomic.Int64 // bytes read through the map since the last release
+	runs atomic.Int64 // releases done
+	mu   sync.Mutex   // one release at a time; guards err
+	err  error        // the last release's failure, nil if it succeeded
+}
+
+// mapPage is what one lookup in the file counts as read through the map
+// beside the bytes it returns: the leaf page it lands on (bbolt's pages are
+// the OS page, 4 KiB here).
+const mapPage = 4 << 10
+
+// minMapRelease is the least read between two releases: below it a
+// release would cost more faults than the memory it frees is worth.
+const minMapRelease = 4 << 20
+
+func newMapRelease(db *bolt.DB, limit int64) *mapRelease {
+	return &mapRelease{db: db, limit: max(limit, minMapRelease)}
+}
+
+// noteRead counts n bytes read through the map. It may be called inside a
+// transaction; the release itself waits for maybe (see there).
+func (m *mapRelease) noteRead(n int) {
+	if m != nil {
+		m.read.Add(int64(n))
+	}
+}
+
+// maybe releases the mapped pages if the reads since the last release
+// reached the limit. It must not be called inside a transaction of the
+// calling goroutine (bbolt's read and write transactions must not nest).
+func (m *mapRelease) maybe() {
+	if m != nil && m.read.Load() >= m.limit {
+		m.release()
+	}
+}
+
+// release gives the file's mapped pages back to the kernel (see above). It
+// must not be called inside a transaction of the calling goroutine. A
+// failure loses nothing (the pages just stay): it is kept for lastErr, not
+// returned to the Apply or query that happened to trigger the release.
+func (m *mapRelease) release() {
+	if m == nil || !m.mu.TryLock() {
+		return // none, or another goroutine is releasing the same pages
+	}
+	defer m.mu.Unlock()
+	m.read.Store(0)
+	m.err = m.db.View(func(tx *bolt.Tx) error {
+		// Under the read transaction the map cannot move, and it covers
+		// at least the transaction's size (bbolt maps the file whole).
+		return dontNeed(m.db.Info().Data, tx.Size())
+	})
+	if m.err != nil {
+		m.err = fmt.Errorf("index: release the file's mapped pages: %w", m.err)
+		return
+	}
+	m.runs.Add(1)
+}
+
+// lastErr returns the last release's failure (nil: it succeeded, or none
+// ran).
+func (m *mapRelease) lastErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}

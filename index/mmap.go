@@ -51,11 +51,20 @@ func newMapRelease(db *bolt.DB, limit int64) *mapRelease {
 	return &mapRelease{db: db, limit: max(limit, minMapRelease)}
 }
 
-// noteRead counts n bytes read through the map. It may be called inside a
-// transaction; the release itself waits for maybe (see there).
+// noteRead counts n bytes read through the map, for a later maybe.
 func (m *mapRelease) noteRead(n int) {
 	if m != nil {
 		m.read.Add(int64(n))
+	}
+}
+
+// noteReadIn counts n bytes read through the map by tx, a transaction of
+// the calling goroutine, and releases the mapped pages in it if the reads
+// reached the limit: a long transaction (a write-back, a large Apply's
+// back-index lookups) does not wait for its end.
+func (m *mapRelease) noteReadIn(tx *bolt.Tx, n int) {
+	if m != nil && m.read.Add(int64(n)) >= m.limit {
+		m.releaseIn(tx)
 	}
 }
 
@@ -68,22 +77,34 @@ func (m *mapRelease) maybe() {
 	}
 }
 
-// release gives the file's mapped pages back to the kernel (see above). It
-// must not be called inside a transaction of the calling goroutine. A
+// release gives the file's mapped pages back to the kernel (see above), in
+// a read transaction of its own: it must not be called inside a
+// transaction of the calling goroutine.
+func (m *mapRelease) release() {
+	if m == nil {
+		return
+	}
+	if err := m.db.View(func(tx *bolt.Tx) error { m.releaseIn(tx); return nil }); err != nil {
+		m.mu.Lock()
+		m.err = fmt.Errorf("index: release the file's mapped pages: %w", err)
+		m.mu.Unlock()
+	}
+}
+
+// releaseIn gives the mapped pages back within tx, a transaction of the
+// calling goroutine, read or write: while it is open the map cannot move
+// (bbolt remaps under its mmap lock, which a read transaction holds
+// shared, and a write transaction only in its own commit), and the map
+// covers at least the transaction's size (bbolt maps the file whole). A
 // failure loses nothing (the pages just stay): it is kept for lastErr, not
 // returned to the Apply or query that happened to trigger the release.
-func (m *mapRelease) release() {
-	if m == nil || !m.mu.TryLock() {
-		return // none, or another goroutine is releasing the same pages
+func (m *mapRelease) releaseIn(tx *bolt.Tx) {
+	if !m.mu.TryLock() {
+		return // another goroutine is releasing the same pages
 	}
 	defer m.mu.Unlock()
 	m.read.Store(0)
-	m.err = m.db.View(func(tx *bolt.Tx) error {
-		// Under the read transaction the map cannot move, and it covers
-		// at least the transaction's size (bbolt maps the file whole).
-		return dontNeed(m.db.Info().Data, tx.Size())
-	})
-	if m.err != nil {
+	if m.err = dontNeed(m.db.Info().Data, tx.Size()); m.err != nil {
 		m.err = fmt.Errorf("index: release the file's mapped pages: %w", m.err)
 		return
 	}

@@ -197,8 +197,8 @@ func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64) ([]row, error) {
 		if page = b.Get(pageKeyBytes(id)); page == nil {
 			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
 		}
-		ps.mm.noteRead(len(page))
 		page = bytes.Clone(page)
+		ps.mm.noteReadIn(b.Tx(), len(page))
 		return nil
 	}
 	var err error
@@ -413,8 +413,8 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 		return n, nil
 	}
 	inner := tx.Bucket(bucketPages).Get(pageKeyBytes(r.page))
-	ps.mm.noteRead(len(inner))
 	raw, refs, err := decodeInner(inner)
+	ps.mm.noteReadIn(tx, len(inner))
 	if err != nil {
 		return nil, fmt.Errorf("%w: inner page %d", err, r.page)
 	}
@@ -591,6 +591,7 @@ func (ps *pager) deleteFreed(tx *bolt.Tx, pending []freedPages, safe uint64) ([]
 		if err := free.Delete(k); err != nil {
 			return nil, err
 		}
+		ps.mm.noteReadIn(tx, 2*mapPage) // the two leaf pages the keys were on
 	}
 	return left, nil
 }
@@ -724,7 +725,7 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 			if k != nil && string(k) == id {
 				back[id] = bytes.Clone(v)
 			}
-			ps.mm.noteRead(mapPage + len(v)) // the leaf page sought, found or not
+			ps.mm.noteReadIn(tx, mapPage+len(v)) // the leaf page sought, found or not
 		}
 		return nil
 	})
@@ -853,6 +854,7 @@ func (ix *Index) writeBack(gen uint64) error {
 			if err != nil {
 				return err
 			}
+			ps.mm.noteReadIn(tx, mapPage) // the leaf page the key goes to
 		}
 		free := tx.Bucket(bucketFree)
 		freed := slices.Clone(replaced)

@@ -157,6 +157,9 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"--heap-ratio", "3"},
 		{"--heap-ratio", "-1"},
 		{"--heap-headroom-mb", "-1"},
+		{"--memory-overhead-mb", "-2"},
+		{"--memory-overhead-mb", "lots"},
+		{"--memory-overhead-mb", "1.5"},
 	} {
 		var stderr strings.Builder
 		if _, err := parseServeFlags(args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]) {

@@ -9,13 +9,32 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// DefaultMemoryOverheadMB is --memory-overhead-mb's default: what the
-// server holds beside its buckets' documents (view and search indexes, the
-// JavaScript runtimes, connections, the Go runtime).
-const DefaultMemoryOverheadMB = 1024
+// The overhead --memory-overhead-mb auto (the default) adds to what the
+// buckets hold: a fixed part and a share of it. The overhead is what the
+// server's Go memory holds beside its buckets' documents: the documents'
+// own slack (chunks grown, versions readers still hold), a view build's
+// batches and mapped rows, JavaScript runtimes, search indexes,
+// connections, and the runtime's own (stacks, metadata, the collector's
+// overshoot while it marks). It was 1 GiB from when view indexes lived in
+// the heap; measured with paged view indexes (BENCHMARKS.md, "Resident
+// memory at scale"), a 1,000,000-document bucket building a view held about
+// 100 MiB of live heap beside its mem_used, and the heap overshot its goal
+// by a quarter to a half while the collector marked.
+const (
+	autoOverheadBase  = 64 << 20
+	autoOverheadShare = 8 // an eighth of what the buckets hold
+)
+
+// autoMemoryOverhead returns the overhead --memory-overhead-mb auto adds
+// to buckets that hold held bytes (each the larger of its quota and its
+// mem_used).
+func autoMemoryOverhead(held int64) int64 {
+	return autoOverheadBase + held/autoOverheadShare
+}
 
 // memLimit keeps Go's soft memory limit (debug.SetMemoryLimit) at the sum of
-// the buckets' memory quotas plus a stated overhead, so that the collector
+// the buckets' memory quotas plus an overhead (stated, or scaled with the
+// buckets: autoMemoryOverhead) and a fixed part (the view page cache), so that the collector
 // works harder as the process nears what its buckets are allowed, rather than
 // letting the heap grow to twice the live data. It is an engine service:
 // attached buckets count, and a bucket's settings changes (ramQuotaMB)
@@ -31,7 +50,8 @@ const DefaultMemoryOverheadMB = 1024
 // heap grow by as much. In a build without cgo pebble allocates it in the
 // Go heap, and the limit adds each bucket's budget (storageInHeap).
 type memLimit struct {
-	overhead      int64                   // bytes
+	overhead      int64                   // bytes, beside the buckets' (and the automatic overhead)
+	auto          bool                    // add autoMemoryOverhead of what the buckets hold
 	storageInHeap bool                    // the stores' own memory is in the Go heap: count it
 	set           func(limit int64) int64 // debug.SetMemoryLimit
 	log           *slog.Logger
@@ -50,8 +70,10 @@ type limitedBucket struct {
 	unwatch func()
 }
 
-func newMemLimit(overheadMB int64, set func(int64) int64, log *slog.Logger) *memLimit {
-	return &memLimit{overhead: overheadMB << 20, storageInHeap: storageMemInGoHeap, set: set, log: log, buckets: make(map[string]*limitedBucket)}
+// newMemLimit returns a memLimit of the buckets plus overheadMB, plus
+// autoMemoryOverhead of the buckets if auto.
+func newMemLimit(overheadMB int64, auto bool, set func(int64) int64, log *slog.Logger) *memLimit {
+	return &memLimit{overhead: overheadMB << 20, auto: auto, storageInHeap: storageMemInGoHeap, set: set, log: log, buckets: make(map[string]*limitedBucket)}
 }
 
 // AttachBucket counts b's quota and follows its changes.
@@ -102,12 +124,16 @@ func (m *memLimit) refresh(ctx context.Context, interval time.Duration) {
 //
 // REQUIRES: m.mu held.
 func (m *memLimit) totalLocked() int64 {
-	total := m.overhead
+	var held, storage int64
 	for _, lb := range m.buckets {
-		total += max(lb.quota, lb.b.Stats().MemUsed)
+		held += max(lb.quota, lb.b.Stats().MemUsed)
 		if m.storageInHeap {
-			total += lb.storage
+			storage += lb.storage
 		}
+	}
+	total := held + storage + m.overhead
+	if m.auto {
+		total += autoMemoryOverhead(held)
 	}
 	return total
 }

@@ -23,7 +23,7 @@ func TestMemLimitFollowsQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	var limit int64
-	ml := newMemLimit(256, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ml := newMemLimit(256, false, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ml.storageInHeap = false // TestMemLimitCountsStorageInHeap counts the stores
 	if err := eng.Attach(ctx, ml); err != nil {
 		t.Fatal(err)
@@ -50,6 +50,55 @@ func TestMemLimitFollowsQuotas(t *testing.T) {
 	want("the 100 MiB bucket deleted", 276)
 }
 
+// TestAutoMemoryOverhead: the default overhead is 64 MiB plus an eighth of
+// what the buckets hold, so that a 1 GiB bucket's limit is 1,216 MiB where
+// it was 2,048 (plus the view cache), and a small bucket still has 64 MiB
+// of room or more.
+func TestAutoMemoryOverhead(t *testing.T) {
+	for _, c := range []struct{ heldMB, wantMB int64 }{
+		{0, 64},
+		{96, 76},
+		{256, 96},
+		{1024, 192},
+		{8192, 1088},
+	} {
+		if got := autoMemoryOverhead(c.heldMB << 20); got != c.wantMB<<20 {
+			t.Errorf("buckets holding %d MiB: overhead %d MiB, want %d", c.heldMB, got>>20, c.wantMB)
+		}
+	}
+}
+
+// TestMemLimitAuto: with the automatic overhead the limit is the buckets'
+// quotas, the stated part (serve's view cache) and the overhead of the
+// quotas, and follows a quota's change.
+func TestMemLimitAuto(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "a", RAMQuotaMB: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limit int64
+	ml := newMemLimit(64, true, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ml.storageInHeap = false
+	if err := eng.Attach(ctx, ml); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(256+64+64+32) << 20; limit != want {
+		t.Errorf("a 256 MiB bucket and 64 MiB stated: limit %d MiB, want %d", limit>>20, want>>20)
+	}
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.RAMQuotaMB = 1024; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1024+64+64+128) << 20; limit != want {
+		t.Errorf("its quota raised to 1 GiB: limit %d MiB, want %d", limit>>20, want>>20)
+	}
+}
+
 // TestMemLimitCountsStorageInHeap: where a pebble store's block cache and
 // memtables are in the Go heap (a build without cgo), each pebble bucket
 // adds its budget (16 MiB for a 100 MiB quota) to the limit; a memcached bucket, which
@@ -68,7 +117,7 @@ func TestMemLimitCountsStorageInHeap(t *testing.T) {
 			}
 		}
 		var limit int64
-		ml := newMemLimit(256, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ml := newMemLimit(256, false, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		ml.storageInHeap = inHeap
 		if err := eng.Attach(ctx, ml); err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +54,9 @@ type serveConfig struct {
 	jsMaxMemory   int64
 	skipDDocs     string
 	pprofAddr     string
-	memOverheadMB int64
+	memOverhead   string // --memory-overhead-mb as given: auto or MiB
+	memOverheadMB int64  // MiB, from memOverhead; -1: the limit is left alone
+	memAuto       bool   // memOverhead is auto
 	viewCacheMB   int64
 	heapRatio     float64
 	heapHeadroom  int64
@@ -161,7 +164,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
-	fs.Int64Var(&c.memOverheadMB, "memory-overhead-mb", DefaultMemoryOverheadMB, "MiB added to the sum of the buckets' ramQuotaMB to make Go's memory limit (the collector works harder near it); -1 leaves the limit alone, as does $GOMEMLIMIT")
+	fs.StringVar(&c.memOverhead, "memory-overhead-mb", "auto", "MiB added to the sum of the buckets' ramQuotaMB (each at least its mem_used) and twice --view-cache-mb to make Go's memory limit (the collector works harder near it, and gives freed memory back); auto: 64 MiB plus an eighth of the buckets' sum; -1 leaves the limit alone, as does $GOMEMLIMIT")
 	fs.Float64Var(&c.heapRatio, "heap-ratio", memtune.DefaultRatio, "after each collection, set Go's GC percent so that the heap may grow to this many times the live heap (plus --heap-headroom-mb) before the next one: resident memory near the live heap for more collections; 0 keeps Go's GOGC (100: twice the live heap), as does $GOGC")
 	fs.Int64Var(&c.heapHeadroom, "heap-headroom-mb", memtune.DefaultHeadroom>>20, "MiB of heap growth allowed beyond --heap-ratio × the live heap (keeps a small heap from being collected without pause)")
 	fs.Int64Var(&c.viewCacheMB, "view-cache-mb", defaultViewCacheMB, "MiB of page cache shared by every persisted view index, which keeps its B+tree on disk (paged) and its changes not yet written in as much again; 0 keeps view indexes wholly in memory instead (as an ephemeral bucket's always are). Both counted in Go's memory limit. Switching rebuilds each index once")
@@ -179,6 +182,13 @@ func (c *serveConfig) finish() error {
 	}
 	if c.metricsToken == "" {
 		c.metricsToken = os.Getenv("MAYFLY_METRICS_TOKEN")
+	}
+	if c.memAuto = c.memOverhead == "auto"; !c.memAuto {
+		n, err := strconv.ParseInt(c.memOverhead, 10, 64)
+		if err != nil || n < -1 {
+			return &usageError{"--memory-overhead-mb must be auto, -1 (leave Go's memory limit alone) or MiB (0 or more)"}
+		}
+		c.memOverheadMB = n
 	}
 	for _, bad := range []struct {
 		ok   bool
@@ -480,7 +490,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
 		prev := debug.SetMemoryLimit(-1) // reads it
 		// The view page cache and as much again of changes not yet written.
-		ml := newMemLimit(cfg.memOverheadMB+2*cfg.viewCacheMB, debug.SetMemoryLimit, logger)
+		ml := newMemLimit(cfg.memOverheadMB+2*cfg.viewCacheMB, cfg.memAuto, debug.SetMemoryLimit, logger)
 		defer ml.restore(prev) // as it was, for another serve in this process
 		if err := eng.Attach(ctx, ml); err != nil {
 			return err

@@ -146,6 +146,7 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 		if !ix.mu.ckptRunning && ix.mu.logDocs >= max(ix.checkpointDocs, len(ix.mu.back)/2) {
 			ix.startCheckpointLocked(snap)
 		}
+		ix.mm.maybe() // of the log's records (see appendLog)
 	}
 	return nil
 }

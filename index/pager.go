@@ -511,6 +511,7 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, b
 	c.page, c.ps = ps.next, ps
 	ps.next++
 	*written = append(*written, writtenNode{c, page})
+	ps.mm.noteReadIn(pages.Tx(), mapPage) // the leaf page the page's key goes to
 	return c, pages.Put(pageKeyBytes(c.page), page)
 }
 
@@ -874,7 +875,7 @@ func (ix *Index) writeBack(gen uint64) error {
 		if len(replaced) > 0 { // snapshots before gen read them
 			left = append(left, freedPages{gen: gen, ids: replaced})
 		}
-		if err := truncateLog(tx, ix.mu.logNext); err != nil {
+		if err := truncateLog(tx, ix.mu.logNext, ix.mm); err != nil {
 			return err
 		}
 		meta := tx.Bucket(bucketMeta)

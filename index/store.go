@@ -408,19 +408,21 @@ func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64, beforeS
 		if err := dropCkpt(tx, ix.views, from); err != nil {
 			return err
 		}
-		return truncateLog(tx, upTo)
+		return truncateLog(tx, upTo, ix.mm)
 	})
 	ix.mm.release() // the transactions read the buckets they dropped
 	return err
 }
 
 // truncateLog deletes, in tx, the log records below upTo.
-func truncateLog(tx *bolt.Tx, upTo uint64) error {
+// Each record's leaf is read through the map (counted in mm).
+func truncateLog(tx *bolt.Tx, upTo uint64, mm *mapRelease) error {
 	c := tx.Bucket(bucketLog).Cursor()
 	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < upTo; k, _ = c.First() {
 		if err := c.Delete(); err != nil {
 			return err
 		}
+		mm.noteReadIn(tx, mapPage)
 	}
 	return nil
 }

@@ -50,7 +50,18 @@ type ExpiryForecast struct {
 // earliest expiration falls before the horizon, so its cost follows the
 // rows that expire within it (and those expired), not the view's size. A
 // bad interval or horizon gives an error wrapping ErrInvalidForecast.
-func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64, reduce bool) (_ *ExpiryForecast, err error) {
+func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64, reduce bool) (*ExpiryForecast, error) {
+	rd, err := ix.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return rd.Forecast(ctx, view, r, now, interval, horizon, reduce)
+}
+
+// Forecast is Index.Forecast from the Reader's snapshot.
+func (rdr *Reader) Forecast(ctx context.Context, view string, r Range, now, interval, horizon int64, reduce bool) (_ *ExpiryForecast, err error) {
+	ix := rdr.ix
 	switch {
 	case interval <= 0 || horizon <= 0:
 		return nil, fmt.Errorf("%w: interval and horizon must be positive seconds", ErrInvalidForecast)
@@ -59,11 +70,10 @@ func (ix *Index) Forecast(ctx context.Context, view string, r Range, now, interv
 	case now >= math.MaxInt64-horizon:
 		return nil, fmt.Errorf("%w: horizon %d is too far", ErrInvalidForecast, horizon)
 	}
-	snap, vi, err := ix.reader(view)
+	snap, vi, err := rdr.view(view)
 	if err != nil {
 		return nil, err
 	}
-	defer ix.release(snap)
 	defer recoverPage(&err)
 	if r.Keys == nil && r.StartKey == nil && r.EndKey == nil && r.StartDocID == "" && r.EndDocID == "" && !r.StartDocIDSet && !r.EndDocIDSet {
 		var red Reducer

@@ -285,13 +285,26 @@ func (ix *Index) Seqs() []uint64 {
 }
 
 // TotalRows returns the number of rows of view, as total_rows reports it.
+// An answer that also reads rows reads both from one Reader.
 func (ix *Index) TotalRows(view string) (int, error) {
-	s, vi, err := ix.reader(view)
+	rd, err := ix.Reader()
 	if err != nil {
 		return 0, err
 	}
-	defer ix.release(s)
-	return s.roots[vi].count, nil
+	defer rd.Close()
+	return rd.TotalRows(view)
+}
+
+// LiveRows returns the number of rows of view whose document has not expired
+// at now (Unix seconds), from the index's latest snapshot (see
+// Reader.LiveRows).
+func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (int, error) {
+	rd, err := ix.Reader()
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	return rd.LiveRows(ctx, view, now)
 }
 
 // LiveRows returns the number of rows of view whose document has not expired
@@ -299,12 +312,11 @@ func (ix *Index) TotalRows(view string) (int, error) {
 // It is counted from node counts: the view's rows less those of its expiry
 // tree (the rows that never expire), plus the expiry tree's rows that expire
 // after now, in O(log n) whatever has expired (see live.go).
-func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (n int, err error) {
-	s, vi, err := ix.reader(view)
+func (rdr *Reader) LiveRows(ctx context.Context, view string, now int64) (n int, err error) {
+	s, vi, err := rdr.view(view)
 	if err != nil {
 		return 0, err
 	}
-	defer ix.release(s)
 	defer recoverPage(&err)
 	if n, ok := liveRows(s.roots[vi], s.expRoots[vi], now); ok {
 		return n, nil
@@ -312,17 +324,4 @@ func (ix *Index) LiveRows(ctx context.Context, view string, now int64) (n int, e
 	rd := reduction{ctx: ctx, now: now, live: true}
 	lc, err := rd.liveOf(s.roots[vi])
 	return lc.count, err
-}
-
-// reader returns the current snapshot and the index of view; the caller
-// releases the snapshot (see release) once it is done reading.
-func (ix *Index) reader(view string) (*snapshot, int, error) {
-	if ix.closed.Load() {
-		return nil, 0, ErrClosed
-	}
-	vi, ok := ix.byName[view]
-	if !ok {
-		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownView, view)
-	}
-	return ix.acquire(), vi, nil
 }

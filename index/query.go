@@ -134,12 +134,23 @@ func (r *Range) spans() ([]span, error) {
 // if r.Descending), from a snapshot taken when Query starts. If fn returns
 // ErrStop, Query stops and returns nil; any other error stops it and is
 // returned. An invalid key in r gives an error wrapping ErrInvalidKey.
-func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) error) (err error) {
-	snap, vi, err := ix.reader(view)
+func (ix *Index) Query(ctx context.Context, view string, r Range, fn func(Row) error) error {
+	rd, err := ix.Reader()
 	if err != nil {
 		return err
 	}
-	defer ix.release(snap)
+	defer rd.Close()
+	return rd.Query(ctx, view, r, fn)
+}
+
+// Query calls fn with each row of view selected by r, in index order
+// (reversed if r.Descending), from the Reader's snapshot; ErrStop and errors
+// as Index.Query.
+func (rdr *Reader) Query(ctx context.Context, view string, r Range, fn func(Row) error) (err error) {
+	snap, vi, err := rdr.view(view)
+	if err != nil {
+		return err
+	}
 	defer recoverPage(&err)
 	spans, err := r.spans()
 	if err != nil {

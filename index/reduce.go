@@ -29,14 +29,24 @@ type Grouping struct {
 // Reducer calls whatever its number of rows. Errors from the Reducer are
 // returned as they are; a reduction longer than MaxReductionSize gives an error
 // wrapping ErrReductionTooLarge. fn returning ErrStop ends Reduce with nil.
-func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, fn func(key, value []byte) error) (err error) {
-	snap, vi, err := ix.reader(view)
+func (ix *Index) Reduce(ctx context.Context, view string, r Range, g Grouping, fn func(key, value []byte) error) error {
+	rd, err := ix.Reader()
 	if err != nil {
 		return err
 	}
-	defer ix.release(snap)
+	defer rd.Close()
+	return rd.Reduce(ctx, view, r, g, fn)
+}
+
+// Reduce calls fn with each group of the rows of view selected by r and its
+// reduction, from the Reader's snapshot; as Index.Reduce otherwise.
+func (rdr *Reader) Reduce(ctx context.Context, view string, r Range, g Grouping, fn func(key, value []byte) error) (err error) {
+	snap, vi, err := rdr.view(view)
+	if err != nil {
+		return err
+	}
 	defer recoverPage(&err)
-	red := ix.views[vi].Reducer
+	red := rdr.ix.views[vi].Reducer
 	if red == nil {
 		return fmt.Errorf("%w: %q", ErrNoReducer, view)
 	}

@@ -37,9 +37,9 @@ type ViewForecast struct {
 	ExpiredUnpurged ForecastRows `json:"expired_unpurged"`
 }
 
-// runForecast answers a query with forecast at instant now.
-func (q *Query) runForecast(ctx context.Context, w io.Writer, now int64) error {
-	f, err := q.ix.idx.Forecast(ctx, q.view, q.rng, now, q.p.Forecast, q.p.Horizon, q.reduce)
+// runForecast answers a query with forecast at instant now, from rd.
+func (q *Query) runForecast(ctx context.Context, rd *index.Reader, w io.Writer, now int64) error {
+	f, err := rd.Forecast(ctx, q.view, q.rng, now, q.p.Forecast, q.p.Horizon, q.reduce)
 	if err != nil {
 		err = reduceError(q.view, err, q.ix.reduced.updating(q.view))
 		var re *ReduceError

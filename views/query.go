@@ -206,11 +206,19 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 	case StaleUpdateAfter:
 		defer q.ix.feed.Kick()
 	}
+	// One snapshot answers: total_rows, the rows and the reductions agree,
+	// as CouchDB's and Couchbase's do, however the index changes meanwhile.
+	// A run again after a replacement takes a Reader of the new index.
+	rd, err := q.ix.idx.Reader()
+	if err != nil {
+		return q.closedErr(err)
+	}
+	defer rd.Close()
 	// The instant of the answer: exact answers leave out the rows of the
 	// documents expired by then.
 	now := q.ix.bucket.Clock().Now()
 	if q.p.Forecast > 0 {
-		return q.runForecast(ctx, cw, now)
+		return q.runForecast(ctx, rd, cw, now)
 	}
 	rng := q.rng
 	rng.Now = now
@@ -238,10 +246,9 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 			bw.WriteString(",\r\n")
 		}
 	}
-	var err error
 	if q.reduce {
 		bw.WriteString(`{"rows":[`)
-		err = q.ix.idx.Reduce(ctx, q.view, rng, q.group, func(key, value []byte) error {
+		err = rd.Reduce(ctx, q.view, rng, q.group, func(key, value []byte) error {
 			emit, stop := take()
 			if stop {
 				return index.ErrStop
@@ -269,16 +276,16 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 		var total int
 		var terr error
 		if rng.ExcludeExpired {
-			total, terr = q.ix.idx.LiveRows(ctx, q.view, now)
+			total, terr = rd.LiveRows(ctx, q.view, now)
 		} else {
-			total, terr = q.ix.idx.TotalRows(q.view)
+			total, terr = rd.TotalRows(q.view)
 		}
 		if terr != nil {
 			return q.closedErr(terr)
 		}
 		bw.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"rows":[`)
 		coll := q.ix.bucket.DefaultCollection()
-		err = q.ix.idx.Query(ctx, q.view, rng, func(r index.Row) error {
+		err = rd.Query(ctx, q.view, rng, func(r index.Row) error {
 			emit, stop := take()
 			if stop {
 				return index.ErrStop

@@ -521,15 +521,29 @@ type ViewInfo struct {
 
 // Info returns a design document's index state and its views' map errors.
 func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) {
-	ix, err := s.indexerFor(bucket, name)
-	if err != nil {
-		return nil, err
+	// One snapshot: the sequence numbers and the row counts agree. An
+	// index closed under Info (its design document replaced) gives way to
+	// the design document's current one, as a query's does (see Query.Run).
+	var ix *indexer
+	var rd *index.Reader
+	for tries := 0; ; tries++ {
+		var err error
+		if ix, err = s.indexerFor(bucket, name); err != nil {
+			return nil, err
+		}
+		if rd, err = ix.idx.Reader(); err == nil {
+			break
+		}
+		if tries == maxReplacedRetries || ix.life.Err() == nil {
+			return nil, fmt.Errorf("%w: design document %s: %w", ErrClosed, ix.id, err)
+		}
 	}
+	defer rd.Close()
 	d := ix.ddoc.Load()
 	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
 		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}, BuildInfo: ix.feed.BuildInfo()}
 	high := ix.feed.Handle().HighSeqnos()
-	for i, s := range ix.idx.Seqs() {
+	for i, s := range rd.Seqs() {
 		inf.Seqs += s
 		if high[i] > s {
 			inf.Pending += high[i] - s
@@ -539,7 +553,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	defer ix.mu.Unlock()
 	for _, n := range ix.names {
 		vi := ViewInfo{Reduce: d.Views[n].Reduce, RecentErrors: []MapError{}, RecentReduceErrors: []ReduceErrorInfo{}}
-		vi.TotalRows, _ = ix.idx.TotalRows(n)
+		vi.TotalRows, _ = rd.TotalRows(n)
 		if ve := ix.mu.errs[n]; ve != nil {
 			vi.MapErrors = ve.count
 			vi.RecentErrors = append(vi.RecentErrors, ve.recent...)

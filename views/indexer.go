@@ -58,9 +58,11 @@ type indexer struct {
 	ddoc   atomic.Pointer[DesignDoc] // replaced when only non-function fields change
 	names  []string                  // view names, in the order of the program's results
 	prog   *jsruntime.Program
-	cfg    index.Config // how idx opens (Reset opens it again)
-	idx    *index.Index // replaced only by Reset, before the consumer starts
-	log    func(msg string, args ...any)
+	// cfg is how idx opens (Reset opens it again). cfg.Path is where the
+	// file is now: moveTo changes it, under the bucket's change lock.
+	cfg index.Config
+	idx *index.Index // replaced only by Reset, before the consumer starts
+	log func(msg string, args ...any)
 
 	feed    *feed.Consumer[[]index.DocUpdate]
 	reduced reduceHistory // views that have reduced without error, for reduce errors' reasons
@@ -100,6 +102,22 @@ func (ix *indexer) Reset(ctx context.Context) error {
 		return fmt.Errorf("views: open the index of %s: %w", ix.id, err)
 	}
 	ix.idx = idx
+	return nil
+}
+
+// moveTo moves the index's file to path with rename (os.Rename but in
+// tests), if it is not there already; the open index goes on reading and
+// writing it (an open file may be renamed). If rename fails, the file stays
+// where it was, and so does cfg.Path. The caller holds the bucket's change
+// lock.
+func (ix *indexer) moveTo(path string, rename func(oldpath, newpath string) error) error {
+	if ix.cfg.Path == "" || ix.cfg.Path == path {
+		return nil
+	}
+	if err := rename(ix.cfg.Path, path); err != nil {
+		return fmt.Errorf("views: move the index of %s: %w", ix.id, err)
+	}
+	ix.cfg.Path = path
 	return nil
 }
 

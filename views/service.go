@@ -99,6 +99,15 @@ type Service struct {
 	// document's new index (see Query.Run).
 	replacedRetries atomic.Int64
 	reg             *feed.Registry[*indexer, struct{}]
+	// hooks inject faults in tests; nil fields mean none. Set before the
+	// calls they affect.
+	hooks struct {
+		// rename, if set, moves index files instead of os.Rename.
+		rename func(oldpath, newpath string) error
+		// store, if set, runs before a design document is stored by
+		// PutDesignDoc; its error fails the store.
+		store func() error
+	}
 }
 
 // bucketViews are one bucket's running indexers, by design document ID.
@@ -306,6 +315,24 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 	return ix, nil
 }
 
+// placeIndex moves a running indexer's file to its design document's
+// path, where the next start opens it, if it is elsewhere (at the staging
+// path, where its replacement was built), and removes a file of the old
+// naming scheme. The caller holds the bucket's change lock.
+func (s *Service) placeIndex(b *engine.Bucket, ix *indexer) error {
+	rename := s.hooks.rename
+	if rename == nil {
+		rename = os.Rename
+	}
+	if err := ix.moveTo(indexPath(b, ix.id), rename); err != nil {
+		return err
+	}
+	if err := os.Remove(legacyIndexPath(b, ix.id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
+		return err
+	}
+	return nil
+}
+
 // migrate renames an index file of the old naming scheme to path.
 func (s *Service) migrate(b *engine.Bucket, id, path string) {
 	old := legacyIndexPath(b, id)
@@ -359,10 +386,19 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 	}
 	defer unlock()
 	old, _, _ := bv.Get(id)
+	kept := old != nil && old.ddoc.Load().Signature() == d.Signature()
+	if old != nil && !kept {
+		// A running index whose move into place failed lives at the
+		// staging path, where the new one is about to be built: it moves
+		// into place first, or the replacement fails and changes nothing.
+		if err := s.placeIndex(bv.Bucket, old); err != nil {
+			return nil, fmt.Errorf("views: %s: moving its index into place before its replacement: %w", id, err)
+		}
+	}
 	if d.Rev, err = bumpRev(ctx, bv.Bucket, id, d.Body); err != nil {
 		return nil, err
 	}
-	if old != nil && old.ddoc.Load().Signature() == d.Signature() {
+	if kept {
 		if err := bv.Bucket.PutSystemDoc(ctx, id, d.Body); err != nil {
 			return nil, fmt.Errorf("views: store %s: %w", id, err)
 		}
@@ -375,21 +411,19 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 		Path: indexPath(b, id), Feed: b.Consumer(consumerName(id)),
 		RemoveFiles: func() error { return removeIndexFiles(b, id) },
 		Start:       func(staged bool) (*indexer, error) { return s.startIndexer(ctx, b, d, prog, staged) },
-		Store:       func() error { return b.PutSystemDoc(ctx, id, d.Body) },
+		Store: func() error {
+			if s.hooks.store != nil {
+				if err := s.hooks.store(); err != nil {
+					return err
+				}
+			}
+			return b.PutSystemDoc(ctx, id, d.Body)
+		},
 		// The new index's file takes the design document's path (an open
 		// file may be renamed; it replaces the old one); if the process
 		// stops before, the stored design document's signature rebuilds the
 		// index there.
-		Promote: func(*indexer) error {
-			final := indexPath(b, id)
-			if err := os.Rename(stagingPath(final), final); err != nil {
-				return err
-			}
-			if err := os.Remove(legacyIndexPath(b, id)); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
-				return err
-			}
-			return nil
-		},
+		Promote: func(ix *indexer) error { return s.placeIndex(b, ix) },
 	})
 	if err != nil {
 		return nil, err

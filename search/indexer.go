@@ -87,8 +87,15 @@ type indexer struct {
 	rollbacks atomic.Int64
 	lastErr   atomic.Pointer[string]
 
+	// applyHook, if set (by tests), runs before each batch is applied.
+	applyHook func(ctx context.Context, index string) error
+
 	feed      *feed.Consumer[preparedBatch]
-	gone      atomic.Bool // set when Close starts: a query failing now failed because of it
+	gone      atomic.Bool    // set when Close starts: a query failing now failed because of it
+	moving    sync.WaitGroup // a move into place in the background (moveLater); Close waits for it
+	moveMu    sync.Mutex     // orders moveLater's start before Close's wait
+	noMoves   bool           // Close has begun: moveLater starts nothing; guarded by moveMu
+	moveTgt   string         // where moveLater was asked to move the files; guarded by moveMu
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -170,6 +177,11 @@ func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Documen
 
 // Apply writes pb with the feed position next (feed.Sink; see apply).
 func (ix *indexer) Apply(ctx context.Context, pb preparedBatch, next []uint64, durable func()) error {
+	if ix.applyHook != nil {
+		if err := ix.applyHook(ctx, ix.name); err != nil {
+			return err
+		}
+	}
 	return ix.apply(ctx, pb, next, durable)
 }
 
@@ -480,6 +492,11 @@ func (ix *indexer) Close() error {
 	ix.closeOnce.Do(func() {
 		ix.gone.Store(true)
 		ix.feed.Stop()
+		ix.moveMu.Lock()
+		ix.noMoves = true
+		target := ix.moveTgt
+		ix.moveMu.Unlock()
+		ix.moving.Wait() // a move waiting for the feed gives up now
 		// Scorch drops what it has not written when it closes: let it
 		// write the batches it holds (the index would otherwise redo them
 		// from the feed when it opens).
@@ -490,6 +507,20 @@ func (ix *indexer) Close() error {
 		defer ix.qmu.Unlock()
 		ix.closed = true
 		ix.closeErr = ix.idx.Close()
+		if ix.closeErr == nil && target != "" && ix.path != target {
+			// The move into place that the feed did not let happen before
+			// Close: the files are closed now, so that the next open finds
+			// them in place rather than rebuilding.
+			err := os.RemoveAll(target)
+			if err == nil {
+				err = os.Rename(ix.path, target)
+			}
+			if err != nil {
+				ix.log("search: moving a closed index into place", "index", ix.name, "err", err)
+			} else {
+				ix.path = target
+			}
+		}
 	})
 	return ix.closeErr
 }
@@ -499,7 +530,10 @@ func (ix *indexer) Close() error {
 // and opened again, queries and catch-ups waiting meanwhile. When the move
 // fails the index stays where it is.
 func (ix *indexer) moveTo(ctx context.Context, path string) error {
-	if ix.path == "" || ix.path == path {
+	ix.qmu.RLock()
+	at := ix.path
+	ix.qmu.RUnlock()
+	if at == "" || at == path {
 		return nil
 	}
 	unlock, err := ix.feed.Lock(ctx)
@@ -515,11 +549,14 @@ func (ix *indexer) moveTo(ctx context.Context, path string) error {
 	if ix.closed {
 		return ix.closedErr()
 	}
+	if ix.path == path { // moved meanwhile (moveLater, or the next replacement)
+		return nil
+	}
 	if err := ix.idx.Close(); err != nil {
 		return fmt.Errorf("search: index %s: close before the move: %w", ix.name, err)
 	}
 	var errs []error
-	at := ix.path
+	at = ix.path
 	if err := os.RemoveAll(path); err != nil {
 		errs = append(errs, err)
 	} else if err := os.Rename(ix.path, path); err != nil {
@@ -535,6 +572,28 @@ func (ix *indexer) moveTo(ctx context.Context, path string) error {
 	idx.SetName(ix.name)
 	ix.idx, ix.path = idx, at
 	return errors.Join(errs...)
+}
+
+// moveLater moves the index's files to path (see moveTo) in the
+// background, once the feed lets it: a build holds the feed until it ends,
+// and the replacement that starts one answers without waiting for it.
+// Queries meanwhile use the index where it is. A failure is logged, and the
+// index stays where it is (the next replacement moves it first); Close
+// ends the wait, and moves the closed files itself.
+func (ix *indexer) moveLater(path string) {
+	ix.moveMu.Lock()
+	defer ix.moveMu.Unlock()
+	if ix.noMoves {
+		return
+	}
+	ix.moveTgt = path
+	ix.moving.Add(1)
+	go func() {
+		defer ix.moving.Done()
+		if err := ix.moveTo(context.Background(), path); err != nil && !ix.gone.Load() {
+			ix.log("search: moving a new index into place", "index", ix.name, "err", err)
+		}
+	}()
 }
 
 // diskBytes sums the sizes of the index's files.

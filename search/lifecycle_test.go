@@ -345,6 +345,10 @@ func TestReplaceStaged(t *testing.T) {
 	if a := e.query("i", `{"query":{"match":"doc","field":"title"},"size":0,`+atPlus+`}`); a.TotalHits != 50 {
 		t.Fatalf("after the replacement: %d hits", a.TotalHits)
 	}
+	// The move into place follows the build, in the background.
+	if err := search.WaitMoved(e.svc, "default", "i"); err != nil {
+		t.Fatal(err)
+	}
 	path := search.IndexPath(e.bucket(), "i")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the new index is not at the index's path: %v", err)

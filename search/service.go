@@ -71,6 +71,13 @@ type Service struct {
 	replacedRetries atomic.Int64
 	aliasCache      expiredCache // the expiry filter's cache for alias queries
 	reg             *feed.Registry[*indexer, *IndexDef]
+	// hooks inject faults in tests; nil fields mean none. Set before the
+	// indexes they affect start.
+	hooks struct {
+		// apply, if set, runs before each batch an index applies; an
+		// error fails the batch.
+		apply func(ctx context.Context, index string) error
+	}
 }
 
 // bucketIndexes are one bucket's running indexers by index name, with its
@@ -242,7 +249,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 			idx, _, err := s.openIndex(d, path)
 			return idx, err
 		},
-		idx: idx, seqs: seqs, uuid: uuid,
+		idx: idx, seqs: seqs, uuid: uuid, applyHook: s.hooks.apply,
 		noSync:      s.opts.NoSync || path == "", // in memory: no disk to wait for
 		unpersisted: make(chan struct{}, maxUnpersisted),
 	}
@@ -339,11 +346,10 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 		return d, nil
 	}
 	b := bi.Bucket
-	// The move into place (here and in Promote) is finished whatever ctx
-	// does: an index left at the staging path is where the next
-	// replacement builds.
-	moveCtx := context.WithoutCancel(ctx)
 	if old != nil {
+		// The move is finished whatever ctx does: an index left at the
+		// staging path is where the next replacement builds.
+		moveCtx := context.WithoutCancel(ctx)
 		// A running index whose move into place failed lives at the staging
 		// path, where the new one is about to be built: it moves into place
 		// first, or the replacement fails and takes nothing from it.
@@ -356,10 +362,12 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 		RemoveFiles: func() error { return removeIndexFiles(b, name) },
 		Start:       func(staged bool) (*indexer, error) { return s.startIndexer(ctx, b, d, staged) },
 		Store:       func() error { return b.PutSystemDoc(ctx, key, d.Body) },
-		// The new index's files take the index's path; if the process
+		// The new index's files take the index's path once its build
+		// lets it (see moveLater): the PUT answers now, as Couchbase's
+		// does, and other definitions change meanwhile. If the process
 		// stops before, the stored definition's signature rebuilds the
 		// index there.
-		Promote: func(ix *indexer) error { return ix.moveTo(moveCtx, IndexPath(b, name)) },
+		Promote: func(ix *indexer) error { ix.moveLater(IndexPath(b, name)); return nil },
 	})
 	if err != nil {
 		return nil, err

@@ -26,4 +26,8 @@ var (
 	// ErrBucketExists is returned by DefineBucket when the bucket is
 	// already defined.
 	ErrBucketExists = errors.New("cluster: bucket already defined")
+
+	// ErrNodeDown is returned by ReadNode for a node with no key under
+	// /mayfly/nodes/ (its lease expired, or it never registered).
+	ErrNodeDown = errors.New("cluster: node not registered")
 )

@@ -144,3 +144,21 @@ func ReadMap(ctx context.Context, cli *clientv3.Client, bucket string) (*Partiti
 	}
 	return &m, resp.Kvs[0].ModRevision, nil
 }
+
+// ReadNode reads what node name publishes under /mayfly/nodes/NAME;
+// ErrNodeDown when the key is absent (the node's lease expired, or it
+// never registered).
+func ReadNode(ctx context.Context, cli *clientv3.Client, name string) (NodeInfo, error) {
+	resp, err := cli.Get(ctx, nodesPrefix+name)
+	if err != nil {
+		return NodeInfo{}, fmt.Errorf("cluster: reading node %q: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return NodeInfo{}, fmt.Errorf("%w: %q", ErrNodeDown, name)
+	}
+	var n NodeInfo
+	if err := json.Unmarshal(resp.Kvs[0].Value, &n); err != nil {
+		return NodeInfo{}, fmt.Errorf("cluster: node %q: %w", name, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,33 @@
+package replica
+
+import "errors"
+
+var (
+	// ErrNoLeader is returned by Propose when the group knows no leader
+	// (an election is under way, or this node is cut off from a
+	// majority). The mutation was not proposed; it may be retried.
+	ErrNoLeader = errors.New("replica: the group has no leader")
+
+	// ErrTimeout is returned by Propose when its context ended before the
+	// mutation was committed and applied here. Its outcome is unknown: it
+	// may still be committed later.
+	ErrTimeout = errors.New("replica: proposal not acknowledged in time")
+
+	// ErrClosed is returned by calls on a closed Host, and by Propose for a
+	// mutation still waiting when the Host closed (outcome unknown).
+	ErrClosed = errors.New("replica: host closed")
+
+	// ErrNoGroup is returned for a group this Host does not run.
+	ErrNoGroup = errors.New("replica: no such group on this node")
+
+	// ErrGroupExists is returned by AddGroup for a group already running.
+	ErrGroupExists = errors.New("replica: group already running")
+
+	// ErrBadOptions is returned by Open for options that cannot work.
+	ErrBadOptions = errors.New("replica: bad options")
+
+	// ErrRemote is returned by Open when the cluster address is beyond
+	// loopback and Options.AllowRemote is not set: the transport has no
+	// authentication or TLS yet.
+	ErrRemote = errors.New("replica: cluster port beyond loopback without AllowRemote")
+)

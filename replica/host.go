@@ -1,0 +1,440 @@
+package replica
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// proposalHeader prefixes every proposed entry's data: the proposing
+// Host's random nonce and its proposal counter, so that Host (and no
+// other) recognises the entry at apply and answers its waiter.
+const proposalHeader = 16
+
+// Host runs the Raft groups of one node: their ticker, the worker that
+// persists, sends and applies their Ready rounds, the store and the
+// transport. Its methods are safe for concurrent use.
+type Host struct {
+	opts  Options
+	self  uint64
+	st    *store
+	tr    *transport
+	nonce uint64
+	seq   atomic.Uint64
+
+	mu     sync.RWMutex
+	groups map[GroupID]*group
+	names  map[uint64]string // NodeID -> name, of every voter of every group
+
+	readyMu sync.Mutex
+	ready   []*group
+	wake    chan struct{} // capacity 1: the worker has groups to look at
+
+	pendMu  sync.Mutex
+	pending map[uint64]chan outcome
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	failed atomic.Pointer[error] // the error that stopped the worker
+
+	rounds, syncs, snapsTaken, snapsRestored atomic.Uint64
+}
+
+type outcome struct {
+	res Result
+	err error
+}
+
+// Open opens the store under opts.Dir, starts listening on opts.Listen,
+// and starts the ticker and the worker. Groups are added with AddGroup.
+func Open(opts Options) (*Host, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	var nb [8]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	st, err := openStore(opts.Dir, opts.Logger, opts.test.noSync)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Host{
+		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
+		groups: map[GroupID]*group{}, names: map[uint64]string{NodeID(opts.Node): opts.Node},
+		wake: make(chan struct{}, 1), pending: map[uint64]chan outcome{},
+		ctx: ctx, cancel: cancel,
+	}
+	if h.tr, err = listen(h); err != nil {
+		cancel()
+		st.db.Close()
+		return nil, err
+	}
+	h.wg.Add(2)
+	go h.tickLoop()
+	go h.work()
+	return h, nil
+}
+
+// Addr is the transport's listening address.
+func (h *Host) Addr() string { return h.tr.ln.Addr().String() }
+
+// Node is this Host's node name.
+func (h *Host) Node() string { return h.opts.Node }
+
+// AddGroup starts group id with the given voters (node names, this node
+// among them) and state machine. A group the store already holds restarts
+// from it (its voters are then the stored ones); a new one starts from the
+// same initial state on every voter: a snapshot at index 1, term 1, whose
+// ConfState holds the voters. The state machine must already hold what
+// the store holds for it (see ScanMachine): the Host replays only the
+// entries committed after the stored applied index.
+func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
+	if h.ctx.Err() != nil {
+		return ErrClosed
+	}
+	ids := make([]uint64, 0, len(voters))
+	self := false
+	seen := map[uint64]string{}
+	for _, v := range voters {
+		nid := NodeID(v)
+		if other, ok := seen[nid]; ok {
+			return fmt.Errorf("%w: group %d: voters %q and %q have the same Raft ID", ErrBadOptions, id, other, v)
+		}
+		seen[nid] = v
+		ids = append(ids, nid)
+		self = self || v == h.opts.Node
+	}
+	if !self {
+		return fmt.Errorf("%w: group %d: node %q is not one of its voters %q", ErrBadOptions, id, h.opts.Node, voters)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.groups[id]; ok {
+		return fmt.Errorf("%w: %d", ErrGroupExists, id)
+	}
+	for nid, n := range seen {
+		if other, ok := h.names[nid]; ok && other != n {
+			return fmt.Errorf("%w: nodes %q and %q have the same Raft ID", ErrBadOptions, other, n)
+		}
+	}
+	gs, found, err := h.st.load(id)
+	if err != nil {
+		return err
+	}
+	if !found {
+		gs = groupState{
+			snap: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+				Index: new(uint64(1)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: ids},
+			}},
+			hard:    &pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))},
+			applied: 1,
+		}
+		b := h.st.db.NewBatch()
+		err := errors.Join(putSnapshot(b, id, gs.snap, true), setProto(b, groupKey(id, kindHard, 0), gs.hard),
+			putApplied(b, id, 1), b.Commit(h.st.sync))
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("replica: group %d: %w", id, err)
+		}
+	}
+	g := &group{id: id, sm: sm, ms: raft.NewMemoryStorage(), cs: gs.snap.GetMetadata().GetConfState(),
+		applied: gs.applied, snapIndex: gs.snap.GetMetadata().GetIndex()}
+	g.lastStored = g.snapIndex
+	if err := g.ms.ApplySnapshot(gs.snap); err != nil {
+		return fmt.Errorf("replica: group %d: %w", id, err)
+	}
+	if gs.hard != nil {
+		if err := g.ms.SetHardState(gs.hard); err != nil {
+			return fmt.Errorf("replica: group %d: %w", id, err)
+		}
+	}
+	if len(gs.ents) > 0 {
+		if err := g.ms.Append(gs.ents); err != nil {
+			return fmt.Errorf("replica: group %d: %w", id, err)
+		}
+		g.lastStored = gs.ents[len(gs.ents)-1].GetIndex()
+	}
+	g.rn, err = raft.NewRawNode(&raft.Config{
+		ID:              h.self,
+		ElectionTick:    h.opts.ElectionTicks,
+		HeartbeatTick:   h.opts.HeartbeatTicks,
+		Storage:         g.ms,
+		Applied:         gs.applied,
+		MaxSizePerMsg:   h.opts.MaxSizePerMsg,
+		MaxInflightMsgs: h.opts.MaxInflightMsgs,
+		// Bound one Ready's committed entries so a replica catching up
+		// applies in rounds rather than one huge batch.
+		MaxCommittedSizePerReady:  16 * h.opts.MaxSizePerMsg,
+		MaxUncommittedEntriesSize: 64 * h.opts.MaxSizePerMsg,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    raftLogger{h.opts.Logger.With("group", uint64(id))},
+	})
+	if err != nil {
+		return fmt.Errorf("replica: group %d: %w", id, err)
+	}
+	for _, nid := range g.cs.GetVoters() {
+		if n, ok := seen[nid]; ok {
+			h.names[nid] = n
+		}
+	}
+	h.groups[id] = g
+	h.enqueue(g)
+	return nil
+}
+
+// ScanMachine calls fn for each key the store holds for group id's state
+// machine, in key order (to rebuild it before AddGroup). The slices are
+// valid during the call only.
+func (h *Host) ScanMachine(id GroupID, fn func(key, value []byte) error) error {
+	if h.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return h.st.scanMachine(id, fn)
+}
+
+// Propose submits an opaque mutation to group id and waits until it is
+// committed on a majority of the group's voters and applied here, then
+// returns its log index and what the state machine returned for it. Any
+// voter may propose: a follower forwards it to the leader. It fails with
+// ErrNoLeader at once when the group knows no leader, and with ErrTimeout
+// when ctx ends first (then the outcome is unknown): pass a deadline.
+func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return Result{}, err
+	}
+	seq := h.seq.Add(1)
+	buf := make([]byte, proposalHeader, proposalHeader+len(data))
+	binary.BigEndian.PutUint64(buf, h.nonce)
+	binary.BigEndian.PutUint64(buf[8:], seq)
+	buf = append(buf, data...)
+	ch := make(chan outcome, 1)
+	h.pendMu.Lock()
+	h.pending[seq] = ch
+	h.pendMu.Unlock()
+	g.withRaft(func(rn *raft.RawNode) { err = rn.Propose(buf) })
+	if err != nil {
+		h.forget(seq)
+		if errors.Is(err, raft.ErrProposalDropped) {
+			return Result{}, fmt.Errorf("%w: group %d", ErrNoLeader, id)
+		}
+		return Result{}, fmt.Errorf("replica: group %d: %w", id, err)
+	}
+	h.enqueue(g)
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-ctx.Done():
+		h.forget(seq)
+		return Result{}, fmt.Errorf("%w: group %d: %w", ErrTimeout, id, ctx.Err())
+	case <-h.ctx.Done():
+		h.forget(seq)
+		return Result{}, fmt.Errorf("%w: group %d", ErrClosed, id)
+	}
+}
+
+func (h *Host) forget(seq uint64) {
+	h.pendMu.Lock()
+	delete(h.pending, seq)
+	h.pendMu.Unlock()
+}
+
+// Leader returns the name of group id's leader as this node last saw it,
+// and false when it knows none.
+func (h *Host) Leader(id GroupID) (string, bool) {
+	g, err := h.group(id)
+	if err != nil {
+		return "", false
+	}
+	l := g.leader.Load()
+	if l == 0 {
+		return "", false
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n, ok := h.names[l]
+	return n, ok
+}
+
+// Stats are a Host's counters.
+type Stats struct {
+	// Rounds is how many Ready rounds the worker ran.
+	Rounds uint64
+	// Syncs is how many batches it committed with fsync (at most one a
+	// round).
+	Syncs uint64
+	// SnapshotsTaken counts the state machine snapshots taken to compact
+	// a log; SnapshotsRestored the snapshots received from a leader and
+	// restored (a replica too far behind the leader's log).
+	SnapshotsTaken, SnapshotsRestored uint64
+}
+
+// Stats returns the Host's counters.
+func (h *Host) Stats() Stats {
+	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
+		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load()}
+}
+
+func (h *Host) group(id GroupID) (*group, error) {
+	if h.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	h.mu.RLock()
+	g := h.groups[id]
+	h.mu.RUnlock()
+	if g == nil {
+		return nil, fmt.Errorf("%w: %d", ErrNoGroup, id)
+	}
+	return g, nil
+}
+
+func (h *Host) name(nid uint64) string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.names[nid]
+}
+
+// enqueue puts g in the worker's ready set.
+func (h *Host) enqueue(g *group) {
+	h.readyMu.Lock()
+	if !g.queued {
+		g.queued = true
+		h.ready = append(h.ready, g)
+	}
+	h.readyMu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// step hands a message from the transport to its group.
+func (h *Host) step(id GroupID, m *pb.Message) {
+	h.mu.RLock()
+	g := h.groups[id]
+	h.mu.RUnlock()
+	if g == nil {
+		return // not (yet) running here: raft retransmits
+	}
+	g.withRaft(func(rn *raft.RawNode) { _ = rn.Step(m) })
+	h.enqueue(g)
+}
+
+// unreachable tells group id that a message to node to was lost; failed
+// snapshots are reported as such.
+func (h *Host) unreachable(id GroupID, to uint64, snap bool) {
+	h.mu.RLock()
+	g := h.groups[id]
+	h.mu.RUnlock()
+	if g == nil {
+		return
+	}
+	g.withRaft(func(rn *raft.RawNode) {
+		rn.ReportUnreachable(to)
+		if snap {
+			rn.ReportSnapshot(to, raft.SnapshotFailure)
+		}
+	})
+	h.enqueue(g)
+}
+
+// snapshotSent tells group id that its snapshot reached node to.
+func (h *Host) snapshotSent(id GroupID, to uint64) {
+	h.mu.RLock()
+	g := h.groups[id]
+	h.mu.RUnlock()
+	if g == nil {
+		return
+	}
+	g.withRaft(func(rn *raft.RawNode) { rn.ReportSnapshot(to, raft.SnapshotFinish) })
+	h.enqueue(g)
+}
+
+// tickLoop ticks every group each TickInterval.
+func (h *Host) tickLoop() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.opts.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.RLock()
+		gs := make([]*group, 0, len(h.groups))
+		for _, g := range h.groups {
+			gs = append(gs, g)
+		}
+		h.mu.RUnlock()
+		for _, g := range gs {
+			g.withRaft(func(rn *raft.RawNode) { rn.Tick() })
+			h.enqueue(g)
+		}
+	}
+}
+
+// Close stops the Host: the ticker and worker stop (a round not yet
+// committed is abandoned: nothing of it was sent or acknowledged), the
+// transport closes, proposals still waiting fail with ErrClosed (their
+// outcome unknown), the store closes. There is no clean-shutdown step:
+// everything acknowledged was synced, so Close is as safe as a crash.
+// It returns the error that stopped the worker, if one did.
+func (h *Host) Close() error {
+	var err error
+	h.once.Do(func() {
+		h.cancel()
+		h.tr.close()
+		h.wg.Wait()
+		h.pendMu.Lock()
+		for seq, ch := range h.pending {
+			ch <- outcome{err: ErrClosed}
+			delete(h.pending, seq)
+		}
+		h.pendMu.Unlock()
+		err = h.st.db.Close()
+		if p := h.failed.Load(); p != nil {
+			err = *p
+		}
+	})
+	return err
+}
+
+// raftLogger sends raft's messages to slog: its info at debug (elections
+// of 1024 groups would flood the log), warnings and errors as such.
+type raftLogger struct{ log *slog.Logger }
+
+func (l raftLogger) Debug(v ...any)                 { l.log.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Info(v ...any)                  { l.log.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Warning(v ...any)               { l.log.Warn(fmt.Sprint(v...)) }
+func (l raftLogger) Warningf(format string, v ...any) {
+	l.log.Warn(fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Error(v ...any)                 { l.log.Error(fmt.Sprint(v...)) }
+func (l raftLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Fatal(v ...any)                 { l.log.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (l raftLogger) Fatalf(format string, v ...any) {
+	l.log.Error(fmt.Sprintf(format, v...))
+	panic(fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Panic(v ...any) { panic(fmt.Sprint(v...)) }
+func (l raftLogger) Panicf(format string, v ...any) {
+	panic(fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,120 @@
+package replica
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Default timing and sizes (Options documents each).
+const (
+	DefaultTickInterval    = 100 * time.Millisecond
+	DefaultElectionTicks   = 10
+	DefaultHeartbeatTicks  = 1
+	DefaultSnapshotEntries = 10000
+	DefaultKeepEntries     = 5000
+	DefaultMaxSizePerMsg   = 1 << 20
+	DefaultMaxInflightMsgs = 256
+	DefaultSendQueue       = 8192
+)
+
+// Options configures a Host. Open copies them and fills zero fields with
+// defaults.
+type Options struct {
+	// Dir is the store's directory, <data>/cluster/raft for a node.
+	Dir string
+	// Node is this node's name, as in the peer list and partition map.
+	Node string
+	// Listen is the address the transport listens on: the node's cluster
+	// port P. ":0" style addresses pick a free port (Host.Addr tells it).
+	Listen string
+	// AllowRemote lets Listen be beyond loopback. The transport has no
+	// authentication or TLS yet, as etcd's ports (step 1's
+	// --cluster-allow-remote rule).
+	AllowRemote bool
+	// Resolver maps node names to their cluster addresses.
+	Resolver Resolver
+	// TickInterval is the Raft tick of every group. The default value is
+	// 100 ms.
+	TickInterval time.Duration
+	// ElectionTicks is the election timeout in ticks (raft randomises it
+	// between 1x and 2x). The default value is 10 (1 s to 2 s).
+	ElectionTicks int
+	// HeartbeatTicks is the leader's heartbeat interval in ticks. The
+	// default value is 1 (100 ms).
+	HeartbeatTicks int
+	// SnapshotEntries is how many entries a group applies between two
+	// snapshots of its state machine (after which its log is compacted).
+	// The default value is 10000.
+	SnapshotEntries uint64
+	// KeepEntries is how many applied entries stay in the log behind a
+	// snapshot, so a replica a little behind catches up from the log
+	// rather than a snapshot. The default value is 5000.
+	KeepEntries uint64
+	// MaxSizePerMsg bounds the entries of one append message (bytes). The
+	// default value is 1 MiB.
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds a leader's unacknowledged append messages per
+	// follower. The default value is 256.
+	MaxInflightMsgs int
+	// SendQueue bounds the messages waiting for one peer's connection;
+	// beyond it messages are dropped (Raft retransmits) and the peer is
+	// reported unreachable. The default value is 8192.
+	SendQueue int
+	// Logger receives the Host's and raft's messages; nil discards them.
+	Logger *slog.Logger
+
+	test struct {
+		noSync bool // batches are not fsync'd (tests of logic only)
+	}
+}
+
+// EnsureDefaults fills the zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.TickInterval == 0 {
+		o.TickInterval = DefaultTickInterval
+	}
+	if o.ElectionTicks == 0 {
+		o.ElectionTicks = DefaultElectionTicks
+	}
+	if o.HeartbeatTicks == 0 {
+		o.HeartbeatTicks = DefaultHeartbeatTicks
+	}
+	if o.SnapshotEntries == 0 {
+		o.SnapshotEntries = DefaultSnapshotEntries
+	}
+	if o.KeepEntries == 0 {
+		o.KeepEntries = DefaultKeepEntries
+	}
+	if o.MaxSizePerMsg == 0 {
+		o.MaxSizePerMsg = DefaultMaxSizePerMsg
+	}
+	if o.MaxInflightMsgs == 0 {
+		o.MaxInflightMsgs = DefaultMaxInflightMsgs
+	}
+	if o.SendQueue == 0 {
+		o.SendQueue = DefaultSendQueue
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate checks the options (after EnsureDefaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Dir == "":
+		return fmt.Errorf("%w: no store directory", ErrBadOptions)
+	case !validName(o.Node):
+		return fmt.Errorf("%w: node name %q", ErrBadOptions, o.Node)
+	case o.Listen == "":
+		return fmt.Errorf("%w: no listen address", ErrBadOptions)
+	case o.Resolver == nil:
+		return fmt.Errorf("%w: no resolver", ErrBadOptions)
+	case o.TickInterval <= 0 || o.HeartbeatTicks <= 0 || o.ElectionTicks <= o.HeartbeatTicks:
+		return fmt.Errorf("%w: the tick must be positive and the election timeout longer than the heartbeat", ErrBadOptions)
+	}
+	return nil
+}
+
+func validName(s string) bool { return s != "" && len(s) <= 64 }

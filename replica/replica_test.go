@@ -1,0 +1,559 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+)
+
+// testResolver is a name-to-address table the test updates as hosts
+// (re)start on fresh ports.
+type testResolver struct {
+	mu    sync.Mutex
+	addrs map[string]string
+}
+
+func (r *testResolver) Addr(_ context.Context, node string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.addrs[node]; ok {
+		return a, nil
+	}
+	return "", fmt.Errorf("no address for %q", node)
+}
+
+func (r *testResolver) set(node, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.addrs[node] = addr
+}
+
+// testCluster is hosts on loopback in one process, each running its part
+// of a partition map.
+type testCluster struct {
+	t      *testing.T
+	dir    string
+	res    *testResolver
+	pm     *cluster.PartitionMap
+	mu     sync.Mutex
+	hosts  map[string]*Host
+	sms    map[string]map[GroupID]*kvMachine
+	opts   func(*Options)
+	groups int
+}
+
+var testNodes = []string{"n1", "n2", "n3"}
+
+func newTestCluster(t *testing.T, groups int, opts func(*Options)) *testCluster {
+	t.Helper()
+	pm := &cluster.PartitionMap{Bucket: "b", Copies: 3, Partitions: cluster.Place(testNodes, groups, 3)}
+	c := &testCluster{t: t, dir: t.TempDir(), res: &testResolver{addrs: map[string]string{}}, pm: pm,
+		hosts: map[string]*Host{}, sms: map[string]map[GroupID]*kvMachine{}, opts: opts, groups: groups}
+	for _, n := range testNodes {
+		c.start(n)
+	}
+	t.Cleanup(func() {
+		for _, n := range testNodes {
+			c.stop(n)
+		}
+	})
+	return c
+}
+
+// start opens node n's host from its directory and adds its groups, each
+// state machine rebuilt from the store.
+func (c *testCluster) start(n string) {
+	c.t.Helper()
+	o := Options{Dir: filepath.Join(c.dir, n), Node: n, Listen: "127.0.0.1:0", Resolver: c.res}
+	if c.opts != nil {
+		c.opts(&o)
+	}
+	h, err := Open(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.res.set(n, h.Addr())
+	sms := map[GroupID]*kvMachine{}
+	for _, mg := range MapGroups(c.pm, n) {
+		g := GroupID(mg.Partition)
+		sm, err := loadKV(h, g)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := h.AddGroup(g, mg.Voters, sm); err != nil {
+			c.t.Fatal(err)
+		}
+		sms[g] = sm
+	}
+	c.mu.Lock()
+	c.hosts[n], c.sms[n] = h, sms
+	c.mu.Unlock()
+}
+
+// stop closes node n's host at once (Close has no clean-shutdown step).
+func (c *testCluster) stop(n string) {
+	c.mu.Lock()
+	h := c.hosts[n]
+	delete(c.hosts, n)
+	c.mu.Unlock()
+	if h != nil {
+		if err := h.Close(); err != nil {
+			c.t.Errorf("closing %s: %v", n, err)
+		}
+	}
+}
+
+func (c *testCluster) host(n string) *Host {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hosts[n]
+}
+
+func (c *testCluster) sm(n string, g GroupID) *kvMachine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sms[n][g]
+}
+
+// propose retries a mutation on group g through node n until it is
+// acknowledged (a leaderless moment or a lost proposal is retried, as a
+// client would), or the deadline.
+func (c *testCluster) propose(ctx context.Context, n string, g GroupID, data string) (Result, error) {
+	for {
+		h := c.host(n)
+		if h == nil {
+			return Result{}, ErrClosed
+		}
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		res, err := h.Propose(pctx, g, []byte(data))
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrTimeout)) {
+			return res, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// eventually polls cond until it holds or a generous deadline (a hang
+// guard, not a speed assertion) passes.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second) // wall clock: a hang guard
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) { // wall clock: a hang guard
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// logHas reports whether node n's log holds entry index of group g with
+// this data (the entry is then on n's disk: the in-memory log is appended
+// after the round's sync).
+func logHas(h *Host, g GroupID, index uint64, data string) bool {
+	grp, err := h.group(g)
+	if err != nil {
+		return false
+	}
+	if last, _ := grp.ms.LastIndex(); last < index {
+		return false
+	}
+	ents, err := grp.ms.Entries(index, index+1, math.MaxUint64)
+	if err != nil || len(ents) != 1 {
+		return false
+	}
+	d := ents[0].GetData()
+	return len(d) >= proposalHeader && string(d[proposalHeader:]) == data
+}
+
+// sameLogs checks that every replica of every group applied the same
+// entries in the same order: where two replicas' apply logs overlap (by
+// index) they agree, and each log's indexes increase.
+func (c *testCluster) sameLogs(nodes []string) error {
+	for g := range GroupID(c.groups) {
+		byIndex := map[uint64]Entry{}
+		for _, n := range nodes {
+			log := c.sm(n, g).applyLog()
+			for i, e := range log {
+				if i > 0 && e.Index <= log[i-1].Index {
+					return fmt.Errorf("group %d on %s applied index %d after %d", g, n, e.Index, log[i-1].Index)
+				}
+				if o, ok := byIndex[e.Index]; ok && (o.Term != e.Term || string(o.Data) != string(e.Data)) {
+					return fmt.Errorf("group %d index %d: %s applied %q (term %d), another replica %q (term %d)",
+						g, e.Index, n, e.Data, e.Term, o.Data, o.Term)
+				}
+				byIndex[e.Index] = e
+			}
+		}
+	}
+	return nil
+}
+
+// hasAll checks that node n's state machines hold every acknowledged
+// mutation (each key is written once).
+func (c *testCluster) hasAll(n string, acked map[GroupID]map[string]string) error {
+	for g, kvs := range acked {
+		sm := c.sm(n, g)
+		for k, v := range kvs {
+			if got, ok := sm.get(k); !ok || got != v {
+				return fmt.Errorf("%s group %d: %s = %q, want %q (acknowledged)", n, g, k, got, v)
+			}
+		}
+	}
+	return nil
+}
+
+func TestReplicateAcknowledgesOnMajority(t *testing.T) {
+	c := newTestCluster(t, 64, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	acked := map[GroupID]map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range GroupID(64) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5 {
+				n := testNodes[(int(g)+i)%3] // followers propose too
+				k, v := fmt.Sprintf("k%d", i), fmt.Sprintf("v%d-%d", g, i)
+				res, err := c.propose(ctx, n, g, k+"="+v)
+				if err != nil {
+					errs <- fmt.Errorf("group %d via %s: %w", g, n, err)
+					return
+				}
+				// Acknowledged: on the disks of a majority already.
+				on := 0
+				for _, m := range testNodes {
+					if logHas(c.host(m), g, res.Index, k+"="+v) {
+						on++
+					}
+				}
+				if on < 2 {
+					errs <- fmt.Errorf("group %d index %d acknowledged while in %d logs", g, res.Index, on)
+				}
+				if res.Value != "" {
+					errs <- fmt.Errorf("group %d: %s's previous value %q, want none", g, k, res.Value)
+				}
+				mu.Lock()
+				if acked[g] == nil {
+					acked[g] = map[string]string{}
+				}
+				acked[g][k] = v
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	// Overwriting returns the previous value (the state machine's result
+	// reaches the proposer).
+	res, err := c.propose(ctx, "n2", 7, "k0=again")
+	if err != nil || res.Value != "v7-0" {
+		t.Fatalf("overwrite: %+v %v, want previous value v7-0", res, err)
+	}
+	acked[7]["k0"] = "again"
+	for _, n := range testNodes {
+		eventually(t, "every replica applies every acknowledged mutation", func() error { return c.hasAll(n, acked) })
+	}
+	if err := c.sameLogs(testNodes); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range testNodes {
+		st := c.host(n).Stats()
+		if st.Syncs == 0 || st.Syncs > st.Rounds {
+			t.Errorf("%s: %d syncs in %d rounds: want at most one a round", n, st.Syncs, st.Rounds)
+		}
+	}
+}
+
+// writer proposes unique keys to random groups through random live nodes
+// until stopped, recording what was acknowledged.
+type writer struct {
+	c     *testCluster
+	mu    sync.Mutex
+	acked map[GroupID]map[string]string
+	count int
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	seq   int
+}
+
+func startWriters(c *testCluster, workers int, nodes func() []string) *writer {
+	w := &writer{c: c, acked: map[GroupID]map[string]string{}, stop: make(chan struct{})}
+	for i := range workers {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 1))
+			for j := 0; ; j++ {
+				select {
+				case <-w.stop:
+					return
+				default:
+				}
+				ns := nodes()
+				n := ns[r.IntN(len(ns))]
+				g := GroupID(r.IntN(c.groups))
+				k := fmt.Sprintf("w%d-%d", i, j)
+				h := c.host(n)
+				if h == nil {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := h.Propose(ctx, g, []byte(k+"=x"))
+				cancel()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				w.mu.Lock()
+				if w.acked[g] == nil {
+					w.acked[g] = map[string]string{}
+				}
+				w.acked[g][k] = "x"
+				w.count++
+				w.mu.Unlock()
+			}
+		}()
+	}
+	return w
+}
+
+func (w *writer) acks() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.count
+}
+
+func (w *writer) finish() map[GroupID]map[string]string {
+	close(w.stop)
+	w.wg.Wait()
+	return w.acked
+}
+
+func TestFailoverAndCatchUp(t *testing.T) {
+	// Small snapshot intervals: the restarted node catches up through
+	// snapshots for the groups that moved on without it.
+	c := newTestCluster(t, 64, func(o *Options) { o.SnapshotEntries, o.KeepEntries = 20, 5 })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for g := range GroupID(64) {
+		if _, err := c.propose(ctx, testNodes[int(g)%3], g, "warm=1"); err != nil {
+			t.Fatalf("group %d: %v", g, err)
+		}
+	}
+	// The victim is the node leading the most groups.
+	leads := map[string][]GroupID{}
+	for g := range GroupID(64) {
+		if l, ok := c.host("n1").Leader(g); ok {
+			leads[l] = append(leads[l], g)
+		}
+	}
+	victim := "n1"
+	for _, n := range testNodes {
+		if len(leads[n]) > len(leads[victim]) {
+			victim = n
+		}
+	}
+	if len(leads[victim]) == 0 {
+		t.Fatalf("no leaders known: %v", leads)
+	}
+	var survivors []string
+	for _, n := range testNodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	live := func() []string { return survivors }
+	w := startWriters(c, 8, live)
+	eventually(t, "writes acknowledged before the kill", func() error {
+		if w.acks() < 50 {
+			return fmt.Errorf("%d acks", w.acks())
+		}
+		return nil
+	})
+	c.stop(victim) // hard: no leadership transfer, no flush beyond what was synced
+	before := w.acks()
+	// Every group the victim led elects a leader among the survivors and
+	// acknowledges again.
+	for _, g := range leads[victim] {
+		if _, err := c.propose(ctx, survivors[int(g)%2], g, fmt.Sprintf("after%d=1", g)); err != nil {
+			t.Fatalf("group %d (led by %s) after the kill: %v", g, victim, err)
+		}
+		w.mu.Lock()
+		if w.acked[g] == nil {
+			w.acked[g] = map[string]string{}
+		}
+		w.acked[g][fmt.Sprintf("after%d", g)] = "1"
+		w.mu.Unlock()
+		l, ok := c.host(survivors[0]).Leader(g)
+		if !ok || l == victim {
+			t.Errorf("group %d: leader %q after the kill", g, l)
+		}
+	}
+	eventually(t, "writes acknowledged after the kill", func() error {
+		if w.acks() < before+100 {
+			return fmt.Errorf("%d acks since the kill", w.acks()-before)
+		}
+		return nil
+	})
+	c.start(victim)
+	restarted := c.host(victim)
+	eventually(t, "writes acknowledged with the node back", func() error {
+		if w.acks() < before+200 {
+			return fmt.Errorf("%d acks since the kill", w.acks()-before)
+		}
+		return nil
+	})
+	acked := w.finish()
+	for _, n := range testNodes {
+		eventually(t, n+" holds every acknowledged write", func() error { return c.hasAll(n, acked) })
+	}
+	if err := c.sameLogs(testNodes); err != nil {
+		t.Fatal(err)
+	}
+	if st := restarted.Stats(); st.SnapshotsRestored == 0 {
+		t.Errorf("%s caught up without a snapshot (%+v): the test meant to cover both", victim, st)
+	}
+	// Every replica ends with the same state in every group.
+	for g := range GroupID(64) {
+		eventually(t, "replicas converge", func() error {
+			want := c.sm(survivors[0], g).snapshotData()
+			for _, n := range testNodes {
+				if got := c.sm(n, g).snapshotData(); !mapsEqual(got, want) {
+					return fmt.Errorf("group %d: %s holds %d keys, %s %d", g, n, len(got), survivors[0], len(want))
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestMinorityAcknowledgesNothing(t *testing.T) {
+	c := newTestCluster(t, 8, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for g := range GroupID(8) {
+		if _, err := c.propose(ctx, "n1", g, "a=1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop("n2")
+	c.stop("n3")
+	h := c.host("n1")
+	for g := range GroupID(8) {
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		res, err := h.Propose(pctx, g, []byte("b=2"))
+		pcancel()
+		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrTimeout) {
+			t.Fatalf("group %d on a minority: %+v, %v; want ErrNoLeader or ErrTimeout", g, res, err)
+		}
+	}
+	// After an election timeout or two, the minority knows it has no
+	// leader (CheckQuorum deposes a leader cut off from its followers) and
+	// refuses at once.
+	eventually(t, "the minority knows no leader", func() error {
+		for g := range GroupID(8) {
+			if _, err := h.Propose(ctx, g, []byte("c=3")); !errors.Is(err, ErrNoLeader) {
+				return fmt.Errorf("group %d: %v", g, err)
+			}
+		}
+		return nil
+	})
+	for g := range GroupID(8) {
+		if v, ok := c.sm("n1", g).get("b"); ok {
+			t.Errorf("group %d applied b=%q without a majority", g, v)
+		}
+	}
+}
+
+func TestTransportSurvivesGarbage(t *testing.T) {
+	c := newTestCluster(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, junk := range [][]byte{
+		[]byte("GET / HTTP/1.0\r\n\r\n"),
+		append([]byte("MFR1\x00\x00\x00\x00\x00\x00\x00\x01"), 0xff, 0xff, 0xff, 0xff), // a 4 GB frame
+		append([]byte("MFR1\x00\x00\x00\x00\x00\x00\x00\x01"), 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4),
+	} {
+		conn, err := net.Dial("tcp", c.host("n1").Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write(junk)
+		conn.Close()
+	}
+	for g := range GroupID(2) {
+		if _, err := c.propose(ctx, "n1", g, "after=junk"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestOpenRefusesRemoteAndBadOptions(t *testing.T) {
+	res := StaticResolver{}
+	_, err := Open(Options{Dir: t.TempDir(), Node: "n1", Listen: "0.0.0.0:0", Resolver: res})
+	if !errors.Is(err, ErrRemote) {
+		t.Fatalf("listen everywhere without AllowRemote: %v, want ErrRemote", err)
+	}
+	_, err = Open(Options{Dir: t.TempDir(), Node: "n1", Listen: "127.0.0.1:0"})
+	if !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("no resolver: %v, want ErrBadOptions", err)
+	}
+	h, err := Open(Options{Dir: t.TempDir(), Node: "n1", Listen: "127.0.0.1:0", Resolver: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.AddGroup(1, []string{"n2", "n3"}, newKV()); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("a group without this node: %v, want ErrBadOptions", err)
+	}
+	if err := h.AddGroup(1, []string{"n1", "n2", "n3"}, newKV()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddGroup(1, []string{"n1", "n2", "n3"}, newKV()); !errors.Is(err, ErrGroupExists) {
+		t.Errorf("the same group twice: %v, want ErrGroupExists", err)
+	}
+	if _, err := h.Propose(context.Background(), 2, []byte("a=1")); !errors.Is(err, ErrNoGroup) {
+		t.Errorf("an unknown group: %v, want ErrNoGroup", err)
+	}
+	if !slices.Equal(MapGroups(&cluster.PartitionMap{Partitions: []cluster.Partition{
+		{Voters: []string{"n1", "n2"}}, {Voters: []string{"n2", "n3"}}, {Voters: []string{"n3", "n1"}},
+	}}, "n1")[1].Voters, []string{"n3", "n1"}) {
+		t.Error("MapGroups: wrong voters")
+	}
+}

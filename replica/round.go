@@ -1,0 +1,280 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// work is the worker goroutine: it runs rounds while groups are ready.
+func (h *Host) work() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-h.wake:
+		}
+		if err := h.round(); err != nil {
+			if h.ctx.Err() != nil {
+				return
+			}
+			h.opts.Logger.Error("replica: the worker stopped; the node no longer replicates", "err", err)
+			h.failed.Store(&err)
+			h.cancel()
+			return
+		}
+	}
+}
+
+// readyGroup is one group's part of a round.
+type readyGroup struct {
+	g       *group
+	rd      raft.Ready
+	answers []answer
+}
+
+type answer struct {
+	seq uint64
+	res Result
+}
+
+// round takes the ready groups, collects their Ready, writes all of them
+// (log entries, HardStates, snapshots, applied mutations and indexes) in
+// one batch synced once, then sends the messages, answers the proposers
+// and advances the groups. The ordering follows raft's contract: nothing
+// is sent before the state it depends on is on disk.
+func (h *Host) round() error {
+	h.readyMu.Lock()
+	gs := h.ready
+	h.ready = nil
+	for _, g := range gs {
+		g.queued = false
+	}
+	h.readyMu.Unlock()
+
+	var work []readyGroup
+	b := h.st.db.NewBatch()
+	defer b.Close()
+	for _, g := range gs {
+		var rd raft.Ready
+		has := false
+		g.withRaft(func(rn *raft.RawNode) {
+			if has = rn.HasReady(); has {
+				rd = rn.Ready()
+			}
+		})
+		if !has {
+			continue
+		}
+		rg := readyGroup{g: g, rd: rd}
+		if err := h.persist(b, &rg); err != nil {
+			return fmt.Errorf("replica: group %d: %w", g.id, err)
+		}
+		work = append(work, rg)
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	h.rounds.Add(1)
+	if err := h.ctx.Err(); err != nil {
+		return err // closing: the round is abandoned, as a killed process's
+	}
+	if !b.Empty() {
+		if err := b.Commit(h.st.sync); err != nil {
+			return fmt.Errorf("replica: committing a round: %w", err)
+		}
+		h.syncs.Add(1)
+	}
+
+	// The round is durable: update the in-memory logs, send, answer.
+	out := map[uint64][]outMsg{}
+	for _, rg := range work {
+		g, rd := rg.g, rg.rd
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := g.ms.ApplySnapshot(rd.Snapshot); err != nil {
+				return fmt.Errorf("replica: group %d: %w", g.id, err)
+			}
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			if err := g.ms.SetHardState(rd.HardState); err != nil {
+				return err
+			}
+		}
+		if err := g.ms.Append(rd.Entries); err != nil {
+			return fmt.Errorf("replica: group %d: %w", g.id, err)
+		}
+		for _, m := range rd.Messages {
+			out[m.GetTo()] = append(out[m.GetTo()], outMsg{g: g.id, m: m})
+		}
+	}
+	for to, msgs := range out {
+		h.tr.send(to, msgs)
+	}
+	for _, rg := range work {
+		g := rg.g
+		g.withRaft(func(rn *raft.RawNode) { rn.Advance(rg.rd) })
+		if rg.rd.SoftState != nil {
+			g.leader.Store(rg.rd.SoftState.Lead)
+		}
+		h.answer(rg.answers)
+		if err := h.maybeSnapshot(g); err != nil {
+			return fmt.Errorf("replica: group %d: snapshot: %w", g.id, err)
+		}
+		h.enqueue(g) // HasReady is checked next round
+	}
+	return nil
+}
+
+// persist writes one group's Ready into the round's batch and applies its
+// committed entries to the state machine (whose writes join the batch).
+func (h *Host) persist(b *pebble.Batch, rg *readyGroup) error {
+	g, rd := rg.g, rg.rd
+	w := machineWriter{b: b, g: g.id}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		meta := rd.Snapshot.GetMetadata()
+		if err := putSnapshot(b, g.id, rd.Snapshot, true); err != nil {
+			return err
+		}
+		if err := g.sm.Restore(w, rd.Snapshot.GetData()); err != nil {
+			return fmt.Errorf("restoring a snapshot: %w", err)
+		}
+		h.snapsRestored.Add(1)
+		g.cs = meta.GetConfState()
+		g.snapIndex, g.applied, g.lastStored = meta.GetIndex(), meta.GetIndex(), meta.GetIndex()
+		if err := putApplied(b, g.id, g.applied); err != nil {
+			return err
+		}
+	}
+	if len(rd.Entries) > 0 {
+		if err := appendEntries(b, g.id, rd.Entries, g.lastStored); err != nil {
+			return err
+		}
+		g.lastStored = rd.Entries[len(rd.Entries)-1].GetIndex()
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := setProto(b, groupKey(g.id, kindHard, 0), rd.HardState); err != nil {
+			return err
+		}
+	}
+	if len(rd.CommittedEntries) == 0 {
+		return nil
+	}
+	var ents []Entry
+	var seqs []uint64 // this Host's proposal numbers, 0 for others'
+	for _, e := range rd.CommittedEntries {
+		switch e.GetType() {
+		case pb.EntryNormal:
+			d := e.GetData()
+			if len(d) < proposalHeader {
+				continue // a new leader's empty entry
+			}
+			seq := uint64(0)
+			if binary.BigEndian.Uint64(d) == h.nonce {
+				seq = binary.BigEndian.Uint64(d[8:])
+			}
+			ents = append(ents, Entry{Index: e.GetIndex(), Term: e.GetTerm(), Data: d[proposalHeader:]})
+			seqs = append(seqs, seq)
+		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			// Not proposed in step 2a; applied so raft stays consistent
+			// should one appear.
+			cc, err := confChange(e)
+			if err != nil {
+				return err
+			}
+			g.withRaft(func(rn *raft.RawNode) { g.cs = rn.ApplyConfChange(cc) })
+		}
+	}
+	if len(ents) > 0 {
+		vals, err := g.sm.Apply(w, ents)
+		if err != nil {
+			return fmt.Errorf("applying entries %d..%d: %w", ents[0].Index, ents[len(ents)-1].Index, err)
+		}
+		if len(vals) != len(ents) {
+			return fmt.Errorf("the state machine returned %d results for %d entries", len(vals), len(ents))
+		}
+		for i, seq := range seqs {
+			if seq != 0 {
+				rg.answers = append(rg.answers, answer{seq: seq, res: Result{Index: ents[i].Index, Value: vals[i]}})
+			}
+		}
+	}
+	g.applied = rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
+	return putApplied(b, g.id, g.applied)
+}
+
+func confChange(e *pb.Entry) (pb.ConfChangeI, error) {
+	if e.GetType() == pb.EntryConfChange {
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return nil, err
+		}
+		return &cc, nil
+	}
+	var cc pb.ConfChangeV2
+	if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+		return nil, err
+	}
+	return &cc, nil
+}
+
+// answer hands applied proposals' results to their waiters.
+func (h *Host) answer(as []answer) {
+	if len(as) == 0 {
+		return
+	}
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	for _, a := range as {
+		if ch, ok := h.pending[a.seq]; ok {
+			ch <- outcome{res: a.res}
+			delete(h.pending, a.seq)
+		}
+	}
+}
+
+// maybeSnapshot snapshots g's state machine once SnapshotEntries entries
+// were applied since the last snapshot, and compacts the log up to
+// KeepEntries behind it. The batch is not synced: the next round's sync
+// makes it durable, and until then the store still holds the whole log.
+func (h *Host) maybeSnapshot(g *group) error {
+	if g.applied-g.snapIndex < h.opts.SnapshotEntries {
+		return nil
+	}
+	data, err := g.sm.Snapshot()
+	if err != nil {
+		return err
+	}
+	snap, err := g.ms.CreateSnapshot(g.applied, g.cs, data)
+	if err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil
+		}
+		return err
+	}
+	b := h.st.db.NewBatch()
+	defer b.Close()
+	if err := setProto(b, groupKey(g.id, kindSnap, 0), snap); err != nil {
+		return err
+	}
+	g.snapIndex = g.applied
+	h.snapsTaken.Add(1)
+	if g.applied > h.opts.KeepEntries {
+		compact := g.applied - h.opts.KeepEntries
+		if first, _ := g.ms.FirstIndex(); compact > first {
+			if err := g.ms.Compact(compact); err != nil && !errors.Is(err, raft.ErrCompacted) {
+				return err
+			}
+			if err := compactLog(b, g.id, compact); err != nil {
+				return err
+			}
+		}
+	}
+	return b.Commit(nil)
+}

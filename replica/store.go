@@ -1,0 +1,229 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// The store's keys, all of one group under 'g' + group (8 bytes, big
+// endian) + a kind byte:
+//
+//	e + index (8 bytes)   a log entry (raftpb.Entry)
+//	h                     the HardState
+//	s                     the latest snapshot (raftpb.Snapshot, with data)
+//	a                     the applied index (8 bytes)
+//	m + key               the state machine's own keys (Writer)
+const (
+	kindEntry    = 'e'
+	kindHard     = 'h'
+	kindSnap     = 's'
+	kindApplied  = 'a'
+	kindMachine  = 'm'
+	groupKeyLen  = 1 + 8
+	entryKeyLen  = groupKeyLen + 1 + 8
+	keyPrefixTag = 'g'
+)
+
+func groupKey(g GroupID, kind byte, extra int) []byte {
+	k := make([]byte, groupKeyLen+1, groupKeyLen+1+extra)
+	k[0] = keyPrefixTag
+	binary.BigEndian.PutUint64(k[1:], uint64(g))
+	k[groupKeyLen] = kind
+	return k
+}
+
+func entryKey(g GroupID, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(g, kindEntry, 8), index)
+}
+
+func machineKey(g GroupID, key []byte) []byte {
+	return append(groupKey(g, kindMachine, len(key)), key...)
+}
+
+// kindEnd is the first key after every key of the group's kind.
+func kindEnd(g GroupID, kind byte) []byte { return groupKey(g, kind+1, 0) }
+
+// store is the Host's pebble database.
+type store struct {
+	db   *pebble.DB
+	sync *pebble.WriteOptions
+}
+
+func openStore(dir string, log *slog.Logger, noSync bool) (*store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replica: open store %s: %w", dir, err)
+	}
+	s := &store{db: db, sync: pebble.Sync}
+	if noSync {
+		s.sync = pebble.NoSync
+	}
+	return s, nil
+}
+
+// groupState is what the store holds of one group.
+type groupState struct {
+	snap    *pb.Snapshot
+	hard    *pb.HardState
+	ents    []*pb.Entry
+	applied uint64
+}
+
+// load reads a group's snapshot, HardState, log and applied index; found
+// is false for a group the store has never held.
+func (s *store) load(g GroupID) (st groupState, found bool, err error) {
+	if st.snap, found, err = getProto[pb.Snapshot](s.db, groupKey(g, kindSnap, 0)); err != nil || !found {
+		return st, found, err
+	}
+	if st.hard, _, err = getProto[pb.HardState](s.db, groupKey(g, kindHard, 0)); err != nil {
+		return st, true, err
+	}
+	v, closer, err := s.db.Get(groupKey(g, kindApplied, 0))
+	switch {
+	case err == nil:
+		if len(v) == 8 {
+			st.applied = binary.BigEndian.Uint64(v)
+		}
+		closer.Close()
+	case !errors.Is(err, pebble.ErrNotFound):
+		return st, true, fmt.Errorf("replica: group %d: %w", g, err)
+	}
+	from := st.snap.GetMetadata().GetIndex() + 1
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(g, from), UpperBound: kindEnd(g, kindEntry)})
+	if err != nil {
+		return st, true, fmt.Errorf("replica: group %d: %w", g, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		e := &pb.Entry{}
+		if err := proto.Unmarshal(it.Value(), e); err != nil {
+			return st, true, fmt.Errorf("replica: group %d: entry %x: %w", g, it.Key(), err)
+		}
+		if want := from + uint64(len(st.ents)); e.GetIndex() != want {
+			return st, true, fmt.Errorf("replica: group %d: log has entry %d where %d belongs", g, e.GetIndex(), want)
+		}
+		st.ents = append(st.ents, e)
+	}
+	return st, true, it.Error()
+}
+
+func getProto[T any, P interface {
+	*T
+	proto.Message
+}](db *pebble.DB, key []byte) (P, bool, error) {
+	v, closer, err := db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("replica: reading %x: %w", key, err)
+	}
+	defer closer.Close()
+	m := P(new(T))
+	if err := proto.Unmarshal(v, m); err != nil {
+		return nil, false, fmt.Errorf("replica: decoding %x: %w", key, err)
+	}
+	return m, true, nil
+}
+
+func setProto(b *pebble.Batch, key []byte, m proto.Message) error {
+	v, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return b.Set(key, v, nil)
+}
+
+// appendEntries writes ents (consecutive) and drops any entry the store
+// held beyond the last of them (a conflicting suffix raft overwrote).
+func appendEntries(b *pebble.Batch, g GroupID, ents []*pb.Entry, lastStored uint64) error {
+	for _, e := range ents {
+		if err := setProto(b, entryKey(g, e.GetIndex()), e); err != nil {
+			return err
+		}
+	}
+	if last := ents[len(ents)-1].GetIndex(); lastStored > last {
+		return b.DeleteRange(entryKey(g, last+1), kindEnd(g, kindEntry), nil)
+	}
+	return nil
+}
+
+// putSnapshot writes a snapshot and drops the log entries it covers (all
+// of them when whole is set: a received snapshot replaces the log).
+func putSnapshot(b *pebble.Batch, g GroupID, snap *pb.Snapshot, whole bool) error {
+	if err := setProto(b, groupKey(g, kindSnap, 0), snap); err != nil {
+		return err
+	}
+	end := entryKey(g, snap.GetMetadata().GetIndex()+1)
+	if whole {
+		end = kindEnd(g, kindEntry)
+	}
+	return b.DeleteRange(entryKey(g, 0), end, nil)
+}
+
+func putApplied(b *pebble.Batch, g GroupID, index uint64) error {
+	return b.Set(groupKey(g, kindApplied, 0), binary.BigEndian.AppendUint64(nil, index), nil)
+}
+
+// compactLog drops the log entries up to index (inclusive).
+func compactLog(b *pebble.Batch, g GroupID, index uint64) error {
+	return b.DeleteRange(entryKey(g, 0), entryKey(g, index+1), nil)
+}
+
+// scanMachine calls fn for each of a group's state-machine keys, in key
+// order; the slices are valid during the call only.
+func (s *store) scanMachine(g GroupID, fn func(key, value []byte) error) error {
+	lo := groupKey(g, kindMachine, 0)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: kindEnd(g, kindMachine)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := fn(it.Key()[len(lo):], it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// machineWriter is the Writer of one group in one round's batch.
+type machineWriter struct {
+	b *pebble.Batch
+	g GroupID
+}
+
+func (w machineWriter) Set(key, value []byte) error {
+	return w.b.Set(machineKey(w.g, key), value, nil)
+}
+
+func (w machineWriter) Delete(key []byte) error { return w.b.Delete(machineKey(w.g, key), nil) }
+
+func (w machineWriter) Clear() error {
+	return w.b.DeleteRange(groupKey(w.g, kindMachine, 0), kindEnd(w.g, kindMachine), nil)
+}
+
+// pebbleLogger sends pebble's messages to the Host's logger.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,324 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// The transport's wire format. A connection carries messages one way, from
+// the dialling node to the listening one; each node dials each of its
+// peers once, so a pair of nodes shares two connections, whatever the
+// number of groups. A connection opens with a hello, then carries frames:
+//
+//	hello:  "MFR1" | sender's NodeID (8 bytes, big endian)
+//	frame:  length (4 bytes, of what follows) | group (8 bytes) | raftpb.Message
+//
+// A sender writes every message queued for the peer (of all groups) into
+// one buffered write per round.
+const (
+	helloMagic   = "MFR1"
+	helloLen     = 4 + 8
+	maxFrame     = 256 << 20 // a snapshot travels in one frame
+	dialTimeout  = 2 * time.Second
+	writeTimeout = 10 * time.Second
+	minBackoff   = 50 * time.Millisecond
+	maxBackoff   = 2 * time.Second
+)
+
+// outMsg is a message of a group, on its way to a peer.
+type outMsg struct {
+	g GroupID
+	m *pb.Message
+}
+
+type transport struct {
+	h  *Host
+	ln net.Listener
+
+	mu      sync.Mutex
+	peers   map[uint64]*peer
+	inbound map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// listen starts the transport's listener, loopback only unless
+// Options.AllowRemote.
+func listen(h *Host) (*transport, error) {
+	if !h.opts.AllowRemote && !isLoopback(h.opts.Listen) {
+		return nil, fmt.Errorf("%w: %s", ErrRemote, h.opts.Listen)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(h.ctx, "tcp", h.opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("replica: listening on the cluster port: %w", err)
+	}
+	t := &transport{h: h, ln: ln, peers: map[uint64]*peer{}, inbound: map[net.Conn]struct{}{}}
+	t.wg.Add(1)
+	go t.accept()
+	return t, nil
+}
+
+// isLoopback reports whether addr's host is a loopback address or
+// "localhost" (an empty host listens everywhere: not loopback).
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (t *transport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			c.Close()
+			return
+		}
+		t.inbound[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.receive(c)
+	}
+}
+
+// receive reads one peer's connection, stepping each message into its
+// group. A malformed stream closes the connection (the peer redials).
+func (t *transport) receive(c net.Conn) {
+	defer t.wg.Done()
+	defer func() {
+		t.mu.Lock()
+		delete(t.inbound, c)
+		t.mu.Unlock()
+		c.Close()
+	}()
+	r := bufio.NewReaderSize(c, 64<<10)
+	var hello [helloLen]byte
+	c.SetReadDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
+	if _, err := io.ReadFull(r, hello[:]); err != nil || string(hello[:4]) != helloMagic {
+		t.h.opts.Logger.Debug("replica: refused a cluster connection", "from", c.RemoteAddr(), "err", err)
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	from := binary.BigEndian.Uint64(hello[4:])
+	var head [4 + 8]byte
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(head[:4])
+		if n < 8 || n > maxFrame {
+			t.h.opts.Logger.Warn("replica: bad frame length; connection closed", "from", c.RemoteAddr(), "len", n)
+			return
+		}
+		g := GroupID(binary.BigEndian.Uint64(head[4:]))
+		buf := make([]byte, n-8)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(buf, m); err != nil {
+			t.h.opts.Logger.Warn("replica: undecodable message; connection closed", "from", c.RemoteAddr(), "err", err)
+			return
+		}
+		if m.GetTo() != t.h.self || m.GetFrom() != from {
+			continue // not for this node, or not from the node that said hello
+		}
+		t.h.step(g, m)
+	}
+}
+
+// send queues msgs (all to node to) on that peer's connection.
+func (t *transport) send(to uint64, msgs []outMsg) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	p := t.peers[to]
+	if p == nil {
+		p = &peer{t: t, id: to, wake: make(chan struct{}, 1)}
+		t.peers[to] = p
+		t.wg.Add(1)
+		go p.run()
+	}
+	t.mu.Unlock()
+	p.mu.Lock()
+	room := t.h.opts.SendQueue - len(p.q)
+	keep := msgs[:min(max(room, 0), len(msgs))]
+	p.q = append(p.q, keep...)
+	p.mu.Unlock()
+	for _, m := range msgs[len(keep):] {
+		t.h.unreachable(m.g, to, m.m.GetType() == pb.MsgSnap)
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close stops listening and closes every connection; the senders stop.
+func (t *transport) close() {
+	t.mu.Lock()
+	t.closed = true
+	for c := range t.inbound {
+		c.Close()
+	}
+	t.mu.Unlock()
+	t.ln.Close()
+	t.wg.Wait()
+}
+
+// peer is the sending side of one peer's connection.
+type peer struct {
+	t    *transport
+	id   uint64
+	mu   sync.Mutex
+	q    []outMsg
+	wake chan struct{}
+}
+
+func (p *peer) run() {
+	defer p.t.wg.Done()
+	h := p.t.h
+	var conn net.Conn
+	var w *bufio.Writer
+	backoff := minBackoff
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		msgs := p.q
+		p.q = nil
+		p.mu.Unlock()
+		if len(msgs) == 0 {
+			continue
+		}
+		if conn == nil {
+			c, err := p.dial()
+			if err != nil {
+				h.opts.Logger.Debug("replica: peer unreachable", "peer", h.name(p.id), "err", err)
+				p.fail(msgs)
+				if !sleep(h.ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, maxBackoff)
+				// Messages queued meanwhile are sent (or failed) next.
+				select {
+				case p.wake <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			conn, w, backoff = c, bufio.NewWriterSize(c, 64<<10), minBackoff
+		}
+		if err := p.write(conn, w, msgs); err != nil {
+			h.opts.Logger.Debug("replica: lost the connection to a peer", "peer", h.name(p.id), "err", err)
+			conn.Close()
+			conn = nil
+			p.fail(msgs)
+			continue
+		}
+		for _, m := range msgs {
+			if m.m.GetType() == pb.MsgSnap {
+				h.snapshotSent(m.g, p.id)
+			}
+		}
+	}
+}
+
+func (p *peer) dial() (net.Conn, error) {
+	h := p.t.h
+	name := h.name(p.id)
+	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
+	defer cancel()
+	addr, err := h.opts.Resolver.Addr(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	hello := binary.BigEndian.AppendUint64([]byte(helloMagic), h.self)
+	c.SetWriteDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
+	if _, err := c.Write(hello); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// write sends msgs in one buffered write.
+func (p *peer) write(c net.Conn, w *bufio.Writer, msgs []outMsg) error {
+	c.SetWriteDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
+	var head [4 + 8]byte
+	for _, m := range msgs {
+		b, err := proto.Marshal(m.m)
+		if err != nil {
+			return err
+		}
+		if len(b)+8 > maxFrame {
+			return errors.New("replica: message too large for a frame")
+		}
+		binary.BigEndian.PutUint32(head[:4], uint32(len(b)+8))
+		binary.BigEndian.PutUint64(head[4:], uint64(m.g))
+		w.Write(head[:])
+		w.Write(b)
+	}
+	return w.Flush()
+}
+
+// fail reports msgs lost to raft (it retries through its own timers).
+func (p *peer) fail(msgs []outMsg) {
+	seen := map[GroupID]bool{}
+	for _, m := range msgs {
+		snap := m.m.GetType() == pb.MsgSnap
+		if seen[m.g] && !snap {
+			continue
+		}
+		seen[m.g] = true
+		p.t.h.unreachable(m.g, p.id, snap)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

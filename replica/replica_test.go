@@ -41,7 +41,7 @@ func (r *testResolver) set(node, addr string) {
 // testCluster is hosts on loopback in one process, each running its part
 // of a partition map.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	res    *testResolver
 	pm     *cluster.PartitionMap
@@ -54,7 +54,7 @@ type testCluster struct {
 
 var testNodes = []string{"n1", "n2", "n3"}
 
-func newTestCluster(t *testing.T, groups int, opts func(*Options)) *testCluster {
+func newTestCluster(t testing.TB, groups int, opts func(*Options)) *testCluster {
 	t.Helper()
 	pm := &cluster.PartitionMap{Bucket: "b", Copies: 3, Partitions: cluster.Place(testNodes, groups, 3)}
 	c := &testCluster{t: t, dir: t.TempDir(), res: &testResolver{addrs: map[string]string{}}, pm: pm,

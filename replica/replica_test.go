@@ -557,3 +557,58 @@ func TestOpenRefusesRemoteAndBadOptions(t *testing.T) {
 		t.Error("MapGroups: wrong voters")
 	}
 }
+
+func TestRestartAllFromDisk(t *testing.T) {
+	c := newTestCluster(t, 4, func(o *Options) { o.SnapshotEntries, o.KeepEntries = 10, 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	acked := map[GroupID]map[string]string{}
+	for g := range GroupID(4) {
+		acked[g] = map[string]string{}
+		for i := range 25 { // past two snapshots and compactions
+			k := fmt.Sprintf("k%d", i)
+			if _, err := c.propose(ctx, testNodes[i%3], g, k+"=1"); err != nil {
+				t.Fatal(err)
+			}
+			acked[g][k] = "1"
+		}
+	}
+	for _, n := range testNodes {
+		eventually(t, n+" applies everything", func() error { return c.hasAll(n, acked) })
+	}
+	lastIndex := map[GroupID]uint64{}
+	for g := range GroupID(4) {
+		log := c.sm("n1", g).applyLog()
+		lastIndex[g] = log[len(log)-1].Index
+	}
+	for _, n := range testNodes {
+		c.stop(n)
+	}
+	for _, n := range testNodes {
+		c.start(n)
+	}
+	// The state machines come back from the store (what a round applied
+	// was committed with its applied index) ...
+	for _, n := range testNodes {
+		if err := c.hasAll(n, acked); err != nil {
+			t.Fatalf("after a restart: %v", err)
+		}
+	}
+	// ... and the groups go on from their logs: new entries follow the old.
+	for g := range GroupID(4) {
+		res, err := c.propose(ctx, "n2", g, "k0=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Index <= lastIndex[g] || res.Value != "1" {
+			t.Errorf("group %d: new entry at %d (last before %d), previous value %q", g, res.Index, lastIndex[g], res.Value)
+		}
+		acked[g]["k0"] = "2"
+	}
+	for _, n := range testNodes {
+		eventually(t, n+" applies the new entries", func() error { return c.hasAll(n, acked) })
+	}
+	if err := c.sameLogs(testNodes); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -395,6 +395,9 @@ func TestClientNodeAndSpareFailover(t *testing.T) {
 		t.Fatalf("a client-only node made a cluster directory: %v", err)
 	}
 	cli := nodes[3].Client()
+	if info, err := ReadNode(ctx, cli, "n2"); err != nil || info.Cluster != peers[1].Addr() {
+		t.Fatalf("ReadNode(n2): %+v, %v; want cluster address %s", info, err, peers[1].Addr())
+	}
 	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -427,6 +430,9 @@ func TestClientNodeAndSpareFailover(t *testing.T) {
 		return !ns.Up && bs.Holds["n4"] == 0 && len(bs.Degraded) == 0,
 			fmt.Sprintf("n4 up=%v holds=%d degraded=%d", ns.Up, bs.Holds["n4"], len(bs.Degraded))
 	})
+	if _, err := ReadNode(ctx, nodes[0].Client(), "n4"); !errors.Is(err, ErrNodeDown) {
+		t.Errorf("ReadNode(n4) once its lease expired: %v, want ErrNodeDown", err)
+	}
 	bs, _ = status().Bucket("b")
 	for _, p := range peers[:3] {
 		if bs.Holds[p.Name] != NumPartitions {

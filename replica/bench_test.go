@@ -23,7 +23,7 @@ func BenchmarkPropose64Groups(b *testing.B) {
 }
 
 func benchPropose(b *testing.B, groups, perGroup int, noSync bool) {
-	c := newTestCluster(b, groups, func(o *Options) { o.test.noSync = noSync })
+	c := newTestCluster(b, groups, func(o *Options) { o.test.noSync = noSync }, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	leaders := make([]string, groups)

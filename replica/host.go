@@ -68,7 +68,7 @@ func Open(opts Options) (*Host, error) {
 	if _, err := rand.Read(nb[:]); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	st, err := openStore(opts.Dir, opts.Logger, opts.test.noSync)
+	st, err := openStore(opts.Dir, opts.Logger, opts.test.noSync, opts.test.fs)
 	if err != nil {
 		return nil, err
 	}

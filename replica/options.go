@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Default timing and sizes (Options documents each).
@@ -65,7 +67,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	test struct {
-		noSync bool // batches are not fsync'd (tests of logic only)
+		noSync bool   // batches are not fsync'd (tests of logic only)
+		fs     vfs.FS // the store's file system (a crashable one in crash tests)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/mayflydb/mayfly/cluster"
 )
 
@@ -41,24 +43,28 @@ func (r *testResolver) set(node, addr string) {
 // testCluster is hosts on loopback in one process, each running its part
 // of a partition map.
 type testCluster struct {
-	t      testing.TB
-	dir    string
-	res    *testResolver
-	pm     *cluster.PartitionMap
-	mu     sync.Mutex
-	hosts  map[string]*Host
-	sms    map[string]map[GroupID]*kvMachine
-	opts   func(*Options)
-	groups int
+	t       testing.TB
+	dir     string
+	res     *testResolver
+	pm      *cluster.PartitionMap
+	mu      sync.Mutex
+	hosts   map[string]*Host
+	sms     map[string]map[GroupID]*kvMachine
+	opts    func(*Options)
+	groups  int
+	crashFS map[string]*vfs.MemFS // nodes whose store is on a crashable file system
 }
 
 var testNodes = []string{"n1", "n2", "n3"}
 
-func newTestCluster(t testing.TB, groups int, opts func(*Options)) *testCluster {
+func newTestCluster(t testing.TB, groups int, opts func(*Options), crashable bool) *testCluster {
 	t.Helper()
 	pm := &cluster.PartitionMap{Bucket: "b", Copies: 3, Partitions: cluster.Place(testNodes, groups, 3)}
 	c := &testCluster{t: t, dir: t.TempDir(), res: &testResolver{addrs: map[string]string{}}, pm: pm,
 		hosts: map[string]*Host{}, sms: map[string]map[GroupID]*kvMachine{}, opts: opts, groups: groups}
+	if crashable {
+		c.useCrashFS()
+	}
 	for _, n := range testNodes {
 		c.start(n)
 	}
@@ -78,6 +84,11 @@ func (c *testCluster) start(n string) {
 	if c.opts != nil {
 		c.opts(&o)
 	}
+	c.mu.Lock()
+	if fs := c.crashFS[n]; fs != nil {
+		o.test.fs = fs
+	}
+	c.mu.Unlock()
 	h, err := Open(o)
 	if err != nil {
 		c.t.Fatal(err)
@@ -97,6 +108,31 @@ func (c *testCluster) start(n string) {
 	}
 	c.mu.Lock()
 	c.hosts[n], c.sms[n] = h, sms
+	c.mu.Unlock()
+}
+
+// useCrashFS puts the nodes' stores on crashable in-memory file systems
+// (before they start), for crash.
+func (c *testCluster) useCrashFS() {
+	c.crashFS = map[string]*vfs.MemFS{}
+	for _, n := range testNodes {
+		c.crashFS[n] = vfs.NewCrashableMem()
+	}
+}
+
+// crash kills node n as a power cut would: its store restarts from what
+// was synced at this moment, nothing written since the last fsync.
+func (c *testCluster) crash(n string) {
+	c.mu.Lock()
+	fs := c.crashFS[n]
+	c.mu.Unlock()
+	if fs == nil {
+		c.t.Fatalf("%s is not on a crashable file system", n)
+	}
+	synced := fs.CrashClone(vfs.CrashCloneCfg{})
+	c.stop(n)
+	c.mu.Lock()
+	c.crashFS[n] = synced
 	c.mu.Unlock()
 }
 
@@ -218,7 +254,7 @@ func (c *testCluster) hasAll(n string, acked map[GroupID]map[string]string) erro
 }
 
 func TestReplicateAcknowledgesOnMajority(t *testing.T) {
-	c := newTestCluster(t, 64, nil)
+	c := newTestCluster(t, 64, nil, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	acked := map[GroupID]map[string]string{}
@@ -356,7 +392,7 @@ func (w *writer) finish() map[GroupID]map[string]string {
 func TestFailoverAndCatchUp(t *testing.T) {
 	// Small snapshot intervals: the restarted node catches up through
 	// snapshots for the groups that moved on without it.
-	c := newTestCluster(t, 64, func(o *Options) { o.SnapshotEntries, o.KeepEntries = 20, 5 })
+	c := newTestCluster(t, 64, func(o *Options) { o.SnapshotEntries, o.KeepEntries = 20, 5 }, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for g := range GroupID(64) {
@@ -394,7 +430,7 @@ func TestFailoverAndCatchUp(t *testing.T) {
 		}
 		return nil
 	})
-	c.stop(victim) // hard: no leadership transfer, no flush beyond what was synced
+	c.crash(victim) // no leadership transfer, and its store keeps only what was synced
 	before := w.acks()
 	// Every group the victim led elects a leader among the survivors and
 	// acknowledges again.
@@ -464,7 +500,7 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func TestMinorityAcknowledgesNothing(t *testing.T) {
-	c := newTestCluster(t, 8, nil)
+	c := newTestCluster(t, 8, nil, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for g := range GroupID(8) {
@@ -502,7 +538,7 @@ func TestMinorityAcknowledgesNothing(t *testing.T) {
 }
 
 func TestTransportSurvivesGarbage(t *testing.T) {
-	c := newTestCluster(t, 2, nil)
+	c := newTestCluster(t, 2, nil, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, junk := range [][]byte{
@@ -559,7 +595,7 @@ func TestOpenRefusesRemoteAndBadOptions(t *testing.T) {
 }
 
 func TestRestartAllFromDisk(t *testing.T) {
-	c := newTestCluster(t, 4, func(o *Options) { o.SnapshotEntries, o.KeepEntries = 10, 3 })
+	c := newTestCluster(t, 4, func(o *Options) { o.SnapshotEntries, o.KeepEntries = 10, 3 }, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	acked := map[GroupID]map[string]string{}
@@ -582,7 +618,7 @@ func TestRestartAllFromDisk(t *testing.T) {
 		lastIndex[g] = log[len(log)-1].Index
 	}
 	for _, n := range testNodes {
-		c.stop(n)
+		c.crash(n) // each store keeps only what it synced
 	}
 	for _, n := range testNodes {
 		c.start(n)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -55,8 +56,9 @@ type store struct {
 	sync *pebble.WriteOptions
 }
 
-func openStore(dir string, log *slog.Logger, noSync bool) (*store, error) {
+func openStore(dir string, log *slog.Logger, noSync bool, fs vfs.FS) (*store, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{log},
 	})

@@ -8,6 +8,11 @@ var (
 	// majority). The mutation was not proposed; it may be retried.
 	ErrNoLeader = errors.New("replica: the group has no leader")
 
+	// ErrBusy is returned by Propose when the leader refused the mutation
+	// (too many uncommitted entries, or a leadership transfer under way).
+	// The mutation was not proposed; it may be retried after a pause.
+	ErrBusy = errors.New("replica: the group's leader is busy")
+
 	// ErrTimeout is returned by Propose when its context ended before the
 	// mutation was committed and applied here. Its outcome is unknown: it
 	// may still be committed later.

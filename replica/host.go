@@ -216,9 +216,11 @@ func (h *Host) ScanMachine(id GroupID, fn func(key, value []byte) error) error {
 // Propose submits an opaque mutation to group id and waits until it is
 // committed on a majority of the group's voters and applied here, then
 // returns its log index and what the state machine returned for it. Any
-// voter may propose: a follower forwards it to the leader. It fails with
-// ErrNoLeader at once when the group knows no leader, and with ErrTimeout
-// when ctx ends first (then the outcome is unknown): pass a deadline.
+// voter may propose: a follower forwards it to the leader. It fails at
+// once with ErrNoLeader when the group knows no leader and with ErrBusy
+// when the leader refuses more (neither proposed the mutation), and with
+// ErrTimeout when ctx ends first (then the outcome is unknown): pass a
+// deadline.
 func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, error) {
 	g, err := h.group(id)
 	if err != nil {
@@ -233,11 +235,19 @@ func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, er
 	h.pendMu.Lock()
 	h.pending[seq] = ch
 	h.pendMu.Unlock()
-	g.withRaft(func(rn *raft.RawNode) { err = rn.Propose(buf) })
+	var lead uint64
+	g.withRaft(func(rn *raft.RawNode) {
+		if err = rn.Propose(buf); err != nil {
+			lead = rn.BasicStatus().Lead
+		}
+	})
 	if err != nil {
 		h.forget(seq)
-		if errors.Is(err, raft.ErrProposalDropped) {
+		switch {
+		case errors.Is(err, raft.ErrProposalDropped) && lead == raft.None:
 			return Result{}, fmt.Errorf("%w: group %d", ErrNoLeader, id)
+		case errors.Is(err, raft.ErrProposalDropped):
+			return Result{}, fmt.Errorf("%w: group %d", ErrBusy, id)
 		}
 		return Result{}, fmt.Errorf("replica: group %d: %w", id, err)
 	}

@@ -173,7 +173,7 @@ func (c *testCluster) propose(ctx context.Context, n string, g GroupID, data str
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		res, err := h.Propose(pctx, g, []byte(data))
 		cancel()
-		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrTimeout)) {
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrBusy) || errors.Is(err, ErrTimeout)) {
 			return res, err
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -122,24 +122,12 @@ func (t *transport) receive(c net.Conn) {
 	}
 	c.SetReadDeadline(time.Time{})
 	from := binary.BigEndian.Uint64(hello[4:])
-	var head [4 + 8]byte
 	for {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return
-		}
-		n := binary.BigEndian.Uint32(head[:4])
-		if n < 8 || n > maxFrame {
-			t.h.opts.Logger.Warn("replica: bad frame length; connection closed", "from", c.RemoteAddr(), "len", n)
-			return
-		}
-		g := GroupID(binary.BigEndian.Uint64(head[4:]))
-		buf := make([]byte, n-8)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return
-		}
-		m := &pb.Message{}
-		if err := proto.Unmarshal(buf, m); err != nil {
-			t.h.opts.Logger.Warn("replica: undecodable message; connection closed", "from", c.RemoteAddr(), "err", err)
+		g, m, err := readFrame(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				t.h.opts.Logger.Warn("replica: bad frame; connection closed", "from", c.RemoteAddr(), "err", err)
+			}
 			return
 		}
 		if m.GetTo() != t.h.self || m.GetFrom() != from {
@@ -282,21 +270,61 @@ func (p *peer) dial() (net.Conn, error) {
 // write sends msgs in one buffered write.
 func (p *peer) write(c net.Conn, w *bufio.Writer, msgs []outMsg) error {
 	c.SetWriteDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
-	var head [4 + 8]byte
 	for _, m := range msgs {
-		b, err := proto.Marshal(m.m)
-		if err != nil {
+		if err := writeFrame(w, m.g, m.m); err != nil {
 			return err
 		}
-		if len(b)+8 > maxFrame {
-			return errors.New("replica: message too large for a frame")
-		}
-		binary.BigEndian.PutUint32(head[:4], uint32(len(b)+8))
-		binary.BigEndian.PutUint64(head[4:], uint64(m.g))
-		w.Write(head[:])
-		w.Write(b)
 	}
 	return w.Flush()
+}
+
+// errFrame is a frame that cannot be read: a bad length or an
+// undecodable message.
+var errFrame = errors.New("replica: bad frame")
+
+// writeFrame writes one frame: length, group, message.
+func writeFrame(w io.Writer, g GroupID, m *pb.Message) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(b)+8 > maxFrame {
+		return fmt.Errorf("%w: a message of %d bytes", errFrame, len(b))
+	}
+	var head [4 + 8]byte
+	binary.BigEndian.PutUint32(head[:4], uint32(len(b)+8))
+	binary.BigEndian.PutUint64(head[4:], uint64(g))
+	if _, err := w.Write(head[:]); err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// readFrame reads one frame. The body is read as it arrives, so a length
+// claimed but not sent costs no allocation of that size.
+func readFrame(r io.Reader) (GroupID, *pb.Message, error) {
+	var head [4 + 8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[:4])
+	if n < 8 || n > maxFrame {
+		return 0, nil, fmt.Errorf("%w: length %d", errFrame, n)
+	}
+	g := GroupID(binary.BigEndian.Uint64(head[4:]))
+	buf, err := io.ReadAll(io.LimitReader(r, int64(n-8)))
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(buf) != int(n-8) {
+		return 0, nil, io.ErrUnexpectedEOF
+	}
+	m := &pb.Message{}
+	if err := proto.Unmarshal(buf, m); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", errFrame, err)
+	}
+	return g, m, nil
 }
 
 // fail reports msgs lost to raft (it retries through its own timers).

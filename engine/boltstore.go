@@ -254,6 +254,18 @@ func (s *boltStorage) scan(fn func(*Document) error) error {
 	})
 }
 
+func (s *boltStorage) scanKeys(fn func(docKey) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktDocs).ForEach(func(k, _ []byte) error {
+			dk, err := docKeyOf(k)
+			if err != nil {
+				return err
+			}
+			return fn(dk)
+		})
+	})
+}
+
 // keys reads r in chunks (see chunkedKeys), each in its own read
 // transaction that ends before the chunk's keys are yielded: a long listing
 // never holds back a commit (bbolt's remap, when the file grows, waits for

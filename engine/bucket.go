@@ -84,6 +84,7 @@ type Bucket struct {
 	stats         counters
 	mem           memOwner // accounts the bucket's memory, enforces its quota
 	warmup        warmup   // loads the stored documents after the bucket opens
+	bloom         bloomState
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation

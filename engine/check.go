@@ -65,8 +65,10 @@ func (c *checker) err() error {
 //   - every document is stored under its own key, collection and partition,
 //     with a sequence number the partition has committed, and is listed in
 //     the partition's change log, which is in sequence order;
-//   - the counters (curr_items, tombstones, ep_kv_size) equal a count of
-//     the documents;
+//   - the counters (curr_items, tombstones, ep_kv_size, each partition's
+//     counts) equal a count of the documents;
+//   - a partition's Bloom filter, if it keeps one, answers for each of
+//     its documents;
 //   - the expiry index holds exactly the live documents with an expiration;
 //   - nothing is waiting for disk once queued writes are flushed;
 //   - the failover log is well formed;
@@ -132,6 +134,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 		}
 		c.checkTable(p)
+		var pLive, pTombs int64
 		for slot := range t.recs {
 			if t.recs[slot].bits()&recUsed == 0 {
 				continue
@@ -150,8 +153,12 @@ func (b *Bucket) Check(ctx context.Context) error {
 			case logged[d.Seq] != uint32(slot):
 				c.addf("document %q: sequence number %d missing from the change log", k.key, d.Seq)
 			}
+			if f := p.mu.bloom; f != nil && !f.mayHave(k) {
+				c.addf("document %q (collection %d) is missing from partition %d's Bloom filter", k.key, k.cid, p.id)
+			}
 			if d.Deleted {
 				tombs++
+				pTombs++
 				tombKV += docFootprint(d)
 				if d.Value != nil {
 					c.addf("tombstone %q has a value", k.key)
@@ -159,6 +166,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 				continue
 			}
 			live++
+			pLive++
 			liveIn[k.cid]++
 			if d.ejected {
 				nonResident++
@@ -172,6 +180,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 			if d.Expiration != 0 {
 				exps = append(exps, expItem{exp: d.Expiration, key: k, size: d.valueSize()})
 			}
+		}
+		if p.mu.items != pLive || p.mu.tombs != pTombs {
+			c.addf("partition %d counts %d live documents and %d tombstones, its documents count %d and %d", p.id, p.mu.items, p.mu.tombs, pLive, pTombs)
 		}
 		p.mu.RUnlock()
 	}

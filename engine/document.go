@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -210,10 +211,20 @@ func encodeDoc(d *Document) []byte {
 // collection's 4 bytes, then the document key, as both stores write it)
 // and its encoded value.
 func decodeDocRecord(k, v []byte) (*Document, error) {
-	if len(k) < 5 {
-		return nil, fmt.Errorf("engine: corrupt document key %x", k)
+	dk, err := docKeyOf(k)
+	if err != nil {
+		return nil, err
 	}
-	return decodeDoc(CollectionID(binary.BigEndian.Uint32(k)), string(k[4:]), v)
+	return decodeDoc(dk.cid, string(k[4:]), v)
+}
+
+// docKeyOf returns the docKey of a document's store key (without the
+// store's prefix): be32(collection) key. Its key aliases k.
+func docKeyOf(k []byte) (docKey, error) {
+	if len(k) < 5 {
+		return docKey{}, fmt.Errorf("engine: corrupt document key %x", k)
+	}
+	return docKey{cid: CollectionID(binary.BigEndian.Uint32(k)), key: unsafe.String(&k[4], len(k)-4)}, nil
 }
 
 func decodeDoc(cid CollectionID, key string, b []byte) (*Document, error) {

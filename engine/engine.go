@@ -142,6 +142,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		st.close(false)
 		return nil, fmt.Errorf("engine: bucket %s: %w", s.Name, err)
 	}
+	if keepsBloom(s, st) {
+		b.installBloom()
+	}
 	b.store = newStore(st, &e.opts, b.applyCommitted, b.dropPending)
 	if hook := e.opts.CommitHook; hook != nil {
 		b.store.beforeCommit = func() { hook(b.name) }

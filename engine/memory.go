@@ -256,6 +256,11 @@ func (b *Bucket) evictable() int64 {
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) published(p *partition, slot uint32, old, cur version) {
 	b.countLive(old, cur)
+	p.countLocked(old, -1)
+	p.countLocked(cur, 1)
+	if cur.ok && p.mu.bloom != nil {
+		p.mu.bloom.add(p.mu.docs.key(slot))
+	}
 	m := &b.mem
 	m.kv.Add(cur.footprint() - old.footprint())
 	if old.ok && old.deleted {

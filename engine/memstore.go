@@ -87,6 +87,8 @@ func (s *memStorage) docs(keys []docKey) ([]*Document, error) {
 
 func (s *memStorage) scan(func(*Document) error) error { return nil }
 
+func (s *memStorage) scanKeys(func(docKey) error) error { return nil }
+
 // keys yields nothing: the store keeps no documents (see Collection.List
 // for how a memory-only bucket lists its keys).
 func (s *memStorage) keys(CollectionID, keyRange) iter.Seq2[string, error] {

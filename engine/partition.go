@@ -97,6 +97,13 @@ type partition struct {
 		// (expireQueued), and go back in if their commit fails
 		// (dropPending). nil until the first.
 		expiring map[CollectionID]int64
+		// items and tombs count the partition's live documents and
+		// tombstones (vb_active_curr_items): kept by published, from the
+		// versions it is given, so they need no record.
+		items, tombs int64
+		// bloom is the filter of the keys the store holds (bloom.go), nil
+		// when the bucket keeps none.
+		bloom *bloomFilter
 	}
 
 	id uint16
@@ -264,4 +271,18 @@ func (p *partition) keysLocked(keep func(CollectionID) bool) []docKey {
 		}
 	}
 	return keys
+}
+
+// countLocked adds delta to the partition's count of v's kind (live
+// document or tombstone); no version counts nothing.
+//
+// REQUIRES: p.mu held for writing.
+func (p *partition) countLocked(v version, delta int64) {
+	switch {
+	case !v.ok:
+	case v.deleted:
+		p.mu.tombs += delta
+	default:
+		p.mu.items += delta
+	}
 }

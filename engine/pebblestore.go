@@ -530,6 +530,16 @@ func (s *pebbleStorage) scan(fn func(*Document) error) error {
 	})
 }
 
+func (s *pebbleStorage) scanKeys(fn func(docKey) error) error {
+	return s.each(pfxDoc, func(k, _ []byte) error {
+		dk, err := docKeyOf(k)
+		if err != nil {
+			return err
+		}
+		return fn(dk)
+	})
+}
+
 // keys reads in chunks, as the bbolt store does (keysFirstChunk keys, then
 // twice as many each time up to keysMaxChunk), each chunk with its own
 // iterator: an open iterator pins the memtables and tables it reads (they

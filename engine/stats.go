@@ -81,6 +81,8 @@ type Stats struct {
 	// Warmup is the warm-up's progress. While it runs, the counters above
 	// count only what is loaded so far.
 	Warmup WarmupStats
+	// Bloom is the bucket's Bloom filters of the keys its store holds.
+	Bloom BloomStats
 }
 
 // Stats returns the bucket's statistics.
@@ -106,6 +108,7 @@ func (b *Bucket) Stats() Stats {
 	s.ExpiredUnpurged, _ = b.exps.dueTotals(b.clock.Now())
 	s.Expired = s.ExpiredAccess + s.ExpiredPager
 	s.Warmup = b.WarmupStats()
+	s.Bloom = b.bloomStats()
 	queued, todo := b.store.backlog()
 	s.QueueSize, s.FlusherTodo = int64(queued), int64(todo)
 	s.CommitNum = b.store.commitNum.Load()

@@ -65,6 +65,11 @@ type storage interface {
 	// scan calls fn with every stored document, in key order (warm-up,
 	// checks), stopping at fn's first error.
 	scan(fn func(*Document) error) error
+	// scanKeys calls fn with the key of every stored document (tombstones
+	// included), in key order, without decoding values (the warm-up's
+	// Bloom filters), stopping at fn's first error. The key's bytes are
+	// valid only during the call.
+	scanKeys(fn func(docKey) error) error
 	// keys returns an iterator over the keys of collection cid that the
 	// store holds records of (live documents and tombstones alike) within
 	// r, in byte order of key, or in reverse byte order when r.desc is

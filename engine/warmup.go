@@ -31,15 +31,22 @@ import (
 //     loaded so far, and Stats says the warm-up is running.
 //
 // The phases, named as Couchbase's ep_warmup_state names them: initialize
-// (the store opens), estimating database item count, loading k/v pairs (keys
-// and values come together from the store), done.
+// (the store opens), estimating database item count, loading keys (a
+// couchbase bucket's keys, without values, into its Bloom filters, so that
+// a read or write of a key not loaded yet that the store does not hold
+// costs no read: bloom.go), loading k/v pairs (keys and values come
+// together from the store), done.
 
 // Warm-up states (ep_warmup_state).
 const (
 	WarmupInitialize = "initialize"
 	WarmupEstimating = "estimating database item count"
-	WarmupLoading    = "loading k/v pairs"
-	WarmupDone       = "done"
+	// WarmupKeys reads the store's keys, without their values, into the
+	// partitions' Bloom filters (bloom.go): from then on, a read of a key
+	// that is not loaded yet and that the filter rules out reads nothing.
+	WarmupKeys    = "loading keys"
+	WarmupLoading = "loading k/v pairs"
+	WarmupDone    = "done"
 	// WarmupRetrying is Mayfly's own: a background load failed and waits
 	// to be tried again (WarmupStats.Error says why).
 	WarmupRetrying = "retrying after an error"
@@ -185,6 +192,10 @@ func (b *Bucket) startWarmup(st storage, background bool) {
 			}
 		}
 		close(w.done)
+		if err == nil {
+			// Memory holds every key now: nothing asks the filters.
+			b.dropBloom()
+		}
 		b.changed() // feed waiters see the whole feed now
 	}
 	if background {
@@ -244,6 +255,13 @@ func (b *Bucket) loadDocs(ctx context.Context, st storage) error {
 			return err
 		}
 		w.estimated.Store(n)
+		b.sizeBloom(n)
+	}
+	if b.bloom.kept && !b.bloom.ready.Load() {
+		w.state.Store(WarmupKeys)
+		if err := b.loadBloom(ctx, st); err != nil {
+			return err
+		}
 	}
 	w.state.Store(WarmupLoading)
 	hook := b.eng.opts.WarmupHook
@@ -382,9 +400,14 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
 	if _, ok := p.mu.pending[k]; ok {
 		return nil, nil // a new key on its way to disk: the store holds no older version
 	}
+	if f := p.mu.bloom; f != nil && b.bloom.ready.Load() && !f.mayHave(k) {
+		b.bloom.negatives.Add(1)
+		return nil, nil // the store holds no version of k: a miss costs no read
+	}
 	d, err := b.store.st.doc(k)
 	switch {
 	case err == nil:
+		b.bloom.metaFetched.Add(1)
 		b.loadDocLocked(p, d)
 		return d, nil
 	case errors.Is(err, ErrNotFound):

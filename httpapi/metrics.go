@@ -67,6 +67,11 @@ var metricList = []metric{
 	{"mayfly_warmup_values_loaded", "Values the bucket's warm-up has loaded (with their keys: the same count).", "ep_warmup_value_count", prometheus.GaugeValue, nil},
 	{"mayfly_warmup_estimated_keys", "Documents the bucket's store holds by its estimate at warm-up (-1: unknown).", "ep_warmup_estimated_key_count", prometheus.GaugeValue, nil},
 	{"mayfly_warmup_time_microseconds", "How long the bucket's warm-up took, or has taken so far.", "ep_warmup_time", prometheus.GaugeValue, nil},
+	{"mayfly_bloom_filter_enabled", "1 while the bucket keeps Bloom filters of the keys on disk (a couchbase bucket's warm-up; a fullEviction bucket always), 0 otherwise.", "ep_bfilter_enabled", prometheus.GaugeValue, nil},
+	{"mayfly_bloom_filter_keys", "Keys the bucket's Bloom filters hold (the store's at warm-up, every key written since).", "vb_active_bloom_filter_key_count", prometheus.GaugeValue, nil},
+	{"mayfly_bloom_filter_bytes", "Memory the bucket's Bloom filters take.", "vb_active_bloom_filter_size", prometheus.GaugeValue, nil},
+	{"mayfly_bloom_filter_negatives_total", "Reads of keys not in memory that the Bloom filters answered without reading the disk.", "ep_bfilter_negatives", prometheus.CounterValue, nil},
+	{"mayfly_bg_meta_fetched_total", "Keys whose metadata was read from disk because memory did not hold them.", "ep_bg_meta_fetched", prometheus.CounterValue, nil},
 	{"mayfly_expiry_pager_next_run_timestamp_seconds", "When the expiry pager runs next (engine clock, Unix seconds; 0: disabled).", "ep_expiry_pager_next_run", prometheus.GaugeValue, nil},
 }
 

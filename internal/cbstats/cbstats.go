@@ -59,6 +59,15 @@ func Bucket(b *engine.Bucket, ps PagerStats) map[string]int64 {
 		"ep_warmup_value_count":         st.Warmup.ValueCount,
 		"ep_warmup_time":                st.Warmup.Time,
 		"ep_warmup_estimated_key_count": st.Warmup.EstimatedKeyCount,
+		// The Bloom filters of the keys on disk: the vb_active_ ones sum
+		// cbstats' vb_N:bloom_filter_key_count and _size over the
+		// partitions; ep_bfilter_negatives (reads of keys not in memory
+		// the filters answered without a disk read) is Mayfly's own.
+		"ep_bfilter_enabled":               Bool(st.Bloom.Enabled),
+		"vb_active_bloom_filter_key_count": st.Bloom.Keys,
+		"vb_active_bloom_filter_size":      st.Bloom.Size,
+		"ep_bfilter_negatives":             st.Bloom.Negatives,
+		"ep_bg_meta_fetched":               st.Bloom.MetaFetched,
 	}
 	if ps != nil {
 		if p, err := ps(b.Name()); err == nil {

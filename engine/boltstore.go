@@ -254,6 +254,29 @@ func (s *boltStorage) scan(fn func(*Document) error) error {
 	})
 }
 
+func (s *boltStorage) docsAfter(after docKey, from bool, n int, out []*Document) ([]*Document, error) {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bktDocs).Cursor()
+		k, v := c.First()
+		if from {
+			seek := docDBKey(after)
+			if k, v = c.Seek(seek); k != nil && bytes.Equal(k, seek) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && n > 0; k, v = c.Next() {
+			d, err := decodeDocRecord(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+			n--
+		}
+		return nil
+	})
+	return out, err
+}
+
 func (s *boltStorage) scanKeys(fn func(docKey) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktDocs).ForEach(func(k, _ []byte) error {

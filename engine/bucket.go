@@ -85,6 +85,9 @@ type Bucket struct {
 	mem           memOwner // accounts the bucket's memory, enforces its quota
 	warmup        warmup   // loads the stored documents after the bucket opens
 	bloom         bloomState
+	// itemsOut says some item left memory whole since the bucket opened
+	// (evict.go): memory no longer holds every key.
+	itemsOut atomic.Bool
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation

@@ -92,6 +92,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 	liveIn := make(map[CollectionID]int64) // live documents by collection
 	committed := make(map[docKey]*Document)
 	durable := make([]uint64, len(b.parts))
+	evicted := make([]uint64, len(b.parts)) // each partition's evictedMax
+	pLive, pTombs := make([]int64, len(b.parts)), make([]int64, len(b.parts))
+	pItems, pTombsCounted := make([]int64, len(b.parts)), make([]int64, len(b.parts))
 	var maxCAS uint64
 	for _, p := range b.parts {
 		if err := ctx.Err(); err != nil {
@@ -105,6 +108,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 			c.addf("partition %d: committed sequence number %d above the last given out, %d", p.id, p.mu.durable, p.mu.seq)
 		}
 		durable[p.id] = p.mu.durable
+		evicted[p.id] = p.mu.evictedMax
 		t := &p.mu.docs
 		log := &p.mu.log
 		logged := make(map[uint64]uint32, log.len())
@@ -134,7 +138,6 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 		}
 		c.checkTable(p)
-		var pLive, pTombs int64
 		for slot := range t.recs {
 			if t.recs[slot].bits()&recUsed == 0 {
 				continue
@@ -150,7 +153,10 @@ func (b *Bucket) Check(ctx context.Context) error {
 				c.addf("document %q in partition %d, hashes to %d", k.key, p.id, partitionOf(k.key, len(b.parts)))
 			case d.Seq == 0 || d.Seq > p.mu.durable:
 				c.addf("document %q: sequence number %d outside 1..%d (committed)", k.key, d.Seq, p.mu.durable)
-			case logged[d.Seq] != uint32(slot):
+			case logged[d.Seq] != uint32(slot) && d.Seq > p.mu.evictedMax:
+				// (A version read back after it left memory whole is not
+				// in the log, which stays in sequence order: a feed reader
+				// before evictedMax reads the store. evict.go)
 				c.addf("document %q: sequence number %d missing from the change log", k.key, d.Seq)
 			}
 			if f := p.mu.bloom; f != nil && !f.mayHave(k) {
@@ -158,7 +164,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 			if d.Deleted {
 				tombs++
-				pTombs++
+				pTombs[p.id]++
 				tombKV += docFootprint(d)
 				if d.Value != nil {
 					c.addf("tombstone %q has a value", k.key)
@@ -166,7 +172,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 				continue
 			}
 			live++
-			pLive++
+			pLive[p.id]++
 			liveIn[k.cid]++
 			if d.ejected {
 				nonResident++
@@ -181,10 +187,28 @@ func (b *Bucket) Check(ctx context.Context) error {
 				exps = append(exps, expItem{exp: d.Expiration, key: k, size: d.valueSize()})
 			}
 		}
-		if p.mu.items != pLive || p.mu.tombs != pTombs {
-			c.addf("partition %d counts %d live documents and %d tombstones, its documents count %d and %d", p.id, p.mu.items, p.mu.tombs, pLive, pTombs)
-		}
+		pItems[p.id], pTombsCounted[p.id] = p.mu.items, p.mu.tombs
 		p.mu.RUnlock()
+	}
+	// Documents out of memory whole (evict.go) are the store's: they
+	// count as the ones in memory do.
+	out, err := b.checkDisk(c, committed, durable, evicted, maxCAS)
+	if err != nil {
+		return err
+	}
+	for _, d := range out {
+		live++
+		pLive[d.Partition]++
+		liveIn[d.Collection]++
+		nonResident++
+		if d.Expiration != 0 {
+			exps = append(exps, expItem{exp: d.Expiration, key: docKey{cid: d.Collection, key: d.Key}, size: d.valueSize()})
+		}
+	}
+	for i := range b.parts {
+		if pItems[i] != pLive[i] || pTombsCounted[i] != pTombs[i] {
+			c.addf("partition %d counts %d live documents and %d tombstones, its documents count %d and %d", i, pItems[i], pTombsCounted[i], pLive[i], pTombs[i])
+		}
 	}
 	if n := b.currItems.Load(); n != live {
 		c.addf("curr_items is %d, the documents count %d", n, live)
@@ -244,7 +268,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 	if len(hist) == 0 {
 		c.addf("failover log is empty")
 	}
-	if err := b.checkDisk(c, committed, durable, maxCAS, hist); err != nil {
+	if err := b.checkDiskMeta(c, maxCAS, hist); err != nil {
 		return err
 	}
 	return c.err()
@@ -279,23 +303,33 @@ func firstExpDiff(want, got []expItem) string {
 
 // checkDisk compares what the bucket's store holds with its committed
 // state: the documents and their expiry entries where the store keeps them
-// (a durable one), each partition's sequence number, the CAS and the
-// failover log in every store.
-func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable []uint64, maxCAS uint64, hist []FailoverEntry) error {
+// (a durable one), and each partition's sequence number. It returns the
+// stored documents out of memory whole: live ones, at most at their
+// partition's evictedMax.
+func (b *Bucket) checkDisk(c *checker, committed map[docKey]*Document, durable, evicted []uint64, maxCAS uint64) ([]*Document, error) {
 	st := b.store.st
+	var out []*Document
 	if st.durable() {
-		b.checkStoredDocs(c, st, committed)
+		out = b.checkStoredDocs(c, st, committed, evicted)
 	}
 	seqs, err := st.seqnos()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for p, want := range durable {
 		if got := seqs[uint16(p)]; got != want {
 			c.addf("disk: partition %d sequence number %d, memory's committed %d", p, got, want)
 		}
 	}
-	m, err := st.meta()
+	for _, d := range out {
+		maxCAS = max(maxCAS, d.CAS)
+	}
+	return out, nil
+}
+
+// checkDiskMeta compares the store's CAS and failover log with memory's.
+func (b *Bucket) checkDiskMeta(c *checker, maxCAS uint64, hist []FailoverEntry) error {
+	m, err := b.store.st.meta()
 	if err != nil {
 		c.addf("disk: %v", err)
 		return nil
@@ -322,10 +356,14 @@ func sameValue(d, m *Document) bool {
 }
 
 // checkStoredDocs compares the documents and expiry entries a durable store
-// holds with the committed ones.
-func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*Document) {
+// holds with the committed ones, and returns the stored live documents that
+// memory does not hold because they left it whole (evict.go: at most at
+// their partition's evicted sequence number), each checked against its
+// partition's Bloom filter.
+func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*Document, evicted []uint64) []*Document {
 	onDisk := make(map[docKey]bool)
 	var diskExps []expItem
+	var out []*Document
 	err := st.scan(func(d *Document) error {
 		k := docKey{cid: d.Collection, key: d.Key}
 		onDisk[k] = true
@@ -334,6 +372,8 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 		}
 		m := committed[k]
 		switch {
+		case m == nil && !d.Deleted && int(d.Partition) < len(evicted) && d.Seq <= evicted[d.Partition]:
+			out = append(out, d) // (its filter is checked after the scan: no lock inside it)
 		case m == nil:
 			c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)
 		case d.Seq != m.Seq || d.CAS != m.CAS || d.RevSeq != m.RevSeq || d.Flags != m.Flags ||
@@ -345,7 +385,7 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 	})
 	if err != nil {
 		c.addf("disk: %v", err)
-		return
+		return out
 	}
 	for k, m := range committed {
 		if !onDisk[k] {
@@ -355,12 +395,21 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 	var stored []expItem
 	if err := st.expiries(func(it expItem) error { stored = append(stored, it); return nil }); err != nil {
 		c.addf("disk: %v", err)
-		return
+		return out
 	}
 	sortExpItems(diskExps)
 	if !slices.Equal(diskExps, stored) {
 		c.addf("disk: expiry entries (%d) differ from the stored documents' expirations (%d): %s", len(stored), len(diskExps), firstExpDiff(diskExps, stored))
 	}
+	for _, d := range out {
+		p := b.parts[d.Partition]
+		p.mu.RLock()
+		if f := p.mu.bloom; f == nil || !f.mayHave(docKey{cid: d.Collection, key: d.Key}) {
+			c.addf("disk: document %q, out of memory, is missing from partition %d's Bloom filter", d.Key, p.id)
+		}
+		p.mu.RUnlock()
+	}
+	return out
 }
 
 // checkTable checks partition p's table: its index finds every key it

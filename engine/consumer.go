@@ -145,10 +145,21 @@ func (c *Consumer) Changes(since []uint64) (*Cursor, error) {
 // store rather than one random read per document; one replaced meanwhile is
 // stepped over, as superseded. A read that fails ends
 // the iteration before that version, and Err says why.
+//
+// Where the change log no longer leads to every document after the
+// cursor's position (a fullEviction bucket's documents out of memory
+// whole: evict.go), the cursor first reads those partitions' documents
+// from the store, in key order, up to a snapshot of their committed
+// sequence numbers (a backfill, as a DCP stream's disk snapshot), then goes
+// on from the log; while a backfill runs, Position stays where it began
+// for its partitions (a consumer that starts again from it reads the
+// backfill again), and moves to the snapshot's end once it is done.
 type Cursor struct {
-	b   *Bucket
-	pos []uint64
-	err error
+	b      *Bucket
+	pos    []uint64
+	err    error
+	bf     *backfill // the backfill under way, nil if none
+	behind bool      // the last batch stopped before a partition that needs one
 }
 
 // Err returns the error that ended the last iteration early (a value that
@@ -189,9 +200,19 @@ func (c *Cursor) Next(limit int) iter.Seq[*Document] {
 		}
 		n := 0
 		c.err = nil
+		if c.bf != nil && !c.backfill(&n, limit, yield) {
+			return
+		}
 		var buf []*Document
 		var segs []cursorSeg
 		for part := 0; part < len(c.b.parts) && n < limit; {
+			if c.behind {
+				c.behind = false
+				if !c.backfill(&n, limit, yield) {
+					return
+				}
+				continue
+			}
 			buf, segs, part = c.batch(part, min(limit-n, cursorMaxBatch), buf[:0], segs[:0])
 			full, done, err := c.b.withValues(context.Background(), buf)
 			for _, sg := range segs {
@@ -250,7 +271,13 @@ func (c *Cursor) batch(part, want int, buf []*Document, segs []cursorSeg) ([]*Do
 			}
 			from := len(buf)
 			chunk := min(cursorChunk, want-from)
-			buf, sg.end = p.changesAfter(since, chunk, buf)
+			var behind bool
+			buf, sg.end, behind = p.changesAfter(since, chunk, buf)
+			if behind { // the store first (backfill); then this partition again
+				c.behind = true
+				sg.to = len(buf)
+				return buf, append(segs, sg), part
+			}
 			for _, d := range buf[from:] {
 				if d.ejected {
 					bytes += d.valueSize()
@@ -266,4 +293,92 @@ func (c *Cursor) batch(part, want int, buf []*Document, segs []cursorSeg) ([]*Do
 		segs = append(segs, sg)
 	}
 	return buf, segs, part
+}
+
+// backfillChunk is how many stored documents a backfill reads at a time,
+// in one read of the store that ends before any is yielded.
+const backfillChunk = 512
+
+// backfill is a cursor's read of the store for the partitions whose change
+// log does not lead to every document after the cursor's position.
+type backfill struct {
+	upTo  []uint64 // per partition: the snapshot's end; 0 for a partition not read
+	after docKey   // the last document read
+	from  bool     // after is set
+	buf   []*Document
+}
+
+// startBackfill returns the backfill that a cursor at pos needs, nil if
+// none does: one for every partition with a version out of memory whole
+// after pos, up to its committed sequence number now.
+func (b *Bucket) startBackfill(pos []uint64) *backfill {
+	if !b.itemsOut.Load() {
+		return nil
+	}
+	var bf *backfill
+	for i, p := range b.parts {
+		p.mu.RLock()
+		ev, end := p.mu.evictedMax, p.mu.durable
+		p.mu.RUnlock()
+		if pos[i] < ev {
+			if bf == nil {
+				bf = &backfill{upTo: make([]uint64, len(b.parts))}
+			}
+			bf.upTo[i] = end
+		}
+	}
+	return bf
+}
+
+// backfill reads on, or starts, the cursor's backfill: every stored
+// document of its partitions with a sequence number after the cursor's
+// position and at most the snapshot's end (the store holds each key's
+// newest committed version: one newer than the snapshot comes from the
+// log after it), yielded with its value, in key order, counting into *n
+// up to limit. Once the store is read to its end, the partitions' positions
+// move to the snapshot's end. It reports whether the caller goes on (the
+// backfill is done; false: yield stopped, the limit was reached, a read
+// failed (c.err), or no partition needed one after all).
+func (c *Cursor) backfill(n *int, limit int, yield func(*Document) bool) bool {
+	if c.bf == nil {
+		if c.bf = c.b.startBackfill(c.pos); c.bf == nil {
+			// The log said a partition is behind, and none is: end this
+			// iteration rather than read the log again in a loop.
+			return false
+		}
+	}
+	bf := c.bf
+	for *n < limit {
+		docs, err := c.b.store.st.docsAfter(bf.after, bf.from, backfillChunk, bf.buf[:0])
+		if err != nil {
+			if c.b.isClosed() {
+				err = ErrClosed
+			}
+			c.err = fmt.Errorf("%w: change feed backfill: %w", ErrStorage, err)
+			return false
+		}
+		bf.buf = docs
+		for i, d := range docs {
+			bf.after, bf.from = docKey{cid: d.Collection, key: d.Key}, true
+			docs[i] = nil
+			p := int(d.Partition)
+			if p >= len(c.pos) || bf.upTo[p] == 0 || d.Seq <= c.pos[p] || d.Seq > bf.upTo[p] || !c.b.hasCollection(d.Collection) {
+				continue
+			}
+			*n++
+			if !yield(d) || *n == limit {
+				return false
+			}
+		}
+		if len(docs) < backfillChunk {
+			for p, end := range bf.upTo {
+				if end > 0 {
+					c.pos[p] = max(c.pos[p], end)
+				}
+			}
+			c.bf = nil
+			return true
+		}
+	}
+	return false
 }

@@ -46,7 +46,12 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 			continue
 		}
 		from := len(out)
-		out, next[i] = p.changesAfter(s, limit-len(out), out)
+		var behind bool
+		out, next[i], behind = p.changesAfter(s, limit-len(out), out)
+		if behind {
+			// (Only a fullEviction bucket takes items out of memory.)
+			return nil, nil, fmt.Errorf("%w: partition %d: documents after sequence number %d are out of memory; read the feed with a Consumer's Cursor, which reads them from disk", ErrInvalidOp, i, s)
+		}
 		full, _, err := b.withValues(context.Background(), out[from:])
 		if err != nil {
 			return nil, nil, err

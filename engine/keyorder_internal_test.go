@@ -42,7 +42,7 @@ func pointReadFeed(b *Bucket) ([]*Document, error) {
 	buf := make([]*Document, 0, cursorChunk)
 	for _, p := range b.parts {
 		for since := uint64(0); ; {
-			buf, _ = p.changesAfter(since, cursorChunk, buf[:0])
+			buf, _, _ = p.changesAfter(since, cursorChunk, buf[:0])
 			for _, d := range buf {
 				full, err := b.withValue(context.Background(), d, false)
 				if err != nil && !errors.Is(err, errReplaced) {
@@ -309,13 +309,13 @@ func TestWithValuesStepsOverReplacedVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	docs, _ := b.parts[0].changesAfter(0, 100, nil)
+	docs, _, _ := b.parts[0].changesAfter(0, 100, nil)
 	for _, d := range docs {
 		if !ejectDoc(b, d) {
 			t.Fatalf("%s not ejected", d.Key)
 		}
 	}
-	docs, _ = b.parts[0].changesAfter(0, 100, nil) // the ejected versions
+	docs, _, _ = b.parts[0].changesAfter(0, 100, nil) // the ejected versions
 	replaced := map[string]bool{"k03": true, "k11": true}
 	for k := range replaced {
 		if _, err := c.Upsert(ctx, k, []byte(`"new"`), nil); err != nil {

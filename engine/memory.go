@@ -258,6 +258,16 @@ func (b *Bucket) published(p *partition, slot uint32, old, cur version) {
 	b.countLive(old, cur)
 	p.countLocked(old, -1)
 	p.countLocked(cur, 1)
+	b.held(p, slot, old, cur)
+}
+
+// held is published's account of memory alone: cur, in record slot of p,
+// takes old's place in memory (either may be absent), and the key joins
+// the eviction queue. The counts of documents are published's: a whole
+// item leaving memory or coming back (evict.go) changes no count.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) held(p *partition, slot uint32, old, cur version) {
 	if cur.ok && p.mu.bloom != nil {
 		p.mu.bloom.add(p.mu.docs.key(slot))
 	}

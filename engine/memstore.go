@@ -89,6 +89,10 @@ func (s *memStorage) scan(func(*Document) error) error { return nil }
 
 func (s *memStorage) scanKeys(func(docKey) error) error { return nil }
 
+func (s *memStorage) docsAfter(_ docKey, _ bool, _ int, out []*Document) ([]*Document, error) {
+	return out, nil
+}
+
 // keys yields nothing: the store keeps no documents (see Collection.List
 // for how a memory-only bucket lists its keys).
 func (s *memStorage) keys(CollectionID, keyRange) iter.Seq2[string, error] {

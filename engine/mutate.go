@@ -327,6 +327,12 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	}
 	now := b.clock.Now()
 	prev := p.mu.docs.get(k)
+	if prev == nil { // out of memory whole (evict.go): read it back
+		var err error
+		if prev, err = b.fetchMissLocked(p, k); err != nil {
+			return nil, false, err
+		}
+	}
 	if prev == nil || prev.Deleted || prev.Expiration != expiration {
 		b.exps.update(k, expiration, 0, 0) // a stale entry: drop it
 		return nil, false, nil

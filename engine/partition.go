@@ -104,6 +104,10 @@ type partition struct {
 		// bloom is the filter of the keys the store holds (bloom.go), nil
 		// when the bucket keeps none.
 		bloom *bloomFilter
+		// evictedMax is the highest sequence number of a version that
+		// left memory whole (evict.go): the change log no longer leads to
+		// it, so a feed reader before it reads the store (backfill).
+		evictedMax uint64
 	}
 
 	id uint16
@@ -231,26 +235,31 @@ func (p *partition) rebuildLogLocked() {
 
 // changesAfter appends to out the current version of every document changed
 // after since, in sequence order, up to limit documents, and returns the
-// sequence number the caller has now seen up to.
-func (p *partition) changesAfter(since uint64, limit int, out []*Document) ([]*Document, uint64) {
+// sequence number the caller has now seen up to. It reads nothing, and
+// reports behind, when a version after since left memory whole (evict.go):
+// the log no longer leads to it, and the caller reads the store first.
+func (p *partition) changesAfter(since uint64, limit int, out []*Document) (_ []*Document, seen uint64, behind bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	if p.mu.evictedMax > since {
+		return out, since, true
+	}
 	if p.mu.durable <= since {
-		return out, since
+		return out, since, false
 	}
 	log := &p.mu.log
-	seen := since
+	seen = since
 	for i, n := log.after(since), 0; i < log.len(); i++ {
 		if p.currentLocked(i) {
 			if n == limit {
-				return out, seen
+				return out, seen, false
 			}
 			out = append(out, p.mu.docs.doc(log.slot(i)))
 			n++
 		}
 		seen = log.seq(i)
 	}
-	return out, p.mu.durable
+	return out, p.mu.durable, false
 }
 
 // keysLocked returns the keys that have a committed or a pending version,

@@ -530,6 +530,40 @@ func (s *pebbleStorage) scan(fn func(*Document) error) error {
 	})
 }
 
+func (s *pebbleStorage) docsAfter(after docKey, from bool, n int, out []*Document) (_ []*Document, err error) {
+	exit, err := s.enter()
+	if err != nil {
+		return out, err
+	}
+	defer exit()
+	lower := []byte{pfxDoc}
+	if from {
+		lower = append(pebbleDocKey(after), 0) // the smallest key after it
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(pfxDoc)})
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for ok := it.First(); ok && n > 0; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return out, err
+		}
+		d, err := decodeDocRecord(it.Key()[1:], v) // copies the key and value
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d)
+		n--
+	}
+	return out, it.Error()
+}
+
 func (s *pebbleStorage) scanKeys(fn func(docKey) error) error {
 	return s.each(pfxDoc, func(k, _ []byte) error {
 		dk, err := docKeyOf(k)

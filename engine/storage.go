@@ -70,6 +70,12 @@ type storage interface {
 	// Bloom filters), stopping at fn's first error. The key's bytes are
 	// valid only during the call.
 	scanKeys(fn func(docKey) error) error
+	// docsAfter appends to out up to n stored documents (tombstones
+	// included) in key order, from the first one after key after (from
+	// the first of all when from is false), in one read transaction or
+	// iterator that ends before it returns: a change-feed backfill reads
+	// the store a chunk at a time with it (evict.go).
+	docsAfter(after docKey, from bool, n int, out []*Document) ([]*Document, error)
 	// keys returns an iterator over the keys of collection cid that the
 	// store holds records of (live documents and tombstones alike) within
 	// r, in byte order of key, or in reverse byte order when r.desc is

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Whole items out of memory, as Couchbase's fullEviction takes them: a
+// live document's record (key, metadata and value) leaves its partition's
+// table once its version is on disk, while its counts (curr_items, the
+// partition's and the collection's), its expiry entry and its key in the
+// partition's Bloom filter stay. What needs the record then reads the
+// store:
+//
+//   - a read, a write, a lock of a key memory does not hold asks the
+//     partition's filter, and reads the store only if the filter says the
+//     key may be there (fetchMissLocked); the version read goes back into
+//     the table (restoreItemLocked), uncounted: it was counted all along;
+//   - the expiry pager finds due documents in the expiry index, which
+//     keeps the evicted ones' entries, and reads them back to expire them;
+//   - the change feed's log entries of an evicted record lead nowhere, so
+//     a cursor before the partition's evictedMax reads the partition's
+//     documents from the store first (a backfill: feedBackfill), up to a
+//     snapshot of its committed sequence number, then goes on from the log.
+//
+// Tombstones stay in memory (the metadata purge finds them there).
+
+// itemsResident reports whether memory holds every key the bucket stores:
+// the warm-up is done and no item has left memory whole.
+func (b *Bucket) itemsResident() bool {
+	return b.warm() && !b.itemsOut.Load()
+}
+
+// evictItemLocked takes record i of p out of memory whole, if it is a
+// live document whose version is on disk, with nothing on its way to disk
+// or acknowledged from memory, not locked, in a bucket whose warm-up is
+// done and which keeps Bloom filters (a miss must find it again). It
+// reports whether it did.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) evictItemLocked(p *partition, i uint32) bool {
+	t := &p.mu.docs
+	r := &t.recs[i]
+	m := r.bits()
+	if m&recUsed == 0 || m&recDeleted != 0 || r.seq > p.mu.durable || p.mu.bloom == nil ||
+		!b.store.st.durable() || b.isClosed() || !b.warm() {
+		return false
+	}
+	k := t.key(i)
+	if len(p.mu.pending) > 0 && p.mu.pending[k] != nil {
+		return false
+	}
+	if len(p.mu.acked) > 0 && p.mu.acked[k] != nil {
+		return false
+	}
+	if _, locked := p.mu.locks[k]; locked {
+		return false
+	}
+	old, queued := t.remove(k)
+	b.held(p, 0, old, version{})
+	b.mem.nonResident.Add(1) // still a live document: now without its value in memory
+	if queued {
+		b.mem.limbo.Add(1)
+	}
+	p.mu.evictedMax = max(p.mu.evictedMax, old.seq)
+	b.itemsOut.Store(true)
+	return true
+}
+
+// restoreItemLocked puts d, k's version read from the store after it left
+// memory whole, back into p's table, with its value while the bucket is
+// below its high-water mark, without counting it again.
+//
+// REQUIRES: p.mu held for writing, memory holding no version of d's key.
+func (b *Bucket) restoreItemLocked(p *partition, d *Document) {
+	k := docKey{cid: d.Collection, key: d.Key}
+	in := d
+	if !d.Deleted && len(d.Value) > 0 && b.memUsed()+docFootprint(d)+itemOverhead > b.mem.high() {
+		in = d.withoutValue()
+	}
+	slot, old := p.mu.docs.put(k, in)
+	cur := p.mu.docs.version(slot)
+	b.held(p, slot, old, cur)
+	if cur.live() {
+		b.mem.nonResident.Add(-1) // counted non-resident while out of memory
+	}
+}
+
+// fetchMissLocked is the read of a key that memory does not hold while
+// memory may not hold every key (the warm-up runs, or items left memory
+// whole): it reads the key's stored version, unless the partition's Bloom
+// filter rules the key out, and puts it into memory (loadDocLocked during
+// the warm-up, restoreItemLocked after), so that reads and writes see what
+// the store holds rather than nothing. It returns the committed version of
+// k (nil when neither memory nor the store holds one, and always nil while
+// memory holds every key: it reads nothing then).
+//
+// REQUIRES: p.mu held for writing, p k's partition.
+func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
+	warm := b.warm()
+	if warm && !b.itemsOut.Load() {
+		return nil, nil
+	}
+	if d := p.mu.docs.get(k); d != nil {
+		return d, nil
+	}
+	if _, ok := p.mu.pending[k]; ok {
+		return nil, nil // a new key on its way to disk: the store holds no older version
+	}
+	if f := p.mu.bloom; f != nil && b.bloom.ready.Load() && !f.mayHave(k) {
+		b.bloom.negatives.Add(1)
+		return nil, nil // the store holds no version of k: a miss costs no read
+	}
+	d, err := b.store.st.doc(k)
+	switch {
+	case err == nil:
+		b.bloom.metaFetched.Add(1)
+		if warm {
+			b.restoreItemLocked(p, d)
+		} else {
+			b.loadDocLocked(p, d)
+		}
+		return d, nil
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case b.isClosed():
+		return nil, ErrClosed
+	default:
+		return nil, fmt.Errorf("%w: read %q: %w", ErrStorage, k.key, err)
+	}
+}
+
+// readMiss is fetchMissLocked for a reader that found nothing under p's
+// read lock: nil at once while memory holds every key.
+func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch bool) (*Document, error) {
+	if b.itemsResident() {
+		return nil, nil
+	}
+	p.mu.Lock()
+	d, err := b.fetchMissLocked(p, k)
+	p.mu.Unlock()
+	if err != nil || d == nil || !d.ejected {
+		return d, err
+	}
+	// Memory held the key since the caller looked, without its value:
+	// read it as any committed version, its value read back (a reader
+	// must never get an ejected version).
+	return b.readCommitted(ctx, p, k, touch)
+}

@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+)
+
+// keepFilters gives a warm bucket the Bloom filters a fullEviction bucket
+// keeps (a valueOnly bucket frees them once warm), built from its store's
+// keys, so that its items may leave memory whole (evictItemLocked).
+func keepFilters(ctx context.Context, t *testing.T, b *Bucket) {
+	t.Helper()
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.installBloom()
+	b.bloom.ready.Store(false)
+	if err := b.loadBloom(ctx, b.store.st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// evictItems takes out of memory whole every item of b that evict
+// picks and that can leave (its version on disk); it returns how many left.
+func evictItems(b *Bucket, evict func(key string) bool) int {
+	n := 0
+	for _, p := range b.parts {
+		p.mu.Lock()
+		var slots []uint32
+		p.mu.docs.each(func(i uint32) bool {
+			if evict(p.mu.docs.keyOf(i)) {
+				slots = append(slots, i)
+			}
+			return true
+		})
+		for _, i := range slots {
+			if b.evictItemLocked(p, i) {
+				n++
+			}
+		}
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// modelDoc is what the model holds of a live document.
+type modelDoc struct {
+	value string
+	cas   uint64
+	exp   int64
+}
+
+// feedOf reads the whole change feed with a new cursor, limit documents
+// at a time, and returns the live documents' values and the deleted keys.
+func feedOf(t *testing.T, b *Bucket, limit int) (map[string]string, map[string]bool) {
+	t.Helper()
+	cur, err := b.Consumer("model").Changes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, deleted := map[string]string{}, map[string]bool{}
+	for {
+		got := 0
+		for d := range cur.Next(limit) {
+			got++
+			if _, dup := live[d.Key]; dup || deleted[d.Key] {
+				t.Fatalf("the feed yields %q twice", d.Key)
+			}
+			if d.Deleted {
+				deleted[d.Key] = true
+			} else {
+				live[d.Key] = string(d.Value)
+			}
+		}
+		if err := cur.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got < limit {
+			return live, deleted
+		}
+	}
+}
+
+// Items out of memory whole (fullEviction) keep every answer: a model test
+// of random sets, adds, replaces with right and stale CAS, deletes, gets,
+// touches, expirations (the injected clock, the pager) and restarts (clean, and
+// from a copy of the files of the open store, as kill -9 leaves them) on a
+// bucket whose items leave memory whole between steps, against a map: the
+// answers match, a new change-feed consumer (a view built after the
+// eviction) sees every document at its latest version once, curr_items
+// counts every live document, and Check holds (its counts include the
+// documents out of memory). Each store.
+func TestEvictedItemsModel(t *testing.T) {
+	for _, kind := range []string{StoragePebble, StorageBolt} {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			clk := NewFakeClock(1_700_000_000)
+			open := func() (*Engine, *Bucket) {
+				// (Synced commits: a copy of the files after Sync holds them.)
+				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := eng.Bucket("b")
+				if errors.Is(err, ErrBucketNotFound) {
+					b, err = eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				keepFilters(ctx, t, b)
+				return eng, b
+			}
+			eng, b := open()
+			defer func() { eng.Close() }()
+			rng := rand.New(rand.NewPCG(7, uint64(len(kind))))
+			model := map[string]modelDoc{}
+			const keys = 120
+			check := func(when string) {
+				t.Helper()
+				if err := b.Check(ctx); err != nil {
+					t.Fatalf("%s: %v", when, err)
+				}
+				if n := b.Stats().CurrItems; n != int64(len(model)) {
+					t.Fatalf("%s: curr_items %d, the model holds %d", when, n, len(model))
+				}
+			}
+			c := b.DefaultCollection()
+			for step := range 3000 {
+				key := fmt.Sprint("k", rng.IntN(keys))
+				now := clk.Now()
+				md, ok := model[key]
+				if ok && md.exp != 0 && md.exp <= now {
+					// Due: the next access expires it (any op below).
+					ok = false
+				}
+				val := fmt.Sprintf(`{"s":%d}`, step)
+				var exp int64
+				if rng.IntN(4) == 0 {
+					exp = now + int64(1+rng.IntN(30))
+				}
+				switch op := rng.IntN(100); {
+				case op < 25:
+					d, err := c.Upsert(ctx, key, []byte(val), &WriteOptions{Expiry: exp})
+					if err != nil {
+						t.Fatalf("step %d: upsert %s: %v", step, key, err)
+					}
+					model[key] = modelDoc{val, d.CAS, exp}
+				case op < 35:
+					d, err := c.Insert(ctx, key, []byte(val), &WriteOptions{Expiry: exp})
+					switch {
+					case ok && !errors.Is(err, ErrKeyExists):
+						t.Fatalf("step %d: insert of existing %s: %v", step, key, err)
+					case !ok && err != nil:
+						t.Fatalf("step %d: insert %s: %v", step, key, err)
+					case !ok:
+						model[key] = modelDoc{val, d.CAS, exp}
+					}
+				case op < 50:
+					cas := md.cas
+					stale := rng.IntN(3) == 0
+					if stale {
+						cas++
+					}
+					d, err := c.Replace(ctx, key, []byte(val), &WriteOptions{CAS: cas, Expiry: exp})
+					switch {
+					case !ok && !errors.Is(err, ErrNotFound):
+						t.Fatalf("step %d: replace of absent %s: %v", step, key, err)
+					case ok && stale && !errors.Is(err, ErrCASMismatch):
+						t.Fatalf("step %d: replace %s with a stale CAS: %v", step, key, err)
+					case ok && !stale && err != nil:
+						t.Fatalf("step %d: replace %s: %v", step, key, err)
+					case ok && !stale:
+						model[key] = modelDoc{val, d.CAS, exp}
+					}
+				case op < 60:
+					_, err := c.Delete(ctx, key, nil)
+					if ok != (err == nil) || (!ok && !errors.Is(err, ErrNotFound)) {
+						t.Fatalf("step %d: delete %s (live %v): %v", step, key, ok, err)
+					}
+					delete(model, key)
+				case op < 88:
+					if rng.IntN(5) == 0 { // a key never written: the filter answers
+						if _, err := c.Get(ctx, fmt.Sprint("never", step)); !errors.Is(err, ErrNotFound) {
+							t.Fatalf("step %d: get of a key never written: %v", step, err)
+						}
+						break
+					}
+					d, err := c.Get(ctx, key)
+					switch {
+					case ok && (err != nil || string(d.Value) != md.value || d.CAS != md.cas || d.Expiration != md.exp):
+						t.Fatalf("step %d: get %s = %v %+v, want %+v", step, key, err, d, md)
+					case !ok && err == nil:
+						t.Fatalf("step %d: get of absent %s = %+v", step, key, d)
+					}
+					if !ok {
+						delete(model, key)
+					}
+				case op < 91:
+					d, err := c.GetAndTouch(ctx, key, exp)
+					switch {
+					case ok && (err != nil || string(d.Value) != md.value):
+						t.Fatalf("step %d: touch %s = %v %+v, want %+v", step, key, err, d, md)
+					case !ok && err == nil:
+						t.Fatalf("step %d: touch of absent %s = %+v", step, key, d)
+					case ok:
+						model[key] = modelDoc{md.value, d.CAS, exp}
+					default:
+						delete(model, key)
+					}
+				case op < 94:
+					clk.Advance(int64(1 + rng.IntN(10)))
+					if _, _, err := b.ExpireBatch(ctx, 1<<20); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Sync(ctx); err != nil {
+						t.Fatal(err)
+					}
+					for k, m := range model {
+						if m.exp != 0 && m.exp <= clk.Now() {
+							delete(model, k)
+						}
+					}
+					check(fmt.Sprintf("step %d: after the pager", step))
+				case op < 99:
+					if err := b.Sync(ctx); err != nil {
+						t.Fatal(err)
+					}
+					evictItems(b, func(string) bool { return rng.IntN(4) != 0 })
+					check(fmt.Sprintf("step %d: after an eviction", step))
+					live, _ := feedOf(t, b, 1+rng.IntN(100))
+					for k, m := range model {
+						if m.exp == 0 || m.exp > clk.Now() {
+							if live[k] != m.value {
+								t.Fatalf("step %d: a new feed consumer reads %s as %q, want %q", step, k, live[k], m.value)
+							}
+						}
+					}
+					for k := range live {
+						if _, ok := model[k]; !ok {
+							t.Fatalf("step %d: a new feed consumer reads %s live, the model holds none", step, k)
+						}
+					}
+				default:
+					crash := rng.IntN(2) == 0
+					if crash { // what kill -9 now would leave: a copy of the files of the open store
+						if err := b.Sync(ctx); err != nil {
+							t.Fatal(err)
+						}
+						crashed := t.TempDir()
+						if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+							t.Fatal(err)
+						}
+						dir = crashed
+					}
+					if err := eng.Close(); err != nil {
+						t.Fatal(err)
+					}
+					eng, b = open()
+					c = b.DefaultCollection()
+					check(fmt.Sprintf("step %d: after a restart", step))
+				}
+			}
+			if err := b.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if evictItems(b, func(string) bool { return true }) == 0 {
+				t.Fatal("nothing left memory")
+			}
+			check("at the end, every item out of memory")
+			if st := b.Stats(); st.NonResident != st.CurrItems {
+				t.Fatalf("every item out of memory: ep_num_non_resident %d, curr_items %d", st.NonResident, st.CurrItems)
+			}
+			// Every document read back from disk, and misses that read nothing.
+			for k, m := range model {
+				d, err := c.Get(ctx, k)
+				if m.exp != 0 && m.exp <= clk.Now() {
+					continue
+				}
+				if err != nil || string(d.Value) != m.value || d.CAS != m.cas {
+					t.Fatalf("get %s out of memory = %v %+v, want %+v", k, err, d, m)
+				}
+			}
+			for i := range 50 {
+				if _, err := c.Get(ctx, fmt.Sprint("never-", i)); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("get of a key never written: %v", err)
+				}
+			}
+			check("at the end, read back")
+			st := b.Stats()
+			t.Logf("ep_bg_meta_fetched %d, ep_bfilter_negatives %d", st.Bloom.MetaFetched, st.Bloom.Negatives)
+			if st.Bloom.MetaFetched == 0 || st.Bloom.Negatives == 0 {
+				t.Fatalf("the model did not read items back from disk or miss through the filter: %+v", st.Bloom)
+			}
+		})
+	}
+}

@@ -137,6 +137,17 @@ func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch boo
 	if b.itemsResident() {
 		return nil, nil
 	}
+	// A key the filter rules out is a miss under the read lock (a
+	// version published since the caller looked is in the filter; one
+	// acknowledged from memory and not yet published is in acked).
+	p.mu.RLock()
+	f := p.mu.bloom
+	out := f != nil && b.bloom.ready.Load() && (len(p.mu.acked) == 0 || p.mu.acked[k] == nil) && !f.mayHave(k)
+	p.mu.RUnlock()
+	if out {
+		b.bloom.negatives.Add(1)
+		return nil, nil
+	}
 	p.mu.Lock()
 	d, err := b.fetchMissLocked(p, k)
 	p.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -247,6 +248,27 @@ func TestEvictedItemsModel(t *testing.T) {
 						if _, ok := model[k]; !ok {
 							t.Fatalf("step %d: a new feed consumer reads %s live, the model holds none", step, k)
 						}
+					}
+					// A listing shows every live document, in key order.
+					listed := map[string]string{}
+					prev := ""
+					for d, err := range c.List(ctx, ListOptions{}) {
+						if err != nil {
+							t.Fatalf("step %d: list: %v", step, err)
+						}
+						if d.Key <= prev {
+							t.Fatalf("step %d: list: %q after %q", step, d.Key, prev)
+						}
+						prev, listed[d.Key] = d.Key, string(d.Value)
+					}
+					want := map[string]string{}
+					for k, m := range model {
+						if m.exp == 0 || m.exp > clk.Now() {
+							want[k] = m.value
+						}
+					}
+					if !maps.Equal(listed, want) {
+						t.Fatalf("step %d: list shows %d documents, the model %d live: %v, want %v", step, len(listed), len(want), listed, want)
 					}
 				default:
 					crash := rng.IntN(2) == 0

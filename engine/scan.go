@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -157,9 +158,9 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 // once), and each key shows the version reads see (partition.readLocked: an
 // acknowledged version before the committed one), so a listing reads its
 // own acknowledged writes as Get does. The values come from memory's
-// versions (an ejected one read back from the store by emit). (Should keys
-// and metadata ever leave memory — full eviction — a key memory lacks must
-// be read from the store instead of left out.)
+// versions (an ejected one read back from the store by emit). A key that
+// memory lacks once items left memory whole (evict.go) is read from the
+// store, without going back into memory (a listing would fill it).
 func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Document) bool, yield func(*Document, error) bool) {
 	now := c.b.clock.Now()
 	acked := c.ackedKeys(r)
@@ -167,9 +168,26 @@ func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Docu
 	// the listing goes on.
 	show := func(key string) bool {
 		p := c.b.partitionFor(key)
+		k := docKey{cid: c.id, key: key}
 		p.mu.RLock()
-		d := p.readLocked(docKey{cid: c.id, key: key})
+		d := p.readLocked(k)
 		p.mu.RUnlock()
+		if d == nil && !c.b.itemsResident() {
+			sd, err := c.b.fetchStored(k)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				yield(nil, err)
+				return false
+			default:
+				c.b.bloom.metaFetched.Add(1)
+				p.mu.RLock()
+				if d = p.readLocked(k); d == nil { // (read back meanwhile: memory's)
+					d = sd
+				}
+				p.mu.RUnlock()
+			}
+		}
 		if d == nil || d.Deleted || d.ExpiredAt(now) {
 			return true
 		}

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// evictDocs is how many documents BenchmarkEvictedHeap loads.
+var evictDocs = flag.Int("evictdocs", 200_000, "documents BenchmarkEvictedHeap loads")
+
+// BenchmarkEvictedHeap loads -evictdocs small documents (the memory
+// issue's shape: an 8-byte key, a 29-byte value) into a couchbase bucket
+// kept with Bloom filters, then takes 90% of them out of memory whole
+// (evictItemLocked, as fullEviction will) and reports the live heap per
+// document before (every record resident, value included) and after (10%
+// resident), and the bucket's own account (mem_used) of each.
+func BenchmarkEvictedHeap(b *testing.B) {
+	ctx := context.Background()
+	value := []byte(`{"type":"t3","n":123,"v":4.5}`)
+	var before, after, usedBefore, usedAfter, filters float64
+	for range b.N {
+		eng, err := Open(b.TempDir(), &Options{NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bk, err := eng.CreateBucket(ctx, BucketSettings{Name: "heap", RAMQuotaMB: 1024})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := bk.DefaultCollection()
+		base := heapNow()
+		for i := range *evictDocs {
+			if _, err := c.Upsert(ctx, fmt.Sprintf("k%07d", i), value, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := bk.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		bk.installBloom()
+		if err := bk.loadBloom(ctx, bk.store.st); err != nil {
+			b.Fatal(err)
+		}
+		before += float64(heapNow() - base)
+		usedBefore += float64(bk.Stats().MemUsed)
+		n := 0
+		evictItemsB(bk, func(string) bool { n++; return n%10 != 0 })
+		// The tables and logs keep their capacity until they are
+		// compacted; what an evicted bucket holds once they are:
+		for _, p := range bk.parts {
+			p.mu.Lock()
+			p.rebuildLogLocked()
+			p.mu.Unlock()
+		}
+		after += float64(heapNow() - base)
+		usedAfter += float64(bk.Stats().MemUsed)
+		filters += float64(bk.Stats().Bloom.Size)
+		runtime.KeepAlive(c)
+		if err := eng.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := func(v float64) float64 { return v / float64(b.N) / float64(*evictDocs) }
+	b.ReportMetric(per(before), "heap-B/doc-resident")
+	b.ReportMetric(per(after), "heap-B/doc-10%resident")
+	b.ReportMetric(per(usedBefore), "mem_used-B/doc-resident")
+	b.ReportMetric(per(usedAfter), "mem_used-B/doc-10%resident")
+	b.ReportMetric(per(filters), "bloom-B/doc")
+}
+
+// evictItemsB is evictItems for a benchmark.
+func evictItemsB(b *Bucket, evict func(key string) bool) {
+	for _, p := range b.parts {
+		p.mu.Lock()
+		var slots []uint32
+		p.mu.docs.each(func(i uint32) bool {
+			if evict(p.mu.docs.keyOf(i)) {
+				slots = append(slots, i)
+			}
+			return true
+		})
+		for _, i := range slots {
+			b.evictItemLocked(p, i)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// heapNow returns the bytes of live heap after a full collection.
+func heapNow() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkMissAfterEviction reads keys that no document has from a
+// bucket whose items left memory (so a miss may have to ask the store),
+// with the partitions' Bloom filters answering (filter) and without them
+// (store: every miss a point read of the store), alternately in one run.
+func BenchmarkMissAfterEviction(b *testing.B) {
+	ctx := context.Background()
+	for _, kind := range []string{StoragePebble, StorageBolt} {
+		eng, err := Open(b.TempDir(), &Options{NoSync: true, Storage: kind})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bk, err := eng.CreateBucket(ctx, BucketSettings{Name: "miss", RAMQuotaMB: 1024})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := bk.DefaultCollection()
+		for i := range 100_000 {
+			if _, err := c.Upsert(ctx, fmt.Sprintf("k%07d", i), []byte(`{"type":"t3","n":123,"v":4.5}`), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := bk.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		bk.installBloom()
+		if err := bk.loadBloom(ctx, bk.store.st); err != nil {
+			b.Fatal(err)
+		}
+		evictItemsB(bk, func(string) bool { return true })
+		for round := range 2 {
+			for _, filter := range []bool{true, false} {
+				name := "store"
+				if filter {
+					name = "filter"
+				}
+				b.Run(fmt.Sprintf("%s/%s/round%d", kind, name, round), func(b *testing.B) {
+					bk.bloom.ready.Store(filter)
+					for i := range b.N {
+						if _, err := c.Get(ctx, fmt.Sprintf("absent%07d", i)); err == nil {
+							b.Fatal("an absent key was found")
+						}
+					}
+				})
+			}
+		}
+		bk.bloom.ready.Store(true)
+		if err := eng.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

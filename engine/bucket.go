@@ -88,6 +88,10 @@ type Bucket struct {
 	// itemsOut says some item left memory whole since the bucket opened
 	// (evict.go): memory no longer holds every key.
 	itemsOut atomic.Bool
+	// passes counts the passes over memory's keys under way (a drop,
+	// Flush, a TTL re-evaluation: allKeysIn): no item leaves memory whole
+	// while one runs.
+	passes atomic.Int32
 
 	feedMu sync.Mutex
 	feedCh chan struct{} // closed and cleared on the next mutation

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Collection is a handle on one collection of a bucket. It is cheap to make
@@ -279,6 +281,14 @@ func (b *Bucket) Flush(ctx context.Context) (int, error) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
 	}
+	b.mu.RLock()
+	cids := slices.Collect(maps.Keys(b.mu.byID))
+	b.mu.RUnlock()
+	release, err := b.allKeysIn(ctx, cids)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	n := 0
 	var last *commitBatch
 	for _, p := range b.parts {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // DropCollection removes a collection and every document in it, as
@@ -72,6 +74,11 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 	if err := b.WaitWarm(ctx); err != nil {
 		return err
 	}
+	release, err := b.allKeysIn(ctx, slices.Collect(maps.Keys(ids)))
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := b.Sync(ctx); err != nil {
 		return err
 	}

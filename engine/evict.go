@@ -44,7 +44,7 @@ func (b *Bucket) evictItemLocked(p *partition, i uint32) bool {
 	r := &t.recs[i]
 	m := r.bits()
 	if m&recUsed == 0 || m&recDeleted != 0 || r.seq > p.mu.durable || p.mu.bloom == nil ||
-		!b.store.st.durable() || b.isClosed() || !b.warm() {
+		!b.store.st.durable() || b.isClosed() || !b.warm() || b.passes.Load() > 0 {
 		return false
 	}
 	k := t.key(i)
@@ -85,6 +85,41 @@ func (b *Bucket) restoreItemLocked(p *partition, d *Document) {
 	if cur.live() {
 		b.mem.nonResident.Add(-1) // counted non-resident while out of memory
 	}
+}
+
+// allKeysIn puts back into memory every stored document of the collections
+// cids that left memory whole, and keeps items from leaving until release
+// is called, so that a pass over memory's keys (a collection drop, Flush,
+// a TTL re-evaluation) sees every document. It does nothing while memory
+// holds every key. Memory may pass the quota until the pass ends and the
+// eviction catches up.
+func (b *Bucket) allKeysIn(ctx context.Context, cids []CollectionID) (release func(), err error) {
+	b.passes.Add(1)
+	release = func() { b.passes.Add(-1) }
+	if b.itemsResident() {
+		return release, nil
+	}
+	for _, cid := range cids {
+		for key, err := range b.store.st.keys(cid, keyRange{}) {
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err == nil {
+				p := b.partitionFor(key)
+				p.mu.Lock()
+				_, err = b.fetchMissLocked(p, docKey{cid: cid, key: key})
+				p.mu.Unlock()
+			}
+			if err != nil {
+				release()
+				if !errors.Is(err, ErrStorage) && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+					err = fmt.Errorf("%w: read keys: %w", ErrStorage, err)
+				}
+				return func() {}, err
+			}
+		}
+	}
+	return release, nil
 }
 
 // fetchMissLocked is the read of a key that memory does not hold while

@@ -324,3 +324,86 @@ func TestEvictedItemsModel(t *testing.T) {
 		})
 	}
 }
+
+// The passes over a bucket's keys — a TTL re-evaluation, a collection
+// drop, Flush — reach the documents out of memory whole too, and leave the
+// counts right (Check). Each fails if it walks memory's keys alone.
+func TestEvictedItemsAdminPasses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eng, err := Open(t.TempDir(), &Options{Clock: NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateScope(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateCollection(ctx, "s", "c2", 0); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := b.Collection("s", "c2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := range n {
+		for _, c := range []*Collection{b.DefaultCollection(), c2} {
+			if _, err := c.Upsert(ctx, fmt.Sprint("k", i), []byte(`{}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keepFilters(ctx, t, b)
+	evictAll := func(when string) {
+		t.Helper()
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evictItems(b, func(string) bool { return true })
+		if st := b.Stats(); st.NonResident != st.CurrItems {
+			t.Fatalf("%s: %d of %d documents out of memory", when, st.NonResident, st.CurrItems)
+		}
+		if err := b.Check(ctx); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+
+	evictAll("before the TTL change")
+	_, changed, err := b.UpdateCollection(ctx, "s", "c2", func(cs *CollectionSettings) error { cs.DefaultTTL = 1000; return nil })
+	if err != nil || changed != n {
+		t.Fatalf("a DefaultTTL over documents out of memory re-derived %d of %d: %v", changed, n, err)
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("after the TTL change: %v", err)
+	}
+	if got := b.Stats().WithExpiry; got != n {
+		t.Fatalf("ep_items_with_expiry %d after the TTL change, want %d", got, n)
+	}
+
+	evictAll("before the drop")
+	if err := b.DropCollection(ctx, "s", "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("after the drop: %v", err)
+	}
+	if got := b.Stats().CurrItems; got != n {
+		t.Fatalf("curr_items %d after the drop, want %d", got, n)
+	}
+
+	evictAll("before the flush")
+	if flushed, err := b.Flush(ctx); err != nil || flushed != n {
+		t.Fatalf("Flush of documents out of memory deleted %d of %d: %v", flushed, n, err)
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("after the flush: %v", err)
+	}
+	if got := b.Stats().CurrItems; got != 0 {
+		t.Fatalf("curr_items %d after the flush", got)
+	}
+}

@@ -242,6 +242,11 @@ func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) 
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
 	}
+	release, err := b.allKeysIn(ctx, []CollectionID{cid})
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	n := 0
 	var last *commitBatch
 	for _, p := range b.parts {

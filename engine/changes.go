@@ -142,6 +142,13 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		p.mu.RLock()
 	}
 	defer p.mu.RUnlock()
+	if p.mu.evictedMax > s.After {
+		// The log no longer leads to every version after s.After (a
+		// fullEviction bucket's documents out of memory whole, evict.go):
+		// say so rather than skip them. (A Consumer's Cursor backfills.)
+		s.More, s.Err = true, fmt.Errorf("%w: partition %d: documents after sequence number %d are out of memory; this feed does not read them from disk yet", ErrInvalidOp, s.Part, s.After)
+		return
+	}
 	log, top := &p.mu.log, p.mu.logTop
 	i := log.after(s.After)
 	// Every version logged before j has a CAS at or below Lo.

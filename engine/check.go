@@ -196,6 +196,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if n := b.mem.out.Load(); n != int64(len(out)) {
+		c.addf("%d documents counted out of memory whole, the store holds %d that memory does not", n, len(out))
+	}
 	for _, d := range out {
 		live++
 		pLive[d.Partition]++

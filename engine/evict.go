@@ -60,6 +60,7 @@ func (b *Bucket) evictItemLocked(p *partition, i uint32) bool {
 	old, queued := t.remove(k)
 	b.held(p, 0, old, version{})
 	b.mem.nonResident.Add(1) // still a live document: now without its value in memory
+	b.mem.out.Add(1)
 	if queued {
 		b.mem.limbo.Add(1)
 	}
@@ -82,6 +83,7 @@ func (b *Bucket) restoreItemLocked(p *partition, d *Document) {
 	slot, old := p.mu.docs.put(k, in)
 	cur := p.mu.docs.version(slot)
 	b.held(p, slot, old, cur)
+	b.mem.out.Add(-1)
 	if cur.live() {
 		b.mem.nonResident.Add(-1) // counted non-resident while out of memory
 	}

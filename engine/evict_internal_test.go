@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,32 +99,52 @@ func feedOf(t *testing.T, b *Bucket, limit int) (map[string]string, map[string]b
 // documents out of memory). Each store.
 func TestEvictedItemsModel(t *testing.T) {
 	for _, kind := range []string{StoragePebble, StorageBolt} {
-		t.Run(kind, func(t *testing.T) {
+		t.Run(kind, func(t *testing.T) { evictedItemsModel(t, kind, false) })
+		t.Run(kind+"/quota", func(t *testing.T) { evictedItemsModel(t, kind, true) })
+	}
+}
+
+// evictedItemsModel is TestEvictedItemsModel on one store: with quota, on
+// a fullEviction bucket of 1 MiB whose 3 KB documents leave memory by its
+// own eviction; else on a bucket whose items the test takes out.
+func evictedItemsModel(t *testing.T, kind string, quota bool) {
+	{
+		{
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			dir := t.TempDir()
 			clk := NewFakeClock(1_700_000_000)
 			open := func() (*Engine, *Bucket) {
 				// (Synced commits: a copy of the files after Sync holds them.)
-				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind})
+				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind, fullEviction: true})
 				if err != nil {
 					t.Fatal(err)
 				}
 				b, err := eng.Bucket("b")
 				if errors.Is(err, ErrBucketNotFound) {
-					b, err = eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+					s := DefaultBucketSettings("b")
+					if quota {
+						s.EvictionPolicy, s.RAMQuotaMB = FullEviction, 1
+					}
+					b, err = eng.CreateBucket(ctx, s)
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
-				keepFilters(ctx, t, b)
+				if !quota {
+					keepFilters(ctx, t, b)
+				}
 				return eng, b
 			}
 			eng, b := open()
 			defer func() { eng.Close() }()
 			rng := rand.New(rand.NewPCG(7, uint64(len(kind))))
 			model := map[string]modelDoc{}
-			const keys = 120
+			keys, pad := 120, ""
+			if quota {
+				keys, pad = 600, strings.Repeat("x", 3000)
+			}
+			var outMax int64 // the most documents seen out of memory whole
 			check := func(when string) {
 				t.Helper()
 				if err := b.Check(ctx); err != nil {
@@ -142,7 +163,8 @@ func TestEvictedItemsModel(t *testing.T) {
 					// Due: the next access expires it (any op below).
 					ok = false
 				}
-				val := fmt.Sprintf(`{"s":%d}`, step)
+				val := fmt.Sprintf(`{"s":%d,"p":"%s"}`, step, pad)
+				outMax = max(outMax, b.mem.out.Load())
 				var exp int64
 				if rng.IntN(4) == 0 {
 					exp = now + int64(1+rng.IntN(30))
@@ -234,7 +256,11 @@ func TestEvictedItemsModel(t *testing.T) {
 					if err := b.Sync(ctx); err != nil {
 						t.Fatal(err)
 					}
-					evictItems(b, func(string) bool { return rng.IntN(4) != 0 })
+					if quota {
+						b.maybeEvict(ctx)
+					} else {
+						evictItems(b, func(string) bool { return rng.IntN(4) != 0 })
+					}
 					check(fmt.Sprintf("step %d: after an eviction", step))
 					live, _ := feedOf(t, b, 1+rng.IntN(100))
 					for k, m := range model {
@@ -293,6 +319,12 @@ func TestEvictedItemsModel(t *testing.T) {
 			if err := b.Sync(ctx); err != nil {
 				t.Fatal(err)
 			}
+			if quota {
+				t.Logf("at most %d of %d documents out of memory whole; mem_used %d of a %d quota at the end", outMax, len(model), b.memUsed(), b.mem.quota.Load())
+				if outMax == 0 {
+					t.Fatal("no item left memory whole")
+				}
+			}
 			if evictItems(b, func(string) bool { return true }) == 0 {
 				t.Fatal("nothing left memory")
 			}
@@ -321,7 +353,7 @@ func TestEvictedItemsModel(t *testing.T) {
 			if st.Bloom.MetaFetched == 0 || st.Bloom.Negatives == 0 {
 				t.Fatalf("the model did not read items back from disk or miss through the filter: %+v", st.Bloom)
 			}
-		})
+		}
 	}
 }
 

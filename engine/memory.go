@@ -54,6 +54,9 @@ type memOwner struct {
 	// vb_active_perc_mem_resident.
 	nonResident atomic.Int64
 	tmpOOM      atomic.Int64 // writes refused by the quota (ep_tmp_oom_errors)
+	// out counts the live documents out of memory whole (evict.go): they
+	// count in curr_items, not in what memory holds per item.
+	out atomic.Int64
 
 	evicting sync.Mutex // one eviction pass at a time
 
@@ -102,6 +105,7 @@ const (
 	memAccount memMode = iota // account only
 	memEvict                  // remove least-recently-used items (memcached)
 	memEject                  // eject least-recently-used values (couchbase valueOnly)
+	memFull                   // take least-recently-used items out whole (couchbase fullEviction, evict.go)
 	memDelete                 // delete least-recently-used documents (ephemeral nruEviction)
 	memRefuse                 // refuse writes past the quota (ephemeral noEviction)
 )
@@ -140,8 +144,9 @@ func modeFor(s BucketSettings) memMode {
 		}
 		return memRefuse
 	case Couchbase:
-		// fullEviction is refused for new settings (Validate); a bucket
-		// stored with it before ejects values as valueOnly does.
+		if s.EvictionPolicy == FullEviction {
+			return memFull
+		}
 		return memEject
 	}
 	return memAccount
@@ -150,7 +155,12 @@ func modeFor(s BucketSettings) memMode {
 // evicts reports whether a bucket in mode m frees memory past the
 // high-water mark (by eviction or ejection): it keeps the LRU queue and
 // marks reads.
-func (m memMode) evicts() bool { return m == memEvict || m == memDelete || m == memEject }
+func (m memMode) evicts() bool { return m == memEvict || m == memDelete || m.ejects() }
+
+// ejects reports whether a bucket in mode m keeps on disk what it takes
+// out of memory (a couchbase bucket): values, or whole items with memFull;
+// its tombstones stay in memory.
+func (m memMode) ejects() bool { return m == memEject || m == memFull }
 
 // configure applies a bucket's settings to the owner. It reports whether
 // the queue was turned on or off (the bucket then queues, or unqueues,
@@ -184,7 +194,8 @@ func (b *Bucket) requeueAll() {
 		m.queued.Store(0)
 	}
 	m.lru.Unlock()
-	eject := memMode(m.mode.Load()) == memEject
+	eject := memMode(m.mode.Load()).ejects()
+	full := memMode(m.mode.Load()) == memFull // an ejected value's item can still leave whole
 	type aged struct {
 		cas uint64
 		e   uint32
@@ -200,7 +211,7 @@ func (b *Bucket) requeueAll() {
 				m.limbo.Add(-1)
 			case !on:
 				r.meta &^= recQueued | recRef
-			case r.meta&recUsed == 0 || r.meta&(recQueued|recEjected) != 0 || (eject && r.meta&recDeleted != 0):
+			case r.meta&recUsed == 0 || r.meta&recQueued != 0 || (r.meta&recEjected != 0 && !full) || (eject && r.meta&recDeleted != 0):
 			default:
 				if e, ok := m.queueEntry(p.id, uint32(i)); ok {
 					r.meta |= recQueued
@@ -232,7 +243,7 @@ func (m *memOwner) low() int64  { return m.quota.Load() * lowWaterPct / 100 }
 // memUsed returns the bucket's mem_used: ep_kv_size plus the estimated
 // overheads of its items, expiry entries and LRU queue.
 func (b *Bucket) memUsed() int64 {
-	items := b.currItems.Load() + b.tombs.Load()
+	items := b.currItems.Load() + b.tombs.Load() - b.mem.out.Load()
 	return b.mem.kv.Load() + items*itemOverhead + int64(b.exps.len())*expOverhead + b.mem.queued.Load()*lruOverhead
 }
 
@@ -287,9 +298,11 @@ func (b *Bucket) held(p *partition, slot uint32, old, cur version) {
 	}
 	if cur.ejected {
 		m.nonResident.Add(1)
-		return // nothing left to eject
+		if memMode(m.mode.Load()) != memFull {
+			return // nothing left to eject (fullEviction: the item can still leave)
+		}
 	}
-	if memMode(m.mode.Load()) == memEject && cur.deleted {
+	if memMode(m.mode.Load()).ejects() && cur.deleted {
 		return // a tombstone has no value to eject
 	}
 	r := &p.mu.docs.recs[slot]
@@ -479,12 +492,26 @@ func (b *Bucket) evictEntry(p *partition, i uint32) bool {
 		return true
 	}
 	r.meta &^= recQueued
-	if memMode(b.mem.mode.Load()) == memEject {
+	switch memMode(b.mem.mode.Load()) {
+	case memFull:
+		// The item leaves whole; one that cannot yet (the warm-up runs,
+		// a pass over the keys, a write on its way) gives up its value,
+		// and, live, stays queued to leave later.
+		switch {
+		case b.evictItemLocked(p, i) || b.ejectLocked(p, i):
+			b.mem.ejects.Add(1)
+		case r.meta&(recUsed|recDeleted) == recUsed:
+			r.meta |= recQueued
+			return true
+		}
+	case memEject:
 		if b.ejectLocked(p, i) {
 			b.mem.ejects.Add(1)
 		}
-	} else if b.evictLocked(p, i) {
-		b.mem.evictions.Add(1)
+	default:
+		if b.evictLocked(p, i) {
+			b.mem.evictions.Add(1)
+		}
 	}
 	return false
 }
@@ -547,7 +574,7 @@ func (b *Bucket) ejectLocked(p *partition, i uint32) bool {
 // values has loaded values up to its low-water mark, as Couchbase's
 // warm-up stops loading values there.
 func (b *Bucket) ejectAtWarmup(d *Document) bool {
-	return memMode(b.mem.mode.Load()) == memEject && !d.Deleted && len(d.Value) > 0 &&
+	return memMode(b.mem.mode.Load()).ejects() && !d.Deleted && len(d.Value) > 0 &&
 		b.memUsed()+docFootprint(d)+itemOverhead > b.mem.low()
 }
 

@@ -64,6 +64,10 @@ type Options struct {
 	// background warm-up (warmupRetryFirst).
 	wrapStorage      func(storage) storage
 	warmupRetryFirst time.Duration
+	// fullEviction lets CreateBucket take evictionPolicy fullEviction,
+	// which Validate refuses until every path reads items out of memory
+	// (evict.go): the tests of what is in run on real fullEviction buckets.
+	fullEviction bool
 }
 
 // DefaultFlushInterval is the default Options.FlushInterval: short enough

@@ -193,8 +193,11 @@ func (b *Bucket) startWarmup(st storage, background bool) {
 		}
 		close(w.done)
 		if err == nil {
-			// Memory holds every key now: nothing asks the filters.
+			// Memory holds every key now: nothing asks the filters (a
+			// fullEviction bucket keeps them, and its items may now
+			// leave memory whole).
 			b.dropBloom()
+			b.maybeEvict(ctx)
 		}
 		b.changed() // feed waiters see the whole feed now
 	}

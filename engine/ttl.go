@@ -324,6 +324,12 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 	// d may be a copy of the committed version with its value read back
 	// from the store (fetch.go): the same version, the same sequence number.
 	i, ok := p.mu.docs.find(k)
+	if !ok && !b.itemsResident() { // out of memory whole since the read (evict.go)
+		if _, err := b.fetchMissLocked(p, k); err != nil {
+			return
+		}
+		i, ok = p.mu.docs.find(k)
+	}
 	if !ok || p.mu.docs.recs[i].seq != d.Seq || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
 		return
 	}

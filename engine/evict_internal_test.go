@@ -114,9 +114,14 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 			defer cancel()
 			dir := t.TempDir()
 			clk := NewFakeClock(1_700_000_000)
+			var reads *countingDocReads // the open store's reads by key
 			open := func() (*Engine, *Bucket) {
 				// (Synced commits: a copy of the files after Sync holds them.)
-				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind, fullEviction: true})
+				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind, fullEviction: true,
+					wrapStorage: func(st storage) storage {
+						reads = &countingDocReads{storage: st}
+						return reads
+					}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -342,10 +347,15 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 					t.Fatalf("get %s out of memory = %v %+v, want %+v", k, err, d, m)
 				}
 			}
+			before := reads.reads.Load()
 			for i := range 50 {
 				if _, err := c.Get(ctx, fmt.Sprint("never-", i)); !errors.Is(err, ErrNotFound) {
 					t.Fatalf("get of a key never written: %v", err)
 				}
+			}
+			// At 1% false positives, 50 misses read the store about once.
+			if n := reads.reads.Load() - before; n > 10 {
+				t.Fatalf("50 misses with every item out of memory read the store %d times", n)
 			}
 			check("at the end, read back")
 			st := b.Stats()

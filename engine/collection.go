@@ -61,7 +61,8 @@ func (c *Collection) Get(ctx context.Context, key string) (*Document, error) {
 // GetResident is Get answered from memory alone, for a caller that must not
 // wait for the disk (an event loop serving many connections): when the
 // answer needs the store (a value ejected from memory, a key the warm-up
-// has not loaded yet) it returns ErrWouldBlock, having read and changed
+// has not loaded yet or one out of memory whole that the Bloom filter does
+// not rule out) it returns ErrWouldBlock, having read and changed
 // nothing, and Get, called where it may wait, answers. An expired document
 // is answered as Get does: its deletion does not wait for disk.
 func (c *Collection) GetResident(ctx context.Context, key string) (*Document, error) {
@@ -86,7 +87,7 @@ func (c *Collection) get(ctx context.Context, key string, resident bool) (*Docum
 		p.mu.RLock()
 		d = p.readTouchLocked(k, memMode(c.b.mem.mode.Load()).evicts())
 		p.mu.RUnlock()
-		if (d != nil && d.ejected) || (d == nil && !c.b.warm()) {
+		if (d != nil && d.ejected) || (d == nil && !c.b.itemsResident() && c.b.mayBeStored(p, k)) {
 			return nil, ErrWouldBlock
 		}
 	} else if d, err = c.b.readCommitted(ctx, p, k, true); err != nil {

@@ -168,20 +168,26 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
 	}
 }
 
+// mayBeStored reports whether the store may hold k, which memory did not
+// hold when the caller looked, by p's Bloom filter, under p's read lock:
+// false is a miss that reads nothing (a version published since the caller
+// looked is in the filter; one acknowledged from memory and not yet
+// published is in acked).
+func (b *Bucket) mayBeStored(p *partition, k docKey) bool {
+	p.mu.RLock()
+	f := p.mu.bloom
+	out := f != nil && b.bloom.ready.Load() && (len(p.mu.acked) == 0 || p.mu.acked[k] == nil) && !f.mayHave(k)
+	p.mu.RUnlock()
+	return !out
+}
+
 // readMiss is fetchMissLocked for a reader that found nothing under p's
 // read lock: nil at once while memory holds every key.
 func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch bool) (*Document, error) {
 	if b.itemsResident() {
 		return nil, nil
 	}
-	// A key the filter rules out is a miss under the read lock (a
-	// version published since the caller looked is in the filter; one
-	// acknowledged from memory and not yet published is in acked).
-	p.mu.RLock()
-	f := p.mu.bloom
-	out := f != nil && b.bloom.ready.Load() && (len(p.mu.acked) == 0 || p.mu.acked[k] == nil) && !f.mayHave(k)
-	p.mu.RUnlock()
-	if out {
+	if !b.mayBeStored(p, k) {
 		b.bloom.negatives.Add(1)
 		return nil, nil
 	}

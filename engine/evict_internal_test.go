@@ -460,3 +460,46 @@ func TestEvictedItemsAdminPasses(t *testing.T) {
 		t.Fatalf("curr_items %d after the flush", got)
 	}
 }
+
+// GetResident (the memcached port's event loops) answers a key out of
+// memory whole with ErrWouldBlock, reading nothing, and a key no document
+// has, which the Bloom filter rules out, with not found at once; Get then
+// reads the first back.
+func TestGetResidentOfEvictedItem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var reads *countingDocReads
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 8, NoSync: true, wrapStorage: func(st storage) storage {
+		reads = &countingDocReads{storage: st}
+		return reads
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, DefaultBucketSettings("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "k", []byte(`{"a":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	keepFilters(ctx, t, b)
+	if evictItems(b, func(string) bool { return true }) != 1 {
+		t.Fatal("k did not leave memory")
+	}
+	before := reads.reads.Load()
+	if _, err := c.GetResident(ctx, "k"); !errors.Is(err, ErrWouldBlock) {
+		t.Fatalf("GetResident of a key out of memory: %v, want ErrWouldBlock", err)
+	}
+	if _, err := c.GetResident(ctx, "never"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetResident of a key never written: %v, want not found", err)
+	}
+	if n := reads.reads.Load() - before; n != 0 {
+		t.Fatalf("GetResident read the store %d times", n)
+	}
+	if d, err := c.Get(ctx, "k"); err != nil || string(d.Value) != `{"a":1}` {
+		t.Fatalf("Get of a key out of memory: %v %+v", err, d)
+	}
+}

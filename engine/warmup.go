@@ -191,13 +191,15 @@ func (b *Bucket) startWarmup(st storage, background bool) {
 				b.eng.log.Info("warm-up done", "bucket", b.name, "documents", n, "seconds", float64(w.took.Load())/1e6)
 			}
 		}
+		if err == nil {
+			// Memory holds every key: nothing will ask the filters once
+			// the warm-up is done (a fullEviction bucket keeps them). A
+			// miss until then reads the store.
+			b.dropBloom()
+		}
 		close(w.done)
 		if err == nil {
-			// Memory holds every key now: nothing asks the filters (a
-			// fullEviction bucket keeps them, and its items may now
-			// leave memory whole).
-			b.dropBloom()
-			b.maybeEvict(ctx)
+			b.maybeEvict(ctx) // a fullEviction bucket's items may leave memory whole now
 		}
 		b.changed() // feed waiters see the whole feed now
 	}

@@ -61,10 +61,15 @@ func testPeers(t *testing.T, n int) []Peer {
 	return out
 }
 
-// testConfig is node name's configuration with short timeouts: a 3 s
-// lease, failover after 1 s down.
+// testConfig is node name's configuration with short timeouts: a 5 s
+// lease, failover after 3 s down. Shorter ones are within reach of a busy
+// machine's stalls (all the members run in the test's process): the
+// client renews a lease every third of its TTL, so a 3 s lease is lost to
+// a stall of about two seconds, and the client finds the session lost
+// only at its next renewal, a second later; a node down that long was
+// failed over by a 1 s timeout, and the map moved under the test.
 func testConfig(t *testing.T, peers []Peer, name, dir string, logs *syncLog) Config {
-	c := Config{Node: name, Peers: peers, DataDir: dir, LeaseTTL: 3 * time.Second, FailoverTimeout: time.Second,
+	c := Config{Node: name, Peers: peers, DataDir: dir, LeaseTTL: 5 * time.Second, FailoverTimeout: 3 * time.Second,
 		ReconcileInterval: 100 * time.Millisecond, FormTimeout: time.Minute, Version: "test",
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	c.test.noFsync = true
@@ -230,7 +235,11 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 	}
 
 	// Fenced on the map's revision: a write from a stale read is refused.
-	_, oh := orchestratorOf(nodes)
+	var oh *Orchestrator
+	eventually(t, "an orchestrator", func() (bool, string) {
+		_, oh = orchestratorOf(nodes)
+		return oh != nil, ""
+	})
 	stale := *m
 	stale.Partitions = append([]Partition(nil), m.Partitions...)
 	stale.Partitions[0].Epoch++
@@ -248,8 +257,14 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a new orchestrator term", func() (bool, string) {
+		// Name the node only: printing the *Node reads its fields
+		// unlocked while its campaign writes them (a data race).
 		on, o := orchestratorOf(nodes)
-		return o != nil && o != oh && o.rev != oh.rev, fmt.Sprint(on)
+		name := "none"
+		if on != nil {
+			name = on.Name()
+		}
+		return o != nil && o != oh && o.rev != oh.rev, "orchestrator: " + name
 	})
 	if _, err := oh.PutMap(ctx, &stale, rev); !errors.Is(err, ErrDeposed) {
 		t.Fatalf("a deposed orchestrator's write: %v, want ErrDeposed", err)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,18 +21,29 @@ import (
 )
 
 // freeBase finds a port P with P, P+1 and P+2 free on loopback (a node's
-// cluster port and its etcd peer and client ports).
+// cluster port and its etcd peer and client ports), below the kernel's
+// ephemeral range: a node restarted in a test binds its ports again
+// seconds after it let them go, and a port in that range could meanwhile
+// be the local port of any connection on the machine ("address already in
+// use").
 func freeBase(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	low := 32768 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
 		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := p+2 <= 65535
-		for off := 1; ok && off <= 2; off++ {
+	}
+	const floor = 10000
+	if low < floor+100 {
+		t.Skipf("the ephemeral port range starts at %d: no room below it", low)
+	}
+	for range 1000 {
+		p := floor + rand.IntN(low-floor-3)
+		ok := true
+		for off := 0; ok && off <= 2; off++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
 			if err != nil {
 				ok = false

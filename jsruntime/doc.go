@@ -107,6 +107,26 @@
 // allocation by the rest of the process meanwhile; a single built-in that
 // allocates a huge block in one step is seen only after.
 //
+// The rest of the process's allocation can fail a legitimate call: on a
+// busy machine a call's goroutine may wait for a CPU for tens of
+// milliseconds between two instructions while the server allocates
+// (a bulk load, the storage engine, a view build's batches), and all of it
+// is charged to the call. So a map or reduce call interrupted for memory is
+// run once more, with fresh arguments, and that run is timed: its goroutine
+// is locked to its OS thread, and each sample charges it only the part of
+// the process's allocation that its thread's share of the process's CPU
+// time stands for (Linux thread CPU clocks; elsewhere the run again is
+// charged as the first). A call waiting for a CPU uses none and is charged
+// nothing; a bomb does most of the process's work while it runs, is
+// charged most of what it allocates, and fails the run again too, so its
+// ErrMemoryLimit stands (it has cost two runs, and the dead memory of the
+// first may still be uncollected while the second runs). Each run again
+// counts in Pool.MemoryRetries. Timing every call instead would cost a
+// thread lock and two clock reads per call for what happens rarely; what
+// stays approximate is that a timed call is charged in proportion to CPU
+// time, so a long-running call beside a server allocating fast is still
+// charged some of the server's allocation.
+//
 // Workers are shared fairly between design documents (Programs): one holds
 // at most Options.MaxWorkersPerProgram workers (half of them by default),
 // and a returning worker goes to the waiting program holding the fewest. So

@@ -22,6 +22,20 @@ const memSampleEvery = time.Millisecond
 // string or piles up arrays is stopped within a sample or two of passing
 // it. Allocation made in one step by a single built-in ("x".repeat(1e9)) is
 // seen only once it is made.
+//
+// A call whose goroutine waits for a CPU (a busy machine, more runnable
+// goroutines than Ps) while the rest of the process allocates is charged
+// that allocation too, and may be interrupted though it allocates nothing.
+// So a call interrupted for memory is run again (see worker.callRetrying),
+// and the run again is timed: its goroutine is locked to its OS thread, and
+// each sample charges it the part of the allocation that its thread's share
+// of the process's CPU time over the sample stands for (allocation taken to
+// follow CPU work). A call descheduled, or waiting for a CPU, uses no CPU
+// and is charged nothing meanwhile, whatever the server allocates; a bomb,
+// which does most of the process's work while it runs (the garbage
+// collector's workers and the server's own work aside), is charged most of
+// what it allocates and stopped a little later than a first run would be
+// (at most one more doubling of a string).
 type memWatch struct {
 	limit uint64 // 0: no watchdog
 	wake  chan struct{}
@@ -39,13 +53,19 @@ func newMemWatch(limit uint64, done <-chan struct{}) *memWatch {
 	return m
 }
 
-// add starts charging w's call.
-func (m *memWatch) add(w *worker) {
+// add starts charging w's call. A timed call (clock is its thread's CPU
+// clock, see threadClock) is charged only while its thread runs.
+func (m *memWatch) add(w *worker, clock int32, timed bool) {
 	if m.limit == 0 {
 		return
 	}
+	var cpu time.Duration
+	if timed {
+		cpu, timed = threadCPU(clock)
+	}
 	m.mu.Lock()
 	w.memCharged = 0
+	w.memTimed, w.memClock, w.memCPU = timed, clock, cpu
 	m.running[w] = struct{}{}
 	first := len(m.running) == 1
 	m.mu.Unlock()
@@ -86,6 +106,7 @@ func (m *memWatch) loop() {
 			return
 		}
 		last := readAllocs(s)
+		lastCPU, _ := processCPU()
 		tick.Reset(memSampleEvery)
 		for busy := true; busy; {
 			select {
@@ -94,15 +115,16 @@ func (m *memWatch) loop() {
 				return
 			}
 			now := readAllocs(s)
-			delta := now - last
-			last = now
+			nowCPU, _ := processCPU()
+			delta, cpu := now-last, nowCPU-lastCPU
+			last, lastCPU = now, nowCPU
 			m.mu.Lock()
 			if n := uint64(len(m.running)); n == 0 {
 				busy = false
 			} else {
 				share := delta / n
 				for w := range m.running {
-					w.memCharged += share
+					w.memCharged += w.charge(share, delta, cpu)
 					if w.memCharged > m.limit {
 						w.interrupt(ErrMemoryLimit)
 					}
@@ -112,4 +134,27 @@ func (m *memWatch) loop() {
 		}
 		tick.Stop()
 	}
+}
+
+// charge is what w's call is charged of delta, allocated while the process
+// used cpu of CPU time: share (delta over the calls running), or for a
+// timed call delta in proportion to the CPU time its thread used meanwhile.
+// Called with memWatch.mu held.
+func (w *worker) charge(share, delta uint64, cpu time.Duration) uint64 {
+	if !w.memTimed {
+		return share
+	}
+	now, ok := threadCPU(w.memClock)
+	if !ok || cpu <= 0 {
+		return share
+	}
+	used := now - w.memCPU
+	w.memCPU = now
+	if used >= cpu {
+		return delta
+	}
+	if used <= 0 {
+		return 0
+	}
+	return uint64(float64(delta) * float64(used) / float64(cpu))
 }

@@ -48,8 +48,9 @@ type Pool struct {
 		perProg int        // the most workers one program may hold
 	}
 
-	closeOnce sync.Once
-	abandoned atomic.Int64
+	closeOnce  sync.Once
+	abandoned  atomic.Int64
+	memRetries atomic.Int64
 }
 
 // NewPool returns a pool with opts (nil means defaults; the pool keeps its
@@ -101,6 +102,13 @@ func (p *Pool) replace(w *worker) *worker {
 // Abandoned counts the calls given up because they ran inside a built-in
 // past their time limit plus a grace (their runtimes were replaced).
 func (p *Pool) Abandoned() int64 { return p.abandoned.Load() }
+
+// MemoryRetries counts the map and reduce calls run again after the memory
+// watchdog interrupted them with ErrMemoryLimit (each run again counts):
+// most are calls charged the rest of the process's allocation while they
+// waited for a CPU, which pass when run again; a call that fails every time
+// fails with ErrMemoryLimit.
+func (p *Pool) MemoryRetries() int64 { return p.memRetries.Load() }
 
 // Close interrupts the JavaScript calls running in the pool (they fail with
 // ErrClosed), waits until every worker is back, and releases the runtimes.

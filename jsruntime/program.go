@@ -357,40 +357,12 @@ func (j *mapJob) runOn(w *worker, st *runState) error {
 func (rt *vmState) mapDoc(ctx context.Context, w *worker, doc *Doc, out []ViewResult, arena *emitArena) error {
 	pr := rt.prog
 	rt.docID = doc.Meta.ID
-	docVal, metaVal := goja.Undefined(), goja.Undefined()
-	if pr.needDoc {
-		switch doc.Meta.Type {
-		case TypeJSON, "":
-			v, err := rt.dec.decode(doc.Value)
-			if err != nil {
-				err = fmt.Errorf("document %q: %w", doc.Meta.ID, err)
-				for j := range out {
-					out[j].Err = err
-				}
-				return nil
-			}
-			docVal = v
-		case TypeBase64:
-			docVal = rt.vm.ToValue(base64.StdEncoding.EncodeToString(doc.Value))
-		default:
-			err := fmt.Errorf("%w: document %q has unknown type %q", ErrInvalidJSON, doc.Meta.ID, doc.Meta.Type)
-			for j := range out {
-				out[j].Err = err
-			}
-			return nil
+	docVal, metaVal, err := rt.mapArgs(doc)
+	if err != nil {
+		for j := range out {
+			out[j].Err = err
 		}
-	}
-	if pr.needMeta {
-		v, err := rt.newMeta(&doc.Meta)
-		if err != nil {
-			// Our own code, which cannot throw; should it, say so per view.
-			err = fmt.Errorf("jsruntime: document %q: building meta: %w", doc.Meta.ID, err)
-			for j := range out {
-				out[j].Err = err
-			}
-			return nil
-		}
-		metaVal = v
+		return nil
 	}
 	rt.out = arena
 	defer func() { rt.out = nil }()
@@ -403,7 +375,12 @@ func (rt *vmState) mapDoc(ctx context.Context, w *worker, doc *Doc, out []ViewRe
 		rt.view = cv.name
 		rt.emitBytes, rt.emitCount = 0, 0
 		arena.begin()
-		_, err := w.call(ctx, rt, fn, docVal, metaVal)
+		_, err := w.callRetrying(ctx, rt, func() ([]goja.Value, error) {
+			arena.discard()
+			rt.emitBytes, rt.emitCount = 0, 0
+			d, m, err := rt.mapArgs(doc)
+			return []goja.Value{d, m}, err
+		}, fn, docVal, metaVal)
 		if err == nil && rt.emitCount > MaxEmitsPerDoc {
 			arena.discard()
 			out[j].Err = &ScriptError{View: cv.name, Func: funcMap, Err: ErrTooManyEmits,
@@ -421,6 +398,37 @@ func (rt *vmState) mapDoc(ctx context.Context, w *worker, doc *Doc, out []ViewRe
 		out[j].Emits = arena.take()
 	}
 	return nil
+}
+
+// mapArgs converts doc into the arguments of map functions, doc and meta
+// (undefined when no map function of the program reads them). Its error
+// is the document's for every view.
+func (rt *vmState) mapArgs(doc *Doc) (docVal, metaVal goja.Value, err error) {
+	pr := rt.prog
+	docVal, metaVal = goja.Undefined(), goja.Undefined()
+	if pr.needDoc {
+		switch doc.Meta.Type {
+		case TypeJSON, "":
+			v, err := rt.dec.decode(doc.Value)
+			if err != nil {
+				return nil, nil, fmt.Errorf("document %q: %w", doc.Meta.ID, err)
+			}
+			docVal = v
+		case TypeBase64:
+			docVal = rt.vm.ToValue(base64.StdEncoding.EncodeToString(doc.Value))
+		default:
+			return nil, nil, fmt.Errorf("%w: document %q has unknown type %q", ErrInvalidJSON, doc.Meta.ID, doc.Meta.Type)
+		}
+	}
+	if pr.needMeta {
+		v, err := rt.newMeta(&doc.Meta)
+		if err != nil {
+			// Our own code, which cannot throw; should it, say so per view.
+			return nil, nil, fmt.Errorf("jsruntime: document %q: building meta: %w", doc.Meta.ID, err)
+		}
+		metaVal = v
+	}
+	return docVal, metaVal, nil
 }
 
 // scriptError turns the error of a call into a *ScriptError for view.

@@ -130,30 +130,43 @@ func (r *jsReducer) runOn(ctx context.Context, w *worker, keys [][]byte, ids []s
 	if err != nil {
 		return nil, err
 	}
-	vm := rt.vm
-	vals := make([]any, len(values))
-	for i, v := range values {
-		if vals[i], err = rt.dec.decode(v); err != nil {
-			return nil, fmt.Errorf("jsruntime: view %s: reduce value %d: %w", view, i, err)
-		}
-	}
-	keysArg := goja.Null()
-	if !rereduce && !pr.views[r.idx].reduceKeys {
-		keysArg = goja.Undefined() // unobservable: the function never reads it
-	} else if !rereduce {
-		pairs := make([]any, len(keys))
-		for i, k := range keys {
-			kv, err := rt.dec.decode(k)
-			if err != nil {
-				return nil, fmt.Errorf("jsruntime: view %s: reduce key %d: %w", view, i, err)
+	// The arguments, built again for a run again (see worker.callRetrying):
+	// the interrupted run may have changed them.
+	args := func() ([]goja.Value, error) {
+		vm := rt.vm
+		vals := make([]any, len(values))
+		for i, v := range values {
+			var err error
+			if vals[i], err = rt.dec.decode(v); err != nil {
+				return nil, fmt.Errorf("jsruntime: view %s: reduce value %d: %w", view, i, err)
 			}
-			pairs[i] = vm.NewArray(kv, ids[i])
 		}
-		keysArg = vm.NewArray(pairs...)
+		keysArg := goja.Null()
+		if !rereduce && !pr.views[r.idx].reduceKeys {
+			keysArg = goja.Undefined() // unobservable: the function never reads it
+		} else if !rereduce {
+			pairs := make([]any, len(keys))
+			for i, k := range keys {
+				kv, err := rt.dec.decode(k)
+				if err != nil {
+					return nil, fmt.Errorf("jsruntime: view %s: reduce key %d: %w", view, i, err)
+				}
+				pairs[i] = vm.NewArray(kv, ids[i])
+			}
+			keysArg = vm.NewArray(pairs...)
+		}
+		return []goja.Value{keysArg, vm.NewArray(vals...), vm.ToValue(rereduce)}, nil
+	}
+	first, err := args()
+	if err != nil {
+		return nil, err
 	}
 	rt.view, rt.docID = view, ""
 	rt.redOut = rt.redOut[:0]
-	_, err = w.call(ctx, rt, rt.reduces[r.idx], keysArg, vm.NewArray(vals...), vm.ToValue(rereduce))
+	_, err = w.callRetrying(ctx, rt, func() ([]goja.Value, error) {
+		rt.redOut = rt.redOut[:0]
+		return args()
+	}, rt.reduces[r.idx], first...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -35,10 +36,16 @@ type worker struct {
 	// up (Pool.replace) and returns; the runtime is never used again.
 	stuck chan struct{}
 
-	memCharged uint64 // bytes charged to the call running; guarded by the pool's memWatch.mu
+	// Guarded by the pool's memWatch.mu.
+	memCharged uint64        // bytes charged to the call running
+	memTimed   bool          // the call is charged only while its thread runs (see memWatch)
+	memClock   int32         // the CPU clock of a timed call's thread
+	memCPU     time.Duration // memClock's reading at the last sample
 
 	// Owned by the borrowing goroutine.
 	runtimes []*vmState // most recently used first
+	timed    bool       // the next call is charged only while its thread runs (see callRetrying)
+	clock    int32      // the CPU clock of the borrowing goroutine's thread, when timed
 }
 
 func newWorker(p *Pool) *worker {
@@ -129,7 +136,7 @@ func (w *worker) begin(ctx context.Context, rt *vmState, force bool) error {
 	rt.abortErr = nil
 	w.timer.Reset(w.pool.opts.Timeout)
 	w.stuckTimer.Reset(w.pool.opts.Timeout + graceFor(w.pool.opts.Timeout))
-	w.pool.mem.add(w)
+	w.pool.mem.add(w, w.clock, w.timed)
 	return nil
 }
 
@@ -181,6 +188,51 @@ func (w *worker) call(ctx context.Context, rt *vmState, fn goja.Callable, args .
 		}
 	}()
 	return fn(goja.Undefined(), args...)
+}
+
+// memRetries is how many times a call interrupted by the memory watchdog
+// is run again before its ErrMemoryLimit stands.
+const memRetries = 1
+
+// callRetrying is call, except that a call interrupted for memory
+// (ErrMemoryLimit) is run again, up to memRetries times, timed: locked to
+// its OS thread and charged only for the allocation sampled while that
+// thread runs (see memWatch). The watchdog charges a call what the whole
+// process allocates while it runs, so a legitimate call that waits for a
+// CPU while the server allocates can be interrupted though it allocated
+// nothing; the run again, charged only while it runs, passes, while a bomb
+// fails each time. A call is a pure function of its arguments (the
+// runtime is frozen, see the package documentation), so running it again
+// is safe; again is called before each run again to forget what the
+// interrupted run left on the Go side (emits, a reduction's output) and to
+// build the arguments afresh (the interrupted run may have changed them);
+// should it fail, the ErrMemoryLimit stands. Each run again counts in
+// Pool.MemoryRetries.
+func (w *worker) callRetrying(ctx context.Context, rt *vmState, again func() ([]goja.Value, error), fn goja.Callable, args ...goja.Value) (goja.Value, error) {
+	v, err := w.call(ctx, rt, fn, args...)
+	for range memRetries {
+		if !errors.Is(err, ErrMemoryLimit) || ctx.Err() != nil || rt.broken {
+			break
+		}
+		fresh, aerr := again()
+		if aerr != nil {
+			break
+		}
+		w.pool.memRetries.Add(1)
+		v, err = w.callTimed(ctx, rt, fn, fresh...)
+	}
+	return v, err
+}
+
+// callTimed is call, locked to the OS thread and charged by the memory
+// watchdog only while that thread runs (plain call where the thread's CPU
+// time cannot be read).
+func (w *worker) callTimed(ctx context.Context, rt *vmState, fn goja.Callable, args ...goja.Value) (goja.Value, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	w.clock, w.timed = threadClock()
+	defer func() { w.clock, w.timed = 0, false }()
+	return w.call(ctx, rt, fn, args...)
 }
 
 // runtimeFor returns w's runtime for pr, instantiating it on first use and

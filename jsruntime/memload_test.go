@@ -1,0 +1,109 @@
+package jsruntime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/jsruntime"
+)
+
+// allocLoad runs goroutines that allocate garbage at about rate bytes a
+// second in all (as fast as they can with rate 0), as a server does beside a view build (a bulk load, the
+// storage engine, the build's own batches), until the test ends.
+func allocLoad(t *testing.T, goroutines int, rate int) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	const chunk = 64 << 10
+	var sink [][]byte
+	var sinkMu sync.Mutex
+	for range goroutines {
+		wg.Go(func() {
+			per := rate / goroutines
+			start := time.Now()
+			var made int
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if want := int(time.Since(start).Seconds() * float64(per)); rate > 0 && made >= want {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				b := make([]byte, chunk)
+				b[0] = 1
+				made += chunk
+				sinkMu.Lock()
+				sink = append(sink[:0], b) // garbage once replaced
+				sinkMu.Unlock()
+			}
+		})
+	}
+	t.Cleanup(func() { close(done); wg.Wait() })
+}
+
+// A legitimate map function is not failed for what the rest of the process
+// allocates while it runs, even on a busy machine where its goroutine waits
+// for a CPU between instructions: a document must not silently drop out of
+// its views.
+func TestMemoryLimitNotChargedOthersAllocation(t *testing.T) {
+	// One P: the calls wait for it behind the allocating goroutines and one
+	// another, as on a machine with more work than CPUs.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := newPool(t, &jsruntime.Options{Workers: 4, MaxMemory: 4 << 20, Timeout: 30 * time.Second})
+	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc, meta) { var s = 0; for (var i = 0; i < 300; i++) s += i % 7; emit(meta.id, doc.n * 2 + s); }`})
+	allocLoad(t, 4, 256<<20)
+	docs := make([]jsruntime.Doc, 300)
+	for i := range docs {
+		docs[i] = jsonDoc(fmt.Sprint("d", i), fmt.Sprintf(`{"n": %d, "pad": "%0200d"}`, i, i))
+	}
+	failed := 0
+	for round := range 10 {
+		res, err := pr.Map(context.Background(), docs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r[0].Err != nil {
+				failed++
+				if failed <= 3 {
+					t.Errorf("round %d: document %d failed: %v", round, i, r[0].Err)
+				}
+			} else if len(r[0].Emits) != 1 {
+				t.Errorf("round %d: document %d: %d rows", round, i, len(r[0].Emits))
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d map calls failed", failed, 10*len(docs))
+	}
+	t.Logf("calls run again after the memory limit: %d", p.MemoryRetries())
+}
+
+// A real bomb is still stopped under the same load.
+func TestMemoryBombUnderLoad(t *testing.T) {
+	p := newPool(t, &jsruntime.Options{Workers: 4, MaxMemory: 4 << 20, Timeout: 30 * time.Second})
+	pr := load(t, p,
+		jsruntime.ViewSource{Name: "bomb", Map: `function (doc) { var a = []; while (1) a.push("abc".repeat(1000) + a.length); }`},
+		jsruntime.ViewSource{Name: "ok", Map: `function (doc) { emit(1, 2); }`})
+	allocLoad(t, 4, 256<<20)
+	res, err := pr.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `{}`), jsonDoc("b", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !errors.Is(r[0].Err, jsruntime.ErrMemoryLimit) {
+			t.Errorf("document %d: bomb: %s, want the memory limit", i, rows(r[0]))
+		}
+		if got := rows(r[1]); got != "1=2" {
+			t.Errorf("document %d: other view: %s", i, got)
+		}
+	}
+}

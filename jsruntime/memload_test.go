@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,5 +106,56 @@ func TestMemoryBombUnderLoad(t *testing.T) {
 		if got := rows(r[1]); got != "1=2" {
 			t.Errorf("document %d: other view: %s", i, got)
 		}
+	}
+}
+
+// A run again gets fresh arguments: a bomb that marks its document before
+// blowing up does not find the mark when run again (which would let it
+// pass), fails with the memory limit, and says it was run again; the runs
+// again are counted.
+func TestMemoryLimitRunAgain(t *testing.T) {
+	p := newPool(t, &jsruntime.Options{Workers: 1, MaxMemory: 4 << 20, Timeout: 30 * time.Second})
+	pr := load(t, p,
+		jsruntime.ViewSource{Name: "bomb", Map: `function (doc) {
+			if (doc.seen) { emit("passed", null); return; }
+			doc.seen = true;
+			var a = []; while (1) a.push("abc".repeat(1000) + a.length);
+		}`},
+		jsruntime.ViewSource{Name: "ok", Map: `function (doc) { emit(doc.seen || false, null); }`})
+	res, err := pr.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0][0].Err, jsruntime.ErrMemoryLimit) {
+		t.Fatalf("bomb: %s, want the memory limit", rows(res[0][0]))
+	}
+	if !strings.Contains(res[0][0].Err.Error(), "also when run again") {
+		t.Errorf("error %q does not say the call was run again", res[0][0].Err)
+	}
+	if got := rows(res[0][1]); got != "true=null" { // the views share the document, as in Couchbase
+		t.Errorf("other view: %s", got)
+	}
+	if n := pr.MemoryRetries(); n != 1 {
+		t.Errorf("program's runs again: %d, want 1", n)
+	}
+	if n := p.MemoryRetries(); n != 1 {
+		t.Errorf("pool's runs again: %d, want 1", n)
+	}
+}
+
+// A reduce that blows up fails with the memory limit after its run again.
+func TestReduceMemoryBomb(t *testing.T) {
+	p := newPool(t, &jsruntime.Options{Workers: 1, MaxMemory: 4 << 20, Timeout: 30 * time.Second})
+	r := reducer(t, p, `function (keys, values) {
+		if (values.length > 2) return 0;
+		values.push(0);
+		var a = []; while (1) a.push("abc".repeat(1000) + a.length);
+	}`)
+	_, err := reduceAll(r, raw("1", "2"))
+	if !errors.Is(err, jsruntime.ErrMemoryLimit) {
+		t.Fatalf("reduce: %v, want the memory limit", err)
+	}
+	if n := p.MemoryRetries(); n != 1 {
+		t.Errorf("runs again: %d, want 1", n)
 	}
 }

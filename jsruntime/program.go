@@ -83,7 +83,12 @@ type Program struct {
 
 	logLimit   *ratelimit.Bucket // rate of log(...) lines
 	logDropped atomic.Int64      // log(...) lines dropped over the rate
+	memRetries atomic.Int64      // calls run again after ErrMemoryLimit
 }
+
+// MemoryRetries counts the program's map and reduce calls run again after
+// the memory watchdog interrupted them (see Pool.MemoryRetries).
+func (pr *Program) MemoryRetries() int64 { return pr.memRetries.Load() }
 
 // Views returns the names of the program's views, in Load order: the order
 // of each document's results from Map.
@@ -439,6 +444,8 @@ func scriptError(view, which string, err error) error {
 	switch {
 	case errors.Is(err, ErrTimeout):
 		se.Msg, se.Err = "timeout", ErrTimeout
+	case errors.Is(err, errMemoryLimitAgain):
+		se.Msg, se.Err = "memory limit exceeded, also when run again", ErrMemoryLimit
 	case errors.Is(err, ErrMemoryLimit):
 		se.Msg, se.Err = "memory limit exceeded", ErrMemoryLimit
 	case errors.As(err, &so):

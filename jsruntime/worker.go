@@ -219,10 +219,18 @@ func (w *worker) callRetrying(ctx context.Context, rt *vmState, again func() ([]
 			break
 		}
 		w.pool.memRetries.Add(1)
+		rt.prog.memRetries.Add(1)
 		v, err = w.callTimed(ctx, rt, fn, fresh...)
+		if errors.Is(err, ErrMemoryLimit) {
+			err = errMemoryLimitAgain
+		}
 	}
 	return v, err
 }
+
+// errMemoryLimitAgain is the error of a call that ran past the memory limit
+// in its run again too (see callRetrying).
+var errMemoryLimitAgain = fmt.Errorf("%w, also when run again", ErrMemoryLimit)
 
 // callTimed is call, locked to the OS thread and charged by the memory
 // watchdog only while that thread runs (plain call where the thread's CPU

@@ -281,3 +281,32 @@ func TestReductionTooLarge(t *testing.T) {
 		})
 	}
 }
+
+// A map function stopped by the memory limit is run again before its
+// document is left out of the view: _info counts the runs again, and the
+// view's error says the run again failed too.
+func TestMemoryRetriesInInfo(t *testing.T) {
+	e := newEnv(t, views.Options{JS: &jsruntime.Options{MaxMemory: 4 << 20}})
+	ctx := context.Background()
+	bomb := `function (doc, meta) { if (doc.bomb) { var a = []; while (1) a.push('abc'.repeat(1000) + a.length); } emit(meta.id, null); }`
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"`+bomb+`"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.put("a", `{}`)
+	e.put("b", `{"bomb": true}`)
+	if got := e.query("d", "v", "stale=false"); !strings.Contains(got, `"total_rows":1`) {
+		t.Fatalf("query: %s", got)
+	}
+	inf, err := e.svc.Info(ctx, "default", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inf.MemoryRetries != 1 {
+		t.Errorf("memory_retries = %d, want 1", inf.MemoryRetries)
+	}
+	vi := inf.Views["v"]
+	if vi.MapErrors != 1 || len(vi.RecentErrors) != 1 || vi.RecentErrors[0].DocID != "b" ||
+		!strings.Contains(vi.RecentErrors[0].Reason, "memory limit exceeded, also when run again") {
+		t.Errorf("map errors %d, %+v", vi.MapErrors, vi.RecentErrors)
+	}
+}

@@ -529,6 +529,11 @@ type Info struct {
 	// LogDropped counts the log(...) lines of the design document's
 	// functions dropped over the rate limit (see jsruntime.LogRate).
 	LogDropped int64 `json:"log_dropped"`
+	// MemoryRetries counts the design document's map and reduce calls run
+	// again after the memory limit stopped them, most of them for the rest
+	// of the server's allocation (see jsruntime.Pool.MemoryRetries); one
+	// that fails again shows among the view's errors.
+	MemoryRetries int64 `json:"memory_retries"`
 	// Views describes each view.
 	Views map[string]ViewInfo `json:"views"`
 	// BuildInfo is the index's build progress: building, docs_indexed,
@@ -575,7 +580,7 @@ func (s *Service) Info(ctx context.Context, bucket, name string) (*Info, error) 
 	defer rd.Close()
 	d := ix.ddoc.Load()
 	inf := &Info{Name: d.ID, Signature: d.Signature(), Mapped: int64(ix.idx.Mapped()), MappedSinceStart: ix.mapped.Load(), Rollbacks: ix.rollbacks.Load(),
-		LogDropped: ix.prog.LogDropped(), Views: map[string]ViewInfo{}, BuildInfo: ix.feed.BuildInfo()}
+		LogDropped: ix.prog.LogDropped(), MemoryRetries: ix.prog.MemoryRetries(), Views: map[string]ViewInfo{}, BuildInfo: ix.feed.BuildInfo()}
 	high := ix.feed.Handle().HighSeqnos()
 	for i, s := range rd.Seqs() {
 		inf.Seqs += s

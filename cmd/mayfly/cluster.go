@@ -88,7 +88,8 @@ func (c *clusterFlags) config() (cluster.Config, error) {
 }
 
 // startClusterNode joins the cluster --peers names and defines there the
-// buckets this node has that the cluster does not have yet.
+// buckets this node has that the cluster does not have yet, at start and
+// as they are created.
 func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
@@ -100,12 +101,11 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range eng.Buckets() {
-		def := cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: cluster.DefaultReplicaNumber}
-		if err := cluster.DefineBucket(ctx, n.Client(), def); err != nil && !errors.Is(err, cluster.ErrBucketExists) {
-			n.Close()
-			return nil, err
-		}
+	// The buckets open now, and each one created later (over HTTP): the
+	// orchestrator places the partitions of those the cluster defines.
+	if err := eng.Attach(ctx, clusterBuckets{n}); err != nil {
+		n.Close()
+		return nil, err
 	}
 	role := "an etcd client"
 	if n.IsMember() {
@@ -219,3 +219,29 @@ members' client ports are found from it) or etcd's client URLs.
 	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
 }
+
+// defineTimeout bounds a bucket's definition in the cluster's state: a
+// cluster without a quorum fails the bucket's creation rather than hang it.
+const defineTimeout = 10 * time.Second
+
+// clusterBuckets defines in the cluster's state each bucket the engine
+// attaches (those open at start and those created later), so that the
+// orchestrator places its partitions; a bucket the cluster already defines
+// is left as it is. It keeps nothing of the bucket, so its detach does
+// nothing (a deleted bucket stays defined: the cluster has no deletion
+// yet).
+type clusterBuckets struct{ n *cluster.Node }
+
+// AttachBucket defines b in the cluster if it is not defined yet.
+func (c clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) error {
+	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
+	defer cancel()
+	def := cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: cluster.DefaultReplicaNumber}
+	if err := cluster.DefineBucket(ctx, c.n.Client(), def); err != nil && !errors.Is(err, cluster.ErrBucketExists) {
+		return err
+	}
+	return nil
+}
+
+// DetachBucket does nothing (see clusterBuckets).
+func (clusterBuckets) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestServeClusterDefinesCreatedBucket: a bucket created over HTTP on a
+// node of a cluster is defined in the cluster's state and its partitions
+// placed, as those open at start are (it used to be left out: only the
+// buckets open at start were defined).
+func TestServeClusterDefinesCreatedBucket(t *testing.T) {
+	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
+	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t, map[int]bool{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	var wg sync.WaitGroup
+	var serveErr error
+	wg.Go(func() {
+		serveErr = runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "",
+			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
+			"--node", "n1", "--peers", peers, "--cluster-lease", "3s"}, out, io.Discard)
+	})
+	defer func() {
+		cancel()
+		wg.Wait()
+		if serveErr != nil {
+			t.Errorf("serve: %v", serveErr)
+		}
+	}()
+	addr := served(t, out, "serving HTTP on http://", "mayfly: cluster node ")[0]
+
+	req, _ := http.NewRequest("POST", "http://"+addr+"/pools/default/buckets",
+		strings.NewReader("name=later&bucketType=ephemeral&ramQuotaMB=100"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("Administrator", "password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("create bucket: %d %s", resp.StatusCode, body)
+	}
+
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		code, o, errOut := runCmd("cluster", "status", "--peers", peers)
+		if code == 0 && strings.Contains(o, "bucket later (replicaNumber 2): 1024 partitions") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster status lacks the bucket created over HTTP, placed: %d %q %q", code, o, errOut)
+		}
+	}
+}

@@ -302,7 +302,8 @@ func isLoopback(addr string) bool {
 
 // checkExposure refuses to listen beyond loopback without an administrator
 // password, or to open the unauthenticated memcached port beyond loopback
-// without --memcached-allow-remote. On loopback without a password it makes
+// without --memcached-allow-remote, or Go's profiles (--pprof) beyond
+// loopback at all. On loopback without a password it makes
 // one up for this start.
 func (c *serveConfig) checkExposure() error {
 	if c.adminPassword == "" {
@@ -320,6 +321,9 @@ func (c *serveConfig) checkExposure() error {
 	}
 	if c.mcAddr != "" && !c.mcRemote && !isLoopback(c.mcAddr) {
 		return fmt.Errorf("--memcached %s listens beyond loopback and the memcached port has no authentication: add --memcached-allow-remote to mean it", c.mcAddr)
+	}
+	if c.pprofAddr != "" && !isLoopback(c.pprofAddr) {
+		return fmt.Errorf("--pprof %s listens beyond loopback and Go's profiles have no authentication (a heap profile or the command line may show passwords): give a loopback address", c.pprofAddr)
 	}
 	if c.tlsCert != "" && c.kvTLSAddr != "" && !isLoopback(c.kvTLSAddr) && c.devPassword {
 		return fmt.Errorf("--kv-tls %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.kvTLSAddr)

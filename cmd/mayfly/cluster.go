@@ -95,6 +95,14 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 	if err != nil {
 		return nil, err
 	}
+	// The addresses the other nodes and clients are told: a port listening
+	// on every interface ("[::]:8091") is reached at this node's host in
+	// --peers.
+	for _, p := range cc.Peers {
+		if p.Name == cc.Node {
+			httpAddr, kvAddr = advertised(httpAddr, p.Host), advertised(kvAddr, p.Host)
+		}
+	}
 	cc.DataDir, cc.HTTP, cc.KV, cc.Version, cc.Logger = cfg.data, httpAddr, kvAddr, clusterconfig.Version, logger
 	logger.Warn("cluster: " + notReplicated)
 	n, err := cluster.Start(ctx, cc)
@@ -245,3 +253,17 @@ func (c clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) erro
 
 // DetachBucket does nothing (see clusterBuckets).
 func (clusterBuckets) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+
+// advertised is the address others reach a listener at, addr, on: addr
+// itself, or host with addr's port when addr's host is unspecified (the
+// listener takes every interface).
+func advertised(addr, host string) string {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
+		return net.JoinHostPort(host, port)
+	}
+	return addr
+}

@@ -50,7 +50,7 @@ type config struct {
 	rangeDocs, rangeClients    int
 	rangeTime, warmupTimeout   time.Duration
 	staleFalseWait, stopWait   time.Duration
-	viewWait                   time.Duration
+	viewWait, idleWait         time.Duration
 	rangeBaselineQPS           float64
 	indexBudgetMB, allowanceMB int
 }
@@ -70,7 +70,8 @@ func main() {
 	flag.IntVar(&c.quotaMB, "quota-mb", 1024, "ramQuotaMB of the big phase's bucket")
 	flag.IntVar(&c.conns, "conns", 16, "memcached connections loading")
 	flag.IntVar(&c.depth, "depth", 64, "sets each loading connection sends before reading their replies")
-	flag.IntVar(&c.gets, "gets", 20000, "random gets timed after the page cache is dropped")
+	flag.IntVar(&c.gets, "gets", 20000, "random gets timed after the page cache is dropped; 0 skips the gets and the restarts")
+	flag.DurationVar(&c.idleWait, "idle-wait", 0, "after the view build, leave the server idle this long and report its memory at 10 s and at the end (what it gives back after a burst); 0: no wait")
 	flag.IntVar(&c.viewCacheMB, "view-cache-mb", 256, "serve --view-cache-mb: the view indexes' page cache, the index budget")
 	flag.IntVar(&c.allowanceMB, "allowance-mb", 200, "RSS allowed beyond quota plus index budget (the issue's 200 MB)")
 	flag.BoolVar(&c.noSync, "no-sync", false, "serve --no-sync")
@@ -384,8 +385,26 @@ func (b *bench) big() error {
 	b.rep.add(phase, "view: peak RSS vs quota+index budget+allowance", "%.0f MiB vs %.0f MiB: %s", mb(peak), mb(budget), metMissed(peak <= budget))
 	b.rep.add(phase, "  at the build's peak", "%v", b.smp.peakBreakdown("view"))
 	b.memFigures(srv, phase, "after view")
-
+	if b.idleWait > 0 {
+		b.idle(srv, phase)
+	}
+	if b.gets == 0 {
+		return nil
+	}
 	return b.getsAndRestarts(srv, phase, bucket)
+}
+
+// idle leaves srv alone for b.idleWait and reports its memory 10 s into
+// the wait and at its end: what the server gives back once a burst ends.
+func (b *bench) idle(srv *server, phase string) {
+	b.smp.watch(srv, "idle")
+	first := min(10*time.Second, b.idleWait)
+	time.Sleep(first)
+	b.memFigures(srv, phase, fmt.Sprintf("idle %v after view", first))
+	if rest := b.idleWait - first; rest > 0 {
+		time.Sleep(rest)
+		b.memFigures(srv, phase, fmt.Sprintf("idle %v after view", b.idleWait))
+	}
 }
 
 // reuseBig starts the server on the data directory of an earlier big phase
@@ -418,6 +437,9 @@ func (b *bench) reuseBig(bucket string) error {
 	}
 	b.rep.add("big", "reused "+b.reuse+": warm-up done", "%.2f s after the process started", at.Seconds())
 	b.memFigures(srv, "big", "reused, warm")
+	if b.gets == 0 {
+		return nil
+	}
 	return b.getsAndRestarts(srv, "big", bucket)
 }
 

@@ -13,15 +13,36 @@ var idleMetrics = [...]string{
 	"/memory/classes/heap/free:bytes",    // free, still resident
 	"/memory/classes/heap/objects:bytes", // objects, live or garbage not yet collected
 	"/gc/heap/live:bytes",                // live at the last collection
+	"/gc/heap/allocs:bytes",              // allocated since the process started
 }
 
 // idleReleaseBytes is how much reclaimable heap (free or garbage)
 // releaseIdleMemory lets stay resident.
 const idleReleaseBytes = 8 << 20
 
-// reclaimable returns the heap's free memory that is still resident plus its
-// garbage not yet collected.
-func reclaimable() uint64 {
+// The release's cadence. Every idleCheckInterval releaseIdleMemory looks at
+// how much the heap allocated since its last look: less than quietAllocBytes
+// (a few hundred small requests' worth) means the burst is over, and the
+// heap's reclaimable memory goes back to the system then, rather than up to
+// an idleForceInterval later. A busy server, which never looks quiet, still
+// gives it back every idleForceInterval. Measured (BENCHMARKS.md, "The
+// memory overhead's default, measured"): a build's 400-500 MiB of freed heap
+// stayed resident until the next force with Go's limit a GiB away.
+const (
+	idleCheckInterval = 5 * time.Second
+	idleForceInterval = 30 * time.Second
+	quietAllocBytes   = 4 << 20
+)
+
+// heapFigures are the runtime's figures idleMemory reads.
+type heapFigures struct {
+	reclaimable uint64 // free heap still resident plus garbage not yet collected
+	allocs      uint64 // allocated since the process started
+}
+
+// readHeap reads the heap's figures; ok is false when this runtime does
+// not measure them.
+func readHeap() (f heapFigures, ok bool) {
 	var s [len(idleMetrics)]metrics.Sample
 	for i, name := range idleMetrics {
 		s[i].Name = name
@@ -29,11 +50,29 @@ func reclaimable() uint64 {
 	metrics.Read(s[:])
 	for _, v := range s {
 		if v.Value.Kind() != metrics.KindUint64 {
-			return 0 // not measured by this runtime: do nothing
+			return heapFigures{}, false
 		}
 	}
 	free, objects, live := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
-	return free + objects - min(live, objects)
+	return heapFigures{reclaimable: free + objects - min(live, objects), allocs: s[3].Value.Uint64()}, true
+}
+
+// reclaimable returns the heap's free memory that is still resident plus its
+// garbage not yet collected.
+func reclaimable() uint64 {
+	f, _ := readHeap()
+	return f.reclaimable
+}
+
+// shouldRelease reports whether idle memory goes back to the system now:
+// more than idleReleaseBytes is reclaimable, and either the heap allocated
+// less than quietAllocBytes since the last look (the burst is over) or the
+// last release was at least idleForceInterval ago.
+func shouldRelease(reclaimable, allocatedSince uint64, sinceRelease time.Duration) bool {
+	if reclaimable <= idleReleaseBytes {
+		return false
+	}
+	return allocatedSince < quietAllocBytes || sinceRelease >= idleForceInterval
 }
 
 // releaseFreeMemory collects the heap and gives its free memory back to the
@@ -50,24 +89,39 @@ func releaseFreeMemory(limit uint64) bool {
 	return true
 }
 
-// releaseIdleMemory runs releaseFreeMemory every interval until ctx ends.
-// An idle server pays one collection after a burst and none after; a busy
-// one at most one collection an interval beside its own. Each interval it
-// also takes the executable's pages out of the process
-// (binaryPages): those the server used since (a login's, a burst's)
-// leave, and those it keeps using come back at a minor fault each, a few
-// hundred faults an interval.
-func releaseIdleMemory(ctx context.Context, interval time.Duration, bin *binaryPages, log *slog.Logger) {
-	t := time.NewTicker(interval)
+// releaseIdleMemory gives the heap's reclaimable memory back to the system
+// (a collection and debug.FreeOSMemory) when shouldRelease says so, looking
+// every idleCheckInterval, until ctx ends. An idle server pays one
+// collection within idleCheckInterval of a burst's end and none after; a
+// busy one at most one collection an idleForceInterval beside its own.
+// Every idleForceInterval it also takes the executable's pages out of the
+// process (binaryPages): those the server used since (a login's, a
+// burst's) leave, and those it keeps using come back at a minor fault
+// each, a few hundred faults an interval.
+func releaseIdleMemory(ctx context.Context, bin *binaryPages, log *slog.Logger) {
+	t := time.NewTicker(idleCheckInterval)
 	defer t.Stop()
+	prev, _ := readHeap()
+	var sinceRelease, sinceBinary time.Duration
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		releaseFreeMemory(idleReleaseBytes)
-		logBinaryRelease(bin, log)
+		sinceRelease += idleCheckInterval
+		sinceBinary += idleCheckInterval
+		f, ok := readHeap()
+		if ok && shouldRelease(f.reclaimable, f.allocs-min(prev.allocs, f.allocs), sinceRelease) {
+			debug.FreeOSMemory()
+			sinceRelease = 0
+			f, _ = readHeap() // FreeOSMemory's own collection allocates little, but count from here
+		}
+		prev = f
+		if sinceBinary >= idleForceInterval {
+			sinceBinary = 0
+			logBinaryRelease(bin, log)
+		}
 	}
 }
 

@@ -585,7 +585,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// load left free goes back too.
 	idleCtx, stopIdle := context.WithCancel(context.Background())
 	idleDone := make(chan struct{})
-	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, 30*time.Second, binPages, logger) }()
+	go func() { defer close(idleDone); releaseIdleMemory(idleCtx, binPages, logger) }()
 	defer func() { stopIdle(); <-idleDone }()
 
 	// Requests in flight see their context end when shutdown begins, so a

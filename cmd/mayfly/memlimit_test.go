@@ -50,17 +50,17 @@ func TestMemLimitFollowsQuotas(t *testing.T) {
 	want("the 100 MiB bucket deleted", 276)
 }
 
-// TestAutoMemoryOverhead: the default overhead is 64 MiB plus an eighth of
-// what the buckets hold, so that a 1 GiB bucket's limit is 1,216 MiB where
-// it was 2,048 (plus the view cache), and a small bucket still has 64 MiB
+// TestAutoMemoryOverhead: the default overhead is 128 MiB plus half of
+// what the buckets hold, so that a 1 GiB bucket's limit is 1,664 MiB where
+// it was 2,048 (plus the view cache), and a small bucket still has 128 MiB
 // of room or more.
 func TestAutoMemoryOverhead(t *testing.T) {
 	for _, c := range []struct{ heldMB, wantMB int64 }{
-		{0, 64},
-		{96, 76},
-		{256, 96},
-		{1024, 192},
-		{8192, 1088},
+		{0, 128},
+		{96, 176},
+		{256, 256},
+		{1024, 640},
+		{8192, 4224},
 	} {
 		if got := autoMemoryOverhead(c.heldMB << 20); got != c.wantMB<<20 {
 			t.Errorf("buckets holding %d MiB: overhead %d MiB, want %d", c.heldMB, got>>20, c.wantMB)
@@ -88,13 +88,13 @@ func TestMemLimitAuto(t *testing.T) {
 	if err := eng.Attach(ctx, ml); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(256+64+64+32) << 20; limit != want {
+	if want := int64(256+64+128+128) << 20; limit != want {
 		t.Errorf("a 256 MiB bucket and 64 MiB stated: limit %d MiB, want %d", limit>>20, want>>20)
 	}
 	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.RAMQuotaMB = 1024; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(1024+64+64+128) << 20; limit != want {
+	if want := int64(1024+64+128+512) << 20; limit != want {
 		t.Errorf("its quota raised to 1 GiB: limit %d MiB, want %d", limit>>20, want>>20)
 	}
 }

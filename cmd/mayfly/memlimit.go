@@ -21,8 +21,8 @@ import (
 // view build and 500-770 MiB at the build's write-backs, and the engine's
 // heap runs 1.5-1.8 times its mem_used during a load. An overhead of an
 // eighth of the quotas (a limit 70-90 MiB above that live heap) kept the
-// collector running and made the build 2.8 times slower than the old fixed
-// 1 GiB; half of the quotas builds within about 1.2 times of it and lowers
+// collector running and made the build twice as slow as the old fixed
+// 1 GiB; half of the quotas builds within the noise of it and lowers
 // the load's peak. What a burst leaves free is given back once the server
 // goes quiet (idlemem.go), so a generous limit no longer leaves it
 // resident.

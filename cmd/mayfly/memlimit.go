@@ -17,7 +17,7 @@ import (
 // connections, and the runtime's own (stacks, metadata, the collector's
 // overshoot while it marks). Chosen by measurement (BENCHMARKS.md, "The
 // memory overhead's default, measured"): a 1,000,000-document bucket with
-// a 256 MiB quota held 330-350 MiB of live heap after its load and its
+// a 256 MiB quota held 330-400 MiB of live heap after its load and its
 // view build and 500-770 MiB at the build's write-backs, and the engine's
 // heap runs 1.5-1.8 times its mem_used during a load. An overhead of an
 // eighth of the quotas (a limit 70-90 MiB above that live heap) kept the

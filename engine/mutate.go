@@ -282,10 +282,13 @@ func (b *Bucket) dropPending() {
 			delete(p.mu.locks, k)
 		}
 		clear(p.mu.acked)
-		for k, d := range p.mu.pending {
-			if !d.Expired {
-				continue
-			}
+		// A queued expiration took the committed version's expiry entry
+		// out at once (expireQueued), and a later write of the same key
+		// may since have replaced it as the pending version: whatever is
+		// pending now, a live committed version with an expiration gets
+		// its entry back. Putting back an entry still there replaces it
+		// in place, changing nothing.
+		for k := range p.mu.pending {
 			if i, ok := p.mu.docs.find(k); ok {
 				if c := p.mu.docs.version(i); !c.deleted && c.exp != 0 {
 					b.exps.update(k, 0, c.exp, c.size) // see expireQueued

@@ -81,20 +81,26 @@ func (c *Collection) get(ctx context.Context, key string, resident bool) (*Docum
 	p := c.b.partitionFor(key)
 	var d *Document
 	var err error
+	// Read before the look in memory: a key the warm-up loads after the
+	// look is not in it, and is found by readMiss.
+	allIn := c.b.itemsResident()
 	if resident {
 		// readCommitted's look in memory; every way of Get's to the
 		// store must answer ErrWouldBlock here.
 		p.mu.RLock()
 		d = p.readTouchLocked(k, memMode(c.b.mem.mode.Load()).evicts())
 		p.mu.RUnlock()
-		if (d != nil && d.ejected) || (d == nil && !c.b.itemsResident() && c.b.mayBeStored(p, k)) {
+		if (d != nil && d.ejected) || (d == nil && !allIn && c.b.mayBeStored(p, k)) {
 			return nil, ErrWouldBlock
 		}
 	} else if d, err = c.b.readCommitted(ctx, p, k, true); err != nil {
 		return nil, err
 	}
 	if d == nil {
-		if d, err = c.b.readMiss(ctx, p, k, true); err != nil {
+		if hook := c.b.eng.opts.beforeMiss; hook != nil {
+			hook(key)
+		}
+		if d, err = c.b.readMiss(ctx, p, k, true, allIn); err != nil {
 			return nil, err
 		}
 	}
@@ -125,12 +131,13 @@ func (c *Collection) Peek(key string) (*Document, error) {
 	}
 	p := c.b.partitionFor(key)
 	k := docKey{cid: c.id, key: key}
+	allIn := c.b.itemsResident() // before the look: see get
 	d, err := c.b.readCommitted(context.Background(), p, k, false)
 	if err != nil {
 		return nil, err
 	}
 	if d == nil {
-		if d, err = c.b.readMiss(context.Background(), p, k, false); err != nil {
+		if d, err = c.b.readMiss(context.Background(), p, k, false, allIn); err != nil {
 			return nil, err
 		}
 	}

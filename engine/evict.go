@@ -182,9 +182,11 @@ func (b *Bucket) mayBeStored(p *partition, k docKey) bool {
 }
 
 // readMiss is fetchMissLocked for a reader that found nothing under p's
-// read lock: nil at once while memory holds every key.
-func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch bool) (*Document, error) {
-	if b.itemsResident() {
+// read lock: nil at once if memory held every key before the reader looked
+// (resident, itemsResident read before the look). Otherwise memory is looked
+// in again: the warm-up may have loaded k, and finished, since the look.
+func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch, resident bool) (*Document, error) {
+	if resident {
 		return nil, nil
 	}
 	if !b.mayBeStored(p, k) {
@@ -192,7 +194,11 @@ func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch boo
 		return nil, nil
 	}
 	p.mu.Lock()
-	d, err := b.fetchMissLocked(p, k)
+	d := p.mu.docs.get(k)
+	var err error
+	if d == nil {
+		d, err = b.fetchMissLocked(p, k)
+	}
 	p.mu.Unlock()
 	if err != nil || d == nil || !d.ejected {
 		return d, err

@@ -64,6 +64,10 @@ type Options struct {
 	// background warm-up (warmupRetryFirst).
 	wrapStorage      func(storage) storage
 	warmupRetryFirst time.Duration
+	// beforeMiss, when set, is called by a get that found its key in
+	// no version in memory, with the key, before it reads further
+	// (readMiss): a test blocks in it to hold the get there.
+	beforeMiss func(key string)
 	// fullEviction lets CreateBucket take evictionPolicy fullEviction,
 	// which Validate refuses until every path reads items out of memory
 	// (evict.go): the tests of what is in run on real fullEviction buckets.

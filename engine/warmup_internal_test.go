@@ -115,3 +115,94 @@ func TestWarmupRetriesFailedLoad(t *testing.T) {
 		t.Fatalf("listed %d documents, want %d", listed, n)
 	}
 }
+
+// TestGetRacingTheWarmupFindsTheKey: a get looks in memory while the warm-up
+// has not loaded its key yet; the warm-up then loads it and finishes before
+// the get reads further. The get must answer the stored document, not
+// ErrNotFound because memory now holds every key.
+func TestGetRacingTheWarmupFindsTheKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
+	defer cancel()
+	dir := t.TempDir()
+	clk := NewFakeClock(1_700_000_000)
+	eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, BucketSettings{Name: "b", Type: Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprint("k", i), []byte(fmt.Sprint(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	warmHeld, warmGo := make(chan struct{}), make(chan struct{})
+	getHeld, getGo := make(chan struct{}), make(chan struct{})
+	var holdWarm atomic.Bool
+	holdWarm.Store(true)
+	eng, err = Open(dir, &Options{Clock: clk, NumPartitions: 4, BackgroundWarmup: true,
+		WarmupHook: func(string, int64) {
+			if holdWarm.CompareAndSwap(true, false) {
+				close(warmHeld)
+				<-warmGo
+			}
+		},
+		beforeMiss: func(string) {
+			close(getHeld)
+			<-getGo
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err = eng.Bucket("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	<-warmHeld // one document loaded: find one that is not
+	key := ""
+	for i := range n {
+		k := fmt.Sprint("k", i)
+		p := b.partitionFor(k)
+		p.mu.RLock()
+		d := p.mu.docs.get(docKey{cid: c.id, key: k})
+		p.mu.RUnlock()
+		if d == nil {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("the held warm-up has loaded every key")
+	}
+	type answer struct {
+		d   *Document
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		d, err := c.Get(ctx, key)
+		got <- answer{d, err}
+	}()
+	<-getHeld // the get found nothing in memory
+	close(warmGo)
+	if err := b.WaitWarm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(getGo)
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("get of the stored %s racing the warm-up: %v", key, a.err)
+	}
+	if want := strings.TrimPrefix(key, "k"); string(a.d.Value) != want {
+		t.Fatalf("get of %s: %q, want %q", key, a.d.Value, want)
+	}
+}

@@ -114,7 +114,8 @@ type pager struct {
 	// an unfinished write-back (see writeBack). REQUIRES: Index.mu.
 	stored uint64
 	// txBytes bounds the page bytes a write-back puts in one transaction
-	// (see writeBack); 0: writeBackTxBytes. Tests set it.
+	// (see writeBack); 0: writeBackTxBytes; negative: everything in one
+	// transaction, as before the split. Tests and benchmarks set it.
 	txBytes int64
 	// pageTxs counts the transactions write-backs committed that held
 	// only pages (see writeBack). REQUIRES: Index.mu.
@@ -573,9 +574,18 @@ func (pw *pageWriter) put(id uint64, page []byte) error {
 	if limit <= 0 {
 		limit = writeBackTxBytes
 	}
-	if pw.bytes < limit {
+	if pw.bytes < limit || limit < 0 {
 		return nil
 	}
+	if err := pw.commit(); err != nil {
+		return err
+	}
+	return pw.begin()
+}
+
+// commit commits pw's transaction, one before the write-back's final one.
+func (pw *pageWriter) commit() error {
+	ps := pw.ps
 	tx := pw.tx
 	pw.tx = nil
 	if err := tx.Commit(); err != nil {
@@ -584,11 +594,56 @@ func (pw *pageWriter) put(id uint64, page []byte) error {
 	ps.pageTxs++
 	ps.mm.release() // what the transaction read and wrote through the map
 	if ps.afterPageTx != nil {
-		if err := ps.afterPageTx(); err != nil {
-			return err
+		return ps.afterPageTx()
+	}
+	return nil
+}
+
+// deleteEarly deletes the pages of the batches of ps.pending that no
+// reader needs (generation at most safe), in transactions of their own of
+// a bounded number of deletions each, and drops them from ps.pending and
+// the cache. They are safe to delete before the write-back's final
+// transaction: an earlier write-back listed them free in the file, and
+// none of its trees reaches them. REQUIRES: Index.mu.
+func (pw *pageWriter) deleteEarly(safe uint64) error {
+	ps := pw.ps
+	var early, keep []freedPages
+	for _, f := range ps.pending {
+		if f.gen <= safe {
+			early = append(early, f)
+		} else {
+			keep = append(keep, f)
 		}
 	}
-	return pw.begin()
+	if len(early) == 0 || ps.txBytes < 0 {
+		return nil
+	}
+	limit := ps.txBytes
+	if limit <= 0 {
+		limit = writeBackTxBytes
+	}
+	perTx := int(max(limit/(2*mapPage), 1)) // each reads about two leaf pages (see deleteFreed)
+	var ids []uint64
+	for _, f := range early {
+		ids = append(ids, f.ids...)
+	}
+	slices.Sort(ids)
+	for len(ids) > 0 {
+		n := min(len(ids), perTx)
+		if err := pw.begin(); err != nil {
+			return err
+		}
+		if _, err := ps.deleteFreed(pw.tx, []freedPages{{ids: ids[:n]}}, 0); err != nil {
+			return err
+		}
+		if err := pw.commit(); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	ps.pending = keep
+	ps.dropCached(early, nil)
+	return nil
 }
 
 // rollback ends pw's open transaction, if any, without committing it.
@@ -898,7 +953,9 @@ func (ix *Index) writeBackLocked() (err error) {
 // reader needs. The new pages go in transactions of about writeBackTxBytes
 // each (see pageWriter), so that neither bbolt's heap nor the file's
 // resident map holds a large build's whole dirty set at once; everything
-// else goes in the last one, the final transaction, with the last pages.
+// else goes in the last one, the final transaction, with the last pages,
+// but for the deletion of the pages earlier write-backs freed and no reader
+// needs, which goes first, in bounded transactions too (see deleteEarly).
 // Until it commits, the file's roots reach none of the new pages (their
 // ids are at or above its stored next page id), so the file always holds
 // one Apply's complete state, never a sequence vector ahead of its pages:
@@ -917,13 +974,16 @@ func (ix *Index) writeBack(gen uint64) error {
 	old := ix.snap.Load()
 	snap := &snapshot{roots: slices.Clone(old.roots), expRoots: slices.Clone(old.expRoots), seqs: old.seqs, gen: gen}
 	safe := ps.safeGen(old.gen)
-	pending := append(slices.Clone(ps.pending), ps.dirty.freed...)
 	var written []writtenNode
-	var left []freedPages
+	var left, pending []freedPages
 	var replaced []uint64 // the pages of the delta leaves written
 	pw := &pageWriter{ps: ps}
 	defer pw.rollback() // a failure's, or a panic's (see recoverPage)
 	err := func() error {
+		if err := pw.deleteEarly(safe); err != nil {
+			return err
+		}
+		pending = append(slices.Clone(ps.pending), ps.dirty.freed...)
 		if err := pw.begin(); err != nil {
 			return err
 		}

@@ -351,8 +351,8 @@ func SetWriteBackTxBytes(ix *Index, n int64) {
 	ix.ps.txBytes = n
 }
 
-// WriteBackPageTxs returns the number of transactions of only pages the
-// paged index's write-backs committed.
+// WriteBackPageTxs returns the number of transactions the paged index's
+// write-backs committed before their final ones.
 func WriteBackPageTxs(ix *Index) int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -361,7 +361,8 @@ func WriteBackPageTxs(ix *Index) int {
 
 // SetAfterPageTx sets a function called (under the index's lock, outside
 // any transaction) after each transaction of only pages a write-back
-// commits: what the file holds then is what a crash there leaves. An error
+// (or deletion of pages freed earlier) commits: what the file holds then is
+// what a crash there leaves. An error
 // fails the write-back there.
 func SetAfterPageTx(ix *Index, f func() error) {
 	ix.mu.Lock()

@@ -117,8 +117,8 @@ type pager struct {
 	// (see writeBack); 0: writeBackTxBytes; negative: everything in one
 	// transaction, as before the split. Tests and benchmarks set it.
 	txBytes int64
-	// pageTxs counts the transactions write-backs committed that held
-	// only pages (see writeBack). REQUIRES: Index.mu.
+	// pageTxs counts the transactions write-backs committed before their
+	// final ones (see writeBack). REQUIRES: Index.mu.
 	pageTxs int
 	// afterPageTx, if set, is called after each such commit (a test's
 	// crash point); an error fails the write-back there, as a failed
@@ -571,11 +571,11 @@ func (pw *pageWriter) put(id uint64, page []byte) error {
 	}
 	pw.bytes += int64(len(page))
 	limit := ps.txBytes
-	if limit <= 0 {
+	if limit == 0 {
 		limit = writeBackTxBytes
 	}
-	if pw.bytes < limit || limit < 0 {
-		return nil
+	if limit < 0 || pw.bytes < limit {
+		return nil // negative: no bound
 	}
 	if err := pw.commit(); err != nil {
 		return err

@@ -1128,10 +1128,20 @@ func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]boo
 		walk(snap.roots[vi])
 		walk(snap.expRoots[vi])
 	}
+	var next uint64 // pages at or above it: a crashed write-back's orphans
+	if v := meta.Get(keyNextPage); len(v) == 8 {
+		next = binary.BigEndian.Uint64(v)
+	} else {
+		c.failf("file: next page id malformed")
+	}
 	_ = pages.ForEach(func(k, _ []byte) error {
 		id := binary.BigEndian.Uint64(k)
 		switch {
 		case seen[id]:
+			if id >= next {
+				c.failf("file: page %d of a tree is at or above the next page id %d", id, next)
+			}
+		case id >= next && next > 0:
 		case !pending[id]:
 			c.failf("file: page %d belongs to no tree and is not pending deletion", id)
 		case free.Get(k) == nil:

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -341,3 +342,59 @@ func MapReleases(ix *Index) (int64, error) { return ix.mm.runs.Load(), ix.mm.las
 
 // ReleaseMapped releases ix's mapped pages now.
 func ReleaseMapped(ix *Index) { ix.mm.release() }
+
+// SetWriteBackTxBytes sets the most page bytes a paged index's write-back
+// puts in one transaction (0: the default).
+func SetWriteBackTxBytes(ix *Index, n int64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.ps.txBytes = n
+}
+
+// WriteBackPageTxs returns the number of transactions the paged index's
+// write-backs committed before their final ones.
+func WriteBackPageTxs(ix *Index) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.ps.pageTxs
+}
+
+// SetAfterPageTx sets a function called (under the index's lock, outside
+// any transaction) after each transaction of only pages a write-back
+// (or deletion of pages freed earlier) commits: what the file holds then is
+// what a crash there leaves. An error
+// fails the write-back there.
+func SetAfterPageTx(ix *Index, f func() error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.ps.afterPageTx = f
+}
+
+// OrphanPages returns the number of pages of a paged index's file at or
+// above its stored next page id (left by a write-back a crash ended).
+func OrphanPages(ix *Index) (int, error) {
+	return orphanPages(ix.db)
+}
+
+// FileOrphanPages is OrphanPages of the paged index file at path, not open.
+func FileOrphanPages(path string) (int, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Minute})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	return orphanPages(db)
+}
+
+func orphanPages(db *bolt.DB) (int, error) {
+	n := 0
+	err := db.View(func(tx *bolt.Tx) error {
+		next := tx.Bucket(bucketMeta).Get(keyNextPage)
+		c := tx.Bucket(bucketPages).Cursor()
+		for k, _ := c.Seek(next); k != nil; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

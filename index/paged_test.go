@@ -35,6 +35,10 @@ func pagedViews() []index.ViewConfig {
 // Apply is logged before it returns, and most copies hold dirty leaves'
 // changes only in the log, which Open replays onto the pages; the
 // reductions the reopened trees start with are those their pages store.
+// Write-backs put their pages (and delete pages freed earlier) in several
+// small transactions; copies taken between two of them (a crash before the
+// final one) must open to the reference too, with the orphaned pages
+// deleted.
 // Rerun a failure with -index.seed=N.
 func TestModelPaged(t *testing.T) {
 	seed := *modelSeed
@@ -47,12 +51,30 @@ func TestModelPaged(t *testing.T) {
 	cache := index.NewPageCache(6 << 10) // a few leaves
 	cfg := index.Config{Path: filepath.Join(dir, "paged.view"), Signature: "paged", NumPartitions: 8, Views: pagedViews(), Cache: cache}
 	ref := openIndex(t, index.Config{NumPartitions: 8, Views: pagedViews()})
+	// A crash copy taken between a write-back's page transactions.
+	var armMid bool
+	var midPath string
+	var mids, midOrphans int
 	// Leaves of at most 8 rows: trees of three and four levels.
 	openPaged := func(cfg index.Config) *index.Index {
 		ix := openIndex(t, index.WithPagedLeafRows(cfg, 8))
 		// Write back every 50 to 400 documents: most Applies leave dirty
 		// leaves in memory, and a crash copy has a log to replay.
 		index.SetCheckpointDocs(ix, 50+rng.IntN(350))
+		// Page transactions of 1 to 17 KiB: most write-backs take
+		// several, and an armed one leaves a copy of the file taken
+		// after one of them, before the final one (what a crash there
+		// leaves).
+		index.SetWriteBackTxBytes(ix, int64(1<<10+rng.IntN(16<<10)))
+		index.SetAfterPageTx(ix, func() error {
+			if armMid && midPath == "" && rng.IntN(2) == 0 {
+				midPath = filepath.Join(dir, fmt.Sprintf("mid%d.view", mids))
+				if err := index.CopyFile(ix, midPath); err != nil {
+					t.Errorf("CopyFile: %v", err)
+				}
+			}
+			return nil
+		})
 		return ix
 	}
 	px := openPaged(cfg)
@@ -226,7 +248,28 @@ func TestModelPaged(t *testing.T) {
 				}
 			}
 		}
+		armMid = midOrphans == 0 || rng.IntN(3) == 0
 		both(batch(1 + rng.IntN(120)))
+		armMid = false
+		if midPath != "" {
+			// After a transaction of pages, or of the deletion of
+			// pages freed earlier (see deleteEarly), which leaves none.
+			if n, err := index.FileOrphanPages(midPath); err != nil {
+				t.Fatal(err)
+			} else if n > 0 {
+				midOrphans++
+			}
+			ccfg := cfg
+			ccfg.Path = midPath
+			cx := openPaged(ccfg)
+			if n, err := index.OrphanPages(cx); err != nil || n != 0 {
+				t.Fatalf("%s: %d orphan pages after Open of a copy between page transactions (%v)", where, n, err)
+			}
+			compare(cx, ref, where+" (crash copy between page transactions)", true)
+			closeIndex(t, cx)
+			midPath = ""
+			mids++
+		}
 		compare(px, ref, where, rng.IntN(4) == 0)
 	}
 	if behind == 0 {
@@ -250,7 +293,10 @@ func TestModelPaged(t *testing.T) {
 	}
 	compare(px, ref, "end", true)
 	st := cache.Stats()
-	t.Logf("%d reopens, %d crash copies (%d with a log to replay, %d continued), %d rebuilds; cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, continued, rebuilds, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	t.Logf("%d reopens, %d crash copies (%d with a log to replay, %d continued, %d between a write-back's transactions, %d of them with orphan pages), %d rebuilds; cache %d/%d bytes, %d pages, %d hits, %d misses", reopens, crashes, behind, continued, mids, midOrphans, rebuilds, st.Used, st.Budget, st.Pages, st.Hits, st.Misses)
+	if midOrphans == 0 {
+		t.Fatalf("no copy between a write-back's transactions held orphan pages: the crash between page transactions was not tested")
+	}
 	if reopens > 0 && stored == 0 {
 		t.Fatalf("%d reopens loaded no stored reduction: the reduces after them did not test the pages' reductions", reopens)
 	}
@@ -727,4 +773,165 @@ func TestPagedEmptiedTree(t *testing.T) {
 	apply(t, ix, doc("c", 5, map[string][]index.Emit{"v": emits(`3`, `2`)}))
 	equalStrings(t, "after the reopen", reduced(t, ix, "v", index.Range{}, index.Grouping{}), []string{"null " + string(countSumJSON(1, 2))})
 	checkIndex(t, ix)
+}
+
+// TestPagedWriteBackSplit: a write-back puts its new pages in transactions
+// of a bounded size before the final one that switches the roots. With a
+// bound of a few pages, a build's write-back makes several, and the index
+// answers as the in-memory one does, after a reopen too. A copy of the file
+// taken between two of them (what a crash there leaves: pages no root
+// reaches, at or above the stored next page id) opens to the state before
+// the write-back, its log replayed, with those orphan pages deleted, and
+// passes Check; so does the same copy after a write-back of its own.
+func TestPagedWriteBackSplit(t *testing.T) {
+	views := []index.ViewConfig{{Name: "v", Reducer: &countSum{}}, {Name: "m"}}
+	dir := t.TempDir()
+	cfg := index.WithPagedLeafRows(index.Config{Path: filepath.Join(dir, "p.view"), Signature: "s", NumPartitions: 4,
+		Views: views, Cache: index.NewPageCache(64 << 10)}, 8)
+	ref := openIndex(t, index.Config{NumPartitions: 4, Views: views})
+	ix := openIndex(t, cfg)
+	index.SetWriteBackTxBytes(ix, 2<<10)
+	crash := filepath.Join(dir, "crash.view")
+	copies := 0
+	index.SetAfterPageTx(ix, func() error {
+		// The second transaction of pages (not of deletions).
+		if n, _ := index.OrphanPages(ix); n > 0 {
+			if copies++; copies == 2 {
+				if err := index.CopyFile(ix, crash); err != nil {
+					t.Errorf("CopyFile: %v", err)
+				}
+			}
+		}
+		return nil
+	})
+	const t0 = 1_700_000_000
+	var ups []index.DocUpdate
+	for i := range 1500 {
+		u := index.DocUpdate{DocID: fmt.Sprintf("d%04d", (i*7919)%1500), Seq: uint64(i + 1),
+			Rows: map[string][]index.Emit{
+				"v": emits(fmt.Sprintf(`["g%d",%d]`, i%10, i), strconv.Itoa(i%7)),
+				"m": emits(strconv.Itoa(i%97), `"x"`),
+			}}
+		if i%5 == 0 {
+			u.Expiration = t0 + int64(i%50)
+		}
+		ups = append(ups, u)
+	}
+	apply(t, ix, ups...)
+	apply(t, ref, ups...)
+	if err := ix.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	txs := index.WriteBackPageTxs(ix)
+	if txs < 3 {
+		t.Fatalf("a write-back of %d pages under a bound of 2 KiB made %d page transactions", index.PageCount(ix), txs)
+	}
+	same := func(ix *index.Index, where string) {
+		t.Helper()
+		for _, view := range []string{"v", "m"} {
+			equalStrings(t, where+": rows of "+view, rowsOf(t, ix, view, index.Range{}), rowsOf(t, ref, view, index.Range{}))
+		}
+		for _, g := range []index.Grouping{{}, {Level: 1}, {Exact: true}} {
+			equalStrings(t, fmt.Sprintf("%s: reduce %+v", where, g), reduced(t, ix, "v", index.Range{}, g), reduced(t, ref, "v", index.Range{}, g))
+		}
+		r := index.Range{ExcludeExpired: true, Now: t0 + 25}
+		equalStrings(t, where+": live reduce", reduced(t, ix, "v", r, index.Grouping{Level: 1}), reduced(t, ref, "v", r, index.Grouping{Level: 1}))
+		if a, b := fmt.Sprint(ix.Seqs()), fmt.Sprint(ref.Seqs()); a != b {
+			t.Fatalf("%s: Seqs %s, reference %s", where, a, b)
+		}
+		checkIndex(t, ix)
+		if n, err := index.OrphanPages(ix); err != nil || n != 0 {
+			t.Fatalf("%s: %d orphan pages (%v)", where, n, err)
+		}
+	}
+	same(ix, "split write-back")
+	closeIndex(t, ix)
+	ix = openIndex(t, cfg)
+	same(ix, "reopened")
+
+	n, err := index.FileOrphanPages(crash)
+	if err != nil || n == 0 {
+		t.Fatalf("the copy between page transactions holds %d orphan pages (%v): not taken mid write-back", n, err)
+	}
+	ccfg := cfg
+	ccfg.Path = crash
+	cx := openIndex(t, ccfg)
+	if n, err := index.OrphanPages(cx); err != nil || n != 0 {
+		t.Fatalf("the crash copy holds %d orphan pages after Open (%v)", n, err)
+	}
+	if !index.PagedDirty(cx) {
+		t.Fatalf("the crash copy replayed no log: it held the write-back's final state")
+	}
+	same(cx, "crash copy")
+	if err := cx.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	same(cx, "crash copy written back")
+}
+
+// TestPagedWriteBackSplitFails: a write-back that fails after some of its
+// page transactions committed loses nothing: the index answers as before,
+// its dirty state stays for the next write-back, which succeeds (with fewer
+// pages, after deletions), and neither Check nor a reopen finds a leak; the
+// pages the failed one left at or above the stored next page id are gone
+// after the reopen.
+func TestPagedWriteBackSplitFails(t *testing.T) {
+	views := []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}
+	cfg := index.WithPagedLeafRows(index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
+		Views: views, Cache: index.NewPageCache(64 << 10)}, 8)
+	ref := openIndex(t, index.Config{NumPartitions: 4, Views: views})
+	ix := openIndex(t, cfg)
+	index.SetCheckpointDocs(ix, 1<<30)
+	index.SetWriteBackTxBytes(ix, 2<<10)
+	errInjected := errors.New("injected")
+	txs := 0
+	index.SetAfterPageTx(ix, func() error {
+		if txs++; txs == 3 {
+			return errInjected
+		}
+		return nil
+	})
+	var ups []index.DocUpdate
+	for i := range 1000 {
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%04d", i), Seq: uint64(i + 1),
+			Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), strconv.Itoa(i%7))}})
+	}
+	apply(t, ix, ups...)
+	apply(t, ref, ups...)
+	if err := ix.WriteBack(); !errors.Is(err, errInjected) {
+		t.Fatalf("WriteBack: %v, want the injected failure", err)
+	}
+	if !index.PagedDirty(ix) {
+		t.Fatal("a failed write-back dropped the dirty state")
+	}
+	same := func(where string) {
+		t.Helper()
+		equalStrings(t, where+": rows", rowsOf(t, ix, "v", index.Range{}), rowsOf(t, ref, "v", index.Range{}))
+		equalStrings(t, where+": reduce", reduced(t, ix, "v", index.Range{}, index.Grouping{}), reduced(t, ref, "v", index.Range{}, index.Grouping{}))
+	}
+	same("after the failure")
+	if n, _ := index.OrphanPages(ix); n == 0 {
+		t.Fatal("the failed write-back left no page: it failed before committing pages")
+	}
+	index.SetAfterPageTx(ix, nil)
+	ups = ups[:0]
+	for i := range 900 {
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%04d", i), Seq: uint64(2000 + i)})
+	}
+	apply(t, ix, ups...)
+	apply(t, ref, ups...)
+	if err := ix.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	same("written back")
+	checkIndex(t, ix)
+	if n, _ := index.OrphanPages(ix); n == 0 {
+		t.Fatal("the smaller write-back overwrote every page the failed one left: Check's leniency was not tested")
+	}
+	closeIndex(t, ix)
+	ix = openIndex(t, cfg)
+	if n, err := index.OrphanPages(ix); err != nil || n != 0 {
+		t.Fatalf("%d orphan pages after Open (%v)", n, err)
+	}
+	same("reopened")
 }

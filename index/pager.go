@@ -34,8 +34,9 @@ import (
 // transaction (the log of the in-memory layout, see store.go), and
 // publishes the trees; the leaves it changed stay in memory, dirty (no
 // page), with the inner nodes above them. A write-back (see writeBack)
-// writes, in one transaction, a page for each node without one, the
-// roots, the back index's changes, and empties the log: Apply makes one
+// writes a page for each node without one (in bounded transactions the
+// roots do not reach yet), then, in a final transaction, the roots, the
+// back index's changes, and empties the log: Apply makes one
 // once the dirty leaves reach the dirty budget (see
 // PageCache.SetDirtyBudget) or the log holds checkpointDocs documents and
 // half the index's rows (see writeBackDue), and Close (past checkpointDocs)
@@ -108,6 +109,21 @@ type pager struct {
 
 	// next is the id of the next page written. REQUIRES: Index.mu.
 	next uint64
+	// stored is the file's next page id (keyNextPage): no tree of the
+	// file reaches a page at or above it, and any there is an orphan of
+	// an unfinished write-back (see writeBack). REQUIRES: Index.mu.
+	stored uint64
+	// txBytes bounds the page bytes a write-back puts in one transaction
+	// (see writeBack); 0: writeBackTxBytes; negative: everything in one
+	// transaction, as before the split. Tests and benchmarks set it.
+	txBytes int64
+	// pageTxs counts the transactions write-backs committed before their
+	// final ones (see writeBack). REQUIRES: Index.mu.
+	pageTxs int
+	// afterPageTx, if set, is called after each such commit (a test's
+	// crash point); an error fails the write-back there, as a failed
+	// commit of the next transaction would. REQUIRES: Index.mu.
+	afterPageTx func() error
 	// pending lists the pages dropped by each Apply, not yet deleted.
 	// REQUIRES: Index.mu.
 	pending []freedPages
@@ -452,7 +468,7 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 // row's bytes alive; a copy keeps n's cached reductions. A delta leaf
 // (see leafDelta) is written as a new page with its merged rows, and its
 // old page appended to replaced.
-func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode, replaced *[]uint64) (*node, error) {
+func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode, replaced *[]uint64) (*node, error) {
 	if n.page != 0 && n.delta == nil {
 		return n, nil
 	}
@@ -471,7 +487,7 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, b
 	if n.leaf() {
 		items := n.items
 		if n.delta != nil {
-			rows, err := ps.leafRowsIn(pages, n.page)
+			rows, err := ps.leafRowsIn(pw.pages, n.page)
 			if err != nil {
 				return nil, err
 			}
@@ -484,7 +500,7 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, b
 		c.children = make([]*node, len(n.children))
 		for i, ch := range n.children {
 			var err error
-			if c.children[i], err = ps.write(pages, ch, gen, rd, buf, written, replaced); err != nil {
+			if c.children[i], err = ps.write(pw, ch, gen, rd, buf, written, replaced); err != nil {
 				return nil, err
 			}
 		}
@@ -511,8 +527,131 @@ func (ps *pager) write(pages *bolt.Bucket, n *node, gen uint64, rd *reduction, b
 	c.page, c.ps = ps.next, ps
 	ps.next++
 	*written = append(*written, writtenNode{c, page})
-	ps.mm.noteReadIn(pages.Tx(), mapPage) // the leaf page the page's key goes to
-	return c, pages.Put(pageKeyBytes(c.page), page)
+	return c, pw.put(c.page, page)
+}
+
+// writeBackTxBytes is the most page bytes a write-back puts in one bbolt
+// transaction (see writeBack): bbolt holds a transaction's changed nodes
+// in its heap until the commit, which writes them through freshly
+// allocated buffers, and the file's pages the transaction reached stay
+// mapped and resident until the map is released after it.
+const writeBackTxBytes = 16 << 20
+
+// pageWriter puts a write-back's new pages into a run of transactions of
+// the file, each holding about ps.txBytes of them: when one is full it is
+// committed (only pages at or above the file's stored next page id, which
+// no tree of the file reaches until the final transaction of the
+// write-back switches the roots), the file's mapped pages are released,
+// and the next one begins. The last one is the write-back's final
+// transaction.
+type pageWriter struct {
+	ps    *pager
+	tx    *bolt.Tx
+	pages *bolt.Bucket
+	bytes int64 // page bytes put in tx
+}
+
+// begin starts pw's next transaction.
+func (pw *pageWriter) begin() error {
+	tx, err := pw.ps.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	pw.tx, pw.pages, pw.bytes = tx, tx.Bucket(bucketPages), 0
+	pw.pages.FillPercent = 1 // page ids only grow
+	return nil
+}
+
+// put writes page id, and moves to a new transaction if tx is full.
+func (pw *pageWriter) put(id uint64, page []byte) error {
+	ps := pw.ps
+	ps.mm.noteReadIn(pw.tx, mapPage) // the leaf page the page's key goes to
+	if err := pw.pages.Put(pageKeyBytes(id), page); err != nil {
+		return err
+	}
+	pw.bytes += int64(len(page))
+	limit := ps.txBytes
+	if limit == 0 {
+		limit = writeBackTxBytes
+	}
+	if limit < 0 || pw.bytes < limit {
+		return nil // negative: no bound
+	}
+	if err := pw.commit(); err != nil {
+		return err
+	}
+	return pw.begin()
+}
+
+// commit commits pw's transaction, one before the write-back's final one.
+func (pw *pageWriter) commit() error {
+	ps := pw.ps
+	tx := pw.tx
+	pw.tx = nil
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	ps.pageTxs++
+	ps.mm.release() // what the transaction read and wrote through the map
+	if ps.afterPageTx != nil {
+		return ps.afterPageTx()
+	}
+	return nil
+}
+
+// deleteEarly deletes the pages of the batches of ps.pending that no
+// reader needs (generation at most safe), in transactions of their own of
+// a bounded number of deletions each, and drops them from ps.pending and
+// the cache. They are safe to delete before the write-back's final
+// transaction: an earlier write-back listed them free in the file, and
+// none of its trees reaches them. REQUIRES: Index.mu.
+func (pw *pageWriter) deleteEarly(safe uint64) error {
+	ps := pw.ps
+	var early, keep []freedPages
+	for _, f := range ps.pending {
+		if f.gen <= safe {
+			early = append(early, f)
+		} else {
+			keep = append(keep, f)
+		}
+	}
+	if len(early) == 0 || ps.txBytes < 0 {
+		return nil
+	}
+	limit := ps.txBytes
+	if limit <= 0 {
+		limit = writeBackTxBytes
+	}
+	perTx := int(max(limit/(2*mapPage), 1)) // each reads about two leaf pages (see deleteFreed)
+	var ids []uint64
+	for _, f := range early {
+		ids = append(ids, f.ids...)
+	}
+	slices.Sort(ids)
+	for len(ids) > 0 {
+		n := min(len(ids), perTx)
+		if err := pw.begin(); err != nil {
+			return err
+		}
+		if _, err := ps.deleteFreed(pw.tx, []freedPages{{ids: ids[:n]}}, 0); err != nil {
+			return err
+		}
+		if err := pw.commit(); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	ps.pending = keep
+	ps.dropCached(early, nil)
+	return nil
+}
+
+// rollback ends pw's open transaction, if any, without committing it.
+func (pw *pageWriter) rollback() {
+	if pw.tx != nil {
+		_ = pw.tx.Rollback()
+		pw.tx = nil
+	}
 }
 
 // store computes and caches the reduction of n, a node being written, so
@@ -625,7 +764,8 @@ func encodeRoots(snap *snapshot) []byte {
 
 // loadPaged reads a paged file's state into snap (inner nodes and leaf
 // records; no rows) and deletes the pages its free bucket lists, left by
-// the previous run.
+// the previous run, and those at or above its next page id, left by a
+// write-back a crash ended (see pageWriter).
 func (ix *Index) loadPaged(snap *snapshot) error {
 	ps := ix.ps
 	return ix.db.Update(func(tx *bolt.Tx) error {
@@ -642,6 +782,7 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 			snap.seqs[i] = binary.BigEndian.Uint64(seqs[8*i:])
 		}
 		ps.next = binary.BigEndian.Uint64(next)
+		ps.stored = ps.next
 		ix.feedUUID.Store(loadFeedUUID(meta))
 		ix.mapped.Store(loadMapped(meta))
 		{
@@ -669,6 +810,12 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 			return nil
 		}); err != nil {
 			return err
+		}
+		// The orphans of a write-back that a crash ended before its
+		// final transaction (see pageWriter).
+		c := pages.Cursor()
+		for k, _ := c.Seek(next); k != nil; k, _ = c.Next() {
+			ids = append(ids, bytes.Clone(k))
 		}
 		for _, k := range ids {
 			if err := pages.Delete(k); err != nil {
@@ -798,14 +945,22 @@ func (ix *Index) writeBackLocked() (err error) {
 	return ix.writeBack(ix.mu.gen)
 }
 
-// writeBack persists what the Applies since the last write-back changed,
-// in one transaction: a page for every node that has none (the dirty
-// leaves and the inner nodes above them), the roots, the sequence vector
-// and Mapped of the published snapshot, the back index's changes, the
-// pages the Applies dropped (listed as free) and the deletion of the
-// dropped pages no reader needs. The file thus always holds one Apply's
-// complete state, never a sequence vector ahead of its pages: after a
-// crash the feed replays from the vector it holds.
+// writeBack persists what the Applies since the last write-back changed:
+// a page for every node that has none (the dirty leaves and the inner
+// nodes above them), the roots, the sequence vector and Mapped of the
+// published snapshot, the back index's changes, the pages the Applies
+// dropped (listed as free) and the deletion of the dropped pages no
+// reader needs. The new pages go in transactions of about writeBackTxBytes
+// each (see pageWriter), so that neither bbolt's heap nor the file's
+// resident map holds a large build's whole dirty set at once; everything
+// else goes in the last one, the final transaction, with the last pages,
+// but for the deletion of the pages earlier write-backs freed and no reader
+// needs, which goes first, in bounded transactions too (see deleteEarly).
+// Until it commits, the file's roots reach none of the new pages (their
+// ids are at or above its stored next page id), so the file always holds
+// one Apply's complete state, never a sequence vector ahead of its pages:
+// after a crash the feed replays from the vector it holds, and Open
+// deletes the orphaned pages.
 //
 // The published nodes are never changed (queries read them): the nodes
 // written are copies, with their pages and cached reductions, published as
@@ -819,13 +974,19 @@ func (ix *Index) writeBack(gen uint64) error {
 	old := ix.snap.Load()
 	snap := &snapshot{roots: slices.Clone(old.roots), expRoots: slices.Clone(old.expRoots), seqs: old.seqs, gen: gen}
 	safe := ps.safeGen(old.gen)
-	pending := append(slices.Clone(ps.pending), ps.dirty.freed...)
 	var written []writtenNode
-	var left []freedPages
+	var left, pending []freedPages
 	var replaced []uint64 // the pages of the delta leaves written
-	err := ix.db.Update(func(tx *bolt.Tx) error {
-		pages := tx.Bucket(bucketPages)
-		pages.FillPercent = 1 // page ids only grow
+	pw := &pageWriter{ps: ps}
+	defer pw.rollback() // a failure's, or a panic's (see recoverPage)
+	err := func() error {
+		if err := pw.deleteEarly(safe); err != nil {
+			return err
+		}
+		pending = append(slices.Clone(ps.pending), ps.dirty.freed...)
+		if err := pw.begin(); err != nil {
+			return err
+		}
 		var buf []byte
 		for vi := range snap.roots {
 			var rd *reduction
@@ -833,13 +994,17 @@ func (ix *Index) writeBack(gen uint64) error {
 				rd = &reduction{ctx: context.Background(), r: r}
 			}
 			var err error
-			if snap.roots[vi], err = ps.write(pages, snap.roots[vi], gen, rd, &buf, &written, &replaced); err != nil {
+			if snap.roots[vi], err = ps.write(pw, snap.roots[vi], gen, rd, &buf, &written, &replaced); err != nil {
 				return err
 			}
-			if snap.expRoots[vi], err = ps.write(pages, snap.expRoots[vi], gen, rd, &buf, &written, &replaced); err != nil {
+			if snap.expRoots[vi], err = ps.write(pw, snap.expRoots[vi], gen, rd, &buf, &written, &replaced); err != nil {
 				return err
 			}
 		}
+		// The final transaction: everything else, which must switch with
+		// the roots (the back index too: the log's replay at Open reads
+		// it for the rows a logged document replaces).
+		tx := pw.tx
 		// In key order: bbolt splits its nodes only at commit, so keys
 		// put in random order into a node grown by this transaction cost
 		// a shift of the node's entries each.
@@ -889,14 +1054,20 @@ func (ix *Index) writeBack(gen uint64) error {
 				return err
 			}
 		}
-		return nil
-	})
+		pw.tx = nil
+		return tx.Commit()
+	}()
 	if err != nil {
-		// The copies written keep their ids: they are never published,
-		// and ids are not reused in this process. The dirty state stays,
+		// The copies are never published, and the pages the committed
+		// transactions wrote, all at or above the file's stored next
+		// page id, are orphans that the next write-back overwrites (its
+		// ids start there again) or Open deletes. The dirty state stays,
 		// for the next write-back.
+		pw.rollback()
+		ps.next = ps.stored
 		return fmt.Errorf("index: write pages: %w", err)
 	}
+	ps.stored = ps.next
 	ps.published(written)
 	ps.dropCached(pending, left)
 	ps.pending = left

@@ -208,7 +208,7 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 			var reads *countingDocReads // the open store's reads by key
 			open := func() (*Engine, *Bucket) {
 				// (Synced commits: a copy of the files after Sync holds them.)
-				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind, fullEviction: true,
+				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind,
 					wrapStorage: func(st storage) storage {
 						reads = &countingDocReads{storage: st}
 						return reads

@@ -72,7 +72,11 @@ func (r *reader) next() *engine.Document {
 			d := r.buf[r.bi]
 			r.buf[r.bi] = nil
 			r.bi++
-			r.pos.seq = d.Seq
+			if !r.scan.Backfill {
+				// (Inside a backfill, in key order, the position stays
+				// where it began: see engine.ChangeScan.Backfill.)
+				r.pos.seq = d.Seq
+			}
 			return d
 		}
 		if r.scan.More {

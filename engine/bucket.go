@@ -137,8 +137,8 @@ func (b *Bucket) Settings() BucketSettings {
 }
 
 // UpdateSettings applies fn to a copy of the settings, validates the result and
-// persists it, then tells the settings' watchers (WatchSettings). Name and
-// Type cannot change. It returns the settings before and after. Writes go on while the catalog is written; they see the new settings
+// persists it, then tells the settings' watchers (WatchSettings). Name,
+// Type and a couchbase bucket's EvictionPolicy cannot change. It returns the settings before and after. Writes go on while the catalog is written; they see the new settings
 // once it is.
 func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) error) (old, updated BucketSettings, err error) {
 	if err := ctx.Err(); err != nil {
@@ -157,6 +157,10 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	}
 	if s.Name != old.Name || s.Type != old.Type {
 		return old, old, fmt.Errorf("%w: name and bucketType cannot change", ErrInvalidSetting)
+	}
+	if s.Type == Couchbase && s.EvictionPolicy != old.EvictionPolicy {
+		// Couchbase restarts the bucket to change it; Mayfly does not yet.
+		return old, old, fmt.Errorf("%w: evictionPolicy of a couchbase bucket is set when it is created (it is %s); Mayfly cannot change it in place yet: create a new bucket with evictionPolicy=%s and copy the documents into it", ErrInvalidSetting, old.EvictionPolicy, s.EvictionPolicy)
 	}
 	if err := s.Validate(); err != nil {
 		return old, old, err

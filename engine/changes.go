@@ -75,8 +75,21 @@ type ChangeScan struct {
 	// Keep, when set, filters the versions returned. It runs under the
 	// partition's read lock: it must be quick and not call the bucket.
 	Keep func(*Document) bool
-	// Docs receives the versions read, appended in sequence order.
+	// Docs receives the versions read, appended in sequence order (but
+	// see Backfill).
 	Docs []*Document
+	// Backfill reports that this read's Docs came from a backfill (a
+	// fullEviction bucket's documents out of memory whole: the partition's
+	// change log no longer leads to them): stored versions with a sequence
+	// number after After and at most a snapshot of the partition's
+	// committed sequence number, in key order, not sequence order. After
+	// stays where the backfill began until the read that ends it, which
+	// moves After to the snapshot's end (reads go on from the log there);
+	// a reader's position inside a backfill is therefore After, and one
+	// that starts again from it reads the backfill again (a document comes
+	// once or more, never not at all). A scan value carries its backfill
+	// from read to read: a new value starts it again.
+	Backfill bool
 	// More reports that the partition's feed holds more after After.
 	More bool
 	// MetaOnly says the caller reads no value (a change feed without
@@ -88,6 +101,8 @@ type ChangeScan struct {
 	// from the store. The read stops before that version (After is before
 	// it, More is set).
 	Err error
+
+	bf *backfill // the backfill under way, nil if none
 }
 
 // ScanChanges reads part of one partition's change feed, as s describes: the
@@ -104,11 +119,14 @@ type ChangeScan struct {
 // newer version comes later. It reads nothing while the bucket warms up (a
 // feed opens only on a warm bucket: CheckCASPosition).
 func (b *Bucket) ScanChanges(s *ChangeScan) {
-	s.More, s.Err = false, nil
+	s.More, s.Err, s.Backfill = false, nil, false
 	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 || !b.warm() {
 		return
 	}
 	from := len(s.Docs)
+	if b.scanBackfill(s) {
+		return
+	}
 	b.scanChanges(s)
 	if s.MetaOnly {
 		return
@@ -142,11 +160,10 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		p.mu.RLock()
 	}
 	defer p.mu.RUnlock()
-	if p.mu.evictedMax > s.After {
-		// The log no longer leads to every version after s.After (a
-		// fullEviction bucket's documents out of memory whole, evict.go):
-		// say so rather than skip them. (A Consumer's Cursor backfills.)
-		s.More, s.Err = true, fmt.Errorf("%w: partition %d: documents after sequence number %d are out of memory; this feed does not read them from disk yet", ErrInvalidOp, s.Part, s.After)
+	if p.mu.evictedMax > s.After && p.mu.evictedCAS > s.Lo {
+		// A version left memory whole after scanBackfill looked: the
+		// next read backfills rather than skip it.
+		s.More = true
 		return
 	}
 	log, top := &p.mu.log, p.mu.logTop
@@ -182,6 +199,50 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 		n++
 		s.After = seq
 	}
+}
+
+// scanBackfill reads on, or starts, s's backfill when the partition's
+// change log no longer leads to every version after s.After with a CAS
+// above s.Lo (evict.go), appending up to s.Limit of its documents in
+// s.Lo < CAS <= s.Hi that s.Keep accepts. It reports whether it read one
+// (false: the partition needs none, read its log).
+func (b *Bucket) scanBackfill(s *ChangeScan) bool {
+	if s.bf == nil {
+		if !b.itemsOut.Load() {
+			return false
+		}
+		p := b.parts[s.Part]
+		p.mu.RLock()
+		behind, end := p.mu.evictedMax > s.After && p.mu.evictedCAS > s.Lo, p.mu.durable
+		p.mu.RUnlock()
+		if !behind {
+			return false
+		}
+		pos := make([]uint64, len(b.parts))
+		pos[s.Part] = s.After
+		s.bf = newBackfill(pos)
+		s.bf.upTo[s.Part] = end
+	}
+	s.Backfill, s.More = true, true
+	from, n := len(s.Docs), 0
+	done, err := s.bf.read(b, func(d *Document) bool {
+		if d.CAS <= s.Lo || d.CAS > s.Hi || (s.Keep != nil && !s.Keep(d)) {
+			return true
+		}
+		s.Docs = append(s.Docs, d)
+		n++
+		return n < s.Limit
+	})
+	switch {
+	case err != nil:
+		// Start the backfill again next time rather than skip what this
+		// read took.
+		clear(s.Docs[from:])
+		s.Docs, s.bf, s.Err = s.Docs[:from], nil, err
+	case done:
+		s.After, s.bf = max(s.After, s.bf.upTo[s.Part]), nil
+	}
+	return true
 }
 
 // indexLogLocked sets logTop from the committed versions; a stale entry

@@ -295,19 +295,6 @@ func (c *Cursor) batch(part, want int, buf []*Document, segs []cursorSeg) ([]*Do
 	return buf, segs, part
 }
 
-// backfillChunk is how many stored documents a backfill reads at a time,
-// in one read of the store that ends before any is yielded.
-const backfillChunk = 512
-
-// backfill is a cursor's read of the store for the partitions whose change
-// log does not lead to every document after the cursor's position.
-type backfill struct {
-	upTo  []uint64 // per partition: the snapshot's end; 0 for a partition not read
-	after docKey   // the last document read
-	from  bool     // after is set
-	buf   []*Document
-}
-
 // startBackfill returns the backfill that a cursor at pos needs, nil if
 // none does: one for every partition with a version out of memory whole
 // after pos, up to its committed sequence number now.
@@ -322,7 +309,7 @@ func (b *Bucket) startBackfill(pos []uint64) *backfill {
 		p.mu.RUnlock()
 		if pos[i] < ev {
 			if bf == nil {
-				bf = &backfill{upTo: make([]uint64, len(b.parts))}
+				bf = newBackfill(pos)
 			}
 			bf.upTo[i] = end
 		}
@@ -330,15 +317,12 @@ func (b *Bucket) startBackfill(pos []uint64) *backfill {
 	return bf
 }
 
-// backfill reads on, or starts, the cursor's backfill: every stored
-// document of its partitions with a sequence number after the cursor's
-// position and at most the snapshot's end (the store holds each key's
-// newest committed version: one newer than the snapshot comes from the
-// log after it), yielded with its value, in key order, counting into *n
-// up to limit. Once the store is read to its end, the partitions' positions
-// move to the snapshot's end. It reports whether the caller goes on (the
-// backfill is done; false: yield stopped, the limit was reached, a read
-// failed (c.err), or no partition needed one after all).
+// backfill reads on, or starts, the cursor's backfill (backfill.go),
+// yielding each document with its value, counting into *n up to limit.
+// Once the store is read to its end, the partitions' positions move to the
+// snapshot's end. It reports whether the caller goes on (the backfill is
+// done; false: yield stopped, the limit was reached, a read failed (c.err),
+// or no partition needed one after all).
 func (c *Cursor) backfill(n *int, limit int, yield func(*Document) bool) bool {
 	if c.bf == nil {
 		if c.bf = c.b.startBackfill(c.pos); c.bf == nil {
@@ -348,37 +332,26 @@ func (c *Cursor) backfill(n *int, limit int, yield func(*Document) bool) bool {
 		}
 	}
 	bf := c.bf
-	for *n < limit {
-		docs, err := c.b.store.st.docsAfter(bf.after, bf.from, backfillChunk, bf.buf[:0])
-		if err != nil {
-			if c.b.isClosed() {
-				err = ErrClosed
-			}
-			c.err = fmt.Errorf("%w: change feed backfill: %w", ErrStorage, err)
+	if *n >= limit {
+		return false
+	}
+	stopped := false
+	done, err := bf.read(c.b, func(d *Document) bool {
+		*n++
+		if !yield(d) || *n == limit {
+			stopped = true
 			return false
 		}
-		bf.buf = docs
-		for i, d := range docs {
-			bf.after, bf.from = docKey{cid: d.Collection, key: d.Key}, true
-			docs[i] = nil
-			p := int(d.Partition)
-			if p >= len(c.pos) || bf.upTo[p] == 0 || d.Seq <= c.pos[p] || d.Seq > bf.upTo[p] || !c.b.hasCollection(d.Collection) {
-				continue
-			}
-			*n++
-			if !yield(d) || *n == limit {
-				return false
-			}
-		}
-		if len(docs) < backfillChunk {
-			for p, end := range bf.upTo {
-				if end > 0 {
-					c.pos[p] = max(c.pos[p], end)
-				}
-			}
-			c.bf = nil
-			return true
-		}
+		return true
+	})
+	if err != nil {
+		c.err = err
+		return false
 	}
-	return false
+	if !done || stopped {
+		return false
+	}
+	bf.finish(c.pos)
+	c.bf = nil
+	return true
 }

@@ -228,11 +228,7 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 	if s.DurabilityMinLevel == "" {
 		s.DurabilityMinLevel = defaultDurability(s.Type)
 	}
-	v := s
-	if e.opts.fullEviction && v.Type == Couchbase && v.EvictionPolicy == FullEviction {
-		v.EvictionPolicy = ValueOnly // (tests only: see Options.fullEviction)
-	}
-	if err := v.Validate(); err != nil {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	e.life.Lock()

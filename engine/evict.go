@@ -65,6 +65,7 @@ func (b *Bucket) evictItemLocked(p *partition, i uint32) bool {
 		b.mem.limbo.Add(1)
 	}
 	p.mu.evictedMax = max(p.mu.evictedMax, old.seq)
+	p.mu.evictedCAS = max(p.mu.evictedCAS, old.cas)
 	b.itemsOut.Store(true)
 	return true
 }

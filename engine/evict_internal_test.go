@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,96 @@ func feedOf(t *testing.T, b *Bucket, limit int) (map[string]string, map[string]b
 	}
 }
 
+// feedKey names d's key in its collection.
+func feedKey(d *Document) string { return fmt.Sprintf("%d/%s", d.Collection, d.Key) }
+
+// changesOf reads Bucket.Changes after since, limit documents a call, to
+// its end, and returns the documents read by feedKey; in a bucket that nothing
+// changes meanwhile each comes exactly once (a backfill's snapshot and the
+// log after it do not overlap).
+func changesOf(t *testing.T, b *Bucket, since []uint64, limit int) map[string]*Document {
+	t.Helper()
+	got := map[string]*Document{}
+	for {
+		docs, next, err := b.Changes(since, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			k := feedKey(d)
+			if _, dup := got[k]; dup {
+				t.Fatalf("Changes yields %q twice", k)
+			}
+			got[k] = d
+		}
+		if slices.Equal(next, since) {
+			return got
+		}
+		since = next
+	}
+}
+
+// scanOf reads every partition's changes with lo < CAS <= StableCAS through
+// ScanChanges, limit a read, as package changes does, and returns them by
+// feedKey; each comes exactly once when nothing changes meanwhile. Each
+// partition's third read starts a new scan from where the second left After
+// (a reader that resumes from a position mid-partition): inside a backfill
+// that is where it began, so the backfill is read again and keys may repeat
+// there only.
+func scanOf(t *testing.T, b *Bucket, lo uint64, limit int) map[string]*Document {
+	t.Helper()
+	hi := b.StableCAS()
+	got := map[string]*Document{}
+	for part := range b.NumPartitions() {
+		s := ChangeScan{Part: part, Lo: lo, Hi: hi, Limit: limit, More: true}
+		for reads := 0; s.More; reads++ {
+			if reads == 2 {
+				s = ChangeScan{Part: part, After: s.After, Lo: lo, Hi: hi, Limit: limit}
+			}
+			s.Docs = s.Docs[:0]
+			b.ScanChanges(&s)
+			if s.Err != nil {
+				t.Fatal(s.Err)
+			}
+			for _, d := range s.Docs {
+				k := feedKey(d)
+				if old, dup := got[k]; dup && !(s.Backfill && old.Seq == d.Seq) {
+					t.Fatalf("ScanChanges yields %q twice (seq %d, then %d; backfill %v)", k, old.Seq, d.Seq, s.Backfill)
+				}
+				got[k] = d
+			}
+		}
+	}
+	return got
+}
+
+// deletedIn returns the keys of docs' tombstones.
+func deletedIn(docs map[string]*Document) []string {
+	var out []string
+	for k, d := range docs {
+		if d.Deleted {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// sameDocs fails unless got and want hold the same keys at the same versions.
+func sameDocs(t *testing.T, what string, got, want map[string]*Document) {
+	t.Helper()
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok || g.Seq != w.Seq || g.CAS != w.CAS || g.Deleted != w.Deleted || string(g.Value) != string(w.Value) {
+			t.Fatalf("%s: %q is %+v, want %+v", what, k, g, w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Fatalf("%s: %q is not expected", what, k)
+		}
+	}
+}
+
 // Items out of memory whole (fullEviction) keep every answer: a model test
 // of random sets, adds, replaces with right and stale CAS, deletes, gets,
 // touches, expirations (the injected clock, the pager) and restarts (clean, and
@@ -117,7 +208,7 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 			var reads *countingDocReads // the open store's reads by key
 			open := func() (*Engine, *Bucket) {
 				// (Synced commits: a copy of the files after Sync holds them.)
-				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind, fullEviction: true,
+				eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 8, Storage: kind,
 					wrapStorage: func(st storage) storage {
 						reads = &countingDocReads{storage: st}
 						return reads
@@ -149,7 +240,10 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 			if quota {
 				keys, pad = 600, strings.Repeat("x", 3000)
 			}
-			var outMax int64 // the most documents seen out of memory whole
+			var outMax int64     // the most documents seen out of memory whole
+			var midSeqs []uint64 // the feed's position at the last eviction
+			var midCAS uint64
+			changesChecked := 0
 			check := func(when string) {
 				t.Helper()
 				if err := b.Check(ctx); err != nil {
@@ -280,6 +374,36 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 							t.Fatalf("step %d: a new feed consumer reads %s live, the model holds none", step, k)
 						}
 					}
+					// The _changes readers (Bucket.Changes, ScanChanges) from
+					// the start see what the consumer does, each key once at
+					// its newest version; from a position saved at an
+					// earlier eviction, exactly what changed after it.
+					all := changesOf(t, b, nil, 1+rng.IntN(100))
+					for _, d := range all {
+						if !d.Deleted && live[d.Key] != string(d.Value) {
+							t.Fatalf("step %d: Changes reads %s as %q, the consumer %q", step, d.Key, d.Value, live[d.Key])
+						}
+					}
+					if n := len(all) - len(deletedIn(all)); n != len(live) {
+						t.Fatalf("step %d: Changes reads %d live documents, the consumer %d", step, n, len(live))
+					}
+					sameDocs(t, fmt.Sprintf("step %d: ScanChanges from 0", step), scanOf(t, b, 0, 1+rng.IntN(50)), all)
+					if midSeqs != nil {
+						want := map[string]*Document{}
+						wantCAS := map[string]*Document{}
+						for k, d := range all {
+							if d.Seq > midSeqs[d.Partition] {
+								want[k] = d
+							}
+							if d.CAS > midCAS {
+								wantCAS[k] = d
+							}
+						}
+						sameDocs(t, fmt.Sprintf("step %d: Changes from a mid position", step), changesOf(t, b, midSeqs, 1+rng.IntN(100)), want)
+						sameDocs(t, fmt.Sprintf("step %d: ScanChanges from a mid CAS", step), scanOf(t, b, midCAS, 1+rng.IntN(50)), wantCAS)
+						changesChecked++
+					}
+					midSeqs, midCAS = b.HighSeqnos(), b.StableCAS()
 					// A listing shows every live document, in key order.
 					listed := map[string]string{}
 					prev := ""
@@ -323,6 +447,9 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 			}
 			if err := b.Sync(ctx); err != nil {
 				t.Fatal(err)
+			}
+			if changesChecked == 0 {
+				t.Fatal("no _changes reader was checked from a mid position")
 			}
 			if quota {
 				t.Logf("at most %d of %d documents out of memory whole; mem_used %d of a %d quota at the end", outMax, len(model), b.memUsed(), b.mem.quota.Load())
@@ -416,16 +543,11 @@ func TestEvictedItemsAdminPasses(t *testing.T) {
 	}
 
 	evictAll("before the TTL change")
-	// The feeds that do not backfill yet say so rather than skip documents.
-	if _, _, err := b.Changes(nil, 0); !errors.Is(err, ErrInvalidOp) {
-		t.Fatalf("Bucket.Changes over documents out of memory: %v, want ErrInvalidOp", err)
-	}
-	for part := range b.NumPartitions() {
-		s := ChangeScan{Part: part, Hi: ^uint64(0), Limit: 1000}
-		b.ScanChanges(&s)
-		if b.parts[part].mu.evictedMax > 0 && (!errors.Is(s.Err, ErrInvalidOp) || len(s.Docs) != 0) {
-			t.Fatalf("ScanChanges of partition %d over documents out of memory: %d documents, %v; want ErrInvalidOp", part, len(s.Docs), s.Err)
-		}
+	// The _changes feeds read the documents out of memory from the store.
+	if all := changesOf(t, b, nil, 0); int64(len(all)-len(deletedIn(all))) != b.Stats().CurrItems {
+		t.Fatalf("Bucket.Changes over documents out of memory reads %d live, curr_items %d", len(all)-len(deletedIn(all)), b.Stats().CurrItems)
+	} else {
+		sameDocs(t, "ScanChanges over documents out of memory", scanOf(t, b, 0, 1000), all)
 	}
 	_, changed, err := b.UpdateCollection(ctx, "s", "c2", func(cs *CollectionSettings) error { cs.DefaultTTL = 1000; return nil })
 	if err != nil || changed != n {

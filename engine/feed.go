@@ -24,6 +24,15 @@ func (b *Bucket) HighSeqnos() []uint64 {
 // caller has now seen (ErrWarmup while the bucket warms up). A document changed twice appears once, at its latest
 // version, as a DCP stream after deduplication shows it. Pass the returned
 // vector back to get what follows.
+//
+// Where the change log no longer leads to every document after since (a
+// fullEviction bucket's documents out of memory whole, evict.go), those
+// partitions are first read from the store in key order up to a snapshot of
+// their committed sequence numbers (a backfill, backfill.go), and the
+// returned vector is at the snapshot's end for them: a backfill is returned
+// whole, beyond limit if it must be, as a DCP disk snapshot is all or
+// nothing; its documents come first, not in sequence order, and a document
+// changed meanwhile may come twice (its newer version from the log).
 func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, error) {
 	if since != nil && len(since) != len(b.parts) {
 		return nil, nil, fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrInvalidSetting, len(since), len(b.parts))
@@ -34,23 +43,35 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 	if limit <= 0 {
 		limit = int(^uint(0) >> 1)
 	}
-	next := make([]uint64, len(b.parts))
+	pos := make([]uint64, len(b.parts))
+	copy(pos, since)
 	var out []*Document
-	for i, p := range b.parts {
-		var s uint64
-		if since != nil {
-			s = since[i]
+	var err error
+	if bf := b.startBackfill(pos); bf != nil {
+		if out, err = b.readBackfill(bf, pos, out); err != nil {
+			return nil, nil, err
 		}
+	}
+	next := make([]uint64, len(b.parts))
+	for i, p := range b.parts {
 		if len(out) >= limit {
-			next[i] = s
+			next[i] = pos[i]
 			continue
 		}
 		from := len(out)
 		var behind bool
-		out, next[i], behind = p.changesAfter(s, limit-len(out), out)
-		if behind {
-			// (Only a fullEviction bucket takes items out of memory.)
-			return nil, nil, fmt.Errorf("%w: partition %d: documents after sequence number %d are out of memory; read the feed with a Consumer's Cursor, which reads them from disk", ErrInvalidOp, i, s)
+		out, next[i], behind = p.changesAfter(pos[i], limit-len(out), out)
+		for behind {
+			// A version after the backfill's snapshot left memory too.
+			bf := newBackfill(pos)
+			p.mu.RLock()
+			bf.upTo[i] = p.mu.durable
+			p.mu.RUnlock()
+			if out, err = b.readBackfill(bf, pos, out); err != nil {
+				return nil, nil, err
+			}
+			from = len(out)
+			out, next[i], behind = p.changesAfter(pos[i], limit-len(out), out)
 		}
 		full, _, err := b.withValues(context.Background(), out[from:])
 		if err != nil {
@@ -66,6 +87,19 @@ func (b *Bucket) Changes(since []uint64, limit int) ([]*Document, []uint64, erro
 		out = kept
 	}
 	return out, next, nil
+}
+
+// readBackfill appends every document of backfill bf to out and moves pos
+// to the snapshot's end.
+func (b *Bucket) readBackfill(bf *backfill, pos []uint64, out []*Document) ([]*Document, error) {
+	if _, err := bf.read(b, func(d *Document) bool {
+		out = append(out, d)
+		return true
+	}); err != nil {
+		return out, err
+	}
+	bf.finish(pos)
+	return out, nil
 }
 
 // WaitChanges blocks until the bucket is warm (WaitWarm) and some

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -200,7 +201,7 @@ func TestEvictionPolicyValidation(t *testing.T) {
 		want   engine.EvictionPolicy // "" when refused
 	}{
 		{engine.Couchbase, "", engine.ValueOnly},
-		{engine.Couchbase, engine.FullEviction, ""}, // not supported yet
+		{engine.Couchbase, engine.FullEviction, engine.FullEviction},
 		{engine.Couchbase, engine.NoEviction, ""},
 		{engine.Ephemeral, "", engine.NoEviction},
 		{engine.Ephemeral, engine.NRUEviction, engine.NRUEviction},
@@ -222,6 +223,26 @@ func TestEvictionPolicyValidation(t *testing.T) {
 		}
 		if got := b.Settings().EvictionPolicy; got != tc.want {
 			t.Errorf("%s bucket with evictionPolicy %q has %q, want %q", tc.typ, tc.policy, got, tc.want)
+		}
+	}
+	// A couchbase bucket's policy is set at creation: a change is refused,
+	// saying how to move, and changes nothing.
+	for _, name := range []string{"b-couchbase-", "b-couchbase-fullEviction"} {
+		b, err := eng.Bucket(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := b.Settings().EvictionPolicy
+		to := engine.FullEviction
+		if was == to {
+			to = engine.ValueOnly
+		}
+		_, _, err = b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.EvictionPolicy = to; return nil })
+		if !errors.Is(err, engine.ErrInvalidSetting) || !strings.Contains(err.Error(), "create a new bucket") {
+			t.Errorf("%s: change of evictionPolicy from %s to %s: %v, want ErrInvalidSetting saying how to move", name, was, to, err)
+		}
+		if got := b.Settings().EvictionPolicy; got != was {
+			t.Errorf("%s: evictionPolicy %s after a refused change, want %s", name, got, was)
 		}
 	}
 	m, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "mc", Type: engine.Memcached})

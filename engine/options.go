@@ -68,10 +68,6 @@ type Options struct {
 	// no version in memory, with the key, before it reads further
 	// (readMiss): a test blocks in it to hold the get there.
 	beforeMiss func(key string)
-	// fullEviction lets CreateBucket take evictionPolicy fullEviction,
-	// which Validate refuses until every path reads items out of memory
-	// (evict.go): the tests of what is in run on real fullEviction buckets.
-	fullEviction bool
 }
 
 // DefaultFlushInterval is the default Options.FlushInterval: short enough

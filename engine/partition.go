@@ -108,6 +108,11 @@ type partition struct {
 		// left memory whole (evict.go): the change log no longer leads to
 		// it, so a feed reader before it reads the store (backfill).
 		evictedMax uint64
+		// evictedCAS is the highest CAS of a version that left memory
+		// whole: a CAS-bounded read (ScanChanges) whose window starts at
+		// or above it needs no backfill (within a partition a higher
+		// sequence number has a higher CAS).
+		evictedCAS uint64
 	}
 
 	id uint16

@@ -49,8 +49,12 @@ type BucketSettings struct {
 	// run, or -1 for none. The default value is -1.
 	ExpPagerInitialRunTime int `json:"exp_pager_initial_run_time"`
 	// EvictionPolicy says what the bucket does when its memory passes the
-	// quota, as Couchbase names it: valueOnly for couchbase buckets (the
-	// default value; fullEviction is refused, not supported yet),
+	// quota, as Couchbase names it: for couchbase buckets valueOnly (the
+	// default value: values leave memory, keys and metadata stay) or
+	// fullEviction (whole items leave memory, so a bucket holds more keys
+	// than memory; a read of a key memory lacks reads the disk unless the
+	// partition's Bloom filter rules it out; set at creation only, as
+	// UpdateSettings refuses a change of a couchbase bucket's policy),
 	// noEviction or nruEviction for ephemeral buckets (the default value is
 	// noEviction); memcached buckets always evict least-recently-used items
 	// and take no setting.
@@ -150,10 +154,8 @@ func (s BucketSettings) Validate() error {
 		return bad("maxTTL: must be an integer between 0 and %d", MaxMaxTTL)
 	case s.Type == Memcached && s.MaxTTL != 0:
 		return bad("maxTTL: memcached buckets have no maxTTL")
-	case s.Type == Couchbase && s.EvictionPolicy == FullEviction:
-		return fmt.Errorf("%w: evictionPolicy: fullEviction is not supported yet (keys and metadata always stay in memory); use valueOnly", ErrInvalidSetting)
-	case s.Type == Couchbase && s.EvictionPolicy != "" && s.EvictionPolicy != ValueOnly:
-		return bad("evictionPolicy: must be valueOnly for a couchbase bucket (fullEviction is not supported yet)")
+	case s.Type == Couchbase && s.EvictionPolicy != "" && s.EvictionPolicy != ValueOnly && s.EvictionPolicy != FullEviction:
+		return bad("evictionPolicy: must be valueOnly or fullEviction for a couchbase bucket")
 	case s.Type == Ephemeral && s.EvictionPolicy != "" && s.EvictionPolicy != NoEviction && s.EvictionPolicy != NRUEviction:
 		return bad("evictionPolicy: must be noEviction or nruEviction for an ephemeral bucket")
 	case s.Type == Memcached && s.EvictionPolicy != "":

@@ -57,7 +57,6 @@ func TestEvictionPolicyOverHTTP(t *testing.T) {
 		"name=m&bucketType=memcached&evictionPolicy=nruEviction",
 		"name=e&bucketType=ephemeral&evictionPolicy=valueOnly",
 		"name=c&bucketType=couchbase&evictionPolicy=noEviction",
-		"name=f&bucketType=couchbase&evictionPolicy=fullEviction", // not supported yet
 	} {
 		if st, _, body := f.do("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", form); st != 400 || !strings.Contains(body, "evictionPolicy") {
 			t.Errorf("%s: %d %s, want 400 naming evictionPolicy", form, st, body)
@@ -65,6 +64,9 @@ func TestEvictionPolicyOverHTTP(t *testing.T) {
 	}
 	if st, _, body := f.do("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", "name=e&bucketType=ephemeral&evictionPolicy=nruEviction"); st != 202 || !strings.Contains(body, `"evictionPolicy":"nruEviction"`) {
 		t.Errorf("ephemeral nruEviction: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", "name=f&bucketType=couchbase&evictionPolicy=fullEviction"); st != 202 || !strings.Contains(body, `"evictionPolicy":"fullEviction"`) {
+		t.Errorf("couchbase fullEviction: %d %s", st, body)
 	}
 	if st, _, body := f.do("POST", "/pools/default/buckets/e", "application/x-www-form-urlencoded", "evictionPolicy=noEviction"); st != 200 || !strings.Contains(body, `"evictionPolicy":"noEviction"`) {
 		t.Errorf("edit to noEviction: %d %s", st, body)

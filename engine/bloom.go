@@ -155,7 +155,9 @@ type bloomState struct {
 	// answered without reading the store.
 	negatives atomic.Int64
 	// metaFetched counts keys whose metadata was read from the store
-	// because memory did not hold it (ep_bg_meta_fetched).
+	// because memory did not hold it, for a caller that needed the
+	// metadata only: a write, a delete (ep_bg_meta_fetched; a read of the
+	// value counts in ep_bg_fetched).
 	metaFetched atomic.Int64
 }
 
@@ -268,7 +270,9 @@ type BloomStats struct {
 	// filters answered without reading the store (Mayfly's own).
 	Negatives int64
 	// MetaFetched counts keys whose metadata was read from the store
-	// because memory did not hold it (ep_bg_meta_fetched).
+	// because memory did not hold it, for a caller that needed the
+	// metadata only: a write, a delete (ep_bg_meta_fetched; a read of the
+	// value counts in ep_bg_fetched).
 	MetaFetched int64
 }
 

@@ -64,7 +64,7 @@ func (c *countingDocReads) doc(k docKey) (*Document, error) {
 // Bloom filters before it loads the documents: a read or an insert of a
 // key not loaded yet that the store does not hold then answers without
 // reading the store (a read of a stored key still reads it, and counts in
-// ep_bg_meta_fetched); once the warm-up is done, a valueOnly bucket, whose
+// ep_bg_fetched, a write's in ep_bg_meta_fetched); once the warm-up is done, a valueOnly bucket, whose
 // memory holds every key, frees its filters. Each store.
 func TestWarmupMissesSkipTheStore(t *testing.T) {
 	for _, kind := range []string{StoragePebble, StorageBolt} {
@@ -148,7 +148,7 @@ func TestWarmupMissesSkipTheStore(t *testing.T) {
 
 			// A stored key not loaded yet is read from the store, as
 			// before; a deleted one answers not found.
-			before, meta := cs.reads.Load(), b.Stats().Bloom.MetaFetched
+			before, fetched := cs.reads.Load(), b.Stats().BgFetched
 			d, err := c.Get(ctx, "k321")
 			if err != nil || string(d.Value) != `{"n":321}` {
 				t.Fatalf("Get k321 during warm-up: %v %+v", err, d)
@@ -156,8 +156,8 @@ func TestWarmupMissesSkipTheStore(t *testing.T) {
 			if _, err := c.Get(ctx, "k7"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get of a deleted key during warm-up: %v", err)
 			}
-			if cs.reads.Load() == before || b.Stats().Bloom.MetaFetched == meta {
-				t.Fatalf("a stored key's read during warm-up: %d store reads, ep_bg_meta_fetched %d → %d", cs.reads.Load()-before, meta, b.Stats().Bloom.MetaFetched)
+			if cs.reads.Load() == before || b.Stats().BgFetched == fetched {
+				t.Fatalf("a stored key's read during warm-up: %d store reads, ep_bg_fetched %d → %d", cs.reads.Load()-before, fetched, b.Stats().BgFetched)
 			}
 
 			release.Do(func() { close(gate) })

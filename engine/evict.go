@@ -110,7 +110,7 @@ func (b *Bucket) allKeysIn(ctx context.Context, cids []CollectionID) (release fu
 			if err == nil {
 				p := b.partitionFor(key)
 				p.mu.Lock()
-				_, err = b.fetchMissLocked(p, docKey{cid: cid, key: key})
+				_, err = b.fetchMissLocked(p, docKey{cid: cid, key: key}, false)
 				p.mu.Unlock()
 			}
 			if err != nil {
@@ -134,8 +134,15 @@ func (b *Bucket) allKeysIn(ctx context.Context, cids []CollectionID) (release fu
 // k (nil when neither memory nor the store holds one, and always nil while
 // memory holds every key: it reads nothing then).
 //
+// A read is counted as Couchbase counts its background fetches: in
+// ep_bg_fetched when the caller wants the document with its value (a get,
+// a touch, a lock), in ep_bg_meta_fetched when it needs the metadata only
+// (a write or a delete that replaces the value, an unlock, the expiry
+// pager, an administrative pass). The store reads the whole record either
+// way; the counts say what the caller asked for.
+//
 // REQUIRES: p.mu held for writing, p k's partition.
-func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
+func (b *Bucket) fetchMissLocked(p *partition, k docKey, value bool) (*Document, error) {
 	warm := b.warm()
 	if warm && !b.itemsOut.Load() {
 		return nil, nil
@@ -153,7 +160,7 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey) (*Document, error) {
 	d, err := b.store.st.doc(k)
 	switch {
 	case err == nil:
-		b.bloom.metaFetched.Add(1)
+		b.countFetch(value)
 		if warm {
 			b.restoreItemLocked(p, d)
 		} else {
@@ -198,7 +205,7 @@ func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch, re
 	d := p.mu.docs.get(k)
 	var err error
 	if d == nil {
-		d, err = b.fetchMissLocked(p, k)
+		d, err = b.fetchMissLocked(p, k, true)
 	}
 	p.mu.Unlock()
 	if err != nil || d == nil || !d.ejected {
@@ -208,4 +215,15 @@ func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch, re
 	// read it as any committed version, its value read back (a reader
 	// must never get an ejected version).
 	return b.readCommitted(ctx, p, k, touch)
+}
+
+// countFetch counts a record read from the store because memory did not
+// hold it: in ep_bg_fetched when the reader wanted its value, else in
+// ep_bg_meta_fetched (fetchMissLocked).
+func (b *Bucket) countFetch(value bool) {
+	if value {
+		b.mem.bgFetched.Add(1)
+	} else {
+		b.bloom.metaFetched.Add(1)
+	}
 }

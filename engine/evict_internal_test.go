@@ -625,3 +625,106 @@ func TestGetResidentOfEvictedItem(t *testing.T) {
 		t.Fatalf("Get of a key out of memory: %v %+v", err, d)
 	}
 }
+
+// A fullEviction bucket counts a read of an item out of memory whole as
+// Couchbase counts its background fetches: a read that returns the
+// document with its value (Get, Peek, a touch, GetLocked, a listing) in
+// ep_bg_fetched, a write or a delete that needs only the metadata in
+// ep_bg_meta_fetched; a key the Bloom filter rules out counts in neither.
+func TestEvictedItemFetchCounts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
+	defer cancel()
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	s := DefaultBucketSettings("b")
+	s.EvictionPolicy = FullEviction
+	b, err := eng.CreateBucket(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	const n = 12
+	for i := range n {
+		if _, err := c.Upsert(ctx, fmt.Sprint("k", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evictAll := func(want int) {
+		t.Helper()
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := evictItems(b, func(string) bool { return true }); got != want {
+			t.Fatalf("%d items left memory, want %d", got, want)
+		}
+	}
+	counts := func() (values, metas int64) {
+		st := b.Stats()
+		return st.BgFetched, st.Bloom.MetaFetched
+	}
+	evictAll(n)
+
+	v0, m0 := counts()
+	for _, k := range []string{"k0", "k1"} {
+		if d, err := c.Get(ctx, k); err != nil || d.Value == nil {
+			t.Fatalf("Get %s out of memory: %v %+v", k, err, d)
+		}
+	}
+	if d, err := c.Peek("k2"); err != nil || d.Value == nil {
+		t.Fatalf("Peek k2 out of memory: %v %+v", err, d)
+	}
+	if d, err := c.GetAndTouch(ctx, "k3", 0); err != nil || string(d.Value) != `{"n":3}` {
+		t.Fatalf("GetAndTouch k3 out of memory: %v %+v", err, d)
+	}
+	if d, err := c.GetLocked(ctx, "k4", 5); err != nil || string(d.Value) != `{"n":4}` {
+		t.Fatalf("GetLocked k4 out of memory: %v %+v", err, d)
+	}
+	if _, err := c.Get(ctx, "never"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of a key never written: %v", err)
+	}
+	if v, m := counts(); v-v0 != 5 || m != m0 {
+		t.Fatalf("after 5 reads of items out of memory: ep_bg_fetched +%d, ep_bg_meta_fetched +%d; want +5, +0", v-v0, m-m0)
+	}
+
+	v0, m0 = counts()
+	if _, err := c.Upsert(ctx, "k5", []byte(`{"n":"five"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Replace(ctx, "k6", []byte(`{"n":"six"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, "k7", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Insert(ctx, "k8", []byte(`{}`), nil); !errors.Is(err, ErrKeyExists) {
+		t.Fatalf("Insert of a stored key out of memory: %v, want ErrKeyExists", err)
+	}
+	if v, m := counts(); v != v0 || m-m0 != 4 {
+		t.Fatalf("after 4 writes of items out of memory: ep_bg_fetched +%d, ep_bg_meta_fetched +%d; want +0, +4", v-v0, m-m0)
+	}
+
+	// A listing reads the items out of memory with their values: those
+	// read back above leave again, but k4, locked, and k7's tombstone stay
+	// (k9 to k11 never came back: n-2 out in all).
+	evictAll(n - 5)
+	v0, m0 = counts()
+	listed := 0
+	for d, err := range c.List(ctx, ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Value == nil {
+			t.Fatalf("listed %s without its value", d.Key)
+		}
+		listed++
+	}
+	if listed != n-1 {
+		t.Fatalf("listed %d documents, want %d", listed, n-1)
+	}
+	if v, m := counts(); v-v0 != n-2 || m != m0 {
+		t.Fatalf("after listing %d items out of memory: ep_bg_fetched +%d, ep_bg_meta_fetched +%d; want +%d, +0", n-2, v-v0, m-m0, n-2)
+	}
+}

@@ -142,7 +142,7 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 		}
 		// During the warm-up, a key not loaded yet is loaded from the
 		// store first, as a read's or a write's is (fetchMissLocked).
-		if _, err := c.b.fetchMissLocked(p, k); err != nil {
+		if _, err := c.b.fetchMissLocked(p, k, true); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -196,7 +196,7 @@ func (c *Collection) Unlock(key string, cas uint64) error {
 	if c.b.isClosed() {
 		return ErrClosed
 	}
-	if _, err := c.b.fetchMissLocked(p, k); err != nil { // warm-up: see GetLocked
+	if _, err := c.b.fetchMissLocked(p, k, false); err != nil { // warm-up: see GetLocked
 		return err
 	}
 	now := c.b.clock.Now()

@@ -49,7 +49,7 @@ type memOwner struct {
 	mode      atomic.Int32 // a memMode, from the bucket's type and evictionPolicy
 	evictions atomic.Int64 // items evicted (evictions)
 	ejects    atomic.Int64 // values ejected (ep_num_value_ejects)
-	bgFetched atomic.Int64 // values read back from the store (ep_bg_fetched)
+	bgFetched atomic.Int64 // values read back from the store (ep_bg_fetched; fetchMissLocked too)
 	// nonResident counts the live versions whose value is ejected, for
 	// vb_active_perc_mem_resident.
 	nonResident atomic.Int64

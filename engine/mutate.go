@@ -47,7 +47,7 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 		p.mu.Unlock()
 		return nil, err
 	}
-	if _, err := b.fetchMissLocked(p, k); err != nil {
+	if _, err := b.fetchMissLocked(p, k, needValue); err != nil {
 		p.mu.Unlock()
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	prev := p.mu.docs.get(k)
 	if prev == nil { // out of memory whole (evict.go): read it back
 		var err error
-		if prev, err = b.fetchMissLocked(p, k); err != nil {
+		if prev, err = b.fetchMissLocked(p, k, false); err != nil {
 			return nil, false, err
 		}
 	}

@@ -180,7 +180,7 @@ func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Docu
 				yield(nil, err)
 				return false
 			default:
-				c.b.bloom.metaFetched.Add(1)
+				c.b.countFetch(true) // listed with its value
 				p.mu.RLock()
 				if d = p.readLocked(k); d == nil { // (read back meanwhile: memory's)
 					d = sd

@@ -59,8 +59,10 @@ type Stats struct {
 	// NumValueEjects counts values ejected from memory by a couchbase
 	// bucket's value eviction (ep_num_value_ejects).
 	NumValueEjects int64
-	// BgFetched counts values read back from disk because they had been
-	// ejected (ep_bg_fetched).
+	// BgFetched counts values read back from disk because memory did not
+	// hold them: ejected values, and documents read with their values
+	// while out of memory whole or not loaded yet by the warm-up
+	// (ep_bg_fetched).
 	BgFetched int64
 	// NonResident counts live documents whose value is not in memory
 	// (ep_num_non_resident).

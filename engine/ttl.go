@@ -325,7 +325,7 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 	// from the store (fetch.go): the same version, the same sequence number.
 	i, ok := p.mu.docs.find(k)
 	if !ok && !b.itemsResident() { // out of memory whole since the read (evict.go)
-		if _, err := b.fetchMissLocked(p, k); err != nil {
+		if _, err := b.fetchMissLocked(p, k, false); err != nil {
 			return
 		}
 		i, ok = p.mu.docs.find(k)

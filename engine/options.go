@@ -64,9 +64,10 @@ type Options struct {
 	// background warm-up (warmupRetryFirst).
 	wrapStorage      func(storage) storage
 	warmupRetryFirst time.Duration
-	// beforeMiss, when set, is called by a get that found its key in
-	// no version in memory, with the key, before it reads further
-	// (readMiss): a test blocks in it to hold the get there.
+	// beforeMiss, when set, is called by a get, or a listing of the
+	// store's keys (listStored), that found its key in no version in
+	// memory, with the key, before it reads further (readMiss, the
+	// listing's store read): a test blocks in it to hold the reader there.
 	beforeMiss func(key string)
 }
 

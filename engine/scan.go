@@ -169,10 +169,19 @@ func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Docu
 	show := func(key string) bool {
 		p := c.b.partitionFor(key)
 		k := docKey{cid: c.id, key: key}
+		// Read before the look in memory, as a get does (Collection.get):
+		// a key the warm-up loads, finishing, after the look is not in it,
+		// and is read from the store. (List waits for the warm-up, after
+		// which this only turns false; the order keeps show right
+		// without that wait.)
+		allIn := c.b.itemsResident()
 		p.mu.RLock()
 		d := p.readLocked(k)
 		p.mu.RUnlock()
-		if d == nil && !c.b.itemsResident() {
+		if hook := c.b.eng.opts.beforeMiss; d == nil && hook != nil {
+			hook(key)
+		}
+		if d == nil && !allIn {
 			sd, err := c.b.fetchStored(k)
 			switch {
 			case errors.Is(err, ErrNotFound):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,105 @@ func TestGetRacingTheWarmupFindsTheKey(t *testing.T) {
 	}
 	if want := strings.TrimPrefix(key, "k"); string(a.d.Value) != want {
 		t.Fatalf("get of %s: %q, want %q", key, a.d.Value, want)
+	}
+}
+
+// TestListingRacingTheWarmupListsTheKey: listStored looks in memory for a
+// key the warm-up has not loaded yet; the warm-up then loads it and
+// finishes before the listing reads further. The listing must yield the
+// key, not skip it because memory now holds every key. (List itself waits
+// for the warm-up before it calls listStored; this holds listStored to its
+// own word without that wait.)
+func TestListingRacingTheWarmupListsTheKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
+	defer cancel()
+	dir := t.TempDir()
+	clk := NewFakeClock(1_700_000_000)
+	eng, err := Open(dir, &Options{Clock: clk, NumPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, BucketSettings{Name: "b", Type: Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprint("k", i), []byte(fmt.Sprint(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	warmHeld, warmGo := make(chan struct{}), make(chan struct{})
+	listHeld, listGo := make(chan struct{}), make(chan struct{})
+	var holdWarm atomic.Bool
+	holdWarm.Store(true)
+	var held atomic.Value // the key the listing is held at
+	held.Store("")
+	eng, err = Open(dir, &Options{Clock: clk, NumPartitions: 4, BackgroundWarmup: true,
+		WarmupHook: func(string, int64) {
+			if holdWarm.CompareAndSwap(true, false) {
+				close(warmHeld)
+				<-warmGo
+			}
+		},
+		beforeMiss: func(key string) {
+			if key == held.Load().(string) {
+				close(listHeld)
+				<-listGo
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err = eng.Bucket("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	<-warmHeld // one document loaded: hold the listing at the last that is not
+	key := ""
+	for i := range n {
+		k := fmt.Sprint("k", i)
+		p := b.partitionFor(k)
+		p.mu.RLock()
+		d := p.mu.docs.get(docKey{cid: c.id, key: k})
+		p.mu.RUnlock()
+		if d == nil && k > key {
+			key = k
+		}
+	}
+	if key == "" {
+		t.Fatal("the held warm-up has loaded every key")
+	}
+	held.Store(key)
+	type answer struct {
+		keys []string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		var a answer
+		c.listStored(ctx, keyRange{},
+			func(d *Document) bool { a.keys = append(a.keys, d.Key); return true },
+			func(_ *Document, err error) bool { a.err = err; return false })
+		got <- a
+	}()
+	<-listHeld // the listing found nothing in memory for key
+	close(warmGo)
+	if err := b.WaitWarm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(listGo)
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.keys) != n || !slices.Contains(a.keys, key) {
+		t.Fatalf("listing racing the warm-up's end yielded %d keys (%s among them: %v), want all %d", len(a.keys), key, slices.Contains(a.keys, key), n)
 	}
 }

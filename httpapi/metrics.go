@@ -57,7 +57,7 @@ var metricList = []metric{
 	{"mayfly_mem_low_wat_bytes", "The low-water mark: eviction stops at it.", "ep_mem_low_wat", prometheus.GaugeValue, nil},
 	{"mayfly_ram_quota_bytes", "The bucket's memory quota.", "ep_max_size", prometheus.GaugeValue, nil},
 	{"mayfly_value_ejects_total", "Values ejected from memory by a couchbase bucket's value eviction.", "ep_num_value_ejects", prometheus.CounterValue, nil},
-	{"mayfly_bg_fetched_total", "Ejected values read back from disk.", "ep_bg_fetched", prometheus.CounterValue, nil},
+	{"mayfly_bg_fetched_total", "Documents read back from disk with their values: ejected values, and under fullEviction items out of memory whole.", "ep_bg_fetched", prometheus.CounterValue, nil},
 	{"mayfly_non_resident_items", "Live documents whose value is not in memory.", "ep_num_non_resident", prometheus.GaugeValue, nil},
 	{"mayfly_resident_items_ratio_percent", "Percentage of live documents whose value is in memory.", "vb_active_perc_mem_resident", prometheus.GaugeValue, nil},
 	{"mayfly_evictions_total", "Items evicted to keep the memory quota.", "evictions", prometheus.CounterValue, nil},

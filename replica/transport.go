@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mayflydb/mayfly/internal/netaddr"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -55,7 +56,7 @@ type transport struct {
 // listen starts the transport's listener, loopback only unless
 // Options.AllowRemote.
 func listen(h *Host) (*transport, error) {
-	if !h.opts.AllowRemote && !isLoopback(h.opts.Listen) {
+	if !h.opts.AllowRemote && !netaddr.IsLoopback(h.opts.Listen) {
 		return nil, fmt.Errorf("%w: %s", ErrRemote, h.opts.Listen)
 	}
 	var lc net.ListenConfig
@@ -67,20 +68,6 @@ func listen(h *Host) (*transport, error) {
 	t.wg.Add(1)
 	go t.accept()
 	return t, nil
-}
-
-// isLoopback reports whether addr's host is a loopback address or
-// "localhost" (an empty host listens everywhere: not loopback).
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (t *transport) accept() {

@@ -15,6 +15,7 @@ import (
 	"github.com/mayflydb/mayfly/cluster"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
+	"github.com/mayflydb/mayfly/internal/netaddr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -69,7 +70,7 @@ func (c *clusterFlags) check() error {
 		return &usageError{err.Error()}
 	}
 	for i, p := range cfg.Peers {
-		if p.Name == c.node && i < cluster.EtcdMembers(len(cfg.Peers)) && !c.remote && !isLoopback(p.Addr()) {
+		if p.Name == c.node && i < cluster.EtcdMembers(len(cfg.Peers)) && !c.remote && !netaddr.IsLoopback(p.Addr()) {
 			return &usageError{fmt.Sprintf("--peers: %s's etcd ports on %s listen beyond loopback and have no authentication or TLS yet: add --cluster-allow-remote to mean it", p.Name, p.Host)}
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/internal/memtune"
+	"github.com/mayflydb/mayfly/internal/netaddr"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/mayflydb/mayfly/memcache"
 	"github.com/mayflydb/mayfly/pager"
@@ -286,20 +287,6 @@ single node and starts no etcd.`,
 	return cmd
 }
 
-// isLoopback reports whether a listen address is on loopback only: localhost
-// or a loopback IP. An empty host (every interface) or any other name is not.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // checkExposure refuses to listen beyond loopback without an administrator
 // password, or to open the unauthenticated memcached port beyond loopback
 // without --memcached-allow-remote, or Go's profiles (--pprof) beyond
@@ -308,7 +295,7 @@ func isLoopback(addr string) bool {
 func (c *serveConfig) checkExposure() error {
 	if c.adminPassword == "" {
 		for _, f := range []struct{ flag, addr string }{{"--http", c.httpAddr}, {"--views", c.viewsAddr}, {"--search", c.searchAddr}} {
-			if f.addr != "" && !isLoopback(f.addr) {
+			if f.addr != "" && !netaddr.IsLoopback(f.addr) {
 				return fmt.Errorf("%s %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", f.flag, f.addr)
 			}
 		}
@@ -319,16 +306,16 @@ func (c *serveConfig) checkExposure() error {
 		c.adminPassword = hex.EncodeToString(b[:])
 		c.devPassword = true
 	}
-	if c.mcAddr != "" && !c.mcRemote && !isLoopback(c.mcAddr) {
+	if c.mcAddr != "" && !c.mcRemote && !netaddr.IsLoopback(c.mcAddr) {
 		return fmt.Errorf("--memcached %s listens beyond loopback and the memcached port has no authentication: add --memcached-allow-remote to mean it", c.mcAddr)
 	}
-	if c.pprofAddr != "" && !isLoopback(c.pprofAddr) {
+	if c.pprofAddr != "" && !netaddr.IsLoopback(c.pprofAddr) {
 		return fmt.Errorf("--pprof %s listens beyond loopback and Go's profiles have no authentication (a heap profile or the command line may show passwords): give a loopback address", c.pprofAddr)
 	}
-	if c.tlsCert != "" && c.kvTLSAddr != "" && !isLoopback(c.kvTLSAddr) && c.devPassword {
+	if c.tlsCert != "" && c.kvTLSAddr != "" && !netaddr.IsLoopback(c.kvTLSAddr) && c.devPassword {
 		return fmt.Errorf("--kv-tls %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.kvTLSAddr)
 	}
-	if c.kvAddr != "" && !isLoopback(c.kvAddr) {
+	if c.kvAddr != "" && !netaddr.IsLoopback(c.kvAddr) {
 		if c.devPassword {
 			return fmt.Errorf("--kv %s listens beyond loopback: set --admin-password (or MAYFLY_ADMIN_PASSWORD) first", c.kvAddr)
 		}
@@ -631,7 +618,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	if cfg.devPassword {
 		fmt.Fprintf(stdout, "mayfly: no --admin-password given; for this start only, log in as %s / %s\n", cfg.adminUser, cfg.adminPassword)
 	}
-	if scheme == "http" && !isLoopback(cfg.httpAddr) {
+	if scheme == "http" && !netaddr.IsLoopback(cfg.httpAddr) {
 		logger.Warn("HTTP beyond loopback without TLS: passwords cross the network in clear (see --tls-cert)")
 	}
 

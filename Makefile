@@ -12,6 +12,8 @@ SOAK    ?= 10m
 # LEVEL is the crash soak's bucket durabilityMinLevel (none, majority,
 # majorityAndPersistActive, persistToMajority).
 LEVEL   ?= persistToMajority
+# EVICTION is the crash soak's bucket evictionPolicy (valueOnly, fullEviction).
+EVICTION ?= valueOnly
 
 .PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch bench-big oracle tools clean soak sdk node-sdk
 
@@ -24,7 +26,7 @@ help:
 	@echo "make bench-big    issue 19's large-scale run against a started server (DOCS=5000000 VALUE=1024 QUOTA_MB=1024; ~6 GB of disk, long)"
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
-	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level)"
+	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level; EVICTION=fullEviction)"
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly
@@ -136,7 +138,7 @@ oracle:
 # with SIGKILL under load, again and again; acknowledged writes and stale=false
 # views are checked after every restart.
 soak:
-	MAYFLY_SOAK=$(SOAK) MAYFLY_CRASH_LEVEL=$(LEVEL) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
+	MAYFLY_SOAK=$(SOAK) MAYFLY_CRASH_LEVEL=$(LEVEL) MAYFLY_CRASH_EVICTION=$(EVICTION) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
 
 clean:
 	rm -rf bin bench.out

@@ -34,6 +34,11 @@ type config struct {
 	// -1, when unset, leaves serve's default (paged); 0 keeps view indexes in
 	// memory; N > 0 pages them through N MiB.
 	viewCacheMB int
+	// eviction is the bucket's evictionPolicy (MAYFLY_CRASH_EVICTION):
+	// "" keeps serve's default bucket (valueOnly); fullEviction starts
+	// serve without it and creates the bucket with that policy, so whole
+	// items leave memory and come back from disk through every kill.
+	eviction string
 }
 
 // defaultFlushInterval is mayfly serve's default --flush-interval.
@@ -92,6 +97,13 @@ func configFromEnv(t *testing.T) config {
 			t.Fatalf("MAYFLY_CRASH_VIEW_CACHE_MB=%q: want a non-negative integer", v)
 		}
 		c.viewCacheMB = n
+	}
+	switch v := os.Getenv("MAYFLY_CRASH_EVICTION"); v {
+	case "", "valueOnly":
+	case "fullEviction":
+		c.eviction = v
+	default:
+		t.Fatalf("MAYFLY_CRASH_EVICTION=%q: want valueOnly or fullEviction", v)
 	}
 	return c
 }
@@ -160,11 +172,22 @@ func TestCrash(t *testing.T) {
 		if cfg.viewCacheMB >= 0 {
 			args = append(args, "--view-cache-mb", strconv.Itoa(cfg.viewCacheMB))
 		}
+		if cfg.eviction != "" {
+			args = append(args, "--default-bucket", "")
+		}
 		if srv, err = startServer(bin, dataDir, logPath, args...); err != nil {
 			t.Fatalf("%v\n%s", err, logTail(logPath))
 		}
 	}
 	restart()
+	if cfg.eviction != "" {
+		// The policy is set when the bucket is created (and kept through
+		// every kill, as the bucket's other settings are).
+		form := "name=" + bucket + "&bucketType=couchbase&ramQuota=" + strconv.Itoa(crashQuotaMB) + "&evictionPolicy=" + cfg.eviction
+		if st, body, _, err := srv.do(ctx, http.MethodPost, "/pools/default/buckets?"+form, nil, queryTimeout); err != nil || st/100 != 2 {
+			t.Fatalf("creating bucket %s with evictionPolicy=%s: status %d %s err %v\n%s", bucket, cfg.eviction, st, body, err, logTail(logPath))
+		}
+	}
 	// The level is the bucket's setting, stored with it through every kill.
 	if st, body, _, err := srv.do(ctx, http.MethodPost, "/pools/default/buckets/"+bucket+"?durabilityMinLevel="+cfg.level, nil, queryTimeout); err != nil || st != http.StatusOK {
 		t.Fatalf("setting durabilityMinLevel=%s: status %d %s err %v", cfg.level, st, body, err)

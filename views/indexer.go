@@ -66,6 +66,10 @@ type indexer struct {
 
 	feed    *feed.Consumer[[]index.DocUpdate]
 	reduced reduceHistory // views that have reduced without error, for reduce errors' reasons
+	// answers holds the 32 KiB writers view answers are buffered in (until
+	// the first flush nothing has reached the client, so a query can run
+	// again after a replacement), reused rather than allocated per query.
+	answers sync.Pool
 
 	mu struct {
 		sync.Mutex

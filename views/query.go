@@ -222,7 +222,8 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 	}
 	rng := q.rng
 	rng.Now = now
-	bw := bufio.NewWriterSize(cw, 32<<10)
+	bw := q.ix.answerWriter(cw)
+	defer q.ix.putAnswerWriter(bw)
 	skip, limit := q.p.Skip, q.p.Limit
 	take := func() (emit bool, stop bool) {
 		if skip > 0 {
@@ -393,4 +394,22 @@ func writeDoc(w *bufio.Writer, coll *engine.Collection, id string) {
 		w.WriteString(`,"base64":"` + base64.StdEncoding.EncodeToString(d.Value) + `"`)
 	}
 	w.WriteByte('}')
+}
+
+// answerWriter returns a 32 KiB buffered writer to w from the indexer's
+// pool; the caller gives it back with putAnswerWriter once the answer is
+// written.
+func (ix *indexer) answerWriter(w io.Writer) *bufio.Writer {
+	if bw, ok := ix.answers.Get().(*bufio.Writer); ok {
+		bw.Reset(w)
+		return bw
+	}
+	return bufio.NewWriterSize(w, 32<<10)
+}
+
+// putAnswerWriter returns bw to the pool, holding neither the client's
+// writer nor what was left unwritten.
+func (ix *indexer) putAnswerWriter(bw *bufio.Writer) {
+	bw.Reset(io.Discard)
+	ix.answers.Put(bw)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -157,5 +158,38 @@ func TestReduceMemoryBomb(t *testing.T) {
 	}
 	if n := p.MemoryRetries(); n != 1 {
 		t.Errorf("runs again: %d, want 1", n)
+	}
+}
+
+// A call run again after the memory limit repeats its log(...) lines; they
+// are written once, not once per run.
+func TestMemoryLimitRunAgainLogsOnce(t *testing.T) {
+	h := &recordHandler{}
+	p := newPool(t, &jsruntime.Options{Workers: 1, MaxMemory: 4 << 20, Timeout: 30 * time.Second, Logger: slog.New(h)})
+	pr := load(t, p, jsruntime.ViewSource{Name: "bomb", Map: `function (doc, meta) {
+		log("start", meta.id);
+		log("second", meta.id);
+		var a = []; while (1) a.push("abc".repeat(1000) + a.length);
+	}`})
+	res, err := pr.Map(context.Background(), []jsruntime.Doc{jsonDoc("a", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(res[0][0].Err), "also when run again") {
+		t.Fatalf("bomb: %v, want the memory limit after a run again", res[0][0].Err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var msgs []string
+	for _, r := range h.records {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "msg" {
+				msgs = append(msgs, a.Value.String())
+			}
+			return true
+		})
+	}
+	if got := strings.Join(msgs, "|"); got != "start a|second a" {
+		t.Errorf("log lines %q, want each once", got)
 	}
 }

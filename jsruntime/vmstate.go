@@ -36,6 +36,8 @@ type vmState struct {
 	emitCount int        // rows emitted by the current map call (counted past MaxEmitsPerDoc)
 	abortErr  error      // why a helper aborted the call
 	redOut    []byte     // the encoded result of a reduce call
+	logCalls  int        // log(...) calls made by the current call
+	logSkip   int        // log(...) calls a run again leaves out: its interrupted run wrote them (see worker.callRetrying)
 }
 
 // newVMState creates a runtime for pr: helpers first, then every map and
@@ -206,6 +208,10 @@ func (rt *vmState) decodeBase64(call goja.FunctionCall) goja.Value {
 // Lines are limited per design document (LogRate, LogBurst: more are
 // dropped and counted) and cut at MaxLogLine bytes.
 func (rt *vmState) log(call goja.FunctionCall) goja.Value {
+	rt.logCalls++
+	if rt.logCalls <= rt.logSkip {
+		return goja.Undefined() // written by the interrupted run this one repeats
+	}
 	if ok, _ := rt.prog.logLimit.Allow(); !ok {
 		rt.prog.logDropped.Add(1)
 		return goja.Undefined()

@@ -207,8 +207,12 @@ const memRetries = 1
 // interrupted run left on the Go side (emits, a reduction's output) and to
 // build the arguments afresh (the interrupted run may have changed them);
 // should it fail, the ErrMemoryLimit stands. Each run again counts in
-// Pool.MemoryRetries.
+// Pool.MemoryRetries. Being the same function of the same arguments, a
+// run again repeats the interrupted run's log(...) calls first; those are
+// not written twice.
 func (w *worker) callRetrying(ctx context.Context, rt *vmState, again func() ([]goja.Value, error), fn goja.Callable, args ...goja.Value) (goja.Value, error) {
+	rt.logCalls, rt.logSkip = 0, 0
+	defer func() { rt.logCalls, rt.logSkip = 0, 0 }()
 	v, err := w.call(ctx, rt, fn, args...)
 	for range memRetries {
 		if !errors.Is(err, ErrMemoryLimit) || ctx.Err() != nil || rt.broken {
@@ -220,6 +224,7 @@ func (w *worker) callRetrying(ctx context.Context, rt *vmState, again func() ([]
 		}
 		w.pool.memRetries.Add(1)
 		rt.prog.memRetries.Add(1)
+		rt.logSkip, rt.logCalls = rt.logCalls, 0
 		v, err = w.callTimed(ctx, rt, fn, fresh...)
 		if errors.Is(err, ErrMemoryLimit) {
 			err = errMemoryLimitAgain

@@ -601,6 +601,14 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// The views and search ports: the same API (its slots, limits and
 	// authentication), each answering its own service's paths.
 	svcSrvs := []*http.Server{srv}
+	// Whatever ends serve (a port that fails to start or stops, or the
+	// shutdown below, whose graceful wait may pass), every HTTP port it
+	// opened is closed with it.
+	defer func() {
+		for _, hs := range svcSrvs {
+			hs.Close()
+		}
+	}()
 	for _, p := range []httpapi.ServicePort{httpapi.ViewsPort, httpapi.SearchPort} {
 		sln, ok := svcLns[p]
 		if !ok {

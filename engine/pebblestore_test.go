@@ -3,9 +3,13 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -13,29 +17,46 @@ import (
 // which keeps what was synced and a random part of what was not: a store
 // that syncs keeps every commit it acknowledged; one that does not
 // (NoSync) may lose its newest commits, but each commit survives whole or
-// not at all, in order, with its sequence numbers and CAS.
+// not at all, in order, with its sequence numbers and CAS. The commits
+// touch many partitions each, the sequence log checkpoints every few
+// commits, and each seed crashes after a different commit, so that crashes
+// land before, on and after checkpoints.
 func TestPebbleCrashKeepsWholeCommits(t *testing.T) {
-	const commits, per = 30, 20
+	const commits, per, parts = 30, 20, 50
 	for _, noSync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoSync=%v", noSync), func(t *testing.T) {
-			for seed := uint64(1); seed <= 10; seed++ {
+			for seed := uint64(1); seed <= 20; seed++ {
 				mem := vfs.NewCrashableMem()
 				o := &Options{NoSync: noSync, Logger: slog.New(slog.DiscardHandler)}
 				st, err := openPebbleStorageOn(mem, "/db", o)
 				if err != nil {
 					t.Fatal(err)
 				}
+				st.mu.seq.every = 4
+				// want[c] is every partition's high seqno after the first c commits.
+				want := make([]map[uint16]uint64, commits+1)
+				want[0] = map[uint16]uint64{}
+				crashAt := int(seed*7) % (commits + 1) // commits acknowledged before the crash
+				var crashed *vfs.MemFS
 				for c := range commits {
+					if c == crashAt {
+						crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(seed, 7))})
+					}
+					want[c+1] = maps.Clone(want[c])
 					recs := make([]record, per)
 					for i := range recs {
 						n := uint64(c*per + i + 1)
-						recs[i] = put(testDoc(0, fmt.Sprintf("c%02d-%02d", c, i), 0, n, n, 0, `{}`), 0)
+						p := uint16((c*7 + i) % parts)
+						recs[i] = put(testDoc(0, fmt.Sprintf("c%02d-%02d", c, i), p, n, n, 0, `{}`), 0)
+						want[c+1][p] = n
 					}
 					if err := st.commit(recs); err != nil {
 						t.Fatal(err)
 					}
 				}
-				crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(seed, 7))})
+				if crashed == nil {
+					crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(seed, 7))})
+				}
 				if err := st.close(false); err != nil {
 					t.Fatal(err)
 				}
@@ -57,21 +78,146 @@ func TestPebbleCrashKeepsWholeCommits(t *testing.T) {
 					kept++
 				}
 				for c := range commits {
-					if (c < kept && perCommit[c] != per) || (c >= kept && perCommit[c] != 0) {
+					if (c < kept && perCommit[c] != per) || (c >= kept && perCommit[c] != 0) || kept > crashAt {
 						t.Fatalf("seed %d: documents kept per commit %v: not whole commits in order", seed, perCommit)
 					}
 				}
-				if !noSync && kept != commits {
-					t.Fatalf("seed %d: a syncing store kept %d of %d acknowledged commits", seed, kept, commits)
+				if !noSync && kept != crashAt {
+					t.Fatalf("seed %d: a syncing store kept %d of %d acknowledged commits", seed, kept, crashAt)
 				}
-				if want := uint64(kept * per); got.seqs[0] != want || got.meta.cas != want {
-					t.Errorf("seed %d: %d commits kept, seqno %d and cas %d, want %d", seed, kept, got.seqs[0], got.meta.cas, want)
+				if !maps.Equal(got.seqs, want[kept]) || got.meta.cas != uint64(kept*per) {
+					t.Errorf("seed %d: %d commits kept, seqnos %v and cas %d, want %v and %d", seed, kept, got.seqs, got.meta.cas, want[kept], kept*per)
+				}
+				// The log goes on from what the crash kept.
+				n := uint64(kept*per + 1)
+				mustCommit(t, st, put(testDoc(0, "after", 3, n, n, 0, `{}`), 0))
+				if err := st.close(false); err != nil {
+					t.Fatal(err)
+				}
+				st, err = openPebbleStorageOn(crashed, "/db", o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[kept][3] = n
+				if seqs, err := st.seqnos(); err != nil || !maps.Equal(seqs, want[kept]) {
+					t.Errorf("seed %d: after a commit and a reopen, seqnos %v (%v), want %v", seed, seqs, err, want[kept])
 				}
 				if err := st.close(false); err != nil {
 					t.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// seqKeys returns the keys of the store's sequence numbers: the old
+// format's per-partition 'v' keys and the sequence log's 'w' records.
+func seqKeys(t *testing.T, st *pebbleStorage) (old, log int) {
+	t.Helper()
+	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'v'}, UpperBound: []byte{'x'}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.Key()[0] == 'v' {
+			old++
+		} else {
+			log++
+		}
+	}
+	return old, log
+}
+
+// A commit that touches many partitions writes one sequence record, not a
+// key per partition; checkpoints keep the log short, and every partition's
+// number, those only an early commit set included, survives a reopen.
+func TestPebbleSequenceLog(t *testing.T) {
+	o := &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)}
+	mem := vfs.NewMem()
+	st, err := openPebbleStorageOn(mem, "/db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint16]uint64{}
+	var seq uint64
+	commit := func(parts ...uint16) {
+		t.Helper()
+		var recs []record
+		for _, p := range parts {
+			seq++
+			recs = append(recs, put(testDoc(0, fmt.Sprintf("k%d", p), p, seq, seq, 0, `{}`), 0))
+			want[p] = seq
+		}
+		mustCommit(t, st, recs...)
+	}
+	many := make([]uint16, 77)
+	for i := range many {
+		many[i] = uint16(i * 13)
+	}
+	commit(many...)
+	if old, log := seqKeys(t, st); old != 0 || log != 1 {
+		t.Fatalf("a commit over %d partitions left %d partition keys and %d log records, want 0 and 1", len(many), old, log)
+	}
+	// A purge sets no sequence number, and writes no record.
+	mustCommit(t, st, record{key: docKey{key: "k0"}, part: 0, seq: 1, purge: true})
+	if _, log := seqKeys(t, st); log != 1 {
+		t.Fatalf("a purge wrote a sequence record (%d records)", log)
+	}
+	for i := range 3 * seqCheckpointEvery {
+		commit(uint16(i%5), 2000)
+		if _, log := seqKeys(t, st); log > seqCheckpointEvery+1 {
+			t.Fatalf("after %d commits the log holds %d records: no checkpoint", i+2, log)
+		}
+	}
+	if got, err := st.seqnos(); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("seqnos %v (%v), want %v", got, err, want)
+	}
+	if err := st.close(true); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = openPebbleStorageOn(mem, "/db", o); err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(false)
+	if got, err := st.seqnos(); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("after a reopen, seqnos %v (%v), want %v", got, err, want)
+	}
+}
+
+// A store written before the sequence log (testdata/pebble-seqkeys: written
+// by the store at 4d30961, a 'v' key per partition) opens with its
+// documents and sequence numbers, rewrites them as the log's first record,
+// and goes on from them.
+func TestPebbleOpensOldSequenceKeys(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pebble")
+	if err := os.CopyFS(dir, os.DirFS("testdata/pebble-seqkeys")); err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{Logger: slog.New(slog.DiscardHandler)}
+	st, err := openPebbleStorageOn(vfs.Default, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint16]uint64{0: 2, 1: 1, 5: 7, 1023: 9}
+	got := readAll(t, st)
+	if !maps.Equal(got.seqs, want) || got.meta.cas != 5 || len(got.docs) != 4 || !got.meta.clean {
+		t.Fatalf("old store: seqnos %v, cas %d, %d documents, clean %v; want %v, 5, 4, true", got.seqs, got.meta.cas, len(got.docs), got.meta.clean, want)
+	}
+	if old, log := seqKeys(t, st); old != 0 || log != 1 {
+		t.Fatalf("after the open, %d partition keys and %d log records, want 0 and 1", old, log)
+	}
+	mustCommit(t, st, put(testDoc(0, "e", 5, 8, 6, 0, `{}`), 0))
+	want[5] = 8
+	if err := st.close(false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = openPebbleStorageOn(vfs.Default, dir, o); err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(false)
+	if got, err := st.seqnos(); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("after a commit and a reopen, seqnos %v (%v), want %v", got, err, want)
 	}
 }
 

@@ -10,12 +10,16 @@
 #
 # Environment: ROUNDS (3), LEVEL (none: the bucket's durabilityMinLevel set
 # to none by one REST call; default: Mayfly's durable default), BASE_BIN (a
-# mayfly binary to run too, e.g. main's), PORTS (memcached, Mayfly memcached
-# and HTTP ports: 21211 21212 28091). Needs memcached on PATH.
+# mayfly binary to run too, e.g. main's, on its default I/O), IOS (this
+# build's I/O modes to run: "goroutines eventloop"), MIXES ("sets 1set4gets
+# gets"), PORTS (memcached, Mayfly memcached and HTTP ports: 21211 21212
+# 28091). Needs memcached on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 LEVEL=${LEVEL:-none}
+IOS=${IOS:-goroutines eventloop}
+MIXES=${MIXES:-sets 1set4gets gets}
 read -r MC_PORT MF_PORT HTTP_PORT <<<"${PORTS:-21211 21212 28091}"
 PW=bench-memcached-io
 
@@ -35,7 +39,7 @@ waitport() {
 	return 1
 }
 mixes() { # pid port label
-	for mix in sets 1set4gets gets; do
+	for mix in $MIXES; do
 		local t0 t1 v
 		t0=$(ticks "$1")
 		v=$(MAYFLY_BENCH_ADDR=127.0.0.1:$2 "$work/mcbench" -test.run '^$' -test.bench "ExternalMix/^$mix\$" -test.benchtime 100000x 2>&1 |
@@ -52,7 +56,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	mixes "$pid" "$MC_PORT" "round $r memcached"
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
-	for srv in ${BASE_BIN:+base} goroutines eventloop; do
+	for srv in ${BASE_BIN:+base} $IOS; do
 		bin=$work/mayfly io=(--memcached-io "$srv")
 		[ "$srv" = base ] && bin=$BASE_BIN io=()
 		mkdir "$work/data"

@@ -217,10 +217,18 @@ func BenchmarkForecast1M(b *testing.B) {
 // couchbase bucket acknowledging from memory, 1,000 keys of 100 bytes written
 // over and over without an expiry, from 50 goroutines as the memcached
 // benchmark's 50 connections. Its allocations per operation are the write
-// path's own (the keys are made up front).
+// path's own (the keys are made up front). With 1,024 partitions (a
+// server's) nearly every key is its partition's only one, and a batch
+// touches nearly as many partitions as it holds writes.
 func BenchmarkUpsertNone(b *testing.B) {
+	for _, parts := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) { benchUpsertNone(b, parts) })
+	}
+}
+
+func benchUpsertNone(b *testing.B, parts int) {
 	ctx := context.Background()
-	eng, err := engine.Open(b.TempDir(), &engine.Options{NumPartitions: 64})
+	eng, err := engine.Open(b.TempDir(), &engine.Options{NumPartitions: parts})
 	if err != nil {
 		b.Fatal(err)
 	}

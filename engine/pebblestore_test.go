@@ -231,3 +231,37 @@ func openPebbleStorage(dir string, o *Options) (*pebbleStorage, error) {
 func openPebbleStorageOn(fs vfs.FS, dir string, o *Options) (*pebbleStorage, error) {
 	return openPebbleStorageSized(fs, dir, o, pebbleSizesFor(0))
 }
+
+// BenchmarkPebbleCommitSpread measures a group commit as the memcached
+// port's sets at durability none make them (BENCHMARKS.md, "The engine's
+// write path at none"): 80 writes of 100 bytes to 1,000 keys over 1,024
+// partitions, nearly a partition a write, without fsync, the records made
+// and encoded beforehand (as writers do before the flusher commits). Its
+// figure is the commit's cost, a write's share being an eightieth.
+func BenchmarkPebbleCommitSpread(b *testing.B) {
+	const keys, parts, per, batches = 1000, 1024, 80, 64
+	st, err := openPebbleStorage(b.TempDir(), &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.close(false)
+	value := `{"v":"` + string(make([]byte, 90)) + `"}`
+	all := make([][]record, batches)
+	for i := range all {
+		all[i] = make([]record, per)
+		for j := range all[i] {
+			n := i*per + j
+			k := n * 7919 % keys
+			r := put(testDoc(0, fmt.Sprintf("key:%d", k), uint16(k%parts), uint64(n/keys+1), uint64(n+1), 0, value), 0)
+			r.enc = st.encode(r)
+			all[i][j] = r
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := st.commit(all[i%batches]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -104,6 +104,8 @@ type Bucket struct {
 
 	histMu  sync.Mutex
 	history []FailoverEntry // newest first; never empty once open
+
+	restart restartState // the bucket that replaced this one (reopen.go)
 }
 
 // counters are the bucket's cumulative statistics.
@@ -137,15 +139,29 @@ func (b *Bucket) Settings() BucketSettings {
 }
 
 // UpdateSettings applies fn to a copy of the settings, validates the result and
-// persists it, then tells the settings' watchers (WatchSettings). Name,
-// Type and a couchbase bucket's EvictionPolicy cannot change. It returns the settings before and after. Writes go on while the catalog is written; they see the new settings
-// once it is.
+// persists it, then tells the settings' watchers (WatchSettings). Name and
+// Type cannot change. It returns the settings before and after. Writes go on
+// while the catalog is written; they see the new settings once it is. A
+// change of a couchbase bucket's EvictionPolicy restarts the bucket, as
+// Couchbase does (reopen.go): b is closed and replaced by a new Bucket of
+// the same name (Engine.Bucket, b.Reopened), warming up with the new
+// policy, before UpdateSettings returns.
 func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) error) (old, updated BucketSettings, err error) {
 	if err := ctx.Err(); err != nil {
 		return old, old, err
 	}
+	// The engine's life lock first (a change of evictionPolicy restarts
+	// the bucket: reopen.go), then the definition's, as DeleteBucket takes
+	// them.
+	b.eng.life.Lock()
+	defer b.eng.life.Unlock()
 	b.ddl.Lock()
-	defer b.ddl.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			b.ddl.Unlock()
+		}
+	}()
 	ce, err := b.catalogCopy()
 	if err != nil {
 		return old, old, err
@@ -158,12 +174,16 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if s.Name != old.Name || s.Type != old.Type {
 		return old, old, fmt.Errorf("%w: name and bucketType cannot change", ErrInvalidSetting)
 	}
-	if s.Type == Couchbase && s.EvictionPolicy != old.EvictionPolicy {
-		// Couchbase restarts the bucket to change it; Mayfly does not yet.
-		return old, old, fmt.Errorf("%w: evictionPolicy of a couchbase bucket is set when it is created (it is %s); Mayfly cannot change it in place yet: create a new bucket with evictionPolicy=%s and copy the documents into it", ErrInvalidSetting, old.EvictionPolicy, s.EvictionPolicy)
-	}
 	if err := s.Validate(); err != nil {
 		return old, old, err
+	}
+	if needsRestart(old, s) {
+		b.ddl.Unlock()
+		locked = false
+		if err := b.restartWith(ctx, s); err != nil {
+			return old, old, err
+		}
+		return old, s, nil
 	}
 	ce.Settings = s
 	if err := b.commitCatalog(ce); err != nil {
@@ -449,6 +469,13 @@ func (b *Bucket) close() error {
 	b.mu.Unlock()
 	b.ddl.Lock() // wait out a definition or system document being written
 	defer b.ddl.Unlock()
+	return b.shutdown()
+}
+
+// shutdown stops a bucket marked closed: its feed waiters wake and see the
+// close, its warm-up stops, and its store flushes what was acknowledged
+// and closes cleanly.
+func (b *Bucket) shutdown() error {
 	b.changed() // wake feed waiters so they see the close
 	b.stopWarmup()
 	return b.store.closeClean()

@@ -53,8 +53,8 @@ type BucketSettings struct {
 	// default value: values leave memory, keys and metadata stay) or
 	// fullEviction (whole items leave memory, so a bucket holds more keys
 	// than memory; a read of a key memory lacks reads the disk unless the
-	// partition's Bloom filter rules it out; set at creation only, as
-	// UpdateSettings refuses a change of a couchbase bucket's policy),
+	// partition's Bloom filter rules it out; a change of a couchbase
+	// bucket's policy restarts the bucket, as Couchbase does: reopen.go),
 	// noEviction or nruEviction for ephemeral buckets (the default value is
 	// noEviction); memcached buckets always evict least-recently-used items
 	// and take no setting.
@@ -92,7 +92,6 @@ const (
 	// metadata in memory (couchbase buckets; the default).
 	ValueOnly EvictionPolicy = "valueOnly"
 	// FullEviction may eject keys and metadata too (couchbase buckets).
-	// Not supported yet: Validate refuses it.
 	FullEviction EvictionPolicy = "fullEviction"
 	// NoEviction refuses writes that would pass the quota, with
 	// ErrTempOOM (ephemeral buckets; the default).

@@ -206,7 +206,8 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 }
 
 // updateBucket handles POST /pools/default/buckets/{bucket}: maxTTL,
-// ramQuotaMB, purgeInterval.
+// ramQuotaMB, purgeInterval and the rest of applyBucketParams; a change of a
+// couchbase bucket's evictionPolicy restarts the bucket (engine reopen.go).
 func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 	b, vals, err := s.bucketForm(r)
 	if err != nil {
@@ -240,6 +241,11 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 			s.settle(r, in, err)
 		}
 		return err
+	}
+	if nb := b.Reopened(); nb != nil {
+		// A change of evictionPolicy restarted the bucket (as Couchbase
+		// does): answer with the new one, warming up with the new policy.
+		b = nb
 	}
 	writeJSON(w, http.StatusOK, bucketView(b))
 	return nil

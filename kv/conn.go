@@ -301,6 +301,9 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 		c.fail(pkt, memd.StatusNoBucket, "select a bucket first")
 		return nil
 	}
+	if nb := c.bucket.Reopened(); nb != nil {
+		c.bucket = nb // the bucket restarted (a change of its evictionPolicy)
+	}
 	for _, a := range op.need {
 		if !c.user.Allows(auth.Permission{Action: a, Bucket: c.bucket.Name()}) {
 			perm := auth.Permission{Action: a, Bucket: c.bucket.Name()}

@@ -112,7 +112,7 @@ func (f *Feed) keep(d *engine.Document) bool {
 // for a client that stops reading, and flushes after each chunk.
 func (f *Feed) Run(ctx context.Context, out Sink) error {
 	w := &writer{bw: bufio.NewWriterSize(out, bufferSize), out: out, mode: f.req.Feed}
-	r := newReader(f.b, f.from, f.keep, chunkSize, !f.req.IncludeDocs)
+	r := newReader(f.b, f.from, f.keep, chunkSize, f.req.Limit, !f.req.IncludeDocs)
 	err := f.run(ctx, r, w)
 	if err != nil && !errors.Is(err, errDone) {
 		return err
@@ -229,7 +229,7 @@ func (f *Feed) pending(pos position) int64 {
 	if pos.win <= pos.cas && top <= pos.cas {
 		return 0
 	}
-	r := newReader(f.b, pos, f.keep, chunkSize, true) // a count: no values
+	r := newReader(f.b, pos, f.keep, chunkSize, 0, true) // a count: no values, no limit
 	var n int64
 	for range 2 { // the open window, then one up to now
 		if !r.open(top) {

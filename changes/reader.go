@@ -1,6 +1,8 @@
 package changes
 
 import (
+	"math"
+
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -21,9 +23,18 @@ type reader struct {
 
 	// parts is the bucket's number of partitions.
 	parts int
+	// ahead holds, for the open window, where the read of each partition
+	// not entered yet goes on: a backfill read it with an earlier one
+	// (engine.ChangeScan.ReadAhead); nil when none did.
+	ahead []uint64
 
 	// read counts the documents taken from the bucket.
 	read int64
+
+	// left is how many more documents the reader's caller takes at most
+	// (math.MaxInt for no limit): a backfill reads ahead only what it can
+	// hand out whole (engine.ChangeScan.ReadAhead).
+	left int
 
 	// metaOnly says the reader's documents need no value (see
 	// engine.ChangeScan.MetaOnly).
@@ -33,9 +44,12 @@ type reader struct {
 	err error
 }
 
-func newReader(b *engine.Bucket, pos position, keep func(*engine.Document) bool, chunk int, metaOnly bool) *reader {
+func newReader(b *engine.Bucket, pos position, keep func(*engine.Document) bool, chunk, limit int, metaOnly bool) *reader {
 	n := b.NumPartitions()
-	r := &reader{b: b, keep: keep, chunk: chunk, pos: pos, parts: n, metaOnly: metaOnly}
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	r := &reader{b: b, keep: keep, chunk: chunk, pos: pos, parts: n, left: limit, metaOnly: metaOnly}
 	if pos.win > pos.cas {
 		r.enter(pos.part, pos.seq)
 	}
@@ -52,6 +66,7 @@ func (r *reader) open(top uint64) bool {
 		return false
 	}
 	r.pos.win = top
+	r.ahead = nil
 	r.enter(0, 0)
 	return true
 }
@@ -63,6 +78,15 @@ func (r *reader) enter(part int, seq uint64) {
 	r.scan = engine.ChangeScan{Part: part, After: seq, Lo: r.pos.cas, Hi: r.pos.win, Limit: r.chunk, Keep: r.keep, Docs: r.buf, More: true, MetaOnly: r.metaOnly}
 }
 
+// aheadOf returns where the read of partition part of the open window
+// starts: after what a backfill read ahead of it holds, else from 0.
+func (r *reader) aheadOf(part int) uint64 {
+	if part < len(r.ahead) {
+		return r.ahead[part]
+	}
+	return 0
+}
+
 // next returns the next document of the open window, with r.pos just past
 // it, or nil when no window is open or the open one is finished (r.pos then
 // at its top).
@@ -72,6 +96,7 @@ func (r *reader) next() *engine.Document {
 			d := r.buf[r.bi]
 			r.buf[r.bi] = nil
 			r.bi++
+			r.left = max(r.left-1, 1)
 			if !r.scan.Backfill {
 				// (Inside a backfill, in key order, the position stays
 				// where it began: see engine.ChangeScan.Backfill.)
@@ -81,7 +106,19 @@ func (r *reader) next() *engine.Document {
 		}
 		if r.scan.More {
 			r.scan.Docs = r.scan.Docs[:0]
+			r.scan.ReadAhead = r.left
 			r.b.ScanChanges(&r.scan)
+			if r.scan.Ahead != nil {
+				// The backfill that ended read the later partitions'
+				// stored versions too (their rows came in it): each
+				// goes on from its snapshot's end.
+				if r.ahead == nil {
+					r.ahead = make([]uint64, r.parts)
+				}
+				for p, seq := range r.scan.Ahead {
+					r.ahead[p] = max(r.ahead[p], seq)
+				}
+			}
 			if r.scan.Err != nil {
 				r.err = r.scan.Err
 				return nil // the window stays open where it stopped
@@ -92,7 +129,7 @@ func (r *reader) next() *engine.Document {
 		}
 		// The partition is done in this window.
 		if r.pos.part+1 < r.parts {
-			r.enter(r.pos.part+1, 0)
+			r.enter(r.pos.part+1, r.aheadOf(r.pos.part+1))
 			continue
 		}
 		r.pos = position{uuid: r.pos.uuid, cas: r.pos.win}

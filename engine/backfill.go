@@ -11,15 +11,20 @@ import "fmt"
 // store holds each key's newest committed version, so a version newer than
 // the snapshot is skipped here and comes from the log after it, and a key
 // changed while the backfill runs may come twice (its older version from
-// the store, its newer one from the log), never not at all. It holds
-// nothing open between reads of backfillChunk documents. The consumer
-// Cursor, Bucket.Changes and ScanChanges all read through it.
+// the store, its newer one from the log), never not at all. It holds no
+// read of the store open between its reads of backfillChunk documents, and
+// at most one such chunk. The consumer Cursor, Bucket.Changes and
+// ScanChanges all read through it, each in one pass over the store for
+// every partition it needs (ScanChanges, which reads one partition, takes
+// the later ones too when its caller reads them next: ChangeScan.ReadAhead).
 type backfill struct {
 	from  []uint64 // per partition: the reader's position when it began
 	upTo  []uint64 // per partition: the snapshot's end; 0 for a partition not read
-	after docKey   // the last document read
+	after docKey   // the last document read from the store
 	began bool     // after is set
+	end   bool     // the store is read to its end: buf holds what is left
 	buf   []*Document
+	bi    int // buf[bi:] are read from the store and not yet looked at
 }
 
 // backfillChunk is how many stored documents a backfill reads at a time,
@@ -36,21 +41,15 @@ func newBackfill(pos []uint64) *backfill {
 // with its value) of the backfill's partitions with from < Seq <= upTo, of
 // a collection that still exists, reading the store backfillChunk documents
 // at a time. It stops when yield returns false (a later read goes on after
-// the document yielded last) and reports whether it read the store to its
-// end.
+// the document yielded last: the rest of the chunk waits in buf, so that a
+// reader that takes a few documents a read does not read the store again
+// for each) and reports whether it read the store to its end.
 func (bf *backfill) read(b *Bucket, yield func(*Document) bool) (done bool, err error) {
 	for {
-		docs, err := b.store.st.docsAfter(bf.after, bf.began, backfillChunk, bf.buf[:0])
-		if err != nil {
-			if b.isClosed() {
-				err = ErrClosed
-			}
-			return false, fmt.Errorf("%w: change feed backfill: %w", ErrStorage, err)
-		}
-		bf.buf = docs
-		for i, d := range docs {
-			bf.after, bf.began = docKey{cid: d.Collection, key: d.Key}, true
-			docs[i] = nil
+		for bf.bi < len(bf.buf) {
+			d := bf.buf[bf.bi]
+			bf.buf[bf.bi] = nil
+			bf.bi++
 			p := int(d.Partition)
 			if p >= len(bf.upTo) || bf.upTo[p] == 0 || d.Seq <= bf.from[p] || d.Seq > bf.upTo[p] || !b.hasCollection(d.Collection) {
 				continue
@@ -59,8 +58,20 @@ func (bf *backfill) read(b *Bucket, yield func(*Document) bool) (done bool, err 
 				return false, nil
 			}
 		}
-		if len(docs) < backfillChunk {
+		if bf.end {
 			return true, nil
+		}
+		docs, err := b.store.st.docsAfter(bf.after, bf.began, backfillChunk, bf.buf[:0])
+		if err != nil {
+			if b.isClosed() {
+				err = ErrClosed
+			}
+			return false, fmt.Errorf("%w: change feed backfill: %w", ErrStorage, err)
+		}
+		bf.buf, bf.bi, bf.end = docs, 0, len(docs) < backfillChunk
+		if len(docs) > 0 {
+			last := docs[len(docs)-1]
+			bf.after, bf.began = docKey{cid: last.Collection, key: last.Key}, true
 		}
 	}
 }

@@ -82,7 +82,8 @@ type ChangeScan struct {
 	// fullEviction bucket's documents out of memory whole: the partition's
 	// change log no longer leads to them): stored versions with a sequence
 	// number after After and at most a snapshot of the partition's
-	// committed sequence number, in key order, not sequence order. After
+	// committed sequence number, in key order, not sequence order (with
+	// ReadAhead, of later partitions too: see Ahead). After
 	// stays where the backfill began until the read that ends it, which
 	// moves After to the snapshot's end (reads go on from the log there);
 	// a reader's position inside a backfill is therefore After, and one
@@ -90,6 +91,26 @@ type ChangeScan struct {
 	// once or more, never not at all). A scan value carries its backfill
 	// from read to read: a new value starts it again.
 	Backfill bool
+	// ReadAhead, when above 0, says the caller reads the partitions after
+	// Part next, in order, each from 0, in the same CAS range (a _changes
+	// window), and takes at most ReadAhead more versions (its limit left;
+	// math.MaxInt without one): a backfill this read starts then reads,
+	// in the same pass over the store, the later partitions that need one
+	// too, in order, as long as the documents the partitions it reads hold
+	// (live and deleted: more than it yields) number less than ReadAhead,
+	// so that the caller can take the whole backfill and a version after it
+	// (a position inside one is where it began), and the read that ends it
+	// sets Ahead. Without it, a
+	// reader backfilling its partitions one at a time over a bucket whose
+	// every partition has items out passes over the whole store once per
+	// partition.
+	ReadAhead int
+	// Ahead, set by the read that ends a backfill with ReadAhead (nil
+	// otherwise), holds per partition after Part where the caller's read
+	// of it goes on (its After): every stored version of it up to that
+	// sequence number in the CAS range came in the backfill (Docs of that
+	// partition among them); 0 for a partition it did not read.
+	Ahead []uint64
 	// More reports that the partition's feed holds more after After.
 	More bool
 	// MetaOnly says the caller reads no value (a change feed without
@@ -119,7 +140,7 @@ type ChangeScan struct {
 // newer version comes later. It reads nothing while the bucket warms up (a
 // feed opens only on a warm bucket: CheckCASPosition).
 func (b *Bucket) ScanChanges(s *ChangeScan) {
-	s.More, s.Err, s.Backfill = false, nil, false
+	s.More, s.Err, s.Backfill, s.Ahead = false, nil, false, nil
 	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 || !b.warm() {
 		return
 	}
@@ -211,10 +232,7 @@ func (b *Bucket) scanBackfill(s *ChangeScan) bool {
 		if !b.itemsOut.Load() {
 			return false
 		}
-		p := b.parts[s.Part]
-		p.mu.RLock()
-		behind, end := p.mu.evictedMax > s.After && p.mu.evictedCAS > s.Lo, p.mu.durable
-		p.mu.RUnlock()
+		behind, end := b.parts[s.Part].backfillNeed(s.After, s.Lo)
 		if !behind {
 			return false
 		}
@@ -222,6 +240,21 @@ func (b *Bucket) scanBackfill(s *ChangeScan) bool {
 		pos[s.Part] = s.After
 		s.bf = newBackfill(pos)
 		s.bf.upTo[s.Part] = end
+		if s.ReadAhead > 0 {
+			// One version short of ReadAhead: the caller's position
+			// moves past a backfill only with the version after it.
+			budget := int64(s.ReadAhead) - 1 - b.parts[s.Part].held()
+			for _, p := range b.parts[s.Part+1:] {
+				behind, end := p.backfillNeed(0, s.Lo)
+				if !behind {
+					continue
+				}
+				if budget -= p.held(); budget < 0 {
+					break
+				}
+				s.bf.upTo[p.id] = end
+			}
+		}
 	}
 	s.Backfill, s.More = true, true
 	from, n := len(s.Docs), 0
@@ -240,9 +273,32 @@ func (b *Bucket) scanBackfill(s *ChangeScan) bool {
 		clear(s.Docs[from:])
 		s.Docs, s.bf, s.Err = s.Docs[:from], nil, err
 	case done:
-		s.After, s.bf = max(s.After, s.bf.upTo[s.Part]), nil
+		s.After = max(s.After, s.bf.upTo[s.Part])
+		if s.ReadAhead > 0 {
+			s.Ahead = make([]uint64, len(b.parts))
+			copy(s.Ahead[s.Part+1:], s.bf.upTo[s.Part+1:])
+		}
+		s.bf = nil
 	}
 	return true
+}
+
+// held returns how many documents, live and deleted, p holds (in memory or
+// out of it).
+func (p *partition) held() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.mu.items + p.mu.tombs
+}
+
+// backfillNeed reports whether a reader of p's change feed after sequence
+// number after, in a CAS range above lo, needs a backfill (a version it
+// must read left memory whole: evict.go), and the partition's committed
+// sequence number, where such a backfill ends.
+func (p *partition) backfillNeed(after, lo uint64) (behind bool, end uint64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.mu.evictedMax > after && p.mu.evictedCAS > lo, p.mu.durable
 }
 
 // indexLogLocked sets logTop from the committed versions; a stale entry

@@ -60,9 +60,12 @@ func TestEvictionPolicyChangeRestartsBucket(t *testing.T) {
 	if _, err := c.Delete(ctx, "k000", nil); err != nil {
 		t.Fatal(err)
 	}
-	seqs := b.HighSeqnos()
+	seqs, uuid := b.HighSeqnos(), b.UUID()
 	check := func(b *engine.Bucket, want engine.EvictionPolicy) {
 		t.Helper()
+		if got := b.UUID(); got != uuid {
+			t.Errorf("history %d after the restart, want %d: a clean restart goes on with its history", got, uuid)
+		}
 		if err := b.WaitWarm(ctx); err != nil {
 			t.Fatal(err)
 		}

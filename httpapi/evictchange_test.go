@@ -15,6 +15,7 @@ import (
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/search"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -22,9 +23,9 @@ import (
 // documents (more than its 1 MiB quota holds) and a view is switched to
 // fullEviction and back over the REST API, as Couchbase allows: each change
 // answers 200 with the new policy, the bucket restarts with it, and nothing
-// is lost: every document reads back, curr_items and the view's _count are
-// right (the view goes on from its position and takes the writes made
-// after each restart), and a reader during the restart gets only answers
+// is lost: every document reads back, curr_items, the view's _count and a
+// search index's hits are right (both go on from their positions and take
+// the writes made after each restart), and a reader during the restart gets only answers
 // or temporary failures (503), never a wrong one. On the old code the change
 // was refused (400).
 func TestEvictionPolicyChangeOverHTTP(t *testing.T) {
@@ -38,14 +39,19 @@ func TestEvictionPolicyChangeOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fts, err := search.New(ctx, eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	store, err := auth.Open(t.TempDir(), &auth.Options{Argon2: cheapArgon2, AdminUser: adminUser, AdminPassword: adminPass})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Auth: store}))
+	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Search: fts, Auth: store}))
 	f := &fixture{t: t, eng: eng, srv: srv, users: store}
 	defer func() {
 		srv.Close()
+		fts.Close()
 		vs.Close()
 		if err := eng.Check(ctx); err != nil {
 			t.Errorf("engine.Check: %v", err)
@@ -60,6 +66,9 @@ func TestEvictionPolicyChangeOverHTTP(t *testing.T) {
 	}
 	if st, _, body := f.do("PUT", "/ev/_design/d", "application/json", `{"views":{"v":{"map":"function (doc, meta) { emit(doc.n, null); }","reduce":"_count"}}}`); st != 201 {
 		t.Fatalf("design document: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/api/index/evx", "application/json", `{"type":"fulltext-index","sourceType":"couchbase","sourceName":"ev","params":{"mapping":{"default_mapping":{"enabled":true,"dynamic":false,"properties":{"n":{"enabled":true,"fields":[{"name":"n","type":"number","index":true}]}}}}}}`); st != 200 {
+		t.Fatalf("search index: %d %s", st, body)
 	}
 	pad := strings.Repeat("x", 4000)
 	key := func(i int) string { return fmt.Sprintf("k%04d", i) }
@@ -103,6 +112,10 @@ func TestEvictionPolicyChangeOverHTTP(t *testing.T) {
 		st, _, body := f.do("GET", "/ev/_design/d/_view/v?stale=false&reduce=true", "", "")
 		if st != 200 || !strings.Contains(body, fmt.Sprintf(`"value":%d}`, n)) {
 			t.Fatalf("%s: view count: %d %.200s, want %d", when, st, body, n)
+		}
+		st, _, body = f.do("POST", "/api/index/evx/query", "application/json", `{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`)
+		if st != 200 || !strings.Contains(body, fmt.Sprintf(`"total_hits":%d,`, n)) {
+			t.Fatalf("%s: search count: %d %.300s, want %d", when, st, body, n)
 		}
 	}
 	check("before any change", engine.ValueOnly)

@@ -83,8 +83,8 @@ type ChangeScan struct {
 	// change log no longer leads to them): stored versions with a sequence
 	// number after After and at most a snapshot of the partition's
 	// committed sequence number, in key order, not sequence order (with
-	// ReadAhead, of later partitions too: see Ahead). After
-	// stays where the backfill began until the read that ends it, which
+	// ReadAhead, of later partitions too: see Ahead). After stays where
+	// the backfill began until the read that ends it, which
 	// moves After to the snapshot's end (reads go on from the log there);
 	// a reader's position inside a backfill is therefore After, and one
 	// that starts again from it reads the backfill again (a document comes
@@ -100,10 +100,9 @@ type ChangeScan struct {
 	// (live and deleted: more than it yields) number less than ReadAhead,
 	// so that the caller can take the whole backfill and a version after it
 	// (a position inside one is where it began), and the read that ends it
-	// sets Ahead. Without it, a
-	// reader backfilling its partitions one at a time over a bucket whose
-	// every partition has items out passes over the whole store once per
-	// partition.
+	// sets Ahead. Without it, a reader backfilling its partitions one at a
+	// time over a bucket whose every partition has items out passes over
+	// the whole store once per partition.
 	ReadAhead int
 	// Ahead, set by the read that ends a backfill with ReadAhead (nil
 	// otherwise), holds per partition after Part where the caller's read

@@ -200,7 +200,8 @@ func (r *Registry[M, X]) DetachBucket(ctx context.Context, b *engine.Bucket, del
 
 // Lookup returns a bucket's set: an error wrapping ErrClosed after Close,
 // ErrNone for a memcached bucket, engine.ErrBucketNotFound for a missing
-// one, ErrNotFound for one not attached yet.
+// one, engine.ErrWarmup for one not attached yet (just created, or
+// restarting for a settings change: a temporary answer, 503 over HTTP).
 func (r *Registry[M, X]) Lookup(bucket string) (*Set[M, X], error) {
 	r.mu.Lock()
 	closed, set := r.mu.closed, r.mu.sets[bucket]
@@ -218,7 +219,7 @@ func (r *Registry[M, X]) Lookup(bucket string) (*Set[M, X], error) {
 	if b.Settings().Type == engine.Memcached {
 		return nil, fmt.Errorf("%w: bucket %s is a memcached bucket", r.opts.ErrNone, bucket)
 	}
-	return nil, fmt.Errorf("%w: bucket %s is not ready", r.opts.ErrNotFound, bucket) // created, not attached yet
+	return nil, fmt.Errorf("%s: %w: bucket %s is still opening its indexes", r.opts.Kind, engine.ErrWarmup, bucket)
 }
 
 // Member returns the running member id of bucket. When there is none, the

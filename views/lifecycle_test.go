@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -745,5 +746,70 @@ func TestReplaceKeepsAnswering(t *testing.T) {
 	}
 	if n := e.mapped("d"); n != 0 {
 		t.Errorf("the replaced index was rebuilt after the restart (%d documents mapped)", n)
+	}
+}
+
+// attachGate is a bucket service that, once armed, holds each AttachBucket
+// until released: the gap in which a restarting bucket has no views yet.
+type attachGate struct {
+	armed    atomic.Bool
+	entered  chan struct{}
+	released chan struct{}
+}
+
+func (g *attachGate) AttachBucket(ctx context.Context, b *engine.Bucket) error {
+	if g.armed.Load() {
+		g.entered <- struct{}{}
+		<-g.released
+	}
+	return nil
+}
+func (g *attachGate) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+
+// While a bucket restarts for a changed evictionPolicy, its views are
+// briefly detached: a request then is told to come back (engine.ErrWarmup,
+// 503 over HTTP), not that the bucket has no such design document.
+func TestViewsDuringBucketRestartAnswerWarmup(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &attachGate{entered: make(chan struct{}), released: make(chan struct{})}
+	if err := eng.Attach(ctx, gate); err != nil { // attached before the views: reattached first
+		t.Fatal(err)
+	}
+	svc, err := views.New(ctx, eng, &views.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	gate.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.EvictionPolicy = engine.FullEviction; return nil })
+		done <- err
+	}()
+	<-gate.entered
+	if _, err := svc.DesignDocs(ctx, "default"); !errors.Is(err, engine.ErrWarmup) {
+		t.Errorf("design documents during the restart: %v, want ErrWarmup", err)
+	}
+	if _, err := svc.Info(ctx, "default", "d"); !errors.Is(err, engine.ErrWarmup) {
+		t.Errorf("a design document's info during the restart: %v, want ErrWarmup", err)
+	}
+	close(gate.released)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := svc.DesignDocs(ctx, "default"); err != nil || len(ds) != 1 {
+		t.Fatalf("design documents after the restart: %v, %v", ds, err)
 	}
 }

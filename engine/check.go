@@ -133,7 +133,11 @@ func (b *Bucket) Check(ctx context.Context) error {
 			if i > 0 && p.mu.logTop[i] < p.mu.logTop[i-1] {
 				c.addf("partition %d: change log's CAS maximum falls at %d (%d after %d)", p.id, i, p.mu.logTop[i], p.mu.logTop[i-1])
 			}
-			if p.currentLocked(i) && t.recs[slot].cas > p.mu.logTop[i] {
+			// (An entry at or below evictedMax may lead again to a version
+			// read back after it left memory whole, at the record its
+			// entry named, after the maxima were taken: a reader before
+			// evictedCAS reads the store for it. evict.go)
+			if p.currentLocked(i) && t.recs[slot].cas > p.mu.logTop[i] && seq > p.mu.evictedMax {
 				c.addf("partition %d: change log's CAS maximum %d at %d is below its document's CAS %d", p.id, p.mu.logTop[i], i, t.recs[slot].cas)
 			}
 		}
@@ -200,6 +204,11 @@ func (b *Bucket) Check(ctx context.Context) error {
 		c.addf("%d documents counted out of memory whole, the store holds %d that memory does not", n, len(out))
 	}
 	for _, d := range out {
+		if d.Deleted {
+			tombs++
+			pTombs[d.Partition]++
+			continue
+		}
 		live++
 		pLive[d.Partition]++
 		liveIn[d.Collection]++
@@ -359,7 +368,7 @@ func sameValue(d, m *Document) bool {
 }
 
 // checkStoredDocs compares the documents and expiry entries a durable store
-// holds with the committed ones, and returns the stored live documents that
+// holds with the committed ones, and returns the stored documents (live and tombstones) that
 // memory does not hold because they left it whole (evict.go: at most at
 // their partition's evicted sequence number), each checked against its
 // partition's Bloom filter.
@@ -375,7 +384,7 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 		}
 		m := committed[k]
 		switch {
-		case m == nil && !d.Deleted && int(d.Partition) < len(evicted) && d.Seq <= evicted[d.Partition]:
+		case m == nil && int(d.Partition) < len(evicted) && d.Seq <= evicted[d.Partition]:
 			out = append(out, d) // (its filter is checked after the scan: no lock inside it)
 		case m == nil:
 			c.addf("disk: document %q (seq %d) is not in memory", k.key, d.Seq)

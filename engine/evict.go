@@ -24,7 +24,12 @@ import (
 //     documents from the store first (a backfill: feedBackfill), up to a
 //     snapshot of its committed sequence number, then goes on from the log.
 //
-// Tombstones stay in memory (the metadata purge finds them there).
+// Tombstones leave too, once every change-feed consumer has read them
+// (the consumers' positions when the eviction pass began: tombsLow), as the
+// metadata purge's rule is; the filter keeps their keys, so a delete's or
+// a write's CAS check, _changes and the feeds' backfill find them in the
+// store, and the metadata purge puts the ones it removes back first
+// (tombstonesIn).
 
 // itemsResident reports whether memory holds every key the bucket stores:
 // the warm-up is done and no item has left memory whole.
@@ -33,7 +38,8 @@ func (b *Bucket) itemsResident() bool {
 }
 
 // evictItemLocked takes record i of p out of memory whole, if it is a
-// live document whose version is on disk, with nothing on its way to disk
+// live document, or a tombstone every change-feed consumer has read
+// (tombsLow), whose version is on disk, with nothing on its way to disk
 // or acknowledged from memory, not locked, in a bucket whose warm-up is
 // done and which keeps Bloom filters (a miss must find it again). It
 // reports whether it did.
@@ -43,9 +49,15 @@ func (b *Bucket) evictItemLocked(p *partition, i uint32) bool {
 	t := &p.mu.docs
 	r := &t.recs[i]
 	m := r.bits()
-	if m&recUsed == 0 || m&recDeleted != 0 || r.seq > p.mu.durable || p.mu.bloom == nil ||
+	if m&recUsed == 0 || r.seq > p.mu.durable || p.mu.bloom == nil ||
 		!b.store.st.durable() || b.isClosed() || !b.warm() || b.passes.Load() > 0 {
 		return false
+	}
+	if m&recDeleted != 0 {
+		low := b.mem.tombsLow.Load()
+		if low == nil || int(p.id) >= len(*low) || r.seq > (*low)[p.id] {
+			return false // a consumer has yet to read it: it would backfill
+		}
 	}
 	k := t.key(i)
 	if len(p.mu.pending) > 0 && p.mu.pending[k] != nil {
@@ -59,7 +71,9 @@ func (b *Bucket) evictItemLocked(p *partition, i uint32) bool {
 	}
 	old, queued := t.remove(k)
 	b.held(p, 0, old, version{})
-	b.mem.nonResident.Add(1) // still a live document: now without its value in memory
+	if !old.deleted {
+		b.mem.nonResident.Add(1) // still a live document: now without its value in memory
+	}
 	b.mem.out.Add(1)
 	if queued {
 		b.mem.limbo.Add(1)
@@ -161,7 +175,7 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey, value bool) (*Document,
 	switch {
 	case err == nil:
 		b.countFetch(value)
-		if warm {
+		if warm || b.warmup.scan.passed(k) { // counted already (warmkeys.go)
 			b.restoreItemLocked(p, d)
 		} else {
 			b.loadDocLocked(p, d)

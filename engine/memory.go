@@ -57,6 +57,11 @@ type memOwner struct {
 	// out counts the live documents out of memory whole (evict.go): they
 	// count in curr_items, not in what memory holds per item.
 	out atomic.Int64
+	// tombsLow is, per partition, the lowest sequence number every
+	// change-feed consumer had read when the last eviction pass began
+	// (fullEviction): a tombstone at or below it may leave memory whole
+	// (evictItemLocked). nil until the first pass.
+	tombsLow atomic.Pointer[[]uint64]
 
 	evicting sync.Mutex // one eviction pass at a time
 
@@ -211,7 +216,7 @@ func (b *Bucket) requeueAll() {
 				m.limbo.Add(-1)
 			case !on:
 				r.meta &^= recQueued | recRef
-			case r.meta&recUsed == 0 || r.meta&recQueued != 0 || (r.meta&recEjected != 0 && !full) || (eject && r.meta&recDeleted != 0):
+			case r.meta&recUsed == 0 || r.meta&recQueued != 0 || (r.meta&recEjected != 0 && !full) || (eject && !full && r.meta&recDeleted != 0):
 			default:
 				if e, ok := m.queueEntry(p.id, uint32(i)); ok {
 					r.meta |= recQueued
@@ -302,8 +307,8 @@ func (b *Bucket) held(p *partition, slot uint32, old, cur version) {
 			return // nothing left to eject (fullEviction: the item can still leave)
 		}
 	}
-	if memMode(m.mode.Load()).ejects() && cur.deleted {
-		return // a tombstone has no value to eject
+	if memMode(m.mode.Load()) == memEject && cur.deleted {
+		return // a tombstone has no value to eject (fullEviction: it can leave whole)
 	}
 	r := &p.mu.docs.recs[slot]
 	if r.meta&recQueued != 0 {
@@ -454,6 +459,10 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 	b.mem.lru.Lock()
 	budget := 2*(len(b.mem.lru.q)-b.mem.lru.head) + 64
 	b.mem.lru.Unlock()
+	if memMode(b.mem.mode.Load()) == memFull {
+		low := b.consumedUpTo()
+		b.mem.tombsLow.Store(&low)
+	}
 	var batch, again []uint32
 	for b.evictable() > target && budget > 0 && ctx.Err() == nil {
 		batch = b.mem.pop(64, batch[:0])
@@ -495,12 +504,13 @@ func (b *Bucket) evictEntry(p *partition, i uint32) bool {
 	switch memMode(b.mem.mode.Load()) {
 	case memFull:
 		// The item leaves whole; one that cannot yet (the warm-up runs,
-		// a pass over the keys, a write on its way) gives up its value,
-		// and, live, stays queued to leave later.
+		// a pass over the keys, a write on its way, a tombstone a
+		// consumer has yet to read) gives up its value, and stays queued
+		// to leave later.
 		switch {
 		case b.evictItemLocked(p, i) || b.ejectLocked(p, i):
 			b.mem.ejects.Add(1)
-		case r.meta&(recUsed|recDeleted) == recUsed:
+		case r.meta&recUsed != 0:
 			r.meta |= recQueued
 			return true
 		}

@@ -102,6 +102,15 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 		return 0, false, err
 	}
 	low := b.consumedUpTo()
+	if b.itemsOut.Load() {
+		// Tombstones out of memory whole come back for their purge (and
+		// its horizon), and nothing leaves memory until it is queued.
+		b.passes.Add(1)
+		defer b.passes.Add(-1)
+		if err := b.tombstonesIn(ctx, olderThan, limit, low); err != nil {
+			return 0, false, err
+		}
+	}
 	horizon, err := b.raisePurgedCAS(ctx, olderThan, low)
 	if err != nil {
 		return 0, false, err
@@ -157,4 +166,49 @@ func (b *Bucket) PurgeTombstones(ctx context.Context, olderThan int64, limit int
 		}
 	}
 	return purged, more, last.wait(ctx)
+}
+
+// tombstonesIn puts back into memory up to limit+1 stored tombstones that
+// left it whole (evict.go) and that the metadata purge may remove (made at
+// or before olderThan, at most at low's sequence number of their
+// partition), so that the purge, which walks memory, finds them.
+// It reads the whole store, a chunk at a time: the cost of a purge run
+// while items are out of memory.
+func (b *Bucket) tombstonesIn(ctx context.Context, olderThan int64, limit int, low []uint64) error {
+	var buf []*Document
+	var after docKey
+	from, n := false, 0
+	for n <= limit {
+		var err error
+		if buf, err = b.store.st.docsAfter(after, from, warmChunk, buf[:0]); err != nil {
+			if b.isClosed() {
+				return ErrClosed
+			}
+			return fmt.Errorf("%w: read tombstones: %w", ErrStorage, err)
+		}
+		for _, d := range buf {
+			if !d.Deleted || int(d.Partition) >= len(b.parts) || d.Seq > low[d.Partition] || d.DeletedAt > olderThan {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			p := b.parts[d.Partition]
+			p.mu.Lock()
+			_, err := b.fetchMissLocked(p, docKey{cid: d.Collection, key: d.Key}, false)
+			p.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			if n++; n > limit {
+				break
+			}
+		}
+		if len(buf) < warmChunk {
+			break
+		}
+		last := buf[len(buf)-1]
+		after, from = docKey{cid: last.Collection, key: last.Key}, true
+	}
+	return nil
 }

@@ -419,9 +419,19 @@ func (c *Collection) Tombstone(key string) (*Document, error) {
 		return nil, ErrClosed
 	}
 	p := c.b.partitionFor(key)
+	k := docKey{cid: c.id, key: key}
+	resident := c.b.itemsResident() // before the look (readMiss)
 	p.mu.RLock()
-	d := p.mu.docs.get(docKey{cid: c.id, key: key})
+	d := p.mu.docs.get(k)
 	p.mu.RUnlock()
+	if d == nil {
+		// Out of memory whole, or not loaded yet: the store's. (A
+		// tombstone is never ejected, so readMiss waits on nothing.)
+		var err error
+		if d, err = c.b.readMiss(context.Background(), p, k, false, resident); err != nil {
+			return nil, err
+		}
+	}
 	if d == nil || !d.Deleted {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}

@@ -103,6 +103,7 @@ type warmup struct {
 	failed    atomic.Value // error, once the load failed
 	lastErr   atomic.Value // error: the last failed load, while it is retried
 	retries   atomic.Int64
+	scan      keyScan // a fullEviction bucket's key-only load (warmkeys.go)
 	done      chan struct{}
 	cancel    context.CancelFunc
 	stopped   sync.WaitGroup
@@ -262,6 +263,16 @@ func (b *Bucket) loadDocs(ctx context.Context, st storage) error {
 		w.estimated.Store(n)
 		b.sizeBloom(n)
 	}
+	var orphans []record // documents of dropped collections whose removal did not reach disk
+	if b.bloom.kept && b.Settings().EvictionPolicy == FullEviction {
+		// Keys only: the filters and the counts, no item (warmkeys.go).
+		w.state.Store(WarmupKeys)
+		var err error
+		if orphans, err = b.loadKeys(ctx, st); err != nil {
+			return err
+		}
+		return b.endLoad(ctx, orphans)
+	}
 	if b.bloom.kept && !b.bloom.ready.Load() {
 		w.state.Store(WarmupKeys)
 		if err := b.loadBloom(ctx, st); err != nil {
@@ -270,7 +281,6 @@ func (b *Bucket) loadDocs(ctx context.Context, st storage) error {
 	}
 	w.state.Store(WarmupLoading)
 	hook := b.eng.opts.WarmupHook
-	var orphans []record // documents of dropped collections whose removal did not reach disk
 	var later []*Document
 	var n int64
 	err := st.scan(func(d *Document) error {
@@ -312,6 +322,13 @@ func (b *Bucket) loadDocs(ctx context.Context, st storage) error {
 		b.loadDocLocked(p, d)
 		p.mu.Unlock()
 	}
+	return b.endLoad(ctx, orphans)
+}
+
+// endLoad ends a warm-up's load: it removes the documents of dropped
+// collections the load found (orphans), rebuilds each partition's change
+// log in sequence order, and evicts past the high-water mark.
+func (b *Bucket) endLoad(ctx context.Context, orphans []record) error {
 	if len(orphans) > 0 {
 		var last *commitBatch
 		for _, r := range orphans {

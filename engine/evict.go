@@ -241,3 +241,68 @@ func (b *Bucket) countFetch(value bool) {
 		b.bloom.metaFetched.Add(1)
 	}
 }
+
+// shrinkTables compacts the tables of the partitions whose records are
+// mostly free once items left memory whole (docTable.sparse): their
+// records are renumbered into a slice of their size and their index
+// rebuilt for them (compactRecs), their change logs rebuilt, and the LRU
+// queue's entries of their records mapped to the new numbers in one pass
+// over the queue for all of them (the records removed while queued are
+// freed, their entries dropped). It reports how many tables it compacted.
+//
+// Between a table's compaction and the queue's pass, the queue's entries
+// of that table that were there before it (below mark) hold old numbers;
+// nothing reads them meanwhile, as only an eviction pass takes entries
+// from the queue and the caller is one, and writers only append.
+//
+// REQUIRES: b.mem.evicting held.
+func (b *Bucket) shrinkTables() int {
+	m := &b.mem
+	type shrunk struct {
+		remap []uint32
+		mark  int // the queue's length when the table was compacted
+	}
+	var done map[int]shrunk
+	for _, p := range b.parts {
+		p.mu.Lock()
+		if !p.mu.docs.sparse() {
+			p.mu.Unlock()
+			continue
+		}
+		remap, limbo := p.mu.docs.compactRecs()
+		m.limbo.Add(-int64(limbo))
+		p.rebuildLogLocked()
+		m.lru.Lock()
+		mark := len(m.lru.q)
+		m.lru.Unlock()
+		p.mu.Unlock()
+		if done == nil {
+			done = make(map[int]shrunk)
+		}
+		done[int(p.id)] = shrunk{remap, mark}
+	}
+	if len(done) == 0 {
+		return 0
+	}
+	m.lru.Lock()
+	q := m.lru.q
+	w := m.lru.head
+	for i := m.lru.head; i < len(q); i++ {
+		e := q[i]
+		part, slot := m.splitEntry(e)
+		if s, ok := done[part]; ok && i < s.mark && int(slot) < len(s.remap) {
+			n := s.remap[slot]
+			if n == 0 {
+				continue // a record removed while queued: freed
+			}
+			e, _ = m.queueEntry(uint16(part), n-1) // (a lower number: it fits)
+		}
+		q[w] = e
+		w++
+	}
+	m.lru.q = q[:w]
+	m.queued.Store(int64(w - m.lru.head))
+	m.lru.Unlock()
+	m.shrinks.Add(int64(len(done)))
+	return len(done)
+}

@@ -14,13 +14,14 @@ var evictDocs = flag.Int("evictdocs", 200_000, "documents BenchmarkEvictedHeap l
 // BenchmarkEvictedHeap loads -evictdocs small documents (the memory
 // issue's shape: an 8-byte key, a 29-byte value) into a couchbase bucket
 // kept with Bloom filters, then takes 90% of them out of memory whole
-// (evictItemLocked, as fullEviction will) and reports the live heap per
+// (evictItemLocked, as fullEviction does) and reports the live heap per
 // document before (every record resident, value included) and after (10%
-// resident), and the bucket's own account (mem_used) of each.
+// resident), with the tables as eviction left them and once compacted
+// (shrinkTables), and the bucket's own account (mem_used).
 func BenchmarkEvictedHeap(b *testing.B) {
 	ctx := context.Background()
 	value := []byte(`{"type":"t3","n":123,"v":4.5}`)
-	var before, after, usedBefore, usedAfter, filters float64
+	var before, kept, after, usedBefore, usedAfter, filters float64
 	for range b.N {
 		eng, err := Open(b.TempDir(), &Options{NoSync: true})
 		if err != nil {
@@ -48,13 +49,18 @@ func BenchmarkEvictedHeap(b *testing.B) {
 		usedBefore += float64(bk.Stats().MemUsed)
 		n := 0
 		evictItemsB(bk, func(string) bool { n++; return n%10 != 0 })
-		// The tables and logs keep their capacity until they are
-		// compacted; what an evicted bucket holds once they are:
+		// The change logs rebuilt, the records and index as eviction
+		// left them (before shrinkTables, every record kept for reuse):
 		for _, p := range bk.parts {
 			p.mu.Lock()
 			p.rebuildLogLocked()
 			p.mu.Unlock()
 		}
+		kept += float64(heapNow() - base)
+		// And once an eviction pass compacts them:
+		bk.mem.evicting.Lock()
+		bk.shrinkTables()
+		bk.mem.evicting.Unlock()
 		after += float64(heapNow() - base)
 		usedAfter += float64(bk.Stats().MemUsed)
 		filters += float64(bk.Stats().Bloom.Size)
@@ -65,6 +71,7 @@ func BenchmarkEvictedHeap(b *testing.B) {
 	}
 	per := func(v float64) float64 { return v / float64(b.N) / float64(*evictDocs) }
 	b.ReportMetric(per(before), "heap-B/doc-resident")
+	b.ReportMetric(per(kept), "heap-B/doc-10%resident-uncompacted")
 	b.ReportMetric(per(after), "heap-B/doc-10%resident")
 	b.ReportMetric(per(usedBefore), "mem_used-B/doc-resident")
 	b.ReportMetric(per(usedAfter), "mem_used-B/doc-10%resident")
@@ -199,6 +206,69 @@ func BenchmarkWarmupKeysPass(b *testing.B) {
 			}
 			b.ReportMetric(warm/float64(b.N), "warmup-ms")
 			b.ReportMetric(keys/float64(b.N), "keys-pass-ms")
+		})
+	}
+}
+
+// BenchmarkFullEvictionWarmup restarts a bucket of -evictdocs small
+// documents, a valueOnly one (its warm-up loads every item, as a
+// fullEviction bucket's did before step 4) and a fullEviction one (keys
+// into the filters and the counts only), alternately, and reports each
+// one's warm-up time and the live heap it holds once warm.
+func BenchmarkFullEvictionWarmup(b *testing.B) {
+	ctx := context.Background()
+	for _, kind := range []string{StoragePebble, StorageBolt} {
+		b.Run(kind, func(b *testing.B) {
+			dirs := map[EvictionPolicy]string{}
+			policies := []EvictionPolicy{ValueOnly, FullEviction}
+			for _, policy := range policies {
+				dirs[policy] = b.TempDir()
+				eng, err := Open(dirs[policy], &Options{NoSync: true, Storage: kind})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := DefaultBucketSettings("w")
+				s.EvictionPolicy, s.RAMQuotaMB = policy, 1024
+				bk, err := eng.CreateBucket(ctx, s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range *evictDocs {
+					if _, err := bk.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%07d", i), []byte(`{"type":"t3","n":123,"v":4.5}`), nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := eng.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			warm, heap := map[EvictionPolicy]float64{}, map[EvictionPolicy]float64{}
+			for range b.N {
+				for _, policy := range policies {
+					base := heapNow()
+					eng, err := Open(dirs[policy], &Options{NoSync: true, Storage: kind})
+					if err != nil {
+						b.Fatal(err)
+					}
+					bk, err := eng.Bucket("w")
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n := bk.Stats().CurrItems; n != int64(*evictDocs) {
+						b.Fatalf("%s: curr_items %d after a restart", policy, n)
+					}
+					warm[policy] += float64(bk.WarmupStats().Time) / 1e3
+					heap[policy] += float64(heapNow() - base)
+					runtime.KeepAlive(bk)
+					if err := eng.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for _, policy := range policies {
+				b.ReportMetric(warm[policy]/float64(b.N), "warmup-ms-"+string(policy))
+				b.ReportMetric(heap[policy]/float64(b.N)/float64(*evictDocs), "heap-B/doc-"+string(policy))
+			}
 		})
 	}
 }

@@ -53,6 +53,54 @@ func evictItems(b *Bucket, evict func(key string) bool) int {
 	return n
 }
 
+// shrink compacts b's sparse tables (shrinkTables), as an eviction pass
+// does after it, and checks the LRU queue against the records (queueOK).
+func shrink(t *testing.T, b *Bucket) int {
+	t.Helper()
+	b.mem.evicting.Lock()
+	n := b.shrinkTables()
+	b.mem.evicting.Unlock()
+	queueOK(t, b)
+	return n
+}
+
+// queueOK checks b's LRU queue against its records: every entry names a
+// record that is queued (in use with recQueued, or removed while queued),
+// each such record once, and every queued record has its entry.
+func queueOK(t *testing.T, b *Bucket) {
+	t.Helper()
+	m := &b.mem
+	m.lru.Lock()
+	q := slices.Clone(m.lru.q[m.lru.head:])
+	m.lru.Unlock()
+	seen := map[uint32]bool{}
+	for _, e := range q {
+		part, slot := m.splitEntry(e)
+		p := b.parts[part]
+		p.mu.RLock()
+		ok := int(slot) < len(p.mu.docs.recs) && p.mu.docs.recs[slot].bits()&recQueued != 0
+		p.mu.RUnlock()
+		if !ok || seen[e] {
+			t.Fatalf("LRU queue entry of partition %d record %d: queued %v, seen before %v", part, slot, ok, seen[e])
+		}
+		seen[e] = true
+	}
+	for _, p := range b.parts {
+		p.mu.RLock()
+		for i := range p.mu.docs.recs {
+			if p.mu.docs.recs[i].bits()&recQueued != 0 {
+				if e, _ := m.queueEntry(p.id, uint32(i)); !seen[e] {
+					t.Errorf("partition %d record %d is queued, the queue has no entry for it", p.id, i)
+				}
+			}
+		}
+		p.mu.RUnlock()
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
 // inMemory counts the live documents and tombstones b's tables hold.
 func inMemory(b *Bucket) (live, tombs int) {
 	for _, p := range b.parts {
@@ -262,6 +310,7 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 			var outMax int64     // the most documents seen out of memory whole
 			var tombsOutMax int  // the most tombstones seen out of memory whole
 			restarts := 0        // restarts whose warm-up loaded no item
+			shrunk := 0          // tables compacted (shrinkTables; with quota, since the last restart)
 			var midSeqs []uint64 // the feed's position at the last eviction
 			var midCAS uint64
 			changesChecked := 0
@@ -383,7 +432,9 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 						b.maybeEvict(ctx)
 					} else {
 						evictItems(b, func(string) bool { return rng.IntN(4) != 0 })
+						shrunk += shrink(t, b)
 					}
+					queueOK(t, b)
 					check(fmt.Sprintf("step %d: after an eviction", step))
 					live, _ := feedOf(t, b, 1+rng.IntN(100))
 					for k, m := range model {
@@ -492,9 +543,20 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 				if restarts == 0 {
 					t.Fatal("no restart")
 				}
+				shrunk = int(b.mem.shrinks.Load())
+			}
+			t.Logf("%d tables compacted", shrunk)
+			if !quota && shrunk == 0 { // (a quota's resident set holds steady)
+				t.Fatal("no table was compacted")
 			}
 			if evictItems(b, func(string) bool { return true }) == 0 {
 				t.Fatal("nothing left memory")
+			}
+			shrink(t, b)
+			for _, p := range b.parts {
+				if n := len(p.mu.docs.recs); n >= shrinkMin {
+					t.Fatalf("partition %d keeps %d records with every item out of memory", p.id, n)
+				}
 			}
 			check("at the end, every item out of memory")
 			if _, tombs := inMemory(b); tombs != 0 || b.tombs.Load() == 0 {

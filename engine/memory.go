@@ -62,6 +62,9 @@ type memOwner struct {
 	// (fullEviction): a tombstone at or below it may leave memory whole
 	// (evictItemLocked). nil until the first pass.
 	tombsLow atomic.Pointer[[]uint64]
+	// shrinks counts the tables compacted once items left memory whole
+	// (shrinkTables).
+	shrinks atomic.Int64
 
 	evicting sync.Mutex // one eviction pass at a time
 
@@ -418,6 +421,9 @@ func (b *Bucket) maybeEvict(ctx context.Context) {
 	}
 	if mode.evicts() && b.evictable() > b.mem.high() {
 		b.evictTo(ctx, b.mem.low())
+		if mode == memFull {
+			b.shrinkTables() // give back the records and index slots of items gone
+		}
 	}
 }
 

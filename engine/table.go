@@ -617,3 +617,58 @@ func (t *docTable) eject(i uint32) {
 	r.meta |= recEjected
 	t.maybeCompact()
 }
+
+// sparse reports whether the table's records are mostly free (at least
+// shrinkMin more records than keys, and more free than in use), so that
+// compactRecs is worth its copy: amortised, a constant cost per record
+// freed.
+func (t *docTable) sparse() bool {
+	waste := len(t.recs) - t.n
+	return waste >= shrinkMin && waste > t.n
+}
+
+// shrinkMin is the least number of free records a table compacts away.
+const shrinkMin = 32
+
+// compactRecs renumbers the records in use 0 to n-1, in their order, into
+// a records slice of their size (and an eighth), rebuilds the index for
+// them, and empties the free list: a table whose keys left memory gives
+// the records and index slots back. It returns, for each old record
+// number, its new number + 1, or 0 for a record that held no key (free, or
+// removed while queued: limbo, which it counts). Whoever holds record
+// numbers must map them (the change log: rebuilt; the LRU queue:
+// memOwner.remapQueue).
+func (t *docTable) compactRecs() (remap []uint32, limbo int) {
+	remap = make([]uint32, len(t.recs))
+	recs := make([]docRec, 0, t.n+t.n/8)
+	var wide map[uint32]wideFields
+	for i := range t.recs {
+		r := &t.recs[i]
+		if r.meta&recUsed == 0 {
+			if r.meta == recQueued {
+				limbo++
+			}
+			continue
+		}
+		j := uint32(len(recs))
+		remap[i] = j + 1
+		recs = append(recs, *r)
+		if r.meta&recWide != 0 {
+			if wide == nil {
+				wide = make(map[uint32]wideFields)
+			}
+			wide[j] = t.wide[uint32(i)]
+		}
+	}
+	t.recs, t.wide, t.free = recs, wide, nil
+	t.index = make([]uint32, max(16, t.n+t.n/2))
+	for i := range t.recs {
+		r := &t.recs[i]
+		j, tag := t.home(CollectionID(r.cid), t.keyOf(uint32(i)))
+		for t.index[j] != 0 {
+			j = t.next(j)
+		}
+		t.index[j] = t.entry(uint32(i), tag)
+	}
+	return remap, limbo
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,5 +234,74 @@ func TestTombstonesLeaveMemory(t *testing.T) {
 	}
 	if ch := changesOf(t, b, nil, 1000); len(ch) != 100 || len(deletedIn(ch)) != 30 {
 		t.Fatalf("Changes with every item out: %d documents, %d deleted; want 100, 30", len(ch), len(deletedIn(ch)))
+	}
+}
+
+// Once items leave memory whole, an eviction pass compacts the tables they
+// left mostly empty: each partition's records and index shrink to about
+// what it holds, the LRU queue's entries follow the records' new numbers,
+// and every document still reads back, from memory or the store (Check).
+func TestEvictionShrinksTables(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	s := DefaultBucketSettings("b")
+	s.EvictionPolicy, s.RAMQuotaMB = FullEviction, 64
+	b, err := eng.CreateBucket(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	const n = 4000
+	pad := make([]byte, 1000)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	for i := range n {
+		if _, err := c.Upsert(ctx, fmt.Sprint("k", i), fmt.Appendf(nil, `{"i":%d,"p":"%s"}`, i, pad), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs := func() (recs, index int) {
+		for _, p := range b.parts {
+			p.mu.RLock()
+			recs += len(p.mu.docs.recs)
+			index += len(p.mu.docs.index)
+			p.mu.RUnlock()
+		}
+		return recs, index
+	}
+	r0, i0 := recs()
+	b.mem.quota.Store(1 << 20) // about a fifth of the documents fit now
+	b.maybeEvict(ctx)
+	live, _ := inMemory(b)
+	r1, i1 := recs()
+	t.Logf("%d of %d documents in memory; records %d -> %d, index slots %d -> %d; %d tables compacted", live, n, r0, r1, i0, i1, b.mem.shrinks.Load())
+	if live == 0 || live > n/2 || b.mem.shrinks.Load() == 0 {
+		t.Fatalf("after the eviction %d documents in memory, %d tables compacted", live, b.mem.shrinks.Load())
+	}
+	if r1 > live+live/8+4*shrinkMin || i1 > 2*live+4*16 {
+		t.Fatalf("%d documents in memory keep %d records and %d index slots", live, r1, i1)
+	}
+	queueOK(t, b)
+	if err := b.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		d, err := c.Get(ctx, fmt.Sprint("k", i))
+		if err != nil || !strings.HasPrefix(string(d.Value), fmt.Sprintf(`{"i":%d,`, i)) {
+			t.Fatalf("get k%d after the tables shrank: %v", i, err)
+		}
+	}
+	queueOK(t, b)
+	if err := b.Check(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

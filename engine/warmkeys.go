@@ -145,4 +145,5 @@ func (b *Bucket) countStoredLocked(p *partition, d *Document) {
 	p.mu.evictedCAS = max(p.mu.evictedCAS, d.CAS)
 	b.itemsOut.Store(true)
 	b.warmup.keys.Add(1)
+	b.warmup.keysOnly.Add(1)
 }

@@ -77,7 +77,9 @@ type WarmupStats struct {
 	Running bool
 	// KeyCount and ValueCount count the keys and values loaded so far
 	// (ep_warmup_key_count, ep_warmup_value_count): the same number, as
-	// keys and values load together.
+	// keys and values load together, except in a fullEviction bucket,
+	// whose warm-up counts keys out of memory (KeyCount) and loads only
+	// the items that reads and writes ask for meanwhile (ValueCount).
 	KeyCount, ValueCount int64
 	// EstimatedKeyCount is the store's estimate of its documents
 	// (ep_warmup_estimated_key_count), -1 while unknown.
@@ -97,6 +99,7 @@ type WarmupStats struct {
 type warmup struct {
 	state     atomic.Value // string: one of the Warmup* states
 	keys      atomic.Int64
+	keysOnly  atomic.Int64 // of keys, those counted without their item (warmkeys.go)
 	estimated atomic.Int64
 	start     time.Time
 	took      atomic.Int64 // µs, once done
@@ -142,7 +145,7 @@ func (b *Bucket) WaitWarm(ctx context.Context) error {
 func (b *Bucket) WarmupStats() WarmupStats {
 	w := &b.warmup
 	s := WarmupStats{State: w.state.Load().(string), KeyCount: w.keys.Load(), EstimatedKeyCount: w.estimated.Load()}
-	s.ValueCount = s.KeyCount
+	s.ValueCount = s.KeyCount - w.keysOnly.Load()
 	select {
 	case <-w.done:
 		s.Time = w.took.Load()

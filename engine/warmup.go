@@ -35,7 +35,9 @@ import (
 // couchbase bucket's keys, without values, into its Bloom filters, so that
 // a read or write of a key not loaded yet that the store does not hold
 // costs no read: bloom.go), loading k/v pairs (keys and values come
-// together from the store), done.
+// together from the store), done. A fullEviction bucket's warm-up is the
+// loading keys phase alone, which also counts the keys as items out of
+// memory and loads none (warmkeys.go).
 
 // Warm-up states (ep_warmup_state).
 const (

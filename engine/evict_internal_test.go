@@ -268,7 +268,7 @@ func TestEvictedItemsModel(t *testing.T) {
 func evictedItemsModel(t *testing.T, kind string, quota bool) {
 	{
 		{
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // catches a hang only (-race on a busy machine takes minutes)
 			defer cancel()
 			dir := t.TempDir()
 			clk := NewFakeClock(1_700_000_000)
@@ -334,7 +334,8 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 				}
 				val := fmt.Sprintf(`{"s":%d,"p":"%s"}`, step, pad)
 				outMax = max(outMax, b.mem.out.Load())
-				if _, tombs := inMemory(b); quota || step%50 == 0 {
+				if step%20 == 0 {
+					_, tombs := inMemory(b)
 					tombsOutMax = max(tombsOutMax, int(b.tombs.Load())-tombs)
 				}
 				var exp int64

@@ -498,6 +498,9 @@ func (b *Bucket) evictEntry(p *partition, i uint32) bool {
 		b.mem.limbo.Add(-1)
 		return false
 	}
+	if int(i) >= len(t.recs) {
+		return false // (no entry names a record past the table: shrinkTables maps them)
+	}
 	r := &t.recs[i]
 	if r.meta&recQueued == 0 {
 		return false

@@ -84,8 +84,9 @@ func (b *Bucket) loadKeys(ctx context.Context, st storage) ([]record, error) {
 			}
 			k := docKey{cid: d.Collection, key: d.Key}
 			p := b.parts[d.Partition]
+			known := b.hasCollection(d.Collection) // (the bucket's lock, never inside a partition's)
 			p.mu.Lock()
-			if b.hasCollection(d.Collection) {
+			if known {
 				b.countStoredLocked(p, d)
 			} else {
 				r := record{purge: true, key: k, part: d.Partition}

@@ -338,6 +338,9 @@ type loopStoreCase struct {
 	want func(k, v string, after *engine.Document) string
 	// check, when set, checks the document after (nil once deleted).
 	check func(t *testing.T, v string, after *engine.Document)
+	// counts are the stats the command adds one to (once, though it ran
+	// twice: from memory, then where it may read the store).
+	counts []string
 }
 
 // TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop: every command that
@@ -380,32 +383,32 @@ func TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop(t *testing.T) {
 		}
 	}
 	valueOnly := []loopStoreCase{
-		{name: "gat", cmd: func(k string) string { return "gat 100 " + k + "\r\n" }, lines: 3, want: value, check: expires},
+		{name: "gat", cmd: func(k string) string { return "gat 100 " + k + "\r\n" }, lines: 3, want: value, check: expires, counts: []string{"cmd_touch", "touch_hits"}},
 		{name: "gats", cmd: func(k string) string { return "gats 100 " + k + "\r\n" }, lines: 3,
 			want: func(k, v string, after *engine.Document) string {
 				return fmt.Sprintf("VALUE %s 0 %d %d\r\n%s\r\nEND\r\n", k, len(v), after.CAS, v)
-			}, check: expires},
-		{name: "touch", cmd: func(k string) string { return "touch " + k + " 100\r\n" }, lines: 1, want: reply("TOUCHED"), check: expires},
+			}, check: expires, counts: []string{"cmd_touch", "touch_hits"}},
+		{name: "touch", cmd: func(k string) string { return "touch " + k + " 100\r\n" }, lines: 1, want: reply("TOUCHED"), check: expires, counts: []string{"cmd_touch", "touch_hits"}},
 		{name: "append", cmd: func(k string) string { return "append " + k + " 0 0 2\r\nab\r\n" }, lines: 1, want: reply("STORED"),
-			check: becomes(func(v string) string { return v + "ab" })},
+			check: becomes(func(v string) string { return v + "ab" }), counts: []string{"cmd_set"}},
 		{name: "prepend", cmd: func(k string) string { return "prepend " + k + " 0 0 2\r\nab\r\n" }, lines: 1, want: reply("STORED"),
-			check: becomes(func(v string) string { return "ab" + v })},
+			check: becomes(func(v string) string { return "ab" + v }), counts: []string{"cmd_set"}},
 		{name: "incr", cmd: func(k string) string { return "incr " + k + " 5\r\n" }, lines: 1,
 			want:  func(k, v string, after *engine.Document) string { return strings.TrimRight(added(5)(v), " ") + "\r\n" },
-			check: becomes(added(5))},
+			check: becomes(added(5)), counts: []string{"incr_hits"}},
 		{name: "decr", cmd: func(k string) string { return "decr " + k + " 0\r\n" }, lines: 1,
 			want:  func(k, v string, after *engine.Document) string { return strings.TrimRight(added(0)(v), " ") + "\r\n" },
-			check: becomes(added(0))},
-		{name: "cas 0", cmd: func(k string) string { return "cas " + k + " 0 0 1 0\r\nx\r\n" }, lines: 1, want: reply("EXISTS"), check: same},
+			check: becomes(added(0)), counts: []string{"decr_hits"}},
+		{name: "cas 0", cmd: func(k string) string { return "cas " + k + " 0 0 1 0\r\nx\r\n" }, lines: 1, want: reply("EXISTS"), check: same, counts: []string{"cmd_set", "cas_badval"}},
 	}
 	fullEviction := append(slices.Clone(valueOnly),
 		loopStoreCase{name: "set", cmd: func(k string) string { return "set " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("STORED"),
-			check: becomes(func(string) string { return "new" })},
-		loopStoreCase{name: "add", cmd: func(k string) string { return "add " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("NOT_STORED"), check: same},
+			check: becomes(func(string) string { return "new" }), counts: []string{"cmd_set"}},
+		loopStoreCase{name: "add", cmd: func(k string) string { return "add " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("NOT_STORED"), check: same, counts: []string{"cmd_set"}},
 		loopStoreCase{name: "replace", cmd: func(k string) string { return "replace " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("STORED"),
-			check: becomes(func(string) string { return "new" })},
-		loopStoreCase{name: "cas", cmd: func(k string) string { return "cas " + k + " 0 0 3 12345\r\nnew\r\n" }, lines: 1, want: reply("EXISTS"), check: same},
-		loopStoreCase{name: "delete", cmd: func(k string) string { return "delete " + k + "\r\n" }, lines: 1, want: reply("DELETED")},
+			check: becomes(func(string) string { return "new" }), counts: []string{"cmd_set"}},
+		loopStoreCase{name: "cas", cmd: func(k string) string { return "cas " + k + " 0 0 3 12345\r\nnew\r\n" }, lines: 1, want: reply("EXISTS"), check: same, counts: []string{"cmd_set", "cas_badval"}},
+		loopStoreCase{name: "delete", cmd: func(k string) string { return "delete " + k + "\r\n" }, lines: 1, want: reply("DELETED"), counts: []string{"delete_hits"}},
 	)
 	for _, tc := range []struct {
 		policy engine.EvictionPolicy
@@ -462,7 +465,12 @@ func TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop(t *testing.T) {
 				t.Fatalf("no key of %d left whose read needs the store", n)
 				return "", 0
 			}
+			before := other.stats()
+			wantCounts := map[string]int{}
 			for _, c := range tc.cases {
+				for _, name := range c.counts {
+					wantCounts[name]++
+				}
 				k, i := out()
 				v := numeric(i)
 				g := newStoreGate(k)
@@ -498,6 +506,13 @@ func TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop(t *testing.T) {
 					c.check(t, v, after)
 				} else if after != nil {
 					t.Fatalf("%s: %s still there: %+v", c.name, k, after)
+				}
+			}
+			stats := other.stats()
+			for name, n := range wantCounts {
+				b, _ := strconv.Atoi(before[name])
+				if got, _ := strconv.Atoi(stats[name]); got-b != n {
+					t.Errorf("%s went from %d to %d, want +%d", name, b, got, n)
 				}
 			}
 		})

@@ -6,7 +6,8 @@
 # connections, one command at a time each, 1,000 keys of 100 bytes, 100,000
 # operations per mix). Per server it prints the ops/s of the three mixes and
 # its resident memory (VmRSS, and its anonymous and file-backed parts, from
-# /proc/PID/status) idle, right after the mixes, and AFTER seconds later.
+# /proc/PID/status) idle (5 s after its port opened), right after the
+# mixes, and AFTER seconds later.
 # The Mayfly binary is copied into place with small writes, as an
 # installation writes it (BENCHMARKS.md, "the page cache's folios").
 # Not part of make test.
@@ -48,6 +49,8 @@ waitport() {
 rss() { awk '/^(VmRSS|RssAnon|RssFile)/ {v[$1] = $2} END {printf "%.1f (%.1f + %.1f)", v["VmRSS:"]/1024, v["RssAnon:"]/1024, v["RssFile:"]/1024}' "/proc/$1/status"; }
 mixes() { # pid port label
 	local idle rates="" v
+	sleep 5 # start-up's memory given back, the binary's pages released
+	sleep 5 # start-up's memory given back, the binary's pages released
 	idle=$(rss "$1")
 	for mix in sets 1set4gets gets; do
 		v=$(MAYFLY_BENCH_ADDR=127.0.0.1:$2 "$work/mcbench" -test.run '^$' -test.bench "ExternalMix/^$mix\$" -test.benchtime 100000x 2>&1 |

@@ -38,6 +38,16 @@ type WriteOptions struct {
 	// durabilityMinLevel raises it, never lowers it. DurabilityUnset takes
 	// the bucket's minimum.
 	Durability Durability
+	// Resident asks for the write to be done from memory alone, for a
+	// caller that must not wait for the disk (an event loop serving many
+	// connections): when it would read the store first (the ejected value
+	// a touch builds on, the metadata of a key out of memory whole or not
+	// loaded by the warm-up yet, which the Bloom filter does not rule
+	// out) it returns ErrWouldBlock having changed nothing, and the same
+	// write, called where it may wait, does it. Waiting for the write's
+	// own commit at a durable level is not a read: Resident does not
+	// change it.
+	Resident bool
 }
 
 func (o *WriteOptions) get() WriteOptions {
@@ -179,7 +189,7 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 	}
 	val := append([]byte(nil), value...)
 	typ := DetectType(val)
-	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, o.Resident, func(old *Document, now int64) (*Document, error) {
 		cs, maxTTL := c.b.ttlFor(c.id)
 		var dttl int64
 		if cs.DefaultTTL != 0 {
@@ -214,7 +224,7 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 // opts.CAS, if set, must match.
 func (c *Collection) Delete(ctx context.Context, key string, opts *WriteOptions) (*Document, error) {
 	o := opts.get()
-	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
+	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, o.Resident, func(old *Document, now int64) (*Document, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
@@ -234,12 +244,12 @@ func (c *Collection) Touch(ctx context.Context, key string, expiry int64) (*Docu
 	return c.TouchWith(ctx, key, &WriteOptions{Expiry: expiry})
 }
 
-// TouchWith is Touch with the expiry and the durability level of opts (its
-// other fields do not count).
+// TouchWith is Touch with the expiry, the durability level and Resident
+// of opts (its other fields do not count).
 func (c *Collection) TouchWith(ctx context.Context, key string, opts *WriteOptions) (*Document, error) {
 	o := opts.get()
 	expiry := o.Expiry
-	return c.b.mutateValue(ctx, docKey{cid: c.id, key: key}, o.Durability, func(old *Document, now int64) (*Document, error) {
+	return c.b.mutateValue(ctx, docKey{cid: c.id, key: key}, o.Durability, o.Resident, func(old *Document, now int64) (*Document, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}

@@ -158,20 +158,11 @@ func (b *Bucket) allKeysIn(ctx context.Context, cids []CollectionID) (release fu
 // REQUIRES: p.mu held for writing, p k's partition.
 func (b *Bucket) fetchMissLocked(p *partition, k docKey, value bool) (*Document, error) {
 	warm := b.warm()
-	if warm && !b.itemsOut.Load() {
-		return nil, nil
-	}
-	if d := p.mu.docs.get(k); d != nil {
+	d, stored := b.missLocked(p, k)
+	if !stored {
 		return d, nil
 	}
-	if _, ok := p.mu.pending[k]; ok {
-		return nil, nil // a new key on its way to disk: the store holds no older version
-	}
-	if f := p.mu.bloom; f != nil && b.bloom.ready.Load() && !f.mayHave(k) {
-		b.bloom.negatives.Add(1)
-		return nil, nil // the store holds no version of k: a miss costs no read
-	}
-	d, err := b.store.st.doc(k)
+	d, err := b.fetchStored(k)
 	switch {
 	case err == nil:
 		b.countFetch(value)
@@ -183,11 +174,33 @@ func (b *Bucket) fetchMissLocked(p *partition, k docKey, value bool) (*Document,
 		return d, nil
 	case errors.Is(err, ErrNotFound):
 		return nil, nil
-	case b.isClosed():
-		return nil, ErrClosed
 	default:
-		return nil, fmt.Errorf("%w: read %q: %w", ErrStorage, k.key, err)
+		return nil, err
 	}
+}
+
+// missLocked is fetchMissLocked's look in memory: the version of k memory
+// holds, or stored, when fetchMissLocked would read the store for k (the
+// key is not in memory, memory may not hold every key, and the Bloom
+// filter does not rule it out). A miss the filter rules out is counted
+// here.
+//
+// REQUIRES: p.mu held for writing, p k's partition.
+func (b *Bucket) missLocked(p *partition, k docKey) (d *Document, stored bool) {
+	if b.warm() && !b.itemsOut.Load() {
+		return nil, false
+	}
+	if d := p.mu.docs.get(k); d != nil {
+		return d, false
+	}
+	if _, ok := p.mu.pending[k]; ok {
+		return nil, false // a new key on its way to disk: the store holds no older version
+	}
+	if f := p.mu.bloom; f != nil && b.bloom.ready.Load() && !f.mayHave(k) {
+		b.bloom.negatives.Add(1)
+		return nil, false // the store holds no version of k: a miss costs no read
+	}
+	return nil, true
 }
 
 // mayBeStored reports whether the store may hold k, which memory did not

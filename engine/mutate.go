@@ -18,25 +18,28 @@ import (
 // at none or majority it returns at once, the version readable (see
 // ackedLocked) and on its way to disk. The old document fn sees may have its
 // value ejected (nil): fn must not read it; mutateValue gives fn the value.
-func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
-	return b.mutateWith(ctx, k, req, false, fn)
+// With resident, a mutation that would read the store first (the metadata
+// of a key memory does not hold, an ejected value mutateValue needs)
+// returns ErrWouldBlock, having changed nothing (WriteOptions.Resident).
+func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	return b.mutateWith(ctx, k, req, false, resident, fn)
 }
 
 // mutateValue is mutate for an fn that builds on the old document's value
 // (a touch): an ejected value is read back from the store first, before
 // the partition's lock is taken (under it only if the document changed
 // meanwhile).
-func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
-	return b.mutateWith(ctx, k, req, true, fn)
+func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	return b.mutateWith(ctx, k, req, true, resident, fn)
 }
 
-func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needValue bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	if err := validateKey(k.key); err != nil {
 		return nil, err
 	}
 	p := b.partitionFor(k.key)
 	var read *Document // the committed version with its value, read without the lock
-	if needValue {
+	if needValue && !resident {
 		var err error
 		if read, err = b.readCommitted(ctx, p, k, false); err != nil {
 			return nil, err
@@ -47,7 +50,12 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 		p.mu.Unlock()
 		return nil, err
 	}
-	if _, err := b.fetchMissLocked(p, k, needValue); err != nil {
+	if resident {
+		if _, stored := b.missLocked(p, k); stored {
+			p.mu.Unlock()
+			return nil, ErrWouldBlock
+		}
+	} else if _, err := b.fetchMissLocked(p, k, needValue); err != nil {
 		p.mu.Unlock()
 		return nil, err
 	}
@@ -58,9 +66,13 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 		live = nil
 	}
 	if live != nil && live.ejected && needValue {
-		if read != nil && read.Seq == live.Seq {
+		switch {
+		case read != nil && read.Seq == live.Seq:
 			live = read
-		} else { // changed since: read it under the lock
+		case resident:
+			p.mu.Unlock()
+			return nil, ErrWouldBlock
+		default: // changed since: read it under the lock
 			var err error
 			if live, err = b.withValueLocked(live); err != nil {
 				p.mu.Unlock()

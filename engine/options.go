@@ -48,9 +48,10 @@ type Options struct {
 	// many it has read, inside the store's read transaction: a test blocks
 	// in it to hold a warm-up at a known point.
 	WarmupHook func(bucket string, loaded int64)
-	// FetchHook, when set, is called before each read of one document's
-	// value from a bucket's store (a value ejected from memory), with the
-	// bucket's name and the key: a test blocks in it to hold such a read
+	// FetchHook, when set, is called before each read of one document
+	// from a bucket's store (a value ejected from memory, an item out of
+	// memory whole or not loaded by the warm-up yet), with the bucket's
+	// name and the key: a test blocks in it to hold such a read
 	// (the memcached port's event loops must not wait for one).
 	FetchHook func(bucket, key string)
 	// CommitHook, when set, is called by a bucket's flusher before each

@@ -69,7 +69,7 @@ const (
 const (
 	pebbleCacheMin     = 8 << 20
 	pebbleCacheMax     = 32 << 20
-	pebbleMemTableMin  = 4 << 20
+	pebbleMemTableMin  = 1 << 20
 	pebbleMemTableMax  = 16 << 20
 	pebbleMemTableStop = 2
 )
@@ -82,17 +82,20 @@ type pebbleSizes struct{ cache, memTable int64 }
 func (z pebbleSizes) budget() int64 { return z.cache + z.memTable*pebbleMemTableStop }
 
 // pebbleSizesFor sizes a store for a bucket of quota bytes: the block cache
-// a sixteenth of the quota and each memtable a thirty-second, within the
+// a sixteenth of the quota and each memtable a sixty-fourth, within the
 // bounds above; quota 0 (unknown) gets the largest. Each memtable's buffer
 // becomes resident as it fills, and pebble keeps one spare, so a small
-// bucket under a stream of overwrites held its two largest memtables.
+// bucket under a stream of overwrites holds its two largest memtables: a
+// bucket of the default 100 MiB quota 3 MiB of them (8 MiB with
+// memtables of a thirty-second, at least 4 MiB, a third of the memcached
+// benchmark's resident memory; BENCHMARKS.md).
 func pebbleSizesFor(quota int64) pebbleSizes {
 	if quota <= 0 {
 		return pebbleSizes{cache: pebbleCacheMax, memTable: pebbleMemTableMax}
 	}
 	return pebbleSizes{
 		cache:    min(max(quota/16, pebbleCacheMin), pebbleCacheMax),
-		memTable: min(max(quota/32, pebbleMemTableMin), pebbleMemTableMax),
+		memTable: min(max(quota/64, pebbleMemTableMin), pebbleMemTableMax),
 	}
 }
 

@@ -122,10 +122,12 @@ func TestStorageMemUsed(t *testing.T) {
 		budget  int64
 	}{
 		// The default 100 MiB quota: the smallest cache (8 MiB) and
-		// memtables (2 × 4 MiB).
-		{engine.StoragePebble, engine.Couchbase, 0, 16 << 20},
-		// A sixteenth and two thirty-seconds of 320 MiB.
-		{engine.StoragePebble, engine.Couchbase, 320, 40 << 20},
+		// memtables of a sixty-fourth (2 × 1.5625 MiB).
+		{engine.StoragePebble, engine.Couchbase, 0, 8<<20 + 2*(100<<20)/64},
+		// A sixteenth and two sixty-fourths of 320 MiB.
+		{engine.StoragePebble, engine.Couchbase, 320, 30 << 20},
+		// Memtables of at least 1 MiB.
+		{engine.StoragePebble, engine.Couchbase, 32, 8<<20 + 2<<20},
 		// The largest: 32 MiB of cache, 2 × 16 MiB of memtables.
 		{engine.StoragePebble, engine.Couchbase, 4096, 64 << 20},
 		{engine.StorageBolt, engine.Couchbase, 0, 0},

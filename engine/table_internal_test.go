@@ -117,7 +117,7 @@ func testDocTableModel(t *testing.T, slotBits int) {
 	if slotBits < 24 && tab.slotBits <= 8 {
 		t.Errorf("index entries have %d bits of record number for %d records", tab.slotBits, len(tab.recs))
 	}
-	if tab.dead > max(4096, tab.live) {
+	if tab.dead > max(compactMinDead, tab.live) {
 		t.Errorf("arena: %d dead bytes beside %d live ones, compaction should have run", tab.dead, tab.live)
 	}
 }

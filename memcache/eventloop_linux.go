@@ -47,12 +47,15 @@ const eventLoopSupported = true
 // command that must see the writes before it (a read after them) waits
 // until they are done, and so do the connection's later commands. Anything
 // else that blocks (flush_all, a gat at a durable level) runs on a
-// goroutine of its own while the connection waits, and so does a get from
-// the first key whose answer needs the disk (a value ejected from memory:
-// the loop reads with engine's GetResident, which says so rather than
-// read); its replies are bounded as the connection's output is, and it
-// goes on once they are sent. Other connections go on meanwhile. A get that
-// finds its document expired does not wait for the deletion's commit.
+// goroutine of its own while the connection waits, and so does any command
+// that needs the disk: the loop runs every command from memory alone
+// (engine's GetResident, WriteOptions.Resident), and one whose answer or
+// write needs the store (a value ejected from memory, fullEviction's item
+// out of memory whole) says so rather than read it, and is handed off, a
+// multi-get from that key on; its replies are bounded as the connection's
+// output is, and it goes on once they are sent. Other connections go on
+// meanwhile. A get that finds its document expired does not wait for the
+// deletion's commit.
 
 // Loop tuning.
 const (

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,4 +309,212 @@ func TestLoopAnswersBehindACommitAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.do("get a\r\n", "VALUE a 0 1\r\nx\r\nEND\r\n")
+}
+
+// storeGate holds the engine's read of one key from the store (FetchHook)
+// until let go.
+type storeGate struct {
+	key     string
+	entered chan struct{}
+	hold    chan struct{}
+	release func()
+}
+
+func newStoreGate(key string) *storeGate {
+	g := &storeGate{key: key, entered: make(chan struct{}, 1), hold: make(chan struct{})}
+	g.release = sync.OnceFunc(func() { close(g.hold) })
+	return g
+}
+
+// loopStoreCase is a command whose key needs the store: the value ejected
+// (valueOnly) or the whole item out of memory (fullEviction).
+type loopStoreCase struct {
+	name string
+	// cmd is the command on key k; lines is how many lines its answer has.
+	cmd   func(k string) string
+	lines int
+	// want is its answer, given key k's value before (v) and its document
+	// after the command.
+	want func(k, v string, after *engine.Document) string
+	// check, when set, checks the document after (nil once deleted).
+	check func(t *testing.T, v string, after *engine.Document)
+	// counts are the stats the command adds one to (once, though it ran
+	// twice: from memory, then where it may read the store).
+	counts []string
+}
+
+// TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop: every command that
+// reads an item before it acts (gat, gats, touch, append, prepend, incr,
+// decr, cas) on a key whose value was ejected from memory (valueOnly), and
+// on fullEviction every write whose item is out of memory whole (set, add,
+// replace, delete and cas too: they need its metadata), reads the store on
+// a goroutine of its own, not on the event loop, at durabilityMinLevel
+// none (where writes run on the loop): while its store read is held,
+// another connection of the same loop is answered, and the first
+// connection's answer and the command after it come once the read is let
+// go, in order, the command done. On the code before, each hangs: the
+// loop itself waited for the read.
+func TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop(t *testing.T) {
+	numeric := func(i int) string { return fmt.Sprintf("%05d%s", i, strings.Repeat(" ", 4091)) }
+	value := func(k, v string, after *engine.Document) string {
+		return fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", k, len(v), v)
+	}
+	reply := func(r string) func(k, v string, after *engine.Document) string {
+		return func(string, string, *engine.Document) string { return r + "\r\n" }
+	}
+	expires := func(t *testing.T, v string, after *engine.Document) {
+		if after == nil || after.Expiration == 0 || string(after.Value) != v {
+			t.Fatalf("after the command: %+v; want the value unchanged and an expiration", after)
+		}
+	}
+	becomes := func(f func(v string) string) func(t *testing.T, v string, after *engine.Document) {
+		return func(t *testing.T, v string, after *engine.Document) {
+			if after == nil || string(after.Value) != f(v) {
+				t.Fatalf("after the command: %+v; want the value %.20q...", after, f(v))
+			}
+		}
+	}
+	same := becomes(func(v string) string { return v })
+	added := func(n uint64) func(v string) string {
+		return func(v string) string {
+			old, _ := parseIncrValue([]byte(v))
+			d := strconv.FormatUint(old+n, 10)
+			return d + strings.Repeat(" ", len(v)-len(d))
+		}
+	}
+	valueOnly := []loopStoreCase{
+		{name: "gat", cmd: func(k string) string { return "gat 100 " + k + "\r\n" }, lines: 3, want: value, check: expires, counts: []string{"cmd_touch", "touch_hits"}},
+		{name: "gats", cmd: func(k string) string { return "gats 100 " + k + "\r\n" }, lines: 3,
+			want: func(k, v string, after *engine.Document) string {
+				return fmt.Sprintf("VALUE %s 0 %d %d\r\n%s\r\nEND\r\n", k, len(v), after.CAS, v)
+			}, check: expires, counts: []string{"cmd_touch", "touch_hits"}},
+		{name: "touch", cmd: func(k string) string { return "touch " + k + " 100\r\n" }, lines: 1, want: reply("TOUCHED"), check: expires, counts: []string{"cmd_touch", "touch_hits"}},
+		{name: "append", cmd: func(k string) string { return "append " + k + " 0 0 2\r\nab\r\n" }, lines: 1, want: reply("STORED"),
+			check: becomes(func(v string) string { return v + "ab" }), counts: []string{"cmd_set"}},
+		{name: "prepend", cmd: func(k string) string { return "prepend " + k + " 0 0 2\r\nab\r\n" }, lines: 1, want: reply("STORED"),
+			check: becomes(func(v string) string { return "ab" + v }), counts: []string{"cmd_set"}},
+		{name: "incr", cmd: func(k string) string { return "incr " + k + " 5\r\n" }, lines: 1,
+			want:  func(k, v string, after *engine.Document) string { return strings.TrimRight(added(5)(v), " ") + "\r\n" },
+			check: becomes(added(5)), counts: []string{"incr_hits"}},
+		{name: "decr", cmd: func(k string) string { return "decr " + k + " 0\r\n" }, lines: 1,
+			want:  func(k, v string, after *engine.Document) string { return strings.TrimRight(added(0)(v), " ") + "\r\n" },
+			check: becomes(added(0)), counts: []string{"decr_hits"}},
+		{name: "cas 0", cmd: func(k string) string { return "cas " + k + " 0 0 1 0\r\nx\r\n" }, lines: 1, want: reply("EXISTS"), check: same, counts: []string{"cmd_set", "cas_badval"}},
+	}
+	fullEviction := append(slices.Clone(valueOnly),
+		loopStoreCase{name: "set", cmd: func(k string) string { return "set " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("STORED"),
+			check: becomes(func(string) string { return "new" }), counts: []string{"cmd_set"}},
+		loopStoreCase{name: "add", cmd: func(k string) string { return "add " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("NOT_STORED"), check: same, counts: []string{"cmd_set"}},
+		loopStoreCase{name: "replace", cmd: func(k string) string { return "replace " + k + " 0 0 3\r\nnew\r\n" }, lines: 1, want: reply("STORED"),
+			check: becomes(func(string) string { return "new" }), counts: []string{"cmd_set"}},
+		loopStoreCase{name: "cas", cmd: func(k string) string { return "cas " + k + " 0 0 3 12345\r\nnew\r\n" }, lines: 1, want: reply("EXISTS"), check: same, counts: []string{"cmd_set", "cas_badval"}},
+		loopStoreCase{name: "delete", cmd: func(k string) string { return "delete " + k + "\r\n" }, lines: 1, want: reply("DELETED"), counts: []string{"delete_hits"}},
+	)
+	for _, tc := range []struct {
+		policy engine.EvictionPolicy
+		cases  []loopStoreCase
+	}{{engine.ValueOnly, valueOnly}, {engine.FullEviction, fullEviction}} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			ctx := context.Background()
+			var gate atomic.Pointer[storeGate]
+			eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64, FetchHook: func(_, key string) {
+				if g := gate.Load(); g != nil && key == g.key {
+					select {
+					case g.entered <- struct{}{}:
+					default:
+					}
+					<-g.hold
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, RAMQuotaMB: 1,
+				EvictionPolicy: tc.policy, DurabilityMinLevel: engine.DurabilityNone})
+			if err != nil {
+				eng.Close()
+				t.Fatal(err)
+			}
+			coll := b.DefaultCollection()
+			const n = 1000
+			for i := range n {
+				// Each write waits for disk, so that its value may leave memory.
+				if _, err := coll.Upsert(ctx, fmt.Sprintf("k%d", i), []byte(numeric(i)), &engine.WriteOptions{Durability: engine.DurabilityPersistToMajority}); err != nil {
+					eng.Close()
+					t.Fatal(err)
+				}
+			}
+			a, other := serveLoops(t, eng, b)
+			// Let any held read go before the server's close, which waits for
+			// the loop.
+			t.Cleanup(func() {
+				if g := gate.Load(); g != nil {
+					g.release()
+				}
+			})
+			next := n - 1 // keys are taken from the oldest written down
+			out := func() (string, int) {
+				for ; next >= 0; next-- {
+					k := fmt.Sprintf("k%d", next)
+					if _, err := coll.GetResident(ctx, k); errors.Is(err, engine.ErrWouldBlock) {
+						i := next
+						next--
+						return k, i
+					}
+				}
+				t.Fatalf("no key of %d left whose read needs the store", n)
+				return "", 0
+			}
+			before := other.stats()
+			wantCounts := map[string]int{}
+			for _, c := range tc.cases {
+				for _, name := range c.counts {
+					wantCounts[name]++
+				}
+				k, i := out()
+				v := numeric(i)
+				g := newStoreGate(k)
+				gate.Store(g)
+				a.send(c.cmd(k) + "version\r\n")
+				select {
+				case <-g.entered:
+				case <-time.After(heldAnswerTimeout):
+					t.Fatalf("%s: the command never read the store", c.name)
+				}
+				// fullEviction's read holds the key's partition: another
+				// command that needs no partition shows the loop goes on.
+				other.send("version\r\n")
+				readWithin(t, other, c.name+": another connection while the store read is held", "VERSION "+DefaultVersion+"\r\n")
+				g.release()
+				var got strings.Builder
+				a.nc.SetReadDeadline(time.Now().Add(heldAnswerTimeout)) // wall clock: catches a hang only
+				for range c.lines + 1 {
+					got.WriteString(a.line())
+				}
+				a.nc.SetReadDeadline(time.Time{})
+				after, err := coll.Get(ctx, k)
+				if err != nil && !errors.Is(err, engine.ErrNotFound) {
+					t.Fatal(err)
+				}
+				if err != nil {
+					after = nil
+				}
+				if want := c.want(k, v, after) + "VERSION " + DefaultVersion + "\r\n"; got.String() != want {
+					t.Fatalf("%s: answer %.120q, want %.120q", c.name, got.String(), want)
+				}
+				if c.check != nil {
+					c.check(t, v, after)
+				} else if after != nil {
+					t.Fatalf("%s: %s still there: %+v", c.name, k, after)
+				}
+			}
+			stats := other.stats()
+			for name, n := range wantCounts {
+				b, _ := strconv.Atoi(before[name])
+				if got, _ := strconv.Atoi(stats[name]); got-b != n {
+					t.Errorf("%s went from %d to %d, want +%d", name, b, got, n)
+				}
+			}
+		})
+	}
 }

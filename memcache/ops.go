@@ -41,16 +41,26 @@ func serverError(err error) string {
 	return replyServerErrorSP + msg
 }
 
-// read is the engine read behind every command that looks at an item first
-// (get, gets, incr, decr, append, prepend, cas): memcached counts in
-// get_expired every such look that finds the item expired.
-func (s *Server) read(ctx context.Context, key string) (*engine.Document, error) {
-	return s.readFrom(ctx, key, false)
+// Every command may be run from memory alone (resident), where its driver
+// must not wait for the disk (an event loop): a command whose engine call
+// would read the store first (an ejected value, the metadata of an item out
+// of memory whole) then returns engine.ErrWouldBlock, having done and
+// counted nothing, and is run again where it may wait (outcome.block). That
+// is the only error the commands return; the engine's others become their
+// reply lines.
+
+// writeOpts are the engine's options for a write of the connection's
+// durability level, from memory alone when resident.
+func (s *Server) writeOpts(resident bool) *engine.WriteOptions {
+	return &engine.WriteOptions{Durability: s.opts.Durability, Resident: resident}
 }
 
-// readFrom is read, from memory alone when resident: then a read whose
-// answer needs the store is engine.ErrWouldBlock, counted nowhere.
-func (s *Server) readFrom(ctx context.Context, key string, resident bool) (*engine.Document, error) {
+// read is the engine read behind every command that looks at an item first
+// (get, gets, incr, decr, append, prepend, cas): memcached counts in
+// get_expired every such look that finds the item expired. When resident a
+// read whose answer needs the store is engine.ErrWouldBlock, counted
+// nowhere.
+func (s *Server) read(ctx context.Context, key string, resident bool) (*engine.Document, error) {
 	get := s.coll.Get
 	if resident {
 		get = s.coll.GetResident
@@ -66,8 +76,8 @@ func (s *Server) readFrom(ctx context.Context, key string, resident bool) (*engi
 // When resident it answers from memory alone: engine.ErrWouldBlock, counted
 // nowhere, when the answer needs the store.
 func (s *Server) get(ctx context.Context, key string, resident bool) (*engine.Document, error) {
-	d, err := s.readFrom(ctx, key, resident)
-	if resident && errors.Is(err, engine.ErrWouldBlock) {
+	d, err := s.read(ctx, key, resident)
+	if errors.Is(err, engine.ErrWouldBlock) {
 		return nil, err
 	}
 	s.stats.cmdGet.Add(1)
@@ -85,9 +95,14 @@ func (s *Server) get(ctx context.Context, key string, resident bool) (*engine.Do
 
 // getAndTouch fetches and touches a live document for gat and gats: nil
 // without error on a miss.
-func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64) (*engine.Document, error) {
+func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64, resident bool) (*engine.Document, error) {
+	wo := s.writeOpts(resident)
+	wo.Expiry = exptime
+	d, err := s.coll.TouchWith(ctx, key, wo)
+	if errors.Is(err, engine.ErrWouldBlock) {
+		return nil, err
+	}
 	s.stats.cmdTouch.Add(1)
-	d, err := s.coll.TouchWith(ctx, key, &engine.WriteOptions{Expiry: exptime, Durability: s.opts.Durability})
 	switch {
 	case err == nil:
 		s.stats.touchHits.Add(1)
@@ -100,46 +115,62 @@ func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64) (*e
 	}
 }
 
-func (s *Server) touch(ctx context.Context, key string, exptime int64) string {
+// touch runs touch.
+func (s *Server) touch(ctx context.Context, key string, exptime int64, resident bool) (string, error) {
+	wo := s.writeOpts(resident)
+	wo.Expiry = exptime
+	_, err := s.coll.TouchWith(ctx, key, wo)
+	if errors.Is(err, engine.ErrWouldBlock) {
+		return "", err
+	}
 	s.stats.cmdTouch.Add(1)
-	_, err := s.coll.TouchWith(ctx, key, &engine.WriteOptions{Expiry: exptime, Durability: s.opts.Durability})
 	switch {
 	case err == nil:
 		s.stats.touchHits.Add(1)
-		return replyTouched
+		return replyTouched, nil
 	case errors.Is(err, engine.ErrNotFound):
 		s.stats.touchMisses.Add(1)
-		return replyNotFound
+		return replyNotFound, nil
 	default:
-		return serverError(err)
+		return serverError(err), nil
 	}
 }
 
-func (s *Server) delete(ctx context.Context, key string) string {
-	_, err := s.coll.Delete(ctx, key, &engine.WriteOptions{Durability: s.opts.Durability})
+// delete runs delete.
+func (s *Server) delete(ctx context.Context, key string, resident bool) (string, error) {
+	_, err := s.coll.Delete(ctx, key, s.writeOpts(resident))
 	switch {
 	case err == nil:
 		s.stats.deleteHits.Add(1)
-		return replyDeleted
+		return replyDeleted, nil
+	case errors.Is(err, engine.ErrWouldBlock):
+		return "", err
 	case errors.Is(err, engine.ErrNotFound):
 		s.stats.deleteMisses.Add(1)
-		return replyNotFound
+		return replyNotFound, nil
 	default:
-		return serverError(err)
+		return serverError(err), nil
 	}
 }
 
 // deleteQuietly deletes key if it is there, ignoring the outcome.
-func (s *Server) deleteQuietly(ctx context.Context, key string) {
-	if _, err := s.coll.Delete(ctx, key, &engine.WriteOptions{Durability: s.opts.Durability}); err != nil && !errors.Is(err, engine.ErrNotFound) {
+func (s *Server) deleteQuietly(ctx context.Context, key string, resident bool) error {
+	_, err := s.coll.Delete(ctx, key, s.writeOpts(resident))
+	switch {
+	case err == nil, errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, engine.ErrWouldBlock):
+		return err
+	default:
 		s.log.Warn("memcache: delete after refused set", "key", key, "err", err)
 	}
+	return nil
 }
 
 // store runs set, add, replace, append, prepend and cas with the value val
 // (which it does not keep).
-func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte) string {
-	wo := &engine.WriteOptions{Expiry: cmd.exptime, Flags: cmd.flags, Durability: s.opts.Durability}
+func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte, resident bool) (string, error) {
+	wo := s.writeOpts(resident)
+	wo.Expiry, wo.Flags = cmd.exptime, cmd.flags
 	var err error
 	switch cmd.kind {
 	case cmdSet:
@@ -147,74 +178,84 @@ func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte
 	case cmdAdd:
 		_, err = s.coll.Insert(ctx, key, val, wo)
 		if errors.Is(err, engine.ErrKeyExists) {
-			return replyNotStored
+			return replyNotStored, nil
 		}
 	case cmdReplace:
 		_, err = s.coll.Replace(ctx, key, val, wo)
 		if errors.Is(err, engine.ErrNotFound) {
-			return replyNotStored
+			return replyNotStored, nil
 		}
 	case cmdAppend, cmdPrepend:
-		return s.concat(ctx, key, val, cmd.kind == cmdPrepend)
+		return s.concat(ctx, key, val, cmd.kind == cmdPrepend, resident)
 	case cmdCas:
 		return s.cas(ctx, key, val, wo, cmd.cas)
 	}
-	if err != nil {
-		return serverError(err)
+	switch {
+	case errors.Is(err, engine.ErrWouldBlock):
+		return "", err
+	case err != nil:
+		return serverError(err), nil
 	}
 	s.stats.totalItems.Add(1)
-	return replyStored
+	return replyStored, nil
 }
 
 // cas stores val over key if the document's CAS is still casID.
-func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.WriteOptions, casID uint64) string {
+func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.WriteOptions, casID uint64) (string, error) {
 	if casID == 0 {
 		// The engine reads CAS 0 as "no check"; memcached as a CAS no item
 		// has. Answer as memcached: EXISTS if the item is there.
-		if _, err := s.read(ctx, key); err != nil {
-			if errors.Is(err, engine.ErrNotFound) {
+		if _, err := s.read(ctx, key, wo.Resident); err != nil {
+			switch {
+			case errors.Is(err, engine.ErrWouldBlock):
+				return "", err
+			case errors.Is(err, engine.ErrNotFound):
 				s.stats.casMisses.Add(1)
-				return replyNotFound
+				return replyNotFound, nil
 			}
-			return serverError(err)
+			return serverError(err), nil
 		}
 		s.stats.casBadval.Add(1)
-		return replyExists
+		return replyExists, nil
 	}
 	wo.CAS = casID
 	_, err := s.coll.Replace(ctx, key, val, wo)
 	switch {
+	case errors.Is(err, engine.ErrWouldBlock):
+		return "", err
 	case err == nil:
 		s.stats.casHits.Add(1)
 		s.stats.totalItems.Add(1)
-		return replyStored
+		return replyStored, nil
 	case errors.Is(err, engine.ErrNotFound):
 		s.stats.casMisses.Add(1)
-		return replyNotFound
+		return replyNotFound, nil
 	case errors.Is(err, engine.ErrCASMismatch):
 		s.stats.casBadval.Add(1)
-		return replyExists
+		return replyExists, nil
 	default:
-		return serverError(err)
+		return serverError(err), nil
 	}
 }
 
 // concat appends (or prepends) val to key's value, keeping its flags and
 // expiry, in a compare-and-swap loop.
-func (s *Server) concat(ctx context.Context, key string, val []byte, prepend bool) string {
+func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, resident bool) (string, error) {
 	for {
 		if err := ctx.Err(); err != nil {
-			return serverError(err)
+			return serverError(err), nil
 		}
-		d, err := s.read(ctx, key)
-		if errors.Is(err, engine.ErrNotFound) {
-			return replyNotStored
-		}
-		if err != nil {
-			return serverError(err)
+		d, err := s.read(ctx, key, resident)
+		switch {
+		case errors.Is(err, engine.ErrWouldBlock):
+			return "", err
+		case errors.Is(err, engine.ErrNotFound):
+			return replyNotStored, nil
+		case err != nil:
+			return serverError(err), nil
 		}
 		if itemSize(len(key), d.Flags, len(d.Value)+len(val)) > s.opts.MaxItemSize {
-			return replyNotStored // memcached cannot allocate the joined item
+			return replyNotStored, nil // memcached cannot allocate the joined item
 		}
 		nv := make([]byte, 0, len(d.Value)+len(val))
 		if prepend {
@@ -222,15 +263,17 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend boo
 		} else {
 			nv = append(append(nv, d.Value...), val...)
 		}
-		_, err = s.coll.Replace(ctx, key, nv, &engine.WriteOptions{CAS: d.CAS, Flags: d.Flags, PreserveExpiry: true, Durability: s.opts.Durability})
+		_, err = s.coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
 		switch {
 		case err == nil:
 			s.stats.totalItems.Add(1)
-			return replyStored
+			return replyStored, nil
+		case errors.Is(err, engine.ErrWouldBlock):
+			return "", err
 		case errors.Is(err, engine.ErrCASMismatch), errors.Is(err, engine.ErrNotFound):
 			continue // changed or gone meanwhile: look again
 		default:
-			return serverError(err)
+			return serverError(err), nil
 		}
 	}
 }
@@ -239,26 +282,28 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend boo
 // 64-bit decimal; incr wraps at 2^64, decr stops at 0; a result shorter than
 // the old value is padded with spaces to its length (memcached rewrites the
 // item in place), a longer one replaces it. Flags and expiry stay.
-func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64) string {
+func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64, resident bool) (string, error) {
 	hits, misses := &s.stats.incrHits, &s.stats.incrMisses
 	if !incr {
 		hits, misses = &s.stats.decrHits, &s.stats.decrMisses
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return serverError(err)
+			return serverError(err), nil
 		}
-		d, err := s.read(ctx, key)
-		if errors.Is(err, engine.ErrNotFound) {
+		d, err := s.read(ctx, key, resident)
+		switch {
+		case errors.Is(err, engine.ErrWouldBlock):
+			return "", err
+		case errors.Is(err, engine.ErrNotFound):
 			misses.Add(1)
-			return replyNotFound
-		}
-		if err != nil {
-			return serverError(err)
+			return replyNotFound, nil
+		case err != nil:
+			return serverError(err), nil
 		}
 		v, ok := parseIncrValue(d.Value)
 		if !ok {
-			return replyNonNumeric
+			return replyNonNumeric, nil
 		}
 		switch {
 		case incr:
@@ -273,15 +318,25 @@ func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64)
 		if len(nv) < len(d.Value) {
 			nv = append(nv, strings.Repeat(" ", len(d.Value)-len(nv))...)
 		}
-		_, err = s.coll.Replace(ctx, key, nv, &engine.WriteOptions{CAS: d.CAS, Flags: d.Flags, PreserveExpiry: true, Durability: s.opts.Durability})
+		_, err = s.coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
 		switch {
 		case err == nil:
 			hits.Add(1)
-			return digits
+			return digits, nil
+		case errors.Is(err, engine.ErrWouldBlock):
+			return "", err
 		case errors.Is(err, engine.ErrCASMismatch), errors.Is(err, engine.ErrNotFound):
 			continue
 		default:
-			return serverError(err)
+			return serverError(err), nil
 		}
 	}
+}
+
+// replaceOpts are the options of a write that rewrites d's value in place
+// (append, prepend, incr, decr): d's CAS, flags and expiry.
+func (s *Server) replaceOpts(d *engine.Document, resident bool) *engine.WriteOptions {
+	wo := s.writeOpts(resident)
+	wo.CAS, wo.Flags, wo.PreserveExpiry = d.CAS, d.Flags, true
+	return wo
 }

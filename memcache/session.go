@@ -49,8 +49,9 @@ type driver interface {
 	full() bool
 	// mayBlock reports whether a command may wait for the disk where it
 	// runs. One that must not (an event loop serving many connections)
-	// has a read whose answer needs the store (an ejected value) stop
-	// there and run on from that key where it may (outcome.block).
+	// runs commands from memory alone, and one that needs the store (an
+	// ejected value, an item out of memory whole) stops there and runs on
+	// where it may (outcome.block), a multi-get from that key.
 	mayBlock() bool
 }
 
@@ -81,10 +82,11 @@ type outcome struct {
 	// swallow is how many bytes of input (a refused data block and its
 	// "\r\n") to discard after the command.
 	swallow int
-	// block: a read's answer needs the store, and the driver must not
-	// wait for it (mayBlock); the keys before getNext are answered, and
-	// the same command is to run on from there where it may block. Only a
-	// driver whose mayBlock says no sees it.
+	// block: the command needs the store (a read's answer, what a write
+	// builds on), and the driver must not wait for it (mayBlock); nothing
+	// was done but the keys of a multi-get before getNext, which are
+	// answered, and the same command is to run on from there where it may
+	// block. Only a driver whose mayBlock says no sees it.
 	block bool
 }
 
@@ -155,25 +157,25 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		return c.storage(ctx, cmd, data)
 	case cmdTouch, cmdDelete, cmdIncr, cmdDecr:
 		key, kind, exptime, delta := cmd.keys[0], cmd.kind, cmd.exptime, cmd.delta
-		write := func(ctx context.Context) string {
+		write := func(ctx context.Context, resident bool) (string, error) {
 			switch kind {
 			case cmdTouch:
-				return s.touch(ctx, key, exptime)
+				return s.touch(ctx, key, exptime, resident)
 			case cmdDelete:
-				return s.delete(ctx, key)
+				return s.delete(ctx, key, resident)
 			default:
-				return s.arith(ctx, key, kind == cmdIncr, delta)
+				return s.arith(ctx, key, kind == cmdIncr, delta, resident)
 			}
 		}
-		switch {
-		case c.drv.async(cmd.noreply):
-			c.drv.submit(ctx, key, 0, cmd.noreply, write)
-		case cmd.noreply:
-			write(ctx)
-		default:
-			c.reply(write(ctx))
+		if c.drv.async(cmd.noreply) {
+			c.drv.submit(ctx, key, 0, cmd.noreply, func(ctx context.Context) string {
+				r, _ := write(ctx, false)
+				return r
+			})
+			return outcome{}
 		}
-		return outcome{}
+		r, err := write(ctx, !c.drv.mayBlock())
+		return c.ran(r, err, cmd.noreply)
 	}
 	var r string
 	switch cmd.kind {
@@ -224,43 +226,62 @@ func (c *session) reply(s string) {
 	c.w.WriteString("\r\n")
 }
 
+// ran is the outcome of a write run now (not pipelined) that answered r,
+// or err: engine.ErrWouldBlock, the write, run from memory alone where the
+// driver must not block, needs the store and did nothing; the command is
+// then run again where it may block (outcome.block), as a get is.
+func (c *session) ran(r string, err error, noreply bool) outcome {
+	if err != nil {
+		return outcome{block: true}
+	}
+	if !noreply {
+		c.reply(r)
+	}
+	return outcome{}
+}
+
 // storage stores a storage command's data block, or refuses an item over
 // the size limit (its block is then swallowed).
 func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcome {
 	s := c.s
 	key := cmd.keys[0]
+	resident := !c.drv.mayBlock()
 	if data == nil { // too large (dataLen)
+		// As memcached: a failed set must not leave stale data behind.
+		if cmd.kind == cmdSet && s.deleteQuietly(ctx, key, resident) != nil {
+			return outcome{block: true} // engine.ErrWouldBlock
+		}
 		s.stats.storeTooLarge.Add(1)
 		if !cmd.noreply {
 			c.reply(replyTooLarge)
 		}
-		if cmd.kind == cmdSet {
-			// As memcached: a failed set must not leave stale data behind.
-			s.deleteQuietly(ctx, key)
-		}
 		return outcome{swallow: cmd.vlen + 2}
 	}
-	s.stats.cmdSet.Add(1)
 	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
+		s.stats.cmdSet.Add(1)
 		if !cmd.noreply {
 			c.reply(replyBadDataChunk)
 		}
 		return outcome{}
 	}
 	if !c.drv.async(cmd.noreply) {
-		r := s.store(ctx, cmd, key, data[:cmd.vlen])
-		if !cmd.noreply {
-			c.reply(r)
+		r, err := s.store(ctx, cmd, key, data[:cmd.vlen], resident)
+		if err == nil { // else run again where it may block: counted then
+			s.stats.cmdSet.Add(1)
 		}
-		return outcome{}
+		return c.ran(r, err, cmd.noreply)
 	}
+	s.stats.cmdSet.Add(1)
 	// The data block is the connection's buffer, reused by the next
 	// command: the pipelined write gets its own copy, and its own copy of
 	// the command.
 	val := append([]byte(nil), data[:cmd.vlen]...)
 	sc := *cmd
 	sc.keys = nil // the connection's, reused by the next command
-	c.drv.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string { return s.store(ctx, &sc, key, val) })
+	c.drv.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string {
+		r, _ := s.store(ctx, &sc, key, val, false)
+		return r
+	})
 	return outcome{}
 }
 
@@ -294,7 +315,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			err error
 		)
 		if touch {
-			d, err = s.getAndTouch(ctx, key, cmd.exptime)
+			d, err = s.getAndTouch(ctx, key, cmd.exptime, !c.drv.mayBlock())
 		} else {
 			d, err = s.get(ctx, key, !c.drv.mayBlock())
 		}

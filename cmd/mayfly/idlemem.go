@@ -17,8 +17,22 @@ var idleMetrics = [...]string{
 }
 
 // idleReleaseBytes is how much reclaimable heap (free or garbage)
-// releaseIdleMemory lets stay resident.
-const idleReleaseBytes = 8 << 20
+// releaseIdleMemory lets stay resident at least; idleReleaseShare, the
+// share of the live heap it lets stay beside it (an eighth), so that an
+// idle server of a large heap, whose own few allocations add up to the
+// least in a minute, does not pay a collection of all of it that often.
+// A server of a thousand small keys (the memcached benchmark) lives in
+// 6-8 MB of heap: 8 MiB let as much again stay resident after a burst. A
+// Go heap keeps 2-3 MB free that it does not give back (its spans' free
+// ends): less than that would collect at every look.
+const (
+	idleReleaseBytes = 4 << 20
+	idleReleaseShare = 8
+)
+
+// releaseLimit is how much reclaimable heap may stay resident beside a
+// live heap of live bytes.
+func releaseLimit(live uint64) uint64 { return max(idleReleaseBytes, live/idleReleaseShare) }
 
 // The release's cadence. Every idleCheckInterval releaseIdleMemory looks at
 // how much the heap allocated since its last look: less than quietAllocBytes
@@ -37,6 +51,7 @@ const (
 // heapFigures are the runtime's figures idleMemory reads.
 type heapFigures struct {
 	reclaimable uint64 // free heap still resident plus garbage not yet collected
+	live        uint64 // live at the last collection
 	allocs      uint64 // allocated since the process started
 }
 
@@ -54,7 +69,7 @@ func readHeap() (f heapFigures, ok bool) {
 		}
 	}
 	free, objects, live := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
-	return heapFigures{reclaimable: free + objects - min(live, objects), allocs: s[3].Value.Uint64()}, true
+	return heapFigures{reclaimable: free + objects - min(live, objects), live: live, allocs: s[3].Value.Uint64()}, true
 }
 
 // reclaimable returns the heap's free memory that is still resident plus its
@@ -65,11 +80,11 @@ func reclaimable() uint64 {
 }
 
 // shouldRelease reports whether idle memory goes back to the system now:
-// more than idleReleaseBytes is reclaimable, and either the heap allocated
+// more than limit is reclaimable (releaseLimit), and either the heap allocated
 // less than quietAllocBytes since the last look (the burst is over) or the
 // last release was at least idleForceInterval ago.
-func shouldRelease(reclaimable, allocatedSince uint64, sinceRelease time.Duration) bool {
-	if reclaimable <= idleReleaseBytes {
+func shouldRelease(reclaimable, limit, allocatedSince uint64, sinceRelease time.Duration) bool {
+	if reclaimable <= limit {
 		return false
 	}
 	return allocatedSince < quietAllocBytes || sinceRelease >= idleForceInterval
@@ -112,7 +127,7 @@ func releaseIdleMemory(ctx context.Context, bin *binaryPages, log *slog.Logger) 
 		sinceRelease += idleCheckInterval
 		sinceBinary += idleCheckInterval
 		f, ok := readHeap()
-		if ok && shouldRelease(f.reclaimable, f.allocs-min(prev.allocs, f.allocs), sinceRelease) {
+		if ok && shouldRelease(f.reclaimable, releaseLimit(f.live), f.allocs-min(prev.allocs, f.allocs), sinceRelease) {
 			debug.FreeOSMemory()
 			sinceRelease = 0
 			f, _ = readHeap() // FreeOSMemory's own collection allocates little, but count from here

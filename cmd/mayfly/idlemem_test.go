@@ -49,8 +49,24 @@ func TestShouldRelease(t *testing.T) {
 		{"just busy", big, quietAllocBytes, idleForceInterval - idleCheckInterval, false},
 	}
 	for _, c := range cases {
-		if got := shouldRelease(c.reclaimable, c.allocated, c.sinceRelease); got != c.want {
-			t.Errorf("%s: shouldRelease(%d, %d, %v) = %v, want %v", c.name, c.reclaimable, c.allocated, c.sinceRelease, got, c.want)
+		if got := shouldRelease(c.reclaimable, idleReleaseBytes, c.allocated, c.sinceRelease); got != c.want {
+			t.Errorf("%s: shouldRelease(%d, %d, %d, %v) = %v, want %v", c.name, c.reclaimable, idleReleaseBytes, c.allocated, c.sinceRelease, got, c.want)
+		}
+	}
+}
+
+// TestReleaseLimit: a small heap gives back all but 4 MiB; a large one
+// keeps an eighth of its live heap reclaimable, so that its idle
+// allocations do not make it collect all of it every few seconds.
+func TestReleaseLimit(t *testing.T) {
+	for _, c := range []struct{ live, want uint64 }{
+		{0, 4 << 20},
+		{8 << 20, 4 << 20},
+		{32 << 20, 4 << 20},
+		{1 << 30, 128 << 20},
+	} {
+		if got := releaseLimit(c.live); got != c.want {
+			t.Errorf("releaseLimit(%d) = %d, want %d", c.live, got, c.want)
 		}
 	}
 }

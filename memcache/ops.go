@@ -61,9 +61,9 @@ func (s *Server) writeOpts(resident bool) *engine.WriteOptions {
 // read whose answer needs the store is engine.ErrWouldBlock, counted
 // nowhere.
 func (s *Server) read(ctx context.Context, key string, resident bool) (*engine.Document, error) {
-	get := s.coll.Get
+	get := s.target().coll.Get
 	if resident {
-		get = s.coll.GetResident
+		get = s.target().coll.GetResident
 	}
 	d, err := get(ctx, key)
 	if errors.Is(err, engine.ErrExpired) {
@@ -98,7 +98,7 @@ func (s *Server) get(ctx context.Context, key string, resident bool) (*engine.Do
 func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64, resident bool) (*engine.Document, error) {
 	wo := s.writeOpts(resident)
 	wo.Expiry = exptime
-	d, err := s.coll.TouchWith(ctx, key, wo)
+	d, err := s.target().coll.TouchWith(ctx, key, wo)
 	if errors.Is(err, engine.ErrWouldBlock) {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64, res
 func (s *Server) touch(ctx context.Context, key string, exptime int64, resident bool) (string, error) {
 	wo := s.writeOpts(resident)
 	wo.Expiry = exptime
-	_, err := s.coll.TouchWith(ctx, key, wo)
+	_, err := s.target().coll.TouchWith(ctx, key, wo)
 	if errors.Is(err, engine.ErrWouldBlock) {
 		return "", err
 	}
@@ -138,7 +138,7 @@ func (s *Server) touch(ctx context.Context, key string, exptime int64, resident 
 
 // delete runs delete.
 func (s *Server) delete(ctx context.Context, key string, resident bool) (string, error) {
-	_, err := s.coll.Delete(ctx, key, s.writeOpts(resident))
+	_, err := s.target().coll.Delete(ctx, key, s.writeOpts(resident))
 	switch {
 	case err == nil:
 		s.stats.deleteHits.Add(1)
@@ -155,7 +155,7 @@ func (s *Server) delete(ctx context.Context, key string, resident bool) (string,
 
 // deleteQuietly deletes key if it is there, ignoring the outcome.
 func (s *Server) deleteQuietly(ctx context.Context, key string, resident bool) error {
-	_, err := s.coll.Delete(ctx, key, s.writeOpts(resident))
+	_, err := s.target().coll.Delete(ctx, key, s.writeOpts(resident))
 	switch {
 	case err == nil, errors.Is(err, engine.ErrNotFound):
 	case errors.Is(err, engine.ErrWouldBlock):
@@ -174,14 +174,14 @@ func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte
 	var err error
 	switch cmd.kind {
 	case cmdSet:
-		_, err = s.coll.Upsert(ctx, key, val, wo)
+		_, err = s.target().coll.Upsert(ctx, key, val, wo)
 	case cmdAdd:
-		_, err = s.coll.Insert(ctx, key, val, wo)
+		_, err = s.target().coll.Insert(ctx, key, val, wo)
 		if errors.Is(err, engine.ErrKeyExists) {
 			return replyNotStored, nil
 		}
 	case cmdReplace:
-		_, err = s.coll.Replace(ctx, key, val, wo)
+		_, err = s.target().coll.Replace(ctx, key, val, wo)
 		if errors.Is(err, engine.ErrNotFound) {
 			return replyNotStored, nil
 		}
@@ -219,7 +219,7 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 		return replyExists, nil
 	}
 	wo.CAS = casID
-	_, err := s.coll.Replace(ctx, key, val, wo)
+	_, err := s.target().coll.Replace(ctx, key, val, wo)
 	switch {
 	case errors.Is(err, engine.ErrWouldBlock):
 		return "", err
@@ -263,7 +263,7 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, re
 		} else {
 			nv = append(append(nv, d.Value...), val...)
 		}
-		_, err = s.coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
+		_, err = s.target().coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
 		switch {
 		case err == nil:
 			s.stats.totalItems.Add(1)
@@ -318,7 +318,7 @@ func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64,
 		if len(nv) < len(d.Value) {
 			nv = append(nv, strings.Repeat(" ", len(d.Value)-len(nv))...)
 		}
-		_, err = s.coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
+		_, err = s.target().coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
 		switch {
 		case err == nil:
 			hits.Add(1)

@@ -17,8 +17,10 @@ import (
 // default collection). It is safe for concurrent use; one Server may Serve
 // several listeners.
 type Server struct {
-	bucket  *engine.Bucket
-	coll    *engine.Collection
+	// tgt is the bucket served and its default collection; it moves to
+	// the bucket's replacement when the bucket restarts (a change of its
+	// evictionPolicy, engine.Bucket.Reopened). Read it through target.
+	tgt     atomic.Pointer[target]
 	clock   engine.Clock
 	opts    Options
 	log     *slog.Logger
@@ -31,6 +33,7 @@ type Server struct {
 	// the disk (the level persists, on a couchbase bucket); it follows the
 	// bucket's durabilityMinLevel. An event loop hands such writes off.
 	writesWait atomic.Bool
+	watchMu    sync.Mutex // guards stopWatch, and the move to a restarted bucket
 	stopWatch  func()
 
 	// flushAt is the engine-clock second at which a delayed flush_all takes
@@ -70,14 +73,50 @@ func New(b *engine.Bucket, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		bucket: b, coll: b.DefaultCollection(), clock: b.Clock(), opts: o, log: o.Logger,
+		clock: b.Clock(), opts: o, log: o.Logger,
 		started: b.Clock().Now(),
 	}
+	s.tgt.Store(&target{bucket: b, coll: b.DefaultCollection()})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.writesWait.Store(s.waitsAt(b.Settings()))
 	s.stopWatch = b.WatchSettings(func(_, updated engine.BucketSettings) { s.writesWait.Store(s.waitsAt(updated)) })
 	return s, nil
+}
+
+// target is what a Server serves: a bucket and its default collection.
+type target struct {
+	bucket *engine.Bucket
+	coll   *engine.Collection
+}
+
+// target returns the bucket served now: the one given to New or, once that
+// one restarted, its replacement (the KV port's connections follow a
+// restart the same way).
+func (s *Server) target() *target {
+	t := s.tgt.Load()
+	if nb := t.bucket.Reopened(); nb != nil {
+		return s.follow(t, nb)
+	}
+	return t
+}
+
+// follow moves the server from old to nb, old's replacement, unless
+// another command moved it already, and watches nb's settings instead.
+func (s *Server) follow(old *target, nb *engine.Bucket) *target {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if t := s.tgt.Load(); t != old {
+		return t
+	}
+	t := &target{bucket: nb, coll: nb.DefaultCollection()}
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.stopWatch = nb.WatchSettings(func(_, updated engine.BucketSettings) { s.writesWait.Store(s.waitsAt(updated)) })
+	}
+	s.writesWait.Store(s.waitsAt(nb.Settings()))
+	s.tgt.Store(t)
+	return t
 }
 
 // waitsAt reports whether a write of the connections' level waits for the
@@ -241,7 +280,12 @@ func (s *Server) Close() error {
 	}
 	ev := s.mu.ev
 	s.mu.Unlock()
-	s.stopWatch()
+	s.watchMu.Lock()
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.stopWatch = nil // a restart seen after Close watches nothing
+	}
+	s.watchMu.Unlock()
 	s.cancel()
 	if ev != nil {
 		ev.stop()
@@ -297,7 +341,7 @@ func (s *Server) flushAll(ctx context.Context, delay int64) error {
 		s.flushMu.Lock()
 		defer s.flushMu.Unlock()
 		s.flushAt.Store(0)
-		_, err := s.bucket.Flush(ctx)
+		_, err := s.target().bucket.Flush(ctx)
 		return err
 	}
 	s.flushAt.Store(at)
@@ -322,7 +366,7 @@ func (s *Server) flushIfDue(ctx context.Context) error {
 	if s.flushAt.Load() != at {
 		return nil // done meanwhile, or replaced by another flush_all
 	}
-	if _, err := s.bucket.Flush(ctx); err != nil {
+	if _, err := s.target().bucket.Flush(ctx); err != nil {
 		return err
 	}
 	s.flushAt.CompareAndSwap(at, 0)

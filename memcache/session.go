@@ -371,7 +371,7 @@ func (c *session) statsReply(sub string) {
 	case "settings":
 		lines = s.settingsStats()
 	case "warmup":
-		lines = warmupStats(s.bucket.WarmupStats())
+		lines = warmupStats(s.target().bucket.WarmupStats())
 	case "reset":
 		s.stats.reset()
 		c.reply(replyReset)

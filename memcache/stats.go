@@ -111,7 +111,7 @@ func i64(v int64) string { return strconv.FormatInt(v, 10) }
 func (s *Server) generalStats() []stat {
 	now := s.clock.Now()
 	st := s.stats.snapshot()
-	es := s.bucket.Stats()
+	es := s.target().bucket.Stats()
 	lines := []stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"uptime", i64(now - s.started)},
@@ -152,7 +152,7 @@ func (s *Server) generalStats() []stat {
 		{"idle_kicks", i64(st.IdleKicks)},
 		{"bytes_read", i64(st.BytesRead)},
 		{"bytes_written", i64(st.BytesWritten)},
-		{"limit_maxbytes", i64(s.bucket.Settings().RAMQuotaMB << 20)},
+		{"limit_maxbytes", i64(s.target().bucket.Settings().RAMQuotaMB << 20)},
 		{"accepting_conns", "1"},
 		// Mayfly never stops listening: it refuses a connection over
 		// max_connections instead (rejected_connections).
@@ -250,7 +250,7 @@ func (s *Server) settingsStats() []stat {
 		return "no"
 	}
 	return []stat{
-		{"maxbytes", i64(s.bucket.Settings().RAMQuotaMB << 20)},
+		{"maxbytes", i64(s.target().bucket.Settings().RAMQuotaMB << 20)},
 		{"maxconns", strconv.Itoa(s.opts.MaxConns)},
 		{"tcpport", port},
 		{"udpport", "0"},
@@ -259,7 +259,7 @@ func (s *Server) settingsStats() []stat {
 		{"oldest", "0"},
 		// As memcached: on where the bucket evicts to keep its quota (a
 		// memcached bucket, an ephemeral one with nruEviction).
-		{"evictions", onOff(evicts(s.bucket.Settings()))},
+		{"evictions", onOff(evicts(s.target().bucket.Settings()))},
 		{"domain_socket", "NULL"},
 		{"cas_enabled", "yes"},
 		{"binding_protocol", "ascii"},
@@ -273,7 +273,7 @@ func (s *Server) settingsStats() []stat {
 		{"shutdown_command", yn(false)},
 		{"max_line_len", strconv.Itoa(s.opts.MaxLineLen)},
 		{"max_get_line_len", strconv.Itoa(s.opts.MaxGetLineLen)},
-		{"bucket", s.bucket.Name()},
+		{"bucket", s.target().bucket.Name()},
 	}
 }
 

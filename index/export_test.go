@@ -427,3 +427,12 @@ func FileBackUndo(path string) (int, error) {
 	})
 	return n, err
 }
+
+// SetBackInFinalTx makes a paged index's write-backs put the back index's
+// changes in their final transactions (as before they were bounded), or
+// not (the default).
+func SetBackInFinalTx(ix *Index, final bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.ps.backFinal = final
+}

@@ -125,6 +125,10 @@ type pager struct {
 	// (see writeBack); 0: writeBackTxBytes; negative: everything in one
 	// transaction, as before the split. Tests and benchmarks set it.
 	txBytes int64
+	// backFinal puts a write-back's back-index changes in its final
+	// transaction, unbounded, without saving what they replace (as
+	// before putBack bounded them); benchmarks set it to compare.
+	backFinal bool
 	// pageTxs counts the transactions write-backs committed before their
 	// final ones (see writeBack), and backTxs those of them that changed
 	// the back index. REQUIRES: Index.mu.
@@ -619,7 +623,8 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	ps := pw.ps
 	back := pw.tx.Bucket(bucketBack)
 	key := []byte(id)
-	if pw.limit() >= 0 {
+	bounded := pw.limit() >= 0 && !ps.backFinal
+	if bounded {
 		undo := pw.tx.Bucket(bucketBackUndo)
 		undo.FillPercent = 1 // in key order, into an empty bucket
 		if undo.Get(key) == nil {
@@ -649,6 +654,9 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	// A document's key lands on its own leaf page of the back index
 	// when the documents are few among many (a build in partition order):
 	// bbolt holds and rewrites that page.
+	if !bounded {
+		return nil
+	}
 	pw.bytes += mapPage
 	return pw.next()
 }

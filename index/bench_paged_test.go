@@ -159,24 +159,28 @@ func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes, dirtyB
 }
 
 // BenchmarkPagedWriteBackPeak builds the 1,000,000-row benchmark view into
-// a paged index (cache and dirty budget of 32 MiB, as "paged" above) with
-// each write-back in one transaction ("onetx", as before the split) and
-// in transactions of at most 16 MiB of pages, after the deletion of the
-// pages freed earlier in bounded transactions too ("split", the default),
-// and
+// a paged index (cache and dirty budget of 32 MiB, as "paged" above), its
+// documents' ids scattered as a build's in partition order are (see
+// benchBatchesOrder), with each write-back in one transaction ("onetx", as
+// before the split), in transactions of at most 16 MiB of pages after the
+// deletion of the pages freed earlier in bounded transactions too, the back
+// index's changes in the final transaction ("split-backfinal", as before
+// the back index's split), and with the back index's changes in bounded
+// transactions too ("split", the default), and
 // reports the peaks, sampled every 2 ms over the build and its Close, of
 // the live heap as the last collection marked it ("peak-live-MiB": the
 // benchmark's 1M documents, about 400 MiB of it, are held throughout), of the process's resident
 // file-backed memory, which is mostly the index file's map
 // ("peak-rssfile-MiB"), and of its whole resident memory
-// ("peak-rss-MiB"), beside the build rate ("rows+close/s"). Run the two
+// ("peak-rss-MiB"), beside the build rate ("rows+close/s"). Run them
 // alternately in one run (-count N) on a shared machine.
 func BenchmarkPagedWriteBackPeak(b *testing.B) {
-	batches := benchBatches()
+	batches := benchBatchesOrder(true)
 	for _, tc := range []struct {
-		name    string
-		txBytes int64
-	}{{"onetx", -1}, {"split", 0}} {
+		name      string
+		txBytes   int64
+		backFinal bool
+	}{{"onetx", -1, false}, {"split-backfinal", 0, true}, {"split", 0, false}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				runtime.GC()
@@ -188,6 +192,7 @@ func BenchmarkPagedWriteBackPeak(b *testing.B) {
 					b.Fatal(err)
 				}
 				index.SetWriteBackTxBytes(ix, tc.txBytes)
+				index.SetBackInFinalTx(ix, tc.backFinal)
 				stop := make(chan struct{})
 				peaks := make(chan [3]uint64)
 				go func() {

@@ -37,14 +37,21 @@ func benchKey(rng *rand.Rand) []byte {
 }
 
 // benchBatches builds the updates, outside any timing.
-func benchBatches() [][]index.DocUpdate {
+func benchBatches() [][]index.DocUpdate { return benchBatchesOrder(false) }
+
+// benchBatchesOrder is benchBatches, with the documents' ids scattered
+// (a permutation of them) if scattered: the order of a build that reads
+// the feed partition by partition, whose documents' ids are hashed to
+// partitions, so each batch's back-index entries land all over the back
+// index, as its rows land all over the tree.
+func benchBatchesOrder(scattered bool) [][]index.DocUpdate {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var out [][]index.DocUpdate
 	for start := 0; start < benchRows; start += benchBatch {
 		batch := make([]index.DocUpdate, 0, benchBatch)
 		for i := start; i < min(start+benchBatch, benchRows); i++ {
 			batch = append(batch, index.DocUpdate{
-				DocID:     fmt.Sprintf("doc%07d", i),
+				DocID:     benchDocID(i, scattered),
 				Partition: uint16(i % 1024),
 				Seq:       uint64(i/1024 + 1),
 				Rows:      map[string][]index.Emit{"v": {{Key: benchKey(rng), Value: []byte("1")}}},
@@ -53,6 +60,15 @@ func benchBatches() [][]index.DocUpdate {
 		out = append(out, batch)
 	}
 	return out
+}
+
+// benchDocID is the id of the benchmark's i-th document: doc and i, or
+// if scattered a permutation of i (7919 is prime to benchRows).
+func benchDocID(i int, scattered bool) string {
+	if scattered {
+		i = i * 7919 % benchRows
+	}
+	return fmt.Sprintf("doc%07d", i)
 }
 
 // buildBench opens an index at path ("" for memory only) and applies the

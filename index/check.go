@@ -1088,6 +1088,11 @@ func (c *checker) checkPages(tx *bolt.Tx, snap *snapshot, pending map[uint64]boo
 	} else if k, _ := log.Cursor().First(); k != nil {
 		c.failf("file: log record %x left after a write-back", k)
 	}
+	if undo := tx.Bucket(bucketBackUndo); undo == nil {
+		c.failf("file: missing back-index undo bucket")
+	} else if k, _ := undo.Cursor().First(); k != nil {
+		c.failf("file: back-index undo entry of %q left after a write-back", k)
+	}
 	seen := map[uint64]bool{}
 	var walk func(n *node)
 	walk = func(n *node) {

@@ -398,3 +398,41 @@ func orphanPages(db *bolt.DB) (int, error) {
 	})
 	return n, err
 }
+
+// WriteBackBackTxs returns the number of transactions before their final
+// ones in which the paged index's write-backs changed the back index.
+func WriteBackBackTxs(ix *Index) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.ps.backTxs
+}
+
+// HookBackTxs is WriteBackBackTxs for a function SetAfterPageTx set,
+// which runs under the index's lock.
+func HookBackTxs(ix *Index) int { return ix.ps.backTxs }
+
+// FileBackUndo returns the number of back-index entries the paged index
+// file at path, not open, holds saved in its undo bucket (left by a
+// write-back that did not finish).
+func FileBackUndo(path string) (int, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Minute})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	n := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketBackUndo).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// SetBackInFinalTx makes a paged index's write-backs put the back index's
+// changes in their final transactions (as before they were bounded), or
+// not (the default).
+func SetBackInFinalTx(ix *Index, final bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.ps.backFinal = final
+}

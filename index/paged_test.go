@@ -935,3 +935,135 @@ func TestPagedWriteBackSplitFails(t *testing.T) {
 	}
 	same("reopened")
 }
+
+// TestPagedWriteBackBackIndexCrash: a write-back puts the back index's
+// changes in bounded transactions before its final one. A copy of the file
+// taken between two of them (what a crash there leaves: part of the back
+// index already at the Applies' state, the roots and the log of before)
+// opens to the index the Applies made, as the in-memory one has it, passes
+// Check, and writes back; so does a copy taken after a write-back failed
+// in its back-index transactions, more Applies changed the same
+// documents, and the next attempt committed one of its own (it keeps the
+// entries the failed one saved, not what that one wrote).
+func TestPagedWriteBackBackIndexCrash(t *testing.T) {
+	views := []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}
+	dir := t.TempDir()
+	cfg := index.WithPagedLeafRows(index.Config{Path: filepath.Join(dir, "p.view"), Signature: "s", NumPartitions: 4,
+		Views: views, Cache: index.NewPageCache(64 << 10), NoSync: true}, 8)
+	ref := openIndex(t, index.Config{NumPartitions: 4, Views: views})
+	ix := openIndex(t, cfg)
+	index.SetCheckpointDocs(ix, 1<<30)
+	index.SetWriteBackTxBytes(ix, 16<<10) // 4 back-index entries a transaction
+	seq := uint64(0)
+	// round r gives document i rows whose keys depend on r, so that a
+	// replay reading an entry of the wrong round leaves rows behind.
+	round := func(r, from, to int) []index.DocUpdate {
+		var ups []index.DocUpdate
+		for i := from; i < to; i++ {
+			seq++
+			u := index.DocUpdate{DocID: fmt.Sprintf("d%04d", (i*7919)%400), Seq: seq}
+			if (i+r)%9 != 0 { // else: no rows now
+				u.Rows = map[string][]index.Emit{"v": emits(
+					fmt.Sprintf(`[%d,%d]`, r, i), strconv.Itoa(i%7),
+					fmt.Sprintf(`"r%d-%d"`, r, i%13), "1")}
+			}
+			ups = append(ups, u)
+		}
+		apply(t, ix, ups...)
+		apply(t, ref, ups...)
+		return ups
+	}
+	same := func(ix *index.Index, where string) {
+		t.Helper()
+		equalStrings(t, where+": rows", rowsOf(t, ix, "v", index.Range{}), rowsOf(t, ref, "v", index.Range{}))
+		for _, g := range []index.Grouping{{}, {Level: 1}} {
+			equalStrings(t, fmt.Sprintf("%s: reduce %+v", where, g), reduced(t, ix, "v", index.Range{}, g), reduced(t, ref, "v", index.Range{}, g))
+		}
+		if a, b := fmt.Sprint(ix.Seqs()), fmt.Sprint(ref.Seqs()); a != b {
+			t.Fatalf("%s: Seqs %s, reference %s", where, a, b)
+		}
+	}
+	// reopen opens a copy of the file a crash left, checks that it is
+	// mid write-back and opens to the reference's state, and writes it back.
+	reopen := func(path, where string) {
+		t.Helper()
+		if n, err := index.FileBackUndo(path); err != nil || n == 0 {
+			t.Fatalf("%s: the copy saves %d back-index entries (%v): not taken mid back index", where, n, err)
+		}
+		ccfg := cfg
+		ccfg.Path = path
+		cx := openIndex(t, ccfg)
+		if !index.PagedDirty(cx) {
+			t.Fatalf("%s: the copy replayed no log: it held the write-back's final state", where)
+		}
+		same(cx, where)
+		if err := cx.WriteBack(); err != nil {
+			t.Fatal(err)
+		}
+		same(cx, where+", written back")
+		checkIndex(t, cx)
+		closeIndex(t, cx)
+		cx = openIndex(t, ccfg)
+		same(cx, where+", reopened")
+	}
+
+	round(0, 0, 400)
+	if err := ix.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	// A crash between two back-index transactions.
+	round(1, 0, 300)
+	crash := filepath.Join(dir, "crash.view")
+	copied := false
+	second := index.WriteBackBackTxs(ix) + 2
+	index.SetAfterPageTx(ix, func() error {
+		if !copied && index.HookBackTxs(ix) >= second {
+			copied = true
+			if err := index.CopyFile(ix, crash); err != nil {
+				t.Errorf("CopyFile: %v", err)
+			}
+		}
+		return nil
+	})
+	if err := ix.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	same(ix, "written back")
+	reopen(crash, "crash between back-index transactions")
+
+	// A failure there, more Applies, and a crash in the next attempt.
+	round(2, 100, 400)
+	errInjected := errors.New("injected")
+	fail := index.WriteBackBackTxs(ix) + 3
+	index.SetAfterPageTx(ix, func() error {
+		if index.HookBackTxs(ix) == fail {
+			return errInjected
+		}
+		return nil
+	})
+	if err := ix.WriteBack(); !errors.Is(err, errInjected) {
+		t.Fatalf("WriteBack: %v, want the injected failure", err)
+	}
+	same(ix, "after the failure")
+	round(3, 0, 200)
+	crash2 := filepath.Join(dir, "crash2.view")
+	last := index.WriteBackBackTxs(ix)
+	index.SetAfterPageTx(ix, func() error {
+		// After each back-index transaction: the copy left is the
+		// last before the final one.
+		if n := index.HookBackTxs(ix); n > last {
+			last = n
+			if err := index.CopyFile(ix, crash2); err != nil {
+				t.Errorf("CopyFile: %v", err)
+			}
+		}
+		return nil
+	})
+	if err := ix.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	index.SetAfterPageTx(ix, nil)
+	same(ix, "written back after the failure")
+	checkIndex(t, ix)
+	reopen(crash2, "crash in the attempt after a failed one")
+}

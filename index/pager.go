@@ -35,8 +35,10 @@ import (
 // publishes the trees; the leaves it changed stay in memory, dirty (no
 // page), with the inner nodes above them. A write-back (see writeBack)
 // writes a page for each node without one (in bounded transactions the
-// roots do not reach yet), then, in a final transaction, the roots, the
-// back index's changes, and empties the log: Apply makes one
+// roots do not reach yet), the back index's changes (in bounded
+// transactions that save the entries they replace, see
+// pageWriter.putBack), then, in a final transaction, the roots, and
+// empties the log: Apply makes one
 // once the dirty leaves reach the dirty budget (see
 // PageCache.SetDirtyBudget) or the log holds checkpointDocs documents and
 // half the index's rows (see writeBackDue), and Close (past checkpointDocs)
@@ -60,6 +62,12 @@ var (
 	bucketPages = []byte("pages")
 	bucketBack  = []byte("back")
 	bucketFree  = []byte("free")
+	// bucketBackUndo holds, while a write-back is unfinished, the entries
+	// the back index had before the write-back's bounded transactions
+	// changed them (see pageWriter.putBack): document id → 1 and the old
+	// rows, or 0 when the document had none. The final transaction
+	// empties it; Open puts back what it holds (see restoreBack).
+	bucketBackUndo = []byte("backundo")
 
 	keyRoots    = []byte("roots")    // per view: tree ref, expiry tree ref (see appendRef)
 	keyNextPage = []byte("nextpage") // 8 bytes big-endian: the next page id
@@ -117,9 +125,14 @@ type pager struct {
 	// (see writeBack); 0: writeBackTxBytes; negative: everything in one
 	// transaction, as before the split. Tests and benchmarks set it.
 	txBytes int64
+	// backFinal puts a write-back's back-index changes in its final
+	// transaction, unbounded, without saving what they replace (as
+	// before putBack bounded them); benchmarks set it to compare.
+	backFinal bool
 	// pageTxs counts the transactions write-backs committed before their
-	// final ones (see writeBack). REQUIRES: Index.mu.
-	pageTxs int
+	// final ones (see writeBack), and backTxs those of them that changed
+	// the back index. REQUIRES: Index.mu.
+	pageTxs, backTxs int
 	// afterPageTx, if set, is called after each such commit (a test's
 	// crash point); an error fails the write-back there, as a failed
 	// commit of the next transaction would. REQUIRES: Index.mu.
@@ -548,7 +561,8 @@ type pageWriter struct {
 	ps    *pager
 	tx    *bolt.Tx
 	pages *bolt.Bucket
-	bytes int64 // page bytes put in tx
+	bytes int64 // page bytes put in tx, and what its back-index puts count
+	backs int   // back-index entries changed in tx
 }
 
 // begin starts pw's next transaction.
@@ -557,9 +571,30 @@ func (pw *pageWriter) begin() error {
 	if err != nil {
 		return err
 	}
-	pw.tx, pw.pages, pw.bytes = tx, tx.Bucket(bucketPages), 0
+	pw.tx, pw.pages, pw.bytes, pw.backs = tx, tx.Bucket(bucketPages), 0, 0
 	pw.pages.FillPercent = 1 // page ids only grow
 	return nil
+}
+
+// limit returns the most bytes pw puts in one transaction; negative: no
+// bound (everything in the final transaction).
+func (pw *pageWriter) limit() int64 {
+	if pw.ps.txBytes == 0 {
+		return writeBackTxBytes
+	}
+	return pw.ps.txBytes
+}
+
+// next commits pw's transaction and begins the next one if it holds its
+// bound's worth.
+func (pw *pageWriter) next() error {
+	if limit := pw.limit(); limit < 0 || pw.bytes < limit {
+		return nil
+	}
+	if err := pw.commit(); err != nil {
+		return err
+	}
+	return pw.begin()
 }
 
 // put writes page id, and moves to a new transaction if tx is full.
@@ -570,17 +605,98 @@ func (pw *pageWriter) put(id uint64, page []byte) error {
 		return err
 	}
 	pw.bytes += int64(len(page))
-	limit := ps.txBytes
-	if limit == 0 {
-		limit = writeBackTxBytes
+	return pw.next()
+}
+
+// putBack writes document id's back-index entry (rows nil: none), and
+// moves to a new transaction if tx is full. The back index must switch
+// with the roots: the log's replay at Open reads it for the rows each
+// logged document had, as the file's trees hold them. So unless pw has
+// no bound (all in the final transaction), the entry the file held
+// before is saved first in the undo bucket, in the same transaction,
+// which the final transaction empties and Open restores (see
+// restoreBack): a crash between leaves the back index as the roots have
+// it. A failed write-back leaves its undo entries in the file; its next
+// attempt keeps them (the entry before the first attempt) rather than
+// saving what the failed one wrote.
+func (pw *pageWriter) putBack(id string, rows []byte) error {
+	ps := pw.ps
+	back := pw.tx.Bucket(bucketBack)
+	key := []byte(id)
+	bounded := pw.limit() >= 0 && !ps.backFinal
+	if bounded {
+		undo := pw.tx.Bucket(bucketBackUndo)
+		undo.FillPercent = 1 // in key order, into an empty bucket
+		if undo.Get(key) == nil {
+			old := back.Get(key)
+			v := make([]byte, 0, 1+len(old))
+			if old != nil {
+				v = append(append(v, 1), old...)
+			} else {
+				v = append(v, 0)
+			}
+			if err := undo.Put(key, v); err != nil {
+				return err
+			}
+		}
 	}
-	if limit < 0 || pw.bytes < limit {
-		return nil // negative: no bound
+	var err error
+	if rows != nil {
+		err = back.Put(key, rows)
+	} else {
+		err = back.Delete(key)
 	}
-	if err := pw.commit(); err != nil {
+	if err != nil {
 		return err
 	}
-	return pw.begin()
+	ps.mm.noteReadIn(pw.tx, mapPage) // the leaf page the key goes to
+	pw.backs++
+	// A document's key lands on its own leaf page of the back index
+	// when the documents are few among many (a build in partition order):
+	// bbolt holds and rewrites that page.
+	if !bounded {
+		return nil
+	}
+	pw.bytes += mapPage
+	return pw.next()
+}
+
+// restoreBack puts back, in tx, the back-index entries the undo bucket
+// saved (see putBack) and empties it: a write-back that did not finish
+// changed them; its roots and free list never reached the file, its log
+// records are still there, and their replay needs the back index the
+// roots go with.
+func restoreBack(tx *bolt.Tx) error {
+	undo := tx.Bucket(bucketBackUndo)
+	if undo == nil { // a file of before the undo bucket
+		_, err := tx.CreateBucket(bucketBackUndo)
+		return err
+	}
+	back := tx.Bucket(bucketBack)
+	n := 0
+	if err := undo.ForEach(func(k, v []byte) error {
+		n++
+		switch {
+		case len(v) == 1 && v[0] == 0:
+			return back.Delete(bytes.Clone(k))
+		case len(v) > 1 && v[0] == 1:
+			return back.Put(bytes.Clone(k), bytes.Clone(v[1:]))
+		}
+		return fmt.Errorf("%w: back-index undo entry of %q", ErrCorrupt, k)
+	}); err != nil || n == 0 {
+		return err
+	}
+	return emptyBackUndo(tx)
+}
+
+// emptyBackUndo empties the undo bucket in tx. Deleting the bucket frees
+// its pages without reading their entries.
+func emptyBackUndo(tx *bolt.Tx) error {
+	if err := tx.DeleteBucket(bucketBackUndo); err != nil {
+		return err
+	}
+	_, err := tx.CreateBucket(bucketBackUndo)
+	return err
 }
 
 // commit commits pw's transaction, one before the write-back's final one.
@@ -588,10 +704,14 @@ func (pw *pageWriter) commit() error {
 	ps := pw.ps
 	tx := pw.tx
 	pw.tx = nil
+	backs := pw.backs
 	if err := tx.Commit(); err != nil {
 		return err
 	}
 	ps.pageTxs++
+	if backs > 0 {
+		ps.backTxs++
+	}
 	ps.mm.release() // what the transaction read and wrote through the map
 	if ps.afterPageTx != nil {
 		return ps.afterPageTx()
@@ -615,12 +735,9 @@ func (pw *pageWriter) deleteEarly(safe uint64) error {
 			keep = append(keep, f)
 		}
 	}
-	if len(early) == 0 || ps.txBytes < 0 {
+	limit := pw.limit()
+	if len(early) == 0 || limit < 0 {
 		return nil
-	}
-	limit := ps.txBytes
-	if limit <= 0 {
-		limit = writeBackTxBytes
 	}
 	perTx := int(max(limit/(2*mapPage), 1)) // each reads about two leaf pages (see deleteFreed)
 	var ids []uint64
@@ -774,6 +891,9 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 		if meta == nil || pages == nil || free == nil || tx.Bucket(bucketBack) == nil || tx.Bucket(bucketLog) == nil {
 			return fmt.Errorf("%w: missing bucket", ErrCorrupt)
 		}
+		if err := restoreBack(tx); err != nil {
+			return err
+		}
 		seqs, next := meta.Get(keySeqs), meta.Get(keyNextPage)
 		if len(seqs) != 8*len(snap.seqs) || len(next) != 8 {
 			return fmt.Errorf("%w: bad meta", ErrCorrupt)
@@ -832,7 +952,7 @@ func (ix *Index) loadPaged(snap *snapshot) error {
 // createPagedBuckets makes the empty buckets and trees of a new paged file
 // of nviews views.
 func createPagedBuckets(tx *bolt.Tx, nviews int) error {
-	for _, name := range [][]byte{bucketPages, bucketBack, bucketFree, bucketLog} {
+	for _, name := range [][]byte{bucketPages, bucketBack, bucketFree, bucketLog, bucketBackUndo} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
@@ -952,15 +1072,19 @@ func (ix *Index) writeBackLocked() (err error) {
 // dropped (listed as free) and the deletion of the dropped pages no
 // reader needs. The new pages go in transactions of about writeBackTxBytes
 // each (see pageWriter), so that neither bbolt's heap nor the file's
-// resident map holds a large build's whole dirty set at once; everything
-// else goes in the last one, the final transaction, with the last pages,
-// but for the deletion of the pages earlier write-backs freed and no reader
-// needs, which goes first, in bounded transactions too (see deleteEarly).
+// resident map holds a large build's whole dirty set at once, and so do the
+// back index's changes after them, each transaction saving the entries it
+// replaces (see pageWriter.putBack); everything else goes in the last one,
+// the final transaction, with the last pages or entries, but for the
+// deletion of the pages earlier write-backs freed and no reader needs,
+// which goes first, in bounded transactions too (see deleteEarly).
 // Until it commits, the file's roots reach none of the new pages (their
-// ids are at or above its stored next page id), so the file always holds
-// one Apply's complete state, never a sequence vector ahead of its pages:
-// after a crash the feed replays from the vector it holds, and Open
-// deletes the orphaned pages.
+// ids are at or above its stored next page id), and the back index it
+// changed is saved as it was, so the file always holds one Apply's
+// complete state, never a sequence vector ahead of its pages: after a
+// crash Open deletes the orphaned pages and restores the back index (see
+// restoreBack), and replays the log, and the feed replays from the vector
+// it holds.
 //
 // The published nodes are never changed (queries read them): the nodes
 // written are copies, with their pages and cached reductions, published as
@@ -1001,26 +1125,21 @@ func (ix *Index) writeBack(gen uint64) error {
 				return err
 			}
 		}
-		// The final transaction: everything else, which must switch with
-		// the roots (the back index too: the log's replay at Open reads
-		// it for the rows a logged document replaces).
-		tx := pw.tx
-		// In key order: bbolt splits its nodes only at commit, so keys
-		// put in random order into a node grown by this transaction cost
-		// a shift of the node's entries each.
-		back := tx.Bucket(bucketBack)
+		// The back index's changes, in bounded transactions too, each
+		// saving the entries it replaces (see putBack); in key order:
+		// bbolt splits its nodes only at commit, so keys put in random
+		// order into a node grown by this transaction cost a shift of the
+		// node's entries each.
 		for _, id := range slices.Sorted(maps.Keys(ps.dirty.back)) {
-			rows := ps.dirty.back[id]
-			var err error
-			if rows != nil {
-				err = back.Put([]byte(id), rows)
-			} else {
-				err = back.Delete([]byte(id))
-			}
-			if err != nil {
+			if err := pw.putBack(id, ps.dirty.back[id]); err != nil {
 				return err
 			}
-			ps.mm.noteReadIn(tx, mapPage) // the leaf page the key goes to
+		}
+		// The final transaction: everything else, which must switch with
+		// the roots, and the undo entries' end.
+		tx := pw.tx
+		if err := emptyBackUndo(tx); err != nil {
+			return err
 		}
 		free := tx.Bucket(bucketFree)
 		freed := slices.Clone(replaced)

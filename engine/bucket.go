@@ -75,6 +75,8 @@ type Bucket struct {
 	}
 
 	cas atomic.Uint64
+	// repl is the bucket's replication wiring (replicated.go).
+	repl replState
 	// minDurability is the rank of the settings' DurabilityMinLevel, read by
 	// every write without the bucket's lock.
 	minDurability atomic.Int32

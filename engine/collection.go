@@ -296,6 +296,9 @@ func checkCAS(key string, old *Document, cas uint64) error {
 // memcached's flush_all does, leaving tombstones so views drop their rows. It
 // returns how many it deleted.
 func (b *Bucket) Flush(ctx context.Context) (int, error) {
+	if b.localWritesOff() {
+		return 0, errLocalWritesOff("flush")
+	}
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
 	}

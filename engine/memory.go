@@ -547,6 +547,9 @@ func (b *Bucket) evictLocked(p *partition, i uint32) bool {
 		return false
 	}
 	if memMode(b.mem.mode.Load()) == memDelete {
+		if b.localWritesOff() {
+			return false // a replicated ephemeral bucket's deletion is not replicated yet
+		}
 		d := p.mu.docs.doc(i)
 		if d.Deleted {
 			return false // a tombstone waits for the metadata purge

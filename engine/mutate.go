@@ -34,6 +34,16 @@ func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, resi
 }
 
 func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	if b.replicator() != nil {
+		return b.mutateReplicated(ctx, k, req, needValue, resident, fn) // replicated.go
+	}
+	return b.mutateOnce(ctx, k, req, needValue, resident, fn)
+}
+
+// mutateOnce is one attempt of mutateWith: the version is computed under
+// the partition's lock and queued, or proposed when the bucket's writes
+// are replicated (replicated.go).
+func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	if err := validateKey(k.key); err != nil {
 		return nil, err
 	}
@@ -91,6 +101,10 @@ func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needV
 	if err != nil {
 		p.mu.Unlock()
 		return nil, err
+	}
+	if r := b.replicator(); r != nil {
+		p.mu.Unlock()
+		return b.replicate(ctx, r, p, k, prev, d, now)
 	}
 	b.stampLocked(p, k, prev, d, now)
 	cb, wait, err := b.queueAtLocked(p, k, prev, d, b.durability(req).Persists())
@@ -339,6 +353,9 @@ func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64)
 	defer p.mu.Unlock()
 	if b.isClosed() {
 		return nil, false, ErrClosed
+	}
+	if b.localWritesOff() {
+		return nil, false, nil // replicated: purges are not replicated yet
 	}
 	now := b.clock.Now()
 	prev := p.mu.docs.get(k)

@@ -239,6 +239,9 @@ func (b *Bucket) updateCollectionInfo(scope, name string, fn func(*CollectionSet
 // reevaluate re-writes the expiration of every live, unpinned document of a
 // collection whose settings now derive a different one, as a touch.
 func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) {
+	if b.localWritesOff() {
+		return 0, errLocalWritesOff("a defaultTTL re-evaluation")
+	}
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
 	}
@@ -309,7 +312,7 @@ func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) 
 // version is already on its way to disk (it applies the rule itself), or if
 // the bucket refuses writes; a crash loses an extension not yet committed.
 func (c *Collection) extend(p *partition, k docKey, d *Document) {
-	if d.ExpiryPinned {
+	if d.ExpiryPinned || c.b.localWritesOff() {
 		return
 	}
 	b := c.b

@@ -1,0 +1,496 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// Replicated writes (issue 22 step 2b). A bucket given a Replicator
+// (SetReplicator) no longer writes its documents itself: a write computes
+// its new version as it always does (mutate's fn, under the partition's
+// lock, with the same rules: CAS, add-exists, expiry, maxTTL, locks, the
+// quota), then hands the decided version to the Replicator as an entry
+// for the partition's replication group, conditioned on the version it
+// built on (its sequence number, 0 for none). Every replica applies the
+// group's committed entries in log order through ApplyReplicated: an
+// entry whose condition still holds becomes the key's next version, its
+// sequence number the entry's log index (monotonic per group; gaps are
+// fine, as Couchbase's are), its CAS the proposer's (raised above the
+// key's last CAS), its "now" the proposer's. The same entries in the same
+// order therefore give every replica the same documents, CAS and
+// sequence numbers. An entry whose condition no longer holds (another
+// write of the key was committed in between) changes nothing anywhere,
+// and its proposer computes the write again on the newer version: so a
+// CAS mismatch or an add on an existing key is decided against the
+// committed history, the same on every replica.
+//
+// An applied version is acknowledged from memory (readable at once, as a
+// write at durability majority is) and reaches the bucket's store in its
+// normal group commits: until then the group's Raft log is the durable
+// copy. ReplicatedDurable tells the replication layer how far the store
+// holds a partition's entries, so a restarted node replays the log from
+// there.
+
+// Replicator proposes a bucket's writes to its partitions' replication
+// groups. The cluster wiring (cmd/mayfly) implements it on replica.Host.
+type Replicator interface {
+	// Replicate proposes entry to partition part's group and waits until
+	// it is committed on a majority and applied here, returning what
+	// ApplyReplicated returned for it. A node that does not lead the
+	// partition answers an error wrapping ErrNotMyVBucket; other
+	// replication failures wrap ErrTempFail (or the context's error).
+	Replicate(ctx context.Context, part int, entry []byte) (ReplicatedResult, error)
+}
+
+// ReplicatedResult is what applying one replicated entry gave.
+type ReplicatedResult struct {
+	// Doc is the version the entry made, nil when it made none.
+	Doc *Document
+	// Err is the entry's own failure, the same on every replica (nil
+	// when it applied).
+	Err error
+}
+
+// errReplConflict is an entry's result when the key changed since its
+// proposer read it: the proposer computes the write again.
+var errReplConflict = errors.New("engine: the document changed while the write was replicated")
+
+// errReplApplied is the result of an entry at or below the partition's
+// sequence number: applied before (a replay after a restart).
+var errReplApplied = errors.New("engine: entry applied before")
+
+// maxReplConflicts bounds a write's attempts against concurrent writers
+// of the same key.
+const maxReplConflicts = 64
+
+// replicatorRef boxes a Replicator for an atomic.Pointer.
+type replicatorRef struct{ r Replicator }
+
+// replState is a bucket's replication wiring.
+type replState struct {
+	r atomic.Pointer[replicatorRef]
+}
+
+// SetReplicator makes the bucket's document writes go through r (nil: back
+// to local writes). Set it before the bucket takes writes: a bucket that
+// replicates must take no local write, whose sequence number would not be
+// a log index. While it is set, the bucket makes no write of its own:
+// reads and the expiry pager leave expired documents in place (a read
+// still answers them missing), a sliding expiry is not extended, and
+// Flush and a defaultTTL re-evaluation are refused (replicated purges come
+// later).
+func (b *Bucket) SetReplicator(r Replicator) {
+	if r == nil {
+		b.repl.r.Store(nil)
+		return
+	}
+	b.repl.r.Store(&replicatorRef{r: r})
+}
+
+// replicator returns the bucket's Replicator, nil when it writes locally.
+func (b *Bucket) replicator() Replicator {
+	if ref := b.repl.r.Load(); ref != nil {
+		return ref.r
+	}
+	return nil
+}
+
+// localWritesOff reports whether the bucket refuses writes of its own
+// (expirations by reads or the pager, sliding extensions, flushes): its
+// writes are replicated.
+func (b *Bucket) localWritesOff() bool { return b.repl.r.Load() != nil }
+
+// errLocalWritesOff is what a refused write of the bucket's own answers.
+func errLocalWritesOff(what string) error {
+	return fmt.Errorf("%w: %s is not available on a replicated bucket yet", ErrInvalidOp, what)
+}
+
+// mutateReplicated is mutateWith for a bucket whose writes are
+// replicated: mutateOnce proposes the version it computes; a conflict
+// (the key changed before the entry applied) computes it again.
+func (b *Bucket) mutateReplicated(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	for range maxReplConflicts {
+		d, err := b.mutateOnce(ctx, k, req, needValue, resident, fn)
+		if !errors.Is(err, errReplConflict) {
+			return d, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: %q changed %d times while the write was replicated", ErrTempFail, k.key, maxReplConflicts)
+}
+
+// replicate proposes d, the version mutate computed for k on prev (the
+// newest version, nil for none) at time now, and returns the version the
+// entry made once it is applied here. It is called without the
+// partition's lock.
+func (b *Bucket) replicate(ctx context.Context, r Replicator, p *partition, k docKey, prev, d *Document, now int64) (*Document, error) {
+	w := replWrite{prevSeq: seqOf(prev), now: now}
+	w.doc = *d
+	w.doc.Key, w.doc.Collection = k.key, k.cid
+	w.doc.CAS = b.nextCAS(now)
+	res, err := r.Replicate(ctx, int(p.id), w.encode())
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	if res.Doc == nil {
+		return nil, fmt.Errorf("%w: the replicated write made no version", ErrTempFail)
+	}
+	return res.Doc, nil
+}
+
+func seqOf(d *Document) uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.Seq
+}
+
+// ApplyReplicated applies one committed entry of partition part's group,
+// at log index index: the entry's version becomes the key's next one,
+// with sequence number index, if the key is still at the version the
+// entry was computed on. It is deterministic: the same entries in the
+// same order give every replica the same documents, CAS and sequence
+// numbers. An entry at or below the partition's sequence number was
+// applied before (a replay after a restart) and changes nothing. A
+// per-entry failure (a conflict, an undecodable entry) is the result's
+// Err; an error is the bucket's (closed, or its store failed), after
+// which this replica cannot apply the group's later entries.
+func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (ReplicatedResult, error) {
+	if part < 0 || part >= len(b.parts) {
+		return ReplicatedResult{}, fmt.Errorf("%w: partition %d of %d", ErrInvalidOp, part, len(b.parts))
+	}
+	var w replWrite
+	if err := w.decode(entry); err != nil {
+		return ReplicatedResult{Err: err}, nil
+	}
+	k := docKey{cid: w.doc.Collection, key: w.doc.Key}
+	p := b.parts[part]
+	if int(partitionOf(k.key, len(b.parts))) != part {
+		return ReplicatedResult{Err: fmt.Errorf("%w: key %q is not in partition %d", ErrInvalidOp, k.key, part)}, nil
+	}
+	p.mu.Lock()
+	if index <= p.mu.seq {
+		p.mu.Unlock()
+		return ReplicatedResult{Err: errReplApplied}, nil
+	}
+	if b.isClosed() {
+		p.mu.Unlock()
+		return ReplicatedResult{}, ErrClosed
+	}
+	if _, err := b.fetchMissLocked(p, k, false); err != nil {
+		p.mu.Unlock()
+		return ReplicatedResult{}, err
+	}
+	prev := p.latestLocked(k)
+	if seqOf(prev) != w.prevSeq {
+		p.mu.Unlock()
+		return ReplicatedResult{Err: errReplConflict}, nil
+	}
+	d := new(Document)
+	*d = w.doc
+	b.stampLocked(p, k, prev, d, w.now)
+	d.Seq, d.CAS = index, w.doc.CAS
+	if prev != nil && d.CAS <= prev.CAS {
+		d.CAS = prev.CAS + 1 // a new leader's clock behind the last one's
+	}
+	b.observeCAS(d.CAS)
+	cb, wait, err := b.queueAtLocked(p, k, prev, d, false)
+	p.mu.Unlock()
+	if err != nil {
+		return ReplicatedResult{}, err
+	}
+	if wait { // the store is behind: apply at its pace, readable once committed
+		if err := cb.wait(context.Background()); err != nil {
+			return ReplicatedResult{}, err
+		}
+	}
+	return ReplicatedResult{Doc: d}, nil
+}
+
+// observeCAS raises the bucket's CAS clock to cas, so this node's next CAS
+// (should it lead) is above every CAS it applied.
+func (b *Bucket) observeCAS(cas uint64) {
+	for {
+		last := b.cas.Load()
+		if last >= cas || b.cas.CompareAndSwap(last, cas) {
+			return
+		}
+	}
+}
+
+// ReplicatedDurable returns partition part's highest sequence number its
+// store holds: with sequence numbers that are log indexes, the log
+// position up to which the store holds every applied entry. A restarted
+// node replays its group's log from there.
+func (b *Bucket) ReplicatedDurable(part int) uint64 {
+	p := b.parts[part]
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.mu.durable
+}
+
+// ReplicatedSnapshot returns partition part's whole state (every key's
+// newest version, tombstones included), in memory, for a replica too far
+// behind its group's log. The caller syncs the bucket first. A bucket
+// whose items leave memory whole (fullEviction) cannot be snapshotted yet.
+func (b *Bucket) ReplicatedSnapshot(part int) ([]byte, error) {
+	if !b.itemsResident() {
+		return nil, fmt.Errorf("%w: a snapshot of a partition whose items left memory", ErrInvalidOp)
+	}
+	p := b.parts[part]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := p.keysLocked(nil)
+	docs := make([]*Document, 0, len(keys))
+	for _, k := range keys {
+		d, err := b.withValueLocked(p.latestLocked(k))
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d)
+	}
+	slices.SortFunc(docs, func(x, y *Document) int { return cmp.Compare(x.Seq, y.Seq) })
+	buf := binary.AppendUvarint([]byte{replFormat}, uint64(len(docs)))
+	for _, d := range docs {
+		buf = appendDoc(buf, d, true)
+	}
+	return buf, nil
+}
+
+// ReplicatedRestore brings partition part to a snapshot's state: each
+// version in it newer than the partition's sequence number becomes its
+// key's, with its sequence number, CAS and revision, and the bucket is
+// synced before it returns, so the store holds the snapshot's position.
+// A key the partition holds and the snapshot does not (its tombstone was
+// purged on the leader) is left as it is.
+func (b *Bucket) ReplicatedRestore(ctx context.Context, part int, data []byte) error {
+	docs, err := decodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	p := b.parts[part]
+	for _, sd := range docs {
+		k := docKey{cid: sd.Collection, key: sd.Key}
+		p.mu.Lock()
+		if sd.Seq <= p.mu.seq {
+			p.mu.Unlock()
+			continue
+		}
+		if b.isClosed() {
+			p.mu.Unlock()
+			return ErrClosed
+		}
+		if _, err := b.fetchMissLocked(p, k, false); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		prev := p.latestLocked(k)
+		d := sd
+		seq, cas, rev := sd.Seq, sd.CAS, sd.RevSeq
+		b.stampLocked(p, k, prev, d, d.DeletedAt)
+		d.Seq, d.CAS, d.RevSeq = seq, cas, rev
+		b.observeCAS(d.CAS)
+		_, _, err := b.queueAtLocked(p, k, prev, d, false)
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return b.Sync(ctx)
+}
+
+// replFormat is the first byte of an entry and a snapshot.
+const replFormat = 1
+
+// replWrite is one replicated entry: the version decided by its proposer
+// (key, collection, value, flags, type, absolute expiry, deletion, its
+// CAS), the sequence number of the version it was computed on, and the
+// proposer's time.
+type replWrite struct {
+	prevSeq uint64
+	now     int64
+	doc     Document
+}
+
+func (w *replWrite) encode() []byte {
+	buf := make([]byte, 0, 64+len(w.doc.Key)+len(w.doc.Value))
+	buf = append(buf, replFormat)
+	buf = binary.AppendUvarint(buf, w.prevSeq)
+	buf = binary.AppendVarint(buf, w.now)
+	return appendDoc(buf, &w.doc, false)
+}
+
+func (w *replWrite) decode(data []byte) error {
+	r := replReader{b: data}
+	if r.byte() != replFormat {
+		return fmt.Errorf("%w: a replicated entry of an unknown format", ErrInvalidOp)
+	}
+	w.prevSeq = r.uvarint()
+	w.now = r.varint()
+	r.doc(&w.doc, false)
+	if r.err != nil || len(r.b) != 0 {
+		return fmt.Errorf("%w: a malformed replicated entry", ErrInvalidOp)
+	}
+	return nil
+}
+
+func decodeSnapshot(data []byte) ([]*Document, error) {
+	r := replReader{b: data}
+	if r.byte() != replFormat {
+		return nil, fmt.Errorf("%w: a partition snapshot of an unknown format", ErrInvalidOp)
+	}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(data)) {
+		return nil, fmt.Errorf("%w: a malformed partition snapshot", ErrInvalidOp)
+	}
+	docs := make([]*Document, 0, n)
+	for range n {
+		d := new(Document)
+		r.doc(d, true)
+		docs = append(docs, d)
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: a malformed partition snapshot", ErrInvalidOp)
+	}
+	return docs, nil
+}
+
+const (
+	replDeleted = 1 << iota
+	replExpired
+	replPinned
+)
+
+// appendDoc encodes the fields of d a write decides (and, with stamped,
+// its sequence number and revision).
+func appendDoc(buf []byte, d *Document, stamped bool) []byte {
+	if stamped {
+		buf = binary.AppendUvarint(buf, d.Seq)
+		buf = binary.AppendUvarint(buf, d.RevSeq)
+	}
+	buf = binary.AppendUvarint(buf, d.CAS)
+	buf = binary.AppendUvarint(buf, uint64(d.Collection))
+	buf = binary.AppendUvarint(buf, uint64(d.Flags))
+	buf = binary.AppendVarint(buf, d.Expiration)
+	buf = binary.AppendVarint(buf, d.DeletedAt)
+	buf = binary.AppendVarint(buf, d.TS)
+	buf = binary.AppendVarint(buf, d.CreatedAt)
+	var bits byte
+	if d.Deleted {
+		bits |= replDeleted
+	}
+	if d.Expired {
+		bits |= replExpired
+	}
+	if d.ExpiryPinned {
+		bits |= replPinned
+	}
+	buf = append(buf, bits)
+	buf = binary.AppendUvarint(buf, uint64(len(d.Type)))
+	buf = append(buf, d.Type...)
+	buf = binary.AppendUvarint(buf, uint64(len(d.Key)))
+	buf = append(buf, d.Key...)
+	if d.Value == nil {
+		return append(buf, 0)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(d.Value))+1)
+	return append(buf, d.Value...)
+}
+
+// replReader decodes entries and snapshots; the first failure sticks.
+type replReader struct {
+	b   []byte
+	err error
+}
+
+var errReplShort = errors.New("short")
+
+func (r *replReader) byte() byte {
+	if r.err != nil || len(r.b) == 0 {
+		r.err = errReplShort
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *replReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errReplShort
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *replReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errReplShort
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *replReader) bytes(n uint64) []byte {
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.err = errReplShort
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *replReader) doc(d *Document, stamped bool) {
+	if stamped {
+		d.Seq = r.uvarint()
+		d.RevSeq = r.uvarint()
+	}
+	d.CAS = r.uvarint()
+	d.Collection = CollectionID(r.uvarint())
+	d.Flags = uint32(r.uvarint())
+	d.Expiration = r.varint()
+	d.DeletedAt = r.varint()
+	d.TS = r.varint()
+	d.CreatedAt = r.varint()
+	bits := r.byte()
+	d.Deleted, d.Expired, d.ExpiryPinned = bits&replDeleted != 0, bits&replExpired != 0, bits&replPinned != 0
+	d.Type = DocType(r.bytes(r.uvarint()))
+	d.Key = string(r.bytes(r.uvarint()))
+	if n := r.uvarint(); n > 0 {
+		d.Value = append([]byte(nil), r.bytes(n-1)...)
+	}
+}
+
+// The errors of replicated writes.
+var (
+	// ErrNotMyVBucket is returned by a write to a partition this node does
+	// not lead (Couchbase's NOT_MY_VBUCKET): a temporary error naming the
+	// leader when one is known (503 over HTTP); nothing was written.
+	// Forwarding to the leader comes with routing (issue 22 step 3).
+	ErrNotMyVBucket = errors.New("engine: not my vbucket")
+	// ErrTempFail is returned by a replicated write that could not be
+	// proposed or whose outcome is not known yet (the group is busy or
+	// closing): a temporary error (503 over HTTP).
+	ErrTempFail = errors.New("engine: temporary failure")
+)

@@ -102,7 +102,8 @@ func (h *Host) Node() string { return h.opts.Node }
 // same initial state on every voter: a snapshot at index 1, term 1, whose
 // ConfState holds the voters. The state machine must already hold what
 // the store holds for it (see ScanMachine): the Host replays only the
-// entries committed after the stored applied index.
+// entries committed after the stored applied index, or, for a
+// DurableMachine, after its durable position.
 func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	if h.ctx.Err() != nil {
 		return ErrClosed
@@ -157,8 +158,15 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 			return fmt.Errorf("replica: group %d: %w", id, err)
 		}
 	}
+	snapIndex := gs.snap.GetMetadata().GetIndex()
+	if dm, ok := sm.(DurableMachine); ok {
+		// Replay from what the machine's own store holds: never before
+		// the snapshot (taken only once the machine was synced up to it)
+		// nor after what this store says was applied.
+		gs.applied = min(max(dm.Durable(), snapIndex), gs.applied)
+	}
 	g := &group{id: id, sm: sm, ms: raft.NewMemoryStorage(), cs: gs.snap.GetMetadata().GetConfState(),
-		applied: gs.applied, snapIndex: gs.snap.GetMetadata().GetIndex()}
+		applied: gs.applied, snapIndex: snapIndex}
 	g.lastStored = g.snapIndex
 	if err := g.ms.ApplySnapshot(gs.snap); err != nil {
 		return fmt.Errorf("replica: group %d: %w", id, err)

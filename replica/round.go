@@ -247,6 +247,13 @@ func (h *Host) maybeSnapshot(g *group) error {
 	if g.applied-g.snapIndex < h.opts.SnapshotEntries {
 		return nil
 	}
+	if dm, ok := g.sm.(DurableMachine); ok {
+		// The snapshot's index must not pass what the machine holds
+		// durably: a restart replays from there (AddGroup).
+		if err := dm.Sync(h.ctx); err != nil {
+			return err
+		}
+	}
 	data, err := g.sm.Snapshot()
 	if err != nil {
 		return err

@@ -1,5 +1,7 @@
 package replica
 
+import "context"
+
 // StateMachine is what a group replicates into: the document engine's
 // partition in step 2b, a key-value map in the tests. Its methods are
 // called from the Host's worker goroutine only, one group at a time.
@@ -53,4 +55,25 @@ type Result struct {
 	Index uint64
 	// Value is what the state machine's Apply returned for it.
 	Value any
+}
+
+// DurableMachine is a StateMachine that keeps what it applies in a store
+// of its own, committed after Apply returns (the document engine's group
+// commits) rather than through Writer in the round's batch: the group's
+// log is the durable copy of an applied entry until the machine's store
+// holds it. The Host therefore restarts such a group from the machine's
+// durable position, not from its stored applied index, replaying the
+// entries committed after it (Apply must ignore an entry it holds
+// already), and syncs the machine before it snapshots it, so a snapshot
+// (and the log compaction behind it) never passes what the machine holds
+// durably.
+type DurableMachine interface {
+	StateMachine
+	// Durable returns the log index up to which the machine's store holds
+	// every entry it applied (entries it applied that changed nothing
+	// count or not: they are replayed and change nothing again).
+	Durable() uint64
+	// Sync makes every entry applied so far durable in the machine's
+	// store.
+	Sync(ctx context.Context) error
 }

@@ -324,7 +324,7 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 	if err := status().WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{victim + " ", "down", "1024 partitions, 1024 degraded", "degraded: 0-1023", "NOT replicated"} {
+	for _, want := range []string{victim + " ", "down", "1024 partitions, 1024 degraded", "degraded: 0-1023", "Documents are replicated"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, text.String())
 		}

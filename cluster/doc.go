@@ -3,10 +3,9 @@
 // for each bucket, the map of its 1024 partitions (each partition's voters,
 // preferred leader and epoch).
 //
-// This is step 1 of issue 22: the state layer only. Data is NOT replicated
-// yet: each node's engine serves its own documents as a single node does,
-// and the partition map says where partitions will live once step 2 gives
-// each partition a Raft group (go.etcd.io/raft/v3).
+// This is step 1 of issue 22: the state layer. The documents are
+// replicated by package replica (step 2b), a Raft group per partition
+// (go.etcd.io/raft/v3) whose voters are the partition map's.
 //
 // The first three nodes of the peer list (five when it has five or more)
 // each run an etcd member inside the process; the others are etcd clients

@@ -211,7 +211,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.etcd != nil {
 		role = "etcd member"
 	}
-	n.logger.Info("cluster: joined; data is NOT replicated yet (issue 22 step 1: cluster state only)",
+	n.logger.Info("cluster: joined",
 		"node", cfg.Node, "role", role, "peers", len(cfg.Peers), "etcd_members", len(members))
 	return n, nil
 }

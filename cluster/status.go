@@ -127,7 +127,7 @@ func (s *Status) Bucket(name string) (BucketStatus, bool) {
 // WriteText writes the status for a person to read.
 func (s *Status) WriteText(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("Data is NOT replicated yet (issue 22 step 1: cluster state only); each node serves its own documents.\n")
+	b.WriteString("Documents are replicated, a Raft group per partition (issue 22 step 2b); no routing yet: writes go to each partition's leader.\n")
 	orch := s.Orchestrator
 	if orch == "" {
 		orch = "(none elected)"

@@ -20,10 +20,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// notReplicated is said wherever the cluster shows itself: step 1 of issue
-// 22 keeps the cluster's state in etcd, and every node still serves its own
-// documents.
-const notReplicated = "Data is NOT replicated yet (issue 22 step 1: cluster state only; each node serves its own documents)"
+// replicatedNote is said wherever the cluster shows itself: what step 2b of
+// issue 22 does and does not do yet.
+const replicatedNote = "Documents are replicated, a Raft group per partition (issue 22 step 2b); no routing yet: a write to a partition this node does not lead answers that it is not its vbucket, naming the leader, and a read answers from this node's copy"
 
 // clusterFlags are serve's cluster flags.
 type clusterFlags struct {
@@ -40,7 +39,7 @@ type clusterFlags struct {
 // addClusterFlags defines serve's cluster flags on fs.
 func addClusterFlags(fs *pflag.FlagSet, c *clusterFlags) {
 	fs.StringVar(&c.node, "node", "", "this node's name in --peers (required with --peers)")
-	fs.StringVar(&c.peers, "peers", "", "join a cluster: n1=HOST:PORT,n2=HOST:PORT,... each node's cluster port P (reserved for replication, issue 22 step 2); the first 3 (5 when 5 or more) run an embedded etcd member on P+1 (peer) and P+2 (client), data in <data>/cluster/etcd. Without it: a single node, no etcd. "+notReplicated)
+	fs.StringVar(&c.peers, "peers", "", "join a cluster: n1=HOST:PORT,n2=HOST:PORT,... each node's cluster port P (replication's transport); the first 3 (5 when 5 or more) run an embedded etcd member on P+1 (peer) and P+2 (client), data in <data>/cluster/etcd. Without it: a single node, no etcd. "+replicatedNote)
 	fs.IntVar(&c.peerOffset, "cluster-etcd-peer-offset", cluster.DefaultEtcdPeerOffset, "etcd's peer port is each node's cluster port plus this (the same on every node)")
 	fs.IntVar(&c.clientOffset, "cluster-etcd-client-offset", cluster.DefaultEtcdClientOffset, "etcd's client port is each node's cluster port plus this (the same on every node)")
 	fs.DurationVar(&c.lease, "cluster-lease", cluster.DefaultLeaseTTL, "a node that has not renewed its lease for this long is down (whole seconds)")
@@ -91,10 +90,10 @@ func (c *clusterFlags) config() (cluster.Config, error) {
 // startClusterNode joins the cluster --peers names and defines there the
 // buckets this node has that the cluster does not have yet, at start and
 // as they are created.
-func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, error) {
+func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, *replication, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The addresses the other nodes and clients are told: a port listening
 	// on every interface ("[::]:8091") is reached at this node's host in
@@ -105,23 +104,34 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 		}
 	}
 	cc.DataDir, cc.HTTP, cc.KV, cc.Version, cc.Logger = cfg.data, httpAddr, kvAddr, clusterconfig.Version, logger
-	logger.Warn("cluster: " + notReplicated)
+	logger.Warn("cluster: " + replicatedNote)
 	n, err := cluster.Start(ctx, cc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The buckets open now, and each one created later (over HTTP): the
-	// orchestrator places the partitions of those the cluster defines.
+	// orchestrator places the partitions of those the cluster defines,
+	// and their writes go through their partitions' Raft groups.
 	if err := eng.Attach(ctx, clusterBuckets{n}); err != nil {
 		n.Close()
-		return nil, err
+		return nil, nil, err
+	}
+	repl, err := startReplication(cfg, n, logger)
+	if err != nil {
+		n.Close()
+		return nil, nil, err
+	}
+	if err := eng.Attach(ctx, repl); err != nil {
+		repl.Close()
+		n.Close()
+		return nil, nil, err
 	}
 	role := "an etcd client"
 	if n.IsMember() {
 		role = "an etcd member"
 	}
-	fmt.Fprintf(stdout, "mayfly: cluster node %s, %s, in a cluster of %d. %s\n", cc.Node, role, len(cc.Peers), notReplicated)
-	return n, nil
+	fmt.Fprintf(stdout, "mayfly: cluster node %s, %s, in a cluster of %d, replicating on %s. %s\n", cc.Node, role, len(cc.Peers), repl.h.Addr(), replicatedNote)
+	return n, repl, nil
 }
 
 // clusterNodes lists the other nodes of n's cluster for /pools/default;
@@ -162,7 +172,7 @@ func clusterNodes(n *cluster.Node) func(context.Context) ([]clusterconfig.Node, 
 // newClusterCmd is `mayfly cluster`.
 func newClusterCmd() *cobra.Command {
 	return groupCmd("cluster", "The cluster's state (issue 22 step 1)",
-		"The cluster's state as its etcd holds it. "+notReplicated+".", newClusterStatusCmd())
+		"The cluster's state as its etcd holds it. "+replicatedNote+".", newClusterStatusCmd())
 }
 
 // newClusterStatusCmd is `mayfly cluster status`.
@@ -178,7 +188,7 @@ func newClusterStatusCmd() *cobra.Command {
 the elected orchestrator, and per bucket the partitions each node leads and
 holds and the degraded ones. Give the peer list serve was given (its etcd
 members' client ports are found from it) or etcd's client URLs.
-` + notReplicated + ".",
+` + replicatedNote + ".",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var eps, names []string

@@ -95,8 +95,8 @@ func TestServeCluster(t *testing.T) {
 		if i == 0 {
 			addr = got[0]
 		}
-		if !strings.Contains(outs[i].String(), "Data is NOT replicated yet") {
-			t.Fatalf("serve n%d did not say data is not replicated:\n%s", i+1, outs[i].String())
+		if !strings.Contains(outs[i].String(), "Documents are replicated") {
+			t.Fatalf("serve n%d did not say what is replicated:\n%s", i+1, outs[i].String())
 		}
 		if _, err := os.Stat(filepath.Join(dirs[i], "cluster", "etcd")); err != nil {
 			t.Fatalf("n%d's etcd data: %v", i+1, err)
@@ -114,7 +114,7 @@ func TestServeCluster(t *testing.T) {
 			t.Fatalf("cluster status: %d %q %q", code, o, errOut)
 		}
 	}
-	for _, want := range []string{"NOT replicated", "orchestrator: n", "n1 ", "leads  34", "holds 1024"} {
+	for _, want := range []string{"Documents are replicated", "orchestrator: n", "n1 ", "leads  34", "holds 1024"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cluster status lacks %q:\n%s", want, out)
 		}

@@ -265,14 +265,16 @@ func newServeCmd() *cobra.Command {
 		Long: `Starts Mayfly on a data directory. SIGINT or SIGTERM shuts it down cleanly,
 flushing every acknowledged write.
 
-A cluster (issue 22, step 1): --node NAME --peers n1=HOST:PORT,n2=HOST:PORT,...
+A cluster (issue 22, steps 1 and 2b): --node NAME --peers n1=HOST:PORT,n2=HOST:PORT,...
 where PORT is each node's cluster port P. The first 3 nodes of the list (5
 when it has 5 or more) run an embedded etcd member: its peer port is P+1 and
 its client port P+2 (--cluster-etcd-peer-offset, --cluster-etcd-client-offset;
-the same on every node); P itself is kept for replication (step 2). etcd
+the same on every node); P itself carries replication: the node's Raft
+groups, one per partition it holds a copy of, stored under
+<data>/cluster/raft. etcd
 holds the nodes (each on a lease), the elected orchestrator, the bucket
 definitions and each bucket's partition map; see mayfly cluster status.
-` + notReplicated + `. etcd's ports have no authentication or TLS
+` + replicatedNote + `. etcd's ports have no authentication or TLS
 yet: beyond loopback, --cluster-allow-remote. Without --peers, Mayfly is a
 single node and starts no etcd.`,
 		Args: noArgs,
@@ -507,18 +509,25 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
 	}
 
-	// A cluster (issue 22 step 1): its state in etcd; the local engine
-	// serves as a single node's does (cluster.go).
+	// A cluster (issue 22 steps 1 and 2b): its state in etcd, the
+	// buckets' writes through their partitions' Raft groups (cluster.go,
+	// replication.go).
 	var cnode *cluster.Node
 	if cfg.cl.peers != "" {
 		kvAddr := ""
 		if kvLn != nil {
 			kvAddr = kvLn.Addr().String()
 		}
-		if cnode, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, stdout, logger); err != nil {
+		var repl *replication
+		if cnode, repl, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, stdout, logger); err != nil {
 			return err
 		}
 		defer cnode.Close()
+		defer func() {
+			if err := repl.Close(); err != nil {
+				logger.Error("stopping replication", "err", err)
+			}
+		}()
 	}
 
 	var viewCache *index.PageCache

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/replica"
+)
+
+// mapPoll is how often a bucket without a partition map yet looks for one.
+const mapPoll = 250 * time.Millisecond
+
+// replication runs a cluster node's Raft groups (issue 22 step 2b): a
+// replica.Host on the node's cluster port, and for each bucket, once the
+// orchestrator has placed it, the groups of the partitions this node is a
+// voter of, each with the engine's partition as its state machine. It is
+// an engine.BucketService: a bucket attached writes through its
+// partitions' groups from then on (until its map is there, a write
+// answers that its partition has no leader).
+type replication struct {
+	n      *cluster.Node
+	h      *replica.Host
+	logger *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startReplication opens the node's replica.Host: listening on its
+// cluster port, its store under <data>/cluster/raft, peers resolved
+// through etcd.
+func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*replication, error) {
+	cc, err := cfg.cl.config()
+	if err != nil {
+		return nil, err
+	}
+	listen := ""
+	for _, p := range cc.Peers {
+		if p.Name == cc.Node {
+			listen = p.Addr()
+		}
+	}
+	h, err := replica.Open(replica.Options{
+		Dir: filepath.Join(cfg.data, "cluster", "raft"), Node: cc.Node, Listen: listen,
+		AllowRemote: cfg.cl.remote, Resolver: replica.ClusterResolver(n.Client()), Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting replication on %s: %w", listen, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &replication{n: n, h: h, logger: logger, ctx: ctx, cancel: cancel}, nil
+}
+
+// Close stops following maps and closes the Host (its groups stop; a
+// write waiting for one fails).
+func (r *replication) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	return r.h.Close()
+}
+
+// AttachBucket makes b's writes go through its partitions' groups and
+// starts them once b's map exists.
+func (r *replication) AttachBucket(_ context.Context, b *engine.Bucket) error {
+	b.SetReplicator(&replica.BucketReplicator{Host: r.h, Bucket: b.Name(), Describe: r.describe})
+	r.wg.Go(func() { r.follow(b) })
+	return nil
+}
+
+// DetachBucket does nothing: a closed bucket's groups answer its entries
+// with ErrClosed (the Host has no group removal yet).
+func (r *replication) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+
+// follow waits for b's partition map, then adds b's groups of this node.
+func (r *replication) follow(b *engine.Bucket) {
+	var m *cluster.PartitionMap
+	for m == nil {
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		got, _, err := cluster.ReadMap(ctx, r.n.Client(), b.Name())
+		cancel()
+		switch {
+		case r.ctx.Err() != nil:
+			return
+		case err != nil:
+			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
+		case got != nil:
+			m = got
+			continue
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(mapPoll):
+		}
+	}
+	if len(m.Partitions) != b.NumPartitions() {
+		r.logger.Error("replication: the bucket's partitions are not the map's; its writes will fail",
+			"bucket", b.Name(), "partitions", b.NumPartitions(), "map", len(m.Partitions))
+		return
+	}
+	// The partitions' durable positions are known once warm.
+	if err := b.WaitWarm(r.ctx); err != nil {
+		return
+	}
+	groups := replica.MapGroups(m, r.h.Node())
+	for _, g := range groups {
+		err := r.h.AddGroup(replica.BucketGroup(b.Name(), g.Partition), g.Voters, replica.BucketMachine{Bucket: b, Partition: g.Partition})
+		if err != nil && !errors.Is(err, replica.ErrGroupExists) {
+			if r.ctx.Err() == nil {
+				r.logger.Error("replication: starting a partition's group", "bucket", b.Name(), "partition", g.Partition, "err", err)
+			}
+			return
+		}
+	}
+	r.logger.Info("replication: running the bucket's groups", "bucket", b.Name(), "groups", len(groups))
+}
+
+// describe is a node's HTTP address as it publishes it, for the error of
+// a write sent to a node that does not lead its partition.
+func (r *replication) describe(ctx context.Context, node string) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, err := cluster.ReadNode(ctx, r.n.Client(), node)
+	if err != nil || info.HTTP == "" {
+		return ""
+	}
+	return "http://" + info.HTTP
+}

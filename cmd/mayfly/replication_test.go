@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// procNode is one `mayfly serve --peers` in its own process (this test
+// binary run as mayfly, TestMain), so that it can be killed with SIGKILL.
+type procNode struct {
+	name, dir string
+	args      []string
+	cmd       *exec.Cmd
+	out       *syncBuffer
+	http, mc  string
+}
+
+// start starts the process; started waits for it to serve (a node of a
+// cluster forming serves once a quorum of etcd members answers).
+func (n *procNode) start(t *testing.T) {
+	t.Helper()
+	args, _ := json.Marshal(n.args)
+	n.out = &syncBuffer{}
+	n.cmd = exec.Command(os.Args[0])
+	n.cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(args), "MAYFLY_ADMIN_PASSWORD=password")
+	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *procNode) started(t *testing.T) {
+	t.Helper()
+	got := served(t, n.out, "serving HTTP on http://", "serving memcached on ", "replicating on ")
+	n.http, n.mc = got[0], strings.Fields(got[1])[0]
+}
+
+// kill ends the process with SIGKILL: nothing is flushed or closed.
+func (n *procNode) kill() {
+	if n.cmd != nil {
+		n.cmd.Process.Kill()
+		n.cmd.Wait()
+		n.cmd = nil
+	}
+}
+
+// stop ends the process with SIGTERM (a clean shutdown), or SIGKILL after
+// a generous wait.
+func (n *procNode) stop() {
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { n.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		n.cmd.Process.Kill()
+		<-done
+	}
+	n.cmd = nil
+}
+
+// docReq sends an HTTP request for a document of the default bucket.
+func docReq(method, addr, key, body string) (int, []byte, error) {
+	req, err := http.NewRequest(method, "http://"+addr+"/default/docs/"+key, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.SetBasicAuth("Administrator", "password")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	cl := http.Client{Timeout: time.Minute}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// ackedDoc is what a write's answer said.
+type ackedDoc struct {
+	value    string
+	cas, seq uint64
+	deleted  bool
+	node     string // the node that acknowledged it
+}
+
+// writeAnywhere writes key on whichever live node leads its partition: a
+// node that does not lead answers 503 "not my vbucket" naming the leader;
+// a partition electing a leader answers so too, and is retried until a
+// generous deadline. It returns what the acknowledging node answered.
+func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) ackedDoc {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute) // a hang, not a busy machine
+	var last string
+	for {
+		for _, n := range nodes {
+			if n.cmd == nil {
+				continue
+			}
+			code, body, err := docReq(method, n.http, key, value)
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			if code == http.StatusOK || code == http.StatusCreated {
+				var res struct {
+					CAS uint64 `json:"cas"`
+					Seq uint64 `json:"seq"`
+				}
+				if err := json.Unmarshal(body, &res); err != nil || res.CAS == 0 || res.Seq == 0 {
+					t.Fatalf("%s %s on %s: %d %s", method, key, n.name, code, body)
+				}
+				return ackedDoc{value: value, cas: res.CAS, seq: res.Seq, deleted: method == http.MethodDelete, node: n.name}
+			}
+			if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not my vbucket") {
+				t.Fatalf("%s %s on %s: %d %s", method, key, n.name, code, body)
+			}
+			last = string(body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s: no node acknowledged it: %s", method, key, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readsAcked checks that node n reads every acknowledged write as it was
+// acknowledged: the same value, CAS and sequence number (deleted keys
+// missing).
+func readsAcked(n *procNode, acked map[string]ackedDoc) error {
+	for k, a := range acked {
+		code, body, err := docReq(http.MethodGet, n.http, k+"?meta=true", "")
+		if err != nil {
+			return err
+		}
+		if a.deleted {
+			if code != http.StatusNotFound {
+				return fmt.Errorf("%s: deleted %s reads %d %s", n.name, k, code, body)
+			}
+			continue
+		}
+		var env struct {
+			Meta struct {
+				CAS uint64 `json:"cas"`
+				Seq uint64 `json:"seq"`
+			} `json:"meta"`
+			JSON json.RawMessage `json:"json"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &env) != nil {
+			return fmt.Errorf("%s: %s reads %d %s", n.name, k, code, body)
+		}
+		if env.Meta.CAS != a.cas || env.Meta.Seq != a.seq || string(env.JSON) != a.value {
+			return fmt.Errorf("%s: %s reads cas %d seq %d %s, acknowledged cas %d seq %d %s",
+				n.name, k, env.Meta.CAS, env.Meta.Seq, env.JSON, a.cas, a.seq, a.value)
+		}
+	}
+	return nil
+}
+
+// eventuallyT polls cond until it holds or a generous deadline (a hang
+// guard, not a speed assertion) passes.
+func eventuallyT(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// memcachedSet sends one set on the memcached port and returns the reply
+// line.
+func memcachedSet(addr, key, value string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	if _, err := fmt.Fprintf(c, "set %s 0 0 %d\r\n%s\r\n", key, len(value), value); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// TestReplicatedClusterSurvivesKill runs three `mayfly serve --peers`
+// processes on loopback. Writes (HTTP PUT and DELETE, memcached set) are
+// acknowledged by each partition's leader once committed on a majority and
+// applied there, and read on every node with the CAS and sequence number
+// the writer was told; a node that does not lead a partition refuses its
+// writes naming the leader. One node is killed with SIGKILL: its
+// partitions elect leaders among the survivors and writes go on, and no
+// acknowledged write is lost; restarted on its data, it catches up.
+func TestReplicatedClusterSurvivesKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three server processes")
+	}
+	taken := map[int]bool{}
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
+	}
+	nodes := make([]*procNode, 3)
+	for i := range nodes {
+		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
+		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "",
+			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
+			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m"}
+		nodes[i] = n
+	}
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s's output:\n%s", n.name, n.out.String())
+			}
+		}
+	}()
+
+	acked := map[string]ackedDoc{}
+	write := func(method, key, value string) {
+		acked[key] = writeAnywhere(t, nodes, method, key, value)
+	}
+	for i := range 60 {
+		write(http.MethodPut, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"v":%d}`, i))
+	}
+	for i := range 10 {
+		write(http.MethodPut, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"v":%d,"again":true}`, i))
+	}
+	for i := 10; i < 15; i++ {
+		write(http.MethodDelete, fmt.Sprintf("k%d", i), "")
+	}
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
+	}
+
+	// The memcached port: the partition's leader stores; the others say
+	// it is not their vbucket.
+	stored, refused := 0, 0
+	for _, n := range nodes {
+		reply, err := memcachedSet(n.mc, "mc", `"memcached"`)
+		switch {
+		case err != nil:
+			t.Fatalf("memcached on %s: %v", n.name, err)
+		case reply == "STORED":
+			stored++
+		case strings.Contains(reply, "not my vbucket") && strings.Contains(reply, "led by node n"):
+			refused++
+		default:
+			t.Fatalf("memcached set on %s: %q", n.name, reply)
+		}
+	}
+	if stored != 1 || refused != 2 {
+		t.Fatalf("memcached set: %d nodes stored it, %d refused, want 1 and 2", stored, refused)
+	}
+
+	// Kill a node that leads some of the partitions written; the
+	// survivors take over its partitions.
+	victim := nodes[2]
+	led := 0
+	for _, a := range acked {
+		if a.node == victim.name {
+			led++
+		}
+	}
+	if led == 0 {
+		t.Fatalf("%s acknowledged none of %d writes: it leads none of their partitions", victim.name, len(acked))
+	}
+	victim.kill()
+	for i := 60; i < 120; i++ {
+		write(http.MethodPut, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"v":%d,"after":"kill"}`, i))
+	}
+	for i := 20; i < 25; i++ {
+		write(http.MethodDelete, fmt.Sprintf("k%d", i), "")
+	}
+	for _, n := range nodes[:2] {
+		eventuallyT(t, n.name+" reads every write acknowledged before and after the kill", func() error { return readsAcked(n, acked) })
+	}
+
+	// Back on its data, it catches up (and takes writes with the others).
+	victim.start(t)
+	victim.started(t)
+	for i := 120; i < 140; i++ {
+		write(http.MethodPut, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"v":%d,"after":"restart"}`, i))
+	}
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" reads every acknowledged write after the restart", func() error { return readsAcked(n, acked) })
+	}
+}

@@ -1,0 +1,126 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// BucketGroup is the Raft group of a bucket's partition: the FNV-64a hash
+// of the bucket's name with its low 16 bits replaced by the partition
+// number, the same on every node.
+func BucketGroup(bucket string, part int) GroupID {
+	h := fnv.New64a()
+	h.Write([]byte(bucket))
+	return GroupID(h.Sum64()&^0xffff | uint64(part)&0xffff)
+}
+
+// BucketMachine is one partition of an engine bucket as a group's state
+// machine (a DurableMachine): committed entries are applied through
+// engine.Bucket.ApplyReplicated, sequence number = log index, and reach
+// the bucket's store in its own group commits.
+type BucketMachine struct {
+	// Bucket is the engine's bucket.
+	Bucket *engine.Bucket
+	// Partition is the partition's number.
+	Partition int
+}
+
+// Apply implements StateMachine: each entry's result is an
+// engine.ReplicatedResult. Nothing is written through w: the bucket's
+// store holds the applied versions. A closed bucket (deleted, or the node
+// shutting down) fails each entry, not the Host.
+func (m BucketMachine) Apply(_ Writer, ents []Entry) ([]any, error) {
+	out := make([]any, len(ents))
+	for i, e := range ents {
+		res, err := m.Bucket.ApplyReplicated(m.Partition, e.Index, e.Data)
+		switch {
+		case errors.Is(err, engine.ErrClosed):
+			res = engine.ReplicatedResult{Err: err}
+		case err != nil:
+			return nil, fmt.Errorf("bucket %q partition %d: %w", m.Bucket.Name(), m.Partition, err)
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+// Durable implements DurableMachine: the partition's highest sequence
+// number on disk, a log index.
+func (m BucketMachine) Durable() uint64 { return m.Bucket.ReplicatedDurable(m.Partition) }
+
+// Sync implements DurableMachine: the bucket's queued writes are
+// committed.
+func (m BucketMachine) Sync(ctx context.Context) error { return m.Bucket.Sync(ctx) }
+
+// Snapshot implements StateMachine: the partition's whole state, in
+// memory.
+func (m BucketMachine) Snapshot() ([]byte, error) { return m.Bucket.ReplicatedSnapshot(m.Partition) }
+
+// Restore implements StateMachine: the partition takes the snapshot's
+// versions and is synced.
+func (m BucketMachine) Restore(_ Writer, data []byte) error {
+	return m.Bucket.ReplicatedRestore(context.Background(), m.Partition, data)
+}
+
+// MaxProposeWait bounds how long a replicated write waits for its entry to
+// be committed and applied before it answers a temporary failure (its
+// outcome then unknown).
+const MaxProposeWait = 30 * time.Second
+
+// BucketReplicator is a bucket's engine.Replicator on a Host: a write to a
+// partition this node leads is proposed to the partition's group and
+// answered once committed on a majority's disks and applied here; a write
+// to one it does not lead answers engine.ErrNotMyVBucket naming the
+// leader (forwarding comes with routing).
+type BucketReplicator struct {
+	// Host runs the partitions' groups.
+	Host *Host
+	// Bucket is the bucket's name (BucketGroup).
+	Bucket string
+	// Describe, if set, says where a node is reached (its HTTP address),
+	// for the error of a write sent to a node that does not lead.
+	Describe func(ctx context.Context, node string) string
+}
+
+// Replicate implements engine.Replicator.
+func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
+	id := BucketGroup(r.Bucket, part)
+	leader, ok := r.Host.Leader(id)
+	switch {
+	case !ok:
+		if _, err := r.Host.group(id); err != nil && !errors.Is(err, ErrClosed) {
+			return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: this node holds no copy of it (yet)", engine.ErrNotMyVBucket, part)
+		}
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
+	case leader != r.Host.Node():
+		where := ""
+		if r.Describe != nil {
+			if a := r.Describe(ctx, leader); a != "" {
+				where = " at " + a
+			}
+		}
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d is led by node %s%s; send the write there", engine.ErrNotMyVBucket, part, leader, where)
+	}
+	pctx, cancel := context.WithTimeout(ctx, MaxProposeWait)
+	defer cancel()
+	res, err := r.Host.Propose(pctx, id, entry)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNoLeader):
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
+	case ctx.Err() != nil:
+		return engine.ReplicatedResult{}, fmt.Errorf("partition %d: %w", part, ctx.Err())
+	default: // busy, closing, or no answer in time: the outcome may be unknown
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: %w", engine.ErrTempFail, part, err)
+	}
+	v, ok := res.Value.(engine.ReplicatedResult)
+	if !ok {
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: an entry's result of type %T", engine.ErrTempFail, part, res.Value)
+	}
+	return v, nil
+}

@@ -15,13 +15,14 @@ import (
 // its new version as it always does (mutate's fn, under the partition's
 // lock, with the same rules: CAS, add-exists, expiry, maxTTL, locks, the
 // quota), then hands the decided version to the Replicator as an entry
-// for the partition's replication group, conditioned on the version it
-// built on (its sequence number, 0 for none). Every replica applies the
+// for the partition's replication group, conditioned on the live version
+// it built on (its sequence number, 0 for none: missing, deleted or
+// expired at the proposer's time). Every replica applies the
 // group's committed entries in log order through ApplyReplicated: an
 // entry whose condition still holds becomes the key's next version, its
 // sequence number the entry's log index (monotonic per group; gaps are
 // fine, as Couchbase's are), its CAS the proposer's (raised above the
-// key's last CAS), its "now" the proposer's. The same entries in the same
+// key's last CAS), its revision and "now" the proposer's. The same entries in the same
 // order therefore give every replica the same documents, CAS and
 // sequence numbers. An entry whose condition no longer holds (another
 // write of the key was committed in between) changes nothing anywhere,
@@ -131,10 +132,14 @@ func (b *Bucket) mutateReplicated(ctx context.Context, k docKey, req Durability,
 // entry made once it is applied here. It is called without the
 // partition's lock.
 func (b *Bucket) replicate(ctx context.Context, r Replicator, p *partition, k docKey, prev, d *Document, now int64) (*Document, error) {
-	w := replWrite{prevSeq: seqOf(prev), now: now}
+	w := replWrite{prevSeq: liveSeq(prev, now), now: now}
 	w.doc = *d
 	w.doc.Key, w.doc.Collection = k.key, k.cid
 	w.doc.CAS = b.nextCAS(now)
+	w.doc.RevSeq = 1
+	if prev != nil {
+		w.doc.RevSeq = prev.RevSeq + 1
+	}
 	res, err := r.Replicate(ctx, int(p.id), w.encode())
 	if err != nil {
 		return nil, err
@@ -148,8 +153,13 @@ func (b *Bucket) replicate(ctx context.Context, r Replicator, p *partition, k do
 	return res.Doc, nil
 }
 
-func seqOf(d *Document) uint64 {
-	if d == nil {
+// liveSeq is the sequence number of d if it is live at now, else 0: what
+// a write's entry is conditioned on. A write's new version depends only on
+// the live version (mutate's fn sees nil for a tombstone or an expired
+// document), and a tombstone is purged on each node on its own schedule
+// (the metadata purger), so conditioning on it would not be deterministic.
+func liveSeq(d *Document, now int64) uint64 {
+	if d == nil || d.Deleted || d.ExpiredAt(now) {
 		return 0
 	}
 	return d.Seq
@@ -192,15 +202,16 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 		return ReplicatedResult{}, err
 	}
 	prev := p.latestLocked(k)
-	if seqOf(prev) != w.prevSeq {
+	if liveSeq(prev, w.now) != w.prevSeq {
 		p.mu.Unlock()
 		return ReplicatedResult{Err: errReplConflict}, nil
 	}
 	d := new(Document)
 	*d = w.doc
 	b.stampLocked(p, k, prev, d, w.now)
-	d.Seq, d.CAS = index, w.doc.CAS
-	if prev != nil && d.CAS <= prev.CAS {
+	// The proposer's revision: a tombstone it built on may be purged here.
+	d.Seq, d.CAS, d.RevSeq = index, w.doc.CAS, w.doc.RevSeq
+	if w.prevSeq != 0 && d.CAS <= prev.CAS {
 		d.CAS = prev.CAS + 1 // a new leader's clock behind the last one's
 	}
 	b.observeCAS(d.CAS)
@@ -371,13 +382,13 @@ const (
 	replPinned
 )
 
-// appendDoc encodes the fields of d a write decides (and, with stamped,
-// its sequence number and revision).
+// appendDoc encodes the fields of d a write decides, its revision among
+// them (and, with stamped, its sequence number).
 func appendDoc(buf []byte, d *Document, stamped bool) []byte {
 	if stamped {
 		buf = binary.AppendUvarint(buf, d.Seq)
-		buf = binary.AppendUvarint(buf, d.RevSeq)
 	}
+	buf = binary.AppendUvarint(buf, d.RevSeq)
 	buf = binary.AppendUvarint(buf, d.CAS)
 	buf = binary.AppendUvarint(buf, uint64(d.Collection))
 	buf = binary.AppendUvarint(buf, uint64(d.Flags))
@@ -464,8 +475,8 @@ func (r *replReader) bytes(n uint64) []byte {
 func (r *replReader) doc(d *Document, stamped bool) {
 	if stamped {
 		d.Seq = r.uvarint()
-		d.RevSeq = r.uvarint()
 	}
+	d.RevSeq = r.uvarint()
 	d.CAS = r.uvarint()
 	d.Collection = CollectionID(r.uvarint())
 	d.Flags = uint32(r.uvarint())

@@ -311,3 +311,31 @@ func TestReplicatedBucketMakesNoLocalWrites(t *testing.T) {
 		t.Fatalf("a local write moved partition %d to %d past the log's %d", d.Partition, got, d.Seq)
 	}
 }
+
+// A tombstone is purged on each node on its own schedule: a write on a key
+// whose tombstone the leader still holds and a replica purged applies the
+// same on both (same CAS, revision and sequence number).
+func TestReplicatedWriteOverPurgedTombstone(t *testing.T) {
+	ctx := context.Background()
+	bs, _, clk := replicas(t, 2)
+	c := bs[0].DefaultCollection()
+	for _, k := range []string{"t", "other"} {
+		if _, err := c.Upsert(ctx, k, []byte(`1`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Delete(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs[1].Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10)
+	if n, _, err := bs[1].PurgeTombstones(ctx, t0+5, 100); err != nil || n != 1 {
+		t.Fatalf("purged %d tombstones on the replica: %v", n, err)
+	}
+	if _, err := c.Insert(ctx, "t", []byte(`2`), nil); err != nil {
+		t.Fatal(err)
+	}
+	sameEverywhere(t, bs, "t")
+}

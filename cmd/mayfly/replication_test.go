@@ -194,20 +194,43 @@ func eventuallyT(t *testing.T, what string, cond func() error) {
 	}
 }
 
-// memcachedSet sends one set on the memcached port and returns the reply
-// line.
-func memcachedSet(addr, key, value string) (string, error) {
+// memcachedCmd sends one command on the memcached port and returns the
+// reply line.
+func memcachedCmd(addr, cmd string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Minute))
-	if _, err := fmt.Fprintf(c, "set %s 0 0 %d\r\n%s\r\n", key, len(value), value); err != nil {
+	if _, err := io.WriteString(c, cmd); err != nil {
 		return "", err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return strings.TrimSpace(line), err
+}
+
+// memcachedAll sends cmd to every node: exactly one (the partition's
+// leader) must answer ok, the others that it is not their vbucket.
+func memcachedAll(t *testing.T, nodes []*procNode, cmd, ok string) {
+	t.Helper()
+	answered, refused := 0, 0
+	for _, n := range nodes {
+		reply, err := memcachedCmd(n.mc, cmd)
+		switch {
+		case err != nil:
+			t.Fatalf("memcached on %s: %v", n.name, err)
+		case reply == ok:
+			answered++
+		case strings.Contains(reply, "not my vbucket") && strings.Contains(reply, "led by node n"):
+			refused++
+		default:
+			t.Fatalf("memcached %q on %s: %q", cmd, n.name, reply)
+		}
+	}
+	if answered != 1 || refused != 2 {
+		t.Fatalf("memcached %q: %d nodes answered %s, %d refused, want 1 and 2", cmd, answered, ok, refused)
+	}
 }
 
 // TestReplicatedClusterSurvivesKill runs three `mayfly serve --peers`
@@ -283,25 +306,19 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
 	}
 
-	// The memcached port: the partition's leader stores; the others say
-	// it is not their vbucket.
-	stored, refused := 0, 0
+	// The memcached port: the partition's leader stores and deletes; the
+	// others say it is not their vbucket.
+	memcachedAll(t, nodes, "set mc 0 0 11\r\n\"memcached\"\r\n", "STORED")
 	for _, n := range nodes {
-		reply, err := memcachedSet(n.mc, "mc", `"memcached"`)
-		switch {
-		case err != nil:
-			t.Fatalf("memcached on %s: %v", n.name, err)
-		case reply == "STORED":
-			stored++
-		case strings.Contains(reply, "not my vbucket") && strings.Contains(reply, "led by node n"):
-			refused++
-		default:
-			t.Fatalf("memcached set on %s: %q", n.name, reply)
-		}
+		eventuallyT(t, n.name+" reads the memcached set", func() error {
+			if code, body, err := docReq(http.MethodGet, n.http, "mc", ""); err != nil || code != http.StatusOK || string(body) != `"memcached"` {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			return nil
+		})
 	}
-	if stored != 1 || refused != 2 {
-		t.Fatalf("memcached set: %d nodes stored it, %d refused, want 1 and 2", stored, refused)
-	}
+	memcachedAll(t, nodes, "delete mc\r\n", "DELETED")
+	acked["mc"] = ackedDoc{deleted: true}
 
 	// Kill a node that leads some of the partitions written; the
 	// survivors take over its partitions.

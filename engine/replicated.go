@@ -46,6 +46,13 @@ type Replicator interface {
 	// partition answers an error wrapping ErrNotMyVBucket; other
 	// replication failures wrap ErrTempFail (or the context's error).
 	Replicate(ctx context.Context, part int, entry []byte) (ReplicatedResult, error)
+	// Writable reports whether this node may propose writes to partition
+	// part now: nil if it leads it, else the error Replicate would
+	// return. A write checks it before it looks at the document, so that
+	// a node that does not lead refuses every write alike (a delete of a
+	// key it holds no more included) rather than deciding some on its
+	// own copy.
+	Writable(ctx context.Context, part int) error
 }
 
 // ReplicatedResult is what applying one replicated entry gave.
@@ -115,6 +122,14 @@ func errLocalWritesOff(what string) error {
 // replicated: mutateOnce proposes the version it computes; a conflict
 // (the key changed before the entry applied) computes it again.
 func (b *Bucket) mutateReplicated(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	if err := validateKey(k.key); err != nil {
+		return nil, err
+	}
+	if r := b.replicator(); r != nil {
+		if err := r.Writable(ctx, int(partitionOf(k.key, len(b.parts)))); err != nil {
+			return nil, err
+		}
+	}
 	for range maxReplConflicts {
 		d, err := b.mutateOnce(ctx, k, req, needValue, resident, fn)
 		if !errors.Is(err, errReplConflict) {

@@ -19,6 +19,7 @@ type logReplicator struct {
 	mu       sync.Mutex
 	replicas []*engine.Bucket
 	leader   int
+	refuse   bool // this node does not lead: every write is refused
 	next     map[int]uint64
 	log      map[int][]logEntry
 }
@@ -28,9 +29,21 @@ type logEntry struct {
 	data  []byte
 }
 
+func (l *logReplicator) Writable(_ context.Context, part int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse {
+		return fmt.Errorf("%w: partition %d is led elsewhere", engine.ErrNotMyVBucket, part)
+	}
+	return nil
+}
+
 func (l *logReplicator) Replicate(_ context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.refuse {
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d is led elsewhere", engine.ErrNotMyVBucket, part)
+	}
 	if l.next == nil {
 		l.next, l.log = map[int]uint64{}, map[int][]logEntry{}
 	}
@@ -338,4 +351,32 @@ func TestReplicatedWriteOverPurgedTombstone(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameEverywhere(t, bs, "t")
+}
+
+// A node that does not lead a partition refuses every write to it alike,
+// whatever its own copy holds: a delete of a key it holds no more, an
+// insert of one it holds, a plain set.
+func TestReplicatedNonLeaderRefusesEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	bs, r, _ := replicas(t, 2)
+	c := bs[0].DefaultCollection()
+	if _, err := c.Upsert(ctx, "here", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.refuse = true
+	r.mu.Unlock()
+	for what, write := range map[string]func() error{
+		"delete of a missing key":   func() error { _, err := c.Delete(ctx, "missing", nil); return err },
+		"insert of an existing key": func() error { _, err := c.Insert(ctx, "here", []byte(`2`), nil); return err },
+		"upsert":                    func() error { _, err := c.Upsert(ctx, "here", []byte(`2`), nil); return err },
+		"touch of a missing key":    func() error { _, err := c.Touch(ctx, "missing", 10); return err },
+	} {
+		if err := write(); !errors.Is(err, engine.ErrNotMyVBucket) {
+			t.Errorf("%s on a node that does not lead: %v", what, err)
+		}
+	}
+	if d := sameEverywhere(t, bs, "here"); string(d.Value) != "1" {
+		t.Fatalf("a refused write changed the document: %s", d.Value)
+	}
 }

@@ -87,16 +87,17 @@ type BucketReplicator struct {
 	Describe func(ctx context.Context, node string) string
 }
 
-// Replicate implements engine.Replicator.
-func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
+// Writable implements engine.Replicator: nil when this node leads
+// partition part's group, else engine.ErrNotMyVBucket naming the leader.
+func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 	id := BucketGroup(r.Bucket, part)
 	leader, ok := r.Host.Leader(id)
 	switch {
 	case !ok:
 		if _, err := r.Host.group(id); err != nil && !errors.Is(err, ErrClosed) {
-			return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: this node holds no copy of it (yet)", engine.ErrNotMyVBucket, part)
+			return fmt.Errorf("%w: partition %d: this node holds no copy of it (yet)", engine.ErrNotMyVBucket, part)
 		}
-		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
+		return fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
 	case leader != r.Host.Node():
 		where := ""
 		if r.Describe != nil {
@@ -104,8 +105,17 @@ func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte
 				where = " at " + a
 			}
 		}
-		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d is led by node %s%s; send the write there", engine.ErrNotMyVBucket, part, leader, where)
+		return fmt.Errorf("%w: partition %d is led by node %s%s; send the write there", engine.ErrNotMyVBucket, part, leader, where)
 	}
+	return nil
+}
+
+// Replicate implements engine.Replicator.
+func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
+	if err := r.Writable(ctx, part); err != nil {
+		return engine.ReplicatedResult{}, err
+	}
+	id := BucketGroup(r.Bucket, part)
 	pctx, cancel := context.WithTimeout(ctx, MaxProposeWait)
 	defer cancel()
 	res, err := r.Host.Propose(pctx, id, entry)

@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -182,5 +183,22 @@ func TestDurableMachineReplaysFromItsPosition(t *testing.T) {
 	st.mu.Unlock()
 	if syncs == 0 || held < idx[19] {
 		t.Fatalf("snapshots taken without syncing the machine first: %d syncs, durable at %d", syncs, held)
+	}
+}
+
+// A new group refuses a DurableMachine that already holds entries its log
+// never had (a bucket written to before its node joined a cluster).
+func TestNewGroupRefusesMachineAhead(t *testing.T) {
+	h, err := Open(Options{Dir: t.TempDir(), Node: "n1", Listen: "127.0.0.1:0", Resolver: StaticResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	st := &kvStore{data: map[string]string{"k": "local"}, index: 5}
+	if err := h.AddGroup(1, []string{"n1"}, st.open()); !errors.Is(err, ErrMachineAhead) {
+		t.Fatalf("AddGroup of a machine at 5 for a new group: %v", err)
+	}
+	if err := h.AddGroup(1, []string{"n1"}, (&kvStore{}).open()); err != nil {
+		t.Fatalf("the same group with an empty machine: %v", err)
 	}
 }

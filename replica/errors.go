@@ -28,6 +28,12 @@ var (
 	// ErrGroupExists is returned by AddGroup for a group already running.
 	ErrGroupExists = errors.New("replica: group already running")
 
+	// ErrMachineAhead is returned by AddGroup for a group new to this
+	// node whose DurableMachine already holds applied entries (Durable
+	// above 0): writes the group's log never had, such as a bucket written
+	// to before its node joined a cluster. Nothing was started.
+	ErrMachineAhead = errors.New("replica: the state machine holds entries the new group's log does not")
+
 	// ErrBadOptions is returned by Open for options that cannot work.
 	ErrBadOptions = errors.New("replica: bad options")
 

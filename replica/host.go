@@ -103,7 +103,8 @@ func (h *Host) Node() string { return h.opts.Node }
 // ConfState holds the voters. The state machine must already hold what
 // the store holds for it (see ScanMachine): the Host replays only the
 // entries committed after the stored applied index, or, for a
-// DurableMachine, after its durable position.
+// DurableMachine, after its durable position; a new group's
+// DurableMachine must hold nothing yet (ErrMachineAhead).
 func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	if h.ctx.Err() != nil {
 		return ErrClosed
@@ -136,6 +137,9 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	gs, found, err := h.st.load(id)
 	if err != nil {
 		return err
+	}
+	if dm, ok := sm.(DurableMachine); ok && !found && dm.Durable() > 0 {
+		return fmt.Errorf("%w: group %d: the machine is at %d", ErrMachineAhead, id, dm.Durable())
 	}
 	if !found {
 		gs = groupState{

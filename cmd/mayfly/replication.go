@@ -113,6 +113,15 @@ func (r *replication) follow(b *engine.Bucket) {
 	groups := replica.MapGroups(m, r.h.Node())
 	for _, g := range groups {
 		err := r.h.AddGroup(replica.BucketGroup(b.Name(), g.Partition), g.Voters, replica.BucketMachine{Bucket: b, Partition: g.Partition})
+		if errors.Is(err, replica.ErrMachineAhead) {
+			// Documents written on this node alone, before it joined:
+			// their sequence numbers are not log indexes, and the other
+			// copies never had them. Its writes are refused.
+			r.logger.Error("replication: the bucket holds documents written before this node joined the cluster; it is not replicated and refuses writes (moving a single node's data into a cluster is to come)",
+				"bucket", b.Name(), "partition", g.Partition)
+			b.SetReplicator(refusing{fmt.Errorf("%w: bucket %q holds documents written before this node joined the cluster: it is not replicated, and takes no write", engine.ErrInvalidOp, b.Name())})
+			return
+		}
 		if err != nil && !errors.Is(err, replica.ErrGroupExists) {
 			if r.ctx.Err() == nil {
 				r.logger.Error("replication: starting a partition's group", "bucket", b.Name(), "partition", g.Partition, "err", err)
@@ -133,4 +142,14 @@ func (r *replication) describe(ctx context.Context, node string) string {
 		return ""
 	}
 	return "http://" + info.HTTP
+}
+
+// refusing is the Replicator of a bucket that cannot be replicated: every
+// write is refused with its error.
+type refusing struct{ err error }
+
+func (r refusing) Writable(context.Context, int) error { return r.err }
+
+func (r refusing) Replicate(context.Context, int, []byte) (engine.ReplicatedResult, error) {
+	return engine.ReplicatedResult{}, r.err
 }

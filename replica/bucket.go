@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -22,27 +23,56 @@ func BucketGroup(bucket string, part int) GroupID {
 // BucketMachine is one partition of an engine bucket as a group's state
 // machine (a DurableMachine): committed entries are applied through
 // engine.Bucket.ApplyReplicated, sequence number = log index, and reach
-// the bucket's store in its own group commits.
+// the bucket's store in its own group commits. It follows the bucket
+// across a restart (a change of its evictionPolicy: engine.Bucket.Reopened).
 type BucketMachine struct {
-	// Bucket is the engine's bucket.
-	Bucket *engine.Bucket
-	// Partition is the partition's number.
-	Partition int
+	b    atomic.Pointer[engine.Bucket]
+	part int
+	gone func() bool
+}
+
+// RestartWait bounds how long a BucketMachine waits for a closed bucket's
+// replacement before it fails an entry.
+const RestartWait = time.Minute
+
+// NewBucketMachine returns partition part of b as a state machine. gone,
+// if set, reports that the bucket is gone for good (deleted, or the node
+// shutting down): a closed bucket's entries then fail at once rather than
+// wait for a restarted bucket.
+func NewBucketMachine(b *engine.Bucket, part int, gone func() bool) *BucketMachine {
+	m := &BucketMachine{part: part, gone: gone}
+	m.b.Store(b)
+	return m
+}
+
+// bucket returns the current bucket: b's replacement once b restarted.
+func (m *BucketMachine) bucket() *engine.Bucket {
+	b := m.b.Load()
+	if nb := b.Reopened(); nb != nil {
+		m.b.Store(nb)
+		return nb
+	}
+	return b
 }
 
 // Apply implements StateMachine: each entry's result is an
 // engine.ReplicatedResult. Nothing is written through w: the bucket's
-// store holds the applied versions. A closed bucket (deleted, or the node
-// shutting down) fails each entry, not the Host.
-func (m BucketMachine) Apply(_ Writer, ents []Entry) ([]any, error) {
+// store holds the applied versions. A bucket closed for a restart is
+// waited for (up to RestartWait: the group's entries must reach its
+// replacement); a bucket gone for good fails each entry, not the Host.
+func (m *BucketMachine) Apply(_ Writer, ents []Entry) ([]any, error) {
 	out := make([]any, len(ents))
 	for i, e := range ents {
-		res, err := m.Bucket.ApplyReplicated(m.Partition, e.Index, e.Data)
+		res, err := m.bucket().ApplyReplicated(m.part, e.Index, e.Data)
+		for deadline := time.Now().Add(RestartWait); errors.Is(err, engine.ErrClosed) && (m.gone == nil || !m.gone()) && time.Now().Before(deadline); { // wall clock: a restart's real time
+			time.Sleep(10 * time.Millisecond)
+			res, err = m.bucket().ApplyReplicated(m.part, e.Index, e.Data)
+		}
 		switch {
 		case errors.Is(err, engine.ErrClosed):
 			res = engine.ReplicatedResult{Err: err}
 		case err != nil:
-			return nil, fmt.Errorf("bucket %q partition %d: %w", m.Bucket.Name(), m.Partition, err)
+			return nil, fmt.Errorf("bucket %q partition %d: %w", m.bucket().Name(), m.part, err)
 		}
 		out[i] = res
 	}
@@ -51,20 +81,20 @@ func (m BucketMachine) Apply(_ Writer, ents []Entry) ([]any, error) {
 
 // Durable implements DurableMachine: the partition's highest sequence
 // number on disk, a log index.
-func (m BucketMachine) Durable() uint64 { return m.Bucket.ReplicatedDurable(m.Partition) }
+func (m *BucketMachine) Durable() uint64 { return m.bucket().ReplicatedDurable(m.part) }
 
 // Sync implements DurableMachine: the bucket's queued writes are
 // committed.
-func (m BucketMachine) Sync(ctx context.Context) error { return m.Bucket.Sync(ctx) }
+func (m *BucketMachine) Sync(ctx context.Context) error { return m.bucket().Sync(ctx) }
 
 // Snapshot implements StateMachine: the partition's whole state, in
 // memory.
-func (m BucketMachine) Snapshot() ([]byte, error) { return m.Bucket.ReplicatedSnapshot(m.Partition) }
+func (m *BucketMachine) Snapshot() ([]byte, error) { return m.bucket().ReplicatedSnapshot(m.part) }
 
 // Restore implements StateMachine: the partition takes the snapshot's
 // versions and is synced.
-func (m BucketMachine) Restore(_ Writer, data []byte) error {
-	return m.Bucket.ReplicatedRestore(context.Background(), m.Partition, data)
+func (m *BucketMachine) Restore(_ Writer, data []byte) error {
+	return m.bucket().ReplicatedRestore(context.Background(), m.part, data)
 }
 
 // MaxProposeWait bounds how long a replicated write waits for its entry to

@@ -31,6 +31,9 @@ type replication struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	deleted map[string]bool // buckets deleted: their groups' entries fail at once
 }
 
 // startReplication opens the node's replica.Host: listening on its
@@ -68,16 +71,38 @@ func (r *replication) Close() error {
 }
 
 // AttachBucket makes b's writes go through its partitions' groups and
-// starts them once b's map exists.
+// starts them once b's map exists. A bucket attached again after a
+// restart (a new evictionPolicy) keeps its running groups: their state
+// machines follow it (replica.BucketMachine).
 func (r *replication) AttachBucket(_ context.Context, b *engine.Bucket) error {
 	b.SetReplicator(&replica.BucketReplicator{Host: r.h, Bucket: b.Name(), Describe: r.describe})
 	r.wg.Go(func() { r.follow(b) })
 	return nil
 }
 
-// DetachBucket does nothing: a closed bucket's groups answer its entries
-// with ErrClosed (the Host has no group removal yet).
-func (r *replication) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+// DetachBucket marks a deleted bucket gone, so its groups (still running:
+// the Host has no group removal yet) fail its entries at once, a bucket
+// created again under its name too until the node restarts; a bucket
+// detached for a restart is waited for.
+func (r *replication) DetachBucket(_ context.Context, b *engine.Bucket, deleted bool) error {
+	if deleted {
+		r.mu.Lock()
+		if r.deleted == nil {
+			r.deleted = map[string]bool{}
+		}
+		r.deleted[b.Name()] = true
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// gone reports whether bucket name's entries can no longer be applied:
+// it was deleted, or the node is shutting down.
+func (r *replication) gone(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deleted[name] || r.ctx.Err() != nil
+}
 
 // follow waits for b's partition map, then adds b's groups of this node.
 func (r *replication) follow(b *engine.Bucket) {
@@ -112,7 +137,9 @@ func (r *replication) follow(b *engine.Bucket) {
 	}
 	groups := replica.MapGroups(m, r.h.Node())
 	for _, g := range groups {
-		err := r.h.AddGroup(replica.BucketGroup(b.Name(), g.Partition), g.Voters, replica.BucketMachine{Bucket: b, Partition: g.Partition})
+		name := b.Name()
+		sm := replica.NewBucketMachine(b, g.Partition, func() bool { return r.gone(name) })
+		err := r.h.AddGroup(replica.BucketGroup(name, g.Partition), g.Voters, sm)
 		if errors.Is(err, replica.ErrMachineAhead) {
 			// Documents written on this node alone, before it joined:
 			// their sequence numbers are not log indexes, and the other

@@ -85,6 +85,18 @@ func benign(msg string) bool {
 		strings.HasPrefix(msg, "simple token is not cryptographically signed")
 }
 
+// freshMemberStorageVersion reports etcd's error that a new member's
+// storage has no term yet when it first checks its schema version (logged
+// at error level once per new member); it tries again later and succeeds.
+// The same message with another cause is kept.
+func freshMemberStorageVersion(msg string, fields map[string]any) bool {
+	if msg != "failed to update storage version" {
+		return false
+	}
+	cause, _ := fields["error"].(string)
+	return strings.Contains(cause, "missing term information")
+}
+
 // slogCore is a zapcore.Core writing to slog.
 type slogCore struct {
 	l      *slog.Logger
@@ -140,7 +152,7 @@ func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	if c.quiet != nil && c.quiet.Load() {
 		lvl = slog.LevelDebug
 	}
-	if benign(ent.Message) {
+	if benign(ent.Message) || freshMemberStorageVersion(ent.Message, enc.Fields) {
 		lvl = slog.LevelDebug
 	}
 	switch ent.Message {

@@ -20,15 +20,17 @@ func TestZapToSlogKeepsWarningsOnly(t *testing.T) {
 	lg.Named("raft").With(zap.String("member", "n1")).Warn("lost peer", zap.Int("tries", 3))
 	lg.Error("disk failed")
 	lg.Warn("simple token is not cryptographically signed")
+	lg.Error("failed to update storage version", zap.Error(errors.New("cannot detect storage schema version: missing term information")))
+	lg.Error("failed to update storage version", zap.Error(errors.New("disk gone")))
 	quiet.Store(true)
 	lg.Warn("closed connection")
 	got := buf.String()
-	for _, want := range []string{`level=WARN msg="etcd: lost peer" logger=raft member=n1 tries=3`, `level=ERROR msg="etcd: disk failed"`} {
+	for _, want := range []string{`level=WARN msg="etcd: lost peer" logger=raft member=n1 tries=3`, `level=ERROR msg="etcd: disk failed"`, `level=ERROR msg="etcd: failed to update storage version" error="disk gone"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log lacks %q:\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"starting a member", "simple token", "closed connection"} {
+	for _, not := range []string{"starting a member", "simple token", "missing term information", "closed connection"} {
 		if strings.Contains(got, not) {
 			t.Errorf("log at info level has %q:\n%s", not, got)
 		}

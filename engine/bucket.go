@@ -478,6 +478,8 @@ func (b *Bucket) close() error {
 // close, its warm-up stops, and its store flushes what was acknowledged
 // and closes cleanly.
 func (b *Bucket) shutdown() error {
+	// Expirations that reads proposed (replexpiry.go) are cancelled.
+	b.repl.access.close()
 	b.changed() // wake feed waiters so they see the close
 	b.stopWarmup()
 	return b.store.closeClean()

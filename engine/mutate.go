@@ -348,48 +348,84 @@ func (b *Bucket) dropPending() {
 // every write made so far (stale=false, Consumer.HighSeqnos and WaitCommitted) waits for
 // that commit. dropPending counts it back if the commit fails.
 func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64) (*commitBatch, bool, error) {
+	if r := b.replicator(); r != nil {
+		b.expireOnAccess(r, k, expiration) // replexpiry.go
+		return nil, false, nil
+	}
 	p := b.partitionFor(k.key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b.isClosed() {
 		return nil, false, ErrClosed
 	}
-	if b.localWritesOff() {
-		return nil, false, nil // replicated: purges are not replicated yet
-	}
 	now := b.clock.Now()
+	prev, err := b.expirableLocked(p, k, expiration, now)
+	if prev == nil || err != nil {
+		return nil, false, err
+	}
+	d := expirationOf(prev, now)
+	b.stampLocked(p, k, prev, d, now)
+	cb, _, err := b.queueExpirationLocked(p, k, prev, d, true)
+	if err != nil {
+		return nil, false, err
+	}
+	counter.Add(1)
+	return cb, true, nil
+}
+
+// expirableLocked returns k's committed version if it is live with the
+// given expiration and has expired at now, with no newer version on its
+// way to disk (that version decides); else nil. An expiry entry that no
+// longer matches the document is dropped.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) expirableLocked(p *partition, k docKey, expiration, now int64) (*Document, error) {
 	prev := p.mu.docs.get(k)
 	if prev == nil { // out of memory whole (evict.go): read it back
 		var err error
 		if prev, err = b.fetchMissLocked(p, k, false); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	if prev == nil || prev.Deleted || prev.Expiration != expiration {
 		b.exps.update(k, expiration, 0, 0) // a stale entry: drop it
-		return nil, false, nil
+		return nil, nil
 	}
 	if !prev.ExpiredAt(now) || p.mu.pending[k] != nil {
-		return nil, false, nil
+		return nil, nil
 	}
+	return prev, nil
+}
+
+// expirationOf returns the tombstone that expires prev, a live document,
+// at now.
+func expirationOf(prev *Document, now int64) *Document {
+	return &Document{Deleted: true, Expired: true, Expiration: prev.Expiration, DeletedAt: now, Type: prev.Type}
+}
+
+// queueExpirationLocked queues d, a stamped expiration of prev (the live
+// version of k), as queueAtLocked does, with the accounting an expiration
+// takes at once: it leaves curr_items and its collection's count (which
+// applyLocked expects of an expiration) and its expiry entry goes, so that
+// the pager's next batch does not step over it again while it waits for
+// disk; dropPending puts both back if the commit fails.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) queueExpirationLocked(p *partition, k docKey, prev, d *Document, persist bool) (*commitBatch, bool, error) {
 	if p.mu.expiring == nil {
 		p.mu.expiring = make(map[CollectionID]int64)
 	}
 	p.mu.expiring[k.cid]++ // until applyLocked publishes it (at once, inline)
-	cb, err := b.publishLocked(p, k, prev, &Document{Deleted: true, Expired: true, Expiration: prev.Expiration, DeletedAt: now, Type: prev.Type}, now)
+	cb, wait, err := b.queueAtLocked(p, k, prev, d, persist)
 	if err != nil {
 		if p.mu.expiring[k.cid]--; p.mu.expiring[k.cid] == 0 {
 			delete(p.mu.expiring, k.cid)
 		}
 		return nil, false, err
 	}
-	// Its expiry entry goes at once, so that the pager's next batch does not
-	// step over it again while it waits for disk; dropPending puts it back
-	// if the commit fails.
-	b.exps.update(k, expiration, 0, 0)
+	b.exps.update(k, prev.Expiration, 0, 0)
 	b.countExpiration(k.cid, -1)
-	counter.Add(1)
-	return cb, true, nil
+	return cb, wait, nil
 }
 
 // countExpiration adds delta to curr_items and to collection cid's count of
@@ -415,6 +451,9 @@ func (b *Bucket) countExpiration(cid CollectionID, delta int64) {
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, false, err
+	}
+	if r := b.replicator(); r != nil {
+		return b.expireBatchReplicated(ctx, r, limit) // replexpiry.go
 	}
 	now := b.clock.Now()
 	var cursor *expItem

@@ -82,16 +82,18 @@ type replicatorRef struct{ r Replicator }
 // replState is a bucket's replication wiring.
 type replState struct {
 	r atomic.Pointer[replicatorRef]
+	// access holds the expirations reads proposed (replexpiry.go).
+	access accessExpiries
 }
 
 // SetReplicator makes the bucket's document writes go through r (nil: back
 // to local writes). Set it before the bucket takes writes: a bucket that
 // replicates must take no local write, whose sequence number would not be
-// a log index. While it is set, the bucket makes no write of its own:
-// reads and the expiry pager leave expired documents in place (a read
-// still answers them missing), a sliding expiry is not extended, and
-// Flush and a defaultTTL re-evaluation are refused (replicated purges come
-// later).
+// a log index. While it is set, expirations are replicated writes too,
+// decided by the partition's leader (its expiry pager, or a read that
+// found the document expired; replexpiry.go), and the bucket makes no
+// other write of its own: a sliding expiry is not extended, and Flush and
+// a defaultTTL re-evaluation are refused.
 func (b *Bucket) SetReplicator(r Replicator) {
 	if r == nil {
 		b.repl.r.Store(nil)
@@ -217,7 +219,7 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 		return ReplicatedResult{}, err
 	}
 	prev := p.latestLocked(k)
-	if liveSeq(prev, w.now) != w.prevSeq {
+	if !w.holds(prev) {
 		p.mu.Unlock()
 		return ReplicatedResult{Err: errReplConflict}, nil
 	}
@@ -230,7 +232,14 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 		d.CAS = prev.CAS + 1 // a new leader's clock behind the last one's
 	}
 	b.observeCAS(d.CAS)
-	cb, wait, err := b.queueAtLocked(p, k, prev, d, false)
+	var cb *commitBatch
+	var wait bool
+	var err error
+	if w.expiration() {
+		cb, wait, err = b.queueExpirationLocked(p, k, prev, d, false)
+	} else {
+		cb, wait, err = b.queueAtLocked(p, k, prev, d, false)
+	}
 	p.mu.Unlock()
 	if err != nil {
 		return ReplicatedResult{}, err
@@ -346,6 +355,26 @@ type replWrite struct {
 	prevSeq uint64
 	now     int64
 	doc     Document
+}
+
+// expiration reports whether w expires a document (the pager's, or a
+// read's on the partition's leader): a tombstone whose deletion reason is
+// expiry. No client write makes one.
+func (w *replWrite) expiration() bool { return w.doc.Deleted && w.doc.Expired }
+
+// holds reports whether w's condition holds on prev, the key's newest
+// version on this replica. A write holds if the live version it was
+// computed on is still the live one at the proposer's time. An expiration
+// holds only on the very version that expired: live (not a tombstone,
+// which each node purges on its own schedule), with the sequence number
+// and expiration it was decided on, and expired at the proposer's time; a
+// key written, touched or deleted in between keeps what that write made.
+func (w *replWrite) holds(prev *Document) bool {
+	if !w.expiration() {
+		return liveSeq(prev, w.now) == w.prevSeq
+	}
+	return prev != nil && !prev.Deleted && prev.Seq == w.prevSeq &&
+		prev.Expiration == w.doc.Expiration && prev.ExpiredAt(w.now)
 }
 
 func (w *replWrite) encode() []byte {

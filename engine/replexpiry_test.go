@@ -237,3 +237,47 @@ func TestReplicatedExpiredReadExpiresOnLeaderOnly(t *testing.T) {
 		t.Fatalf("pager after the read's expiration: %d, %v", n, err)
 	}
 }
+
+// A replica restored from a snapshot that holds the expiration of a
+// document it still holds live drops it from its counts, as applying the
+// expiration from the log does (engine.Check at close checks the counts
+// against the documents).
+func TestReplicatedRestoreOfExpiration(t *testing.T) {
+	ctx := context.Background()
+	bs, r, clks := replicaClocks(t, 2)
+	followers(bs)
+	c := bs[0].DefaultCollection()
+	d, err := c.Upsert(ctx, "e", []byte(`{}`), &engine.WriteOptions{Expiry: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := int(d.Partition)
+	// A replica that applied the write and missed what followed.
+	eng, _ := newEngine(t, t.TempDir())
+	behind, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.log[part] {
+		if _, err := behind.ApplyReplicated(part, e.index, e.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countsEverywhere(t, append(bs, behind), 1)
+	advanceAll(clks, 10)
+	if n, _, err := bs[0].ExpireBatch(ctx, 100); err != nil || n != 1 {
+		t.Fatalf("pager: %d, %v", n, err)
+	}
+	if err := bs[0].Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := bs[0].ReplicatedSnapshot(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := behind.ReplicatedRestore(ctx, part, snap); err != nil {
+		t.Fatal(err)
+	}
+	countsEverywhere(t, append(bs, behind), 0)
+	sameTombstone(t, append(bs, behind), "e")
+}

@@ -335,7 +335,14 @@ func (b *Bucket) ReplicatedRestore(ctx context.Context, part int, data []byte) e
 		b.stampLocked(p, k, prev, d, d.DeletedAt)
 		d.Seq, d.CAS, d.RevSeq = seq, cas, rev
 		b.observeCAS(d.CAS)
-		_, _, err := b.queueAtLocked(p, k, prev, d, false)
+		var err error
+		if d.Deleted && d.Expired && prev != nil && !prev.Deleted {
+			// An expiration of the version this replica holds: it
+			// leaves the counts as one applied from the log does.
+			_, _, err = b.queueExpirationLocked(p, k, prev, d, false)
+		} else {
+			_, _, err = b.queueAtLocked(p, k, prev, d, false)
+		}
 		p.mu.Unlock()
 		if err != nil {
 			return err

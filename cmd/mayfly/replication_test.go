@@ -238,7 +238,8 @@ func memcachedAll(t *testing.T, nodes []*procNode, cmd, ok string) {
 // acknowledged by each partition's leader once committed on a majority and
 // applied there, and read on every node with the CAS and sequence number
 // the writer was told; a node that does not lead a partition refuses its
-// writes naming the leader. One node is killed with SIGKILL: its
+// writes naming the leader. A document that expires is expired by its
+// partition leader's pager on every node. One node is killed with SIGKILL: its
 // partitions elect leaders among the survivors and writes go on, and no
 // acknowledged write is lost; restarted on its data, it catches up.
 func TestReplicatedClusterSurvivesKill(t *testing.T) {
@@ -320,6 +321,8 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	memcachedAll(t, nodes, "delete mc\r\n", "DELETED")
 	acked["mc"] = ackedDoc{deleted: true}
 
+	expiresOnEveryNode(t, nodes, acked)
+
 	// Kill a node that leads some of the partitions written; the
 	// survivors take over its partitions.
 	victim := nodes[2]
@@ -353,5 +356,92 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	}
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" reads every acknowledged write after the restart", func() error { return readsAcked(n, acked) })
+	}
+}
+
+// nodeReq sends an administrator's request to node n's HTTP port and
+// decodes its JSON answer into out.
+func nodeReq(n *procNode, method, path string, out any) error {
+	req, err := http.NewRequest(method, "http://"+n.http+path, nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth("Administrator", "password")
+	cl := http.Client{Timeout: time.Minute}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s on %s: %d %s", method, path, n.name, resp.StatusCode, body)
+	}
+	return json.Unmarshal(body, out)
+}
+
+// itemCounts waits until every node counts want live documents.
+func itemCounts(t *testing.T, nodes []*procNode, want int64) {
+	t.Helper()
+	for _, n := range nodes {
+		eventuallyT(t, fmt.Sprintf("%s counts %d items", n.name, want), func() error {
+			var b struct {
+				BasicStats struct {
+					ItemCount int64 `json:"itemCount"`
+				} `json:"basicStats"`
+			}
+			if err := nodeReq(n, http.MethodGet, "/pools/default/buckets/default", &b); err != nil {
+				return err
+			}
+			if b.BasicStats.ItemCount != want {
+				return fmt.Errorf("itemCount %d", b.BasicStats.ItemCount)
+			}
+			return nil
+		})
+	}
+}
+
+// expiresOnEveryNode writes a document that expires in a second and runs
+// every node's expiry pager once it has: the partition's leader expires it
+// (a replicated write), the others purge nothing, and every node's item
+// count drops (acked holds every other document written). The document
+// is never read meanwhile (a read on the leader
+// would expire it first).
+func expiresOnEveryNode(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
+	t.Helper()
+	var items int64
+	for _, a := range acked {
+		if !a.deleted {
+			items++
+		}
+	}
+	itemCounts(t, nodes, items)
+	writeAnywhere(t, nodes, http.MethodPut, "exp?expiry=1", `{"v":"expires"}`)
+	itemCounts(t, nodes, items+1)
+	time.Sleep(2 * time.Second) // past its expiry (the processes' wall clock)
+	purged := 0
+	eventuallyT(t, "the expiry pagers expire the document", func() error {
+		for _, n := range nodes {
+			var res struct {
+				Purged int `json:"purged"`
+			}
+			if err := nodeReq(n, http.MethodPost, "/pools/default/buckets/default/controller/runExpiryPager", &res); err != nil {
+				return err
+			}
+			purged += res.Purged
+		}
+		if purged != 1 {
+			return fmt.Errorf("the pagers purged %d", purged)
+		}
+		return nil
+	})
+	itemCounts(t, nodes, items)
+	for _, n := range nodes {
+		if code, body, err := docReq(http.MethodGet, n.http, "exp", ""); err != nil || code != http.StatusNotFound {
+			t.Fatalf("%s reads the expired document: %d %s %v", n.name, code, body, err)
+		}
 	}
 }

@@ -448,6 +448,9 @@ func (b *Bucket) countExpiration(cid CollectionID, delta int64) {
 // commit gathers the batch's tombstones into few transactions. Its purges
 // are visible, and durable, once committed: call Sync to wait for that. A document whose expiration (or any
 // other write) is still on its way to disk is stepped over, not counted.
+// On a bucket whose writes are replicated it expires only the partitions
+// this node leads, proposing the expirations and waiting until they are
+// applied (replexpiry.go).
 func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more bool, err error) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, false, err

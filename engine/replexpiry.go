@@ -91,7 +91,7 @@ func (b *Bucket) expireOnAccess(r Replicator, k docKey, expiration int64) {
 		defer b.repl.access.done(k)
 		defer cancel()
 		part := int(partitionOf(k.key, len(b.parts)))
-		if r.Writable(ctx, part) != nil {
+		if !leads(ctx, r, part) {
 			return // a follower writes nothing: the leader expires it
 		}
 		item := []expItem{{key: k, exp: expiration}}
@@ -108,7 +108,7 @@ func (b *Bucket) expireOnAccess(r Replicator, k docKey, expiration int64) {
 // written meanwhile is kept and not counted.
 func (b *Bucket) expireBatchReplicated(ctx context.Context, r Replicator, limit int) (int, bool, error) {
 	now := b.clock.Now()
-	leads := make(map[uint16]bool)
+	led := make(map[uint16]bool) // by partition, asked once a batch
 	var picked []expItem
 	var cursor *expItem
 	more := false
@@ -126,12 +126,12 @@ walk:
 			}
 			cursor = &due[i]
 			part := partitionOf(due[i].key.key, len(b.parts))
-			led, seen := leads[part]
+			mine, seen := led[part]
 			if !seen {
-				led = r.Writable(ctx, int(part)) == nil
-				leads[part] = led
+				mine = leads(ctx, r, int(part))
+				led[part] = mine
 			}
-			if led {
+			if mine {
 				picked = append(picked, due[i])
 			}
 		}

@@ -55,6 +55,25 @@ type Replicator interface {
 	Writable(ctx context.Context, part int) error
 }
 
+// PartitionLeader is implemented by a Replicator that can tell cheaply
+// whether this node leads a partition now. The expiry pager asks it for
+// every partition that holds a due document, and a read of an expired
+// document for its own; a Replicator without it is asked Writable, whose
+// refusal may look up the leader's address.
+type PartitionLeader interface {
+	// Leads reports whether this node leads partition part.
+	Leads(part int) bool
+}
+
+// leads reports whether this node may propose writes to partition part
+// now, through r's Leads if it has one.
+func leads(ctx context.Context, r Replicator, part int) bool {
+	if l, ok := r.(PartitionLeader); ok {
+		return l.Leads(part)
+	}
+	return r.Writable(ctx, part) == nil
+}
+
 // ReplicatedResult is what applying one replicated entry gave.
 type ReplicatedResult struct {
 	// Doc is the version the entry made, nil when it made none.

@@ -140,6 +140,14 @@ func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 	return nil
 }
 
+// Leads implements engine.PartitionLeader: whether this node leads
+// partition part's group now (Writable's nil, without the refusal's
+// lookup of the leader's address).
+func (r *BucketReplicator) Leads(part int) bool {
+	leader, ok := r.Host.Leader(BucketGroup(r.Bucket, part))
+	return ok && leader == r.Host.Node()
+}
+
 // Replicate implements engine.Replicator.
 func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
 	if err := r.Writable(ctx, part); err != nil {

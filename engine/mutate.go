@@ -300,6 +300,9 @@ func (b *Bucket) dropPending() {
 	lost := 0
 	for _, p := range b.parts {
 		p.mu.Lock()
+		if len(p.mu.pending) > 0 && b.repl.applies.Load() {
+			b.repl.lost.Store(true) // applied entries dropped: see replState.lost
+		}
 		lost += len(p.mu.acked)
 		for k := range p.mu.acked {
 			// A lock holds only until its holder's write, and a write

@@ -83,6 +83,12 @@ type ReplicatedResult struct {
 	Err error
 }
 
+// ErrReplicaLost is the error of ApplyReplicated once a failed commit
+// dropped entries it had applied (see replState.lost): the node's copy can
+// only be repaired by replaying the log from its durable position, at its
+// next start.
+var ErrReplicaLost = errors.New("engine: a failed commit lost replicated entries this node had applied; it replicates again after a restart")
+
 // errReplConflict is an entry's result when the key changed since its
 // proposer read it: the proposer computes the write again.
 var errReplConflict = errors.New("engine: the document changed while the write was replicated")
@@ -101,6 +107,16 @@ type replicatorRef struct{ r Replicator }
 // replState is a bucket's replication wiring.
 type replState struct {
 	r atomic.Pointer[replicatorRef]
+	// lost says that a failed commit dropped applied entries (dropPending):
+	// the group counts them applied, so applying later ones would leave a
+	// hole that no replay fills once they raise the durable position. Every
+	// later ApplyReplicated fails (ErrReplicaLost), which stops the node's
+	// replication; a restart replays from the durable position.
+	lost atomic.Bool
+	// applies says that ApplyReplicated has been called: the bucket's
+	// pending versions may be replicated entries (a follower has no
+	// Replicator of its own in tests).
+	applies atomic.Bool
 	// access holds the expirations reads proposed (replexpiry.go).
 	access accessExpiries
 }
@@ -223,6 +239,12 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 	p := b.parts[part]
 	if int(partitionOf(k.key, len(b.parts))) != part {
 		return ReplicatedResult{Err: fmt.Errorf("%w: key %q is not in partition %d", ErrInvalidOp, k.key, part)}, nil
+	}
+	if b.repl.lost.Load() {
+		return ReplicatedResult{}, fmt.Errorf("bucket %s: %w", b.name, ErrReplicaLost)
+	}
+	if !b.repl.applies.Load() {
+		b.repl.applies.Store(true)
 	}
 	p.mu.Lock()
 	if index <= p.mu.seq {

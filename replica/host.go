@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +15,18 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // proposalHeader prefixes every proposed entry's data: the proposing
 // Host's random nonce and its proposal counter, so that Host (and no
 // other) recognises the entry at apply and answers its waiter.
 const proposalHeader = 16
+
+// quiesceTicks is how many ticks a leader's group must be idle (its last
+// index and commit unchanged, every follower caught up) before it goes
+// quiet.
+const quiesceTicks = 3
 
 // Host runs the Raft groups of one node: their ticker, the worker that
 // persists, sends and applies their Ready rounds, the store and the
@@ -49,7 +56,7 @@ type Host struct {
 	once   sync.Once
 	failed atomic.Pointer[error] // the error that stopped the worker
 
-	rounds, syncs, snapsTaken, snapsRestored atomic.Uint64
+	rounds, syncs, snapsTaken, snapsRestored, sent atomic.Uint64
 }
 
 type outcome struct {
@@ -171,6 +178,7 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	}
 	g := &group{id: id, sm: sm, ms: raft.NewMemoryStorage(), cs: gs.snap.GetMetadata().GetConfState(),
 		applied: gs.applied, snapIndex: snapIndex}
+	g.voters = append([]uint64(nil), g.cs.GetVoters()...)
 	g.lastStored = g.snapIndex
 	if err := g.ms.ApplySnapshot(gs.snap); err != nil {
 		return fmt.Errorf("replica: group %d: %w", id, err)
@@ -249,6 +257,7 @@ func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, er
 	h.pendMu.Unlock()
 	var lead uint64
 	g.withRaft(func(rn *raft.RawNode) {
+		g.wakeLocked() // a follower's forwarded proposal wakes its leader
 		if err = rn.Propose(buf); err != nil {
 			lead = rn.BasicStatus().Lead
 		}
@@ -310,12 +319,16 @@ type Stats struct {
 	// a log; SnapshotsRestored the snapshots received from a leader and
 	// restored (a replica too far behind the leader's log).
 	SnapshotsTaken, SnapshotsRestored uint64
+	// MessagesSent counts the Raft messages queued to peers (of all
+	// groups; idle groups send none once quiet).
+	MessagesSent uint64
 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
-		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load()}
+		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load(),
+		MessagesSent: h.sent.Load()}
 }
 
 func (h *Host) group(id GroupID) (*group, error) {
@@ -351,15 +364,36 @@ func (h *Host) enqueue(g *group) {
 	}
 }
 
-// step hands a message from the transport to its group.
-func (h *Host) step(id GroupID, m *pb.Message) {
+// step hands a message from the transport to its group. Any message
+// wakes a quiet group but two: a follower's heartbeat response (it
+// changes nothing that needs ticks), and the leader's quiesce heartbeat,
+// which quiets a follower that agrees: it knows that leader in that
+// term and has committed what the leader has (raft's step of the
+// heartbeat just committed it, and restarted the election timeout).
+func (h *Host) step(f outMsg) {
 	h.mu.RLock()
-	g := h.groups[id]
+	g := h.groups[f.g]
 	h.mu.RUnlock()
 	if g == nil {
 		return // not (yet) running here: raft retransmits
 	}
-	g.withRaft(func(rn *raft.RawNode) { _ = rn.Step(m) })
+	m := f.m
+	g.withRaft(func(rn *raft.RawNode) {
+		_ = rn.Step(m)
+		switch {
+		case f.quiesce:
+			st := rn.BasicStatus()
+			if st.RaftState == raft.StateFollower && st.Lead == m.GetFrom() && st.GetTerm() == m.GetTerm() &&
+				st.GetCommit() == m.GetCommit() {
+				g.quiesced = true
+			} else {
+				g.wakeLocked()
+			}
+		case m.GetType() == pb.MsgHeartbeatResp:
+		default:
+			g.wakeLocked()
+		}
+	})
 	h.enqueue(g)
 }
 
@@ -373,6 +407,7 @@ func (h *Host) unreachable(id GroupID, to uint64, snap bool) {
 		return
 	}
 	g.withRaft(func(rn *raft.RawNode) {
+		g.wakeLocked()
 		rn.ReportUnreachable(to)
 		if snap {
 			rn.ReportSnapshot(to, raft.SnapshotFailure)
@@ -393,7 +428,79 @@ func (h *Host) snapshotSent(id GroupID, to uint64) {
 	h.enqueue(g)
 }
 
-// tickLoop ticks every group each TickInterval.
+// wakePeer wakes every quiet group node nid is a voter of: nid's
+// connection broke or a message to it failed, so it may be dead, and a
+// follower of a dead leader must tick again to elect another (a leader
+// ticks again to notice a dead follower, and with CheckQuorum to step
+// down without a majority).
+func (h *Host) wakePeer(nid uint64) {
+	h.mu.RLock()
+	gs := make([]*group, 0, len(h.groups))
+	for _, g := range h.groups {
+		if slices.Contains(g.voters, nid) {
+			gs = append(gs, g)
+		}
+	}
+	h.mu.RUnlock()
+	for _, g := range gs {
+		woke := false
+		g.withRaft(func(*raft.RawNode) {
+			woke = g.quiesced
+			g.wakeLocked()
+		})
+		if woke {
+			h.enqueue(g)
+		}
+	}
+}
+
+// NodeDown tells the Host that node is down (its cluster lease
+// expired): every quiet group it is a voter of wakes, so that a group it
+// led elects another leader after an election timeout. The transport
+// notices a broken connection by itself; this covers a node that died
+// without closing its connections (a machine lost, a network cut).
+func (h *Host) NodeDown(node string) {
+	if h.ctx.Err() != nil || node == h.opts.Node {
+		return
+	}
+	h.wakePeer(NodeID(node))
+}
+
+// Quiesced returns how many of the Host's groups are quiet.
+func (h *Host) Quiesced() int {
+	h.mu.RLock()
+	gs := make([]*group, 0, len(h.groups))
+	for _, g := range h.groups {
+		gs = append(gs, g)
+	}
+	h.mu.RUnlock()
+	n := 0
+	for _, g := range gs {
+		g.withRaft(func(*raft.RawNode) {
+			if g.quiesced {
+				n++
+			}
+		})
+	}
+	return n
+}
+
+// tickLoop ticks every group each TickInterval, but the quiet ones.
+//
+// Quiescence (as CockroachDB quiesces its ranges): a group whose leader
+// has had nothing to do for quiesceTicks ticks, every entry committed,
+// applied and acknowledged by every follower (each recently active and
+// replicating), stops ticking: no heartbeats, no elections. Its leader
+// sends each follower a last heartbeat marked quiesce (term, commit);
+// a follower that agrees stops ticking too (Host.step). The leader's
+// CheckQuorum does not count while it does not tick, nor the followers'
+// election timeouts. Anything wakes the group again: a proposal, a
+// message from another node (but heartbeat responses), an unreachable
+// report, a broken connection or a node reported down (wakePeer). A
+// woken follower whose leader is gone campaigns after its election
+// timeout, as raft would; one still quiet refuses the pre-vote (the
+// leader's lease), but the vote request woke it, so the next campaign
+// wins it.
 func (h *Host) tickLoop() {
 	defer h.wg.Done()
 	t := time.NewTicker(h.opts.TickInterval)
@@ -411,10 +518,64 @@ func (h *Host) tickLoop() {
 		}
 		h.mu.RUnlock()
 		for _, g := range gs {
-			g.withRaft(func(rn *raft.RawNode) { rn.Tick() })
-			h.enqueue(g)
+			ticked := false
+			g.withRaft(func(rn *raft.RawNode) { ticked = h.tick(g, rn) })
+			if ticked {
+				h.enqueue(g)
+			}
 		}
 	}
+}
+
+// tick ticks g (g.mu held), or quiets it when its leader has been idle
+// long enough (see tickLoop); it reports false for a quiet group.
+func (h *Host) tick(g *group, rn *raft.RawNode) bool {
+	if g.quiesced {
+		return false
+	}
+	if h.opts.test.noQuiesce {
+		rn.Tick()
+		return true
+	}
+	st := rn.BasicStatus()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None {
+		g.idle = 0
+		rn.Tick()
+		return true
+	}
+	last, _ := g.ms.LastIndex()
+	if last != g.last {
+		g.last, g.idle = last, 0
+	} else {
+		g.idle++
+	}
+	if g.idle < quiesceTicks || last != st.GetCommit() || st.Applied != st.GetCommit() || rn.HasReady() ||
+		!caughtUp(rn, h.self, last) {
+		rn.Tick()
+		return true
+	}
+	g.quiesced = true
+	for _, nid := range g.voters {
+		if nid != h.self {
+			g.quiesceOut = append(g.quiesceOut, outMsg{g: g.id, quiesce: true, m: &pb.Message{
+				Type: pb.MsgHeartbeat.Enum(), To: new(nid), From: new(h.self),
+				Term: new(st.GetTerm()), Commit: new(st.GetCommit()),
+			}})
+		}
+	}
+	return true // the worker sends the quiesce heartbeats
+}
+
+// caughtUp reports whether every follower of a leader's group
+// acknowledged index last, is replicating and was recently active.
+func caughtUp(rn *raft.RawNode, self, last uint64) bool {
+	ok := true
+	rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id != self && (pr.Match != last || pr.State != tracker.StateReplicate || !pr.RecentActive) {
+			ok = false
+		}
+	})
+	return ok
 }
 
 // Close stops the Host: the ticker and worker stop (a round not yet

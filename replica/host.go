@@ -43,6 +43,10 @@ type Host struct {
 	groups map[GroupID]*group
 	names  map[uint64]string // NodeID -> name, of every voter of every group
 
+	downMu sync.Mutex
+	down   map[uint64]bool // peers whose connection broke or whose lease expired, not heard since
+	downs  atomic.Int32    // len(down), read without the lock on every received frame
+
 	readyMu sync.Mutex
 	ready   []*group
 	wake    chan struct{} // capacity 1: the worker has groups to look at
@@ -83,7 +87,7 @@ func Open(opts Options) (*Host, error) {
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
 		groups: map[GroupID]*group{}, names: map[uint64]string{NodeID(opts.Node): opts.Node},
-		wake: make(chan struct{}, 1), pending: map[uint64]chan outcome{},
+		wake: make(chan struct{}, 1), pending: map[uint64]chan outcome{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}
 	if h.tr, err = listen(h); err != nil {
@@ -407,7 +411,6 @@ func (h *Host) unreachable(id GroupID, to uint64, snap bool) {
 		return
 	}
 	g.withRaft(func(rn *raft.RawNode) {
-		g.wakeLocked()
 		rn.ReportUnreachable(to)
 		if snap {
 			rn.ReportSnapshot(to, raft.SnapshotFailure)
@@ -428,11 +431,46 @@ func (h *Host) snapshotSent(id GroupID, to uint64) {
 	h.enqueue(g)
 }
 
-// wakePeer wakes every quiet group node nid is a voter of: nid's
-// connection broke or a message to it failed, so it may be dead, and a
-// follower of a dead leader must tick again to elect another (a leader
-// ticks again to notice a dead follower, and with CheckQuorum to step
-// down without a majority).
+// peerDown marks node nid down (its connection broke, a message to it
+// failed, its lease expired) and, the first time, wakes every quiet
+// group it is a voter of: a follower of a dead leader must tick again to
+// elect another; a leader ticks again, to go quiet without it (below) or,
+// with CheckQuorum, to step down without a majority. Marked again while
+// down it wakes nothing: the messages raft keeps sending it fail, and a
+// group must be able to go quiet without it.
+func (h *Host) peerDown(nid uint64) {
+	h.downMu.Lock()
+	was := h.down[nid]
+	h.down[nid] = true
+	h.downs.Store(int32(len(h.down)))
+	h.downMu.Unlock()
+	if !was {
+		h.wakePeer(nid)
+	}
+}
+
+// peerUp clears nid's down mark: a frame came from it.
+func (h *Host) peerUp(nid uint64) {
+	if h.downs.Load() == 0 {
+		return
+	}
+	h.downMu.Lock()
+	delete(h.down, nid)
+	h.downs.Store(int32(len(h.down)))
+	h.downMu.Unlock()
+}
+
+// isDown reports whether nid is marked down.
+func (h *Host) isDown(nid uint64) bool {
+	if h.downs.Load() == 0 {
+		return false
+	}
+	h.downMu.Lock()
+	defer h.downMu.Unlock()
+	return h.down[nid]
+}
+
+// wakePeer wakes every quiet group node nid is a voter of.
 func (h *Host) wakePeer(nid uint64) {
 	h.mu.RLock()
 	gs := make([]*group, 0, len(h.groups))
@@ -463,7 +501,7 @@ func (h *Host) NodeDown(node string) {
 	if h.ctx.Err() != nil || node == h.opts.Node {
 		return
 	}
-	h.wakePeer(NodeID(node))
+	h.peerDown(NodeID(node))
 }
 
 // Quiesced returns how many of the Host's groups are quiet.
@@ -496,7 +534,7 @@ func (h *Host) Quiesced() int {
 // CheckQuorum does not count while it does not tick, nor the followers'
 // election timeouts. Anything wakes the group again: a proposal, a
 // message from another node (but heartbeat responses), an unreachable
-// report, a broken connection or a node reported down (wakePeer). A
+// report, a broken connection or a node reported down (peerDown). A
 // woken follower whose leader is gone campaigns after its election
 // timeout, as raft would; one still quiet refuses the pre-vote (the
 // leader's lease), but the vote request woke it, so the next campaign
@@ -550,13 +588,13 @@ func (h *Host) tick(g *group, rn *raft.RawNode) bool {
 		g.idle++
 	}
 	if g.idle < quiesceTicks || last != st.GetCommit() || st.Applied != st.GetCommit() || rn.HasReady() ||
-		!caughtUp(rn, h.self, last) {
+		!h.caughtUp(rn, g, last) {
 		rn.Tick()
 		return true
 	}
 	g.quiesced = true
 	for _, nid := range g.voters {
-		if nid != h.self {
+		if nid != h.self && !h.isDown(nid) {
 			g.quiesceOut = append(g.quiesceOut, outMsg{g: g.id, quiesce: true, m: &pb.Message{
 				Type: pb.MsgHeartbeat.Enum(), To: new(nid), From: new(h.self),
 				Term: new(st.GetTerm()), Commit: new(st.GetCommit()),
@@ -566,16 +604,25 @@ func (h *Host) tick(g *group, rn *raft.RawNode) bool {
 	return true // the worker sends the quiesce heartbeats
 }
 
-// caughtUp reports whether every follower of a leader's group
-// acknowledged index last, is replicating and was recently active.
-func caughtUp(rn *raft.RawNode, self, last uint64) bool {
-	ok := true
+// caughtUp reports whether every follower of a leader's group but those
+// marked down acknowledged index last, is replicating and was recently
+// active, and those with the leader are a majority of the voters (so a
+// group goes quiet without a dead node, as CockroachDB's ranges do with
+// a node its liveness says is dead; the node back, its campaign wakes
+// the group).
+func (h *Host) caughtUp(rn *raft.RawNode, g *group, last uint64) bool {
+	ok, up := true, 1
 	rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id != self && (pr.Match != last || pr.State != tracker.StateReplicate || !pr.RecentActive) {
+		switch {
+		case id == h.self:
+		case h.isDown(id):
+		case pr.Match != last || pr.State != tracker.StateReplicate || !pr.RecentActive:
 			ok = false
+		default:
+			up++
 		}
 	})
-	return ok
+	return ok && up > len(g.voters)/2
 }
 
 // Close stops the Host: the ticker and worker stop (a round not yet

@@ -143,8 +143,14 @@ func TestQuietGroupsFailOver(t *testing.T) {
 			t.Errorf("group %d: leader %q after the kill", g, l)
 		}
 	}
-	// (Groups missing a voter do not go quiet: a dead follower does not
-	// acknowledge the leader's last index.)
+	// Idle again, they go quiet without it (it is marked down: its
+	// connections broke), and stay so.
+	c.allQuiet(t, survivors)
+	sent := c.sentByAll()
+	time.Sleep(idleWindow)
+	if n := c.sentByAll() - sent; n != 0 {
+		t.Errorf("quiet groups without the killed node sent %d messages in %v, want 0", n, idleWindow)
+	}
 
 	// Back, it joins groups that went quiet without it: a write through
 	// it reaches every group, and it holds what was written meanwhile.

@@ -124,13 +124,14 @@ func (t *transport) receive(c net.Conn) {
 			// The peer may be gone (a killed process's connections
 			// end): its groups must not stay quiet waiting for it.
 			if t.h.ctx.Err() == nil {
-				t.h.wakePeer(from)
+				t.h.peerDown(from)
 			}
 			return
 		}
 		if f.m.GetTo() != t.h.self || f.m.GetFrom() != from {
 			continue // not for this node, or not from the node that said hello
 		}
+		t.h.peerUp(from)
 		t.h.step(f)
 	}
 }
@@ -338,7 +339,7 @@ func readFrame(r io.Reader) (outMsg, error) {
 // fail reports msgs lost to raft (it retries through its own timers),
 // and wakes every quiet group of the peer.
 func (p *peer) fail(msgs []outMsg) {
-	p.t.h.wakePeer(p.id)
+	p.t.h.peerDown(p.id)
 	seen := map[GroupID]bool{}
 	for _, m := range msgs {
 		snap := m.m.GetType() == pb.MsgSnap

@@ -527,14 +527,16 @@ func (h *Host) Quiesced() int {
 //
 // Quiescence (as CockroachDB quiesces its ranges): a group whose leader
 // has had nothing to do for quiesceTicks ticks, every entry committed,
-// applied and acknowledged by every follower (each recently active and
-// replicating), stops ticking: no heartbeats, no elections. Its leader
-// sends each follower a last heartbeat marked quiesce (term, commit);
+// applied and acknowledged by every follower not marked down (each
+// recently active and replicating; with the leader, a majority), stops
+// ticking: no heartbeats, no elections. Its leader sends each of those
+// followers a last heartbeat marked quiesce (term, commit);
 // a follower that agrees stops ticking too (Host.step). The leader's
 // CheckQuorum does not count while it does not tick, nor the followers'
 // election timeouts. Anything wakes the group again: a proposal, a
-// message from another node (but heartbeat responses), an unreachable
-// report, a broken connection or a node reported down (peerDown). A
+// message from another node (but heartbeat responses), a voter newly
+// marked down (a broken connection, a failed message, a lease expired:
+// peerDown). A
 // woken follower whose leader is gone campaigns after its election
 // timeout, as raft would; one still quiet refuses the pre-vote (the
 // leader's lease), but the vote request woke it, so the next campaign

@@ -39,11 +39,14 @@ type group struct {
 	queued bool          // in Host.ready; guarded by Host.readyMu
 }
 
-// wakeLocked unquiesces the group (g.mu held): it ticks again, and counts
-// its idle ticks from zero.
+// wakeLocked unquiesces the group (g.mu held): it ticks again, counts
+// its idle ticks from zero, and a quiesce heartbeat not sent yet is
+// dropped (sent after the waking proposal's append it would quiet the
+// followers of a busy leader).
 func (g *group) wakeLocked() {
 	g.quiesced = false
 	g.idle = 0
+	g.quiesceOut = nil
 }
 
 // withRaft runs fn on the group's RawNode under its lock.

@@ -118,13 +118,10 @@ func (h *Host) round() error {
 			out[m.GetTo()] = append(out[m.GetTo()], outMsg{g: g.id, m: m})
 		}
 	}
-	for _, m := range quiet {
-		to := m.m.GetTo()
-		out[to] = append(out[to], m)
-	}
 	for to, msgs := range out {
 		h.tr.send(to, msgs)
 	}
+	h.sendQuiet(quiet) // queued behind the Ready messages to the same peers
 	for _, rg := range work {
 		g := rg.g
 		g.withRaft(func(rn *raft.RawNode) { rn.Advance(rg.rd) })
@@ -140,7 +137,7 @@ func (h *Host) round() error {
 	return nil
 }
 
-// sendQuiet sends quiesce heartbeats in a round with nothing else to do.
+// sendQuiet sends leaders' quiesce heartbeats.
 func (h *Host) sendQuiet(quiet []outMsg) {
 	out := map[uint64][]outMsg{}
 	for _, m := range quiet {

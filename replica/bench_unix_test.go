@@ -4,6 +4,7 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,9 +14,18 @@ import (
 // BenchmarkIdle1024Groups measures what 1024 idle groups (a bucket's
 // partitions) cost three hosts in one process: once every group has a
 // leader and one entry, the process's CPU time over a few seconds of
-// nothing but ticks and heartbeats, as cores kept busy.
+// nothing but ticks and heartbeats (none once quiet), as cores kept busy,
+// and the messages sent a second. quiesce=false is the code before
+// quiescing (-count runs each one that many times in a row; alternate
+// by running the benchmark again).
 func BenchmarkIdle1024Groups(b *testing.B) {
-	c := newTestCluster(b, 1024, nil, false)
+	for _, q := range []bool{false, true} {
+		b.Run(fmt.Sprintf("quiesce=%v", q), func(b *testing.B) { benchIdle(b, q) })
+	}
+}
+
+func benchIdle(b *testing.B, quiesce bool) {
+	c := newTestCluster(b, 1024, func(o *Options) { o.test.noQuiesce = !quiesce }, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -35,11 +45,18 @@ func BenchmarkIdle1024Groups(b *testing.B) {
 	time.Sleep(2 * time.Second) // let the warm-up's stragglers settle
 	b.ResetTimer()
 	for range b.N {
-		cpu0 := cpuTime(b)
+		cpu0, sent0 := cpuTime(b), c.sentByAll()
 		start := time.Now() // wall clock: a rate
 		time.Sleep(5 * time.Second)
-		b.ReportMetric((cpuTime(b)-cpu0).Seconds()/time.Since(start).Seconds(), "cores")
+		secs := time.Since(start).Seconds()
+		b.ReportMetric((cpuTime(b)-cpu0).Seconds()/secs, "cores")
+		b.ReportMetric(float64(c.sentByAll()-sent0)/secs, "msgs/s")
 	}
+	quiet := 0
+	for _, n := range testNodes {
+		quiet += c.host(n).Quiesced()
+	}
+	b.ReportMetric(float64(quiet)/3, "quiet-groups/host")
 }
 
 func cpuTime(b *testing.B) time.Duration {

@@ -18,26 +18,35 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Type: new(pb.MsgHeartbeat), To: new(uint64(3)), From: new(uint64(1))},
 	}
 	for i, m := range msgs {
-		if err := writeFrame(&buf, GroupID(i+40), m); err != nil {
+		// The heartbeat goes as a quiesce heartbeat: the mark survives.
+		if err := writeFrame(&buf, outMsg{g: GroupID(i + 40), m: m, quiesce: i == 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i, want := range msgs {
-		g, m, err := readFrame(&buf)
-		if err != nil || g != GroupID(i+40) || !proto.Equal(m, want) {
-			t.Fatalf("frame %d: group %d, %v, %v; want group %d, %v", i, g, m, err, i+40, want)
+		f, err := readFrame(&buf)
+		if err != nil || f.g != GroupID(i+40) || !proto.Equal(f.m, want) || f.quiesce != (i == 1) {
+			t.Fatalf("frame %d: group %d, %v, quiesce %v, %v; want group %d, %v, quiesce %v", i, f.g, f.m, f.quiesce, err, i+40, want, i == 1)
 		}
 	}
-	if _, _, err := readFrame(&buf); !errors.Is(err, io.EOF) {
+	// Only a heartbeat may carry the quiesce mark.
+	var marked bytes.Buffer
+	if err := writeFrame(&marked, outMsg{g: 1, m: msgs[0], quiesce: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readFrame(&marked); !errors.Is(err, errFrame) {
+		t.Fatalf("a marked append: %v, want errFrame", err)
+	}
+	if _, err := readFrame(&buf); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last frame: %v, want EOF", err)
 	}
 	// A length claimed but not sent is a short read, not a 256 MB buffer.
 	short := []byte{0x0f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3}
-	if _, _, err := readFrame(bytes.NewReader(short)); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := readFrame(bytes.NewReader(short)); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("a short frame: %v, want ErrUnexpectedEOF", err)
 	}
 	huge := []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1}
-	if _, _, err := readFrame(bytes.NewReader(huge)); !errors.Is(err, errFrame) {
+	if _, err := readFrame(bytes.NewReader(huge)); !errors.Is(err, errFrame) {
 		t.Fatalf("a 4 GB frame: %v, want errFrame", err)
 	}
 }
@@ -46,14 +55,14 @@ func TestFrameRoundTrip(t *testing.T) {
 // messages or an error, never a panic.
 func FuzzReadFrame(f *testing.F) {
 	var buf bytes.Buffer
-	writeFrame(&buf, 9, &pb.Message{Type: new(pb.MsgVote), To: new(uint64(2)), From: new(uint64(1)), Term: new(uint64(5))})
+	writeFrame(&buf, outMsg{g: 9, m: &pb.Message{Type: new(pb.MsgVote), To: new(uint64(2)), From: new(uint64(1)), Term: new(uint64(5))}})
 	f.Add(buf.Bytes())
 	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"))
 	f.Add([]byte{0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		for range 1000 {
-			if _, _, err := readFrame(r); err != nil {
+			if _, err := readFrame(r); err != nil {
 				return
 			}
 		}

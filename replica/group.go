@@ -14,8 +14,20 @@ type group struct {
 	sm StateMachine
 	ms *raft.MemoryStorage // the log since the last snapshot, in front of the store
 
-	mu sync.Mutex // guards rn
+	mu sync.Mutex // guards rn and the quiescence fields below
 	rn *raft.RawNode
+
+	// Quiescence (see Host.tickLoop). quiesced: the group is not ticked;
+	// idle: ticks since the leader's last index or commit moved, or the
+	// group was woken; last: that index as last seen; quiesceOut: the
+	// leader's quiesce heartbeats waiting for the worker to send them
+	// after the group's Ready messages.
+	quiesced   bool
+	idle       int
+	last       uint64
+	quiesceOut []outMsg
+
+	voters []uint64 // the group's voters at AddGroup (no conf changes yet)
 
 	// Touched by the worker only.
 	cs         *pb.ConfState
@@ -25,6 +37,16 @@ type group struct {
 
 	leader atomic.Uint64 // the leader's NodeID as last seen, 0 for none
 	queued bool          // in Host.ready; guarded by Host.readyMu
+}
+
+// wakeLocked unquiesces the group (g.mu held): it ticks again, counts
+// its idle ticks from zero, and a quiesce heartbeat not sent yet is
+// dropped (sent after the waking proposal's append it would quiet the
+// followers of a busy leader).
+func (g *group) wakeLocked() {
+	g.quiesced = false
+	g.idle = 0
+	g.quiesceOut = nil
 }
 
 // withRaft runs fn on the group's RawNode under its lock.

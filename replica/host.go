@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +15,18 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // proposalHeader prefixes every proposed entry's data: the proposing
 // Host's random nonce and its proposal counter, so that Host (and no
 // other) recognises the entry at apply and answers its waiter.
 const proposalHeader = 16
+
+// quiesceTicks is how many ticks a leader's group must be idle (its last
+// index and commit unchanged, every follower caught up) before it goes
+// quiet.
+const quiesceTicks = 3
 
 // Host runs the Raft groups of one node: their ticker, the worker that
 // persists, sends and applies their Ready rounds, the store and the
@@ -36,6 +43,10 @@ type Host struct {
 	groups map[GroupID]*group
 	names  map[uint64]string // NodeID -> name, of every voter of every group
 
+	downMu sync.Mutex
+	down   map[uint64]bool // peers whose connection broke or whose lease expired, not heard since
+	downs  atomic.Int32    // len(down), read without the lock on every received frame
+
 	readyMu sync.Mutex
 	ready   []*group
 	wake    chan struct{} // capacity 1: the worker has groups to look at
@@ -49,7 +60,7 @@ type Host struct {
 	once   sync.Once
 	failed atomic.Pointer[error] // the error that stopped the worker
 
-	rounds, syncs, snapsTaken, snapsRestored atomic.Uint64
+	rounds, syncs, snapsTaken, snapsRestored, sent atomic.Uint64
 }
 
 type outcome struct {
@@ -76,7 +87,7 @@ func Open(opts Options) (*Host, error) {
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
 		groups: map[GroupID]*group{}, names: map[uint64]string{NodeID(opts.Node): opts.Node},
-		wake: make(chan struct{}, 1), pending: map[uint64]chan outcome{},
+		wake: make(chan struct{}, 1), pending: map[uint64]chan outcome{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}
 	if h.tr, err = listen(h); err != nil {
@@ -171,6 +182,7 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	}
 	g := &group{id: id, sm: sm, ms: raft.NewMemoryStorage(), cs: gs.snap.GetMetadata().GetConfState(),
 		applied: gs.applied, snapIndex: snapIndex}
+	g.voters = append([]uint64(nil), g.cs.GetVoters()...)
 	g.lastStored = g.snapIndex
 	if err := g.ms.ApplySnapshot(gs.snap); err != nil {
 		return fmt.Errorf("replica: group %d: %w", id, err)
@@ -249,6 +261,7 @@ func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, er
 	h.pendMu.Unlock()
 	var lead uint64
 	g.withRaft(func(rn *raft.RawNode) {
+		g.wakeLocked() // a follower's forwarded proposal wakes its leader
 		if err = rn.Propose(buf); err != nil {
 			lead = rn.BasicStatus().Lead
 		}
@@ -310,12 +323,16 @@ type Stats struct {
 	// a log; SnapshotsRestored the snapshots received from a leader and
 	// restored (a replica too far behind the leader's log).
 	SnapshotsTaken, SnapshotsRestored uint64
+	// MessagesSent counts the Raft messages queued to peers (of all
+	// groups; idle groups send none once quiet).
+	MessagesSent uint64
 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
-		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load()}
+		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load(),
+		MessagesSent: h.sent.Load()}
 }
 
 func (h *Host) group(id GroupID) (*group, error) {
@@ -351,15 +368,36 @@ func (h *Host) enqueue(g *group) {
 	}
 }
 
-// step hands a message from the transport to its group.
-func (h *Host) step(id GroupID, m *pb.Message) {
+// step hands a message from the transport to its group. Any message
+// wakes a quiet group but two: a follower's heartbeat response (it
+// changes nothing that needs ticks), and the leader's quiesce heartbeat,
+// which quiets a follower that agrees: it knows that leader in that
+// term and has committed what the leader has (raft's step of the
+// heartbeat just committed it, and restarted the election timeout).
+func (h *Host) step(f outMsg) {
 	h.mu.RLock()
-	g := h.groups[id]
+	g := h.groups[f.g]
 	h.mu.RUnlock()
 	if g == nil {
 		return // not (yet) running here: raft retransmits
 	}
-	g.withRaft(func(rn *raft.RawNode) { _ = rn.Step(m) })
+	m := f.m
+	g.withRaft(func(rn *raft.RawNode) {
+		_ = rn.Step(m)
+		switch {
+		case f.quiesce:
+			st := rn.BasicStatus()
+			if st.RaftState == raft.StateFollower && st.Lead == m.GetFrom() && st.GetTerm() == m.GetTerm() &&
+				st.GetCommit() == m.GetCommit() {
+				g.quiesced = true
+			} else {
+				g.wakeLocked()
+			}
+		case m.GetType() == pb.MsgHeartbeatResp:
+		default:
+			g.wakeLocked()
+		}
+	})
 	h.enqueue(g)
 }
 
@@ -393,7 +431,116 @@ func (h *Host) snapshotSent(id GroupID, to uint64) {
 	h.enqueue(g)
 }
 
-// tickLoop ticks every group each TickInterval.
+// peerDown marks node nid down (its connection broke, a message to it
+// failed, its lease expired) and, the first time, wakes every quiet
+// group it is a voter of: a follower of a dead leader must tick again to
+// elect another; a leader ticks again, to go quiet without it (below) or,
+// with CheckQuorum, to step down without a majority. Marked again while
+// down it wakes nothing: the messages raft keeps sending it fail, and a
+// group must be able to go quiet without it.
+func (h *Host) peerDown(nid uint64) {
+	h.downMu.Lock()
+	was := h.down[nid]
+	h.down[nid] = true
+	h.downs.Store(int32(len(h.down)))
+	h.downMu.Unlock()
+	if !was {
+		h.wakePeer(nid)
+	}
+}
+
+// peerUp clears nid's down mark: a frame came from it.
+func (h *Host) peerUp(nid uint64) {
+	if h.downs.Load() == 0 {
+		return
+	}
+	h.downMu.Lock()
+	delete(h.down, nid)
+	h.downs.Store(int32(len(h.down)))
+	h.downMu.Unlock()
+}
+
+// isDown reports whether nid is marked down.
+func (h *Host) isDown(nid uint64) bool {
+	if h.downs.Load() == 0 {
+		return false
+	}
+	h.downMu.Lock()
+	defer h.downMu.Unlock()
+	return h.down[nid]
+}
+
+// wakePeer wakes every quiet group node nid is a voter of.
+func (h *Host) wakePeer(nid uint64) {
+	h.mu.RLock()
+	gs := make([]*group, 0, len(h.groups))
+	for _, g := range h.groups {
+		if slices.Contains(g.voters, nid) {
+			gs = append(gs, g)
+		}
+	}
+	h.mu.RUnlock()
+	for _, g := range gs {
+		woke := false
+		g.withRaft(func(*raft.RawNode) {
+			woke = g.quiesced
+			g.wakeLocked()
+		})
+		if woke {
+			h.enqueue(g)
+		}
+	}
+}
+
+// NodeDown tells the Host that node is down (its cluster lease
+// expired): every quiet group it is a voter of wakes, so that a group it
+// led elects another leader after an election timeout. The transport
+// notices a broken connection by itself; this covers a node that died
+// without closing its connections (a machine lost, a network cut).
+func (h *Host) NodeDown(node string) {
+	if h.ctx.Err() != nil || node == h.opts.Node {
+		return
+	}
+	h.peerDown(NodeID(node))
+}
+
+// Quiesced returns how many of the Host's groups are quiet.
+func (h *Host) Quiesced() int {
+	h.mu.RLock()
+	gs := make([]*group, 0, len(h.groups))
+	for _, g := range h.groups {
+		gs = append(gs, g)
+	}
+	h.mu.RUnlock()
+	n := 0
+	for _, g := range gs {
+		g.withRaft(func(*raft.RawNode) {
+			if g.quiesced {
+				n++
+			}
+		})
+	}
+	return n
+}
+
+// tickLoop ticks every group each TickInterval, but the quiet ones.
+//
+// Quiescence (as CockroachDB quiesces its ranges): a group whose leader
+// has had nothing to do for quiesceTicks ticks, every entry committed,
+// applied and acknowledged by every follower not marked down (each
+// recently active and replicating; with the leader, a majority), stops
+// ticking: no heartbeats, no elections. Its leader sends each of those
+// followers a last heartbeat marked quiesce (term, commit);
+// a follower that agrees stops ticking too (Host.step). The leader's
+// CheckQuorum does not count while it does not tick, nor the followers'
+// election timeouts. Anything wakes the group again: a proposal, a
+// message from another node (but heartbeat responses), a voter newly
+// marked down (a broken connection, a failed message, a lease expired:
+// peerDown). A
+// woken follower whose leader is gone campaigns after its election
+// timeout, as raft would; one still quiet refuses the pre-vote (the
+// leader's lease), but the vote request woke it, so the next campaign
+// wins it.
 func (h *Host) tickLoop() {
 	defer h.wg.Done()
 	t := time.NewTicker(h.opts.TickInterval)
@@ -411,10 +558,73 @@ func (h *Host) tickLoop() {
 		}
 		h.mu.RUnlock()
 		for _, g := range gs {
-			g.withRaft(func(rn *raft.RawNode) { rn.Tick() })
-			h.enqueue(g)
+			ticked := false
+			g.withRaft(func(rn *raft.RawNode) { ticked = h.tick(g, rn) })
+			if ticked {
+				h.enqueue(g)
+			}
 		}
 	}
+}
+
+// tick ticks g (g.mu held), or quiets it when its leader has been idle
+// long enough (see tickLoop); it reports false for a quiet group.
+func (h *Host) tick(g *group, rn *raft.RawNode) bool {
+	if g.quiesced {
+		return false
+	}
+	if h.opts.test.noQuiesce {
+		rn.Tick()
+		return true
+	}
+	st := rn.BasicStatus()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None {
+		g.idle = 0
+		rn.Tick()
+		return true
+	}
+	last, _ := g.ms.LastIndex()
+	if last != g.last {
+		g.last, g.idle = last, 0
+	} else {
+		g.idle++
+	}
+	if g.idle < quiesceTicks || last != st.GetCommit() || st.Applied != st.GetCommit() || rn.HasReady() ||
+		!h.caughtUp(rn, g, last) {
+		rn.Tick()
+		return true
+	}
+	g.quiesced = true
+	for _, nid := range g.voters {
+		if nid != h.self && !h.isDown(nid) {
+			g.quiesceOut = append(g.quiesceOut, outMsg{g: g.id, quiesce: true, m: &pb.Message{
+				Type: pb.MsgHeartbeat.Enum(), To: new(nid), From: new(h.self),
+				Term: new(st.GetTerm()), Commit: new(st.GetCommit()),
+			}})
+		}
+	}
+	return true // the worker sends the quiesce heartbeats
+}
+
+// caughtUp reports whether every follower of a leader's group but those
+// marked down acknowledged index last, is replicating and was recently
+// active, and those with the leader are a majority of the voters (so a
+// group goes quiet without a dead node, as CockroachDB's ranges do with
+// a node its liveness says is dead; the node back, its campaign wakes
+// the group).
+func (h *Host) caughtUp(rn *raft.RawNode, g *group, last uint64) bool {
+	ok, up := true, 1
+	rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		switch {
+		case id == h.self:
+		case h.isDown(id):
+		case pr.Match != last || pr.State != tracker.StateReplicate || !pr.RecentActive:
+			ok = false
+		default:
+			up++
+		}
+	})
+	return ok && up > len(g.voters)/2
 }
 
 // Close stops the Host: the ticker and worker stop (a round not yet

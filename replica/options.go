@@ -67,8 +67,9 @@ type Options struct {
 	Logger *slog.Logger
 
 	test struct {
-		noSync bool   // batches are not fsync'd (tests of logic only)
-		fs     vfs.FS // the store's file system (a crashable one in crash tests)
+		noSync    bool   // batches are not fsync'd (tests of logic only)
+		noQuiesce bool   // every group ticks always (the code before quiescing, to compare)
+		fs        vfs.FS // the store's file system (a crashable one in crash tests)
 	}
 }
 

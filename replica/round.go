@@ -60,6 +60,7 @@ func (h *Host) round() error {
 	h.readyMu.Unlock()
 
 	var work []readyGroup
+	var quiet []outMsg // leaders' quiesce heartbeats, sent after every Ready's messages
 	b := h.st.db.NewBatch()
 	defer b.Close()
 	for _, g := range gs {
@@ -69,6 +70,8 @@ func (h *Host) round() error {
 			if has = rn.HasReady(); has {
 				rd = rn.Ready()
 			}
+			quiet = append(quiet, g.quiesceOut...)
+			g.quiesceOut = nil
 		})
 		if !has {
 			continue
@@ -80,6 +83,7 @@ func (h *Host) round() error {
 		work = append(work, rg)
 	}
 	if len(work) == 0 {
+		h.sendQuiet(quiet)
 		return nil
 	}
 	h.rounds.Add(1)
@@ -117,6 +121,7 @@ func (h *Host) round() error {
 	for to, msgs := range out {
 		h.tr.send(to, msgs)
 	}
+	h.sendQuiet(quiet) // queued behind the Ready messages to the same peers
 	for _, rg := range work {
 		g := rg.g
 		g.withRaft(func(rn *raft.RawNode) { rn.Advance(rg.rd) })
@@ -130,6 +135,17 @@ func (h *Host) round() error {
 		h.enqueue(g) // HasReady is checked next round
 	}
 	return nil
+}
+
+// sendQuiet sends leaders' quiesce heartbeats.
+func (h *Host) sendQuiet(quiet []outMsg) {
+	out := map[uint64][]outMsg{}
+	for _, m := range quiet {
+		out[m.m.GetTo()] = append(out[m.m.GetTo()], m)
+	}
+	for to, msgs := range out {
+		h.tr.send(to, msgs)
+	}
 }
 
 // persist writes one group's Ready into the round's batch and applies its

@@ -24,12 +24,17 @@ import (
 //	hello:  "MFR1" | sender's NodeID (8 bytes, big endian)
 //	frame:  length (4 bytes, of what follows) | group (8 bytes) | raftpb.Message
 //
+// The length's top bit (frames are at most maxFrame, far below it) marks a
+// leader's quiesce heartbeat: a MsgHeartbeat after which the group goes
+// quiet (Host.tickLoop). raft's own heartbeat Context is not free for
+// it (raft reads it as a read-index acknowledgement).
 // A sender writes every message queued for the peer (of all groups) into
 // one buffered write per round.
 const (
 	helloMagic   = "MFR1"
 	helloLen     = 4 + 8
 	maxFrame     = 256 << 20 // a snapshot travels in one frame
+	quiesceBit   = 1 << 31   // in a frame's length: a quiesce heartbeat
 	dialTimeout  = 2 * time.Second
 	writeTimeout = 10 * time.Second
 	minBackoff   = 50 * time.Millisecond
@@ -38,8 +43,9 @@ const (
 
 // outMsg is a message of a group, on its way to a peer.
 type outMsg struct {
-	g GroupID
-	m *pb.Message
+	g       GroupID
+	m       *pb.Message
+	quiesce bool // the leader's quiesce heartbeat
 }
 
 type transport struct {
@@ -110,17 +116,23 @@ func (t *transport) receive(c net.Conn) {
 	c.SetReadDeadline(time.Time{})
 	from := binary.BigEndian.Uint64(hello[4:])
 	for {
-		g, m, err := readFrame(r)
+		f, err := readFrame(r)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				t.h.opts.Logger.Warn("replica: bad frame; connection closed", "from", c.RemoteAddr(), "err", err)
 			}
+			// The peer may be gone (a killed process's connections
+			// end): its groups must not stay quiet waiting for it.
+			if t.h.ctx.Err() == nil {
+				t.h.peerDown(from)
+			}
 			return
 		}
-		if m.GetTo() != t.h.self || m.GetFrom() != from {
+		if f.m.GetTo() != t.h.self || f.m.GetFrom() != from {
 			continue // not for this node, or not from the node that said hello
 		}
-		t.h.step(g, m)
+		t.h.peerUp(from)
+		t.h.step(f)
 	}
 }
 
@@ -144,6 +156,7 @@ func (t *transport) send(to uint64, msgs []outMsg) {
 	keep := msgs[:min(max(room, 0), len(msgs))]
 	p.q = append(p.q, keep...)
 	p.mu.Unlock()
+	t.h.sent.Add(uint64(len(keep)))
 	for _, m := range msgs[len(keep):] {
 		t.h.unreachable(m.g, to, m.m.GetType() == pb.MsgSnap)
 	}
@@ -258,7 +271,7 @@ func (p *peer) dial() (net.Conn, error) {
 func (p *peer) write(c net.Conn, w *bufio.Writer, msgs []outMsg) error {
 	c.SetWriteDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
 	for _, m := range msgs {
-		if err := writeFrame(w, m.g, m.m); err != nil {
+		if err := writeFrame(w, m); err != nil {
 			return err
 		}
 	}
@@ -269,18 +282,22 @@ func (p *peer) write(c net.Conn, w *bufio.Writer, msgs []outMsg) error {
 // undecodable message.
 var errFrame = errors.New("replica: bad frame")
 
-// writeFrame writes one frame: length, group, message.
-func writeFrame(w io.Writer, g GroupID, m *pb.Message) error {
-	b, err := proto.Marshal(m)
+// writeFrame writes one frame: length (and quiesce bit), group, message.
+func writeFrame(w io.Writer, f outMsg) error {
+	b, err := proto.Marshal(f.m)
 	if err != nil {
 		return err
 	}
 	if len(b)+8 > maxFrame {
 		return fmt.Errorf("%w: a message of %d bytes", errFrame, len(b))
 	}
+	n := uint32(len(b) + 8)
+	if f.quiesce {
+		n |= quiesceBit
+	}
 	var head [4 + 8]byte
-	binary.BigEndian.PutUint32(head[:4], uint32(len(b)+8))
-	binary.BigEndian.PutUint64(head[4:], uint64(g))
+	binary.BigEndian.PutUint32(head[:4], n)
+	binary.BigEndian.PutUint64(head[4:], uint64(f.g))
 	if _, err := w.Write(head[:]); err != nil {
 		return err
 	}
@@ -290,32 +307,39 @@ func writeFrame(w io.Writer, g GroupID, m *pb.Message) error {
 
 // readFrame reads one frame. The body is read as it arrives, so a length
 // claimed but not sent costs no allocation of that size.
-func readFrame(r io.Reader) (GroupID, *pb.Message, error) {
+func readFrame(r io.Reader) (outMsg, error) {
 	var head [4 + 8]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return 0, nil, err
+		return outMsg{}, err
 	}
 	n := binary.BigEndian.Uint32(head[:4])
+	quiesce := n&quiesceBit != 0
+	n &^= quiesceBit
 	if n < 8 || n > maxFrame {
-		return 0, nil, fmt.Errorf("%w: length %d", errFrame, n)
+		return outMsg{}, fmt.Errorf("%w: length %d", errFrame, n)
 	}
 	g := GroupID(binary.BigEndian.Uint64(head[4:]))
 	buf, err := io.ReadAll(io.LimitReader(r, int64(n-8)))
 	if err != nil {
-		return 0, nil, err
+		return outMsg{}, err
 	}
 	if len(buf) != int(n-8) {
-		return 0, nil, io.ErrUnexpectedEOF
+		return outMsg{}, io.ErrUnexpectedEOF
 	}
 	m := &pb.Message{}
 	if err := proto.Unmarshal(buf, m); err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", errFrame, err)
+		return outMsg{}, fmt.Errorf("%w: %w", errFrame, err)
 	}
-	return g, m, nil
+	if quiesce && m.GetType() != pb.MsgHeartbeat {
+		return outMsg{}, fmt.Errorf("%w: a quiesce mark on a %v", errFrame, m.GetType())
+	}
+	return outMsg{g: g, m: m, quiesce: quiesce}, nil
 }
 
-// fail reports msgs lost to raft (it retries through its own timers).
+// fail reports msgs lost to raft (it retries through its own timers),
+// and wakes every quiet group of the peer.
 func (p *peer) fail(msgs []outMsg) {
+	p.t.h.peerDown(p.id)
 	seen := map[GroupID]bool{}
 	for _, m := range msgs {
 		snap := m.m.GetType() == pb.MsgSnap

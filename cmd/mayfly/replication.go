@@ -59,7 +59,11 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 		return nil, fmt.Errorf("starting replication on %s: %w", listen, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &replication{n: n, h: h, logger: logger, ctx: ctx, cancel: cancel}, nil
+	r := &replication{n: n, h: h, logger: logger, ctx: ctx, cancel: cancel}
+	// A node whose lease expired may have died without closing its
+	// connections: its quiet groups wake, to elect other leaders.
+	r.wg.Go(func() { cluster.WatchNodesDown(ctx, n.Client(), h.NodeDown) })
+	return r, nil
 }
 
 // Close stops following maps and closes the Host (its groups stop; a

@@ -461,32 +461,42 @@ func (b *Bucket) ExpireBatch(ctx context.Context, limit int) (purged int, more b
 	if r := b.replicator(); r != nil {
 		return b.expireBatchReplicated(ctx, r, limit) // replexpiry.go
 	}
-	now := b.clock.Now()
+	return b.walkDue(ctx, b.clock.Now(), limit, func(it expItem) (bool, error) {
+		_, ok, err := b.expireQueued(it.key, it.exp, &b.stats.expiredPager)
+		return ok, err
+	})
+}
+
+// walkDue calls take on the documents due by now, in expiry order, until
+// take has counted limit of them (take says whether it counted one); it
+// returns how many it counted and whether more are due. An error of take
+// or ctx stops it.
+func (b *Bucket) walkDue(ctx context.Context, now int64, limit int, take func(expItem) (bool, error)) (n int, more bool, err error) {
 	var cursor *expItem
-	for purged < limit {
-		want := limit - purged + 1
+	for n < limit {
+		want := limit - n + 1
 		due := b.exps.dueAfter(now, cursor, want)
 		for i := range due {
-			if purged == limit {
-				return purged, true, nil
+			if n == limit {
+				return n, true, nil
 			}
 			if err := ctx.Err(); err != nil {
-				return purged, true, err
+				return n, true, err
 			}
 			cursor = &due[i]
-			_, ok, err := b.expireQueued(due[i].key, due[i].exp, &b.stats.expiredPager)
+			ok, err := take(due[i])
 			if err != nil {
-				return purged, true, err
+				return n, true, err
 			}
 			if ok {
-				purged++
+				n++
 			}
 		}
 		if len(due) < want {
-			return purged, false, nil
+			return n, false, nil
 		}
 	}
-	return purged, b.exps.dueAfter(now, cursor, 1) != nil, nil
+	return n, b.exps.dueAfter(now, cursor, 1) != nil, nil
 }
 
 // Sync waits until every mutation made so far is on disk (at once for a

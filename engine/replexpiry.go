@@ -110,34 +110,20 @@ func (b *Bucket) expireBatchReplicated(ctx context.Context, r Replicator, limit 
 	now := b.clock.Now()
 	led := make(map[uint16]bool) // by partition, asked once a batch
 	var picked []expItem
-	var cursor *expItem
-	more := false
-walk:
-	for {
-		want := limit - len(picked) + 1
-		due := b.exps.dueAfter(now, cursor, want)
-		for i := range due {
-			if len(picked) == limit {
-				more = true
-				break walk
-			}
-			if err := ctx.Err(); err != nil {
-				return 0, true, err
-			}
-			cursor = &due[i]
-			part := partitionOf(due[i].key.key, len(b.parts))
-			mine, seen := led[part]
-			if !seen {
-				mine = leads(ctx, r, int(part))
-				led[part] = mine
-			}
-			if mine {
-				picked = append(picked, due[i])
-			}
+	_, more, err := b.walkDue(ctx, now, limit, func(it expItem) (bool, error) {
+		part := partitionOf(it.key.key, len(b.parts))
+		mine, seen := led[part]
+		if !seen {
+			mine = leads(ctx, r, int(part))
+			led[part] = mine
 		}
-		if len(due) < want {
-			break
+		if mine {
+			picked = append(picked, it)
 		}
+		return mine, nil
+	})
+	if err != nil {
+		return 0, true, err
 	}
 	n, err := b.proposeExpirations(ctx, r, now, picked, &b.stats.expiredPager)
 	return n, more || err != nil, err

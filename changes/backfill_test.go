@@ -86,19 +86,54 @@ func TestResumeAcrossBackfills(t *testing.T) {
 		rest := feed(t, b, "since="+url.QueryEscape(all.Results[i].Seq))
 		covers(rest.Results, all.Results[i+1:], fmt.Sprintf("from row %d", i))
 	}
-	// (A limit below what one partition holds never passes a backfill of
-	// it: a position inside one is where it began.)
-	for _, limit := range []int{60, 150, 1000} {
+	// Read in pieces, the feed has every document exactly once, whatever
+	// the limit: a limit below what one partition's backfill holds goes
+	// on after the last document sent (its last_seq names it), and the
+	// pending count is what is left.
+	for _, limit := range []int{1, 7, 60, 150, 1000} {
 		var got []row
 		since := "0"
-		for range 10 * n {
+		for range 2 * n {
 			a := feed(t, b, fmt.Sprintf("since=%s&limit=%d", url.QueryEscape(since), limit))
 			got = append(got, a.Results...)
 			since = a.LastSeq
+			if left := len(all.Results) - len(got); len(a.Results) > 0 && a.Pending != int64(left) {
+				t.Fatalf("limit %d: pending %d after %d rows, want %d", limit, a.Pending, len(got), left)
+			}
 			if len(a.Results) == 0 {
 				break
 			}
 		}
+		if len(got) != len(all.Results) {
+			t.Fatalf("limit %d: %d rows in pieces, want %d", limit, len(got), len(all.Results))
+		}
 		covers(got, all.Results, fmt.Sprintf("limit %d", limit))
+	}
+}
+
+// TestBackfillTokens: a position inside a backfill survives its token (the
+// backfill's end and the last document taken, any bytes of key), and a
+// token cut short or with a backfill point at or before its position is
+// refused as a bad request.
+func TestBackfillTokens(t *testing.T) {
+	p := position{uuid: 7, cas: 100, win: 250, part: 3, seq: 40,
+		bf: engine.BackfillPoint{End: 90, Collection: 8, Key: "k\x00é/x"}}
+	got, err := parsePosition(p.String(), 16)
+	if err != nil || got != p {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, p)
+	}
+	plain := p
+	plain.bf = engine.BackfillPoint{}
+	if got, err := parsePosition(plain.String(), 16); err != nil || got != plain {
+		t.Fatalf("plain round trip: %+v, %v", got, err)
+	}
+	tok := p.String()
+	for _, bad := range []string{
+		tok[:len(tok)-len("k\x00é/x")*4/3-3], // the backfill point cut
+		position{uuid: 7, cas: 100, win: 250, part: 3, seq: 40, bf: engine.BackfillPoint{End: 40}}.String()[:16],
+	} {
+		if _, err := parsePosition(bad, 16); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("parsePosition(%q) = %v, want ErrBadRequest", bad, err)
+		}
 	}
 }

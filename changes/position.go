@@ -21,25 +21,43 @@ type position struct {
 	win  uint64
 	part int
 	seq  uint64
+	// bf, inside a window, is where a reader stands inside part's
+	// backfill from seq (its end and the last document taken), End 0 when
+	// it is in none.
+	bf engine.BackfillPoint
 }
 
 // tokenVersion is the first byte of every token, so that the format can
-// change without old tokens being misread.
-const tokenVersion = 1
+// change without old tokens being misread. A position inside a backfill is
+// written with tokenBackfill, which adds the backfill point.
+const (
+	tokenVersion  = 1
+	tokenBackfill = 2
+)
 
 // String encodes p as an opaque since/seq token: base64url of the version,
 // the history UUID, the CAS and, inside a window, its width, partition and
 // sequence number, as varints (about 20 characters at a window's edge, 35
 // inside one).
 func (p position) String() string {
-	b := make([]byte, 0, 1+8+4*binary.MaxVarintLen64)
-	b = append(b, tokenVersion)
+	inBackfill := p.win > p.cas && p.bf.End > p.seq
+	b := make([]byte, 0, 1+8+6*binary.MaxVarintLen64+len(p.bf.Key))
+	if inBackfill {
+		b = append(b, tokenBackfill)
+	} else {
+		b = append(b, tokenVersion)
+	}
 	b = binary.BigEndian.AppendUint64(b, p.uuid)
 	b = binary.AppendUvarint(b, p.cas)
 	if p.win > p.cas {
 		b = binary.AppendUvarint(b, p.win-p.cas)
 		b = binary.AppendUvarint(b, uint64(p.part))
 		b = binary.AppendUvarint(b, p.seq)
+	}
+	if inBackfill {
+		b = binary.AppendUvarint(b, p.bf.End-p.seq)
+		b = binary.AppendUvarint(b, uint64(p.bf.Collection))
+		b = append(b, p.bf.Key...)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -54,19 +72,27 @@ func parsePosition(s string, nparts int) (position, error) {
 	if err != nil || len(b) < 10 {
 		return bad("not a token")
 	}
-	if b[0] != tokenVersion {
+	want := 0 // the varints to read: all of them (version 1), or 6 then a key
+	switch b[0] {
+	case tokenVersion:
+	case tokenBackfill:
+		want = 6
+	default:
 		return bad("unknown token version")
 	}
 	p := position{uuid: binary.BigEndian.Uint64(b[1:9])}
 	rest := b[9:]
 	var vals []uint64
-	for len(rest) > 0 {
+	for len(rest) > 0 && (want == 0 || len(vals) < want) {
 		v, n := binary.Uvarint(rest)
 		if n <= 0 {
 			return bad("corrupt token")
 		}
 		vals = append(vals, v)
 		rest = rest[n:]
+	}
+	if want > 0 && len(vals) != want {
+		return bad("corrupt token")
 	}
 	switch len(vals) {
 	case 1:
@@ -77,6 +103,14 @@ func parsePosition(s string, nparts int) (position, error) {
 			return bad("corrupt window")
 		}
 		p.win, p.part, p.seq = p.cas+vals[1], int(vals[2]), vals[3]
+	case 6:
+		p.cas = vals[0]
+		if vals[1] == 0 || vals[1] > ^uint64(0)-p.cas || vals[2] >= uint64(nparts) ||
+			vals[4] == 0 || vals[4] > ^uint64(0)-vals[3] || vals[5] > uint64(^uint32(0)) || want == 0 {
+			return bad("corrupt window")
+		}
+		p.win, p.part, p.seq = p.cas+vals[1], int(vals[2]), vals[3]
+		p.bf = engine.BackfillPoint{End: p.seq + vals[4], Collection: engine.CollectionID(vals[5]), Key: string(rest)}
 	default:
 		return bad("corrupt token")
 	}

@@ -73,9 +73,12 @@ func (r *reader) open(top uint64) bool {
 
 // enter starts reading partition part of the open window after seq.
 func (r *reader) enter(part int, seq uint64) {
+	if part != r.pos.part || seq != r.pos.seq {
+		r.pos.bf = engine.BackfillPoint{} // a backfill point belongs to the position it was taken at
+	}
 	r.pos.part, r.pos.seq = part, seq
 	r.buf, r.bi = r.buf[:0], 0
-	r.scan = engine.ChangeScan{Part: part, After: seq, Lo: r.pos.cas, Hi: r.pos.win, Limit: r.chunk, Keep: r.keep, Docs: r.buf, More: true, MetaOnly: r.metaOnly}
+	r.scan = engine.ChangeScan{Part: part, After: seq, Lo: r.pos.cas, Hi: r.pos.win, Limit: r.chunk, Keep: r.keep, Docs: r.buf, More: true, MetaOnly: r.metaOnly, Resume: r.pos.bf}
 }
 
 // aheadOf returns where the read of partition part of the open window
@@ -97,10 +100,14 @@ func (r *reader) next() *engine.Document {
 			r.buf[r.bi] = nil
 			r.bi++
 			r.left = max(r.left-1, 1)
-			if !r.scan.Backfill {
-				// (Inside a backfill, in key order, the position stays
-				// where it began: see engine.ChangeScan.Backfill.)
-				r.pos.seq = d.Seq
+			if r.scan.Backfill {
+				// Inside a backfill, in key order, the position stays
+				// where it began (engine.ChangeScan.Backfill) and
+				// names the last document taken, so that a reader
+				// from it goes on after that document.
+				r.pos.bf = engine.BackfillPoint{End: r.scan.Snapshot, Collection: d.Collection, Key: d.Key}
+			} else {
+				r.pos.seq, r.pos.bf = d.Seq, engine.BackfillPoint{}
 			}
 			return d
 		}

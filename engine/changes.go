@@ -121,8 +121,32 @@ type ChangeScan struct {
 	// from the store. The read stops before that version (After is before
 	// it, More is set).
 	Err error
+	// Snapshot, set by a read that returned a backfill's documents
+	// (Backfill), is where that backfill ends in partition Part: the
+	// snapshot of its committed sequence number it reads up to.
+	Snapshot uint64
+	// Resume, when its End is set on a scan that has no backfill under way,
+	// goes on with a backfill of partition Part begun earlier (by another
+	// scan, perhaps in another request) from After, up to End, after the
+	// document Resume names (in key order), instead of starting one again
+	// from its first document: a reader that keeps Snapshot and the last
+	// document it took from a backfill can leave and come back without
+	// reading that backfill's documents again. It is used by the next read
+	// and then cleared. End is clamped to what the partition has committed.
+	Resume BackfillPoint
 
 	bf *backfill // the backfill under way, nil if none
+}
+
+// BackfillPoint is a place inside a partition's backfill (ChangeScan.Resume):
+// the backfill's end and the last document taken from it.
+type BackfillPoint struct {
+	// End is the backfill's snapshot end (ChangeScan.Snapshot); 0 names no
+	// backfill.
+	End uint64
+	// Collection and Key name the last document taken.
+	Collection CollectionID
+	Key        string
 }
 
 // ScanChanges reads part of one partition's change feed, as s describes: the
@@ -139,7 +163,7 @@ type ChangeScan struct {
 // newer version comes later. It reads nothing while the bucket warms up (a
 // feed opens only on a warm bucket: CheckCASPosition).
 func (b *Bucket) ScanChanges(s *ChangeScan) {
-	s.More, s.Err, s.Backfill, s.Ahead = false, nil, false, nil
+	s.More, s.Err, s.Backfill, s.Ahead, s.Snapshot = false, nil, false, nil, 0
 	if s.Part < 0 || s.Part >= len(b.parts) || s.Limit <= 0 || !b.warm() {
 		return
 	}
@@ -227,6 +251,20 @@ func (b *Bucket) scanChanges(s *ChangeScan) {
 // s.Lo < CAS <= s.Hi that s.Keep accepts. It reports whether it read one
 // (false: the partition needs none, read its log).
 func (b *Bucket) scanBackfill(s *ChangeScan) bool {
+	if s.bf == nil && s.Resume.End > s.After {
+		p := b.parts[s.Part]
+		p.mu.RLock()
+		end := min(s.Resume.End, p.mu.durable)
+		p.mu.RUnlock()
+		if end > s.After {
+			pos := make([]uint64, len(b.parts))
+			pos[s.Part] = s.After
+			s.bf = newBackfill(pos)
+			s.bf.upTo[s.Part] = end
+			s.bf.after, s.bf.began = docKey{cid: s.Resume.Collection, key: s.Resume.Key}, true
+		}
+	}
+	s.Resume = BackfillPoint{}
 	if s.bf == nil {
 		if !b.itemsOut.Load() {
 			return false
@@ -255,7 +293,7 @@ func (b *Bucket) scanBackfill(s *ChangeScan) bool {
 			}
 		}
 	}
-	s.Backfill, s.More = true, true
+	s.Backfill, s.More, s.Snapshot = true, true, s.bf.upTo[s.Part]
 	from, n := len(s.Docs), 0
 	done, err := s.bf.read(b, func(d *Document) bool {
 		if d.CAS <= s.Lo || d.CAS > s.Hi || (s.Keep != nil && !s.Keep(d)) {

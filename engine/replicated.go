@@ -126,9 +126,9 @@ type replState struct {
 // replicates must take no local write, whose sequence number would not be
 // a log index. While it is set, expirations are replicated writes too,
 // decided by the partition's leader (its expiry pager, or a read that
-// found the document expired; replexpiry.go), and the bucket makes no
-// other write of its own: a sliding expiry is not extended, and Flush and
-// a defaultTTL re-evaluation are refused.
+// found the document expired; replexpiry.go), and so are sliding
+// extensions (replslide.go); the bucket makes no other write of its own:
+// Flush and a defaultTTL re-evaluation are refused.
 func (b *Bucket) SetReplicator(r Replicator) {
 	if r == nil {
 		b.repl.r.Store(nil)
@@ -269,7 +269,9 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 	b.stampLocked(p, k, prev, d, w.now)
 	// The proposer's revision: a tombstone it built on may be purged here.
 	d.Seq, d.CAS, d.RevSeq = index, w.doc.CAS, w.doc.RevSeq
-	if w.prevSeq != 0 && d.CAS <= prev.CAS {
+	if w.keepCAS {
+		d.CAS = prev.CAS // a sliding extension: holds says prev is the version it extends
+	} else if w.prevSeq != 0 && d.CAS <= prev.CAS {
 		d.CAS = prev.CAS + 1 // a new leader's clock behind the last one's
 	}
 	b.observeCAS(d.CAS)
@@ -392,8 +394,13 @@ func (b *Bucket) ReplicatedRestore(ctx context.Context, part int, data []byte) e
 	return b.Sync(ctx)
 }
 
-// replFormat is the first byte of an entry and a snapshot.
-const replFormat = 1
+// replFormat is the first byte of an entry and a snapshot; replSlide is
+// the first byte of an entry that keeps its document's CAS (a sliding
+// extension, replslide.go), in the same format.
+const (
+	replFormat = 1
+	replSlide  = 2
+)
 
 // replWrite is one replicated entry: the version decided by its proposer
 // (key, collection, value, flags, type, absolute expiry, deletion, its
@@ -403,6 +410,10 @@ type replWrite struct {
 	prevSeq uint64
 	now     int64
 	doc     Document
+	// keepCAS says the version keeps the CAS of the one it was computed on
+	// (a sliding extension: the value did not change, so a client's CAS
+	// from a read still works), rather than taking a CAS above it.
+	keepCAS bool
 }
 
 // expiration reports whether w expires a document (the pager's, or a
@@ -427,7 +438,11 @@ func (w *replWrite) holds(prev *Document) bool {
 
 func (w *replWrite) encode() []byte {
 	buf := make([]byte, 0, 64+len(w.doc.Key)+len(w.doc.Value))
-	buf = append(buf, replFormat)
+	if w.keepCAS {
+		buf = append(buf, replSlide)
+	} else {
+		buf = append(buf, replFormat)
+	}
 	buf = binary.AppendUvarint(buf, w.prevSeq)
 	buf = binary.AppendVarint(buf, w.now)
 	return appendDoc(buf, &w.doc, false)
@@ -435,13 +450,17 @@ func (w *replWrite) encode() []byte {
 
 func (w *replWrite) decode(data []byte) error {
 	r := replReader{b: data}
-	if r.byte() != replFormat {
+	switch r.byte() {
+	case replFormat:
+	case replSlide:
+		w.keepCAS = true
+	default:
 		return fmt.Errorf("%w: a replicated entry of an unknown format", ErrInvalidOp)
 	}
 	w.prevSeq = r.uvarint()
 	w.now = r.varint()
 	r.doc(&w.doc, false)
-	if r.err != nil || len(r.b) != 0 {
+	if r.err != nil || len(r.b) != 0 || (w.keepCAS && (w.prevSeq == 0 || w.doc.Deleted)) {
 		return fmt.Errorf("%w: a malformed replicated entry", ErrInvalidOp)
 	}
 	return nil

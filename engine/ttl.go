@@ -311,8 +311,10 @@ func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) 
 // expiry index, the feed) once committed. Nothing is queued if a newer
 // version is already on its way to disk (it applies the rule itself), or if
 // the bucket refuses writes; a crash loses an extension not yet committed.
+// In a replicated bucket the extension is a replicated write proposed by the
+// partition's leader (replslide.go).
 func (c *Collection) extend(p *partition, k docKey, d *Document) {
-	if d.ExpiryPinned || c.b.localWritesOff() {
+	if d.ExpiryPinned {
 		return
 	}
 	b := c.b
@@ -320,6 +322,10 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 	// partition's write lock nor a second lookup. (A collection made
 	// sliding after this check slides from its next read on.)
 	if cs, _ := b.ttlFor(k.cid); !cs.sliding() {
+		return
+	}
+	if r := b.replicator(); r != nil {
+		c.slideReplicated(r, k, d) // a replicated write, by the partition's leader
 		return
 	}
 	p.mu.Lock()

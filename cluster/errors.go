@@ -30,4 +30,8 @@ var (
 	// ErrNodeDown is returned by ReadNode for a node with no key under
 	// /mayfly/nodes/ (its lease expired, or it never registered).
 	ErrNodeDown = errors.New("cluster: node not registered")
+
+	// ErrDefNotFound is returned when deleting a design document or a
+	// search definition the cluster's state does not hold.
+	ErrDefNotFound = errors.New("cluster: definition not found")
 )

@@ -95,12 +95,27 @@ type Options struct {
 	// ClusterNodes lists the cluster's other nodes for GET /pools/default,
 	// after this one; nil (a single node) lists this node alone.
 	ClusterNodes func(context.Context) ([]clusterconfig.Node, error)
+	// DesignDocs stores and deletes design documents for PUT and DELETE
+	// /{bucket}/_design/{ddoc}; nil means Views itself. A cluster node
+	// passes one that writes the definition to the cluster's state, from
+	// which every node applies it to its own Views.
+	DesignDocs DesignDocStore
 }
+
+// DesignDocStore stores and deletes design documents (*views.Service is
+// one), with views.Service's errors.
+type DesignDocStore interface {
+	PutDesignDoc(ctx context.Context, bucket, name string, body []byte) (*views.DesignDoc, error)
+	DeleteDesignDoc(ctx context.Context, bucket, name string) error
+}
+
+var _ DesignDocStore = (*views.Service)(nil)
 
 // server holds what the handlers share.
 type server struct {
 	eng      *engine.Engine
 	views    *views.Service
+	ddocs    DesignDocStore // Options.DesignDocs, or views
 	pager    *pager.Manager
 	search   SearchService
 	auditLog *audit.Log
@@ -129,6 +144,10 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
 		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, nodes: o.ClusterNodes,
 		streams: make(chan struct{}, MaxConfigStreams)}
+	s.ddocs = o.DesignDocs
+	if s.ddocs == nil && o.Views != nil {
+		s.ddocs = o.Views
+	}
 	if s.history != nil {
 		s.history.bind(s)
 	}

@@ -51,7 +51,7 @@ func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.views.PutDesignDoc(r.Context(), bucket, name, body)
+	d, err := s.ddocs.PutDesignDoc(r.Context(), bucket, name, body)
 	if err != nil {
 		s.settle(r, in, err)
 		return err
@@ -104,7 +104,7 @@ func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.views.DeleteDesignDoc(r.Context(), bucket, name); err != nil {
+	if err := s.ddocs.DeleteDesignDoc(r.Context(), bucket, name); err != nil {
 		s.settle(r, in, err)
 		return err
 	}

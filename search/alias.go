@@ -10,24 +10,11 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 )
 
-// putAlias stores an alias definition. Its targets must be full-text
+// putAlias stores an alias definition (checked: checkAliasTargets). Its targets must be full-text
 // indexes of the same bucket (an alias of aliases, or across buckets, is
 // refused). An index of the same name is replaced: closed, its files and
 // feed registration removed.
 func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) (*IndexDef, error) {
-	for _, t := range d.targets {
-		body, err := bi.Bucket.SystemDoc(DefPrefix + t)
-		if err != nil {
-			return nil, defErr("target %q is not an index of bucket %s", t, bi.Bucket.Name())
-		}
-		td, err := loadIndexDef(bi.Bucket.Name(), t, body)
-		if err != nil {
-			return nil, defErr("target %q does not load: %v", t, err)
-		}
-		if td.IsAlias() {
-			return nil, defErr("target %q is an alias; an alias targets indexes", t)
-		}
-	}
 	unlock, err := bi.Change()
 	if err != nil {
 		return nil, err
@@ -45,6 +32,25 @@ func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) 
 	bi.Remove(d.Name)
 	bi.SetExtra(d.Name, d)
 	return d, nil
+}
+
+// checkAliasTargets checks that each of an alias's targets is an index
+// (not an alias) of its bucket.
+func checkAliasTargets(bi *bucketIndexes, d *IndexDef) error {
+	for _, t := range d.targets {
+		body, err := bi.Bucket.SystemDoc(DefPrefix + t)
+		if err != nil {
+			return defErr("target %q is not an index of bucket %s", t, bi.Bucket.Name())
+		}
+		td, err := loadIndexDef(bi.Bucket.Name(), t, body)
+		if err != nil {
+			return defErr("target %q does not load: %v", t, err)
+		}
+		if td.IsAlias() {
+			return defErr("target %q is an alias; an alias targets indexes", t)
+		}
+	}
+	return nil
 }
 
 // aliasFor returns the alias called name in bucket, or nil.

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -317,19 +318,75 @@ func (s *Service) PutIndex(ctx context.Context, bucket, name string, body []byte
 	if err != nil {
 		return nil, err
 	}
+	bi, err := s.checkIndex(bucket, d)
+	if err != nil {
+		return nil, err
+	}
+	return s.putIndex(ctx, bi, d)
+}
+
+// CheckIndex validates an index definition as PutIndex would and stores
+// nothing; it returns the definition PutIndex would store, with a new
+// uuid (its Body holds it). A cluster node checks a definition this way,
+// writes its Body to the cluster's state, and every node stores that Body
+// with PutIndexDef, so that every node answers the same uuid.
+func (s *Service) CheckIndex(ctx context.Context, bucket, name string, body []byte) (*IndexDef, error) {
+	d, err := ParseIndexDef(bucket, name, body)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.checkIndex(bucket, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// PutIndexDef stores an index definition exactly as given, its uuid kept:
+// body is a definition as GetIndex returns it (CheckIndex's Body). Storing
+// the body an index already has changes nothing; otherwise it is checked
+// and stored as PutIndex does.
+func (s *Service) PutIndexDef(ctx context.Context, bucket, name string, body []byte) (*IndexDef, error) {
+	if cur, err := s.GetIndex(ctx, bucket, name); err == nil && bytes.Equal(cur.Body, body) {
+		return cur, nil
+	}
+	d, err := loadIndexDef(bucket, name, body)
+	if err != nil {
+		return nil, err
+	}
+	bi, err := s.checkIndex(bucket, d)
+	if err != nil {
+		return nil, err
+	}
+	return s.putIndex(ctx, bi, d)
+}
+
+// checkIndex checks what a parsed definition needs of its bucket: the
+// bucket exists, no other bucket has an index of that name, an alias's
+// targets are indexes of the bucket, an index's source collection exists.
+func (s *Service) checkIndex(bucket string, d *IndexDef) (*bucketIndexes, error) {
 	bi, err := s.lookup(bucket)
 	if err != nil {
 		return nil, sourceError(bucket, err)
 	}
-	if other, err := s.FindIndex(name); err == nil && other != bucket {
-		return nil, defErr("an index called %q already exists in bucket %s", name, other)
+	if other, err := s.FindIndex(d.Name); err == nil && other != bucket {
+		return nil, defErr("an index called %q already exists in bucket %s", d.Name, other)
 	}
 	if d.IsAlias() {
-		return s.putAlias(ctx, bi, d)
+		return bi, checkAliasTargets(bi, d)
 	}
 	if _, err := d.collectionID(bi.Bucket); err != nil {
 		return nil, &DefError{Reason: fmt.Sprintf("sourceCollection %s: %v", d.SourceCollection, err), Err: err}
 	}
+	return bi, nil
+}
+
+// putIndex stores a checked definition and starts (or keeps, or
+// replaces) its index.
+func (s *Service) putIndex(ctx context.Context, bi *bucketIndexes, d *IndexDef) (*IndexDef, error) {
+	if d.IsAlias() {
+		return s.putAlias(ctx, bi, d)
+	}
+	bucket, name := bi.Bucket.Name(), d.Name
 	unlock, err := bi.Change()
 	if err != nil {
 		return nil, err

@@ -65,6 +65,11 @@ func makeRev(n uint64, body []byte) string {
 	return strconv.FormatUint(n, 10) + "-" + hex.EncodeToString(h[:4])
 }
 
+// Version returns N of the design document's revision "N-hash": how many
+// times it was stored or deleted (on a cluster, the version every node
+// agrees on).
+func (d *DesignDoc) Version() uint64 { return revNumber(d.Rev) }
+
 // ViewNames returns the view names, sorted.
 func (d *DesignDoc) ViewNames() []string {
 	names := make([]string, 0, len(d.Views))

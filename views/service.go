@@ -1,6 +1,7 @@
 package views
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -199,7 +200,12 @@ func storedRev(b *engine.Bucket, id string) string {
 // for body (nil: a delete). It is recorded before the change it stands for,
 // so that a crash between the two skips a number and never reuses one.
 func bumpRev(ctx context.Context, b *engine.Bucket, id string, body []byte) (string, error) {
-	rev := makeRev(revNumber(storedRev(b, id))+1, body)
+	return setRev(ctx, b, id, makeRev(revNumber(storedRev(b, id))+1, body))
+}
+
+// setRev records rev as the revision of design document id of b, before
+// the change it stands for (see bumpRev).
+func setRev(ctx context.Context, b *engine.Bucket, id, rev string) (string, error) {
 	if err := b.PutSystemDoc(ctx, RevPrefix+id, []byte(rev)); err != nil {
 		return "", fmt.Errorf("views: store the revision of %s: %w", id, err)
 	}
@@ -357,6 +363,49 @@ func (s *Service) lookup(bucket string) (*bucketViews, error) { return s.reg.Loo
 // is prepended to name). Replacing one whose functions changed rebuilds its
 // index; one whose functions did not change keeps it.
 func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []byte) (*DesignDoc, error) {
+	return s.putDesignDoc(ctx, bucket, name, body, 0)
+}
+
+// PutDesignDocVersion stores a design document as PutDesignDoc does, but
+// as the given version: its revision is version's ("N-hash" with N =
+// version) instead of the next of the bucket's own count. A cluster node
+// applies the definitions every node agrees on this way (the version comes
+// from the cluster's state), so that every node answers the same _rev.
+// Storing the version the design document already has, with the same
+// body, changes nothing. version 0 is refused.
+func (s *Service) PutDesignDocVersion(ctx context.Context, bucket, name string, body []byte, version uint64) (*DesignDoc, error) {
+	if version == 0 {
+		return nil, fmt.Errorf("views: design document %s: version 0", name)
+	}
+	return s.putDesignDoc(ctx, bucket, name, body, version)
+}
+
+// CheckDesignDoc validates a design document as PutDesignDoc would (its
+// name, its body, its functions compiled, its bucket one with views) and
+// stores nothing: a cluster node checks a definition this way before it
+// writes it to the cluster's state.
+func (s *Service) CheckDesignDoc(ctx context.Context, bucket, name string, body []byte) error {
+	if !ValidDesignDocName(name) {
+		return &DesignDocError{Reason: fmt.Sprintf("invalid design document name %q", name)}
+	}
+	d, err := ParseDesignDoc(DesignDocPrefix+name, body)
+	if err != nil {
+		return err
+	}
+	if _, err := s.lookup(bucket); err != nil {
+		return err
+	}
+	prog, err := s.pool.Load(d.sources())
+	if err != nil {
+		return fmt.Errorf("views: load %s: %w", d.ID, err)
+	}
+	prog.Close()
+	return nil
+}
+
+// putDesignDoc is PutDesignDoc (version 0: the bucket's next revision) and
+// PutDesignDocVersion.
+func (s *Service) putDesignDoc(ctx context.Context, bucket, name string, body []byte, version uint64) (*DesignDoc, error) {
 	if !ValidDesignDocName(name) {
 		return nil, &DesignDocError{Reason: fmt.Sprintf("invalid design document name %q", name)}
 	}
@@ -386,6 +435,11 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 	}
 	defer unlock()
 	old, _, _ := bv.Get(id)
+	if version != 0 && old != nil {
+		if cur := old.ddoc.Load(); cur.Rev == makeRev(version, d.Body) && bytes.Equal(cur.Body, d.Body) {
+			return cur, nil // applied already
+		}
+	}
 	kept := old != nil && old.ddoc.Load().Signature() == d.Signature()
 	if old != nil && !kept {
 		// A running index whose move into place failed lives at the
@@ -395,7 +449,12 @@ func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []
 			return nil, fmt.Errorf("views: %s: moving its index into place before its replacement: %w", id, err)
 		}
 	}
-	if d.Rev, err = bumpRev(ctx, bv.Bucket, id, d.Body); err != nil {
+	if version == 0 {
+		d.Rev, err = bumpRev(ctx, bv.Bucket, id, d.Body)
+	} else {
+		d.Rev, err = setRev(ctx, bv.Bucket, id, makeRev(version, d.Body))
+	}
+	if err != nil {
 		return nil, err
 	}
 	if kept {
@@ -460,6 +519,14 @@ func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, 
 		out[i] = ix.ddoc.Load()
 	}
 	return out, nil
+}
+
+// Loaded reports whether every stored design document of bucket is loaded
+// (see Options.OpenInBackground: until then DesignDocs lists only those
+// loaded so far); false for a bucket without views.
+func (s *Service) Loaded(bucket string) bool {
+	bv, err := s.lookup(bucket)
+	return err == nil && bv.Loaded()
 }
 
 // LoadErrors returns, by design document ID, why each stored design document

@@ -553,6 +553,17 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}
 	defer ssvc.Close()
 
+	// A cluster keeps its design documents and search definitions in etcd:
+	// written there by the node a client asks, applied by every node
+	// (clusterdefs.go). A single node's API calls the services directly.
+	var ddocStore httpapi.DesignDocStore
+	var searchSvc httpapi.SearchService = ssvc
+	if cnode != nil {
+		defs := startClusterDefs(cnode.Client(), eng, vsvc, ssvc, logger)
+		defer defs.Close()
+		ddocStore, searchSvc = defs, clusterSearch{Service: ssvc, defs: defs}
+	}
+
 	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged
 	pm := pager.New(eng, &pager.Options{Logger: logger, Events: &pager.Events{RunEnd: pagerRuns.RunEnd}})
 	pm.Start()
@@ -595,7 +606,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	go func() { defer close(histDone); statsHistory.Run(histCtx) }()
 	defer func() { stopHistory(); <-histDone }()
 	api := httpapi.New(eng, &httpapi.Options{
-		Logger: logger, Views: vsvc, Pager: pm, Audit: auditLog, Auth: users, Search: ssvc,
+		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,

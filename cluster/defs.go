@@ -1,0 +1,363 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Key prefixes of the definitions every node applies to its own services.
+const (
+	ddocsPrefix  = "/mayfly/ddocs/"
+	searchPrefix = "/mayfly/search/"
+)
+
+// DefKind names a kind of definition kept in etcd, one key per definition
+// under a prefix of its own: PREFIX/BUCKET/NAME (a bucket name holds no
+// '/'; a definition's name may).
+type DefKind int
+
+const (
+	// DesignDocs are design documents: /mayfly/ddocs/BUCKET/NAME holds a
+	// DesignDocDef (NAME without "_design/").
+	DesignDocs DefKind = iota
+	// SearchDefs are full-text index definitions: /mayfly/search/BUCKET/NAME
+	// holds the definition as the search service stores it (its uuid
+	// included).
+	SearchDefs
+)
+
+// prefix returns the kind's key prefix.
+func (k DefKind) prefix() string {
+	if k == SearchDefs {
+		return searchPrefix
+	}
+	return ddocsPrefix
+}
+
+// String names the kind, for errors and logs.
+func (k DefKind) String() string {
+	if k == SearchDefs {
+		return "search definition"
+	}
+	return "design document"
+}
+
+// defKey is the key of definition name of bucket.
+func defKey(k DefKind, bucket, name string) string { return k.prefix() + bucket + "/" + name }
+
+// DesignDocDef is a design document's entry under /mayfly/ddocs/: the
+// version every node makes its revision's N ("N-hash", the hash of the
+// body) and the body. A deleted design document keeps its entry, marked
+// Deleted without a body, so that one created again under its name goes on
+// counting, as a single node's does.
+type DesignDocDef struct {
+	// Version counts the design document's stores and deletes, from 1.
+	Version uint64 `json:"version"`
+	// Body is the design document as the client stored it.
+	Body json.RawMessage `json:"body,omitempty"`
+	// Deleted marks a deleted design document.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// ParseDesignDocDef decodes a design document's entry (a Def's Value).
+func ParseDesignDocDef(value []byte) (DesignDocDef, error) {
+	var d DesignDocDef
+	if err := json.Unmarshal(value, &d); err != nil {
+		return DesignDocDef{}, fmt.Errorf("cluster: a design document's entry: %w", err)
+	}
+	return d, nil
+}
+
+// PutDesignDoc writes body as the next version of design document name of
+// bucket (1 for one never stored) and returns that version and the etcd
+// revision of the write. Concurrent writers are ordered by etcd: each
+// version is written once, conditioned on the entry it follows, and a
+// writer that lost the race counts again from the winner's.
+func PutDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name string, body []byte) (version uint64, rev int64, err error) {
+	rev, err = updateDesignDoc(ctx, cli, bucket, name, func(cur DesignDocDef, exists bool) (DesignDocDef, error) {
+		version = cur.Version + 1
+		return DesignDocDef{Version: version, Body: body}, nil
+	})
+	return version, rev, err
+}
+
+// DeleteDesignDoc marks design document name of bucket deleted and returns
+// the etcd revision of the write; ErrDefNotFound when it is not there (never
+// stored, or deleted).
+func DeleteDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name string) (int64, error) {
+	return updateDesignDoc(ctx, cli, bucket, name, func(cur DesignDocDef, exists bool) (DesignDocDef, error) {
+		if !exists || cur.Deleted {
+			return DesignDocDef{}, fmt.Errorf("%w: design document %q of bucket %q", ErrDefNotFound, name, bucket)
+		}
+		return DesignDocDef{Version: cur.Version + 1, Deleted: true}, nil
+	})
+}
+
+// updateDesignDoc writes next(current entry) in a transaction conditioned
+// on the entry read, reading again when another write came between.
+func updateDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name string,
+	next func(cur DesignDocDef, exists bool) (DesignDocDef, error)) (int64, error) {
+	key := defKey(DesignDocs, bucket, name)
+	for {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("cluster: reading design document %q of bucket %q: %w", name, bucket, err)
+		}
+		var cur DesignDocDef
+		var modRev int64
+		if len(resp.Kvs) > 0 {
+			if cur, err = ParseDesignDocDef(resp.Kvs[0].Value); err != nil {
+				return 0, err
+			}
+			modRev = resp.Kvs[0].ModRevision
+		}
+		d, err := next(cur, len(resp.Kvs) > 0)
+		if err != nil {
+			return 0, err
+		}
+		data, err := json.Marshal(d)
+		if err != nil {
+			return 0, err
+		}
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpPut(key, string(data))).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("cluster: writing design document %q of bucket %q: %w", name, bucket, err)
+		}
+		if tr.Succeeded {
+			return tr.Header.Revision, nil
+		}
+	}
+}
+
+// PutSearchDef writes a full-text index definition (as the search service
+// stores it) and returns the etcd revision of the write.
+func PutSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name string, body []byte) (int64, error) {
+	resp, err := cli.Put(ctx, defKey(SearchDefs, bucket, name), string(body))
+	if err != nil {
+		return 0, fmt.Errorf("cluster: writing search definition %q of bucket %q: %w", name, bucket, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// DeleteSearchDef deletes a full-text index definition and returns the
+// etcd revision of the delete; ErrDefNotFound when there is none.
+func DeleteSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name string) (int64, error) {
+	resp, err := cli.Delete(ctx, defKey(SearchDefs, bucket, name))
+	if err != nil {
+		return 0, fmt.Errorf("cluster: deleting search definition %q of bucket %q: %w", name, bucket, err)
+	}
+	if resp.Deleted == 0 {
+		return 0, fmt.Errorf("%w: search definition %q of bucket %q", ErrDefNotFound, name, bucket)
+	}
+	return resp.Header.Revision, nil
+}
+
+// DeleteBucketDefs deletes every design document and search definition of
+// bucket (for a bucket deleted from the cluster: one created again under
+// its name starts with none).
+func DeleteBucketDefs(ctx context.Context, cli *clientv3.Client, bucket string) error {
+	_, err := cli.Txn(ctx).Then(
+		clientv3.OpDelete(DesignDocs.prefix()+bucket+"/", clientv3.WithPrefix()),
+		clientv3.OpDelete(SearchDefs.prefix()+bucket+"/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: deleting the definitions of bucket %q: %w", bucket, err)
+	}
+	return nil
+}
+
+// Def is one definition as a DefMirror holds it.
+type Def struct {
+	// Bucket and Name say whose definition it is.
+	Bucket, Name string
+	// Value is the key's value (a DesignDocDef's JSON, or a search
+	// definition).
+	Value []byte
+	// ModRevision is the etcd revision that last wrote it: a later write
+	// has a higher one.
+	ModRevision int64
+}
+
+// DefMirror is a node's copy of one kind of definition, kept up to date
+// from etcd by Run: the whole prefix read once, then watched (read again
+// whole when the watch's history was compacted). What it holds is what
+// etcd held at revision Revision: a later write replaces an earlier one on
+// every node, in etcd's order. It is safe for concurrent use.
+type DefMirror struct {
+	cli  *clientv3.Client
+	kind DefKind
+
+	mu      sync.Mutex
+	defs    map[string]map[string]Def // bucket → name → definition
+	rev     int64                     // the etcd revision reached
+	loaded  bool                      // the prefix was read once
+	advance chan struct{}             // closed (and replaced) when rev moves
+}
+
+// NewDefMirror returns an empty mirror of kind's definitions; Run fills it.
+func NewDefMirror(cli *clientv3.Client, kind DefKind) *DefMirror {
+	return &DefMirror{cli: cli, kind: kind, defs: map[string]map[string]Def{}, advance: make(chan struct{})}
+}
+
+// Run keeps the mirror up to date until ctx ends. changed is called (on
+// Run's goroutine: it must not block long) with the bucket whose
+// definitions changed, or "" after the whole prefix was read (at start, and
+// after the watch lost its history).
+func (m *DefMirror) Run(ctx context.Context, changed func(bucket string)) {
+	for ctx.Err() == nil {
+		if err := m.load(ctx); err != nil {
+			sleepCtx(ctx, 250*time.Millisecond)
+			continue
+		}
+		changed("")
+		m.watch(ctx, changed)
+	}
+}
+
+// load reads the whole prefix.
+func (m *DefMirror) load(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := m.cli.Get(rctx, m.kind.prefix(), clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	defs := map[string]map[string]Def{}
+	for _, kv := range resp.Kvs {
+		if d, ok := m.def(kv.Key, kv.Value, kv.ModRevision); ok {
+			if defs[d.Bucket] == nil {
+				defs[d.Bucket] = map[string]Def{}
+			}
+			defs[d.Bucket][d.Name] = d
+		}
+	}
+	m.mu.Lock()
+	m.defs, m.loaded = defs, true
+	m.moveLocked(resp.Header.Revision)
+	m.mu.Unlock()
+	return nil
+}
+
+// watch follows the prefix from the revision reached until ctx ends or the
+// watch's history is gone (compacted).
+func (m *DefMirror) watch(ctx context.Context, changed func(bucket string)) {
+	for ctx.Err() == nil {
+		m.mu.Lock()
+		from := m.rev + 1
+		m.mu.Unlock()
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range m.cli.Watch(wctx, m.kind.prefix(), clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify()) {
+			if resp.CompactRevision > 0 {
+				cancel()
+				return // read the whole prefix again
+			}
+			touched := map[string]bool{}
+			m.mu.Lock()
+			for _, ev := range resp.Events {
+				d, ok := m.def(ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
+				if !ok {
+					continue
+				}
+				touched[d.Bucket] = true
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(m.defs[d.Bucket], d.Name)
+					continue
+				}
+				if m.defs[d.Bucket] == nil {
+					m.defs[d.Bucket] = map[string]Def{}
+				}
+				m.defs[d.Bucket][d.Name] = d
+			}
+			m.moveLocked(resp.Header.Revision)
+			m.mu.Unlock()
+			for _, b := range slices.Sorted(maps.Keys(touched)) {
+				changed(b)
+			}
+		}
+		cancel()
+		sleepCtx(ctx, 100*time.Millisecond) // the watch broke: a moment before another
+	}
+}
+
+// moveLocked records that the mirror holds etcd's state at rev.
+//
+// REQUIRES: m.mu held.
+func (m *DefMirror) moveLocked(rev int64) {
+	if rev > m.rev {
+		m.rev = rev
+		close(m.advance)
+		m.advance = make(chan struct{})
+	}
+}
+
+// def splits a key into its bucket and name; false for a key that is not
+// a definition's.
+func (m *DefMirror) def(key, value []byte, modRev int64) (Def, bool) {
+	bucket, name, ok := strings.Cut(strings.TrimPrefix(string(key), m.kind.prefix()), "/")
+	if !ok || bucket == "" || name == "" {
+		return Def{}, false
+	}
+	return Def{Bucket: bucket, Name: name, Value: value, ModRevision: modRev}, true
+}
+
+// WaitRevision waits until the mirror holds etcd's state at rev or later
+// (a node that wrote a definition at rev waits so before applying it).
+func (m *DefMirror) WaitRevision(ctx context.Context, rev int64) error {
+	for {
+		m.mu.Lock()
+		reached, advance := m.loaded && m.rev >= rev, m.advance
+		m.mu.Unlock()
+		if reached {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for the %ss at revision %d: %w", m.kind, rev, ctx.Err())
+		case <-advance:
+		}
+	}
+}
+
+// Loaded reports whether the mirror has read the prefix once (before, it
+// holds nothing, which does not mean etcd holds nothing).
+func (m *DefMirror) Loaded() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loaded
+}
+
+// Bucket returns bucket's definitions, sorted by name.
+func (m *DefMirror) Bucket(bucket string) []Def {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Def, 0, len(m.defs[bucket]))
+	for _, d := range m.defs[bucket] {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Buckets returns the buckets that have definitions, sorted.
+func (m *DefMirror) Buckets() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for b, defs := range m.defs {
+		if len(defs) > 0 {
+			out = append(out, b)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/search"
+	"github.com/mayflydb/mayfly/views"
+)
+
+// defsRetry is how often a cluster node looks again at the buckets whose
+// definitions it could not apply yet (a bucket not open here yet, a
+// failed apply).
+const defsRetry = 2 * time.Second
+
+// defsWait bounds how long a node that wrote a definition to etcd waits to
+// see its write in its mirror and apply it.
+const defsWait = 30 * time.Second
+
+// clusterDefs keeps a cluster node's design documents and full-text index
+// definitions in etcd (issue 22): a PUT or DELETE on any node is checked
+// by the node's own service, written to etcd, and applied by every node to
+// its own views and search services from its mirror of etcd's keys
+// (cluster.DefMirror). What a node applies is what etcd holds: a later
+// write wins on every node, a node that was down applies at start what
+// changed meanwhile, and removes what etcd no longer holds.
+//
+// It is the front door's side of the seam: views and search know nothing
+// of the cluster, they store what they are given (PutDesignDocVersion,
+// PutIndexDef: every node stores the same version, the same uuid). A
+// single node does not make one: its HTTP API calls the services
+// directly.
+type clusterDefs struct {
+	cli    *clientv3.Client
+	eng    *engine.Engine
+	views  *views.Service
+	search *search.Service
+	logger *slog.Logger
+	ddocs  *cluster.DefMirror
+	sdefs  *cluster.DefMirror
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{} // a bucket was marked dirty
+
+	dirtyMu sync.Mutex
+	dirty   map[string]bool // buckets to apply again ("" : all)
+
+	// mu serializes the applies (the reconciling goroutine and a request
+	// applying its own write).
+	mu sync.Mutex
+	// done is, by bucket, the engine bucket last applied completely: a
+	// bucket opened again (created again, restarted) is applied again.
+	done map[string]*engine.Bucket
+}
+
+// startClusterDefs starts mirroring the definitions in etcd and applying
+// them to vsvc and ssvc.
+func startClusterDefs(cli *clientv3.Client, eng *engine.Engine, vsvc *views.Service, ssvc *search.Service, logger *slog.Logger) *clusterDefs {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &clusterDefs{cli: cli, eng: eng, views: vsvc, search: ssvc, logger: logger,
+		ddocs: cluster.NewDefMirror(cli, cluster.DesignDocs), sdefs: cluster.NewDefMirror(cli, cluster.SearchDefs),
+		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{}}
+	c.wg.Go(func() { c.ddocs.Run(ctx, c.markDirty) })
+	c.wg.Go(func() { c.sdefs.Run(ctx, c.markDirty) })
+	c.wg.Go(c.reconcileLoop)
+	return c
+}
+
+// Close stops mirroring and applying.
+func (c *clusterDefs) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// markDirty asks for bucket's definitions ("": every bucket's) to be
+// applied again.
+func (c *clusterDefs) markDirty(bucket string) {
+	c.dirtyMu.Lock()
+	c.dirty[bucket] = true
+	c.dirtyMu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop applies the buckets marked dirty, and every defsRetry the
+// buckets not applied completely.
+func (c *clusterDefs) reconcileLoop() {
+	t := time.NewTicker(defsRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.kick:
+		case <-t.C:
+		}
+		if !c.ddocs.Loaded() || !c.sdefs.Loaded() {
+			continue // nothing is removed before etcd's state is known
+		}
+		c.dirtyMu.Lock()
+		dirty := c.dirty
+		c.dirty = map[string]bool{}
+		c.dirtyMu.Unlock()
+		for _, b := range c.eng.Buckets() {
+			c.mu.Lock()
+			if dirty[""] || dirty[b.Name()] || c.done[b.Name()] != b {
+				c.applyLocked(c.ctx, b)
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// applyLocked makes b's design documents and search definitions those of
+// the mirrors, and returns why each one that failed did, by name
+// (design documents as "_design/NAME"). b is recorded done when nothing
+// failed.
+//
+// REQUIRES: c.mu held.
+func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[string]error {
+	if b.Settings().Type == engine.Memcached {
+		c.done[b.Name()] = b
+		return nil
+	}
+	failed := map[string]error{}
+	complete := c.applyDesignDocs(ctx, b.Name(), failed)
+	complete = c.applySearchDefs(ctx, b.Name(), failed) && complete
+	for name, err := range failed {
+		if c.ctx.Err() == nil {
+			c.logger.Warn("cluster: applying a definition from the cluster's state; trying again", "bucket", b.Name(), "name", name, "err", err)
+		}
+	}
+	if complete && len(failed) == 0 {
+		c.done[b.Name()] = b
+	} else {
+		delete(c.done, b.Name())
+	}
+	return failed
+}
+
+// applyDesignDocs stores bucket's design documents at the mirror's versions
+// and deletes those the mirror does not hold live; false when the bucket's
+// stored ones are not all loaded yet (some may be left to delete).
+func (c *clusterDefs) applyDesignDocs(ctx context.Context, bucket string, failed map[string]error) bool {
+	if c.views == nil {
+		return true
+	}
+	live := map[string]bool{}
+	for _, d := range c.ddocs.Bucket(bucket) {
+		def, err := cluster.ParseDesignDocDef(d.Value)
+		if err != nil {
+			failed[views.DesignDocPrefix+d.Name] = err
+			live[d.Name] = true // kept as it is here
+			continue
+		}
+		if def.Deleted {
+			continue
+		}
+		live[d.Name] = true
+		if cur, err := c.views.DesignDoc(ctx, bucket, d.Name); err == nil && cur.Version() == def.Version && bytes.Equal(cur.Body, def.Body) {
+			continue
+		}
+		if _, err := c.views.PutDesignDocVersion(ctx, bucket, d.Name, def.Body, def.Version); err != nil {
+			failed[views.DesignDocPrefix+d.Name] = err
+		}
+	}
+	loaded := c.views.Loaded(bucket)
+	local, err := c.views.DesignDocs(ctx, bucket)
+	if err != nil {
+		return false
+	}
+	var ids []string
+	for _, d := range local {
+		ids = append(ids, d.ID)
+	}
+	broken, _ := c.views.LoadErrors(ctx, bucket)
+	for id := range broken {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		name := id[len(views.DesignDocPrefix):]
+		if live[name] {
+			continue
+		}
+		if err := c.views.DeleteDesignDoc(ctx, bucket, name); err != nil && !errors.Is(err, views.ErrNotFound) {
+			failed[id] = err
+		}
+	}
+	return loaded
+}
+
+// applySearchDefs stores bucket's search definitions as the mirror holds
+// them (indexes before aliases, which need their targets) and deletes
+// those it does not hold; false when the bucket's definitions cannot be
+// listed yet.
+func (c *clusterDefs) applySearchDefs(ctx context.Context, bucket string, failed map[string]error) bool {
+	if c.search == nil {
+		return true
+	}
+	local, err := c.search.ListIndexes(ctx, bucket)
+	if err != nil {
+		return false
+	}
+	want := map[string]cluster.Def{}
+	var indexes, aliases []cluster.Def
+	for _, d := range c.sdefs.Bucket(bucket) {
+		want[d.Name] = d
+		var t struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(d.Value, &t) == nil && t.Type == search.AliasType {
+			aliases = append(aliases, d)
+		} else {
+			indexes = append(indexes, d)
+		}
+	}
+	// Deletes first: a name may move from one bucket to another.
+	names := map[string]bool{}
+	for _, d := range local {
+		names[d.Name] = true
+	}
+	broken, _ := c.search.LoadErrors(ctx, bucket)
+	for name := range broken {
+		names[name] = true
+	}
+	for name := range names {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		if err := c.search.DeleteIndex(ctx, bucket, name); err != nil && !errors.Is(err, search.ErrNotFound) {
+			failed[name] = err
+		}
+	}
+	for _, d := range append(indexes, aliases...) {
+		if _, err := c.search.PutIndexDef(ctx, bucket, d.Name, d.Value); err != nil {
+			failed[d.Name] = err
+		}
+	}
+	return true
+}
+
+// applyWrite waits until mirror m holds etcd's state at rev (this node's
+// write to m's keys: the other mirror sees no event at rev), applies
+// bucket's definitions, and returns the error of the one called name, if
+// it failed.
+func (c *clusterDefs) applyWrite(ctx context.Context, m *cluster.DefMirror, bucket, name string, rev int64) error {
+	wctx, cancel := context.WithTimeout(ctx, defsWait)
+	defer cancel()
+	if err := m.WaitRevision(wctx, rev); err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrTempFail, err)
+	}
+	b, err := c.eng.Bucket(bucket)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applyLocked(ctx, b)[name]
+}
+
+// etcdErr marks a failure to reach the cluster's state as temporary (a
+// 503: no quorum, say).
+func etcdErr(err error) error {
+	if errors.Is(err, cluster.ErrDefNotFound) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", engine.ErrTempFail, err)
+}
+
+// PutDesignDoc checks a design document on this node, writes it to etcd as
+// the design document's next version, and answers once this node applied
+// it (every node applies it from etcd).
+func (c *clusterDefs) PutDesignDoc(ctx context.Context, bucket, name string, body []byte) (*views.DesignDoc, error) {
+	if err := c.views.CheckDesignDoc(ctx, bucket, name, body); err != nil {
+		return nil, err
+	}
+	_, rev, err := cluster.PutDesignDoc(ctx, c.cli, bucket, name, body)
+	if err != nil {
+		return nil, etcdErr(err)
+	}
+	if err := c.applyWrite(ctx, c.ddocs, bucket, views.DesignDocPrefix+name, rev); err != nil {
+		return nil, err
+	}
+	return c.views.DesignDoc(ctx, bucket, name)
+}
+
+// DeleteDesignDoc deletes a design document from etcd and answers once
+// this node removed it (every node removes it).
+func (c *clusterDefs) DeleteDesignDoc(ctx context.Context, bucket, name string) error {
+	rev, err := cluster.DeleteDesignDoc(ctx, c.cli, bucket, name)
+	if errors.Is(err, cluster.ErrDefNotFound) {
+		return fmt.Errorf("%w: design document `%s%s` not found", views.ErrNotFound, views.DesignDocPrefix, name)
+	}
+	if err != nil {
+		return etcdErr(err)
+	}
+	return c.applyWrite(ctx, c.ddocs, bucket, views.DesignDocPrefix+name, rev)
+}
+
+// clusterSearch is the search service of a cluster node's HTTP API: its
+// definitions are written to etcd (clusterDefs), everything else is the
+// node's own service.
+type clusterSearch struct {
+	*search.Service
+	defs *clusterDefs
+}
+
+// PutIndex checks a definition on this node (giving it a uuid), writes it
+// to etcd, and answers once this node applied it (every node applies the
+// same definition, uuid included).
+func (s clusterSearch) PutIndex(ctx context.Context, bucket, name string, body []byte) (*search.IndexDef, error) {
+	d, err := s.Service.CheckIndex(ctx, bucket, name, body)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := cluster.PutSearchDef(ctx, s.defs.cli, bucket, name, d.Body)
+	if err != nil {
+		return nil, etcdErr(err)
+	}
+	if err := s.defs.applyWrite(ctx, s.defs.sdefs, bucket, name, rev); err != nil {
+		return nil, err
+	}
+	return s.Service.GetIndex(ctx, bucket, name)
+}
+
+// DeleteIndex deletes a definition from etcd and answers once this node
+// removed its index (every node removes it).
+func (s clusterSearch) DeleteIndex(ctx context.Context, bucket, name string) error {
+	rev, err := cluster.DeleteSearchDef(ctx, s.defs.cli, bucket, name)
+	if errors.Is(err, cluster.ErrDefNotFound) {
+		return fmt.Errorf("%w: index %s not found in bucket %s", search.ErrNotFound, name, bucket)
+	}
+	if err != nil {
+		return etcdErr(err)
+	}
+	return s.defs.applyWrite(ctx, s.defs.sdefs, bucket, name, rev)
+}

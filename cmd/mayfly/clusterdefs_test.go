@@ -1,0 +1,245 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// apiReq sends an administrator's request with a JSON body to node n and
+// returns the status, the body and the X-Couchbase-Meta header.
+func apiReq(n *procNode, method, path, body string) (int, string, string, error) {
+	req, err := http.NewRequest(method, "http://"+n.http+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", "", err
+	}
+	req.SetBasicAuth("Administrator", "password")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	cl := http.Client{Timeout: time.Minute}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("X-Couchbase-Meta"), err
+}
+
+// ddocOn is a design document as node n answers it: its body and _rev.
+func ddocOn(n *procNode, name string) (code int, body, rev string, err error) {
+	code, body, meta, err := apiReq(n, http.MethodGet, "/default/_design/"+name, "")
+	if err != nil || code != http.StatusOK {
+		return code, body, "", err
+	}
+	var m struct {
+		Rev string `json:"rev"`
+	}
+	if err := json.Unmarshal([]byte(meta), &m); err != nil {
+		return code, body, "", fmt.Errorf("X-Couchbase-Meta %q: %w", meta, err)
+	}
+	return code, body, m.Rev, nil
+}
+
+// hasDDoc waits until every node answers design document name with body
+// and the same _rev, and returns that _rev.
+func hasDDoc(t *testing.T, nodes []*procNode, name, body string) string {
+	t.Helper()
+	var want string
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" answers _design/"+name, func() error {
+			code, got, rev, err := ddocOn(n, name)
+			switch {
+			case err != nil:
+				return err
+			case code != http.StatusOK || got != body:
+				return fmt.Errorf("%d %s", code, got)
+			case want != "" && rev != want:
+				return fmt.Errorf("_rev %s, another node's %s", rev, want)
+			}
+			want = rev
+			return nil
+		})
+	}
+	return want
+}
+
+// lacksDDoc waits until every node answers design document name 404.
+func lacksDDoc(t *testing.T, nodes []*procNode, name string) {
+	t.Helper()
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" has no _design/"+name, func() error {
+			if code, body, _, err := ddocOn(n, name); err != nil || code != http.StatusNotFound {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			return nil
+		})
+	}
+}
+
+// searchUUID is the uuid node n answers for full-text index name ("" and
+// the status when it has none).
+func searchUUID(n *procNode, name string) (int, string, error) {
+	code, body, _, err := apiReq(n, http.MethodGet, "/api/index/"+name, "")
+	if err != nil || code != http.StatusOK {
+		return code, body, err
+	}
+	var d struct {
+		IndexDef struct {
+			UUID string `json:"uuid"`
+		} `json:"indexDef"`
+	}
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		return code, "", err
+	}
+	return code, d.IndexDef.UUID, nil
+}
+
+// TestClusterDefinitionsAgreeOnEveryNode: a design document PUT on one node
+// of three is answered by every node with the same body and _rev, and its
+// view gives the same rows everywhere; a search index's uuid is the same
+// everywhere; a design document refused by the node asked is written
+// nowhere; a DELETE on another node removes it everywhere; and a node
+// stopped while a definition changed applies the change when it starts
+// again.
+func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three server processes")
+	}
+	tick := "100ms"
+	if raceBuild {
+		tick = "500ms" // see TestReplicatedClusterSurvivesKill
+	}
+	taken := map[int]bool{}
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
+	}
+	nodes := make([]*procNode, 3)
+	for i := range nodes {
+		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
+		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "",
+			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
+			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick}
+		nodes[i] = n
+	}
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s's output:\n%s", n.name, n.out.String())
+			}
+		}
+	}()
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+
+	// A design document PUT on n1: every node answers it, same _rev.
+	const dd = `{"views":{"byv":{"map":"function(doc, meta){ emit(doc.v, meta.id); }"}}}`
+	if code, body, _, err := apiReq(n1, http.MethodPut, "/default/_design/dd", dd); err != nil || code != http.StatusCreated {
+		t.Fatalf("PUT _design/dd on n1: %d %s %v", code, body, err)
+	}
+	rev := hasDDoc(t, nodes, "dd", dd)
+	if !strings.HasPrefix(rev, "1-") {
+		t.Fatalf("_rev %s, want the first version's (1-...)", rev)
+	}
+
+	// Its view answers the same rows on every node once the documents
+	// written are indexed there.
+	for i := range 3 {
+		writeAnywhere(t, nodes, http.MethodPut, fmt.Sprintf("d%d", i), fmt.Sprintf(`{"v":%d}`, i))
+	}
+	const rows = `[{"id":"d0","key":0,"value":"d0"},{"id":"d1","key":1,"value":"d1"},{"id":"d2","key":2,"value":"d2"}]`
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" answers the view's rows", func() error {
+			code, body, _, err := apiReq(n, http.MethodGet, "/default/_design/dd/_view/byv?stale=false", "")
+			if err != nil || code != http.StatusOK {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			var res struct {
+				Rows json.RawMessage `json:"rows"`
+			}
+			if err := json.Unmarshal([]byte(body), &res); err != nil {
+				return err
+			}
+			if got := strings.Join(strings.Fields(string(res.Rows)), ""); got != rows {
+				return fmt.Errorf("rows %s, want %s", got, rows)
+			}
+			return nil
+		})
+	}
+
+	// A design document n2 refuses is written nowhere.
+	if code, body, _, err := apiReq(n2, http.MethodPut, "/default/_design/bad", `{"views":{"v":{"map":"function(doc){ emit("}}}`); err != nil || code != http.StatusBadRequest {
+		t.Fatalf("PUT a design document that does not compile on n2: %d %s %v, want 400", code, body, err)
+	}
+
+	// A search index PUT on n2: the same uuid on every node.
+	code, body, _, err := apiReq(n2, http.MethodPut, "/api/index/fts", `{"type":"fulltext-index","sourceType":"couchbase","sourceName":"default"}`)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("PUT /api/index/fts on n2: %d %s %v", code, body, err)
+	}
+	var put struct {
+		UUID string `json:"uuid"`
+	}
+	if err := json.Unmarshal([]byte(body), &put); err != nil || put.UUID == "" {
+		t.Fatalf("PUT /api/index/fts answered %s", body)
+	}
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" has index fts with n2's uuid", func() error {
+			if code, uuid, err := searchUUID(n, "fts"); err != nil || uuid != put.UUID {
+				return fmt.Errorf("%d uuid %q %v, want %s", code, uuid, err, put.UUID)
+			}
+			return nil
+		})
+	}
+	lacksDDoc(t, nodes, "bad")
+
+	// DELETE on n3: gone everywhere.
+	if code, body, _, err := apiReq(n3, http.MethodDelete, "/default/_design/dd", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("DELETE _design/dd on n3: %d %s %v", code, body, err)
+	}
+	lacksDDoc(t, nodes, "dd")
+
+	// n2 stops; meanwhile dd is created again, dd2 created, fts deleted.
+	// Started again, n2 has the same as the others.
+	n2.stop()
+	if code, body, _, err := apiReq(n1, http.MethodPut, "/default/_design/dd", dd); err != nil || code != http.StatusCreated {
+		t.Fatalf("PUT _design/dd again on n1: %d %s %v", code, body, err)
+	}
+	const dd2 = `{"views":{"all":{"map":"function(doc, meta){ emit(meta.id, null); }","reduce":"_count"}}}`
+	if code, body, _, err := apiReq(n3, http.MethodPut, "/default/_design/dd2", dd2); err != nil || code != http.StatusCreated {
+		t.Fatalf("PUT _design/dd2 on n3: %d %s %v", code, body, err)
+	}
+	if code, body, _, err := apiReq(n1, http.MethodDelete, "/api/index/fts", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("DELETE /api/index/fts on n1: %d %s %v", code, body, err)
+	}
+	n2.start(t)
+	n2.started(t)
+	again := hasDDoc(t, nodes, "dd", dd)
+	if !strings.HasPrefix(again, "3-") {
+		t.Fatalf("_rev %s after put, delete, put; want 3-... (versions count on through a delete)", again)
+	}
+	hasDDoc(t, nodes, "dd2", dd2)
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" has no index fts", func() error {
+			// Couchbase's search service answers a missing index 400.
+			if code, body, err := searchUUID(n, "fts"); err != nil || code != http.StatusBadRequest || !strings.Contains(body, "not found") {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			return nil
+		})
+	}
+}

@@ -11,14 +11,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mayflydb/mayfly/engine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Key prefixes of the definitions every node applies to its own services.
 const (
-	ddocsPrefix  = "/mayfly/ddocs/"
-	searchPrefix = "/mayfly/search/"
+	ddocsPrefix       = "/mayfly/ddocs/"
+	searchPrefix      = "/mayfly/search/"
+	collectionsPrefix = "/mayfly/collections/"
 )
+
+// ManifestName is the name of a bucket's one Manifests definition:
+// /mayfly/collections/BUCKET/manifest.
+const ManifestName = "manifest"
 
 // DefKind names a kind of definition kept in etcd, one key per definition
 // under a prefix of its own: PREFIX/BUCKET/NAME (a bucket name holds no
@@ -33,20 +39,30 @@ const (
 	// holds the definition as the search service stores it (its uuid
 	// included).
 	SearchDefs
+	// Manifests are buckets' scopes and collections:
+	// /mayfly/collections/BUCKET/manifest holds an engine.Manifest (see
+	// UpdateManifest).
+	Manifests
 )
 
 // prefix returns the kind's key prefix.
 func (k DefKind) prefix() string {
-	if k == SearchDefs {
+	switch k {
+	case SearchDefs:
 		return searchPrefix
+	case Manifests:
+		return collectionsPrefix
 	}
 	return ddocsPrefix
 }
 
 // String names the kind, for errors and logs.
 func (k DefKind) String() string {
-	if k == SearchDefs {
+	switch k {
+	case SearchDefs:
 		return "search definition"
+	case Manifests:
+		return "collections manifest"
 	}
 	return "design document"
 }
@@ -162,13 +178,68 @@ func DeleteSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name str
 	return resp.Header.Revision, nil
 }
 
-// DeleteBucketDefs deletes every design document and search definition of
-// bucket (for a bucket deleted from the cluster: one created again under
-// its name starts with none).
+// UpdateManifest changes bucket's scopes and collections in the cluster's
+// state: edit gets the manifest etcd holds (seed's when it holds none:
+// the bucket as it was made, before any change) and changes it, and the
+// result is written in a transaction conditioned on the manifest read (a
+// writer that lost the race edits the winner's). An edit's error is
+// returned as it is, nothing written. It returns the manifest written and
+// the etcd revision of the write; every node applies it
+// (engine.Bucket.ApplyManifest), so collection IDs agree.
+func UpdateManifest(ctx context.Context, cli *clientv3.Client, bucket string, seed func() engine.Manifest,
+	edit func(m *engine.Manifest) error) (engine.Manifest, int64, error) {
+	key := defKey(Manifests, bucket, ManifestName)
+	for {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			return engine.Manifest{}, 0, fmt.Errorf("cluster: reading the collections of bucket %q: %w", bucket, err)
+		}
+		var m engine.Manifest
+		var modRev int64
+		if len(resp.Kvs) > 0 {
+			if m, err = ParseManifest(resp.Kvs[0].Value); err != nil {
+				return engine.Manifest{}, 0, fmt.Errorf("bucket %q: %w", bucket, err)
+			}
+			modRev = resp.Kvs[0].ModRevision
+		} else {
+			m = seed()
+		}
+		if err := edit(&m); err != nil {
+			return engine.Manifest{}, 0, err
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			return engine.Manifest{}, 0, err
+		}
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpPut(key, string(data))).Commit()
+		if err != nil {
+			return engine.Manifest{}, 0, fmt.Errorf("cluster: writing the collections of bucket %q: %w", bucket, err)
+		}
+		if tr.Succeeded {
+			return m, tr.Header.Revision, nil
+		}
+	}
+}
+
+// ParseManifest decodes a bucket's collections manifest (a Manifests
+// Def's Value).
+func ParseManifest(value []byte) (engine.Manifest, error) {
+	var m engine.Manifest
+	if err := json.Unmarshal(value, &m); err != nil {
+		return engine.Manifest{}, fmt.Errorf("cluster: a collections manifest: %w", err)
+	}
+	return m, nil
+}
+
+// DeleteBucketDefs deletes every design document, search definition and
+// collections manifest of bucket (for a bucket deleted from the cluster:
+// one created again under its name starts with none).
 func DeleteBucketDefs(ctx context.Context, cli *clientv3.Client, bucket string) error {
 	_, err := cli.Txn(ctx).Then(
 		clientv3.OpDelete(DesignDocs.prefix()+bucket+"/", clientv3.WithPrefix()),
 		clientv3.OpDelete(SearchDefs.prefix()+bucket+"/", clientv3.WithPrefix()),
+		clientv3.OpDelete(Manifests.prefix()+bucket+"/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: deleting the definitions of bucket %q: %w", bucket, err)

@@ -227,6 +227,14 @@ func (b *Bucket) commitCatalog(ce catalogEntry) error {
 		ce.Manifest = b.mu.manifest + 1
 	}
 	b.mu.RUnlock()
+	return b.storeCatalog(ce)
+}
+
+// storeCatalog persists ce as the bucket's definition, its manifest UID as
+// it is, then makes it current.
+//
+// REQUIRES: b.ddl held.
+func (b *Bucket) storeCatalog(ce catalogEntry) error {
 	if err := b.eng.putCatalog(ce); err != nil {
 		return err
 	}
@@ -251,19 +259,16 @@ func (b *Bucket) CreateScope(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateScopeName("scope", name); err != nil {
-		return err
-	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	ce, err := b.catalogCopy()
 	if err != nil {
 		return err
 	}
-	if _, ok := ce.Scopes[name]; ok {
-		return fmt.Errorf("%w: %s", ErrScopeExists, name)
+	m := Manifest{Scopes: ce.Scopes}
+	if err := m.CreateScope(name); err != nil {
+		return err
 	}
-	ce.Scopes[name] = map[string]collectionInfo{}
 	return b.commitCatalog(ce)
 }
 
@@ -280,12 +285,6 @@ func (b *Bucket) CreateCollectionWith(ctx context.Context, scope, name string, c
 	if err := ctx.Err(); err != nil {
 		return CollectionInfo{}, err
 	}
-	if err := validateScopeName("collection", name); err != nil {
-		return CollectionInfo{}, err
-	}
-	if err := cs.Validate(); err != nil {
-		return CollectionInfo{}, err
-	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	ce, err := b.catalogCopy()
@@ -295,20 +294,16 @@ func (b *Bucket) CreateCollectionWith(ctx context.Context, scope, name string, c
 	if ce.Settings.Type == Memcached {
 		return CollectionInfo{}, fmt.Errorf("%w: memcached buckets have no collections", ErrInvalidSetting)
 	}
-	colls, ok := ce.Scopes[scope]
-	if !ok {
-		return CollectionInfo{}, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	m := Manifest{NextCID: ce.NextCID, Scopes: ce.Scopes}
+	ci, err := m.CreateCollection(scope, name, cs)
+	if err != nil {
+		return CollectionInfo{}, err
 	}
-	if _, ok := colls[name]; ok {
-		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionExists, scope, name)
-	}
-	ci := collectionInfo{ID: ce.NextCID, MaxTTL: cs.MaxTTL, DefaultTTL: cs.DefaultTTL, IdleTTL: cs.IdleTTL, MaxLifetime: cs.MaxLifetime}
-	colls[name] = ci
-	ce.NextCID++
+	ce.NextCID = m.NextCID
 	if err := b.commitCatalog(ce); err != nil {
 		return CollectionInfo{}, err
 	}
-	return ci.info(name), nil
+	return ci, nil
 }
 
 // Scopes lists the scopes and their collections, sorted by name.

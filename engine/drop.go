@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 )
@@ -14,51 +13,41 @@ import (
 // documents then leave memory and disk. Change-feed consumers are not sent
 // its documents' removal (view indexes index _default._default only).
 func (b *Bucket) DropCollection(ctx context.Context, scope, name string) error {
-	if scope == "_default" && name == "_default" {
-		return fmt.Errorf("%w: the _default collection cannot be dropped", ErrInvalidSetting)
-	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	ce, err := b.catalogCopy()
 	if err != nil {
 		return err
 	}
-	colls, ok := ce.Scopes[scope]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	m := Manifest{Scopes: ce.Scopes}
+	id, err := m.DropCollection(scope, name)
+	if err != nil {
+		return err
 	}
-	ci, ok := colls[name]
-	if !ok {
-		return fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
-	}
-	delete(colls, name)
 	if err := b.commitCatalog(ce); err != nil {
 		return err
 	}
-	return b.dropDocuments(ctx, map[CollectionID]bool{ci.ID: true})
+	return b.dropDocuments(ctx, map[CollectionID]bool{id: true})
 }
 
 // DropScope removes a scope with its collections and their documents. The
 // _default scope cannot be dropped.
 func (b *Bucket) DropScope(ctx context.Context, name string) error {
-	if name == "_default" {
-		return fmt.Errorf("%w: the _default scope cannot be dropped", ErrInvalidSetting)
-	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	ce, err := b.catalogCopy()
 	if err != nil {
 		return err
 	}
-	colls, ok := ce.Scopes[name]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrScopeNotFound, name)
+	m := Manifest{Scopes: ce.Scopes}
+	dropped, err := m.DropScope(name)
+	if err != nil {
+		return err
 	}
-	ids := make(map[CollectionID]bool, len(colls))
-	for _, ci := range colls {
-		ids[ci.ID] = true
+	ids := make(map[CollectionID]bool, len(dropped))
+	for _, id := range dropped {
+		ids[id] = true
 	}
-	delete(ce.Scopes, name)
 	if err := b.commitCatalog(ce); err != nil {
 		return err
 	}

@@ -390,7 +390,7 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := b.CreateScope(r.Context(), vals.Get("name")); err != nil {
+	if err := s.colls.CreateScope(r.Context(), b, vals.Get("name")); err != nil {
 		s.settle(r, in, err)
 		return err
 	}
@@ -417,7 +417,7 @@ func (s *server) collectionPath(r *http.Request) (b *engine.Bucket, scope, coll 
 // and their documents go.
 func (s *server) dropScope(w http.ResponseWriter, r *http.Request) error {
 	return s.drop(w, r, audit.ActionScopeDrop, func(b *engine.Bucket, scope, _ string) error {
-		return b.DropScope(r.Context(), scope)
+		return s.colls.DropScope(r.Context(), b, scope)
 	})
 }
 
@@ -425,7 +425,7 @@ func (s *server) dropScope(w http.ResponseWriter, r *http.Request) error {
 // the collection and its documents go.
 func (s *server) dropCollection(w http.ResponseWriter, r *http.Request) error {
 	return s.drop(w, r, audit.ActionCollectionDrop, func(b *engine.Bucket, scope, coll string) error {
-		return b.DropCollection(r.Context(), scope, coll)
+		return s.colls.DropCollection(r.Context(), b, scope, coll)
 	})
 }
 
@@ -487,7 +487,7 @@ func (s *server) createCollection(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	ci, err := b.CreateCollectionWith(r.Context(), scope, vals.Get("name"), cs)
+	ci, err := s.colls.CreateCollection(r.Context(), b, scope, vals.Get("name"), cs)
 	if err != nil {
 		s.settle(r, in, err)
 		return err

@@ -100,6 +100,39 @@ type Options struct {
 	// passes one that writes the definition to the cluster's state, from
 	// which every node applies it to its own Views.
 	DesignDocs DesignDocStore
+	// Collections creates and drops scopes and collections; nil means the
+	// buckets' own methods. A cluster node passes one that changes the
+	// manifest in the cluster's state, which every node applies.
+	Collections CollectionStore
+}
+
+// CollectionStore creates and drops a bucket's scopes and collections,
+// with the engine's errors.
+type CollectionStore interface {
+	CreateScope(ctx context.Context, b *engine.Bucket, name string) error
+	CreateCollection(ctx context.Context, b *engine.Bucket, scope, name string, cs engine.CollectionSettings) (engine.CollectionInfo, error)
+	DropScope(ctx context.Context, b *engine.Bucket, name string) error
+	DropCollection(ctx context.Context, b *engine.Bucket, scope, name string) error
+}
+
+// localCollections is the CollectionStore of a single node: the bucket's
+// own methods.
+type localCollections struct{}
+
+func (localCollections) CreateScope(ctx context.Context, b *engine.Bucket, name string) error {
+	return b.CreateScope(ctx, name)
+}
+
+func (localCollections) CreateCollection(ctx context.Context, b *engine.Bucket, scope, name string, cs engine.CollectionSettings) (engine.CollectionInfo, error) {
+	return b.CreateCollectionWith(ctx, scope, name, cs)
+}
+
+func (localCollections) DropScope(ctx context.Context, b *engine.Bucket, name string) error {
+	return b.DropScope(ctx, name)
+}
+
+func (localCollections) DropCollection(ctx context.Context, b *engine.Bucket, scope, name string) error {
+	return b.DropCollection(ctx, scope, name)
 }
 
 // DesignDocStore stores and deletes design documents (*views.Service is
@@ -115,7 +148,8 @@ var _ DesignDocStore = (*views.Service)(nil)
 type server struct {
 	eng      *engine.Engine
 	views    *views.Service
-	ddocs    DesignDocStore // Options.DesignDocs, or views
+	ddocs    DesignDocStore  // Options.DesignDocs, or views
+	colls    CollectionStore // Options.Collections, or the buckets'
 	pager    *pager.Manager
 	search   SearchService
 	auditLog *audit.Log
@@ -144,7 +178,10 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
 		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, nodes: o.ClusterNodes,
 		streams: make(chan struct{}, MaxConfigStreams)}
-	s.ddocs = o.DesignDocs
+	s.ddocs, s.colls = o.DesignDocs, o.Collections
+	if s.colls == nil {
+		s.colls = localCollections{}
+	}
 	if s.ddocs == nil && o.Views != nil {
 		s.ddocs = o.Views
 	}

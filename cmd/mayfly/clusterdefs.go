@@ -48,6 +48,7 @@ type clusterDefs struct {
 	logger *slog.Logger
 	ddocs  *cluster.DefMirror
 	sdefs  *cluster.DefMirror
+	mans   *cluster.DefMirror // collections manifests
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -71,9 +72,11 @@ func startClusterDefs(cli *clientv3.Client, eng *engine.Engine, vsvc *views.Serv
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &clusterDefs{cli: cli, eng: eng, views: vsvc, search: ssvc, logger: logger,
 		ddocs: cluster.NewDefMirror(cli, cluster.DesignDocs), sdefs: cluster.NewDefMirror(cli, cluster.SearchDefs),
-		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{}}
+		mans: cluster.NewDefMirror(cli, cluster.Manifests),
+		ctx:  ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{}}
 	c.wg.Go(func() { c.ddocs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.sdefs.Run(ctx, c.markDirty) })
+	c.wg.Go(func() { c.mans.Run(ctx, c.markDirty) })
 	c.wg.Go(c.reconcileLoop)
 	return c
 }
@@ -108,7 +111,7 @@ func (c *clusterDefs) reconcileLoop() {
 		case <-c.kick:
 		case <-t.C:
 		}
-		if !c.ddocs.Loaded() || !c.sdefs.Loaded() {
+		if !c.ddocs.Loaded() || !c.sdefs.Loaded() || !c.mans.Loaded() {
 			continue // nothing is removed before etcd's state is known
 		}
 		c.dirtyMu.Lock()
@@ -137,6 +140,8 @@ func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[str
 		return nil
 	}
 	failed := map[string]error{}
+	// Collections first: a search definition may name one.
+	c.applyManifest(ctx, b, failed)
 	complete := c.applyDesignDocs(ctx, b.Name(), failed)
 	complete = c.applySearchDefs(ctx, b.Name(), failed) && complete
 	for name, err := range failed {
@@ -150,6 +155,24 @@ func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[str
 		delete(c.done, b.Name())
 	}
 	return failed
+}
+
+// applyManifest gives b the scopes and collections of the manifest the
+// cluster's state holds for it, if it holds one (until a first change,
+// every node's bucket has the scopes it was made with).
+func (c *clusterDefs) applyManifest(ctx context.Context, b *engine.Bucket, failed map[string]error) {
+	for _, d := range c.mans.Bucket(b.Name()) {
+		if d.Name != cluster.ManifestName {
+			continue
+		}
+		m, err := cluster.ParseManifest(d.Value)
+		if err == nil {
+			err = b.ApplyManifest(ctx, m)
+		}
+		if err != nil {
+			failed[cluster.ManifestName] = err
+		}
+	}
 }
 
 // applyDesignDocs stores bucket's design documents at the mirror's versions
@@ -348,4 +371,62 @@ func (s clusterSearch) DeleteIndex(ctx context.Context, bucket, name string) err
 		return etcdErr(err)
 	}
 	return s.defs.applyWrite(ctx, s.defs.sdefs, bucket, name, rev)
+}
+
+// CreateScope adds a scope to b's manifest in the cluster's state and
+// answers once this node applied it (every node applies it).
+func (c *clusterDefs) CreateScope(ctx context.Context, b *engine.Bucket, name string) error {
+	return c.updateManifest(ctx, b, func(m *engine.Manifest) error { return m.CreateScope(name) })
+}
+
+// CreateCollection adds a collection to b's manifest in the cluster's
+// state, with the ID that manifest gives it, and answers once this node
+// applied it (every node applies it: the ID is the same everywhere).
+func (c *clusterDefs) CreateCollection(ctx context.Context, b *engine.Bucket, scope, name string, cs engine.CollectionSettings) (engine.CollectionInfo, error) {
+	var ci engine.CollectionInfo
+	err := c.updateManifest(ctx, b, func(m *engine.Manifest) error {
+		var err error
+		ci, err = m.CreateCollection(scope, name, cs)
+		return err
+	})
+	return ci, err
+}
+
+// DropScope removes a scope from b's manifest in the cluster's state; every
+// node drops it and its documents.
+func (c *clusterDefs) DropScope(ctx context.Context, b *engine.Bucket, name string) error {
+	return c.updateManifest(ctx, b, func(m *engine.Manifest) error {
+		_, err := m.DropScope(name)
+		return err
+	})
+}
+
+// DropCollection removes a collection from b's manifest in the cluster's
+// state; every node drops it and its documents.
+func (c *clusterDefs) DropCollection(ctx context.Context, b *engine.Bucket, scope, name string) error {
+	return c.updateManifest(ctx, b, func(m *engine.Manifest) error {
+		_, err := m.DropCollection(scope, name)
+		return err
+	})
+}
+
+// updateManifest edits b's manifest in etcd (the bucket's own when etcd
+// holds none yet) and applies it here. A memcached bucket has no
+// collections.
+func (c *clusterDefs) updateManifest(ctx context.Context, b *engine.Bucket, edit func(*engine.Manifest) error) error {
+	if b.Settings().Type == engine.Memcached {
+		return fmt.Errorf("%w: memcached buckets have no collections", engine.ErrInvalidSetting)
+	}
+	var editErr error
+	_, rev, err := cluster.UpdateManifest(ctx, c.cli, b.Name(), b.Manifest, func(m *engine.Manifest) error {
+		editErr = edit(m)
+		return editErr
+	})
+	if editErr != nil {
+		return editErr // refused: nothing written
+	}
+	if err != nil {
+		return etcdErr(err)
+	}
+	return c.applyWrite(ctx, c.mans, b.Name(), cluster.ManifestName, rev)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,72 @@ func apiReq(n *procNode, method, path, body string) (int, string, string, error)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header.Get("X-Couchbase-Meta"), err
+}
+
+// formReq sends an administrator's form POST to node n.
+func formReq(n *procNode, path string, form url.Values) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+n.http+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, "", err
+	}
+	req.SetBasicAuth("Administrator", "password")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	cl := http.Client{Timeout: time.Minute}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// sameScopes waits until every node lists the default bucket's scopes and
+// collections (names, collection IDs, manifest UID) as one answer that
+// holds each of want ("scope.collection") and none of unwanted.
+func sameScopes(t *testing.T, nodes []*procNode, want, unwanted []string) {
+	t.Helper()
+	var first string
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" lists the same scopes and collections", func() error {
+			code, body, _, err := apiReq(n, http.MethodGet, "/pools/default/buckets/default/scopes", "")
+			if err != nil || code != http.StatusOK {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			var m struct {
+				Scopes []struct {
+					Name        string `json:"name"`
+					Collections []struct {
+						Name string `json:"name"`
+					} `json:"collections"`
+				} `json:"scopes"`
+			}
+			if err := json.Unmarshal([]byte(body), &m); err != nil {
+				return err
+			}
+			have := map[string]bool{}
+			for _, sc := range m.Scopes {
+				for _, c := range sc.Collections {
+					have[sc.Name+"."+c.Name] = true
+				}
+			}
+			for _, w := range want {
+				if !have[w] {
+					return fmt.Errorf("no %s in %s", w, body)
+				}
+			}
+			for _, u := range unwanted {
+				if have[u] {
+					return fmt.Errorf("%s still in %s", u, body)
+				}
+			}
+			if first != "" && body != first {
+				return fmt.Errorf("%s, another node's %s", body, first)
+			}
+			first = body
+			return nil
+		})
+	}
 }
 
 // ddocOn is a design document as node n answers it: its body and _rev.
@@ -104,7 +171,8 @@ func searchUUID(n *procNode, name string) (int, string, error) {
 // of three is answered by every node with the same body and _rev, and its
 // view gives the same rows everywhere; a search index's uuid is the same
 // everywhere; a design document refused by the node asked is written
-// nowhere; a DELETE on another node removes it everywhere; and a node
+// nowhere; a scope and a collection made on two nodes are listed by every
+// node with the same IDs; a DELETE on another node removes it everywhere; and a node
 // stopped while a definition changed applies the change when it starts
 // again.
 func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
@@ -207,6 +275,20 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 	}
 	lacksDDoc(t, nodes, "bad")
 
+	// A scope made on n1, a collection in it on n2: every node lists them
+	// with the same collection ID (the KV protocol carries it) and
+	// manifest UID.
+	if code, body, err := formReq(n1, "/pools/default/buckets/default/scopes", url.Values{"name": {"s1"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("creating scope s1 on n1: %d %s %v", code, body, err)
+	}
+	if code, body, err := formReq(n2, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c1"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("creating collection s1.c1 on n2: %d %s %v", code, body, err)
+	}
+	if code, body, err := formReq(n3, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c1"}}); err != nil || code != http.StatusBadRequest {
+		t.Fatalf("creating s1.c1 again on n3: %d %s %v, want 400 (it exists)", code, body, err)
+	}
+	sameScopes(t, nodes, []string{"_default._default", "s1.c1"}, nil)
+
 	// DELETE on n3: gone everywhere.
 	if code, body, _, err := apiReq(n3, http.MethodDelete, "/default/_design/dd", ""); err != nil || code != http.StatusOK {
 		t.Fatalf("DELETE _design/dd on n3: %d %s %v", code, body, err)
@@ -226,6 +308,12 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 	if code, body, _, err := apiReq(n1, http.MethodDelete, "/api/index/fts", ""); err != nil || code != http.StatusOK {
 		t.Fatalf("DELETE /api/index/fts on n1: %d %s %v", code, body, err)
 	}
+	if code, body, err := formReq(n3, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c2"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("creating collection s1.c2 on n3: %d %s %v", code, body, err)
+	}
+	if code, body, _, err := apiReq(n1, http.MethodDelete, "/pools/default/buckets/default/scopes/s1/collections/c1", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("dropping s1.c1 on n1: %d %s %v", code, body, err)
+	}
 	n2.start(t)
 	n2.started(t)
 	again := hasDDoc(t, nodes, "dd", dd)
@@ -233,6 +321,7 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 		t.Fatalf("_rev %s after put, delete, put; want 3-... (versions count on through a delete)", again)
 	}
 	hasDDoc(t, nodes, "dd2", dd2)
+	sameScopes(t, nodes, []string{"_default._default", "s1.c2"}, []string{"s1.c1"})
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" has no index fts", func() error {
 			// Couchbase's search service answers a missing index 400.

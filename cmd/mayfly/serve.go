@@ -553,15 +553,17 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}
 	defer ssvc.Close()
 
-	// A cluster keeps its design documents and search definitions in etcd:
-	// written there by the node a client asks, applied by every node
-	// (clusterdefs.go). A single node's API calls the services directly.
+	// A cluster keeps its design documents, search definitions and
+	// buckets' scopes and collections in etcd: written there by the node a
+	// client asks, applied by every node (clusterdefs.go). A single node's
+	// API calls the services and buckets directly.
 	var ddocStore httpapi.DesignDocStore
+	var collStore httpapi.CollectionStore
 	var searchSvc httpapi.SearchService = ssvc
 	if cnode != nil {
 		defs := startClusterDefs(cnode.Client(), eng, vsvc, ssvc, logger)
 		defer defs.Close()
-		ddocStore, searchSvc = defs, clusterSearch{Service: ssvc, defs: defs}
+		ddocStore, collStore, searchSvc = defs, defs, clusterSearch{Service: ssvc, defs: defs}
 	}
 
 	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged
@@ -606,7 +608,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	go func() { defer close(histDone); statsHistory.Run(histCtx) }()
 	defer func() { stopHistory(); <-histDone }()
 	api := httpapi.New(eng, &httpapi.Options{
-		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
+		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
 		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,

@@ -24,4 +24,11 @@
 //	orchestrator/...    the election (concurrency.Election keys)
 //	buckets/NAME        BucketDef JSON (engine.BucketSettings and replicaNumber)
 //	maps/NAME           PartitionMap JSON, written by the orchestrator only
+//	ddocs/BUCKET/NAME   DesignDocDef JSON: a design document's version and body
+//	search/BUCKET/NAME  a full-text index definition as stored (uuid included)
+//	collections/BUCKET/manifest  engine.Manifest JSON: scopes, collection IDs
+//
+// The last three are written by the node a client asked (after its own
+// service checked the change) and mirrored by every node (DefMirror),
+// which applies them to its own services and buckets.
 package cluster

@@ -64,6 +64,9 @@ type clusterDefs struct {
 	// done is, by bucket, the engine bucket last applied completely: a
 	// bucket opened again (created again, restarted) is applied again.
 	done map[string]*engine.Bucket
+	// warned is the failure last logged of each definition ("bucket/what"),
+	// so one that keeps failing is logged once, not at every retry.
+	warned map[string]string
 }
 
 // startClusterDefs starts mirroring the definitions in etcd and applying
@@ -73,7 +76,8 @@ func startClusterDefs(cli *clientv3.Client, eng *engine.Engine, vsvc *views.Serv
 	c := &clusterDefs{cli: cli, eng: eng, views: vsvc, search: ssvc, logger: logger,
 		ddocs: cluster.NewDefMirror(cli, cluster.DesignDocs), sdefs: cluster.NewDefMirror(cli, cluster.SearchDefs),
 		mans: cluster.NewDefMirror(cli, cluster.Manifests),
-		ctx:  ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{}}
+		ctx:  ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{},
+		warned: map[string]string{}}
 	c.wg.Go(func() { c.ddocs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.sdefs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.mans.Run(ctx, c.markDirty) })
@@ -128,10 +132,10 @@ func (c *clusterDefs) reconcileLoop() {
 	}
 }
 
-// applyLocked makes b's design documents and search definitions those of
-// the mirrors, and returns why each one that failed did, by name
-// (design documents as "_design/NAME"). b is recorded done when nothing
-// failed.
+// applyLocked makes b's collections, design documents and search
+// definitions those of the mirrors, and returns why each one that failed
+// did: by "_design/NAME", "index/NAME", and cluster.ManifestName. b is
+// recorded done when nothing failed.
 //
 // REQUIRES: c.mu held.
 func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[string]error {
@@ -144,9 +148,10 @@ func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[str
 	c.applyManifest(ctx, b, failed)
 	complete := c.applyDesignDocs(ctx, b.Name(), failed)
 	complete = c.applySearchDefs(ctx, b.Name(), failed) && complete
-	for name, err := range failed {
-		if c.ctx.Err() == nil {
-			c.logger.Warn("cluster: applying a definition from the cluster's state; trying again", "bucket", b.Name(), "name", name, "err", err)
+	for what, err := range failed {
+		if key := b.Name() + "/" + what; c.ctx.Err() == nil && c.warned[key] != err.Error() {
+			c.warned[key] = err.Error()
+			c.logger.Warn("cluster: applying a definition from the cluster's state; trying again", "bucket", b.Name(), "definition", what, "err", err)
 		}
 	}
 	if complete && len(failed) == 0 {
@@ -265,16 +270,19 @@ func (c *clusterDefs) applySearchDefs(ctx context.Context, bucket string, failed
 			continue
 		}
 		if err := c.search.DeleteIndex(ctx, bucket, name); err != nil && !errors.Is(err, search.ErrNotFound) {
-			failed[name] = err
+			failed[indexKey(name)] = err
 		}
 	}
 	for _, d := range append(indexes, aliases...) {
 		if _, err := c.search.PutIndexDef(ctx, bucket, d.Name, d.Value); err != nil {
-			failed[d.Name] = err
+			failed[indexKey(d.Name)] = err
 		}
 	}
 	return true
 }
+
+// indexKey names search index name among a bucket's failed definitions.
+func indexKey(name string) string { return "index/" + name }
 
 // applyWrite waits until mirror m holds etcd's state at rev (this node's
 // write to m's keys: the other mirror sees no event at rev), applies
@@ -354,7 +362,7 @@ func (s clusterSearch) PutIndex(ctx context.Context, bucket, name string, body [
 	if err != nil {
 		return nil, etcdErr(err)
 	}
-	if err := s.defs.applyWrite(ctx, s.defs.sdefs, bucket, name, rev); err != nil {
+	if err := s.defs.applyWrite(ctx, s.defs.sdefs, bucket, indexKey(name), rev); err != nil {
 		return nil, err
 	}
 	return s.Service.GetIndex(ctx, bucket, name)
@@ -370,7 +378,7 @@ func (s clusterSearch) DeleteIndex(ctx context.Context, bucket, name string) err
 	if err != nil {
 		return etcdErr(err)
 	}
-	return s.defs.applyWrite(ctx, s.defs.sdefs, bucket, name, rev)
+	return s.defs.applyWrite(ctx, s.defs.sdefs, bucket, indexKey(name), rev)
 }
 
 // CreateScope adds a scope to b's manifest in the cluster's state and

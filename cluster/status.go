@@ -35,6 +35,9 @@ type BucketStatus struct {
 	Holds map[string]int `json:"holds"`
 	// Degraded lists the degraded partitions.
 	Degraded []int `json:"degraded"`
+	// Lagging lists the replicas that do not keep up, as the leaders that
+	// are up report them (each a few seconds old at most).
+	Lagging []Lagging `json:"lagging,omitempty"`
 }
 
 // Status is the cluster as `mayfly cluster status` shows it.
@@ -101,6 +104,22 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 		}
 		out.Buckets = append(out.Buckets, bs)
 	}
+	lags, err := readLag(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	for _, leader := range slices.Sorted(maps.Keys(lags)) {
+		if _, up := st.nodes[leader]; !up {
+			continue // its report is as old as its death
+		}
+		for _, l := range lags[leader] {
+			for i := range out.Buckets {
+				if out.Buckets[i].Name == l.Bucket {
+					out.Buckets[i].Lagging = append(out.Buckets[i].Lagging, l)
+				}
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -165,6 +184,10 @@ func (s *Status) WriteText(w io.Writer) error {
 		}
 		if len(bs.Degraded) > 0 {
 			fmt.Fprintf(&b, "  degraded: %s\n", ranges(bs.Degraded))
+		}
+		for _, l := range bs.Lagging {
+			fmt.Fprintf(&b, "  lagging: %s behind %s (%s) in %d partitions, at most %d entries: %s\n",
+				l.Follower, l.Leader, l.Why, len(l.Partitions), l.MaxBehind, ranges(l.Partitions))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -49,6 +49,13 @@ type Range struct {
 	ExcludeExpired bool
 	// Now is the instant of an ExcludeExpired query, in Unix seconds.
 	Now int64
+	// Include, when not nil, keeps only the rows of the documents it
+	// returns true for (a cluster node's share of a view: the documents of
+	// the partitions it covers). Query filters rows as it walks them;
+	// Reduce cannot use the reductions cached in the tree, since they cover
+	// every document, and reduces the included rows of the range instead:
+	// its cost follows the rows in the range, not the tree's height.
+	Include func(docID string) bool
 }
 
 // span is a half-open interval [lo, hi) of tree keys; nil leaves an end open.
@@ -157,7 +164,7 @@ func (rdr *Reader) Query(ctx context.Context, view string, r Range, fn func(Row)
 		return err
 	}
 	root := snap.roots[vi]
-	live, now := r.ExcludeExpired, r.Now
+	live, now, include := r.ExcludeExpired, r.Now, r.Include
 	var c cursor
 	n := 0
 	for _, s := range spans {
@@ -189,6 +196,14 @@ func (rdr *Reader) Query(ctx context.Context, view string, r Range, fn func(Row)
 				continue
 			}
 			key, value, id := row.fields()
+			if include != nil && !include(id) {
+				if r.Descending {
+					c.prev()
+				} else {
+					c.next()
+				}
+				continue
+			}
 			if err := fn(Row{Key: key, DocID: id, Value: value}); err != nil {
 				if errors.Is(err, ErrStop) {
 					return nil

@@ -54,8 +54,8 @@ func (rdr *Reader) Reduce(ctx context.Context, view string, r Range, g Grouping,
 	if err != nil {
 		return err
 	}
-	rd := reduction{ctx: ctx, r: red, live: r.ExcludeExpired, now: r.Now}
-	if r.ExcludeExpired && r.Keys == nil && !g.Exact && g.Level <= 0 && len(spans) == 1 && spans[0].lo == nil && spans[0].hi == nil {
+	rd := reduction{ctx: ctx, r: red, live: r.ExcludeExpired, now: r.Now, include: r.Include}
+	if r.ExcludeExpired && r.Include == nil && r.Keys == nil && !g.Exact && g.Level <= 0 && len(spans) == 1 && spans[0].lo == nil && spans[0].hi == nil {
 		// The whole view, live: from the rows that never expire and a
 		// suffix of the expiry tree (see wholeLive).
 		v, ok, err := rd.wholeLive(snap.roots[vi], snap.expRoots[vi])
@@ -88,7 +88,11 @@ type reduction struct {
 	// live leaves out the rows expired at now (Range.ExcludeExpired).
 	live bool
 	now  int64
-	vals [][]byte // partial reductions of a range
+	// include, when not nil, keeps only the rows of the documents it
+	// returns true for (Range.Include): no cached reduction is used.
+	include  func(docID string) bool
+	included []row    // scratch: the included rows of a leaf
+	vals     [][]byte // partial reductions of a range
 	// scratch: the live rows of a leaf, and the reductions of its suffixes
 	// in expiration order (buildSuffix)
 	liveRows []row
@@ -149,13 +153,15 @@ func (rd *reduction) groups(ctx context.Context, root *node, s span, g Grouping,
 		} else if end := prefixEnd(p); ghi == nil || bytes.Compare(end, ghi) < 0 {
 			ghi = end
 		}
-		v, _, err := rd.rangeValue(root, glo, ghi)
+		v, ok, err := rd.rangeValue(root, glo, ghi)
 		if err != nil {
 			return err
 		}
-		key, _, _ := row.fields()
-		if err := fn(groupKey(key, g), v); err != nil {
-			return err
+		if ok { // not ok: none of the group's rows is included
+			key, _, _ := row.fields()
+			if err := fn(groupKey(key, g), v); err != nil {
+				return err
+			}
 		}
 		if desc {
 			hi = glo
@@ -212,7 +218,7 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		return nil
 	}
 	lo, hi = trimBounds(n, lo, hi)
-	if lo == nil && hi == nil {
+	if lo == nil && hi == nil && rd.include == nil {
 		if rd.live && !n.allLive(rd.now) {
 			lc, err := rd.liveOf(n)
 			if err == nil && lc.count > 0 {
@@ -246,6 +252,11 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 				return nil
 			}
 		}
+		if rd.include != nil {
+			if items = rd.includedOnly(items); len(items) == 0 {
+				return nil
+			}
+		}
 		v, err := rd.rows(items)
 		if err != nil {
 			return err
@@ -254,6 +265,18 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		return nil
 	}
 	return eachChildIn(n, lo, hi, rd.collect)
+}
+
+// includedOnly returns the rows of items that rd.include keeps, in
+// rd.included (reused by the next call).
+func (rd *reduction) includedOnly(items []row) []row {
+	rd.included = rd.included[:0]
+	for _, r := range items {
+		if _, _, id := r.fields(); rd.include(id) {
+			rd.included = append(rd.included, r)
+		}
+	}
+	return rd.included
 }
 
 // node returns the reduction of the subtree n (not empty), caching it in n.

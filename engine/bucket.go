@@ -499,3 +499,8 @@ func (b *Bucket) isClosed() bool {
 	defer b.mu.RUnlock()
 	return b.mu.closed
 }
+
+// PartitionOf returns the partition (vBucket) that key hashes to in b, as
+// Couchbase's clients compute it: a cluster node tells its share of a view
+// by the partitions of the rows' document ids.
+func (b *Bucket) PartitionOf(key string) int { return int(partitionOf(key, len(b.parts))) }

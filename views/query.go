@@ -167,25 +167,57 @@ const maxReplacedRetries = 16
 // within one query, Run gives up with an error wrapping ErrClosed.
 func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	cw := &countingWriter{w: w}
-	var target []uint64 // stale=false: the feed position the answer must reflect
-	if q.p.Stale == StaleFalse {
-		target = q.ix.feed.Handle().HighSeqnos()
-	}
+	target := q.staleTarget()
 	for tries := 0; ; tries++ {
 		err := q.run(ctx, cw, target)
 		if err == nil || cw.n > 0 || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
 			return err
 		}
-		next, perr := q.s.Prepare(ctx, q.bucket, q.ddoc, q.view, q.p)
-		if perr != nil {
+		if perr := q.prepareAgain(ctx); perr != nil {
 			return perr
 		}
-		if next.ix == q.ix {
-			return err // cannot happen: a closed indexer has left its set
-		}
-		q.s.replacedRetries.Add(1)
-		*q = *next
 	}
+}
+
+// staleTarget returns, for stale=false, the feed position the answer must
+// reflect: the bucket's high sequence numbers now. nil otherwise.
+func (q *Query) staleTarget() []uint64 {
+	if q.p.Stale != StaleFalse {
+		return nil
+	}
+	return q.ix.feed.Handle().HighSeqnos()
+}
+
+// prepareAgain makes q the same query on its design document's current
+// index, after its own was closed under it (see Run).
+func (q *Query) prepareAgain(ctx context.Context) error {
+	next, err := q.s.Prepare(ctx, q.bucket, q.ddoc, q.view, q.p)
+	if err != nil {
+		return err
+	}
+	if next.ix == q.ix {
+		return fmt.Errorf("%w: design document %s closed but still registered", ErrClosed, q.ix.id) // cannot happen: a closed indexer has left its set
+	}
+	q.s.replacedRetries.Add(1)
+	*q = *next
+	return nil
+}
+
+// open catches the index up to target (stale=false) and returns a Reader
+// of it: one snapshot answers, so that total_rows, the rows and the
+// reductions agree, as CouchDB's and Couchbase's do, however the index
+// changes meanwhile.
+func (q *Query) open(ctx context.Context, target []uint64) (*index.Reader, error) {
+	if target != nil {
+		if err := q.ix.feed.CatchUp(ctx, target); err != nil {
+			return nil, q.closedErr(err)
+		}
+	}
+	rd, err := q.ix.idx.Reader()
+	if err != nil {
+		return nil, q.closedErr(err)
+	}
+	return rd, nil
 }
 
 // replaced reports whether err is the failure of a query whose indexer was
@@ -198,20 +230,13 @@ func (q *Query) replaced(err error) bool {
 // run runs the query once, on q.ix, writing its answer to cw (see Run);
 // a stale=false query first catches the index up to target.
 func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) error {
-	switch q.p.Stale {
-	case StaleFalse:
-		if err := q.ix.feed.CatchUp(ctx, target); err != nil {
-			return q.closedErr(err)
-		}
-	case StaleUpdateAfter:
+	if q.p.Stale == StaleUpdateAfter {
 		defer q.ix.feed.Kick()
 	}
-	// One snapshot answers: total_rows, the rows and the reductions agree,
-	// as CouchDB's and Couchbase's do, however the index changes meanwhile.
 	// A run again after a replacement takes a Reader of the new index.
-	rd, err := q.ix.idx.Reader()
+	rd, err := q.open(ctx, target)
 	if err != nil {
-		return q.closedErr(err)
+		return err
 	}
 	defer rd.Close()
 	// The instant of the answer: exact answers leave out the rows of the
@@ -265,11 +290,7 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 			return ctx.Err()
 		})
 		if err != nil {
-			err = reduceError(q.view, err, q.ix.reduced.updating(q.view))
-			var re *ReduceError
-			if errors.As(err, &re) {
-				q.ix.recordReduceError(q.view, re)
-			}
+			err = q.reduceFailed(err)
 		} else {
 			q.ix.reduced.succeeded(q.view)
 		}
@@ -375,7 +396,7 @@ func orNull(v []byte) []byte {
 
 // writeDoc writes a row's document as Couchbase's include_docs shows it, or
 // null when it is expired, deleted or missing. Reading it never purges it.
-func writeDoc(w *bufio.Writer, coll *engine.Collection, id string) {
+func writeDoc(w answerBuffer, coll *engine.Collection, id string) {
 	d, err := coll.Peek(id)
 	if err != nil {
 		w.WriteString("null")

@@ -104,6 +104,15 @@ type Options struct {
 	// buckets' own methods. A cluster node passes one that changes the
 	// manifest in the cluster's state, which every node applies.
 	Collections CollectionStore
+	// ViewCoverage, on a cluster node, returns which node answers for
+	// which partitions of a bucket's views (nil, nil while the bucket has
+	// none): a view query then asks each coverer for its share and merges
+	// them (see "Views across nodes" in docs/ARCHITECTURE.md). nil (a
+	// single node) answers every view query from this node's index alone.
+	ViewCoverage func(ctx context.Context, bucket string) (*ViewCoverage, error)
+	// ShareClient sends the requests for other nodes' shares of a view
+	// query; nil is a client of its own.
+	ShareClient *http.Client
 }
 
 // CollectionStore creates and drops a bucket's scopes and collections,
@@ -146,22 +155,24 @@ var _ DesignDocStore = (*views.Service)(nil)
 
 // server holds what the handlers share.
 type server struct {
-	eng      *engine.Engine
-	views    *views.Service
-	ddocs    DesignDocStore  // Options.DesignDocs, or views
-	colls    CollectionStore // Options.Collections, or the buckets'
-	pager    *pager.Manager
-	search   SearchService
-	auditLog *audit.Log
-	log      *slog.Logger
-	sec      *security
-	fails    *failureLog
-	console  http.Handler
-	runs     *PagerRuns
-	history  *StatsHistory
-	ports    clusterconfig.Ports
-	nodes    func(context.Context) ([]clusterconfig.Node, error)
-	streams  chan struct{} // one per open configuration stream
+	eng         *engine.Engine
+	views       *views.Service
+	ddocs       DesignDocStore  // Options.DesignDocs, or views
+	colls       CollectionStore // Options.Collections, or the buckets'
+	pager       *pager.Manager
+	search      SearchService
+	auditLog    *audit.Log
+	log         *slog.Logger
+	sec         *security
+	fails       *failureLog
+	console     http.Handler
+	runs        *PagerRuns
+	history     *StatsHistory
+	ports       clusterconfig.Ports
+	nodes       func(context.Context) ([]clusterconfig.Node, error)
+	coverage    func(context.Context, string) (*ViewCoverage, error) // nil: a single node
+	shareClient *http.Client
+	streams     chan struct{} // one per open configuration stream
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -177,6 +188,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
 		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, nodes: o.ClusterNodes,
+		coverage: o.ViewCoverage, shareClient: o.ShareClient,
 		streams: make(chan struct{}, MaxConfigStreams)}
 	s.ddocs, s.colls = o.DesignDocs, o.Collections
 	if s.colls == nil {
@@ -187,6 +199,9 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	}
 	if s.history != nil {
 		s.history.bind(s)
+	}
+	if s.shareClient == nil {
+		s.shareClient = &http.Client{}
 	}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F

@@ -193,6 +193,15 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if s.coverage != nil && p.Forecast == 0 {
+		b, err := s.bucketOf(r)
+		if err != nil {
+			return err
+		}
+		if done, err := s.queryViewCluster(w, r, b, q, p, body); done {
+			return err
+		}
+	}
 	w.Header().Set("Cache-Control", "must-revalidate")
 	// An answer from an index that is behind says so, and by how much.
 	started := func(h http.Header) {

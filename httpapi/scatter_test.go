@@ -1,0 +1,198 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+// scatterDDoc is a design document with a map-only view and reduce views
+// over array keys (group_level), a document emitting twice.
+const scatterDDoc = `{"views":{
+	"m":{"map":"function (doc, meta) { emit([doc.g, doc.n % 4], doc.n); if (doc.n % 5 == 0) emit(doc.g, null); }"},
+	"s":{"map":"function (doc, meta) { emit([doc.g, doc.n % 4], doc.n); }","reduce":"_sum"},
+	"st":{"map":"function (doc, meta) { emit([doc.g, doc.n % 4], doc.n); }","reduce":"_stats"},
+	"js":{"map":"function (doc, meta) { emit([doc.g, doc.n % 4], doc.n); }","reduce":"function (k, v, re) { var s = 0; for (var i = 0; i < v.length; i++) s += v[i]; return s; }"}}}`
+
+// cluster is three API nodes of one bucket, each covering the partitions
+// p with p%3 == its index and holding only their documents, beside an
+// oracle holding every document.
+type scatterCluster struct {
+	oracle *fixture
+	nodes  []*fixture
+	urls   []string
+	// rev is every node's coverage revision; stale, when above 0, is the
+	// revision node 0 reads (then it reads rev again).
+	rev, stale atomic.Int64
+	reads      atomic.Int64 // node 0's coverage reads
+	extra      []httpapi.Coverer
+}
+
+func newScatterCluster(t *testing.T) *scatterCluster {
+	c := &scatterCluster{oracle: newFixture(t)}
+	c.rev.Store(7)
+	for i := range 3 {
+		c.nodes = append(c.nodes, newFixtureOpts(t, &httpapi.Options{ViewCoverage: func(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
+			return c.coverage(i), nil
+		}}, nil))
+		c.urls = append(c.urls, c.nodes[i].srv.URL)
+	}
+	js := "application/json"
+	for _, f := range append([]*fixture{c.oracle}, c.nodes...) {
+		if st, _, body := f.do("PUT", "/default/_design/d", js, scatterDDoc); st != 201 {
+			t.Fatalf("PUT ddoc: %d %s", st, body)
+		}
+	}
+	b, _ := c.oracle.eng.Bucket("default")
+	for i := range 300 {
+		key := fmt.Sprintf("k%03d", i)
+		doc := fmt.Sprintf(`{"g":%q,"n":%d}`, []string{"a", "b", "C", "d"}[i%4], i%37)
+		opts := &engine.WriteOptions{}
+		if i%6 == 0 {
+			opts.Expiry = 100
+		}
+		for _, f := range []*fixture{c.oracle, c.nodes[b.PartitionOf(key)%3]} {
+			nb, _ := f.eng.Bucket("default")
+			if _, err := nb.DefaultCollection().Upsert(context.Background(), key, []byte(doc), opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, f := range append([]*fixture{c.oracle}, c.nodes...) {
+		f.clk.Advance(200) // a sixth of the documents expired, not purged
+		for _, v := range []string{"m", "s", "st", "js"} {
+			f.do("GET", "/default/_design/d/_view/"+v+"?stale=false&limit=0&reduce=false", "", "")
+		}
+	}
+	return c
+}
+
+// coverage is node i's view of the coverage.
+func (c *scatterCluster) coverage(i int) *httpapi.ViewCoverage {
+	rev := c.rev.Load()
+	if i == 0 {
+		c.reads.Add(1)
+		if s := c.stale.Swap(0); s > 0 {
+			rev = s
+		}
+	}
+	cov := &httpapi.ViewCoverage{Rev: rev}
+	for n := range 3 {
+		var ps []int
+		for p := n; p < 16; p += 3 {
+			ps = append(ps, p)
+		}
+		cov.Nodes = append(cov.Nodes, httpapi.Coverer{Name: fmt.Sprint("n", n), URL: c.urls[n], Self: n == i, Partitions: ps})
+	}
+	cov.Nodes = append(cov.Nodes, c.extra...)
+	return cov
+}
+
+// revs matches the revs of documents in answers with include_docs.
+var revs = regexp.MustCompile(`"rev":"[^"]*"`)
+
+// TestViewScatter: a view query at any node of three, each holding and
+// covering a third of the partitions, answers exactly as one node holding
+// every document.
+func TestViewScatter(t *testing.T) {
+	c := newScatterCluster(t)
+	queries := []string{
+		"m?stale=ok", "m?stale=ok&descending=true", "m?skip=7&limit=11", "m?descending=true&skip=3&limit=20",
+		`m?startkey=["b"]&endkey=["d",2]&limit=25`, `m?startkey=["d"]&endkey=["b",2]&descending=true&inclusive_end=false`,
+		`m?keys=[["a",1],"b",["a",1],["zz"],"b"]`, `m?keys=[["a",1],"b",["a",1]]&descending=true&skip=2&limit=9`,
+		`m?key="C"&startkey_docid=k100&include_docs=true`, "m?expired=exclude&limit=15", "m?include_docs=true&limit=6&skip=30",
+		"s", "s?group=true", "s?group_level=1", "s?group_level=1&descending=true&skip=1&limit=2", "s?expired=exclude&group=true",
+		`s?keys=[["a",1],["b",2],["a",1]]&group=true`, `s?startkey=["b"]&endkey=["C",{}]`, "s?reduce=false&limit=10&skip=4",
+		"st?group_level=1", "st?expired=exclude", "js?group=true&limit=5", "js?group_level=1&descending=true", "js",
+	}
+	for _, q := range queries {
+		path := "/default/_design/d/_view/" + strings.ReplaceAll(strings.ReplaceAll(q, "[", "%5B"), "]", "%5D")
+		_, _, want := c.oracle.do("GET", path, "", "")
+		if !strings.Contains(want, `"rows":[`) {
+			t.Fatalf("%s on the oracle: %s", q, want)
+		}
+		for i, n := range c.nodes {
+			// Separate engines give a document another CAS, so another rev.
+			if st, _, got := n.do("GET", path, "", ""); st != 200 || revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
+				t.Errorf("%s at node %d: %d\n got %s\nwant %s", q, i, st, got, want)
+			}
+		}
+	}
+	// keys in a POST body are passed on to every coverer.
+	body := `{"keys":[["b",3],["a",0],["b",3]]}`
+	_, _, want := c.oracle.do("POST", "/default/_design/d/_view/m?limit=40", "application/json", body)
+	if _, _, got := c.nodes[2].do("POST", "/default/_design/d/_view/m?limit=40", "application/json", body); got != want {
+		t.Errorf("POST keys:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestViewScatterCoverageChanged: a node that read another coverage
+// revision than its coverers' is refused by them, reads it again, and
+// answers right; it never answers from the stale one.
+func TestViewScatterCoverageChanged(t *testing.T) {
+	c := newScatterCluster(t)
+	_, _, want := c.oracle.do("GET", "/default/_design/d/_view/s?group=true", "", "")
+	c.stale.Store(6)
+	before := c.reads.Load()
+	if st, _, got := c.nodes[0].do("GET", "/default/_design/d/_view/s?group=true", "", ""); st != 200 || got != want {
+		t.Fatalf("after a coverage change: %d\n got %s\nwant %s", st, got, want)
+	}
+	if n := c.reads.Load() - before; n != 2 {
+		t.Fatalf("node 0 read its coverage %d times, want 2 (the stale one, then the new)", n)
+	}
+	// A share request under an old revision is refused.
+	st, _, body := c.nodes[1].do("GET", "/default/_design/d/_view/s?_share_rev=3&_share_now=1&_share_partitions=1-2", "", "")
+	if st != http.StatusConflict || !strings.Contains(body, "coverage_changed") {
+		t.Fatalf("a share under an old revision: %d %s", st, body)
+	}
+	// So is one for partitions the node does not cover.
+	st, _, body = c.nodes[1].do("GET", "/default/_design/d/_view/s?_share_rev=7&_share_now=1&_share_partitions=0-2", "", "")
+	if st != http.StatusConflict || !strings.Contains(body, "partition 0") {
+		t.Fatalf("a share of partitions not covered: %d %s", st, body)
+	}
+}
+
+// TestViewScatterNodeDown: a coverer that cannot be reached leaves its
+// rows out and is named in Couchbase's "errors" list (on_error=continue,
+// the default); on_error=stop answers the error alone; a coverer that does
+// not answer within connection_timeout is "req_timedout".
+func TestViewScatterNodeDown(t *testing.T) {
+	c := newScatterCluster(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hang); slow.Close() })
+	c.extra = []httpapi.Coverer{{Name: "dead", URL: deadURL, Partitions: nil}}
+	_, _, all := c.oracle.do("GET", "/default/_design/d/_view/m?limit=1000", "", "")
+	st, _, got := c.nodes[1].do("GET", "/default/_design/d/_view/m?limit=1000", "", "")
+	wantErr := `"errors":[{"from":"` + deadURL + `/default/_design/d/_view/m","reason":"econnrefused"}]`
+	// The dead coverer covers no partition: every row is there.
+	want := strings.Replace(all, "\r\n]\r\n}\n", "\r\n],\r\n"+wantErr+"\r\n}\n", 1)
+	if st != 200 || got != want {
+		t.Fatalf("a dead coverer, on_error=continue: %d\n got %s\nwant %s", st, got, want)
+	}
+	st, _, got = c.nodes[1].do("GET", "/default/_design/d/_view/m?limit=1000&on_error=stop", "", "")
+	if want := "{\"total_rows\":0,\"rows\":[\r\n]," + "\r\n" + wantErr + "\r\n}\n"; st != 200 || got != want {
+		t.Fatalf("a dead coverer, on_error=stop: %d %q, want %q", st, got, want)
+	}
+	c.extra = []httpapi.Coverer{{Name: "slow", URL: slow.URL}}
+	st, _, got = c.nodes[2].do("GET", "/default/_design/d/_view/s?connection_timeout=300", "", "")
+	if st != 200 || !strings.Contains(got, `"reason":"req_timedout"`) || !strings.Contains(got, `"key":null`) {
+		t.Fatalf("a coverer past connection_timeout: %d %s", st, got)
+	}
+}

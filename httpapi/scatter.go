@@ -191,7 +191,7 @@ func (s *server) askShare(ctx context.Context, r *http.Request, c Coverer, rev, 
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	resp, err := s.shareClient.Do(req)
+	resp, err := s.shares.Do(req)
 	if err != nil {
 		return nil, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
 	}

@@ -155,24 +155,24 @@ var _ DesignDocStore = (*views.Service)(nil)
 
 // server holds what the handlers share.
 type server struct {
-	eng         *engine.Engine
-	views       *views.Service
-	ddocs       DesignDocStore  // Options.DesignDocs, or views
-	colls       CollectionStore // Options.Collections, or the buckets'
-	pager       *pager.Manager
-	search      SearchService
-	auditLog    *audit.Log
-	log         *slog.Logger
-	sec         *security
-	fails       *failureLog
-	console     http.Handler
-	runs        *PagerRuns
-	history     *StatsHistory
-	ports       clusterconfig.Ports
-	nodes       func(context.Context) ([]clusterconfig.Node, error)
-	coverage    func(context.Context, string) (*ViewCoverage, error) // nil: a single node
-	shareClient *http.Client
-	streams     chan struct{} // one per open configuration stream
+	eng      *engine.Engine
+	views    *views.Service
+	ddocs    DesignDocStore  // Options.DesignDocs, or views
+	colls    CollectionStore // Options.Collections, or the buckets'
+	pager    *pager.Manager
+	search   SearchService
+	auditLog *audit.Log
+	log      *slog.Logger
+	sec      *security
+	fails    *failureLog
+	console  http.Handler
+	runs     *PagerRuns
+	history  *StatsHistory
+	ports    clusterconfig.Ports
+	nodes    func(context.Context) ([]clusterconfig.Node, error)
+	coverage func(context.Context, string) (*ViewCoverage, error) // nil: a single node
+	shares   *http.Client
+	streams  chan struct{} // one per open configuration stream
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -188,7 +188,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
 		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, nodes: o.ClusterNodes,
-		coverage: o.ViewCoverage, shareClient: o.ShareClient,
+		coverage: o.ViewCoverage, shares: o.ShareClient,
 		streams: make(chan struct{}, MaxConfigStreams)}
 	s.ddocs, s.colls = o.DesignDocs, o.Collections
 	if s.colls == nil {
@@ -200,8 +200,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if s.history != nil {
 		s.history.bind(s)
 	}
-	if s.shareClient == nil {
-		s.shareClient = &http.Client{}
+	if s.shares == nil {
+		s.shares = &http.Client{}
 	}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -97,7 +98,13 @@ func scatter(t *testing.T, svc *views.Service, b *engine.Bucket, view string, pa
 // expired=exclude, and _count, _sum, _stats and a JavaScript reduce with
 // group and group_level.
 func TestMergeModel(t *testing.T) {
-	e := newEnv(t, views.Options{})
+	t.Run("in memory", func(t *testing.T) { testMergeModel(t, views.Options{}) })
+	// A paged index under a cache of one page: every read goes to its file.
+	t.Run("paged", func(t *testing.T) { testMergeModel(t, views.Options{IndexCache: index.NewPageCache(1)}) })
+}
+
+func testMergeModel(t *testing.T, opts views.Options) {
+	e := newEnv(t, opts)
 	rng := rand.New(rand.NewPCG(22, 4))
 	loadMergeDocs(t, rng, []*env{e}, func(string) int { return 0 })
 	b, err := e.eng.Bucket("default")

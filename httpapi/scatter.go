@@ -34,7 +34,9 @@ type ViewCoverage struct {
 type Coverer struct {
 	// Name is the node's name in the cluster.
 	Name string
-	// URL is the base URL of the node's HTTP API, "http://host:port".
+	// URL is the base URL of the node's HTTP API, "http://host:port";
+	// "" when it is not known (the node is down): the query's errors
+	// name the node, reason "node_down".
 	URL string
 	// Self says the node is this one: its share is answered in process.
 	Self bool
@@ -83,6 +85,9 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 			return false, nil
 		}
 		parts, errs, err := s.scatter(ctx, r, b, q, p, cov, body)
+		if err == nil && len(cov.Nodes) == 0 {
+			err = errors.New("views: the bucket's coverage names no node")
+		}
 		if errors.Is(err, errCoverageChanged) && tries < maxCoverageRetries && ctx.Err() == nil {
 			continue
 		}
@@ -94,6 +99,8 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 			parts, errs = nil, errs[:1]
 		}
 		w.Header().Set("Cache-Control", "must-revalidate")
+		// How many nodes' shares the answer merges (those failed included).
+		w.Header().Set("X-Mayfly-View-Nodes", strconv.Itoa(len(cov.Nodes)))
 		err = q.Merge(ctx, parts, errs, &lazyJSON{w: w})
 		var se *views.StreamError
 		if errors.As(err, &se) {
@@ -168,6 +175,9 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 // connection timeout); only a refusal under another coverage revision is
 // an error.
 func (s *server) askShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (*views.Partial, *views.NodeError, error) {
+	if c.URL == "" {
+		return nil, &views.NodeError{From: c.Name, Reason: "node_down"}, nil
+	}
 	from := c.URL + r.URL.EscapedPath()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -115,14 +115,22 @@ func TestViewScatter(t *testing.T) {
 	}
 	for _, q := range queries {
 		path := "/default/_design/d/_view/" + strings.ReplaceAll(strings.ReplaceAll(q, "[", "%5B"), "]", "%5D")
-		_, _, want := c.oracle.do("GET", path, "", "")
+		_, h, want := c.oracle.do("GET", path, "", "")
 		if !strings.Contains(want, `"rows":[`) {
 			t.Fatalf("%s on the oracle: %s", q, want)
 		}
+		// A single node (no coverage) answers alone, as before: no merge.
+		if h.Get("X-Mayfly-View-Nodes") != "" {
+			t.Fatalf("%s on a single node went through a merge", q)
+		}
 		for i, n := range c.nodes {
 			// Separate engines give a document another CAS, so another rev.
-			if st, _, got := n.do("GET", path, "", ""); st != 200 || revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
+			st, h, got := n.do("GET", path, "", "")
+			if st != 200 || revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
 				t.Errorf("%s at node %d: %d\n got %s\nwant %s", q, i, st, got, want)
+			}
+			if h.Get("X-Mayfly-View-Nodes") != "3" {
+				t.Errorf("%s at node %d: X-Mayfly-View-Nodes %q, want 3", q, i, h.Get("X-Mayfly-View-Nodes"))
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mayflydb/mayfly/cluster"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/internal/netaddr"
 	"github.com/mayflydb/mayfly/replica"
@@ -283,4 +284,44 @@ func advertised(addr, host string) string {
 		return net.JoinHostPort(host, port)
 	}
 	return addr
+}
+
+// viewCoverage returns, for the HTTP API, which node answers for which
+// partitions of a bucket's views: each partition's preferred leader in the
+// bucket's map, under the map's revision (nil, nil before the bucket is
+// placed: the node answers alone). A coverer whose node is down gets no
+// URL: the query names it in its errors. nil without a cluster.
+func viewCoverage(n *cluster.Node, scheme string) func(context.Context, string) (*httpapi.ViewCoverage, error) {
+	if n == nil {
+		return nil
+	}
+	return func(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		m, rev, err := cluster.ReadMap(ctx, n.Client(), bucket)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		cov := &httpapi.ViewCoverage{Rev: rev}
+		at := map[string]int{}
+		for p, e := range m.Partitions {
+			if e.Leader == "" {
+				continue // no copy anywhere
+			}
+			i, ok := at[e.Leader]
+			if !ok {
+				i = len(cov.Nodes)
+				at[e.Leader] = i
+				c := httpapi.Coverer{Name: e.Leader, Self: e.Leader == n.Name()}
+				if !c.Self {
+					if info, err := cluster.ReadNode(ctx, n.Client(), e.Leader); err == nil && info.HTTP != "" {
+						c.URL = scheme + "://" + info.HTTP
+					}
+				}
+				cov.Nodes = append(cov.Nodes, c)
+			}
+			cov.Nodes[i].Partitions = append(cov.Nodes[i].Partitions, p)
+		}
+		return cov, nil
+	}
 }

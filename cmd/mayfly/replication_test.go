@@ -325,6 +325,9 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	memcachedAll(t, nodes, "delete mc\r\n", "DELETED")
 	acked["mc"] = ackedDoc{deleted: true}
 
+	// Views: every node answers as one node holding every document.
+	viewsAgree(t, nodes, acked)
+
 	expiresOnEveryNode(t, nodes, acked)
 
 	// Kill a node that leads some of the partitions written; the

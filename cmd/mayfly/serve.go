@@ -614,7 +614,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
-		ClusterPorts: ports, ClusterNodes: clusterNodes(cnode),
+		ClusterPorts: ports, ClusterNodes: clusterNodes(cnode), ViewCoverage: viewCoverage(cnode, scheme),
 	})
 	srv := newHTTPServer(cfg, api, logger, reqCtx)
 	httpErr := make(chan error, 2+len(svcLns))

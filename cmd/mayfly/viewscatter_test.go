@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// viewReq sends an HTTP request to a node as the administrator.
+func viewReq(method, addr, path, body string) (int, string, error) {
+	code, _, body, err := viewReqH(method, addr, path, body)
+	return code, body, err
+}
+
+// viewReqH is viewReq, with the answer's headers.
+func viewReqH(method, addr, path, body string) (int, http.Header, string, error) {
+	req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, "", err
+	}
+	req.SetBasicAuth("Administrator", "password")
+	req.Header.Set("Content-Type", "application/json")
+	cl := http.Client{Timeout: time.Minute}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), err
+}
+
+// viewsAgree checks that a view query at every node of a cluster answers
+// as one node holding every acknowledged document would: each node covers
+// the partitions it leads, so a node answering from its own copy of every
+// partition (or a coverer not keeping to its share) would repeat rows.
+// The documents' values are {"v":N,...}.
+func viewsAgree(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
+	t.Helper()
+	ddoc := `{"views":{"v":{"map":"function (doc, meta) { emit(doc.v, null); }","reduce":"_count"}}}`
+	for _, n := range nodes {
+		if code, body, err := viewReq(http.MethodPut, n.http, "/default/_design/scatter", ddoc); err != nil || code != http.StatusCreated {
+			t.Fatalf("%s: PUT a design document: %d %s %v", n.name, code, body, err)
+		}
+	}
+	type row struct {
+		id string
+		v  int64
+	}
+	var rows []row
+	for k, d := range acked {
+		if !d.deleted {
+			rows = append(rows, row{k, gjson.Get(d.value, "v").Int()})
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if a.v != b.v {
+			return int(a.v - b.v)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	mapAnswer := func(rs []row) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"total_rows":%d,"rows":[`, len(rows))
+		for i, r := range rs {
+			if i == 0 {
+				b.WriteString("\r\n")
+			} else {
+				b.WriteString(",\r\n")
+			}
+			fmt.Fprintf(&b, `{"id":%q,"key":%d,"value":null}`, r.id, r.v)
+		}
+		b.WriteString("\r\n]\r\n}\n")
+		return b.String()
+	}
+	desc := slices.Clone(rows)
+	slices.Reverse(desc)
+	queries := map[string]string{
+		"?stale=false&reduce=false":                                mapAnswer(rows),
+		"?stale=false&reduce=false&descending=true&skip=3&limit=7": mapAnswer(desc[3:10]),
+		"?stale=false": fmt.Sprintf("{\"rows\":[\r\n{\"key\":null,\"value\":%d}\r\n]\r\n}\n", len(rows)),
+	}
+	for _, n := range nodes {
+		for q, want := range queries {
+			code, h, got, err := viewReqH(http.MethodGet, n.http, "/default/_design/scatter/_view/v"+q, "")
+			if err != nil || code != http.StatusOK || got != want {
+				t.Errorf("%s: view query %s: %d %v\n got %q\nwant %q", n.name, q, code, err, got, want)
+			}
+			// Each node leads a third of the partitions: three shares merged.
+			if nodes := h.Get("X-Mayfly-View-Nodes"); nodes != "3" {
+				t.Errorf("%s: view query %s merged the shares of %q nodes, want 3", n.name, q, nodes)
+			}
+		}
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
@@ -289,39 +291,67 @@ func advertised(addr, host string) string {
 // viewCoverage returns, for the HTTP API, which node answers for which
 // partitions of a bucket's views: each partition's preferred leader in the
 // bucket's map, under the map's revision (nil, nil before the bucket is
-// placed: the node answers alone). A coverer whose node is down gets no
-// URL: the query names it in its errors. nil without a cluster.
+// placed: the node answers alone). The assignment is kept per bucket and
+// read again only when the map's revision changes (a keys-only read per
+// query); the coverers' addresses are read each time. A coverer whose
+// node is down gets no URL: the query names it in its errors. nil
+// without a cluster.
 func viewCoverage(n *cluster.Node, scheme string) func(context.Context, string) (*httpapi.ViewCoverage, error) {
 	if n == nil {
 		return nil
 	}
+	var mu sync.Mutex
+	kept := map[string]*httpapi.ViewCoverage{} // by bucket, without URLs
 	return func(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		m, rev, err := cluster.ReadMap(ctx, n.Client(), bucket)
-		if err != nil || m == nil {
+		rev, err := cluster.MapRevision(ctx, n.Client(), bucket)
+		if err != nil || rev == 0 {
 			return nil, err
 		}
-		cov := &httpapi.ViewCoverage{Rev: rev}
-		at := map[string]int{}
-		for p, e := range m.Partitions {
-			if e.Leader == "" {
-				continue // no copy anywhere
+		mu.Lock()
+		cov := kept[bucket]
+		mu.Unlock()
+		if cov == nil || cov.Rev != rev {
+			m, rev, err := cluster.ReadMap(ctx, n.Client(), bucket)
+			if err != nil || m == nil {
+				return nil, err
 			}
-			i, ok := at[e.Leader]
-			if !ok {
-				i = len(cov.Nodes)
-				at[e.Leader] = i
-				c := httpapi.Coverer{Name: e.Leader, Self: e.Leader == n.Name()}
-				if !c.Self {
-					if info, err := cluster.ReadNode(ctx, n.Client(), e.Leader); err == nil && info.HTTP != "" {
-						c.URL = scheme + "://" + info.HTTP
-					}
-				}
-				cov.Nodes = append(cov.Nodes, c)
-			}
-			cov.Nodes[i].Partitions = append(cov.Nodes[i].Partitions, p)
+			cov = coverageOf(m, rev, n.Name())
+			mu.Lock()
+			kept[bucket] = cov
+			mu.Unlock()
 		}
-		return cov, nil
+		out := &httpapi.ViewCoverage{Rev: cov.Rev, Nodes: slices.Clone(cov.Nodes)}
+		for i, c := range out.Nodes {
+			if c.Self {
+				continue
+			}
+			if info, err := cluster.ReadNode(ctx, n.Client(), c.Name); err == nil && info.HTTP != "" {
+				out.Nodes[i].URL = scheme + "://" + info.HTTP
+			}
+		}
+		return out, nil
 	}
+}
+
+// coverageOf gives each partition of m with a leader to that leader, under
+// revision rev; self is this node's name. Partitions without a leader
+// have no copy anywhere and no coverer.
+func coverageOf(m *cluster.PartitionMap, rev int64, self string) *httpapi.ViewCoverage {
+	cov := &httpapi.ViewCoverage{Rev: rev}
+	at := map[string]int{}
+	for p, e := range m.Partitions {
+		if e.Leader == "" {
+			continue
+		}
+		i, ok := at[e.Leader]
+		if !ok {
+			i = len(cov.Nodes)
+			at[e.Leader] = i
+			cov.Nodes = append(cov.Nodes, httpapi.Coverer{Name: e.Leader, Self: e.Leader == self})
+		}
+		cov.Nodes[i].Partitions = append(cov.Nodes[i].Partitions, p)
+	}
+	return cov
 }

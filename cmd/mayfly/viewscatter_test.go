@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mayflydb/mayfly/cluster"
 	"github.com/tidwall/gjson"
 )
 
@@ -96,6 +97,38 @@ func viewsAgree(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
 			if nodes := h.Get("X-Mayfly-View-Nodes"); nodes != "3" {
 				t.Errorf("%s: view query %s merged the shares of %q nodes, want 3", n.name, q, nodes)
 			}
+		}
+	}
+}
+
+// TestCoverageOf: each partition of a placed map is covered by exactly
+// one node, its preferred leader; the node itself is marked.
+func TestCoverageOf(t *testing.T) {
+	m := &cluster.PartitionMap{Bucket: "b", Copies: 3, Partitions: cluster.Place([]string{"n1", "n2", "n3", "n4"}, cluster.NumPartitions, 3)}
+	m.Partitions[5].Leader = "" // no copy anywhere: no coverer
+	cov := coverageOf(m, 42, "n2")
+	if cov.Rev != 42 || len(cov.Nodes) != 4 {
+		t.Fatalf("coverage: rev %d, %d nodes", cov.Rev, len(cov.Nodes))
+	}
+	seen := make([]int, cluster.NumPartitions)
+	for _, c := range cov.Nodes {
+		if c.Self != (c.Name == "n2") {
+			t.Errorf("%s marked self %v", c.Name, c.Self)
+		}
+		for _, p := range c.Partitions {
+			seen[p]++
+			if m.Partitions[p].Leader != c.Name {
+				t.Errorf("partition %d covered by %s, led by %s", p, c.Name, m.Partitions[p].Leader)
+			}
+		}
+	}
+	for p, n := range seen {
+		want := 1
+		if p == 5 {
+			want = 0
+		}
+		if n != want {
+			t.Errorf("partition %d covered %d times, want %d", p, n, want)
 		}
 	}
 }

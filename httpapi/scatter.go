@@ -149,7 +149,7 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 			continue
 		}
 		covered := partitionSet(c.Partitions, b.NumPartitions())
-		parts[i], selfErr = q.Partial(ctx, views.Share{Now: now, Include: func(id string) bool { return covered[b.PartitionOf(id)] }})
+		parts[i], selfErr = q.Partial(ctx, views.Share{Now: now, Partitions: covered})
 	}
 	wg.Wait()
 	if selfErr != nil {
@@ -275,7 +275,7 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 			return &httpError{http.StatusConflict, "coverage_changed", fmt.Sprintf("asked for partition %d under view coverage revision %d; this node's is %d", p, rev, have)}
 		}
 	}
-	part, err := q.Partial(r.Context(), views.Share{Now: now, Include: func(id string) bool { return want[b.PartitionOf(id)] }})
+	part, err := q.Partial(r.Context(), views.Share{Now: now, Partitions: want})
 	if err != nil {
 		return err
 	}

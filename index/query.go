@@ -49,14 +49,30 @@ type Range struct {
 	ExcludeExpired bool
 	// Now is the instant of an ExcludeExpired query, in Unix seconds.
 	Now int64
-	// Include, when not nil, keeps only the rows of the documents it
-	// returns true for (a cluster node's share of a view: the documents of
-	// the partitions it covers). Query filters rows as it walks them;
-	// Reduce cannot use the reductions cached in the tree, since they cover
-	// every document, and reduces the included rows of the range instead:
-	// its cost follows the rows in the range, not the tree's height.
-	Include func(docID string) bool
+	// Include, when not nil, keeps only the rows of the documents of a
+	// subset (a cluster node's share of a view: the documents of the
+	// partitions it covers). Query filters rows as it walks them; Reduce
+	// reduces the included rows of whole subtrees once per Subset and
+	// caches that in the tree beside the reductions of all their rows, so
+	// a caller that keeps asking with the same Subset pays what an
+	// unfiltered query does once the caches are warm (with ExcludeExpired
+	// too, it reduces the included live rows leaf by leaf, uncached).
+	Include *Subset
 }
+
+// Subset selects documents by id, for Range.Include. Its identity keys
+// the reductions cached for it: a caller asking again for the same set
+// of documents should pass the same *Subset, and what its function
+// returns for an id must never change.
+type Subset struct {
+	in func(docID string) bool
+}
+
+// NewSubset returns the subset of the documents in returns true for.
+func NewSubset(in func(docID string) bool) *Subset { return &Subset{in: in} }
+
+// Has reports whether the document with id docID is in s.
+func (s *Subset) Has(docID string) bool { return s.in(docID) }
 
 // span is a half-open interval [lo, hi) of tree keys; nil leaves an end open.
 type span struct{ lo, hi []byte }
@@ -196,7 +212,7 @@ func (rdr *Reader) Query(ctx context.Context, view string, r Range, fn func(Row)
 				continue
 			}
 			key, value, id := row.fields()
-			if include != nil && !include(id) {
+			if include != nil && !include.in(id) {
 				if r.Descending {
 					c.prev()
 				} else {

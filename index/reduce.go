@@ -88,9 +88,9 @@ type reduction struct {
 	// live leaves out the rows expired at now (Range.ExcludeExpired).
 	live bool
 	now  int64
-	// include, when not nil, keeps only the rows of the documents it
-	// returns true for (Range.Include): no cached reduction is used.
-	include  func(docID string) bool
+	// include, when not nil, keeps only the rows of its documents
+	// (Range.Include): whole subtrees answer from their share caches.
+	include  *Subset
 	included []row    // scratch: the included rows of a leaf
 	vals     [][]byte // partial reductions of a range
 	// scratch: the live rows of a leaf, and the reductions of its suffixes
@@ -218,6 +218,13 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 		return nil
 	}
 	lo, hi = trimBounds(n, lo, hi)
+	if lo == nil && hi == nil && rd.include != nil && !rd.live {
+		sc, err := rd.shareOf(n)
+		if err == nil && sc.count > 0 {
+			rd.vals = append(rd.vals, sc.red)
+		}
+		return err
+	}
 	if lo == nil && hi == nil && rd.include == nil {
 		if rd.live && !n.allLive(rd.now) {
 			lc, err := rd.liveOf(n)
@@ -272,11 +279,75 @@ func (rd *reduction) collect(n *node, lo, hi []byte) error {
 func (rd *reduction) includedOnly(items []row) []row {
 	rd.included = rd.included[:0]
 	for _, r := range items {
-		if _, _, id := r.fields(); rd.include(id) {
+		if _, _, id := r.fields(); rd.include.in(id) {
 			rd.included = append(rd.included, r)
 		}
 	}
 	return rd.included
+}
+
+// shareOf returns the number and, if rd has a Reducer, the reduction of
+// the rows of rd.include under n, caching them in n for that Subset (the
+// last one asked). Concurrent callers may compute them twice; they store
+// the same values.
+func (rd *reduction) shareOf(n *node) (shareCache, error) {
+	reduce := rd.r != nil
+	if p := n.share.Load(); p != nil && p.set == rd.include && (p.hasRed || !reduce) {
+		return *p, nil
+	}
+	sc := &shareCache{set: rd.include, hasRed: reduce}
+	if n.leaf() {
+		items := rd.includedOnly(n.rows())
+		sc.count = len(items)
+		if reduce && sc.count > 0 {
+			v, err := rd.rows(items)
+			if err != nil {
+				return shareCache{}, err
+			}
+			sc.red = v
+		}
+	} else {
+		var vals [][]byte
+		for _, c := range n.children {
+			if c.count == 0 {
+				continue
+			}
+			cs, err := rd.shareOf(c)
+			if err != nil {
+				return shareCache{}, err
+			}
+			sc.count += cs.count
+			if reduce && cs.count > 0 {
+				vals = append(vals, cs.red)
+			}
+		}
+		if len(vals) > 0 {
+			v, err := rd.rereduce(vals)
+			if err != nil {
+				return shareCache{}, err
+			}
+			sc.red = v
+		}
+	}
+	n.share.Store(sc)
+	return *sc, nil
+}
+
+// CountRows returns the number of rows of view whose documents are in s,
+// from the Reader's snapshot: cached per subtree for s, as Reduce's are.
+func (rdr *Reader) CountRows(ctx context.Context, view string, s *Subset) (n int, err error) {
+	snap, vi, err := rdr.view(view)
+	if err != nil {
+		return 0, err
+	}
+	defer recoverPage(&err)
+	root := snap.roots[vi]
+	if root.count == 0 {
+		return 0, nil
+	}
+	rd := reduction{ctx: ctx, include: s}
+	sc, err := rd.shareOf(root)
+	return sc.count, err
 }
 
 // node returns the reduction of the subtree n (not empty), caching it in n.

@@ -150,6 +150,7 @@ type node struct {
 	live   atomic.Pointer[liveCache]
 	suffix atomic.Pointer[expSuffix]
 	never  atomic.Pointer[neverCache]
+	share  atomic.Pointer[shareCache]
 
 	// page is the node's page in a paged index's file (see pager), 0 for
 	// none; a paged leaf's items are then nil and read through ps (see
@@ -228,6 +229,16 @@ func (n *node) rows() []row {
 type neverCache struct {
 	count int
 	red   []byte
+}
+
+// shareCache is the number and reduction of a node's rows whose documents
+// are in set (see Range.Include). Its reduction is nil when there are none
+// or it was computed without a Reducer (hasRed false).
+type shareCache struct {
+	set    *Subset
+	count  int
+	red    []byte
+	hasRed bool
 }
 
 // liveCache is what a node's live rows (those not expired) were at some

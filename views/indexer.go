@@ -75,6 +75,12 @@ type indexer struct {
 		sync.Mutex
 		errs map[string]*viewErrors
 	}
+	// subsets are the partition sets this node answered a share of the
+	// views for, by their bitmap (see subset).
+	subsets struct {
+		sync.Mutex
+		m map[string]*index.Subset
+	}
 	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,13 +21,46 @@ import (
 
 // Share selects the part of a view one node answers for.
 type Share struct {
-	// Include keeps only the rows of the documents it returns true for: the
-	// documents of the partitions the node covers. nil keeps every row.
-	Include func(docID string) bool
+	// Partitions, when not nil, are the partitions (by number, true for
+	// those covered) whose documents' rows the node answers for. nil
+	// answers for every row.
+	Partitions []bool
 	// Now is the instant, in Unix seconds, at which expired=exclude leaves
 	// documents out: the querying node's, the same for every node. 0 is the
 	// bucket clock's now.
 	Now int64
+}
+
+// maxSubsets bounds the partition sets an indexer keeps an index.Subset
+// for (and so caches reductions for): a node answers for one set per
+// coverage, and a few while coverage changes.
+const maxSubsets = 8
+
+// subset returns the index.Subset of the documents of the partitions
+// covered, the same one for the same partitions (the index caches the
+// reductions of a share per Subset).
+func (ix *indexer) subset(covered []bool) *index.Subset {
+	key := make([]byte, len(covered))
+	for i, c := range covered {
+		if c {
+			key[i] = 1
+		}
+	}
+	ix.subsets.Lock()
+	defer ix.subsets.Unlock()
+	if s, ok := ix.subsets.m[string(key)]; ok {
+		return s
+	}
+	if ix.subsets.m == nil || len(ix.subsets.m) >= maxSubsets {
+		ix.subsets.m = map[string]*index.Subset{}
+	}
+	b := ix.bucket
+	s := index.NewSubset(func(id string) bool {
+		p := b.PartitionOf(id)
+		return p < len(covered) && covered[p]
+	})
+	ix.subsets.m[string(key)] = s
+	return s
 }
 
 // Partial is one node's part of a view query's answer: its rows as the
@@ -94,7 +128,10 @@ func (q *Query) partial(ctx context.Context, share Share, target []uint64) (*Par
 		now = q.ix.bucket.Clock().Now()
 	}
 	rng := q.rng
-	rng.Now, rng.Include = now, share.Include
+	rng.Now = now
+	if share.Partitions != nil {
+		rng.Include = q.ix.subset(slices.Clone(share.Partitions))
+	}
 	want := -1 // rows to send: skip+limit, as the merged answer may need them all
 	if q.p.Limit >= 0 {
 		want = q.p.Skip + q.p.Limit
@@ -147,12 +184,14 @@ func (q *Query) partial(ctx context.Context, share Share, target []uint64) (*Par
 		return part, nil
 	}
 	switch {
-	case share.Include != nil:
-		// The node's share of the view: counted row by row.
-		err = rd.Query(ctx, q.view, index.Range{ExcludeExpired: rng.ExcludeExpired, Now: now, Include: share.Include}, func(index.Row) error {
+	case rng.Include != nil && rng.ExcludeExpired:
+		// The node's share of the view, live at now: counted row by row.
+		err = rd.Query(ctx, q.view, index.Range{ExcludeExpired: true, Now: now, Include: rng.Include}, func(index.Row) error {
 			part.TotalRows++
 			return nil
 		})
+	case rng.Include != nil:
+		part.TotalRows, err = rd.CountRows(ctx, q.view, rng.Include)
 	case rng.ExcludeExpired:
 		part.TotalRows, err = rd.LiveRows(ctx, q.view, now)
 	default:

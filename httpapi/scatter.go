@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -296,7 +297,9 @@ func encodeShare(p *views.Partial) []byte {
 		}
 		b.WriteString(`{"s":` + strconv.Itoa(r.Seg))
 		if r.ID != "" {
-			b.WriteString(`,"id":` + strconv.Quote(r.ID))
+			id, _ := json.Marshal(r.ID)
+			b.WriteString(`,"id":`)
+			b.Write(id)
 		}
 		b.WriteString(`,"key":`)
 		b.Write(r.Key)

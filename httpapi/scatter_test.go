@@ -204,3 +204,26 @@ func TestViewScatterNodeDown(t *testing.T) {
 		t.Fatalf("a coverer past connection_timeout: %d %s", st, got)
 	}
 }
+
+// TestViewScatterOddIDs: document ids that need escaping in JSON (quotes,
+// backslashes, control characters, non-ASCII) travel in a share and come
+// back as one node shows them.
+func TestViewScatterOddIDs(t *testing.T) {
+	c := newScatterCluster(t)
+	b, _ := c.oracle.eng.Bucket("default")
+	for _, key := range []string{"q\"uote", `back\slash`, "tab\tnew\nline", "é-ü-中", "<&>"} {
+		for _, f := range []*fixture{c.oracle, c.nodes[b.PartitionOf(key)%3]} {
+			nb, _ := f.eng.Bucket("default")
+			if _, err := nb.DefaultCollection().Upsert(context.Background(), key, []byte(`{"g":"odd","n":1}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	path := `/default/_design/d/_view/m?stale=false&key=%5B%22odd%22,1%5D`
+	_, _, want := c.oracle.do("GET", path, "", "")
+	for i, n := range c.nodes {
+		if _, _, got := n.do("GET", path, "", ""); got != want || !strings.Contains(want, `"q\"uote"`) {
+			t.Errorf("node %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}

@@ -211,7 +211,7 @@ func TestViewScatterNodeDown(t *testing.T) {
 func TestViewScatterOddIDs(t *testing.T) {
 	c := newScatterCluster(t)
 	b, _ := c.oracle.eng.Bucket("default")
-	for _, key := range []string{"q\"uote", `back\slash`, "tab\tnew\nline", "é-ü-中", "<&>"} {
+	for _, key := range []string{"q\"uote", `back\slash`, "tab\tnew\nline", "ctl\x01", "é-ü-中", "<&>"} {
 		for _, f := range []*fixture{c.oracle, c.nodes[b.PartitionOf(key)%3]} {
 			nb, _ := f.eng.Bucket("default")
 			if _, err := nb.DefaultCollection().Upsert(context.Background(), key, []byte(`{"g":"odd","n":1}`), nil); err != nil {

@@ -79,7 +79,7 @@ func (r *replication) Close() error {
 // restart (a new evictionPolicy) keeps its running groups: their state
 // machines follow it (replica.BucketMachine).
 func (r *replication) AttachBucket(_ context.Context, b *engine.Bucket) error {
-	b.SetReplicator(&replica.BucketReplicator{Host: r.h, Bucket: b.Name(), Describe: r.describe})
+	b.SetReplicator(&replica.BucketReplicator{Host: r.h, Bucket: b.Name(), UUID: b.Settings().UUID, Describe: r.describe})
 	r.wg.Go(func() { r.follow(b) })
 	return nil
 }
@@ -143,7 +143,7 @@ func (r *replication) follow(b *engine.Bucket) {
 	for _, g := range groups {
 		name := b.Name()
 		sm := replica.NewBucketMachine(b, g.Partition, func() bool { return r.gone(name) })
-		err := r.h.AddGroup(replica.BucketGroup(name, g.Partition), g.Voters, sm)
+		err := r.h.AddGroup(replica.BucketGroup(name, b.Settings().UUID, g.Partition), g.Voters, sm)
 		if errors.Is(err, replica.ErrMachineAhead) {
 			// Documents written on this node alone, before it joined:
 			// their sequence numbers are not log indexes, and the other

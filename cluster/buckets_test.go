@@ -25,7 +25,6 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	defer closeAll(nodes)
 	cli := nodes[0].Client()
 
-
 	placed := func(uuid string) {
 		t.Helper()
 		eventually(t, "the map of b placed for "+uuid, func() (bool, string) {

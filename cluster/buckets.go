@@ -216,3 +216,13 @@ func WatchBuckets(ctx context.Context, cli *clientv3.Client, fn func(BucketEvent
 		}
 	}
 }
+
+// IsDeleted reports whether the cluster deleted bucket name's incarnation
+// uuid (its tombstone is there).
+func IsDeleted(ctx context.Context, cli *clientv3.Client, name, uuid string) (bool, error) {
+	resp, err := cli.Get(ctx, deletedPrefix+name+"/"+uuid, clientv3.WithKeysOnly())
+	if err != nil {
+		return false, fmt.Errorf("cluster: reading bucket %q's tombstones: %w", name, err)
+	}
+	return len(resp.Kvs) > 0, nil
+}

@@ -263,15 +263,18 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 		b.close()
 		return nil, err
 	}
-	e.mu.Lock()
-	e.mu.buckets[s.Name] = b
-	e.mu.Unlock()
+	// Published once every service is attached: a write taken before a
+	// cluster's replication attached would bypass it (and a bucket whose
+	// services fail is never seen).
 	if err := e.attachAll(ctx, b); err != nil {
 		if derr := e.dropBucket(b); derr != nil {
 			e.log.Warn("removing a bucket whose services failed", "bucket", s.Name, "err", derr)
 		}
 		return nil, fmt.Errorf("engine: create bucket %s: %w", s.Name, err)
 	}
+	e.mu.Lock()
+	e.mu.buckets[s.Name] = b
+	e.mu.Unlock()
 	e.log.Info("bucket created", "bucket", s.Name, "type", s.Type, "max_ttl", s.MaxTTL)
 	return b, nil
 }

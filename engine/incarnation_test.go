@@ -83,3 +83,38 @@ func TestBucketIncarnations(t *testing.T) {
 	}
 	closeChecked(t, eng)
 }
+
+// peeker is a BucketService that looks the bucket up while it attaches.
+type peeker struct {
+	eng  *engine.Engine
+	seen []error
+}
+
+func (p *peeker) AttachBucket(_ context.Context, b *engine.Bucket) error {
+	_, err := p.eng.Bucket(b.Name())
+	p.seen = append(p.seen, err)
+	return nil
+}
+
+func (p *peeker) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+
+// A bucket being created is found only once every service attached: no
+// request reaches it before a cluster's replication takes its writes.
+func TestCreatedBucketHiddenUntilAttached(t *testing.T) {
+	ctx := context.Background()
+	eng, _ := newEngine(t, t.TempDir())
+	p := &peeker{eng: eng}
+	if err := eng.Attach(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Ephemeral}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.seen) != 1 || !errors.Is(p.seen[0], engine.ErrBucketNotFound) {
+		t.Fatalf("lookups during the attach: %v, want ErrBucketNotFound", p.seen)
+	}
+	if _, err := eng.Bucket("b"); err != nil {
+		t.Fatalf("after CreateBucket: %v", err)
+	}
+	closeChecked(t, eng)
+}

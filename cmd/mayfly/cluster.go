@@ -131,7 +131,10 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 		n.Close()
 		return nil, nil, err
 	}
-	if err := eng.Attach(ctx, cb); err != nil {
+	cb.starting.Store(true)
+	err = eng.Attach(ctx, cb)
+	cb.starting.Store(false)
+	if err != nil {
 		repl.Close()
 		n.Close()
 		return nil, nil, err

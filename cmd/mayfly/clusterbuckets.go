@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
@@ -16,6 +19,17 @@ import (
 // state: a cluster without a quorum fails the bucket's creation or
 // deletion rather than hang it.
 const defineTimeout = 10 * time.Second
+
+// firstStartUUID is the UUID of the bucket each node of a cluster creates
+// on its first start (--default-bucket): derived from its name, so that
+// the nodes starting together create the same incarnation, whichever
+// defines it first. Deleted, it leaves a tombstone under that UUID, so a
+// node starting afresh later drops its own; created again over HTTP, it
+// gets a random one.
+func firstStartUUID(name string) string {
+	sum := sha256.Sum256([]byte("mayfly first-start bucket\x00" + name))
+	return hex.EncodeToString(sum[:16])
+}
 
 // clusterBuckets keeps a cluster node's engine buckets and the cluster's
 // bucket definitions (/mayfly/buckets/NAME, each with its bucket's UUID)
@@ -44,6 +58,9 @@ type clusterBuckets struct {
 	eng    *engine.Engine
 	repl   *replication
 	logger *slog.Logger
+
+	// starting is set while the buckets open at start are attached.
+	starting atomic.Bool
 
 	mu       sync.Mutex
 	stops    map[*engine.Bucket]func()        // the settings watch of each bucket attached
@@ -90,13 +107,31 @@ func (c *clusterBuckets) dropDeleted(ctx context.Context) error {
 		switch {
 		case defined && def.UUID == s.UUID:
 			c.apply(ctx, b, def)
-		case defined || bs.IsDeleted(s.Name, s.UUID):
+		case bs.IsDeleted(s.Name, s.UUID) || defined && c.replaceable(b, def):
 			if err := c.drop(ctx, b); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// replaceable reports whether local bucket b may be dropped for the
+// cluster's definition def of another bucket of its name, b's incarnation
+// not being known deleted: when b was never written (as the bucket each
+// node creates on its first start: the first node to define it wins). A
+// bucket holding documents the cluster never had is kept, and logged: it
+// takes no replicated write (its map never comes), and an operator decides
+// (delete it, or rename the cluster's).
+func (c *clusterBuckets) replaceable(b *engine.Bucket, def cluster.BucketDef) bool {
+	for _, seq := range b.HighSeqnos() {
+		if seq != 0 {
+			c.logger.Error("cluster: this node's bucket holds documents and the cluster defines another bucket of its name: it is kept, and takes no write",
+				"bucket", b.Name(), "uuid", b.Settings().UUID, "cluster_uuid", def.UUID)
+			return false
+		}
+	}
+	return true
 }
 
 // follow makes the node's bucket of ev's name follow its definition (see
@@ -131,7 +166,18 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
 		c.apply(ctx, b, *ev.Def)
 	default:
 		if b != nil {
-			// Another incarnation: this one was deleted.
+			// Another incarnation: this one was deleted (or never
+			// written: replaceable).
+			rctx, cancel := context.WithTimeout(ctx, defineTimeout)
+			deleted, err := cluster.IsDeleted(rctx, c.n.Client(), ev.Name, b.Settings().UUID)
+			cancel()
+			if err != nil {
+				c.logger.Warn("cluster: reading a bucket's tombstone", "bucket", ev.Name, "err", err)
+				return
+			}
+			if !deleted && !c.replaceable(b, *ev.Def) {
+				return
+			}
 			if err := c.drop(ctx, b); err != nil {
 				c.logger.Error("cluster: deleting a bucket the cluster deleted", "bucket", ev.Name, "err", err)
 				return
@@ -204,6 +250,12 @@ func (c *clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) err
 		switch {
 		case rerr != nil:
 			return rerr
+		case def.UUID != s.UUID && c.starting.Load():
+			// Defined meanwhile by another node starting (the bucket of
+			// each node's first start): the watch replaces it, or keeps
+			// it (replaceable).
+			c.logger.Info("cluster: the cluster defines another bucket of this name", "bucket", s.Name, "uuid", s.UUID, "cluster_uuid", def.UUID)
+			err = nil
 		case def.UUID != s.UUID:
 			return fmt.Errorf("%w: the cluster defines bucket %q (uuid %s)", engine.ErrBucketExists, s.Name, def.UUID)
 		case def.BucketSettings != s:

@@ -151,17 +151,23 @@ type BucketEvent struct {
 	Def  *BucketDef
 }
 
-// WatchBuckets reads the bucket definitions, calls fn for each one, then
-// calls it for each change under /mayfly/buckets/ until ctx ends, in
-// order. When the watch breaks it starts again from the revision it
-// reached; when etcd compacted that history away it reads every
-// definition again and calls fn for each one, and with a nil Def for
-// each name it had told of that is no longer defined. fn runs on the
-// watching goroutine, one call at a time.
-func WatchBuckets(ctx context.Context, cli *clientv3.Client, fn func(BucketEvent)) {
+// WatchBuckets reads the bucket definitions, calls fn for each one and,
+// with a nil Def, for each name have lists (the caller's buckets; have may
+// be nil) that is not defined, then calls fn for each change under
+// /mayfly/buckets/ until ctx ends, in order. When the watch breaks it
+// starts again from the revision it reached; when etcd compacted that
+// history away it reads every definition again, as at first (names it
+// told of before count as had). fn runs on the watching goroutine, one
+// call at a time.
+func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []string, fn func(BucketEvent)) {
 	var rev int64
 	known := map[string]bool{}
 	for ctx.Err() == nil {
+		if rev == 0 && have != nil {
+			for _, name := range have() {
+				known[name] = true
+			}
+		}
 		if rev == 0 {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			bs, err := ReadBuckets(rctx, cli)

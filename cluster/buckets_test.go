@@ -46,14 +46,15 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	}
 	placed("u1")
 
-	// The watcher starts with the definitions there are.
+	// The watcher starts with the definitions there are, and says that a
+	// bucket the caller has is not defined.
 	var mu sync.Mutex
 	var events []string
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchBuckets(wctx, cli, func(ev BucketEvent) {
+		WatchBuckets(wctx, cli, func() []string { return []string{"b", "had"} }, func(ev BucketEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			if ev.Def == nil {
@@ -67,7 +68,7 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	eventually(t, "the watcher reads the definitions first", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(events) == 1, fmt.Sprint(events)
+		return len(events) == 2, fmt.Sprint(events)
 	})
 
 	if ok, err := DeleteBucket(ctx, cli, "b", "u2"); ok || err != nil {
@@ -124,7 +125,7 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		return m == nil && err == nil, fmt.Sprint(m, err)
 	})
 
-	want := []string{"put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60"}
+	want := []string{"delete had", "put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60"}
 	eventually(t, "the watcher sees every change", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -144,7 +144,7 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 		n.Close()
 		return nil, nil, err
 	}
-	repl.wg.Go(func() { cluster.WatchBuckets(repl.ctx, n.Client(), cb.follow) })
+	repl.wg.Go(func() { cluster.WatchBuckets(repl.ctx, n.Client(), cb.localNames, cb.follow) })
 	role := "an etcd client"
 	if n.IsMember() {
 		role = "an etcd member"

@@ -134,6 +134,17 @@ func (c *clusterBuckets) replaceable(b *engine.Bucket, def cluster.BucketDef) bo
 	return true
 }
 
+// localNames lists the node's buckets, for WatchBuckets: a bucket the
+// cluster deleted between the start's read and the watch's is deleted
+// here too.
+func (c *clusterBuckets) localNames() []string {
+	var names []string
+	for _, b := range c.eng.Buckets() {
+		names = append(names, b.Name())
+	}
+	return names
+}
+
 // follow makes the node's bucket of ev's name follow its definition (see
 // clusterBuckets). It runs on the watching goroutine; a failure is logged
 // (the next change of the definition, or the node's next start, tries

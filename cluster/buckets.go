@@ -115,8 +115,9 @@ func UpdateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 }
 
 // DeleteBucket removes the definition of bucket name's incarnation uuid,
-// its partition map and leaves a tombstone /mayfly/deleted/NAME/UUID, in
-// one transaction conditioned on the definition being the one read. It
+// its partition map, its design documents, search definitions and
+// collections manifest, and leaves a tombstone /mayfly/deleted/NAME/UUID,
+// in one transaction conditioned on the definition being the one read. It
 // reports false, and writes nothing, when the cluster does not define
 // that incarnation (deleted already, or another one defined since).
 func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) (bool, error) {
@@ -133,6 +134,13 @@ func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) 
 		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(
 			clientv3.OpDelete(key),
 			clientv3.OpDelete(mapsPrefix+name),
+			// Its design documents, search definitions and collections
+			// manifest (defs.go: PREFIX/BUCKET/NAME) go with it, as a single
+			// node's do: a bucket created again under its name starts
+			// without them.
+			clientv3.OpDelete(defKey(DesignDocs, name, ""), clientv3.WithPrefix()),
+			clientv3.OpDelete(defKey(SearchDefs, name, ""), clientv3.WithPrefix()),
+			clientv3.OpDelete(defKey(Manifests, name, ""), clientv3.WithPrefix()),
 			clientv3.OpPut(deletedPrefix+name+"/"+uuid, string(stamp)),
 		).Commit()
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,11 +78,27 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	if _, _, err := ReadBucket(ctx, cli, "b"); err != nil {
 		t.Fatalf("deleting another incarnation removed the definition: %v", err)
 	}
+	// Its definitions in etcd go with it; another bucket's stay ("b2"
+	// shares b's prefix but not its "b/").
+	for _, k := range []string{defKey(DesignDocs, "b", "dd"), defKey(SearchDefs, "b", "idx"), defKey(Manifests, "b", ManifestName), defKey(DesignDocs, "b2", "dd")} {
+		if _, err := cli.Put(ctx, k, "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if ok, err := DeleteBucket(ctx, cli, "b", "u1"); !ok || err != nil {
 		t.Fatalf("DeleteBucket: %v %v", ok, err)
 	}
 	if m, _, err := ReadMap(ctx, cli, "b"); m != nil || err != nil {
 		t.Fatalf("the deleted bucket's map stays: %v %v", m, err)
+	}
+	for _, k := range []string{defKey(DesignDocs, "b", "dd"), defKey(SearchDefs, "b", "idx"), defKey(Manifests, "b", ManifestName), defKey(DesignDocs, "b2", "dd")} {
+		resp, err := cli.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone, want := len(resp.Kvs) == 0, !strings.Contains(k, "b2"); gone != want {
+			t.Errorf("%s: deleted %v, want %v", k, gone, want)
+		}
 	}
 	bs, err := ReadBuckets(ctx, cli)
 	if err != nil {

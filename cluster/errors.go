@@ -27,6 +27,10 @@ var (
 	// already defined.
 	ErrBucketExists = errors.New("cluster: bucket already defined")
 
+	// ErrBucketNotDefined is returned for a bucket (or a bucket's
+	// incarnation, by UUID) the cluster does not define.
+	ErrBucketNotDefined = errors.New("cluster: bucket not defined")
+
 	// ErrNodeDown is returned by ReadNode for a node with no key under
 	// /mayfly/nodes/ (its lease expired, or it never registered).
 	ErrNodeDown = errors.New("cluster: node not registered")

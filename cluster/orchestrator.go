@@ -59,6 +59,26 @@ func (o *Orchestrator) PutMap(ctx context.Context, m *PartitionMap, readRev int6
 	return resp.Header.Revision, nil
 }
 
+// deleteMap removes a bucket's map, fenced as PutMap writes one.
+func (o *Orchestrator) deleteMap(ctx context.Context, bucket string, readRev int64) error {
+	key := mapsPrefix + bucket
+	resp, err := o.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev),
+		clientv3.Compare(clientv3.ModRevision(key), "=", readRev),
+	).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(o.key)).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: removing the map of %q: %w", bucket, err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].CreateRevision != o.rev {
+			return fmt.Errorf("%w: %s's removal of the map of %q refused", ErrDeposed, o.node, bucket)
+		}
+		return fmt.Errorf("%w: bucket %q", ErrMapChanged, bucket)
+	}
+	return nil
+}
+
 // reconcile brings the maps in line with the cluster state once: it places
 // the partitions of buckets without a map (once every listed peer is up,
 // or the failover timeout after the term began), fails over nodes down
@@ -96,6 +116,23 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 	slices.Sort(failed)
 	allUp := len(up) == len(known)
 
+	// A map whose bucket is no longer defined, or is defined again as
+	// another incarnation, is removed (the deletion's transaction removes
+	// the map with the definition; this covers a map placed from a read
+	// made before it).
+	for _, name := range slices.Sorted(maps.Keys(st.maps)) {
+		def, ok := st.buckets[name]
+		if ok && def.UUID == st.maps[name].UUID {
+			continue
+		}
+		if err := o.deleteMap(ctx, name, st.mapRevs[name]); err != nil {
+			return err
+		}
+		o.logger.Info("cluster: removed the map of a deleted bucket", "bucket", name, "uuid", st.maps[name].UUID)
+		delete(st.maps, name)
+		delete(st.mapRevs, name)
+	}
+
 	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
 		def := st.buckets[name]
 		m, rev := st.maps[name], st.mapRevs[name]
@@ -106,7 +143,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 			if len(up) == 0 {
 				continue
 			}
-			m = &PartitionMap{Bucket: name, Copies: def.ReplicaNumber + 1, Partitions: Place(up, NumPartitions, def.ReplicaNumber+1)}
+			m = &PartitionMap{Bucket: name, UUID: def.UUID, Copies: def.ReplicaNumber + 1, Partitions: Place(up, NumPartitions, def.ReplicaNumber+1)}
 			if _, err := o.PutMap(ctx, m, 0); err != nil {
 				return err
 			}

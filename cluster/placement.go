@@ -28,6 +28,10 @@ type Partition struct {
 type PartitionMap struct {
 	// Bucket is the bucket's name.
 	Bucket string `json:"bucket"`
+	// UUID is the UUID of the bucket's definition the map was placed
+	// for: a map of a deleted incarnation is never one of the bucket
+	// created again under its name (empty for a bucket without one).
+	UUID string `json:"uuid,omitempty"`
 	// Copies is how many voters each partition wants: the bucket's
 	// replicaNumber + 1.
 	Copies int `json:"copies"`

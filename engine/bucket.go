@@ -173,8 +173,8 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := fn(&s); err != nil {
 		return old, old, err
 	}
-	if s.Name != old.Name || s.Type != old.Type {
-		return old, old, fmt.Errorf("%w: name and bucketType cannot change", ErrInvalidSetting)
+	if s.Name != old.Name || s.Type != old.Type || s.UUID != old.UUID {
+		return old, old, fmt.Errorf("%w: name, bucketType and uuid cannot change", ErrInvalidSetting)
 	}
 	if err := s.Validate(); err != nil {
 		return old, old, err

@@ -228,6 +228,9 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 	if s.DurabilityMinLevel == "" {
 		s.DurabilityMinLevel = defaultDurability(s.Type)
 	}
+	if s.UUID == "" {
+		s.UUID = NewBucketUUID()
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -260,15 +263,18 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 		b.close()
 		return nil, err
 	}
-	e.mu.Lock()
-	e.mu.buckets[s.Name] = b
-	e.mu.Unlock()
+	// Published once every service is attached: a write taken before a
+	// cluster's replication attached would bypass it (and a bucket whose
+	// services fail is never seen).
 	if err := e.attachAll(ctx, b); err != nil {
 		if derr := e.dropBucket(b); derr != nil {
 			e.log.Warn("removing a bucket whose services failed", "bucket", s.Name, "err", derr)
 		}
 		return nil, fmt.Errorf("engine: create bucket %s: %w", s.Name, err)
 	}
+	e.mu.Lock()
+	e.mu.buckets[s.Name] = b
+	e.mu.Unlock()
 	e.log.Info("bucket created", "bucket", s.Name, "type", s.Type, "max_ttl", s.MaxTTL)
 	return b, nil
 }
@@ -303,11 +309,36 @@ func (e *Engine) Buckets() []*Bucket {
 // indexes and pager), closes it and removes it with all its files. Lookups of
 // other buckets never wait on it.
 func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
+	return e.deleteBucket(ctx, name, nil)
+}
+
+// DeleteBucketUUID deletes bucket name as DeleteBucket does, but only the
+// incarnation whose settings' UUID is uuid: another one (the bucket
+// deleted and created again meanwhile) is left alone with
+// ErrBucketNotFound.
+func (e *Engine) DeleteBucketUUID(ctx context.Context, name, uuid string) error {
+	return e.deleteBucket(ctx, name, &uuid)
+}
+
+// deleteBucket is DeleteBucket, of the incarnation uuid names when it is
+// not nil. Services that are DeleteGates are asked first, in the order
+// they were attached; one's refusal deletes nothing.
+func (e *Engine) deleteBucket(ctx context.Context, name string, uuid *string) error {
 	e.life.Lock()
 	defer e.life.Unlock()
 	b, err := e.Bucket(name)
 	if err != nil {
 		return err
+	}
+	if uuid != nil && b.Settings().UUID != *uuid {
+		return fmt.Errorf("%w: %s with UUID %s (it has %s)", ErrBucketNotFound, name, *uuid, b.Settings().UUID)
+	}
+	for _, svc := range e.services {
+		if g, ok := svc.(DeleteGate); ok {
+			if err := g.PrepareDelete(ctx, b); err != nil {
+				return fmt.Errorf("engine: delete bucket %s: %w", name, err)
+			}
+		}
 	}
 	e.mu.Lock()
 	delete(e.mu.buckets, name) // from now on, lookups do not find it

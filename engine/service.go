@@ -26,6 +26,19 @@ type BucketService interface {
 	DetachBucket(ctx context.Context, b *Bucket, deleted bool) error
 }
 
+// DeleteGate is a BucketService that takes part in a bucket's deletion
+// before anything of the bucket is touched: DeleteBucket calls its
+// PrepareDelete first (before any DetachBucket), and an error fails the
+// deletion, leaving the bucket as it was. A cluster node removes the
+// bucket's definition from the cluster there, so that a deletion the
+// cluster did not take deletes nothing.
+type DeleteGate interface {
+	BucketService
+	// PrepareDelete is called with the engine's bucket lifecycle lock
+	// held: it must not create or delete buckets.
+	PrepareDelete(ctx context.Context, b *Bucket) error
+}
+
 // Attach adds svc to the services the engine tells about bucket lives, and
 // attaches it to every bucket open now. If one fails, svc is detached from
 // those it attached to and not added.

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"regexp"
@@ -73,6 +75,20 @@ type BucketSettings struct {
 	// default value is false; the memcached port's flush_all does not
 	// depend on it.
 	FlushEnabled bool `json:"flushEnabled,omitempty"`
+	// UUID names this incarnation of the bucket (Couchbase's bucket uuid,
+	// 32 hexadecimal digits): CreateBucket gives one to a bucket created
+	// without it, and it never changes, so a bucket deleted and created
+	// again under its name is told apart from the old one (a cluster
+	// derives its partitions' Raft groups from it). Empty for a bucket
+	// created before buckets had one.
+	UUID string `json:"uuid,omitempty"`
+}
+
+// NewBucketUUID returns a random bucket UUID: 32 hexadecimal digits.
+func NewBucketUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand's Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 // defaultDurability returns the durabilityMinLevel a bucket of type t has

@@ -84,7 +84,15 @@ func TestAuditedActions(t *testing.T) {
 		{"DELETE", "/pools/default/buckets/b2", "", "", 200},
 		{"DELETE", "/pools/default/buckets/b2", "", "", 404},
 	}
+	var uuid string // b2's: its deletion names the incarnation deleted
 	for _, s := range steps {
+		if s.method == "DELETE" && uuid == "" {
+			b, err := f.eng.Bucket("b2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			uuid = b.Settings().UUID
+		}
 		if code, _, body := f.do(s.method, s.path, s.ctype, s.body); code != s.status {
 			t.Fatalf("%s %s %s: %d %s, want %d", s.method, s.path, s.body, code, body, s.status)
 		}
@@ -109,7 +117,7 @@ func TestAuditedActions(t *testing.T) {
 		{"ddoc.put", "default", "dev_d", js(json.RawMessage(ddoc)), js(json.RawMessage(ddoc2)), ""},
 		{"ddoc.delete", "default", "dev_d", js(json.RawMessage(ddoc2)), "null", ""},
 		{"pager.settings", "b2", "", `{"exp_pager_initial_run_time":-1,"exp_pager_stime":3600}`, `{"exp_pager_initial_run_time":3,"exp_pager_stime":5}`, ""},
-		{"bucket.delete", "b2", "", norm(`{"name":"b2","bucketType":"ephemeral","maxTTL":60,"ramQuotaMB":200,"purgeInterval":2,"exp_pager_stime":5,"exp_pager_initial_run_time":3,"evictionPolicy":"noEviction","durabilityMinLevel":"none"}`), "null", ""},
+		{"bucket.delete", "b2", "", norm(`{"name":"b2","bucketType":"ephemeral","maxTTL":60,"ramQuotaMB":200,"purgeInterval":2,"exp_pager_stime":5,"exp_pager_initial_run_time":3,"evictionPolicy":"noEviction","durabilityMinLevel":"none","uuid":"`+uuid+`"}`), "null", ""},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d records:\n%v\nwant %d:\n%v", len(got), got, len(want), want)

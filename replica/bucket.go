@@ -12,12 +12,30 @@ import (
 )
 
 // BucketGroup is the Raft group of a bucket's partition: the FNV-64a hash
-// of the bucket's name with its low 16 bits replaced by the partition
-// number, the same on every node.
-func BucketGroup(bucket string, part int) GroupID {
+// of the bucket's name and, when it has one, its definition's UUID
+// (engine.BucketSettings.UUID), with its low 16 bits replaced by the
+// partition number, the same on every node. A bucket created again under
+// the same name has another UUID, so none of its groups is the deleted
+// incarnation's. A bucket without a UUID (defined before buckets had
+// one) keeps the name's hash alone.
+func BucketGroup(bucket, uuid string, part int) GroupID {
 	h := fnv.New64a()
 	h.Write([]byte(bucket))
+	if uuid != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(uuid))
+	}
 	return GroupID(h.Sum64()&^0xffff | uint64(part)&0xffff)
+}
+
+// BucketGroups are the groups of every partition of a bucket (parts
+// partitions): what RemoveGroups removes of a deleted bucket.
+func BucketGroups(bucket, uuid string, parts int) []GroupID {
+	ids := make([]GroupID, parts)
+	for p := range ids {
+		ids[p] = BucketGroup(bucket, uuid, p)
+	}
+	return ids
 }
 
 // BucketMachine is one partition of an engine bucket as a group's state
@@ -110,8 +128,9 @@ const MaxProposeWait = 30 * time.Second
 type BucketReplicator struct {
 	// Host runs the partitions' groups.
 	Host *Host
-	// Bucket is the bucket's name (BucketGroup).
-	Bucket string
+	// Bucket is the bucket's name and UUID its definition's UUID
+	// (BucketGroup).
+	Bucket, UUID string
 	// Describe, if set, says where a node is reached (its HTTP address),
 	// for the error of a write sent to a node that does not lead.
 	Describe func(ctx context.Context, node string) string
@@ -120,7 +139,7 @@ type BucketReplicator struct {
 // Writable implements engine.Replicator: nil when this node leads
 // partition part's group, else engine.ErrNotMyVBucket naming the leader.
 func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
-	id := BucketGroup(r.Bucket, part)
+	id := BucketGroup(r.Bucket, r.UUID, part)
 	leader, ok := r.Host.Leader(id)
 	switch {
 	case !ok:
@@ -144,7 +163,7 @@ func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 // partition part's group now (Writable's nil, without the refusal's
 // lookup of the leader's address).
 func (r *BucketReplicator) Leads(part int) bool {
-	leader, ok := r.Host.Leader(BucketGroup(r.Bucket, part))
+	leader, ok := r.Host.Leader(BucketGroup(r.Bucket, r.UUID, part))
 	return ok && leader == r.Host.Node()
 }
 
@@ -153,7 +172,7 @@ func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte
 	if err := r.Writable(ctx, part); err != nil {
 		return engine.ReplicatedResult{}, err
 	}
-	id := BucketGroup(r.Bucket, part)
+	id := BucketGroup(r.Bucket, r.UUID, part)
 	pctx, cancel := context.WithTimeout(ctx, MaxProposeWait)
 	defer cancel()
 	res, err := r.Host.Propose(pctx, id, entry)

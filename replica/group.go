@@ -29,6 +29,10 @@ type group struct {
 
 	voters []uint64 // the group's voters at AddGroup (no conf changes yet)
 
+	// removed is set (under mu) by RemoveGroups: the worker no longer
+	// persists, sends or applies anything of the group.
+	removed bool
+
 	// Touched by the worker only.
 	cs         *pb.ConfState
 	lastStored uint64 // last log index in the store

@@ -47,9 +47,10 @@ type Host struct {
 	down   map[uint64]bool // peers whose connection broke or whose lease expired, not heard since
 	downs  atomic.Int32    // len(down), read without the lock on every received frame
 
-	readyMu sync.Mutex
-	ready   []*group
-	wake    chan struct{} // capacity 1: the worker has groups to look at
+	readyMu  sync.Mutex
+	ready    []*group
+	removals []removal     // groups whose state the worker deletes next round
+	wake     chan struct{} // capacity 1: the worker has groups to look at
 
 	pendMu  sync.Mutex
 	pending map[uint64]chan outcome
@@ -225,6 +226,56 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	h.groups[id] = g
 	h.enqueue(g)
 	return nil
+}
+
+// removal is a RemoveGroups call waiting for the worker.
+type removal struct {
+	ids  []GroupID
+	done chan error // capacity 1
+}
+
+// RemoveGroups stops the groups ids (those running here) and deletes
+// everything the store holds of them (log, HardState, snapshot, applied
+// index, the machine's keys), including groups that are not running; it
+// returns once the deletion is synced. A message for a removed group is
+// dropped, a proposal to it fails with ErrNoGroup (one already waiting
+// for it is answered only by its context), and AddGroup of the same id
+// afterwards starts a new group from nothing. Removing a group the store
+// never held does nothing.
+func (h *Host) RemoveGroups(ctx context.Context, ids []GroupID) error {
+	if h.ctx.Err() != nil {
+		return ErrClosed
+	}
+	h.mu.Lock()
+	var gs []*group
+	for _, id := range ids {
+		if g := h.groups[id]; g != nil {
+			gs = append(gs, g)
+			delete(h.groups, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, g := range gs {
+		// A round that took the group already persists its Ready; the
+		// next one (which deletes its keys) skips it.
+		g.withRaft(func(*raft.RawNode) { g.removed = true })
+	}
+	req := removal{ids: slices.Clone(ids), done: make(chan error, 1)}
+	h.readyMu.Lock()
+	h.removals = append(h.removals, req)
+	h.readyMu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("replica: removing %d groups: %w", len(ids), ctx.Err())
+	case <-h.ctx.Done():
+		return ErrClosed
+	}
 }
 
 // ScanMachine calls fn for each key the store holds for group id's state

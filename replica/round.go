@@ -57,8 +57,17 @@ func (h *Host) round() error {
 	for _, g := range gs {
 		g.queued = false
 	}
+	removals := h.removals
+	h.removals = nil
 	h.readyMu.Unlock()
 
+	if len(removals) > 0 {
+		// Before this round's Readies: a removed group's last persisted
+		// round is behind it, and it has none in this one.
+		if err := h.remove(removals); err != nil {
+			return err
+		}
+	}
 	var work []readyGroup
 	var quiet []outMsg // leaders' quiesce heartbeats, sent after every Ready's messages
 	b := h.st.db.NewBatch()
@@ -67,6 +76,9 @@ func (h *Host) round() error {
 		var rd raft.Ready
 		has := false
 		g.withRaft(func(rn *raft.RawNode) {
+			if g.removed {
+				return
+			}
 			if has = rn.HasReady(); has {
 				rd = rn.Ready()
 			}
@@ -135,6 +147,32 @@ func (h *Host) round() error {
 		h.enqueue(g) // HasReady is checked next round
 	}
 	return nil
+}
+
+// remove deletes the removed groups' keys in one synced batch and answers
+// their RemoveGroups calls. A failure is answered to them and stops the
+// worker, as a failed round does.
+func (h *Host) remove(rs []removal) error {
+	b := h.st.db.NewBatch()
+	defer b.Close()
+	var err error
+	for _, r := range rs {
+		for _, id := range r.ids {
+			if err = b.DeleteRange(groupKey(id, 0, 0)[:groupKeyLen], groupEnd(id), nil); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = b.Commit(h.st.sync)
+	}
+	if err != nil {
+		err = fmt.Errorf("replica: removing groups: %w", err)
+	}
+	for _, r := range rs {
+		r.done <- err
+	}
+	return err
 }
 
 // sendQuiet sends leaders' quiesce heartbeats.

@@ -47,6 +47,14 @@ func machineKey(g GroupID, key []byte) []byte {
 	return append(groupKey(g, kindMachine, len(key)), key...)
 }
 
+// groupEnd is the first key after every key of group g.
+func groupEnd(g GroupID) []byte {
+	if g == ^GroupID(0) {
+		return []byte{keyPrefixTag + 1}
+	}
+	return groupKey(g+1, 0, 0)[:groupKeyLen]
+}
+
 // kindEnd is the first key after every key of the group's kind.
 func kindEnd(g GroupID, kind byte) []byte { return groupKey(g, kind+1, 0) }
 

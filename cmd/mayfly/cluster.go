@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -96,9 +95,11 @@ func (c *clusterFlags) config() (cluster.Config, error) {
 		LeaseTTL: c.lease, FailoverTimeout: c.failover, FormTimeout: c.form}, nil
 }
 
-// startClusterNode joins the cluster --peers names and defines there the
-// buckets this node has that the cluster does not have yet, at start and
-// as they are created.
+// startClusterNode joins the cluster --peers names and keeps the node's
+// buckets in line with the cluster's bucket definitions (clusterbuckets.go):
+// at start it drops the buckets the cluster deleted while it was down and
+// defines there those it has that the cluster does not; from then on it
+// creates, changes and deletes its buckets as the definitions do.
 func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, *replication, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
@@ -118,15 +119,26 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 	if err != nil {
 		return nil, nil, err
 	}
-	// The buckets open now, and each one created later (over HTTP): the
-	// orchestrator places the partitions of those the cluster defines,
-	// and their writes go through their partitions' Raft groups.
-	if err := eng.Attach(ctx, clusterBuckets{n}); err != nil {
+	repl, err := startReplication(cfg, n, logger)
+	if err != nil {
 		n.Close()
 		return nil, nil, err
 	}
-	repl, err := startReplication(cfg, n, logger)
+	// The buckets open now, and each one created later (over HTTP, or
+	// from another node's definition): the orchestrator places the
+	// partitions of those the cluster defines, and their writes go
+	// through their partitions' Raft groups.
+	cb := newClusterBuckets(n, eng, repl, logger)
+	if err := cb.dropDeleted(ctx); err != nil {
+		repl.Close()
+		n.Close()
+		return nil, nil, err
+	}
+	cb.starting.Store(true)
+	err = eng.Attach(ctx, cb)
+	cb.starting.Store(false)
 	if err != nil {
+		repl.Close()
 		n.Close()
 		return nil, nil, err
 	}
@@ -135,6 +147,7 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 		n.Close()
 		return nil, nil, err
 	}
+	repl.wg.Go(func() { cluster.WatchBuckets(repl.ctx, n.Client(), cb.localNames, cb.follow) })
 	role := "an etcd client"
 	if n.IsMember() {
 		role = "an etcd member"
@@ -247,32 +260,6 @@ members' client ports are found from it) or etcd's client URLs.
 	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
 }
-
-// defineTimeout bounds a bucket's definition in the cluster's state: a
-// cluster without a quorum fails the bucket's creation rather than hang it.
-const defineTimeout = 10 * time.Second
-
-// clusterBuckets defines in the cluster's state each bucket the engine
-// attaches (those open at start and those created later), so that the
-// orchestrator places its partitions; a bucket the cluster already defines
-// is left as it is. It keeps nothing of the bucket, so its detach does
-// nothing (a deleted bucket stays defined: the cluster has no deletion
-// yet).
-type clusterBuckets struct{ n *cluster.Node }
-
-// AttachBucket defines b in the cluster if it is not defined yet.
-func (c clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) error {
-	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
-	defer cancel()
-	def := cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: cluster.DefaultReplicaNumber}
-	if err := cluster.DefineBucket(ctx, c.n.Client(), def); err != nil && !errors.Is(err, cluster.ErrBucketExists) {
-		return err
-	}
-	return nil
-}
-
-// DetachBucket does nothing (see clusterBuckets).
-func (clusterBuckets) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
 
 // advertised is the address others reach a listener at, addr, on: addr
 // itself, or host with addr's port when addr's host is unspecified (the

@@ -32,9 +32,20 @@ type replication struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	deleted map[string]bool // buckets deleted: their groups' entries fail at once
+	mu        sync.Mutex
+	deleted   map[string]bool               // incarnations deleted (incarnation): their groups' entries fail at once
+	following map[*engine.Bucket]*following // buckets attached: their follow goroutines
 }
+
+// following is a bucket's follow goroutine: cancel stops it, done is
+// closed when it returned.
+type following struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// incarnation names one bucket's incarnation: its name and UUID.
+func incarnation(b *engine.Bucket) string { return b.Name() + "/" + b.Settings().UUID }
 
 // startReplication opens the node's replica.Host: listening on its
 // cluster port, its store under <data>/cluster/raft, peers resolved
@@ -59,7 +70,8 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 		return nil, fmt.Errorf("starting replication on %s: %w", listen, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replication{n: n, h: h, logger: logger, ctx: ctx, cancel: cancel}
+	r := &replication{n: n, h: h, logger: logger, ctx: ctx, cancel: cancel,
+		deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
 	// A node whose lease expired may have died without closing its
 	// connections: its quiet groups wake, to elect other leaders.
 	r.wg.Go(func() { cluster.WatchNodesDown(ctx, n.Client(), h.NodeDown) })
@@ -79,53 +91,83 @@ func (r *replication) Close() error {
 // restart (a new evictionPolicy) keeps its running groups: their state
 // machines follow it (replica.BucketMachine).
 func (r *replication) AttachBucket(_ context.Context, b *engine.Bucket) error {
-	b.SetReplicator(&replica.BucketReplicator{Host: r.h, Bucket: b.Name(), Describe: r.describe})
-	r.wg.Go(func() { r.follow(b) })
+	b.SetReplicator(&replica.BucketReplicator{Host: r.h, Bucket: b.Name(), UUID: b.Settings().UUID, Describe: r.describe})
+	ctx, cancel := context.WithCancel(r.ctx)
+	f := &following{cancel: cancel, done: make(chan struct{})}
+	r.mu.Lock()
+	r.following[b] = f
+	r.mu.Unlock()
+	r.wg.Go(func() {
+		defer close(f.done)
+		r.follow(ctx, b)
+	})
 	return nil
 }
 
-// DetachBucket marks a deleted bucket gone, so its groups (still running:
-// the Host has no group removal yet) fail its entries at once, a bucket
-// created again under its name too until the node restarts; a bucket
-// detached for a restart is waited for.
-func (r *replication) DetachBucket(_ context.Context, b *engine.Bucket, deleted bool) error {
+// DetachBucket stops following b. A deleted bucket's incarnation is
+// marked gone (its groups fail its entries at once) and its groups are
+// removed: stopped, and their state deleted from the raft store, so that
+// nothing of them is replayed after a restart (a bucket created again
+// under its name has other groups anyway: replica.BucketGroup). A bucket
+// detached for a restart (a new evictionPolicy) keeps its running groups.
+func (r *replication) DetachBucket(ctx context.Context, b *engine.Bucket, deleted bool) error {
+	r.mu.Lock()
+	f := r.following[b]
+	delete(r.following, b)
 	if deleted {
-		r.mu.Lock()
-		if r.deleted == nil {
-			r.deleted = map[string]bool{}
-		}
-		r.deleted[b.Name()] = true
-		r.mu.Unlock()
+		r.deleted[incarnation(b)] = true
 	}
+	r.mu.Unlock()
+	if f != nil {
+		f.cancel()
+		<-f.done
+	}
+	if !deleted {
+		return nil
+	}
+	return r.removeGroups(ctx, b.Name(), b.Settings().UUID, b.NumPartitions())
+}
+
+// removeGroups removes every group of a bucket's incarnation from the
+// Host, running or only stored.
+func (r *replication) removeGroups(ctx context.Context, name, uuid string, parts int) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := r.h.RemoveGroups(ctx, replica.BucketGroups(name, uuid, parts)); err != nil {
+		return fmt.Errorf("removing the Raft groups of bucket %q: %w", name, err)
+	}
+	r.logger.Info("replication: removed the bucket's groups", "bucket", name, "uuid", uuid)
 	return nil
 }
 
-// gone reports whether bucket name's entries can no longer be applied:
-// it was deleted, or the node is shutting down.
-func (r *replication) gone(name string) bool {
+// gone reports whether a bucket incarnation's entries can no longer be
+// applied: it was deleted, or the node is shutting down.
+func (r *replication) gone(inc string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.deleted[name] || r.ctx.Err() != nil
+	return r.deleted[inc] || r.ctx.Err() != nil
 }
 
-// follow waits for b's partition map, then adds b's groups of this node.
-func (r *replication) follow(b *engine.Bucket) {
+// follow waits for the partition map of b's incarnation, then adds b's
+// groups of this node, until ctx ends.
+func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
+	uuid := b.Settings().UUID
 	var m *cluster.PartitionMap
 	for m == nil {
-		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
-		got, _, err := cluster.ReadMap(ctx, r.n.Client(), b.Name())
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, _, err := cluster.ReadMap(rctx, r.n.Client(), b.Name())
 		cancel()
 		switch {
-		case r.ctx.Err() != nil:
+		case ctx.Err() != nil:
 			return
 		case err != nil:
 			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
-		case got != nil:
+		case got != nil && got.UUID == uuid: // not a deleted incarnation's map
 			m = got
 			continue
 		}
 		select {
-		case <-r.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(mapPoll):
 		}
@@ -136,14 +178,17 @@ func (r *replication) follow(b *engine.Bucket) {
 		return
 	}
 	// The partitions' durable positions are known once warm.
-	if err := b.WaitWarm(r.ctx); err != nil {
+	if err := b.WaitWarm(ctx); err != nil {
 		return
 	}
 	groups := replica.MapGroups(m, r.h.Node())
+	inc := incarnation(b)
 	for _, g := range groups {
-		name := b.Name()
-		sm := replica.NewBucketMachine(b, g.Partition, func() bool { return r.gone(name) })
-		err := r.h.AddGroup(replica.BucketGroup(name, g.Partition), g.Voters, sm)
+		if ctx.Err() != nil {
+			return // detached: a deleted bucket's groups are removed next
+		}
+		sm := replica.NewBucketMachine(b, g.Partition, func() bool { return r.gone(inc) })
+		err := r.h.AddGroup(replica.BucketGroup(b.Name(), uuid, g.Partition), g.Voters, sm)
 		if errors.Is(err, replica.ErrMachineAhead) {
 			// Documents written on this node alone, before it joined:
 			// their sequence numbers are not log indexes, and the other
@@ -154,7 +199,7 @@ func (r *replication) follow(b *engine.Bucket) {
 			return
 		}
 		if err != nil && !errors.Is(err, replica.ErrGroupExists) {
-			if r.ctx.Err() == nil {
+			if ctx.Err() == nil {
 				r.logger.Error("replication: starting a partition's group", "bucket", b.Name(), "partition", g.Partition, "err", err)
 			}
 			return

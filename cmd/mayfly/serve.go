@@ -503,7 +503,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		logger.Debug("heap goal policy", "ratio", cfg.heapRatio, "headroom_mb", cfg.heapHeadroom, "gc_percent", tuner.Percent())
 	}
 	if firstStart && cfg.defaultBucket != "" {
-		if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.defaultBucket)); err != nil {
+		s := engine.DefaultBucketSettings(cfg.defaultBucket)
+		if cfg.cl.peers != "" {
+			// Every node of a cluster creates it on its first start: the
+			// same incarnation on each (firstStartUUID).
+			s.UUID = firstStartUUID(s.Name)
+		}
+		if _, err := eng.CreateBucket(ctx, s); err != nil {
 			return fmt.Errorf("creating bucket %q: %w", cfg.defaultBucket, err)
 		}
 		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)

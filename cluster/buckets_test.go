@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// A bucket's life in the cluster's state: defined with a UUID, placed with
+// it, its settings changed only for that incarnation, deleted with its map
+// and a tombstone (not when another incarnation is named), and defined
+// again as a new incarnation with a new map; a watcher sees every step in
+// order, and the orchestrator removes a map no definition owns.
+func TestBucketIncarnationsInClusterState(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	peers := testPeers(t, 1)
+	nodes := startAll(t, ctx, []Config{testConfig(t, peers, "n1", t.TempDir(), &syncLog{})})
+	defer closeAll(nodes)
+	cli := nodes[0].Client()
+
+	placed := func(uuid string) {
+		t.Helper()
+		eventually(t, "the map of b placed for "+uuid, func() (bool, string) {
+			m, _, err := ReadMap(ctx, cli, "b")
+			if err != nil || m == nil {
+				return false, fmt.Sprint(m, err)
+			}
+			return m.UUID == uuid && len(m.Partitions) == NumPartitions, m.UUID
+		})
+	}
+	def := func(uuid string) BucketDef {
+		return BucketDef{BucketSettings: engine.BucketSettings{Name: "b", Type: engine.Couchbase, UUID: uuid}, ReplicaNumber: 0}
+	}
+	if err := DefineBucket(ctx, cli, def("u1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := DefineBucket(ctx, cli, def("u9")); !errors.Is(err, ErrBucketExists) {
+		t.Fatalf("defining a defined name again: %v, want ErrBucketExists", err)
+	}
+	placed("u1")
+
+	// The watcher starts with the definitions there are, and says that a
+	// bucket the caller has is not defined.
+	var mu sync.Mutex
+	var events []string
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WatchBuckets(wctx, cli, func() []string { return []string{"b", "had"} }, func(ev BucketEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			if ev.Def == nil {
+				events = append(events, "delete "+ev.Name)
+				return
+			}
+			events = append(events, fmt.Sprintf("put %s %s maxTTL=%d", ev.Name, ev.Def.UUID, ev.Def.MaxTTL))
+		})
+	}()
+	defer func() { stop(); <-done }()
+	eventually(t, "the watcher reads the definitions first", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) == 2, fmt.Sprint(events)
+	})
+
+	if ok, err := DeleteBucket(ctx, cli, "b", "u2"); ok || err != nil {
+		t.Fatalf("deleting another incarnation: %v %v, want false, nil", ok, err)
+	}
+	if _, _, err := ReadBucket(ctx, cli, "b"); err != nil {
+		t.Fatalf("deleting another incarnation removed the definition: %v", err)
+	}
+	// Its definitions in etcd go with it; another bucket's stay ("b2"
+	// shares b's prefix but not its "b/").
+	for _, k := range []string{defKey(DesignDocs, "b", "dd"), defKey(SearchDefs, "b", "idx"), defKey(Manifests, "b", ManifestName), defKey(DesignDocs, "b2", "dd")} {
+		if _, err := cli.Put(ctx, k, "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := DeleteBucket(ctx, cli, "b", "u1"); !ok || err != nil {
+		t.Fatalf("DeleteBucket: %v %v", ok, err)
+	}
+	if m, _, err := ReadMap(ctx, cli, "b"); m != nil || err != nil {
+		t.Fatalf("the deleted bucket's map stays: %v %v", m, err)
+	}
+	for _, k := range []string{defKey(DesignDocs, "b", "dd"), defKey(SearchDefs, "b", "idx"), defKey(Manifests, "b", ManifestName), defKey(DesignDocs, "b2", "dd")} {
+		resp, err := cli.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone, want := len(resp.Kvs) == 0, !strings.Contains(k, "b2"); gone != want {
+			t.Errorf("%s: deleted %v, want %v", k, gone, want)
+		}
+	}
+	bs, err := ReadBuckets(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bs.Defs["b"]; ok || !bs.IsDeleted("b", "u1") || bs.IsDeleted("b", "u2") {
+		t.Fatalf("after the deletion: defs %v, deleted %v", bs.Defs, bs.Deleted)
+	}
+	if _, _, err := ReadBucket(ctx, cli, "b"); !errors.Is(err, ErrBucketNotDefined) {
+		t.Fatalf("ReadBucket of a deleted bucket: %v", err)
+	}
+
+	if err := DefineBucket(ctx, cli, def("u2")); err != nil {
+		t.Fatal(err)
+	}
+	placed("u2")
+	old := def("u1")
+	old.MaxTTL = 30
+	if err := UpdateBucket(ctx, cli, old); !errors.Is(err, ErrBucketNotDefined) {
+		t.Fatalf("updating the deleted incarnation: %v, want ErrBucketNotDefined", err)
+	}
+	upd := def("u2")
+	upd.MaxTTL = 60
+	upd.ReplicaNumber = 3 // fixed at creation: not changed by an update
+	if err := UpdateBucket(ctx, cli, upd); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := ReadBucket(ctx, cli, "b")
+	if err != nil || got.MaxTTL != 60 || got.ReplicaNumber != 0 {
+		t.Fatalf("after the update: %+v %v", got, err)
+	}
+
+	// A map placed from a read made before a deletion: the orchestrator
+	// removes it.
+	ghost, _ := json.Marshal(PartitionMap{Bucket: "ghost", UUID: "g1", Copies: 1, Partitions: Place([]string{"n1"}, NumPartitions, 1)})
+	if _, err := cli.Put(ctx, mapsPrefix+"ghost", string(ghost)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the orchestrator removes a map without a definition", func() (bool, string) {
+		m, _, err := ReadMap(ctx, cli, "ghost")
+		return m == nil && err == nil, fmt.Sprint(m, err)
+	})
+
+	want := []string{"delete had", "put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60"}
+	eventually(t, "the watcher sees every change", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(events) == fmt.Sprint(want), fmt.Sprint(events)
+	})
+}

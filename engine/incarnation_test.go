@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// gate is a DeleteGate that refuses while refuse is set.
+type gate struct {
+	recorder
+	refuse error
+}
+
+func (g *gate) PrepareDelete(context.Context, *engine.Bucket) error { return g.refuse }
+
+// Every bucket gets a UUID that survives a restart and a settings change
+// and that a bucket created again under the same name does not share;
+// DeleteBucketUUID deletes only the incarnation named; a DeleteGate's
+// refusal deletes nothing.
+func TestBucketIncarnations(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, _ := newEngine(t, dir)
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u1 := b.Settings().UUID
+	if len(u1) != 32 {
+		t.Fatalf("UUID %q, want 32 hexadecimal digits", u1)
+	}
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.UUID = "x"; return nil }); !errors.Is(err, engine.ErrInvalidSetting) {
+		t.Errorf("a change of the UUID: %v, want ErrInvalidSetting", err)
+	}
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.MaxTTL = 60; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	closeChecked(t, eng)
+	eng, _ = newEngine(t, dir)
+	b, err = eng.Bucket("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Settings().UUID; got != u1 {
+		t.Fatalf("UUID after a restart %q, want %q", got, u1)
+	}
+
+	var calls []string
+	g := &gate{recorder: recorder{name: "gate", calls: &calls}, refuse: errors.New("no quorum")}
+	if err := eng.Attach(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.DeleteBucket(ctx, "b"); err == nil {
+		t.Fatal("a deletion the gate refused went ahead")
+	}
+	if _, err := eng.Bucket("b"); err != nil {
+		t.Fatalf("the refused deletion removed the bucket: %v", err)
+	}
+	g.refuse = nil
+	if err := eng.DeleteBucketUUID(ctx, "b", "another"); !errors.Is(err, engine.ErrBucketNotFound) {
+		t.Fatalf("deleting another incarnation: %v, want ErrBucketNotFound", err)
+	}
+	if err := eng.DeleteBucketUUID(ctx, "b", u1); err != nil {
+		t.Fatal(err)
+	}
+	b, err = eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Settings().UUID == u1 {
+		t.Error("the bucket created again has the deleted one's UUID")
+	}
+	given := engine.NewBucketUUID()
+	c, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "c", Type: engine.Ephemeral, UUID: given})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Settings().UUID != given {
+		t.Errorf("a bucket created with UUID %s has %s", given, c.Settings().UUID)
+	}
+	closeChecked(t, eng)
+}
+
+// peeker is a BucketService that looks the bucket up while it attaches.
+type peeker struct {
+	eng  *engine.Engine
+	seen []error
+}
+
+func (p *peeker) AttachBucket(_ context.Context, b *engine.Bucket) error {
+	_, err := p.eng.Bucket(b.Name())
+	p.seen = append(p.seen, err)
+	return nil
+}
+
+func (p *peeker) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+
+// A bucket being created is found only once every service attached: no
+// request reaches it before a cluster's replication takes its writes.
+func TestCreatedBucketHiddenUntilAttached(t *testing.T) {
+	ctx := context.Background()
+	eng, _ := newEngine(t, t.TempDir())
+	p := &peeker{eng: eng}
+	if err := eng.Attach(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Ephemeral}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.seen) != 1 || !errors.Is(p.seen[0], engine.ErrBucketNotFound) {
+		t.Fatalf("lookups during the attach: %v, want ErrBucketNotFound", p.seen)
+	}
+	if _, err := eng.Bucket("b"); err != nil {
+		t.Fatalf("after CreateBucket: %v", err)
+	}
+	closeChecked(t, eng)
+}

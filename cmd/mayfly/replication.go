@@ -75,6 +75,7 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 	// A node whose lease expired may have died without closing its
 	// connections: its quiet groups wake, to elect other leaders.
 	r.wg.Go(func() { cluster.WatchNodesDown(ctx, n.Client(), h.NodeDown) })
+	r.wg.Go(func() { r.publishLag(ctx) })
 	return r, nil
 }
 

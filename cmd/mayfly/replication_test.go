@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
 )
 
 // procNode is one `mayfly serve --peers` in its own process (this test
@@ -354,6 +357,21 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	for _, n := range nodes[:2] {
 		eventuallyT(t, n.name+" reads every write acknowledged before and after the kill", func() error { return readsAcked(n, acked) })
 	}
+	// The cluster's status shows the dead node lagging, as the survivors
+	// leading the partitions written since report it.
+	eventuallyT(t, "the status shows "+victim.name+" lagging", func() error {
+		st, err := clusterStatus(peers)
+		if err != nil {
+			return err
+		}
+		bs, _ := st.Bucket("default")
+		for _, l := range bs.Lagging {
+			if l.Follower == victim.name && l.Why == "down" && len(l.Partitions) > 0 && l.Leader != victim.name {
+				return nil
+			}
+		}
+		return fmt.Errorf("lagging: %+v", bs.Lagging)
+	})
 
 	// Back on its data, it catches up (and takes writes with the others).
 	victim.start(t)
@@ -364,6 +382,33 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" reads every acknowledged write after the restart", func() error { return readsAcked(n, acked) })
 	}
+	eventuallyT(t, victim.name+" caught up: nothing lags", func() error {
+		st, err := clusterStatus(peers)
+		if err != nil {
+			return err
+		}
+		if bs, _ := st.Bucket("default"); len(bs.Lagging) > 0 {
+			return fmt.Errorf("lagging: %+v", bs.Lagging)
+		}
+		return nil
+	})
+}
+
+// clusterStatus reads the cluster's status as `mayfly cluster status
+// --peers` does.
+func clusterStatus(peers []string) (*cluster.Status, error) {
+	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return cluster.ReadStatus(ctx, cli, nil)
 }
 
 // nodeReq sends an administrator's request to node n's HTTP port and

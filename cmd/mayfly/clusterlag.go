@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/replica"
+)
+
+// lagEvery is how often a node looks for the replicas that do not keep up
+// with the partitions it leads, and publishes them when they changed.
+const lagEvery = 2 * time.Second
+
+// publishLag reports, every lagEvery until ctx ends, the followers of the
+// groups this node leads that do not keep up (replica.Host.Lagging), per
+// bucket, so that `mayfly cluster status` can show lagging replicas. A
+// group is matched to its bucket by the bucket's groups (name and UUID of
+// each bucket following a map); a group of no bucket attached (removed
+// meanwhile) is left out.
+func (r *replication) publishLag(ctx context.Context) {
+	pub := cluster.NewLagPublisher(r.n.Client(), r.n.Name())
+	t := time.NewTicker(lagEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lags := r.h.Lagging()
+		if err := pub.Publish(ctx, r.lagByBucket(lags)); err != nil && ctx.Err() == nil {
+			r.logger.Debug("replication: lagging replicas not published", "err", err)
+		}
+	}
+}
+
+// lagByBucket sums lags up per bucket, follower and reason.
+func (r *replication) lagByBucket(lags []replica.Lag) []cluster.Lagging {
+	if len(lags) == 0 {
+		return nil
+	}
+	type owner struct {
+		bucket string
+		part   int
+	}
+	groups := map[replica.GroupID]owner{}
+	r.mu.Lock()
+	for b := range r.following {
+		name, uuid := b.Name(), b.Settings().UUID
+		for p, g := range replica.BucketGroups(name, uuid, b.NumPartitions()) {
+			groups[g] = owner{name, p}
+		}
+	}
+	r.mu.Unlock()
+	type sumKey struct{ bucket, follower, why string }
+	sums := map[sumKey]*cluster.Lagging{}
+	var out []cluster.Lagging
+	var order []sumKey
+	for _, l := range lags {
+		o, ok := groups[l.Group]
+		if !ok {
+			continue
+		}
+		k := sumKey{o.bucket, l.Follower, l.Why}
+		s := sums[k]
+		if s == nil {
+			s = &cluster.Lagging{Bucket: o.bucket, Follower: l.Follower, Why: l.Why}
+			sums[k] = s
+			order = append(order, k)
+		}
+		s.Partitions = append(s.Partitions, o.part)
+		s.MaxBehind = max(s.MaxBehind, l.Behind)
+	}
+	for _, k := range order {
+		s := sums[k]
+		slices.Sort(s.Partitions)
+		out = append(out, *s)
+	}
+	return out
+}

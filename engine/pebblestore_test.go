@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -387,6 +388,46 @@ func BenchmarkPebbleCommitSpread(b *testing.B) {
 	for i := range b.N {
 		if err := st.commit(all[i%batches]); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A store's tables carry bloom filters: once its documents are in tables, a
+// get of a key it does not have is answered by the filter without reading
+// a data block (a fullEviction miss, and a get's look into the levels above
+// its key's), and the keys it has are still found, value for value.
+func TestPebbleFiltersAnswerAbsentKeys(t *testing.T) {
+	o := &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)}
+	st, err := openPebbleStorageOn(vfs.NewMem(), "/db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(false)
+	const n = 2000
+	var recs []record
+	for i := range n {
+		recs = append(recs, put(testDoc(0, fmt.Sprintf("doc%05d", i), uint16(i%64), uint64(i+1), uint64(i+1), 0, fmt.Sprintf(`{"n":%d}`, i)), 0))
+	}
+	mustCommit(t, st, recs...)
+	if err := st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := st.db.Metrics().Filter
+	for i := range n {
+		k := docKey{key: fmt.Sprintf("doc%05dx", i)} // between two keys it has
+		if d, err := st.doc(k); !errors.Is(err, ErrNotFound) || d != nil {
+			t.Fatalf("absent key %q: %v, %v", k.key, d, err)
+		}
+	}
+	after := st.db.Metrics().Filter
+	if hits := after.Hits - before.Hits; hits < n*9/10 {
+		t.Errorf("%d gets of absent keys: the filters answered %d (misses %d), want at least %d", n, hits, after.Misses-before.Misses, n*9/10)
+	}
+	for i := range n {
+		k := docKey{key: fmt.Sprintf("doc%05d", i)}
+		d, err := st.doc(k)
+		if err != nil || d == nil || string(d.Value) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("key %q: %v, %v", k.key, d, err)
 		}
 	}
 }

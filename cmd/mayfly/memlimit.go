@@ -60,6 +60,7 @@ type memLimit struct {
 	auto          bool                    // add autoMemoryOverhead of what the buckets hold
 	storageInHeap bool                    // the stores' own memory is in the Go heap: count it
 	set           func(limit int64) int64 // debug.SetMemoryLimit
+	readLive      func() uint64           // the live heap (readLiveHeap), for the auto limit's floor; nil: none
 	log           *slog.Logger
 
 	mu      sync.Mutex
@@ -79,7 +80,7 @@ type limitedBucket struct {
 // newMemLimit returns a memLimit of the buckets plus overheadMB, plus
 // autoMemoryOverhead of the buckets if auto.
 func newMemLimit(overheadMB int64, auto bool, set func(int64) int64, log *slog.Logger) *memLimit {
-	return &memLimit{overhead: overheadMB << 20, auto: auto, storageInHeap: storageMemInGoHeap, set: set, log: log, buckets: make(map[string]*limitedBucket)}
+	return &memLimit{overhead: overheadMB << 20, auto: auto, storageInHeap: storageMemInGoHeap, set: set, readLive: readLiveHeap, log: log, buckets: make(map[string]*limitedBucket)}
 }
 
 // AttachBucket counts b's quota and follows its changes.
@@ -110,15 +111,22 @@ func (m *memLimit) DetachBucket(_ context.Context, b *engine.Bucket, _ bool) err
 	return nil
 }
 
-// refresh re-reads the buckets' mem_used every interval until ctx ends.
+// refresh re-reads the buckets' mem_used every interval until ctx ends,
+// and the live heap every liveFloorInterval (the automatic limit's floor).
 func (m *memLimit) refresh(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	live := time.NewTicker(liveFloorInterval)
+	defer live.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-live.C:
+			if !m.auto {
+				continue
+			}
 		}
 		m.mu.Lock()
 		m.applyLocked()
@@ -139,7 +147,10 @@ func (m *memLimit) totalLocked() int64 {
 	}
 	total := held + storage + m.overhead
 	if m.auto {
-		total += autoMemoryOverhead(held)
+		total += scaledMemoryOverhead(held)
+		if m.readLive != nil {
+			total = max(total, liveFloor(m.readLive()))
+		}
 	}
 	return total
 }

@@ -70,7 +70,7 @@ func TestAutoMemoryOverhead(t *testing.T) {
 
 // TestMemLimitAuto: with the automatic overhead the limit is the buckets'
 // quotas, the stated part (serve's view cache) and the overhead of the
-// quotas, and follows a quota's change.
+// quotas (scaledMemoryOverhead), and follows a quota's change.
 func TestMemLimitAuto(t *testing.T) {
 	ctx := context.Background()
 	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true})
@@ -94,8 +94,8 @@ func TestMemLimitAuto(t *testing.T) {
 	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.RAMQuotaMB = 1024; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(1024+64+128+512) << 20; limit != want {
-		t.Errorf("its quota raised to 1 GiB: limit %d MiB, want %d", limit>>20, want>>20)
+	if want := int64(1024+64+128) << 20; limit != want {
+		t.Errorf("its quota raised to 1 GiB: limit %d MiB, want %d (the overhead shrunk to its base)", limit>>20, want>>20)
 	}
 }
 
@@ -155,5 +155,101 @@ func TestServeRestoresGoMemoryPolicy(t *testing.T) {
 	}
 	if p, l := debug.SetGCPercent(77), debug.SetMemoryLimit(1<<40); p != 77 || l != 1<<40 {
 		t.Fatalf("after serve returned: GC percent %d, memory limit %d; want 77, %d", p, l, int64(1<<40))
+	}
+}
+
+// TestScaledMemoryOverhead: up to 512 MiB held the automatic overhead is
+// autoMemoryOverhead's; from there it shrinks to the 128 MiB base at 1 GiB
+// and stays there, continuous, and the limit it makes (held + overhead)
+// never falls as the quota grows.
+func TestScaledMemoryOverhead(t *testing.T) {
+	for _, c := range []struct{ heldMB, wantMB int64 }{
+		{0, 128},
+		{256, 256},
+		{512, 384},
+		{768, 256},
+		{1024, 128},
+		{8192, 128},
+	} {
+		if got := scaledMemoryOverhead(c.heldMB << 20); got != c.wantMB<<20 {
+			t.Errorf("buckets holding %d MiB: overhead %d MiB, want %d", c.heldMB, got>>20, c.wantMB)
+		}
+	}
+	prev := int64(0)
+	for held := int64(0); held <= 4<<30; held += 1 << 20 {
+		if got := held + scaledMemoryOverhead(held); got < prev {
+			t.Fatalf("held %d MiB: limit %d below the %d of a MiB less", held>>20, got, prev)
+		} else {
+			prev = got
+		}
+		if held <= overheadShrinkFrom && scaledMemoryOverhead(held) != autoMemoryOverhead(held) {
+			t.Fatalf("held %d MiB: small quotas' overhead changed", held>>20)
+		}
+	}
+}
+
+// TestLiveFloor: the least automatic limit is the live heap and an eighth,
+// in 16 MiB steps.
+func TestLiveFloor(t *testing.T) {
+	for _, c := range []struct{ liveMB, wantMB uint64 }{
+		{0, 0},
+		{1, 16},
+		{128, 144},
+		{1600, 1808},
+	} {
+		if got := liveFloor(c.liveMB << 20); got != int64(c.wantMB<<20) {
+			t.Errorf("live %d MiB: floor %d MiB, want %d", c.liveMB, got>>20, c.wantMB)
+		}
+	}
+}
+
+// TestMemLimitFollowsLiveHeap: with the automatic overhead the limit rises
+// above the quotas' when the live heap would pass it (a view build over a
+// large bucket), and comes back down when the live heap does; a stated
+// overhead is left alone.
+func TestMemLimitFollowsLiveHeap(t *testing.T) {
+	ctx := context.Background()
+	for _, auto := range []bool{true, false} {
+		eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		if _, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "a", RAMQuotaMB: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		var limit int64
+		live := uint64(100 << 20)
+		ml := newMemLimit(512, auto, func(n int64) int64 { old := limit; limit = n; return old }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ml.storageInHeap = false
+		ml.readLive = func() uint64 { return live }
+		if err := eng.Attach(ctx, ml); err != nil {
+			t.Fatal(err)
+		}
+		base := int64(1024+512) << 20
+		if auto {
+			base += 128 << 20
+		}
+		if limit != base {
+			t.Errorf("auto %v, live 100 MiB: limit %d MiB, want %d", auto, limit>>20, base>>20)
+		}
+		live = 1600 << 20
+		ml.mu.Lock()
+		ml.applyLocked()
+		ml.mu.Unlock()
+		want := base
+		if auto {
+			want = 1808 << 20
+		}
+		if limit != want {
+			t.Errorf("auto %v, live 1,600 MiB: limit %d MiB, want %d", auto, limit>>20, want>>20)
+		}
+		live = 900 << 20
+		ml.mu.Lock()
+		ml.applyLocked()
+		ml.mu.Unlock()
+		if limit != base {
+			t.Errorf("auto %v, live back at 900 MiB: limit %d MiB, want %d", auto, limit>>20, base>>20)
+		}
 	}
 }

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"time"
+
+	"github.com/mayflydb/mayfly/internal/memtune"
+)
+
+// Large quotas. autoMemoryOverhead's half of the quotas was measured at a
+// 256 MiB bucket; at 1 GiB it let the Go heap fill 640 MiB beyond the
+// quota and the view cache, and a 5,000,000-document load peaked at
+// 2,141-2,174 MiB of resident memory (1,080-1,225 MiB of heap in use, the
+// rest freed between collections and still resident) against the issue's
+// quota + index budget + 200 MB = 1,736 (BENCHMARKS.md, "Large quotas:
+// the memory limit, bloom filters"). What a large bucket holds beside its
+// quota does not grow with the quota the way a small one's slack does, so
+// from overheadShrinkFrom the automatic overhead shrinks, at half a byte a
+// byte of quota, to autoOverheadBase at overheadShrinkTo and above: the
+// limit still grows with the quota (by half a byte a byte there), and the
+// overhead is continuous where it starts to shrink.
+const (
+	overheadShrinkFrom = 512 << 20
+	overheadShrinkTo   = 1 << 30
+)
+
+// scaledMemoryOverhead returns the overhead --memory-overhead-mb auto adds
+// to buckets that hold held bytes: autoMemoryOverhead's up to
+// overheadShrinkFrom, then less, down to autoOverheadBase.
+func scaledMemoryOverhead(held int64) int64 {
+	auto := autoMemoryOverhead(held)
+	if held <= overheadShrinkFrom {
+		return auto
+	}
+	return max(autoOverheadBase, min(auto, autoOverheadBase+(overheadShrinkTo-held)/2))
+}
+
+// A limit near the live heap makes the collector run back to back: a view
+// build over a 5,000,000-document bucket keeps ~1.6 GB live (the engine's
+// ~1.1 GB for a 1 GiB quota, the index's cache and dirty leaves), above a
+// limit of quota + view cache + 128 MiB. So the automatic limit is never
+// below the live heap (as the last collection found it) plus a
+// liveFloorShare of it: the garbage a collection cycle may leave stays an
+// eighth of the live heap at most, whatever the quota. The floor follows
+// the live heap every liveFloorInterval, and moves in steps of
+// liveFloorStep so that a heap that breathes does not reset the limit at
+// every look.
+const (
+	liveFloorShare    = 8
+	liveFloorStep     = 16 << 20
+	liveFloorInterval = time.Second
+)
+
+// liveFloor returns the least limit for a live heap of live bytes: live
+// plus a liveFloorShare, rounded up to a liveFloorStep.
+func liveFloor(live uint64) int64 {
+	f := int64(live + live/liveFloorShare)
+	return (f + liveFloorStep - 1) / liveFloorStep * liveFloorStep
+}
+
+// readLiveHeap returns the live heap the last collection found.
+func readLiveHeap() uint64 { return memtune.ReadHeap().Live }

@@ -211,8 +211,8 @@ func Open(ctx context.Context, cfg Config) (*Index, error) {
 		if cfg.Cache != nil {
 			ix.leafRows = cmp.Or(cfg.leafRows, pagedLeafItems)
 			// The pages read through the map stay within about the
-			// cache's budget (see mapRelease).
-			ix.mm.limit = max(cfg.Cache.budget, minMapRelease)
+			// cache's budget, and at most maxMapRead (see mapRelease).
+			ix.mm.limit = max(min(cfg.Cache.budget, maxMapRead), minMapRelease)
 			ix.ps = &pager{db: db, cache: cfg.Cache, owner: cfg.Cache.newOwner(), readers: make(map[uint64]int), mm: ix.mm}
 		}
 		err = prepareStore(db, &cfg)

@@ -47,6 +47,14 @@ const mapPage = 4 << 10
 // release would cost more faults than the memory it frees is worth.
 const minMapRelease = 4 << 20
 
+// maxMapRead is the most read between two releases however large the page
+// cache: the reads counted are the pages a lookup lands on, and bbolt's
+// own (branch pages, a commit's) go uncounted, so the map held more than
+// the count. A 5,000,000-document build with a 256 MiB cache, releasing
+// after 256 MiB counted, held 410-450 MiB of the file for seconds at a
+// time (BENCHMARKS.md, "Large quotas: the memory limit, bloom filters").
+const maxMapRead = 64 << 20
+
 func newMapRelease(db *bolt.DB, limit int64) *mapRelease {
 	return &mapRelease{db: db, limit: max(limit, minMapRelease)}
 }

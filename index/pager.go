@@ -539,9 +539,29 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 	}
 	c.page, c.ps = ps.next, ps
 	ps.next++
-	*written = append(*written, writtenNode{c, page})
+	kept := page // for the cache (see published)
+	if !n.leaf() || int64(len(page)) > pw.retain {
+		kept = nil
+	} else {
+		pw.retain -= int64(len(page))
+	}
+	*written = append(*written, writtenNode{c, kept})
 	return c, pw.put(c.page, page)
 }
+
+// writtenRetainShare is the share of the page cache's budget a write-back
+// keeps of the leaf pages it wrote, to put in the cache once it is
+// published (see published); the others are read from the file when a
+// query or the next write-back needs them. Every page was kept once: a
+// 5,000,000-document build with a 256 MiB cache held 160-205 MiB of
+// written pages at each write-back's end, beside the cache and the dirty
+// leaves (BENCHMARKS.md, "Large quotas: the memory limit, bloom filters"),
+// for a cache that could keep only its budget of them.
+const writtenRetainShare = 4
+
+// writtenRetain returns the bytes of written leaf pages a write-back keeps
+// for a cache of budget bytes.
+func writtenRetain(budget int64) int64 { return budget / writtenRetainShare }
 
 // writeBackTxBytes is the most page bytes a write-back puts in one bbolt
 // transaction (see writeBack): bbolt holds a transaction's changed nodes
@@ -558,11 +578,12 @@ const writeBackTxBytes = 16 << 20
 // and the next one begins. The last one is the write-back's final
 // transaction.
 type pageWriter struct {
-	ps    *pager
-	tx    *bolt.Tx
-	pages *bolt.Bucket
-	bytes int64 // page bytes put in tx, and what its back-index puts count
-	backs int   // back-index entries changed in tx
+	ps     *pager
+	tx     *bolt.Tx
+	pages  *bolt.Bucket
+	bytes  int64 // page bytes put in tx, and what its back-index puts count
+	backs  int   // back-index entries changed in tx
+	retain int64 // bytes of written leaf pages still kept for the cache (writtenRetain)
 }
 
 // begin starts pw's next transaction.
@@ -797,11 +818,16 @@ type writtenNode struct {
 }
 
 // published finishes the nodes written by a committed write-back: each leaf's
-// rows go to the cache, decoded from a copy of its page (so that they keep
-// neither the Apply's rows nor its arena alive), and leave the node.
+// rows leave the node, and those of the leaves whose pages were kept
+// (writtenRetain) go to the cache, decoded from a copy of the page (so that
+// they keep neither the Apply's rows nor its arena alive).
 func (ps *pager) published(written []writtenNode) {
 	for _, w := range written {
 		if !w.n.leaf() {
+			continue
+		}
+		if w.page == nil {
+			w.n.items = nil
 			continue
 		}
 		page := bytes.Clone(w.page)
@@ -1101,7 +1127,7 @@ func (ix *Index) writeBack(gen uint64) error {
 	var written []writtenNode
 	var left, pending []freedPages
 	var replaced []uint64 // the pages of the delta leaves written
-	pw := &pageWriter{ps: ps}
+	pw := &pageWriter{ps: ps, retain: writtenRetain(ps.cache.budget)}
 	defer pw.rollback() // a failure's, or a panic's (see recoverPage)
 	err := func() error {
 		if err := pw.deleteEarly(safe); err != nil {

@@ -1067,3 +1067,31 @@ func TestPagedWriteBackBackIndexCrash(t *testing.T) {
 	checkIndex(t, ix)
 	reopen(crash2, "crash in the attempt after a failed one")
 }
+
+// TestPagedWriteBackKeepsQuarter: a write-back puts in the cache at most a
+// quarter of its budget of the leaves it wrote (it no longer holds every
+// page it wrote to its end for that); the other leaves are read from the
+// file, and the index answers as before.
+func TestPagedWriteBackKeepsQuarter(t *testing.T) {
+	const budget = 1 << 20
+	cache := index.NewPageCache(budget).SetDirtyBudget(4 << 20) // a write-back of more than the cache holds
+	ix := openIndex(t, index.Config{Path: filepath.Join(t.TempDir(), "ix"), Signature: "s", NumPartitions: 1,
+		Views: []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}, Cache: cache})
+	index.SetCheckpointDocs(ix, 1<<30) // only the dirty budget writes back
+	seq := uint64(0)
+	for written := false; !written; {
+		var ups []index.DocUpdate
+		for range 200 {
+			seq++
+			ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%06d", seq), Seq: seq,
+				Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(int(seq)), "1")}})
+		}
+		apply(t, ix, ups...)
+		written = !index.PagedDirty(ix) && seq > 200
+	}
+	// The cache counts a leaf's decoded rows, less than twice its page.
+	if used := cache.Stats().Used; used > budget/2 {
+		t.Errorf("after a write-back of %d documents the cache holds %d bytes of a %d budget, want at most half (a quarter of pages)", seq, used, budget)
+	}
+	checkIndex(t, ix)
+}

@@ -60,13 +60,14 @@ type memLimit struct {
 	auto          bool                    // add autoMemoryOverhead of what the buckets hold
 	storageInHeap bool                    // the stores' own memory is in the Go heap: count it
 	set           func(limit int64) int64 // debug.SetMemoryLimit
-	readLive      func() uint64           // the live heap (readLiveHeap), for the auto limit's floor; nil: none
+	readLive      func() uint64           // the live heap (readLiveHeap), for the auto limit's floor
 	log           *slog.Logger
 
 	mu      sync.Mutex
 	buckets map[string]*limitedBucket
 	limit   int64 // last set
-	stopped bool  // restore ran: the limit is no longer this memLimit's
+	lives   liveWindow
+	stopped bool // restore ran: the limit is no longer this memLimit's
 }
 
 // limitedBucket is what memLimit keeps of one bucket.
@@ -127,6 +128,11 @@ func (m *memLimit) refresh(ctx context.Context, interval time.Duration) {
 			if !m.auto {
 				continue
 			}
+			m.mu.Lock()
+			m.lives.note(m.readLive())
+			m.applyLocked()
+			m.mu.Unlock()
+			continue
 		}
 		m.mu.Lock()
 		m.applyLocked()
@@ -148,9 +154,7 @@ func (m *memLimit) totalLocked() int64 {
 	total := held + storage + m.overhead
 	if m.auto {
 		total += scaledMemoryOverhead(held)
-		if m.readLive != nil {
-			total = max(total, liveFloor(m.readLive()))
-		}
+		total = max(total, liveFloor(m.lives.least()))
 	}
 	return total
 }

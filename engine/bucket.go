@@ -16,6 +16,11 @@ type collectionInfo struct {
 	DefaultTTL  int64        `json:"defaultTTL,omitempty"`
 	IdleTTL     int64        `json:"idleTTL,omitempty"`
 	MaxLifetime int64        `json:"maxLifetime,omitempty"`
+	// TTLRev counts the collection's settings changes made through a
+	// manifest (Manifest.UpdateCollection), so that a node applying one
+	// re-evaluates the collection's documents even when the settings are
+	// the ones it had (a re-run after a pass cut short).
+	TTLRev uint64 `json:"ttlRev,omitempty"`
 }
 
 // settings returns the collection's TTL settings.
@@ -473,8 +478,10 @@ func (b *Bucket) close() error {
 // close, its warm-up stops, and its store flushes what was acknowledged
 // and closes cleanly.
 func (b *Bucket) shutdown() error {
-	// Expirations that reads proposed (replexpiry.go) are cancelled.
+	// Expirations that reads proposed (replexpiry.go) are cancelled, and
+	// so are the re-evaluations applied manifests started (replttl.go).
 	b.repl.access.close()
+	b.repl.ttl.close()
 	b.changed() // wake feed waiters so they see the close
 	b.stopWarmup()
 	return b.store.closeClean()

@@ -131,7 +131,11 @@ func (m *Manifest) DropCollection(scope, name string) (CollectionID, error) {
 // changes nothing. The caller orders the manifests (a cluster node applies
 // the one its cluster's state holds): an older one applied after a newer
 // one takes the bucket back to it. A memcached bucket has no collections
-// (ErrInvalidSetting).
+// (ErrInvalidSetting). A collection whose TTL settings m changes (or whose
+// TTLRev it counts on: Manifest.UpdateCollection) has its documents
+// re-evaluated in the background, as UpdateCollection does, each partition
+// by its leader on a replicated bucket (replttl.go; WaitReevaluation
+// waits for it).
 func (b *Bucket) ApplyManifest(ctx context.Context, m Manifest) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -163,9 +167,16 @@ func (b *Bucket) ApplyManifest(ctx context.Context, m Manifest) error {
 			delete(gone, ci.ID)
 		}
 	}
+	changed := ttlChanged(ce.Scopes, m.Scopes)
 	ce.Scopes, ce.NextCID, ce.Manifest = m.Scopes, m.NextCID, m.UID
 	if err := b.storeCatalog(ce); err != nil {
 		return err
+	}
+	for _, cid := range changed {
+		b.repl.ttl.start(b, cid, m.UID)
+	}
+	for cid := range gone {
+		b.repl.ttl.forget(cid)
 	}
 	if len(gone) == 0 {
 		return nil

@@ -119,6 +119,8 @@ type replState struct {
 	applies atomic.Bool
 	// access holds the expirations reads proposed (replexpiry.go).
 	access accessExpiries
+	// ttl holds the re-evaluations applied manifests started (replttl.go).
+	ttl ttlPasses
 }
 
 // SetReplicator makes the bucket's document writes go through r (nil: back
@@ -127,8 +129,9 @@ type replState struct {
 // a log index. While it is set, expirations are replicated writes too,
 // decided by the partition's leader (its expiry pager, or a read that
 // found the document expired; replexpiry.go), and so are sliding
-// extensions (replslide.go); the bucket makes no other write of its own:
-// Flush and a defaultTTL re-evaluation are refused.
+// extensions (replslide.go), and so is a TTL re-evaluation, each
+// partition's by its leader (replttl.go); the bucket makes no other write
+// of its own: Flush is refused.
 func (b *Bucket) SetReplicator(r Replicator) {
 	if r == nil {
 		b.repl.r.Store(nil)

@@ -190,7 +190,11 @@ func rederive(now int64, d *Document, cs CollectionSettings, maxTTL int64) int64
 // it re-wrote. Writes during the pass already see the new settings. A pass
 // cut short (ctx, a crash) leaves the rest of the documents as they were until
 // their next write; calling UpdateCollection again (even with unchanged
-// settings) runs the whole pass again.
+// settings) runs the whole pass again. On a replicated bucket the pass
+// covers the partitions this node leads, each re-written expiration a
+// replicated write (replttl.go); a cluster changes the settings through
+// its manifest instead (Manifest.UpdateCollection, ApplyManifest), so that
+// every node has them and re-evaluates what it leads.
 func (b *Bucket) UpdateCollection(ctx context.Context, scope, name string, fn func(*CollectionSettings) error) (CollectionInfo, int, error) {
 	if err := ctx.Err(); err != nil {
 		return CollectionInfo{}, 0, err
@@ -218,17 +222,10 @@ func (b *Bucket) updateCollectionInfo(scope, name string, fn func(*CollectionSet
 	if !ok {
 		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
 	}
-	cs := ci.settings()
-	if err := fn(&cs); err != nil {
+	ci, err = ci.edit(fn)
+	if err != nil {
 		return CollectionInfo{}, err
 	}
-	if cs.MaxTTL != ci.MaxTTL {
-		return CollectionInfo{}, fmt.Errorf("%w: maxTTL cannot change", ErrInvalidSetting)
-	}
-	if err := cs.Validate(); err != nil {
-		return CollectionInfo{}, err
-	}
-	ci.DefaultTTL, ci.IdleTTL, ci.MaxLifetime = cs.DefaultTTL, cs.IdleTTL, cs.MaxLifetime
 	colls[name] = ci
 	if err := b.commitCatalog(ce); err != nil {
 		return CollectionInfo{}, err
@@ -236,11 +233,53 @@ func (b *Bucket) updateCollectionInfo(scope, name string, fn func(*CollectionSet
 	return ci.info(name), nil
 }
 
+// edit returns ci with the settings fn makes of a copy of its own, checked.
+func (ci collectionInfo) edit(fn func(*CollectionSettings) error) (collectionInfo, error) {
+	cs := ci.settings()
+	if err := fn(&cs); err != nil {
+		return collectionInfo{}, err
+	}
+	if cs.MaxTTL != ci.MaxTTL {
+		return collectionInfo{}, fmt.Errorf("%w: maxTTL cannot change", ErrInvalidSetting)
+	}
+	if err := cs.Validate(); err != nil {
+		return collectionInfo{}, err
+	}
+	ci.DefaultTTL, ci.IdleTTL, ci.MaxLifetime = cs.DefaultTTL, cs.IdleTTL, cs.MaxLifetime
+	return ci, nil
+}
+
+// UpdateCollection changes a collection's TTL settings in the manifest, as
+// Bucket.UpdateCollection checks them (fn edits a copy; MaxTTL cannot
+// change), and counts one more of the collection's TTLRev and one more UID
+// even when the settings stay: every bucket that applies the manifest
+// (ApplyManifest) re-evaluates the collection's documents again.
+func (m *Manifest) UpdateCollection(scope, name string, fn func(*CollectionSettings) error) (CollectionInfo, error) {
+	colls, ok := m.Scopes[scope]
+	if !ok {
+		return CollectionInfo{}, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
+	}
+	ci, ok := colls[name]
+	if !ok {
+		return CollectionInfo{}, fmt.Errorf("%w: %s.%s", ErrCollectionNotFound, scope, name)
+	}
+	ci, err := ci.edit(fn)
+	if err != nil {
+		return CollectionInfo{}, err
+	}
+	ci.TTLRev++
+	colls[name] = ci
+	m.UID++
+	return ci.info(name), nil
+}
+
 // reevaluate re-writes the expiration of every live, unpinned document of a
 // collection whose settings now derive a different one, as a touch.
+// On a replicated bucket it re-evaluates the partitions this node leads,
+// as replicated writes (replttl.go).
 func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) {
-	if b.localWritesOff() {
-		return 0, errLocalWritesOff("a defaultTTL re-evaluation")
+	if r := b.replicator(); r != nil {
+		return b.reevaluateReplicated(ctx, r, cid)
 	}
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err

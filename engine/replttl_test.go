@@ -1,0 +1,262 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// ttlReplicas opens three replicas (the first leads every partition, the
+// others none) with collection s.c from one manifest, as a cluster's nodes
+// apply it, and returns them, the replicator, the clocks, the manifest and
+// each replica's s.c.
+func ttlReplicas(t *testing.T) ([]*engine.Bucket, *logReplicator, []*engine.FakeClock, engine.Manifest, []*engine.Collection) {
+	t.Helper()
+	ctx := context.Background()
+	bs, r, clks := replicaClocks(t, 3)
+	followers(bs)
+	m := bs[0].Manifest()
+	if err := m.CreateScope("s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateCollection("s", "c", engine.CollectionSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	cols := make([]*engine.Collection, len(bs))
+	for i, b := range bs {
+		if err := b.ApplyManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.Collection("s", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols[i] = c
+	}
+	return bs, r, clks, m, cols
+}
+
+// setDefaultTTL changes s.c's defaultTTL in m (a new TTLRev and UID, as a
+// cluster's PATCH does), applies m to the replicas in order, waiting for
+// each one's re-evaluation, and returns how many each re-wrote.
+func setDefaultTTL(t *testing.T, m *engine.Manifest, ttl int64, bs ...*engine.Bucket) []int {
+	t.Helper()
+	ctx := context.Background()
+	ci, err := m.UpdateCollection("s", "c", func(cs *engine.CollectionSettings) error {
+		cs.DefaultTTL = ttl
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []int
+	for _, b := range bs {
+		if err := b.ApplyManifest(ctx, *m); err != nil {
+			t.Fatal(err)
+		}
+		n, err := b.WaitReevaluation(ctx, ci.ID, m.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// logLen is how many entries partition part's log holds.
+func logLen(r *logReplicator, part int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.log[part])
+}
+
+// sameInCollection checks that every replica reads key of its collection
+// as the first one does (sequence number, CAS, revision, expiration, value)
+// and returns the first one's version.
+func sameInCollection(t *testing.T, cols []*engine.Collection, key string) *engine.Document {
+	t.Helper()
+	ctx := context.Background()
+	want, err := cols[0].Get(ctx, key)
+	if err != nil {
+		t.Fatalf("%q on the leader: %v", key, err)
+	}
+	for i, c := range cols[1:] {
+		got, err := c.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("%q on replica %d: %v", key, i+1, err)
+		}
+		if got.Seq != want.Seq || got.CAS != want.CAS || got.RevSeq != want.RevSeq || got.Expiration != want.Expiration ||
+			got.TS != want.TS || string(got.Value) != string(want.Value) {
+			t.Fatalf("%q: replica %d has %+v, the leader %+v", key, i+1, got, want)
+		}
+	}
+	return want
+}
+
+// A defaultTTL set on a replicated bucket's collection, applied by every
+// replica from one manifest, re-derives the documents' expirations as
+// replicated writes of the partitions' leader: every replica ends with the
+// same sequence number, CAS and expiration; each re-written document took a
+// new CAS and revision as a touch does on one node, and kept its meta.ts;
+// a pinned expiration and a "ttl":-1 document are left; followers propose
+// nothing.
+func TestReplicatedReevaluationSameOnEveryReplica(t *testing.T) {
+	ctx := context.Background()
+	bs, r, clks, m, cols := ttlReplicas(t)
+	written := map[string]*engine.Document{}
+	for key, val := range map[string]string{"a": `{"v":1}`, "b": `{"v":2,"ttl":50}`, "never": `{"ttl":-1}`} {
+		d, err := cols[0].Upsert(ctx, key, []byte(val), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written[key] = d
+	}
+	pinned, err := cols[0].Upsert(ctx, "pinned", []byte(`{"v":3}`), &engine.WriteOptions{Expiry: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written["pinned"] = pinned
+	logged := map[int]int{}
+	for _, d := range written {
+		logged[int(d.Partition)] = logLen(r, int(d.Partition))
+	}
+	advanceAll(clks, 10)
+
+	// The followers apply first: they lead nothing, so they propose nothing.
+	if ns := setDefaultTTL(t, &m, 100, bs[1:]...); ns[0] != 0 || ns[1] != 0 {
+		t.Fatalf("followers re-wrote %v", ns)
+	}
+	for part, n := range logged {
+		if got := logLen(r, part); got != n {
+			t.Fatalf("partition %d's log grew from %d to %d entries on the followers' re-evaluation", part, n, got)
+		}
+	}
+	if ns := setDefaultTTL(t, &m, 100, bs[0]); ns[0] != 2 {
+		t.Fatalf("the leader re-wrote %d documents, want 2 (a and b)", ns[0])
+	}
+	for key, ttl := range map[string]int64{"a": 100, "b": 50} {
+		w := written[key]
+		d := sameInCollection(t, cols, key)
+		if d.Expiration != w.TS+ttl {
+			t.Fatalf("%q: expiration %d, want its write's meta.ts %d + %d", key, d.Expiration, w.TS, ttl)
+		}
+		if d.TS != w.TS || d.CAS <= w.CAS || d.RevSeq != w.RevSeq+1 || d.Seq <= w.Seq || string(d.Value) != string(w.Value) {
+			t.Fatalf("%q: re-evaluated %+v from %+v, want a touch: same value and meta.ts, a new CAS, revision and sequence number", key, d, w)
+		}
+	}
+	for _, key := range []string{"never", "pinned"} {
+		w := written[key]
+		if d := sameInCollection(t, cols, key); d.Seq != w.Seq || d.CAS != w.CAS || d.Expiration != w.Expiration {
+			t.Fatalf("%q: %+v, want it left as written %+v", key, d, w)
+		}
+	}
+
+	// Removing defaultTTL lifts the TTL rule's expirations, alike everywhere.
+	setDefaultTTL(t, &m, 0, bs...)
+	for _, key := range []string{"a", "b"} {
+		if d := sameInCollection(t, cols, key); d.Expiration != 0 {
+			t.Fatalf("%q: expiration %d after defaultTTL was removed", key, d.Expiration)
+		}
+	}
+}
+
+// A write of a key between the re-evaluation's decision and its apply
+// wins on every replica: the touch is refused, and the key, decided again,
+// has the expiration its write derived under the new settings.
+func TestReplicatedReevaluationLosesToAWrite(t *testing.T) {
+	ctx := context.Background()
+	bs, r, clks, m, cols := ttlReplicas(t)
+	if _, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	advanceAll(clks, 10)
+	var raced *engine.Document
+	r.mu.Lock()
+	r.beforeApply = func() {
+		var err error
+		if raced, err = cols[0].Upsert(ctx, "k", []byte(`{"v":2}`), nil); err != nil {
+			t.Error(err)
+		}
+	}
+	r.mu.Unlock()
+	setDefaultTTL(t, &m, 100, bs[1:]...)
+	if ns := setDefaultTTL(t, &m, 100, bs[0]); ns[0] != 0 {
+		t.Fatalf("the leader counts %d re-written documents; the write came first", ns[0])
+	}
+	if raced == nil {
+		t.Fatal("the racing write did not run")
+	}
+	d := sameInCollection(t, cols, "k")
+	if d.Seq != raced.Seq || d.CAS != raced.CAS || string(d.Value) != `{"v":2}` {
+		t.Fatalf("k is %+v, want the racing write %+v", d, raced)
+	}
+	if want := raced.TS + 100; d.Expiration != want {
+		t.Fatalf("k expires at %d, want %d (the racing write under the new defaultTTL)", d.Expiration, want)
+	}
+}
+
+// A leader that did not lead when it applied the settings (leadership
+// moved, or it was down) leaves the documents' expirations as they were;
+// applying the same settings again (a new TTLRev) re-runs the pass on
+// every node and re-derives them, and a third run proposes nothing.
+func TestReplicatedReevaluationRerun(t *testing.T) {
+	ctx := context.Background()
+	bs, r, clks, m, cols := ttlReplicas(t)
+	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advanceAll(clks, 10)
+	r.mu.Lock()
+	r.refuse = true
+	r.mu.Unlock()
+	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 0 {
+		t.Fatalf("a node leading nothing re-wrote %d documents", ns[0])
+	}
+	if d := sameInCollection(t, cols, "k"); d.Expiration != 0 {
+		t.Fatalf("k expires at %d with no leader to re-evaluate it", d.Expiration)
+	}
+	r.mu.Lock()
+	r.refuse = false
+	r.mu.Unlock()
+	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 1 {
+		t.Fatalf("the re-run re-wrote %d documents, want 1", ns[0])
+	}
+	if d := sameInCollection(t, cols, "k"); d.Expiration != w.TS+100 {
+		t.Fatalf("k expires at %d after the re-run, want %d", d.Expiration, w.TS+100)
+	}
+	part := int(w.Partition)
+	n := logLen(r, part)
+	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 0 || logLen(r, part) != n {
+		t.Fatalf("a run over right expirations re-wrote %d and logged %d entries", ns[0], logLen(r, part)-n)
+	}
+}
+
+// Bucket.UpdateCollection on a replicated bucket's leader is no longer
+// refused: it re-evaluates the partitions the node leads as replicated
+// writes (a follower given the same settings writes nothing).
+func TestReplicatedUpdateCollection(t *testing.T) {
+	ctx := context.Background()
+	bs, _, clks, _, cols := ttlReplicas(t)
+	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advanceAll(clks, 10)
+	for i := len(bs) - 1; i >= 0; i-- {
+		_, n, err := bs[i].UpdateCollection(ctx, "s", "c", func(cs *engine.CollectionSettings) error {
+			cs.DefaultTTL = 60
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[i == 0]; n != want {
+			t.Fatalf("replica %d re-wrote %d, want %d", i, n, want)
+		}
+	}
+	if d := sameInCollection(t, cols, "k"); d.Expiration != w.TS+60 {
+		t.Fatalf("k expires at %d, want %d", d.Expiration, w.TS+60)
+	}
+}

@@ -503,9 +503,10 @@ const actionCollectionSettings = "collection.settings"
 // updateCollection handles PATCH (or POST) .../scopes/{scope}/collections/{collection}:
 // the form fields defaultTTL, idleTTL and maxLifetime that are present
 // change; the rest stay. maxTTL cannot change. Every call then re-evaluates
-// the collection's documents (engine.Bucket.UpdateCollection) before it
-// answers, even if the request goes away meanwhile; the answer says how many
-// it re-wrote.
+// the collection's documents (engine.Bucket.UpdateCollection; on a cluster,
+// every node the partitions it leads) before it answers, even if the
+// request goes away meanwhile; the answer says how many it re-wrote (on a
+// cluster, this node).
 func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) error {
 	b, scope, coll, err := s.collectionPath(r)
 	if err != nil {
@@ -532,7 +533,7 @@ func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	ci, n, err := b.UpdateCollection(context.WithoutCancel(r.Context()), scope, coll, func(cs *engine.CollectionSettings) error {
+	ci, n, err := s.colls.UpdateCollection(context.WithoutCancel(r.Context()), b, scope, coll, func(cs *engine.CollectionSettings) error {
 		_, err := ttlSettings(vals, cs)
 		return err
 	})

@@ -100,9 +100,10 @@ type Options struct {
 	// passes one that writes the definition to the cluster's state, from
 	// which every node applies it to its own Views.
 	DesignDocs DesignDocStore
-	// Collections creates and drops scopes and collections; nil means the
-	// buckets' own methods. A cluster node passes one that changes the
-	// manifest in the cluster's state, which every node applies.
+	// Collections creates, changes and drops scopes and collections; nil
+	// means the buckets' own methods. A cluster node passes one that
+	// changes the manifest in the cluster's state, which every node
+	// applies.
 	Collections CollectionStore
 	// ViewCoverage, on a cluster node, returns which node answers for
 	// which partitions of a bucket's views (nil, nil while the bucket has
@@ -115,13 +116,17 @@ type Options struct {
 	ShareClient *http.Client
 }
 
-// CollectionStore creates and drops a bucket's scopes and collections,
-// with the engine's errors.
+// CollectionStore creates, changes and drops a bucket's scopes and
+// collections, with the engine's errors.
 type CollectionStore interface {
 	CreateScope(ctx context.Context, b *engine.Bucket, name string) error
 	CreateCollection(ctx context.Context, b *engine.Bucket, scope, name string, cs engine.CollectionSettings) (engine.CollectionInfo, error)
 	DropScope(ctx context.Context, b *engine.Bucket, name string) error
 	DropCollection(ctx context.Context, b *engine.Bucket, scope, name string) error
+	// UpdateCollection changes a collection's TTL settings (fn edits a
+	// copy) and re-evaluates its documents, returning how many this node
+	// re-wrote (engine.Bucket.UpdateCollection).
+	UpdateCollection(ctx context.Context, b *engine.Bucket, scope, name string, fn func(*engine.CollectionSettings) error) (engine.CollectionInfo, int, error)
 }
 
 // localCollections is the CollectionStore of a single node: the bucket's
@@ -142,6 +147,10 @@ func (localCollections) DropScope(ctx context.Context, b *engine.Bucket, name st
 
 func (localCollections) DropCollection(ctx context.Context, b *engine.Bucket, scope, name string) error {
 	return b.DropCollection(ctx, scope, name)
+}
+
+func (localCollections) UpdateCollection(ctx context.Context, b *engine.Bucket, scope, name string, fn func(*engine.CollectionSettings) error) (engine.CollectionInfo, int, error) {
+	return b.UpdateCollection(ctx, scope, name, fn)
 }
 
 // DesignDocStore stores and deletes design documents (*views.Service is

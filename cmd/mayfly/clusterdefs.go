@@ -422,19 +422,47 @@ func (c *clusterDefs) DropCollection(ctx context.Context, b *engine.Bucket, scop
 // holds none yet) and applies it here. A memcached bucket has no
 // collections.
 func (c *clusterDefs) updateManifest(ctx context.Context, b *engine.Bucket, edit func(*engine.Manifest) error) error {
+	_, err := c.updateManifestUID(ctx, b, edit)
+	return err
+}
+
+// updateManifestUID is updateManifest, returning the UID of the manifest
+// written.
+func (c *clusterDefs) updateManifestUID(ctx context.Context, b *engine.Bucket, edit func(*engine.Manifest) error) (uint64, error) {
 	if b.Settings().Type == engine.Memcached {
-		return fmt.Errorf("%w: memcached buckets have no collections", engine.ErrInvalidSetting)
+		return 0, fmt.Errorf("%w: memcached buckets have no collections", engine.ErrInvalidSetting)
 	}
 	var editErr error
-	_, rev, err := cluster.UpdateManifest(ctx, c.cli, b.Name(), b.Manifest, func(m *engine.Manifest) error {
+	m, rev, err := cluster.UpdateManifest(ctx, c.cli, b.Name(), b.Manifest, func(m *engine.Manifest) error {
 		editErr = edit(m)
 		return editErr
 	})
 	if editErr != nil {
-		return editErr // refused: nothing written
+		return 0, editErr // refused: nothing written
 	}
 	if err != nil {
-		return etcdErr(err)
+		return 0, etcdErr(err)
 	}
-	return c.applyWrite(ctx, c.mans, b.Name(), cluster.ManifestName, rev)
+	return m.UID, c.applyWrite(ctx, c.mans, b.Name(), cluster.ManifestName, rev)
+}
+
+// UpdateCollection changes a collection's TTL settings in b's manifest in
+// the cluster's state (checked as one node checks them; a new TTLRev even
+// when they stay), so that every node has them: each node applying the
+// manifest re-evaluates the collection's documents in the partitions it
+// leads, as replicated writes (engine/replttl.go). It answers once this
+// node applied the settings and finished its own pass, with how many
+// documents this node re-wrote.
+func (c *clusterDefs) UpdateCollection(ctx context.Context, b *engine.Bucket, scope, name string, fn func(*engine.CollectionSettings) error) (engine.CollectionInfo, int, error) {
+	var ci engine.CollectionInfo
+	uid, err := c.updateManifestUID(ctx, b, func(m *engine.Manifest) error {
+		var err error
+		ci, err = m.UpdateCollection(scope, name, fn)
+		return err
+	})
+	if err != nil {
+		return engine.CollectionInfo{}, 0, err
+	}
+	n, err := b.WaitReevaluation(ctx, ci.ID, uid)
+	return ci, n, err
 }

@@ -167,18 +167,10 @@ func searchUUID(n *procNode, name string) (int, string, error) {
 	return code, d.IndexDef.UUID, nil
 }
 
-// TestClusterDefinitionsAgreeOnEveryNode: a design document PUT on one node
-// of three is answered by every node with the same body and _rev, and its
-// view gives the same rows everywhere; a search index's uuid is the same
-// everywhere; a design document refused by the node asked is written
-// nowhere; a scope and a collection made on two nodes are listed by every
-// node with the same IDs; a DELETE on another node removes it everywhere; and a node
-// stopped while a definition changed applies the change when it starts
-// again.
-func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
+// startDefsCluster starts three cluster nodes on loopback
+// and stops them when the test ends, logging their output if it failed.
+func startDefsCluster(t *testing.T) []*procNode {
+	t.Helper()
 	tick := "100ms"
 	if raceBuild {
 		tick = "500ms" // see TestReplicatedClusterSurvivesKill
@@ -196,13 +188,7 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick}
 		nodes[i] = n
 	}
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, n := range nodes {
 			n.stop()
 		}
@@ -211,7 +197,29 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 				t.Logf("%s's output:\n%s", n.name, n.out.String())
 			}
 		}
-	}()
+	})
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	return nodes
+}
+
+// TestClusterDefinitionsAgreeOnEveryNode: a design document PUT on one node
+// of three is answered by every node with the same body and _rev, and its
+// view gives the same rows everywhere; a search index's uuid is the same
+// everywhere; a design document refused by the node asked is written
+// nowhere; a scope and a collection made on two nodes are listed by every
+// node with the same IDs; a DELETE on another node removes it everywhere; and a node
+// stopped while a definition changed applies the change when it starts
+// again.
+func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three server processes")
+	}
+	nodes := startDefsCluster(t)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 
 	// A design document PUT on n1: every node answers it, same _rev.
@@ -334,4 +342,112 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// docMetaOn reads key's metadata from node n's copy.
+func docMetaOn(n *procNode, key string) (exp, ts int64, cas, seq uint64, err error) {
+	code, body, err := docReq(http.MethodGet, n.http, key+"?meta=true", "")
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	var env struct {
+		Meta struct {
+			Expiration int64  `json:"expiration"`
+			TS         int64  `json:"ts"`
+			CAS        uint64 `json:"cas"`
+			Seq        uint64 `json:"seq"`
+		} `json:"meta"`
+	}
+	if code != http.StatusOK {
+		return 0, 0, 0, 0, fmt.Errorf("%s: %s reads %d %s", n.name, key, code, body)
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	return env.Meta.Expiration, env.Meta.TS, env.Meta.CAS, env.Meta.Seq, nil
+}
+
+// TestClusterCollectionTTLSettings: a collection's defaultTTL set on one
+// node of three is every node's (each lists it), and every node's copy of
+// the collection's documents gets the expiration the setting derives,
+// with the same CAS and sequence number everywhere (each partition's
+// leader re-evaluated it, as replicated writes); removing it on another
+// node lifts those expirations everywhere.
+func TestClusterCollectionTTLSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three server processes")
+	}
+	nodes := startDefsCluster(t)
+	n1, n2 := nodes[0], nodes[1]
+	ttls := map[string]int64{}
+	for i := range 6 { // keys in partitions led by different nodes, likely
+		key := fmt.Sprintf("d%d", i)
+		writeAnywhere(t, nodes, http.MethodPut, key, `{"v":1}`)
+		ttls[key] = 3600
+	}
+	writeAnywhere(t, nodes, http.MethodPut, "own", `{"v":2,"ttl":500}`)
+	ttls["own"] = 500
+
+	const path = "/pools/default/buckets/default/scopes/_default/collections/_default"
+	code, body, err := formReq(n1, path, url.Values{"defaultTTL": {"3600"}})
+	if err != nil || code != http.StatusOK || !strings.Contains(body, `"defaultTTL":3600`) {
+		t.Fatalf("setting defaultTTL on n1: %d %s %v", code, body, err)
+	}
+	t.Logf("n1 answered %s", body)
+	settingsEverywhere := func(want string) {
+		t.Helper()
+		for _, n := range nodes {
+			eventuallyT(t, n.name+" lists _default's settings", func() error {
+				code, body, _, err := apiReq(n, http.MethodGet, "/pools/default/buckets/default/scopes", "")
+				if err != nil || code != http.StatusOK {
+					return fmt.Errorf("%d %s %v", code, body, err)
+				}
+				if !strings.Contains(body, want) {
+					return fmt.Errorf("%s, want %s", body, want)
+				}
+				return nil
+			})
+		}
+	}
+	settingsEverywhere(`"defaultTTL":3600`)
+	sameScopes(t, nodes, []string{"_default._default"}, nil)
+	expirations := func(rule func(key string, ts int64) int64) {
+		t.Helper()
+		for key := range ttls {
+			eventuallyT(t, key+" has the derived expiration on every node", func() error {
+				var cas0, seq0 uint64
+				for i, n := range nodes {
+					exp, ts, cas, seq, err := docMetaOn(n, key)
+					if err != nil {
+						return err
+					}
+					if want := rule(key, ts); exp != want {
+						return fmt.Errorf("%s: %s expires at %d, want %d (meta.ts %d)", n.name, key, exp, want, ts)
+					}
+					if i == 0 {
+						cas0, seq0 = cas, seq
+					} else if cas != cas0 || seq != seq0 {
+						return fmt.Errorf("%s: %s cas %d seq %d, n1's cas %d seq %d", n.name, key, cas, seq, cas0, seq0)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	expirations(func(key string, ts int64) int64 { return ts + ttls[key] })
+
+	// Removed on n2: the TTL rule's expirations are lifted everywhere.
+	if code, body, err := formReq(n2, path, url.Values{"defaultTTL": {"null"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("removing defaultTTL on n2: %d %s %v", code, body, err)
+	}
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" lists _default without defaultTTL", func() error {
+			_, body, _, err := apiReq(n, http.MethodGet, "/pools/default/buckets/default/scopes", "")
+			if err != nil || strings.Contains(body, `"defaultTTL"`) {
+				return fmt.Errorf("%s %v", body, err)
+			}
+			return nil
+		})
+	}
+	expirations(func(string, int64) int64 { return 0 })
 }

@@ -60,8 +60,9 @@ type Config struct {
 	// ReconcileInterval is how often the orchestrator checks the maps.
 	// The default value is 1 s.
 	ReconcileInterval time.Duration
-	// HTTP, KV and Version are published in the node's NodeInfo.
-	HTTP, KV, Version string
+	// HTTP, KV, Memcached and Version are published in the node's
+	// NodeInfo.
+	HTTP, KV, Memcached, Version string
 	// Logger receives the node's and etcd's messages (etcd's at warn and
 	// above); nil discards them.
 	Logger *slog.Logger
@@ -259,7 +260,7 @@ func (n *Node) leaseSeconds() int { return int(math.Ceil(n.cfg.LeaseTTL.Seconds(
 // registering again (on a new lease) whenever the lease is lost, until ctx
 // ends. The first registration's outcome goes to first.
 func (n *Node) keepRegistered(ctx context.Context, first chan<- error) {
-	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, KV: n.cfg.KV, Version: n.cfg.Version,
+	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, KV: n.cfg.KV, Memcached: n.cfg.Memcached, Version: n.cfg.Version,
 		Started: time.Now().UTC()} // wall clock: shown to operators
 	if n.etcd != nil {
 		pu, cu := n.self.url(n.cfg.EtcdPeerOffset), n.self.url(n.cfg.EtcdClientOffset)

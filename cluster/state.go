@@ -39,6 +39,10 @@ type NodeInfo struct {
 	HTTP string `json:"http,omitempty"`
 	// KV is its binary KV port's address, when it serves one.
 	KV string `json:"kv,omitempty"`
+	// Memcached is its memcached text port's address, when it serves
+	// one: where another node forwards a memcached command for a
+	// partition this node leads.
+	Memcached string `json:"memcached,omitempty"`
 	// Version is the Mayfly version it runs.
 	Version string `json:"version,omitempty"`
 	// Started is when the node registered.

@@ -114,6 +114,12 @@ type Options struct {
 	// ShareClient sends the requests for other nodes' shares of a view
 	// query; nil is a client of its own.
 	ShareClient *http.Client
+	// Route, on a cluster node, says where a request for one document
+	// (bucket, key) is answered: a Route without Addr here, else it is
+	// forwarded to the leader of the key's partition (forward.go). An
+	// error (wrapping engine.ErrNotMyVBucket while the partition has no
+	// leader) answers the request. nil answers every request here.
+	Route func(ctx context.Context, bucket, key string) (Route, error)
 }
 
 // CollectionStore creates, changes and drops a bucket's scopes and
@@ -182,6 +188,8 @@ type server struct {
 	coverage func(context.Context, string) (*ViewCoverage, error) // nil: a single node
 	shares   *http.Client
 	streams  chan struct{} // one per open configuration stream
+	route    func(ctx context.Context, bucket, key string) (Route, error)
+	fwd      *http.Transport // forwarded requests' (nil without route)
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -212,6 +220,9 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if s.shares == nil {
 		s.shares = &http.Client{}
 	}
+	if o.Route != nil {
+		s.route, s.fwd = o.Route, newForwardTransport()
+	}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F
 	r.SkipClean(true)  // no redirects: dot segments are refused by guard
@@ -230,11 +241,13 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	// each a regular expression, and single-document reads and writes are
 	// the hot path. No route before them matches a path whose second
 	// segment is "docs", so the order changes no answer.
-	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.touchDoc)).Methods(http.MethodPost)
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.putDoc)).Methods(http.MethodPut)
+	// On a cluster node each is answered by its partition's leader
+	// (routed: forward.go).
+	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.routed(s.touchDoc))).Methods(http.MethodPost)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.routed(s.putDoc))).Methods(http.MethodPut)
 	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.getDoc)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.deleteDoc)).Methods(http.MethodDelete)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.routed(s.getDoc))).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.routed(s.deleteDoc))).Methods(http.MethodDelete)
 	r.Handle("/pools", s.need(cluster(auth.PoolsRead), noForm, s.getPools)).Methods(http.MethodGet)
 	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)
 	r.Handle("/pools/default/nodeServices", s.need(cluster(auth.PoolsRead), noForm, s.getNodeServices)).Methods(http.MethodGet)

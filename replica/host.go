@@ -346,6 +346,14 @@ func (h *Host) forget(seq uint64) {
 	h.pendMu.Unlock()
 }
 
+// Holds reports whether this node runs group id (it is one of its
+// voters): Leader's false then means the group has no leader at the
+// moment, not that this node knows nothing of it.
+func (h *Host) Holds(id GroupID) bool {
+	_, err := h.group(id)
+	return err == nil
+}
+
 // Leader returns the name of group id's leader as this node last saw it,
 // and false when it knows none.
 func (h *Host) Leader(id GroupID) (string, bool) {

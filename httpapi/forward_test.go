@@ -1,0 +1,160 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+// forwardPair is a follower node whose Route sends keys starting with
+// "far" to a leader node (another server over another engine), and answers
+// the others itself.
+func forwardPair(t *testing.T) (follower, leader *fixture) {
+	t.Helper()
+	leader = newFixture(t)
+	addr := strings.TrimPrefix(leader.srv.URL, "http://")
+	route := func(_ context.Context, bucket, key string) (httpapi.Route, error) {
+		if bucket == "default" && strings.HasPrefix(key, "far") {
+			return httpapi.Route{Node: "lead", Addr: addr, From: "follow"}, nil
+		}
+		return httpapi.Route{}, nil
+	}
+	follower = newFixtureOpts(t, &httpapi.Options{Route: route}, nil)
+	return follower, leader
+}
+
+// TestForwardedDocumentRequests: a document request for a key whose
+// partition another node leads is answered by that node, its answer
+// (status, CAS and other headers, body) returned unchanged, and the
+// document lives on the leader alone; a key this node leads is answered
+// here. The client's credentials travel with the request (the leader
+// authenticates it).
+func TestForwardedDocumentRequests(t *testing.T) {
+	f, l := forwardPair(t)
+	ctx := context.Background()
+
+	code, _, body := f.do(http.MethodPut, "/default/docs/far1", "application/json", `{"v":1}`)
+	if code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("PUT through the follower: %d %s", code, body)
+	}
+	put := jsonOf(t, body)
+	d, err := l.mustBucket("default").DefaultCollection().Get(ctx, "far1")
+	if err != nil {
+		t.Fatalf("the leader lacks the document written through the follower: %v", err)
+	}
+	if fmt.Sprint(put["cas"]) != fmt.Sprint(float64(d.CAS)) {
+		t.Fatalf("the follower answered cas %v, the leader holds %d", put["cas"], d.CAS)
+	}
+	if _, err := f.mustBucket("default").DefaultCollection().Get(ctx, "far1"); err == nil {
+		t.Fatal("the follower wrote the document itself")
+	}
+
+	// A read through the follower is the leader's answer, byte for byte.
+	for _, path := range []string{"/default/docs/far1", "/default/docs/far1?meta=true"} {
+		fc, fh, fb := f.do(http.MethodGet, path, "", "")
+		lc, lh, lb := l.do(http.MethodGet, path, "", "")
+		if fc != http.StatusOK || fc != lc || fb != lb {
+			t.Fatalf("GET %s: follower %d %s, leader %d %s", path, fc, fb, lc, lb)
+		}
+		for _, h := range []string{"X-Mayfly-Cas", "X-Mayfly-Expiration", "X-Mayfly-Flags", "Content-Type"} {
+			if fh.Get(h) != lh.Get(h) || lh.Get(h) == "" && h == "X-Mayfly-Cas" {
+				t.Fatalf("GET %s: header %s follower %q, leader %q", path, h, fh.Get(h), lh.Get(h))
+			}
+		}
+	}
+
+	// A key with an escaped "/" reaches the leader as the same key.
+	if code, _, body := f.do(http.MethodPut, "/default/docs/far%2Fslash", "application/json", `{"v":2}`); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("PUT far/slash: %d %s", code, body)
+	}
+	if _, err := l.mustBucket("default").DefaultCollection().Get(ctx, "far/slash"); err != nil {
+		t.Fatalf("the leader lacks far/slash: %v", err)
+	}
+
+	// touch, then delete, through the follower; a CAS mismatch is the
+	// leader's.
+	if code, _, body := f.do(http.MethodPost, "/default/docs/far1/touch?expiry=100", "", ""); code != http.StatusOK {
+		t.Fatalf("touch: %d %s", code, body)
+	}
+	if d, _ := l.mustBucket("default").DefaultCollection().Get(ctx, "far1"); d == nil || d.Expiration != t0+100 {
+		t.Fatalf("the leader's document after a touch through the follower: %+v", d)
+	}
+	if code, _, body := f.do(http.MethodPut, "/default/docs/far1?cas=1", "application/json", `{"v":3}`); code != http.StatusConflict {
+		t.Fatalf("a stale CAS through the follower: %d %s", code, body)
+	}
+	if code, _, body := f.do(http.MethodDelete, "/default/docs/far1", "", ""); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	if _, err := l.mustBucket("default").DefaultCollection().Get(ctx, "far1"); err == nil {
+		t.Fatal("the leader still holds the document deleted through the follower")
+	}
+	if code, _, body := f.do(http.MethodGet, "/default/docs/far1", "", ""); code != http.StatusNotFound {
+		t.Fatalf("a read of the deleted document through the follower: %d %s", code, body)
+	}
+
+	// A key this node leads stays here.
+	if code, _, body := f.do(http.MethodPut, "/default/docs/near", "application/json", `{}`); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("PUT near: %d %s", code, body)
+	}
+	if _, err := f.mustBucket("default").DefaultCollection().Get(ctx, "near"); err != nil {
+		t.Fatalf("the follower lacks its own key: %v", err)
+	}
+	if _, err := l.mustBucket("default").DefaultCollection().Get(ctx, "near"); err == nil {
+		t.Fatal("a key the follower leads was forwarded")
+	}
+
+	// Wrong credentials are refused where they arrive.
+	if code, _, _ := f.doAs(adminUser, "wrong", http.MethodGet, "/default/docs/far1", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d", code)
+	}
+}
+
+// TestForwardedOnce: a request another node forwarded, arriving at a node
+// that does not lead the key's partition either, is answered 503 naming
+// the leader rather than forwarded again; a leader that cannot be reached
+// and a partition without a leader answer 503 too, and nothing is written.
+func TestForwardedOnce(t *testing.T) {
+	f, l := forwardPair(t)
+	code, _, body := f.doWith(http.MethodPut, "/default/docs/far2", "application/json", `{}`, func(r *http.Request) {
+		r.SetBasicAuth(adminUser, adminPass)
+		r.Header.Set(httpapi.ForwardedHeader, "n9")
+	})
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not my vbucket") || !strings.Contains(body, "node lead") {
+		t.Fatalf("a forwarded request at a node that does not lead: %d %s", code, body)
+	}
+	if _, err := l.mustBucket("default").DefaultCollection().Get(context.Background(), "far2"); err == nil {
+		t.Fatal("a request forwarded twice was written")
+	}
+
+	// A leader that is gone.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+	noLeader := fmt.Errorf("%w: partition 3 has no leader at the moment; retry shortly", engine.ErrNotMyVBucket)
+	g := newFixtureOpts(t, &httpapi.Options{Route: func(_ context.Context, _, key string) (httpapi.Route, error) {
+		if key == "electing" {
+			return httpapi.Route{}, noLeader
+		}
+		return httpapi.Route{Node: "dead", Addr: gone}, nil
+	}}, nil)
+	code, _, body = g.do(http.MethodPut, "/default/docs/k", "application/json", `{}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "temporary_failure") || !strings.Contains(body, "node dead") {
+		t.Fatalf("an unreachable leader: %d %s", code, body)
+	}
+	code, _, body = g.do(http.MethodGet, "/default/docs/electing", "", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no leader") {
+		t.Fatalf("a partition without a leader: %d %s", code, body)
+	}
+	if n := g.mustBucket("default").Stats().CurrItems; n != 0 {
+		t.Fatalf("%d items written on the node that could not forward", n)
+	}
+}

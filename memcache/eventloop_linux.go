@@ -796,7 +796,7 @@ func (c *econn) handOff(cmd *command, data []byte, size int) {
 	// A multi-get cut short by a full output (a delayed flush_all came due
 	// meanwhile) or by a read that needs the disk goes on from where it
 	// stopped.
-	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext}
+	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext, forwarded: c.forwarded}
 	c.getNext = 0
 	c.busy = true
 	c.refs.Add(1)

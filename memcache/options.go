@@ -52,6 +52,12 @@ type Options struct {
 	// refused with "SERVER_ERROR audit log unavailable" and nothing is
 	// flushed. The default value audits nothing.
 	Audit func(ctx context.Context, e AuditEvent) error
+	// Route, on a cluster node, says where a command for key is carried
+	// out: a Route without Addr here, else at the leader of the key's
+	// partition, whose memcached port it is forwarded to (forward.go). An
+	// error (the partition has no leader at the moment) is the command's
+	// SERVER_ERROR reply. nil carries every command out here.
+	Route func(ctx context.Context, key string) (Route, error)
 	// Durability is the durability level of every write a connection makes
 	// (the text protocol has no field for one): the bucket's
 	// durabilityMinLevel raises it, never lowers it. The default value,

@@ -30,6 +30,7 @@ const (
 	cmdVersion
 	cmdVerbosity
 	cmdQuit
+	cmdForwarded // mayfly_forwarded: the connection is another node's (forward.go)
 )
 
 // String returns the command's name.
@@ -73,6 +74,8 @@ func (k cmdKind) String() string {
 		return "verbosity"
 	case cmdQuit:
 		return "quit"
+	case cmdForwarded:
+		return forwardHello
 	}
 	return "invalid"
 }
@@ -268,6 +271,8 @@ func parseTokens(toks [][]byte, keys []string) command {
 		return command{kind: cmdVersion}
 	case "quit":
 		return command{kind: cmdQuit}
+	case forwardHello:
+		return command{kind: cmdForwarded}
 	case "verbosity":
 		if n != 3 && n != 4 {
 			return invalid(replyError)

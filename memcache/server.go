@@ -28,6 +28,7 @@ type Server struct {
 
 	stats     counters
 	verbosity atomic.Uint32
+	fwd       forwarder // connections to the leaders (Options.Route)
 
 	// writesWait says whether a write at the connection's level waits for
 	// the disk (the level persists, on a couchbase bucket); it follows the
@@ -287,6 +288,7 @@ func (s *Server) Close() error {
 	}
 	s.watchMu.Unlock()
 	s.cancel()
+	s.fwd.close()
 	if ev != nil {
 		ev.stop()
 	}

@@ -68,6 +68,10 @@ type session struct {
 	// answered already: its answer filled the driver's output (full), and
 	// the same command runs again from this key.
 	getNext int
+	// forwarded says the connection is another node's, forwarding its
+	// clients' commands (forward.go): they are carried out here, never
+	// forwarded again.
+	forwarded bool
 }
 
 // outcome is what running a command asks of its driver.
@@ -157,6 +161,9 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		return c.storage(ctx, cmd, data)
 	case cmdTouch, cmdDelete, cmdIncr, cmdDecr:
 		key, kind, exptime, delta := cmd.keys[0], cmd.kind, cmd.exptime, cmd.delta
+		if rt, reply, remote := c.routeOf(ctx, key); remote {
+			return c.forwardWrite(ctx, cmd, key, rt, reply, keyLine(kind, key, exptime, delta), 0)
+		}
 		write := func(ctx context.Context, resident bool) (string, error) {
 			switch kind {
 			case cmdTouch:
@@ -199,6 +206,9 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		r = replyOK
 	case cmdQuit:
 		return outcome{close: true}
+	case cmdForwarded:
+		c.forwarded = true
+		r = replyOK
 	}
 	if !cmd.noreply {
 		c.reply(r)
@@ -248,7 +258,14 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 	resident := !c.drv.mayBlock()
 	if data == nil { // too large (dataLen)
 		// As memcached: a failed set must not leave stale data behind.
-		if cmd.kind == cmdSet && s.deleteQuietly(ctx, key, resident) != nil {
+		if rt, reply, remote := c.routeOf(ctx, key); remote && cmd.kind == cmdSet {
+			if resident {
+				return outcome{block: true}
+			}
+			if reply == "" {
+				s.forwardReply(ctx, rt, keyLine(cmdDelete, key, 0, 0))
+			}
+		} else if cmd.kind == cmdSet && s.deleteQuietly(ctx, key, resident) != nil {
 			return outcome{block: true} // engine.ErrWouldBlock
 		}
 		s.stats.storeTooLarge.Add(1)
@@ -263,6 +280,10 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 			c.reply(replyBadDataChunk)
 		}
 		return outcome{}
+	}
+	if rt, reply, remote := c.routeOf(ctx, key); remote {
+		s.stats.cmdSet.Add(1)
+		return c.forwardWrite(ctx, cmd, key, rt, reply, storageLine(cmd, key, data[:cmd.vlen]), cmd.vlen)
 	}
 	if !c.drv.async(cmd.noreply) {
 		r, err := s.store(ctx, cmd, key, data[:cmd.vlen], resident)
@@ -282,6 +303,29 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 		r, _ := s.store(ctx, &sc, key, val, false)
 		return r
 	})
+	return outcome{}
+}
+
+// forwardWrite carries out a write (req, the command as the leader is
+// sent it) at rt's node, on the connection's pipeline when writes are in
+// flight there, else now where the driver may wait (else it asks to be
+// run where it may). reply, when set, answers the command instead: its
+// partition has no leader to go to.
+func (c *session) forwardWrite(ctx context.Context, cmd *command, key string, rt Route, reply string, req []byte, size int) outcome {
+	s := c.s
+	if reply == "" {
+		if c.drv.async(cmd.noreply) {
+			c.drv.submit(ctx, key, size, cmd.noreply, func(ctx context.Context) string { return s.forwardReply(ctx, rt, req) })
+			return outcome{}
+		}
+		if !c.drv.mayBlock() {
+			return outcome{block: true}
+		}
+		reply = s.forwardReply(ctx, rt, req)
+	}
+	if !cmd.noreply {
+		c.reply(reply)
+	}
 	return outcome{}
 }
 
@@ -310,6 +354,25 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
+		if rt, reply, remote := c.routeOf(ctx, key); remote {
+			if reply == "" && !c.drv.mayBlock() {
+				c.getNext = i // on from here where the round trip may wait
+				return outcome{block: true}
+			}
+			var d *engine.Document
+			if reply == "" {
+				d, reply = s.forwardGet(ctx, rt, key, touch, cmd.exptime)
+			}
+			if reply != "" {
+				c.getNext = 0
+				c.reply(reply)
+				return outcome{close: true}
+			}
+			if d != nil {
+				c.writeValue(w, key, d, withCAS)
+			}
+			continue
+		}
 		var (
 			d   *engine.Document
 			err error

@@ -1,0 +1,319 @@
+package memcache
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Forwarding (issue 22 step 3). On a cluster node (Options.Route set) a
+// command for a key whose partition another node leads is carried out by
+// that node: the command is sent, as a memcached command line (and data
+// block), over a pooled connection to the leader's memcached port, and its
+// reply is the client's. A multi-get asks each key's own leader in turn,
+// so the answers keep the keys' order; pipelined writes stay on the
+// connection's pipeline, in order. A forwarding connection opens with
+// "mayfly_forwarded": the node it reaches carries out its commands itself
+// and never forwards them again (a partition it no longer leads refuses
+// the write naming the leader, as before routing).
+
+// Route says where a command for a key is carried out.
+type Route struct {
+	// Node is the name of the node leading the key's partition.
+	Node string
+	// Addr is that node's memcached address (host:port); empty when this
+	// node carries the command out itself.
+	Addr string
+}
+
+// forwardHello opens a forwarding connection; the reply is "OK".
+const forwardHello = "mayfly_forwarded"
+
+// Bounds of forwarding.
+const (
+	fwdDialTimeout = 5 * time.Second
+	// fwdTimeout bounds a forwarded command's round trip when its context
+	// has no deadline: longer than a replicated write's own bound (30 s).
+	fwdTimeout = 45 * time.Second
+	// fwdIdle is how long a pooled connection may idle before it is
+	// dropped rather than reused (the leader closes idle ones itself).
+	fwdIdle     = 30 * time.Second
+	fwdMaxIdle  = 16 // pooled connections kept per leader
+	fwdMaxValue = engine.MaxValueLen + 1<<10
+)
+
+// errForward is a forwarding failure: the leader could not be reached or
+// broke off; a write's outcome is then unknown.
+var errForward = errors.New("memcache: forwarding to the partition's leader failed")
+
+// fwdConn is a connection to a leader's memcached port.
+type fwdConn struct {
+	c    net.Conn
+	r    *bufio.Reader
+	used time.Time
+}
+
+// forwarder pools connections to the leaders' memcached ports.
+type forwarder struct {
+	mu     sync.Mutex
+	idle   map[string][]*fwdConn
+	closed bool
+}
+
+// close closes the pooled connections; later ones are closed once used.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, cs := range f.idle {
+		for _, c := range cs {
+			c.c.Close()
+		}
+	}
+	f.idle = nil
+}
+
+// get returns a pooled connection to addr or dials one.
+func (f *forwarder) get(ctx context.Context, addr string) (*fwdConn, error) {
+	f.mu.Lock()
+	for cs := f.idle[addr]; len(cs) > 0; cs = f.idle[addr] {
+		c := cs[len(cs)-1]
+		f.idle[addr] = cs[:len(cs)-1]
+		if time.Since(c.used) < fwdIdle { // wall clock: network idleness
+			f.mu.Unlock()
+			return c, nil
+		}
+		c.c.Close()
+	}
+	f.mu.Unlock()
+	d := net.Dialer{Timeout: fwdDialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &fwdConn{c: nc, r: bufio.NewReader(nc)}
+	nc.SetDeadline(time.Now().Add(fwdDialTimeout)) // wall clock: network timeout
+	if _, err := nc.Write([]byte(forwardHello + "\r\n")); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil || line != replyOK+"\r\n" {
+		nc.Close()
+		if err == nil {
+			err = fmt.Errorf("it answered %q to %s (a node without routing?)", trimCRLF(line), forwardHello)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// put returns a healthy connection to the pool.
+func (f *forwarder) put(addr string, c *fwdConn) {
+	c.used = time.Now() // wall clock: network idleness
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || len(f.idle[addr]) >= fwdMaxIdle {
+		c.c.Close()
+		return
+	}
+	if f.idle == nil {
+		f.idle = map[string][]*fwdConn{}
+	}
+	f.idle[addr] = append(f.idle[addr], c)
+}
+
+// fwdValue is one VALUE block of a forwarded retrieval.
+type fwdValue struct {
+	flags uint32
+	cas   uint64
+	value []byte
+}
+
+// do sends req to addr and reads its reply: the reply line of a command
+// that is not a retrieval; for a retrieval the value, if any, and the line
+// that ends it ("END", or an error line).
+func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval bool) (line string, v *fwdValue, err error) {
+	c, err := f.get(ctx, addr)
+	if err != nil {
+		return "", nil, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(fwdTimeout) // wall clock: network timeout
+	}
+	c.c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	line, v, err = c.exchange(req, retrieval)
+	if err != nil {
+		c.c.Close()
+		return "", nil, err
+	}
+	f.put(addr, c)
+	return line, v, nil
+}
+
+// exchange writes req and reads its reply.
+func (c *fwdConn) exchange(req []byte, retrieval bool) (string, *fwdValue, error) {
+	if _, err := c.c.Write(req); err != nil {
+		return "", nil, err
+	}
+	var v *fwdValue
+	for {
+		l, err := c.r.ReadString('\n')
+		if err != nil {
+			return "", nil, err
+		}
+		l = trimCRLF(l)
+		if !retrieval || !bytes.HasPrefix([]byte(l), []byte("VALUE ")) {
+			return l, v, nil
+		}
+		// VALUE <key> <flags> <bytes> [<cas>]
+		f := bytes.Fields([]byte(l))
+		if len(f) < 4 || v != nil {
+			return "", nil, fmt.Errorf("an unexpected reply line %q", l)
+		}
+		flags, err1 := strconv.ParseUint(string(f[2]), 10, 32)
+		n, err2 := strconv.Atoi(string(f[3]))
+		if err1 != nil || err2 != nil || n < 0 || n > fwdMaxValue {
+			return "", nil, fmt.Errorf("an unexpected reply line %q", l)
+		}
+		v = &fwdValue{flags: uint32(flags)}
+		if len(f) > 4 {
+			if v.cas, err = strconv.ParseUint(string(f[4]), 10, 64); err != nil {
+				return "", nil, fmt.Errorf("an unexpected reply line %q", l)
+			}
+		}
+		v.value = make([]byte, n+2)
+		if _, err := ioReadFull(c.r, v.value); err != nil {
+			return "", nil, err
+		}
+		if !bytes.HasSuffix(v.value, []byte("\r\n")) {
+			return "", nil, fmt.Errorf("a value block without its \\r\\n")
+		}
+		v.value = v.value[:n]
+	}
+}
+
+// ioReadFull reads len(p) bytes from r.
+func ioReadFull(r *bufio.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func trimCRLF(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// routeOf says whether key's command goes to another node: ok true with
+// its route, or a reply line (non-empty) when the key's partition has no
+// leader to go to. A forwarded connection's commands are always carried
+// out here.
+func (c *session) routeOf(ctx context.Context, key string) (rt Route, reply string, ok bool) {
+	s := c.s
+	if s.opts.Route == nil || c.forwarded {
+		return Route{}, "", false
+	}
+	rt, err := s.opts.Route(ctx, key)
+	if err != nil {
+		return Route{}, serverError(err), true
+	}
+	if rt.Addr == "" {
+		return Route{}, "", false
+	}
+	return rt, "", true
+}
+
+// forwardReply carries out req at rt's node and returns its reply line
+// (a write's or a touch's), or a SERVER_ERROR saying why it could not.
+func (s *Server) forwardReply(ctx context.Context, rt Route, req []byte) string {
+	line, _, err := s.fwd.do(ctx, rt.Addr, req, false)
+	if err != nil {
+		return s.forwardFailed(rt, err)
+	}
+	return line
+}
+
+// forwardFailed is the reply of a command that could not be forwarded.
+func (s *Server) forwardFailed(rt Route, err error) string {
+	s.log.Warn("memcache: forwarding a command to its partition's leader", "leader", rt.Node, "addr", rt.Addr, "err", err)
+	return serverError(fmt.Errorf("%w: %w to node %s at %s: %w (a write's outcome is unknown)", engine.ErrTempFail, errForward, rt.Node, rt.Addr, err))
+}
+
+// forwardGet carries out a get-family command for key at rt's node:
+// "gets" or "gats" (the CAS is asked for always; writeValue shows it when
+// the client asked for it). A nil document is a miss; errLine is the
+// leader's error reply, if it gave one.
+func (s *Server) forwardGet(ctx context.Context, rt Route, key string, touch bool, exptime int64) (d *engine.Document, errLine string) {
+	var req []byte
+	if touch {
+		req = append(append(append([]byte("gats "), strconv.FormatInt(exptime, 10)...), ' '), key...)
+	} else {
+		req = append([]byte("gets "), key...)
+	}
+	req = append(req, '\r', '\n')
+	line, v, err := s.fwd.do(ctx, rt.Addr, req, true)
+	switch {
+	case err != nil:
+		return nil, s.forwardFailed(rt, err)
+	case line != replyEnd:
+		return nil, line
+	case v == nil:
+		return nil, ""
+	}
+	return &engine.Document{Key: key, Value: v.value, Flags: v.flags, CAS: v.cas}, ""
+}
+
+// storageLine is a storage command's line and data block as sent to the
+// leader (never noreply: the reply says when it is done).
+func storageLine(cmd *command, key string, val []byte) []byte {
+	b := make([]byte, 0, len(key)+len(val)+64)
+	b = append(b, cmd.kind.String()...)
+	b = append(b, ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(cmd.flags), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, cmd.exptime, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(val)), 10)
+	if cmd.kind == cmdCas {
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, cmd.cas, 10)
+	}
+	b = append(b, '\r', '\n')
+	b = append(b, val...)
+	return append(b, '\r', '\n')
+}
+
+// keyLine is the line of touch, delete, incr or decr as sent to the
+// leader.
+func keyLine(kind cmdKind, key string, exptime int64, delta uint64) []byte {
+	b := append(append([]byte(kind.String()), ' '), key...)
+	switch kind {
+	case cmdTouch:
+		b = strconv.AppendInt(append(b, ' '), exptime, 10)
+	case cmdIncr, cmdDecr:
+		b = strconv.AppendUint(append(b, ' '), delta, 10)
+	}
+	return append(b, '\r', '\n')
+}

@@ -1,0 +1,167 @@
+package memcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// forwardPair is a follower server whose Route sends keys starting with
+// "far" to a leader server (over another bucket), and carries the others
+// out itself; a key "electing" has no leader. Both close, and no goroutine
+// is left, at the test's end.
+func forwardPair(t *testing.T, io IOModel) (follower, leader *fixture) {
+	t.Helper()
+	t.Cleanup(func() { checkNoLeaks(t) }) // runs last: after both closed
+	leader = bareFixture(t, &Options{IO: io})
+	route := func(_ context.Context, key string) (Route, error) {
+		switch {
+		case key == "electing":
+			return Route{}, fmt.Errorf("%w: partition 7 has no leader at the moment; retry shortly", engine.ErrNotMyVBucket)
+		case strings.HasPrefix(key, "far"):
+			return Route{Node: "lead", Addr: leader.addr}, nil
+		}
+		return Route{}, nil
+	}
+	follower = bareFixture(t, &Options{IO: io, Route: route})
+	return follower, leader
+}
+
+// bareFixture is newFixture without its check for goroutines left (a
+// test of several servers checks once all are closed).
+func bareFixture(t *testing.T, opts *Options) *fixture {
+	t.Helper()
+	clock := engine.NewFakeClock(t0)
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clock, NumPartitions: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Ephemeral})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, addr, done := serve(t, b, opts)
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+		eng.Close()
+	})
+	return &fixture{srv: srv, addr: addr, clock: clock, bucket: b}
+}
+
+func forEachIO(t *testing.T, fn func(t *testing.T, io IOModel)) {
+	for _, io := range []IOModel{IOGoroutines, IOEventLoop} {
+		t.Run(string(io), func(t *testing.T) { fn(t, io) })
+	}
+}
+
+// TestForwardedCommands: every keyed command for a key another node leads
+// is carried out there and answered as that node answered; a multi-get
+// takes each key from its own node, in the keys' order; the follower's
+// bucket is never written.
+func TestForwardedCommands(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		f, l := forwardPair(t, io)
+		c := f.dial(t)
+		ctx := context.Background()
+
+		c.do("set far1 5 0 2\r\nv1\r\n", "STORED\r\n")
+		d, err := l.bucket.DefaultCollection().Get(ctx, "far1")
+		if err != nil || string(d.Value) != "v1" || d.Flags != 5 {
+			t.Fatalf("the leader holds %+v, %v", d, err)
+		}
+		if _, err := f.bucket.DefaultCollection().Get(ctx, "far1"); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("the follower wrote far1 itself: %v", err)
+		}
+		c.do("add far1 0 0 1\r\nx\r\n", "NOT_STORED\r\n")
+		c.do("set near 0 0 4\r\nnear\r\n", "STORED\r\n")
+		if _, err := l.bucket.DefaultCollection().Get(ctx, "near"); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("a key the follower leads was forwarded: %v", err)
+		}
+
+		// gets through the follower shows the leader's CAS; a multi-get
+		// mixes the two nodes' keys in the order asked.
+		cas := d.CAS
+		c.do("gets far1\r\n", fmt.Sprintf("VALUE far1 5 2 %d\r\nv1\r\nEND\r\n", cas))
+		c.do("get near missing far1 far2\r\n", "VALUE near 0 4\r\nnear\r\nVALUE far1 5 2\r\nv1\r\nEND\r\n")
+		c.do(fmt.Sprintf("cas far1 0 0 2 %d\r\nv2\r\n", cas+1), "EXISTS\r\n")
+		c.do(fmt.Sprintf("cas far1 6 0 2 %d\r\nv2\r\n", cas), "STORED\r\n")
+		c.do("append far1 0 0 1\r\n!\r\n", "STORED\r\n")
+		c.do("get far1\r\n", "VALUE far1 6 3\r\nv2!\r\nEND\r\n")
+		c.do("set farn 0 0 1\r\n9\r\n", "STORED\r\n")
+		c.do("incr farn 5\r\n", "14\r\n")
+		c.do("decr farn 20\r\n", "0\r\n")
+		c.do("touch far1 100\r\n", "TOUCHED\r\n")
+		if d, _ := l.bucket.DefaultCollection().Get(ctx, "far1"); d == nil || d.Expiration != t0+100 {
+			t.Fatalf("the leader's far1 after a touch through the follower: %+v", d)
+		}
+		d, _ = l.bucket.DefaultCollection().Get(ctx, "far1")
+		c.send("gat 200 far1\r\n")
+		if got := c.read(len("VALUE far1 6 3\r\nv2!\r\nEND\r\n")); got != "VALUE far1 6 3\r\nv2!\r\nEND\r\n" {
+			t.Fatalf("gat: %q", got)
+		}
+		if d2, _ := l.bucket.DefaultCollection().Get(ctx, "far1"); d2 == nil || d2.Expiration != t0+200 || d2.CAS == d.CAS {
+			t.Fatalf("the leader's far1 after a gat through the follower: %+v", d2)
+		}
+		c.do("delete far1\r\n", "DELETED\r\n")
+		c.do("delete far1\r\n", "NOT_FOUND\r\n")
+		c.do("get far1\r\n", "END\r\n")
+
+		// Pipelined noreply writes keep their order.
+		c.do("set farp 0 0 1 noreply\r\na\r\nappend farp 0 0 1 noreply\r\nb\r\nappend farp 0 0 1 noreply\r\nc\r\nget farp\r\n", "VALUE farp 0 3\r\nabc\r\nEND\r\n")
+
+		if n := f.bucket.Stats().CurrItems; n != 1 {
+			t.Fatalf("the follower holds %d items, want 1 (near)", n)
+		}
+
+		// A partition without a leader: the write is refused, saying so.
+		c.send("set electing 0 0 1\r\nx\r\n")
+		if got := c.line(); !strings.HasPrefix(got, "SERVER_ERROR not my vbucket") || !strings.Contains(got, "no leader") {
+			t.Fatalf("a write to a partition without a leader: %q", got)
+		}
+	})
+}
+
+// TestForwardedConnectionIsNotForwardedAgain: a connection that says
+// mayfly_forwarded (another node's) has its commands carried out here,
+// never forwarded again; a leader that cannot be reached answers a
+// SERVER_ERROR and nothing is written.
+func TestForwardedConnectionIsNotForwardedAgain(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		f, l := forwardPair(t, io)
+		c := f.dial(t)
+		c.do("mayfly_forwarded\r\n", "OK\r\n")
+		c.do("set far9 0 0 1\r\nx\r\n", "STORED\r\n")
+		if _, err := f.bucket.DefaultCollection().Get(context.Background(), "far9"); err != nil {
+			t.Fatalf("a forwarded connection's set was not carried out here: %v", err)
+		}
+		if _, err := l.bucket.DefaultCollection().Get(context.Background(), "far9"); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("a forwarded connection's set was forwarded again: %v", err)
+		}
+
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := ln.Addr().String()
+		ln.Close()
+		g := bareFixture(t, &Options{IO: io, Route: func(context.Context, string) (Route, error) { return Route{Node: "dead", Addr: gone}, nil }})
+		gc := g.dial(t)
+		gc.send("set k 0 0 1\r\nx\r\n")
+		if got := gc.line(); !strings.HasPrefix(got, "SERVER_ERROR temporary failure") || !strings.Contains(got, "node dead") {
+			t.Fatalf("an unreachable leader: %q", got)
+		}
+		if n := g.bucket.Stats().CurrItems; n != 0 {
+			t.Fatalf("%d items written on the node that could not forward", n)
+		}
+	})
+}

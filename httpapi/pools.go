@@ -70,7 +70,7 @@ func (s *server) getTerseBucket(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, clusterconfig.Terse(b, configHost(r), s.ports))
+	writeJSON(w, http.StatusOK, s.terse(r, b))
 	return nil
 }
 
@@ -79,7 +79,7 @@ func (s *server) getTerseBucket(w http.ResponseWriter, r *http.Request) error {
 // (uuid, nodeLocator, vBucketServerMap, nodes, ...) Couchbase adds.
 func (s *server) bucketConfigView(b *engine.Bucket, r *http.Request) (map[string]json.RawMessage, error) {
 	out := map[string]json.RawMessage{}
-	for _, part := range []any{clusterconfig.Terse(b, configHost(r), s.ports), bucketView(b)} {
+	for _, part := range []any{s.terse(r, b), bucketView(b)} {
 		raw, err := json.Marshal(part)
 		if err != nil {
 			return nil, err
@@ -154,7 +154,7 @@ var errTooManyStreams = &httpError{status: http.StatusServiceUnavailable, code: 
 // streamTerseBucket handles GET /pools/default/bs/{bucket}.
 func (s *server) streamTerseBucket(w http.ResponseWriter, r *http.Request) error {
 	return s.streamConfig(w, r, func(b *engine.Bucket) (any, error) {
-		return clusterconfig.Terse(b, configHost(r), s.ports), nil
+		return s.terse(r, b), nil
 	})
 }
 
@@ -247,4 +247,19 @@ func writeConfig(w http.ResponseWriter, rc *http.ResponseController, raw []byte)
 		return err
 	}
 	return nil
+}
+
+// terse is b's terse configuration as this node serves it to r: on a
+// cluster node laid out over the cluster (Options.Topology).
+func (s *server) terse(r *http.Request, b *engine.Bucket) *clusterconfig.Bucket {
+	host := configHost(r)
+	c := clusterconfig.Terse(b, host, s.ports)
+	if s.topology == nil {
+		return c
+	}
+	t, err := s.topology(r.Context(), b.Name())
+	if err != nil {
+		s.log.Warn("the cluster's layout of a bucket's configuration", "bucket", b.Name(), "err", err)
+	}
+	return c.WithTopology(t, host, s.ports)
 }

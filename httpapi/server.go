@@ -120,6 +120,11 @@ type Options struct {
 	// error (wrapping engine.ErrNotMyVBucket while the partition has no
 	// leader) answers the request. nil answers every request here.
 	Route func(ctx context.Context, bucket, key string) (Route, error)
+	// Topology, on a cluster node, lays a bucket's configuration
+	// (/pools/default/b/{bucket} and the streams) out over the cluster:
+	// every node, and each partition's leader first (see
+	// clusterconfig.Topology). nil serves this node alone.
+	Topology func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 }
 
 // CollectionStore creates, changes and drops a bucket's scopes and
@@ -190,6 +195,7 @@ type server struct {
 	streams  chan struct{} // one per open configuration stream
 	route    func(ctx context.Context, bucket, key string) (Route, error)
 	fwd      *http.Transport // forwarded requests' (nil without route)
+	topology func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -220,6 +226,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if s.shares == nil {
 		s.shares = &http.Client{}
 	}
+	s.topology = o.Topology
 	if o.Route != nil {
 		s.route, s.fwd = o.Route, newForwardTransport()
 	}

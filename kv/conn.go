@@ -252,9 +252,18 @@ func (c *conn) fail(req *memd.Packet, status memd.StatusCode, reason string) {
 	c.reply(req, status, nil, nil, b, 0, uint8(memd.DatatypeFlagJSON))
 }
 
-// failErr answers err with the status an SDK expects for it.
+// failErr answers err with the status an SDK expects for it. A
+// NOT_MY_VBUCKET carries the bucket's configuration (the cluster's
+// current layout) in its body, as Couchbase's does: the SDK takes it and
+// sends the request to the partition's leader.
 func (c *conn) failErr(req *memd.Packet, err error) {
 	status, reason := statusOf(err)
+	if status == memd.StatusNotMyVBucket && c.bucket != nil {
+		if b, jerr := json.Marshal(c.s.config(c.bucket, c.port, c.tls)); jerr == nil {
+			c.reply(req, status, nil, nil, b, 0, uint8(memd.DatatypeFlagJSON))
+			return
+		}
+	}
 	c.fail(req, status, reason)
 }
 

@@ -98,7 +98,7 @@ func statusOf(err error) (memd.StatusCode, string) {
 	case errors.Is(err, engine.ErrBucketNotFound):
 		st = memd.StatusKeyNotFound // as Couchbase answers SELECT_BUCKET
 	case errors.Is(err, engine.ErrNotMyVBucket):
-		st = memd.StatusNotMyVBucket // a cluster's write to a partition another node leads (no config in the body yet)
+		st = memd.StatusNotMyVBucket // a cluster's write to a partition another node leads (failErr sends the configuration)
 	case errors.Is(err, engine.ErrStorage), errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrWarmup),
 		errors.Is(err, engine.ErrTempFail), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		st = memd.StatusTmpFail

@@ -29,6 +29,13 @@ type Options struct {
 	// SDKs refuse a configuration without a management port: set Mgmt to
 	// the HTTP API's.
 	Ports clusterconfig.Ports
+	// Topology, on a cluster node, lays a bucket's configuration out over
+	// the cluster (clusterconfig.Bucket.WithTopology): every node, and
+	// each partition's leader first. A write refused NOT_MY_VBUCKET
+	// carries that configuration in its body, as Couchbase's does, so an
+	// SDK sends it on to the leader. nil (or a nil Topology: the bucket is
+	// not placed yet) serves this node alone.
+	Topology func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 	// PagerStats, if set, adds the expiry pager's statistics to STAT's
 	// (pager.Manager.Stats), as the HTTP API's stats carry them.
 	PagerStats cbstats.PagerStats

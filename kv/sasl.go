@@ -96,5 +96,13 @@ func (s *Server) config(b *engine.Bucket, port int, overTLS bool) *clusterconfig
 	if b == nil {
 		return clusterconfig.Cluster(clusterconfig.CCCPHost, p)
 	}
-	return clusterconfig.Terse(b, clusterconfig.CCCPHost, p)
+	c := clusterconfig.Terse(b, clusterconfig.CCCPHost, p)
+	if s.opts.Topology != nil {
+		t, err := s.opts.Topology(s.ctx, b.Name())
+		if err != nil {
+			s.log.Warn("kv: the cluster's layout of a bucket's configuration", "bucket", b.Name(), "err", err)
+		}
+		c = c.WithTopology(t, clusterconfig.CCCPHost, p)
+	}
+	return c
 }

@@ -100,7 +100,7 @@ func (c *clusterFlags) config() (cluster.Config, error) {
 // at start it drops the buckets the cluster deleted while it was down and
 // defines there those it has that the cluster does not; from then on it
 // creates, changes and deletes its buckets as the definitions do.
-func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, *replication, error) {
+func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr, mcAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, *replication, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
 		return nil, nil, err
@@ -110,10 +110,10 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 	// --peers.
 	for _, p := range cc.Peers {
 		if p.Name == cc.Node {
-			httpAddr, kvAddr = advertised(httpAddr, p.Host), advertised(kvAddr, p.Host)
+			httpAddr, kvAddr, mcAddr = advertised(httpAddr, p.Host), advertised(kvAddr, p.Host), advertised(mcAddr, p.Host)
 		}
 	}
-	cc.DataDir, cc.HTTP, cc.KV, cc.Version, cc.Logger = cfg.data, httpAddr, kvAddr, clusterconfig.Version, logger
+	cc.DataDir, cc.HTTP, cc.KV, cc.Memcached, cc.Version, cc.Logger = cfg.data, httpAddr, kvAddr, mcAddr, clusterconfig.Version, logger
 	logger.Warn("cluster: " + replicatedNote)
 	n, err := cluster.Start(ctx, cc)
 	if err != nil {

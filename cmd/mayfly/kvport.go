@@ -80,8 +80,9 @@ func listenKVTLS(cfg *serveConfig) (net.Listener, error) {
 
 // startKV serves the binary KV port on each listener given (the plain one
 // and the TLS one; nil ones are skipped), against every bucket.
-func startKV(ctx context.Context, eng *engine.Engine, users *auth.Store, auditLog *audit.Log, pm *pager.Manager, ports clusterconfig.Ports, logger *slog.Logger, lns ...net.Listener) (*kv.Server, error) {
-	s, err := kv.New(eng, &kv.Options{Auth: users, Audit: auditLog.Record, PagerStats: pm.Stats, Ports: ports, Logger: logger})
+func startKV(ctx context.Context, eng *engine.Engine, users *auth.Store, auditLog *audit.Log, pm *pager.Manager, ports clusterconfig.Ports,
+	topology func(context.Context, string) (*clusterconfig.Topology, error), logger *slog.Logger, lns ...net.Listener) (*kv.Server, error) {
+	s, err := kv.New(eng, &kv.Options{Auth: users, Audit: auditLog.Record, PagerStats: pm.Stats, Ports: ports, Topology: topology, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

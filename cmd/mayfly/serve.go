@@ -519,15 +519,20 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// buckets' writes through their partitions' Raft groups (cluster.go,
 	// replication.go).
 	var cnode *cluster.Node
+	var rt *router // where a key's requests go (route.go); nil on a single node
 	if cfg.cl.peers != "" {
-		kvAddr := ""
+		kvAddr, mcAddr := "", ""
 		if kvLn != nil {
 			kvAddr = kvLn.Addr().String()
 		}
+		if mcLn != nil {
+			mcAddr = mcLn.Addr().String()
+		}
 		var repl *replication
-		if cnode, repl, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, stdout, logger); err != nil {
+		if cnode, repl, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, mcAddr, stdout, logger); err != nil {
 			return err
 		}
+		rt = newRouter(eng, repl)
 		defer cnode.Close()
 		defer func() {
 			if err := repl.Close(); err != nil {
@@ -621,6 +626,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
 		ClusterPorts: ports, ClusterNodes: clusterNodes(cnode), ViewCoverage: viewCoverage(cnode, scheme),
+		Route: rt.httpRouteFunc(), Topology: rt.topologyFunc(),
 	})
 	srv := newHTTPServer(cfg, api, logger, reqCtx)
 	httpErr := make(chan error, 2+len(svcLns))
@@ -659,7 +665,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}
 
 	if cfg.mcAddr != "" {
-		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog, mcLn)
+		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog, mcLn, rt.memcachedRouteFunc(cfg.mcBucket))
 		if err != nil {
 			srv.Close()
 			return err
@@ -669,7 +675,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}
 
 	if kvLn != nil || kvTLSLn != nil {
-		kvs, err := startKV(ctx, eng, users, auditLog, pm, ports, logger, kvLn, kvTLSLn)
+		kvs, err := startKV(ctx, eng, users, auditLog, pm, ports, rt.topologyFunc(), logger, kvLn, kvTLSLn)
 		if err != nil {
 			srv.Close()
 			return err
@@ -709,12 +715,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 
 // startMemcached opens the memcached text-protocol port onto one bucket.
 // Its flush_all is audited in auditLog, and refused if it cannot be.
-func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener) (*memcache.Server, error) {
+func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener,
+	route func(context.Context, string) (memcache.Route, error)) (*memcache.Server, error) {
 	b, err := eng.Bucket(cfg.mcBucket)
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog)})
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route})
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
 	}

@@ -256,3 +256,92 @@ func ScopeUIDs(scopes []engine.ScopeInfo) []uint32 {
 	}
 	return out
 }
+
+// Topology is a cluster's layout of a bucket's partitions, for the
+// configuration a cluster node serves (issue 22 step 3): SDKs send each
+// key's requests to its partition's leader, the first server of its
+// vBucketMap row.
+type Topology struct {
+	// Servers are the cluster's nodes, in a stable order (by name): the
+	// vBucketServerMap's serverList and nodesExt list them in this order.
+	Servers []Server
+	// Map has a row per partition: the index in Servers of its leader,
+	// then of its other copies; -1 where a copy's node is not known.
+	Map [][]int
+	// Replicas is how many copies each partition has besides its leader.
+	Replicas int
+}
+
+// Server is one node of a Topology.
+type Server struct {
+	// Name is the node's name.
+	Name string
+	// KV and HTTP are its binary KV port's and HTTP API's addresses
+	// (host:port), empty when it serves none or is down.
+	KV, HTTP string
+	// ThisNode says it is the node serving the configuration: it is
+	// listed with the configuration's host and ports.
+	ThisNode bool
+}
+
+// WithTopology returns c (a Terse configuration served from host with
+// this node's ports p) laid out over t: serverList, vBucketMap, nodes and
+// nodesExt list every server of t in its order.
+func (c *Bucket) WithTopology(t *Topology, host string, p Ports) *Bucket {
+	if t == nil {
+		return c
+	}
+	out := *c
+	out.Rev = c.Rev + 1 // above the single node's, so an SDK takes it
+	servers := make([]string, len(t.Servers))
+	out.NodesExt = nil
+	out.Nodes = nil
+	var this Node
+	if len(c.Nodes) > 0 {
+		this = c.Nodes[0]
+	}
+	for i, s := range t.Servers {
+		if s.ThisNode {
+			servers[i] = HostPort(host, p.KV)
+			ext := NodesExt(host, p)[0]
+			out.NodesExt = append(out.NodesExt, ext)
+			out.Nodes = append(out.Nodes, this)
+			continue
+		}
+		h, kv := splitAddr(s.KV)
+		mh, mgmt := splitAddr(s.HTTP)
+		if h == "" {
+			h = mh
+		}
+		servers[i] = s.KV
+		svc := Services{KV: kv, Mgmt: mgmt}
+		if p.Capi != 0 && p.Capi == p.Mgmt {
+			svc.Capi = mgmt // views answered on the HTTP API's port, as here
+		}
+		out.NodesExt = append(out.NodesExt, NodeExt{Services: svc, Hostname: h})
+		node := Node{Hostname: s.HTTP, Ports: map[string]int{"direct": kv}, ClusterMembership: "active", Status: "healthy", Version: Version, Services: services(Ports{KV: kv})}
+		if s.KV == "" {
+			node.Status = "unhealthy"
+		}
+		out.Nodes = append(out.Nodes, node)
+	}
+	vbm := make([][]int, len(t.Map))
+	for i, row := range t.Map {
+		vbm[i] = slices.Clone(row)
+	}
+	out.VBucketServerMap = &VBucketServerMap{HashAlgorithm: "CRC", NumReplicas: t.Replicas, ServerList: servers, VBucketMap: vbm}
+	return &out
+}
+
+// splitAddr splits host:port, "" and 0 when addr is not one.
+func splitAddr(addr string) (string, int) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0
+	}
+	return h, n
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
+	"github.com/mayflydb/mayfly/memcache"
+	"github.com/mayflydb/mayfly/replica"
+)
+
+// routeCacheTTL is how long the router trusts what it read of a node's
+// addresses or a bucket's partition map in etcd before it reads it again.
+const routeCacheTTL = 2 * time.Second
+
+// router says where a cluster node's front doors send a key's requests
+// (issue 22 step 3): to the leader of the key's partition. For a partition
+// this node holds a copy of, the leader is the one its Raft group knows
+// (none while the group elects: the request is refused, 503 or
+// SERVER_ERROR, as before routing); for one it holds no copy of, the
+// partition map's preferred leader (a request that node no longer leads is
+// refused there, naming the leader, never forwarded twice). Nodes'
+// addresses come from etcd (nodes/NAME), cached for routeCacheTTL.
+type router struct {
+	eng  *engine.Engine
+	h    *replica.Host
+	cli  *clientv3.Client
+	self string
+
+	mu       sync.Mutex
+	nodes    map[string]cachedNode
+	maps     map[string]cachedMap
+	status   *cluster.Status // the node list of the configurations, read at statusAt
+	statusAt time.Time
+}
+
+type cachedNode struct {
+	info cluster.NodeInfo
+	at   time.Time
+}
+
+type cachedMap struct {
+	m  *cluster.PartitionMap
+	at time.Time
+}
+
+func newRouter(eng *engine.Engine, r *replication) *router {
+	return &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(),
+		nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}}
+}
+
+// leader returns the node leading partition part of bucket, "" when this
+// node answers its requests itself (it leads it, or the bucket has no
+// partition map yet: its writes are refused here as before).
+func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string, error) {
+	bucket := b.Name()
+	id := replica.BucketGroup(bucket, b.Settings().UUID, part)
+	if r.h.Holds(id) {
+		l, ok := r.h.Leader(id)
+		switch {
+		case !ok:
+			return "", fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
+		case l == r.self:
+			return "", nil
+		}
+		return l, nil
+	}
+	m := r.partitionMap(ctx, bucket)
+	if m == nil || part >= len(m.Partitions) {
+		return "", nil
+	}
+	if l := m.Partitions[part].Leader; l != r.self {
+		return l, nil
+	}
+	return "", nil
+}
+
+// keyLeader is leader for key's partition in bucket; "" too for a bucket
+// this node does not have (its request is answered here: not found).
+func (r *router) keyLeader(ctx context.Context, bucket, key string) (string, int, error) {
+	b, err := r.eng.Bucket(bucket)
+	if err != nil {
+		return "", 0, nil
+	}
+	part := b.PartitionOf(key)
+	l, err := r.leader(ctx, b, part)
+	return l, part, err
+}
+
+// node returns what node name publishes in etcd, cached; a node whose key
+// cannot be read now keeps its last known addresses for a while.
+func (r *router) node(ctx context.Context, name string) (cluster.NodeInfo, error) {
+	r.mu.Lock()
+	c, ok := r.nodes[name]
+	r.mu.Unlock()
+	if ok && time.Since(c.at) < routeCacheTTL { // wall clock: cache age
+		return c.info, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := cluster.ReadNode(ctx, r.cli, name)
+	if err != nil {
+		if ok && !errors.Is(err, cluster.ErrNodeDown) {
+			return c.info, nil
+		}
+		return cluster.NodeInfo{}, err
+	}
+	r.mu.Lock()
+	r.nodes[name] = cachedNode{info: info, at: time.Now()} // wall clock: cache age
+	r.mu.Unlock()
+	return info, nil
+}
+
+// partitionMap returns bucket's partition map, cached; nil when it has
+// none (or etcd cannot be read and none is known).
+func (r *router) partitionMap(ctx context.Context, bucket string) *cluster.PartitionMap {
+	r.mu.Lock()
+	c, ok := r.maps[bucket]
+	r.mu.Unlock()
+	if ok && time.Since(c.at) < routeCacheTTL { // wall clock: cache age
+		return c.m
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, _, err := cluster.ReadMap(ctx, r.cli, bucket)
+	if err != nil {
+		return c.m
+	}
+	r.mu.Lock()
+	r.maps[bucket] = cachedMap{m: m, at: time.Now()} // wall clock: cache age
+	r.mu.Unlock()
+	return m
+}
+
+// unreachable is the error of a request whose partition's leader cannot
+// be told where to go.
+func unreachable(part int, node string, err error) error {
+	return fmt.Errorf("%w: partition %d is led by node %s, whose address is not known: %w", engine.ErrNotMyVBucket, part, node, err)
+}
+
+// httpRoute is httpapi.Options.Route.
+func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Route, error) {
+	l, part, err := r.keyLeader(ctx, bucket, key)
+	if err != nil || l == "" {
+		return httpapi.Route{}, err
+	}
+	info, err := r.node(ctx, l)
+	if err == nil && info.HTTP == "" {
+		err = errors.New("it serves no HTTP API")
+	}
+	if err != nil {
+		return httpapi.Route{}, unreachable(part, l, err)
+	}
+	return httpapi.Route{Node: l, Addr: info.HTTP, From: r.self}, nil
+}
+
+// memcachedRoute is memcache.Options.Route for the memcached port's
+// bucket.
+func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key string) (memcache.Route, error) {
+	return func(ctx context.Context, key string) (memcache.Route, error) {
+		l, part, err := r.keyLeader(ctx, bucket, key)
+		if err != nil || l == "" {
+			return memcache.Route{}, err
+		}
+		info, err := r.node(ctx, l)
+		if err == nil && info.Memcached == "" {
+			err = errors.New("it serves no memcached port")
+		}
+		if err != nil {
+			return memcache.Route{}, unreachable(part, l, err)
+		}
+		return memcache.Route{Node: l, Addr: info.Memcached}, nil
+	}
+}
+
+// topology is the KV port's and /pools' view of bucket's partitions
+// (clusterconfig.Topology): every node of the cluster (its KV address),
+// and each partition's leader first, then its other voters. nil when the
+// bucket has no partition map yet (a single node's configuration is
+// served).
+func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.Topology, error) {
+	b, err := r.eng.Bucket(bucket)
+	if err != nil {
+		return nil, nil
+	}
+	uuid := b.Settings().UUID
+	m := r.partitionMap(ctx, bucket)
+	if m == nil {
+		return nil, nil
+	}
+	st, err := r.clusterStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return buildTopology(m, st, r.self, func(part int) (string, bool) {
+		id := replica.BucketGroup(bucket, uuid, part)
+		if !r.h.Holds(id) {
+			return "", false
+		}
+		return r.h.Leader(id)
+	}), nil
+}
+
+// clusterStatus returns the cluster's status (its node list), cached.
+func (r *router) clusterStatus(ctx context.Context) (*cluster.Status, error) {
+	r.mu.Lock()
+	st, at := r.status, r.statusAt
+	r.mu.Unlock()
+	if st != nil && time.Since(at) < routeCacheTTL { // wall clock: cache age
+		return st, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	fresh, err := cluster.ReadStatus(ctx, r.cli, nil)
+	if err != nil {
+		if st != nil {
+			return st, nil
+		}
+		return nil, err
+	}
+	r.mu.Lock()
+	r.status, r.statusAt = fresh, time.Now() // wall clock: cache age
+	r.mu.Unlock()
+	return fresh, nil
+}
+
+// buildTopology lays out m for the configuration: the servers are every
+// node the cluster status lists (a stable order: by name), known must
+// name the partition's leader where this node knows it (else the map's
+// preferred leader is listed first).
+func buildTopology(m *cluster.PartitionMap, st *cluster.Status, self string, known func(part int) (string, bool)) *clusterconfig.Topology {
+	t := &clusterconfig.Topology{Replicas: max(m.Copies-1, 0)}
+	index := map[string]int{}
+	for _, ns := range st.Nodes {
+		index[ns.Name] = len(t.Servers)
+		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self}
+		if ns.Info != nil {
+			s.KV, s.HTTP = ns.Info.KV, ns.Info.HTTP
+		}
+		t.Servers = append(t.Servers, s)
+	}
+	t.Map = make([][]int, len(m.Partitions))
+	for p, part := range m.Partitions {
+		leader := part.Leader
+		if l, ok := known(p); ok {
+			leader = l
+		}
+		row := []int{-1}
+		if i, ok := index[leader]; ok {
+			row[0] = i
+		}
+		for _, v := range part.Voters {
+			if i, ok := index[v]; ok && v != leader {
+				row = append(row, i)
+			}
+		}
+		for len(row) < t.Replicas+1 {
+			row = append(row, -1)
+		}
+		t.Map[p] = row
+	}
+	return t
+}
+
+// httpRouteFunc is httpRoute as httpapi.Options.Route, nil without a
+// cluster.
+func (r *router) httpRouteFunc() func(context.Context, string, string) (httpapi.Route, error) {
+	if r == nil {
+		return nil
+	}
+	return r.httpRoute
+}
+
+// memcachedRouteFunc is memcachedRoute, nil without a cluster.
+func (r *router) memcachedRouteFunc(bucket string) func(context.Context, string) (memcache.Route, error) {
+	if r == nil {
+		return nil
+	}
+	return r.memcachedRoute(bucket)
+}
+
+// topologyFunc is topology as the front doors take it, nil without a
+// cluster.
+func (r *router) topologyFunc() func(context.Context, string) (*clusterconfig.Topology, error) {
+	if r == nil {
+		return nil
+	}
+	return r.topology
+}

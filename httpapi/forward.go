@@ -29,6 +29,11 @@ import (
 // then answered where it lands, never forwarded.
 const ForwardedHeader = "X-Mayfly-Forwarded"
 
+// RoutedToHeader, on the answer to a forwarded request, names the node
+// that answered it (the partition's leader); the rest of the answer is
+// that node's, unchanged.
+const RoutedToHeader = "X-Mayfly-Routed-To"
+
 // Route says where a request for a bucket's key is answered.
 type Route struct {
 	// Node is the name of the node leading the key's partition.
@@ -108,6 +113,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route) {
 			pr.Out.Header.Set(ForwardedHeader, from)
 		},
 		Transport: s.fwd,
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Set(RoutedToHeader, rt.Node)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the client left

@@ -44,6 +44,9 @@ func TestForwardedDocumentRequests(t *testing.T) {
 		t.Fatalf("PUT through the follower: %d %s", code, body)
 	}
 	put := jsonOf(t, body)
+	if _, h, _ := f.do(http.MethodGet, "/default/docs/far1", "", ""); h.Get(httpapi.RoutedToHeader) != "lead" {
+		t.Fatalf("a forwarded answer names %q as the node that answered", h.Get(httpapi.RoutedToHeader))
+	}
 	d, err := l.mustBucket("default").DefaultCollection().Get(ctx, "far1")
 	if err != nil {
 		t.Fatalf("the leader lacks the document written through the follower: %v", err)

@@ -5,15 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/couchbase/gocbcore/v10/memd"
 
 	"github.com/mayflydb/mayfly/cluster"
 )
@@ -26,6 +30,7 @@ type procNode struct {
 	cmd       *exec.Cmd
 	out       *syncBuffer
 	http, mc  string
+	kv        string
 }
 
 // start starts the process; started waits for it to serve (a node of a
@@ -44,8 +49,8 @@ func (n *procNode) start(t *testing.T) {
 
 func (n *procNode) started(t *testing.T) {
 	t.Helper()
-	got := served(t, n.out, "serving HTTP on http://", "serving memcached on ", "replicating on ")
-	n.http, n.mc = got[0], strings.Fields(got[1])[0]
+	got := served(t, n.out, "serving HTTP on http://", "serving memcached on ", "replicating on ", "serving the KV port for Couchbase SDKs on ")
+	n.http, n.mc, n.kv = got[0], strings.Fields(got[1])[0], got[3]
 }
 
 // kill ends the process with SIGKILL: nothing is flushed or closed.
@@ -77,9 +82,15 @@ func (n *procNode) stop() {
 
 // docReq sends an HTTP request for a document of the default bucket.
 func docReq(method, addr, key, body string) (int, []byte, error) {
+	code, _, b, err := docReqH(method, addr, key, body)
+	return code, b, err
+}
+
+// docReqH is docReq with the answer's headers.
+func docReqH(method, addr, key, body string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequest(method, "http://"+addr+"/default/docs/"+key, strings.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req.SetBasicAuth("Administrator", "password")
 	if body != "" {
@@ -88,11 +99,11 @@ func docReq(method, addr, key, body string) (int, []byte, error) {
 	cl := http.Client{Timeout: time.Minute}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, resp.Header, b, err
 }
 
 // ackedDoc is what a write's answer said.
@@ -103,11 +114,12 @@ type ackedDoc struct {
 	node     string // the node that acknowledged it
 }
 
-// writeAnywhere writes key on whichever live node leads its partition: a
-// node that does not lead answers 503 "not my vbucket" naming the leader;
-// a partition electing a leader answers so too, a proposal not committed
-// in time 503 "temporary_failure"; each is retried until a generous
-// deadline. It returns what the acknowledging node answered.
+// writeAnywhere writes key through the first live node: any node takes
+// it, forwarding it to its partition's leader (whose name the answer
+// carries, X-Mayfly-Routed-To). A partition electing a leader answers 503
+// "not my vbucket", a proposal not committed in time (or a leader that
+// cannot be reached) 503 "temporary_failure"; each is retried until a
+// generous deadline. It returns what the acknowledging node answered.
 func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) ackedDoc {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute) // a hang, not a busy machine
@@ -117,12 +129,16 @@ func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) a
 			if n.cmd == nil {
 				continue
 			}
-			code, body, err := docReq(method, n.http, key, value)
+			code, h, body, err := docReqH(method, n.http, key, value)
 			if err != nil {
 				last = err.Error()
 				continue
 			}
 			if code == http.StatusOK || code == http.StatusCreated {
+				by := n.name
+				if to := h.Get("X-Mayfly-Routed-To"); to != "" {
+					by = to
+				}
 				var res struct {
 					CAS uint64 `json:"cas"`
 					Seq uint64 `json:"seq"`
@@ -130,15 +146,16 @@ func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) a
 				if err := json.Unmarshal(body, &res); err != nil || res.CAS == 0 || res.Seq == 0 {
 					t.Fatalf("%s %s on %s: %d %s", method, key, n.name, code, body)
 				}
-				return ackedDoc{value: value, cas: res.CAS, seq: res.Seq, deleted: method == http.MethodDelete, node: n.name}
+				return ackedDoc{value: value, cas: res.CAS, seq: res.Seq, deleted: method == http.MethodDelete, node: by}
 			}
-			// Not the leader, no leader yet, or (a loaded machine: the race
-			// detector's build) no commit within the proposal's wait: not
-			// acknowledged, so written again.
+			// No leader yet, or (a loaded machine: the race detector's
+			// build) no commit within the proposal's wait, or a leader just
+			// killed: not acknowledged, so written again.
 			if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not my vbucket") && !strings.Contains(string(body), "temporary_failure") {
 				t.Fatalf("%s %s on %s: %d %s", method, key, n.name, code, body)
 			}
 			last = string(body)
+			break // through the first live node only
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s %s: no node acknowledged it: %s", method, key, last)
@@ -213,38 +230,138 @@ func memcachedCmd(addr, cmd string) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
-// memcachedAll sends cmd to every node: exactly one (the partition's
-// leader) must answer ok, the others that it is not their vbucket.
-func memcachedAll(t *testing.T, nodes []*procNode, cmd, ok string) {
+// memcachedReply sends one command on the memcached port and returns its
+// whole reply: a retrieval's lines up to END (or an error line), else one
+// line.
+func memcachedReply(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	var out strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		if err != nil {
+			return out.String(), err
+		}
+		if !strings.HasPrefix(cmd, "get") || !strings.HasPrefix(line, "VALUE ") {
+			return out.String(), nil
+		}
+		f := strings.Fields(line)
+		n, _ := strconv.Atoi(f[3])
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return out.String(), err
+		}
+		out.Write(buf)
+	}
+}
+
+// memcachedThrough sends cmd to node n until it answers ok, retrying while
+// the partition elects a leader or the write is not committed in time
+// (SERVER_ERROR, not acknowledged); any other answer fails the test.
+func memcachedThrough(t *testing.T, n *procNode, cmd, ok string) {
 	t.Helper()
-	answered, refused := 0, 0
-	for _, n := range nodes {
+	deadline := time.Now().Add(2 * time.Minute) // a hang, not a busy machine
+	for {
 		reply, err := memcachedCmd(n.mc, cmd)
 		switch {
 		case err != nil:
 			t.Fatalf("memcached on %s: %v", n.name, err)
 		case reply == ok:
-			answered++
-		case strings.Contains(reply, "not my vbucket") && strings.Contains(reply, "led by node n"):
-			refused++
-		default:
+			return
+		case !strings.HasPrefix(reply, "SERVER_ERROR not my vbucket") && !strings.HasPrefix(reply, "SERVER_ERROR temporary failure"):
 			t.Fatalf("memcached %q on %s: %q", cmd, n.name, reply)
 		}
-	}
-	if answered != 1 || refused != 2 {
-		t.Fatalf("memcached %q: %d nodes answered %s, %d refused, want 1 and 2", cmd, answered, ok, refused)
+		if time.Now().After(deadline) {
+			t.Fatalf("memcached %q on %s: %q", cmd, n.name, reply)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// partitionOfKey is the partition (of 1024) a key hashes to, as
+// Couchbase's SDKs compute it.
+func partitionOfKey(key string) int {
+	return int((crc32.ChecksumIEEE([]byte(key)) >> 16) % 1024)
+}
+
+// kvConfig is the part of a bucket configuration the routing test reads.
+type kvConfig struct {
+	VBucketServerMap struct {
+		ServerList []string `json:"serverList"`
+		VBucketMap [][]int  `json:"vBucketMap"`
+	} `json:"vBucketServerMap"`
+}
+
+// leaderKV returns the KV address a configuration served by node n names
+// for key's partition's leader ("$HOST" replaced by n's host).
+func (c *kvConfig) leaderKV(t *testing.T, n *procNode, key string) string {
+	t.Helper()
+	m := c.VBucketServerMap
+	if len(m.ServerList) != 3 || len(m.VBucketMap) != 1024 {
+		t.Fatalf("%s's configuration lists %d servers and %d partitions, want 3 and 1024: %+v", n.name, len(m.ServerList), len(m.VBucketMap), m.ServerList)
+	}
+	row := m.VBucketMap[partitionOfKey(key)]
+	if len(row) != 3 || row[0] < 0 {
+		t.Fatalf("%s's configuration: partition of %s maps to %v", n.name, key, row)
+	}
+	addr := m.ServerList[row[0]]
+	if h, p, ok := strings.Cut(addr, ":"); ok && h == "$HOST" {
+		nh, _, _ := net.SplitHostPort(n.kv)
+		addr = net.JoinHostPort(nh, p)
+	}
+	return addr
+}
+
+// kvSetRefused sends a SET of key to node n's KV port, which does not lead
+// its partition: it must answer NOT_MY_VBUCKET carrying a configuration
+// that names the leader's KV address; that configuration is returned.
+func kvSetRefused(t *testing.T, n *procNode, key string) *kvConfig {
+	t.Helper()
+	nc, err := net.Dial("tcp", n.kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	mc, _ := kvBootstrap(t, nc)
+	if err := mc.WritePacket(&memd.Packet{Magic: memd.CmdMagicReq, Command: memd.CmdSet, Key: []byte(key), Value: []byte(`{"via":"kv"}`), Extras: make([]byte, 8), Vbucket: uint16(partitionOfKey(key))}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := mc.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != memd.StatusNotMyVBucket {
+		t.Fatalf("SET %s on %s, which does not lead it: status %v %s", key, n.name, r.Status, r.Value)
+	}
+	var cfg kvConfig
+	if err := json.Unmarshal(r.Value, &cfg); err != nil {
+		t.Fatalf("NOT_MY_VBUCKET from %s carries no configuration: %v %q", n.name, err, r.Value)
+	}
+	return &cfg
+}
+
 // TestReplicatedClusterSurvivesKill runs three `mayfly serve --peers`
-// processes on loopback. Writes (HTTP PUT and DELETE, memcached set) are
-// acknowledged by each partition's leader once committed on a majority and
-// applied there, and read on every node with the CAS and sequence number
-// the writer was told; a node that does not lead a partition refuses its
-// writes naming the leader. A document that expires is expired by its
+// processes on loopback. Writes (HTTP PUT and DELETE, memcached set, add,
+// incr, delete) sent through one node are forwarded to each partition's
+// leader and acknowledged once committed on a majority and applied there;
+// reads through every node are routed to the leader too, so each reads
+// every acknowledged write at once with the CAS and sequence number the
+// writer was told, and answers exactly as the leader does. The KV port
+// does not forward: a node that does not lead a key's partition answers
+// NOT_MY_VBUCKET with a configuration naming the leader. A document that expires is expired by its
 // partition leader's pager on every node. One node is killed with SIGKILL: its
 // partitions elect leaders among the survivors and writes go on, and no
-// acknowledged write is lost; restarted on its data, it catches up.
+// acknowledged write is lost; restarted on its data, it catches up. Two
+// nodes killed, the survivor acknowledges no write.
 func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
@@ -270,7 +387,7 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	nodes := make([]*procNode, 3)
 	for i := range nodes {
 		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
-		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "",
+		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0",
 			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick}
 		nodes[i] = n
@@ -309,24 +426,102 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	for i := 10; i < 15; i++ {
 		write(http.MethodDelete, fmt.Sprintf("k%d", i), "")
 	}
-	t.Logf("75 writes one after another in %v, the longest %v (the first waits for the groups' elections)", time.Since(began), slowest)
+	t.Logf("75 writes through %s in %v, the longest %v (the first waits for the groups' elections)", nodes[0].name, time.Since(began), slowest)
+	leaders := map[string]bool{}
+	for _, a := range acked {
+		leaders[a.node] = true
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("the writes through %s were acknowledged by %v: each node leads a third of the partitions", nodes[0].name, leaders)
+	}
+	// Reads are routed to the leader too: every node reads every
+	// acknowledged write at once, and answers exactly as the leader does.
 	for _, n := range nodes {
-		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
+		if err := readsAcked(n, acked); err != nil {
+			t.Fatalf("a read right after the acknowledged writes: %v", err)
+		}
+	}
+	for k := range acked {
+		var first []byte
+		for i, n := range nodes {
+			code, body, err := docReq(http.MethodGet, n.http, k+"?meta=true", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = append(fmt.Appendf(nil, "%d ", code), body...)
+			if i == 0 {
+				first = body
+			} else if string(body) != string(first) {
+				t.Fatalf("%s: %s answers %s, %s %s", k, n.name, body, nodes[0].name, first)
+			}
+		}
 	}
 
-	// The memcached port: the partition's leader stores and deletes; the
-	// others say it is not their vbucket.
-	memcachedAll(t, nodes, "set mc 0 0 11\r\n\"memcached\"\r\n", "STORED")
-	for _, n := range nodes {
-		eventuallyT(t, n.name+" reads the memcached set", func() error {
-			if code, body, err := docReq(http.MethodGet, n.http, "mc", ""); err != nil || code != http.StatusOK || string(body) != `"memcached"` {
-				return fmt.Errorf("%d %s %v", code, body, err)
-			}
-			return nil
-		})
+	// The memcached port: every command through one node is carried out
+	// by each key's leader, and every node answers reads alike.
+	for i := range 9 {
+		memcachedThrough(t, nodes[0], fmt.Sprintf("set mc%d 3 0 4\r\n\"m%d\"\r\n", i, i), "STORED")
 	}
-	memcachedAll(t, nodes, "delete mc\r\n", "DELETED")
-	acked["mc"] = ackedDoc{deleted: true}
+	memcachedThrough(t, nodes[0], "incr mcn 1\r\n", "NOT_FOUND")
+	memcachedThrough(t, nodes[1], "add mc0 0 0 1\r\nx\r\n", "NOT_STORED")
+	for i := range 9 {
+		k := fmt.Sprintf("mc%d", i)
+		var first string
+		for j, n := range nodes {
+			reply, err := memcachedReply(n.mc, "gets "+k+"\r\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(reply, "VALUE "+k+" 3 4 ") {
+				t.Fatalf("gets %s through %s: %q", k, n.name, reply)
+			}
+			if j == 0 {
+				first = reply
+			} else if reply != first {
+				t.Fatalf("gets %s: %s answers %q, %s %q", k, n.name, reply, nodes[0].name, first)
+			}
+		}
+		var env struct {
+			Meta struct {
+				CAS uint64 `json:"cas"`
+			} `json:"meta"`
+		}
+		code, body, err := docReq(http.MethodGet, nodes[2].http, k+"?meta=true", "")
+		if err != nil || code != http.StatusOK || json.Unmarshal(body, &env) != nil || !strings.Contains(first, fmt.Sprintf(" %d\r\n", env.Meta.CAS)) {
+			t.Fatalf("%s over HTTP: %d %s %v; gets answered %q", k, code, body, err, first)
+		}
+	}
+	reply, err := memcachedReply(nodes[1].mc, "get mc1 nope mc0 mc2\r\n")
+	if err != nil || reply != "VALUE mc1 3 4\r\n\"m1\"\r\nVALUE mc0 3 4\r\n\"m0\"\r\nVALUE mc2 3 4\r\n\"m2\"\r\nEND\r\n" {
+		t.Fatalf("a multi-get through %s: %q %v", nodes[1].name, reply, err)
+	}
+	for i := range 9 {
+		memcachedThrough(t, nodes[i%3], fmt.Sprintf("delete mc%d\r\n", i), "DELETED")
+		acked[fmt.Sprintf("mc%d", i)] = ackedDoc{deleted: true}
+	}
+	if reply, err := memcachedReply(nodes[2].mc, "get mc0 mc4\r\n"); err != nil || reply != "END\r\n" {
+		t.Fatalf("deleted keys read through %s: %q %v", nodes[2].name, reply, err)
+	}
+
+	// The KV port does not forward: a node that does not lead a key's
+	// partition answers NOT_MY_VBUCKET with a configuration naming the
+	// leader, as Couchbase does, so an SDK sends it there.
+	kvLeader := map[string]*procNode{}
+	for _, n := range nodes {
+		kvLeader[n.kv] = n
+	}
+	for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
+		leader := acked[k].node
+		for _, n := range nodes {
+			if n.name == leader {
+				continue
+			}
+			cfg := kvSetRefused(t, n, k)
+			if got := kvLeader[cfg.leaderKV(t, n, k)]; got == nil || got.name != leader {
+				t.Fatalf("NOT_MY_VBUCKET from %s for %s names %s as its leader, want %s", n.name, k, cfg.leaderKV(t, n, k), leader)
+			}
+		}
+	}
 
 	// Views: every node answers as one node holding every document.
 	viewsAgree(t, nodes, acked)
@@ -392,6 +587,47 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A node that lost its majority never acknowledges a write: with two
+	// of the three killed, writes through the survivor (to partitions it
+	// led, and to those the dead led) fail within their bound, 503 or
+	// SERVER_ERROR, and none is acknowledged.
+	nodes[1].kill()
+	nodes[2].kill()
+	survivor := nodes[0]
+	type outcome struct {
+		what string
+		ok   bool
+	}
+	results := make(chan outcome, 4)
+	byLeader := map[string]string{} // a key whose write each node acknowledged
+	for k, a := range acked {
+		if a.node != "" && strings.HasPrefix(k, "k") {
+			byLeader[a.node] = k
+		}
+	}
+	if len(byLeader) != 3 {
+		t.Fatalf("the writes were acknowledged by %v", byLeader)
+	}
+	for _, key := range byLeader {
+		go func() {
+			code, body, err := docReq(http.MethodPut, survivor.http, key, `{"v":"lost"}`)
+			results <- outcome{fmt.Sprintf("PUT %s (led by %s): %d %s %v", key, acked[key].node, code, body, err),
+				err == nil && (code == http.StatusOK || code == http.StatusCreated) || err == nil && code != http.StatusServiceUnavailable}
+		}()
+	}
+	go func() {
+		reply, err := memcachedCmd(survivor.mc, "set k33 0 0 1\r\nx\r\n")
+		results <- outcome{fmt.Sprintf("memcached set k33: %q %v", reply, err), err == nil && !strings.HasPrefix(reply, "SERVER_ERROR")}
+	}()
+	for range 4 {
+		r := <-results
+		if r.ok {
+			t.Fatalf("a node without its majority acknowledged (or misanswered) a write: %s", r.what)
+		}
+		t.Logf("refused without a majority: %s", r.what)
+	}
+	survivor.kill() // its etcd has no quorum either: no clean shutdown to wait for
 }
 
 // clusterStatus reads the cluster's status as `mayfly cluster status

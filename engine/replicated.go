@@ -74,6 +74,24 @@ func leads(ctx context.Context, r Replicator, part int) bool {
 	return r.Writable(ctx, part) == nil
 }
 
+// Serves reports whether this node answers requests for key itself: nil
+// when the bucket writes locally or this node leads key's partition now,
+// else an error wrapping ErrNotMyVBucket. The KV port asks it before a
+// read (a node that does not lead answers NOT_MY_VBUCKET, as Couchbase
+// does, rather than from a copy that may lag); writes check Writable
+// themselves.
+func (b *Bucket) Serves(ctx context.Context, key string) error {
+	r := b.replicator()
+	if r == nil {
+		return nil
+	}
+	part := int(partitionOf(key, len(b.parts)))
+	if leads(ctx, r, part) {
+		return nil
+	}
+	return fmt.Errorf("%w: this node does not lead partition %d", ErrNotMyVBucket, part)
+}
+
 // ReplicatedResult is what applying one replicated entry gave.
 type ReplicatedResult struct {
 	// Doc is the version the entry made, nil when it made none.

@@ -321,7 +321,26 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 			return nil
 		}
 	}
+	// On a cluster node only a key's partition leader answers it: the
+	// others say NOT_MY_VBUCKET with the configuration (failErr), and the
+	// SDK goes there.
+	if keyed(op.need) {
+		if err := c.bucket.Serves(ctx, string(pkt.Key)); err != nil {
+			c.failErr(pkt, err)
+			return nil
+		}
+	}
 	return &op
+}
+
+// keyed reports whether a command needing need is about one document.
+func keyed(need []auth.Action) bool {
+	for _, a := range need {
+		if a == auth.DataRead || a == auth.DataWrite {
+			return true
+		}
+	}
+	return false
 }
 
 // hello negotiates features: the answer lists those of the client's that

@@ -30,7 +30,8 @@ func (n notLeader) Replicate(ctx context.Context, part int, _ []byte) (engine.Re
 // bucket's configuration in its body, laid out over the cluster (every
 // node in serverList and nodesExt, in the same order; each partition's
 // leader first in its vBucketMap row), so an SDK re-routes it; the
-// configuration GET_CLUSTER_CONFIG serves is the same layout.
+// configuration GET_CLUSTER_CONFIG serves is the same layout. A read is
+// refused the same way.
 func TestNotMyVBucketCarriesTheConfig(t *testing.T) {
 	var f *fixture
 	f = newFixture(t, func(o *kv.Options) {
@@ -80,6 +81,10 @@ func TestNotMyVBucketCarriesTheConfig(t *testing.T) {
 	if len(cfg.NodesExt) != 2 || !cfg.NodesExt[0].ThisNode || cfg.NodesExt[1].Hostname != "127.0.0.2" ||
 		cfg.NodesExt[1].Services["kv"] != 11210 || cfg.NodesExt[1].Services["mgmt"] != 8091 {
 		t.Fatalf("nodesExt: %s", r.Value)
+	}
+	// A read is refused alike: this node's copy may lag the leader's.
+	if rr := c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("k")}, memd.StatusNotMyVBucket); string(rr.Value) != string(r.Value) {
+		t.Fatalf("a GET's NOT_MY_VBUCKET carries %s", rr.Value)
 	}
 	g := c.expect(&memd.Packet{Command: memd.CmdGetClusterConfig}, memd.StatusSuccess)
 	var served map[string]any

@@ -104,8 +104,14 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 			if sl.op.collection != "" {
 				ck = sl.op.collection + "\x00" + sl.op.id
 			}
+			var raw []byte // kept for forwarding (forward.go), on a cluster node
+			if s.route != nil {
+				raw = line
+			}
 			sl.done = pipe.Go(ck, len(line), func(ctx context.Context) {
-				s.bulkApply(ctx, b, sl)
+				if raw == nil || !s.bulkForward(ctx, r, b.Name(), sl, raw) {
+					s.bulkApply(ctx, b, sl)
+				}
 				sl.op.doc = nil
 			}).Done()
 			line = nil

@@ -161,3 +161,56 @@ func TestForwardedOnce(t *testing.T) {
 		t.Fatalf("%d items written on the node that could not forward", n)
 	}
 }
+
+// TestForwardedBulkLines: the lines of a _bulk request whose keys another
+// node leads are carried out there, each answered with the leader's own
+// answer line, in the order of the lines, beside the lines this node
+// answers itself; a forwarded _bulk at a node that does not lead refuses
+// such lines rather than forwarding them again.
+func TestForwardedBulkLines(t *testing.T) {
+	f, l := forwardPair(t)
+	ctx := context.Background()
+	body := `{"op":"upsert","id":"far1","doc":{"v":1}}
+{"op":"upsert","id":"near1","doc":{"v":2}}
+{"op":"insert","id":"far2","doc":{"v":3},"expiry":50}
+{"op":"insert","id":"far1","doc":{"v":4}}
+{"op":"delete","id":"far2"}
+`
+	code, _, out := f.do(http.MethodPost, "/default/_bulk", "application/x-ndjson", body)
+	if code != http.StatusOK {
+		t.Fatalf("_bulk: %d %s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("_bulk answered %d lines: %s", len(lines), out)
+	}
+	far1, err := l.mustBucket("default").DefaultCollection().Get(ctx, "far1")
+	if err != nil {
+		t.Fatalf("the leader lacks far1: %v", err)
+	}
+	if !strings.Contains(lines[0], fmt.Sprintf(`"id":"far1","cas":%d`, far1.CAS)) {
+		t.Fatalf("line 1 answered %s, the leader holds cas %d", lines[0], far1.CAS)
+	}
+	if !strings.Contains(lines[1], `"id":"near1","cas":`) || !strings.Contains(lines[2], `"id":"far2","cas":`) ||
+		!strings.Contains(lines[3], `"id":"far1","error":"conflict"`) && !strings.Contains(lines[3], `"id":"far1","error":"key_exists"`) ||
+		!strings.Contains(lines[4], `"id":"far2","cas":`) {
+		t.Fatalf("_bulk answers:\n%s", out)
+	}
+	if _, err := f.mustBucket("default").DefaultCollection().Get(ctx, "near1"); err != nil {
+		t.Fatalf("the follower lacks near1: %v", err)
+	}
+	if n := f.mustBucket("default").Stats().CurrItems; n != 1 {
+		t.Fatalf("the follower holds %d items, want 1 (near1)", n)
+	}
+	if _, err := l.mustBucket("default").DefaultCollection().Get(ctx, "far2"); err == nil {
+		t.Fatal("far2, deleted through the follower's _bulk, is still on the leader")
+	}
+
+	code, _, out = f.doWith(http.MethodPost, "/default/_bulk", "application/x-ndjson", `{"op":"upsert","id":"far3","doc":{}}`+"\n", func(r *http.Request) {
+		r.SetBasicAuth(adminUser, adminPass)
+		r.Header.Set(httpapi.ForwardedHeader, "n9")
+	})
+	if code != http.StatusOK || !strings.Contains(out, `"id":"far3","error":"temporary_failure"`) || !strings.Contains(out, "not my vbucket") {
+		t.Fatalf("a forwarded _bulk line at a node that does not lead: %d %s", code, out)
+	}
+}

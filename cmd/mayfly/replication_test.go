@@ -505,6 +505,48 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 		t.Fatalf("deleted keys read through %s: %q %v", nodes[2].name, reply, err)
 	}
 
+	// _bulk through one node: each line is carried out by its key's
+	// leader and answered with the leader's line, in order.
+	var bulk strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&bulk, `{"op":"upsert","id":"bulk%d","doc":{"v":%d,"bulk":true}}`+"\n", i, 200+i)
+	}
+	eventuallyT(t, "a _bulk through "+nodes[0].name, func() error {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+nodes[0].http+"/default/_bulk", strings.NewReader(bulk.String()))
+		req.SetBasicAuth("Administrator", "password")
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+		if resp.StatusCode != http.StatusOK || len(lines) != 8 {
+			t.Fatalf("_bulk: %d %s", resp.StatusCode, body)
+		}
+		for i, l := range lines {
+			var res struct {
+				ID       string `json:"id"`
+				CAS, Seq uint64
+				Error    string `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(l), &res); err != nil || res.ID != fmt.Sprintf("bulk%d", i) {
+				t.Fatalf("_bulk line %d: %s", i, l)
+			}
+			if res.Error != "" {
+				return fmt.Errorf("line %d: %s", i, l) // electing, or not committed in time: written again
+			}
+			acked[res.ID] = ackedDoc{value: fmt.Sprintf(`{"v":%d,"bulk":true}`, 200+i), cas: res.CAS, seq: res.Seq}
+		}
+		return nil
+	})
+	for _, n := range nodes {
+		if err := readsAcked(n, acked); err != nil {
+			t.Fatalf("after the _bulk: %v", err)
+		}
+	}
+
 	// The KV port does not forward: a node that does not lead a key's
 	// partition answers NOT_MY_VBUCKET with a configuration naming the
 	// leader, as Couchbase does, so an SDK sends it there.

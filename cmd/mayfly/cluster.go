@@ -25,7 +25,7 @@ import (
 
 // replicatedNote is said wherever the cluster shows itself: what step 2b of
 // issue 22 does and does not do yet.
-const replicatedNote = "Documents are replicated, a Raft group per partition (issue 22 step 2b); no routing yet: a write to a partition this node does not lead answers that it is not its vbucket, naming the leader, and a read answers from this node's copy"
+const replicatedNote = "Documents are replicated, a Raft group per partition (issue 22 step 2b), and any node takes any document request (step 3): HTTP and memcached requests are forwarded to the leader of the key's partition, the KV port answers NOT_MY_VBUCKET with the cluster's configuration naming it"
 
 // clusterFlags are serve's cluster flags.
 type clusterFlags struct {

@@ -49,8 +49,21 @@ func (n *procNode) start(t *testing.T) {
 
 func (n *procNode) started(t *testing.T) {
 	t.Helper()
-	got := served(t, n.out, "serving HTTP on http://", "serving memcached on ", "replicating on ", "serving the KV port for Couchbase SDKs on ")
-	n.http, n.mc, n.kv = got[0], strings.Fields(got[1])[0], got[3]
+	markers := []string{"serving HTTP on http://", "serving memcached on ", "replicating on "}
+	kvOn := true
+	for i, a := range n.args {
+		if a == "--kv" && i+1 < len(n.args) && n.args[i+1] == "" {
+			kvOn = false
+		}
+	}
+	if kvOn {
+		markers = append(markers, "serving the KV port for Couchbase SDKs on ")
+	}
+	got := served(t, n.out, markers...)
+	n.http, n.mc = got[0], strings.Fields(got[1])[0]
+	if kvOn {
+		n.kv = got[3]
+	}
 }
 
 // kill ends the process with SIGKILL: nothing is flushed or closed.

@@ -195,6 +195,12 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
 			}
 		}
 		if _, err := c.eng.CreateBucket(ctx, ev.Def.BucketSettings); err != nil {
+			if errors.Is(err, cluster.ErrBucketDeleted) {
+				// A definition read late: the cluster deleted that
+				// incarnation since (and it stays deleted).
+				c.logger.Info("cluster: not creating a bucket the cluster deleted since", "bucket", ev.Name, "uuid", ev.Def.UUID)
+				return
+			}
 			if !errors.Is(err, engine.ErrBucketExists) && ctx.Err() == nil {
 				c.logger.Error("cluster: creating a bucket the cluster defines", "bucket", ev.Name, "err", err)
 			}
@@ -256,6 +262,12 @@ func (c *clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) err
 	defer cancel()
 	s := b.Settings()
 	err := cluster.DefineBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s, ReplicaNumber: cluster.DefaultReplicaNumber})
+	if errors.Is(err, cluster.ErrBucketDeleted) && c.starting.Load() {
+		// Deleted since the start's read (dropDeleted): the watch's
+		// first read finds it not defined and drops it.
+		c.logger.Info("cluster: the cluster deleted this bucket", "bucket", s.Name, "uuid", s.UUID)
+		err = nil
+	}
 	if errors.Is(err, cluster.ErrBucketExists) {
 		def, _, rerr := cluster.ReadBucket(ctx, c.n.Client(), s.Name)
 		switch {

@@ -111,6 +111,15 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		t.Fatalf("ReadBucket of a deleted bucket: %v", err)
 	}
 
+	// The deleted incarnation cannot be defined again (a node that
+	// applies its definition late, after the deletion, must not bring it
+	// back for every node).
+	if err := DefineBucket(ctx, cli, def("u1")); !errors.Is(err, ErrBucketDeleted) {
+		t.Fatalf("defining a deleted incarnation again: %v, want ErrBucketDeleted", err)
+	}
+	if _, _, err := ReadBucket(ctx, cli, "b"); !errors.Is(err, ErrBucketNotDefined) {
+		t.Fatalf("a deleted incarnation defined again: %v", err)
+	}
 	if err := DefineBucket(ctx, cli, def("u2")); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,11 @@ var (
 	// already defined.
 	ErrBucketExists = errors.New("cluster: bucket already defined")
 
+	// ErrBucketDeleted is returned by DefineBucket for a bucket
+	// incarnation (name and UUID) the cluster deleted: a deleted bucket is
+	// never defined again under its UUID.
+	ErrBucketDeleted = errors.New("cluster: bucket incarnation deleted")
+
 	// ErrBucketNotDefined is returned for a bucket (or a bucket's
 	// incarnation, by UUID) the cluster does not define.
 	ErrBucketNotDefined = errors.New("cluster: bucket not defined")

@@ -107,8 +107,9 @@ func readState(ctx context.Context, cli *clientv3.Client) (*state, error) {
 }
 
 // DefineBucket writes a bucket's definition if the bucket is not defined
-// yet (ErrBucketExists otherwise); the orchestrator then places its
-// partitions. A replicaNumber outside 0..3 is refused.
+// yet (ErrBucketExists otherwise) and its incarnation (UUID) was not
+// deleted (ErrBucketDeleted: its tombstone is there); the orchestrator
+// then places its partitions. A replicaNumber outside 0..3 is refused.
 func DefineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
 	if def.Name == "" {
 		return fmt.Errorf("cluster: a bucket definition needs a name")
@@ -120,13 +121,17 @@ func DefineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 	if err != nil {
 		return err
 	}
-	key := bucketsPrefix + def.Name
-	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(data))).Commit()
+	key, tomb := bucketsPrefix+def.Name, deletedPrefix+def.Name+"/"+def.UUID
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Else(clientv3.OpGet(tomb, clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: defining bucket %q: %w", def.Name, err)
 	}
 	if !resp.Succeeded {
+		if len(resp.Responses) > 0 && len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+			return fmt.Errorf("%w: %q with UUID %s", ErrBucketDeleted, def.Name, def.UUID)
+		}
 		return fmt.Errorf("%w: %q", ErrBucketExists, def.Name)
 	}
 	return nil

@@ -184,6 +184,15 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := s.Validate(); err != nil {
 		return old, old, err
 	}
+	if s != old {
+		for _, svc := range b.eng.services {
+			if g, ok := svc.(SettingsGate); ok {
+				if err := g.PrepareSettings(ctx, b, old, s); err != nil {
+					return old, old, fmt.Errorf("engine: bucket %s settings: %w", b.name, err)
+				}
+			}
+		}
+	}
 	if needsRestart(old, s) {
 		b.ddl.Unlock()
 		locked = false

@@ -118,3 +118,73 @@ func TestCreatedBucketHiddenUntilAttached(t *testing.T) {
 	}
 	closeChecked(t, eng)
 }
+
+// settingsGate is a SettingsGate that records the changes it is asked
+// about and refuses while refuse is set.
+type settingsGate struct {
+	recorder
+	refuse error
+	asked  []engine.BucketSettings
+}
+
+func (g *settingsGate) PrepareSettings(_ context.Context, _ *engine.Bucket, _, updated engine.BucketSettings) error {
+	g.asked = append(g.asked, updated)
+	return g.refuse
+}
+
+// A SettingsGate's refusal changes nothing (a cluster node whose change
+// the cluster did not take keeps the settings every node has), a restart
+// with a new evictionPolicy included; what it accepts is made, and a change
+// to the same settings does not ask it.
+func TestSettingsGate(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, _ := newEngine(t, dir)
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	g := &settingsGate{recorder: recorder{name: "gate", calls: &calls}, refuse: errors.New("no quorum")}
+	if err := eng.Attach(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	told := 0
+	stop := b.WatchSettings(func(_, _ engine.BucketSettings) { told++ })
+	defer stop()
+	before := b.Settings()
+	for _, change := range []func(*engine.BucketSettings){
+		func(s *engine.BucketSettings) { s.MaxTTL = 60 },
+		func(s *engine.BucketSettings) { s.EvictionPolicy = engine.FullEviction },
+	} {
+		if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { change(s); return nil }); err == nil {
+			t.Fatal("a change the gate refused was made")
+		}
+		if got := b.Settings(); got != before {
+			t.Fatalf("after a refused change: %+v, want %+v", got, before)
+		}
+	}
+	if told != 0 || len(g.asked) != 2 {
+		t.Fatalf("watchers told %d times, the gate asked %d times; want 0 and 2", told, len(g.asked))
+	}
+	if _, _, err := b.UpdateSettings(ctx, func(*engine.BucketSettings) error { return nil }); err != nil || len(g.asked) != 2 {
+		t.Fatalf("an unchanged update: %v, gate asked %d times, want 2", err, len(g.asked))
+	}
+	g.refuse = nil
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.MaxTTL = 60; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if b.Settings().MaxTTL != 60 || told == 0 || g.asked[2].MaxTTL != 60 {
+		t.Fatalf("an accepted change: %+v, told %d, asked %+v", b.Settings(), told, g.asked)
+	}
+	closeChecked(t, eng)
+	eng, _ = newEngine(t, dir)
+	b, err = eng.Bucket("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Settings(); s.MaxTTL != 60 || s.EvictionPolicy != before.EvictionPolicy {
+		t.Fatalf("after a restart: %+v", s)
+	}
+	closeChecked(t, eng)
+}

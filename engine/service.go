@@ -39,6 +39,21 @@ type DeleteGate interface {
 	PrepareDelete(ctx context.Context, b *Bucket) error
 }
 
+// SettingsGate is a BucketService that takes part in a change of a
+// bucket's settings before it is made: UpdateSettings calls its
+// PrepareSettings with the settings before and after, once they are
+// validated and before anything is persisted, and an error fails the
+// change, leaving the settings as they were. A cluster node writes the
+// change to the bucket's definition in the cluster there, so that a change
+// the cluster did not take is not made on one node alone.
+type SettingsGate interface {
+	BucketService
+	// PrepareSettings is called with the engine's bucket lifecycle lock
+	// and b's definition lock held: it must not create, delete or change
+	// buckets.
+	PrepareSettings(ctx context.Context, b *Bucket, old, updated BucketSettings) error
+}
+
 // Attach adds svc to the services the engine tells about bucket lives, and
 // attaches it to every bucket open now. If one fails, svc is detached from
 // those it attached to and not added.

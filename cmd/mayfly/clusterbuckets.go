@@ -39,8 +39,10 @@ func firstStartUUID(name string) string {
 //     defines each bucket the engine attaches that the cluster does not
 //     define yet (those open at start and those created over HTTP), and
 //     refuses one whose name the cluster defines as another bucket (another
-//     UUID: Couchbase's "already exists"); a settings change on this node
-//     (UpdateSettings) is written to the definition; and, as an
+//     UUID: Couchbase's "already exists"); as an engine.SettingsGate, a
+//     settings change on this node (UpdateSettings) is written to the
+//     definition before it is made here (refused if the cluster did not
+//     take it); and, as an
 //     engine.DeleteGate, a deletion on this node removes the definition,
 //     its map and leaves a tombstone first (a deletion the cluster did not
 //     take deletes nothing);
@@ -63,15 +65,19 @@ type clusterBuckets struct {
 	starting atomic.Bool
 
 	mu       sync.Mutex
-	stops    map[*engine.Bucket]func()        // the settings watch of each bucket attached
 	applying map[string]engine.BucketSettings // settings being applied from a bucket's definition
 }
 
 // newClusterBuckets returns the node's clusterBuckets.
 func newClusterBuckets(n *cluster.Node, eng *engine.Engine, repl *replication, logger *slog.Logger) *clusterBuckets {
 	return &clusterBuckets{n: n, eng: eng, repl: repl, logger: logger,
-		stops: map[*engine.Bucket]func(){}, applying: map[string]engine.BucketSettings{}}
+		applying: map[string]engine.BucketSettings{}}
 }
+
+var (
+	_ engine.DeleteGate   = (*clusterBuckets)(nil)
+	_ engine.SettingsGate = (*clusterBuckets)(nil)
+)
 
 // dropDeleted runs at start, before the node's buckets are attached: it
 // drops each local bucket the cluster deleted while this node was down
@@ -195,6 +201,12 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
 			}
 		}
 		if _, err := c.eng.CreateBucket(ctx, ev.Def.BucketSettings); err != nil {
+			if errors.Is(err, cluster.ErrBucketDeleted) {
+				// A definition read late: the cluster deleted that
+				// incarnation since (and it stays deleted).
+				c.logger.Info("cluster: not creating a bucket the cluster deleted since", "bucket", ev.Name, "uuid", ev.Def.UUID)
+				return
+			}
 			if !errors.Is(err, engine.ErrBucketExists) && ctx.Err() == nil {
 				c.logger.Error("cluster: creating a bucket the cluster defines", "bucket", ev.Name, "err", err)
 			}
@@ -228,9 +240,8 @@ func (c *clusterBuckets) apply(ctx context.Context, b *engine.Bucket, def cluste
 			return fmt.Errorf("%w: bucket %q is another incarnation", engine.ErrBucketNotFound, name)
 		}
 		*s = def.BucketSettings
-		// Under the bucket's lock: settingsChanged, called before
-		// UpdateSettings returns, knows these settings for the
-		// definition's.
+		// Under the bucket's lock: PrepareSettings, called before the
+		// change is made, knows these settings for the definition's.
 		c.mu.Lock()
 		c.applying[name] = def.BucketSettings
 		c.mu.Unlock()
@@ -246,16 +257,22 @@ func (c *clusterBuckets) apply(ctx context.Context, b *engine.Bucket, def cluste
 	c.logger.Info("cluster: applied a bucket's settings from its definition", "bucket", name)
 }
 
-// AttachBucket defines b in the cluster if it is not defined yet, refuses
-// it when the cluster defines its name as another bucket, and writes its
-// settings changes to its definition from now on. A bucket attached again
-// after a restart (a change of evictionPolicy on this node) writes its
-// new settings.
+// AttachBucket defines b in the cluster if it is not defined yet, and
+// refuses it when the cluster defines its name as another bucket. A bucket
+// attached again after a restart with settings its definition does not
+// have writes them (a change of evictionPolicy was written by
+// PrepareSettings before the restart already).
 func (c *clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) error {
 	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
 	defer cancel()
 	s := b.Settings()
 	err := cluster.DefineBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s, ReplicaNumber: cluster.DefaultReplicaNumber})
+	if errors.Is(err, cluster.ErrBucketDeleted) && c.starting.Load() {
+		// Deleted since the start's read (dropDeleted): the watch's
+		// first read finds it not defined and drops it.
+		c.logger.Info("cluster: the cluster deleted this bucket", "bucket", s.Name, "uuid", s.UUID)
+		err = nil
+	}
 	if errors.Is(err, cluster.ErrBucketExists) {
 		def, _, rerr := cluster.ReadBucket(ctx, c.n.Client(), s.Name)
 		switch {
@@ -278,44 +295,37 @@ func (c *clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) err
 	if err != nil {
 		return err
 	}
-	stop := b.WatchSettings(func(_, updated engine.BucketSettings) { c.settingsChanged(updated) })
-	c.mu.Lock()
-	c.stops[b] = stop
-	c.mu.Unlock()
 	return nil
 }
 
-// settingsChanged writes a bucket's settings changed on this node to its
-// definition (before UpdateSettings answers); a change applied from the
-// definition is not written back.
-func (c *clusterBuckets) settingsChanged(s engine.BucketSettings) {
+// PrepareSettings implements engine.SettingsGate: a bucket's settings
+// changed on this node are written to its definition before the change is
+// made here (every node then applies them); a change the cluster did not
+// take (no quorum, the bucket deleted meanwhile) is refused and changes
+// nothing. A change applied from the definition is not written back.
+func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, _, updated engine.BucketSettings) error {
 	c.mu.Lock()
-	a, applying := c.applying[s.Name]
-	if applying && a == s {
-		delete(c.applying, s.Name)
-	}
+	a, applying := c.applying[updated.Name]
 	c.mu.Unlock()
-	if applying && a == s {
-		return
+	if applying && a == updated {
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defineTimeout)
+	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
 	defer cancel()
-	if err := cluster.UpdateBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s}); err != nil {
-		c.logger.Error("cluster: writing a bucket's settings to its definition: the other nodes keep the old ones", "bucket", s.Name, "err", err)
+	err := cluster.UpdateBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: updated})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrBucketNotDefined):
+		return fmt.Errorf("%w: %w", engine.ErrBucketNotFound, err)
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return err
 	}
+	return fmt.Errorf("%w: %w", engine.ErrTempFail, err)
 }
 
-// DetachBucket stops writing b's settings changes.
-func (c *clusterBuckets) DetachBucket(_ context.Context, b *engine.Bucket, _ bool) error {
-	c.mu.Lock()
-	stop := c.stops[b]
-	delete(c.stops, b)
-	c.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	return nil
-}
+// DetachBucket does nothing: clusterBuckets keeps nothing per bucket.
+func (c *clusterBuckets) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
 
 // PrepareDelete implements engine.DeleteGate: the bucket's incarnation is
 // deleted in the cluster (its definition and map removed, a tombstone

@@ -219,8 +219,8 @@ func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []strin
 				known[name] = true
 				fn(BucketEvent{Name: name, Def: &d})
 			}
-			if n := len(resp.Events); n > 0 {
-				rev = resp.Events[n-1].Kv.ModRevision
+			if r := watchedUpTo(resp); r > rev {
+				rev = r
 			}
 		}
 		cancel()

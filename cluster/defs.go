@@ -349,7 +349,7 @@ func (m *DefMirror) watch(ctx context.Context, changed func(bucket string)) {
 				}
 				m.defs[d.Bucket][d.Name] = d
 			}
-			m.moveLocked(resp.Header.Revision)
+			m.moveLocked(watchedUpTo(resp))
 			m.mu.Unlock()
 			for _, b := range slices.Sorted(maps.Keys(touched)) {
 				changed(b)

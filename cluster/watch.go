@@ -31,8 +31,8 @@ func WatchNodesDown(ctx context.Context, cli *clientv3.Client, down func(name st
 					down(strings.TrimPrefix(string(ev.Kv.Key), nodesPrefix))
 				}
 			}
-			if resp.Header.Revision > rev {
-				rev = resp.Header.Revision
+			if r := watchedUpTo(resp); r > rev {
+				rev = r
 			}
 		}
 		cancel()
@@ -41,4 +41,22 @@ func WatchNodesDown(ctx context.Context, cli *clientv3.Client, down func(name st
 		case <-time.After(100 * time.Millisecond): // the watch broke: a moment before another
 		}
 	}
+}
+
+// watchedUpTo returns the revision up to which resp's watcher has seen
+// every event: its last event's, or a progress notification's header
+// (etcd sends one only to a watcher that has caught up); 0 when resp tells
+// nothing of it. Not the header of a response with events: a watcher
+// catching up on history gets its events in batches (etcd's 1,000
+// revisions) each stamped with the store's current revision, so a watch
+// that broke after one batch and went on from its header would skip the
+// rest.
+func watchedUpTo(resp clientv3.WatchResponse) int64 {
+	if n := len(resp.Events); n > 0 {
+		return resp.Events[n-1].Kv.ModRevision
+	}
+	if resp.IsProgressNotify() {
+		return resp.Header.Revision
+	}
+	return 0
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -48,5 +50,25 @@ func TestWatchNodesDownSaysWhichNodeLeft(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("no node reported down")
 		}
+	}
+}
+
+// A watch goes on after the last event it was given, not after the
+// response header's revision (the store's, beyond the events of a batch
+// while the watcher catches up); a progress notification moves it to its
+// header; a watch's creation says nothing.
+func TestWatchedUpTo(t *testing.T) {
+	batch := clientv3.WatchResponse{
+		Header: &etcdserverpb.ResponseHeader{Revision: 5000},
+		Events: []*clientv3.Event{{Kv: &mvccpb.KeyValue{ModRevision: 1200}}, {Kv: &mvccpb.KeyValue{ModRevision: 2100}}},
+	}
+	if got := watchedUpTo(batch); got != 2100 {
+		t.Fatalf("a batch of history: %d, want its last event's 2100", got)
+	}
+	if got := watchedUpTo(clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: 5000}}); got != 5000 {
+		t.Fatalf("a progress notification: %d, want 5000", got)
+	}
+	if got := watchedUpTo(clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: 5000}, Created: true}); got != 0 {
+		t.Fatalf("a watch's creation: %d, want 0", got)
 	}
 }

@@ -83,21 +83,42 @@ type pebbleSizes struct{ cache, memTable int64 }
 func (z pebbleSizes) budget() int64 { return z.cache + z.memTable*pebbleMemTableStop }
 
 // pebbleSizesFor sizes a store for a bucket of quota bytes: the block cache
-// a sixteenth of the quota and each memtable a sixty-fourth, within the
+// a sixteenth of the quota and each memtable pebbleMemTableFor, within the
 // bounds above; quota 0 (unknown) gets the largest. Each memtable's buffer
 // becomes resident as it fills, and pebble keeps one spare, so a small
 // bucket under a stream of overwrites holds its two largest memtables: a
-// bucket of the default 100 MiB quota 3 MiB of them (8 MiB with
-// memtables of a thirty-second, at least 4 MiB, a third of the memcached
-// benchmark's resident memory; BENCHMARKS.md).
+// bucket of the default 100 MiB quota 1.6 MiB of them (pebbleMemTableFor;
+// 8 MiB with memtables of a thirty-second, at least 4 MiB, were a third of
+// the memcached benchmark's resident memory; BENCHMARKS.md).
 func pebbleSizesFor(quota int64) pebbleSizes {
 	if quota <= 0 {
 		return pebbleSizes{cache: pebbleCacheMax, memTable: pebbleMemTableMax}
 	}
 	return pebbleSizes{
 		cache:    min(max(quota/16, pebbleCacheMin), pebbleCacheMax),
-		memTable: min(max(quota/64, pebbleMemTableMin), pebbleMemTableMax),
+		memTable: pebbleMemTableFor(quota),
 	}
+}
+
+// Below pebbleSmallQuota a bucket's memtables are a hundred-and-twenty-
+// eighth of its quota, at least pebbleSmallMemTableMin: the default 100 MiB
+// bucket's two resident memtables 1.6 MB where a sixty-fourth made them 3.2
+// (BENCHMARKS.md, "Resident memory during the memcached benchmark"). A
+// small bucket's flushes are small too (a thousand keys overwritten make an
+// sstable of a thousand entries), so flushing twice as often costs little.
+const (
+	pebbleSmallQuota       = 256 << 20
+	pebbleSmallMemTableMin = 512 << 10
+)
+
+// pebbleMemTableFor returns the memtable size of a bucket of quota bytes
+// (more than 0): a sixty-fourth of it, or a hundred-and-twenty-eighth below
+// pebbleSmallQuota, within the bounds.
+func pebbleMemTableFor(quota int64) int64 {
+	if quota < pebbleSmallQuota {
+		return max(quota/128, pebbleSmallMemTableMin)
+	}
+	return min(max(quota/64, pebbleMemTableMin), pebbleMemTableMax)
 }
 
 // pebbleDir is the folder, in a bucket's folder, of its pebble store.

@@ -431,3 +431,24 @@ func TestPebbleFiltersAnswerAbsentKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestPebbleMemTableFor: a small bucket's memtables are a 128th of its
+// quota (at least 512 KiB), so the default 100 MiB bucket's two resident
+// ones stay under 2 MB; from 256 MiB on, a 64th as before, at most 16 MiB.
+func TestPebbleMemTableFor(t *testing.T) {
+	for _, c := range []struct{ quota, want int64 }{
+		{16 << 20, 512 << 10},
+		{100 << 20, 800 << 10},
+		{255 << 20, 255 << 20 / 128},
+		{256 << 20, 4 << 20},
+		{1 << 30, 16 << 20},
+		{8 << 30, 16 << 20},
+	} {
+		if got := pebbleMemTableFor(c.quota); got != c.want {
+			t.Errorf("pebbleMemTableFor(%d MiB) = %d, want %d", c.quota>>20, got, c.want)
+		}
+	}
+	if z := pebbleSizesFor(100 << 20); z.memTable != 800<<10 || z.cache != 8<<20 {
+		t.Errorf("pebbleSizesFor(100 MiB) = %+v", z)
+	}
+}

@@ -121,13 +121,13 @@ func TestStorageMemUsed(t *testing.T) {
 		quotaMB int64
 		budget  int64
 	}{
-		// The default 100 MiB quota: the smallest cache (8 MiB) and
-		// memtables of a sixty-fourth (2 × 1.5625 MiB).
-		{engine.StoragePebble, engine.Couchbase, 0, 8<<20 + 2*(100<<20)/64},
+		// The default 100 MiB quota: the smallest cache (8 MiB) and,
+		// below 256 MiB, memtables of a 128th (2 × 800 KiB).
+		{engine.StoragePebble, engine.Couchbase, 0, 8<<20 + 2*(100<<20)/128},
 		// A sixteenth and two sixty-fourths of 320 MiB.
 		{engine.StoragePebble, engine.Couchbase, 320, 30 << 20},
-		// Memtables of at least 1 MiB.
-		{engine.StoragePebble, engine.Couchbase, 32, 8<<20 + 2<<20},
+		// Memtables of at least 512 KiB.
+		{engine.StoragePebble, engine.Couchbase, 32, 8<<20 + 1<<20},
 		// The largest: 32 MiB of cache, 2 × 16 MiB of memtables.
 		{engine.StoragePebble, engine.Couchbase, 4096, 64 << 20},
 		{engine.StorageBolt, engine.Couchbase, 0, 0},

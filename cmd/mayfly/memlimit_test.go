@@ -101,7 +101,7 @@ func TestMemLimitAuto(t *testing.T) {
 
 // TestMemLimitCountsStorageInHeap: where a pebble store's block cache and
 // memtables are in the Go heap (a build without cgo), each pebble bucket
-// adds its budget (11 MiB for a 100 MiB quota) to the limit; a memcached bucket, which
+// adds its budget (9.6 MiB for a 100 MiB quota) to the limit; a memcached bucket, which
 // has no store, adds nothing; where they are C memory, nothing is added.
 func TestMemLimitCountsStorageInHeap(t *testing.T) {
 	ctx := context.Background()
@@ -124,7 +124,7 @@ func TestMemLimitCountsStorageInHeap(t *testing.T) {
 		}
 		want := int64(256+100+50) << 20
 		if inHeap {
-			want += 8<<20 + 2*(100<<20)/64 // a 100 MiB bucket's: 8 MiB of cache, 2 memtables of a sixty-fourth
+			want += 8<<20 + 2*(100<<20)/128 // a 100 MiB bucket's: 8 MiB of cache, 2 memtables of a 128th
 		}
 		if limit != want {
 			t.Errorf("storage in the Go heap %v: limit %d MiB, want %d MiB", inHeap, limit>>20, want>>20)

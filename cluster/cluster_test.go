@@ -6,69 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/testport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// freeBase finds a port P with P, P+1 and P+2 free on loopback (a node's
-// cluster port and its etcd peer and client ports), below the kernel's
-// ephemeral range: a node restarted in a test binds its ports again
-// seconds after it let them go, and a port in that range could meanwhile
-// be the local port of any connection on the machine ("address already in
-// use").
-func freeBase(t *testing.T) int {
-	t.Helper()
-	low := 32768 // Linux's default
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	const floor = 10000
-	if low < floor+100 {
-		t.Skipf("the ephemeral port range starts at %d: no room below it", low)
-	}
-	for range 1000 {
-		p := floor + rand.IntN(low-floor-3)
-		ok := true
-		for off := 0; ok && off <= 2; off++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no three free consecutive ports")
-	return 0
-}
 
 // testPeers is a peer list of n nodes on loopback.
 func testPeers(t *testing.T, n int) []Peer {
 	var out []Peer
 	used := map[int]bool{}
 	for i := range n {
-		p := freeBase(t)
-		for used[p] || used[p+1] || used[p+2] || used[p-1] || used[p-2] {
-			p = freeBase(t)
-		}
-		used[p] = true
+		p := testport.Consecutive(t, 3, used)
 		out = append(out, Peer{Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: p})
 	}
 	return out

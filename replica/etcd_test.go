@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,42 +11,13 @@ import (
 
 	"github.com/mayflydb/mayfly/cluster"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/testport"
 )
 
 // freeTriple finds a loopback port P with P+1 and P+2 free too (a node's
 // cluster port and its etcd ports), avoiding ports already handed out.
 func freeTriple(t *testing.T, used map[int]bool) int {
-	t.Helper()
-	for range 200 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := p+2 <= 65535
-		for off := range 3 {
-			if used[p+off] {
-				ok = false
-			}
-			if off > 0 && ok {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
-				if err != nil {
-					ok = false
-				} else {
-					l.Close()
-				}
-			}
-		}
-		if ok {
-			for off := range 3 {
-				used[p+off] = true
-			}
-			return p
-		}
-	}
-	t.Fatal("no three free consecutive ports")
-	return 0
+	return testport.Consecutive(t, 3, used)
 }
 
 // TestMembershipFromEtcd runs the real path: three cluster nodes (etcd

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,41 +12,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mayflydb/mayfly/internal/testport"
 )
 
-// freeTriple is a port P of loopback with P, P+1 and P+2 free (a node's
-// cluster port and its etcd ports).
+// freeTriple returns a port P with P, P+1 and P+2 free (a node's cluster
+// port and its etcd ports), below the ephemeral range, away from those in
+// taken.
 func freeTriple(t *testing.T, taken map[int]bool) int {
-	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := p+2 <= 65535
-		for off := 0; ok && off <= 2; off++ {
-			if taken[p+off] || taken[p+off-2] {
-				ok = false
-				break
-			}
-			if off > 0 {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
-				if err != nil {
-					ok = false
-					break
-				}
-				l.Close()
-			}
-		}
-		if ok {
-			taken[p] = true
-			return p
-		}
-	}
-	t.Fatal("no three free consecutive ports")
-	return 0
+	return testport.Consecutive(t, 3, taken)
 }
 
 // TestServeCluster starts three `mayfly serve --peers` in this process:

@@ -77,3 +77,18 @@ func TestLaggingInStatus(t *testing.T) {
 		t.Fatalf("lagging after an empty report: %+v", bs.Lagging)
 	}
 }
+
+// A long list of partitions is cut in the text, saying how many are left.
+func TestShortRanges(t *testing.T) {
+	var ns []int
+	for p := 0; p < 100; p += 2 {
+		ns = append(ns, p)
+	}
+	ns = append(ns, 101, 102, 103)
+	if got, want := shortRanges(ns, 3), "0,2,4,… (50 more)"; got != want {
+		t.Fatalf("shortRanges = %q, want %q", got, want)
+	}
+	if got, want := shortRanges([]int{1, 2, 3, 9}, 3), "1-3,9"; got != want {
+		t.Fatalf("shortRanges = %q, want %q", got, want)
+	}
+}

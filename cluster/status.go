@@ -146,7 +146,7 @@ func (s *Status) Bucket(name string) (BucketStatus, bool) {
 // WriteText writes the status for a person to read.
 func (s *Status) WriteText(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("Documents are replicated, a Raft group per partition (issue 22 step 2b); no routing yet: writes go to each partition's leader.\n")
+	b.WriteString("Documents are replicated, a Raft group per partition; any node takes any request and routes it to the partition's leader.\n")
 	orch := s.Orchestrator
 	if orch == "" {
 		orch = "(none elected)"
@@ -187,11 +187,33 @@ func (s *Status) WriteText(w io.Writer) error {
 		}
 		for _, l := range bs.Lagging {
 			fmt.Fprintf(&b, "  lagging: %s behind %s (%s) in %d partitions, at most %d entries: %s\n",
-				l.Follower, l.Leader, l.Why, len(l.Partitions), l.MaxBehind, ranges(l.Partitions))
+				l.Follower, l.Leader, l.Why, len(l.Partitions), l.MaxBehind, shortRanges(l.Partitions, 12))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shortRanges is ranges cut after its first max runs, with how many
+// numbers it left out (--json has them all).
+func shortRanges(ns []int, max int) string {
+	runs := strings.Split(ranges(ns), ",")
+	if len(runs) <= max {
+		return strings.Join(runs, ",")
+	}
+	shown := 0
+	for _, r := range runs[:max] {
+		lo, hi, found := strings.Cut(r, "-")
+		if !found {
+			shown++
+			continue
+		}
+		var a, z int
+		fmt.Sscan(lo, &a)
+		fmt.Sscan(hi, &z)
+		shown += z - a + 1
+	}
+	return fmt.Sprintf("%s,… (%d more)", strings.Join(runs[:max], ","), len(ns)-shown)
 }
 
 // ranges writes sorted numbers as runs: 0-3,7,9-10.

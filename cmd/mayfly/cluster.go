@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,19 +275,26 @@ func advertised(addr, host string) string {
 }
 
 // viewCoverage returns, for the HTTP API, which node answers for which
-// partitions of a bucket's views: each partition's preferred leader in the
-// bucket's map, under the map's revision (nil, nil before the bucket is
-// placed: the node answers alone). The assignment is kept per bucket and
-// read again only when the map's revision changes (a keys-only read per
-// query); the coverers' addresses are read each time. A coverer whose
-// node is down gets no URL: the query names it in its errors. nil
-// without a cluster.
+// partitions of a bucket's views, under the map's revision (nil, nil
+// before the bucket is placed: the node answers alone): each partition's
+// preferred leader in the bucket's map, or, while that node is down (its
+// lease expired: before the orchestrator fails it over, the map still
+// names it), another voter of the partition that is up, this node first
+// (every voter holds a copy, caught up as far as its group has applied).
+// The map is kept per bucket and read again only when its revision
+// changes (a keys-only read per query); the nodes' addresses are read each
+// time. A partition with no voter up is left to its leader, which the
+// query's errors then name (node_down). nil without a cluster.
 func viewCoverage(n *cluster.Node, scheme string) func(context.Context, string) (*httpapi.ViewCoverage, error) {
 	if n == nil {
 		return nil
 	}
+	type keptMap struct {
+		m   *cluster.PartitionMap
+		rev int64
+	}
 	var mu sync.Mutex
-	kept := map[string]*httpapi.ViewCoverage{} // by bucket, without URLs
+	kept := map[string]keptMap{} // by bucket
 	return func(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -297,48 +303,88 @@ func viewCoverage(n *cluster.Node, scheme string) func(context.Context, string) 
 			return nil, err
 		}
 		mu.Lock()
-		cov := kept[bucket]
+		km, ok := kept[bucket]
 		mu.Unlock()
-		if cov == nil || cov.Rev != rev {
+		if !ok || km.rev != rev {
 			m, rev, err := cluster.ReadMap(ctx, n.Client(), bucket)
 			if err != nil || m == nil {
 				return nil, err
 			}
-			cov = coverageOf(m, rev, n.Name())
+			km = keptMap{m: m, rev: rev}
 			mu.Lock()
-			kept[bucket] = cov
+			kept[bucket] = km
 			mu.Unlock()
 		}
-		out := &httpapi.ViewCoverage{Rev: cov.Rev, Nodes: slices.Clone(cov.Nodes)}
-		for i, c := range out.Nodes {
-			if c.Self {
-				continue
-			}
-			if info, err := cluster.ReadNode(ctx, n.Client(), c.Name); err == nil && info.HTTP != "" {
-				out.Nodes[i].URL = scheme + "://" + info.HTTP
+		urls := map[string]string{} // the nodes up, by name ("" for this one)
+		urls[n.Name()] = ""
+		for _, e := range km.m.Partitions {
+			for _, v := range e.Voters {
+				if _, seen := urls[v]; seen {
+					continue
+				}
+				if info, err := cluster.ReadNode(ctx, n.Client(), v); err == nil && info.HTTP != "" {
+					urls[v] = scheme + "://" + info.HTTP
+				} else {
+					urls[v] = "-" // down (or serving no HTTP): not asked
+				}
 			}
 		}
-		return out, nil
+		up := func(name string) bool { u, ok := urls[name]; return ok && u != "-" }
+		cov := coverageOf(km.m, km.rev, n.Name(), up)
+		for i, c := range cov.Nodes {
+			if !c.Self && up(c.Name) {
+				cov.Nodes[i].URL = urls[c.Name]
+			}
+		}
+		return cov, nil
 	}
 }
 
-// coverageOf gives each partition of m with a leader to that leader, under
-// revision rev; self is this node's name. Partitions without a leader
-// have no copy anywhere and no coverer.
-func coverageOf(m *cluster.PartitionMap, rev int64, self string) *httpapi.ViewCoverage {
+// coverageOf gives each partition of m with a leader to that leader if it
+// is up, else to a voter of the partition that is up (self, this node's
+// name, first; then the one given the fewest partitions so far), else to
+// the leader all the same (its share fails: the query names it), under
+// revision rev. Partitions without a leader have no copy anywhere and no
+// coverer.
+func coverageOf(m *cluster.PartitionMap, rev int64, self string, up func(string) bool) *httpapi.ViewCoverage {
 	cov := &httpapi.ViewCoverage{Rev: rev}
 	at := map[string]int{}
+	add := func(node string, p int) {
+		i, ok := at[node]
+		if !ok {
+			i = len(cov.Nodes)
+			at[node] = i
+			cov.Nodes = append(cov.Nodes, httpapi.Coverer{Name: node, Self: node == self})
+		}
+		cov.Nodes[i].Partitions = append(cov.Nodes[i].Partitions, p)
+	}
+	load := func(node string) int {
+		if i, ok := at[node]; ok {
+			return len(cov.Nodes[i].Partitions)
+		}
+		return 0
+	}
 	for p, e := range m.Partitions {
 		if e.Leader == "" {
 			continue
 		}
-		i, ok := at[e.Leader]
-		if !ok {
-			i = len(cov.Nodes)
-			at[e.Leader] = i
-			cov.Nodes = append(cov.Nodes, httpapi.Coverer{Name: e.Leader, Self: e.Leader == self})
+		by := e.Leader
+		if !up(by) {
+			best := ""
+			for _, v := range e.Voters {
+				switch {
+				case !up(v):
+				case v == self:
+					best = v
+				case best != self && (best == "" || load(v) < load(best)):
+					best = v
+				}
+			}
+			if best != "" {
+				by = best
+			}
 		}
-		cov.Nodes[i].Partitions = append(cov.Nodes[i].Partitions, p)
+		add(by, p)
 	}
 	return cov
 }

@@ -115,7 +115,7 @@ func viewsAgree(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
 func TestCoverageOf(t *testing.T) {
 	m := &cluster.PartitionMap{Bucket: "b", Copies: 3, Partitions: cluster.Place([]string{"n1", "n2", "n3", "n4"}, cluster.NumPartitions, 3)}
 	m.Partitions[5].Leader = "" // no copy anywhere: no coverer
-	cov := coverageOf(m, 42, "n2")
+	cov := coverageOf(m, 42, "n2", func(string) bool { return true })
 	if cov.Rev != 42 || len(cov.Nodes) != 4 {
 		t.Fatalf("coverage: rev %d, %d nodes", cov.Rev, len(cov.Nodes))
 	}
@@ -139,5 +139,61 @@ func TestCoverageOf(t *testing.T) {
 		if n != want {
 			t.Errorf("partition %d covered %d times, want %d", p, n, want)
 		}
+	}
+}
+
+// TestCoverageAroundADownNode: the partitions whose preferred leader is
+// down are covered by another voter that is up (this node when it is one),
+// each exactly once; none is given to a node that is down; a partition
+// none of whose voters is up stays with its leader.
+func TestCoverageAroundADownNode(t *testing.T) {
+	m := &cluster.PartitionMap{Bucket: "b", Copies: 3, Partitions: cluster.Place([]string{"n1", "n2", "n3", "n4"}, cluster.NumPartitions, 3)}
+	m.Partitions[7].Voters = []string{"n3"}
+	m.Partitions[7].Leader = "n3"
+	up := func(n string) bool { return n != "n3" }
+	self := ""
+	for p, e := range m.Partitions {
+		if e.Leader == "n3" && p != 7 {
+			self = e.Voters[slices.IndexFunc(e.Voters, func(v string) bool { return v != "n3" })]
+			break
+		}
+	}
+	cov := coverageOf(m, 42, self, up)
+	seen := make([]int, cluster.NumPartitions)
+	moved, toSelf := 0, 0
+	for _, c := range cov.Nodes {
+		for _, p := range c.Partitions {
+			seen[p]++
+			e := m.Partitions[p]
+			switch {
+			case p == 7:
+				if c.Name != "n3" {
+					t.Errorf("partition 7 (no voter up) covered by %s, want its leader n3", c.Name)
+				}
+			case c.Name == "n3":
+				t.Errorf("partition %d covered by n3, which is down", p)
+			case e.Leader == "n3":
+				moved++
+				if !slices.Contains(e.Voters, c.Name) {
+					t.Errorf("partition %d covered by %s, not one of its voters %v", p, c.Name, e.Voters)
+				}
+				if slices.Contains(e.Voters, self) {
+					if c.Name != self {
+						t.Errorf("partition %d covered by %s though this node (%s) holds it", p, c.Name, self)
+					}
+					toSelf++
+				}
+			case c.Name != e.Leader:
+				t.Errorf("partition %d covered by %s, led by %s (up)", p, c.Name, e.Leader)
+			}
+		}
+	}
+	for p, n := range seen {
+		if n != 1 {
+			t.Errorf("partition %d covered %d times", p, n)
+		}
+	}
+	if moved == 0 || toSelf == 0 {
+		t.Fatalf("moved %d partitions, %d of them to this node", moved, toSelf)
 	}
 }

@@ -188,3 +188,51 @@ func TestSettingsGate(t *testing.T) {
 	}
 	closeChecked(t, eng)
 }
+
+// peekNew is a BucketService that, while a bucket attaches, records
+// whether a lookup by name already finds that very bucket.
+type peekNew struct {
+	eng   *engine.Engine
+	found []bool
+}
+
+func (p *peekNew) AttachBucket(_ context.Context, b *engine.Bucket) error {
+	got, err := p.eng.Bucket(b.Name())
+	p.found = append(p.found, err == nil && got == b)
+	return nil
+}
+
+func (p *peekNew) DetachBucket(context.Context, *engine.Bucket, bool) error { return nil }
+
+// A bucket restarted for a new evictionPolicy is found under its name only
+// once every service attached to the new one, as a created bucket is: no
+// write reaches it before a cluster's replication takes its writes.
+func TestRestartedBucketHiddenUntilAttached(t *testing.T) {
+	ctx := context.Background()
+	eng, _ := newEngine(t, t.TempDir())
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peekNew{eng: eng}
+	if err := eng.Attach(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error {
+		s.EvictionPolicy = engine.FullEviction
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nb := b.Reopened()
+	if nb == nil || nb == b {
+		t.Fatalf("no new bucket after the restart")
+	}
+	if len(p.found) != 2 || !p.found[0] || p.found[1] {
+		t.Fatalf("the bucket found by its name while it attached (at Attach, then at the restart): %v, want [true false]", p.found)
+	}
+	if got, err := eng.Bucket("b"); err != nil || got != nb {
+		t.Fatalf("after the restart: %v, %v", got, err)
+	}
+	closeChecked(t, eng)
+}

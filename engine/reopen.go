@@ -95,13 +95,16 @@ func (b *Bucket) restartWith(ctx context.Context, s BucketSettings) (err error) 
 			return fmt.Errorf("%w; opening it again with its old settings failed too (it is offline until the server restarts): %w", err, rerr)
 		}
 	}
+	// Published once every service is attached again, as a new bucket
+	// is: a write taken before a cluster's replication attached would be
+	// a local write, which a replicated bucket must never take.
+	if aerr := e.reattach(ctx, nb); aerr != nil && err == nil {
+		err = fmt.Errorf("engine: restart bucket %s: %w", b.name, aerr)
+	}
 	e.mu.Lock()
 	e.mu.buckets[b.name] = nb
 	e.mu.Unlock()
 	b.restart.next.Store(nb)
-	if aerr := e.reattach(ctx, nb); aerr != nil && err == nil {
-		err = fmt.Errorf("engine: restart bucket %s: %w", b.name, aerr)
-	}
 	e.log.Info("bucket restarted", "bucket", b.name, "eviction_policy", nb.Settings().EvictionPolicy)
 	return err
 }

@@ -82,6 +82,20 @@ func (a *accessExpiries) close() {
 // partition; the read answers not-found without waiting for it, as on one
 // node. Failures are left to the pager.
 func (b *Bucket) expireOnAccess(r Replicator, k docKey, expiration int64) {
+	b.onLeader(r, k, func(ctx context.Context, _ int) {
+		item := []expItem{{key: k, exp: expiration}}
+		if _, err := b.proposeExpirations(ctx, r, b.clock.Now(), item, &b.stats.expiredAccess); err != nil {
+			b.eng.log.Debug("expiration on access not replicated; the pager will retry", "bucket", b.name, "err", err)
+		}
+	})
+}
+
+// onLeader runs propose in the background, for a write a read of k decided
+// (its expiration, or a sliding extension), if this node leads k's
+// partition (a follower writes nothing: the leader decides it). One such
+// write per key at a time, 64 at most (accessExpiries), each given at most
+// accessExpiryWait; a closing bucket cancels them.
+func (b *Bucket) onLeader(r Replicator, k docKey, propose func(ctx context.Context, part int)) {
 	ctx, cancel := context.WithTimeout(context.Background(), accessExpiryWait)
 	if !b.repl.access.add(k, cancel) {
 		cancel()
@@ -91,12 +105,8 @@ func (b *Bucket) expireOnAccess(r Replicator, k docKey, expiration int64) {
 		defer b.repl.access.done(k)
 		defer cancel()
 		part := int(partitionOf(k.key, len(b.parts)))
-		if !leads(ctx, r, part) {
-			return // a follower writes nothing: the leader expires it
-		}
-		item := []expItem{{key: k, exp: expiration}}
-		if _, err := b.proposeExpirations(ctx, r, b.clock.Now(), item, &b.stats.expiredAccess); err != nil {
-			b.eng.log.Debug("expiration on access not replicated; the pager will retry", "bucket", b.name, "err", err)
+		if leads(ctx, r, part) {
+			propose(ctx, part)
 		}
 	}()
 }

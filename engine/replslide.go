@@ -24,18 +24,7 @@ import (
 // slides it).
 func (c *Collection) slideReplicated(r Replicator, k docKey, d *Document) {
 	b := c.b
-	ctx, cancel := context.WithTimeout(context.Background(), accessExpiryWait)
-	if !b.repl.access.add(k, cancel) {
-		cancel()
-		return
-	}
-	go func() {
-		defer b.repl.access.done(k)
-		defer cancel()
-		part := int(partitionOf(k.key, len(b.parts)))
-		if !leads(ctx, r, part) {
-			return
-		}
+	b.onLeader(r, k, func(ctx context.Context, part int) {
 		entry := b.decideSlide(k, d)
 		if entry == nil {
 			return
@@ -52,7 +41,7 @@ func (c *Collection) slideReplicated(r Replicator, k docKey, d *Document) {
 		default:
 			b.eng.log.Debug("sliding expiry refused", "bucket", b.name, "err", res.Err)
 		}
-	}()
+	})
 }
 
 // decideSlide returns the entry that extends k, read live as version d, by

@@ -127,24 +127,7 @@ func TestClusterBucketLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
-	tick := "100ms"
-	if raceBuild {
-		tick = "500ms" // as TestReplicatedClusterSurvivesKill
-	}
-	taken := map[int]bool{}
-	var peers []string
-	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
-	}
-	nodes := make([]*procNode, 3)
-	for i := range nodes {
-		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
-		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "", "--kv", "",
-			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--default-bucket", "", "--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
-			"--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick}
-		nodes[i] = n
-	}
+	nodes, _ := procCluster(t, "--memcached", "", "--kv", "", "--default-bucket", "")
 	startAll := func(ns ...*procNode) {
 		for _, n := range ns {
 			n.start(t)
@@ -154,16 +137,6 @@ func TestClusterBucketLifecycle(t *testing.T) {
 		}
 	}
 	startAll(nodes...)
-	defer func() {
-		for _, n := range nodes {
-			n.stop()
-		}
-		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s's output:\n%s", n.name, n.out.String())
-			}
-		}
-	}()
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	create := func(n *procNode) (int, string) {
 		code, body, err := bucketReq(n, http.MethodPost, "/pools/default/buckets",

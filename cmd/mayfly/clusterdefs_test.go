@@ -167,37 +167,11 @@ func searchUUID(n *procNode, name string) (int, string, error) {
 	return code, d.IndexDef.UUID, nil
 }
 
-// startDefsCluster starts three cluster nodes on loopback
-// and stops them when the test ends, logging their output if it failed.
+// startDefsCluster starts three cluster nodes on loopback (stopped when
+// the test ends).
 func startDefsCluster(t *testing.T) []*procNode {
 	t.Helper()
-	tick := "100ms"
-	if raceBuild {
-		tick = "500ms" // see TestReplicatedClusterSurvivesKill
-	}
-	taken := map[int]bool{}
-	var peers []string
-	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
-	}
-	nodes := make([]*procNode, 3)
-	for i := range nodes {
-		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
-		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "",
-			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick}
-		nodes[i] = n
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.stop()
-		}
-		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s's output:\n%s", n.name, n.out.String())
-			}
-		}
-	})
+	nodes, _ := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "")
 	for _, n := range nodes {
 		n.start(t)
 	}

@@ -379,48 +379,13 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
-	// The default 100 ms tick, race-built too: idle groups go quiet, so
-	// three processes of 1024 groups each no longer heartbeat each tick
-	// (before quiescing, race-built on a shared 2-core machine, heartbeats
-	// came later than the election timeout and the groups kept electing:
-	// 75 writes not done in 12 min; a 1 s tick was needed there).
-	tick := "100ms"
-	if raceBuild {
-		// Quiet groups pass at 100 ms under the race detector too (4 runs
-		// of 4), but before the groups first go quiet the three processes
-		// elect 1024 groups each, and CI runs beside other packages' tests
-		// on 2 cores: a longer tick keeps that start from storming there.
-		tick = "500ms"
-	}
-	taken := map[int]bool{}
-	var peers []string
-	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
-	}
-	nodes := make([]*procNode, 3)
-	for i := range nodes {
-		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
-		n.args = []string{"serve", "--data", n.dir, "--http", "127.0.0.1:0", "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0",
-			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick}
-		nodes[i] = n
-	}
+	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
 	for _, n := range nodes {
 		n.start(t)
 	}
 	for _, n := range nodes {
 		n.started(t)
 	}
-	defer func() {
-		for _, n := range nodes {
-			n.stop()
-		}
-		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s's output:\n%s", n.name, n.out.String())
-			}
-		}
-	}()
 
 	acked := map[string]ackedDoc{}
 	var slowest time.Duration // the longest write, retries included (logged, never asserted)
@@ -705,6 +670,53 @@ func clusterStatus(peers []string) (*cluster.Status, error) {
 	}
 	defer cli.Close()
 	return cluster.ReadStatus(ctx, cli, nil)
+}
+
+// procCluster returns three cluster nodes on loopback, not started (their
+// ports below the ephemeral range), with the given flags besides the
+// common ones (say which memcached and KV ports: serve's defaults are
+// fixed ports), and the peer list; they are stopped when the test ends,
+// their output logged if it failed.
+func procCluster(t *testing.T, flags ...string) ([]*procNode, []string) {
+	t.Helper()
+	// The default 100 ms tick, race-built too: idle groups go quiet, so
+	// three processes of 1024 groups each no longer heartbeat each tick
+	// (before quiescing, race-built on a shared 2-core machine, heartbeats
+	// came later than the election timeout and the groups kept electing:
+	// 75 writes not done in 12 min; a 1 s tick was needed there).
+	tick := "100ms"
+	if raceBuild {
+		// Quiet groups pass at 100 ms under the race detector too (4 runs
+		// of 4), but before the groups first go quiet the three processes
+		// elect 1024 groups each, and CI runs beside other packages' tests
+		// on 2 cores: a longer tick keeps that start from storming there.
+		tick = "500ms"
+	}
+	taken := map[int]bool{}
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
+	}
+	nodes := make([]*procNode, 3)
+	for i := range nodes {
+		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
+		n.args = append([]string{"serve", "--data", n.dir, "--http", "127.0.0.1:0",
+			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
+			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s", "--cluster-failover-timeout", "10m", "--cluster-raft-tick", tick},
+			flags...)
+		nodes[i] = n
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s's output:\n%s", n.name, n.out.String())
+			}
+		}
+	})
+	return nodes, peers
 }
 
 // nodeReq sends an administrator's request to node n's HTTP port and

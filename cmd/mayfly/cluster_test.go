@@ -93,25 +93,41 @@ func TestServeCluster(t *testing.T) {
 		}
 	}
 
-	req, _ := http.NewRequest("GET", "http://"+addr+"/pools/default", nil)
-	req.SetBasicAuth("Administrator", "password")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// (A busy machine's etcd may not answer the node list within the
+	// request's 5 s: an error answer, which a client retries.)
+	type poolNode struct {
+		Hostname string `json:"hostname"`
+		Status   string `json:"status"`
+		ThisNode bool   `json:"thisNode"`
 	}
-	defer resp.Body.Close()
-	var pools struct {
-		Nodes []struct {
-			Hostname string `json:"hostname"`
-			Status   string `json:"status"`
-			ThisNode bool   `json:"thisNode"`
-		} `json:"nodes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&pools); err != nil {
-		t.Fatal(err)
-	}
-	if len(pools.Nodes) != 3 || !pools.Nodes[0].ThisNode || pools.Nodes[1].Status != "healthy" || pools.Nodes[2].Status != "healthy" {
-		t.Fatalf("/pools/default nodes: %+v", pools.Nodes)
+	var last string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) { // wall clock: a hang guard
+		if time.Now().After(deadline) { // wall clock: a hang guard
+			t.Fatalf("/pools/default: %s", last)
+		}
+		req, _ := http.NewRequest("GET", "http://"+addr+"/pools/default", nil)
+		req.SetBasicAuth("Administrator", "password")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			last = fmt.Sprintf("%d %s %v", resp.StatusCode, body, err)
+			continue
+		}
+		var pools struct {
+			Nodes []poolNode `json:"nodes"`
+		}
+		if err := json.Unmarshal(body, &pools); err != nil {
+			t.Fatal(err)
+		}
+		if len(pools.Nodes) != 3 || !pools.Nodes[0].ThisNode || pools.Nodes[1].Status != "healthy" || pools.Nodes[2].Status != "healthy" {
+			t.Fatalf("/pools/default nodes: %+v", pools.Nodes)
+		}
+		break
 	}
 }
 

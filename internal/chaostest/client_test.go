@@ -1,0 +1,160 @@
+package chaostest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// opTimeout bounds one operation: past it the outcome is unknown.
+const opTimeout = 10 * time.Second
+
+// errRefused is an operation that never reached a server (the node is
+// down): it was not applied, so it is left out of the history.
+var errRefused = errors.New("connection refused")
+
+// errBadAnswer is an answer the harness does not expect (a 400, a
+// malformed reply): a harness or server bug, failing the test.
+var errBadAnswer = errors.New("unexpected answer")
+
+// doHTTP runs one operation through node n's HTTP port. It returns the
+// outcome, the value a get read and, for a get, the version's CAS.
+func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, uint64, error) {
+	method, path, body := http.MethodGet, "/default/docs/"+in.key, ""
+	switch in.kind {
+	case opSet:
+		method, body = http.MethodPut, in.value
+		if strings.HasSuffix(in.value, `"e":1}`) {
+			path += "?expiry=3600" // long: nothing expires during the test
+		}
+	case opCAS:
+		method, body = http.MethodPut, in.value
+		path += "?op=replace&cas=" + strconv.FormatUint(in.cas, 10)
+	case opDelete:
+		method = http.MethodDelete
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.http+path, strings.NewReader(body))
+	if err != nil {
+		return output{}, 0, err
+	}
+	req.SetBasicAuth("Administrator", adminPassword)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return output{}, 0, errRefused
+		}
+		return output{kind: outUnknown}, 0, nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return output{kind: outUnknown}, 0, nil
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
+		if in.kind == opGet {
+			cas, _ := strconv.ParseUint(resp.Header.Get("X-Mayfly-Cas"), 10, 64)
+			return output{kind: outOK, value: string(b)}, cas, nil
+		}
+		return output{kind: outOK}, 0, nil
+	case resp.StatusCode == http.StatusNotFound && (in.kind != opSet):
+		return output{kind: outNotFound}, 0, nil
+	case resp.StatusCode == http.StatusConflict && in.kind == opCAS && strings.Contains(string(b), "cas_mismatch"):
+		return output{kind: outMismatch}, 0, nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
+		return output{kind: outUnknown}, 0, nil
+	}
+	return output{}, 0, fmt.Errorf("%w: %s %s on %s: %d %s", errBadAnswer, method, path, n.name, resp.StatusCode, b)
+}
+
+// doMemcached runs one operation through node n's memcached port, one
+// connection per operation.
+func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error) {
+	var cmd string
+	switch in.kind {
+	case opGet:
+		cmd = "gets " + in.key + "\r\n"
+	case opSet:
+		exp := 0
+		if strings.HasSuffix(in.value, `"e":1}`) {
+			exp = 3600
+		}
+		cmd = fmt.Sprintf("set %s 0 %d %d\r\n%s\r\n", in.key, exp, len(in.value), in.value)
+	case opCAS:
+		cmd = fmt.Sprintf("cas %s 0 0 %d %d\r\n%s\r\n", in.key, len(in.value), in.cas, in.value)
+	case opDelete:
+		cmd = "delete " + in.key + "\r\n"
+	}
+	d := net.Dialer{Timeout: opTimeout}
+	c, err := d.DialContext(ctx, "tcp", n.mc)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return output{}, 0, errRefused
+		}
+		return output{kind: outUnknown}, 0, nil
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(opTimeout)) // wall clock: a socket deadline
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return output{kind: outUnknown}, 0, nil
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return output{kind: outUnknown}, 0, nil
+	}
+	line = strings.TrimSpace(line)
+	switch {
+	case strings.HasPrefix(line, "SERVER_ERROR"):
+		return output{kind: outUnknown}, 0, nil
+	case in.kind == opGet && line == "END":
+		return output{kind: outNotFound}, 0, nil
+	case in.kind == opGet && strings.HasPrefix(line, "VALUE "):
+		f := strings.Fields(line)
+		if len(f) != 5 {
+			break
+		}
+		size, err1 := strconv.Atoi(f[3])
+		cas, err2 := strconv.ParseUint(f[4], 10, 64)
+		if err1 != nil || err2 != nil {
+			break
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return output{kind: outUnknown}, 0, nil
+		}
+		return output{kind: outOK, value: string(buf[:size])}, cas, nil
+	case line == "STORED" || line == "DELETED":
+		return output{kind: outOK}, 0, nil
+	case line == "NOT_FOUND" && in.kind != opSet:
+		return output{kind: outNotFound}, 0, nil
+	case line == "EXISTS" && in.kind == opCAS:
+		return output{kind: outMismatch}, 0, nil
+	}
+	return output{}, 0, fmt.Errorf("%w: memcached %q on %s: %q", errBadAnswer, cmd, n.name, line)
+}
+
+// valueOf is a unique value: client c's n-th write, e marks one written
+// with an expiry.
+func valueOf(c, n int, expiry bool) string {
+	e := 0
+	if expiry {
+		e = 1
+	}
+	v, _ := json.Marshal(struct{ C, N, E int }{c, n, e})
+	return strings.ToLower(string(v))
+}

@@ -1,0 +1,170 @@
+package chaostest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/internal/testport"
+)
+
+// adminPassword is the administrator's password of every node.
+const adminPassword = "chaos-test-password"
+
+// buildServer builds cmd/mayfly from the module root into dir.
+func buildServer(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatal("not inside a Go module")
+	}
+	bin := filepath.Join(dir, "mayfly")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mayfly")
+	cmd.Dir = filepath.Dir(gomod)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/mayfly: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// node is one `mayfly serve --peers` process. Its HTTP and memcached ports
+// are fixed, so clients reach it again at the same address once restarted.
+type node struct {
+	name, bin, dir, log string
+	http, mc            string
+	args                []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// newCluster prepares three nodes (not started) on loopback ports picked
+// by testport, and returns them with their --peers list.
+func newCluster(t *testing.T, bin string) ([]*node, []string) {
+	t.Helper()
+	taken := map[int]bool{}
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, testport.Consecutive(t, 3, taken)))
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		dir := t.TempDir()
+		p := testport.Consecutive(t, 2, taken)
+		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(dir, "serve.log"),
+			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
+		n.args = []string{"serve", "--data", filepath.Join(dir, "data"), "--http", n.http, "--memcached", n.mc, "--kv", "",
+			"--views", "", "--search", "", "--log-level", "error", "--admin-password", adminPassword,
+			"--memory-overhead-mb", "-1", "--heap-ratio", "0",
+			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
+			"--cluster-failover-timeout", "10m", "--cluster-raft-tick", "100ms"}
+		nodes[i] = n
+	}
+	return nodes, peers
+}
+
+// start starts the process, its output appended to its log.
+func (n *node) start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	logf, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()                                                       // the child holds its own descriptor
+	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano)) // wall clock: a log line for a person
+	cmd := exec.Command(n.bin, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childProcAttr()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	n.cmd, n.done = cmd, done
+	return nil
+}
+
+// started waits until the process (started last) prints that it serves
+// HTTP: a node of a cluster serves once a quorum of etcd members answers.
+func (n *node) started(ctx context.Context) error {
+	for {
+		b, _ := os.ReadFile(n.log)
+		text := string(b)
+		if i := strings.LastIndex(text, "=== start "); i >= 0 && strings.Contains(text[i:], "serving HTTP on http://") {
+			return nil
+		}
+		n.mu.Lock()
+		done := n.done
+		n.mu.Unlock()
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited before serving (log %s)", n.name, n.log)
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not serve: %w (log %s)", n.name, ctx.Err(), n.log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// kill ends the process with SIGKILL (nothing flushed or closed) and
+// waits for it to be gone.
+func (n *node) kill() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+// up reports whether the process was started and not killed.
+func (n *node) up() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// clusterStatus reads the cluster's status as `mayfly cluster status
+// --peers` does.
+func clusterStatus(ctx context.Context, peers []string) (*cluster.Status, error) {
+	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return cluster.ReadStatus(ctx, cli, nil)
+}
+
+// lagging returns the default bucket's lagging replicas, nil when none.
+func lagging(ctx context.Context, peers []string) ([]cluster.Lagging, error) {
+	st, err := clusterStatus(ctx, peers)
+	if err != nil {
+		return nil, err
+	}
+	bs, ok := st.Bucket("default")
+	if !ok {
+		return nil, fmt.Errorf("no default bucket in the status")
+	}
+	return bs.Lagging, nil
+}

@@ -295,6 +295,7 @@ func TestChaos(t *testing.T) {
 	after := now() + int64(time.Hour)
 	ops := hist.ops
 	var acked, unknown, total int
+	why := map[string]int{}
 	var killLat, calmLat []time.Duration
 	for i := range ops {
 		in, out := ops[i].Input.(input), ops[i].Output.(output)
@@ -305,6 +306,7 @@ func TestChaos(t *testing.T) {
 		if out.kind == outUnknown {
 			ops[i].Return = after // may take effect any time after its call
 			unknown++
+			why[out.why]++
 			continue
 		}
 		if in.kind == opGet || out.kind != outOK {
@@ -327,6 +329,13 @@ func TestChaos(t *testing.T) {
 	t.Logf("%d operations in %.1fs (%.0f ops/s, %d clients, %d on memcached), %d writes acknowledged, %d outcomes unknown, %d kills",
 		total, float64(loadEnd)/1e9, float64(total)/(float64(loadEnd)/1e9), clients, mcClients, acked, unknown, len(windows))
 	t.Logf("acknowledged write latency, p50/p99/max: across a kill (killed → serving again) %s; otherwise %s", pcts(killLat), pcts(calmLat))
+	for w, n := range why {
+		t.Logf("unknown outcome: %d × %s", n, w)
+	}
+	for _, w := range windows {
+		t.Logf("kill of %s at %.1fs: write gap per key (kill → first acknowledged write called after it), p50/max over %d keys: %s",
+			w.node, float64(w.killed)/1e9, keySpace, writeGaps(ops, w.killed))
+	}
 	for _, w := range windows {
 		t.Logf("kill of %s at %.1fs: down %.1fs (restart until serving included), caught up (nothing lagging) %v after",
 			w.node, float64(w.killed)/1e9, float64(w.resumed-w.killed)/1e9, w.caughtUp.Round(10*time.Millisecond))
@@ -353,6 +362,32 @@ func TestChaos(t *testing.T) {
 	default:
 		t.Errorf("porcupine could not decide within its timeout whether the history is linearizable")
 	}
+}
+
+// writeGaps sums up, over the keys, the time from a kill until the first
+// acknowledged write called after it returned: for a key whose partition
+// the killed node led, the time its clients could not write it.
+func writeGaps(ops []porcupine.Operation, killed int64) string {
+	first := map[string]int64{}
+	for _, op := range ops {
+		in, out := op.Input.(input), op.Output.(output)
+		if in.kind == opGet || out.kind != outOK || op.Call < killed {
+			continue
+		}
+		if f, ok := first[in.key]; !ok || op.Return < f {
+			first[in.key] = op.Return
+		}
+	}
+	var gaps []time.Duration
+	for _, f := range first {
+		gaps = append(gaps, time.Duration(f-killed))
+	}
+	if len(gaps) == 0 {
+		return "no write acknowledged"
+	}
+	slices.Sort(gaps)
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("%v/%v (%d keys written)", r(gaps[len(gaps)/2]), r(gaps[len(gaps)-1]), len(gaps))
 }
 
 // pcts formats p50/p99/max of ds.

@@ -57,12 +57,12 @@ func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, ui
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return output{}, 0, errRefused
 		}
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: "http: "+errClass(err)}, 0, nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: "http: reading the answer: "+errClass(err)}, 0, nil
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
@@ -76,7 +76,7 @@ func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, ui
 	case resp.StatusCode == http.StatusConflict && in.kind == opCAS && strings.Contains(string(b), "cas_mismatch"):
 		return output{kind: outMismatch}, 0, nil
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: fmt.Sprintf("http: %d %s", resp.StatusCode, errCode(b))}, 0, nil
 	}
 	return output{}, 0, fmt.Errorf("%w: %s %s on %s: %d %s", errBadAnswer, method, path, n.name, resp.StatusCode, b)
 }
@@ -105,22 +105,22 @@ func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return output{}, 0, errRefused
 		}
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(opTimeout)) // wall clock: a socket deadline
 	if _, err := io.WriteString(c, cmd); err != nil {
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
 	}
 	r := bufio.NewReader(c)
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
 	}
 	line = strings.TrimSpace(line)
 	switch {
 	case strings.HasPrefix(line, "SERVER_ERROR"):
-		return output{kind: outUnknown}, 0, nil
+		return output{kind: outUnknown, why: "memcached: "+line}, 0, nil
 	case in.kind == opGet && line == "END":
 		return output{kind: outNotFound}, 0, nil
 	case in.kind == opGet && strings.HasPrefix(line, "VALUE "):
@@ -135,7 +135,7 @@ func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error)
 		}
 		buf := make([]byte, size+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return output{kind: outUnknown}, 0, nil
+			return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
 		}
 		return output{kind: outOK, value: string(buf[:size])}, cas, nil
 	case line == "STORED" || line == "DELETED":
@@ -157,4 +157,30 @@ func valueOf(c, n int, expiry bool) string {
 	}
 	v, _ := json.Marshal(struct{ C, N, E int }{c, n, e})
 	return strings.ToLower(string(v))
+}
+
+// errClass names a transport error's kind for the unknown outcomes' tally.
+func errClass(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	}
+	return "error"
+}
+
+// errCode is an HTTP error answer's "error" and "reason" fields, the
+// reason cut short.
+func errCode(body []byte) string {
+	var e struct {
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}
+	json.Unmarshal(body, &e)
+	if len(e.Reason) > 48 {
+		e.Reason = e.Reason[:48] + "…"
+	}
+	return e.Error + " " + e.Reason
 }

@@ -44,6 +44,7 @@ type input struct {
 type output struct {
 	kind  outKind
 	value string
+	why   string // outUnknown: why, for the tally
 }
 
 // registerModel is one key as a register holding a value, "" for a

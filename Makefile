@@ -9,13 +9,15 @@ PKGS    := ./...
 # target fails with "context deadline exceeded" and no failing input).
 FUZZTIME ?= 3000x
 SOAK    ?= 10m
+# CHAOS is how long `make chaos` keeps the cluster under load and kills.
+CHAOS   ?= 2m
 # LEVEL is the crash soak's bucket durabilityMinLevel (none, majority,
 # majorityAndPersistActive, persistToMajority).
 LEVEL   ?= persistToMajority
 # EVICTION is the crash soak's bucket evictionPolicy (valueOnly, fullEviction).
 EVICTION ?= valueOnly
 
-.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch bench-big oracle tools clean soak sdk node-sdk
+.PHONY: help build run test unit race fuzz vet fmt lint bench bench-pouch bench-big oracle tools clean soak chaos sdk node-sdk
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
@@ -27,6 +29,7 @@ help:
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
 	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level; EVICTION=fullEviction)"
+	@echo "make chaos    3-node cluster chaos test for $(CHAOS): kill -9 a node every 20 s under load, no acknowledged write lost, linearizable (porcupine)"
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly
@@ -139,6 +142,9 @@ oracle:
 # views are checked after every restart.
 soak:
 	MAYFLY_SOAK=$(SOAK) MAYFLY_CRASH_LEVEL=$(LEVEL) MAYFLY_CRASH_EVICTION=$(EVICTION) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
+
+chaos:
+	MAYFLY_CHAOS=$(CHAOS) $(GO) test -run TestChaos -count=1 -timeout 2h -v ./internal/chaostest/
 
 clean:
 	rm -rf bin bench.out

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -59,16 +60,20 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("MAYFLY_CHAOS=%q: want a duration such as 2m", spec)
 	}
 	bin := buildServer(t, t.TempDir())
-	nodes, peers := newCluster(t, bin)
+	logDir, err := os.MkdirTemp("", "mayfly-chaos-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, peers := newCluster(t, bin, logDir)
 	ctx := context.Background()
 	defer func() {
 		for _, n := range nodes {
 			n.kill()
 		}
 		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s's log: %s", n.name, n.log)
-			}
+			t.Logf("the nodes' logs are kept in %s", logDir)
+		} else {
+			os.RemoveAll(logDir)
 		}
 	}()
 	for _, n := range nodes {
@@ -306,7 +311,7 @@ func TestChaos(t *testing.T) {
 		if out.kind == outUnknown {
 			ops[i].Return = after // may take effect any time after its call
 			unknown++
-			why[out.why]++
+			why[digits.ReplaceAllString(out.why, "N")]++
 			continue
 		}
 		if in.kind == opGet || out.kind != outOK {
@@ -353,6 +358,9 @@ func TestChaos(t *testing.T) {
 	case porcupine.Ok:
 		t.Logf("the history of %d operations is linearizable", len(ops))
 	case porcupine.Illegal:
+		for _, s := range staleReads(ops) {
+			t.Log(s)
+		}
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("mayfly-chaos-%d.html", time.Now().UnixNano())) // wall clock: a unique file name
 		if err := porcupine.VisualizePath(model, info, path); err != nil {
 			t.Errorf("the history is not linearizable (and its visualisation failed: %v)", err)
@@ -362,6 +370,49 @@ func TestChaos(t *testing.T) {
 	default:
 		t.Errorf("porcupine could not decide within its timeout whether the history is linearizable")
 	}
+}
+
+// digits are the numbers in an error, left out of the tally.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// staleReads lists the reads that returned a value an acknowledged write
+// had replaced before the read was sent, or missed a key an acknowledged
+// write had written (no delete in between): the plainest illegal
+// operations, named for a person investigating porcupine's verdict.
+func staleReads(ops []porcupine.Operation) []string {
+	type span struct{ call, ret int64 }
+	written := map[string]span{} // value → its acknowledged write
+	var acked []porcupine.Operation
+	for _, op := range ops {
+		in, out := op.Input.(input), op.Output.(output)
+		if in.kind != opGet && out.kind == outOK {
+			acked = append(acked, op)
+			if in.kind != opDelete {
+				written[in.value] = span{op.Call, op.Return}
+			}
+		}
+	}
+	var lines []string
+	for _, op := range ops {
+		in, out := op.Input.(input), op.Output.(output)
+		if in.kind != opGet || out.kind != outOK {
+			continue
+		}
+		w, ok := written[out.value]
+		if !ok {
+			continue
+		}
+		for _, a := range acked {
+			ai := a.Input.(input)
+			if ai.key == in.key && a.Call > w.ret && a.Return < op.Call && ai.value != out.value {
+				lines = append(lines, fmt.Sprintf("stale read at %.3fs–%.3fs: get %s via %s read %s, replaced by %s (acknowledged at %.3fs)",
+					float64(op.Call)/1e9, float64(op.Return)/1e9, in.key, in.via, out.value,
+					registerModel.DescribeOperation(a.Input, a.Output), float64(a.Return)/1e9))
+				break
+			}
+		}
+	}
+	return lines
 }
 
 // writeGaps sums up, over the keys, the time from a kill until the first

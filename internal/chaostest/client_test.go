@@ -57,12 +57,12 @@ func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, ui
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return output{}, 0, errRefused
 		}
-		return output{kind: outUnknown, why: "http: "+errClass(err)}, 0, nil
+		return output{kind: outUnknown, why: "http: " + errClass(err)}, 0, nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return output{kind: outUnknown, why: "http: reading the answer: "+errClass(err)}, 0, nil
+		return output{kind: outUnknown, why: "http: reading the answer: " + errClass(err)}, 0, nil
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
@@ -105,22 +105,22 @@ func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return output{}, 0, errRefused
 		}
-		return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
+		return output{kind: outUnknown, why: "memcached: " + errClass(err)}, 0, nil
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(opTimeout)) // wall clock: a socket deadline
 	if _, err := io.WriteString(c, cmd); err != nil {
-		return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
+		return output{kind: outUnknown, why: "memcached: " + errClass(err)}, 0, nil
 	}
 	r := bufio.NewReader(c)
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
+		return output{kind: outUnknown, why: "memcached: " + errClass(err)}, 0, nil
 	}
 	line = strings.TrimSpace(line)
 	switch {
 	case strings.HasPrefix(line, "SERVER_ERROR"):
-		return output{kind: outUnknown, why: "memcached: "+line}, 0, nil
+		return output{kind: outUnknown, why: "memcached: " + line}, 0, nil
 	case in.kind == opGet && line == "END":
 		return output{kind: outNotFound}, 0, nil
 	case in.kind == opGet && strings.HasPrefix(line, "VALUE "):
@@ -135,7 +135,7 @@ func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error)
 		}
 		buf := make([]byte, size+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return output{kind: outUnknown, why: "memcached: "+errClass(err)}, 0, nil
+			return output{kind: outUnknown, why: "memcached: " + errClass(err)}, 0, nil
 		}
 		return output{kind: outOK, value: string(buf[:size])}, cas, nil
 	case line == "STORED" || line == "DELETED":

@@ -52,7 +52,8 @@ type node struct {
 
 // newCluster prepares three nodes (not started) on loopback ports picked
 // by testport, and returns them with their --peers list.
-func newCluster(t *testing.T, bin string) ([]*node, []string) {
+// Each node's log is in logDir.
+func newCluster(t *testing.T, bin, logDir string) ([]*node, []string) {
 	t.Helper()
 	taken := map[int]bool{}
 	var peers []string
@@ -63,7 +64,7 @@ func newCluster(t *testing.T, bin string) ([]*node, []string) {
 	for i := range nodes {
 		dir := t.TempDir()
 		p := testport.Consecutive(t, 2, taken)
-		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(dir, "serve.log"),
+		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i+1)),
 			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
 		n.args = []string{"serve", "--data", filepath.Join(dir, "data"), "--http", n.http, "--memcached", n.mc, "--kv", "",
 			"--views", "", "--search", "", "--log-level", "error", "--admin-password", adminPassword,

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,7 @@ func TestChaos(t *testing.T) {
 	t0 := time.Now() // wall clock: the history's time base (monotonic)
 	now := func() int64 { return time.Since(t0).Nanoseconds() }
 	var hist history
+	var refused atomic.Int64
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	failures := make(chan error, clients)
@@ -163,7 +165,8 @@ func TestChaos(t *testing.T) {
 				in.via = n.name + " " + door
 				switch {
 				case errors.Is(err, errRefused):
-					time.Sleep(20 * time.Millisecond) // the node is down
+					refused.Add(1)
+					time.Sleep(20 * time.Millisecond) // the node is down, or electing
 					continue
 				case err != nil:
 					failures <- err
@@ -331,8 +334,8 @@ func TestChaos(t *testing.T) {
 			calmLat = append(calmLat, lat)
 		}
 	}
-	t.Logf("%d operations in %.1fs (%.0f ops/s, %d clients, %d on memcached), %d writes acknowledged, %d outcomes unknown, %d kills",
-		total, float64(loadEnd)/1e9, float64(total)/(float64(loadEnd)/1e9), clients, mcClients, acked, unknown, len(windows))
+	t.Logf("%d operations in %.1fs (%.0f ops/s, %d clients, %d on memcached), %d writes acknowledged, %d outcomes unknown, %d refused (not applied, left out), %d kills",
+		total, float64(loadEnd)/1e9, float64(total)/(float64(loadEnd)/1e9), clients, mcClients, acked, unknown, refused.Load(), len(windows))
 	t.Logf("acknowledged write latency, p50/p99/max: across a kill (killed → serving again) %s; otherwise %s", pcts(killLat), pcts(calmLat))
 	for w, n := range why {
 		t.Logf("unknown outcome: %d × %s", n, w)

@@ -18,9 +18,13 @@ import (
 // opTimeout bounds one operation: past it the outcome is unknown.
 const opTimeout = 10 * time.Second
 
-// errRefused is an operation that never reached a server (the node is
-// down): it was not applied, so it is left out of the history.
-var errRefused = errors.New("connection refused")
+// errRefused is an operation that was not applied: it never reached a
+// server (the node is down), or the server refused it as "not my vbucket",
+// which engine.ErrNotMyVBucket promises wrote nothing (no leader known,
+// the group not running here, a forwarded request refused). It is left
+// out of the history; were the promise broken, a later read of its value
+// would make the history illegal.
+var errRefused = errors.New("refused")
 
 // errBadAnswer is an answer the harness does not expect (a 400, a
 // malformed reply): a harness or server bug, failing the test.
@@ -75,6 +79,8 @@ func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, ui
 		return output{kind: outNotFound}, 0, nil
 	case resp.StatusCode == http.StatusConflict && in.kind == opCAS && strings.Contains(string(b), "cas_mismatch"):
 		return output{kind: outMismatch}, 0, nil
+	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "not my vbucket"):
+		return output{}, 0, errRefused
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
 		return output{kind: outUnknown, why: fmt.Sprintf("http: %d %s", resp.StatusCode, errCode(b))}, 0, nil
 	}
@@ -119,6 +125,8 @@ func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error)
 	}
 	line = strings.TrimSpace(line)
 	switch {
+	case strings.HasPrefix(line, "SERVER_ERROR not my vbucket"):
+		return output{}, 0, errRefused
 	case strings.HasPrefix(line, "SERVER_ERROR"):
 		return output{kind: outUnknown, why: "memcached: " + line}, 0, nil
 	case in.kind == opGet && line == "END":

@@ -80,7 +80,7 @@ func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string
 	if l := m.Partitions[part].Leader; l != r.self {
 		return l, nil
 	}
-	return "", nil
+	return "", fmt.Errorf("%w: partition %d's group is not running on this node yet; retry shortly", engine.ErrNotMyVBucket, part)
 }
 
 // keyLeader is leader for key's partition in bucket; "" too for a bucket

@@ -27,7 +27,9 @@ const routeCacheTTL = 2 * time.Second
 // (none while the group elects: the request is refused, 503 or
 // SERVER_ERROR, as before routing); for one it holds no copy of, the
 // partition map's preferred leader (a request that node no longer leads is
-// refused there, naming the leader, never forwarded twice). Nodes'
+// refused there, naming the leader, never forwarded twice), unless the map
+// names this node: then its group does not run here yet (a restart) and
+// the request is refused, its own copy possibly stale. Nodes'
 // addresses come from etcd (nodes/NAME), cached for routeCacheTTL.
 type router struct {
 	eng  *engine.Engine
@@ -59,7 +61,10 @@ func newRouter(eng *engine.Engine, r *replication) *router {
 
 // leader returns the node leading partition part of bucket, "" when this
 // node answers its requests itself (it leads it, or the bucket has no
-// partition map yet: its writes are refused here as before).
+// partition map yet: its writes are refused here as before). A partition
+// the map says this node leads but whose group does not run here yet (a
+// node restarted, its groups not added) is refused with ErrNotMyVBucket:
+// its copy may miss what was written while it was down.
 func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string, error) {
 	bucket := b.Name()
 	id := replica.BucketGroup(bucket, b.Settings().UUID, part)

@@ -32,24 +32,6 @@ func apiReq(n *procNode, method, path, body string) (int, string, string, error)
 	return resp.StatusCode, string(b), resp.Header.Get("X-Couchbase-Meta"), err
 }
 
-// formReq sends an administrator's form POST to node n.
-func formReq(n *procNode, path string, form url.Values) (int, string, error) {
-	req, err := http.NewRequest(http.MethodPost, "http://"+n.http+path, strings.NewReader(form.Encode()))
-	if err != nil {
-		return 0, "", err
-	}
-	req.SetBasicAuth("Administrator", "password")
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	cl := http.Client{Timeout: time.Minute}
-	resp, err := cl.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
 // sameScopes waits until every node lists the default bucket's scopes and
 // collections (names, collection IDs, manifest UID) as one answer that
 // holds each of want ("scope.collection") and none of unwanted.
@@ -263,13 +245,13 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 	// A scope made on n1, a collection in it on n2: every node lists them
 	// with the same collection ID (the KV protocol carries it) and
 	// manifest UID.
-	if code, body, err := formReq(n1, "/pools/default/buckets/default/scopes", url.Values{"name": {"s1"}}); err != nil || code != http.StatusOK {
+	if code, body, err := bucketReq(n1, http.MethodPost, "/pools/default/buckets/default/scopes", url.Values{"name": {"s1"}}); err != nil || code != http.StatusOK {
 		t.Fatalf("creating scope s1 on n1: %d %s %v", code, body, err)
 	}
-	if code, body, err := formReq(n2, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c1"}}); err != nil || code != http.StatusOK {
+	if code, body, err := bucketReq(n2, http.MethodPost, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c1"}}); err != nil || code != http.StatusOK {
 		t.Fatalf("creating collection s1.c1 on n2: %d %s %v", code, body, err)
 	}
-	if code, body, err := formReq(n3, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c1"}}); err != nil || code != http.StatusBadRequest {
+	if code, body, err := bucketReq(n3, http.MethodPost, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c1"}}); err != nil || code != http.StatusBadRequest {
 		t.Fatalf("creating s1.c1 again on n3: %d %s %v, want 400 (it exists)", code, body, err)
 	}
 	sameScopes(t, nodes, []string{"_default._default", "s1.c1"}, nil)
@@ -293,7 +275,7 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 	if code, body, _, err := apiReq(n1, http.MethodDelete, "/api/index/fts", ""); err != nil || code != http.StatusOK {
 		t.Fatalf("DELETE /api/index/fts on n1: %d %s %v", code, body, err)
 	}
-	if code, body, err := formReq(n3, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c2"}}); err != nil || code != http.StatusOK {
+	if code, body, err := bucketReq(n3, http.MethodPost, "/pools/default/buckets/default/scopes/s1/collections", url.Values{"name": {"c2"}}); err != nil || code != http.StatusOK {
 		t.Fatalf("creating collection s1.c2 on n3: %d %s %v", code, body, err)
 	}
 	if code, body, _, err := apiReq(n1, http.MethodDelete, "/pools/default/buckets/default/scopes/s1/collections/c1", ""); err != nil || code != http.StatusOK {
@@ -363,7 +345,7 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	ttls["own"] = 500
 
 	const path = "/pools/default/buckets/default/scopes/_default/collections/_default"
-	code, body, err := formReq(n1, path, url.Values{"defaultTTL": {"3600"}})
+	code, body, err := bucketReq(n1, http.MethodPost, path, url.Values{"defaultTTL": {"3600"}})
 	if err != nil || code != http.StatusOK || !strings.Contains(body, `"defaultTTL":3600`) {
 		t.Fatalf("setting defaultTTL on n1: %d %s %v", code, body, err)
 	}
@@ -411,7 +393,7 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	expirations(func(key string, ts int64) int64 { return ts + ttls[key] })
 
 	// Removed on n2: the TTL rule's expirations are lifted everywhere.
-	if code, body, err := formReq(n2, path, url.Values{"defaultTTL": {"null"}}); err != nil || code != http.StatusOK {
+	if code, body, err := bucketReq(n2, http.MethodPost, path, url.Values{"defaultTTL": {"null"}}); err != nil || code != http.StatusOK {
 		t.Fatalf("removing defaultTTL on n2: %d %s %v", code, body, err)
 	}
 	for _, n := range nodes {

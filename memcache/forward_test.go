@@ -32,30 +32,12 @@ func forwardPair(t *testing.T, io IOModel) (follower, leader *fixture) {
 	return follower, leader
 }
 
-// bareFixture is newFixture without its check for goroutines left (a
-// test of several servers checks once all are closed).
+// bareFixture is newFixture without its checks of the engine and of
+// goroutines left (a test of several servers checks once all are closed).
 func bareFixture(t *testing.T, opts *Options) *fixture {
 	t.Helper()
 	clock := engine.NewFakeClock(t0)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clock, NumPartitions: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Ephemeral})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, addr, done := serve(t, b, opts)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := <-done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-		eng.Close()
-	})
-	return &fixture{srv: srv, addr: addr, clock: clock, bucket: b}
+	return startFixture(t, opts, clock, clock, false)
 }
 
 func forEachIO(t *testing.T, fn func(t *testing.T, io IOModel)) {

@@ -308,6 +308,7 @@ func partitionOfKey(key string) int {
 
 // kvConfig is the part of a bucket configuration the routing test reads.
 type kvConfig struct {
+	Rev              int64 `json:"rev"`
 	VBucketServerMap struct {
 		ServerList []string `json:"serverList"`
 		VBucketMap [][]int  `json:"vBucketMap"`
@@ -332,6 +333,23 @@ func (c *kvConfig) leaderKV(t *testing.T, n *procNode, key string) string {
 		addr = net.JoinHostPort(nh, p)
 	}
 	return addr
+}
+
+// kvClusterConfig is node n's configuration of the default bucket, as
+// GET_CLUSTER_CONFIG on its KV port answers it.
+func kvClusterConfig(t *testing.T, n *procNode) *kvConfig {
+	t.Helper()
+	nc, err := net.Dial("tcp", n.kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, r := kvBootstrap(t, nc)
+	var cfg kvConfig
+	if err := json.Unmarshal(r.Value, &cfg); err != nil {
+		t.Fatalf("GET_CLUSTER_CONFIG from %s: %v %q", n.name, err, r.Value)
+	}
+	return &cfg
 }
 
 // kvSetRefused sends a SET of key to node n's KV port, which does not lead
@@ -565,6 +583,14 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	if led[victim.name] == 0 {
 		t.Fatalf("%s acknowledged none of %d writes: it leads none of their partitions", victim.name, len(acked))
 	}
+	before := kvClusterConfig(t, nodes[0])
+	victimKey := ""
+	for k, a := range acked {
+		if a.node == victim.name {
+			victimKey = k
+			break
+		}
+	}
 	victim.kill()
 	began, slowest = time.Now(), 0
 	for i := 60; i < 120; i++ {
@@ -574,6 +600,20 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 		write(http.MethodDelete, fmt.Sprintf("k%d", i), "")
 	}
 	t.Logf("65 writes after the kill in %v, the longest %v (a partition the killed node led waits for its election)", time.Since(began), slowest)
+	// An SDK takes a configuration only with a higher rev than the one it
+	// holds: once the survivors lead the dead node's partitions, the
+	// configuration names them with a higher rev.
+	eventuallyT(t, "the KV configuration names a survivor leading "+victimKey+" with a higher rev", func() error {
+		cfg := kvClusterConfig(t, nodes[0])
+		row := cfg.VBucketServerMap.VBucketMap[partitionOfKey(victimKey)]
+		if row[0] < 0 || cfg.VBucketServerMap.ServerList[row[0]] == victim.kv {
+			return fmt.Errorf("partition of %s led by server %d of %v (%s was killed)", victimKey, row[0], cfg.VBucketServerMap.ServerList, victim.kv)
+		}
+		if cfg.Rev <= before.Rev {
+			return fmt.Errorf("rev %d after the leadership moved, %d before", cfg.Rev, before.Rev)
+		}
+		return nil
+	})
 	for _, n := range nodes {
 		if n != victim {
 			eventuallyT(t, n.name+" reads every write acknowledged before and after the kill", func() error { return readsAcked(n, acked) })

@@ -37,11 +37,16 @@ type router struct {
 	cli  *clientv3.Client
 	self string
 
-	mu       sync.Mutex
-	nodes    map[string]cachedNode
-	maps     map[string]cachedMap
-	status   *cluster.Status // the node list of the configurations, read at statusAt
-	statusAt time.Time
+	// ctx bounds the background refreshes of the caches (serve's
+	// replication context: they end with it).
+	ctx context.Context
+
+	mu         sync.Mutex
+	nodes      map[string]cachedNode
+	maps       map[string]cachedMap
+	refreshing map[string]bool // cache keys ("node/NAME", "map/BUCKET") being read again
+	status     *cluster.Status // the node list of the configurations, read at statusAt
+	statusAt   time.Time
 }
 
 type cachedNode struct {
@@ -50,13 +55,14 @@ type cachedNode struct {
 }
 
 type cachedMap struct {
-	m  *cluster.PartitionMap
-	at time.Time
+	m   *cluster.PartitionMap
+	rev int64 // the map's etcd mod revision
+	at  time.Time
 }
 
 func newRouter(eng *engine.Engine, r *replication) *router {
-	return &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(),
-		nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}}
+	return &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), ctx: r.ctx,
+		nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}, refreshing: map[string]bool{}}
 }
 
 // leader returns the node leading partition part of bucket, "" when this
@@ -100,49 +106,105 @@ func (r *router) keyLeader(ctx context.Context, bucket, key string) (string, int
 	return l, part, err
 }
 
-// node returns what node name publishes in etcd, cached; a node whose key
-// cannot be read now keeps its last known addresses for a while.
+// node returns what node name publishes in etcd, cached. An entry older
+// than routeCacheTTL is still answered while it is read again in the
+// background, so a request (one on the memcached port's event loop among
+// them) waits on etcd only for a node it never looked up; a node whose key
+// cannot be read keeps its last known addresses, and one whose lease
+// expired (down) is forgotten.
 func (r *router) node(ctx context.Context, name string) (cluster.NodeInfo, error) {
 	r.mu.Lock()
 	c, ok := r.nodes[name]
 	r.mu.Unlock()
-	if ok && time.Since(c.at) < routeCacheTTL { // wall clock: cache age
+	if ok {
+		if time.Since(c.at) >= routeCacheTTL { // wall clock: cache age
+			r.refresh("node/"+name, func(ctx context.Context) { _, _ = r.readNode(ctx, name) })
+		}
 		return c.info, nil
 	}
+	return r.readNode(ctx, name)
+}
+
+// readNode reads name's entry from etcd into the cache.
+func (r *router) readNode(ctx context.Context, name string) (cluster.NodeInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := cluster.ReadNode(ctx, r.cli, name)
-	if err != nil {
-		if ok && !errors.Is(err, cluster.ErrNodeDown) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case errors.Is(err, cluster.ErrNodeDown):
+		delete(r.nodes, name)
+		return cluster.NodeInfo{}, err
+	case err != nil:
+		if c, ok := r.nodes[name]; ok {
 			return c.info, nil
 		}
 		return cluster.NodeInfo{}, err
 	}
-	r.mu.Lock()
 	r.nodes[name] = cachedNode{info: info, at: time.Now()} // wall clock: cache age
-	r.mu.Unlock()
 	return info, nil
 }
 
-// partitionMap returns bucket's partition map, cached; nil when it has
-// none (or etcd cannot be read and none is known).
+// partitionMap returns bucket's partition map, cached as node's entries
+// are (an old map answered while it is read again; an old "none" is read
+// again at once); nil when it has none (or etcd cannot be read and none is
+// known).
 func (r *router) partitionMap(ctx context.Context, bucket string) *cluster.PartitionMap {
+	m, _ := r.partitionMapRev(ctx, bucket)
+	return m
+}
+
+// partitionMapRev is partitionMap with the map's etcd mod revision.
+func (r *router) partitionMapRev(ctx context.Context, bucket string) (*cluster.PartitionMap, int64) {
 	r.mu.Lock()
 	c, ok := r.maps[bucket]
 	r.mu.Unlock()
-	if ok && time.Since(c.at) < routeCacheTTL { // wall clock: cache age
-		return c.m
+	switch {
+	case ok && time.Since(c.at) < routeCacheTTL: // wall clock: cache age
+		return c.m, c.rev
+	case ok && c.m != nil:
+		r.refresh("map/"+bucket, func(ctx context.Context) { r.readMap(ctx, bucket) })
+		return c.m, c.rev
 	}
+	// Never read, or read before the bucket had a map: a map placed since
+	// must be seen now, not after another round.
+	return r.readMap(ctx, bucket)
+}
+
+// readMap reads bucket's map from etcd into the cache.
+func (r *router) readMap(ctx context.Context, bucket string) (*cluster.PartitionMap, int64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	m, _, err := cluster.ReadMap(ctx, r.cli, bucket)
-	if err != nil {
-		return c.m
-	}
+	m, rev, err := cluster.ReadMap(ctx, r.cli, bucket)
 	r.mu.Lock()
-	r.maps[bucket] = cachedMap{m: m, at: time.Now()} // wall clock: cache age
+	defer r.mu.Unlock()
+	if err != nil {
+		c := r.maps[bucket]
+		return c.m, c.rev
+	}
+	r.maps[bucket] = cachedMap{m: m, rev: rev, at: time.Now()} // wall clock: cache age
+	return m, rev
+}
+
+// refresh runs read on a goroutine of its own unless one for key is
+// running already.
+func (r *router) refresh(key string, read func(ctx context.Context)) {
+	r.mu.Lock()
+	if r.refreshing[key] || r.ctx.Err() != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.refreshing[key] = true
 	r.mu.Unlock()
-	return m
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			delete(r.refreshing, key)
+			r.mu.Unlock()
+		}()
+		read(r.ctx)
+	}()
 }
 
 // unreachable is the error of a request whose partition's leader cannot
@@ -197,7 +259,7 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 		return nil, nil
 	}
 	uuid := b.Settings().UUID
-	m := r.partitionMap(ctx, bucket)
+	m, mapRev := r.partitionMapRev(ctx, bucket)
 	if m == nil {
 		return nil, nil
 	}
@@ -205,13 +267,36 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 	if err != nil {
 		return nil, err
 	}
-	return buildTopology(m, st, r.self, func(part int) (string, bool) {
+	t := buildTopology(m, st, r.self, func(part int) (string, bool) {
 		id := replica.BucketGroup(bucket, uuid, part)
 		if !r.h.Holds(id) {
 			return "", false
 		}
 		return r.h.Leader(id)
-	}), nil
+	})
+	t.Rev = layoutRev(mapRev, len(m.Partitions), func(part int) (uint64, bool) {
+		return r.h.Term(replica.BucketGroup(bucket, uuid, part))
+	})
+	return t, nil
+}
+
+// layoutRev is a Topology's Rev: the map's etcd mod revision times 2^24 (a
+// new map, a failover's, outranks the leadership changes before it) plus
+// the sum of the Raft terms of the partitions' groups running here (a new
+// leader comes with a new term; a partition whose group does not run here
+// counts 0, and a map change that adds or removes one here also changes
+// the revision). Every node holding a group learns its term with its
+// leader, so the nodes serve the same rev once they agree on who leads.
+// It stays below 2^53 for JavaScript clients until etcd's revision passes
+// about 2^29.
+func layoutRev(mapRev int64, parts int, term func(part int) (uint64, bool)) int64 {
+	var sum uint64
+	for p := range parts {
+		if t, ok := term(p); ok {
+			sum += t
+		}
+	}
+	return mapRev<<24 + int64(sum)
 }
 
 // clusterStatus returns the cluster's status (its node list), cached.

@@ -270,6 +270,11 @@ type Topology struct {
 	Map [][]int
 	// Replicas is how many copies each partition has besides its leader.
 	Replicas int
+	// Rev says how far the layout has moved (the partition map's changes
+	// and the partitions' leadership changes); it only grows, and it is
+	// added to the configuration's rev so an SDK holding an older layout
+	// takes this one.
+	Rev int64
 }
 
 // Server is one node of a Topology.
@@ -292,7 +297,7 @@ func (c *Bucket) WithTopology(t *Topology, host string, p Ports) *Bucket {
 		return c
 	}
 	out := *c
-	out.Rev = c.Rev + 1 // above the single node's, so an SDK takes it
+	out.Rev = c.Rev + 1 + t.Rev // above the single node's and an older layout's, so an SDK takes it
 	servers := make([]string, len(t.Servers))
 	out.NodesExt = nil
 	out.Nodes = nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -191,4 +192,60 @@ func errCode(body []byte) string {
 		e.Reason = e.Reason[:48] + "…"
 	}
 	return e.Error + " " + e.Reason
+}
+
+// call sends one administrator's request to node n's HTTP port and returns
+// the status and body; a refused connection is errRefused, any other
+// transport error is returned as it is.
+func call(ctx context.Context, cl *http.Client, n *node, method, path, contentType, body string, timeout time.Duration) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.http+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.SetBasicAuth("Administrator", adminPassword)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return 0, nil, errRefused
+		}
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// putUntilAcked writes path (a document, with its query string) through
+// random serving nodes until one acknowledges it: an unknown outcome is
+// written again (the same value), a refusal tried elsewhere. It gives up
+// when ctx ends or after a minute.
+func (r *run) putUntilAcked(ctx context.Context, rng *rand.Rand, path, value string) error {
+	deadline := time.Now().Add(time.Minute) // wall clock: a hang guard
+	var last error
+	for ctx.Err() == nil && time.Now().Before(deadline) { // wall clock: a hang guard
+		up := r.upNodes()
+		if len(up) == 0 {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		n := up[rng.IntN(len(up))]
+		code, b, err := call(ctx, r.cl, n, http.MethodPut, path, "application/json", value, opTimeout)
+		switch {
+		case err == nil && (code == http.StatusOK || code == http.StatusCreated):
+			return nil
+		case err == nil && code < 500 && code != http.StatusRequestTimeout && !strings.Contains(string(b), "not my vbucket"):
+			return fmt.Errorf("%w: PUT %s on %s: %d %s", errBadAnswer, path, n.name, code, b)
+		case err != nil:
+			last = err
+		default:
+			last = fmt.Errorf("%d %s", code, errCode(b))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("PUT %s acknowledged by no node: %v", path, last)
 }

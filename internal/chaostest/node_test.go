@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ type node struct {
 	http, mc            string
 	args                []string
 
+	// serving is set by the harness once the process serves HTTP, and
+	// cleared before it kills it.
+	serving atomic.Bool
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -66,14 +71,31 @@ func newCluster(t *testing.T, bin, logDir string) ([]*node, []string) {
 		p := testport.Consecutive(t, 2, taken)
 		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i+1)),
 			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
-		n.args = []string{"serve", "--data", filepath.Join(dir, "data"), "--http", n.http, "--memcached", n.mc, "--kv", "",
-			"--views", "", "--search", "", "--log-level", "error", "--admin-password", adminPassword,
-			"--memory-overhead-mb", "-1", "--heap-ratio", "0",
+		n.args = append(serveArgs(n, dir),
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
-			"--cluster-failover-timeout", "10m", "--cluster-raft-tick", "100ms"}
+			"--cluster-failover-timeout", "10m", "--cluster-raft-tick", "100ms")
 		nodes[i] = n
 	}
 	return nodes, peers
+}
+
+// newSingle prepares one `mayfly serve` without --peers (not started),
+// its log in logDir: the figures' single node.
+func newSingle(t *testing.T, bin, logDir string) *node {
+	t.Helper()
+	dir := t.TempDir()
+	p := testport.Consecutive(t, 2, map[int]bool{})
+	n := &node{name: "single", bin: bin, dir: dir, log: filepath.Join(logDir, "single.log"),
+		http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
+	n.args = serveArgs(n, dir)
+	return n
+}
+
+// serveArgs are the flags of every node, clustered or not.
+func serveArgs(n *node, dir string) []string {
+	return []string{"serve", "--data", filepath.Join(dir, "data"), "--http", n.http, "--memcached", n.mc, "--kv", "",
+		"--views", "", "--search", "", "--log-level", "error", "--admin-password", adminPassword,
+		"--memory-overhead-mb", "-1", "--heap-ratio", "0"}
 }
 
 // start starts the process, its output appended to its log.

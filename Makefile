@@ -9,8 +9,11 @@ PKGS    := ./...
 # target fails with "context deadline exceeded" and no failing input).
 FUZZTIME ?= 3000x
 SOAK    ?= 10m
-# CHAOS is how long `make chaos` keeps the cluster under load and kills.
+# CHAOS is how long each of `make chaos`'s cases keeps its cluster under load
+# (and kills); CASES picks some of them (kill,etcd,expiry,views,figures), all
+# by default, run one after the other.
 CHAOS   ?= 2m
+CASES   ?=
 # LEVEL is the crash soak's bucket durabilityMinLevel (none, majority,
 # majorityAndPersistActive, persistToMajority).
 LEVEL   ?= persistToMajority
@@ -29,7 +32,8 @@ help:
 	@echo "make oracle   differential tests against real peers (installs memcached if missing)"
 	@echo "make build    build $(BIN)"
 	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level; EVICTION=fullEviction)"
-	@echo "make chaos    3-node cluster chaos test for $(CHAOS): kill -9 a node every 20 s under load, no acknowledged write lost, linearizable (porcupine)"
+	@echo "make chaos    3-node cluster chaos test, each case for $(CHAOS): kill -9 a node every 20 s under load, no acknowledged write lost, linearizable (porcupine);"
+	@echo "             cases kill, etcd (kill the etcd leader), expiry (purged once), views (against a model), figures (3 nodes against 1); CASES=etcd,views for some"
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly
@@ -144,7 +148,7 @@ soak:
 	MAYFLY_SOAK=$(SOAK) MAYFLY_CRASH_LEVEL=$(LEVEL) MAYFLY_CRASH_EVICTION=$(EVICTION) $(GO) test -run TestCrash -count=1 -timeout 24h -v ./internal/crashtest/
 
 chaos:
-	MAYFLY_CHAOS=$(CHAOS) $(GO) test -run TestChaos -count=1 -timeout 2h -v ./internal/chaostest/
+	MAYFLY_CHAOS=$(CHAOS) MAYFLY_CHAOS_CASES=$(CASES) $(GO) test -run TestChaos -count=1 -timeout 2h -v ./internal/chaostest/
 
 clean:
 	rm -rf bin bench.out

@@ -223,10 +223,12 @@ func call(ctx context.Context, cl *http.Client, n *node, method, path, contentTy
 // putUntilAcked writes path (a document, with its query string) through
 // random serving nodes until one acknowledges it: an unknown outcome is
 // written again (the same value), a refusal tried elsewhere. It gives up
-// when ctx ends or after a minute.
-func (r *run) putUntilAcked(ctx context.Context, rng *rand.Rand, path, value string) error {
+// when ctx ends or after a minute. It returns the attempts that were not
+// acknowledged, described.
+func (r *run) putUntilAcked(ctx context.Context, rng *rand.Rand, path, value string) ([]string, error) {
 	deadline := time.Now().Add(time.Minute) // wall clock: a hang guard
 	var last error
+	var tries []string
 	for ctx.Err() == nil && time.Now().Before(deadline) { // wall clock: a hang guard
 		up := r.upNodes()
 		if len(up) == 0 {
@@ -237,15 +239,16 @@ func (r *run) putUntilAcked(ctx context.Context, rng *rand.Rand, path, value str
 		code, b, err := call(ctx, r.cl, n, http.MethodPut, path, "application/json", value, opTimeout)
 		switch {
 		case err == nil && (code == http.StatusOK || code == http.StatusCreated):
-			return nil
+			return tries, nil
 		case err == nil && code < 500 && code != http.StatusRequestTimeout && !strings.Contains(string(b), "not my vbucket"):
-			return fmt.Errorf("%w: PUT %s on %s: %d %s", errBadAnswer, path, n.name, code, b)
+			return tries, fmt.Errorf("%w: PUT %s on %s: %d %s", errBadAnswer, path, n.name, code, b)
 		case err != nil:
 			last = err
 		default:
 			last = fmt.Errorf("%d %s", code, errCode(b))
 		}
+		tries = append(tries, fmt.Sprintf("%.3fs %s: %v", float64(r.now())/1e9, n.name, last))
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("PUT %s acknowledged by no node: %v", path, last)
+	return tries, fmt.Errorf("PUT %s acknowledged by no node: %v", path, last)
 }

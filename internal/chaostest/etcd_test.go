@@ -2,7 +2,6 @@ package chaostest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/mayflydb/mayfly/cluster"
 )
@@ -31,7 +31,8 @@ type etcdCase struct {
 // etcdKill is what one kill of the etcd leader measured.
 type etcdKill struct {
 	w                    *killWindow
-	leaderID             uint64
+	leaderID, newLeader  uint64
+	members              string // what each member said before the kill
 	orchBefore, orchNow  string
 	etcdElect, orchElect time.Duration // -1: not seen within a minute
 }
@@ -46,34 +47,38 @@ func etcdEndpoints(peers []string) ([]string, error) {
 }
 
 // etcdLeader returns the index of the node whose etcd member leads and the
-// leader's member ID, asking the members of the nodes serving.
-func etcdLeader(ctx context.Context, r *run) (int, uint64, error) {
+// leader's member ID, asking the members of the nodes serving, and what
+// each said.
+func etcdLeader(ctx context.Context, r *run) (int, uint64, string, error) {
 	eps, err := etcdEndpoints(r.peers)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	deadline := time.Now().Add(time.Minute) // wall clock: a hang guard
 	for {
 		ids := map[uint64]int{}
 		var leader uint64
+		var said []string
 		for i, ep := range eps {
 			if !r.nodes[i].serving.Load() {
 				continue
 			}
 			id, lead, err := memberStatus(ctx, ep)
 			if err != nil {
+				said = append(said, fmt.Sprintf("%s: %v", r.nodes[i].name, err))
 				continue
 			}
+			said = append(said, fmt.Sprintf("%s: member %x, leader %x", r.nodes[i].name, id, lead))
 			ids[id] = i
 			if lead != 0 {
 				leader = lead
 			}
 		}
 		if i, ok := ids[leader]; ok && leader != 0 {
-			return i, leader, nil
+			return i, leader, strings.Join(said, "; "), nil
 		}
 		if time.Now().After(deadline) { // wall clock: a hang guard
-			return 0, 0, errors.New("no etcd member names a leader that answers")
+			return 0, 0, "", fmt.Errorf("no etcd member names a leader that answers: %s", strings.Join(said, "; "))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -84,7 +89,9 @@ func etcdLeader(ctx context.Context, r *run) (int, uint64, error) {
 func memberStatus(ctx context.Context, ep string) (id, leader uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	cli, err := cluster.Connect(ctx, []string{ep}, time.Second, nil)
+	// Not cluster.Connect: it waits for a quorum's read, which would
+	// wait out the very election being timed.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Context: ctx, Logger: zap.NewNop()})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -97,7 +104,7 @@ func memberStatus(ctx context.Context, ep string) (id, leader uint64, err error)
 }
 
 func (c *etcdCase) victim(ctx context.Context, r *run, _ int) (*node, error) {
-	i, id, err := etcdLeader(ctx, r)
+	i, id, said, err := etcdLeader(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +113,7 @@ func (c *etcdCase) victim(ctx context.Context, r *run, _ int) (*node, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.kills = append(c.kills, &etcdKill{leaderID: id, orchBefore: st.Orchestrator})
+	c.kills = append(c.kills, &etcdKill{leaderID: id, members: said, orchBefore: st.Orchestrator})
 	c.mu.Unlock()
 	return r.nodes[i], nil
 }
@@ -138,11 +145,13 @@ func (c *etcdCase) killed(ctx context.Context, r *run, w *killWindow, wg *sync.W
 			}
 		}()
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && (k.etcdElect < 0 || k.orchElect < 0); time.Sleep(50 * time.Millisecond) { // wall clock: a hang guard
-			since := time.Duration(r.now() - w.killed)
+			// Each time is taken once the answer is in: an upper bound,
+			// by at most one poll's round.
+			since := func() time.Duration { return time.Duration(r.now() - w.killed) }
 			if k.etcdElect < 0 {
 				for _, ep := range survivors {
 					if _, lead, err := memberStatus(ctx, ep); err == nil && lead != 0 && lead != k.leaderID {
-						k.etcdElect = since
+						k.etcdElect, k.newLeader = since(), lead
 						break
 					}
 				}
@@ -160,7 +169,7 @@ func (c *etcdCase) killed(ctx context.Context, r *run, w *killWindow, wg *sync.W
 				st, err := cluster.ReadStatus(sctx, cli, nil)
 				cancel()
 				if err == nil && st.Orchestrator != "" && st.Orchestrator != w.node {
-					k.orchElect, k.orchNow = since, st.Orchestrator
+					k.orchElect, k.orchNow = since(), st.Orchestrator
 				}
 			}
 		}
@@ -187,12 +196,12 @@ func (c *etcdCase) check(_ context.Context, r *run) {
 			gap = max(gap, time.Duration(ret-prev))
 			prev = ret
 		}
-		orch := fmt.Sprintf("the orchestrator (%s, not the killed node) still %s", k.orchBefore, dur(k.orchElect))
+		orch := fmt.Sprintf("the orchestrator (%s, not the killed node) kept its term, the status read again after %s", k.orchBefore, dur(k.orchElect))
 		if k.orchBefore == w.node {
 			orch = fmt.Sprintf("the orchestrator (the killed node) replaced by %s after %s", k.orchNow, dur(k.orchElect))
 		}
-		t.Logf("etcd leader %s killed at %.1fs: etcd elected another leader after %s; %s; %d writes acknowledged in the %.1fs until it served again, the longest time without one %v",
-			w.node, float64(w.killed)/1e9, dur(k.etcdElect), orch, len(rets), float64(w.resumed-w.killed)/1e9, gap.Round(time.Millisecond))
+		t.Logf("etcd leader %s killed at %.1fs (%s): etcd elected another leader (%x) after %s; %s; %d writes acknowledged in the %.1fs until it served again, the longest time without one %v",
+			w.node, float64(w.killed)/1e9, k.members, k.newLeader, dur(k.etcdElect), orch, len(rets), float64(w.resumed-w.killed)/1e9, gap.Round(time.Millisecond))
 		if len(rets) == 0 {
 			t.Errorf("no write acknowledged while the etcd leader %s was down", w.node)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,16 +36,18 @@ import (
 type expiryCase struct {
 	base
 	mu        sync.Mutex
-	expiring  []string // ids written with a short expiry, acknowledged
-	lastDue   time.Time
+	expiring  []string  // ids written with a short expiry, acknowledged
+	lastDue   time.Time // when the last of them expires
 	longLived []typedDoc
-	purged    int // summed over every pager run answered
-	runs      int // pager runs answered
+	retried   map[string]string // ids written more than once: the attempts
+	purged    int               // summed over every pager run answered
+	runs      int               // pager runs answered
 	failed    []string
 	writerErr error
 }
 
 func (c *expiryCase) setup(ctx context.Context, r *run) error {
+	c.retried = map[string]string{}
 	return r.putDesignDoc(ctx)
 }
 
@@ -57,7 +60,7 @@ func (c *expiryCase) load(ctx context.Context, r *run, wg *sync.WaitGroup) {
 			time.Sleep(100 * time.Millisecond)
 			if i%10 == 9 {
 				d := typedDoc{id: fmt.Sprintf("l%04d", i), typ: "l", n: rng.IntN(10)}
-				if err := r.putUntilAcked(ctx, rng, "/default/docs/"+d.id, fmt.Sprintf(`{"type":"l","n":%d}`, d.n)); err != nil {
+				if _, err := r.putUntilAcked(ctx, rng, "/default/docs/"+d.id, fmt.Sprintf(`{"type":"l","n":%d}`, d.n)); err != nil {
 					if ctx.Err() == nil {
 						c.writerErr = err
 					}
@@ -83,18 +86,26 @@ func (c *expiryCase) load(ctx context.Context, r *run, wg *sync.WaitGroup) {
 // acknowledged is recorded too when the writer is cancelled: it may
 // exist.
 func (c *expiryCase) writeExpiring(ctx context.Context, r *run, rng *rand.Rand, id string, secs int) error {
-	err := r.putUntilAcked(ctx, rng, fmt.Sprintf("/default/docs/%s?expiry=%d", id, secs), `{"type":"x","n":1}`)
+	path := fmt.Sprintf("/default/docs/%s?expiry=%d", id, secs)
+	tries, err := r.putUntilAcked(ctx, rng, path, `{"type":"x","n":1}`)
 	if err != nil && ctx.Err() != nil {
 		// Cancelled between attempts: write it again, now that the load
 		// is over, so that it surely exists (and expires) once.
-		err = r.putUntilAcked(context.Background(), rng, fmt.Sprintf("/default/docs/%s?expiry=%d", id, secs), `{"type":"x","n":1}`)
+		var more []string
+		more, err = r.putUntilAcked(context.Background(), rng, path, `{"type":"x","n":1}`)
+		tries = append(append(tries, "(the load ended)"), more...)
 	}
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
+	if len(tries) > 0 {
+		c.retried[id] = fmt.Sprintf("%s, acknowledged at %.3fs after %s", path, float64(r.now())/1e9, strings.Join(tries, "; "))
+	}
 	c.expiring = append(c.expiring, id)
-	c.lastDue = time.Now().Add(time.Duration(secs) * time.Second) // wall clock: the servers expire by theirs
+	if due := time.Now().Add(time.Duration(secs) * time.Second); due.After(c.lastDue) { // wall clock: the servers expire by theirs
+		c.lastDue = due
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -180,9 +191,9 @@ func (c *expiryCase) check(ctx context.Context, r *run) {
 	}
 	for _, id := range c.expiring {
 		for _, n := range r.nodes {
-			code, b, err := call(ctx, r.cl, n, http.MethodGet, "/default/docs/"+id, "", "", opTimeout)
+			code, b, err := call(ctx, r.cl, n, http.MethodGet, "/default/docs/"+id+"?meta=true", "", "", opTimeout)
 			if err != nil || code != http.StatusNotFound {
-				t.Errorf("%s reads expired %s: %d %s %v", n.name, id, code, b, err)
+				t.Errorf("%s reads expired %s: %d %s %v (written: %s)", n.name, id, code, b, err, c.retried[id])
 			}
 		}
 	}

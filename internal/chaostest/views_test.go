@@ -102,7 +102,7 @@ type viewRow struct {
 type viewModel struct{ rows []viewRow }
 
 func newViewModel(docs []typedDoc) viewModel {
-	var rows []viewRow
+	rows := []viewRow{}
 	for _, d := range docs {
 		rows = append(rows, viewRow{ID: d.id, Key: []any{d.typ, d.n}, Value: d.n})
 	}
@@ -121,7 +121,7 @@ func newViewModel(docs []typedDoc) viewModel {
 // groups reduces the rows by their key truncated to level (0: one group
 // of all, key null), with count or sum, in key order.
 func (m viewModel) groups(level int, count bool) []map[string]any {
-	var out []map[string]any
+	out := []map[string]any{}
 	var last []any
 	for _, row := range m.rows {
 		var key any
@@ -157,8 +157,8 @@ func (m viewModel) queries() []modelQuery {
 	slices.Reverse(desc)
 	skip, limit := 3, 10
 	page := desc[min(skip, len(desc)):min(skip+limit, len(desc))]
-	keys := [][]any{{"b", 3}, {"a", 7}, {"b", 3}, {"z", 0}, {"c", 0}}
-	var byKeys []viewRow
+	keys := [][]any{{"b", 3}, {"a", 7}, {"b", 3}, {"z", 0}, {"l", 3}, {"c", 0}}
+	byKeys := []viewRow{}
 	for _, k := range keys {
 		for _, row := range m.rows {
 			if reflect.DeepEqual(row.Key, k) {

@@ -164,7 +164,7 @@ func (c *expiryCase) check(ctx context.Context, r *run) {
 		t.Errorf("expired=exclude: %s", d)
 	}
 	if len(diffs) == 0 {
-		t.Logf("expiry: with expired=exclude every node answers %d view queries as the model of the %d long-lived documents (%d expired documents unpurged at the time)",
+		t.Logf("expiry: with expired=exclude every node answers %d view queries as the model of the %d long-lived documents (the last batch's %d expired, not yet purged)",
 			len(m.queries()), len(c.longLived), 30)
 	}
 	// Purge until a round purges nothing.

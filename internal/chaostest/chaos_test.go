@@ -470,7 +470,12 @@ func (r *run) registerChecks(ctx context.Context, loadEnd int64) {
 				call := r.now()
 				var err error
 				out, _, err = doHTTP(ctx, r.cl, n, input{kind: opGet, key: key})
-				if err != nil {
+				switch {
+				case errors.Is(err, errRefused):
+					// A node that just served again refuses the
+					// partitions whose groups are not running yet.
+					out = output{kind: outUnknown}
+				case err != nil:
 					t.Fatalf("the final read of %s through %s: %v", key, n.name, err)
 				}
 				if out.kind != outUnknown {

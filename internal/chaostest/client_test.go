@@ -252,3 +252,17 @@ func (r *run) putUntilAcked(ctx context.Context, rng *rand.Rand, path, value str
 	}
 	return tries, fmt.Errorf("PUT %s acknowledged by no node: %v", path, last)
 }
+
+// getSettled reads path through node n once every node serves: a refusal
+// or a 5xx (a node that just served again refuses the partitions whose
+// groups are not running yet) is asked again, for up to 10 s.
+func (r *run) getSettled(ctx context.Context, n *node, path string) (int, []byte, error) {
+	for try := 0; ; try++ {
+		code, b, err := call(ctx, r.cl, n, http.MethodGet, path, "", "", opTimeout)
+		if (errors.Is(err, errRefused) || err == nil && code >= 500) && try < 100 {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		return code, b, err
+	}
+}

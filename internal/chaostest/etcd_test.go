@@ -159,11 +159,12 @@ func (c *etcdCase) killed(ctx context.Context, r *run, w *killWindow, wg *sync.W
 			if k.orchElect < 0 {
 				if cli == nil {
 					cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-					cli, _ = cluster.Connect(cctx, survivors, time.Second, nil)
+					c2, err := cluster.Connect(cctx, survivors, time.Second, nil)
 					cancel()
-					if cli == nil {
+					if err != nil {
 						continue
 					}
+					cli = c2
 				}
 				sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				st, err := cluster.ReadStatus(sctx, cli, nil)
@@ -197,8 +198,11 @@ func (c *etcdCase) check(_ context.Context, r *run) {
 			prev = ret
 		}
 		orch := fmt.Sprintf("the orchestrator (%s, not the killed node) kept its term, the status read again after %s", k.orchBefore, dur(k.orchElect))
-		if k.orchBefore == w.node {
+		switch {
+		case k.orchBefore == w.node:
 			orch = fmt.Sprintf("the orchestrator (the killed node) replaced by %s after %s", k.orchNow, dur(k.orchElect))
+		case k.orchNow != "" && k.orchNow != k.orchBefore:
+			orch = fmt.Sprintf("the orchestrator (%s, not the killed node) replaced by %s after %s", k.orchBefore, k.orchNow, dur(k.orchElect))
 		}
 		t.Logf("etcd leader %s killed at %.1fs (%s): etcd elected another leader (%x) after %s; %s; %d writes acknowledged in the %.1fs until it served again, the longest time without one %v",
 			w.node, float64(w.killed)/1e9, k.members, k.newLeader, dur(k.etcdElect), orch, len(rets), float64(w.resumed-w.killed)/1e9, gap.Round(time.Millisecond))

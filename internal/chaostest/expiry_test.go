@@ -191,7 +191,7 @@ func (c *expiryCase) check(ctx context.Context, r *run) {
 	}
 	for _, id := range c.expiring {
 		for _, n := range r.nodes {
-			code, b, err := call(ctx, r.cl, n, http.MethodGet, "/default/docs/"+id+"?meta=true", "", "", opTimeout)
+			code, b, err := r.getSettled(ctx, n, "/default/docs/"+id+"?meta=true")
 			if err != nil || code != http.StatusNotFound {
 				t.Errorf("%s reads expired %s: %d %s %v (written: %s)", n.name, id, code, b, err, c.retried[id])
 			}

@@ -309,7 +309,7 @@ func (r *run) readTyped(ctx context.Context) ([]typedDoc, error) {
 		id := fmt.Sprintf("v%03d", k)
 		var first []byte
 		for i, n := range r.nodes {
-			code, b, err := call(ctx, r.cl, n, http.MethodGet, "/default/docs/"+id, "", "", opTimeout)
+			code, b, err := r.getSettled(ctx, n, "/default/docs/"+id)
 			if err != nil || code != http.StatusOK && code != http.StatusNotFound {
 				return nil, fmt.Errorf("reading %s through %s: %d %s %v", id, n.name, code, b, err)
 			}

@@ -292,6 +292,13 @@ func checkCAS(key string, old *Document, cas uint64) error {
 	return nil
 }
 
+// collectionIDs returns the IDs of the bucket's collections, in no order.
+func (b *Bucket) collectionIDs() []CollectionID {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return slices.Collect(maps.Keys(b.mu.byID))
+}
+
 // Flush deletes every live document of every collection of the bucket, as
 // memcached's flush_all does, leaving tombstones so views drop their rows. It
 // returns how many it deleted.
@@ -302,10 +309,7 @@ func (b *Bucket) Flush(ctx context.Context) (int, error) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
 	}
-	b.mu.RLock()
-	cids := slices.Collect(maps.Keys(b.mu.byID))
-	b.mu.RUnlock()
-	release, err := b.allKeysIn(ctx, cids)
+	release, err := b.allKeysIn(ctx, b.collectionIDs())
 	if err != nil {
 		return 0, err
 	}

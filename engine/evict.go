@@ -111,8 +111,24 @@ func (b *Bucket) restoreItemLocked(p *partition, d *Document) {
 // holds every key. Memory may pass the quota until the pass ends and the
 // eviction catches up.
 func (b *Bucket) allKeysIn(ctx context.Context, cids []CollectionID) (release func(), err error) {
+	return b.keysIn(ctx, cids, nil)
+}
+
+// keysIn is allKeysIn for the keys of partition only (of every partition
+// when only is nil): a pass over one partition's keys (a replication
+// snapshot, or its restore) puts back that partition's stored documents
+// only, although it reads every key of the collections from the store.
+func (b *Bucket) keysIn(ctx context.Context, cids []CollectionID, only *partition) (release func(), err error) {
 	b.passes.Add(1)
 	release = func() { b.passes.Add(-1) }
+	// An eviction that saw no pass yet ends under its partition's lock
+	// (evictItemLocked): once it is taken, itemsResident counts it.
+	for _, p := range b.parts {
+		if only == nil || p == only {
+			p.mu.Lock()
+			p.mu.Unlock() // nothing to do under it: taking it is the wait
+		}
+	}
 	if b.itemsResident() {
 		return release, nil
 	}
@@ -123,6 +139,9 @@ func (b *Bucket) allKeysIn(ctx context.Context, cids []CollectionID) (release fu
 			}
 			if err == nil {
 				p := b.partitionFor(key)
+				if only != nil && p != only {
+					continue
+				}
 				p.mu.Lock()
 				_, err = b.fetchMissLocked(p, docKey{cid: cid, key: key}, false)
 				p.mu.Unlock()

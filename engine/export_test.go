@@ -26,3 +26,8 @@ func StoreKeysRead(b *Bucket) int64 {
 	}
 	return 0
 }
+
+// EvictItems takes every item of b that may leave memory whole (its
+// version on disk) out of it at once, as a fullEviction bucket's eviction
+// does, and returns how many left.
+func EvictItems(b *Bucket) int { return evictItems(b, func(string) bool { return true }) }

@@ -338,17 +338,36 @@ func (b *Bucket) ReplicatedDurable(part int) uint64 {
 	return p.mu.durable
 }
 
-// ReplicatedSnapshot returns partition part's whole state (every key's
-// newest version, tombstones included), in memory, for a replica too far
-// behind its group's log. The caller syncs the bucket first. A bucket
-// whose items leave memory whole (fullEviction) cannot be snapshotted yet.
+// ReplicatedSnapshot returns partition part's whole state, in memory, for
+// a replica too far behind its group's log: every key's newest version,
+// tombstones included, and the partition's position, its highest sequence
+// number (the log index of the last entry that changed it), which
+// ReplicatedRestore needs to delete what the snapshot lacks. The caller
+// syncs the bucket first.
+//
+// When items left memory whole (fullEviction), the partition's stored
+// documents come back into memory first, and none of the bucket's leaves
+// it until the snapshot is taken (keysIn, as a Flush's pass over every key
+// does); the state is then read under the partition's lock, so it is the
+// partition's exact state at its sequence number, memory's versions on
+// their way to disk included. Memory holds the partition twice meanwhile
+// (its table and the frame, which is in memory anyway); the key read costs
+// one pass over the store's keys of every partition.
 func (b *Bucket) ReplicatedSnapshot(part int) ([]byte, error) {
-	if !b.itemsResident() {
-		return nil, fmt.Errorf("%w: a snapshot of a partition whose items left memory", ErrInvalidOp)
+	if part < 0 || part >= len(b.parts) {
+		return nil, fmt.Errorf("%w: partition %d of %d", ErrInvalidOp, part, len(b.parts))
 	}
 	p := b.parts[part]
+	release, err := b.keysIn(context.Background(), b.collectionIDs(), p)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if b.isClosed() {
+		return nil, ErrClosed
+	}
 	keys := p.keysLocked(nil)
 	docs := make([]*Document, 0, len(keys))
 	for _, k := range keys {
@@ -359,7 +378,8 @@ func (b *Bucket) ReplicatedSnapshot(part int) ([]byte, error) {
 		docs = append(docs, d)
 	}
 	slices.SortFunc(docs, func(x, y *Document) int { return cmp.Compare(x.Seq, y.Seq) })
-	buf := binary.AppendUvarint([]byte{replFormat}, uint64(len(docs)))
+	buf := binary.AppendUvarint([]byte{replSnapshot}, p.mu.seq)
+	buf = binary.AppendUvarint(buf, uint64(len(docs)))
 	for _, d := range docs {
 		buf = appendDoc(buf, d, true)
 	}
@@ -368,59 +388,176 @@ func (b *Bucket) ReplicatedSnapshot(part int) ([]byte, error) {
 
 // ReplicatedRestore brings partition part to a snapshot's state: each
 // version in it newer than the partition's sequence number becomes its
-// key's, with its sequence number, CAS and revision, and the bucket is
+// key's, with its sequence number, CAS and revision; every key the
+// partition holds live and the snapshot lacks is deleted; and the bucket is
 // synced before it returns, so the store holds the snapshot's position.
-// A key the partition holds and the snapshot does not (its tombstone was
-// purged on the leader) is left as it is.
+//
+// A key live here and absent from the snapshot was deleted on the
+// snapshot's node by an entry this replica has not applied (after the
+// partition's sequence number, at most at the snapshot's position), whose
+// tombstone was purged there since. Its deletion here is a write as any
+// (feed consumers, views and _changes see it) with a sequence number of
+// its own in that range: each such key's deletion took a distinct index
+// there, which no version of the snapshot holds, so the indexes of the
+// range that no snapshot version holds are enough (deletionSeqs); they are
+// below every entry after the snapshot. Its CAS is the bucket's next, as
+// a delete made here now would take: above the key's and every CAS this
+// node gave out or applied. A key held as a tombstone only is left. An
+// old snapshot, without its position, deletes nothing.
 func (b *Bucket) ReplicatedRestore(ctx context.Context, part int, data []byte) error {
-	docs, err := decodeSnapshot(data)
+	snap, err := decodeSnapshot(data)
 	if err != nil {
 		return err
 	}
+	if part < 0 || part >= len(b.parts) {
+		return fmt.Errorf("%w: partition %d of %d", ErrInvalidOp, part, len(b.parts))
+	}
 	p := b.parts[part]
-	for _, sd := range docs {
-		k := docKey{cid: sd.Collection, key: sd.Key}
-		p.mu.Lock()
-		if sd.Seq <= p.mu.seq {
-			p.mu.Unlock()
-			continue
-		}
-		if b.isClosed() {
-			p.mu.Unlock()
-			return ErrClosed
-		}
-		if _, err := b.fetchMissLocked(p, k, false); err != nil {
-			p.mu.Unlock()
-			return err
-		}
-		prev := p.latestLocked(k)
-		d := sd
-		seq, cas, rev := sd.Seq, sd.CAS, sd.RevSeq
-		b.stampLocked(p, k, prev, d, d.DeletedAt)
-		d.Seq, d.CAS, d.RevSeq = seq, cas, rev
-		b.observeCAS(d.CAS)
-		var err error
-		if d.Deleted && d.Expired && prev != nil && !prev.Deleted {
-			// An expiration of the version this replica holds: it
-			// leaves the counts as one applied from the log does.
-			_, _, err = b.queueExpirationLocked(p, k, prev, d, false)
-		} else {
-			_, _, err = b.queueAtLocked(p, k, prev, d, false)
-		}
-		p.mu.Unlock()
-		if err != nil {
+	cids := b.collectionIDs()
+	release, err := b.keysIn(ctx, cids, p)
+	if err != nil {
+		return err
+	}
+	defer release()
+	steps, err := b.restoreSteps(p, snap, cids)
+	if err != nil {
+		return err
+	}
+	for _, st := range steps {
+		if err := b.restoreStep(p, st); err != nil {
 			return err
 		}
 	}
 	return b.Sync(ctx)
 }
 
-// replFormat is the first byte of an entry and a snapshot; replSlide is
-// the first byte of an entry that keeps its document's CAS (a sliding
-// extension, replslide.go), in the same format.
+// restoreStep is one version a restore writes: a snapshot's (doc), or the
+// deletion of a key the snapshot lacks (del) at sequence number seq.
+type restoreStep struct {
+	doc *Document
+	del docKey
+	seq uint64
+}
+
+// restoreSteps returns, in sequence order, the versions a restore of snap
+// writes into p: the snapshot's above p's sequence number, and the
+// deletions of the keys of collections cids that p holds live and snap
+// lacks (keysIn has put them all in memory).
+func (b *Bucket) restoreSteps(p *partition, snap replSnapshotData, cids []CollectionID) ([]restoreStep, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	from := p.mu.seq
+	var steps []restoreStep
+	for _, d := range snap.docs {
+		if d.Seq > from {
+			steps = append(steps, restoreStep{doc: d, seq: d.Seq})
+		}
+	}
+	if snap.pos == 0 {
+		return steps, nil // an old snapshot: its position is not known
+	}
+	in := make(map[docKey]bool, len(snap.docs))
+	for _, d := range snap.docs {
+		in[docKey{cid: d.Collection, key: d.Key}] = true
+	}
+	var gone []docKey
+	for _, k := range p.keysLocked(func(c CollectionID) bool { return slices.Contains(cids, c) }) {
+		if d := p.latestLocked(k); d != nil && !d.Deleted && !in[k] {
+			gone = append(gone, k)
+		}
+	}
+	if len(gone) == 0 {
+		return steps, nil
+	}
+	slices.SortFunc(gone, compareDocKeys)
+	seqs, err := deletionSeqs(steps, from, snap.pos, len(gone))
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: %w", p.id, err)
+	}
+	for i, k := range gone {
+		steps = append(steps, restoreStep{del: k, seq: seqs[i]})
+	}
+	slices.SortFunc(steps, func(x, y restoreStep) int { return cmp.Compare(x.seq, y.seq) })
+	return steps, nil
+}
+
+// deletionSeqs returns the n lowest sequence numbers in (from, pos] that
+// none of steps (the snapshot's versions above from, in sequence order)
+// holds, or an error when the range has fewer.
+func deletionSeqs(steps []restoreStep, from, pos uint64, n int) ([]uint64, error) {
+	seqs := make([]uint64, 0, n)
+	next := from + 1 // the lowest sequence number not yet looked at
+	for _, st := range steps {
+		for ; next < st.seq && len(seqs) < n; next++ {
+			seqs = append(seqs, next)
+		}
+		next = max(next, st.seq+1)
+	}
+	for ; next <= pos && len(seqs) < n; next++ {
+		seqs = append(seqs, next)
+	}
+	if len(seqs) < n {
+		return nil, fmt.Errorf("%w: %d keys absent from a snapshot at %d, and only %d free sequence numbers after %d to delete them at",
+			ErrInvalidOp, n, pos, len(seqs), from)
+	}
+	return seqs, nil
+}
+
+// restoreStep writes one step of a restore into p, through the partition's
+// write path (the change feed, the counts and the store see it as any
+// write), unless p's sequence number is already past it.
+func (b *Bucket) restoreStep(p *partition, st restoreStep) error {
+	k := st.del
+	if st.doc != nil {
+		k = docKey{cid: st.doc.Collection, key: st.doc.Key}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st.seq <= p.mu.seq {
+		return nil
+	}
+	if b.isClosed() {
+		return ErrClosed
+	}
+	if _, err := b.fetchMissLocked(p, k, false); err != nil {
+		return err
+	}
+	prev := p.latestLocked(k)
+	if st.doc == nil {
+		if prev == nil || prev.Deleted {
+			return nil // nothing live to delete any more
+		}
+		now := b.clock.Now()
+		d := &Document{Deleted: true, DeletedAt: now, Type: prev.Type}
+		b.stampLocked(p, k, prev, d, now) // the next CAS, the next revision
+		d.Seq = st.seq
+		_, _, err := b.queueAtLocked(p, k, prev, d, false)
+		return err
+	}
+	d := st.doc
+	seq, cas, rev := d.Seq, d.CAS, d.RevSeq
+	b.stampLocked(p, k, prev, d, d.DeletedAt)
+	d.Seq, d.CAS, d.RevSeq = seq, cas, rev
+	b.observeCAS(d.CAS)
+	var err error
+	if d.Deleted && d.Expired && prev != nil && !prev.Deleted {
+		// An expiration of the version this replica holds: it
+		// leaves the counts as one applied from the log does.
+		_, _, err = b.queueExpirationLocked(p, k, prev, d, false)
+	} else {
+		_, _, err = b.queueAtLocked(p, k, prev, d, false)
+	}
+	return err
+}
+
+// replFormat is the first byte of an entry (and of an old snapshot, with
+// no position); replSlide is the first byte of an entry that keeps its
+// document's CAS (a sliding extension, replslide.go), in the same format;
+// replSnapshot is the first byte of a snapshot with its position.
 const (
-	replFormat = 1
-	replSlide  = 2
+	replFormat   = 1
+	replSlide    = 2
+	replSnapshot = 3
 )
 
 // replWrite is one replicated entry: the version decided by its proposer
@@ -487,25 +624,43 @@ func (w *replWrite) decode(data []byte) error {
 	return nil
 }
 
-func decodeSnapshot(data []byte) ([]*Document, error) {
+// replSnapshotData is a decoded partition snapshot: its versions in
+// sequence order and its position (0 for an old snapshot, which did not
+// record it).
+type replSnapshotData struct {
+	pos  uint64
+	docs []*Document
+}
+
+func decodeSnapshot(data []byte) (replSnapshotData, error) {
+	var snap replSnapshotData
 	r := replReader{b: data}
-	if r.byte() != replFormat {
-		return nil, fmt.Errorf("%w: a partition snapshot of an unknown format", ErrInvalidOp)
+	switch r.byte() {
+	case replFormat:
+	case replSnapshot:
+		snap.pos = r.uvarint()
+	default:
+		return snap, fmt.Errorf("%w: a partition snapshot of an unknown format", ErrInvalidOp)
 	}
 	n := r.uvarint()
 	if r.err != nil || n > uint64(len(data)) {
-		return nil, fmt.Errorf("%w: a malformed partition snapshot", ErrInvalidOp)
+		return snap, fmt.Errorf("%w: a malformed partition snapshot", ErrInvalidOp)
 	}
-	docs := make([]*Document, 0, n)
+	snap.docs = make([]*Document, 0, n)
+	var last uint64
 	for range n {
 		d := new(Document)
 		r.doc(d, true)
-		docs = append(docs, d)
+		if r.err == nil && (d.Seq <= last || data[0] == replSnapshot && d.Seq > snap.pos) {
+			r.err = errReplShort // out of order, or past the snapshot's position
+		}
+		last = d.Seq
+		snap.docs = append(snap.docs, d)
 	}
 	if r.err != nil || len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: a malformed partition snapshot", ErrInvalidOp)
+		return snap, fmt.Errorf("%w: a malformed partition snapshot", ErrInvalidOp)
 	}
-	return docs, nil
+	return snap, nil
 }
 
 const (

@@ -87,12 +87,18 @@ func replicas(t *testing.T, n int) ([]*engine.Bucket, *logReplicator, *engine.Fa
 // replicaClocks is replicas, returning each replica's clock.
 func replicaClocks(t *testing.T, n int) ([]*engine.Bucket, *logReplicator, []*engine.FakeClock) {
 	t.Helper()
+	return replicaBuckets(t, n, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+}
+
+// replicaBuckets is replicaClocks for buckets of settings s.
+func replicaBuckets(t *testing.T, n int, s engine.BucketSettings) ([]*engine.Bucket, *logReplicator, []*engine.FakeClock) {
+	t.Helper()
 	var bs []*engine.Bucket
 	var clks []*engine.FakeClock
 	for range n {
 		eng, c := newEngine(t, t.TempDir())
 		clks = append(clks, c)
-		b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+		b, err := eng.CreateBucket(context.Background(), s)
 		if err != nil {
 			t.Fatal(err)
 		}

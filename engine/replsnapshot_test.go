@@ -134,10 +134,18 @@ func TestReplicatedSnapshotItemsOutOfMemory(t *testing.T) {
 // through the write path (its change feed shows the deletion), at a
 // sequence number of its own between the replica's old position and the
 // snapshot's, above which the log goes on. An old snapshot (no position)
-// still restores, deleting nothing.
+// still restores, deleting nothing. The same with every item out of memory
+// on both sides (fullEviction).
 func TestReplicatedRestoreDeletesKeysSnapshotLacks(t *testing.T) {
+	for _, policy := range []engine.EvictionPolicy{engine.ValueOnly, engine.FullEviction} {
+		t.Run(string(policy), func(t *testing.T) { testRestoreDeletes(t, policy) })
+	}
+}
+
+func testRestoreDeletes(t *testing.T, policy engine.EvictionPolicy) {
 	ctx := context.Background()
-	bs, r, clk := replicas(t, 2)
+	bs, r, clks := replicaBuckets(t, 2, engine.BucketSettings{Name: "b", Type: engine.Couchbase, EvictionPolicy: policy})
+	clk := clks[0]
 	leader, behind := bs[0], bs[1]
 	c := leader.DefaultCollection()
 	const part = 7
@@ -182,6 +190,16 @@ func TestReplicatedRestoreDeletesKeysSnapshotLacks(t *testing.T) {
 	for _, k := range gone {
 		if _, err := c.Tombstone(k); !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("%q: the leader still holds its tombstone: %v", k, err)
+		}
+	}
+	if policy == engine.FullEviction {
+		for _, b := range bs {
+			if err := b.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := engine.EvictItems(b); n == 0 {
+				t.Fatal("no item left memory")
+			}
 		}
 	}
 	snap, err := leader.ReplicatedSnapshot(part)

@@ -311,3 +311,42 @@ func newReplicaFrom(t *testing.T, r *logReplicator, part int, upTo uint64) *engi
 	}
 	return b
 }
+
+// A snapshot of an unknown format, cut short, or whose versions pass its
+// position is refused (ErrInvalidOp) and changes nothing.
+func TestReplicatedRestoreRefusesMalformedSnapshot(t *testing.T) {
+	ctx := context.Background()
+	bs, _, _ := replicas(t, 1)
+	const part = 2
+	keys := partitionKeys(bs[0], part, 3)
+	for _, k := range keys {
+		if _, err := bs[0].DefaultCollection().Upsert(ctx, k, []byte(`1`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := bs[0].ReplicatedSnapshot(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n := binary.Uvarint(snap[1:])
+	early := append(binary.AppendUvarint([]byte{snap[0]}, 1), snap[1+n:]...) // a position below its versions
+	for what, data := range map[string][]byte{
+		"unknown format": append([]byte{9}, snap[1:]...),
+		"cut short":      snap[:len(snap)-1],
+		"trailing bytes": append(slices.Clone(snap), 0),
+		"early position": early,
+		"empty":          nil,
+	} {
+		eng, _ := newEngine(t, t.TempDir())
+		b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReplicatedRestore(ctx, part, data); !errors.Is(err, engine.ErrInvalidOp) {
+			t.Errorf("%s: %v", what, err)
+		}
+		if n := b.Stats().CurrItems; n != 0 || b.ReplicatedDurable(part) != 0 {
+			t.Errorf("%s: a refused snapshot left %d items, position %d", what, n, b.ReplicatedDurable(part))
+		}
+	}
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // netCut is the tests' network partition: frames between two cut nodes
@@ -257,4 +260,124 @@ func TestReadIndexConcurrent(t *testing.T) {
 	if rounds == 0 || rounds > readers*reads {
 		t.Errorf("%d rounds for %d read indexes", rounds, readers*reads)
 	}
+}
+
+// TestBucketReadIndexIsolatedLeader: the same partition as engine buckets
+// on three nodes (what a cluster node's front doors read). The old leader,
+// cut off and quiet, still holds the overwritten value in its bucket
+// (what its front doors answered before the read index); its
+// ConfirmKeyRead, which every front door now takes before such a read,
+// refuses; once healed, the node catches up.
+func TestBucketReadIndexIsolatedLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc := newNetCut()
+	res := &testResolver{addrs: map[string]string{}}
+	dir := t.TempDir()
+	gid := BucketGroup("b", "u", 0)
+	hosts := map[string]*Host{}
+	buckets := map[string]*engine.Bucket{}
+	for _, n := range testNodes {
+		o := Options{Dir: filepath.Join(dir, n, "raft"), Node: n, Listen: "127.0.0.1:0", Resolver: res}
+		nc.install(&o)
+		h, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.set(n, h.Addr())
+		eng, err := engine.Open(filepath.Join(dir, n, "data"), &engine.Options{NumPartitions: 1, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			h.Close()
+			eng.Close()
+		})
+		b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetReplicator(&BucketReplicator{Host: h, Bucket: "b", UUID: "u"})
+		if err := h.AddGroup(gid, testNodes, NewBucketMachine(b, 0, nil)); err != nil {
+			t.Fatal(err)
+		}
+		hosts[n], buckets[n] = h, b
+	}
+	leader := func(nodes []string) string {
+		var lead string
+		eventually(t, "a leader among "+fmt.Sprint(nodes), func() error {
+			for _, n := range nodes {
+				if l, ok := hosts[n].Leader(gid); ok && l == n {
+					lead = n
+					return nil
+				}
+			}
+			return errors.New("none")
+		})
+		return lead
+	}
+	upsert := func(n, v string) {
+		t.Helper()
+		eventually(t, "writing k="+v+" through "+n, func() error {
+			_, err := buckets[n].DefaultCollection().Upsert(ctx, "k", []byte(v), nil)
+			return err
+		})
+	}
+	get := func(n string) string {
+		d, err := buckets[n].DefaultCollection().Get(ctx, "k")
+		if err != nil {
+			return err.Error()
+		}
+		return string(d.Value)
+	}
+
+	old := leader(testNodes)
+	upsert(old, `1`)
+	if err := buckets[old].ConfirmKeyRead(ctx, "k"); err != nil {
+		t.Fatalf("the leader's read confirmation: %v", err)
+	}
+	eventually(t, "the group quiet", func() error {
+		for _, n := range testNodes {
+			if hosts[n].Quiesced() != 1 {
+				return fmt.Errorf("%s not quiet", n)
+			}
+		}
+		return nil
+	})
+
+	nc.isolate(old)
+	for _, n := range others(old) {
+		hosts[n].NodeDown(old)
+	}
+	lead := leader(others(old))
+	upsert(lead, `2`)
+	if v := get(old); v != `1` {
+		t.Fatalf("the cut-off leader's bucket holds k=%s, want the stale 1", v)
+	}
+	if l, _ := hosts[old].Leader(gid); l != old {
+		t.Fatalf("the cut-off leader names %q leader; the stale case needs it to name itself", l)
+	}
+	err := buckets[old].ConfirmKeyRead(ctx, "k")
+	if err == nil {
+		t.Fatalf("the cut-off old leader confirmed a read (it would answer k=%s)", get(old))
+	}
+	if !errors.Is(err, engine.ErrNotMyVBucket) && !errors.Is(err, engine.ErrTempFail) {
+		t.Fatalf("the cut-off old leader's refusal: %v, want not my vbucket or a temporary failure", err)
+	}
+	t.Logf("the cut-off old leader: %v", err)
+	if err := buckets[lead].ConfirmKeyRead(ctx, "k"); err != nil {
+		t.Fatalf("the new leader's read confirmation: %v", err)
+	}
+	if v := get(lead); v != `2` {
+		t.Fatalf("the new leader reads k=%s, want 2", v)
+	}
+
+	nc.heal()
+	hosts[old].NodeDown(lead)
+	eventually(t, "the old leader caught up", func() error {
+		if v := get(old); v != `2` {
+			return fmt.Errorf("k=%s", v)
+		}
+		return nil
+	})
 }

@@ -258,7 +258,10 @@ func (h *Host) RemoveGroups(ctx context.Context, ids []GroupID) error {
 	for _, g := range gs {
 		// A round that took the group already persists its Ready; the
 		// next one (which deletes its keys) skips it.
-		g.withRaft(func(*raft.RawNode) { g.removed = true })
+		g.withRaft(func(*raft.RawNode) {
+			g.removed = true
+			g.reads.fail(true, fmt.Errorf("%w: %d (removed)", ErrNoGroup, g.id))
+		})
 	}
 	req := removal{ids: slices.Clone(ids), done: make(chan error, 1)}
 	h.readyMu.Lock()

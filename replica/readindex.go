@@ -46,17 +46,36 @@ func (r *groupReads) pending() bool {
 	return r.sent != nil || r.next != nil || len(r.applying) > 0
 }
 
+// fail answers err to the rounds not confirmed yet, and with all to the
+// confirmed ones too (g.mu held).
+func (r *groupReads) fail(all bool, err error) {
+	rounds := []*readRound{r.sent, r.next}
+	if all {
+		rounds = append(rounds, r.applying...)
+		r.applying = nil
+	}
+	for _, rr := range rounds {
+		if rr != nil {
+			for _, ch := range rr.waiters {
+				ch <- err
+			}
+		}
+	}
+	r.sent, r.next = nil, nil
+}
+
 // ReadIndex is a linearizable read barrier on group id: it returns nil
 // once this node has confirmed, with a heartbeat round answered by a
 // majority, that it still leads the group, and has applied every entry
 // committed when the call began; a read of the state machine after it
-// sees every mutation acknowledged before the call. A quiet group is woken.
-// It fails with ErrNotLeader when this node does not lead the group, or
-// stops leading it before the round is confirmed; with ErrTimeout when
-// ctx ends first (a leader cut off from its majority never confirms: it
-// waits until CheckQuorum steps it down, then fails); with ErrClosed when
-// the Host closes. A new leader that has not committed an entry of its
-// term yet confirms once it has. Concurrent callers share rounds.
+// sees every mutation acknowledged before the call. A quiet group is
+// woken. It fails with ErrNotLeader when this node does not lead the
+// group, or stops leading it before the round is confirmed; with
+// ErrTimeout when ctx ends first (a leader cut off from its majority
+// never confirms: it waits until CheckQuorum steps it down, then fails);
+// with ErrClosed when the Host closes; with ErrNoGroup when the group is
+// removed. A new leader that has not committed an entry of its term yet
+// confirms once it has. Concurrent callers share rounds.
 func (h *Host) ReadIndex(ctx context.Context, id GroupID) error {
 	g, err := h.group(id)
 	if err != nil {
@@ -157,15 +176,7 @@ func (h *Host) readStates(g *group, rd *raft.Ready) {
 		if st.RaftState != raft.StateLeader || (r.sent != nil && r.sent.term != st.GetTerm()) {
 			// Confirmed rounds only wait for entries committed already:
 			// they still complete here. The others cannot.
-			err := h.notLeader(g.id, st.Lead)
-			for _, rr := range []*readRound{r.sent, r.next} {
-				if rr != nil {
-					for _, ch := range rr.waiters {
-						ch <- err
-					}
-				}
-			}
-			r.sent, r.next = nil, nil
+			r.fail(false, h.notLeader(g.id, st.Lead))
 			return
 		}
 		if r.sent == nil && r.next != nil {

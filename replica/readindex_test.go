@@ -381,3 +381,35 @@ func TestBucketReadIndexIsolatedLeader(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReadIndexOfRemovedGroup: a read index waiting on a group (its
+// leader cut off) is answered when the group is removed, not left to its
+// deadline: the removed group no longer ticks, so nothing else would.
+func TestReadIndexOfRemovedGroup(t *testing.T) {
+	nc := newNetCut()
+	c := newTestCluster(t, 1, nc.install, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const g = GroupID(0)
+	if _, err := c.propose(ctx, "n1", g, "k=v1"); err != nil {
+		t.Fatal(err)
+	}
+	old := c.leaderOf(t, g, testNodes)
+	c.allQuiet(t, testNodes)
+	nc.isolate(old)
+	done := make(chan error, 1)
+	go func() {
+		rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer rcancel()
+		done <- c.host(old).ReadIndex(rctx, g)
+	}()
+	time.Sleep(50 * time.Millisecond) // the read index usually waiting by now; either order is answered
+	if err := c.host(old).RemoveGroups(ctx, []GroupID{g}); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if !errors.Is(err, ErrNoGroup) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("the read index of a removed group: %v, want ErrNoGroup (or ErrNotLeader, had it stepped down first)", err)
+	}
+	t.Logf("the read index of the removed group: %v", err)
+}

@@ -642,6 +642,7 @@ func (h *Host) tick(g *group, rn *raft.RawNode) bool {
 	if g.quiesced {
 		return false
 	}
+	h.ageRead(g, rn)
 	if h.opts.test.noQuiesce {
 		rn.Tick()
 		return true

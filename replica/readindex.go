@@ -28,6 +28,7 @@ import (
 type readRound struct {
 	id      uint64 // raft's request context: the Host's proposal counter
 	term    uint64 // the leader's term when issued
+	ticks   int    // ticks since issued (ageRead)
 	index   uint64 // the read index raft returned (once it did)
 	waiters []chan error
 }
@@ -137,6 +138,33 @@ func (h *Host) issueRead(g *group, rn *raft.RawNode) {
 	rn.ReadIndex(rctx[:])
 	h.readRounds.Add(1)
 	g.reads.sent = r
+}
+
+// ageRead counts a tick of g's round in flight (g.mu held) and, when
+// raft has not answered it in two election timeouts, issues it again:
+// raft may lose a read-index request without telling (its documented
+// contract), and the callers waiting for the next round would otherwise
+// wait behind it until their deadlines. The callers of the lost round
+// join the next one: its index, noted later, serves them as well. An
+// answer to the lost one after all is ignored.
+func (h *Host) ageRead(g *group, rn *raft.RawNode) {
+	r := &g.reads
+	if r.sent == nil {
+		return
+	}
+	if r.sent.ticks++; r.sent.ticks < 2*h.opts.ElectionTicks {
+		return
+	}
+	if st := rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		return // readStates fails it at the group's next round
+	}
+	lost := r.sent
+	r.sent = nil
+	if r.next == nil {
+		r.next = &readRound{}
+	}
+	r.next.waiters = append(lost.waiters, r.next.waiters...)
+	h.issueRead(g, rn)
 }
 
 // readStates is the worker's part (after the round's commit, so the

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -412,4 +414,41 @@ func TestReadIndexOfRemovedGroup(t *testing.T) {
 		t.Fatalf("the read index of a removed group: %v, want ErrNoGroup (or ErrNotLeader, had it stepped down first)", err)
 	}
 	t.Logf("the read index of the removed group: %v", err)
+}
+
+// TestReadIndexLostRequestIsIssuedAgain: raft may lose a read-index
+// request without telling; a round raft never answers (here one it never
+// heard of) is issued again after two election timeouts, and its callers,
+// and those waiting behind it, are answered.
+func TestReadIndexLostRequestIsIssuedAgain(t *testing.T) {
+	c := newTestCluster(t, 1, nil, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const g = GroupID(0)
+	if _, err := c.propose(ctx, "n1", g, "k=v1"); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.leaderOf(t, g, testNodes)
+	h := c.host(lead)
+	grp, err := h.group(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	grp.withRaft(func(rn *raft.RawNode) {
+		grp.wakeLocked()
+		grp.reads.sent = &readRound{id: 1 << 62, term: rn.BasicStatus().GetTerm(), waiters: []chan error{lost}}
+	})
+	behind := make(chan error, 1)
+	go func() { behind <- h.ReadIndex(ctx, g) }()
+	for name, ch := range map[string]chan error{"the lost round's caller": lost, "a caller behind it": behind} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: no answer (the lost round was not issued again)", name)
+		}
+	}
 }

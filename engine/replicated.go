@@ -92,6 +92,39 @@ func (b *Bucket) Serves(ctx context.Context, key string) error {
 	return fmt.Errorf("%w: this node does not lead partition %d", ErrNotMyVBucket, part)
 }
 
+// ReadConfirmer is implemented by a Replicator that can confirm a read
+// this node answers as a partition's leader (a read index): that it still
+// leads the partition (a majority of its copies say so now) and has
+// applied every write acknowledged before the call. A leader cut off
+// from the others, or deposed without knowing it yet, never confirms, so
+// its memory, possibly stale, is not read.
+type ReadConfirmer interface {
+	// ConfirmRead returns nil once a read of partition part may be
+	// answered from this node's memory; else an error wrapping
+	// ErrNotMyVBucket (this node does not lead it) or ErrTempFail
+	// (leadership could not be confirmed in time).
+	ConfirmRead(ctx context.Context, part int) error
+}
+
+// ConfirmRead confirms a read of partition part before this node answers
+// it as the partition's leader (ReadConfirmer); nil at once for a bucket
+// that writes locally or whose Replicator has no read index.
+func (b *Bucket) ConfirmRead(ctx context.Context, part int) error {
+	if rc, ok := b.replicator().(ReadConfirmer); ok {
+		return rc.ConfirmRead(ctx, part)
+	}
+	return nil
+}
+
+// ConfirmKeyRead is ConfirmRead for key's partition (nil at once for a
+// bucket that writes locally).
+func (b *Bucket) ConfirmKeyRead(ctx context.Context, key string) error {
+	if b.replicator() == nil {
+		return nil
+	}
+	return b.ConfirmRead(ctx, int(partitionOf(key, len(b.parts))))
+}
+
 // ReplicatedResult is what applying one replicated entry gave.
 type ReplicatedResult struct {
 	// Doc is the version the entry made, nil when it made none.

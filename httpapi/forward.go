@@ -46,6 +46,13 @@ type Route struct {
 	Addr string
 	// From is this node's name, sent in ForwardedHeader.
 	From string
+	// Barrier, when set on a Route without Addr (this node leads the
+	// key's partition), confirms a read before this node answers it from
+	// its memory (a read index: it still leads, and has applied every
+	// write acknowledged before); its error answers the read instead
+	// (wrapping engine.ErrNotMyVBucket or engine.ErrTempFail: 503).
+	// Writes do not take it: the partition's log orders them.
+	Barrier func(ctx context.Context) error
 }
 
 // forwardTimeout bounds a forwarded request's wait for the leader's
@@ -89,6 +96,11 @@ func (s *server) routed(h apiHandler) apiHandler {
 			return err
 		}
 		if rt.Addr == "" {
+			if rt.Barrier != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				if err := rt.Barrier(r.Context()); err != nil {
+					return err
+				}
+			}
 			return h(w, r)
 		}
 		if from := r.Header.Get(ForwardedHeader); from != "" {

@@ -118,7 +118,8 @@ type Options struct {
 	// (bucket, key) is answered: a Route without Addr here, else it is
 	// forwarded to the leader of the key's partition (forward.go). An
 	// error (wrapping engine.ErrNotMyVBucket while the partition has no
-	// leader) answers the request. nil answers every request here.
+	// leader) answers the request. A read answered here takes the
+	// Route's Barrier first. nil answers every request here.
 	Route func(ctx context.Context, bucket, key string) (Route, error)
 	// Topology, on a cluster node, lays a bucket's configuration
 	// (/pools/default/b/{bucket} and the streams) out over the cluster:

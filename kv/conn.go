@@ -210,6 +210,16 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 	if !c.checkDurability(pkt) {
 		return
 	}
+	// A read a cluster node answers as the partition's leader (route
+	// checked Serves) is confirmed first, here rather than in route so
+	// that the connection's reads share rounds: a leader cut off from the
+	// others, or deposed unaware, answers nothing from its memory.
+	if readOnly(op.need) {
+		if err := c.bucket.ConfirmKeyRead(ctx, string(pkt.Key)); err != nil {
+			c.failErr(pkt, err)
+			return
+		}
+	}
 	op.run(c, ctx, pkt)
 }
 
@@ -341,6 +351,13 @@ func keyed(need []auth.Action) bool {
 		}
 	}
 	return false
+}
+
+// readOnly reports whether a command needing need only reads a document
+// (a write that returns it, such as get-and-touch, is ordered by the
+// partition's log instead).
+func readOnly(need []auth.Action) bool {
+	return len(need) == 1 && need[0] == auth.DataRead
 }
 
 // hello negotiates features: the answer lists those of the client's that

@@ -32,6 +32,15 @@ type Route struct {
 	// Addr is that node's memcached address (host:port); empty when this
 	// node carries the command out itself.
 	Addr string
+	// Barrier, when set on a Route without Addr (this node leads the
+	// key's partition), confirms a read before this node answers it from
+	// its memory (a read index: it still leads, and has applied every
+	// write acknowledged before); its error is the read's SERVER_ERROR.
+	// A multi-get takes it once for each Partition. Writes do not take
+	// it: the partition's log orders them.
+	Barrier func(ctx context.Context) error
+	// Partition is the key's partition, with Barrier.
+	Partition int
 }
 
 // forwardHello opens a forwarding connection; the reply is "OK".
@@ -238,9 +247,54 @@ func (c *session) routeOf(ctx context.Context, key string) (rt Route, reply stri
 		return Route{}, serverError(err), true
 	}
 	if rt.Addr == "" {
-		return Route{}, "", false
+		return rt, "", false // its Barrier, for a read
 	}
 	return rt, "", true
+}
+
+// readRoute is routeOf for a read. On a forwarded connection (the
+// forwarding node sent the read here as to the partition's leader) the
+// read is routed too, never forwarded again: carried out here it takes
+// its Route's Barrier; for a partition this node does not lead (any more)
+// it is refused rather than answered from a copy that may lag.
+func (c *session) readRoute(ctx context.Context, key string) (rt Route, reply string, ok bool) {
+	s := c.s
+	if !c.forwarded || s.opts.Route == nil {
+		return c.routeOf(ctx, key)
+	}
+	rt, err := s.opts.Route(ctx, key)
+	switch {
+	case err != nil:
+		return Route{}, serverError(err), true
+	case rt.Addr != "":
+		return Route{}, serverError(fmt.Errorf("%w: key %q's partition is led by node %s; this node does not lead it and does not forward a command forwarded already",
+			engine.ErrNotMyVBucket, key, rt.Node)), true
+	}
+	return rt, "", false
+}
+
+// confirmRead takes rt's Barrier for a read carried out here, once per
+// partition for the multi-get being answered; reply, when set, refuses the
+// read. block says the barrier may wait and the driver may not: the
+// command is to be run again where it may.
+func (c *session) confirmRead(ctx context.Context, rt Route) (reply string, block bool) {
+	if rt.Barrier == nil {
+		return "", false
+	}
+	if _, ok := c.confirmed[rt.Partition]; ok {
+		return "", false
+	}
+	if !c.drv.mayBlock() {
+		return "", true
+	}
+	if err := rt.Barrier(ctx); err != nil {
+		return serverError(err), false
+	}
+	if c.confirmed == nil {
+		c.confirmed = map[int]struct{}{}
+	}
+	c.confirmed[rt.Partition] = struct{}{}
+	return "", false
 }
 
 // forwardReply carries out req at rt's node and returns its reply line

@@ -72,6 +72,9 @@ type session struct {
 	// clients' commands (forward.go): they are carried out here, never
 	// forwarded again.
 	forwarded bool
+	// confirmed holds the partitions whose read barrier the multi-get
+	// being answered took (Route.Barrier: once a partition per command).
+	confirmed map[int]struct{}
 }
 
 // outcome is what running a command asks of its driver.
@@ -348,13 +351,29 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	if cmd.reply != "" {
 		w = discardWriter{}
 	}
+	if c.getNext == 0 {
+		clear(c.confirmed) // a new command
+	}
 	for i := c.getNext; i < len(cmd.keys); i++ {
 		if i > c.getNext && c.drv.full() {
 			c.getNext = i // on from here once the client has read some
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
-		if rt, reply, remote := c.routeOf(ctx, key); remote {
+		rt, reply, remote := c.readRoute(ctx, key)
+		if !remote {
+			var block bool
+			if reply, block = c.confirmRead(ctx, rt); block {
+				c.getNext = i // on from here where the barrier may wait
+				return outcome{block: true}
+			}
+			if reply != "" {
+				c.getNext = 0
+				c.reply(reply)
+				return outcome{close: true}
+			}
+		}
+		if remote {
 			if reply == "" && !c.drv.mayBlock() {
 				c.getNext = i // on from here where the round trip may wait
 				return outcome{block: true}

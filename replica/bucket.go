@@ -191,3 +191,26 @@ func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte
 	}
 	return v, nil
 }
+
+// MaxReadWait bounds a read's read index (ConfirmRead): a leader cut off
+// from its majority steps down within two election timeouts (the read is
+// then refused, not my vbucket); a read index not confirmed by then
+// answers a temporary failure.
+const MaxReadWait = 10 * time.Second
+
+// ConfirmRead implements engine.ReadConfirmer with the partition's read
+// index (Host.ReadIndex).
+func (r *BucketReplicator) ConfirmRead(ctx context.Context, part int) error {
+	rctx, cancel := context.WithTimeout(ctx, MaxReadWait)
+	defer cancel()
+	err := r.Host.ReadIndex(rctx, BucketGroup(r.Bucket, r.UUID, part))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoGroup):
+		return fmt.Errorf("%w: partition %d: %w; retry shortly", engine.ErrNotMyVBucket, part, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("partition %d: %w", part, ctx.Err())
+	}
+	return fmt.Errorf("%w: partition %d: this node could not confirm that it still leads it: %w", engine.ErrTempFail, part, err)
+}

@@ -13,6 +13,11 @@ var (
 	// The mutation was not proposed; it may be retried after a pause.
 	ErrBusy = errors.New("replica: the group's leader is busy")
 
+	// ErrNotLeader is returned by ReadIndex on a node that does not lead
+	// the group (or stopped leading it before the read was confirmed): the
+	// read must go to the leader, or wait for an election.
+	ErrNotLeader = errors.New("replica: this node does not lead the group")
+
 	// ErrTimeout is returned by Propose when its context ended before the
 	// mutation was committed and applied here. Its outcome is unknown: it
 	// may still be committed later.

@@ -14,7 +14,7 @@ type group struct {
 	sm StateMachine
 	ms *raft.MemoryStorage // the log since the last snapshot, in front of the store
 
-	mu sync.Mutex // guards rn and the quiescence fields below
+	mu sync.Mutex // guards rn, the quiescence fields and reads below
 	rn *raft.RawNode
 
 	// Quiescence (see Host.tickLoop). quiesced: the group is not ticked;
@@ -26,6 +26,8 @@ type group struct {
 	idle       int
 	last       uint64
 	quiesceOut []outMsg
+
+	reads groupReads // read-index rounds (readindex.go)
 
 	voters []uint64 // the group's voters at AddGroup (no conf changes yet)
 

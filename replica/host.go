@@ -61,7 +61,7 @@ type Host struct {
 	once   sync.Once
 	failed atomic.Pointer[error] // the error that stopped the worker
 
-	rounds, syncs, snapsTaken, snapsRestored, sent atomic.Uint64
+	rounds, syncs, snapsTaken, snapsRestored, sent, readRounds atomic.Uint64
 }
 
 type outcome struct {
@@ -258,7 +258,10 @@ func (h *Host) RemoveGroups(ctx context.Context, ids []GroupID) error {
 	for _, g := range gs {
 		// A round that took the group already persists its Ready; the
 		// next one (which deletes its keys) skips it.
-		g.withRaft(func(*raft.RawNode) { g.removed = true })
+		g.withRaft(func(*raft.RawNode) {
+			g.removed = true
+			g.reads.fail(true, fmt.Errorf("%w: %d (removed)", ErrNoGroup, g.id))
+		})
 	}
 	req := removal{ids: slices.Clone(ids), done: make(chan error, 1)}
 	h.readyMu.Lock()
@@ -385,13 +388,16 @@ type Stats struct {
 	// MessagesSent counts the Raft messages queued to peers (of all
 	// groups; idle groups send none once quiet).
 	MessagesSent uint64
+	// ReadIndexRounds counts the read-index rounds this node's groups
+	// issued to raft (concurrent ReadIndex calls share one).
+	ReadIndexRounds uint64
 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
 		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load(),
-		MessagesSent: h.sent.Load()}
+		MessagesSent: h.sent.Load(), ReadIndexRounds: h.readRounds.Load()}
 }
 
 func (h *Host) group(id GroupID) (*group, error) {
@@ -429,7 +435,9 @@ func (h *Host) enqueue(g *group) {
 
 // step hands a message from the transport to its group. Any message
 // wakes a quiet group but two: a follower's heartbeat response (it
-// changes nothing that needs ticks), and the leader's quiesce heartbeat,
+// changes nothing that needs ticks; one carrying a read-index
+// acknowledgement reaches a leader awake already, as a leader with a read
+// index pending does not go quiet), and the leader's quiesce heartbeat,
 // which quiets a follower that agrees: it knows that leader in that
 // term and has committed what the leader has (raft's step of the
 // heartbeat just committed it, and restarted the election timeout).
@@ -585,14 +593,16 @@ func (h *Host) Quiesced() int {
 // tickLoop ticks every group each TickInterval, but the quiet ones.
 //
 // Quiescence (as CockroachDB quiesces its ranges): a group whose leader
-// has had nothing to do for quiesceTicks ticks, every entry committed,
+// has had nothing to do for quiesceTicks ticks (no read index pending
+// either), every entry committed,
 // applied and acknowledged by every follower not marked down (each
 // recently active and replicating; with the leader, a majority), stops
 // ticking: no heartbeats, no elections. Its leader sends each of those
 // followers a last heartbeat marked quiesce (term, commit);
 // a follower that agrees stops ticking too (Host.step). The leader's
 // CheckQuorum does not count while it does not tick, nor the followers'
-// election timeouts. Anything wakes the group again: a proposal, a
+// election timeouts. Anything wakes the group again: a proposal, a read
+// index (ReadIndex), a
 // message from another node (but heartbeat responses), a voter newly
 // marked down (a broken connection, a failed message, a lease expired:
 // peerDown). A
@@ -632,6 +642,7 @@ func (h *Host) tick(g *group, rn *raft.RawNode) bool {
 	if g.quiesced {
 		return false
 	}
+	h.ageRead(g, rn)
 	if h.opts.test.noQuiesce {
 		rn.Tick()
 		return true
@@ -649,7 +660,7 @@ func (h *Host) tick(g *group, rn *raft.RawNode) bool {
 		g.idle++
 	}
 	if g.idle < quiesceTicks || last != st.GetCommit() || st.Applied != st.GetCommit() || rn.HasReady() ||
-		!h.caughtUp(rn, g, last) {
+		g.reads.pending() || !h.caughtUp(rn, g, last) {
 		rn.Tick()
 		return true
 	}

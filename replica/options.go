@@ -70,6 +70,10 @@ type Options struct {
 		noSync    bool   // batches are not fsync'd (tests of logic only)
 		noQuiesce bool   // every group ticks always (the code before quiescing, to compare)
 		fs        vfs.FS // the store's file system (a crashable one in crash tests)
+		// cut, if set, says that frames to and from a peer are dropped
+		// (its connections stay open: a network partition that breaks
+		// nothing, the case a closed connection would not show).
+		cut func(peer uint64) bool
 	}
 }
 

@@ -141,6 +141,7 @@ func (h *Host) round() error {
 			g.leader.Store(rg.rd.SoftState.Lead)
 		}
 		h.answer(rg.answers)
+		h.readStates(g, &rg.rd)
 		if err := h.maybeSnapshot(g); err != nil {
 			return fmt.Errorf("replica: group %d: snapshot: %w", g.id, err)
 		}

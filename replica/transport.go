@@ -96,6 +96,10 @@ func (t *transport) accept() {
 	}
 }
 
+// isCut reports whether frames to and from nid are dropped (the tests'
+// network partition, Options.test.cut).
+func (h *Host) isCut(nid uint64) bool { return h.opts.test.cut != nil && h.opts.test.cut(nid) }
+
 // receive reads one peer's connection, stepping each message into its
 // group. A malformed stream closes the connection (the peer redials).
 func (t *transport) receive(c net.Conn) {
@@ -131,6 +135,9 @@ func (t *transport) receive(c net.Conn) {
 		if f.m.GetTo() != t.h.self || f.m.GetFrom() != from {
 			continue // not for this node, or not from the node that said hello
 		}
+		if t.h.isCut(from) {
+			continue
+		}
 		t.h.peerUp(from)
 		t.h.step(f)
 	}
@@ -138,6 +145,9 @@ func (t *transport) receive(c net.Conn) {
 
 // send queues msgs (all to node to) on that peer's connection.
 func (t *transport) send(to uint64, msgs []outMsg) {
+	if t.h.isCut(to) {
+		return
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

@@ -96,14 +96,24 @@ func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string
 
 // keyLeader is leader for key's partition in bucket; "" too for a bucket
 // this node does not have (its request is answered here: not found).
-func (r *router) keyLeader(ctx context.Context, bucket, key string) (string, int, error) {
+// barrier is set when this node answers the key's requests as the leader
+// of its partition's group: a read takes it first (the partition's read
+// index, engine.Bucket.ConfirmRead), so that a leader cut off from the
+// others, or deposed without knowing it yet, answers no read from its
+// memory.
+func (r *router) keyLeader(ctx context.Context, bucket, key string) (l string, part int, barrier func(context.Context) error, err error) {
 	b, err := r.eng.Bucket(bucket)
 	if err != nil {
-		return "", 0, nil
+		return "", 0, nil, nil
 	}
-	part := b.PartitionOf(key)
-	l, err := r.leader(ctx, b, part)
-	return l, part, err
+	part = b.PartitionOf(key)
+	if l, err = r.leader(ctx, b, part); err != nil || l != "" {
+		return l, part, nil, err
+	}
+	if r.h.Holds(replica.BucketGroup(bucket, b.Settings().UUID, part)) {
+		barrier = func(ctx context.Context) error { return b.ConfirmRead(ctx, part) }
+	}
+	return "", part, barrier, nil
 }
 
 // node returns what node name publishes in etcd, cached. An entry older
@@ -215,9 +225,9 @@ func unreachable(part int, node string, err error) error {
 
 // httpRoute is httpapi.Options.Route.
 func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Route, error) {
-	l, part, err := r.keyLeader(ctx, bucket, key)
+	l, part, barrier, err := r.keyLeader(ctx, bucket, key)
 	if err != nil || l == "" {
-		return httpapi.Route{}, err
+		return httpapi.Route{Barrier: barrier}, err
 	}
 	info, err := r.node(ctx, l)
 	if err == nil && info.HTTP == "" {
@@ -233,9 +243,9 @@ func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Rou
 // bucket.
 func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key string) (memcache.Route, error) {
 	return func(ctx context.Context, key string) (memcache.Route, error) {
-		l, part, err := r.keyLeader(ctx, bucket, key)
+		l, part, barrier, err := r.keyLeader(ctx, bucket, key)
 		if err != nil || l == "" {
-			return memcache.Route{}, err
+			return memcache.Route{Barrier: barrier, Partition: part}, err
 		}
 		info, err := r.node(ctx, l)
 		if err == nil && info.Memcached == "" {

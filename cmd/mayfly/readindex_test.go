@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/replica"
+)
+
+// noPeers resolves no node: the test's group has this node alone.
+type noPeers struct{}
+
+func (noPeers) Addr(context.Context, string) (string, error) { return "", errors.New("no peers") }
+
+// TestRouterHandsReadsTheReadIndex: for a key whose partition this node
+// leads, the router's HTTP and memcached routes answer here and carry the
+// partition's read index as their Barrier (the real one: a round on the
+// partition's Raft group); a partition this node runs no group of (a
+// bucket without a map) carries none.
+func TestRouterHandsReadsTheReadIndex(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 2, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := b.Settings().UUID
+	b.SetReplicator(&replica.BucketReplicator{Host: h, Bucket: "b", UUID: uuid})
+	// Partition 0's group runs here (this node its only voter); 1's does not.
+	var led, other string
+	for i := 0; led == "" || other == ""; i++ {
+		k := string(rune('a' + i))
+		if b.PartitionOf(k) == 0 {
+			led = k
+		} else {
+			other = k
+		}
+	}
+	g := replica.BucketGroup("b", uuid, 0)
+	if err := h.AddGroup(g, []string{"n1"}, replica.NewBucketMachine(b, 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // wall clock: a hang guard
+	for l, ok := h.Leader(g); !ok || l != "n1"; l, ok = h.Leader(g) {
+		if time.Now().After(deadline) { // wall clock: a hang guard
+			t.Fatal("the one-voter group elected no leader")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := &router{eng: eng, h: h, self: "n1", ctx: ctx, nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}, refreshing: map[string]bool{}}
+
+	rounds := h.Stats().ReadIndexRounds
+	hr, err := r.httpRoute(ctx, "b", led)
+	if err != nil || hr.Addr != "" || hr.Barrier == nil {
+		t.Fatalf("HTTP route of a key this node leads: %+v, %v; want here, with a barrier", hr, err)
+	}
+	if err := hr.Barrier(ctx); err != nil {
+		t.Fatalf("the HTTP route's barrier: %v", err)
+	}
+	mr, err := r.memcachedRoute("b")(ctx, led)
+	if err != nil || mr.Addr != "" || mr.Barrier == nil || mr.Partition != 0 {
+		t.Fatalf("memcached route of a key this node leads: %+v, %v; want here, with partition 0's barrier", mr, err)
+	}
+	if err := mr.Barrier(ctx); err != nil {
+		t.Fatalf("the memcached route's barrier: %v", err)
+	}
+	if n := h.Stats().ReadIndexRounds - rounds; n != 2 {
+		t.Fatalf("the barriers took %d read-index rounds, want 2", n)
+	}
+	// The bucket has no partition map (as read from etcd just now).
+	r.maps["b"] = cachedMap{at: time.Now()} // wall clock: the cache's age
+	if hr, err := r.httpRoute(ctx, "b", other); err != nil || hr.Barrier != nil {
+		t.Fatalf("HTTP route of a partition without a group here: %+v, %v; want no barrier", hr, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,8 +168,23 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval b
 		c.c.Close()
 		return "", nil, err
 	}
+	if leaderCloses(line, retrieval) {
+		c.c.Close()
+		return line, v, nil
+	}
 	f.put(addr, c)
 	return line, v, nil
+}
+
+// leaderCloses reports whether the leader closes its end after the reply
+// line: a retrieval it could not answer whole (any line but END) always;
+// an error reply to anything else, to be safe (a fresh connection costs a
+// dial, a pooled dead one the client's next command).
+func leaderCloses(line string, retrieval bool) bool {
+	if retrieval && line != replyEnd {
+		return true
+	}
+	return strings.HasPrefix(line, "SERVER_ERROR") || strings.HasPrefix(line, "CLIENT_ERROR") || line == replyError
 }
 
 // exchange writes req and reads its reply.

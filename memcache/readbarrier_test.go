@@ -102,3 +102,33 @@ func TestReadBarrier(t *testing.T) {
 		fc.expectClosed("")
 	})
 }
+
+// TestForwardedReadRefusedKeepsNoDeadConnection: a leader that refuses a
+// forwarded read (its barrier fails) answers SERVER_ERROR and closes that
+// connection; the forwarding node must not pool it, or the client's next
+// command through it fails once (and a write would be reported as of
+// unknown outcome though it was never sent).
+func TestForwardedReadRefusedKeepsNoDeadConnection(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		t.Cleanup(func() { checkNoLeaks(t) })
+		lb := &barrierRoute{calls: map[int]int{}}
+		l := bareFixture(t, &Options{IO: io, Route: lb.route})
+		fb := &barrierRoute{calls: map[int]int{}, far: l.addr}
+		f := bareFixture(t, &Options{IO: io, Route: fb.route})
+		c := f.dial(t)
+
+		c.do("set far1 0 0 2\r\nv1\r\n", "STORED\r\n")
+		lb.setRefuse(fmt.Errorf("%w: lost leadership", engine.ErrNotMyVBucket))
+		c.send("get far1\r\n")
+		if got := c.line(); !strings.HasPrefix(got, "SERVER_ERROR") {
+			t.Fatalf("a read the leader refused: %q", got)
+		}
+		lb.setRefuse(nil)
+		// The refused read's connection is closed by the leader (and the
+		// client's by the follower): a new client's commands go over a
+		// fresh connection to the leader and succeed.
+		c = f.dial(t)
+		c.do("set far1 0 0 2\r\nv2\r\n", "STORED\r\n")
+		c.do("get far1\r\n", "VALUE far1 0 2\r\nv2\r\nEND\r\n")
+	})
+}

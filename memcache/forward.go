@@ -162,13 +162,16 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval b
 	}
 	c.c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	line, v, err = c.exchange(req, retrieval)
 	if err != nil {
+		stop()
 		c.c.Close()
 		return "", nil, err
 	}
-	if leaderCloses(line, retrieval) {
+	// A cancellation that began (stop false) sets its expired deadline
+	// from a goroutine of its own, possibly once the connection is back in
+	// the pool and another command's: the connection is not reused.
+	if !stop() || leaderCloses(line, retrieval) {
 		c.c.Close()
 		return line, v, nil
 	}

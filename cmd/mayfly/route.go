@@ -45,6 +45,7 @@ type router struct {
 	nodes      map[string]cachedNode
 	maps       map[string]cachedMap
 	refreshing map[string]bool // cache keys ("node/NAME", "map/BUCKET") being read again
+	mapReads   uint64          // map reads begun, numbering them
 	status     *cluster.Status // the node list of the configurations, read at statusAt
 	statusAt   time.Time
 }
@@ -55,9 +56,10 @@ type cachedNode struct {
 }
 
 type cachedMap struct {
-	m   *cluster.PartitionMap
-	rev int64 // the map's etcd mod revision
-	at  time.Time
+	m      *cluster.PartitionMap
+	rev    int64  // the map's etcd mod revision
+	ticket uint64 // the read's place in the order reads began (router.mapReads)
+	at     time.Time
 }
 
 func newRouter(eng *engine.Engine, r *replication) *router {
@@ -182,18 +184,24 @@ func (r *router) partitionMapRev(ctx context.Context, bucket string) (*cluster.P
 	return r.readMap(ctx, bucket)
 }
 
-// readMap reads bucket's map from etcd into the cache.
+// readMap reads bucket's map from etcd into the cache. Reads of one
+// bucket's map may run at once (requests finding none cached); what a
+// read started earlier found never replaces what a later one stored.
 func (r *router) readMap(ctx context.Context, bucket string) (*cluster.PartitionMap, int64) {
+	r.mu.Lock()
+	r.mapReads++
+	ticket := r.mapReads
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	m, rev, err := cluster.ReadMap(ctx, r.cli, bucket)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil {
-		c := r.maps[bucket]
+	c := r.maps[bucket]
+	if err != nil || c.ticket > ticket {
 		return c.m, c.rev
 	}
-	r.maps[bucket] = cachedMap{m: m, rev: rev, at: time.Now()} // wall clock: cache age
+	r.maps[bucket] = cachedMap{m: m, rev: rev, ticket: ticket, at: time.Now()} // wall clock: cache age
 	return m, rev
 }
 

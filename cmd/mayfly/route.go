@@ -44,15 +44,21 @@ type router struct {
 	mu         sync.Mutex
 	nodes      map[string]cachedNode
 	maps       map[string]cachedMap
-	refreshing map[string]bool // cache keys ("node/NAME", "map/BUCKET") being read again
-	mapReads   uint64          // map reads begun, numbering them
-	status     *cluster.Status // the node list of the configurations, read at statusAt
+	refreshing map[string]bool      // cache keys ("node/NAME", "map/BUCKET") being read again
+	mapReads   uint64               // map reads begun, numbering them
+	layouts    map[string]cachedRev // by bucket: its layout revision
+	status     *cluster.Status      // the node list of the configurations, read at statusAt
 	statusAt   time.Time
 }
 
 type cachedNode struct {
 	info cluster.NodeInfo
 	at   time.Time
+}
+
+type cachedRev struct {
+	rev int64
+	at  time.Time
 }
 
 type cachedMap struct {
@@ -62,9 +68,14 @@ type cachedMap struct {
 	at     time.Time
 }
 
+// newRouter returns serve's router over r, following leadership changes
+// (followLayouts) until r closes.
 func newRouter(eng *engine.Engine, r *replication) *router {
-	return &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), ctx: r.ctx,
-		nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}, refreshing: map[string]bool{}}
+	rt := &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), ctx: r.ctx,
+		nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}, refreshing: map[string]bool{},
+		layouts: map[string]cachedRev{}}
+	r.wg.Go(func() { rt.followLayouts(r.ctx) })
+	return rt
 }
 
 // leader returns the node leading partition part of bucket, "" when this
@@ -292,29 +303,97 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 		}
 		return r.h.Leader(id)
 	})
-	t.Rev = layoutRev(mapRev, len(m.Partitions), func(part int) (uint64, bool) {
-		return r.h.Term(replica.BucketGroup(bucket, uuid, part))
-	})
+	t.Rev = max(mapRev, r.layoutRevision(ctx, bucket))
 	return t, nil
 }
 
-// layoutRev is a Topology's Rev: the map's etcd mod revision times 2^24 (a
-// new map, a failover's, outranks the leadership changes before it) plus
-// the sum of the Raft terms of the partitions' groups running here (a new
-// leader comes with a new term; a partition whose group does not run here
-// counts 0, and a map change that adds or removes one here also changes
-// the revision). Every node holding a group learns its term with its
-// leader, so the nodes serve the same rev once they agree on who leads.
-// It stays below 2^53 for JavaScript clients until etcd's revision passes
-// about 2^29.
-func layoutRev(mapRev int64, parts int, term func(part int) (uint64, bool)) int64 {
+// layoutRevision returns bucket's layout revision (cluster.LayoutRevision),
+// cached as maps are; 0 when it cannot be read and none is known (the
+// map's revision then stands).
+func (r *router) layoutRevision(ctx context.Context, bucket string) int64 {
+	r.mu.Lock()
+	c, ok := r.layouts[bucket]
+	r.mu.Unlock()
+	if ok {
+		if time.Since(c.at) >= routeCacheTTL { // wall clock: cache age
+			r.refresh("layout/"+bucket, func(ctx context.Context) { r.readLayout(ctx, bucket) })
+		}
+		return c.rev
+	}
+	return r.readLayout(ctx, bucket)
+}
+
+// readLayout reads bucket's layout revision into the cache; a revision
+// never goes back (a read that began before a bump stored another).
+func (r *router) readLayout(ctx context.Context, bucket string) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rev, err := cluster.LayoutRevision(ctx, r.cli, bucket)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.layouts[bucket]
+	if err != nil {
+		return c.rev
+	}
+	r.layouts[bucket] = cachedRev{rev: max(rev, c.rev), at: time.Now()} // wall clock: cache age
+	return max(rev, c.rev)
+}
+
+// layoutInterval is how often a node looks for leadership changes among
+// the groups it runs.
+const layoutInterval = 250 * time.Millisecond
+
+// followLayouts records in etcd (cluster.BumpLayout) each change of
+// leadership among the groups this node runs, until ctx ends, so that the
+// KV port's configuration rev (Topology.Rev: the layout revision, which
+// every node reads alike) grows when a partition's leader changes and an
+// SDK takes the new layout. A change of leader comes with a new Raft term,
+// so the sum of the terms of a bucket's groups running here tells a
+// change; each node that sees one records it (several records of one
+// change cost an etcd write each and nothing else). A record that fails
+// is tried again at the next look.
+func (r *router) followLayouts(ctx context.Context) {
+	seen := map[string]uint64{} // by bucket name and UUID: the sum recorded
+	t := time.NewTicker(layoutInterval)
+	defer t.Stop()
+	for {
+		for _, b := range r.eng.Buckets() {
+			name, uuid := b.Name(), b.Settings().UUID
+			sum := r.termSum(name, uuid, b.NumPartitions())
+			key := name + "/" + uuid
+			if sum == 0 || seen[key] == sum {
+				continue
+			}
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			rev, err := cluster.BumpLayout(wctx, r.cli, name, r.self)
+			cancel()
+			if err != nil {
+				continue
+			}
+			seen[key] = sum
+			r.mu.Lock()
+			if c := r.layouts[name]; rev > c.rev {
+				r.layouts[name] = cachedRev{rev: rev, at: time.Now()} // wall clock: cache age
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// termSum is the sum of the Raft terms of bucket's groups running here.
+func (r *router) termSum(bucket, uuid string, parts int) uint64 {
 	var sum uint64
 	for p := range parts {
-		if t, ok := term(p); ok {
+		if t, ok := r.h.Term(replica.BucketGroup(bucket, uuid, p)); ok {
 			sum += t
 		}
 	}
-	return mapRev<<24 + int64(sum)
+	return sum
 }
 
 // clusterStatus returns the cluster's status (its node list), cached.

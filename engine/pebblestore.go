@@ -522,6 +522,12 @@ func (s *pebbleStorage) encode(record) []byte { return nil }
 // buffer for.
 const scratchMax = 64 << 10
 
+// batchKeptMax is the largest buffer the kept batch keeps (pebble's
+// default is 1 MiB): a commit of a few hundred small documents, the usual
+// group commit. A larger one's, a backlog's, is left to the collector
+// rather than held in the live heap.
+const batchKeptMax = 64 << 10
+
 func (s *pebbleStorage) commit(recs []record) error {
 	exit, err := s.enter()
 	if err != nil {
@@ -535,7 +541,7 @@ func (s *pebbleStorage) commit(recs []record) error {
 	}
 	b := s.mu.batch
 	if b == nil {
-		b = s.db.NewBatch()
+		b = s.db.NewBatch(pebble.WithMaxRetainedSizeBytes(batchKeptMax))
 	}
 	s.mu.batch = nil
 	ok := false

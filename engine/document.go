@@ -180,7 +180,11 @@ func ValidateKey(key string) error { return validateKey(key) }
 const recordVersion = 2
 
 func encodeDoc(d *Document) []byte {
-	buf := make([]byte, 0, 2+6*binary.MaxVarintLen64+len(d.Value))
+	return appendDocRecord(make([]byte, 0, 2+6*binary.MaxVarintLen64+len(d.Value)), d)
+}
+
+// appendDocRecord appends d's persistent record (encodeDoc's) to buf.
+func appendDocRecord(buf []byte, d *Document) []byte {
 	var bits byte
 	if d.Deleted {
 		bits |= 1

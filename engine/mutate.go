@@ -70,7 +70,10 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 		return nil, err
 	}
 	now := b.clock.Now()
-	prev := p.latestLocked(k)
+	// prev, and live, may be the partition's view (latestViewLocked):
+	// read under the lock only. fn does not keep the Document it is
+	// given (the engine's own, in collection.go).
+	prev := p.latestViewLocked(k)
 	live := prev
 	if live != nil && (live.Deleted || live.ExpiredAt(now)) {
 		live = nil
@@ -103,6 +106,10 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 		return nil, err
 	}
 	if r := b.replicator(); r != nil {
+		if prev != nil && prev == p.mu.view {
+			c := *prev // replicate reads it after the lock
+			prev = &c
+		}
 		p.mu.Unlock()
 		return b.replicate(ctx, r, p, k, prev, d, now)
 	}

@@ -113,6 +113,10 @@ type partition struct {
 		// or above it needs no backfill (within a partition a higher
 		// sequence number has a higher CAS).
 		evictedCAS uint64
+		// view is where mutate reads a key's committed version from the
+		// table (latestViewLocked): a Document it fills in again at every
+		// write rather than one allocated per write. nil until the first.
+		view *Document
 	}
 
 	id uint16
@@ -154,6 +158,25 @@ func (p *partition) latestLocked(k docKey) *Document {
 		return d
 	}
 	return p.mu.docs.get(k)
+}
+
+// latestViewLocked is latestLocked for mutate: a committed version comes
+// back in the partition's view Document, which the next call overwrites,
+// so the caller must not keep it past its hold of p.mu (or copy it).
+//
+// REQUIRES: p.mu held for writing.
+func (p *partition) latestViewLocked(k docKey) *Document {
+	if d, ok := p.mu.pending[k]; ok {
+		return d
+	}
+	i, ok := p.mu.docs.find(k)
+	if !ok {
+		return nil
+	}
+	if p.mu.view == nil {
+		p.mu.view = new(Document)
+	}
+	return p.mu.docs.docInto(i, p.mu.view)
 }
 
 // readLocked returns the version of k that reads see: the newest one

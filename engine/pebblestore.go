@@ -178,6 +178,13 @@ type pebbleStorage struct {
 		sync.Mutex
 		cas uint64 // highest CAS committed (what 'm' "cas" holds)
 		seq seqLog // the sequence log's state
+		// batch is the last commit's pebble batch, reset, for the next
+		// one (nil after a failed commit): a batch from NewBatch grows its
+		// buffer from nothing whenever the collector has emptied pebble's
+		// pool, about a record's bytes allocated per write.
+		batch *pebble.Batch
+		key   []byte // a commit's scratch document key
+		enc   []byte // a commit's scratch document encoding
 	}
 }
 
@@ -478,11 +485,14 @@ func (s *pebbleStorage) enter() (exit func(), err error) {
 }
 
 func pebbleDocKey(k docKey) []byte {
-	b := make([]byte, 5+len(k.key))
-	b[0] = pfxDoc
-	binary.BigEndian.PutUint32(b[1:], uint32(k.cid))
-	copy(b[5:], k.key)
-	return b
+	return appendPebbleDocKey(make([]byte, 0, 5+len(k.key)), k)
+}
+
+// appendPebbleDocKey appends pebbleDocKey(k) to b.
+func appendPebbleDocKey(b []byte, k docKey) []byte {
+	b = append(b, pfxDoc)
+	b = binary.BigEndian.AppendUint32(b, uint32(k.cid))
+	return append(b, k.key...)
 }
 
 func pebbleExpKey(exp int64, k docKey) []byte {
@@ -502,12 +512,21 @@ func sysKey(key string) []byte { return append([]byte{pfxSys}, key...) }
 // one-byte prefix p.
 func prefixEnd(p byte) []byte { return []byte{p + 1} }
 
-func (s *pebbleStorage) encode(r record) []byte {
-	if r.purge {
-		return nil
-	}
-	return encodeDoc(r.doc)
-}
+// encode returns nil: commit encodes each document into a buffer it
+// keeps, which pebble's batch copies, instead of the writer allocating
+// the encoding for the batch to copy (the writer is the memcached port's
+// event loop, the commit one goroutine: the same work either way).
+func (s *pebbleStorage) encode(record) []byte { return nil }
+
+// scratchMax is the largest document encoding a pebble store keeps its
+// buffer for.
+const scratchMax = 64 << 10
+
+// batchKeptMax is the largest buffer the kept batch keeps (pebble's
+// default is 1 MiB): a commit of a few hundred small documents, the usual
+// group commit. A larger one's, a backlog's, is left to the collector
+// rather than held in the live heap.
+const batchKeptMax = 64 << 10
 
 func (s *pebbleStorage) commit(recs []record) error {
 	exit, err := s.enter()
@@ -520,8 +539,20 @@ func (s *pebbleStorage) commit(recs []record) error {
 	if s.full.Load() {
 		return errReserveGone
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
+	b := s.mu.batch
+	if b == nil {
+		b = s.db.NewBatch(pebble.WithMaxRetainedSizeBytes(batchKeptMax))
+	}
+	s.mu.batch = nil
+	ok := false
+	defer func() {
+		if ok {
+			b.Reset()
+			s.mu.batch = b
+		} else {
+			b.Close()
+		}
+	}()
 	l := &s.mu.seq
 	defer l.endBatch()
 	var maxCAS uint64
@@ -535,13 +566,16 @@ func (s *pebbleStorage) commit(recs []record) error {
 		maxCAS = max(maxCAS, r.cas)
 		// A batch applies its operations in order: the later record of a
 		// key wins, as the interface asks.
+		s.mu.key = appendPebbleDocKey(s.mu.key[:0], r.key)
 		if r.purge {
-			err = b.Delete(pebbleDocKey(r.key), nil)
+			err = b.Delete(s.mu.key, nil)
 		} else {
-			if r.enc == nil {
-				r.enc = s.encode(*r)
+			enc := r.enc
+			if enc == nil {
+				s.mu.enc = appendDocRecord(s.mu.enc[:0], r.doc)
+				enc = s.mu.enc
 			}
-			err = b.Set(pebbleDocKey(r.key), r.enc, nil)
+			err = b.Set(s.mu.key, enc, nil) // Set copies key and value
 		}
 		if err != nil {
 			return err
@@ -558,6 +592,9 @@ func (s *pebbleStorage) commit(recs []record) error {
 				}
 			}
 		}
+	}
+	if cap(s.mu.enc) > scratchMax {
+		s.mu.enc = nil // a large document's buffer is left to the collector
 	}
 	checkpoint, err := l.write(b)
 	if err != nil {
@@ -577,6 +614,7 @@ func (s *pebbleStorage) commit(recs []record) error {
 	if err := b.Commit(s.sync); err != nil {
 		return err
 	}
+	ok = true
 	s.mu.cas = cas
 	l.committed(checkpoint)
 	return nil
@@ -1098,6 +1136,12 @@ func (s *pebbleStorage) close(clean bool) error {
 			err = fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 	}
+	s.mu.Lock()
+	if s.mu.batch != nil {
+		s.mu.batch.Close()
+		s.mu.batch = nil
+	}
+	s.mu.Unlock()
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}

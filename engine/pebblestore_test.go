@@ -452,3 +452,66 @@ func TestPebbleMemTableFor(t *testing.T) {
 		t.Errorf("pebbleSizesFor(100 MiB) = %+v", z)
 	}
 }
+
+// A pebble store encodes each commit's documents into one buffer it keeps
+// and reuses one batch from commit to commit: every document reads back
+// with its own value and metadata, after each commit and after a reopen,
+// whatever the sizes around it (values larger than the kept buffer, a
+// commit larger than the batch keeps, one after a small one).
+func TestPebbleReusedBatchKeepsEachDocument(t *testing.T) {
+	o := &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)}
+	mem := vfs.NewMem()
+	st, err := openPebbleStorageOn(mem, "/db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := map[string]*Document{}
+	var seq uint64
+	sizes := []int{10, 100, scratchMax + 1, 3, batchKeptMax / 100, 0, 2 * scratchMax}
+	for c := range 40 {
+		n := 1 + rng.IntN(20)
+		if c%7 == 3 {
+			n = 2 * batchKeptMax / 100 // a commit whose batch outgrows what is kept
+		}
+		var recs []record
+		for range n {
+			seq++
+			key := fmt.Sprintf("k%d", rng.IntN(50))
+			size := sizes[rng.IntN(len(sizes))]
+			if c%7 == 3 {
+				size = 100
+			}
+			val := strings.Repeat(string(rune('a'+seq%26)), size)
+			d := testDoc(0, key, uint16(seq%8), seq, seq, 0, val)
+			d.Type, d.Flags = TypeBinary, uint32(seq)
+			recs = append(recs, put(d, 0))
+			want[key] = d
+		}
+		mustCommit(t, st, recs...)
+		check := func(when string) {
+			t.Helper()
+			for key, w := range want {
+				got, err := st.doc(docKey{key: key})
+				if err != nil {
+					t.Fatalf("%s, commit %d: %q: %v", when, c, key, err)
+				}
+				if string(got.Value) != string(w.Value) || got.Seq != w.Seq || got.CAS != w.CAS || got.Flags != w.Flags {
+					t.Fatalf("%s, commit %d: %q holds seq %d cas %d flags %d and %d bytes, want seq %d cas %d flags %d and %d bytes",
+						when, c, key, got.Seq, got.CAS, got.Flags, len(got.Value), w.Seq, w.CAS, w.Flags, len(w.Value))
+				}
+			}
+		}
+		check("after the commit")
+		if c == 39 {
+			if err := st.close(true); err != nil {
+				t.Fatal(err)
+			}
+			if st, err = openPebbleStorageOn(mem, "/db", o); err != nil {
+				t.Fatal(err)
+			}
+			defer st.close(false)
+			check("after a reopen")
+		}
+	}
+}

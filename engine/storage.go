@@ -32,9 +32,10 @@ type storage interface {
 	durable() bool
 
 	// encode returns r's document as commit will write it (nil when it
-	// writes none). The store calls it in the writer's goroutine, so that
-	// writers encode in parallel and the commit, which runs one at a time,
-	// does less; commit encodes a record whose enc is nil itself.
+	// writes none, or when commit encodes it itself). The store calls it
+	// in the writer's goroutine, so that writers encode in parallel and
+	// the commit, which runs one at a time, does less; commit encodes a
+	// record whose enc is nil itself.
 	encode(r record) []byte
 	// commit writes recs atomically, in order: a record's document (or
 	// its removal, for a purge), its expiry-index entry, its partition's

@@ -93,11 +93,13 @@ type store struct {
 		closed   bool
 		failed   error // non-nil while the store refuses writes
 		probing  bool  // the recovery probe runs
-		// spare is a committed batch's record slice, emptied, for the
-		// next batch: a batch's records would otherwise be grown by
+		// spare holds committed batches' record slices, emptied, for the
+		// next batches: a batch's records would otherwise be grown by
 		// append from nothing, about two records' bytes allocated per
-		// write.
-		spare []record
+		// write. It keeps two: the next batch is usually opened while
+		// the one before it is in flight, before that one's slice is
+		// back, so one spare served every other batch.
+		spare [2][]record
 	}
 	commitFailed atomic.Int64 // commits that failed (ep_item_commit_failed)
 	commitNum    atomic.Int64 // commits made (ep_commit_num)
@@ -166,8 +168,7 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 	n := len(s.mu.queue)
 	kick := n == 0 // a new batch: the flusher starts its clock
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
-		s.mu.queue = append(s.mu.queue, &commitBatch{recs: s.mu.spare, done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
-		s.mu.spare = nil
+		s.mu.queue = append(s.mu.queue, &commitBatch{recs: s.takeSpareLocked(), done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
 		n++
 		kick = true
 	}
@@ -182,6 +183,34 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 		s.kickLocked()
 	}
 	return cb, wait, nil
+}
+
+// takeSpareLocked returns a spare record slice for a new batch (nil when
+// none is kept).
+//
+// REQUIRES: s.mu held.
+func (s *store) takeSpareLocked() []record {
+	for i, r := range s.mu.spare {
+		if r != nil {
+			s.mu.spare[i] = nil
+			return r
+		}
+	}
+	return nil
+}
+
+// putSpareLocked keeps recs, emptied, for a later batch, in place of the
+// smaller of the spares when both are taken.
+//
+// REQUIRES: s.mu held.
+func (s *store) putSpareLocked(recs []record) {
+	i := 0
+	if cap(s.mu.spare[1]) < cap(s.mu.spare[0]) {
+		i = 1
+	}
+	if cap(recs) > cap(s.mu.spare[i]) {
+		s.mu.spare[i] = recs
+	}
 }
 
 // kickLocked wakes the flusher.
@@ -298,7 +327,7 @@ func (s *store) flushLoop() {
 		s.mu.inflight = nil
 		cb.recs = nil // its writers read only done and err
 		if cap(recs) <= spareMax {
-			s.mu.spare = recs[:0]
+			s.putSpareLocked(recs[:0])
 		}
 		s.mu.Unlock()
 		close(cb.done)

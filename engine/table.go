@@ -205,9 +205,14 @@ func (t *docTable) get(k docKey) *Document {
 
 // doc makes the Document of record i.
 func (t *docTable) doc(i uint32) *Document {
+	return t.docInto(i, new(Document))
+}
+
+// docInto is doc that fills in d (all of it) instead of a new Document.
+func (t *docTable) docInto(i uint32, d *Document) *Document {
 	r := &t.recs[i]
 	m := r.bits()
-	d := &Document{
+	*d = Document{
 		Key: t.keyOf(i), Collection: CollectionID(r.cid), CAS: r.cas, RevSeq: uint64(r.revSeq), Seq: r.seq,
 		Partition: t.part, Flags: r.flags, Expiration: int64(r.exp), TS: int64(r.ts),
 		Deleted: m&recDeleted != 0, Expired: m&recExpired != 0, ExpiryPinned: m&recPinned != 0,

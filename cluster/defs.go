@@ -9,9 +9,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -285,26 +285,20 @@ func NewDefMirror(cli *clientv3.Client, kind DefKind) *DefMirror {
 // definitions changed, or "" after the whole prefix was read (at start, and
 // after the watch lost its history).
 func (m *DefMirror) Run(ctx context.Context, changed func(bucket string)) {
-	for ctx.Err() == nil {
-		if err := m.load(ctx); err != nil {
-			sleepCtx(ctx, 250*time.Millisecond)
-			continue
-		}
+	followPrefix(ctx, m.cli, m.kind.prefix(), func(kvs []*mvccpb.KeyValue, rev int64) {
+		m.load(kvs, rev)
 		changed("")
-		m.watch(ctx, changed)
-	}
+	}, func(evs []*clientv3.Event, upTo int64) {
+		for _, b := range m.apply(evs, upTo) {
+			changed(b)
+		}
+	})
 }
 
-// load reads the whole prefix.
-func (m *DefMirror) load(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := m.cli.Get(rctx, m.kind.prefix(), clientv3.WithPrefix())
-	if err != nil {
-		return err
-	}
+// load replaces what the mirror holds with kvs, the whole prefix at rev.
+func (m *DefMirror) load(kvs []*mvccpb.KeyValue, rev int64) {
 	defs := map[string]map[string]Def{}
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		if d, ok := m.def(kv.Key, kv.Value, kv.ModRevision); ok {
 			if defs[d.Bucket] == nil {
 				defs[d.Bucket] = map[string]Def{}
@@ -314,50 +308,33 @@ func (m *DefMirror) load(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.defs, m.loaded = defs, true
-	m.moveLocked(resp.Header.Revision)
+	m.moveLocked(rev)
 	m.mu.Unlock()
-	return nil
 }
 
-// watch follows the prefix from the revision reached until ctx ends or the
-// watch's history is gone (compacted).
-func (m *DefMirror) watch(ctx context.Context, changed func(bucket string)) {
-	for ctx.Err() == nil {
-		m.mu.Lock()
-		from := m.rev + 1
-		m.mu.Unlock()
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range m.cli.Watch(wctx, m.kind.prefix(), clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify()) {
-			if resp.CompactRevision > 0 {
-				cancel()
-				return // read the whole prefix again
-			}
-			touched := map[string]bool{}
-			m.mu.Lock()
-			for _, ev := range resp.Events {
-				d, ok := m.def(ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
-				if !ok {
-					continue
-				}
-				touched[d.Bucket] = true
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(m.defs[d.Bucket], d.Name)
-					continue
-				}
-				if m.defs[d.Bucket] == nil {
-					m.defs[d.Bucket] = map[string]Def{}
-				}
-				m.defs[d.Bucket][d.Name] = d
-			}
-			m.moveLocked(watchedUpTo(resp))
-			m.mu.Unlock()
-			for _, b := range slices.Sorted(maps.Keys(touched)) {
-				changed(b)
-			}
+// apply applies a watch response's events, the mirror then current up to
+// upTo (0: not moved), and returns the buckets they touched, sorted.
+func (m *DefMirror) apply(evs []*clientv3.Event, upTo int64) []string {
+	touched := map[string]bool{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ev := range evs {
+		d, ok := m.def(ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
+		if !ok {
+			continue
 		}
-		cancel()
-		sleepCtx(ctx, 100*time.Millisecond) // the watch broke: a moment before another
+		touched[d.Bucket] = true
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(m.defs[d.Bucket], d.Name)
+			continue
+		}
+		if m.defs[d.Bucket] == nil {
+			m.defs[d.Bucket] = map[string]Def{}
+		}
+		m.defs[d.Bucket][d.Name] = d
 	}
+	m.moveLocked(upTo)
+	return slices.Sorted(maps.Keys(touched))
 }
 
 // moveLocked records that the mirror holds etcd's state at rev.

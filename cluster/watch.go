@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -59,4 +60,53 @@ func watchedUpTo(resp clientv3.WatchResponse) int64 {
 		return resp.Header.Revision
 	}
 	return 0
+}
+
+// followPrefix keeps a caller's copy of the keys under prefix current until
+// ctx ends: loaded gets the whole prefix as etcd held it at revision rev
+// (at start, and again whenever the watch's history was compacted away),
+// then events gets each watch response's events in etcd's order with the
+// revision up to which the copy is now current (0 when the response does
+// not move it: see watchedUpTo). A broken watch starts again after the
+// revision reached, so nothing is missed while etcd keeps its history.
+// Both run on followPrefix's goroutine: they must not block long.
+func followPrefix(ctx context.Context, cli *clientv3.Client, prefix string,
+	loaded func(kvs []*mvccpb.KeyValue, rev int64), events func(evs []*clientv3.Event, upTo int64)) {
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := cli.Get(rctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			sleepCtx(ctx, 250*time.Millisecond)
+			continue
+		}
+		rev := resp.Header.Revision
+		loaded(resp.Kvs, rev)
+		watchPrefixFrom(ctx, cli, prefix, rev, events)
+	}
+}
+
+// watchPrefixFrom watches prefix after revision rev, passing each
+// response's events on, until ctx ends or the history after the revision
+// reached is compacted.
+func watchPrefixFrom(ctx context.Context, cli *clientv3.Client, prefix string, rev int64,
+	events func(evs []*clientv3.Event, upTo int64)) {
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify()) {
+			if resp.CompactRevision > 0 {
+				cancel()
+				return // read the whole prefix again
+			}
+			upTo := watchedUpTo(resp)
+			if upTo > rev {
+				rev = upTo
+			}
+			if len(resp.Events) > 0 || upTo > 0 {
+				events(resp.Events, upTo)
+			}
+		}
+		cancel()
+		sleepCtx(ctx, 100*time.Millisecond) // the watch broke: a moment before another
+	}
 }

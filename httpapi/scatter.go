@@ -78,7 +78,7 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 		return true, s.answerShare(w, r, b, q)
 	}
 	for tries := 0; ; tries++ {
-		cov, err := s.coverage(ctx, b.Name())
+		cov, err := s.coverage(ctx, b.Name(), 0)
 		if err != nil {
 			return true, err
 		}
@@ -90,6 +90,12 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 			err = errors.New("views: the bucket's coverage names no node")
 		}
 		if errors.Is(err, errCoverageChanged) && tries < maxCoverageRetries && ctx.Err() == nil {
+			// A moment for this node's and the coverer's copies of the
+			// coverage to agree again (each follows etcd by a watch).
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(tries+1) * 10 * time.Millisecond):
+			}
 			continue
 		}
 		if err != nil {
@@ -255,7 +261,7 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return errBadRequest("a view share request's parameters: " + err.Error())
 	}
-	cov, err := s.coverage(r.Context(), b.Name())
+	cov, err := s.coverage(r.Context(), b.Name(), rev)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func newScatterCluster(t *testing.T) *scatterCluster {
 	c := &scatterCluster{oracle: newFixture(t)}
 	c.rev.Store(7)
 	for i := range 3 {
-		c.nodes = append(c.nodes, newFixtureOpts(t, &httpapi.Options{ViewCoverage: func(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
+		c.nodes = append(c.nodes, newFixtureOpts(t, &httpapi.Options{ViewCoverage: func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
 			return c.coverage(i), nil
 		}}, nil))
 		c.urls = append(c.urls, c.nodes[i].srv.URL)

@@ -110,7 +110,11 @@ type Options struct {
 	// none): a view query then asks each coverer for its share and merges
 	// them (see "Views across nodes" in docs/ARCHITECTURE.md). nil (a
 	// single node) answers every view query from this node's index alone.
-	ViewCoverage func(ctx context.Context, bucket string) (*ViewCoverage, error)
+	// atLeast is the coverage revision another node asked this one for
+	// its share under (0 for a client's query): a node that keeps the
+	// coverage from a watch may wait a moment for its copy to reach it
+	// before answering.
+	ViewCoverage func(ctx context.Context, bucket string, atLeast int64) (*ViewCoverage, error)
 	// ShareClient sends the requests for other nodes' shares of a view
 	// query; nil is a client of its own.
 	ShareClient *http.Client
@@ -191,7 +195,7 @@ type server struct {
 	history  *StatsHistory
 	ports    clusterconfig.Ports
 	nodes    func(context.Context) ([]clusterconfig.Node, error)
-	coverage func(context.Context, string) (*ViewCoverage, error) // nil: a single node
+	coverage func(context.Context, string, int64) (*ViewCoverage, error) // nil: a single node
 	shares   *http.Client
 	streams  chan struct{} // one per open configuration stream
 	route    func(ctx context.Context, bucket, key string) (Route, error)

@@ -274,70 +274,139 @@ func advertised(addr, host string) string {
 	return addr
 }
 
-// viewCoverage returns, for the HTTP API, which node answers for which
-// partitions of a bucket's views, under the map's revision (nil, nil
-// before the bucket is placed: the node answers alone): each partition's
+// viewCoverage keeps, for the HTTP API, which node answers for which
+// partitions of a bucket's views, under the map's revision (nil before
+// the bucket is placed: the node answers alone): each partition's
 // preferred leader in the bucket's map, or, while that node is down (its
 // lease expired: before the orchestrator fails it over, the map still
 // names it), another voter of the partition that is up, this node first
 // (every voter holds a copy, caught up as far as its group has applied).
-// The map is kept per bucket and read again only when its revision
-// changes (a keys-only read per query); the nodes' addresses are read each
-// time. A partition with no voter up is left to its leader, which the
-// query's errors then name (node_down). nil without a cluster.
-func viewCoverage(n *cluster.Node, scheme string) func(context.Context, string) (*httpapi.ViewCoverage, error) {
-	if n == nil {
+// A partition with no voter up is left to its leader, which the query's
+// errors then name (node_down).
+//
+// The maps and the nodes up come from a cluster.TopologyMirror (etcd
+// watches, no read per query), and the coverage computed is kept per
+// bucket until the map's revision or the nodes up change. Before the
+// mirror's first load a query reads etcd instead (readCoverage).
+type viewCoverage struct {
+	n      *cluster.Node
+	scheme string
+	mirror *cluster.TopologyMirror
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	kept map[string]keptCoverage // by bucket
+}
+
+// keptCoverage is a coverage computed, with what it was computed from.
+type keptCoverage struct {
+	mapRev   int64
+	nodesGen uint64
+	cov      *httpapi.ViewCoverage
+}
+
+// shareWait bounds how long a node asked for its share under a map
+// revision its mirror has not reached waits for it (then it answers
+// coverage_changed and the querying node asks again).
+const shareWait = 2 * time.Second
+
+// startViewCoverage starts following the cluster's maps and nodes for n;
+// Close stops it.
+func startViewCoverage(n *cluster.Node, scheme string) *viewCoverage {
+	ctx, stop := context.WithCancel(context.Background())
+	v := &viewCoverage{n: n, scheme: scheme, mirror: cluster.NewTopologyMirror(n.Client()), stop: stop, kept: map[string]keptCoverage{}}
+	v.wg.Go(func() { v.mirror.Run(ctx) })
+	return v
+}
+
+// Close stops following etcd.
+func (v *viewCoverage) Close() {
+	v.stop()
+	v.wg.Wait()
+}
+
+// coverageFunc returns the HTTP API's ViewCoverage; nil without a cluster.
+func (v *viewCoverage) coverageFunc() func(context.Context, string, int64) (*httpapi.ViewCoverage, error) {
+	if v == nil {
 		return nil
 	}
-	type keptMap struct {
-		m   *cluster.PartitionMap
-		rev int64
+	return v.coverage
+}
+
+// coverage returns bucket's coverage. atLeast, a share request's revision,
+// above the map's revision the mirror holds waits (up to shareWait) for
+// the mirror to reach it.
+func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+	m, rev, loaded, err := v.mirror.Map(bucket)
+	if loaded && err == nil && atLeast > rev {
+		wctx, cancel := context.WithTimeout(ctx, shareWait)
+		if v.mirror.WaitMaps(wctx, atLeast) == nil {
+			m, rev, loaded, err = v.mirror.Map(bucket)
+		}
+		cancel()
 	}
-	var mu sync.Mutex
-	kept := map[string]keptMap{} // by bucket
-	return func(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		rev, err := cluster.MapRevision(ctx, n.Client(), bucket)
-		if err != nil || rev == 0 {
-			return nil, err
-		}
-		mu.Lock()
-		km, ok := kept[bucket]
-		mu.Unlock()
-		if !ok || km.rev != rev {
-			m, rev, err := cluster.ReadMap(ctx, n.Client(), bucket)
-			if err != nil || m == nil {
-				return nil, err
-			}
-			km = keptMap{m: m, rev: rev}
-			mu.Lock()
-			kept[bucket] = km
-			mu.Unlock()
-		}
-		urls := map[string]string{} // the nodes up, by name ("" for this one)
-		urls[n.Name()] = ""
-		for _, e := range km.m.Partitions {
-			for _, v := range e.Voters {
-				if _, seen := urls[v]; seen {
-					continue
-				}
-				if info, err := cluster.ReadNode(ctx, n.Client(), v); err == nil && info.HTTP != "" {
-					urls[v] = scheme + "://" + info.HTTP
-				} else {
-					urls[v] = "-" // down (or serving no HTTP): not asked
-				}
-			}
-		}
-		up := func(name string) bool { u, ok := urls[name]; return ok && u != "-" }
-		cov := coverageOf(km.m, km.rev, n.Name(), up)
-		for i, c := range cov.Nodes {
-			if !c.Self && up(c.Name) {
-				cov.Nodes[i].URL = urls[c.Name]
-			}
-		}
-		return cov, nil
+	nodes, gen, nodesLoaded := v.mirror.Nodes()
+	if !loaded || !nodesLoaded {
+		return v.readCoverage(ctx, bucket)
 	}
+	if err != nil || m == nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	k, ok := v.kept[bucket]
+	v.mu.Unlock()
+	if ok && k.mapRev == rev && k.nodesGen == gen {
+		return k.cov, nil
+	}
+	self := v.n.Name()
+	up := func(name string) bool { return name == self || nodes[name].HTTP != "" }
+	cov := coverageOf(m, rev, self, up)
+	for i, c := range cov.Nodes {
+		if !c.Self && up(c.Name) {
+			cov.Nodes[i].URL = v.scheme + "://" + nodes[c.Name].HTTP
+		}
+	}
+	v.mu.Lock()
+	if k, ok := v.kept[bucket]; !ok || k.mapRev < rev || k.mapRev == rev && k.nodesGen < gen {
+		v.kept[bucket] = keptCoverage{mapRev: rev, nodesGen: gen, cov: cov}
+	}
+	v.mu.Unlock()
+	return cov, nil
+}
+
+// readCoverage computes bucket's coverage from etcd read now (the map's
+// revision, the map, each voter's registration), before the mirror has
+// loaded.
+func (v *viewCoverage) readCoverage(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, rev, err := cluster.ReadMap(ctx, v.n.Client(), bucket)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	urls := map[string]string{} // the nodes up, by name ("" for this one)
+	urls[v.n.Name()] = ""
+	for _, e := range m.Partitions {
+		for _, voter := range e.Voters {
+			if _, seen := urls[voter]; seen {
+				continue
+			}
+			if info, err := cluster.ReadNode(ctx, v.n.Client(), voter); err == nil && info.HTTP != "" {
+				urls[voter] = v.scheme + "://" + info.HTTP
+			} else {
+				urls[voter] = "-" // down (or serving no HTTP): not asked
+			}
+		}
+	}
+	up := func(name string) bool { u, ok := urls[name]; return ok && u != "-" }
+	cov := coverageOf(m, rev, v.n.Name(), up)
+	for i, c := range cov.Nodes {
+		if !c.Self && up(c.Name) {
+			cov.Nodes[i].URL = urls[c.Name]
+		}
+	}
+	return cov, nil
 }
 
 // coverageOf gives each partition of m with a leader to that leader if it

@@ -576,6 +576,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		defer defs.Close()
 		ddocStore, collStore, searchSvc = defs, defs, clusterSearch{Service: ssvc, defs: defs}
 	}
+	// A cluster node's view queries find their coverage in a copy of the
+	// maps and nodes that etcd watches keep current (cluster.go).
+	var vcov *viewCoverage
+	if cnode != nil {
+		vcov = startViewCoverage(cnode, scheme)
+		defer vcov.Close()
+	}
 
 	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged
 	pm := pager.New(eng, &pager.Options{Logger: logger, Events: &pager.Events{RunEnd: pagerRuns.RunEnd}})
@@ -625,7 +632,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
-		ClusterPorts: ports, ClusterNodes: clusterNodes(cnode), ViewCoverage: viewCoverage(cnode, scheme),
+		ClusterPorts: ports, ClusterNodes: clusterNodes(cnode), ViewCoverage: vcov.coverageFunc(),
 		Route: rt.httpRouteFunc(), Topology: rt.topologyFunc(),
 	})
 	srv := newHTTPServer(cfg, api, logger, reqCtx)

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/testport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestViewCoverageFromTheMirror: on a one-node cluster, a bucket's
+// coverage appears once the orchestrator places its map (every partition
+// this node's, under the map's revision), is kept while nothing changes,
+// is computed again when the nodes up change, and a share request under a
+// revision the mirror never reaches waits a bounded moment and answers
+// with the coverage it has (which the coverer's check then refuses).
+func TestViewCoverageFromTheMirror(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	port := testport.Consecutive(t, 3, map[int]bool{})
+	node, err := cluster.Start(ctx, cluster.Config{
+		Node: "n1", Peers: []cluster.Peer{{Name: "n1", Host: "127.0.0.1", Port: port}}, DataDir: t.TempDir(),
+		LeaseTTL: 5 * time.Second, FailoverTimeout: 3 * time.Second, FormTimeout: time.Minute, Version: "test",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	vc := startViewCoverage(node, "http")
+	defer vc.Close()
+
+	if cov, err := vc.coverage(ctx, "b", 0); cov != nil || err != nil {
+		t.Fatalf("coverage of a bucket without a map: %+v, %v; want none", cov, err)
+	}
+	def := cluster.BucketDef{BucketSettings: engine.BucketSettings{Name: "b", UUID: engine.NewBucketUUID()}}
+	if err := cluster.DefineBucket(ctx, node.Client(), def); err != nil {
+		t.Fatal(err)
+	}
+	var cov *httpapi.ViewCoverage
+	for cov == nil {
+		if cov, err = vc.coverage(ctx, "b", 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no coverage after the bucket was defined")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_, rev, err := cluster.ReadMap(ctx, node.Client(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cov.Rev != rev || len(cov.Nodes) != 1 || !cov.Nodes[0].Self || len(cov.Nodes[0].Partitions) != cluster.NumPartitions {
+		t.Fatalf("coverage %d (map at %d), %d coverers: want every partition this node's", cov.Rev, rev, len(cov.Nodes))
+	}
+	if again, _ := vc.coverage(ctx, "b", rev); again != cov {
+		t.Fatal("the coverage was computed again though neither the map nor the nodes changed")
+	}
+
+	// Another node registering changes the nodes up: computed again, the
+	// same assignment.
+	lease, err := node.Client().Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Client().Revoke(context.Background(), lease.ID)
+	if _, err := node.Client().Put(ctx, "/mayfly/nodes/n9", `{"name":"n9","http":"127.0.0.1:9"}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		next, err := vc.coverage(ctx, "b", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next != cov {
+			if next.Rev != rev || len(next.Nodes) != 1 || len(next.Nodes[0].Partitions) != cluster.NumPartitions {
+				t.Fatalf("after a node registered: %d, %d coverers", next.Rev, len(next.Nodes))
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the coverage never saw the nodes change")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	// Asked under a revision far ahead: a bounded wait, then its own.
+	start := time.Now() // wall clock: bounds a wait, asserts no speed
+	stale, err := vc.coverage(ctx, "b", rev+1_000_000)
+	if err != nil || stale == nil || stale.Rev != rev {
+		t.Fatalf("asked under a revision never reached: %+v, %v; want the coverage at %d", stale, err, rev)
+	}
+	if waited := time.Since(start); waited < shareWait/2 {
+		t.Fatalf("answered after %v: it did not wait for its mirror", waited)
+	}
+}

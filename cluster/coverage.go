@@ -12,21 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// MapRevision returns the revision a bucket's partition map was last
-// written at (as ReadMap's), 0 when it has none, without reading the map
-// itself: a caller that holds the map of that revision need not read it
-// again.
-func MapRevision(ctx context.Context, cli *clientv3.Client, bucket string) (int64, error) {
-	resp, err := cli.Get(ctx, mapsPrefix+bucket, clientv3.WithKeysOnly())
-	if err != nil {
-		return 0, fmt.Errorf("cluster: reading the revision of the map of %q: %w", bucket, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
-	}
-	return resp.Kvs[0].ModRevision, nil
-}
-
 // TopologyMirror is a node's copy of what a view query's coverage needs,
 // kept current by etcd watches (Run) instead of reads per query: each
 // bucket's partition map with the revision it was written at
@@ -37,7 +22,8 @@ func MapRevision(ctx context.Context, cli *clientv3.Client, bucket string) (int6
 // whole again when the watch's history was compacted. It is safe for
 // concurrent use; what it returns is shared and must not be modified.
 type TopologyMirror struct {
-	cli *clientv3.Client
+	cli                     *clientv3.Client
+	mapsPrefix, nodesPrefix string // the keys followed (others in tests)
 
 	mu          sync.Mutex
 	maps        map[string]mirroredMap // by bucket
@@ -58,17 +44,24 @@ type mirroredMap struct {
 
 // NewTopologyMirror returns an empty mirror; Run fills it.
 func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
-	return &TopologyMirror{cli: cli, maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, advance: make(chan struct{})}
+	return newTopologyMirror(cli, mapsPrefix, nodesPrefix)
+}
+
+// newTopologyMirror returns an empty mirror of the maps under mapsPrefix
+// and the nodes under nodesPrefix.
+func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix string) *TopologyMirror {
+	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, advance: make(chan struct{})}
 }
 
 // Run keeps the mirror current until ctx ends.
 func (t *TopologyMirror) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		followPrefix(ctx, t.cli, mapsPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+		followPrefix(ctx, t.cli, t.mapsPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
 			byBucket := map[string]mirroredMap{}
 			for _, kv := range kvs {
-				byBucket[strings.TrimPrefix(string(kv.Key), mapsPrefix)] = decodeMirroredMap(kv)
+				bucket := strings.TrimPrefix(string(kv.Key), t.mapsPrefix)
+				byBucket[bucket] = decodeMirroredMap(bucket, kv)
 			}
 			t.mu.Lock()
 			t.maps, t.mapsLoaded = byBucket, true
@@ -77,11 +70,11 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 		}, func(evs []*clientv3.Event, upTo int64) {
 			t.mu.Lock()
 			for _, ev := range evs {
-				bucket := strings.TrimPrefix(string(ev.Kv.Key), mapsPrefix)
+				bucket := strings.TrimPrefix(string(ev.Kv.Key), t.mapsPrefix)
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(t.maps, bucket)
 				} else {
-					t.maps[bucket] = decodeMirroredMap(ev.Kv)
+					t.maps[bucket] = decodeMirroredMap(bucket, ev.Kv)
 				}
 			}
 			t.moveMapsLocked(upTo)
@@ -89,11 +82,11 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 		})
 	})
 	wg.Go(func() {
-		followPrefix(ctx, t.cli, nodesPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+		followPrefix(ctx, t.cli, t.nodesPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
 			nodes := map[string]NodeInfo{}
 			for _, kv := range kvs {
 				if n, ok := decodeNodeInfo(kv.Value); ok {
-					nodes[strings.TrimPrefix(string(kv.Key), nodesPrefix)] = n
+					nodes[strings.TrimPrefix(string(kv.Key), t.nodesPrefix)] = n
 				}
 			}
 			t.mu.Lock()
@@ -107,7 +100,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 			t.mu.Lock()
 			nodes := maps.Clone(t.nodes)
 			for _, ev := range evs {
-				name := strings.TrimPrefix(string(ev.Kv.Key), nodesPrefix)
+				name := strings.TrimPrefix(string(ev.Kv.Key), t.nodesPrefix)
 				n, ok := decodeNodeInfo(ev.Kv.Value)
 				if ev.Type == clientv3.EventTypeDelete || !ok {
 					delete(nodes, name)
@@ -124,10 +117,10 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 }
 
 // decodeMirroredMap decodes a map's key-value.
-func decodeMirroredMap(kv *mvccpb.KeyValue) mirroredMap {
+func decodeMirroredMap(bucket string, kv *mvccpb.KeyValue) mirroredMap {
 	var m PartitionMap
 	if err := json.Unmarshal(kv.Value, &m); err != nil {
-		return mirroredMap{rev: kv.ModRevision, err: fmt.Errorf("cluster: the map of %q: %w", strings.TrimPrefix(string(kv.Key), mapsPrefix), err)}
+		return mirroredMap{rev: kv.ModRevision, err: fmt.Errorf("cluster: the map of %q: %w", bucket, err)}
 	}
 	return mirroredMap{m: &m, rev: kv.ModRevision}
 }

@@ -13,13 +13,16 @@ import (
 
 // TestTopologyMirrorSeesMapsAndNodes: the mirror holds a bucket's map as
 // written, with the revision of the write, sees a new map and a deleted
-// one, and a node whose lease expires drops out of the nodes up.
+// one, and a node whose lease expires drops out of the nodes up. (Under
+// prefixes of the test's own: the node's orchestrator removes maps of
+// buckets not defined.)
 func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nodes := startAll(t, ctx, []Config{testConfig(t, testPeers(t, 1), "n1", t.TempDir(), &syncLog{})})
 	defer closeAll(nodes)
 	cli := nodes[0].Client()
+	const maps, ups = "/mayfly-test/maps/", "/mayfly-test/nodes/"
 
 	putMap := func(leader string) int64 {
 		t.Helper()
@@ -28,7 +31,7 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := cli.Put(ctx, mapsPrefix+"b", string(data))
+		resp, err := cli.Put(ctx, maps+"b", string(data))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +39,10 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 	}
 	rev1 := putMap("n1")
 
-	mirror := NewTopologyMirror(cli)
+	if _, err := cli.Put(ctx, ups+"n1", `{"name":"n1"}`); err != nil {
+		t.Fatal(err)
+	}
+	mirror := newTopologyMirror(cli, maps, ups)
 	if _, _, loaded, _ := mirror.Map("b"); loaded {
 		t.Fatal("a mirror not yet run says it holds the maps")
 	}
@@ -66,7 +72,7 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 	if m := mapAt(rev2); m == nil || m.Partitions[3].Leader != "n7" {
 		t.Fatalf("the second map: %+v", m)
 	}
-	del, err := cli.Delete(ctx, mapsPrefix+"b")
+	del, err := cli.Delete(ctx, maps+"b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +105,7 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := json.Marshal(NodeInfo{Name: "n9", HTTP: "127.0.0.1:9"})
-	if _, err := cli.Put(ctx, nodesPrefix+"n9", string(info), clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := cli.Put(ctx, ups+"n9", string(info), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
 	gen1 := waitNodes("n9 up", func(ns map[string]NodeInfo) bool { return ns["n9"].HTTP == "127.0.0.1:9" })

@@ -735,6 +735,14 @@ func memcachedReplyElected(addr, cmd string) (string, error) {
 // their output logged if it failed.
 func procCluster(t *testing.T, flags ...string) ([]*procNode, []string) {
 	t.Helper()
+	return procClusterN(t, 3, flags...)
+}
+
+// procClusterN is procCluster with n nodes (the first three run etcd
+// members). A flag given in flags overrides the common one (the last
+// given wins).
+func procClusterN(t *testing.T, size int, flags ...string) ([]*procNode, []string) {
+	t.Helper()
 	// The default 100 ms tick, race-built too: idle groups go quiet, so
 	// three processes of 1024 groups each no longer heartbeat each tick
 	// (before quiescing, race-built on a shared 2-core machine, heartbeats
@@ -750,10 +758,10 @@ func procCluster(t *testing.T, flags ...string) ([]*procNode, []string) {
 	}
 	taken := map[int]bool{}
 	var peers []string
-	for i := range 3 {
+	for i := range size {
 		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
 	}
-	nodes := make([]*procNode, 3)
+	nodes := make([]*procNode, size)
 	for i := range nodes {
 		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
 		n.args = append([]string{"serve", "--data", n.dir, "--http", "127.0.0.1:0",

@@ -198,11 +198,12 @@ func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		now, err := cluster.MapRevision(rctx, r.n.Client(), b.Name())
+		changed := false
 		if err == nil && now != rev && now != 0 {
 			var got *cluster.PartitionMap
 			if got, now, err = cluster.ReadMap(rctx, r.n.Client(), b.Name()); err == nil && got != nil && got.UUID == uuid &&
 				len(got.Partitions) == b.NumPartitions() {
-				m, rev = got, now
+				m, rev, changed = got, now, true
 			}
 		}
 		cancel()
@@ -214,7 +215,7 @@ func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 		}
 		// Applied again at every poll, changed or not: a copy this node
 		// no longer holds is dropped once its conf change applied here.
-		if !r.applyMap(ctx, b, m, false) {
+		if !r.applyMap(ctx, b, m, changed) {
 			return
 		}
 	}
@@ -235,8 +236,9 @@ const mapFollow = time.Second
 // is removed once its applied configuration no longer has this node (the
 // Host drops a group whose conf change removing this node it applied by
 // itself). It reports false when the bucket cannot be replicated or ctx
-// ended.
-func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster.PartitionMap, first bool) bool {
+// ended. The targets are set only for groups just started, or when
+// changed says the map is new.
+func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster.PartitionMap, changed bool) bool {
 	uuid, self, inc := b.Settings().UUID, r.h.Node(), incarnation(b)
 	var gone []replica.GroupID
 	for p, part := range m.Partitions {
@@ -246,6 +248,7 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 		id := replica.BucketGroup(b.Name(), uuid, p)
 		voter := slices.Contains(part.Voters, self)
 		holds := r.h.Holds(id)
+		steer := changed
 		if voter && !holds {
 			sm := replica.NewBucketMachine(b, p, func() bool { return r.gone(inc) })
 			var err error
@@ -264,21 +267,21 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 				return false
 			}
 			if err != nil && !errors.Is(err, replica.ErrGroupExists) {
-				if ctx.Err() == nil {
-					r.logger.Error("replication: starting a partition's group", "bucket", b.Name(), "partition", p, "err", err)
+				if ctx.Err() != nil {
+					return false
 				}
-				return false
+				r.logger.Error("replication: starting a partition's group (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+				continue
 			}
-			if !first && err == nil {
-				r.logger.Debug("replication: joined a partition's group", "bucket", b.Name(), "partition", p, "epoch", part.Epoch)
-			}
-			holds = true
+			holds, steer = true, true
 		}
 		if !holds {
 			continue
 		}
-		if err := r.h.SetTarget(id, part.Voters, part.Leader); err != nil && !errors.Is(err, replica.ErrNoGroup) {
-			r.logger.Warn("replication: steering a partition's group", "bucket", b.Name(), "partition", p, "err", err)
+		if steer {
+			if err := r.h.SetTarget(id, part.Voters, part.Leader); err != nil && !errors.Is(err, replica.ErrNoGroup) {
+				r.logger.Warn("replication: steering a partition's group", "bucket", b.Name(), "partition", p, "err", err)
+			}
 		}
 		if !voter {
 			if vs, err := r.h.Voters(id); err == nil && !slices.Contains(vs, self) {

@@ -109,7 +109,14 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four server processes")
 	}
-	nodes, peers := procClusterN(t, 4, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--cluster-failover-timeout", "5s")
+	// The failover timeout also bounds how long the orchestrator waits for
+	// every node before it places the bucket on those up: race-built
+	// processes on a busy machine start slower.
+	timeout := "5s"
+	if raceBuild {
+		timeout = "20s"
+	}
+	nodes, peers := procClusterN(t, 4, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--cluster-failover-timeout", timeout)
 	began := time.Now()
 	for _, n := range nodes {
 		n.start(t)
@@ -146,8 +153,8 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
 	}
 	eventuallyT(t, "three copies of every partition on live nodes", func() error { return threeCopies(peers, victim.name) })
-	t.Logf("three copies again %v after the kill (%d partitions moved; lease 3 s + failover timeout 5 s)",
-		time.Since(killed).Round(100*time.Millisecond), held)
+	t.Logf("three copies again %v after the kill (%d partitions moved; lease 3 s + failover timeout %s)",
+		time.Since(killed).Round(100*time.Millisecond), held, timeout)
 	for i := range 40 {
 		k := fmt.Sprintf("after%d", i)
 		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))

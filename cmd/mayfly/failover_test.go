@@ -104,7 +104,9 @@ func threeCopies(peers []string, dead string) error {
 // after read right from every node. Then a second node is killed: with
 // the dead node's copies moved, every partition keeps a majority, so
 // every write is acknowledged (without the move, the partitions both
-// dead nodes held would have none).
+// dead nodes held would have none); with no spare left, its failover
+// marks every partition degraded, the survivors lead them all, and they
+// still take writes.
 func TestFailoverReplicatesAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four server processes")
@@ -176,5 +178,36 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	}
 	for _, n := range nodes[:2] {
 		eventuallyT(t, n.name+" reads every acknowledged write after the second kill", func() error { return readsAcked(n, acked) })
+	}
+
+	// No spare left: once the second node is failed over every partition
+	// is degraded (two live copies, the dead node still a voter), the
+	// status says so, and its leaderships are with the survivors.
+	eventuallyT(t, "every partition degraded", func() error {
+		st, err := clusterStatus(peers)
+		if err != nil {
+			return err
+		}
+		bs, ok := st.Bucket("default")
+		if !ok || len(bs.Degraded) != len(m.Partitions) {
+			return fmt.Errorf("%d partitions degraded", len(bs.Degraded))
+		}
+		return nil
+	})
+	if m, err = readDefaultMap(peers); err != nil {
+		t.Fatal(err)
+	}
+	for p, part := range m.Partitions {
+		if part.Leader == nodes[2].name || !slices.Contains(part.Voters, nodes[2].name) {
+			t.Fatalf("partition %d after the second failover: %+v", p, part)
+		}
+	}
+	eventuallyT(t, "the survivors lead what the map gives them", func() error { return leadersFollowMap(nodes, m) })
+	for i := range 10 {
+		k := fmt.Sprintf("degraded%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	for _, n := range nodes[:2] {
+		eventuallyT(t, n.name+" reads every acknowledged write, degraded", func() error { return readsAcked(n, acked) })
 	}
 }

@@ -66,15 +66,16 @@ func (h *Host) SetTarget(id GroupID, voters []string, leader string) error {
 }
 
 // Voters returns the voters of group id's applied configuration here
-// (the incoming half of a joint one), sorted by name: what the group's
-// conf changes made of it, which the map's voters may be ahead of.
+// (both halves of a joint one), sorted by name: what the group's conf
+// changes made of it, which the map's voters may be ahead of. A node
+// not among them takes no part in the group any more.
 func (h *Host) Voters(id GroupID) ([]string, error) {
 	g, err := h.group(id)
 	if err != nil {
 		return nil, err
 	}
 	var ids []uint64
-	g.withRaft(func(*raft.RawNode) { ids = slices.Clone(g.cs.GetVoters()) })
+	g.withRaft(func(*raft.RawNode) { ids = slices.Clone(g.voters) })
 	out := make([]string, 0, len(ids))
 	for _, nid := range ids {
 		n := h.name(nid)

@@ -131,7 +131,9 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 // which sm restores, then applies the log after it. voters (this node
 // among them) only name the nodes, for Leader. A DurableMachine that
 // already holds entries of the group (a copy this node held before it
-// was removed) takes the snapshot's newer versions over them.
+// was removed) is not refused: its Restore makes it the snapshot's state
+// (a bucket partition takes the newer versions and deletes what the
+// snapshot lacks).
 func (h *Host) JoinGroup(id GroupID, voters []string, sm StateMachine) error {
 	return h.addGroup(id, voters, sm, true)
 }

@@ -29,14 +29,30 @@ type group struct {
 
 	reads groupReads // read-index rounds (readindex.go)
 
-	voters []uint64 // the group's voters at AddGroup (no conf changes yet)
+	// voters are the group's voters in its applied configuration (both
+	// halves of a joint one), for quiescence and wakePeer; set by AddGroup
+	// and by the worker applying a conf change.
+	voters []uint64
+
+	// What the partition map wants of the group (SetTarget): its voters
+	// (nil: whatever it has) and its preferred leader (0: none). The
+	// leader steers towards them (Host.steer). ccAt is the index above
+	// which a conf change it proposed is still pending.
+	want   []uint64
+	prefer uint64
+	ccAt   uint64
 
 	// removed is set (under mu) by RemoveGroups: the worker no longer
 	// persists, sends or applies anything of the group.
 	removed bool
 
-	// Touched by the worker only.
+	// Touched by the worker only (cs under mu too: Host.Voters reads it).
+	// snapWanted asks for a snapshot after the round: a conf change added
+	// a voter, which can only start from a snapshot whose ConfState names
+	// it (raft refuses one that does not).
 	cs         *pb.ConfState
+	snapWanted bool
+	left       bool   // this node is no longer in the applied configuration
 	lastStored uint64 // last log index in the store
 	applied    uint64
 	snapIndex  uint64

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,8 @@ type Host struct {
 	once   sync.Once
 	failed atomic.Pointer[error] // the error that stopped the worker
 
-	rounds, syncs, snapsTaken, snapsRestored, sent, readRounds atomic.Uint64
+	rounds, syncs, snapsTaken, snapsRestored, sent, readRounds, left atomic.Uint64
+	confChanges, transfers                                           atomic.Uint64
 }
 
 type outcome struct {
@@ -110,31 +112,54 @@ func (h *Host) Node() string { return h.opts.Node }
 
 // AddGroup starts group id with the given voters (node names, this node
 // among them) and state machine. A group the store already holds restarts
-// from it (its voters are then the stored ones); a new one starts from the
-// same initial state on every voter: a snapshot at index 1, term 1, whose
-// ConfState holds the voters. The state machine must already hold what
-// the store holds for it (see ScanMachine): the Host replays only the
-// entries committed after the stored applied index, or, for a
-// DurableMachine, after its durable position; a new group's
-// DurableMachine must hold nothing yet (ErrMachineAhead).
+// from it (its voters are then the stored ones: the ConfState in force at
+// the index it restarts from); a new one starts from the same initial
+// state on every voter: a snapshot at index 1, term 1, whose ConfState
+// holds the voters. The state machine must already hold what the store
+// holds for it (see ScanMachine): the Host replays only the entries
+// committed after the stored applied index, or, for a DurableMachine,
+// after its durable position; a new group's DurableMachine must hold
+// nothing yet (ErrMachineAhead).
 func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
+	return h.addGroup(id, voters, sm, false)
+}
+
+// JoinGroup starts group id on a node a conf change adds to it (or is
+// about to): a group the store already holds restarts from it as in
+// AddGroup; a new one starts EMPTY, with no configuration of its own, and
+// waits for its leader's snapshot (whose ConfState names this node),
+// which sm restores, then applies the log after it. voters (this node
+// among them) only name the nodes, for Leader. A DurableMachine that
+// already holds entries of the group (a copy this node held before it
+// was removed) is not refused: its Restore makes it the snapshot's state
+// (a bucket partition takes the newer versions and deletes what the
+// snapshot lacks).
+func (h *Host) JoinGroup(id GroupID, voters []string, sm StateMachine) error {
+	return h.addGroup(id, voters, sm, true)
+}
+
+// confStorage is a group's in-memory log whose initial ConfState is the
+// one in force at the index raft restarts from, past the snapshot's when
+// conf changes were applied since (raft does not hand those entries to
+// the application again).
+type confStorage struct {
+	*raft.MemoryStorage
+	cs *pb.ConfState
+}
+
+// InitialState implements raft.Storage.
+func (s confStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	hs, _, err := s.MemoryStorage.InitialState()
+	return hs, s.cs, err
+}
+
+func (h *Host) addGroup(id GroupID, voters []string, sm StateMachine, join bool) error {
 	if h.ctx.Err() != nil {
 		return ErrClosed
 	}
-	ids := make([]uint64, 0, len(voters))
-	self := false
-	seen := map[uint64]string{}
-	for _, v := range voters {
-		nid := NodeID(v)
-		if other, ok := seen[nid]; ok {
-			return fmt.Errorf("%w: group %d: voters %q and %q have the same Raft ID", ErrBadOptions, id, other, v)
-		}
-		seen[nid] = v
-		ids = append(ids, nid)
-		self = self || v == h.opts.Node
-	}
-	if !self {
-		return fmt.Errorf("%w: group %d: node %q is not one of its voters %q", ErrBadOptions, id, h.opts.Node, voters)
+	seen, err := h.nameVoters(id, voters)
+	if err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -150,10 +175,20 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	if err != nil {
 		return err
 	}
-	if dm, ok := sm.(DurableMachine); ok && !found && dm.Durable() > 0 {
+	dm, durable := sm.(DurableMachine)
+	if durable && !found && !join && dm.Durable() > 0 {
 		return fmt.Errorf("%w: group %d: the machine is at %d", ErrMachineAhead, id, dm.Durable())
 	}
-	if !found {
+	switch {
+	case !found && join:
+		// Nothing stored, nothing written: raft starts at index 0 and the
+		// leader's snapshot (persisted by the worker) is the first state.
+		gs = groupState{snap: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}}}
+	case !found:
+		ids := make([]uint64, 0, len(voters))
+		for _, v := range voters {
+			ids = append(ids, NodeID(v))
+		}
 		gs = groupState{
 			snap: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
 				Index: new(uint64(1)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: ids},
@@ -175,18 +210,20 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 		}
 	}
 	snapIndex := gs.snap.GetMetadata().GetIndex()
-	if dm, ok := sm.(DurableMachine); ok {
+	if durable && found {
 		// Replay from what the machine's own store holds: never before
 		// the snapshot (taken only once the machine was synced up to it)
 		// nor after what this store says was applied.
 		gs.applied = min(max(dm.Durable(), snapIndex), gs.applied)
 	}
-	g := &group{id: id, sm: sm, ms: raft.NewMemoryStorage(), cs: gs.snap.GetMetadata().GetConfState(),
+	g := &group{id: id, sm: sm, ms: raft.NewMemoryStorage(), cs: gs.confAsOf(gs.applied),
 		applied: gs.applied, snapIndex: snapIndex}
-	g.voters = append([]uint64(nil), g.cs.GetVoters()...)
+	g.voters = confVoters(g.cs)
 	g.lastStored = g.snapIndex
-	if err := g.ms.ApplySnapshot(gs.snap); err != nil {
-		return fmt.Errorf("replica: group %d: %w", id, err)
+	if snapIndex > 0 {
+		if err := g.ms.ApplySnapshot(gs.snap); err != nil {
+			return fmt.Errorf("replica: group %d: %w", id, err)
+		}
 	}
 	if gs.hard != nil {
 		if err := g.ms.SetHardState(gs.hard); err != nil {
@@ -203,7 +240,7 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 		ID:              h.self,
 		ElectionTick:    h.opts.ElectionTicks,
 		HeartbeatTick:   h.opts.HeartbeatTicks,
-		Storage:         g.ms,
+		Storage:         confStorage{MemoryStorage: g.ms, cs: g.cs},
 		Applied:         gs.applied,
 		MaxSizePerMsg:   h.opts.MaxSizePerMsg,
 		MaxInflightMsgs: h.opts.MaxInflightMsgs,
@@ -218,14 +255,40 @@ func (h *Host) AddGroup(id GroupID, voters []string, sm StateMachine) error {
 	if err != nil {
 		return fmt.Errorf("replica: group %d: %w", id, err)
 	}
-	for _, nid := range g.cs.GetVoters() {
-		if n, ok := seen[nid]; ok {
-			h.names[nid] = n
-		}
-	}
+	maps.Copy(h.names, seen)
 	h.groups[id] = g
 	h.enqueue(g)
 	return nil
+}
+
+// nameVoters checks a group's voters (node names): this node among them,
+// no two with the same Raft ID; it returns them by Raft ID.
+func (h *Host) nameVoters(id GroupID, voters []string) (map[uint64]string, error) {
+	self := false
+	seen := map[uint64]string{}
+	for _, v := range voters {
+		nid := NodeID(v)
+		if other, ok := seen[nid]; ok {
+			return nil, fmt.Errorf("%w: group %d: voters %q and %q have the same Raft ID", ErrBadOptions, id, other, v)
+		}
+		seen[nid] = v
+		self = self || v == h.opts.Node
+	}
+	if !self {
+		return nil, fmt.Errorf("%w: group %d: node %q is not one of its voters %q", ErrBadOptions, id, h.opts.Node, voters)
+	}
+	return seen, nil
+}
+
+// confVoters are a configuration's voters, both halves of a joint one.
+func confVoters(cs *pb.ConfState) []uint64 {
+	vs := slices.Clone(cs.GetVoters())
+	for _, v := range cs.GetVotersOutgoing() {
+		if !slices.Contains(vs, v) {
+			vs = append(vs, v)
+		}
+	}
+	return vs
 }
 
 // removal is a RemoveGroups call waiting for the worker.
@@ -391,13 +454,18 @@ type Stats struct {
 	// ReadIndexRounds counts the read-index rounds this node's groups
 	// issued to raft (concurrent ReadIndex calls share one).
 	ReadIndexRounds uint64
+	// ConfChanges counts the conf changes this node proposed as a leader,
+	// Transfers the leadership transfers it started (SetTarget), and
+	// GroupsLeft the groups it left once a conf change removed it.
+	ConfChanges, Transfers, GroupsLeft uint64
 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
 		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load(),
-		MessagesSent: h.sent.Load(), ReadIndexRounds: h.readRounds.Load()}
+		MessagesSent: h.sent.Load(), ReadIndexRounds: h.readRounds.Load(), ConfChanges: h.confChanges.Load(),
+		Transfers: h.transfers.Load(), GroupsLeft: h.left.Load()}
 }
 
 func (h *Host) group(id GroupID) (*group, error) {
@@ -539,17 +607,12 @@ func (h *Host) isDown(nid uint64) bool {
 
 // wakePeer wakes every quiet group node nid is a voter of.
 func (h *Host) wakePeer(nid uint64) {
-	h.mu.RLock()
-	gs := make([]*group, 0, len(h.groups))
-	for _, g := range h.groups {
-		if slices.Contains(g.voters, nid) {
-			gs = append(gs, g)
-		}
-	}
-	h.mu.RUnlock()
-	for _, g := range gs {
+	for _, g := range h.all() {
 		woke := false
 		g.withRaft(func(*raft.RawNode) {
+			if !slices.Contains(g.voters, nid) {
+				return
+			}
 			woke = g.quiesced
 			g.wakeLocked()
 		})
@@ -614,26 +677,38 @@ func (h *Host) tickLoop() {
 	defer h.wg.Done()
 	t := time.NewTicker(h.opts.TickInterval)
 	defer t.Stop()
+	n := 0
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
 		case <-t.C:
 		}
-		h.mu.RLock()
-		gs := make([]*group, 0, len(h.groups))
-		for _, g := range h.groups {
-			gs = append(gs, g)
+		steer := false
+		if n++; n >= steerTicks {
+			n, steer = 0, true
 		}
-		h.mu.RUnlock()
-		for _, g := range gs {
+		for _, g := range h.all() {
 			ticked := false
-			g.withRaft(func(rn *raft.RawNode) { ticked = h.tick(g, rn) })
+			g.withRaft(func(rn *raft.RawNode) {
+				ticked = h.tick(g, rn)
+				if steer && h.steer(g, rn) {
+					g.wakeLocked()
+					ticked = true
+				}
+			})
 			if ticked {
 				h.enqueue(g)
 			}
 		}
 	}
+}
+
+// all returns the groups running.
+func (h *Host) all() []*group {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return slices.Collect(maps.Values(h.groups))
 }
 
 // tick ticks g (g.mu held), or quiets it when its leader has been idle

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -142,11 +143,44 @@ func (h *Host) round() error {
 		}
 		h.answer(rg.answers)
 		h.readStates(g, &rg.rd)
+		if g.left {
+			if err := h.leave(g); err != nil {
+				return fmt.Errorf("replica: group %d: %w", g.id, err)
+			}
+			continue
+		}
 		if err := h.maybeSnapshot(g); err != nil {
 			return fmt.Errorf("replica: group %d: snapshot: %w", g.id, err)
 		}
 		h.enqueue(g) // HasReady is checked next round
 	}
+	return nil
+}
+
+// leave removes a group whose applied configuration no longer holds this
+// node, as RemoveGroups does: it stops, and its state is deleted (synced)
+// before the worker goes on. Its state machine keeps what it holds (an
+// engine partition's documents stay on disk).
+func (h *Host) leave(g *group) error {
+	h.mu.Lock()
+	if h.groups[g.id] == g {
+		delete(h.groups, g.id)
+	}
+	h.mu.Unlock()
+	g.withRaft(func(*raft.RawNode) {
+		g.removed = true
+		g.reads.fail(true, fmt.Errorf("%w: %d (this node left it)", ErrNoGroup, g.id))
+	})
+	b := h.st.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(groupKey(g.id, 0, 0)[:groupKeyLen], groupEnd(g.id), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(h.st.sync); err != nil {
+		return err
+	}
+	h.left.Add(1)
+	h.opts.Logger.Info("replica: this node left the group", "group", uint64(g.id))
 	return nil
 }
 
@@ -201,7 +235,13 @@ func (h *Host) persist(b *pebble.Batch, rg *readyGroup) error {
 			return fmt.Errorf("restoring a snapshot: %w", err)
 		}
 		h.snapsRestored.Add(1)
-		g.cs = meta.GetConfState()
+		if err := pruneConfs(b, g.id, ^uint64(0)-1); err != nil {
+			return err
+		}
+		g.withRaft(func(*raft.RawNode) {
+			g.cs = meta.GetConfState()
+			g.voters = confVoters(g.cs)
+		})
 		g.snapIndex, g.applied, g.lastStored = meta.GetIndex(), meta.GetIndex(), meta.GetIndex()
 		if err := putApplied(b, g.id, g.applied); err != nil {
 			return err
@@ -237,13 +277,9 @@ func (h *Host) persist(b *pebble.Batch, rg *readyGroup) error {
 			ents = append(ents, Entry{Index: e.GetIndex(), Term: e.GetTerm(), Data: d[proposalHeader:]})
 			seqs = append(seqs, seq)
 		case pb.EntryConfChange, pb.EntryConfChangeV2:
-			// Not proposed in step 2a; applied so raft stays consistent
-			// should one appear.
-			cc, err := confChange(e)
-			if err != nil {
+			if err := h.applyConf(b, g, e); err != nil {
 				return err
 			}
-			g.withRaft(func(rn *raft.RawNode) { g.cs = rn.ApplyConfChange(cc) })
 		}
 	}
 	if len(ents) > 0 {
@@ -262,6 +298,35 @@ func (h *Host) persist(b *pebble.Batch, rg *readyGroup) error {
 	}
 	g.applied = rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
 	return putApplied(b, g.id, g.applied)
+}
+
+// applyConf applies a committed conf change entry to the group's raft
+// and stores the resulting ConfState with the round (a restart replaying
+// from below it starts from the one before: confStorage). A voter added
+// asks for a snapshot after the round (its first state); this node no
+// longer in the configuration marks the group left (removed after the
+// round: the leader no longer sends it anything).
+func (h *Host) applyConf(b *pebble.Batch, g *group, e *pb.Entry) error {
+	cc, err := confChange(e)
+	if err != nil {
+		return err
+	}
+	var cs *pb.ConfState
+	g.withRaft(func(rn *raft.RawNode) {
+		before := g.voters
+		cs = rn.ApplyConfChange(cc)
+		g.cs = cs
+		g.voters = confVoters(cs)
+		for _, v := range g.voters {
+			if !slices.Contains(before, v) {
+				g.snapWanted = true
+			}
+		}
+		g.wakeLocked()
+	})
+	g.left = !slices.Contains(g.voters, h.self) && !slices.Contains(cs.GetLearners(), h.self) &&
+		!slices.Contains(cs.GetLearnersNext(), h.self)
+	return putConf(b, g.id, e.GetIndex(), cs)
 }
 
 func confChange(e *pb.Entry) (pb.ConfChangeI, error) {
@@ -299,9 +364,10 @@ func (h *Host) answer(as []answer) {
 // KeepEntries behind it. The batch is not synced: the next round's sync
 // makes it durable, and until then the store still holds the whole log.
 func (h *Host) maybeSnapshot(g *group) error {
-	if g.applied-g.snapIndex < h.opts.SnapshotEntries {
+	if !g.snapWanted && g.applied-g.snapIndex < h.opts.SnapshotEntries {
 		return nil
 	}
+	g.snapWanted = false
 	if dm, ok := g.sm.(DurableMachine); ok {
 		// The snapshot's index must not pass what the machine holds
 		// durably: a restart replays from there (AddGroup).
@@ -322,7 +388,7 @@ func (h *Host) maybeSnapshot(g *group) error {
 	}
 	b := h.st.db.NewBatch()
 	defer b.Close()
-	if err := setProto(b, groupKey(g.id, kindSnap, 0), snap); err != nil {
+	if err := errors.Join(setProto(b, groupKey(g.id, kindSnap, 0), snap), pruneConfs(b, g.id, g.applied)); err != nil {
 		return err
 	}
 	g.snapIndex = g.applied

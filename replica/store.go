@@ -19,12 +19,16 @@ import (
 //	h                     the HardState
 //	s                     the latest snapshot (raftpb.Snapshot, with data)
 //	a                     the applied index (8 bytes)
+//	c + index (8 bytes)   the ConfState once the conf change at index was
+//	                      applied (raftpb.ConfState), those after the
+//	                      snapshot's index
 //	m + key               the state machine's own keys (Writer)
 const (
 	kindEntry    = 'e'
 	kindHard     = 'h'
 	kindSnap     = 's'
 	kindApplied  = 'a'
+	kindConf     = 'c'
 	kindMachine  = 'm'
 	groupKeyLen  = 1 + 8
 	entryKeyLen  = groupKeyLen + 1 + 8
@@ -45,6 +49,10 @@ func entryKey(g GroupID, index uint64) []byte {
 
 func machineKey(g GroupID, key []byte) []byte {
 	return append(groupKey(g, kindMachine, len(key)), key...)
+}
+
+func confKey(g GroupID, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey(g, kindConf, 8), index)
 }
 
 // groupEnd is the first key after every key of group g.
@@ -86,16 +94,46 @@ type groupState struct {
 	hard    *pb.HardState
 	ents    []*pb.Entry
 	applied uint64
+	confs   []confAt // the ConfStates applied after the snapshot's index, in index order
+}
+
+// confAt is the ConfState of a group once the conf change at index was
+// applied.
+type confAt struct {
+	index uint64
+	cs    *pb.ConfState
+}
+
+// confAsOf returns the ConfState in force once index was applied: the
+// latest stored one at or below index, else the snapshot's.
+func (st groupState) confAsOf(index uint64) *pb.ConfState {
+	cs := st.snap.GetMetadata().GetConfState()
+	for _, c := range st.confs {
+		if c.index <= index {
+			cs = c.cs
+		}
+	}
+	return cs
 }
 
 // load reads a group's snapshot, HardState, log and applied index; found
 // is false for a group the store has never held.
 func (s *store) load(g GroupID) (st groupState, found bool, err error) {
-	if st.snap, found, err = getProto[pb.Snapshot](s.db, groupKey(g, kindSnap, 0)); err != nil || !found {
+	if st.snap, found, err = getProto[pb.Snapshot](s.db, groupKey(g, kindSnap, 0)); err != nil {
 		return st, found, err
 	}
-	if st.hard, _, err = getProto[pb.HardState](s.db, groupKey(g, kindHard, 0)); err != nil {
-		return st, true, err
+	hard, hardFound, err := getProto[pb.HardState](s.db, groupKey(g, kindHard, 0))
+	if err != nil {
+		return st, found, err
+	}
+	st.hard = hard
+	if !found {
+		if !hardFound {
+			return st, false, nil
+		}
+		// A group joined empty (Host.JoinGroup) that has voted or
+		// followed but received no snapshot yet: its HardState counts.
+		st.snap = &pb.Snapshot{Metadata: &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}}
 	}
 	v, closer, err := s.db.Get(groupKey(g, kindApplied, 0))
 	switch {
@@ -106,6 +144,9 @@ func (s *store) load(g GroupID) (st groupState, found bool, err error) {
 		closer.Close()
 	case !errors.Is(err, pebble.ErrNotFound):
 		return st, true, fmt.Errorf("replica: group %d: %w", g, err)
+	}
+	if st.confs, err = s.loadConfs(g); err != nil {
+		return st, true, err
 	}
 	from := st.snap.GetMetadata().GetIndex() + 1
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(g, from), UpperBound: kindEnd(g, kindEntry)})
@@ -124,6 +165,39 @@ func (s *store) load(g GroupID) (st groupState, found bool, err error) {
 		st.ents = append(st.ents, e)
 	}
 	return st, true, it.Error()
+}
+
+// loadConfs reads a group's stored ConfStates, in index order.
+func (s *store) loadConfs(g GroupID) ([]confAt, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: confKey(g, 0), UpperBound: kindEnd(g, kindConf)})
+	if err != nil {
+		return nil, fmt.Errorf("replica: group %d: %w", g, err)
+	}
+	defer it.Close()
+	var out []confAt
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != groupKeyLen+1+8 {
+			return nil, fmt.Errorf("replica: group %d: bad conf key %x", g, k)
+		}
+		cs := &pb.ConfState{}
+		if err := proto.Unmarshal(it.Value(), cs); err != nil {
+			return nil, fmt.Errorf("replica: group %d: conf %x: %w", g, k, err)
+		}
+		out = append(out, confAt{index: binary.BigEndian.Uint64(k[groupKeyLen+1:]), cs: cs})
+	}
+	return out, it.Error()
+}
+
+// putConf stores the ConfState applied at index.
+func putConf(b *pebble.Batch, g GroupID, index uint64, cs *pb.ConfState) error {
+	return setProto(b, confKey(g, index), cs)
+}
+
+// pruneConfs drops the stored ConfStates up to index (inclusive): a
+// snapshot at index holds the one in force there.
+func pruneConfs(b *pebble.Batch, g GroupID, index uint64) error {
+	return b.DeleteRange(confKey(g, 0), confKey(g, index+1), nil)
 }
 
 func getProto[T any, P interface {

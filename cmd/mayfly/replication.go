@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -149,14 +150,17 @@ func (r *replication) gone(inc string) bool {
 	return r.deleted[inc] || r.ctx.Err() != nil
 }
 
-// follow waits for the partition map of b's incarnation, then adds b's
-// groups of this node, until ctx ends.
+// follow waits for the partition map of b's incarnation, then runs b's
+// groups of this node as the map says, until ctx ends: it reads the map
+// again whenever its revision changes (polled every mapFollow) and
+// applies it (applyMap).
 func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 	uuid := b.Settings().UUID
 	var m *cluster.PartitionMap
+	var rev int64
 	for m == nil {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		got, _, err := cluster.ReadMap(rctx, r.n.Client(), b.Name())
+		got, grev, err := cluster.ReadMap(rctx, r.n.Client(), b.Name())
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -164,7 +168,7 @@ func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 		case err != nil:
 			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
 		case got != nil && got.UUID == uuid: // not a deleted incarnation's map
-			m = got
+			m, rev = got, grev
 			continue
 		}
 		select {
@@ -182,31 +186,119 @@ func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return
 	}
-	groups := replica.MapGroups(m, r.h.Node())
-	inc := incarnation(b)
-	for _, g := range groups {
-		if ctx.Err() != nil {
-			return // detached: a deleted bucket's groups are removed next
+	if !r.applyMap(ctx, b, m, true) {
+		return
+	}
+	r.logger.Info("replication: running the bucket's groups", "bucket", b.Name(), "groups", len(replica.MapGroups(m, r.h.Node())))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(mapFollow):
 		}
-		sm := replica.NewBucketMachine(b, g.Partition, func() bool { return r.gone(inc) })
-		err := r.h.AddGroup(replica.BucketGroup(b.Name(), uuid, g.Partition), g.Voters, sm)
-		if errors.Is(err, replica.ErrMachineAhead) {
-			// Documents written on this node alone, before it joined:
-			// their sequence numbers are not log indexes, and the other
-			// copies never had them. Its writes are refused.
-			r.logger.Error("replication: the bucket holds documents written before this node joined the cluster; it is not replicated and refuses writes (moving a single node's data into a cluster is to come)",
-				"bucket", b.Name(), "partition", g.Partition)
-			b.SetReplicator(refusing{fmt.Errorf("%w: bucket %q holds documents written before this node joined the cluster: it is not replicated, and takes no write", engine.ErrInvalidOp, b.Name())})
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		now, err := cluster.MapRevision(rctx, r.n.Client(), b.Name())
+		changed := false
+		if err == nil && now != rev && now != 0 {
+			var got *cluster.PartitionMap
+			if got, now, err = cluster.ReadMap(rctx, r.n.Client(), b.Name()); err == nil && got != nil && got.UUID == uuid &&
+				len(got.Partitions) == b.NumPartitions() {
+				m, rev, changed = got, now, true
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
 			return
 		}
-		if err != nil && !errors.Is(err, replica.ErrGroupExists) {
-			if ctx.Err() == nil {
-				r.logger.Error("replication: starting a partition's group", "bucket", b.Name(), "partition", g.Partition, "err", err)
-			}
+		if err != nil {
+			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
+		}
+		// Applied again at every poll, changed or not: a copy this node
+		// no longer holds is dropped once its conf change applied here.
+		if !r.applyMap(ctx, b, m, changed) {
 			return
 		}
 	}
-	r.logger.Info("replication: running the bucket's groups", "bucket", b.Name(), "groups", len(groups))
+}
+
+// mapFollow is how often a node looks whether a bucket's map changed.
+const mapFollow = time.Second
+
+// applyMap makes this node's groups of bucket b what map m says (each
+// partition's entry, whatever its epoch): a partition of which it is a
+// voter and runs no group gets one, started from the common initial state
+// while the entry is the placement's first (epoch 1: every voter starts
+// it so) and joined empty otherwise (a copy moved here: the group's
+// leader sends it a snapshot once its conf change added it); every group
+// it runs is told the map's voters and preferred leader
+// (replica.Host.SetTarget: its leader proposes the conf change and hands
+// over its leadership); a group of a partition it is no longer a voter of
+// is removed once its applied configuration no longer has this node (the
+// Host drops a group whose conf change removing this node it applied by
+// itself). It reports false when the bucket cannot be replicated or ctx
+// ended. The targets are set only for groups just started, or when
+// changed says the map is new.
+func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster.PartitionMap, changed bool) bool {
+	uuid, self, inc := b.Settings().UUID, r.h.Node(), incarnation(b)
+	var gone []replica.GroupID
+	for p, part := range m.Partitions {
+		if ctx.Err() != nil {
+			return false // detached: a deleted bucket's groups are removed next
+		}
+		id := replica.BucketGroup(b.Name(), uuid, p)
+		voter := slices.Contains(part.Voters, self)
+		holds := r.h.Holds(id)
+		steer := changed
+		if voter && !holds {
+			sm := replica.NewBucketMachine(b, p, func() bool { return r.gone(inc) })
+			var err error
+			if part.Epoch <= 1 {
+				err = r.h.AddGroup(id, part.Voters, sm)
+			} else {
+				err = r.h.JoinGroup(id, part.Voters, sm)
+			}
+			if errors.Is(err, replica.ErrMachineAhead) {
+				// Documents written on this node alone, before it joined:
+				// their sequence numbers are not log indexes, and the other
+				// copies never had them. Its writes are refused.
+				r.logger.Error("replication: the bucket holds documents written before this node joined the cluster; it is not replicated and refuses writes (moving a single node's data into a cluster is to come)",
+					"bucket", b.Name(), "partition", p)
+				b.SetReplicator(refusing{fmt.Errorf("%w: bucket %q holds documents written before this node joined the cluster: it is not replicated, and takes no write", engine.ErrInvalidOp, b.Name())})
+				return false
+			}
+			if err != nil && !errors.Is(err, replica.ErrGroupExists) {
+				if ctx.Err() != nil {
+					return false
+				}
+				r.logger.Error("replication: starting a partition's group (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+				continue
+			}
+			holds, steer = true, true
+		}
+		if !holds {
+			continue
+		}
+		if steer {
+			if err := r.h.SetTarget(id, part.Voters, part.Leader); err != nil && !errors.Is(err, replica.ErrNoGroup) {
+				r.logger.Warn("replication: steering a partition's group", "bucket", b.Name(), "partition", p, "err", err)
+			}
+		}
+		if !voter {
+			if vs, err := r.h.Voters(id); err == nil && !slices.Contains(vs, self) {
+				gone = append(gone, id)
+			}
+		}
+	}
+	if len(gone) > 0 {
+		if err := r.h.RemoveGroups(ctx, gone); err != nil {
+			if ctx.Err() == nil {
+				r.logger.Warn("replication: removing the groups of copies moved away", "bucket", b.Name(), "err", err)
+			}
+		} else {
+			r.logger.Info("replication: removed the groups of copies moved away", "bucket", b.Name(), "groups", len(gone))
+		}
+	}
+	return true
 }
 
 // describe is a node's HTTP address as it publishes it, for the error of

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+)
+
+// readDefaultMap reads the default bucket's partition map from etcd.
+func readDefaultMap(peers []string) (*cluster.PartitionMap, error) {
+	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	m, _, err := cluster.ReadMap(ctx, cli, "default")
+	if err == nil && m == nil {
+		err = fmt.Errorf("the default bucket is not placed yet")
+	}
+	return m, err
+}
+
+// leadersFollowMap checks that every live node's bucket configuration
+// names, for every partition, the map's preferred leader first: for the
+// partitions a node holds a copy of, that is the leader its Raft group
+// knows, so the groups' leaders are the map's.
+func leadersFollowMap(nodes []*procNode, m *cluster.PartitionMap) error {
+	for _, n := range nodes {
+		if n.cmd == nil {
+			continue
+		}
+		var cfg kvConfig
+		if err := nodeReq(n, http.MethodGet, "/pools/default/b/default", &cfg); err != nil {
+			return fmt.Errorf("%s: %w", n.name, err)
+		}
+		sm := cfg.VBucketServerMap
+		if len(sm.VBucketMap) != len(m.Partitions) {
+			return fmt.Errorf("%s maps %d partitions", n.name, len(sm.VBucketMap))
+		}
+		wrong := 0
+		for p, row := range sm.VBucketMap {
+			if len(row) == 0 || row[0] < 0 || row[0] >= len(sm.ServerList) {
+				wrong++
+				continue
+			}
+			// The server list is the status's node list, by name: n1.. in
+			// order.
+			if name := fmt.Sprintf("n%d", row[0]+1); name != m.Partitions[p].Leader {
+				wrong++
+			}
+		}
+		if wrong > 0 {
+			return fmt.Errorf("%s: %d partitions led by another node than the map's preferred leader", n.name, wrong)
+		}
+	}
+	return nil
+}
+
+// threeCopies checks that every partition of the map has three voters,
+// none of them dead, none degraded, and that no leader that is up reports
+// a follower that does not keep up: the Raft groups hold the map's voters
+// (a group still counting the dead node reports it "down"; a copy still
+// arriving, "snapshot" or "probe").
+func threeCopies(peers []string, dead string) error {
+	m, err := readDefaultMap(peers)
+	if err != nil {
+		return err
+	}
+	for p, part := range m.Partitions {
+		if len(part.Voters) != 3 || slices.Contains(part.Voters, dead) || part.Degraded {
+			return fmt.Errorf("partition %d: voters %v, degraded %v", p, part.Voters, part.Degraded)
+		}
+	}
+	st, err := clusterStatus(peers)
+	if err != nil {
+		return err
+	}
+	for _, b := range st.Buckets {
+		if len(b.Lagging) > 0 {
+			return fmt.Errorf("bucket %s: lagging replicas %+v", b.Name, b.Lagging)
+		}
+	}
+	return nil
+}
+
+// TestFailoverReplicatesAgain runs four `mayfly serve --peers` processes
+// with a short failover timeout. The groups' leaders become the map's
+// preferred leaders. One node (not an etcd member) is killed: once the
+// orchestrator fails it over, every partition has three voters on live
+// nodes again, in the map and in its Raft group (the spare joined by
+// conf change and holds a full copy); writes acknowledged before and
+// after read right from every node. Then a second node is killed: with
+// the dead node's copies moved, every partition keeps a majority, so
+// every write is acknowledged (without the move, the partitions both
+// dead nodes held would have none); with no spare left, its failover
+// marks every partition degraded, the survivors lead them all, and they
+// still take writes.
+func TestFailoverReplicatesAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four server processes")
+	}
+	// The failover timeout also bounds how long the orchestrator waits for
+	// every node before it places the bucket on those up: race-built
+	// processes on a busy machine start slower.
+	timeout := "5s"
+	if raceBuild {
+		timeout = "20s"
+	}
+	nodes, peers := procClusterN(t, 4, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--cluster-failover-timeout", timeout)
+	began := time.Now()
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	acked := map[string]ackedDoc{}
+	for i := range 40 {
+		k := fmt.Sprintf("before%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	m, err := readDefaultMap(peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := nodes[3] // n4 runs no etcd member: etcd keeps its three
+	held := 0
+	for _, p := range m.Partitions {
+		if slices.Contains(p.Voters, victim.name) {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatalf("the map was placed without %s (it started late): %+v", victim.name, m.Partitions[0])
+	}
+	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
+	t.Logf("leaders follow the map %v after the processes started", time.Since(began).Round(100*time.Millisecond))
+
+	victim.kill()
+	killed := time.Now()
+	for i := range 40 {
+		k := fmt.Sprintf("during%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	eventuallyT(t, "three copies of every partition on live nodes", func() error { return threeCopies(peers, victim.name) })
+	t.Logf("three copies again %v after the kill (%d partitions moved; lease 3 s + failover timeout %s)",
+		time.Since(killed).Round(100*time.Millisecond), held, timeout)
+	for i := range 40 {
+		k := fmt.Sprintf("after%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	for _, n := range nodes[:3] {
+		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
+	}
+	if m, err = readDefaultMap(peers); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyT(t, "every group led by the map's preferred leader after the failover", func() error { return leadersFollowMap(nodes, m) })
+
+	// A second node dies: every partition still has two of its three
+	// voters.
+	nodes[2].kill()
+	for i := range 40 {
+		k := fmt.Sprintf("second%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	for _, n := range nodes[:2] {
+		eventuallyT(t, n.name+" reads every acknowledged write after the second kill", func() error { return readsAcked(n, acked) })
+	}
+
+	// No spare left: once the second node is failed over every partition
+	// is degraded (two live copies, the dead node still a voter), the
+	// status says so, and its leaderships are with the survivors.
+	eventuallyT(t, "every partition degraded", func() error {
+		st, err := clusterStatus(peers)
+		if err != nil {
+			return err
+		}
+		bs, ok := st.Bucket("default")
+		if !ok || len(bs.Degraded) != len(m.Partitions) {
+			return fmt.Errorf("%d partitions degraded", len(bs.Degraded))
+		}
+		return nil
+	})
+	if m, err = readDefaultMap(peers); err != nil {
+		t.Fatal(err)
+	}
+	for p, part := range m.Partitions {
+		if part.Leader == nodes[2].name || !slices.Contains(part.Voters, nodes[2].name) {
+			t.Fatalf("partition %d after the second failover: %+v", p, part)
+		}
+	}
+	eventuallyT(t, "the survivors lead what the map gives them", func() error { return leadersFollowMap(nodes, m) })
+	for i := range 10 {
+		k := fmt.Sprintf("degraded%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	for _, n := range nodes[:2] {
+		eventuallyT(t, n.name+" reads every acknowledged write, degraded", func() error { return readsAcked(n, acked) })
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/changes"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -273,11 +274,11 @@ func appendAllDocsRow(out []byte, d *engine.Document, key []byte, withDoc bool) 
 		return append(out, `,"error":"not_found"}`...)
 	}
 	out = append(out, `{"id":`...)
-	out = appendJSONString(out, d.Key)
+	out = jsonstr.Append(out, d.Key)
 	out = append(out, `,"key":`...)
-	out = appendJSONString(out, d.Key)
+	out = jsonstr.Append(out, d.Key)
 	out = append(out, `,"value":{"rev":`...)
-	out = appendJSONString(out, d.Rev())
+	out = jsonstr.Append(out, d.Rev())
 	if d.Deleted {
 		out = append(out, `,"deleted":true}`...)
 		if withDoc {

@@ -11,11 +11,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // Bulk writes: POST /{bucket}/_bulk takes newline-delimited JSON, one
@@ -408,7 +408,7 @@ func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, sl *bulkSlot) 
 // {"id","cas","seq","expiration"}.
 func appendBulkResult(out []byte, sl *bulkSlot) []byte {
 	out = append(out, `{"id":`...)
-	out = appendJSONString(out, sl.op.id)
+	out = jsonstr.Append(out, sl.op.id)
 	out = append(out, `,"cas":`...)
 	out = strconv.AppendUint(out, sl.cas, 10)
 	out = append(out, `,"seq":`...)
@@ -470,7 +470,7 @@ func errorLine(id *string, n int, he *httpError) []byte {
 		if len(echo) > maxEchoedID {
 			echo = capString(echo, maxEchoedID)
 		}
-		out = appendJSONString(out, echo)
+		out = jsonstr.Append(out, echo)
 		out = append(out, ',')
 	} else if n > 0 {
 		out = append(out, `"line":`...)
@@ -478,24 +478,8 @@ func errorLine(id *string, n int, he *httpError) []byte {
 		out = append(out, ',')
 	}
 	out = append(out, `"error":`...)
-	out = appendJSONString(out, he.code)
+	out = jsonstr.Append(out, he.code)
 	out = append(out, `,"reason":`...)
-	out = appendJSONString(out, he.reason)
+	out = jsonstr.Append(out, he.reason)
 	return append(out, "}\n"...)
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(out []byte, s string) []byte {
-	plain := utf8.ValidString(s)
-	for i := 0; plain && i < len(s); i++ {
-		c := s[i]
-		plain = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' && c < 0x80
-	}
-	if plain {
-		out = append(out, '"')
-		out = append(out, s...)
-		return append(out, '"')
-	}
-	b, _ := json.Marshal(s)
-	return append(out, b...)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // A view query across a cluster's nodes: each node answers its Partial (the
@@ -250,7 +251,7 @@ func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w
 		}
 		if !q.reduce {
 			bw.WriteString(`{"id":`)
-			bw.Write(rawJSONString(row.ID))
+			writeJSONString(bw, row.ID)
 			bw.WriteString(`,"key":`)
 		} else {
 			bw.WriteString(`{"key":`)
@@ -319,9 +320,9 @@ func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w
 				bw.WriteByte(',')
 			}
 			bw.WriteString(`{"from":`)
-			bw.Write(rawJSONString(e.From))
+			writeJSONString(bw, e.From)
 			bw.WriteString(`,"reason":`)
-			bw.Write(rawJSONString(e.Reason))
+			writeJSONString(bw, e.Reason)
 			bw.WriteByte('}')
 		}
 		bw.WriteString("]")
@@ -435,6 +436,15 @@ type answerBuffer interface {
 	io.Writer
 	io.StringWriter
 	io.ByteWriter
+	// AvailableBuffer returns an empty slice with the buffer's free room,
+	// to append to and Write, as bufio.Writer's and bytes.Buffer's do.
+	AvailableBuffer() []byte
+}
+
+// writeJSONString writes s as a JSON string (as json.Marshal would),
+// building it in w's own free room.
+func writeJSONString(w answerBuffer, s string) {
+	w.Write(jsonstr.Append(w.AvailableBuffer(), s))
 }
 
 var _ answerBuffer = (*bufio.Writer)(nil)

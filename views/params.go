@@ -2,7 +2,6 @@ package views
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/url"
 	"strconv"
 	"strings"
@@ -326,12 +325,6 @@ func firstOf(q url.Values, names ...string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// rawJSONString quotes s as a JSON string.
-func rawJSONString(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
 }
 
 // parseForecast parses the forecast and horizon parameters into p.

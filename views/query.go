@@ -315,7 +315,7 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 			if emit {
 				sep()
 				bw.WriteString(`{"id":`)
-				bw.Write(rawJSONString(r.DocID))
+				writeJSONString(bw, r.DocID)
 				bw.WriteString(`,"key":`)
 				bw.Write(r.Key)
 				bw.WriteString(`,"value":`)
@@ -342,7 +342,7 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 		if errors.As(err, &re) {
 			reason = re.Reason // Couchbase's, as an error row carries it
 		}
-		bw.Write(rawJSONString(reason))
+		writeJSONString(bw, reason)
 		bw.WriteString("}]\r\n}\n")
 		if ferr := bw.Flush(); ferr != nil {
 			return ferr
@@ -403,9 +403,9 @@ func writeDoc(w answerBuffer, coll *engine.Collection, id string) {
 		return
 	}
 	w.WriteString(`{"meta":{"id":`)
-	w.Write(rawJSONString(d.Key))
+	writeJSONString(w, d.Key)
 	w.WriteString(`,"rev":`)
-	w.Write(rawJSONString(d.Rev()))
+	writeJSONString(w, d.Rev())
 	w.WriteString(`,"expiration":` + strconv.FormatInt(d.Expiration, 10))
 	w.WriteString(`,"flags":` + strconv.FormatUint(uint64(d.Flags), 10) + `}`)
 	if d.Type == engine.TypeJSON {

@@ -51,14 +51,20 @@ func (c *Consumer) UUID() uint64 { return c.b.UUID() }
 // waits for their commit (WaitCommitted) before the feed, which carries
 // only committed versions, reaches it.
 func (c *Consumer) HighSeqnos() []uint64 {
-	b := c.b
-	out := make([]uint64, len(b.parts))
-	for i, p := range b.parts {
+	return c.AppendHighSeqnos(make([]uint64, 0, len(c.b.parts)))
+}
+
+// AppendHighSeqnos appends HighSeqnos to dst and returns the extended
+// slice: for a caller that asks often (a view answer saying how far its
+// index is behind), into a buffer it reuses rather than a new slice each
+// time.
+func (c *Consumer) AppendHighSeqnos(dst []uint64) []uint64 {
+	for _, p := range c.b.parts {
 		p.mu.RLock()
-		out[i] = p.mu.seq
+		dst = append(dst, p.mu.seq)
 		p.mu.RUnlock()
 	}
-	return out
+	return dst
 }
 
 // WaitCommitted blocks until the feed reaches target (HighSeqnos) in every

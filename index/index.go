@@ -284,6 +284,12 @@ func (ix *Index) Seqs() []uint64 {
 	return slices.Clone(ix.snap.Load().seqs)
 }
 
+// AppendSeqs appends Seqs to dst and returns the extended slice, for a
+// caller that reuses its buffer.
+func (ix *Index) AppendSeqs(dst []uint64) []uint64 {
+	return append(dst, ix.snap.Load().seqs...)
+}
+
 // TotalRows returns the number of rows of view, as total_rows reports it.
 // An answer that also reads rows reads both from one Reader.
 func (ix *Index) TotalRows(view string) (int, error) {

@@ -70,6 +70,8 @@ type indexer struct {
 	// the first flush nothing has reached the client, so a query can run
 	// again after a replacement), reused rather than allocated per query.
 	answers sync.Pool
+	// seqBufs holds the *[]uint64 pending reads sequence vectors into.
+	seqBufs sync.Pool
 
 	mu struct {
 		sync.Mutex
@@ -270,7 +272,24 @@ func (ix *indexer) Close() error {
 }
 
 // pending counts the changes the index has not seen yet.
-func (ix *indexer) pending() uint64 { return ix.feed.Pending() }
+//
+// It is asked for every answer (Query.Behind), so it reads both vectors
+// (a sequence number per partition each, 8 KiB apiece at 1,024
+// partitions) into buffers from a pool rather than new slices
+// (feed.Consumer.Pending's copies were most of a 100-row answer's
+// garbage).
+func (ix *indexer) pending() uint64 {
+	buf, _ := ix.seqBufs.Get().(*[]uint64)
+	if buf == nil {
+		buf = new([]uint64)
+	}
+	mine := ix.idx.AppendSeqs((*buf)[:0])
+	all := ix.feed.Handle().AppendHighSeqnos(mine)
+	n := feed.Between(all[:len(mine)], all[len(mine):])
+	*buf = all
+	ix.seqBufs.Put(buf)
+	return n
+}
 
 // mapChunk is how many documents the map functions get at once.
 const mapChunk = 5000

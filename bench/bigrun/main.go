@@ -13,7 +13,10 @@
 //   - range: -range-docs small documents ({"type":"t3","n":123,"v":4.5}),
 //     the view emit([doc.type, doc.n], doc.v) with _sum, and 100-row range
 //     queries (random startkey, limit=100) from 1 and from -range-clients
-//     HTTP clients for -range-time each (p50, p99, queries/s).
+//     HTTP clients for -range-time each (p50, p99, queries/s, and the CPU
+//     time the server and the load generator each spent per query); with
+//     -range-ab, then the same server binary and another one alternately on
+//     the same data directory, for a before/after in one run.
 //
 // It prints a table, writes it to -out, every second's sample to
 // -out's name with -samples.out (CSV), and the server's log to -server.out.
@@ -52,6 +55,8 @@ type config struct {
 	staleFalseWait, stopWait   time.Duration
 	viewWait, idleWait         time.Duration
 	rangeBaselineQPS           float64
+	rangeAB                    string
+	rangeRounds                int
 	indexBudgetMB, allowanceMB int
 }
 
@@ -82,6 +87,8 @@ func main() {
 	flag.IntVar(&c.rangeClients, "range-clients", 16, "concurrent clients of the range phase's second run")
 	flag.DurationVar(&c.rangeTime, "range-time", 30*time.Second, "length of each range-query run")
 	flag.Float64Var(&c.rangeBaselineQPS, "range-baseline-qps", 2849, "queries/s at 16 clients before issue 19 (the issue's figure); the target is 1.5x")
+	flag.StringVar(&c.rangeAB, "range-ab", "", "after the range phase, alternate -bin and this mayfly binary on its data directory, -range-rounds times each, for the c=-range-clients run only (p50, p99, p99/p50 of each, same run)")
+	flag.IntVar(&c.rangeRounds, "range-rounds", 3, "rounds of -range-ab")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
 	flag.Parse()
 	// serve counts the page cache and as much again of dirty leaves (its
@@ -135,6 +142,14 @@ func run(c config) error {
 		return err
 	}
 	c.bin = bin
+	if c.rangeAB != "" {
+		if c.rangeAB, err = filepath.Abs(c.rangeAB); err != nil {
+			return err
+		}
+		if _, err := os.Stat(c.rangeAB); err != nil {
+			return fmt.Errorf("-range-ab: %w", err)
+		}
+	}
 	if c.workdir == "" {
 		if c.workdir, err = os.MkdirTemp("", "mayfly-bigrun-"); err != nil {
 			return err

@@ -3,8 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,12 +64,15 @@ func (b *bench) rangePhase() error {
 	var qps16 float64
 	for _, clients := range []int{1, b.rangeClients} {
 		b.smp.watch(srv, fmt.Sprintf("range c=%d", clients))
-		lat, qps, err := b.rangeRun(ctx, srv, bucket, clients)
+		res, err := b.rangeRun(ctx, srv, bucket, clients, b.rangeTime)
 		if err != nil {
 			return err
 		}
+		lat, qps := res.lat, res.qps
 		p50, p99, p999 := percentiles(lat)
 		b.rep.add(phase, fmt.Sprintf("c=%d: 100-row range queries", clients), "%d in %v: %.0f queries/s; p50 %s, p99 %s, p99.9 %s", len(lat), b.rangeTime, qps, ms(p50), ms(p99), ms(p999))
+		b.rep.add(phase, fmt.Sprintf("c=%d: CPU per query, server / load generator", clients), "%s", res.cpu())
+		b.rep.add(phase, fmt.Sprintf("c=%d: slow queries", clients), "%s", res.slow())
 		if clients > 1 {
 			qps16 = qps
 			ratio := float64(p99) / float64(p50)
@@ -72,21 +82,169 @@ func (b *bench) rangePhase() error {
 	}
 	b.rep.add(phase, "queries/s vs the issue's baseline (target >= 1.5x)", "%.0f / %.0f = %.2fx: %s", qps16, b.rangeBaselineQPS, qps16/b.rangeBaselineQPS, metMissed(qps16 >= 1.5*b.rangeBaselineQPS))
 	b.memFigures(srv, phase, "after queries")
+	if b.rangeAB != "" {
+		return b.rangeCompare(ctx, srv, bucket)
+	}
 	return nil
 }
 
+// rangeCompare restarts the range phase's server on its data directory
+// with -bin and -range-ab in turn, -range-rounds times, and runs the
+// c=-range-clients queries on each: a before/after in one run, each
+// binary's rounds beside the other's, so that the machine's load (shared,
+// changing) weighs on both alike.
+func (b *bench) rangeCompare(ctx context.Context, srv *server, bucket string) error {
+	const phase = "range-ab"
+	bins := []string{b.bin, b.rangeAB}
+	type figures struct{ p50, p99 []time.Duration }
+	per := make([]figures, len(bins))
+	for round := 1; round <= b.rangeRounds; round++ {
+		for i, bin := range bins {
+			if srv.exited() == nil {
+				if _, err := srv.stop(syscall.SIGTERM, 5*time.Minute); err != nil {
+					return err
+				}
+			}
+			srv.bin = bin
+			if err := srv.start(""); err != nil {
+				return err
+			}
+			// Queries only once the warm-up is over: its loading would
+			// weigh on the first binary's rounds alone otherwise.
+			if _, err := srv.waitFor("warm-up", b.warmupTimeout, func() error {
+				st, err := srv.nodeStatus(ctx, bucket)
+				if err == nil && st != "healthy" {
+					err = fmt.Errorf("status %s", st)
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+			// A first pass fills the page caches (the index's, the OS's).
+			if _, err := b.rangeRun(ctx, srv, bucket, b.rangeClients, 5*time.Second); err != nil {
+				return err
+			}
+			name := fmt.Sprintf("%s round %d", filepath.Base(bin), round)
+			b.smp.watch(srv, name)
+			res, err := b.rangeRun(ctx, srv, bucket, b.rangeClients, b.rangeTime)
+			if err != nil {
+				return err
+			}
+			p50, p99, p999 := percentiles(res.lat)
+			per[i].p50, per[i].p99 = append(per[i].p50, p50), append(per[i].p99, p99)
+			b.rep.add(phase, fmt.Sprintf("%s c=%d", name, b.rangeClients), "%.0f queries/s; p50 %s, p99 %s, p99.9 %s: p99/p50 %.1f; CPU/query %s; peak RSS %.0f MiB",
+				res.qps, ms(p50), ms(p99), ms(p999), float64(p99)/float64(p50), res.cpu(), mb(b.smp.peakRSS(name)))
+			b.rep.add(phase, name+": slow queries", "%s", res.slow())
+		}
+	}
+	for i, bin := range bins {
+		p50, p99 := median(per[i].p50), median(per[i].p99)
+		b.rep.add(phase, fmt.Sprintf("%s: median of %d rounds", filepath.Base(bin), b.rangeRounds), "p50 %s, p99 %s: p99/p50 %.1f", ms(p50), ms(p99), float64(p99)/float64(p50))
+	}
+	return nil
+}
+
+// median returns the middle value of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// rangeResult is one rangeRun: every query's latency, queries/s, and the
+// CPU time the server and this process (the load generator) used meanwhile.
+type rangeResult struct {
+	lat            []time.Duration
+	qps            float64
+	srvCPU, genCPU time.Duration
+	// srvHist is the server's own count of the answers within each bound
+	// (seconds) of its latency histogram, over the run; nil if unread.
+	srvHist map[float64]float64
+}
+
+// tailBounds are the latencies (seconds, bounds of the server's
+// histogram) over which slow shares compares the client's and the
+// server's counts.
+var tailBounds = []float64{0.005, 0.01, 0.025, 0.05}
+
+// slow formats the share of queries slower than each of tailBounds as the
+// load generator timed them (request sent to answer read) and as the
+// server's handler did: where the two differ, the time went outside the
+// handler (waiting to run, in the network stack, in the generator).
+func (r rangeResult) slow() string {
+	var client, server []string
+	total := r.srvHist[math.Inf(1)]
+	for _, le := range tailBounds {
+		over := 0
+		for _, d := range r.lat {
+			if d.Seconds() > le {
+				over++
+			}
+		}
+		client = append(client, fmt.Sprintf("%.2f%%", 100*float64(over)/float64(max(len(r.lat), 1))))
+		if total > 0 {
+			server = append(server, fmt.Sprintf("%.2f%%", 100*(total-r.srvHist[le])/total))
+		} else {
+			server = append(server, "?")
+		}
+	}
+	secs := float64(len(r.lat)) / max(r.qps, 1)
+	return fmt.Sprintf("over %v ms: client %s; server handler %s; server GCs %.0f (%.2f/s)", []float64{5, 10, 25, 50}, strings.Join(client, " / "), strings.Join(server, " / "), r.srvHist[-1], r.srvHist[-1]/secs)
+}
+
+// cpu formats the CPU time per query of the server and of the generator.
+func (r rangeResult) cpu() string {
+	n := time.Duration(max(len(r.lat), 1))
+	return fmt.Sprintf("%d / %d µs", (r.srvCPU / n).Microseconds(), (r.genCPU / n).Microseconds())
+}
+
+// procCPU returns the user plus system CPU time process pid has used
+// (/proc/pid/stat's utime and stime, in clock ticks of 10 ms).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the 3rd field, utime the 14th, stime the 15th.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// selfCPU returns the user plus system CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // rangeRun runs clients HTTP clients, each querying 100 rows from a random
-// start key one query after another, for b.rangeTime; it returns every
-// query's latency and the queries per second.
-func (b *bench) rangeRun(ctx context.Context, srv *server, bucket string, clients int) ([]time.Duration, float64, error) {
+// start key one query after another, for length.
+func (b *bench) rangeRun(ctx context.Context, srv *server, bucket string, clients int, length time.Duration) (rangeResult, error) {
 	var (
 		mu    sync.Mutex
 		all   []time.Duration
 		first error
 		wg    sync.WaitGroup
 	)
+	hist0, histErr := srv.viewLatency(ctx)
+	srv0, srvErr := procCPU(srv.pid())
+	gen0 := selfCPU()
 	start := time.Now() // wall clock: the benchmark times a real server
-	end := start.Add(b.rangeTime)
+	end := start.Add(length)
 	for c := range clients {
 		wg.Add(1)
 		go func() {
@@ -117,5 +275,15 @@ func (b *bench) rangeRun(ctx context.Context, srv *server, bucket string, client
 		}()
 	}
 	wg.Wait()
-	return all, float64(len(all)) / time.Since(start).Seconds(), first
+	res := rangeResult{lat: all, qps: float64(len(all)) / time.Since(start).Seconds(), genCPU: selfCPU() - gen0}
+	if srv1, err := procCPU(srv.pid()); err == nil && srvErr == nil {
+		res.srvCPU = srv1 - srv0
+	}
+	if hist1, err := srv.viewLatency(ctx); err == nil && histErr == nil {
+		res.srvHist = map[float64]float64{}
+		for le, n := range hist1 {
+			res.srvHist[le] = n - hist0[le]
+		}
+	}
+	return res, first
 }

@@ -246,34 +246,74 @@ func (s *server) nodeStatus(ctx context.Context, bucket string) (string, error) 
 // memory (mayfly_storage_mem_used_bytes, summed over the buckets) from
 // /metrics: name → bytes.
 func (s *server) goMemStats(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := s.metrics(ctx, func(name, _ string, v float64) {
+		if strings.HasPrefix(name, "go_memstats_") || strings.HasPrefix(name, "process_resident") || strings.HasPrefix(name, "go_gc_gogc") || strings.HasPrefix(name, "go_gc_gomemlimit") || strings.HasPrefix(name, "mayfly_storage_mem_used_bytes") {
+			out[name] += v // a bucket's gauge: summed over the buckets
+		}
+	})
+	return out, err
+}
+
+// viewLatency reads the server's histogram of view-query answer times
+// (mayfly_http_request_duration_seconds of GETs of a view, measured from
+// the handler's start to its return): upper bound in seconds → count of
+// answers that took no longer; and, under -1, the garbage collections the
+// server has run.
+func (s *server) viewLatency(ctx context.Context) (map[float64]float64, error) {
+	out := map[float64]float64{}
+	err := s.metrics(ctx, func(name, labels string, v float64) {
+		if name == "go_gc_duration_seconds_count" {
+			out[-1] = v
+			return
+		}
+		if name != "mayfly_http_request_duration_seconds_bucket" || !strings.Contains(labels, `method="GET"`) || !strings.Contains(labels, `route="/{bucket}/_design/{ddoc}/_view/{view}"`) {
+			return
+		}
+		_, le, ok := strings.Cut(labels, `le="`)
+		le, _, _ = strings.Cut(le, `"`)
+		if bound, err := strconv.ParseFloat(le, 64); ok && err == nil {
+			out[bound] = v
+		}
+	})
+	return out, err
+}
+
+// metrics calls fn with each sample of the server's /metrics: the metric's
+// name, its labels ("" or `{a="x",...}`) and its value.
+func (s *server) metrics(ctx context.Context, fn func(name, labels string, v float64)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.http+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.SetBasicAuth(adminUser, adminPassword)
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "go_memstats_") && !strings.HasPrefix(line, "process_resident") && !strings.HasPrefix(line, "go_gc_gogc") && !strings.HasPrefix(line, "go_gc_gomemlimit") && !strings.HasPrefix(line, "mayfly_storage_mem_used_bytes") {
+		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) != 2 {
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
 			continue
 		}
-		name, _, _ := strings.Cut(f[0], "{") // a bucket's gauge: summed over the buckets
-		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-			out[name] += v
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
 		}
+		name, labels, _ := strings.Cut(line[:i], "{")
+		if labels != "" {
+			labels = "{" + labels
+		}
+		fn(name, labels, v)
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // dirSize sums the sizes of the files under dir.

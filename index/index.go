@@ -121,6 +121,7 @@ type Index struct {
 
 	snap     atomic.Pointer[snapshot]
 	closed   atomic.Bool
+	cursors  sync.Pool     // *cursor, for Reader.Query (see getCursor)
 	feedUUID atomic.Uint64 // see FeedUUID
 	mapped   atomic.Uint64 // see Mapped
 

@@ -181,7 +181,8 @@ func (rdr *Reader) Query(ctx context.Context, view string, r Range, fn func(Row)
 	}
 	root := snap.roots[vi]
 	live, now, include := r.ExcludeExpired, r.Now, r.Include
-	var c cursor
+	c := rdr.ix.getCursor()
+	defer rdr.ix.putCursor(c)
 	n := 0
 	for _, s := range spans {
 		if s.empty() {

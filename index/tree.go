@@ -850,6 +850,25 @@ type frame struct {
 	items []row
 }
 
+// getCursor returns a cursor from the index's pool, its path's room kept
+// from an earlier query: a view query walks rows without allocating the
+// path it descends (one frame per level, grown one append at a time, for
+// every query otherwise). putCursor gives it back.
+func (ix *Index) getCursor() *cursor {
+	if c, ok := ix.cursors.Get().(*cursor); ok {
+		return c
+	}
+	return &cursor{}
+}
+
+// putCursor returns c to the pool, holding no node or rows any more (a
+// pooled cursor must not keep a page's rows alive).
+func (ix *Index) putCursor(c *cursor) {
+	clear(c.stack[:cap(c.stack)])
+	c.stack = c.stack[:0]
+	ix.cursors.Put(c)
+}
+
 func (c *cursor) valid() bool { return len(c.stack) > 0 }
 
 func (c *cursor) row() row {

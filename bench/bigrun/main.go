@@ -57,6 +57,7 @@ type config struct {
 	rangeBaselineQPS           float64
 	rangeAB                    string
 	rangeRounds                int
+	rangeRaw                   bool
 	indexBudgetMB, allowanceMB int
 }
 
@@ -89,6 +90,7 @@ func main() {
 	flag.Float64Var(&c.rangeBaselineQPS, "range-baseline-qps", 2849, "queries/s at 16 clients before issue 19 (the issue's figure); the target is 1.5x")
 	flag.StringVar(&c.rangeAB, "range-ab", "", "after the range phase, alternate -bin and this mayfly binary on its data directory, -range-rounds times each, for the c=-range-clients run only (p50, p99, p99/p50 of each, same run)")
 	flag.IntVar(&c.rangeRounds, "range-rounds", 3, "rounds of -range-ab")
+	flag.BoolVar(&c.rangeRaw, "range-raw", false, "range queries from a lean HTTP/1.1 client (a connection and the answer read in each client's goroutine) instead of net/http's Client, which takes about 40% of the CPU the server gets")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
 	flag.Parse()
 	// serve counts the page cache and as much again of dirty leaves (its

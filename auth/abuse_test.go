@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"sync"
 	"testing"
@@ -159,5 +161,30 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The verification cache's key of a credential is HMAC-SHA256(cacheKey,
+// name NUL password), the same on every call (its state is pooled), and
+// costs no allocation once warm.
+func TestMacPooled(t *testing.T) {
+	s, _ := openThrottled(t, &Options{})
+	want := func(name, password string) [32]byte {
+		m := hmac.New(sha256.New, s.cacheKey[:])
+		m.Write([]byte(name + "\x00" + password))
+		return [32]byte(m.Sum(nil))
+	}
+	for range 3 {
+		for _, c := range [][2]string{{"Administrator", "password"}, {"a", "b\x00c"}, {"a\x00b", "c"}, {"", ""}} {
+			if got := s.mac(c[0], c[1]); got != want(c[0], c[1]) {
+				t.Fatalf("mac(%q, %q) = %x, want %x", c[0], c[1], got, want(c[0], c[1]))
+			}
+		}
+	}
+	if raceBuild {
+		return // sync.Pool drops at random under the race detector
+	}
+	if n := testing.AllocsPerRun(100, func() { s.mac("Administrator", "password") }); n != 0 {
+		t.Errorf("%v allocations per mac, want 0", n)
 	}
 }

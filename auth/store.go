@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -143,7 +144,8 @@ type Store struct {
 	// lastRelease is when releaseHash last gave argon2's memory back
 	// (UnixNano).
 	lastRelease atomic.Int64
-	cacheKey    [32]byte // random per process; keys the verification cache
+	cacheKey    [32]byte  // random per process; keys the verification cache
+	macs        sync.Pool // *macState keyed with cacheKey, for mac
 	dummy       Credential
 	cacheTTL    time.Duration
 	// pending counts checks waiting or running; at most maxPending.
@@ -307,14 +309,31 @@ func (s *Store) verify(ctx context.Context, c Credential, password string) (bool
 }
 
 // mac is the verification cache's key of a credential.
+//
+// Every authenticated request asks for one, so the HMAC state and the
+// bytes it reads come from a pool (s.macs) rather than new each time:
+// they were a tenth of the garbage of a 100-row view query (issue 19).
 func (s *Store) mac(name, password string) [32]byte {
-	m := hmac.New(sha256.New, s.cacheKey[:])
-	m.Write([]byte(name))
-	m.Write([]byte{0})
-	m.Write([]byte(password))
+	st, _ := s.macs.Get().(*macState)
+	if st == nil {
+		st = &macState{h: hmac.New(sha256.New, s.cacheKey[:])}
+	}
+	st.h.Reset()
+	st.buf = append(append(append(st.buf[:0], name...), 0), password...)
+	st.h.Write(st.buf)
+	st.sum = st.h.Sum(st.sum[:0])
 	var out [32]byte
-	copy(out[:], m.Sum(nil))
+	copy(out[:], st.sum)
+	clear(st.buf) // no password left in a pooled buffer
+	s.macs.Put(st)
 	return out
+}
+
+// macState is a pooled HMAC of the verification cache's key and the
+// buffer it hashes from.
+type macState struct {
+	h        hash.Hash
+	buf, sum []byte
 }
 
 // userLocked returns the user named name, the administrator included.

@@ -238,16 +238,53 @@ func also(f permFunc, action auth.Action, cond func(r *http.Request) bool) permF
 }
 
 func queryHas(name string) func(r *http.Request) bool {
-	return func(r *http.Request) bool { return r.URL.Query().Has(name) }
+	return func(r *http.Request) bool {
+		_, ok := queryParam(r.URL.RawQuery, name)
+		return ok
+	}
 }
 
 // queryTrue holds unless the parameter is absent or "false" in any case: any
 // other value the parser might take as true (TRUE, True) needs the permission.
 func queryTrue(name string) func(r *http.Request) bool {
 	return func(r *http.Request) bool {
-		q := r.URL.Query()
-		return q.Has(name) && !strings.EqualFold(q.Get(name), "false")
+		v, ok := queryParam(r.URL.RawQuery, name)
+		return ok && !strings.EqualFold(v, "false")
 	}
+}
+
+// maxScannedParams is the most parameters queryParam reads itself.
+const maxScannedParams = 100
+
+// queryParam returns the first value of parameter name in the raw query
+// and whether it is there, exactly as url.ParseQuery's Values answer Get
+// and Has (pairs it cannot parse skipped alike), without building them:
+// the permission checks ask it for every request of a view or a document,
+// and the handler parses the query again anyway.
+func queryParam(raw, name string) (string, bool) {
+	if strings.Count(raw, "&") >= maxScannedParams {
+		// url.ParseQuery refuses a query past its own limit of parameters
+		// (GODEBUG urlmaxqueryparams): its answer, whatever the limit.
+		q, _ := url.ParseQuery(raw)
+		return q.Get(name), q.Has(name)
+	}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		k, err := url.QueryUnescape(k) // no allocation unless escaped
+		if err != nil || k != name {
+			continue
+		}
+		if v, err = url.QueryUnescape(v); err != nil {
+			continue
+		}
+		return v, true
+	}
+	return "", false
 }
 
 // need wraps a handler with its authorization: 403 in Couchbase's shape

@@ -316,23 +316,23 @@ type kvConfig struct {
 }
 
 // leaderKV returns the KV address a configuration served by node n names
-// for key's partition's leader ("$HOST" replaced by n's host).
-func (c *kvConfig) leaderKV(t *testing.T, n *procNode, key string) string {
-	t.Helper()
+// for key's partition's leader ("$HOST" replaced by n's host), or an
+// error when it names none (the partition electing).
+func (c *kvConfig) leaderKV(n *procNode, key string) (string, error) {
 	m := c.VBucketServerMap
 	if len(m.ServerList) != 3 || len(m.VBucketMap) != 1024 {
-		t.Fatalf("%s's configuration lists %d servers and %d partitions, want 3 and 1024: %+v", n.name, len(m.ServerList), len(m.VBucketMap), m.ServerList)
+		return "", fmt.Errorf("%s's configuration lists %d servers and %d partitions, want 3 and 1024: %+v", n.name, len(m.ServerList), len(m.VBucketMap), m.ServerList)
 	}
 	row := m.VBucketMap[partitionOfKey(key)]
 	if len(row) != 3 || row[0] < 0 {
-		t.Fatalf("%s's configuration: partition of %s maps to %v", n.name, key, row)
+		return "", fmt.Errorf("%s's configuration: partition of %s maps to %v", n.name, key, row)
 	}
 	addr := m.ServerList[row[0]]
 	if h, p, ok := strings.Cut(addr, ":"); ok && h == "$HOST" {
 		nh, _, _ := net.SplitHostPort(n.kv)
 		addr = net.JoinHostPort(nh, p)
 	}
-	return addr
+	return addr, nil
 }
 
 // kvClusterConfig is node n's configuration of the default bucket, as
@@ -352,32 +352,71 @@ func kvClusterConfig(t *testing.T, n *procNode) *kvConfig {
 	return &cfg
 }
 
-// kvSetRefused sends a SET of key to node n's KV port, which does not lead
-// its partition: it must answer NOT_MY_VBUCKET carrying a configuration
-// that names the leader's KV address; that configuration is returned.
-func kvSetRefused(t *testing.T, n *procNode, key string) *kvConfig {
+// kvGet sends a GET of key to node n's KV port and returns the status,
+// and the configuration a NOT_MY_VBUCKET answer carries.
+func kvGet(t *testing.T, n *procNode, key string) (memd.StatusCode, *kvConfig, error) {
 	t.Helper()
 	nc, err := net.Dial("tcp", n.kv)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer nc.Close()
 	mc, _ := kvBootstrap(t, nc)
-	if err := mc.WritePacket(&memd.Packet{Magic: memd.CmdMagicReq, Command: memd.CmdSet, Key: []byte(key), Value: []byte(`{"via":"kv"}`), Extras: make([]byte, 8), Vbucket: uint16(partitionOfKey(key))}); err != nil {
-		t.Fatal(err)
+	if err := mc.WritePacket(&memd.Packet{Magic: memd.CmdMagicReq, Command: memd.CmdGet, Key: []byte(key), Vbucket: uint16(partitionOfKey(key))}); err != nil {
+		return 0, nil, err
 	}
 	r, _, err := mc.ReadPacket()
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	if r.Status != memd.StatusNotMyVBucket {
-		t.Fatalf("SET %s on %s, which does not lead it: status %v %s", key, n.name, r.Status, r.Value)
+		return r.Status, nil, nil
 	}
 	var cfg kvConfig
 	if err := json.Unmarshal(r.Value, &cfg); err != nil {
-		t.Fatalf("NOT_MY_VBUCKET from %s carries no configuration: %v %q", n.name, err, r.Value)
+		return r.Status, nil, fmt.Errorf("NOT_MY_VBUCKET from %s carries no configuration: %v %q", n.name, err, r.Value)
 	}
-	return &cfg
+	return r.Status, &cfg, nil
+}
+
+// kvRoutesToLeader checks what an SDK relies on for key: every node of
+// nodes that does not lead its partition answers NOT_MY_VBUCKET with a
+// configuration naming a node that does, which answers the GET; one node
+// does. Leadership may move meanwhile: the caller retries.
+func kvRoutesToLeader(t *testing.T, nodes []*procNode, key string) error {
+	t.Helper()
+	byKV := map[string]*procNode{}
+	for _, n := range nodes {
+		byKV[n.kv] = n
+	}
+	leaders := 0
+	for _, n := range nodes {
+		st, cfg, err := kvGet(t, n, key)
+		switch {
+		case err != nil:
+			return err
+		case st == memd.StatusSuccess:
+			leaders++
+			continue
+		case st != memd.StatusNotMyVBucket:
+			return fmt.Errorf("GET %s on %s: status %v", key, n.name, st)
+		}
+		addr, err := cfg.leaderKV(n, key)
+		if err != nil {
+			return err
+		}
+		named := byKV[addr]
+		if named == nil || named == n {
+			return fmt.Errorf("NOT_MY_VBUCKET from %s for %s names %s", n.name, key, addr)
+		}
+		if st, _, err := kvGet(t, named, key); err != nil || st != memd.StatusSuccess {
+			return fmt.Errorf("NOT_MY_VBUCKET from %s for %s names %s, which answers %v (%v)", n.name, key, named.name, st, err)
+		}
+	}
+	if leaders != 1 {
+		return fmt.Errorf("%d nodes answer GET %s as its leader", leaders, key)
+	}
+	return nil
 }
 
 // TestReplicatedClusterSurvivesKill runs three `mayfly serve --peers`
@@ -558,21 +597,8 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	// The KV port does not forward: a node that does not lead a key's
 	// partition answers NOT_MY_VBUCKET with a configuration naming the
 	// leader, as Couchbase does, so an SDK sends it there.
-	kvLeader := map[string]*procNode{}
-	for _, n := range nodes {
-		kvLeader[n.kv] = n
-	}
 	for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
-		leader := acked[k].node
-		for _, n := range nodes {
-			if n.name == leader {
-				continue
-			}
-			cfg := kvSetRefused(t, n, k)
-			if got := kvLeader[cfg.leaderKV(t, n, k)]; got == nil || got.name != leader {
-				t.Fatalf("NOT_MY_VBUCKET from %s for %s names %s as its leader, want %s", n.name, k, cfg.leaderKV(t, n, k), leader)
-			}
-		}
+		eventuallyT(t, "the KV port sends "+k+" to its leader", func() error { return kvRoutesToLeader(t, nodes, k) })
 	}
 
 	// Views: every node answers as one node holding every document.

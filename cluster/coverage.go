@@ -27,12 +27,10 @@ type TopologyMirror struct {
 
 	mu          sync.Mutex
 	maps        map[string]mirroredMap // by bucket
-	mapsRev     int64                  // the etcd revision the maps are current to
-	mapsLoaded  bool
-	nodes       map[string]NodeInfo // the nodes up; replaced, never changed in place
-	nodesGen    uint64              // moves with every change of nodes
+	mapsAt      revisionGate           // the etcd revision the maps are current to
+	nodes       map[string]NodeInfo    // the nodes up; replaced, never changed in place
+	nodesGen    uint64                 // moves with every change of nodes
 	nodesLoaded bool
-	advance     chan struct{} // closed (and replaced) when mapsRev moves
 }
 
 // mirroredMap is a bucket's map as a TopologyMirror holds it.
@@ -50,7 +48,7 @@ func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
 // newTopologyMirror returns an empty mirror of the maps under mapsPrefix
 // and the nodes under nodesPrefix.
 func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix string) *TopologyMirror {
-	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, advance: make(chan struct{})}
+	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, mapsAt: newRevisionGate()}
 }
 
 // Run keeps the mirror current until ctx ends.
@@ -64,8 +62,8 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 				byBucket[bucket] = decodeMirroredMap(bucket, kv)
 			}
 			t.mu.Lock()
-			t.maps, t.mapsLoaded = byBucket, true
-			t.moveMapsLocked(rev)
+			t.maps, t.mapsAt.loaded = byBucket, true
+			t.mapsAt.moveLocked(rev)
 			t.mu.Unlock()
 		}, func(evs []*clientv3.Event, upTo int64) {
 			t.mu.Lock()
@@ -77,7 +75,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 					t.maps[bucket] = decodeMirroredMap(bucket, ev.Kv)
 				}
 			}
-			t.moveMapsLocked(upTo)
+			t.mapsAt.moveLocked(upTo)
 			t.mu.Unlock()
 		})
 	})
@@ -132,24 +130,13 @@ func decodeNodeInfo(value []byte) (NodeInfo, bool) {
 	return n, json.Unmarshal(value, &n) == nil
 }
 
-// moveMapsLocked records that the maps are current to rev.
-//
-// REQUIRES: t.mu held.
-func (t *TopologyMirror) moveMapsLocked(rev int64) {
-	if rev > t.mapsRev {
-		t.mapsRev = rev
-		close(t.advance)
-		t.advance = make(chan struct{})
-	}
-}
-
 // Map returns bucket's partition map and the revision it was written at
 // (nil and 0 when it has none, as ReadMap's); loaded is false before the
 // maps were read once (the mirror then knows nothing).
 func (t *TopologyMirror) Map(bucket string) (m *PartitionMap, rev int64, loaded bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.mapsLoaded {
+	if !t.mapsAt.loaded {
 		return nil, 0, false, nil
 	}
 	e := t.maps[bucket]
@@ -169,17 +156,5 @@ func (t *TopologyMirror) Nodes() (nodes map[string]NodeInfo, gen uint64, loaded 
 // (a node asked for its view share under a map revision its mirror has not
 // reached yet waits so); ctx bounds the wait.
 func (t *TopologyMirror) WaitMaps(ctx context.Context, rev int64) error {
-	for {
-		t.mu.Lock()
-		reached, advance := t.mapsLoaded && t.mapsRev >= rev, t.advance
-		t.mu.Unlock()
-		if reached {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for the maps at revision %d: %w", rev, ctx.Err())
-		case <-advance:
-		}
-	}
+	return t.mapsAt.wait(ctx, &t.mu, rev, "maps")
 }

@@ -268,16 +268,14 @@ type DefMirror struct {
 	cli  *clientv3.Client
 	kind DefKind
 
-	mu      sync.Mutex
-	defs    map[string]map[string]Def // bucket → name → definition
-	rev     int64                     // the etcd revision reached
-	loaded  bool                      // the prefix was read once
-	advance chan struct{}             // closed (and replaced) when rev moves
+	mu   sync.Mutex
+	defs map[string]map[string]Def // bucket → name → definition
+	at   revisionGate              // read once? the etcd revision reached
 }
 
 // NewDefMirror returns an empty mirror of kind's definitions; Run fills it.
 func NewDefMirror(cli *clientv3.Client, kind DefKind) *DefMirror {
-	return &DefMirror{cli: cli, kind: kind, defs: map[string]map[string]Def{}, advance: make(chan struct{})}
+	return &DefMirror{cli: cli, kind: kind, defs: map[string]map[string]Def{}, at: newRevisionGate()}
 }
 
 // Run keeps the mirror up to date until ctx ends. changed is called (on
@@ -307,8 +305,8 @@ func (m *DefMirror) load(kvs []*mvccpb.KeyValue, rev int64) {
 		}
 	}
 	m.mu.Lock()
-	m.defs, m.loaded = defs, true
-	m.moveLocked(rev)
+	m.defs, m.at.loaded = defs, true
+	m.at.moveLocked(rev)
 	m.mu.Unlock()
 }
 
@@ -333,19 +331,8 @@ func (m *DefMirror) apply(evs []*clientv3.Event, upTo int64) []string {
 		}
 		m.defs[d.Bucket][d.Name] = d
 	}
-	m.moveLocked(upTo)
+	m.at.moveLocked(upTo)
 	return slices.Sorted(maps.Keys(touched))
-}
-
-// moveLocked records that the mirror holds etcd's state at rev.
-//
-// REQUIRES: m.mu held.
-func (m *DefMirror) moveLocked(rev int64) {
-	if rev > m.rev {
-		m.rev = rev
-		close(m.advance)
-		m.advance = make(chan struct{})
-	}
 }
 
 // def splits a key into its bucket and name; false for a key that is not
@@ -361,19 +348,7 @@ func (m *DefMirror) def(key, value []byte, modRev int64) (Def, bool) {
 // WaitRevision waits until the mirror holds etcd's state at rev or later
 // (a node that wrote a definition at rev waits so before applying it).
 func (m *DefMirror) WaitRevision(ctx context.Context, rev int64) error {
-	for {
-		m.mu.Lock()
-		reached, advance := m.loaded && m.rev >= rev, m.advance
-		m.mu.Unlock()
-		if reached {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for the %ss at revision %d: %w", m.kind, rev, ctx.Err())
-		case <-advance:
-		}
-	}
+	return m.at.wait(ctx, &m.mu, rev, m.kind.String()+"s")
 }
 
 // Loaded reports whether the mirror has read the prefix once (before, it
@@ -381,7 +356,7 @@ func (m *DefMirror) WaitRevision(ctx context.Context, rev int64) error {
 func (m *DefMirror) Loaded() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.loaded
+	return m.at.loaded
 }
 
 // Bucket returns bucket's definitions, sorted by name.

@@ -527,7 +527,7 @@ func (r *run) registerChecks(ctx context.Context, loadEnd int64) {
 	}
 	for _, w := range r.windows {
 		t.Logf("kill of %s at %.1fs: write gap per key (kill → first acknowledged write called after it), p50/max over %d keys: %s",
-			w.node, float64(w.killed)/1e9, keySpace, writeGaps(ops, w.killed))
+			w.node, float64(w.killed)/1e9, keySpace, writeGaps(ops, w.killed, nil))
 	}
 	for _, w := range r.windows {
 		t.Logf("kill of %s at %.1fs: down %.1fs (restart until serving included), caught up (nothing lagging) %v after",
@@ -617,11 +617,12 @@ func staleReads(ops []porcupine.Operation) []string {
 // writeGaps sums up, over the keys, the time from a kill until the first
 // acknowledged write called after it returned: for a key whose partition
 // the killed node led, the time its clients could not write it.
-func writeGaps(ops []porcupine.Operation, killed int64) string {
+// keep, when not nil, says which keys count.
+func writeGaps(ops []porcupine.Operation, killed int64, keep func(key string) bool) string {
 	first := map[string]int64{}
 	for _, op := range ops {
 		in, out := op.Input.(input), op.Output.(output)
-		if in.kind == opGet || out.kind != outOK || op.Call < killed {
+		if in.kind == opGet || out.kind != outOK || op.Call < killed || keep != nil && !keep(in.key) {
 			continue
 		}
 		if f, ok := first[in.key]; !ok || op.Return < f {

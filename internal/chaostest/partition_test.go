@@ -265,7 +265,9 @@ func (pc *partitionCut) check(r *run) {
 	}
 	t.Logf("partition: %s cut for %.1fs; writes called during the cut: through the other nodes %d acknowledged; through %s %d acknowledged for partitions it led, %d for partitions others led (routed to their leaders), %d without an outcome (timed out)",
 		pc.victim.name, float64(pc.healAt-pc.cutAt)/1e9, pc.majorityWritten, pc.victim.name, minority, victimOther, victimUnknown)
-	t.Logf("partition: write gap per key after the cut (cut → first acknowledged write called after it), p50/max over %d keys: %s", keySpace, writeGaps(r.hist.ops, pc.cutAt))
+	ledKey := func(key string) bool { return pc.led[partitionOf(key, pc.parts)] }
+	t.Logf("partition: write gap per key after the cut (cut → first acknowledged write called after it), p50/max: keys of partitions %s led %s; the others %s",
+		pc.victim.name, writeGaps(r.hist.ops, pc.cutAt, ledKey), writeGaps(r.hist.ops, pc.cutAt, func(key string) bool { return !ledKey(key) }))
 	t.Logf("partition: after healing, %s caught up (no leader reports it lagging) in %v, nothing lagging at all in %v (lag reports are a few seconds old at most); reported lagging during the cut: %v",
 		pc.victim.name, pc.caughtUp.Round(10*time.Millisecond), pc.nothingLagging.Round(10*time.Millisecond), pc.seenLagging)
 	if pc.majorityWritten == 0 {

@@ -619,16 +619,7 @@ func staleReads(ops []porcupine.Operation) []string {
 // the killed node led, the time its clients could not write it.
 // keep, when not nil, says which keys count.
 func writeGaps(ops []porcupine.Operation, killed int64, keep func(key string) bool) string {
-	first := map[string]int64{}
-	for _, op := range ops {
-		in, out := op.Input.(input), op.Output.(output)
-		if in.kind == opGet || out.kind != outOK || op.Call < killed || keep != nil && !keep(in.key) {
-			continue
-		}
-		if f, ok := first[in.key]; !ok || op.Return < f {
-			first[in.key] = op.Return
-		}
-	}
+	first := firstWrites(ops, killed, keep)
 	var gaps []time.Duration
 	for _, f := range first {
 		gaps = append(gaps, time.Duration(f-killed))
@@ -639,6 +630,22 @@ func writeGaps(ops []porcupine.Operation, killed int64, keep func(key string) bo
 	slices.Sort(gaps)
 	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	return fmt.Sprintf("%v/%v (%d keys written)", r(gaps[len(gaps)/2]), r(gaps[len(gaps)-1]), len(gaps))
+}
+
+// firstWrites is, per key that keep takes (all when nil), when the first
+// acknowledged write called at or after from returned.
+func firstWrites(ops []porcupine.Operation, from int64, keep func(key string) bool) map[string]int64 {
+	first := map[string]int64{}
+	for _, op := range ops {
+		in, out := op.Input.(input), op.Output.(output)
+		if in.kind == opGet || out.kind != outOK || op.Call < from || keep != nil && !keep(in.key) {
+			continue
+		}
+		if f, ok := first[in.key]; !ok || op.Return < f {
+			first[in.key] = op.Return
+		}
+	}
+	return first
 }
 
 // pcts formats p50/p99/max of ds.

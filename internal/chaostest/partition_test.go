@@ -287,8 +287,8 @@ func (pc *partitionCut) check(r *run) {
 			victimOther++
 		}
 	}
-	t.Logf("partition: %s cut for %.1fs; writes called during the cut: through the other nodes %d acknowledged; through %s %d acknowledged for partitions it led, %d for partitions others led (routed to their leaders), %d without an outcome (timed out)",
-		pc.victim.name, float64(pc.healAt-pc.cutAt)/1e9, pc.majorityWritten, pc.victim.name, minority, victimOther, victimUnknown)
+	t.Logf("partition: %s cut for %.1fs; writes called during the cut: through the other nodes %d acknowledged (%.0f/s); through %s %d acknowledged for partitions it led, %d for partitions others led (routed to their leaders), %d without an outcome (timed out)",
+		pc.victim.name, float64(pc.healAt-pc.cutAt)/1e9, pc.majorityWritten, float64(pc.majorityWritten)/(float64(pc.healAt-pc.cutAt)/1e9), pc.victim.name, minority, victimOther, victimUnknown)
 	ledKey := func(key string) bool { return pc.led[partitionOf(key, pc.parts)] }
 	t.Logf("partition: write gap per key after the cut (cut → first acknowledged write called after it), p50/max: keys of partitions %s led %s; the others %s",
 		pc.victim.name, writeGaps(r.hist.ops, pc.cutAt, ledKey), writeGaps(r.hist.ops, pc.cutAt, func(key string) bool { return !ledKey(key) }))

@@ -10,7 +10,7 @@ PKGS    := ./...
 FUZZTIME ?= 3000x
 SOAK    ?= 10m
 # CHAOS is how long each of `make chaos`'s cases keeps its cluster under load
-# (and kills); CASES picks some of them (kill,etcd,expiry,views,figures), all
+# (and kills); CASES picks some of them (kill,etcd,expiry,views,partition,figures), all
 # by default, run one after the other.
 CHAOS   ?= 2m
 CASES   ?=
@@ -33,7 +33,8 @@ help:
 	@echo "make build    build $(BIN)"
 	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level; EVICTION=fullEviction)"
 	@echo "make chaos    3-node cluster chaos test, each case for $(CHAOS): kill -9 a node every 20 s under load, no acknowledged write lost, linearizable (porcupine);"
-	@echo "             cases kill, etcd (kill the etcd leader), expiry (purged once), views (against a model), figures (3 nodes against 1); CASES=etcd,views for some"
+	@echo "             cases kill, etcd (kill the etcd leader), expiry (purged once), views (against a model), partition (cut a node's Raft traffic 30 s),"
+	@echo "             figures (3 nodes against 1); CASES=etcd,views for some"
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mayfly

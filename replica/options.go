@@ -65,6 +65,13 @@ type Options struct {
 	SendQueue int
 	// Logger receives the Host's and raft's messages; nil discards them.
 	Logger *slog.Logger
+	// FaultCut is a fault-injection hook for chaos testing only (the
+	// mayfly binary sets it only when built with -tags chaos): when it
+	// reports true for a peer's NodeID, frames to and from that peer are
+	// dropped while connections stay open, a network partition of the
+	// Raft traffic. Called for every frame; nil (always, in production)
+	// drops nothing.
+	FaultCut func(peer uint64) bool
 
 	test struct {
 		noSync    bool   // batches are not fsync'd (tests of logic only)
@@ -105,6 +112,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.test.cut == nil {
+		o.test.cut = o.FaultCut // the one frame check serves both
 	}
 }
 

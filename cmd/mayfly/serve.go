@@ -97,6 +97,8 @@ type serveConfig struct {
 	warmupHook func(bucket string, loaded int64) // engine.Options.WarmupHook, for tests
 
 	cl clusterFlags // --node, --peers and the cluster's ports and timeouts (cluster.go)
+
+	faults faultConfig // fault injection, only in a chaos build (faults_chaos.go)
 }
 
 // stringList is a repeatable flag; each use may also hold a comma-separated
@@ -172,6 +174,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.pprofAddr, "pprof", "", "serve Go's profiles (/debug/pprof/) on this address, without authentication (for measuring; loopback only, e.g. 127.0.0.1:6060); empty: off")
 	fs.StringVar(&c.skipDDocs, "skip-design-docs", "", "comma-separated bucket/_design/name of stored design documents not to load at start")
 	addClusterFlags(fs, &c.cl)
+	c.faults.register(fs)
 	return c
 }
 

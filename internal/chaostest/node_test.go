@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/mayflydb/mayfly/cluster"
 	"github.com/mayflydb/mayfly/internal/testport"
 )
@@ -31,10 +33,11 @@ func buildServer(t *testing.T, dir string) string {
 		t.Fatal("not inside a Go module")
 	}
 	bin := filepath.Join(dir, "mayfly")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mayfly")
+	// -tags chaos: the binary's --chaos-cut-file (the partition case).
+	cmd := exec.Command("go", "build", "-tags", "chaos", "-o", bin, "./cmd/mayfly")
 	cmd.Dir = filepath.Dir(gomod)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mayfly: %v\n%s", err, out)
+		t.Fatalf("go build -tags chaos ./cmd/mayfly: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -45,6 +48,9 @@ type node struct {
 	name, bin, dir, log string
 	http, mc            string
 	args                []string
+	// cutFile is a cluster node's --chaos-cut-file: the peers whose Raft
+	// traffic it drops.
+	cutFile string
 
 	// serving is set by the harness once the process serves HTTP, and
 	// cleared before it kills it.
@@ -71,9 +77,10 @@ func newCluster(t *testing.T, bin, logDir string) ([]*node, []string) {
 		p := testport.Consecutive(t, 2, taken)
 		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i+1)),
 			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
+		n.cutFile = filepath.Join(dir, "cut")
 		n.args = append(serveArgs(n, dir),
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
-			"--cluster-failover-timeout", "10m", "--cluster-raft-tick", "100ms")
+			"--cluster-failover-timeout", "10m", "--cluster-raft-tick", "100ms", "--chaos-cut-file", n.cutFile)
 		nodes[i] = n
 	}
 	return nodes, peers
@@ -165,18 +172,28 @@ func (n *node) up() bool {
 // clusterStatus reads the cluster's status as `mayfly cluster status
 // --peers` does.
 func clusterStatus(ctx context.Context, peers []string) (*cluster.Status, error) {
+	var st *cluster.Status
+	err := withEtcd(ctx, peers, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		st, err = cluster.ReadStatus(ctx, cli, nil)
+		return err
+	})
+	return st, err
+}
+
+// withEtcd calls f with a client of the cluster's etcd, within 10 s.
+func withEtcd(ctx context.Context, peers []string, f func(context.Context, *clientv3.Client) error) error {
 	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cli.Close()
-	return cluster.ReadStatus(ctx, cli, nil)
+	return f(ctx, cli)
 }
 
 // lagging returns the default bucket's lagging replicas, nil when none.

@@ -75,7 +75,10 @@ func TestParseCases(t *testing.T) {
 	if got, err := parseCases("views, etcd"); err != nil || !reflect.DeepEqual(got, []string{"views", "etcd"}) {
 		t.Errorf(`parseCases("views, etcd") = %v, %v`, got, err)
 	}
-	if _, err := parseCases("kill,partition"); err == nil {
-		t.Error(`parseCases("kill,partition") takes an unknown case`)
+	if got, err := parseCases("partition"); err != nil || !reflect.DeepEqual(got, []string{"partition"}) {
+		t.Errorf(`parseCases("partition") = %v, %v`, got, err)
+	}
+	if _, err := parseCases("kill,netsplit"); err == nil {
+		t.Error(`parseCases("kill,netsplit") takes an unknown case`)
 	}
 }

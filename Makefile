@@ -62,6 +62,7 @@ lint: vet fmt
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags chaos ./cmd/mayfly/
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -75,6 +76,7 @@ RACE_TIMEOUT ?= 30m
 race:
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(PKGS)
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) ./memcache/ -args -memcache.io=goroutines
+	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) -tags chaos -run 'TestChaos' ./cmd/mayfly/
 
 unit:
 	$(GO) test -count=1 $(PKGS)

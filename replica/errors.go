@@ -23,6 +23,12 @@ var (
 	// may still be committed later.
 	ErrTimeout = errors.New("replica: proposal not acknowledged in time")
 
+	// ErrLeaderChanged is returned by Propose when the group's leader
+	// changed (or was lost) before the mutation was applied here. Its
+	// outcome is unknown, as ErrTimeout's: the new leader may still commit
+	// it.
+	ErrLeaderChanged = errors.New("replica: the group's leader changed before the proposal was applied (outcome unknown)")
+
 	// ErrClosed is returned by calls on a closed Host, and by Propose for a
 	// mutation still waiting when the Host closed (outcome unknown).
 	ErrClosed = errors.New("replica: host closed")

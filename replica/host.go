@@ -54,7 +54,7 @@ type Host struct {
 	wake     chan struct{} // capacity 1: the worker has groups to look at
 
 	pendMu  sync.Mutex
-	pending map[uint64]chan outcome
+	pending map[uint64]waiter
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -90,7 +90,7 @@ func Open(opts Options) (*Host, error) {
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
 		groups: map[GroupID]*group{}, names: map[uint64]string{NodeID(opts.Node): opts.Node},
-		wake: make(chan struct{}, 1), pending: map[uint64]chan outcome{}, down: map[uint64]bool{},
+		wake: make(chan struct{}, 1), pending: map[uint64]waiter{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}
 	if h.tr, err = listen(h); err != nil {
@@ -374,7 +374,7 @@ func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, er
 	buf = append(buf, data...)
 	ch := make(chan outcome, 1)
 	h.pendMu.Lock()
-	h.pending[seq] = ch
+	h.pending[seq] = waiter{ch: ch, g: id}
 	h.pendMu.Unlock()
 	var lead uint64
 	g.withRaft(func(rn *raft.RawNode) {
@@ -785,8 +785,8 @@ func (h *Host) Close() error {
 		h.tr.close()
 		h.wg.Wait()
 		h.pendMu.Lock()
-		for seq, ch := range h.pending {
-			ch <- outcome{err: ErrClosed}
+		for seq, w := range h.pending {
+			w.ch <- outcome{err: ErrClosed}
 			delete(h.pending, seq)
 		}
 		h.pendMu.Unlock()

@@ -138,10 +138,15 @@ func (h *Host) round() error {
 	for _, rg := range work {
 		g := rg.g
 		g.withRaft(func(rn *raft.RawNode) { rn.Advance(rg.rd) })
+		leaderChanged := false
 		if rg.rd.SoftState != nil {
-			g.leader.Store(rg.rd.SoftState.Lead)
+			prev := g.leader.Swap(rg.rd.SoftState.Lead)
+			leaderChanged = prev != raft.None && prev != rg.rd.SoftState.Lead
 		}
 		h.answer(rg.answers)
+		if leaderChanged {
+			h.failPending(g.id)
+		}
 		h.readStates(g, &rg.rd)
 		if g.left {
 			if err := h.leave(g); err != nil {
@@ -352,9 +357,33 @@ func (h *Host) answer(as []answer) {
 	h.pendMu.Lock()
 	defer h.pendMu.Unlock()
 	for _, a := range as {
-		if ch, ok := h.pending[a.seq]; ok {
-			ch <- outcome{res: a.res}
+		if w, ok := h.pending[a.seq]; ok {
+			w.ch <- outcome{res: a.res}
 			delete(h.pending, a.seq)
+		}
+	}
+}
+
+// waiter is a Propose call waiting for its mutation's result.
+type waiter struct {
+	ch chan outcome // capacity 1
+	g  GroupID
+}
+
+// failPending answers ErrLeaderChanged to every proposal to group id still
+// waiting here: its leader changed (or was lost) before they were applied.
+// Raft tells a proposer nothing of an entry the new leader overwrites, and
+// a leader cut off from its majority keeps its uncommitted entries until
+// it hears from the others, so without this a write waited for its whole
+// deadline (30 s) in either case. An entry the new leader does commit is
+// still applied everywhere; only its proposer's answer is "unknown".
+func (h *Host) failPending(id GroupID) {
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	for seq, w := range h.pending {
+		if w.g == id {
+			w.ch <- outcome{err: fmt.Errorf("%w: group %d", ErrLeaderChanged, id)}
+			delete(h.pending, seq)
 		}
 	}
 }

@@ -1,0 +1,43 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestProposalOnCutOffLeaderFailsAtStepDown: a write proposed on a leader
+// cut off from its followers (no connection broken) cannot commit; once
+// CheckQuorum steps the leader down, its proposer is told the leader
+// changed (outcome unknown) instead of waiting out its whole deadline, and
+// the write is never applied on the majority's side.
+func TestProposalOnCutOffLeaderFailsAtStepDown(t *testing.T) {
+	nc := newNetCut()
+	c := newTestCluster(t, 1, nc.install, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const g = GroupID(0)
+	if _, err := c.propose(ctx, "n1", g, "k=v1"); err != nil {
+		t.Fatal(err)
+	}
+	old := c.leaderOf(t, g, testNodes)
+	nc.isolate(old)
+
+	// The deadline is far beyond the step-down (CheckQuorum: an election
+	// timeout, 10 ticks); only a hang reaches it.
+	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+	defer pcancel()
+	_, err := c.host(old).Propose(pctx, g, []byte("k=cut"))
+	if !errors.Is(err, ErrLeaderChanged) {
+		t.Fatalf("a write on the cut-off leader: %v, want ErrLeaderChanged", err)
+	}
+	if pctx.Err() != nil {
+		t.Fatalf("the write waited for its deadline: %v", err)
+	}
+	for _, n := range others(old) {
+		if v, _ := c.sm(n, g).get("k"); v != "v1" {
+			t.Fatalf("%s holds k=%q, want v1: the cut-off leader's write was applied", n, v)
+		}
+	}
+}

@@ -396,6 +396,12 @@ func (s *boltStorage) seqnos() (map[uint16]uint64, error) {
 	return seqs, err
 }
 
+func (s *boltStorage) forgetSeqno(part uint16) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktVBSeq).Delete(binary.BigEndian.AppendUint16(nil, part))
+	})
+}
+
 func (s *boltStorage) meta() (storedMeta, error) {
 	m := storedMeta{sys: make(map[string][]byte)}
 	err := s.db.View(func(tx *bolt.Tx) error {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -73,57 +74,156 @@ func (b *Bucket) dropDocuments(ctx context.Context, ids map[CollectionID]bool) e
 	}
 	var last *commitBatch
 	for _, p := range b.parts {
-		for {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			p.mu.Lock()
-			busy := false
-			for k := range p.mu.pending {
-				if ids[k.cid] {
-					busy = true
-					break
-				}
-			}
-			if !busy {
-				break
-			}
-			p.mu.Unlock()
-			if err := b.Sync(ctx); err != nil {
-				return err
-			}
+		if err := b.lockSettled(ctx, p, func(k docKey) bool { return ids[k.cid] }); err != nil {
+			return err
 		}
-		var failed error
-		p.mu.docs.each(func(i uint32) bool {
-			if !ids[CollectionID(p.mu.docs.recs[i].cid)] {
-				return true
-			}
-			k := p.mu.docs.key(i)
-			old, queued := p.mu.docs.remove(k)
-			b.removed(p, old, queued)
-			// The document already left memory: committing its removal
-			// publishes nothing. A tombstone holds no expiry entry.
-			r := record{purge: true, key: k, part: p.id, seq: old.seq}
-			if old.deleted {
-				b.tombs.Add(-1)
-			} else {
-				b.currItems.Add(-1)
-				b.exps.update(k, old.exp, 0, 0)
-				r.oldExp = old.exp
-			}
-			cb, err := b.store.enqueue(r)
-			if err != nil {
-				failed = err
-				return false
-			}
-			last = cb
-			return true
-		})
-		if failed != nil {
-			p.mu.Unlock()
-			return failed
-		}
+		cb, err := b.dropDocsLocked(p, func(cid CollectionID) bool { return ids[cid] })
 		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if cb != nil {
+			last = cb
+		}
 	}
 	return last.wait(ctx)
+}
+
+// dropDocsLocked removes from p's memory every document and tombstone of
+// the collections drop says, and queues their removal from the store; it
+// returns the batch of the last one queued (nil when none was).
+//
+// REQUIRES: p.mu held for writing, no write of those collections pending
+// in p.
+func (b *Bucket) dropDocsLocked(p *partition, drop func(CollectionID) bool) (*commitBatch, error) {
+	var last *commitBatch
+	var failed error
+	p.mu.docs.each(func(i uint32) bool {
+		if !drop(CollectionID(p.mu.docs.recs[i].cid)) {
+			return true
+		}
+		k := p.mu.docs.key(i)
+		old, queued := p.mu.docs.remove(k)
+		b.removed(p, old, queued)
+		// The document already left memory: committing its removal
+		// publishes nothing. A tombstone holds no expiry entry.
+		r := record{purge: true, key: k, part: p.id, seq: old.seq}
+		if old.deleted {
+			b.tombs.Add(-1)
+		} else {
+			b.currItems.Add(-1)
+			b.exps.update(k, old.exp, 0, 0)
+			r.oldExp = old.exp
+		}
+		cb, err := b.store.enqueue(r)
+		if err != nil {
+			failed = err
+			return false
+		}
+		last = cb
+		return true
+	})
+	return last, failed
+}
+
+// lockSettled takes p's lock for writing once no write of a key busy says
+// is on its way to disk in p (waiting for them with Sync); it returns
+// holding the lock, or with ctx's or the store's error without it.
+func (b *Bucket) lockSettled(ctx context.Context, p *partition, busy func(docKey) bool) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		settled := true
+		for k := range p.mu.pending {
+			if busy(k) {
+				settled = false
+				break
+			}
+		}
+		if settled {
+			return nil
+		}
+		p.mu.Unlock()
+		if err := b.Sync(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// DropPartition removes this node's copy of partition part, for a copy
+// moved away from the node (its replication group left it): every document
+// and tombstone of the partition leaves memory and the store, and the
+// partition's counts and sequence numbers go back to 0, so that a copy of it
+// that joins a group again later starts empty and takes its group's
+// snapshot whole. A new history begins in which the partition starts at 0:
+// a change-feed consumer that saw any of its changes rolls back
+// (CheckPosition, which feed.Consumer asks again when the history changes)
+// rather than keeping rows of documents this node no longer holds. A
+// partition that never held anything (sequence number 0) is left as it is.
+//
+// Nothing may write to the partition meanwhile (a replicated bucket's
+// partition this node is no replica of takes no write).
+func (b *Bucket) DropPartition(ctx context.Context, part int) error {
+	if part < 0 || part >= len(b.parts) {
+		return fmt.Errorf("%w: partition %d of %d", ErrInvalidOp, part, len(b.parts))
+	}
+	b.ddl.Lock()
+	defer b.ddl.Unlock()
+	if err := b.WaitWarm(ctx); err != nil {
+		return err
+	}
+	p := b.parts[part]
+	p.mu.RLock()
+	held := p.mu.seq
+	p.mu.RUnlock()
+	if held == 0 {
+		return nil
+	}
+	release, err := b.keysIn(ctx, b.collectionIDs(), p)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := b.lockSettled(ctx, p, func(docKey) bool { return true }); err != nil {
+		return err
+	}
+	if b.isClosed() {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	last, err := b.dropDocsLocked(p, func(CollectionID) bool { return true })
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := last.wait(ctx); err != nil {
+		return err
+	}
+	// After the removals' commit, which counts their sequence numbers
+	// as committed.
+	p.mu.Lock()
+	p.mu.seq, p.mu.durable = 0, 0
+	p.mu.evictedMax, p.mu.evictedCAS = 0, 0
+	clear(p.mu.acked)
+	p.mu.locks = nil
+	p.rebuildLogLocked() // empty now
+	p.mu.Unlock()
+	if err := b.store.st.forgetSeqno(p.id); err != nil {
+		return fmt.Errorf("%w: partition %d: %w", ErrStorage, part, err)
+	}
+	b.consumersMu.Lock()
+	for _, seqs := range b.consumers {
+		seqs[part] = 0 // the partition's tombstones are gone with it
+	}
+	b.consumersMu.Unlock()
+	high := b.HighSeqnos()
+	b.histMu.Lock()
+	defer b.histMu.Unlock()
+	b.history = beginHistory(b.history, high)
+	if err := b.store.st.begin(b.history); err != nil {
+		return fmt.Errorf("%w: partition %d: start a history: %w", ErrStorage, part, err)
+	}
+	return nil
 }

@@ -101,6 +101,13 @@ func (s *memStorage) keys(CollectionID, keyRange) iter.Seq2[string, error] {
 
 func (s *memStorage) expiries(func(expItem) error) error { return nil }
 
+func (s *memStorage) forgetSeqno(part uint16) error {
+	if int(part) < len(s.parts) {
+		s.parts[part].seq.Store(0)
+	}
+	return nil
+}
+
 func (s *memStorage) seqnos() (map[uint16]uint64, error) {
 	seqs := make(map[uint16]uint64)
 	for i := range s.parts {

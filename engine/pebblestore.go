@@ -620,6 +620,27 @@ func (s *pebbleStorage) commit(recs []record) error {
 	return nil
 }
 
+// forgetSeqno writes a 'w' record setting part's number to 0: the latest
+// record of a partition is its number when the log is read, and the
+// partition, gone from the log's state, is left out of the next
+// checkpoint (which deletes the records before it).
+func (s *pebbleStorage) forgetSeqno(part uint16) error {
+	return s.write(func(b *pebble.Batch) error {
+		l := &s.mu.seq
+		pair := binary.BigEndian.AppendUint16(nil, part)
+		pair = binary.BigEndian.AppendUint64(pair, 0)
+		if err := b.Set(seqLogKey(l.next), pair, nil); err != nil {
+			return err
+		}
+		// Taken before the commit: should it fail, the next checkpoint
+		// leaves the partition out all the same, and a number skipped
+		// in the log is harmless (its deletion deletes nothing).
+		l.next++
+		delete(l.seqs, part)
+		return nil
+	}, true)
+}
+
 // note records that a commit writes seq to partition p (a record without
 // a sequence number sets none).
 func (l *seqLog) note(p uint16, seq uint64) {

@@ -106,6 +106,9 @@ type storage interface {
 	// seqnos returns each partition's committed high sequence number
 	// (partitions that never committed are absent).
 	seqnos() (map[uint16]uint64, error)
+	// forgetSeqno sets partition part's committed high sequence number
+	// back to 0 (a partition's copy dropped: DropPartition), durably.
+	forgetSeqno(part uint16) error
 	// meta returns the bucket's stored metadata.
 	meta() (storedMeta, error)
 

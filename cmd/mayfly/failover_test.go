@@ -101,7 +101,9 @@ func threeCopies(peers []string, dead string) error {
 // orchestrator fails it over, every partition has three voters on live
 // nodes again, in the map and in its Raft group (the spare joined by
 // conf change and holds a full copy); writes acknowledged before and
-// after read right from every node. Then a second node is killed: with
+// after read right from every node. The killed node comes back and drops
+// the documents of its copies moved away, then dies again. Then a second
+// node is killed: with
 // the dead node's copies moved, every partition keeps a majority, so
 // every write is acknowledged (without the move, the partitions both
 // dead nodes held would have none); with no spare left, its failover
@@ -168,6 +170,15 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventuallyT(t, "every group led by the map's preferred leader after the failover", func() error { return leadersFollowMap(nodes, m) })
+
+	// The failed-over node comes back: every copy it had moved away, so
+	// their documents leave its bucket (its disk too) rather than stay
+	// there unserved. It dies again before the second kill, so that it is
+	// no spare then.
+	victim.start(t)
+	victim.started(t)
+	itemCounts(t, []*procNode{victim}, 0)
+	victim.kill()
 
 	// A second node dies: every partition still has two of its three
 	// voters.

@@ -235,12 +235,15 @@ const mapFollow = time.Second
 // over its leadership); a group of a partition it is no longer a voter of
 // is removed once its applied configuration no longer has this node (the
 // Host drops a group whose conf change removing this node it applied by
-// itself). It reports false when the bucket cannot be replicated or ctx
+// itself), and the documents of a partition it is no voter of and runs no
+// group of are dropped (engine.Bucket.DropPartition: a copy moved away,
+// whose group it left). It reports false when the bucket cannot be replicated or ctx
 // ended. The targets are set only for groups just started, or when
 // changed says the map is new.
 func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster.PartitionMap, changed bool) bool {
 	uuid, self, inc := b.Settings().UUID, r.h.Node(), incarnation(b)
 	var gone []replica.GroupID
+	var moved []int // partitions of which this node holds data and no group
 	for p, part := range m.Partitions {
 		if ctx.Err() != nil {
 			return false // detached: a deleted bucket's groups are removed next
@@ -276,6 +279,9 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 			holds, steer = true, true
 		}
 		if !holds {
+			if !voter && b.ReplicatedDurable(p) > 0 {
+				moved = append(moved, p)
+			}
 			continue
 		}
 		if steer {
@@ -297,6 +303,19 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 		} else {
 			r.logger.Info("replication: removed the groups of copies moved away", "bucket", b.Name(), "groups", len(gone))
 		}
+	}
+	// A copy moved away, whose group this node left (a poll before, or
+	// while it was down): its documents go. Only once every group of the
+	// map started (a bucket holding documents written before the node
+	// joined returned above).
+	for _, p := range moved {
+		if err := b.DropPartition(ctx, p); err != nil {
+			if ctx.Err() == nil {
+				r.logger.Warn("replication: dropping the documents of a copy moved away (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+			}
+			return ctx.Err() == nil
+		}
+		r.logger.Info("replication: dropped the documents of a copy moved away", "bucket", b.Name(), "partition", p)
 	}
 	return true
 }

@@ -1,0 +1,145 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Dropping a partition's copy (one moved away from this node) removes its
+// documents and tombstones from memory and the store, sets its counts and
+// its sequence number back to 0, leaves the other partitions alone, and
+// begins a history in which a consumer that saw the partition's changes
+// must roll back. A reopened bucket holds none of it.
+func TestDropPartition(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{engine.StorageBolt, engine.StoragePebble} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			open := func() (*engine.Engine, *engine.Bucket) {
+				t.Helper()
+				eng, err := engine.Open(dir, &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true, Storage: kind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := eng.Bucket("b")
+				if errors.Is(err, engine.ErrBucketNotFound) {
+					b, err = eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return eng, b
+			}
+			eng, b := open()
+			c := b.DefaultCollection()
+			const n = 200
+			part := b.PartitionOf("k0")
+			var inPart, liveOut, tombsOut int
+			for i := range n {
+				k := fmt.Sprint("k", i)
+				if _, err := c.Upsert(ctx, k, []byte(`{"i":1}`), &engine.WriteOptions{Expiry: 1000}); err != nil {
+					t.Fatal(err)
+				}
+				if b.PartitionOf(k) == part {
+					inPart++
+				}
+				if i%10 == 0 { // a tombstone in every partition, likely
+					if _, err := c.Delete(ctx, k, nil); err != nil {
+						t.Fatal(err)
+					}
+					if b.PartitionOf(k) != part {
+						tombsOut++
+					}
+				} else if b.PartitionOf(k) != part {
+					liveOut++
+				}
+			}
+			if inPart == 0 || inPart == n {
+				t.Fatalf("%d of %d keys in partition %d: the test needs some in and some out", inPart, n, part)
+			}
+			if err := b.RegisterConsumer(ctx, "view"); err != nil {
+				t.Fatal(err)
+			}
+			seen, uuid := b.HighSeqnos(), b.UUID()
+			if err := b.AckChanges("view", seen); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.DropPartition(ctx, part); err != nil {
+				t.Fatal(err)
+			}
+			check := func(when string) {
+				t.Helper()
+				st := b.Stats()
+				if st.CurrItems != int64(liveOut) || st.Tombstones != int64(tombsOut) {
+					t.Errorf("%s: curr_items %d, tombstones %d; want %d, %d (the other partitions')", when, st.CurrItems, st.Tombstones, liveOut, tombsOut)
+				}
+				high := b.HighSeqnos()
+				for p, s := range high {
+					if p == part && s != 0 {
+						t.Errorf("%s: the dropped partition's high seqno is %d, want 0", when, s)
+					}
+					if p != part && s != seen[p] {
+						t.Errorf("%s: partition %d's high seqno is %d, was %d", when, p, s, seen[p])
+					}
+				}
+				for i := range n {
+					k := fmt.Sprint("k", i)
+					_, err := c.Get(ctx, k)
+					switch {
+					case b.PartitionOf(k) == part && !errors.Is(err, engine.ErrNotFound):
+						t.Errorf("%s: %s of the dropped partition: %v, want not found", when, k, err)
+					case b.PartitionOf(k) != part && i%10 != 0 && err != nil:
+						t.Errorf("%s: %s of another partition: %v", when, k, err)
+					}
+				}
+				docs, _, err := b.Changes(nil, 10*n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range docs {
+					if b.PartitionOf(d.Key) == part {
+						t.Errorf("%s: the feed still carries %s of the dropped partition", when, d.Key)
+					}
+				}
+				// A consumer that saw the partition's changes rolls back;
+				// one that saw none of them goes on.
+				if err := b.CheckPosition(uuid, seen); !errors.Is(err, engine.ErrRollback) {
+					t.Errorf("%s: a position that saw the dropped partition: %v, want a rollback", when, err)
+				}
+				other := append([]uint64(nil), seen...)
+				other[part] = 0
+				if err := b.CheckPosition(uuid, other); err != nil {
+					t.Errorf("%s: a position that saw nothing of the partition: %v", when, err)
+				}
+				if err := eng.Check(ctx); err != nil {
+					t.Errorf("%s: %v", when, err)
+				}
+			}
+			check("dropped")
+			if err := b.DropPartition(ctx, part); err != nil {
+				t.Errorf("a second drop: %v", err)
+			}
+			if err := eng.Close(); err != nil {
+				t.Fatal(err)
+			}
+			eng, b = open()
+			c = b.DefaultCollection()
+			check("reopened")
+			// The partition starts again from sequence number 1.
+			if _, err := c.Upsert(ctx, "k0", []byte(`{}`), nil); err != nil {
+				t.Fatal(err)
+			}
+			if s := b.HighSeqnos()[part]; s != 1 {
+				t.Errorf("a write after the drop has sequence number %d, want 1", s)
+			}
+			if err := b.DropPartition(ctx, -1); !errors.Is(err, engine.ErrInvalidOp) {
+				t.Errorf("partition -1: %v", err)
+			}
+			closeChecked(t, eng)
+		})
+	}
+}

@@ -162,8 +162,8 @@ func (c *testCluster) sm(n string, g GroupID) *kvMachine {
 }
 
 // propose retries a mutation on group g through node n until it is
-// acknowledged (a leaderless moment or a lost proposal is retried, as a
-// client would), or the deadline.
+// acknowledged (a leaderless moment, a lost proposal or one whose leader
+// changed is retried, as a client would), or the deadline.
 func (c *testCluster) propose(ctx context.Context, n string, g GroupID, data string) (Result, error) {
 	for {
 		h := c.host(n)
@@ -173,7 +173,7 @@ func (c *testCluster) propose(ctx context.Context, n string, g GroupID, data str
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		res, err := h.Propose(pctx, g, []byte(data))
 		cancel()
-		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrBusy) || errors.Is(err, ErrTimeout)) {
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrBusy) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrLeaderChanged)) {
 			return res, err
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -515,8 +515,8 @@ func TestMinorityAcknowledgesNothing(t *testing.T) {
 		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 		res, err := h.Propose(pctx, g, []byte("b=2"))
 		pcancel()
-		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrTimeout) {
-			t.Fatalf("group %d on a minority: %+v, %v; want ErrNoLeader or ErrTimeout", g, res, err)
+		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrLeaderChanged) {
+			t.Fatalf("group %d on a minority: %+v, %v; want ErrNoLeader, ErrTimeout or ErrLeaderChanged", g, res, err)
 		}
 	}
 	// After an election timeout or two, the minority knows it has no

@@ -5,30 +5,23 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mayflydb/mayfly/cluster"
 )
 
 // readDefaultMap reads the default bucket's partition map from etcd.
 func readDefaultMap(peers []string) (*cluster.PartitionMap, error) {
-	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	m, _, err := cluster.ReadMap(ctx, cli, "default")
-	if err == nil && m == nil {
-		err = fmt.Errorf("the default bucket is not placed yet")
-	}
+	var m *cluster.PartitionMap
+	err := withPeersClient(peers, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		if m, _, err = cluster.ReadMap(ctx, cli, "default"); err == nil && m == nil {
+			err = fmt.Errorf("the default bucket is not placed yet")
+		}
+		return err
+	})
 	return m, err
 }
 

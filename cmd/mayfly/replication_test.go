@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mayflydb/mayfly/cluster"
 )
@@ -741,18 +742,29 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 // clusterStatus reads the cluster's status as `mayfly cluster status
 // --peers` does.
 func clusterStatus(peers []string) (*cluster.Status, error) {
+	var st *cluster.Status
+	err := withPeersClient(peers, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		st, err = cluster.ReadStatus(ctx, cli, nil)
+		return err
+	})
+	return st, err
+}
+
+// withPeersClient calls fn with an etcd client of the cluster whose peers
+// are given, as `mayfly cluster --peers` connects, within 10 s.
+func withPeersClient(peers []string, fn func(context.Context, *clientv3.Client) error) error {
 	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cli.Close()
-	return cluster.ReadStatus(ctx, cli, nil)
+	return fn(ctx, cli)
 }
 
 // memcachedReplyElected is memcachedReply, asked again while the answer

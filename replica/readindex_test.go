@@ -95,15 +95,8 @@ func others(n string) []string {
 // succeeds while cut off; once healed, a read index succeeds again and the
 // node it succeeds on reads the new value.
 func TestReadIndexIsolatedLeader(t *testing.T) {
-	nc := newNetCut()
-	c := newTestCluster(t, 1, nc.install, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	nc, c, ctx, old := newCutCluster(t)
 	const g = GroupID(0)
-	if _, err := c.propose(ctx, "n1", g, "k=v1"); err != nil {
-		t.Fatal(err)
-	}
-	old := c.leaderOf(t, g, testNodes)
 	if err := c.host(old).ReadIndex(ctx, g); err != nil {
 		t.Fatalf("the leader's read index: %v", err)
 	}
@@ -388,15 +381,8 @@ func TestBucketReadIndexIsolatedLeader(t *testing.T) {
 // leader cut off) is answered when the group is removed, not left to its
 // deadline: the removed group no longer ticks, so nothing else would.
 func TestReadIndexOfRemovedGroup(t *testing.T) {
-	nc := newNetCut()
-	c := newTestCluster(t, 1, nc.install, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	nc, c, ctx, old := newCutCluster(t)
 	const g = GroupID(0)
-	if _, err := c.propose(ctx, "n1", g, "k=v1"); err != nil {
-		t.Fatal(err)
-	}
-	old := c.leaderOf(t, g, testNodes)
 	c.allQuiet(t, testNodes)
 	nc.isolate(old)
 	done := make(chan error, 1)

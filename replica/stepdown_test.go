@@ -13,15 +13,8 @@ import (
 // changed (outcome unknown) instead of waiting out its whole deadline, and
 // the write is never applied on the majority's side.
 func TestProposalOnCutOffLeaderFailsAtStepDown(t *testing.T) {
-	nc := newNetCut()
-	c := newTestCluster(t, 1, nc.install, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	nc, c, ctx, old := newCutCluster(t)
 	const g = GroupID(0)
-	if _, err := c.propose(ctx, "n1", g, "k=v1"); err != nil {
-		t.Fatal(err)
-	}
-	old := c.leaderOf(t, g, testNodes)
 	nc.isolate(old)
 
 	// The deadline is far beyond the step-down (CheckQuorum: an election
@@ -40,4 +33,19 @@ func TestProposalOnCutOffLeaderFailsAtStepDown(t *testing.T) {
 			t.Fatalf("%s holds k=%q, want v1: the cut-off leader's write was applied", n, v)
 		}
 	}
+}
+
+// newCutCluster starts three hosts whose frames a netCut can drop, with
+// one group (GroupID 0) holding k=v1, and returns them with a context
+// bounding the test (two minutes: a hang guard) and the group's leader.
+func newCutCluster(t *testing.T) (*netCut, *testCluster, context.Context, string) {
+	t.Helper()
+	nc := newNetCut()
+	c := newTestCluster(t, 1, nc.install, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := c.propose(ctx, "n1", 0, "k=v1"); err != nil {
+		t.Fatal(err)
+	}
+	return nc, c, ctx, c.leaderOf(t, 0, testNodes)
 }

@@ -230,6 +230,17 @@ func newLogDir(t *testing.T) string {
 	return logDir
 }
 
+// startRegisterClients starts the register clients, each counted in wg,
+// until ctx ends, and returns the channel their failures come on
+// (buffered for every client; the caller closes it after wg.Wait).
+func (r *run) startRegisterClients(ctx context.Context, wg *sync.WaitGroup) chan error {
+	failures := make(chan error, clients)
+	for c := range clients {
+		wg.Go(func() { r.registerClient(ctx, c, failures) })
+	}
+	return failures
+}
+
 // registerClient is client c of the register load until ctx ends: random
 // operations on random keys of the key space through random nodes, each
 // recorded in the history. An error the harness does not expect is sent
@@ -326,14 +337,7 @@ func runScenario(t *testing.T, bin string, dur time.Duration, sc scenario) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	failures := make(chan error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.registerClient(runCtx, c, failures)
-		}()
-	}
+	failures := r.startRegisterClients(runCtx, &wg)
 	sc.load(runCtx, r, &wg)
 
 	// The chaos: kill a node killEvery after the last one serves again,

@@ -75,14 +75,7 @@ func (r *run) measure(ctx context.Context, d time.Duration, f *figures) error {
 	before := len(r.hist.ops)
 	start := time.Now() // wall clock: the phase's length
 	var wg sync.WaitGroup
-	failures := make(chan error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.registerClient(runCtx, c, failures)
-		}()
-	}
+	failures := r.startRegisterClients(runCtx, &wg)
 	var typed atomic.Int64
 	for w := range 2 {
 		wg.Add(1)

@@ -63,14 +63,7 @@ func runPartition(t *testing.T, bin string, dur time.Duration) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	failures := make(chan error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.registerClient(runCtx, c, failures)
-		}()
-	}
+	failures := r.startRegisterClients(runCtx, &wg)
 	cutFor := partitionFor(dur)
 	endAt := time.Now().Add(dur) // wall clock: the load's length
 	// wait waits d, failing on a client's error.

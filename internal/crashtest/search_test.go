@@ -41,7 +41,7 @@ func checkSearch(ctx context.Context, srv *server, m *model, res *checkResult) {
 	req := fmt.Sprintf(`{"query":{"match_all":{}},"size":%d,"ctl":{"timeout":%d,"consistency":{"level":"at_plus"}}}`,
 		n+1, queryTimeout.Milliseconds())
 	path := "/api/index/" + searchIndex + "/query"
-	st, body, _, err := srv.do(ctx, http.MethodPost, path, []byte(req), queryTimeout)
+	st, body, _, err := srv.doWarm(ctx, http.MethodPost, path, []byte(req), queryTimeout)
 	switch {
 	case isTimeout(err):
 		res.hang = append(res.hang, fmt.Sprintf("POST %s (at_plus): %v", path, err))

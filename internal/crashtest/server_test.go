@@ -182,6 +182,25 @@ func (s *server) do(ctx context.Context, method, path string, body []byte, timeo
 	return resp.StatusCode, b, resp.Header, nil
 }
 
+// doWarm is do for a query, retried as a client retries while the server
+// answers that it is still warming up (503: a restarted server opens its
+// view and search indexes in the background), until timeout.
+func (s *server) doWarm(ctx context.Context, method, path string, body []byte, timeout time.Duration) (int, []byte, http.Header, error) {
+	deadline := time.Now().Add(timeout) // wall clock: a real server's warm-up
+	for {
+		st, b, h, err := s.do(ctx, method, path, body, time.Until(deadline)) // wall clock: as above
+		if err != nil || st != http.StatusServiceUnavailable || !bytes.Contains(b, []byte("warming up")) ||
+			time.Now().Add(50*time.Millisecond).After(deadline) { // wall clock: as above
+			return st, b, h, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, b, h, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // isTimeout reports whether err is a deadline that passed.
 func isTimeout(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) {

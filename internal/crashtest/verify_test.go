@@ -174,7 +174,7 @@ type reduceAnswer struct {
 // query runs one stale=false view query; a timeout is reported as a hang.
 func query(ctx context.Context, srv *server, view, params string, out any) (hang bool, err error) {
 	path := "/" + bucket + "/_design/" + ddocName + "/_view/" + view + "?stale=false&" + params
-	st, body, _, err := srv.do(ctx, http.MethodGet, path, nil, queryTimeout)
+	st, body, _, err := srv.doWarm(ctx, http.MethodGet, path, nil, queryTimeout)
 	if err != nil {
 		return isTimeout(err), fmt.Errorf("GET %s: %w", path, err)
 	}

@@ -221,8 +221,30 @@ func (b *Bucket) mutateReplicated(ctx context.Context, k docKey, req Durability,
 			return nil, err
 		}
 	}
+	// A write the document refuses (a CAS mismatch, an insert over a live
+	// key, a delete of a missing one) is a read of the leader's copy: it
+	// is answered only once a read index confirms that this node still
+	// leads and has applied all that was committed before it, and then
+	// decided again on that copy. Without it a deposed leader that does
+	// not know it yet answered such a write from its stale copy (`make
+	// chaos`'s partition case: a CAS refused against the value every
+	// other node held).
+	refused, confirmed := false, false
+	decide := func(old *Document, now int64) (*Document, error) {
+		d, err := fn(old, now)
+		refused = err != nil
+		return d, err
+	}
 	for range maxReplConflicts {
-		d, err := b.mutateOnce(ctx, k, req, needValue, resident, fn)
+		refused = false
+		d, err := b.mutateOnce(ctx, k, req, needValue, resident, decide)
+		if err != nil && refused && !confirmed {
+			if cerr := b.ConfirmRead(ctx, int(partitionOf(k.key, len(b.parts)))); cerr != nil {
+				return nil, cerr
+			}
+			confirmed = true
+			continue
+		}
 		if !errors.Is(err, errReplConflict) {
 			return d, err
 		}

@@ -428,15 +428,6 @@ func runScenario(t *testing.T, bin string, dur time.Duration, sc scenario) {
 	loadEnd := r.now()
 	measureWG.Wait()
 
-	// Every node serves and nothing lags.
-	for _, n := range nodes {
-		if !n.up() {
-			t.Fatalf("%s is down at the end", n.name)
-		}
-	}
-	if err := r.noLag(ctx); err != nil {
-		t.Fatal(err)
-	}
 	r.registerChecks(ctx, loadEnd)
 	sc.check(ctx, r)
 }
@@ -456,12 +447,20 @@ func (r *run) noLag(ctx context.Context) error {
 	}
 }
 
-// registerChecks reads every key of the key space through every node (all
-// must agree, each read joins the history), logs the run's figures, and
-// checks that no acknowledged write was lost and that the history is
-// linearizable.
+// registerChecks checks that every node serves and nothing lags, reads
+// every key of the key space through every node (all must agree, each
+// read joins the history), logs the run's figures, and checks that no
+// acknowledged write was lost and that the history is linearizable.
 func (r *run) registerChecks(ctx context.Context, loadEnd int64) {
 	t := r.t
+	for _, n := range r.nodes {
+		if !n.up() {
+			t.Fatalf("%s is down at the end", n.name)
+		}
+	}
+	if err := r.noLag(ctx); err != nil {
+		t.Fatal(err)
+	}
 	final := map[string]string{}
 	for k := range keySpace {
 		key := fmt.Sprintf("k%d", k)

@@ -50,6 +50,9 @@ type Status struct {
 	Orchestrator string `json:"orchestrator"`
 	// Buckets are the defined buckets, by name.
 	Buckets []BucketStatus `json:"buckets"`
+	// ThisNode names the node that serves the status, when a node does
+	// (GET /pools/default's "mayflyCluster"); ReadStatus leaves it empty.
+	ThisNode string `json:"thisNode,omitempty"`
 }
 
 // ReadStatus reads the cluster's status; peers are node names to show

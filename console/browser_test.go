@@ -90,7 +90,8 @@ const (
 	t0        = 1_700_000_000
 )
 
-func newTestServer(t *testing.T) *testServer {
+// newTestServer starts a testServer; opts change its HTTP API's options.
+func newTestServer(t *testing.T, opts ...func(*httpapi.Options)) *testServer {
 	t.Helper()
 	clk := engine.NewFakeClock(t0)
 	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
@@ -113,8 +114,12 @@ func newTestServer(t *testing.T) *testServer {
 	}
 	history := httpapi.NewStatsHistory(0, 0)
 	logs := &logtest.Buffer{}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Views: vs, Pager: pm, Auth: users, PagerRuns: runs, Console: console.Handler(),
-		StatsHistory: history, Logger: logs.Logger()}))
+	o := &httpapi.Options{Views: vs, Pager: pm, Auth: users, PagerRuns: runs, Console: console.Handler(),
+		StatsHistory: history, Logger: logs.Logger()}
+	for _, f := range opts {
+		f(o)
+	}
+	srv := httptest.NewServer(httpapi.New(eng, o))
 	t.Cleanup(func() {
 		srv.Close()
 		pm.Close(context.Background())

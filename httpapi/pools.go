@@ -41,17 +41,37 @@ func (s *server) getPools(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getPoolsDefault handles GET /pools/default.
-// In a cluster, the other nodes follow this one, as its etcd lists them
-// (issue 22 step 1: they do not serve this node's documents yet).
+// ClusterView is what GET /pools/default shows of a cluster beyond the
+// node asked (Options.Cluster).
+type ClusterView struct {
+	// Nodes are the other nodes, after this one in "nodes": each
+	// "healthy" while it holds its lease, "unhealthy" otherwise.
+	Nodes []clusterconfig.Node
+	// Balanced is Couchbase's "balanced": false while a partition is
+	// degraded or a replica lags.
+	Balanced bool
+	// Status is the cluster's state as `mayfly cluster status --json`
+	// prints it (nodes up and down, the orchestrator, partitions led and
+	// held per node, degraded partitions, lagging replicas), shown as
+	// "mayflyCluster": the web console's Cluster page reads it.
+	Status any
+}
+
+// getPoolsDefault handles GET /pools/default. In a cluster, the other
+// nodes follow this one, as the cluster's etcd lists them, and
+// "mayflyCluster" holds the cluster's state (ClusterView).
 func (s *server) getPoolsDefault(w http.ResponseWriter, r *http.Request) error {
 	out := clusterconfig.Default(configHost(r), s.ports)
-	if s.nodes != nil {
-		others, err := s.nodes(r.Context())
+	if s.cluster != nil {
+		cv, err := s.cluster(r.Context())
 		if err != nil {
 			return err
 		}
-		out["nodes"] = append(out["nodes"].([]clusterconfig.Node), others...)
+		out["nodes"] = append(out["nodes"].([]clusterconfig.Node), cv.Nodes...)
+		out["balanced"] = cv.Balanced
+		if cv.Status != nil {
+			out["mayflyCluster"] = cv.Status
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -92,9 +92,11 @@ type Options struct {
 	// lists: the KV port, and the HTTP API's own for management, views and
 	// search. Zero ports are left out.
 	ClusterPorts clusterconfig.Ports
-	// ClusterNodes lists the cluster's other nodes for GET /pools/default,
-	// after this one; nil (a single node) lists this node alone.
-	ClusterNodes func(context.Context) ([]clusterconfig.Node, error)
+	// Cluster reads what GET /pools/default shows of the cluster beyond
+	// this node (its other nodes, whether it is balanced, and the cluster's
+	// state as `mayfly cluster status` shows it, for the console); nil (a
+	// single node) lists this node alone.
+	Cluster func(context.Context) (*ClusterView, error)
 	// DesignDocs stores and deletes design documents for PUT and DELETE
 	// /{bucket}/_design/{ddoc}; nil means Views itself. A cluster node
 	// passes one that writes the definition to the cluster's state, from
@@ -194,7 +196,7 @@ type server struct {
 	runs     *PagerRuns
 	history  *StatsHistory
 	ports    clusterconfig.Ports
-	nodes    func(context.Context) ([]clusterconfig.Node, error)
+	cluster  func(context.Context) (*ClusterView, error)
 	coverage func(context.Context, string, int64) (*ViewCoverage, error) // nil: a single node
 	shares   *http.Client
 	streams  chan struct{} // one per open configuration stream
@@ -215,7 +217,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
-		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, nodes: o.ClusterNodes,
+		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, cluster: o.Cluster,
 		coverage: o.ViewCoverage, shares: o.ShareClient,
 		streams: make(chan struct{}, MaxConfigStreams)}
 	s.ddocs, s.colls = o.DesignDocs, o.Collections

@@ -155,21 +155,30 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 	return n, repl, nil
 }
 
-// clusterNodes lists the other nodes of n's cluster for /pools/default;
-// nil without a cluster. A cluster whose etcd has no quorum fails the
-// request after a few seconds rather than hang it.
-func clusterNodes(n *cluster.Node) func(context.Context) ([]clusterconfig.Node, error) {
+// clusterView is httpapi.Options.Cluster for node n (nil without one):
+// the other nodes for GET /pools/default's "nodes", Couchbase's
+// "balanced", and the status `mayfly cluster status` prints, with this
+// node's name (Status.ThisNode), as "mayflyCluster" (the console's Cluster page). A cluster
+// whose etcd has no quorum fails the request after a few seconds rather
+// than hang it.
+func clusterView(n *cluster.Node) func(context.Context) (*httpapi.ClusterView, error) {
 	if n == nil {
 		return nil
 	}
-	return func(ctx context.Context) ([]clusterconfig.Node, error) {
+	return func(ctx context.Context) (*httpapi.ClusterView, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		st, err := cluster.ReadStatus(ctx, n.Client(), nil)
 		if err != nil {
 			return nil, err
 		}
-		var out []clusterconfig.Node
+		st.ThisNode = n.Name()
+		out := &httpapi.ClusterView{Balanced: true, Status: st}
+		for _, bs := range st.Buckets {
+			if len(bs.Degraded) > 0 || len(bs.Lagging) > 0 {
+				out.Balanced = false
+			}
+		}
 		for _, ns := range st.Nodes {
 			if ns.Name == n.Name() {
 				continue
@@ -184,7 +193,7 @@ func clusterNodes(n *cluster.Node) func(context.Context) ([]clusterconfig.Node, 
 					node.Ports["direct"], _ = strconv.Atoi(p)
 				}
 			}
-			out = append(out, node)
+			out.Nodes = append(out.Nodes, node)
 		}
 		return out, nil
 	}

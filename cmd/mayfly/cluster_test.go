@@ -119,13 +119,46 @@ func TestServeCluster(t *testing.T) {
 			continue
 		}
 		var pools struct {
-			Nodes []poolNode `json:"nodes"`
+			Nodes    []poolNode `json:"nodes"`
+			Balanced bool       `json:"balanced"`
+			Cluster  struct {
+				ThisNode     string `json:"thisNode"`
+				Orchestrator string `json:"orchestrator"`
+				Nodes        []struct {
+					Name string `json:"name"`
+					Up   bool   `json:"up"`
+				} `json:"nodes"`
+				Buckets []struct {
+					Name     string         `json:"name"`
+					Leads    map[string]int `json:"leads"`
+					Holds    map[string]int `json:"holds"`
+					Degraded []int          `json:"degraded"`
+				} `json:"buckets"`
+			} `json:"mayflyCluster"`
 		}
 		if err := json.Unmarshal(body, &pools); err != nil {
 			t.Fatal(err)
 		}
 		if len(pools.Nodes) != 3 || !pools.Nodes[0].ThisNode || pools.Nodes[1].Status != "healthy" || pools.Nodes[2].Status != "healthy" {
 			t.Fatalf("/pools/default nodes: %+v", pools.Nodes)
+		}
+		// The cluster's state for the console: the node asked, an
+		// orchestrator, three nodes up, the default bucket's 1024
+		// partitions led (each once) and held (three times) by them.
+		c := pools.Cluster
+		if c.ThisNode != "n1" || c.Orchestrator == "" || len(c.Nodes) != 3 || len(c.Buckets) != 1 || !pools.Balanced {
+			t.Fatalf("/pools/default mayflyCluster: %s", body)
+		}
+		led, held := 0, 0
+		for _, n := range c.Nodes {
+			if !n.Up {
+				t.Errorf("mayflyCluster: %s not up: %s", n.Name, body)
+			}
+			led += c.Buckets[0].Leads[n.Name]
+			held += c.Buckets[0].Holds[n.Name]
+		}
+		if led != 1024 || held != 3*1024 || len(c.Buckets[0].Degraded) != 0 {
+			t.Errorf("mayflyCluster: bucket default led %d held %d degraded %v, want 1024, 3072, none", led, held, c.Buckets[0].Degraded)
 		}
 		break
 	}

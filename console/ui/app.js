@@ -8,6 +8,7 @@ import * as docs from './docs.js';
 import * as views from './views.js';
 import * as expiry from './expiry.js';
 import * as stats from './stats.js';
+import * as cluster from './cluster.js';
 
 const pages = [
   { id: 'buckets', title: 'Buckets', mod: buckets, perBucket: false },
@@ -15,6 +16,7 @@ const pages = [
   { id: 'views', title: 'Views', mod: views, perBucket: true },
   { id: 'expiry', title: 'Expiry', mod: expiry, perBucket: true },
   { id: 'stats', title: 'Stats', mod: stats, perBucket: true },
+  { id: 'cluster', title: 'Cluster', mod: cluster, perBucket: false },
 ];
 
 const main = document.getElementById('main');

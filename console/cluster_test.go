@@ -1,0 +1,90 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/clusterconfig"
+)
+
+// The Cluster page shows what `mayfly cluster status` prints, from GET
+// /pools/default: the nodes up and down, the orchestrator, the partitions
+// each node leads and holds, the degraded ones and the lagging replicas;
+// and it follows the cluster as it changes (a node back, its partitions
+// whole again) without a reload. The cluster's state is given to the HTTP
+// API as a cluster node's serve gives it (cmd/mayfly's TestServeCluster
+// reads the same fields from three real nodes).
+func TestConsoleCluster(t *testing.T) {
+	b := newBrowser(t)
+	var mu sync.Mutex
+	st := threeNodes()
+	st.Nodes[2].Up, st.Nodes[2].Info = false, nil
+	st.Buckets[0].Degraded = []int{0, 1, 2, 3, 7}
+	st.Buckets[0].Lagging = []cluster.Lagging{{Bucket: "default", Follower: "n3", Leader: "n1", Why: "down", Partitions: []int{0, 1, 2, 3, 7}, MaxBehind: 42}}
+	srv := newTestServer(t, func(o *httpapi.Options) {
+		o.Cluster = func(context.Context) (*httpapi.ClusterView, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			cv := &httpapi.ClusterView{Status: st, Balanced: len(st.Buckets[0].Degraded) == 0}
+			for _, n := range st.Nodes[1:] {
+				state := "unhealthy"
+				if n.Up {
+					state = "healthy"
+				}
+				cv.Nodes = append(cv.Nodes, clusterconfig.Node{Hostname: n.Name, Status: state, ClusterMembership: "active"})
+			}
+			return cv, nil
+		}
+	})
+	b.login(srv)
+	b.click(`#nav a[href="#/cluster"]`)
+	b.waitText("#cluster-summary", "Orchestrator: n2", "2 of 3 nodes up", "degraded or lagging")
+	b.waitText(`#cluster-nodes tr[data-node="n1"]`, "n1 (this node)", "up", "127.0.0.1:18191")
+	b.waitText(`#cluster-nodes tr[data-node="n3"]`, "down")
+	b.waitText(`section[data-bucket="default"] .degraded`, "5 degraded partitions: 0-3,7")
+	b.waitText(`section[data-bucket="default"] .lagging`, "n3 behind n1 (down) in 5 partitions, at most 42 entries: 0-3,7")
+	b.waitText(`section[data-bucket="default"] tr[data-node="n2"]`, "n2", "342", "1,024")
+	b.screenshot("cluster-degraded")
+
+	// n3 comes back and catches up: the page shows it at its next poll.
+	mu.Lock()
+	st = threeNodes()
+	mu.Unlock()
+	b.waitText("#cluster-summary", "3 of 3 nodes up", "Every partition has all its copies")
+	b.waitText(`#cluster-nodes tr[data-node="n3"]`, "up")
+	b.waitText(`section[data-bucket="default"] .degraded`, "No degraded partition.")
+	b.waitText(`section[data-bucket="default"] .lagging`, "No replica lagging.")
+	b.screenshot("cluster")
+}
+
+// On a single node the Cluster page says there is no cluster, and how to
+// start one.
+func TestConsoleClusterSingleNode(t *testing.T) {
+	b := newBrowser(t)
+	srv := newTestServer(t)
+	b.login(srv)
+	b.click(`#nav a[href="#/cluster"]`)
+	b.waitText("#cluster-single", "A single node", "no cluster", "--peers")
+	if got := b.text("#main"); strings.Contains(got, "Orchestrator") {
+		t.Errorf("a single node's Cluster page shows a cluster: %q", got)
+	}
+}
+
+// threeNodes is a healthy three-node cluster's status as n1 serves it: the
+// default bucket's 1024 partitions, three copies each, led 342/341/341.
+func threeNodes() *cluster.Status {
+	st := &cluster.Status{Orchestrator: "n2", ThisNode: "n1"}
+	for i, name := range []string{"n1", "n2", "n3"} {
+		info := &cluster.NodeInfo{Name: name, Cluster: fmt.Sprintf("127.0.0.1:191%d0", i), HTTP: fmt.Sprintf("127.0.0.1:18%d91", i+1), Version: "test"}
+		st.Nodes = append(st.Nodes, cluster.NodeStatus{Name: name, Up: true, Info: info})
+	}
+	bs := cluster.BucketStatus{Name: "default", ReplicaNumber: 2, Placed: true,
+		Leads: map[string]int{"n1": 342, "n2": 342, "n3": 340}, Holds: map[string]int{"n1": 1024, "n2": 1024, "n3": 1024}}
+	st.Buckets = []cluster.BucketStatus{bs}
+	return st
+}

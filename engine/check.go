@@ -90,6 +90,12 @@ func (b *Bucket) Check(ctx context.Context) error {
 	var live, tombs, kv, tombKV, nonResident int64
 	var exps []expItem
 	liveIn := make(map[CollectionID]int64) // live documents by collection
+	type partColl struct {
+		part uint16
+		cid  CollectionID
+	}
+	pLiveIn := make(map[partColl]int64)      // live documents by partition and collection
+	pLiveCounted := make(map[partColl]int64) // what the partitions count (partition.mu.live)
 	committed := make(map[docKey]*Document)
 	durable := make([]uint64, len(b.parts))
 	evicted := make([]uint64, len(b.parts)) // each partition's evictedMax
@@ -178,6 +184,7 @@ func (b *Bucket) Check(ctx context.Context) error {
 			live++
 			pLive[p.id]++
 			liveIn[k.cid]++
+			pLiveIn[partColl{p.id, k.cid}]++
 			if d.ejected {
 				nonResident++
 				switch {
@@ -192,6 +199,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 			}
 		}
 		pItems[p.id], pTombsCounted[p.id] = p.mu.items, p.mu.tombs
+		for cid, n := range p.mu.live {
+			pLiveCounted[partColl{p.id, cid}] = n
+		}
 		p.mu.RUnlock()
 	}
 	// Documents out of memory whole (evict.go) are the store's: they
@@ -212,10 +222,20 @@ func (b *Bucket) Check(ctx context.Context) error {
 		live++
 		pLive[d.Partition]++
 		liveIn[d.Collection]++
+		pLiveIn[partColl{d.Partition, d.Collection}]++
 		nonResident++
 		if d.Expiration != 0 {
 			exps = append(exps, expItem{exp: d.Expiration, key: docKey{cid: d.Collection, key: d.Key}, size: d.valueSize()})
 		}
+	}
+	for pc, n := range pLiveCounted {
+		if pLiveIn[pc] != n {
+			c.addf("partition %d counts %d live documents of collection %d, its documents count %d", pc.part, n, pc.cid, pLiveIn[pc])
+		}
+		delete(pLiveIn, pc)
+	}
+	for pc, n := range pLiveIn {
+		c.addf("partition %d counts no live documents of collection %d, its documents count %d", pc.part, pc.cid, n)
 	}
 	for i := range b.parts {
 		if pItems[i] != pLive[i] || pTombsCounted[i] != pTombs[i] {

@@ -141,6 +141,38 @@ func TestListModel(t *testing.T) {
 						t.Fatalf("%s: got %v, want %v", optString(o), got, w)
 					}
 				}
+				// A cluster node's share: the documents of a set of
+				// partitions, listed and counted. The shares of a split
+				// of the partitions count the collection whole.
+				for range 50 {
+					in := make([]bool, b.NumPartitions())
+					for i := range in {
+						in[i] = rng.IntN(3) == 0
+					}
+					var liveIn []string
+					for _, k := range live {
+						if in[b.PartitionOf(k)] {
+							liveIn = append(liveIn, k)
+						}
+					}
+					o := engine.ListOptions{Start: key(), End: key(), Descending: rng.IntN(2) == 0, Partitions: in}
+					if rng.IntN(2) == 0 {
+						o.Skip = rng.IntN(20)
+					}
+					if rng.IntN(2) == 0 {
+						o.Limit = 1 + rng.IntN(60)
+					}
+					if got, w := list(t, c, o), want(liveIn, o); !slices.Equal(got, w) {
+						t.Fatalf("partitions %v, %s: got %v, want %v", in, optString(o), got, w)
+					}
+					rest := make([]bool, len(in))
+					for i := range in {
+						rest[i] = !in[i]
+					}
+					if n, m := c.CountIn(in), c.CountIn(rest); n+m != c.Count() || n < int64(len(liveIn)) {
+						t.Fatalf("CountIn: %d + %d of the rest, want Count %d (at least %d live in the share)", n, m, c.Count(), len(liveIn))
+					}
+				}
 				if other != nil {
 					if got := list(t, other, engine.ListOptions{Limit: 2, Descending: true}); !slices.Equal(got, []string{"k1794", "k1788"}) {
 						t.Errorf("the other collection: %v", got)

@@ -274,7 +274,7 @@ func (b *Bucket) evictable() int64 {
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) published(p *partition, slot uint32, old, cur version) {
-	b.countLive(old, cur)
+	b.countLive(p, old, cur)
 	p.countLocked(old, -1)
 	p.countLocked(cur, 1)
 	b.held(p, slot, old, cur)

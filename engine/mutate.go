@@ -222,7 +222,7 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	// queued (expireQueued): published takes it out of the count again.
 	expiration := wasLive && d.Deleted && d.Expired
 	if expiration {
-		b.countLive(version{}, version{ok: true, cid: old.cid})
+		b.countLive(p, version{}, version{ok: true, cid: old.cid})
 		if p.mu.expiring[old.cid]--; p.mu.expiring[old.cid] == 0 {
 			delete(p.mu.expiring, old.cid)
 		}
@@ -333,7 +333,7 @@ func (b *Bucket) dropPending() {
 		}
 		clear(p.mu.pending)
 		for cid, n := range p.mu.expiring {
-			b.countExpiration(cid, n) // see expireQueued
+			b.countExpiration(p, cid, n) // see expireQueued
 		}
 		p.mu.expiring = nil
 		p.mu.seq = p.mu.durable
@@ -434,20 +434,18 @@ func (b *Bucket) queueExpirationLocked(p *partition, k docKey, prev, d *Document
 		return nil, false, err
 	}
 	b.exps.update(k, prev.Expiration, 0, 0)
-	b.countExpiration(k.cid, -1)
+	b.countExpiration(p, k.cid, -1)
 	return cb, wait, nil
 }
 
 // countExpiration adds delta to curr_items and to collection cid's count of
 // live documents: -1 as an expiration is queued, +n for n whose commit
 // failed.
-func (b *Bucket) countExpiration(cid CollectionID, delta int64) {
+//
+// REQUIRES: p.mu held for writing, p the documents' partition.
+func (b *Bucket) countExpiration(p *partition, cid CollectionID, delta int64) {
 	b.currItems.Add(delta)
-	v, ok := b.live.Load(cid)
-	if !ok {
-		v, _ = b.live.LoadOrStore(cid, new(atomic.Int64))
-	}
-	v.(*atomic.Int64).Add(delta)
+	b.addLive(p, cid, delta)
 }
 
 // ExpireBatch purges up to limit documents that have expired by now, in

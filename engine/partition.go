@@ -101,6 +101,11 @@ type partition struct {
 		// tombstones (vb_active_curr_items): kept by published, from the
 		// versions it is given, so they need no record.
 		items, tombs int64
+		// live counts the partition's live documents by collection, as
+		// the bucket's Collection.Count does for all (countLive,
+		// countExpiration): Collection.CountIn sums them over a set of
+		// partitions. nil until the first.
+		live map[CollectionID]int64
 		// bloom is the filter of the keys the store holds (bloom.go), nil
 		// when the bucket keeps none.
 		bloom *bloomFilter

@@ -27,6 +27,11 @@ type ListOptions struct {
 	Skip int
 	// Limit stops after that many documents; 0 or less is no limit.
 	Limit int
+	// Partitions, indexed by partition number, limits the listing to the
+	// documents of the partitions set (a cluster node's share of a
+	// listing); nil lists every partition. Skip and Limit count the
+	// documents listed.
+	Partitions []bool
 
 	// metaOnly yields ejected versions as they are (Keys reads the values
 	// of its page only).
@@ -118,14 +123,14 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 			return limit != 0
 		}
 		if c.b.store.st.durable() {
-			c.listStored(ctx, o.keyRange(), emit, yield)
+			c.listStored(ctx, o.keyRange(), o.Partitions, emit, yield)
 			return
 		}
 		keep := 0 // how many of the range's first documents the listing needs (0: all)
 		if o.Limit > 0 {
 			keep = max(o.Skip, 0) + o.Limit
 		}
-		docs, err := c.listMemory(ctx, o.keyRange(), keep)
+		docs, err := c.listMemory(ctx, o.keyRange(), o.Partitions, keep)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -161,13 +166,16 @@ func (c *Collection) List(ctx context.Context, o ListOptions) iter.Seq2[*Documen
 // versions (an ejected one read back from the store by emit). A key that
 // memory lacks once items left memory whole (evict.go) is read from the
 // store, without going back into memory (a listing would fill it).
-func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Document) bool, yield func(*Document, error) bool) {
+func (c *Collection) listStored(ctx context.Context, r keyRange, in []bool, emit func(*Document) bool, yield func(*Document, error) bool) {
 	now := c.b.clock.Now()
-	acked := c.ackedKeys(r)
-	// show emits key's version as reads see it, if live, and says whether
-	// the listing goes on.
+	acked := c.ackedKeys(r, in)
+	// show emits key's version as reads see it, if live and of a partition
+	// in in, and says whether the listing goes on.
 	show := func(key string) bool {
 		p := c.b.partitionFor(key)
+		if !included(in, p.id) {
+			return true
+		}
 		k := docKey{cid: c.id, key: key}
 		// Read before the look in memory, as a get does (Collection.get):
 		// a key the warm-up loads, finishing, after the look is not in it,
@@ -242,10 +250,14 @@ func (c *Collection) listStored(ctx context.Context, r keyRange, emit func(*Docu
 
 // ackedKeys returns the collection's keys within r that have a version
 // acknowledged from memory and not yet committed, in r's order. It visits
-// every partition's acked set: the writes on their way to disk, few.
-func (c *Collection) ackedKeys(r keyRange) []string {
+// every partition's acked set (those in in: see included): the writes on
+// their way to disk, few.
+func (c *Collection) ackedKeys(r keyRange, in []bool) []string {
 	var keys []string
 	for _, p := range c.b.parts {
+		if !included(in, p.id) {
+			continue
+		}
 		p.mu.RLock()
 		for k := range p.mu.acked {
 			if k.cid == c.id && r.contains(k.key) {
@@ -265,7 +277,7 @@ func (c *Collection) ackedKeys(r keyRange) []string {
 // r's order, visiting every partition; with keep > 0, only the first keep
 // of them, found with a bounded heap (memory for keep documents, not for
 // the range).
-func (c *Collection) listMemory(ctx context.Context, r keyRange, keep int) ([]*Document, error) {
+func (c *Collection) listMemory(ctx context.Context, r keyRange, in []bool, keep int) ([]*Document, error) {
 	now := c.b.clock.Now()
 	// before reports whether a comes before b in r's order.
 	before := func(a, b *Document) bool { return a.Key < b.Key != r.desc }
@@ -273,6 +285,9 @@ func (c *Collection) listMemory(ctx context.Context, r keyRange, keep int) ([]*D
 	for _, p := range c.b.parts {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if !included(in, p.id) {
+			continue
 		}
 		p.mu.RLock()
 		t := &p.mu.docs
@@ -344,7 +359,13 @@ func siftDown(h []*Document, i int, before func(a, b *Document) bool) {
 // with List, reading the whole range to count it: its cost follows the size
 // of the range, not of the page asked for.
 func (c *Collection) Keys(ctx context.Context, start, end string, skip, limit int) (docs []*Document, total int, err error) {
-	o := ListOptions{Start: &start, metaOnly: true}
+	return c.KeysIn(ctx, start, end, skip, limit, nil)
+}
+
+// KeysIn is Keys for the documents of the partitions in (ListOptions.
+// Partitions; nil: all): a cluster node's share of a listing.
+func (c *Collection) KeysIn(ctx context.Context, start, end string, skip, limit int, in []bool) (docs []*Document, total int, err error) {
+	o := ListOptions{Start: &start, metaOnly: true, Partitions: in}
 	if end != "" {
 		o.End = &end
 	}
@@ -393,9 +414,12 @@ func (c *Collection) Count() int64 {
 	return 0
 }
 
-// countLive keeps the collection's count of live documents (Collection.Count)
-// as d replaces old as the committed version of a key (either may be nil).
-func (b *Bucket) countLive(old, cur version) {
+// countLive keeps the collection's count of live documents (Collection.Count,
+// and p's for Collection.CountIn) as cur replaces old as the committed
+// version of a key of p (either may be absent).
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) countLive(p *partition, old, cur version) {
 	wasLive, isLive := old.live(), cur.live()
 	if wasLive == isLive {
 		return
@@ -404,11 +428,49 @@ func (b *Bucket) countLive(old, cur version) {
 	if wasLive {
 		cid, delta = old.cid, -1
 	}
+	b.addLive(p, cid, delta)
+}
+
+// addLive adds delta to collection cid's count of live documents, the
+// bucket's and p's.
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) addLive(p *partition, cid CollectionID, delta int64) {
 	v, ok := b.live.Load(cid)
 	if !ok {
 		v, _ = b.live.LoadOrStore(cid, new(atomic.Int64))
 	}
 	v.(*atomic.Int64).Add(delta)
+	if p.mu.live == nil {
+		p.mu.live = make(map[CollectionID]int64)
+	}
+	if p.mu.live[cid] += delta; p.mu.live[cid] == 0 {
+		delete(p.mu.live, cid)
+	}
+}
+
+// included reports whether partition id is in the set in (ListOptions.
+// Partitions): nil holds every partition.
+func included(in []bool, id uint16) bool {
+	return in == nil || int(id) < len(in) && in[id]
+}
+
+// CountIn is Count for the documents of the partitions in (indexed by
+// partition number; nil: all): a cluster node's share of a listing's
+// total_rows (its other partitions are other nodes' to count).
+func (c *Collection) CountIn(in []bool) int64 {
+	if in == nil {
+		return c.Count()
+	}
+	var n int64
+	for _, p := range c.b.parts {
+		if included(in, p.id) {
+			p.mu.RLock()
+			n += p.mu.live[c.id]
+			p.mu.RUnlock()
+		}
+	}
+	return n
 }
 
 // Tombstone returns the tombstone of a deleted document: its committed

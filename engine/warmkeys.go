@@ -129,7 +129,7 @@ func (b *Bucket) countStoredLocked(p *partition, d *Document) {
 		return
 	}
 	v := versionOfDoc(d)
-	b.countLive(version{}, v)
+	b.countLive(p, version{}, v)
 	p.countLocked(v, 1)
 	raiseCAS(&b.cas, d.CAS)
 	if d.Deleted {

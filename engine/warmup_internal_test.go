@@ -288,7 +288,7 @@ func TestListingRacingTheWarmupListsTheKey(t *testing.T) {
 	got := make(chan answer, 1)
 	go func() {
 		var a answer
-		c.listStored(ctx, keyRange{},
+		c.listStored(ctx, keyRange{}, nil,
 			func(d *Document) bool { a.keys = append(a.keys, d.Key); return true },
 			func(_ *Document, err error) bool { a.err = err; return false })
 		got <- a

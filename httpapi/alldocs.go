@@ -133,6 +133,14 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 			return &views.QueryError{Param: "start_key", Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=false"}
 		}
 	}
+	if s.coverage != nil {
+		if q.Has(shareRev) {
+			return s.answerAllDocsShare(w, r, b, c, p, o)
+		}
+		if done, err := s.allDocsCluster(w, r, b, c, p, o, body, updateSeq); done || err != nil {
+			return err
+		}
+	}
 	seq := ""
 	if updateSeq {
 		seq = changes.CurrentSeq(b)
@@ -148,14 +156,7 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	start := func(offset int) {
 		started = true
 		w.WriteHeader(http.StatusOK)
-		bw.WriteString(`{"total_rows":` + strconv.FormatInt(total, 10))
-		if offset >= 0 {
-			bw.WriteString(`,"offset":` + strconv.Itoa(offset))
-		}
-		if updateSeq {
-			bw.WriteString(`,"update_seq":"` + seq + `"`)
-		}
-		bw.WriteString(`,"rows":[`)
+		writeAllDocsHead(bw, total, offset, updateSeq, seq)
 	}
 	rows := 0
 	var line []byte

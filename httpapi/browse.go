@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // Browsing a collection's documents in key order (Couchbase's document
@@ -79,17 +85,95 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	docs, total, err := c.Keys(r.Context(), start, end, int(min(skip, int64(1)<<40)), int(limit))
+	skipN := int(min(skip, int64(1)<<40))
+	if s.coverage != nil {
+		// A cluster node: each coverer lists its partitions' documents of
+		// the range (their first skip+limit) and counts them; the node
+		// asked merges them, as _all_docs does (alldocs_cluster.go).
+		local := func(in []bool) ([]byte, error) {
+			docs, total, err := c.KeysIn(r.Context(), start, end, 0, skipN+int(limit), in)
+			if err != nil {
+				return nil, err
+			}
+			return browseShare(docs, total, withDocs)
+		}
+		if q.Has(shareRev) {
+			in, _, err := s.shareAsked(r, b)
+			if err != nil {
+				return err
+			}
+			out, err := local(in)
+			if err != nil {
+				return s.closedUnder(b, err)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, err = w.Write(out)
+			return err
+		}
+		done, err := s.listingCluster(w, r, b, defaultConnectionTimeout*time.Millisecond, nil, local, func(shares []gjson.Result) {
+			writeMergedBrowse(w, shares, skipN, int(limit))
+		})
+		if done || err != nil {
+			return err
+		}
+	}
+	docs, total, err := c.Keys(r.Context(), start, end, skipN, int(limit))
 	if err != nil {
 		return s.closedUnder(b, err)
 	}
 	rows := make([]browseRow, len(docs))
 	for i, d := range docs {
-		rows[i] = browseRow{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type)}
-		if withDocs {
-			rows[i].Doc = docEnvelope(d)
-		}
+		rows[i] = newBrowseRow(d, withDocs)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_rows": total, "rows": rows})
 	return nil
+}
+
+// newBrowseRow is document d's row of a listing.
+func newBrowseRow(d *engine.Document, withDoc bool) browseRow {
+	row := browseRow{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type)}
+	if withDoc {
+		row.Doc = docEnvelope(d)
+	}
+	return row
+}
+
+// browseShare is a coverer's share of a listing: {"total_rows":N,
+// "rows":[{"k":ID,"r":ROW}]}, the rows in key order.
+func browseShare(docs []*engine.Document, total int, withDocs bool) ([]byte, error) {
+	type keyed struct {
+		K string    `json:"k"`
+		R browseRow `json:"r"`
+	}
+	rows := make([]keyed, len(docs))
+	for i, d := range docs {
+		rows[i] = keyed{d.Key, newBrowseRow(d, withDocs)}
+	}
+	return json.Marshal(map[string]any{"total_rows": total, "rows": rows})
+}
+
+// writeMergedBrowse writes the listing the shares make: their rows in key
+// order, skip passed over, at most limit; total_rows their sum.
+func writeMergedBrowse(w http.ResponseWriter, shares []gjson.Result, skip, limit int) {
+	type keyed struct {
+		k string
+		r json.RawMessage
+	}
+	var all []keyed
+	total := int64(0)
+	for _, sh := range shares {
+		total += sh.Get("total_rows").Int()
+		sh.Get("rows").ForEach(func(_, v gjson.Result) bool {
+			all = append(all, keyed{v.Get("k").String(), json.RawMessage(v.Get("r").Raw)})
+			return true
+		})
+	}
+	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.k, b.k) })
+	all = all[min(skip, len(all)):]
+	all = all[:min(limit, len(all))]
+	rows := make([]json.RawMessage, len(all))
+	for i, kr := range all {
+		rows[i] = kr.r
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_rows": total, "rows": rows})
 }

@@ -182,8 +182,20 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 // connection timeout); only a refusal under another coverage revision is
 // an error.
 func (s *server) askShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (*views.Partial, *views.NodeError, error) {
+	ans, nerr, err := s.fetchShare(ctx, r, c, rev, now, timeout, body)
+	if nerr != nil || err != nil {
+		return nil, nerr, err
+	}
+	return decodeShare(ans), nil, nil
+}
+
+// fetchShare sends r, as a request for coverer c's share under coverage
+// revision rev, to c, and returns its answer (valid JSON, status 200);
+// failures as askShare has them.
+func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (gjson.Result, *views.NodeError, error) {
+	var none gjson.Result
 	if c.URL == "" {
-		return nil, &views.NodeError{From: c.Name, Reason: "node_down"}, nil
+		return none, &views.NodeError{From: c.Name, Reason: "node_down"}, nil
 	}
 	from := c.URL + r.URL.EscapedPath()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -200,7 +212,7 @@ func (s *server) askShare(ctx context.Context, r *http.Request, c Coverer, rev, 
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, u, rd)
 	if err != nil {
-		return nil, &views.NodeError{From: from, Reason: err.Error()}, nil
+		return none, &views.NodeError{From: from, Reason: err.Error()}, nil
 	}
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
@@ -210,30 +222,30 @@ func (s *server) askShare(ctx context.Context, r *http.Request, c Coverer, rev, 
 	}
 	resp, err := s.shares.Do(req)
 	if err != nil {
-		return nil, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
+		return none, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxShareBody+1))
 	switch {
 	case err != nil:
-		return nil, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
+		return none, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
 	case len(data) > maxShareBody:
-		return nil, &views.NodeError{From: from, Reason: fmt.Sprintf("the node's answer is over %d bytes", maxShareBody)}, nil
+		return none, &views.NodeError{From: from, Reason: fmt.Sprintf("the node's answer is over %d bytes", maxShareBody)}, nil
 	case !gjson.ValidBytes(data):
-		return nil, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
+		return none, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
 	}
 	ans := gjson.ParseBytes(data)
 	if resp.StatusCode != http.StatusOK {
 		if resp.StatusCode == http.StatusConflict && ans.Get("error").String() == "coverage_changed" {
-			return nil, nil, fmt.Errorf("%w: %s", errCoverageChanged, ans.Get("reason").String())
+			return none, nil, fmt.Errorf("%w: %s", errCoverageChanged, ans.Get("reason").String())
 		}
 		reason := ans.Get("reason").String()
 		if reason == "" {
 			reason = resp.Status
 		}
-		return nil, &views.NodeError{From: from, Reason: reason}, nil
+		return none, &views.NodeError{From: from, Reason: reason}, nil
 	}
-	return decodeShare(ans), nil, nil
+	return ans, nil, nil
 }
 
 // transportReason names a failed request to a coverer as Couchbase's
@@ -254,16 +266,34 @@ func transportReason(ctx context.Context, err error) string {
 // is not the one the other node read, or does not give it those
 // partitions.
 func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query) error {
+	want, now, err := s.shareAsked(r, b)
+	if err != nil {
+		return err
+	}
+	part, err := q.Partial(r.Context(), views.Share{Now: now, Partitions: want})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(encodeShare(part))
+	return err
+}
+
+// shareAsked reads a share request's parameters (its partitions, as a set,
+// and the querying node's instant) and checks them against this node's
+// coverage: 409 coverage_changed when its revision is not the one the
+// querying node read, or does not give this node those partitions.
+func (s *server) shareAsked(r *http.Request, b *engine.Bucket) ([]bool, int64, error) {
 	v := r.URL.Query()
 	rev, err1 := strconv.ParseInt(v.Get(shareRev), 10, 64)
 	now, err2 := strconv.ParseInt(v.Get(shareNow), 10, 64)
 	want, err3 := parsePartitions(v.Get(sharePartitions), b.NumPartitions())
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return errBadRequest("a view share request's parameters: " + err.Error())
+		return nil, 0, errBadRequest("a share request's parameters: " + err.Error())
 	}
 	cov, err := s.coverage(r.Context(), b.Name(), rev)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	var mine []bool
 	if cov != nil && cov.Rev == rev {
@@ -279,16 +309,10 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 			if cov != nil {
 				have = cov.Rev
 			}
-			return &httpError{http.StatusConflict, "coverage_changed", fmt.Sprintf("asked for partition %d under view coverage revision %d; this node's is %d", p, rev, have)}
+			return nil, 0, &httpError{http.StatusConflict, "coverage_changed", fmt.Sprintf("asked for partition %d under view coverage revision %d; this node's is %d", p, rev, have)}
 		}
 	}
-	part, err := q.Partial(r.Context(), views.Share{Now: now, Partitions: want})
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(encodeShare(part))
-	return err
+	return want, now, nil
 }
 
 // encodeShare writes a Partial as JSON: {"total_rows":N,"rows":[{"s":seg,

@@ -1,0 +1,111 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/httpapi"
+)
+
+// docRevs matches the revisions in _all_docs answers (rows' values and
+// include_docs documents): separate engines give a document another CAS.
+var docRevs = regexp.MustCompile(`"_?rev":"[^"]*"`)
+
+// TestAllDocsScatter: _all_docs at any node of three, each holding a third
+// of the partitions, lists exactly what one node holding every document
+// lists: ranges both ways, skip and limit, keys (duplicates, a missing key,
+// a deleted one, one that is not a string) in the query and in a POST
+// body, include_docs, and total_rows counting every node's documents.
+func TestAllDocsScatter(t *testing.T) {
+	c := newScatterCluster(t)
+	b, _ := c.oracle.eng.Bucket("default")
+	for _, key := range []string{"k010", "k211"} {
+		for _, f := range []*fixture{c.oracle, c.nodes[b.PartitionOf(key)%3]} {
+			nb, _ := f.eng.Bucket("default")
+			if _, err := nb.DefaultCollection().Delete(context.Background(), key, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	queries := []string{
+		"", "?limit=10", "?skip=5&limit=7", "?descending=true&skip=2&limit=9", "?startkey=k100&endkey=k150",
+		"?start_key=%22k150%22&end_key=%22k100%22&descending=true&inclusive_end=false", "?key=k042", "?key=k010",
+		`?keys=["k001","k299","nope","k001","k010",3]`, `?keys=["k001","k299","nope","k001"]&descending=true&skip=1&limit=2`,
+		"?include_docs=true&limit=4&skip=100", "?limit=0", "?skip=3&limit=0", "?startkey=k290", "?skip=1000",
+	}
+	for _, q := range queries {
+		path := "/default/_all_docs" + strings.ReplaceAll(strings.ReplaceAll(q, "[", "%5B"), "]", "%5D")
+		st, _, want := c.oracle.do("GET", path, "", "")
+		if st != 200 || !strings.Contains(want, `"rows":[`) {
+			t.Fatalf("%s on the oracle: %d %s", q, st, want)
+		}
+		for i, n := range c.nodes {
+			st, h, got := n.do("GET", path, "", "")
+			if st != 200 || docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
+				t.Errorf("%s at node %d: %d\n got %s\nwant %s", q, i, st, got, want)
+			}
+			if h.Get("X-Mayfly-View-Nodes") != "3" {
+				t.Errorf("%s at node %d: X-Mayfly-View-Nodes %q, want 3", q, i, h.Get("X-Mayfly-View-Nodes"))
+			}
+		}
+	}
+	body := `{"keys":["k299","k000","k299","zz"]}`
+	_, _, want := c.oracle.do("POST", "/default/_all_docs?include_docs=true", "application/json", body)
+	if _, _, got := c.nodes[1].do("POST", "/default/_all_docs?include_docs=true", "application/json", body); docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
+		t.Errorf("POST keys:\n got %s\nwant %s", got, want)
+	}
+	// The old answer: one node's own documents only.
+	_, _, one := c.oracle.do("GET", "/default/_all_docs?limit=0", "", "")
+	if !strings.Contains(one, `"total_rows":298`) {
+		t.Errorf("the oracle counts %s, want 298 (300 written, 2 deleted; expired ones count until purged)", one)
+	}
+}
+
+// TestAllDocsScatterFailures: a coverer under another coverage revision is
+// asked again, never answered from; a coverer that cannot be reached
+// fails the listing (503, naming it) rather than leave its documents out.
+func TestAllDocsScatterFailures(t *testing.T) {
+	c := newScatterCluster(t)
+	_, _, want := c.oracle.do("GET", "/default/_all_docs?limit=50&skip=20", "", "")
+	c.stale.Store(6)
+	before := c.reads.Load()
+	if st, _, got := c.nodes[0].do("GET", "/default/_all_docs?limit=50&skip=20", "", ""); st != 200 || docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
+		t.Fatalf("after a coverage change: %d\n got %s\nwant %s", st, got, want)
+	}
+	if n := c.reads.Load() - before; n != 2 {
+		t.Fatalf("node 0 read its coverage %d times, want 2 (the stale one, then the new)", n)
+	}
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	c.extra = []httpapi.Coverer{{Name: "dead", URL: deadURL, Partitions: []int{15}}}
+	st, _, got := c.nodes[1].do("GET", "/default/_all_docs?limit=5", "", "")
+	if st != http.StatusServiceUnavailable || !strings.Contains(got, "node dead") || !strings.Contains(got, "econnrefused") {
+		t.Fatalf("a dead coverer: %d %s", st, got)
+	}
+}
+
+// TestBrowseScatter: the console's document listing (Couchbase's
+// .../collections/{c}/docs) at any node of three lists and counts what one
+// node holding every document does.
+func TestBrowseScatter(t *testing.T) {
+	c := newScatterCluster(t)
+	cas := regexp.MustCompile(`"cas":[0-9]+`)
+	norm := func(s string) string { return cas.ReplaceAllString(docRevs.ReplaceAllString(s, ""), "") }
+	for _, q := range []string{"", "?limit=10&skip=5", "?startkey=k100&endkey=k150", "?startkey=%22k2%22&limit=7", "?include_docs=true&limit=3&skip=200", "?skip=1000"} {
+		path := "/pools/default/buckets/default/scopes/_default/collections/_default/docs" + q
+		st, _, want := c.oracle.do("GET", path, "", "")
+		if st != 200 || !strings.Contains(want, `"total_rows"`) {
+			t.Fatalf("%s on the oracle: %d %s", q, st, want)
+		}
+		for i, n := range c.nodes {
+			if st, _, got := n.do("GET", path, "", ""); st != 200 || norm(got) != norm(want) {
+				t.Errorf("%s at node %d: %d\n got %s\nwant %s", q, i, st, got, want)
+			}
+		}
+	}
+}

@@ -455,6 +455,23 @@ func included(in []bool, id uint16) bool {
 	return in == nil || int(id) < len(in) && in[id]
 }
 
+// ItemsIn is curr_items for the documents of the partitions in (nil:
+// all), every collection's: a cluster node's share of a bucket's item
+// count.
+func (b *Bucket) ItemsIn(in []bool) int64 {
+	var n int64
+	for _, p := range b.parts {
+		if included(in, p.id) {
+			p.mu.RLock()
+			for _, c := range p.mu.live {
+				n += c
+			}
+			p.mu.RUnlock()
+		}
+	}
+	return n
+}
+
 // CountIn is Count for the documents of the partitions in (indexed by
 // partition number; nil: all): a cluster node's share of a listing's
 // total_rows (its other partitions are other nodes' to count).

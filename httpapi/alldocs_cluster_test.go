@@ -109,3 +109,29 @@ func TestBrowseScatter(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketItemCountScatter: a bucket's basicStats.itemCount (the
+// console's Items column) at any node of three counts every node's
+// documents once, in the bucket's configuration and in the list of
+// buckets, where each node holds a third of them.
+func TestBucketItemCountScatter(t *testing.T) {
+	c := newScatterCluster(t)
+	count := func(f *fixture, path string) string {
+		st, _, body := f.do("GET", path, "", "")
+		if st != 200 {
+			t.Fatalf("%s: %d %s", path, st, body)
+		}
+		return regexp.MustCompile(`"itemCount":[0-9]+`).FindString(body)
+	}
+	want := count(c.oracle, "/pools/default/buckets/default")
+	if want != `"itemCount":300` {
+		t.Fatalf("the oracle's count: %s, want 300", want)
+	}
+	for i, n := range c.nodes {
+		for _, path := range []string{"/pools/default/buckets/default", "/pools/default/buckets"} {
+			if got := count(n, path); got != want {
+				t.Errorf("%s at node %d: %s, want %s", path, i, got, want)
+			}
+		}
+	}
+}

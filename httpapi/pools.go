@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/mayflydb/mayfly/auth"
@@ -99,7 +102,11 @@ func (s *server) getTerseBucket(w http.ResponseWriter, r *http.Request) error {
 // (uuid, nodeLocator, vBucketServerMap, nodes, ...) Couchbase adds.
 func (s *server) bucketConfigView(b *engine.Bucket, r *http.Request) (map[string]json.RawMessage, error) {
 	out := map[string]json.RawMessage{}
-	for _, part := range []any{s.terse(r, b), bucketView(b)} {
+	bv := bucketView(b)
+	if n, ok := s.clusterItems(r, b); ok {
+		bv.BasicStats["itemCount"] = n
+	}
+	for _, part := range []any{s.terse(r, b), bv} {
 		raw, err := json.Marshal(part)
 		if err != nil {
 			return nil, err
@@ -111,11 +118,21 @@ func (s *server) bucketConfigView(b *engine.Bucket, r *http.Request) (map[string
 	return out, nil
 }
 
-// getBucketConfig handles GET /pools/default/buckets/{bucket}.
+// getBucketConfig handles GET /pools/default/buckets/{bucket}; on a
+// cluster node, with a share request's parameters, it answers this node's
+// share of the bucket's item count (clusterItems).
 func (s *server) getBucketConfig(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
 		return err
+	}
+	if s.coverage != nil && r.URL.Query().Has(shareRev) {
+		in, _, err := s.shareAsked(r, b)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]int64{"total_rows": b.ItemsIn(in)})
+		return nil
 	}
 	v, err := s.bucketConfigView(b, r)
 	if err != nil {
@@ -282,4 +299,49 @@ func (s *server) terse(r *http.Request, b *engine.Bucket) *clusterconfig.Bucket 
 		s.log.Warn("the cluster's layout of a bucket's configuration", "bucket", b.Name(), "err", err)
 	}
 	return c.WithTopology(t, host, s.ports)
+}
+
+// clusterItemsTimeout bounds how long a bucket's configuration waits for
+// the other nodes' item counts.
+const clusterItemsTimeout = 5 * time.Second
+
+// clusterItems is a cluster bucket's item count, Couchbase's
+// basicStats.itemCount: each partition's documents counted once, by the
+// node covering it (as for a view), where this node's curr_items counts
+// the copies it holds (all of the bucket's with three nodes, three
+// quarters with four). ok is false on a single node, before the bucket has
+// a coverage, or when a node does not answer in time: the answer then
+// shows this node's count.
+func (s *server) clusterItems(r *http.Request, b *engine.Bucket) (int64, bool) {
+	if s.coverage == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), clusterItemsTimeout)
+	defer cancel()
+	// A share request to the bucket's configuration, whatever route asked.
+	sr := r.Clone(ctx)
+	sr.Method = http.MethodGet
+	sr.URL = &url.URL{Path: "/pools/default/buckets/" + b.Name()}
+	local := func(in []bool) ([]byte, error) {
+		return []byte(`{"total_rows":` + strconv.FormatInt(b.ItemsIn(in), 10) + `}`), nil
+	}
+	for tries := 0; tries <= maxCoverageRetries; tries++ {
+		cov, err := s.coverage(ctx, b.Name(), 0)
+		if err != nil || cov == nil || len(cov.Nodes) == 0 {
+			return 0, false
+		}
+		shares, err := s.scatterListing(ctx, sr, b, cov, clusterItemsTimeout, nil, local)
+		if errors.Is(err, errCoverageChanged) {
+			continue
+		}
+		if err != nil {
+			return 0, false
+		}
+		var n int64
+		for _, sh := range shares {
+			n += sh.Get("total_rows").Int()
+		}
+		return n, true
+	}
+	return 0, false
 }

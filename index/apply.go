@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Apply replaces the rows of each updated document in every view with its new
@@ -39,6 +40,36 @@ func (ix *Index) ApplyUpTo(ctx context.Context, updates []DocUpdate, upTo []uint
 // called with no lock of the index held, before ApplyDurable returns. A
 // change-feed consumer acknowledges its position there.
 func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []uint64, durable func()) (err error) {
+	return ix.applyDurable(ctx, updates, upTo, nil, durable)
+}
+
+// Rewind removes every row of the documents whose partition (partOf of
+// their id) is one of parts, and sets those partitions' sequence numbers
+// to 0, in one transaction, as an Apply of their deletions: a change-feed
+// consumer whose bucket no longer holds what it saw of those partitions
+// (a partition's copy dropped) then reads them again from their start.
+// The other partitions' rows and sequence numbers stay. durable is called
+// as ApplyDurable calls it.
+func (ix *Index) Rewind(ctx context.Context, parts []int, partOf func(docID string) int, durable func()) error {
+	nparts := len(ix.snap.Load().seqs)
+	for _, p := range parts {
+		if p < 0 || p >= nparts {
+			return fmt.Errorf("%w: partition %d of %d", ErrPartition, p, nparts)
+		}
+	}
+	return ix.applyDurable(ctx, nil, nil, &rewind{parts: parts, partOf: partOf}, durable)
+}
+
+// rewind is what Rewind removes: the documents of parts, by partOf.
+type rewind struct {
+	parts  []int
+	partOf func(docID string) int
+}
+
+// applyDurable is ApplyDurable, which first, when rw is not nil, adds to
+// updates the deletions of rw's documents, found under the writer's lock,
+// and lowers rw's partitions' sequence numbers to 0 last.
+func (ix *Index) applyDurable(ctx context.Context, updates []DocUpdate, upTo []uint64, rw *rewind, durable func()) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -63,6 +94,11 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 	defer ix.mu.Unlock()
 	if ix.closed.Load() {
 		return ErrClosed
+	}
+	if rw != nil {
+		if updates, err = ix.rewindUpdatesLocked(updates, rw); err != nil {
+			return err
+		}
 	}
 	old := ix.snap.Load()
 	ix.mu.gen++
@@ -110,6 +146,11 @@ func (ix *Index) ApplyDurable(ctx context.Context, updates []DocUpdate, upTo []u
 		}
 		for p, seq := range upTo {
 			snap.seqs[p] = max(snap.seqs[p], seq)
+		}
+		if rw != nil {
+			for _, p := range rw.parts {
+				snap.seqs[p] = 0
+			}
 		}
 		if ix.db != nil {
 			return ix.appendLog(a.log, snap.seqs, mapped)
@@ -347,4 +388,29 @@ func (ix *Index) WriteBack() (err error) {
 	}
 	defer recoverPage(&err)
 	return ix.writeBackLocked()
+}
+
+// rewindUpdatesLocked appends to updates the deletion of every document the
+// index holds rows of whose partition is one of rw's, in id order.
+// REQUIRES: ix.mu.
+func (ix *Index) rewindUpdatesLocked(updates []DocUpdate, rw *rewind) ([]DocUpdate, error) {
+	in := make(map[int]bool, len(rw.parts))
+	for _, p := range rw.parts {
+		in[p] = true
+	}
+	add := func(id string) {
+		if p := rw.partOf(id); in[p] {
+			updates = append(updates, DocUpdate{DocID: id, Partition: uint16(p)})
+		}
+	}
+	from := len(updates)
+	if ix.ps == nil {
+		for id := range ix.mu.back {
+			add(id)
+		}
+	} else if err := ix.ps.eachDoc(add); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(updates[from:], func(x, y DocUpdate) int { return strings.Compare(x.DocID, y.DocID) })
+	return updates, nil
 }

@@ -1029,6 +1029,31 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 	return back, nil
 }
 
+// eachDoc calls fn with the id of every document the index holds rows of:
+// those of the file's back index that the Applies since the last write-back
+// did not delete, and those they gave rows. REQUIRES: Index.mu.
+func (ps *pager) eachDoc(fn func(id string)) error {
+	err := ps.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBack).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			ps.mm.noteReadIn(tx, len(k)+len(v))
+			if _, changed := ps.dirty.back[string(k)]; !changed {
+				fn(string(k))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: read back index: %w", err)
+	}
+	for id, rows := range ps.dirty.back {
+		if rows != nil {
+			fn(id)
+		}
+	}
+	return nil
+}
+
 // applied records what a successful Apply of a paged index changed and
 // did not write as pages: its documents' back-index entries (back holds
 // them now), the pages it dropped, its dirty leaves' estimated bytes.

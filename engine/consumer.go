@@ -41,6 +41,15 @@ func (c *Consumer) CheckPosition(uuid uint64, seqs []uint64) error {
 	return c.b.CheckPosition(uuid, seqs)
 }
 
+// RollbackPartitions tells the consumer, having seen every change up to
+// seqs in the history uuid, which partitions it must forget and read again
+// from sequence number 0 to go on in the current history, named now; an
+// error wrapping ErrRollback when only starting over works (see
+// Bucket.RollbackPartitions).
+func (c *Consumer) RollbackPartitions(uuid uint64, seqs []uint64) ([]PartitionRollback, uint64, error) {
+	return c.b.RollbackPartitions(uuid, seqs)
+}
+
 // UUID returns the UUID of the bucket's current history.
 func (c *Consumer) UUID() uint64 { return c.b.UUID() }
 
@@ -112,9 +121,11 @@ func (c *Consumer) WaitCommitted(ctx context.Context, target []uint64) error {
 func (c *Consumer) NumPartitions() int { return len(c.b.parts) }
 
 // Wait blocks until some partition's high sequence number passes since, the
-// bucket closes (ErrClosed), or ctx ends.
-func (c *Consumer) Wait(ctx context.Context, since []uint64) error {
-	return c.b.WaitChanges(ctx, since)
+// bucket's history is no longer the one named uuid (a partition's copy
+// dropped: the consumer may have partitions to roll back, see
+// RollbackPartitions), the bucket closes (ErrClosed), or ctx ends.
+func (c *Consumer) Wait(ctx context.Context, uuid uint64, since []uint64) error {
+	return c.b.waitChanges(ctx, &uuid, since)
 }
 
 // WaitWarm blocks until the bucket's warm-up is done (see Bucket.WaitWarm):

@@ -158,9 +158,11 @@ func (b *Bucket) lockSettled(ctx context.Context, p *partition, busy func(docKey
 // partition's counts and sequence numbers go back to 0, so that a copy of it
 // that joins a group again later starts empty and takes its group's
 // snapshot whole. A new history begins in which the partition starts at 0:
-// a change-feed consumer that saw any of its changes rolls back
-// (CheckPosition, which feed.Consumer asks again when the history changes)
-// rather than keeping rows of documents this node no longer holds. A
+// a change-feed consumer that saw any of its changes rolls the partition
+// back (RollbackPartitions; feed.Consumer asks when the history changes,
+// and Consumer.Wait ends when it does) rather than keeping rows of
+// documents this node no longer holds, or skipping the changes of a copy
+// that joins again from 0. A
 // partition that never held anything (sequence number 0) is left as it is.
 //
 // Nothing may write to the partition meanwhile (a replicated bucket's
@@ -220,9 +222,13 @@ func (b *Bucket) DropPartition(ctx context.Context, part int) error {
 	b.consumersMu.Unlock()
 	high := b.HighSeqnos()
 	b.histMu.Lock()
-	defer b.histMu.Unlock()
 	b.history = beginHistory(b.history, high)
-	if err := b.store.st.begin(b.history); err != nil {
+	err = b.store.st.begin(b.history)
+	b.histMu.Unlock()
+	// A consumer waiting for changes learns of the new history now (see
+	// Consumer.Wait), and rolls the partition back.
+	b.changed()
+	if err != nil {
 		return fmt.Errorf("%w: partition %d: start a history: %w", ErrStorage, part, err)
 	}
 	return nil

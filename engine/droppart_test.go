@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -141,5 +143,96 @@ func TestDropPartition(t *testing.T) {
 			}
 			closeChecked(t, eng)
 		})
+	}
+}
+
+// A consumer that saw two partitions whose copies were dropped one after
+// the other must roll back both, even once they hold changes again: what a
+// history holds of a partition is the least of where every later history
+// began (the first drop's history alone still holds the second partition).
+// A consumer waiting for changes is woken by a drop; one that follows the
+// new history is not rolled back again.
+func TestDropPartitionRollbackPartitions(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, eng)
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	keyIn := map[int]string{}
+	for i := 0; len(keyIn) < 8; i++ {
+		k := fmt.Sprint("k", i)
+		if _, err := c.Upsert(ctx, k, []byte(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		keyIn[b.PartitionOf(k)] = k
+	}
+	h := b.Consumer("view")
+	seen, uuid := b.HighSeqnos(), b.UUID()
+	if parts, now, err := h.RollbackPartitions(uuid, seen); err != nil || len(parts) != 0 || now != uuid {
+		t.Fatalf("before any drop: %v, %d, %v; want none, %d", parts, now, err, uuid)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- h.Wait(ctx, uuid, seen) }()
+	const p, q = 2, 5
+	if err := b.DropPartition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	case <-time.After(time.Minute): // only a hang
+		t.Fatal("Wait did not end when the history changed")
+	}
+	mid := b.UUID()
+	if err := b.DropPartition(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	// The copies join again and grow past where the consumer was.
+	for range 5 {
+		for _, part := range []int{p, q} {
+			if _, err := c.Upsert(ctx, keyIn[part], []byte(`{}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	parts, now, err := h.RollbackPartitions(uuid, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now != b.UUID() || now == uuid || now == mid {
+		t.Errorf("now %d, want the current history %d", now, b.UUID())
+	}
+	var got []int
+	for _, r := range parts {
+		got = append(got, r.Partition)
+		if r.Held != 0 || r.Seq != seen[r.Partition] {
+			t.Errorf("partition %d: seq %d held %d; want %d, 0", r.Partition, r.Seq, r.Held, seen[r.Partition])
+		}
+	}
+	if !slices.Equal(got, []int{p, q}) {
+		t.Errorf("partitions to roll back: %v, want [%d %d]", got, p, q)
+	}
+	// The first drop's history alone still held q.
+	onlyQ := slices.Clone(seen)
+	onlyQ[p] = 0
+	if err := b.CheckPosition(uuid, onlyQ); !errors.Is(err, engine.ErrRollback) {
+		t.Errorf("a position that saw q before its drop: %v, want a rollback", err)
+	}
+	// Rolled back, following the current history: nothing more.
+	back := slices.Clone(seen)
+	back[p], back[q] = 0, 0
+	if parts, _, err := h.RollbackPartitions(now, back); err != nil || len(parts) != 0 {
+		t.Errorf("rolled back: %v, %v; want nothing", parts, err)
+	}
+	if _, _, err := h.RollbackPartitions(12345, seen); !errors.Is(err, engine.ErrRollback) {
+		t.Errorf("an unknown history: %v, want ErrRollback", err)
 	}
 }

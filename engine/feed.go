@@ -106,6 +106,12 @@ func (b *Bucket) readBackfill(bf *backfill, pos []uint64, out []*Document) ([]*D
 // partition's high sequence number passes since, the bucket closes
 // (ErrClosed), or ctx ends.
 func (b *Bucket) WaitChanges(ctx context.Context, since []uint64) error {
+	return b.waitChanges(ctx, nil, since)
+}
+
+// waitChanges is WaitChanges that also ends when the history is no longer
+// *uuid (uuid not nil).
+func (b *Bucket) waitChanges(ctx context.Context, uuid *uint64, since []uint64) error {
 	if err := b.WaitWarm(ctx); err != nil {
 		return err
 	}
@@ -116,6 +122,9 @@ func (b *Bucket) WaitChanges(ctx context.Context, since []uint64) error {
 		ch := b.feedWait()
 		if b.isClosed() {
 			return ErrClosed
+		}
+		if uuid != nil && b.UUID() != *uuid {
+			return nil
 		}
 		for i, s := range b.HighSeqnos() {
 			var old uint64

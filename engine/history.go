@@ -59,35 +59,74 @@ func (b *Bucket) FailoverLog() []FailoverEntry {
 // where that history ended or past what the bucket holds). A consumer that
 // has seen nothing (every sequence number 0) can always go on.
 func (b *Bucket) CheckPosition(uuid uint64, seqs []uint64) error {
-	if seqs != nil && len(seqs) != len(b.parts) {
-		return fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrRollback, len(seqs), len(b.parts))
+	parts, _, err := b.RollbackPartitions(uuid, seqs)
+	if err != nil {
+		return err
 	}
-	if !slices.ContainsFunc(seqs, func(s uint64) bool { return s != 0 }) {
-		return nil
-	}
-	b.histMu.Lock()
-	i := slices.IndexFunc(b.history, func(e FailoverEntry) bool { return e.UUID == uuid })
-	var limit []uint64
-	if i > 0 {
-		limit = slices.Clone(b.history[i-1].Seqs)
-	}
-	b.histMu.Unlock()
-	if i < 0 {
-		return fmt.Errorf("%w: history %d is not in the failover log", ErrRollback, uuid)
-	}
-	if i == 0 {
-		limit = b.HighSeqnos()
-	}
-	for p, s := range seqs {
-		var l uint64
-		if limit != nil {
-			l = limit[p]
-		}
-		if s > l {
-			return fmt.Errorf("%w: partition %d at sequence number %d, history %d holds %d", ErrRollback, p, s, uuid, l)
-		}
+	if len(parts) > 0 {
+		return parts[0].err(uuid)
 	}
 	return nil
+}
+
+// PartitionRollback is one partition a change-feed consumer must roll back
+// (see Bucket.RollbackPartitions): it has seen changes up to Seq there, and
+// the bucket's history holds the partition only up to Held.
+type PartitionRollback struct {
+	Partition int
+	Seq, Held uint64
+}
+
+func (r PartitionRollback) err(uuid uint64) error {
+	return fmt.Errorf("%w: partition %d at sequence number %d, history %d holds %d", ErrRollback, r.Partition, r.Seq, uuid, r.Held)
+}
+
+// RollbackPartitions tells a change-feed consumer that has seen every
+// change up to seqs in the history named uuid which partitions it must roll
+// back to go on in the bucket's current history, named now: those where it
+// has seen more than the history holds (a partition whose copy was dropped,
+// DropPartition, or writes lost to a crash), and which it must then forget
+// whole and read again from sequence number 0. None when the position is
+// still held. It fails with an error wrapping ErrRollback when only
+// starting over from the beginning works (a history the failover log no
+// longer names, a vector of another length).
+//
+// What a history holds of a partition is the least of the high sequence
+// numbers every later history began at, and the partition's high sequence
+// number (read before now: a partition dropped in between is held to its
+// old end here, and the history its drop begins, after now, tells the
+// consumer again). A consumer that rolls back what this returns and then
+// follows now sees every history that begins later as a change.
+func (b *Bucket) RollbackPartitions(uuid uint64, seqs []uint64) (parts []PartitionRollback, now uint64, err error) {
+	limit := b.HighSeqnos() // the current history's own end; before now
+	b.histMu.Lock()
+	now = b.history[0].UUID
+	i := slices.IndexFunc(b.history, func(e FailoverEntry) bool { return e.UUID == uuid })
+	for _, e := range b.history[:max(i, 0)] {
+		for p := range limit {
+			var s uint64
+			if e.Seqs != nil {
+				s = e.Seqs[p]
+			}
+			limit[p] = min(limit[p], s)
+		}
+	}
+	b.histMu.Unlock()
+	if seqs != nil && len(seqs) != len(b.parts) {
+		return nil, now, fmt.Errorf("%w: sequence vector has %d partitions, the bucket %d", ErrRollback, len(seqs), len(b.parts))
+	}
+	if !slices.ContainsFunc(seqs, func(s uint64) bool { return s != 0 }) {
+		return nil, now, nil
+	}
+	if i < 0 {
+		return nil, now, fmt.Errorf("%w: history %d is not in the failover log", ErrRollback, uuid)
+	}
+	for p, s := range seqs {
+		if s > limit[p] {
+			parts = append(parts, PartitionRollback{Partition: p, Seq: s, Held: limit[p]})
+		}
+	}
+	return parts, now, nil
 }
 
 // newUUID returns a random, non-zero history UUID.

@@ -3,7 +3,9 @@ package feed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +38,22 @@ type Sink[B any] interface {
 	// sink's position.
 	Reset(ctx context.Context) error
 	// Follow records that the sink's position belongs to the bucket history
-	// uuid. Start calls it after checking (or resetting) the position.
+	// uuid. Start calls it after checking (or resetting) the position, and
+	// a catch-up after a Rewind, or when the history changed and the
+	// sink's position is still held.
 	Follow(uuid uint64) error
+	// Rewind forgets everything the sink holds of the documents of the
+	// partitions parts (their rows, their index entries) and sets its
+	// position in each of them to 0, keeping the other partitions' as they
+	// are, while the sink answers queries. A catch-up calls it, with the
+	// right to change the sink held, when the bucket's history changed and
+	// no longer holds the sink's position in those partitions (the node's
+	// copy of a partition was dropped: engine.Bucket.RollbackPartitions);
+	// Follow comes next. A crash during it must leave the sink either as
+	// before (its position, of the old history, is then rolled back again
+	// at Start) or with the partitions at 0. durable is called, as Apply
+	// calls it, once the position with the partitions at 0 is durable.
+	Rewind(ctx context.Context, parts []int, durable func()) error
 	// Prepare turns the next changes into a batch, reading changes as far as
 	// it wants (the batch then ends at the last change it read), and returns
 	// the number of documents the batch changes in the sink. It may report
@@ -133,8 +149,10 @@ type Consumer[B any] struct {
 }
 
 // Start registers h, checks the sink's position against the bucket's
-// history (resetting the sink when the bucket no longer holds it),
-// acknowledges the position and starts following the feed.
+// history (resetting the sink when the bucket no longer holds it, in any
+// partition), acknowledges the position and starts following the feed.
+// While the consumer runs, each catch-up first follows the bucket's history
+// (see CatchUp).
 func Start[B any](ctx context.Context, h *engine.Consumer, sink Sink[B], opts Options) (*Consumer[B], error) {
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = DefaultRetryDelay
@@ -145,7 +163,12 @@ func Start[B any](ctx context.Context, h *engine.Consumer, sink Sink[B], opts Op
 		return nil, err
 	}
 	uuid, seqs := sink.Position()
-	if err := h.CheckPosition(uuid, seqs); err != nil {
+	parts, now, err := h.RollbackPartitions(uuid, seqs)
+	if err == nil && len(parts) > 0 {
+		err = fmt.Errorf("%w: partition %d at sequence number %d, the history holds %d",
+			engine.ErrRollback, parts[0].Partition, parts[0].Seq, parts[0].Held)
+	}
+	if err != nil {
 		if !errors.Is(err, engine.ErrRollback) {
 			return nil, err
 		}
@@ -156,7 +179,7 @@ func Start[B any](ctx context.Context, h *engine.Consumer, sink Sink[B], opts Op
 		c.rolledBack = true
 		opts.Fresh = true
 	}
-	if err := sink.Follow(h.UUID()); err != nil {
+	if err := sink.Follow(now); err != nil {
 		return nil, err
 	}
 	c.fresh.Store(opts.Fresh)
@@ -270,10 +293,10 @@ func (c *Consumer[B]) follow() {
 			}
 			continue
 		}
-		_, seqs := c.sink.Position()
+		uuid, seqs := c.sink.Position()
 		if q != nil {
 			qctx, cancel := context.WithTimeout(ctx, delay)
-			err := c.h.Wait(qctx, seqs)
+			err := c.h.Wait(qctx, uuid, seqs)
 			cancel()
 			if err == nil {
 				continue
@@ -283,7 +306,7 @@ func (c *Consumer[B]) follow() {
 			}
 			c.quiet(ctx, q) // nothing came for delay
 		}
-		if err := c.h.Wait(ctx, seqs); err != nil {
+		if err := c.h.Wait(ctx, uuid, seqs); err != nil {
 			return
 		}
 	}
@@ -368,6 +391,8 @@ func (c *Consumer[B]) CatchUpNow(ctx context.Context) error {
 // committed (a target from HighSeqnos counts those on their way to disk;
 // the feed carries them once committed). Preparing and applying overlap: one goroutine reads the
 // feed and prepares the next batch while this one applies the previous one.
+// It first follows the bucket's history when it changed (see
+// followHistory): a partition rolled back is read again from its start.
 // It waits for a catch-up in progress to end first, and ends, with ctx's
 // error or the stopped error, as soon as ctx ends or the consumer stops.
 func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
@@ -394,6 +419,9 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return c.ctxErr(err)
+	}
+	if err := c.followHistory(ctx); err != nil {
+		return err
 	}
 	if bc, ok := c.sink.(BeforeCatchUp); ok {
 		if err := bc.BeforeCatchUp(ctx, c.Ack); err != nil {
@@ -426,6 +454,58 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 			"seconds", took.Seconds(), "rate", rate(indexed, took), "pending_changes", c.Pending())
 	}
 	return nil
+}
+
+// followHistory brings the sink into the bucket's current history when it
+// is no longer the one the sink follows (a partition's copy dropped,
+// engine.Bucket.DropPartition): the partitions whose changes the sink saw
+// and the history no longer holds are rewound (Sink.Rewind) and read again
+// from sequence number 0 by the catch-up; when the history no longer knows
+// the sink's position at all (its failover log moved past it), every
+// partition is (the sink answers queries meanwhile: Reset is for Start).
+// The caller holds the right to change the sink.
+func (c *Consumer[B]) followHistory(ctx context.Context) error {
+	uuid, seqs := c.sink.Position()
+	if uuid == c.h.UUID() {
+		return nil // every fall of a partition's sequence number begins a history
+	}
+	parts, now, err := c.h.RollbackPartitions(uuid, seqs)
+	var rewind []int
+	switch {
+	case errors.Is(err, engine.ErrRollback):
+		c.warn(c.opts.Kind+": the bucket no longer holds what the index was built from; rebuilding it", c.opts.LogKey, c.opts.LogID, "err", err)
+		for p, s := range seqs {
+			if s != 0 {
+				rewind = append(rewind, p)
+			}
+		}
+		c.fresh.Store(true)
+	case err != nil:
+		return err
+	default:
+		for _, r := range parts {
+			rewind = append(rewind, r.Partition)
+		}
+		if len(rewind) > 0 {
+			c.info(c.opts.Kind+": partitions rolled back (a copy dropped): their changes are read again from the start",
+				c.opts.LogKey, c.opts.LogID, "partitions", rewind)
+		}
+	}
+	if len(rewind) > 0 {
+		next := slices.Clone(seqs)
+		for _, p := range rewind {
+			next[p] = 0
+		}
+		err := c.sink.Rewind(ctx, rewind, func() {
+			if err := c.Ack(next); err != nil {
+				c.warn(c.opts.Kind+": acknowledging changes", c.opts.LogKey, c.opts.LogID, "err", err)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("%s: roll back partitions %v: %w", c.opts.Kind, rewind, err)
+		}
+	}
+	return c.sink.Follow(now)
 }
 
 // ctxErr is the error of a catch-up whose context ended with err.

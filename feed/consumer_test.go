@@ -59,11 +59,13 @@ func put(t *testing.T, b *engine.Bucket, keys ...string) {
 // memSink keeps the live documents it was given, by key, and records what
 // the consumer asked of it.
 type memSink struct {
-	mu     sync.Mutex
-	uuid   uint64
-	seqs   []uint64
-	docs   map[string]string
-	resets int
+	mu      sync.Mutex
+	uuid    uint64
+	seqs    []uint64
+	docs    map[string]string
+	parts   map[string]int // the partition of each of docs
+	resets  int
+	rewound [][]int // the partitions of each Rewind
 	// prepareHook and applyHook, when set, run at the start of each
 	// Prepare and Apply.
 	prepareHook func(ctx context.Context) error
@@ -71,7 +73,7 @@ type memSink struct {
 }
 
 func newMemSink(n int) *memSink {
-	return &memSink{seqs: make([]uint64, n), docs: map[string]string{}}
+	return &memSink{seqs: make([]uint64, n), docs: map[string]string{}, parts: map[string]int{}}
 }
 
 func (s *memSink) Position() (uint64, []uint64) {
@@ -85,7 +87,25 @@ func (s *memSink) Reset(ctx context.Context) error {
 	defer s.mu.Unlock()
 	s.seqs = make([]uint64, len(s.seqs))
 	s.docs = map[string]string{}
+	s.parts = map[string]int{}
 	s.resets++
+	return nil
+}
+
+func (s *memSink) Rewind(ctx context.Context, parts []int, durable func()) error {
+	s.mu.Lock()
+	defer durable()
+	defer s.mu.Unlock()
+	for k, p := range s.parts {
+		if slices.Contains(parts, p) {
+			delete(s.docs, k)
+			delete(s.parts, k)
+		}
+	}
+	for _, p := range parts {
+		s.seqs[p] = 0
+	}
+	s.rewound = append(s.rewound, slices.Clone(parts))
 	return nil
 }
 
@@ -96,7 +116,12 @@ func (s *memSink) Follow(uuid uint64) error {
 	return nil
 }
 
-type memBatch map[string]*string
+type memBatch map[string]*memDoc
+
+type memDoc struct {
+	value string
+	part  int
+}
 
 func (s *memSink) Prepare(ctx context.Context, changes iter.Seq[*engine.Document], p *feed.Progress) (memBatch, int, error) {
 	if s.prepareHook != nil {
@@ -110,8 +135,7 @@ func (s *memSink) Prepare(ctx context.Context, changes iter.Seq[*engine.Document
 			out[d.Key] = nil
 			continue
 		}
-		v := string(d.Value)
-		out[d.Key] = &v
+		out[d.Key] = &memDoc{string(d.Value), int(d.Partition)}
 	}
 	return out, len(out), nil
 }
@@ -121,8 +145,9 @@ func (s *memSink) Apply(ctx context.Context, batch memBatch, next []uint64, dura
 	for k, v := range batch {
 		if v == nil {
 			delete(s.docs, k)
+			delete(s.parts, k)
 		} else {
-			s.docs[k] = *v
+			s.docs[k], s.parts[k] = v.value, v.part
 		}
 	}
 	s.seqs = slices.Clone(next)
@@ -449,5 +474,91 @@ func TestFollowRetries(t *testing.T) {
 	defer rmu.Unlock()
 	if len(reported) != 2 {
 		t.Fatalf("%d failures reported, want 2", len(reported))
+	}
+}
+
+// A running follower whose bucket drops a partition's copy forgets that
+// partition's documents without being asked (the drop wakes it), keeps the
+// others', and follows the copy when it joins again from sequence number 0:
+// it then holds exactly the partition's new documents, though their
+// sequence numbers are below where it was in the partition before.
+func TestFollowDroppedPartition(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBucket(t)
+	s := newMemSink(b.NumPartitions())
+	c := start(t, b, s, feed.Options{Auto: true})
+	all := keys("k", 60)
+	put(t, b, all...)
+	for range 3 { // many changes in every partition: a high seqno
+		put(t, b, all...)
+	}
+	if err := c.CatchUpNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const part = 3
+	var kept, dropped []string
+	for _, k := range all {
+		if b.PartitionOf(k) == part {
+			dropped = append(dropped, k)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	if len(dropped) == 0 {
+		t.Fatal("no key in the partition")
+	}
+	if err := b.DropPartition(ctx, part); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(hang)
+	for !slices.Equal(s.keys(), kept) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the drop the follower holds %d documents, want the %d of the other partitions", len(s.keys()), len(kept))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if uuid, seqs := s.Position(); uuid != b.UUID() || seqs[part] != 0 {
+		t.Errorf("after the drop: history %d, partition at %d; want %d, 0", uuid, seqs[part], b.UUID())
+	}
+	// The copy joins again: two documents, at sequence numbers 1 and 2.
+	back := dropped[:2]
+	put(t, b, back...)
+	if err := c.CatchUpNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Sorted(slices.Values(append(slices.Clone(kept), back...)))
+	if got := s.keys(); !slices.Equal(got, want) {
+		t.Errorf("after the copy joined again the sink holds %v, want %v", got, want)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resets != 0 || len(s.rewound) != 1 || !slices.Equal(s.rewound[0], []int{part}) {
+		t.Errorf("%d resets, rewinds %v; want only partition %d rewound", s.resets, s.rewound, part)
+	}
+}
+
+// A running consumer whose history the bucket no longer knows at all
+// rewinds every partition it saw and reads the feed again.
+func TestFollowUnknownHistory(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBucket(t)
+	s := newMemSink(b.NumPartitions())
+	c := start(t, b, s, feed.Options{})
+	put(t, b, keys("k", 20)...)
+	if err := c.CatchUpNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.uuid = 12345 // a history the bucket never had
+	s.docs["ghost"], s.parts["ghost"] = "from another history", b.PartitionOf("ghost")
+	s.mu.Unlock()
+	if err := c.CatchUpNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.keys(); !slices.Equal(got, keys("k", 20)) {
+		t.Errorf("the sink holds %v", got)
+	}
+	if uuid, _ := s.Position(); uuid != b.UUID() {
+		t.Errorf("the sink follows history %d, the bucket's is %d", uuid, b.UUID())
 	}
 }

@@ -400,34 +400,69 @@ func (ix *indexer) followSource(ctx context.Context, acknowledge func([]uint64) 
 	if cur == ix.collection() {
 		return nil
 	}
-	ids, err := ix.docIDs()
-	if err != nil {
-		return fmt.Errorf("search: index %s: emptying it: %w", ix.name, err)
-	}
 	seqs := make([]uint64, ix.bucket.NumPartitions())
 	if cur == noCollection { // nothing to index until it exists again
 		seqs = ix.bucket.HighSeqnos()
 	}
-	ack := func(next []uint64) func() {
-		return func() {
-			if err := acknowledge(next); err != nil {
-				ix.log("search: acknowledging changes", "index", ix.name, "err", err)
-			}
+	ack := func() {
+		if err := acknowledge(seqs); err != nil {
+			ix.log("search: acknowledging changes", "index", ix.name, "err", err)
 		}
+	}
+	last := func(b *bleve.Batch) { b.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(cur), 10))) }
+	if err := ix.removeDocs(ctx, func(string) bool { return true }, last, seqs, ack); err != nil {
+		return fmt.Errorf("search: index %s: emptying it: %w", ix.name, err)
+	}
+	ix.coll.Store(uint32(cur))
+	ix.log("search: the index's source collection was dropped; its documents left the index",
+		"index", ix.name, "collection", ix.source, "exists_again", cur != noCollection)
+	return nil
+}
+
+// Rewind removes the documents of partitions parts from the index and sets
+// its position in them to 0 (feed.Sink). The removals go in batches, each
+// at the position the index holds, the last one with the new position (a
+// crash before it leaves a position the bucket's history no longer holds:
+// the index is then rebuilt when it opens).
+func (ix *indexer) Rewind(ctx context.Context, parts []int, durable func()) error {
+	in := make(map[int]bool, len(parts))
+	to := ix.position()
+	for _, p := range parts {
+		in[p] = true
+		to[p] = 0
+	}
+	drop := func(id string) bool { return in[ix.bucket.PartitionOf(id)] }
+	if err := ix.removeDocs(ctx, drop, nil, to, durable); err != nil {
+		return fmt.Errorf("search: index %s: %w", ix.name, err)
+	}
+	return nil
+}
+
+// removeDocs removes the documents drop selects from the index, in
+// batches of ix.batch documents applied at the position the index holds,
+// the last one (which last, if not nil, adds to) applied at position to;
+// durable is called once that one is durable.
+func (ix *indexer) removeDocs(ctx context.Context, drop func(id string) bool, last func(*bleve.Batch), to []uint64, durable func()) error {
+	ids, err := ix.docIDs()
+	if err != nil {
+		return err
 	}
 	var pb preparedBatch
 	for id := range ids {
+		if !drop(id) {
+			continue
+		}
 		if pb.batch == nil {
-			pb.batch = ix.newBatch()
-			if pb.batch == nil {
+			if pb.batch = ix.newBatch(); pb.batch == nil {
 				return ix.closedErr()
 			}
 		}
 		pb.batch.Delete(id)
 		pb.deleted++
 		if pb.batch.Size() >= ix.batch {
-			at := ix.position() // not yet the new position
-			if err := ix.apply(ctx, pb, at, ack(at)); err != nil {
+			// Not yet the new position; what the bucket was told it
+			// holds already.
+			if err := ix.apply(ctx, pb, ix.position(), func() {}); err != nil {
 				return err
 			}
 			pb = preparedBatch{}
@@ -438,14 +473,10 @@ func (ix *indexer) followSource(ctx context.Context, acknowledge func([]uint64) 
 			return ix.closedErr()
 		}
 	}
-	pb.batch.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(cur), 10)))
-	if err := ix.apply(ctx, pb, seqs, ack(seqs)); err != nil {
-		return err
+	if last != nil {
+		last(pb.batch)
 	}
-	ix.coll.Store(uint32(cur))
-	ix.log("search: the index's source collection was dropped; its documents left the index",
-		"index", ix.name, "collection", ix.source, "exists_again", cur != noCollection)
-	return nil
+	return ix.apply(ctx, pb, to, durable)
 }
 
 // newBatch returns a new batch of the index, or nil once it is closed.

@@ -117,6 +117,14 @@ func (ix *indexer) Reset(ctx context.Context) error {
 	return nil
 }
 
+// Rewind removes the rows of the documents of partitions parts and sets
+// the index's position in them to 0, in one logged transaction (see
+// index.Index.Rewind), durable when it returns, while queries go on
+// (feed.Sink).
+func (ix *indexer) Rewind(ctx context.Context, parts []int, durable func()) error {
+	return ix.idx.Rewind(ctx, parts, ix.bucket.PartitionOf, durable)
+}
+
 // moveTo moves the index's file to path with rename (os.Rename but in
 // tests), if it is not there already; the open index goes on reading and
 // writing it (an open file may be renamed). If rename fails, the file stays

@@ -62,6 +62,18 @@ func TestRewindPartitions(t *testing.T) {
 			apply(t, ix, all[n/2:]...)
 			apply(t, ix, update(3, 1), update(14, 1)) // 14: no rows any more
 			before := ix.Seqs()
+			beforeRows := rowsOf(t, ix, "v", index.Range{})
+			crashed := func(name string) string { // a kill -9 now: the file as it is
+				if cfg.Path == "" {
+					return ""
+				}
+				path := filepath.Join(t.TempDir(), name)
+				if err := index.CopyFile(ix, path); err != nil {
+					t.Fatal(err)
+				}
+				return path
+			}
+			crashBefore := crashed("before")
 			durable := false
 			if err := ix.Rewind(ctx, []int{1, 3}, partOf, func() { durable = true }); err != nil {
 				t.Fatal(err)
@@ -95,7 +107,10 @@ func TestRewindPartitions(t *testing.T) {
 				}
 				checkIndex(t, ix)
 			}
+			crashAfter := crashed("after")
 			same("rewound")
+			rewoundRows := rowsOf(t, ix, "v", index.Range{})
+			rewoundSeqs := slices.Clone(want)
 			// The partitions come again from 0.
 			again := update(1, 2)
 			again.Seq = 1
@@ -107,6 +122,24 @@ func TestRewindPartitions(t *testing.T) {
 				return
 			}
 			closeIndex(t, ix)
+			// A crash leaves the index before the rewind or after it.
+			ccfg := cfg
+			ccfg.Path = crashBefore
+			c := openIndex(t, ccfg)
+			if got := c.Seqs(); !slices.Equal(got, before) {
+				t.Errorf("crashed before the rewind: seqs %v, want %v", got, before)
+			}
+			equalStrings(t, "crashed before the rewind: rows", rowsOf(t, c, "v", index.Range{}), beforeRows)
+			checkIndex(t, c)
+			ccfg.Path = crashAfter
+			ix = openIndex(t, ccfg)
+			if got := ix.Seqs(); !slices.Equal(got, rewoundSeqs) {
+				t.Errorf("crashed after the rewind: seqs %v, want %v", got, rewoundSeqs)
+			}
+			equalStrings(t, "crashed after the rewind: rows", rowsOf(t, ix, "v", index.Range{}), rewoundRows)
+			checkIndex(t, ix)
+			apply(t, ix, again)
+			same("crashed after the rewind, partition 1 again")
 			ix = openIndex(t, cfg)
 			same("reopened")
 			if err := ix.Rewind(ctx, []int{nparts}, partOf, nil); err == nil {

@@ -69,11 +69,14 @@
 // numbers it has seen and asks Bucket.CheckPosition when it starts; an error
 // wrapping ErrRollback means the bucket no longer holds that position (lost
 // writes, a recreated bucket, a restored backup) and the consumer must start
-// over. Consumers whose progress the metadata purge must wait for register
+// over. A partition's copy dropped (DropPartition) begins a history too;
+// Bucket.RollbackPartitions tells a running consumer which partitions it
+// must forget and read again from 0. Consumers whose progress the metadata purge must wait for register
 // durably (Bucket.RegisterConsumer).
 //
 // A consumer sees all of this through one handle, Bucket.Consumer(name):
-// Register, Drop, Ack, CheckPosition, UUID, HighSeqnos, Wait, and Changes,
+// Register, Drop, Ack, CheckPosition, RollbackPartitions, UUID, HighSeqnos,
+// Wait, and Changes,
 // a Cursor that yields the feed as an iterator (iter.Seq) batch by batch
 // without materialising it. Package feed runs consumers on it.
 //

@@ -74,7 +74,9 @@
 // the last position on disk. On open, an index resumes from its position; if the bucket no longer holds
 // that position (Bucket.CheckPosition: a recreated or restored bucket, lost
 // writes), or the files were built for another definition, it is rebuilt
-// from scratch.
+// from scratch. While it runs, a partition the bucket's history went back
+// in (the node's copy dropped) is rewound: its documents leave the index
+// and its changes are read again from 0.
 //
 // # Expiry
 //

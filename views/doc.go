@@ -18,7 +18,10 @@
 // consumer of its bucket, so that no tombstone it has not seen is purged;
 // when it opens, it checks its position against the bucket's history
 // (engine.Bucket.CheckPosition) and rebuilds the index from scratch when the
-// bucket no longer holds what the index was built from. Index files are named
+// bucket no longer holds what the index was built from; while it runs, a
+// partition the bucket's history went back in (the node's copy dropped) is
+// rewound: its documents' rows leave the index and its changes are read
+// again from 0 (index.Index.Rewind). Index files are named
 // by a hash of the design document's ID. A stored design document that
 // cannot be loaded is logged and skipped (Service.LoadErrors), never an
 // obstacle to starting.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -109,5 +110,100 @@ func testDroppedPartition(t *testing.T, opts views.Options) {
 	}
 	if inf, err := e.svc.Info(ctx, "default", "d"); err != nil || inf.Rollbacks != 0 || inf.MappedSinceStart != 0 {
 		t.Errorf("after a restart: %+v, %v; want no rollback, nothing mapped", inf, err)
+	}
+}
+
+// A copy of a partition dropped while the index runs and then restored
+// from its group's snapshot (how a copy that joins a group again gets its
+// documents: their own sequence numbers, some below where the index was in
+// the partition) is indexed exactly: the snapshot's documents, not one
+// deleted meanwhile whose tombstone was purged (the old code kept its row:
+// the feed never brings its deletion), as a fresh index would (views.Check).
+func TestDroppedPartitionRestoredFromSnapshot(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, views.Options{})
+	replica, err := e.eng.Bucket("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lclk := engine.NewFakeClock(t0)
+	leng, err := engine.Open(t.TempDir(), &engine.Options{Clock: lclk, NumPartitions: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { leng.Close() })
+	leader, err := leng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := &applyAll{to: []*engine.Bucket{leader, replica}, next: map[int]uint64{}}
+	leader.SetReplicator(group)
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(meta.id, doc.n); }","reduce":"_sum"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	const part = 5
+	var keys []string
+	for i := 0; len(keys) < 6; i++ {
+		if k := fmt.Sprint("k", i); leader.PartitionOf(k) == part {
+			keys = append(keys, k)
+		}
+	}
+	lc := leader.DefaultCollection()
+	for round := range 3 {
+		for i, k := range keys {
+			if _, err := lc.Upsert(ctx, k, fmt.Appendf(nil, `{"n":%d}`, 10*round+i), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := lc.Upsert(ctx, fmt.Sprint("other", round), []byte(`{"n":100}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.query("d", "n", "stale=false&reduce=false&limit=0"); got != `{"total_rows":9,"rows":[]}` {
+		t.Fatalf("the replica's index before: %s", got)
+	}
+
+	// The replica's copy moves away and is dropped; the group goes on.
+	group.mu.Lock()
+	group.to = group.to[:1]
+	group.mu.Unlock()
+	if err := replica.DropPartition(ctx, part); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("d", "n", "stale=false"); got != `{"rows":[{"key":null,"value":300}]}` {
+		t.Errorf("after the drop: %s", got)
+	}
+	if _, err := lc.Delete(ctx, keys[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.Upsert(ctx, keys[1], []byte(`{"n":1000}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The deletion's tombstone is purged before the copy joins again: only
+	// the snapshot's lack of keys[0] says it is gone.
+	if err := leader.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lclk.Advance(3600)
+	if n, _, err := leader.PurgeTombstones(ctx, t0+1, 100); err != nil || n != 1 {
+		t.Fatalf("the leader purged %d tombstones: %v", n, err)
+	}
+	// A copy joins again: the group's snapshot.
+	snap, err := leader.ReplicatedSnapshot(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.ReplicatedRestore(ctx, part, snap); err != nil {
+		t.Fatal(err)
+	}
+	// keys[1..5] at 1000, 22, 23, 24, 25; the other partitions' 300.
+	if got, want := e.query("d", "n", "stale=false"), `{"rows":[{"key":null,"value":1394}]}`; got != want {
+		t.Errorf("after the restore: %s, want %s", got, want)
+	}
+	if got := e.query("d", "n", "stale=ok&reduce=false&limit=0"); got != `{"total_rows":8,"rows":[]}` {
+		t.Errorf("after the restore: %s", got)
+	}
+	if err := e.svc.Check(ctx); err != nil {
+		t.Error(err)
 	}
 }

@@ -162,46 +162,93 @@ func (b *Bucket) lockSettled(ctx context.Context, p *partition, busy func(docKey
 // back (RollbackPartitions; feed.Consumer asks when the history changes,
 // and Consumer.Wait ends when it does) rather than keeping rows of
 // documents this node no longer holds, or skipping the changes of a copy
-// that joins again from 0. A
-// partition that never held anything (sequence number 0) is left as it is.
+// that joins again from 0. A partition that never held anything (sequence
+// number 0) is left as it is.
 //
 // Nothing may write to the partition meanwhile (a replicated bucket's
 // partition this node is no replica of takes no write).
 func (b *Bucket) DropPartition(ctx context.Context, part int) error {
-	if part < 0 || part >= len(b.parts) {
-		return fmt.Errorf("%w: partition %d of %d", ErrInvalidOp, part, len(b.parts))
+	return b.DropPartitions(ctx, []int{part})
+}
+
+// DropPartitions is DropPartition for several partitions, which begin one
+// history together: a consumer that has not followed the histories of a
+// burst of drops one by one (a node whose copies moved away drops many at
+// once) still finds its own in the failover log, which keeps
+// maxFailoverEntries of them, and rolls back only those partitions. A
+// partition dropped before one that fails to drop begins its history all
+// the same.
+func (b *Bucket) DropPartitions(ctx context.Context, parts []int) (err error) {
+	for _, part := range parts {
+		if part < 0 || part >= len(b.parts) {
+			return fmt.Errorf("%w: partition %d of %d", ErrInvalidOp, part, len(b.parts))
+		}
 	}
 	b.ddl.Lock()
 	defer b.ddl.Unlock()
 	if err := b.WaitWarm(ctx); err != nil {
 		return err
 	}
+	var reset []int
+	defer func() {
+		if len(reset) == 0 {
+			return
+		}
+		high := b.HighSeqnos()
+		b.histMu.Lock()
+		b.history = beginHistory(b.history, high)
+		herr := b.store.st.begin(b.history)
+		b.histMu.Unlock()
+		// A consumer waiting for changes learns of the new history now
+		// (see Consumer.Wait), and rolls the partitions back.
+		b.changed()
+		if herr != nil && err == nil {
+			err = fmt.Errorf("%w: partitions %v: start a history: %w", ErrStorage, reset, herr)
+		}
+	}()
+	for _, part := range parts {
+		was, err := b.dropPartitionLocked(ctx, part)
+		if was {
+			reset = append(reset, part)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropPartitionLocked drops the documents of partition part and sets its
+// sequence numbers back to 0 (see DropPartition), and reports whether it
+// did the latter (a partition that held nothing is left as it is). The
+// caller begins the history. REQUIRES: b.ddl held, the bucket warm.
+func (b *Bucket) dropPartitionLocked(ctx context.Context, part int) (reset bool, err error) {
 	p := b.parts[part]
 	p.mu.RLock()
 	held := p.mu.seq
 	p.mu.RUnlock()
 	if held == 0 {
-		return nil
+		return false, nil
 	}
 	release, err := b.keysIn(ctx, b.collectionIDs(), p)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer release()
 	if err := b.lockSettled(ctx, p, func(docKey) bool { return true }); err != nil {
-		return err
+		return false, err
 	}
 	if b.isClosed() {
 		p.mu.Unlock()
-		return ErrClosed
+		return false, ErrClosed
 	}
 	last, err := b.dropDocsLocked(p, func(CollectionID) bool { return true })
 	p.mu.Unlock()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := last.wait(ctx); err != nil {
-		return err
+		return false, err
 	}
 	// After the removals' commit, which counts their sequence numbers
 	// as committed.
@@ -212,24 +259,13 @@ func (b *Bucket) DropPartition(ctx context.Context, part int) error {
 	p.mu.locks = nil
 	p.rebuildLogLocked() // empty now
 	p.mu.Unlock()
-	if err := b.store.st.forgetSeqno(p.id); err != nil {
-		return fmt.Errorf("%w: partition %d: %w", ErrStorage, part, err)
-	}
 	b.consumersMu.Lock()
 	for _, seqs := range b.consumers {
 		seqs[part] = 0 // the partition's tombstones are gone with it
 	}
 	b.consumersMu.Unlock()
-	high := b.HighSeqnos()
-	b.histMu.Lock()
-	b.history = beginHistory(b.history, high)
-	err = b.store.st.begin(b.history)
-	b.histMu.Unlock()
-	// A consumer waiting for changes learns of the new history now (see
-	// Consumer.Wait), and rolls the partition back.
-	b.changed()
-	if err != nil {
-		return fmt.Errorf("%w: partition %d: start a history: %w", ErrStorage, part, err)
+	if err := b.store.st.forgetSeqno(p.id); err != nil {
+		return true, fmt.Errorf("%w: partition %d: %w", ErrStorage, part, err)
 	}
-	return nil
+	return true, nil
 }

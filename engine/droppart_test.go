@@ -236,3 +236,76 @@ func TestDropPartitionRollbackPartitions(t *testing.T) {
 		t.Errorf("an unknown history: %v, want ErrRollback", err)
 	}
 }
+
+// Partitions dropped together begin one history: a consumer that saw them
+// all still finds its history in the failover log (which keeps 25) after
+// thirty drops, and rolls back exactly those partitions; dropped one by
+// one, thirty histories push its own out of the log, and only starting
+// over works.
+func TestDropPartitionsTogether(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 64, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, eng)
+	for _, together := range []bool{true, false} {
+		name := fmt.Sprint("b", together)
+		b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: name, Type: engine.Couchbase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := b.DefaultCollection()
+		for i := range 1000 {
+			if _, err := c.Upsert(ctx, fmt.Sprint("k", i), []byte(`{}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen, uuid := b.HighSeqnos(), b.UUID()
+		var drop []int
+		for p := 0; p < 60; p += 2 {
+			drop = append(drop, p)
+		}
+		logBefore := len(b.FailoverLog())
+		if together {
+			err = b.DropPartitions(ctx, drop)
+		} else {
+			for _, p := range drop {
+				if err = b.DropPartition(ctx, p); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, _, err := b.RollbackPartitions(uuid, seen)
+		if !together {
+			if !errors.Is(err, engine.ErrRollback) {
+				t.Errorf("one by one: %v, want ErrRollback (the history left the log)", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("together: %v", err)
+		}
+		if n := len(b.FailoverLog()); n != logBefore+1 {
+			t.Errorf("together: the failover log has %d entries, had %d", n, logBefore)
+		}
+		var got []int
+		for _, r := range parts {
+			got = append(got, r.Partition)
+		}
+		if !slices.Equal(got, drop) {
+			t.Errorf("together: partitions to roll back %v, want %v", got, drop)
+		}
+		for _, p := range drop {
+			if s := b.HighSeqnos()[p]; s != 0 {
+				t.Errorf("partition %d at %d after the drop", p, s)
+			}
+		}
+	}
+	if err := eng.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -73,7 +73,9 @@ func (b *Bucket) CheckPosition(uuid uint64, seqs []uint64) error {
 // (see Bucket.RollbackPartitions): it has seen changes up to Seq there, and
 // the bucket's history holds the partition only up to Held.
 type PartitionRollback struct {
+	// Partition is the partition rolled back.
 	Partition int
+	// Seq is where the consumer was in it; Held, where the history is.
 	Seq, Held uint64
 }
 

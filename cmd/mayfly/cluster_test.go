@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/internal/testport"
 )
 
@@ -206,5 +210,32 @@ func TestServeClusterFlagErrors(t *testing.T) {
 	}
 	if code, _, errOut := runCmd("cluster", "status"); code != 2 || !strings.Contains(errOut, "--peers or --endpoints") {
 		t.Errorf("cluster status without peers: %d %q", code, errOut)
+	}
+}
+
+// The other nodes' requests come to a node's advertised HTTP address, whose
+// host is its --peers host: a name there is answered as the address is,
+// without an --allowed-hosts entry; a single node allows what it was told.
+func TestPeerHostsAreAllowed(t *testing.T) {
+	got := withPeerHosts([]string{"proxy.example:8091"}, "n1=db1.example:9100,n2=db2.example:9100,n3=10.0.0.3:9100")
+	want := []string{"proxy.example:8091", "db1.example", "db2.example", "10.0.0.3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("allowed hosts %q, want %q", got, want)
+	}
+	if got := withPeerHosts([]string{"a.example"}, ""); !slices.Equal(got, []string{"a.example"}) {
+		t.Errorf("a single node's allowed hosts %q", got)
+	}
+	// A share request with a peer's name as its Host is answered, not 421.
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	h := httpapi.New(eng, &httpapi.Options{AllowedHosts: withPeerHosts(nil, "n1=db1.example:9100")})
+	req := httptest.NewRequest(http.MethodGet, "http://db1.example:8091/pools", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code == http.StatusMisdirectedRequest {
+		t.Errorf("a request to db1.example:8091 was refused as misdirected: %s", rec.Body)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -630,7 +631,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	defer func() { stopHistory(); <-histDone }()
 	api := httpapi.New(eng, &httpapi.Options{
 		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
-		AllowedHosts: cfg.allowedHosts, CORSOrigins: cfg.corsOrigins,
+		AllowedHosts: withPeerHosts(cfg.allowedHosts, cfg.cl.peers), CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
@@ -750,4 +751,28 @@ func memcacheAudit(eng *engine.Engine, bucket string, auditLog *audit.Log) func(
 		return auditLog.Record(ctx, audit.Event{Time: eng.Clock().Now(), Remote: e.Remote, Action: e.Action, Bucket: bucket,
 			After: map[string]int64{"delay": e.Delay}})
 	}
+}
+
+// withPeerHosts is the Host check's allowed names: those of
+// --allowed-hosts and, on a cluster node, the hosts of --peers. The other
+// nodes send their requests (a view's or a listing's shares, forwarded
+// writes) to a node's advertised HTTP address, whose host is its --peers
+// host: with host names rather than addresses there, the Host check would
+// refuse them as misdirected (a name the operator listed is no
+// DNS-rebinding page's).
+func withPeerHosts(allowed []string, peers string) []string {
+	if peers == "" {
+		return allowed
+	}
+	ps, err := cluster.ParsePeers(peers)
+	if err != nil {
+		return allowed // serve refuses the list before it gets here
+	}
+	out := slices.Clone(allowed)
+	for _, p := range ps {
+		if !slices.Contains(out, p.Host) {
+			out = append(out, p.Host)
+		}
+	}
+	return out
 }

@@ -28,6 +28,7 @@ type replication struct {
 	n      *cluster.Node
 	h      *replica.Host
 	mirror *cluster.TopologyMirror
+	retry  time.Duration // mapRetry (tests: longer)
 	logger *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -71,7 +72,7 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 		return nil, fmt.Errorf("starting replication on %s: %w", listen, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replication{n: n, h: h, mirror: cluster.NewTopologyMirror(n.Client()), logger: logger, ctx: ctx, cancel: cancel,
+	r := &replication{n: n, h: h, mirror: cluster.NewTopologyMirror(n.Client()), retry: mapRetry, logger: logger, ctx: ctx, cancel: cancel,
 		deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
 	r.wg.Go(func() { r.mirror.Run(ctx) })
 	// A node whose lease expired may have died without closing its
@@ -197,7 +198,7 @@ func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 		return
 	}
 	r.logger.Info("replication: running the bucket's groups", "bucket", b.Name(), "groups", len(replica.MapGroups(m, r.h.Node())))
-	retry := time.NewTicker(mapRetry)
+	retry := time.NewTicker(r.retry)
 	defer retry.Stop()
 	for {
 		changed := r.mirror.Changed()

@@ -168,10 +168,10 @@ func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key str
 }
 
 // topology is the KV port's and /pools' view of bucket's partitions
-// (clusterconfig.Topology): every node of the cluster (its KV address),
-// and each partition's leader first, then its other voters. nil when the
-// bucket has no partition map yet (a single node's configuration is
-// served).
+// (clusterconfig.Topology): every node the mirror knows (its KV
+// address), each partition's leader first, then its other voters, under
+// the bucket's layout revision. nil when the bucket has no partition map
+// yet (a single node's configuration is served).
 func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.Topology, error) {
 	b, err := r.eng.Bucket(bucket)
 	if err != nil {

@@ -27,8 +27,11 @@
 //	ddocs/BUCKET/NAME   DesignDocDef JSON: a design document's version and body
 //	search/BUCKET/NAME  a full-text index definition as stored (uuid included)
 //	collections/BUCKET/manifest  engine.Manifest JSON: scopes, collection IDs
+//	layout/BUCKET       a key whose mod revision is the bucket's layout revision
 //
-// The last three are written by the node a client asked (after its own
-// service checked the change) and mirrored by every node (DefMirror),
-// which applies them to its own services and buckets.
+// The ddocs, search and collections keys are written by the node a client
+// asked (after its own service checked the change) and mirrored by every
+// node (DefMirror), which applies them to its own services and buckets.
+// The maps, nodes and layout keys are mirrored by every node's
+// TopologyMirror, the one owner of the partition map as the node knows it.
 package cluster

@@ -36,8 +36,9 @@ var (
 	// incarnation, by UUID) the cluster does not define.
 	ErrBucketNotDefined = errors.New("cluster: bucket not defined")
 
-	// ErrNodeDown is returned by ReadNode for a node with no key under
-	// /mayfly/nodes/ (its lease expired, or it never registered).
+	// ErrNodeDown is returned by ReadNode and TopologyMirror.Node for a
+	// node with no key under /mayfly/nodes/ (its lease expired, or it
+	// never registered).
 	ErrNodeDown = errors.New("cluster: node not registered")
 
 	// ErrDefNotFound is returned when deleting a design document or a

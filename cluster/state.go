@@ -154,20 +154,6 @@ func ReadMap(ctx context.Context, cli *clientv3.Client, bucket string) (*Partiti
 	return &m, resp.Kvs[0].ModRevision, nil
 }
 
-// MapRevision returns the etcd mod revision of bucket's partition map (0
-// when it has none) without reading the map: a keys-only read, for a
-// follower that rereads the map only when it changed.
-func MapRevision(ctx context.Context, cli *clientv3.Client, bucket string) (int64, error) {
-	resp, err := cli.Get(ctx, mapsPrefix+bucket, clientv3.WithKeysOnly())
-	if err != nil {
-		return 0, fmt.Errorf("cluster: reading the revision of the map of %q: %w", bucket, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
-	}
-	return resp.Kvs[0].ModRevision, nil
-}
-
 // ReadNode reads what node name publishes under /mayfly/nodes/NAME;
 // ErrNodeDown when the key is absent (the node's lease expired, or it
 // never registered).

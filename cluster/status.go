@@ -78,19 +78,9 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 		known[name] = true
 	}
 	for _, m := range st.maps {
-		for _, p := range m.Partitions {
-			for _, v := range p.Voters {
-				known[v] = true
-			}
-		}
+		addVoters(known, m)
 	}
-	for _, name := range slices.Sorted(maps.Keys(known)) {
-		ns := NodeStatus{Name: name}
-		if info, ok := st.nodes[name]; ok {
-			ns.Up, ns.Info = true, &info
-		}
-		out.Nodes = append(out.Nodes, ns)
-	}
+	out.Nodes = nodeStatuses(known, st.nodes)
 	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
 		bs := BucketStatus{Name: name, ReplicaNumber: st.buckets[name].ReplicaNumber, Leads: map[string]int{}, Holds: map[string]int{}}
 		if m := st.maps[name]; m != nil {
@@ -124,6 +114,32 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 		}
 	}
 	return out, nil
+}
+
+// addVoters adds the voters of m's partitions (none for a nil m) to names.
+func addVoters(names map[string]bool, m *PartitionMap) {
+	if m == nil {
+		return
+	}
+	for _, p := range m.Partitions {
+		for _, v := range p.Voters {
+			names[v] = true
+		}
+	}
+}
+
+// nodeStatuses lists names by name, each up with what it published when
+// up has it.
+func nodeStatuses(names map[string]bool, up map[string]NodeInfo) []NodeStatus {
+	var out []NodeStatus
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		ns := NodeStatus{Name: name}
+		if info, ok := up[name]; ok {
+			ns.Up, ns.Info = true, &info
+		}
+		out = append(out, ns)
+	}
+	return out
 }
 
 // Node is the named node's status, and whether it is known.

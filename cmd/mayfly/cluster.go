@@ -293,16 +293,14 @@ func advertised(addr, host string) string {
 // A partition with no voter up is left to its leader, which the query's
 // errors then name (node_down).
 //
-// The maps and the nodes up come from a cluster.TopologyMirror (etcd
-// watches, no read per query), and the coverage computed is kept per
-// bucket until the map's revision or the nodes up change. Before the
-// mirror's first load a query reads etcd instead (readCoverage).
+// The maps and the nodes up come from the node's cluster.TopologyMirror
+// (etcd watches, no read per query), and the coverage computed is kept per
+// bucket until the map's revision or the nodes up change. A query before
+// the mirror's first load waits for it (up to mirrorWait).
 type viewCoverage struct {
-	n      *cluster.Node
+	self   string
 	scheme string
 	mirror *cluster.TopologyMirror
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
 
 	mu   sync.Mutex
 	kept map[string]keptCoverage // by bucket
@@ -320,19 +318,10 @@ type keptCoverage struct {
 // coverage_changed and the querying node asks again).
 const shareWait = 2 * time.Second
 
-// startViewCoverage starts following the cluster's maps and nodes for n;
-// Close stops it.
-func startViewCoverage(n *cluster.Node, scheme string) *viewCoverage {
-	ctx, stop := context.WithCancel(context.Background())
-	v := &viewCoverage{n: n, scheme: scheme, mirror: cluster.NewTopologyMirror(n.Client()), stop: stop, kept: map[string]keptCoverage{}}
-	v.wg.Go(func() { v.mirror.Run(ctx) })
-	return v
-}
-
-// Close stops following etcd.
-func (v *viewCoverage) Close() {
-	v.stop()
-	v.wg.Wait()
+// newViewCoverage returns the coverage of the node named self, from its
+// mirror.
+func newViewCoverage(self string, mirror *cluster.TopologyMirror, scheme string) *viewCoverage {
+	return &viewCoverage{self: self, scheme: scheme, mirror: mirror, kept: map[string]keptCoverage{}}
 }
 
 // coverageFunc returns the HTTP API's ViewCoverage; nil without a cluster.
@@ -347,6 +336,14 @@ func (v *viewCoverage) coverageFunc() func(context.Context, string, int64) (*htt
 // above the map's revision the mirror holds waits (up to shareWait) for
 // the mirror to reach it.
 func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+	if !v.mirror.Loaded() {
+		wctx, cancel := context.WithTimeout(ctx, mirrorWait)
+		err := v.mirror.WaitLoaded(wctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: views: %w", engine.ErrTempFail, err)
+		}
+	}
 	m, rev, loaded, err := v.mirror.Map(bucket)
 	if loaded && err == nil && atLeast > rev {
 		wctx, cancel := context.WithTimeout(ctx, shareWait)
@@ -355,10 +352,7 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 		}
 		cancel()
 	}
-	nodes, gen, nodesLoaded := v.mirror.Nodes()
-	if !loaded || !nodesLoaded {
-		return v.readCoverage(ctx, bucket)
-	}
+	nodes, gen, _ := v.mirror.Nodes()
 	if err != nil || m == nil {
 		return nil, err
 	}
@@ -368,7 +362,7 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 	if ok && k.mapRev == rev && k.nodesGen == gen {
 		return k.cov, nil
 	}
-	self := v.n.Name()
+	self := v.self
 	up := func(name string) bool { return name == self || nodes[name].HTTP != "" }
 	cov := coverageOf(m, rev, self, up)
 	for i, c := range cov.Nodes {
@@ -381,40 +375,6 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 		v.kept[bucket] = keptCoverage{mapRev: rev, nodesGen: gen, cov: cov}
 	}
 	v.mu.Unlock()
-	return cov, nil
-}
-
-// readCoverage computes bucket's coverage from etcd read now (the map's
-// revision, the map, each voter's registration), before the mirror has
-// loaded.
-func (v *viewCoverage) readCoverage(ctx context.Context, bucket string) (*httpapi.ViewCoverage, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m, rev, err := cluster.ReadMap(ctx, v.n.Client(), bucket)
-	if err != nil || m == nil {
-		return nil, err
-	}
-	urls := map[string]string{} // the nodes up, by name ("" for this one)
-	urls[v.n.Name()] = ""
-	for _, e := range m.Partitions {
-		for _, voter := range e.Voters {
-			if _, seen := urls[voter]; seen {
-				continue
-			}
-			if info, err := cluster.ReadNode(ctx, v.n.Client(), voter); err == nil && info.HTTP != "" {
-				urls[voter] = v.scheme + "://" + info.HTTP
-			} else {
-				urls[voter] = "-" // down (or serving no HTTP): not asked
-			}
-		}
-	}
-	up := func(name string) bool { u, ok := urls[name]; return ok && u != "-" }
-	cov := coverageOf(m, rev, v.n.Name(), up)
-	for i, c := range cov.Nodes {
-		if !c.Self && up(c.Name) {
-			cov.Nodes[i].URL = urls[c.Name]
-		}
-	}
 	return cov, nil
 }
 

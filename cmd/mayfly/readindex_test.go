@@ -62,7 +62,8 @@ func TestRouterHandsReadsTheReadIndex(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r := &router{eng: eng, h: h, self: "n1", ctx: ctx, nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}, refreshing: map[string]bool{}}
+	_, mirror := oneNodeCluster(t, ctx)
+	r := &router{eng: eng, h: h, self: "n1", mirror: mirror}
 
 	rounds := h.Stats().ReadIndexRounds
 	hr, err := r.httpRoute(ctx, "b", led)
@@ -82,8 +83,10 @@ func TestRouterHandsReadsTheReadIndex(t *testing.T) {
 	if n := h.Stats().ReadIndexRounds - rounds; n != 2 {
 		t.Fatalf("the barriers took %d read-index rounds, want 2", n)
 	}
-	// The bucket has no partition map (as read from etcd just now).
-	r.maps["b"] = cachedMap{at: time.Now()} // wall clock: the cache's age
+	// The bucket has no partition map (the cluster does not define it).
+	if err := mirror.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if hr, err := r.httpRoute(ctx, "b", other); err != nil || hr.Barrier != nil {
 		t.Fatalf("HTTP route of a partition without a group here: %+v, %v; want no barrier", hr, err)
 	}

@@ -15,19 +15,20 @@ import (
 	"github.com/mayflydb/mayfly/replica"
 )
 
-// mapPoll is how often a bucket without a partition map yet looks for one.
-const mapPoll = 250 * time.Millisecond
-
 // replication runs a cluster node's Raft groups (issue 22 step 2b): a
 // replica.Host on the node's cluster port, and for each bucket, once the
 // orchestrator has placed it, the groups of the partitions this node is a
 // voter of, each with the engine's partition as its state machine. It is
 // an engine.BucketService: a bucket attached writes through its
 // partitions' groups from then on (until its map is there, a write
-// answers that its partition has no leader).
+// answers that its partition has no leader). Its mirror is the node's one
+// copy of the cluster's topology (the maps, the nodes up, the layout
+// revisions), which the router and the views' coverage read too.
 type replication struct {
 	n      *cluster.Node
 	h      *replica.Host
+	mirror *cluster.TopologyMirror
+	retry  time.Duration // mapRetry (tests: longer)
 	logger *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -71,8 +72,9 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 		return nil, fmt.Errorf("starting replication on %s: %w", listen, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replication{n: n, h: h, logger: logger, ctx: ctx, cancel: cancel,
+	r := &replication{n: n, h: h, mirror: cluster.NewTopologyMirror(n.Client()), retry: mapRetry, logger: logger, ctx: ctx, cancel: cancel,
 		deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
+	r.wg.Go(func() { r.mirror.Run(ctx) })
 	// A node whose lease expired may have died without closing its
 	// connections: its quiet groups wake, to elect other leaders.
 	r.wg.Go(func() { cluster.WatchNodesDown(ctx, n.Client(), h.NodeDown) })
@@ -151,30 +153,36 @@ func (r *replication) gone(inc string) bool {
 }
 
 // follow waits for the partition map of b's incarnation, then runs b's
-// groups of this node as the map says, until ctx ends: it reads the map
-// again whenever its revision changes (polled every mapFollow) and
-// applies it (applyMap).
+// groups of this node as the map says, until ctx ends: it applies the map
+// again (applyMap) as soon as the mirror holds a new one, and every
+// mapRetry all the same, to retry what failed and to finish what waited
+// for a conf change to apply here.
 func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 	uuid := b.Settings().UUID
+	// current returns the map of b's incarnation the mirror holds (nil
+	// while it has none, or another incarnation's: a deleted bucket's),
+	// with its revision.
+	current := func() (*cluster.PartitionMap, int64) {
+		m, rev, _, err := r.mirror.Map(b.Name())
+		if err != nil {
+			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
+		}
+		if m == nil || m.UUID != uuid {
+			return nil, 0
+		}
+		return m, rev
+	}
 	var m *cluster.PartitionMap
 	var rev int64
-	for m == nil {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		got, grev, err := cluster.ReadMap(rctx, r.n.Client(), b.Name())
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
-		case got != nil && got.UUID == uuid: // not a deleted incarnation's map
-			m, rev = got, grev
-			continue
+	for {
+		changed := r.mirror.Changed()
+		if m, rev = current(); m != nil {
+			break
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(mapPoll):
+		case <-changed:
 		}
 	}
 	if len(m.Partitions) != b.NumPartitions() {
@@ -190,39 +198,37 @@ func (r *replication) follow(ctx context.Context, b *engine.Bucket) {
 		return
 	}
 	r.logger.Info("replication: running the bucket's groups", "bucket", b.Name(), "groups", len(replica.MapGroups(m, r.h.Node())))
+	retry := time.NewTicker(r.retry)
+	defer retry.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(mapFollow):
+		changed := r.mirror.Changed()
+		newer := false
+		if got, now := current(); got != nil && now != rev && len(got.Partitions) == b.NumPartitions() {
+			m, rev, newer = got, now, true
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		now, err := cluster.MapRevision(rctx, r.n.Client(), b.Name())
-		changed := false
-		if err == nil && now != rev && now != 0 {
-			var got *cluster.PartitionMap
-			if got, now, err = cluster.ReadMap(rctx, r.n.Client(), b.Name()); err == nil && got != nil && got.UUID == uuid &&
-				len(got.Partitions) == b.NumPartitions() {
-				m, rev, changed = got, now, true
+		if !newer {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue // something else changed, or this map: looked at again
+			case <-retry.C:
 			}
 		}
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			r.logger.Warn("replication: reading a bucket's partition map", "bucket", b.Name(), "err", err)
-		}
-		// Applied again at every poll, changed or not: a copy this node
+		// Applied again at every retry, changed or not: a copy this node
 		// no longer holds is dropped once its conf change applied here.
-		if !r.applyMap(ctx, b, m, changed) {
+		if !r.applyMap(ctx, b, m, newer) {
 			return
 		}
 	}
 }
 
-// mapFollow is how often a node looks whether a bucket's map changed.
-const mapFollow = time.Second
+// mapRetry is how often a node applies a bucket's map again when the map
+// did not change: a safety net for a step that failed (a group that did
+// not start, documents not dropped) and for a group to leave once its conf
+// change applied here. A new map is applied as soon as the mirror holds
+// it.
+const mapRetry = 5 * time.Second
 
 // applyMap makes this node's groups of bucket b what map m says (each
 // partition's entry, whatever its epoch): a partition of which it is a
@@ -322,10 +328,8 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 
 // describe is a node's HTTP address as it publishes it, for the error of
 // a write sent to a node that does not lead its partition.
-func (r *replication) describe(ctx context.Context, node string) string {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	info, err := cluster.ReadNode(ctx, r.n.Client(), node)
+func (r *replication) describe(_ context.Context, node string) string {
+	info, err := r.mirror.Node(node)
 	if err != nil || info.HTTP == "" {
 		return ""
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,10 +16,6 @@ import (
 	"github.com/mayflydb/mayfly/replica"
 )
 
-// routeCacheTTL is how long the router trusts what it read of a node's
-// addresses or a bucket's partition map in etcd before it reads it again.
-const routeCacheTTL = 2 * time.Second
-
 // router says where a cluster node's front doors send a key's requests
 // (issue 22 step 3): to the leader of the key's partition. For a partition
 // this node holds a copy of, the leader is the one its Raft group knows
@@ -29,51 +24,25 @@ const routeCacheTTL = 2 * time.Second
 // partition map's preferred leader (a request that node no longer leads is
 // refused there, naming the leader, never forwarded twice), unless the map
 // names this node: then its group does not run here yet (a restart) and
-// the request is refused, its own copy possibly stale. Nodes'
-// addresses come from etcd (nodes/NAME), cached for routeCacheTTL.
+// the request is refused, its own copy possibly stale. The maps, the
+// nodes' addresses and the layout revisions come from the node's
+// cluster.TopologyMirror: no etcd read per request.
 type router struct {
-	eng  *engine.Engine
-	h    *replica.Host
-	cli  *clientv3.Client
-	self string
-
-	// ctx bounds the background refreshes of the caches (serve's
-	// replication context: they end with it).
-	ctx context.Context
-
-	mu         sync.Mutex
-	nodes      map[string]cachedNode
-	maps       map[string]cachedMap
-	refreshing map[string]bool      // cache keys ("node/NAME", "map/BUCKET") being read again
-	mapReads   uint64               // map reads begun, numbering them
-	layouts    map[string]cachedRev // by bucket: its layout revision
-	status     *cluster.Status      // the node list of the configurations, read at statusAt
-	statusAt   time.Time
+	eng    *engine.Engine
+	h      *replica.Host
+	cli    *clientv3.Client
+	self   string
+	mirror *cluster.TopologyMirror
 }
 
-type cachedNode struct {
-	info cluster.NodeInfo
-	at   time.Time
-}
-
-type cachedRev struct {
-	rev int64
-	at  time.Time
-}
-
-type cachedMap struct {
-	m      *cluster.PartitionMap
-	rev    int64  // the map's etcd mod revision
-	ticket uint64 // the read's place in the order reads began (router.mapReads)
-	at     time.Time
-}
+// mirrorWait bounds how long a request waits for the mirror's first load
+// (a node just started) before it is refused, to be retried.
+const mirrorWait = 2 * time.Second
 
 // newRouter returns serve's router over r, following leadership changes
 // (followLayouts) until r closes.
 func newRouter(eng *engine.Engine, r *replication) *router {
-	rt := &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), ctx: r.ctx,
-		nodes: map[string]cachedNode{}, maps: map[string]cachedMap{}, refreshing: map[string]bool{},
-		layouts: map[string]cachedRev{}}
+	rt := &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), mirror: r.mirror}
 	r.wg.Go(func() { rt.followLayouts(r.ctx) })
 	return rt
 }
@@ -97,7 +66,10 @@ func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string
 		}
 		return l, nil
 	}
-	m := r.partitionMap(ctx, bucket)
+	m, err := r.partitionMap(ctx, bucket)
+	if err != nil {
+		return "", err
+	}
 	if m == nil || part >= len(m.Partitions) {
 		return "", nil
 	}
@@ -129,111 +101,29 @@ func (r *router) keyLeader(ctx context.Context, bucket, key string) (l string, p
 	return "", part, barrier, nil
 }
 
-// node returns what node name publishes in etcd, cached. An entry older
-// than routeCacheTTL is still answered while it is read again in the
-// background, so a request (one on the memcached port's event loop among
-// them) waits on etcd only for a node it never looked up; a node whose key
-// cannot be read keeps its last known addresses, and one whose lease
-// expired (down) is forgotten.
-func (r *router) node(ctx context.Context, name string) (cluster.NodeInfo, error) {
-	r.mu.Lock()
-	c, ok := r.nodes[name]
-	r.mu.Unlock()
-	if ok {
-		if time.Since(c.at) >= routeCacheTTL { // wall clock: cache age
-			r.refresh("node/"+name, func(ctx context.Context) { _, _ = r.readNode(ctx, name) })
-		}
-		return c.info, nil
+// loaded waits (up to mirrorWait, within ctx) for the mirror's first
+// load; ErrNotMyVBucket, to be retried, when it has not loaded.
+func (r *router) loaded(ctx context.Context) error {
+	if r.mirror.Loaded() {
+		return nil
 	}
-	return r.readNode(ctx, name)
-}
-
-// readNode reads name's entry from etcd into the cache.
-func (r *router) readNode(ctx context.Context, name string) (cluster.NodeInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, mirrorWait)
 	defer cancel()
-	info, err := cluster.ReadNode(ctx, r.cli, name)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case errors.Is(err, cluster.ErrNodeDown):
-		delete(r.nodes, name)
-		return cluster.NodeInfo{}, err
-	case err != nil:
-		if c, ok := r.nodes[name]; ok {
-			return c.info, nil
-		}
-		return cluster.NodeInfo{}, err
+	if err := r.mirror.WaitLoaded(ctx); err != nil {
+		return fmt.Errorf("%w: this node has not read the cluster's partition maps yet; retry shortly: %w", engine.ErrNotMyVBucket, err)
 	}
-	r.nodes[name] = cachedNode{info: info, at: time.Now()} // wall clock: cache age
-	return info, nil
+	return nil
 }
 
-// partitionMap returns bucket's partition map, cached as node's entries
-// are (an old map answered while it is read again; an old "none" is read
-// again at once); nil when it has none (or etcd cannot be read and none is
-// known).
-func (r *router) partitionMap(ctx context.Context, bucket string) *cluster.PartitionMap {
-	m, _ := r.partitionMapRev(ctx, bucket)
-	return m
-}
-
-// partitionMapRev is partitionMap with the map's etcd mod revision.
-func (r *router) partitionMapRev(ctx context.Context, bucket string) (*cluster.PartitionMap, int64) {
-	r.mu.Lock()
-	c, ok := r.maps[bucket]
-	r.mu.Unlock()
-	switch {
-	case ok && time.Since(c.at) < routeCacheTTL: // wall clock: cache age
-		return c.m, c.rev
-	case ok && c.m != nil:
-		r.refresh("map/"+bucket, func(ctx context.Context) { r.readMap(ctx, bucket) })
-		return c.m, c.rev
+// partitionMap returns bucket's partition map as the mirror holds it, nil
+// when it has none (or its value does not decode: the request is answered
+// here, as for a bucket not placed yet).
+func (r *router) partitionMap(ctx context.Context, bucket string) (*cluster.PartitionMap, error) {
+	if err := r.loaded(ctx); err != nil {
+		return nil, err
 	}
-	// Never read, or read before the bucket had a map: a map placed since
-	// must be seen now, not after another round.
-	return r.readMap(ctx, bucket)
-}
-
-// readMap reads bucket's map from etcd into the cache. Reads of one
-// bucket's map may run at once (requests finding none cached); what a
-// read started earlier found never replaces what a later one stored.
-func (r *router) readMap(ctx context.Context, bucket string) (*cluster.PartitionMap, int64) {
-	r.mu.Lock()
-	r.mapReads++
-	ticket := r.mapReads
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	m, rev, err := cluster.ReadMap(ctx, r.cli, bucket)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.maps[bucket]
-	if err != nil || c.ticket > ticket {
-		return c.m, c.rev
-	}
-	r.maps[bucket] = cachedMap{m: m, rev: rev, ticket: ticket, at: time.Now()} // wall clock: cache age
-	return m, rev
-}
-
-// refresh runs read on a goroutine of its own unless one for key is
-// running already.
-func (r *router) refresh(key string, read func(ctx context.Context)) {
-	r.mu.Lock()
-	if r.refreshing[key] || r.ctx.Err() != nil {
-		r.mu.Unlock()
-		return
-	}
-	r.refreshing[key] = true
-	r.mu.Unlock()
-	go func() {
-		defer func() {
-			r.mu.Lock()
-			delete(r.refreshing, key)
-			r.mu.Unlock()
-		}()
-		read(r.ctx)
-	}()
+	m, _, _, _ := r.mirror.Map(bucket)
+	return m, nil
 }
 
 // unreachable is the error of a request whose partition's leader cannot
@@ -248,7 +138,7 @@ func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Rou
 	if err != nil || l == "" {
 		return httpapi.Route{Barrier: barrier}, err
 	}
-	info, err := r.node(ctx, l)
+	info, err := r.mirror.Node(l)
 	if err == nil && info.HTTP == "" {
 		err = errors.New("it serves no HTTP API")
 	}
@@ -266,7 +156,7 @@ func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key str
 		if err != nil || l == "" {
 			return memcache.Route{Barrier: barrier, Partition: part}, err
 		}
-		info, err := r.node(ctx, l)
+		info, err := r.mirror.Node(l)
 		if err == nil && info.Memcached == "" {
 			err = errors.New("it serves no memcached port")
 		}
@@ -278,65 +168,29 @@ func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key str
 }
 
 // topology is the KV port's and /pools' view of bucket's partitions
-// (clusterconfig.Topology): every node of the cluster (its KV address),
-// and each partition's leader first, then its other voters. nil when the
-// bucket has no partition map yet (a single node's configuration is
-// served).
+// (clusterconfig.Topology): every node the mirror knows (its KV
+// address), each partition's leader first, then its other voters, under
+// the bucket's layout revision. nil when the bucket has no partition map
+// yet (a single node's configuration is served).
 func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.Topology, error) {
 	b, err := r.eng.Bucket(bucket)
 	if err != nil {
 		return nil, nil
 	}
 	uuid := b.Settings().UUID
-	m, mapRev := r.partitionMapRev(ctx, bucket)
-	if m == nil {
-		return nil, nil
-	}
-	st, err := r.clusterStatus(ctx)
-	if err != nil {
+	m, err := r.partitionMap(ctx, bucket)
+	if err != nil || m == nil {
 		return nil, err
 	}
-	t := buildTopology(m, st, r.self, func(part int) (string, bool) {
+	t := buildTopology(m, r.mirror.NodeList(), r.self, func(part int) (string, bool) {
 		id := replica.BucketGroup(bucket, uuid, part)
 		if !r.h.Holds(id) {
 			return "", false
 		}
 		return r.h.Leader(id)
 	})
-	t.Rev = max(mapRev, r.layoutRevision(ctx, bucket))
+	t.Rev = r.mirror.LayoutRevision(bucket)
 	return t, nil
-}
-
-// layoutRevision returns bucket's layout revision (cluster.LayoutRevision),
-// cached as maps are; 0 when it cannot be read and none is known (the
-// map's revision then stands).
-func (r *router) layoutRevision(ctx context.Context, bucket string) int64 {
-	r.mu.Lock()
-	c, ok := r.layouts[bucket]
-	r.mu.Unlock()
-	if ok {
-		if time.Since(c.at) >= routeCacheTTL { // wall clock: cache age
-			r.refresh("layout/"+bucket, func(ctx context.Context) { r.readLayout(ctx, bucket) })
-		}
-		return c.rev
-	}
-	return r.readLayout(ctx, bucket)
-}
-
-// readLayout reads bucket's layout revision into the cache; a revision
-// never goes back (a read that began before a bump stored another).
-func (r *router) readLayout(ctx context.Context, bucket string) int64 {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	rev, err := cluster.LayoutRevision(ctx, r.cli, bucket)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.layouts[bucket]
-	if err != nil {
-		return c.rev
-	}
-	r.layouts[bucket] = cachedRev{rev: max(rev, c.rev), at: time.Now()} // wall clock: cache age
-	return max(rev, c.rev)
 }
 
 // layoutInterval is how often a node looks for leadership changes among
@@ -365,17 +219,11 @@ func (r *router) followLayouts(ctx context.Context) {
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			rev, err := cluster.BumpLayout(wctx, r.cli, name, r.self)
+			_, err := cluster.BumpLayout(wctx, r.cli, name, r.self)
 			cancel()
-			if err != nil {
-				continue
+			if err == nil {
+				seen[key] = sum
 			}
-			seen[key] = sum
-			r.mu.Lock()
-			if c := r.layouts[name]; rev > c.rev {
-				r.layouts[name] = cachedRev{rev: rev, at: time.Now()} // wall clock: cache age
-			}
-			r.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -396,37 +244,14 @@ func (r *router) termSum(bucket, uuid string, parts int) uint64 {
 	return sum
 }
 
-// clusterStatus returns the cluster's status (its node list), cached.
-func (r *router) clusterStatus(ctx context.Context) (*cluster.Status, error) {
-	r.mu.Lock()
-	st, at := r.status, r.statusAt
-	r.mu.Unlock()
-	if st != nil && time.Since(at) < routeCacheTTL { // wall clock: cache age
-		return st, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	fresh, err := cluster.ReadStatus(ctx, r.cli, nil)
-	if err != nil {
-		if st != nil {
-			return st, nil
-		}
-		return nil, err
-	}
-	r.mu.Lock()
-	r.status, r.statusAt = fresh, time.Now() // wall clock: cache age
-	r.mu.Unlock()
-	return fresh, nil
-}
-
 // buildTopology lays out m for the configuration: the servers are every
-// node the cluster status lists (a stable order: by name), known must
+// node of nodes, the cluster's node list (a stable order: by name), known must
 // name the partition's leader where this node knows it (else the map's
 // preferred leader is listed first).
-func buildTopology(m *cluster.PartitionMap, st *cluster.Status, self string, known func(part int) (string, bool)) *clusterconfig.Topology {
+func buildTopology(m *cluster.PartitionMap, nodes []cluster.NodeStatus, self string, known func(part int) (string, bool)) *clusterconfig.Topology {
 	t := &clusterconfig.Topology{Replicas: max(m.Copies-1, 0)}
 	index := map[string]int{}
-	for _, ns := range st.Nodes {
+	for _, ns := range nodes {
 		index[ns.Name] = len(t.Servers)
 		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self}
 		if ns.Info != nil {

@@ -580,12 +580,11 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		defer defs.Close()
 		ddocStore, collStore, searchSvc = defs, defs, clusterSearch{Service: ssvc, defs: defs}
 	}
-	// A cluster node's view queries find their coverage in a copy of the
+	// A cluster node's view queries find their coverage in its copy of the
 	// maps and nodes that etcd watches keep current (cluster.go).
 	var vcov *viewCoverage
 	if cnode != nil {
-		vcov = startViewCoverage(cnode, scheme)
-		defer vcov.Close()
+		vcov = newViewCoverage(cnode.Name(), rt.mirror, scheme)
 	}
 
 	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged

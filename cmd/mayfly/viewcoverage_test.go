@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,15 +15,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TestViewCoverageFromTheMirror: on a one-node cluster, a bucket's
-// coverage appears once the orchestrator places its map (every partition
-// this node's, under the map's revision), is kept while nothing changes,
-// is computed again when the nodes up change, and a share request under a
-// revision the mirror never reaches waits a bounded moment and answers
-// with the coverage it has (which the coverer's check then refuses).
-func TestViewCoverageFromTheMirror(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// oneNodeCluster starts a cluster of one node, n1, in process, and its
+// topology mirror; both stop when the test ends.
+func oneNodeCluster(t *testing.T, ctx context.Context) (*cluster.Node, *cluster.TopologyMirror) {
+	t.Helper()
 	port := testport.Consecutive(t, 3, map[int]bool{})
 	node, err := cluster.Start(ctx, cluster.Config{
 		Node: "n1", Peers: []cluster.Peer{{Name: "n1", Host: "127.0.0.1", Port: port}}, DataDir: t.TempDir(),
@@ -32,9 +28,29 @@ func TestViewCoverageFromTheMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer node.Close()
-	vc := startViewCoverage(node, "http")
-	defer vc.Close()
+	mirror := cluster.NewTopologyMirror(node.Client())
+	mctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { mirror.Run(mctx) })
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+		node.Close()
+	})
+	return node, mirror
+}
+
+// TestViewCoverageFromTheMirror: on a one-node cluster, a bucket's
+// coverage appears once the orchestrator places its map (every partition
+// this node's, under the map's revision), is kept while nothing changes,
+// is computed again when the nodes up change, and a share request under a
+// revision the mirror never reaches waits a bounded moment and answers
+// with the coverage it has (which the coverer's check then refuses).
+func TestViewCoverageFromTheMirror(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node, mirror := oneNodeCluster(t, ctx)
+	vc := newViewCoverage(node.Name(), mirror, "http")
 
 	if cov, err := vc.coverage(ctx, "b", 0); cov != nil || err != nil {
 		t.Fatalf("coverage of a bucket without a map: %+v, %v; want none", cov, err)
@@ -44,6 +60,7 @@ func TestViewCoverageFromTheMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cov *httpapi.ViewCoverage
+	var err error
 	for cov == nil {
 		if cov, err = vc.coverage(ctx, "b", 0); err != nil {
 			t.Fatal(err)

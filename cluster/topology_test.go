@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 
 // TestTopologyMirrorSeesMapsAndNodes: the mirror holds a bucket's map as
 // written, with the revision of the write, sees a new map and a deleted
-// one, and a node whose lease expires drops out of the nodes up. (Under
+// one (telling its waiters), lists the nodes known (up or voters), and a
+// node whose lease expires drops out of the nodes up. (Under
 // prefixes of the test's own: the node's orchestrator removes maps of
 // buckets not defined.)
 func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
@@ -42,7 +44,7 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 	if _, err := cli.Put(ctx, ups+"n1", `{"name":"n1"}`); err != nil {
 		t.Fatal(err)
 	}
-	mirror := newTopologyMirror(cli, maps, ups)
+	mirror := newTopologyMirror(cli, maps, ups, "/mayfly-test/layout/")
 	if _, _, loaded, _ := mirror.Map("b"); loaded {
 		t.Fatal("a mirror not yet run says it holds the maps")
 	}
@@ -68,9 +70,27 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 	if m := mapAt(rev1); m == nil || m.Partitions[0].Leader != "n1" {
 		t.Fatalf("the first map: %+v", m)
 	}
+	changed := mirror.Changed()
 	rev2 := putMap("n7")
 	if m := mapAt(rev2); m == nil || m.Partitions[3].Leader != "n7" {
 		t.Fatalf("the second map: %+v", m)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the mirror holds a new map and did not tell its waiters")
+	}
+	// The node list: n1 up (registered), n7 known as a voter, down.
+	if err := mirror.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list := mirror.NodeList()
+	if len(list) != 2 || list[0].Name != "n1" || !list[0].Up || list[0].Info == nil ||
+		list[1].Name != "n7" || list[1].Up || list[1].Info != nil {
+		t.Fatalf("the node list: %+v, want n1 up and n7 down", list)
+	}
+	if _, err := mirror.Node("n7"); !errors.Is(err, ErrNodeDown) {
+		t.Fatalf("Node(n7), a voter not registered: %v, want ErrNodeDown", err)
 	}
 	del, err := cli.Delete(ctx, maps+"b")
 	if err != nil {

@@ -1,0 +1,294 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TopologyMirror is the one owner of the partition map as a node knows
+// it: a copy of the cluster's topology kept current by etcd watches (Run)
+// instead of reads per request or polls. It holds each bucket's partition
+// map with the revision it was written at (/mayfly/maps/), the nodes up
+// with what they published (/mayfly/nodes/: a node's key goes with its
+// lease, so one whose lease expired drops out as soon as the watch
+// delivers the deletion), and each bucket's layout key's revision
+// (/mayfly/layout/, see BumpLayout). Each prefix is read whole once, then
+// watched from the revision read, and read whole again when the watch's
+// history was compacted; a node cut off from etcd keeps its last copy.
+// Consumers (the router, the map follower, the views' coverage, the KV
+// port's configuration) read it, and wait on Changed to react to a change
+// at once. It is safe for concurrent use; what it returns is shared and
+// must not be modified.
+type TopologyMirror struct {
+	cli                                   *clientv3.Client
+	mapsPrefix, nodesPrefix, layoutPrefix string // the keys followed (others in tests)
+
+	mu            sync.Mutex
+	maps          map[string]mirroredMap // by bucket
+	mapsAt        revisionGate           // the etcd revision the maps are current to
+	nodes         map[string]NodeInfo    // the nodes up; replaced, never changed in place
+	nodesGen      uint64                 // moves with every change of nodes
+	nodesLoaded   bool
+	layouts       map[string]int64 // by bucket: its layout key's mod revision
+	layoutsLoaded bool
+	known         []NodeStatus  // NodeList's answer; nil: to compute again
+	changed       chan struct{} // closed (and replaced) at every change
+}
+
+// mirroredMap is a bucket's map as a TopologyMirror holds it.
+type mirroredMap struct {
+	m   *PartitionMap
+	rev int64
+	err error // the map's value did not decode
+}
+
+// NewTopologyMirror returns an empty mirror; Run fills it.
+func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
+	return newTopologyMirror(cli, mapsPrefix, nodesPrefix, layoutPrefix)
+}
+
+// newTopologyMirror returns an empty mirror of the maps, nodes and layout
+// keys under the prefixes given.
+func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix, layoutPrefix string) *TopologyMirror {
+	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, layoutPrefix: layoutPrefix,
+		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, layouts: map[string]int64{},
+		mapsAt: newRevisionGate(), changed: make(chan struct{})}
+}
+
+// Run keeps the mirror current until ctx ends.
+func (t *TopologyMirror) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		followPrefix(ctx, t.cli, t.mapsPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+			byBucket := map[string]mirroredMap{}
+			for _, kv := range kvs {
+				bucket := strings.TrimPrefix(string(kv.Key), t.mapsPrefix)
+				byBucket[bucket] = decodeMirroredMap(bucket, kv)
+			}
+			t.mu.Lock()
+			t.maps, t.mapsAt.loaded = byBucket, true
+			t.mapsAt.moveLocked(rev)
+			t.changedLocked(true)
+			t.mu.Unlock()
+		}, func(evs []*clientv3.Event, upTo int64) {
+			t.mu.Lock()
+			for _, ev := range evs {
+				bucket := strings.TrimPrefix(string(ev.Kv.Key), t.mapsPrefix)
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(t.maps, bucket)
+				} else {
+					t.maps[bucket] = decodeMirroredMap(bucket, ev.Kv)
+				}
+			}
+			t.mapsAt.moveLocked(upTo)
+			t.changedLocked(len(evs) > 0)
+			t.mu.Unlock()
+		})
+	})
+	wg.Go(func() {
+		followPrefix(ctx, t.cli, t.nodesPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+			nodes := map[string]NodeInfo{}
+			for _, kv := range kvs {
+				if n, ok := decodeNodeInfo(kv.Value); ok {
+					nodes[strings.TrimPrefix(string(kv.Key), t.nodesPrefix)] = n
+				}
+			}
+			t.mu.Lock()
+			t.nodes, t.nodesLoaded = nodes, true
+			t.nodesGen++
+			t.changedLocked(true)
+			t.mu.Unlock()
+		}, func(evs []*clientv3.Event, upTo int64) {
+			if len(evs) == 0 {
+				return
+			}
+			t.mu.Lock()
+			nodes := maps.Clone(t.nodes)
+			for _, ev := range evs {
+				name := strings.TrimPrefix(string(ev.Kv.Key), t.nodesPrefix)
+				n, ok := decodeNodeInfo(ev.Kv.Value)
+				if ev.Type == clientv3.EventTypeDelete || !ok {
+					delete(nodes, name)
+				} else {
+					nodes[name] = n
+				}
+			}
+			t.nodes = nodes
+			t.nodesGen++
+			t.changedLocked(true)
+			t.mu.Unlock()
+		})
+	})
+	wg.Go(func() {
+		followPrefix(ctx, t.cli, t.layoutPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+			layouts := map[string]int64{}
+			for _, kv := range kvs {
+				layouts[strings.TrimPrefix(string(kv.Key), t.layoutPrefix)] = kv.ModRevision
+			}
+			t.mu.Lock()
+			t.layouts, t.layoutsLoaded = layouts, true
+			t.changedLocked(true)
+			t.mu.Unlock()
+		}, func(evs []*clientv3.Event, upTo int64) {
+			if len(evs) == 0 {
+				return
+			}
+			t.mu.Lock()
+			for _, ev := range evs {
+				bucket := strings.TrimPrefix(string(ev.Kv.Key), t.layoutPrefix)
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(t.layouts, bucket)
+				} else {
+					t.layouts[bucket] = ev.Kv.ModRevision
+				}
+			}
+			t.changedLocked(true)
+			t.mu.Unlock()
+		})
+	})
+	wg.Wait()
+}
+
+// changedLocked wakes whoever waits on Changed when something changed.
+//
+// REQUIRES: t.mu held.
+func (t *TopologyMirror) changedLocked(changed bool) {
+	if !changed {
+		return
+	}
+	t.known = nil
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// decodeMirroredMap decodes a map's key-value.
+func decodeMirroredMap(bucket string, kv *mvccpb.KeyValue) mirroredMap {
+	var m PartitionMap
+	if err := json.Unmarshal(kv.Value, &m); err != nil {
+		return mirroredMap{rev: kv.ModRevision, err: fmt.Errorf("cluster: the map of %q: %w", bucket, err)}
+	}
+	return mirroredMap{m: &m, rev: kv.ModRevision}
+}
+
+// decodeNodeInfo decodes a node's registration; false when it does not
+// decode (such a node is taken as down, as ReadNode's error does).
+func decodeNodeInfo(value []byte) (NodeInfo, bool) {
+	var n NodeInfo
+	return n, json.Unmarshal(value, &n) == nil
+}
+
+// Changed returns a channel closed at the mirror's next change: a map, a
+// node, a layout revision, or a whole prefix read again. A consumer takes
+// it, then reads what it needs, then waits on it: no change is missed
+// between its read and its wait.
+func (t *TopologyMirror) Changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.changed
+}
+
+// Loaded reports whether the maps, the nodes and the layout keys were
+// each read once (before, the mirror knows nothing, which does not mean
+// etcd holds nothing).
+func (t *TopologyMirror) Loaded() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.loadedLocked()
+}
+
+func (t *TopologyMirror) loadedLocked() bool {
+	return t.mapsAt.loaded && t.nodesLoaded && t.layoutsLoaded
+}
+
+// WaitLoaded waits until the mirror is Loaded; ctx bounds the wait.
+func (t *TopologyMirror) WaitLoaded(ctx context.Context) error {
+	for {
+		ch := t.Changed()
+		if t.Loaded() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for the first read of the cluster's topology: %w", ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Map returns bucket's partition map and the revision it was written at
+// (nil and 0 when it has none, as ReadMap's); loaded is false before the
+// maps were read once (the mirror then knows nothing).
+func (t *TopologyMirror) Map(bucket string) (m *PartitionMap, rev int64, loaded bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.mapsAt.loaded {
+		return nil, 0, false, nil
+	}
+	e := t.maps[bucket]
+	return e.m, e.rev, true, e.err
+}
+
+// Nodes returns the nodes up, by name, and a generation that moves with
+// every change of them (equal generations: the same nodes); loaded is
+// false before they were read once.
+func (t *TopologyMirror) Nodes() (nodes map[string]NodeInfo, gen uint64, loaded bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodes, t.nodesGen, t.nodesLoaded
+}
+
+// Node returns what the node name published; ErrNodeDown when it is not
+// up (its lease expired, it never registered, or the mirror has not read
+// the nodes yet).
+func (t *TopologyMirror) Node(name string) (NodeInfo, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.nodes[name]
+	if !ok {
+		return NodeInfo{}, fmt.Errorf("%w: %q", ErrNodeDown, name)
+	}
+	return n, nil
+}
+
+// NodeList returns the nodes known, as ReadStatus lists them without
+// peers: the nodes up and the voters of every map, by name, each with what
+// it published while it is up.
+func (t *TopologyMirror) NodeList() []NodeStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.known == nil {
+		names := map[string]bool{}
+		for name := range t.nodes {
+			names[name] = true
+		}
+		for _, e := range t.maps {
+			addVoters(names, e.m)
+		}
+		t.known = nodeStatuses(names, t.nodes)
+	}
+	return t.known
+}
+
+// LayoutRevision returns bucket's layout revision as LayoutRevision in
+// etcd defines it: the revision of its last BumpLayout or of its map,
+// whichever is later; 0 when there is neither (or the mirror has not
+// loaded).
+func (t *TopologyMirror) LayoutRevision(bucket string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(t.layouts[bucket], t.maps[bucket].rev)
+}
+
+// WaitMaps waits until the maps are current to etcd revision rev or later
+// (a node asked for its view share under a map revision its mirror has not
+// reached yet waits so); ctx bounds the wait.
+func (t *TopologyMirror) WaitMaps(ctx context.Context, rev int64) error {
+	return t.mapsAt.wait(ctx, &t.mu, rev, "maps")
+}

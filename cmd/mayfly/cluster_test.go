@@ -150,8 +150,14 @@ func TestServeCluster(t *testing.T) {
 		// orchestrator, three nodes up, the default bucket's 1024
 		// partitions led (each once) and held (three times) by them.
 		c := pools.Cluster
-		if c.ThisNode != "n1" || c.Orchestrator == "" || len(c.Nodes) != 3 || len(c.Buckets) != 1 || !pools.Balanced {
+		if c.ThisNode != "n1" || c.Orchestrator == "" || len(c.Nodes) != 3 || len(c.Buckets) != 1 {
 			t.Fatalf("/pools/default mayflyCluster: %s", body)
+		}
+		if !pools.Balanced {
+			// A replica a moment behind (a busy machine) is reported
+			// lagging until it catches up.
+			last = "not balanced: " + string(body)
+			continue
 		}
 		led, held := 0, 0
 		for _, n := range c.Nodes {

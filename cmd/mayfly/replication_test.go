@@ -865,16 +865,17 @@ func itemCounts(t *testing.T, nodes []*procNode, want int64) {
 	t.Helper()
 	for _, n := range nodes {
 		eventuallyT(t, fmt.Sprintf("%s counts %d items", n.name, want), func() error {
-			var b struct {
-				BasicStats struct {
-					ItemCount int64 `json:"itemCount"`
-				} `json:"basicStats"`
+			// The node's own copies (its stats' curr_items), not the
+			// bucket's basicStats.itemCount, which counts each document
+			// of the cluster once.
+			var st struct {
+				CurrItems int64 `json:"curr_items"`
 			}
-			if err := nodeReq(n, http.MethodGet, "/pools/default/buckets/default", &b); err != nil {
+			if err := nodeReq(n, http.MethodGet, "/pools/default/buckets/default/stats", &st); err != nil {
 				return err
 			}
-			if b.BasicStats.ItemCount != want {
-				return fmt.Errorf("itemCount %d", b.BasicStats.ItemCount)
+			if st.CurrItems != want {
+				return fmt.Errorf("curr_items %d", st.CurrItems)
 			}
 			return nil
 		})

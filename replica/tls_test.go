@@ -244,3 +244,18 @@ func TestTLSDialerChecksTheNodeName(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkProposeTLS is BenchmarkPropose64Groups (no fsync, so the
+// transport weighs most) on plain TCP and on mutual TLS, to compare.
+func BenchmarkProposeTLS(b *testing.B) {
+	dir := testCerts(b)
+	for _, secure := range []bool{false, true} {
+		b.Run(fmt.Sprintf("tls=%v", secure), func(b *testing.B) {
+			benchPropose(b, 64, 4, true, func(o *Options) {
+				if secure {
+					o.TLS = loadCreds(b, dir, o.Node).Config()
+				}
+			})
+		})
+	}
+}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -42,7 +44,7 @@ func (c *Config) startMember(ctx context.Context, self Peer, members []Peer, lg 
 	ec := embed.NewConfig()
 	ec.Name = self.Name
 	ec.Dir = etcdDir(c.DataDir)
-	peerURL, clientURL := self.url(c.EtcdPeerOffset), self.url(c.EtcdClientOffset)
+	peerURL, clientURL := self.url(c.scheme(), c.EtcdPeerOffset), self.url(c.scheme(), c.EtcdClientOffset)
 	lp, err := bindURL(ctx, peerURL)
 	if err != nil {
 		return nil, err
@@ -55,7 +57,7 @@ func (c *Config) startMember(ctx context.Context, self Peer, members []Peer, lg 
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{lc}, []url.URL{clientURL}
 	var initial []string
 	for _, m := range members {
-		u := m.url(c.EtcdPeerOffset)
+		u := m.url(c.scheme(), c.EtcdPeerOffset)
 		initial = append(initial, m.Name+"="+u.String())
 	}
 	ec.InitialCluster = strings.Join(initial, ",")
@@ -69,6 +71,13 @@ func (c *Config) startMember(ctx context.Context, self Peer, members []Peer, lg 
 	// Nodes speak gRPC only: no JSON gateway on the client port.
 	ec.EnableGRPCGateway = false
 	ec.UnsafeNoFsync = c.test.noFsync
+	if c.TLS != nil {
+		// Mutual TLS on both ports: a member or client without a
+		// certificate of the cluster's CA is refused at the handshake.
+		info := transport.TLSInfo{CertFile: c.TLS.CertFile(), KeyFile: c.TLS.KeyFile(), TrustedCAFile: c.TLS.CAFile(),
+			ClientCertAuth: true, MinVersion: tls.VersionTLS13}
+		ec.PeerTLSInfo, ec.ClientTLSInfo = info, info
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting the etcd member %s (peer %s, client %s, data %s): %w",
@@ -85,7 +94,17 @@ func waitMember(ctx context.Context, e *embed.Etcd, timeout time.Duration) error
 	case err := <-e.Err():
 		return fmt.Errorf("cluster: the etcd member stopped: %w", err)
 	case <-ctx.Done():
-		return fmt.Errorf("%w within %v: this member found no quorum (are the other members started, and their etcd peer ports reachable?): %w",
-			ErrNotFormed, timeout, context.Cause(ctx))
+		return fmt.Errorf("%w within %v: this member found no quorum (are the other members started, their etcd peer ports reachable, and all of them %s?): %w",
+			ErrNotFormed, timeout, tlsMode(e.Config().PeerTLSInfo.Empty()), context.Cause(ctx))
 	}
+}
+
+// tlsMode says what every node of the cluster must share with one
+// started without (plain) or with the cluster's mutual TLS: a node of
+// each kind cannot speak to the other.
+func tlsMode(plain bool) string {
+	if plain {
+		return "without --cluster-tls as this one"
+	}
+	return "with --cluster-tls and its CA as this one"
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mayflydb/mayfly/internal/clustertls"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -60,6 +62,11 @@ type Config struct {
 	// ReconcileInterval is how often the orchestrator checks the maps.
 	// The default value is 1 s.
 	ReconcileInterval time.Duration
+	// TLS, when set, puts etcd's peer and client ports on mutual TLS 1.3
+	// with these credentials (https URLs; a member or client without a
+	// certificate of the cluster's CA is refused), and the node's etcd
+	// client presents its certificate. Every node must have it, or none.
+	TLS *clustertls.Creds
 	// HTTP, KV, Memcached and Version are published in the node's
 	// NodeInfo.
 	HTTP, KV, Memcached, Version string
@@ -177,16 +184,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   ClientEndpoints(cfg.Peers, cfg.EtcdClientOffset),
+		Endpoints:   clientEndpoints(cfg.Peers, cfg.scheme(), cfg.EtcdClientOffset),
 		DialTimeout: 5 * time.Second,
 		Logger:      n.zap,
+		TLS:         cfg.clientTLS(),
 	})
 	if err != nil {
 		n.closeEtcd()
 		return nil, fmt.Errorf("cluster: etcd client: %w", err)
 	}
 	n.cli = cli
-	if err := waitAnswer(formCtx, cli, cfg.FormTimeout); err != nil {
+	if err := waitAnswer(formCtx, cli, cfg.FormTimeout, cfg.TLS == nil); err != nil {
 		n.closing.Store(true)
 		cli.Close()
 		n.closeEtcd()
@@ -217,9 +225,26 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// scheme is the etcd URLs' scheme: https with TLS.
+func (c *Config) scheme() string {
+	if c.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// clientTLS is the etcd client's TLS configuration, nil without TLS.
+func (c *Config) clientTLS() *tls.Config {
+	if c.TLS == nil {
+		return nil
+	}
+	return c.TLS.Config()
+}
+
 // waitAnswer waits until the etcd cluster answers a linearizable read
-// (it has a quorum and a leader).
-func waitAnswer(ctx context.Context, cli *clientv3.Client, timeout time.Duration) error {
+// (it has a quorum and a leader); plain says whether the client is
+// without TLS (for the error's hint).
+func waitAnswer(ctx context.Context, cli *clientv3.Client, timeout time.Duration, plain bool) error {
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := cli.Get(tctx, "/mayfly/health")
@@ -229,8 +254,8 @@ func waitAnswer(ctx context.Context, cli *clientv3.Client, timeout time.Duration
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w within %v (no quorum of etcd members answered at %v): last error: %w",
-				ErrNotFormed, timeout, cli.Endpoints(), err)
+			return fmt.Errorf("%w within %v (no quorum of etcd members answered at %v; are they started %s?): last error: %w",
+				ErrNotFormed, timeout, cli.Endpoints(), tlsMode(plain), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -263,7 +288,7 @@ func (n *Node) keepRegistered(ctx context.Context, first chan<- error) {
 	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, KV: n.cfg.KV, Memcached: n.cfg.Memcached, Version: n.cfg.Version,
 		Started: time.Now().UTC()} // wall clock: shown to operators
 	if n.etcd != nil {
-		pu, cu := n.self.url(n.cfg.EtcdPeerOffset), n.self.url(n.cfg.EtcdClientOffset)
+		pu, cu := n.self.url(n.cfg.scheme(), n.cfg.EtcdPeerOffset), n.self.url(n.cfg.scheme(), n.cfg.EtcdClientOffset)
 		info.EtcdPeer, info.EtcdClient = pu.String(), cu.String()
 	}
 	data, err := json.Marshal(info)
@@ -447,16 +472,23 @@ func (n *Node) closeEtcd() {
 // timeout: ErrNotFormed after). For tools such as `mayfly cluster
 // status`; logger receives the client's warnings (nil discards them).
 func Connect(ctx context.Context, endpoints []string, timeout time.Duration, logger *slog.Logger) (*clientv3.Client, error) {
+	return ConnectTLS(ctx, endpoints, nil, timeout, logger)
+}
+
+// ConnectTLS is Connect to a cluster on mutual TLS (https endpoints) with
+// creds (nil: Connect).
+func ConnectTLS(ctx context.Context, endpoints []string, creds *clustertls.Creds, timeout time.Duration, logger *slog.Logger) (*clientv3.Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zapToSlog(logger, nil)})
+	cfg := Config{TLS: creds}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zapToSlog(logger, nil), TLS: cfg.clientTLS()})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd client: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := waitAnswer(wctx, cli, timeout); err != nil {
+	if err := waitAnswer(wctx, cli, timeout, creds == nil); err != nil {
 		cli.Close()
 		return nil, err
 	}

@@ -31,9 +31,9 @@ type Peer struct {
 // Addr is the peer's cluster address, HOST:PORT.
 func (p Peer) Addr() string { return net.JoinHostPort(p.Host, strconv.Itoa(p.Port)) }
 
-// url is http://HOST:P+offset.
-func (p Peer) url(offset int) url.URL {
-	return url.URL{Scheme: "http", Host: net.JoinHostPort(p.Host, strconv.Itoa(p.Port+offset))}
+// url is scheme://HOST:P+offset.
+func (p Peer) url(scheme string, offset int) url.URL {
+	return url.URL{Scheme: scheme, Host: net.JoinHostPort(p.Host, strconv.Itoa(p.Port+offset))}
 }
 
 // ParsePeers reads a peer list, n1=HOST:PORT,n2=HOST:PORT,... (spaces
@@ -100,14 +100,24 @@ func EtcdMembers(n int) int {
 }
 
 // ClientEndpoints are the etcd client URLs of the members of a peer list
-// (its first EtcdMembers), for an etcd client.
+// (its first EtcdMembers), for an etcd client: http:// ones.
 func ClientEndpoints(peers []Peer, clientOffset int) []string {
+	return clientEndpoints(peers, "http", clientOffset)
+}
+
+// TLSClientEndpoints are ClientEndpoints of a cluster on mutual TLS
+// (Config.TLS): https:// ones.
+func TLSClientEndpoints(peers []Peer, clientOffset int) []string {
+	return clientEndpoints(peers, "https", clientOffset)
+}
+
+func clientEndpoints(peers []Peer, scheme string, clientOffset int) []string {
 	if clientOffset == 0 {
 		clientOffset = DefaultEtcdClientOffset
 	}
 	out := make([]string, 0, EtcdMembers(len(peers)))
 	for _, p := range peers[:EtcdMembers(len(peers))] {
-		u := p.url(clientOffset)
+		u := p.url(scheme, clientOffset)
 		out = append(out, u.String())
 	}
 	return out

@@ -17,13 +17,20 @@ import (
 func BenchmarkPropose64Groups(b *testing.B) {
 	for _, sync := range []bool{true, false} {
 		b.Run(fmt.Sprintf("fsync=%v", sync), func(b *testing.B) {
-			benchPropose(b, 64, 4, !sync)
+			benchPropose(b, 64, 4, !sync, nil)
 		})
 	}
 }
 
-func benchPropose(b *testing.B, groups, perGroup int, noSync bool) {
-	c := newTestCluster(b, groups, func(o *Options) { o.test.noSync = noSync }, false)
+// benchPropose runs perGroup proposers a group on their leaders; more,
+// if set, changes the hosts' options further.
+func benchPropose(b *testing.B, groups, perGroup int, noSync bool, more func(*Options)) {
+	c := newTestCluster(b, groups, func(o *Options) {
+		o.test.noSync = noSync
+		if more != nil {
+			more(o)
+		}
+	}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	leaders := make([]string, groups)

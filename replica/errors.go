@@ -49,7 +49,12 @@ var (
 	ErrBadOptions = errors.New("replica: bad options")
 
 	// ErrRemote is returned by Open when the cluster address is beyond
-	// loopback and Options.AllowRemote is not set: the transport has no
-	// authentication or TLS yet.
+	// loopback and neither Options.AllowRemote nor Options.TLS is set:
+	// without TLS the transport has no authentication.
 	ErrRemote = errors.New("replica: cluster port beyond loopback without AllowRemote")
+
+	// ErrPeerCert is a TLS peer whose certificate names another node than
+	// the one it speaks for (the node dialled, or the sender its hello
+	// claims): its connection is closed.
+	ErrPeerCert = errors.New("replica: the peer's certificate names another node")
 )

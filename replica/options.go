@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,10 +31,18 @@ type Options struct {
 	// Listen is the address the transport listens on: the node's cluster
 	// port P. ":0" style addresses pick a free port (Host.Addr tells it).
 	Listen string
-	// AllowRemote lets Listen be beyond loopback. The transport has no
-	// authentication or TLS yet, as etcd's ports (step 1's
-	// --cluster-allow-remote rule).
+	// AllowRemote lets Listen be beyond loopback. Without TLS the
+	// transport has no authentication: whoever reaches it can inject
+	// Raft messages (step 1's --cluster-allow-remote rule).
 	AllowRemote bool
+	// TLS, when set, makes every connection of the transport mutual TLS
+	// 1.3 (clustertls.Creds.Config: this node's certificate, the
+	// cluster's CA as RootCAs and ClientCAs): a connection is kept only
+	// when the peer's certificate chains to the CA and names
+	// (clustertls.NodeName) the node it speaks for, the node dialled or
+	// the sender its hello claims. Nil: plain TCP. Every node of a
+	// cluster must have it, or none.
+	TLS *tls.Config
 	// Resolver maps node names to their cluster addresses.
 	Resolver Resolver
 	// TickInterval is the Raft tick of every group. The default value is

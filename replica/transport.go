@@ -3,6 +3,7 @@ package replica
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mayflydb/mayfly/internal/clustertls"
 	"github.com/mayflydb/mayfly/internal/netaddr"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -49,8 +51,9 @@ type outMsg struct {
 }
 
 type transport struct {
-	h  *Host
-	ln net.Listener
+	h      *Host
+	ln     net.Listener
+	server *tls.Config // nil: plain TCP
 
 	mu      sync.Mutex
 	peers   map[uint64]*peer
@@ -60,9 +63,9 @@ type transport struct {
 }
 
 // listen starts the transport's listener, loopback only unless
-// Options.AllowRemote.
+// Options.AllowRemote or Options.TLS.
 func listen(h *Host) (*transport, error) {
-	if !h.opts.AllowRemote && !netaddr.IsLoopback(h.opts.Listen) {
+	if !h.opts.AllowRemote && h.opts.TLS == nil && !netaddr.IsLoopback(h.opts.Listen) {
 		return nil, fmt.Errorf("%w: %s", ErrRemote, h.opts.Listen)
 	}
 	var lc net.ListenConfig
@@ -71,6 +74,11 @@ func listen(h *Host) (*transport, error) {
 		return nil, fmt.Errorf("replica: listening on the cluster port: %w", err)
 	}
 	t := &transport{h: h, ln: ln, peers: map[uint64]*peer{}, inbound: map[net.Conn]struct{}{}}
+	if h.opts.TLS != nil {
+		t.server = h.opts.TLS.Clone()
+		t.server.ClientAuth = tls.RequireAndVerifyClientCert
+		t.server.MinVersion = tls.VersionTLS13
+	}
 	t.wg.Add(1)
 	go t.accept()
 	return t, nil
@@ -110,15 +118,35 @@ func (t *transport) receive(c net.Conn) {
 		t.mu.Unlock()
 		c.Close()
 	}()
-	r := bufio.NewReaderSize(c, 64<<10)
-	var hello [helloLen]byte
 	c.SetReadDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
+	var conn net.Conn = c
+	certName := "" // the node the peer's certificate names, under TLS
+	if t.server != nil {
+		tc, name, err := t.serverHandshake(c)
+		if err != nil {
+			t.h.opts.Logger.Warn("replica: refused a cluster connection", "from", c.RemoteAddr(), "err", err)
+			return
+		}
+		conn, certName = tc, name
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	var hello [helloLen]byte
 	if _, err := io.ReadFull(r, hello[:]); err != nil || string(hello[:4]) != helloMagic {
+		if err == nil && t.server == nil && hello[0] == tlsHandshakeRecord {
+			t.h.opts.Logger.Warn("replica: refused a cluster connection: the peer speaks TLS and this node's cluster port does not (is the peer started with --cluster-tls and this node without?)",
+				"from", c.RemoteAddr())
+			return
+		}
 		t.h.opts.Logger.Debug("replica: refused a cluster connection", "from", c.RemoteAddr(), "err", err)
 		return
 	}
 	c.SetReadDeadline(time.Time{})
 	from := binary.BigEndian.Uint64(hello[4:])
+	if t.server != nil && NodeID(certName) != from {
+		t.h.opts.Logger.Warn("replica: refused a cluster connection", "from", c.RemoteAddr(),
+			"err", fmt.Errorf("%w: a certificate of %s speaks for node ID %d", ErrPeerCert, certName, from))
+		return
+	}
 	for {
 		f, err := readFrame(r)
 		if err != nil {
@@ -203,6 +231,7 @@ func (p *peer) run() {
 	var conn net.Conn
 	var w *bufio.Writer
 	backoff := minBackoff
+	warned := "" // the last handshake failure logged
 	defer func() {
 		if conn != nil {
 			conn.Close()
@@ -224,6 +253,10 @@ func (p *peer) run() {
 		if conn == nil {
 			c, err := p.dial()
 			if err != nil {
+				if errors.Is(err, errHandshake) && err.Error() != warned {
+					warned = err.Error() // once, not every backoff
+					h.opts.Logger.Warn("replica: peer refused", "peer", h.name(p.id), "err", err)
+				}
 				h.opts.Logger.Debug("replica: peer unreachable", "peer", h.name(p.id), "err", err)
 				p.fail(msgs)
 				if !sleep(h.ctx, backoff) {
@@ -237,7 +270,7 @@ func (p *peer) run() {
 				}
 				continue
 			}
-			conn, w, backoff = c, bufio.NewWriterSize(c, 64<<10), minBackoff
+			conn, w, backoff, warned = c, bufio.NewWriterSize(c, 64<<10), minBackoff, ""
 		}
 		if err := p.write(conn, w, msgs); err != nil {
 			h.opts.Logger.Debug("replica: lost the connection to a peer", "peer", h.name(p.id), "err", err)
@@ -268,6 +301,11 @@ func (p *peer) dial() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if h.opts.TLS != nil {
+		if c, err = clientHandshake(ctx, c, h.opts.TLS, addr, name); err != nil {
+			return nil, err
+		}
+	}
 	hello := binary.BigEndian.AppendUint64([]byte(helloMagic), h.self)
 	c.SetWriteDeadline(time.Now().Add(writeTimeout)) // wall clock: a network deadline
 	if _, err := c.Write(hello); err != nil {
@@ -275,6 +313,62 @@ func (p *peer) dial() (net.Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// tlsHandshakeRecord is the first byte of a TLS connection (a handshake
+// record): what a plain cluster port sees of a TLS peer's hello.
+const tlsHandshakeRecord = 0x16
+
+// errHandshake marks a dial that failed in its TLS handshake: a peer
+// whose certificate does not pass, or a peer without TLS. Its messages
+// are warnings (a plain dial's failures are the ordinary peer down).
+var errHandshake = errors.New("replica: TLS handshake with a peer")
+
+// serverHandshake runs the TLS handshake of an accepted connection (the
+// client's certificate verified against the cluster's CA) and returns the
+// node the certificate names.
+func (t *transport) serverHandshake(c net.Conn) (*tls.Conn, string, error) {
+	ctx, cancel := context.WithTimeout(t.h.ctx, writeTimeout)
+	defer cancel()
+	tc := tls.Server(c, t.server)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+			return nil, "", fmt.Errorf("%w: the peer does not speak TLS and this node's cluster port does (is the peer started without --cluster-tls?): %w", errHandshake, err)
+		}
+		return nil, "", fmt.Errorf("%w: %w", errHandshake, err)
+	}
+	name, err := clustertls.NodeName(tc.ConnectionState().PeerCertificates[0])
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrPeerCert, err)
+	}
+	return tc, name, nil
+}
+
+// clientHandshake runs the TLS handshake of a connection dialled to node
+// name at addr: the server's certificate must chain to the cluster's CA,
+// be good for addr's host, and name node name. It closes c on failure.
+func clientHandshake(ctx context.Context, c net.Conn, base *tls.Config, addr, name string) (net.Conn, error) {
+	cfg := base.Clone()
+	cfg.MinVersion = tls.VersionTLS13
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		cfg.ServerName = host
+	}
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		got, err := clustertls.NodeName(cs.PeerCertificates[0])
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrPeerCert, err)
+		}
+		if got != name {
+			return fmt.Errorf("%w: %s at %s answers with %s's certificate", ErrPeerCert, name, addr, got)
+		}
+		return nil
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w %s at %s (does it run with the same --cluster-tls CA?): %w", errHandshake, name, addr, err)
+	}
+	return tc, nil
 }
 
 // write sends msgs in one buffered write.

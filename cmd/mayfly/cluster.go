@@ -37,6 +37,7 @@ type clusterFlags struct {
 	form         time.Duration
 	remote       bool
 	raftTick     time.Duration
+	tlsDir       string // --cluster-tls (clustertls.go)
 }
 
 // addClusterFlags defines serve's cluster flags on fs.
@@ -49,7 +50,8 @@ func addClusterFlags(fs *pflag.FlagSet, c *clusterFlags) {
 	fs.DurationVar(&c.failover, "cluster-failover-timeout", cluster.DefaultFailoverTimeout, "a node down this long has its partitions failed over (to spare nodes, or marked degraded)")
 	fs.DurationVar(&c.form, "cluster-form-timeout", cluster.DefaultFormTimeout, "how long start-up waits for a quorum of etcd members")
 	fs.DurationVar(&c.raftTick, "cluster-raft-tick", replica.DefaultTickInterval, "the Raft tick of every partition's group: a leader heartbeats each tick, a follower that hears nothing for 10 to 20 ticks starts an election (a longer tick costs less CPU when idle and fails over later)")
-	fs.BoolVar(&c.remote, "cluster-allow-remote", false, "let this node's etcd ports listen beyond loopback (they have no authentication or TLS yet: whoever reaches them can rewrite the cluster's state)")
+	fs.BoolVar(&c.remote, "cluster-allow-remote", false, "let this node's cluster and etcd ports listen beyond loopback without --cluster-tls (they then have no authentication: whoever reaches them can rewrite the cluster's state)")
+	addClusterTLSFlag(fs, c)
 }
 
 // check checks the cluster flags.
@@ -57,6 +59,9 @@ func (c *clusterFlags) check() error {
 	if c.peers == "" {
 		if c.node != "" {
 			return &usageError{"--node goes with --peers"}
+		}
+		if c.tlsDir != "" {
+			return &usageError{"--cluster-tls goes with --peers"}
 		}
 		return nil
 	}
@@ -76,8 +81,8 @@ func (c *clusterFlags) check() error {
 		return &usageError{err.Error()}
 	}
 	for i, p := range cfg.Peers {
-		if p.Name == c.node && i < cluster.EtcdMembers(len(cfg.Peers)) && !c.remote && !netaddr.IsLoopback(p.Addr()) {
-			return &usageError{fmt.Sprintf("--peers: %s's etcd ports on %s listen beyond loopback and have no authentication or TLS yet: add --cluster-allow-remote to mean it", p.Name, p.Host)}
+		if p.Name == c.node && i < cluster.EtcdMembers(len(cfg.Peers)) && !c.remote && cfg.TLS == nil && !netaddr.IsLoopback(p.Addr()) {
+			return &usageError{fmt.Sprintf("--peers: %s's etcd ports on %s listen beyond loopback and without --cluster-tls have no authentication: give --cluster-tls DIR (mayfly cluster certs), or add --cluster-allow-remote to mean it", p.Name, p.Host)}
 		}
 	}
 	return nil
@@ -90,8 +95,12 @@ func (c *clusterFlags) config() (cluster.Config, error) {
 	if err != nil {
 		return cluster.Config{}, fmt.Errorf("--peers: %w", err)
 	}
+	creds, err := c.creds()
+	if err != nil {
+		return cluster.Config{}, err
+	}
 	return cluster.Config{Node: c.node, Peers: peers, EtcdPeerOffset: c.peerOffset, EtcdClientOffset: c.clientOffset,
-		LeaseTTL: c.lease, FailoverTimeout: c.failover, FormTimeout: c.form}, nil
+		LeaseTTL: c.lease, FailoverTimeout: c.failover, FormTimeout: c.form, TLS: creds}, nil
 }
 
 // startClusterNode joins the cluster --peers names and keeps the node's
@@ -202,7 +211,7 @@ func clusterView(n *cluster.Node) func(context.Context) (*httpapi.ClusterView, e
 // newClusterCmd is `mayfly cluster`.
 func newClusterCmd() *cobra.Command {
 	return groupCmd("cluster", "The cluster's state (issue 22 step 1)",
-		"The cluster's state as its etcd holds it. "+replicatedNote+".", newClusterStatusCmd())
+		"The cluster's state as its etcd holds it. "+replicatedNote+".", newClusterStatusCmd(), newClusterCertsCmd())
 }
 
 // newClusterStatusCmd is `mayfly cluster status`.
@@ -211,8 +220,9 @@ func newClusterStatusCmd() *cobra.Command {
 	var clientOffset int
 	var timeout time.Duration
 	var asJSON bool
+	var st statusTLS
 	cmd := &cobra.Command{
-		Use:   "status [--peers n1=HOST:PORT,... | --endpoints URL,...]",
+		Use:   "status [--peers n1=HOST:PORT,... | --endpoints URL,...] [--cluster-tls DIR --node NAME]",
 		Short: "Nodes up and down, the orchestrator, partitions led per node, degraded partitions",
 		Long: `Reads the cluster's state from its etcd: each node up or down (its lease),
 the elected orchestrator, and per bucket the partitions each node leads and
@@ -232,7 +242,7 @@ members' client ports are found from it) or etcd's client URLs.
 				if err != nil {
 					return &usageError{"--peers: " + err.Error()}
 				}
-				eps = cluster.ClientEndpoints(ps, clientOffset)
+				eps = st.endpoints(ps, clientOffset)
 				for _, p := range ps {
 					names = append(names, p.Name)
 				}
@@ -243,7 +253,7 @@ members' client ports are found from it) or etcd's client URLs.
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			cli, err := cluster.Connect(ctx, eps, timeout, nil)
+			cli, err := st.connect(ctx, eps, timeout)
 			if err != nil {
 				return err
 			}
@@ -266,6 +276,7 @@ members' client ports are found from it) or etcd's client URLs.
 	f.IntVar(&clientOffset, "cluster-etcd-client-offset", cluster.DefaultEtcdClientOffset, "as given to serve")
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the cluster's etcd to answer")
 	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	st.addFlags(f)
 	return cmd
 }
 

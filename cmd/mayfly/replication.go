@@ -65,7 +65,7 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 	}
 	h, err := replica.Open(replica.Options{
 		Dir: filepath.Join(cfg.data, "cluster", "raft"), Node: cc.Node, Listen: listen,
-		AllowRemote: cfg.cl.remote, Resolver: replica.ClusterResolver(n.Client()), Logger: logger,
+		AllowRemote: cfg.cl.remote, TLS: raftTLS(cc.TLS), Resolver: replica.ClusterResolver(n.Client()), Logger: logger,
 		TickInterval: cfg.cl.raftTick, FaultCut: cfg.faults.cut(),
 	})
 	if err != nil {

@@ -278,9 +278,11 @@ groups, one per partition it holds a copy of, stored under
 <data>/cluster/raft. etcd
 holds the nodes (each on a lease), the elected orchestrator, the bucket
 definitions and each bucket's partition map; see mayfly cluster status.
-` + replicatedNote + `. etcd's ports have no authentication or TLS
-yet: beyond loopback, --cluster-allow-remote. Without --peers, Mayfly is a
-single node and starts no etcd.`,
+` + replicatedNote + `. --cluster-tls DIR (made by mayfly cluster
+certs) puts the cluster port and etcd's ports on mutual TLS, every node
+authenticated by its certificate; without it they have no authentication,
+and beyond loopback need --cluster-allow-remote. Without --peers, Mayfly is
+a single node and starts no etcd.`,
 		Args: noArgs,
 	}
 	cfg := serveFlags(cmd.Flags())

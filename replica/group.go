@@ -26,6 +26,11 @@ type group struct {
 	idle       int
 	last       uint64
 	quiesceOut []outMsg
+	// quiesceAsk is the leader's quiesce heartbeat a follower with a read
+	// barrier not answered yet kept (Host.step); readStates quiets the
+	// follower once the barrier is answered. Anything that wakes the
+	// group drops it.
+	quiesceAsk *pb.Message
 
 	reads groupReads // read-index rounds (readindex.go)
 
@@ -69,6 +74,7 @@ func (g *group) wakeLocked() {
 	g.quiesced = false
 	g.idle = 0
 	g.quiesceOut = nil
+	g.quiesceAsk = nil
 }
 
 // withRaft runs fn on the group's RawNode under its lock.

@@ -62,8 +62,8 @@ type Host struct {
 	once   sync.Once
 	failed atomic.Pointer[error] // the error that stopped the worker
 
-	rounds, syncs, snapsTaken, snapsRestored, sent, readRounds, left atomic.Uint64
-	confChanges, transfers                                           atomic.Uint64
+	rounds, syncs, snapsTaken, snapsRestored, sent, readRounds, barriers, left atomic.Uint64
+	confChanges, transfers                                                     atomic.Uint64
 }
 
 type outcome struct {
@@ -452,8 +452,10 @@ type Stats struct {
 	// groups; idle groups send none once quiet).
 	MessagesSent uint64
 	// ReadIndexRounds counts the read-index rounds this node's groups
-	// issued to raft (concurrent ReadIndex calls share one).
-	ReadIndexRounds uint64
+	// issued to raft, as leaders or forwarded as followers (concurrent
+	// ReadIndex and ReadBarrier calls share one; a round issued again
+	// counts again); ReadBarriers counts the ReadBarrier calls.
+	ReadIndexRounds, ReadBarriers uint64
 	// ConfChanges counts the conf changes this node proposed as a leader,
 	// Transfers the leadership transfers it started (SetTarget), and
 	// GroupsLeft the groups it left once a conf change removed it.
@@ -464,8 +466,9 @@ type Stats struct {
 func (h *Host) Stats() Stats {
 	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
 		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load(),
-		MessagesSent: h.sent.Load(), ReadIndexRounds: h.readRounds.Load(), ConfChanges: h.confChanges.Load(),
-		Transfers: h.transfers.Load(), GroupsLeft: h.left.Load()}
+		MessagesSent: h.sent.Load(), ReadIndexRounds: h.readRounds.Load(), ReadBarriers: h.barriers.Load(),
+		ConfChanges: h.confChanges.Load(),
+		Transfers:   h.transfers.Load(), GroupsLeft: h.left.Load()}
 }
 
 func (h *Host) group(id GroupID) (*group, error) {
@@ -508,7 +511,10 @@ func (h *Host) enqueue(g *group) {
 // index pending does not go quiet), and the leader's quiesce heartbeat,
 // which quiets a follower that agrees: it knows that leader in that
 // term and has committed what the leader has (raft's step of the
-// heartbeat just committed it, and restarted the election timeout).
+// heartbeat just committed it, and restarted the election timeout), and
+// has no read barrier waiting for the leader's answer (it keeps ticking
+// to issue it again, ageRead, should the request or answer be lost; once
+// answered, readStates quiets it as the heartbeat asked).
 func (h *Host) step(f outMsg) {
 	h.mu.RLock()
 	g := h.groups[f.g]
@@ -524,7 +530,11 @@ func (h *Host) step(f outMsg) {
 			st := rn.BasicStatus()
 			if st.RaftState == raft.StateFollower && st.Lead == m.GetFrom() && st.GetTerm() == m.GetTerm() &&
 				st.GetCommit() == m.GetCommit() {
-				g.quiesced = true
+				if g.reads.unconfirmed() {
+					g.quiesceAsk = m // readStates quiets it once answered
+				} else {
+					g.quiesced = true
+				}
 			} else {
 				g.wakeLocked()
 			}

@@ -423,7 +423,8 @@ func TestReadIndexLostRequestIsIssuedAgain(t *testing.T) {
 	lost := make(chan error, 1)
 	grp.withRaft(func(rn *raft.RawNode) {
 		grp.wakeLocked()
-		grp.reads.sent = &readRound{id: 1 << 62, term: rn.BasicStatus().GetTerm(), waiters: []chan error{lost}}
+		grp.reads.sent = &readRound{ids: []uint64{1 << 62}, term: rn.BasicStatus().GetTerm(), lead: h.self,
+			waiters: []readWaiter{{ch: lost}}}
 	})
 	behind := make(chan error, 1)
 	go func() { behind <- h.ReadIndex(ctx, g) }()

@@ -125,6 +125,32 @@ func (b *Bucket) ConfirmKeyRead(ctx context.Context, key string) error {
 	return b.ConfirmRead(ctx, int(partitionOf(key, len(b.parts))))
 }
 
+// CopyRefresher is implemented by a Replicator that can bring this
+// node's copies of partitions up to their leaders' (a read barrier that
+// works on a copy this node does not lead too): a view or search answered
+// from this node's indexes after it reflects every write acknowledged
+// before, whichever node acknowledged it.
+type CopyRefresher interface {
+	// MakeCurrent returns nil once this node has applied, for each
+	// partition in parts, every write its leader had acknowledged when
+	// the call began; else an error wrapping ErrNotCurrent (a partition
+	// with no leader, or whose leader did not answer, before ctx ended).
+	MakeCurrent(ctx context.Context, parts []int) error
+}
+
+// MakeCurrent brings this node's copies of partitions parts up to their
+// leaders' (CopyRefresher) before something reads them as current, such
+// as a view query with stale=false: nil once this node has applied every
+// write acknowledged before the call to those partitions, else an error
+// wrapping ErrNotCurrent. It is nil at once for a bucket that writes
+// locally (its copy is the only one) or whose Replicator cannot.
+func (b *Bucket) MakeCurrent(ctx context.Context, parts []int) error {
+	if rc, ok := b.replicator().(CopyRefresher); ok && len(parts) > 0 {
+		return rc.MakeCurrent(ctx, parts)
+	}
+	return nil
+}
+
 // ReplicatedResult is what applying one replicated entry gave.
 type ReplicatedResult struct {
 	// Doc is the version the entry made, nil when it made none.
@@ -846,4 +872,10 @@ var (
 	// proposed or whose outcome is not known yet (the group is busy or
 	// closing): a temporary error (503 over HTTP).
 	ErrTempFail = errors.New("engine: temporary failure")
+	// ErrNotCurrent is returned by MakeCurrent when this node's copy of a
+	// partition could not be brought up to its leader's in time (the
+	// partition has no leader, or its leader did not answer): an answer
+	// read from the copy might miss an acknowledged write, so none is
+	// given. It wraps ErrTempFail (503 over HTTP).
+	ErrNotCurrent = fmt.Errorf("%w: this node's copy of a partition could not be made current", ErrTempFail)
 )

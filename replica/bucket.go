@@ -214,3 +214,24 @@ func (r *BucketReplicator) ConfirmRead(ctx context.Context, part int) error {
 	}
 	return fmt.Errorf("%w: partition %d: this node could not confirm that it still leads it: %w", engine.ErrTempFail, part, err)
 }
+
+// MakeCurrent implements engine.CopyRefresher with one ReadBarrier over
+// the partitions' groups: nil once this node applied every write their
+// leaders acknowledged before the call, else engine.ErrNotCurrent naming
+// the partition (ctx's end, a partition with no leader, or one this node
+// holds no copy of).
+func (r *BucketReplicator) MakeCurrent(ctx context.Context, parts []int) error {
+	ids := make([]GroupID, len(parts))
+	for i, p := range parts {
+		ids[i] = BucketGroup(r.Bucket, r.UUID, p)
+	}
+	err := r.Host.ReadBarrier(ctx, ids)
+	if err == nil {
+		return nil
+	}
+	var be *BarrierError
+	if errors.As(err, &be) && be.Index < len(parts) {
+		return fmt.Errorf("%w: partition %d: %w", engine.ErrNotCurrent, parts[be.Index], be.Err)
+	}
+	return fmt.Errorf("%w: %w", engine.ErrNotCurrent, err)
+}

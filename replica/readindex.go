@@ -183,10 +183,11 @@ func (h *Host) ReadIndex(ctx context.Context, id GroupID) error {
 // has applied up to that index. The rounds of all groups are issued at
 // once (the transport batches them per peer). A change of leader, a
 // group with no leader for a while or a lost request do not fail it: the
-// round is issued again, to the leader known then, until ctx ends. It
-// fails with ErrTimeout when ctx ends first (saying whether the group
-// knew no leader), ErrClosed when the Host closes, ErrNoGroup for a
-// group not running here (or removed meanwhile). Quiet groups are woken,
+// round is issued again, to the leader known then, until ctx ends. A
+// failure is a *BarrierError naming the group, wrapping ErrTimeout when
+// ctx ends first (saying whether the group knew no leader), ErrClosed
+// when the Host closes, ErrNoGroup for a group not running here (or
+// removed meanwhile). Quiet groups are woken,
 // here and at the leader; they go quiet again after.
 func (h *Host) ReadBarrier(ctx context.Context, ids []GroupID) error {
 	if len(ids) == 0 {
@@ -199,7 +200,7 @@ func (h *Host) ReadBarrier(ctx context.Context, ids []GroupID) error {
 	for i, id := range ids {
 		g, err := h.group(id)
 		if err != nil {
-			return err
+			return &BarrierError{Index: i, Err: err}
 		}
 		gs[i] = g
 	}
@@ -207,7 +208,7 @@ func (h *Host) ReadBarrier(ctx context.Context, ids []GroupID) error {
 	for i, g := range gs {
 		chs[i] = make(chan error, 1)
 		if err := h.addReader(g, readWaiter{ch: chs[i], any: true, done: ctx.Done()}); err != nil {
-			return err
+			return &BarrierError{Index: i, Err: err}
 		}
 		h.enqueue(g)
 	}
@@ -216,20 +217,32 @@ func (h *Host) ReadBarrier(ctx context.Context, ids []GroupID) error {
 		select {
 		case err := <-ch:
 			if err != nil {
-				return err
+				return &BarrierError{Index: i, Err: err}
 			}
 		case <-ctx.Done():
 			why := ""
 			if gs[i].leader.Load() == raft.None {
 				why = " (it has no leader at the moment)"
 			}
-			return fmt.Errorf("%w: read barrier of group %d%s: %w", ErrTimeout, ids[i], why, context.Cause(ctx))
+			return &BarrierError{Index: i, Err: fmt.Errorf("%w: read barrier of group %d%s: %w", ErrTimeout, ids[i], why, context.Cause(ctx))}
 		case <-h.ctx.Done():
-			return fmt.Errorf("%w: group %d", ErrClosed, ids[i])
+			return &BarrierError{Index: i, Err: fmt.Errorf("%w: group %d", ErrClosed, ids[i])}
 		}
 	}
 	return nil
 }
+
+// BarrierError is ReadBarrier's failure: the group it failed on (ids
+// [Index]) and why (wrapping ErrTimeout, ErrClosed or ErrNoGroup).
+type BarrierError struct {
+	Index int
+	Err   error
+}
+
+func (e *BarrierError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *BarrierError) Unwrap() error { return e.Err }
 
 // addReader adds caller w to g's next read-index round, issued at once
 // if none is in flight; it refuses a ReadIndex caller on a node that

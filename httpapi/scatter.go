@@ -55,7 +55,7 @@ const (
 
 // defaultConnectionTimeout is Couchbase's connection_timeout default, in
 // milliseconds: how long a coverer's share is waited for.
-const defaultConnectionTimeout = 60000
+const defaultConnectionTimeout = views.DefaultConnectionTimeoutMS
 
 // maxCoverageRetries bounds how many times a scatter starts again when a
 // coverer answers under another coverage revision.
@@ -124,10 +124,7 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 // fails it all with errCoverageChanged.
 func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, cov *ViewCoverage, body []byte) ([]*views.Partial, []views.NodeError, error) {
 	now := b.Clock().Now()
-	timeout := time.Duration(p.ConnectionTimeoutMS) * time.Millisecond
-	if p.ConnectionTimeoutMS <= 0 {
-		timeout = defaultConnectionTimeout * time.Millisecond
-	}
+	timeout := p.ConnectionTimeout()
 	n := len(cov.Nodes)
 	parts := make([]*views.Partial, n)
 	errs := make([]*views.NodeError, n)
@@ -157,6 +154,16 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 		}
 		covered := partitionSet(c.Partitions, b.NumPartitions())
 		parts[i], selfErr = q.Partial(ctx, views.Share{Now: now, Partitions: covered})
+		if errors.Is(selfErr, engine.ErrNotCurrent) {
+			// stale=false, and this node's copy of a partition it covers
+			// could not be made current: its share is missing, as
+			// another coverer's would be, not answered stale.
+			from := c.Name
+			if c.URL != "" {
+				from = c.URL + r.URL.EscapedPath()
+			}
+			parts[i], errs[i], selfErr = nil, &views.NodeError{From: from, Reason: selfErr.Error()}, nil
+		}
 	}
 	wg.Wait()
 	if selfErr != nil {

@@ -230,8 +230,19 @@ func (r *BucketReplicator) MakeCurrent(ctx context.Context, parts []int) error {
 		return nil
 	}
 	var be *BarrierError
-	if errors.As(err, &be) && be.Index < len(parts) {
-		return fmt.Errorf("%w: partition %d: %w", engine.ErrNotCurrent, parts[be.Index], be.Err)
+	if !errors.As(err, &be) || be.Index >= len(parts) {
+		return fmt.Errorf("%w: %w", engine.ErrNotCurrent, err)
 	}
-	return fmt.Errorf("%w: %w", engine.ErrNotCurrent, err)
+	part := parts[be.Index]
+	switch {
+	case errors.Is(err, ErrNoGroup):
+		return fmt.Errorf("%w: partition %d: this node holds no copy of it", engine.ErrNotCurrent, part)
+	case errors.Is(err, ErrTimeout):
+		why := "its leader did not confirm its position in time"
+		if _, ok := r.Host.Leader(ids[be.Index]); !ok {
+			why = "it has no leader at the moment"
+		}
+		return fmt.Errorf("%w: partition %d: %s (%w)", engine.ErrNotCurrent, part, why, ctx.Err())
+	}
+	return fmt.Errorf("%w: partition %d: %w", engine.ErrNotCurrent, part, err)
 }

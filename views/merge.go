@@ -102,7 +102,10 @@ func (q *Query) Partial(ctx context.Context, share Share) (*Partial, error) {
 	if q.p.Forecast > 0 {
 		return nil, badRequest("forecast", "Query parameter `forecast` is not answered across nodes")
 	}
-	target := q.staleTarget()
+	target, err := q.shareTarget(ctx, share)
+	if err != nil {
+		return nil, err
+	}
 	for tries := 0; ; tries++ {
 		part, err := q.partial(ctx, share, target)
 		if err == nil || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
@@ -112,6 +115,42 @@ func (q *Query) Partial(ctx context.Context, share Share) (*Partial, error) {
 			return nil, err
 		}
 	}
+}
+
+// shareTarget is staleTarget for a share: with stale=false, on a cluster,
+// this node's copies of the share's partitions are first made current
+// (engine.Bucket.MakeCurrent: a read barrier to each partition's leader,
+// which this node often is not: a preferred leader down, leadership
+// moved), so that the high sequence numbers read after include every
+// write acknowledged before the query, whichever node acknowledged it;
+// include_docs then reads current documents too. The barrier has three
+// quarters of the connection timeout: a partition with no leader (or a
+// leader that does not answer) by then fails the share with an error
+// wrapping engine.ErrNotCurrent, in time for the querying node to list
+// it in the answer's errors, rather than answer from a copy that may
+// miss a write.
+func (q *Query) shareTarget(ctx context.Context, share Share) ([]uint64, error) {
+	if q.p.Stale != StaleFalse {
+		return nil, nil
+	}
+	var parts []int
+	for p, covered := range share.Partitions {
+		if covered {
+			parts = append(parts, p)
+		}
+	}
+	if share.Partitions == nil {
+		parts = make([]int, q.ix.bucket.NumPartitions())
+		for p := range parts {
+			parts[p] = p
+		}
+	}
+	bctx, cancel := context.WithTimeout(ctx, q.p.ConnectionTimeout()*3/4)
+	defer cancel()
+	if err := q.ix.bucket.MakeCurrent(bctx, parts); err != nil {
+		return nil, fmt.Errorf("views: stale=false: %w", err)
+	}
+	return q.staleTarget(), nil
 }
 
 // partial answers Partial once, on q.ix.

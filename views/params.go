@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/jsruntime"
@@ -72,7 +73,7 @@ type Params struct {
 	IncludeDocs                      bool
 	Stale                            Stale
 	OnErrorStop                      bool
-	ConnectionTimeoutMS              int64
+	ConnectionTimeoutMS              int64 // 0: not given (DefaultConnectionTimeoutMS)
 	// Expired is the expired parameter (Mayfly's own).
 	Expired Expired
 	// Forecast, when above 0, asks for the view's expiry forecast in
@@ -361,4 +362,18 @@ func parseForecast(q url.Values, p *Params) error {
 		}
 	}
 	return nil
+}
+
+// DefaultConnectionTimeoutMS is Couchbase's connection_timeout default,
+// in milliseconds: how long a node's share of a query across nodes is
+// waited for.
+const DefaultConnectionTimeoutMS = 60000
+
+// ConnectionTimeout is the connection_timeout parameter, or its default
+// when not given (or not above 0).
+func (p *Params) ConnectionTimeout() time.Duration {
+	if p.ConnectionTimeoutMS <= 0 {
+		return DefaultConnectionTimeoutMS * time.Millisecond
+	}
+	return time.Duration(p.ConnectionTimeoutMS) * time.Millisecond
 }

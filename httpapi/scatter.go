@@ -162,7 +162,7 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 			if c.URL != "" {
 				from = c.URL + r.URL.EscapedPath()
 			}
-			parts[i], errs[i], selfErr = nil, &views.NodeError{From: from, Reason: selfErr.Error()}, nil
+			parts[i], errs[i], selfErr = nil, &views.NodeError{From: from, Reason: classify(selfErr).reason}, nil
 		}
 	}
 	wg.Wait()

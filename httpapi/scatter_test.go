@@ -227,3 +227,51 @@ func TestViewScatterOddIDs(t *testing.T) {
 		}
 	}
 }
+
+// notCurrent is a Replicator whose copies can never be made current (as
+// a cluster node's whose partitions have no leader): its MakeCurrent
+// fails, and it takes no writes.
+type notCurrent struct{}
+
+func (notCurrent) Replicate(context.Context, int, []byte) (engine.ReplicatedResult, error) {
+	return engine.ReplicatedResult{}, engine.ErrTempFail
+}
+func (notCurrent) Writable(context.Context, int) error { return engine.ErrTempFail }
+func (notCurrent) MakeCurrent(_ context.Context, parts []int) error {
+	return fmt.Errorf("%w: partition %d: it has no leader at the moment", engine.ErrNotCurrent, parts[0])
+}
+
+// TestViewScatterStaleFalseNotCurrent: a coverer whose copy of its
+// partitions cannot be made current (engine.ErrNotCurrent) gives no rows
+// for a stale=false query, and is named in the answer's errors, whether
+// it is the node asked (its own share) or another; the other coverers'
+// rows are there. A query without stale=false does not ask.
+func TestViewScatterStaleFalseNotCurrent(t *testing.T) {
+	c := newScatterCluster(t)
+	b1, _ := c.nodes[1].eng.Bucket("default")
+	b1.SetReplicator(notCurrent{})
+	_, _, ok := c.nodes[0].do("GET", "/default/_design/d/_view/m?limit=1000&stale=ok", "", "")
+	if strings.Contains(ok, `"errors"`) {
+		t.Fatalf("stale=ok took the barrier: %s", ok)
+	}
+	for _, asked := range []int{1, 0} {
+		st, _, got := c.nodes[asked].do("GET", "/default/_design/d/_view/m?limit=1000&stale=false", "", "")
+		wantErr := `"errors":[{"from":"` + c.urls[1] + `/default/_design/d/_view/m","reason":"stale=false: temporary failure: this node's copy of a partition could not be made current: partition 1: it has no leader at the moment`
+		if st != 200 || !strings.Contains(got, wantErr) {
+			t.Fatalf("asked node %d: %d %s\nwant errors with %s", asked, st, got, wantErr)
+		}
+		if got == ok || !strings.Contains(got, `"rows":[`) || strings.Count(got, `"id":`) == 0 {
+			t.Fatalf("asked node %d: the other coverers' rows are missing: %s", asked, got)
+		}
+		for _, line := range strings.Split(got, "\r\n") {
+			var id string
+			if i := strings.Index(line, `"id":"`); i >= 0 {
+				id = line[i+6:]
+				id = id[:strings.IndexByte(id, '"')]
+				if p := b1.PartitionOf(id); p%3 == 1 {
+					t.Fatalf("asked node %d: a row of partition %d, covered by the failed node: %s", asked, p, line)
+				}
+			}
+		}
+	}
+}

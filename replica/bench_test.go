@@ -3,6 +3,8 @@ package replica
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,5 +170,83 @@ func benchLeaderRead(b *testing.B, groups, readers int, barrier bool) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "reads/s")
 	if barrier {
 		b.ReportMetric(float64(b.N)/float64(rounds-before), "reads/round")
+	}
+}
+
+// BenchmarkReadBarrier341: one ReadBarrier over the 341 groups of a
+// 1024-group bucket that another node leads (what a view coverer whose
+// preferred leadership moved makes current for a stale=false query), or
+// that this node leads, on three hosts; awake (barriers back to back) or
+// quiet (every group quiet before each barrier: an idle cluster's
+// query). It reports the barrier's p50 and p99.
+func BenchmarkReadBarrier341(b *testing.B) {
+	const groups = 1024
+	c := newTestCluster(b, groups, func(o *Options) { o.test.noSync = os.Getenv("BARRIER_SYNC") == "" }, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	led := map[string][]GroupID{}
+	for g := range GroupID(groups) {
+		if _, err := c.propose(ctx, testNodes[int(g)%3], g, "k=v"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Preferred leaders round robin, as a placed map has them.
+	for g := range GroupID(groups) {
+		for _, n := range testNodes {
+			if err := c.host(n).SetTarget(g, nil, testNodes[int(g)%3]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for g := GroupID(0); g < groups; {
+		if l, ok := c.host("n1").Leader(g); ok && l == testNodes[int(g)%3] {
+			led[l] = append(led[l], g)
+			g++
+			continue
+		}
+		if ctx.Err() != nil {
+			b.Fatal(ctx.Err())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	quiet := func() {
+		for ctx.Err() == nil {
+			all := true
+			for _, n := range testNodes {
+				all = all && c.host(n).Quiesced() == groups
+			}
+			if all {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, as := range []string{"follower", "leader"} {
+		ids := append(slices.Clone(led["n2"]), led["n3"]...)
+		if as == "leader" {
+			ids = led["n1"]
+		}
+		ids = ids[:min(len(ids), 341)]
+		for _, q := range []bool{false, true} {
+			b.Run(fmt.Sprintf("as=%s/groups=%d/quiet=%v", as, len(ids), q), func(b *testing.B) {
+				h := c.host("n1")
+				took := make([]time.Duration, 0, b.N)
+				for range b.N {
+					if q {
+						b.StopTimer()
+						quiet()
+						b.StartTimer()
+					}
+					start := time.Now() // wall clock: a latency
+					if err := h.ReadBarrier(ctx, ids); err != nil {
+						b.Fatal(err)
+					}
+					took = append(took, time.Since(start))
+				}
+				slices.Sort(took)
+				b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+			})
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,16 +25,15 @@ type viewNode struct {
 	svc *views.Service
 }
 
-// viewCluster is three in-process nodes of bucket "b" (one partition,
-// replicated on all three), each with a views service holding design
-// document _design/d (view "v": emit(doc._id, doc.v)), as a cluster node
+// viewCluster is three in-process nodes of bucket "b" (parts partitions,
+// each replicated on all three), each with a views service holding design
+// document _design/d (view "v": emit(meta.id, doc.v)), as a cluster node
 // has them; nc cuts their Raft traffic.
-func viewCluster(t *testing.T, ctx context.Context) (*netCut, map[string]*viewNode) {
+func viewCluster(t testing.TB, ctx context.Context, parts int) (*netCut, map[string]*viewNode) {
 	t.Helper()
 	nc := newNetCut()
 	res := &testResolver{addrs: map[string]string{}}
 	dir := t.TempDir()
-	gid := BucketGroup("b", "u", 0)
 	nodes := map[string]*viewNode{}
 	for _, n := range testNodes {
 		o := Options{Dir: filepath.Join(dir, n, "raft"), Node: n, Listen: "127.0.0.1:0", Resolver: res}
@@ -43,7 +43,7 @@ func viewCluster(t *testing.T, ctx context.Context) (*netCut, map[string]*viewNo
 			t.Fatal(err)
 		}
 		res.set(n, h.Addr())
-		eng, err := engine.Open(filepath.Join(dir, n, "data"), &engine.Options{NumPartitions: 1, NoSync: true})
+		eng, err := engine.Open(filepath.Join(dir, n, "data"), &engine.Options{NumPartitions: parts, NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,8 +64,10 @@ func viewCluster(t *testing.T, ctx context.Context) (*netCut, map[string]*viewNo
 			t.Fatal(err)
 		}
 		b.SetReplicator(&BucketReplicator{Host: h, Bucket: "b", UUID: "u"})
-		if err := h.AddGroup(gid, testNodes, NewBucketMachine(b, 0, nil)); err != nil {
-			t.Fatal(err)
+		for p := range parts {
+			if err := h.AddGroup(BucketGroup("b", "u", p), testNodes, NewBucketMachine(b, p, nil)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		nodes[n] = &viewNode{h: h, b: b, svc: svc}
 	}
@@ -128,7 +130,7 @@ func (n *viewNode) share(ctx context.Context, extra url.Values) (string, error) 
 func TestViewStaleFalseOnAFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, vn := viewCluster(t, ctx)
+	nc, vn := viewCluster(t, ctx, 1)
 	upsert := func(n, key, v string) {
 		t.Helper()
 		eventually(t, "writing "+key+" through "+n, func() error {
@@ -172,4 +174,110 @@ func TestViewStaleFalseOnAFollower(t *testing.T) {
 		t.Fatalf("the cut-off follower's share: %v, want engine.ErrNotCurrent", err)
 	}
 	t.Logf("cut off: %v", err)
+}
+
+// noRefresh hides a Replicator's MakeCurrent: the bucket as the code
+// before saw it (a stale=false share read its own copy's positions).
+type noRefresh struct{ engine.Replicator }
+
+// BenchmarkViewStaleFalse341: a stale=false share of a view query
+// (include_docs) over 341 partitions of a 1024-partition bucket that
+// another node leads, on three in-process nodes, 3000 documents: with
+// the barrier to the partitions' leaders (after) and without it (before,
+// the node's own positions), alternated in one run. It reports each
+// one's p50 and p99.
+func BenchmarkViewStaleFalse341(b *testing.B) {
+	const parts, docs = 1024, 3000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, vn := viewCluster(b, ctx, parts)
+	leaderOf := func(p int) (string, bool) { return vn["n1"].h.Leader(BucketGroup("b", "u", p)) }
+	// Preferred leaders round robin, as a placed map has them: n1 leads
+	// a third.
+	for p := range parts {
+		for _, n := range testNodes {
+			if err := vn[n].h.SetTarget(BucketGroup("b", "u", p), testNodes, testNodes[p%3]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for settled := false; !settled; {
+		if ctx.Err() != nil {
+			b.Fatal(ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+		settled = true
+		for p := range parts {
+			if l, ok := leaderOf(p); !ok || l != testNodes[p%3] {
+				settled = false
+				break
+			}
+		}
+	}
+	for i := range docs {
+		key := fmt.Sprintf("k%05d", i)
+		p := vn["n1"].b.PartitionOf(key)
+		for {
+			if l, ok := leaderOf(p); ok {
+				if _, err := vn[l].b.DefaultCollection().Upsert(ctx, key, []byte(fmt.Sprintf(`{"v":%d}`, i)), nil); err == nil {
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				b.Fatal(ctx.Err())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	share := make([]bool, parts)
+	n := 0
+	for p := 0; p < parts && n < 341; p++ {
+		if l, ok := leaderOf(p); ok && l != "n1" {
+			share[p] = true
+			n++
+		}
+	}
+	node := vn["n1"]
+	p, err := views.ParseParams(url.Values{"stale": {"false"}, "include_docs": {"true"}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	repl := &BucketReplicator{Host: node.h, Bucket: "b", UUID: "u"}
+	query := func(barrier bool) time.Duration {
+		if barrier {
+			node.b.SetReplicator(repl)
+		} else {
+			node.b.SetReplicator(noRefresh{repl})
+		}
+		start := time.Now() // wall clock: a latency
+		q, err := node.svc.Prepare(ctx, "b", "d", "v", p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := q.Partial(ctx, views.Share{Partitions: share}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	query(true) // the index built
+	var before, after []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			before, after = append(before, query(false)), append(after, query(true))
+		} else {
+			after, before = append(after, query(true)), append(before, query(false))
+		}
+	}
+	b.StopTimer()
+	node.b.SetReplicator(repl)
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"before", before}, {"after", after}} {
+		slices.Sort(m.d)
+		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds())/1000, m.name+"-p50-ms")
+		b.ReportMetric(float64(m.d[len(m.d)*99/100].Microseconds())/1000, m.name+"-p99-ms")
+	}
+	b.ReportMetric(float64(n), "partitions")
 }

@@ -127,22 +127,24 @@ func TestReadBarrierManyGroups(t *testing.T) {
 	defer cancel()
 	c.warm(ctx, t)
 	c.allQuiet(t, testNodes)
-	const n = "n1"
 	ids := make([]GroupID, groups)
-	followed := 0
+	leads := map[string]int{}
 	for g := range GroupID(groups) {
 		ids[g] = g
 		lead := c.leaderOf(t, g, testNodes)
-		if lead != n {
-			followed++
-		}
+		leads[lead]++
 		if _, err := c.propose(ctx, lead, g, fmt.Sprintf("k%d=v", g)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if followed < groups/2 {
-		t.Fatalf("%s leads %d of %d groups; the case needs it to follow most", n, groups-followed, groups)
+	// The node leading fewest groups (at most a third): it follows most.
+	n := testNodes[0]
+	for _, o := range testNodes {
+		if leads[o] < leads[n] {
+			n = o
+		}
 	}
+	t.Logf("%s leads %d of %d groups", n, leads[n], groups)
 	h := c.host(n)
 	before := h.Stats().ReadIndexRounds
 	if err := h.ReadBarrier(ctx, ids); err != nil {

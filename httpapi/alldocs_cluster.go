@@ -44,6 +44,27 @@ import (
 // {"total_rows":N,"rows":[{"i":POS,"r":ROW}]} for keys, POS the key's place
 // in keys.
 func allDocsShare(ctx context.Context, c *engine.Collection, p *views.Params, o engine.ListOptions, in []bool) ([]byte, error) {
+	// A listing reads current documents, as a single node's does: this
+	// node's copies of the partitions it reads first reach every write
+	// their leaders acknowledged (a follower's copy may trail).
+	var parts []int
+	if p.Keys != nil {
+		seen := map[int]bool{}
+		for _, k := range p.Keys {
+			var id string
+			if json.Unmarshal(k, &id) == nil {
+				if pt := c.Bucket().PartitionOf(id); in[pt] && !seen[pt] {
+					seen[pt] = true
+					parts = append(parts, pt)
+				}
+			}
+		}
+	} else {
+		parts = partitionList(in)
+	}
+	if err := c.Bucket().MakeCurrent(ctx, parts); err != nil {
+		return nil, err
+	}
 	out := append([]byte(`{"total_rows":`), strconv.FormatInt(c.CountIn(in), 10)...)
 	out = append(out, `,"rows":[`...)
 	first := true
@@ -296,4 +317,15 @@ func writeAllDocsHead(bw *bufio.Writer, total int64, offset int, updateSeq bool,
 		bw.WriteString(`,"update_seq":"` + seq + `"`)
 	}
 	bw.WriteString(`,"rows":[`)
+}
+
+// partitionList is the partitions of the set in, ascending.
+func partitionList(in []bool) []int {
+	var out []int
+	for p, ok := range in {
+		if ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }

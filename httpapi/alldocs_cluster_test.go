@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -133,5 +134,30 @@ func TestBucketItemCountScatter(t *testing.T) {
 				t.Errorf("%s at node %d: %s, want %s", path, i, got, want)
 			}
 		}
+	}
+}
+
+// TestListingsNotCurrent: a listing reads current documents, as one node's
+// does: a coverer whose copies cannot be made current (no leader to ask)
+// fails the listing rather than list what may be stale, whether it is the
+// node asked or another; a bucket's item count (a statistic) does not wait.
+func TestListingsNotCurrent(t *testing.T) {
+	c := newScatterCluster(t)
+	b1, _ := c.nodes[1].eng.Bucket("default")
+	b1.SetReplicator(notCurrent{})
+	key := "k000" // a key of a partition node 1 covers
+	for i := 0; b1.PartitionOf(key)%3 != 1; i++ {
+		key = fmt.Sprintf("k%03d", i)
+	}
+	for _, asked := range []int{1, 0} {
+		for _, path := range []string{"/default/_all_docs?limit=5", `/default/_all_docs?keys=%5B%22` + key + `%22%5D`, "/pools/default/buckets/default/scopes/_default/collections/_default/docs?limit=5"} {
+			st, _, got := c.nodes[asked].do("GET", path, "", "")
+			if st != http.StatusServiceUnavailable || !strings.Contains(got, "could not be made current") {
+				t.Errorf("%s asked at node %d: %d %s, want 503 naming the copy not current", path, asked, st, got)
+			}
+		}
+	}
+	if st, _, got := c.nodes[0].do("GET", "/pools/default/buckets/default", "", ""); st != 200 || !strings.Contains(got, `"itemCount":300`) {
+		t.Errorf("the item count with a copy not current: %d %s", st, got)
 	}
 }

@@ -91,6 +91,10 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 		// the range (their first skip+limit) and counts them; the node
 		// asked merges them, as _all_docs does (alldocs_cluster.go).
 		local := func(in []bool) ([]byte, error) {
+			// Current documents, as for _all_docs (allDocsShare).
+			if err := b.MakeCurrent(r.Context(), partitionList(in)); err != nil {
+				return nil, err
+			}
 			docs, total, err := c.KeysIn(r.Context(), start, end, 0, skipN+int(limit), in)
 			if err != nil {
 				return nil, err

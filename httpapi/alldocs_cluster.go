@@ -62,7 +62,7 @@ func allDocsShare(ctx context.Context, c *engine.Collection, p *views.Params, o 
 	} else {
 		parts = partitionList(in)
 	}
-	if err := c.Bucket().MakeCurrent(ctx, parts); err != nil {
+	if err := makeCurrent(ctx, c.Bucket(), parts, p.ConnectionTimeout()); err != nil {
 		return nil, err
 	}
 	out := append([]byte(`{"total_rows":`), strconv.FormatInt(c.CountIn(in), 10)...)
@@ -111,6 +111,18 @@ func allDocsShare(ctx context.Context, c *engine.Collection, p *views.Params, o 
 	return append(out, "]}"...), nil
 }
 
+// makeCurrent is engine.Bucket.MakeCurrent for a listing's share, given
+// three quarters of the listing's connection timeout, as a view share's
+// barrier is (views.Query.Partial): a partition with no leader fails the
+// share in time for the node asked to name it, where the barrier would
+// otherwise wait for a leader as long as the client waits (the node
+// asked's own share has no other deadline).
+func makeCurrent(ctx context.Context, b *engine.Bucket, parts []int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout*3/4)
+	defer cancel()
+	return b.MakeCurrent(ctx, parts)
+}
+
 // answerAllDocsShare answers another node's request for this node's share
 // of an _all_docs listing.
 func (s *server) answerAllDocsShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, c *engine.Collection, p *views.Params, o engine.ListOptions) error {
@@ -131,10 +143,7 @@ func (s *server) answerAllDocsShare(w http.ResponseWriter, r *http.Request, b *e
 // coverer's share (see above); ok is false when the bucket has no coverage
 // yet: the node answers alone.
 func (s *server) allDocsCluster(w http.ResponseWriter, r *http.Request, b *engine.Bucket, c *engine.Collection, p *views.Params, o engine.ListOptions, body []byte, updateSeq bool) (bool, error) {
-	timeout := time.Duration(p.ConnectionTimeoutMS) * time.Millisecond
-	if p.ConnectionTimeoutMS <= 0 {
-		timeout = defaultConnectionTimeout * time.Millisecond
-	}
+	timeout := p.ConnectionTimeout()
 	local := func(in []bool) ([]byte, error) { return allDocsShare(r.Context(), c, p, o, in) }
 	return s.listingCluster(w, r, b, timeout, body, local, func(shares []gjson.Result) {
 		seq := ""

@@ -8,7 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 )
 
@@ -159,5 +161,38 @@ func TestListingsNotCurrent(t *testing.T) {
 	}
 	if st, _, got := c.nodes[0].do("GET", "/pools/default/buckets/default", "", ""); st != 200 || !strings.Contains(got, `"itemCount":300`) {
 		t.Errorf("the item count with a copy not current: %d %s", st, got)
+	}
+}
+
+// leaderless is a Replicator whose partitions have no leader, as a
+// cluster node's read barrier meets it (replica.Host.ReadBarrier): its
+// MakeCurrent waits, issuing its rounds again, until ctx ends, then fails.
+type leaderless struct{ notCurrent }
+
+func (leaderless) MakeCurrent(ctx context.Context, parts []int) error {
+	<-ctx.Done()
+	return fmt.Errorf("%w: partition %d: it has no leader at the moment (%w)", engine.ErrNotCurrent, parts[0], ctx.Err())
+}
+
+// TestListingNotCurrentBounded: a listing whose coverer's copies cannot be
+// made current because its partitions have no leader (the barrier waits
+// for one until its ctx ends) fails within the listing's connection
+// timeout naming the copy, whether that coverer is the node asked (its
+// share runs in process: it would wait as long as the client does) or
+// another (it answers before the node asked gives up on it, saying why).
+func TestListingNotCurrentBounded(t *testing.T) {
+	c := newScatterCluster(t)
+	b1, _ := c.nodes[1].eng.Bucket("default")
+	b1.SetReplicator(leaderless{})
+	for _, asked := range []int{1, 0} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // only to catch a hang
+		st, _, got := c.nodes[asked].doWith("GET", "/default/_all_docs?limit=5&connection_timeout=400", "", "", func(req *http.Request) {
+			*req = *req.WithContext(ctx)
+			req.SetBasicAuth(adminUser, adminPass)
+		})
+		cancel()
+		if st != http.StatusServiceUnavailable || !strings.Contains(got, "could not be made current") {
+			t.Errorf("asked at node %d: %d %s, want 503 naming the copy not current", asked, st, got)
+		}
 	}
 }

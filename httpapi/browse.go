@@ -92,7 +92,7 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 		// asked merges them, as _all_docs does (alldocs_cluster.go).
 		local := func(in []bool) ([]byte, error) {
 			// Current documents, as for _all_docs (allDocsShare).
-			if err := b.MakeCurrent(r.Context(), partitionList(in)); err != nil {
+			if err := makeCurrent(r.Context(), b, partitionList(in), defaultConnectionTimeout*time.Millisecond); err != nil {
 				return nil, err
 			}
 			docs, total, err := c.KeysIn(r.Context(), start, end, 0, skipN+int(limit), in)

@@ -184,9 +184,11 @@ func TestListingNotCurrentBounded(t *testing.T) {
 	c := newScatterCluster(t)
 	b1, _ := c.nodes[1].eng.Bucket("default")
 	b1.SetReplicator(leaderless{})
+	// connection_timeout 3 s: the barrier has 2.25 s, the other coverer's
+	// answer the rest to arrive on a busy machine.
 	for _, asked := range []int{1, 0} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // only to catch a hang
-		st, _, got := c.nodes[asked].doWith("GET", "/default/_all_docs?limit=5&connection_timeout=400", "", "", func(req *http.Request) {
+		st, _, got := c.nodes[asked].doWith("GET", "/default/_all_docs?limit=5&connection_timeout=3000", "", "", func(req *http.Request) {
 			*req = *req.WithContext(ctx)
 			req.SetBasicAuth(adminUser, adminPass)
 		})

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"maps"
+	"math"
 	"slices"
 )
 
@@ -208,4 +210,161 @@ func Recover(parts []Partition, copies int, up []string) []int {
 		}
 	}
 	return changed
+}
+
+// EvenLeaders evens out preferred leaderships, in place, over the
+// partitions whose voters are all in settled (nodes up long enough to be
+// given a leadership) and that are not degraded: each node ends within one
+// of its fair share of them, the sum over those it is a voter of of one
+// over their number of voters. Partitions with a voter not settled are
+// left alone. A leadership moves within a partition's voters only, from a
+// node over its share towards one under it, along the shortest chain of
+// such moves when no single one does (a chain of k moves hands one
+// leadership from its first node to its last, the ones between keeping
+// their counts). It makes at most limit moves (the last chain may take it a
+// few over), so that a node's return hands it its leaderships over a few
+// calls rather than all at once (limit <= 0: no bound); each partition whose leader changed has
+// its epoch incremented once, and the changed partition numbers are
+// returned, sorted (none once balanced, or when nothing can be moved).
+func EvenLeaders(parts []Partition, settled []string, limit int) []int {
+	isSettled := map[string]bool{}
+	for _, n := range settled {
+		isSettled[n] = true
+	}
+	// Only partitions every voter of which is settled take part; shares
+	// are counted over them in units of 1/lcm(voter counts), exactly.
+	var in []int
+	unit := 1
+	for i, p := range parts {
+		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) {
+			continue
+		}
+		all := true
+		for _, v := range p.Voters {
+			all = all && isSettled[v]
+		}
+		if all {
+			in = append(in, i)
+			unit = lcm(unit, len(p.Voters))
+		}
+	}
+	// dev is a node's leaderships minus its fair share, times unit.
+	dev := map[string]int{}
+	for _, i := range in {
+		p := parts[i]
+		for _, v := range p.Voters {
+			dev[v] -= unit / len(p.Voters)
+		}
+		dev[p.Leader] += unit
+	}
+	nodes := slices.Sorted(maps.Keys(dev))
+	old := map[int]string{}
+	moves := 0
+	// move hands one leadership along the chain from a to the first node
+	// the shortest chain reaches for which ok holds; false when none.
+	move := func(a string, ok func(string) bool) bool {
+		type step struct {
+			from string
+			part int
+		}
+		via := map[string]step{a: {}}
+		queue := []string{a}
+		for len(queue) > 0 {
+			u := queue[0]
+			queue = queue[1:]
+			for _, i := range in {
+				if parts[i].Leader != u {
+					continue
+				}
+				for _, v := range parts[i].Voters {
+					if _, seen := via[v]; seen {
+						continue
+					}
+					via[v] = step{u, i}
+					if !ok(v) {
+						queue = append(queue, v)
+						continue
+					}
+					dev[a] -= unit
+					dev[v] += unit
+					for n := v; n != a; n = via[n].from {
+						s := via[n]
+						if _, ok := old[s.part]; !ok {
+							old[s.part] = parts[s.part].Leader
+						}
+						parts[s.part].Leader = n
+						moves++
+					}
+					return true
+				}
+			}
+		}
+		return false
+	}
+	// First the nodes over their share by more than one hand leaderships
+	// to nodes at or under it (which end at most one over), most over
+	// first; then the nodes under by more than one take them from nodes at
+	// or over it (which end at most one under). Neither step undoes the
+	// other's work, and when neither finds a chain every node is within
+	// one of its share.
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	stuck := map[string]bool{}
+	for moves < limit {
+		a := ""
+		for _, n := range nodes {
+			if dev[n] > unit && !stuck[n] && (a == "" || dev[n] > dev[a]) {
+				a = n
+			}
+		}
+		if a == "" {
+			break
+		}
+		if !move(a, func(v string) bool { return dev[v] <= 0 }) {
+			stuck[a] = true
+		}
+	}
+	clear(stuck)
+	for moves < limit {
+		b := ""
+		for _, n := range nodes {
+			if dev[n] < -unit && !stuck[n] && (b == "" || dev[n] < dev[b]) {
+				b = n
+			}
+		}
+		if b == "" {
+			break
+		}
+		// A chain to b from any node at or over its share: searched
+		// from each such node, most over first.
+		found := false
+		for _, a := range slices.SortedStableFunc(slices.Values(nodes), func(x, y string) int { return dev[y] - dev[x] }) {
+			if dev[a] >= 0 && move(a, func(v string) bool { return v == b }) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			stuck[b] = true
+		}
+	}
+	var changed []int
+	for i, was := range old {
+		if parts[i].Leader != was {
+			parts[i].Epoch++
+			changed = append(changed, i)
+		}
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+// lcm is the least common multiple of two positive numbers.
+func lcm(a, b int) int {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -187,5 +188,186 @@ func TestPlaceFewerNodesThanCopies(t *testing.T) {
 	checkMap(t, parts, []string{"n1", "n2"}, 3)
 	if rec := Recover(parts, 3, []string{"n1", "n2"}); len(rec) != 0 {
 		t.Fatal("recover cleared degraded partitions that lack a copy")
+	}
+}
+
+// leadCounts is how many partitions each node leads.
+func leadCounts(parts []Partition) map[string]int {
+	leads := map[string]int{}
+	for _, p := range parts {
+		leads[p.Leader]++
+	}
+	return leads
+}
+
+// checkEven asserts that every node leads within one of its fair share of
+// parts (one over the number of voters of each partition it is a voter
+// of).
+func checkEven(t *testing.T, parts []Partition) {
+	t.Helper()
+	share := map[string]float64{}
+	for _, p := range parts {
+		for _, v := range p.Voters {
+			share[v] += 1 / float64(len(p.Voters))
+		}
+	}
+	leads := leadCounts(parts)
+	for n, s := range share {
+		if d := float64(leads[n]) - s; d > 1+1e-9 || d < -1-1e-9 {
+			t.Fatalf("%s leads %d partitions, its fair share is %.2f", n, leads[n], s)
+		}
+	}
+}
+
+// evenInPasses calls EvenLeaders with step until it changes nothing,
+// checking each pass's epochs and bound, and returns the passes that
+// changed something and the partitions changed in all.
+func evenInPasses(t *testing.T, parts []Partition, settled []string, step int) (passes, moved int) {
+	t.Helper()
+	for range NumPartitions {
+		before := slices.Clone(parts)
+		changed := EvenLeaders(parts, settled, step)
+		if len(changed) == 0 {
+			return passes, moved
+		}
+		passes++
+		moved += len(changed)
+		if len(changed) > step+len(settled) {
+			t.Fatalf("a pass of step %d changed %d partitions", step, len(changed))
+		}
+		for i := range parts {
+			was, now := before[i], parts[i]
+			if !slices.Equal(was.Voters, now.Voters) || was.Degraded != now.Degraded {
+				t.Fatalf("partition %d's voters changed: %+v -> %+v", i, was, now)
+			}
+			wantEpoch := was.Epoch
+			if slices.Contains(changed, i) {
+				wantEpoch++
+				if was.Leader == now.Leader {
+					t.Fatalf("partition %d reported changed, leader still %s", i, now.Leader)
+				}
+			}
+			if now.Epoch != wantEpoch || (now.Leader != was.Leader) != slices.Contains(changed, i) {
+				t.Fatalf("partition %d: %+v -> %+v, changed %v", i, was, now, slices.Contains(changed, i))
+			}
+		}
+	}
+	t.Fatal("EvenLeaders never settled")
+	return
+}
+
+func TestEvenLeadersLeavesPlacementAlone(t *testing.T) {
+	for n := 1; n <= 12; n++ {
+		for copies := 1; copies <= 4; copies++ {
+			nodes := names(n)
+			parts := Place(nodes, NumPartitions, copies)
+			if c := EvenLeaders(parts, nodes, 0); len(c) != 0 {
+				t.Fatalf("%d nodes, %d copies: moved %d leaderships of a fresh placement", n, copies, len(c))
+			}
+		}
+	}
+}
+
+// TestEvenLeadersReturnsLeadershipsToReturnedNode: three nodes, one failed
+// over (it leads nothing) and back: its leaderships come back from both
+// others, in bounded passes, and only to it.
+func TestEvenLeadersReturnsLeadershipsToReturnedNode(t *testing.T) {
+	nodes := names(3)
+	parts := Place(nodes, NumPartitions, 3)
+	Failover(parts, "n2", []string{"n1", "n3"})
+	// While n2 is down (degraded partitions), or up but not settled,
+	// nothing moves.
+	if c := EvenLeaders(parts, nodes, 64); len(c) != 0 {
+		t.Fatalf("moved %d leaderships of degraded partitions", len(c))
+	}
+	Recover(parts, 3, nodes)
+	if c := EvenLeaders(parts, []string{"n1", "n3"}, 64); len(c) != 0 {
+		t.Fatalf("moved %d leaderships with n2 not settled", len(c))
+	}
+	if l := leadCounts(parts)["n2"]; l != 0 {
+		t.Fatalf("n2 leads %d before evening out", l)
+	}
+
+	// Unbounded, on a copy: how many moves it takes, each to n2.
+	all := slices.Clone(parts)
+	want := EvenLeaders(all, nodes, 0)
+	for _, i := range want {
+		if all[i].Leader != "n2" {
+			t.Fatalf("partition %d's leadership moved from %s to %s, not to the returned node", i, parts[i].Leader, all[i].Leader)
+		}
+	}
+	checkEven(t, all)
+	if l := leadCounts(all)["n2"]; len(want) != l || l < NumPartitions/3 {
+		t.Fatalf("%d moves, n2 leads %d: moved more than it must", len(want), l)
+	}
+
+	const step = 64
+	passes, moved := evenInPasses(t, parts, nodes, step)
+	if maxPasses := (len(want) + step - 1) / step; passes > maxPasses || moved != len(want) {
+		t.Fatalf("%d passes moved %d, want within %d passes %d moves", passes, moved, maxPasses, len(want))
+	}
+	checkEven(t, parts)
+	if c := EvenLeaders(parts, nodes, step); len(c) != 0 {
+		t.Fatalf("once even, a pass moved %d", len(c))
+	}
+}
+
+// TestEvenLeadersAfterSpareFailover: five nodes, one failed over onto
+// spares: the survivors even out, partitions with a voter down or not
+// settled left alone.
+func TestEvenLeadersAfterSpareFailover(t *testing.T) {
+	nodes := names(5)
+	parts := Place(nodes, NumPartitions, 3)
+	up := []string{"n1", "n2", "n4", "n5"}
+	Failover(parts, "n3", up)
+	// n5 is up but not settled: partitions it is a voter of stay as
+	// they are.
+	before := slices.Clone(parts)
+	settled := []string{"n1", "n2", "n4"}
+	evenInPasses(t, parts, settled, 64)
+	for i := range parts {
+		if slices.Contains(parts[i].Voters, "n5") && parts[i].Leader != before[i].Leader {
+			t.Fatalf("partition %d with n5 a voter moved: %+v -> %+v", i, before[i], parts[i])
+		}
+	}
+	evenInPasses(t, parts, up, 64)
+	checkMap(t, parts, up, 3)
+	checkEven(t, parts)
+}
+
+// TestEvenLeadersRandom: any voter sets and leaders end within one of the
+// fair share, with nothing but leaders changed, and stay there.
+func TestEvenLeadersRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 22))
+	for round := range 300 {
+		n := 1 + rng.IntN(8)
+		nodes := names(n)
+		parts := make([]Partition, 1+rng.IntN(300))
+		for i := range parts {
+			k := 1 + rng.IntN(min(n, 4))
+			perm := rng.Perm(n)[:k]
+			// A skewed choice of voters and leaders, so that some nodes
+			// lead far more than their share.
+			slices.Sort(perm)
+			if rng.IntN(2) == 0 {
+				perm = rng.Perm(n)[:k]
+			}
+			for _, j := range perm {
+				parts[i].Voters = append(parts[i].Voters, nodes[j])
+			}
+			parts[i].Leader = parts[i].Voters[0]
+			parts[i].Epoch = 1
+		}
+		before := slices.Clone(parts)
+		EvenLeaders(parts, nodes, 0)
+		for i := range parts {
+			if !slices.Equal(parts[i].Voters, before[i].Voters) || !slices.Contains(parts[i].Voters, parts[i].Leader) {
+				t.Fatalf("round %d partition %d: %+v -> %+v", round, i, before[i], parts[i])
+			}
+		}
+		checkEven(t, parts)
+		if c := EvenLeaders(parts, nodes, 0); len(c) != 0 {
+			t.Fatalf("round %d: once even, moved %d", round, len(c))
+		}
 	}
 }

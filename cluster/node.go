@@ -34,6 +34,9 @@ const (
 	// DefaultReconcileInterval is how often the orchestrator compares the
 	// maps with the nodes up.
 	DefaultReconcileInterval = time.Second
+	// DefaultLeaderSettle is how long a node is up before the orchestrator
+	// moves preferred leaderships to it.
+	DefaultLeaderSettle = 10 * time.Second
 )
 
 // Config is what a node needs to join the cluster.
@@ -67,6 +70,12 @@ type Config struct {
 	// certificate of the cluster's CA is refused), and the node's etcd
 	// client presents its certificate. Every node must have it, or none.
 	TLS *clustertls.Creds
+	// LeaderSettle is how long a node is up, as the orchestrator sees it,
+	// before preferred leaderships are moved to it to even them out (a
+	// node that comes and goes is given none), and how long after a
+	// failover of some of a bucket's partitions before its leaderships are
+	// evened out. The default value is 10 s.
+	LeaderSettle time.Duration
 	// HTTP, KV, Memcached and Version are published in the node's
 	// NodeInfo.
 	HTTP, KV, Memcached, Version string
@@ -99,6 +108,9 @@ func (c *Config) EnsureDefaults() {
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = DefaultReconcileInterval
 	}
+	if c.LeaderSettle == 0 {
+		c.LeaderSettle = DefaultLeaderSettle
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,8 +133,8 @@ func (c *Config) Validate() error {
 	if self < 0 {
 		return fmt.Errorf("%w: node %q is not in the peer list", ErrBadPeers, c.Node)
 	}
-	if c.LeaseTTL < time.Second || c.FailoverTimeout <= 0 || c.FormTimeout <= 0 || c.ReconcileInterval <= 0 {
-		return fmt.Errorf("cluster: the lease must be at least 1s, the timeouts and interval positive")
+	if c.LeaseTTL < time.Second || c.FailoverTimeout <= 0 || c.FormTimeout <= 0 || c.ReconcileInterval <= 0 || c.LeaderSettle < 0 {
+		return fmt.Errorf("cluster: the lease must be at least 1s, the timeouts and interval positive, the leader settle time not negative")
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("cluster: no data directory")
@@ -366,7 +378,8 @@ func (n *Node) campaign(ctx context.Context) {
 // ends.
 func (n *Node) orchestrate(ctx context.Context, el *concurrency.Election) {
 	o := &Orchestrator{cli: n.cli, node: n.cfg.Node, key: el.Key(), rev: el.Rev(), failover: n.cfg.FailoverTimeout,
-		logger: n.logger, downSince: map[string]time.Time{},
+		settle: n.cfg.LeaderSettle, logger: n.logger, downSince: map[string]time.Time{},
+		upSince: map[string]time.Time{}, movedAt: map[string]time.Time{},
 		started: time.Now()} // wall clock: failover timeouts are real time between nodes
 	for _, p := range n.cfg.Peers {
 		o.peers = append(o.peers, p.Name)

@@ -25,8 +25,17 @@ type Orchestrator struct {
 	failover  time.Duration
 	logger    *slog.Logger
 	started   time.Time            // when the term began
+	settle    time.Duration        // Config.LeaderSettle
 	downSince map[string]time.Time // first seen down in this term; the reconcile loop's only
+	upSince   map[string]time.Time // first seen up in this term (since it was last down); the loop's only
+	movedAt   map[string]time.Time // by bucket, when this term last failed over some of its partitions; the loop's only
 }
+
+// leaderStep bounds how many preferred leaderships of a bucket one
+// reconcile moves to even them out (EvenLeaders): each is a Raft leadership
+// transfer, so a node's return hands it its share over a few seconds
+// rather than stalling a third of the writes at once.
+const leaderStep = 64
 
 // Node is the name of the node the handle belongs to.
 func (o *Orchestrator) Node() string { return o.node }
@@ -82,8 +91,11 @@ func (o *Orchestrator) deleteMap(ctx context.Context, bucket string, readRev int
 // reconcile brings the maps in line with the cluster state once: it places
 // the partitions of buckets without a map (once every listed peer is up,
 // or the failover timeout after the term began), fails over nodes down
-// longer than the failover timeout, and clears the degraded mark where
-// every copy is back.
+// longer than the failover timeout, clears the degraded mark where
+// every copy is back, and evens out the preferred leaders (EvenLeaders,
+// leaderStep moves per bucket) over the nodes up for LeaderSettle at
+// least, in partitions none of whose followers a leader reports lagging,
+// of buckets this term has failed over nothing of for LeaderSettle.
 func (o *Orchestrator) reconcile(ctx context.Context) error {
 	st, err := readState(ctx, o.cli)
 	if err != nil {
@@ -101,8 +113,12 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		if _, ok := st.nodes[name]; ok {
 			up = append(up, name)
 			delete(o.downSince, name)
+			if _, seen := o.upSince[name]; !seen {
+				o.upSince[name] = now
+			}
 		} else if _, seen := o.downSince[name]; !seen {
 			o.downSince[name] = now
+			delete(o.upSince, name)
 			o.logger.Warn("cluster: node is down (its lease expired or it never registered)", "node", name)
 		}
 	}
@@ -115,6 +131,13 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 	}
 	slices.Sort(failed)
 	allUp := len(up) == len(known)
+	var settled []string
+	for _, name := range up {
+		if now.Sub(o.upSince[name]) >= o.settle {
+			settled = append(settled, name)
+		}
+	}
+	var lagging map[string]map[int]bool // by bucket, read when first needed
 
 	// A map whose bucket is no longer defined, or is defined again as
 	// another incarnation, is removed (the deletion's transaction removes
@@ -154,12 +177,27 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		for _, down := range failed {
 			if c := Failover(m.Partitions, down, up); len(c) > 0 {
 				changed += len(c)
+				o.movedAt[name] = now
 				o.logger.Warn("cluster: failed over node's partitions", "bucket", name, "node", down, "partitions", len(c))
 			}
 		}
 		if c := Recover(m.Partitions, m.Copies, up); len(c) > 0 {
 			changed += len(c)
 			o.logger.Info("cluster: partitions have every copy again", "bucket", name, "partitions", len(c))
+		}
+		// A copy moved by a failover may still be arriving before its
+		// leader reports it lagging: its bucket's leaders wait.
+		if at, ok := o.movedAt[name]; changed == 0 && len(settled) > 1 && (!ok || now.Sub(at) >= o.settle) {
+			if lagging == nil {
+				if lagging, err = o.laggingPartitions(ctx, st); err != nil {
+					return err
+				}
+			}
+			held := lagging[name]
+			if c := EvenLeaders(m.Partitions, settled, func(p int) bool { return held[p] }, leaderStep); len(c) > 0 {
+				changed += len(c)
+				o.logger.Info("cluster: moved preferred leaderships to even them out", "bucket", name, "partitions", len(c))
+			}
 		}
 		if changed == 0 {
 			continue
@@ -169,4 +207,29 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// laggingPartitions is, by bucket, the partitions in which a leader that
+// is up reports a follower that does not keep up (a copy still arriving,
+// or behind): no leadership is moved to or within them.
+func (o *Orchestrator) laggingPartitions(ctx context.Context, st *state) (map[string]map[int]bool, error) {
+	reports, err := readLag(ctx, o.cli)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[int]bool{}
+	for leader, lags := range reports {
+		if _, up := st.nodes[leader]; !up {
+			continue // the report of a node down: its groups elected others
+		}
+		for _, l := range lags {
+			if out[l.Bucket] == nil {
+				out[l.Bucket] = map[int]bool{}
+			}
+			for _, p := range l.Partitions {
+				out[l.Bucket][p] = true
+			}
+		}
+	}
+	return out, nil
 }

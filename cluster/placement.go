@@ -213,20 +213,21 @@ func Recover(parts []Partition, copies int, up []string) []int {
 }
 
 // EvenLeaders evens out preferred leaderships, in place, over the
-// partitions whose voters are all in settled (nodes up long enough to be
-// given a leadership) and that are not degraded: each node ends within one
-// of its fair share of them, the sum over those it is a voter of of one
-// over their number of voters. Partitions with a voter not settled are
-// left alone. A leadership moves within a partition's voters only, from a
-// node over its share towards one under it, along the shortest chain of
-// such moves when no single one does (a chain of k moves hands one
-// leadership from its first node to its last, the ones between keeping
-// their counts). It makes at most limit moves (the last chain may take it a
-// few over), so that a node's return hands it its leaderships over a few
-// calls rather than all at once (limit <= 0: no bound); each partition whose leader changed has
-// its epoch incremented once, and the changed partition numbers are
-// returned, sorted (none once balanced, or when nothing can be moved).
-func EvenLeaders(parts []Partition, settled []string, limit int) []int {
+// partitions that are not degraded, whose voters are all settled (nodes up
+// long enough to be given a leadership) and that skip (nil: none) does not
+// hold back; the others are left alone. Each node ends within one of its
+// fair share of them: the sum, over those it is a voter of, of one over
+// their number of voters. A leadership moves within a partition's voters
+// only, from a node over its share towards one under it, along the
+// shortest chain of such moves when no single one does (a chain of k moves
+// hands one leadership from its first node to its last, the nodes between
+// keeping their counts). It makes at most limit moves (the last chain may
+// take it a few over; limit <= 0: no bound), so that a returning node
+// takes its leaderships back over a few calls rather than all at once.
+// Each partition whose leader changed has its epoch incremented once; the
+// changed partition numbers are returned, sorted (none once even, or when
+// nothing can be moved).
+func EvenLeaders(parts []Partition, settled []string, skip func(p int) bool, limit int) []int {
 	isSettled := map[string]bool{}
 	for _, n := range settled {
 		isSettled[n] = true
@@ -236,7 +237,7 @@ func EvenLeaders(parts []Partition, settled []string, limit int) []int {
 	var in []int
 	unit := 1
 	for i, p := range parts {
-		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) {
+		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) || skip != nil && skip(i) {
 			continue
 		}
 		all := true

@@ -226,7 +226,7 @@ func evenInPasses(t *testing.T, parts []Partition, settled []string, step int) (
 	t.Helper()
 	for range NumPartitions {
 		before := slices.Clone(parts)
-		changed := EvenLeaders(parts, settled, step)
+		changed := EvenLeaders(parts, settled, nil, step)
 		if len(changed) == 0 {
 			return passes, moved
 		}
@@ -261,7 +261,7 @@ func TestEvenLeadersLeavesPlacementAlone(t *testing.T) {
 		for copies := 1; copies <= 4; copies++ {
 			nodes := names(n)
 			parts := Place(nodes, NumPartitions, copies)
-			if c := EvenLeaders(parts, nodes, 0); len(c) != 0 {
+			if c := EvenLeaders(parts, nodes, nil, 0); len(c) != 0 {
 				t.Fatalf("%d nodes, %d copies: moved %d leaderships of a fresh placement", n, copies, len(c))
 			}
 		}
@@ -277,11 +277,11 @@ func TestEvenLeadersReturnsLeadershipsToReturnedNode(t *testing.T) {
 	Failover(parts, "n2", []string{"n1", "n3"})
 	// While n2 is down (degraded partitions), or up but not settled,
 	// nothing moves.
-	if c := EvenLeaders(parts, nodes, 64); len(c) != 0 {
+	if c := EvenLeaders(parts, nodes, nil, 64); len(c) != 0 {
 		t.Fatalf("moved %d leaderships of degraded partitions", len(c))
 	}
 	Recover(parts, 3, nodes)
-	if c := EvenLeaders(parts, []string{"n1", "n3"}, 64); len(c) != 0 {
+	if c := EvenLeaders(parts, []string{"n1", "n3"}, nil, 64); len(c) != 0 {
 		t.Fatalf("moved %d leaderships with n2 not settled", len(c))
 	}
 	if l := leadCounts(parts)["n2"]; l != 0 {
@@ -290,7 +290,7 @@ func TestEvenLeadersReturnsLeadershipsToReturnedNode(t *testing.T) {
 
 	// Unbounded, on a copy: how many moves it takes, each to n2.
 	all := slices.Clone(parts)
-	want := EvenLeaders(all, nodes, 0)
+	want := EvenLeaders(all, nodes, nil, 0)
 	for _, i := range want {
 		if all[i].Leader != "n2" {
 			t.Fatalf("partition %d's leadership moved from %s to %s, not to the returned node", i, parts[i].Leader, all[i].Leader)
@@ -307,7 +307,7 @@ func TestEvenLeadersReturnsLeadershipsToReturnedNode(t *testing.T) {
 		t.Fatalf("%d passes moved %d, want within %d passes %d moves", passes, moved, maxPasses, len(want))
 	}
 	checkEven(t, parts)
-	if c := EvenLeaders(parts, nodes, step); len(c) != 0 {
+	if c := EvenLeaders(parts, nodes, nil, step); len(c) != 0 {
 		t.Fatalf("once even, a pass moved %d", len(c))
 	}
 }
@@ -359,14 +359,14 @@ func TestEvenLeadersRandom(t *testing.T) {
 			parts[i].Epoch = 1
 		}
 		before := slices.Clone(parts)
-		EvenLeaders(parts, nodes, 0)
+		EvenLeaders(parts, nodes, nil, 0)
 		for i := range parts {
 			if !slices.Equal(parts[i].Voters, before[i].Voters) || !slices.Contains(parts[i].Voters, parts[i].Leader) {
 				t.Fatalf("round %d partition %d: %+v -> %+v", round, i, before[i], parts[i])
 			}
 		}
 		checkEven(t, parts)
-		if c := EvenLeaders(parts, nodes, 0); len(c) != 0 {
+		if c := EvenLeaders(parts, nodes, nil, 0); len(c) != 0 {
 			t.Fatalf("round %d: once even, moved %d", round, len(c))
 		}
 	}

@@ -32,6 +32,16 @@ import (
 //     cut with a 408.
 //
 // A request that finds no slot (or token) free is answered 503 at once.
+//
+// A view share request (another cluster node's request for this node's rows
+// of a view query it merges: it carries _share_rev) takes no slot but a
+// share slot, of a separate pool (MaxRequests/4, at least 1), and waits for
+// one, up to its asker's timeout, rather than be refused: the merger that
+// asked holds a slot while it waits for its shares, so shares refused for
+// want of a slot could leave every node's slots held by mergers waiting for
+// shares none of them is let answer. A share needs nothing but this node's
+// index, so its wait always ends. At most 4×MaxRequests shares wait or run at
+// once; one more is answered 503.
 
 // Defaults of the admission options.
 const (
@@ -56,6 +66,8 @@ type admission struct {
 	slots      chan struct{} // one per request served
 	receiving  chan struct{} // one per request whose body is still arriving
 	preReading chan struct{} // one per small body being read before its slot
+	shares     chan struct{} // one per view share request served
+	shareQueue chan struct{} // one per view share request served or waiting
 	minRate    int64
 	grace      time.Duration
 }
@@ -74,6 +86,8 @@ func newAdmission(o *Options) *admission {
 		slots:      make(chan struct{}, n),
 		receiving:  make(chan struct{}, max(n-reserve, 1)),
 		preReading: make(chan struct{}, 4*n),
+		shares:     make(chan struct{}, max(n/4, 1)),
+		shareQueue: make(chan struct{}, 4*n),
 		minRate:    int64(o.MinBodyRate),
 		grace:      o.BodyGrace,
 	}
@@ -86,16 +100,29 @@ func newAdmission(o *Options) *admission {
 	return a
 }
 
-// bodyLimit is the largest body the route r matched takes, -1 for none.
-func bodyLimit(r *http.Request) int64 {
+// viewRoute is the path template of a view query.
+const viewRoute = "/{bucket}/_design/{ddoc}/_view/{view}"
+
+// routeTemplate is the path template of the route r matched, "" for none.
+func routeTemplate(r *http.Request) string {
 	tmpl := ""
 	if cr := mux.CurrentRoute(r); cr != nil {
 		tmpl, _ = cr.GetPathTemplate()
 	}
-	switch tmpl {
+	return tmpl
+}
+
+// isShareRequest says r asks for this node's share of a view query.
+func isShareRequest(r *http.Request) bool {
+	return routeTemplate(r) == viewRoute && r.URL.Query().Has(shareRev)
+}
+
+// bodyLimit is the largest body the route r matched takes, -1 for none.
+func bodyLimit(r *http.Request) int64 {
+	switch routeTemplate(r) {
 	case "/{bucket}/_bulk":
 		return -1 // streamed, bounded in flight (bulkMaxBytes)
-	case "/{bucket}/_design/{ddoc}/_view/{view}", "/{bucket}/_all_docs":
+	case viewRoute, "/{bucket}/_all_docs":
 		return maxKeysBody
 	}
 	if formContentType(r.Header.Get("Content-Type")) && r.Header.Get("Content-Type") != "" {
@@ -104,8 +131,8 @@ func bodyLimit(r *http.Request) int64 {
 	return maxDeclaredBody
 }
 
-// admit is mux middleware: the body limit, the body rate, and a slot (see
-// above).
+// admit is mux middleware: the body limit, the body rate, and a slot or a
+// share slot (see above).
 func (s *server) admit(next http.Handler) http.Handler {
 	a := s.sec.adm
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -157,6 +184,25 @@ func (s *server) admit(next http.Handler) http.Handler {
 				rr.done()
 			}()
 			r.Body = rr
+		}
+		if isShareRequest(r) {
+			select {
+			case a.shareQueue <- struct{}{}:
+				defer func() { <-a.shareQueue }()
+			default:
+				s.refuseUnread(w, r, refusedOverload, errOverload)
+				return
+			}
+			select {
+			case a.shares <- struct{}{}:
+				defer func() { <-a.shares }()
+			case <-r.Context().Done():
+				// The asking node gave up (its connection_timeout).
+				s.refuseUnread(w, r, refusedOverload, errOverload)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
 		}
 		select {
 		case a.slots <- struct{}{}:

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
@@ -37,10 +41,16 @@ type scatterCluster struct {
 }
 
 func newScatterCluster(t *testing.T) *scatterCluster {
+	return newScatterClusterOpts(t, 0)
+}
+
+// newScatterClusterOpts is newScatterCluster with each API node's
+// MaxRequests (0: the default).
+func newScatterClusterOpts(t *testing.T, maxRequests int) *scatterCluster {
 	c := &scatterCluster{oracle: newFixture(t)}
 	c.rev.Store(7)
 	for i := range 3 {
-		c.nodes = append(c.nodes, newFixtureOpts(t, &httpapi.Options{ViewCoverage: func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+		c.nodes = append(c.nodes, newFixtureOpts(t, &httpapi.Options{MaxRequests: maxRequests, ViewCoverage: func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
 			return c.coverage(i), nil
 		}}, nil))
 		c.urls = append(c.urls, c.nodes[i].srv.URL)
@@ -271,6 +281,96 @@ func TestViewScatterStaleFalseNotCurrent(t *testing.T) {
 				if p := b1.PartitionOf(id); p%3 == 1 {
 					t.Fatalf("asked node %d: a row of partition %d, covered by the failed node: %s", asked, p, line)
 				}
+			}
+		}
+	}
+}
+
+// TestViewScatterSharesNotRefusedUnderSaturation: with one request slot a
+// node, each node's slot held by a merger waiting for a slow coverer,
+// every share the nodes ask of each other is still answered (share
+// requests have a pool of their own): the three answers have every row and
+// no errors. Refused for want of a slot, as before, each merger's answer
+// would name its peers in "errors" (a self-block across the cluster).
+func TestViewScatterSharesNotRefusedUnderSaturation(t *testing.T) {
+	c := newScatterClusterOpts(t, 1)
+	// Each node is reached through a proxy that counts the share requests
+	// the node has answered, whatever the answer.
+	var answered atomic.Int64
+	for i, u := range c.urls {
+		target, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := &httputil.ReverseProxy{
+			Rewrite:        func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, // the node's Host too
+			ModifyResponse: func(*http.Response) error { answered.Add(1); return nil },
+		}
+		proxy := httptest.NewServer(rp)
+		t.Cleanup(proxy.Close)
+		c.urls[i] = proxy.URL
+	}
+	// The slow coverer answers an empty share once every merger asked it
+	// and the six shares between the nodes were answered.
+	var asked atomic.Int64
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) == 3 {
+			go func() {
+				// A deadline only to catch a hang.
+				for deadline := time.Now().Add(time.Minute); answered.Load() < 6 && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				close(release)
+			}()
+		}
+		select {
+		case <-release:
+			w.Write([]byte(`{"total_rows":0,"rows":[]}`))
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	c.extra = []httpapi.Coverer{{Name: "slow", URL: slow.URL}}
+	const q = "/default/_design/d/_view/m?limit=1000&connection_timeout=60000"
+	_, _, want := c.oracle.do("GET", q, "", "")
+	type answer struct {
+		st   int
+		body string
+	}
+	answers := make([]answer, 3)
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() {
+			st, _, body := n.do("GET", q, "", "")
+			answers[i] = answer{st, body}
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.st != 200 || revs.ReplaceAllString(a.body, "") != revs.ReplaceAllString(want, "") {
+			t.Errorf("node %d, its slot held while it waited: %d\n got %s\nwant %s", i, a.st, a.body, want)
+		}
+	}
+
+	// Rounds of as many concurrent queries as each node has slots: a
+	// query the node lets in answers every row, no share refused.
+	c.extra = nil
+	for round := range 30 {
+		for i, n := range c.nodes {
+			wg.Go(func() {
+				st, _, body := n.do("GET", "/default/_design/d/_view/s?group_level=1", "", "")
+				answers[i] = answer{st, body}
+			})
+		}
+		wg.Wait()
+		_, _, want := c.oracle.do("GET", "/default/_design/d/_view/s?group_level=1", "", "")
+		for i, a := range answers {
+			if a.st == http.StatusServiceUnavailable && strings.Contains(a.body, "too_many_requests") {
+				continue // the node's one slot not yet given back by the round before
+			}
+			if a.st != 200 || a.body != want {
+				t.Fatalf("round %d node %d: %d\n got %s\nwant %s", round, i, a.st, a.body, want)
 			}
 		}
 	}

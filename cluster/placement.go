@@ -187,8 +187,8 @@ func Failover(parts []Partition, down string, up []string) []int {
 // Recover clears the degraded mark of partitions that have all the copies
 // wanted again, each voter on an up node (a failed-over node that came
 // back), incrementing their epochs; it returns the changed partition
-// numbers. It moves nothing back: returning leaderships and copies to a
-// node is rebalancing, which comes with replication (issue 22, step 2).
+// numbers. It moves nothing back: EvenLeaders hands a returned node its
+// share of the leaderships; moving copies back is rebalancing, not done.
 func Recover(parts []Partition, copies int, up []string) []int {
 	var changed []int
 	for i := range parts {

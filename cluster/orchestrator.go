@@ -131,9 +131,17 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 	}
 	slices.Sort(failed)
 	allUp := len(up) == len(known)
+	// A node is settled once up for o.settle as this term saw it and
+	// since it registered (a node restarted within its old lease's TTL is
+	// never seen down; a registration time ahead of this clock is not
+	// trusted).
 	var settled []string
 	for _, name := range up {
-		if now.Sub(o.upSince[name]) >= o.settle {
+		since := o.upSince[name]
+		if reg := st.nodes[name].Started; reg.After(since) && !reg.After(now) {
+			since = reg
+		}
+		if now.Sub(since) >= o.settle {
 			settled = append(settled, name)
 		}
 	}

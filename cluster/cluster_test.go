@@ -293,7 +293,8 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 
 	// A survivor reports the victim lagging in partitions 0-99 (its copy
 	// catching up, as serve's replication publishes it): their
-	// leaderships stay where they are while the report stands.
+	// leaderships stay where they are while the report stands (they
+	// count: the others make up the victim's share).
 	lagPub := NewLagPublisher(cli, rest[0].Name())
 	var behind []int
 	for p := range 100 {
@@ -317,22 +318,8 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 	})
 	// It stayed a voter, so it holds every copy; once it has been up for
 	// LeaderSettle the orchestrator hands it back its share of the
-	// leaderships, 64 a pass, but for the partitions it lags in: a third
-	// of the 924 others, within one.
-	eventually(t, victim+" leads its share of the partitions it does not lag in", func() (bool, string) {
-		bs, _ := status().Bucket("b")
-		return bs.Leads[victim] >= (NumPartitions-100)/3-1, fmt.Sprintf("leads %v", bs.Leads)
-	})
-	mLag, _, _ := ReadMap(ctx, cli, "b")
-	for p := range 100 {
-		if mLag.Partitions[p].Leader != m2.Partitions[p].Leader {
-			t.Fatalf("partition %d, where %s lags, moved: %+v -> %+v", p, victim, m2.Partitions[p], mLag.Partitions[p])
-		}
-	}
-	// Caught up: each node ends within one of a third of all.
-	if err := lagPub.Publish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	// leaderships, 64 a pass, each node ending within one of a third,
+	// though not the leaderships of the partitions it lags in.
 	eventually(t, victim+" leads its share again", func() (bool, string) {
 		bs, _ := status().Bucket("b")
 		for _, n := range peers {
@@ -342,6 +329,15 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 		}
 		return bs.Holds[victim] == NumPartitions, fmt.Sprintf("holds %d", bs.Holds[victim])
 	})
+	mEven, _, _ := ReadMap(ctx, cli, "b")
+	for p := range 100 {
+		if mEven.Partitions[p].Leader != m2.Partitions[p].Leader {
+			t.Fatalf("partition %d, where %s lags, moved: %+v -> %+v", p, victim, m2.Partitions[p], mEven.Partitions[p])
+		}
+	}
+	if err := lagPub.Publish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	m3, rev3, _ := ReadMap(ctx, cli, "b")
 	for i, p := range m3.Partitions {
 		if len(p.Voters) != 3 || p.Degraded {

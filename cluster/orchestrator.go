@@ -93,9 +93,10 @@ func (o *Orchestrator) deleteMap(ctx context.Context, bucket string, readRev int
 // or the failover timeout after the term began), fails over nodes down
 // longer than the failover timeout, clears the degraded mark where
 // every copy is back, and evens out the preferred leaders (EvenLeaders,
-// leaderStep moves per bucket) over the nodes up for LeaderSettle at
-// least, in partitions none of whose followers a leader reports lagging,
-// of buckets this term has failed over nothing of for LeaderSettle.
+// leaderStep moves per bucket) of a bucket whose voters (of partitions not
+// degraded) have all been up for LeaderSettle, and this term failed over
+// nothing of for LeaderSettle, keeping where they are the leaderships of
+// partitions in which a leader reports a follower lagging.
 func (o *Orchestrator) reconcile(ctx context.Context) error {
 	st, err := readState(ctx, o.cli)
 	if err != nil {
@@ -219,7 +220,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 
 // laggingPartitions is, by bucket, the partitions in which a leader that
 // is up reports a follower that does not keep up (a copy still arriving,
-// or behind): no leadership is moved to or within them.
+// or behind): their leaderships are not moved.
 func (o *Orchestrator) laggingPartitions(ctx context.Context, st *state) (map[string]map[int]bool, error) {
 	reports, err := readLag(ctx, o.cli)
 	if err != nil {

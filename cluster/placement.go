@@ -213,46 +213,50 @@ func Recover(parts []Partition, copies int, up []string) []int {
 }
 
 // EvenLeaders evens out preferred leaderships, in place, over the
-// partitions that are not degraded, whose voters are all settled (nodes up
-// long enough to be given a leadership) and that skip (nil: none) does not
-// hold back; the others are left alone. Each node ends within one of its
-// fair share of them: the sum, over those it is a voter of, of one over
-// their number of voters. A leadership moves within a partition's voters
-// only, from a node over its share towards one under it, along the
-// shortest chain of such moves when no single one does (a chain of k moves
-// hands one leadership from its first node to its last, the nodes between
-// keeping their counts). It makes at most limit moves (the last chain may
-// take it a few over; limit <= 0: no bound), so that a returning node
-// takes its leaderships back over a few calls rather than all at once.
-// Each partition whose leader changed has its epoch incremented once; the
-// changed partition numbers are returned, sorted (none once even, or when
-// nothing can be moved).
+// partitions that are not degraded: each node ends within one of its fair
+// share of them, the sum, over those it is a voter of, of one over their
+// number of voters. It moves nothing while a voter of one of them is not
+// settled (settled: up long enough to be given a leadership), so that a
+// node down for less than the failover timeout costs no moves, there and
+// back. A partition skip holds back (nil: none) keeps its leader but
+// counts. A leadership moves within a partition's voters only, from a node
+// over its share towards one under it, along the shortest chain of such
+// moves when no single one does (a chain of k moves hands one leadership
+// from its first node to its last, the nodes between keeping their
+// counts); with no partition held back the shares are always reached. It
+// makes at most limit moves (the last chain may take it a few over; limit
+// <= 0: no bound), so that a returning node takes its leaderships back
+// over a few calls rather than all at once. Each partition whose leader
+// changed has its epoch incremented once; the changed partition numbers
+// are returned, sorted (none once even, or when nothing can be moved).
 func EvenLeaders(parts []Partition, settled []string, skip func(p int) bool, limit int) []int {
 	isSettled := map[string]bool{}
 	for _, n := range settled {
 		isSettled[n] = true
 	}
-	// Only partitions every voter of which is settled take part; shares
-	// are counted over them in units of 1/lcm(voter counts), exactly.
+	// Shares are counted in units of 1/lcm(voter counts), exactly; in are
+	// the partitions whose leadership may move.
 	var in []int
 	unit := 1
+	dev := map[string]int{} // a node's leaderships minus its fair share, times unit
 	for i, p := range parts {
-		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) || skip != nil && skip(i) {
+		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) {
 			continue
 		}
-		all := true
 		for _, v := range p.Voters {
-			all = all && isSettled[v]
+			if !isSettled[v] {
+				return nil
+			}
 		}
-		if all {
+		unit = lcm(unit, len(p.Voters))
+		if skip == nil || !skip(i) {
 			in = append(in, i)
-			unit = lcm(unit, len(p.Voters))
 		}
 	}
-	// dev is a node's leaderships minus its fair share, times unit.
-	dev := map[string]int{}
-	for _, i := range in {
-		p := parts[i]
+	for _, p := range parts {
+		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) {
+			continue
+		}
 		for _, v := range p.Voters {
 			dev[v] -= unit / len(p.Voters)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -33,15 +34,16 @@ import (
 //
 // A request that finds no slot (or token) free is answered 503 at once.
 //
-// A view share request (another cluster node's request for this node's rows
-// of a view query it merges: it carries _share_rev) takes no slot but a
-// share slot, of a separate pool (MaxRequests/4, at least 1), and waits for
-// one, up to its asker's timeout, rather than be refused: the merger that
-// asked holds a slot while it waits for its shares, so shares refused for
-// want of a slot could leave every node's slots held by mergers waiting for
-// shares none of them is let answer. A share needs nothing but this node's
-// index, so its wait always ends. At most 4×MaxRequests shares wait or run at
-// once; one more is answered 503.
+// A share request (another cluster node's request for this node's rows of
+// a view query, _all_docs or document listing it merges: it carries
+// _share_rev) takes no slot but a share slot, of a separate pool
+// (MaxRequests/4, at least 1), and waits for one, up to its asker's
+// timeout, rather than be refused: the merger that asked holds a slot
+// while it waits for its shares, so shares refused for want of a slot could
+// leave every node's slots held by mergers waiting for shares none of them
+// is let answer. A share needs nothing but this node's index, so its wait
+// always ends. At most 4×MaxRequests shares wait or run at once; one more
+// is answered 503.
 
 // Defaults of the admission options.
 const (
@@ -100,8 +102,11 @@ func newAdmission(o *Options) *admission {
 	return a
 }
 
-// viewRoute is the path template of a view query.
-const viewRoute = "/{bucket}/_design/{ddoc}/_view/{view}"
+// The path templates of a view query and of _all_docs.
+const (
+	viewRoute    = "/{bucket}/_design/{ddoc}/_view/{view}"
+	allDocsRoute = "/{bucket}/_all_docs"
+)
 
 // routeTemplate is the path template of the route r matched, "" for none.
 func routeTemplate(r *http.Request) string {
@@ -112,9 +117,15 @@ func routeTemplate(r *http.Request) string {
 	return tmpl
 }
 
-// isShareRequest says r asks for this node's share of a view query.
+// shareRoutes are the path templates of the requests a cluster node
+// scatters to its coverers and merges: a view query, _all_docs and the
+// console's document listing.
+var shareRoutes = []string{viewRoute, allDocsRoute, "/pools/default/buckets/{bucket}/scopes/{scope}/collections/{collection}/docs"}
+
+// isShareRequest says r asks for this node's share of a query another
+// node merges.
 func isShareRequest(r *http.Request) bool {
-	return routeTemplate(r) == viewRoute && r.URL.Query().Has(shareRev)
+	return r.URL.Query().Has(shareRev) && slices.Contains(shareRoutes, routeTemplate(r))
 }
 
 // bodyLimit is the largest body the route r matched takes, -1 for none.
@@ -122,7 +133,7 @@ func bodyLimit(r *http.Request) int64 {
 	switch routeTemplate(r) {
 	case "/{bucket}/_bulk":
 		return -1 // streamed, bounded in flight (bulkMaxBytes)
-	case viewRoute, "/{bucket}/_all_docs":
+	case viewRoute, allDocsRoute:
 		return maxKeysBody
 	}
 	if formContentType(r.Header.Get("Content-Type")) && r.Header.Get("Content-Type") != "" {

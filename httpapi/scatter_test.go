@@ -375,3 +375,46 @@ func TestViewScatterSharesNotRefusedUnderSaturation(t *testing.T) {
 		}
 	}
 }
+
+// TestShareRoutesTakeNoSlot: with a node's one slot held by a merger, a
+// share request of each route a node merges (a view, _all_docs, the
+// document listing) is still answered, while a client's request is
+// refused 503.
+func TestShareRoutesTakeNoSlot(t *testing.T) {
+	c := newScatterClusterOpts(t, 1)
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		select {
+		case <-release:
+			w.Write([]byte(`{"total_rows":0,"rows":[]}`))
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	c.extra = []httpapi.Coverer{{Name: "slow", URL: slow.URL}}
+	done := make(chan int)
+	go func() {
+		st, _, _ := c.nodes[1].do("GET", "/default/_design/d/_view/m?limit=5", "", "")
+		done <- st
+	}()
+	<-asked // node 1's merger holds its slot until the slow coverer answers
+	if st, _, body := c.nodes[1].do("GET", "/default/_all_docs?limit=1", "", ""); st != http.StatusServiceUnavailable {
+		t.Fatalf("a client's request with the slot held: %d %s, want 503", st, body)
+	}
+	const share = "_share_rev=7&_share_now=1&_share_partitions=1,4"
+	for _, path := range []string{
+		"/default/_design/d/_view/m?limit=5&" + share,
+		"/default/_all_docs?limit=5&" + share,
+		"/pools/default/buckets/default/scopes/_default/collections/_default/docs?limit=5&" + share,
+	} {
+		if st, _, body := c.nodes[1].do("GET", path, "", ""); st != 200 || !strings.Contains(body, `"rows"`) {
+			t.Errorf("%s with the slot held: %d %s", path, st, body)
+		}
+	}
+	close(release)
+	if st := <-done; st != 200 {
+		t.Fatalf("the merger: %d", st)
+	}
+}

@@ -234,11 +234,10 @@ func EvenLeaders(parts []Partition, settled []string, skip func(p int) bool, lim
 	for _, n := range settled {
 		isSettled[n] = true
 	}
-	// Shares are counted in units of 1/lcm(voter counts), exactly; in are
-	// the partitions whose leadership may move.
-	var in []int
+	// Shares are counted in units of 1/lcm(voter counts), exactly, over
+	// the partitions counted; in are those whose leadership may move.
+	var counted, in []int
 	unit := 1
-	dev := map[string]int{} // a node's leaderships minus its fair share, times unit
 	for i, p := range parts {
 		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) {
 			continue
@@ -249,14 +248,14 @@ func EvenLeaders(parts []Partition, settled []string, skip func(p int) bool, lim
 			}
 		}
 		unit = lcm(unit, len(p.Voters))
+		counted = append(counted, i)
 		if skip == nil || !skip(i) {
 			in = append(in, i)
 		}
 	}
-	for _, p := range parts {
-		if p.Degraded || len(p.Voters) == 0 || !slices.Contains(p.Voters, p.Leader) {
-			continue
-		}
+	dev := map[string]int{} // a node's leaderships minus its fair share, times unit
+	for _, i := range counted {
+		p := parts[i]
 		for _, v := range p.Voters {
 			dev[v] -= unit / len(p.Voters)
 		}

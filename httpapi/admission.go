@@ -41,8 +41,8 @@ import (
 // timeout, rather than be refused: the merger that asked holds a slot
 // while it waits for its shares, so shares refused for want of a slot could
 // leave every node's slots held by mergers waiting for shares none of them
-// is let answer. A share needs nothing but this node's index, so its wait
-// always ends. At most 4×MaxRequests shares wait or run at once; one more
+// is let answer. A share takes no other node's slot (its read barrier, for
+// stale=false or a listing, goes over Raft), so its wait always ends. At most 4×MaxRequests shares wait or run at once; one more
 // is answered 503.
 
 // Defaults of the admission options.

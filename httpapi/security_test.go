@@ -298,7 +298,17 @@ func TestDotSegmentsAreNotRedirected(t *testing.T) {
 func TestConcurrencyCap(t *testing.T) {
 	f := newFixture(t)
 	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
-	srv := newServer(t, httpapi.New(f.eng, &httpapi.Options{Auth: users, MaxRequests: 1}))
+	api := httpapi.New(f.eng, &httpapi.Options{Auth: users, MaxRequests: 1})
+	// reading is closed when the slow PUT's handler first reads its body:
+	// it holds the slot then (a handler reads only once admitted). Until
+	// then a polling GET could take the slot first and the PUT be refused.
+	reading := make(chan struct{})
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			r.Body = &firstRead{ReadCloser: r.Body, seen: reading}
+		}
+		api.ServeHTTP(w, r)
+	}))
 	// One request holds the only slot while its body trickles in.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("PUT", srv+"/default/docs/slow", pr)
@@ -314,7 +324,12 @@ func TestConcurrencyCap(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	pw.Write([]byte(`{"a":`)) // the handler is reading by now
+	pw.Write([]byte(`{"a":`))
+	select {
+	case <-reading:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the slow PUT's handler never read its body")
+	}
 	// Polls until the slot is seen taken; only a hang reaches the deadline.
 	deadline := time.Now().Add(time.Minute)
 	var st int
@@ -446,3 +461,15 @@ func FuzzHandler(f *testing.F) {
 func httptestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+// firstRead closes seen at its first Read.
+type firstRead struct {
+	io.ReadCloser
+	seen chan struct{}
+	once sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { close(f.seen) })
+	return f.ReadCloser.Read(p)
+}

@@ -35,7 +35,10 @@ func newLabCluster(t *testing.T, bin, logDir string, lab *netLab, size int, fail
 			http: lab.Addr(i) + ":8091", mc: lab.Addr(i) + ":11211", lab: lab, idx: i}
 		n.args = append(serveArgs(n, dir),
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
-			"--cluster-failover-timeout", failover.String(), "--cluster-raft-tick", "100ms")
+			"--cluster-failover-timeout", failover.String(), "--cluster-raft-tick", "100ms",
+			// Not loopback, but a network of the test's own namespaces.
+			"--memcached-allow-remote", "--cluster-allow-remote",
+			"--log-level", "warn") // what the cut does, for a person reading the logs
 		nodes[i] = n
 	}
 	return nodes, peers

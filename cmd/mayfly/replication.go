@@ -337,14 +337,16 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 			return ctx.Err() == nil
 		}
 	}
-	for _, p := range moved {
-		if err := b.DropPartition(ctx, p); err != nil {
+	if len(moved) > 0 {
+		// One call: the copies begin one new history, so that a running
+		// index rewinds those partitions only (engine.DropPartitions).
+		if err := b.DropPartitions(ctx, moved); err != nil {
 			if ctx.Err() == nil {
-				r.logger.Warn("replication: dropping the documents of a copy moved away (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+				r.logger.Warn("replication: dropping the documents of copies moved away (tried again at the next look at the map)", "bucket", b.Name(), "partitions", len(moved), "err", err)
 			}
 			return ctx.Err() == nil
 		}
-		r.logger.Info("replication: dropped the documents of a copy moved away", "bucket", b.Name(), "partition", p)
+		r.logger.Info("replication: dropped the documents of copies moved away", "bucket", b.Name(), "partitions", len(moved))
 	}
 	return true
 }

@@ -2,12 +2,12 @@ package chaostest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,12 +48,12 @@ func newLabCluster(t *testing.T, bin, logDir string, lab *netLab, size int, fail
 type isolation struct {
 	*partitionCut
 	size        int
-	etcdLeader  bool          // the victim's etcd member led etcd at the cut
-	failover    time.Duration // cut → every map entry that listed the victim changed (-1: not during the cut)
-	statusBack  time.Duration // cut → the majority's etcd first answered the status (-1: never)
-	votersAgain time.Duration // healed → no partition degraded, none lists the victim... (see runIsolate), nothing lagging
-	dropped     time.Duration // healed → the victim counts no document (4 nodes: every copy moved away); -1: not within 3 min
-	reads       struct{ answered, refused, unknown int }
+	etcdLeader  bool                            // the victim's etcd member led etcd at the cut
+	failover    time.Duration                   // cut → every map entry that listed the victim changed (-1: not during the cut)
+	statusBack  time.Duration                   // cut → the majority's etcd first answered the status (-1: never)
+	votersAgain time.Duration                   // healed → no partition degraded, none lists the victim... (see runIsolate), nothing lagging
+	dropped     time.Duration                   // healed → the victim counts no document (4 nodes: every copy moved away); -1: not within 3 min
+	reads       struct{ answered, unknown int } // reads through the victim called during the cut
 }
 
 // runIsolate is an isolate case: the register load on size nodes, each in
@@ -311,22 +311,26 @@ func clusterStatusAt(ctx context.Context, eps []string) (*cluster.Status, error)
 	return st, err
 }
 
-// itemCount is the default bucket's document count on node n.
+// itemCount is the number of documents of the default bucket node n
+// holds in its own copies: its curr_items, as its /metrics exports it
+// (the bucket's itemCount counts the whole cluster's).
 func (r *run) itemCount(ctx context.Context, n *node) (int64, error) {
-	code, body, err := call(ctx, r.cl, n, http.MethodGet, "/pools/default/buckets/default", "", "", 10*time.Second)
+	code, body, err := call(ctx, r.cl, n, http.MethodGet, "/metrics", "", "", 10*time.Second)
 	if err != nil {
 		return 0, err
 	}
 	if code != http.StatusOK {
-		return 0, fmt.Errorf("%s: the bucket: %d %s", n.name, code, body)
+		return 0, fmt.Errorf("%s: /metrics: %d %s", n.name, code, body)
 	}
-	var b struct {
-		BasicStats struct {
-			ItemCount int64 `json:"itemCount"`
-		} `json:"basicStats"`
+	for line := range strings.Lines(string(body)) {
+		if rest, ok := strings.CutPrefix(line, "mayfly_curr_items{"); ok && strings.Contains(rest, `bucket="default"`) {
+			f := strings.Fields(rest)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: /metrics: %q: %w", n.name, line, err)
+			}
+			return int64(v), nil
+		}
 	}
-	if err := json.Unmarshal(body, &b); err != nil {
-		return 0, fmt.Errorf("%s: the bucket: %w", n.name, err)
-	}
-	return b.BasicStats.ItemCount, nil
+	return 0, fmt.Errorf("%s: /metrics has no mayfly_curr_items of the default bucket", n.name)
 }

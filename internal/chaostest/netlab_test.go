@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ipForward is the root namespace's IPv4 forwarding switch: the netLab
@@ -19,7 +20,7 @@ const ipForward = "/proc/sys/net/ipv4/ip_forward"
 var errNoNetLab = errors.New("network namespaces unavailable")
 
 // netLab is a network for cluster nodes that can really be partitioned:
-// each node in a network namespace of its own (named mfiso<tag>n<i>),
+// each node in a network namespace of its own (named mfiso<tag>n<i>, tag unique to the lab),
 // reached through a veth pair from the root namespace, which routes
 // between them (each namespace's default route is its veth's root end).
 // A cut is a pair of policy-routing blackhole rules per cut link, in the
@@ -46,8 +47,11 @@ func newNetLab(t *testing.T, n int) (*netLab, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoNetLab, err)
 	}
-	pid := os.Getpid()
-	l := &netLab{t: t, tag: fmt.Sprintf("mfiso%04d", pid%10000), n: n, subnet: 100 + pid%100, rules: map[string][]string{}}
+	// Names and addresses of their own for each lab: the kernel deletes a
+	// namespace's veth pair some time after the namespace, so that the
+	// next case's lab, made at once, must not reuse the names.
+	u := int(time.Now().UnixNano()/1000+int64(os.Getpid())) % 100000 // wall clock: a unique name
+	l := &netLab{t: t, tag: fmt.Sprintf("mfiso%05d", u), n: n, subnet: 100 + u%100, rules: map[string][]string{}}
 	before, err := os.ReadFile(ipForward)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoNetLab, err)

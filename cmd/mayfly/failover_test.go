@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,7 +172,7 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	// no spare then.
 	victim.start(t)
 	victim.started(t)
-	localItems(t, victim, 0)
+	itemCounts(t, []*procNode{victim}, 0)
 	victim.kill()
 
 	// A second node dies: every partition still has two of its three
@@ -285,7 +283,7 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 		}
 		return nil
 	})
-	localItems(t, victim, 0)
+	itemCounts(t, []*procNode{victim}, 0)
 	for i := range 10 {
 		k := fmt.Sprintf("after%d", i)
 		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
@@ -294,41 +292,4 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
 	}
-}
-
-// localItems waits until node n holds want live documents of the default
-// bucket in its own copies (its curr_items, as /metrics exports it: the
-// bucket's itemCount counts the whole cluster's).
-func localItems(t *testing.T, n *procNode, want int64) {
-	t.Helper()
-	eventuallyT(t, fmt.Sprintf("%s holds %d items", n.name, want), func() error {
-		req, err := http.NewRequest(http.MethodGet, "http://"+n.http+"/metrics", nil)
-		if err != nil {
-			return err
-		}
-		req.SetBasicAuth("Administrator", "password")
-		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		for line := range strings.Lines(string(body)) {
-			if rest, ok := strings.CutPrefix(line, "mayfly_curr_items{"); ok && strings.Contains(rest, `bucket="default"`) {
-				f := strings.Fields(rest)
-				got, err := strconv.ParseFloat(f[len(f)-1], 64)
-				if err != nil {
-					return fmt.Errorf("%q: %w", line, err)
-				}
-				if int64(got) != want {
-					return fmt.Errorf("curr_items %v", got)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("no mayfly_curr_items of the default bucket in /metrics (%d bytes)", len(body))
-	})
 }

@@ -2,12 +2,12 @@ package chaostest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -312,25 +312,21 @@ func clusterStatusAt(ctx context.Context, eps []string) (*cluster.Status, error)
 }
 
 // itemCount is the number of documents of the default bucket node n
-// holds in its own copies: its curr_items, as its /metrics exports it
-// (the bucket's itemCount counts the whole cluster's).
+// holds in its own copies: its stats' curr_items (the bucket's
+// basicStats.itemCount counts the whole cluster's).
 func (r *run) itemCount(ctx context.Context, n *node) (int64, error) {
-	code, body, err := call(ctx, r.cl, n, http.MethodGet, "/metrics", "", "", 10*time.Second)
+	code, body, err := call(ctx, r.cl, n, http.MethodGet, "/pools/default/buckets/default/stats", "", "", 10*time.Second)
 	if err != nil {
 		return 0, err
 	}
 	if code != http.StatusOK {
-		return 0, fmt.Errorf("%s: /metrics: %d %s", n.name, code, body)
+		return 0, fmt.Errorf("%s: the bucket's stats: %d %s", n.name, code, body)
 	}
-	for line := range strings.Lines(string(body)) {
-		if rest, ok := strings.CutPrefix(line, "mayfly_curr_items{"); ok && strings.Contains(rest, `bucket="default"`) {
-			f := strings.Fields(rest)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s: /metrics: %q: %w", n.name, line, err)
-			}
-			return int64(v), nil
-		}
+	var st struct {
+		CurrItems int64 `json:"curr_items"`
 	}
-	return 0, fmt.Errorf("%s: /metrics has no mayfly_curr_items of the default bucket", n.name)
+	if err := json.Unmarshal(body, &st); err != nil {
+		return 0, fmt.Errorf("%s: the bucket's stats: %w", n.name, err)
+	}
+	return st.CurrItems, nil
 }

@@ -38,7 +38,7 @@ func newLabCluster(t *testing.T, bin, logDir string, lab *netLab, size int, fail
 			"--cluster-failover-timeout", failover.String(), "--cluster-raft-tick", "100ms",
 			// Not loopback, but a network of the test's own namespaces.
 			"--memcached-allow-remote", "--cluster-allow-remote",
-			"--log-level", "warn") // what the cut does, for a person reading the logs
+			"--log-level", "info") // what the cut does (groups left, copies dropped), for a person reading the kept logs
 		nodes[i] = n
 	}
 	return nodes, peers

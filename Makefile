@@ -34,6 +34,7 @@ help:
 	@echo "make soak     kill -9 crash test for $(SOAK) (make soak SOAK=30m for longer; LEVEL=none for a durability level; EVICTION=fullEviction)"
 	@echo "make chaos    3-node cluster chaos test, each case for $(CHAOS): kill -9 a node every 20 s under load, no acknowledged write lost, linearizable (porcupine);"
 	@echo "             cases kill, etcd (kill the etcd leader), expiry (purged once), views (against a model), partition (cut a node's Raft traffic 30 s),"
+	@echo "             isolate/isolate4 (a real network partition of a node, etcd included, 30 s, on 3/4 nodes in network namespaces: root only),"
 	@echo "             figures (3 nodes against 1); CASES=etcd,views for some"
 
 build:

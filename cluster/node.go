@@ -195,11 +195,28 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	// A member's node talks to its own member only: were it given every
+	// member, gRPC's round robin would send a share of its requests (its
+	// lease's keepalives among them) to a member it is partitioned from,
+	// whose connection hangs without an error (packets dropped, nothing
+	// refused): on the majority side of a network partition every node
+	// lost its lease and timed out reading the map, and the orchestrator
+	// never failed the cut node over (make chaos's isolate case). Its own
+	// member forwards to etcd's leader, and is cut off exactly when the
+	// node is. Any other node keeps every member, and a keepalive ping
+	// (gRPC's least interval, 10 s) closes a connection that stopped
+	// answering.
+	eps := clientEndpoints(cfg.Peers, cfg.scheme(), cfg.EtcdClientOffset)
+	if i := slices.Index(members, n.self); i >= 0 {
+		eps = eps[i : i+1]
+	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   clientEndpoints(cfg.Peers, cfg.scheme(), cfg.EtcdClientOffset),
-		DialTimeout: 5 * time.Second,
-		Logger:      n.zap,
-		TLS:         cfg.clientTLS(),
+		Endpoints:            eps,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		Logger:               n.zap,
+		TLS:                  cfg.clientTLS(),
 	})
 	if err != nil {
 		n.closeEtcd()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,4 +261,80 @@ func leadersFollowCurrentMap(nodes []*procNode, peers []string) error {
 		return err
 	}
 	return leadersFollowMap(nodes, m)
+}
+
+// TestFailedOverWhileCutOffLeavesItsGroups runs four `mayfly serve
+// --peers` processes and freezes one (SIGSTOP, not an etcd member): alive,
+// its groups and connections kept, but silent, as a node cut off by a
+// network partition. Its lease expires, the orchestrator fails it over and
+// a spare replaces it in every partition it held, by conf changes it never
+// receives. Thawed (SIGCONT), without a restart, it sees that the map no
+// longer lists it: it leaves those groups and drops their documents
+// (before, it kept them, its groups campaigning, until restarted), and the
+// cluster has three caught-up copies of every partition.
+func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four server processes")
+	}
+	timeout := "5s"
+	if raceBuild {
+		timeout = "20s"
+	}
+	nodes, peers := procClusterN(t, 4, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--cluster-failover-timeout", timeout,
+		"--log-level", "info") // its log says when it left groups
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	acked := map[string]ackedDoc{}
+	for i := range 40 {
+		k := fmt.Sprintf("before%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	m, err := readDefaultMap(peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := nodes[3] // n4 runs no etcd member: etcd keeps its three
+	if !slices.ContainsFunc(m.Partitions, func(p cluster.Partition) bool { return slices.Contains(p.Voters, victim.name) }) {
+		t.Fatalf("the map was placed without %s (it started late): %+v", victim.name, m.Partitions[0])
+	}
+	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
+
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			victim.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw) // before the fixture's kill, so that it can exit
+	live := nodes[:3]
+	for i := range 40 {
+		k := fmt.Sprintf("during%d", i)
+		acked[k] = writeAnywhere(t, live, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	eventuallyT(t, "three copies of every partition on the live nodes", func() error { return threeCopies(peers, victim.name) })
+
+	thaw()
+	eventuallyT(t, victim.name+" left the groups of the copies moved away", func() error {
+		if !strings.Contains(victim.out.String(), "removed the groups of copies moved away") {
+			return fmt.Errorf("not in its log yet")
+		}
+		return nil
+	})
+	itemCounts(t, []*procNode{victim}, 0)
+	for i := range 10 {
+		k := fmt.Sprintf("after%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	eventuallyT(t, "three copies of every partition, nothing lagging, after the thaw", func() error { return threeCopies(peers, victim.name) })
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
+	}
 }

@@ -37,6 +37,9 @@ type replication struct {
 	mu        sync.Mutex
 	deleted   map[string]bool               // incarnations deleted (incarnation): their groups' entries fail at once
 	following map[*engine.Bucket]*following // buckets attached: their follow goroutines
+	// listed is, per group this node runs, the epoch of the newest map
+	// entry that listed this node among the partition's voters (applyMap).
+	listed map[replica.GroupID]uint64
 }
 
 // following is a bucket's follow goroutine: cancel stops it, done is
@@ -73,7 +76,7 @@ func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replication{n: n, h: h, mirror: cluster.NewTopologyMirror(n.Client()), retry: mapRetry, logger: logger, ctx: ctx, cancel: cancel,
-		deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
+		deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}, listed: map[replica.GroupID]uint64{}}
 	r.wg.Go(func() { r.mirror.Run(ctx) })
 	// A node whose lease expired may have died without closing its
 	// connections: its quiet groups wake, to elect other leaders.
@@ -241,7 +244,9 @@ const mapRetry = 5 * time.Second
 // over its leadership); a group of a partition it is no longer a voter of
 // is removed once its applied configuration no longer has this node (the
 // Host drops a group whose conf change removing this node it applied by
-// itself), and the documents of a partition it is no voter of and runs no
+// itself) or once the map's entry is newer than the last one that listed
+// this node (movedAway: a node cut off when it was failed over never
+// receives that conf change), and the documents of a partition it is no voter of and runs no
 // group of are dropped (engine.Bucket.DropPartition: a copy moved away,
 // whose group it left). It reports false when the bucket cannot be replicated or ctx
 // ended. The targets are set only for groups just started, or when
@@ -295,10 +300,12 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 				r.logger.Warn("replication: steering a partition's group", "bucket", b.Name(), "partition", p, "err", err)
 			}
 		}
-		if !voter {
-			if vs, err := r.h.Voters(id); err == nil && !slices.Contains(vs, self) {
-				gone = append(gone, id)
-			}
+		if voter {
+			r.list(id, part.Epoch)
+		} else if r.movedAway(id, part.Epoch) {
+			gone = append(gone, id)
+		} else if vs, err := r.h.Voters(id); err == nil && !slices.Contains(vs, self) {
+			gone = append(gone, id)
 		}
 	}
 	if len(gone) > 0 {
@@ -307,23 +314,77 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 				r.logger.Warn("replication: removing the groups of copies moved away", "bucket", b.Name(), "err", err)
 			}
 		} else {
+			r.unlist(gone)
 			r.logger.Info("replication: removed the groups of copies moved away", "bucket", b.Name(), "groups", len(gone))
 		}
 	}
 	// A copy moved away, whose group this node left (a poll before, or
-	// while it was down): its documents go. Only once every group of the
-	// map started (a bucket holding documents written before the node
-	// joined returned above).
-	for _, p := range moved {
-		if err := b.DropPartition(ctx, p); err != nil {
+	// while it was down): its documents go, and so does what the Raft
+	// store still holds of its group (a group left while the node was
+	// down is still on its disk; were the copy moved back, a stale group
+	// would restart from it rather than join empty). Only once every
+	// group of the map started (a bucket holding documents written before
+	// the node joined returned above).
+	if len(moved) > 0 {
+		ids := make([]replica.GroupID, len(moved))
+		for i, p := range moved {
+			ids[i] = replica.BucketGroup(b.Name(), uuid, p)
+		}
+		if err := r.h.RemoveGroups(ctx, ids); err != nil {
 			if ctx.Err() == nil {
-				r.logger.Warn("replication: dropping the documents of a copy moved away (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+				r.logger.Warn("replication: removing the stored groups of copies moved away (tried again at the next look at the map)", "bucket", b.Name(), "err", err)
 			}
 			return ctx.Err() == nil
 		}
-		r.logger.Info("replication: dropped the documents of a copy moved away", "bucket", b.Name(), "partition", p)
+	}
+	if len(moved) > 0 {
+		// One call: the copies begin one new history, so that a running
+		// index rewinds those partitions only (engine.DropPartitions).
+		if err := b.DropPartitions(ctx, moved); err != nil {
+			if ctx.Err() == nil {
+				r.logger.Warn("replication: dropping the documents of copies moved away (tried again at the next look at the map)", "bucket", b.Name(), "partitions", len(moved), "err", err)
+			}
+			return ctx.Err() == nil
+		}
+		r.logger.Info("replication: dropped the documents of copies moved away", "bucket", b.Name(), "partitions", len(moved))
 	}
 	return true
+}
+
+// list records that the map entry of epoch listed this node a voter of
+// group id, which it runs.
+func (r *replication) list(id replica.GroupID, epoch uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if epoch > r.listed[id] {
+		r.listed[id] = epoch
+	}
+}
+
+// movedAway reports whether a map entry of epoch that does not list this
+// node moved group id's copy away: it is newer than the newest entry that
+// listed it while the group ran here. The map is then authoritative even
+// though the group's own configuration may still name this node: a node
+// failed over while alive but cut off never receives the conf change
+// removing it (its group would keep campaigning, its copy never dropped,
+// until a restart). Only failover takes a voter out of an entry, and it
+// does so after the node was down for the failover timeout: the majority
+// committed without it all that time, so leaving drops nothing only this
+// copy held.
+func (r *replication) movedAway(id replica.GroupID, epoch uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.listed[id]
+	return ok && epoch > at
+}
+
+// unlist forgets the groups removed from this node.
+func (r *replication) unlist(ids []replica.GroupID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		delete(r.listed, id)
+	}
 }
 
 // describe is a node's HTTP address as it publishes it, for the error of

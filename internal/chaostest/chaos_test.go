@@ -50,7 +50,7 @@ type killWindow struct {
 
 // The cases TestChaos runs, in this order, when MAYFLY_CHAOS_CASES does
 // not name some of them.
-var allCases = []string{"kill", "etcd", "expiry", "views", "partition", "figures"}
+var allCases = []string{"kill", "etcd", "expiry", "views", "partition", "isolate", "isolate4", "figures"}
 
 // TestChaos runs the cases MAYFLY_CHAOS_CASES names (a comma-separated
 // list of kill, etcd, expiry, views, partition and figures; all of them
@@ -87,6 +87,10 @@ func TestChaos(t *testing.T) {
 				runScenario(t, bin, dur, &viewsCase{})
 			case "partition":
 				runPartition(t, bin, dur)
+			case "isolate":
+				runIsolate(t, bin, dur, 3)
+			case "isolate4":
+				runIsolate(t, bin, dur, 4)
 			case "figures":
 				runFigures(t, bin, dur)
 			}

@@ -51,6 +51,10 @@ type node struct {
 	// cutFile is a cluster node's --chaos-cut-file: the peers whose Raft
 	// traffic it drops.
 	cutFile string
+	// lab, when set, is the network the node runs in, as its node idx
+	// (the isolate cases).
+	lab *netLab
+	idx int
 
 	// serving is set by the harness once the process serves HTTP, and
 	// cleared before it kills it.
@@ -116,6 +120,9 @@ func (n *node) start() error {
 	defer logf.Close()                                                       // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano)) // wall clock: a log line for a person
 	cmd := exec.Command(n.bin, n.args...)
+	if n.lab != nil {
+		cmd = n.lab.command(n.idx, n.bin, n.args...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -182,13 +189,20 @@ func clusterStatus(ctx context.Context, peers []string) (*cluster.Status, error)
 
 // withEtcd calls f with a client of the cluster's etcd, within 10 s.
 func withEtcd(ctx context.Context, peers []string, f func(context.Context, *clientv3.Client) error) error {
-	ps, err := cluster.ParsePeers(strings.Join(peers, ","))
+	eps, err := etcdEndpoints(peers)
 	if err != nil {
 		return err
 	}
+	return withEtcdAt(ctx, eps, f)
+}
+
+// withEtcdAt calls f with a client of the etcd members at the client
+// endpoints eps (some of them: those a partition's majority side holds),
+// within 10 s.
+func withEtcdAt(ctx context.Context, eps []string, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cli, err := cluster.Connect(ctx, cluster.ClientEndpoints(ps, cluster.DefaultEtcdClientOffset), 5*time.Second, nil)
+	cli, err := cluster.Connect(ctx, eps, 5*time.Second, nil)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func runPartition(t *testing.T, bin string, dur time.Duration) {
 	nodes, peers := newCluster(t, bin, logDir)
 	r := startNodes(t, nodes, peers, logDir)
 	ctx := context.Background()
-	pc, err := partitionVictim(ctx, r)
+	pc, err := partitionVictim(ctx, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +171,9 @@ func runPartition(t *testing.T, bin string, dur time.Duration) {
 
 // partitionVictim picks the node the default bucket's map names preferred
 // leader of the most partitions, about a third of them (leadership follows
-// the map; the partitions its groups actually lead are read at the cut).
-func partitionVictim(ctx context.Context, r *run) (*partitionCut, error) {
+// the map; the partitions its groups actually lead are read at the cut),
+// or pick when not nil.
+func partitionVictim(ctx context.Context, r *run, pick *node) (*partitionCut, error) {
 	var m *cluster.PartitionMap
 	err := withEtcd(ctx, r.peers, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		m, _, err = cluster.ReadMap(ctx, cli, "default")
@@ -193,7 +194,7 @@ func partitionVictim(ctx context.Context, r *run) (*partitionCut, error) {
 	}
 	pc := &partitionCut{parts: len(m.Partitions)}
 	for _, n := range r.nodes {
-		if pc.victim == nil || len(leads[n.name]) > pc.mapLed {
+		if pick == nil && (pc.victim == nil || len(leads[n.name]) > pc.mapLed) || n == pick {
 			pc.victim, pc.mapLed = n, len(leads[n.name])
 		}
 	}

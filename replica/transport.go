@@ -41,7 +41,19 @@ const (
 	writeTimeout = 10 * time.Second
 	minBackoff   = 50 * time.Millisecond
 	maxBackoff   = 2 * time.Second
+	// deadSocket is how long a cluster connection's sent data or
+	// keepalive probes may go unacknowledged before the kernel fails it
+	// (peerSocket); an idle connection is probed after 5 s, every 2 s
+	// (peerKeepAlive).
+	deadSocket = 10 * time.Second
 )
+
+// peerKeepAlive is the cluster port's TCP keepalive: an idle connection
+// whose peer stopped answering (quiet groups send nothing) fails within
+// about 11 s rather than TCP's two hours.
+func peerKeepAlive() net.KeepAliveConfig {
+	return net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
+}
 
 // outMsg is a message of a group, on its way to a peer.
 type outMsg struct {
@@ -68,7 +80,7 @@ func listen(h *Host) (*transport, error) {
 	if !h.opts.AllowRemote && h.opts.TLS == nil && !netaddr.IsLoopback(h.opts.Listen) {
 		return nil, fmt.Errorf("%w: %s", ErrRemote, h.opts.Listen)
 	}
-	var lc net.ListenConfig
+	lc := net.ListenConfig{KeepAliveConfig: peerKeepAlive(), Control: peerSocket}
 	ln, err := lc.Listen(h.ctx, "tcp", h.opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("replica: listening on the cluster port: %w", err)
@@ -296,7 +308,7 @@ func (p *peer) dial() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d net.Dialer
+	d := net.Dialer{KeepAliveConfig: peerKeepAlive(), Control: peerSocket}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -161,34 +161,16 @@ func (s *server) allDocsCluster(w http.ResponseWriter, r *http.Request, b *engin
 // under another coverage revision; ok is false when the bucket has no
 // coverage yet.
 func (s *server) listingCluster(w http.ResponseWriter, r *http.Request, b *engine.Bucket, timeout time.Duration, body []byte, local func(in []bool) ([]byte, error), write func(shares []gjson.Result)) (bool, error) {
-	ctx := r.Context()
-	for tries := 0; ; tries++ {
-		cov, err := s.coverage(ctx, b.Name(), 0)
+	return s.overCoverage(r.Context(), b, func(cov *ViewCoverage) error {
+		shares, err := s.scatterListing(r.Context(), r, b, cov, timeout, body, local)
 		if err != nil {
-			return true, err
-		}
-		if cov == nil {
-			return false, nil
-		}
-		if len(cov.Nodes) == 0 {
-			return true, errors.New("the bucket's coverage names no node")
-		}
-		shares, err := s.scatterListing(ctx, r, b, cov, timeout, body, local)
-		if errors.Is(err, errCoverageChanged) && tries < maxCoverageRetries && ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(tries+1) * 10 * time.Millisecond):
-			}
-			continue
-		}
-		if err != nil {
-			return true, err
+			return err
 		}
 		// How many nodes' shares the answer merges, as a view query says.
 		w.Header().Set("X-Mayfly-View-Nodes", strconv.Itoa(len(cov.Nodes)))
 		write(shares)
-		return true, nil
-	}
+		return nil
+	})
 }
 
 // scatterListing asks every coverer of cov for its share (this node's in

@@ -325,23 +325,16 @@ func (s *server) clusterItems(r *http.Request, b *engine.Bucket) (int64, bool) {
 	local := func(in []bool) ([]byte, error) {
 		return []byte(`{"total_rows":` + strconv.FormatInt(b.ItemsIn(in), 10) + `}`), nil
 	}
-	for tries := 0; tries <= maxCoverageRetries; tries++ {
-		cov, err := s.coverage(ctx, b.Name(), 0)
-		if err != nil || cov == nil || len(cov.Nodes) == 0 {
-			return 0, false
-		}
+	var n int64
+	ok, err := s.overCoverage(ctx, b, func(cov *ViewCoverage) error {
 		shares, err := s.scatterListing(ctx, sr, b, cov, clusterItemsTimeout, nil, local)
-		if errors.Is(err, errCoverageChanged) {
-			continue
-		}
 		if err != nil {
-			return 0, false
+			return err
 		}
-		var n int64
 		for _, sh := range shares {
 			n += sh.Get("total_rows").Int()
 		}
-		return n, true
-	}
-	return 0, false
+		return nil
+	})
+	return n, ok && err == nil
 }

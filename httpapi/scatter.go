@@ -77,29 +77,10 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 	if r.URL.Query().Has(shareRev) {
 		return true, s.answerShare(w, r, b, q)
 	}
-	for tries := 0; ; tries++ {
-		cov, err := s.coverage(ctx, b.Name(), 0)
-		if err != nil {
-			return true, err
-		}
-		if cov == nil {
-			return false, nil
-		}
+	return s.overCoverage(ctx, b, func(cov *ViewCoverage) error {
 		parts, errs, err := s.scatter(ctx, r, b, q, p, cov, body)
-		if err == nil && len(cov.Nodes) == 0 {
-			err = errors.New("views: the bucket's coverage names no node")
-		}
-		if errors.Is(err, errCoverageChanged) && tries < maxCoverageRetries && ctx.Err() == nil {
-			// A moment for this node's and the coverer's copies of the
-			// coverage to agree again (each follows etcd by a watch).
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(tries+1) * 10 * time.Millisecond):
-			}
-			continue
-		}
 		if err != nil {
-			return true, err
+			return err
 		}
 		if p.OnErrorStop && len(errs) > 0 {
 			// Couchbase stops at the first error and appends it alone.
@@ -112,7 +93,39 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 		var se *views.StreamError
 		if errors.As(err, &se) {
 			s.log.Warn("view query cut short", "bucket", b.Name(), "err", err)
-			return true, nil
+			return nil
+		}
+		return err
+	})
+}
+
+// overCoverage runs do with bucket b's view coverage (which node answers
+// for which partitions: views, listings, the item count), and again with
+// the coverage read anew when a coverer answered under another revision
+// (do's error wraps errCoverageChanged), after a pause for this node's
+// and the coverer's copies of the coverage to agree again (each follows
+// etcd by a watch): a stale revision is retried, never answered, up to
+// maxCoverageRetries times. ok is false when the bucket has no coverage
+// yet (a single node, or no map): the node answers alone.
+func (s *server) overCoverage(ctx context.Context, b *engine.Bucket, do func(cov *ViewCoverage) error) (ok bool, err error) {
+	for tries := 0; ; tries++ {
+		cov, err := s.coverage(ctx, b.Name(), 0)
+		if err != nil {
+			return true, err
+		}
+		if cov == nil {
+			return false, nil
+		}
+		if len(cov.Nodes) == 0 {
+			return true, errors.New("the bucket's coverage names no node")
+		}
+		err = do(cov)
+		if errors.Is(err, errCoverageChanged) && tries < maxCoverageRetries && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(tries+1) * 10 * time.Millisecond):
+			}
+			continue
 		}
 		return true, err
 	}

@@ -594,15 +594,23 @@ func (h *Host) peerDown(nid uint64) {
 	}
 }
 
-// peerUp clears nid's down mark: a frame came from it.
+// peerUp clears nid's down mark: a frame came from it. The first frame
+// after it was down wakes every quiet group it is a voter of: their
+// leaders went quiet without it, and a quiet leader sends nothing by
+// itself, so a node back from a partition (or a restart) would otherwise
+// stay behind in every group not written to since, until its next write.
 func (h *Host) peerUp(nid uint64) {
 	if h.downs.Load() == 0 {
 		return
 	}
 	h.downMu.Lock()
+	was := h.down[nid]
 	delete(h.down, nid)
 	h.downs.Store(int32(len(h.down)))
 	h.downMu.Unlock()
+	if was {
+		h.wakePeer(nid)
+	}
 }
 
 // isDown reports whether nid is marked down.

@@ -13,6 +13,9 @@ import (
 // with the partitions it leads, and publishes them when they changed.
 const lagEvery = 2 * time.Second
 
+// lagPublishTimeout bounds one publication of the lagging replicas.
+const lagPublishTimeout = 5 * time.Second
+
 // publishLag reports, every lagEvery until ctx ends, the followers of the
 // groups this node leads that do not keep up (replica.Host.Lagging), per
 // bucket, so that `mayfly cluster status` can show lagging replicas. A
@@ -30,7 +33,16 @@ func (r *replication) publishLag(ctx context.Context) {
 		case <-t.C:
 		}
 		lags := r.h.Lagging()
-		if err := pub.Publish(ctx, r.lagByBucket(lags)); err != nil && ctx.Err() == nil {
+		// A put that hangs (this node's etcd member without a leader, a
+		// connection gone silent) must not stop the reports: the next
+		// tick tries again with what is lagging then. Without the bound
+		// a report from a partition's last moments stayed in etcd after
+		// the heal (the chaos isolate4 case: a healed node "leading" a
+		// partition it had left, its followers "down").
+		pctx, cancel := context.WithTimeout(ctx, lagPublishTimeout)
+		err := pub.Publish(pctx, r.lagByBucket(lags))
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			r.logger.Debug("replication: lagging replicas not published", "err", err)
 		}
 	}

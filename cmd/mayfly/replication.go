@@ -356,6 +356,9 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 func (r *replication) list(id replica.GroupID, epoch uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.listed == nil {
+		r.listed = map[replica.GroupID]uint64{}
+	}
 	if epoch > r.listed[id] {
 		r.listed[id] = epoch
 	}

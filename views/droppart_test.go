@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -121,23 +120,7 @@ func testDroppedPartition(t *testing.T, opts views.Options) {
 // the feed never brings its deletion), as a fresh index would (views.Check).
 func TestDroppedPartitionRestoredFromSnapshot(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, views.Options{})
-	replica, err := e.eng.Bucket("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lclk := engine.NewFakeClock(t0)
-	leng, err := engine.Open(t.TempDir(), &engine.Options{Clock: lclk, NumPartitions: 16, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leng.Close() })
-	leader, err := leng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	group := &applyAll{to: []*engine.Bucket{leader, replica}, next: map[int]uint64{}}
-	leader.SetReplicator(group)
+	e, replica, leader, lclk, group := newReplicatedEnv(t)
 	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(meta.id, doc.n); }","reduce":"_sum"}}}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -38,28 +38,37 @@ func (a *applyAll) Replicate(_ context.Context, part int, entry []byte) (engine.
 	return first, nil
 }
 
-// A replica that missed a deletion whose tombstone the leader purged drops
-// the document's view rows when it restores the leader's snapshot: the
-// restore deletes the key through the change feed the index reads.
-func TestReplicaRestoreDropsRowsOfPurgedDeletion(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t, views.Options{})
+// newReplicatedEnv is an env whose default bucket is a replica of a leader
+// bucket in an engine of its own (its clock lclk): every write to the
+// leader goes through group, which applies it to both.
+func newReplicatedEnv(t *testing.T) (e *env, replica, leader *engine.Bucket, lclk *engine.FakeClock, group *applyAll) {
+	t.Helper()
+	e = newEnv(t, views.Options{})
 	replica, err := e.eng.Bucket("default")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lclk := engine.NewFakeClock(t0)
+	lclk = engine.NewFakeClock(t0)
 	leng, err := engine.Open(t.TempDir(), &engine.Options{Clock: lclk, NumPartitions: 16, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { leng.Close() })
-	leader, err := leng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
+	leader, err = leng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := &applyAll{to: []*engine.Bucket{leader, replica}, next: map[int]uint64{}}
+	group = &applyAll{to: []*engine.Bucket{leader, replica}, next: map[int]uint64{}}
 	leader.SetReplicator(group)
+	return e, replica, leader, lclk, group
+}
+
+// A replica that missed a deletion whose tombstone the leader purged drops
+// the document's view rows when it restores the leader's snapshot: the
+// restore deletes the key through the change feed the index reads.
+func TestReplicaRestoreDropsRowsOfPurgedDeletion(t *testing.T) {
+	ctx := context.Background()
+	e, replica, leader, lclk, group := newReplicatedEnv(t)
 	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"n":{"map":"function (doc, meta) { emit(meta.id, doc.n); }"}}}`)); err != nil {
 		t.Fatal(err)
 	}

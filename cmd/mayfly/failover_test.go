@@ -116,23 +116,9 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	if raceBuild {
 		timeout = "20s"
 	}
-	nodes, peers := procClusterN(t, 4, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--cluster-failover-timeout", timeout)
 	began := time.Now()
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
-	acked := map[string]ackedDoc{}
-	for i := range 40 {
-		k := fmt.Sprintf("before%d", i)
-		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
-	}
-	m, err := readDefaultMap(peers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, peers, acked, m := startFourWithDocs(t, "--cluster-failover-timeout", timeout)
+	var err error
 	victim := nodes[3] // n4 runs no etcd member: etcd keeps its three
 	held := 0
 	for _, p := range m.Partitions {
@@ -280,23 +266,8 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 	if raceBuild {
 		timeout = "20s"
 	}
-	nodes, peers := procClusterN(t, 4, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--cluster-failover-timeout", timeout,
+	nodes, peers, acked, m := startFourWithDocs(t, "--cluster-failover-timeout", timeout,
 		"--log-level", "info") // its log says when it left groups
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
-	acked := map[string]ackedDoc{}
-	for i := range 40 {
-		k := fmt.Sprintf("before%d", i)
-		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
-	}
-	m, err := readDefaultMap(peers)
-	if err != nil {
-		t.Fatal(err)
-	}
 	victim := nodes[3] // n4 runs no etcd member: etcd keeps its three
 	if !slices.ContainsFunc(m.Partitions, func(p cluster.Partition) bool { return slices.Contains(p.Voters, victim.name) }) {
 		t.Fatalf("the map was placed without %s (it started late): %+v", victim.name, m.Partitions[0])
@@ -337,4 +308,29 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" reads every acknowledged write", func() error { return readsAcked(n, acked) })
 	}
+}
+
+// startFourWithDocs starts four `mayfly serve --peers` processes (memcached
+// and KV ports on, with args), writes 40 documents before0..before39
+// through any of them, and returns the nodes, their peer list, what was
+// acknowledged and the default bucket's map.
+func startFourWithDocs(t *testing.T, args ...string) ([]*procNode, []string, map[string]ackedDoc, *cluster.PartitionMap) {
+	t.Helper()
+	nodes, peers := procClusterN(t, 4, append([]string{"--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0"}, args...)...)
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	acked := map[string]ackedDoc{}
+	for i := range 40 {
+		k := fmt.Sprintf("before%d", i)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, i))
+	}
+	m, err := readDefaultMap(peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, peers, acked, m
 }

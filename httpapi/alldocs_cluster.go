@@ -255,20 +255,7 @@ func writeMergedAllDocs(w http.ResponseWriter, p *views.Params, o engine.ListOpt
 		}
 		rows = rows[min(p.Skip, len(rows)):]
 	} else {
-		type keyed struct{ k, r string }
-		var all []keyed
-		for _, sh := range shares {
-			sh.Get("rows").ForEach(func(_, v gjson.Result) bool {
-				all = append(all, keyed{v.Get("k").String(), v.Get("r").Raw})
-				return true
-			})
-		}
-		slices.SortFunc(all, func(a, b keyed) int {
-			if o.Descending {
-				return strings.Compare(b.k, a.k)
-			}
-			return strings.Compare(a.k, b.k)
-		})
+		all := keyedRows(shares, o.Descending)
 		skipped := min(p.Skip, len(all))
 		if o.Start == nil {
 			offset = skipped
@@ -319,4 +306,28 @@ func partitionList(in []bool) []int {
 		}
 	}
 	return out
+}
+
+// keyedRow is a row of a listing's share: its document's key and the row
+// as the answer writes it.
+type keyedRow struct{ k, r string }
+
+// keyedRows is every row of the shares ({"rows":[{"k":KEY,"r":ROW}]}) in
+// key order, descending if desc (keys do not repeat: a document is in one
+// partition).
+func keyedRows(shares []gjson.Result, desc bool) []keyedRow {
+	var all []keyedRow
+	for _, sh := range shares {
+		sh.Get("rows").ForEach(func(_, v gjson.Result) bool {
+			all = append(all, keyedRow{v.Get("k").String(), v.Get("r").Raw})
+			return true
+		})
+	}
+	slices.SortFunc(all, func(a, b keyedRow) int {
+		if desc {
+			return strings.Compare(b.k, a.k)
+		}
+		return strings.Compare(a.k, b.k)
+	})
+	return all
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -159,25 +158,16 @@ func browseShare(docs []*engine.Document, total int, withDocs bool) ([]byte, err
 // writeMergedBrowse writes the listing the shares make: their rows in key
 // order, skip passed over, at most limit; total_rows their sum.
 func writeMergedBrowse(w http.ResponseWriter, shares []gjson.Result, skip, limit int) {
-	type keyed struct {
-		k string
-		r json.RawMessage
-	}
-	var all []keyed
 	total := int64(0)
 	for _, sh := range shares {
 		total += sh.Get("total_rows").Int()
-		sh.Get("rows").ForEach(func(_, v gjson.Result) bool {
-			all = append(all, keyed{v.Get("k").String(), json.RawMessage(v.Get("r").Raw)})
-			return true
-		})
 	}
-	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.k, b.k) })
+	all := keyedRows(shares, false)
 	all = all[min(skip, len(all)):]
 	all = all[:min(limit, len(all))]
 	rows := make([]json.RawMessage, len(all))
 	for i, kr := range all {
-		rows[i] = kr.r
+		rows[i] = json.RawMessage(kr.r)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_rows": total, "rows": rows})
 }

@@ -164,21 +164,8 @@ func TestDroppedPartitionRestoredFromSnapshot(t *testing.T) {
 	}
 	// The deletion's tombstone is purged before the copy joins again: only
 	// the snapshot's lack of keys[0] says it is gone.
-	if err := leader.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lclk.Advance(3600)
-	if n, _, err := leader.PurgeTombstones(ctx, t0+1, 100); err != nil || n != 1 {
-		t.Fatalf("the leader purged %d tombstones: %v", n, err)
-	}
 	// A copy joins again: the group's snapshot.
-	snap, err := leader.ReplicatedSnapshot(part)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := replica.ReplicatedRestore(ctx, part, snap); err != nil {
-		t.Fatal(err)
-	}
+	purgeAndRestore(t, leader, replica, lclk, part)
 	// keys[1..5] at 1000, 22, 23, 24, 25; the other partitions' 300.
 	if got, want := e.query("d", "n", "stale=false"), `{"rows":[{"key":null,"value":1394}]}`; got != want {
 		t.Errorf("after the restore: %s, want %s", got, want)

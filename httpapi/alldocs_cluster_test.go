@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,6 +137,50 @@ func TestBucketItemCountScatter(t *testing.T) {
 				t.Errorf("%s at node %d: %s, want %s", path, i, got, want)
 			}
 		}
+	}
+}
+
+// TestBucketListAsksAtOnce: the list of buckets asks the other nodes for
+// every bucket's item count at once, so a node that accepts a share
+// request and never answers costs the list one wait, not one per bucket;
+// each bucket then shows the asked node's own count.
+func TestBucketListAsksAtOnce(t *testing.T) {
+	c := newScatterCluster(t)
+	names := []string{"default", "b1", "b2", "b3"}
+	for _, f := range c.nodes {
+		for _, name := range names[1:] {
+			if _, err := f.eng.CreateBucket(context.Background(), engine.DefaultBucketSettings(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	waiting, most := 0, 0
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		waiting++
+		most = max(most, waiting)
+		mu.Unlock()
+		<-r.Context().Done() // the asking node gives up
+		mu.Lock()
+		waiting--
+		mu.Unlock()
+	}))
+	defer stuck.Close()
+	c.extra = []httpapi.Coverer{{Name: "stuck", URL: stuck.URL}}
+	st, _, body := c.nodes[0].do("GET", "/pools/default/buckets", "", "")
+	if st != 200 {
+		t.Fatalf("GET /pools/default/buckets: %d %s", st, body)
+	}
+	for _, name := range names {
+		if !strings.Contains(body, `"name":"`+name+`"`) {
+			t.Errorf("bucket %s missing from the list: %s", name, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != len(names) {
+		t.Fatalf("the stuck node was asked for %d buckets' counts at once, want %d (one request per bucket, all waiting together)", most, len(names))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/mayflydb/mayfly/auth"
@@ -143,23 +144,43 @@ func (s *server) getBucketConfig(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listBucketConfigs handles GET /pools/default/buckets: the buckets the
-// caller has a role on, as getBucketConfig shows each.
+// caller has a role on, as getBucketConfig shows each. On a cluster node
+// each bucket's item count asks the other nodes (clusterItems), so the
+// buckets are shown concurrently, up to listConfigsAtOnce at a time: a
+// node that does not answer costs the list one clusterItemsTimeout, not
+// one per bucket.
 func (s *server) listBucketConfigs(w http.ResponseWriter, r *http.Request) error {
-	out := []map[string]json.RawMessage{}
 	p := principalOf(r)
+	var bs []*engine.Bucket
 	for _, b := range s.eng.Buckets() {
-		if !p.SeesBucket(b.Name()) {
-			continue
+		if p.SeesBucket(b.Name()) {
+			bs = append(bs, b)
 		}
-		v, err := s.bucketConfigView(b, r)
+	}
+	out := make([]map[string]json.RawMessage, len(bs))
+	errs := make([]error, len(bs))
+	slots := make(chan struct{}, listConfigsAtOnce)
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			out[i], errs[i] = s.bucketConfigView(b, r)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return err
 		}
-		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// listConfigsAtOnce bounds how many buckets GET /pools/default/buckets
+// shows at once.
+const listConfigsAtOnce = 16
 
 // Configuration streams (/pools/default/bs/{bucket} and
 // /pools/default/bucketsStreaming/{bucket}), as Couchbase serves them to SDKs

@@ -3,7 +3,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -95,4 +97,61 @@ func (c *fileCut) reload() {
 			fmt.Fprintf(os.Stderr, "chaos: Raft traffic cut from %s\n", now)
 		}
 	}
+}
+
+// progressPath is a chaos build's read of its groups' progress
+// (faultConfig.handler): progressPath + BUCKET.
+const progressPath = "/_chaos/progress/"
+
+// partitionProgress is one partition's group on this node, as
+// progressPath answers it.
+type partitionProgress struct {
+	Partition int    `json:"p"`
+	Leader    string `json:"leader,omitempty"`
+	Leading   bool   `json:"leading,omitempty"`
+	Term      uint64 `json:"term"`
+	Commit    uint64 `json:"commit"`
+	Applied   uint64 `json:"applied"`
+}
+
+// handler serves api and, in a chaos build of a cluster node (rt not
+// nil), GET progressPath+BUCKET: for each partition of the bucket whose
+// Raft group runs on this node, its leader as this node sees it, term,
+// commit and applied index (replica.Host.Progress), read from the node
+// itself rather than through etcd, so that the chaos harness times a
+// healed node's catch-up from the groups' own progress. No
+// authentication: a test build's read of positions, on the test's own
+// network.
+func (f *faultConfig) handler(api http.Handler, rt *router) http.Handler {
+	if rt == nil {
+		return api
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		name, ok := strings.CutPrefix(req.URL.Path, progressPath)
+		if !ok {
+			api.ServeHTTP(w, req)
+			return
+		}
+		if req.Method != http.MethodGet {
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		b, err := rt.eng.Bucket(name)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		ids := replica.BucketGroups(b.Name(), b.Settings().UUID, b.NumPartitions())
+		part := make(map[replica.GroupID]int, len(ids))
+		for p, id := range ids {
+			part[id] = p
+		}
+		out := []partitionProgress{}
+		for _, g := range rt.h.Progress(ids) {
+			out = append(out, partitionProgress{Partition: part[g.Group], Leader: g.Leader, Leading: g.Leading,
+				Term: g.Term, Commit: g.Commit, Applied: g.Applied})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(out)
+	})
 }

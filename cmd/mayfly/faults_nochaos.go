@@ -2,7 +2,11 @@
 
 package main
 
-import "github.com/spf13/pflag"
+import (
+	"net/http"
+
+	"github.com/spf13/pflag"
+)
 
 // faultConfig is empty in a normal build: fault injection
 // (--chaos-cut-file) exists only in a binary built with -tags chaos
@@ -13,3 +17,7 @@ func (*faultConfig) register(*pflag.FlagSet) {}
 
 // cut is nil: replica drops no frame.
 func (*faultConfig) cut() func(peer uint64) bool { return nil }
+
+// handler is api: a normal build serves no chaos read of its groups'
+// progress.
+func (*faultConfig) handler(api http.Handler, _ *router) http.Handler { return api }

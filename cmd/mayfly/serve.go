@@ -640,7 +640,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		ClusterPorts: ports, Cluster: clusterView(cnode), ViewCoverage: vcov.coverageFunc(),
 		Route: rt.httpRouteFunc(), Topology: rt.topologyFunc(),
 	})
-	srv := newHTTPServer(cfg, api, logger, reqCtx)
+	srv := newHTTPServer(cfg, cfg.faults.handler(api, rt), logger, reqCtx)
 	httpErr := make(chan error, 2+len(svcLns))
 	go func() { httpErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "mayfly: serving HTTP on %s://%s, data in %s\n", scheme, ln.Addr(), cfg.data)

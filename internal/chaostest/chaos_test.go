@@ -176,7 +176,8 @@ func (r *run) upNodes() []*node {
 
 // startNodes starts nodes, waits until each serves HTTP and takes a write
 // (its partitions elected leaders), and returns the run. The nodes are
-// killed and their logs removed (kept when the test failed) at its end.
+// killed and their logs removed (kept when the test failed, or when
+// MAYFLY_CHAOS_KEEP_LOGS is set) at its end.
 func startNodes(t *testing.T, nodes []*node, peers []string, logDir string) *run {
 	t.Helper()
 	ctx := context.Background()
@@ -184,7 +185,7 @@ func startNodes(t *testing.T, nodes []*node, peers []string, logDir string) *run
 		for _, n := range nodes {
 			n.kill()
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("MAYFLY_CHAOS_KEEP_LOGS") != "" {
 			t.Logf("the nodes' logs are kept in %s", logDir)
 		} else {
 			os.RemoveAll(logDir)

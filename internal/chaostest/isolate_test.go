@@ -54,6 +54,11 @@ type isolation struct {
 	votersAgain time.Duration                   // healed → no partition degraded, none lists the victim... (see runIsolate), nothing lagging
 	dropped     time.Duration                   // healed → the victim counts no document (4 nodes: every copy moved away); -1: not within 3 min
 	reads       struct{ answered, unknown int } // reads through the victim called during the cut
+	// progress is the victim's catch-up timed from its groups' own
+	// progress (nil: it could not be read at the heal); lags is what the
+	// cluster status (through etcd) said of it meanwhile.
+	progress *catchUp
+	lags     lagTrace
 }
 
 // runIsolate is an isolate case: the register load on size nodes, each in
@@ -174,12 +179,25 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 		}
 	}
 
+	if c, err := iso.startCatchUp(ctx, r, majority); err != nil {
+		t.Logf("the victim's catch-up is not timed from the groups' progress: %v", err)
+	} else {
+		iso.progress = c
+	}
 	iso.healAt = r.now()
 	if err := lab.heal(); err != nil {
 		fail(err)
 	}
 	iso.healed = r.now()
 	t.Logf("%.1fs: healed", float64(iso.healed)/1e9)
+	progDone := make(chan struct{})
+	go func() {
+		defer close(progDone)
+		if iso.progress != nil {
+			iso.pollCatchUp(ctx, r)
+		}
+	}()
+	iso.lags.victim = victim.name
 	iso.caughtUp, iso.nothingLagging = -1, -1
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); { // wall clock: a hang guard
 		wait(250 * time.Millisecond)
@@ -189,7 +207,9 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 				iso.dropped = since
 			}
 		}
+		began := r.now()
 		lags, err := lagging(ctx, peers)
+		iso.lags.add(time.Duration(began-iso.healed), time.Duration(r.now()-began), lags, err)
 		if err != nil {
 			continue
 		}
@@ -208,6 +228,7 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 			break
 		}
 	}
+	<-progDone
 	wait(time.Until(endAt))
 	stop()
 	wg.Wait()
@@ -218,6 +239,52 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 	loadEnd := r.now()
 	r.registerChecks(ctx, loadEnd)
 	iso.check(r)
+}
+
+// startCatchUp reads, just before the heal, what the victim is to catch
+// up: the partitions the majority's map lists it a voter of (on 4 nodes a
+// spare replaced it in each: none), for each the highest commit index the
+// other nodes' groups know, and the victim's own progress (the harness
+// reaches every node during the cut).
+func (iso *isolation) startCatchUp(ctx context.Context, r *run, majority []string) (*catchUp, error) {
+	m, err := readMapAt(ctx, majority)
+	if err != nil {
+		return nil, err
+	}
+	var follow []int
+	for p, part := range m.Partitions {
+		if slices.Contains(part.Voters, iso.victim.name) {
+			follow = append(follow, p)
+		}
+	}
+	var others []map[int]groupProgress
+	for _, n := range r.nodes {
+		if n != iso.victim {
+			g, err := r.progress(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			others = append(others, g)
+		}
+	}
+	own, err := r.progress(ctx, iso.victim)
+	if err != nil {
+		return nil, err
+	}
+	return newCatchUp(commitTargets(follow, others), own), nil
+}
+
+// pollCatchUp reads the victim's progress about every 100 ms from the
+// heal until every partition caught up, or 3 minutes passed.
+func (iso *isolation) pollCatchUp(ctx context.Context, r *run) {
+	deadline := time.Now().Add(3 * time.Minute) // wall clock: a hang guard
+	for !iso.progress.done() && time.Now().Before(deadline) {
+		began := r.now()
+		if now, err := r.progress(ctx, iso.victim); err == nil {
+			iso.progress.observe(now, time.Duration(began-iso.healed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // check asserts and logs what the isolate case is about, after the
@@ -248,6 +315,11 @@ func (iso *isolation) check(r *run) {
 		iso.size, iso.victim.name, float64(iso.healAt-iso.cutAt)/1e9, iso.etcdLeader, d(iso.statusBack), d(iso.failover), iso.victim.name, iso.reads.answered, iso.reads.unknown)
 	t.Logf("isolate (%d nodes): after healing, every partition with its voters again and nothing lagging in %s; %s's copies moved away dropped in %s",
 		iso.size, d(iso.votersAgain), iso.victim.name, d(iso.dropped))
+	if iso.progress != nil {
+		t.Logf("isolate (%d nodes): %s's catch-up from its groups' own progress (applied ≥ what the majority had committed at the heal): %v; from the lag reports through etcd: %s",
+			iso.size, iso.victim.name, iso.progress, d(iso.caughtUp))
+	}
+	t.Logf("isolate (%d nodes): what the status reads through etcd said of %s after the heal: %v", iso.size, iso.victim.name, &iso.lags)
 	if iso.failover < 0 {
 		t.Errorf("%s was not failed over during its cut", iso.victim.name)
 	}

@@ -31,7 +31,9 @@ func NodeID(name string) uint64 {
 // Resolver maps a node's name to its cluster address (HOST:PORT).
 type Resolver interface {
 	// Addr returns node's cluster address, or an error when it is not
-	// known (yet).
+	// known (yet). The transport gives each lookup a second of its own,
+	// before the dial's time: one that cannot ask its source by then
+	// should answer what it knows (as ClusterResolver does).
 	Addr(ctx context.Context, node string) (string, error)
 }
 

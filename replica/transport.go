@@ -33,14 +33,20 @@ import (
 // A sender writes every message queued for the peer (of all groups) into
 // one buffered write per round.
 const (
-	helloMagic   = "MFR1"
-	helloLen     = 4 + 8
-	maxFrame     = 256 << 20 // a snapshot travels in one frame
-	quiesceBit   = 1 << 31   // in a frame's length: a quiesce heartbeat
-	dialTimeout  = 2 * time.Second
-	writeTimeout = 10 * time.Second
-	minBackoff   = 50 * time.Millisecond
-	maxBackoff   = 2 * time.Second
+	helloMagic  = "MFR1"
+	helloLen    = 4 + 8
+	maxFrame    = 256 << 20 // a snapshot travels in one frame
+	quiesceBit  = 1 << 31   // in a frame's length: a quiesce heartbeat
+	dialTimeout = 2 * time.Second
+	// resolveTimeout bounds a peer's address lookup, apart from the
+	// dial's own dialTimeout: ClusterResolver's etcd read hangs while
+	// this node's etcd member has no quorum (a node back from a network
+	// partition, before its member rejoined), and then answers the
+	// address it last saw, which must still be dialled.
+	resolveTimeout = time.Second
+	writeTimeout   = 10 * time.Second
+	minBackoff     = 50 * time.Millisecond
+	maxBackoff     = 2 * time.Second
 	// deadSocket is how long a cluster connection's sent data or
 	// keepalive probes may go unacknowledged before the kernel fails it
 	// (peerSocket); an idle connection is probed after 5 s, every 2 s
@@ -302,12 +308,14 @@ func (p *peer) run() {
 func (p *peer) dial() (net.Conn, error) {
 	h := p.t.h
 	name := h.name(p.id)
-	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
-	defer cancel()
-	addr, err := h.opts.Resolver.Addr(ctx, name)
+	rctx, rcancel := context.WithTimeout(h.ctx, resolveTimeout)
+	addr, err := h.opts.Resolver.Addr(rctx, name)
+	rcancel()
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
+	defer cancel()
 	d := net.Dialer{KeepAliveConfig: peerKeepAlive(), Control: peerSocket}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

@@ -1,0 +1,56 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// stuckResolver answers only once its context ends, with the address its
+// table holds: what ClusterResolver does while the node's etcd member has
+// no quorum (its read times out, and it falls back to the address it
+// last saw), as on a node just back from a network partition whose
+// member has not rejoined yet.
+type stuckResolver struct{ inner Resolver }
+
+func (r stuckResolver) Addr(ctx context.Context, node string) (string, error) {
+	<-ctx.Done()
+	return r.inner.Addr(context.Background(), node)
+}
+
+// TestFollowerKeepsUpWhileItsLookupsHang: a node whose lookups of its
+// peers' addresses hang until their deadline still dials them at the
+// address it knows, so its answers reach the leaders and it holds every
+// write made through the others. Before, the lookup used up the dial's
+// own deadline: the node could send nothing to anyone (its groups'
+// leaders never heard it, and it stayed behind) until its etcd member
+// answered again.
+func TestFollowerKeepsUpWhileItsLookupsHang(t *testing.T) {
+	const groups = 8
+	const stuck = "n3"
+	c := newTestCluster(t, groups, func(o *Options) {
+		if o.Node == stuck {
+			o.Resolver = stuckResolver{inner: o.Resolver}
+		}
+	}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	majority := others(stuck)
+	for i := range 3 {
+		for g := range GroupID(groups) {
+			if _, err := c.propose(ctx, majority[int(g)%2], g, fmt.Sprintf("k%d=%d", g, i)); err != nil {
+				t.Fatalf("group %d through the others: %v", g, err)
+			}
+		}
+	}
+	for g := range GroupID(groups) {
+		key := fmt.Sprintf("k%d", g)
+		eventually(t, fmt.Sprintf("%s holds group %d's writes", stuck, g), func() error {
+			if v, _ := c.sm(stuck, g).get(key); v != "2" {
+				return fmt.Errorf("%s = %q", key, v)
+			}
+			return nil
+		})
+	}
+}

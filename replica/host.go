@@ -590,6 +590,7 @@ func (h *Host) peerDown(nid uint64) {
 	h.downs.Store(int32(len(h.down)))
 	h.downMu.Unlock()
 	if !was {
+		h.opts.Logger.Info("replica: a peer is down; waking its quiet groups", "peer", h.name(nid))
 		h.wakePeer(nid)
 	}
 }
@@ -609,6 +610,7 @@ func (h *Host) peerUp(nid uint64) {
 	h.downs.Store(int32(len(h.down)))
 	h.downMu.Unlock()
 	if was {
+		h.opts.Logger.Info("replica: heard from a peer that was down; waking its quiet groups", "peer", h.name(nid))
 		h.wakePeer(nid)
 	}
 }

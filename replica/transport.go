@@ -250,6 +250,10 @@ func (p *peer) run() {
 	var w *bufio.Writer
 	backoff := minBackoff
 	warned := "" // the last handshake failure logged
+	// An outage of the link, for the log: when the first dial failed
+	// (zero while connected or never tried), and how many failed.
+	var outage time.Time
+	dials := 0
 	defer func() {
 		if conn != nil {
 			conn.Close()
@@ -275,7 +279,13 @@ func (p *peer) run() {
 					warned = err.Error() // once, not every backoff
 					h.opts.Logger.Warn("replica: peer refused", "peer", h.name(p.id), "err", err)
 				}
-				h.opts.Logger.Debug("replica: peer unreachable", "peer", h.name(p.id), "err", err)
+				if outage.IsZero() {
+					outage = time.Now() // wall clock: an outage's length, for the log
+					h.opts.Logger.Info("replica: a peer is unreachable; redialling", "peer", h.name(p.id), "err", err)
+				} else {
+					h.opts.Logger.Debug("replica: peer unreachable", "peer", h.name(p.id), "err", err)
+				}
+				dials++
 				p.fail(msgs)
 				if !sleep(h.ctx, backoff) {
 					return
@@ -289,9 +299,15 @@ func (p *peer) run() {
 				continue
 			}
 			conn, w, backoff, warned = c, bufio.NewWriterSize(c, 64<<10), minBackoff, ""
+			if !outage.IsZero() {
+				h.opts.Logger.Info("replica: connected to a peer again", "peer", h.name(p.id),
+					"after", time.Since(outage).Round(time.Millisecond), "failed_dials", dials) // wall clock: for the log
+				outage, dials = time.Time{}, 0
+			}
 		}
 		if err := p.write(conn, w, msgs); err != nil {
-			h.opts.Logger.Debug("replica: lost the connection to a peer", "peer", h.name(p.id), "err", err)
+			h.opts.Logger.Info("replica: lost the connection to a peer", "peer", h.name(p.id), "err", err)
+			outage = time.Now() // wall clock: an outage's length, for the log
 			conn.Close()
 			conn = nil
 			p.fail(msgs)

@@ -51,6 +51,7 @@ type isolation struct {
 	etcdLeader  bool                            // the victim's etcd member led etcd at the cut
 	failover    time.Duration                   // cut → every map entry that listed the victim changed (-1: not during the cut)
 	statusBack  time.Duration                   // cut → the majority's etcd first answered the status (-1: never)
+	etcdBack    time.Duration                   // healed → the victim's own etcd member first answered the status (-1: not within 3 min)
 	votersAgain time.Duration                   // healed → no partition degraded, none lists the victim... (see runIsolate), nothing lagging
 	dropped     time.Duration                   // healed → the victim counts no document (4 nodes: every copy moved away); -1: not within 3 min
 	reads       struct{ answered, unknown int } // reads through the victim called during the cut
@@ -93,7 +94,7 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iso := &isolation{size: size, failover: -1, statusBack: -1, votersAgain: -1, dropped: -1}
+	iso := &isolation{size: size, failover: -1, statusBack: -1, etcdBack: -1, votersAgain: -1, dropped: -1}
 	var pick *node
 	if size == 3 {
 		i, _, _, err := etcdLeader(ctx, r)
@@ -190,12 +191,16 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 	}
 	iso.healed = r.now()
 	t.Logf("%.1fs: healed", float64(iso.healed)/1e9)
-	progDone := make(chan struct{})
+	progDone := make(chan struct{}, 2)
 	go func() {
-		defer close(progDone)
+		defer func() { progDone <- struct{}{} }()
 		if iso.progress != nil {
 			iso.pollCatchUp(ctx, r)
 		}
+	}()
+	go func() {
+		defer func() { progDone <- struct{}{} }()
+		iso.pollEtcdBack(ctx, r, eps[victim.idx])
 	}()
 	iso.lags.victim = victim.name
 	iso.caughtUp, iso.nothingLagging = -1, -1
@@ -207,8 +212,11 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 				iso.dropped = since
 			}
 		}
+		// Through the majority's members: the victim's own member, which
+		// has to rejoin etcd first, answers nothing for tens of seconds
+		// after the heal (timed apart: etcdBack).
 		began := r.now()
-		lags, err := lagging(ctx, peers)
+		lags, err := laggingAt(ctx, majority)
 		iso.lags.add(time.Duration(began-iso.healed), time.Duration(r.now()-began), lags, err)
 		if err != nil {
 			continue
@@ -220,7 +228,7 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 			iso.nothingLagging = since
 		}
 		if iso.votersAgain < 0 && len(lags) == 0 {
-			if m, err := readMapAt(ctx, eps); err == nil && allVoters(m, victim.name, size) {
+			if m, err := readMapAt(ctx, majority); err == nil && allVoters(m, victim.name, size) {
 				iso.votersAgain = since
 			}
 		}
@@ -228,6 +236,7 @@ func runIsolate(t *testing.T, bin string, dur time.Duration, size int) {
 			break
 		}
 	}
+	<-progDone
 	<-progDone
 	wait(time.Until(endAt))
 	stop()
@@ -274,6 +283,25 @@ func (iso *isolation) startCatchUp(ctx context.Context, r *run, majority []strin
 	return newCatchUp(commitTargets(follow, others), own), nil
 }
 
+// pollEtcdBack reads the cluster status through the victim's own etcd
+// member (endpoint ep) from the heal until it answers, or 3 minutes
+// passed: the member rejoining etcd, which the node's lease, its view of
+// the maps and its `cluster status` wait for.
+func (iso *isolation) pollEtcdBack(ctx context.Context, r *run, ep string) {
+	deadline := time.Now().Add(3 * time.Minute) // wall clock: a hang guard
+	for time.Now().Before(deadline) {           // wall clock: a hang guard
+		began := r.now()
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := clusterStatusAt(rctx, []string{ep})
+		cancel()
+		if err == nil {
+			iso.etcdBack = time.Duration(began - iso.healed)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // pollCatchUp reads the victim's progress about every 100 ms from the
 // heal until every partition caught up, or 3 minutes passed.
 func (iso *isolation) pollCatchUp(ctx context.Context, r *run) {
@@ -318,8 +346,10 @@ func (iso *isolation) check(r *run) {
 	if iso.progress != nil {
 		t.Logf("isolate (%d nodes): %s's catch-up from its groups' own progress (applied ≥ what the majority had committed at the heal): %v; from the lag reports through etcd: %s",
 			iso.size, iso.victim.name, iso.progress, d(iso.caughtUp))
+
 	}
-	t.Logf("isolate (%d nodes): what the status reads through etcd said of %s after the heal: %v", iso.size, iso.victim.name, &iso.lags)
+	t.Logf("isolate (%d nodes): what the status reads through the majority's etcd members said of %s after the heal: %v; %s's own member first answered %s after the heal",
+		iso.size, iso.victim.name, &iso.lags, iso.victim.name, d(iso.etcdBack))
 	if iso.failover < 0 {
 		t.Errorf("%s was not failed over during its cut", iso.victim.name)
 	}

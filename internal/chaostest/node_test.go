@@ -212,7 +212,16 @@ func withEtcdAt(ctx context.Context, eps []string, f func(context.Context, *clie
 
 // lagging returns the default bucket's lagging replicas, nil when none.
 func lagging(ctx context.Context, peers []string) ([]cluster.Lagging, error) {
-	st, err := clusterStatus(ctx, peers)
+	eps, err := etcdEndpoints(peers)
+	if err != nil {
+		return nil, err
+	}
+	return laggingAt(ctx, eps)
+}
+
+// laggingAt is lagging, read through the etcd endpoints eps.
+func laggingAt(ctx context.Context, eps []string) ([]cluster.Lagging, error) {
+	st, err := clusterStatusAt(ctx, eps)
 	if err != nil {
 		return nil, err
 	}

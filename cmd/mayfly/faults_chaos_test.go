@@ -3,6 +3,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,4 +62,22 @@ func TestChaosCutFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(false)
+}
+
+// A chaos build's progress read is served beside the API on a cluster
+// node only: a single node (no router) and every other path reach the
+// API.
+func TestChaosProgressReadBesideTheAPI(t *testing.T) {
+	var f faultConfig
+	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	for _, c := range []struct {
+		rt   *router
+		path string
+	}{{nil, progressPath + "default"}, {&router{}, "/pools/default"}} {
+		rec := httptest.NewRecorder()
+		f.handler(api, c.rt).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
+		if rec.Code != http.StatusTeapot {
+			t.Fatalf("GET %s (router %v): %d, want the API's answer", c.path, c.rt != nil, rec.Code)
+		}
+	}
 }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -17,5 +19,17 @@ func TestNoFaultInjectionWithoutChaosTag(t *testing.T) {
 	var f faultConfig
 	if f.cut() != nil {
 		t.Fatal("a normal build's FaultCut is not nil")
+	}
+}
+
+// A normal build serves no chaos read of its groups' progress: the path
+// is the API's like any other (which answers it not found).
+func TestNoProgressReadWithoutChaosTag(t *testing.T) {
+	var f faultConfig
+	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	rec := httptest.NewRecorder()
+	f.handler(api, &router{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_chaos/progress/default", nil))
+	if rec.Code != http.StatusTeapot {
+		t.Fatalf("GET /_chaos/progress/default in a normal build: %d, want the API's answer", rec.Code)
 	}
 }

@@ -63,7 +63,12 @@
 //     replaces it in each, by conf changes it never receives. Beyond the
 //     register and partition checks: the failover happened during the
 //     cut; after the heal every partition has its voters again, nothing
-//     lagging, within 3 minutes (timed); on four nodes the victim left the
+//     lagging, within 3 minutes (timed); the victim's catch-up is timed
+//     from its Raft groups' own progress too (the chaos build's GET
+//     /_chaos/progress/BUCKET on each node: until the victim applied, in
+//     each partition it follows, what the majority had committed at the
+//     heal), beside the lag reports read through the majority's etcd
+//     members, and the time its own etcd member takes to answer again; on four nodes the victim left the
 //     groups it was replaced in and dropped their documents, without a
 //     restart. Reads through the victim during the cut are counted
 //     (answered ones are in the linearizability check). Needs root (the

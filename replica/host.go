@@ -595,14 +595,16 @@ func (h *Host) peerDown(nid uint64) {
 	}
 }
 
-// peerUp clears nid's down mark: a frame came from it. The first frame
-// after it was down wakes every quiet group it is a voter of: their
+// peerUp clears nid's down mark: a frame came from it, and reports
+// whether it was marked (the transport then ends its sender's wait after
+// a failed dial: transport.redial). The first frame after it was down
+// wakes every quiet group it is a voter of: their
 // leaders went quiet without it, and a quiet leader sends nothing by
 // itself, so a node back from a partition (or a restart) would otherwise
 // stay behind in every group not written to since, until its next write.
-func (h *Host) peerUp(nid uint64) {
+func (h *Host) peerUp(nid uint64) bool {
 	if h.downs.Load() == 0 {
-		return
+		return false
 	}
 	h.downMu.Lock()
 	was := h.down[nid]
@@ -613,6 +615,7 @@ func (h *Host) peerUp(nid uint64) {
 		h.opts.Logger.Info("replica: heard from a peer that was down; waking its quiet groups", "peer", h.name(nid))
 		h.wakePeer(nid)
 	}
+	return was
 }
 
 // isDown reports whether nid is marked down.

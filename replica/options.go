@@ -90,6 +90,9 @@ type Options struct {
 		// (its connections stay open: a network partition that breaks
 		// nothing, the case a closed connection would not show).
 		cut func(peer uint64) bool
+		// backoff, if set, is the pause after every failed dial, in
+		// place of the transport's growing one.
+		backoff time.Duration
 	}
 }
 

@@ -3,6 +3,8 @@ package replica
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -48,6 +50,80 @@ func TestFollowerKeepsUpWhileItsLookupsHang(t *testing.T) {
 		key := fmt.Sprintf("k%d", g)
 		eventually(t, fmt.Sprintf("%s holds group %d's writes", stuck, g), func() error {
 			if v, _ := c.sm(stuck, g).get(key); v != "2" {
+				return fmt.Errorf("%s = %q", key, v)
+			}
+			return nil
+		})
+	}
+}
+
+// switchResolver fails every lookup until its link is up, then answers
+// from its table: a node that cannot reach its peers' addresses yet.
+type switchResolver struct {
+	inner  Resolver
+	up     atomic.Bool
+	mu     sync.Mutex
+	failed map[string]bool // the nodes a lookup failed for
+}
+
+func (r *switchResolver) Addr(ctx context.Context, node string) (string, error) {
+	if !r.up.Load() {
+		r.mu.Lock()
+		r.failed[node] = true
+		r.mu.Unlock()
+		return "", fmt.Errorf("%s: unreachable", node)
+	}
+	return r.inner.Addr(ctx, node)
+}
+
+// TestHeardFromPeerRedialsAtOnce: a node whose dials to its peers failed
+// waits out a backoff before dialling again; the first frame it hears
+// from one of them (the link works again) ends that wait, so its answers
+// reach its leaders at once rather than after the backoff (here an hour:
+// the node would stay behind all that time).
+func TestHeardFromPeerRedialsAtOnce(t *testing.T) {
+	const groups = 4
+	const back = "n3"
+	res := &switchResolver{failed: map[string]bool{}}
+	c := newTestCluster(t, groups, func(o *Options) {
+		if o.Node == back {
+			res.inner = o.Resolver
+			o.Resolver = res
+			o.test.backoff = time.Hour
+		}
+	}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	majority := others(back)
+	for g := range GroupID(groups) {
+		if _, err := c.propose(ctx, majority[int(g)%2], g, fmt.Sprintf("k%d=0", g)); err != nil {
+			t.Fatalf("group %d through the others: %v", g, err)
+		}
+	}
+	// Its dials to both failed (its groups answer the leaders'
+	// messages): it waits out its hour.
+	eventually(t, back+"'s dials failed", func() error {
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		for _, n := range majority {
+			if !res.failed[n] {
+				return fmt.Errorf("no dial of %s yet", n)
+			}
+		}
+		return nil
+	})
+	res.up.Store(true)
+	for i := 1; i <= 2; i++ {
+		for g := range GroupID(groups) {
+			if _, err := c.propose(ctx, majority[int(g)%2], g, fmt.Sprintf("k%d=%d", g, i)); err != nil {
+				t.Fatalf("group %d through the others: %v", g, err)
+			}
+		}
+	}
+	for g := range GroupID(groups) {
+		key := fmt.Sprintf("k%d", g)
+		eventually(t, fmt.Sprintf("%s holds group %d's writes", back, g), func() error {
+			if v, _ := c.sm(back, g).get(key); v != "2" {
 				return fmt.Errorf("%s = %q", key, v)
 			}
 			return nil

@@ -184,7 +184,9 @@ func (t *transport) receive(c net.Conn) {
 		if t.h.isCut(from) {
 			continue
 		}
-		t.h.peerUp(from)
+		if t.h.peerUp(from) {
+			t.redial(from) // the link works: this node's answers go now
+		}
 		t.h.step(f)
 	}
 }
@@ -201,7 +203,7 @@ func (t *transport) send(to uint64, msgs []outMsg) {
 	}
 	p := t.peers[to]
 	if p == nil {
-		p = &peer{t: t, id: to, wake: make(chan struct{}, 1)}
+		p = &peer{t: t, id: to, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 		t.peers[to] = p
 		t.wg.Add(1)
 		go p.run()
@@ -218,6 +220,22 @@ func (t *transport) send(to uint64, msgs []outMsg) {
 	}
 	select {
 	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// redial ends the wait of node to's sender after a failed dial, if it
+// waits: a frame came from that node, so the link works again, and the
+// node is to hear this one's answers now, not after the backoff.
+func (t *transport) redial(to uint64) {
+	t.mu.Lock()
+	p := t.peers[to]
+	t.mu.Unlock()
+	if p == nil {
+		return
+	}
+	select {
+	case p.kick <- struct{}{}:
 	default:
 	}
 }
@@ -241,6 +259,7 @@ type peer struct {
 	mu   sync.Mutex
 	q    []outMsg
 	wake chan struct{}
+	kick chan struct{} // capacity 1: redial now (transport.redial)
 }
 
 func (p *peer) run() {
@@ -287,10 +306,18 @@ func (p *peer) run() {
 				}
 				dials++
 				p.fail(msgs)
-				if !sleep(h.ctx, backoff) {
-					return
+				pause := backoff
+				if h.opts.test.backoff > 0 {
+					pause = h.opts.test.backoff
 				}
-				backoff = min(2*backoff, maxBackoff)
+				switch p.pause(pause) {
+				case pauseClosed:
+					return
+				case pauseKicked:
+					backoff = minBackoff
+				default:
+					backoff = min(2*backoff, maxBackoff)
+				}
 				// Messages queued meanwhile are sent (or failed) next.
 				select {
 				case p.wake <- struct{}{}:
@@ -491,13 +518,24 @@ func (p *peer) fail(msgs []outMsg) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+// How a sender's pause after a failed dial ended.
+const (
+	pauseElapsed = iota
+	pauseKicked  // transport.redial: the peer was heard from
+	pauseClosed  // the Host is closing
+)
+
+// pause waits d after a failed dial, or less when the peer is heard from
+// meanwhile (a kick) or the Host closes.
+func (p *peer) pause(d time.Duration) int {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-ctx.Done():
-		return false
+	case <-p.t.h.ctx.Done():
+		return pauseClosed
+	case <-p.kick:
+		return pauseKicked
 	case <-t.C:
-		return true
+		return pauseElapsed
 	}
 }

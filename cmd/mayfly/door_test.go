@@ -265,12 +265,13 @@ func TestServeRefusesExposure(t *testing.T) {
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
 // served polls serve's output until it has printed, after each of markers,
 // a value (up to the next comma or line end), and returns the values in
-// markers' order. serve prints them as it starts; the minute's deadline only
-// catches a hang.
+// markers' order. serve prints them as it starts; the deadline only catches
+// a hang (three minutes: race-built cluster nodes on a busy 2-core machine
+// wait for their etcd quorum, each electing 1024 groups, before the last).
 func served(t *testing.T, out *syncBuffer, markers ...string) []string {
 	t.Helper()
 	vals := make([]string, len(markers))
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		text, missing := out.String(), 0
 		for i, m := range markers {
 			if _, rest, ok := strings.Cut(text, m); ok {

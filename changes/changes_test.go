@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
 // TestMain fails the package's tests if a feed's goroutine outlives them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 const t0 = 1_700_000_000
 

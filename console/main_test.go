@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
 // TestMain fails the package's tests if any goroutine they started is still
@@ -13,5 +15,5 @@ import (
 // analysis workers (httpapi serves the search API, so importing it loads
 // bleve) start with the process and live as long as it.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+	leaktest.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
 // TestMain fails the package's tests if any goroutine they started is still
@@ -11,5 +13,5 @@ import (
 // search API, which loads bleve) start with the process and live as long as
 // it.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+	leaktest.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }

@@ -3,9 +3,9 @@ package pager
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
 // TestMain fails the package's tests if any goroutine they started is still
 // running when they end.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

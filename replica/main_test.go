@@ -3,7 +3,7 @@ package replica
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
 // TestMain fails the package's tests if any goroutine they started is still
@@ -26,29 +26,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(runWith(os.Stdin, args, os.Stdout, os.Stderr))
 	}
-	code := m.Run()
-	if code == 0 {
-		ignore := goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker")
-		deadline := time.Now().Add(leakWait)
-		err := goleak.Find(ignore)
-		for err != nil && time.Now().Before(deadline) {
-			time.Sleep(200 * time.Millisecond)
-			err = goleak.Find(ignore)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", leakWait, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	leaktest.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
-
-// leakWait bounds the wait for the tests' goroutines to end (goleak's own
-// retries last about 1.6 s): a cluster of serves (TestServeCluster) closes
-// etcd members whose peer connections still busy at shutdown end only at
-// etcd's 5 s peer read timeout, as in the cluster package's tests. A
-// minute only catches a real leak.
-const leakWait = time.Minute
 
 // mainArgsEnv names the environment variable that makes the test binary
 // run mayfly (TestMain).

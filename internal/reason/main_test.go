@@ -3,7 +3,7 @@ package reason_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/mayflydb/mayfly/internal/leaktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

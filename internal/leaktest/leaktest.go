@@ -1,0 +1,50 @@
+// Package leaktest checks, once a package's tests have passed, that no
+// goroutine they started is still running (goleak), waiting up to a
+// generous deadline for those that are ending: goleak's own retries last
+// well under a second, and on a busy 2-core machine under the race
+// detector a goroutine told to stop (a closed connection's reader, a
+// store's background loop after Close, an etcd member's peer connection,
+// which ends only at etcd's 5 s read timeout) can take longer than that to
+// be scheduled and return. A goroutine still running after the deadline is
+// a leak.
+package leaktest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// Wait bounds the wait for the tests' goroutines to end; only a leak
+// outlasts it.
+const Wait = time.Minute
+
+// VerifyTestMain runs m's tests and, if they passed, fails the run when a
+// goroutine (other than those opts ignore) is still running after Wait.
+// It is meant to be a package's TestMain: it exits the process.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		if err := Find(Wait, opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", Wait, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Find looks for goroutines (other than those opts ignore) until none is
+// left or wait has passed, and returns goleak's error of the last look, nil
+// when none was left.
+func Find(wait time.Duration, opts ...goleak.Option) error {
+	deadline := time.Now().Add(wait) // wall clock: a hang guard for goroutines that end
+	err := goleak.Find(opts...)
+	for err != nil && time.Now().Before(deadline) { // wall clock: as above
+		time.Sleep(200 * time.Millisecond)
+		err = goleak.Find(opts...)
+	}
+	return err
+}

@@ -146,7 +146,7 @@ func TestServeRestoresGoMemoryPolicy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--views", "", "--search", "", "--log-level", "error"}, &stdout, io.Discard)
+		done <- runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--views", "", "--search", "", "--log-level", "error"}, &stdout, io.Discard)
 	}()
 	served(t, &stdout, "serving HTTP on http://")
 	cancel()

@@ -29,7 +29,7 @@ import (
 
 // heldAnswerTimeout bounds the wait for an answer that must come while the
 // disk is held.
-const heldAnswerTimeout = 20 * time.Second
+const heldAnswerTimeout = time.Minute
 
 // serveLoops serves b from event loops and returns connections n+1, where
 // n is the number of loops: the first and the last share a loop (a new

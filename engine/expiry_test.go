@@ -395,7 +395,7 @@ func TestGetOfExpiredDoesNotWaitForDisk(t *testing.T) {
 	defer release()
 	// The deadline only catches the old behaviour (a wait for the held
 	// commit); the answer needs no commit at all.
-	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for i := range 2 {
 		var expired *engine.ExpiredError

@@ -42,7 +42,7 @@ func TestPurgeAfterPagedIndexCaughtUp(t *testing.T) {
 			// been quiet for a moment (feed.DefaultQuietDelay), so the purge
 			// may need a few tries; the deadline only catches a hang.
 			purged := 0
-			for deadline := time.Now().Add(30 * time.Second); purged < 10; time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(2 * time.Minute); purged < 10; time.Sleep(50 * time.Millisecond) {
 				n, _, err := b.PurgeTombstones(ctx, e.clk.Now(), 100)
 				if err != nil {
 					t.Fatal(err)

@@ -184,7 +184,7 @@ func TestModelEngineAndViews(t *testing.T) {
 func key(i int) string { return fmt.Sprintf("k%02d", i) }
 
 func (h *harness) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
+	return context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard: a step under -race on a busy machine
 }
 
 // failf fails the test with the seed and the last steps.

@@ -81,7 +81,7 @@ func TestServeCluster(t *testing.T) {
 	}
 
 	var out string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) { // wall clock: a hang guard (race-built at load 25, the whole test took 52 s)
 		code, o, errOut := runCmd("cluster", "status", "--peers", peerList)
 		out = o
 		if code == 0 && strings.Count(o, " up ") == 3 && strings.Contains(o, "bucket default (replicaNumber 2): 1024 partitions, 0 degraded") {
@@ -105,7 +105,7 @@ func TestServeCluster(t *testing.T) {
 		ThisNode bool   `json:"thisNode"`
 	}
 	var last string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) { // wall clock: a hang guard
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) { // wall clock: a hang guard
 		if time.Now().After(deadline) { // wall clock: a hang guard
 			t.Fatalf("/pools/default: %s", last)
 		}

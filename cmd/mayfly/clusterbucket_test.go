@@ -51,7 +51,7 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 		t.Fatalf("create bucket: %d %s", resp.StatusCode, body)
 	}
 
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) { // wall clock: a hang guard
 		code, o, errOut := runCmd("cluster", "status", "--peers", peers)
 		if code == 0 && strings.Contains(o, "bucket later (replicaNumber 2): 1024 partitions") {
 			break
@@ -91,7 +91,7 @@ func TestServeClusterAdvertisesReachableAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "http " + net.JoinHostPort("127.0.0.1", port)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) { // wall clock: a hang guard
 		code, o, errOut := runCmd("cluster", "status", "--peers", peers)
 		if code == 0 && strings.Contains(o, " up ") {
 			if !strings.Contains(o, want) {

@@ -136,7 +136,7 @@ type ackedDoc struct {
 // generous deadline. It returns what the acknowledging node answered.
 func writeAnywhere(t *testing.T, nodes []*procNode, method, key, value string) ackedDoc {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute) // a hang, not a busy machine
+	deadline := time.Now().Add(5 * time.Minute) // a hang, not a busy machine
 	var last string
 	for {
 		for _, n := range nodes {
@@ -285,7 +285,7 @@ func memcachedReply(addr, cmd string) (string, error) {
 // (SERVER_ERROR, not acknowledged); any other answer fails the test.
 func memcachedThrough(t *testing.T, n *procNode, cmd, ok string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute) // a hang, not a busy machine
+	deadline := time.Now().Add(5 * time.Minute) // a hang, not a busy machine
 	for {
 		reply, err := memcachedCmd(n.mc, cmd)
 		switch {
@@ -770,10 +770,10 @@ func withPeersClient(peers []string, fn func(context.Context, *clientv3.Client) 
 }
 
 // memcachedReplyElected is memcachedReply, asked again while the answer
-// says a partition has no leader yet (an election under way), for up to a
-// minute.
+// says a partition has no leader yet (an election under way), for up to
+// three minutes (a hang guard).
 func memcachedReplyElected(addr, cmd string) (string, error) {
-	deadline := time.Now().Add(time.Minute) // wall clock: a hang guard
+	deadline := time.Now().Add(3 * time.Minute) // wall clock: a hang guard
 	for {
 		reply, err := memcachedReply(addr, cmd)
 		if err != nil || !strings.Contains(reply, "no leader at the moment") || time.Now().After(deadline) { // wall clock: a hang guard

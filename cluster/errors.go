@@ -9,7 +9,8 @@ var (
 	ErrDeposed = errors.New("cluster: not the orchestrator any more")
 
 	// ErrMapChanged is returned by a fenced write when the partition map
-	// changed after the orchestrator read it. Nothing was written; read
+	// (or the views' coverage map, see CoverageMap) changed after the
+	// orchestrator read it. Nothing was written; read
 	// the map again.
 	ErrMapChanged = errors.New("cluster: partition map changed since it was read")
 

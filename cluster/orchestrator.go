@@ -50,42 +50,36 @@ func (o *Orchestrator) PutMap(ctx context.Context, m *PartitionMap, readRev int6
 	if err != nil {
 		return 0, err
 	}
-	key := mapsPrefix + m.Bucket
-	resp, err := o.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev),
-		clientv3.Compare(clientv3.ModRevision(key), "=", readRev),
-	).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(o.key)).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("cluster: writing the map of %q: %w", m.Bucket, err)
-	}
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 || kvs[0].CreateRevision != o.rev {
-			return 0, fmt.Errorf("%w: %s's write of the map of %q refused", ErrDeposed, o.node, m.Bucket)
-		}
-		return 0, fmt.Errorf("%w: bucket %q", ErrMapChanged, m.Bucket)
-	}
-	return resp.Header.Revision, nil
+	return o.fenced(ctx, mapsPrefix+m.Bucket, readRev, clientv3.OpPut(mapsPrefix+m.Bucket, string(data)), "the map of "+m.Bucket)
 }
 
 // deleteMap removes a bucket's map, fenced as PutMap writes one.
 func (o *Orchestrator) deleteMap(ctx context.Context, bucket string, readRev int64) error {
-	key := mapsPrefix + bucket
+	_, err := o.fenced(ctx, mapsPrefix+bucket, readRev, clientv3.OpDelete(mapsPrefix+bucket), "removal of the map of "+bucket)
+	return err
+}
+
+// fenced runs op (and also) in one etcd transaction conditioned on the
+// orchestrator's leadership key still existing with its create revision
+// and on key's mod revision still being readRev (0: key must not exist),
+// and returns the revision written at; ErrDeposed when the term is over,
+// ErrMapChanged when key moved on. what names the write in errors.
+func (o *Orchestrator) fenced(ctx context.Context, key string, readRev int64, op clientv3.Op, what string, also ...clientv3.Op) (int64, error) {
 	resp, err := o.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev),
 		clientv3.Compare(clientv3.ModRevision(key), "=", readRev),
-	).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(o.key)).Commit()
+	).Then(append([]clientv3.Op{op}, also...)...).Else(clientv3.OpGet(o.key)).Commit()
 	if err != nil {
-		return fmt.Errorf("cluster: removing the map of %q: %w", bucket, err)
+		return 0, fmt.Errorf("cluster: writing %s: %w", what, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 || kvs[0].CreateRevision != o.rev {
-			return fmt.Errorf("%w: %s's removal of the map of %q refused", ErrDeposed, o.node, bucket)
+			return 0, fmt.Errorf("%w: %s's write of %s refused", ErrDeposed, o.node, what)
 		}
-		return fmt.Errorf("%w: bucket %q", ErrMapChanged, bucket)
+		return 0, fmt.Errorf("%w: %s", ErrMapChanged, what)
 	}
-	return nil
+	return resp.Header.Revision, nil
 }
 
 // reconcile brings the maps in line with the cluster state once: it places
@@ -208,12 +202,46 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 				o.logger.Info("cluster: moved preferred leaderships to even them out", "bucket", name, "partitions", len(c))
 			}
 		}
-		if changed == 0 {
-			continue
+		if changed > 0 {
+			if _, err := o.PutMap(ctx, m, rev); err != nil {
+				return err
+			}
 		}
-		if _, err := o.PutMap(ctx, m, rev); err != nil {
+		if err := o.reconcileCoverage(ctx, st, m, settled); err != nil {
 			return err
 		}
+	}
+	// A coverage map without its bucket's map (the bucket deleted) goes.
+	for _, name := range slices.Sorted(maps.Keys(st.covs)) {
+		if m := st.maps[name]; m == nil {
+			if err := o.deleteCoverage(ctx, name, st.covRevs[name]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reconcileCoverage brings bucket m's coverage map in line with m (as this
+// reconcile leaves it) and the nodes: written first with each partition's
+// preferred leader (again when it belongs to another incarnation of the
+// bucket or does not decode), then moved as moveCoverage says.
+func (o *Orchestrator) reconcileCoverage(ctx context.Context, st *state, m *PartitionMap, settled []string) error {
+	c, rev := st.covs[m.Bucket], st.covRevs[m.Bucket]
+	if c == nil || c.UUID != m.UUID || len(c.Partitions) != len(m.Partitions) {
+		if _, err := o.PutCoverage(ctx, initialCoverage(m), rev); err != nil {
+			return err
+		}
+		o.logger.Info("cluster: views' coverage set to the preferred leaders", "bucket", m.Bucket)
+		return nil
+	}
+	up := func(n string) bool { _, ok := st.nodes[n]; return ok }
+	isSettled := func(n string) bool { return slices.Contains(settled, n) }
+	if n := moveCoverage(c, rev, m, up, isSettled, st.ready[m.Bucket]); n > 0 {
+		if _, err := o.PutCoverage(ctx, c, rev); err != nil {
+			return err
+		}
+		o.logger.Info("cluster: views' coverage moved", "bucket", m.Bucket, "partitions", n)
 	}
 	return nil
 }

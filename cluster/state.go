@@ -66,6 +66,9 @@ type state struct {
 	buckets map[string]BucketDef
 	maps    map[string]*PartitionMap
 	mapRevs map[string]int64 // mod revision of each map key
+	covs    map[string]*CoverageMap
+	covRevs map[string]int64                    // mod revision of each coverage key
+	ready   map[string]map[string]CoverageReady // by bucket, by node
 }
 
 // readState reads the nodes, bucket definitions and maps at one revision.
@@ -74,12 +77,15 @@ func readState(ctx context.Context, cli *clientv3.Client) (*state, error) {
 		clientv3.OpGet(nodesPrefix, clientv3.WithPrefix()),
 		clientv3.OpGet(bucketsPrefix, clientv3.WithPrefix()),
 		clientv3.OpGet(mapsPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(coveragePrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(readyPrefix, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading the cluster state: %w", err)
 	}
 	st := &state{rev: resp.Header.Revision, nodes: map[string]NodeInfo{}, buckets: map[string]BucketDef{},
-		maps: map[string]*PartitionMap{}, mapRevs: map[string]int64{}}
+		maps: map[string]*PartitionMap{}, mapRevs: map[string]int64{},
+		covs: map[string]*CoverageMap{}, covRevs: map[string]int64{}}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		var n NodeInfo
 		if err := json.Unmarshal(kv.Value, &n); err != nil {
@@ -103,6 +109,16 @@ func readState(ctx context.Context, cli *clientv3.Client) (*state, error) {
 		st.maps[name] = &m
 		st.mapRevs[name] = kv.ModRevision
 	}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		name := strings.TrimPrefix(string(kv.Key), coveragePrefix)
+		var c CoverageMap
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			c = CoverageMap{} // no partitions: written again from the partition map
+		}
+		st.covs[name] = &c
+		st.covRevs[name] = kv.ModRevision
+	}
+	st.ready = decodeReady(resp.Responses[4].GetResponseRange().Kvs)
 	return st, nil
 }
 

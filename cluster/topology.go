@@ -19,7 +19,8 @@ import (
 // with what they published (/mayfly/nodes/: a node's key goes with its
 // lease, so one whose lease expired drops out as soon as the watch
 // delivers the deletion), and each bucket's layout key's revision
-// (/mayfly/layout/, see BumpLayout). Each prefix is read whole once, then
+// (/mayfly/layout/, see BumpLayout), and each bucket's views' coverage map
+// with its revision (/mayfly/coverage/, see CoverageMap). Each prefix is read whole once, then
 // watched from the revision read, and read whole again when the watch's
 // history was compacted; a node cut off from etcd keeps its last copy.
 // Consumers (the router, the map follower, the views' coverage, the KV
@@ -29,6 +30,7 @@ import (
 type TopologyMirror struct {
 	cli                                   *clientv3.Client
 	mapsPrefix, nodesPrefix, layoutPrefix string // the keys followed (others in tests)
+	coveragePrefix                        string
 
 	mu            sync.Mutex
 	maps          map[string]mirroredMap // by bucket
@@ -38,8 +40,10 @@ type TopologyMirror struct {
 	nodesLoaded   bool
 	layouts       map[string]int64 // by bucket: its layout key's mod revision
 	layoutsLoaded bool
-	known         []NodeStatus  // NodeList's answer; nil: to compute again
-	changed       chan struct{} // closed (and replaced) at every change
+	covs          map[string]mirroredCoverage // by bucket
+	covAt         revisionGate                // the etcd revision the coverage maps are current to
+	known         []NodeStatus                // NodeList's answer; nil: to compute again
+	changed       chan struct{}               // closed (and replaced) at every change
 }
 
 // mirroredMap is a bucket's map as a TopologyMirror holds it.
@@ -51,15 +55,19 @@ type mirroredMap struct {
 
 // NewTopologyMirror returns an empty mirror; Run fills it.
 func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
-	return newTopologyMirror(cli, mapsPrefix, nodesPrefix, layoutPrefix)
+	t := newTopologyMirror(cli, mapsPrefix, nodesPrefix, layoutPrefix)
+	t.coveragePrefix, t.covAt.loaded = coveragePrefix, false
+	return t
 }
 
 // newTopologyMirror returns an empty mirror of the maps, nodes and layout
-// keys under the prefixes given.
+// keys under the prefixes given, following no coverage maps (loaded, as
+// none).
 func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix, layoutPrefix string) *TopologyMirror {
 	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, layoutPrefix: layoutPrefix,
 		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, layouts: map[string]int64{},
-		mapsAt: newRevisionGate(), changed: make(chan struct{})}
+		mapsAt: newRevisionGate(), changed: make(chan struct{}),
+		covs: map[string]mirroredCoverage{}, covAt: revisionGate{loaded: true, advance: make(chan struct{})}}
 }
 
 // Run keeps the mirror current until ctx ends.
@@ -153,7 +161,39 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 			t.mu.Unlock()
 		})
 	})
+	if t.coveragePrefix != "" {
+		wg.Go(func() { t.followCoverage(ctx) })
+	}
 	wg.Wait()
+}
+
+// followCoverage keeps the coverage maps current until ctx ends.
+func (t *TopologyMirror) followCoverage(ctx context.Context) {
+	followPrefix(ctx, t.cli, t.coveragePrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+		byBucket := map[string]mirroredCoverage{}
+		for _, kv := range kvs {
+			bucket := strings.TrimPrefix(string(kv.Key), t.coveragePrefix)
+			byBucket[bucket] = decodeMirroredCoverage(bucket, kv)
+		}
+		t.mu.Lock()
+		t.covs, t.covAt.loaded = byBucket, true
+		t.covAt.moveLocked(rev)
+		t.changedLocked(true)
+		t.mu.Unlock()
+	}, func(evs []*clientv3.Event, upTo int64) {
+		t.mu.Lock()
+		for _, ev := range evs {
+			bucket := strings.TrimPrefix(string(ev.Kv.Key), t.coveragePrefix)
+			if ev.Type == clientv3.EventTypeDelete {
+				delete(t.covs, bucket)
+			} else {
+				t.covs[bucket] = decodeMirroredCoverage(bucket, ev.Kv)
+			}
+		}
+		t.covAt.moveLocked(upTo)
+		t.changedLocked(len(evs) > 0)
+		t.mu.Unlock()
+	})
 }
 
 // changedLocked wakes whoever waits on Changed when something changed.
@@ -166,6 +206,23 @@ func (t *TopologyMirror) changedLocked(changed bool) {
 	t.known = nil
 	close(t.changed)
 	t.changed = make(chan struct{})
+}
+
+// mirroredCoverage is a bucket's coverage map as a TopologyMirror holds
+// it.
+type mirroredCoverage struct {
+	c   *CoverageMap
+	rev int64
+	err error // the value did not decode
+}
+
+// decodeMirroredCoverage decodes a coverage map's key-value.
+func decodeMirroredCoverage(bucket string, kv *mvccpb.KeyValue) mirroredCoverage {
+	var c CoverageMap
+	if err := json.Unmarshal(kv.Value, &c); err != nil {
+		return mirroredCoverage{rev: kv.ModRevision, err: fmt.Errorf("cluster: the coverage of %q: %w", bucket, err)}
+	}
+	return mirroredCoverage{c: &c, rev: kv.ModRevision}
 }
 
 // decodeMirroredMap decodes a map's key-value.
@@ -204,7 +261,7 @@ func (t *TopologyMirror) Loaded() bool {
 }
 
 func (t *TopologyMirror) loadedLocked() bool {
-	return t.mapsAt.loaded && t.nodesLoaded && t.layoutsLoaded
+	return t.mapsAt.loaded && t.nodesLoaded && t.layoutsLoaded && t.covAt.loaded
 }
 
 // WaitLoaded waits until the mirror is Loaded; ctx bounds the wait.
@@ -291,4 +348,23 @@ func (t *TopologyMirror) LayoutRevision(bucket string) int64 {
 // reached yet waits so); ctx bounds the wait.
 func (t *TopologyMirror) WaitMaps(ctx context.Context, rev int64) error {
 	return t.mapsAt.wait(ctx, &t.mu, rev, "maps")
+}
+
+// Coverage returns bucket's views' coverage map and its mod revision (nil
+// and 0 when it has none: the orchestrator has not written it yet); loaded
+// is false before the coverage maps were read once.
+func (t *TopologyMirror) Coverage(bucket string) (c *CoverageMap, rev int64, loaded bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.covAt.loaded {
+		return nil, 0, false, nil
+	}
+	e := t.covs[bucket]
+	return e.c, e.rev, true, e.err
+}
+
+// WaitCoverage waits until the coverage maps are current to etcd revision
+// rev or later; ctx bounds the wait.
+func (t *TopologyMirror) WaitCoverage(ctx context.Context, rev int64) error {
+	return t.covAt.wait(ctx, &t.mu, rev, "coverage maps")
 }

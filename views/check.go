@@ -113,6 +113,9 @@ func (ix *indexer) freshMap(ctx context.Context) (rows map[string]map[string][]c
 		if d.Collection != engine.DefaultCollectionID || d.Deleted {
 			continue
 		}
+		if f := ix.filter.Load(); f != nil && !covers(*f, int(d.Partition)) {
+			continue // a partition the index does not hold (Service.Cover)
+		}
 		if d.ExpiredAt(now) {
 			expired[d.Key] = true
 		}

@@ -83,6 +83,18 @@ type indexer struct {
 		sync.Mutex
 		m map[string]*index.Subset
 	}
+	// want is the set of partitions the service has for the bucket (see
+	// Service.Cover); filter the set Prepare indexes (nil: every
+	// partition), cover what the index holds (see syncCover; changed with
+	// the right to change the sink held).
+	want   func() (*coverSet, bool)
+	filter atomic.Pointer[[]bool]
+	cover  struct {
+		parts  []bool    // the partitions the index holds rows of (nil: all)
+		stored bool      // parts is known (its file could be read)
+		set    *coverSet // the service's set parts comes from
+		known  bool      // set was applied once
+	}
 	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
 
@@ -134,9 +146,20 @@ func (ix *indexer) moveTo(path string, rename func(oldpath, newpath string) erro
 	if ix.cfg.Path == "" || ix.cfg.Path == path {
 		return nil
 	}
+	// The partitions it holds are recorded at the new path first: what
+	// was at path before is another index, which a restart discards (its
+	// signature is not the design document's).
+	if ix.cover.stored {
+		if err := writeCover(coverPath(path), ix.cover.parts, !ix.cfg.NoSync); err != nil {
+			return fmt.Errorf("views: move the index of %s: %w", ix.id, err)
+		}
+	} else if err := os.Remove(coverPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("views: move the index of %s: %w", ix.id, err)
+	}
 	if err := rename(ix.cfg.Path, path); err != nil {
 		return fmt.Errorf("views: move the index of %s: %w", ix.id, err)
 	}
+	os.Remove(coverPath(ix.cfg.Path))
 	ix.cfg.Path = path
 	return nil
 }
@@ -169,6 +192,9 @@ func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Documen
 	for d := range changes {
 		if d.Collection != engine.DefaultCollectionID {
 			continue // views index _default._default, as Couchbase 7's do
+		}
+		if f := ix.filter.Load(); f != nil && !covers(*f, int(d.Partition)) {
+			continue // a partition another node covers (Service.Cover)
 		}
 		updates = append(updates, index.DocUpdate{DocID: d.Key, Partition: d.Partition, Seq: d.Seq, Expiration: d.Expiration})
 		if d.Deleted {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -100,6 +101,12 @@ type Service struct {
 	// document's new index (see Query.Run).
 	replacedRetries atomic.Int64
 	reg             *feed.Registry[*indexer, struct{}]
+	// cover is, by bucket, the partitions its indexes hold (Cover); a
+	// bucket without an entry: every partition.
+	cover struct {
+		sync.Mutex
+		m map[string]*coverSet
+	}
 	// hooks inject faults in tests; nil fields mean none. Set before the
 	// calls they affect.
 	hooks struct {
@@ -237,7 +244,7 @@ func removeIndexFiles(b *engine.Bucket, ddocID string) error {
 		return nil
 	}
 	var errs []error
-	for _, f := range []string{p, stagingPath(p), legacyIndexPath(b, ddocID)} {
+	for _, f := range []string{p, stagingPath(p), legacyIndexPath(b, ddocID), coverPath(p), coverPath(stagingPath(p))} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) && !isNameTooLong(err) {
 			errs = append(errs, fmt.Errorf("views: remove index file: %w", err))
 		}
@@ -283,8 +290,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		}
 		if staged {
 			path = stagingPath(path)
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("views: remove a leftover staged index: %w", err)
+			for _, f := range []string{path, coverPath(path)} {
+				if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("views: remove a leftover staged index: %w", err)
+				}
 			}
 		} else {
 			s.migrate(b, d.ID, path)
@@ -301,6 +310,10 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		log: newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn, life: life, cancel: cancel}
 	ix.ddoc.Store(d)
 	ix.mu.errs = make(map[string]*viewErrors)
+	ix.want = func() (*coverSet, bool) { return s.wantCover(b.Name()) }
+	ix.cover.parts, ix.cover.stored = readCover(coverPath(path), b.NumPartitions())
+	held := ix.cover.parts
+	ix.filter.Store(&held) // until the first catch-up applies the service's set
 	ix.feed, err = feed.Start(ctx, b.Consumer(consumerName(d.ID)), feed.Sink[[]index.DocUpdate](ix), feed.Options{
 		Kind: "views", LogKey: "ddoc", LogID: d.ID, BatchSize: s.opts.BatchSize, Auto: !s.opts.NoAutoUpdate,
 		StartedMsg: "views: index build started", EndedMsg: "views: index build ended",

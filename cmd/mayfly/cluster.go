@@ -295,19 +295,20 @@ func advertised(addr, host string) string {
 }
 
 // viewCoverage keeps, for the HTTP API, which node answers for which
-// partitions of a bucket's views, under the map's revision (nil before
-// the bucket is placed: the node answers alone): each partition's
-// preferred leader in the bucket's map, or, while that node is down (its
-// lease expired: before the orchestrator fails it over, the map still
-// names it), another voter of the partition that is up, this node first
-// (every voter holds a copy, caught up as far as its group has applied).
-// A partition with no voter up is left to its leader, which the query's
-// errors then name (node_down).
+// partitions of a bucket's views, under a revision (nil before the bucket
+// is placed: the node answers alone). Once the orchestrator has written
+// the bucket's coverage map (cluster.CoverageMap), each partition's
+// coverer there, under the coverage map's mod revision: a coverer that is
+// down is named all the same (its share fails, node_down) until the
+// orchestrator switches its partitions to a next coverer that caught up.
+// Before, as coverageOf computes it from the partition map, under the
+// map's revision (every node then indexes every partition it holds).
 //
-// The maps and the nodes up come from the node's cluster.TopologyMirror
-// (etcd watches, no read per query), and the coverage computed is kept per
-// bucket until the map's revision or the nodes up change. A query before
-// the mirror's first load waits for it (up to mirrorWait).
+// The maps, the coverage maps and the nodes up come from the node's
+// cluster.TopologyMirror (etcd watches, no read per query), and the
+// coverage computed is kept per bucket until its revision or the nodes up
+// change. A query before the mirror's first load waits for it (up to
+// mirrorWait).
 type viewCoverage struct {
 	self   string
 	scheme string
@@ -319,13 +320,14 @@ type viewCoverage struct {
 
 // keptCoverage is a coverage computed, with what it was computed from.
 type keptCoverage struct {
-	mapRev   int64
+	rev      int64 // the coverage map's revision, or the partition map's
+	fromMap  bool  // computed from the partition map (no coverage map)
 	nodesGen uint64
 	cov      *httpapi.ViewCoverage
 }
 
-// shareWait bounds how long a node asked for its share under a map
-// revision its mirror has not reached waits for it (then it answers
+// shareWait bounds how long a node asked for its share under a revision
+// its mirror has not reached waits for it (then it answers
 // coverage_changed and the querying node asks again).
 const shareWait = 2 * time.Second
 
@@ -344,8 +346,8 @@ func (v *viewCoverage) coverageFunc() func(context.Context, string, int64) (*htt
 }
 
 // coverage returns bucket's coverage. atLeast, a share request's revision,
-// above the map's revision the mirror holds waits (up to shareWait) for
-// the mirror to reach it.
+// above the revision the mirror holds waits (up to shareWait) for the
+// mirror to reach it.
 func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
 	if !v.mirror.Loaded() {
 		wctx, cancel := context.WithTimeout(ctx, mirrorWait)
@@ -355,11 +357,11 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 			return nil, fmt.Errorf("%w: views: %w", engine.ErrTempFail, err)
 		}
 	}
-	m, rev, loaded, err := v.mirror.Map(bucket)
-	if loaded && err == nil && atLeast > rev {
+	m, c, rev, err := v.read(bucket)
+	if err == nil && m != nil && atLeast > rev {
 		wctx, cancel := context.WithTimeout(ctx, shareWait)
-		if v.mirror.WaitMaps(wctx, atLeast) == nil {
-			m, rev, loaded, err = v.mirror.Map(bucket)
+		if v.mirror.WaitMaps(wctx, atLeast) == nil && v.mirror.WaitCoverage(wctx, atLeast) == nil {
+			m, c, rev, err = v.read(bucket)
 		}
 		cancel()
 	}
@@ -370,23 +372,68 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 	v.mu.Lock()
 	k, ok := v.kept[bucket]
 	v.mu.Unlock()
-	if ok && k.mapRev == rev && k.nodesGen == gen {
+	if ok && k.rev == rev && k.fromMap == (c == nil) && k.nodesGen == gen {
 		return k.cov, nil
 	}
 	self := v.self
 	up := func(name string) bool { return name == self || nodes[name].HTTP != "" }
-	cov := coverageOf(m, rev, self, up)
+	var cov *httpapi.ViewCoverage
+	if c != nil {
+		cov = coverageFrom(c, rev, self)
+	} else {
+		cov = coverageOf(m, rev, self, up)
+	}
 	for i, c := range cov.Nodes {
 		if !c.Self && up(c.Name) {
 			cov.Nodes[i].URL = v.scheme + "://" + nodes[c.Name].HTTP
 		}
 	}
 	v.mu.Lock()
-	if k, ok := v.kept[bucket]; !ok || k.mapRev < rev || k.mapRev == rev && k.nodesGen < gen {
-		v.kept[bucket] = keptCoverage{mapRev: rev, nodesGen: gen, cov: cov}
+	if k, ok := v.kept[bucket]; !ok || k.rev < rev || k.rev == rev && k.nodesGen < gen {
+		v.kept[bucket] = keptCoverage{rev: rev, fromMap: c == nil, nodesGen: gen, cov: cov}
 	}
 	v.mu.Unlock()
 	return cov, nil
+}
+
+// read returns bucket's partition map and, when the orchestrator has
+// written one for the map's incarnation, its coverage map, with the
+// revision the coverage goes by: the coverage map's, else the partition
+// map's.
+func (v *viewCoverage) read(bucket string) (*cluster.PartitionMap, *cluster.CoverageMap, int64, error) {
+	m, rev, _, err := v.mirror.Map(bucket)
+	if err != nil || m == nil {
+		return nil, nil, 0, err
+	}
+	c, crev, _, err := v.mirror.Coverage(bucket)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if c == nil || c.UUID != m.UUID || len(c.Partitions) != len(m.Partitions) {
+		return m, nil, rev, nil
+	}
+	return m, c, crev, nil
+}
+
+// coverageFrom is the coverage a coverage map c at revision rev gives:
+// each partition to its coverer (those without one have no copy anywhere
+// and no rows); self is this node's name.
+func coverageFrom(c *cluster.CoverageMap, rev int64, self string) *httpapi.ViewCoverage {
+	cov := &httpapi.ViewCoverage{Rev: rev}
+	at := map[string]int{}
+	for p, e := range c.Partitions {
+		if e.Coverer == "" {
+			continue
+		}
+		i, ok := at[e.Coverer]
+		if !ok {
+			i = len(cov.Nodes)
+			at[e.Coverer] = i
+			cov.Nodes = append(cov.Nodes, httpapi.Coverer{Name: e.Coverer, Self: e.Coverer == self})
+		}
+		cov.Nodes[i].Partitions = append(cov.Nodes[i].Partitions, p)
+	}
+	return cov
 }
 
 // coverageOf gives each partition of m with a leader to that leader if it

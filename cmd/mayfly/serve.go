@@ -587,6 +587,9 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	var vcov *viewCoverage
 	if cnode != nil {
 		vcov = newViewCoverage(cnode.Name(), rt.mirror, scheme)
+		// Its view indexes hold the partitions it covers (covagent.go).
+		agent := startCoverAgent(cnode.Name(), rt.mirror, cnode.Client(), eng, vsvc, logger)
+		defer agent.Close()
 	}
 
 	pagerRuns := httpapi.NewPagerRuns(0) // the console's chart of what each run purged

@@ -41,8 +41,9 @@ func oneNodeCluster(t *testing.T, ctx context.Context) (*cluster.Node, *cluster.
 }
 
 // TestViewCoverageFromTheMirror: on a one-node cluster, a bucket's
-// coverage appears once the orchestrator places its map (every partition
-// this node's, under the map's revision), is kept while nothing changes,
+// coverage appears once the orchestrator places its map, then goes by its
+// coverage map (every partition this node's, under the coverage map's
+// revision), is kept while nothing changes,
 // is computed again when the nodes up change, and a share request under a
 // revision the mirror never reaches waits a bounded moment and answers
 // with the coverage it has (which the coverer's check then refuses).
@@ -71,12 +72,29 @@ func TestViewCoverageFromTheMirror(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	_, rev, err := cluster.ReadMap(ctx, node.Client(), "b")
-	if err != nil {
-		t.Fatal(err)
+	// The orchestrator writes the coverage map after the partition map:
+	// from then on the coverage goes by its revision.
+	var rev int64
+	for {
+		c, crev, err := cluster.ReadCoverage(ctx, node.Client(), "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != nil {
+			if cov, err = vc.coverage(ctx, "b", crev); err != nil {
+				t.Fatal(err)
+			}
+			rev = crev
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no coverage map after the bucket was placed")
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	if cov.Rev != rev || len(cov.Nodes) != 1 || !cov.Nodes[0].Self || len(cov.Nodes[0].Partitions) != cluster.NumPartitions {
-		t.Fatalf("coverage %d (map at %d), %d coverers: want every partition this node's", cov.Rev, rev, len(cov.Nodes))
+		t.Fatalf("coverage %d (coverage map at %d), %d coverers: want every partition this node's", cov.Rev, rev, len(cov.Nodes))
 	}
 	if again, _ := vc.coverage(ctx, "b", rev); again != cov {
 		t.Fatal("the coverage was computed again though neither the map nor the nodes changed")

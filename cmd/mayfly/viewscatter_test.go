@@ -37,19 +37,13 @@ func viewReqH(method, addr, path, body string) (int, http.Header, string, error)
 	return resp.StatusCode, resp.Header, string(b), err
 }
 
-// viewsAgree checks that a view query at every node of a cluster answers
-// as one node holding every acknowledged document would: each node covers
-// the partitions it leads, so a node answering from its own copy of every
-// partition (or a coverer not keeping to its share) would repeat rows.
-// The documents' values are {"v":N,...}.
-func viewsAgree(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
-	t.Helper()
-	ddoc := `{"views":{"v":{"map":"function (doc, meta) { emit(doc.v, null); }","reduce":"_count"}}}`
-	// Put on one node, the design document reaches the others through
-	// etcd: until a coverer has it, its share is missing (in "errors").
-	if code, body, err := viewReq(http.MethodPut, nodes[0].http, "/default/_design/scatter", ddoc); err != nil || code != http.StatusCreated {
-		t.Fatalf("%s: PUT a design document: %d %s %v", nodes[0].name, code, body, err)
-	}
+// scatterDDoc is the design document viewsAgree puts: a row per
+// document, keyed by its "v", counted.
+const scatterDDoc = `{"views":{"v":{"map":"function (doc, meta) { emit(doc.v, null); }","reduce":"_count"}}}`
+
+// scatterAnswers are view queries of scatterDDoc's view and the answers one
+// node holding the acknowledged documents acked gives.
+func scatterAnswers(acked map[string]ackedDoc) map[string]string {
 	type row struct {
 		id string
 		v  int64
@@ -82,11 +76,26 @@ func viewsAgree(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
 	}
 	desc := slices.Clone(rows)
 	slices.Reverse(desc)
-	queries := map[string]string{
+	return map[string]string{
 		"?stale=false&reduce=false":                                mapAnswer(rows),
 		"?stale=false&reduce=false&descending=true&skip=3&limit=7": mapAnswer(desc[3:10]),
 		"?stale=false": fmt.Sprintf("{\"rows\":[\r\n{\"key\":null,\"value\":%d}\r\n]\r\n}\n", len(rows)),
 	}
+}
+
+// viewsAgree checks that a view query at every node of a cluster answers
+// as one node holding every acknowledged document would: each node covers
+// the partitions it leads, so a node answering from its own copy of every
+// partition (or a coverer not keeping to its share) would repeat rows.
+// The documents' values are {"v":N,...}.
+func viewsAgree(t *testing.T, nodes []*procNode, acked map[string]ackedDoc) {
+	t.Helper()
+	// Put on one node, the design document reaches the others through
+	// etcd: until a coverer has it, its share is missing (in "errors").
+	if code, body, err := viewReq(http.MethodPut, nodes[0].http, "/default/_design/scatter", scatterDDoc); err != nil || code != http.StatusCreated {
+		t.Fatalf("%s: PUT a design document: %d %s %v", nodes[0].name, code, body, err)
+	}
+	queries := scatterAnswers(acked)
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" has the design document", func() error {
 			code, body, err := viewReq(http.MethodGet, n.http, "/default/_design/scatter", "")

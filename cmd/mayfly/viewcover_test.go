@@ -87,7 +87,7 @@ func TestViewsIndexOnlyCoveredPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
-	nodes, peers := procCluster(t)
+	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
 	for _, n := range nodes {
 		n.start(t)
 	}

@@ -126,7 +126,7 @@ func makeCurrent(ctx context.Context, b *engine.Bucket, parts []int, timeout tim
 // answerAllDocsShare answers another node's request for this node's share
 // of an _all_docs listing.
 func (s *server) answerAllDocsShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, c *engine.Collection, p *views.Params, o engine.ListOptions) error {
-	want, _, err := s.shareAsked(r, b)
+	want, _, err := s.shareAsked(r, b, s.copies)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *server) allDocsCluster(w http.ResponseWriter, r *http.Request, b *engin
 // under another coverage revision; ok is false when the bucket has no
 // coverage yet.
 func (s *server) listingCluster(w http.ResponseWriter, r *http.Request, b *engine.Bucket, timeout time.Duration, body []byte, local func(in []bool) ([]byte, error), write func(shares []gjson.Result)) (bool, error) {
-	return s.overCoverage(r.Context(), b, func(cov *ViewCoverage) error {
+	return s.overCoverage(r.Context(), b, s.copies, func(cov *ViewCoverage) error {
 		shares, err := s.scatterListing(r.Context(), r, b, cov, timeout, body, local)
 		if err != nil {
 			return err

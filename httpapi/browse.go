@@ -101,7 +101,7 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 			return browseShare(docs, total, withDocs)
 		}
 		if q.Has(shareRev) {
-			in, _, err := s.shareAsked(r, b)
+			in, _, err := s.shareAsked(r, b, s.copies)
 			if err != nil {
 				return err
 			}

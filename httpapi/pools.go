@@ -128,7 +128,7 @@ func (s *server) getBucketConfig(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if s.coverage != nil && r.URL.Query().Has(shareRev) {
-		in, _, err := s.shareAsked(r, b)
+		in, _, err := s.shareAsked(r, b, s.copies)
 		if err != nil {
 			return err
 		}
@@ -347,7 +347,7 @@ func (s *server) clusterItems(r *http.Request, b *engine.Bucket) (int64, bool) {
 		return []byte(`{"total_rows":` + strconv.FormatInt(b.ItemsIn(in), 10) + `}`), nil
 	}
 	var n int64
-	ok, err := s.overCoverage(ctx, b, func(cov *ViewCoverage) error {
+	ok, err := s.overCoverage(ctx, b, s.copies, func(cov *ViewCoverage) error {
 		shares, err := s.scatterListing(ctx, sr, b, cov, clusterItemsTimeout, nil, local)
 		if err != nil {
 			return err

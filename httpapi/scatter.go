@@ -77,7 +77,7 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 	if r.URL.Query().Has(shareRev) {
 		return true, s.answerShare(w, r, b, q)
 	}
-	return s.overCoverage(ctx, b, func(cov *ViewCoverage) error {
+	return s.overCoverage(ctx, b, s.coverage, func(cov *ViewCoverage) error {
 		parts, errs, err := s.scatter(ctx, r, b, q, p, cov, body)
 		if err != nil {
 			return err
@@ -99,17 +99,21 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 	})
 }
 
-// overCoverage runs do with bucket b's view coverage (which node answers
-// for which partitions: views, listings, the item count), and again with
+// coverageFunc is Options.ViewCoverage's (and CopyCoverage's) type.
+type coverageFunc = func(ctx context.Context, bucket string, atLeast int64) (*ViewCoverage, error)
+
+// overCoverage runs do with bucket b's coverage (which node answers for
+// which partitions: s.coverage for views, s.copies for listings and the
+// item count), and again with
 // the coverage read anew when a coverer answered under another revision
 // (do's error wraps errCoverageChanged), after a pause for this node's
 // and the coverer's copies of the coverage to agree again (each follows
 // etcd by a watch): a stale revision is retried, never answered, up to
 // maxCoverageRetries times. ok is false when the bucket has no coverage
 // yet (a single node, or no map): the node answers alone.
-func (s *server) overCoverage(ctx context.Context, b *engine.Bucket, do func(cov *ViewCoverage) error) (ok bool, err error) {
+func (s *server) overCoverage(ctx context.Context, b *engine.Bucket, coverage coverageFunc, do func(cov *ViewCoverage) error) (ok bool, err error) {
 	for tries := 0; ; tries++ {
-		cov, err := s.coverage(ctx, b.Name(), 0)
+		cov, err := coverage(ctx, b.Name(), 0)
 		if err != nil {
 			return true, err
 		}
@@ -286,7 +290,7 @@ func transportReason(ctx context.Context, err error) string {
 // is not the one the other node read, or does not give it those
 // partitions.
 func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query) error {
-	want, now, err := s.shareAsked(r, b)
+	want, now, err := s.shareAsked(r, b, s.coverage)
 	if err != nil {
 		return err
 	}
@@ -303,7 +307,7 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 // and the querying node's instant) and checks them against this node's
 // coverage: 409 coverage_changed when its revision is not the one the
 // querying node read, or does not give this node those partitions.
-func (s *server) shareAsked(r *http.Request, b *engine.Bucket) ([]bool, int64, error) {
+func (s *server) shareAsked(r *http.Request, b *engine.Bucket, coverage coverageFunc) ([]bool, int64, error) {
 	v := r.URL.Query()
 	rev, err1 := strconv.ParseInt(v.Get(shareRev), 10, 64)
 	now, err2 := strconv.ParseInt(v.Get(shareNow), 10, 64)
@@ -311,7 +315,7 @@ func (s *server) shareAsked(r *http.Request, b *engine.Bucket) ([]bool, int64, e
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, 0, errBadRequest("a share request's parameters: " + err.Error())
 	}
-	cov, err := s.coverage(r.Context(), b.Name(), rev)
+	cov, err := coverage(r.Context(), b.Name(), rev)
 	if err != nil {
 		return nil, 0, err
 	}

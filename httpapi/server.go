@@ -117,6 +117,13 @@ type Options struct {
 	// coverage from a watch may wait a moment for its copy to reach it
 	// before answering.
 	ViewCoverage func(ctx context.Context, bucket string, atLeast int64) (*ViewCoverage, error)
+	// CopyCoverage, on a cluster node, is ViewCoverage for what reads the
+	// node's copies of the documents rather than its view indexes:
+	// listings (_all_docs, the console's document listing) and the item
+	// count. Any node holding a copy of a partition may answer for it, so
+	// a node down is replaced there as soon as its lease expires, not once
+	// another node's view indexes caught up. nil: ViewCoverage.
+	CopyCoverage func(ctx context.Context, bucket string, atLeast int64) (*ViewCoverage, error)
 	// ShareClient sends the requests for other nodes' shares of a view
 	// query; nil is a client of its own.
 	ShareClient *http.Client
@@ -197,7 +204,8 @@ type server struct {
 	history  *StatsHistory
 	ports    clusterconfig.Ports
 	cluster  func(context.Context) (*ClusterView, error)
-	coverage func(context.Context, string, int64) (*ViewCoverage, error) // nil: a single node
+	coverage coverageFunc // the views'; nil: a single node
+	copies   coverageFunc // the listings' and item count's (Options.CopyCoverage)
 	shares   *http.Client
 	streams  chan struct{} // one per open configuration stream
 	route    func(ctx context.Context, bucket, key string) (Route, error)
@@ -218,8 +226,11 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	}
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
 		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, cluster: o.Cluster,
-		coverage: o.ViewCoverage, shares: o.ShareClient,
+		coverage: o.ViewCoverage, copies: o.CopyCoverage, shares: o.ShareClient,
 		streams: make(chan struct{}, MaxConfigStreams)}
+	if s.copies == nil {
+		s.copies = s.coverage
+	}
 	s.ddocs, s.colls = o.DesignDocs, o.Collections
 	if s.colls == nil {
 		s.colls = localCollections{}

@@ -309,13 +309,18 @@ func advertised(addr, host string) string {
 // coverage computed is kept per bucket until its revision or the nodes up
 // change. A query before the mirror's first load waits for it (up to
 // mirrorWait).
+//
+// Listings and the item count read documents, not view indexes: their
+// coverage (copiesFunc) is always coverageOf's, which replaces a node down
+// as soon as its lease expires.
 type viewCoverage struct {
 	self   string
 	scheme string
 	mirror *cluster.TopologyMirror
 
-	mu   sync.Mutex
-	kept map[string]keptCoverage // by bucket
+	mu         sync.Mutex
+	kept       map[string]keptCoverage // by bucket
+	keptCopies map[string]keptCoverage // by bucket, coverageOf's (copiesFunc)
 }
 
 // keptCoverage is a coverage computed, with what it was computed from.
@@ -334,7 +339,7 @@ const shareWait = 2 * time.Second
 // newViewCoverage returns the coverage of the node named self, from its
 // mirror.
 func newViewCoverage(self string, mirror *cluster.TopologyMirror, scheme string) *viewCoverage {
-	return &viewCoverage{self: self, scheme: scheme, mirror: mirror, kept: map[string]keptCoverage{}}
+	return &viewCoverage{self: self, scheme: scheme, mirror: mirror, kept: map[string]keptCoverage{}, keptCopies: map[string]keptCoverage{}}
 }
 
 // coverageFunc returns the HTTP API's ViewCoverage; nil without a cluster.
@@ -345,10 +350,26 @@ func (v *viewCoverage) coverageFunc() func(context.Context, string, int64) (*htt
 	return v.coverage
 }
 
-// coverage returns bucket's coverage. atLeast, a share request's revision,
-// above the revision the mirror holds waits (up to shareWait) for the
-// mirror to reach it.
+// copiesFunc returns the HTTP API's CopyCoverage; nil without a cluster.
+func (v *viewCoverage) copiesFunc() func(context.Context, string, int64) (*httpapi.ViewCoverage, error) {
+	if v == nil {
+		return nil
+	}
+	return func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+		return v.coverageKind(ctx, bucket, atLeast, true)
+	}
+}
+
+// coverage returns bucket's views' coverage. atLeast, a share request's
+// revision, above the revision the mirror holds waits (up to shareWait)
+// for the mirror to reach it.
 func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+	return v.coverageKind(ctx, bucket, atLeast, false)
+}
+
+// coverageKind is coverage, or with copies the listings' (coverageOf's
+// from the partition map, whatever the coverage map says).
+func (v *viewCoverage) coverageKind(ctx context.Context, bucket string, atLeast int64, copies bool) (*httpapi.ViewCoverage, error) {
 	if !v.mirror.Loaded() {
 		wctx, cancel := context.WithTimeout(ctx, mirrorWait)
 		err := v.mirror.WaitLoaded(wctx)
@@ -357,11 +378,11 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 			return nil, fmt.Errorf("%w: views: %w", engine.ErrTempFail, err)
 		}
 	}
-	m, c, rev, err := v.read(bucket)
+	m, c, rev, err := v.read(bucket, copies)
 	if err == nil && m != nil && atLeast > rev {
 		wctx, cancel := context.WithTimeout(ctx, shareWait)
 		if v.mirror.WaitMaps(wctx, atLeast) == nil && v.mirror.WaitCoverage(wctx, atLeast) == nil {
-			m, c, rev, err = v.read(bucket)
+			m, c, rev, err = v.read(bucket, copies)
 		}
 		cancel()
 	}
@@ -369,8 +390,12 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 	if err != nil || m == nil {
 		return nil, err
 	}
+	kept := v.kept
+	if copies {
+		kept = v.keptCopies
+	}
 	v.mu.Lock()
-	k, ok := v.kept[bucket]
+	k, ok := kept[bucket]
 	v.mu.Unlock()
 	if ok && k.rev == rev && k.fromMap == (c == nil) && k.nodesGen == gen {
 		return k.cov, nil
@@ -389,21 +414,21 @@ func (v *viewCoverage) coverage(ctx context.Context, bucket string, atLeast int6
 		}
 	}
 	v.mu.Lock()
-	if k, ok := v.kept[bucket]; !ok || k.rev < rev || k.rev == rev && k.nodesGen < gen {
-		v.kept[bucket] = keptCoverage{rev: rev, fromMap: c == nil, nodesGen: gen, cov: cov}
+	if k, ok := kept[bucket]; !ok || k.rev < rev || k.rev == rev && k.nodesGen < gen {
+		kept[bucket] = keptCoverage{rev: rev, fromMap: c == nil, nodesGen: gen, cov: cov}
 	}
 	v.mu.Unlock()
 	return cov, nil
 }
 
 // read returns bucket's partition map and, when the orchestrator has
-// written one for the map's incarnation, its coverage map, with the
-// revision the coverage goes by: the coverage map's, else the partition
-// map's.
-func (v *viewCoverage) read(bucket string) (*cluster.PartitionMap, *cluster.CoverageMap, int64, error) {
+// written one for the map's incarnation (and copies is false), its
+// coverage map, with the revision the coverage goes by: the coverage
+// map's, else the partition map's.
+func (v *viewCoverage) read(bucket string, copies bool) (*cluster.PartitionMap, *cluster.CoverageMap, int64, error) {
 	m, rev, _, err := v.mirror.Map(bucket)
-	if err != nil || m == nil {
-		return nil, nil, 0, err
+	if err != nil || m == nil || copies {
+		return m, nil, rev, err
 	}
 	c, crev, _, err := v.mirror.Coverage(bucket)
 	if err != nil {

@@ -120,7 +120,10 @@ func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) 
 // sink.
 func (ix *indexer) syncCover(ctx context.Context, ack func([]uint64) error) error {
 	want, ok := ix.want()
-	if !ok || ix.cover.known && want == ix.cover.set {
+	ix.cover.Lock()
+	held, stored, same := ix.cover.parts, ix.cover.stored, ix.cover.known && want == ix.cover.set
+	ix.cover.Unlock()
+	if !ok || same {
 		return nil
 	}
 	var wantParts []bool
@@ -130,7 +133,7 @@ func (ix *indexer) syncCover(ctx context.Context, ack func([]uint64) error) erro
 	_, seqs := ix.Position()
 	var rewind []int
 	for p := range seqs {
-		if seqs[p] != 0 && (!ix.cover.stored || covers(ix.cover.parts, p) != covers(wantParts, p)) {
+		if seqs[p] != 0 && (!stored || covers(held, p) != covers(wantParts, p)) {
 			rewind = append(rewind, p)
 		}
 	}
@@ -148,8 +151,9 @@ func (ix *indexer) syncCover(ctx context.Context, ack func([]uint64) error) erro
 			return fmt.Errorf("views: %s: setting the partitions it holds: %w", ix.id, err)
 		}
 	}
-	same := ix.cover.stored && (ix.cover.parts == nil) == (wantParts == nil) && slices.Equal(ix.cover.parts, wantParts)
-	if !same {
+	ix.cover.Lock()
+	defer ix.cover.Unlock()
+	if !stored || (held == nil) != (wantParts == nil) || !slices.Equal(held, wantParts) {
 		if err := writeCover(coverPath(ix.cfg.Path), wantParts, !ix.cfg.NoSync); err != nil {
 			return err
 		}

@@ -85,11 +85,13 @@ type indexer struct {
 	}
 	// want is the set of partitions the service has for the bucket (see
 	// Service.Cover); filter the set Prepare indexes (nil: every
-	// partition), cover what the index holds (see syncCover; changed with
-	// the right to change the sink held).
+	// partition), cover what the index holds (see syncCover: changed with
+	// the right to change the sink held, and under its mutex, which moveTo
+	// takes too).
 	want   func() (*coverSet, bool)
 	filter atomic.Pointer[[]bool]
 	cover  struct {
+		sync.Mutex
 		parts  []bool    // the partitions the index holds rows of (nil: all)
 		stored bool      // parts is known (its file could be read)
 		set    *coverSet // the service's set parts comes from
@@ -143,6 +145,8 @@ func (ix *indexer) Rewind(ctx context.Context, parts []int, durable func()) erro
 // where it was, and so does cfg.Path. The caller holds the bucket's change
 // lock.
 func (ix *indexer) moveTo(path string, rename func(oldpath, newpath string) error) error {
+	ix.cover.Lock()
+	defer ix.cover.Unlock()
 	if ix.cfg.Path == "" || ix.cfg.Path == path {
 		return nil
 	}

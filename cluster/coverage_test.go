@@ -1,8 +1,13 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // TestMoveCoverageSwitchesOnlyAfterCatchUp: a partition whose coverer is
@@ -113,4 +118,135 @@ func TestMoveCoverageWithoutUpVoter(t *testing.T) {
 			t.Fatalf("partition %d whose only copy is on %s: %+v", p, m.Partitions[p].Leader, e)
 		}
 	}
+}
+
+// TestCoverageSwitchInEtcd: on four nodes, the orchestrator writes the
+// bucket's coverage map with the preferred leaders; once n4 is down it
+// names next coverers for n4's partitions and keeps n4 named as their
+// coverer, through the failover of its copies, while no next coverer has
+// reported; a report at the revision the naming was conditioned on (made
+// before it) switches nothing, even once another node's report switched
+// that node's partitions; a report at a later revision switches the
+// reporter's partitions, in the map a TopologyMirror follows.
+func TestCoverageSwitchInEtcd(t *testing.T) {
+	ctx := context.Background()
+	peers := testPeers(t, 4)
+	logs := &syncLog{}
+	var cfgs []Config
+	for _, p := range peers {
+		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
+	}
+	nodes := startAll(t, ctx, cfgs)
+	defer closeAll(nodes)
+	cli := nodes[0].Client()
+	mirror := NewTopologyMirror(cli)
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go mirror.Run(mctx)
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var c *CoverageMap
+	eventually(t, "the coverage map written", func() (bool, string) {
+		var err error
+		c, _, err = ReadCoverage(ctx, cli, "b")
+		return err == nil && c != nil, fmt.Sprint(err)
+	})
+	m, _, err := ReadMap(ctx, cli, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n4s []int
+	for p, e := range c.Partitions {
+		if e.Coverer != m.Partitions[p].Leader || e.Next != "" {
+			t.Fatalf("partition %d: %+v, leader %s", p, e, m.Partitions[p].Leader)
+		}
+		if e.Coverer == "n4" {
+			n4s = append(n4s, p)
+		}
+	}
+	if len(n4s) == 0 {
+		t.Fatal("n4 covers nothing")
+	}
+
+	if err := nodes[3].stop(false); err != nil {
+		t.Logf("stopping n4: %v", err)
+	}
+	nodes[3] = nil
+	var rev int64
+	eventually(t, "next coverers named for n4's partitions, and its copies failed over", func() (bool, string) {
+		var err error
+		if c, rev, err = ReadCoverage(ctx, cli, "b"); err != nil {
+			return false, err.Error()
+		}
+		m, _, err := ReadMap(ctx, cli, "b")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range n4s {
+			if c.Partitions[p].Next == "" || slices.Contains(m.Partitions[p].Voters, "n4") {
+				return false, fmt.Sprintf("partition %d: %+v, voters %v", p, c.Partitions[p], m.Partitions[p].Voters)
+			}
+		}
+		return true, ""
+	})
+	byNext := map[string][]int{}
+	for _, p := range n4s {
+		e := c.Partitions[p]
+		if e.Coverer != "n4" {
+			t.Fatalf("partition %d switched to %s with no report: %+v", p, e.Coverer, e)
+		}
+		byNext[e.Next] = append(byNext[e.Next], p)
+	}
+	if len(byNext) < 2 {
+		t.Fatalf("n4's partitions all go to one node: %v", byNext)
+	}
+	names := slices.Sorted(maps.Keys(byNext))
+	early, ready := names[0], names[1]
+	// early reports at the revision the naming was conditioned on: too
+	// early to count; ready reports at the current revision.
+	after := c.Partitions[byNext[early][0]].NextAfter
+	if err := PublishCoverageReady(ctx, cli, "b", early, CoverageReady{Rev: after, Partitions: byNext[early]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishCoverageReady(ctx, cli, "b", ready, CoverageReady{Rev: rev, Partitions: byNext[ready]}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ready+"'s partitions switched, in the mirror", func() (bool, string) {
+		mc, _, _, err := mirror.Coverage("b")
+		if err != nil || mc == nil {
+			return false, fmt.Sprint(err)
+		}
+		for _, p := range byNext[ready] {
+			if e := mc.Partitions[p]; e.Coverer != ready { // (coverage may then move on to a leader that settled)
+				return false, fmt.Sprintf("partition %d: %+v", p, e)
+			}
+		}
+		c = mc
+		return true, ""
+	})
+	for _, p := range byNext[early] {
+		if e := c.Partitions[p]; e.Coverer != "n4" || e.Next != early {
+			t.Fatalf("partition %d switched on a report made before %s was named: %+v", p, early, e)
+		}
+	}
+	_, rev, err = ReadCoverage(ctx, cli, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishCoverageReady(ctx, cli, "b", early, CoverageReady{Rev: rev, Partitions: byNext[early]}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, early+"'s partitions switched once it reported in time", func() (bool, string) {
+		c, _, err := ReadCoverage(ctx, cli, "b")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range byNext[early] {
+			if e := c.Partitions[p]; e.Coverer != early {
+				return false, fmt.Sprintf("partition %d: %+v", p, e)
+			}
+		}
+		return true, ""
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // A cluster node's view indexes hold only the partitions it covers (see
@@ -76,17 +77,24 @@ func (s *Service) Cover(ctx context.Context, bucket string, parts []bool) error 
 	return errors.Join(errs...)
 }
 
+// barrierWait bounds how long CatchUpPartitions waits for the copies to
+// be made current (a partition without a leader): its caller retries.
+const barrierWait = 30 * time.Second
+
 // CatchUpPartitions brings every view index of bucket up to the node's
 // copies of partitions parts as they are once made current (each one's
-// leader's acknowledged writes: engine.Bucket.MakeCurrent), as a
-// stale=false query does: a node about to cover parts reports it caught up
-// after this returns.
+// leader's acknowledged writes: engine.Bucket.MakeCurrent, given up to
+// barrierWait), as a stale=false query does: a node about to cover parts
+// reports it caught up after this returns.
 func (s *Service) CatchUpPartitions(ctx context.Context, bucket string, parts []int) error {
 	bv, err := s.lookup(bucket)
 	if err != nil {
 		return err
 	}
-	if err := bv.Bucket.MakeCurrent(ctx, parts); err != nil {
+	bctx, cancel := context.WithTimeout(ctx, barrierWait)
+	err = bv.Bucket.MakeCurrent(bctx, parts)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("views: making partitions current before indexing them: %w", err)
 	}
 	for _, ix := range bv.Members() {

@@ -28,10 +28,14 @@
 //	search/BUCKET/NAME  a full-text index definition as stored (uuid included)
 //	collections/BUCKET/manifest  engine.Manifest JSON: scopes, collection IDs
 //	layout/BUCKET       a key whose mod revision is the bucket's layout revision
+//	coverage/BUCKET     CoverageMap JSON: each partition's views coverer (and next
+//	                    coverer), written by the orchestrator only
+//	coverready/BUCKET/NODE  CoverageReady JSON: a next coverer's report that its
+//	                    view indexes caught up
 //
 // The ddocs, search and collections keys are written by the node a client
 // asked (after its own service checked the change) and mirrored by every
 // node (DefMirror), which applies them to its own services and buckets.
-// The maps, nodes and layout keys are mirrored by every node's
+// The maps, nodes, layout and coverage keys are mirrored by every node's
 // TopologyMirror, the one owner of the partition map as the node knows it.
 package cluster

@@ -90,7 +90,9 @@ func (o *Orchestrator) fenced(ctx context.Context, key string, readRev int64, op
 // leaderStep moves per bucket) of a bucket whose voters (of partitions not
 // degraded) have all been up for LeaderSettle, and this term failed over
 // nothing of for LeaderSettle, keeping where they are the leaderships of
-// partitions in which a leader reports a follower lagging.
+// partitions in which a leader reports a follower lagging; and it keeps
+// each bucket's views' coverage map (reconcileCoverage), and removes that
+// of a bucket whose map is gone.
 func (o *Orchestrator) reconcile(ctx context.Context) error {
 	st, err := readState(ctx, o.cli)
 	if err != nil {

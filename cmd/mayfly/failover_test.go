@@ -131,6 +131,12 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	}
 	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
 	t.Logf("leaders follow the map %v after the processes started", time.Since(began).Round(100*time.Millisecond))
+	// A view over the documents: whole at every node through the
+	// failovers, once each dead node's partitions have a coverer that
+	// caught up from its copy (a spare's copy included).
+	if code, body, err := viewReq(http.MethodPut, nodes[0].http, "/default/_design/scatter", scatterDDoc); err != nil || code != http.StatusCreated {
+		t.Fatalf("PUT a design document: %d %s %v", code, body, err)
+	}
 
 	victim.kill()
 	killed := time.Now()
@@ -151,6 +157,7 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	// The map as it is now: once the spares caught up, the orchestrator
 	// also evens the preferred leaders out over the three.
 	eventuallyT(t, "every group led by the map's preferred leader after the failover", func() error { return leadersFollowCurrentMap(nodes, peers) })
+	viewWhole(t, nodes, peers, acked)
 
 	// The failed-over node comes back: every copy it had moved away, so
 	// their documents leave its bucket (its disk too) rather than stay
@@ -237,6 +244,7 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	for _, n := range nodes[:3] {
 		eventuallyT(t, n.name+" reads every acknowledged write after the return", func() error { return readsAcked(n, acked) })
 	}
+	viewWhole(t, nodes, peers, acked)
 }
 
 // leadersFollowCurrentMap is leadersFollowMap of the map as etcd has it

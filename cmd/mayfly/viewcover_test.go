@@ -161,3 +161,29 @@ func TestViewsIndexOnlyCoveredPartitions(t *testing.T) {
 	}
 	t.Logf("rows per survivor's index after the kill: %v", after)
 }
+
+// viewWhole waits until every live node of nodes answers scatterDDoc's
+// queries as one node holding the acknowledged documents acked would,
+// without "errors", and its index holds exactly the partitions it covers.
+func viewWhole(t *testing.T, nodes []*procNode, peers []string, acked map[string]ackedDoc) {
+	t.Helper()
+	answers := scatterAnswers(acked)
+	for _, n := range nodes {
+		if n.cmd == nil {
+			continue
+		}
+		eventuallyT(t, n.name+" answers the whole view", func() error {
+			for q, want := range answers {
+				code, got, err := viewReq(http.MethodGet, n.http, "/default/_design/scatter/_view/v"+q, "")
+				if err != nil || code != http.StatusOK || got != want {
+					return fmt.Errorf("view query %s: %d %v\n got %.300q\nwant %.300q", q, code, err, got, want)
+				}
+			}
+			return nil
+		})
+	}
+	eventuallyT(t, "each live node's index holds the partitions it covers", func() error {
+		_, err := indexesHoldTheirCoverage(nodes, peers, acked)
+		return err
+	})
+}

@@ -523,7 +523,7 @@ func TestDocRecordLen(t *testing.T) {
 	for _, d := range []*Document{
 		{},
 		{Value: []byte("v"), CAS: 1<<63 + 5, RevSeq: 127, Seq: 128, Partition: 1023, Flags: 1<<32 - 1,
-			Expiration: -1, TS: 1<<62, CreatedAt: -1 << 63},
+			Expiration: -1, TS: 1 << 62, CreatedAt: -1 << 63},
 		{Deleted: true, DeletedAt: 1_800_000_000, CAS: 1_700_000_000_000_000_000, Seq: 1 << 40},
 		testDoc(3, "key:17", 17, 99, 12345, 2_000_000_000, strings.Repeat("x", 300)),
 	} {

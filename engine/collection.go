@@ -187,16 +187,14 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 	if len(value) > MaxValueLen {
 		return nil, fmt.Errorf("%w: value is %d bytes, the limit is %d", ErrValueTooLarge, len(value), MaxValueLen)
 	}
-	// The value is not copied here: the version is made with the
-	// caller's (borrowed), and mutate copies it into the partition's arena
-	// under the lock (stageLocked), where publishing it finds it.
-	typ := DetectType(value)
+	val := append([]byte(nil), value...)
+	typ := DetectType(val)
 	return c.b.mutate(ctx, docKey{cid: c.id, key: key}, o.Durability, o.Resident, func(old *Document, now int64) (*Document, error) {
 		cs, maxTTL := c.b.ttlFor(c.id)
 		var dttl int64
 		if cs.DefaultTTL != 0 {
 			var err error
-			if dttl, err = DocTTL(value, typ); err != nil {
+			if dttl, err = DocTTL(val, typ); err != nil {
 				return nil, err
 			}
 		}
@@ -212,7 +210,7 @@ func (c *Collection) store(ctx context.Context, key string, value []byte, o Writ
 		if old != nil && old.CreatedAt != 0 {
 			created = old.CreatedAt
 		}
-		d := &Document{Value: value, borrowed: true, Type: typ, Flags: o.Flags, TS: now, CreatedAt: created, CAS: o.CAS}
+		d := &Document{Value: val, Type: typ, Flags: o.Flags, TS: now, CreatedAt: created, CAS: o.CAS}
 		if o.PreserveExpiry && old != nil {
 			d.Expiration, d.ExpiryPinned = old.Expiration, old.ExpiryPinned
 		} else {

@@ -104,15 +104,6 @@ type Document struct {
 	// (Bucket.withValue) before a Document leaves the engine, so no caller
 	// ever sees an ejected version.
 	ejected bool
-	// borrowed marks a version a write's fn made with the caller's value
-	// itself (Collection.store): the value is copied, into the partition's
-	// arena (docTable.stage), under the partition's lock before the write
-	// returns, and then staged is set.
-	borrowed bool
-	// staged marks a version whose Value aliases an arena entry the
-	// partition's table staged for it: publishing it adopts that entry
-	// instead of copying the value again (docTable.put).
-	staged bool
 }
 
 // Rev returns the revision string views see as meta.rev:

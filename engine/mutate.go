@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -111,13 +110,9 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 			c := *prev // replicate reads it after the lock
 			prev = &c
 		}
-		if d.borrowed {
-			d.Value, d.borrowed = bytes.Clone(d.Value), false
-		}
 		p.mu.Unlock()
 		return b.replicate(ctx, r, p, k, prev, d, now)
 	}
-	stageLocked(p, k, d)
 	b.stampLocked(p, k, prev, d, now)
 	cb, wait, err := b.queueAtLocked(p, k, prev, d, b.durability(req).Persists())
 	p.mu.Unlock()
@@ -131,25 +126,6 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 	}
 	b.maybeEvict(ctx)
 	return d, nil
-}
-
-// stageLocked copies a borrowed value (Document.borrowed: the caller's
-// own bytes) into p's arena, where publishing the version adopts it
-// (docTable.put): one copy a write instead of two, and none of them an
-// allocation of its own. An empty value becomes nil, as a copy of it by
-// append would.
-//
-// REQUIRES: p.mu held for writing.
-func stageLocked(p *partition, k docKey, d *Document) {
-	if !d.borrowed {
-		return
-	}
-	d.borrowed = false
-	if len(d.Value) == 0 {
-		d.Value = nil
-		return
-	}
-	d.Value, d.staged = p.mu.docs.stage(k.key, d.Value), true
 }
 
 // publishLocked stamps d as the next version of k after prev (the newest

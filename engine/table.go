@@ -356,62 +356,9 @@ func (t *docTable) put(k docKey, d *Document) (uint32, version) {
 		t.wide[i] = wideFields{exp: d.Expiration, deletedAt: d.DeletedAt, ts: d.TS, createdAt: d.CreatedAt, revSeq: d.RevSeq, typ: d.Type}
 	}
 	r.meta = m
-	if c, off, ok := t.adopt(k.key, d); ok {
-		r.chunk, r.off = c, off
-	} else {
-		r.chunk, r.off = t.appendEntry(k.key, value)
-	}
+	r.chunk, r.off = t.appendEntry(k.key, value)
 	t.maybeCompact()
 	return i, old
-}
-
-// stage appends key and value to the arena for a version that is not
-// committed yet (a write on its way to disk) and returns the value's copy,
-// aliasing the chunk: put adopts the entry when the version is published
-// (adopt) instead of copying the value a second time. Until then its bytes
-// count as dead, so an entry never adopted (its commit failed, or a
-// compaction came first) is dropped by a compaction like any other.
-func (t *docTable) stage(key string, value []byte) []byte {
-	chunk, off := t.appendEntry(key, value)
-	n := int64(len(key) + len(value))
-	t.live -= n
-	t.dead += n
-	start := int(off) + len(key)
-	end := start + len(value)
-	return t.chunks[chunk][start:end:end]
-}
-
-// adoptScan is how many of the newest chunks adopt looks in: a staged
-// entry is published a group commit after it was written (milliseconds),
-// and a partition starts a new chunk only when one fills.
-const adoptScan = 4
-
-// adopt returns where the entry stage made for d's value (d.staged) is in
-// the arena, with key before it, and counts its bytes live. It reports
-// false when the entry is not among the newest chunks (a compaction
-// dropped it): put then copies the value.
-func (t *docTable) adopt(key string, d *Document) (chunk, off uint32, ok bool) {
-	if !d.staged || d.Deleted || d.ejected || len(d.Value) == 0 {
-		return 0, 0, false
-	}
-	v := uintptr(unsafe.Pointer(unsafe.SliceData(d.Value)))
-	for i := len(t.chunks) - 1; i >= 0 && i >= len(t.chunks)-adoptScan; i-- {
-		c := t.chunks[i]
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
-		if v < base+uintptr(len(key)) || v >= base+uintptr(len(c)) {
-			continue
-		}
-		start := int(v - base)
-		o := start - len(key)
-		if start+len(d.Value) > len(c) || string(c[o:start]) != key {
-			return 0, 0, false
-		}
-		n := int64(len(key) + len(d.Value))
-		t.live += n
-		t.dead -= n
-		return uint32(i), uint32(o), true
-	}
-	return 0, 0, false
 }
 
 // remove drops k's record and returns the version it held and whether it

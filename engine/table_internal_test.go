@@ -51,26 +51,7 @@ func testDocTableModel(t *testing.T, slotBits int) {
 	keyOf := func() docKey {
 		return docKey{cid: CollectionID(rng.IntN(3)), key: fmt.Sprintf("key-%d", rng.IntN(400))}
 	}
-	type pending struct {
-		k docKey
-		d *Document
-	}
-	var staged []pending
-	adopted := 0
-	put := func(k docKey, d *Document) {
-		tab.put(k, d)
-		model[k] = d
-		if i, ok := tab.find(k); ok && d.staged && unsafe.SliceData(tab.doc(i).Value) == unsafe.SliceData(d.Value) {
-			adopted++
-		}
-	}
 	for step := range 40_000 {
-		if len(staged) > 0 && rng.IntN(4) == 0 {
-			i := rng.IntN(len(staged))
-			p := staged[i]
-			staged = append(staged[:i], staged[i+1:]...)
-			put(p.k, p.d)
-		}
 		k := keyOf()
 		switch op := rng.IntN(10); {
 		case op < 6:
@@ -101,20 +82,8 @@ func testDocTableModel(t *testing.T, slotBits int) {
 			default:
 				d.Value = []byte(fmt.Sprintf(`{"step":%d,"pad":"%s"}`, step, bytes.Repeat([]byte{'x'}, rng.IntN(300))))
 			}
-			if d.Value != nil && !d.Deleted && rng.IntN(3) == 0 {
-				// A write's value staged in the arena before its commit
-				// (stageLocked), published now, a few steps later, or
-				// never (its commit failed).
-				d.Value, d.staged = tab.stage(k.key, d.Value), true
-				switch rng.IntN(4) {
-				case 0:
-					staged = append(staged, pending{k, d})
-					continue
-				case 1:
-					continue
-				}
-			}
-			put(k, d)
+			tab.put(k, d)
+			model[k] = d
 		case op < 8:
 			_, queued := tab.remove(k)
 			if queued {
@@ -145,12 +114,6 @@ func testDocTableModel(t *testing.T, slotBits int) {
 			t.Fatalf("a version read earlier changed: %q %q, was %q %q", h.d.Key, h.d.Value, h.key, h.value)
 		}
 	}
-	if tab.dead < 0 {
-		t.Errorf("arena: %d dead bytes", tab.dead)
-	}
-	if adopted == 0 {
-		t.Error("no staged value was adopted: every one was copied again")
-	}
 	if slotBits < 24 && tab.slotBits <= 8 {
 		t.Errorf("index entries have %d bits of record number for %d records", tab.slotBits, len(tab.recs))
 	}
@@ -170,7 +133,7 @@ func checkTableModel(t *testing.T, tab *docTable, model map[docKey]*Document) {
 			t.Fatalf("%v missing", k)
 		}
 		w := *want
-		w.Created, w.staged = false, false // not kept
+		w.Created = false // not kept
 		if !reflect.DeepEqual(got, &w) {
 			t.Fatalf("%v reads back as\n%+v\nwant\n%+v", k, got, &w)
 		}

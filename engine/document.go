@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 
@@ -210,6 +211,22 @@ func appendDocRecord(buf []byte, d *Document) []byte {
 	buf = binary.AppendVarint(buf, d.CreatedAt)
 	return append(buf, d.Value...)
 }
+
+// docRecordLen returns the length of d's persistent record
+// (appendDocRecord's).
+func docRecordLen(d *Document) int {
+	n := 2 + len(d.Value)
+	for _, u := range [...]uint64{d.CAS, d.RevSeq, d.Seq, uint64(d.Partition), uint64(d.Flags)} {
+		n += uvarintLen(u)
+	}
+	for _, v := range [...]int64{d.Expiration, d.DeletedAt, d.TS, d.CreatedAt} {
+		n += uvarintLen(uint64(v)<<1 ^ uint64(v>>63)) // zig-zag, as binary.AppendVarint
+	}
+	return n
+}
+
+// uvarintLen returns the length of u as binary.AppendUvarint writes it.
+func uvarintLen(u uint64) int { return 1 + (bits.Len64(u|1)-1)/7 }
 
 // decodeDocRecord decodes a stored document record: its store key (the
 // collection's 4 bytes, then the document key, as both stores write it)

@@ -182,9 +182,11 @@ type pebbleStorage struct {
 		// one (nil after a failed commit): a batch from NewBatch grows its
 		// buffer from nothing whenever the collector has emptied pebble's
 		// pool, about a record's bytes allocated per write.
-		batch *pebble.Batch
-		key   []byte // a commit's scratch document key
-		enc   []byte // a commit's scratch document encoding
+		batch    *pebble.Batch
+		batchCap int    // the bytes batch's buffer holds (0: none kept)
+		batchLen int    // the last commit's batch length (tests: batchBytes bounds it)
+		key      []byte // a commit's scratch document key
+		enc      []byte // a commit's scratch document encoding
 	}
 }
 
@@ -523,10 +525,52 @@ func (s *pebbleStorage) encode(record) []byte { return nil }
 const scratchMax = 64 << 10
 
 // batchKeptMax is the largest buffer the kept batch keeps (pebble's
-// default is 1 MiB): a commit of a few hundred small documents, the usual
-// group commit. A larger one's, a backlog's, is left to the collector
-// rather than held in the live heap.
-const batchKeptMax = 64 << 10
+// default is 1 MiB). At durability none the memcached benchmark's group
+// commits held 277 sets of 100 bytes on average (~47 KB), and a good part
+// of them passed 64 KiB: a kept buffer of 64 KiB at most was dropped by
+// those and grown again from 1 KiB by doubling, 310 bytes allocated a
+// set, a third of a set's garbage. 256 KiB keeps the usual commit's
+// buffer; a larger one's, a backlog's, is left to the collector rather
+// than held in the live heap (a batch whose memtable share passes half
+// the memtable is a flushable batch, whose buffer pebble gives up itself).
+const batchKeptMax = 256 << 10
+
+// pebbleBatchHeader is the size of a pebble batch's header (Batch.Len of
+// an empty batch).
+const pebbleBatchHeader = 12
+
+// batchBytes bounds the bytes commit's pebble batch takes for recs: a
+// batch too small for them is replaced by one of this size before the
+// first record, instead of growing by doubling (each step a new buffer and
+// a copy: about twice the batch allocated, for every commit that passes
+// the kept buffer).
+//
+// REQUIRES: s.mu held.
+func (s *pebbleStorage) batchBytes(recs []record) int {
+	// An operation: its kind, two uvarint lengths (pebble reserves five
+	// bytes each while it writes one), the key and the value.
+	const op = 1 + 2*binary.MaxVarintLen32
+	n := pebbleBatchHeader + op + 1 + 4 + 8 // the CAS
+	for i := range recs {
+		r := &recs[i]
+		key := 1 + 4 + len(r.key.key)
+		n += op + key
+		if !r.purge {
+			n += docRecordLen(r.doc)
+		}
+		if r.oldExp != r.newExp() {
+			n += 2 * (op + 13 + len(r.key.key)) // the expiry entries
+		}
+	}
+	// The 'w' record: 10 bytes a touched partition, every partition at a
+	// checkpoint, which also deletes the records before it.
+	l := &s.mu.seq
+	n += op + 9 + 10*len(recs)
+	if l.next-l.first >= l.every {
+		n += 10*len(l.seqs) + int(l.next-l.first)*(op+9)
+	}
+	return n
+}
 
 func (s *pebbleStorage) commit(recs []record) error {
 	exit, err := s.enter()
@@ -540,15 +584,28 @@ func (s *pebbleStorage) commit(recs []record) error {
 		return errReserveGone
 	}
 	b := s.mu.batch
-	if b == nil {
-		b = s.db.NewBatch(pebble.WithMaxRetainedSizeBytes(batchKeptMax))
+	if need := s.batchBytes(recs); b == nil || s.mu.batchCap < need {
+		if b != nil {
+			b.Close()
+		}
+		b = s.db.NewBatchWithSize(need, pebble.WithMaxRetainedSizeBytes(batchKeptMax))
 	}
-	s.mu.batch = nil
+	s.mu.batch, s.mu.batchCap = nil, 0
 	ok := false
 	defer func() {
 		if ok {
+			// What Reset keeps: the buffer, unless it passed
+			// batchKeptMax or pebble took it (a flushable batch's,
+			// emptied by its commit).
+			kept := 0
+			s.mu.batchLen = b.Len()
+			if b.Len() > pebbleBatchHeader {
+				if c := cap(b.Repr()); c <= batchKeptMax {
+					kept = c
+				}
+			}
 			b.Reset()
-			s.mu.batch = b
+			s.mu.batch, s.mu.batchCap = b, kept
 		} else {
 			b.Close()
 		}

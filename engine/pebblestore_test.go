@@ -515,3 +515,62 @@ func TestPebbleReusedBatchKeepsEachDocument(t *testing.T) {
 		}
 	}
 }
+
+// docRecordLen is the length appendDocRecord writes, for the values a
+// record's varints take at their bounds (zero, one byte's, the largest,
+// negative times).
+func TestDocRecordLen(t *testing.T) {
+	for _, d := range []*Document{
+		{},
+		{Value: []byte("v"), CAS: 1<<63 + 5, RevSeq: 127, Seq: 128, Partition: 1023, Flags: 1<<32 - 1,
+			Expiration: -1, TS: 1 << 62, CreatedAt: -1 << 63},
+		{Deleted: true, DeletedAt: 1_800_000_000, CAS: 1_700_000_000_000_000_000, Seq: 1 << 40},
+		testDoc(3, "key:17", 17, 99, 12345, 2_000_000_000, strings.Repeat("x", 300)),
+	} {
+		if got, want := docRecordLen(d), len(appendDocRecord(nil, d)); got != want {
+			t.Errorf("docRecordLen(%+v) = %d, the record is %d bytes", d, got, want)
+		}
+	}
+}
+
+// A commit's pebble batch is sized before its first record (batchBytes),
+// so that it never grows by doubling: the bound holds for writes, purges,
+// expiry entries that change and a sequence-log checkpoint, and the kept
+// buffer serves the next commit of the same size.
+func TestPebbleBatchBytesBoundsTheBatch(t *testing.T) {
+	st, err := openPebbleStorageOn(vfs.NewMem(), "/db", &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(false)
+	st.mu.seq.every = 3 // a checkpoint every third commit
+	seq := uint64(0)
+	for round := range 7 {
+		var recs []record
+		for i := range 50 + 40*round {
+			seq++
+			k := fmt.Sprintf("key:%d", (i*7919)%500)
+			switch i % 5 {
+			case 0, 2: // an expiry entry replaced
+				recs = append(recs, put(testDoc(0, k, uint16(i%1024), seq, seq, 2_000_000_000+int64(i), `{"v":1}`), 1_900_000_000))
+			case 1: // a purge
+				recs = append(recs, record{purge: true, key: docKey{key: k}, part: uint16(i % 1024), seq: seq})
+			default:
+				recs = append(recs, put(testDoc(0, k, uint16(i%1024), seq, seq, 0, strings.Repeat("v", 100+i)), 0))
+			}
+		}
+		st.mu.Lock()
+		need := st.batchBytes(recs)
+		st.mu.Unlock()
+		mustCommit(t, st, recs...)
+		st.mu.Lock()
+		used, kept := st.mu.batchLen, st.mu.batchCap
+		st.mu.Unlock()
+		if used > need || need > used+used/5 {
+			t.Fatalf("round %d: the batch took %d bytes, batchBytes said %d (at most, and within a fifth)", round, used, need)
+		}
+		if kept < used {
+			t.Fatalf("round %d: the kept buffer holds %d bytes, the batch took %d", round, kept, used)
+		}
+	}
+}

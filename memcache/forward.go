@@ -24,7 +24,12 @@ import (
 // connection's pipeline, in order. A forwarding connection opens with
 // "mayfly_forwarded": the node it reaches carries out its commands itself
 // and never forwards them again (a partition it no longer leads refuses
-// the write naming the leader, as before routing).
+// the write naming the leader, as before routing). A Route may say where
+// else to go (Route.Reroute): when its node cannot be reached (the command
+// was not sent) the command goes to the node Reroute names instead, once;
+// when its node refuses it naming the partition's leader ("... led by node
+// NAME ..."), it goes there, once. Every hop is made by the node the
+// client reached.
 
 // Route says where a command for a key is carried out.
 type Route struct {
@@ -42,6 +47,14 @@ type Route struct {
 	Barrier func(ctx context.Context) error
 	// Partition is the key's partition, with Barrier.
 	Partition int
+	// Reroute, when set on a Route with Addr, is asked for another route
+	// of the same key: with leader "" when Node could not be reached (the
+	// command was not sent), or with the node Node's refusal named (a
+	// SERVER_ERROR line saying "not my vbucket" and "led by node NAME").
+	// Each is asked at most once a command. ok is false when there is
+	// nowhere else to go: the command is then answered with what the
+	// forward met.
+	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
 }
 
 // forwardHello opens a forwarding connection; the reply is "OK".
@@ -59,6 +72,10 @@ const (
 	fwdMaxIdle  = 16 // pooled connections kept per leader
 	fwdMaxValue = engine.MaxValueLen + 1<<10
 )
+
+// errNotSent is a forward's failure to reach its node (a dial, or the
+// forwarding connection's opening): the command was not sent.
+var errNotSent = errors.New("the command was not sent")
 
 // errForward is a forwarding failure: the leader could not be reached or
 // broke off; a write's outcome is then unknown.
@@ -154,7 +171,7 @@ type fwdValue struct {
 func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval bool) (line string, v *fwdValue, err error) {
 	c, err := f.get(ctx, addr)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -319,11 +336,64 @@ func (c *session) confirmRead(ctx context.Context, rt Route) (reply string, bloc
 // forwardReply carries out req at rt's node and returns its reply line
 // (a write's or a touch's), or a SERVER_ERROR saying why it could not.
 func (s *Server) forwardReply(ctx context.Context, rt Route, req []byte) string {
-	line, _, err := s.fwd.do(ctx, rt.Addr, req, false)
+	line, _, rt, err := s.forwardDo(ctx, rt, req, false)
 	if err != nil {
 		return s.forwardFailed(rt, err)
 	}
 	return line
+}
+
+// forwardDo carries out req at rt's node and returns its reply (as
+// forwarder.do) and the route it took: rt's, or one its Reroute gave when
+// rt's node could not be reached or refused req naming the partition's
+// leader (each once at most: req is sent three times at most).
+func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, Route, error) {
+	var unreachable, refused bool
+	for {
+		line, v, err := s.fwd.do(ctx, rt.Addr, req, retrieval)
+		if rt.Reroute == nil {
+			return line, v, rt, err
+		}
+		var next Route
+		ok := false
+		switch {
+		case err != nil && errors.Is(err, errNotSent) && !unreachable:
+			unreachable = true
+			next, ok = rt.Reroute(ctx, "")
+		case err == nil && !refused:
+			if l := refusalLeader(line); l != "" {
+				refused = true
+				next, ok = rt.Reroute(ctx, l)
+			}
+		}
+		if !ok || next.Addr == "" {
+			return line, v, rt, err
+		}
+		rt = next
+	}
+}
+
+// refusalLeader returns the node a refusal line names as the partition's
+// leader: a SERVER_ERROR saying "not my vbucket" (engine.ErrNotMyVBucket)
+// and "led by node NAME" (the router's and the replicator's wording); ""
+// for any other line.
+func refusalLeader(line string) string {
+	const notMine, ledBy = "not my vbucket", "led by node "
+	if !strings.HasPrefix(line, replyServerErrorSP) || !strings.Contains(line, notMine) {
+		return ""
+	}
+	i := strings.Index(line, ledBy)
+	if i < 0 {
+		return ""
+	}
+	name := line[i+len(ledBy):]
+	end := strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})
+	if end >= 0 {
+		name = name[:end]
+	}
+	return name
 }
 
 // forwardFailed is the reply of a command that could not be forwarded.
@@ -344,7 +414,7 @@ func (s *Server) forwardGet(ctx context.Context, rt Route, key string, touch boo
 		req = append([]byte("gets "), key...)
 	}
 	req = append(req, '\r', '\n')
-	line, v, err := s.fwd.do(ctx, rt.Addr, req, true)
+	line, v, rt, err := s.forwardDo(ctx, rt, req, true)
 	switch {
 	case err != nil:
 		return nil, s.forwardFailed(rt, err)

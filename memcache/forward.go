@@ -271,42 +271,30 @@ func trimCRLF(s string) string {
 
 // routeOf says whether key's command goes to another node: ok true with
 // its route, or a reply line (non-empty) when the key's partition has no
-// leader to go to. A forwarded connection's commands are always carried
-// out here.
+// leader to go to. On a forwarded connection (the forwarding node sent
+// the command here as to the partition's leader) the command is routed
+// too, never forwarded again: carried out here (a read takes its Route's
+// Barrier); for a partition this node does not lead (any more) it is
+// refused naming the leader, before anything looks at this node's copy,
+// which may lag (an append, a cas or an incr would otherwise answer
+// NOT_STORED or NOT_FOUND from it), and the forwarding node may follow
+// the name (Route.Reroute).
 func (c *session) routeOf(ctx context.Context, key string) (rt Route, reply string, ok bool) {
 	s := c.s
-	if s.opts.Route == nil || c.forwarded {
+	if s.opts.Route == nil {
 		return Route{}, "", false
-	}
-	rt, err := s.opts.Route(ctx, key)
-	if err != nil {
-		return Route{}, serverError(err), true
-	}
-	if rt.Addr == "" {
-		return rt, "", false // its Barrier, for a read
-	}
-	return rt, "", true
-}
-
-// readRoute is routeOf for a read. On a forwarded connection (the
-// forwarding node sent the read here as to the partition's leader) the
-// read is routed too, never forwarded again: carried out here it takes
-// its Route's Barrier; for a partition this node does not lead (any more)
-// it is refused rather than answered from a copy that may lag.
-func (c *session) readRoute(ctx context.Context, key string) (rt Route, reply string, ok bool) {
-	s := c.s
-	if !c.forwarded || s.opts.Route == nil {
-		return c.routeOf(ctx, key)
 	}
 	rt, err := s.opts.Route(ctx, key)
 	switch {
 	case err != nil:
 		return Route{}, serverError(err), true
-	case rt.Addr != "":
+	case rt.Addr == "":
+		return rt, "", false // its Barrier, for a read
+	case c.forwarded:
 		return Route{}, serverError(fmt.Errorf("%w: key %q's partition is led by node %s; this node does not lead it and does not forward a command forwarded already",
 			engine.ErrNotMyVBucket, key, rt.Node)), true
 	}
-	return rt, "", false
+	return rt, "", true
 }
 
 // confirmRead takes rt's Barrier for a read carried out here, once per

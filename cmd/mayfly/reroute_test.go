@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/httpapi"
 	"github.com/mayflydb/mayfly/replica"
 )
 
@@ -177,5 +181,125 @@ func TestRouterAvoidsAPreferredLeaderThatIsDown(t *testing.T) {
 	}
 	if rt, ok := next.Reroute(ctx, ""); ok {
 		t.Fatalf("Reroute with every voter unreachable or down: %+v; want nowhere", rt)
+	}
+}
+
+// TestNonVoterWritesWhileThePreferredLeaderIsCutOff runs four `mayfly
+// serve --peers` processes and freezes one (SIGSTOP: alive, connections
+// open, silent, as a node cut off), the preferred leader of a quarter of
+// the partitions, with failover ten minutes away. Once its lease expired
+// and its partitions' other voters elected leaders among themselves,
+// every write through a node that holds no copy of such a partition,
+// HTTP and memcached, is acknowledged at the first try by the partition's
+// new leader, and read back through that node; the map still names the
+// frozen node. Before, such a node forwarded to the map's preferred
+// leader, and each write was refused (its address unknown once its lease
+// expired, a dial's timeout before) until the failover.
+func TestNonVoterWritesWhileThePreferredLeaderIsCutOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four server processes")
+	}
+	nodes, peers, _, m := startFourWithDocs(t)
+	victim, live := nodes[3], nodes[:3]
+	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
+
+	// 36 keys of partitions the victim leads, each with the live node
+	// that holds no copy of its partition (24 written over HTTP, 12 over
+	// memcached).
+	type target struct {
+		key     string
+		through *procNode
+		voters  []string // the partition's live voters
+	}
+	var targets []target
+	for i := 0; len(targets) < 36; i++ {
+		if i > 1e6 {
+			t.Fatalf("%d keys of partitions %s leads that a live node holds no copy of", len(targets), victim.name)
+		}
+		k := fmt.Sprintf("cut%d", i)
+		p := m.Partitions[partitionOfKey(k)]
+		if p.Leader != victim.name {
+			continue
+		}
+		for _, n := range live {
+			if !slices.Contains(p.Voters, n.name) {
+				targets = append(targets, target{key: k, through: n, voters: slices.DeleteFunc(slices.Clone(p.Voters), func(v string) bool { return v == victim.name })})
+			}
+		}
+	}
+
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.cmd.Process.Signal(syscall.SIGCONT) }) // before the fixture's stop
+	eventuallyT(t, victim.name+"'s lease expired", func() error {
+		st, err := clusterStatus(peers)
+		if err != nil {
+			return err
+		}
+		if ns, ok := st.Node(victim.name); !ok || ns.Up {
+			return fmt.Errorf("%s still up: %+v", victim.name, ns)
+		}
+		return nil
+	})
+	// The precondition, read from the voters' own configurations (the
+	// leader their groups know): each partition written elected a leader
+	// among its live voters.
+	eventuallyT(t, "new leaders among the live voters", func() error {
+		for _, tg := range targets {
+			for _, v := range tg.voters {
+				n := nodes[v[1]-'1']
+				var cfg kvConfig
+				if err := nodeReq(n, http.MethodGet, "/pools/default/b/default", &cfg); err != nil {
+					return err
+				}
+				row := cfg.VBucketServerMap.VBucketMap[partitionOfKey(tg.key)]
+				if len(row) == 0 || row[0] < 0 || !slices.Contains(tg.voters, fmt.Sprintf("n%d", row[0]+1)) {
+					return fmt.Errorf("%s: %s's partition led by server %v", n.name, tg.key, row)
+				}
+			}
+		}
+		return nil
+	})
+
+	// Each write once: no retry.
+	var failed []string
+	for i, tg := range targets {
+		value := fmt.Sprintf(`{"v":%d}`, i)
+		if i%3 == 2 {
+			reply, err := memcachedCmd(tg.through.mc, fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", tg.key, len(value), value))
+			if err != nil || reply != "STORED" {
+				failed = append(failed, fmt.Sprintf("memcached set %s through %s: %q, %v", tg.key, tg.through.name, reply, err))
+			}
+			continue
+		}
+		code, h, body, err := docReqH(http.MethodPut, tg.through.http, tg.key, value)
+		if err != nil || code != http.StatusOK && code != http.StatusCreated {
+			failed = append(failed, fmt.Sprintf("PUT %s through %s: %d %s %v", tg.key, tg.through.name, code, body, err))
+		} else if by := h.Get(httpapi.RoutedToHeader); !slices.Contains(tg.voters, by) {
+			failed = append(failed, fmt.Sprintf("PUT %s through %s acknowledged by %q, not a live voter of %v", tg.key, tg.through.name, by, tg.voters))
+		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d writes through a node holding no copy failed:\n%s", len(failed), len(targets), strings.Join(failed, "\n"))
+	}
+	for i, tg := range targets {
+		value := fmt.Sprintf(`{"v":%d}`, i)
+		if code, body, err := docReq(http.MethodGet, tg.through.http, tg.key, ""); err != nil || code != http.StatusOK || !strings.Contains(string(body), value) {
+			t.Fatalf("GET %s through %s: %d %s %v; want %s", tg.key, tg.through.name, code, body, err, value)
+		}
+		reply, err := memcachedReply(tg.through.mc, "get "+tg.key+"\r\n")
+		if err != nil || !strings.Contains(reply, value) {
+			t.Fatalf("memcached get %s through %s: %q, %v; want %s", tg.key, tg.through.name, reply, err, value)
+		}
+	}
+	now, err := readDefaultMap(peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range targets {
+		if p := now.Partitions[partitionOfKey(tg.key)]; p.Leader != victim.name {
+			t.Fatalf("the map moved %s's partition (%+v) during the test: a failover, not the routing, answered", tg.key, p)
+		}
 	}
 }

@@ -71,7 +71,16 @@ type Route struct {
 	// when there is nowhere else to go: the request is then answered with
 	// what the forward met.
 	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
+	// Gone, when set on a Route with Addr, is closed once Node is known
+	// to be down (its lease expired: cut off, or dead): a forward in
+	// flight to it is then abandoned and answered 503, its outcome
+	// unknown, rather than waited out.
+	Gone <-chan struct{}
 }
+
+// errNodeGone is the cause of a forward abandoned because its node went
+// down (Route.Gone).
+var errNodeGone = errors.New("the node went down (its lease expired) while the request was in flight")
 
 // forwardTimeout bounds a forwarded request's wait for the leader's
 // answer to begin: longer than a replicated write's own bound (30 s), so
@@ -180,19 +189,32 @@ func notSent(err error) bool {
 // Reroute is asked where else to go, as used says it may be.
 func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used rerouting) {
 	target := &url.URL{Scheme: "http", Host: rt.Addr}
+	in := r // what a reroute sends again
+	if rt.Gone != nil {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-rt.Gone:
+				cancel(errNodeGone)
+			case <-ctx.Done():
+			}
+		}()
+		r = r.WithContext(ctx)
+	}
 	next := func(leader string) bool {
-		nrt, ok := rt.Reroute(r.Context(), leader)
+		nrt, ok := rt.Reroute(in.Context(), leader)
 		if !ok || nrt.Addr == "" {
 			return false
 		}
-		if r.GetBody != nil {
-			body, err := r.GetBody()
+		if in.GetBody != nil {
+			body, err := in.GetBody()
 			if err != nil {
 				return false
 			}
-			r.Body = body
+			in.Body = body
 		}
-		s.forward(w, r, nrt, used)
+		s.forward(w, in, nrt, used)
 		return true
 	}
 	p := &httputil.ReverseProxy{
@@ -214,7 +236,8 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used 
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			gone := context.Cause(r.Context()) == errNodeGone
+			if !gone && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the client left
 			}
 			var ref *refusedBy
@@ -231,6 +254,9 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used 
 				if next("") {
 					return
 				}
+			}
+			if gone {
+				err = errNodeGone
 			}
 			s.log.Warn("forwarding a request to its partition's leader", "leader", rt.Node, "addr", rt.Addr, "err", err)
 			writeError(w, fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (a write's outcome is unknown)",

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
@@ -334,5 +336,46 @@ func TestForwardedBulkLines(t *testing.T) {
 	})
 	if code != http.StatusOK || !strings.Contains(out, `"id":"far3","error":"temporary_failure"`) || !strings.Contains(out, "not my vbucket") {
 		t.Fatalf("a forwarded _bulk line at a node that does not lead: %d %s", code, out)
+	}
+}
+
+// TestForwardAbandonedWhenTheNodeGoes: a request forwarded to a node that
+// holds it without answering (cut off) is answered 503 as soon as the
+// route's Gone closes (the node's lease expired), its outcome unknown,
+// rather than when the node answers.
+func TestForwardAbandonedWhenTheNodeGoes(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	hold := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	}))
+	defer hold.Close()
+	defer close(release)
+	gone := make(chan struct{})
+	f := newFixtureOpts(t, &httpapi.Options{Route: func(context.Context, string, string) (httpapi.Route, error) {
+		return httpapi.Route{Node: "cut", Addr: strings.TrimPrefix(hold.URL, "http://"), From: "first", Gone: gone}, nil
+	}}, nil)
+	type answer struct {
+		code int
+		body string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		code, _, body := f.do(http.MethodPut, "/default/docs/k", "application/json", `{}`)
+		answered <- answer{code, body}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the request did not reach the node")
+	}
+	close(gone)
+	select {
+	case a := <-answered:
+		if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "temporary_failure") || !strings.Contains(a.body, "went down") {
+			t.Fatalf("a forward abandoned as its node went down: %d %s", a.code, a.body)
+		}
+	case <-time.After(time.Minute): // a hang guard: the node never answers
+		t.Fatal("the forward was waited out though its node went down")
 	}
 }

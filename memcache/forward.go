@@ -55,6 +55,11 @@ type Route struct {
 	// nowhere else to go: the command is then answered with what the
 	// forward met.
 	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
+	// Gone, when set on a Route with Addr, is closed once Node is known
+	// to be down (its lease expired: cut off, or dead): a command in
+	// flight to it is then abandoned (a SERVER_ERROR, its outcome
+	// unknown) rather than waited out.
+	Gone <-chan struct{}
 }
 
 // forwardHello opens a forwarding connection; the reply is "OK".
@@ -338,7 +343,7 @@ func (s *Server) forwardReply(ctx context.Context, rt Route, req []byte) string 
 func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, Route, error) {
 	var unreachable, refused bool
 	for {
-		line, v, err := s.fwd.do(ctx, rt.Addr, req, retrieval)
+		line, v, err := s.forwardOnce(ctx, rt, req, retrieval)
 		if rt.Reroute == nil {
 			return line, v, rt, err
 		}
@@ -360,6 +365,32 @@ func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval 
 		rt = next
 	}
 }
+
+// forwardOnce is forwarder.do to rt's node, abandoned when rt.Gone
+// closes first.
+func (s *Server) forwardOnce(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, error) {
+	if rt.Gone == nil {
+		return s.fwd.do(ctx, rt.Addr, req, retrieval)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-rt.Gone:
+			cancel(errNodeGone)
+		case <-ctx.Done():
+		}
+	}()
+	line, v, err := s.fwd.do(ctx, rt.Addr, req, retrieval)
+	if err != nil && context.Cause(ctx) == errNodeGone && !errors.Is(err, errNotSent) {
+		err = errNodeGone
+	}
+	return line, v, err
+}
+
+// errNodeGone is the error of a command abandoned because its node went
+// down (Route.Gone).
+var errNodeGone = errors.New("the node went down (its lease expired) while the command was in flight")
 
 // refusalLeader returns the node a refusal line names as the partition's
 // leader: a SERVER_ERROR saying "not my vbucket" (engine.ErrNotMyVBucket)

@@ -267,3 +267,46 @@ func TestForwardRerouted(t *testing.T) {
 		}
 	})
 }
+
+// TestForwardAbandonedWhenTheNodeGoes: a command forwarded to a node that
+// holds it without answering (cut off) is answered SERVER_ERROR as soon as
+// the route's Gone closes (the node's lease expired), its outcome
+// unknown, rather than when the node answers.
+func TestForwardAbandonedWhenTheNodeGoes(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		t.Cleanup(func() { checkNoLeaks(t) }) // runs last: after the server closed
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		entered := make(chan struct{})
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 4096)
+			n, _ := c.Read(buf) // the hello
+			if !strings.HasPrefix(string(buf[:n]), forwardHello) {
+				return
+			}
+			c.Write([]byte("OK\r\n"))
+			c.Read(buf) // the command, never answered
+			close(entered)
+			c.Read(buf) // until the forwarding node closes it
+		}()
+		gone := make(chan struct{})
+		f := bareFixture(t, &Options{IO: io, Route: func(context.Context, string) (Route, error) {
+			return Route{Node: "cut", Addr: ln.Addr().String(), Gone: gone}, nil
+		}})
+		c := f.dial(t)
+		c.send("set k 0 0 1\r\nx\r\n")
+		<-entered
+		close(gone)
+		if got := c.line(); !strings.HasPrefix(got, "SERVER_ERROR temporary failure") || !strings.Contains(got, "went down") {
+			t.Fatalf("a command abandoned as its node went down: %q", got)
+		}
+	})
+}

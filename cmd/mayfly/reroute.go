@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -39,7 +40,8 @@ const downFor = 5 * time.Second
 type routeMemory struct {
 	mu      sync.Mutex
 	learned map[partKey]learnedLeader
-	down    map[string]time.Time // node → until when it is avoided
+	down    map[string]time.Time     // node → until when it is avoided
+	gone    map[string]chan struct{} // node → closed once it is not up in the mirror
 }
 
 // partKey names a bucket's partition.
@@ -138,4 +140,54 @@ func (r *router) learn(bucket string, part int, node string) bool {
 	}
 	mem.learned[partKey{bucket, part}] = learnedLeader{node: node, layout: layout, until: now.Add(learnedFor)}
 	return true
+}
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// goneSignal returns a channel closed once node is not up in the mirror
+// (its lease expired: cut off, or dead), so that a forward in flight to it
+// is abandoned rather than waited out (followNodes closes it); closed
+// already when node is not up now.
+func (r *router) goneSignal(node string) <-chan struct{} {
+	mem := &r.mem
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if _, err := r.mirror.Node(node); err != nil {
+		return closedChan
+	}
+	c, ok := mem.gone[node]
+	if !ok {
+		if mem.gone == nil {
+			mem.gone = map[string]chan struct{}{}
+		}
+		c = make(chan struct{})
+		mem.gone[node] = c
+	}
+	return c
+}
+
+// followNodes closes the goneSignal of each node as it leaves the
+// mirror's nodes up, until ctx ends.
+func (r *router) followNodes(ctx context.Context) {
+	for {
+		changed := r.mirror.Changed()
+		nodes, _, loaded := r.mirror.Nodes()
+		if loaded {
+			mem := &r.mem
+			mem.mu.Lock()
+			for name, c := range mem.gone {
+				if _, up := nodes[name]; !up {
+					close(c)
+					delete(mem.gone, name)
+				}
+			}
+			mem.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }

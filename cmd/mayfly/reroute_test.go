@@ -95,6 +95,7 @@ func TestRouterAvoidsAPreferredLeaderThatIsDown(t *testing.T) {
 		t.Fatalf("partition %d: %+v; want three voters", part, p)
 	}
 	r := &router{eng: eng, h: h, self: "n1", mirror: mirror}
+	go r.followNodes(ctx)
 	routeNode := func() string {
 		t.Helper()
 		rt, err := r.httpRoute(ctx, "b", key)
@@ -181,6 +182,26 @@ func TestRouterAvoidsAPreferredLeaderThatIsDown(t *testing.T) {
 	}
 	if rt, ok := next.Reroute(ctx, ""); ok {
 		t.Fatalf("Reroute with every voter unreachable or down: %+v; want nowhere", rt)
+	}
+
+	// A node leaving the mirror (its lease expired) closes its routes'
+	// Gone, so that forwards in flight to it are abandoned.
+	to, err := r.httpRouteTo("b", key, part, others[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-to.Gone:
+		t.Fatalf("the route to %s, which is up, says it is gone", others[1])
+	default:
+	}
+	if _, err := cli.Delete(ctx, "/mayfly/nodes/"+others[1]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-to.Gone:
+	case <-ctx.Done():
+		t.Fatalf("the route to %s was not told that its registration went", others[1])
 	}
 }
 

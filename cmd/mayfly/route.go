@@ -47,6 +47,7 @@ const mirrorWait = 2 * time.Second
 func newRouter(eng *engine.Engine, r *replication) *router {
 	rt := &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), mirror: r.mirror}
 	r.wg.Go(func() { rt.followLayouts(r.ctx) })
+	r.wg.Go(func() { rt.followNodes(r.ctx) })
 	return rt
 }
 
@@ -154,7 +155,7 @@ func (r *router) httpRouteTo(bucket, key string, part int, l string) (httpapi.Ro
 	if err != nil {
 		return httpapi.Route{}, unreachable(part, l, err)
 	}
-	return httpapi.Route{Node: l, Addr: info.HTTP, From: r.self, Reroute: func(ctx context.Context, named string) (httpapi.Route, bool) {
+	return httpapi.Route{Node: l, Addr: info.HTTP, From: r.self, Gone: r.goneSignal(l), Reroute: func(ctx context.Context, named string) (httpapi.Route, bool) {
 		next := r.reroute(ctx, bucket, key, part, l, named)
 		if next == "" {
 			return httpapi.Route{}, false
@@ -186,7 +187,7 @@ func (r *router) memcachedRouteTo(bucket, key string, part int, l string) (memca
 	if err != nil {
 		return memcache.Route{}, unreachable(part, l, err)
 	}
-	return memcache.Route{Node: l, Addr: info.Memcached, Reroute: func(ctx context.Context, named string) (memcache.Route, bool) {
+	return memcache.Route{Node: l, Addr: info.Memcached, Gone: r.goneSignal(l), Reroute: func(ctx context.Context, named string) (memcache.Route, bool) {
 		next := r.reroute(ctx, bucket, key, part, l, named)
 		if next == "" {
 			return memcache.Route{}, false

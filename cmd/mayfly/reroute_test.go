@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,9 +11,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
-	"github.com/mayflydb/mayfly/replica"
 )
 
 // TestRouterAvoidsAPreferredLeaderThatIsDown: on a node holding no copy of
@@ -41,21 +38,7 @@ func TestRouterAvoidsAPreferredLeaderThatIsDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dir := t.TempDir()
-	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 64, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, eng, b := routerHostAndBucket(t, ctx, 64)
 	def := cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: 2}
 	if err := cluster.DefineBucket(ctx, cli, def); err != nil {
 		t.Fatal(err)

@@ -104,16 +104,9 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return errBadRequest(fmt.Sprintf("op must be upsert, insert or replace, got %q", op))
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen))
+	body, err := readDocBody(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen)
-		}
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-			return err // 408: the body did not arrive within --read-timeout
-		}
-		return errBadRequest("reading the body: " + err.Error())
+		return err
 	}
 	if err := checkDeclaredJSON(r, body); err != nil {
 		return err
@@ -255,4 +248,21 @@ func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, resultOf(d))
 	return nil
+}
+
+// readDocBody reads a document write's body, at most engine.MaxValueLen
+// bytes.
+func readDocBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("%w: the body is over %d bytes", engine.ErrValueTooLarge, engine.MaxValueLen)
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return nil, err // 408: the body did not arrive within --read-timeout
+		}
+		return nil, errBadRequest("reading the body: " + err.Error())
+	}
+	return body, nil
 }

@@ -25,7 +25,12 @@ import (
 // authorizes it as it would the client; it is marked with ForwardedHeader,
 // and a node that receives a marked request for a partition it does not
 // lead (leadership moved while it travelled) answers 503 naming the leader
-// instead of forwarding it again.
+// instead of forwarding it again, with LeaderHeader naming it. A Route
+// may say where else to go (Route.Reroute): when its node cannot be
+// reached (the request was not sent) the request goes to the node Reroute
+// names instead, once; when its node refuses it naming the leader
+// (LeaderHeader), the request goes there, once. Every hop is made by the
+// node the client reached: a request is never forwarded twice.
 
 // ForwardedHeader marks a request another node forwarded; its value is
 // the forwarding node's name. A client may send it too: its request is
@@ -36,6 +41,12 @@ const ForwardedHeader = "X-Mayfly-Forwarded"
 // that answered it (the partition's leader); the rest of the answer is
 // that node's, unchanged.
 const RoutedToHeader = "X-Mayfly-Routed-To"
+
+// LeaderHeader, on a 503 refusal of a forwarded request by a node that
+// does not lead the key's partition, names the node that does, as the
+// refusing node knows it (its Raft group's leader): the forwarding node
+// may send the request there (Route.Reroute).
+const LeaderHeader = "X-Mayfly-Leader"
 
 // Route says where a request for a bucket's key is answered.
 type Route struct {
@@ -53,7 +64,23 @@ type Route struct {
 	// (wrapping engine.ErrNotMyVBucket or engine.ErrTempFail: 503).
 	// Writes do not take it: the partition's log orders them.
 	Barrier func(ctx context.Context) error
+	// Reroute, when set on a Route with Addr, is asked for another route
+	// of the same key: with leader "" when Node could not be reached (the
+	// request was not sent), or with the node Node's refusal named
+	// (LeaderHeader). Each is asked at most once a request. ok is false
+	// when there is nowhere else to go: the request is then answered with
+	// what the forward met.
+	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
+	// Gone, when set on a Route with Addr, is closed once Node is known
+	// to be down (its lease expired: cut off, or dead): a forward in
+	// flight to it is then abandoned and answered 503, its outcome
+	// unknown, rather than waited out.
+	Gone <-chan struct{}
 }
+
+// errNodeGone is the cause of a forward abandoned because its node went
+// down (Route.Gone).
+var errNodeGone = errors.New("the node went down (its lease expired) while the request was in flight")
 
 // forwardTimeout bounds a forwarded request's wait for the leader's
 // answer to begin: longer than a replicated write's own bound (30 s), so
@@ -104,19 +131,92 @@ func (s *server) routed(h apiHandler) apiHandler {
 			return h(w, r)
 		}
 		if from := r.Header.Get(ForwardedHeader); from != "" {
+			w.Header().Set(LeaderHeader, rt.Node)
 			return fmt.Errorf("%w: key %q's partition is led by node %s at http://%s; this node does not lead it and does not forward a request forwarded already (by %s)",
 				engine.ErrNotMyVBucket, key, rt.Node, rt.Addr, from)
 		}
-		s.forward(w, r, rt)
+		if rt.Reroute != nil {
+			if err := replayableBody(w, r); err != nil {
+				return err
+			}
+		}
+		s.forward(w, r, rt, rerouting{})
 		return nil
 	}
 }
 
+// replayableBody reads r's body into memory (as readDocBody, the
+// leader's limit checked here), so that a rerouted forward can send it
+// again.
+func replayableBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := readDocBody(w, r)
+	if err != nil {
+		return err
+	}
+	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Body, _ = r.GetBody()
+	return nil
+}
+
+// rerouting is what a forwarded request used of its routes' Reroute: each
+// once at most, so that a request makes at most three sends.
+type rerouting struct {
+	unreachable, refused bool
+}
+
+// refusedBy is a forward's answer that refused the request, naming the
+// partition's leader (LeaderHeader).
+type refusedBy struct{ node, leader string }
+
+func (e *refusedBy) Error() string {
+	return fmt.Sprintf("node %s does not lead the key's partition; it names node %s as its leader", e.node, e.leader)
+}
+
+// notSent reports whether err is a forward's failure to reach its node:
+// the request was not sent, so sending it elsewhere cannot apply it twice.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 // forward sends r to the node rt names and copies its answer to w. A
 // leader that cannot be reached (or answers nothing) is a temporary
-// failure: a write's outcome may then be unknown.
-func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route) {
+// failure: a write's outcome may then be unknown. Before that, rt's
+// Reroute is asked where else to go, as used says it may be.
+func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used rerouting) {
 	target := &url.URL{Scheme: "http", Host: rt.Addr}
+	in := r // what a reroute sends again
+	if rt.Gone != nil {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-rt.Gone:
+				cancel(errNodeGone)
+			case <-ctx.Done():
+			}
+		}()
+		r = r.WithContext(ctx)
+	}
+	next := func(leader string) bool {
+		nrt, ok := rt.Reroute(in.Context(), leader)
+		if !ok || nrt.Addr == "" {
+			return false
+		}
+		if in.GetBody != nil {
+			body, err := in.GetBody()
+			if err != nil {
+				return false
+			}
+			in.Body = body
+		}
+		s.forward(w, in, nrt, used)
+		return true
+	}
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -129,12 +229,34 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route) {
 		},
 		Transport: s.fwd,
 		ModifyResponse: func(resp *http.Response) error {
+			if l := resp.Header.Get(LeaderHeader); l != "" && resp.StatusCode == http.StatusServiceUnavailable && rt.Reroute != nil && !used.refused {
+				return &refusedBy{node: rt.Node, leader: l}
+			}
 			resp.Header.Set(RoutedToHeader, rt.Node)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			gone := context.Cause(r.Context()) == errNodeGone
+			if !gone && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the client left
+			}
+			var ref *refusedBy
+			if errors.As(err, &ref) {
+				used.refused = true
+				if next(ref.leader) {
+					return
+				}
+				writeError(w, fmt.Errorf("%w: key's partition is led by node %s (as node %s says), which this node cannot forward to", engine.ErrNotMyVBucket, ref.leader, ref.node))
+				return
+			}
+			if notSent(err) && rt.Reroute != nil && !used.unreachable {
+				used.unreachable = true
+				if next("") {
+					return
+				}
+			}
+			if gone {
+				err = errNodeGone
 			}
 			s.log.Warn("forwarding a request to its partition's leader", "leader", rt.Node, "addr", rt.Addr, "err", err)
 			writeError(w, fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (a write's outcome is unknown)",

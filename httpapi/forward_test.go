@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
@@ -124,12 +128,15 @@ func TestForwardedDocumentRequests(t *testing.T) {
 // and a partition without a leader answer 503 too, and nothing is written.
 func TestForwardedOnce(t *testing.T) {
 	f, l := forwardPair(t)
-	code, _, body := f.doWith(http.MethodPut, "/default/docs/far2", "application/json", `{}`, func(r *http.Request) {
+	code, hdr, body := f.doWith(http.MethodPut, "/default/docs/far2", "application/json", `{}`, func(r *http.Request) {
 		r.SetBasicAuth(adminUser, adminPass)
 		r.Header.Set(httpapi.ForwardedHeader, "n9")
 	})
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not my vbucket") || !strings.Contains(body, "node lead") {
 		t.Fatalf("a forwarded request at a node that does not lead: %d %s", code, body)
+	}
+	if hdr.Get(httpapi.LeaderHeader) != "lead" {
+		t.Fatalf("the refusal names %q in %s; want the leader", hdr.Get(httpapi.LeaderHeader), httpapi.LeaderHeader)
 	}
 	if _, err := l.mustBucket("default").DefaultCollection().Get(context.Background(), "far2"); err == nil {
 		t.Fatal("a request forwarded twice was written")
@@ -159,6 +166,123 @@ func TestForwardedOnce(t *testing.T) {
 	}
 	if n := g.mustBucket("default").Stats().CurrItems; n != 0 {
 		t.Fatalf("%d items written on the node that could not forward", n)
+	}
+}
+
+// TestForwardRerouted: a node whose route's target cannot be reached
+// sends the request where the route's Reroute says instead, once; a
+// target that refuses a forwarded request naming the leader (a voter that
+// follows) has the request sent to that leader, once; each write is
+// carried out by the leader alone, its body intact, the client answered
+// as by the leader; two nodes naming each other make no loop.
+func TestForwardRerouted(t *testing.T) {
+	l := newFixture(t)
+	leadAddr := strings.TrimPrefix(l.srv.URL, "http://")
+	// The voter: keys starting with "far" are led by "lead"; a request
+	// for one forwarded here is refused naming it.
+	v := newFixtureOpts(t, &httpapi.Options{Route: func(_ context.Context, _, key string) (httpapi.Route, error) {
+		return httpapi.Route{Node: "lead", Addr: leadAddr, From: "voter"}, nil
+	}}, nil)
+	voterAddr := strings.TrimPrefix(v.srv.URL, "http://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+
+	var mu sync.Mutex
+	var asked []string // what Reroute was asked, in order
+	reroutes := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(asked)
+	}
+	var routeTo func(node, addr string, reroute func(leader string) (string, string, bool)) httpapi.Route
+	routeTo = func(node, addr string, reroute func(leader string) (string, string, bool)) httpapi.Route {
+		rt := httpapi.Route{Node: node, Addr: addr, From: "first"}
+		rt.Reroute = func(_ context.Context, leader string) (httpapi.Route, bool) {
+			mu.Lock()
+			asked = append(asked, node+">"+leader)
+			mu.Unlock()
+			n, a, ok := reroute(leader)
+			if !ok {
+				return httpapi.Route{}, false
+			}
+			return routeTo(n, a, reroute), true
+		}
+		return rt
+	}
+	// Where "first" sends each key: "dead*" to a node that cannot be
+	// reached, which reroutes to the voter; "far*" to the voter; "loop*"
+	// to the voter, which names "lead", which is the voter again (a
+	// leader that names another).
+	byName := map[string]string{"lead": leadAddr, "voter": voterAddr}
+	f := newFixtureOpts(t, &httpapi.Options{Route: func(_ context.Context, _, key string) (httpapi.Route, error) {
+		named := func(leader string) (string, string, bool) {
+			if leader == "" {
+				return "voter", voterAddr, true
+			}
+			a, ok := byName[leader]
+			return leader, a, ok
+		}
+		switch {
+		case strings.HasPrefix(key, "dead"):
+			return routeTo("dead", gone, named), nil
+		case strings.HasPrefix(key, "loop"):
+			return routeTo("voter", voterAddr, func(leader string) (string, string, bool) { return "voter", voterAddr, true }), nil
+		}
+		return routeTo("voter", voterAddr, named), nil
+	}}, nil)
+
+	ctx := context.Background()
+	for _, key := range []string{"far1", "dead1"} {
+		mu.Lock()
+		asked = nil
+		mu.Unlock()
+		code, h, body := f.do(http.MethodPut, "/default/docs/"+key, "application/json", `{"v":"`+key+`"}`)
+		if code != http.StatusCreated && code != http.StatusOK {
+			t.Fatalf("PUT %s through the first node: %d %s (Reroute asked %v)", key, code, body, reroutes())
+		}
+		if h.Get(httpapi.RoutedToHeader) != "lead" {
+			t.Fatalf("PUT %s answered by %q; want lead", key, h.Get(httpapi.RoutedToHeader))
+		}
+		d, err := l.mustBucket("default").DefaultCollection().Get(ctx, key)
+		if err != nil || string(d.Value) != `{"v":"`+key+`"}` {
+			t.Fatalf("the leader holds %s as %+v, %v", key, d, err)
+		}
+		for _, o := range []*fixture{f, v} {
+			if _, err := o.mustBucket("default").DefaultCollection().Get(ctx, key); err == nil {
+				t.Fatalf("%s written on a node that does not lead it", key)
+			}
+		}
+		want := []string{"voter>lead"}
+		if key == "dead1" {
+			want = []string{"dead>", "voter>lead"}
+		}
+		if got := reroutes(); !slices.Equal(got, want) {
+			t.Fatalf("PUT %s: Reroute asked %v; want %v", key, got, want)
+		}
+		code, _, body = f.do(http.MethodGet, "/default/docs/"+key, "", "")
+		if code != http.StatusOK || !strings.Contains(body, key) {
+			t.Fatalf("GET %s through the first node: %d %s", key, code, body)
+		}
+	}
+
+	// The voter names lead; "first" follows once to the voter again,
+	// which refuses again: the answer is that refusal, no third send.
+	mu.Lock()
+	asked = nil
+	mu.Unlock()
+	code, _, body := f.do(http.MethodPut, "/default/docs/loop1", "application/json", `{}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not my vbucket") {
+		t.Fatalf("PUT through nodes naming each other: %d %s", code, body)
+	}
+	if got := reroutes(); len(got) != 1 {
+		t.Fatalf("Reroute asked %v; want once", got)
+	}
+	if n := l.mustBucket("default").Stats().CurrItems; n != 2 {
+		t.Fatalf("the leader holds %d items; want the 2 written", n)
 	}
 }
 
@@ -212,5 +336,46 @@ func TestForwardedBulkLines(t *testing.T) {
 	})
 	if code != http.StatusOK || !strings.Contains(out, `"id":"far3","error":"temporary_failure"`) || !strings.Contains(out, "not my vbucket") {
 		t.Fatalf("a forwarded _bulk line at a node that does not lead: %d %s", code, out)
+	}
+}
+
+// TestForwardAbandonedWhenTheNodeGoes: a request forwarded to a node that
+// holds it without answering (cut off) is answered 503 as soon as the
+// route's Gone closes (the node's lease expired), its outcome unknown,
+// rather than when the node answers.
+func TestForwardAbandonedWhenTheNodeGoes(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	hold := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	}))
+	defer hold.Close()
+	defer close(release)
+	gone := make(chan struct{})
+	f := newFixtureOpts(t, &httpapi.Options{Route: func(context.Context, string, string) (httpapi.Route, error) {
+		return httpapi.Route{Node: "cut", Addr: strings.TrimPrefix(hold.URL, "http://"), From: "first", Gone: gone}, nil
+	}}, nil)
+	type answer struct {
+		code int
+		body string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		code, _, body := f.do(http.MethodPut, "/default/docs/k", "application/json", `{}`)
+		answered <- answer{code, body}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the request did not reach the node")
+	}
+	close(gone)
+	select {
+	case a := <-answered:
+		if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "temporary_failure") || !strings.Contains(a.body, "went down") {
+			t.Fatalf("a forward abandoned as its node went down: %d %s", a.code, a.body)
+		}
+	case <-time.After(time.Minute): // a hang guard: the node never answers
+		t.Fatal("the forward was waited out though its node went down")
 	}
 }

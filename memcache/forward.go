@@ -24,7 +24,12 @@ import (
 // connection's pipeline, in order. A forwarding connection opens with
 // "mayfly_forwarded": the node it reaches carries out its commands itself
 // and never forwards them again (a partition it no longer leads refuses
-// the write naming the leader, as before routing).
+// the write naming the leader, as before routing). A Route may say where
+// else to go (Route.Reroute): when its node cannot be reached (the command
+// was not sent) the command goes to the node Reroute names instead, once;
+// when its node refuses it naming the partition's leader ("... led by node
+// NAME ..."), it goes there, once. Every hop is made by the node the
+// client reached.
 
 // Route says where a command for a key is carried out.
 type Route struct {
@@ -42,6 +47,19 @@ type Route struct {
 	Barrier func(ctx context.Context) error
 	// Partition is the key's partition, with Barrier.
 	Partition int
+	// Reroute, when set on a Route with Addr, is asked for another route
+	// of the same key: with leader "" when Node could not be reached (the
+	// command was not sent), or with the node Node's refusal named (a
+	// SERVER_ERROR line saying "not my vbucket" and "led by node NAME").
+	// Each is asked at most once a command. ok is false when there is
+	// nowhere else to go: the command is then answered with what the
+	// forward met.
+	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
+	// Gone, when set on a Route with Addr, is closed once Node is known
+	// to be down (its lease expired: cut off, or dead): a command in
+	// flight to it is then abandoned (a SERVER_ERROR, its outcome
+	// unknown) rather than waited out.
+	Gone <-chan struct{}
 }
 
 // forwardHello opens a forwarding connection; the reply is "OK".
@@ -59,6 +77,10 @@ const (
 	fwdMaxIdle  = 16 // pooled connections kept per leader
 	fwdMaxValue = engine.MaxValueLen + 1<<10
 )
+
+// errNotSent is a forward's failure to reach its node (a dial, or the
+// forwarding connection's opening): the command was not sent.
+var errNotSent = errors.New("the command was not sent")
 
 // errForward is a forwarding failure: the leader could not be reached or
 // broke off; a write's outcome is then unknown.
@@ -154,7 +176,7 @@ type fwdValue struct {
 func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval bool) (line string, v *fwdValue, err error) {
 	c, err := f.get(ctx, addr)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -254,42 +276,30 @@ func trimCRLF(s string) string {
 
 // routeOf says whether key's command goes to another node: ok true with
 // its route, or a reply line (non-empty) when the key's partition has no
-// leader to go to. A forwarded connection's commands are always carried
-// out here.
+// leader to go to. On a forwarded connection (the forwarding node sent
+// the command here as to the partition's leader) the command is routed
+// too, never forwarded again: carried out here (a read takes its Route's
+// Barrier); for a partition this node does not lead (any more) it is
+// refused naming the leader, before anything looks at this node's copy,
+// which may lag (an append, a cas or an incr would otherwise answer
+// NOT_STORED or NOT_FOUND from it), and the forwarding node may follow
+// the name (Route.Reroute).
 func (c *session) routeOf(ctx context.Context, key string) (rt Route, reply string, ok bool) {
 	s := c.s
-	if s.opts.Route == nil || c.forwarded {
+	if s.opts.Route == nil {
 		return Route{}, "", false
-	}
-	rt, err := s.opts.Route(ctx, key)
-	if err != nil {
-		return Route{}, serverError(err), true
-	}
-	if rt.Addr == "" {
-		return rt, "", false // its Barrier, for a read
-	}
-	return rt, "", true
-}
-
-// readRoute is routeOf for a read. On a forwarded connection (the
-// forwarding node sent the read here as to the partition's leader) the
-// read is routed too, never forwarded again: carried out here it takes
-// its Route's Barrier; for a partition this node does not lead (any more)
-// it is refused rather than answered from a copy that may lag.
-func (c *session) readRoute(ctx context.Context, key string) (rt Route, reply string, ok bool) {
-	s := c.s
-	if !c.forwarded || s.opts.Route == nil {
-		return c.routeOf(ctx, key)
 	}
 	rt, err := s.opts.Route(ctx, key)
 	switch {
 	case err != nil:
 		return Route{}, serverError(err), true
-	case rt.Addr != "":
+	case rt.Addr == "":
+		return rt, "", false // its Barrier, for a read
+	case c.forwarded:
 		return Route{}, serverError(fmt.Errorf("%w: key %q's partition is led by node %s; this node does not lead it and does not forward a command forwarded already",
 			engine.ErrNotMyVBucket, key, rt.Node)), true
 	}
-	return rt, "", false
+	return rt, "", true
 }
 
 // confirmRead takes rt's Barrier for a read carried out here, once per
@@ -319,11 +329,90 @@ func (c *session) confirmRead(ctx context.Context, rt Route) (reply string, bloc
 // forwardReply carries out req at rt's node and returns its reply line
 // (a write's or a touch's), or a SERVER_ERROR saying why it could not.
 func (s *Server) forwardReply(ctx context.Context, rt Route, req []byte) string {
-	line, _, err := s.fwd.do(ctx, rt.Addr, req, false)
+	line, _, rt, err := s.forwardDo(ctx, rt, req, false)
 	if err != nil {
 		return s.forwardFailed(rt, err)
 	}
 	return line
+}
+
+// forwardDo carries out req at rt's node and returns its reply (as
+// forwarder.do) and the route it took: rt's, or one its Reroute gave when
+// rt's node could not be reached or refused req naming the partition's
+// leader (each once at most: req is sent three times at most).
+func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, Route, error) {
+	var unreachable, refused bool
+	for {
+		line, v, err := s.forwardOnce(ctx, rt, req, retrieval)
+		if rt.Reroute == nil {
+			return line, v, rt, err
+		}
+		var next Route
+		ok := false
+		switch {
+		case err != nil && errors.Is(err, errNotSent) && !unreachable:
+			unreachable = true
+			next, ok = rt.Reroute(ctx, "")
+		case err == nil && !refused:
+			if l := refusalLeader(line); l != "" {
+				refused = true
+				next, ok = rt.Reroute(ctx, l)
+			}
+		}
+		if !ok || next.Addr == "" {
+			return line, v, rt, err
+		}
+		rt = next
+	}
+}
+
+// forwardOnce is forwarder.do to rt's node, abandoned when rt.Gone
+// closes first.
+func (s *Server) forwardOnce(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, error) {
+	if rt.Gone == nil {
+		return s.fwd.do(ctx, rt.Addr, req, retrieval)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-rt.Gone:
+			cancel(errNodeGone)
+		case <-ctx.Done():
+		}
+	}()
+	line, v, err := s.fwd.do(ctx, rt.Addr, req, retrieval)
+	if err != nil && context.Cause(ctx) == errNodeGone && !errors.Is(err, errNotSent) {
+		err = errNodeGone
+	}
+	return line, v, err
+}
+
+// errNodeGone is the error of a command abandoned because its node went
+// down (Route.Gone).
+var errNodeGone = errors.New("the node went down (its lease expired) while the command was in flight")
+
+// refusalLeader returns the node a refusal line names as the partition's
+// leader: a SERVER_ERROR saying "not my vbucket" (engine.ErrNotMyVBucket)
+// and "led by node NAME" (the router's and the replicator's wording); ""
+// for any other line.
+func refusalLeader(line string) string {
+	const notMine, ledBy = "not my vbucket", "led by node "
+	if !strings.HasPrefix(line, replyServerErrorSP) || !strings.Contains(line, notMine) {
+		return ""
+	}
+	i := strings.Index(line, ledBy)
+	if i < 0 {
+		return ""
+	}
+	name := line[i+len(ledBy):]
+	end := strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})
+	if end >= 0 {
+		name = name[:end]
+	}
+	return name
 }
 
 // forwardFailed is the reply of a command that could not be forwarded.
@@ -344,7 +433,7 @@ func (s *Server) forwardGet(ctx context.Context, rt Route, key string, touch boo
 		req = append([]byte("gets "), key...)
 	}
 	req = append(req, '\r', '\n')
-	line, v, err := s.fwd.do(ctx, rt.Addr, req, true)
+	line, v, rt, err := s.forwardDo(ctx, rt, req, true)
 	switch {
 	case err != nil:
 		return nil, s.forwardFailed(rt, err)

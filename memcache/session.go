@@ -360,7 +360,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
-		rt, reply, remote := c.readRoute(ctx, key)
+		rt, reply, remote := c.routeOf(ctx, key)
 		if !remote {
 			var block bool
 			if reply, block = c.confirmRead(ctx, rt); block {

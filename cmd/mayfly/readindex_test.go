@@ -16,6 +16,29 @@ type noPeers struct{}
 
 func (noPeers) Addr(context.Context, string) (string, error) { return "", errors.New("no peers") }
 
+// routerHostAndBucket opens, for a router's test, node n1's replica host
+// (no peers, no group yet) and an engine with a bucket "b" of parts
+// partitions; both close when the test ends.
+func routerHostAndBucket(t *testing.T, ctx context.Context, parts int) (*replica.Host, *engine.Engine, *engine.Bucket) {
+	t.Helper()
+	dir := t.TempDir()
+	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: parts, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, eng, b
+}
+
 // TestRouterHandsReadsTheReadIndex: for a key whose partition this node
 // leads, the router's HTTP and memcached routes answer here and carry the
 // partition's read index as their Barrier (the real one: a round on the
@@ -24,21 +47,7 @@ func (noPeers) Addr(context.Context, string) (string, error) { return "", errors
 func TestRouterHandsReadsTheReadIndex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 2, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, eng, b := routerHostAndBucket(t, ctx, 2)
 	uuid := b.Settings().UUID
 	b.SetReplicator(&replica.BucketReplicator{Host: h, Bucket: "b", UUID: uuid})
 	// Partition 0's group runs here (this node its only voter); 1's does not.

@@ -21,18 +21,21 @@ import (
 // this node holds a copy of, the leader is the one its Raft group knows
 // (none while the group elects: the request is refused, 503 or
 // SERVER_ERROR, as before routing); for one it holds no copy of, the
-// partition map's preferred leader (a request that node no longer leads is
-// refused there, naming the leader, never forwarded twice), unless the map
-// names this node: then its group does not run here yet (a restart) and
-// the request is refused, its own copy possibly stale. The maps, the
-// nodes' addresses and the layout revisions come from the node's
-// cluster.TopologyMirror: no etcd read per request.
+// partition map's preferred leader, or, while that node is not live, a
+// leader learned from a refusal or another live voter (see pick and
+// reroute.go: a node that does not lead refuses a forwarded request,
+// naming the leader, and the front door follows that name once), unless
+// the map names this node: then its group does not run here yet (a
+// restart) and the request is refused, its own copy possibly stale. The
+// maps, the nodes' addresses and the layout revisions come from the
+// node's cluster.TopologyMirror: no etcd read per request.
 type router struct {
 	eng    *engine.Engine
 	h      *replica.Host
 	cli    *clientv3.Client
 	self   string
 	mirror *cluster.TopologyMirror
+	mem    routeMemory
 }
 
 // mirrorWait bounds how long a request waits for the mirror's first load
@@ -44,6 +47,7 @@ const mirrorWait = 2 * time.Second
 func newRouter(eng *engine.Engine, r *replication) *router {
 	rt := &router{eng: eng, h: r.h, cli: r.n.Client(), self: r.n.Name(), mirror: r.mirror}
 	r.wg.Go(func() { rt.followLayouts(r.ctx) })
+	r.wg.Go(func() { rt.followNodes(r.ctx) })
 	return rt
 }
 
@@ -73,8 +77,8 @@ func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string
 	if m == nil || part >= len(m.Partitions) {
 		return "", nil
 	}
-	if l := m.Partitions[part].Leader; l != r.self {
-		return l, nil
+	if p := m.Partitions[part]; p.Leader != r.self {
+		return r.pick(bucket, part, p), nil
 	}
 	return "", fmt.Errorf("%w: partition %d's group is not running on this node yet; retry shortly", engine.ErrNotMyVBucket, part)
 }
@@ -138,6 +142,12 @@ func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Rou
 	if err != nil || l == "" {
 		return httpapi.Route{Barrier: barrier}, err
 	}
+	return r.httpRouteTo(bucket, key, part, l)
+}
+
+// httpRouteTo is the HTTP route of key (in partition part of bucket) to
+// node l, with its Reroute.
+func (r *router) httpRouteTo(bucket, key string, part int, l string) (httpapi.Route, error) {
 	info, err := r.mirror.Node(l)
 	if err == nil && info.HTTP == "" {
 		err = errors.New("it serves no HTTP API")
@@ -145,7 +155,14 @@ func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Rou
 	if err != nil {
 		return httpapi.Route{}, unreachable(part, l, err)
 	}
-	return httpapi.Route{Node: l, Addr: info.HTTP, From: r.self}, nil
+	return httpapi.Route{Node: l, Addr: info.HTTP, From: r.self, Gone: r.goneSignal(l), Reroute: func(ctx context.Context, named string) (httpapi.Route, bool) {
+		next := r.reroute(ctx, bucket, key, part, l, named)
+		if next == "" {
+			return httpapi.Route{}, false
+		}
+		rt, err := r.httpRouteTo(bucket, key, part, next)
+		return rt, err == nil
+	}}, nil
 }
 
 // memcachedRoute is memcache.Options.Route for the memcached port's
@@ -156,15 +173,49 @@ func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key str
 		if err != nil || l == "" {
 			return memcache.Route{Barrier: barrier, Partition: part}, err
 		}
-		info, err := r.mirror.Node(l)
-		if err == nil && info.Memcached == "" {
-			err = errors.New("it serves no memcached port")
-		}
-		if err != nil {
-			return memcache.Route{}, unreachable(part, l, err)
-		}
-		return memcache.Route{Node: l, Addr: info.Memcached}, nil
+		return r.memcachedRouteTo(bucket, key, part, l)
 	}
+}
+
+// memcachedRouteTo is the memcached route of key (in partition part of
+// bucket) to node l, with its Reroute.
+func (r *router) memcachedRouteTo(bucket, key string, part int, l string) (memcache.Route, error) {
+	info, err := r.mirror.Node(l)
+	if err == nil && info.Memcached == "" {
+		err = errors.New("it serves no memcached port")
+	}
+	if err != nil {
+		return memcache.Route{}, unreachable(part, l, err)
+	}
+	return memcache.Route{Node: l, Addr: info.Memcached, Gone: r.goneSignal(l), Reroute: func(ctx context.Context, named string) (memcache.Route, bool) {
+		next := r.reroute(ctx, bucket, key, part, l, named)
+		if next == "" {
+			return memcache.Route{}, false
+		}
+		rt, err := r.memcachedRouteTo(bucket, key, part, next)
+		return rt, err == nil
+	}}, nil
+}
+
+// reroute says where a request for key (partition part of bucket)
+// forwarded to node from goes next: named is "" when from could not be
+// reached (it is avoided for a while, and the key routed again), else the
+// node from's refusal names as the partition's leader (remembered for the
+// partition, see learn). "" when there is nowhere else: the request is
+// answered with what the forward met.
+func (r *router) reroute(ctx context.Context, bucket, key string, part int, from, named string) string {
+	if named != "" {
+		if named == from || !r.learn(bucket, part, named) {
+			return ""
+		}
+		return named
+	}
+	r.unreachableNode(from)
+	l, _, _, err := r.keyLeader(ctx, bucket, key)
+	if err != nil || l == from {
+		return ""
+	}
+	return l
 }
 
 // topology is the KV port's and /pools' view of bucket's partitions

@@ -19,12 +19,23 @@ import (
 // topology mirror; both stop when the test ends.
 func oneNodeCluster(t *testing.T, ctx context.Context) (*cluster.Node, *cluster.TopologyMirror) {
 	t.Helper()
+	return oneNodeClusterWith(t, ctx, nil)
+}
+
+// oneNodeClusterWith is oneNodeCluster with its configuration changed by
+// edit (if set) before the node starts.
+func oneNodeClusterWith(t *testing.T, ctx context.Context, edit func(*cluster.Config)) (*cluster.Node, *cluster.TopologyMirror) {
+	t.Helper()
 	port := testport.Consecutive(t, 3, map[int]bool{})
-	node, err := cluster.Start(ctx, cluster.Config{
+	cfg := cluster.Config{
 		Node: "n1", Peers: []cluster.Peer{{Name: "n1", Host: "127.0.0.1", Port: port}}, DataDir: t.TempDir(),
 		LeaseTTL: 5 * time.Second, FailoverTimeout: 3 * time.Second, FormTimeout: time.Minute, Version: "test",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	node, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -452,12 +452,18 @@ func (b *Bucket) checkStoredDocs(c *checker, st storage, committed map[docKey]*D
 func (c *checker) checkTable(p *partition) {
 	t := &p.mu.docs
 	used, bytes := 0, int64(0)
+	refs := make([]uint32, len(t.chunks))
 	for i := range t.recs {
 		if t.recs[i].bits()&recUsed == 0 {
 			continue
 		}
 		used++
 		bytes += int64(t.entryLen(uint32(i)))
+		if ch := t.recs[i].chunk; int(ch) >= len(t.chunks) || t.chunks[ch] == nil {
+			c.addf("partition %d: record %d (%q) is in chunk %d, dropped or never made", p.id, i, t.keyOf(uint32(i)), ch)
+		} else {
+			refs[ch]++
+		}
 		if j, ok := t.find(t.key(uint32(i))); !ok || j != uint32(i) {
 			c.addf("partition %d: record %d (%q) not found in the index (found %d, %v)", p.id, i, t.keyOf(uint32(i)), j, ok)
 		}
@@ -477,5 +483,15 @@ func (c *checker) checkTable(p *partition) {
 	}
 	if bytes != t.live {
 		c.addf("partition %d: %d arena bytes counted live, the records use %d", p.id, t.live, bytes)
+	}
+	if !slices.Equal(refs, t.refs) {
+		c.addf("partition %d: records counted in each chunk %v, the records are in %v", p.id, t.refs, refs)
+	}
+	var held int64
+	for _, ch := range t.chunks {
+		held += int64(len(ch))
+	}
+	if held != t.live+t.dead {
+		c.addf("partition %d: the chunks hold %d bytes, %d counted live and %d dead", p.id, held, t.live, t.dead)
 	}
 }

@@ -129,7 +129,9 @@ const (
 // change-log entry and the arena's unfilled chunk tails: itemOverhead), per
 // expiry-index entry (expOverhead) and per LRU-queue entry (lruOverhead).
 // Arena bytes that replaced versions left behind are not counted: they are
-// at most as many as the live ones, and go when a chunk is compacted.
+// at most as many as the live ones, and go when a chunk is compacted, or
+// as soon as no record uses their chunk (ejected values leave theirs so,
+// in about the order they were written: table.go).
 // BenchmarkHeapPerDoc measures the live heap against mem_used.
 const (
 	itemOverhead = 32

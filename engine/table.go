@@ -40,8 +40,18 @@ type docTable struct {
 	// chunks are the arena: keys and resident values, each record's key
 	// followed by its value, at recs[i].chunk, recs[i].off.
 	chunks [][]byte
-	cur    int      // the chunk small entries go to, -1 before the first
-	n      int      // keys held (records in use)
+	cur    int // the chunk small entries with a value go to, -1 before the first
+	n      int // keys held (records in use)
+	// refs counts, per chunk, the records in use whose entry is in it. A
+	// chunk no record uses any more is dropped at once (its place in
+	// chunks is kept, nil, until the next compaction renumbers them). The
+	// entries without a value (ejected values' keys, tombstones) go to
+	// chunks of their own, keyCur's, and an ejection moves its key there
+	// (eject): so the values of a bucket that ejects them in about the
+	// order they were written free their chunks whole, with nothing
+	// copied, instead of waiting as dead bytes for maybeCompact.
+	refs   []uint32
+	keyCur int      // the chunk small entries without a value go to, -1 before the first
 	free   []uint32 // record numbers free for reuse
 	live   int64    // arena bytes the records use
 	dead   int64    // arena bytes no record uses any more
@@ -109,7 +119,7 @@ const (
 const compactMinDead = 1 << 10
 
 func newDocTable(part uint16) docTable {
-	return docTable{part: part, seed: maphash.MakeSeed(), cur: -1, slotBits: 24}
+	return docTable{part: part, seed: maphash.MakeSeed(), cur: -1, keyCur: -1, slotBits: 24}
 }
 
 // entry returns the index entry of record i with tag.
@@ -407,6 +417,7 @@ func (t *docTable) release(i uint32) {
 	}
 	t.live -= n
 	t.dead += n
+	t.unref(r.chunk)
 }
 
 // entryLen is the arena bytes record i uses.
@@ -453,25 +464,52 @@ func (t *docTable) appendEntry(key string, value []byte) (chunk, off uint32) {
 		c := make([]byte, 0, n)
 		c = append(append(c, key...), value...)
 		t.chunks = append(t.chunks, c)
+		t.refs = append(t.refs, 1)
 		return uint32(len(t.chunks) - 1), 0
 	}
-	if t.cur < 0 || cap(t.chunks[t.cur])-len(t.chunks[t.cur]) < n {
+	cur := &t.cur
+	if len(value) == 0 {
+		cur = &t.keyCur
+	}
+	if *cur < 0 || cap(t.chunks[*cur])-len(t.chunks[*cur]) < n {
 		// A new chunk an eighth larger than the one that filled: nothing
 		// is copied (copying a chunk into a larger one cost 8 bytes
 		// copied and allocated per byte written, 2.9 KB per 100-byte
 		// set at durability none), and the unused end of the newest
 		// chunk stays within about an eighth of the arena.
 		size := chunkMin
-		if t.cur >= 0 {
-			size = cap(t.chunks[t.cur]) + cap(t.chunks[t.cur])/8
+		if *cur >= 0 {
+			size = cap(t.chunks[*cur]) + cap(t.chunks[*cur])/8
 		}
+		prev := *cur
 		t.chunks = append(t.chunks, make([]byte, 0, max(n, min(chunkMax, size))))
-		t.cur = len(t.chunks) - 1
+		t.refs = append(t.refs, 0)
+		*cur = len(t.chunks) - 1
+		if prev >= 0 && t.refs[prev] == 0 {
+			t.drop(uint32(prev)) // kept while it was a current chunk
+		}
 	}
-	c := t.chunks[t.cur]
+	c := t.chunks[*cur]
 	off = uint32(len(c))
-	t.chunks[t.cur] = append(append(c, key...), value...)
-	return uint32(t.cur), off
+	t.chunks[*cur] = append(append(c, key...), value...)
+	t.refs[*cur]++
+	return uint32(*cur), off
+}
+
+// unref counts one record fewer in chunk c, and drops c if it was the
+// last, unless c is a current chunk (appendEntry drops that one when it
+// starts the next).
+func (t *docTable) unref(c uint32) {
+	if t.refs[c]--; t.refs[c] == 0 && int(c) != t.cur && int(c) != t.keyCur {
+		t.drop(c)
+	}
+}
+
+// drop lets chunk c go: no record uses it, so every byte in it was counted
+// dead. Versions that readers hold keep it alive until they let go.
+func (t *docTable) drop(c uint32) {
+	t.dead -= int64(len(t.chunks[c]))
+	t.chunks[c] = nil
 }
 
 // maybeCompact copies the live entries into new chunks once dead bytes
@@ -481,18 +519,28 @@ func (t *docTable) maybeCompact() {
 	if t.dead < compactMinDead || t.dead < t.live {
 		return
 	}
-	small := 0 // bytes of the live entries that share chunks
+	// Bytes of the live entries that share chunks: with a value, and
+	// without (appendEntry's two kinds of chunks).
+	var small [2]int
 	for i := range t.recs {
 		if t.recs[i].bits()&recUsed != 0 {
-			if n := t.entryLen(uint32(i)); n <= bigEntry {
-				small += n
+			n, kind := t.entryLen(uint32(i)), 0
+			if n == int(t.recs[i].bits()&0xff) {
+				kind = 1 // no value
+			}
+			if n <= bigEntry {
+				small[kind] += n
 			}
 		}
 	}
 	old := t.chunks
-	t.chunks, t.cur, t.live, t.dead = nil, -1, 0, 0
-	if small > 0 { // one chunk for them and an eighth more
-		t.chunks, t.cur = [][]byte{make([]byte, 0, min(chunkMax, max(chunkMin, small+small/8)))}, 0
+	t.chunks, t.refs, t.cur, t.keyCur, t.live, t.dead = nil, nil, -1, -1, 0, 0
+	for kind, cur := range []*int{&t.cur, &t.keyCur} {
+		if n := small[kind]; n > 0 { // one chunk for them and an eighth more
+			t.chunks = append(t.chunks, make([]byte, 0, min(chunkMax, max(chunkMin, n+n/8))))
+			t.refs = append(t.refs, 0)
+			*cur = len(t.chunks) - 1
+		}
 	}
 	for i := range t.recs {
 		r := &t.recs[i]
@@ -620,13 +668,19 @@ func (t *docTable) deletedAt(i uint32) int64 {
 }
 
 // eject drops record i's resident value: the record keeps its key and
-// metadata, and valueLen the value's length.
+// metadata, and valueLen the value's length. The key moves to the
+// current chunk, so that the value's chunk, once the other entries in it
+// are gone too, is dropped whole (refs): a bucket that ejects the values
+// it wrote first frees its oldest chunks as it goes, rather than keeping
+// them as dead bytes up to the live ones' size (a 5,000,000-document
+// bucket at a 1 GiB quota held ~300 MiB of them, BENCHMARKS.md). It costs
+// a copy of the key.
 func (t *docTable) eject(i uint32) {
 	r := &t.recs[i]
-	n := int64(r.valueLen)
-	t.live -= n
-	t.dead += n
+	key := t.keyOf(i) // aliases the old chunk, which it keeps alive until copied
+	t.release(i)
 	r.meta |= recEjected
+	r.chunk, r.off = t.appendEntry(key, nil)
 	t.maybeCompact()
 }
 

@@ -176,3 +176,53 @@ func TestChangeLogAcrossHighHalves(t *testing.T) {
 		t.Fatalf("after the last: %d, want %d", got, len(seqs))
 	}
 }
+
+// TestEjectFreesChunks: a table whose values are ejected in the order they
+// were written (a couchbase bucket loading more than its quota) lets their
+// chunks go as they empty, rather than keeping the dead values until they
+// outnumber the live ones; every key still reads back, the resident values
+// whole, the ejected ones as ejected, and the table checks.
+func TestEjectFreesChunks(t *testing.T) {
+	tab := newDocTable(0)
+	const docs, resident = 3000, 300
+	value := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, 1000+i%50) }
+	key := func(i int) docKey { return docKey{key: fmt.Sprintf("doc-%06d", i)} }
+	for i := range docs {
+		tab.put(key(i), &Document{Key: key(i).key, CAS: uint64(i + 1), Seq: uint64(i + 1), Type: TypeJSON, Value: value(i)})
+		if j := i - resident; j >= 0 {
+			s, ok := tab.find(key(j))
+			if !ok {
+				t.Fatalf("%v missing", key(j))
+			}
+			tab.eject(s)
+		}
+		if tab.dead > 2*chunkMax {
+			t.Fatalf("after %d writes: %d dead bytes beside %d live: the emptied chunks were kept", i+1, tab.dead, tab.live)
+		}
+	}
+	var held int64
+	for _, c := range tab.chunks {
+		held += int64(cap(c))
+	}
+	if held > tab.live+tab.live/4+2*chunkMax {
+		t.Errorf("the chunks hold %d bytes for %d live", held, tab.live)
+	}
+	for i := range docs {
+		d := tab.get(key(i))
+		switch {
+		case d == nil:
+			t.Fatalf("%v missing", key(i))
+		case i < docs-resident && (!d.ejected || d.Value != nil || int(d.valueLen) != len(value(i))):
+			t.Fatalf("%v: ejected %v, value %d bytes, length %d; want ejected, %d", key(i), d.ejected, len(d.Value), d.valueLen, len(value(i)))
+		case i >= docs-resident && !bytes.Equal(d.Value, value(i)):
+			t.Fatalf("%v: value %.20q, want %.20q", key(i), d.Value, value(i))
+		}
+	}
+	c := &checker{}
+	p := &partition{id: tab.part}
+	p.mu.docs = tab
+	c.checkTable(p)
+	if len(c.problems) > 0 {
+		t.Fatalf("table check: %v", c.problems)
+	}
+}

@@ -207,13 +207,14 @@ func pageKeyBytes(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, 
 
 // leafRows returns the rows of leaf page id, from the cache or the file.
 func (ps *pager) leafRows(id uint64) ([]row, error) {
-	return ps.leafRowsIn(nil, id)
+	return ps.leafRowsIn(nil, id, true)
 }
 
 // leafRowsIn is leafRows reading the file, on a cache miss, from pages,
 // the pages bucket of a transaction the caller holds, or with a read
-// transaction of its own if pages is nil.
-func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64) ([]row, error) {
+// transaction of its own if pages is nil; the rows read go to the cache
+// if keep (not those of a page a write-back is replacing).
+func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64, keep bool) ([]row, error) {
 	k := pageKey{ps.owner, id}
 	if rows, ok := ps.cache.get(k); ok {
 		return rows, nil
@@ -243,7 +244,9 @@ func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: page %d", err, id)
 	}
-	ps.cache.put(k, rows, leafSize(page, rows))
+	if keep {
+		ps.cache.put(k, rows, leafSize(page, rows))
+	}
 	return rows, nil
 }
 
@@ -500,15 +503,23 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 	if n.leaf() {
 		items := n.items
 		if n.delta != nil {
-			rows, err := ps.leafRowsIn(pw.pages, n.page)
+			rows, err := ps.leafRowsIn(pw.pages, n.page, false)
 			if err != nil {
 				return nil, err
 			}
 			items = n.delta.merge(rows)
 		}
-		c.items = items // until published
+		c.items = items // for the reduction
 		rd.store(c)
 		*buf = appendLeaf(*buf, c.items)
+		// The rows are in the page now: the copy, published at the end of
+		// the write-back, reads them through the cache (published puts the
+		// pages kept there). Held until then, a write-back's leaves were
+		// its whole dirty set at once, merged with the rows of the pages
+		// they replace: a build's write-backs touch most of the index's
+		// leaves, so most of its rows (BENCHMARKS.md, "(issue 19) the
+		// build's peak").
+		c.items = nil
 	} else {
 		c.children = make([]*node, len(n.children))
 		for i, ch := range n.children {

@@ -52,8 +52,9 @@ const minMapRelease = 4 << 20
 // own (branch pages, a commit's) go uncounted, so the map held more than
 // the count. A 5,000,000-document build with a 256 MiB cache, releasing
 // after 256 MiB counted, held 410-450 MiB of the file for seconds at a
-// time (BENCHMARKS.md, "Large quotas: the memory limit, bloom filters").
-const maxMapRead = 64 << 20
+// time (BENCHMARKS.md, "Large quotas: the memory limit, bloom filters");
+// after 64 MiB counted, 100-137 MiB ("(issue 19) the build's peak").
+const maxMapRead = 32 << 20
 
 func newMapRelease(db *bolt.DB, limit int64) *mapRelease {
 	return &mapRelease{db: db, limit: max(limit, minMapRelease)}

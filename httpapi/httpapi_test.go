@@ -30,6 +30,7 @@ type fixture struct {
 	audit string     // path of the audit log
 	al    *audit.Log // the audit log itself
 	users *auth.Store
+	views *views.Service
 }
 
 // The fixture's administrator; cheapArgon2 keeps hashing fast in tests.
@@ -108,7 +109,7 @@ func newFixtureEngine(t testing.TB, eo *engine.Options, more *httpapi.Options, u
 		}
 		eng.Close()
 	})
-	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al, users: store}
+	return &fixture{t: t, eng: eng, clk: clk, srv: srv, pager: pm, audit: auditPath, al: al, users: store, views: vs}
 }
 
 // do sends a request as the administrator and returns status, headers and

@@ -288,7 +288,10 @@ func transportReason(ctx context.Context, err error) string {
 // view query: the rows of the partitions it asks for, at its instant, as
 // encodeShare writes them; 409 coverage_changed when this node's coverage
 // is not the one the other node read, or does not give it those
-// partitions.
+// partitions. The revision is read again once the rows are: a coverage
+// moved meanwhile may have had the partitions this node no longer covers
+// dropped from its indexes (views.Service.Cover) before the query read
+// them, and is coverage_changed too, never rows missing silently.
 func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query) error {
 	want, now, err := s.shareAsked(r, b, s.coverage)
 	if err != nil {
@@ -296,6 +299,9 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 	}
 	part, err := q.Partial(r.Context(), views.Share{Now: now, Partitions: want})
 	if err != nil {
+		return err
+	}
+	if _, _, err := s.shareAsked(r, b, s.coverage); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -418,3 +418,56 @@ func TestShareRoutesTakeNoSlot(t *testing.T) {
 		t.Fatalf("the merger: %d", st)
 	}
 }
+
+// TestShareCoverageMovedDuringQuery: a coverer's share is checked against
+// its coverage before the query and again after it: when its coverage
+// moved meanwhile (its coverage agent then drops the partitions it no
+// longer covers from its indexes, views.Service.Cover, possibly before
+// the query read them), the share is refused coverage_changed, for the
+// querying node to ask again, rather than answered without their rows.
+func TestShareCoverageMovedDuringQuery(t *testing.T) {
+	ctx := context.Background()
+	var rev atomic.Int64
+	rev.Store(7)
+	var move atomic.Bool
+	var f *fixture
+	f = newFixtureOpts(t, &httpapi.Options{ViewCoverage: func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+		r := rev.Load()
+		if r == 7 && atLeast == 7 && move.Load() {
+			// The revision this share was asked under is read; at once
+			// the coverage moves on and the agent applies it: this node
+			// covers nothing any more.
+			if err := f.views.Cover(ctx, bucket, make([]bool, 16)); err != nil {
+				return nil, err
+			}
+			rev.Store(8)
+		}
+		all := make([]int, 16)
+		for p := range all {
+			all[p] = p
+		}
+		cov := &httpapi.ViewCoverage{Rev: r, Nodes: []httpapi.Coverer{{Name: "n0", Self: true, Partitions: all}}}
+		if r > 7 {
+			cov.Nodes[0].Name, cov.Nodes[0].Self = "n1", false
+		}
+		return cov, nil
+	}}, nil)
+	if st, _, body := f.do("PUT", "/default/_design/d", "application/json", scatterDDoc); st != 201 {
+		t.Fatalf("PUT ddoc: %d %s", st, body)
+	}
+	b, _ := f.eng.Bucket("default")
+	for i := range 40 {
+		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%03d", i), []byte(`{"g":"a","n":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	share := "/default/_design/d/_view/m?reduce=false&stale=false&_share_rev=7&_share_now=1&_share_partitions=0-15"
+	if st, _, body := f.do("GET", share, "", ""); st != 200 || !strings.Contains(body, `"total_rows":40`) {
+		t.Fatalf("a share while the coverage stays: %d %s, want the 40 rows", st, body)
+	}
+	move.Store(true)
+	st, _, body := f.do("GET", share, "", "")
+	if st != http.StatusConflict || !strings.Contains(body, "coverage_changed") {
+		t.Fatalf("a share whose coverage moved while it was read: %d %s, want 409 coverage_changed", st, body)
+	}
+}

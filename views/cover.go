@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // A cluster node's view indexes hold only the partitions it covers (see
@@ -48,11 +50,17 @@ func (s *Service) Cover(ctx context.Context, bucket string, parts []bool) error 
 	if parts != nil {
 		set = &coverSet{parts: slices.Clone(parts)}
 	}
+	// The set is the bucket incarnation's: one created again under the
+	// same name holds every partition until Cover is called for it.
+	uuid := ""
+	if b, err := s.eng.Bucket(bucket); err == nil {
+		uuid = b.Settings().UUID
+	}
 	s.cover.Lock()
 	if s.cover.m == nil {
-		s.cover.m = map[string]*coverSet{}
+		s.cover.m = map[string]coverEntry{}
 	}
-	s.cover.m[bucket] = set
+	s.cover.m[bucket] = coverEntry{uuid: uuid, set: set}
 	s.cover.Unlock()
 	bv, err := s.lookup(bucket)
 	if err != nil {
@@ -105,15 +113,26 @@ func (s *Service) CatchUpPartitions(ctx context.Context, bucket string, parts []
 	return nil
 }
 
-// wantCover is the set the service has for the indexer's bucket; false
-// when Cover was not called for it: an index then keeps the partitions it
-// holds (all of them but on a cluster node restarted, whose indexes keep
-// their set until the node's coverage is known again).
-func (s *Service) wantCover(bucket string) (*coverSet, bool) {
+// coverEntry is a bucket's set in Service.cover, with the UUID of the
+// bucket's incarnation Cover was called for ("": no bucket then).
+type coverEntry struct {
+	uuid string
+	set  *coverSet
+}
+
+// wantCover is the set the service has for the indexer's bucket b; false
+// when Cover was not called for it (or for another incarnation of its
+// name, deleted since): an index then keeps the partitions it holds (all
+// of them but on a cluster node restarted, whose indexes keep their set
+// until the node's coverage is known again).
+func (s *Service) wantCover(b *engine.Bucket) (*coverSet, bool) {
 	s.cover.Lock()
 	defer s.cover.Unlock()
-	set, ok := s.cover.m[bucket]
-	return set, ok
+	e, ok := s.cover.m[b.Name()]
+	if !ok || e.uuid != b.Settings().UUID {
+		return nil, false
+	}
+	return e.set, true
 }
 
 // BeforeCatchUp brings the partitions the index holds in line with the

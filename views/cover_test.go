@@ -2,9 +2,12 @@ package views_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -127,5 +130,38 @@ func testCover(t *testing.T, opts views.Options) {
 	}
 	if err := e.svc.Check(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The partitions Cover set for a bucket belong to that bucket, not to its
+// name: a bucket deleted and created again (a new incarnation, another
+// UUID, whose coverage the cluster has not given this node yet) indexes
+// every partition, as a bucket Cover was never called for does, and does
+// not take the set of the bucket it replaced: its view would otherwise
+// answer without the rows of the partitions left out, silently.
+func TestCoverDoesNotOutliveItsBucket(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, views.Options{})
+	b, err := e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("b2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := make([]bool, b.NumPartitions()) // hold no partition at all
+	if err := e.svc.Cover(ctx, "b2", none); err != nil && !errors.Is(err, views.ErrNoViews) {
+		t.Fatal(err)
+	}
+	if err := e.eng.DeleteBucket(ctx, "b2"); err != nil {
+		t.Fatal(err)
+	}
+	b, err = e.eng.CreateBucket(ctx, engine.DefaultBucketSettings("b2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PutDesignDoc(ctx, "b2", "d", []byte(`{"views":{"v":{"map":"function (doc, meta) { emit(meta.id, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	loadInto(t, b.DefaultCollection(), 50)
+	if got, err := queryRows(ctx, e.svc, "b2", "d", "v", "stale=false&limit=0"); err != nil || !strings.Contains(got, `"total_rows":50`) {
+		t.Fatalf("the new bucket's view: %s %v, want its 50 rows", got, err)
 	}
 }

@@ -101,11 +101,12 @@ type Service struct {
 	// document's new index (see Query.Run).
 	replacedRetries atomic.Int64
 	reg             *feed.Registry[*indexer, struct{}]
-	// cover is, by bucket, the partitions its indexes hold (Cover); a
-	// bucket without an entry: every partition.
+	// cover is, by bucket name, the partitions its indexes hold (Cover),
+	// for the incarnation named by the entry's UUID; a bucket without an
+	// entry of its incarnation: every partition.
 	cover struct {
 		sync.Mutex
-		m map[string]*coverSet
+		m map[string]coverEntry
 	}
 	// hooks inject faults in tests; nil fields mean none. Set before the
 	// calls they affect.
@@ -310,7 +311,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		log: newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn, life: life, cancel: cancel}
 	ix.ddoc.Store(d)
 	ix.mu.errs = make(map[string]*viewErrors)
-	ix.want = func() (*coverSet, bool) { return s.wantCover(b.Name()) }
+	ix.want = func() (*coverSet, bool) { return s.wantCover(b) }
 	ix.cover.parts, ix.cover.stored = readCover(coverPath(path), b.NumPartitions())
 	held := ix.cover.parts
 	ix.filter.Store(&held) // until the first catch-up applies the service's set

@@ -380,9 +380,22 @@ func (v *viewCoverage) coverageKind(ctx context.Context, bucket string, atLeast 
 	}
 	m, c, rev, err := v.read(bucket, copies)
 	if err == nil && m != nil && atLeast > rev {
+		// Until the key the revision is of (the coverage map's, or the
+		// partition map's) reaches it in the mirror: each watch moves
+		// only with its own keys' changes, so neither can be waited on
+		// for the other's revision.
 		wctx, cancel := context.WithTimeout(ctx, shareWait)
-		if v.mirror.WaitMaps(wctx, atLeast) == nil && v.mirror.WaitCoverage(wctx, atLeast) == nil {
-			m, c, rev, err = v.read(bucket, copies)
+		for {
+			changed := v.mirror.Changed()
+			if m, c, rev, err = v.read(bucket, copies); err != nil || m == nil || rev >= atLeast {
+				break
+			}
+			select {
+			case <-changed:
+				continue
+			case <-wctx.Done():
+			}
+			break
 		}
 		cancel()
 	}

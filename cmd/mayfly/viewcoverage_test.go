@@ -149,3 +149,66 @@ func TestViewCoverageFromTheMirror(t *testing.T) {
 		t.Fatalf("answered after %v: it did not wait for its mirror", waited)
 	}
 }
+
+// TestViewCoverageShareWaitsForItsCoverageMap: a node asked for its view
+// share under a coverage map revision its mirror has not reached yet
+// answers under that revision as soon as its mirror reaches it. The
+// partition maps' watch moves only on a map's change: waiting for it to
+// reach a coverage map's revision held every such share the whole
+// shareWait, then answered the old revision (coverage_changed, and the
+// querying node asked again): each coverage change cost the queries that
+// met it two seconds.
+func TestViewCoverageShareWaitsForItsCoverageMap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node, mirror := oneNodeCluster(t, ctx)
+	vc := newViewCoverage(node.Name(), mirror, "http")
+	def := cluster.BucketDef{BucketSettings: engine.BucketSettings{Name: "b", UUID: engine.NewBucketUUID()}}
+	if err := cluster.DefineBucket(ctx, node.Client(), def); err != nil {
+		t.Fatal(err)
+	}
+	var crev int64
+	for crev == 0 {
+		c, rev, err := cluster.ReadCoverage(ctx, node.Client(), "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != nil {
+			if cov, err := vc.coverage(ctx, "b", rev); err != nil || cov == nil || cov.Rev != rev {
+				t.Fatalf("coverage under the coverage map's revision %d: %+v %v", rev, cov, err)
+			}
+			crev = rev
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no coverage map after the bucket was placed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The coverage map written again (the orchestrator's next write, as
+	// a move's: a new revision, no partition map's change) while this
+	// node is asked for its share under that revision, before its mirror
+	// has it.
+	resp, err := node.Client().Get(ctx, "/mayfly/coverage/b")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("reading the coverage map: %v", err)
+	}
+	next := resp.Header.Revision + 1 // (or later: another write came first)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		time.Sleep(200 * time.Millisecond) // the share's wait begins first
+		if _, err := node.Client().Put(ctx, "/mayfly/coverage/b", string(resp.Kvs[0].Value)); err != nil {
+			t.Error(err)
+		}
+	})
+	cov, err := vc.coverage(ctx, "b", next)
+	if err != nil || cov == nil || cov.Rev < next {
+		var got int64
+		if cov != nil {
+			got = cov.Rev
+		}
+		t.Fatalf("asked under the coverage map's new revision %d: answered under %d (%v)", next, got, err)
+	}
+}

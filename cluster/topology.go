@@ -73,33 +73,7 @@ func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix, layoutPref
 // Run keeps the mirror current until ctx ends.
 func (t *TopologyMirror) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		followPrefix(ctx, t.cli, t.mapsPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
-			byBucket := map[string]mirroredMap{}
-			for _, kv := range kvs {
-				bucket := strings.TrimPrefix(string(kv.Key), t.mapsPrefix)
-				byBucket[bucket] = decodeMirroredMap(bucket, kv)
-			}
-			t.mu.Lock()
-			t.maps, t.mapsAt.loaded = byBucket, true
-			t.mapsAt.moveLocked(rev)
-			t.changedLocked(true)
-			t.mu.Unlock()
-		}, func(evs []*clientv3.Event, upTo int64) {
-			t.mu.Lock()
-			for _, ev := range evs {
-				bucket := strings.TrimPrefix(string(ev.Kv.Key), t.mapsPrefix)
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(t.maps, bucket)
-				} else {
-					t.maps[bucket] = decodeMirroredMap(bucket, ev.Kv)
-				}
-			}
-			t.mapsAt.moveLocked(upTo)
-			t.changedLocked(len(evs) > 0)
-			t.mu.Unlock()
-		})
-	})
+	wg.Go(func() { followBuckets(ctx, t, t.mapsPrefix, &t.maps, &t.mapsAt, decodeMirroredMap) })
 	wg.Go(func() {
 		followPrefix(ctx, t.cli, t.nodesPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
 			nodes := map[string]NodeInfo{}
@@ -169,28 +143,35 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 
 // followCoverage keeps the coverage maps current until ctx ends.
 func (t *TopologyMirror) followCoverage(ctx context.Context) {
-	followPrefix(ctx, t.cli, t.coveragePrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
-		byBucket := map[string]mirroredCoverage{}
+	followBuckets(ctx, t, t.coveragePrefix, &t.covs, &t.covAt, decodeMirroredCoverage)
+}
+
+// followBuckets keeps *byBucket, each bucket's key under prefix as decode
+// makes it, and gate, the etcd revision they are current to, until ctx
+// ends; t.mu guards both, and every change wakes t's waiters.
+func followBuckets[T any](ctx context.Context, t *TopologyMirror, prefix string, byBucket *map[string]T, gate *revisionGate, decode func(bucket string, kv *mvccpb.KeyValue) T) {
+	followPrefix(ctx, t.cli, prefix, func(kvs []*mvccpb.KeyValue, rev int64) {
+		all := map[string]T{}
 		for _, kv := range kvs {
-			bucket := strings.TrimPrefix(string(kv.Key), t.coveragePrefix)
-			byBucket[bucket] = decodeMirroredCoverage(bucket, kv)
+			bucket := strings.TrimPrefix(string(kv.Key), prefix)
+			all[bucket] = decode(bucket, kv)
 		}
 		t.mu.Lock()
-		t.covs, t.covAt.loaded = byBucket, true
-		t.covAt.moveLocked(rev)
+		*byBucket, gate.loaded = all, true
+		gate.moveLocked(rev)
 		t.changedLocked(true)
 		t.mu.Unlock()
 	}, func(evs []*clientv3.Event, upTo int64) {
 		t.mu.Lock()
 		for _, ev := range evs {
-			bucket := strings.TrimPrefix(string(ev.Kv.Key), t.coveragePrefix)
+			bucket := strings.TrimPrefix(string(ev.Kv.Key), prefix)
 			if ev.Type == clientv3.EventTypeDelete {
-				delete(t.covs, bucket)
+				delete(*byBucket, bucket)
 			} else {
-				t.covs[bucket] = decodeMirroredCoverage(bucket, ev.Kv)
+				(*byBucket)[bucket] = decode(bucket, ev.Kv)
 			}
 		}
-		t.covAt.moveLocked(upTo)
+		gate.moveLocked(upTo)
 		t.changedLocked(len(evs) > 0)
 		t.mu.Unlock()
 	})

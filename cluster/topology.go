@@ -343,9 +343,3 @@ func (t *TopologyMirror) Coverage(bucket string) (c *CoverageMap, rev int64, loa
 	e := t.covs[bucket]
 	return e.c, e.rev, true, e.err
 }
-
-// WaitCoverage waits until the coverage maps are current to etcd revision
-// rev or later; ctx bounds the wait.
-func (t *TopologyMirror) WaitCoverage(ctx context.Context, rev int64) error {
-	return t.covAt.wait(ctx, &t.mu, rev, "coverage maps")
-}

@@ -42,10 +42,12 @@ type group struct {
 	// What the partition map wants of the group (SetTarget): its voters
 	// (nil: whatever it has) and its preferred leader (0: none). The
 	// leader steers towards them (Host.steer). ccAt is the index above
-	// which a conf change it proposed is still pending.
-	want   []uint64
-	prefer uint64
-	ccAt   uint64
+	// which a conf change it proposed is still pending; jointSeen, that
+	// the last steer found the group in a joint configuration.
+	want      []uint64
+	prefer    uint64
+	ccAt      uint64
+	jointSeen bool
 
 	// removed is set (under mu) by RemoveGroups: the worker no longer
 	// persists, sends or applies anything of the group.

@@ -88,12 +88,34 @@ func (h *Host) Voters(id GroupID) ([]string, error) {
 	return out, nil
 }
 
+// leaveJoint proposes leaving the joint configuration g's leader found
+// at two steers in a row (g.mu held), and reports whether it did. Raft
+// leaves a joint configuration by itself once its leader applied it, but
+// drops that proposal while a leadership transfer is under way and tries
+// again only when it next applies an entry, which a group with nothing
+// to do (quiet) may never do: its outgoing voters then stay voters (a
+// failed-over node kept in a group of the others, probed for ever). An
+// empty ConfChangeV2 is that same leave; were one pending already, raft
+// appends an empty entry instead, whose application retries its own.
+func (h *Host) leaveJoint(g *group, rn *raft.RawNode) bool {
+	if !g.jointSeen {
+		g.jointSeen = true // raft's own leave may be on its way
+		return false
+	}
+	g.jointSeen = false
+	if err := rn.ProposeConfChange(&pb.ConfChangeV2{}); err != nil {
+		return false
+	}
+	h.confChanges.Add(1)
+	return true
+}
+
 // steer makes one step of a leader towards what the map wants of g
 // (SetTarget), g.mu held: a conf change when the voters differ, else a
 // leadership transfer to the preferred leader when it can take over at
 // once. It reports whether it did either. Nothing is done while a
-// transfer, a joint configuration or a conf change it proposed is under
-// way.
+// transfer or a conf change it proposed is under way; a joint
+// configuration is left (leaveJoint).
 func (h *Host) steer(g *group, rn *raft.RawNode) bool {
 	if g.want == nil && g.prefer == 0 {
 		return false
@@ -103,7 +125,11 @@ func (h *Host) steer(g *group, rn *raft.RawNode) bool {
 		return false
 	}
 	cur := g.cs.GetVoters()
-	if len(g.cs.GetVotersOutgoing()) > 0 || st.Applied < g.ccAt {
+	if len(g.cs.GetVotersOutgoing()) > 0 {
+		return h.leaveJoint(g, rn)
+	}
+	g.jointSeen = false
+	if st.Applied < g.ccAt {
 		return false
 	}
 	if g.want != nil {

@@ -113,6 +113,9 @@ func (b *Bucket) Check(ctx context.Context) error {
 		if p.mu.durable > p.mu.seq {
 			c.addf("partition %d: committed sequence number %d above the last given out, %d", p.id, p.mu.durable, p.mu.seq)
 		}
+		if now := p.seqNow.Load(); now != p.mu.seq {
+			c.addf("partition %d: lock-free sequence number %d is not the last given out, %d", p.id, now, p.mu.seq)
+		}
 		durable[p.id] = p.mu.durable
 		evicted[p.id] = p.mu.evictedMax
 		t := &p.mu.docs

@@ -67,11 +67,13 @@ func (c *Consumer) HighSeqnos() []uint64 {
 // slice: for a caller that asks often (a view answer saying how far its
 // index is behind), into a buffer it reuses rather than a new slice each
 // time.
+//
+// It takes no partition's lock: each number is read on its own, so a write
+// in a partition read already may be missed, as it could be by a caller
+// asking a moment earlier.
 func (c *Consumer) AppendHighSeqnos(dst []uint64) []uint64 {
 	for _, p := range c.b.parts {
-		p.mu.RLock()
-		dst = append(dst, p.mu.seq)
-		p.mu.RUnlock()
+		dst = append(dst, p.seqNow.Load())
 	}
 	return dst
 }

@@ -253,7 +253,8 @@ func (b *Bucket) dropPartitionLocked(ctx context.Context, part int) (reset bool,
 	// After the removals' commit, which counts their sequence numbers
 	// as committed.
 	p.mu.Lock()
-	p.mu.seq, p.mu.durable = 0, 0
+	p.setSeqLocked(0)
+	p.mu.durable = 0
 	p.mu.evictedMax, p.mu.evictedCAS = 0, 0
 	clear(p.mu.acked)
 	p.mu.locks = nil

@@ -196,7 +196,7 @@ func (b *Bucket) open(st storage) error {
 		return fmt.Errorf("open: %w", err)
 	}
 	for _, p := range b.parts {
-		p.mu.seq = max(p.mu.seq, seqs[p.id])
+		p.setSeqLocked(max(p.mu.seq, seqs[p.id]))
 		p.mu.durable = p.mu.seq
 	}
 	for _, name := range m.consumers {

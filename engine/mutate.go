@@ -196,7 +196,7 @@ func (b *Bucket) queueAtLocked(p *partition, k docKey, prev, d *Document, persis
 	if err != nil {
 		return nil, true, err
 	}
-	p.mu.seq = d.Seq
+	p.setSeqLocked(d.Seq)
 	if cb.committed() {
 		b.applyRecordLocked(p, &r)
 		b.changed()
@@ -336,7 +336,7 @@ func (b *Bucket) dropPending() {
 			b.countExpiration(p, cid, n) // see expireQueued
 		}
 		p.mu.expiring = nil
-		p.mu.seq = p.mu.durable
+		p.setSeqLocked(p.mu.durable)
 		p.mu.Unlock()
 	}
 	b.changed() // a catch-up waiting for the lost writes (WaitCommitted) ends

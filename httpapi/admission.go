@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -125,7 +126,10 @@ var shareRoutes = []string{viewRoute, allDocsRoute, "/pools/default/buckets/{buc
 // isShareRequest says r asks for this node's share of a query another
 // node merges.
 func isShareRequest(r *http.Request) bool {
-	return r.URL.Query().Has(shareRev) && slices.Contains(shareRoutes, routeTemplate(r))
+	// The raw query is looked at first: parsing it (URL.Query) for every
+	// request cost a view answer a second parse of its parameters.
+	return strings.Contains(r.URL.RawQuery, shareRev) && r.URL.Query().Has(shareRev) &&
+		slices.Contains(shareRoutes, routeTemplate(r))
 }
 
 // bodyLimit is the largest body the route r matched takes, -1 for none.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/mayflydb/mayfly/auth"
 	"net/http"
 	"sort"
 	"strconv"
@@ -222,8 +223,16 @@ func newHTTPMetrics() *httpMetrics {
 // routeKey is the context key of a request's *routeLabel.
 type routeKey struct{}
 
-// routeLabel is filled in by markRoute once mux has matched a route.
-type routeLabel struct{ template string }
+// routeLabel is what the front door learns of a request as it goes: the
+// matched route's template, filled in by markRoute once mux has matched
+// it, and the authenticated caller, filled in by guard. One value in the
+// request's context for both: each context value costs a copy of the
+// request (WithContext), and a 100-row view answer's garbage is mostly
+// such plumbing.
+type routeLabel struct {
+	template  string
+	principal *auth.Principal
+}
 
 // instrument counts and times every request next answers.
 func (m *httpMetrics) instrument(next http.Handler) http.Handler {

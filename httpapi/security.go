@@ -42,7 +42,11 @@ type principalKey struct{}
 // principalOf returns the authenticated caller of r (nil before
 // authentication).
 func principalOf(r *http.Request) *auth.Principal {
-	p, _ := r.Context().Value(principalKey{}).(*auth.Principal)
+	ctx := r.Context()
+	if rl, ok := ctx.Value(routeKey{}).(*routeLabel); ok && rl.principal != nil {
+		return rl.principal
+	}
+	p, _ := ctx.Value(principalKey{}).(*auth.Principal)
 	return p
 }
 
@@ -128,6 +132,11 @@ func (s *server) guard(next http.Handler) http.Handler {
 		p, err := s.authenticate(r)
 		if p == nil {
 			s.authRefused(w, r, err)
+			return
+		}
+		if rl, ok := r.Context().Value(routeKey{}).(*routeLabel); ok {
+			rl.principal = p // instrument's value: no copy of the request
+			next.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,12 +65,16 @@ type switchResolver struct {
 	up     atomic.Bool
 	mu     sync.Mutex
 	failed map[string]bool // the nodes a lookup failed for
+	fails  map[string]int  // how many lookups failed, by node
 }
 
 func (r *switchResolver) Addr(ctx context.Context, node string) (string, error) {
 	if !r.up.Load() {
 		r.mu.Lock()
 		r.failed[node] = true
+		if r.fails != nil {
+			r.fails[node]++
+		}
 		r.mu.Unlock()
 		return "", fmt.Errorf("%s: unreachable", node)
 	}
@@ -133,5 +138,68 @@ func TestHeardFromPeerRedialsAtOnce(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestOneWayPeerRedialBounded: a node hears a peer's frames while its own
+// dials to that peer fail (a firewall that refuses only its connections).
+// Each frame would end its wait between dials (redial): it must still
+// dial at most about once a kickGap beside its backoff, not at the
+// peer's frame rate, which here is a write every 10 ms.
+func TestOneWayPeerRedialBounded(t *testing.T) {
+	const groups = 4
+	const back = "n3"
+	res := &switchResolver{failed: map[string]bool{}, fails: map[string]int{}}
+	c := newTestCluster(t, groups, func(o *Options) {
+		if o.Node == back {
+			res.inner = o.Resolver
+			o.Resolver = res
+		}
+	}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	majority := others(back)
+	leaders := map[string]bool{}
+	for g := range GroupID(groups) {
+		if _, err := c.propose(ctx, majority[int(g)%2], g, fmt.Sprintf("k%d=0", g)); err != nil {
+			t.Fatalf("group %d through the others: %v", g, err)
+		}
+		leaders[c.leaderOf(t, g, majority)] = true
+	}
+	eventually(t, back+"'s dials to the leaders failed", func() error {
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		for n := range leaders {
+			if !res.failed[n] {
+				return fmt.Errorf("no dial of %s yet", n)
+			}
+		}
+		return nil
+	})
+	// Writes keep the leaders' frames coming to n3 for a window; its
+	// failed lookups of each leader in that window are counted.
+	res.mu.Lock()
+	before := maps.Clone(res.fails)
+	res.mu.Unlock()
+	start := time.Now() // monotonic: the window's length, for the bound
+	for i := 1; time.Since(start) < 3*time.Second; i++ {
+		g := GroupID(i % groups)
+		if _, err := c.propose(ctx, majority[int(g)%2], g, fmt.Sprintf("k%d=%d", g, i)); err != nil {
+			t.Fatalf("group %d through the others: %v", g, err)
+		}
+		time.Sleep(10 * time.Millisecond) // the frame rate, not a wait for an outcome
+	}
+	window := time.Since(start)
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	// At most one kicked dial a kickGap, and the dials at the end of
+	// each backoff (50 ms doubling to 2 s: at most 6 in the first
+	// 1.6 s, then one each 2 s), and one in flight: on a slow machine
+	// fewer, never more.
+	bound := int(window/kickGap) + 1 + 6 + int(window/maxBackoff) + 1
+	for n := range leaders {
+		if got := res.fails[n] - before[n]; got > bound {
+			t.Errorf("%s dialled %s %d times in %v with its frames arriving (at most %d)", back, n, got, window.Round(time.Millisecond), bound)
+		}
 	}
 }

@@ -47,6 +47,9 @@ const (
 	writeTimeout   = 10 * time.Second
 	minBackoff     = 50 * time.Millisecond
 	maxBackoff     = 2 * time.Second
+	// kickGap is the least time between two pauses a peer's frames end
+	// early (transport.redial).
+	kickGap = time.Second
 	// deadSocket is how long a cluster connection's sent data or
 	// keepalive probes may go unacknowledged before the kernel fails it
 	// (peerSocket); an idle connection is probed after 5 s, every 2 s
@@ -268,7 +271,8 @@ func (p *peer) run() {
 	var conn net.Conn
 	var w *bufio.Writer
 	backoff := minBackoff
-	warned := "" // the last handshake failure logged
+	var lastKick time.Time // when a kick last ended a pause
+	warned := ""           // the last handshake failure logged
 	// An outage of the link, for the log: when the first dial failed
 	// (zero while connected or never tried), and how many failed.
 	var outage time.Time
@@ -310,13 +314,16 @@ func (p *peer) run() {
 				if h.opts.test.backoff > 0 {
 					pause = h.opts.test.backoff
 				}
-				switch p.pause(pause) {
+				// The backoff grows with every failed dial, kicked or not:
+				// a peer whose frames arrive while dials to it fail (a
+				// firewall refusing only inbound connections to it) is
+				// redialled at most once a kickGap, not at its frame rate.
+				backoff = min(2*backoff, maxBackoff)
+				switch p.pause(pause, lastKick) {
 				case pauseClosed:
 					return
 				case pauseKicked:
-					backoff = minBackoff
-				default:
-					backoff = min(2*backoff, maxBackoff)
+					lastKick = time.Now() // monotonic: the next kick's gap
 				}
 				// Messages queued meanwhile are sent (or failed) next.
 				select {
@@ -526,16 +533,34 @@ const (
 )
 
 // pause waits d after a failed dial, or less when the peer is heard from
-// meanwhile (a kick) or the Host closes.
-func (p *peer) pause(d time.Duration) int {
+// meanwhile (a kick) or the Host closes. A kick ends the wait at once if
+// the last kick to end one (lastKick) was at least kickGap ago, or else
+// kickGap after it (if that comes before d).
+func (p *peer) pause(d time.Duration, lastKick time.Time) int {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-p.t.h.ctx.Done():
-		return pauseClosed
-	case <-p.kick:
-		return pauseKicked
-	case <-t.C:
-		return pauseElapsed
+	deadline := time.Now().Add(d) // monotonic
+	kick, kicked := p.kick, false
+	for {
+		select {
+		case <-p.t.h.ctx.Done():
+			return pauseClosed
+		case <-kick:
+			kick = nil // one kick is enough
+			at := lastKick.Add(kickGap)
+			wait := time.Until(at)
+			if wait <= 0 {
+				return pauseKicked
+			}
+			if at.Before(deadline) {
+				t.Reset(wait)
+				kicked = true
+			}
+		case <-t.C:
+			if kicked {
+				return pauseKicked
+			}
+			return pauseElapsed
+		}
 	}
 }

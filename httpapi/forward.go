@@ -297,23 +297,39 @@ func (s *server) bulkForward(ctx context.Context, r *http.Request, bucket string
 			engine.ErrTempFail, rt.Node, rt.Addr, err)))
 		return true
 	}
-	u := url.URL{Scheme: "http", Host: rt.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	body := append(bytes.TrimRight(raw, "\r\n"), '\n')
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return failed(err)
+	send := func() (*http.Response, error) {
+		u := url.URL{Scheme: "http", Host: rt.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range []string{"Authorization", "Content-Type"} {
+			if v := r.Header.Get(h); v != "" {
+				req.Header.Set(h, v)
+			}
+		}
+		from := rt.From
+		if from == "" {
+			from = "?"
+		}
+		req.Header.Set(ForwardedHeader, from)
+		return s.fwd.RoundTrip(req)
 	}
-	for _, h := range []string{"Authorization", "Content-Type"} {
-		if v := r.Header.Get(h); v != "" {
-			req.Header.Set(h, v)
+	resp, err := send()
+	if err != nil && notSent(err) && rt.Reroute != nil {
+		// The leader could not be reached, so the line was not sent: it
+		// goes where Reroute says once, as a single document's request
+		// does (forward), or runs here if this node leads it now.
+		nrt, ok := rt.Reroute(ctx, "")
+		switch {
+		case ok && nrt.Addr == "":
+			return false
+		case ok:
+			rt = nrt
+			resp, err = send()
 		}
 	}
-	from := rt.From
-	if from == "" {
-		from = "?"
-	}
-	req.Header.Set(ForwardedHeader, from)
-	resp, err := s.fwd.RoundTrip(req)
 	if err != nil {
 		return failed(err)
 	}

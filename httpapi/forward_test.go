@@ -227,6 +227,8 @@ func TestForwardRerouted(t *testing.T) {
 			return leader, a, ok
 		}
 		switch {
+		case strings.HasPrefix(key, "bulkdead"):
+			return routeTo("dead", gone, func(string) (string, string, bool) { return "lead", leadAddr, true }), nil
 		case strings.HasPrefix(key, "dead"):
 			return routeTo("dead", gone, named), nil
 		case strings.HasPrefix(key, "loop"):
@@ -283,6 +285,22 @@ func TestForwardRerouted(t *testing.T) {
 	}
 	if n := l.mustBucket("default").Stats().CurrItems; n != 2 {
 		t.Fatalf("the leader holds %d items; want the 2 written", n)
+	}
+
+	// A _bulk line whose leader cannot be reached goes where Reroute
+	// says, once, as a single document's request does.
+	mu.Lock()
+	asked = nil
+	mu.Unlock()
+	code, _, body = f.do(http.MethodPost, "/default/_bulk", "application/x-ndjson", `{"op":"upsert","id":"bulkdead1","doc":{"v":7}}`+"\n")
+	if code != http.StatusOK || !strings.Contains(body, `"id":"bulkdead1","cas":`) {
+		t.Fatalf("_bulk line for an unreachable leader: %d %s (Reroute asked %v)", code, body, reroutes())
+	}
+	if got := reroutes(); !slices.Equal(got, []string{"dead>"}) {
+		t.Fatalf("_bulk line: Reroute asked %v; want [dead>]", got)
+	}
+	if d, err := l.mustBucket("default").DefaultCollection().Get(ctx, "bulkdead1"); err != nil || string(d.Value) != `{"v":7}` {
+		t.Fatalf("the leader holds bulkdead1 as %+v, %v", d, err)
 	}
 }
 

@@ -38,6 +38,21 @@ type BucketStatus struct {
 	// Lagging lists the replicas that do not keep up, as the leaders that
 	// are up report them (each a few seconds old at most).
 	Lagging []Lagging `json:"lagging,omitempty"`
+	// Covers is, per node, how many partitions its view indexes answer
+	// for (the coverage map's coverer); empty before the orchestrator
+	// wrote the bucket's coverage map.
+	Covers map[string]int `json:"covers,omitempty"`
+	// CoverMoves lists the partitions whose coverage is moving: their
+	// next coverer indexes them and takes over once caught up.
+	CoverMoves []CoverMove `json:"coverMoves,omitempty"`
+}
+
+// CoverMove is a partition whose view coverage moves from one node to
+// another.
+type CoverMove struct {
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
 }
 
 // Status is the cluster as `mayfly cluster status` shows it.
@@ -92,6 +107,17 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 				}
 				if p.Degraded {
 					bs.Degraded = append(bs.Degraded, i)
+				}
+			}
+		}
+		if c := st.covs[name]; c != nil {
+			bs.Covers = map[string]int{}
+			for i, e := range c.Partitions {
+				if e.Coverer != "" {
+					bs.Covers[e.Coverer]++
+				}
+				if e.Next != "" {
+					bs.CoverMoves = append(bs.CoverMoves, CoverMove{Partition: i, From: e.Coverer, To: e.Next})
 				}
 			}
 		}
@@ -199,7 +225,25 @@ func (s *Status) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, " %d partitions, %d degraded\n", NumPartitions, len(bs.Degraded))
 		for _, n := range slices.Sorted(maps.Keys(bs.Holds)) {
-			fmt.Fprintf(&b, "  %-12s leads %4d  holds %4d\n", n, bs.Leads[n], bs.Holds[n])
+			fmt.Fprintf(&b, "  %-12s leads %4d  holds %4d", n, bs.Leads[n], bs.Holds[n])
+			if bs.Covers != nil {
+				fmt.Fprintf(&b, "  views cover %4d", bs.Covers[n])
+			}
+			b.WriteString("\n")
+		}
+		if len(bs.CoverMoves) > 0 {
+			moves := map[string][]int{}
+			for _, m := range bs.CoverMoves {
+				from := m.From
+				if from == "" {
+					from = "(none)"
+				}
+				k := from + " to " + m.To
+				moves[k] = append(moves[k], m.Partition)
+			}
+			for _, k := range slices.Sorted(maps.Keys(moves)) {
+				fmt.Fprintf(&b, "  views moving from %s (catching up) in %d partitions: %s\n", k, len(moves[k]), shortRanges(moves[k], 12))
+			}
 		}
 		if len(bs.Degraded) > 0 {
 			fmt.Fprintf(&b, "  degraded: %s\n", ranges(bs.Degraded))

@@ -84,7 +84,8 @@ func TestServeCluster(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) { // wall clock: a hang guard (race-built at load 25, the whole test took 52 s)
 		code, o, errOut := runCmd("cluster", "status", "--peers", peerList)
 		out = o
-		if code == 0 && strings.Count(o, " up ") == 3 && strings.Contains(o, "bucket default (replicaNumber 2): 1024 partitions, 0 degraded") {
+		if code == 0 && strings.Count(o, " up ") == 3 && strings.Contains(o, "bucket default (replicaNumber 2): 1024 partitions, 0 degraded") &&
+			strings.Contains(o, "views cover") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -94,6 +95,31 @@ func TestServeCluster(t *testing.T) {
 	for _, want := range []string{"Documents are replicated", "orchestrator: n", "n1 ", "leads  34", "holds 1024"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cluster status lacks %q:\n%s", want, out)
+		}
+	}
+	// The views' coverage: every partition covered by one node, each node
+	// covering some.
+	if code, o, errOut := runCmd("cluster", "status", "--json", "--peers", peerList); code != 0 {
+		t.Fatalf("cluster status --json: %d %s %s", code, o, errOut)
+	} else {
+		var st struct {
+			Buckets []struct {
+				Name   string         `json:"name"`
+				Covers map[string]int `json:"covers"`
+			} `json:"buckets"`
+		}
+		if err := json.Unmarshal([]byte(o), &st); err != nil || len(st.Buckets) != 1 {
+			t.Fatalf("cluster status --json: %v\n%s", err, o)
+		}
+		sum := 0
+		for _, n := range []string{"n1", "n2", "n3"} {
+			if st.Buckets[0].Covers[n] == 0 {
+				t.Errorf("cluster status: %s covers no partition's views: %v", n, st.Buckets[0].Covers)
+			}
+			sum += st.Buckets[0].Covers[n]
+		}
+		if sum != 1024 {
+			t.Errorf("cluster status: the views cover %d partitions in all, want 1024: %v", sum, st.Buckets[0].Covers)
 		}
 	}
 

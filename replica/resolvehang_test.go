@@ -81,6 +81,21 @@ func (r *switchResolver) Addr(ctx context.Context, node string) (string, error) 
 	return r.inner.Addr(ctx, node)
 }
 
+// waitFailed waits until node back's lookups of each of nodes failed.
+func (r *switchResolver) waitFailed(t *testing.T, back string, nodes map[string]bool) {
+	t.Helper()
+	eventually(t, back+"'s dials to the leaders failed", func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for n := range nodes {
+			if !r.failed[n] {
+				return fmt.Errorf("no dial of %s yet", n)
+			}
+		}
+		return nil
+	})
+}
+
 // TestHeardFromPeerRedialsAtOnce: a node whose dials to its peers failed
 // waits out a backoff before dialling again; the first frame it hears
 // from one of them (the link works again) ends that wait, so its answers
@@ -112,16 +127,7 @@ func TestHeardFromPeerRedialsAtOnce(t *testing.T) {
 	for g := range GroupID(groups) {
 		leaders[c.leaderOf(t, g, majority)] = true
 	}
-	eventually(t, back+"'s dials to the leaders failed", func() error {
-		res.mu.Lock()
-		defer res.mu.Unlock()
-		for n := range leaders {
-			if !res.failed[n] {
-				return fmt.Errorf("no dial of %s yet", n)
-			}
-		}
-		return nil
-	})
+	res.waitFailed(t, back, leaders)
 	res.up.Store(true)
 	for i := 1; i <= 2; i++ {
 		for g := range GroupID(groups) {
@@ -166,16 +172,7 @@ func TestOneWayPeerRedialBounded(t *testing.T) {
 		}
 		leaders[c.leaderOf(t, g, majority)] = true
 	}
-	eventually(t, back+"'s dials to the leaders failed", func() error {
-		res.mu.Lock()
-		defer res.mu.Unlock()
-		for n := range leaders {
-			if !res.failed[n] {
-				return fmt.Errorf("no dial of %s yet", n)
-			}
-		}
-		return nil
-	})
+	res.waitFailed(t, back, leaders)
 	// Writes keep the leaders' frames coming to n3 for a window; its
 	// failed lookups of each leader in that window are counted.
 	res.mu.Lock()

@@ -323,7 +323,7 @@ func (p *peer) run() {
 				case pauseClosed:
 					return
 				case pauseKicked:
-					lastKick = time.Now() // monotonic: the next kick's gap
+					lastKick = time.Now() // wall clock: the gap to the next kick that may end a pause
 				}
 				// Messages queued meanwhile are sent (or failed) next.
 				select {
@@ -539,7 +539,7 @@ const (
 func (p *peer) pause(d time.Duration, lastKick time.Time) int {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	deadline := time.Now().Add(d) // monotonic
+	deadline := time.Now().Add(d) // wall clock: when the pause ends, against a kick's gap
 	kick, kicked := p.kick, false
 	for {
 		select {

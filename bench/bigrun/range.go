@@ -129,6 +129,14 @@ func (b *bench) rangeCompare(ctx context.Context, srv *server, bucket string) er
 			}); err != nil {
 				return err
 			}
+			// The bucket is healthy before its view indexes are open
+			// (their queries answer 503 until then).
+			if _, err := srv.waitFor("view open", b.warmupTimeout, func() error {
+				_, err := srv.query(ctx, bucket, "bench", "v", "stale=ok&reduce=false&limit=1")
+				return err
+			}); err != nil {
+				return err
+			}
 			// A first pass fills the page caches (the index's, the OS's).
 			if _, err := b.rangeRun(ctx, srv, bucket, b.rangeClients, 5*time.Second); err != nil {
 				return err

@@ -297,8 +297,9 @@ func (s *Store) releaseHash() {
 // second: within a second of the last release it is put off until that
 // second has passed, not dropped. A login right after start (the
 // administrator's password was hashed at Open) otherwise left its 19 MiB
-// resident, and the heap goal its collection set at twice that, until the
-// server's idle release ran (BENCHMARKS.md, "The set path at none").
+// resident until the server's idle release ran, and a load meanwhile grew
+// the heap on top of it (BENCHMARKS.md, "Sets at `none`: resident memory
+// during the run").
 func (s *Store) releaseMemory() {
 	now := time.Now().UnixNano() // wall clock: only paces the release
 	last := s.lastRelease.Load()

@@ -203,6 +203,7 @@ func (b *Bucket) queueAtLocked(p *partition, k docKey, prev, d *Document, persis
 		return cb, false, nil
 	}
 	p.mu.pending[k] = d
+	p.mu.npending = len(p.mu.pending)
 	if !wait {
 		p.mu.acked[k] = d
 	}
@@ -230,6 +231,7 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	b.published(p, slot, old, p.mu.docs.version(slot))
 	if len(p.mu.pending) > 0 && p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
+		p.mu.npending = len(p.mu.pending)
 	}
 	if len(p.mu.acked) > 0 {
 		if a := p.mu.acked[k]; a != nil && a.Seq <= d.Seq {
@@ -332,6 +334,7 @@ func (b *Bucket) dropPending() {
 			}
 		}
 		clear(p.mu.pending)
+		p.mu.npending = 0
 		for cid, n := range p.mu.expiring {
 			b.countExpiration(p, cid, n) // see expireQueued
 		}

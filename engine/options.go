@@ -33,6 +33,15 @@ type Options struct {
 	// (the durable levels, Sync) start a commit at once. The default value
 	// is DefaultFlushInterval.
 	FlushInterval time.Duration
+	// MaxAckedBytes bounds, per bucket, the bytes of writes acknowledged
+	// from memory (durability none or majority) that are not on disk yet:
+	// a write that would take them past it is acknowledged only once its
+	// commit is made, as a durable write is, so that a flusher that falls
+	// behind (a slow disk) slows such writers down instead of holding
+	// their versions in memory without bound (as Couchbase bounds its
+	// checkpoints' memory). A write counts as its key, value and
+	// recordOverhead. The default value is DefaultMaxAckedBytes.
+	MaxAckedBytes int64
 	// Storage is the store a new couchbase bucket keeps its data in:
 	// StoragePebble or StorageBolt. A bucket already on disk keeps the store
 	// it was created with, whatever this says. The default value is
@@ -77,6 +86,10 @@ type Options struct {
 // memory, long enough that a stream of such writes shares one fsync.
 const DefaultFlushInterval = 2 * time.Millisecond
 
+// DefaultMaxAckedBytes is the default Options.MaxAckedBytes: 8 MiB, about
+// 23,000 writes of 100 bytes; a flusher that keeps up holds a few hundred.
+const DefaultMaxAckedBytes = 8 << 20
+
 // The stores a couchbase bucket can keep its data in (Options.Storage).
 const (
 	// StoragePebble keeps a bucket in a pebble database (an LSM tree: a
@@ -111,6 +124,9 @@ func (o *Options) EnsureDefaults() {
 	if o.FlushInterval == 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
+	if o.MaxAckedBytes == 0 {
+		o.MaxAckedBytes = DefaultMaxAckedBytes
+	}
 	if o.Storage == "" {
 		o.Storage = StoragePebble
 	}
@@ -123,6 +139,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxBatchSize < 1 {
 		return fmt.Errorf("%w: MaxBatchSize must be positive", ErrInvalidSetting)
+	}
+	if o.MaxAckedBytes < 0 {
+		return fmt.Errorf("%w: MaxAckedBytes must not be negative", ErrInvalidSetting)
 	}
 	if o.FlushInterval < 0 {
 		return fmt.Errorf("%w: FlushInterval must not be negative", ErrInvalidSetting)

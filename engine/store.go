@@ -19,6 +19,10 @@ type commitBatch struct {
 	// flush interval. Guarded by store.mu.
 	urgent bool
 	born   time.Time // when its first record was queued
+	// acked is the bytes (recordBytes) of its records acknowledged from
+	// memory, counted in store.mu.acked until the batch's commit ends.
+	// Guarded by store.mu.
+	acked int64
 }
 
 // wait blocks until the batch is committed. If ctx ends first the write may
@@ -76,6 +80,7 @@ type store struct {
 	st       storage
 	inline   bool // commit in the writer: the storage is not durable
 	maxBatch int
+	maxAcked int64         // Options.MaxAckedBytes
 	interval time.Duration // Options.FlushInterval
 	log      *slog.Logger
 	onCommit func([]record) // publishes a committed batch
@@ -100,7 +105,16 @@ type store struct {
 		// the one before it is in flight, before that one's slice is
 		// back, so one spare served every other batch.
 		spare [2][]record
+		// acked is the bytes (recordBytes) of the queued and in-flight
+		// records whose writers were answered before their commit: at
+		// most maxAcked (enqueueAt).
+		acked int64
 	}
+	// ackedPeak is the largest mu.acked has been, ackedWaits the writes
+	// acknowledged from memory that waited for their commit because
+	// mu.acked was full (a test's counters).
+	ackedPeak    atomic.Int64
+	ackedWaits   atomic.Int64
 	commitFailed atomic.Int64 // commits that failed (ep_item_commit_failed)
 	commitNum    atomic.Int64 // commits made (ep_commit_num)
 	commitLast   atomic.Int64 // duration of the last commit, ns (ep_commit_time)
@@ -122,7 +136,7 @@ const probeInterval = time.Second
 // durable). onCommit publishes each committed batch; onFail forgets what
 // failed commits held.
 func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *store {
-	s := &store{st: st, inline: !st.durable(), maxBatch: o.MaxBatchSize, interval: o.FlushInterval, log: o.Logger, onCommit: onCommit, onFail: onFail, probeGap: probeInterval,
+	s := &store{st: st, inline: !st.durable(), maxBatch: o.MaxBatchSize, maxAcked: o.MaxAckedBytes, interval: o.FlushInterval, log: o.Logger, onCommit: onCommit, onFail: onFail, probeGap: probeInterval,
 		done: &commitBatch{done: make(chan struct{})}, kick: make(chan struct{}, 1), stopped: make(chan struct{}), quit: make(chan struct{})}
 	close(s.done.done)
 	if s.inline {
@@ -147,7 +161,9 @@ func (s *store) enqueue(r record) (*commitBatch, error) {
 // is acknowledged from memory (not persist). It reports whether the writer
 // must wait for the batch all the same: always when persist, and, so that
 // writes acknowledged from memory cannot outrun the disk without bound,
-// whenever a whole batch (MaxBatchSize records) is already queued.
+// whenever a whole batch (MaxBatchSize records) is already queued or the
+// bytes acknowledged from memory and not on disk yet would pass
+// MaxAckedBytes with this one.
 func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 	if s.inline {
 		if err := s.st.commitOne(r); err != nil {
@@ -175,6 +191,18 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 	cb := s.mu.queue[n-1]
 	cb.recs = append(cb.recs, r)
 	wait := persist || n > 1 || len(cb.recs) >= s.maxBatch
+	if !wait {
+		if size := recordBytes(&r); s.mu.acked+size > s.maxAcked {
+			wait = true
+			s.ackedWaits.Add(1)
+		} else {
+			s.mu.acked += size
+			cb.acked += size
+			if s.mu.acked > s.ackedPeak.Load() {
+				s.ackedPeak.Store(s.mu.acked) // under s.mu: no other writer
+			}
+		}
+	}
 	if wait && !cb.urgent {
 		cb.urgent = true
 		kick = true
@@ -183,6 +211,21 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 		s.kickLocked()
 	}
 	return cb, wait, nil
+}
+
+// recordOverhead is what a queued write holds beside its key and value: the
+// record, its Document and its entries in the partition's pending and acked
+// maps, about.
+const recordOverhead = 256
+
+// recordBytes is what r holds in memory until its commit, about: its key,
+// its value and recordOverhead.
+func recordBytes(r *record) int64 {
+	n := int64(len(r.key.key) + recordOverhead)
+	if r.doc != nil {
+		n += int64(len(r.doc.Value))
+	}
+	return n
 }
 
 // takeSpareLocked returns a spare record slice for a new batch (nil when
@@ -325,6 +368,7 @@ func (s *store) flushLoop() {
 		clear(recs) // the documents are the table's now
 		s.mu.Lock()
 		s.mu.inflight = nil
+		s.mu.acked -= cb.acked
 		cb.recs = nil // its writers read only done and err
 		if cap(recs) <= spareMax {
 			s.putSpareLocked(recs[:0])
@@ -344,6 +388,7 @@ func (s *store) fail(cb *commitBatch, err error) {
 	rest := s.mu.queue
 	s.mu.queue = nil
 	s.mu.inflight = nil
+	s.mu.acked = 0 // the failed batches' writes are forgotten (onFail)
 	startProbe := !s.mu.probing && !s.mu.closed
 	s.mu.probing = s.mu.probing || startProbe
 	s.mu.Unlock()

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestAckedBytesAfterFailedCommit: a write at durability none that waits
+// for its commit because MaxAckedBytes is reached gets the commit's error
+// when it fails (it does not hang), and the failure leaves nothing counted:
+// no acknowledged bytes, nothing pending, the partitions' sequence numbers
+// and their lock-free copies back at the committed ones. Once the disk takes
+// writes again, writes at the bound are answered and the count drains.
+func TestAckedBytesAfterFailedCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
+	defer cancel()
+	const limit = 4 << 10
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true, FlushInterval: time.Hour, MaxAckedBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	bs := DefaultBucketSettings("b")
+	bs.DurabilityMinLevel = DurabilityNone
+	b, err := eng.CreateBucket(ctx, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faultyStorage{storage: b.store.st}
+	b.store.st = f
+	b.store.probeGap = time.Millisecond
+	c := b.DefaultCollection()
+	value := make([]byte, 300)
+	for i := range value {
+		value[i] = 'x'
+	}
+	// consistent checks what the commit's failure or success must leave.
+	consistent := func(when string) {
+		t.Helper()
+		for _, p := range b.parts {
+			p.mu.RLock()
+			n, np, seq, durable, now := len(p.mu.pending), p.mu.npending, p.mu.seq, p.mu.durable, p.seqNow.Load()
+			p.mu.RUnlock()
+			if n != np {
+				t.Errorf("%s: partition %d: npending %d, pending holds %d", when, p.id, np, n)
+			}
+			if now != seq {
+				t.Errorf("%s: partition %d: lock-free sequence number %d, given out %d", when, p.id, now, seq)
+			}
+			if n == 0 && seq != durable {
+				t.Errorf("%s: partition %d: nothing pending, sequence number %d, committed %d", when, p.id, seq, durable)
+			}
+		}
+	}
+	f.setErr(errors.New("disk gone"))
+	// Writes acknowledged from memory until the bound; the one past it
+	// waits for the batch's commit, which fails.
+	var failed error
+	for i := 0; failed == nil; i++ {
+		if i > 1000 {
+			t.Fatal("no write waited for its commit past MaxAckedBytes")
+		}
+		_, failed = c.Upsert(ctx, fmt.Sprintf("k%d", i), value, nil)
+	}
+	if !errors.Is(failed, ErrStorage) {
+		t.Fatalf("the write past the bound: %v, want ErrStorage", failed)
+	}
+	b.store.mu.Lock()
+	left := b.store.mu.acked
+	b.store.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d acknowledged bytes counted after the failed commit, want 0", left)
+	}
+	consistent("after the failed commit")
+	f.setErr(nil)
+	for b.store.failure() != nil {
+		select {
+		case <-ctx.Done():
+			t.Fatal("writes never taken again")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	for i := range 100 {
+		if _, err := c.Upsert(ctx, fmt.Sprintf("again%d", i), value, nil); err != nil {
+			t.Fatalf("after the disk came back: %v", err)
+		}
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.store.mu.Lock()
+	left = b.store.mu.acked
+	b.store.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d acknowledged bytes counted after Sync, want 0", left)
+	}
+	if peak := b.store.ackedPeak.Load(); peak > limit {
+		t.Fatalf("acknowledged bytes peaked at %d, want at most %d", peak, limit)
+	}
+	consistent("after Sync")
+	if err := b.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -103,5 +104,82 @@ func TestAckedBytesAfterFailedCommit(t *testing.T) {
 	consistent("after Sync")
 	if err := b.Check(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAckedBytesWaiterAtClose: writers waiting for their commit because
+// MaxAckedBytes is reached, while the flusher is held, are answered when
+// the bucket closes meanwhile (their writes committed, or refused), and the
+// close ends.
+func TestAckedBytesWaiterAtClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
+	defer cancel()
+	const limit = 4 << 10
+	var hold atomic.Bool
+	release := make(chan struct{})
+	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true, MaxAckedBytes: limit,
+		CommitHook: func(string) {
+			if hold.Load() {
+				<-release
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := DefaultBucketSettings("b")
+	bs.DurabilityMinLevel = DurabilityNone
+	b, err := eng.CreateBucket(ctx, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.DefaultCollection()
+	value := make([]byte, 300)
+	hold.Store(true)
+	const writers = 4
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			var err error
+			for i := 0; err == nil; i++ {
+				_, err = c.Upsert(ctx, fmt.Sprintf("w%d-%d", w, i), value, nil)
+			}
+			errs <- err
+		}()
+	}
+	for b.store.ackedWaits.Load() < writers {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("writers waiting at the bound: %d of %d", b.store.ackedWaits.Load(), writers)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- eng.Close() }()
+	for !b.isClosed() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the bucket never began to close")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	hold.Store(false)
+	close(release)
+	for range writers {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("a writer at the bound as the bucket closed: %v, want ErrClosed in the end", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a writer waiting at the bound hangs after the close")
+		}
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the close hangs")
 	}
 }

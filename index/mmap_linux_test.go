@@ -1,12 +1,9 @@
 package index_test
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/index"
@@ -16,34 +13,9 @@ import (
 // (/proc/self/smaps), and whether it is mapped at all.
 func mappedRSS(t *testing.T, path string) (int64, bool) {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	rss, found, err := smapsRSS(path)
 	if err != nil {
 		t.Skipf("no smaps: %v", err)
-	}
-	defer f.Close()
-	var rss int64
-	var in, found bool
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		if !strings.HasSuffix(fields[0], ":") { // a mapping's header
-			in = fields[len(fields)-1] == path
-			found = found || in
-			continue
-		}
-		if in && fields[0] == "Rss:" && len(fields) >= 2 {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rss += kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return rss, found
 }

@@ -107,18 +107,19 @@ func (m *mapRelease) noteReadIn(tx *bolt.Tx, n int) {
 // noteMappedIn counts the read of p, bytes of tx, a transaction of the
 // calling goroutine, as the faultAround windows of the map it touches that
 // no read touched since the last release, and releases the mapped pages in
-// tx if the count reached the limit. p outside the map (bytes bbolt holds
-// in its heap, in a write transaction) counts nothing.
-func (m *mapRelease) noteMappedIn(tx *bolt.Tx, p []byte) {
+// tx if the count reached the limit. It returns the bytes counted. p
+// outside the map (bytes bbolt holds in its heap, in a write transaction)
+// counts nothing.
+func (m *mapRelease) noteMappedIn(tx *bolt.Tx, p []byte) int64 {
 	if m == nil || len(p) == 0 {
-		return
+		return 0
 	}
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
 	end := addr + uintptr(len(p))
 	w := m.seen.Load()
 	if w == nil || addr < w.base || end > w.end {
 		if w = m.windows(tx, addr, end); w == nil {
-			return
+			return 0
 		}
 	}
 	var n int64
@@ -132,6 +133,7 @@ func (m *mapRelease) noteMappedIn(tx *bolt.Tx, p []byte) {
 	if n > 0 && m.read.Add(n) >= m.limit {
 		m.releaseIn(tx)
 	}
+	return n
 }
 
 // windows returns the windows to mark for the bytes [addr, end) read in tx,

@@ -593,6 +593,7 @@ type pageWriter struct {
 	tx     *bolt.Tx
 	pages  *bolt.Bucket
 	bytes  int64 // page bytes put in tx, and what its back-index puts count
+	mapped int64 // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
 	backs  int   // back-index entries changed in tx
 	retain int64 // bytes of written leaf pages still kept for the cache (writtenRetain)
 }
@@ -603,7 +604,7 @@ func (pw *pageWriter) begin() error {
 	if err != nil {
 		return err
 	}
-	pw.tx, pw.pages, pw.bytes, pw.backs = tx, tx.Bucket(bucketPages), 0, 0
+	pw.tx, pw.pages, pw.bytes, pw.mapped, pw.backs = tx, tx.Bucket(bucketPages), 0, 0, 0
 	pw.pages.FillPercent = 1 // page ids only grow
 	return nil
 }
@@ -617,10 +618,20 @@ func (pw *pageWriter) limit() int64 {
 	return pw.ps.txBytes
 }
 
+// full reports whether pw's transaction holds its bound's worth: of page
+// bytes and back-index puts (bbolt's heap), and of the map's windows it
+// read first (the file's resident map: its commit reads again the leaves
+// it changed, and their siblings when it rebalances them, after the last
+// release its reads made).
+func (pw *pageWriter) full() bool {
+	limit := pw.limit()
+	return limit >= 0 && (pw.bytes >= limit || pw.mapped >= limit)
+}
+
 // next commits pw's transaction and begins the next one if it holds its
 // bound's worth.
 func (pw *pageWriter) next() error {
-	if limit := pw.limit(); limit < 0 || pw.bytes < limit {
+	if !pw.full() {
 		return nil
 	}
 	if err := pw.commit(); err != nil {
@@ -658,7 +669,7 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	// The leaf page the key goes to, read through the map (its windows),
 	// and the entry it holds there.
 	k, old := back.Cursor().Seek(key)
-	ps.mm.noteMappedIn(pw.tx, k)
+	pw.mapped += ps.mm.noteMappedIn(pw.tx, k)
 	if !bytes.Equal(k, key) {
 		old = nil
 	}
@@ -784,12 +795,22 @@ func (pw *pageWriter) deleteEarly(safe uint64) error {
 	}
 	slices.Sort(ids)
 	for len(ids) > 0 {
-		n := min(len(ids), perTx)
 		if err := pw.begin(); err != nil {
 			return err
 		}
-		if _, err := ps.deleteFreed(pw.tx, []freedPages{{ids: ids[:n]}}, 0); err != nil {
-			return err
+		// Up to perTx deletions, fewer if their leaves are spread
+		// over the map (see full).
+		pc, fc := pw.pages.Cursor(), pw.tx.Bucket(bucketFree).Cursor()
+		n := 0
+		for ; n < len(ids) && n < perTx && !pw.full(); n++ {
+			k := pageKeyBytes(ids[n])
+			for _, c := range []*bolt.Cursor{pc, fc} {
+				mapped, err := ps.deleteAt(pw.tx, c, k)
+				if err != nil {
+					return err
+				}
+				pw.mapped += mapped
+			}
 		}
 		if err := pw.commit(); err != nil {
 			return err
@@ -887,7 +908,7 @@ func (ps *pager) deleteFreed(tx *bolt.Tx, pending []freedPages, safe uint64) ([]
 	for _, id := range ids {
 		k := pageKeyBytes(id)
 		for _, c := range []*bolt.Cursor{pc, fc} {
-			if err := ps.deleteAt(tx, c, k); err != nil {
+			if _, err := ps.deleteAt(tx, c, k); err != nil {
 				return nil, err
 			}
 		}
@@ -896,14 +917,14 @@ func (ps *pager) deleteFreed(tx *bolt.Tx, pending []freedPages, safe uint64) ([]
 }
 
 // deleteAt deletes key k with c, a cursor of tx, counting the leaf page
-// it was on as read through the map.
-func (ps *pager) deleteAt(tx *bolt.Tx, c *bolt.Cursor, k []byte) error {
+// it was on as read through the map, and returns the bytes counted.
+func (ps *pager) deleteAt(tx *bolt.Tx, c *bolt.Cursor, k []byte) (int64, error) {
 	at, _ := c.Seek(k)
-	ps.mm.noteMappedIn(tx, at) // the leaf page the key was on, or would be
+	mapped := ps.mm.noteMappedIn(tx, at) // the leaf page the key was on, or would be
 	if !bytes.Equal(at, k) {
-		return nil
+		return mapped, nil
 	}
-	return c.Delete()
+	return mapped, c.Delete()
 }
 
 // dropCached removes the deleted pages' rows from the cache.

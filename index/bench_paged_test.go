@@ -175,7 +175,11 @@ func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes, dirtyB
 // file-backed memory, which is mostly the index file's map
 // ("peak-rssfile-MiB"), of the index file's map alone, from
 // /proc/self/smaps ("peak-map-MiB"), and of its whole resident memory
-// ("peak-rss-MiB"), beside the build rate ("rows+close/s"). Run them
+// ("peak-rss-MiB"), beside the build rate ("rows+close/s", and per CPU
+// second of the process, the sampler's included: "rows/cpu-s"), the
+// transactions the write-backs committed before their final ones
+// ("page-txs") and the releases of the map ("map-releases"), both before
+// the Close. Run them
 // alternately in one run (-count N) on a shared machine.
 func BenchmarkPagedWriteBackPeak(b *testing.B) {
 	batches := benchBatchesOrder(true)
@@ -220,23 +224,28 @@ func BenchmarkPagedWriteBackPeak(b *testing.B) {
 						}
 					}
 				}()
-				start := time.Now()
+				start, cpu := time.Now(), cpuTime()
 				for _, batch := range batches {
 					if err := ix.Apply(ctx, batch); err != nil {
 						b.Fatal(err)
 					}
 				}
+				txs := index.WriteBackPageTxs(ix)
+				releases, _ := index.MapReleases(ix)
 				if err := ix.Close(); err != nil {
 					b.Fatal(err)
 				}
-				elapsed := time.Since(start)
+				elapsed, cpuUsed := time.Since(start), cpuTime()-cpu
 				close(stop)
 				peak := <-peaks
 				b.ReportMetric(benchRows/elapsed.Seconds(), "rows+close/s")
+				b.ReportMetric(benchRows/cpuUsed.Seconds(), "rows/cpu-s")
 				b.ReportMetric(float64(peak[0])/(1<<20), "peak-live-MiB")
 				b.ReportMetric(float64(peak[1])/(1<<20), "peak-rssfile-MiB")
 				b.ReportMetric(float64(peak[2])/(1<<20), "peak-rss-MiB")
 				b.ReportMetric(float64(peak[3])/(1<<20), "peak-map-MiB")
+				b.ReportMetric(float64(txs), "page-txs")
+				b.ReportMetric(float64(releases), "map-releases")
 			}
 		})
 	}

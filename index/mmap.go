@@ -194,7 +194,7 @@ func (m *mapRelease) release() {
 // failure loses nothing (the pages just stay): it is kept for lastErr, not
 // returned to the Apply or query that happened to trigger the release.
 func (m *mapRelease) releaseIn(tx *bolt.Tx) {
-	if !m.mu.TryLock() {
+	if m == nil || !m.mu.TryLock() {
 		return // another goroutine is releasing the same pages
 	}
 	defer m.mu.Unlock()

@@ -1243,6 +1243,19 @@ func (ix *Index) writeBack(gen uint64) error {
 		if err := emptyBackUndo(tx); err != nil {
 			return err
 		}
+		// The log's records are all below logNext: the bucket goes
+		// whole, as the undo bucket's. Deleting a bucket frees its pages
+		// reading their headers, in this call, and bbolt's commit does
+		// not read them again; deleting its records one by one left the
+		// commit to read every leaf they emptied (rebalancing it). The
+		// map is released after both.
+		if err := tx.DeleteBucket(bucketLog); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketLog); err != nil {
+			return err
+		}
+		ps.mm.releaseIn(tx)
 		free := tx.Bucket(bucketFree)
 		freed := slices.Clone(replaced)
 		for _, f := range ps.dirty.freed {
@@ -1270,9 +1283,6 @@ func (ix *Index) writeBack(gen uint64) error {
 		}
 		if len(replaced) > 0 { // snapshots before gen read them
 			left = append(left, freedPages{gen: gen, ids: replaced})
-		}
-		if err := truncateLog(tx, ix.mu.logNext, ix.mm); err != nil {
-			return err
 		}
 		meta := tx.Bucket(bucketMeta)
 		for _, kv := range [][2][]byte{

@@ -24,7 +24,6 @@ import (
 // under its mmap lock, which a read transaction holds shared: the range
 // is released under one, and readers in other transactions meanwhile
 // just fault their pages back in.
-
 //
 // A read fault on the map brings in more than the page read: Linux maps
 // the pages around it that the page cache holds, up to fault_around_bytes

@@ -1,6 +1,7 @@
 package index_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,8 +173,13 @@ func runPagedBench(b *testing.B, batches [][]index.DocUpdate, cacheBytes, dirtyB
 // the live heap as the last collection marked it ("peak-live-MiB": the
 // benchmark's 1M documents, about 400 MiB of it, are held throughout), of the process's resident
 // file-backed memory, which is mostly the index file's map
-// ("peak-rssfile-MiB"), and of its whole resident memory
-// ("peak-rss-MiB"), beside the build rate ("rows+close/s"). Run them
+// ("peak-rssfile-MiB"), of the index file's map alone, from
+// /proc/self/smaps ("peak-map-MiB"), and of its whole resident memory
+// ("peak-rss-MiB"), beside the build rate ("rows+close/s", and per CPU
+// second of the process, the sampler's included: "rows/cpu-s"), the
+// transactions the write-backs committed before their final ones
+// ("page-txs") and the releases of the map ("map-releases"), both before
+// the Close. Run them
 // alternately in one run (-count N) on a shared machine.
 func BenchmarkPagedWriteBackPeak(b *testing.B) {
 	batches := benchBatchesOrder(true)
@@ -185,7 +192,8 @@ func BenchmarkPagedWriteBackPeak(b *testing.B) {
 			for b.Loop() {
 				runtime.GC()
 				ctx := context.Background()
-				cfg := benchConfig(filepath.Join(b.TempDir(), "ix"))
+				path := filepath.Join(b.TempDir(), "ix")
+				cfg := benchConfig(path)
 				cfg.Cache = index.NewPageCache(benchCacheBytes).SetDirtyBudget(benchCacheBytes)
 				ix, err := index.Open(ctx, cfg)
 				if err != nil {
@@ -194,9 +202,9 @@ func BenchmarkPagedWriteBackPeak(b *testing.B) {
 				index.SetWriteBackTxBytes(ix, tc.txBytes)
 				index.SetBackInFinalTx(ix, tc.backFinal)
 				stop := make(chan struct{})
-				peaks := make(chan [3]uint64)
+				peaks := make(chan [4]uint64)
 				go func() {
-					var peak [3]uint64
+					var peak [4]uint64
 					sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 					tick := time.NewTicker(2 * time.Millisecond)
 					defer tick.Stop()
@@ -205,6 +213,9 @@ func BenchmarkPagedWriteBackPeak(b *testing.B) {
 						rss, file := procRSS()
 						peak[0] = max(peak[0], sample[0].Value.Uint64())
 						peak[1], peak[2] = max(peak[1], file), max(peak[2], rss)
+						if mapped, _, err := smapsRSS(path); err == nil {
+							peak[3] = max(peak[3], uint64(mapped))
+						}
 						select {
 						case <-stop:
 							peaks <- peak
@@ -213,22 +224,28 @@ func BenchmarkPagedWriteBackPeak(b *testing.B) {
 						}
 					}
 				}()
-				start := time.Now()
+				start, cpu := time.Now(), cpuTime()
 				for _, batch := range batches {
 					if err := ix.Apply(ctx, batch); err != nil {
 						b.Fatal(err)
 					}
 				}
+				txs := index.WriteBackPageTxs(ix)
+				releases, _ := index.MapReleases(ix)
 				if err := ix.Close(); err != nil {
 					b.Fatal(err)
 				}
-				elapsed := time.Since(start)
+				elapsed, cpuUsed := time.Since(start), cpuTime()-cpu
 				close(stop)
 				peak := <-peaks
 				b.ReportMetric(benchRows/elapsed.Seconds(), "rows+close/s")
+				b.ReportMetric(benchRows/cpuUsed.Seconds(), "rows/cpu-s")
 				b.ReportMetric(float64(peak[0])/(1<<20), "peak-live-MiB")
 				b.ReportMetric(float64(peak[1])/(1<<20), "peak-rssfile-MiB")
 				b.ReportMetric(float64(peak[2])/(1<<20), "peak-rss-MiB")
+				b.ReportMetric(float64(peak[3])/(1<<20), "peak-map-MiB")
+				b.ReportMetric(float64(txs), "page-txs")
+				b.ReportMetric(float64(releases), "map-releases")
 			}
 		})
 	}
@@ -250,4 +267,38 @@ func procRSS() (rss, file uint64) {
 		}
 	}
 	return rss, file
+}
+
+// smapsRSS returns the resident bytes of this process's mappings of path
+// (/proc/self/smaps), and whether it is mapped at all.
+func smapsRSS(path string) (rss int64, found bool, err error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") { // a mapping's header
+			in = fields[len(fields)-1] == path
+			found = found || in
+			continue
+		}
+		if in && fields[0] == "Rss:" && len(fields) >= 2 {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, false, fmt.Errorf("smaps: %w", err)
+			}
+			rss += kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, false, fmt.Errorf("smaps: %w", err)
+	}
+	return rss, found, nil
 }

@@ -1,9 +1,8 @@
 package index_test
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,34 +15,9 @@ import (
 // (/proc/self/smaps), and whether it is mapped at all.
 func mappedRSS(t *testing.T, path string) (int64, bool) {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	rss, found, err := smapsRSS(path)
 	if err != nil {
 		t.Skipf("no smaps: %v", err)
-	}
-	defer f.Close()
-	var rss int64
-	var in, found bool
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		if !strings.HasSuffix(fields[0], ":") { // a mapping's header
-			in = fields[len(fields)-1] == path
-			found = found || in
-			continue
-		}
-		if in && fields[0] == "Rss:" && len(fields) >= 2 {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rss += kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return rss, found
 }
@@ -86,5 +60,51 @@ func TestPagedMapReleaseFreesResident(t *testing.T) {
 		t.Fatalf("releases %d, error %v", n, err)
 	}
 	equalStrings(t, "rows after the release", rowsOf(t, ix, "v", index.Range{}), all)
+	checkIndex(t, ix)
+}
+
+// TestPagedMapSparseReadsStayBounded: queries spread thin over a large
+// index each read a small leaf in another 64 KiB of the file, and Linux
+// maps the 64 KiB around each read (fault-around): the file's resident map
+// stays within about the page cache's budget all the same.
+func TestPagedMapSparseReadsStayBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.view")
+	const budget = 4 << 20
+	// Leaves of 8 rows of 100-byte document ids: pages of about 1 KiB.
+	ix := openIndex(t, index.WithPagedLeafRows(index.Config{Path: path, Signature: "s", NumPartitions: 4,
+		Views: []index.ViewConfig{{Name: "v"}}, Cache: index.NewPageCache(budget)}, 8))
+	defer closeIndex(t, ix)
+	const docs = 100000 // about 13 MiB of leaves
+	pad := strings.Repeat("x", 90)
+	ups := make([]index.DocUpdate, 0, docs)
+	for i := range docs {
+		ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%06d-%s", i, pad), Seq: uint64(i + 1),
+			Rows: map[string][]index.Emit{"v": emits(strconv.Itoa(i), "1")}})
+	}
+	apply(t, ix, ups...)
+	if err := ix.WriteBack(); err != nil {
+		t.Fatal(err)
+	}
+	index.ReleaseMapped(ix)
+	// A query of one row in each 500 rows (about 64 KiB of leaves).
+	const queries = docs / 500
+	for q := range queries {
+		n := 0
+		err := ix.Query(context.Background(), "v", index.Range{StartKey: []byte(strconv.Itoa(q * 500))}, func(index.Row) error {
+			n++
+			return index.ErrStop
+		})
+		if err != nil || n != 1 {
+			t.Fatalf("query %d: %d rows, %v", q, n, err)
+		}
+	}
+	rss, mapped := mappedRSS(t, path)
+	if !mapped {
+		t.Fatalf("%s is not mapped", path)
+	}
+	t.Logf("%d sparse queries: %d KiB of the file resident", queries, rss>>10)
+	if rss > 2*budget { // the budget, and the pages a query's lookup crossed
+		t.Fatalf("after %d sparse queries %d KiB of the file stay resident; want about %d KiB at most", queries, rss>>10, budget>>10)
+	}
 	checkIndex(t, ix)
 }

@@ -227,8 +227,8 @@ func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64, keep bool) ([]row, er
 		if page = b.Get(pageKeyBytes(id)); page == nil {
 			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
 		}
+		ps.mm.noteMappedIn(b.Tx(), page)
 		page = bytes.Clone(page)
-		ps.mm.noteReadIn(b.Tx(), len(page))
 		return nil
 	}
 	var err error
@@ -446,7 +446,7 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 	}
 	inner := tx.Bucket(bucketPages).Get(pageKeyBytes(r.page))
 	raw, refs, err := decodeInner(inner)
-	ps.mm.noteReadIn(tx, len(inner))
+	ps.mm.noteMappedIn(tx, inner)
 	if err != nil {
 		return nil, fmt.Errorf("%w: inner page %d", err, r.page)
 	}
@@ -593,6 +593,7 @@ type pageWriter struct {
 	tx     *bolt.Tx
 	pages  *bolt.Bucket
 	bytes  int64 // page bytes put in tx, and what its back-index puts count
+	mapped int64 // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
 	backs  int   // back-index entries changed in tx
 	retain int64 // bytes of written leaf pages still kept for the cache (writtenRetain)
 }
@@ -603,7 +604,7 @@ func (pw *pageWriter) begin() error {
 	if err != nil {
 		return err
 	}
-	pw.tx, pw.pages, pw.bytes, pw.backs = tx, tx.Bucket(bucketPages), 0, 0
+	pw.tx, pw.pages, pw.bytes, pw.mapped, pw.backs = tx, tx.Bucket(bucketPages), 0, 0, 0
 	pw.pages.FillPercent = 1 // page ids only grow
 	return nil
 }
@@ -617,10 +618,20 @@ func (pw *pageWriter) limit() int64 {
 	return pw.ps.txBytes
 }
 
+// full reports whether pw's transaction holds its bound's worth: of page
+// bytes and back-index puts (bbolt's heap), and of the map's windows it
+// read first (the file's resident map: its commit reads again the leaves
+// it changed, and their siblings when it rebalances them, after the last
+// release its reads made).
+func (pw *pageWriter) full() bool {
+	limit := pw.limit()
+	return limit >= 0 && (pw.bytes >= limit || pw.mapped >= limit)
+}
+
 // next commits pw's transaction and begins the next one if it holds its
 // bound's worth.
 func (pw *pageWriter) next() error {
-	if limit := pw.limit(); limit < 0 || pw.bytes < limit {
+	if !pw.full() {
 		return nil
 	}
 	if err := pw.commit(); err != nil {
@@ -655,12 +666,18 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	ps := pw.ps
 	back := pw.tx.Bucket(bucketBack)
 	key := []byte(id)
+	// The leaf page the key goes to, read through the map (its windows),
+	// and the entry it holds there.
+	k, old := back.Cursor().Seek(key)
+	pw.mapped += ps.mm.noteMappedIn(pw.tx, k)
+	if !bytes.Equal(k, key) {
+		old = nil
+	}
 	bounded := pw.limit() >= 0 && !ps.backFinal
 	if bounded {
 		undo := pw.tx.Bucket(bucketBackUndo)
 		undo.FillPercent = 1 // in key order, into an empty bucket
 		if undo.Get(key) == nil {
-			old := back.Get(key)
 			v := make([]byte, 0, 1+len(old))
 			if old != nil {
 				v = append(append(v, 1), old...)
@@ -681,7 +698,6 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	if err != nil {
 		return err
 	}
-	ps.mm.noteReadIn(pw.tx, mapPage) // the leaf page the key goes to
 	pw.backs++
 	// A document's key lands on its own leaf page of the back index
 	// when the documents are few among many (a build in partition order):
@@ -756,7 +772,8 @@ func (pw *pageWriter) commit() error {
 // a bounded number of deletions each, and drops them from ps.pending and
 // the cache. They are safe to delete before the write-back's final
 // transaction: an earlier write-back listed them free in the file, and
-// none of its trees reaches them. REQUIRES: Index.mu.
+// none of its trees reaches them; and after it, those it listed free.
+// REQUIRES: Index.mu.
 func (pw *pageWriter) deleteEarly(safe uint64) error {
 	ps := pw.ps
 	var early, keep []freedPages
@@ -778,12 +795,22 @@ func (pw *pageWriter) deleteEarly(safe uint64) error {
 	}
 	slices.Sort(ids)
 	for len(ids) > 0 {
-		n := min(len(ids), perTx)
 		if err := pw.begin(); err != nil {
 			return err
 		}
-		if _, err := ps.deleteFreed(pw.tx, []freedPages{{ids: ids[:n]}}, 0); err != nil {
-			return err
+		// Up to perTx deletions, fewer if their leaves are spread
+		// over the map (see full).
+		pc, fc := pw.pages.Cursor(), pw.tx.Bucket(bucketFree).Cursor()
+		n := 0
+		for ; n < len(ids) && n < perTx && !pw.full(); n++ {
+			k := pageKeyBytes(ids[n])
+			for _, c := range []*bolt.Cursor{pc, fc} {
+				mapped, err := ps.deleteAt(pw.tx, c, k)
+				if err != nil {
+					return err
+				}
+				pw.mapped += mapped
+			}
 		}
 		if err := pw.commit(); err != nil {
 			return err
@@ -877,17 +904,27 @@ func (ps *pager) deleteFreed(tx *bolt.Tx, pending []freedPages, safe uint64) ([]
 		ids = append(ids, f.ids...)
 	}
 	slices.Sort(ids) // in key order (see writeBack)
+	pc, fc := pages.Cursor(), free.Cursor()
 	for _, id := range ids {
 		k := pageKeyBytes(id)
-		if err := pages.Delete(k); err != nil {
-			return nil, err
+		for _, c := range []*bolt.Cursor{pc, fc} {
+			if _, err := ps.deleteAt(tx, c, k); err != nil {
+				return nil, err
+			}
 		}
-		if err := free.Delete(k); err != nil {
-			return nil, err
-		}
-		ps.mm.noteReadIn(tx, 2*mapPage) // the two leaf pages the keys were on
 	}
 	return left, nil
+}
+
+// deleteAt deletes key k with c, a cursor of tx, counting the leaf page
+// it was on as read through the map, and returns the bytes counted.
+func (ps *pager) deleteAt(tx *bolt.Tx, c *bolt.Cursor, k []byte) (int64, error) {
+	at, _ := c.Seek(k)
+	mapped := ps.mm.noteMappedIn(tx, at) // the leaf page the key was on, or would be
+	if !bytes.Equal(at, k) {
+		return mapped, nil
+	}
+	return mapped, c.Delete()
 }
 
 // dropCached removes the deleted pages' rows from the cache.
@@ -1030,7 +1067,9 @@ func (ps *pager) readBack(updates []DocUpdate) (map[string][]byte, error) {
 			if k != nil && string(k) == id {
 				back[id] = bytes.Clone(v)
 			}
-			ps.mm.noteReadIn(tx, mapPage+len(v)) // the leaf page sought, found or not
+			// The leaf page sought, found or not (its windows).
+			ps.mm.noteMappedIn(tx, k)
+			ps.mm.noteMappedIn(tx, v)
 		}
 		return nil
 	})
@@ -1047,7 +1086,8 @@ func (ps *pager) eachDoc(fn func(id string)) error {
 	err := ps.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketBack).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			ps.mm.noteReadIn(tx, len(k)+len(v))
+			ps.mm.noteMappedIn(tx, k)
+			ps.mm.noteMappedIn(tx, v)
 			if _, changed := ps.dirty.back[string(k)]; !changed {
 				fn(string(k))
 			}
@@ -1203,6 +1243,19 @@ func (ix *Index) writeBack(gen uint64) error {
 		if err := emptyBackUndo(tx); err != nil {
 			return err
 		}
+		// The log's records are all below logNext: the bucket goes
+		// whole, as the undo bucket's. Deleting a bucket frees its pages
+		// reading their headers, in this call, and bbolt's commit does
+		// not read them again; deleting its records one by one left the
+		// commit to read every leaf they emptied (rebalancing it). The
+		// map is released after both.
+		if err := tx.DeleteBucket(bucketLog); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketLog); err != nil {
+			return err
+		}
+		ps.mm.releaseIn(tx)
 		free := tx.Bucket(bucketFree)
 		freed := slices.Clone(replaced)
 		for _, f := range ps.dirty.freed {
@@ -1214,15 +1267,22 @@ func (ix *Index) writeBack(gen uint64) error {
 				return err
 			}
 		}
-		var err error
-		if left, err = ps.deleteFreed(tx, pending, safe); err != nil {
-			return err
+		// The pages no reader needs stay, listed free, until the
+		// deletion after the switch (below), in bounded transactions:
+		// deleted here, they were a build's Applies' dropped pages all
+		// over the pages bucket, and bbolt's commit of the final
+		// transaction read, through the map, every leaf they were on
+		// and its siblings (rebalancing), with no release until its end.
+		// Unbounded (a write-back in one transaction), they go here.
+		left = pending
+		if pw.limit() < 0 {
+			var err error
+			if left, err = ps.deleteFreed(tx, pending, safe); err != nil {
+				return err
+			}
 		}
 		if len(replaced) > 0 { // snapshots before gen read them
 			left = append(left, freedPages{gen: gen, ids: replaced})
-		}
-		if err := truncateLog(tx, ix.mu.logNext, ix.mm); err != nil {
-			return err
 		}
 		meta := tx.Bucket(bucketMeta)
 		for _, kv := range [][2][]byte{
@@ -1257,6 +1317,12 @@ func (ix *Index) writeBack(gen uint64) error {
 	ix.mu.logDocs = 0
 	ix.publish(snap)
 	ps.mm.release() // the transaction read the pages it changed
+	// The pages the final transaction listed free that no reader needs,
+	// deleted in transactions of a bounded number of deletions each: a
+	// crash before leaves them listed free, and Open deletes them.
+	if err := pw.deleteEarly(safe); err != nil {
+		return fmt.Errorf("index: delete freed pages: %w", err)
+	}
 	return nil
 }
 

@@ -415,14 +415,14 @@ func (ix *Index) writeCheckpoint(snap *snapshot, from byte, upTo uint64, beforeS
 }
 
 // truncateLog deletes, in tx, the log records below upTo.
-// Each record's leaf is read through the map (counted in mm).
+// Each record's leaf page is read through the map (counted in mm).
 func truncateLog(tx *bolt.Tx, upTo uint64, mm *mapRelease) error {
 	c := tx.Bucket(bucketLog).Cursor()
 	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < upTo; k, _ = c.First() {
+		mm.noteMappedIn(tx, k) // the record's leaf page
 		if err := c.Delete(); err != nil {
 			return err
 		}
-		mm.noteReadIn(tx, mapPage)
 	}
 	return nil
 }

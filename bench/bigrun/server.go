@@ -32,6 +32,7 @@ type server struct {
 	bin, data, logPath string
 	extra              []string // more serve flags (--view-cache-mb, --no-sync)
 	http, mc           string   // host:port
+	pprof              string   // --pprof host:port, "" when off
 	ports              map[string]string
 
 	cmd     *exec.Cmd

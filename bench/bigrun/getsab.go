@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,21 +156,28 @@ func fetchTo(url, path string) error {
 	return f.Close()
 }
 
-// getsAB alternates two servers (-bin with -serve-args, and -gets-ab with
-// -gets-ab-args) on the reused data directory: each round starts each
-// afresh, waits for its warm-up and times the random gets after the page
-// cache drop, then stops it; it reports each side's figures together.
+// getsAB alternates servers on the reused data directory: A is -bin with
+// -serve-args, B (C, ...) -gets-ab with each of -gets-ab-args's variants
+// (separated by |; a variant's leading NAME=VALUE words are environment
+// variables, e.g. GOMAXPROCS=4). Each round starts each afresh, waits for
+// its warm-up and times the random gets after the page cache drop, then
+// stops it; it reports each side's figures together.
 func (b *bench) getsAB(bucket string) error {
 	type side struct {
 		name, bin, args string
 		figs            []getsFigures
 	}
-	sides := []*side{{name: "A", bin: b.bin, args: b.serveArgs}, {name: "B", bin: b.getsABBin, args: b.getsABArgs}}
-	b.rep.add("gets-ab", "A / B", "%s %q / %s %q", sides[0].bin, sides[0].args, sides[1].bin, sides[1].args)
+	sides := []*side{{name: "A", bin: b.bin, args: b.serveArgs}}
+	for i, v := range strings.Split(b.getsABArgs, "|") {
+		sides = append(sides, &side{name: string(rune('B' + i)), bin: b.getsABBin, args: strings.TrimSpace(v)})
+	}
+	for _, sd := range sides {
+		b.rep.add("gets-ab", sd.name, "%s %q", sd.bin, sd.args)
+	}
 	for r := range b.getsABRounds {
-		order := []*side{sides[0], sides[1]}
+		order := append([]*side(nil), sides...)
 		if r%2 == 1 {
-			order[0], order[1] = order[1], order[0]
+			slices.Reverse(order)
 		}
 		for _, sd := range order {
 			phase := fmt.Sprintf("gets-ab %s round %d", sd.name, r+1)
@@ -191,13 +199,24 @@ func (b *bench) getsAB(bucket string) error {
 	return nil
 }
 
+// splitEnv splits a variant's leading NAME=VALUE words off its serve flags.
+func splitEnv(args string) (env []string, flags string) {
+	f := strings.Fields(args)
+	for len(f) > 0 && !strings.HasPrefix(f[0], "-") && strings.Contains(f[0], "=") {
+		env, f = append(env, f[0]), f[1:]
+	}
+	return env, strings.Join(f, " ")
+}
+
 // getsOnce starts bin with args on the reused data directory, waits for its
 // warm-up, times the random gets and stops it.
 func (b *bench) getsOnce(bucket, phase, bin, args string) (getsFigures, error) {
+	env, args := splitEnv(args)
 	srv, err := b.newServer(bin, b.reuse, b.serveFlags(args))
 	if err != nil {
 		return getsFigures{}, err
 	}
+	srv.env = env
 	if err := srv.start(bucket); err != nil {
 		return getsFigures{}, err
 	}
@@ -220,5 +239,32 @@ func (b *bench) getsOnce(bucket, phase, bin, args string) (getsFigures, error) {
 	}
 	b.rep.add(phase, "warm-up done", "%.2f s after the process started", at.Seconds())
 	b.memFigures(srv, phase, "warm")
+	if err := b.buildAgain(srv, bucket, phase); err != nil {
+		return getsFigures{}, err
+	}
 	return b.randomGets(srv, phase, "")
+}
+
+// buildAgain, with -view-again, builds a view over the bucket anew (a
+// design document of a new name with the big phase's map) and waits for
+// it (stale=false): the gets after it find the server as the first run's
+// gets found it, right after a build.
+func (b *bench) buildAgain(srv *server, bucket, phase string) error {
+	if !b.viewAgain {
+		return nil
+	}
+	ctx := context.Background()
+	ddoc := fmt.Sprintf("again%d", time.Now().UnixNano()) // wall clock: a new name
+	t0 := time.Now()                                      // wall clock: the benchmark times a real server
+	if err := srv.putDesignDoc(ctx, bucket, ddoc, bigDDoc); err != nil {
+		return err
+	}
+	vctx, cancel := context.WithTimeout(ctx, b.viewWait)
+	defer cancel()
+	if _, err := srv.query(vctx, bucket, ddoc, "n", "stale=false"); err != nil {
+		return fmt.Errorf("view build again: %w", err)
+	}
+	b.rep.add(phase, "view built again ("+ddoc+")", "%.1f s", time.Since(t0).Seconds())
+	b.memFigures(srv, phase, "after the view built again")
+	return nil
 }

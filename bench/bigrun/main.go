@@ -61,6 +61,7 @@ type config struct {
 	rangeRaw                   bool
 	indexBudgetMB, allowanceMB int
 	noRestarts                 bool
+	viewAgain                  bool
 	profileDir                 string
 	profileSeconds             int
 	getsABBin, getsABArgs      string
@@ -98,6 +99,7 @@ func main() {
 	flag.IntVar(&c.rangeRounds, "range-rounds", 3, "rounds of -range-ab")
 	flag.BoolVar(&c.rangeRaw, "range-raw", false, "range queries from a lean HTTP/1.1 client (a connection and the answer read in each client's goroutine) instead of net/http's Client, which takes about 40% of the CPU the server gets")
 	flag.BoolVar(&c.noRestarts, "no-restarts", false, "after the random gets, skip the restarts (to iterate on the gets of a -reuse store)")
+	flag.BoolVar(&c.viewAgain, "view-again", false, "with -reuse: before the gets, build a view again (a design document of a new name, the same map) and time the gets right after it, as the first run's are")
 	flag.StringVar(&c.profileDir, "profile-dir", "", "serve with --pprof and, during each run of random gets, write the server's CPU profile and runtime trace (-profile-seconds long) and every get's start and latency (CSV) to this directory")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile and trace -profile-dir takes from the start of the gets")
 	flag.StringVar(&c.getsABBin, "gets-ab", "", "with -reuse: alternate -bin (A) and this mayfly binary (B) on the reused data directory, -gets-ab-rounds times each, each started afresh, warmed up and timed on random gets after the page cache drop (no restarts); \"same\": B is -bin too (with -gets-ab-args)")
@@ -490,6 +492,9 @@ func (b *bench) reuseBig(bucket string) error {
 	}
 	b.rep.add("big", "reused "+b.reuse+": warm-up done", "%.2f s after the process started", at.Seconds())
 	b.memFigures(srv, "big", "reused, warm")
+	if err := b.buildAgain(srv, bucket, "big"); err != nil {
+		return err
+	}
 	if b.gets == 0 {
 		return nil
 	}

@@ -256,7 +256,9 @@ func (b *bench) buildAgain(srv *server, bucket, phase string) error {
 	ctx := context.Background()
 	ddoc := fmt.Sprintf("again%d", time.Now().UnixNano()) // wall clock: a new name
 	t0 := time.Now()                                      // wall clock: the benchmark times a real server
-	if err := srv.putDesignDoc(ctx, bucket, ddoc, bigDDoc); err != nil {
+	// A warm server may still be opening its indexes: it refuses a new
+	// design document until then.
+	if _, err := srv.waitFor("design document", b.warmupTimeout, func() error { return srv.putDesignDoc(ctx, bucket, ddoc, bigDDoc) }); err != nil {
 		return err
 	}
 	vctx, cancel := context.WithTimeout(ctx, b.viewWait)

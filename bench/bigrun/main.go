@@ -26,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,6 +60,12 @@ type config struct {
 	rangeRounds                int
 	rangeRaw                   bool
 	indexBudgetMB, allowanceMB int
+	noRestarts                 bool
+	viewAgain                  bool
+	profileDir                 string
+	profileSeconds             int
+	getsABBin, getsABArgs      string
+	getsABRounds               int
 }
 
 func main() {
@@ -91,6 +98,13 @@ func main() {
 	flag.StringVar(&c.rangeAB, "range-ab", "", "after the range phase, alternate -bin and this mayfly binary on its data directory, -range-rounds times each, for the c=-range-clients run only (p50, p99, p99/p50 of each, same run)")
 	flag.IntVar(&c.rangeRounds, "range-rounds", 3, "rounds of -range-ab")
 	flag.BoolVar(&c.rangeRaw, "range-raw", false, "range queries from a lean HTTP/1.1 client (a connection and the answer read in each client's goroutine) instead of net/http's Client, which takes about 40% of the CPU the server gets")
+	flag.BoolVar(&c.noRestarts, "no-restarts", false, "after the random gets, skip the restarts (to iterate on the gets of a -reuse store)")
+	flag.BoolVar(&c.viewAgain, "view-again", false, "with -reuse: before the gets, build a view again (a design document of a new name, the same map) and time the gets right after it, as the first run's are")
+	flag.StringVar(&c.profileDir, "profile-dir", "", "serve with --pprof and, during each run of random gets, write the server's CPU profile and runtime trace (-profile-seconds long) and every get's start and latency (CSV) to this directory")
+	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile and trace -profile-dir takes from the start of the gets")
+	flag.StringVar(&c.getsABBin, "gets-ab", "", "with -reuse: alternate -bin (A) and this mayfly binary (B) on the reused data directory, -gets-ab-rounds times each, each started afresh, warmed up and timed on random gets after the page cache drop (no restarts); \"same\": B is -bin too (with -gets-ab-args)")
+	flag.StringVar(&c.getsABArgs, "gets-ab-args", "", "more serve flags of -gets-ab's B runs instead of -serve-args (space-separated)")
+	flag.IntVar(&c.getsABRounds, "gets-ab-rounds", 3, "rounds of -gets-ab (A then B in odd rounds, B then A in even ones)")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
 	flag.Parse()
 	// serve counts the page cache and as much again of dirty leaves (its
@@ -152,6 +166,26 @@ func run(c config) error {
 			return fmt.Errorf("-range-ab: %w", err)
 		}
 	}
+	switch c.getsABBin {
+	case "":
+	case "same":
+		c.getsABBin = c.bin
+	default:
+		if c.getsABBin, err = filepath.Abs(c.getsABBin); err != nil {
+			return err
+		}
+		if _, err := os.Stat(c.getsABBin); err != nil {
+			return fmt.Errorf("-gets-ab: %w", err)
+		}
+	}
+	if c.getsABBin != "" && c.reuse == "" {
+		return errors.New("-gets-ab needs -reuse")
+	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	if c.workdir == "" {
 		if c.workdir, err = os.MkdirTemp("", "mayfly-bigrun-"); err != nil {
 			return err
@@ -210,7 +244,7 @@ func (b *bench) serverFor(bucket string, quotaMB int) (*server, error) {
 	if err := os.RemoveAll(data); err != nil {
 		return nil, err
 	}
-	srv, err := newServer(b.bin, data, b.logPath, b.serveFlags())
+	srv, err := b.newServer(b.bin, data, b.serveFlags(b.serveArgs))
 	if err != nil {
 		return nil, err
 	}
@@ -242,13 +276,14 @@ func (b *bench) serverFor(bucket string, quotaMB int) (*server, error) {
 	return srv, err
 }
 
-// serveFlags are the serve flags beside the ports and the data directory.
-func (b *bench) serveFlags() []string {
+// serveFlags are the serve flags beside the ports and the data directory,
+// with args (-serve-args, or -gets-ab-args) last.
+func (b *bench) serveFlags(args string) []string {
 	extra := []string{"--view-cache-mb", fmt.Sprint(b.viewCacheMB)}
 	if b.noSync {
 		extra = append(extra, "--no-sync")
 	}
-	extra = append(extra, strings.Fields(b.serveArgs)...)
+	extra = append(extra, strings.Fields(args)...)
 	return extra
 }
 
@@ -374,7 +409,7 @@ func (b *bench) big() error {
 	if b.getsInBuild {
 		// The same gets with the build beside them (the later ones run
 		// after it, unless it outlasts -view-wait).
-		if err := b.randomGets(srv, phase, ", the view build beside"); err != nil {
+		if _, err := b.randomGets(srv, phase, ", the view build beside"); err != nil {
 			return err
 		}
 	}
@@ -429,7 +464,10 @@ func (b *bench) idle(srv *server, phase string) {
 // gets and the restarts. Its view may still be building: the gets then
 // share the machine with it.
 func (b *bench) reuseBig(bucket string) error {
-	srv, err := newServer(b.bin, b.reuse, b.logPath, b.serveFlags())
+	if b.getsABBin != "" {
+		return b.getsAB(bucket)
+	}
+	srv, err := b.newServer(b.bin, b.reuse, b.serveFlags(b.serveArgs))
 	if err != nil {
 		return err
 	}
@@ -454,6 +492,9 @@ func (b *bench) reuseBig(bucket string) error {
 	}
 	b.rep.add("big", "reused "+b.reuse+": warm-up done", "%.2f s after the process started", at.Seconds())
 	b.memFigures(srv, "big", "reused, warm")
+	if err := b.buildAgain(srv, bucket, "big"); err != nil {
+		return err
+	}
 	if b.gets == 0 {
 		return nil
 	}
@@ -464,8 +505,12 @@ func (b *bench) reuseBig(bucket string) error {
 // restarts after SIGTERM and after kill -9.
 func (b *bench) getsAndRestarts(srv *server, phase, bucket string) error {
 	b.smp.watch(srv, "gets")
-	if err := b.randomGets(srv, phase, ""); err != nil {
+	if _, err := b.randomGets(srv, phase, ""); err != nil {
 		return err
+	}
+	if b.noRestarts {
+		b.smp.watch(nil, "")
+		return nil
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		if err := b.restart(srv, sig, bucket); err != nil {
@@ -483,12 +528,17 @@ func metMissed(ok bool) string {
 	return "MISSED"
 }
 
+// getsFigures are a run of random gets' latencies.
+type getsFigures struct{ p50, p99, p999 time.Duration }
+
 // randomGets drops the page cache and times b.gets gets of random keys
-// over one connection, checking each value.
-func (b *bench) randomGets(srv *server, phase, beside string) error {
+// over one connection, checking each value. It also reports what the
+// server did meanwhile (CPU time, disk bytes read and written, garbage
+// collections), and with -profile-dir takes its profiles.
+func (b *bench) randomGets(srv *server, phase, beside string) (getsFigures, error) {
 	before, err := b.stats(srv)
 	if err != nil {
-		return err
+		return getsFigures{}, err
 	}
 	method, err := dropCaches(srv.data)
 	if err != nil {
@@ -496,33 +546,55 @@ func (b *bench) randomGets(srv *server, phase, beside string) error {
 	}
 	m, err := dialMC(srv.mc)
 	if err != nil {
-		return err
+		return getsFigures{}, err
 	}
 	defer m.Close()
+	ctx := context.Background()
+	procBefore, _ := srv.counters()
+	gcBefore, _ := srv.gcCounts(ctx)
+	stopProfiles := b.startProfiles(srv, phase)
 	lat := make([]time.Duration, 0, b.gets)
+	at := make([]time.Duration, 0, b.gets)
 	t0 := time.Now() // wall clock: the benchmark times a real server
 	for range b.gets {
 		i := b.rng.IntN(b.docs)
 		t := time.Now() // wall clock: the benchmark times a real server
 		v, err := m.get(bigKey(i))
 		lat = append(lat, time.Since(t))
+		at = append(at, t.Sub(t0))
 		if err != nil {
-			return err
+			return getsFigures{}, err
 		}
 		if want := b.bigValue(i, nil); string(v) != string(want) {
-			return fmt.Errorf("get %s: %d bytes, not the %d stored", bigKey(i), len(v), len(want))
+			return getsFigures{}, fmt.Errorf("get %s: %d bytes, not the %d stored", bigKey(i), len(v), len(want))
 		}
 	}
 	took := time.Since(t0)
+	procAfter, _ := srv.counters()
+	gcAfter, _ := srv.gcCounts(ctx)
+	stopProfiles(at, lat)
 	after, err := b.stats(srv)
 	if err != nil {
-		return err
+		return getsFigures{}, err
 	}
 	fetched := statInt(after, "ep_bg_fetched") - statInt(before, "ep_bg_fetched")
+	var slow2, slow10 int
+	for _, d := range lat {
+		if d > 2*time.Millisecond {
+			slow2++
+		}
+		if d > 10*time.Millisecond {
+			slow10++
+		}
+	}
 	p50, p99, p999 := percentiles(lat)
 	b.rep.add(phase, "random gets after "+method+", one client"+beside, "%d in %.1f s; p50 %s, p99 %s, p99.9 %s (target p99 <= 2 ms: %s)", b.gets, took.Seconds(), ms(p50), ms(p99), ms(p999), metMissed(p99 <= 2*time.Millisecond))
 	b.rep.add(phase, "  of which read from disk (ep_bg_fetched)", "%d (%.0f%%); resident before %s%%", fetched, 100*float64(fetched)/float64(b.gets), before["vb_active_perc_mem_resident"])
-	return nil
+	b.rep.add(phase, "  gets over 2 ms / over 10 ms", "%d / %d", slow2, slow10)
+	b.rep.add(phase, "  server meanwhile: CPU / disk read / disk written / GCs / GC pauses", "%.2f s / %.0f MiB / %.0f MiB / %.0f / %.1f ms",
+		(procAfter.cpu - procBefore.cpu).Seconds(), mb(procAfter.read-procBefore.read), mb(procAfter.written-procBefore.written),
+		gcAfter.count-gcBefore.count, 1000*(gcAfter.pauseSum-gcBefore.pauseSum))
+	return getsFigures{p50, p99, p999}, nil
 }
 
 // restart stops srv with sig, starts it again and times, from the start of

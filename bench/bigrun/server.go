@@ -32,6 +32,8 @@ type server struct {
 	bin, data, logPath string
 	extra              []string // more serve flags (--view-cache-mb, --no-sync)
 	http, mc           string   // host:port
+	pprof              string   // --pprof host:port, "" when off
+	env                []string // NAME=VALUE beside the harness's environment
 	ports              map[string]string
 
 	cmd     *exec.Cmd
@@ -84,6 +86,9 @@ func (s *server) start(memcachedBucket string) error {
 	}
 	fmt.Fprintf(logf, "\n--- %s %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(args, " ")) // wall clock: the benchmark times a real server
 	s.cmd = exec.Command(s.bin, args...)
+	if len(s.env) > 0 {
+		s.cmd.Env = append(os.Environ(), s.env...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.started = time.Now() // wall clock: the benchmark times a real server
 	if err := s.cmd.Start(); err != nil {

@@ -14,32 +14,47 @@ import (
 // quota + index budget + 200 MB = 1,736 (BENCHMARKS.md, "Large quotas:
 // the memory limit, bloom filters"). What a large bucket holds beside its
 // quota does not grow with the quota the way a small one's slack does, so
-// from overheadShrinkFrom the automatic overhead shrinks, at half a byte a
-// byte of quota, to autoOverheadBase at overheadShrinkTo and above: the
-// limit still grows with the quota (by half a byte a byte there), and the
-// overhead is continuous where it starts to shrink.
+// from overheadShrinkFrom the automatic overhead shrinks, linearly, to
+// largeOverhead at overheadShrinkTo and above: the limit still grows with
+// the quota, and the overhead is continuous where it starts to shrink.
+//
+// largeOverhead was 128 MiB (autoOverheadBase) until a 5,000,000-document
+// view build at a 1 GiB quota was measured at the issue's bound on
+// resident memory: with the index file's map kept small its peak was the
+// Go heap at its limit plus what lies outside the heap (the binary's
+// pages, the store's C memory, the runtime's metadata: 85-95 MiB), 1,761
+// MiB against quota + view budget + 200 = 1,736; with 96 MiB, and the
+// live floor at a twelfth, 1,712, the build no slower (BENCHMARKS.md,
+// "The memory limit at large quotas, again").
 const (
 	overheadShrinkFrom = 512 << 20
 	overheadShrinkTo   = 1 << 30
+	// largeOverhead is the automatic overhead from overheadShrinkTo up.
+	largeOverhead = 96 << 20
 )
 
 // scaledMemoryOverhead returns the overhead --memory-overhead-mb auto adds
 // to buckets that hold held bytes: autoMemoryOverhead's up to
-// overheadShrinkFrom, then less, down to autoOverheadBase.
+// overheadShrinkFrom, then less, down to largeOverhead.
 func scaledMemoryOverhead(held int64) int64 {
 	auto := autoMemoryOverhead(held)
 	if held <= overheadShrinkFrom {
 		return auto
 	}
-	return max(autoOverheadBase, min(auto, autoOverheadBase+(overheadShrinkTo-held)/2))
+	if held >= overheadShrinkTo {
+		return largeOverhead
+	}
+	from := autoMemoryOverhead(overheadShrinkFrom)
+	return from - (from-largeOverhead)*(held-overheadShrinkFrom)/(overheadShrinkTo-overheadShrinkFrom)
 }
 
 // A limit near the live heap makes the collector run back to back: a view
 // build over a 5,000,000-document bucket keeps ~1.6 GB live (the engine's
 // ~1.1 GB for a 1 GiB quota, the index's cache and dirty leaves), above a
-// limit of quota + view cache + 128 MiB. So the automatic limit is never
+// limit of quota + view cache + 96 MiB. So the automatic limit is never
 // below the live heap plus a liveFloorShare of it: the garbage a
-// collection cycle may leave stays an eighth of the live heap at most,
+// collection cycle may leave stays a twelfth of the live heap at most
+// (an eighth until the measurement above),
 // whatever the quota. The live heap is what the last collection marked,
 // which counts what was allocated while it marked: under a load's stream
 // of sets it read 1.0-1.6 GB from one collection to the next for 1.0 GB
@@ -49,7 +64,7 @@ func scaledMemoryOverhead(held int64) int64 {
 // and moves in steps of liveFloorStep so that a heap that breathes does
 // not reset the limit at every look.
 const (
-	liveFloorShare    = 8
+	liveFloorShare    = 12
 	liveFloorStep     = 16 << 20
 	liveFloorInterval = time.Second
 	liveFloorWindow   = 10 // readings

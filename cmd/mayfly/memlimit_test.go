@@ -94,7 +94,7 @@ func TestMemLimitAuto(t *testing.T) {
 	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.RAMQuotaMB = 1024; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(1024+64+128) << 20; limit != want {
+	if want := int64(1024+64+96) << 20; limit != want {
 		t.Errorf("its quota raised to 1 GiB: limit %d MiB, want %d (the overhead shrunk to its base)", limit>>20, want>>20)
 	}
 }
@@ -159,7 +159,7 @@ func TestServeRestoresGoMemoryPolicy(t *testing.T) {
 }
 
 // TestScaledMemoryOverhead: up to 512 MiB held the automatic overhead is
-// autoMemoryOverhead's; from there it shrinks to the 128 MiB base at 1 GiB
+// autoMemoryOverhead's; from there it shrinks to 96 MiB at 1 GiB
 // and stays there, continuous, and the limit it makes (held + overhead)
 // never falls as the quota grows.
 func TestScaledMemoryOverhead(t *testing.T) {
@@ -167,9 +167,9 @@ func TestScaledMemoryOverhead(t *testing.T) {
 		{0, 128},
 		{256, 256},
 		{512, 384},
-		{768, 256},
-		{1024, 128},
-		{8192, 128},
+		{768, 240},
+		{1024, 96},
+		{8192, 96},
 	} {
 		if got := scaledMemoryOverhead(c.heldMB << 20); got != c.wantMB<<20 {
 			t.Errorf("buckets holding %d MiB: overhead %d MiB, want %d", c.heldMB, got>>20, c.wantMB)
@@ -188,14 +188,14 @@ func TestScaledMemoryOverhead(t *testing.T) {
 	}
 }
 
-// TestLiveFloor: the least automatic limit is the live heap and an eighth,
+// TestLiveFloor: the least automatic limit is the live heap and a twelfth,
 // in 16 MiB steps.
 func TestLiveFloor(t *testing.T) {
 	for _, c := range []struct{ liveMB, wantMB uint64 }{
 		{0, 0},
 		{1, 16},
 		{128, 144},
-		{1600, 1808},
+		{1600, 1744},
 	} {
 		if got := liveFloor(c.liveMB << 20); got != int64(c.wantMB<<20) {
 			t.Errorf("live %d MiB: floor %d MiB, want %d", c.liveMB, got>>20, c.wantMB)
@@ -227,7 +227,7 @@ func TestMemLimitFollowsLiveHeap(t *testing.T) {
 		}
 		base := int64(1024+512) << 20
 		if auto {
-			base += 128 << 20
+			base += 96 << 20
 		}
 		if limit != base {
 			t.Errorf("auto %v, no reading yet: limit %d MiB, want %d", auto, limit>>20, base>>20)
@@ -250,7 +250,7 @@ func TestMemLimitFollowsLiveHeap(t *testing.T) {
 		}
 		want := base
 		if auto {
-			want = 1808 << 20
+			want = 1744 << 20
 		}
 		if limit != want {
 			t.Errorf("auto %v, live 1,600 MiB: limit %d MiB, want %d", auto, limit>>20, want>>20)

@@ -19,20 +19,7 @@ func TestAckedBytesAfterFailedCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // catches a hang only
 	defer cancel()
 	const limit = 4 << 10
-	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true, FlushInterval: time.Hour, MaxAckedBytes: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	bs := DefaultBucketSettings("b")
-	bs.DurabilityMinLevel = DurabilityNone
-	b, err := eng.CreateBucket(ctx, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &faultyStorage{storage: b.store.st}
-	b.store.st = f
-	b.store.probeGap = time.Millisecond
+	b, f := faultyNoneBucket(ctx, t, Options{FlushInterval: time.Hour, MaxAckedBytes: limit})
 	c := b.DefaultCollection()
 	value := make([]byte, 300)
 	for i := range value {

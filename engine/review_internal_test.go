@@ -11,20 +11,7 @@ import (
 // commit then fails (and the write is lost), the lock must not come back.
 func TestReviewLockNotResurrectedByLostAckedWrite(t *testing.T) {
 	ctx := context.Background()
-	eng, err := Open(t.TempDir(), &Options{NumPartitions: 4, NoSync: true, FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	bs := DefaultBucketSettings("b")
-	bs.DurabilityMinLevel = DurabilityNone
-	b, err := eng.CreateBucket(ctx, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &faultyStorage{storage: b.store.st}
-	b.store.st = f
-	b.store.probeGap = time.Millisecond
+	b, f := faultyNoneBucket(ctx, t, Options{FlushInterval: time.Hour})
 	c := b.DefaultCollection()
 	if _, err := c.Upsert(ctx, "k", []byte(`{"v":1}`), nil); err != nil {
 		t.Fatal(err)

@@ -339,6 +339,33 @@ func TestStorageMetadataRoundTrip(t *testing.T) {
 	})
 }
 
+// faultyNoneBucket opens an engine with o (4 partitions and NoSync if
+// unset) and a couchbase bucket "b" at durability none whose store is a
+// faultyStorage, probed again every millisecond once it fails. The engine
+// closes with the test.
+func faultyNoneBucket(ctx context.Context, t *testing.T, o Options) (*Bucket, *faultyStorage) {
+	t.Helper()
+	if o.NumPartitions == 0 {
+		o.NumPartitions = 4
+	}
+	o.NoSync = true
+	eng, err := Open(t.TempDir(), &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	bs := DefaultBucketSettings("b")
+	bs.DurabilityMinLevel = DurabilityNone
+	b, err := eng.CreateBucket(ctx, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faultyStorage{storage: b.store.st}
+	b.store.st = f
+	b.store.probeGap = time.Millisecond
+	return b, f
+}
+
 // faultyStorage fails commits and probes with err while it is set.
 type faultyStorage struct {
 	storage

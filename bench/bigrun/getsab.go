@@ -227,13 +227,7 @@ func (b *bench) getsOnce(bucket, phase, bin, args string) (getsFigures, error) {
 		}
 	}()
 	b.smp.watch(srv, phase)
-	at, err := srv.waitFor("warm-up", b.warmupTimeout, func() error {
-		st, err := srv.nodeStatus(context.Background(), bucket)
-		if err == nil && st != "healthy" {
-			err = fmt.Errorf("status %q", st)
-		}
-		return err
-	})
+	at, err := srv.waitFor("warm-up", b.warmupTimeout, srv.healthy(context.Background(), bucket))
 	if err != nil {
 		return getsFigures{}, err
 	}

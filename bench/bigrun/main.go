@@ -480,13 +480,7 @@ func (b *bench) reuseBig(bucket string) error {
 		}
 	}()
 	b.smp.watch(srv, "reuse start")
-	at, err := srv.waitFor("warm-up", b.warmupTimeout, func() error {
-		st, err := srv.nodeStatus(context.Background(), bucket)
-		if err == nil && st != "healthy" {
-			err = fmt.Errorf("status %q", st)
-		}
-		return err
-	})
+	at, err := srv.waitFor("warm-up", b.warmupTimeout, srv.healthy(context.Background(), bucket))
 	if err != nil {
 		return err
 	}
@@ -643,13 +637,7 @@ func (b *bench) restart(srv *server, sig syscall.Signal, bucket string) error {
 			_, err := srv.query(ctx, bucket, "big", "n", "stale=ok&reduce=false&limit=1")
 			return err
 		}},
-		{"warm-up done (nodes[].status healthy)", func() error {
-			st, err := srv.nodeStatus(ctx, bucket)
-			if err == nil && st != "healthy" {
-				err = fmt.Errorf("status %q", st)
-			}
-			return err
-		}},
+		{"warm-up done (nodes[].status healthy)", srv.healthy(ctx, bucket)},
 	}
 	results := make(chan result, len(waits))
 	for _, w := range waits {

@@ -120,13 +120,7 @@ func (b *bench) rangeCompare(ctx context.Context, srv *server, bucket string) er
 			}
 			// Queries only once the warm-up is over: its loading would
 			// weigh on the first binary's rounds alone otherwise.
-			if _, err := srv.waitFor("warm-up", b.warmupTimeout, func() error {
-				st, err := srv.nodeStatus(ctx, bucket)
-				if err == nil && st != "healthy" {
-					err = fmt.Errorf("status %s", st)
-				}
-				return err
-			}); err != nil {
+			if _, err := srv.waitFor("warm-up", b.warmupTimeout, srv.healthy(ctx, bucket)); err != nil {
 				return err
 			}
 			// The bucket is healthy before its view indexes are open

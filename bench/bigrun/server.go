@@ -133,6 +133,18 @@ func (s *server) exited() error {
 
 // waitFor calls f every 10 ms until it succeeds, the server exits or
 // timeout passes; it returns the time since the server started.
+// healthy returns a check for waitFor: nil once bucket's node status is
+// healthy (its warm-up done).
+func (s *server) healthy(ctx context.Context, bucket string) func() error {
+	return func() error {
+		st, err := s.nodeStatus(ctx, bucket)
+		if err == nil && st != "healthy" {
+			err = fmt.Errorf("status %q", st)
+		}
+		return err
+	}
+}
+
 func (s *server) waitFor(what string, timeout time.Duration, f func() error) (time.Duration, error) {
 	deadline := time.Now().Add(timeout) // wall clock: the benchmark times a real server
 	for {

@@ -67,9 +67,17 @@ call "$admin/stats" | tr ',' '\n' | grep ep_sliding_extends
 # default collection slides, with a view counting them.
 sb=${SESSIONS_BUCKET:-sessions$$}
 live() { # the view's exact answer: rows, then the _count
-  local rows count
-  rows=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?reduce=false&expired=exclude&stale=false" | grep -c '"id"' || true)
-  count=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?expired=exclude&stale=false" | sed -n 's/.*"value":\([0-9]*\).*/\1/p')
+  # The rows are counted again after the _count: live sessions only end
+  # while this runs (nothing reads them), so equal counts before and after
+  # mean no expiry fell between the two answers; else they are asked again.
+  local rows count after tries=0
+  while :; do
+    rows=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?reduce=false&expired=exclude&stale=false" | grep -c '"id"' || true)
+    count=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?expired=exclude&stale=false" | sed -n 's/.*"value":\([0-9]*\).*/\1/p')
+    after=$(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?reduce=false&expired=exclude&stale=false" | grep -c '"id"' || true)
+    tries=$((tries + 1))
+    [ "$rows" = "$after" ] || [ "$tries" -ge 5 ] && break
+  done
   echo "live rows: $rows  exact _count: ${count:-0}  (Couchbase's count, expired=include: $(curl -sS -u "$creds" "$url/$sb/_design/s/_view/by_user?stale=false" | sed -n 's/.*"value":\([0-9]*\).*/\1/p'))"
 }
 

@@ -63,6 +63,19 @@ func (l *syncLog) String() string {
 }
 
 // startAll starts the nodes at once (each member waits for the others).
+// startCluster starts n nodes on loopback (testPeers), each with a data
+// directory of its own and testConfig's settings, logging to one syncLog.
+func startCluster(t *testing.T, ctx context.Context, n int) ([]*Node, []Config, *syncLog) {
+	t.Helper()
+	peers := testPeers(t, n)
+	logs := &syncLog{}
+	var cfgs []Config
+	for _, p := range peers {
+		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
+	}
+	return startAll(t, ctx, cfgs), cfgs, logs
+}
+
 func startAll(t *testing.T, ctx context.Context, cfgs []Config) []*Node {
 	t.Helper()
 	nodes := make([]*Node, len(cfgs))
@@ -130,13 +143,8 @@ func orchestratorOf(nodes []*Node) (*Node, *Orchestrator) {
 
 func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 	ctx := context.Background()
-	peers := testPeers(t, 3)
-	logs := &syncLog{}
-	var cfgs []Config
-	for _, p := range peers {
-		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
-	}
-	nodes := startAll(t, ctx, cfgs)
+	nodes, cfgs, logs := startCluster(t, ctx, 3)
+	peers := cfgs[0].Peers
 	defer closeAll(nodes)
 	for _, n := range nodes {
 		if !n.IsMember() {
@@ -403,13 +411,8 @@ func TestConfigRefusesNodeOutsidePeers(t *testing.T) {
 // the other three and nothing is degraded.
 func TestClientNodeAndSpareFailover(t *testing.T) {
 	ctx := context.Background()
-	peers := testPeers(t, 4)
-	logs := &syncLog{}
-	var cfgs []Config
-	for _, p := range peers {
-		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
-	}
-	nodes := startAll(t, ctx, cfgs)
+	nodes, cfgs, _ := startCluster(t, ctx, 4)
+	peers := cfgs[0].Peers
 	defer closeAll(nodes)
 	if nodes[3].IsMember() || !nodes[0].IsMember() {
 		t.Fatal("the fourth node runs an etcd member, or the first does not")

@@ -130,13 +130,7 @@ func TestMoveCoverageWithoutUpVoter(t *testing.T) {
 // reporter's partitions, in the map a TopologyMirror follows.
 func TestCoverageSwitchInEtcd(t *testing.T) {
 	ctx := context.Background()
-	peers := testPeers(t, 4)
-	logs := &syncLog{}
-	var cfgs []Config
-	for _, p := range peers {
-		cfgs = append(cfgs, testConfig(t, peers, p.Name, t.TempDir(), logs))
-	}
-	nodes := startAll(t, ctx, cfgs)
+	nodes, _, _ := startCluster(t, ctx, 4)
 	defer closeAll(nodes)
 	cli := nodes[0].Client()
 	mirror := NewTopologyMirror(cli)

@@ -37,17 +37,13 @@ const (
 	refusedSlowBody        = "slow_body"       // 408, a body arriving slower than --min-body-rate
 )
 
-type principalKey struct{}
-
 // principalOf returns the authenticated caller of r (nil before
 // authentication).
 func principalOf(r *http.Request) *auth.Principal {
-	ctx := r.Context()
-	if rl, ok := ctx.Value(routeKey{}).(*routeLabel); ok && rl.principal != nil {
+	if rl, ok := r.Context().Value(routeKey{}).(*routeLabel); ok {
 		return rl.principal
 	}
-	p, _ := ctx.Value(principalKey{}).(*auth.Principal)
-	return p
+	return nil
 }
 
 // security is the front door's state: who may come in, from where.
@@ -134,12 +130,13 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.authRefused(w, r, err)
 			return
 		}
-		if rl, ok := r.Context().Value(routeKey{}).(*routeLabel); ok {
-			rl.principal = p // instrument's value: no copy of the request
-			next.ServeHTTP(w, r)
-			return
+		rl, ok := r.Context().Value(routeKey{}).(*routeLabel)
+		if !ok { // not under instrument: a value of its own
+			rl = &routeLabel{template: "none"}
+			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, rl))
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		rl.principal = p // instrument's value: no copy of the request
+		next.ServeHTTP(w, r)
 	})
 }
 

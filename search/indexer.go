@@ -128,7 +128,17 @@ func (ix *indexer) Follow(uuid uint64) error {
 	bt.SetInternal(keyUUID, []byte(strconv.FormatUint(uuid, 10)))
 	bt.SetInternal(keySig, []byte(ix.def.Load().sig))
 	bt.SetInternal(keyColl, []byte(strconv.FormatUint(uint64(ix.collection()), 10)))
+	// Counted with the batches not yet on disk, so that a close or a move
+	// waiting for them (awaitPersisted) keeps the history too: an index
+	// that loses it is rebuilt when it opens.
+	token := !ix.noSync && ix.takeUnpersisted()
+	if token {
+		bt.SetPersistedCallback(func(error) { <-ix.unpersisted })
+	}
 	if err := ix.idx.Batch(bt); err != nil {
+		if token {
+			<-ix.unpersisted // never introduced: no callback
+		}
 		return err
 	}
 	ix.seqMu.Lock()
@@ -329,6 +339,19 @@ func (ix *indexer) apply(ctx context.Context, pb preparedBatch, next []uint64, d
 		durable()
 	}
 	return nil
+}
+
+// takeUnpersisted takes a token of a batch not yet on disk, waiting at most
+// closeFlushTimeout for one, and reports whether it did.
+func (ix *indexer) takeUnpersisted() bool {
+	t := time.NewTimer(closeFlushTimeout)
+	defer t.Stop()
+	select {
+	case ix.unpersisted <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // awaitPersisted waits, at most timeout, until scorch has written every

@@ -439,3 +439,28 @@ func TestReplaceKeepsAnswering(t *testing.T) {
 	default:
 	}
 }
+
+// TestReplaceEmptyThenWrite, as the README does it: an index defined on an
+// empty bucket and replaced at once (nothing to build, so the new index is
+// moved into place straight away), then a document written and searched
+// for: the moved index finds it, and opens after a restart.
+func TestReplaceEmptyThenWrite(t *testing.T) {
+	e := newEnv(t, engine.Couchbase, search.Options{})
+	titleOnly := `{"params":{"mapping":{"default_mapping":{"dynamic":false,"properties":{"title":{"fields":[{"name":"title","type":"text","index":true}]}}}}}}`
+	for range 5 {
+		e.createIndex("i", `{}`)
+		e.createIndex("i", titleOnly)
+		if err := search.WaitMoved(e.svc, "default", "i"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.put("h1", `{"title":"harbour view"}`, 0)
+	if a := e.query("i", `{"query":{"match":"harbour","field":"title"},`+atPlus+`}`); a.TotalHits != 1 {
+		t.Fatalf("after the replacements: %d hits", a.TotalHits)
+	}
+	e.close()
+	e.open()
+	if a := e.query("i", `{"query":{"match":"harbour","field":"title"},`+atPlus+`}`); a.TotalHits != 1 {
+		t.Fatalf("after a restart: %d hits", a.TotalHits)
+	}
+}

@@ -182,7 +182,19 @@ func (s *Service) openIndex(d *IndexDef, path string) (idx bleve.Index, fresh bo
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, false, err
 	}
-	idx, err = bleve.NewUsing(path, m, scorch.Name, scorch.Name, cfg)
+	// Created with safe batches: bleve stores the mapping in the index as it
+	// creates it, and an unsafe batch stays in memory until scorch's
+	// persister runs, and is dropped if the index closes first (a staged
+	// replacement with nothing to build is closed and moved at once). Then
+	// opened again with the configuration it runs with.
+	idx, err = bleve.NewUsing(path, m, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := idx.Close(); err != nil {
+		return nil, false, err
+	}
+	idx, err = bleve.OpenUsing(path, cfg)
 	return idx, true, err
 }
 

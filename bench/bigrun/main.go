@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,7 @@ type config struct {
 	rangeAB                    string
 	rangeRounds                int
 	rangeRaw                   bool
+	genGOGC                    int
 	indexBudgetMB, allowanceMB int
 	noRestarts                 bool
 	viewAgain                  bool
@@ -106,7 +108,9 @@ func main() {
 	flag.StringVar(&c.getsABArgs, "gets-ab-args", "", "more serve flags of -gets-ab's B runs instead of -serve-args (space-separated)")
 	flag.IntVar(&c.getsABRounds, "gets-ab-rounds", 3, "rounds of -gets-ab (A then B in odd rounds, B then A in even ones)")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
+	flag.IntVar(&c.genGOGC, "gen-gogc", 100, "the harness's own GOGC (the servers it starts keep theirs): a higher one keeps the load generator's collections, which take CPU from the server sharing its cores, out of the latencies it measures")
 	flag.Parse()
+	debug.SetGCPercent(c.genGOGC)
 	// serve counts the page cache and as much again of dirty leaves (its
 	// --view-cache-mb help): the index budget is both.
 	c.indexBudgetMB = 2 * c.viewCacheMB

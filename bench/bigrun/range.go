@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +172,7 @@ type rangeResult struct {
 	lat            []time.Duration
 	qps            float64
 	srvCPU, genCPU time.Duration
+	genGCs         uint32 // the generator's own collections meanwhile
 	// srvHist is the server's own count of the answers within each bound
 	// (seconds) of its latency histogram, over the run; nil if unread.
 	srvHist map[float64]float64
@@ -203,7 +205,7 @@ func (r rangeResult) slow() string {
 		}
 	}
 	secs := float64(len(r.lat)) / max(r.qps, 1)
-	return fmt.Sprintf("over %v ms: client %s; server handler %s; server GCs %.0f (%.2f/s)", []float64{5, 10, 25, 50}, strings.Join(client, " / "), strings.Join(server, " / "), r.srvHist[-1], r.srvHist[-1]/secs)
+	return fmt.Sprintf("over %v ms: client %s; server handler %s; server GCs %.0f (%.2f/s); generator GCs %d", []float64{5, 10, 25, 50}, strings.Join(client, " / "), strings.Join(server, " / "), r.srvHist[-1], r.srvHist[-1]/secs, r.genGCs)
 }
 
 // cpu formats the CPU time per query of the server and of the generator.
@@ -254,6 +256,9 @@ func (b *bench) rangeRun(ctx context.Context, srv *server, bucket string, client
 	hist0, histErr := srv.viewLatency(ctx)
 	srv0, srvErr := procCPU(srv.pid())
 	gen0 := selfCPU()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	gcs0 := ms.NumGC
 	start := time.Now() // wall clock: the benchmark times a real server
 	end := start.Add(length)
 	for c := range clients {
@@ -297,6 +302,8 @@ func (b *bench) rangeRun(ctx context.Context, srv *server, bucket string, client
 	}
 	wg.Wait()
 	res := rangeResult{lat: all, qps: float64(len(all)) / time.Since(start).Seconds(), genCPU: selfCPU() - gen0}
+	runtime.ReadMemStats(&ms)
+	res.genGCs = ms.NumGC - gcs0
 	if srv1, err := procCPU(srv.pid()); err == nil && srvErr == nil {
 		res.srvCPU = srv1 - srv0
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -37,6 +38,7 @@ type server struct {
 	ports              map[string]string
 
 	cmd     *exec.Cmd
+	procID  atomic.Int64 // the running process's id, 0 before the first start (read by the sampler)
 	started time.Time
 	done    chan error
 }
@@ -95,13 +97,15 @@ func (s *server) start(memcachedBucket string) error {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
+	s.procID.Store(int64(s.cmd.Process.Pid))
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.cmd.Wait(); logf.Close() }()
 	return nil
 }
 
-// pid is the server process's id.
-func (s *server) pid() int { return s.cmd.Process.Pid }
+// pid is the server process's id (the last one started; 0 before the
+// first start). The sampler reads it while the harness restarts the server.
+func (s *server) pid() int { return int(s.procID.Load()) }
 
 // stop sends sig and waits for the process to end, returning how long it
 // took.
@@ -164,7 +168,11 @@ func (s *server) waitFor(what string, timeout time.Duration, f func() error) (ti
 
 // rss is the server's resident memory (VmRSS), bytes.
 func (s *server) rss() (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid()))
+	pid := s.pid()
+	if pid == 0 {
+		return 0, errors.New("not started")
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}

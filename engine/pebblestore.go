@@ -187,6 +187,10 @@ type pebbleStorage struct {
 		batchLen int    // the last commit's batch length (tests: batchBytes bounds it)
 		key      []byte // a commit's scratch document key
 		enc      []byte // a commit's scratch document encoding
+		// last and sup are a commit's scratch space for
+		// supersededLocked.
+		last map[docKey]int
+		sup  []bool
 	}
 }
 
@@ -546,17 +550,18 @@ const pebbleBatchHeader = 12
 // the kept buffer).
 //
 // REQUIRES: s.mu held.
-func (s *pebbleStorage) batchBytes(recs []record) int {
+func (s *pebbleStorage) batchBytes(recs []record, sup []bool) int {
 	// An operation: its kind, two uvarint lengths (pebble reserves five
 	// bytes each while it writes one), the key and the value.
 	const op = 1 + 2*binary.MaxVarintLen32
 	n := pebbleBatchHeader + op + 1 + 4 + 8 // the CAS
 	for i := range recs {
 		r := &recs[i]
-		key := 1 + 4 + len(r.key.key)
-		n += op + key
-		if !r.purge {
-			n += docRecordLen(r.doc)
+		if sup == nil || !sup[i] {
+			n += op + 1 + 4 + len(r.key.key)
+			if !r.purge {
+				n += docRecordLen(r.doc)
+			}
 		}
 		if r.oldExp != r.newExp() {
 			n += 2 * (op + 13 + len(r.key.key)) // the expiry entries
@@ -572,6 +577,62 @@ func (s *pebbleStorage) batchBytes(recs []record) int {
 	return n
 }
 
+// supersededKeep is the most keys supersededLocked keeps its map's room
+// for between commits: a bulk load's batch is left to the collector.
+const supersededKeep = 8192
+
+// supersededLocked reports, for each record of recs, whether a later record
+// of recs writes its key again (nil when none does). A batch applies its
+// operations in order, so the last record of a key alone decides what the
+// key holds once the batch is committed, and a crash keeps all of a batch
+// or none of it: the document operations of the others are left out of the
+// batch, with no change to what is on disk after the commit. At
+// durability none a backlog behind a slow fsync holds several versions of
+// each hot key (the memcached benchmark's commits of more than 1,000 sets
+// of 1,000 keys; BENCHMARKS.md, "The flusher's superseded versions"); each
+// one left out is a memtable insert, its bytes in the write-ahead log, and
+// its share of the memtable's flush saved. Couchbase's flusher
+// de-duplicates a key's queued versions the same way. Every record is
+// still published (Bucket.applyCommitted): the change feed sees each
+// version, as before.
+//
+// REQUIRES: s.mu held.
+func (s *pebbleStorage) supersededLocked(recs []record) []bool {
+	if len(recs) < 2 {
+		return nil
+	}
+	last := s.mu.last
+	if last == nil {
+		last = make(map[docKey]int, len(recs))
+	}
+	var sup []bool
+	for i := range recs {
+		k := recs[i].key
+		if j, ok := last[k]; ok {
+			if sup == nil {
+				sup = s.mu.sup[:0]
+				if cap(sup) < len(recs) {
+					sup = make([]bool, len(recs))
+				}
+				sup = sup[:len(recs)]
+				clear(sup)
+			}
+			sup[j] = true
+		}
+		last[k] = i
+	}
+	if len(recs) <= supersededKeep {
+		clear(last)
+		s.mu.last = last
+	} else {
+		s.mu.last = nil
+	}
+	if sup != nil && cap(sup) <= supersededKeep {
+		s.mu.sup = sup
+	}
+	return sup
+}
+
 func (s *pebbleStorage) commit(recs []record) error {
 	exit, err := s.enter()
 	if err != nil {
@@ -584,7 +645,8 @@ func (s *pebbleStorage) commit(recs []record) error {
 		return errReserveGone
 	}
 	b := s.mu.batch
-	if need := s.batchBytes(recs); b == nil || s.mu.batchCap < need {
+	sup := s.supersededLocked(recs)
+	if need := s.batchBytes(recs, sup); b == nil || s.mu.batchCap < need {
 		if b != nil {
 			b.Close()
 		}
@@ -622,20 +684,24 @@ func (s *pebbleStorage) commit(recs []record) error {
 		}
 		maxCAS = max(maxCAS, r.cas)
 		// A batch applies its operations in order: the later record of a
-		// key wins, as the interface asks.
-		s.mu.key = appendPebbleDocKey(s.mu.key[:0], r.key)
-		if r.purge {
-			err = b.Delete(s.mu.key, nil)
-		} else {
-			enc := r.enc
-			if enc == nil {
-				s.mu.enc = appendDocRecord(s.mu.enc[:0], r.doc)
-				enc = s.mu.enc
+		// key wins, as the interface asks. One that a later record of the
+		// batch writes again is left out (supersededLocked); its expiry
+		// entries are not: the later record's replace them in order.
+		if sup == nil || !sup[i] {
+			s.mu.key = appendPebbleDocKey(s.mu.key[:0], r.key)
+			if r.purge {
+				err = b.Delete(s.mu.key, nil)
+			} else {
+				enc := r.enc
+				if enc == nil {
+					s.mu.enc = appendDocRecord(s.mu.enc[:0], r.doc)
+					enc = s.mu.enc
+				}
+				err = b.Set(s.mu.key, enc, nil) // Set copies key and value
 			}
-			err = b.Set(s.mu.key, enc, nil) // Set copies key and value
-		}
-		if err != nil {
-			return err
+			if err != nil {
+				return err
+			}
 		}
 		if newExp := r.newExp(); r.oldExp != newExp {
 			if r.oldExp != 0 {

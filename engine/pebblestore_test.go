@@ -560,7 +560,7 @@ func TestPebbleBatchBytesBoundsTheBatch(t *testing.T) {
 			}
 		}
 		st.mu.Lock()
-		need := st.batchBytes(recs)
+		need := st.batchBytes(recs, st.supersededLocked(recs))
 		st.mu.Unlock()
 		mustCommit(t, st, recs...)
 		st.mu.Lock()
@@ -572,5 +572,33 @@ func TestPebbleBatchBytesBoundsTheBatch(t *testing.T) {
 		if kept < used {
 			t.Fatalf("round %d: the kept buffer holds %d bytes, the batch took %d", round, kept, used)
 		}
+	}
+}
+
+// A commit that writes one key many times puts the key's last version
+// alone in its pebble batch (supersededLocked): a backlog of a hot key
+// costs the write-ahead log and the memtable one version, and the store
+// holds that version.
+func TestPebbleCommitLeavesOutSupersededVersions(t *testing.T) {
+	st, err := openPebbleStorageOn(vfs.NewMem(), "/db", &Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(false)
+	value := strings.Repeat("v", 1000)
+	var recs []record
+	for seq := uint64(1); seq <= 50; seq++ {
+		recs = append(recs, put(testDoc(0, "hot", 7, seq, seq, 0, value), 0))
+	}
+	mustCommit(t, st, recs...)
+	st.mu.Lock()
+	used := st.mu.batchLen
+	st.mu.Unlock()
+	if used > 2*len(value) {
+		t.Errorf("a commit of 50 versions of one 1,000-byte document took a batch of %d bytes, want one version's", used)
+	}
+	d, err := st.doc(docKey{key: "hot"})
+	if err != nil || d.Seq != 50 {
+		t.Fatalf("stored %+v (%v), want the 50th version", d, err)
 	}
 }

@@ -187,10 +187,11 @@ type pebbleStorage struct {
 		batchLen int    // the last commit's batch length (tests: batchBytes bounds it)
 		key      []byte // a commit's scratch document key
 		enc      []byte // a commit's scratch document encoding
-		// last and sup are a commit's scratch space for
+		// supLast, supPrev and sup are a commit's scratch space for
 		// supersededLocked.
-		last map[docKey]int
-		sup  []bool
+		supLast []int32
+		supPrev []int32
+		sup     []bool
 	}
 }
 
@@ -577,55 +578,79 @@ func (s *pebbleStorage) batchBytes(recs []record, sup []bool) int {
 	return n
 }
 
-// supersededKeep is the most keys supersededLocked keeps its map's room
-// for between commits: a bulk load's batch is left to the collector.
+// supersededKeep is the most records supersededLocked keeps its scratch
+// space for between commits: a bulk load's is left to the collector.
 const supersededKeep = 8192
 
+// supersededWalk is how many earlier records of a partition
+// supersededLocked compares a record's key with, at most: past it a
+// repeated key is committed twice, as before (a partition of many keys
+// written in one batch; the default bucket's 1,024 partitions hold a few
+// hot keys each).
+const supersededWalk = 8
+
 // supersededLocked reports, for each record of recs, whether a later record
-// of recs writes its key again (nil when none does). A batch applies its
-// operations in order, so the last record of a key alone decides what the
-// key holds once the batch is committed, and a crash keeps all of a batch
-// or none of it: the document operations of the others are left out of the
-// batch, with no change to what is on disk after the commit. At
-// durability none a backlog behind a slow fsync holds several versions of
-// each hot key (the memcached benchmark's commits of more than 1,000 sets
-// of 1,000 keys; BENCHMARKS.md, "The flusher's superseded versions"); each
-// one left out is a memtable insert, its bytes in the write-ahead log, and
-// its share of the memtable's flush saved. Couchbase's flusher
-// de-duplicates a key's queued versions the same way. Every record is
-// still published (Bucket.applyCommitted): the change feed sees each
-// version, as before.
+// of recs writes its key again (nil when none does, as far as it looked:
+// supersededWalk). A batch applies its operations in order, so the last
+// record of a key alone decides what the key holds once the batch is
+// committed, and a crash keeps all of a batch or none of it: the document
+// operations of the others are left out of the batch, with no change to
+// what is on disk after the commit. At durability none a backlog behind a
+// slow fsync holds several versions of each hot key (in the memcached
+// benchmark 29-38 % of the records committed; BENCHMARKS.md, "The
+// flusher's superseded versions"); each one left out is a memtable insert,
+// its bytes in the write-ahead log, and its share of the memtable's flush
+// saved. Couchbase's flusher de-duplicates a key's queued versions the
+// same way. Every record is still published (Bucket.applyCommitted): the
+// change feed sees what it saw before.
+//
+// A key's records share its partition, so each record is compared with
+// the earlier records of its partition only, newest first, through a chain
+// of record numbers a partition (no hashing of keys).
 //
 // REQUIRES: s.mu held.
 func (s *pebbleStorage) supersededLocked(recs []record) []bool {
 	if len(recs) < 2 {
 		return nil
 	}
-	last := s.mu.last
-	if last == nil {
-		last = make(map[docKey]int, len(recs))
-	}
+	// last[p] is 1 + the newest record of partition p seen so far (0:
+	// none); prev[i] is the same for the partition's record before i.
+	last, prev := s.mu.supLast, s.mu.supPrev[:0]
 	var sup []bool
 	for i := range recs {
-		k := recs[i].key
-		if j, ok := last[k]; ok {
-			if sup == nil {
-				sup = s.mu.sup[:0]
-				if cap(sup) < len(recs) {
-					sup = make([]bool, len(recs))
-				}
-				sup = sup[:len(recs)]
-				clear(sup)
-			}
-			sup[j] = true
+		r := &recs[i]
+		if int(r.part) >= len(last) {
+			last = append(last, make([]int32, int(r.part)+1-len(last))...)
 		}
-		last[k] = i
+		p := last[r.part]
+		prev = append(prev, p)
+		for range supersededWalk {
+			if p == 0 {
+				break
+			}
+			j := p - 1
+			if recs[j].key == r.key {
+				if sup == nil {
+					sup = s.mu.sup[:0]
+					if cap(sup) < len(recs) {
+						sup = make([]bool, len(recs))
+					}
+					sup = sup[:len(recs)]
+					clear(sup)
+				}
+				sup[j] = true // its own older records were marked at j
+				break
+			}
+			p = prev[j]
+		}
+		last[r.part] = int32(i + 1)
 	}
-	if len(recs) <= supersededKeep {
-		clear(last)
-		s.mu.last = last
-	} else {
-		s.mu.last = nil
+	for i := range recs {
+		last[recs[i].part] = 0
+	}
+	s.mu.supLast = last
+	if cap(prev) <= supersededKeep {
+		s.mu.supPrev = prev
 	}
 	if sup != nil && cap(sup) <= supersededKeep {
 		s.mu.sup = sup

@@ -187,6 +187,11 @@ type pebbleStorage struct {
 		batchLen int    // the last commit's batch length (tests: batchBytes bounds it)
 		key      []byte // a commit's scratch document key
 		enc      []byte // a commit's scratch document encoding
+		// supLast, supPrev and sup are a commit's scratch space for
+		// supersededLocked.
+		supLast []int32
+		supPrev []int32
+		sup     []bool
 	}
 }
 
@@ -546,17 +551,18 @@ const pebbleBatchHeader = 12
 // the kept buffer).
 //
 // REQUIRES: s.mu held.
-func (s *pebbleStorage) batchBytes(recs []record) int {
+func (s *pebbleStorage) batchBytes(recs []record, sup []bool) int {
 	// An operation: its kind, two uvarint lengths (pebble reserves five
 	// bytes each while it writes one), the key and the value.
 	const op = 1 + 2*binary.MaxVarintLen32
 	n := pebbleBatchHeader + op + 1 + 4 + 8 // the CAS
 	for i := range recs {
 		r := &recs[i]
-		key := 1 + 4 + len(r.key.key)
-		n += op + key
-		if !r.purge {
-			n += docRecordLen(r.doc)
+		if sup == nil || !sup[i] {
+			n += op + 1 + 4 + len(r.key.key)
+			if !r.purge {
+				n += docRecordLen(r.doc)
+			}
 		}
 		if r.oldExp != r.newExp() {
 			n += 2 * (op + 13 + len(r.key.key)) // the expiry entries
@@ -572,6 +578,86 @@ func (s *pebbleStorage) batchBytes(recs []record) int {
 	return n
 }
 
+// supersededKeep is the most records supersededLocked keeps its scratch
+// space for between commits: a bulk load's is left to the collector.
+const supersededKeep = 8192
+
+// supersededWalk is how many earlier records of a partition
+// supersededLocked compares a record's key with, at most: past it a
+// repeated key is committed twice, as before (a partition of many keys
+// written in one batch; the default bucket's 1,024 partitions hold a few
+// hot keys each).
+const supersededWalk = 8
+
+// supersededLocked reports, for each record of recs, whether a later record
+// of recs writes its key again (nil when none does, as far as it looked:
+// supersededWalk). A batch applies its operations in order, so the last
+// record of a key alone decides what the key holds once the batch is
+// committed, and a crash keeps all of a batch or none of it: the document
+// operations of the others are left out of the batch, with no change to
+// what is on disk after the commit. At durability none a backlog behind a
+// slow fsync holds several versions of each hot key (in the memcached
+// benchmark 29-38 % of the records committed; BENCHMARKS.md, "The
+// flusher's superseded versions"); each one left out is a memtable insert,
+// its bytes in the write-ahead log, and its share of the memtable's flush
+// saved. Couchbase's flusher de-duplicates a key's queued versions the
+// same way. Every record is still published (Bucket.applyCommitted): the
+// change feed sees what it saw before.
+//
+// A key's records share its partition, so each record is compared with
+// the earlier records of its partition only, newest first, through a chain
+// of record numbers a partition (no hashing of keys).
+//
+// REQUIRES: s.mu held.
+func (s *pebbleStorage) supersededLocked(recs []record) []bool {
+	if len(recs) < 2 {
+		return nil
+	}
+	// last[p] is 1 + the newest record of partition p seen so far (0:
+	// none); prev[i] is the same for the partition's record before i.
+	last, prev := s.mu.supLast, s.mu.supPrev[:0]
+	var sup []bool
+	for i := range recs {
+		r := &recs[i]
+		if int(r.part) >= len(last) {
+			last = append(last, make([]int32, int(r.part)+1-len(last))...)
+		}
+		p := last[r.part]
+		prev = append(prev, p)
+		for range supersededWalk {
+			if p == 0 {
+				break
+			}
+			j := p - 1
+			if recs[j].key == r.key {
+				if sup == nil {
+					sup = s.mu.sup[:0]
+					if cap(sup) < len(recs) {
+						sup = make([]bool, len(recs))
+					}
+					sup = sup[:len(recs)]
+					clear(sup)
+				}
+				sup[j] = true // its own older records were marked at j
+				break
+			}
+			p = prev[j]
+		}
+		last[r.part] = int32(i + 1)
+	}
+	for i := range recs {
+		last[recs[i].part] = 0
+	}
+	s.mu.supLast = last
+	if cap(prev) <= supersededKeep {
+		s.mu.supPrev = prev
+	}
+	if sup != nil && cap(sup) <= supersededKeep {
+		s.mu.sup = sup
+	}
+	return sup
+}
+
 func (s *pebbleStorage) commit(recs []record) error {
 	exit, err := s.enter()
 	if err != nil {
@@ -584,7 +670,8 @@ func (s *pebbleStorage) commit(recs []record) error {
 		return errReserveGone
 	}
 	b := s.mu.batch
-	if need := s.batchBytes(recs); b == nil || s.mu.batchCap < need {
+	sup := s.supersededLocked(recs)
+	if need := s.batchBytes(recs, sup); b == nil || s.mu.batchCap < need {
 		if b != nil {
 			b.Close()
 		}
@@ -622,20 +709,24 @@ func (s *pebbleStorage) commit(recs []record) error {
 		}
 		maxCAS = max(maxCAS, r.cas)
 		// A batch applies its operations in order: the later record of a
-		// key wins, as the interface asks.
-		s.mu.key = appendPebbleDocKey(s.mu.key[:0], r.key)
-		if r.purge {
-			err = b.Delete(s.mu.key, nil)
-		} else {
-			enc := r.enc
-			if enc == nil {
-				s.mu.enc = appendDocRecord(s.mu.enc[:0], r.doc)
-				enc = s.mu.enc
+		// key wins, as the interface asks. One that a later record of the
+		// batch writes again is left out (supersededLocked); its expiry
+		// entries are not: the later record's replace them in order.
+		if sup == nil || !sup[i] {
+			s.mu.key = appendPebbleDocKey(s.mu.key[:0], r.key)
+			if r.purge {
+				err = b.Delete(s.mu.key, nil)
+			} else {
+				enc := r.enc
+				if enc == nil {
+					s.mu.enc = appendDocRecord(s.mu.enc[:0], r.doc)
+					enc = s.mu.enc
+				}
+				err = b.Set(s.mu.key, enc, nil) // Set copies key and value
 			}
-			err = b.Set(s.mu.key, enc, nil) // Set copies key and value
-		}
-		if err != nil {
-			return err
+			if err != nil {
+				return err
+			}
 		}
 		if newExp := r.newExp(); r.oldExp != newExp {
 			if r.oldExp != 0 {

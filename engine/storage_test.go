@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -274,6 +275,90 @@ func TestStorageOrdering(t *testing.T) {
 		if got.seqs[3] != 4 || got.meta.cas != 300 {
 			t.Errorf("after a purge: seq %d cas %d, want 4 and 300", got.seqs[3], got.meta.cas)
 		}
+	})
+}
+
+// Commits that write a few keys many times each, as a backlog at
+// durability none does (sets, deletes, expirations that change, purges of
+// tombstones, in one commit): what the store holds afterwards, and after a
+// reopen, is what applying every record in order makes of it, documents,
+// expiry entries and sequence numbers alike. A pebble store leaves a key's
+// superseded versions out of the commit's batch (supersededLocked).
+func TestStorageRepeatedKeysInACommit(t *testing.T) {
+	forEachStorage(t, func(t *testing.T, k storageKind) {
+		if k.reopen == nil {
+			t.Skip("keeps no documents")
+		}
+		st := k.open(t)
+		rng := rand.New(rand.NewPCG(3, 9))
+		const keys, parts = 12, 4
+		docs := map[docKey]*Document{} // the model
+		exps := map[expItem]bool{}
+		seqs := map[uint16]uint64{}
+		var cas uint64
+		for c := range 40 {
+			recs := make([]record, 0, 30)
+			for range 1 + rng.IntN(30) {
+				key := docKey{cid: CollectionID(rng.IntN(2)), key: fmt.Sprintf("k%d", rng.IntN(keys))}
+				part := uint16(len(key.key)+int(key.cid)) % parts
+				cur := docs[key]
+				var r record
+				if cur != nil && cur.Deleted && rng.IntN(3) == 0 {
+					r = record{purge: true, key: key, part: part, seq: cur.Seq}
+				} else {
+					seqs[part]++
+					cas++
+					d := testDoc(key.cid, key.key, part, seqs[part], cas, 0, fmt.Sprintf(`{"c":%d}`, c))
+					switch rng.IntN(4) {
+					case 0:
+						d.Deleted, d.DeletedAt, d.Value = true, 7, nil
+					case 1:
+						d.Expiration = 1_000 + int64(rng.IntN(5))
+					}
+					r = put(d, 0)
+					if cur != nil && !cur.Deleted {
+						r.oldExp = cur.Expiration
+					}
+				}
+				recs = append(recs, r)
+				// The model: the record applied alone.
+				if r.purge {
+					delete(docs, key)
+				} else {
+					docs[key] = r.doc
+				}
+				if newExp := r.newExp(); r.oldExp != newExp {
+					delete(exps, expItem{exp: r.oldExp, key: key})
+					if newExp != 0 {
+						exps[expItem{exp: newExp, key: key}] = true
+					}
+				}
+			}
+			mustCommit(t, st, recs...)
+		}
+		check := func(when string, st storage) {
+			got := readAll(t, st)
+			if len(got.docs) != len(docs) {
+				t.Errorf("%s: %d documents, want %d", when, len(got.docs), len(docs))
+			}
+			for key, d := range docs {
+				if g := got.byKey[key]; g == nil || !sameDoc(g, d) {
+					t.Errorf("%s: %v holds %+v, want %+v", when, key, g, d)
+				}
+			}
+			gotExps := map[expItem]bool{}
+			for _, it := range got.exps {
+				gotExps[expItem{exp: it.exp, key: it.key}] = true
+			}
+			if !maps.Equal(gotExps, exps) {
+				t.Errorf("%s: expiry entries %v, want %v", when, gotExps, exps)
+			}
+			if !maps.Equal(got.seqs, seqs) || got.meta.cas != cas {
+				t.Errorf("%s: seqnos %v cas %d, want %v and %d", when, got.seqs, got.meta.cas, seqs, cas)
+			}
+		}
+		check("after the commits", st)
+		check("after a reopen", k.reopen(t, st, true))
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -137,6 +138,11 @@ type pager struct {
 	// crash point); an error fails the write-back there, as a failed
 	// commit of the next transaction would. REQUIRES: Index.mu.
 	afterPageTx func() error
+	// paceSlice, if positive, is the work between a background
+	// write-back's pauses instead of paceSlice (tests set it), and
+	// lastPace is the pacer of the last one. REQUIRES: Index.mu.
+	paceSlice time.Duration
+	lastPace  *pacer
 	// pending lists the pages dropped by each Apply, not yet deleted.
 	// REQUIRES: Index.mu.
 	pending []freedPages
@@ -276,25 +282,31 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // stands for checking each row (see validRow), which costs more than
 // reading the page: a page whose checksum holds is one the index wrote,
 // of rows it built.
-func decodeLeaf(p []byte) ([]row, error) {
+func decodeLeaf(p []byte) ([]row, error) { return decodeLeafInto(nil, p) }
+
+// decodeLeafInto is decodeLeaf appending the rows to dst[:0].
+func decodeLeafInto(dst []row, p []byte) ([]row, error) {
 	if len(p) < 5 || p[0] != pageLeaf {
 		return nil, fmt.Errorf("%w: not a leaf page", ErrCorrupt)
 	}
 	if crc32.Checksum(p[5:], castagnoli) != binary.BigEndian.Uint32(p[1:]) {
 		return nil, fmt.Errorf("%w: leaf page checksum", ErrCorrupt)
 	}
-	return decodeLeafRows(p)
+	return decodeLeafRowsInto(dst, p)
 }
 
 // decodeLeafRows returns the rows of leaf page p (kind and checksum not
 // checked: p is one the index wrote).
-func decodeLeafRows(p []byte) ([]row, error) {
+func decodeLeafRows(p []byte) ([]row, error) { return decodeLeafRowsInto(nil, p) }
+
+// decodeLeafRowsInto is decodeLeafRows appending the rows to dst[:0].
+func decodeLeafRowsInto(dst []row, p []byte) ([]row, error) {
 	d := decoder{b: p[5:]}
 	n := d.uvarint()
 	if d.err != nil || n > max(maxItems, pagedLeafItems)+1 {
 		return nil, fmt.Errorf("%w: leaf of %d rows", ErrCorrupt, n)
 	}
-	rows := make([]row, 0, n)
+	rows := slices.Grow(dst[:0], int(n))
 	for range n {
 		r := d.bytes()
 		if d.err != nil || len(r) < 13 {
@@ -478,13 +490,13 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 // has one (then so do all its descendants), else a copy of generation gen
 // holding a new page, its children written first; each copy is appended
 // to written. An empty leaf without page stays so (a tree without page).
-// The pages are built in buf, an arena: bbolt keeps the values put until
-// the transaction ends, so no page's bytes are reused. A copied inner
+// The pages are built in pw's scratch buffer and copied to its arena (see
+// pageWriter.arena). A copied inner
 // node's separators are packed into one allocation, so that none keeps a
 // row's bytes alive; a copy keeps n's cached reductions. A delta leaf
 // (see leafDelta) is written as a new page with its merged rows, and its
 // old page appended to replaced.
-func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode, replaced *[]uint64) (*node, error) {
+func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, written *[]writtenNode, replaced *[]uint64) (*node, error) {
 	if n.page != 0 && n.delta == nil {
 		return n, nil
 	}
@@ -499,19 +511,28 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 	c.live.Store(n.live.Load())
 	c.suffix.Store(n.suffix.Load())
 	c.never.Store(n.never.Load())
-	start := len(*buf)
 	if n.leaf() {
 		items := n.items
 		if n.delta != nil {
-			rows, err := ps.leafRowsIn(pw.pages, n.page, false)
+			rows, err := pw.oldRows(n.page)
 			if err != nil {
 				return nil, err
 			}
-			items = n.delta.merge(rows)
+			pw.items = n.delta.mergeInto(pw.items[:0], rows)
+			items = pw.items
 		}
 		c.items = items // for the reduction
 		rd.store(c)
-		*buf = appendLeaf(*buf, c.items)
+		if n.delta != nil {
+			// Its rows are pw's scratch, which the next leaf reuses: a
+			// Reducer must not keep them, but one returning an input's
+			// bytes would, through the reduction cached.
+			if p := c.red.Load(); p != nil && p != n.red.Load() {
+				v := bytes.Clone(*p)
+				c.red.Store(&v)
+			}
+		}
+		pw.scratch = appendLeaf(pw.scratch[:0], c.items)
 		// The rows are in the page now: the copy, published at the end of
 		// the write-back, reads them through the cache (published puts the
 		// pages kept there). Held until then, a write-back's leaves were
@@ -524,7 +545,7 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 		c.children = make([]*node, len(n.children))
 		for i, ch := range n.children {
 			var err error
-			if c.children[i], err = ps.write(pw, ch, gen, rd, buf, written, replaced); err != nil {
+			if c.children[i], err = ps.write(pw, ch, gen, rd, written, replaced); err != nil {
 				return nil, err
 			}
 		}
@@ -541,23 +562,66 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 			}
 		}
 		rd.store(c)
-		start = len(*buf)
-		*buf = appendInner(*buf, c)
-	}
-	page := (*buf)[start:len(*buf):len(*buf)]
-	if cap(*buf)-len(*buf) < 8<<10 {
-		*buf = make([]byte, 0, 256<<10) // a new chunk; the old one stays as put
+		pw.scratch = appendInner(pw.scratch[:0], c)
 	}
 	c.page, c.ps = ps.next, ps
 	ps.next++
-	kept := page // for the cache (see published)
-	if !n.leaf() || int64(len(page)) > pw.retain {
-		kept = nil
-	} else {
-		pw.retain -= int64(len(page))
+	var kept []byte // for the cache (see published), a copy: the arena is reused
+	if n.leaf() && int64(len(pw.scratch)) <= pw.retain {
+		kept = bytes.Clone(pw.scratch)
+		pw.retain -= int64(len(kept))
 	}
 	*written = append(*written, writtenNode{c, kept})
-	return c, pw.put(c.page, page)
+	return c, pw.put(c.page, pw.place(pw.scratch))
+}
+
+// arenaChunk is the size of the chunks of a pageWriter's arena.
+const arenaChunk = 256 << 10
+
+// place returns a copy of page in pw's arena, where it stays until pw's
+// transaction ends: bbolt keeps the values put until then. The arena's
+// chunks are reused by the next transaction (see commit), so that a
+// write-back allocates about one transaction's pages rather than all it
+// writes: what it allocates is the collector's work, and a build's last
+// write-back runs beside the requests (BENCHMARKS.md, issue 19).
+func (pw *pageWriter) place(page []byte) []byte {
+	if cap(pw.arena)-len(pw.arena) < len(page) {
+		if len(pw.arena) > 0 {
+			pw.filled = append(pw.filled, pw.arena)
+		}
+		pw.arena = nil
+		if n := len(pw.spare); n > 0 && cap(pw.spare[n-1]) >= len(page) {
+			pw.arena, pw.spare = pw.spare[n-1][:0], pw.spare[:n-1]
+		} else {
+			pw.arena = make([]byte, 0, max(arenaChunk, len(page)))
+		}
+	}
+	start := len(pw.arena)
+	pw.arena = append(pw.arena, page...)
+	return pw.arena[start:len(pw.arena):len(pw.arena)]
+}
+
+// oldRows returns the rows of page id, which a delta leaf replaces: from
+// the cache, or read with pw's transaction into its scratch (reused by
+// the next call: the caller holds them only until the leaf's new page is
+// built).
+func (pw *pageWriter) oldRows(id uint64) ([]row, error) {
+	ps := pw.ps
+	if rows, ok := ps.cache.get(pageKey{ps.owner, id}); ok {
+		return rows, nil
+	}
+	page := pw.pages.Get(pageKeyBytes(id))
+	if page == nil {
+		return nil, fmt.Errorf("index: read page: %w: missing page %d", ErrCorrupt, id)
+	}
+	ps.mm.noteMappedIn(pw.tx, page)
+	pw.old = append(pw.old[:0], page...)
+	rows, err := decodeLeafInto(pw.oldItems[:0], pw.old)
+	if err != nil {
+		return nil, fmt.Errorf("%w: page %d", err, id)
+	}
+	pw.oldItems = rows
+	return rows, nil
 }
 
 // writtenRetainShare is the share of the page cache's budget a write-back
@@ -592,10 +656,22 @@ type pageWriter struct {
 	ps     *pager
 	tx     *bolt.Tx
 	pages  *bolt.Bucket
-	bytes  int64 // page bytes put in tx, and what its back-index puts count
-	mapped int64 // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
-	backs  int   // back-index entries changed in tx
-	retain int64 // bytes of written leaf pages still kept for the cache (writtenRetain)
+	bytes  int64  // page bytes put in tx, and what its back-index puts count
+	mapped int64  // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
+	backs  int    // back-index entries changed in tx
+	retain int64  // bytes of written leaf pages still kept for the cache (writtenRetain)
+	pace   *pacer // a background write-back's (nil: full speed)
+
+	// The arena of the pages put in tx (see place): arena is being
+	// filled, filled holds the chunks filled before, spare those free
+	// for reuse.
+	arena         []byte
+	filled, spare [][]byte
+	scratch       []byte       // the page being built
+	items         []row        // a delta leaf's merged rows
+	old           []byte       // the page a delta leaf replaces (see oldRows)
+	oldItems      []row        // its rows
+	backC, undoC  *bolt.Cursor // cursors of tx's back and undo buckets (see putBack), nil until used
 }
 
 // begin starts pw's next transaction.
@@ -605,6 +681,7 @@ func (pw *pageWriter) begin() error {
 		return err
 	}
 	pw.tx, pw.pages, pw.bytes, pw.mapped, pw.backs = tx, tx.Bucket(bucketPages), 0, 0, 0
+	pw.backC, pw.undoC = nil, nil
 	pw.pages.FillPercent = 1 // page ids only grow
 	return nil
 }
@@ -648,6 +725,7 @@ func (pw *pageWriter) put(id uint64, page []byte) error {
 		return err
 	}
 	pw.bytes += int64(len(page))
+	pw.pace.tick()
 	return pw.next()
 }
 
@@ -667,8 +745,12 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	back := pw.tx.Bucket(bucketBack)
 	key := []byte(id)
 	// The leaf page the key goes to, read through the map (its windows),
-	// and the entry it holds there.
-	k, old := back.Cursor().Seek(key)
+	// and the entry it holds there. The cursors are reused: a new one
+	// grows its stack anew at each Seek.
+	if pw.backC == nil {
+		pw.backC = back.Cursor()
+	}
+	k, old := pw.backC.Seek(key)
 	pw.mapped += ps.mm.noteMappedIn(pw.tx, k)
 	if !bytes.Equal(k, key) {
 		old = nil
@@ -677,7 +759,10 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	if bounded {
 		undo := pw.tx.Bucket(bucketBackUndo)
 		undo.FillPercent = 1 // in key order, into an empty bucket
-		if undo.Get(key) == nil {
+		if pw.undoC == nil {
+			pw.undoC = undo.Cursor()
+		}
+		if uk, _ := pw.undoC.Seek(key); !bytes.Equal(uk, key) {
 			v := make([]byte, 0, 1+len(old))
 			if old != nil {
 				v = append(append(v, 1), old...)
@@ -699,6 +784,7 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 		return err
 	}
 	pw.backs++
+	pw.pace.tick()
 	// A document's key lands on its own leaf page of the back index
 	// when the documents are few among many (a build in partition order):
 	// bbolt holds and rewrites that page.
@@ -756,6 +842,9 @@ func (pw *pageWriter) commit() error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	// The pages put are in the file: the arena's chunks are free.
+	pw.spare = append(pw.spare, pw.filled...)
+	pw.filled, pw.arena = nil, pw.arena[:0]
 	ps.pageTxs++
 	if backs > 0 {
 		ps.backTxs++
@@ -811,6 +900,7 @@ func (pw *pageWriter) deleteEarly(safe uint64) error {
 				}
 				pw.mapped += mapped
 			}
+			pw.pace.tick()
 		}
 		if err := pw.commit(); err != nil {
 			return err
@@ -868,9 +958,8 @@ func (ps *pager) published(written []writtenNode) {
 			w.n.items = nil
 			continue
 		}
-		page := bytes.Clone(w.page)
-		if rows, err := decodeLeafRows(page); err == nil {
-			ps.cache.put(pageKey{ps.owner, w.n.page}, rows, leafSize(page, rows))
+		if rows, err := decodeLeafRows(w.page); err == nil { // a copy (see write)
+			ps.cache.put(pageKey{ps.owner, w.n.page}, rows, leafSize(w.page, rows))
 		}
 		w.n.items = nil
 	}
@@ -1156,15 +1245,19 @@ func (ix *Index) writeBackDue(snap *snapshot) bool {
 func (ps *pager) isDirty() bool { return ps.dirty.docs > 0 }
 
 // writeBackLocked writes back a dirty paged index (see writeBack) as a
-// writer generation of its own. REQUIRES: Index.mu.
-func (ix *Index) writeBackLocked() (err error) {
+// writer generation of its own, at full speed. REQUIRES: Index.mu.
+func (ix *Index) writeBackLocked() error { return ix.writeBackPacedLocked(nil) }
+
+// writeBackPacedLocked is writeBackLocked spaced by pace (nil: at full
+// speed, see pacer). REQUIRES: Index.mu.
+func (ix *Index) writeBackPacedLocked(pace *pacer) (err error) {
 	defer recoverPage(&err)
 	ps := ix.ps
 	if ps == nil || !ps.isDirty() {
 		return nil
 	}
 	ix.mu.gen++
-	return ix.writeBack(ix.mu.gen)
+	return ix.writeBack(ix.mu.gen, pace)
 }
 
 // writeBack persists what the Applies since the last write-back changed:
@@ -1192,7 +1285,10 @@ func (ix *Index) writeBackLocked() (err error) {
 // written are copies, with their pages and cached reductions, published as
 // a new snapshot of generation gen (a fresh writer generation), whose
 // leaves read their rows through the cache. REQUIRES: Index.mu.
-func (ix *Index) writeBack(gen uint64) error {
+//
+// A background write-back (pace not nil) pauses between its steps (see
+// pacer), holding Index.mu and its open transaction meanwhile.
+func (ix *Index) writeBack(gen uint64, pace *pacer) error {
 	ps := ix.ps
 	if !ps.isDirty() {
 		return nil
@@ -1203,7 +1299,7 @@ func (ix *Index) writeBack(gen uint64) error {
 	var written []writtenNode
 	var left, pending []freedPages
 	var replaced []uint64 // the pages of the delta leaves written
-	pw := &pageWriter{ps: ps, retain: writtenRetain(ps.cache.budget)}
+	pw := &pageWriter{ps: ps, retain: writtenRetain(ps.cache.budget), pace: pace}
 	defer pw.rollback() // a failure's, or a panic's (see recoverPage)
 	err := func() error {
 		if err := pw.deleteEarly(safe); err != nil {
@@ -1213,17 +1309,16 @@ func (ix *Index) writeBack(gen uint64) error {
 		if err := pw.begin(); err != nil {
 			return err
 		}
-		var buf []byte
 		for vi := range snap.roots {
 			var rd *reduction
 			if r := ix.views[vi].Reducer; r != nil {
 				rd = &reduction{ctx: context.Background(), r: r}
 			}
 			var err error
-			if snap.roots[vi], err = ps.write(pw, snap.roots[vi], gen, rd, &buf, &written, &replaced); err != nil {
+			if snap.roots[vi], err = ps.write(pw, snap.roots[vi], gen, rd, &written, &replaced); err != nil {
 				return err
 			}
-			if snap.expRoots[vi], err = ps.write(pw, snap.expRoots[vi], gen, rd, &buf, &written, &replaced); err != nil {
+			if snap.expRoots[vi], err = ps.write(pw, snap.expRoots[vi], gen, rd, &written, &replaced); err != nil {
 				return err
 			}
 		}
@@ -1266,6 +1361,7 @@ func (ix *Index) writeBack(gen uint64) error {
 			if err := free.Put(pageKeyBytes(id), nil); err != nil {
 				return err
 			}
+			pace.tick()
 		}
 		// The pages no reader needs stay, listed free, until the
 		// deletion after the switch (below), in bounded transactions:

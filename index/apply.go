@@ -390,6 +390,14 @@ func (ix *Index) WriteBack() (err error) {
 	return ix.writeBackLocked()
 }
 
+// HeldBack reports whether a paged index holds changes in memory that its
+// file's pages do not (its log does): Applies since its last write-back.
+func (ix *Index) HeldBack() bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.ps != nil && ix.ps.isDirty()
+}
+
 // WriteBackPaced is WriteBack run as background work: in slices of about a
 // millisecond, each followed by a pause as long, so that it takes about
 // half of a processor while it lasts and the process's foreground work

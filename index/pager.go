@@ -672,6 +672,10 @@ type pageWriter struct {
 	old           []byte       // the page a delta leaf replaces (see oldRows)
 	oldItems      []row        // its rows
 	backC, undoC  *bolt.Cursor // cursors of tx's back and undo buckets (see putBack), nil until used
+	// undoFresh: the undo bucket was empty when the write-back's
+	// back-index changes began, so none of the entries it puts, each
+	// once, is there before (see putBack).
+	undoFresh bool
 }
 
 // begin starts pw's next transaction.
@@ -762,7 +766,12 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 		if pw.undoC == nil {
 			pw.undoC = undo.Cursor()
 		}
-		if uk, _ := pw.undoC.Seek(key); !bytes.Equal(uk, key) {
+		fresh := pw.undoFresh
+		if !fresh {
+			uk, _ := pw.undoC.Seek(key)
+			fresh = !bytes.Equal(uk, key)
+		}
+		if fresh {
 			v := make([]byte, 0, 1+len(old))
 			if old != nil {
 				v = append(append(v, 1), old...)
@@ -1327,6 +1336,9 @@ func (ix *Index) writeBack(gen uint64, pace *pacer) error {
 		// bbolt splits its nodes only at commit, so keys put in random
 		// order into a node grown by this transaction cost a shift of the
 		// node's entries each.
+		if k, _ := pw.tx.Bucket(bucketBackUndo).Cursor().First(); k == nil {
+			pw.undoFresh = true // not a failed write-back's
+		}
 		for _, id := range slices.Sorted(maps.Keys(ps.dirty.back)) {
 			if err := pw.putBack(id, ps.dirty.back[id]); err != nil {
 				return err

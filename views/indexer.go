@@ -220,15 +220,7 @@ const buildWriteBackDocs = 100 * feed.BigBuild
 // changes are in its log already), once the feed has gone quiet, so that an
 // idle index holds no dirty leaves and its next open replays no log
 // (feed.Quieter). An index in memory has nothing to write.
-//
-// It is background work, paced (see index.Index.WriteBackPaced), so that
-// the write-back after a view build does not take the processors from the
-// requests served meanwhile (BENCHMARKS.md, issue 19: the gets' p99 was
-// 12-21 ms right after a build); it finishes at full speed once changes
-// wait to be indexed (a catch-up waits for Quiet) or ctx ends.
-func (ix *indexer) Quiet(ctx context.Context) error {
-	return ix.idx.WriteBackPaced(ctx, func() bool { return ix.pending() > 0 })
-}
+func (ix *indexer) Quiet(context.Context) error { return ix.idx.WriteBack() }
 
 // closedErr is the error of a call on an indexer closed under it.
 func (ix *indexer) closedErr() error {

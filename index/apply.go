@@ -398,31 +398,6 @@ func (ix *Index) HeldBack() bool {
 	return ix.ps != nil && ix.ps.isDirty()
 }
 
-// WriteBackPaced is WriteBack run as background work: in slices of about a
-// millisecond, each followed by a pause as long, so that it takes about
-// half of a processor while it lasts and the process's foreground work
-// (requests) waits for it at most a slice. It lasts about twice as long as
-// WriteBack: Applies, Close and Check wait for it meanwhile (it holds the
-// index's lock), and queries read the snapshot of the last Apply, as
-// before it. Once ctx ends, or hurry (nil: never; asked before each pause)
-// reports true, say because changes wait to be applied, it finishes at
-// full speed; it never stops half way, so the file holds one Apply's
-// complete state throughout, as WriteBack's.
-func (ix *Index) WriteBackPaced(ctx context.Context, hurry func() bool) (err error) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.closed.Load() {
-		return ErrClosed
-	}
-	if ix.ps == nil {
-		return nil
-	}
-	defer recoverPage(&err)
-	pace := newPacer(ctx, hurry, ix.ps.paceSlice)
-	ix.ps.lastPace = pace
-	return ix.writeBackPacedLocked(pace)
-}
-
 // rewindUpdatesLocked appends to updates the deletion of every document the
 // index holds rows of whose partition is one of rw's, in id order.
 // REQUIRES: ix.mu.

@@ -436,22 +436,3 @@ func SetBackInFinalTx(ix *Index, final bool) {
 	defer ix.mu.Unlock()
 	ix.ps.backFinal = final
 }
-
-// SetPaceSlice sets the work between a paced write-back's pauses (see
-// WriteBackPaced); 0: the default.
-func SetPaceSlice(ix *Index, d time.Duration) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.ps.paceSlice = d
-}
-
-// LastPace returns the pauses of the last paced write-back and whether its
-// hurry function ended them.
-func LastPace(ix *Index) (pauses int, hurried bool) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if p := ix.ps.lastPace; p != nil {
-		return p.pauses, p.hurried
-	}
-	return 0, false
-}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/index"
 )
@@ -1150,77 +1149,4 @@ func TestPagedWriteBackKeepsQuarter(t *testing.T) {
 		t.Errorf("after a write-back of %d documents the cache holds %d bytes of a %d budget, want at most half (a quarter of pages)", seq, used, budget)
 	}
 	checkIndex(t, ix)
-}
-
-// TestPagedWriteBackPaced: a paced write-back (WriteBackPaced, a view's
-// background write-back once its feed goes quiet) pauses between its steps,
-// queries made during its pauses answer as before it, it finishes at full
-// speed once hurry says so, or once its context ends, and what it leaves
-// is what WriteBack leaves: nothing dirty, the same answers, after a
-// reopen too, and a file that passes Check.
-func TestPagedWriteBackPaced(t *testing.T) {
-	views := []index.ViewConfig{{Name: "v", Reducer: &countSum{}}}
-	for _, tc := range []struct {
-		name     string
-		canceled bool
-	}{{"hurried", false}, {"canceled", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := index.WithPagedLeafRows(index.Config{Path: filepath.Join(t.TempDir(), "p.view"), Signature: "s", NumPartitions: 4,
-				Views: views, Cache: index.NewPageCache(64 << 10), NoSync: true}, 8)
-			ref := openIndex(t, index.Config{NumPartitions: 4, Views: views})
-			ix := openIndex(t, cfg)
-			index.SetWriteBackTxBytes(ix, 2<<10)
-			index.SetPaceSlice(ix, time.Nanosecond) // a pause at every step
-			same := func(where string) {
-				t.Helper()
-				equalStrings(t, where+": rows", rowsOf(t, ix, "v", index.Range{}), rowsOf(t, ref, "v", index.Range{}))
-				equalStrings(t, where+": reduce", reduced(t, ix, "v", index.Range{}, index.Grouping{Level: 1}), reduced(t, ref, "v", index.Range{}, index.Grouping{Level: 1}))
-			}
-			for round := range 2 {
-				var ups []index.DocUpdate
-				for i := range 1200 {
-					ups = append(ups, index.DocUpdate{DocID: fmt.Sprintf("d%04d", (i*7919)%1500), Seq: uint64(round*2000 + i + 1),
-						Rows: map[string][]index.Emit{"v": emits(fmt.Sprintf(`["g%d",%d]`, i%10, i+round), strconv.Itoa(i%7))}})
-				}
-				apply(t, ix, ups...)
-				apply(t, ref, ups...)
-				ctx, cancel := context.WithCancel(context.Background())
-				if tc.canceled {
-					cancel()
-				}
-				asked := 0
-				hurry := func() bool {
-					asked++
-					// The queries meanwhile read the last Apply's snapshot.
-					if r, w := rowsOf(t, ix, "v", index.Range{}), rowsOf(t, ref, "v", index.Range{}); fmt.Sprint(r) != fmt.Sprint(w) {
-						t.Errorf("a query during the paced write-back: %d rows, want %d", len(r), len(w))
-					}
-					return asked == 5
-				}
-				err := ix.WriteBackPaced(ctx, hurry)
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
-				pauses, hurried := index.LastPace(ix)
-				switch {
-				case tc.canceled && (pauses != 0 || asked != 0):
-					t.Fatalf("a write-back whose context had ended paused %d times (hurry asked %d times)", pauses, asked)
-				case !tc.canceled && (pauses != 4 || !hurried):
-					t.Fatalf("paused %d times, hurried %v; want 4 pauses, then hurried", pauses, hurried)
-				}
-				if index.PagedDirty(ix) {
-					t.Fatal("dirty after a paced write-back")
-				}
-				same(fmt.Sprintf("round %d", round))
-				checkIndex(t, ix)
-			}
-			closeIndex(t, ix)
-			ix = openIndex(t, cfg)
-			if index.PagedDirty(ix) {
-				t.Fatal("the reopened index replayed a log: the paced write-back did not end it")
-			}
-			same("reopened")
-		})
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -138,11 +137,6 @@ type pager struct {
 	// crash point); an error fails the write-back there, as a failed
 	// commit of the next transaction would. REQUIRES: Index.mu.
 	afterPageTx func() error
-	// paceSlice, if positive, is the work between a background
-	// write-back's pauses instead of paceSlice (tests set it), and
-	// lastPace is the pacer of the last one. REQUIRES: Index.mu.
-	paceSlice time.Duration
-	lastPace  *pacer
 	// pending lists the pages dropped by each Apply, not yet deleted.
 	// REQUIRES: Index.mu.
 	pending []freedPages
@@ -656,11 +650,10 @@ type pageWriter struct {
 	ps     *pager
 	tx     *bolt.Tx
 	pages  *bolt.Bucket
-	bytes  int64  // page bytes put in tx, and what its back-index puts count
-	mapped int64  // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
-	backs  int    // back-index entries changed in tx
-	retain int64  // bytes of written leaf pages still kept for the cache (writtenRetain)
-	pace   *pacer // a background write-back's (nil: full speed)
+	bytes  int64 // page bytes put in tx, and what its back-index puts count
+	mapped int64 // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
+	backs  int   // back-index entries changed in tx
+	retain int64 // bytes of written leaf pages still kept for the cache (writtenRetain)
 
 	// The arena of the pages put in tx (see place): arena is being
 	// filled, filled holds the chunks filled before, spare those free
@@ -729,7 +722,6 @@ func (pw *pageWriter) put(id uint64, page []byte) error {
 		return err
 	}
 	pw.bytes += int64(len(page))
-	pw.pace.tick()
 	return pw.next()
 }
 
@@ -793,7 +785,6 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 		return err
 	}
 	pw.backs++
-	pw.pace.tick()
 	// A document's key lands on its own leaf page of the back index
 	// when the documents are few among many (a build in partition order):
 	// bbolt holds and rewrites that page.
@@ -909,7 +900,6 @@ func (pw *pageWriter) deleteEarly(safe uint64) error {
 				}
 				pw.mapped += mapped
 			}
-			pw.pace.tick()
 		}
 		if err := pw.commit(); err != nil {
 			return err
@@ -1254,19 +1244,15 @@ func (ix *Index) writeBackDue(snap *snapshot) bool {
 func (ps *pager) isDirty() bool { return ps.dirty.docs > 0 }
 
 // writeBackLocked writes back a dirty paged index (see writeBack) as a
-// writer generation of its own, at full speed. REQUIRES: Index.mu.
-func (ix *Index) writeBackLocked() error { return ix.writeBackPacedLocked(nil) }
-
-// writeBackPacedLocked is writeBackLocked spaced by pace (nil: at full
-// speed, see pacer). REQUIRES: Index.mu.
-func (ix *Index) writeBackPacedLocked(pace *pacer) (err error) {
+// writer generation of its own. REQUIRES: Index.mu.
+func (ix *Index) writeBackLocked() (err error) {
 	defer recoverPage(&err)
 	ps := ix.ps
 	if ps == nil || !ps.isDirty() {
 		return nil
 	}
 	ix.mu.gen++
-	return ix.writeBack(ix.mu.gen, pace)
+	return ix.writeBack(ix.mu.gen)
 }
 
 // writeBack persists what the Applies since the last write-back changed:
@@ -1294,10 +1280,7 @@ func (ix *Index) writeBackPacedLocked(pace *pacer) (err error) {
 // written are copies, with their pages and cached reductions, published as
 // a new snapshot of generation gen (a fresh writer generation), whose
 // leaves read their rows through the cache. REQUIRES: Index.mu.
-//
-// A background write-back (pace not nil) pauses between its steps (see
-// pacer), holding Index.mu and its open transaction meanwhile.
-func (ix *Index) writeBack(gen uint64, pace *pacer) error {
+func (ix *Index) writeBack(gen uint64) error {
 	ps := ix.ps
 	if !ps.isDirty() {
 		return nil
@@ -1308,7 +1291,7 @@ func (ix *Index) writeBack(gen uint64, pace *pacer) error {
 	var written []writtenNode
 	var left, pending []freedPages
 	var replaced []uint64 // the pages of the delta leaves written
-	pw := &pageWriter{ps: ps, retain: writtenRetain(ps.cache.budget), pace: pace}
+	pw := &pageWriter{ps: ps, retain: writtenRetain(ps.cache.budget)}
 	defer pw.rollback() // a failure's, or a panic's (see recoverPage)
 	err := func() error {
 		if err := pw.deleteEarly(safe); err != nil {
@@ -1373,7 +1356,6 @@ func (ix *Index) writeBack(gen uint64, pace *pacer) error {
 			if err := free.Put(pageKeyBytes(id), nil); err != nil {
 				return err
 			}
-			pace.tick()
 		}
 		// The pages no reader needs stay, listed free, until the
 		// deletion after the switch (below), in bounded transactions:

@@ -205,38 +205,28 @@ type freedPages struct {
 
 func pageKeyBytes(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
 
-// leafRows returns the rows of leaf page id, from the cache or the file.
+// leafRows returns the rows of leaf page id, from the cache or, read with a
+// read transaction of its own, from the file (and then kept in the cache).
+// A write-back reads the pages it replaces with its own transaction (see
+// pageWriter.oldRows).
 func (ps *pager) leafRows(id uint64) ([]row, error) {
-	return ps.leafRowsIn(nil, id, true)
-}
-
-// leafRowsIn is leafRows reading the file, on a cache miss, from pages,
-// the pages bucket of a transaction the caller holds, or with a read
-// transaction of its own if pages is nil; the rows read go to the cache
-// if keep (not those of a page a write-back is replacing).
-func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64, keep bool) ([]row, error) {
 	k := pageKey{ps.owner, id}
 	if rows, ok := ps.cache.get(k); ok {
 		return rows, nil
 	}
 	var page []byte
-	read := func(b *bolt.Bucket) error {
+	err := ps.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPages)
 		if b == nil {
 			return fmt.Errorf("%w: missing pages", ErrCorrupt)
 		}
 		if page = b.Get(pageKeyBytes(id)); page == nil {
 			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
 		}
-		ps.mm.noteMappedIn(b.Tx(), page)
+		ps.mm.noteMappedIn(tx, page)
 		page = bytes.Clone(page)
 		return nil
-	}
-	var err error
-	if pages != nil {
-		err = read(pages)
-	} else {
-		err = ps.db.View(func(tx *bolt.Tx) error { return read(tx.Bucket(bucketPages)) })
-	}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("index: read page: %w", err)
 	}
@@ -244,9 +234,7 @@ func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64, keep bool) ([]row, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: page %d", err, id)
 	}
-	if keep {
-		ps.cache.put(k, rows, leafSize(page, rows))
-	}
+	ps.cache.put(k, rows, leafSize(page, rows))
 	return rows, nil
 }
 

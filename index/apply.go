@@ -390,6 +390,14 @@ func (ix *Index) WriteBack() (err error) {
 	return ix.writeBackLocked()
 }
 
+// HeldBack reports whether a paged index holds changes in memory that its
+// file's pages do not (its log does): Applies since its last write-back.
+func (ix *Index) HeldBack() bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.ps != nil && ix.ps.isDirty()
+}
+
 // rewindUpdatesLocked appends to updates the deletion of every document the
 // index holds rows of whose partition is one of rw's, in id order.
 // REQUIRES: ix.mu.

@@ -205,38 +205,28 @@ type freedPages struct {
 
 func pageKeyBytes(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
 
-// leafRows returns the rows of leaf page id, from the cache or the file.
+// leafRows returns the rows of leaf page id, from the cache or, read with a
+// read transaction of its own, from the file (and then kept in the cache).
+// A write-back reads the pages it replaces with its own transaction (see
+// pageWriter.oldRows).
 func (ps *pager) leafRows(id uint64) ([]row, error) {
-	return ps.leafRowsIn(nil, id, true)
-}
-
-// leafRowsIn is leafRows reading the file, on a cache miss, from pages,
-// the pages bucket of a transaction the caller holds, or with a read
-// transaction of its own if pages is nil; the rows read go to the cache
-// if keep (not those of a page a write-back is replacing).
-func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64, keep bool) ([]row, error) {
 	k := pageKey{ps.owner, id}
 	if rows, ok := ps.cache.get(k); ok {
 		return rows, nil
 	}
 	var page []byte
-	read := func(b *bolt.Bucket) error {
+	err := ps.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPages)
 		if b == nil {
 			return fmt.Errorf("%w: missing pages", ErrCorrupt)
 		}
 		if page = b.Get(pageKeyBytes(id)); page == nil {
 			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
 		}
-		ps.mm.noteMappedIn(b.Tx(), page)
+		ps.mm.noteMappedIn(tx, page)
 		page = bytes.Clone(page)
 		return nil
-	}
-	var err error
-	if pages != nil {
-		err = read(pages)
-	} else {
-		err = ps.db.View(func(tx *bolt.Tx) error { return read(tx.Bucket(bucketPages)) })
-	}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("index: read page: %w", err)
 	}
@@ -244,9 +234,7 @@ func (ps *pager) leafRowsIn(pages *bolt.Bucket, id uint64, keep bool) ([]row, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: page %d", err, id)
 	}
-	if keep {
-		ps.cache.put(k, rows, leafSize(page, rows))
-	}
+	ps.cache.put(k, rows, leafSize(page, rows))
 	return rows, nil
 }
 
@@ -276,25 +264,31 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // stands for checking each row (see validRow), which costs more than
 // reading the page: a page whose checksum holds is one the index wrote,
 // of rows it built.
-func decodeLeaf(p []byte) ([]row, error) {
+func decodeLeaf(p []byte) ([]row, error) { return decodeLeafInto(nil, p) }
+
+// decodeLeafInto is decodeLeaf appending the rows to dst[:0].
+func decodeLeafInto(dst []row, p []byte) ([]row, error) {
 	if len(p) < 5 || p[0] != pageLeaf {
 		return nil, fmt.Errorf("%w: not a leaf page", ErrCorrupt)
 	}
 	if crc32.Checksum(p[5:], castagnoli) != binary.BigEndian.Uint32(p[1:]) {
 		return nil, fmt.Errorf("%w: leaf page checksum", ErrCorrupt)
 	}
-	return decodeLeafRows(p)
+	return decodeLeafRowsInto(dst, p)
 }
 
 // decodeLeafRows returns the rows of leaf page p (kind and checksum not
 // checked: p is one the index wrote).
-func decodeLeafRows(p []byte) ([]row, error) {
+func decodeLeafRows(p []byte) ([]row, error) { return decodeLeafRowsInto(nil, p) }
+
+// decodeLeafRowsInto is decodeLeafRows appending the rows to dst[:0].
+func decodeLeafRowsInto(dst []row, p []byte) ([]row, error) {
 	d := decoder{b: p[5:]}
 	n := d.uvarint()
 	if d.err != nil || n > max(maxItems, pagedLeafItems)+1 {
 		return nil, fmt.Errorf("%w: leaf of %d rows", ErrCorrupt, n)
 	}
-	rows := make([]row, 0, n)
+	rows := slices.Grow(dst[:0], int(n))
 	for range n {
 		r := d.bytes()
 		if d.err != nil || len(r) < 13 {
@@ -478,13 +472,13 @@ func (ps *pager) loadNode(tx *bolt.Tx, r nodeRef) (*node, error) {
 // has one (then so do all its descendants), else a copy of generation gen
 // holding a new page, its children written first; each copy is appended
 // to written. An empty leaf without page stays so (a tree without page).
-// The pages are built in buf, an arena: bbolt keeps the values put until
-// the transaction ends, so no page's bytes are reused. A copied inner
+// The pages are built in pw's scratch buffer and copied to its arena (see
+// pageWriter.arena). A copied inner
 // node's separators are packed into one allocation, so that none keeps a
 // row's bytes alive; a copy keeps n's cached reductions. A delta leaf
 // (see leafDelta) is written as a new page with its merged rows, and its
 // old page appended to replaced.
-func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *[]byte, written *[]writtenNode, replaced *[]uint64) (*node, error) {
+func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, written *[]writtenNode, replaced *[]uint64) (*node, error) {
 	if n.page != 0 && n.delta == nil {
 		return n, nil
 	}
@@ -499,19 +493,28 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 	c.live.Store(n.live.Load())
 	c.suffix.Store(n.suffix.Load())
 	c.never.Store(n.never.Load())
-	start := len(*buf)
 	if n.leaf() {
 		items := n.items
 		if n.delta != nil {
-			rows, err := ps.leafRowsIn(pw.pages, n.page, false)
+			rows, err := pw.oldRows(n.page)
 			if err != nil {
 				return nil, err
 			}
-			items = n.delta.merge(rows)
+			pw.items = n.delta.mergeInto(pw.items[:0], rows)
+			items = pw.items
 		}
 		c.items = items // for the reduction
 		rd.store(c)
-		*buf = appendLeaf(*buf, c.items)
+		if n.delta != nil {
+			// Its rows are pw's scratch, which the next leaf reuses: a
+			// Reducer must not keep them, but one returning an input's
+			// bytes would, through the reduction cached.
+			if p := c.red.Load(); p != nil && p != n.red.Load() {
+				v := bytes.Clone(*p)
+				c.red.Store(&v)
+			}
+		}
+		pw.scratch = appendLeaf(pw.scratch[:0], c.items)
 		// The rows are in the page now: the copy, published at the end of
 		// the write-back, reads them through the cache (published puts the
 		// pages kept there). Held until then, a write-back's leaves were
@@ -524,7 +527,7 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 		c.children = make([]*node, len(n.children))
 		for i, ch := range n.children {
 			var err error
-			if c.children[i], err = ps.write(pw, ch, gen, rd, buf, written, replaced); err != nil {
+			if c.children[i], err = ps.write(pw, ch, gen, rd, written, replaced); err != nil {
 				return nil, err
 			}
 		}
@@ -541,23 +544,66 @@ func (ps *pager) write(pw *pageWriter, n *node, gen uint64, rd *reduction, buf *
 			}
 		}
 		rd.store(c)
-		start = len(*buf)
-		*buf = appendInner(*buf, c)
-	}
-	page := (*buf)[start:len(*buf):len(*buf)]
-	if cap(*buf)-len(*buf) < 8<<10 {
-		*buf = make([]byte, 0, 256<<10) // a new chunk; the old one stays as put
+		pw.scratch = appendInner(pw.scratch[:0], c)
 	}
 	c.page, c.ps = ps.next, ps
 	ps.next++
-	kept := page // for the cache (see published)
-	if !n.leaf() || int64(len(page)) > pw.retain {
-		kept = nil
-	} else {
-		pw.retain -= int64(len(page))
+	var kept []byte // for the cache (see published), a copy: the arena is reused
+	if n.leaf() && int64(len(pw.scratch)) <= pw.retain {
+		kept = bytes.Clone(pw.scratch)
+		pw.retain -= int64(len(kept))
 	}
 	*written = append(*written, writtenNode{c, kept})
-	return c, pw.put(c.page, page)
+	return c, pw.put(c.page, pw.place(pw.scratch))
+}
+
+// arenaChunk is the size of the chunks of a pageWriter's arena.
+const arenaChunk = 256 << 10
+
+// place returns a copy of page in pw's arena, where it stays until pw's
+// transaction ends: bbolt keeps the values put until then. The arena's
+// chunks are reused by the next transaction (see commit), so that a
+// write-back allocates about one transaction's pages rather than all it
+// writes: what it allocates is the collector's work, and a build's last
+// write-back runs beside the requests (BENCHMARKS.md, issue 19).
+func (pw *pageWriter) place(page []byte) []byte {
+	if cap(pw.arena)-len(pw.arena) < len(page) {
+		if len(pw.arena) > 0 {
+			pw.filled = append(pw.filled, pw.arena)
+		}
+		pw.arena = nil
+		if n := len(pw.spare); n > 0 && cap(pw.spare[n-1]) >= len(page) {
+			pw.arena, pw.spare = pw.spare[n-1][:0], pw.spare[:n-1]
+		} else {
+			pw.arena = make([]byte, 0, max(arenaChunk, len(page)))
+		}
+	}
+	start := len(pw.arena)
+	pw.arena = append(pw.arena, page...)
+	return pw.arena[start:len(pw.arena):len(pw.arena)]
+}
+
+// oldRows returns the rows of page id, which a delta leaf replaces: from
+// the cache, or read with pw's transaction into its scratch (reused by
+// the next call: the caller holds them only until the leaf's new page is
+// built).
+func (pw *pageWriter) oldRows(id uint64) ([]row, error) {
+	ps := pw.ps
+	if rows, ok := ps.cache.get(pageKey{ps.owner, id}); ok {
+		return rows, nil
+	}
+	page := pw.pages.Get(pageKeyBytes(id))
+	if page == nil {
+		return nil, fmt.Errorf("index: read page: %w: missing page %d", ErrCorrupt, id)
+	}
+	ps.mm.noteMappedIn(pw.tx, page)
+	pw.old = append(pw.old[:0], page...)
+	rows, err := decodeLeafInto(pw.oldItems[:0], pw.old)
+	if err != nil {
+		return nil, fmt.Errorf("%w: page %d", err, id)
+	}
+	pw.oldItems = rows
+	return rows, nil
 }
 
 // writtenRetainShare is the share of the page cache's budget a write-back
@@ -596,6 +642,21 @@ type pageWriter struct {
 	mapped int64 // bytes of the map's windows tx read first (see mapRelease.noteMappedIn)
 	backs  int   // back-index entries changed in tx
 	retain int64 // bytes of written leaf pages still kept for the cache (writtenRetain)
+
+	// The arena of the pages put in tx (see place): arena is being
+	// filled, filled holds the chunks filled before, spare those free
+	// for reuse.
+	arena         []byte
+	filled, spare [][]byte
+	scratch       []byte       // the page being built
+	items         []row        // a delta leaf's merged rows
+	old           []byte       // the page a delta leaf replaces (see oldRows)
+	oldItems      []row        // its rows
+	backC, undoC  *bolt.Cursor // cursors of tx's back and undo buckets (see putBack), nil until used
+	// undoFresh: the undo bucket was empty when the write-back's
+	// back-index changes began, so none of the entries it puts, each
+	// once, is there before (see putBack).
+	undoFresh bool
 }
 
 // begin starts pw's next transaction.
@@ -605,6 +666,7 @@ func (pw *pageWriter) begin() error {
 		return err
 	}
 	pw.tx, pw.pages, pw.bytes, pw.mapped, pw.backs = tx, tx.Bucket(bucketPages), 0, 0, 0
+	pw.backC, pw.undoC = nil, nil
 	pw.pages.FillPercent = 1 // page ids only grow
 	return nil
 }
@@ -667,8 +729,12 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	back := pw.tx.Bucket(bucketBack)
 	key := []byte(id)
 	// The leaf page the key goes to, read through the map (its windows),
-	// and the entry it holds there.
-	k, old := back.Cursor().Seek(key)
+	// and the entry it holds there. The cursors are reused: a new one
+	// grows its stack anew at each Seek.
+	if pw.backC == nil {
+		pw.backC = back.Cursor()
+	}
+	k, old := pw.backC.Seek(key)
 	pw.mapped += ps.mm.noteMappedIn(pw.tx, k)
 	if !bytes.Equal(k, key) {
 		old = nil
@@ -677,7 +743,15 @@ func (pw *pageWriter) putBack(id string, rows []byte) error {
 	if bounded {
 		undo := pw.tx.Bucket(bucketBackUndo)
 		undo.FillPercent = 1 // in key order, into an empty bucket
-		if undo.Get(key) == nil {
+		if pw.undoC == nil {
+			pw.undoC = undo.Cursor()
+		}
+		fresh := pw.undoFresh
+		if !fresh {
+			uk, _ := pw.undoC.Seek(key)
+			fresh = !bytes.Equal(uk, key)
+		}
+		if fresh {
 			v := make([]byte, 0, 1+len(old))
 			if old != nil {
 				v = append(append(v, 1), old...)
@@ -756,6 +830,9 @@ func (pw *pageWriter) commit() error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	// The pages put are in the file: the arena's chunks are free.
+	pw.spare = append(pw.spare, pw.filled...)
+	pw.filled, pw.arena = nil, pw.arena[:0]
 	ps.pageTxs++
 	if backs > 0 {
 		ps.backTxs++
@@ -868,9 +945,8 @@ func (ps *pager) published(written []writtenNode) {
 			w.n.items = nil
 			continue
 		}
-		page := bytes.Clone(w.page)
-		if rows, err := decodeLeafRows(page); err == nil {
-			ps.cache.put(pageKey{ps.owner, w.n.page}, rows, leafSize(page, rows))
+		if rows, err := decodeLeafRows(w.page); err == nil { // a copy (see write)
+			ps.cache.put(pageKey{ps.owner, w.n.page}, rows, leafSize(w.page, rows))
 		}
 		w.n.items = nil
 	}
@@ -1213,17 +1289,16 @@ func (ix *Index) writeBack(gen uint64) error {
 		if err := pw.begin(); err != nil {
 			return err
 		}
-		var buf []byte
 		for vi := range snap.roots {
 			var rd *reduction
 			if r := ix.views[vi].Reducer; r != nil {
 				rd = &reduction{ctx: context.Background(), r: r}
 			}
 			var err error
-			if snap.roots[vi], err = ps.write(pw, snap.roots[vi], gen, rd, &buf, &written, &replaced); err != nil {
+			if snap.roots[vi], err = ps.write(pw, snap.roots[vi], gen, rd, &written, &replaced); err != nil {
 				return err
 			}
-			if snap.expRoots[vi], err = ps.write(pw, snap.expRoots[vi], gen, rd, &buf, &written, &replaced); err != nil {
+			if snap.expRoots[vi], err = ps.write(pw, snap.expRoots[vi], gen, rd, &written, &replaced); err != nil {
 				return err
 			}
 		}
@@ -1232,6 +1307,9 @@ func (ix *Index) writeBack(gen uint64) error {
 		// bbolt splits its nodes only at commit, so keys put in random
 		// order into a node grown by this transaction cost a shift of the
 		// node's entries each.
+		if k, _ := pw.tx.Bucket(bucketBackUndo).Cursor().First(); k == nil {
+			pw.undoFresh = true // not a failed write-back's
+		}
 		for _, id := range slices.Sorted(maps.Keys(ps.dirty.back)) {
 			if err := pw.putBack(id, ps.dirty.back[id]); err != nil {
 				return err

@@ -175,8 +175,11 @@ type leafDelta struct {
 }
 
 // merge returns the rows of a page holding rows changed by d.
-func (d *leafDelta) merge(rows []row) []row {
-	out := make([]row, 0, len(rows)-len(d.gone)+len(d.ins))
+func (d *leafDelta) merge(rows []row) []row { return d.mergeInto(nil, rows) }
+
+// mergeInto is merge appending the rows to dst[:0].
+func (d *leafDelta) mergeInto(dst []row, rows []row) []row {
+	out := slices.Grow(dst[:0], len(rows)-len(d.gone)+len(d.ins))
 	g, i := 0, 0
 	for _, r := range rows {
 		ck := r.ck()

@@ -159,7 +159,8 @@ func fetchTo(url, path string) error {
 // getsAB alternates servers on the reused data directory: A is -bin with
 // -serve-args, B (C, ...) -gets-ab with each of -gets-ab-args's variants
 // (separated by |; a variant's leading NAME=VALUE words are environment
-// variables, e.g. GOMAXPROCS=4). Each round starts each afresh, waits for
+// variables, e.g. GOMAXPROCS=4; a leading bin=PATH word runs that
+// binary instead of -gets-ab's, to compare more than two). Each round starts each afresh, waits for
 // its warm-up and times the random gets after the page cache drop, then
 // stops it; it reports each side's figures together.
 func (b *bench) getsAB(bucket string) error {
@@ -169,7 +170,12 @@ func (b *bench) getsAB(bucket string) error {
 	}
 	sides := []*side{{name: "A", bin: b.bin, args: b.serveArgs}}
 	for i, v := range strings.Split(b.getsABArgs, "|") {
-		sides = append(sides, &side{name: string(rune('B' + i)), bin: b.getsABBin, args: strings.TrimSpace(v)})
+		sd := &side{name: string(rune('B' + i)), bin: b.getsABBin, args: strings.TrimSpace(v)}
+		// A leading bin=PATH word runs that binary for this variant.
+		if f := strings.Fields(sd.args); len(f) > 0 && strings.HasPrefix(f[0], "bin=") {
+			sd.bin, sd.args = strings.TrimPrefix(f[0], "bin="), strings.Join(f[1:], " ")
+		}
+		sides = append(sides, sd)
 	}
 	for _, sd := range sides {
 		b.rep.add("gets-ab", sd.name, "%s %q", sd.bin, sd.args)

@@ -105,7 +105,7 @@ func main() {
 	flag.StringVar(&c.profileDir, "profile-dir", "", "serve with --pprof and, during each run of random gets, write the server's CPU profile and runtime trace (-profile-seconds long) and every get's start and latency (CSV) to this directory")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile and trace -profile-dir takes from the start of the gets")
 	flag.StringVar(&c.getsABBin, "gets-ab", "", "with -reuse: alternate -bin (A) and this mayfly binary (B) on the reused data directory, -gets-ab-rounds times each, each started afresh, warmed up and timed on random gets after the page cache drop (no restarts); \"same\": B is -bin too (with -gets-ab-args)")
-	flag.StringVar(&c.getsABArgs, "gets-ab-args", "", "more serve flags of -gets-ab's B runs instead of -serve-args (space-separated)")
+	flag.StringVar(&c.getsABArgs, "gets-ab-args", "", "more serve flags of -gets-ab's B runs instead of -serve-args (space-separated); variants separated by |, each B, C, ...; a variant's leading bin=PATH word runs that mayfly binary")
 	flag.IntVar(&c.getsABRounds, "gets-ab-rounds", 3, "rounds of -gets-ab (A then B in odd rounds, B then A in even ones)")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
 	flag.IntVar(&c.genGOGC, "gen-gogc", 100, "the harness's own GOGC (the servers it starts keep theirs): a higher one keeps the load generator's collections, which take CPU from the server sharing its cores, out of the latencies it measures")

@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ type config struct {
 	rangeAB                    string
 	rangeRounds                int
 	rangeRaw                   bool
-	genGOGC                    int
+	genGOGC, genProcs          int
 	indexBudgetMB, allowanceMB int
 	noRestarts                 bool
 	viewAgain                  bool
@@ -109,8 +110,12 @@ func main() {
 	flag.IntVar(&c.getsABRounds, "gets-ab-rounds", 3, "rounds of -gets-ab (A then B in odd rounds, B then A in even ones)")
 	flag.DurationVar(&c.warmupTimeout, "timeout", 6*time.Hour, "longest any one wait (load, build, warm-up) may take")
 	flag.IntVar(&c.genGOGC, "gen-gogc", 100, "the harness's own GOGC (the servers it starts keep theirs): a higher one keeps the load generator's collections, which take CPU from the server sharing its cores, out of the latencies it measures")
+	flag.IntVar(&c.genProcs, "gen-procs", 0, "the harness's own GOMAXPROCS, 0: Go's default (the servers it starts keep theirs)")
 	flag.Parse()
 	debug.SetGCPercent(c.genGOGC)
+	if c.genProcs > 0 {
+		runtime.GOMAXPROCS(c.genProcs)
+	}
 	// serve counts the page cache and as much again of dirty leaves (its
 	// --view-cache-mb help): the index budget is both.
 	c.indexBudgetMB = 2 * c.viewCacheMB

@@ -10,6 +10,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/enginetest"
 )
 
 // liveIndex opens an engine on clk with bucket default and a search
@@ -18,15 +19,7 @@ import (
 func liveIndex(t *testing.T, clk *engine.FakeClock, opts *Options) (*engine.Bucket, *indexer) {
 	t.Helper()
 	ctx := context.Background()
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: clk, NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, b := enginetest.DefaultBucket(t, clk)
 	s, err := New(ctx, eng, opts)
 	if err != nil {
 		t.Fatal(err)

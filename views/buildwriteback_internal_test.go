@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 )
 
@@ -17,20 +16,7 @@ import (
 // right either way.
 func TestBuildWritesBack(t *testing.T) {
 	ctx := context.Background()
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(ctx, eng, &Options{NoAutoUpdate: true, NoSync: true, BatchSize: 40, IndexCache: index.NewPageCache(8 << 20)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, BatchSize: 40, IndexCache: index.NewPageCache(8 << 20)})
 	upsert := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 )
 
@@ -14,20 +13,7 @@ import (
 // rows are missing: it is not a check that cannot fail.
 func TestCheckFindsStrayAndMissingRows(t *testing.T) {
 	ctx := context.Background()
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(ctx, eng, &Options{NoAutoUpdate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	b, svc := newInternalService(t, &Options{NoAutoUpdate: true})
 	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function(doc, meta){ emit(doc.k, 1); }","reduce":"_count"}}}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +30,7 @@ func TestCheckFindsStrayAndMissingRows(t *testing.T) {
 		t.Fatalf("%d indexers", len(ixs))
 	}
 	idx := ixs[0].idx
-	err = idx.Apply(ctx, []index.DocUpdate{
+	err := idx.Apply(ctx, []index.DocUpdate{
 		{DocID: "ghost", Partition: 0, Seq: 1, Rows: map[string][]index.Emit{"v": {{Key: []byte(`"g"`), Value: []byte(`1`)}}}},
 		{DocID: "b", Partition: 0, Seq: 1}, // b's rows leave the index
 	})

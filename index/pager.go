@@ -215,27 +215,37 @@ func (ps *pager) leafRows(id uint64) ([]row, error) {
 		return rows, nil
 	}
 	var page []byte
-	err := ps.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPages)
-		if b == nil {
-			return fmt.Errorf("%w: missing pages", ErrCorrupt)
-		}
-		if page = b.Get(pageKeyBytes(id)); page == nil {
-			return fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
-		}
-		ps.mm.noteMappedIn(tx, page)
-		page = bytes.Clone(page)
-		return nil
+	var rows []row
+	err := ps.db.View(func(tx *bolt.Tx) (err error) {
+		page, rows, err = ps.readLeaf(tx, id, nil, nil)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: read page: %w", err)
 	}
-	rows, err := decodeLeaf(page)
-	if err != nil {
-		return nil, fmt.Errorf("%w: page %d", err, id)
-	}
 	ps.cache.put(k, rows, leafSize(page, rows))
 	return rows, nil
+}
+
+// readLeaf reads leaf page id with tx, noting the map's windows it
+// touched: its bytes copied to buf[:0] (they outlast tx) and its rows,
+// slices of them, decoded into dst[:0].
+func (ps *pager) readLeaf(tx *bolt.Tx, id uint64, buf []byte, dst []row) ([]byte, []row, error) {
+	b := tx.Bucket(bucketPages)
+	if b == nil {
+		return nil, nil, fmt.Errorf("%w: missing pages", ErrCorrupt)
+	}
+	page := b.Get(pageKeyBytes(id))
+	if page == nil {
+		return nil, nil, fmt.Errorf("%w: missing page %d", ErrCorrupt, id)
+	}
+	ps.mm.noteMappedIn(tx, page)
+	buf = append(buf[:0], page...)
+	rows, err := decodeLeafInto(dst, buf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: page %d", err, id)
+	}
+	return buf, rows, nil
 }
 
 // leafSize is what a decoded leaf page costs in the cache: its bytes, its
@@ -260,13 +270,10 @@ func appendLeaf(dst []byte, rows []row) []byte {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// decodeLeaf returns the rows of leaf page p, slices of p. The checksum
-// stands for checking each row (see validRow), which costs more than
-// reading the page: a page whose checksum holds is one the index wrote,
-// of rows it built.
-func decodeLeaf(p []byte) ([]row, error) { return decodeLeafInto(nil, p) }
-
-// decodeLeafInto is decodeLeaf appending the rows to dst[:0].
+// decodeLeafInto returns the rows of leaf page p, slices of p, appended to
+// dst[:0]. The checksum stands for checking each row (see validRow), which
+// costs more than reading the page: a page whose checksum holds is one the
+// index wrote, of rows it built.
 func decodeLeafInto(dst []row, p []byte) ([]row, error) {
 	if len(p) < 5 || p[0] != pageLeaf {
 		return nil, fmt.Errorf("%w: not a leaf page", ErrCorrupt)
@@ -592,17 +599,11 @@ func (pw *pageWriter) oldRows(id uint64) ([]row, error) {
 	if rows, ok := ps.cache.get(pageKey{ps.owner, id}); ok {
 		return rows, nil
 	}
-	page := pw.pages.Get(pageKeyBytes(id))
-	if page == nil {
-		return nil, fmt.Errorf("index: read page: %w: missing page %d", ErrCorrupt, id)
-	}
-	ps.mm.noteMappedIn(pw.tx, page)
-	pw.old = append(pw.old[:0], page...)
-	rows, err := decodeLeafInto(pw.oldItems[:0], pw.old)
+	page, rows, err := ps.readLeaf(pw.tx, id, pw.old, pw.oldItems)
 	if err != nil {
-		return nil, fmt.Errorf("%w: page %d", err, id)
+		return nil, fmt.Errorf("index: read page: %w", err)
 	}
-	pw.oldItems = rows
+	pw.old, pw.oldItems = page, rows
 	return rows, nil
 }
 

@@ -16,7 +16,7 @@ import (
 // right either way.
 func TestBuildWritesBack(t *testing.T) {
 	ctx := context.Background()
-	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, BatchSize: 40, IndexCache: index.NewPageCache(8 << 20)})
+	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, BatchSize: 40, IndexCache: index.NewPageCache(8 << 20), buildQuietDocs: 100})
 	upsert := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
@@ -34,7 +34,6 @@ func TestBuildWritesBack(t *testing.T) {
 		t.Fatalf("%d indexers", len(ixs))
 	}
 	ix := ixs[0]
-	ix.buildDocs = 100 // before its first catch-up
 	count := func() int {
 		t.Helper()
 		n, err := ix.idx.TotalRows("v")

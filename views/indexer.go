@@ -1,7 +1,6 @@
 package views
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,13 +99,6 @@ type indexer struct {
 	}
 	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
-	// behind counts the documents applied by the Applies since the index
-	// last caught up with the feed (see Apply); only Apply uses it (the
-	// consumer never runs two at once).
-	behind int
-	// buildDocs, if positive, stands for buildWriteBackDocs (tests set it
-	// before the index's first catch-up).
-	buildDocs int
 
 	life      context.Context // ends at close
 	cancel    context.CancelFunc
@@ -179,47 +171,15 @@ func (ix *indexer) moveTo(path string, rename func(oldpath, newpath string) erro
 // Apply writes a mapped batch to the index with the feed position it
 // reaches, in one transaction, which is durable when it returns (a paged
 // index logs it, see index.ApplyDurable; feed.Sink).
-//
-// The Apply that ends a build (it catches up with the feed after at least
-// buildWriteBackDocs documents applied behind it) also writes back the
-// pages the build left changed in memory, before the catch-up ends, rather
-// than leave them to Quiet a second later: that write-back took seconds of
-// a processor and its garbage kept the collector on the other (the heap at
-// its limit) while the requests that came after the build waited for a
-// processor (BENCHMARKS.md, issue 19: the gets' p99 was 12-21 ms right
-// after a build). So a stale=false query that waits for a build waits for
-// its write-back too. A write-back that fails is logged, not the Apply's
-// failure (the batch is durable in the index's log): Quiet tries again.
 func (ix *indexer) Apply(ctx context.Context, updates []index.DocUpdate, next []uint64, durable func()) error {
-	if err := ix.idx.ApplyDurable(ctx, updates, next, durable); err != nil {
-		return err
-	}
-	if feed.Between(next, ix.bucket.HighSeqnos()) > 0 {
-		ix.behind += len(updates) // more to come
-		return nil
-	}
-	applied := ix.behind + len(updates)
-	ix.behind = 0
-	if applied < cmp.Or(ix.buildDocs, buildWriteBackDocs) {
-		// Not a build: a steady flow of changes, caught up at every
-		// batch or nearly, writes back as before (dirty budget, Quiet).
-		return nil
-	}
-	if err := ix.idx.WriteBack(); err != nil {
-		ix.log("views: writing back the index after its build failed; it is retried once the feed is quiet", "ddoc", ix.id, "err", err)
-	}
-	return nil
+	return ix.idx.ApplyDurable(ctx, updates, next, durable)
 }
-
-// buildWriteBackDocs is how many documents the Applies of a catch-up must
-// have applied behind the feed for the one that catches up to write back
-// at once (see Apply).
-const buildWriteBackDocs = 100 * feed.BigBuild
 
 // Quiet writes back the pages a paged index holds changed in memory (their
 // changes are in its log already), once the feed has gone quiet, so that an
-// idle index holds no dirty leaves and its next open replays no log
-// (feed.Quieter). An index in memory has nothing to write.
+// idle index holds no dirty leaves and its next open replays no log, and at
+// the end of a build's catch-up (feed.Quieter, feed.Options.BuildQuietDocs).
+// An index in memory has nothing to write.
 func (ix *indexer) Quiet(context.Context) error { return ix.idx.WriteBack() }
 
 // closedErr is the error of a call on an indexer closed under it.

@@ -61,6 +61,10 @@ type Options struct {
 	// failure (engine.ErrWarmup). The default value, false, opens them all
 	// before New returns.
 	OpenInBackground bool
+
+	// buildQuietDocs, set by the package's tests only, is the indexes'
+	// feed.Options.BuildQuietDocs (0: the feed's default).
+	buildQuietDocs int
 }
 
 // validate checks o and fills in its defaults.
@@ -322,6 +326,8 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		Info:    func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },
 		Stopped: ix.closedErr,
 		Life:    life,
+		// 0 but in tests: feed.DefaultBuildQuietDocs.
+		BuildQuietDocs: s.opts.buildQuietDocs,
 	})
 	if err != nil {
 		ix.idx.Close()

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"github.com/mayflydb/mayfly/auth"
 	"net/http"
 	"sort"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/views"
 )
 

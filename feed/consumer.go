@@ -32,7 +32,13 @@ const BigBuild = 1000
 // returns.
 type Sink[B any] interface {
 	// Position returns the bucket history (UUID) and the feed position (a
-	// sequence number per partition) the sink holds.
+	// sequence number per partition) the sink holds. It may be called at
+	// any time, concurrently with the sink's other methods (a catch-up
+	// whose target the sink holds returns without the right to change
+	// it, see Consumer.CatchUp): seqs must then be no older than uuid,
+	// that is, read after the Follow that recorded uuid (a Rewind's zeros
+	// come with the Follow after it), and every change they count must
+	// be in what the sink answers.
 	Position() (uuid uint64, seqs []uint64)
 	// Reset discards everything the sink holds: its position is then the
 	// start of the feed. Start calls it when the bucket no longer holds the
@@ -74,6 +80,13 @@ type Sink[B any] interface {
 // acknowledges a durable position it reaches meanwhile (Consumer.Ack).
 type BeforeCatchUp interface {
 	BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error
+	// BeforeCatchUpDue reports whether BeforeCatchUp has work to do. It
+	// is called without the right to change the sink, concurrently with
+	// any of its methods, and must report false only once what
+	// BeforeCatchUp would do shows in Position: a catch-up whose target
+	// the sink holds returns without BeforeCatchUp (and without waiting
+	// for the right to change the sink) only when it reports false.
+	BeforeCatchUpDue() bool
 }
 
 // Quieter is implemented by a sink that holds work back while changes keep
@@ -133,7 +146,8 @@ type Options struct {
 	// would share the processors and the collector with it (BENCHMARKS.md,
 	// issue 19: a view index's write-back after a build put the p99 of the
 	// gets after it at 12-21 ms). So a catch-up that waits for a build
-	// waits for that work too.
+	// waits for that work too (one that starts during that work, its
+	// target already held, does not: see Consumer.CatchUp).
 	BuildQuietDocs int
 }
 
@@ -365,6 +379,22 @@ func (c *Consumer[B]) Lock(ctx context.Context) (unlock func(), err error) {
 	return func() { <-c.upd }, nil
 }
 
+// holds reports whether the sink holds target in the bucket's current
+// history with nothing to do before a catch-up (BeforeCatchUp): what a
+// catch-up to target would find, with the right to change the sink, before
+// it returned having changed nothing. It is called without that right.
+// The history is read before the sink's position, which is no older than
+// the history it returns (see Sink.Position): a sink that follows the
+// history read holds a position of that history.
+func (c *Consumer[B]) holds(target []uint64) bool {
+	if bc, ok := c.sink.(BeforeCatchUp); ok && bc.BeforeCatchUpDue() {
+		return false
+	}
+	now := c.h.UUID()
+	uuid, seqs := c.sink.Position()
+	return uuid == now && Reached(seqs, target)
+}
+
 // Reached reports whether seqs has reached target in every partition.
 func Reached(seqs, target []uint64) bool {
 	for i, t := range target {
@@ -412,18 +442,40 @@ func (c *Consumer[B]) CatchUpNow(ctx context.Context) error {
 // feed and prepares the next batch while this one applies the previous one.
 // It first follows the bucket's history when it changed (see
 // followHistory): a partition rolled back is read again from its start.
-// It waits for a catch-up in progress to end first, and ends, with ctx's
-// error or the stopped error, as soon as ctx ends or the consumer stops.
+// It waits for a catch-up in progress (or a Quieter's Quiet) to end first,
+// unless target is not nil and the sink holds it when CatchUp starts (its
+// writes committed and the bucket warm), in the bucket's current history
+// and with nothing to do before a catch-up (BeforeCatchUp): then it
+// returns at once, without the right to change the sink (a stale=false
+// query with nothing new to see does not wait for a build's write-back).
+// It ends, with ctx's error or the stopped error, as soon as ctx ends or
+// the consumer stops.
 func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.life, cancel)
 	defer stop()
-	// A target taken from the handle's HighSeqnos may count writes still
-	// on their way to disk, which the feed carries once committed.
 	if target != nil {
+		// A target taken from the handle's HighSeqnos may count writes
+		// still on their way to disk, which the feed carries once
+		// committed.
 		if err := c.h.WaitCommitted(ctx, target); err != nil {
 			return c.ctxErr(err)
+		}
+		// The sink's position is checked against the bucket's history
+		// once the warm-up is done, as with the right to change the sink
+		// below.
+		if err := c.h.WaitWarm(ctx); err != nil {
+			return c.ctxErr(err)
+		}
+		if c.life.Err() != nil {
+			return c.stoppedErr()
+		}
+		if err := ctx.Err(); err != nil {
+			return c.ctxErr(err)
+		}
+		if c.holds(target) {
+			return nil
 		}
 	}
 	unlock, err := c.Lock(ctx)

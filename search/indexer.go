@@ -179,6 +179,11 @@ func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) 
 	return ix.followSource(ctx, ack)
 }
 
+// BeforeCatchUpDue reports whether the source collection moved
+// (feed.BeforeCatchUp): followSource records the collection it follows
+// after the batch that empties the index and sets its position.
+func (ix *indexer) BeforeCatchUpDue() bool { return ix.sourceMoved() }
+
 // Prepare turns changes into a bleve batch (feed.Sink).
 func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Document], _ *feed.Progress) (preparedBatch, int, error) {
 	pb, err := ix.prepare(changes)

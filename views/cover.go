@@ -141,6 +141,19 @@ func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) 
 	return ix.syncCover(ctx, ack)
 }
 
+// BeforeCatchUpDue reports whether the service's set for the index's
+// bucket is not the one the index last applied (feed.BeforeCatchUp):
+// syncCover records the set after its rewinds.
+func (ix *indexer) BeforeCatchUpDue() bool {
+	want, ok := ix.want()
+	if !ok {
+		return false // syncCover keeps the partitions the index holds
+	}
+	ix.cover.Lock()
+	defer ix.cover.Unlock()
+	return !ix.cover.known || want != ix.cover.set
+}
+
 // syncCover rewinds the partitions whose holding differs between what the
 // index holds and the service's set, then records the set (beside the
 // index's file, and for Prepare). The caller holds the right to change the

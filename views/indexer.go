@@ -107,8 +107,14 @@ type indexer struct {
 }
 
 // Position returns the history and feed position the index holds
-// (feed.Sink).
-func (ix *indexer) Position() (uint64, []uint64) { return ix.idx.FeedUUID(), ix.idx.Seqs() }
+// (feed.Sink). Both are read without a lock (an atomic and the published
+// snapshot's vector, whose rows queries read), the history first: a
+// Rewind publishes its zeros before Follow records the history, so the
+// vector read after it is no older than the history.
+func (ix *indexer) Position() (uint64, []uint64) {
+	uuid := ix.idx.FeedUUID()
+	return uuid, ix.idx.Seqs()
+}
 
 // Follow records the bucket history the index follows (feed.Sink).
 func (ix *indexer) Follow(uuid uint64) error { return ix.idx.SetFeedUUID(uuid) }

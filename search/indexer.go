@@ -179,6 +179,10 @@ func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) 
 	return ix.followSource(ctx, ack)
 }
 
+// The indexer must stay a feed.BeforeCatchUp: a sink whose methods no longer
+// match the interface would silently lose its BeforeCatchUp.
+var _ feed.BeforeCatchUp = (*indexer)(nil)
+
 // BeforeCatchUpDue reports whether the source collection moved
 // (feed.BeforeCatchUp): followSource records the collection it follows
 // after the batch that empties the index and sets its position.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/feed"
 )
 
 // A cluster node's view indexes hold only the partitions it covers (see
@@ -140,6 +141,10 @@ func (s *Service) wantCover(b *engine.Bucket) (*coverSet, bool) {
 func (ix *indexer) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) error {
 	return ix.syncCover(ctx, ack)
 }
+
+// The indexer must stay a feed.BeforeCatchUp: a sink whose methods no longer
+// match the interface would silently lose its BeforeCatchUp.
+var _ feed.BeforeCatchUp = (*indexer)(nil)
 
 // BeforeCatchUpDue reports whether the service's set for the index's
 // bucket is not the one the index last applied (feed.BeforeCatchUp):

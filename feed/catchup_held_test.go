@@ -84,6 +84,26 @@ func blockedInQuiet(t *testing.T, c *feed.Consumer[memBatch], s *quietSink, targ
 	return build
 }
 
+// waitsForQuiet runs a catch-up of c to target that must wait for the
+// Quiet s holds (it has not returned at once), then lets the Quiet end and
+// waits for the build and for that catch-up; what names the catch-up.
+func waitsForQuiet(t *testing.T, c *feed.Consumer[memBatch], s *quietSink, build <-chan error, target []uint64, what string) {
+	t.Helper()
+	waiting := catchUpAsync(c, target)
+	select {
+	case err := <-waiting:
+		t.Fatalf("%s returned (%v) while the Quiet held the sink", what, err)
+	default:
+	}
+	close(s.release)
+	if err := await(t, build, "the build"); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, waiting, what+", after the Quiet"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A catch-up to a target the sink already holds returns while a Quiet
 // (the write-back that ends a build, with the right to change the sink
 // held) is still running, and the sink then holds every change up to the
@@ -111,19 +131,7 @@ func TestCatchUpHeldTargetDoesNotWaitForQuiet(t *testing.T) {
 	// A change the sink lacks: that catch-up waits for the Quiet, then
 	// applies it.
 	put(t, b, "late")
-	lacking := catchUpAsync(c, b.HighSeqnos())
-	select {
-	case err := <-lacking:
-		t.Fatalf("a catch-up to a target the sink lacks returned (%v) while the Quiet held the sink", err)
-	default:
-	}
-	close(s.release)
-	if err := await(t, build, "the build"); err != nil {
-		t.Fatal(err)
-	}
-	if err := await(t, lacking, "a catch-up to a target the sink lacks, after the Quiet"); err != nil {
-		t.Fatal(err)
-	}
+	waitsForQuiet(t, c, s, build, b.HighSeqnos(), "a catch-up to a target the sink lacks")
 	if got, want := s.keys(), append(slices.Clone(first), "late"); !slices.Equal(got, want) {
 		t.Fatalf("after a catch-up to a target the sink lacked it holds %v, want %v", got, want)
 	}
@@ -213,19 +221,7 @@ func TestCatchUpOtherHistoryWaits(t *testing.T) {
 	if uuid, seqs := s.Position(); uuid == b.UUID() || !feed.Reached(seqs, target) {
 		t.Fatalf("the sink at %v in history %d: want the bucket's target %v apparently reached in another history than %d", seqs, uuid, target, b.UUID())
 	}
-	waiting := catchUpAsync(c, target)
-	select {
-	case err := <-waiting:
-		t.Fatalf("a catch-up returned (%v) while the Quiet held the sink, whose position is of a history the bucket left", err)
-	default:
-	}
-	close(s.release)
-	if err := await(t, build, "the build"); err != nil {
-		t.Fatal(err)
-	}
-	if err := await(t, waiting, "the catch-up into the new history"); err != nil {
-		t.Fatal(err)
-	}
+	waitsForQuiet(t, c, s, build, target, "a catch-up from a position of a history the bucket left")
 	if got := s.keys(); !slices.Equal(got, kept) {
 		t.Errorf("after the catch-up the sink holds %d documents, want the %d of the other partitions", len(got), len(kept))
 	}
@@ -272,19 +268,7 @@ func TestCatchUpHeldTargetBeforeCatchUpDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.due.Store(true)
-	waiting := catchUpAsync(c, target)
-	select {
-	case err := <-waiting:
-		t.Fatalf("a catch-up returned (%v) while the Quiet held the sink, with work due before it", err)
-	default:
-	}
-	close(s.release)
-	if err := await(t, build, "the build"); err != nil {
-		t.Fatal(err)
-	}
-	if err := await(t, waiting, "the catch-up with work due"); err != nil {
-		t.Fatal(err)
-	}
+	waitsForQuiet(t, c, s.quietSink, build, target, "a catch-up with work due before it")
 	if n := s.before.Load(); n != 2 || s.due.Load() {
 		t.Fatalf("%d BeforeCatchUp calls (due %v), want 2: the build's and the one due", n, s.due.Load())
 	}

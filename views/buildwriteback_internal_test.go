@@ -2,7 +2,6 @@ package views
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/mayflydb/mayfly/index"
@@ -17,15 +16,7 @@ import (
 func TestBuildWritesBack(t *testing.T) {
 	ctx := context.Background()
 	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, BatchSize: 40, IndexCache: index.NewPageCache(8 << 20), buildQuietDocs: 100})
-	upsert := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%04d", i), fmt.Appendf(nil, `{"n":%d}`, i), nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	upsert(0, 300)
+	upsertNumbered(t, b, 0, 300)
 	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function(doc, meta){ emit(doc.n, 1); }","reduce":"_count"}}}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +42,7 @@ func TestBuildWritesBack(t *testing.T) {
 	if ix.idx.HeldBack() {
 		t.Fatal("the build's catch-up left its changes held back, for the quiet spell")
 	}
-	upsert(300, 310)
+	upsertNumbered(t, b, 300, 310)
 	if err := ix.feed.CatchUpNow(ctx); err != nil {
 		t.Fatal(err)
 	}

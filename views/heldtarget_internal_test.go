@@ -21,15 +21,7 @@ func TestStaleFalseHeldAnswersDuringWriteBack(t *testing.T) {
 	const hang = 2 * time.Minute // a hang, for a busy machine; never a speed limit
 	ctx := context.Background()
 	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, IndexCache: index.NewPageCache(8 << 20)})
-	upsert := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%04d", i), fmt.Appendf(nil, `{"n":%d}`, i), nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	upsert(0, 50)
+	upsertNumbered(t, b, 0, 50)
 	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function(doc, meta){ emit(doc.n, null); }"}}}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +96,7 @@ func TestStaleFalseHeldAnswersDuringWriteBack(t *testing.T) {
 	if n := wait(query(), "a stale=false query the index holds, the write-back running"); n != 50 {
 		t.Fatalf("%d rows during the write-back, want 50", n)
 	}
-	upsert(50, 51)
+	upsertNumbered(t, b, 50, 51)
 	lacking := query()
 	select {
 	case a := <-lacking:

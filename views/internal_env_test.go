@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -20,4 +21,15 @@ func newInternalService(t *testing.T, opts *Options) (*engine.Bucket, *Service) 
 	}
 	t.Cleanup(func() { svc.Close() })
 	return b, svc
+}
+
+// upsertNumbered writes documents k<from>..k<to-1> (keys zero-padded to
+// four digits) to b's default collection, each {"n":i}.
+func upsertNumbered(t *testing.T, b *engine.Bucket, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := b.DefaultCollection().Upsert(context.Background(), fmt.Sprintf("k%04d", i), fmt.Appendf(nil, `{"n":%d}`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,12 +22,59 @@ func writeN(t *testing.T, b *engine.Bucket, prefix string, n int) {
 	}
 }
 
-// copyDir copies the files of a data directory (its bbolt files are
-// consistent on disk after every commit, so a copy taken while open is what
-// a crash at that moment would leave).
+// copyDir copies the files under from to to, as a kill -9 would leave
+// them: an open store's files may be appended to meanwhile (as at a crash),
+// but its background work (a flush, a compaction) may also create and
+// delete files while the copy runs, which no crash leaves (a manifest
+// naming a table the copy missed). So the copy is taken again until the
+// set of files is the same before and after it and none vanished under it.
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+	const attempts = 100
+	for range attempts {
+		before, err := listFiles(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(to); err != nil {
+			t.Fatal(err)
+		}
+		err = copyFiles(from, to)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a file removed under the copy
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := listFiles(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(before, after) {
+			return
+		}
+	}
+	t.Fatalf("copying %s: its files changed under each of %d copies", from, attempts)
+}
+
+// listFiles returns the paths of the files under dir, sorted.
+func listFiles(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// copyFiles copies the files under from to to, once.
+func copyFiles(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -40,9 +88,6 @@ func copyDir(t *testing.T, from, to string) {
 		}
 		return os.WriteFile(filepath.Join(to, rel), data, 0o600)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func openAt(t *testing.T, dir string) *engine.Engine {

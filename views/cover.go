@@ -149,15 +149,20 @@ var _ feed.BeforeCatchUp = (*indexer)(nil)
 // BeforeCatchUpDue reports whether the service's set for the index's
 // bucket is not the one the index last applied (feed.BeforeCatchUp):
 // syncCover records the set after its rewinds.
+// It takes no lock: a stale=false query whose index holds its target asks
+// it, and must not wait out a cover file's fsync.
 func (ix *indexer) BeforeCatchUpDue() bool {
 	want, ok := ix.want()
 	if !ok {
 		return false // syncCover keeps the partitions the index holds
 	}
-	ix.cover.Lock()
-	defer ix.cover.Unlock()
-	return !ix.cover.known || want != ix.cover.set
+	a := ix.applied.Load()
+	return a == nil || want != a.set
 }
+
+// appliedCover is the service's set an index last applied (see
+// indexer.applied); set may be nil (every partition).
+type appliedCover struct{ set *coverSet }
 
 // syncCover rewinds the partitions whose holding differs between what the
 // index holds and the service's set, then records the set (beside the
@@ -205,6 +210,7 @@ func (ix *indexer) syncCover(ctx context.Context, ack func([]uint64) error) erro
 	}
 	ix.filter.Store(&wantParts)
 	ix.cover.parts, ix.cover.stored, ix.cover.set, ix.cover.known = wantParts, true, want, true
+	ix.applied.Store(&appliedCover{set: want})
 	return nil
 }
 

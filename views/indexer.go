@@ -97,6 +97,10 @@ type indexer struct {
 		set    *coverSet // the service's set parts comes from
 		known  bool      // set was applied once
 	}
+	// applied is the service's set cover last applied (nil: none yet),
+	// stored with cover's fields: BeforeCatchUpDue reads it without the
+	// mutex, which moveTo and syncCover hold through a file's fsync.
+	applied   atomic.Pointer[appliedCover]
 	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
 )
 
@@ -19,19 +20,8 @@ import (
 // that needs a change the index lacks waits for it and then has it.
 func TestStaleFalseHeldAnswersDuringWriteBack(t *testing.T) {
 	ctx := context.Background()
-	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, IndexCache: index.NewPageCache(8 << 20)})
-	upsertNumbered(t, b, 0, 50)
-	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function(doc, meta){ emit(doc.n, null); }"}}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if n := waitRows(t, staleFalseRows(ctx, svc), "the build's query"); n != 50 {
-		t.Fatalf("%d rows after the build, want 50", n)
-	}
-	ixs := svc.allIndexers()
-	if len(ixs) != 1 {
-		t.Fatalf("%d indexers", len(ixs))
-	}
-	unlock, err := ixs[0].feed.Lock(ctx) // as the write-back holds it
+	b, svc, ix := builtIndex(t, 50, false)
+	unlock, err := ix.feed.Lock(ctx) // as the write-back holds it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,26 +118,7 @@ func waitRows(t *testing.T, ch <-chan rowsAnswer, what string) int {
 // new coverage).
 func TestStaleFalseHeldAnswersDuringCoverFsync(t *testing.T) {
 	ctx := context.Background()
-	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, IndexCache: index.NewPageCache(8 << 20)})
-	upsertNumbered(t, b, 0, 20)
-	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function(doc, meta){ emit(doc.n, null); }"}}}`)); err != nil {
-		t.Fatal(err)
-	}
-	all := make([]bool, b.NumPartitions())
-	for p := range all {
-		all[p] = true
-	}
-	if err := svc.Cover(ctx, "default", all); err != nil { // as a cluster node's views are given their partitions
-		t.Fatal(err)
-	}
-	if n := waitRows(t, staleFalseRows(ctx, svc), "the build's query"); n != 20 {
-		t.Fatalf("%d rows after the build, want 20", n)
-	}
-	ixs := svc.allIndexers()
-	if len(ixs) != 1 {
-		t.Fatalf("%d indexers", len(ixs))
-	}
-	ix := ixs[0]
+	_, svc, ix := builtIndex(t, 20, true)
 	unlock, err := ix.feed.Lock(ctx) // the right to change the index, as moveTo's caller holds it
 	if err != nil {
 		t.Fatal(err)
@@ -158,4 +129,37 @@ func TestStaleFalseHeldAnswersDuringCoverFsync(t *testing.T) {
 	if n := waitRows(t, staleFalseRows(ctx, svc), "a stale=false query the index holds, its cover file being written"); n != 20 {
 		t.Fatalf("%d rows while the cover file is written, want 20", n)
 	}
+}
+
+// builtIndex starts a views service (no automatic updates, a paged index)
+// on a bucket of n numbered documents, builds default/_design/d's view v
+// (emit(doc.n, null)) with a stale=false query that must answer n rows,
+// and returns the bucket, the service and the view's indexer. With cover
+// the service is given every partition first (Service.Cover), as a
+// cluster node's views are.
+func builtIndex(t *testing.T, n int, cover bool) (*engine.Bucket, *Service, *indexer) {
+	t.Helper()
+	ctx := context.Background()
+	b, svc := newInternalService(t, &Options{NoAutoUpdate: true, NoSync: true, IndexCache: index.NewPageCache(8 << 20)})
+	upsertNumbered(t, b, 0, n)
+	if _, err := svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"v":{"map":"function(doc, meta){ emit(doc.n, null); }"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if cover {
+		all := make([]bool, b.NumPartitions())
+		for p := range all {
+			all[p] = true
+		}
+		if err := svc.Cover(ctx, "default", all); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := waitRows(t, staleFalseRows(ctx, svc), "the build's query"); got != n {
+		t.Fatalf("%d rows after the build, want %d", got, n)
+	}
+	ixs := svc.allIndexers()
+	if len(ixs) != 1 {
+		t.Fatalf("%d indexers", len(ixs))
+	}
+	return b, svc, ixs[0]
 }

@@ -110,7 +110,13 @@ type Options struct {
 	// LogKey and LogID identify the consumer in log lines (LogKey=LogID:
 	// "ddoc"="_design/a").
 	LogKey, LogID string
-	// BatchSize is how many changes a batch holds at most (0: no limit).
+	// BatchSize is how many changes a batch holds at most (0: no limit),
+	// while the process's memory is well under Go's memory limit
+	// (debug.SetMemoryLimit). A batch read when it is within an eighth of
+	// the limit holds a quarter of BatchSize (at least one change): a
+	// catch-up holds two batches at a time, and smaller ones keep a
+	// build's heap from passing the limit while the collector falls
+	// behind. The memory is looked at before each batch is read.
 	BatchSize int
 	// Auto follows the feed as it moves. Without it, the consumer catches up
 	// only when asked (CatchUp, Kick).
@@ -149,6 +155,9 @@ type Options struct {
 	// waits for that work too (one that starts during that work, its
 	// target already held, does not: see Consumer.CatchUp).
 	BuildQuietDocs int
+
+	// pressure replaces the memory probe (tests: WithMemoryPressure).
+	pressure func() bool
 }
 
 // DefaultBuildQuietDocs is the default Options.BuildQuietDocs.
@@ -162,6 +171,7 @@ type Consumer[B any] struct {
 	opts Options
 
 	progress   Progress
+	pressure   func() bool // reports memory near its limit: smaller batches (see Options.BatchSize)
 	fresh      atomic.Bool
 	noAck      atomic.Bool
 	rolledBack bool
@@ -184,8 +194,11 @@ func Start[B any](ctx context.Context, h *engine.Consumer, sink Sink[B], opts Op
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = DefaultRetryDelay
 	}
-	c := &Consumer[B]{h: h, sink: sink, opts: opts,
+	c := &Consumer[B]{h: h, sink: sink, opts: opts, pressure: opts.pressure,
 		upd: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if c.pressure == nil {
+		c.pressure = newMemoryProbe().near
+	}
 	if err := h.Register(ctx); err != nil {
 		return nil, err
 	}
@@ -635,7 +648,10 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (in
 
 // produce reads the feed from cursor and prepares it, batch by batch, until
 // it reaches target (or the end of the feed), an error, or ctx ends. It
-// closes out when it stops.
+// closes out when it stops. Before it reads each batch it asks the memory
+// probe whether the process's memory is near Go's memory limit: a batch
+// then holds a quarter of Options.BatchSize (see batchSize), the next one
+// the whole of it again once the memory is not.
 func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out chan<- prepared[B]) {
 	defer close(out)
 	send := func(pb prepared[B]) bool {
@@ -656,8 +672,9 @@ func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out 
 			return
 		}
 		var counted uint64
+		size := batchSize(c.opts.BatchSize, c.pressure)
 		changes := func(yield func(*engine.Document) bool) {
-			for d := range cur.Next(c.opts.BatchSize) {
+			for d := range cur.Next(size) {
 				counted++
 				if !yield(d) {
 					return

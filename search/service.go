@@ -25,8 +25,10 @@ const DefaultBatchSize = 2000
 
 // Options configure the search Service. A nil *Options means defaults.
 type Options struct {
-	// BatchSize is how many changed documents go into one index batch. The
-	// default value (0) is DefaultBatchSize; a negative value is an error.
+	// BatchSize is how many changed documents go into one index batch, at
+	// most: a quarter of it while the process's memory is near Go's memory
+	// limit (feed.Options.BatchSize). The default value (0) is
+	// DefaultBatchSize; a negative value is an error.
 	BatchSize int
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger

@@ -28,8 +28,9 @@ type Options struct {
 	// JS configures the JavaScript pool (workers, time limit per call).
 	JS *jsruntime.Options
 	// BatchSize is how many changed documents the indexer maps per index
-	// transaction. The default value (0) is DefaultBatchSize; a negative
-	// value is an error.
+	// transaction, at most: a quarter of it while the process's memory is
+	// near Go's memory limit (feed.Options.BatchSize). The default value
+	// (0) is DefaultBatchSize; a negative value is an error.
 	BatchSize int
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger

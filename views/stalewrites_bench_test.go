@@ -19,7 +19,8 @@ import (
 
 // BenchmarkStaleFalseUnderWrites loads MAYFLY_BENCH_SF_DOCS documents
 // (50,000 by default), builds the view of BenchmarkViews (paged, as serve's
-// default, through a 64 MiB cache), then keeps a steady stream of upserts
+// default, through a cache of MAYFLY_BENCH_VIEW_CACHE_MB MiB, 64 by
+// default; in memory at 0), then keeps a steady stream of upserts
 // of those documents going (4 writers; MAYFLY_BENCH_WRITE_RATE writes/s in
 // all, as fast as they can when unset or 0) while one client runs 10-row
 // stale=false queries one after another for MAYFLY_BENCH_SECONDS (10). The
@@ -47,7 +48,14 @@ func BenchmarkStaleFalseUnderWrites(b *testing.B) {
 		b.Fatal(err)
 	}
 	loadBench(b, eng, n, 0)
-	svc, err := views.New(ctx, eng, &views.Options{IndexCache: index.NewPageCache(64 << 20)})
+	opts := &views.Options{IndexCache: index.NewPageCache(64 << 20)}
+	if mb, err := strconv.Atoi(os.Getenv("MAYFLY_BENCH_VIEW_CACHE_MB")); err == nil && mb >= 0 {
+		opts.IndexCache = nil
+		if mb > 0 {
+			opts.IndexCache = index.NewPageCache(int64(mb) << 20)
+		}
+	}
+	svc, err := views.New(ctx, eng, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

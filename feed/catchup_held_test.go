@@ -273,3 +273,123 @@ func TestCatchUpHeldTargetBeforeCatchUpDue(t *testing.T) {
 		t.Fatalf("%d BeforeCatchUp calls (due %v), want 2: the build's and the one due", n, s.due.Load())
 	}
 }
+
+// pausedSink is a quietSink whose first Applies each wait at a gate before
+// they apply, and whose Position reports its calls once watched.
+type pausedSink struct {
+	*quietSink
+	applies   atomic.Int32
+	applying  chan []uint64   // receives the position of each gated Apply's batch as it waits
+	gates     []chan struct{} // the i-th Apply waits until gates[i] is closed
+	watch     atomic.Bool     // Position reports to positions while set
+	positions chan struct{}
+}
+
+func newPausedSink(n, gated int) *pausedSink {
+	s := &pausedSink{quietSink: newQuietSink(n), applying: make(chan []uint64, gated), positions: make(chan struct{}, 1)}
+	for range gated {
+		s.gates = append(s.gates, make(chan struct{}))
+	}
+	return s
+}
+
+func (s *pausedSink) Position() (uint64, []uint64) {
+	if s.watch.Load() {
+		select {
+		case s.positions <- struct{}{}:
+		default:
+		}
+	}
+	return s.memSink.Position()
+}
+
+func (s *pausedSink) Apply(ctx context.Context, batch memBatch, next []uint64, durable func()) error {
+	if i := int(s.applies.Add(1)) - 1; i < len(s.gates) {
+		s.applying <- slices.Clone(next)
+		select {
+		case <-s.gates[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.memSink.Apply(ctx, batch, next, durable)
+}
+
+// waiterOnFirstBatch starts a catch-up of c to the end of the feed (40
+// documents, in batches of 5) over s, and a second catch-up to the first
+// batch's position once the first batch's Apply waits at its gate, the
+// second one having looked at the sink's position (it lacks its target:
+// it waits). It returns both catch-ups' result channels.
+func waiterOnFirstBatch(t *testing.T, b *engine.Bucket, c *feed.Consumer[memBatch], s *pausedSink) (running, waiter <-chan error) {
+	t.Helper()
+	put(t, b, keys("k", 40)...)
+	running = catchUpAsync(c, b.HighSeqnos())
+	first := await(t, s.applying, "the first batch's Apply")
+	s.watch.Store(true)
+	waiter = catchUpAsync(c, first)
+	await(t, s.positions, "the second catch-up's look at the sink")
+	return running, waiter
+}
+
+// A catch-up whose target the sink lacks, while another catch-up runs,
+// returns once that catch-up has applied a batch that takes the sink to
+// the target, without waiting for it to end (a stale=false query under a
+// steady stream of writes, the follower's catch-up never finding the feed
+// empty), and the sink then holds every document of that batch.
+func TestCatchUpWaiterReturnsOnceABatchHoldsItsTarget(t *testing.T) {
+	b, _ := newBucket(t)
+	s := newPausedSink(b.NumPartitions(), 2)
+	c := startSink(t, b, s, feed.Options{BatchSize: 5})
+	running, waiter := waiterOnFirstBatch(t, b, c, s)
+	close(s.gates[0])
+	await(t, s.applying, "the second batch's Apply")
+	if err := await(t, waiter, "a catch-up to the first batch's position, the second batch's Apply waiting"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-running:
+		t.Fatalf("the catch-up to the end returned (%v) with its second batch waiting", err)
+	default:
+	}
+	if n := len(s.keys()); n != 5 {
+		t.Fatalf("the sink holds %d documents when the waiter returns, want the first batch's 5", n)
+	}
+	close(s.gates[1])
+	if err := await(t, running, "the catch-up to the end"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.keys(), keys("k", 40); !slices.Equal(got, want) {
+		t.Fatalf("the sink holds %v, want %v", got, want)
+	}
+}
+
+// A catch-up that waits on a build (one that has applied
+// Options.BuildQuietDocs documents, and ends with the sink's Quiet) does
+// not return when a batch takes the sink to its target: it waits for the
+// build's Quiet, as the requests right after a build want the build's
+// write-back done.
+func TestCatchUpWaiterWaitsForABuildsQuiet(t *testing.T) {
+	b, _ := newBucket(t)
+	s := newPausedSink(b.NumPartitions(), 2)
+	c := startSink(t, b, s, feed.Options{BatchSize: 5, BuildQuietDocs: 5}) // the first batch makes it a build
+	running, waiter := waiterOnFirstBatch(t, b, c, s)
+	close(s.gates[0])
+	await(t, s.applying, "the second batch's Apply")
+	close(s.gates[1])
+	await(t, s.quieting, "the build's Quiet")
+	select {
+	case err := <-waiter:
+		t.Fatalf("a catch-up to the first batch's position returned (%v) before the build's Quiet ended", err)
+	default:
+	}
+	close(s.release)
+	if err := await(t, running, "the build"); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, waiter, "a catch-up to the first batch's position, after the build"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.keys(), keys("k", 40); !slices.Equal(got, want) {
+		t.Fatalf("the sink holds %v, want %v", got, want)
+	}
+}

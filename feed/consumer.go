@@ -153,7 +153,9 @@ type Options struct {
 	// issue 19: a view index's write-back after a build put the p99 of the
 	// gets after it at 12-21 ms). So a catch-up that waits for a build
 	// waits for that work too (one that starts during that work, its
-	// target already held, does not: see Consumer.CatchUp).
+	// target already held, does not; nor one whose target a batch
+	// applied before the catch-up reached BuildQuietDocs documents: see
+	// Consumer.CatchUp).
 	BuildQuietDocs int
 
 	// pressure replaces the memory probe (tests: WithMemoryPressure).
@@ -178,6 +180,17 @@ type Consumer[B any] struct {
 
 	upd  chan struct{} // holds a token while the sink is being changed (a catch-up): one at a time
 	kick chan struct{} // asks the follower for one catch-up
+
+	// appliedMu guards applied, closed (and dropped) after each batch a
+	// catch-up applies: a catch-up waiting for the right to change the
+	// sink looks at its target again (see CatchUp). nil until one waits.
+	appliedMu sync.Mutex
+	applied   chan struct{}
+	// build is set, by the running catch-up, before it applies the batch
+	// that takes it to Options.BuildQuietDocs documents (it will end
+	// with a Quieter sink's Quiet), and cleared when the next catch-up
+	// starts applying: waiters then wait for the right to change the sink.
+	build atomic.Bool
 
 	life     context.Context
 	cancel   context.CancelFunc
@@ -392,6 +405,40 @@ func (c *Consumer[B]) Lock(ctx context.Context) (unlock func(), err error) {
 	return func() { <-c.upd }, nil
 }
 
+// lockUnlessHeld takes the right to change the sink, as Lock does, for a
+// catch-up to target, unless the sink holds target (see holds) first:
+// then it returns a nil unlock and a nil error. With target nil it is
+// Lock. It looks at target when called, and again after each batch the
+// catch-up in progress applies while that catch-up has not reached
+// Options.BuildQuietDocs documents (of a Quieter sink): the sink's
+// position is read before build, which the catch-up sets before the sink
+// shows the batch that reaches them, so a waiter that sees that batch
+// waits for the build's Quiet.
+func (c *Consumer[B]) lockUnlessHeld(ctx context.Context, target []uint64) (unlock func(), err error) {
+	if target == nil {
+		return c.Lock(ctx)
+	}
+	for first := true; ; first = false {
+		applied := c.appliedWait() // before the look: no batch is missed
+		if c.holds(target) && (first || !c.build.Load()) {
+			return nil, nil
+		}
+		select {
+		case c.upd <- struct{}{}:
+			if c.life.Err() != nil {
+				<-c.upd
+				return nil, c.stoppedErr()
+			}
+			return func() { <-c.upd }, nil
+		case <-applied:
+		case <-ctx.Done():
+			return nil, c.ctxErr(ctx.Err())
+		case <-c.life.Done():
+			return nil, c.stoppedErr()
+		}
+	}
+}
+
 // holds reports whether the sink holds target in the bucket's current
 // history with nothing to do before a catch-up (BeforeCatchUp): what a
 // catch-up to target would find, with the right to change the sink, before
@@ -456,11 +503,18 @@ func (c *Consumer[B]) CatchUpNow(ctx context.Context) error {
 // It first follows the bucket's history when it changed (see
 // followHistory): a partition rolled back is read again from its start.
 // It waits for a catch-up in progress (or a Quieter's Quiet) to end first,
-// unless target is not nil and the sink holds it when CatchUp starts (its
-// writes committed and the bucket warm), in the bucket's current history
-// and with nothing to do before a catch-up (BeforeCatchUp): then it
-// returns at once, without the right to change the sink (a stale=false
-// query with nothing new to see does not wait for a build's write-back).
+// unless target is not nil and the sink holds it, in the bucket's current
+// history and with nothing to do before a catch-up (BeforeCatchUp): then it
+// returns without the right to change the sink. It looks when it starts
+// (its writes committed and the bucket warm): a stale=false query with
+// nothing new to see does not wait for a build's write-back. And it looks
+// again after each batch the catch-up in progress applies, as long as that
+// catch-up has applied fewer than Options.BuildQuietDocs documents: a
+// stale=false query under a steady stream of writes answers once the
+// follower's catch-up has applied its target, without waiting for that
+// catch-up to find the feed empty; one that waits on a build (a catch-up
+// that will end with a Quieter's Quiet) waits for the build's write-back,
+// as the gets after a build want (see Options.BuildQuietDocs).
 // It ends, with ctx's error or the stopped error, as soon as ctx ends or
 // the consumer stops.
 func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
@@ -487,13 +541,10 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 		if err := ctx.Err(); err != nil {
 			return c.ctxErr(err)
 		}
-		if c.holds(target) {
-			return nil
-		}
 	}
-	unlock, err := c.Lock(ctx)
-	if err != nil {
-		return err
+	unlock, err := c.lockUnlessHeld(ctx, target)
+	if err != nil || unlock == nil {
+		return err // stopped, or target held
 	}
 	defer unlock()
 	// Until the bucket's warm-up is done its feed lacks what is not
@@ -518,6 +569,7 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 	}
 	backlog := Between(cursor, c.h.HighSeqnos())
 	c.progress.start(backlog)
+	c.build.Store(false) // the last catch-up's Quiet, if any, is done
 	if backlog > BigBuild {
 		c.info(c.opts.StartedMsg, c.opts.LogKey, c.opts.LogID, "pending_changes", backlog)
 	}
@@ -623,6 +675,8 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (in
 		for range batches { // let the producer finish before returning
 		}
 	}()
+	_, quieter := c.sink.(Quieter)
+	buildDocs := cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs)
 	docs := 0
 	for pb := range batches {
 		if pb.err != nil {
@@ -630,6 +684,11 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (in
 		}
 		if err := ctx.Err(); err != nil {
 			return docs, err
+		}
+		if quieter && docs+pb.docs >= buildDocs {
+			// Before the sink's position shows the batch: a waiter
+			// that sees it sees this too (see lockUnlessHeld).
+			c.build.Store(true)
 		}
 		next := pb.next
 		if err := c.sink.Apply(ctx, pb.batch, next, func() {
@@ -642,8 +701,29 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (in
 		c.progress.applied(Between(cursor, next), pb.counted)
 		docs += pb.docs
 		cursor = next
+		c.appliedNotify()
 	}
 	return docs, nil
+}
+
+// appliedWait returns a channel closed once the next batch is applied.
+func (c *Consumer[B]) appliedWait() <-chan struct{} {
+	c.appliedMu.Lock()
+	defer c.appliedMu.Unlock()
+	if c.applied == nil {
+		c.applied = make(chan struct{})
+	}
+	return c.applied
+}
+
+// appliedNotify wakes those waiting for a batch to be applied.
+func (c *Consumer[B]) appliedNotify() {
+	c.appliedMu.Lock()
+	defer c.appliedMu.Unlock()
+	if c.applied != nil {
+		close(c.applied)
+		c.applied = nil
+	}
 }
 
 // produce reads the feed from cursor and prepares it, batch by batch, until

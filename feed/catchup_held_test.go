@@ -275,7 +275,8 @@ func TestCatchUpHeldTargetBeforeCatchUpDue(t *testing.T) {
 }
 
 // pausedSink is a quietSink whose first Applies each wait at a gate before
-// they apply, and whose Position reports its calls once watched.
+// they apply, and whose Position reports its calls, once it has read the
+// position, while watched.
 type pausedSink struct {
 	*quietSink
 	applies   atomic.Int32
@@ -294,13 +295,14 @@ func newPausedSink(n, gated int) *pausedSink {
 }
 
 func (s *pausedSink) Position() (uint64, []uint64) {
-	if s.watch.Load() {
+	uuid, seqs := s.memSink.Position()
+	if s.watch.Load() { // reported once read: the look has seen this position
 		select {
 		case s.positions <- struct{}{}:
 		default:
 		}
 	}
-	return s.memSink.Position()
+	return uuid, seqs
 }
 
 func (s *pausedSink) Apply(ctx context.Context, batch memBatch, next []uint64, durable func()) error {

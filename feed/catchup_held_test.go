@@ -2,6 +2,7 @@ package feed_test
 
 import (
 	"context"
+	"iter"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -393,5 +394,58 @@ func TestCatchUpWaiterWaitsForABuildsQuiet(t *testing.T) {
 	}
 	if got, want := s.keys(), keys("k", 40); !slices.Equal(got, want) {
 		t.Fatalf("the sink holds %v, want %v", got, want)
+	}
+}
+
+// prepGatedSink is a pausedSink (no Apply gated) whose second Prepare
+// waits at a gate before it reads its changes (the feed as it stands when
+// the gate opens).
+type prepGatedSink struct {
+	*pausedSink
+	prepares atomic.Int32
+	waiting  chan struct{} // receives once the second Prepare waits
+	gate     chan struct{} // closed to let it read
+}
+
+func (s *prepGatedSink) Prepare(ctx context.Context, changes iter.Seq[*engine.Document], p *feed.Progress) (memBatch, int, error) {
+	if s.prepares.Add(1) == 2 {
+		s.waiting <- struct{}{}
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+	return s.memSink.Prepare(ctx, changes, p)
+}
+
+// A catch-up that started with a backlog under Options.BuildQuietDocs
+// changes is no build, however many documents writes made meanwhile take
+// it through (a follower's catch-up under a steady stream of writes): a
+// catch-up waiting on it returns once a batch holds its target, before the
+// Quiet the long catch-up ends with.
+func TestCatchUpWaiterOnALongCatchUpThatStartedSmall(t *testing.T) {
+	b, _ := newBucket(t)
+	s := &prepGatedSink{pausedSink: newPausedSink(b.NumPartitions(), 0), waiting: make(chan struct{}, 1), gate: make(chan struct{})}
+	c := startSink(t, b, s, feed.Options{BatchSize: 5, BuildQuietDocs: 10})
+	put(t, b, keys("a", 5)...) // a backlog of 5 changes
+	running := catchUpAsync(c, nil)
+	await(t, s.waiting, "the second batch's Prepare")
+	put(t, b, keys("b", 35)...) // the feed grows under the catch-up: 40 documents, past BuildQuietDocs
+	target := b.HighSeqnos()
+	s.watch.Store(true)
+	waiter := catchUpAsync(c, target)
+	await(t, s.positions, "the waiting catch-up's look at the sink") // it lacks its target: it waits
+	close(s.gate)
+	await(t, s.quieting, "the long catch-up's Quiet") // it applied its 40 documents
+	if err := await(t, waiter, "a catch-up to the feed's end, the long catch-up in its Quiet"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(s.keys()), 40; got != want {
+		t.Fatalf("the sink holds %d documents when the waiter returns, want %d", got, want)
+	}
+	close(s.release)
+	if err := await(t, running, "the long catch-up"); err != nil {
+		t.Fatal(err)
 	}
 }

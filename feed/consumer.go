@@ -154,8 +154,10 @@ type Options struct {
 	// gets after it at 12-21 ms). So a catch-up that waits for a build
 	// waits for that work too (one that starts during that work, its
 	// target already held, does not; nor one whose target a batch
-	// applied before the catch-up reached BuildQuietDocs documents: see
-	// Consumer.CatchUp).
+	// applied before the catch-up reached BuildQuietDocs documents, nor
+	// one waiting on a catch-up that started with a backlog smaller than
+	// BuildQuietDocs changes, such as a follower's under a steady stream
+	// of writes: see Consumer.CatchUp).
 	BuildQuietDocs int
 
 	// pressure replaces the memory probe (tests: WithMemoryPressure).
@@ -409,8 +411,9 @@ func (c *Consumer[B]) Lock(ctx context.Context) (unlock func(), err error) {
 // catch-up to target, unless the sink holds target (see holds) first:
 // then it returns a nil unlock and a nil error. With target nil it is
 // Lock. It looks at target when called, and again after each batch the
-// catch-up in progress applies while that catch-up has not reached
-// Options.BuildQuietDocs documents (of a Quieter sink): the sink's
+// catch-up in progress applies unless that catch-up is a build (it
+// started with a backlog of Options.BuildQuietDocs changes and has applied
+// that many documents, to a Quieter sink): the sink's
 // position is read before build, which the catch-up sets before the sink
 // shows the batch that reaches them, so a waiter that sees that batch
 // waits for the build's Quiet.
@@ -508,13 +511,14 @@ func (c *Consumer[B]) CatchUpNow(ctx context.Context) error {
 // returns without the right to change the sink. It looks when it starts
 // (its writes committed and the bucket warm): a stale=false query with
 // nothing new to see does not wait for a build's write-back. And it looks
-// again after each batch the catch-up in progress applies, as long as that
-// catch-up has applied fewer than Options.BuildQuietDocs documents: a
+// again after each batch the catch-up in progress applies, unless that
+// catch-up is a build (one that started with a backlog of at least
+// Options.BuildQuietDocs changes and has applied that many documents): a
 // stale=false query under a steady stream of writes answers once the
 // follower's catch-up has applied its target, without waiting for that
-// catch-up to find the feed empty; one that waits on a build (a catch-up
-// that will end with a Quieter's Quiet) waits for the build's write-back,
-// as the gets after a build want (see Options.BuildQuietDocs).
+// catch-up to find the feed empty, however long it runs; one that waits on
+// a build (which ends with a Quieter's Quiet) waits for the build's
+// write-back, as the gets after a build want (see Options.BuildQuietDocs).
 // It ends, with ctx's error or the stopped error, as soon as ctx ends or
 // the consumer stops.
 func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
@@ -573,7 +577,7 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 	if backlog > BigBuild {
 		c.info(c.opts.StartedMsg, c.opts.LogKey, c.opts.LogID, "pending_changes", backlog)
 	}
-	docs, err := c.pipeline(ctx, cursor, target)
+	docs, err := c.pipeline(ctx, cursor, target, backlog >= uint64(cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs)))
 	if q, ok := c.sink.(Quieter); ok && err == nil && docs >= cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs) {
 		c.finishHeldBack(ctx, q) // a build's (see Options.BuildQuietDocs)
 	}
@@ -665,8 +669,10 @@ type prepared[B any] struct {
 }
 
 // pipeline runs the producer and applies what it prepares, and returns the
-// documents applied.
-func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (int, error) {
+// documents applied. big says the catch-up started with a backlog of at
+// least Options.BuildQuietDocs changes: only then does it mark itself a
+// build (see lockUnlessHeld) once it has applied that many documents.
+func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64, big bool) (int, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	batches := make(chan prepared[B], 1)
 	go c.produce(pctx, cursor, target, batches)
@@ -685,7 +691,7 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64) (in
 		if err := ctx.Err(); err != nil {
 			return docs, err
 		}
-		if quieter && docs+pb.docs >= buildDocs {
+		if big && quieter && docs+pb.docs >= buildDocs {
 			// Before the sink's position shows the batch: a waiter
 			// that sees it sees this too (see lockUnlessHeld).
 			c.build.Store(true)

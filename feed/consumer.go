@@ -577,8 +577,13 @@ func (c *Consumer[B]) CatchUp(ctx context.Context, target []uint64) error {
 	if backlog > BigBuild {
 		c.info(c.opts.StartedMsg, c.opts.LogKey, c.opts.LogID, "pending_changes", backlog)
 	}
-	docs, err := c.pipeline(ctx, cursor, target, backlog >= uint64(cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs)))
-	if q, ok := c.sink.(Quieter); ok && err == nil && docs >= cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs) {
+	buildDocs := cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs)
+	markAt := 0 // a catch-up that started small is no build for its waiters
+	if backlog >= uint64(buildDocs) {
+		markAt = buildDocs
+	}
+	docs, err := c.pipeline(ctx, cursor, target, markAt)
+	if q, ok := c.sink.(Quieter); ok && err == nil && docs >= buildDocs {
 		c.finishHeldBack(ctx, q) // a build's (see Options.BuildQuietDocs)
 	}
 	indexed, took := c.progress.finish()
@@ -669,10 +674,11 @@ type prepared[B any] struct {
 }
 
 // pipeline runs the producer and applies what it prepares, and returns the
-// documents applied. big says the catch-up started with a backlog of at
-// least Options.BuildQuietDocs changes: only then does it mark itself a
-// build (see lockUnlessHeld) once it has applied that many documents.
-func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64, big bool) (int, error) {
+// documents applied. With markAt above 0 (a catch-up that started with a
+// backlog of Options.BuildQuietDocs changes) it marks itself a build (see
+// lockUnlessHeld) before it applies the batch that takes it to markAt
+// documents.
+func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64, markAt int) (int, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	batches := make(chan prepared[B], 1)
 	go c.produce(pctx, cursor, target, batches)
@@ -681,8 +687,9 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64, big
 		for range batches { // let the producer finish before returning
 		}
 	}()
-	_, quieter := c.sink.(Quieter)
-	buildDocs := cmp.Or(c.opts.BuildQuietDocs, DefaultBuildQuietDocs)
+	if _, quieter := c.sink.(Quieter); !quieter {
+		markAt = 0 // no Quiet to wait for
+	}
 	docs := 0
 	for pb := range batches {
 		if pb.err != nil {
@@ -691,7 +698,7 @@ func (c *Consumer[B]) pipeline(ctx context.Context, cursor, target []uint64, big
 		if err := ctx.Err(); err != nil {
 			return docs, err
 		}
-		if big && quieter && docs+pb.docs >= buildDocs {
+		if markAt > 0 && docs+pb.docs >= markAt {
 			// Before the sink's position shows the batch: a waiter
 			// that sees it sees this too (see lockUnlessHeld).
 			c.build.Store(true)

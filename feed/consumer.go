@@ -188,10 +188,11 @@ type Consumer[B any] struct {
 	// sink looks at its target again (see CatchUp). nil until one waits.
 	appliedMu sync.Mutex
 	applied   chan struct{}
-	// build is set, by the running catch-up, before it applies the batch
-	// that takes it to Options.BuildQuietDocs documents (it will end
-	// with a Quieter sink's Quiet), and cleared when the next catch-up
-	// starts applying: waiters then wait for the right to change the sink.
+	// build is set by the running catch-up, if it started with a backlog
+	// of Options.BuildQuietDocs changes, before it applies the batch that
+	// takes it to that many documents (it will end with a Quieter sink's
+	// Quiet), and cleared when the next catch-up starts applying: waiters
+	// then wait for the right to change the sink.
 	build atomic.Bool
 
 	life     context.Context

@@ -111,9 +111,10 @@ func BenchmarkStaleFalseUnderWrites(b *testing.B) {
 			}()
 		}
 		var lats []time.Duration
+		run := time.Duration(secs) * time.Second
 		for j := 0; ; j++ {
 			t := start.Add(time.Duration(j) * every) // when the query is due
-			if t.Sub(start) >= time.Duration(secs)*time.Second || time.Since(start) >= time.Duration(secs)*time.Second {
+			if t.Sub(start) >= run || time.Since(start) >= run {
 				break
 			}
 			if d := time.Until(t); d > 0 {

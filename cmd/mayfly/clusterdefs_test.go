@@ -302,7 +302,7 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 
 // docMetaOn reads key's metadata from node n's copy.
 func docMetaOn(n *procNode, key string) (exp, ts int64, cas, seq uint64, err error) {
-	code, body, err := docReq(http.MethodGet, n.http, key+"?meta=true", "")
+	code, body, err := getDoc(n.http, key+"?meta=true")
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}

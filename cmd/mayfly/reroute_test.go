@@ -289,7 +289,7 @@ func TestNonVoterWritesWhileThePreferredLeaderIsCutOff(t *testing.T) {
 	}
 	for i, tg := range targets {
 		value := fmt.Sprintf(`{"v":%d}`, i)
-		if code, body, err := docReq(http.MethodGet, tg.through.http, tg.key, ""); err != nil || code != http.StatusOK || !strings.Contains(string(body), value) {
+		if code, body, err := getDoc(tg.through.http, tg.key); err != nil || code != http.StatusOK || !strings.Contains(string(body), value) {
 			t.Fatalf("GET %s through %s: %d %s %v; want %s", tg.key, tg.through.name, code, body, err, value)
 		}
 		reply, err := memcachedReply(tg.through.mc, "get "+tg.key+"\r\n")

@@ -784,7 +784,7 @@ func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out 
 		if err == nil && counted == 0 && Reached(cursor, next) {
 			return // nothing new: the feed is at its end
 		}
-		c.progress.batchEnd(counted)
+		c.progress.batchEnd(counted, size < c.opts.BatchSize)
 		if !send(prepared[B]{batch: batch, docs: docs, counted: counted, next: next, err: err}) || err != nil {
 			return
 		}
@@ -819,11 +819,12 @@ type Progress struct {
 	settled  uint64 // changes applied since it started
 	ahead    uint64 // changes prepared, not yet applied
 	batch    uint64 // changes of the batch being prepared reported by the sink
+	small    uint64 // batches read at a reduced size, memory near its limit
 }
 
 func (p *Progress) start(backlog uint64) {
 	p.mu.Lock()
-	p.building, p.started, p.backlog, p.settled, p.ahead = true, time.Now(), backlog, 0, 0 // wall clock: build rate and ETA
+	p.building, p.started, p.backlog, p.settled, p.ahead, p.small = true, time.Now(), backlog, 0, 0, 0 // wall clock: build rate and ETA
 	p.mu.Unlock()
 }
 
@@ -843,11 +844,15 @@ func (p *Progress) batchStart() {
 	p.mu.Unlock()
 }
 
-// batchEnd counts what the sink did not of the counted changes of a batch.
-func (p *Progress) batchEnd(counted uint64) {
+// batchEnd counts what the sink did not of the counted changes of a batch,
+// and the batch as a small one if it was read at a reduced size.
+func (p *Progress) batchEnd(counted uint64, small bool) {
 	p.mu.Lock()
 	if counted > p.batch {
 		p.ahead += counted - p.batch
+	}
+	if small && counted > 0 {
+		p.small++
 	}
 	p.mu.Unlock()
 }
@@ -885,13 +890,18 @@ type BuildInfo struct {
 	// ETA is ToIndex over Rate, in seconds, while building (0 otherwise or
 	// before a rate is known).
 	ETA float64 `json:"eta_seconds"`
+	// SmallBatches counts the batches of the current (or last) build read
+	// at a quarter of Options.BatchSize because the process's memory was
+	// near Go's memory limit (see Options.BatchSize): a build that slows
+	// for want of memory says so here.
+	SmallBatches uint64 `json:"batches_near_memory_limit"`
 }
 
 func (p *Progress) info(pending uint64) BuildInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	indexed := p.settled + p.ahead
-	bi := BuildInfo{Building: p.building, Indexed: indexed, ToIndex: pending - min(p.ahead, pending)}
+	bi := BuildInfo{Building: p.building, Indexed: indexed, ToIndex: pending - min(p.ahead, pending), SmallBatches: p.small}
 	end := p.ended
 	if p.building {
 		end = time.Now() // wall clock: build rate and ETA

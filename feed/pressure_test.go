@@ -115,6 +115,9 @@ func TestBatchesShrinkUnderMemoryPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("under pressure", a, target, []int{10, 10, 10, 10, 10, 10, 10, 10, 10, 10})
+	if n := c.BuildInfo().SmallBatches; n != 10 {
+		t.Errorf("under pressure: the build info counts %d small batches, want 10", n)
+	}
 
 	// Pressure for the first three looks only (one a batch): full batches
 	// after them.
@@ -127,6 +130,9 @@ func TestBatchesShrinkUnderMemoryPressure(t *testing.T) {
 	}
 	all := append(slices.Clone(a), bk...)
 	check("pressure gone", all, target, []int{10, 10, 10, 40, 40, 40, 40, 10})
+	if n := c.BuildInfo().SmallBatches; n != 3 {
+		t.Errorf("pressure gone: the build info counts %d small batches, want 3 (the last, of 10, was read at the full size)", n)
+	}
 }
 
 // A batch size under 4 still reads at least one change a batch under

@@ -85,12 +85,40 @@ func blockedInQuiet(t *testing.T, c *feed.Consumer[memBatch], s *quietSink, targ
 	return build
 }
 
+// withWaits returns opts with a wait hook (feed.WithWaitHook) and the
+// channel it reports on: each time a catch-up to a target is about to wait
+// for the right to change the sink while another holds it, whether the
+// sink then held the target.
+func withWaits(opts feed.Options) (feed.Options, <-chan bool) {
+	waits := make(chan bool, 64)
+	return feed.WithWaitHook(opts, func(held bool) {
+		select {
+		case waits <- held:
+		default:
+		}
+	}), waits
+}
+
+// drain empties ch.
+func drain[T any](ch <-chan T) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
 // waitsForQuiet runs a catch-up of c to target that must wait for the
-// Quiet s holds (it has not returned at once), then lets the Quiet end and
-// waits for the build and for that catch-up; what names the catch-up.
-func waitsForQuiet(t *testing.T, c *feed.Consumer[memBatch], s *quietSink, build <-chan error, target []uint64, what string) {
+// Quiet s holds (it reaches the wait, waits reporting on c's wait hook,
+// and has not returned), then lets the Quiet end and waits for the build
+// and for that catch-up; what names the catch-up.
+func waitsForQuiet(t *testing.T, c *feed.Consumer[memBatch], s *quietSink, waits <-chan bool, build <-chan error, target []uint64, what string) {
 	t.Helper()
+	drain(waits)
 	waiting := catchUpAsync(c, target)
+	await(t, waits, what+" waiting for the right to change the sink")
 	select {
 	case err := <-waiting:
 		t.Fatalf("%s returned (%v) while the Quiet held the sink", what, err)
@@ -113,7 +141,8 @@ func waitsForQuiet(t *testing.T, c *feed.Consumer[memBatch], s *quietSink, build
 func TestCatchUpHeldTargetDoesNotWaitForQuiet(t *testing.T) {
 	b, _ := newBucket(t)
 	s := newQuietSink(b.NumPartitions())
-	c := startSink(t, b, s, feed.Options{BuildQuietDocs: 1}) // every catch-up that applies a document ends with Quiet
+	opts, waits := withWaits(feed.Options{BuildQuietDocs: 1})
+	c := startSink(t, b, s, opts) // every catch-up that applies a document ends with Quiet
 	first := keys("a", 30)
 	put(t, b, first...)
 	target := b.HighSeqnos()
@@ -132,7 +161,7 @@ func TestCatchUpHeldTargetDoesNotWaitForQuiet(t *testing.T) {
 	// A change the sink lacks: that catch-up waits for the Quiet, then
 	// applies it.
 	put(t, b, "late")
-	waitsForQuiet(t, c, s, build, b.HighSeqnos(), "a catch-up to a target the sink lacks")
+	waitsForQuiet(t, c, s, waits, build, b.HighSeqnos(), "a catch-up to a target the sink lacks")
 	if got, want := s.keys(), append(slices.Clone(first), "late"); !slices.Equal(got, want) {
 		t.Fatalf("after a catch-up to a target the sink lacked it holds %v, want %v", got, want)
 	}
@@ -199,7 +228,8 @@ func TestCatchUpOtherHistoryWaits(t *testing.T) {
 	ctx := context.Background()
 	b, _ := newBucket(t)
 	s := newQuietSink(b.NumPartitions())
-	c := startSink(t, b, s, feed.Options{BuildQuietDocs: 1})
+	opts, waits := withWaits(feed.Options{BuildQuietDocs: 1})
+	c := startSink(t, b, s, opts)
 	all := keys("k", 60)
 	for range 4 { // many changes in every partition: a high seqno
 		put(t, b, all...)
@@ -222,7 +252,7 @@ func TestCatchUpOtherHistoryWaits(t *testing.T) {
 	if uuid, seqs := s.Position(); uuid == b.UUID() || !feed.Reached(seqs, target) {
 		t.Fatalf("the sink at %v in history %d: want the bucket's target %v apparently reached in another history than %d", seqs, uuid, target, b.UUID())
 	}
-	waitsForQuiet(t, c, s, build, target, "a catch-up from a position of a history the bucket left")
+	waitsForQuiet(t, c, s, waits, build, target, "a catch-up from a position of a history the bucket left")
 	if got := s.keys(); !slices.Equal(got, kept) {
 		t.Errorf("after the catch-up the sink holds %d documents, want the %d of the other partitions", len(got), len(kept))
 	}
@@ -258,7 +288,8 @@ func (s *dueSink) BeforeCatchUp(ctx context.Context, ack func([]uint64) error) e
 func TestCatchUpHeldTargetBeforeCatchUpDue(t *testing.T) {
 	b, _ := newBucket(t)
 	s := &dueSink{quietSink: newQuietSink(b.NumPartitions())}
-	c := startSink(t, b, s, feed.Options{BuildQuietDocs: 1})
+	opts, waits := withWaits(feed.Options{BuildQuietDocs: 1})
+	c := startSink(t, b, s, opts)
 	put(t, b, keys("k", 20)...)
 	target := b.HighSeqnos()
 	build := blockedInQuiet(t, c, s.quietSink, target, keys("k", 20))
@@ -269,7 +300,7 @@ func TestCatchUpHeldTargetBeforeCatchUpDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.due.Store(true)
-	waitsForQuiet(t, c, s.quietSink, build, target, "a catch-up with work due before it")
+	waitsForQuiet(t, c, s.quietSink, waits, build, target, "a catch-up with work due before it")
 	if n := s.before.Load(); n != 2 || s.due.Load() {
 		t.Fatalf("%d BeforeCatchUp calls (due %v), want 2: the build's and the one due", n, s.due.Load())
 	}
@@ -374,10 +405,14 @@ func TestCatchUpWaiterReturnsOnceABatchHoldsItsTarget(t *testing.T) {
 func TestCatchUpWaiterWaitsForABuildsQuiet(t *testing.T) {
 	b, _ := newBucket(t)
 	s := newPausedSink(b.NumPartitions(), 2)
-	c := startSink(t, b, s, feed.Options{BatchSize: 5, BuildQuietDocs: 5}) // the first batch makes it a build
+	opts, waits := withWaits(feed.Options{BatchSize: 5, BuildQuietDocs: 5})
+	c := startSink(t, b, s, opts) // the first batch makes it a build
 	running, waiter := waiterOnFirstBatch(t, b, c, s)
 	close(s.gates[0])
 	await(t, s.applying, "the second batch's Apply")
+	// The waiter sees the first batch hold its target, and waits on.
+	for !await(t, waits, "the waiter waiting on with its target held") {
+	}
 	close(s.gates[1])
 	await(t, s.quieting, "the build's Quiet")
 	select {

@@ -162,6 +162,11 @@ type Options struct {
 
 	// pressure replaces the memory probe (tests: WithMemoryPressure).
 	pressure func() bool
+	// waiting, if set, is called by a catch-up to a target each time it
+	// is about to wait for the right to change the sink while another
+	// holds it, with whether the sink then held its target (tests:
+	// WithWaitHook).
+	waiting func(held bool)
 }
 
 // DefaultBuildQuietDocs is the default Options.BuildQuietDocs.
@@ -424,8 +429,12 @@ func (c *Consumer[B]) lockUnlessHeld(ctx context.Context, target []uint64) (unlo
 	}
 	for first := true; ; first = false {
 		applied := c.appliedWait() // before the look: no batch is missed
-		if c.holds(target) && (first || !c.build.Load()) {
+		held := c.holds(target)
+		if held && (first || !c.build.Load()) {
 			return nil, nil
+		}
+		if c.opts.waiting != nil && len(c.upd) == cap(c.upd) {
+			c.opts.waiting(held)
 		}
 		select {
 		case c.upd <- struct{}{}:

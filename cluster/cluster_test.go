@@ -21,9 +21,8 @@ import (
 // testPeers is a peer list of n nodes on loopback.
 func testPeers(t *testing.T, n int) []Peer {
 	var out []Peer
-	used := map[int]bool{}
 	for i := range n {
-		p := testport.Consecutive(t, 3, used)
+		p := testport.Consecutive(t, 3)
 		out = append(out, Peer{Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: p})
 	}
 	return out

@@ -15,9 +15,9 @@ import (
 )
 
 // freeTriple finds a loopback port P with P+1 and P+2 free too (a node's
-// cluster port and its etcd ports), avoiding ports already handed out.
-func freeTriple(t *testing.T, used map[int]bool) int {
-	return testport.Consecutive(t, 3, used)
+// cluster port and its etcd ports), reserved until t ends.
+func freeTriple(t *testing.T) int {
+	return testport.Consecutive(t, 3)
 }
 
 // TestMembershipFromEtcd runs the real path: three cluster nodes (etcd
@@ -27,10 +27,9 @@ func freeTriple(t *testing.T, used map[int]bool) int {
 func TestMembershipFromEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	used := map[int]bool{}
 	var peers []cluster.Peer
 	for i := range 3 {
-		peers = append(peers, cluster.Peer{Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freeTriple(t, used)})
+		peers = append(peers, cluster.Peer{Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freeTriple(t)})
 	}
 	nodes := make([]*cluster.Node, 3)
 	errs := make([]error, 3)

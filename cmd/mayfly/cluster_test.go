@@ -21,10 +21,10 @@ import (
 )
 
 // freeTriple returns a port P with P, P+1 and P+2 free (a node's cluster
-// port and its etcd ports), below the ephemeral range, away from those in
-// taken.
-func freeTriple(t *testing.T, taken map[int]bool) int {
-	return testport.Consecutive(t, 3, taken)
+// port and its etcd ports), below the ephemeral range, reserved until t
+// ends (parallel tests and other packages' tests pick ports too).
+func freeTriple(t *testing.T) int {
+	return testport.Consecutive(t, 3)
 }
 
 // TestServeCluster starts three `mayfly serve --peers` in this process:
@@ -37,10 +37,9 @@ func freeTriple(t *testing.T, taken map[int]bool) int {
 // after the first two (a busy machine) must still get its share.
 func TestServeCluster(t *testing.T) {
 	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
-	taken := map[int]bool{}
 	var peers []string
 	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t)))
 	}
 	peerList := strings.Join(peers, ",")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,7 +18,7 @@ import (
 // buckets open at start were defined).
 func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
-	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t, map[int]bool{}))
+	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	var wg sync.WaitGroup
@@ -68,7 +68,7 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 // "0.0.0.0:port", which no client can reach it at.
 func TestServeClusterAdvertisesReachableAddress(t *testing.T) {
 	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
-	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t, map[int]bool{}))
+	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	var wg sync.WaitGroup

@@ -109,6 +109,9 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four server processes")
 	}
+	// Beside the package's other four-process tests: each mostly waits
+	// out timeouts and elections, and this package is make test's longest.
+	t.Parallel()
 	// The failover timeout also bounds how long the orchestrator waits for
 	// every node before it places the bucket on those up: race-built
 	// processes on a busy machine start slower.
@@ -270,6 +273,9 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four server processes")
 	}
+	// Beside the package's other four-process tests: each mostly waits
+	// out timeouts and elections, and this package is make test's longest.
+	t.Parallel()
 	timeout := "5s"
 	if raceBuild {
 		timeout = "20s"

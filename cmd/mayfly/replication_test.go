@@ -829,10 +829,9 @@ func procClusterN(t *testing.T, size int, flags ...string) ([]*procNode, []strin
 		// on 2 cores: a longer tick keeps that start from storming there.
 		tick = "500ms"
 	}
-	taken := map[int]bool{}
 	var peers []string
 	for i := range size {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t, taken)))
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, freeTriple(t)))
 	}
 	nodes := make([]*procNode, size)
 	for i := range nodes {

@@ -203,6 +203,9 @@ func TestNonVoterWritesWhileThePreferredLeaderIsCutOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four server processes")
 	}
+	// Beside the package's other four-process tests: each mostly waits
+	// out timeouts and elections, and this package is make test's longest.
+	t.Parallel()
 	nodes, peers, _, m := startFourWithDocs(t)
 	victim, live := nodes[3], nodes[:3]
 	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })

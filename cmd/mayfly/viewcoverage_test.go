@@ -26,7 +26,7 @@ func oneNodeCluster(t *testing.T, ctx context.Context) (*cluster.Node, *cluster.
 // edit (if set) before the node starts.
 func oneNodeClusterWith(t *testing.T, ctx context.Context, edit func(*cluster.Config)) (*cluster.Node, *cluster.TopologyMirror) {
 	t.Helper()
-	port := testport.Consecutive(t, 3, map[int]bool{})
+	port := testport.Consecutive(t, 3)
 	cfg := cluster.Config{
 		Node: "n1", Peers: []cluster.Peer{{Name: "n1", Host: "127.0.0.1", Port: port}}, DataDir: t.TempDir(),
 		LeaseTTL: 5 * time.Second, FailoverTimeout: 3 * time.Second, FormTimeout: time.Minute, Version: "test",

@@ -70,15 +70,14 @@ type node struct {
 // Each node's log is in logDir.
 func newCluster(t *testing.T, bin, logDir string) ([]*node, []string) {
 	t.Helper()
-	taken := map[int]bool{}
 	var peers []string
 	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, testport.Consecutive(t, 3, taken)))
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, testport.Consecutive(t, 3)))
 	}
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		dir := t.TempDir()
-		p := testport.Consecutive(t, 2, taken)
+		p := testport.Consecutive(t, 2)
 		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i+1)),
 			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
 		n.cutFile = filepath.Join(dir, "cut")
@@ -95,7 +94,7 @@ func newCluster(t *testing.T, bin, logDir string) ([]*node, []string) {
 func newSingle(t *testing.T, bin, logDir string) *node {
 	t.Helper()
 	dir := t.TempDir()
-	p := testport.Consecutive(t, 2, map[int]bool{})
+	p := testport.Consecutive(t, 2)
 	n := &node{name: "single", bin: bin, dir: dir, log: filepath.Join(logDir, "single.log"),
 		http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
 	n.args = serveArgs(n, dir)

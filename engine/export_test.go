@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // HoldCommits keeps the bucket's flusher from committing until release is
 // called (a couchbase bucket's store holds its file's writer lock), so that
@@ -31,3 +34,23 @@ func StoreKeysRead(b *Bucket) int64 {
 // version on disk) out of it at once, as a fullEviction bucket's eviction
 // does, and returns how many left.
 func EvictItems(b *Bucket) int { return evictItems(b, func(string) bool { return true }) }
+
+// SetTTLCatchUp sets how often b's TTL re-evaluations look for partitions
+// this node has come to lead (passes started after the call).
+func SetTTLCatchUp(b *Bucket, every time.Duration) {
+	b.repl.ttl.mu.Lock()
+	defer b.repl.ttl.mu.Unlock()
+	b.repl.ttl.catchUp = every
+}
+
+// TTLCaughtUp returns how many documents the latest re-evaluation of
+// collection cid re-wrote after its first pass, in partitions b came to
+// lead since.
+func TTLCaughtUp(b *Bucket, cid CollectionID) int64 {
+	b.repl.ttl.mu.Lock()
+	defer b.repl.ttl.mu.Unlock()
+	if p := b.repl.ttl.passes[cid]; p != nil {
+		return p.caughtUp.Load()
+	}
+	return 0
+}

@@ -19,7 +19,8 @@ type logReplicator struct {
 	mu       sync.Mutex
 	replicas []*engine.Bucket
 	leader   int
-	refuse   bool // this node does not lead: every write is refused
+	refuse   bool  // this node does not lead: every write is refused
+	fail     error // if set, every proposal fails with it (after Writable passes)
 	// beforeApply, if set, runs once, before the next entry is given its
 	// index: a write racing the proposed one.
 	beforeApply func()
@@ -53,6 +54,9 @@ func (l *logReplicator) Replicate(_ context.Context, part int, entry []byte) (en
 	defer l.mu.Unlock()
 	if l.refuse {
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d is led elsewhere", engine.ErrNotMyVBucket, part)
+	}
+	if l.fail != nil {
+		return engine.ReplicatedResult{}, l.fail
 	}
 	if l.next == nil {
 		l.next, l.log = map[int]uint64{}, map[int][]logEntry{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The TTL re-evaluation in a replicated bucket (issue 22). On one node,
@@ -25,14 +26,33 @@ import (
 // UpdateCollection counts a TTLRev); every node that applies a manifest
 // changing a collection's settings re-evaluates, in the background, the
 // partitions it leads then (ApplyManifest; a node leading none proposes
-// nothing). What a leader change or a crash during the pass leaves: the
-// partitions a node stopped leading mid-pass, or led when it died, keep
-// the expirations not yet re-written until each document's next write (or
-// a sliding read), which derives its expiration under the new settings;
-// the pager expires by the expiration documents have. Applying the
-// settings again (a PATCH with the same settings counts a new TTLRev)
-// re-runs the pass on every node, and a document already right proposes
-// nothing.
+// nothing). A partition the pass did not finish here — led by no node
+// at that moment (an election), led by this node only later, lost
+// mid-pass, or stopped by a temporary failure — is caught up: while the
+// pass is the collection's latest, the node looks every ttlCatchUp for
+// partitions it leads now and has not finished, and re-evaluates those.
+// Every partition therefore gets a full pass from a leader once it has
+// one, whichever node that is. A catch-up re-writes only what an on-time
+// pass would have: it leaves every document written since the node
+// applied the settings (a sequence number above the partition's then:
+// a write, a sliding read or another node's re-evaluation, each already
+// under the new settings), and it derives a sliding rule's expiration
+// from the time the pass began, not from now (a catch-up an hour later
+// does not give every idle document of the partition another idleTTL).
+// A partition another node already did thus costs its new leader a scan
+// and proposes nothing; a leader that dies mid-pass is caught up the same
+// way. What a restart leaves: a restarted node applies the manifest it
+// holds without a pass, so a partition no node finished whose next
+// leader restarted since the change keeps the expirations not yet
+// re-written until each document's next write (or a sliding read), which
+// derives its expiration under the new settings; the pager expires by
+// the expiration documents have. Applying the settings again (a PATCH
+// with the same settings counts a new TTLRev) re-runs the pass on every
+// node, and a document already right proposes nothing.
+
+// ttlCatchUp is how often a pass looks for partitions this node has come
+// to lead since it went by them.
+const ttlCatchUp = time.Second
 
 // ttlPasses are a bucket's re-evaluations started by applied manifests,
 // one a collection: a later one for the collection cancels the earlier.
@@ -41,6 +61,8 @@ type ttlPasses struct {
 	passes map[CollectionID]*ttlPass
 	closed bool
 	wg     sync.WaitGroup
+	// catchUp, when set, replaces ttlCatchUp (tests).
+	catchUp time.Duration
 }
 
 // ttlPass is one background re-evaluation.
@@ -48,8 +70,32 @@ type ttlPass struct {
 	uid    uint64 // the manifest UID that started it
 	cancel context.CancelFunc
 	done   chan struct{} // closed when n and err are set
-	n      int
+	exited chan struct{} // closed when its catch-up has returned too
+	n      int // documents the first pass re-wrote here
 	err    error
+	// caughtUp counts the documents re-written since, in partitions this
+	// node came to lead (or could propose to again) after the first pass.
+	caughtUp atomic.Int64
+}
+
+// ttlBase is what a catch-up re-evaluates against: the time the pass
+// began, from which a sliding rule counts, and each partition's highest
+// sequence number then (documents above it were written since, under the
+// new settings, and are left).
+type ttlBase struct {
+	at  int64
+	seq []uint64
+}
+
+// ttlBaseNow takes b's ttlBase now.
+func ttlBaseNow(b *Bucket) *ttlBase {
+	base := &ttlBase{at: b.clock.Now(), seq: make([]uint64, len(b.parts))}
+	for i, p := range b.parts {
+		p.mu.RLock()
+		base.seq[i] = p.mu.seq
+		p.mu.RUnlock()
+	}
+	return base
 }
 
 // start re-evaluates collection cid of b in the background, for manifest
@@ -65,21 +111,86 @@ func (t *ttlPasses) start(b *Bucket, cid CollectionID, uid uint64) {
 	}
 	old := t.passes[cid]
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &ttlPass{uid: uid, cancel: cancel, done: make(chan struct{})}
+	p := &ttlPass{uid: uid, cancel: cancel, done: make(chan struct{}), exited: make(chan struct{})}
 	t.passes[cid] = p
+	every := t.catchUp
+	if every <= 0 {
+		every = ttlCatchUp
+	}
 	t.wg.Go(func() {
+		defer close(p.exited)
 		defer cancel()
 		if old != nil {
 			old.cancel()
-			<-old.done
+			<-old.exited
 		}
-		p.n, p.err = b.reevaluate(ctx, cid)
+		r := b.replicator()
+		if r == nil {
+			p.n, p.err = b.reevaluate(ctx, cid)
+			close(p.done)
+			p.warn(ctx, b, cid)
+			return
+		}
+		base := ttlBaseNow(b)
+		done := make([]bool, len(b.parts))
+		p.n, p.err = b.reevaluateReplicated(ctx, r, cid, done, nil)
 		close(p.done)
-		if p.err != nil && ctx.Err() == nil && !errors.Is(p.err, ErrCollectionNotFound) && !errors.Is(p.err, ErrClosed) {
-			b.eng.log.Warn("TTL re-evaluation stopped; the documents not re-written keep their expiration until their next write",
-				"bucket", b.name, "collection", uint32(cid), "reevaluated", p.n, "err", p.err)
-		}
+		p.warn(ctx, b, cid)
+		p.catchUp(ctx, b, cid, done, base, every)
 	})
+}
+
+// warn logs a first pass that stopped on an error worth an operator's
+// eye.
+func (p *ttlPass) warn(ctx context.Context, b *Bucket, cid CollectionID) {
+	if p.err != nil && ctx.Err() == nil && !errors.Is(p.err, ErrCollectionNotFound) && !errors.Is(p.err, ErrClosed) {
+		b.eng.log.Warn("TTL re-evaluation stopped; the partitions not finished are caught up while this node leads them",
+			"bucket", b.name, "collection", uint32(cid), "reevaluated", p.n, "err", p.err)
+	}
+}
+
+// catchUp re-evaluates against base, every interval until ctx ends (a
+// later pass for the collection, its drop, the bucket's close), the
+// partitions not in done that this node leads by then, marking each one
+// it finishes. It stops early once every partition is done (this node
+// leads them all).
+func (p *ttlPass) catchUp(ctx context.Context, b *Bucket, cid CollectionID, done []bool, base *ttlBase, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for !allTrue(done) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r := b.replicator()
+		if r == nil {
+			return // the bucket writes locally now: nothing to catch up
+		}
+		n, err := b.reevaluateReplicated(ctx, r, cid, done, base)
+		p.caughtUp.Add(int64(n))
+		switch {
+		case ctx.Err() != nil || errors.Is(err, ErrCollectionNotFound) || errors.Is(err, ErrClosed):
+			return
+		case err != nil:
+			b.eng.log.Debug("TTL re-evaluation catch-up: a partition left for the next look",
+				"bucket", b.name, "collection", uint32(cid), "err", err)
+		}
+		if n > 0 {
+			b.eng.log.Info("TTL re-evaluation caught up partitions this node leads now",
+				"bucket", b.name, "collection", uint32(cid), "reevaluated", n)
+		}
+	}
+}
+
+// allTrue reports whether every element of done is set.
+func allTrue(done []bool) bool {
+	for _, d := range done {
+		if !d {
+			return false
+		}
+	}
+	return true
 }
 
 // forget cancels the pass of a dropped collection.
@@ -148,8 +259,11 @@ func ttlChanged(old, new map[string]map[string]collectionInfo) []CollectionID {
 // through the partitions this node leads, proposing each re-written
 // expiration as a replicated write, and returns how many were applied. A
 // partition whose leadership moves away mid-pass is left (ErrNotMyVBucket
-// is no failure).
-func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid CollectionID) (int, error) {
+// is no failure). With done non-nil (one flag a partition) it skips the
+// partitions marked done and marks those it finishes: every key decided
+// and none of its proposals failed or was refused. With base non-nil (a
+// catch-up) it decides as of base (decideReevaluation).
+func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid CollectionID, done []bool, base *ttlBase) (int, error) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
 	}
@@ -174,8 +288,19 @@ func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid Col
 		failed.Store(true)
 	}
 	slots := make(chan struct{}, replExpiryInFlight)
+	// gone says, for each partition gone through, whether any of its keys
+	// was left (leadership moved, or a proposal failed); finished lists
+	// the partitions whose every key was handed out.
+	type through struct {
+		part int
+		gone *atomic.Bool
+	}
+	var finished []through
 parts:
 	for _, p := range b.parts {
+		if done != nil && done[p.id] {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			fail(err)
 			break
@@ -190,7 +315,7 @@ parts:
 		p.mu.Lock()
 		keys := p.keysLocked(func(c CollectionID) bool { return c == cid })
 		p.mu.Unlock()
-		var lost atomic.Bool
+		lost := new(atomic.Bool)
 		for _, k := range keys {
 			if lost.Load() {
 				break
@@ -206,11 +331,12 @@ parts:
 			}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				applied, err := b.reevaluateKey(ctx, r, p, k)
+				applied, err := b.reevaluateKey(ctx, r, p, k, base)
 				switch {
 				case errors.Is(err, ErrNotMyVBucket):
 					lost.Store(true) // leadership moved: the partition is left
 				case err != nil:
+					lost.Store(true)
 					fail(err)
 				case applied:
 					mu.Lock()
@@ -219,17 +345,27 @@ parts:
 				}
 			})
 		}
+		if !lost.Load() && !failed.Load() {
+			finished = append(finished, through{int(p.id), lost})
+		}
 	}
 	wg.Wait()
+	if done != nil {
+		for _, f := range finished {
+			if !f.gone.Load() {
+				done[f.part] = true
+			}
+		}
+	}
 	return n, first
 }
 
 // reevaluateKey proposes k's re-evaluated expiration, if its live version
 // needs one, and reports whether a version was applied. A key written
 // before the touch applied is decided again on the newer version.
-func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, k docKey) (bool, error) {
+func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, k docKey, base *ttlBase) (bool, error) {
 	for range maxReplConflicts {
-		entry, err := b.decideReevaluation(p, k)
+		entry, err := b.decideReevaluation(p, k, base)
 		if entry == nil || err != nil {
 			return false, err
 		}
@@ -252,8 +388,10 @@ func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, 
 // its collection's settings derive it now (a touch: same value, meta.ts and
 // creation, a new CAS and revision), conditioned on the live version it
 // was derived from; nil when there is none to re-write: the key is not
-// live, its expiration is pinned, or it is already the derived one.
-func (b *Bucket) decideReevaluation(p *partition, k docKey) ([]byte, error) {
+// live, its expiration is pinned, or it is already the derived one. With
+// base non-nil (a catch-up) a version newer than base's sequence number
+// for the partition is left, and a sliding rule counts from base's time.
+func (b *Bucket) decideReevaluation(p *partition, k docKey, base *ttlBase) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := b.writable(k.cid); err != nil {
@@ -267,13 +405,20 @@ func (b *Bucket) decideReevaluation(p *partition, k docKey) ([]byte, error) {
 	if cur == nil || cur.Deleted || cur.ExpiredAt(now) || cur.ExpiryPinned {
 		return nil, nil
 	}
+	at := now
+	if base != nil {
+		if cur.Seq > base.seq[p.id] {
+			return nil, nil // written since the settings applied: under them already
+		}
+		at = base.at
+	}
 	cs, maxTTL := b.ttlFor(k.cid)
 	// The document's "ttl" field counts, and the touch carries the value.
 	cur, err := b.withValueLocked(cur)
 	if err != nil {
 		return nil, err
 	}
-	exp := rederive(now, cur, cs, maxTTL)
+	exp := rederive(at, cur, cs, maxTTL)
 	if exp == cur.Expiration {
 		return nil, nil
 	}

@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -197,12 +200,16 @@ func TestReplicatedReevaluationLosesToAWrite(t *testing.T) {
 }
 
 // A leader that did not lead when it applied the settings (leadership
-// moved, or it was down) leaves the documents' expirations as they were;
-// applying the same settings again (a new TTLRev) re-runs the pass on
-// every node and re-derives them, and a third run proposes nothing.
+// moved, or it was down) leaves the documents' expirations as they were
+// until it catches up (not within this test: its catch-up is an hour
+// away); applying the same settings again (a new TTLRev) re-runs the pass
+// on every node and re-derives them, and a third run proposes nothing.
 func TestReplicatedReevaluationRerun(t *testing.T) {
 	ctx := context.Background()
 	bs, r, clks, m, cols := ttlReplicas(t)
+	for _, b := range bs {
+		engine.SetTTLCatchUp(b, time.Hour)
+	}
 	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -258,5 +265,155 @@ func TestReplicatedUpdateCollection(t *testing.T) {
 	}
 	if d := sameInCollection(t, cols, "k"); d.Expiration != w.TS+60 {
 		t.Fatalf("k expires at %d, want %d", d.Expiration, w.TS+60)
+	}
+}
+
+// A partition no node could propose to when the settings were applied
+// (an election: every node's pass went by it) is caught up by the node
+// that leads it next, without a re-run: its documents get the derived
+// expiration, the same on every replica, and the catch-up counts them.
+// A pass that stopped on a temporary failure is caught up the same way.
+func TestReplicatedReevaluationCatchesUp(t *testing.T) {
+	ctx := context.Background()
+	bs, r, clks, m, cols := ttlReplicas(t)
+	for _, b := range bs {
+		engine.SetTTLCatchUp(b, 10*time.Millisecond)
+	}
+	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advanceAll(clks, 10)
+	r.mu.Lock()
+	r.refuse = true
+	r.mu.Unlock()
+	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 0 {
+		t.Fatalf("a node leading nothing re-wrote %d documents", ns[0])
+	}
+	if d := sameInCollection(t, cols, "k"); d.Expiration != 0 {
+		t.Fatalf("k expires at %d with no leader to re-evaluate it", d.Expiration)
+	}
+	r.mu.Lock()
+	r.refuse = false
+	r.mu.Unlock()
+	waitExpiration(t, cols, "k", w.TS+100)
+	if got := engine.TTLCaughtUp(bs[0], cols[0].ID()); got != 1 {
+		t.Fatalf("the catch-up counts %d documents, want 1", got)
+	}
+
+	// A temporary failure stops the first pass; the catch-up finishes it.
+	r.mu.Lock()
+	r.fail = fmt.Errorf("%w: no quorum for a moment", engine.ErrTempFail)
+	r.mu.Unlock()
+	ci, err := m.UpdateCollection("s", "c", func(cs *engine.CollectionSettings) error {
+		cs.DefaultTTL = 200
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if err := b.ApplyManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := bs[0].WaitReevaluation(ctx, ci.ID, m.UID); n != 0 || !errors.Is(err, engine.ErrTempFail) {
+		t.Fatalf("a pass whose every proposal failed: %d re-written, %v", n, err)
+	}
+	r.mu.Lock()
+	r.fail = nil
+	r.mu.Unlock()
+	waitExpiration(t, cols, "k", w.TS+200)
+}
+
+// waitExpiration waits (up to a minute: it asserts the outcome, not how
+// soon) until every replica holds key, alike, with expiration want. It
+// peeks (a read of a sliding collection's document would slide it).
+func waitExpiration(t *testing.T, cols []*engine.Collection, key string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // wall clock: a test's patience, not an expiry decision
+	for {
+		got, err := peekSame(cols, key)
+		if err == nil && got.Expiration == want {
+			return
+		}
+		if time.Now().After(deadline) { // wall clock: a test's patience
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Fatalf("%s: expiration %d, never %d", key, got.Expiration, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// peekSame peeks at key on every replica and returns the first one's
+// version, or an error if another's differs (a replicated write applied on
+// some replicas only, for the moment, is retried by the caller's wait).
+func peekSame(cols []*engine.Collection, key string) (*engine.Document, error) {
+	var first *engine.Document
+	for i, c := range cols {
+		d, err := c.Peek(key)
+		if err != nil {
+			return nil, fmt.Errorf("%q on replica %d: %w", key, i, err)
+		}
+		if first == nil {
+			first = d
+		} else if d.Seq != first.Seq || d.CAS != first.CAS || d.Expiration != first.Expiration {
+			return nil, fmt.Errorf("%q: replica %d has %+v, replica 0 %+v", key, i, d, first)
+		}
+	}
+	return first, nil
+}
+
+// A catch-up re-writes what an on-time pass would have, no more: a
+// sliding rule counts from when the node applied the settings (a
+// document idle since then does not get another idleTTL from the
+// catch-up's time), and a document written after that, already under the
+// new settings, is left as written.
+func TestReplicatedReevaluationCatchUpAsOfItsStart(t *testing.T) {
+	ctx := context.Background()
+	bs, r, clks, m, cols := ttlReplicas(t)
+	for _, b := range bs {
+		// Long enough that the write below comes first.
+		engine.SetTTLCatchUp(b, 2*time.Second)
+	}
+	if _, err := cols[0].Upsert(ctx, "idle", []byte(`{"v":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	advanceAll(clks, 10)
+	r.mu.Lock()
+	r.refuse = true
+	r.mu.Unlock()
+	ci, err := m.UpdateCollection("s", "c", func(cs *engine.CollectionSettings) error {
+		cs.IdleTTL = 1000
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := clks[0].Now()
+	for _, b := range bs {
+		if err := b.ApplyManifest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := bs[0].WaitReevaluation(ctx, ci.ID, m.UID); n != 0 || err != nil {
+		t.Fatalf("the first pass, every partition led by no one: %d re-written, %v", n, err)
+	}
+	advanceAll(clks, 30)
+	r.mu.Lock()
+	r.refuse = false
+	r.mu.Unlock()
+	fresh, err := cols[0].Upsert(ctx, "fresh", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := clks[0].Now() + 1000; fresh.Expiration != want {
+		t.Fatalf("a write under idleTTL 1000 expires at %d, want %d", fresh.Expiration, want)
+	}
+	waitExpiration(t, cols, "idle", applied+1000)
+	if d, err := peekSame(cols, "fresh"); err != nil || d.Seq != fresh.Seq || d.Expiration != fresh.Expiration {
+		t.Fatalf("the catch-up re-wrote a document written after the settings: %+v (%v), was %+v", d, err, fresh)
 	}
 }

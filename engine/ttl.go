@@ -279,7 +279,7 @@ func (m *Manifest) UpdateCollection(scope, name string, fn func(*CollectionSetti
 // as replicated writes (replttl.go).
 func (b *Bucket) reevaluate(ctx context.Context, cid CollectionID) (int, error) {
 	if r := b.replicator(); r != nil {
-		return b.reevaluateReplicated(ctx, r, cid)
+		return b.reevaluateReplicated(ctx, r, cid, nil, nil)
 	}
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err

@@ -71,7 +71,7 @@ type ttlPass struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when n and err are set
 	exited chan struct{} // closed when its catch-up has returned too
-	n      int // documents the first pass re-wrote here
+	n      int           // documents the first pass re-wrote here
 	err    error
 	// caughtUp counts the documents re-written since, in partitions this
 	// node came to lead (or could propose to again) after the first pass.

@@ -127,6 +127,9 @@ func TestClusterBucketLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
+	// Beside the package's other cluster tests: it mostly waits out
+	// elections and timeouts, and this package is make test's longest.
+	t.Parallel()
 	nodes, _ := procCluster(t, "--memcached", "", "--kv", "", "--default-bucket", "")
 	startAll := func(ns ...*procNode) {
 		for _, n := range ns {

@@ -175,6 +175,9 @@ func TestClusterDefinitionsAgreeOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
+	// Beside the package's other cluster tests: it mostly waits out
+	// elections and timeouts, and this package is make test's longest.
+	t.Parallel()
 	nodes := startDefsCluster(t)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 

@@ -119,6 +119,9 @@ func TestServeClusterTLSFlags(t *testing.T) {
 // bucket and replicate a write to every node; `mayfly cluster status`
 // reads the cluster with a node's certificate, and fails without one.
 func TestServeClusterTLS(t *testing.T) {
+	// Beside the package's other cluster tests: it mostly waits out
+	// elections and timeouts, and this package is make test's longest.
+	t.Parallel()
 	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "")
 	dir := t.TempDir()
 	if code, _, errOut := runCmd("cluster", "certs", "--out", dir, "--peers", strings.Join(peers, ",")); code != 0 {

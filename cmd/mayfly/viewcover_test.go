@@ -87,6 +87,9 @@ func TestViewsIndexOnlyCoveredPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
+	// Beside the package's other cluster tests: it mostly waits out
+	// elections and timeouts, and this package is make test's longest.
+	t.Parallel()
 	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
 	for _, n := range nodes {
 		n.start(t)

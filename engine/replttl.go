@@ -167,6 +167,12 @@ func (p *ttlPass) catchUp(ctx context.Context, b *Bucket, cid CollectionID, done
 		if r == nil {
 			return // the bucket writes locally now: nothing to catch up
 		}
+		if !leadsAnyOf(ctx, r, done) {
+			// Most looks: nothing to do, and no pass to start (on a
+			// fullEviction bucket a pass first reads every key of the
+			// collection back from disk).
+			continue
+		}
 		n, err := b.reevaluateReplicated(ctx, r, cid, done, base)
 		p.caughtUp.Add(int64(n))
 		switch {
@@ -181,6 +187,17 @@ func (p *ttlPass) catchUp(ctx context.Context, b *Bucket, cid CollectionID, done
 				"bucket", b.name, "collection", uint32(cid), "reevaluated", n)
 		}
 	}
+}
+
+// leadsAnyOf reports whether this node leads a partition not marked in
+// done.
+func leadsAnyOf(ctx context.Context, r Replicator, done []bool) bool {
+	for part, d := range done {
+		if !d && leads(ctx, r, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // allTrue reports whether every element of done is set.

@@ -16,8 +16,14 @@ import (
 // each replica's s.c.
 func ttlReplicas(t *testing.T) ([]*engine.Bucket, *logReplicator, []*engine.FakeClock, engine.Manifest, []*engine.Collection) {
 	t.Helper()
+	return ttlReplicasOf(t, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+}
+
+// ttlReplicasOf is ttlReplicas for buckets of settings s.
+func ttlReplicasOf(t *testing.T, s engine.BucketSettings) ([]*engine.Bucket, *logReplicator, []*engine.FakeClock, engine.Manifest, []*engine.Collection) {
+	t.Helper()
 	ctx := context.Background()
-	bs, r, clks := replicaClocks(t, 3)
+	bs, r, clks := replicaBuckets(t, 3, s)
 	followers(bs)
 	m := bs[0].Manifest()
 	if err := m.CreateScope("s"); err != nil {
@@ -415,5 +421,32 @@ func TestReplicatedReevaluationCatchUpAsOfItsStart(t *testing.T) {
 	waitExpiration(t, cols, "idle", applied+1000)
 	if d, err := peekSame(cols, "fresh"); err != nil || d.Seq != fresh.Seq || d.Expiration != fresh.Expiration {
 		t.Fatalf("the catch-up re-wrote a document written after the settings: %+v (%v), was %+v", d, err, fresh)
+	}
+}
+
+// A catch-up that finds no partition to do reads nothing: on a
+// fullEviction bucket whose items left memory, a follower (it leads no
+// partition) looks many times and reads no key back from disk; a pass
+// would read every key of the collection first.
+func TestReplicatedReevaluationCatchUpIdleReadsNothing(t *testing.T) {
+	ctx := context.Background()
+	bs, _, _, m, cols := ttlReplicasOf(t, engine.BucketSettings{Name: "b", Type: engine.Couchbase, EvictionPolicy: engine.FullEviction})
+	for _, b := range bs {
+		engine.SetTTLCatchUp(b, time.Millisecond)
+	}
+	for i := range 200 {
+		if _, err := cols[0].Upsert(ctx, fmt.Sprintf("k%03d", i), []byte(`{"v":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDefaultTTL(t, &m, 100, bs...) // the first pass puts every item back
+	follower := bs[1]
+	if n := engine.EvictItems(follower); n == 0 {
+		t.Fatal("no item left the follower's memory")
+	}
+	before := engine.StoreKeysRead(follower)
+	time.Sleep(200 * time.Millisecond) // ~200 looks of its catch-up
+	if read := engine.StoreKeysRead(follower) - before; read != 0 {
+		t.Fatalf("the follower's idle catch-up read %d keys from disk", read)
 	}
 }

@@ -452,7 +452,11 @@ func (c *clusterDefs) updateManifestUID(ctx context.Context, b *engine.Bucket, e
 // manifest re-evaluates the collection's documents in the partitions it
 // leads, as replicated writes (engine/replttl.go). It answers once this
 // node applied the settings and finished its own pass, with how many
-// documents this node re-wrote.
+// documents this node re-wrote. A temporary failure in that pass (a
+// group without a leader for a moment) is no failure of the change: the
+// settings are the cluster's, and the partitions the pass could not
+// finish are caught up in the background by whichever node leads them
+// next; the count is then what the pass re-wrote before it stopped.
 func (c *clusterDefs) UpdateCollection(ctx context.Context, b *engine.Bucket, scope, name string, fn func(*engine.CollectionSettings) error) (engine.CollectionInfo, int, error) {
 	var ci engine.CollectionInfo
 	uid, err := c.updateManifestUID(ctx, b, func(m *engine.Manifest) error {
@@ -464,5 +468,8 @@ func (c *clusterDefs) UpdateCollection(ctx context.Context, b *engine.Bucket, sc
 		return engine.CollectionInfo{}, 0, err
 	}
 	n, err := b.WaitReevaluation(ctx, ci.ID, uid)
+	if errors.Is(err, engine.ErrTempFail) {
+		err = nil
+	}
 	return ci, n, err
 }

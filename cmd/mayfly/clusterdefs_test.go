@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -331,7 +332,9 @@ func docMetaOn(n *procNode, key string) (exp, ts int64, cas, seq uint64, err err
 // the collection's documents gets the expiration the setting derives,
 // with the same CAS and sequence number everywhere (each partition's
 // leader re-evaluated it, as replicated writes); removing it on another
-// node lifts those expirations everywhere.
+// node lifts those expirations everywhere. Set again while a node is
+// frozen, the partitions that node led, leaderless when the others applied
+// the change, are re-evaluated by their next leaders without a re-run.
 func TestClusterCollectionTTLSettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
@@ -339,7 +342,7 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	nodes := startDefsCluster(t)
 	n1, n2 := nodes[0], nodes[1]
 	ttls := map[string]int64{}
-	for i := range 6 { // keys in partitions led by different nodes, likely
+	for i := range 12 { // keys in partitions led by different nodes, likely
 		key := fmt.Sprintf("d%d", i)
 		writeAnywhere(t, nodes, http.MethodPut, key, `{"v":1}`)
 		ttls[key] = 3600
@@ -370,7 +373,7 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	}
 	settingsEverywhere(`"defaultTTL":3600`)
 	sameScopes(t, nodes, []string{"_default._default"}, nil)
-	expirations := func(rule func(key string, ts int64) int64) {
+	expirationsOn := func(nodes []*procNode, rule func(key string, ts int64) int64) {
 		t.Helper()
 		for key := range ttls {
 			eventuallyT(t, key+" has the derived expiration on every node", func() error {
@@ -393,6 +396,10 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 			})
 		}
 	}
+	expirations := func(rule func(key string, ts int64) int64) {
+		t.Helper()
+		expirationsOn(nodes, rule)
+	}
 	expirations(func(key string, ts int64) int64 { return ts + ttls[key] })
 
 	// Removed on n2: the TTL rule's expirations are lifted everywhere.
@@ -409,4 +416,32 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 		})
 	}
 	expirations(func(string, int64) int64 { return 0 })
+
+	// Set again while n3 is frozen (SIGSTOP: alive and silent, as a node
+	// cut off). n1 and n2 apply the change while the partitions n3 led
+	// have no leader they can reach; a few seconds later those partitions
+	// elect one of them, which catches the partition up.
+	n3 := nodes[2]
+	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			n3.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	if code, body, err := bucketReq(n1, http.MethodPost, path, url.Values{"defaultTTL": {"7200"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("setting defaultTTL on n1 with n3 frozen: %d %s %v", code, body, err)
+	}
+	for key := range ttls {
+		if key != "own" {
+			ttls[key] = 7200
+		}
+	}
+	expirationsOn(nodes[:2], func(key string, ts int64) int64 { return ts + ttls[key] })
+	thaw()
+	expirations(func(key string, ts int64) int64 { return ts + ttls[key] })
 }

@@ -205,16 +205,17 @@ func TestReplicatedReevaluationLosesToAWrite(t *testing.T) {
 	}
 }
 
-// A leader that did not lead when it applied the settings (leadership
-// moved, or it was down) leaves the documents' expirations as they were
-// until it catches up (not within this test: its catch-up is an hour
-// away); applying the same settings again (a new TTLRev) re-runs the pass
-// on every node and re-derives them, and a third run proposes nothing.
-func TestReplicatedReevaluationRerun(t *testing.T) {
+// leaderlessPass opens ttlReplicas whose catch-ups look every catchUp,
+// writes k, and sets defaultTTL 100 while no node can propose (every
+// first pass re-writes nothing), then lets the leader propose again. It
+// returns the replicas, the replicator, the manifest, the collections and
+// k's write.
+func leaderlessPass(t *testing.T, catchUp time.Duration) ([]*engine.Bucket, *logReplicator, engine.Manifest, []*engine.Collection, *engine.Document) {
+	t.Helper()
 	ctx := context.Background()
 	bs, r, clks, m, cols := ttlReplicas(t)
 	for _, b := range bs {
-		engine.SetTTLCatchUp(b, time.Hour)
+		engine.SetTTLCatchUp(b, catchUp)
 	}
 	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
 	if err != nil {
@@ -233,6 +234,16 @@ func TestReplicatedReevaluationRerun(t *testing.T) {
 	r.mu.Lock()
 	r.refuse = false
 	r.mu.Unlock()
+	return bs, r, m, cols, w
+}
+
+// A leader that did not lead when it applied the settings (leadership
+// moved, or it was down) leaves the documents' expirations as they were
+// until it catches up (not within this test: its catch-up is an hour
+// away); applying the same settings again (a new TTLRev) re-runs the pass
+// on every node and re-derives them, and a third run proposes nothing.
+func TestReplicatedReevaluationRerun(t *testing.T) {
+	bs, r, m, cols, w := leaderlessPass(t, time.Hour)
 	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 1 {
 		t.Fatalf("the re-run re-wrote %d documents, want 1", ns[0])
 	}
@@ -281,27 +292,7 @@ func TestReplicatedUpdateCollection(t *testing.T) {
 // A pass that stopped on a temporary failure is caught up the same way.
 func TestReplicatedReevaluationCatchesUp(t *testing.T) {
 	ctx := context.Background()
-	bs, r, clks, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		engine.SetTTLCatchUp(b, 10*time.Millisecond)
-	}
-	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	advanceAll(clks, 10)
-	r.mu.Lock()
-	r.refuse = true
-	r.mu.Unlock()
-	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 0 {
-		t.Fatalf("a node leading nothing re-wrote %d documents", ns[0])
-	}
-	if d := sameInCollection(t, cols, "k"); d.Expiration != 0 {
-		t.Fatalf("k expires at %d with no leader to re-evaluate it", d.Expiration)
-	}
-	r.mu.Lock()
-	r.refuse = false
-	r.mu.Unlock()
+	bs, r, m, cols, w := leaderlessPass(t, 10*time.Millisecond)
 	waitExpiration(t, cols, "k", w.TS+100)
 	if got := engine.TTLCaughtUp(bs[0], cols[0].ID()); got != 1 {
 		t.Fatalf("the catch-up counts %d documents, want 1", got)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -421,18 +420,7 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	// cut off). n1 and n2 apply the change while the partitions n3 led
 	// have no leader they can reach; a few seconds later those partitions
 	// elect one of them, which catches the partition up.
-	n3 := nodes[2]
-	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			n3.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}
-	defer thaw()
+	thaw := freeze(t, nodes[2])
 	if code, body, err := bucketReq(n1, http.MethodPost, path, url.Values{"defaultTTL": {"7200"}}); err != nil || code != http.StatusOK {
 		t.Fatalf("setting defaultTTL on n1 with n3 frozen: %d %s %v", code, body, err)
 	}

@@ -260,6 +260,26 @@ func leadersFollowCurrentMap(nodes []*procNode, peers []string) error {
 	return leadersFollowMap(nodes, m)
 }
 
+// freeze stops n's process (SIGSTOP: alive and silent, as a node cut off
+// by a network partition) and returns thaw, which resumes it once (later
+// calls do nothing); the test's cleanup thaws it too, before the
+// fixture's kill, so that it can exit.
+func freeze(t *testing.T, n *procNode) (thaw func()) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw = func() {
+		if !thawed {
+			thawed = true
+			n.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
 // TestFailedOverWhileCutOffLeavesItsGroups runs four `mayfly serve
 // --peers` processes and freezes one (SIGSTOP, not an etcd member): alive,
 // its groups and connections kept, but silent, as a node cut off by a
@@ -288,17 +308,7 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 	}
 	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
 
-	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			victim.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(thaw) // before the fixture's kill, so that it can exit
+	thaw := freeze(t, victim)
 	live := nodes[:3]
 	for i := range 40 {
 		k := fmt.Sprintf("during%d", i)

@@ -432,6 +432,9 @@ func TestReplicatedReevaluationCatchUpIdleReadsNothing(t *testing.T) {
 	}
 	setDefaultTTL(t, &m, 100, bs...) // the first pass puts every item back
 	follower := bs[1]
+	if err := follower.Sync(ctx); err != nil { // the pass's versions on disk, so they may leave
+		t.Fatal(err)
+	}
 	if n := engine.EvictItems(follower); n == 0 {
 		t.Fatal("no item left the follower's memory")
 	}

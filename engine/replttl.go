@@ -305,14 +305,14 @@ func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid Col
 		failed.Store(true)
 	}
 	slots := make(chan struct{}, replExpiryInFlight)
-	// gone says, for each partition gone through, whether any of its keys
-	// was left (leadership moved, or a proposal failed); finished lists
-	// the partitions whose every key was handed out.
-	type through struct {
+	// handedOut lists the partitions whose every key was handed out, each
+	// with its flag of a key left (leadership moved, or a proposal
+	// failed): once the proposals are in, those without one are done.
+	type handedOut struct {
 		part int
-		gone *atomic.Bool
+		lost *atomic.Bool
 	}
-	var finished []through
+	var finished []handedOut
 parts:
 	for _, p := range b.parts {
 		if done != nil && done[p.id] {
@@ -362,14 +362,12 @@ parts:
 				}
 			})
 		}
-		if !lost.Load() && !failed.Load() {
-			finished = append(finished, through{int(p.id), lost})
-		}
+		finished = append(finished, handedOut{int(p.id), lost})
 	}
 	wg.Wait()
 	if done != nil {
 		for _, f := range finished {
-			if !f.gone.Load() {
+			if !f.lost.Load() {
 				done[f.part] = true
 			}
 		}

@@ -48,3 +48,16 @@ func Find(wait time.Duration, opts ...goleak.Option) error {
 	}
 	return err
 }
+
+// EtcdStoppingMember ignores the one goroutine etcd v3.7.3 can leave
+// behind when a member stops while a peer asks for its /version: the
+// backend's read transaction is already reset, the first such request
+// panics in bbolt with the transaction's lock held (net/http recovers it),
+// and the next blocks on that lock for good. It is etcd-io/etcd#22189,
+// fixed on etcd's main branch by commit 455bf3f8a ("etcdserver: don't read
+// storage version from a closed backend") and in no release up to v3.7.3.
+// The goroutine belongs to a member that is already stopped and holds
+// nothing of ours. Drop this option once go.mod names an etcd with the fix.
+func EtcdStoppingMember() goleak.Option {
+	return goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/etcdserver/api/etcdhttp.newPeerHandler.versionHandler.func1")
+}

@@ -21,6 +21,11 @@ type collectionInfo struct {
 	// re-evaluates the collection's documents even when the settings are
 	// the ones it had (a re-run after a pass cut short).
 	TTLRev uint64 `json:"ttlRev,omitempty"`
+	// TTLAt is when (the bucket clock's Unix seconds) the node that made
+	// the last such change made it; 0 in a manifest from before it was
+	// kept. A catch-up of the re-evaluation counts a sliding rule from it
+	// (replttl.go), the same time on every node.
+	TTLAt int64 `json:"ttlAt,omitempty"`
 }
 
 // settings returns the collection's TTL settings.

@@ -54,3 +54,24 @@ func TTLCaughtUp(b *Bucket, cid CollectionID) int64 {
 	}
 	return 0
 }
+
+// SlideAsRead proposes the sliding extension a read of c's key that saw
+// version d live would (on the partition's leader, in the background): a
+// read that raced a newer version of the key.
+func SlideAsRead(c *Collection, key string, d *Document) {
+	if r := c.b.replicator(); r != nil {
+		c.slideReplicated(r, docKey{cid: c.id, key: key}, d)
+	}
+}
+
+// TTLPassExited returns a channel closed once b's latest re-evaluation of
+// collection cid has returned, its catch-up included (nil when there is
+// none).
+func TTLPassExited(b *Bucket, cid CollectionID) <-chan struct{} {
+	b.repl.ttl.mu.Lock()
+	defer b.repl.ttl.mu.Unlock()
+	if p := b.repl.ttl.passes[cid]; p != nil {
+		return p.exited
+	}
+	return nil
+}

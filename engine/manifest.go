@@ -172,8 +172,8 @@ func (b *Bucket) ApplyManifest(ctx context.Context, m Manifest) error {
 	if err := b.storeCatalog(ce); err != nil {
 		return err
 	}
-	for _, cid := range changed {
-		b.repl.ttl.start(b, cid, m.UID)
+	for _, ci := range changed {
+		b.repl.ttl.start(b, ci.ID, m.UID, ci.TTLAt)
 	}
 	for cid := range gone {
 		b.repl.ttl.forget(cid)

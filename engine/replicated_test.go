@@ -21,6 +21,9 @@ type logReplicator struct {
 	leader   int
 	refuse   bool  // this node does not lead: every write is refused
 	fail     error // if set, every proposal fails with it (after Writable passes)
+	// failPart, if set, makes the proposals to its partitions fail with
+	// their error, as fail does every proposal.
+	failPart map[int]error
 	// beforeApply, if set, runs once, before the next entry is given its
 	// index: a write racing the proposed one.
 	beforeApply func()
@@ -57,6 +60,9 @@ func (l *logReplicator) Replicate(_ context.Context, part int, entry []byte) (en
 	}
 	if l.fail != nil {
 		return engine.ReplicatedResult{}, l.fail
+	}
+	if err := l.failPart[part]; err != nil {
+		return engine.ReplicatedResult{}, err
 	}
 	if l.next == nil {
 		l.next, l.log = map[int]uint64{}, map[int][]logEntry{}

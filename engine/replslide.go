@@ -25,31 +25,68 @@ import (
 func (c *Collection) slideReplicated(r Replicator, k docKey, d *Document) {
 	b := c.b
 	b.onLeader(r, k, func(ctx context.Context, part int) {
-		entry := b.decideSlide(k, d)
-		if entry == nil {
+		touched := false
+		for range maxReplConflicts {
+			entry := b.decideSlide(k, d, touched)
+			if entry == nil {
+				// A re-evaluation's touch of the version read may have
+				// come in between: the read's extension is decided on it.
+				if nd := b.touchedSince(k, d); nd != nil {
+					d, touched = nd, true
+					continue
+				}
+				return
+			}
+			res, err := r.Replicate(ctx, part, entry)
+			switch {
+			case err != nil:
+				b.eng.log.Debug("sliding expiry not replicated; the next read slides it", "bucket", b.name, "err", err)
+			case res.Err == nil && res.Doc != nil:
+				b.stats.slidingExtends.Add(1)
+			case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
+				// The key changed before the extension applied. A write
+				// stands (and applied the rule itself, if it was one); a
+				// re-evaluation's touch of the same write counted its
+				// rule from its own time, which may be before this read,
+				// so the read's extension is decided again on it.
+				if nd := b.touchedSince(k, d); nd != nil {
+					d, touched = nd, true
+					continue
+				}
+			default:
+				b.eng.log.Debug("sliding expiry refused", "bucket", b.name, "err", res.Err)
+			}
 			return
 		}
-		res, err := r.Replicate(ctx, part, entry)
-		switch {
-		case err != nil:
-			b.eng.log.Debug("sliding expiry not replicated; the next read slides it", "bucket", b.name, "err", err)
-		case res.Err == nil && res.Doc != nil:
-			b.stats.slidingExtends.Add(1)
-		case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
-			// The key changed before the extension applied: that write
-			// stands (and applied the rule itself, if it was one).
-		default:
-			b.eng.log.Debug("sliding expiry refused", "bucket", b.name, "err", res.Err)
-		}
 	})
+}
+
+// touchedSince returns k's live version if it is a TTL re-evaluation's
+// touch of the version d (a newer version of the same write, meta.ts
+// kept, under a new CAS, with an expiration the settings derive; a
+// sliding extension keeps the CAS, a client's touch pins the
+// expiration), nil otherwise.
+func (b *Bucket) touchedSince(k docKey, d *Document) *Document {
+	p := b.parts[partitionOf(k.key, len(b.parts))]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := p.latestLocked(k)
+	if cur == nil || cur.Deleted || cur.Seq == d.Seq || cur.TS != d.TS || cur.CAS == d.CAS || cur.ExpiryPinned {
+		return nil
+	}
+	return &Document{Key: cur.Key, Seq: cur.Seq, TS: cur.TS, CAS: cur.CAS}
 }
 
 // decideSlide returns the entry that extends k, read live as version d, by
 // its collection's sliding rule now, or nil if there is nothing to extend:
 // the key changed since the read (or has a newer version on its way to
 // disk), its expiration is pinned, it expired, or the rule gives the
-// expiration it has.
-func (b *Bucket) decideSlide(k docKey, d *Document) []byte {
+// expiration it has. With touched, d is a re-evaluation's touch of the
+// version the read saw (touchedSince), still on its way to disk perhaps:
+// it counted the rule from its own time, not the read's. (A touch that
+// expired the document is left: it had been idle longer than its rule
+// since the change, as far as a late re-evaluation can tell.)
+func (b *Bucket) decideSlide(k docKey, d *Document, touched bool) []byte {
 	p := b.parts[partitionOf(k.key, len(b.parts))]
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -57,7 +94,9 @@ func (b *Bucket) decideSlide(k docKey, d *Document) []byte {
 		return nil
 	}
 	cur := p.latestLocked(k)
-	if cur == nil || cur.Deleted || cur.Seq != d.Seq || cur.ExpiryPinned || p.mu.pending[k] != nil || b.writable(k.cid) != nil {
+	// A version on its way to disk applied the rule itself, but for a
+	// touch (the version d is then): it counted from its own time.
+	if cur == nil || cur.Deleted || cur.Seq != d.Seq || cur.ExpiryPinned || (p.mu.pending[k] != nil && !touched) || b.writable(k.cid) != nil {
 		return nil
 	}
 	cs, maxTTL := b.ttlFor(k.cid)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,16 +33,28 @@ import (
 // pass is the collection's latest, the node looks every ttlCatchUp for
 // partitions it leads now and has not finished, and re-evaluates those.
 // Every partition therefore gets a full pass from a leader once it has
-// one, whichever node that is. A catch-up re-writes only what an on-time
-// pass would have: it leaves every document written since the node
-// applied the settings (a sequence number above the partition's then:
-// a write, a sliding read or another node's re-evaluation, each already
-// under the new settings), and it derives a sliding rule's expiration
-// from the time the pass began, not from now (a catch-up an hour later
-// does not give every idle document of the partition another idleTTL).
-// A partition another node already did thus costs its new leader a scan
-// and proposes nothing; a leader that dies mid-pass is caught up the same
-// way. What a restart leaves: a restarted node applies the manifest it
+// one, whichever node that is.
+//
+// A catch-up judges each document by itself, not by when this node
+// applied the settings: nodes apply a manifest at their own pace, and a
+// leader that had not yet applied it may have written a document under
+// the old settings after this node did. Without a sliding rule the
+// settings derive one expiration from a document (its last write's time,
+// its "ttl" field), so a catch-up re-writes exactly the documents whose
+// expiration is another, whoever wrote them when. A sliding rule counts
+// from a time too, and a catch-up cannot know when a document was last
+// read: it leaves every expiration the new settings could have given
+// the document since the change (from the rule counted from the change's
+// time, or from its last write if later, up to the rule counted from
+// now: an on-time pass's, a later write's or a later read's), and
+// re-writes any other with the rule counted from that time (a catch-up an
+// hour later gives no idle document another idleTTL). The change's time
+// is the one the manifest carries (Manifest.UpdateCollection's at), the
+// same on every node, so a document another node's on-time pass already
+// did is left as it is (clocks apart by more than the pass's own time
+// aside). A partition another node already did thus costs its new leader
+// a scan and proposes nothing; a leader that dies mid-pass is caught up
+// the same way. What a restart leaves: a restarted node applies the manifest it
 // holds without a pass, so a partition no node finished whose next
 // leader restarted since the change keeps the expirations not yet
 // re-written until each document's next write (or a sliding read), which
@@ -78,29 +91,26 @@ type ttlPass struct {
 	caughtUp atomic.Int64
 }
 
-// ttlBase is what a catch-up re-evaluates against: the time the pass
-// began, from which a sliding rule counts, and each partition's highest
-// sequence number then (documents above it were written since, under the
-// new settings, and are left).
+// ttlBase is what a catch-up re-evaluates against: the time of the
+// settings change, from which a sliding rule counts at the earliest.
 type ttlBase struct {
-	at  int64
-	seq []uint64
+	at int64
 }
 
-// ttlBaseNow takes b's ttlBase now.
-func ttlBaseNow(b *Bucket) *ttlBase {
-	base := &ttlBase{at: b.clock.Now(), seq: make([]uint64, len(b.parts))}
-	for i, p := range b.parts {
-		p.mu.RLock()
-		base.seq[i] = p.mu.seq
-		p.mu.RUnlock()
+// newTTLBase is the base of a change made at at (0: unknown, taken as
+// now), never later than now.
+func newTTLBase(b *Bucket, at int64) *ttlBase {
+	now := b.clock.Now()
+	if at <= 0 || at > now {
+		at = now
 	}
-	return base
+	return &ttlBase{at: at}
 }
 
 // start re-evaluates collection cid of b in the background, for manifest
-// uid, after cancelling (and waiting out) the collection's earlier pass.
-func (t *ttlPasses) start(b *Bucket, cid CollectionID, uid uint64) {
+// uid whose change of the settings was made at at (its TTLAt), after
+// cancelling (and waiting out) the collection's earlier pass.
+func (t *ttlPasses) start(b *Bucket, cid CollectionID, uid uint64, at int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -117,6 +127,7 @@ func (t *ttlPasses) start(b *Bucket, cid CollectionID, uid uint64) {
 	if every <= 0 {
 		every = ttlCatchUp
 	}
+	base := newTTLBase(b, at)
 	t.wg.Go(func() {
 		defer close(p.exited)
 		defer cancel()
@@ -131,7 +142,6 @@ func (t *ttlPasses) start(b *Bucket, cid CollectionID, uid uint64) {
 			p.warn(ctx, b, cid)
 			return
 		}
-		base := ttlBaseNow(b)
 		done := make([]bool, len(b.parts))
 		p.n, p.err = b.reevaluateReplicated(ctx, r, cid, done, nil)
 		close(p.done)
@@ -252,20 +262,20 @@ func (b *Bucket) WaitReevaluation(ctx context.Context, cid CollectionID, uid uin
 	}
 }
 
-// ttlChanged returns the IDs of the collections in both old and new whose
+// ttlChanged returns the collections (as in new) in both old and new whose
 // TTL settings (or TTLRev) differ.
-func ttlChanged(old, new map[string]map[string]collectionInfo) []CollectionID {
+func ttlChanged(old, new map[string]map[string]collectionInfo) []collectionInfo {
 	was := map[CollectionID]collectionInfo{}
 	for _, colls := range old {
 		for _, ci := range colls {
 			was[ci.ID] = ci
 		}
 	}
-	var out []CollectionID
+	var out []collectionInfo
 	for _, colls := range new {
 		for _, ci := range colls {
 			if w, ok := was[ci.ID]; ok && (w.settings() != ci.settings() || w.TTLRev != ci.TTLRev) {
-				out = append(out, ci.ID)
+				out = append(out, ci)
 			}
 		}
 	}
@@ -279,7 +289,9 @@ func ttlChanged(old, new map[string]map[string]collectionInfo) []CollectionID {
 // is no failure). With done non-nil (one flag a partition) it skips the
 // partitions marked done and marks those it finishes: every key decided
 // and none of its proposals failed or was refused. With base non-nil (a
-// catch-up) it decides as of base (decideReevaluation).
+// catch-up) it decides as of base (decideReevaluation), and a partition
+// whose key fails is left for the next look while the others go on (the
+// first pass stops at a failure: its caller answers with it).
 func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid CollectionID, done []bool, base *ttlBase) (int, error) {
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err
@@ -337,7 +349,7 @@ parts:
 			if lost.Load() {
 				break
 			}
-			if failed.Load() {
+			if failed.Load() && base == nil {
 				break parts
 			}
 			select {
@@ -404,8 +416,10 @@ func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, 
 // creation, a new CAS and revision), conditioned on the live version it
 // was derived from; nil when there is none to re-write: the key is not
 // live, its expiration is pinned, or it is already the derived one. With
-// base non-nil (a catch-up) a version newer than base's sequence number
-// for the partition is left, and a sliding rule counts from base's time.
+// base non-nil (a catch-up) an expiration the settings could have given
+// the document since base's time is left, and any other is derived with
+// a sliding rule counted from base's time or the document's last write,
+// the later (see the comment at the top).
 func (b *Bucket) decideReevaluation(p *partition, k docKey, base *ttlBase) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -420,20 +434,21 @@ func (b *Bucket) decideReevaluation(p *partition, k docKey, base *ttlBase) ([]by
 	if cur == nil || cur.Deleted || cur.ExpiredAt(now) || cur.ExpiryPinned {
 		return nil, nil
 	}
-	at := now
-	if base != nil {
-		if cur.Seq > base.seq[p.id] {
-			return nil, nil // written since the settings applied: under them already
-		}
-		at = base.at
-	}
 	cs, maxTTL := b.ttlFor(k.cid)
 	// The document's "ttl" field counts, and the touch carries the value.
 	cur, err := b.withValueLocked(cur)
 	if err != nil {
 		return nil, err
 	}
-	exp := rederive(at, cur, cs, maxTTL)
+	exp := rederive(now, cur, cs, maxTTL)
+	if base != nil {
+		from := max(base.at, cur.TS)
+		low := rederive(from, cur, cs, maxTTL)
+		if expiresBetween(cur.Expiration, low, exp) {
+			return nil, nil // one the settings could have given it since the change
+		}
+		exp = low
+	}
 	if exp == cur.Expiration {
 		return nil, nil
 	}
@@ -441,4 +456,16 @@ func (b *Bucket) decideReevaluation(p *partition, k docKey, base *ttlBase) ([]by
 	w.doc = Document{Key: k.key, Collection: k.cid, Value: cur.Value, Type: cur.Type, Flags: cur.Flags,
 		Expiration: exp, TS: cur.TS, CreatedAt: cur.CreatedAt, CAS: b.nextCAS(now), RevSeq: cur.RevSeq + 1}
 	return w.encode(), nil
+}
+
+// expiresBetween reports whether expiration e (0: never) lies between lo
+// and hi, both included (0: never, the latest of all).
+func expiresBetween(e, lo, hi int64) bool {
+	never := func(x int64) uint64 {
+		if x == 0 {
+			return math.MaxUint64
+		}
+		return uint64(x)
+	}
+	return never(lo) <= never(e) && never(e) <= never(hi)
 }

@@ -52,7 +52,7 @@ func ttlReplicasOf(t *testing.T, s engine.BucketSettings) ([]*engine.Bucket, *lo
 func setDefaultTTL(t *testing.T, m *engine.Manifest, ttl int64, bs ...*engine.Bucket) []int {
 	t.Helper()
 	ctx := context.Background()
-	ci, err := m.UpdateCollection("s", "c", func(cs *engine.CollectionSettings) error {
+	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
 		cs.DefaultTTL = ttl
 		return nil
 	})
@@ -302,7 +302,7 @@ func TestReplicatedReevaluationCatchesUp(t *testing.T) {
 	r.mu.Lock()
 	r.fail = fmt.Errorf("%w: no quorum for a moment", engine.ErrTempFail)
 	r.mu.Unlock()
-	ci, err := m.UpdateCollection("s", "c", func(cs *engine.CollectionSettings) error {
+	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
 		cs.DefaultTTL = 200
 		return nil
 	})
@@ -375,14 +375,16 @@ func TestReplicatedReevaluationCatchUpAsOfItsStart(t *testing.T) {
 		// Long enough that the write below comes first.
 		engine.SetTTLCatchUp(b, 2*time.Second)
 	}
-	if _, err := cols[0].Upsert(ctx, "idle", []byte(`{"v":1}`), nil); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"idle", "read"} {
+		if _, err := cols[0].Upsert(ctx, k, []byte(`{"v":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	advanceAll(clks, 10)
 	r.mu.Lock()
 	r.refuse = true
 	r.mu.Unlock()
-	ci, err := m.UpdateCollection("s", "c", func(cs *engine.CollectionSettings) error {
+	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
 		cs.IdleTTL = 1000
 		return nil
 	})
@@ -409,9 +411,26 @@ func TestReplicatedReevaluationCatchUpAsOfItsStart(t *testing.T) {
 	if want := clks[0].Now() + 1000; fresh.Expiration != want {
 		t.Fatalf("a write under idleTTL 1000 expires at %d, want %d", fresh.Expiration, want)
 	}
+	// A read on the leader slides "read" from now, under the new rule
+	// (once its version is on disk: one on its way there has the rule
+	// applied by its own write).
+	if err := bs[0].Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cols[0].Get(ctx, "read"); err != nil {
+		t.Fatal(err)
+	}
+	waitExpiration(t, cols, "read", clks[0].Now()+1000)
+	slid, err := peekSame(cols, "read")
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitExpiration(t, cols, "idle", applied+1000)
 	if d, err := peekSame(cols, "fresh"); err != nil || d.Seq != fresh.Seq || d.Expiration != fresh.Expiration {
 		t.Fatalf("the catch-up re-wrote a document written after the settings: %+v (%v), was %+v", d, err, fresh)
+	}
+	if d, err := peekSame(cols, "read"); err != nil || d.Seq != slid.Seq || d.Expiration != slid.Expiration {
+		t.Fatalf("the catch-up re-wrote a document read after the settings: %+v (%v), was %+v", d, err, slid)
 	}
 }
 
@@ -443,4 +462,13 @@ func TestReplicatedReevaluationCatchUpIdleReadsNothing(t *testing.T) {
 	if read := engine.StoreKeysRead(follower) - before; read != 0 {
 		t.Fatalf("the follower's idle catch-up read %d keys from disk", read)
 	}
+}
+
+// nowOf is the time on the first of bs's clocks (0 when there is none): a
+// manifest change's time, as the node making it stamps it.
+func nowOf(bs []*engine.Bucket) int64 {
+	if len(bs) == 0 {
+		return 0
+	}
+	return bs[0].Clock().Now()
 }

@@ -253,8 +253,11 @@ func (ci collectionInfo) edit(fn func(*CollectionSettings) error) (collectionInf
 // Bucket.UpdateCollection checks them (fn edits a copy; MaxTTL cannot
 // change), and counts one more of the collection's TTLRev and one more UID
 // even when the settings stay: every bucket that applies the manifest
-// (ApplyManifest) re-evaluates the collection's documents again.
-func (m *Manifest) UpdateCollection(scope, name string, fn func(*CollectionSettings) error) (CollectionInfo, error) {
+// (ApplyManifest) re-evaluates the collection's documents again. at is the
+// time of the change by the bucket's clock (Bucket.Clock), which every
+// node's re-evaluation counts a sliding rule from (0: each node's own
+// time of applying the manifest).
+func (m *Manifest) UpdateCollection(scope, name string, at int64, fn func(*CollectionSettings) error) (CollectionInfo, error) {
 	colls, ok := m.Scopes[scope]
 	if !ok {
 		return CollectionInfo{}, fmt.Errorf("%w: %s", ErrScopeNotFound, scope)
@@ -268,6 +271,7 @@ func (m *Manifest) UpdateCollection(scope, name string, fn func(*CollectionSetti
 		return CollectionInfo{}, err
 	}
 	ci.TTLRev++
+	ci.TTLAt = at
 	colls[name] = ci
 	m.UID++
 	return ci.info(name), nil

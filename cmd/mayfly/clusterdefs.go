@@ -461,7 +461,7 @@ func (c *clusterDefs) UpdateCollection(ctx context.Context, b *engine.Bucket, sc
 	var ci engine.CollectionInfo
 	uid, err := c.updateManifestUID(ctx, b, func(m *engine.Manifest) error {
 		var err error
-		ci, err = m.UpdateCollection(scope, name, fn)
+		ci, err = m.UpdateCollection(scope, name, b.Clock().Now(), fn)
 		return err
 	})
 	if err != nil {

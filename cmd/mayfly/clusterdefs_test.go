@@ -338,6 +338,7 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
+	t.Parallel()
 	nodes := startDefsCluster(t)
 	n1, n2 := nodes[0], nodes[1]
 	ttls := map[string]int64{}

@@ -455,6 +455,7 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
 	}
+	t.Parallel()
 	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
 	for _, n := range nodes {
 		n.start(t)

@@ -18,10 +18,7 @@ import (
 // is above the partition's at the new leader's pass start.
 func TestReplicatedReevaluationCatchUpOldSettingsWriteAfterBase(t *testing.T) {
 	ctx := context.Background()
-	bs, r, clks, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		engine.SetTTLCatchUp(b, 10*time.Millisecond)
-	}
+	bs, r, clks, m, cols := ttlReplicasCatchingUp(t, 10*time.Millisecond)
 	advanceAll(clks, 10)
 	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
 		cs.DefaultTTL = 100
@@ -31,12 +28,7 @@ func TestReplicatedReevaluationCatchUpOldSettingsWriteAfterBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Replica 1 applies the new settings first.
-	if err := bs[1].ApplyManifest(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bs[1].WaitReevaluation(ctx, ci.ID, m.UID); err != nil {
-		t.Fatal(err)
-	}
+	applyTTL(t, m, ci.ID, bs[1])
 	// The leader, not yet under them, writes k with no expiration.
 	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
 	if err != nil {
@@ -49,23 +41,10 @@ func TestReplicatedReevaluationCatchUpOldSettingsWriteAfterBase(t *testing.T) {
 	// proposes nothing.
 	r.mu.Lock()
 	r.refuse = true
-	next, log := maps.Clone(r.next), maps.Clone(r.log)
 	r.mu.Unlock()
-	for _, b := range []*engine.Bucket{bs[0], bs[2]} {
-		if err := b.ApplyManifest(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.WaitReevaluation(ctx, ci.ID, m.UID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyTTL(t, m, ci.ID, bs[0], bs[2])
 	// Replica 1 leads every partition now; its catch-up does them all.
-	bs[1].SetReplicator(&logReplicator{replicas: bs, leader: 1, next: next, log: log})
-	select {
-	case <-engine.TTLPassExited(bs[1], ci.ID):
-	case <-time.After(time.Minute): // a test's patience
-		t.Fatal("replica 1's catch-up never finished")
-	}
+	catchUpAsLeader(t, r, bs, 1, ci.ID)
 	d, err := peekSame(cols, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -82,10 +61,7 @@ func TestReplicatedReevaluationCatchUpOldSettingsWriteAfterBase(t *testing.T) {
 // nothing"): k is idle and already has the expiration of an on-time pass.
 func TestReplicatedReevaluationCatchUpRedoesAnotherNodesSlidingPass(t *testing.T) {
 	ctx := context.Background()
-	bs, r, clks, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		engine.SetTTLCatchUp(b, 10*time.Millisecond)
-	}
+	bs, r, clks, m, cols := ttlReplicasCatchingUp(t, 10*time.Millisecond)
 	if _, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -97,35 +73,16 @@ func TestReplicatedReevaluationCatchUpRedoesAnotherNodesSlidingPass(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bs[0].ApplyManifest(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := bs[0].WaitReevaluation(ctx, ci.ID, m.UID); n != 1 || err != nil {
-		t.Fatalf("the leader's pass: %d, %v", n, err)
+	if ns := applyTTL(t, m, ci.ID, bs[0]); ns[0] != 1 {
+		t.Fatalf("the leader's pass re-wrote %d documents, want 1", ns[0])
 	}
 	done, err := peekSame(cols, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
 	advanceAll(clks, 30)
-	for _, b := range bs[1:] {
-		if err := b.ApplyManifest(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.WaitReevaluation(ctx, ci.ID, m.UID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.mu.Lock()
-	r.refuse = true
-	next, log := maps.Clone(r.next), maps.Clone(r.log)
-	r.mu.Unlock()
-	bs[1].SetReplicator(&logReplicator{replicas: bs, leader: 1, next: next, log: log})
-	select {
-	case <-engine.TTLPassExited(bs[1], ci.ID):
-	case <-time.After(time.Minute): // a test's patience
-		t.Fatal("replica 1's catch-up never finished")
-	}
+	applyTTL(t, m, ci.ID, bs[1:]...)
+	catchUpAsLeader(t, r, bs, 1, ci.ID)
 	d, err := peekSame(cols, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +98,7 @@ func TestReplicatedReevaluationCatchUpRedoesAnotherNodesSlidingPass(t *testing.T
 // read's slide is decided again on the touch, from the read.
 func TestReplicatedSlideAfterACatchUpTouch(t *testing.T) {
 	ctx := context.Background()
-	bs, r, clks, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		engine.SetTTLCatchUp(b, 10*time.Millisecond)
-	}
+	bs, r, clks, m, cols := ttlReplicasCatchingUp(t, 10*time.Millisecond)
 	if _, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -153,27 +107,8 @@ func TestReplicatedSlideAfterACatchUpTouch(t *testing.T) {
 		t.Fatal(err)
 	}
 	advanceAll(clks, 10)
-	// No partition has a leader while the nodes apply idleTTL 1000: the
-	// first passes propose nothing.
-	r.mu.Lock()
-	r.refuse = true
-	r.mu.Unlock()
-	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
-		cs.IdleTTL = 1000
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	changed := clks[0].Now()
-	for _, b := range bs {
-		if err := b.ApplyManifest(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := b.WaitReevaluation(ctx, ci.ID, m.UID); n != 0 || err != nil {
-			t.Fatalf("a first pass with no leader: %d, %v", n, err)
-		}
-	}
+	setTTLLeaderless(t, r, &m, func(cs *engine.CollectionSettings) { cs.IdleTTL = 1000 }, bs...)
 	// Ten minutes later the partitions have a leader again; its catch-up
 	// touches k with the expiration an on-time pass would have given it.
 	advanceAll(clks, 600)
@@ -191,10 +126,7 @@ func TestReplicatedSlideAfterACatchUpTouch(t *testing.T) {
 // failing one once its proposals go through again.
 func TestReplicatedCatchUpGoesPastAFailingPartition(t *testing.T) {
 	ctx := context.Background()
-	bs, r, _, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		engine.SetTTLCatchUp(b, 10*time.Millisecond)
-	}
+	bs, r, _, m, cols := ttlReplicasCatchingUp(t, 10*time.Millisecond)
 	// Forty keys in partition 0, the first a pass goes through (more than
 	// it proposes at once), and a hundred in others.
 	var keys []string
@@ -218,24 +150,7 @@ func TestReplicatedCatchUpGoesPastAFailingPartition(t *testing.T) {
 			t.Fatalf("%s written with expiration %d", k, w.Expiration)
 		}
 	}
-	r.mu.Lock()
-	r.refuse = true // no leader while the nodes apply the settings
-	r.mu.Unlock()
-	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
-		cs.DefaultTTL = 100
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bs {
-		if err := b.ApplyManifest(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.WaitReevaluation(ctx, ci.ID, m.UID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setTTLLeaderless(t, r, &m, func(cs *engine.CollectionSettings) { cs.DefaultTTL = 100 }, bs...)
 	r.mu.Lock()
 	r.refuse = false
 	r.failPart = map[int]error{first: fmt.Errorf("%w: this group's leader is busy", engine.ErrTempFail)}
@@ -266,5 +181,23 @@ func TestReplicatedCatchUpGoesPastAFailingPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitExpiration(t, cols, k, d.TS+100)
+	}
+}
+
+// catchUpAsLeader moves the leadership of every partition from r's node to
+// replica i (r refuses from now on, as a node that lost them; replica i
+// proposes on the same logs) and waits until i's catch-up of collection
+// cid has finished: i leads them all, so it stops once it has done them.
+func catchUpAsLeader(t *testing.T, r *logReplicator, bs []*engine.Bucket, i int, cid engine.CollectionID) {
+	t.Helper()
+	r.mu.Lock()
+	r.refuse = true
+	next, log := maps.Clone(r.next), maps.Clone(r.log)
+	r.mu.Unlock()
+	bs[i].SetReplicator(&logReplicator{replicas: bs, leader: i, next: next, log: log})
+	select {
+	case <-engine.TTLPassExited(bs[i], cid):
+	case <-time.After(time.Minute): // a test's patience
+		t.Fatalf("replica %d's catch-up never finished", i)
 	}
 }

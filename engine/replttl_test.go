@@ -51,26 +51,64 @@ func ttlReplicasOf(t *testing.T, s engine.BucketSettings) ([]*engine.Bucket, *lo
 // each one's re-evaluation, and returns how many each re-wrote.
 func setDefaultTTL(t *testing.T, m *engine.Manifest, ttl int64, bs ...*engine.Bucket) []int {
 	t.Helper()
-	ctx := context.Background()
+	return setTTL(t, m, func(cs *engine.CollectionSettings) { cs.DefaultTTL = ttl }, bs...)
+}
+
+// setTTLLeaderless is setTTL while no node can propose (r refuses every
+// write, and still does when it returns): every first pass must re-write
+// nothing, leaving the partitions to the catch-ups.
+func setTTLLeaderless(t *testing.T, r *logReplicator, m *engine.Manifest, edit func(*engine.CollectionSettings), bs ...*engine.Bucket) {
+	t.Helper()
+	r.mu.Lock()
+	r.refuse = true
+	r.mu.Unlock()
+	for i, n := range setTTL(t, m, edit, bs...) {
+		if n != 0 {
+			t.Fatalf("replica %d's first pass, with no leader, re-wrote %d documents", i, n)
+		}
+	}
+}
+
+// setTTL is setDefaultTTL for any change of s.c's settings (edit).
+func setTTL(t *testing.T, m *engine.Manifest, edit func(*engine.CollectionSettings), bs ...*engine.Bucket) []int {
+	t.Helper()
 	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
-		cs.DefaultTTL = ttl
+		edit(cs)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return applyTTL(t, *m, ci.ID, bs...)
+}
+
+// applyTTL applies m to the replicas in order, waiting for each one's
+// re-evaluation of collection cid, and returns how many each re-wrote.
+func applyTTL(t *testing.T, m engine.Manifest, cid engine.CollectionID, bs ...*engine.Bucket) []int {
+	t.Helper()
+	ctx := context.Background()
 	var ns []int
 	for _, b := range bs {
-		if err := b.ApplyManifest(ctx, *m); err != nil {
+		if err := b.ApplyManifest(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		n, err := b.WaitReevaluation(ctx, ci.ID, m.UID)
+		n, err := b.WaitReevaluation(ctx, cid, m.UID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ns = append(ns, n)
 	}
 	return ns
+}
+
+// ttlReplicasCatchingUp is ttlReplicas whose catch-ups look every every.
+func ttlReplicasCatchingUp(t *testing.T, every time.Duration) ([]*engine.Bucket, *logReplicator, []*engine.FakeClock, engine.Manifest, []*engine.Collection) {
+	t.Helper()
+	bs, r, clks, m, cols := ttlReplicas(t)
+	for _, b := range bs {
+		engine.SetTTLCatchUp(b, every)
+	}
+	return bs, r, clks, m, cols
 }
 
 // logLen is how many entries partition part's log holds.
@@ -213,21 +251,13 @@ func TestReplicatedReevaluationLosesToAWrite(t *testing.T) {
 func leaderlessPass(t *testing.T, catchUp time.Duration) ([]*engine.Bucket, *logReplicator, engine.Manifest, []*engine.Collection, *engine.Document) {
 	t.Helper()
 	ctx := context.Background()
-	bs, r, clks, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		engine.SetTTLCatchUp(b, catchUp)
-	}
+	bs, r, clks, m, cols := ttlReplicasCatchingUp(t, catchUp)
 	w, err := cols[0].Upsert(ctx, "k", []byte(`{"v":1}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	advanceAll(clks, 10)
-	r.mu.Lock()
-	r.refuse = true
-	r.mu.Unlock()
-	if ns := setDefaultTTL(t, &m, 100, bs...); ns[0] != 0 {
-		t.Fatalf("a node leading nothing re-wrote %d documents", ns[0])
-	}
+	setTTLLeaderless(t, r, &m, func(cs *engine.CollectionSettings) { cs.DefaultTTL = 100 }, bs...)
 	if d := sameInCollection(t, cols, "k"); d.Expiration != 0 {
 		t.Fatalf("k expires at %d with no leader to re-evaluate it", d.Expiration)
 	}
@@ -370,36 +400,16 @@ func peekSame(cols []*engine.Collection, key string) (*engine.Document, error) {
 // new settings, is left as written.
 func TestReplicatedReevaluationCatchUpAsOfItsStart(t *testing.T) {
 	ctx := context.Background()
-	bs, r, clks, m, cols := ttlReplicas(t)
-	for _, b := range bs {
-		// Long enough that the write below comes first.
-		engine.SetTTLCatchUp(b, 2*time.Second)
-	}
+	// Catch-ups long enough apart that the write and read below come first.
+	bs, r, clks, m, cols := ttlReplicasCatchingUp(t, 2*time.Second)
 	for _, k := range []string{"idle", "read"} {
 		if _, err := cols[0].Upsert(ctx, k, []byte(`{"v":1}`), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	advanceAll(clks, 10)
-	r.mu.Lock()
-	r.refuse = true
-	r.mu.Unlock()
-	ci, err := m.UpdateCollection("s", "c", nowOf(bs), func(cs *engine.CollectionSettings) error {
-		cs.IdleTTL = 1000
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	applied := clks[0].Now()
-	for _, b := range bs {
-		if err := b.ApplyManifest(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, err := bs[0].WaitReevaluation(ctx, ci.ID, m.UID); n != 0 || err != nil {
-		t.Fatalf("the first pass, every partition led by no one: %d re-written, %v", n, err)
-	}
+	setTTLLeaderless(t, r, &m, func(cs *engine.CollectionSettings) { cs.IdleTTL = 1000 }, bs...)
 	advanceAll(clks, 30)
 	r.mu.Lock()
 	r.refuse = false

@@ -27,36 +27,32 @@ func (c *Collection) slideReplicated(r Replicator, k docKey, d *Document) {
 	b.onLeader(r, k, func(ctx context.Context, part int) {
 		touched := false
 		for range maxReplConflicts {
-			entry := b.decideSlide(k, d, touched)
-			if entry == nil {
-				// A re-evaluation's touch of the version read may have
-				// come in between: the read's extension is decided on it.
-				if nd := b.touchedSince(k, d); nd != nil {
-					d, touched = nd, true
-					continue
+			if entry := b.decideSlide(k, d, touched); entry != nil {
+				res, err := r.Replicate(ctx, part, entry)
+				switch {
+				case err != nil:
+					b.eng.log.Debug("sliding expiry not replicated; the next read slides it", "bucket", b.name, "err", err)
+					return
+				case res.Err == nil && res.Doc != nil:
+					b.stats.slidingExtends.Add(1)
+					return
+				case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
+					// The key changed before the extension applied: below.
+				default:
+					b.eng.log.Debug("sliding expiry refused", "bucket", b.name, "err", res.Err)
+					return
 				}
+			}
+			// Nothing to extend, or the key changed before the extension
+			// applied. A write stands (and applied the rule itself, if it
+			// was one); a re-evaluation's touch of the version read
+			// counted its rule from its own time, which may be before this
+			// read, so the read's extension is decided again on it.
+			nd := b.touchedSince(k, d)
+			if nd == nil {
 				return
 			}
-			res, err := r.Replicate(ctx, part, entry)
-			switch {
-			case err != nil:
-				b.eng.log.Debug("sliding expiry not replicated; the next read slides it", "bucket", b.name, "err", err)
-			case res.Err == nil && res.Doc != nil:
-				b.stats.slidingExtends.Add(1)
-			case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
-				// The key changed before the extension applied. A write
-				// stands (and applied the rule itself, if it was one); a
-				// re-evaluation's touch of the same write counted its
-				// rule from its own time, which may be before this read,
-				// so the read's extension is decided again on it.
-				if nd := b.touchedSince(k, d); nd != nil {
-					d, touched = nd, true
-					continue
-				}
-			default:
-				b.eng.log.Debug("sliding expiry refused", "bucket", b.name, "err", res.Err)
-			}
-			return
+			d, touched = nd, true
 		}
 	})
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -461,11 +460,5 @@ func (b *Bucket) decideReevaluation(p *partition, k docKey, base *ttlBase) ([]by
 // expiresBetween reports whether expiration e (0: never) lies between lo
 // and hi, both included (0: never, the latest of all).
 func expiresBetween(e, lo, hi int64) bool {
-	never := func(x int64) uint64 {
-		if x == 0 {
-			return math.MaxUint64
-		}
-		return uint64(x)
-	}
-	return never(lo) <= never(e) && never(e) <= never(hi)
+	return earliest(lo, e) == lo && earliest(e, hi) == e
 }

@@ -31,7 +31,7 @@ func allDocsQuery(q url.Values) url.Values {
 			if !cloned {
 				out, cloned = maps.Clone(q), true // shallow: values are replaced, not changed
 			}
-			out[name] = []string{strconv.Quote(v)}
+			out[name] = []string{string(jsonstr.Append(nil, v))} // JSON's escapes: strconv.Quote's \x7f is no JSON
 		}
 	}
 	return out

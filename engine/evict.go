@@ -251,7 +251,13 @@ func (b *Bucket) readMiss(ctx context.Context, p *partition, k docKey, touch, re
 	d := p.mu.docs.get(k)
 	var err error
 	if d == nil {
-		d, err = b.fetchMissLocked(p, k, true)
+		if d, err = b.fetchMissLocked(p, k, true); d != nil {
+			// The item came back into memory: a pass of reads alone
+			// would otherwise take the bucket past its quota, as no
+			// write comes to evict (run once the reader has its
+			// version, which the pass may take out again).
+			defer b.maybeEvict(ctx)
+		}
 	}
 	p.mu.Unlock()
 	if err != nil || d == nil || !d.ejected {

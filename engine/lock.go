@@ -178,6 +178,7 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 		p.mu.locks[k] = l
 		p.mu.Unlock()
 		c.b.touch(p, k)
+		c.b.maybeEvict(ctx) // an item read back into memory (fetchMissLocked) counts against the quota
 		return withCAS(full, l.cas), nil
 	}
 }

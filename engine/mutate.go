@@ -103,6 +103,10 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 	}
 	if err != nil {
 		p.mu.Unlock()
+		// A refused write (an add of a key that exists, a wrong CAS) may
+		// have brought its item back into memory (fetchMissLocked): it
+		// evicts as a write that succeeds does.
+		b.maybeEvict(ctx)
 		return nil, err
 	}
 	if r := b.replicator(); r != nil {

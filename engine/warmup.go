@@ -79,9 +79,12 @@ type WarmupStats struct {
 	Running bool
 	// KeyCount and ValueCount count the keys and values loaded so far
 	// (ep_warmup_key_count, ep_warmup_value_count): the same number, as
-	// keys and values load together, except in a fullEviction bucket,
-	// whose warm-up counts keys out of memory (KeyCount) and loads only
-	// the items that reads and writes ask for meanwhile (ValueCount).
+	// keys and values load together, except in a valueOnly bucket whose
+	// documents pass its low-water mark, whose warm-up leaves the values
+	// past it on disk (ValueCount counts those it loaded), and in a
+	// fullEviction bucket, whose warm-up counts keys out of memory
+	// (KeyCount) and loads only the items that reads and writes ask for
+	// meanwhile (ValueCount).
 	KeyCount, ValueCount int64
 	// EstimatedKeyCount is the store's estimate of its documents
 	// (ep_warmup_estimated_key_count), -1 while unknown.
@@ -101,7 +104,7 @@ type WarmupStats struct {
 type warmup struct {
 	state     atomic.Value // string: one of the Warmup* states
 	keys      atomic.Int64
-	keysOnly  atomic.Int64 // of keys, those counted without their item (warmkeys.go)
+	keysOnly  atomic.Int64 // of keys, those counted without their value (warmkeys.go; a value left on disk, ejectAtWarmup)
 	estimated atomic.Int64
 	start     time.Time
 	took      atomic.Int64 // µs, once done
@@ -381,7 +384,8 @@ func (b *Bucket) loadDocLocked(p *partition, d *Document) bool {
 	if p.mu.docs.has(k) {
 		return false
 	}
-	if b.ejectAtWarmup(d) {
+	keyOnly := b.ejectAtWarmup(d)
+	if keyOnly {
 		d = d.withoutValue()
 	}
 	slot, old := p.mu.docs.put(k, d)
@@ -396,6 +400,9 @@ func (b *Bucket) loadDocLocked(p *partition, d *Document) bool {
 		}
 	}
 	b.warmup.keys.Add(1)
+	if keyOnly {
+		b.warmup.keysOnly.Add(1) // its value stays on disk: not a value loaded
+	}
 	return true
 }
 

@@ -31,7 +31,7 @@ func allDocsQuery(q url.Values) url.Values {
 			if !cloned {
 				out, cloned = maps.Clone(q), true // shallow: values are replaced, not changed
 			}
-			out[name] = []string{strconv.Quote(v)}
+			out[name] = []string{string(jsonstr.Append(nil, v))} // JSON's escapes: strconv.Quote's \x7f is no JSON
 		}
 	}
 	return out
@@ -71,6 +71,9 @@ func docID(param string, raw []byte) (string, error) {
 // out of a keys query, and Couchbase's views always do). update_seq=true
 // adds the _changes position the listing started from: a since that
 // follows the listing with every later change.
+//
+// Asked while the bucket warms up, a listing (keys too) waits for the
+// warm-up's end, so that total_rows counts every document.
 //
 // keys answers a row for each key, in the order given: a live document's
 // row, {"id","key","value":{"rev","deleted":true},"doc":null} for a deleted
@@ -132,6 +135,12 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 		if o.Descending && *o.Start < *o.End {
 			return &views.QueryError{Param: "start_key", Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=false"}
 		}
+	}
+	// total_rows counts every document, so it waits for the warm-up, as
+	// the listing does (engine.Collection.List): read before the wait, it
+	// is the count loaded so far.
+	if err := b.WaitWarm(r.Context()); err != nil {
+		return s.closedUnder(b, err)
 	}
 	if s.coverage != nil {
 		if q.Has(shareRev) {

@@ -65,7 +65,7 @@ var metricList = []metric{
 	{"mayfly_tmp_oom_errors_total", "Writes refused because the bucket was at its memory quota.", "ep_tmp_oom_errors", prometheus.CounterValue, nil},
 	{"mayfly_warmup_running", "1 while the bucket loads its documents after a restart (its warm-up), 0 once done.", "ep_warmup_running", prometheus.GaugeValue, nil},
 	{"mayfly_warmup_keys_loaded", "Documents the bucket's warm-up has loaded.", "ep_warmup_key_count", prometheus.GaugeValue, nil},
-	{"mayfly_warmup_values_loaded", "Values the bucket's warm-up has loaded (with their keys: the same count).", "ep_warmup_value_count", prometheus.GaugeValue, nil},
+	{"mayfly_warmup_values_loaded", "Values the bucket's warm-up has loaded: one with each key, except the values it leaves on disk (past a valueOnly bucket's low-water mark; a fullEviction bucket's, but for the items read meanwhile).", "ep_warmup_value_count", prometheus.GaugeValue, nil},
 	{"mayfly_warmup_estimated_keys", "Documents the bucket's store holds by its estimate at warm-up (-1: unknown).", "ep_warmup_estimated_key_count", prometheus.GaugeValue, nil},
 	{"mayfly_warmup_time_microseconds", "How long the bucket's warm-up took, or has taken so far.", "ep_warmup_time", prometheus.GaugeValue, nil},
 	{"mayfly_bloom_filter_enabled", "1 while the bucket keeps Bloom filters of the keys on disk (a couchbase bucket's warm-up; a fullEviction bucket always), 0 otherwise.", "ep_bfilter_enabled", prometheus.GaugeValue, nil},

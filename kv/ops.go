@@ -89,6 +89,8 @@ func statusOf(err error) (memd.StatusCode, string) {
 		st = memd.StatusNotLocked
 	case errors.Is(err, engine.ErrValueTooLarge):
 		st = memd.StatusTooBig
+	case errors.Is(err, engine.ErrTempOOM):
+		st = memd.StatusOutOfMemory // as Couchbase answers a write at the quota; the error map says temporary, retry later
 	case errors.Is(err, engine.ErrInvalidKey):
 		st = memd.StatusInvalidArgs
 	case errors.Is(err, engine.ErrCollectionNotFound):

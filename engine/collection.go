@@ -44,9 +44,12 @@ type WriteOptions struct {
 	// a touch builds on, the metadata of a key out of memory whole or not
 	// loaded by the warm-up yet, which the Bloom filter does not rule
 	// out) it returns ErrWouldBlock having changed nothing, and the same
-	// write, called where it may wait, does it. Waiting for the write's
-	// own commit at a durable level is not a read: Resident does not
-	// change it.
+	// write, called where it may wait, does it. So does a write at none
+	// or majority that would wait for its commit because the writes
+	// acknowledged from memory have reached their bound (MaxAckedBytes,
+	// a whole batch queued): that wait is as long as the disk's. Waiting
+	// for the write's own commit at a durable level is not a read:
+	// Resident does not change it.
 	Resident bool
 }
 

@@ -36,7 +36,10 @@ type WriteOptions struct {
 	Flags uint32
 	// Durability is the level the client asks for; the bucket's
 	// durabilityMinLevel raises it, never lowers it. DurabilityUnset takes
-	// the bucket's minimum.
+	// the bucket's minimum. A level that is none of the four names, or
+	// one that persists (majorityAndPersistActive, persistToMajority) on
+	// a bucket that keeps nothing on disk, fails the write with
+	// ErrInvalidDurability.
 	Durability Durability
 	// Resident asks for the write to be done from memory alone, for a
 	// caller that must not wait for the disk (an event loop serving many

@@ -36,6 +36,9 @@ func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, resi
 }
 
 func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	if err := b.checkDurability(req); err != nil {
+		return nil, err
+	}
 	if b.replicator() != nil {
 		return b.mutateReplicated(ctx, k, req, needValue, resident, fn) // replicated.go
 	}

@@ -50,7 +50,9 @@ type WriteOptions struct {
 	// write, called where it may wait, does it. So does a write at none
 	// or majority that would wait for its commit because the writes
 	// acknowledged from memory have reached their bound (MaxAckedBytes,
-	// a whole batch queued): that wait is as long as the disk's. Waiting
+	// a whole batch queued): that wait is as long as the disk's; and so
+	// does every write of a bucket whose writes are replicated
+	// (Bucket.Replicated), which waits for its log entry's commit. Waiting
 	// for the write's own commit at a durable level is not a read:
 	// Resident does not change it.
 	Resident bool

@@ -70,3 +70,73 @@ func TestLoopWriteAtNoneHeldByBackpressureDoesNotHoldTheLoop(t *testing.T) {
 	readWithin(t, a, "the 100 sets' answers once the commit is let go", want.String())
 	a.do("get k0 k99\r\n", "VALUE k0 0 1\r\n0\r\nVALUE k99 0 1\r\n9\r\nEND\r\n")
 }
+
+// gatedReplicator replicates a bucket's writes to that bucket alone,
+// holding each proposal while holding is set (a Raft round trip that does
+// not come back).
+type gatedReplicator struct {
+	b       *engine.Bucket
+	holding atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+	mu      sync.Mutex
+	next    map[int]uint64
+}
+
+func (r *gatedReplicator) Writable(context.Context, int) error { return nil }
+
+func (r *gatedReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
+	if r.holding.Load() {
+		select {
+		case r.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.gate:
+		case <-ctx.Done():
+			return engine.ReplicatedResult{}, ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next[part]++
+	return r.b.ApplyReplicated(part, r.next[part], entry)
+}
+
+// TestLoopReplicatedWriteDoesNotHoldTheLoop: on a bucket whose writes are
+// replicated (a cluster node's), a write waits for its log entry's commit
+// on a majority whatever its durability level, so at none too it must not
+// wait on the event loop: while the replication of one connection's set is
+// held, another connection of the same loop is answered, and the set's
+// answer comes once it is let go. Fails on the code before: the loop
+// itself waited for the replication.
+func TestLoopReplicatedWriteDoesNotHoldTheLoop(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityNone})
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	r := &gatedReplicator{b: b, entered: make(chan struct{}, 1), gate: make(chan struct{}), next: map[int]uint64{}}
+	release := sync.OnceFunc(func() { r.holding.Store(false); close(r.gate) })
+	t.Cleanup(release)
+	b.SetReplicator(r)
+	a, other := serveLoops(t, eng, b)
+	t.Cleanup(release) // before the server's close, which waits for the loop
+	r.holding.Store(true)
+	a.send("set k 0 0 1\r\nx\r\n")
+	select {
+	case <-r.entered:
+	case <-time.After(heldAnswerTimeout):
+		t.Fatal("the set was never proposed")
+	}
+	other.send("version\r\n")
+	readWithin(t, other, "another connection while a replicated write at none waits for its commit", "VERSION "+DefaultVersion+"\r\n")
+	release()
+	readWithin(t, a, "the set's answer once the replication is let go", "STORED\r\n")
+	a.do("get k\r\n", "VALUE k 0 1\r\nx\r\nEND\r\n")
+}

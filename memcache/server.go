@@ -125,6 +125,14 @@ func (s *Server) follow(old *target, nb *engine.Bucket) *target {
 	return t
 }
 
+// writesWaitNow reports whether a write of the connections' waits for
+// more than memory: for the disk at their level (writesWait), or, on a
+// bucket whose writes are replicated (a cluster node's), for its log
+// entry's commit whatever the level. An event loop hands such writes off.
+func (s *Server) writesWaitNow() bool {
+	return s.writesWait.Load() || s.target().bucket.Replicated()
+}
+
 // waitsAt reports whether a write of the connections' level waits for the
 // disk under bucket settings st.
 func (s *Server) waitsAt(st engine.BucketSettings) bool {

@@ -362,3 +362,34 @@ func TestDurabilityRequestRefused(t *testing.T) {
 		}
 	}
 }
+
+// At none a write is answered, and readable, before its commit; Couchbase
+// counts it in curr_items at once (the item is in memory), and so should
+// the counters that describe what reads see: curr_items, the collection's
+// count (and _all_docs' total_rows from it). They count only committed
+// versions, so until the flush a new key at none is readable and listed
+// but not counted, and a deleted one counted but not readable.
+func TestDurabilityNoneCountsAcknowledged(t *testing.T) {
+	t.Skip("bug: at durability none curr_items and Collection.Count lag the acknowledged writes until their commit (up to --flush-interval, longer behind a backlog); Couchbase counts an item once it is in memory")
+	ctx := context.Background()
+	_, b := newLevelBucket(t, t.TempDir(), engine.DurabilityNone)
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "k", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.CurrItems != 1 || c.Count() != 1 {
+		t.Errorf("a new key at none, readable: curr_items %d, Count %d; want 1, 1", st.CurrItems, c.Count())
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.CurrItems != 0 || c.Count() != 0 {
+		t.Errorf("a key deleted at none, not readable: curr_items %d, Count %d; want 0, 0", st.CurrItems, c.Count())
+	}
+}

@@ -36,7 +36,10 @@ type WriteOptions struct {
 	Flags uint32
 	// Durability is the level the client asks for; the bucket's
 	// durabilityMinLevel raises it, never lowers it. DurabilityUnset takes
-	// the bucket's minimum.
+	// the bucket's minimum. A level that is none of the four names, or
+	// one that persists (majorityAndPersistActive, persistToMajority) on
+	// a bucket that keeps nothing on disk, fails the write with
+	// ErrInvalidDurability.
 	Durability Durability
 	// Resident asks for the write to be done from memory alone, for a
 	// caller that must not wait for the disk (an event loop serving many
@@ -44,9 +47,14 @@ type WriteOptions struct {
 	// a touch builds on, the metadata of a key out of memory whole or not
 	// loaded by the warm-up yet, which the Bloom filter does not rule
 	// out) it returns ErrWouldBlock having changed nothing, and the same
-	// write, called where it may wait, does it. Waiting for the write's
-	// own commit at a durable level is not a read: Resident does not
-	// change it.
+	// write, called where it may wait, does it. So does a write at none
+	// or majority that would wait for its commit because the writes
+	// acknowledged from memory have reached their bound (MaxAckedBytes,
+	// a whole batch queued): that wait is as long as the disk's; and so
+	// does every write of a bucket whose writes are replicated
+	// (Bucket.Replicated), which waits for its log entry's commit. Waiting
+	// for the write's own commit at a durable level is not a read:
+	// Resident does not change it.
 	Resident bool
 }
 

@@ -105,3 +105,19 @@ func (d Durability) Persists() bool {
 func (b *Bucket) durability(req Durability) Durability {
 	return req.Max(levelOfRank(b.minDurability.Load()))
 }
+
+// checkDurability refuses a write's level that is none of the four names,
+// and one that persists on a bucket that keeps nothing on disk (ephemeral,
+// memcached), as Couchbase refuses it (DURABILITY_INVALID_LEVEL): such a
+// write would be answered as on disk and lost to the next restart.
+func (b *Bucket) checkDurability(req Durability) error {
+	switch {
+	case req == DurabilityUnset:
+		return nil
+	case req.rank() == 0:
+		return fmt.Errorf("%w: %q: must be %s", ErrInvalidDurability, req, durabilityLevels)
+	case req.Persists() && b.store.inline:
+		return fmt.Errorf("%w: %s: this bucket keeps nothing on disk: its durability levels are none and majority", ErrInvalidDurability, req)
+	}
+	return nil
+}

@@ -303,3 +303,93 @@ func TestDurabilityNoneListsAcknowledged(t *testing.T) {
 	}
 	check("after the flush")
 }
+
+// A write's level must be one of the four names, and on a bucket that
+// keeps nothing on disk (ephemeral, memcached) none or majority, as
+// Couchbase refuses the others there (DURABILITY_INVALID_LEVEL): before, a
+// misspelt level was taken for the bucket's minimum, and a persisting one
+// on an ephemeral bucket was answered as if on disk, to be lost at the
+// next restart. A refused write changes nothing.
+func TestDurabilityRequestRefused(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeChecked(t, eng) })
+	for _, tc := range []struct {
+		typ engine.BucketType
+		req engine.Durability
+		ok  bool
+	}{
+		{engine.Couchbase, "PersistToMajority", false},
+		{engine.Couchbase, "durable", false},
+		{engine.Couchbase, engine.DurabilityPersistToMajority, true},
+		{engine.Ephemeral, engine.DurabilityPersistToMajority, false},
+		{engine.Ephemeral, engine.DurabilityMajorityAndPersistActive, false},
+		{engine.Ephemeral, engine.DurabilityMajority, true},
+		{engine.Ephemeral, engine.DurabilityUnset, true},
+		{engine.Memcached, engine.DurabilityPersistToMajority, false},
+		{engine.Memcached, engine.DurabilityNone, true},
+	} {
+		name := string(tc.typ)
+		b, err := eng.Bucket(name)
+		if errors.Is(err, engine.ErrBucketNotFound) {
+			b, err = eng.CreateBucket(ctx, engine.BucketSettings{Name: name, Type: tc.typ})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := b.DefaultCollection()
+		key := "k-" + string(tc.req)
+		wo := &engine.WriteOptions{Durability: tc.req}
+		_, uerr := c.Upsert(ctx, key, []byte(`1`), wo)
+		_, terr := c.TouchWith(ctx, "there", wo)
+		_, aerr := c.Apply(ctx, &engine.Op{Kind: engine.OpDelete, Key: "there", Opts: *wo})
+		for what, err := range map[string]error{"upsert": uerr, "touch": terr, "delete": aerr} {
+			if what != "upsert" && tc.ok && errors.Is(err, engine.ErrNotFound) {
+				continue // no document "there": the level was taken
+			}
+			if tc.ok && err != nil {
+				t.Errorf("%s bucket, %s at %q: %v", tc.typ, what, tc.req, err)
+			}
+			if !tc.ok && !errors.Is(err, engine.ErrInvalidDurability) {
+				t.Errorf("%s bucket, %s at %q: err %v, want ErrInvalidDurability", tc.typ, what, tc.req, err)
+			}
+		}
+		if _, err := c.Get(ctx, key); tc.ok != (err == nil) {
+			t.Errorf("%s bucket, upsert at %q: read after it %v", tc.typ, tc.req, err)
+		}
+	}
+}
+
+// At none a write is answered, and readable, before its commit; Couchbase
+// counts it in curr_items at once (the item is in memory), and so should
+// the counters that describe what reads see: curr_items, the collection's
+// count (and _all_docs' total_rows from it). They count only committed
+// versions, so until the flush a new key at none is readable and listed
+// but not counted, and a deleted one counted but not readable.
+func TestDurabilityNoneCountsAcknowledged(t *testing.T) {
+	t.Skip("bug: at durability none curr_items and Collection.Count lag the acknowledged writes until their commit (up to --flush-interval, longer behind a backlog); Couchbase counts an item once it is in memory")
+	ctx := context.Background()
+	_, b := newLevelBucket(t, t.TempDir(), engine.DurabilityNone)
+	c := b.DefaultCollection()
+	if _, err := c.Upsert(ctx, "k", []byte(`1`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.CurrItems != 1 || c.Count() != 1 {
+		t.Errorf("a new key at none, readable: curr_items %d, Count %d; want 1, 1", st.CurrItems, c.Count())
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.CurrItems != 0 || c.Count() != 0 {
+		t.Errorf("a key deleted at none, not readable: curr_items %d, Count %d; want 0, 0", st.CurrItems, c.Count())
+	}
+}

@@ -19,8 +19,10 @@ import (
 // ackedLocked) and on its way to disk. The old document fn sees may have its
 // value ejected (nil): fn must not read it; mutateValue gives fn the value.
 // With resident, a mutation that would read the store first (the metadata
-// of a key memory does not hold, an ejected value mutateValue needs)
-// returns ErrWouldBlock, having changed nothing (WriteOptions.Resident).
+// of a key memory does not hold, an ejected value mutateValue needs), or
+// that would be acknowledged from memory but has to wait for its commit
+// (store.enqueueAt), returns ErrWouldBlock, having changed nothing
+// (WriteOptions.Resident).
 func (b *Bucket) mutate(ctx context.Context, k docKey, req Durability, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	return b.mutateWith(ctx, k, req, false, resident, fn)
 }
@@ -34,6 +36,9 @@ func (b *Bucket) mutateValue(ctx context.Context, k docKey, req Durability, resi
 }
 
 func (b *Bucket) mutateWith(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
+	if err := b.checkDurability(req); err != nil {
+		return nil, err
+	}
 	if b.replicator() != nil {
 		return b.mutateReplicated(ctx, k, req, needValue, resident, fn) // replicated.go
 	}
@@ -118,7 +123,8 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 		return b.replicate(ctx, r, p, k, prev, d, now)
 	}
 	b.stampLocked(p, k, prev, d, now)
-	cb, wait, err := b.queueAtLocked(p, k, prev, d, b.durability(req).Persists())
+	persist := b.durability(req).Persists()
+	cb, wait, err := b.queueWriteLocked(p, k, prev, d, persist, resident && !persist)
 	p.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -190,13 +196,23 @@ func (b *Bucket) queueLocked(p *partition, k docKey, prev, d *Document) (*commit
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) queueAtLocked(p *partition, k docKey, prev, d *Document, persist bool) (*commitBatch, bool, error) {
+	return b.queueWriteLocked(p, k, prev, d, persist, false)
+}
+
+// queueWriteLocked is queueAtLocked for a writer that may refuse to wait:
+// with refuseWait, a write acknowledged from memory that would have to wait
+// for its commit (store.enqueueAt) is not queued, and nothing changes:
+// ErrWouldBlock (WriteOptions.Resident).
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) queueWriteLocked(p *partition, k docKey, prev, d *Document, persist, refuseWait bool) (*commitBatch, bool, error) {
 	r := record{doc: d, key: k, part: p.id, seq: d.Seq, cas: d.CAS}
 	if prev != nil && !prev.Deleted {
 		// On disk, a live document holds an expiry entry; a tombstone
 		// (a delete's or an expiration's) holds none.
 		r.oldExp = prev.Expiration
 	}
-	cb, wait, err := b.store.enqueueAt(r, persist)
+	cb, wait, err := b.store.enqueueAt(r, persist, refuseWait)
 	if err != nil {
 		return nil, true, err
 	}

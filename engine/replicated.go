@@ -217,6 +217,12 @@ func (b *Bucket) SetReplicator(r Replicator) {
 	b.repl.r.Store(&replicatorRef{r: r})
 }
 
+// Replicated reports whether the bucket's document writes go through a
+// Replicator (SetReplicator): each then waits for its log entry's commit
+// on a majority, whatever its durability level, and a write asked to be
+// done from memory alone (WriteOptions.Resident) is ErrWouldBlock.
+func (b *Bucket) Replicated() bool { return b.replicator() != nil }
+
 // replicator returns the bucket's Replicator, nil when it writes locally.
 func (b *Bucket) replicator() Replicator {
 	if ref := b.repl.r.Load(); ref != nil {
@@ -241,6 +247,11 @@ func errLocalWritesOff(what string) error {
 func (b *Bucket) mutateReplicated(ctx context.Context, k docKey, req Durability, needValue, resident bool, fn func(old *Document, now int64) (*Document, error)) (*Document, error) {
 	if err := validateKey(k.key); err != nil {
 		return nil, err
+	}
+	if resident {
+		// The write waits for its log entry's commit on a majority,
+		// whatever its level: never where its caller must not wait.
+		return nil, ErrWouldBlock
 	}
 	if r := b.replicator(); r != nil {
 		if err := r.Writable(ctx, int(partitionOf(k.key, len(b.parts)))); err != nil {

@@ -153,7 +153,7 @@ func newStore(st storage, o *Options, onCommit func([]record), onFail func()) *s
 // committed batch: the caller publishes r itself (the flusher could not
 // take the partition lock the caller holds).
 func (s *store) enqueue(r record) (*commitBatch, error) {
-	cb, _, err := s.enqueueAt(r, true)
+	cb, _, err := s.enqueueAt(r, true, false)
 	return cb, err
 }
 
@@ -163,8 +163,10 @@ func (s *store) enqueue(r record) (*commitBatch, error) {
 // writes acknowledged from memory cannot outrun the disk without bound,
 // whenever a whole batch (MaxBatchSize records) is already queued or the
 // bytes acknowledged from memory and not on disk yet would pass
-// MaxAckedBytes with this one.
-func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
+// MaxAckedBytes with this one. With refuseWait, a write acknowledged from
+// memory that would have to wait so is not queued: ErrWouldBlock, for a
+// writer that must not wait (WriteOptions.Resident).
+func (s *store) enqueueAt(r record, persist, refuseWait bool) (*commitBatch, bool, error) {
 	if s.inline {
 		if err := s.st.commitOne(r); err != nil {
 			s.commitFailed.Add(1)
@@ -182,6 +184,9 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 		return nil, true, s.mu.failed
 	}
 	n := len(s.mu.queue)
+	if refuseWait && !persist && s.mustWaitLocked(&r) {
+		return nil, true, ErrWouldBlock
+	}
 	kick := n == 0 // a new batch: the flusher starts its clock
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
 		s.mu.queue = append(s.mu.queue, &commitBatch{recs: s.takeSpareLocked(), done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
@@ -211,6 +216,20 @@ func (s *store) enqueueAt(r record, persist bool) (*commitBatch, bool, error) {
 		s.kickLocked()
 	}
 	return cb, wait, nil
+}
+
+// mustWaitLocked reports whether r, a write acknowledged from memory, would
+// have to wait for its commit if queued now: the rule of enqueueAt.
+//
+// REQUIRES: s.mu held.
+func (s *store) mustWaitLocked(r *record) bool {
+	n, fill := len(s.mu.queue), 0
+	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
+		n++ // r would open a batch
+	} else {
+		fill = len(s.mu.queue[n-1].recs)
+	}
+	return n > 1 || fill+1 >= s.maxBatch || s.mu.acked+recordBytes(r) > s.maxAcked
 }
 
 // recordOverhead is what a queued write holds beside its key and value: the

@@ -100,10 +100,11 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 				sl.op.durability = level
 			}
 			// Operations on one document run in the order of the lines.
+			// They are chained by id alone: a line may name the default
+			// collection ("_default._default") or leave it out, and both
+			// are the same document; the same id in two collections is
+			// two documents, which the chain only keeps in order too.
 			ck := sl.op.id
-			if sl.op.collection != "" {
-				ck = sl.op.collection + "\x00" + sl.op.id
-			}
 			var raw []byte // kept for forwarding (forward.go), on a cluster node
 			if s.route != nil {
 				raw = line

@@ -301,3 +301,47 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestBulkOneDocumentInOrderWhateverItsCollectionIsCalled: lines on one
+// document run in the order of the lines, whether they name the default
+// collection ("_default._default") or leave it out: an insert, then an
+// upsert naming the collection, then a delete leaving it out, then an
+// insert naming it, for each of 300 keys, end with every key holding the
+// last insert's value and the answers ok, ok, ok, ok. Before, the lines
+// that named the collection were chained apart from those that did not
+// and raced them: some inserts found the key there (key_exists), some
+// deletes found nothing, some keys ended with an older value.
+func TestBulkOneDocumentInOrderWhateverItsCollectionIsCalled(t *testing.T) {
+	f := newFixture(t)
+	const n = 300
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, `{"op":"insert","id":"k%d","doc":1}`+"\n", i)
+		fmt.Fprintf(&in, `{"op":"upsert","id":"k%d","doc":2,"collection":"_default._default"}`+"\n", i)
+		fmt.Fprintf(&in, `{"op":"delete","id":"k%d"}`+"\n", i)
+		fmt.Fprintf(&in, `{"op":"insert","id":"k%d","doc":4,"collection":"_default._default"}`+"\n", i)
+	}
+	res := f.bulkLines(in.String())
+	if len(res) != 4*n {
+		t.Fatalf("%d answers, want %d", len(res), 4*n)
+	}
+	bad := 0
+	for i, m := range res {
+		if m["error"] != nil {
+			if bad++; bad <= 5 {
+				t.Errorf("line %d: %v", i+1, m)
+			}
+		}
+	}
+	for i := range n {
+		st, _, body := f.do("GET", fmt.Sprintf("/default/docs/k%d", i), "", "")
+		if st != 200 || body != "4" {
+			if bad++; bad <= 10 {
+				t.Errorf("k%d after its lines: %d %s, want 200 4", i, st, body)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d lines or keys out of order", bad)
+	}
+}

@@ -160,3 +160,43 @@ func TestDurabilityNoneFeedAfterCommit(t *testing.T) {
 		t.Errorf("change feed lacks a committed write: %s", feed)
 	}
 }
+
+// A level that persists is refused on a bucket that keeps nothing on disk,
+// on every write path, as the KV port and Couchbase refuse it: before, the
+// write was answered as if on disk and lost to the next restart. Its
+// durabilityMinLevel's levels go through.
+func TestDurabilityPersistingLevelRefusedWithoutDisk(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("POST", "/pools/default/buckets", form, "name=eph&bucketType=ephemeral"); st != 202 {
+		t.Fatalf("create: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/eph/docs/there?durability=majority", "application/json", `1`); st != 201 {
+		t.Fatalf("PUT at majority on an ephemeral bucket: %d %s", st, body)
+	}
+	for _, w := range []struct{ method, path, body string }{
+		{"PUT", "/eph/docs/k?durability=persistToMajority", `1`},
+		{"POST", "/eph/docs/there/touch?expiry=100&durability=majorityAndPersistActive", ""},
+		{"GET", "/eph/docs/there?touch=100&durability=persistToMajority", ""},
+		{"DELETE", "/eph/docs/there?durability=persistToMajority", ""},
+	} {
+		if st, _, body := f.do(w.method, w.path, "application/json", w.body); st != 400 || !strings.Contains(body, "durability") {
+			t.Errorf("%s %s: %d %s, want 400 naming durability", w.method, w.path, st, body)
+		}
+	}
+	st, _, body := f.do("POST", "/eph/_bulk", "application/json",
+		`{"op":"upsert","id":"k","doc":1,"durability":"persistToMajority"}`+"\n"+`{"op":"upsert","id":"b","doc":2,"durability":"majority"}`+"\n")
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if st != 200 || len(lines) != 2 || !strings.Contains(lines[0], "durability") || strings.Contains(lines[1], "error") {
+		t.Errorf("_bulk with a persisting line level on an ephemeral bucket: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/eph/_bulk?durability=persistToMajority", "application/json", `{"op":"upsert","id":"k","doc":1}`+"\n"); st != 200 || !strings.Contains(body, "durability") {
+		t.Errorf("_bulk?durability=persistToMajority on an ephemeral bucket: %d %s, want the line refused naming durability", st, body)
+	}
+	if st, _, _ := f.do("GET", "/eph/docs/k", "", ""); st != 404 {
+		t.Errorf("a write refused for its level was made: GET %d", st)
+	}
+	if st, _, _ := f.do("GET", "/eph/docs/there", "", ""); st != 200 {
+		t.Errorf("a delete refused for its level was made: GET %d", st)
+	}
+}

@@ -96,6 +96,19 @@ func TestDurabilityOptionRefused(t *testing.T) {
 	if _, err := New(b, &Options{Durability: "safe"}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("New with Durability safe: %v, want ErrInvalidOptions", err)
 	}
+	// An ephemeral bucket keeps nothing on disk: a level that persists
+	// would fail every write (engine.ErrInvalidDurability), so New refuses
+	// it; before, every write was answered as if on disk.
+	for _, d := range []engine.Durability{engine.DurabilityPersistToMajority, engine.DurabilityMajorityAndPersistActive} {
+		if _, err := New(b, &Options{Durability: d}); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("New with Durability %s for an ephemeral bucket: %v, want ErrInvalidOptions", d, err)
+		}
+	}
+	srv, err := New(b, &Options{Durability: engine.DurabilityMajority})
+	if err != nil {
+		t.Fatalf("New with Durability majority for an ephemeral bucket: %v", err)
+	}
+	srv.Close()
 }
 
 // At none, pipelined writes, noreply writes and reads of one connection keep

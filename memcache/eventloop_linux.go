@@ -517,10 +517,10 @@ func (c *econn) WriteByte(b byte) error {
 	return nil
 }
 
-// async: a write goes on the pipeline when it would wait for the disk, or
-// to keep its order behind writes in flight.
+// async: a write goes on the pipeline when it would wait for the disk (or
+// for its replication), or to keep its order behind writes in flight.
 func (c *econn) async(noreply bool) bool {
-	return c.s.writesWait.Load() || c.inflight > 0
+	return c.inflight > 0 || c.s.writesWaitNow()
 }
 
 // submit runs a write on the connection's pipeline; the pipeline's
@@ -761,8 +761,9 @@ func (c *econn) tooLong() {
 
 // blocks reports whether cmd may block and so must not run on the loop:
 // flush_all (the audit log, the bucket's flush), any command when a delayed
-// flush_all is due, and at a level that waits for the disk a gat or gats
-// (a touch) and a refused set (it deletes the key).
+// flush_all is due, and where writes wait for more than memory (a level
+// that waits for the disk, a replicated bucket: writesWaitNow) a gat or
+// gats (a touch) and a refused set (it deletes the key).
 func (c *econn) blocks(cmd *command) bool {
 	s := c.s
 	switch {
@@ -774,7 +775,7 @@ func (c *econn) blocks(cmd *command) bool {
 	if at := s.flushAt.Load(); at != 0 && s.clock.Now() >= at {
 		return true
 	}
-	if !s.writesWait.Load() {
+	if !s.writesWaitNow() {
 		return false
 	}
 	return cmd.kind == cmdGat || cmd.kind == cmdGats || (cmd.kind == cmdSet && s.tooLarge(cmd))

@@ -61,7 +61,9 @@ type Options struct {
 	// Durability is the durability level of every write a connection makes
 	// (the text protocol has no field for one): the bucket's
 	// durabilityMinLevel raises it, never lowers it. The default value,
-	// engine.DurabilityUnset, takes the bucket's minimum.
+	// engine.DurabilityUnset, takes the bucket's minimum. A level that
+	// persists is refused (New) for a bucket that keeps nothing on disk
+	// (ephemeral, memcached).
 	Durability engine.Durability
 	// IO chooses how connections are served: IOEventLoop, a few event
 	// loops on epoll that each serve many connections (Linux only), or

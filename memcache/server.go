@@ -73,6 +73,11 @@ func New(b *engine.Bucket, opts *Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if t := b.Settings().Type; t != engine.Couchbase && o.Durability.Persists() && o.Durability != engine.DurabilityUnset {
+		// Every write would fail (engine.ErrInvalidDurability), as
+		// Couchbase refuses such a level on a bucket without a disk.
+		return nil, fmt.Errorf("%w: Durability %s: a %s bucket keeps nothing on disk: its durability levels are none and majority", ErrInvalidOptions, o.Durability, t)
+	}
 	s := &Server{
 		clock: b.Clock(), opts: o, log: o.Logger,
 		started: b.Clock().Now(),
@@ -118,6 +123,14 @@ func (s *Server) follow(old *target, nb *engine.Bucket) *target {
 	s.writesWait.Store(s.waitsAt(nb.Settings()))
 	s.tgt.Store(t)
 	return t
+}
+
+// writesWaitNow reports whether a write of the connections' waits for
+// more than memory: for the disk at their level (writesWait), or, on a
+// bucket whose writes are replicated (a cluster node's), for its log
+// entry's commit whatever the level. An event loop hands such writes off.
+func (s *Server) writesWaitNow() bool {
+	return s.writesWait.Load() || s.target().bucket.Replicated()
 }
 
 // waitsAt reports whether a write of the connections' level waits for the

@@ -76,7 +76,7 @@ func New(b *engine.Bucket, opts *Options) (*Server, error) {
 	if t := b.Settings().Type; t != engine.Couchbase && o.Durability.Persists() && o.Durability != engine.DurabilityUnset {
 		// Every write would fail (engine.ErrInvalidDurability), as
 		// Couchbase refuses such a level on a bucket without a disk.
-		return nil, fmt.Errorf("%w: Durability %s: a %s bucket keeps nothing on disk: its durability levels are none and majority", ErrInvalidOptions, o.Durability, t)
+		return nil, fmt.Errorf("%w: Durability %s: the bucket is of type %s, which keeps nothing on disk: its durability levels are none and majority", ErrInvalidOptions, o.Durability, t)
 	}
 	s := &Server{
 		clock: b.Clock(), opts: o, log: o.Logger,

@@ -738,7 +738,9 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	}
 	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route})
 	if err != nil {
-		return nil, fmt.Errorf("--memcached-max-conns: %w", err)
+		// Options' errors name their own field (a connection limit, a
+		// durability level the bucket cannot keep, ...).
+		return nil, fmt.Errorf("the memcached port on bucket %q: %w", cfg.mcBucket, err)
 	}
 	go func() {
 		if err := mc.Serve(ctx, ln); err != nil && !errors.Is(err, memcache.ErrServerClosed) && ctx.Err() == nil {

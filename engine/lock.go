@@ -185,11 +185,20 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 
 // Unlock ends the lock on key taken with cas. A wrong cas is ErrLocked; a
 // document with no lock holding is ErrNotLocked (Couchbase 7.6's
-// NOT_LOCKED); a missing one ErrNotFound.
+// NOT_LOCKED); a missing one ErrNotFound. An item read back into memory to
+// find the lock counts against the quota: an eviction pass may follow (with
+// no deadline of the caller's, as the flusher's pass in applyCommitted).
 func (c *Collection) Unlock(key string, cas uint64) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
+	err := c.unlock(key, cas)
+	c.b.maybeEvict(context.Background()) // fetchMissLocked may have read the item back, refused or not
+	return err
+}
+
+// unlock is Unlock under the partition's lock.
+func (c *Collection) unlock(key string, cas uint64) error {
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
 	p.mu.Lock()

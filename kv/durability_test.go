@@ -64,3 +64,87 @@ func TestDurabilityFrame(t *testing.T) {
 		t.Error("a delete at persistToMajority answered before its commit")
 	}
 }
+
+// rawSet writes a SET with framing extras frames (alternative request
+// framing) as bytes, so that a frame memd would not encode can be sent.
+func (c *client) rawSet(frames []byte, key, value string) uint32 {
+	c.t.Helper()
+	c.opaque++
+	ext := make([]byte, 8) // flags 0, expiry 0
+	h := make([]byte, 24)
+	h[0], h[1], h[2], h[3], h[4] = 0x08, byte(memd.CmdSet), byte(len(frames)), byte(len(key)), byte(len(ext))
+	binary.BigEndian.PutUint32(h[8:], uint32(len(frames)+len(ext)+len(key)+len(value)))
+	binary.BigEndian.PutUint32(h[12:], c.opaque)
+	b := append(append(append(append(h, frames...), ext...), key...), value...)
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.opaque
+}
+
+// A durability frame of a size other than 1 (level) or 3 (level and
+// timeout) is refused with EINVAL, as Couchbase refuses it ("Invalid sized
+// buffer provided"), and writes nothing: it was taken as an unknown frame and
+// ignored, so the write went ahead at the bucket's minimum level and answered
+// success, the level asked for never applied.
+func TestDurabilityFrameOfBadSize(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	c.hello(memd.FeatureAltRequests, memd.FeatureSyncReplication, memd.FeatureXerror)
+	c.login(adminUser, adminPass)
+	for _, body := range [][]byte{{}, {3, 0}, {3, 0, 100, 0}} {
+		frames := append([]byte{1<<4 | byte(len(body))}, body...)
+		op := c.rawSet(frames, "bad", "1")
+		r := c.read()
+		if r.Opaque != op || r.Status != memd.StatusInvalidArgs {
+			t.Errorf("SET with a durability frame of %d bytes: status %v (%s), want %v", len(body), r.Status, r.Value, memd.StatusInvalidArgs)
+		}
+	}
+	if _, err := f.bucket.DefaultCollection().Get(context.Background(), "bad"); err == nil {
+		t.Error("a write with a durability frame of a bad size was stored")
+	}
+	// The connection goes on; sizes 1 and 3 are taken.
+	for _, body := range [][]byte{{3}, {3, 0, 100}} {
+		op := c.rawSet(append([]byte{1<<4 | byte(len(body))}, body...), "good", "1")
+		if r := c.read(); r.Opaque != op || r.Status != memd.StatusSuccess {
+			t.Errorf("SET with a durability frame of %d bytes: status %v (%s), want success", len(body), r.Status, r.Value)
+		}
+	}
+}
+
+// A durability frame on a command that writes nothing (a get, a lookup, a
+// lock or unlock, GET_META) is refused with EINVAL, as Couchbase refuses it
+// ("The requested command does not support durability requirements"); the
+// writes that take one (touch and get-and-touch included) go ahead.
+func TestDurabilityFrameOnACommandThatCannotTakeOne(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	c.hello(memd.FeatureAltRequests, memd.FeatureSyncReplication, memd.FeatureXerror)
+	c.mc.EnableFeature(memd.FeatureAltRequests)
+	c.mc.EnableFeature(memd.FeatureSyncReplication)
+	c.login(adminUser, adminPass)
+	cas := c.set(memd.CmdSet, "k", `{"a":1}`, 0, 0, 0, memd.StatusSuccess)
+	frame := func() *memd.DurabilityLevelFrame {
+		return &memd.DurabilityLevelFrame{DurabilityLevel: memd.DurabilityLevelMajority}
+	}
+	for _, p := range []*memd.Packet{
+		{Command: memd.CmdGet, Key: []byte("k")},
+		{Command: memd.CmdGetMeta, Key: []byte("k")},
+		{Command: memd.CmdSubDocGet, Key: []byte("k"), Extras: []byte{0, 1, 0}, Value: []byte("a")},
+		{Command: memd.CmdGetLocked, Key: []byte("k"), Extras: binary.BigEndian.AppendUint32(nil, 5)},
+		{Command: memd.CmdUnlockKey, Key: []byte("k"), Cas: cas},
+	} {
+		p.DurabilityLevelFrame = frame()
+		c.expect(p, memd.StatusInvalidArgs)
+	}
+	// Nothing was locked by the refused GET_LOCKED: a write goes ahead.
+	c.set(memd.CmdSet, "k", `{"a":2}`, 0, 0, cas, memd.StatusSuccess)
+	for _, p := range []*memd.Packet{
+		{Command: memd.CmdTouch, Key: []byte("k"), Extras: make([]byte, 4)},
+		{Command: memd.CmdGAT, Key: []byte("k"), Extras: make([]byte, 4)},
+		{Command: memd.CmdDelete, Key: []byte("k")},
+	} {
+		p.DurabilityLevelFrame = frame()
+		c.expect(p, memd.StatusSuccess)
+	}
+}

@@ -207,9 +207,6 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 			c.nc.Close()
 		}
 	}()
-	if !c.checkDurability(pkt) {
-		return
-	}
 	// A read a cluster node answers as the partition's leader (route
 	// checked Serves) is confirmed first, here rather than in route so
 	// that the connection's reads share rounds: a leader cut off from the
@@ -282,6 +279,11 @@ func (c *conn) failErr(req *memd.Packet, err error) {
 // and returns the command.
 func (c *conn) route(pkt *memd.Packet) *kvOp {
 	ctx := c.s.ctx
+	// The durability frame is checked first, as Couchbase's validators do
+	// (before authentication): any command may carry one.
+	if !c.checkDurability(pkt) {
+		return nil
+	}
 	switch pkt.Command {
 	case memd.CmdHello:
 		c.hello(pkt)

@@ -113,7 +113,8 @@ func TestDurabilityFrameOfBadSize(t *testing.T) {
 }
 
 // A durability frame on a command that writes nothing (a get, a lookup, a
-// lock or unlock, GET_META) is refused with EINVAL, as Couchbase refuses it
+// lock or unlock, GET_META, a NOOP or a cluster configuration) is refused
+// with EINVAL, as Couchbase refuses it
 // ("The requested command does not support durability requirements"); the
 // writes that take one (touch and get-and-touch included) go ahead.
 func TestDurabilityFrameOnACommandThatCannotTakeOne(t *testing.T) {
@@ -133,6 +134,9 @@ func TestDurabilityFrameOnACommandThatCannotTakeOne(t *testing.T) {
 		{Command: memd.CmdSubDocGet, Key: []byte("k"), Extras: []byte{0, 1, 0}, Value: []byte("a")},
 		{Command: memd.CmdGetLocked, Key: []byte("k"), Extras: binary.BigEndian.AppendUint32(nil, 5)},
 		{Command: memd.CmdUnlockKey, Key: []byte("k"), Cas: cas},
+		{Command: memd.CmdNoop},
+		{Command: memd.CmdGetClusterConfig},
+		{Command: memd.CmdCollectionsGetManifest},
 	} {
 		p.DurabilityLevelFrame = frame()
 		c.expect(p, memd.StatusInvalidArgs)

@@ -279,9 +279,9 @@ func (c *conn) failErr(req *memd.Packet, err error) {
 // and returns the command.
 func (c *conn) route(pkt *memd.Packet) *kvOp {
 	ctx := c.s.ctx
-	// The durability frame is checked first, as Couchbase's validators do
-	// (before authentication): any command may carry one.
-	if !c.checkDurability(pkt) {
+	// The framing extras are checked first, as Couchbase's validators do
+	// (before authentication): any command may carry them.
+	if !c.checkFrameInfo(pkt) || !c.checkDurability(pkt) {
 		return nil
 	}
 	switch pkt.Command {

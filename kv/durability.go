@@ -13,8 +13,8 @@ import (
 // frame asks for nothing (the bucket's durabilityMinLevel applies); 1
 // majority, 2 majorityAndPersistActive, 3 persistToMajority. Any other
 // level is refused with DURABILITY_INVALID_LEVEL (checkDurability). The
-// frame's timeout is ignored: on one node the level is met by the local
-// commit, which the request's own context already bounds.
+// frame's timeout bounds the request's wait for its level (run): past it
+// the write answers SYNC_WRITE_AMBIGUOUS (failErr).
 func durabilityOf(pkt *memd.Packet) (engine.Durability, bool) {
 	if pkt.DurabilityLevelFrame == nil {
 		return engine.DurabilityUnset, true

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
 
@@ -150,5 +153,63 @@ func TestDurabilityFrameOnACommandThatCannotTakeOne(t *testing.T) {
 	} {
 		p.DurabilityLevelFrame = frame()
 		c.expect(p, memd.StatusSuccess)
+	}
+}
+
+// A write's durability timeout (the frame's 2 bytes) bounds its wait for
+// the level: a persisting write whose commit has not come by then answers
+// SYNC_WRITE_AMBIGUOUS, as Couchbase answers a sync write past its
+// timeout (the SDK raises its durability-ambiguous error and does not
+// retry), and the write is not lost: it commits when the disk lets it. The
+// timeout was ignored, the answer waiting for the commit however long it
+// took.
+func TestDurabilityFrameTimeout(t *testing.T) {
+	ctx := context.Background()
+	var block atomic.Bool
+	gate := make(chan struct{})
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 8, NoSync: true,
+		CommitHook: func(string) {
+			if block.Load() {
+				<-gate
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(bucketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := serveEngine(t, eng, open)
+	c := f.dial(t)
+	c.hello(memd.FeatureAltRequests, memd.FeatureSyncReplication, memd.FeatureXerror)
+	c.mc.EnableFeature(memd.FeatureAltRequests)
+	c.mc.EnableFeature(memd.FeatureSyncReplication)
+	c.login(adminUser, adminPass)
+	ext := binary.BigEndian.AppendUint64(nil, 0)
+	set := func(key string, timeout time.Duration) *memd.Packet {
+		p := &memd.Packet{Command: memd.CmdSet, Key: []byte(key), Value: []byte(`1`), Extras: ext,
+			DurabilityLevelFrame: &memd.DurabilityLevelFrame{DurabilityLevel: memd.DurabilityLevelPersistToMajority}}
+		if timeout > 0 {
+			p.DurabilityTimeoutFrame = &memd.DurabilityTimeoutFrame{DurabilityTimeout: timeout}
+		}
+		return c.do(p)
+	}
+	// With the disk keeping up, the timeout changes nothing.
+	if r := set("k0", 10*time.Second); r.Status != memd.StatusSuccess {
+		t.Fatalf("SET with a durability timeout: %v (%s)", r.Status, r.Value)
+	}
+	block.Store(true) // commits wait for the gate
+	if r := set("k1", time.Millisecond); r.Status != memd.StatusSyncWriteAmbiguous {
+		t.Fatalf("SET at persistToMajority, commits held, 1 ms timeout: %v (%s), want %v", r.Status, r.Value, memd.StatusSyncWriteAmbiguous)
+	}
+	open()
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.DefaultCollection().Get(ctx, "k1"); err != nil || string(d.Value) != "1" {
+		t.Fatalf("the write answered ambiguous: %v %v, want it committed once the disk let it", d, err)
 	}
 }

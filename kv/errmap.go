@@ -53,6 +53,7 @@ var errMapEntries = map[uint16]errMapEntry{
 	0x88: {"UNKNOWN_COLLECTION", "Unknown collection", []string{"special-handling"}, nil},
 	0x8c: {"UNKNOWN_SCOPE", "Unknown scope", []string{"special-handling"}, nil},
 	0xa0: {"DURABILITY_INVALID_LEVEL", "Invalid durability level specified", []string{"invalid-input"}, nil},
+	0xa3: {"SYNC_WRITE_AMBIGUOUS", "The SyncWrite request has not completed in the specified time and has ambiguous result", []string{"special-handling"}, nil},
 	0xc0: {"SUBDOC_PATH_ENOENT", "Subdoc: path not found", []string{"subdoc", "item-only"}, nil},
 	0xc1: {"SUBDOC_PATH_MISMATCH", "Subdoc: path mismatch", []string{"subdoc", "item-only"}, nil},
 	0xc2: {"SUBDOC_PATH_EINVAL", "Subdoc: invalid path", []string{"subdoc", "invalid-input"}, nil},

@@ -2,16 +2,11 @@ package kv_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 
-	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
-	"github.com/mayflydb/mayfly/internal/clusterconfig"
-	"github.com/mayflydb/mayfly/kv"
 )
 
 // STAT warmup tells the bucket's warm-up as it is, as the memcached port's
@@ -48,32 +43,7 @@ func TestStatWarmupDuringWarmup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: clusterconfig.Ports{Mgmt: 8091, Capi: 8091}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		open()
-		srv.Close()
-		if err := <-done; !errors.Is(err, kv.ErrServerClosed) {
-			t.Errorf("Serve: %v, want ErrServerClosed", err)
-		}
-		if err := eng.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	f := &fixture{addr: ln.Addr().String()}
+	f := serveEngine(t, eng, open)
 	c := f.dial(t)
 	c.login(adminUser, adminPass)
 

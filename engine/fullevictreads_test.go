@@ -97,3 +97,30 @@ func TestFullEvictionRefusedWritesHoldTheQuota(t *testing.T) {
 		t.Fatalf("curr_items %d, want %d", st.CurrItems, n)
 	}
 }
+
+// TestFullEvictionUnlockHoldsTheQuota: an unlock of a document that left
+// memory reads its item back to find its lock, and evicts as a read does:
+// unlocks alone (each refused: no lock holds) must not take mem_used past
+// the quota.
+func TestFullEvictionUnlockHoldsTheQuota(t *testing.T) {
+	ctx := context.Background()
+	b := memBucket(t, engine.Couchbase, 1, engine.FullEviction)
+	c := b.DefaultCollection()
+	const n = 40000
+	for i := range n {
+		if _, err := c.Upsert(ctx, memKey(i), fmt.Appendf(nil, `{"i":%d}`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if err := c.Unlock(memKey(i), 1); !errors.Is(err, engine.ErrNotLocked) {
+			t.Fatalf("Unlock %s with no lock: %v, want ErrNotLocked", memKey(i), err)
+		}
+		if st := b.Stats(); st.MemUsed > 1<<20 {
+			t.Fatalf("after %d unlocks of documents not in memory: mem_used %d past the 1 MiB quota (high-water mark %d)", i+1, st.MemUsed, st.MemHighWat)
+		}
+	}
+	if st := b.Stats(); st.CurrItems != n {
+		t.Fatalf("curr_items %d, want %d", st.CurrItems, n)
+	}
+}

@@ -32,7 +32,7 @@ const (
 	// as Couchbase's default (15 s).
 	DefaultLockTime = 15
 	// MaxLockTime is the longest lock, in seconds, as Couchbase's maximum;
-	// a longer one is cut to it.
+	// a longer one asked for gets DefaultLockTime, as Couchbase's does.
 	MaxLockTime = 30
 	// lockSweepAt is the number of lock entries in a partition above which
 	// GetLocked drops the stale ones.
@@ -104,7 +104,8 @@ func (b *Bucket) checkLockLocked(p *partition, k docKey, latest *Document, now i
 }
 
 // GetLocked returns a live document and locks it for lockTime seconds (0:
-// DefaultLockTime; more than MaxLockTime: MaxLockTime). The document
+// DefaultLockTime; more than MaxLockTime: DefaultLockTime too, as
+// Couchbase's getl_max_timeout does). The document
 // returned carries the lock CAS, a new CAS above every one handed out: until
 // the lock ends, only a write with that CAS succeeds (and ends it), and
 // Unlock with it ends it. A document already locked is ErrLocked; a
@@ -114,11 +115,8 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	switch {
-	case lockTime <= 0:
+	if lockTime <= 0 || lockTime > MaxLockTime {
 		lockTime = DefaultLockTime
-	case lockTime > MaxLockTime:
-		lockTime = MaxLockTime
 	}
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
@@ -185,11 +183,20 @@ func (c *Collection) GetLocked(ctx context.Context, key string, lockTime int64) 
 
 // Unlock ends the lock on key taken with cas. A wrong cas is ErrLocked; a
 // document with no lock holding is ErrNotLocked (Couchbase 7.6's
-// NOT_LOCKED); a missing one ErrNotFound.
+// NOT_LOCKED); a missing one ErrNotFound. An item read back into memory to
+// find the lock counts against the quota: an eviction pass may follow (with
+// no deadline of the caller's, as the flusher's pass in applyCommitted).
 func (c *Collection) Unlock(key string, cas uint64) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
+	err := c.unlock(key, cas)
+	c.b.maybeEvict(context.Background()) // fetchMissLocked may have read the item back, refused or not
+	return err
+}
+
+// unlock is Unlock under the partition's lock.
+func (c *Collection) unlock(key string, cas uint64) error {
 	k := docKey{cid: c.id, key: key}
 	p := c.b.partitionFor(key)
 	p.mu.Lock()

@@ -207,8 +207,12 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 			c.nc.Close()
 		}
 	}()
-	if !c.checkDurability(pkt) {
-		return
+	// A durability frame's timeout bounds the write's wait for its level
+	// (failErr answers SYNC_WRITE_AMBIGUOUS past it).
+	if t := pkt.DurabilityTimeoutFrame; t != nil && t.DurabilityTimeout > 0 && pkt.DurabilityLevelFrame != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.DurabilityTimeout)
+		defer cancel()
 	}
 	// A read a cluster node answers as the partition's leader (route
 	// checked Serves) is confirmed first, here rather than in route so
@@ -262,12 +266,18 @@ func (c *conn) fail(req *memd.Packet, status memd.StatusCode, reason string) {
 	c.reply(req, status, nil, nil, b, 0, uint8(memd.DatatypeFlagJSON))
 }
 
-// failErr answers err with the status an SDK expects for it. A
+// failErr answers err with the status an SDK expects for it (a durable
+// write past its durability timeout: SYNC_WRITE_AMBIGUOUS). A
 // NOT_MY_VBUCKET carries the bucket's configuration (the cluster's
 // current layout) in its body, as Couchbase's does: the SDK takes it and
 // sends the request to the partition's leader.
 func (c *conn) failErr(req *memd.Packet, err error) {
 	status, reason := statusOf(err)
+	if req.DurabilityLevelFrame != nil && errors.Is(err, context.DeadlineExceeded) {
+		// Past the durability frame's timeout (run): the write may still
+		// commit, as Couchbase's sync write past its timeout may have.
+		status, reason = memd.StatusSyncWriteAmbiguous, "the durability level was not met within the request's durability timeout; the write may yet be committed"
+	}
 	if status == memd.StatusNotMyVBucket && c.bucket != nil {
 		if b, jerr := json.Marshal(c.s.config(c.bucket, c.port, c.tls)); jerr == nil {
 			c.reply(req, status, nil, nil, b, 0, uint8(memd.DatatypeFlagJSON))
@@ -282,6 +292,11 @@ func (c *conn) failErr(req *memd.Packet, err error) {
 // and returns the command.
 func (c *conn) route(pkt *memd.Packet) *kvOp {
 	ctx := c.s.ctx
+	// The framing extras are checked first, as Couchbase's validators do
+	// (before authentication): any command may carry them.
+	if !c.checkFrameInfo(pkt) || !c.checkDurability(pkt) {
+		return nil
+	}
 	switch pkt.Command {
 	case memd.CmdHello:
 		c.hello(pkt)

@@ -220,3 +220,37 @@ func jsonOf(t *testing.T, b []byte) map[string]any {
 func strconvI(n int64) string { return strconv.FormatInt(n, 10) }
 
 func hex16(n uint64) string { return fmt.Sprintf("%016x", n) }
+
+// serveEngine serves eng (whose buckets a test made) on a loopback KV port
+// with the admin user, until the test ends; close runs first at the end (a
+// hook's gate to open, say).
+func serveEngine(t *testing.T, eng *engine.Engine, close func()) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := kv.New(eng, &kv.Options{Auth: users, Ports: clusterconfig.Ports{Mgmt: 8091, Capi: 8091}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		close()
+		srv.Close()
+		if err := <-done; !errors.Is(err, kv.ErrServerClosed) {
+			t.Errorf("Serve: %v, want ErrServerClosed", err)
+		}
+		if err := eng.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return &fixture{addr: ln.Addr().String(), srv: srv, eng: eng}
+}

@@ -199,8 +199,8 @@ func rmwCAS(pkt *memd.Packet, old *engine.Document) uint64 {
 }
 
 // getLocked runs GET_LOCKED: the extras are the lock time in seconds (0 or
-// none: the default, 15 s; more than 30 s: 30 s). The answer is the document
-// with the lock CAS.
+// none: the default, 15 s; more than 30 s: the default too, as Couchbase).
+// The answer is the document with the lock CAS.
 func (c *conn) getLocked(ctx context.Context, pkt *memd.Packet) {
 	var secs uint32
 	switch len(pkt.Extras) {

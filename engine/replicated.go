@@ -883,6 +883,15 @@ var (
 	// proposed or whose outcome is not known yet (the group is busy or
 	// closing): a temporary error (503 over HTTP).
 	ErrTempFail = errors.New("engine: temporary failure")
+	// ErrAmbiguous is returned by a replicated write whose log entry was
+	// proposed but whose commit was not seen in time (no answer, the
+	// group's leader changed, the node closing): it may yet be committed,
+	// or already be. A client must read the document before it repeats a
+	// write that is not idempotent (an increment, an append, an insert);
+	// the KV port answers it SYNC_WRITE_AMBIGUOUS, which SDKs raise
+	// instead of retrying. It wraps ErrTempFail (503 over HTTP, with this
+	// reason).
+	ErrAmbiguous = fmt.Errorf("%w: the write's outcome is unknown: it may have been applied", ErrTempFail)
 	// ErrNotCurrent is returned by MakeCurrent when this node's copy of a
 	// partition could not be brought up to its leader's in time (the
 	// partition has no leader, or its leader did not answer): an answer

@@ -15,7 +15,8 @@ import (
 // lateReplicator applies every entry to its bucket, as a group's commit
 // would, and then, for the first one, answers as replica.BucketReplicator
 // does when a proposal got no answer in MaxProposeWait: an error wrapping
-// engine.ErrTempFail whose write may have been (here: was) applied.
+// engine.ErrAmbiguous (an ErrTempFail) whose write may have been (here:
+// was) applied.
 type lateReplicator struct {
 	b    *engine.Bucket
 	mu   sync.Mutex
@@ -34,7 +35,7 @@ func (l *lateReplicator) Replicate(_ context.Context, part int, entry []byte) (e
 		return res, err
 	}
 	l.late = false
-	return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: no answer in time", engine.ErrTempFail, part)
+	return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: no answer in time", engine.ErrAmbiguous, part)
 }
 
 // A replicated write whose outcome is unknown (its proposal got no answer in
@@ -45,7 +46,6 @@ func (l *lateReplicator) Replicate(_ context.Context, part int, entry []byte) (e
 // DocumentExists for its own document. Couchbase answers such a write
 // SYNC_WRITE_AMBIGUOUS (0xa3), which the SDKs raise without retrying.
 func TestReplicatedWriteOfUnknownOutcome(t *testing.T) {
-	t.Skip("bug: a replicated write whose proposal timed out answers TMPFAIL (engine.ErrTempFail from replica.BucketReplicator.Replicate), which SDKs retry as not applied; the engine and replica must tell an unknown outcome apart (an error such as engine.ErrAmbiguous) for the KV port to answer SYNC_WRITE_AMBIGUOUS")
 	f := newFixture(t)
 	r := &lateReplicator{b: f.bucket}
 	f.bucket.SetReplicator(r)

@@ -101,6 +101,8 @@ func statusOf(err error) (memd.StatusCode, string) {
 		st = memd.StatusKeyNotFound // as Couchbase answers SELECT_BUCKET
 	case errors.Is(err, engine.ErrNotMyVBucket):
 		st = memd.StatusNotMyVBucket // a cluster's write to a partition another node leads (failErr sends the configuration)
+	case errors.Is(err, engine.ErrAmbiguous):
+		st = memd.StatusSyncWriteAmbiguous // may have been applied: an SDK raises it rather than retry
 	case errors.Is(err, engine.ErrStorage), errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrWarmup),
 		errors.Is(err, engine.ErrTempFail), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		st = memd.StatusTmpFail

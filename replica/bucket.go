@@ -180,9 +180,14 @@ func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte
 	case err == nil:
 	case errors.Is(err, ErrNoLeader):
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
+	case errors.Is(err, ErrTimeout), errors.Is(err, ErrLeaderChanged), errors.Is(err, ErrClosed):
+		// Proposed and not seen committed: it may be yet. Not a
+		// temporary failure, which a client retries as not done (an
+		// increment counted twice).
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: %w", engine.ErrAmbiguous, part, err)
 	case ctx.Err() != nil:
 		return engine.ReplicatedResult{}, fmt.Errorf("partition %d: %w", part, ctx.Err())
-	default: // busy, closing, or no answer in time: the outcome may be unknown
+	default: // busy, or refused before it was proposed
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: %w", engine.ErrTempFail, part, err)
 	}
 	v, ok := res.Value.(engine.ReplicatedResult)

@@ -79,11 +79,17 @@ func modelCompare(x, y any) int {
 // (expired=include) until it is purged, with "doc": null.
 func TestViewsExpiryModel(t *testing.T) {
 	for seed := uint64(1); seed <= 12; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runExpiryModel(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runExpiryModel(t, seed, 30) })
+	}
+	// Enough documents for trees of many nodes, whose cached live
+	// reductions are at stake as documents expire.
+	for seed := uint64(100); seed <= 101; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runExpiryModel(t, seed, 3000) })
 	}
 }
 
-func runExpiryModel(t *testing.T, seed uint64) {
+// runExpiryModel runs one random history over nDocs document ids.
+func runExpiryModel(t *testing.T, seed uint64, nDocs int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	e := newEnv(t, views.Options{})
 	ctx := context.Background()
@@ -104,9 +110,17 @@ func runExpiryModel(t *testing.T, seed uint64) {
 	now := func() int64 { return e.clk.Now() }
 	live := func(d *modelDoc) bool { return d.exp == 0 || d.exp > now() }
 	bs := []string{"x", "y", "z"}
-	for step := 0; step < 300; step++ {
-		id := fmt.Sprintf("d%02d", rng.IntN(30))
-		switch op := rng.IntN(10); {
+	steps := 300
+	if nDocs > 100 {
+		steps += nDocs
+	}
+	for step := 0; step < steps; step++ {
+		id := fmt.Sprintf("d%04d", rng.IntN(nDocs))
+		op := rng.IntN(10)
+		if step < nDocs && nDocs > 100 {
+			id, op = fmt.Sprintf("d%04d", step), 0 // fill first
+		}
+		switch {
 		case op < 4:
 			d := &modelDoc{a: rng.IntN(4), b: bs[rng.IntN(3)], n: rng.IntN(10), two: rng.IntN(3) == 0}
 			var exp int64
@@ -177,12 +191,12 @@ func runExpiryModel(t *testing.T, seed uint64) {
 				}
 			}
 		default:
-			modelQuery(t, e, rng, docs, now(), float64(factor))
+			modelQuery(t, e, rng, docs, now(), float64(factor), nDocs)
 		}
 	}
 }
 
-func modelQuery(t *testing.T, e *env, rng *rand.Rand, docs map[string]*modelDoc, now int64, f float64) {
+func modelQuery(t *testing.T, e *env, rng *rand.Rand, docs map[string]*modelDoc, now int64, f float64, nDocs int) {
 	t.Helper()
 	var rows []modelRow
 	for id, d := range docs {
@@ -238,11 +252,11 @@ func modelQuery(t *testing.T, e *env, rng *rand.Rand, docs map[string]*modelDoc,
 	}
 	sdid, edid := "", ""
 	if sk != nil && rng.IntN(2) == 0 {
-		sdid = fmt.Sprintf("d%02d", rng.IntN(30))
+		sdid = fmt.Sprintf("d%04d", rng.IntN(nDocs))
 		params = append(params, "startkey_docid="+sdid)
 	}
 	if ek != nil && rng.IntN(2) == 0 {
-		edid = fmt.Sprintf("d%02d", rng.IntN(30))
+		edid = fmt.Sprintf("d%04d", rng.IntN(nDocs))
 		params = append(params, "endkey_docid="+edid)
 	}
 	if sk != nil && ek != nil && modelCompare(sk, ek) == 0 && sdid != "" && edid != "" && (!desc && sdid > edid || desc && sdid < edid) {

@@ -38,9 +38,10 @@ type ExpiryForecast struct {
 }
 
 // Forecast tells, for each interval of interval seconds over the horizon
-// seconds after now, how many rows of view (selected by r, whose
-// ExcludeExpired and Descending it ignores; with Keys, a key given twice
-// counts its rows twice) leave it because their document expires in that
+// seconds after now, how many rows of view (selected by r as Query selects
+// them, ExcludeExpired aside: with Descending, StartKey is the upper bound
+// and EndKey the lower; with Keys, a key given twice counts its rows twice)
+// leave it because their document expires in that
 // interval, and, with reduce, what their reduction is (for a view with a
 // Reducer; reduce is ignored for one without); and the
 // same for the rows expired at now but still in the view. Over the whole
@@ -82,7 +83,8 @@ func (rdr *Reader) Forecast(ctx context.Context, view string, r Range, now, inte
 		}
 		return forecastAll(ctx, snap.expRoots[vi], red, now, interval, horizon)
 	}
-	r.Descending = false
+	// spans are ascending intervals of tree keys whatever r.Descending,
+	// which only swaps which of r's bounds is the lower one.
 	spans, err := r.spans()
 	if err != nil {
 		return nil, err

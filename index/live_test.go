@@ -303,7 +303,11 @@ func TestForecast_Random(t *testing.T) {
 	apply(t, ix, ups...)
 	// The whole view (answered from the expiry tree), the same through a
 	// range that holds every key (answered by a walk), and narrower ranges.
-	for _, r := range []index.Range{{}, {StartKey: js("null")}, {StartKey: js("10"), EndKey: js("30"), InclusiveEnd: true}, {Keys: [][]byte{js("3"), js("40")}}} {
+	// Descending ranges bound the rows from StartKey down to EndKey, as a
+	// query's: the forecast counts the rows the query would answer.
+	for _, r := range []index.Range{{}, {StartKey: js("null")}, {StartKey: js("10"), EndKey: js("30"), InclusiveEnd: true}, {Keys: [][]byte{js("3"), js("40")}},
+		{StartKey: js("30"), EndKey: js("10"), InclusiveEnd: true, Descending: true}, {StartKey: js("30"), Descending: true},
+		{StartKey: js("30"), EndKey: js("10"), Descending: true, StartDocID: "d1000", EndDocID: "d2000"}} {
 		const interval, horizon = 500, 2600
 		f, err := ix.Forecast(ctx, "cs", r, now, interval, horizon, true)
 		if err != nil {

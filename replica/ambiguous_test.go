@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,38 +18,7 @@ import (
 func TestBucketWriteOfUnknownOutcome(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc := newNetCut()
-	res := &testResolver{addrs: map[string]string{}}
-	dir := t.TempDir()
-	gid := BucketGroup("b", "u", 0)
-	hosts := map[string]*Host{}
-	buckets := map[string]*engine.Bucket{}
-	for _, n := range testNodes {
-		o := Options{Dir: filepath.Join(dir, n, "raft"), Node: n, Listen: "127.0.0.1:0", Resolver: res}
-		nc.install(&o)
-		h, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.set(n, h.Addr())
-		eng, err := engine.Open(filepath.Join(dir, n, "data"), &engine.Options{NumPartitions: 1, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			h.Close()
-			eng.Close()
-		})
-		b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.SetReplicator(&BucketReplicator{Host: h, Bucket: "b", UUID: "u"})
-		if err := h.AddGroup(gid, testNodes, NewBucketMachine(b, 0, nil)); err != nil {
-			t.Fatal(err)
-		}
-		hosts[n], buckets[n] = h, b
-	}
+	nc, gid, hosts, buckets := bucketGroupOfThree(t, ctx)
 	var lead string
 	eventually(t, "a leader", func() error {
 		for _, n := range testNodes {

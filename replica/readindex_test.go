@@ -266,38 +266,7 @@ func TestReadIndexConcurrent(t *testing.T) {
 func TestBucketReadIndexIsolatedLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc := newNetCut()
-	res := &testResolver{addrs: map[string]string{}}
-	dir := t.TempDir()
-	gid := BucketGroup("b", "u", 0)
-	hosts := map[string]*Host{}
-	buckets := map[string]*engine.Bucket{}
-	for _, n := range testNodes {
-		o := Options{Dir: filepath.Join(dir, n, "raft"), Node: n, Listen: "127.0.0.1:0", Resolver: res}
-		nc.install(&o)
-		h, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.set(n, h.Addr())
-		eng, err := engine.Open(filepath.Join(dir, n, "data"), &engine.Options{NumPartitions: 1, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			h.Close()
-			eng.Close()
-		})
-		b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.SetReplicator(&BucketReplicator{Host: h, Bucket: "b", UUID: "u"})
-		if err := h.AddGroup(gid, testNodes, NewBucketMachine(b, 0, nil)); err != nil {
-			t.Fatal(err)
-		}
-		hosts[n], buckets[n] = h, b
-	}
+	nc, gid, hosts, buckets := bucketGroupOfThree(t, ctx)
 	leader := func(nodes []string) string {
 		var lead string
 		eventually(t, "a leader among "+fmt.Sprint(nodes), func() error {
@@ -438,4 +407,45 @@ func TestReadIndexLostRequestIsIssuedAgain(t *testing.T) {
 			t.Fatalf("%s: no answer (the lost round was not issued again)", name)
 		}
 	}
+}
+
+// bucketGroupOfThree runs bucket "b" (one partition) on the three test
+// nodes, in process, each with its own Host and engine, replicated by one
+// group (gid) of all three; nc cuts their Raft traffic. They close when
+// the test ends.
+func bucketGroupOfThree(t *testing.T, ctx context.Context) (nc *netCut, gid GroupID, hosts map[string]*Host, buckets map[string]*engine.Bucket) {
+	t.Helper()
+	nc = newNetCut()
+	res := &testResolver{addrs: map[string]string{}}
+	dir := t.TempDir()
+	gid = BucketGroup("b", "u", 0)
+	hosts = map[string]*Host{}
+	buckets = map[string]*engine.Bucket{}
+	for _, n := range testNodes {
+		o := Options{Dir: filepath.Join(dir, n, "raft"), Node: n, Listen: "127.0.0.1:0", Resolver: res}
+		nc.install(&o)
+		h, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.set(n, h.Addr())
+		eng, err := engine.Open(filepath.Join(dir, n, "data"), &engine.Options{NumPartitions: 1, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			h.Close()
+			eng.Close()
+		})
+		b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetReplicator(&BucketReplicator{Host: h, Bucket: "b", UUID: "u"})
+		if err := h.AddGroup(gid, testNodes, NewBucketMachine(b, 0, nil)); err != nil {
+			t.Fatal(err)
+		}
+		hosts[n], buckets[n] = h, b
+	}
+	return nc, gid, hosts, buckets
 }

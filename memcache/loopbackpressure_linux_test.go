@@ -23,33 +23,11 @@ import (
 // Fails on the code before: the write waited for its commit on the loop, so
 // no connection of that loop was served until the disk answered.
 func TestLoopWriteAtNoneHeldByBackpressureDoesNotHoldTheLoop(t *testing.T) {
-	ctx := context.Background()
-	var holding atomic.Bool
-	gate := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	release := sync.OnceFunc(func() { holding.Store(false); close(gate) })
-	t.Cleanup(release)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64, NoSync: true, FlushInterval: time.Hour, MaxAckedBytes: 4096,
-		CommitHook: func(string) {
-			if holding.Load() {
-				select {
-				case entered <- struct{}{}:
-				default:
-				}
-				<-gate
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityNone})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
+	g := newCommitGate(t)
+	eng, b := loopBucket(t, &engine.Options{NumPartitions: 64, NoSync: true, FlushInterval: time.Hour, MaxAckedBytes: 4096, CommitHook: g.hook}, engine.DurabilityNone)
 	a, other := serveLoops(t, eng, b)
-	t.Cleanup(release) // before the server's close, which waits for the loop
-	holding.Store(true)
+	t.Cleanup(g.release) // before the server's close, which waits for the loop
+	g.holding.Store(true)
 	// 100 sets of about 300 bytes each against a 4 KiB bound: the
 	// 14th or so must wait for its commit.
 	const n = 100
@@ -59,14 +37,8 @@ func TestLoopWriteAtNoneHeldByBackpressureDoesNotHoldTheLoop(t *testing.T) {
 		want.WriteString("STORED\r\n")
 	}
 	a.send(req.String())
-	select {
-	case <-entered:
-	case <-time.After(heldAnswerTimeout):
-		t.Fatal("no write waited for a commit: the acknowledged bytes never reached MaxAckedBytes")
-	}
-	other.send("version\r\n")
-	readWithin(t, other, "another connection while a write at none waits for its commit", "VERSION "+DefaultVersion+"\r\n")
-	release()
+	loopGoesOn(t, g.entered, "no write waited for a commit: the acknowledged bytes never reached MaxAckedBytes", other, "another connection while a write at none waits for its commit")
+	g.release()
 	readWithin(t, a, "the 100 sets' answers once the commit is let go", want.String())
 	a.do("get k0 k99\r\n", "VALUE k0 0 1\r\n0\r\nVALUE k99 0 1\r\n9\r\nEND\r\n")
 }
@@ -111,16 +83,7 @@ func (r *gatedReplicator) Replicate(ctx context.Context, part int, entry []byte)
 // answer comes once it is let go. Fails on the code before: the loop
 // itself waited for the replication.
 func TestLoopReplicatedWriteDoesNotHoldTheLoop(t *testing.T) {
-	ctx := context.Background()
-	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityNone})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
+	eng, b := loopBucket(t, &engine.Options{NumPartitions: 64, NoSync: true}, engine.DurabilityNone)
 	r := &gatedReplicator{b: b, entered: make(chan struct{}, 1), gate: make(chan struct{}), next: map[int]uint64{}}
 	release := sync.OnceFunc(func() { r.holding.Store(false); close(r.gate) })
 	t.Cleanup(release)
@@ -129,13 +92,7 @@ func TestLoopReplicatedWriteDoesNotHoldTheLoop(t *testing.T) {
 	t.Cleanup(release) // before the server's close, which waits for the loop
 	r.holding.Store(true)
 	a.send("set k 0 0 1\r\nx\r\n")
-	select {
-	case <-r.entered:
-	case <-time.After(heldAnswerTimeout):
-		t.Fatal("the set was never proposed")
-	}
-	other.send("version\r\n")
-	readWithin(t, other, "another connection while a replicated write at none waits for its commit", "VERSION "+DefaultVersion+"\r\n")
+	loopGoesOn(t, r.entered, "the set was never proposed", other, "another connection while a replicated write at none waits for its commit")
 	release()
 	readWithin(t, a, "the set's answer once the replication is let go", "STORED\r\n")
 	a.do("get k\r\n", "VALUE k 0 1\r\nx\r\nEND\r\n")

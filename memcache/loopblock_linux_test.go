@@ -218,15 +218,7 @@ func TestLoopGetOfExpiredKeysDoesNotWaitForCommits(t *testing.T) {
 // whole and in order, and the connection goes on after.
 func TestLoopGatPastTheOutputBound(t *testing.T) {
 	ctx := context.Background()
-	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityPersistToMajority})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
+	eng, b := loopBucket(t, &engine.Options{NumPartitions: 64}, engine.DurabilityPersistToMajority)
 	coll := b.DefaultCollection()
 	var keys []string
 	var want strings.Builder
@@ -262,32 +254,11 @@ func TestLoopGatPastTheOutputBound(t *testing.T) {
 // and goes on when the commit lands: 200,000 answers (1.4 MB) after a set
 // whose commit is held come whole and in order once it is let go.
 func TestLoopAnswersBehindACommitAreBounded(t *testing.T) {
-	ctx := context.Background()
-	var holding atomic.Bool
-	gate := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	release := sync.OnceFunc(func() { holding.Store(false); close(gate) })
-	t.Cleanup(release)
-	eng, err := engine.Open(t.TempDir(), &engine.Options{NumPartitions: 64, CommitHook: func(string) {
-		if holding.Load() {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-gate
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: engine.DurabilityPersistToMajority})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
+	g := newCommitGate(t)
+	eng, b := loopBucket(t, &engine.Options{NumPartitions: 64, CommitHook: g.hook}, engine.DurabilityPersistToMajority)
 	a, other := serveLoops(t, eng, b)
-	t.Cleanup(release)
-	holding.Store(true)
+	t.Cleanup(g.release)
+	g.holding.Store(true)
 	const n = 200_000
 	var req strings.Builder
 	req.WriteString("set a 0 0 1\r\nx\r\n")
@@ -296,14 +267,8 @@ func TestLoopAnswersBehindACommitAreBounded(t *testing.T) {
 	}
 	sent := make(chan error, 1)
 	go func() { _, err := io.WriteString(a.nc, req.String()); sent <- err }()
-	select {
-	case <-entered:
-	case <-time.After(heldAnswerTimeout):
-		t.Fatal("the set's commit never started")
-	}
-	other.send("version\r\n")
-	readWithin(t, other, "another connection while the first one's answers wait for a commit", "VERSION "+DefaultVersion+"\r\n")
-	release()
+	loopGoesOn(t, g.entered, "the set's commit never started", other, "another connection while the first one's answers wait for a commit")
+	g.release()
 	readWithin(t, a, "the set's answer and the 200,000 after it", "STORED\r\n"+strings.Repeat("ERROR\r\n", n))
 	if err := <-sent; err != nil {
 		t.Fatal(err)
@@ -517,4 +482,61 @@ func TestLoopCommandsNeedingTheStoreDoNotHoldTheLoop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// commitGate holds an engine's commits (hook, its CommitHook) while holding
+// is set: entered is signalled as one is held, and release lets every held
+// one go (once; the test's end does too).
+type commitGate struct {
+	holding atomic.Bool
+	gate    chan struct{}
+	entered chan struct{}
+	release func()
+}
+
+func newCommitGate(t *testing.T) *commitGate {
+	g := &commitGate{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	g.release = sync.OnceFunc(func() { g.holding.Store(false); close(g.gate) })
+	t.Cleanup(g.release)
+	return g
+}
+
+func (g *commitGate) hook(string) {
+	if g.holding.Load() {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		<-g.gate
+	}
+}
+
+// loopBucket opens an engine with opts and its bucket "default" at
+// durability level, for serveLoops.
+func loopBucket(t *testing.T, opts *engine.Options, level engine.Durability) (*engine.Engine, *engine.Bucket) {
+	t.Helper()
+	eng, err := engine.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Couchbase, DurabilityMinLevel: level})
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	return eng, b
+}
+
+// loopGoesOn waits for entered (a command of one connection is held: if it
+// never comes, the test fails with notHeld), then shows that other, a
+// connection of the same event loop, is still answered.
+func loopGoesOn(t *testing.T, entered <-chan struct{}, notHeld string, other *client, what string) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(heldAnswerTimeout):
+		t.Fatal(notHeld)
+	}
+	other.send("version\r\n")
+	readWithin(t, other, what, "VERSION "+DefaultVersion+"\r\n")
 }

@@ -134,6 +134,12 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
+	// Every parameter is checked before the touch: a refused request
+	// leaves the document as it was.
+	withMeta, err := boolParam(q, "meta")
+	if err != nil {
+		return err
+	}
 	var d *engine.Document
 	if q.Has("touch") {
 		exp, _, perr := intParam(q, "touch")
@@ -148,10 +154,6 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		d, err = c.Get(r.Context(), key)
 	}
-	if err != nil {
-		return err
-	}
-	withMeta, err := boolParam(q, "meta")
 	if err != nil {
 		return err
 	}

@@ -110,3 +110,22 @@ func TestExpiryForecastEndpoint(t *testing.T) {
 		t.Errorf("interval 0: %d, want 400", status)
 	}
 }
+
+// A get-and-touch refused for a bad parameter leaves the document as it
+// was: no new expiration, no new CAS.
+func TestRefusedGetAndTouchDoesNotTouch(t *testing.T) {
+	f := newFixture(t)
+	if status, _, body := f.do(http.MethodPut, "/default/docs/k", "", `{"x":1}`); status != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", status, body)
+	}
+	_, before, _ := f.do(http.MethodGet, "/default/docs/k", "", "")
+	status, _, body := f.do(http.MethodGet, "/default/docs/k?touch=100&meta=bogus", "", "")
+	if status != http.StatusBadRequest || !strings.Contains(body, `"bad_request"`) {
+		t.Errorf("get-and-touch with meta=bogus: %d %s, want 400 bad_request", status, body)
+	}
+	_, after, _ := f.do(http.MethodGet, "/default/docs/k", "", "")
+	if after.Get("X-Mayfly-Expiration") != before.Get("X-Mayfly-Expiration") || after.Get("X-Mayfly-Cas") != before.Get("X-Mayfly-Cas") {
+		t.Errorf("the refused request touched the document: expiration %s → %s, cas %s → %s",
+			before.Get("X-Mayfly-Expiration"), after.Get("X-Mayfly-Expiration"), before.Get("X-Mayfly-Cas"), after.Get("X-Mayfly-Cas"))
+	}
+}

@@ -197,7 +197,9 @@ func docEnvelope(d *engine.Document) map[string]any {
 	if d.Type == engine.TypeJSON {
 		out["json"] = json.RawMessage(d.Value)
 	} else {
-		out["base64"] = d.Value // encoding/json writes []byte as base64
+		// encoding/json writes []byte as base64, and a nil one (an empty
+		// value) as null: an empty value is "".
+		out["base64"] = append([]byte{}, d.Value...)
 	}
 	return out
 }

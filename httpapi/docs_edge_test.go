@@ -129,3 +129,23 @@ func TestRefusedGetAndTouchDoesNotTouch(t *testing.T) {
 			before.Get("X-Mayfly-Expiration"), after.Get("X-Mayfly-Expiration"), before.Get("X-Mayfly-Cas"), after.Get("X-Mayfly-Cas"))
 	}
 }
+
+// An empty value is a binary document whose base64 is "" wherever it is
+// shown (the envelope, _all_docs and the change feed's include_docs), not
+// null, which a client decoding base64 cannot take for an empty value.
+func TestEmptyValueBase64(t *testing.T) {
+	f := newFixture(t)
+	if status, _, body := f.do(http.MethodPut, "/default/docs/empty", "", ""); status != http.StatusCreated {
+		t.Fatalf("PUT of an empty body: %d %s", status, body)
+	}
+	for _, path := range []string{
+		"/default/docs/empty?meta=true",
+		"/default/_all_docs?include_docs=true",
+		"/default/_changes?include_docs=true",
+	} {
+		status, _, body := f.do(http.MethodGet, path, "", "")
+		if status != http.StatusOK || !strings.Contains(body, `"base64":""`) {
+			t.Errorf("GET %s: %d %s, want the empty value as \"base64\":\"\"", path, status, body)
+		}
+	}
+}

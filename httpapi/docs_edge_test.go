@@ -111,6 +111,52 @@ func TestExpiryForecastEndpoint(t *testing.T) {
 	}
 }
 
+// A forecast over a horizon of billions of years answers (one or two
+// intervals, whatever the values' sizes), and one past the largest Unix
+// time is a 400: neither drops the connection on an overflow.
+func TestExpiryForecastHugeValues(t *testing.T) {
+	f := newFixture(t)
+	for i, exp := range []string{"30", "4000000000"} { // relative, absolute
+		if status, _, body := f.do(http.MethodPut, "/default/docs/k"+string(rune('a'+i))+"?expiry="+exp, "", `{"v":1}`); status/100 != 2 {
+			t.Fatalf("PUT: %d %s", status, body)
+		}
+	}
+	const h = "9000000000000000000"
+	for _, c := range []struct {
+		query string
+		docs  []float64
+	}{
+		{"interval=" + h + "&horizon=" + h, []float64{2}},
+		{"interval=5000000000000000000&horizon=" + h, []float64{2, 0}},
+	} {
+		status, _, body := f.do(http.MethodGet, "/default/_expiry?"+c.query, "", "")
+		if status != http.StatusOK {
+			t.Errorf("forecast %s: %d %s, want 200", c.query, status, body)
+			continue
+		}
+		m := jsonOf(t, body)
+		ivs, _ := m["intervals"].([]any)
+		if len(ivs) != len(c.docs) {
+			t.Errorf("forecast %s: %d intervals, want %d: %s", c.query, len(ivs), len(c.docs), body)
+			continue
+		}
+		for i, want := range c.docs {
+			if iv := ivs[i].(map[string]any); iv["docs"] != want || iv["end"].(float64) <= iv["start"].(float64) {
+				t.Errorf("forecast %s: interval %d is %v, want %v documents", c.query, i, iv, want)
+			}
+		}
+	}
+	for _, q := range []string{
+		"interval=4611686018427387903&horizon=9223372036854775807",
+		"interval=9223372036854775807&horizon=9223372036854775807",
+	} {
+		status, _, body := f.do(http.MethodGet, "/default/_expiry?"+q, "", "")
+		if status != http.StatusBadRequest || !strings.Contains(body, `"bad_request"`) {
+			t.Errorf("forecast %s: %d %s, want 400 bad_request", q, status, body)
+		}
+	}
+}
+
 // A get-and-touch refused for a bad parameter leaves the document as it
 // was: no new expiration, no new CAS.
 func TestRefusedGetAndTouchDoesNotTouch(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // HEAD answers like GET, headers and status, without a body.
@@ -193,5 +194,35 @@ func TestEmptyValueBase64(t *testing.T) {
 		if status != http.StatusOK || !strings.Contains(body, `"base64":""`) {
 			t.Errorf("GET %s: %d %s, want the empty value as \"base64\":\"\"", path, status, body)
 		}
+	}
+}
+
+// JSON is UTF-8: a body declared application/json with invalid UTF-8 in a
+// string is refused, and one sent without that type is a binary document
+// (Couchbase's checkUTF8JSON), so that every JSON answer showing it (the
+// envelope, _all_docs, the change feed) stays valid UTF-8.
+func TestInvalidUTF8IsNotJSON(t *testing.T) {
+	f := newFixture(t)
+	const bad = "{\"a\":\"\xff\"}"
+	status, _, body := f.do(http.MethodPut, "/default/docs/declared", "application/json", bad)
+	if status != http.StatusBadRequest || !strings.Contains(body, "UTF-8") {
+		t.Errorf("invalid UTF-8 declared as JSON: %d %s, want 400 naming UTF-8", status, body)
+	}
+	if status, _, body := f.do(http.MethodPut, "/default/docs/raw", "", bad); status != http.StatusCreated {
+		t.Fatalf("invalid UTF-8 without a type: %d %s", status, body)
+	}
+	for _, path := range []string{
+		"/default/docs/raw?meta=true",
+		"/default/_all_docs?include_docs=true",
+		"/default/_changes?include_docs=true",
+	} {
+		status, _, body := f.do(http.MethodGet, path, "", "")
+		if status != http.StatusOK || !utf8.ValidString(body) || !strings.Contains(body, `"base64":"eyJhIjoi/yJ9"`) {
+			t.Errorf("GET %s: %d %q, want valid UTF-8 with the value as base64", path, status, body)
+		}
+	}
+	status, h, body := f.do(http.MethodGet, "/default/docs/raw", "", "")
+	if status != http.StatusOK || h.Get("Content-Type") != "application/octet-stream" || body != bad {
+		t.Errorf("GET of the raw value: %d %q %q", status, h.Get("Content-Type"), body)
 	}
 }

@@ -540,3 +540,22 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("doc_ids body: %+v %v", r, err)
 	}
 }
+
+// TestHugeWaits: a timeout or heartbeat of any number of milliseconds is at
+// least as long as a year (and long enough that the server's margins added
+// to it do not overflow), never a wait wrapped round to a fraction of a
+// millisecond or below zero.
+func TestHugeWaits(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	for _, ms := range []string{"18446744073710", "9223372036854", "99999999999999999", "9223372036854775807"} {
+		r, err := ParseRequest(url.Values{"feed": {"continuous"}, "timeout": {ms}, "heartbeat": {ms}}, nil)
+		if err != nil {
+			t.Fatalf("timeout=heartbeat=%s: %v", ms, err)
+		}
+		for name, d := range map[string]time.Duration{"timeout": r.Timeout, "heartbeat": r.Heartbeat} {
+			if d < year || d+time.Hour < d {
+				t.Errorf("%s=%s ms: %v, want a wait of a year or more that an hour more does not overflow", name, ms, d)
+			}
+		}
+	}
+}

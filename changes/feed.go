@@ -366,7 +366,9 @@ func AppendCouchDoc(b []byte, d *engine.Document) []byte {
 	}
 	if d.Type != engine.TypeJSON {
 		b = append(head(b), `,"base64":`...)
-		v, _ := json.Marshal(d.Value) // []byte marshals as a base64 string
+		// []byte marshals as a base64 string, a nil one (an empty value)
+		// as null: an empty value is "".
+		v, _ := json.Marshal(append([]byte{}, d.Value...))
 		return append(append(b, v...), '}')
 	}
 	v := gjson.ParseBytes(d.Value)

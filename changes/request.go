@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -49,6 +50,11 @@ const (
 	DefaultHeartbeat = 60 * time.Second
 	// minHeartbeat keeps a client from asking for a flood of newlines.
 	minHeartbeat = 10 * time.Millisecond
+	// maxWaitMS caps timeout and heartbeat, in milliseconds (about 146
+	// years: a longer one waits as long). In nanoseconds it and the
+	// server's own margins added to it fit a time.Duration, which a larger
+	// value would overflow (wrapping round to a short or negative wait).
+	maxWaitMS = int64(math.MaxInt64 / 2 / int64(time.Millisecond))
 )
 
 // Request is a parsed _changes request.
@@ -124,7 +130,7 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 		if err != nil || ms < 0 {
 			return bad("timeout must be milliseconds, a non-negative integer, got %q", q.Get("timeout"))
 		}
-		r.Timeout = time.Duration(ms) * time.Millisecond
+		r.Timeout = time.Duration(min(ms, maxWaitMS)) * time.Millisecond
 	}
 	if q.Has("heartbeat") {
 		switch hb := q.Get("heartbeat"); hb {
@@ -136,7 +142,7 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 			if err != nil || ms < 0 {
 				return bad("heartbeat must be milliseconds, a non-negative integer, or true, got %q", hb)
 			}
-			r.Heartbeat = max(time.Duration(ms)*time.Millisecond, minHeartbeat)
+			r.Heartbeat = max(time.Duration(min(ms, maxWaitMS))*time.Millisecond, minHeartbeat)
 		}
 		if r.Heartbeat > 0 && !explicitTimeout {
 			r.Timeout = -1 // as CouchDB: the heartbeat keeps the feed alive

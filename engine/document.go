@@ -27,9 +27,13 @@ const (
 	TypeBinary DocType = "base64"
 )
 
-// DetectType returns TypeJSON for a value that is valid JSON, else TypeBinary.
+// DetectType returns TypeJSON for a value that is valid JSON in UTF-8, else
+// TypeBinary. As Couchbase's checkUTF8JSON, invalid UTF-8 (inside a string)
+// makes a value binary: a JSON document is copied as it is into every JSON
+// answer (the document API, _all_docs, the change feed, views), which must
+// be UTF-8 for a strict decoder to read them.
 func DetectType(value []byte) DocType {
-	if len(value) > 0 && gjson.ValidBytes(value) {
+	if len(value) > 0 && gjson.ValidBytes(value) && utf8.Valid(value) {
 		return TypeJSON
 	}
 	return TypeBinary

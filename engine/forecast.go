@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 )
 
 // ForecastInterval is one interval of an expiry forecast: the documents
@@ -48,11 +49,25 @@ func (b *Bucket) Forecast(interval, horizon int64) (*Forecast, error) {
 		return nil, ErrWarmup
 	}
 	now := b.clock.Now()
+	if horizon > math.MaxInt64-now {
+		// now+horizon would overflow Unix seconds.
+		return nil, fmt.Errorf("%w: horizon %d reaches past the largest expiration", ErrInvalidSetting, horizon)
+	}
 	f := &Forecast{Now: now}
-	n := (horizon + interval - 1) / interval
+	// The intervals' count and bounds, computed so that nothing overflows
+	// whatever interval and horizon are: (n-1)*interval < horizon.
+	n := horizon / interval
+	if horizon%interval != 0 {
+		n++
+	}
 	f.Intervals = make([]ForecastInterval, n)
 	for i := range f.Intervals {
-		f.Intervals[i] = ForecastInterval{Start: now + int64(i)*interval, End: min(now+int64(i+1)*interval, now+horizon)}
+		start := now + int64(i)*interval
+		end := now + horizon
+		if interval < end-start {
+			end = start + interval
+		}
+		f.Intervals[i] = ForecastInterval{Start: start, End: end}
 	}
 	f.ExpiredUnpurged, f.ExpiredUnpurgedBytes = b.exps.dueTotals(now)
 	b.exps.secondsIn(now, now+horizon, func(exp int64, t secTotal) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -222,6 +223,11 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 	}
 	if !gjson.ValidBytes(line) {
 		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not valid JSON", n))))
+	}
+	if !utf8.Valid(line) {
+		// gjson takes invalid UTF-8 inside a string; JSON is UTF-8, and a
+		// single-document PUT declared application/json refuses it too.
+		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not valid UTF-8 (at byte %d)", n, invalidUTF8At(line)))))
 	}
 	i := skipJSONSpace(line, 0)
 	if line[i] != '{' {

@@ -345,3 +345,24 @@ func TestBulkOneDocumentInOrderWhateverItsCollectionIsCalled(t *testing.T) {
 		t.Errorf("%d lines or keys out of order", bad)
 	}
 }
+
+// A bulk line is JSON, so UTF-8: one with invalid UTF-8 (in its doc or its
+// id) fails alone, as a PUT declared application/json is refused, and the
+// answer stays valid UTF-8.
+func TestBulkInvalidUTF8Line(t *testing.T) {
+	f := newFixture(t)
+	res := f.bulkLines("{\"op\":\"upsert\",\"id\":\"a\",\"doc\":{\"s\":\"\xff\"}}\n" +
+		"{\"op\":\"upsert\",\"id\":\"\xfe\",\"doc\":1}\n" +
+		`{"op":"upsert","id":"b","doc":1}` + "\n")
+	if len(res) != 3 || res[0]["line"] != 1.0 || res[0]["error"] != "bad_request" || res[1]["line"] != 2.0 || res[1]["error"] != "bad_request" || res[2]["error"] != nil {
+		t.Fatalf("bulk: %v", res)
+	}
+	for _, m := range res[:2] {
+		if r, _ := m["reason"].(string); !strings.Contains(r, "UTF-8") {
+			t.Errorf("reason %q does not name UTF-8", r)
+		}
+	}
+	if st, _, _ := f.do("GET", "/default/docs/a", "", ""); st != 404 {
+		t.Errorf("the refused line's document was stored: GET %d", st)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -188,5 +190,47 @@ func TestChangesContinuousClientHangsUp(t *testing.T) {
 			t.Fatal("the feed's goroutine outlived its client")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A timeout of any size is a long wait: one near what a time.Duration of
+// milliseconds holds does not drop the connection unanswered (the write
+// deadline, moved by the timeout, overflowed into the past), and one over it
+// does not end the feed at once (it wrapped round to a fraction of a
+// millisecond; changes.TestHugeWaits checks that without a race).
+func TestChangesHugeTimeout(t *testing.T) {
+	f := newFixture(t)
+	if st, _, body := f.do("PUT", "/default/docs/a", "", `{}`); st != 201 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	for i, timeout := range []string{"18446744073710", "9223372036854", "99999999999999999"} {
+		t.Run(timeout, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/default/_changes?feed=continuous&since=now&limit=1&timeout="+timeout, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.SetBasicAuth(adminUser, adminPass)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("feed: %v", err)
+			}
+			defer resp.Body.Close()
+			// The feed waits for a change after since=now: the write comes
+			// once it has answered its headers.
+			key := fmt.Sprintf("b%d", i)
+			if st, _, body := f.do("PUT", "/default/docs/"+key, "", `{}`); st != 201 {
+				t.Fatalf("PUT: %d %s", st, body)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the feed: %v", err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+			if resp.StatusCode != 200 || len(lines) != 2 || !strings.Contains(lines[0], `"id":"`+key+`"`) || !strings.Contains(lines[1], `"last_seq"`) {
+				t.Fatalf("continuous feed with timeout=%s: %d %q, want the row of %s then last_seq", timeout, resp.StatusCode, body, key)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -47,12 +48,19 @@ func resultOf(d *engine.Document) mutationResult {
 }
 
 // checkDeclaredJSON refuses a body sent as application/json that is not
-// valid JSON, saying where it breaks. A body sent as anything else is stored
-// as it is: JSON becomes a json document, the rest a binary one, as Couchbase
-// does.
+// valid JSON in UTF-8, saying where it breaks. A body sent as anything else
+// is stored as it is: JSON becomes a json document, the rest a binary one,
+// as Couchbase does (engine.DetectType).
 func checkDeclaredJSON(r *http.Request, body []byte) error {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt != "application/json" || json.Valid(body) {
+	if mt != "application/json" {
+		return nil
+	}
+	if json.Valid(body) {
+		// encoding/json takes invalid UTF-8 inside a string; JSON is UTF-8.
+		if !utf8.Valid(body) {
+			return errBadRequest(fmt.Sprintf("the body is sent as application/json but is not valid UTF-8 (at byte %d)", invalidUTF8At(body)))
+		}
 		return nil
 	}
 	var se *json.SyntaxError
@@ -60,6 +68,19 @@ func checkDeclaredJSON(r *http.Request, body []byte) error {
 		return errBadRequest(fmt.Sprintf("the body is sent as application/json but is not valid JSON: %v (at byte %d)", se, se.Offset))
 	}
 	return errBadRequest("the body is sent as application/json but is not valid JSON")
+}
+
+// invalidUTF8At returns the offset of b's first byte that is not part of a
+// valid UTF-8 sequence, or len(b).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // putDoc handles PUT /{bucket}/docs/{key}: ?expiry, preserve_expiry, flags,
@@ -134,6 +155,12 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
+	// Every parameter is checked before the touch: a refused request
+	// leaves the document as it was.
+	withMeta, err := boolParam(q, "meta")
+	if err != nil {
+		return err
+	}
 	var d *engine.Document
 	if q.Has("touch") {
 		exp, _, perr := intParam(q, "touch")
@@ -148,10 +175,6 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		d, err = c.Get(r.Context(), key)
 	}
-	if err != nil {
-		return err
-	}
-	withMeta, err := boolParam(q, "meta")
 	if err != nil {
 		return err
 	}
@@ -195,7 +218,9 @@ func docEnvelope(d *engine.Document) map[string]any {
 	if d.Type == engine.TypeJSON {
 		out["json"] = json.RawMessage(d.Value)
 	} else {
-		out["base64"] = d.Value // encoding/json writes []byte as base64
+		// encoding/json writes []byte as base64, and a nil one (an empty
+		// value) as null: an empty value is "".
+		out["base64"] = append([]byte{}, d.Value...)
 	}
 	return out
 }

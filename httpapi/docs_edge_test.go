@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // HEAD answers like GET, headers and status, without a body.
@@ -108,5 +109,120 @@ func TestExpiryForecastEndpoint(t *testing.T) {
 	}
 	if status, _, _ := f.do(http.MethodGet, "/default/_expiry?interval=0", "", ""); status != http.StatusBadRequest {
 		t.Errorf("interval 0: %d, want 400", status)
+	}
+}
+
+// A forecast over a horizon of billions of years answers (one or two
+// intervals, whatever the values' sizes), and one past the largest Unix
+// time is a 400: neither drops the connection on an overflow.
+func TestExpiryForecastHugeValues(t *testing.T) {
+	f := newFixture(t)
+	for i, exp := range []string{"30", "4000000000"} { // relative, absolute
+		if status, _, body := f.do(http.MethodPut, "/default/docs/k"+string(rune('a'+i))+"?expiry="+exp, "", `{"v":1}`); status/100 != 2 {
+			t.Fatalf("PUT: %d %s", status, body)
+		}
+	}
+	const h = "9000000000000000000"
+	for _, c := range []struct {
+		query string
+		docs  []float64
+	}{
+		{"interval=" + h + "&horizon=" + h, []float64{2}},
+		{"interval=5000000000000000000&horizon=" + h, []float64{2, 0}},
+	} {
+		status, _, body := f.do(http.MethodGet, "/default/_expiry?"+c.query, "", "")
+		if status != http.StatusOK {
+			t.Errorf("forecast %s: %d %s, want 200", c.query, status, body)
+			continue
+		}
+		m := jsonOf(t, body)
+		ivs, _ := m["intervals"].([]any)
+		if len(ivs) != len(c.docs) {
+			t.Errorf("forecast %s: %d intervals, want %d: %s", c.query, len(ivs), len(c.docs), body)
+			continue
+		}
+		for i, want := range c.docs {
+			if iv := ivs[i].(map[string]any); iv["docs"] != want || iv["end"].(float64) <= iv["start"].(float64) {
+				t.Errorf("forecast %s: interval %d is %v, want %v documents", c.query, i, iv, want)
+			}
+		}
+	}
+	for _, q := range []string{
+		"interval=4611686018427387903&horizon=9223372036854775807",
+		"interval=9223372036854775807&horizon=9223372036854775807",
+	} {
+		status, _, body := f.do(http.MethodGet, "/default/_expiry?"+q, "", "")
+		if status != http.StatusBadRequest || !strings.Contains(body, `"bad_request"`) {
+			t.Errorf("forecast %s: %d %s, want 400 bad_request", q, status, body)
+		}
+	}
+}
+
+// A get-and-touch refused for a bad parameter leaves the document as it
+// was: no new expiration, no new CAS.
+func TestRefusedGetAndTouchDoesNotTouch(t *testing.T) {
+	f := newFixture(t)
+	if status, _, body := f.do(http.MethodPut, "/default/docs/k", "", `{"x":1}`); status != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", status, body)
+	}
+	_, before, _ := f.do(http.MethodGet, "/default/docs/k", "", "")
+	status, _, body := f.do(http.MethodGet, "/default/docs/k?touch=100&meta=bogus", "", "")
+	if status != http.StatusBadRequest || !strings.Contains(body, `"bad_request"`) {
+		t.Errorf("get-and-touch with meta=bogus: %d %s, want 400 bad_request", status, body)
+	}
+	_, after, _ := f.do(http.MethodGet, "/default/docs/k", "", "")
+	if after.Get("X-Mayfly-Expiration") != before.Get("X-Mayfly-Expiration") || after.Get("X-Mayfly-Cas") != before.Get("X-Mayfly-Cas") {
+		t.Errorf("the refused request touched the document: expiration %s → %s, cas %s → %s",
+			before.Get("X-Mayfly-Expiration"), after.Get("X-Mayfly-Expiration"), before.Get("X-Mayfly-Cas"), after.Get("X-Mayfly-Cas"))
+	}
+}
+
+// An empty value is a binary document whose base64 is "" wherever it is
+// shown (the envelope, _all_docs and the change feed's include_docs), not
+// null, which a client decoding base64 cannot take for an empty value.
+func TestEmptyValueBase64(t *testing.T) {
+	f := newFixture(t)
+	if status, _, body := f.do(http.MethodPut, "/default/docs/empty", "", ""); status != http.StatusCreated {
+		t.Fatalf("PUT of an empty body: %d %s", status, body)
+	}
+	for _, path := range []string{
+		"/default/docs/empty?meta=true",
+		"/default/_all_docs?include_docs=true",
+		"/default/_changes?include_docs=true",
+	} {
+		status, _, body := f.do(http.MethodGet, path, "", "")
+		if status != http.StatusOK || !strings.Contains(body, `"base64":""`) {
+			t.Errorf("GET %s: %d %s, want the empty value as \"base64\":\"\"", path, status, body)
+		}
+	}
+}
+
+// JSON is UTF-8: a body declared application/json with invalid UTF-8 in a
+// string is refused, and one sent without that type is a binary document
+// (Couchbase's checkUTF8JSON), so that every JSON answer showing it (the
+// envelope, _all_docs, the change feed) stays valid UTF-8.
+func TestInvalidUTF8IsNotJSON(t *testing.T) {
+	f := newFixture(t)
+	const bad = "{\"a\":\"\xff\"}"
+	status, _, body := f.do(http.MethodPut, "/default/docs/declared", "application/json", bad)
+	if status != http.StatusBadRequest || !strings.Contains(body, "UTF-8") {
+		t.Errorf("invalid UTF-8 declared as JSON: %d %s, want 400 naming UTF-8", status, body)
+	}
+	if status, _, body := f.do(http.MethodPut, "/default/docs/raw", "", bad); status != http.StatusCreated {
+		t.Fatalf("invalid UTF-8 without a type: %d %s", status, body)
+	}
+	for _, path := range []string{
+		"/default/docs/raw?meta=true",
+		"/default/_all_docs?include_docs=true",
+		"/default/_changes?include_docs=true",
+	} {
+		status, _, body := f.do(http.MethodGet, path, "", "")
+		if status != http.StatusOK || !utf8.ValidString(body) || !strings.Contains(body, `"base64":"eyJhIjoi/yJ9"`) {
+			t.Errorf("GET %s: %d %q, want valid UTF-8 with the value as base64", path, status, body)
+		}
+	}
+	status, h, body := f.do(http.MethodGet, "/default/docs/raw", "", "")
+	if status != http.StatusOK || h.Get("Content-Type") != "application/octet-stream" || body != bad {
+		t.Errorf("GET of the raw value: %d %q %q", status, h.Get("Content-Type"), body)
 	}
 }

@@ -161,6 +161,10 @@ type Store struct {
 	names      *backoff // failures per user name
 	now        func() time.Time
 
+	// gen counts the changes of the users (PutUser, DeleteUser), so that a
+	// connection holding a Principal knows when to look it up again.
+	gen atomic.Uint64
+
 	mu    sync.Mutex
 	users map[string]*User
 	// verified caches successful verifications: HMAC(cacheKey, name NUL
@@ -608,6 +612,7 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 		}
 		return err
 	}
+	s.gen.Add(1)
 	return nil
 }
 
@@ -625,7 +630,28 @@ func (s *Store) DeleteUser(id string) error {
 		s.users[id] = old
 		return err
 	}
+	s.gen.Add(1)
 	return nil
+}
+
+// Generation counts the changes of the users: it moves whenever PutUser or
+// DeleteUser changes one. A connection that authenticated once and keeps
+// its Principal (the KV port) reads it before authenticating and, when it
+// has moved since, looks its user up again (Lookup): a deleted user then
+// loses its access, and changed roles apply, at its next command.
+func (s *Store) Generation() uint64 { return s.gen.Load() }
+
+// Lookup returns the current principal of user name (the administrator
+// included), or ErrUserNotFound once it is deleted. It checks no password:
+// it refreshes a principal authenticated before.
+func (s *Store) Lookup(name string) (*Principal, error) {
+	s.mu.Lock()
+	u := s.userLocked(name)
+	s.mu.Unlock()
+	if u == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUserNotFound, name)
+	}
+	return principalOf(u)
 }
 
 // saveLocked writes users.json atomically: a 0600 temporary file in the same

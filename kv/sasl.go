@@ -45,9 +45,10 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 	}
 	user, password := string(parts[1]), string(parts[2])
 	if c.s.opts.Auth != nil {
+		gen := c.usersGeneration()
 		p, err := c.s.opts.Auth.Authenticate(ctx, user, password, c.host())
 		if err == nil {
-			c.user, c.bucket = p, nil
+			c.login(p, gen)
 			c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("Authenticated"), 0, 0)
 			return
 		}

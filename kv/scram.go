@@ -106,6 +106,7 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 		c.loginFailed(ctx, pkt, st.user)
 		return
 	}
+	gen := c.usersGeneration()
 	p, serverSig, err := c.s.opts.Auth.VerifyScram(st.user, st.kind, c.host(), authMsg, proof)
 	if errors.Is(err, auth.ErrBadCredentials) {
 		c.loginFailed(ctx, pkt, st.user)
@@ -117,7 +118,7 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 		c.fail(pkt, memd.StatusAuthError, reason.Of(err))
 		return
 	}
-	c.user, c.bucket = p, nil
+	c.login(p, gen)
 	c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("v="+base64.StdEncoding.EncodeToString(serverSig)), 0, 0)
 }
 

@@ -2,9 +2,13 @@ package kv_test
 
 import (
 	"context"
+	"crypto/sha512"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
+	scram "github.com/couchbase/gocbcore/v10/scram"
 
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
@@ -63,4 +67,84 @@ func mustParseRoles(t *testing.T, s string) []auth.Role {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// scramSalt sends a SCRAM first message for user and returns the s= and
+// i= of the server's answer.
+func (c *client) scramSalt(user string) string {
+	c.t.Helper()
+	r := c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("SCRAM-SHA512"), Value: []byte("n,,n=" + user + ",r=abcdefgh")}, memd.StatusAuthContinue)
+	var out []string
+	for part := range strings.SplitSeq(string(r.Value), ",") {
+		if strings.HasPrefix(part, "s=") || strings.HasPrefix(part, "i=") {
+			out = append(out, part)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// The SCRAM first step does not tell whether a user exists: a known user's
+// salt and iteration count are the same at every try, so an unknown
+// user's must be too (else two unthrottled, unaudited first messages list
+// the users), as Couchbase answers an unknown user with a made-up salt
+// derived from the name.
+func TestScramFirstStepHidesUnknownUsers(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	known1, known2 := c.scramSalt(readerUser), c.scramSalt(readerUser)
+	if known1 != known2 {
+		t.Fatalf("a known user's salt changed between tries: %q, %q", known1, known2)
+	}
+	unknown1, unknown2 := c.scramSalt("nobody"), c.scramSalt("nobody")
+	if unknown1 != unknown2 {
+		t.Fatalf("an unknown user's salt changes at each try (%q, %q), a known user's does not: the answer tells them apart", unknown1, unknown2)
+	}
+	if ki, ui := known1[strings.Index(known1, "i="):], unknown1[strings.Index(unknown1, "i="):]; ki != ui {
+		t.Fatalf("iteration counts differ: known %s, unknown %s", ki, ui)
+	}
+	if unknown1 == c.scramSalt("nobody2") {
+		t.Fatalf("two unknown users share a salt %q", unknown1)
+	}
+}
+
+// A SCRAM failure for an unknown user counts in the login throttles as a
+// known user's does (and as PLAIN's does): else the user name's back-off,
+// which a known name reaches after Throttle.UserFree failures and an
+// unknown one never, tells which names exist.
+func TestScramThrottlesUnknownUsers(t *testing.T) {
+	f := newFixture(t, func(o *kv.Options) {
+		users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
+			Argon2:   &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32},
+			Throttle: &auth.Throttle{UserFree: 2, SourceFree: 100, Base: time.Hour, Max: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := users.PutUser(readerUser, "", readerPass, mustParseRoles(t, "data_reader["+bucketName+"]")); err != nil {
+			t.Fatal(err)
+		}
+		o.Auth = users
+	})
+	c := f.dial(t)
+	c.hello(memd.FeatureXerror)
+	answers := func(user string) []string {
+		var out []string
+		for range 3 {
+			sc := scram.NewClient(sha512.New, user, "wrong-password")
+			sc.Step(nil)
+			r := c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("SCRAM-SHA512"), Value: sc.Out()}, memd.StatusAuthContinue)
+			if !sc.Step(r.Value) {
+				t.Fatalf("client stopped: %v", sc.Err())
+			}
+			r = c.expect(&memd.Packet{Command: memd.CmdSASLStep, Key: []byte("SCRAM-SHA512"), Value: sc.Out()}, memd.StatusAuthError)
+			out = append(out, strings.ReplaceAll(string(r.Value), user, "NAME"))
+		}
+		return out
+	}
+	known, unknown := answers(readerUser), answers("nobody")
+	if !strings.Contains(known[2], "too many") {
+		t.Fatalf("a known user's third failure is not throttled: %q", known)
+	}
+	if strings.Join(known, "|") != strings.Join(unknown, "|") {
+		t.Fatalf("SCRAM failures answer a known user %q, an unknown one %q", known, unknown)
+	}
 }

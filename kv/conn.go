@@ -22,6 +22,13 @@ import (
 // bufSize is the size of a connection's read and write buffers.
 const bufSize = 16 << 10
 
+// maxUnauthenticatedBody is the largest packet body a connection may send
+// before it authenticates: room for HELLO, SASL (a PLAIN message holds a
+// name of at most 128 bytes and a password of at most 1 KiB) and their
+// framing extras (Redis bounds its unauthenticated clients alike,
+// CVE-2021-32675).
+const maxUnauthenticatedBody = 16 << 10
+
 // Commands memd has no names for.
 const (
 	cmdGetQ  = memd.CmdCode(0x09)
@@ -89,7 +96,13 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			s.log.Debug("kv: closing connection", "remote", c.remote, "err", err)
 			return
 		}
-		pkt, h, err := readRequest(c.r, c.collections, s.opts.MaxBodyLen)
+		maxBody := s.opts.MaxBodyLen
+		if c.user == nil {
+			// memd sets the whole body aside from the header: before
+			// SASL a client gets no more than its bootstrap needs.
+			maxBody = min(maxBody, maxUnauthenticatedBody)
+		}
+		pkt, h, err := readRequest(c.r, c.collections, maxBody)
 		if err != nil {
 			c.answer(out, func() { c.refusePacket(h, err) })
 			return

@@ -148,3 +148,30 @@ func TestScramThrottlesUnknownUsers(t *testing.T) {
 		t.Fatalf("SCRAM failures answer a known user %q, an unknown one %q", known, unknown)
 	}
 }
+
+// Before authenticating, a client may announce only a small packet: a
+// header announcing a 1 MiB body (a SET, which it may not send yet
+// anyway) is refused at once with E2BIG and the connection closed, rather
+// than the server setting aside the whole body (memd allocates it from
+// the header) and waiting for it. Else every unauthenticated connection
+// holds Options.MaxBodyLen (20 MiB) for a 24-byte header. After SASL the
+// same size goes through.
+func TestUnauthenticatedPacketsAreSmall(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	if _, err := c.nc.Write(rawHeader(0x80, memd.CmdSet, 1, 8, 1<<20, 7)); err != nil {
+		t.Fatal(err)
+	}
+	// On the old code the server waits for the body (up to
+	// PacketTimeout, 30 s): this deadline is reached only then.
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := c.read()
+	if r.Status != memd.StatusTooBig || r.Opaque != 7 {
+		t.Fatalf("status %v opaque %d, want %v 7", r.Status, r.Opaque, memd.StatusTooBig)
+	}
+	c.expectClosed()
+
+	c = f.dial(t)
+	c.login(adminUser, adminPass)
+	c.set(memd.CmdSet, "k", strings.Repeat("x", 1<<20), 0, 0, 0, memd.StatusSuccess)
+}

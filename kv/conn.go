@@ -359,6 +359,11 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 	if nb := c.bucket.Reopened(); nb != nil {
 		c.bucket = nb // the bucket restarted (a change of its evictionPolicy)
 	}
+	if !c.user.SeesBucket(c.bucket.Name()) {
+		// Its roles changed since SELECT_BUCKET (refreshUser).
+		c.fail(pkt, memd.StatusAccessError, "no access to bucket "+strconv.Quote(c.bucket.Name()))
+		return nil
+	}
 	for _, a := range op.need {
 		if !c.user.Allows(auth.Permission{Action: a, Bucket: c.bucket.Name()}) {
 			perm := auth.Permission{Action: a, Bucket: c.bucket.Name()}

@@ -56,6 +56,8 @@ func TestChangedRolesApplyToOpenConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("k")}, memd.StatusAccessError)
+	// Nor its collections, which any role on the bucket may read.
+	c.expect(&memd.Packet{Command: memd.CmdCollectionsGetManifest}, memd.StatusAccessError)
 	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("other")}, memd.StatusSuccess)
 	c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("k")}, memd.StatusKeyNotFound)
 }

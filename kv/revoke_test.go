@@ -177,3 +177,17 @@ func TestUnauthenticatedPacketsAreSmall(t *testing.T) {
 	c.login(adminUser, adminPass)
 	c.set(memd.CmdSet, "k", strings.Repeat("x", 1<<20), 0, 0, 0, memd.StatusSuccess)
 }
+
+// SASL PLAIN's authorization identity (RFC 4616) names whom the client
+// asks to act as: Mayfly lets no user act as another, so a message
+// naming another user fails (as SCRAM's with an a= authzid does), rather
+// than logging in as the authenticating user while the client believes
+// it acts as the other. Naming oneself is allowed.
+func TestPlainAuthzidOfAnotherUserFails(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte(adminUser + "\x00" + readerUser + "\x00" + readerPass)}, memd.StatusAuthError)
+	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusAccessError)
+	c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte(readerUser + "\x00" + readerUser + "\x00" + readerPass)}, memd.StatusSuccess)
+	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusSuccess)
+}

@@ -21,7 +21,7 @@ const mechPlain = "PLAIN"
 // saslAuth runs SASL_AUTH and SASL_STEP against the users of
 // Options.Auth: SCRAM-SHA512, SCRAM-SHA256 and SCRAM-SHA1 (scram.go), or
 // PLAIN, whose message is authzid NUL authcid NUL password (the authcid
-// is the user).
+// is the user; the authzid, if any, must be the same).
 func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 	mech := string(pkt.Key)
 	if pkt.Command == memd.CmdSASLStep {
@@ -44,6 +44,12 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 		return
 	}
 	user, password := string(parts[1]), string(parts[2])
+	if len(parts[0]) > 0 && string(parts[0]) != user {
+		// RFC 4616: the server must check that user may act as the
+		// authzid; no Mayfly user may act as another.
+		c.fail(pkt, memd.StatusAuthError, "PLAIN: acting as another user (an authzid other than the user) is not supported")
+		return
+	}
 	if c.s.opts.Auth != nil {
 		gen := c.usersGeneration()
 		p, err := c.s.opts.Auth.Authenticate(ctx, user, password, c.host())

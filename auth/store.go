@@ -174,6 +174,9 @@ type Store struct {
 	// checking holds the checks in flight, by the same HMAC: concurrent
 	// checks of one credential wait for the first.
 	checking map[[32]byte]*check
+	// changed is closed, and replaced, at the next change of the users
+	// (Changed).
+	changed chan struct{}
 }
 
 // verifiedEntry is one cached verification.
@@ -222,6 +225,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		users:      map[string]*User{},
 		verified:   map[[32]byte]verifiedEntry{},
 		checking:   map[[32]byte]*check{},
+		changed:    make(chan struct{}),
 	}
 	if o.Argon2 != nil {
 		s.params = *o.Argon2
@@ -612,7 +616,7 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 		}
 		return err
 	}
-	s.gen.Add(1)
+	s.changedLocked()
 	return nil
 }
 
@@ -630,8 +634,26 @@ func (s *Store) DeleteUser(id string) error {
 		s.users[id] = old
 		return err
 	}
-	s.gen.Add(1)
+	s.changedLocked()
 	return nil
+}
+
+// changedLocked marks a change of the users: Generation moves and
+// Changed's channel closes.
+// REQUIRES: s.mu.
+func (s *Store) changedLocked() {
+	s.gen.Add(1)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of the users
+// (PutUser, DeleteUser): a long answer (a stream) waits on it to check its
+// caller again with Lookup.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // Generation counts the changes of the users: it moves whenever PutUser or

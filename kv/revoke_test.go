@@ -191,3 +191,16 @@ func TestPlainAuthzidOfAnotherUserFails(t *testing.T) {
 	c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte(readerUser + "\x00" + readerUser + "\x00" + readerPass)}, memd.StatusSuccess)
 	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusSuccess)
 }
+
+// A new SASL_AUTH starts the login afresh, as Couchbase's memcached
+// restarts a connection's authentication: when it fails the connection is
+// no longer logged in as the user before, so a client that meant to
+// switch users does not go on working with the old one's rights.
+func TestFailedReauthenticationLogsOut(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	c.login(adminUser, adminPass)
+	c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte("\x00" + readerUser + "\x00wrong")}, memd.StatusAuthError)
+	c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("k")}, memd.StatusAccessError)
+	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusAccessError)
+}

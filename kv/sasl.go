@@ -28,6 +28,10 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 		c.scramFinal(ctx, pkt)
 		return
 	}
+	// A new login starts afresh, as Couchbase's memcached restarts a
+	// connection's authentication: if it fails, the connection is logged
+	// in as no one, not as the user before.
+	c.user, c.bucket, c.gone = nil, nil, ""
 	for _, m := range mechanisms {
 		if m.name == mech {
 			c.scramFirst(pkt, m.name, m.cred)

@@ -106,6 +106,30 @@ func (s *Store) ScramCredential(name, kind string) (Credential, bool) {
 	return c, ok && len(c.StoredKey) > 0 && len(c.ServerKey) > 0 && c.Iterations > 0
 }
 
+// ScramDecoy is the credential a SCRAM exchange shows for user name when
+// ScramCredential has none (an unknown user, or one without SCRAM keys):
+// a salt derived from the name under a key made at start, the same at
+// every try, and the iteration count of new credentials, so that the
+// server's first message looks like a known user's and does not tell
+// whether the user exists. No proof matches it.
+func (s *Store) ScramDecoy(name, kind string) Credential {
+	h := ScramHash(kind)
+	if h == nil {
+		h = sha512.New
+	}
+	m := hmac.New(sha256.New, s.cacheKey[:])
+	m.Write([]byte("scram decoy salt\x00" + kind + "\x00" + name))
+	seed := m.Sum(nil)
+	n := h().Size()
+	var salt []byte
+	for i := byte(0); len(salt) < n; i++ {
+		m = hmac.New(sha256.New, seed)
+		m.Write([]byte{i})
+		salt = m.Sum(salt)
+	}
+	return Credential{Iterations: s.scramIter, Salt: salt[:n]}
+}
+
 // VerifyScram checks the proof of a SCRAM exchange (RFC 5802) for user
 // name and credential kind, tried from source (as for Authenticate): the
 // proof XOR HMAC(StoredKey, authMessage) must hash to the stored key. It

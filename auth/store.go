@@ -161,6 +161,10 @@ type Store struct {
 	names      *backoff // failures per user name
 	now        func() time.Time
 
+	// gen counts the changes of the users (PutUser, DeleteUser), so that a
+	// connection holding a Principal knows when to look it up again.
+	gen atomic.Uint64
+
 	mu    sync.Mutex
 	users map[string]*User
 	// verified caches successful verifications: HMAC(cacheKey, name NUL
@@ -170,6 +174,9 @@ type Store struct {
 	// checking holds the checks in flight, by the same HMAC: concurrent
 	// checks of one credential wait for the first.
 	checking map[[32]byte]*check
+	// changed is closed, and replaced, at the next change of the users
+	// (Changed).
+	changed chan struct{}
 }
 
 // verifiedEntry is one cached verification.
@@ -218,6 +225,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		users:      map[string]*User{},
 		verified:   map[[32]byte]verifiedEntry{},
 		checking:   map[[32]byte]*check{},
+		changed:    make(chan struct{}),
 	}
 	if o.Argon2 != nil {
 		s.params = *o.Argon2
@@ -608,6 +616,7 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 		}
 		return err
 	}
+	s.changedLocked()
 	return nil
 }
 
@@ -625,7 +634,46 @@ func (s *Store) DeleteUser(id string) error {
 		s.users[id] = old
 		return err
 	}
+	s.changedLocked()
 	return nil
+}
+
+// changedLocked marks a change of the users: Generation moves and
+// Changed's channel closes.
+// REQUIRES: s.mu.
+func (s *Store) changedLocked() {
+	s.gen.Add(1)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of the users
+// (PutUser, DeleteUser): a long answer (a stream) waits on it to check its
+// caller again with Lookup.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Generation counts the changes of the users: it moves whenever PutUser or
+// DeleteUser changes one. A connection that authenticated once and keeps
+// its Principal (the KV port) reads it before authenticating and, when it
+// has moved since, looks its user up again (Lookup): a deleted user then
+// loses its access, and changed roles apply, at its next command.
+func (s *Store) Generation() uint64 { return s.gen.Load() }
+
+// Lookup returns the current principal of user name (the administrator
+// included), or ErrUserNotFound once it is deleted. It checks no password:
+// it refreshes a principal authenticated before.
+func (s *Store) Lookup(name string) (*Principal, error) {
+	s.mu.Lock()
+	u := s.userLocked(name)
+	s.mu.Unlock()
+	if u == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUserNotFound, name)
+	}
+	return principalOf(u)
 }
 
 // saveLocked writes users.json atomically: a 0600 temporary file in the same

@@ -107,11 +107,9 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
 	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.stats))).Methods(http.MethodGet)
 
-	onBucket := func(a auth.Action) permFunc {
-		return func(req *http.Request) []auth.Permission {
-			return []auth.Permission{{Action: a, Bucket: mux.Vars(req)["bucket"]}}
-		}
-	}
+	// The path's {bucket} unescaped (on), as the handlers read it: a
+	// bucket name may hold "%".
+	onBucket := func(a auth.Action) permFunc { return on(a) }
 	const scoped = "/api/bucket/{bucket}/scope/{scope}/index"
 	r.Handle(scoped, s.need(onBucket(auth.SearchRead), noForm, fts(h.list))).Methods(http.MethodGet)
 	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)

@@ -468,3 +468,54 @@ func strconvQuote(s string) string {
 	}
 	return `"` + strings.ReplaceAll(strings.ToValidUTF8(s, "?"), `"`, `\"`) + `"`
 }
+
+// revocable wraps a long answer (a continuous change feed, a streamed
+// bucket configuration) so that it ends when its caller loses the right to
+// it: at each change of the users the caller is looked up again, and once
+// it is deleted or no longer holds every permission perms names the
+// request's context is cancelled, as a KV connection's next command finds
+// its user gone. Short answers need none of this: every request
+// authenticates anew.
+func (s *server) revocable(perms permFunc, h apiHandler) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		store, p := s.sec.store, principalOf(r)
+		if store == nil || p == nil {
+			return h(w, r)
+		}
+		need := perms(r)
+		allowed := func() bool {
+			cur, err := store.Lookup(p.Name)
+			if err != nil {
+				return false
+			}
+			for _, perm := range need {
+				if !cur.Allows(perm) {
+					return false
+				}
+			}
+			return true
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		changed := store.Changed()
+		if !allowed() { // changed since the request authenticated
+			return &httpError{http.StatusUnauthorized, "unauthorized", "the user's access changed: authenticate again"}
+		}
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-changed:
+				}
+				changed = store.Changed()
+				if !allowed() {
+					s.log.Info("stream ended: its user lost its access", "user", p.Name, "remote", r.RemoteAddr, "path", capString(r.URL.Path, maxLoggedPath))
+					cancel()
+					return
+				}
+			}
+		}()
+		return h(w, r.WithContext(ctx))
+	}
+}

@@ -277,8 +277,9 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)
 	r.Handle("/pools/default/nodeServices", s.need(cluster(auth.PoolsRead), noForm, s.getNodeServices)).Methods(http.MethodGet)
 	r.Handle("/pools/default/b/{bucket}", s.need(on(auth.SettingsRead), noForm, s.getTerseBucket)).Methods(http.MethodGet)
-	r.Handle("/pools/default/bs/{bucket}", s.need(on(auth.SettingsRead), noForm, s.streamTerseBucket)).Methods(http.MethodGet)
-	r.Handle("/pools/default/bucketsStreaming/{bucket}", s.need(on(auth.SettingsRead), noForm, s.streamBucketConfig)).Methods(http.MethodGet)
+	// Streams end when their user loses its access (revocable).
+	r.Handle("/pools/default/bs/{bucket}", s.need(on(auth.SettingsRead), noForm, s.revocable(on(auth.SettingsRead), s.streamTerseBucket))).Methods(http.MethodGet)
+	r.Handle("/pools/default/bucketsStreaming/{bucket}", s.need(on(auth.SettingsRead), noForm, s.revocable(on(auth.SettingsRead), s.streamBucketConfig))).Methods(http.MethodGet)
 	pools := r.PathPrefix("/pools/default/buckets").Subrouter()
 	pools.Handle("", s.need(cluster(auth.PoolsRead), noForm, s.listBucketConfigs)).Methods(http.MethodGet)
 	pools.Handle("", s.need(cluster(auth.BucketsCreate), form, s.createBucket)).Methods(http.MethodPost)
@@ -328,7 +329,8 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 
 	r.Handle("/{bucket}/_expiry", s.need(on(auth.StatsRead), noForm, s.expiryForecast)).Methods(http.MethodGet)
 	r.Handle("/{bucket}/_expiry/runs", s.need(on(auth.StatsRead), noForm, s.pagerRuns)).Methods(http.MethodGet)
-	r.Handle("/{bucket}/_changes", s.need(also(on(auth.ChangesRead), auth.DataRead, queryTrue("include_docs")), noForm, s.changesFeed)).Methods(http.MethodGet, http.MethodPost)
+	changesPerms := also(on(auth.ChangesRead), auth.DataRead, queryTrue("include_docs"))
+	r.Handle("/{bucket}/_changes", s.need(changesPerms, noForm, s.revocable(changesPerms, s.changesFeed))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle("/{bucket}/_bulk", s.need(on(auth.DataWrite), noForm, s.bulk)).Methods(http.MethodPost)
 	r.Handle("/{bucket}/_all_docs", s.need(on(auth.DataRead), noForm, s.allDocs)).Methods(http.MethodGet, http.MethodHead, http.MethodPost)
 	if o.Search != nil {

@@ -22,6 +22,13 @@ import (
 // bufSize is the size of a connection's read and write buffers.
 const bufSize = 16 << 10
 
+// maxUnauthenticatedBody is the largest packet body a connection may send
+// before it authenticates: room for HELLO, SASL (a PLAIN message holds a
+// name of at most 128 bytes and a password of at most 1 KiB) and their
+// framing extras (Redis bounds its unauthenticated clients alike,
+// CVE-2021-32675).
+const maxUnauthenticatedBody = 16 << 10
+
 // Commands memd has no names for.
 const (
 	cmdGetQ  = memd.CmdCode(0x09)
@@ -46,6 +53,10 @@ type conn struct {
 	user   *auth.Principal // nil until SASL succeeds
 	scram  *scramState     // a SCRAM exchange between its two steps
 	bucket *engine.Bucket  // nil until SELECT_BUCKET
+	gone   string          // the user refreshUser found deleted, for its answer
+	// userGen is the users' generation (auth.Store.Generation) user was
+	// looked up at: when it moves, route looks the user up again.
+	userGen uint64
 }
 
 // serveConn runs one connection until the client leaves, a bad packet
@@ -85,7 +96,13 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			s.log.Debug("kv: closing connection", "remote", c.remote, "err", err)
 			return
 		}
-		pkt, h, err := readRequest(c.r, c.collections, s.opts.MaxBodyLen)
+		maxBody := s.opts.MaxBodyLen
+		if c.user == nil {
+			// memd sets the whole body aside from the header: before
+			// SASL a client gets no more than its bootstrap needs.
+			maxBody = min(maxBody, maxUnauthenticatedBody)
+		}
+		pkt, h, err := readRequest(c.r, c.collections, maxBody)
 		if err != nil {
 			c.answer(out, func() { c.refusePacket(h, err) })
 			return
@@ -318,6 +335,10 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 		c.fail(pkt, memd.StatusAccessError, "authenticate first (SASL)")
 		return nil
 	}
+	if !c.refreshUser() {
+		c.fail(pkt, memd.StatusAccessError, "user "+strconv.Quote(c.gone)+" no longer exists: authenticate again")
+		return nil
+	}
 	switch pkt.Command {
 	case memd.CmdSelectBucket:
 		c.selectBucket(pkt)
@@ -338,6 +359,11 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 	if nb := c.bucket.Reopened(); nb != nil {
 		c.bucket = nb // the bucket restarted (a change of its evictionPolicy)
 	}
+	if !c.user.SeesBucket(c.bucket.Name()) {
+		// Its roles changed since SELECT_BUCKET (refreshUser).
+		c.fail(pkt, memd.StatusAccessError, "no access to bucket "+strconv.Quote(c.bucket.Name()))
+		return nil
+	}
 	for _, a := range op.need {
 		if !c.user.Allows(auth.Permission{Action: a, Bucket: c.bucket.Name()}) {
 			perm := auth.Permission{Action: a, Bucket: c.bucket.Name()}
@@ -356,6 +382,41 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 		}
 	}
 	return &op
+}
+
+// login makes p the connection's user, as of the users' generation gen
+// (read before p was authenticated), with no bucket selected.
+func (c *conn) login(p *auth.Principal, gen uint64) {
+	c.user, c.userGen, c.bucket, c.gone = p, gen, nil, ""
+}
+
+// usersGeneration is the users' generation now (0 without users).
+func (c *conn) usersGeneration() uint64 {
+	if c.s.opts.Auth == nil {
+		return 0
+	}
+	return c.s.opts.Auth.Generation()
+}
+
+// refreshUser looks the connection's user up again when the users have
+// changed since it was last looked up, as Couchbase's memcached rebuilds a
+// connection's privileges: changed roles apply from this command on, and
+// a deleted user is logged out (false; the connection must authenticate
+// again).
+func (c *conn) refreshUser() bool {
+	gen := c.usersGeneration()
+	if gen == c.userGen {
+		return true
+	}
+	p, err := c.s.opts.Auth.Lookup(c.user.Name)
+	if err != nil {
+		c.s.log.Warn("kv: user no longer exists: logged out", "remote", c.remote, "user", c.user.Name, "err", err)
+		c.gone = c.user.Name
+		c.user, c.bucket = nil, nil
+		return false
+	}
+	c.user, c.userGen = p, gen
+	return true
 }
 
 // keyed reports whether a command needing need is about one document.

@@ -21,13 +21,17 @@ const mechPlain = "PLAIN"
 // saslAuth runs SASL_AUTH and SASL_STEP against the users of
 // Options.Auth: SCRAM-SHA512, SCRAM-SHA256 and SCRAM-SHA1 (scram.go), or
 // PLAIN, whose message is authzid NUL authcid NUL password (the authcid
-// is the user).
+// is the user; the authzid, if any, must be the same).
 func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 	mech := string(pkt.Key)
 	if pkt.Command == memd.CmdSASLStep {
 		c.scramFinal(ctx, pkt)
 		return
 	}
+	// A new login starts afresh, as Couchbase's memcached restarts a
+	// connection's authentication: if it fails, the connection is logged
+	// in as no one, not as the user before.
+	c.user, c.bucket, c.gone = nil, nil, ""
 	for _, m := range mechanisms {
 		if m.name == mech {
 			c.scramFirst(pkt, m.name, m.cred)
@@ -44,10 +48,17 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 		return
 	}
 	user, password := string(parts[1]), string(parts[2])
+	if len(parts[0]) > 0 && string(parts[0]) != user {
+		// RFC 4616: the server must check that user may act as the
+		// authzid; no Mayfly user may act as another.
+		c.fail(pkt, memd.StatusAuthError, "PLAIN: acting as another user (an authzid other than the user) is not supported")
+		return
+	}
 	if c.s.opts.Auth != nil {
+		gen := c.usersGeneration()
 		p, err := c.s.opts.Auth.Authenticate(ctx, user, password, c.host())
 		if err == nil {
-			c.user, c.bucket = p, nil
+			c.login(p, gen)
 			c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("Authenticated"), 0, 0)
 			return
 		}

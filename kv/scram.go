@@ -70,7 +70,12 @@ func (c *conn) scramFirst(pkt *memd.Packet, mech, kind string) {
 		}
 	}
 	if !st.known {
+		// The same made-up salt at every try, as a known user's: the
+		// answer does not tell whether the user exists.
 		st.cred = auth.Credential{Iterations: auth.DefaultScramIterations, Salt: randomBytes(st.h().Size())}
+		if c.s.opts.Auth != nil {
+			st.cred = c.s.opts.Auth.ScramDecoy(user, kind)
+		}
 	}
 	st.nonce = nonce + base64.RawStdEncoding.EncodeToString(randomBytes(18))
 	st.serverFirst = "r=" + st.nonce + ",s=" + base64.StdEncoding.EncodeToString(st.cred.Salt) + ",i=" + strconv.Itoa(st.cred.Iterations)
@@ -102,10 +107,14 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 		return
 	}
 	authMsg := []byte(st.clientFirstBare + "," + st.serverFirst + "," + withoutProof)
-	if !st.known || c.s.opts.Auth == nil {
+	if c.s.opts.Auth == nil {
 		c.loginFailed(ctx, pkt, st.user)
 		return
 	}
+	// An unknown user's proof is checked too (it fails): the failure
+	// counts in the throttles as a known user's, so that their back-off
+	// does not tell the two apart.
+	gen := c.usersGeneration()
 	p, serverSig, err := c.s.opts.Auth.VerifyScram(st.user, st.kind, c.host(), authMsg, proof)
 	if errors.Is(err, auth.ErrBadCredentials) {
 		c.loginFailed(ctx, pkt, st.user)
@@ -117,7 +126,7 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 		c.fail(pkt, memd.StatusAuthError, reason.Of(err))
 		return
 	}
-	c.user, c.bucket = p, nil
+	c.login(p, gen)
 	c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("v="+base64.StdEncoding.EncodeToString(serverSig)), 0, 0)
 }
 

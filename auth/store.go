@@ -638,6 +638,46 @@ func (s *Store) DeleteUser(id string) error {
 	return nil
 }
 
+// DropBucketRoles removes from every user the roles on bucket (those that
+// name it; [*] stays): a deleted bucket takes its roles with it, as
+// Couchbase's do, so that users given a role on it reach nothing of a
+// later bucket of the same name until given one on that. It reports how
+// many users changed. A user left with no role keeps its password and
+// reaches nothing.
+func (s *Store) DropBucketRoles(bucket string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := map[string]*User{}
+	for id, u := range s.users {
+		kept := make([]string, 0, len(u.Roles))
+		for _, name := range u.Roles {
+			if r, err := ParseRole(name); err == nil && r.Bucket == bucket {
+				continue
+			}
+			kept = append(kept, name)
+		}
+		if len(kept) == len(u.Roles) {
+			continue
+		}
+		nu := *u
+		nu.Roles = kept
+		old[id] = u
+		s.users[id] = &nu
+		s.forgetLocked(id)
+	}
+	if len(old) == 0 {
+		return 0, nil
+	}
+	if err := s.saveLocked(); err != nil {
+		for id, u := range old {
+			s.users[id] = u
+		}
+		return 0, err
+	}
+	s.changedLocked()
+	return len(old), nil
+}
+
 // changedLocked marks a change of the users: Generation moves and
 // Changed's channel closes.
 // REQUIRES: s.mu.

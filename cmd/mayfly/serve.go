@@ -486,6 +486,10 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		logger.Info("stopped; every acknowledged write is on disk")
 	}()
+	// A deleted bucket's roles leave its users (bucketroles.go).
+	if err := eng.Attach(ctx, bucketRoles{users: users, log: logger}); err != nil {
+		return err
+	}
 	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
 		prev := debug.SetMemoryLimit(-1) // reads it
 		// The view page cache and as much again of changes not yet written.

@@ -10,9 +10,16 @@ import (
 )
 
 // fullEvictionQuotaDocs is how many small documents the quota tests below
-// write into a 1 MiB fullEviction bucket: about four times what it holds
-// in memory.
-const fullEvictionQuotaDocs = 40000
+// write into a 1 MiB fullEviction bucket: about twice what it holds in
+// memory (~70 B each), so that thousands of them are out of memory whole
+// and a pass that brings them back without evicting passes the quota by
+// far (the old code passed it after ~2,600).
+const fullEvictionQuotaDocs = 20000
+
+// quotaCheckEvery is how often (in operations) the tests below look at
+// mem_used: an overshoot that no eviction follows stays, so a look every
+// few dozen operations finds it, for a fraction of a look's cost each.
+const quotaCheckEvery = 64
 
 // fullOneMiB is a fullEviction bucket of 1 MiB (its writes replicated, as
 // a cluster node's, when replicated is set) holding fullEvictionQuotaDocs documents
@@ -69,8 +76,11 @@ func TestFullEvictionReadsHoldTheQuota(t *testing.T) {
 		if want := fmt.Sprintf(`{"i":%d}`, i); string(d.Value) != want {
 			t.Fatalf("Get %s = %s, want %s", memKey(i), d.Value, want)
 		}
-		underQuota(t, b, fmt.Sprintf("reading %d documents back (no write)", i+1))
+		if i%quotaCheckEvery == 0 {
+			underQuota(t, b, fmt.Sprintf("reading %d documents back (no write)", i+1))
+		}
 	}
+	underQuota(t, b, "reading every document back (no write)")
 	for i := range fullEvictionQuotaDocs {
 		if _, err := c.Peek(memKey(i)); err != nil {
 			t.Fatal(err)
@@ -106,8 +116,11 @@ func refuseEach(t *testing.T, b *engine.Bucket, c *engine.Collection, cas []uint
 		if !errors.Is(err, engine.ErrKeyExists) && !errors.Is(err, engine.ErrCASMismatch) {
 			t.Fatalf("refused write %d: %v", i, err)
 		}
-		underQuota(t, b, fmt.Sprintf("%d refused writes", i+1))
+		if i%quotaCheckEvery == 0 {
+			underQuota(t, b, fmt.Sprintf("%d refused writes", i+1))
+		}
 	}
+	underQuota(t, b, "a refused write of every document")
 }
 
 // TestFullEvictionRefusedWritesHoldTheQuota: a write that is refused reads
@@ -139,6 +152,9 @@ func TestFullEvictionUnlockHoldsTheQuota(t *testing.T) {
 		if err := c.Unlock(memKey(i), 1); !errors.Is(err, engine.ErrNotLocked) {
 			t.Fatalf("Unlock %s with no lock: %v, want ErrNotLocked", memKey(i), err)
 		}
-		underQuota(t, b, fmt.Sprintf("%d unlocks of documents not in memory", i+1))
+		if i%quotaCheckEvery == 0 {
+			underQuota(t, b, fmt.Sprintf("%d unlocks of documents not in memory", i+1))
+		}
 	}
+	underQuota(t, b, "an unlock of every document")
 }

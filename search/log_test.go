@@ -29,7 +29,9 @@ func TestLogSearchIndexLifecycle(t *testing.T) {
 	if len(created) != 1 || created[0]["level"] != "INFO" || created[0]["bucket"] != "default" || created[0]["index"] != "ix" {
 		t.Fatalf("created lines: %v", created)
 	}
-	built := logs.Records(t, "search index build finished")
+	// The build's end is logged once its catch-up returns, which a query
+	// that found the index caught up did not wait for.
+	built := logs.WaitRecords(t, "search index build finished", 1)
 	if len(built) != 1 {
 		t.Fatalf("%d build lines, want 1: %v", len(built), built)
 	}
@@ -55,7 +57,7 @@ func TestLogSearchIndexLifecycle(t *testing.T) {
 	if len(updated) != 2 || updated[0]["rebuild"] != false || updated[1]["rebuild"] != true || updated[1]["index"] != "ix" {
 		t.Errorf("updated lines: %v", updated)
 	}
-	built = logs.Records(t, "search index build finished")
+	built = logs.WaitRecords(t, "search index build finished", 2)
 	if len(built) != 2 || built[1]["documents"] != float64(n+1) {
 		t.Errorf("build lines after the rebuild: %v", built)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Buffer is a bytes.Buffer safe for a logger (or any writer) and a test to
@@ -55,4 +56,20 @@ func (b *Buffer) Records(t testing.TB, msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// WaitRecords is Records once at least n records of msg are written, for a
+// line logged after what the test saw (the end of a build that a query's
+// answer did not wait for): it polls for up to a minute, then returns
+// what there is, for the test to judge.
+func (b *Buffer) WaitRecords(t testing.TB, msg string, n int) []map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // wall clock: bounds a wait for another goroutine's log line
+	for {
+		recs := b.Records(t, msg)
+		if len(recs) >= n || time.Now().After(deadline) { // wall clock: as above
+			return recs
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

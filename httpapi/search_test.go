@@ -23,58 +23,17 @@ import (
 // the fts roles on the index's bucket, and audited index changes.
 func TestSearchOverHTTP(t *testing.T) {
 	ctx := context.Background()
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings("other")); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := search.New(ctx, eng, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
 	auditPath := filepath.Join(t.TempDir(), audit.FileName)
 	al, err := audit.Open(auditPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer al.Close()
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "password",
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	eng, do := searchFront(t, al, []string{"default", "other"},
+		map[string]string{"finder": "fts_searcher[default]", "stranger": "fts_searcher[other]", "reader": "data_reader[default]"})
+	b, err := eng.Bucket("default")
 	if err != nil {
 		t.Fatal(err)
-	}
-	for id, role := range map[string]string{"finder": "fts_searcher[default]", "stranger": "fts_searcher[other]", "reader": "data_reader[default]"} {
-		r, _ := auth.ParseRoles(role)
-		if err := users.PutUser(id, "", "password1", r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Auth: users, Audit: al, Search: svc}))
-	defer srv.Close()
-	do := func(user, method, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		pass := "password1"
-		if user == "Administrator" {
-			pass = "password"
-		}
-		req.SetBasicAuth(user, pass)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
 	}
 	for _, k := range []string{"a", "b"} {
 		if _, err := b.DefaultCollection().Upsert(ctx, k, []byte(`{"text":"the quick brown fox `+k+`"}`), nil); err != nil {
@@ -286,5 +245,71 @@ func TestSearchRESTShapes(t *testing.T) {
 		if e, _ := m["error"].(string); m["status"] != "fail" || !strings.Contains(e, c.reason) || strings.HasPrefix(e, "search: ") {
 			t.Errorf("%s %s: %v, want status fail and an error saying %q", c.method, c.path, m, c.reason)
 		}
+	}
+}
+
+// searchFront is the search REST API through the whole HTTP front door: an
+// engine with buckets (8 partitions, a fake clock), a search service on it,
+// and users (the administrator Administrator / password, and each of
+// roles' users with its roles and the password password1), audited in al
+// unless nil. do makes a request as one of them (a JSON body) and returns
+// the answer's status and body. All of it ends with the test.
+func searchFront(t *testing.T, al *audit.Log, buckets []string, roles map[string]string) (*engine.Engine, func(user, method, path, body string) (int, string)) {
+	t.Helper()
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	for _, name := range buckets {
+		if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := search.New(ctx, eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "password",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, role := range roles {
+		r, err := auth.ParseRoles(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := users.PutUser(id, "", "password1", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &httpapi.Options{Auth: users, Search: svc}
+	if al != nil {
+		o.Audit = al
+	}
+	srv := httptest.NewServer(httpapi.New(eng, o))
+	t.Cleanup(srv.Close)
+	return eng, func(user, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		pass := "password1"
+		if user == "Administrator" {
+			pass = "password"
+		}
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
 	}
 }

@@ -183,10 +183,16 @@ func (s *store) enqueueAt(r record, persist, refuseWait bool) (*commitBatch, boo
 	if s.mu.failed != nil {
 		return nil, true, s.mu.failed
 	}
-	n := len(s.mu.queue)
-	if refuseWait && !persist && s.mustWaitLocked(&r) {
+	// A write acknowledged from memory waits for its commit when the queue
+	// is past one batch (or r fills it), or when its bytes would take the
+	// writes acknowledged from memory past MaxAckedBytes.
+	size := recordBytes(&r)
+	batchWait := persist || s.queueFullLocked()
+	bytesWait := !batchWait && s.mu.acked+size > s.maxAcked
+	if refuseWait && !persist && (batchWait || bytesWait) {
 		return nil, true, ErrWouldBlock
 	}
+	n := len(s.mu.queue)
 	kick := n == 0 // a new batch: the flusher starts its clock
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
 		s.mu.queue = append(s.mu.queue, &commitBatch{recs: s.takeSpareLocked(), done: make(chan struct{}), born: time.Now()}) // wall clock: the flush interval is real time, not the expiry clock
@@ -195,17 +201,15 @@ func (s *store) enqueueAt(r record, persist, refuseWait bool) (*commitBatch, boo
 	}
 	cb := s.mu.queue[n-1]
 	cb.recs = append(cb.recs, r)
-	wait := persist || n > 1 || len(cb.recs) >= s.maxBatch
-	if !wait {
-		if size := recordBytes(&r); s.mu.acked+size > s.maxAcked {
-			wait = true
-			s.ackedWaits.Add(1)
-		} else {
-			s.mu.acked += size
-			cb.acked += size
-			if s.mu.acked > s.ackedPeak.Load() {
-				s.ackedPeak.Store(s.mu.acked) // under s.mu: no other writer
-			}
+	wait := batchWait || bytesWait
+	switch {
+	case bytesWait:
+		s.ackedWaits.Add(1)
+	case !wait:
+		s.mu.acked += size
+		cb.acked += size
+		if s.mu.acked > s.ackedPeak.Load() {
+			s.ackedPeak.Store(s.mu.acked) // under s.mu: no other writer
 		}
 	}
 	if wait && !cb.urgent {
@@ -218,18 +222,19 @@ func (s *store) enqueueAt(r record, persist, refuseWait bool) (*commitBatch, boo
 	return cb, wait, nil
 }
 
-// mustWaitLocked reports whether r, a write acknowledged from memory, would
-// have to wait for its commit if queued now: the rule of enqueueAt.
+// queueFullLocked reports whether a record queued now would find more than
+// one batch in the queue, or fill its batch: a write acknowledged from
+// memory then waits for its commit (enqueueAt).
 //
 // REQUIRES: s.mu held.
-func (s *store) mustWaitLocked(r *record) bool {
+func (s *store) queueFullLocked() bool {
 	n, fill := len(s.mu.queue), 0
 	if n == 0 || len(s.mu.queue[n-1].recs) >= s.maxBatch {
-		n++ // r would open a batch
+		n++ // the record opens a batch
 	} else {
 		fill = len(s.mu.queue[n-1].recs)
 	}
-	return n > 1 || fill+1 >= s.maxBatch || s.mu.acked+recordBytes(r) > s.maxAcked
+	return n > 1 || fill+1 >= s.maxBatch
 }
 
 // recordOverhead is what a queued write holds beside its key and value: the

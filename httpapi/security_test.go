@@ -175,6 +175,27 @@ func TestUserEndpoints(t *testing.T) {
 	}
 }
 
+// A role on a bucket that does not exist is refused, as Couchbase refuses
+// it: given early, it would read whatever bucket is later created under the
+// name. [*] is every bucket, present and future, and stays allowed.
+func TestRoleOnMissingBucketRefused(t *testing.T) {
+	f := newFixture(t)
+	st, _, body := f.do("PUT", "/settings/rbac/users/local/carol", "application/x-www-form-urlencoded", "password=carolpw&roles=data_reader[travel],views_reader[*]")
+	if st != 400 || !strings.Contains(body, "data_reader[travel]") || strings.Contains(body, "views_reader") {
+		t.Fatalf("a role on bucket travel, which does not exist: %d %s; want 400 naming data_reader[travel] alone", st, body)
+	}
+	if st, _, _ := f.do("GET", "/settings/rbac/users/local/carol", "", ""); st != 404 {
+		t.Fatalf("the refused user was stored: GET %d", st)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets", "application/x-www-form-urlencoded", "name=travel&ramQuotaMB=100"); st/100 != 2 {
+		t.Fatalf("create bucket travel: %d %s", st, body)
+	}
+	f.addUser("carol", "carolpw", "data_reader[travel],views_reader[*]")
+	if st, _, body := f.doAs("carol", "carolpw", "GET", "/travel/docs/nothing", "", ""); st != 404 {
+		t.Errorf("carol reads travel once it exists: %d %s; want 404 (no such document), not 403", st, body)
+	}
+}
+
 func TestCrossOriginAndHost(t *testing.T) {
 	f := newFixture(t)
 	host := strings.TrimPrefix(f.srv.URL, "http://")

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mayflydb/mayfly/audit"
@@ -78,6 +80,28 @@ func classifyAuth(err error) *httpError {
 	return nil
 }
 
+// rolesOnBuckets refuses roles on buckets that do not exist, as Couchbase
+// does: a role given before its bucket would read a bucket created later
+// under that name, whoever meant it for (the role on a deleted bucket goes
+// with it: auth.Store.DropBucketRoles). [*] names every bucket, now and
+// later.
+func (s *server) rolesOnBuckets(roles []auth.Role) error {
+	var missing []string
+	for _, r := range roles {
+		if r.Bucket == "" || r.Bucket == "*" {
+			continue
+		}
+		if _, err := s.eng.Bucket(r.Bucket); err != nil {
+			missing = append(missing, r.String())
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: cannot assign roles to user because the following roles are unknown, malformed or role parameters are undefined: [%s] (no such bucket; create it first)",
+			auth.ErrInvalidRole, strings.Join(missing, ","))
+	}
+	return nil
+}
+
 func (s *server) listUsers(w http.ResponseWriter, r *http.Request) error {
 	out := []userJSON{}
 	if s.sec.store != nil {
@@ -116,6 +140,9 @@ func (s *server) putUser(w http.ResponseWriter, r *http.Request) error {
 	}
 	roles, err := auth.ParseRoles(vals.Get("roles"))
 	if err != nil {
+		return err
+	}
+	if err := s.rolesOnBuckets(roles); err != nil {
 		return err
 	}
 	var before any

@@ -56,7 +56,7 @@ func TestExpirationLostToAFailedCommit(t *testing.T) {
 		n := len(p.mu.expiring)
 		p.mu.RUnlock()
 		if n != 0 {
-			t.Fatalf("partition %d still counts %d collections' expirations on their way to disk", p.id, n)
+			t.Fatalf("partition %d still counts %d expirations on their way to disk", p.id, n)
 		}
 	}
 	fs.setErr(nil)

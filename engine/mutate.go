@@ -225,9 +225,29 @@ func (b *Bucket) queueWriteLocked(p *partition, k docKey, prev, d *Document, per
 	p.mu.pending[k] = d
 	p.mu.npending = len(p.mu.pending)
 	if !wait {
+		was := p.countedLiveLocked(k)
 		p.mu.acked[k] = d
+		b.countedChange(p, k, was)
 	}
 	return cb, wait, nil
+}
+
+// countedChange moves curr_items and k's collection's counts by the change
+// of p.countedLiveLocked(k) from was, its answer before the caller changed
+// what it depends on.
+//
+// REQUIRES: p.mu held for writing, p k's partition.
+func (b *Bucket) countedChange(p *partition, k docKey, was bool) {
+	now := p.countedLiveLocked(k)
+	if was == now {
+		return
+	}
+	delta := int64(1)
+	if was {
+		delta = -1
+	}
+	b.currItems.Add(delta)
+	b.addLive(p, k.cid, delta)
 }
 
 // applyLocked makes d, a version whose record is on disk (or that needs no
@@ -237,18 +257,18 @@ func (b *Bucket) queueWriteLocked(p *partition, k docKey, prev, d *Document, per
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) applyLocked(p *partition, d *Document) {
 	k := docKey{cid: d.Collection, key: d.Key}
+	// curr_items and the collections' counts follow what counts as live
+	// (countedLiveLocked), which a version acknowledged from memory, or an
+	// expiration, changed when it was queued: the commit changes them only
+	// as far as it changes that. The partition's own counts of documents
+	// and tombstones (published) follow the committed versions.
+	was := p.countedLiveLocked(k)
 	slot, old := p.mu.docs.put(k, d)
 	wasLive := old.live()
-	// An expiration left curr_items and its collection's count when it was
-	// queued (expireQueued): published takes it out of the count again.
-	expiration := wasLive && d.Deleted && d.Expired
-	if expiration {
-		b.countLive(p, version{}, version{ok: true, cid: old.cid})
-		if p.mu.expiring[old.cid]--; p.mu.expiring[old.cid] == 0 {
-			delete(p.mu.expiring, old.cid)
-		}
-	}
-	b.published(p, slot, old, p.mu.docs.version(slot))
+	cur := p.mu.docs.version(slot)
+	p.countLocked(old, -1)
+	p.countLocked(cur, 1)
+	b.held(p, slot, old, cur)
 	if len(p.mu.pending) > 0 && p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
 		p.mu.npending = len(p.mu.pending)
@@ -258,6 +278,10 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 			delete(p.mu.acked, k) // committed, or overtaken by a committed version
 		}
 	}
+	if e, ok := p.mu.expiring[k]; ok && e <= d.Seq {
+		delete(p.mu.expiring, k) // committed, or overtaken by a committed version
+	}
+	b.countedChange(p, k, was)
 	p.appendLogLocked(d.Seq, slot)
 	p.mu.durable = max(p.mu.durable, d.Seq)
 	var oldExp, newExp int64
@@ -272,12 +296,8 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	}
 	switch {
 	case wasLive && d.Deleted:
-		if !expiration {
-			b.currItems.Add(-1)
-		}
 		b.tombs.Add(1)
 	case !wasLive && !d.Deleted:
-		b.currItems.Add(1)
 		if old.ok {
 			b.tombs.Add(-1)
 		}
@@ -327,12 +347,25 @@ func (b *Bucket) applyRecordLocked(p *partition, r *record) {
 // commit fails, after failing every queued batch.
 func (b *Bucket) dropPending() {
 	lost := 0
+	var counted []countedKey
 	for _, p := range b.parts {
 		p.mu.Lock()
 		if len(p.mu.pending) > 0 && b.repl.applies.Load() {
 			b.repl.lost.Store(true) // applied entries dropped: see replState.lost
 		}
 		lost += len(p.mu.acked)
+		// What counted as live before (countedLiveLocked), to move the
+		// counts back to the committed versions once the acknowledged
+		// versions and queued expirations are forgotten.
+		counted = counted[:0]
+		for k := range p.mu.acked {
+			counted = append(counted, countedKey{k, p.countedLiveLocked(k)})
+		}
+		for k := range p.mu.expiring {
+			if p.mu.acked[k] == nil {
+				counted = append(counted, countedKey{k, p.countedLiveLocked(k)})
+			}
+		}
 		for k := range p.mu.acked {
 			// A lock holds only until its holder's write, and a write
 			// acknowledged was answered: its loss does not bring the
@@ -355,10 +388,10 @@ func (b *Bucket) dropPending() {
 		}
 		clear(p.mu.pending)
 		p.mu.npending = 0
-		for cid, n := range p.mu.expiring {
-			b.countExpiration(p, cid, n) // see expireQueued
-		}
 		p.mu.expiring = nil
+		for _, c := range counted {
+			b.countedChange(p, c.k, c.was)
+		}
 		p.setSeqLocked(p.mu.durable)
 		p.mu.Unlock()
 	}
@@ -366,6 +399,13 @@ func (b *Bucket) dropPending() {
 	if lost > 0 {
 		b.eng.log.Error("writes acknowledged from memory (durability none or majority) were lost: their commit failed", "bucket", b.name, "documents", lost)
 	}
+}
+
+// countedKey is a key and whether it counted as live (countedLiveLocked)
+// before a change.
+type countedKey struct {
+	k   docKey
+	was bool
 }
 
 // expireQueued deletes k as an expiration if it is still live with the
@@ -379,7 +419,8 @@ func (b *Bucket) dropPending() {
 // document expired answers with the counts already without it; its
 // tombstone reaches the feed with its commit, and a query that must see
 // every write made so far (stale=false, Consumer.HighSeqnos and WaitCommitted) waits for
-// that commit. dropPending counts it back if the commit fails.
+// that commit. dropPending counts it back if the commit fails
+// (countedLiveLocked).
 func (b *Bucket) expireQueued(k docKey, expiration int64, counter *atomic.Int64) (*commitBatch, bool, error) {
 	if r := b.replicator(); r != nil {
 		b.expireOnAccess(r, k, expiration) // replexpiry.go
@@ -445,30 +486,20 @@ func expirationOf(prev *Document, now int64) *Document {
 //
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) queueExpirationLocked(p *partition, k docKey, prev, d *Document, persist bool) (*commitBatch, bool, error) {
-	if p.mu.expiring == nil {
-		p.mu.expiring = make(map[CollectionID]int64)
-	}
-	p.mu.expiring[k.cid]++ // until applyLocked publishes it (at once, inline)
 	cb, wait, err := b.queueAtLocked(p, k, prev, d, persist)
 	if err != nil {
-		if p.mu.expiring[k.cid]--; p.mu.expiring[k.cid] == 0 {
-			delete(p.mu.expiring, k.cid)
-		}
 		return nil, false, err
 	}
 	b.exps.update(k, prev.Expiration, 0, 0)
-	b.countExpiration(p, k.cid, -1)
+	if p.mu.pending[k] == d { // committed inline, it is counted (applyLocked)
+		was := p.countedLiveLocked(k)
+		if p.mu.expiring == nil {
+			p.mu.expiring = make(map[docKey]uint64)
+		}
+		p.mu.expiring[k] = d.Seq // until applyLocked publishes it
+		b.countedChange(p, k, was)
+	}
 	return cb, wait, nil
-}
-
-// countExpiration adds delta to curr_items and to collection cid's count of
-// live documents: -1 as an expiration is queued, +n for n whose commit
-// failed.
-//
-// REQUIRES: p.mu held for writing, p the documents' partition.
-func (b *Bucket) countExpiration(p *partition, cid CollectionID, delta int64) {
-	b.currItems.Add(delta)
-	b.addLive(p, cid, delta)
 }
 
 // ExpireBatch purges up to limit documents that have expired by now, in

@@ -100,18 +100,18 @@ type partition struct {
 		// logIndexed says logTop is kept; it is set by
 		// the first reader that needs it (indexLogLocked).
 		logIndexed bool
-		// expiring counts, by collection, the expirations queued and not
-		// yet committed: they have left the counts already
-		// (expireQueued), and go back in if their commit fails
-		// (dropPending). nil until the first.
-		expiring map[CollectionID]int64
+		// expiring holds, by key, the sequence number of each expiration
+		// queued and not yet committed: it has left the counts already
+		// (expireQueued, countedLiveLocked), and goes back in if its
+		// commit fails (dropPending). nil until the first.
+		expiring map[docKey]uint64
 		// items and tombs count the partition's live documents and
 		// tombstones (vb_active_curr_items): kept by published, from the
 		// versions it is given, so they need no record.
 		items, tombs int64
 		// live counts the partition's live documents by collection, as
 		// the bucket's Collection.Count does for all (countLive,
-		// countExpiration): Collection.CountIn sums them over a set of
+		// countedLiveLocked): Collection.CountIn sums them over a set of
 		// partitions. nil until the first.
 		live map[CollectionID]int64
 		// bloom is the filter of the keys the store holds (bloom.go), nil
@@ -208,6 +208,34 @@ func (p *partition) latestViewLocked(k docKey) *Document {
 		p.mu.view = new(Document)
 	}
 	return p.mu.docs.docInto(i, p.mu.view)
+}
+
+// countedLiveLocked reports whether k counts as a live document in
+// curr_items and its collection's counts (Bucket.currItems, addLive): as
+// reads see it (readLocked: its newest version acknowledged from memory,
+// else its committed one), except that an expiration queued and not yet
+// committed has taken it out already (expireQueued). A version whose writer
+// waits for its commit counts from that commit, as it is read from then.
+// The counts follow it: each change of it changes them (countedChange), so
+// that a write acknowledged from memory is counted when it is acknowledged,
+// not when its commit comes.
+//
+// REQUIRES: p.mu held, k's committed version in memory if it has one (a
+// key with a write on its way to disk is).
+func (p *partition) countedLiveLocked(k docKey) bool {
+	var a *Document
+	if len(p.mu.acked) > 0 {
+		a = p.mu.acked[k]
+	}
+	e, expiring := p.mu.expiring[k]
+	switch {
+	case a != nil && (!expiring || a.Seq > e):
+		return !a.Deleted
+	case expiring:
+		return false
+	}
+	i, ok := p.mu.docs.find(k)
+	return ok && p.mu.docs.recs[i].bits()&recDeleted == 0
 }
 
 // readLocked returns the version of k that reads see: the newest one

@@ -96,6 +96,38 @@ func TestThrottlePerSource(t *testing.T) {
 	}
 }
 
+// An IPv6 host is throttled by its /64: a host handed a /64 cannot rotate
+// through its addresses for a fresh allowance of failures at each. Another
+// /64, and IPv4 addresses (mapped ones too), are their own sources.
+func TestThrottlePerSourceIPv6Network(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openThrottled(t, &Options{Throttle: &Throttle{UserFree: 1000, SourceFree: 2, Base: time.Minute}})
+	for i, src := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2"} {
+		if _, err := s.Authenticate(ctx, "n"+src, "pw", src); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("failure %d from %s: %v", i, src, err)
+		}
+	}
+	var te *ThrottledError
+	if _, err := s.Authenticate(ctx, "Administrator", "password", "2001:db8:1:2:ffff::3"); !errors.As(err, &te) || te.Of != "source" {
+		t.Fatalf("a third try from the same /64, another address: %v; want throttled as a source", err)
+	}
+	if _, err := s.Authenticate(ctx, "Administrator", "password", "2001:db8:1:3::1"); err != nil {
+		t.Fatalf("another /64: %v", err)
+	}
+	for _, src := range []string{"10.0.0.7", "::ffff:10.0.0.7"} {
+		if _, err := s.Authenticate(ctx, "m", "pw", src); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("from %s: %v", src, err)
+		}
+	}
+	// (The administrator's login is answered from the cache by now.)
+	if _, err := s.Authenticate(ctx, "z", "pw", "10.0.0.7"); !errors.As(err, &te) || te.Of != "source" {
+		t.Fatalf("10.0.0.7 after two failures, one through its IPv4-mapped form: %v; want throttled", err)
+	}
+	if _, err := s.Authenticate(ctx, "z", "pw", "10.0.0.8"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("another IPv4 address: %v; want its password checked", err)
+	}
+}
+
 // A cached verification lasts VerifyCacheTTL, then the password is checked
 // again (and the back-off applies again).
 func TestVerifyCacheExpires(t *testing.T) {

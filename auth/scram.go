@@ -139,7 +139,7 @@ func (s *Store) ScramDecoy(name, kind string) Credential {
 // the throttles, as Authenticate's) or a *ThrottledError (nothing checked).
 func (s *Store) VerifyScram(name, kind, source string, authMessage, proof []byte) (*Principal, []byte, error) {
 	now := s.now()
-	if d := s.sources.wait(source, now); d > 0 {
+	if d := s.sources.wait(sourceKey(source), now); d > 0 {
 		return nil, nil, &ThrottledError{Of: "source", RetryAfter: d}
 	}
 	if d := s.names.wait(name, now); d > 0 {
@@ -175,7 +175,7 @@ func (s *Store) VerifyScram(name, kind, source string, authMessage, proof []byte
 			return p, server.Sum(nil), nil
 		}
 	}
-	s.sources.fail(source, now)
+	s.sources.fail(sourceKey(source), now)
 	s.names.fail(name, now)
 	return nil, nil, ErrBadCredentials
 }

@@ -416,7 +416,7 @@ func (s *Store) Authenticate(ctx context.Context, name, password, source string)
 		return principalOf(u)
 	}
 	s.mu.Unlock()
-	if d := s.sources.wait(source, now); d > 0 {
+	if d := s.sources.wait(sourceKey(source), now); d > 0 {
 		return nil, &ThrottledError{Of: "source", RetryAfter: d}
 	}
 	if d := s.names.wait(name, now); d > 0 {
@@ -483,7 +483,7 @@ func (s *Store) runCheck(ctx context.Context, key [32]byte, c *check, name, pass
 	now := s.now()
 	c.ok = ok && c.u != nil
 	if !c.ok {
-		s.sources.fail(source, now)
+		s.sources.fail(sourceKey(source), now)
 		s.names.fail(name, now)
 		return
 	}

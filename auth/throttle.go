@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -153,4 +154,25 @@ func (b *backoff) sweepLocked(now time.Time) {
 		}
 	}
 	b.nextSweep = now.Add(b.sweepEvery)
+}
+
+// sourceKey is the key a source address is throttled under: an IPv6
+// address's /64 network, since a single host is commonly handed a whole
+// /64 and can rotate through its addresses at will (per address it would
+// get SourceFree failures from each); an IPv4 address (an IPv4-mapped IPv6
+// one too) as it is. A source that is not an address is its own key.
+func sourceKey(source string) string {
+	a, err := netip.ParseAddr(source)
+	if err != nil {
+		return source
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return source
+	}
+	return p.String()
 }

@@ -93,6 +93,7 @@ type IndexDef struct {
 	Body json.RawMessage `json:"-"`
 
 	mapping *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
+	typer   docTyper                  // picks a document's type by its key (doc_config docid modes)
 	sig     string                    // identifies what the index holds
 	targets []string                  // an alias's target indexes, sorted
 }
@@ -107,9 +108,74 @@ func (d *IndexDef) Targets() []string { return append([]string(nil), d.targets..
 type params struct {
 	Mapping   json.RawMessage `json:"mapping"`
 	DocConfig struct {
-		Mode      string `json:"mode"`
-		TypeField string `json:"type_field"`
+		Mode           string `json:"mode"`
+		TypeField      string `json:"type_field"`
+		DocIDPrefixDel string `json:"docid_prefix_delim"`
+		DocIDRegexp    string `json:"docid_regexp"`
 	} `json:"doc_config"`
+}
+
+// docTyper picks a document's type (the type mapping bleve applies to it)
+// from its key, as Couchbase's doc_config modes "docid_prefix" (the key up
+// to the first docid_prefix_delim) and "docid_regexp" (the first match of
+// docid_regexp in the key) do. The zero value leaves the type to the
+// mapping's type field.
+type docTyper struct {
+	mode  string         // "docid_prefix", "docid_regexp", or "" (the type field)
+	delim string         // docid_prefix's delimiter
+	re    *regexp.Regexp // docid_regexp's expression
+}
+
+// byKey reports whether the type comes from the key.
+func (t docTyper) byKey() bool { return t.mode != "" }
+
+// keyType returns the type of the document of key, or def when the key
+// names none (no delimiter after a non-empty prefix, no match).
+func (t docTyper) keyType(key, def string) string {
+	switch t.mode {
+	case "docid_prefix":
+		if i := strings.Index(key, t.delim); t.delim != "" && i > 0 {
+			return key[:i]
+		}
+	case "docid_regexp":
+		if m := t.re.FindString(key); m != "" {
+			return m
+		}
+	}
+	return def
+}
+
+// sigPart is what the typer adds to a definition's signature: nothing for
+// the type field (so that the signatures of indexes built before the docid
+// modes existed stay the same).
+func (t docTyper) sigPart() string {
+	switch t.mode {
+	case "docid_prefix":
+		return "\x00docid_prefix\x00" + t.delim
+	case "docid_regexp":
+		return "\x00docid_regexp\x00" + t.re.String()
+	}
+	return ""
+}
+
+// parseDocConfig checks params.doc_config's mode and returns the typer of
+// its docid modes. The "scope.collection." modes are scopedTypes'.
+func parseDocConfig(p params) (docTyper, error) {
+	dc := p.DocConfig
+	switch mode := dc.Mode; {
+	case mode == "" || mode == "type_field" || strings.HasPrefix(mode, "scope.collection."):
+		return docTyper{}, nil
+	case mode == "docid_prefix":
+		return docTyper{mode: mode, delim: dc.DocIDPrefixDel}, nil
+	case mode == "docid_regexp":
+		re, err := regexp.Compile(dc.DocIDRegexp)
+		if err != nil {
+			return docTyper{}, &DefError{Reason: fmt.Sprintf("doc_config.docid_regexp %q does not compile: %v", dc.DocIDRegexp, err), Err: err}
+		}
+		return docTyper{mode: mode, re: re}, nil
+	default:
+		return docTyper{}, defErr("doc_config.mode %q is not supported; use \"type_field\", \"docid_prefix\", \"docid_regexp\" or \"scope.collection.type_field\"", mode)
+	}
 }
 
 // ParseIndexDef validates an index definition for an index called name in
@@ -165,6 +231,10 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 			return nil, &DefError{Reason: "params do not parse: " + err.Error(), Err: err}
 		}
 	}
+	typer, err := parseDocConfig(p)
+	if err != nil {
+		return nil, err
+	}
 	m, err := parseMapping(p)
 	if err != nil {
 		return nil, err
@@ -179,12 +249,12 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 		}
 		d.SourceCollection = scoped
 	}
-	d.mapping = m
+	d.mapping, d.typer = m, typer
 	canon, err := json.Marshal(m)
 	if err != nil {
 		return nil, &DefError{Reason: "the mapping does not encode: " + err.Error(), Err: err}
 	}
-	sum := sha256.Sum256(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]))
+	sum := sha256.Sum256(append(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]), typer.sigPart()...))
 	d.sig = hex.EncodeToString(sum[:16])
 
 	return finishDef(raw, d)

@@ -282,6 +282,9 @@ func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if def, err = withPrevUUID(r, def); err != nil {
+		return err
+	}
 	if bucket == "" {
 		if bucket, err = h.svc.SourceBucket(def); err != nil {
 			return err
@@ -293,6 +296,27 @@ func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": d.Name, "uuid": d.UUID})
 	return nil
+}
+
+// withPrevUUID returns def naming, as its uuid, the one the request's
+// prevIndexUUID or indexUUID parameter gives (cbft's, ahead of the body's
+// uuid): the uuid of the definition the client read, which the service
+// checks is still the index's. Without either, def is returned as it is.
+func withPrevUUID(r *http.Request, def []byte) ([]byte, error) {
+	q := r.URL.Query()
+	prev := q.Get("prevIndexUUID")
+	if prev == "" {
+		prev = q.Get("indexUUID")
+	}
+	if prev == "" {
+		return def, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(def, &m); err != nil || m == nil {
+		return def, nil // not an object: the service says so
+	}
+	m["uuid"], _ = json.Marshal(prev)
+	return json.Marshal(m)
 }
 
 // delete deletes an index and answers {"status":"ok","uuid":..}.

@@ -92,10 +92,11 @@ type IndexDef struct {
 	// Body is the definition as stored and returned by GetIndex.
 	Body json.RawMessage `json:"-"`
 
-	mapping *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
-	typer   docTyper                  // picks a document's type by its key (doc_config docid modes)
-	sig     string                    // identifies what the index holds
-	targets []string                  // an alias's target indexes, sorted
+	mapping  *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
+	typer    docTyper                  // picks a document's type by its key (doc_config docid modes)
+	prevUUID string                    // the uuid the client's definition named (see checkPrevUUID)
+	sig      string                    // identifies what the index holds
+	targets  []string                  // an alias's target indexes, sorted
 }
 
 // IsAlias reports whether d defines an index alias.
@@ -195,6 +196,7 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err := json.Unmarshal(body, d); err != nil {
 		return nil, &DefError{Reason: "the index definition does not parse: " + err.Error(), Err: err}
 	}
+	d.prevUUID = d.UUID
 	switch {
 	case d.Type == "":
 		d.Type = IndexType
@@ -351,9 +353,29 @@ func loadIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.UUID = uuid
+	d.UUID, d.prevUUID = uuid, ""
 	d.Body = bytes.Clone(body)
 	return d, nil
+}
+
+// checkPrevUUID refuses a definition that names the uuid of a definition
+// (cbft's prevIndexUUID: the one the client read and edited) other than
+// the current one of its index, stored as cur (nil: none): the index
+// changed since the client read it. A definition naming no uuid, or "*",
+// replaces whatever is there, and one naming a uuid creates an index that
+// does not exist. The reason is cbft's, which Couchbase's SDKs read as
+// their index-exists error.
+func checkPrevUUID(d *IndexDef, cur []byte) error {
+	if d.prevUUID == "" || d.prevUUID == "*" || cur == nil {
+		return nil
+	}
+	var c struct {
+		UUID string `json:"uuid"`
+	}
+	if err := json.Unmarshal(cur, &c); err != nil || c.UUID == d.prevUUID {
+		return nil
+	}
+	return defErr("perhaps there was concurrent index definition update, current index UUID: %s, did not match input UUID: %s", c.UUID, d.prevUUID)
 }
 
 // parseMapping builds and validates the bleve mapping of p.

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,5 +46,49 @@ func TestSearchPutChecksTheBucketTheIndexGoesTo(t *testing.T) {
 	}
 	if status, body := do("admin", http.MethodPost, "/api/index/myalias/query", `{"query":{"match":"fox"},"ctl":{"consistency":{"level":"at_plus"}}}`); status != http.StatusOK || !strings.Contains(body, `"total_hits":1`) {
 		t.Errorf("query of the alias: %d %s", status, body)
+	}
+}
+
+// A PUT replacing an index with the uuid of a definition replaced since
+// (in the body, or as cbft's prevIndexUUID parameter) is refused with
+// cbft's 400 and reason, and changes nothing; with the current uuid it
+// replaces the index.
+func TestSearchPutChecksThePrevIndexUUID(t *testing.T) {
+	_, do := searchFront(t, nil, []string{"default"}, nil)
+	uuidOf := func(body string) string {
+		t.Helper()
+		var m struct {
+			UUID string `json:"uuid"`
+		}
+		if err := json.Unmarshal([]byte(body), &m); err != nil || m.UUID == "" {
+			t.Fatalf("no uuid in %s", body)
+		}
+		return m.UUID
+	}
+	status, body := do("Administrator", http.MethodPut, "/api/index/idx", `{"sourceName":"default"}`)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	first := uuidOf(body)
+	status, body = do("Administrator", http.MethodPut, "/api/index/idx", fmt.Sprintf(`{"sourceName":"default","uuid":%q,"params":{"mapping":{"default_analyzer":"en"}}}`, first))
+	if status != http.StatusOK {
+		t.Fatalf("replace with the current uuid: %d %s", status, body)
+	}
+	second := uuidOf(body)
+	for _, c := range []struct{ path, def string }{
+		{"/api/index/idx", fmt.Sprintf(`{"sourceName":"default","uuid":%q}`, first)},
+		{"/api/index/idx?prevIndexUUID=" + first, `{"sourceName":"default"}`},
+		{"/api/bucket/default/scope/_default/index/idx?prevIndexUUID=" + first, `{}`},
+	} {
+		status, body := do("Administrator", http.MethodPut, c.path, c.def)
+		if status != http.StatusBadRequest || !strings.Contains(strings.ToLower(body), "current index uuid") || !strings.Contains(strings.ToLower(body), "did not match input uuid") {
+			t.Errorf("PUT %s %s naming the replaced uuid: %d %s, want 400 saying the current index uuid did not match", c.path, c.def, status, body)
+		}
+	}
+	if status, body := do("Administrator", http.MethodGet, "/api/index/idx", ""); status != http.StatusOK || !strings.Contains(body, `"uuid":"`+second+`"`) {
+		t.Errorf("after the refused PUTs: %d %s, want the definition of uuid %s", status, body, second)
+	}
+	if status, body := do("Administrator", http.MethodPut, "/api/index/idx?prevIndexUUID="+second, `{"sourceName":"default"}`); status != http.StatusOK {
+		t.Errorf("PUT with prevIndexUUID the current uuid: %d %s", status, body)
 	}
 }

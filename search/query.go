@@ -87,6 +87,17 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if sr.From+sr.Size > MaxResultWindow {
 		return nil, 0, false, queryErr(nil, "from+size is %d, over the limit of %d", sr.From+sr.Size, MaxResultWindow)
 	}
+	// bleve slices a facet's results to its size, and panics on a
+	// negative one (in a goroutine of its own, for an alias of several
+	// indexes: the process dies); it dereferences a null facet.
+	for _, name := range sortedKeys(sr.Facets) {
+		switch f := sr.Facets[name]; {
+		case f == nil:
+			return nil, 0, false, queryErr(nil, "facet %q is null", name)
+		case f.Size < 0:
+			return nil, 0, false, queryErr(nil, "facet %q: size %d is negative", name, f.Size)
+		}
+	}
 	if err := sr.Validate(); err != nil {
 		return nil, 0, false, queryErr(err, "%v", err)
 	}

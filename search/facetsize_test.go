@@ -1,0 +1,54 @@
+package search_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/search"
+)
+
+// TestNegativeFacetSize: a facet asking for a negative number of terms or
+// ranges, or a null facet, is a bad request, refused with a reason, on an
+// index and on an alias of two. bleve slices its facet results to the size asked, and
+// panics on a negative one: in the request's goroutine for an index, in one
+// of its own for an alias of two or more (which no HTTP server recovers:
+// the process dies).
+func TestNegativeFacetSize(t *testing.T) {
+	e := loadHotels(t, engine.Couchbase)
+	ctx := context.Background()
+	e.createIndex("more", `{}`)
+	if _, err := e.svc.PutIndex(ctx, "default", "both", []byte(`{"type":"fulltext-alias","params":{"targets":{"hotels":{},"more":{}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.query("both", `{"query":{"match_all":{}},`+atPlus+`}`)
+	for _, facet := range []string{
+		`{"field":"city","size":-1}`,
+		`{"field":"price","size":-2,"numeric_ranges":[{"name":"cheap","max":100}]}`,
+		`{"field":"opened","size":-1,"date_ranges":[{"name":"old","end":"2000-01-01T00:00:00Z"}]}`,
+	} {
+		for _, index := range []string{"hotels", "both"} {
+			req := `{"query":{"match_all":{}},"facets":{"f":` + facet + `}}`
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = errors.New("panic")
+						t.Errorf("%s on %s: panic %v", req, index, p)
+					}
+				}()
+				_, err = e.svc.Query(ctx, "default", index, []byte(req))
+			}()
+			var qe *search.QueryError
+			if !errors.As(err, &qe) || !strings.Contains(qe.Reason, "size") {
+				t.Errorf("%s on %s: %v, want a QueryError about the facet's size", req, index, err)
+			}
+		}
+	}
+	// A null facet is refused too (bleve dereferences it).
+	if _, err := e.svc.Query(ctx, "default", "both", []byte(`{"query":{"match_all":{}},"facets":{"f":null}}`)); !errors.As(err, new(*search.QueryError)) {
+		t.Errorf("a null facet: %v, want a QueryError", err)
+	}
+}

@@ -70,8 +70,8 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if q, ok := top["query"]; !ok || string(q) == "null" {
 		return nil, 0, false, queryErr(nil, "the request has no query")
 	}
-	var sr bleve.SearchRequest
-	if err := json.Unmarshal(req, &sr); err != nil {
+	sr, err := unmarshalRequest(req)
+	if err != nil {
 		return nil, 0, false, queryErr(err, "the request does not parse: %v", err)
 	}
 	if sr.Query == nil {
@@ -113,6 +113,20 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 		return nil, 0, false, queryErr(nil, "ctl.consistency.level %q is not \"at_plus\" or \"not_bounded\"", c.Ctl.Consistency.Level)
 	}
 	return &sr, time.Duration(c.Ctl.Timeout) * time.Millisecond, atPlus, nil
+}
+
+// unmarshalRequest decodes bleve's SearchRequest JSON. bleve's GeoJSON
+// parser indexes a shape's coordinates without checking how many there are
+// (a point of [], an envelope of one corner, a polygon ring of [[0]]), and
+// panics: such a request is an error here, not a dropped connection.
+func unmarshalRequest(req []byte) (sr bleve.SearchRequest, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v (a geometry's coordinates are incomplete?)", p)
+		}
+	}()
+	err = json.Unmarshal(req, &sr)
+	return sr, err
 }
 
 // Query runs a search request (see ParseRequest) on an index and returns

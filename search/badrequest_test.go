@@ -52,3 +52,42 @@ func TestNegativeFacetSize(t *testing.T) {
 		t.Errorf("a null facet: %v, want a QueryError", err)
 	}
 }
+
+// TestIncompleteGeometry: a geometry query whose coordinates are
+// incomplete (a point of one number, an envelope of one corner, a polygon
+// ring without points, ...) is a bad request, refused with a reason. bleve's
+// GeoJSON parser indexes the coordinates unchecked and panics as it decodes
+// the request: over HTTP, the connection dropped without an answer.
+func TestIncompleteGeometry(t *testing.T) {
+	e := loadHotels(t, engine.Couchbase)
+	ctx := context.Background()
+	for _, shape := range []string{
+		`{"type":"point","coordinates":[]}`,
+		`{"type":"point","coordinates":[0]}`,
+		`{"type":"envelope","coordinates":[[0,0]]}`,
+		`{"type":"polygon","coordinates":[[[0]]]}`,
+		`{"type":"multipolygon","coordinates":[[[]]]}`,
+		`{"type":"linestring","coordinates":[[]]}`,
+		`{"type":"circle","coordinates":[],"radius":"1km"}`,
+		`{"type":"geometrycollection","geometries":[{"type":"point","coordinates":[]}]}`,
+	} {
+		req := `{"query":{"geometry":{"shape":` + shape + `,"relation":"intersects"},"field":"shape"}}`
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = errors.New("panic")
+					t.Errorf("%s: panic %v", req, p)
+				}
+			}()
+			_, err = e.svc.Query(ctx, "default", "hotels", []byte(req))
+		}()
+		if !errors.As(err, new(*search.QueryError)) {
+			t.Errorf("%s: %v, want a QueryError", req, err)
+		}
+	}
+	// A whole geometry still parses and runs.
+	if _, err := e.svc.Query(ctx, "default", "hotels", []byte(`{"query":{"geometry":{"shape":{"type":"point","coordinates":[2.35,48.85]},"relation":"intersects"},"field":"shape"}}`)); err != nil {
+		t.Errorf("a point query: %v", err)
+	}
+}

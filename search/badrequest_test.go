@@ -91,3 +91,21 @@ func TestIncompleteGeometry(t *testing.T) {
 		t.Errorf("a point query: %v", err)
 	}
 }
+
+// TestKNNRefused: a vector search (knn) is refused with a reason, not
+// answered with the plain query's hits as if they were its nearest
+// neighbours (Mayfly's bleve is built without vector support, and drops
+// knn as it decodes the request); a request whose knn is null is a plain
+// query.
+func TestKNNRefused(t *testing.T) {
+	e := loadHotels(t, engine.Couchbase)
+	ctx := context.Background()
+	_, err := e.svc.Query(ctx, "default", "hotels", []byte(`{"query":{"match_none":{}},"knn":[{"field":"vec","vector":[0.1,0.2,0.3],"k":3}]}`))
+	var qe *search.QueryError
+	if !errors.As(err, &qe) || !strings.Contains(qe.Reason, "knn") {
+		t.Errorf("a knn request: %v, want a QueryError naming knn", err)
+	}
+	if _, err := e.svc.Query(ctx, "default", "hotels", []byte(`{"query":{"match_all":{}},"knn":null}`)); err != nil {
+		t.Errorf("knn null: %v", err)
+	}
+}

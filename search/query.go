@@ -70,6 +70,11 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if q, ok := top["query"]; !ok || string(q) == "null" {
 		return nil, 0, false, queryErr(nil, "the request has no query")
 	}
+	if k, ok := top["knn"]; ok && string(k) != "null" {
+		// bleve without its vectors build drops it: the answer would be the
+		// query's alone, as if it were the nearest neighbours.
+		return nil, 0, false, queryErr(nil, "knn (vector search) is not supported")
+	}
 	sr, err := unmarshalRequest(req)
 	if err != nil {
 		return nil, 0, false, queryErr(err, "the request does not parse: %v", err)

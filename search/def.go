@@ -363,8 +363,8 @@ func loadIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 // the current one of its index, stored as cur (nil: none): the index
 // changed since the client read it. A definition naming no uuid, or "*",
 // replaces whatever is there, and one naming a uuid creates an index that
-// does not exist. The reason is cbft's, which Couchbase's SDKs read as
-// their index-exists error.
+// does not exist. The reason is cbft's, which gocbcore's error decoder
+// (and the Rust SDK's) read as their index-exists error.
 func checkPrevUUID(d *IndexDef, cur []byte) error {
 	if d.prevUUID == "" || d.prevUUID == "*" || cur == nil {
 		return nil

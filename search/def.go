@@ -392,7 +392,52 @@ func parseMapping(p params) (*mapping.IndexMappingImpl, error) {
 	if err := m.Validate(); err != nil {
 		return nil, &DefError{Reason: "params.mapping is not valid: " + err.Error(), Err: err}
 	}
+	if err := probeAnalyzers(m); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// probeTexts are what probeAnalyzers analyses: words, one letter, nothing,
+// digits and punctuation, and text of several scripts.
+func probeTexts() [][]byte {
+	return [][]byte{
+		[]byte("The Quick brown fox, jumps over the lazy dog's 12345 tails."),
+		[]byte("a"),
+		{},
+		[]byte("x  y-z_1 2.5 e-mail@example.com http://example.com/a?b=c"),
+		[]byte("Größe café naïve 日本語のテキスト Ελληνικά русский"),
+	}
+}
+
+// probeAnalyzers analyses a few texts with each custom analyzer of m and
+// refuses the mapping if one panics. bleve checks that the parts of a
+// custom analyzer exist, not their settings: an ngram or edge_ngram filter
+// of negative sizes, a shingle filter of size 0 or a truncate_token filter
+// of negative length panic on the first token, in scorch's analysis
+// goroutine when a document is indexed, which stops the process (and every
+// restart after it, the index catching up again).
+func probeAnalyzers(m *mapping.IndexMappingImpl) (err error) {
+	for _, name := range sortedKeys(m.CustomAnalysis.Analyzers) {
+		a := m.AnalyzerNamed(name)
+		if a == nil {
+			continue // Validate names the ones that do not build
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = defErr("analyzer %q fails on text (%v): check the settings of its tokenizer and filters (sizes and lengths of 1 or more)", name, p)
+				}
+			}()
+			for _, text := range probeTexts() {
+				a.Analyze(text)
+			}
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scopedTypes applies Couchbase 7's doc_config mode

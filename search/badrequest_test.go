@@ -109,3 +109,41 @@ func TestKNNRefused(t *testing.T) {
 		t.Errorf("knn null: %v", err)
 	}
 }
+
+// TestResultWindowOverflow: from and size whose sum overflows an int are
+// over the result window like any other, refused with a reason. The sum
+// wrapped negative and passed the check, and bleve's collector panicked
+// (makeslice: cap out of range): on an alias of two indexes in a goroutine
+// of bleve's own, which stops the process.
+func TestResultWindowOverflow(t *testing.T) {
+	e := loadHotels(t, engine.Couchbase)
+	ctx := context.Background()
+	e.createIndex("more", `{}`)
+	if _, err := e.svc.PutIndex(ctx, "default", "both", []byte(`{"type":"fulltext-alias","params":{"targets":{"hotels":{},"more":{}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.query("both", `{"query":{"match_all":{}},`+atPlus+`}`)
+	for _, window := range []string{
+		`"from":4611686018427387904,"size":4611686018427387904`,
+		`"from":9223372036854775807,"size":1`,
+		`"from":1,"size":9223372036854775807`,
+	} {
+		for _, index := range []string{"hotels", "both"} {
+			req := `{"query":{"match_all":{}},` + window + `}`
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = errors.New("panic")
+						t.Errorf("%s on %s: panic %v", req, index, p)
+					}
+				}()
+				_, err = e.svc.Query(ctx, "default", index, []byte(req))
+			}()
+			var qe *search.QueryError
+			if !errors.As(err, &qe) || !strings.Contains(qe.Reason, "10000") {
+				t.Errorf("%s on %s: %v, want a QueryError naming the limit of 10000", req, index, err)
+			}
+		}
+	}
+}

@@ -89,8 +89,9 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if sr.Size < 0 || sr.From < 0 {
 		return nil, 0, false, queryErr(nil, "size and from must not be negative")
 	}
-	if sr.From+sr.Size > MaxResultWindow {
-		return nil, 0, false, queryErr(nil, "from+size is %d, over the limit of %d", sr.From+sr.Size, MaxResultWindow)
+	// Each first: their sum may overflow, wrap negative and pass.
+	if sr.From > MaxResultWindow || sr.Size > MaxResultWindow || sr.From+sr.Size > MaxResultWindow {
+		return nil, 0, false, queryErr(nil, "from+size is over the limit of %d (from %d, size %d)", MaxResultWindow, sr.From, sr.Size)
 	}
 	// bleve slices a facet's results to its size, and panics on a
 	// negative one (in a goroutine of its own, for an alias of several

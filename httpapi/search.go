@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/gorilla/mux"
-	"github.com/tidwall/gjson"
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
@@ -86,14 +85,19 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 			return []auth.Permission{{Action: a, Bucket: b}}
 		}
 	}
-	// A new index's bucket is its definition's sourceName.
+	// A new index's bucket is the one the handler will create it in: its
+	// definition's, read as the handler reads it (SourceBucket: the
+	// sourceName encoding/json finds, or an alias's targets' bucket).
 	onSource := func(req *http.Request) []auth.Permission {
 		b, err := svc.FindIndex(mux.Vars(req)["name"])
 		if err != nil {
+			b = "" // a definition that names no bucket: only a cluster-wide fts_admin, and the handler says why
 			body, rerr := io.ReadAll(io.LimitReader(req.Body, maxSearchDefBody))
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			if rerr == nil {
-				b = gjson.GetBytes(body, "sourceName").String()
+				if sb, err := svc.SourceBucket(body); err == nil {
+					b = sb
+				}
 			}
 		}
 		return []auth.Permission{{Action: auth.SearchWrite, Bucket: b}}
@@ -146,7 +150,7 @@ func (s *server) audited(action string, svc SearchService, h apiHandler) apiHand
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			after = auditBody(body)
 			if bucket == "" {
-				bucket = gjson.GetBytes(body, "sourceName").String()
+				bucket, _ = svc.SourceBucket(body)
 			}
 		}
 		in, err := s.intend(r, audit.Event{Action: action, Bucket: bucket, Target: name, After: after})
@@ -278,6 +282,9 @@ func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if def, err = withPrevUUID(r, def); err != nil {
+		return err
+	}
 	if bucket == "" {
 		if bucket, err = h.svc.SourceBucket(def); err != nil {
 			return err
@@ -289,6 +296,27 @@ func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": d.Name, "uuid": d.UUID})
 	return nil
+}
+
+// withPrevUUID returns def naming, as its uuid, the one the request's
+// prevIndexUUID or indexUUID parameter gives (cbft's, ahead of the body's
+// uuid): the uuid of the definition the client read, which the service
+// checks is still the index's. Without either, def is returned as it is.
+func withPrevUUID(r *http.Request, def []byte) ([]byte, error) {
+	q := r.URL.Query()
+	prev := q.Get("prevIndexUUID")
+	if prev == "" {
+		prev = q.Get("indexUUID")
+	}
+	if prev == "" {
+		return def, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(def, &m); err != nil || m == nil {
+		return def, nil // not an object: the service says so
+	}
+	m["uuid"], _ = json.Marshal(prev)
+	return json.Marshal(m)
 }
 
 // delete deletes an index and answers {"status":"ok","uuid":..}.

@@ -20,6 +20,9 @@ func (s *Service) putAlias(ctx context.Context, bi *bucketIndexes, d *IndexDef) 
 		return nil, err
 	}
 	defer unlock()
+	if err := checkCurrentUUID(bi, d); err != nil {
+		return nil, err
+	}
 	old, _, _ := bi.Get(d.Name)
 	if err := bi.Bucket.PutSystemDoc(ctx, DefPrefix+d.Name, d.Body); err != nil {
 		return nil, fmt.Errorf("search: store %s: %w", d.Name, err)

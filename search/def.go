@@ -92,9 +92,11 @@ type IndexDef struct {
 	// Body is the definition as stored and returned by GetIndex.
 	Body json.RawMessage `json:"-"`
 
-	mapping *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
-	sig     string                    // identifies what the index holds
-	targets []string                  // an alias's target indexes, sorted
+	mapping  *mapping.IndexMappingImpl // as given (defaults filled in); nil for an alias
+	typer    docTyper                  // picks a document's type by its key (doc_config docid modes)
+	prevUUID string                    // the uuid the client's definition named (see checkPrevUUID)
+	sig      string                    // identifies what the index holds
+	targets  []string                  // an alias's target indexes, sorted
 }
 
 // IsAlias reports whether d defines an index alias.
@@ -107,9 +109,74 @@ func (d *IndexDef) Targets() []string { return append([]string(nil), d.targets..
 type params struct {
 	Mapping   json.RawMessage `json:"mapping"`
 	DocConfig struct {
-		Mode      string `json:"mode"`
-		TypeField string `json:"type_field"`
+		Mode           string `json:"mode"`
+		TypeField      string `json:"type_field"`
+		DocIDPrefixDel string `json:"docid_prefix_delim"`
+		DocIDRegexp    string `json:"docid_regexp"`
 	} `json:"doc_config"`
+}
+
+// docTyper picks a document's type (the type mapping bleve applies to it)
+// from its key, as Couchbase's doc_config modes "docid_prefix" (the key up
+// to the first docid_prefix_delim) and "docid_regexp" (the first match of
+// docid_regexp in the key) do. The zero value leaves the type to the
+// mapping's type field.
+type docTyper struct {
+	mode  string         // "docid_prefix", "docid_regexp", or "" (the type field)
+	delim string         // docid_prefix's delimiter
+	re    *regexp.Regexp // docid_regexp's expression
+}
+
+// byKey reports whether the type comes from the key.
+func (t docTyper) byKey() bool { return t.mode != "" }
+
+// keyType returns the type of the document of key, or def when the key
+// names none (no delimiter after a non-empty prefix, no match).
+func (t docTyper) keyType(key, def string) string {
+	switch t.mode {
+	case "docid_prefix":
+		if i := strings.Index(key, t.delim); t.delim != "" && i > 0 {
+			return key[:i]
+		}
+	case "docid_regexp":
+		if m := t.re.FindString(key); m != "" {
+			return m
+		}
+	}
+	return def
+}
+
+// sigPart is what the typer adds to a definition's signature: nothing for
+// the type field (so that the signatures of indexes built before the docid
+// modes existed stay the same).
+func (t docTyper) sigPart() string {
+	switch t.mode {
+	case "docid_prefix":
+		return "\x00docid_prefix\x00" + t.delim
+	case "docid_regexp":
+		return "\x00docid_regexp\x00" + t.re.String()
+	}
+	return ""
+}
+
+// parseDocConfig checks params.doc_config's mode and returns the typer of
+// its docid modes. The "scope.collection." modes are scopedTypes'.
+func parseDocConfig(p params) (docTyper, error) {
+	dc := p.DocConfig
+	switch mode := dc.Mode; {
+	case mode == "" || mode == "type_field" || strings.HasPrefix(mode, "scope.collection."):
+		return docTyper{}, nil
+	case mode == "docid_prefix":
+		return docTyper{mode: mode, delim: dc.DocIDPrefixDel}, nil
+	case mode == "docid_regexp":
+		re, err := regexp.Compile(dc.DocIDRegexp)
+		if err != nil {
+			return docTyper{}, &DefError{Reason: fmt.Sprintf("doc_config.docid_regexp %q does not compile: %v", dc.DocIDRegexp, err), Err: err}
+		}
+		return docTyper{mode: mode, re: re}, nil
+	default:
+		return docTyper{}, defErr("doc_config.mode %q is not supported; use \"type_field\", \"docid_prefix\", \"docid_regexp\" or \"scope.collection.type_field\"", mode)
+	}
 }
 
 // ParseIndexDef validates an index definition for an index called name in
@@ -129,6 +196,7 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err := json.Unmarshal(body, d); err != nil {
 		return nil, &DefError{Reason: "the index definition does not parse: " + err.Error(), Err: err}
 	}
+	d.prevUUID = d.UUID
 	switch {
 	case d.Type == "":
 		d.Type = IndexType
@@ -165,6 +233,10 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 			return nil, &DefError{Reason: "params do not parse: " + err.Error(), Err: err}
 		}
 	}
+	typer, err := parseDocConfig(p)
+	if err != nil {
+		return nil, err
+	}
 	m, err := parseMapping(p)
 	if err != nil {
 		return nil, err
@@ -179,12 +251,12 @@ func ParseIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 		}
 		d.SourceCollection = scoped
 	}
-	d.mapping = m
+	d.mapping, d.typer = m, typer
 	canon, err := json.Marshal(m)
 	if err != nil {
 		return nil, &DefError{Reason: "the mapping does not encode: " + err.Error(), Err: err}
 	}
-	sum := sha256.Sum256(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]))
+	sum := sha256.Sum256(append(append(append(append(canon, 0), d.SourceCollection...), 0, formatVersion[0]), typer.sigPart()...))
 	d.sig = hex.EncodeToString(sum[:16])
 
 	return finishDef(raw, d)
@@ -281,9 +353,29 @@ func loadIndexDef(bucket, name string, body []byte) (*IndexDef, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.UUID = uuid
+	d.UUID, d.prevUUID = uuid, ""
 	d.Body = bytes.Clone(body)
 	return d, nil
+}
+
+// checkPrevUUID refuses a definition that names the uuid of a definition
+// (cbft's prevIndexUUID: the one the client read and edited) other than
+// the current one of its index, stored as cur (nil: none): the index
+// changed since the client read it. A definition naming no uuid, or "*",
+// replaces whatever is there, and one naming a uuid creates an index that
+// does not exist. The reason is cbft's, which gocbcore's error decoder
+// (and the Rust SDK's) read as their index-exists error.
+func checkPrevUUID(d *IndexDef, cur []byte) error {
+	if d.prevUUID == "" || d.prevUUID == "*" || cur == nil {
+		return nil
+	}
+	var c struct {
+		UUID string `json:"uuid"`
+	}
+	if err := json.Unmarshal(cur, &c); err != nil || c.UUID == d.prevUUID {
+		return nil
+	}
+	return defErr("perhaps there was concurrent index definition update, current index UUID: %s, did not match input UUID: %s", c.UUID, d.prevUUID)
 }
 
 // parseMapping builds and validates the bleve mapping of p.
@@ -300,7 +392,52 @@ func parseMapping(p params) (*mapping.IndexMappingImpl, error) {
 	if err := m.Validate(); err != nil {
 		return nil, &DefError{Reason: "params.mapping is not valid: " + err.Error(), Err: err}
 	}
+	if err := probeAnalyzers(m); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// probeTexts are what probeAnalyzers analyses: words, one letter, nothing,
+// digits and punctuation, and text of several scripts.
+func probeTexts() [][]byte {
+	return [][]byte{
+		[]byte("The Quick brown fox, jumps over the lazy dog's 12345 tails."),
+		[]byte("a"),
+		{},
+		[]byte("x  y-z_1 2.5 e-mail@example.com http://example.com/a?b=c"),
+		[]byte("Größe café naïve 日本語のテキスト Ελληνικά русский"),
+	}
+}
+
+// probeAnalyzers analyses a few texts with each custom analyzer of m and
+// refuses the mapping if one panics. bleve checks that the parts of a
+// custom analyzer exist, not their settings: an ngram or edge_ngram filter
+// of negative sizes, a shingle filter of size 0 or a truncate_token filter
+// of negative length panic on the first token, in scorch's analysis
+// goroutine when a document is indexed, which stops the process (and every
+// restart after it, the index catching up again).
+func probeAnalyzers(m *mapping.IndexMappingImpl) (err error) {
+	for _, name := range sortedKeys(m.CustomAnalysis.Analyzers) {
+		a := m.AnalyzerNamed(name)
+		if a == nil {
+			continue // Validate names the ones that do not build
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = defErr("analyzer %q fails on text (%v): check the settings of its tokenizer and filters (sizes and lengths of 1 or more)", name, p)
+				}
+			}()
+			for _, text := range probeTexts() {
+				a.Analyze(text)
+			}
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scopedTypes applies Couchbase 7's doc_config mode

@@ -19,6 +19,7 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/feed"
+	"github.com/mayflydb/mayfly/search/internal/typeddoc"
 )
 
 // Keys of the values an index keeps beside its documents (bleve internal
@@ -254,11 +255,12 @@ func (ix *indexer) prepare(changes iter.Seq[*engine.Document]) (preparedBatch, e
 }
 
 // docValue is what the index holds of d: its JSON object with the
-// expiration field, or nil when nothing of it is indexed (a tombstone, a
-// value that is not a JSON object, or a document whose type's mapping is
-// disabled: bleve would keep such a document, without fields, and match_all
-// would find it).
-func (ix *indexer) docValue(d *engine.Document) map[string]any {
+// expiration field (typed by its key under the doc_config docid modes, see
+// typeddoc), or nil when nothing of it is indexed (a tombstone, a value
+// that is not a JSON object, or a document whose type's mapping is
+// disabled: bleve would keep such a document, without fields, and
+// match_all would find it).
+func (ix *indexer) docValue(d *engine.Document) any {
 	if d.Deleted || d.Type != engine.TypeJSON {
 		return nil
 	}
@@ -266,21 +268,32 @@ func (ix *indexer) docValue(d *engine.Document) map[string]any {
 	if err := json.Unmarshal(d.Value, &m); err != nil || m == nil {
 		return nil // an array, a scalar
 	}
-	if im := ix.def.Load().mapping; im != nil && !mappingFor(im, m).Enabled {
-		return nil
+	def := ix.def.Load()
+	var typ string
+	if im := def.mapping; im != nil {
+		if def.typer.byKey() {
+			typ = def.typer.keyType(d.Key, im.DefaultType)
+		} else {
+			typ = typeOf(im, m)
+		}
+		if !mappingFor(im, typ).Enabled {
+			return nil
+		}
 	}
 	if d.Expiration > 0 {
 		m[expField] = expTerm(d.Expiration)
 	} else {
 		delete(m, expField)
 	}
+	if def.typer.byKey() {
+		return typeddoc.New(m, typ)
+	}
 	return m
 }
 
-// mappingFor returns the document mapping bleve applies to doc: that of
-// the type its type field names, or the default mapping.
-func mappingFor(im *mapping.IndexMappingImpl, doc map[string]any) *mapping.DocumentMapping {
-	typ := im.DefaultType
+// typeOf returns the type bleve gives doc by the mapping's type field: the
+// field's value if it is a string, else the default type.
+func typeOf(im *mapping.IndexMappingImpl, doc map[string]any) string {
 	var v any = doc
 	for _, part := range strings.Split(im.TypeField, ".") {
 		o, ok := v.(map[string]any)
@@ -291,8 +304,14 @@ func mappingFor(im *mapping.IndexMappingImpl, doc map[string]any) *mapping.Docum
 		v = o[part]
 	}
 	if s, ok := v.(string); ok {
-		typ = s
+		return s
 	}
+	return im.DefaultType
+}
+
+// mappingFor returns the document mapping bleve applies to a document of
+// type typ: that type's, or the default mapping.
+func mappingFor(im *mapping.IndexMappingImpl, typ string) *mapping.DocumentMapping {
 	if dm := im.TypeMapping[typ]; dm != nil {
 		return dm
 	}

@@ -70,8 +70,13 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if q, ok := top["query"]; !ok || string(q) == "null" {
 		return nil, 0, false, queryErr(nil, "the request has no query")
 	}
-	var sr bleve.SearchRequest
-	if err := json.Unmarshal(req, &sr); err != nil {
+	if k, ok := top["knn"]; ok && string(k) != "null" {
+		// bleve without its vectors build drops it: the answer would be the
+		// query's alone, as if it were the nearest neighbours.
+		return nil, 0, false, queryErr(nil, "knn (vector search) is not supported")
+	}
+	sr, err := unmarshalRequest(req)
+	if err != nil {
 		return nil, 0, false, queryErr(err, "the request does not parse: %v", err)
 	}
 	if sr.Query == nil {
@@ -84,8 +89,20 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if sr.Size < 0 || sr.From < 0 {
 		return nil, 0, false, queryErr(nil, "size and from must not be negative")
 	}
-	if sr.From+sr.Size > MaxResultWindow {
-		return nil, 0, false, queryErr(nil, "from+size is %d, over the limit of %d", sr.From+sr.Size, MaxResultWindow)
+	// Each first: their sum may overflow, wrap negative and pass.
+	if sr.From > MaxResultWindow || sr.Size > MaxResultWindow || sr.From+sr.Size > MaxResultWindow {
+		return nil, 0, false, queryErr(nil, "from+size is over the limit of %d (from %d, size %d)", MaxResultWindow, sr.From, sr.Size)
+	}
+	// bleve slices a facet's results to its size, and panics on a
+	// negative one (in a goroutine of its own, for an alias of several
+	// indexes: the process dies); it dereferences a null facet.
+	for _, name := range sortedKeys(sr.Facets) {
+		switch f := sr.Facets[name]; {
+		case f == nil:
+			return nil, 0, false, queryErr(nil, "facet %q is null", name)
+		case f.Size < 0:
+			return nil, 0, false, queryErr(nil, "facet %q: size %d is negative", name, f.Size)
+		}
 	}
 	if err := sr.Validate(); err != nil {
 		return nil, 0, false, queryErr(err, "%v", err)
@@ -102,6 +119,20 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 		return nil, 0, false, queryErr(nil, "ctl.consistency.level %q is not \"at_plus\" or \"not_bounded\"", c.Ctl.Consistency.Level)
 	}
 	return &sr, time.Duration(c.Ctl.Timeout) * time.Millisecond, atPlus, nil
+}
+
+// unmarshalRequest decodes bleve's SearchRequest JSON. bleve's GeoJSON
+// parser indexes a shape's coordinates without checking how many there are
+// (a point of [], an envelope of one corner, a polygon ring of [[0]]), and
+// panics: such a request is an error here, not a dropped connection.
+func unmarshalRequest(req []byte) (sr bleve.SearchRequest, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v (a geometry's coordinates are incomplete?)", p)
+		}
+	}()
+	err = json.Unmarshal(req, &sr)
+	return sr, err
 }
 
 // Query runs a search request (see ParseRequest) on an index and returns

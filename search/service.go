@@ -375,8 +375,9 @@ func (s *Service) PutIndexDef(ctx context.Context, bucket, name string, body []b
 }
 
 // checkIndex checks what a parsed definition needs of its bucket: the
-// bucket exists, no other bucket has an index of that name, an alias's
-// targets are indexes of the bucket, an index's source collection exists.
+// bucket exists, no other bucket has an index of that name, the uuid it
+// names (if any) is its index's (checkPrevUUID), an alias's targets are
+// indexes of the bucket, an index's source collection exists.
 func (s *Service) checkIndex(bucket string, d *IndexDef) (*bucketIndexes, error) {
 	bi, err := s.lookup(bucket)
 	if err != nil {
@@ -384,6 +385,9 @@ func (s *Service) checkIndex(bucket string, d *IndexDef) (*bucketIndexes, error)
 	}
 	if other, err := s.FindIndex(d.Name); err == nil && other != bucket {
 		return nil, defErr("an index called %q already exists in bucket %s", d.Name, other)
+	}
+	if err := checkCurrentUUID(bi, d); err != nil { // again under the change lock when stored
+		return nil, err
 	}
 	if d.IsAlias() {
 		return bi, checkAliasTargets(bi, d)
@@ -406,8 +410,11 @@ func (s *Service) putIndex(ctx context.Context, bi *bucketIndexes, d *IndexDef) 
 		return nil, err
 	}
 	defer unlock()
-	old, _, _ := bi.Get(name)
 	key := DefPrefix + name
+	if err := checkCurrentUUID(bi, d); err != nil {
+		return nil, err
+	}
+	old, _, _ := bi.Get(name)
 	if old != nil && old.def.Load().sig == d.sig {
 		if err := bi.Bucket.PutSystemDoc(ctx, key, d.Body); err != nil {
 			return nil, fmt.Errorf("search: store %s: %w", name, err)
@@ -449,6 +456,17 @@ func (s *Service) putIndex(ctx context.Context, bi *bucketIndexes, d *IndexDef) 
 		s.opts.Logger.Info("search index created", "bucket", bucket, "index", name, "source_collection", d.SourceCollection)
 	}
 	return d, nil
+}
+
+// checkCurrentUUID is checkPrevUUID against the definition stored now;
+// the caller holds the bucket's change lock, so that no change comes
+// between the check and the store.
+func checkCurrentUUID(bi *bucketIndexes, d *IndexDef) error {
+	cur, err := bi.Bucket.SystemDoc(DefPrefix + d.Name)
+	if err != nil {
+		cur = nil // none stored
+	}
+	return checkPrevUUID(d, cur)
 }
 
 // GetIndex returns an index's definition.

@@ -78,6 +78,7 @@ export function render(main, { bucket }) {
     const expAt = h('span', { class: 'muted' });
     const expInfo = h('span', { class: 'countdown', id: 'doc-expiration' });
     let cas = '';
+    let binary = false; // a binary document: saved as it is, not checked as JSON
     if (id) {
       try {
         const r = await request('GET', path`/${bucket}/docs/${id}`, { query: { collection: collQuery() }, raw: true });
@@ -89,7 +90,8 @@ export function render(main, { bucket }) {
         expAt.textContent = exp ? ` (${utc(exp)})` : '';
         const isJSON = (r.headers.get('Content-Type') || '').startsWith('application/json');
         body.value = isJSON ? pretty(r.data) : r.data;
-        if (!isJSON) st.info('A binary value, shown as text: saving stores what the box holds.');
+        binary = !isJSON;
+        if (binary) st.info('A binary value, shown as text: saving stores what the box holds.');
       } catch (e) {
         st.err(e);
       }
@@ -98,11 +100,13 @@ export function render(main, { bucket }) {
     }
     const save = h('button', { type: 'button', class: 'primary', id: 'doc-save' }, 'Save');
     save.addEventListener('click', () => busy(save, async () => {
-      try {
-        JSON.parse(body.value);
-      } catch (e) {
-        st.err(`Not valid JSON: ${e.message}`);
-        return;
+      if (!binary) {
+        try {
+          JSON.parse(body.value);
+        } catch (e) {
+          st.err(`Not valid JSON: ${e.message}`);
+          return;
+        }
       }
       try {
         const q = { collection: collQuery(), cas: cas || undefined };
@@ -110,7 +114,8 @@ export function render(main, { bucket }) {
         if (!id) q.op = 'insert';
         // A CAS is above 2^53, where JavaScript numbers lose digits: it is
         // read from the answer's text.
-        const text = (await request('PUT', path`/${bucket}/docs/${key.value}`, { query: q, body: body.value, raw: true })).data;
+        const type = binary ? 'application/octet-stream' : 'application/json';
+        const text = (await request('PUT', path`/${bucket}/docs/${key.value}`, { query: q, body: body.value, type, raw: true })).data;
         const r = JSON.parse(text);
         st.ok(`Saved ${r.id} (revision ${r.rev}).`);
         id = r.id;

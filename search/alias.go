@@ -116,7 +116,7 @@ func (s *Service) searchTargets(ctx context.Context, a *IndexDef, ixs []*indexer
 		if ix.closed {
 			return nil, ix.closedErr()
 		}
-		idxs = append(idxs, ix.idx)
+		idxs = append(idxs, recovering{ix.idx})
 		synonyms = synonyms || ix.synonyms
 	}
 	w := *sr
@@ -153,4 +153,33 @@ func (s *Service) countAlias(ctx context.Context, bucket string, a *IndexDef) (u
 		return 0, used, err
 	}
 	return res.Total, used, nil
+}
+
+// recovering is one target of an alias's search whose panic becomes that
+// target's error. bleve searches an alias's targets in goroutines of its
+// own, where a panic (a request bleve fails to check: a negative facet
+// size, incomplete coordinates, before they were refused here) nothing
+// recovers would stop the process; the error makes the target count as
+// failed in the answer's status, as an index that could not answer.
+type recovering struct{ target }
+
+// target is bleve.Index under another name, so that recovering embeds it
+// without its field's name hiding the interface's Index method.
+type target = bleve.Index
+
+// SearchInContext runs the target's search, its panic returned as a
+// QueryError.
+func (r recovering) SearchInContext(ctx context.Context, req *bleve.SearchRequest) (*bleve.SearchResult, error) {
+	return searchRecovering(ctx, r.target, req)
+}
+
+// searchRecovering runs req on idx, a panic in bleve returned as a
+// QueryError naming the index and what bleve said.
+func searchRecovering(ctx context.Context, idx bleve.Index, req *bleve.SearchRequest) (res *bleve.SearchResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, queryErr(fmt.Errorf("%v", p), "index %s failed on this request: %v", idx.Name(), p)
+		}
+	}()
+	return idx.SearchInContext(ctx, req)
 }

@@ -256,7 +256,7 @@ func (ix *indexer) run(ctx context.Context, sr *bleve.SearchRequest) (*bleve.Sea
 	if ix.closed {
 		return nil, ix.closedErr()
 	}
-	res, err := ix.idx.SearchInContext(ctx, sr)
+	res, err := searchRecovering(ctx, ix.idx, sr) // a panic: a 400, not a dropped connection
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("search: index %s: %w", ix.name, ctx.Err())

@@ -522,6 +522,9 @@ func (d *IndexDef) indexMapping() (*mapping.IndexMappingImpl, error) {
 		if dm == nil {
 			return
 		}
+		// The field is Mayfly's whatever the mapping says of a property of
+		// its name: one disabled there would switch expiry off.
+		delete(dm.Properties, expField)
 		dm.AddFieldMappingsAt(expField, exp)
 	}
 	add(m.DefaultMapping)

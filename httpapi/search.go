@@ -71,8 +71,11 @@ var _ SearchService = (*search.Service)(nil)
 // The integrator calls it from New when a search service is configured.
 //
 // Every route needs the fts permission on the index's bucket (fts_searcher
-// to read and query, fts_admin to change); listing every index needs
-// ro_admin (or admin). Creating, replacing and deleting an index is audited.
+// to read and query, fts_admin to change). GET /api/index is open to every
+// user and lists the indexes of the buckets they may read indexes of (all
+// of them for ro_admin and admin), as cbft filters it: an SDK's
+// GetAllIndexes works for an fts_searcher. Creating, replacing and deleting
+// an index is audited.
 func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	const noForm = false
 	h := &searchHandlers{eng: s.eng, svc: svc}
@@ -102,8 +105,8 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 		}
 		return []auth.Permission{{Action: auth.SearchWrite, Bucket: b}}
 	}
-	cluster := func(req *http.Request) []auth.Permission { return []auth.Permission{{Action: auth.MetricsRead}} }
-	r.Handle("/api/index", s.need(cluster, noForm, fts(h.list))).Methods(http.MethodGet)
+	anyUser := func(*http.Request) []auth.Permission { return nil } // the list is filtered (searchHandlers.list)
+	r.Handle("/api/index", s.need(anyUser, noForm, fts(h.list))).Methods(http.MethodGet)
 	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
 	r.Handle("/api/index/{name}", s.need(onSource, noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
 	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
@@ -242,7 +245,11 @@ func (h *searchHandlers) list(w http.ResponseWriter, r *http.Request) error {
 			buckets = append(buckets, b.Name())
 		}
 	}
+	p := principalOf(r)
 	for _, b := range buckets {
+		if !p.Allows(auth.Permission{Action: auth.MetricsRead}) && !p.Allows(auth.Permission{Action: auth.SearchRead, Bucket: b}) {
+			continue // not theirs to see (a scoped path's bucket was checked by its route)
+		}
 		ds, err := h.svc.ListIndexes(r.Context(), b)
 		if err != nil {
 			if bucket == "" {

@@ -86,6 +86,14 @@ func TestSearchOverHTTP(t *testing.T) {
 	if status, body := do("finder", http.MethodGet, "/api/bucket/default/scope/_default/index", ""); status != http.StatusOK || !strings.Contains(body, `"idx"`) || !strings.Contains(body, `"idx2"`) {
 		t.Errorf("scoped list: %d %s", status, body)
 	}
+	// The unscoped list (an SDK's GetAllIndexes) answers every user with
+	// the indexes of the buckets they may search, as cbft filters it.
+	for user, want := range map[string]bool{"finder": true, "stranger": false, "reader": false, "Administrator": true} {
+		status, body := do(user, http.MethodGet, "/api/index", "")
+		if status != http.StatusOK || strings.Contains(body, `"idx2"`) != want || strings.Contains(body, `"idx"`) != want {
+			t.Errorf("%s lists every index: %d %s; want 200, default's indexes listed: %v", user, status, body, want)
+		}
+	}
 	if status, body := do("finder", http.MethodGet, scoped+"idx2", ""); status != http.StatusOK || !strings.Contains(body, `"sourceName":"default"`) {
 		t.Errorf("scoped get: %d %s", status, body)
 	}

@@ -218,6 +218,8 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 		if format, err = sniffFormat(br); err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
+	} else {
+		skipBOM(br) // sniffFormat skips it too
 	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())

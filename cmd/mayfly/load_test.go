@@ -261,3 +261,31 @@ func TestLoadRetriesBusyServer(t *testing.T) {
 		t.Fatalf("load refused: %d %q %q", code, out.String(), errOut.String())
 	}
 }
+
+// A file that starts with a UTF-8 byte-order mark (Excel's "CSV UTF-8",
+// Notepad's UTF-8) loads as one without: the mark is skipped whether the
+// format comes from the extension, --format or the first byte.
+func TestLoadSkipsByteOrderMark(t *testing.T) {
+	f := cliServer(t)
+	const bom = "\xef\xbb\xbf"
+	for _, c := range []struct {
+		name, content string
+		args          []string
+		key           string
+	}{
+		{"people.csv", bom + "id,name\nbom1,Ada\n", nil, "bom1"},
+		{"people.txt", bom + "id,name\nbom2,Ada\n", []string{"--format", "csv"}, "bom2"},
+		{"docs.ndjson", bom + `{"_id":"bom3","name":"Ada"}` + "\n", nil, "bom3"},
+		{"docs.json", bom + `[{"_id":"bom4","name":"Ada"}]`, []string{"--format", "json"}, "bom4"},
+	} {
+		path := writeFile(t, c.name, c.content)
+		r := f.mf("", append([]string{"load", path}, c.args...)...)
+		if r.code != 0 || !strings.Contains(r.out, "loaded 1 documents") {
+			t.Errorf("load of %s %v with a byte-order mark: %v", c.name, c.args, r)
+			continue
+		}
+		if d := f.doc(t, "", c.key); !strings.Contains(string(d.Value), `"name":"Ada"`) {
+			t.Errorf("%s stored as %s", c.key, d.Value)
+		}
+	}
+}

@@ -40,13 +40,21 @@ const (
 	formatCSV    = "csv"
 )
 
+// skipBOM skips a UTF-8 byte-order mark at the start of r (Excel's "CSV
+// UTF-8" and Windows editors write one), whatever the format: left in, it
+// is part of a CSV header's first column name or makes the first JSON
+// value invalid.
+func skipBOM(r *bufio.Reader) {
+	if b, err := r.Peek(3); err == nil && bytes.Equal(b, []byte("\xef\xbb\xbf")) {
+		r.Discard(3)
+	}
+}
+
 // sniffFormat picks the format of r from its first significant byte: '['
 // a JSON array, '{' NDJSON, anything else CSV. A UTF-8 byte-order mark is
 // skipped.
 func sniffFormat(r *bufio.Reader) (string, error) {
-	if b, err := r.Peek(3); err == nil && bytes.Equal(b, []byte("\xef\xbb\xbf")) {
-		r.Discard(3)
-	}
+	skipBOM(r)
 	for i := 1; ; i++ {
 		b, err := r.Peek(i)
 		if len(b) < i {

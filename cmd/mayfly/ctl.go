@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -57,12 +58,25 @@ NAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time
 			}
 			ctx, stdout := cmd.Context(), cmd.OutOrStdout()
 			path := o.bucketPath() + "/settings/expiryPager"
-			var st map[string]any
+			// The answer's values as their JSON text: a number decoded
+			// into float64 would print 1000000 as 1e+06.
+			var st map[string]json.RawMessage
+			value := func() (string, error) {
+				v, ok := st[param]
+				if !ok {
+					return "", fmt.Errorf("the server's answer has no %s", param)
+				}
+				return string(v), nil
+			}
 			if a[0] == "get" {
 				if err := c.do(ctx, "GET", path, nil, &st); err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "%s %v\n", param, st[param])
+				v, err := value()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "%s %s\n", param, v)
 				return nil
 			}
 			if _, err := strconv.ParseInt(a[3], 10, 64); err != nil {
@@ -72,7 +86,11 @@ NAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time
 			if err := c.do(ctx, "POST", path, url.Values{param: {a[3]}}, &st); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "set %s to %v\n", param, st[param])
+			v, err := value()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "set %s to %s\n", param, v)
 			return nil
 		},
 	}

@@ -215,3 +215,21 @@ func TestServeBindsBeforeCreating(t *testing.T) {
 		}
 	}
 }
+
+// A --default-bucket the engine would refuse is a usage error before the
+// data directory is made: the bucket is created on a first start only (no
+// catalog yet), so a start that made the catalog and then failed to create
+// the bucket left a directory where, the flag corrected, no default bucket
+// was ever created.
+func TestServeRefusesBadDefaultBucketFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr strings.Builder
+	code := run([]string{"serve", "--data", dir, "--default-bucket", "bad name!", "--http", "127.0.0.1:0",
+		"--memcached", "", "--kv", "", "--kv-tls", "", "--views", "", "--search", "", "--admin-password", adminPass}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--default-bucket") {
+		t.Errorf("serve --default-bucket 'bad name!': exit %d, stderr %q", code, stderr.String())
+	}
+	if engine.IsDataDir(dir) {
+		t.Errorf("a refused start left a data directory: a corrected start would not create its default bucket")
+	}
+}

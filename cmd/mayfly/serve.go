@@ -226,6 +226,14 @@ func (c *serveConfig) finish() error {
 	if _, err := engine.ParseDurability(c.mcDurability); err != nil {
 		return &usageError{"--memcached-durability must be none, majority, majorityAndPersistActive or persistToMajority"}
 	}
+	// Checked before the data directory is made: the bucket is created on
+	// a first start only, so a start that failed to create it would leave a
+	// data directory where no corrected start creates it.
+	if c.defaultBucket != "" {
+		if err := engine.DefaultBucketSettings(c.defaultBucket).Validate(); err != nil {
+			return &usageError{"--default-bucket: " + strings.TrimPrefix(err.Error(), "engine: ")}
+		}
+	}
 	if err := c.checkExposure(); err != nil {
 		return &usageError{err.Error()}
 	}

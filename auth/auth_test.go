@@ -192,3 +192,21 @@ func TestRolesCatalog(t *testing.T) {
 		t.Error("admin or ro_admin missing from Roles()")
 	}
 }
+
+// A users.json of a newer format is refused at open, naming what to do: read
+// in part, its users would be rewritten in this format at the next change,
+// losing what this version cannot read.
+func TestOpenRefusesNewerUsersFile(t *testing.T) {
+	dir := t.TempDir()
+	newer := `{"version":2,"users":[{"id":"alice","roles":["admin"],"credentials":{},"future":{"x":1}}]}`
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(newer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, &Options{Argon2: cheap})
+	if err == nil || !strings.Contains(err.Error(), "newer Mayfly") {
+		t.Fatalf("open of a users.json of format 2: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, FileName)); string(data) != newer {
+		t.Errorf("the newer file was changed: %s", data)
+	}
+}

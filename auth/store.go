@@ -99,6 +99,10 @@ type User struct {
 	PasswordChanged int64 `json:"password_changed,omitempty"`
 }
 
+// usersFileVersion is the format of users.json this version writes.
+const usersFileVersion = 1
+
+// usersFile is users.json: its format version and the users.
 type usersFile struct {
 	Version int    `json:"version"`
 	Users   []User `json:"users"`
@@ -256,6 +260,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	var f usersFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	// A newer format is refused rather than read in part: the next change
+	// would rewrite the file in this one, dropping what it cannot read.
+	if f.Version > usersFileVersion {
+		return nil, fmt.Errorf("%s: format %d, written by a newer Mayfly (this one reads format %d or older): run that version or a later one on this data directory", s.path, f.Version, usersFileVersion)
 	}
 	for i := range f.Users {
 		u := f.Users[i]
@@ -719,7 +728,7 @@ func (s *Store) Lookup(name string) (*Principal, error) {
 // saveLocked writes users.json atomically: a 0600 temporary file in the same
 // directory, fsynced, renamed over the old one, and the directory fsynced.
 func (s *Store) saveLocked() error {
-	f := usersFile{Version: 1, Users: make([]User, 0, len(s.users))}
+	f := usersFile{Version: usersFileVersion, Users: make([]User, 0, len(s.users))}
 	for _, u := range s.users {
 		f.Users = append(f.Users, *u)
 	}

@@ -495,14 +495,46 @@ type boltCatalog struct {
 	db *bolt.DB
 }
 
+// bktCatalogMeta is the catalog file's bbolt bucket of what is not a
+// bucket's definition: the data directory's format (catalogFormatKey).
+var bktCatalogMeta = []byte("meta")
+
+// catalogFormatKey holds the data directory's format, a big-endian uint32.
+var catalogFormatKey = []byte("format")
+
+// catalogFormat is the format of a data directory this version writes, and
+// the newest it reads. A version that changes what the directory holds
+// (the catalog, a store's keys or records) so that an older one would
+// misread it raises it: the older one then refuses the directory, rather
+// than read part of it and rewrite the catalog without what it cannot read.
+// A catalog without the key (written before it) is of format 1.
+const catalogFormat = 1
+
 func openBoltCatalog(path string) (*boltCatalog, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltTimeout})
 	if err != nil {
 		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bktBuckets)
-		return err
+		if _, err := tx.CreateBucketIfNotExists(bktBuckets); err != nil {
+			return err
+		}
+		meta, err := tx.CreateBucketIfNotExists(bktCatalogMeta)
+		if err != nil {
+			return err
+		}
+		v := meta.Get(catalogFormatKey)
+		if v == nil {
+			return meta.Put(catalogFormatKey, binary.BigEndian.AppendUint32(nil, catalogFormat))
+		}
+		if len(v) != 4 {
+			return fmt.Errorf("%w: %s: corrupt format record %x", ErrStorage, path, v)
+		}
+		if f := binary.BigEndian.Uint32(v); f > catalogFormat {
+			return fmt.Errorf("%w: %s was written by a newer Mayfly (data directory format %d; this version reads format %d or older): run that version or a later one on it",
+				ErrNewerFormat, path, f, catalogFormat)
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // catalogEntry is how a bucket's definition is stored.
@@ -58,8 +60,11 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: create data directory: %w", err)
 	}
 	cat, err := openBoltCatalog(filepath.Join(dir, catalogFile))
-	if err != nil {
+	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("engine: open catalog (is another server using %s?): %w", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: open catalog: %w", err)
 	}
 	e := &Engine{dir: dir, opts: o, log: o.Logger, catalog: cat}
 	e.mu.buckets = make(map[string]*Bucket)

@@ -49,6 +49,9 @@ var (
 	// errors.Is(err, syscall.ENOSPC) tells a full disk. Nothing of a failed
 	// write is ever visible.
 	ErrStorage = errors.New("engine: storage failed")
+	// ErrNewerFormat is returned by Open for a data directory a newer
+	// version of Mayfly wrote in a format this one does not read.
+	ErrNewerFormat = errors.New("engine: data directory of a newer format")
 	// ErrInvalidOp is returned for a batch operation of no known kind, or
 	// without what its kind needs (Collection.Apply).
 	ErrInvalidOp = errors.New("engine: invalid operation")

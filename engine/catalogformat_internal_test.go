@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A data directory whose catalog a newer Mayfly wrote, in a format this one
+// does not read, is refused at Open with an error naming what to do; its
+// catalog is left as it was. A catalog written before the format was
+// recorded opens as format 1 and is marked so.
+func TestOpenRefusesNewerCatalogFormat(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, catalogFile)
+	setFormat := func(v []byte) {
+		t.Helper()
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		err = db.Update(func(tx *bolt.Tx) error {
+			if _, err := tx.CreateBucketIfNotExists(bktBuckets); err != nil {
+				return err
+			}
+			if v == nil {
+				return tx.DeleteBucket(bktCatalogMeta)
+			}
+			meta, err := tx.CreateBucketIfNotExists(bktCatalogMeta)
+			if err != nil {
+				return err
+			}
+			return meta.Put(catalogFormatKey, v)
+		})
+		if err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			t.Fatal(err)
+		}
+	}
+	format := func() []byte {
+		t.Helper()
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v []byte
+		db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bktCatalogMeta); b != nil {
+				v = append([]byte(nil), b.Get(catalogFormatKey)...)
+			}
+			return nil
+		})
+		return v
+	}
+
+	newer := binary.BigEndian.AppendUint32(nil, catalogFormat+1)
+	setFormat(newer)
+	_, err := Open(dir, &Options{NumPartitions: 4})
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "newer Mayfly") || strings.Contains(err.Error(), "another server") {
+		t.Fatalf("open of a newer data directory: %v", err)
+	}
+	if got := format(); string(got) != string(newer) {
+		t.Errorf("the refused catalog's format is now %x", got)
+	}
+
+	setFormat(nil) // as written before the format was recorded
+	e, err := Open(dir, &Options{NumPartitions: 4})
+	if err != nil {
+		t.Fatalf("open of a catalog without a format: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := format(); len(got) != 4 || binary.BigEndian.Uint32(got) != catalogFormat {
+		t.Errorf("format recorded at open: %x, want %d", got, catalogFormat)
+	}
+}

@@ -493,7 +493,14 @@ var bktBuckets = []byte("buckets")
 // boltCatalog keeps the engine's catalog in a bbolt file.
 type boltCatalog struct {
 	db *bolt.DB
+	// first is set while the data directory's first start is not over:
+	// the catalog is new, or firstStartKey is still in it.
+	first bool
 }
+
+// firstStartKey, in bktCatalogMeta, marks a data directory whose first
+// start (the catalog created, then its default bucket) has not finished.
+var firstStartKey = []byte("firstStart")
 
 // bktCatalogMeta is the catalog file's bbolt bucket of what is not a
 // bucket's definition: the data directory's format (catalogFormatKey).
@@ -515,7 +522,9 @@ func openBoltCatalog(path string) (*boltCatalog, error) {
 	if err != nil {
 		return nil, err
 	}
+	first := false
 	err = db.Update(func(tx *bolt.Tx) error {
+		isNew := tx.Bucket(bktBuckets) == nil
 		if _, err := tx.CreateBucketIfNotExists(bktBuckets); err != nil {
 			return err
 		}
@@ -523,6 +532,12 @@ func openBoltCatalog(path string) (*boltCatalog, error) {
 		if err != nil {
 			return err
 		}
+		if isNew {
+			if err := meta.Put(firstStartKey, []byte{1}); err != nil {
+				return err
+			}
+		}
+		first = meta.Get(firstStartKey) != nil
 		v := meta.Get(catalogFormatKey)
 		if v == nil {
 			return meta.Put(catalogFormatKey, binary.BigEndian.AppendUint32(nil, catalogFormat))
@@ -540,7 +555,20 @@ func openBoltCatalog(path string) (*boltCatalog, error) {
 		db.Close()
 		return nil, err
 	}
-	return &boltCatalog{db: db}, nil
+	return &boltCatalog{db: db, first: first}, nil
+}
+
+func (c *boltCatalog) firstStart() bool { return c.first }
+
+func (c *boltCatalog) endFirstStart() error {
+	if !c.first {
+		return nil
+	}
+	err := c.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bktCatalogMeta).Delete(firstStartKey) })
+	if err == nil {
+		c.first = false
+	}
+	return err
 }
 
 func (c *boltCatalog) entries() ([]catalogEntry, error) {

@@ -80,3 +80,65 @@ func TestOpenRefusesNewerCatalogFormat(t *testing.T) {
 		t.Errorf("format recorded at open: %x, want %d", got, catalogFormat)
 	}
 }
+
+// A first start that did not reach EndFirstStart (it failed, or was killed,
+// after the catalog was made: before its default bucket was) is a first
+// start again at the next Open; once ended, no longer. A catalog written
+// before the mark existed is past its first start.
+func TestFirstStartSurvivesAnUnfinishedStart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *Engine {
+		t.Helper()
+		e, err := Open(dir, &Options{NumPartitions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := open()
+	if !e.FirstStart() {
+		t.Fatal("a new data directory is not in its first start")
+	}
+	if err := e.Close(); err != nil { // the start ends here, unfinished
+		t.Fatal(err)
+	}
+	e = open()
+	if !e.FirstStart() {
+		t.Fatal("after a first start that did not end, the next start is not a first start: its default bucket would never be made")
+	}
+	if err := e.EndFirstStart(); err != nil {
+		t.Fatal(err)
+	}
+	if e.FirstStart() {
+		t.Error("FirstStart after EndFirstStart")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = open()
+	if e.FirstStart() {
+		t.Error("a data directory whose first start ended is in its first start again")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A catalog of an earlier version: its buckets, no mark.
+	old := t.TempDir()
+	db, err := bolt.Open(filepath.Join(old, catalogFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bktBuckets); return err }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	e, err = Open(old, &Options{NumPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.FirstStart() {
+		t.Error("a data directory of an earlier version is in its first start")
+	}
+}

@@ -85,10 +85,35 @@ func Open(dir string, opts *Options) (*Engine, error) {
 }
 
 // IsDataDir reports whether dir holds an engine's data (Open has been called
-// on it before), so that a caller can tell a first start.
+// on it before). To tell a first start, use FirstStart: a directory whose
+// first start failed half-way is a data directory still in its first start.
 func IsDataDir(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, catalogFile))
 	return err == nil
+}
+
+// FirstStart reports whether the data directory is in its first start: Open
+// created it, or an earlier Open did and EndFirstStart was not called since
+// (that start failed or was killed before it had created what a first
+// start creates, such as a default bucket).
+func (e *Engine) FirstStart() bool {
+	e.life.Lock()
+	defer e.life.Unlock()
+	return e.catalog.firstStart()
+}
+
+// EndFirstStart durably records that the data directory's first start is
+// over: the next Open's FirstStart is false.
+func (e *Engine) EndFirstStart() error {
+	e.life.Lock()
+	defer e.life.Unlock()
+	if e.isClosed() {
+		return ErrClosed
+	}
+	if err := e.catalog.endFirstStart(); err != nil {
+		return fmt.Errorf("engine: save catalog: %w", err)
+	}
+	return nil
 }
 
 // catalogFile is the file, in the data directory, that lists the buckets.

@@ -204,6 +204,12 @@ type catalog interface {
 	put(ce catalogEntry) error
 	// remove durably forgets the named bucket's definition.
 	remove(name string) error
+	// firstStart reports whether the data directory's first start is not
+	// over: the catalog was created by this open, or by an earlier one
+	// whose start did not reach endFirstStart.
+	firstStart() bool
+	// endFirstStart durably records that the first start is over.
+	endFirstStart() error
 	close() error
 }
 

@@ -233,3 +233,65 @@ func TestServeRefusesBadDefaultBucketFirst(t *testing.T) {
 		t.Errorf("a refused start left a data directory: a corrected start would not create its default bucket")
 	}
 }
+
+// A first start that made the data directory but ended before its default
+// bucket was created (killed, or failed) is a first start again: the next
+// start creates the bucket. A start after the first one ended does not
+// create it again once deleted.
+func TestServeFinishesAnUnfinishedFirstStart(t *testing.T) {
+	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
+	dir := t.TempDir()
+	// What a start killed just after opening the data directory leaves.
+	eng, err := engine.Open(dir, &engine.Options{NumPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := func() {
+		t.Helper()
+		var stdout syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- runServe(ctx, []string{"--data", dir, "--http", "127.0.0.1:0", "--memcached", "", "--kv", "", "--kv-tls", "", "--views", "", "--search", "", "--log-level", "error"}, &stdout, io.Discard)
+		}()
+		served(t, &stdout, "serving HTTP on http://")
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	buckets := func() []string {
+		t.Helper()
+		eng, err := engine.Open(dir, &engine.Options{NumPartitions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		var names []string
+		for _, b := range eng.Buckets() {
+			names = append(names, b.Name())
+		}
+		return names
+	}
+	start()
+	if got := buckets(); len(got) != 1 || got[0] != "default" {
+		t.Fatalf("buckets after the start that followed an unfinished first start: %v, want [default]", got)
+	}
+	eng, err = engine.Open(dir, &engine.Options{NumPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.DeleteBucket(context.Background(), "default"); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	if got := buckets(); len(got) != 0 {
+		t.Fatalf("a deleted default bucket was created again by a later start: %v", got)
+	}
+}

@@ -481,7 +481,6 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		}
 		defer stopPprof()
 	}
-	firstStart := !engine.IsDataDir(cfg.data)
 	// Each bucket's documents, and its view and search indexes, load in the
 	// background (a warm-up, as Couchbase's): the ports answer at once.
 	eng, err := engine.Open(cfg.data, cfg.engineOptions(logger))
@@ -520,17 +519,25 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		defer tuner.Stop()
 		logger.Debug("heap goal policy", "ratio", cfg.heapRatio, "headroom_mb", cfg.heapHeadroom, "gc_percent", tuner.Percent())
 	}
-	if firstStart && cfg.defaultBucket != "" {
-		s := engine.DefaultBucketSettings(cfg.defaultBucket)
-		if cfg.cl.peers != "" {
-			// Every node of a cluster creates it on its first start: the
-			// same incarnation on each (firstStartUUID).
-			s.UUID = firstStartUUID(s.Name)
+	// A first start that failed or was killed before its end is a first
+	// start again: the default bucket is created by whichever start ends.
+	if eng.FirstStart() {
+		if cfg.defaultBucket != "" {
+			s := engine.DefaultBucketSettings(cfg.defaultBucket)
+			if cfg.cl.peers != "" {
+				// Every node of a cluster creates it on its first start: the
+				// same incarnation on each (firstStartUUID).
+				s.UUID = firstStartUUID(s.Name)
+			}
+			// Exists: created by a start killed before it ended.
+			if _, err := eng.CreateBucket(ctx, s); err != nil && !errors.Is(err, engine.ErrBucketExists) {
+				return fmt.Errorf("creating bucket %q: %w", cfg.defaultBucket, err)
+			}
+			logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
 		}
-		if _, err := eng.CreateBucket(ctx, s); err != nil {
-			return fmt.Errorf("creating bucket %q: %w", cfg.defaultBucket, err)
+		if err := eng.EndFirstStart(); err != nil {
+			return err
 		}
-		logger.Info("first start: created bucket", "bucket", cfg.defaultBucket)
 	}
 
 	// A cluster (issue 22 steps 1 and 2b): its state in etcd, the

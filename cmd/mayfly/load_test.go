@@ -289,3 +289,21 @@ func TestLoadSkipsByteOrderMark(t *testing.T) {
 		}
 	}
 }
+
+// A CSV record that fails over several lines is named by all of them: an
+// unclosed quote takes the rest of the input into its field, and the
+// summary must not read as if only its first line was lost. A line cut
+// short in NDJSON is not said to fail "at byte 0".
+func TestLoadNamesEveryLineOfAFailedRecord(t *testing.T) {
+	f := cliServer(t)
+	path := writeFile(t, "cut.csv", "id,name\nq1,\"ok\"\nq2,\"unterminated\nq3,x\nq4,y\n")
+	r := f.mf("", "load", path)
+	if r.code != 1 || !strings.Contains(r.out, "loaded 1 documents") || !strings.Contains(r.errOut, "lines 3-5: ") {
+		t.Errorf("load of a CSV file with an unclosed quote: %v", r)
+	}
+	path = writeFile(t, "cut.ndjson", "{\"_id\":\"m1\"}\n{\"_id\":\"m2\"\n{\"_id\":\"m3\"}\n")
+	r = f.mf("", "load", path)
+	if r.code != 1 || !strings.Contains(r.out, "loaded 2 documents") || !strings.Contains(r.errOut, "line 2: not valid JSON: unexpected end of JSON input\n") {
+		t.Errorf("load of an NDJSON line cut short: %v", r)
+	}
+}

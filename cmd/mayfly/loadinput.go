@@ -150,7 +150,7 @@ func jsonItem(where string, raw []byte, ids *idFinder) loadItem {
 // jsonReason is a JSON error without the package's prefix.
 func jsonReason(err error) string {
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) && se.Offset > 0 {
 		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
@@ -260,6 +260,12 @@ func readCSV(r io.Reader, keyColumn string, emit func(loadItem) error) error {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
 				where = "line " + strconv.Itoa(pe.StartLine)
+				// A record over several lines failed whole: an unclosed
+				// quote takes every line to the end of the input into
+				// its field, and none of them is loaded.
+				if pe.Line > pe.StartLine {
+					where = fmt.Sprintf("lines %d-%d", pe.StartLine, pe.Line)
+				}
 			}
 			if e := emit(loadItem{where: where, code: "bad_csv", err: csvReason(err)}); e != nil {
 				return e

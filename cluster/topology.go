@@ -19,7 +19,8 @@ import (
 // with what they published (/mayfly/nodes/: a node's key goes with its
 // lease, so one whose lease expired drops out as soon as the watch
 // delivers the deletion), and each bucket's layout key's revision
-// (/mayfly/layout/, see BumpLayout), and each bucket's views' coverage map
+// (/mayfly/layout/, see BumpLayout) with the nodes' records of the
+// partitions they lead beside it (see PublishLeads), and each bucket's views' coverage map
 // with its revision (/mayfly/coverage/, see CoverageMap). Each prefix is read whole once, then
 // watched from the revision read, and read whole again when the watch's
 // history was compacted; a node cut off from etcd keeps its last copy.
@@ -38,7 +39,8 @@ type TopologyMirror struct {
 	nodes         map[string]NodeInfo    // the nodes up; replaced, never changed in place
 	nodesGen      uint64                 // moves with every change of nodes
 	nodesLoaded   bool
-	layouts       map[string]int64 // by bucket: its layout key's mod revision
+	layouts       map[string]int64                    // by bucket: its layout key's mod revision
+	leads         map[string]map[string]mirroredLeads // by bucket and node: the nodes' LeadRecords
 	layoutsLoaded bool
 	covs          map[string]mirroredCoverage // by bucket
 	covAt         revisionGate                // the etcd revision the coverage maps are current to
@@ -66,6 +68,7 @@ func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
 func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix, layoutPrefix string) *TopologyMirror {
 	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, layoutPrefix: layoutPrefix,
 		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, layouts: map[string]int64{},
+		leads:  map[string]map[string]mirroredLeads{},
 		mapsAt: newRevisionGate(), changed: make(chan struct{}),
 		covs: map[string]mirroredCoverage{}, covAt: revisionGate{loaded: true, advance: make(chan struct{})}}
 }
@@ -110,12 +113,11 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 	})
 	wg.Go(func() {
 		followPrefix(ctx, t.cli, t.layoutPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
-			layouts := map[string]int64{}
-			for _, kv := range kvs {
-				layouts[strings.TrimPrefix(string(kv.Key), t.layoutPrefix)] = kv.ModRevision
-			}
 			t.mu.Lock()
-			t.layouts, t.layoutsLoaded = layouts, true
+			t.layouts, t.leads, t.layoutsLoaded = map[string]int64{}, map[string]map[string]mirroredLeads{}, true
+			for _, kv := range kvs {
+				t.applyLayoutKVLocked(strings.TrimPrefix(string(kv.Key), t.layoutPrefix), kv)
+			}
 			t.changedLocked(true)
 			t.mu.Unlock()
 		}, func(evs []*clientv3.Event, upTo int64) {
@@ -124,12 +126,11 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 			}
 			t.mu.Lock()
 			for _, ev := range evs {
-				bucket := strings.TrimPrefix(string(ev.Kv.Key), t.layoutPrefix)
+				kv := ev.Kv
 				if ev.Type == clientv3.EventTypeDelete {
-					delete(t.layouts, bucket)
-				} else {
-					t.layouts[bucket] = ev.Kv.ModRevision
+					kv = nil
 				}
+				t.applyLayoutKVLocked(strings.TrimPrefix(string(ev.Kv.Key), t.layoutPrefix), kv)
 			}
 			t.changedLocked(true)
 			t.mu.Unlock()

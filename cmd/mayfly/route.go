@@ -280,10 +280,12 @@ func (r *router) followLayouts(ctx context.Context) {
 	t := time.NewTicker(layoutInterval)
 	defer t.Stop()
 	for {
+		open := map[string]bool{}
 		for _, b := range r.eng.Buckets() {
 			name, uuid := b.Name(), b.Settings().UUID
 			sum, led := r.leadership(name, uuid, b.NumPartitions())
 			key := name + "/" + uuid
+			open[key] = true
 			now := look{sum, fmt.Sprint(led)}
 			if was, ok := seen[key]; ok && was == now || !ok && sum == 0 {
 				continue
@@ -293,6 +295,11 @@ func (r *router) followLayouts(ctx context.Context) {
 			cancel()
 			if err == nil {
 				seen[key] = now
+			}
+		}
+		for key := range seen {
+			if !open[key] {
+				delete(seen, key) // a bucket deleted
 			}
 		}
 		select {

@@ -37,6 +37,7 @@ type TopologyMirror struct {
 	maps          map[string]mirroredMap // by bucket
 	mapsAt        revisionGate           // the etcd revision the maps are current to
 	nodes         map[string]NodeInfo    // the nodes up; replaced, never changed in place
+	last          map[string]NodeInfo    // what each node seen up published last, kept once it is down
 	nodesGen      uint64                 // moves with every change of nodes
 	nodesLoaded   bool
 	layouts       map[string]int64                    // by bucket: its layout key's mod revision
@@ -67,7 +68,7 @@ func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
 // none).
 func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix, layoutPrefix string) *TopologyMirror {
 	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, layoutPrefix: layoutPrefix,
-		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, layouts: map[string]int64{},
+		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, last: map[string]NodeInfo{}, layouts: map[string]int64{},
 		leads:  map[string]map[string]mirroredLeads{},
 		mapsAt: newRevisionGate(), changed: make(chan struct{}),
 		covs: map[string]mirroredCoverage{}, covAt: revisionGate{loaded: true, advance: make(chan struct{})}}
@@ -87,6 +88,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 			}
 			t.mu.Lock()
 			t.nodes, t.nodesLoaded = nodes, true
+			maps.Copy(t.last, nodes)
 			t.nodesGen++
 			t.changedLocked(true)
 			t.mu.Unlock()
@@ -106,6 +108,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 				}
 			}
 			t.nodes = nodes
+			maps.Copy(t.last, nodes)
 			t.nodesGen++
 			t.changedLocked(true)
 			t.mu.Unlock()
@@ -298,7 +301,10 @@ func (t *TopologyMirror) Node(name string) (NodeInfo, error) {
 
 // NodeList returns the nodes known, as ReadStatus lists them without
 // peers: the nodes up and the voters of every map, by name, each with what
-// it published while it is up.
+// it published while it is up; a node down (Up false) with what it
+// published last, when the mirror saw it up (its addresses: a
+// configuration keeps listing a node down at them, as Couchbase lists a
+// node that is down until it is failed over).
 func (t *TopologyMirror) NodeList() []NodeStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -311,6 +317,11 @@ func (t *TopologyMirror) NodeList() []NodeStatus {
 			addVoters(names, e.m)
 		}
 		t.known = nodeStatuses(names, t.nodes)
+		for i, ns := range t.known {
+			if info, ok := t.last[ns.Name]; ok && !ns.Up {
+				t.known[i].Info = &info
+			}
+		}
 	}
 	return t.known
 }

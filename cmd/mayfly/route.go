@@ -325,19 +325,30 @@ func (r *router) leadership(bucket, uuid string, parts int) (sum uint64, led []i
 	return sum, led
 }
 
-// buildTopology lays out m for the configuration: the servers are every
-// node of nodes, the cluster's node list (a stable order: by name), known must
-// name the partition's leader where this node knows it (else the map's
-// preferred leader is listed first); each row has numReplicas+1 entries.
+// buildTopology lays out m for the configuration: the servers are the
+// nodes of nodes, the cluster's node list (a stable order: by name), that
+// have a KV address (a node down at the one it published last), and this
+// node; known must name the partition's leader where this node knows it
+// (else the map's preferred leader is listed first); each row has
+// numReplicas+1 entries, -1 where a copy's node is not listed.
+//
+// A node without a KV address is left out rather than listed without a
+// port: an SDK (gocbcore) makes its list of KV servers of the nodesExt
+// entries that have a KV port, and reads vBucketMap's numbers as indexes
+// in that list, so such an entry shifted every later server's partitions
+// onto the next server (or past the list's end).
 func buildTopology(m *cluster.PartitionMap, nodes []cluster.NodeStatus, self string, known func(part int) (string, bool)) *clusterconfig.Topology {
 	t := &clusterconfig.Topology{Replicas: max(m.Copies-1, 0)}
 	index := map[string]int{}
 	for _, ns := range nodes {
-		index[ns.Name] = len(t.Servers)
-		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self}
+		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self, Down: !ns.Up && ns.Name != self}
 		if ns.Info != nil {
 			s.KV, s.HTTP = ns.Info.KV, ns.Info.HTTP
 		}
+		if s.KV == "" && !s.ThisNode {
+			continue
+		}
+		index[ns.Name] = len(t.Servers)
 		t.Servers = append(t.Servers, s)
 	}
 	t.Map = make([][]int, len(m.Partitions))

@@ -28,6 +28,7 @@
 //	search/BUCKET/NAME  a full-text index definition as stored (uuid included)
 //	collections/BUCKET/manifest  engine.Manifest JSON: scopes, collection IDs
 //	layout/BUCKET       a key whose mod revision is the bucket's layout revision
+//	layout/BUCKET/NODE  LeadRecord JSON: the partitions NODE leads (PublishLeads)
 //	coverage/BUCKET     CoverageMap JSON: each partition's views coverer (and next
 //	                    coverer), written by the orchestrator only
 //	coverready/BUCKET/NODE  CoverageReady JSON: a next coverer's report that its

@@ -126,7 +126,12 @@ func balanceLeaders(parts []Partition, nodes []string, leads map[string]int) {
 // each, a spare node from up (one not yet a voter, holding the fewest
 // copies, then leading the fewest, then by name) takes its place; where
 // there is no spare the node stays a voter (it may come back; step 2's Raft
-// group still has a majority) and the partition is marked degraded. A
+// group still has a majority) and the partition is marked degraded. So it
+// does, and its partition is degraded, where the partition's other voters
+// that are up are not a majority of its voters: its Raft group could not
+// commit the change (a majority of the voters it has must), and the node
+// down may hold acknowledged writes the others lack, which a copy taken
+// out of the map drops when its node returns. A
 // preferred leadership it held moves to the voter on an up node leading
 // the fewest. Partitions without down are left alone. Each changed entry's
 // epoch is incremented; Failover returns the changed partition numbers
@@ -152,8 +157,17 @@ func Failover(parts []Partition, down string, up []string) []int {
 			continue
 		}
 		old := *p
+		live := 0
+		for _, v := range p.Voters {
+			if isUp[v] {
+				live++
+			}
+		}
 		spare := ""
 		for _, s := range spares {
+			if live <= len(p.Voters)/2 {
+				break // no majority up without it: it stays
+			}
 			if !isUp[s] || slices.Contains(p.Voters, s) {
 				continue
 			}

@@ -408,3 +408,59 @@ func TestEvenLeadersRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverKeepsAVoterWithoutAMajorityUp: two of a partition's three
+// voters down past the failover timeout (five nodes: spares to spare).
+// Where the other is the only voter up, neither down node is taken out:
+// the Raft group could not commit the change (a majority of its voters
+// must), and the down nodes may hold acknowledged writes the survivor
+// lacks, which their copies, out of the map, would drop on their return
+// (serve's applyMap): the partition would have no majority ever again.
+// Before, both were replaced by spares. Partitions holding one of them
+// still move it to a spare; the degraded marks clear when they return.
+// The same for a partition placed on two nodes, one down: its one other
+// voter is no majority of two.
+func TestFailoverKeepsAVoterWithoutAMajorityUp(t *testing.T) {
+	nodes := names(5)
+	parts := Place(nodes, NumPartitions, 3)
+	before := slices.Clone(parts)
+	up := []string{"n3", "n4", "n5"} // n1 and n2 down
+	Failover(parts, "n1", up)
+	Failover(parts, "n2", up)
+	both, one := 0, 0
+	for i, p := range parts {
+		was := before[i].Voters
+		switch {
+		case slices.Contains(was, "n1") && slices.Contains(was, "n2"):
+			both++
+			if !slices.Equal(p.Voters, was) || !p.Degraded {
+				t.Fatalf("partition %d, voters %v, two of them down: %+v; want its voters kept, degraded", i, was, p)
+			}
+			if p.Leader == "n1" || p.Leader == "n2" {
+				t.Fatalf("partition %d still prefers %s, down", i, p.Leader)
+			}
+		case slices.Contains(was, "n1") || slices.Contains(was, "n2"):
+			one++
+			if slices.Contains(p.Voters, "n1") || slices.Contains(p.Voters, "n2") || p.Degraded {
+				t.Fatalf("partition %d, voters %v, one of them down: %+v; want it replaced by a spare", i, was, p)
+			}
+		}
+	}
+	if both == 0 || one == 0 {
+		t.Fatalf("%d partitions held both down nodes and %d one: the placement gave the test nothing to check", both, one)
+	}
+	if again := append(Failover(parts, "n1", up), Failover(parts, "n2", up)...); len(again) != 0 {
+		t.Fatalf("failing them over again changed %d partitions", len(again))
+	}
+	if rec := Recover(parts, 3, nodes); len(rec) != both {
+		t.Fatalf("their return cleared %d degraded marks; want %d", len(rec), both)
+	}
+
+	two := Place([]string{"n1", "n2"}, NumPartitions, 3)
+	Failover(two, "n1", []string{"n2", "n3"})
+	for i, p := range two {
+		if !slices.Contains(p.Voters, "n1") || len(p.Voters) != 2 || p.Leader != "n2" {
+			t.Fatalf("partition %d of two voters, n1 down: %+v; want n1 kept, led by n2", i, p)
+		}
+	}
+}

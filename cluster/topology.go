@@ -19,7 +19,8 @@ import (
 // with what they published (/mayfly/nodes/: a node's key goes with its
 // lease, so one whose lease expired drops out as soon as the watch
 // delivers the deletion), and each bucket's layout key's revision
-// (/mayfly/layout/, see BumpLayout), and each bucket's views' coverage map
+// (/mayfly/layout/, see BumpLayout) with the nodes' records of the
+// partitions they lead beside it (see PublishLeads), and each bucket's views' coverage map
 // with its revision (/mayfly/coverage/, see CoverageMap). Each prefix is read whole once, then
 // watched from the revision read, and read whole again when the watch's
 // history was compacted; a node cut off from etcd keeps its last copy.
@@ -36,9 +37,11 @@ type TopologyMirror struct {
 	maps          map[string]mirroredMap // by bucket
 	mapsAt        revisionGate           // the etcd revision the maps are current to
 	nodes         map[string]NodeInfo    // the nodes up; replaced, never changed in place
+	last          map[string]NodeInfo    // what each node seen up published last, kept once it is down
 	nodesGen      uint64                 // moves with every change of nodes
 	nodesLoaded   bool
-	layouts       map[string]int64 // by bucket: its layout key's mod revision
+	layouts       map[string]int64                    // by bucket: its layout key's mod revision
+	leads         map[string]map[string]mirroredLeads // by bucket and node: the nodes' LeadRecords
 	layoutsLoaded bool
 	covs          map[string]mirroredCoverage // by bucket
 	covAt         revisionGate                // the etcd revision the coverage maps are current to
@@ -65,7 +68,8 @@ func NewTopologyMirror(cli *clientv3.Client) *TopologyMirror {
 // none).
 func newTopologyMirror(cli *clientv3.Client, mapsPrefix, nodesPrefix, layoutPrefix string) *TopologyMirror {
 	return &TopologyMirror{cli: cli, mapsPrefix: mapsPrefix, nodesPrefix: nodesPrefix, layoutPrefix: layoutPrefix,
-		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, layouts: map[string]int64{},
+		maps: map[string]mirroredMap{}, nodes: map[string]NodeInfo{}, last: map[string]NodeInfo{}, layouts: map[string]int64{},
+		leads:  map[string]map[string]mirroredLeads{},
 		mapsAt: newRevisionGate(), changed: make(chan struct{}),
 		covs: map[string]mirroredCoverage{}, covAt: revisionGate{loaded: true, advance: make(chan struct{})}}
 }
@@ -84,6 +88,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 			}
 			t.mu.Lock()
 			t.nodes, t.nodesLoaded = nodes, true
+			maps.Copy(t.last, nodes)
 			t.nodesGen++
 			t.changedLocked(true)
 			t.mu.Unlock()
@@ -103,6 +108,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 				}
 			}
 			t.nodes = nodes
+			maps.Copy(t.last, nodes)
 			t.nodesGen++
 			t.changedLocked(true)
 			t.mu.Unlock()
@@ -110,12 +116,11 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 	})
 	wg.Go(func() {
 		followPrefix(ctx, t.cli, t.layoutPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
-			layouts := map[string]int64{}
-			for _, kv := range kvs {
-				layouts[strings.TrimPrefix(string(kv.Key), t.layoutPrefix)] = kv.ModRevision
-			}
 			t.mu.Lock()
-			t.layouts, t.layoutsLoaded = layouts, true
+			t.layouts, t.leads, t.layoutsLoaded = map[string]int64{}, map[string]map[string]mirroredLeads{}, true
+			for _, kv := range kvs {
+				t.applyLayoutKVLocked(strings.TrimPrefix(string(kv.Key), t.layoutPrefix), kv)
+			}
 			t.changedLocked(true)
 			t.mu.Unlock()
 		}, func(evs []*clientv3.Event, upTo int64) {
@@ -124,12 +129,11 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 			}
 			t.mu.Lock()
 			for _, ev := range evs {
-				bucket := strings.TrimPrefix(string(ev.Kv.Key), t.layoutPrefix)
+				kv := ev.Kv
 				if ev.Type == clientv3.EventTypeDelete {
-					delete(t.layouts, bucket)
-				} else {
-					t.layouts[bucket] = ev.Kv.ModRevision
+					kv = nil
 				}
+				t.applyLayoutKVLocked(strings.TrimPrefix(string(ev.Kv.Key), t.layoutPrefix), kv)
 			}
 			t.changedLocked(true)
 			t.mu.Unlock()
@@ -297,7 +301,10 @@ func (t *TopologyMirror) Node(name string) (NodeInfo, error) {
 
 // NodeList returns the nodes known, as ReadStatus lists them without
 // peers: the nodes up and the voters of every map, by name, each with what
-// it published while it is up.
+// it published while it is up; a node down (Up false) with what it
+// published last, when the mirror saw it up (its addresses: a
+// configuration keeps listing a node down at them, as Couchbase lists a
+// node that is down until it is failed over).
 func (t *TopologyMirror) NodeList() []NodeStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -310,6 +317,11 @@ func (t *TopologyMirror) NodeList() []NodeStatus {
 			addVoters(names, e.m)
 		}
 		t.known = nodeStatuses(names, t.nodes)
+		for i, ns := range t.known {
+			if info, ok := t.last[ns.Name]; ok && !ns.Up {
+				t.known[i].Info = &info
+			}
+		}
 	}
 	return t.known
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,6 +133,13 @@ func TestTopologyMirrorSeesMapsAndNodes(t *testing.T) {
 	gen2 := waitNodes("n9's lease expire", func(ns map[string]NodeInfo) bool { _, up := ns["n9"]; return !up && ns["n1"].Name == "n1" })
 	if !(gen0 < gen1 && gen1 < gen2) {
 		t.Fatalf("generations %d, %d, %d: want each change to move it", gen0, gen1, gen2)
+	}
+	// A voter down that the mirror saw up is listed with what it
+	// published last (a configuration lists it at its addresses).
+	mapAt(putMap("n9"))
+	list = mirror.NodeList()
+	if i := slices.IndexFunc(list, func(ns NodeStatus) bool { return ns.Name == "n9" }); i < 0 || list[i].Up || list[i].Info == nil || list[i].Info.HTTP != "127.0.0.1:9" {
+		t.Fatalf("the node list: %+v, want n9 down with its last addresses", list)
 	}
 }
 

@@ -136,13 +136,15 @@ func (r *replication) DetachBucket(ctx context.Context, b *engine.Bucket, delete
 }
 
 // removeGroups removes every group of a bucket's incarnation from the
-// Host, running or only stored.
+// Host, running or only stored, and forgets what applyMap listed of them.
 func (r *replication) removeGroups(ctx context.Context, name, uuid string, parts int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := r.h.RemoveGroups(ctx, replica.BucketGroups(name, uuid, parts)); err != nil {
+	ids := replica.BucketGroups(name, uuid, parts)
+	if err := r.h.RemoveGroups(ctx, ids); err != nil {
 		return fmt.Errorf("removing the Raft groups of bucket %q: %w", name, err)
 	}
+	r.unlist(ids)
 	r.logger.Info("replication: removed the bucket's groups", "bucket", name, "uuid", uuid)
 	return nil
 }

@@ -195,8 +195,9 @@ func TestRouterAvoidsAPreferredLeaderThatIsDown(t *testing.T) {
 // and its partitions' other voters elected leaders among themselves,
 // every write through a node that holds no copy of such a partition,
 // HTTP and memcached, is acknowledged at the first try by the partition's
-// new leader, and read back through that node; the map still names the
-// frozen node. Before, such a node forwarded to the map's preferred
+// new leader, and read back through that node, whose KV configuration
+// names that leader as the voters' do; the map still names the frozen
+// node. Before, such a node forwarded to the map's preferred
 // leader, and each write was refused (its address unknown once its lease
 // expired, a dial's timeout before) until the failover.
 func TestNonVoterWritesWhileThePreferredLeaderIsCutOff(t *testing.T) {
@@ -264,6 +265,29 @@ func TestNonVoterWritesWhileThePreferredLeaderIsCutOff(t *testing.T) {
 				if len(row) == 0 || row[0] < 0 || !slices.Contains(tg.voters, fmt.Sprintf("n%d", row[0]+1)) {
 					return fmt.Errorf("%s: %s's partition led by server %v", n.name, tg.key, row)
 				}
+			}
+		}
+		return nil
+	})
+
+	// The KV configuration of the node holding no copy names the leader
+	// the voters' configurations name, under the same rev (the leader's
+	// own record of its partitions), not the frozen node: an SDK that
+	// took it sends the keys to the leader. Before, it named the frozen
+	// node (with no address once its lease expired) until the failover.
+	eventuallyT(t, "the configurations of the nodes holding no copy name the new leaders", func() error {
+		for _, tg := range targets {
+			var cfg, vcfg kvConfig
+			if err := nodeReq(tg.through, http.MethodGet, "/pools/default/b/default", &cfg); err != nil {
+				return err
+			}
+			if err := nodeReq(nodes[tg.voters[0][1]-'1'], http.MethodGet, "/pools/default/b/default", &vcfg); err != nil {
+				return err
+			}
+			p := partitionOfKey(tg.key)
+			row, vrow := cfg.VBucketServerMap.VBucketMap[p], vcfg.VBucketServerMap.VBucketMap[p]
+			if len(row) == 0 || row[0] < 0 || !slices.Contains(tg.voters, fmt.Sprintf("n%d", row[0]+1)) || len(vrow) == 0 || vrow[0] != row[0] || cfg.Rev != vcfg.Rev {
+				return fmt.Errorf("%s's partition: %s names server %v under rev %d, %s server %v under rev %d", tg.key, tg.through.name, row, cfg.Rev, tg.voters[0], vrow, vcfg.Rev)
 			}
 		}
 		return nil

@@ -220,9 +220,12 @@ func (r *router) reroute(ctx context.Context, bucket, key string, part int, from
 
 // topology is the KV port's and /pools' view of bucket's partitions
 // (clusterconfig.Topology): every node the mirror knows (its KV
-// address), each partition's leader first, then its other voters, under
-// the bucket's layout revision. nil when the bucket has no partition map
-// yet (a single node's configuration is served).
+// address), each partition's leader first (as its group here knows it;
+// for a partition this node holds no copy of, the node whose record says
+// it leads it, cluster.ClaimedLeaders; else the map's preferred leader),
+// then its other voters, under the bucket's layout revision. nil when the
+// bucket has no partition map yet (a single node's configuration is
+// served).
 func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.Topology, error) {
 	b, err := r.eng.Bucket(bucket)
 	if err != nil {
@@ -233,12 +236,18 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 	if err != nil || m == nil {
 		return nil, err
 	}
+	claimed := r.mirror.ClaimedLeaders(bucket, uuid, len(m.Partitions))
 	t := buildTopology(m, r.mirror.NodeList(), r.self, func(part int) (string, bool) {
 		id := replica.BucketGroup(bucket, uuid, part)
-		if !r.h.Holds(id) {
-			return "", false
+		if r.h.Holds(id) {
+			if l, ok := r.h.Leader(id); ok {
+				return l, true
+			}
 		}
-		return r.h.Leader(id)
+		// No copy here (or its group elects): the leader that recorded
+		// it last (followLayouts), as every node reads it under this
+		// layout revision.
+		return claimed[part], claimed[part] != ""
 	})
 	t.Rev = r.mirror.LayoutRevision(bucket)
 	return t, nil
@@ -248,32 +257,49 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 // the groups it runs.
 const layoutInterval = 250 * time.Millisecond
 
-// followLayouts records in etcd (cluster.BumpLayout) each change of
-// leadership among the groups this node runs, until ctx ends, so that the
-// KV port's configuration rev (Topology.Rev: the layout revision, which
-// every node reads alike) grows when a partition's leader changes and an
-// SDK takes the new layout. A change of leader comes with a new Raft term,
-// so the sum of the terms of a bucket's groups running here tells a
-// change; each node that sees one records it (several records of one
-// change cost an etcd write each and nothing else). A record that fails
-// is tried again at the next look.
+// followLayouts records in etcd (cluster.PublishLeads) each change of
+// leadership among the groups this node runs, until ctx ends: the
+// partitions it leads now, with a move of the bucket's layout revision in
+// the same write, so that the KV port's configuration rev (Topology.Rev:
+// the layout revision, which every node reads alike) grows when a
+// partition's leader changes and an SDK takes the new layout, and so that
+// a node holding no copy of a partition names its leader there (topology)
+// as the nodes holding copies do. A change of leader comes with a new Raft
+// term, and a leader records the partition once it leads it (not at its
+// campaign, which raised the term): the sum of the terms of a bucket's
+// groups running here and the partitions led tell a change; each node
+// that sees one records it (several records of one change cost an etcd
+// write each and nothing else). A record that fails is tried again at the
+// next look.
 func (r *router) followLayouts(ctx context.Context) {
-	seen := map[string]uint64{} // by bucket name and UUID: the sum recorded
+	type look struct {
+		sum uint64
+		led string // the partitions led, as printed
+	}
+	seen := map[string]look{} // by bucket name and UUID: what was recorded
 	t := time.NewTicker(layoutInterval)
 	defer t.Stop()
 	for {
+		open := map[string]bool{}
 		for _, b := range r.eng.Buckets() {
 			name, uuid := b.Name(), b.Settings().UUID
-			sum := r.termSum(name, uuid, b.NumPartitions())
+			sum, led := r.leadership(name, uuid, b.NumPartitions())
 			key := name + "/" + uuid
-			if sum == 0 || seen[key] == sum {
+			open[key] = true
+			now := look{sum, fmt.Sprint(led)}
+			if was, ok := seen[key]; ok && was == now || !ok && sum == 0 {
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := cluster.BumpLayout(wctx, r.cli, name, r.self)
+			_, err := cluster.PublishLeads(wctx, r.cli, name, uuid, r.self, led)
 			cancel()
 			if err == nil {
-				seen[key] = sum
+				seen[key] = now
+			}
+		}
+		for key := range seen {
+			if !open[key] {
+				delete(seen, key) // a bucket deleted
 			}
 		}
 		select {
@@ -284,30 +310,45 @@ func (r *router) followLayouts(ctx context.Context) {
 	}
 }
 
-// termSum is the sum of the Raft terms of bucket's groups running here.
-func (r *router) termSum(bucket, uuid string, parts int) uint64 {
-	var sum uint64
+// leadership is the sum of the Raft terms of bucket's groups running here
+// and the partitions among them this node leads.
+func (r *router) leadership(bucket, uuid string, parts int) (sum uint64, led []int) {
 	for p := range parts {
-		if t, ok := r.h.Term(replica.BucketGroup(bucket, uuid, p)); ok {
+		id := replica.BucketGroup(bucket, uuid, p)
+		if t, ok := r.h.Term(id); ok {
 			sum += t
+			if l, ok := r.h.Leader(id); ok && l == r.self {
+				led = append(led, p)
+			}
 		}
 	}
-	return sum
+	return sum, led
 }
 
-// buildTopology lays out m for the configuration: the servers are every
-// node of nodes, the cluster's node list (a stable order: by name), known must
-// name the partition's leader where this node knows it (else the map's
-// preferred leader is listed first).
+// buildTopology lays out m for the configuration: the servers are the
+// nodes of nodes, the cluster's node list (a stable order: by name), that
+// have a KV address (a node down at the one it published last), and this
+// node; known must name the partition's leader where this node knows it
+// (else the map's preferred leader is listed first); each row has
+// numReplicas+1 entries, -1 where a copy's node is not listed.
+//
+// A node without a KV address is left out rather than listed without a
+// port: an SDK (gocbcore) makes its list of KV servers of the nodesExt
+// entries that have a KV port, and reads vBucketMap's numbers as indexes
+// in that list, so such an entry shifted every later server's partitions
+// onto the next server (or past the list's end).
 func buildTopology(m *cluster.PartitionMap, nodes []cluster.NodeStatus, self string, known func(part int) (string, bool)) *clusterconfig.Topology {
 	t := &clusterconfig.Topology{Replicas: max(m.Copies-1, 0)}
 	index := map[string]int{}
 	for _, ns := range nodes {
-		index[ns.Name] = len(t.Servers)
-		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self}
+		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self, Down: !ns.Up && ns.Name != self}
 		if ns.Info != nil {
 			s.KV, s.HTTP = ns.Info.KV, ns.Info.HTTP
 		}
+		if s.KV == "" && !s.ThisNode {
+			continue
+		}
+		index[ns.Name] = len(t.Servers)
 		t.Servers = append(t.Servers, s)
 	}
 	t.Map = make([][]int, len(m.Partitions))
@@ -328,7 +369,9 @@ func buildTopology(m *cluster.PartitionMap, nodes []cluster.NodeStatus, self str
 		for len(row) < t.Replicas+1 {
 			row = append(row, -1)
 		}
-		t.Map[p] = row
+		// A leader the map does not list among the voters (its copy
+		// moving away) leaves one voter too many for numReplicas.
+		t.Map[p] = row[:t.Replicas+1]
 	}
 	return t
 }

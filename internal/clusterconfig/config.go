@@ -287,6 +287,9 @@ type Server struct {
 	// ThisNode says it is the node serving the configuration: it is
 	// listed with the configuration's host and ports.
 	ThisNode bool
+	// Down says the node is down (its lease expired): it is listed at
+	// the addresses it published last, "unhealthy".
+	Down bool
 }
 
 // WithTopology returns c (a Terse configuration served from host with
@@ -325,7 +328,7 @@ func (c *Bucket) WithTopology(t *Topology, host string, p Ports) *Bucket {
 		}
 		out.NodesExt = append(out.NodesExt, NodeExt{Services: svc, Hostname: h})
 		node := Node{Hostname: s.HTTP, Ports: map[string]int{"direct": kv}, ClusterMembership: "active", Status: "healthy", Version: Version, Services: services(Ports{KV: kv})}
-		if s.KV == "" {
+		if s.KV == "" || s.Down {
 			node.Status = "unhealthy"
 		}
 		out.Nodes = append(out.Nodes, node)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/replica"
+)
+
+// TestDeletedBucketLeavesNothingListed: deleting a bucket on a cluster
+// node (DetachBucket, deleted) removes its groups and forgets what the map
+// follower recorded of them (replication.listed, an entry per group this
+// node ran: 1024 per bucket), so that creating and deleting buckets does
+// not grow the node's memory; before, the entries stayed until the
+// process ended.
+func TestDeletedBucketLeavesNothingListed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node, mirror := oneNodeCluster(t, ctx)
+	dir := t.TempDir()
+	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		h.Close()
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		h.Close()
+		t.Fatal(err)
+	}
+	uuid := b.Settings().UUID
+	rctx, rcancel := context.WithCancel(context.Background())
+	repl := &replication{n: node, h: h, mirror: mirror, retry: time.Hour, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ctx: rctx, cancel: rcancel, deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
+	defer repl.Close()
+	if err := cluster.DefineBucket(ctx, node.Client(), cluster.BucketDef{BucketSettings: b.Settings()}); err != nil {
+		t.Fatal(err)
+	}
+	// The orchestrator places 1024 partitions; the test's bucket has 4:
+	// its map replaces the placement (this node the only voter of each).
+	for {
+		changed := mirror.Changed()
+		if m, _, _, _ := mirror.Map("b"); m != nil {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("the bucket was never placed")
+		}
+	}
+	m := &cluster.PartitionMap{Bucket: "b", UUID: uuid, Copies: 1}
+	for range 4 {
+		m.Partitions = append(m.Partitions, cluster.Partition{Leader: "n1", Voters: []string{"n1"}, Epoch: 1})
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := node.Client().Put(ctx, "/mayfly/maps/b", string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mirror.WaitMaps(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := repl.AttachBucket(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() int {
+		repl.mu.Lock()
+		defer repl.mu.Unlock()
+		return len(repl.listed)
+	}
+	for p := range 4 {
+		for !h.Holds(replica.BucketGroup("b", uuid, p)) || listed() < p+1 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("partition %d's group never started (%d listed)", p, listed())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if err := repl.DetachBucket(ctx, b, true); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 4 {
+		if h.Holds(replica.BucketGroup("b", uuid, p)) {
+			t.Fatalf("partition %d's group still runs after the bucket was deleted", p)
+		}
+	}
+	if n := listed(); n != 0 {
+		t.Fatalf("%d groups of the deleted bucket still listed; want none", n)
+	}
+}

@@ -74,6 +74,18 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		return nil, err
 	}
 	for _, ce := range entries {
+		// A persistent bucket's folder is made before the catalog lists
+		// it and removed after the catalog no longer does: one listed
+		// without its folder lost its documents, or sits on a volume not
+		// mounted. Opening it would start it empty without a word (and
+		// write the new store where the volume mounts).
+		if dir := e.bucketDir(ce.Settings.Name); ce.Settings.Type == Couchbase {
+			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+				e.Close()
+				return nil, fmt.Errorf("%w: bucket %s: its folder %s is missing (deleted, or on a volume not mounted); restore it, or create it empty (mkdir %s) to start the bucket with no documents",
+					ErrBucketFilesMissing, ce.Settings.Name, dir, dir)
+			}
+		}
 		b, err := e.openBucket(ce)
 		if err != nil {
 			e.Close()

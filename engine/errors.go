@@ -52,6 +52,10 @@ var (
 	// ErrNewerFormat is returned by Open for a data directory a newer
 	// version of Mayfly wrote in a format this one does not read.
 	ErrNewerFormat = errors.New("engine: data directory of a newer format")
+	// ErrBucketFilesMissing is returned by Open when the catalog lists a
+	// persistent bucket whose folder is gone (deleted, or on a volume not
+	// mounted): opening it would start it empty in its place.
+	ErrBucketFilesMissing = errors.New("engine: a bucket's files are missing")
 	// ErrInvalidOp is returned for a batch operation of no known kind, or
 	// without what its kind needs (Collection.Apply).
 	ErrInvalidOp = errors.New("engine: invalid operation")

@@ -17,7 +17,7 @@ import (
 // placed, as those open at start are (it used to be left out: only the
 // buckets open at start were defined).
 func TestServeClusterDefinesCreatedBucket(t *testing.T) {
-	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
+	t.Parallel() // beside the other cluster tests (the password a flag: no t.Setenv)
 	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -26,7 +26,7 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 	wg.Go(func() {
 		serveErr = runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "",
 			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--node", "n1", "--peers", peers, "--cluster-lease", "3s"}, out, io.Discard)
+			"--node", "n1", "--peers", peers, "--cluster-lease", "3s", "--admin-password", "password"}, out, io.Discard)
 	})
 	defer func() {
 		cancel()
@@ -67,7 +67,7 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 // /pools/default on the other nodes) at its host in --peers, not at
 // "0.0.0.0:port", which no client can reach it at.
 func TestServeClusterAdvertisesReachableAddress(t *testing.T) {
-	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
+	t.Parallel() // beside the other cluster tests (the password a flag: no t.Setenv)
 	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -76,7 +76,7 @@ func TestServeClusterAdvertisesReachableAddress(t *testing.T) {
 	wg.Go(func() {
 		serveErr = runServe(ctx, []string{"--data", t.TempDir(), "--http", "0.0.0.0:0", "--memcached", "", "--kv", "",
 			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--node", "n1", "--peers", peers, "--cluster-lease", "3s"}, out, io.Discard)
+			"--node", "n1", "--peers", peers, "--cluster-lease", "3s", "--admin-password", "password"}, out, io.Discard)
 	})
 	defer func() {
 		cancel()

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -19,6 +22,13 @@ import (
 // With $MAYFLY_TEST_MAIN_ARGS (a JSON array of arguments) the test binary
 // is mayfly itself, run with those arguments: a test that needs a server
 // in its own process (its resident memory measured alone) starts one so.
+//
+// Unless -test.parallel is given, clusterParallel of the package's
+// parallel tests run at once (at least GOMAXPROCS, go test's default):
+// they are the cluster tests, each mostly waiting on its server processes'
+// elections, leases and failover timeouts (one alone keeps a quarter of a
+// 2-core machine busy), so on 2 cores two at a time left the package's
+// longest stretch waiting.
 func TestMain(m *testing.M) {
 	if a := os.Getenv(mainArgsEnv); a != "" {
 		var args []string
@@ -27,8 +37,20 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(runWith(os.Stdin, args, os.Stdout, os.Stderr))
 	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(clusterParallel, runtime.GOMAXPROCS(0)))); err != nil {
+			panic(err)
+		}
+	}
 	leaktest.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"), leaktest.EtcdStoppingMember())
 }
+
+// clusterParallel is how many of the package's parallel tests run at once
+// unless -test.parallel says (TestMain).
+const clusterParallel = 4
 
 // mainArgsEnv names the environment variable that makes the test binary
 // run mayfly (TestMain).

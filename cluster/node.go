@@ -453,22 +453,53 @@ func (n *Node) stop(revoke bool) error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	n.wg.Wait()
+	clientClosed := false
+	if !waitGroupFor(&n.wg, stopWait) && n.cli != nil {
+		// A loop waits on etcd without a quorum: an election given up
+		// while campaigning resigns under the client's own context
+		// (concurrency.Election.Campaign), which nothing else ends.
+		// Closing the client ends it; the lease then expires by itself.
+		n.logger.Warn("cluster: stopping without a quorum; closing the connection to etcd", "node", n.cfg.Node, "waited", stopWait)
+		n.cli.Close()
+		clientClosed = true
+		n.wg.Wait()
+	}
 	n.mu.Lock()
 	s := n.mu.session
 	n.mu.Unlock()
 	if s != nil {
 		s.Orphan()
-		if revoke {
+		if revoke && !clientClosed {
 			n.revoke(s.Lease())
 		}
 	}
 	var err error
-	if n.cli != nil {
+	if n.cli != nil && !clientClosed {
 		err = n.cli.Close()
 	}
 	n.closeEtcd()
 	return err
+}
+
+// stopWait bounds how long stop waits for the node's loops before it
+// closes the etcd client under them (a quorum answers in milliseconds).
+const stopWait = 5 * time.Second
+
+// waitGroupFor waits for wg up to d and reports whether it finished.
+func waitGroupFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // revoke revokes a lease, waiting a second at most (a quorum answers in

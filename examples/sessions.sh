@@ -4,7 +4,8 @@
 # "sessions" collection whose keys slide: every read moves the expiration to
 # min(now + idleTTL, created + maxLifetime). Then a bucket of sessions counted
 # by a view with expired=exclude: the exact count of live sessions matches
-# the rows at every step, before any pager run. Waits about 15 s of wall clock.
+# the rows at every step, before any pager run. Waits about 15 s of wall clock
+# (with ADVANCE set, the URL of a test's clock, it moves that clock instead).
 #
 #   make run                      # in another terminal
 #   examples/sessions.sh          # MAYFLY=http://host:port to point elsewhere,
@@ -19,6 +20,9 @@ scope=${SCOPE:-app$$}
 say() { printf '\n== %s\n' "$*"; }
 call() { curl -sS --fail-with-body -u "$creds" "$@"; echo; }
 status() { curl -sS -o /dev/null -w '%{http_code}' -u "$creds" "$@"; }
+pause() { # wait $1 seconds: of wall clock, or of the test's clock (ADVANCE)
+  if [ -n "${ADVANCE:-}" ]; then curl -sS --fail-with-body -X POST "$ADVANCE?seconds=$1" >/dev/null; else sleep "$1"; fi
+}
 expiration() { curl -sS -u "$creds" -D - -o /dev/null "$url/$bucket/docs/$1?collection=$scope.$2" | tr -d '\r' | sed -n 's/^X-Mayfly-Expiration: //Ip'; }
 
 say "scope $scope"
@@ -43,15 +47,15 @@ call -X PUT -H 'Content-Type: application/json' "$url/$bucket/docs/used?collecti
 call -X PUT -H 'Content-Type: application/json' "$url/$bucket/docs/forgotten?collection=$scope.sessions" --data-binary '{"user":"bo"}'
 
 say "2 s later, a read of 'used' slides its expiration"
-sleep 2
+pause 2
 status "$url/$bucket/docs/used?collection=$scope.sessions"
 echo
-sleep 2.2
+pause 2.2
 
 say "4 s after the writes: 'forgotten' is gone, 'used' is not"
 echo "forgotten: $(status "$url/$bucket/docs/forgotten?collection=$scope.sessions")"
 echo "used: $(status "$url/$bucket/docs/used?collection=$scope.sessions")"
-sleep 0.3
+pause 0.3
 
 say "reads never carry 'used' past created + maxLifetime"
 call "$url/$bucket/docs/used?collection=$scope.sessions&meta=true"
@@ -93,7 +97,7 @@ live
 
 say "every 2 s, sessions a and b are read (and slide); c and d are not"
 for step in 1 2 3 4 5; do
-  sleep 2
+  pause 2
   status "$url/$sb/docs/a" >/dev/null
   status "$url/$sb/docs/b" >/dev/null
   echo "step $step: $(live)"

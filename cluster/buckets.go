@@ -28,6 +28,10 @@ type Buckets struct {
 	Deleted map[string]map[string]bool
 }
 
+// watchRetry is how long WatchBuckets waits before it reads every
+// definition again after fn failed one.
+const watchRetry = 2 * time.Second
+
 // IsDeleted reports whether the cluster deleted bucket name's incarnation
 // uuid.
 func (bs *Buckets) IsDeleted(name, uuid string) bool { return bs.Deleted[name][uuid] }
@@ -166,11 +170,31 @@ type BucketEvent struct {
 // starts again from the revision it reached; when etcd compacted that
 // history away it reads every definition again, as at first (names it
 // told of before count as had). fn runs on the watching goroutine, one
-// call at a time.
-func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []string, fn func(BucketEvent)) {
+// call at a time. An event fn fails (it returns an error: a bucket it could
+// not create, a tombstone it could not read) is not lost: after
+// watchRetry, every definition is read again and given to fn again, as
+// at first, so fn must take an event it applied before as done.
+func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []string, fn func(BucketEvent) error) {
 	var rev int64
 	known := map[string]bool{}
+	failed := false
+	call := func(ev BucketEvent) {
+		if fn(ev) != nil {
+			failed = true
+			if ev.Def == nil {
+				known[ev.Name] = true // so that the read again tells it again
+			}
+		}
+	}
 	for ctx.Err() == nil {
+		if failed {
+			failed, rev = false, 0 // read everything again, after a pause
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(watchRetry):
+			}
+		}
 		if rev == 0 && have != nil {
 			for _, name := range have() {
 				known[name] = true
@@ -190,14 +214,17 @@ func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []strin
 			for name := range known {
 				if _, ok := bs.Defs[name]; !ok {
 					delete(known, name)
-					fn(BucketEvent{Name: name})
+					call(BucketEvent{Name: name})
 				}
 			}
 			for name, d := range bs.Defs {
 				known[name] = true
-				fn(BucketEvent{Name: name, Def: &d})
+				call(BucketEvent{Name: name, Def: &d})
 			}
 			rev = bs.Rev
+			if failed {
+				continue
+			}
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for resp := range cli.Watch(wctx, bucketsPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
@@ -209,7 +236,7 @@ func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []strin
 				name := strings.TrimPrefix(string(ev.Kv.Key), bucketsPrefix)
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(known, name)
-					fn(BucketEvent{Name: name})
+					call(BucketEvent{Name: name})
 					continue
 				}
 				var d BucketDef
@@ -217,10 +244,13 @@ func WatchBuckets(ctx context.Context, cli *clientv3.Client, have func() []strin
 					continue // not a definition this version reads
 				}
 				known[name] = true
-				fn(BucketEvent{Name: name, Def: &d})
+				call(BucketEvent{Name: name, Def: &d})
 			}
 			if r := watchedUpTo(resp); r > rev {
 				rev = r
+			}
+			if failed {
+				break
 			}
 		}
 		cancel()

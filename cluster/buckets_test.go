@@ -55,14 +55,15 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchBuckets(wctx, cli, func() []string { return []string{"b", "had"} }, func(ev BucketEvent) {
+		WatchBuckets(wctx, cli, func() []string { return []string{"b", "had"} }, func(ev BucketEvent) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if ev.Def == nil {
 				events = append(events, "delete "+ev.Name)
-				return
+				return nil
 			}
 			events = append(events, fmt.Sprintf("put %s %s maxTTL=%d", ev.Name, ev.Def.UUID, ev.Def.MaxTTL))
+			return nil
 		})
 	}()
 	defer func() { stop(); <-done }()

@@ -152,14 +152,15 @@ func (c *clusterBuckets) localNames() []string {
 }
 
 // follow makes the node's bucket of ev's name follow its definition (see
-// clusterBuckets). It runs on the watching goroutine; a failure is logged
-// (the next change of the definition, or the node's next start, tries
-// again).
-func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
+// clusterBuckets). It runs on the watching goroutine. A failure to create,
+// delete, or read a tombstone is logged and returned: the watch gives every
+// definition again a moment later (cluster.WatchBuckets), so a bucket the
+// node could not create or delete is not left so until its next start.
+func (c *clusterBuckets) follow(ev cluster.BucketEvent) error {
 	ctx := c.repl.ctx
 	b, err := c.eng.Bucket(ev.Name)
 	if err != nil && !errors.Is(err, engine.ErrBucketNotFound) {
-		return // the engine is closing
+		return nil // the engine is closing
 	}
 	switch {
 	case ev.Def == nil && b != nil:
@@ -170,12 +171,13 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
 		deleted, err := cluster.IsDeleted(rctx, c.n.Client(), ev.Name, b.Settings().UUID)
 		cancel()
 		if err != nil {
-			c.logger.Warn("cluster: reading a bucket's tombstone", "bucket", ev.Name, "err", err)
-			return
+			c.logger.Warn("cluster: reading a bucket's tombstone; trying again", "bucket", ev.Name, "err", err)
+			return err
 		}
 		if deleted {
 			if err := c.drop(ctx, b); err != nil {
-				c.logger.Error("cluster: deleting a bucket the cluster deleted", "bucket", ev.Name, "err", err)
+				c.logger.Error("cluster: deleting a bucket the cluster deleted; trying again", "bucket", ev.Name, "err", err)
+				return err
 			}
 		}
 	case ev.Def == nil:
@@ -189,15 +191,15 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
 			deleted, err := cluster.IsDeleted(rctx, c.n.Client(), ev.Name, b.Settings().UUID)
 			cancel()
 			if err != nil {
-				c.logger.Warn("cluster: reading a bucket's tombstone", "bucket", ev.Name, "err", err)
-				return
+				c.logger.Warn("cluster: reading a bucket's tombstone; trying again", "bucket", ev.Name, "err", err)
+				return err
 			}
 			if !deleted && !c.replaceable(b, *ev.Def) {
-				return
+				return nil
 			}
 			if err := c.drop(ctx, b); err != nil {
-				c.logger.Error("cluster: deleting a bucket the cluster deleted", "bucket", ev.Name, "err", err)
-				return
+				c.logger.Error("cluster: deleting a bucket the cluster deleted; trying again", "bucket", ev.Name, "err", err)
+				return err
 			}
 		}
 		if _, err := c.eng.CreateBucket(ctx, ev.Def.BucketSettings); err != nil {
@@ -205,15 +207,17 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) {
 				// A definition read late: the cluster deleted that
 				// incarnation since (and it stays deleted).
 				c.logger.Info("cluster: not creating a bucket the cluster deleted since", "bucket", ev.Name, "uuid", ev.Def.UUID)
-				return
+				return nil
 			}
 			if !errors.Is(err, engine.ErrBucketExists) && ctx.Err() == nil {
-				c.logger.Error("cluster: creating a bucket the cluster defines", "bucket", ev.Name, "err", err)
+				c.logger.Error("cluster: creating a bucket the cluster defines; trying again", "bucket", ev.Name, "err", err)
+				return err
 			}
-			return
+			return nil
 		}
 		c.logger.Info("cluster: created a bucket the cluster defines", "bucket", ev.Name, "uuid", ev.Def.UUID)
 	}
+	return nil
 }
 
 // drop deletes local bucket b's incarnation and removes its Raft groups

@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/replica"
 )
 
@@ -24,27 +20,8 @@ func TestDeletedBucketLeavesNothingListed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	node, mirror := oneNodeCluster(t, ctx)
-	dir := t.TempDir()
-	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 4, NoSync: true})
-	if err != nil {
-		h.Close()
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
-	if err != nil {
-		h.Close()
-		t.Fatal(err)
-	}
+	_, b, h, repl := followerFixture(t, ctx, node, mirror)
 	uuid := b.Settings().UUID
-	rctx, rcancel := context.WithCancel(context.Background())
-	repl := &replication{n: node, h: h, mirror: mirror, retry: time.Hour, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ctx: rctx, cancel: rcancel, deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
-	defer repl.Close()
 	if err := cluster.DefineBucket(ctx, node.Client(), cluster.BucketDef{BucketSettings: b.Settings()}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,27 +28,8 @@ func TestMapChangeReachesRouterAndFollower(t *testing.T) {
 	defer cancel()
 	node, mirror := oneNodeCluster(t, ctx)
 	cli := node.Client()
-	dir := t.TempDir()
-	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 4, NoSync: true})
-	if err != nil {
-		h.Close()
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
-	if err != nil {
-		h.Close()
-		t.Fatal(err)
-	}
+	eng, b, h, repl := followerFixture(t, ctx, node, mirror)
 	uuid := b.Settings().UUID
-	rctx, rcancel := context.WithCancel(context.Background())
-	repl := &replication{n: node, h: h, mirror: mirror, retry: time.Hour, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ctx: rctx, cancel: rcancel, deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
-	defer repl.Close()
 	rt := &router{eng: eng, h: h, self: "n1", mirror: mirror}
 
 	// Two other nodes up (registered on a lease of the test's).
@@ -140,4 +121,33 @@ func TestMapChangeReachesRouterAndFollower(t *testing.T) {
 		t.Fatalf("the KV configuration right after the mirror holds the new map: %+v, %v; want revision %d", top, err, rev)
 	}
 	groupStarted(0)
+}
+
+// followerFixture is a one-node cluster member's replication (the map
+// follower) over a Raft host and an engine holding bucket b (4 partitions),
+// its safety-net re-apply an hour apart: what a test of the follower drives
+// by hand. Everything closes when the test ends.
+func followerFixture(t *testing.T, ctx context.Context, node *cluster.Node, mirror *cluster.TopologyMirror) (*engine.Engine, *engine.Bucket, *replica.Host, *replication) {
+	t.Helper()
+	dir := t.TempDir()
+	h, err := replica.Open(replica.Options{Dir: filepath.Join(dir, "raft"), Node: "n1", Listen: "127.0.0.1:0", Resolver: noPeers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(filepath.Join(dir, "data"), &engine.Options{NumPartitions: 4, NoSync: true})
+	if err != nil {
+		h.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	b, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	if err != nil {
+		h.Close()
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	repl := &replication{n: node, h: h, mirror: mirror, retry: time.Hour, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ctx: rctx, cancel: rcancel, deleted: map[string]bool{}, following: map[*engine.Bucket]*following{}}
+	t.Cleanup(func() { repl.Close() })
+	return eng, b, h, repl
 }

@@ -140,6 +140,15 @@ func TestKeyValue(t *testing.T) {
 		t.Fatalf("GET_META extras %x", r.Extras)
 	}
 	c.expect(&memd.Packet{Command: memd.CmdGetMeta, Key: []byte("nocat"), Extras: []byte{2}}, memd.StatusKeyNotFound)
+	// A deleted document answers with its tombstone's metadata, as
+	// Couchbase's does: the deleted flag, its CAS and revision, and when
+	// it was deleted in the expiry field.
+	del := c.expect(&memd.Packet{Command: memd.CmdDelete, Key: []byte("cat")}, memd.StatusSuccess)
+	r = c.expect(&memd.Packet{Command: memd.CmdGetMeta, Key: []byte("cat")}, memd.StatusSuccess)
+	if len(r.Extras) != 20 || binary.BigEndian.Uint32(r.Extras) != 1 || r.Cas != del.Cas ||
+		int64(binary.BigEndian.Uint32(r.Extras[8:])) != f.clock.Now() || binary.BigEndian.Uint64(r.Extras[12:]) < 2 {
+		t.Fatalf("GET_META of a deleted document: extras %x, CAS %d (the delete's %d)", r.Extras, r.Cas, del.Cas)
+	}
 
 	// GETK carries the key; GETQ is silent on a miss.
 	r = c.expect(&memd.Packet{Command: memd.CmdCode(0x0c), Key: []byte("text")}, memd.StatusSuccess)

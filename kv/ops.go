@@ -368,13 +368,28 @@ func (c *conn) getMeta(_ context.Context, pkt *memd.Packet) {
 		return
 	}
 	d, err := coll.Peek(string(pkt.Key))
+	if errors.Is(err, engine.ErrNotFound) {
+		// A deleted document not purged yet answers with its tombstone's
+		// metadata, as Couchbase's does (an SDK's Exists reads the
+		// deleted flag; XDCR-style tools read the revision and CAS).
+		if t, terr := coll.Tombstone(string(pkt.Key)); terr == nil {
+			d, err = t, nil
+		}
+	}
 	if err != nil {
 		c.failErr(pkt, err)
 		return
 	}
-	ext := binary.BigEndian.AppendUint32(nil, 0) // not deleted: tombstones read as not found
+	var deleted uint32
+	exp := uint32(d.Expiration)
+	if d.Deleted {
+		// A tombstone's expiry field holds when it was deleted, as
+		// Couchbase's does (the metadata purge's clock).
+		deleted, exp = 1, uint32(d.DeletedAt)
+	}
+	ext := binary.BigEndian.AppendUint32(nil, deleted)
 	ext = binary.BigEndian.AppendUint32(ext, d.Flags)
-	ext = binary.BigEndian.AppendUint32(ext, uint32(d.Expiration))
+	ext = binary.BigEndian.AppendUint32(ext, exp)
 	ext = binary.BigEndian.AppendUint64(ext, d.RevSeq)
 	if len(pkt.Extras) == 1 && pkt.Extras[0] == 2 {
 		ext = append(ext, c.datatype(d))

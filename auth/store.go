@@ -165,8 +165,9 @@ type Store struct {
 	names      *backoff // failures per user name
 	now        func() time.Time
 
-	// gen counts the changes of the users (PutUser, DeleteUser), so that a
-	// connection holding a Principal knows when to look it up again.
+	// gen counts the changes of the users (PutUser, DeleteUser,
+	// DropBucketRoles), so that a connection holding a Principal knows
+	// when to look it up again.
 	gen atomic.Uint64
 
 	mu    sync.Mutex
@@ -697,7 +698,7 @@ func (s *Store) changedLocked() {
 }
 
 // Changed returns a channel closed at the next change of the users
-// (PutUser, DeleteUser): a long answer (a stream) waits on it to check its
+// (PutUser, DeleteUser, DropBucketRoles): a long answer (a stream) waits on it to check its
 // caller again with Lookup.
 func (s *Store) Changed() <-chan struct{} {
 	s.mu.Lock()
@@ -705,8 +706,8 @@ func (s *Store) Changed() <-chan struct{} {
 	return s.changed
 }
 
-// Generation counts the changes of the users: it moves whenever PutUser or
-// DeleteUser changes one. A connection that authenticated once and keeps
+// Generation counts the changes of the users: it moves whenever PutUser,
+// DeleteUser or DropBucketRoles changes one. A connection that authenticated once and keeps
 // its Principal (the KV port) reads it before authenticating and, when it
 // has moved since, looks its user up again (Lookup): a deleted user then
 // loses its access, and changed roles apply, at its next command.

@@ -164,15 +164,14 @@ func Failover(parts []Partition, down string, up []string) []int {
 			}
 		}
 		spare := ""
-		for _, s := range spares {
-			if live <= len(p.Voters)/2 {
-				break // no majority up without it: it stays
-			}
-			if !isUp[s] || slices.Contains(p.Voters, s) {
-				continue
-			}
-			if spare == "" || copies[s] < copies[spare] || copies[s] == copies[spare] && leads[s] < leads[spare] {
-				spare = s
+		if live > len(p.Voters)/2 { // else no majority up without it: it stays
+			for _, s := range spares {
+				if !isUp[s] || slices.Contains(p.Voters, s) {
+					continue
+				}
+				if spare == "" || copies[s] < copies[spare] || copies[s] == copies[spare] && leads[s] < leads[spare] {
+					spare = s
+				}
 			}
 		}
 		if spare != "" {

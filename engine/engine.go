@@ -79,12 +79,9 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		// without its folder lost its documents, or sits on a volume not
 		// mounted. Opening it would start it empty without a word (and
 		// write the new store where the volume mounts).
-		if dir := e.bucketDir(ce.Settings.Name); ce.Settings.Type == Couchbase {
-			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-				e.Close()
-				return nil, fmt.Errorf("%w: bucket %s: its folder %s is missing (deleted, or on a volume not mounted); restore it, or create it empty (mkdir %s) to start the bucket with no documents",
-					ErrBucketFilesMissing, ce.Settings.Name, dir, dir)
-			}
+		if err := e.checkBucketDir(ce.Settings); err != nil {
+			e.Close()
+			return nil, err
 		}
 		b, err := e.openBucket(ce)
 		if err != nil {
@@ -138,6 +135,20 @@ func (e *Engine) Clock() Clock { return e.opts.Clock }
 func (e *Engine) Dir() string { return e.dir }
 
 func (e *Engine) bucketDir(name string) string { return filepath.Join(e.dir, "buckets", name) }
+
+// checkBucketDir returns ErrBucketFilesMissing for a persistent bucket
+// of the catalog whose folder is missing, naming it and what to do.
+func (e *Engine) checkBucketDir(s BucketSettings) error {
+	if s.Type != Couchbase {
+		return nil // nothing on disk
+	}
+	dir := e.bucketDir(s.Name)
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("%w: bucket %s: its folder %s is missing (deleted, or on a volume not mounted); restore it, or create it empty (mkdir %s) to start the bucket with no documents",
+		ErrBucketFilesMissing, s.Name, dir, dir)
+}
 
 // openBucket builds a bucket from its catalog entry, loading its documents.
 func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {

@@ -277,6 +277,16 @@ func (b *Bucket) evictable() int64 {
 // REQUIRES: p.mu held for writing.
 func (b *Bucket) published(p *partition, slot uint32, old, cur version) {
 	b.countLive(p, old, cur)
+	b.replaced(p, slot, old, cur)
+}
+
+// replaced is published without the live counts (curr_items, the
+// collections'): the partition's counts of documents and tombstones and
+// what memory holds. A commit (applyLocked) moves the live counts by what
+// reads see instead (countedLiveLocked).
+//
+// REQUIRES: p.mu held for writing.
+func (b *Bucket) replaced(p *partition, slot uint32, old, cur version) {
 	p.countLocked(old, -1)
 	p.countLocked(cur, 1)
 	b.held(p, slot, old, cur)

@@ -261,14 +261,11 @@ func (b *Bucket) applyLocked(p *partition, d *Document) {
 	// (countedLiveLocked), which a version acknowledged from memory, or an
 	// expiration, changed when it was queued: the commit changes them only
 	// as far as it changes that. The partition's own counts of documents
-	// and tombstones (published) follow the committed versions.
+	// and tombstones (replaced) follow the committed versions.
 	was := p.countedLiveLocked(k)
 	slot, old := p.mu.docs.put(k, d)
 	wasLive := old.live()
-	cur := p.mu.docs.version(slot)
-	p.countLocked(old, -1)
-	p.countLocked(cur, 1)
-	b.held(p, slot, old, cur)
+	b.replaced(p, slot, old, p.mu.docs.version(slot))
 	if len(p.mu.pending) > 0 && p.mu.pending[k] == d {
 		delete(p.mu.pending, k)
 		p.mu.npending = len(p.mu.pending)

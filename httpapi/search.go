@@ -114,16 +114,15 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
 	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.stats))).Methods(http.MethodGet)
 
-	// The path's {bucket} unescaped (on), as the handlers read it: a
-	// bucket name may hold "%".
-	onBucket := func(a auth.Action) permFunc { return on(a) }
+	// The scoped paths check the path's {bucket} unescaped (on), as the
+	// handlers read it: a bucket name may hold "%".
 	const scoped = "/api/bucket/{bucket}/scope/{scope}/index"
-	r.Handle(scoped, s.need(onBucket(auth.SearchRead), noForm, fts(h.list))).Methods(http.MethodGet)
-	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
-	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
-	r.Handle(scoped+"/{name}", s.need(onBucket(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
-	r.Handle(scoped+"/{name}/query", s.need(onBucket(auth.SearchRead), noForm, fts(h.query))).Methods(http.MethodPost)
-	r.Handle(scoped+"/{name}/count", s.need(onBucket(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
+	r.Handle(scoped, s.need(on(auth.SearchRead), noForm, fts(h.list))).Methods(http.MethodGet)
+	r.Handle(scoped+"/{name}", s.need(on(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
+	r.Handle(scoped+"/{name}", s.need(on(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
+	r.Handle(scoped+"/{name}", s.need(on(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
+	r.Handle(scoped+"/{name}/query", s.need(on(auth.SearchRead), noForm, fts(h.query))).Methods(http.MethodPost)
+	r.Handle(scoped+"/{name}/count", s.need(on(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
 }
 
 // pathBucket is the {bucket} of a scoped path; "" for the /api/index paths.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/couchbase/gocbcore/v10/memd"
 
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/cbstats"
 )
 
@@ -36,7 +35,7 @@ func (c *conn) stat(_ context.Context, pkt *memd.Packet) {
 			}
 		}
 	case "warmup":
-		lines = warmupLines(c.bucket.WarmupStats())
+		lines = cbstats.Warmup(c.bucket.WarmupStats())
 	default:
 		c.fail(pkt, memd.StatusKeyNotFound, "no statistics group "+strconv.Quote(group))
 		return
@@ -45,26 +44,4 @@ func (c *conn) stat(_ context.Context, pkt *memd.Packet) {
 		c.reply(pkt, memd.StatusSuccess, nil, []byte(l[0]), []byte(l[1]), 0, 0)
 	}
 	c.reply(pkt, memd.StatusSuccess, nil, nil, nil, 0, 0)
-}
-
-// warmupLines are the lines of STAT warmup, Couchbase's group (cbstats
-// warmup), as the memcached port's "stats warmup" gives them.
-func warmupLines(w engine.WarmupStats) [][2]string {
-	thread, est := "complete", "unknown"
-	if w.Running {
-		thread = "running"
-	}
-	if w.EstimatedKeyCount >= 0 {
-		est = strconv.FormatInt(w.EstimatedKeyCount, 10)
-	}
-	return [][2]string{
-		{"ep_warmup", "enabled"},
-		{"ep_warmup_thread", thread},
-		{"ep_warmup_state", w.State},
-		{"ep_warmup_key_count", strconv.FormatInt(w.KeyCount, 10)},
-		{"ep_warmup_value_count", strconv.FormatInt(w.ValueCount, 10)},
-		{"ep_warmup_time", strconv.FormatInt(w.Time, 10)},
-		{"ep_warmup_estimated_key_count", est},
-		{"ep_warmup_estimated_value_count", est},
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/cbstats"
 )
 
 // Stats are a Server's cumulative counters, named after memcached's stats.
@@ -217,26 +218,13 @@ func (s *Server) generalStats() []stat {
 
 // warmupStats are the lines of "stats warmup", Couchbase's group (cbstats
 // warmup), also among the general stats as Couchbase lists them: the
-// bucket's warm-up after a restart. Keys and values load together, so
-// their counts are one.
+// bucket's warm-up after a restart (cbstats.Warmup).
 func warmupStats(w engine.WarmupStats) []stat {
-	thread, est := "complete", "unknown"
-	if w.Running {
-		thread = "running"
+	var out []stat
+	for _, l := range cbstats.Warmup(w) {
+		out = append(out, stat{l[0], l[1]})
 	}
-	if w.EstimatedKeyCount >= 0 {
-		est = i64(w.EstimatedKeyCount)
-	}
-	return []stat{
-		{"ep_warmup", "enabled"},
-		{"ep_warmup_thread", thread},
-		{"ep_warmup_state", w.State},
-		{"ep_warmup_key_count", i64(w.KeyCount)},
-		{"ep_warmup_value_count", i64(w.ValueCount)},
-		{"ep_warmup_time", i64(w.Time)},
-		{"ep_warmup_estimated_key_count", est},
-		{"ep_warmup_estimated_value_count", est},
-	}
+	return out
 }
 
 // settingsStats are the lines of "stats settings": memcached's names, with

@@ -31,16 +31,7 @@ func TestNegativeFacetSize(t *testing.T) {
 	} {
 		for _, index := range []string{"hotels", "both"} {
 			req := `{"query":{"match_all":{}},"facets":{"f":` + facet + `}}`
-			var err error
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						err = errors.New("panic")
-						t.Errorf("%s on %s: panic %v", req, index, p)
-					}
-				}()
-				_, err = e.svc.Query(ctx, "default", index, []byte(req))
-			}()
+			err := queryNoPanic(t, e, index, req)
 			var qe *search.QueryError
 			if !errors.As(err, &qe) || !strings.Contains(qe.Reason, "size") {
 				t.Errorf("%s on %s: %v, want a QueryError about the facet's size", req, index, err)
@@ -72,17 +63,7 @@ func TestIncompleteGeometry(t *testing.T) {
 		`{"type":"geometrycollection","geometries":[{"type":"point","coordinates":[]}]}`,
 	} {
 		req := `{"query":{"geometry":{"shape":` + shape + `,"relation":"intersects"},"field":"shape"}}`
-		var err error
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					err = errors.New("panic")
-					t.Errorf("%s: panic %v", req, p)
-				}
-			}()
-			_, err = e.svc.Query(ctx, "default", "hotels", []byte(req))
-		}()
-		if !errors.As(err, new(*search.QueryError)) {
+		if err := queryNoPanic(t, e, "hotels", req); !errors.As(err, new(*search.QueryError)) {
 			t.Errorf("%s: %v, want a QueryError", req, err)
 		}
 	}
@@ -130,20 +111,26 @@ func TestResultWindowOverflow(t *testing.T) {
 	} {
 		for _, index := range []string{"hotels", "both"} {
 			req := `{"query":{"match_all":{}},` + window + `}`
-			var err error
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						err = errors.New("panic")
-						t.Errorf("%s on %s: panic %v", req, index, p)
-					}
-				}()
-				_, err = e.svc.Query(ctx, "default", index, []byte(req))
-			}()
+			err := queryNoPanic(t, e, index, req)
 			var qe *search.QueryError
 			if !errors.As(err, &qe) || !strings.Contains(qe.Reason, "10000") {
 				t.Errorf("%s on %s: %v, want a QueryError naming the limit of 10000", req, index, err)
 			}
 		}
 	}
+}
+
+// queryNoPanic runs req on index of bucket default and returns its error; a
+// panic (in the test's goroutine: an index alone) fails the test and is
+// returned as an error.
+func queryNoPanic(t *testing.T, e *env, index, req string) (err error) {
+	t.Helper()
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.New("panic")
+			t.Errorf("%s on %s: panic %v", req, index, p)
+		}
+	}()
+	_, err = e.svc.Query(context.Background(), "default", index, []byte(req))
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -274,7 +275,7 @@ const layoutInterval = 250 * time.Millisecond
 func (r *router) followLayouts(ctx context.Context) {
 	type look struct {
 		sum uint64
-		led string // the partitions led, as printed
+		led []int // the partitions led
 	}
 	seen := map[string]look{} // by bucket name and UUID: what was recorded
 	t := time.NewTicker(layoutInterval)
@@ -286,15 +287,14 @@ func (r *router) followLayouts(ctx context.Context) {
 			sum, led := r.leadership(name, uuid, b.NumPartitions())
 			key := name + "/" + uuid
 			open[key] = true
-			now := look{sum, fmt.Sprint(led)}
-			if was, ok := seen[key]; ok && was == now || !ok && sum == 0 {
+			if was, ok := seen[key]; ok && was.sum == sum && slices.Equal(was.led, led) || !ok && sum == 0 {
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := cluster.PublishLeads(wctx, r.cli, name, uuid, r.self, led)
 			cancel()
 			if err == nil {
-				seen[key] = now
+				seen[key] = look{sum, led}
 			}
 		}
 		for key := range seen {

@@ -1,10 +1,12 @@
 // Package cbstats names a bucket's statistics as Couchbase's cbstats does.
 // The HTTP API (GET .../buckets/{bucket}/stats, which `mayfly stats`
-// prints) and the binary KV port's STAT both take them from here, so the
-// two never disagree.
+// prints), the binary KV port's STAT and the memcached port's stats take
+// them from here, so they never disagree.
 package cbstats
 
 import (
+	"strconv"
+
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/pager"
 )
@@ -88,4 +90,28 @@ func Bool(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// Warmup is Couchbase's warmup group (cbstats warmup) of w, in the order
+// the memcached port's "stats warmup" and the KV port's STAT warmup give
+// it: the thread and the state as words, keys and values loaded (they load
+// together), the time in µs, and the estimate ("unknown" until made).
+func Warmup(w engine.WarmupStats) [][2]string {
+	thread, est := "complete", "unknown"
+	if w.Running {
+		thread = "running"
+	}
+	if w.EstimatedKeyCount >= 0 {
+		est = strconv.FormatInt(w.EstimatedKeyCount, 10)
+	}
+	return [][2]string{
+		{"ep_warmup", "enabled"},
+		{"ep_warmup_thread", thread},
+		{"ep_warmup_state", w.State},
+		{"ep_warmup_key_count", strconv.FormatInt(w.KeyCount, 10)},
+		{"ep_warmup_value_count", strconv.FormatInt(w.ValueCount, 10)},
+		{"ep_warmup_time", strconv.FormatInt(w.Time, 10)},
+		{"ep_warmup_estimated_key_count", est},
+		{"ep_warmup_estimated_value_count", est},
+	}
 }

@@ -697,8 +697,9 @@ func cloneUser(u *User) User {
 // the cluster's users so): users not given are removed, those that differ
 // replaced, and users.json written when anything changed. A user named as
 // the built-in administrator is left out (each node's administrator is its
-// own); so is one whose roles do not parse, reported in the error with
-// the others applied. Users that changed lose their cached logins, and
+// own); so is one whose roles do not parse, reported in the error
+// (ErrInvalidUser) with the others applied; any other error (users.json
+// could not be written) changed nothing. Users that changed lose their cached logins, and
 // Generation and Changed move, as with PutUser. It reports whether
 // anything changed.
 func (s *Store) ReplaceUsers(users []User) (bool, error) {
@@ -714,7 +715,7 @@ func (s *Store) ReplaceUsers(users []User) (bool, error) {
 			continue
 		}
 		if _, err := parseRoleList(u.Roles); err != nil {
-			bad = append(bad, fmt.Errorf("user %q: %w", u.ID, err))
+			bad = append(bad, fmt.Errorf("%w: user %q: %w", ErrInvalidUser, u.ID, err))
 			continue
 		}
 		want[u.ID] = &u

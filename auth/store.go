@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -10,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -166,7 +169,7 @@ type Store struct {
 	now        func() time.Time
 
 	// gen counts the changes of the users (PutUser, DeleteUser,
-	// DropBucketRoles), so that a connection holding a Principal knows
+	// DropBucketRoles, ReplaceUsers), so that a connection holding a Principal knows
 	// when to look it up again.
 	gen atomic.Uint64
 
@@ -572,49 +575,85 @@ func validName(id string) error {
 	return nil
 }
 
+// UserChange is a creation or replacement of one user, checked and with
+// its password hashed (PrepareUser), to be applied over the user as it
+// stands (Apply): PutUser applies it to the store, a cluster node to the
+// cluster's record of the user, so the costly hashing is done once, by the
+// node asked.
+type UserChange struct {
+	id, name string
+	roles    []string
+	// creds are the new password's credentials; nil keeps the old ones.
+	creds map[string]Credential
+	// at is when the password was set (Unix seconds).
+	at int64
+}
+
+// ID is the user the change is of.
+func (c *UserChange) ID() string { return c.id }
+
+// PrepareUser checks a creation or replacement of user id (password ""
+// keeps an existing user's password; a new user needs one; roles replace
+// the old ones) and hashes its password: ErrInvalidUser for a bad name or
+// password, or the built-in administrator's name.
+func (s *Store) PrepareUser(id, name, password string, roles []Role) (*UserChange, error) {
+	if err := validName(id); err != nil {
+		return nil, err
+	}
+	if s.admin != nil && id == s.admin.ID {
+		return nil, fmt.Errorf("%w: %q is the built-in administrator (set by mayfly serve --admin-user/--admin-password)", ErrInvalidUser, id)
+	}
+	if password != "" && len(password) < 6 {
+		return nil, fmt.Errorf("%w: the password must be at least 6 characters", ErrInvalidUser)
+	}
+	if len(password) > maxPassword {
+		return nil, fmt.Errorf("%w: the password is over %d bytes", ErrInvalidUser, maxPassword)
+	}
+	c := &UserChange{id: id, name: name, roles: make([]string, len(roles))}
+	for i, r := range roles {
+		c.roles[i] = r.String()
+	}
+	if password != "" {
+		c.creds = s.scramCredentials(password)
+		c.creds[CredArgon2id] = s.hash(password)
+		c.at = s.now().Unix()
+	}
+	return c, nil
+}
+
+// Apply returns the user the change makes of cur (the user as it stands;
+// nil when there is none): its name and roles replaced, its credentials
+// the new password's or, without one, cur's. A new user without a
+// password is ErrInvalidUser. cur is not changed.
+func (c *UserChange) Apply(cur *User) (*User, error) {
+	u := &User{ID: c.id, Name: c.name, Roles: slices.Clone(c.roles), Credentials: map[string]Credential{}}
+	if cur != nil {
+		u.PasswordChanged = cur.PasswordChanged
+		maps.Copy(u.Credentials, cur.Credentials)
+	}
+	switch {
+	case c.creds != nil:
+		maps.Copy(u.Credentials, c.creds)
+		u.PasswordChanged = c.at
+	case cur == nil:
+		return nil, fmt.Errorf("%w: a new user needs a password", ErrInvalidUser)
+	}
+	return u, nil
+}
+
 // PutUser creates or replaces user id. password "" keeps an existing user's
 // password (a new user needs one); roles replace the old ones.
 func (s *Store) PutUser(id, name, password string, roles []Role) error {
-	if err := validName(id); err != nil {
+	c, err := s.PrepareUser(id, name, password, roles)
+	if err != nil {
 		return err
-	}
-	if s.admin != nil && id == s.admin.ID {
-		return fmt.Errorf("%w: %q is the built-in administrator (set by mayfly serve --admin-user/--admin-password)", ErrInvalidUser, id)
-	}
-	if password != "" && len(password) < 6 {
-		return fmt.Errorf("%w: the password must be at least 6 characters", ErrInvalidUser)
-	}
-	if len(password) > maxPassword {
-		return fmt.Errorf("%w: the password is over %d bytes", ErrInvalidUser, maxPassword)
-	}
-	var cred Credential
-	var scram map[string]Credential
-	if password != "" {
-		cred = s.hash(password)
-		scram = s.scramCredentials(password)
-	}
-	names := make([]string, len(roles))
-	for i, r := range roles {
-		names[i] = r.String()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.users[id]
-	u := &User{ID: id, Name: name, Roles: names, Credentials: map[string]Credential{}}
-	if old != nil {
-		u.PasswordChanged = old.PasswordChanged
-		for k, c := range old.Credentials {
-			u.Credentials[k] = c
-		}
-	}
-	if password != "" {
-		u.Credentials[CredArgon2id] = cred
-		for k, c := range scram {
-			u.Credentials[k] = c
-		}
-		u.PasswordChanged = s.now().Unix()
-	} else if old == nil {
-		return fmt.Errorf("%w: a new user needs a password", ErrInvalidUser)
+	u, err := c.Apply(old)
+	if err != nil {
+		return err
 	}
 	s.users[id] = u
 	s.forgetLocked(id)
@@ -628,6 +667,98 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 	}
 	s.changedLocked()
 	return nil
+}
+
+// Records returns a copy of every stored user as users.json holds it
+// (credentials included; not the built-in administrator), sorted by id: a
+// cluster node writes them to the cluster's state when it has none of
+// theirs.
+func (s *Store) Records() []User {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]User, 0, len(s.users))
+	for _, u := range s.users {
+		out = append(out, cloneUser(u))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// cloneUser copies u deeply enough that neither copy's changes reach the
+// other (credentials are never changed in place).
+func cloneUser(u *User) User {
+	c := *u
+	c.Roles = slices.Clone(u.Roles)
+	c.Credentials = maps.Clone(u.Credentials)
+	return c
+}
+
+// ReplaceUsers makes the stored users those given (a cluster node applies
+// the cluster's users so): users not given are removed, those that differ
+// replaced, and users.json written when anything changed. A user named as
+// the built-in administrator is left out (each node's administrator is its
+// own); so is one whose roles do not parse, reported in the error
+// (ErrInvalidUser) with the others applied; any other error (users.json
+// could not be written) changed nothing. Users that changed lose their cached logins, and
+// Generation and Changed move, as with PutUser. It reports whether
+// anything changed.
+func (s *Store) ReplaceUsers(users []User) (bool, error) {
+	want := make(map[string]*User, len(users))
+	var bad []error
+	for i := range users {
+		u := cloneUser(&users[i])
+		if s.admin != nil && u.ID == s.admin.ID {
+			continue
+		}
+		if err := validName(u.ID); err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if _, err := parseRoleList(u.Roles); err != nil {
+			bad = append(bad, fmt.Errorf("%w: user %q: %w", ErrInvalidUser, u.ID, err))
+			continue
+		}
+		want[u.ID] = &u
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.users
+	next := make(map[string]*User, len(want))
+	var changed []string
+	for id, u := range want {
+		if cur, ok := old[id]; ok && sameUser(cur, u) {
+			next[id] = cur // unchanged: its cached logins stay
+			continue
+		}
+		next[id] = u
+		changed = append(changed, id)
+	}
+	for id := range old {
+		if _, ok := want[id]; !ok {
+			changed = append(changed, id)
+		}
+	}
+	if len(changed) == 0 {
+		return false, errors.Join(bad...)
+	}
+	s.users = next
+	if err := s.saveLocked(); err != nil {
+		s.users = old
+		return false, err
+	}
+	for _, id := range changed {
+		s.forgetLocked(id)
+	}
+	s.changedLocked()
+	return true, errors.Join(bad...)
+}
+
+// sameUser reports whether a and b are the same record, as users.json
+// would hold them.
+func sameUser(a, b *User) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 // DeleteUser removes user id.
@@ -659,14 +790,8 @@ func (s *Store) DropBucketRoles(bucket string) (int, error) {
 	defer s.mu.Unlock()
 	old := map[string]*User{}
 	for id, u := range s.users {
-		kept := make([]string, 0, len(u.Roles))
-		for _, name := range u.Roles {
-			if r, err := ParseRole(name); err == nil && r.Bucket == bucket {
-				continue
-			}
-			kept = append(kept, name)
-		}
-		if len(kept) == len(u.Roles) {
+		kept, dropped := DropRoles(u.Roles, bucket)
+		if !dropped {
 			continue
 		}
 		nu := *u
@@ -688,6 +813,20 @@ func (s *Store) DropBucketRoles(bucket string) (int, error) {
 	return len(old), nil
 }
 
+// DropRoles returns roles (as a User holds them) without those on bucket
+// ([*] stays), and whether any was dropped: what DropBucketRoles does to
+// each user, for a cluster's record of a user too.
+func DropRoles(roles []string, bucket string) ([]string, bool) {
+	kept := make([]string, 0, len(roles))
+	for _, name := range roles {
+		if r, err := ParseRole(name); err == nil && r.Bucket == bucket {
+			continue
+		}
+		kept = append(kept, name)
+	}
+	return kept, len(kept) != len(roles)
+}
+
 // changedLocked marks a change of the users: Generation moves and
 // Changed's channel closes.
 // REQUIRES: s.mu.
@@ -698,7 +837,7 @@ func (s *Store) changedLocked() {
 }
 
 // Changed returns a channel closed at the next change of the users
-// (PutUser, DeleteUser, DropBucketRoles): a long answer (a stream) waits on it to check its
+// (PutUser, DeleteUser, DropBucketRoles, ReplaceUsers): a long answer (a stream) waits on it to check its
 // caller again with Lookup.
 func (s *Store) Changed() <-chan struct{} {
 	s.mu.Lock()
@@ -707,7 +846,7 @@ func (s *Store) Changed() <-chan struct{} {
 }
 
 // Generation counts the changes of the users: it moves whenever PutUser,
-// DeleteUser or DropBucketRoles changes one. A connection that authenticated once and keeps
+// DeleteUser, DropBucketRoles or ReplaceUsers changes one. A connection that authenticated once and keeps
 // its Principal (the KV port) reads it before authenticating and, when it
 // has moved since, looks its user up again (Lookup): a deleted user then
 // loses its access, and changed roles apply, at its next command.

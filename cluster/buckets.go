@@ -120,8 +120,10 @@ func UpdateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 
 // DeleteBucket removes the definition of bucket name's incarnation uuid,
 // its partition map, its design documents, search definitions and
-// collections manifest, and leaves a tombstone /mayfly/deleted/NAME/UUID,
-// in one transaction conditioned on the definition being the one read. It
+// collections manifest, takes its roles from the cluster's users (as
+// auth.Store.DropBucketRoles does a node's), and leaves a tombstone
+// /mayfly/deleted/NAME/UUID, in one transaction conditioned on the
+// definition being the one read and the users unchanged since read. It
 // reports false, and writes nothing, when the cluster does not define
 // that incarnation (deleted already, or another one defined since).
 func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) (bool, error) {
@@ -134,10 +136,17 @@ func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) 
 			return false, nil
 		}
 		key := bucketsPrefix + name
+		// The bucket's roles leave the cluster's users in the same
+		// transaction (users.go), conditioned on no user changing
+		// meanwhile.
+		usersSame, dropRoles, err := dropBucketRoles(ctx, cli, name)
+		if err != nil {
+			return false, err
+		}
 		stamp, _ := json.Marshal(map[string]any{"deleted": time.Now().UTC()}) // wall clock: when, for an operator reading etcd
-		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev), usersSame).Then(append([]clientv3.Op{
 			clientv3.OpDelete(key),
-			clientv3.OpDelete(mapsPrefix+name),
+			clientv3.OpDelete(mapsPrefix + name),
 			// Its design documents, search definitions and collections
 			// manifest (defs.go: PREFIX/BUCKET/NAME) go with it, as a single
 			// node's do: a bucket created again under its name starts
@@ -146,7 +155,7 @@ func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) 
 			clientv3.OpDelete(defKey(SearchDefs, name, ""), clientv3.WithPrefix()),
 			clientv3.OpDelete(defKey(Manifests, name, ""), clientv3.WithPrefix()),
 			clientv3.OpPut(deletedPrefix+name+"/"+uuid, string(stamp)),
-		).Commit()
+		}, dropRoles...)...).Commit()
 		if err != nil {
 			return false, fmt.Errorf("cluster: deleting bucket %q: %w", name, err)
 		}

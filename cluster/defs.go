@@ -20,6 +20,7 @@ const (
 	ddocsPrefix       = "/mayfly/ddocs/"
 	searchPrefix      = "/mayfly/search/"
 	collectionsPrefix = "/mayfly/collections/"
+	usersPrefix       = "/mayfly/users/"
 )
 
 // ManifestName is the name of a bucket's one Manifests definition:
@@ -43,6 +44,10 @@ const (
 	// /mayfly/collections/BUCKET/manifest holds an engine.Manifest (see
 	// UpdateManifest).
 	Manifests
+	// Users are the cluster's users: /mayfly/users/local/ID holds a
+	// UserEntry (the "bucket" is the user's domain, always UserDomain; see
+	// users.go).
+	Users
 )
 
 // prefix returns the kind's key prefix.
@@ -52,6 +57,8 @@ func (k DefKind) prefix() string {
 		return searchPrefix
 	case Manifests:
 		return collectionsPrefix
+	case Users:
+		return usersPrefix
 	}
 	return ddocsPrefix
 }
@@ -63,6 +70,8 @@ func (k DefKind) String() string {
 		return "search definition"
 	case Manifests:
 		return "collections manifest"
+	case Users:
+		return "user"
 	}
 	return "design document"
 }

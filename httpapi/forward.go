@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -47,6 +48,45 @@ const RoutedToHeader = "X-Mayfly-Routed-To"
 // refusing node knows it (its Raft group's leader): the forwarding node
 // may send the request there (Route.Reroute).
 const LeaderHeader = "X-Mayfly-Leader"
+
+// UsersVersionHeader, on a request a cluster node sends another with its
+// client's credentials (forwarded to a partition's leader, or asking for a
+// share of a query), is how far the sending node's users have come
+// (UserStore.Version). The receiving node waits, up to usersWait, for its
+// own users to come as far before it authenticates the request: a user
+// created or changed through the sending node is known to the receiving
+// one, rather than refused for being new to it (and its source throttled,
+// the sending node's address). A client may send it too: it waits at most
+// usersWait, then is authenticated as the node's users stand.
+const UsersVersionHeader = "X-Mayfly-Users-Version"
+
+// usersWait bounds how long a request carrying UsersVersionHeader waits
+// for this node's users to come as far.
+const usersWait = 5 * time.Second
+
+// setUsersVersion sets UsersVersionHeader on h, a request sent to another
+// node with a client's credentials (removed when this node has none).
+func (s *server) setUsersVersion(h http.Header) {
+	if s.users == nil || s.users.Version() <= 0 {
+		h.Del(UsersVersionHeader)
+		return
+	}
+	h.Set(UsersVersionHeader, strconv.FormatInt(s.users.Version(), 10))
+}
+
+// awaitUsers waits, up to usersWait, for this node's users to have come
+// as far as r's UsersVersionHeader says the node that sent it had.
+func (s *server) awaitUsers(r *http.Request) {
+	v, err := strconv.ParseInt(r.Header.Get(UsersVersionHeader), 10, 64)
+	if err != nil || v <= 0 || s.users == nil || s.users.Version() >= v {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), usersWait)
+	defer cancel()
+	// Its error (the wait's end) is no answer: the request is then
+	// authenticated as this node's users stand.
+	_ = s.users.WaitVersion(ctx, v)
+}
 
 // Route says where a request for a bucket's key is answered.
 type Route struct {
@@ -226,6 +266,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used 
 				from = "?"
 			}
 			pr.Out.Header.Set(ForwardedHeader, from)
+			s.setUsersVersion(pr.Out.Header)
 		},
 		Transport: s.fwd,
 		ModifyResponse: func(resp *http.Response) error {
@@ -314,6 +355,7 @@ func (s *server) bulkForward(ctx context.Context, r *http.Request, bucket string
 			from = "?"
 		}
 		req.Header.Set(ForwardedHeader, from)
+		s.setUsersVersion(req.Header)
 		return s.fwd.RoundTrip(req)
 	}
 	resp, err := send()

@@ -240,6 +240,7 @@ func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev
 	}
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
+		s.setUsersVersion(req.Header)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		req.Header.Set("Content-Type", ct)

@@ -156,6 +156,7 @@ func (s *server) authenticate(r *http.Request) (*auth.Principal, error) {
 	if !ok || s.sec.store == nil {
 		return nil, nil
 	}
+	s.awaitUsers(r) // another node's request: its users known here first
 	return s.sec.store.Authenticate(r.Context(), user, pass, sourceOf(r))
 }
 

@@ -102,6 +102,11 @@ type Options struct {
 	// passes one that writes the definition to the cluster's state, from
 	// which every node applies it to its own Views.
 	DesignDocs DesignDocStore
+	// Users creates, changes and deletes users (PUT and DELETE
+	// /settings/rbac/users/local/{name}); nil means Auth itself. A cluster
+	// node passes one that writes the user to the cluster's state, from
+	// which every node applies it to its own Auth.
+	Users UserStore
 	// Collections creates, changes and drops scopes and collections; nil
 	// means the buckets' own methods. A cluster node passes one that
 	// changes the manifest in the cluster's state, which every node
@@ -154,6 +159,34 @@ type CollectionStore interface {
 	UpdateCollection(ctx context.Context, b *engine.Bucket, scope, name string, fn func(*engine.CollectionSettings) error) (engine.CollectionInfo, int, error)
 }
 
+// UserStore changes the users, with auth.Store's errors, and says how far
+// this node's users have come on a cluster, so that a request forwarded to
+// another node is authenticated there once that node's users have come as
+// far (UsersVersionHeader).
+type UserStore interface {
+	PutUser(ctx context.Context, id, name, password string, roles []auth.Role) error
+	DeleteUser(ctx context.Context, id string) error
+	// Version is how far this node's users have come: the cluster's
+	// revision of the last change of its users this node applied; 0 on a
+	// single node.
+	Version() int64
+	// WaitVersion waits until this node's users have come to version v.
+	WaitVersion(ctx context.Context, v int64) error
+}
+
+// localUsers is the UserStore of a single node: the store itself.
+type localUsers struct{ store *auth.Store }
+
+func (l localUsers) PutUser(_ context.Context, id, name, password string, roles []auth.Role) error {
+	return l.store.PutUser(id, name, password, roles)
+}
+
+func (l localUsers) DeleteUser(_ context.Context, id string) error { return l.store.DeleteUser(id) }
+
+func (localUsers) Version() int64 { return 0 }
+
+func (localUsers) WaitVersion(context.Context, int64) error { return nil }
+
 // localCollections is the CollectionStore of a single node: the bucket's
 // own methods.
 type localCollections struct{}
@@ -193,6 +226,7 @@ type server struct {
 	views    *views.Service
 	ddocs    DesignDocStore  // Options.DesignDocs, or views
 	colls    CollectionStore // Options.Collections, or the buckets'
+	users    UserStore       // Options.Users, or Auth's (nil without Auth)
 	pager    *pager.Manager
 	search   SearchService
 	auditLog *audit.Log
@@ -234,6 +268,10 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	s.ddocs, s.colls = o.DesignDocs, o.Collections
 	if s.colls == nil {
 		s.colls = localCollections{}
+	}
+	s.users = o.Users
+	if s.users == nil && o.Auth != nil {
+		s.users = localUsers{o.Auth}
 	}
 	if s.ddocs == nil && o.Views != nil {
 		s.ddocs = o.Views

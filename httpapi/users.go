@@ -154,7 +154,7 @@ func (s *server) putUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.sec.store.PutUser(id, vals.Get("name"), vals.Get("password"), roles); err != nil {
+	if err := s.users.PutUser(r.Context(), id, vals.Get("name"), vals.Get("password"), roles); err != nil {
 		s.settle(r, in, err)
 		return err
 	}
@@ -180,7 +180,7 @@ func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.sec.store.DeleteUser(id); err != nil {
+	if err := s.users.DeleteUser(r.Context(), id); err != nil {
 		s.settle(r, in, err)
 		return err
 	}

@@ -494,7 +494,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		logger.Info("stopped; every acknowledged write is on disk")
 	}()
 	// A deleted bucket's roles leave its users (bucketroles.go).
-	if err := eng.Attach(ctx, bucketRoles{users: users, log: logger}); err != nil {
+	roles := &bucketRoles{users: users, log: logger, clustered: cfg.cl.peers != ""}
+	if err := eng.Attach(ctx, roles); err != nil {
 		return err
 	}
 	if cfg.memOverheadMB >= 0 && os.Getenv("GOMEMLIMIT") == "" {
@@ -596,10 +597,18 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	var ddocStore httpapi.DesignDocStore
 	var collStore httpapi.CollectionStore
 	var searchSvc httpapi.SearchService = ssvc
+	// Its users too: written to etcd by the node asked, applied by every
+	// node to its own store (cluster.UserSync). The node's administrator
+	// (--admin-user) stays its own.
+	var userStore httpapi.UserStore
 	if cnode != nil {
 		defs := startClusterDefs(cnode.Client(), eng, vsvc, ssvc, logger)
 		defer defs.Close()
 		ddocStore, collStore, searchSvc = defs, defs, clusterSearch{Service: ssvc, defs: defs}
+		usync := cluster.StartUserSync(cnode.Client(), users, logger)
+		defer usync.Close()
+		roles.sync.Store(usync)
+		userStore = usync
 	}
 	// A cluster node's view queries find their coverage in its copy of the
 	// maps and nodes that etcd watches keep current (cluster.go).
@@ -653,7 +662,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	go func() { defer close(histDone); statsHistory.Run(histCtx) }()
 	defer func() { stopHistory(); <-histDone }()
 	api := httpapi.New(eng, &httpapi.Options{
-		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
+		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Users: userStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
 		AllowedHosts: withPeerHosts(cfg.allowedHosts, cfg.cl.peers), CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,

@@ -68,8 +68,9 @@ type Request struct {
 	Since string
 	// Limit caps the rows sent; negative means no limit.
 	Limit int
-	// IncludeDocs adds each row's document body ("doc"; null for a
-	// deletion or an expired document).
+	// IncludeDocs adds each row's document body ("doc"): for a deletion
+	// the tombstone {"_id","_rev","_deleted":true}, null for a document
+	// expired but not yet deleted.
 	IncludeDocs bool
 	// Heartbeat, when non-zero, sends a newline (an event in eventsource)
 	// after this long without a row, keeping the connection alive; without

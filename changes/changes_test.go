@@ -375,9 +375,56 @@ func TestExpirationsAreEvents(t *testing.T) {
 	}
 	for id, expired := range map[string]bool{"paged": true, "lazy": true, "deleted": false} {
 		r := got[id]
-		if !r.Deleted || r.Expired != expired || len(r.Changes) != 1 || !strings.HasPrefix(r.Changes[0].Rev, "2-") || string(r.Doc) != "null" {
-			t.Errorf("%s: %+v, want a deletion at revision 2, expired %v", id, r, expired)
+		if !r.Deleted || r.Expired != expired || len(r.Changes) != 1 || !strings.HasPrefix(r.Changes[0].Rev, "2-") || !isTombstone(r) {
+			t.Errorf("%s: %+v, want a deletion at revision 2, expired %v, with its tombstone as doc", id, r, expired)
 		}
+	}
+}
+
+// isTombstone reports whether a deletion row's doc is CouchDB's tombstone:
+// {"_id","_rev","_deleted":true}, the row's id and rev and nothing else.
+func isTombstone(r row) bool {
+	var doc map[string]any
+	if json.Unmarshal(r.Doc, &doc) != nil || len(r.Changes) != 1 {
+		return false
+	}
+	return len(doc) == 3 && doc["_id"] == r.ID && doc["_rev"] == r.Changes[0].Rev && doc["_deleted"] == true
+}
+
+// A deletion's row with include_docs carries the tombstone, as CouchDB's
+// does ({"_id","_rev","_deleted":true}), so that a client reading
+// change.doc._deleted (PouchDB's documented shape) sees the deletion
+// instead of failing on a null doc; in every mode.
+func TestDeletionRowsCarryTheTombstone(t *testing.T) {
+	_, b, _ := newBucket(t, t.TempDir())
+	c := b.DefaultCollection()
+	upsert(t, c, "gone", `{"secret":1}`, 0)
+	upsert(t, c, "kept", `{"n":1}`, 0)
+	if _, err := c.Delete(context.Background(), "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	a := feed(t, b, "include_docs=true")
+	if len(a.Results) != 2 {
+		t.Fatalf("rows: %+v", a.Results)
+	}
+	for _, r := range a.Results {
+		switch r.ID {
+		case "gone":
+			if !r.Deleted || !isTombstone(r) {
+				t.Errorf("deleted row: deleted %v, doc %s; want the tombstone {\"_id\",\"_rev\",\"_deleted\":true}", r.Deleted, r.Doc)
+			}
+		case "kept":
+			if r.Deleted || !strings.Contains(string(r.Doc), `"n":1`) || strings.Contains(string(r.Doc), "_deleted") {
+				t.Errorf("live row: %+v", r)
+			}
+		}
+	}
+	out, err := run(context.Background(), b, "feed=continuous&timeout=0&include_docs=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"id":"gone"`) || !strings.Contains(out, `"_deleted":true}`) || strings.Contains(out, "secret") {
+		t.Errorf("continuous: %q, want the deleted row's tombstone", out)
 	}
 }
 

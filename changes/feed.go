@@ -344,9 +344,19 @@ func (w *writer) finish(pos position, pending int64) error {
 }
 
 // appendDoc appends a row's doc: the document in CouchDB's shape
-// (AppendCouchDoc), null for a deletion or an expired document.
+// (AppendCouchDoc); for a deletion (an expiration included) CouchDB's
+// tombstone, {"_id","_rev","_deleted":true}; null for a document expired
+// but not yet deleted (its row is not a deletion yet, and its body is no
+// longer readable).
 func appendDoc(b []byte, d *engine.Document, now int64) []byte {
-	if d.Deleted || d.ExpiredAt(now) {
+	switch {
+	case d.Deleted:
+		b = append(b, `{"_id":`...)
+		b = appendString(b, d.Key)
+		b = append(b, `,"_rev":"`...)
+		b = append(b, d.Rev()...)
+		return append(b, `","_deleted":true}`...)
+	case d.ExpiredAt(now):
 		return append(b, "null"...)
 	}
 	return AppendCouchDoc(b, d)

@@ -62,12 +62,15 @@ type Request struct {
 	// Feed is the delivery mode (Normal when absent).
 	Feed Mode
 	// Since is where to start: "" or "0" from the beginning, "now" from the
-	// present, else a seq the feed gave.
+	// present, else a seq the feed gave. The last-event-id parameter, when
+	// given, replaces since (it is the alias of EventSource's Last-Event-ID
+	// header, which ResumeFrom applies).
 	Since string
 	// Limit caps the rows sent; negative means no limit.
 	Limit int
-	// IncludeDocs adds each row's document body ("doc"; null for a
-	// deletion or an expired document).
+	// IncludeDocs adds each row's document body ("doc"): for a deletion
+	// the tombstone {"_id","_rev","_deleted":true}, null for a document
+	// expired but not yet deleted.
 	IncludeDocs bool
 	// Heartbeat, when non-zero, sends a newline (an event in eventsource)
 	// after this long without a row, keeping the connection alive; without
@@ -91,6 +94,9 @@ type Request struct {
 // has one revision).
 func ParseRequest(q url.Values, body []byte) (*Request, error) {
 	r := &Request{Feed: Normal, Since: q.Get("since"), Limit: -1, Timeout: DefaultTimeout, Collection: q.Get("collection")}
+	if q.Has("last-event-id") {
+		r.Since = q.Get("last-event-id")
+	}
 	bad := func(format string, args ...any) (*Request, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 	}
@@ -160,6 +166,16 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 		return bad("filter %q is not supported: only _doc_ids is", f)
 	}
 	return r, nil
+}
+
+// ResumeFrom applies an EventSource's Last-Event-ID header: a browser that
+// reconnects sends the id (the seq) of the last event it had with the URL it
+// first opened, and the feed goes on after that event, as CouchDB's does
+// (the header overrides since). Other modes, and an empty id, keep since.
+func (r *Request) ResumeFrom(lastEventID string) {
+	if r.Feed == EventSource && lastEventID != "" {
+		r.Since = lastEventID
+	}
 }
 
 // docIDs reads filter=_doc_ids's list: doc_ids in the POST body, or a JSON

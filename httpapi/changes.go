@@ -35,6 +35,7 @@ func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.ResumeFrom(r.Header.Get("Last-Event-ID"))
 	c, err := collectionOf(b, r.URL.Query())
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +233,47 @@ func TestChangesHugeTimeout(t *testing.T) {
 				t.Fatalf("continuous feed with timeout=%s: %d %q, want the row of %s then last_seq", timeout, resp.StatusCode, body, key)
 			}
 		})
+	}
+}
+
+// eventIDs returns the id: lines of a server-sent events answer, in order.
+func eventIDs(body string) []string {
+	var ids []string
+	for _, l := range strings.Split(body, "\n") {
+		if id, ok := strings.CutPrefix(l, "id: "); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// A browser's EventSource that reconnects sends the id of the last event it
+// had as Last-Event-ID, with the URL it first opened (its since unchanged):
+// the feed goes on after that event, as CouchDB's does (the header
+// overrides since), instead of sending every change again. The
+// last-event-id query parameter is the header's alias.
+func TestChangesEventSourceResumesFromLastEventID(t *testing.T) {
+	f := newFixture(t)
+	for _, k := range []string{"a", "b", "c"} {
+		if st, _, body := f.do("PUT", "/default/docs/"+k, "", `{}`); st != 201 {
+			t.Fatalf("PUT %s: %d %s", k, st, body)
+		}
+	}
+	const path = "/default/_changes?feed=eventsource&since=0&timeout=0"
+	_, _, body := f.do("GET", path, "", "")
+	ids := eventIDs(body)
+	if len(ids) != 3 {
+		t.Fatalf("first connection: %d events, want 3: %q", len(ids), body)
+	}
+	st, _, body := f.doWith("GET", path, "", "", func(req *http.Request) {
+		req.SetBasicAuth(adminUser, adminPass)
+		req.Header.Set("Last-Event-ID", ids[0])
+	})
+	if got := eventIDs(body); st != 200 || !slices.Equal(got, ids[1:]) {
+		t.Errorf("reconnection with Last-Event-ID of the first event: %d, events %q, want %q (%q)", st, got, ids[1:], body)
+	}
+	_, _, body = f.do("GET", path+"&last-event-id="+url.QueryEscape(ids[1]), "", "")
+	if got := eventIDs(body); !slices.Equal(got, ids[2:]) {
+		t.Errorf("last-event-id parameter of the second event: events %q, want %q (%q)", got, ids[2:], body)
 	}
 }

@@ -212,6 +212,13 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			c.pipe.Wait() // every write the connection began ends before it does
 		}
 	}()
+	if b, err := c.r.Peek(1); err == nil && b[0] == binaryMagic {
+		head, _ := c.r.Peek(binaryHeaderLen) // what arrives of it before the timeout
+		c.bw.Write(binaryRefusal(head))
+		c.bw.Flush()
+		c.r.Discard(c.r.Buffered()) // closing with unread input would reset the answer away
+		return
+	}
 	for {
 		c.cmdStart = time.Time{}
 		line, err := c.readLine()

@@ -457,6 +457,7 @@ type econn struct {
 	deaf      bool   // the client cannot be answered: output is dropped
 	unwatched bool   // the socket is out of the epoll set
 	closing   bool   // close once out is sent
+	spoke     bool   // a first byte was read: a binary client's would have been refused
 	closed    bool
 	cmdStart  time.Time // when a command was first seen unfinished
 	idleSince time.Time // when the connection last became idle
@@ -702,6 +703,17 @@ func (c *econn) process() (starved bool) {
 		if len(buf) == 0 || len(buf) < c.need {
 			return true
 		}
+		if !c.spoke && buf[0] == binaryMagic {
+			if len(buf) < binaryHeaderLen {
+				c.need = binaryHeaderLen
+				return true
+			}
+			c.Write(binaryRefusal(buf))
+			c.rpos = len(c.in) // closing with unread input would reset the answer away
+			c.closing = true
+			return false
+		}
+		c.spoke = true
 		i := bytes.IndexByte(buf, '\n')
 		if i < 0 {
 			if len(buf) > s.lineLimit(buf) {

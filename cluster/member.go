@@ -37,6 +37,13 @@ func bindURL(ctx context.Context, u url.URL) (url.URL, error) {
 	return u, nil
 }
 
+// The etcd members' limits on one transaction: its operations and its
+// request's size (the clients send up to maxRequestBytes too).
+const (
+	maxTxnOps       = 16384
+	maxRequestBytes = 8 << 20
+)
+
 // startMember starts the embedded etcd member of self, one of members,
 // keeping its data under data/cluster/etcd (a restart finds it there and
 // rejoins with it). It does not wait for the cluster to form.
@@ -68,6 +75,13 @@ func (c *Config) startMember(ctx context.Context, self Peer, members []Peer, lg 
 	// The cluster state is small; keep an hour of history.
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = "1h"
+	// A bucket's deletion takes its roles from the cluster's users in its
+	// own transaction, one write per user holding one (buckets.go): etcd's
+	// defaults (128 operations, 1.5 MiB a request) refused it past about
+	// 120 such users. A user's entry is about 1 KiB, so these bound it at
+	// about 8000.
+	ec.MaxTxnOps = maxTxnOps
+	ec.MaxRequestBytes = maxRequestBytes
 	// Nodes speak gRPC only: no JSON gateway on the client port.
 	ec.EnableGRPCGateway = false
 	ec.UnsafeNoFsync = c.test.noFsync

@@ -215,6 +215,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
+		MaxCallSendMsgSize:   maxRequestBytes + 64<<10, // a request as large as the members take
 		Logger:               n.zap,
 		TLS:                  cfg.clientTLS(),
 	})
@@ -543,7 +544,8 @@ func ConnectTLS(ctx context.Context, endpoints []string, creds *clustertls.Creds
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg := Config{TLS: creds}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zapToSlog(logger, nil), TLS: cfg.clientTLS()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, MaxCallSendMsgSize: maxRequestBytes + 64<<10,
+		Logger: zapToSlog(logger, nil), TLS: cfg.clientTLS()})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd client: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -56,13 +58,28 @@ const LeaderHeader = "X-Mayfly-Leader"
 // own users to come as far before it authenticates the request: a user
 // created or changed through the sending node is known to the receiving
 // one, rather than refused for being new to it (and its source throttled,
-// the sending node's address). A client may send it too: it waits at most
-// usersWait, then is authenticated as the node's users stand.
+// the sending node's address). The wait is skipped (the request
+// authenticated at once, as the node's users stand) when the request is
+// not marked as another node's (ForwardedHeader, or a share's
+// parameter), when maxUsersWaits requests wait already, and while this
+// node's users have not moved since a wait last ran out: any client can
+// send the header, and a node whose users lag (cut off from etcd) would
+// otherwise make every forwarded request pay the whole wait.
 const UsersVersionHeader = "X-Mayfly-Users-Version"
 
 // usersWait bounds how long a request carrying UsersVersionHeader waits
 // for this node's users to come as far.
 const usersWait = 5 * time.Second
+
+// maxUsersWaits bounds the requests waiting for this node's users at once.
+const maxUsersWaits = 128
+
+// usersWaits is what awaitUsers keeps: the waits running, and the node's
+// users version when a wait last ran out.
+type usersWaits struct {
+	slots chan struct{}
+	stuck atomic.Int64 // 1 + UserStore.Version when a wait ran out; 0: none
+}
 
 // setUsersVersion sets UsersVersionHeader on h, a request sent to another
 // node with a client's credentials (removed when this node has none).
@@ -75,17 +92,41 @@ func (s *server) setUsersVersion(h http.Header) {
 }
 
 // awaitUsers waits, up to usersWait, for this node's users to have come
-// as far as r's UsersVersionHeader says the node that sent it had.
+// as far as r's UsersVersionHeader says the node that sent it had (see
+// UsersVersionHeader for when it does not).
 func (s *server) awaitUsers(r *http.Request) {
-	v, err := strconv.ParseInt(r.Header.Get(UsersVersionHeader), 10, 64)
-	if err != nil || v <= 0 || s.users == nil || s.users.Version() >= v {
+	h := r.Header.Get(UsersVersionHeader)
+	if h == "" || s.users == nil {
+		return
+	}
+	v, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || v <= 0 {
+		return
+	}
+	have := s.users.Version()
+	if have >= v || have+1 == s.usersWaits.stuck.Load() || !fromNode(r) {
+		return
+	}
+	select {
+	case s.usersWaits.slots <- struct{}{}:
+		defer func() { <-s.usersWaits.slots }()
+	default:
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), usersWait)
 	defer cancel()
-	// Its error (the wait's end) is no answer: the request is then
-	// authenticated as this node's users stand.
-	_ = s.users.WaitVersion(ctx, v)
+	// Its error is no answer: the request is then authenticated as this
+	// node's users stand.
+	if err := s.users.WaitVersion(ctx, v); errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		s.usersWaits.stuck.Store(have + 1)
+	}
+}
+
+// fromNode says r is marked as another cluster node's: forwarded, or
+// asking for a share.
+func fromNode(r *http.Request) bool {
+	return r.Header.Get(ForwardedHeader) != "" ||
+		(strings.Contains(r.URL.RawQuery, shareRev) && r.URL.Query().Has(shareRev))
 }
 
 // Route says where a request for a bucket's key is answered.

@@ -222,29 +222,32 @@ var _ DesignDocStore = (*views.Service)(nil)
 
 // server holds what the handlers share.
 type server struct {
-	eng      *engine.Engine
-	views    *views.Service
-	ddocs    DesignDocStore  // Options.DesignDocs, or views
-	colls    CollectionStore // Options.Collections, or the buckets'
-	users    UserStore       // Options.Users, or Auth's (nil without Auth)
-	pager    *pager.Manager
-	search   SearchService
-	auditLog *audit.Log
-	log      *slog.Logger
-	sec      *security
-	fails    *failureLog
-	console  http.Handler
-	runs     *PagerRuns
-	history  *StatsHistory
-	ports    clusterconfig.Ports
-	cluster  func(context.Context) (*ClusterView, error)
-	coverage coverageFunc // the views'; nil: a single node
-	copies   coverageFunc // the listings' and item count's (Options.CopyCoverage)
-	shares   *http.Client
-	streams  chan struct{} // one per open configuration stream
-	route    func(ctx context.Context, bucket, key string) (Route, error)
-	fwd      *http.Transport // forwarded requests' (nil without route)
-	topology func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
+	eng   *engine.Engine
+	views *views.Service
+	ddocs DesignDocStore  // Options.DesignDocs, or views
+	colls CollectionStore // Options.Collections, or the buckets'
+	users UserStore       // Options.Users, or Auth's (nil without Auth)
+	// usersWaits are the requests waiting for this node's users
+	// (awaitUsers).
+	usersWaits usersWaits
+	pager      *pager.Manager
+	search     SearchService
+	auditLog   *audit.Log
+	log        *slog.Logger
+	sec        *security
+	fails      *failureLog
+	console    http.Handler
+	runs       *PagerRuns
+	history    *StatsHistory
+	ports      clusterconfig.Ports
+	cluster    func(context.Context) (*ClusterView, error)
+	coverage   coverageFunc // the views'; nil: a single node
+	copies     coverageFunc // the listings' and item count's (Options.CopyCoverage)
+	shares     *http.Client
+	streams    chan struct{} // one per open configuration stream
+	route      func(ctx context.Context, bucket, key string) (Route, error)
+	fwd        *http.Transport // forwarded requests' (nil without route)
+	topology   func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 }
 
 // New returns the HTTP API over eng as one http.Handler. Every request
@@ -261,7 +264,7 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	s := &server{eng: eng, views: o.Views, pager: o.Pager, search: o.Search, auditLog: o.Audit, log: o.Logger, sec: newSecurity(&o),
 		fails: newFailureLog(o.FailureLogInterval), console: o.Console, runs: o.PagerRuns, history: o.StatsHistory, ports: o.ClusterPorts, cluster: o.Cluster,
 		coverage: o.ViewCoverage, copies: o.CopyCoverage, shares: o.ShareClient,
-		streams: make(chan struct{}, MaxConfigStreams)}
+		streams: make(chan struct{}, MaxConfigStreams), usersWaits: usersWaits{slots: make(chan struct{}, maxUsersWaits)}}
 	if s.copies == nil {
 		s.copies = s.coverage
 	}

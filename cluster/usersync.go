@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/engine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -175,30 +176,53 @@ func (u *UserSync) waitWrite(ctx context.Context, rev int64) error {
 // applied it.
 const userWriteWait = 30 * time.Second
 
+// userWriteTimeout bounds a user's write to etcd: without a quorum etcd's
+// client tries again and again, and the client's request would wait as
+// long as it stays connected.
+const userWriteTimeout = 15 * time.Second
+
 // PutUser creates or replaces user id in the cluster's state, its password
 // (if given) hashed here, and returns once this node applied it (every
-// node applies it); auth's errors as auth.Store.PutUser's.
+// node applies it); auth's errors as auth.Store.PutUser's, and
+// engine.ErrTempFail when the cluster's state could not be written (no
+// quorum) or this node did not apply the write in time.
 func (u *UserSync) PutUser(ctx context.Context, id, name, password string, roles []auth.Role) error {
 	c, err := u.store.PrepareUser(id, name, password, roles)
 	if err != nil {
 		return err
 	}
-	rev, err := PutUser(ctx, u.cli, c)
+	wctx, cancel := context.WithTimeout(ctx, userWriteTimeout)
+	defer cancel()
+	rev, err := PutUser(wctx, u.cli, c)
 	if err != nil {
-		return err
+		return tempFail(ctx, err)
 	}
-	return u.waitWrite(ctx, rev)
+	return tempFail(ctx, u.waitWrite(ctx, rev))
 }
 
 // DeleteUser deletes user id from the cluster's state (a tombstone) and
 // returns once this node removed it (every node removes it);
-// auth.ErrUserNotFound when the cluster has no such user.
+// auth.ErrUserNotFound when the cluster has no such user, engine.ErrTempFail
+// as PutUser's.
 func (u *UserSync) DeleteUser(ctx context.Context, id string) error {
-	rev, err := DeleteUser(ctx, u.cli, id)
+	wctx, cancel := context.WithTimeout(ctx, userWriteTimeout)
+	defer cancel()
+	rev, err := DeleteUser(wctx, u.cli, id)
 	if err != nil {
+		return tempFail(ctx, err)
+	}
+	return tempFail(ctx, u.waitWrite(ctx, rev))
+}
+
+// tempFail marks err, a user's write's failure to reach etcd or to be
+// applied here, as temporary (engine.ErrTempFail: a 503 the client may
+// retry); the user's own errors (auth's), and ctx's end (the client
+// left), stay as they are.
+func tempFail(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || errors.Is(err, auth.ErrInvalidUser) || errors.Is(err, auth.ErrUserNotFound) {
 		return err
 	}
-	return u.waitWrite(ctx, rev)
+	return fmt.Errorf("%w: the cluster's users: %w", engine.ErrTempFail, err)
 }
 
 // Sync waits until this node has applied every change of the users the

@@ -73,12 +73,14 @@ type Request struct {
 	// expired but not yet deleted.
 	IncludeDocs bool
 	// Heartbeat, when non-zero, sends a newline (an event in eventsource)
-	// after this long without a row, keeping the connection alive; without
-	// an explicit Timeout the feed then runs until the client goes.
+	// after this long without a row, keeping the connection alive: the
+	// feed then runs until its limit or until the client goes, whatever
+	// the timeout parameter says (ParseRequest sets Timeout to -1), as
+	// CouchDB's does.
 	Heartbeat time.Duration
 	// Timeout ends a longpoll, continuous or eventsource feed after this
 	// long without a change (0: as soon as it has caught up); negative
-	// means never.
+	// means never (as with a heartbeat).
 	Timeout time.Duration
 	// Collection narrows the feed to one collection, "scope.collection";
 	// "" is _default._default, as for every document endpoint.
@@ -130,8 +132,7 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 	if desc {
 		return bad("descending=true is not supported: the feed runs forwards only")
 	}
-	explicitTimeout := q.Has("timeout")
-	if explicitTimeout {
+	if q.Has("timeout") {
 		ms, err := strconv.ParseInt(q.Get("timeout"), 10, 64)
 		if err != nil || ms < 0 {
 			return bad("timeout must be milliseconds, a non-negative integer, got %q", q.Get("timeout"))
@@ -150,8 +151,10 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 			}
 			r.Heartbeat = max(time.Duration(min(ms, maxWaitMS))*time.Millisecond, minHeartbeat)
 		}
-		if r.Heartbeat > 0 && !explicitTimeout {
-			r.Timeout = -1 // as CouchDB: the heartbeat keeps the feed alive
+		if r.Heartbeat > 0 {
+			// As CouchDB (get_changes_timeout): the heartbeat keeps the
+			// feed alive, and an explicit timeout is ignored.
+			r.Timeout = -1
 		}
 	}
 	switch f := q.Get("filter"); f {

@@ -277,3 +277,46 @@ func TestChangesEventSourceResumesFromLastEventID(t *testing.T) {
 		t.Errorf("last-event-id parameter of the second event: events %q, want %q (%q)", got, ids[2:], body)
 	}
 }
+
+// A heartbeat keeps a longpoll, continuous or eventsource feed open past an
+// explicit timeout, as CouchDB's does (its get_changes_timeout ignores
+// timeout when heartbeat is set): the client gets heartbeats until a change
+// comes, then the change, instead of an empty answer at the timeout.
+func TestChangesHeartbeatOverridesTimeout(t *testing.T) {
+	f := newFixture(t)
+	for i, c := range []struct{ feed, opening, beat string }{
+		{"longpoll", "{\"results\":[\n", "\n"},
+		{"continuous", "", "\n"},
+		{"eventsource", "", "event: heartbeat\ndata: \n\n"},
+	} {
+		t.Run(c.feed, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/default/_changes?feed="+c.feed+"&since=now&limit=1&heartbeat=10&timeout=1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.SetBasicAuth(adminUser, adminPass)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			r := bufio.NewReader(resp.Body)
+			want := c.opening + strings.Repeat(c.beat, 3)
+			got := make([]byte, len(want))
+			if n, err := io.ReadFull(r, got); err != nil || string(got) != want {
+				rest, _ := io.ReadAll(r)
+				t.Fatalf("%s feed with heartbeat=10&timeout=1: %q%q (%v), want %q: three heartbeats, not the end at the timeout", c.feed, got[:n], rest, err, want)
+			}
+			key := fmt.Sprintf("hb%d", i)
+			if st, _, body := f.do("PUT", "/default/docs/"+key, "", `{}`); st != 201 {
+				t.Fatalf("PUT: %d %s", st, body)
+			}
+			rest, err := io.ReadAll(r)
+			if err != nil || !strings.Contains(string(rest), `"id":"`+key+`"`) {
+				t.Fatalf("%s feed after a change: %q (%v), want its row", c.feed, rest, err)
+			}
+		})
+	}
+}

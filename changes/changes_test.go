@@ -620,7 +620,7 @@ func TestClientGoesWhileWaiting(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	for _, q := range []string{"feed=x", "limit=-1", "limit=x", "include_docs=yes", "timeout=x", "heartbeat=-5", "filter=app/f", "filter=_doc_ids", "descending=true", "style=x", "filter=_doc_ids&doc_ids=x"} {
+	for _, q := range []string{"feed=x", "limit=-1", "limit=x", "include_docs=yes", "timeout=x", "heartbeat=-5", "filter=app/f", "filter=_doc_ids", "descending=yes", "style=x", "filter=_doc_ids&doc_ids=x"} {
 		v, _ := url.ParseQuery(q)
 		if _, err := ParseRequest(v, nil); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: %v", q, err)

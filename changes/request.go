@@ -85,6 +85,19 @@ type Request struct {
 	// Collection narrows the feed to one collection, "scope.collection";
 	// "" is _default._default, as for every document endpoint.
 	Collection string
+	// Descending (descending=true) sends the feed newest first, as
+	// CouchDB's does: the rows a forward read from 0 would send now, in
+	// the opposite order, each with the seq the forward read gives it.
+	// Since (and Last-Event-ID) is ignored; the answer's last_seq is where
+	// the walk stopped: the seq of the last row sent, or, with no row, the
+	// position of the moment of the request (a forward feed from it sends
+	// every later change), so descending=true&limit=1 answers the newest
+	// row and a since for what comes after it. pending counts the rows
+	// the walk did not reach. Every mode answers the same walk, framed its
+	// way, and ends without waiting for a change (CouchDB ends a
+	// descending longpoll, continuous or eventsource feed once it has
+	// walked back).
+	Descending bool
 	// DocIDs, when non-nil (filter=_doc_ids), narrows the feed to these
 	// document IDs.
 	DocIDs []string
@@ -125,12 +138,8 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 	if r.IncludeDocs, err = boolParam(q, "include_docs"); err != nil {
 		return nil, err
 	}
-	desc, err := boolParam(q, "descending")
-	if err != nil {
+	if r.Descending, err = boolParam(q, "descending"); err != nil {
 		return nil, err
-	}
-	if desc {
-		return bad("descending=true is not supported: the feed runs forwards only")
 	}
 	if q.Has("timeout") {
 		ms, err := strconv.ParseInt(q.Get("timeout"), 10, 64)

@@ -320,3 +320,40 @@ func TestChangesHeartbeatOverridesTimeout(t *testing.T) {
 		})
 	}
 }
+
+// descending=true, as CouchDB serves it: the feed's rows newest first, each
+// with the seq the forward feed gives it, since ignored, last_seq the last
+// row's; with limit=1, the newest row and a last_seq to follow from; a
+// continuous descending feed walks back and ends, as CouchDB's does.
+func TestChangesDescending(t *testing.T) {
+	f := newFixture(t)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if st, _, body := f.do("PUT", "/default/docs/"+k, "", `{"k":"`+k+`"}`); st != 201 {
+			t.Fatalf("PUT %s: %d %s", k, st, body)
+		}
+	}
+	if st, _, body := f.do("DELETE", "/default/docs/c", "", ""); st != 200 {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	fwd := f.changes("include_docs=true")
+	n := len(fwd.Results)
+	desc := f.changes("descending=true&include_docs=true&since=" + url.QueryEscape(fwd.Results[2].Seq))
+	if len(desc.Results) != n || desc.LastSeq != fwd.Results[0].Seq || desc.Pending != 0 {
+		t.Fatalf("descending: %d rows, last_seq %s, pending %d; want %d, %s, 0", len(desc.Results), desc.LastSeq, desc.Pending, n, fwd.Results[0].Seq)
+	}
+	for i, r := range desc.Results {
+		w := fwd.Results[n-1-i]
+		if r.ID != w.ID || r.Seq != w.Seq || r.Deleted != w.Deleted || string(r.Doc) != string(w.Doc) {
+			t.Errorf("descending row %d: %+v, want %+v", i, r, w)
+		}
+	}
+	one := f.changes("descending=true&limit=1")
+	if len(one.Results) != 1 || one.Results[0].ID != fwd.Results[n-1].ID || one.LastSeq != fwd.Results[n-1].Seq || one.Pending != n-1 {
+		t.Fatalf("descending&limit=1: %+v, want the newest row, its seq as last_seq, pending %d", one, n-1)
+	}
+	st, _, body := f.do("GET", "/default/_changes?feed=continuous&descending=true", "", "")
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if st != 200 || len(lines) != n+1 || !strings.Contains(lines[0], `"id":"`+fwd.Results[n-1].ID+`"`) || !strings.Contains(lines[n], `"last_seq":"`+fwd.Results[0].Seq+`"`) {
+		t.Errorf("continuous descending: %d %q", st, body)
+	}
+}

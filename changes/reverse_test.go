@@ -3,6 +3,7 @@ package changes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -227,4 +228,55 @@ func TestDescendingMemory(t *testing.T) {
 			t.Errorf("%s: held %d documents and places at once, want at most %d", q, f.peak, bound)
 		}
 	}
+}
+
+// While writers rewrite and delete documents, a descending walk sends each
+// document once at most, and every document no writer touched during it.
+func TestDescendingWhileWriting(t *testing.T) {
+	_, b, _ := newBucket(t, t.TempDir())
+	c := b.DefaultCollection()
+	const still = 16 * 300 // a partition's rows read in segments of segments (2 places a pass)
+	for i := range still {
+		upsert(t, c, fmt.Sprintf("still%d", i), `{}`, 0)
+	}
+	for i := range 50 {
+		upsert(t, c, fmt.Sprintf("busy%d", i), `{}`, 0)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			key := fmt.Sprintf("busy%d", i%50)
+			var err error
+			if i%3 == 0 {
+				_, err = c.Delete(ctx, key, nil)
+			} else {
+				_, err = c.Upsert(ctx, key, []byte(`{}`), nil)
+			}
+			if err != nil && ctx.Err() == nil && !errors.Is(err, engine.ErrNotFound) {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 5 {
+		a, _ := runIn(t, b, engine.DefaultCollectionID, "descending=true", 2)
+		seen := map[string]bool{}
+		untouched := 0
+		for _, r := range a.Results {
+			if seen[r.ID] {
+				t.Fatalf("%s sent twice", r.ID)
+			}
+			seen[r.ID] = true
+			if strings.HasPrefix(r.ID, "still") {
+				untouched++
+			}
+		}
+		if untouched != still {
+			t.Fatalf("%d untouched documents sent, want %d", untouched, still)
+		}
+	}
+	cancel()
+	<-done
 }

@@ -109,6 +109,26 @@ func TestResumeAcrossBackfills(t *testing.T) {
 		}
 		covers(got, all.Results, fmt.Sprintf("limit %d", limit))
 	}
+	// Backwards, each partition read in segments of its backfill, the
+	// feed has every document exactly once too, with values for
+	// include_docs; limit=1 sends one row, and the rest are pending.
+	for _, q := range []string{"descending=true", "descending=true&include_docs=true"} {
+		desc := feed(t, b, q)
+		covers(desc.Results, all.Results, q)
+		if len(desc.Results) != len(all.Results) || desc.Pending != 0 {
+			t.Fatalf("%s: %d rows, pending %d; want %d, 0", q, len(desc.Results), desc.Pending, len(all.Results))
+		}
+		if q != "descending=true" {
+			for _, r := range desc.Results {
+				if !r.Deleted && !strings.Contains(string(r.Doc), `"pad":"x`) {
+					t.Fatalf("%s: row of %s without its body: %.80s", q, r.ID, r.Doc)
+				}
+			}
+		}
+	}
+	if one := feed(t, b, "descending=true&limit=1"); len(one.Results) != 1 || one.Pending != int64(len(all.Results)-1) {
+		t.Fatalf("descending limit=1: %d rows, pending %d; want 1, %d", len(one.Results), one.Pending, len(all.Results)-1)
+	}
 }
 
 // TestBackfillTokens: a position inside a backfill survives its token (the

@@ -65,6 +65,26 @@ type bufSink struct{ bytes.Buffer }
 
 func (*bufSink) Flush() error { return nil }
 
+// lockedSink collects what a feed writes while the test reads it.
+type lockedSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *lockedSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (*lockedSink) Flush() error { return nil }
+
+func (s *lockedSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
 // feed runs a normal (or longpoll) request given as a query string and
 // decodes its answer.
 func feed(t *testing.T, b *engine.Bucket, query string) answer {
@@ -293,13 +313,38 @@ func TestModes(t *testing.T) {
 		t.Errorf("longpoll timeout: %+v, want no rows at %s", a, end)
 	}
 
-	// continuous: a row per line, heartbeats as empty lines, a last_seq line.
-	// The timeout leaves many heartbeats' room: a feed goroutine that wakes
-	// late on a busy machine finds the timeout due before the heartbeat.
-	out, err := run(ctx, b, "feed=continuous&timeout=1000&heartbeat=20&limit=10")
+	// continuous: a row per line, heartbeats as empty lines, a last_seq line
+	// at the limit. The heartbeat keeps the feed open past its timeout, as
+	// CouchDB's: it ends at the limit, once two more changes come.
+	q, _ := url.ParseQuery("feed=continuous&timeout=1&heartbeat=20&limit=6")
+	req, err := ParseRequest(q, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := Open(b, engine.DefaultCollectionID, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &lockedSink{}
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx, sink) }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(sink.String(), "\n\n"); { // wall clock: only to catch a hang
+		select {
+		case err := <-ran:
+			t.Fatalf("continuous with a heartbeat ended before its limit (%v): %q", err, sink.String())
+		default:
+		}
+		if time.Now().After(deadline) { // wall clock: only to catch a hang
+			t.Fatalf("no heartbeat: %q", sink.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	upsert(t, c, "e", `{}`, 0)
+	upsert(t, c, "f", `{}`, 0)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	out := sink.String()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	var ids []string
 	for _, l := range lines[:len(lines)-1] {
@@ -312,7 +357,7 @@ func TestModes(t *testing.T) {
 		}
 		ids = append(ids, r.ID)
 	}
-	if len(ids) != 4 || !strings.HasPrefix(lines[len(lines)-1], `{"last_seq":"`) || !strings.Contains(out, "\n\n") {
+	if len(ids) != 6 || !strings.HasPrefix(lines[len(lines)-1], `{"last_seq":"`) || !strings.Contains(out, "\n\n") {
 		t.Errorf("continuous: %q", out)
 	}
 
@@ -323,7 +368,7 @@ func TestModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := strings.Split(strings.TrimSpace(out), "\n\n")
-	if len(events) != 3 {
+	if len(events) != 5 {
 		t.Fatalf("eventsource: %q", out)
 	}
 	for _, e := range events {
@@ -575,7 +620,7 @@ func TestClientGoesWhileWaiting(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	for _, q := range []string{"feed=x", "limit=-1", "limit=x", "include_docs=yes", "timeout=x", "heartbeat=-5", "filter=app/f", "filter=_doc_ids", "descending=true", "style=x", "filter=_doc_ids&doc_ids=x"} {
+	for _, q := range []string{"feed=x", "limit=-1", "limit=x", "include_docs=yes", "timeout=x", "heartbeat=-5", "filter=app/f", "filter=_doc_ids", "descending=yes", "style=x", "filter=_doc_ids&doc_ids=x"} {
 		v, _ := url.ParseQuery(q)
 		if _, err := ParseRequest(v, nil); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: %v", q, err)
@@ -595,11 +640,16 @@ func TestBadRequests(t *testing.T) {
 func TestHugeWaits(t *testing.T) {
 	const year = 365 * 24 * time.Hour
 	for _, ms := range []string{"18446744073710", "9223372036854", "99999999999999999", "9223372036854775807"} {
-		r, err := ParseRequest(url.Values{"feed": {"continuous"}, "timeout": {ms}, "heartbeat": {ms}}, nil)
+		// Apart: a heartbeat overrides the timeout.
+		rt, err := ParseRequest(url.Values{"feed": {"continuous"}, "timeout": {ms}}, nil)
 		if err != nil {
-			t.Fatalf("timeout=heartbeat=%s: %v", ms, err)
+			t.Fatalf("timeout=%s: %v", ms, err)
 		}
-		for name, d := range map[string]time.Duration{"timeout": r.Timeout, "heartbeat": r.Heartbeat} {
+		rh, err := ParseRequest(url.Values{"feed": {"continuous"}, "heartbeat": {ms}}, nil)
+		if err != nil {
+			t.Fatalf("heartbeat=%s: %v", ms, err)
+		}
+		for name, d := range map[string]time.Duration{"timeout": rt.Timeout, "heartbeat": rh.Heartbeat} {
 			if d < year || d+time.Hour < d {
 				t.Errorf("%s=%s ms: %v, want a wait of a year or more that an hour more does not overflow", name, ms, d)
 			}

@@ -18,6 +18,17 @@
 // partition and the sequence number; between windows, the UUID and c. It is
 // base64url of varints, about 35 characters.
 //
+// # Backwards
+//
+// descending=true walks the feed from 0 backwards, as CouchDB does: the
+// same rows in the opposite order, with the same seqs. The engine reads a
+// partition's change log forwards only, so a partition is read in
+// segments (reverse.go): a pass without values marks where each stride of
+// rows begins, at most reverseMarks places, then the segments are read
+// from the last, each reversed in memory when it is a chunk or less, or
+// marked again. A walk holds a chunk of documents and a few places per
+// level, and one with a limit reads only the partitions it reaches.
+//
 // A since from a history the bucket no longer holds (engine.CheckCASPosition)
 // or older than a deletion the metadata purge removed (engine.PurgedCAS) is
 // refused with ErrRollback rather than answered with changes missing.

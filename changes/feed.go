@@ -38,6 +38,9 @@ type Feed struct {
 	cid  engine.CollectionID
 	ids  map[string]bool
 	from position
+	// marks caps a reverse walk's places per pass (reverseMarks; tests
+	// lower it), and peak is the most places and documents one held.
+	marks, peak int
 
 	read, sent atomic.Int64
 }
@@ -55,6 +58,9 @@ func Open(b *engine.Bucket, cid engine.CollectionID, req *Request) (*Feed, error
 		for _, id := range req.DocIDs {
 			f.ids[id] = true
 		}
+	}
+	if req.Descending {
+		return f, nil // since is ignored, as CouchDB does
 	}
 	switch req.Since {
 	case "", "0":
@@ -112,6 +118,9 @@ func (f *Feed) keep(d *engine.Document) bool {
 // for a client that stops reading, and flushes after each chunk.
 func (f *Feed) Run(ctx context.Context, out Sink) error {
 	w := &writer{bw: bufio.NewWriterSize(out, bufferSize), out: out, mode: f.req.Feed}
+	if f.req.Descending {
+		return f.runReverse(ctx, w)
+	}
 	r := newReader(f.b, f.from, f.keep, chunkSize, f.req.Limit, !f.req.IncludeDocs)
 	err := f.run(ctx, r, w)
 	if err != nil && !errors.Is(err, errDone) {
@@ -235,6 +244,79 @@ func (f *Feed) pending(pos position) int64 {
 		if !r.open(top) {
 			break
 		}
+		for d := r.next(); d != nil; d = r.next() {
+			n++
+		}
+	}
+	return n
+}
+
+// runReverse writes a descending feed (Request.Descending): the window
+// (0, now] walked backwards, partition by partition from the last (revWalk),
+// in any mode's framing, without waiting for changes.
+func (f *Feed) runReverse(ctx context.Context, w *writer) error {
+	if err := w.start(); err != nil {
+		return err
+	}
+	top := f.b.StableCAS()
+	last := position{uuid: f.b.UUID(), cas: top} // with no row: the moment of the request
+	limit := f.req.Limit
+	if limit == 0 {
+		return w.finish(last, f.countWindow(top))
+	}
+	rw := &revWalk{f: f, top: top, marks: f.marks}
+	if rw.marks <= 0 {
+		rw.marks = reverseMarks
+	}
+	now := f.b.Clock().Now()
+	var sent int64
+	emit := func(r *revRow) (bool, error) {
+		if err := w.row(r.d, r.pos, f.req.IncludeDocs, now); err != nil {
+			return false, err
+		}
+		last = r.pos
+		sent++
+		f.sent.Store(sent)
+		f.read.Store(rw.read)
+		if limit > 0 && sent == int64(limit) {
+			return false, nil
+		}
+		if sent%chunkSize == 0 {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			if err := w.flush(); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	complete := true
+	for part := f.b.NumPartitions() - 1; part >= 0 && top > 0; part-- {
+		more, err := rw.partition(ctx, part, emit)
+		if err != nil {
+			return err
+		}
+		if !more {
+			complete = false
+			break
+		}
+	}
+	f.read.Store(rw.read)
+	f.peak = rw.peak
+	var pending int64
+	if !complete {
+		pending = max(f.countWindow(top)-sent, 0)
+	}
+	return w.finish(last, pending)
+}
+
+// countWindow counts the rows a forward read from 0 up to top sends (a
+// descending feed's pending is what of them it did not send).
+func (f *Feed) countWindow(top uint64) int64 {
+	r := newReader(f.b, position{uuid: f.b.UUID()}, f.keep, chunkSize, 0, true) // a count: no values
+	var n int64
+	if r.open(top) {
 		for d := r.next(); d != nil; d = r.next() {
 			n++
 		}

@@ -39,6 +39,11 @@ type reader struct {
 	// metaOnly says the reader's documents need no value (see
 	// engine.ChangeScan.MetaOnly).
 	metaOnly bool
+	// single keeps the reader in its partition: next returns nil at the
+	// partition's end in the open window instead of going on to the next
+	// one, and a backfill reads no later partition ahead (a reverse walk
+	// reads one partition at a time: reverse.go).
+	single bool
 	// err is why next stopped before the window's end: a value the bucket
 	// could not read back from its store.
 	err error
@@ -114,6 +119,9 @@ func (r *reader) next() *engine.Document {
 		if r.scan.More {
 			r.scan.Docs = r.scan.Docs[:0]
 			r.scan.ReadAhead = r.left
+			if r.single {
+				r.scan.ReadAhead = 0
+			}
 			r.b.ScanChanges(&r.scan)
 			if r.scan.Ahead != nil {
 				// The backfill that ended read the later partitions'
@@ -135,6 +143,9 @@ func (r *reader) next() *engine.Document {
 			continue
 		}
 		// The partition is done in this window.
+		if r.single {
+			return nil
+		}
 		if r.pos.part+1 < r.parts {
 			r.enter(r.pos.part+1, r.aheadOf(r.pos.part+1))
 			continue

@@ -73,16 +73,31 @@ type Request struct {
 	// expired but not yet deleted.
 	IncludeDocs bool
 	// Heartbeat, when non-zero, sends a newline (an event in eventsource)
-	// after this long without a row, keeping the connection alive; without
-	// an explicit Timeout the feed then runs until the client goes.
+	// after this long without a row, keeping the connection alive: the
+	// feed then runs until its limit or until the client goes, whatever
+	// the timeout parameter says (ParseRequest sets Timeout to -1), as
+	// CouchDB's does.
 	Heartbeat time.Duration
 	// Timeout ends a longpoll, continuous or eventsource feed after this
 	// long without a change (0: as soon as it has caught up); negative
-	// means never.
+	// means never (as with a heartbeat).
 	Timeout time.Duration
 	// Collection narrows the feed to one collection, "scope.collection";
 	// "" is _default._default, as for every document endpoint.
 	Collection string
+	// Descending (descending=true) sends the feed newest first, as
+	// CouchDB's does: the rows a forward read from 0 would send now, in
+	// the opposite order, each with the seq the forward read gives it.
+	// Since (and Last-Event-ID) is ignored; the answer's last_seq is where
+	// the walk stopped: the seq of the last row sent, or, with no row, the
+	// position of the moment of the request (a forward feed from it sends
+	// every later change), so descending=true&limit=1 answers the newest
+	// row and a since for what comes after it. pending counts the rows
+	// the walk did not reach. Every mode answers the same walk, framed its
+	// way, and ends without waiting for a change (CouchDB ends a
+	// descending longpoll, continuous or eventsource feed once it has
+	// walked back).
+	Descending bool
 	// DocIDs, when non-nil (filter=_doc_ids), narrows the feed to these
 	// document IDs.
 	DocIDs []string
@@ -123,15 +138,10 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 	if r.IncludeDocs, err = boolParam(q, "include_docs"); err != nil {
 		return nil, err
 	}
-	desc, err := boolParam(q, "descending")
-	if err != nil {
+	if r.Descending, err = boolParam(q, "descending"); err != nil {
 		return nil, err
 	}
-	if desc {
-		return bad("descending=true is not supported: the feed runs forwards only")
-	}
-	explicitTimeout := q.Has("timeout")
-	if explicitTimeout {
+	if q.Has("timeout") {
 		ms, err := strconv.ParseInt(q.Get("timeout"), 10, 64)
 		if err != nil || ms < 0 {
 			return bad("timeout must be milliseconds, a non-negative integer, got %q", q.Get("timeout"))
@@ -150,8 +160,10 @@ func ParseRequest(q url.Values, body []byte) (*Request, error) {
 			}
 			r.Heartbeat = max(time.Duration(min(ms, maxWaitMS))*time.Millisecond, minHeartbeat)
 		}
-		if r.Heartbeat > 0 && !explicitTimeout {
-			r.Timeout = -1 // as CouchDB: the heartbeat keeps the feed alive
+		if r.Heartbeat > 0 {
+			// As CouchDB (get_changes_timeout): the heartbeat keeps the
+			// feed alive, and an explicit timeout is ignored.
+			r.Timeout = -1
 		}
 	}
 	switch f := q.Get("filter"); f {

@@ -277,3 +277,83 @@ func TestChangesEventSourceResumesFromLastEventID(t *testing.T) {
 		t.Errorf("last-event-id parameter of the second event: events %q, want %q (%q)", got, ids[2:], body)
 	}
 }
+
+// A heartbeat keeps a longpoll, continuous or eventsource feed open past an
+// explicit timeout, as CouchDB's does (its get_changes_timeout ignores
+// timeout when heartbeat is set): the client gets heartbeats until a change
+// comes, then the change, instead of an empty answer at the timeout.
+func TestChangesHeartbeatOverridesTimeout(t *testing.T) {
+	f := newFixture(t)
+	for i, c := range []struct{ feed, opening, beat string }{
+		{"longpoll", "{\"results\":[\n", "\n"},
+		{"continuous", "", "\n"},
+		{"eventsource", "", "event: heartbeat\ndata: \n\n"},
+	} {
+		t.Run(c.feed, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/default/_changes?feed="+c.feed+"&since=now&limit=1&heartbeat=10&timeout=1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.SetBasicAuth(adminUser, adminPass)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			r := bufio.NewReader(resp.Body)
+			want := c.opening + strings.Repeat(c.beat, 3)
+			got := make([]byte, len(want))
+			if n, err := io.ReadFull(r, got); err != nil || string(got) != want {
+				rest, _ := io.ReadAll(r)
+				t.Fatalf("%s feed with heartbeat=10&timeout=1: %q%q (%v), want %q: three heartbeats, not the end at the timeout", c.feed, got[:n], rest, err, want)
+			}
+			key := fmt.Sprintf("hb%d", i)
+			if st, _, body := f.do("PUT", "/default/docs/"+key, "", `{}`); st != 201 {
+				t.Fatalf("PUT: %d %s", st, body)
+			}
+			rest, err := io.ReadAll(r)
+			if err != nil || !strings.Contains(string(rest), `"id":"`+key+`"`) {
+				t.Fatalf("%s feed after a change: %q (%v), want its row", c.feed, rest, err)
+			}
+		})
+	}
+}
+
+// descending=true, as CouchDB serves it: the feed's rows newest first, each
+// with the seq the forward feed gives it, since ignored, last_seq the last
+// row's; with limit=1, the newest row and a last_seq to follow from; a
+// continuous descending feed walks back and ends, as CouchDB's does.
+func TestChangesDescending(t *testing.T) {
+	f := newFixture(t)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if st, _, body := f.do("PUT", "/default/docs/"+k, "", `{"k":"`+k+`"}`); st != 201 {
+			t.Fatalf("PUT %s: %d %s", k, st, body)
+		}
+	}
+	if st, _, body := f.do("DELETE", "/default/docs/c", "", ""); st != 200 {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	fwd := f.changes("include_docs=true")
+	n := len(fwd.Results)
+	desc := f.changes("descending=true&include_docs=true&since=" + url.QueryEscape(fwd.Results[2].Seq))
+	if len(desc.Results) != n || desc.LastSeq != fwd.Results[0].Seq || desc.Pending != 0 {
+		t.Fatalf("descending: %d rows, last_seq %s, pending %d; want %d, %s, 0", len(desc.Results), desc.LastSeq, desc.Pending, n, fwd.Results[0].Seq)
+	}
+	for i, r := range desc.Results {
+		w := fwd.Results[n-1-i]
+		if r.ID != w.ID || r.Seq != w.Seq || r.Deleted != w.Deleted || string(r.Doc) != string(w.Doc) {
+			t.Errorf("descending row %d: %+v, want %+v", i, r, w)
+		}
+	}
+	one := f.changes("descending=true&limit=1")
+	if len(one.Results) != 1 || one.Results[0].ID != fwd.Results[n-1].ID || one.LastSeq != fwd.Results[n-1].Seq || one.Pending != n-1 {
+		t.Fatalf("descending&limit=1: %+v, want the newest row, its seq as last_seq, pending %d", one, n-1)
+	}
+	st, _, body := f.do("GET", "/default/_changes?feed=continuous&descending=true", "", "")
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if st != 200 || len(lines) != n+1 || !strings.Contains(lines[0], `"id":"`+fwd.Results[n-1].ID+`"`) || !strings.Contains(lines[n], `"last_seq":"`+fwd.Results[0].Seq+`"`) {
+		t.Errorf("continuous descending: %d %q", st, body)
+	}
+}

@@ -42,6 +42,7 @@ func TestIdleServeResidentMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin)
+	cmd.SysProcAttr = serverProcAttr()
 	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(args))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -42,6 +42,7 @@ func (n *procNode) start(t *testing.T) {
 	args, _ := json.Marshal(n.args)
 	n.out = &syncBuffer{}
 	n.cmd = exec.Command(os.Args[0])
+	n.cmd.SysProcAttr = serverProcAttr()
 	n.cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(args), "MAYFLY_ADMIN_PASSWORD=password")
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 	if err := n.cmd.Start(); err != nil {

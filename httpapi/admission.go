@@ -111,6 +111,9 @@ const (
 
 // routeTemplate is the path template of the route r matched, "" for none.
 func routeTemplate(r *http.Request) string {
+	if rl, ok := r.Context().Value(routeKey{}).(*routeLabel); ok && rl.viewRouted {
+		return viewRoute
+	}
 	tmpl := ""
 	if cr := mux.CurrentRoute(r); cr != nil {
 		tmpl, _ = cr.GetPathTemplate()

@@ -185,14 +185,15 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	p, err := views.ParseParams(r.URL.Query(), body)
+	var params views.Params // on the stack: the query keeps a copy
+	if err := views.ParseRawParams(&params, r.URL.RawQuery, body); err != nil {
+		return err
+	}
+	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, &params)
 	if err != nil {
 		return err
 	}
-	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, p)
-	if err != nil {
-		return err
-	}
+	p := q.Params()
 	if s.coverage != nil && p.Forecast == 0 {
 		b, err := s.bucketOf(r)
 		if err != nil {

@@ -220,3 +220,41 @@ func TestMacPooled(t *testing.T) {
 		t.Errorf("%v allocations per mac, want 0", n)
 	}
 }
+
+// A credential answered from the cache gets the principal made when it was
+// cached, without parsing the user's roles again for each request; a change
+// of the user's roles is seen at once (the cached entry names the user
+// record it was made from).
+func TestVerifyCacheKeepsPrincipalUntilRolesChange(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openThrottled(t, &Options{VerifyCacheTTL: time.Minute})
+	reader := []Role{{Name: RoleDataReader, Bucket: "b"}}
+	if err := s.PutUser("u", "", "secret1", reader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(ctx, "u", "secret1", ""); err != nil { // checked, cached
+		t.Fatal(err)
+	}
+	p1, err := s.Authenticate(ctx, "u", "secret1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.Authenticate(ctx, "u", "secret1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1 != p2 || !p2.Allows(Permission{Action: DataRead, Bucket: "b"}) {
+		t.Fatalf("cache hits: %p %+v, then %p %+v; want one principal, with data_reader on b", p1, p1, p2, p2)
+	}
+	if err := s.PutUser("u", "", "", []Role{{Name: RoleDataWriter, Bucket: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Second)
+	p3, err := s.Authenticate(ctx, "u", "secret1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3.Allows(Permission{Action: DataRead, Bucket: "b"}) || !p3.Allows(Permission{Action: DataWrite, Bucket: "b"}) {
+		t.Fatalf("after the roles changed: %+v; want data_writer only", p3)
+	}
+}

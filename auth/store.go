@@ -190,6 +190,7 @@ type Store struct {
 // verifiedEntry is one cached verification.
 type verifiedEntry struct {
 	u       *User
+	p       *Principal // u's, made once: nil if its roles did not parse
 	expires time.Time
 }
 
@@ -414,7 +415,8 @@ func (s *Store) forgetLocked(id string) {
 //
 // A credential that succeeded within Options.VerifyCacheTTL is answered from
 // the cache at once, throttled or not: a flood of wrong passwords never
-// locks out a caller already logged in.
+// locks out a caller already logged in. Such answers share one Principal,
+// made when the credential was cached: callers must not change it.
 func (s *Store) Authenticate(ctx context.Context, name, password, source string) (*Principal, error) {
 	if password == "" || len(name) > MaxUserName || len(password) > maxPassword {
 		// No user has such a credential: refused without a check.
@@ -426,6 +428,9 @@ func (s *Store) Authenticate(ctx context.Context, name, password, source string)
 	u := s.userLocked(name)
 	if e, ok := s.verified[key]; ok && u != nil && e.u == u && now.Before(e.expires) {
 		s.mu.Unlock()
+		if e.p != nil {
+			return e.p, nil
+		}
 		return principalOf(u)
 	}
 	s.mu.Unlock()
@@ -506,7 +511,8 @@ func (s *Store) runCheck(ctx context.Context, key [32]byte, c *check, name, pass
 	}
 	s.mu.Lock()
 	if s.userLocked(name) == c.u { // not changed meanwhile
-		s.verified[key] = verifiedEntry{u: c.u, expires: now.Add(s.cacheTTL)}
+		p, _ := principalOf(c.u) // nil on error: a hit then answers principalOf's error
+		s.verified[key] = verifiedEntry{u: c.u, p: p, expires: now.Add(s.cacheTTL)}
 	}
 	s.mu.Unlock()
 }

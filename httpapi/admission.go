@@ -111,6 +111,9 @@ const (
 
 // routeTemplate is the path template of the route r matched, "" for none.
 func routeTemplate(r *http.Request) string {
+	if rl, ok := r.Context().Value(routeKey{}).(*routeLabel); ok && rl.viewRouted {
+		return viewRoute
+	}
 	tmpl := ""
 	if cr := mux.CurrentRoute(r); cr != nil {
 		tmpl, _ = cr.GetPathTemplate()
@@ -158,7 +161,10 @@ func (s *server) admit(next http.Handler) http.Handler {
 			return
 		}
 		hasBody := r.ContentLength > 0 || (r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody)
-		rc := http.NewResponseController(w)
+		var rc *http.ResponseController // the body's deadlines: none without one
+		if hasBody {
+			rc = http.NewResponseController(w)
+		}
 		// The body deadlines never pass the server's own ReadTimeout.
 		var readTimeout time.Duration
 		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {

@@ -224,26 +224,52 @@ func newHTTPMetrics() *httpMetrics {
 type routeKey struct{}
 
 // routeLabel is what the front door learns of a request as it goes: the
-// matched route's template, filled in by markRoute once mux has matched
-// it, and the authenticated caller, filled in by guard. One value in the
-// request's context for both: each context value costs a copy of the
-// request (WithContext), and a 100-row view answer's garbage is mostly
-// such plumbing.
+// matched route's template, filled in by markRoute (or viewRouter) once the
+// route is known, and the authenticated caller, filled in by guard. It is
+// the request's context too: its parent's, with itself as the value of
+// routeKey. Each context value costs a copy of the request (WithContext)
+// and a 100-row view answer's garbage was mostly such plumbing, so a
+// request carries one, set once.
 type routeLabel struct {
+	context.Context
 	template  string
 	principal *auth.Principal
+	// viewVars are a view query's bucket, design document and view, as
+	// sent, when viewRouted: viewRouter matched the request, not mux.
+	viewVars   [3]string
+	viewRouted bool
+}
+
+// newRouteLabel returns r with a routeLabel of its own as its context.
+func newRouteLabel(r *http.Request) (*http.Request, *routeLabel) {
+	rl := &routeLabel{Context: r.Context(), template: "none"}
+	return r.WithContext(rl), rl
+}
+
+// Value is the parent context's, but for routeKey: the label itself.
+func (rl *routeLabel) Value(key any) any {
+	if key == (routeKey{}) {
+		return rl
+	}
+	return rl.Context.Value(key)
+}
+
+// instrumented is what instrument keeps of a request: its status and its
+// label, in one allocation.
+type instrumented struct {
+	rec codeRecorder
+	rl  routeLabel
 }
 
 // instrument counts and times every request next answers.
 func (m *httpMetrics) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now() // wall clock: request latency
-		rl := &routeLabel{template: "none"}
-		rec := &codeRecorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), routeKey{}, rl)))
+		st := &instrumented{rec: codeRecorder{ResponseWriter: w, status: http.StatusOK}, rl: routeLabel{Context: r.Context(), template: "none"}}
+		next.ServeHTTP(&st.rec, r.WithContext(&st.rl))
 		method := methodLabel(r.Method)
-		m.requests.WithLabelValues(rl.template, method, strconv.Itoa(rec.status)).Inc()
-		m.duration.WithLabelValues(rl.template, method).Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(st.rl.template, method, strconv.Itoa(st.rec.status)).Inc()
+		m.duration.WithLabelValues(st.rl.template, method).Observe(time.Since(start).Seconds())
 	})
 }
 

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gorilla/mux"
-
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -22,7 +20,7 @@ const maxSettingsBody = 1 << 20
 // pathVar returns a decoded path variable (the router keeps paths encoded so
 // keys may contain "/").
 func pathVar(r *http.Request, name string) (string, error) {
-	v, err := url.PathUnescape(mux.Vars(r)[name])
+	v, err := url.PathUnescape(routeVar(r, name))
 	if err != nil {
 		return "", errBadRequest(fmt.Sprintf("%s: bad URL escape", name))
 	}

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/internal/rawquery"
 )
 
 // realm is Couchbase's Basic realm, so its tools recognise the challenge.
@@ -132,8 +132,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		rl, ok := r.Context().Value(routeKey{}).(*routeLabel)
 		if !ok { // not under instrument: a value of its own
-			rl = &routeLabel{template: "none"}
-			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, rl))
+			r, rl = newRouteLabel(r)
 		}
 		rl.principal = p // instrument's value: no copy of the request
 		next.ServeHTTP(w, r)
@@ -223,7 +222,7 @@ func on(actions ...auth.Action) permFunc {
 	return func(r *http.Request) []auth.Permission {
 		b, err := pathVar(r, "bucket")
 		if err != nil {
-			b = mux.Vars(r)["bucket"]
+			b = routeVar(r, "bucket")
 		}
 		ps := make([]auth.Permission, len(actions))
 		for i, a := range actions {
@@ -260,38 +259,12 @@ func queryTrue(name string) func(r *http.Request) bool {
 	}
 }
 
-// maxScannedParams is the most parameters queryParam reads itself.
-const maxScannedParams = 100
-
 // queryParam returns the first value of parameter name in the raw query
 // and whether it is there, exactly as url.ParseQuery's Values answer Get
-// and Has (pairs it cannot parse skipped alike), without building them:
-// the permission checks ask it for every request of a view or a document,
-// and the handler parses the query again anyway.
+// and Has, without building them (rawquery): the permission checks ask it
+// for every request of a view or a document.
 func queryParam(raw, name string) (string, bool) {
-	if strings.Count(raw, "&") >= maxScannedParams {
-		// url.ParseQuery refuses a query past its own limit of parameters
-		// (GODEBUG urlmaxqueryparams): its answer, whatever the limit.
-		q, _ := url.ParseQuery(raw)
-		return q.Get(name), q.Has(name)
-	}
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		if pair == "" || strings.Contains(pair, ";") {
-			continue
-		}
-		k, v, _ := strings.Cut(pair, "=")
-		k, err := url.QueryUnescape(k) // no allocation unless escaped
-		if err != nil || k != name {
-			continue
-		}
-		if v, err = url.QueryUnescape(v); err != nil {
-			continue
-		}
-		return v, true
-	}
-	return "", false
+	return rawquery.Parse(raw).Lookup(name)
 }
 
 // need wraps a handler with its authorization: 403 in Couchbase's shape

@@ -254,6 +254,12 @@ type server struct {
 // authenticates; each route needs the permission the table in README.md
 // names.
 func New(eng *engine.Engine, opts *Options) http.Handler {
+	h, _ := newAPI(eng, opts)
+	return h
+}
+
+// newAPI is New, returning its router too (for the tests).
+func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	o := Options{}
 	if opts != nil {
 		o = *opts
@@ -366,7 +372,9 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	r.Handle("/{bucket}/_design/{ddoc}", s.need(on(auth.ViewsWrite), noForm, s.deleteDesignDoc)).Methods(http.MethodDelete)
 	r.Handle("/{bucket}/_design/{ddoc}/_info", s.need(on(auth.ViewsRead), noForm, s.designDocInfo)).Methods(http.MethodGet)
 	// include_docs returns documents: it needs data_reader as well.
-	r.Handle("/{bucket}/_design/{ddoc}/_view/{view}", s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView)).Methods(http.MethodGet, http.MethodPost)
+	// viewRouter routes it ahead of mux, with mux's middleware (admit).
+	queryView := s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView)
+	r.Handle(viewRoute, queryView).Methods(http.MethodGet, http.MethodPost)
 
 	r.Handle("/{bucket}/_expiry", s.need(on(auth.StatsRead), noForm, s.expiryForecast)).Methods(http.MethodGet)
 	r.Handle("/{bucket}/_expiry/runs", s.need(on(auth.StatsRead), noForm, s.pagerRuns)).Methods(http.MethodGet)
@@ -377,5 +385,6 @@ func New(eng *engine.Engine, opts *Options) http.Handler {
 	if o.Search != nil {
 		s.searchRoutes(r, o.Search)
 	}
-	return hm.instrument(s.guard(r))
+	vr := &viewRouter{mux: r, view: s.admit(queryView)}
+	return hm.instrument(s.guard(vr)), vr
 }

@@ -185,14 +185,15 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	p, err := views.ParseParams(r.URL.Query(), body)
+	var params views.Params // on the stack: the query keeps a copy
+	if err := views.ParseRawParams(&params, r.URL.RawQuery, body); err != nil {
+		return err
+	}
+	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, &params)
 	if err != nil {
 		return err
 	}
-	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, p)
-	if err != nil {
-		return err
-	}
+	p := q.Params()
 	if s.coverage != nil && p.Forecast == 0 {
 		b, err := s.bucketOf(r)
 		if err != nil {
@@ -203,14 +204,7 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	w.Header().Set("Cache-Control", "must-revalidate")
-	// An answer from an index that is behind says so, and by how much.
-	started := func(h http.Header) {
-		if n := q.Behind(); n > 0 {
-			h.Set("X-Mayfly-Index-Building", "true")
-			h.Set("X-Mayfly-Index-Pending", strconv.FormatUint(n, 10))
-		}
-	}
-	err = q.Run(r.Context(), &lazyJSON{w: w, started: started})
+	err = q.Run(r.Context(), &lazyJSON{w: w, q: q})
 	var se *views.StreamError
 	switch {
 	case err == nil, r.Context().Err() != nil:
@@ -247,17 +241,22 @@ func classifyViews(err error) *httpError {
 // lazyJSON sets the JSON content type on the first write, so an error found
 // before any row can still be answered with its own status.
 type lazyJSON struct {
-	w       http.ResponseWriter
-	began   bool
-	started func(http.Header) // sets more headers on the first write
+	w     http.ResponseWriter
+	began bool
+	q     *views.Query // when set, the query answered: see Write
 }
 
 func (l *lazyJSON) Write(p []byte) (int, error) {
 	if !l.began {
 		l.began = true
-		l.w.Header().Set("Content-Type", "application/json")
-		if l.started != nil {
-			l.started(l.w.Header())
+		h := l.w.Header()
+		h.Set("Content-Type", "application/json")
+		// An answer from an index that is behind says so, and by how much.
+		if l.q != nil {
+			if n := l.q.Behind(); n > 0 {
+				h.Set("X-Mayfly-Index-Building", "true")
+				h.Set("X-Mayfly-Index-Pending", strconv.FormatUint(n, 10))
+			}
 		}
 	}
 	return l.w.Write(p)

@@ -85,7 +85,7 @@ func (rdr *Reader) Forecast(ctx context.Context, view string, r Range, now, inte
 	}
 	// spans are ascending intervals of tree keys whatever r.Descending,
 	// which only swaps which of r's bounds is the lower one.
-	spans, err := r.spans()
+	spans, err := r.spans(nil)
 	if err != nil {
 		return nil, err
 	}

@@ -44,10 +44,20 @@ func EncodeKey(raw []byte) ([]byte, error) {
 	return appendKey(nil, raw)
 }
 
+// CheckKey returns the error EncodeKey(raw) would return, without
+// encoding raw: a query's keys are checked when it is prepared and encoded
+// when it runs.
+func CheckKey(raw []byte) error {
+	if !validJSON(raw) {
+		return fmt.Errorf("%w: %.64q", ErrInvalidKey, raw)
+	}
+	return nil
+}
+
 // appendKey appends EncodeKey(raw) to dst.
 func appendKey(dst, raw []byte) ([]byte, error) {
-	if !validJSON(raw) {
-		return dst, fmt.Errorf("%w: %.64q", ErrInvalidKey, raw)
+	if err := CheckKey(raw); err != nil {
+		return dst, err
 	}
 	st := getColl()
 	defer putColl(st)

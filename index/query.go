@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 )
 
 // Row is one view row. Key and Value are raw JSON; they are owned by the index
@@ -81,8 +82,9 @@ func (s span) empty() bool {
 	return s.lo != nil && s.hi != nil && bytes.Compare(s.lo, s.hi) >= 0
 }
 
-// spans turns r into the intervals of tree keys to visit, in order.
-func (r *Range) spans() ([]span, error) {
+// spans turns r into the intervals of tree keys to visit, in order,
+// appended to dst (a caller's array holds the one span of a key range).
+func (r *Range) spans(dst []span) ([]span, error) {
 	// below(k, id) is the tree key just below the rows of key k (from document
 	// id); above(k, id) the one just above them (up to document id).
 	below := func(enc []byte, id string, set bool) []byte {
@@ -100,16 +102,16 @@ func (r *Range) spans() ([]span, error) {
 	if r.Keys != nil {
 		// Each key is a range of its own, with the document id bounds
 		// applied, as Couchbase folds keys into start and end keys.
-		out := make([]span, len(r.Keys))
-		for i, k := range r.Keys {
+		out := slices.Grow(dst, len(r.Keys))
+		for _, k := range r.Keys {
 			enc, err := EncodeKey(k)
 			if err != nil {
 				return nil, err
 			}
 			if !r.Descending {
-				out[i] = span{below(enc, r.StartDocID, r.StartDocIDSet), above(enc, r.EndDocID, r.EndDocIDSet)}
+				out = append(out, span{below(enc, r.StartDocID, r.StartDocIDSet), above(enc, r.EndDocID, r.EndDocIDSet)})
 			} else {
-				out[i] = span{below(enc, r.EndDocID, r.EndDocIDSet), above(enc, r.StartDocID, r.StartDocIDSet)}
+				out = append(out, span{below(enc, r.EndDocID, r.EndDocIDSet), above(enc, r.StartDocID, r.StartDocIDSet)})
 			}
 		}
 		return out, nil
@@ -150,7 +152,7 @@ func (r *Range) spans() ([]span, error) {
 			}
 		}
 	}
-	return []span{s}, nil
+	return append(dst, s), nil
 }
 
 // Query calls fn with each row of view selected by r, in index order (reversed
@@ -175,7 +177,8 @@ func (rdr *Reader) Query(ctx context.Context, view string, r Range, fn func(Row)
 		return err
 	}
 	defer recoverPage(&err)
-	spans, err := r.spans()
+	var one [1]span
+	spans, err := r.spans(one[:0])
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func (rdr *Reader) Reduce(ctx context.Context, view string, r Range, g Grouping,
 	if red == nil {
 		return fmt.Errorf("%w: %q", ErrNoReducer, view)
 	}
-	spans, err := r.spans()
+	spans, err := r.spans(nil)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ type ViewForecast struct {
 
 // runForecast answers a query with forecast at instant now, from rd.
 func (q *Query) runForecast(ctx context.Context, rd *index.Reader, w io.Writer, now int64) error {
-	f, err := rd.Forecast(ctx, q.view, q.rng, now, q.p.Forecast, q.p.Horizon, q.reduce)
+	f, err := rd.Forecast(ctx, q.view, q.rangeOf(), now, q.p.Forecast, q.p.Horizon, q.reduce)
 	if err != nil {
 		err = reduceError(q.view, err, q.ix.reduced.updating(q.view))
 		var re *ReduceError

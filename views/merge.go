@@ -167,7 +167,7 @@ func (q *Query) partial(ctx context.Context, share Share, target []uint64) (*Par
 	if now == 0 {
 		now = q.ix.bucket.Clock().Now()
 	}
-	rng := q.rng
+	rng := q.rangeOf()
 	rng.Now = now
 	if share.Partitions != nil {
 		rng.Include = q.ix.subset(slices.Clone(share.Partitions))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/internal/rawquery"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/tidwall/gjson"
 )
@@ -86,14 +87,32 @@ type Params struct {
 // body that may carry {"keys": [...]}. It checks each value on its own; Check
 // then checks them against the view.
 func ParseParams(q url.Values, body []byte) (*Params, error) {
-	p := &Params{InclusiveEnd: true, Limit: -1, GroupLevel: -1}
+	p := new(Params)
+	if err := parseParams(p, rawquery.FromValues(q), body); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ParseRawParams is ParseParams into p of the parameters url.ParseQuery
+// finds in raw, a URL's RawQuery (those it can parse, as http.Request's
+// URL.Query keeps them), read in place: no map of the parameters is built,
+// only the values asked for are unescaped, and p can be the caller's (a
+// Query keeps a copy). Errors are ParseParams'; p is then undefined.
+func ParseRawParams(p *Params, raw string, body []byte) error {
+	return parseParams(p, rawquery.Parse(raw), body)
+}
+
+func parseParams(p *Params, q rawquery.Query, body []byte) error {
+	*p = Params{InclusiveEnd: true, Limit: -1, GroupLevel: -1}
 	var err error
 	jsonParam := func(names ...string) ([]byte, error) {
 		for _, n := range names {
-			if !q.Has(n) {
+			v, ok := q.Lookup(n)
+			if !ok {
 				continue
 			}
-			v := strings.TrimSpace(q.Get(n))
+			v = strings.TrimSpace(v)
 			if !gjson.Valid(v) {
 				return nil, badRequest(n, "invalid UTF-8 JSON: %s", strconv.Quote(v))
 			}
@@ -102,20 +121,20 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		return nil, nil
 	}
 	if p.Key, err = jsonParam("key"); err != nil {
-		return nil, err
+		return err
 	}
 	if p.StartKey, err = jsonParam("startkey", "start_key"); err != nil {
-		return nil, err
+		return err
 	}
 	if p.EndKey, err = jsonParam("endkey", "end_key"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkKeySize("key", p.Key); err != nil {
-		return nil, err
+		return err
 	}
 	keys, err := jsonParam("keys")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var arr gjson.Result // the keys array, inside src
 	src := keys
@@ -124,10 +143,10 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 	}
 	if len(body) > 0 {
 		if !gjson.ValidBytes(body) {
-			return nil, badRequest("keys", "the request body is not valid JSON")
+			return badRequest("keys", "the request body is not valid JSON")
 		}
 		if first := bytes.TrimLeft(body, " \t\r\n"); len(first) == 0 || first[0] != '{' {
-			return nil, badRequest("keys", "Request body must be a JSON object")
+			return badRequest("keys", "Request body must be a JSON object")
 		}
 		if k := gjson.GetBytes(body, "keys"); k.Exists() {
 			if k.Index > 0 {
@@ -140,54 +159,62 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 	}
 	if src != nil {
 		if !arr.IsArray() {
-			return nil, badRequest("keys", "`keys` parameter is not an array.")
+			return badRequest("keys", "`keys` parameter is not an array.")
 		}
 		if p.Keys, err = splitKeys(src, arr); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p.StartKeyDocID, p.StartKeyDocIDSet = firstOf(q, "startkey_docid", "start_key_doc_id")
 	p.EndKeyDocID, p.EndKeyDocIDSet = firstOf(q, "endkey_docid", "end_key_doc_id")
 	boolP := func(name string, dst *bool) error {
-		if !q.Has(name) {
+		v, ok := q.Lookup(name)
+		if !ok {
 			return nil
 		}
-		switch strings.ToLower(q.Get(name)) {
+		switch strings.ToLower(v) {
 		case "true":
 			*dst = true
 		case "false":
 			*dst = false
 		default:
-			return parseErr(name, "Invalid boolean parameter: %s", strconv.Quote(q.Get(name)))
+			return parseErr(name, "Invalid boolean parameter: %s", strconv.Quote(v))
 		}
 		return nil
 	}
-	for name, dst := range map[string]*bool{"inclusive_end": &p.InclusiveEnd, "descending": &p.Descending, "group": &p.Group, "include_docs": &p.IncludeDocs} {
-		if err := boolP(name, dst); err != nil {
-			return nil, err
-		}
+	if err := boolP("inclusive_end", &p.InclusiveEnd); err != nil {
+		return err
+	}
+	if err := boolP("descending", &p.Descending); err != nil {
+		return err
+	}
+	if err := boolP("group", &p.Group); err != nil {
+		return err
+	}
+	if err := boolP("include_docs", &p.IncludeDocs); err != nil {
+		return err
 	}
 	if q.Has("reduce") {
 		var r bool
 		if err := boolP("reduce", &r); err != nil {
-			return nil, err
+			return err
 		}
 		p.Reduce = &r
 	}
 	if q.Has("full_set") {
 		var ignored bool
 		if err := boolP("full_set", &ignored); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if q.Has("count") {
-		return nil, parseErr("count", "Query parameter 'count' is now 'limit'.")
+		return parseErr("count", "Query parameter 'count' is now 'limit'.")
 	}
 	uintP := func(name string) (int, bool, error) {
-		if !q.Has(name) {
+		s, ok := q.Lookup(name)
+		if !ok {
 			return 0, false, nil
 		}
-		s := q.Get(name)
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return 0, false, parseErr(name, "Invalid value for integer parameter: %s", strconv.Quote(s))
@@ -201,22 +228,22 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		return int(n), true, nil
 	}
 	if n, ok, err := uintP("limit"); err != nil {
-		return nil, err
+		return err
 	} else if ok {
 		p.Limit = n
 	}
 	if n, ok, err := uintP("skip"); err != nil {
-		return nil, err
+		return err
 	} else if ok {
 		p.Skip = n
 	}
 	if n, ok, err := uintP("group_level"); err != nil {
-		return nil, err
+		return err
 	} else if ok {
 		p.GroupLevel = n
 	}
-	if q.Has("stale") {
-		switch strings.ToLower(q.Get("stale")) {
+	if v, ok := q.Lookup("stale"); ok {
+		switch strings.ToLower(v) {
 		case "ok":
 			p.Stale = StaleOK
 		case "false":
@@ -224,7 +251,7 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		case "update_after":
 			p.Stale = StaleUpdateAfter
 		default:
-			return nil, parseErr("stale", "stale only available as stale=ok, stale=update_after or stale=false")
+			return parseErr("stale", "stale only available as stale=ok, stale=update_after or stale=false")
 		}
 	}
 	if q.Has("on_error") {
@@ -233,39 +260,39 @@ func ParseParams(q url.Values, body []byte) (*Params, error) {
 		case "stop":
 			p.OnErrorStop = true
 		default:
-			return nil, badRequest("on_error", "Invalid value (`%s`) for the parameter `on_error`. It must be `continue` (default) or `stop`.", v)
+			return badRequest("on_error", "Invalid value (`%s`) for the parameter `on_error`. It must be `continue` (default) or `stop`.", v)
 		}
 	}
 	if q.Has("connection_timeout") {
 		n, err := strconv.ParseInt(q.Get("connection_timeout"), 10, 64)
 		if err != nil {
-			return nil, badRequest("connection_timeout", "Query parameter `connection_timeout` must be an integer")
+			return badRequest("connection_timeout", "Query parameter `connection_timeout` must be an integer")
 		}
 		p.ConnectionTimeoutMS = n
 	}
 	if q.Has("expired") {
 		var ok bool
 		if p.Expired, ok = parseExpired(q.Get("expired")); !ok {
-			return nil, badRequest("expired", "Invalid value (`%s`) for the parameter `expired`. It must be `include` or `exclude`.", q.Get("expired"))
+			return badRequest("expired", "Invalid value (`%s`) for the parameter `expired`. It must be `include` or `exclude`.", q.Get("expired"))
 		}
 	}
 	if err := parseForecast(q, p); err != nil {
-		return nil, err
+		return err
 	}
 	if p.Keys != nil {
 		switch {
 		case p.Key != nil:
-			return nil, parseErr("key", "Query parameter `key` is not compatible with multi-get")
+			return parseErr("key", "Query parameter `key` is not compatible with multi-get")
 		case p.StartKey != nil:
-			return nil, parseErr("start_key", "Query parameter `start_key` is not compatible with multi-get")
+			return parseErr("start_key", "Query parameter `start_key` is not compatible with multi-get")
 		case p.EndKey != nil:
-			return nil, parseErr("end_key", "Query parameter `end_key` is not compatible with multi-get")
+			return parseErr("end_key", "Query parameter `end_key` is not compatible with multi-get")
 		}
 	}
 	if p.Group && p.GroupLevel >= 0 {
-		return nil, parseErr("group_level", "Query parameter `group_level` is not compatible with `group`")
+		return parseErr("group_level", "Query parameter `group_level` is not compatible with `group`")
 	}
-	return p, nil
+	return nil
 }
 
 // Bounds of the keys a query may ask for.
@@ -319,17 +346,17 @@ func splitKeys(src []byte, arr gjson.Result) ([][]byte, error) {
 
 // firstOf returns the value of the first of names given, and whether one
 // was.
-func firstOf(q url.Values, names ...string) (string, bool) {
+func firstOf(q rawquery.Query, names ...string) (string, bool) {
 	for _, n := range names {
-		if q.Has(n) {
-			return q.Get(n), true
+		if v, ok := q.Lookup(n); ok {
+			return v, true
 		}
 	}
 	return "", false
 }
 
 // parseForecast parses the forecast and horizon parameters into p.
-func parseForecast(q url.Values, p *Params) error {
+func parseForecast(q rawquery.Query, p *Params) error {
 	if !q.Has("forecast") {
 		if q.Has("horizon") {
 			return badRequest("horizon", "Query parameter `horizon` needs `forecast`")

@@ -2,7 +2,9 @@ package views_test
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,7 +12,10 @@ import (
 )
 
 // FuzzParseViewParams: any query string and body either parse or give a
-// *QueryError naming a parameter; nothing panics.
+// *QueryError naming a parameter; nothing panics. ParseRawParams, reading
+// the query in place, gives the same answer or the same error as
+// ParseParams of url.ParseQuery's values (the HTTP handler used to parse
+// URL.Query, which keeps what ParseQuery parsed even when it errs).
 func FuzzParseViewParams(f *testing.F) {
 	for _, s := range []string{
 		"", "key=1", "keys=[1,2]", "startkey=%5B1%5D&endkey=%5B2%5D&descending=true", "limit=-1", "skip=x",
@@ -22,8 +27,17 @@ func FuzzParseViewParams(f *testing.F) {
 	f.Add("", `{"keys":[1,"a",null]}`)
 	f.Add("key=1", `{"keys":[1]}`)
 	f.Add("", `{"keys":`)
+	f.Add("limit=1;x&limit=2&stale=%zz&stale=ok&startkey=%5B1", "")
+	f.Add("descending=yes&group=maybe&inclusive_end=no&include_docs=0", "")
+	f.Add(strings.Repeat("a&", 120)+"limit=x", "")
 	f.Fuzz(func(t *testing.T, query, body string) {
 		q, err := url.ParseQuery(query)
+		raw := views.Params{Limit: 7, Keys: [][]byte{}} // not reset: ParseRawParams must do it
+		rawErr := views.ParseRawParams(&raw, query, []byte(body))
+		byMap, mapErr := views.ParseParams(q, []byte(body))
+		if fmt.Sprint(rawErr) != fmt.Sprint(mapErr) || mapErr == nil && !reflect.DeepEqual(&raw, byMap) {
+			t.Fatalf("query %q: ParseRawParams: %+v, %v; ParseParams: %+v, %v", query, raw, rawErr, byMap, mapErr)
+		}
 		if err != nil {
 			return
 		}

@@ -21,19 +21,38 @@ type Query struct {
 	ddoc   string // the design document's name, without DesignDocPrefix
 	ix     *indexer
 	view   string
-	p      *Params
+	p      Params // a copy: the caller's may be on its stack
 	reduce bool
-	rng    index.Range
-	group  index.Grouping
+	// excludeExpired: expired=exclude, or the design document's default.
+	excludeExpired bool
+	group          index.Grouping
 }
 
 // Excludes reports whether the query leaves out the rows of expired
 // documents (expired=exclude, or the design document's default).
-func (q *Query) Excludes() bool { return q.rng.ExcludeExpired }
+func (q *Query) Excludes() bool { return q.excludeExpired }
+
+// rangeOf is the index range the query reads, from its parameters (kept
+// once, in p, rather than twice: a query is allocated for every request).
+func (q *Query) rangeOf() index.Range {
+	p := &q.p
+	r := index.Range{
+		Keys: p.Keys, StartKey: p.StartKey, EndKey: p.EndKey,
+		StartDocID: p.StartKeyDocID, EndDocID: p.EndKeyDocID,
+		StartDocIDSet: p.StartKeyDocIDSet, EndDocIDSet: p.EndKeyDocIDSet,
+		InclusiveEnd: p.InclusiveEnd, Descending: p.Descending,
+		ExcludeExpired: q.excludeExpired,
+	}
+	if p.Key != nil {
+		r.StartKey, r.EndKey = p.Key, p.Key
+	}
+	return r
+}
 
 // Prepare finds the view and checks the parameters against it, so that every
 // error is known before the first byte of the answer. A missing design
 // document or view wraps ErrNotFound; a bad parameter is a *QueryError.
+// The query keeps a copy of *p.
 func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Params) (*Query, error) {
 	ix, err := s.indexerFor(bucket, ddoc)
 	if err != nil {
@@ -44,7 +63,7 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	if !ok {
 		return nil, fmt.Errorf("%w: View `%s` not defined in local design document `%s`.", ErrNotFound, view, d.ID)
 	}
-	q := &Query{s: s, bucket: bucket, ddoc: ddoc, ix: ix, view: view, p: p}
+	q := &Query{s: s, bucket: bucket, ddoc: ddoc, ix: ix, view: view, p: *p}
 	hasReduce := def.Reduce != ""
 	q.reduce = hasReduce
 	if p.Reduce != nil {
@@ -63,17 +82,11 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		return nil, parseErr("keys", "Multi-key fetchs for reduce view must include `group=true`")
 	}
 	q.group = index.Grouping{Exact: p.Group, Level: max(p.GroupLevel, 0)}
-	q.rng = index.Range{
-		Keys: p.Keys, StartKey: p.StartKey, EndKey: p.EndKey,
-		StartDocID: p.StartKeyDocID, EndDocID: p.EndKeyDocID,
-		StartDocIDSet: p.StartKeyDocIDSet, EndDocIDSet: p.EndKeyDocIDSet,
-		InclusiveEnd: p.InclusiveEnd, Descending: p.Descending,
-	}
 	mode := p.Expired
 	if mode == ExpiredDefault {
 		mode = d.Expired
 	}
-	q.rng.ExcludeExpired = mode == ExpiredExclude
+	q.excludeExpired = mode == ExpiredExclude
 	for _, k := range []struct {
 		name string
 		key  []byte
@@ -87,13 +100,10 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 			return nil, err
 		}
 	}
-	if p.Key != nil {
-		q.rng.StartKey, q.rng.EndKey = p.Key, p.Key
-	}
-	if q.rng.StartKey != nil && q.rng.EndKey != nil {
-		c := index.Compare(q.rng.StartKey, q.rng.EndKey)
-		if c == 0 && q.rng.StartDocID != "" && q.rng.EndDocID != "" {
-			c = compareStrings(q.rng.StartDocID, q.rng.EndDocID)
+	if rng := q.rangeOf(); rng.StartKey != nil && rng.EndKey != nil {
+		c := index.Compare(rng.StartKey, rng.EndKey)
+		if c == 0 && rng.StartDocID != "" && rng.EndDocID != "" {
+			c = compareStrings(rng.StartDocID, rng.EndDocID)
 		}
 		if !p.Descending && c > 0 {
 			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=true")
@@ -110,7 +120,7 @@ func checkKey(param string, key []byte) error {
 	if key == nil {
 		return nil
 	}
-	if _, err := index.EncodeKey(key); err != nil {
+	if err := index.CheckKey(key); err != nil {
 		return badRequest(param, "invalid key: %s", strings.TrimPrefix(err.Error(), "index: "))
 	}
 	return nil
@@ -125,6 +135,9 @@ func compareStrings(a, b string) int {
 	}
 	return 0
 }
+
+// Params returns the query's parameters (Prepare's copy of them).
+func (q *Query) Params() *Params { return &q.p }
 
 // Reduced reports whether the query answers with reduced rows.
 func (q *Query) Reduced() bool { return q.reduce }
@@ -191,7 +204,7 @@ func (q *Query) staleTarget() []uint64 {
 // prepareAgain makes q the same query on its design document's current
 // index, after its own was closed under it (see Run).
 func (q *Query) prepareAgain(ctx context.Context) error {
-	next, err := q.s.Prepare(ctx, q.bucket, q.ddoc, q.view, q.p)
+	next, err := q.s.Prepare(ctx, q.bucket, q.ddoc, q.view, &q.p)
 	if err != nil {
 		return err
 	}
@@ -245,7 +258,7 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 	if q.p.Forecast > 0 {
 		return q.runForecast(ctx, rd, cw, now)
 	}
-	rng := q.rng
+	rng := q.rangeOf()
 	rng.Now = now
 	bw := q.ix.answerWriter(cw)
 	defer q.ix.putAnswerWriter(bw)
@@ -305,7 +318,9 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 		if terr != nil {
 			return q.closedErr(terr)
 		}
-		bw.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"rows":[`)
+		bw.WriteString(`{"total_rows":`)
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(total), 10))
+		bw.WriteString(`,"rows":[`)
 		coll := q.ix.bucket.DefaultCollection()
 		err = rd.Query(ctx, q.view, rng, func(r index.Row) error {
 			emit, stop := take()

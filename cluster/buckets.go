@@ -89,7 +89,14 @@ func ReadBucket(ctx context.Context, cli *clientv3.Client, name string) (BucketD
 // changed since it was read (retried when it had). ErrBucketNotDefined
 // when the cluster defines no such incarnation (deleted, or created
 // again); nothing is written when the settings are already def's.
+// ErrUnavailable when etcd did not take it within WriteTimeout
+// (Unavailable).
 func UpdateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
+	return bounded(ctx, func(ctx context.Context) error { return updateBucket(ctx, cli, def) })
+}
+
+// updateBucket is UpdateBucket, unbounded.
+func updateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
 	for {
 		cur, rev, err := ReadBucket(ctx, cli, def.Name)
 		if err != nil {
@@ -125,8 +132,19 @@ func UpdateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 // /mayfly/deleted/NAME/UUID, in one transaction conditioned on the
 // definition being the one read and the users unchanged since read. It
 // reports false, and writes nothing, when the cluster does not define
-// that incarnation (deleted already, or another one defined since).
-func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) (bool, error) {
+// that incarnation (deleted already, or another one defined since);
+// ErrUnavailable as UpdateBucket's.
+func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) (deleted bool, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		var err error
+		deleted, err = deleteBucket(ctx, cli, name, uuid)
+		return err
+	})
+	return deleted, err
+}
+
+// deleteBucket is DeleteBucket, unbounded.
+func deleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) (bool, error) {
 	for {
 		cur, rev, err := ReadBucket(ctx, cli, name)
 		if err != nil || cur.UUID != uuid {

@@ -106,25 +106,35 @@ func ParseDesignDocDef(value []byte) (DesignDocDef, error) {
 // bucket (1 for one never stored) and returns that version and the etcd
 // revision of the write. Concurrent writers are ordered by etcd: each
 // version is written once, conditioned on the entry it follows, and a
-// writer that lost the race counts again from the winner's.
+// writer that lost the race counts again from the winner's. A write etcd
+// did not take within WriteTimeout is ErrUnavailable (Unavailable).
 func PutDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name string, body []byte) (version uint64, rev int64, err error) {
-	rev, err = updateDesignDoc(ctx, cli, bucket, name, func(cur DesignDocDef, exists bool) (DesignDocDef, error) {
-		version = cur.Version + 1
-		return DesignDocDef{Version: version, Body: body}, nil
+	err = bounded(ctx, func(ctx context.Context) error {
+		var err error
+		rev, err = updateDesignDoc(ctx, cli, bucket, name, func(cur DesignDocDef, exists bool) (DesignDocDef, error) {
+			version = cur.Version + 1
+			return DesignDocDef{Version: version, Body: body}, nil
+		})
+		return err
 	})
 	return version, rev, err
 }
 
 // DeleteDesignDoc marks design document name of bucket deleted and returns
 // the etcd revision of the write; ErrDefNotFound when it is not there (never
-// stored, or deleted).
-func DeleteDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name string) (int64, error) {
-	return updateDesignDoc(ctx, cli, bucket, name, func(cur DesignDocDef, exists bool) (DesignDocDef, error) {
-		if !exists || cur.Deleted {
-			return DesignDocDef{}, fmt.Errorf("%w: design document %q of bucket %q", ErrDefNotFound, name, bucket)
-		}
-		return DesignDocDef{Version: cur.Version + 1, Deleted: true}, nil
+// stored, or deleted), ErrUnavailable as PutDesignDoc's.
+func DeleteDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name string) (rev int64, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		var err error
+		rev, err = updateDesignDoc(ctx, cli, bucket, name, func(cur DesignDocDef, exists bool) (DesignDocDef, error) {
+			if !exists || cur.Deleted {
+				return DesignDocDef{}, fmt.Errorf("%w: design document %q of bucket %q", ErrDefNotFound, name, bucket)
+			}
+			return DesignDocDef{Version: cur.Version + 1, Deleted: true}, nil
+		})
+		return err
 	})
+	return rev, err
 }
 
 // updateDesignDoc writes next(current entry) in a transaction conditioned
@@ -165,26 +175,36 @@ func updateDesignDoc(ctx context.Context, cli *clientv3.Client, bucket, name str
 }
 
 // PutSearchDef writes a full-text index definition (as the search service
-// stores it) and returns the etcd revision of the write.
-func PutSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name string, body []byte) (int64, error) {
-	resp, err := cli.Put(ctx, defKey(SearchDefs, bucket, name), string(body))
-	if err != nil {
-		return 0, fmt.Errorf("cluster: writing search definition %q of bucket %q: %w", name, bucket, err)
-	}
-	return resp.Header.Revision, nil
+// stores it) and returns the etcd revision of the write; ErrUnavailable as
+// PutDesignDoc's.
+func PutSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name string, body []byte) (rev int64, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		resp, err := cli.Put(ctx, defKey(SearchDefs, bucket, name), string(body))
+		if err != nil {
+			return fmt.Errorf("cluster: writing search definition %q of bucket %q: %w", name, bucket, err)
+		}
+		rev = resp.Header.Revision
+		return nil
+	})
+	return rev, err
 }
 
 // DeleteSearchDef deletes a full-text index definition and returns the
-// etcd revision of the delete; ErrDefNotFound when there is none.
-func DeleteSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name string) (int64, error) {
-	resp, err := cli.Delete(ctx, defKey(SearchDefs, bucket, name))
-	if err != nil {
-		return 0, fmt.Errorf("cluster: deleting search definition %q of bucket %q: %w", name, bucket, err)
-	}
-	if resp.Deleted == 0 {
-		return 0, fmt.Errorf("%w: search definition %q of bucket %q", ErrDefNotFound, name, bucket)
-	}
-	return resp.Header.Revision, nil
+// etcd revision of the delete; ErrDefNotFound when there is none,
+// ErrUnavailable as PutDesignDoc's.
+func DeleteSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name string) (rev int64, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		resp, err := cli.Delete(ctx, defKey(SearchDefs, bucket, name))
+		if err != nil {
+			return fmt.Errorf("cluster: deleting search definition %q of bucket %q: %w", name, bucket, err)
+		}
+		if resp.Deleted == 0 {
+			return fmt.Errorf("%w: search definition %q of bucket %q", ErrDefNotFound, name, bucket)
+		}
+		rev = resp.Header.Revision
+		return nil
+	})
+	return rev, err
 }
 
 // UpdateManifest changes bucket's scopes and collections in the cluster's
@@ -194,8 +214,20 @@ func DeleteSearchDef(ctx context.Context, cli *clientv3.Client, bucket, name str
 // writer that lost the race edits the winner's). An edit's error is
 // returned as it is, nothing written. It returns the manifest written and
 // the etcd revision of the write; every node applies it
-// (engine.Bucket.ApplyManifest), so collection IDs agree.
+// (engine.Bucket.ApplyManifest), so collection IDs agree. ErrUnavailable as
+// PutDesignDoc's.
 func UpdateManifest(ctx context.Context, cli *clientv3.Client, bucket string, seed func() engine.Manifest,
+	edit func(m *engine.Manifest) error) (m engine.Manifest, rev int64, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		var err error
+		m, rev, err = updateManifest(ctx, cli, bucket, seed, edit)
+		return err
+	})
+	return m, rev, err
+}
+
+// updateManifest is UpdateManifest, unbounded.
+func updateManifest(ctx context.Context, cli *clientv3.Client, bucket string, seed func() engine.Manifest,
 	edit func(m *engine.Manifest) error) (engine.Manifest, int64, error) {
 	key := defKey(Manifests, bucket, ManifestName)
 	for {

@@ -125,8 +125,15 @@ func readState(ctx context.Context, cli *clientv3.Client) (*state, error) {
 // DefineBucket writes a bucket's definition if the bucket is not defined
 // yet (ErrBucketExists otherwise) and its incarnation (UUID) was not
 // deleted (ErrBucketDeleted: its tombstone is there); the orchestrator
-// then places its partitions. A replicaNumber outside 0..3 is refused.
+// then places its partitions. A replicaNumber outside 0..3 is refused;
+// ErrUnavailable when etcd did not take it within WriteTimeout
+// (Unavailable).
 func DefineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
+	return bounded(ctx, func(ctx context.Context) error { return defineBucket(ctx, cli, def) })
+}
+
+// defineBucket is DefineBucket, unbounded.
+func defineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
 	if def.Name == "" {
 		return fmt.Errorf("cluster: a bucket definition needs a name")
 	}

@@ -54,27 +54,38 @@ func userKey(id string) string { return defKey(Users, UserDomain, id) }
 // conditioned on the entry read (a writer that lost the race applies its
 // change to the winner's). It returns the etcd revision of the write. c's
 // errors (a new user without a password) are returned as they are,
-// nothing written.
-func PutUser(ctx context.Context, cli *clientv3.Client, c *auth.UserChange) (int64, error) {
-	return updateUser(ctx, cli, c.ID(), func(cur *auth.User) (UserEntry, error) {
-		u, err := c.Apply(cur)
-		if err != nil {
-			return UserEntry{}, err
-		}
-		return UserEntry{User: u}, nil
+// nothing written; a write etcd did not take within WriteTimeout is
+// ErrUnavailable (Unavailable).
+func PutUser(ctx context.Context, cli *clientv3.Client, c *auth.UserChange) (rev int64, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		var err error
+		rev, err = updateUser(ctx, cli, c.ID(), func(cur *auth.User) (UserEntry, error) {
+			u, err := c.Apply(cur)
+			if err != nil {
+				return UserEntry{}, err
+			}
+			return UserEntry{User: u}, nil
+		})
+		return err
 	})
+	return rev, err
 }
 
 // DeleteUser replaces user id with a tombstone and returns the etcd
 // revision of the write; auth.ErrUserNotFound when the cluster has no
-// such user.
-func DeleteUser(ctx context.Context, cli *clientv3.Client, id string) (int64, error) {
-	return updateUser(ctx, cli, id, func(cur *auth.User) (UserEntry, error) {
-		if cur == nil {
-			return UserEntry{}, fmt.Errorf("%w: %q", auth.ErrUserNotFound, id)
-		}
-		return UserEntry{Deleted: true}, nil
+// such user, ErrUnavailable as PutUser's.
+func DeleteUser(ctx context.Context, cli *clientv3.Client, id string) (rev int64, err error) {
+	err = bounded(ctx, func(ctx context.Context) error {
+		var err error
+		rev, err = updateUser(ctx, cli, id, func(cur *auth.User) (UserEntry, error) {
+			if cur == nil {
+				return UserEntry{}, fmt.Errorf("%w: %q", auth.ErrUserNotFound, id)
+			}
+			return UserEntry{Deleted: true}, nil
+		})
+		return err
 	})
+	return rev, err
 }
 
 // updateUser writes next(the user etcd holds, nil for none) as user id's

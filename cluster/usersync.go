@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/auth"
-	"github.com/mayflydb/mayfly/engine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -164,65 +163,40 @@ func (u *UserSync) WaitVersion(ctx context.Context, v int64) error {
 }
 
 // waitWrite waits until the write of a user at etcd revision rev is
-// applied here (at most userWriteWait): a read on this node right after
-// sees it.
+// applied here (WaitApplied: at most ApplyWait): a read on this node
+// right after sees it.
 func (u *UserSync) waitWrite(ctx context.Context, rev int64) error {
-	wctx, cancel := context.WithTimeout(ctx, userWriteWait)
-	defer cancel()
-	return u.WaitVersion(wctx, rev)
+	return WaitApplied(ctx, func(ctx context.Context) error { return u.WaitVersion(ctx, rev) })
 }
-
-// userWriteWait bounds how long a node that wrote a user waits to have
-// applied it.
-const userWriteWait = 30 * time.Second
-
-// userWriteTimeout bounds a user's write to etcd: without a quorum etcd's
-// client tries again and again, and the client's request would wait as
-// long as it stays connected.
-const userWriteTimeout = 15 * time.Second
 
 // PutUser creates or replaces user id in the cluster's state, its password
 // (if given) hashed here, and returns once this node applied it (every
 // node applies it); auth's errors as auth.Store.PutUser's, and
-// engine.ErrTempFail when the cluster's state could not be written (no
-// quorum) or this node did not apply the write in time.
+// ErrUnavailable (engine.ErrTempFail) when the cluster's state could not
+// be written within WriteTimeout (no quorum) or this node did not apply
+// the write within ApplyWait.
 func (u *UserSync) PutUser(ctx context.Context, id, name, password string, roles []auth.Role) error {
 	c, err := u.store.PrepareUser(id, name, password, roles)
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, userWriteTimeout)
-	defer cancel()
-	rev, err := PutUser(wctx, u.cli, c)
+	rev, err := PutUser(ctx, u.cli, c)
 	if err != nil {
-		return tempFail(ctx, err)
+		return err
 	}
-	return tempFail(ctx, u.waitWrite(ctx, rev))
+	return u.waitWrite(ctx, rev)
 }
 
 // DeleteUser deletes user id from the cluster's state (a tombstone) and
 // returns once this node removed it (every node removes it);
-// auth.ErrUserNotFound when the cluster has no such user, engine.ErrTempFail
+// auth.ErrUserNotFound when the cluster has no such user, ErrUnavailable
 // as PutUser's.
 func (u *UserSync) DeleteUser(ctx context.Context, id string) error {
-	wctx, cancel := context.WithTimeout(ctx, userWriteTimeout)
-	defer cancel()
-	rev, err := DeleteUser(wctx, u.cli, id)
+	rev, err := DeleteUser(ctx, u.cli, id)
 	if err != nil {
-		return tempFail(ctx, err)
-	}
-	return tempFail(ctx, u.waitWrite(ctx, rev))
-}
-
-// tempFail marks err, a user's write's failure to reach etcd or to be
-// applied here, as temporary (engine.ErrTempFail: a 503 the client may
-// retry); the user's own errors (auth's), and ctx's end (the client
-// left), stay as they are.
-func tempFail(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil || errors.Is(err, auth.ErrInvalidUser) || errors.Is(err, auth.ErrUserNotFound) {
 		return err
 	}
-	return fmt.Errorf("%w: the cluster's users: %w", engine.ErrTempFail, err)
+	return u.waitWrite(ctx, rev)
 }
 
 // Sync waits until this node has applied every change of the users the

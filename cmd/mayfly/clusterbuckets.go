@@ -15,11 +15,6 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// defineTimeout bounds a change of a bucket's definition in the cluster's
-// state: a cluster without a quorum fails the bucket's creation or
-// deletion rather than hang it.
-const defineTimeout = 10 * time.Second
-
 // firstStartUUID is the UUID of the bucket each node of a cluster creates
 // on its first start (--default-bucket): derived from its name, so that
 // the nodes starting together create the same incarnation, whichever
@@ -91,7 +86,7 @@ func (c *clusterBuckets) dropDeleted(ctx context.Context) error {
 	// that fails is tried again for a while.
 	var bs *cluster.Buckets
 	for deadline := time.Now().Add(time.Minute); ; { // wall clock: etcd's real time
-		rctx, cancel := context.WithTimeout(ctx, defineTimeout)
+		rctx, cancel := context.WithTimeout(ctx, cluster.WriteTimeout)
 		var err error
 		bs, err = cluster.ReadBuckets(rctx, c.n.Client())
 		cancel()
@@ -167,7 +162,7 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) error {
 		// Deleted: on this node too, if this incarnation's tombstone
 		// says so (a bucket not defined yet, being created here, has
 		// none).
-		rctx, cancel := context.WithTimeout(ctx, defineTimeout)
+		rctx, cancel := context.WithTimeout(ctx, cluster.WriteTimeout)
 		deleted, err := cluster.IsDeleted(rctx, c.n.Client(), ev.Name, b.Settings().UUID)
 		cancel()
 		if err != nil {
@@ -187,7 +182,7 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) error {
 		if b != nil {
 			// Another incarnation: this one was deleted (or never
 			// written: replaceable).
-			rctx, cancel := context.WithTimeout(ctx, defineTimeout)
+			rctx, cancel := context.WithTimeout(ctx, cluster.WriteTimeout)
 			deleted, err := cluster.IsDeleted(rctx, c.n.Client(), ev.Name, b.Settings().UUID)
 			cancel()
 			if err != nil {
@@ -265,10 +260,17 @@ func (c *clusterBuckets) apply(ctx context.Context, b *engine.Bucket, def cluste
 // refuses it when the cluster defines its name as another bucket. A bucket
 // attached again after a restart with settings its definition does not
 // have writes them (a change of evictionPolicy was written by
-// PrepareSettings before the restart already).
+// PrepareSettings before the restart already). Without an etcd quorum it
+// fails within cluster.WriteTimeout with cluster.ErrUnavailable (a 503),
+// and the engine drops the bucket it was creating.
 func (c *clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) error {
-	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
+	wctx, cancel := context.WithTimeout(ctx, cluster.WriteTimeout)
 	defer cancel()
+	return cluster.Unavailable(ctx, c.attach(wctx, b))
+}
+
+// attach is AttachBucket, unbounded.
+func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 	s := b.Settings()
 	err := cluster.DefineBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s, ReplicaNumber: cluster.DefaultReplicaNumber})
 	if errors.Is(err, cluster.ErrBucketDeleted) && c.starting.Load() {
@@ -314,18 +316,11 @@ func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, 
 	if applying && a == updated {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
-	defer cancel()
 	err := cluster.UpdateBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: updated})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, cluster.ErrBucketNotDefined):
+	if errors.Is(err, cluster.ErrBucketNotDefined) {
 		return fmt.Errorf("%w: %w", engine.ErrBucketNotFound, err)
-	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return err
 	}
-	return fmt.Errorf("%w: %w", engine.ErrTempFail, err)
+	return err // cluster.ErrUnavailable without a quorum
 }
 
 // DetachBucket does nothing: clusterBuckets keeps nothing per bucket.
@@ -335,10 +330,10 @@ func (c *clusterBuckets) DetachBucket(context.Context, *engine.Bucket, bool) err
 // deleted in the cluster (its definition and map removed, a tombstone
 // left) before anything of it here; every node then deletes its copy.
 // An incarnation the cluster no longer defines (the deletion came from
-// it) goes ahead.
+// it) goes ahead. Without an etcd quorum it fails within
+// cluster.WriteTimeout with cluster.ErrUnavailable (a 503), nothing
+// deleted here.
 func (c *clusterBuckets) PrepareDelete(ctx context.Context, b *engine.Bucket) error {
-	ctx, cancel := context.WithTimeout(ctx, defineTimeout)
-	defer cancel()
 	_, err := cluster.DeleteBucket(ctx, c.n.Client(), b.Name(), b.Settings().UUID)
 	return err
 }

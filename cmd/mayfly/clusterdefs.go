@@ -23,10 +23,6 @@ import (
 // failed apply).
 const defsRetry = 2 * time.Second
 
-// defsWait bounds how long a node that wrote a definition to etcd waits to
-// see its write in its mirror and apply it.
-const defsWait = 30 * time.Second
-
 // clusterDefs keeps a cluster node's design documents and full-text index
 // definitions in etcd (issue 22): a PUT or DELETE on any node is checked
 // by the node's own service, written to etcd, and applied by every node to
@@ -285,14 +281,13 @@ func (c *clusterDefs) applySearchDefs(ctx context.Context, bucket string, failed
 func indexKey(name string) string { return "index/" + name }
 
 // applyWrite waits until mirror m holds etcd's state at rev (this node's
-// write to m's keys: the other mirror sees no event at rev), applies
-// bucket's definitions, and returns the error of the one called name, if
-// it failed.
+// write to m's keys: the other mirror sees no event at rev; at most
+// cluster.ApplyWait, cluster.ErrUnavailable after that), applies bucket's
+// definitions, and returns the error of the one called name, if it
+// failed.
 func (c *clusterDefs) applyWrite(ctx context.Context, m *cluster.DefMirror, bucket, name string, rev int64) error {
-	wctx, cancel := context.WithTimeout(ctx, defsWait)
-	defer cancel()
-	if err := m.WaitRevision(wctx, rev); err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrTempFail, err)
+	if err := cluster.WaitApplied(ctx, func(ctx context.Context) error { return m.WaitRevision(ctx, rev) }); err != nil {
+		return err
 	}
 	b, err := c.eng.Bucket(bucket)
 	if err != nil {
@@ -303,25 +298,18 @@ func (c *clusterDefs) applyWrite(ctx context.Context, m *cluster.DefMirror, buck
 	return c.applyLocked(ctx, b)[name]
 }
 
-// etcdErr marks a failure to reach the cluster's state as temporary (a
-// 503: no quorum, say).
-func etcdErr(err error) error {
-	if errors.Is(err, cluster.ErrDefNotFound) || errors.Is(err, context.Canceled) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", engine.ErrTempFail, err)
-}
-
 // PutDesignDoc checks a design document on this node, writes it to etcd as
 // the design document's next version, and answers once this node applied
-// it (every node applies it from etcd).
+// it (every node applies it from etcd). Without an etcd quorum it fails
+// within cluster.WriteTimeout with cluster.ErrUnavailable (a 503), as
+// every write of clusterDefs does.
 func (c *clusterDefs) PutDesignDoc(ctx context.Context, bucket, name string, body []byte) (*views.DesignDoc, error) {
 	if err := c.views.CheckDesignDoc(ctx, bucket, name, body); err != nil {
 		return nil, err
 	}
 	_, rev, err := cluster.PutDesignDoc(ctx, c.cli, bucket, name, body)
 	if err != nil {
-		return nil, etcdErr(err)
+		return nil, err
 	}
 	if err := c.applyWrite(ctx, c.ddocs, bucket, views.DesignDocPrefix+name, rev); err != nil {
 		return nil, err
@@ -337,7 +325,7 @@ func (c *clusterDefs) DeleteDesignDoc(ctx context.Context, bucket, name string) 
 		return fmt.Errorf("%w: design document `%s%s` not found", views.ErrNotFound, views.DesignDocPrefix, name)
 	}
 	if err != nil {
-		return etcdErr(err)
+		return err
 	}
 	return c.applyWrite(ctx, c.ddocs, bucket, views.DesignDocPrefix+name, rev)
 }
@@ -360,7 +348,7 @@ func (s clusterSearch) PutIndex(ctx context.Context, bucket, name string, body [
 	}
 	rev, err := cluster.PutSearchDef(ctx, s.defs.cli, bucket, name, d.Body)
 	if err != nil {
-		return nil, etcdErr(err)
+		return nil, err
 	}
 	if err := s.defs.applyWrite(ctx, s.defs.sdefs, bucket, indexKey(name), rev); err != nil {
 		return nil, err
@@ -376,7 +364,7 @@ func (s clusterSearch) DeleteIndex(ctx context.Context, bucket, name string) err
 		return fmt.Errorf("%w: index %s not found in bucket %s", search.ErrNotFound, name, bucket)
 	}
 	if err != nil {
-		return etcdErr(err)
+		return err
 	}
 	return s.defs.applyWrite(ctx, s.defs.sdefs, bucket, indexKey(name), rev)
 }
@@ -441,7 +429,7 @@ func (c *clusterDefs) updateManifestUID(ctx context.Context, b *engine.Bucket, e
 		return 0, editErr // refused: nothing written
 	}
 	if err != nil {
-		return 0, etcdErr(err)
+		return 0, err
 	}
 	return m.UID, c.applyWrite(ctx, c.mans, b.Name(), cluster.ManifestName, rev)
 }

@@ -16,7 +16,7 @@ import "strings"
 // library's JSON decoder.
 var prefixes = [...]string{
 	"engine: ", "jsruntime: ", "views: ", "index: ", "search: ", "pager: ",
-	"auth: ", "audit: ", "httpapi: ", "memcache: ", "changes: ", "json: ",
+	"auth: ", "audit: ", "httpapi: ", "memcache: ", "changes: ", "cluster: ", "json: ",
 }
 
 // Of is err's text as a client sees it (see Strip); "" for nil.

@@ -203,6 +203,20 @@ func TestDeleteBucketTakesItsRolesFromTheClusterUsers(t *testing.T) {
 	if ok, err := DeleteBucket(ctx, cli, "travel", "u1"); !ok || err != nil {
 		t.Fatalf("DeleteBucket: %v, %v", ok, err)
 	}
+	users := clusterUsers(ctx, t, cli)
+	roles := map[string][]string{}
+	for _, u := range users {
+		roles[u.ID] = u.Roles
+	}
+	if len(roles) != 2 || !slices.Equal(roles["ann"], []string{"data_writer[beer]"}) || !slices.Equal(roles["bo"], []string{"bucket_admin[*]"}) {
+		t.Errorf("the cluster's users after travel's deletion: %v; want ann [data_writer[beer]], bo [bucket_admin[*]]", roles)
+	}
+}
+
+// clusterUsers reads the users the cluster's state holds now, as a node
+// applies them (LiveUsers: tombstones left out).
+func clusterUsers(ctx context.Context, t *testing.T, cli *clientv3.Client) []auth.User {
+	t.Helper()
 	resp, err := cli.Get(ctx, defKey(Users, UserDomain, ""), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -216,11 +230,5 @@ func TestDeleteBucketTakesItsRolesFromTheClusterUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roles := map[string][]string{}
-	for _, u := range users {
-		roles[u.ID] = u.Roles
-	}
-	if len(roles) != 2 || !slices.Equal(roles["ann"], []string{"data_writer[beer]"}) || !slices.Equal(roles["bo"], []string{"bucket_admin[*]"}) {
-		t.Errorf("the cluster's users after travel's deletion: %v; want ann [data_writer[beer]], bo [bucket_admin[*]]", roles)
-	}
+	return users
 }

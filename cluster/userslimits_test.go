@@ -9,7 +9,6 @@ import (
 
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestDeleteBucketWithManyUsersOnIt: a bucket on which many users hold a
@@ -45,19 +44,7 @@ func TestDeleteBucketWithManyUsersOnIt(t *testing.T) {
 	if ok, err := DeleteBucket(ctx, cli, "travel", "u1"); !ok || err != nil {
 		t.Fatalf("DeleteBucket with %d users holding a role on it: %v, %v", users, ok, err)
 	}
-	resp, err := cli.Get(ctx, defKey(Users, UserDomain, ""), clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defs []Def
-	for _, kv := range resp.Kvs {
-		d, _ := NewDefMirror(cli, Users).def(kv.Key, kv.Value, kv.ModRevision)
-		defs = append(defs, d)
-	}
-	live, _, err := LiveUsers(defs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := clusterUsers(ctx, t, cli)
 	if len(live) != users {
 		t.Fatalf("%d users after the deletion; want %d", len(live), users)
 	}

@@ -103,7 +103,6 @@ func readWindow(t testing.TB, b *Bucket, limit, readAhead int) map[string]int {
 // partition's backfill passed over the whole store (64 partitions read it
 // 64 times), and a read of 100 documents read 512.
 func TestChangesWindowBackfillsInOnePass(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	const parts, n = 64, 3000
 	b, cs := backfillBucket(t, parts, n)
 	check := func(seen map[string]int) {

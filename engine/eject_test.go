@@ -225,7 +225,6 @@ func mustGet(t *testing.T, c *engine.Collection, i int) *engine.Document {
 // open), every value reads back intact, and warm-up loads values only up to
 // the low-water mark.
 func TestValueEvictionAcrossRestarts(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	dir := t.TempDir()
 	open := func(dir string) *engine.Engine {
@@ -267,7 +266,6 @@ func TestValueEvictionAcrossRestarts(t *testing.T) {
 // intact at some version it had, and the counters hold (engine.Check in the
 // cleanup recounts ep_kv_size and the non-resident count).
 func TestValueEvictionConcurrent(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	b := ejectBucket(t)
 	c := b.DefaultCollection()
@@ -319,7 +317,6 @@ func TestValueEvictionConcurrent(t *testing.T) {
 // own value at the version it names, and once the writers stop, reading on
 // reaches every key's last version.
 func TestValueEvictionCursorWhileWriting(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	b := ejectBucket(t)
 	c := b.DefaultCollection()
@@ -384,7 +381,6 @@ func TestValueEvictionCursorWhileWriting(t *testing.T) {
 
 // A write flood far past the quota: mem_used and ep_kv_size stay under it.
 func TestValueEvictionQuotaHoldsUnderWriteFlood(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	b := ejectBucket(t)
 	c := b.DefaultCollection()
@@ -458,7 +454,6 @@ func BenchmarkGetEjected(b *testing.B) {
 // document's expiration and keeps its value, and a defaultTTL
 // re-evaluation reads each ejected document's "ttl" field from disk.
 func TestValueEvictionTTLRules(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	b := ejectBucket(t)
 	clk := b.Clock().(*engine.FakeClock)

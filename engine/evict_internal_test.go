@@ -258,10 +258,9 @@ func sameDocs(t *testing.T, what string, got, want map[string]*Document) {
 // counts every live document, and Check holds (its counts include the
 // documents out of memory). Each store.
 func TestEvictedItemsModel(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	for _, kind := range []string{StoragePebble, StorageBolt} {
-		t.Run(kind, func(t *testing.T) { t.Parallel(); evictedItemsModel(t, kind, false) })
-		t.Run(kind+"/quota", func(t *testing.T) { t.Parallel(); evictedItemsModel(t, kind, true) })
+		t.Run(kind, func(t *testing.T) { evictedItemsModel(t, kind, false) })
+		t.Run(kind+"/quota", func(t *testing.T) { evictedItemsModel(t, kind, true) })
 	}
 }
 

@@ -66,7 +66,6 @@ func underQuota(t *testing.T, b *engine.Bucket, what string) {
 // quota (40,000 small documents in 1 MiB: reads of every key took mem_used
 // from 0.87 MB to 3.98 MB, nearly four times the quota, and kept it there).
 func TestFullEvictionReadsHoldTheQuota(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	b, c, _ := fullOneMiB(t, false)
 	for i := range fullEvictionQuotaDocs {
@@ -129,7 +128,6 @@ func refuseEach(t *testing.T, b *engine.Bucket, c *engine.Collection, cas []uint
 // does (40,000 refused inserts of small documents in 1 MiB took mem_used to
 // 3.98 MB on the old code).
 func TestFullEvictionRefusedWritesHoldTheQuota(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	b, c, cas := fullOneMiB(t, false)
 	refuseEach(t, b, c, cas)
 }
@@ -140,7 +138,6 @@ func TestFullEvictionRefusedWritesHoldTheQuota(t *testing.T) {
 // (without it, refused writes took mem_used past the quota at about the
 // 2,400th to 2,700th).
 func TestFullEvictionReplicatedWritesHoldTheQuota(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	b, c, cas := fullOneMiB(t, true)
 	refuseEach(t, b, c, cas)
 }
@@ -150,7 +147,6 @@ func TestFullEvictionReplicatedWritesHoldTheQuota(t *testing.T) {
 // unlocks alone (each refused: no lock holds) must not take mem_used past
 // the quota.
 func TestFullEvictionUnlockHoldsTheQuota(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	b, c, _ := fullOneMiB(t, false)
 	for i := range fullEvictionQuotaDocs {
 		if err := c.Unlock(memKey(i), 1); !errors.Is(err, engine.ErrNotLocked) {

@@ -108,7 +108,6 @@ func TestReviewListSeesAckedWrites(t *testing.T) {
 // and listings at once: every read sees an intact value, and Check (in the
 // cleanup) finds the counters and the store consistent.
 func TestReviewWarmupEjectLockAckedTogether(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := waitCtx(t)
 	dir := t.TempDir()
 	clk := engine.NewFakeClock(t0)

@@ -316,7 +316,6 @@ func TestWarmupEstimatesKeys(t *testing.T) {
 // counts (8 MiB of documents) is estimated from its tables' properties:
 // within a few percent of the documents stored.
 func TestWarmupEstimatesLargePebbleStore(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := waitCtx(t)
 	dir := t.TempDir()
 	clk := engine.NewFakeClock(t0)

@@ -13,7 +13,6 @@ import (
 // loaded (Couchbase's "values loaded"), not how many keys: every value
 // counted is one in memory once the warm-up is done.
 func TestWarmupValueCountOfEjectingBucket(t *testing.T) {
-	t.Parallel() // minutes under -race: beside the package's other long tests
 	ctx := context.Background()
 	dir := t.TempDir()
 	eng, err := engine.Open(dir, &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 8})

@@ -154,15 +154,7 @@ func TestChangesContinuousClientHangsUp(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/default/_changes?feed=continuous&heartbeat=60000", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(adminUser, adminPass)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := f.adminStream(ctx, t, "/default/_changes?feed=continuous&heartbeat=60000")
 	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
 	next := func() string {
@@ -292,15 +284,7 @@ func TestChangesHeartbeatOverridesTimeout(t *testing.T) {
 		t.Run(c.feed, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/default/_changes?feed="+c.feed+"&since=now&limit=1&heartbeat=10&timeout=1", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.SetBasicAuth(adminUser, adminPass)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := f.adminStream(ctx, t, "/default/_changes?feed="+c.feed+"&since=now&limit=1&heartbeat=10&timeout=1")
 			defer resp.Body.Close()
 			r := bufio.NewReader(resp.Body)
 			want := c.opening + strings.Repeat(c.beat, 3)
@@ -356,4 +340,20 @@ func TestChangesDescending(t *testing.T) {
 	if st != 200 || len(lines) != n+1 || !strings.Contains(lines[0], `"id":"`+fwd.Results[n-1].ID+`"`) || !strings.Contains(lines[n], `"last_seq":"`+fwd.Results[0].Seq+`"`) {
 		t.Errorf("continuous descending: %d %q", st, body)
 	}
+}
+
+// adminStream sends a GET of path as the administrator and returns the
+// answer unread, for a feed read as it streams; ctx's end hangs up.
+func (f *fixture) adminStream(ctx context.Context, t *testing.T, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

@@ -36,7 +36,8 @@ type CoverageMap struct {
 	// partition map's.
 	Bucket string `json:"bucket"`
 	UUID   string `json:"uuid,omitempty"`
-	// Partitions has NumPartitions entries, by partition number.
+	// Partitions has an entry per partition of the bucket, by partition
+	// number.
 	Partitions []Coverage `json:"partitions"`
 }
 

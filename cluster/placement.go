@@ -6,8 +6,8 @@ import (
 	"slices"
 )
 
-// NumPartitions is the number of partitions of every bucket, as
-// Couchbase's vBuckets on Linux.
+// NumPartitions is the number of partitions of a bucket whose definition
+// does not say (BucketDef.Partitions), as Couchbase's vBuckets on Linux.
 const NumPartitions = 1024
 
 // Partition is one partition's entry in a bucket's map.
@@ -37,7 +37,8 @@ type PartitionMap struct {
 	// Copies is how many voters each partition wants: the bucket's
 	// replicaNumber + 1.
 	Copies int `json:"copies"`
-	// Partitions has NumPartitions entries, by partition number.
+	// Partitions has an entry per partition of the bucket
+	// (BucketDef.Partitions), by partition number.
 	Partitions []Partition `json:"partitions"`
 }
 

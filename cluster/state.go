@@ -58,6 +58,16 @@ type BucketDef struct {
 	ReplicaNumber int `json:"replicaNumber"`
 }
 
+// Partitions returns how many partitions the bucket has: its settings'
+// NumVBuckets, or NumPartitions for a definition written before buckets
+// said.
+func (d BucketDef) Partitions() int {
+	if d.NumVBuckets > 0 {
+		return d.NumVBuckets
+	}
+	return NumPartitions
+}
+
 // state is one consistent read of the cluster state (a single etcd
 // revision).
 type state struct {

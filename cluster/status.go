@@ -29,6 +29,8 @@ type BucketStatus struct {
 	ReplicaNumber int `json:"replicaNumber"`
 	// Placed says the orchestrator has written its map.
 	Placed bool `json:"placed"`
+	// Partitions is how many partitions (numVBuckets) the bucket has.
+	Partitions int `json:"partitions"`
 	// Leads is, per node, how many partitions it is the preferred leader
 	// of; Holds how many copies it holds.
 	Leads map[string]int `json:"leads"`
@@ -97,7 +99,8 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 	}
 	out.Nodes = nodeStatuses(known, st.nodes)
 	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
-		bs := BucketStatus{Name: name, ReplicaNumber: st.buckets[name].ReplicaNumber, Leads: map[string]int{}, Holds: map[string]int{}}
+		def := st.buckets[name]
+		bs := BucketStatus{Name: name, ReplicaNumber: def.ReplicaNumber, Partitions: def.Partitions(), Leads: map[string]int{}, Holds: map[string]int{}}
 		if m := st.maps[name]; m != nil {
 			bs.Placed = true
 			for i, p := range m.Partitions {
@@ -223,7 +226,7 @@ func (s *Status) WriteText(w io.Writer) error {
 			b.WriteString(" partitions not placed yet\n")
 			continue
 		}
-		fmt.Fprintf(&b, " %d partitions, %d degraded\n", NumPartitions, len(bs.Degraded))
+		fmt.Fprintf(&b, " %d partitions, %d degraded\n", bs.Partitions, len(bs.Degraded))
 		for _, n := range slices.Sorted(maps.Keys(bs.Holds)) {
 			fmt.Fprintf(&b, "  %-12s leads %4d  holds %4d", n, bs.Leads[n], bs.Holds[n])
 			if bs.Covers != nil {

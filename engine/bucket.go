@@ -183,8 +183,11 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if err := fn(&s); err != nil {
 		return old, old, err
 	}
-	if s.Name != old.Name || s.Type != old.Type || s.UUID != old.UUID {
-		return old, old, fmt.Errorf("%w: name, bucketType and uuid cannot change", ErrInvalidSetting)
+	if s.NumVBuckets == 0 {
+		s.NumVBuckets = old.NumVBuckets // unset: the bucket's
+	}
+	if s.Name != old.Name || s.Type != old.Type || s.UUID != old.UUID || s.NumVBuckets != old.NumVBuckets {
+		return old, old, fmt.Errorf("%w: name, bucketType, uuid and numVBuckets cannot change", ErrInvalidSetting)
 	}
 	if err := s.Validate(); err != nil {
 		return old, old, err

@@ -160,6 +160,7 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 	if s.DurabilityMinLevel == "" {
 		s.DurabilityMinLevel = defaultDurability(s.Type) // likewise
 	}
+	s.NumVBuckets = ce.Parts // likewise: the catalog always had the count
 	b.minDurability.Store(int32(s.DurabilityMinLevel.rank()))
 	b.mu.settings = s
 	b.mem.configure(s)
@@ -284,6 +285,9 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 	if s.UUID == "" {
 		s.UUID = NewBucketUUID()
 	}
+	if s.NumVBuckets == 0 {
+		s.NumVBuckets = e.opts.NumPartitions
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -299,7 +303,7 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 		Settings: s,
 		Scopes:   map[string]map[string]collectionInfo{"_default": {"_default": {ID: DefaultCollectionID}}},
 		NextCID:  8, // Couchbase starts user collection IDs at 8
-		Parts:    e.opts.NumPartitions,
+		Parts:    s.NumVBuckets,
 	}
 	if s.Type == Couchbase {
 		// A leftover folder from a bucket deleted while the server was down

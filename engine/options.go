@@ -14,8 +14,10 @@ type Options struct {
 	Clock Clock
 	// Logger receives the engine's log lines. The default value discards them.
 	Logger *slog.Logger
-	// NumPartitions is the number of partitions (vBuckets) per bucket. It is fixed
-	// when a bucket is created. The default value is 1024, as Couchbase's.
+	// NumPartitions is the number of partitions (vBuckets) of a bucket
+	// created without BucketSettings.NumVBuckets, 1..MaxVBuckets. It is
+	// fixed when a bucket is created. The default value is 1024, as
+	// Couchbase's.
 	NumPartitions int
 	// MaxBatchSize caps how many mutations one group commit writes. The default
 	// value is 50000.
@@ -134,8 +136,8 @@ func (o *Options) EnsureDefaults() {
 
 // Validate reports an option out of range.
 func (o *Options) Validate() error {
-	if o.NumPartitions < 1 || o.NumPartitions > 65536 {
-		return fmt.Errorf("%w: NumPartitions must be 1..65536, got %d", ErrInvalidSetting, o.NumPartitions)
+	if o.NumPartitions < 1 || o.NumPartitions > MaxVBuckets {
+		return fmt.Errorf("%w: NumPartitions must be 1..%d, got %d", ErrInvalidSetting, MaxVBuckets, o.NumPartitions)
 	}
 	if o.MaxBatchSize < 1 {
 		return fmt.Errorf("%w: MaxBatchSize must be positive", ErrInvalidSetting)

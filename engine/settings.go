@@ -82,7 +82,17 @@ type BucketSettings struct {
 	// derives its partitions' Raft groups from it). Empty for a bucket
 	// created before buckets had one.
 	UUID string `json:"uuid,omitempty"`
+	// NumVBuckets is the bucket's number of partitions (vBuckets,
+	// Couchbase's numVBuckets), 1..MaxVBuckets, fixed when the bucket is
+	// created: keys hash into them, and on a cluster each is one Raft
+	// group. Zero when creating takes the engine's Options.NumPartitions
+	// (1024 unless set); zero in an update keeps the bucket's.
+	NumVBuckets int `json:"numVBuckets,omitempty"`
 }
+
+// MaxVBuckets is the most partitions a bucket may have, as Couchbase's
+// 1024.
+const MaxVBuckets = 1024
 
 // NewBucketUUID returns a random bucket UUID: 32 hexadecimal digits.
 func NewBucketUUID() string {
@@ -189,6 +199,8 @@ func (s BucketSettings) Validate() error {
 		return bad("exp_pager_stime: must be 0 (disabled) or a positive number of seconds")
 	case s.ExpPagerInitialRunTime < -1 || s.ExpPagerInitialRunTime > 23:
 		return bad("exp_pager_initial_run_time: must be an hour from -1 to 23")
+	case s.NumVBuckets < 0 || s.NumVBuckets > MaxVBuckets:
+		return bad("numVBuckets: must be an integer between 1 and %d", MaxVBuckets)
 	}
 	return nil
 }

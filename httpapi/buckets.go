@@ -155,6 +155,20 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 			return errBadRequest("flushEnabled: flushEnabled can only be 1 or 0")
 		}
 	}
+	// numVBuckets (Couchbase's, for magma buckets: 128 or 1024; here any
+	// from 1 to 1024) is fixed when the bucket is created: an update may
+	// repeat it (a bucket read back and sent again), never change it.
+	if v, ok, err := intParam(vals, "numVBuckets"); err != nil {
+		return err
+	} else if ok {
+		switch {
+		case v < 1 || v > engine.MaxVBuckets:
+			return errBadRequest(fmt.Sprintf("numVBuckets: must be an integer between 1 and %d", engine.MaxVBuckets))
+		case !creating && int(v) != st.NumVBuckets:
+			return errBadRequest("numVBuckets: the number of vBuckets cannot be changed")
+		}
+		st.NumVBuckets = int(v)
+	}
 	if !creating {
 		return nil
 	}
@@ -173,7 +187,8 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 }
 
 // createBucket handles POST /pools/default/buckets (name, bucketType, maxTTL,
-// ramQuotaMB, purgeInterval), answering 202 as Couchbase does.
+// ramQuotaMB, purgeInterval, numVBuckets and the rest of
+// applyBucketParams), answering 202 as Couchbase does.
 func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 	vals, err := formParams(r)
 	if err != nil {

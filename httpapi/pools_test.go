@@ -53,6 +53,35 @@ func TestBucketRESTNames(t *testing.T) {
 	}
 }
 
+// A bucket's numVBuckets (Couchbase's, for magma buckets) is chosen when
+// it is created and shown; out of range it is refused, and an update may
+// repeat it but not change it.
+func TestBucketNumVBuckets(t *testing.T) {
+	f := newFixture(t)
+	for _, bad := range []string{"0", "1025", "-3", "many"} {
+		st, _, body := f.do("POST", "/pools/default/buckets", form, "name=v&ramQuotaMB=100&numVBuckets="+bad)
+		if st != 400 || !strings.Contains(body, "numVBuckets") {
+			t.Errorf("numVBuckets=%s: %d %s, want 400 naming numVBuckets", bad, st, body)
+		}
+	}
+	st, _, body := f.do("POST", "/pools/default/buckets", form, "name=v&ramQuotaMB=100&numVBuckets=128")
+	if st != 202 || jsonOf(t, body)["numVBuckets"] != float64(128) {
+		t.Fatalf("create with numVBuckets=128: %d %s", st, body)
+	}
+	st, _, body = f.do("GET", "/pools/default/buckets/v", "", "")
+	if st != 200 || jsonOf(t, body)["numVBuckets"] != float64(128) {
+		t.Fatalf("GET: %d %s", st, body)
+	}
+	st, _, body = f.do("POST", "/pools/default/buckets/v", form, "ramQuotaMB=100&numVBuckets=1024")
+	if st != 400 || !strings.Contains(body, "cannot be changed") {
+		t.Fatalf("update to 1024: %d %s, want 400", st, body)
+	}
+	st, _, body = f.do("POST", "/pools/default/buckets/v", form, "ramQuotaMB=100&numVBuckets=128&maxTTL=30")
+	if b := jsonOf(t, body); st != 200 || b["numVBuckets"] != float64(128) || b["maxTTL"] != float64(30) {
+		t.Fatalf("update repeating numVBuckets: %d %s", st, body)
+	}
+}
+
 // configStream reads a configuration stream's configurations.
 type configStream struct {
 	t    testing.TB

@@ -15,7 +15,8 @@ import (
 // TestServeClusterDefinesCreatedBucket: a bucket created over HTTP on a
 // node of a cluster is defined in the cluster's state and its partitions
 // placed, as those open at start are (it used to be left out: only the
-// buckets open at start were defined).
+// buckets open at start were defined), with the numVBuckets it was
+// created with.
 func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 	t.Parallel() // beside the other cluster tests (the password a flag: no t.Setenv)
 	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t))
@@ -26,7 +27,7 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 	wg.Go(func() {
 		serveErr = runServe(ctx, []string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--memcached", "", "--kv", "",
 			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--node", "n1", "--peers", peers, "--cluster-lease", "3s", "--admin-password", "password"}, out, io.Discard)
+			"--node", "n1", "--peers", peers, "--cluster-lease", "3s", "--admin-password", "password", "--num-vbuckets", "16"}, out, io.Discard)
 	})
 	defer func() {
 		cancel()
@@ -38,7 +39,7 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 	addr := served(t, out, "serving HTTP on http://", "mayfly: cluster node ")[0]
 
 	req, _ := http.NewRequest("POST", "http://"+addr+"/pools/default/buckets",
-		strings.NewReader("name=later&bucketType=ephemeral&ramQuotaMB=100"))
+		strings.NewReader("name=later&bucketType=ephemeral&ramQuotaMB=100&numVBuckets=40"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth("Administrator", "password")
 	resp, err := http.DefaultClient.Do(req)
@@ -53,7 +54,9 @@ func TestServeClusterDefinesCreatedBucket(t *testing.T) {
 
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) { // wall clock: a hang guard
 		code, o, errOut := runCmd("cluster", "status", "--peers", peers)
-		if code == 0 && strings.Contains(o, "bucket later (replicaNumber 2): 1024 partitions") {
+		// Its numVBuckets, and the default bucket the node's --num-vbuckets.
+		if code == 0 && strings.Contains(o, "bucket later (replicaNumber 2): 40 partitions") &&
+			strings.Contains(o, "bucket default (replicaNumber 2): 16 partitions") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -76,7 +79,7 @@ func TestServeClusterAdvertisesReachableAddress(t *testing.T) {
 	wg.Go(func() {
 		serveErr = runServe(ctx, []string{"--data", t.TempDir(), "--http", "0.0.0.0:0", "--memcached", "", "--kv", "",
 			"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
-			"--node", "n1", "--peers", peers, "--cluster-lease", "3s", "--admin-password", "password"}, out, io.Discard)
+			"--node", "n1", "--peers", peers, "--cluster-lease", "3s", "--admin-password", "password", "--num-vbuckets", "8"}, out, io.Discard)
 	})
 	defer func() {
 		cancel()

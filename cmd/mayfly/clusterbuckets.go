@@ -230,6 +230,7 @@ func (c *clusterBuckets) drop(ctx context.Context, b *engine.Bucket) error {
 // apply gives local bucket b its definition's settings (not written back
 // to the definition: the settings watch skips them).
 func (c *clusterBuckets) apply(ctx context.Context, b *engine.Bucket, def cluster.BucketDef) {
+	def.NumVBuckets = def.Partitions() // a definition written before buckets said
 	if b.Settings() == def.BucketSettings {
 		return
 	}

@@ -137,7 +137,7 @@ func TestServeClusterTLS(t *testing.T) {
 	peerList := strings.Join(peers, ",")
 	eventuallyT(t, "cluster status over TLS: three nodes up, the default bucket placed", func() error {
 		code, out, errOut := runCmd("cluster", "status", "--peers", peerList, "--cluster-tls", dir, "--node", "n2")
-		if code != 0 || strings.Count(out, " up ") != 3 || !strings.Contains(out, "bucket default (replicaNumber 2): 1024 partitions, 0 degraded") {
+		if code != 0 || strings.Count(out, " up ") != 3 || !strings.Contains(out, fmt.Sprintf("bucket default (replicaNumber 2): %d partitions, 0 degraded", testVBuckets)) {
 			return fmt.Errorf("%d %s %s", code, out, errOut)
 		}
 		return nil

@@ -49,6 +49,7 @@ type serveConfig struct {
 	defaultBucket string
 	noSync        bool
 	storage       string
+	numVBuckets   int
 	shutdownWait  time.Duration
 	logLevel      string
 	jsTimeout     time.Duration
@@ -134,6 +135,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.BoolVar(&c.noSync, "no-sync", false, "skip fsync on commit (faster; a machine crash may lose acknowledged writes)")
 	fs.DurationVar(&c.flushInterval, "flush-interval", engine.DefaultFlushInterval, "longest a write acknowledged from memory (durability none or majority) waits before the commit that takes it to disk starts; a crash can lose the writes of the last interval and one commit")
 	fs.StringVar(&c.storage, "storage", engine.StoragePebble, "store of new couchbase buckets: pebble or bolt (a bucket already on disk keeps the one it was created with)")
+	fs.IntVar(&c.numVBuckets, "num-vbuckets", 1024, "partitions (vBuckets) of a bucket created without numVBuckets, the first start's default bucket too, 1 to 1024 (every node of a cluster must give the same); fewer cost less on a small machine, a cluster's most of all (a Raft group each)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", time.Second, "how long shutdown waits for requests in flight (their contexts end at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.mcAddr, "memcached", "127.0.0.1:11211", "memcached text-protocol listen address (\"\" turns it off); loopback only unless --memcached-allow-remote")
@@ -217,6 +219,7 @@ func (c *serveConfig) finish() error {
 		{c.adminUser != "", "--admin-user must not be empty"},
 		{c.flushInterval > 0, "--flush-interval must be positive"},
 		{c.storage == engine.StoragePebble || c.storage == engine.StorageBolt, "--storage must be pebble or bolt"},
+		{c.numVBuckets >= 1 && c.numVBuckets <= engine.MaxVBuckets, "--num-vbuckets must be from 1 to 1024"},
 		{c.mcIO == string(memcache.IOEventLoop) || c.mcIO == string(memcache.IOGoroutines), "--memcached-io must be eventloop or goroutines"},
 	} {
 		if !bad.ok {
@@ -265,7 +268,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 
 // engineOptions are the engine's options the flags give.
 func (c *serveConfig) engineOptions(logger *slog.Logger) *engine.Options {
-	return &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage,
+	return &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage, NumPartitions: c.numVBuckets,
 		BackgroundWarmup: true, WarmupHook: c.warmupHook}
 }
 

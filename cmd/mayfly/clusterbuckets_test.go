@@ -86,20 +86,29 @@ func putOnLeader(t *testing.T, nodes []*procNode, b, key, value string) {
 // bucketSettingsOn reads bucket b's maxTTL on node n; 404 is an error
 // naming it.
 func bucketMaxTTL(n *procNode, b string) (int64, error) {
+	v, err := bucketOn(n, b)
+	return v.MaxTTL, err
+}
+
+// bucketShown is the part of GET /pools/default/buckets/NAME the cluster
+// tests read.
+type bucketShown struct {
+	MaxTTL      int64 `json:"maxTTL"`
+	NumVBuckets int   `json:"numVBuckets"`
+}
+
+// bucketOn reads bucket b as node n shows it.
+func bucketOn(n *procNode, b string) (bucketShown, error) {
+	var v bucketShown
 	code, body, err := bucketReq(n, http.MethodGet, "/pools/default/buckets/"+b, nil)
 	if err != nil {
-		return 0, err
+		return v, err
 	}
 	if code != http.StatusOK {
-		return 0, fmt.Errorf("%s: GET bucket %s: %d %s", n.name, b, code, body)
+		return v, fmt.Errorf("%s: GET bucket %s: %d %s", n.name, b, code, body)
 	}
-	var v struct {
-		MaxTTL int64 `json:"maxTTL"`
-	}
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		return 0, err
-	}
-	return v.MaxTTL, nil
+	err = json.Unmarshal([]byte(body), &v)
+	return v, err
 }
 
 // bucketGone checks that node n has no bucket b.
@@ -143,7 +152,7 @@ func TestClusterBucketLifecycle(t *testing.T) {
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	create := func(n *procNode) (int, string) {
 		code, body, err := bucketReq(n, http.MethodPost, "/pools/default/buckets",
-			url.Values{"name": {"b"}, "bucketType": {"couchbase"}, "ramQuotaMB": {"100"}})
+			url.Values{"name": {"b"}, "bucketType": {"couchbase"}, "ramQuotaMB": {"100"}, "numVBuckets": {"24"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,12 +172,19 @@ func TestClusterBucketLifecycle(t *testing.T) {
 		newKeys = append(newKeys, fmt.Sprintf("new%d", i))
 	}
 
-	// Created on n1: on every node, with its settings.
+	// Created on n1: on every node, with its settings (its numVBuckets
+	// too, not the nodes' --num-vbuckets).
 	if code, body := create(n1); code != http.StatusAccepted {
 		t.Fatalf("create b on n1: %d %s", code, body)
 	}
 	for _, n := range nodes {
-		eventuallyT(t, n.name+" has bucket b", func() error { _, err := bucketMaxTTL(n, "b"); return err })
+		eventuallyT(t, n.name+" has bucket b", func() error {
+			v, err := bucketOn(n, "b")
+			if err == nil && v.NumVBuckets != 24 {
+				err = fmt.Errorf("%s: numVBuckets %d, want 24", n.name, v.NumVBuckets)
+			}
+			return err
+		})
 	}
 	if code, body := create(n2); code != http.StatusBadRequest || !strings.Contains(body, "Bucket with given name already exists") {
 		t.Fatalf("creating b again on n2: %d %s, want 400 already exists", code, body)

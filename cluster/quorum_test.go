@@ -22,6 +22,7 @@ import (
 // engine.ErrTempFail (a 503 the client may retry); and it wrote nothing:
 // the keys this member holds are as they were.
 func TestWritesWithoutQuorumFailClearly(t *testing.T) {
+	t.Parallel() // it mostly waits out the writes' timeouts without a quorum
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	nodes, _, _ := startCluster(t, ctx, 3)

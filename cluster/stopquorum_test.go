@@ -12,6 +12,7 @@ import (
 // quorum that never comes, and Close never returned (a test's cleanup
 // killed such a process after a minute; a service manager would have too).
 func TestCloseWithoutQuorumReturns(t *testing.T) {
+	t.Parallel() // it mostly waits out the writes' timeouts without a quorum
 	ctx := context.Background()
 	nodes, _, _ := startCluster(t, ctx, 4)
 	if nodes[3].IsMember() {

@@ -18,6 +18,7 @@ import (
 // temporary (engine.ErrTempFail: a 503 the client may retry), and writes
 // nothing: the user logs in nowhere.
 func TestUserWriteWithoutQuorumFailsClearly(t *testing.T) {
+	t.Parallel() // it mostly waits out the writes' timeouts without a quorum
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	nodes, _, _ := startCluster(t, ctx, 3)

@@ -176,12 +176,13 @@ func TestBulkLongLine(t *testing.T) {
 	}
 }
 
-// TestBulkLargeBodyBoundedMemory streams 200,000 lines (about 200 MB) and
-// checks the heap stays well below the body's size, and the answers come in
-// order.
+// TestBulkLargeBodyBoundedMemory streams 100,000 lines (about 95 MiB) and
+// checks the heap stays well below the body's size (at its peak under
+// -race, 26 MiB for 100,000 lines, 30 MiB for 200,000), and the answers
+// come in order.
 func TestBulkLargeBodyBoundedMemory(t *testing.T) {
 	f := newFixture(t)
-	const n = 200_000
+	const n = 100_000
 	pad := strings.Repeat("p", 900)
 	pr, pw := io.Pipe()
 	go func() {
@@ -236,7 +237,7 @@ func TestBulkLargeBodyBoundedMemory(t *testing.T) {
 		t.Fatalf("%d answers, %v", i, err)
 	}
 	t.Logf("peak heap in use %d MiB", peak.Load()>>20)
-	if p := peak.Load(); p > 150<<20 {
+	if p := peak.Load(); p > 64<<20 {
 		t.Errorf("peak heap in use %d MiB for a %d MiB body", p>>20, n*950>>20)
 	}
 }

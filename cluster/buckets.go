@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mayflydb/mayfly/engine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -84,13 +85,15 @@ func ReadBucket(ctx context.Context, cli *clientv3.Client, name string) (BucketD
 }
 
 // UpdateBucket replaces the settings of the bucket's definition of the
-// same name and UUID with def's (its replicaNumber stays: it is fixed at
-// creation), in a transaction conditioned on the definition not having
-// changed since it was read (retried when it had). ErrBucketNotDefined
-// when the cluster defines no such incarnation (deleted, or created
-// again); nothing is written when the settings are already def's.
-// ErrUnavailable when etcd did not take it within WriteTimeout
-// (Unavailable).
+// same name and UUID with def's, in a transaction conditioned on the
+// definition not having changed since it was read (retried when it had).
+// Its replicaNumber is fixed at creation (the orchestrator places a
+// bucket's copies once): def without one keeps the definition's, def with
+// another is refused with engine.ErrInvalidSetting, changing nothing.
+// ErrBucketNotDefined when the cluster defines no such incarnation
+// (deleted, or created again); nothing is written when the settings are
+// already def's. ErrUnavailable when etcd did not take it within
+// WriteTimeout (Unavailable).
 func UpdateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
 	return bounded(ctx, func(ctx context.Context) error { return updateBucket(ctx, cli, def) })
 }
@@ -104,6 +107,12 @@ func updateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 		}
 		if cur.UUID != def.UUID {
 			return fmt.Errorf("%w: %q with UUID %s (the cluster's has %s)", ErrBucketNotDefined, def.Name, def.UUID, cur.UUID)
+		}
+		if n, ok := def.ReplicaNumber.Get(); !ok {
+			def.ReplicaNumber = cur.ReplicaNumber
+		} else if n != cur.Replicas() {
+			return fmt.Errorf("%w: replicaNumber: bucket %q keeps the replicaNumber it was created with on a cluster (%d; %d asked): its copies are placed once",
+				engine.ErrInvalidSetting, def.Name, cur.Replicas(), n)
 		}
 		if cur.BucketSettings == def.BucketSettings {
 			return nil

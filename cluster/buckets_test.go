@@ -37,7 +37,7 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		})
 	}
 	def := func(uuid string) BucketDef {
-		return BucketDef{BucketSettings: engine.BucketSettings{Name: "b", Type: engine.Couchbase, UUID: uuid}, ReplicaNumber: 0}
+		return BucketDef{BucketSettings: engine.BucketSettings{Name: "b", Type: engine.Couchbase, UUID: uuid, ReplicaNumber: engine.Replicas(0)}}
 	}
 	if err := DefineBucket(ctx, cli, def("u1")); err != nil {
 		t.Fatal(err)
@@ -132,12 +132,19 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	}
 	upd := def("u2")
 	upd.MaxTTL = 60
-	upd.ReplicaNumber = 3 // fixed at creation: not changed by an update
+	upd.ReplicaNumber = engine.Replicas(3) // fixed at creation: refused, nothing written
+	if err := UpdateBucket(ctx, cli, upd); !errors.Is(err, engine.ErrInvalidSetting) || !strings.Contains(err.Error(), "replicaNumber") {
+		t.Fatalf("changing replicaNumber: %v, want ErrInvalidSetting naming replicaNumber", err)
+	}
+	if got, _, err := ReadBucket(ctx, cli, "b"); err != nil || got.MaxTTL != 0 {
+		t.Fatalf("after a refused update: %+v %v", got, err)
+	}
+	upd.ReplicaNumber = engine.ReplicaCount{} // none: the definition's stays
 	if err := UpdateBucket(ctx, cli, upd); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := ReadBucket(ctx, cli, "b")
-	if err != nil || got.MaxTTL != 60 || got.ReplicaNumber != 0 {
+	if n, ok := got.ReplicaNumber.Get(); err != nil || got.MaxTTL != 60 || !ok || n != 0 {
 		t.Fatalf("after the update: %+v %v", got, err)
 	}
 

@@ -177,8 +177,9 @@ func TestClusterFormsPlacesFailsOverAndFences(t *testing.T) {
 		return on != nil && s.Orchestrator == on.Name() && up == 3, fmt.Sprintf("%+v", s)
 	})
 
-	// A bucket defined: the orchestrator places it, balanced.
-	def := BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}
+	// A bucket defined (without a replicaNumber: the cluster's default, three
+	// copies): the orchestrator places it, balanced.
+	def := BucketDef{BucketSettings: engine.DefaultBucketSettings("b")}
 	if err := DefineBucket(ctx, cli, def); err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func TestClientNodeAndSpareFailover(t *testing.T) {
 	if info, err := ReadNode(ctx, cli, "n2"); err != nil || info.Cluster != peers[1].Addr() {
 		t.Fatalf("ReadNode(n2): %+v, %v; want cluster address %s", info, err, peers[1].Addr())
 	}
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b")}); err != nil {
 		t.Fatal(err)
 	}
 	status := func() *Status {

@@ -137,7 +137,7 @@ func TestCoverageSwitchInEtcd(t *testing.T) {
 	mctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go mirror.Run(mctx)
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b")}); err != nil {
 		t.Fatal(err)
 	}
 	var c *CoverageMap

@@ -18,7 +18,7 @@ func TestLaggingInStatus(t *testing.T) {
 	nodes := startAll(t, ctx, []Config{testConfig(t, testPeers(t, 1), "n1", t.TempDir(), &syncLog{})})
 	defer closeAll(nodes)
 	cli := nodes[0].Client()
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b")}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the bucket placed", func() (bool, string) {

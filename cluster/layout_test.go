@@ -47,7 +47,7 @@ func TestLayoutRevision(t *testing.T) {
 	if rev := mirror.LayoutRevision("b"); rev != 0 {
 		t.Fatalf("a bucket without a map: revision %d", rev)
 	}
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.DefaultBucketSettings("b")}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the bucket placed", func() (bool, string) {

@@ -171,7 +171,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 			if len(up) == 0 {
 				continue
 			}
-			m = &PartitionMap{Bucket: name, UUID: def.UUID, Copies: def.ReplicaNumber + 1, Partitions: Place(up, def.Partitions(), def.ReplicaNumber+1)}
+			m = &PartitionMap{Bucket: name, UUID: def.UUID, Copies: def.Replicas() + 1, Partitions: Place(up, def.Partitions(), def.Replicas()+1)}
 			if _, err := o.PutMap(ctx, m, 0); err != nil {
 				return err
 			}

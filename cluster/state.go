@@ -19,9 +19,9 @@ const (
 	orchestratorPrefix = "/mayfly/orchestrator/"
 )
 
-// DefaultReplicaNumber is a bucket's replicaNumber when none is given: two
-// replicas, three copies of each partition (issue 22's default; Couchbase's
-// is one).
+// DefaultReplicaNumber is a cluster bucket's replicaNumber when none is
+// given: two replicas, three copies of each partition (issue 22's default;
+// Couchbase's is one, as a single node's: engine.Options.ReplicaNumber).
 const DefaultReplicaNumber = 2
 
 // NodeInfo is what a node publishes about itself under /mayfly/nodes/NAME,
@@ -49,13 +49,20 @@ type NodeInfo struct {
 	Started time.Time `json:"started"`
 }
 
-// BucketDef is a bucket's definition under /mayfly/buckets/NAME: Mayfly's
-// bucket settings and Couchbase's replicaNumber (each partition has
-// replicaNumber + 1 copies).
+// BucketDef is a bucket's definition under /mayfly/buckets/NAME: the
+// bucket's settings, replicaNumber among them (each partition has
+// replicaNumber + 1 copies). The settings own the count: a definition
+// written before they did, with replicaNumber beside the settings at the
+// JSON's top level, reads the same, since the embedded settings' fields
+// are that level.
 type BucketDef struct {
 	engine.BucketSettings
-	// ReplicaNumber is the number of replicas of each partition, 0..3.
-	ReplicaNumber int `json:"replicaNumber"`
+}
+
+// Replicas returns the definition's replicaNumber: its settings', or
+// DefaultReplicaNumber when they have none (DefineBucket writes that).
+func (d BucketDef) Replicas() int {
+	return d.ReplicaNumber.Or(DefaultReplicaNumber)
 }
 
 // Partitions returns how many partitions the bucket has: its settings'
@@ -135,8 +142,9 @@ func readState(ctx context.Context, cli *clientv3.Client) (*state, error) {
 // DefineBucket writes a bucket's definition if the bucket is not defined
 // yet (ErrBucketExists otherwise) and its incarnation (UUID) was not
 // deleted (ErrBucketDeleted: its tombstone is there); the orchestrator
-// then places its partitions. A replicaNumber outside 0..3 is refused;
-// ErrUnavailable when etcd did not take it within WriteTimeout
+// then places its partitions. A definition without a replicaNumber is
+// written with DefaultReplicaNumber; one outside 0..engine.MaxReplicas is
+// refused; ErrUnavailable when etcd did not take it within WriteTimeout
 // (Unavailable).
 func DefineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) error {
 	return bounded(ctx, func(ctx context.Context) error { return defineBucket(ctx, cli, def) })
@@ -147,8 +155,9 @@ func defineBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 	if def.Name == "" {
 		return fmt.Errorf("cluster: a bucket definition needs a name")
 	}
-	if def.ReplicaNumber < 0 || def.ReplicaNumber > 3 {
-		return fmt.Errorf("cluster: bucket %q: replicaNumber %d is not 0..3", def.Name, def.ReplicaNumber)
+	def.ReplicaNumber = engine.Replicas(def.Replicas())
+	if n := def.Replicas(); n < 0 || n > engine.MaxReplicas {
+		return fmt.Errorf("%w: replicaNumber: bucket %q: %d is not 0..%d", engine.ErrInvalidSetting, def.Name, n, engine.MaxReplicas)
 	}
 	data, err := json.Marshal(def)
 	if err != nil {

@@ -100,7 +100,7 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 	out.Nodes = nodeStatuses(known, st.nodes)
 	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
 		def := st.buckets[name]
-		bs := BucketStatus{Name: name, ReplicaNumber: def.ReplicaNumber, Partitions: def.Partitions(), Leads: map[string]int{}, Holds: map[string]int{}}
+		bs := BucketStatus{Name: name, ReplicaNumber: def.Replicas(), Partitions: def.Partitions(), Leads: map[string]int{}, Holds: map[string]int{}}
 		if m := st.maps[name]; m != nil {
 			bs.Placed = true
 			for i, p := range m.Partitions {

@@ -22,7 +22,7 @@ func TestWatchBucketsRetriesAFailedEvent(t *testing.T) {
 	nodes := startAll(t, ctx, []Config{testConfig(t, peers, "n1", t.TempDir(), &syncLog{})})
 	defer closeAll(nodes)
 	cli := nodes[0].Client()
-	def := BucketDef{BucketSettings: engine.BucketSettings{Name: "r", Type: engine.Couchbase, UUID: "u1"}, ReplicaNumber: 0}
+	def := BucketDef{BucketSettings: engine.BucketSettings{Name: "r", Type: engine.Couchbase, UUID: "u1", ReplicaNumber: engine.Replicas(0)}}
 	var mu sync.Mutex
 	seen := map[string]int{}    // "put r", "delete r": how many times given
 	failing := map[string]int{} // how many more times to fail each

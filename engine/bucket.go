@@ -186,6 +186,9 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if s.NumVBuckets == 0 {
 		s.NumVBuckets = old.NumVBuckets // unset: the bucket's
 	}
+	if _, ok := s.ReplicaNumber.Get(); !ok {
+		s.ReplicaNumber = old.ReplicaNumber // likewise
+	}
 	if s.Name != old.Name || s.Type != old.Type || s.UUID != old.UUID || s.NumVBuckets != old.NumVBuckets {
 		return old, old, fmt.Errorf("%w: name, bucketType, uuid and numVBuckets cannot change", ErrInvalidSetting)
 	}

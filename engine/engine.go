@@ -161,6 +161,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		s.DurabilityMinLevel = defaultDurability(s.Type) // likewise
 	}
 	s.NumVBuckets = ce.Parts // likewise: the catalog always had the count
+	if _, ok := s.ReplicaNumber.Get(); !ok {
+		s.ReplicaNumber = e.opts.ReplicaNumber // a bucket created before the setting
+	}
 	b.minDurability.Store(int32(s.DurabilityMinLevel.rank()))
 	b.mu.settings = s
 	b.mem.configure(s)
@@ -287,6 +290,9 @@ func (e *Engine) CreateBucket(ctx context.Context, s BucketSettings) (*Bucket, e
 	}
 	if s.NumVBuckets == 0 {
 		s.NumVBuckets = e.opts.NumPartitions
+	}
+	if _, ok := s.ReplicaNumber.Get(); !ok {
+		s.ReplicaNumber = e.opts.ReplicaNumber
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err

@@ -19,6 +19,11 @@ type Options struct {
 	// fixed when a bucket is created. The default value is 1024, as
 	// Couchbase's.
 	NumPartitions int
+	// ReplicaNumber is the replicaNumber of a bucket created without
+	// BucketSettings.ReplicaNumber, and of a bucket stored before buckets
+	// had one, 0..MaxReplicas. The default value is 1, as Couchbase's (a
+	// cluster node's serve sets the cluster's default, 2).
+	ReplicaNumber ReplicaCount
 	// MaxBatchSize caps how many mutations one group commit writes. The default
 	// value is 50000.
 	MaxBatchSize int
@@ -120,6 +125,9 @@ func (o *Options) EnsureDefaults() {
 	if o.NumPartitions == 0 {
 		o.NumPartitions = 1024
 	}
+	if _, ok := o.ReplicaNumber.Get(); !ok {
+		o.ReplicaNumber = Replicas(1)
+	}
 	if o.MaxBatchSize == 0 {
 		o.MaxBatchSize = 50000
 	}
@@ -138,6 +146,9 @@ func (o *Options) EnsureDefaults() {
 func (o *Options) Validate() error {
 	if o.NumPartitions < 1 || o.NumPartitions > MaxVBuckets {
 		return fmt.Errorf("%w: NumPartitions must be 1..%d, got %d", ErrInvalidSetting, MaxVBuckets, o.NumPartitions)
+	}
+	if n := o.ReplicaNumber.Or(1); n < 0 || n > MaxReplicas {
+		return fmt.Errorf("%w: ReplicaNumber must be 0..%d, got %d", ErrInvalidSetting, MaxReplicas, n)
 	}
 	if o.MaxBatchSize < 1 {
 		return fmt.Errorf("%w: MaxBatchSize must be positive", ErrInvalidSetting)

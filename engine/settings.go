@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 )
 
 // BucketType is the kind of a bucket.
@@ -88,6 +91,72 @@ type BucketSettings struct {
 	// group. Zero when creating takes the engine's Options.NumPartitions
 	// (1024 unless set); zero in an update keeps the bucket's.
 	NumVBuckets int `json:"numVBuckets,omitempty"`
+	// ReplicaNumber is how many replicas of each partition the bucket
+	// keeps beside its active copy (Couchbase's replicaNumber),
+	// 0..MaxReplicas. On a cluster each partition has ReplicaNumber + 1
+	// copies, placed by the orchestrator; on a single node it is kept and
+	// shown, with no effect. Unset (the zero ReplicaCount) when creating
+	// takes the engine's Options.ReplicaNumber (1 unless set, Couchbase's
+	// default; 2 on a cluster node); unset in an update keeps the
+	// bucket's. A bucket stored before the setting reads as unset and
+	// opens with Options.ReplicaNumber.
+	ReplicaNumber ReplicaCount `json:"replicaNumber,omitzero"`
+}
+
+// MaxReplicas is the most replicas a bucket may have, as Couchbase's 3.
+const MaxReplicas = 3
+
+// ReplicaCount is a bucket's replicaNumber, or no number (its zero value:
+// unset, so that settings built without one take a default rather than
+// zero replicas). It is comparable, so settings compare with ==, and it
+// reads and writes JSON as a plain number.
+type ReplicaCount struct {
+	n   int
+	set bool
+}
+
+// Replicas returns the replicaNumber n.
+func Replicas(n int) ReplicaCount { return ReplicaCount{n: n, set: true} }
+
+// Get returns the number and whether one is set.
+func (c ReplicaCount) Get() (n int, ok bool) { return c.n, c.set }
+
+// Or returns the number, or def when none is set.
+func (c ReplicaCount) Or(def int) int {
+	if !c.set {
+		return def
+	}
+	return c.n
+}
+
+// String returns the number, or "unset".
+func (c ReplicaCount) String() string {
+	if !c.set {
+		return "unset"
+	}
+	return strconv.Itoa(c.n)
+}
+
+// MarshalJSON writes the number, or null when none is set.
+func (c ReplicaCount) MarshalJSON() ([]byte, error) {
+	if !c.set {
+		return []byte("null"), nil
+	}
+	return strconv.AppendInt(nil, int64(c.n), 10), nil
+}
+
+// UnmarshalJSON reads a number; null leaves the count unset.
+func (c *ReplicaCount) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*c = ReplicaCount{}
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("engine: replicaNumber: %w", err)
+	}
+	*c = Replicas(n)
+	return nil
 }
 
 // MaxVBuckets is the most partitions a bucket may have, as Couchbase's
@@ -201,6 +270,10 @@ func (s BucketSettings) Validate() error {
 		return bad("exp_pager_initial_run_time: must be an hour from -1 to 23")
 	case s.NumVBuckets < 0 || s.NumVBuckets > MaxVBuckets:
 		return bad("numVBuckets: must be an integer between 1 and %d", MaxVBuckets)
+	case s.ReplicaNumber.Or(0) < 0:
+		return bad("replicaNumber: The replica number cannot be negative.")
+	case s.ReplicaNumber.Or(0) > MaxReplicas:
+		return bad("replicaNumber: Replica number larger than %d is not supported.", MaxReplicas)
 	}
 	return nil
 }

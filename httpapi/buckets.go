@@ -42,7 +42,11 @@ type bucketJSON struct {
 	Controllers map[string]string `json:"controllers,omitempty"`
 	BasicStats  map[string]int64  `json:"basicStats"`
 	NumVBuckets int               `json:"numVBuckets"`
-	URI         string            `json:"uri"`
+	// ReplicaNumber is the bucket's replicaNumber (an SDK's GetBucket
+	// reads it): on a cluster, each partition has this many copies beside
+	// its active one.
+	ReplicaNumber int    `json:"replicaNumber"`
+	URI           string `json:"uri"`
 }
 
 func bucketView(b *engine.Bucket) bucketJSON {
@@ -55,6 +59,7 @@ func bucketView(b *engine.Bucket) bucketJSON {
 		StorageBackend:     b.StorageBackend(),
 		BasicStats:         map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
 		NumVBuckets:        b.NumPartitions(),
+		ReplicaNumber:      s.ReplicaNumber.Or(0),
 		URI:                "/pools/default/buckets/" + url.PathEscape(s.Name),
 		Controllers:        flushController(s),
 	}
@@ -169,6 +174,19 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		}
 		st.NumVBuckets = int(v)
 	}
+	// replicaNumber, 0..3 (Couchbase's range; Validate reports one outside
+	// it): without it a new bucket takes the engine's default (1, as
+	// Couchbase's; a cluster's 2), and an update keeps the bucket's. On a
+	// cluster a change is refused (its copies are placed once, when the
+	// bucket is created: cmd/mayfly's clusterBuckets); on a single node it
+	// is kept, with no effect.
+	if vals.Has("replicaNumber") {
+		n, err := strconv.Atoi(strings.TrimSpace(vals.Get("replicaNumber")))
+		if err != nil {
+			return &bucketSettingError{fmt.Errorf("%w: replicaNumber: The replica number must be specified and must be a non-negative integer.", engine.ErrInvalidSetting)}
+		}
+		st.ReplicaNumber = engine.Replicas(n)
+	}
 	if !creating {
 		return nil
 	}
@@ -187,7 +205,7 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 }
 
 // createBucket handles POST /pools/default/buckets (name, bucketType, maxTTL,
-// ramQuotaMB, purgeInterval, numVBuckets and the rest of
+// ramQuotaMB, purgeInterval, numVBuckets, replicaNumber and the rest of
 // applyBucketParams), answering 202 as Couchbase does.
 func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 	vals, err := formParams(r)
@@ -307,6 +325,7 @@ func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]
 	add("evictionPolicy", old.EvictionPolicy, updated.EvictionPolicy)
 	add("durabilityMinLevel", old.DurabilityMinLevel, updated.DurabilityMinLevel)
 	add("flushEnabled", old.FlushEnabled, updated.FlushEnabled)
+	add("replicaNumber", old.ReplicaNumber, updated.ReplicaNumber)
 	return before, after
 }
 

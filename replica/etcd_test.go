@@ -56,7 +56,7 @@ func TestMembershipFromEtcd(t *testing.T) {
 		}
 	}
 	cli := nodes[0].Client()
-	if err := cluster.DefineBucket(ctx, cli, cluster.BucketDef{BucketSettings: engine.DefaultBucketSettings("b"), ReplicaNumber: 2}); err != nil {
+	if err := cluster.DefineBucket(ctx, cli, cluster.BucketDef{BucketSettings: engine.DefaultBucketSettings("b")}); err != nil {
 		t.Fatal(err)
 	}
 	var pm *cluster.PartitionMap

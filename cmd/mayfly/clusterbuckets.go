@@ -273,7 +273,9 @@ func (c *clusterBuckets) AttachBucket(ctx context.Context, b *engine.Bucket) err
 // attach is AttachBucket, unbounded.
 func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 	s := b.Settings()
-	err := cluster.DefineBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s, ReplicaNumber: cluster.DefaultReplicaNumber})
+	// The bucket's replicaNumber is its settings' (the request's, or the
+	// engine's default, serve's cluster.DefaultReplicaNumber on a cluster).
+	err := cluster.DefineBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s})
 	if errors.Is(err, cluster.ErrBucketDeleted) && c.starting.Load() {
 		// Deleted since the start's read (dropDeleted): the watch's
 		// first read finds it not defined and drops it.
@@ -294,6 +296,9 @@ func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 		case def.UUID != s.UUID:
 			return fmt.Errorf("%w: the cluster defines bucket %q (uuid %s)", engine.ErrBucketExists, s.Name, def.UUID)
 		case def.BucketSettings != s:
+			// The definition's replicaNumber stays (fixed when the cluster
+			// defined the bucket); the watch gives it to this node.
+			s.ReplicaNumber = engine.ReplicaCount{}
 			err = cluster.UpdateBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: s})
 		default:
 			err = nil
@@ -309,13 +314,20 @@ func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 // changed on this node are written to its definition before the change is
 // made here (every node then applies them); a change the cluster did not
 // take (no quorum, the bucket deleted meanwhile) is refused and changes
-// nothing. A change applied from the definition is not written back.
-func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, _, updated engine.BucketSettings) error {
+// nothing. A change of replicaNumber is refused (engine.ErrInvalidSetting,
+// a 400): the orchestrator places a bucket's copies once, when it is
+// defined, and does not place them again for another count. A change
+// applied from the definition is not written back.
+func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, old, updated engine.BucketSettings) error {
 	c.mu.Lock()
 	a, applying := c.applying[updated.Name]
 	c.mu.Unlock()
 	if applying && a == updated {
 		return nil
+	}
+	if updated.ReplicaNumber != old.ReplicaNumber {
+		return fmt.Errorf("%w: replicaNumber: a cluster bucket keeps the replicaNumber it was created with (%v; %v asked): its copies are placed once",
+			engine.ErrInvalidSetting, old.ReplicaNumber, updated.ReplicaNumber)
 	}
 	err := cluster.UpdateBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: updated})
 	if errors.Is(err, cluster.ErrBucketNotDefined) {

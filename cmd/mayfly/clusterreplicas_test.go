@@ -15,12 +15,12 @@ import (
 // TestClusterBucketTakesItsReplicaNumber: a bucket created over REST on a
 // cluster node with replicaNumber (Couchbase's parameter, as the console
 // and the SDKs' bucket managers send it) is defined with that many
-// replicas, and the bucket's REST answer says how many it has. Today the
-// parameter is accepted and dropped: every bucket created on a cluster
-// gets replicaNumber 2 (three copies), and GET /pools/default/buckets/NAME
-// has no replicaNumber (an SDK's GetBucket reads 0).
+// replicas, and the bucket's REST answer says how many it has. On the old
+// code the parameter was accepted and dropped: every bucket created on a
+// cluster got replicaNumber 2 (three copies), and GET
+// /pools/default/buckets/NAME had no replicaNumber (an SDK's GetBucket
+// read 0).
 func TestClusterBucketTakesItsReplicaNumber(t *testing.T) {
-	t.Skip("bug: replicaNumber given at a bucket's creation on a cluster is dropped (defined with 2), and the bucket's REST answer has no replicaNumber")
 	t.Setenv("MAYFLY_ADMIN_PASSWORD", "password")
 	peers := fmt.Sprintf("n1=127.0.0.1:%d", freeTriple(t))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,5 +79,36 @@ func TestClusterBucketTakesItsReplicaNumber(t *testing.T) {
 	}
 	if got.ReplicaNumber == nil || *got.ReplicaNumber != 1 {
 		t.Errorf("GET the bucket: replicaNumber %v; want 1", got.ReplicaNumber)
+	}
+
+	// A change of it is refused, changing nothing (the orchestrator places a
+	// bucket's copies once); an update repeating it (an SDK's UpdateBucket
+	// sends the settings it read) goes through.
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=2&maxTTL=30"); code != http.StatusBadRequest || !strings.Contains(string(body), "replicaNumber") {
+		t.Errorf("changing replicaNumber: %d %s; want 400 naming replicaNumber", code, body)
+	}
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=1&maxTTL=40"); code != http.StatusOK {
+		t.Errorf("an update repeating replicaNumber: %d %s", code, body)
+	}
+	// Without replicaNumber a bucket has the cluster's default, 2.
+	if code, body := req(http.MethodPost, "/pools/default/buckets", "name=two&ramQuotaMB=100"); code != http.StatusAccepted {
+		t.Fatalf("create bucket two: %d %s", code, body)
+	}
+	code, o, errOut := runCmd("cluster", "status", "--peers", peers)
+	if code != 0 || !strings.Contains(o, "bucket one (replicaNumber 1)") || !strings.Contains(o, "bucket two (replicaNumber 2)") {
+		t.Errorf("cluster status: %d %q %q; want bucket one with replicaNumber 1, two with 2", code, o, errOut)
+	}
+	for name, want := range map[string]int{"one": 1, "two": 2} {
+		code, body := req(http.MethodGet, "/pools/default/buckets/"+name, "")
+		var got struct {
+			ReplicaNumber *int  `json:"replicaNumber"`
+			MaxTTL        int64 `json:"maxTTL"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &got) != nil || got.ReplicaNumber == nil || *got.ReplicaNumber != want {
+			t.Errorf("GET bucket %s: %d %.300s; want replicaNumber %d", name, code, body, want)
+		}
+		if name == "one" && got.MaxTTL != 40 {
+			t.Errorf("bucket one's maxTTL %d, want 40 (the refused change left it, the next one set it)", got.MaxTTL)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
 )
 
@@ -39,7 +40,8 @@ func TestRouterAvoidsAPreferredLeaderThatIsDown(t *testing.T) {
 		}
 	}
 	h, eng, b := routerHostAndBucket(t, ctx, 64)
-	def := cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: 2}
+	def := cluster.BucketDef{BucketSettings: b.Settings()}
+	def.ReplicaNumber = engine.Replicas(2)
 	if err := cluster.DefineBucket(ctx, cli, def); err != nil {
 		t.Fatal(err)
 	}

@@ -268,8 +268,14 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 
 // engineOptions are the engine's options the flags give.
 func (c *serveConfig) engineOptions(logger *slog.Logger) *engine.Options {
-	return &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage, NumPartitions: c.numVBuckets,
+	o := &engine.Options{Logger: logger, NoSync: c.noSync, FlushInterval: c.flushInterval, Storage: c.storage, NumPartitions: c.numVBuckets,
 		BackgroundWarmup: true, WarmupHook: c.warmupHook}
+	if c.cl.peers != "" {
+		// A bucket created on a cluster without a replicaNumber has the
+		// cluster's default; a single node's has Couchbase's (1).
+		o.ReplicaNumber = engine.Replicas(cluster.DefaultReplicaNumber)
+	}
+	return o
 }
 
 // newServeCmd is `mayfly serve`.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/replica"
 )
@@ -43,7 +44,9 @@ func TestTopologyNamesTheRecordedLeaderForACopyNotHeld(t *testing.T) {
 	}
 	h, eng, b := routerHostAndBucket(t, ctx, 64)
 	uuid := b.Settings().UUID
-	if err := cluster.DefineBucket(ctx, cli, cluster.BucketDef{BucketSettings: b.Settings(), ReplicaNumber: 2}); err != nil {
+	def := cluster.BucketDef{BucketSettings: b.Settings()}
+	def.ReplicaNumber = engine.Replicas(2)
+	if err := cluster.DefineBucket(ctx, cli, def); err != nil {
 		t.Fatal(err)
 	}
 	var m *cluster.PartitionMap

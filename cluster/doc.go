@@ -22,7 +22,7 @@
 //
 //	nodes/NAME          NodeInfo JSON, on the node's lease
 //	orchestrator/...    the election (concurrency.Election keys)
-//	buckets/NAME        BucketDef JSON (engine.BucketSettings and replicaNumber)
+//	buckets/NAME        BucketDef JSON (engine.BucketSettings, replicaNumber among them)
 //	maps/NAME           PartitionMap JSON, written by the orchestrator only
 //	ddocs/BUCKET/NAME   DesignDocDef JSON: a design document's version and body
 //	search/BUCKET/NAME  a full-text index definition as stored (uuid included)

@@ -117,7 +117,7 @@ func TestAuditedActions(t *testing.T) {
 		{"ddoc.put", "default", "dev_d", js(json.RawMessage(ddoc)), js(json.RawMessage(ddoc2)), ""},
 		{"ddoc.delete", "default", "dev_d", js(json.RawMessage(ddoc2)), "null", ""},
 		{"pager.settings", "b2", "", `{"exp_pager_initial_run_time":-1,"exp_pager_stime":3600}`, `{"exp_pager_initial_run_time":3,"exp_pager_stime":5}`, ""},
-		{"bucket.delete", "b2", "", norm(`{"name":"b2","bucketType":"ephemeral","maxTTL":60,"ramQuotaMB":200,"purgeInterval":2,"exp_pager_stime":5,"exp_pager_initial_run_time":3,"evictionPolicy":"noEviction","durabilityMinLevel":"none","numVBuckets":16,"uuid":"` + uuid + `"}`), "null", ""},
+		{"bucket.delete", "b2", "", norm(`{"name":"b2","bucketType":"ephemeral","maxTTL":60,"ramQuotaMB":200,"purgeInterval":2,"exp_pager_stime":5,"exp_pager_initial_run_time":3,"evictionPolicy":"noEviction","durabilityMinLevel":"none","numVBuckets":16,"replicaNumber":1,"uuid":"` + uuid + `"}`), "null", ""},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d records:\n%v\nwant %d:\n%v", len(got), got, len(want), want)

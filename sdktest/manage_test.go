@@ -12,7 +12,8 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// gocb's bucket manager: get one and all buckets' settings, create, update
+// gocb's bucket manager: get one and all buckets' settings (NumReplicas:
+// replicaNumber, 1 by default on one node, as Couchbase's), create, update
 // and drop a bucket, and the errors of a name taken and a missing bucket.
 func TestBucketManager(t *testing.T) {
 	s := start(t)
@@ -24,14 +25,14 @@ func TestBucketManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Name != bucketName || got.BucketType != gocb.CouchbaseBucketType || got.EvictionPolicy != gocb.EvictionPolicyTypeValueOnly ||
-		got.RAMQuotaMB == 0 || got.MaxExpiry != 0 || got.NumReplicas != 0 || got.FlushEnabled {
+		got.RAMQuotaMB == 0 || got.MaxExpiry != 0 || got.NumReplicas != 1 || got.FlushEnabled {
 		t.Fatalf("GetBucket: %+v", got)
 	}
 
 	err = bm.CreateBucket(gocb.CreateBucketSettings{BucketSettings: gocb.BucketSettings{
 		Name: "sessions", BucketType: gocb.EphemeralBucketType, RAMQuotaMB: 128,
 		MaxExpiry: time.Hour, EvictionPolicy: gocb.EvictionPolicyTypeNotRecentlyUsed,
-		MinimumDurabilityLevel: gocb.DurabilityLevelMajority,
+		MinimumDurabilityLevel: gocb.DurabilityLevelMajority, NumReplicas: 2,
 	}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,8 @@ func TestBucketManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.BucketType != gocb.EphemeralBucketType || got.RAMQuotaMB != 128 || got.MaxExpiry != time.Hour ||
-		got.EvictionPolicy != gocb.EvictionPolicyTypeNotRecentlyUsed || got.MinimumDurabilityLevel != gocb.DurabilityLevelMajority {
+		got.EvictionPolicy != gocb.EvictionPolicyTypeNotRecentlyUsed || got.MinimumDurabilityLevel != gocb.DurabilityLevelMajority ||
+		got.NumReplicas != 2 {
 		t.Fatalf("created bucket: %+v", got)
 	}
 	err = bm.CreateBucket(gocb.CreateBucketSettings{BucketSettings: gocb.BucketSettings{Name: "sessions", BucketType: gocb.CouchbaseBucketType, RAMQuotaMB: 100}}, nil)
@@ -71,7 +73,7 @@ func TestBucketManager(t *testing.T) {
 	}
 	sort.Strings(names)
 	if len(names) != 2 || names[0] != "sessions" || names[1] != bucketName ||
-		all["sessions"].MaxExpiry != 2*time.Hour || all["sessions"].RAMQuotaMB != 256 {
+		all["sessions"].MaxExpiry != 2*time.Hour || all["sessions"].RAMQuotaMB != 256 || all["sessions"].NumReplicas != 2 {
 		t.Fatalf("GetAllBuckets after the update: %v %+v", names, all["sessions"])
 	}
 

@@ -20,7 +20,7 @@ LEVEL   ?= persistToMajority
 # EVICTION is the crash soak's bucket evictionPolicy (valueOnly, fullEviction).
 EVICTION ?= valueOnly
 
-.PHONY: help build run test unit race race-all race-more fuzz vet fmt lint bench bench-pouch bench-big oracle tools deps clean soak chaos sdk node-sdk
+.PHONY: help build run test unit race race-all race-more fuzz norace vet fmt lint bench bench-pouch bench-big oracle tools deps clean soak chaos sdk node-sdk
 
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
@@ -51,9 +51,9 @@ run: build
 	@echo "mayfly: development server; log in as Administrator / $(DEV_PASSWORD) (curl -u Administrator:$(DEV_PASSWORD) ...)"
 	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA) $(ARGS)
 
-# The fuzz and sdk steps run even when the race step fails (their failures
-# are worth seeing too); test fails if any did. They run beside the race
-# step's `go test ./...` (their output held back and printed after it),
+# The fuzz, norace and sdk steps run even when the race step fails (their
+# failures are worth seeing too); test fails if any did. They run beside the
+# race step's `go test ./...` (their output held back and printed after it),
 # one after the other with race-more (the two runs of the race step that
 # need other flags): the race step leaves the cores idle part of the time,
 # waiting out elections and timeouts, and the fuzz targets count executions
@@ -64,7 +64,7 @@ run: build
 test: deps tools lint
 	@status=0; bg=$$(mktemp); \
 	{ st=0; $(MAKE) --no-print-directory fuzz || st=1; $(MAKE) --no-print-directory race-more || st=1; \
-	  $(MAKE) --no-print-directory sdk || st=1; exit $$st; } >"$$bg" 2>&1 & bgpid=$$!; \
+	  $(MAKE) --no-print-directory norace || st=1; $(MAKE) --no-print-directory sdk || st=1; exit $$st; } >"$$bg" 2>&1 & bgpid=$$!; \
 	$(MAKE) --no-print-directory race-all || status=1; \
 	wait $$bgpid || status=1; cat "$$bg"; rm -f "$$bg"; \
 	exit $$status
@@ -94,11 +94,29 @@ race: race-all race-more
 race-all:
 	$(GO) test -race -count=1 -p $(RACE_P) -timeout $(RACE_TIMEOUT) $(PKGS)
 
+# The tests the race step skips or shortens, whole and without the race
+# detector: model tests of thousands of sequential steps, which it slows 5 to
+# 40 times (TestModel in index: 0.7 s without it, 32 s with it) for no race
+# to find where the code under test starts no goroutine. They call
+# racebuild.Skip or racebuild.Scale (internal/racebuild); .ci/noracetargets
+# finds them in the test files.
+norace:
+	@targets=$$(GO=$(GO) bash .ci/noracetargets $(PKGS)) || exit 1; \
+	echo "$$targets" | while read -r pkg run; do \
+		[ -n "$$pkg" ] || continue; \
+		echo "norace $$pkg $$run"; \
+		$(GO) test -count=1 -timeout $(RACE_TIMEOUT) -run "$$run" $$pkg || exit 1; \
+	done
+
 # The race step's runs with other flags: the memcached port's other I/O
-# model, and the fault injection built in (-tags chaos).
+# model, the fault injection built in (-tags chaos), and a cluster test
+# whose server processes are race-built too (MAYFLY_TEST_RACE_NODES: a race
+# report in a node's output fails it; the race step's run them built without
+# the detector, cmd/mayfly/nodebin_test.go).
 race-more:
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) ./memcache/ -args -memcache.io=goroutines
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) -tags chaos -run 'TestChaos' ./cmd/mayfly/
+	MAYFLY_TEST_RACE_NODES=1 $(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) -run '^TestReplicatedClusterSurvivesKill$$' ./cmd/mayfly/
 
 unit:
 	$(GO) test -count=1 $(PKGS)

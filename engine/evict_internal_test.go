@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mayflydb/mayfly/internal/racebuild"
 )
 
 // keepFilters gives a warm bucket the Bloom filters a fullEviction bucket
@@ -258,16 +260,18 @@ func sameDocs(t *testing.T, what string, got, want map[string]*Document) {
 // counts every live document, and Check holds (its counts include the
 // documents out of memory). Each store.
 func TestEvictedItemsModel(t *testing.T) {
+	steps := racebuild.Scale(3000) // the flusher's and evictor's goroutines: a shorter run under -race too
 	for _, kind := range []string{StoragePebble, StorageBolt} {
-		t.Run(kind, func(t *testing.T) { evictedItemsModel(t, kind, false) })
-		t.Run(kind+"/quota", func(t *testing.T) { evictedItemsModel(t, kind, true) })
+		t.Run(kind, func(t *testing.T) { evictedItemsModel(t, kind, false, steps) })
+		t.Run(kind+"/quota", func(t *testing.T) { evictedItemsModel(t, kind, true, steps) })
 	}
 }
 
-// evictedItemsModel is TestEvictedItemsModel on one store: with quota, on
-// a fullEviction bucket of 1 MiB whose 3 KB documents leave memory by its
-// own eviction; else on a bucket whose items the test takes out.
-func evictedItemsModel(t *testing.T, kind string, quota bool) {
+// evictedItemsModel is TestEvictedItemsModel on one store, for steps
+// random operations: with quota, on a fullEviction bucket of 1 MiB whose
+// 3 KB documents leave memory by its own eviction; else on a bucket whose
+// items the test takes out.
+func evictedItemsModel(t *testing.T, kind string, quota bool, steps int) {
 	{
 		{
 			ctx, cancel := context.WithCancel(t.Context()) // no deadline: under -race on a busy machine a subtest took 5 min; go test -timeout catches a hang
@@ -326,7 +330,7 @@ func evictedItemsModel(t *testing.T, kind string, quota bool) {
 				}
 			}
 			c := b.DefaultCollection()
-			for step := range 3000 {
+			for step := range steps {
 				key := fmt.Sprint("k", rng.IntN(keys))
 				now := clk.Now()
 				md, ok := model[key]

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/racebuild"
 )
 
 // fullEvictionQuotaDocs is how many small documents the quota tests below
@@ -66,6 +67,7 @@ func underQuota(t *testing.T, b *engine.Bucket, what string) {
 // quota (40,000 small documents in 1 MiB: reads of every key took mem_used
 // from 0.87 MB to 3.98 MB, nearly four times the quota, and kept it there).
 func TestFullEvictionReadsHoldTheQuota(t *testing.T) {
+	racebuild.Skip(t)
 	ctx := context.Background()
 	b, c, _ := fullOneMiB(t, false)
 	for i := range fullEvictionQuotaDocs {
@@ -128,6 +130,7 @@ func refuseEach(t *testing.T, b *engine.Bucket, c *engine.Collection, cas []uint
 // does (40,000 refused inserts of small documents in 1 MiB took mem_used to
 // 3.98 MB on the old code).
 func TestFullEvictionRefusedWritesHoldTheQuota(t *testing.T) {
+	racebuild.Skip(t)
 	b, c, cas := fullOneMiB(t, false)
 	refuseEach(t, b, c, cas)
 }
@@ -138,6 +141,7 @@ func TestFullEvictionRefusedWritesHoldTheQuota(t *testing.T) {
 // (without it, refused writes took mem_used past the quota at about the
 // 2,400th to 2,700th).
 func TestFullEvictionReplicatedWritesHoldTheQuota(t *testing.T) {
+	racebuild.Skip(t)
 	b, c, cas := fullOneMiB(t, true)
 	refuseEach(t, b, c, cas)
 }
@@ -147,6 +151,7 @@ func TestFullEvictionReplicatedWritesHoldTheQuota(t *testing.T) {
 // unlocks alone (each refused: no lock holds) must not take mem_used past
 // the quota.
 func TestFullEvictionUnlockHoldsTheQuota(t *testing.T) {
+	racebuild.Skip(t)
 	b, c, _ := fullOneMiB(t, false)
 	for i := range fullEvictionQuotaDocs {
 		if err := c.Unlock(memKey(i), 1); !errors.Is(err, engine.ErrNotLocked) {

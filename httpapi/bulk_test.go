@@ -19,6 +19,7 @@ import (
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/racebuild"
 )
 
 const ndjson = "application/x-ndjson"
@@ -177,10 +178,13 @@ func TestBulkLongLine(t *testing.T) {
 }
 
 // TestBulkLargeBodyBoundedMemory streams 100,000 lines (about 95 MiB) and
-// checks the heap stays well below the body's size (at its peak under
-// -race, 26 MiB for 100,000 lines, 30 MiB for 200,000), and the answers
-// come in order.
+// checks the heap stays well below the body's size (at its peak 28 MiB;
+// under -race 26 MiB for 100,000 lines, 30 MiB for 200,000), and the
+// answers come in order. It runs without the race detector (2.6 s against
+// ~30 s with it): what it checks is memory, and the bulk path's goroutines
+// meet the race detector in the other bulk tests.
 func TestBulkLargeBodyBoundedMemory(t *testing.T) {
+	racebuild.Skip(t)
 	f := newFixture(t)
 	const n = 100_000
 	pad := strings.Repeat("p", 900)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/internal/racebuild"
 )
 
 var modelSeed = flag.Uint64("index.seed", 0, "seed of TestModel (0: random)")
@@ -228,6 +229,7 @@ func (m *model) sorted() []modelRow {
 // brute-force computation over a sorted slice. Rerun a failure with
 // -index.seed=N.
 func TestModel(t *testing.T) {
+	racebuild.Skip(t)
 	seed := *modelSeed
 	if seed == 0 {
 		seed = rand.Uint64()

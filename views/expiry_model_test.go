@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/racebuild"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -78,7 +79,9 @@ func modelCompare(x, y any) int {
 // and JavaScript reduce views. An expired document's rows stay in answers
 // (expired=include) until it is purged, with "doc": null.
 func TestViewsExpiryModel(t *testing.T) {
-	for seed := uint64(1); seed <= 12; seed++ {
+	// The views service's goroutines (the feed's, the builds'): three seeds
+	// under -race, all twelve without it.
+	for seed := uint64(1); seed <= uint64(racebuild.Scale(12)); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runExpiryModel(t, seed, 30) })
 	}
 	// Enough documents for trees of many nodes, whose cached live

@@ -116,7 +116,7 @@ func TestFailoverReplicatesAgain(t *testing.T) {
 	// every node before it places the bucket on those up: race-built
 	// processes on a busy machine start slower.
 	timeout := "5s"
-	if raceBuild {
+	if raceNodes() {
 		timeout = "20s"
 	}
 	began := time.Now()
@@ -297,7 +297,7 @@ func TestFailedOverWhileCutOffLeavesItsGroups(t *testing.T) {
 	// out timeouts and elections, and this package is make test's longest.
 	t.Parallel()
 	timeout := "5s"
-	if raceBuild {
+	if raceNodes() {
 		timeout = "20s"
 	}
 	nodes, peers, acked, m := startFourWithDocs(t, "--cluster-failover-timeout", timeout,

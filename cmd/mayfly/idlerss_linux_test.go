@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,30 +18,29 @@ import (
 // were released (35-44 MB).
 const idleRSSBound = 28 << 20
 
-// TestIdleServeResidentMemory starts `mayfly serve` (this test binary, in
-// its own process) on a fresh data directory with every port on, and reads
+// TestIdleServeResidentMemory starts `mayfly serve` (in its own process,
+// serverCommand's) on a fresh data directory with every port on, and reads
 // its resident memory once start-up is over: it must stay under
 // idleRSSBound.
 func TestIdleServeResidentMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
 	}
-	if raceBuild {
+	if raceNodes() {
 		t.Skip("the race detector's shadow memory is resident too")
 	}
-	args, _ := json.Marshal([]string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0",
+	cmd := serverCommand(t, []string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0",
 		"--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0", "--kv-tls", "", "--views", "127.0.0.1:0",
 		"--search", "127.0.0.1:0", "--admin-password", "password123", "--log-level", "debug"})
 	// The server runs from a copy written in 64 KiB writes, as an
 	// installation writes it: the linker's own output sits in the page
 	// cache in large folios, each mapped whole on a touch (binpages_linux.go).
 	bin := filepath.Join(t.TempDir(), "mayfly")
-	if err := copyInChunks(bin, os.Args[0]); err != nil {
+	if err := copyInChunks(bin, cmd.Path); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin)
+	cmd.Path, cmd.Args[0] = bin, bin
 	cmd.SysProcAttr = serverProcAttr()
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(args))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,14 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	leaktest.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"), leaktest.EtcdStoppingMember())
+	dir, err := os.MkdirTemp("", "mayfly-test-node-")
+	if err != nil {
+		panic(err)
+	}
+	nodeBinDir = dir // nodeBinary builds there when a test needs it
+	code := leaktest.Run(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"), leaktest.EtcdStoppingMember())
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // clusterParallel is how many of the package's parallel tests run at once

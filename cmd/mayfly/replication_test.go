@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -39,11 +38,13 @@ type procNode struct {
 // cluster forming serves once a quorum of etcd members answers).
 func (n *procNode) start(t *testing.T) {
 	t.Helper()
-	args, _ := json.Marshal(n.args)
+	if n.out != nil && raceNodes() { // the run before a kill or a stop
+		raceReported(t, n.name, n.out.String())
+	}
 	n.out = &syncBuffer{}
-	n.cmd = exec.Command(os.Args[0])
+	n.cmd = serverCommand(t, n.args)
 	n.cmd.SysProcAttr = serverProcAttr()
-	n.cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(args), "MAYFLY_ADMIN_PASSWORD=password")
+	n.cmd.Env = append(n.cmd.Env, "MAYFLY_ADMIN_PASSWORD=password")
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -831,7 +832,7 @@ func procClusterN(t *testing.T, size int, flags ...string) ([]*procNode, []strin
 	// came later than the election timeout and the groups kept electing:
 	// 75 writes not done in 12 min; a 1 s tick was needed there).
 	tick := "100ms"
-	if raceBuild {
+	if raceNodes() {
 		// Quiet groups pass at 100 ms under the race detector too (4 runs
 		// of 4), but before the groups first go quiet the three processes
 		// elect 1024 groups each, and CI runs beside other packages' tests
@@ -860,6 +861,11 @@ func procClusterN(t *testing.T, size int, flags ...string) ([]*procNode, []strin
 		// alive at its end).
 		for _, n := range slices.Backward(nodes) {
 			n.stop()
+		}
+		for _, n := range nodes {
+			if n.out != nil && raceNodes() {
+				raceReported(t, n.name, n.out.String())
+			}
 		}
 		if t.Failed() {
 			for _, n := range nodes {

@@ -26,6 +26,13 @@ const Wait = time.Minute
 // goroutine (other than those opts ignore) is still running after Wait.
 // It is meant to be a package's TestMain: it exits the process.
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	os.Exit(Run(m, opts...))
+}
+
+// Run is VerifyTestMain for a TestMain with more to do before it exits: it
+// runs the tests, looks for goroutines left as VerifyTestMain does, and
+// returns the exit code.
+func Run(m *testing.M, opts ...goleak.Option) int {
 	code := m.Run()
 	if code == 0 {
 		if err := Find(Wait, opts...); err != nil {
@@ -33,7 +40,7 @@ func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // Find looks for goroutines (other than those opts ignore) until none is

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mayflydb/mayfly/internal/racebuild"
 	"github.com/mayflydb/mayfly/jsruntime"
 )
 
@@ -67,7 +68,8 @@ func TestMemoryLimitNotChargedOthersAllocation(t *testing.T) {
 		docs[i] = jsonDoc(fmt.Sprint("d", i), fmt.Sprintf(`{"n": %d, "pad": "%0200d"}`, i, i))
 	}
 	failed := 0
-	for round := range 10 {
+	rounds := racebuild.Scale(8) // the pool's and the load's goroutines: two rounds under -race, eight without
+	for round := range rounds {
 		res, err := pr.Map(context.Background(), docs)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +86,7 @@ func TestMemoryLimitNotChargedOthersAllocation(t *testing.T) {
 		}
 	}
 	if failed > 0 {
-		t.Errorf("%d of %d map calls failed", failed, 10*len(docs))
+		t.Errorf("%d of %d map calls failed", failed, rounds*len(docs))
 	}
 	t.Logf("calls run again after the memory limit: %d", p.MemoryRetries())
 }

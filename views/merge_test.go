@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/internal/racebuild"
 	"github.com/mayflydb/mayfly/views"
 )
 
@@ -119,7 +120,7 @@ func testMergeModel(t *testing.T, opts views.Options) {
 	answered := 0
 	var n int
 	var owner []int
-	for i := 0; i < 1500; i++ {
+	for i := range racebuild.Scale(1500) { // the views service's goroutines: a quarter under -race
 		if i%30 == 0 {
 			// A new coverage, kept for 30 queries: the index answers the
 			// same shares again from the reductions it cached for them.

@@ -62,11 +62,13 @@ run: build
 # compiles are in the build cache and end before it does, instead of
 # after it on the critical path.
 test: deps tools lint
-	@status=0; bg=$$(mktemp); \
-	{ st=0; $(MAKE) --no-print-directory fuzz || st=1; $(MAKE) --no-print-directory race-more || st=1; \
-	  $(MAKE) --no-print-directory norace || st=1; $(MAKE) --no-print-directory sdk || st=1; exit $$st; } >"$$bg" 2>&1 & bgpid=$$!; \
-	$(MAKE) --no-print-directory race-all || status=1; \
+	@status=0; bg=$$(mktemp); t0=$$(date +%s); \
+	{ st=0; for step in fuzz race-more norace sdk; do s0=$$(date +%s); \
+	    $(MAKE) --no-print-directory $$step || st=1; echo "make test: $$step took $$(( $$(date +%s) - s0 )) s"; done; \
+	  exit $$st; } >"$$bg" 2>&1 & bgpid=$$!; \
+	$(MAKE) --no-print-directory race-all || status=1; t1=$$(date +%s); \
 	wait $$bgpid || status=1; cat "$$bg"; rm -f "$$bg"; \
+	echo "make test: race-all took $$(( t1 - t0 )) s, all the steps $$(( $$(date +%s) - t0 )) s"; \
 	exit $$status
 
 lint: vet fmt

@@ -25,7 +25,7 @@ EVICTION ?= valueOnly
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
 	@echo "             other addresses or flags: make run ARGS=\"--http 127.0.0.1:9000 --memcached 127.0.0.1:9001\""
-	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, short fuzzing, the Couchbase SDK tests"
+	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, model tests whole without it, short fuzzing, the Couchbase SDK tests"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
 	@echo "make bench-big    issue 19's large-scale run against a started server (DOCS=5000000 VALUE=1024 QUOTA_MB=1024; ~6 GB of disk, long)"
@@ -51,16 +51,15 @@ run: build
 	@echo "mayfly: development server; log in as Administrator / $(DEV_PASSWORD) (curl -u Administrator:$(DEV_PASSWORD) ...)"
 	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA) $(ARGS)
 
-# The fuzz, norace and sdk steps run even when the race step fails (their
-# failures are worth seeing too); test fails if any did. They run beside the
-# race step's `go test ./...` (their output held back and printed after it),
-# one after the other with race-more (the two runs of the race step that
-# need other flags): the race step leaves the cores idle part of the time,
-# waiting out elections and timeouts, and the fuzz targets count executions
-# (FUZZTIME), not time, so the load changes nothing they check. The fuzz
-# step takes ~2 min, so race-more and sdk (~1.5 min) start once ./...'s
-# compiles are in the build cache and end before it does, instead of
-# after it on the critical path.
+# The fuzz, race-more, norace and sdk steps run even when the race step
+# fails (their failures are worth seeing too); test fails if any did. They
+# run one after the other beside the race step's `go test ./...` (their
+# output held back and printed after it): the race step leaves the cores
+# idle part of the time, waiting out elections and timeouts, and the fuzz
+# targets count executions (FUZZTIME), not time, so the load changes nothing
+# they check. The fuzz step takes ~2 min, so the others start once ./...'s
+# compiles are in the build cache and end before it does, instead of after
+# it on the critical path. Each step's time is printed at the end.
 test: deps tools lint
 	@status=0; bg=$$(mktemp); t0=$$(date +%s); \
 	{ st=0; for step in fuzz race-more norace sdk; do s0=$$(date +%s); \
@@ -93,8 +92,14 @@ RACE_P ?= 3
 
 race: race-all race-more
 
+# The race step's longest packages, started first (go test starts packages
+# in the order given): in alphabetical order the longest (httpapi, ~280 s of
+# a busy run) started late and ran on alone at the end while a core idled.
+# Longest first, the cores stay busy to the end.
+RACE_FIRST ?= ./httpapi/ ./engine/ ./cmd/mayfly/ ./cluster/ ./index/ ./replica/ ./views/ ./internal/crashtest/ ./jsruntime/
+
 race-all:
-	$(GO) test -race -count=1 -p $(RACE_P) -timeout $(RACE_TIMEOUT) $(PKGS)
+	$(GO) test -race -count=1 -p $(RACE_P) -timeout $(RACE_TIMEOUT) $(if $(filter ./...,$(PKGS)),$(RACE_FIRST)) $(PKGS)
 
 # The tests the race step skips or shortens, whole and without the race
 # detector: model tests of thousands of sequential steps, which it slows 5 to

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -19,12 +18,7 @@ import (
 // again as a new incarnation with a new map; a watcher sees every step in
 // order, and the orchestrator removes a map no definition owns.
 func TestBucketIncarnationsInClusterState(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	peers := testPeers(t, 1)
-	nodes := startAll(t, ctx, []Config{testConfig(t, peers, "n1", t.TempDir(), &syncLog{})})
-	defer closeAll(nodes)
-	cli := nodes[0].Client()
+	ctx, cli := oneNode(t)
 
 	placed := func(uuid string) {
 		t.Helper()

@@ -92,6 +92,18 @@ func startAll(t *testing.T, ctx context.Context, cfgs []Config) []*Node {
 	return nodes
 }
 
+// oneNode starts a cluster of one node for t, closed when t ends, and
+// returns a context that ends with t (or after two minutes, a hang) and the
+// node's etcd client.
+func oneNode(t *testing.T) (context.Context, *clientv3.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	nodes := startAll(t, ctx, []Config{testConfig(t, testPeers(t, 1), "n1", t.TempDir(), &syncLog{})})
+	t.Cleanup(func() { closeAll(nodes) })
+	return ctx, nodes[0].Client()
+}
+
 // closeAll closes the nodes at once, as a cluster's machines stop
 // together (one by one, the last members wait for a quorum that is gone).
 func closeAll(nodes []*Node) {

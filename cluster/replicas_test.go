@@ -1,12 +1,10 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -18,12 +16,7 @@ import (
 // copies plus one, and the status shows it. A definition without one gets
 // DefaultReplicaNumber; one outside 0..3 is refused.
 func TestBucketDefReplicaNumber(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	peers := testPeers(t, 1)
-	nodes := startAll(t, ctx, []Config{testConfig(t, peers, "n1", t.TempDir(), &syncLog{})})
-	defer closeAll(nodes)
-	cli := nodes[0].Client()
+	ctx, cli := oneNode(t)
 
 	// As the version before wrote it: the settings, and replicaNumber
 	// beside them.

@@ -11,12 +11,7 @@ import (
 )
 
 func TestWatchNodesDownSaysWhichNodeLeft(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	peers := testPeers(t, 1)
-	nodes := startAll(t, ctx, []Config{testConfig(t, peers, "n1", t.TempDir(), &syncLog{})})
-	defer closeAll(nodes)
-	cli := nodes[0].Client()
+	ctx, cli := oneNode(t)
 	downs := make(chan string, 8)
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

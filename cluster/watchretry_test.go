@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -16,12 +15,7 @@ import (
 // given to it again, rather than lost until the node restarts: both a
 // definition and a deletion come back until the follower takes them.
 func TestWatchBucketsRetriesAFailedEvent(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // catches a hang only
-	defer cancel()
-	peers := testPeers(t, 1)
-	nodes := startAll(t, ctx, []Config{testConfig(t, peers, "n1", t.TempDir(), &syncLog{})})
-	defer closeAll(nodes)
-	cli := nodes[0].Client()
+	ctx, cli := oneNode(t)
 	def := BucketDef{BucketSettings: engine.BucketSettings{Name: "r", Type: engine.Couchbase, UUID: "u1", ReplicaNumber: engine.Replicas(0)}}
 	var mu sync.Mutex
 	seen := map[string]int{}    // "put r", "delete r": how many times given

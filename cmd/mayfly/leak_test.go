@@ -20,8 +20,10 @@ import (
 // good: etcd's bug, not ours (leaktest.EtcdStoppingMember).
 //
 // With $MAYFLY_TEST_MAIN_ARGS (a JSON array of arguments) the test binary
-// is mayfly itself, run with those arguments: a test that needs a server
-// in its own process (its resident memory measured alone) starts one so.
+// is mayfly itself, run with those arguments: serverCommand starts a test's
+// server processes so when the tests are not race-built (or with
+// MAYFLY_TEST_RACE_NODES=1; else from a build without the race detector,
+// nodebin_test.go, made in a directory TestMain removes at the end).
 //
 // Unless -test.parallel is given, clusterParallel of the package's
 // parallel tests run at once (at least GOMAXPROCS, go test's default):

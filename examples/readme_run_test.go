@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mayflydb/mayfly/internal/mayflybin"
 )
 
 // The README's shell examples are run by TestReadmeRunsInOrder, top to
@@ -382,15 +384,9 @@ type readmeServer struct {
 // gives it.
 func startReadmeServer(t *testing.T, dir string) *readmeServer {
 	t.Helper()
-	root, err := filepath.Abs("..")
+	bin, err := mayflybin.Build(filepath.Join(dir, "bin"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bin", "mayfly")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/mayfly")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mayfly: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--data", filepath.Join(dir, "data"),

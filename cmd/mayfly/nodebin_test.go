@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/mayflydb/mayfly/internal/mayflybin"
 	"github.com/mayflydb/mayfly/internal/racebuild"
 )
 
@@ -37,12 +37,7 @@ var nodeBinary = sync.OnceValues(func() (string, error) {
 	if nodeBinDir == "" {
 		return "", fmt.Errorf("no directory for the server binary (TestMain makes it)")
 	}
-	bin := filepath.Join(nodeBinDir, "mayfly")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build -o %s .: %w\n%s", bin, err, out)
-	}
-	return bin, nil
+	return mayflybin.Build(nodeBinDir)
 })
 
 // raceNodes reports whether the server processes run race-built (the test

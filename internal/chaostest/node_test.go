@@ -15,29 +15,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mayflydb/mayfly/cluster"
+	"github.com/mayflydb/mayfly/internal/mayflybin"
 	"github.com/mayflydb/mayfly/internal/testport"
 )
 
 // adminPassword is the administrator's password of every node.
 const adminPassword = "chaos-test-password"
 
-// buildServer builds cmd/mayfly from the module root into dir.
+// buildServer builds cmd/mayfly into dir, with -tags chaos: the binary's
+// --chaos-cut-file (the partition case).
 func buildServer(t *testing.T, dir string) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	bin, err := mayflybin.Build(dir, "chaos")
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("not inside a Go module")
-	}
-	bin := filepath.Join(dir, "mayfly")
-	// -tags chaos: the binary's --chaos-cut-file (the partition case).
-	cmd := exec.Command("go", "build", "-tags", "chaos", "-o", bin, "./cmd/mayfly")
-	cmd.Dir = filepath.Dir(gomod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags chaos ./cmd/mayfly: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

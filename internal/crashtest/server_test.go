@@ -10,31 +10,22 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mayflydb/mayfly/internal/mayflybin"
 )
 
 // startTimeout bounds how long a (re)started server may take to listen.
 const startTimeout = 60 * time.Second
 
-// buildServer builds cmd/mayfly from the module root into dir.
+// buildServer builds cmd/mayfly into dir.
 func buildServer(t *testing.T, dir string) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	bin, err := mayflybin.Build(dir)
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("not inside a Go module")
-	}
-	bin := filepath.Join(dir, "mayfly")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mayfly")
-	cmd.Dir = filepath.Dir(gomod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mayfly: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

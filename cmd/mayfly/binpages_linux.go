@@ -48,8 +48,11 @@ var errBinaryChanged = errors.New("the executable's file changed since the serve
 // the old inode; but a file rewritten in place where that refusal does not
 // reach (a file system shared with another machine, a host's bind mount
 // into a container) would page new code into the running server. So
-// the file's identity, size and times are taken when the server starts,
-// and if they differ later nothing is released, then or after.
+// the file's identity, size and modification time are taken when the
+// server starts, and if they differ later nothing is released, then or
+// after. Its change time is not compared: a hard link moves it without
+// touching a byte (perf record links every binary it profiles into its
+// build-id cache, ~/.debug), and so do chmod and chown.
 type binaryPages struct {
 	start   binaryFile
 	changed atomic.Bool
@@ -61,7 +64,7 @@ type binaryFile struct {
 	major, minor uint32
 	ino          uint64
 	size         int64
-	mtime, ctime syscall.Timespec
+	mtime        syscall.Timespec
 }
 
 // statBinary reads the identity of the file the process executes
@@ -73,7 +76,7 @@ func statBinary() (binaryFile, error) {
 	}
 	return binaryFile{
 		major: unix.Major(uint64(st.Dev)), minor: unix.Minor(uint64(st.Dev)), ino: st.Ino,
-		size: st.Size, mtime: st.Mtim, ctime: st.Ctim,
+		size: st.Size, mtime: st.Mtim,
 	}, nil
 }
 

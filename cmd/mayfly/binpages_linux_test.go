@@ -127,3 +127,25 @@ func stack() []byte {
 	buf := make([]byte, 1<<16)
 	return buf[:runtime.Stack(buf, false)]
 }
+
+// TestReleaseBinaryPagesAfterHardLink: a hard link to the executable
+// (perf record makes one in its build-id cache) changes its change time
+// but not a byte of it, and the release goes on.
+func TestReleaseBinaryPagesAfterHardLink(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := newBinaryPages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := exe + ".link-" + strconv.Itoa(os.Getpid())
+	if err := os.Link(exe, link); err != nil {
+		t.Skipf("cannot hard-link the test binary here: %v", err)
+	}
+	defer os.Remove(link)
+	if n, err := bin.release(); err != nil || n == 0 {
+		t.Fatalf("release after a hard link = %d, %v; want the mappings released", n, err)
+	}
+}

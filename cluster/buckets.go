@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mayflydb/mayfly/engine"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // deletedPrefix holds a tombstone per deleted bucket incarnation,
@@ -87,9 +88,10 @@ func ReadBucket(ctx context.Context, cli *clientv3.Client, name string) (BucketD
 // UpdateBucket replaces the settings of the bucket's definition of the
 // same name and UUID with def's, in a transaction conditioned on the
 // definition not having changed since it was read (retried when it had).
-// Its replicaNumber is fixed at creation (the orchestrator places a
-// bucket's copies once): def without one keeps the definition's, def with
-// another is refused with engine.ErrInvalidSetting, changing nothing.
+// A def without a replicaNumber keeps the definition's; a higher one
+// raises it, and the orchestrator adds the partitions' copies, a step at a
+// time (AddCopies); a lower one is refused with engine.ErrInvalidSetting,
+// changing nothing (a copy taken from a live node is not supported yet).
 // ErrBucketNotDefined when the cluster defines no such incarnation
 // (deleted, or created again); nothing is written when the settings are
 // already def's. ErrUnavailable when etcd did not take it within
@@ -110,8 +112,8 @@ func updateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 		}
 		if n, ok := def.ReplicaNumber.Get(); !ok {
 			def.ReplicaNumber = cur.ReplicaNumber
-		} else if n != cur.Replicas() {
-			return fmt.Errorf("%w: replicaNumber: bucket %q keeps the replicaNumber it was created with on a cluster (%d; %d asked): its copies are placed once",
+		} else if n < cur.Replicas() {
+			return fmt.Errorf("%w: replicaNumber: a cluster bucket's replicaNumber can be raised, not lowered (bucket %q has %d; %d asked)",
 				engine.ErrInvalidSetting, def.Name, cur.Replicas(), n)
 		}
 		if cur.BucketSettings == def.BucketSettings {

@@ -126,13 +126,6 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	}
 	upd := def("u2")
 	upd.MaxTTL = 60
-	upd.ReplicaNumber = engine.Replicas(3) // fixed at creation: refused, nothing written
-	if err := UpdateBucket(ctx, cli, upd); !errors.Is(err, engine.ErrInvalidSetting) || !strings.Contains(err.Error(), "replicaNumber") {
-		t.Fatalf("changing replicaNumber: %v, want ErrInvalidSetting naming replicaNumber", err)
-	}
-	if got, _, err := ReadBucket(ctx, cli, "b"); err != nil || got.MaxTTL != 0 {
-		t.Fatalf("after a refused update: %+v %v", got, err)
-	}
 	upd.ReplicaNumber = engine.ReplicaCount{} // none: the definition's stays
 	if err := UpdateBucket(ctx, cli, upd); err != nil {
 		t.Fatal(err)
@@ -140,6 +133,28 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	got, _, err := ReadBucket(ctx, cli, "b")
 	if n, ok := got.ReplicaNumber.Get(); err != nil || got.MaxTTL != 60 || !ok || n != 0 {
 		t.Fatalf("after the update: %+v %v", got, err)
+	}
+	// Another replicaNumber is the definition's, and the orchestrator's
+	// map wants as many copies (this one node holds the one it can).
+	upd.ReplicaNumber = engine.Replicas(1)
+	if err := UpdateBucket(ctx, cli, upd); err != nil {
+		t.Fatalf("changing replicaNumber: %v", err)
+	}
+	if got, _, err := ReadBucket(ctx, cli, "b"); err != nil || got.Replicas() != 1 || got.MaxTTL != 60 {
+		t.Fatalf("after changing replicaNumber: %+v %v", got, err)
+	}
+	eventually(t, "the map wants two copies", func() (bool, string) {
+		m, _, err := ReadMap(ctx, cli, "b")
+		return err == nil && m != nil && m.Copies == 2, fmt.Sprint(m != nil && m.Copies == 2, err)
+	})
+	// Lowered: refused, nothing written (a live copy is not taken away).
+	upd.ReplicaNumber = engine.Replicas(0)
+	upd.MaxTTL = 90
+	if err := UpdateBucket(ctx, cli, upd); !errors.Is(err, engine.ErrInvalidSetting) || !strings.Contains(err.Error(), "replicaNumber") {
+		t.Fatalf("lowering replicaNumber: %v, want ErrInvalidSetting naming replicaNumber", err)
+	}
+	if got, _, err := ReadBucket(ctx, cli, "b"); err != nil || got.Replicas() != 1 || got.MaxTTL != 60 {
+		t.Fatalf("after a refused update: %+v %v", got, err)
 	}
 
 	// A map placed from a read made before a deletion: the orchestrator
@@ -153,7 +168,7 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		return m == nil && err == nil, fmt.Sprint(m, err)
 	})
 
-	want := []string{"delete had", "put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60"}
+	want := []string{"delete had", "put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60", "put b u2 maxTTL=60"}
 	eventually(t, "the watcher sees every change", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()

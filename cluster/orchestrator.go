@@ -37,6 +37,27 @@ type Orchestrator struct {
 // rather than stalling a third of the writes at once.
 const leaderStep = 64
 
+// copyStep bounds how many partitions of a bucket one reconcile gives
+// more copies (AddCopies) after its replicaNumber was raised: each copy
+// added is a snapshot of the partition sent to its new node.
+const copyStep = 64
+
+// wantsCopies reports whether AddCopies could change some partition of m:
+// one with fewer voters than m.Copies and a settled node that holds none
+// of its copies.
+func wantsCopies(m *PartitionMap, settled []string) bool {
+	for _, p := range m.Partitions {
+		if len(p.Voters) < m.Copies {
+			for _, s := range settled {
+				if !slices.Contains(p.Voters, s) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Node is the name of the node the handle belongs to.
 func (o *Orchestrator) Node() string { return o.node }
 
@@ -184,6 +205,28 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 				changed += len(c)
 				o.movedAt[name] = now
 				o.logger.Warn("cluster: failed over node's partitions", "bucket", name, "node", down, "partitions", len(c))
+			}
+		}
+		if want := def.Replicas() + 1; want > m.Copies { // raised (UpdateBucket refuses lowering it)
+			o.logger.Info("cluster: bucket's replicaNumber raised: its partitions get more copies", "bucket", name, "copies", want, "were", m.Copies)
+			m.Copies = want
+			changed++
+		}
+		// Copies added (AddCopies) a step at a time: each is a snapshot
+		// sent to its node, so the next step waits for the last one's
+		// copies to arrive (o.settle, and no partition whose leader
+		// reports a follower lagging).
+		if at, ok := o.movedAt[name]; wantsCopies(m, settled) && (!ok || now.Sub(at) >= o.settle) {
+			if lagging == nil {
+				if lagging, err = o.laggingPartitions(ctx, st); err != nil {
+					return err
+				}
+			}
+			held := lagging[name]
+			if c := AddCopies(m.Partitions, m.Copies, up, settled, func(p int) bool { return held[p] }, copyStep); len(c) > 0 {
+				changed += len(c)
+				o.movedAt[name] = now
+				o.logger.Info("cluster: added partitions' copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))
 			}
 		}
 		if c := Recover(m.Partitions, m.Copies, up); len(c) > 0 {

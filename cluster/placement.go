@@ -226,6 +226,75 @@ func Recover(parts []Partition, copies int, up []string) []int {
 	return changed
 }
 
+// AddCopies gives partitions short of copies voters more, in place: after
+// a bucket's replicaNumber was raised, or where it was placed on fewer
+// nodes than it wants copies. A partition gains voters on nodes of settled
+// (those of up only) that hold none of its copies, the one holding the
+// fewest copies first (then leading the fewest, then by name); one still
+// short for want of such nodes is marked degraded. Partitions skip holds
+// back (nil: none) are left alone, and at most limit partitions change
+// (limit <= 0: no bound). Each changed entry's epoch is incremented;
+// AddCopies returns the changed partition numbers, sorted (none once every
+// partition has its copies or can have no more).
+//
+// The Raft groups follow the map: a group's leader adds the new voter by a
+// conf change, and the new node joins empty and is sent a snapshot
+// (replica.Host.SetTarget). Copies are never taken away here: a voter
+// removed while alive must leave its group only once the group's
+// configuration no longer has it, which only failover (a node down) does
+// today.
+func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p int) bool, limit int) []int {
+	isUp := map[string]bool{}
+	for _, n := range up {
+		isUp[n] = true
+	}
+	held, leads := map[string]int{}, map[string]int{}
+	for _, p := range parts {
+		for _, v := range p.Voters {
+			held[v]++
+		}
+		leads[p.Leader]++
+	}
+	spares := slices.Sorted(slices.Values(settled))
+	var changed []int
+	for i := range parts {
+		if limit > 0 && len(changed) >= limit {
+			break
+		}
+		p := &parts[i]
+		if len(p.Voters) >= copies || skip != nil && skip(i) {
+			continue
+		}
+		old := *p
+		voters := slices.Clone(p.Voters)
+		for len(voters) < copies {
+			spare := ""
+			for _, s := range spares {
+				if !isUp[s] || slices.Contains(voters, s) {
+					continue
+				}
+				if spare == "" || held[s] < held[spare] || held[s] == held[spare] && leads[s] < leads[spare] {
+					spare = s
+				}
+			}
+			if spare == "" {
+				break
+			}
+			voters = append(voters, spare)
+			held[spare]++
+		}
+		p.Voters = voters
+		if len(voters) < copies {
+			p.Degraded = true
+		}
+		if p.Degraded != old.Degraded || !slices.Equal(p.Voters, old.Voters) {
+			p.Epoch++
+			changed = append(changed, i)
+		}
+	}
+	return changed
+}
+
 // EvenLeaders evens out preferred leaderships, in place, over the
 // partitions that are not degraded: each node ends within one of its fair
 // share of them, the sum, over those it is a voter of, of one over their

@@ -314,9 +314,9 @@ func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 // changed on this node are written to its definition before the change is
 // made here (every node then applies them); a change the cluster did not
 // take (no quorum, the bucket deleted meanwhile) is refused and changes
-// nothing. A change of replicaNumber is refused (engine.ErrInvalidSetting,
-// a 400): the orchestrator places a bucket's copies once, when it is
-// defined, and does not place them again for another count. A change
+// nothing. A higher replicaNumber is written so too, and the orchestrator
+// adds the partitions' copies (cluster.AddCopies); a lower one is refused
+// by cluster.UpdateBucket (engine.ErrInvalidSetting, a 400). A change
 // applied from the definition is not written back.
 func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, old, updated engine.BucketSettings) error {
 	c.mu.Lock()
@@ -324,10 +324,6 @@ func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, 
 	c.mu.Unlock()
 	if applying && a == updated {
 		return nil
-	}
-	if updated.ReplicaNumber != old.ReplicaNumber {
-		return fmt.Errorf("%w: replicaNumber: a cluster bucket keeps the replicaNumber it was created with (%v; %v asked): its copies are placed once",
-			engine.ErrInvalidSetting, old.ReplicaNumber, updated.ReplicaNumber)
 	}
 	err := cluster.UpdateBucket(ctx, c.n.Client(), cluster.BucketDef{BucketSettings: updated})
 	if errors.Is(err, cluster.ErrBucketNotDefined) {

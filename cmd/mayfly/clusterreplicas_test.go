@@ -81,24 +81,28 @@ func TestClusterBucketTakesItsReplicaNumber(t *testing.T) {
 		t.Errorf("GET the bucket: replicaNumber %v; want 1", got.ReplicaNumber)
 	}
 
-	// A change of it is refused, changing nothing (the orchestrator places a
-	// bucket's copies once); an update repeating it (an SDK's UpdateBucket
-	// sends the settings it read) goes through.
-	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=2&maxTTL=30"); code != http.StatusBadRequest || !strings.Contains(string(body), "replicaNumber") {
-		t.Errorf("changing replicaNumber: %d %s; want 400 naming replicaNumber", code, body)
+	// Lowering it is refused, changing nothing (a live copy is not taken
+	// away); an update repeating it (an SDK's UpdateBucket sends the
+	// settings it read) goes through, and so does raising it (the
+	// orchestrator adds copies where it has nodes: this cluster has one).
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=0&maxTTL=30"); code != http.StatusBadRequest || !strings.Contains(string(body), "replicaNumber") {
+		t.Errorf("lowering replicaNumber: %d %s; want 400 naming replicaNumber", code, body)
 	}
 	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=1&maxTTL=40"); code != http.StatusOK {
 		t.Errorf("an update repeating replicaNumber: %d %s", code, body)
+	}
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=3"); code != http.StatusOK {
+		t.Errorf("raising replicaNumber: %d %s", code, body)
 	}
 	// Without replicaNumber a bucket has the cluster's default, 2.
 	if code, body := req(http.MethodPost, "/pools/default/buckets", "name=two&ramQuotaMB=100"); code != http.StatusAccepted {
 		t.Fatalf("create bucket two: %d %s", code, body)
 	}
 	code, o, errOut := runCmd("cluster", "status", "--peers", peers)
-	if code != 0 || !strings.Contains(o, "bucket one (replicaNumber 1)") || !strings.Contains(o, "bucket two (replicaNumber 2)") {
-		t.Errorf("cluster status: %d %q %q; want bucket one with replicaNumber 1, two with 2", code, o, errOut)
+	if code != 0 || !strings.Contains(o, "bucket one (replicaNumber 3)") || !strings.Contains(o, "bucket two (replicaNumber 2)") {
+		t.Errorf("cluster status: %d %q %q; want bucket one with replicaNumber 3, two with 2", code, o, errOut)
 	}
-	for name, want := range map[string]int{"one": 1, "two": 2} {
+	for name, want := range map[string]int{"one": 3, "two": 2} {
 		code, body := req(http.MethodGet, "/pools/default/buckets/"+name, "")
 		var got struct {
 			ReplicaNumber *int  `json:"replicaNumber"`

@@ -16,11 +16,14 @@ import (
 )
 
 // readDefaultMap reads the default bucket's partition map from etcd.
-func readDefaultMap(peers []string) (*cluster.PartitionMap, error) {
+func readDefaultMap(peers []string) (*cluster.PartitionMap, error) { return readMap(peers, "default") }
+
+// readMap reads bucket's partition map from etcd.
+func readMap(peers []string, bucket string) (*cluster.PartitionMap, error) {
 	var m *cluster.PartitionMap
 	err := withPeersClient(peers, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		if m, _, err = cluster.ReadMap(ctx, cli, "default"); err == nil && m == nil {
-			err = fmt.Errorf("the default bucket is not placed yet")
+		if m, _, err = cluster.ReadMap(ctx, cli, bucket); err == nil && m == nil {
+			err = fmt.Errorf("bucket %s is not placed yet", bucket)
 		}
 		return err
 	})

@@ -103,9 +103,18 @@ func docReq(method, addr, key, body string) (int, []byte, error) {
 	return code, b, err
 }
 
+// docPath is the path of key's document: in the default bucket, or in
+// bucket b for a key written "b/key".
+func docPath(key string) string {
+	if b, k, ok := strings.Cut(key, "/"); ok {
+		return "/" + b + "/docs/" + k
+	}
+	return "/default/docs/" + key
+}
+
 // docReqH is docReq with the answer's headers.
 func docReqH(method, addr, key, body string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequest(method, "http://"+addr+"/default/docs/"+key, strings.NewReader(body))
+	req, err := http.NewRequest(method, "http://"+addr+docPath(key), strings.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -164,7 +164,7 @@ func updateUser(ctx context.Context, cli *clientv3.Client, id string, c *auth.Us
 		// roles name, read at one revision.
 		reads := []clientv3.Op{clientv3.OpGet(key)}
 		if c != nil {
-			reads = append(reads, clientv3.OpGet(adminNamePrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()))
+			reads = append(reads, clientv3.OpGet(adminNamePrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 			for _, b := range buckets {
 				reads = append(reads, clientv3.OpGet(bucketsPrefix+b, clientv3.WithKeysOnly()))
 			}

@@ -145,7 +145,7 @@ func (u *UserSync) publishAdmin() error {
 	if err != nil {
 		return err
 	}
-	if len(admins) > 1 || len(admins) == 1 && admins[name] == nil {
+	if name != "" && len(admins) > 1 {
 		u.logger.Warn("cluster: the nodes' administrators have different names (mayfly serve --admin-user): a request a node forwards to another is refused there for another node's administrator; give every node the same administrator, as a Couchbase cluster has one",
 			"this_node", name, "administrators", admins)
 	}

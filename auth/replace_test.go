@@ -178,3 +178,62 @@ func TestUserChangeKeepsThePasswordItDoesNotSet(t *testing.T) {
 		t.Errorf("Apply changed the record it applied to: %v", cur.Roles)
 	}
 }
+
+// TestAwaitUsersHoldsEveryLoginOfAStoredUser: from AwaitUsers until the
+// next ReplaceUsers (a cluster node's first apply of the cluster's users,
+// its users.json perhaps stale), a stored user is refused by every way in
+// (a password, a SCRAM exchange, a lookup of a connection's user) with
+// ErrUsersPending, nothing checked nor counted as a failure; the
+// administrator is not. A ReplaceUsers that changes nothing ends the
+// wait as well as one that does; one that fails (users.json not written)
+// does not.
+func TestAwaitUsersHoldsEveryLoginOfAStoredUser(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir(), &Options{AdminUser: "Administrator", AdminPassword: "password", Argon2: cheap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ParseRoles("data_reader[*]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutUser("ann", "", "ann-password", rs); err != nil {
+		t.Fatal(err)
+	}
+	s.AwaitUsers()
+	held := func(when string) {
+		t.Helper()
+		for range 12 { // past the throttle's failures for a name, were they counted
+			if _, err := s.Authenticate(ctx, "ann", "ann-password", "10.0.0.1"); !errors.Is(err, ErrUsersPending) {
+				t.Fatalf("%s: ann's password: %v; want ErrUsersPending", when, err)
+			}
+		}
+		if _, ok := s.ScramCredential("ann", CredScramSHA512); ok {
+			t.Errorf("%s: ann's SCRAM credential is shown", when)
+		}
+		if _, _, err := s.VerifyScram("ann", CredScramSHA512, "10.0.0.1", []byte("msg"), make([]byte, 64)); !errors.Is(err, ErrUsersPending) {
+			t.Errorf("%s: ann's SCRAM proof: %v; want ErrUsersPending", when, err)
+		}
+		if _, err := s.Lookup("ann"); !errors.Is(err, ErrUsersPending) {
+			t.Errorf("%s: looking ann up: %v; want ErrUsersPending", when, err)
+		}
+		if _, err := s.Authenticate(ctx, "Administrator", "password", "10.0.0.1"); err != nil {
+			t.Errorf("%s: the administrator: %v", when, err)
+		}
+	}
+	held("awaiting")
+	records := s.Records()
+	good := s.path
+	s.path = "/nonexistent-dir/users.json" // the apply cannot write users.json
+	if _, err := s.ReplaceUsers(nil); err == nil {
+		t.Fatal("ReplaceUsers wrote a file in a directory that does not exist")
+	}
+	s.path = good
+	held("after a failed apply")
+	if changed, err := s.ReplaceUsers(records); err != nil || changed {
+		t.Fatalf("ReplaceUsers with the same users: %v, %v", changed, err)
+	}
+	if _, err := s.Authenticate(ctx, "ann", "ann-password", "10.0.0.1"); err != nil {
+		t.Errorf("ann once the users are applied: %v", err)
+	}
+}

@@ -96,6 +96,9 @@ func (s *Store) scramCredentials(password string) map[string]Credential {
 // false for an unknown user, or one whose password was set before SCRAM
 // credentials were kept.
 func (s *Store) ScramCredential(name, kind string) (Credential, bool) {
+	if s.held(name) {
+		return Credential{}, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.userLocked(name)
@@ -136,8 +139,12 @@ func (s *Store) ScramDecoy(name, kind string) Credential {
 // returns the user's principal and the server's signature
 // HMAC(ServerKey, authMessage), or ErrBadCredentials (an unknown user, one
 // without the credential, a wrong proof: each counts as a failed login in
-// the throttles, as Authenticate's) or a *ThrottledError (nothing checked).
+// the throttles, as Authenticate's), a *ThrottledError or ErrUsersPending
+// (nothing checked).
 func (s *Store) VerifyScram(name, kind, source string, authMessage, proof []byte) (*Principal, []byte, error) {
+	if s.held(name) {
+		return nil, nil, ErrUsersPending
+	}
 	now := s.now()
 	if d := s.sources.wait(sourceKey(source), now); d > 0 {
 		return nil, nil, &ThrottledError{Of: "source", RetryAfter: d}

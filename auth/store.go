@@ -42,6 +42,12 @@ var (
 	// ErrBusy refuses a login try, unchecked, when Options.MaxPending
 	// password checks are already waiting.
 	ErrBusy = errors.New("too many password checks waiting")
+	// ErrUsersPending refuses a login try, unchecked, by a stored user
+	// while the store awaits the users it is to hold (AwaitUsers: a
+	// cluster node's users are the cluster's, and its users.json may be
+	// stale): a temporary failure, to retry. The administrator is not
+	// refused so.
+	ErrUsersPending = errors.New("this node has not loaded the cluster's users yet")
 )
 
 // ThrottledError is ErrThrottled with the wait left.
@@ -168,6 +174,10 @@ type Store struct {
 	names      *backoff // failures per user name
 	now        func() time.Time
 
+	// awaiting is set from AwaitUsers until the next ReplaceUsers: the
+	// stored users do not log in meanwhile (ErrUsersPending).
+	awaiting atomic.Bool
+
 	// gen counts the changes of the users (PutUser, DeleteUser,
 	// DropBucketRoles, ReplaceUsers), so that a connection holding a Principal knows
 	// when to look it up again.
@@ -283,6 +293,30 @@ func Open(dir string, opts *Options) (*Store, error) {
 
 // HasAdmin reports whether an administrator password is configured.
 func (s *Store) HasAdmin() bool { return s.admin != nil }
+
+// AdminName is the built-in administrator's user name; "" without an
+// administrator password (no administrator can log in).
+func (s *Store) AdminName() string {
+	if s.admin == nil {
+		return ""
+	}
+	return s.admin.ID
+}
+
+// AwaitUsers makes the stored users (users.json's, as loaded) not log in
+// until the next ReplaceUsers: Authenticate, VerifyScram and Lookup
+// refuse them with ErrUsersPending, their passwords unchecked, and
+// ScramCredential knows none of them. The built-in administrator is not
+// affected. A cluster node calls it before it serves: its users are the
+// cluster's, and a file written before the node was last stopped may
+// still hold a user deleted since, or an old password.
+func (s *Store) AwaitUsers() { s.awaiting.Store(true) }
+
+// held reports whether user name is refused with ErrUsersPending
+// (AwaitUsers).
+func (s *Store) held(name string) bool {
+	return s.awaiting.Load() && (s.admin == nil || name != s.admin.ID)
+}
 
 func parseRoleList(names []string) ([]Role, error) {
 	return ParseRoles(strings.Join(names, ","))
@@ -411,7 +445,8 @@ func (s *Store) forgetLocked(id string) {
 // throttled). It fails with ErrBadCredentials (for an unknown user too, after
 // the same work), ErrThrottled (a *ThrottledError: the source or the name
 // failed too often lately; the password was not checked), ErrBusy (too many
-// checks waiting) or ctx's error.
+// checks waiting), ErrUsersPending (a stored user while the store awaits
+// its users: AwaitUsers) or ctx's error.
 //
 // A credential that succeeded within Options.VerifyCacheTTL is answered from
 // the cache at once, throttled or not: a flood of wrong passwords never
@@ -421,6 +456,9 @@ func (s *Store) Authenticate(ctx context.Context, name, password, source string)
 	if password == "" || len(name) > MaxUserName || len(password) > maxPassword {
 		// No user has such a credential: refused without a check.
 		return nil, ErrBadCredentials
+	}
+	if s.held(name) {
+		return nil, ErrUsersPending
 	}
 	key := s.mac(name, password)
 	now := s.now()
@@ -598,6 +636,32 @@ type UserChange struct {
 // ID is the user the change is of.
 func (c *UserChange) ID() string { return c.id }
 
+// Buckets lists the buckets the change's roles name, each once, in the
+// roles' order ([*] and roles without a bucket name none): those that
+// must exist for the change to be made (RolesOnMissingBuckets).
+func (c *UserChange) Buckets() []string {
+	var out []string
+	for _, name := range c.roles {
+		r, err := ParseRole(name)
+		if err == nil && r.Bucket != "" && r.Bucket != "*" && !slices.Contains(out, r.Bucket) {
+			out = append(out, r.Bucket)
+		}
+	}
+	return out
+}
+
+// RolesOnMissingBuckets is the error refusing roles (as Role.String
+// writes them) given on buckets that do not exist, as Couchbase refuses
+// them (ErrInvalidRole, a 400): a role given before its bucket would
+// read a bucket created later under that name, whoever meant it for.
+func RolesOnMissingBuckets(roles []string) error {
+	return fmt.Errorf("%w: cannot assign roles to user because the following roles are unknown, malformed or role parameters are undefined: [%s] (no such bucket; create it first)",
+		ErrInvalidRole, strings.Join(roles, ","))
+}
+
+// Roles lists the change's roles as Role.String writes them.
+func (c *UserChange) Roles() []string { return slices.Clone(c.roles) }
+
 // PrepareUser checks a creation or replacement of user id (password ""
 // keeps an existing user's password; a new user needs one; roles replace
 // the old ones) and hashes its password: ErrInvalidUser for a bad name or
@@ -676,14 +740,18 @@ func (s *Store) PutUser(id, name, password string, roles []Role) error {
 }
 
 // Records returns a copy of every stored user as users.json holds it
-// (credentials included; not the built-in administrator), sorted by id: a
-// cluster node writes them to the cluster's state when it has none of
-// theirs.
+// (credentials included; not the built-in administrator, nor a record of
+// its name, left in the file from before the administrator was named
+// so), sorted by id: a cluster node writes them to the cluster's state
+// when it has none of theirs.
 func (s *Store) Records() []User {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]User, 0, len(s.users))
 	for _, u := range s.users {
+		if s.admin != nil && u.ID == s.admin.ID {
+			continue
+		}
 		out = append(out, cloneUser(u))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -707,7 +775,8 @@ func cloneUser(u *User) User {
 // (ErrInvalidUser) with the others applied; any other error (users.json
 // could not be written) changed nothing. Users that changed lose their cached logins, and
 // Generation and Changed move, as with PutUser. It reports whether
-// anything changed.
+// anything changed. Once it returns without such an error, the stored
+// users log in again (AwaitUsers).
 func (s *Store) ReplaceUsers(users []User) (bool, error) {
 	want := make(map[string]*User, len(users))
 	var bad []error
@@ -745,6 +814,7 @@ func (s *Store) ReplaceUsers(users []User) (bool, error) {
 		}
 	}
 	if len(changed) == 0 {
+		s.awaiting.Store(false)
 		return false, errors.Join(bad...)
 	}
 	s.users = next
@@ -755,6 +825,7 @@ func (s *Store) ReplaceUsers(users []User) (bool, error) {
 	for _, id := range changed {
 		s.forgetLocked(id)
 	}
+	s.awaiting.Store(false)
 	s.changedLocked()
 	return true, errors.Join(bad...)
 }
@@ -859,9 +930,13 @@ func (s *Store) Changed() <-chan struct{} {
 func (s *Store) Generation() uint64 { return s.gen.Load() }
 
 // Lookup returns the current principal of user name (the administrator
-// included), or ErrUserNotFound once it is deleted. It checks no password:
+// included), or ErrUserNotFound once it is deleted (ErrUsersPending for a
+// stored user while the store awaits its users). It checks no password:
 // it refreshes a principal authenticated before.
 func (s *Store) Lookup(name string) (*Principal, error) {
+	if s.held(name) {
+		return nil, ErrUsersPending
+	}
 	s.mu.Lock()
 	u := s.userLocked(name)
 	s.mu.Unlock()

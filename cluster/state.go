@@ -17,6 +17,7 @@ const (
 	bucketsPrefix      = "/mayfly/buckets/"
 	mapsPrefix         = "/mayfly/maps/"
 	orchestratorPrefix = "/mayfly/orchestrator/"
+	adminsPrefix       = "/mayfly/admins/"
 )
 
 // DefaultReplicaNumber is a cluster bucket's replicaNumber when none is

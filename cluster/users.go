@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mayflydb/mayfly/auth"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -20,7 +22,10 @@ import (
 // A tombstone stays, so that a node that was down when the user was
 // deleted does not write its own copy back (SeedUsers writes only users
 // the cluster has no key for). Each node's built-in administrator
-// (--admin-user, --admin-password) is its own and never written here.
+// (--admin-user, --admin-password) is its own and never written here;
+// its name is: /mayfly/admins/NAME/NODE (PublishAdmin), and no user of a
+// name a node's administrator has is written (PutUser, SeedUsers), so
+// that no node's administrator is shadowed by a user of the cluster.
 
 // UserDomain is the one domain of Mayfly's users ("local", Couchbase's
 // domain of the users it stores itself): the "bucket" of a Users Def.
@@ -49,17 +54,73 @@ func ParseUserEntry(value []byte) (UserEntry, error) {
 // userKey is the key of user id.
 func userKey(id string) string { return defKey(Users, UserDomain, id) }
 
+// adminNamePrefix is the prefix of the keys of the nodes whose
+// administrator is named name (names hold no '/': auth's rule).
+func adminNamePrefix(name string) string { return adminsPrefix + name + "/" }
+
+// adminFree is the condition that no node's administrator is named name.
+func adminFree(name string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(adminNamePrefix(name)), "=", 0).WithPrefix()
+}
+
+// PublishAdmin records that node's built-in administrator is named name
+// ("" for none: a node without an administrator password), replacing
+// what node recorded before (a node restarted with another --admin-user
+// frees its old name). The record stays while the node is down: a user of
+// the name is refused until the node records another.
+func PublishAdmin(ctx context.Context, cli *clientv3.Client, node, name string) error {
+	resp, err := cli.Get(ctx, adminsPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return fmt.Errorf("cluster: reading the administrators' names: %w", err)
+	}
+	var ops []clientv3.Op
+	for _, kv := range resp.Kvs {
+		n, nd, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), adminsPrefix), "/")
+		if ok && nd == node && n != name {
+			ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+		}
+	}
+	if name != "" {
+		ops = append(ops, clientv3.OpPut(adminNamePrefix(name)+node, ""))
+	}
+	if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return fmt.Errorf("cluster: recording this node's administrator: %w", err)
+	}
+	return nil
+}
+
+// Admins returns the administrators' names the nodes recorded
+// (PublishAdmin), each with the nodes that have it.
+func Admins(ctx context.Context, cli *clientv3.Client) (map[string][]string, error) {
+	resp, err := cli.Get(ctx, adminsPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the administrators' names: %w", err)
+	}
+	out := map[string][]string{}
+	for _, kv := range resp.Kvs {
+		if n, nd, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), adminsPrefix), "/"); ok {
+			out[n] = append(out[n], nd)
+		}
+	}
+	return out, nil
+}
+
 // PutUser applies change c to the user the cluster's state holds (none
 // when it holds a tombstone) and writes the result, in a transaction
 // conditioned on the entry read (a writer that lost the race applies its
-// change to the winner's). It returns the etcd revision of the write. c's
-// errors (a new user without a password) are returned as they are,
-// nothing written; a write etcd did not take within WriteTimeout is
+// change to the winner's), on no node's administrator having the user's
+// name (auth.ErrInvalidUser otherwise) and on every bucket c's roles name
+// being defined (auth.RolesOnMissingBuckets otherwise: the cluster's
+// buckets, not one node's copies; a bucket deleted in the same moment
+// either refuses the write or, its deletion conditioned on the users
+// unchanged, takes the role with it). It returns the etcd revision of the
+// write. c's errors (a new user without a password) are returned as they
+// are, nothing written; a write etcd did not take within WriteTimeout is
 // ErrUnavailable (Unavailable).
 func PutUser(ctx context.Context, cli *clientv3.Client, c *auth.UserChange) (rev int64, err error) {
 	err = bounded(ctx, func(ctx context.Context) error {
 		var err error
-		rev, err = updateUser(ctx, cli, c.ID(), func(cur *auth.User) (UserEntry, error) {
+		rev, err = updateUser(ctx, cli, c.ID(), c, func(cur *auth.User) (UserEntry, error) {
 			u, err := c.Apply(cur)
 			if err != nil {
 				return UserEntry{}, err
@@ -77,7 +138,7 @@ func PutUser(ctx context.Context, cli *clientv3.Client, c *auth.UserChange) (rev
 func DeleteUser(ctx context.Context, cli *clientv3.Client, id string) (rev int64, err error) {
 	err = bounded(ctx, func(ctx context.Context) error {
 		var err error
-		rev, err = updateUser(ctx, cli, id, func(cur *auth.User) (UserEntry, error) {
+		rev, err = updateUser(ctx, cli, id, nil, func(cur *auth.User) (UserEntry, error) {
 			if cur == nil {
 				return UserEntry{}, fmt.Errorf("%w: %q", auth.ErrUserNotFound, id)
 			}
@@ -89,23 +150,47 @@ func DeleteUser(ctx context.Context, cli *clientv3.Client, id string) (rev int64
 }
 
 // updateUser writes next(the user etcd holds, nil for none) as user id's
-// entry, conditioned on the entry read, reading again when another write
+// entry, conditioned on the entry read and, for a change c (nil for a
+// deletion), on PutUser's conditions, reading again when another write
 // came between.
-func updateUser(ctx context.Context, cli *clientv3.Client, id string, next func(cur *auth.User) (UserEntry, error)) (int64, error) {
+func updateUser(ctx context.Context, cli *clientv3.Client, id string, c *auth.UserChange, next func(cur *auth.User) (UserEntry, error)) (int64, error) {
 	key := userKey(id)
+	var buckets []string
+	if c != nil {
+		buckets = c.Buckets()
+	}
 	for {
-		resp, err := cli.Get(ctx, key)
+		// The entry, the administrators of its name and the buckets its
+		// roles name, read at one revision.
+		reads := []clientv3.Op{clientv3.OpGet(key)}
+		if c != nil {
+			reads = append(reads, clientv3.OpGet(adminNamePrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
+			for _, b := range buckets {
+				reads = append(reads, clientv3.OpGet(bucketsPrefix+b, clientv3.WithKeysOnly()))
+			}
+		}
+		resp, err := cli.Txn(ctx).Then(reads...).Commit()
 		if err != nil {
 			return 0, fmt.Errorf("cluster: reading user %q: %w", id, err)
 		}
 		var cur *auth.User
 		var modRev int64
-		if len(resp.Kvs) > 0 {
-			e, err := ParseUserEntry(resp.Kvs[0].Value)
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			e, err := ParseUserEntry(kvs[0].Value)
 			if err != nil {
 				return 0, fmt.Errorf("user %q: %w", id, err)
 			}
-			cur, modRev = e.User, resp.Kvs[0].ModRevision
+			cur, modRev = e.User, kvs[0].ModRevision
+		}
+		conds := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}
+		if c != nil {
+			if err := checkUserWrite(id, c, buckets, resp.Responses[1:]); err != nil {
+				return 0, err
+			}
+			conds = append(conds, adminFree(id))
+			for _, b := range buckets {
+				conds = append(conds, clientv3.Compare(clientv3.CreateRevision(bucketsPrefix+b), ">", 0))
+			}
 		}
 		e, err := next(cur)
 		if err != nil {
@@ -115,7 +200,7 @@ func updateUser(ctx context.Context, cli *clientv3.Client, id string, next func(
 		if err != nil {
 			return 0, err
 		}
-		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		tr, err := cli.Txn(ctx).If(conds...).
 			Then(clientv3.OpPut(key, string(data))).Commit()
 		if err != nil {
 			return 0, fmt.Errorf("cluster: writing user %q: %w", id, err)
@@ -126,31 +211,63 @@ func updateUser(ctx context.Context, cli *clientv3.Client, id string, next func(
 	}
 }
 
+// checkUserWrite refuses change c of user id when a node's administrator
+// has its name (admin: the read of adminNamePrefix(id)) or a bucket its
+// roles name is not defined (defined: the reads of buckets' keys, in
+// order).
+func checkUserWrite(id string, c *auth.UserChange, buckets []string, reads []*etcdserverpb.ResponseOp) error {
+	if kvs := reads[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		node := strings.TrimPrefix(string(kvs[0].Key), adminNamePrefix(id))
+		return fmt.Errorf("%w: %q is the built-in administrator of node %s (set by its mayfly serve --admin-user/--admin-password)", auth.ErrInvalidUser, id, node)
+	}
+	missing := map[string]bool{}
+	for i, b := range buckets {
+		if len(reads[1+i].GetResponseRange().Kvs) == 0 {
+			missing[b] = true
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var roles []string
+	for _, name := range c.Roles() {
+		if r, err := auth.ParseRole(name); err == nil && missing[r.Bucket] {
+			roles = append(roles, name)
+		}
+	}
+	return auth.RolesOnMissingBuckets(roles)
+}
+
 // SeedUsers writes each of users that the cluster's state has no key for
 // (neither a user nor a tombstone), each in a transaction conditioned on
 // its key's absence: a node joining a cluster, or one upgraded from a
 // version whose users were each node's own, keeps the users it has, and
-// one deleted from the cluster meanwhile stays deleted. It returns the
-// users written.
-func SeedUsers(ctx context.Context, cli *clientv3.Client, users []auth.User) ([]string, error) {
-	var written []string
+// one deleted from the cluster meanwhile stays deleted. A user named as
+// a node's administrator (PublishAdmin) is not written: it would shadow
+// that administrator. It returns the users written, and those left out
+// for an administrator's name.
+func SeedUsers(ctx context.Context, cli *clientv3.Client, users []auth.User) (written, admins []string, err error) {
 	for i := range users {
 		u := &users[i]
 		data, err := json.Marshal(UserEntry{User: u})
 		if err != nil {
-			return written, err
+			return written, admins, err
 		}
 		key := userKey(u.ID)
-		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, string(data))).Commit()
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), adminFree(u.ID)).
+			Then(clientv3.OpPut(key, string(data))).
+			Else(clientv3.OpGet(adminNamePrefix(u.ID), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))).Commit()
 		if err != nil {
-			return written, fmt.Errorf("cluster: writing user %q: %w", u.ID, err)
+			return written, admins, fmt.Errorf("cluster: writing user %q: %w", u.ID, err)
 		}
-		if tr.Succeeded {
+		switch {
+		case tr.Succeeded:
 			written = append(written, u.ID)
+		case len(tr.Responses[0].GetResponseRange().Kvs) > 0:
+			admins = append(admins, u.ID)
 		}
 	}
-	return written, nil
+	return written, admins, nil
 }
 
 // LiveUsers returns the users a mirror of the Users definitions holds

@@ -98,12 +98,17 @@ func TestUserSyncSharesUsersAndKeepsDeletionsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	syncA := StartUserSync(cli, a, quiet)
+	// travel, on which the users below are given roles through the
+	// cluster.
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: "travel", Type: engine.Couchbase, UUID: "t1"}}); err != nil {
+		t.Fatal(err)
+	}
+	syncA := StartUserSync(cli, a, "a", quiet)
 	defer syncA.Close()
 	if err := syncA.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	syncB := StartUserSync(cli, b, quiet)
+	syncB := StartUserSync(cli, b, "b", quiet)
 	if err := syncB.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +159,7 @@ func TestUserSyncSharesUsersAndKeepsDeletionsDeleted(t *testing.T) {
 	if err := login(b, "bo", "bo-a-pass"); err != nil {
 		t.Fatalf("b's users.json before it is back: bo %v; want there (the test's premise)", err)
 	}
-	syncB = StartUserSync(cli, b, quiet)
+	syncB = StartUserSync(cli, b, "b", quiet)
 	defer syncB.Close()
 	if err := syncB.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -191,13 +196,15 @@ func TestDeleteBucketTakesItsRolesFromTheClusterUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, b := range [][2]string{{"travel", "u1"}, {"beer", "u2"}} {
+		if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: b[0], Type: engine.Couchbase, UUID: b[1]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	put("ann", "data_reader[travel],data_writer[beer]")
 	put("bo", "bucket_admin[*]")
 	put("cy", "data_reader[travel]")
 	if _, err := DeleteUser(ctx, cli, "cy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: "travel", Type: engine.Couchbase, UUID: "u1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := DeleteBucket(ctx, cli, "travel", "u1"); !ok || err != nil {

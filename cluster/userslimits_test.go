@@ -28,6 +28,11 @@ func TestDeleteBucketWithManyUsersOnIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, b := range [][2]string{{"travel", "u1"}, {"beer", "u2"}} {
+		if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: b[0], Type: engine.Couchbase, UUID: b[1]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const users = 300
 	for i := range users {
 		c, err := s.PrepareUser("app"+strconv.Itoa(i), "", "app-pass-"+strconv.Itoa(i), mustRoles(t, "data_reader[travel],data_writer[beer]"))
@@ -37,9 +42,6 @@ func TestDeleteBucketWithManyUsersOnIt(t *testing.T) {
 		if _, err := PutUser(ctx, cli, c); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: "travel", Type: engine.Couchbase, UUID: "u1"}}); err != nil {
-		t.Fatal(err)
 	}
 	if ok, err := DeleteBucket(ctx, cli, "travel", "u1"); !ok || err != nil {
 		t.Fatalf("DeleteBucket with %d users holding a role on it: %v, %v", users, ok, err)

@@ -25,7 +25,7 @@ func TestUserWriteWithoutQuorumFailsClearly(t *testing.T) {
 	defer closeAll(nodes)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := openUsers(t, t.TempDir(), "Administrator")
-	us := StartUserSync(nodes[2].Client(), s, quiet)
+	us := StartUserSync(nodes[2].Client(), s, "n3", quiet)
 	defer us.Close()
 	if err := us.Sync(ctx); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,14 +19,20 @@ const userSyncRetry = 2 * time.Second
 
 // UserSync keeps a cluster node's users (its auth.Store, users.json) what
 // the cluster's state holds (users.go), and changes the users there. At
-// start it writes in the node's own users that the cluster has no key for
-// (SeedUsers: a tombstone wins over a local user), then mirrors the users'
-// keys and applies them whole to the store at each change
-// (auth.Store.ReplaceUsers). Until it has applied them once the store
-// holds the node's own users, as before. It is safe for concurrent use.
+// start it records the name of the node's administrator (PublishAdmin: no
+// user of that name is written to the cluster from then on), writes in
+// the node's own users that the cluster has no key for (SeedUsers: a
+// tombstone wins over a local user), then mirrors the users' keys and
+// applies them whole to the store at each change
+// (auth.Store.ReplaceUsers). Until it has applied them once, the store's
+// users (users.json's, perhaps stale: a user deleted or a password changed
+// while the node was down) do not log in: they are refused with
+// auth.ErrUsersPending, a temporary failure (auth.Store.AwaitUsers); the
+// node's administrator does. It is safe for concurrent use.
 type UserSync struct {
 	cli    *clientv3.Client
 	store  *auth.Store
+	node   string
 	logger *slog.Logger
 	mirror *DefMirror
 
@@ -37,6 +44,9 @@ type UserSync struct {
 	// applyMu serializes the applies.
 	applyMu sync.Mutex
 	warned  string // the apply failure last logged
+	// shadowWarned is set once a user of the cluster named as this node's
+	// administrator was logged.
+	shadowWarned bool
 
 	mu sync.Mutex
 	// at: loaded once the cluster's users were applied; rev is the
@@ -44,12 +54,14 @@ type UserSync struct {
 	at revisionGate
 }
 
-// StartUserSync starts keeping store what the cluster's users are, until
-// Close.
-func StartUserSync(cli *clientv3.Client, store *auth.Store, logger *slog.Logger) *UserSync {
+// StartUserSync starts keeping store, node's, what the cluster's users
+// are, until Close. From now until its first apply the store's users do
+// not log in (auth.Store.AwaitUsers): call it before the node serves.
+func StartUserSync(cli *clientv3.Client, store *auth.Store, node string, logger *slog.Logger) *UserSync {
 	ctx, cancel := context.WithCancel(context.Background())
-	u := &UserSync{cli: cli, store: store, logger: logger, mirror: NewDefMirror(cli, Users),
+	u := &UserSync{cli: cli, store: store, node: node, logger: logger, mirror: NewDefMirror(cli, Users),
 		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), at: newRevisionGate()}
+	store.AwaitUsers()
 	u.wg.Go(u.run)
 	return u
 }
@@ -60,13 +72,27 @@ func (u *UserSync) Close() {
 	u.wg.Wait()
 }
 
-// run seeds the cluster with this node's users, then mirrors and applies
-// the cluster's.
+// run records this node's administrator's name and seeds the cluster
+// with this node's users, then mirrors and applies the cluster's.
 func (u *UserSync) run() {
 	for {
+		err := u.publishAdmin()
+		if err == nil {
+			break
+		}
+		if u.ctx.Err() != nil {
+			return
+		}
+		u.logger.Warn("cluster: recording this node's administrator in the cluster's state; trying again", "err", err)
+		sleepCtx(u.ctx, userSyncRetry)
+	}
+	for {
 		rctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
-		written, err := SeedUsers(rctx, u.cli, u.store.Records())
+		written, admins, err := SeedUsers(rctx, u.cli, u.store.Records())
 		cancel()
+		if len(admins) > 0 {
+			u.logger.Error("cluster: this node's users named as a node's administrator are not written to the cluster's state (they would shadow it) and leave this node's users", "users", admins)
+		}
 		if err == nil {
 			if len(written) > 0 {
 				u.logger.Info("cluster: this node's users written to the cluster's state, which had none of theirs", "users", written)
@@ -104,6 +130,28 @@ func (u *UserSync) run() {
 	}
 }
 
+// publishAdmin records this node's administrator's name, and logs the
+// other nodes' when they differ: a request one node forwards to another
+// (a key another node leads) is authenticated there, so an administrator
+// of one node's name only is refused there.
+func (u *UserSync) publishAdmin() error {
+	ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
+	defer cancel()
+	name := u.store.AdminName()
+	if err := PublishAdmin(ctx, u.cli, u.node, name); err != nil {
+		return err
+	}
+	admins, err := Admins(ctx, u.cli)
+	if err != nil {
+		return err
+	}
+	if name != "" && len(admins) > 1 {
+		u.logger.Warn("cluster: the nodes' administrators have different names (mayfly serve --admin-user): a request a node forwards to another is refused there for another node's administrator; give every node the same administrator, as a Couchbase cluster has one",
+			"this_node", name, "administrators", admins)
+	}
+	return nil
+}
+
 // apply makes the store what the mirror holds. A failure to write the
 // store (users.json) changes nothing and is tried again; entries that
 // cannot be read are left out (logged) and the rest applied.
@@ -114,6 +162,13 @@ func (u *UserSync) apply() error {
 		return nil
 	}
 	users, upTo, bad := LiveUsers(u.mirror.Bucket(UserDomain))
+	if admin := u.store.AdminName(); admin != "" && !u.shadowWarned &&
+		slices.ContainsFunc(users, func(x auth.User) bool { return x.ID == admin }) {
+		// Written before this node's administrator was named so: left out
+		// here (ReplaceUsers), a user of the other nodes.
+		u.shadowWarned = true
+		u.logger.Error("cluster: a user of the cluster is named as this node's administrator; this node leaves it out (its administrator stays): delete the user, or give this node's administrator another name", "user", admin)
+	}
 	changed, err := u.store.ReplaceUsers(users)
 	if err != nil && !errors.Is(err, auth.ErrInvalidUser) {
 		u.warn("cluster: applying the cluster's users; trying again", err)

@@ -156,7 +156,7 @@ func capString(s string, n int) string {
 // failMessage is the log message of a refusal at the door.
 func failMessage(reason string) string {
 	switch reason {
-	case refusedUnauthenticated, refusedThrottled, refusedAuthBusy:
+	case refusedUnauthenticated, refusedThrottled, refusedAuthBusy, refusedUsersPending:
 		return "authentication failed"
 	}
 	return "request refused"

@@ -33,6 +33,7 @@ const (
 	refusedPath            = "path"            // 400, . or .. segments
 	refusedThrottled       = "throttled"       // 429, too many failed logins from the source or for the user
 	refusedAuthBusy        = "auth_busy"       // 503, too many password checks waiting
+	refusedUsersPending    = "users_pending"   // 503, a cluster node that has not loaded the cluster's users yet
 	refusedTooLarge        = "too_large"       // 413, a declared body over the route's limit
 	refusedSlowBody        = "slow_body"       // 408, a body arriving slower than --min-body-rate
 )
@@ -67,10 +68,10 @@ func newSecurity(o *Options) *security {
 	sec.adm = newAdmission(o)
 	sec.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mayfly_http_refused_total",
-		Help: "HTTP requests refused at the door, by reason (unauthenticated, forbidden, host, origin, form, overload, path, throttled, auth_busy, too_large, slow_body).",
+		Help: "HTTP requests refused at the door, by reason (unauthenticated, forbidden, host, origin, form, overload, path, throttled, auth_busy, users_pending, too_large, slow_body).",
 	}, []string{"reason"})
 	for _, r := range []string{refusedUnauthenticated, refusedForbidden, refusedHost, refusedOrigin, refusedForm, refusedOverload, refusedPath,
-		refusedThrottled, refusedAuthBusy, refusedTooLarge, refusedSlowBody} {
+		refusedThrottled, refusedAuthBusy, refusedUsersPending, refusedTooLarge, refusedSlowBody} {
 		sec.refused.WithLabelValues(r)
 	}
 	return sec
@@ -164,7 +165,8 @@ var errBadBearer = errors.New("bad bearer token")
 
 // authRefused answers a request that did not authenticate: 401, or 429 for
 // a source or user name backing off after failed logins, or 503 when too
-// many password checks are waiting. It is logged and audited through the
+// many password checks are waiting or a cluster node has not loaded the
+// cluster's users yet. It is logged and audited through the
 // failure log (loginfail.go).
 func (s *server) authRefused(w http.ResponseWriter, r *http.Request, err error) {
 	user, _, _ := r.BasicAuth()
@@ -178,6 +180,10 @@ func (s *server) authRefused(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, auth.ErrBusy):
 		reason = refusedAuthBusy
 		he = &httpError{http.StatusServiceUnavailable, "too_many_requests", "too many password checks are waiting; retry shortly"}
+		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, auth.ErrUsersPending):
+		reason = refusedUsersPending
+		he = &httpError{http.StatusServiceUnavailable, "temporary_failure", "temporary failure: this node has not loaded the cluster's users since it started (the cluster's state unreachable?); the password was not checked: retry shortly"}
 		w.Header().Set("Retry-After", "1")
 	case r.Context().Err() != nil:
 		return // the caller left

@@ -164,6 +164,11 @@ type CollectionStore interface {
 // another node is authenticated there once that node's users have come as
 // far (UsersVersionHeader).
 type UserStore interface {
+	// PutUser creates or replaces a user. It refuses roles on buckets that
+	// do not exist (auth.RolesOnMissingBuckets, auth.ErrInvalidRole): a
+	// single node's own store (Options.Users nil) is checked against the
+	// engine's buckets by the server, any other UserStore checks them
+	// itself (a cluster's, against the cluster's bucket definitions).
 	PutUser(ctx context.Context, id, name, password string, roles []auth.Role) error
 	DeleteUser(ctx context.Context, id string) error
 	// Version is how far this node's users have come: the cluster's

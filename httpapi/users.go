@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mayflydb/mayfly/audit"
@@ -84,8 +82,14 @@ func classifyAuth(err error) *httpError {
 // does: a role given before its bucket would read a bucket created later
 // under that name, whoever meant it for (the role on a deleted bucket goes
 // with it: auth.Store.DropBucketRoles). [*] names every bucket, now and
-// later.
+// later. A single node's buckets are its engine's; a cluster's are the
+// cluster's definitions, which Options.Users checks in the write itself
+// (a bucket just defined through another node may not be here yet, one
+// being deleted still be).
 func (s *server) rolesOnBuckets(roles []auth.Role) error {
+	if _, single := s.users.(localUsers); !single {
+		return nil
+	}
 	var missing []string
 	for _, r := range roles {
 		if r.Bucket == "" || r.Bucket == "*" {
@@ -96,8 +100,7 @@ func (s *server) rolesOnBuckets(roles []auth.Role) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: cannot assign roles to user because the following roles are unknown, malformed or role parameters are undefined: [%s] (no such bucket; create it first)",
-			auth.ErrInvalidRole, strings.Join(missing, ","))
+		return auth.RolesOnMissingBuckets(missing)
 	}
 	return nil
 }

@@ -62,6 +62,12 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 			c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("Authenticated"), 0, 0)
 			return
 		}
+		if errors.Is(err, auth.ErrUsersPending) {
+			// A cluster node that has not loaded the cluster's users: a
+			// temporary failure, the password not checked.
+			c.fail(pkt, memd.StatusTmpFail, reason.Of(err))
+			return
+		}
 		if !errors.Is(err, auth.ErrBadCredentials) {
 			// Throttled, busy or cancelled: the password was not checked.
 			c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", user, "err", err)

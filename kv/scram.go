@@ -120,6 +120,12 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 		c.loginFailed(ctx, pkt, st.user)
 		return
 	}
+	if errors.Is(err, auth.ErrUsersPending) {
+		// A cluster node that has not loaded the cluster's users: a
+		// temporary failure, the proof not checked.
+		c.fail(pkt, memd.StatusTmpFail, reason.Of(err))
+		return
+	}
 	if err != nil {
 		// Throttled: the proof was not checked.
 		c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", st.user, "err", err)

@@ -607,14 +607,16 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	var collStore httpapi.CollectionStore
 	var searchSvc httpapi.SearchService = ssvc
 	// Its users too: written to etcd by the node asked, applied by every
-	// node to its own store (cluster.UserSync). The node's administrator
-	// (--admin-user) stays its own.
+	// node to its own store (cluster.UserSync; until its first apply, the
+	// users of this node's users.json, perhaps stale, do not log in). The
+	// node's administrator (--admin-user) stays its own; its name is
+	// recorded, and no user of the cluster may take it.
 	var userStore httpapi.UserStore
 	if cnode != nil {
 		defs := startClusterDefs(cnode.Client(), eng, vsvc, ssvc, logger)
 		defer defs.Close()
 		ddocStore, collStore, searchSvc = defs, defs, clusterSearch{Service: ssvc, defs: defs}
-		usync := cluster.StartUserSync(cnode.Client(), users, logger)
+		usync := cluster.StartUserSync(cnode.Client(), users, cnode.Name(), logger)
 		defer usync.Close()
 		roles.sync.Store(usync)
 		userStore = usync

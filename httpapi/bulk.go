@@ -88,7 +88,14 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, rerr := readBulkLine(br, bulkMaxLine)
+		// A read that failed (the client hung up, the body was cut) ends
+		// an unterminated line: it may be a prefix of what the client
+		// meant (a valid JSON value too, `{"v":1}` of `{"v":12}`), so it is
+		// not applied. Only a body that ends (EOF) ends its last line.
+		cut := rerr != nil && !errors.Is(rerr, io.EOF)
 		switch {
+		case cut && len(bytes.TrimSpace(line)) > 0:
+			queue <- doneSlot(errorLine(nil, n, &httpError{http.StatusBadRequest, "bad_request", fmt.Sprintf("line %d was cut off by the end of the request's body: not applied", n)}))
 		case tooLong:
 			queue <- doneSlot(errorLine(nil, n, &httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("line %d is over %d bytes", n, bulkMaxLine)}))
 		case len(bytes.TrimSpace(line)) > 0:

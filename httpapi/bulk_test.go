@@ -371,3 +371,46 @@ func TestBulkInvalidUTF8Line(t *testing.T) {
 		t.Errorf("the refused line's document was stored: GET %d", st)
 	}
 }
+
+// TestBulkCutOffLastLineNotApplied: a client that hangs up in the middle of
+// a _bulk body leaves its last line unterminated, and that line may be a
+// prefix of what it meant that is still valid JSON ({"v":1} of {"v":12}):
+// it is not applied, and its answer says so. The lines before it, each
+// ended, are. A body that ends (EOF) still ends its last line.
+func TestBulkCutOffLastLineNotApplied(t *testing.T) {
+	f := newFixture(t)
+	whole := `{"op":"upsert","id":"whole","doc":{"v":1}}` + "\n"
+	last := `{"op":"upsert","id":"cut","doc":{"v":1}}`
+	for _, tc := range []struct {
+		end     error // what reading the body returns after the last byte
+		applied bool
+	}{{io.ErrUnexpectedEOF, false}, {io.EOF, true}} {
+		body := io.MultiReader(strings.NewReader(whole+last), errReader{tc.end})
+		req := httptest.NewRequest(http.MethodPost, f.srv.URL+"/default/_bulk", body)
+		req.RemoteAddr = "127.0.0.1:40000" // a loopback client, as the fixture's
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, f.srv.Listener.Addr()))
+		req.Header.Set("Content-Type", ndjson)
+		req.SetBasicAuth(adminUser, adminPass)
+		rec := httptest.NewRecorder()
+		f.srv.Config.Handler.ServeHTTP(rec, req)
+		b, err := f.eng.Bucket("default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.DefaultCollection().Get(context.Background(), "whole"); err != nil {
+			t.Fatalf("body ending with %v: the whole first line was not applied: %v (%s)", tc.end, err, rec.Body)
+		}
+		_, err = b.DefaultCollection().Get(context.Background(), "cut")
+		if applied := err == nil; applied != tc.applied {
+			t.Fatalf("body ending with %v: the unterminated last line applied %v, want %v (%s)", tc.end, applied, tc.applied, rec.Body)
+		}
+		if !tc.applied && !strings.Contains(rec.Body.String(), "cut off") {
+			t.Errorf("body ending with %v: the answer does not say line 2 was cut off: %s", tc.end, rec.Body)
+		}
+	}
+}
+
+// errReader returns err on every read.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

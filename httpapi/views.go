@@ -207,10 +207,18 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	w.Header().Set("Cache-Control", "must-revalidate")
-	err = q.Run(r.Context(), &lazyJSON{w: w, q: q})
+	out := &lazyJSON{w: w, q: q}
+	err = q.Run(r.Context(), out)
 	var se *views.StreamError
 	switch {
-	case err == nil, r.Context().Err() != nil:
+	case err == nil:
+	case r.Context().Err() != nil:
+		// A shutdown that cut the query short before its answer began (a
+		// stale=false query waiting for its index) says so to the client,
+		// which still waits; a client that hung up needs no answer.
+		if !out.began && shuttingDown(r) {
+			return ErrShuttingDown
+		}
 	case errors.As(err, &se):
 		s.log.Warn("view query cut short", "bucket", bucket, "ddoc", ddoc, "view", view, "err", err)
 	default:

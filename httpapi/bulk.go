@@ -270,6 +270,9 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 			if err != nil {
 				return bad("expiry must be an integer, got %s", v)
 			}
+			if e > maxExpiry {
+				return bad("%s", expiryRangeReason("expiry", e))
+			}
 			op.expiry, op.hasExpiry = e, true
 		case "preserve_expiry":
 			switch string(v) {

@@ -95,7 +95,7 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	var o engine.WriteOptions
-	if o.Expiry, _, err = intParam(q, "expiry"); err != nil {
+	if o.Expiry, _, err = expiryParam(q, "expiry"); err != nil {
 		return err
 	}
 	if o.PreserveExpiry, err = boolParam(q, "preserve_expiry"); err != nil {
@@ -163,7 +163,7 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 	}
 	var d *engine.Document
 	if q.Has("touch") {
-		exp, _, perr := intParam(q, "touch")
+		exp, _, perr := expiryParam(q, "touch")
 		if perr != nil {
 			return perr
 		}
@@ -256,7 +256,7 @@ func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	exp, ok, err := intParam(r.URL.Query(), "expiry")
+	exp, ok, err := expiryParam(r.URL.Query(), "expiry")
 	if err != nil {
 		return err
 	}

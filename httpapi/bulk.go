@@ -449,6 +449,9 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, sl *bulkSlot) (*e
 		if op.doc == nil {
 			return nil, errBadRequest("doc is required for " + op.op)
 		}
+		if err := checkJSONDepth(op.doc, "doc"); err != nil {
+			return nil, err
+		}
 	case "delete":
 	case "touch":
 		if !op.hasExpiry {

@@ -135,16 +135,19 @@ func isShareRequest(r *http.Request) bool {
 		slices.Contains(shareRoutes, routeTemplate(r))
 }
 
-// bodyLimit is the largest body the route r matched takes, -1 for none.
-func bodyLimit(r *http.Request) int64 {
+// bodyLimit is the largest body the route r matched takes, -1 for none;
+// forms says whether the route takes form bodies (a settings endpoint).
+// The limit goes by route, not by content type: a document written with
+// curl -d (form-encoded) takes a document's limit.
+func bodyLimit(r *http.Request, forms bool) int64 {
 	switch routeTemplate(r) {
 	case "/{bucket}/_bulk":
 		return -1 // streamed, bounded in flight (bulkMaxBytes)
 	case viewRoute, allDocsRoute:
 		return maxKeysBody
 	}
-	if formContentType(r.Header.Get("Content-Type")) && r.Header.Get("Content-Type") != "" {
-		return maxSettingsBody // only settings take forms
+	if forms && formContentType(r.Header.Get("Content-Type")) && r.Header.Get("Content-Type") != "" {
+		return maxSettingsBody // a settings form
 	}
 	return maxDeclaredBody
 }
@@ -155,7 +158,7 @@ func (s *server) admit(next http.Handler) http.Handler {
 	a := s.sec.adm
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now() // wall clock: the body's deadline
-		if lim := bodyLimit(r); lim >= 0 && r.ContentLength > lim {
+		if lim := bodyLimit(r, takesForms(next)); lim >= 0 && r.ContentLength > lim {
 			s.refuseUnread(w, r, refusedTooLarge, &httpError{http.StatusRequestEntityTooLarge, "too_large",
 				"the request body (Content-Length " + strconv.FormatInt(r.ContentLength, 10) + ") is over this endpoint's limit of " + strconv.FormatInt(lim, 10) + " bytes"})
 			return

@@ -277,6 +277,9 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 			if err != nil {
 				return bad("expiry must be an integer, got %s", v)
 			}
+			if e > maxExpiry {
+				return bad("%s", expiryRangeReason("expiry", e))
+			}
 			op.expiry, op.hasExpiry = e, true
 		case "preserve_expiry":
 			switch string(v) {
@@ -452,6 +455,9 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, sl *bulkSlot) (*e
 	case "upsert", "insert", "replace":
 		if op.doc == nil {
 			return nil, errBadRequest("doc is required for " + op.op)
+		}
+		if err := checkJSONDepth(op.doc, "doc"); err != nil {
+			return nil, err
 		}
 	case "delete":
 	case "touch":

@@ -50,11 +50,12 @@ func resultOf(d *engine.Document) mutationResult {
 // checkDeclaredJSON refuses a body sent as application/json that is not
 // valid JSON in UTF-8, saying where it breaks. A body sent as anything else
 // is stored as it is: JSON becomes a json document, the rest a binary one,
-// as Couchbase does (engine.DetectType).
+// as Couchbase does (engine.DetectType); but one that would be stored as
+// JSON is held to the same nesting limit (see checkJSONDepth).
 func checkDeclaredJSON(r *http.Request, body []byte) error {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" {
-		return nil
+		return checkJSONDepth(body, "the body")
 	}
 	if json.Valid(body) {
 		// encoding/json takes invalid UTF-8 inside a string; JSON is UTF-8.
@@ -68,6 +69,53 @@ func checkDeclaredJSON(r *http.Request, body []byte) error {
 		return errBadRequest(fmt.Sprintf("the body is sent as application/json but is not valid JSON: %v (at byte %d)", se, se.Offset))
 	}
 	return errBadRequest("the body is sent as application/json but is not valid JSON")
+}
+
+// maxJSONDepth is the deepest nesting of arrays and objects a JSON
+// document may have: encoding/json's, which every answer that carries a
+// document as JSON (?meta=true, include_docs, _changes) is encoded with.
+const maxJSONDepth = 10000
+
+// checkJSONDepth refuses a value (what names it in the reason) that would
+// be stored as a JSON document (engine.DetectType) but nests arrays and
+// objects deeper than maxJSONDepth: stored, it could not be read back as
+// JSON. A value sent as application/json meets the same limit as
+// encoding/json's "exceeded max depth".
+func checkJSONDepth(value []byte, what string) error {
+	if at := jsonDepthOver(value, maxJSONDepth); at >= 0 && engine.DetectType(value) == engine.TypeJSON {
+		return errBadRequest(fmt.Sprintf("%s is JSON nested deeper than %d levels (exceeded max depth at byte %d): it could not be read back as JSON", what, maxJSONDepth, at))
+	}
+	return nil
+}
+
+// jsonDepthOver returns the offset of the first '[' or '{' of b, outside
+// its strings, that opens level limit+1, or -1 if none does. b need not be
+// JSON: the caller checks that.
+func jsonDepthOver(b []byte, limit int) int {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped byte
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			if depth++; depth > limit {
+				return i
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return -1
 }
 
 // invalidUTF8At returns the offset of b's first byte that is not part of a
@@ -95,7 +143,7 @@ func (s *server) putDoc(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	var o engine.WriteOptions
-	if o.Expiry, _, err = intParam(q, "expiry"); err != nil {
+	if o.Expiry, _, err = expiryParam(q, "expiry"); err != nil {
 		return err
 	}
 	if o.PreserveExpiry, err = boolParam(q, "preserve_expiry"); err != nil {
@@ -163,7 +211,7 @@ func (s *server) getDoc(w http.ResponseWriter, r *http.Request) error {
 	}
 	var d *engine.Document
 	if q.Has("touch") {
-		exp, _, perr := intParam(q, "touch")
+		exp, _, perr := expiryParam(q, "touch")
 		if perr != nil {
 			return perr
 		}
@@ -256,7 +304,7 @@ func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	exp, ok, err := intParam(r.URL.Query(), "expiry")
+	exp, ok, err := expiryParam(r.URL.Query(), "expiry")
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,14 @@ import (
 	"github.com/mayflydb/mayfly/views"
 )
 
+// ErrShuttingDown is the cause the server's requests in flight are to end
+// with when it begins to shut down: give the http.Server a BaseContext
+// cancelled with context.WithCancelCause's cancel(ErrShuttingDown). A
+// request it cuts short before its answer began (a stale=false view query
+// waiting for its index, …) is then answered 503 temporary_failure, so that
+// its client knows to retry, where one whose client hung up gets no answer.
+var ErrShuttingDown = errors.New("the server is shutting down: retry once it is back (or on another node)")
+
 // httpError is an error with its HTTP status and JSON error code.
 type httpError struct {
 	status int
@@ -65,6 +73,8 @@ func classifyCode(err error) *httpError {
 	}
 	msg := err.Error()
 	switch {
+	case errors.Is(err, ErrShuttingDown):
+		return &httpError{http.StatusServiceUnavailable, "temporary_failure", msg}
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrBucketNotFound),
 		errors.Is(err, engine.ErrScopeNotFound), errors.Is(err, engine.ErrCollectionNotFound):
 		return &httpError{http.StatusNotFound, "not_found", msg}
@@ -110,11 +120,22 @@ func classifyCode(err error) *httpError {
 // answer it deals with failures itself (a streamed view query logs them).
 type apiHandler func(w http.ResponseWriter, r *http.Request) error
 
-// ServeHTTP runs h and answers its error.
+// ServeHTTP runs h and answers its error: one that is the end of the
+// request's context, when the server's shutdown ended it, as
+// ErrShuttingDown.
 func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h(w, r); err != nil {
+		if errors.Is(err, context.Canceled) && shuttingDown(r) {
+			err = ErrShuttingDown
+		}
 		writeError(w, err)
 	}
+}
+
+// shuttingDown reports whether r's context ended because the server is
+// shutting down (see ErrShuttingDown), not because its client left.
+func shuttingDown(r *http.Request) bool {
+	return r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), ErrShuttingDown)
 }
 
 // classifySearch maps the search package's errors. The first of them in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -62,6 +63,27 @@ func formParams(r *http.Request) (url.Values, error) {
 		return nil, errBadRequest("malformed form body: " + err.Error())
 	}
 	return r.Form, nil
+}
+
+// maxExpiry is the largest expiry value a write or touch takes: Couchbase's
+// expiry is 32 bits (seconds up to 30 days, else a Unix time, before 2106).
+const maxExpiry = math.MaxUint32
+
+// expiryRangeReason is the 400's reason for an expiry value (named name)
+// past maxExpiry: stored as it is it would not fit a document's 32-bit
+// expiration.
+func expiryRangeReason(name string, v int64) string {
+	return fmt.Sprintf("%s must be at most %d (an expiry is 32 bits: seconds up to 30 days, else a Unix time), got %d", name, int64(maxExpiry), v)
+}
+
+// expiryParam parses an optional expiry parameter (expiry, touch): an
+// integer at most maxExpiry; ok is false when absent.
+func expiryParam(vals url.Values, name string) (v int64, ok bool, err error) {
+	v, ok, err = intParam(vals, name)
+	if err == nil && v > maxExpiry {
+		return 0, false, errBadRequest(expiryRangeReason(name, v))
+	}
+	return v, ok, err
 }
 
 // intParam parses an optional integer parameter; ok is false when absent.

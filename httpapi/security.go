@@ -278,7 +278,7 @@ func queryParam(raw, name string) (string, bool) {
 // a body a browser form could send (form-encoded, multipart, text/plain) is
 // refused: only Couchbase's settings-style endpoints take forms.
 func (s *server) need(perms permFunc, form bool, h apiHandler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &guarded{form: form, serve: func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r)
 		var missing []string
 		for _, perm := range perms(r) {
@@ -306,7 +306,24 @@ func (s *server) need(perms permFunc, form bool, h apiHandler) http.Handler {
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	}}
+}
+
+// guarded is a route's handler behind its authorization (see need). It
+// says whether the route takes form bodies, for the body limit admission
+// applies (see bodyLimit).
+type guarded struct {
+	form  bool
+	serve http.HandlerFunc
+}
+
+func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.serve(w, r) }
+
+// takesForms reports whether h, a route's handler, takes form bodies
+// (Couchbase's settings-style endpoints).
+func takesForms(h http.Handler) bool {
+	g, ok := h.(*guarded)
+	return ok && g.form
 }
 
 // formContentType reports the content types an HTML form (or a CORS "simple"

@@ -63,7 +63,7 @@ func (s *server) putDesignDoc(w http.ResponseWriter, r *http.Request) error {
 // designDocBody returns a design document as an audit record holds it, nil
 // if there is none.
 func (s *server) designDocBody(r *http.Request, bucket, name string) (any, error) {
-	d, err := s.views.DesignDoc(r.Context(), bucket, name)
+	d, err := s.views.StoredDesignDoc(r.Context(), bucket, name)
 	if errors.Is(err, views.ErrNotFound) {
 		return nil, nil
 	}
@@ -73,13 +73,15 @@ func (s *server) designDocBody(r *http.Request, bucket, name string) (any, error
 	return auditBody(d.Body), nil
 }
 
-// getDesignDoc handles GET /{bucket}/_design/{ddoc}.
+// getDesignDoc handles GET /{bucket}/_design/{ddoc}: the design document as
+// stored, also one that is not loaded (skipped, or refused at start), so
+// that it can be read and fixed.
 func (s *server) getDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	bucket, name, err := s.ddocTarget(r)
 	if err != nil {
 		return err
 	}
-	d, err := s.views.DesignDoc(r.Context(), bucket, name)
+	d, err := s.views.StoredDesignDoc(r.Context(), bucket, name)
 	if err != nil {
 		return err
 	}
@@ -90,13 +92,14 @@ func (s *server) getDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteDesignDoc handles DELETE /{bucket}/_design/{ddoc}.
+// deleteDesignDoc handles DELETE /{bucket}/_design/{ddoc}, of a loaded
+// design document or of one stored but not loaded.
 func (s *server) deleteDesignDoc(w http.ResponseWriter, r *http.Request) error {
 	bucket, name, err := s.ddocTarget(r)
 	if err != nil {
 		return err
 	}
-	d, err := s.views.DesignDoc(r.Context(), bucket, name)
+	d, err := s.views.StoredDesignDoc(r.Context(), bucket, name)
 	if err != nil {
 		return err
 	}
@@ -204,10 +207,18 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	w.Header().Set("Cache-Control", "must-revalidate")
-	err = q.Run(r.Context(), &lazyJSON{w: w, q: q})
+	out := &lazyJSON{w: w, q: q}
+	err = q.Run(r.Context(), out)
 	var se *views.StreamError
 	switch {
-	case err == nil, r.Context().Err() != nil:
+	case err == nil:
+	case r.Context().Err() != nil:
+		// A shutdown that cut the query short before its answer began (a
+		// stale=false query waiting for its index) says so to the client,
+		// which still waits; a client that hung up needs no answer.
+		if !out.began && shuttingDown(r) {
+			return ErrShuttingDown
+		}
 	case errors.As(err, &se):
 		s.log.Warn("view query cut short", "bucket", bucket, "ddoc", ddoc, "view", view, "err", err)
 	default:

@@ -527,6 +527,35 @@ func (s *Service) DesignDoc(ctx context.Context, bucket, name string) (*DesignDo
 	return ix.ddoc.Load(), nil
 }
 
+// StoredDesignDoc returns a design document as it is stored, loaded or
+// not: DesignDoc's answer for one that is loaded; for one stored but not
+// loaded (see LoadErrors: skipped by Options.SkipDesignDocs, or refused
+// when it was loaded), its ID, stored body and revision, with no Views, so
+// that its owner can read it to fix it, and the audit record of its
+// replacement or deletion can hold it. A design document that is not
+// stored is ErrNotFound.
+func (s *Service) StoredDesignDoc(ctx context.Context, bucket, name string) (*DesignDoc, error) {
+	id := DesignDocPrefix + name
+	bv, err := s.lookup(bucket)
+	if err != nil {
+		return nil, err
+	}
+	ix, ok, broken := bv.Get(id)
+	if ok {
+		return ix.ddoc.Load(), nil
+	}
+	if broken != nil {
+		if body, err := bv.Bucket.SystemDoc(id); err == nil {
+			rev := storedRev(bv.Bucket, id)
+			if revNumber(rev) == 0 { // stored before revisions were kept
+				rev = makeRev(1, body)
+			}
+			return &DesignDoc{ID: id, Body: body, Rev: rev}, nil
+		}
+	}
+	return s.DesignDoc(ctx, bucket, name) // missing, or the bucket still warming up
+}
+
 // DesignDocs lists a bucket's loaded design documents, sorted by ID (see
 // LoadErrors for those that could not be loaded).
 func (s *Service) DesignDocs(ctx context.Context, bucket string) ([]*DesignDoc, error) {

@@ -663,9 +663,10 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	defer func() { stopIdle(); <-idleDone }()
 
 	// Requests in flight see their context end when shutdown begins, so a
-	// query waiting for an index returns at once.
-	reqCtx, endRequests := context.WithCancel(context.Background())
-	defer endRequests()
+	// query waiting for an index returns at once, and answers 503 (see
+	// httpapi.ErrShuttingDown).
+	reqCtx, endRequests := context.WithCancelCause(context.Background())
+	defer endRequests(httpapi.ErrShuttingDown)
 	// Recent samples of each bucket's statistics, for the console's charts.
 	statsHistory := httpapi.NewStatsHistory(0, 0)
 	histCtx, stopHistory := context.WithCancel(context.Background())
@@ -755,7 +756,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	case err := <-httpErr:
 		return fmt.Errorf("http server: %w", err)
 	}
-	endRequests()
+	endRequests(httpapi.ErrShuttingDown)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
 	defer cancel()
 	for _, hs := range svcSrvs {

@@ -16,7 +16,8 @@
 // # Commands
 //
 // set, add, replace, append, prepend, cas, get, gets, gat, gats, touch,
-// delete, incr, decr, flush_all [delay] [noreply], stats (general,
+// delete, incr, decr, flush_all [delay] [noreply] (refused, as memcached
+// -F refuses it, on a bucket whose FlushEnabled is off), stats (general,
 // settings, reset), version, verbosity and quit, with noreply wherever
 // memcached takes it. Replies, error strings and the parsing of numbers
 // follow memcached byte for byte; DIFFERENCES.md lists where Mayfly departs

@@ -348,6 +348,12 @@ func flushAllAt(now, delay int64) int64 {
 	return engine.AbsoluteExpiry(now, delay) - 1
 }
 
+// flushEnabled reports whether the bucket served lets itself be flushed
+// (its flushEnabled setting, which the REST API's doFlush obeys too).
+func (s *Server) flushEnabled() bool {
+	return s.target().bucket.Settings().FlushEnabled
+}
+
 // flushAll runs or schedules a flush_all with the given delay.
 func (s *Server) flushAll(ctx context.Context, delay int64) error {
 	now := s.clock.Now()
@@ -380,6 +386,13 @@ func (s *Server) flushIfDue(ctx context.Context) error {
 	defer s.flushMu.Unlock()
 	if s.flushAt.Load() != at {
 		return nil // done meanwhile, or replaced by another flush_all
+	}
+	if !s.flushEnabled() {
+		// Flush was disabled on the bucket since the flush_all was
+		// accepted: it is dropped rather than run against the setting.
+		s.flushAt.CompareAndSwap(at, 0)
+		s.log.Warn("memcache: delayed flush_all dropped: flush is disabled on the bucket", "bucket", s.target().bucket.Name())
+		return nil
 	}
 	if _, err := s.target().bucket.Flush(ctx); err != nil {
 		return err

@@ -193,7 +193,9 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		return c.retrieve(ctx, cmd)
 	case cmdFlushAll:
 		r = replyOK
-		if err := c.auditFlush(ctx, cmd.exptime); err != nil {
+		if !s.flushEnabled() {
+			r = replyFlushDisabled
+		} else if err := c.auditFlush(ctx, cmd.exptime); err != nil {
 			s.log.Error("memcache: flush_all refused: audit log", "remote", c.remote, "err", err)
 			r = replyAuditFailed
 		} else if err := s.flushAll(ctx, cmd.exptime); err != nil {
@@ -218,6 +220,11 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 	}
 	return outcome{}
 }
+
+// replyFlushDisabled answers a flush_all on a bucket whose flushEnabled
+// is off: memcached's answer when its flush_all is disabled (-F), which
+// counts the command in cmd_flush too and flushes nothing.
+const replyFlushDisabled = "CLIENT_ERROR flush_all not allowed"
 
 // replyAuditFailed answers a flush_all whose audit record failed.
 const replyAuditFailed = replyServerErrorSP + "audit log unavailable"

@@ -9,6 +9,10 @@
 //	...
 //	srv.Close()
 //
+// The bucket served is the one given to New, its replacement once it
+// restarts (engine.Bucket.Reopened), and, with Options.Lookup, the bucket
+// of its name created again after it was deleted.
+//
 // Items are documents of the bucket's default collection: the key is the
 // document ID, the value its body (a JSON document if it parses as JSON,
 // else binary), the flags the document's flags, the cas unique its CAS.

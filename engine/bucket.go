@@ -521,6 +521,12 @@ func (b *Bucket) writable(cid CollectionID) error {
 	return nil
 }
 
+// Closed reports whether b is closed: deleted, restarted (Reopened then
+// returns its replacement) or closed with its engine. A closed bucket
+// answers its calls with ErrClosed; a bucket created again under its name
+// is another Bucket, which Engine.Bucket returns.
+func (b *Bucket) Closed() bool { return b.isClosed() }
+
 func (b *Bucket) isClosed() bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

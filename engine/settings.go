@@ -74,9 +74,8 @@ type BucketSettings struct {
 	// before the setting reads as the default.
 	DurabilityMinLevel Durability `json:"durabilityMinLevel,omitempty"`
 	// FlushEnabled lets the REST API's flush (Couchbase's flushEnabled,
-	// .../controller/doFlush) delete every document of the bucket. The
-	// default value is false; the memcached port's flush_all does not
-	// depend on it.
+	// .../controller/doFlush) and the memcached port's flush_all delete
+	// every document of the bucket. The default value is false.
 	FlushEnabled bool `json:"flushEnabled,omitempty"`
 	// UUID names this incarnation of the bucket (Couchbase's bucket uuid,
 	// 32 hexadecimal digits): CreateBucket gives one to a bucket created

@@ -9,6 +9,10 @@
 //	...
 //	srv.Close()
 //
+// The bucket served is the one given to New, its replacement once it
+// restarts (engine.Bucket.Reopened), and, with Options.Lookup, the bucket
+// of its name created again after it was deleted.
+//
 // Items are documents of the bucket's default collection: the key is the
 // document ID, the value its body (a JSON document if it parses as JSON,
 // else binary), the flags the document's flags, the cas unique its CAS.
@@ -16,7 +20,8 @@
 // # Commands
 //
 // set, add, replace, append, prepend, cas, get, gets, gat, gats, touch,
-// delete, incr, decr, flush_all [delay] [noreply], stats (general,
+// delete, incr, decr, flush_all [delay] [noreply] (refused, as memcached
+// -F refuses it, on a bucket whose FlushEnabled is off), stats (general,
 // settings, reset), version, verbosity and quit, with noreply wherever
 // memcached takes it. Replies, error strings and the parsing of numbers
 // follow memcached byte for byte; DIFFERENCES.md lists where Mayfly departs

@@ -47,7 +47,7 @@ func FuzzDrivers(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Ephemeral})
+		b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Ephemeral, FlushEnabled: true})
 		if err != nil {
 			f.Fatal(err)
 		}

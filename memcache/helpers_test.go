@@ -51,7 +51,9 @@ func startFixture(t testing.TB, opts *Options, clock engine.Clock, fake *engine.
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Ephemeral})
+	// Flush enabled, as the tests of flush_all need; a bucket without it
+	// refuses flush_all (TestFlushAllDisabled).
+	b, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "default", Type: engine.Ephemeral, FlushEnabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,18 @@ type Options struct {
 	// error (the partition has no leader at the moment) is the command's
 	// SERVER_ERROR reply. nil carries every command out here.
 	Route func(ctx context.Context, key string) (Route, error)
+	// Lookup, if set, returns the bucket the server is to serve now: the
+	// bucket of the served one's name (under mayfly serve,
+	// Engine.Bucket(--memcached-bucket)). It is asked when the bucket
+	// served is closed, at the next command that needs one: a bucket
+	// deleted and created again under its name is served from then on,
+	// by every connection, old and new. While it returns an error (no
+	// bucket of that name), each such command is answered SERVER_ERROR
+	// with the error's text ("bucket not found: NAME"), and nothing else
+	// is done. nil keeps the bucket given to New (or its replacement after
+	// a restart, engine.Bucket.Reopened) for good: once it is deleted,
+	// every command is answered "SERVER_ERROR the bucket is closed".
+	Lookup func() (*engine.Bucket, error)
 	// Durability is the durability level of every write a connection makes
 	// (the text protocol has no field for one): the bucket's
 	// durabilityMinLevel raises it, never lowers it. The default value,

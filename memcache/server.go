@@ -107,13 +107,38 @@ func (s *Server) target() *target {
 	return t
 }
 
-// follow moves the server from old to nb, old's replacement, unless
-// another command moved it already, and watches nb's settings instead.
+// current returns the target a command runs on: target's, or, when its
+// bucket is closed (deleted) and Options.Lookup finds another of its name
+// (created again), that one, which the server serves from then on. The
+// error, Lookup's, says there is none: the command is answered with it.
+func (s *Server) current() (*target, error) {
+	t := s.target()
+	if s.opts.Lookup == nil || !t.bucket.Closed() {
+		return t, nil
+	}
+	nb, err := s.opts.Lookup()
+	if err != nil {
+		return nil, err
+	}
+	if nb == t.bucket || nb.Closed() {
+		return t, nil // its calls answer ErrClosed
+	}
+	return s.follow(t, nb), nil
+}
+
+// follow moves the server from old to nb, old's replacement (a restart of
+// the same bucket, or a bucket created again under its name), unless
+// another command moved it already, and watches nb's settings instead. A
+// delayed flush_all pending for another incarnation of the bucket is
+// dropped: the documents it was for went with it.
 func (s *Server) follow(old *target, nb *engine.Bucket) *target {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	if t := s.tgt.Load(); t != old {
 		return t
+	}
+	if nb.Settings().UUID != old.bucket.Settings().UUID {
+		s.flushAt.Store(0)
 	}
 	t := &target{bucket: nb, coll: nb.DefaultCollection()}
 	if s.stopWatch != nil {
@@ -348,6 +373,12 @@ func flushAllAt(now, delay int64) int64 {
 	return engine.AbsoluteExpiry(now, delay) - 1
 }
 
+// flushEnabled reports whether the bucket served lets itself be flushed
+// (its flushEnabled setting, which the REST API's doFlush obeys too).
+func (s *Server) flushEnabled() bool {
+	return s.target().bucket.Settings().FlushEnabled
+}
+
 // flushAll runs or schedules a flush_all with the given delay.
 func (s *Server) flushAll(ctx context.Context, delay int64) error {
 	now := s.clock.Now()
@@ -378,8 +409,21 @@ func (s *Server) flushIfDue(ctx context.Context) error {
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	if _, err := s.current(); err != nil {
+		// The bucket is deleted, its documents with it: nothing is left
+		// to flush, and a bucket created again later is another one.
+		s.flushAt.CompareAndSwap(at, 0)
+		return fmt.Errorf("memcache: delayed flush_all dropped: %w", err)
+	}
 	if s.flushAt.Load() != at {
-		return nil // done meanwhile, or replaced by another flush_all
+		return nil // done meanwhile, replaced by another flush_all, or for a deleted bucket
+	}
+	if !s.flushEnabled() {
+		// Flush was disabled on the bucket since the flush_all was
+		// accepted: it is dropped rather than run against the setting.
+		s.flushAt.CompareAndSwap(at, 0)
+		s.log.Warn("memcache: delayed flush_all dropped: flush is disabled on the bucket", "bucket", s.target().bucket.Name())
+		return nil
 	}
 	if _, err := s.target().bucket.Flush(ctx); err != nil {
 		return err

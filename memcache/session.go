@@ -156,6 +156,19 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		}
 		return outcome{swallow: cmd.swallow}
 	}
+	if c.getNext == 0 && needsBucket(cmd.kind) {
+		if _, err := s.current(); err != nil {
+			// No bucket of the name served (deleted): the command does
+			// nothing, and says why.
+			if !cmd.noreply {
+				c.reply(serverError(err))
+			}
+			if cmd.kind.isStorage() && data == nil {
+				return outcome{swallow: cmd.vlen + 2} // too large: not read
+			}
+			return outcome{}
+		}
+	}
 	if err := s.flushIfDue(ctx); err != nil {
 		s.log.Warn("memcache: delayed flush_all", "err", err)
 	}
@@ -193,7 +206,9 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		return c.retrieve(ctx, cmd)
 	case cmdFlushAll:
 		r = replyOK
-		if err := c.auditFlush(ctx, cmd.exptime); err != nil {
+		if !s.flushEnabled() {
+			r = replyFlushDisabled
+		} else if err := c.auditFlush(ctx, cmd.exptime); err != nil {
 			s.log.Error("memcache: flush_all refused: audit log", "remote", c.remote, "err", err)
 			r = replyAuditFailed
 		} else if err := s.flushAll(ctx, cmd.exptime); err != nil {
@@ -218,6 +233,24 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 	}
 	return outcome{}
 }
+
+// needsBucket reports whether a command of kind k works on the bucket's
+// documents, and so is answered with the error when there is no bucket to
+// serve (Server.current).
+func needsBucket(k cmdKind) bool {
+	switch k {
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas,
+		cmdTouch, cmdDelete, cmdIncr, cmdDecr,
+		cmdGet, cmdGets, cmdGat, cmdGats, cmdFlushAll:
+		return true
+	}
+	return false
+}
+
+// replyFlushDisabled answers a flush_all on a bucket whose flushEnabled
+// is off: memcached's answer when its flush_all is disabled (-F), which
+// counts the command in cmd_flush too and flushes nothing.
+const replyFlushDisabled = "CLIENT_ERROR flush_all not allowed"
 
 // replyAuditFailed answers a flush_all whose audit record failed.
 const replyAuditFailed = replyServerErrorSP + "audit log unavailable"

@@ -77,7 +77,9 @@ func TestMemcachedFlushAllAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	b, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default"))
+	st := engine.DefaultBucketSettings("default")
+	st.FlushEnabled = true // else flush_all is refused before its audit
+	b, err := eng.CreateBucket(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -768,15 +768,18 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// startMemcached opens the memcached text-protocol port onto one bucket.
-// Its flush_all is audited in auditLog, and refused if it cannot be.
+// startMemcached opens the memcached text-protocol port onto one bucket,
+// the one named cfg.mcBucket: a bucket deleted and created again under that
+// name is served from its creation on (Options.Lookup). Its flush_all is
+// audited in auditLog, and refused if it cannot be.
 func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener,
 	route func(context.Context, string) (memcache.Route, error)) (*memcache.Server, error) {
 	b, err := eng.Bucket(cfg.mcBucket)
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route})
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route,
+		Lookup: func() (*engine.Bucket, error) { return eng.Bucket(cfg.mcBucket) }})
 	if err != nil {
 		// Options' errors name their own field (a connection limit, a
 		// durability level the bucket cannot keep, ...).

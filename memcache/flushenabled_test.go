@@ -1,0 +1,60 @@
+package memcache
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// setFlushEnabled turns the fixture bucket's flushEnabled on or off, as the
+// REST API's bucket edit does.
+func (f *fixture) setFlushEnabled(t *testing.T, on bool) {
+	t.Helper()
+	if _, _, err := f.bucket.UpdateSettings(context.Background(), func(s *engine.BucketSettings) error {
+		s.FlushEnabled = on
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFlushAllDisabled: on a bucket whose flushEnabled is off (the REST
+// API's doFlush then answers "Flush is disabled"), flush_all is refused
+// with memcached's answer for a disabled flush_all, is neither audited nor
+// run, and deletes nothing; a delayed one accepted while flush was enabled
+// is dropped if flush is disabled before its moment.
+func TestFlushAllDisabled(t *testing.T) {
+	var audited atomic.Int32
+	f := newFixture(t, &Options{Audit: func(context.Context, AuditEvent) error {
+		audited.Add(1)
+		return nil
+	}})
+	f.setFlushEnabled(t, false)
+	c := f.dial(t)
+	c.do("set k 0 0 1\r\nv\r\n", "STORED\r\n")
+	c.do("flush_all\r\n", "CLIENT_ERROR flush_all not allowed\r\n")
+	c.do("flush_all 0\r\n", "CLIENT_ERROR flush_all not allowed\r\n")
+	c.do("flush_all 10\r\n", "CLIENT_ERROR flush_all not allowed\r\n")
+	c.do("flush_all noreply\r\n", "")
+	f.clock.Advance(20)
+	c.do("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n")
+	if s := c.stats(); s["cmd_flush"] != "4" {
+		t.Errorf("cmd_flush %s, want 4 (memcached counts a refused flush_all)", s["cmd_flush"])
+	}
+	if n := audited.Load(); n != 0 {
+		t.Errorf("%d refused flush_all audited", n)
+	}
+
+	// Accepted while enabled, dropped once disabled before its moment.
+	f.setFlushEnabled(t, true)
+	c.do("flush_all 10\r\n", "OK\r\n")
+	f.setFlushEnabled(t, false)
+	f.clock.Advance(20)
+	c.do("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n")
+
+	f.setFlushEnabled(t, true)
+	c.do("flush_all\r\n", "OK\r\n")
+	c.do("get k\r\n", "END\r\n")
+}

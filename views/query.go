@@ -75,7 +75,11 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	grouping := p.Group || p.GroupLevel >= 0
 	switch {
 	case grouping && !q.reduce:
-		return nil, parseErr("group", "Invalid URL parameter 'group' or  'group_level' for non-reduce view.")
+		param := "group"
+		if !p.Group {
+			param = "group_level"
+		}
+		return nil, parseErr(param, "Invalid URL parameter 'group' or  'group_level' for non-reduce view.")
 	case p.IncludeDocs && q.reduce:
 		return nil, parseErr("include_docs", "Query parameter `include_docs` is invalid for reduce views.")
 	case p.Keys != nil && q.reduce && !p.Group && p.Forecast == 0:
@@ -90,7 +94,7 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	for _, k := range []struct {
 		name string
 		key  []byte
-	}{{"key", p.Key}, {"start_key", p.StartKey}, {"end_key", p.EndKey}} {
+	}{{"key", p.Key}, {p.StartKeyParam(), p.StartKey}, {p.EndKeyParam(), p.EndKey}} {
 		if err := checkKey(k.name, k.key); err != nil {
 			return nil, err
 		}
@@ -101,15 +105,19 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		}
 	}
 	if rng := q.rangeOf(); rng.StartKey != nil && rng.EndKey != nil {
+		// The parameter named is the start key's, or the start document
+		// id's when the ids order the range.
+		param := p.StartKeyParam()
 		c := index.Compare(rng.StartKey, rng.EndKey)
 		if c == 0 && rng.StartDocID != "" && rng.EndDocID != "" {
 			c = compareStrings(rng.StartDocID, rng.EndDocID)
+			param = spelled(p.startDocIDName, "startkey_docid")
 		}
 		if !p.Descending && c > 0 {
-			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=true")
+			return nil, parseErr(param, "No rows can match your key range, reverse your start_key and end_key or set descending=true")
 		}
 		if p.Descending && c < 0 {
-			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=false")
+			return nil, parseErr(param, "No rows can match your key range, reverse your start_key and end_key or set descending=false")
 		}
 	}
 	return q, nil

@@ -118,7 +118,7 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 		param string
 		raw   []byte
 		dst   **string
-	}{{"start_key", p.StartKey, &o.Start}, {"end_key", p.EndKey, &o.End}, {"key", p.Key, &o.Start}, {"key", p.Key, &o.End}} {
+	}{{p.StartKeyParam(), p.StartKey, &o.Start}, {p.EndKeyParam(), p.EndKey, &o.End}, {"key", p.Key, &o.Start}, {"key", p.Key, &o.End}} {
 		if k.raw == nil {
 			continue
 		}
@@ -130,10 +130,10 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	}
 	if o.Start != nil && o.End != nil && p.Key == nil {
 		if !o.Descending && *o.Start > *o.End {
-			return &views.QueryError{Param: "start_key", Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=true"}
+			return &views.QueryError{Param: p.StartKeyParam(), Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=true"}
 		}
 		if o.Descending && *o.Start < *o.End {
-			return &views.QueryError{Param: "start_key", Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=false"}
+			return &views.QueryError{Param: p.StartKeyParam(), Code: "query_parse_error", Reason: "No rows can match your key range, reverse your start_key and end_key or set descending=false"}
 		}
 	}
 	// total_rows counts every document, so it waits for the warm-up, as

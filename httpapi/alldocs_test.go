@@ -133,6 +133,19 @@ func TestAllDocs(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with reason %q", bad.q, st, body, bad.reason)
 		}
 	}
+	// param is the parameter as the query spelled it.
+	for _, bad := range []struct{ q, param string }{
+		{`?startkey="b"&endkey="a"`, "startkey"},
+		{`?start_key="b"&end_key="a"`, "start_key"},
+		{`?keys=["a"]&endkey="a"`, "endkey"},
+	} {
+		st, _, body := f.do("GET", "/default/_all_docs"+bad.q, "", "")
+		var e struct{ Param string }
+		json.Unmarshal([]byte(body), &e)
+		if st != 400 || e.Param != bad.param {
+			t.Errorf("%s: %d %s, want 400 with param %q", bad.q, st, body, bad.param)
+		}
+	}
 	if st, _, _ := f.do("GET", "/nope/_all_docs", "", ""); st != 404 {
 		t.Errorf("no bucket: %d", st)
 	}

@@ -99,7 +99,7 @@ func classifyCode(err error) *httpError {
 		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", msg}
 	case errors.Is(err, engine.ErrTempOOM), errors.Is(err, engine.ErrWarmup), errors.Is(err, engine.ErrNotMyVBucket), errors.Is(err, engine.ErrTempFail):
 		return &httpError{http.StatusServiceUnavailable, "temporary_failure", msg}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, views.ErrTimeout):
 		return &httpError{http.StatusServiceUnavailable, "timeout", msg}
 	}
 	var mbe *http.MaxBytesError

@@ -171,15 +171,20 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 		}
 		covered := partitionSet(c.Partitions, b.NumPartitions())
 		parts[i], selfErr = q.Partial(ctx, views.Share{Now: now, Partitions: covered})
-		if errors.Is(selfErr, engine.ErrNotCurrent) {
+		if errors.Is(selfErr, engine.ErrNotCurrent) || errors.Is(selfErr, views.ErrTimeout) {
 			// stale=false, and this node's copy of a partition it covers
-			// could not be made current: its share is missing, as
+			// could not be made current, or its index did not catch up
+			// within connection_timeout: its share is missing, as
 			// another coverer's would be, not answered stale.
 			from := c.Name
 			if c.URL != "" {
 				from = c.URL + r.URL.EscapedPath()
 			}
-			parts[i], errs[i], selfErr = nil, &views.NodeError{From: from, Reason: classify(selfErr).reason}, nil
+			reason := classify(selfErr).reason
+			if errors.Is(selfErr, views.ErrTimeout) {
+				reason = "timeout" // Couchbase's, as for a coverer that does not answer in time
+			}
+			parts[i], errs[i], selfErr = nil, &views.NodeError{From: from, Reason: reason}, nil
 		}
 	}
 	wg.Wait()

@@ -742,3 +742,39 @@ func TestMap_TooManyEmits(t *testing.T) {
 		t.Errorf("after: %v, %d rows", r.Err, len(r.Emits))
 	}
 }
+
+// TestMapEachReportsEachDocument: MapEach calls done once per document, as
+// soon as its results are final, with those results (a timeout among them),
+// so that a caller can count progress and failures while a long Map runs.
+func TestMapEachReportsEachDocument(t *testing.T) {
+	p := newPool(t, &jsruntime.Options{Workers: 4, Timeout: 50 * time.Millisecond})
+	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function (doc, meta) { if (doc.loop) { while (true) {} } emit(meta.id, null); }`})
+	const n = 40
+	docs := make([]jsruntime.Doc, n)
+	for i := range docs {
+		docs[i] = jsonDoc(fmt.Sprint(i), fmt.Sprintf(`{"loop":%v}`, i%10 == 3))
+	}
+	var mu sync.Mutex
+	seen := make([]string, n)
+	calls := 0
+	res, err := pr.MapEach(context.Background(), docs, func(i int, r []jsruntime.ViewResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		seen[i] += rows(r[0]) + ";"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != n {
+		t.Errorf("done called %d times, want %d", calls, n)
+	}
+	for i := range docs {
+		if want := rows(res[i][0]) + ";"; seen[i] != want {
+			t.Errorf("document %d: done saw %q, want its result once, %q", i, seen[i], want)
+		}
+		if timedOut := errors.Is(res[i][0].Err, jsruntime.ErrTimeout); timedOut != (i%10 == 3) {
+			t.Errorf("document %d: %v", i, res[i][0].Err)
+		}
+	}
+}

@@ -127,6 +127,16 @@ func (pr *Program) check() error {
 // functions and returns ctx.Err()) or the pool or program is closed
 // (ErrClosed); it then returns no results.
 func (pr *Program) Map(ctx context.Context, docs []Doc) ([][]ViewResult, error) {
+	return pr.MapEach(ctx, docs, nil)
+}
+
+// MapEach is Map, calling done(i, result[i]) as soon as document i's results
+// are final, so that a caller can count failures and progress while a long
+// Map runs (a map function timing out on every document takes
+// Options.Timeout each). done runs on the workers' goroutines, concurrently,
+// and must not block long nor keep res past its return; it is not called
+// for the documents a failed Map did not finish. A nil done is Map.
+func (pr *Program) MapEach(ctx context.Context, docs []Doc, done func(i int, res []ViewResult)) ([][]ViewResult, error) {
 	if err := pr.check(); err != nil {
 		return nil, err
 	}
@@ -145,7 +155,7 @@ func (pr *Program) Map(ctx context.Context, docs []Doc) ([][]ViewResult, error) 
 
 	workers := pr.pool.opts.Workers
 	job := &mapJob{
-		pr: pr, ctx: ctx, docs: docs, results: results,
+		pr: pr, ctx: ctx, docs: docs, results: results, done: done,
 		chunk:     max(1, min(64, len(docs)/(4*workers))),
 		exhausted: make(chan struct{}),
 	}
@@ -183,6 +193,7 @@ type mapJob struct {
 	ctx       context.Context
 	docs      []Doc
 	results   [][]ViewResult
+	done      func(i int, res []ViewResult) // nil: none (see MapEach)
 	chunk     int
 	next      atomic.Int64  // start of the next chunk to claim
 	exhausted chan struct{} // closed once every chunk is claimed
@@ -232,6 +243,7 @@ func (j *mapJob) run() error {
 		}
 		st.mu.Lock()
 		st.owner = nil
+		failed := st.current
 		if cur := st.current; cur >= 0 {
 			for v := range j.results[cur] {
 				j.results[cur][v] = ViewResult{Err: &ScriptError{
@@ -242,6 +254,9 @@ func (j *mapJob) run() error {
 			st.current = -1
 		}
 		st.mu.Unlock()
+		if failed >= 0 && j.done != nil {
+			j.done(failed, j.results[failed])
+		}
 		w = j.pr.pool.replace(w)
 		if err := j.pr.check(); err != nil {
 			j.pr.pool.release(w, j.pr)
@@ -286,12 +301,16 @@ func (j *mapJob) nextDoc(st *runState, w *worker) (i int, ok bool) {
 // abandoned meanwhile.
 func (j *mapJob) commit(st *runState, w *worker, i int, out []ViewResult) {
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.owner != w {
+		st.mu.Unlock()
 		return
 	}
 	copy(j.results[i], out)
 	st.current = -1
+	st.mu.Unlock()
+	if j.done != nil {
+		j.done(i, j.results[i])
+	}
 }
 
 // runOn maps documents on w until none is left, an error ends the Map, or

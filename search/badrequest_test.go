@@ -134,3 +134,27 @@ func queryNoPanic(t *testing.T, e *env, index, req string) (err error) {
 	_, err = e.svc.Query(context.Background(), "default", index, []byte(req))
 	return err
 }
+
+// TestNegativeSizeOrFrom: a request asking for a negative size or from is a
+// bad request naming the field, as the other bad parameters are. bleve
+// quietly replaced them (size by 10, from by 0), answering a page the client
+// did not ask for. A size or from of null stays bleve's default.
+func TestNegativeSizeOrFrom(t *testing.T) {
+	for _, tc := range []struct{ window, field string }{
+		{`"size":-1`, "size -1"},
+		{`"from":-1`, "from -1"},
+		{`"size":5,"from":-3`, "from -3"},
+		{`"size":-9223372036854775808`, "size -9223372036854775808"},
+	} {
+		req := `{"query":{"match_all":{}},` + tc.window + `}`
+		_, _, _, err := search.ParseRequest([]byte(req))
+		var qe *search.QueryError
+		if !errors.As(err, &qe) || !strings.Contains(qe.Reason, tc.field) {
+			t.Errorf("%s: %v, want a QueryError naming %q", req, err, tc.field)
+		}
+	}
+	sr, _, _, err := search.ParseRequest([]byte(`{"query":{"match_all":{}},"size":null,"from":null}`))
+	if err != nil || sr.Size != 10 || sr.From != 0 {
+		t.Errorf("size and from null: %v, size %d, from %d; want the defaults 10 and 0", err, sr.Size, sr.From)
+	}
+}

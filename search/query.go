@@ -75,6 +75,14 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 		// query's alone, as if it were the nearest neighbours.
 		return nil, 0, false, queryErr(nil, "knn (vector search) is not supported")
 	}
+	// bleve replaces a negative size by 10 and a negative from by 0: the
+	// client would get another page than the one it asked for.
+	for _, field := range []string{"size", "from"} {
+		var n int64
+		if raw, ok := top[field]; ok && json.Unmarshal(raw, &n) == nil && n < 0 {
+			return nil, 0, false, queryErr(nil, "%s %d is negative", field, n)
+		}
+	}
 	sr, err := unmarshalRequest(req)
 	if err != nil {
 		return nil, 0, false, queryErr(err, "the request does not parse: %v", err)
@@ -85,9 +93,6 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	var c control
 	if err := json.Unmarshal(req, &c); err != nil {
 		return nil, 0, false, queryErr(err, "ctl does not parse: %v", err)
-	}
-	if sr.Size < 0 || sr.From < 0 {
-		return nil, 0, false, queryErr(nil, "size and from must not be negative")
 	}
 	// Each first: their sum may overflow, wrap negative and pass.
 	if sr.From > MaxResultWindow || sr.Size > MaxResultWindow || sr.From+sr.Size > MaxResultWindow {

@@ -124,3 +124,41 @@ func TestDesignDocRevisionSurvivesRestart(t *testing.T) {
 		t.Errorf("third change: %v %+v", err, d)
 	}
 }
+
+// TestErrorParamAsSpelled: an error found once the view is known names the
+// parameter as the query spelled it (startkey or start_key, group or
+// group_level), as the README promises; it named start_key and group
+// whatever the query had said.
+func TestErrorParamAsSpelled(t *testing.T) {
+	e := newEnv(t, views.Options{})
+	ctx := context.Background()
+	if _, err := e.svc.PutDesignDoc(ctx, "default", "d", []byte(`{"views":{"m":{"map":"function (doc, meta) { emit(meta.id, null); }"},"r":{"map":"function (doc, meta) { emit(meta.id, 1); }","reduce":"_count"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ view, params, body, want string }{
+		{"m", `keys=["a"]&startkey="a"`, "", "startkey"},
+		{"m", `keys=["a"]&start_key="a"`, "", "start_key"},
+		{"m", `endkey="a"`, `{"keys":["a"]}`, "endkey"},
+		{"m", `startkey="b"&endkey="a"`, "", "startkey"},
+		{"m", `start_key="b"&end_key="a"`, "", "start_key"},
+		{"m", `descending=true&startkey="a"&endkey="b"`, "", "startkey"},
+		{"m", `startkey="a"&endkey="a"&startkey_docid=b&endkey_docid=a`, "", "startkey_docid"},
+		{"m", `startkey="a"&endkey="a"&start_key_doc_id=b&endkey_docid=a`, "", "start_key_doc_id"},
+		{"r", `reduce=false&group_level=1`, "", "group_level"},
+		{"r", `reduce=false&group=true`, "", "group"},
+	} {
+		q, _ := url.ParseQuery(c.params)
+		var b []byte
+		if c.body != "" {
+			b = []byte(c.body)
+		}
+		p, err := views.ParseParams(q, b)
+		if err == nil {
+			_, err = e.svc.Prepare(ctx, "default", "d", c.view, p)
+		}
+		var qe *views.QueryError
+		if !errors.As(err, &qe) || qe.Param != c.want {
+			t.Errorf("%s %s on %s: %v, want a QueryError with param %q", c.params, c.body, c.view, err, c.want)
+		}
+	}
+}

@@ -24,6 +24,11 @@ var (
 	// ErrSkipped is why a stored design document named by
 	// Options.SkipDesignDocs was not loaded (see LoadErrors).
 	ErrSkipped = errors.New("views: skipped by configuration (SkipDesignDocs)")
+	// ErrTimeout is wrapped by the error of a stale=false share of a query
+	// across nodes (Query.Partial) whose index did not catch up within
+	// connection_timeout: the share is missing, listed among the answer's
+	// errors with Couchbase's reason, "timeout".
+	ErrTimeout = errors.New("views: timeout")
 	// ErrInvalidOptions is returned by New for invalid Options.
 	ErrInvalidOptions = errors.New("views: invalid options")
 )

@@ -221,17 +221,26 @@ func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Documen
 	if len(live) == 0 {
 		return updates, len(updates), nil
 	}
-	// Mapped in chunks, so that _info's progress moves within a batch.
+	// Mapped in chunks; each document counts in _info (its progress, its
+	// map errors) as soon as it is mapped, not when its chunk or batch is:
+	// a map function that runs into its time limit on every document
+	// takes that limit per document, and _info shows it as it happens.
 	results := make([][]jsruntime.ViewResult, 0, len(live))
 	for from := 0; from < len(live); from += mapChunk {
 		chunk := live[from:min(from+mapChunk, len(live))]
-		res, err := ix.prog.Map(ctx, chunk)
+		res, err := ix.prog.MapEach(ctx, chunk, func(i int, res []jsruntime.ViewResult) {
+			for j, vr := range res {
+				if vr.Err != nil {
+					ix.recordError(ix.names[j], chunk[i].Meta.ID, vr.Err)
+				}
+			}
+			ix.mapped.Add(1)
+			p.Prepared(1)
+		})
 		if err != nil {
 			return nil, 0, fmt.Errorf("views: map %s: %w", ix.id, err)
 		}
 		results = append(results, res...)
-		ix.mapped.Add(int64(len(chunk)))
-		p.Prepared(uint64(len(chunk)))
 	}
 	for i, res := range results {
 		u := &updates[liveAt[i]]
@@ -239,8 +248,7 @@ func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Documen
 		for j, vr := range res {
 			view := ix.names[j]
 			if vr.Err != nil {
-				ix.recordError(view, u.DocID, vr.Err)
-				continue
+				continue // recorded as it happened
 			}
 			if len(vr.Emits) == 0 {
 				continue

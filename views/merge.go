@@ -97,7 +97,10 @@ type NodeError struct {
 
 // Partial runs the query on this node's index for the rows of share: what
 // Merge combines with the other nodes' parts. stale, replacement of the
-// design document and errors are as for Run.
+// design document and errors are as for Run, but for a stale=false share
+// whose index does not catch up within connection_timeout: that fails with
+// an error wrapping ErrTimeout, the share missing as another node's would
+// be.
 func (q *Query) Partial(ctx context.Context, share Share) (*Partial, error) {
 	if q.p.Forecast > 0 {
 		return nil, badRequest("forecast", "Query parameter `forecast` is not answered across nodes")
@@ -106,8 +109,14 @@ func (q *Query) Partial(ctx context.Context, share Share) (*Partial, error) {
 	if err != nil {
 		return nil, err
 	}
+	wait := ctx
+	if target != nil {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, q.p.ConnectionTimeout())
+		defer cancel()
+	}
 	for tries := 0; ; tries++ {
-		part, err := q.partial(ctx, share, target)
+		part, err := q.partial(ctx, wait, share, target)
 		if err == nil || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
 			return part, err
 		}
@@ -154,13 +163,17 @@ func (q *Query) shareTarget(ctx context.Context, share Share) ([]uint64, error) 
 }
 
 // partial answers Partial once, on q.ix.
-func (q *Query) partial(ctx context.Context, share Share, target []uint64) (*Partial, error) {
+func (q *Query) partial(ctx, wait context.Context, share Share, target []uint64) (*Partial, error) {
 	if q.p.Stale == StaleUpdateAfter {
 		defer q.ix.feed.Kick()
 	}
-	rd, err := q.open(ctx, target)
+	rd, timedOut, err := q.open(ctx, wait, target)
 	if err != nil {
 		return nil, err
+	}
+	if timedOut {
+		rd.Close()
+		return nil, fmt.Errorf("%w: design document %s: the index did not catch up within connection_timeout (%v)", ErrTimeout, q.ix.id, q.p.ConnectionTimeout())
 	}
 	defer rd.Close()
 	now := share.Now

@@ -81,6 +81,28 @@ type Params struct {
 	// intervals of Forecast seconds over Horizon seconds (Mayfly's own),
 	// instead of rows.
 	Forecast, Horizon int64
+
+	// startKeyName, endKeyName and startDocIDName are the parameters'
+	// names as the query spelled them (startkey or start_key, ...), for
+	// the errors found once the view is known; "" when not parsed.
+	startKeyName, endKeyName, startDocIDName string
+}
+
+// StartKeyParam is the start key's parameter as the query spelled it
+// (startkey or start_key; start_key when not parsed from a query), for an
+// error naming it.
+func (p *Params) StartKeyParam() string { return spelled(p.startKeyName, "start_key") }
+
+// EndKeyParam is the end key's parameter as the query spelled it (endkey
+// or end_key; end_key when not parsed from a query).
+func (p *Params) EndKeyParam() string { return spelled(p.endKeyName, "end_key") }
+
+// spelled returns name, or def when the query did not give it a name.
+func spelled(name, def string) string {
+	if name == "" {
+		return def
+	}
+	return name
 }
 
 // ParseParams parses a view query's parameters: the query string, plus a POST
@@ -106,7 +128,9 @@ func ParseRawParams(p *Params, raw string, body []byte) error {
 func parseParams(p *Params, q rawquery.Query, body []byte) error {
 	*p = Params{InclusiveEnd: true, Limit: -1, GroupLevel: -1}
 	var err error
-	jsonParam := func(names ...string) ([]byte, error) {
+	// jsonParam returns the value of the first of names given, and the
+	// name it was given as.
+	jsonParam := func(names ...string) ([]byte, string, error) {
 		for _, n := range names {
 			v, ok := q.Lookup(n)
 			if !ok {
@@ -114,25 +138,25 @@ func parseParams(p *Params, q rawquery.Query, body []byte) error {
 			}
 			v = strings.TrimSpace(v)
 			if !gjson.Valid(v) {
-				return nil, badRequest(n, "invalid UTF-8 JSON: %s", strconv.Quote(v))
+				return nil, "", badRequest(n, "invalid UTF-8 JSON: %s", strconv.Quote(v))
 			}
-			return []byte(v), nil
+			return []byte(v), n, nil
 		}
-		return nil, nil
+		return nil, "", nil
 	}
-	if p.Key, err = jsonParam("key"); err != nil {
+	if p.Key, _, err = jsonParam("key"); err != nil {
 		return err
 	}
-	if p.StartKey, err = jsonParam("startkey", "start_key"); err != nil {
+	if p.StartKey, p.startKeyName, err = jsonParam("startkey", "start_key"); err != nil {
 		return err
 	}
-	if p.EndKey, err = jsonParam("endkey", "end_key"); err != nil {
+	if p.EndKey, p.endKeyName, err = jsonParam("endkey", "end_key"); err != nil {
 		return err
 	}
 	if err := checkKeySize("key", p.Key); err != nil {
 		return err
 	}
-	keys, err := jsonParam("keys")
+	keys, _, err := jsonParam("keys")
 	if err != nil {
 		return err
 	}
@@ -165,8 +189,8 @@ func parseParams(p *Params, q rawquery.Query, body []byte) error {
 			return err
 		}
 	}
-	p.StartKeyDocID, p.StartKeyDocIDSet = firstOf(q, "startkey_docid", "start_key_doc_id")
-	p.EndKeyDocID, p.EndKeyDocIDSet = firstOf(q, "endkey_docid", "end_key_doc_id")
+	p.StartKeyDocID, p.startDocIDName, p.StartKeyDocIDSet = firstOf(q, "startkey_docid", "start_key_doc_id")
+	p.EndKeyDocID, _, p.EndKeyDocIDSet = firstOf(q, "endkey_docid", "end_key_doc_id")
 	boolP := func(name string, dst *bool) error {
 		v, ok := q.Lookup(name)
 		if !ok {
@@ -284,9 +308,9 @@ func parseParams(p *Params, q rawquery.Query, body []byte) error {
 		case p.Key != nil:
 			return parseErr("key", "Query parameter `key` is not compatible with multi-get")
 		case p.StartKey != nil:
-			return parseErr("start_key", "Query parameter `start_key` is not compatible with multi-get")
+			return parseErr(p.startKeyName, "Query parameter `start_key` is not compatible with multi-get")
 		case p.EndKey != nil:
-			return parseErr("end_key", "Query parameter `end_key` is not compatible with multi-get")
+			return parseErr(p.endKeyName, "Query parameter `end_key` is not compatible with multi-get")
 		}
 	}
 	if p.Group && p.GroupLevel >= 0 {
@@ -344,15 +368,15 @@ func splitKeys(src []byte, arr gjson.Result) ([][]byte, error) {
 	return keys, err
 }
 
-// firstOf returns the value of the first of names given, and whether one
-// was.
-func firstOf(q rawquery.Query, names ...string) (string, bool) {
+// firstOf returns the value of the first of names given, its name, and
+// whether one was.
+func firstOf(q rawquery.Query, names ...string) (string, string, bool) {
 	for _, n := range names {
 		if v, ok := q.Lookup(n); ok {
-			return v, true
+			return v, n, true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // parseForecast parses the forecast and horizon parameters into p.

@@ -26,6 +26,9 @@ type Query struct {
 	// excludeExpired: expired=exclude, or the design document's default.
 	excludeExpired bool
 	group          index.Grouping
+	// timedOut: a stale=false answer given from the index as it stood,
+	// connection_timeout having passed before it caught up (see Run).
+	timedOut bool
 }
 
 // Excludes reports whether the query leaves out the rows of expired
@@ -75,7 +78,11 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	grouping := p.Group || p.GroupLevel >= 0
 	switch {
 	case grouping && !q.reduce:
-		return nil, parseErr("group", "Invalid URL parameter 'group' or  'group_level' for non-reduce view.")
+		param := "group"
+		if !p.Group {
+			param = "group_level"
+		}
+		return nil, parseErr(param, "Invalid URL parameter 'group' or  'group_level' for non-reduce view.")
 	case p.IncludeDocs && q.reduce:
 		return nil, parseErr("include_docs", "Query parameter `include_docs` is invalid for reduce views.")
 	case p.Keys != nil && q.reduce && !p.Group && p.Forecast == 0:
@@ -90,7 +97,7 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 	for _, k := range []struct {
 		name string
 		key  []byte
-	}{{"key", p.Key}, {"start_key", p.StartKey}, {"end_key", p.EndKey}} {
+	}{{"key", p.Key}, {p.StartKeyParam(), p.StartKey}, {p.EndKeyParam(), p.EndKey}} {
 		if err := checkKey(k.name, k.key); err != nil {
 			return nil, err
 		}
@@ -101,15 +108,19 @@ func (s *Service) Prepare(ctx context.Context, bucket, ddoc, view string, p *Par
 		}
 	}
 	if rng := q.rangeOf(); rng.StartKey != nil && rng.EndKey != nil {
+		// The parameter named is the start key's, or the start document
+		// id's when the ids order the range.
+		param := p.StartKeyParam()
 		c := index.Compare(rng.StartKey, rng.EndKey)
 		if c == 0 && rng.StartDocID != "" && rng.EndDocID != "" {
 			c = compareStrings(rng.StartDocID, rng.EndDocID)
+			param = spelled(p.startDocIDName, "startkey_docid")
 		}
 		if !p.Descending && c > 0 {
-			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=true")
+			return nil, parseErr(param, "No rows can match your key range, reverse your start_key and end_key or set descending=true")
 		}
 		if p.Descending && c < 0 {
-			return nil, parseErr("start_key", "No rows can match your key range, reverse your start_key and end_key or set descending=false")
+			return nil, parseErr(param, "No rows can match your key range, reverse your start_key and end_key or set descending=false")
 		}
 	}
 	return q, nil
@@ -144,9 +155,10 @@ func (q *Query) Reduced() bool { return q.reduce }
 
 // Behind counts the changes the index has not seen yet, as of now: what an
 // answer streamed now misses. It is 0 for stale=false, whose Run first
-// brings the index up to the changes made before it.
+// brings the index up to the changes made before it, unless
+// connection_timeout passed first.
 func (q *Query) Behind() uint64 {
-	if q.p.Stale == StaleFalse {
+	if q.p.Stale == StaleFalse && !q.timedOut {
 		return 0
 	}
 	return q.ix.pending()
@@ -178,11 +190,25 @@ const maxReplacedRetries = 16
 // for any failure once rows are on their way (Run then returns a
 // *StreamError wrapping ErrClosed). After maxReplacedRetries replacements
 // within one query, Run gives up with an error wrapping ErrClosed.
+//
+// A stale=false query waits for the index at most connection_timeout
+// (Params.ConnectionTimeout; Couchbase's default, a minute), as Couchbase's
+// view merger waits for a node's share: then the index goes on catching up
+// in the background, and the answer is the index's as it stands, followed
+// by Couchbase's error row for a node that did not answer in time,
+// {"from":"local","reason":"timeout"} in "errors" (with on_error=stop, the
+// error row alone, no rows).
 func (q *Query) Run(ctx context.Context, w io.Writer) error {
 	cw := &countingWriter{w: w}
 	target := q.staleTarget()
+	wait := ctx
+	if target != nil {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, q.p.ConnectionTimeout())
+		defer cancel()
+	}
 	for tries := 0; ; tries++ {
-		err := q.run(ctx, cw, target)
+		err := q.run(ctx, wait, cw, target)
 		if err == nil || cw.n > 0 || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
 			return err
 		}
@@ -216,21 +242,26 @@ func (q *Query) prepareAgain(ctx context.Context) error {
 	return nil
 }
 
-// open catches the index up to target (stale=false) and returns a Reader
-// of it: one snapshot answers, so that total_rows, the rows and the
-// reductions agree, as CouchDB's and Couchbase's do, however the index
-// changes meanwhile.
-func (q *Query) open(ctx context.Context, target []uint64) (*index.Reader, error) {
+// open catches the index up to target (stale=false), waiting as long as
+// wait (ctx or a context under it) allows, and returns a Reader of it: one
+// snapshot answers, so that total_rows, the rows and the reductions agree,
+// as CouchDB's and Couchbase's do, however the index changes meanwhile.
+// timedOut says wait ended first (ctx did not): the Reader is then of the
+// index as it stands, and the catch-up goes on in the background.
+func (q *Query) open(ctx, wait context.Context, target []uint64) (rd *index.Reader, timedOut bool, err error) {
 	if target != nil {
-		if err := q.ix.feed.CatchUp(ctx, target); err != nil {
-			return nil, q.closedErr(err)
+		if err := q.ix.feed.CatchUp(wait, target); err != nil {
+			if ctx.Err() != nil || wait.Err() == nil || !errors.Is(err, context.DeadlineExceeded) || q.ix.life.Err() != nil {
+				return nil, false, q.closedErr(err)
+			}
+			timedOut = true
+			q.ix.feed.Kick() // without NoAutoUpdate, the follower goes on anyway
 		}
 	}
-	rd, err := q.ix.idx.Reader()
-	if err != nil {
-		return nil, q.closedErr(err)
+	if rd, err = q.ix.idx.Reader(); err != nil {
+		return nil, false, q.closedErr(err)
 	}
-	return rd, nil
+	return rd, timedOut, nil
 }
 
 // replaced reports whether err is the failure of a query whose indexer was
@@ -241,17 +272,19 @@ func (q *Query) replaced(err error) bool {
 }
 
 // run runs the query once, on q.ix, writing its answer to cw (see Run);
-// a stale=false query first catches the index up to target.
-func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) error {
+// a stale=false query first catches the index up to target, as long as
+// wait allows.
+func (q *Query) run(ctx, wait context.Context, cw *countingWriter, target []uint64) error {
 	if q.p.Stale == StaleUpdateAfter {
 		defer q.ix.feed.Kick()
 	}
 	// A run again after a replacement takes a Reader of the new index.
-	rd, err := q.open(ctx, target)
+	rd, timedOut, err := q.open(ctx, wait, target)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
+	q.timedOut = timedOut
 	// The instant of the answer: exact answers leave out the rows of the
 	// documents expired by then.
 	now := q.ix.bucket.Clock().Now()
@@ -263,6 +296,9 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 	bw := q.ix.answerWriter(cw)
 	defer q.ix.putAnswerWriter(bw)
 	skip, limit := q.p.Skip, q.p.Limit
+	if timedOut && q.p.OnErrorStop {
+		limit = 0 // Couchbase stops at the error: the error row alone
+	}
 	take := func() (emit bool, stop bool) {
 		if skip > 0 {
 			skip--
@@ -351,7 +387,11 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 		}
 		// Rows are on their way: end the answer as Couchbase does on a
 		// partial failure, with the error after the rows.
-		bw.WriteString("\r\n],\r\n\"errors\":[{\"from\":\"local\",\"reason\":")
+		bw.WriteString("\r\n],\r\n\"errors\":[")
+		if timedOut {
+			bw.WriteString(timeoutRow + ",")
+		}
+		bw.WriteString("{\"from\":\"local\",\"reason\":")
 		reason := err.Error()
 		var re *ReduceError
 		if errors.As(err, &re) {
@@ -364,9 +404,18 @@ func (q *Query) run(ctx context.Context, cw *countingWriter, target []uint64) er
 		}
 		return &StreamError{Err: err}
 	}
+	if timedOut {
+		bw.WriteString("\r\n],\r\n\"errors\":[" + timeoutRow + "]\r\n}\n")
+		return bw.Flush()
+	}
 	bw.WriteString("\r\n]\r\n}\n")
 	return bw.Flush()
 }
+
+// timeoutRow is Couchbase's error row for a node whose share of a view
+// query did not come within connection_timeout: here, this node's index
+// catching up for a stale=false query.
+const timeoutRow = `{"from":"local","reason":"timeout"}`
 
 // closedErr turns err into an error wrapping ErrClosed (and not err's own
 // kind) when the design document was replaced or deleted, or its bucket

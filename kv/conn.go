@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"runtime/debug"
 	"strconv"
@@ -376,6 +377,12 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 	// others say NOT_MY_VBUCKET with the configuration (failErr), and the
 	// SDK goes there.
 	if keyed(op.need) {
+		// A vBucket the bucket does not have is no node's, as Couchbase
+		// answers it (an SDK that mapped the key with another count).
+		if n := c.bucket.NumPartitions(); int(pkt.Vbucket) >= n {
+			c.failErr(pkt, fmt.Errorf("%w: vBucket %d: bucket %q has vBuckets 0 to %d", engine.ErrNotMyVBucket, pkt.Vbucket, c.bucket.Name(), n-1))
+			return nil
+		}
 		if err := c.bucket.Serves(ctx, string(pkt.Key)); err != nil {
 			c.failErr(pkt, err)
 			return nil

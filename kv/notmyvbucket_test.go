@@ -98,3 +98,22 @@ func TestNotMyVBucketCarriesTheConfig(t *testing.T) {
 		t.Fatalf("a refused write was stored: %d items", n)
 	}
 }
+
+// TestVBucketOutOfRange: a key-value command naming a vBucket the bucket
+// does not have (an SDK that mapped the key with another count) is
+// answered NOT_MY_VBUCKET with the configuration, as Couchbase answers
+// it, changes nothing, and the connection goes on.
+func TestVBucketOutOfRange(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	c.login(adminUser, adminPass)
+	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusSuccess)
+	n := uint16(f.bucket.NumPartitions())
+	for _, vb := range []uint16{n, 2000, 0xffff} {
+		c.expect(&memd.Packet{Command: memd.CmdSet, Key: []byte("k"), Vbucket: vb, Value: []byte(`{}`), Extras: make([]byte, 8)}, memd.StatusNotMyVBucket)
+		c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("k"), Vbucket: vb}, memd.StatusNotMyVBucket)
+	}
+	c.expect(&memd.Packet{Command: memd.CmdGet, Key: []byte("k"), Vbucket: n - 1}, memd.StatusKeyNotFound)
+	c.expect(&memd.Packet{Command: memd.CmdSet, Key: []byte("k"), Vbucket: n - 1, Value: []byte(`{}`), Extras: make([]byte, 8)}, memd.StatusSuccess)
+	c.expect(&memd.Packet{Command: memd.CmdNoop}, memd.StatusSuccess)
+}

@@ -279,7 +279,8 @@ func (b *Bucket) storeCatalog(ce catalogEntry) error {
 	return nil
 }
 
-// CreateScope adds an empty scope.
+// CreateScope adds an empty scope; a memcached bucket has none
+// (ErrInvalidSetting), as it has no collections.
 func (b *Bucket) CreateScope(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -289,6 +290,9 @@ func (b *Bucket) CreateScope(ctx context.Context, name string) error {
 	ce, err := b.catalogCopy()
 	if err != nil {
 		return err
+	}
+	if ce.Settings.Type == Memcached {
+		return fmt.Errorf("%w: memcached buckets have no scopes or collections", ErrInvalidSetting)
 	}
 	m := Manifest{Scopes: ce.Scopes}
 	if err := m.CreateScope(name); err != nil {

@@ -247,6 +247,14 @@ func TestEvictionPolicyValidation(t *testing.T) {
 	if _, _, err := m.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.EvictionPolicy = engine.ValueOnly; return nil }); !errors.Is(err, engine.ErrInvalidSetting) {
 		t.Errorf("memcached bucket given evictionPolicy valueOnly: %v, want ErrInvalidSetting", err)
 	}
+	// No scopes either, as no collections: Couchbase's memcached buckets
+	// have neither.
+	if err := m.CreateScope(ctx, "s"); !errors.Is(err, engine.ErrInvalidSetting) {
+		t.Errorf("a scope in a memcached bucket: %v, want ErrInvalidSetting", err)
+	}
+	if _, err := m.CreateCollection(ctx, "_default", "c", 0); !errors.Is(err, engine.ErrInvalidSetting) {
+		t.Errorf("a collection in a memcached bucket: %v, want ErrInvalidSetting", err)
+	}
 }
 
 func TestCouchbaseBucketAccountsBelowQuota(t *testing.T) {

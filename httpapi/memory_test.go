@@ -187,3 +187,23 @@ func TestCouchbaseValueEvictionOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestMemcachedBucketHasNoScopes: a memcached bucket has no scopes and no
+// collections (Couchbase's have neither); creating either is a 400 that
+// says so, and the bucket's manifest keeps its default scope alone.
+func TestMemcachedBucketHasNoScopes(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("POST", "/pools/default/buckets", form, "name=mc&bucketType=memcached"); st != 202 {
+		t.Fatalf("create memcached bucket: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/mc/scopes", form, "name=s"); st != 400 || !strings.Contains(body, "no scopes") {
+		t.Errorf("a scope in a memcached bucket: %d %s, want 400", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/mc/scopes/_default/collections", form, "name=c"); st != 400 || !strings.Contains(body, "no scopes or collections") {
+		t.Errorf("a collection in a memcached bucket: %d %s, want 400", st, body)
+	}
+	if st, _, body := f.do("GET", "/pools/default/buckets/mc/scopes", "", ""); st != 200 || strings.Contains(body, `"name":"s"`) {
+		t.Errorf("the manifest after: %d %s", st, body)
+	}
+}

@@ -69,6 +69,7 @@ type serveConfig struct {
 	mcRemote      bool
 	mcIdle        time.Duration
 	mcCommand     time.Duration
+	mcItemSize    int
 	mcDurability  string
 	mcIO          string
 	flushInterval time.Duration
@@ -167,6 +168,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.StringVar(&c.mcDurability, "memcached-durability", "", "durability level of the memcached port's writes: none, majority, majorityAndPersistActive or persistToMajority (\"\": the bucket's durabilityMinLevel, which raises a lower one)")
 	fs.StringVar(&c.mcIO, "memcached-io", string(memcache.DefaultIO), "how the memcached port serves its connections: eventloop (event loops on epoll, Linux only) or goroutines (a goroutine per connection)")
 	fs.DurationVar(&c.mcCommand, "memcached-command-timeout", memcache.DefaultCommandTimeout, "close a memcached connection whose command (line and value) began to arrive but did not finish within this long")
+	fs.IntVar(&c.mcItemSize, "memcached-item-size-max", 1<<20, "largest item the memcached port stores, in bytes, counted as memcached counts it (memcached's -I; at most the 20 MiB document limit)")
 	fs.DurationVar(&c.jsTimeout, "js-timeout", 5*time.Second, "time limit of one map or reduce call")
 	fs.IntVar(&c.jsWorkers, "js-workers", 0, "JavaScript runtimes for view indexing (0: one per core)")
 	fs.Int64Var(&c.jsMaxMemory, "js-max-memory", jsruntime.DefaultMaxMemory, "bytes one map or reduce call may allocate (-1: no limit)")
@@ -778,7 +780,7 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route,
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route,
 		Lookup: func() (*engine.Bucket, error) { return eng.Bucket(cfg.mcBucket) }})
 	if err != nil {
 		// Options' errors name their own field (a connection limit, a

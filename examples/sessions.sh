@@ -8,10 +8,10 @@
 # (with ADVANCE set, the URL of a test's clock, it moves that clock instead).
 #
 #   make run                      # in another terminal
-#   examples/sessions.sh          # MAYFLY=http://host:port to point elsewhere,
+#   examples/sessions.sh          # MAYFLY_HOST=http://host:port to point elsewhere (as the CLI),
 #                                 # MAYFLY_USER/MAYFLY_PASSWORD for other credentials
 set -euo pipefail
-url=${MAYFLY:-http://127.0.0.1:8091}
+url=${MAYFLY_HOST:-${MAYFLY:-http://127.0.0.1:8091}} # as the mayfly CLI ($MAYFLY, its old name, still read)
 bucket=${BUCKET:-default}
 creds="${MAYFLY_USER:-Administrator}:${MAYFLY_PASSWORD:-password}" # make run's development password
 admin="$url/pools/default/buckets/$bucket"

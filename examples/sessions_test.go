@@ -73,7 +73,7 @@ func TestSessions(t *testing.T) {
 	defer srv.Close()
 
 	cmd := exec.Command("bash", "sessions.sh")
-	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=sessions-pw", "SCOPE=app", "ADVANCE="+advance.URL)
+	cmd.Env = append(cmd.Environ(), "MAYFLY_HOST="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=sessions-pw", "SCOPE=app", "ADVANCE="+advance.URL)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("sessions.sh: %v\n%s", err, out)

@@ -4,11 +4,11 @@
 # shows an expired row as "doc": null until the expiry pager purges it.
 #
 #   make run                      # in another terminal
-#   examples/walkthrough.sh       # MAYFLY=http://host:port to point elsewhere,
+#   examples/walkthrough.sh       # MAYFLY_HOST=http://host:port to point elsewhere (as the CLI),
 #                                 # MAYFLY_USER/MAYFLY_PASSWORD for other credentials
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-url=${MAYFLY:-http://127.0.0.1:8091}
+url=${MAYFLY_HOST:-${MAYFLY:-http://127.0.0.1:8091}} # as the mayfly CLI ($MAYFLY, its old name, still read)
 bucket=${BUCKET:-default}
 creds="${MAYFLY_USER:-Administrator}:${MAYFLY_PASSWORD:-password}" # make run's development password
 

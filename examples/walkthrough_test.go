@@ -54,7 +54,7 @@ func TestWalkthrough(t *testing.T) {
 
 	// Without credentials the script stops at its first request.
 	cmd := exec.Command("bash", "walkthrough.sh")
-	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=wrong")
+	cmd.Env = append(cmd.Environ(), "MAYFLY_HOST="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=wrong")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `"unauthorized"`) {
 		t.Fatalf("walkthrough.sh with a wrong password: %v\n%s", err, out)
 	}
@@ -66,7 +66,7 @@ func TestWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd = exec.Command("bash", "walkthrough.sh")
-	cmd.Env = append(cmd.Environ(), "MAYFLY="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=walk-through-pw")
+	cmd.Env = append(cmd.Environ(), "MAYFLY_HOST="+srv.URL, "MAYFLY_USER=Administrator", "MAYFLY_PASSWORD=walk-through-pw")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("walkthrough.sh: %v\n%s", err, out)

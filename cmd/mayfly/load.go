@@ -214,7 +214,8 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 	counted := &countingReader{r: in}
 	br := bufio.NewReaderSize(counted, 256<<10)
 	format := formatOf(o.format, name)
-	if format == "" {
+	guessed := format == ""
+	if guessed {
 		if format, err = sniffFormat(br); err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
@@ -279,6 +280,12 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 	switch format {
 	case formatCSV:
 		readErr = readCSV(br, o.keyColumn, emit)
+		var stop *errStop
+		if guessed && errors.As(readErr, &stop) {
+			// Input that is not JSON from its first byte is taken for CSV:
+			// say so, for a JSON file whose first line is not JSON.
+			stop.reason += " (the input was taken for CSV, as its first byte is not JSON's; --format ndjson or json says otherwise)"
+		}
 	case formatArray:
 		readErr = readArray(br, ids, emit)
 	default:

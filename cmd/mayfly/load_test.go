@@ -127,6 +127,13 @@ func TestLoadCSV(t *testing.T) {
 	if r := f.mf("", "load", path); r.code != 1 || !strings.Contains(r.errOut, `no "id" column`) {
 		t.Errorf("a header without the key column: %v", r)
 	}
+	// Input from a standard input whose first line is not JSON is taken
+	// for CSV, and the error says so and how to say otherwise.
+	var out, errOut bytes.Buffer
+	code := runWith(strings.NewReader("not json\n{\"_id\":\"ok1\"}\n"), []string{"load", "-", "--host", f.url, "-u", adminU}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "taken for CSV") || !strings.Contains(errOut.String(), "--format ndjson") {
+		t.Errorf("a guess of CSV that fails: %d %q %q", code, out.String(), errOut.String())
+	}
 }
 
 // A load streams: documents made on the fly by a reader that never holds

@@ -125,14 +125,14 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		vals["maxTTL"] = v[len(v)-1:]
 	}
 	if v, ok, err := intParam(vals, "maxTTL"); err != nil {
-		return err
+		return settingErr("maxTTL", "must be an integer, got %q", vals.Get("maxTTL"))
 	} else if ok {
 		st.MaxTTL = v
 	}
 	// Couchbase's REST calls it ramQuota (MiB); older clients send ramQuotaMB.
 	for _, name := range []string{"ramQuotaMB", "ramQuota"} {
 		if v, ok, err := intParam(vals, name); err != nil {
-			return err
+			return settingErr(name, "The RAM quota must be a number (MiB), got %q", vals.Get(name))
 		} else if ok {
 			st.RAMQuotaMB = v
 		}
@@ -140,7 +140,7 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	if vals.Has("purgeInterval") {
 		f, err := strconv.ParseFloat(strings.TrimSpace(vals.Get("purgeInterval")), 64)
 		if err != nil {
-			return errBadRequest("purgeInterval: metadata purge interval must be a number")
+			return settingErr("purgeInterval", "metadata purge interval must be a number")
 		}
 		st.PurgeInterval = f
 	}
@@ -157,33 +157,29 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		case "1", "true":
 			st.FlushEnabled = true
 		default:
-			return errBadRequest("flushEnabled: flushEnabled can only be 1 or 0")
+			return settingErr("flushEnabled", "flushEnabled can only be 1 or 0")
 		}
 	}
 	// numVBuckets (Couchbase's, for magma buckets: 128 or 1024; here any
 	// from 1 to 1024) is fixed when the bucket is created: an update may
 	// repeat it (a bucket read back and sent again), never change it.
-	if v, ok, err := intParam(vals, "numVBuckets"); err != nil {
-		return err
+	if v, ok, err := intParam(vals, "numVBuckets"); err != nil || ok && (v < 1 || v > engine.MaxVBuckets) {
+		return settingErr("numVBuckets", "must be an integer between 1 and %d", engine.MaxVBuckets)
 	} else if ok {
-		switch {
-		case v < 1 || v > engine.MaxVBuckets:
-			return errBadRequest(fmt.Sprintf("numVBuckets: must be an integer between 1 and %d", engine.MaxVBuckets))
-		case !creating && int(v) != st.NumVBuckets:
-			return errBadRequest("numVBuckets: the number of vBuckets cannot be changed")
+		if !creating && int(v) != st.NumVBuckets {
+			return settingErr("numVBuckets", "the number of vBuckets cannot be changed")
 		}
 		st.NumVBuckets = int(v)
 	}
 	// replicaNumber, 0..3 (Couchbase's range; Validate reports one outside
 	// it): without it a new bucket takes the engine's default (1, as
 	// Couchbase's; a cluster's 2), and an update keeps the bucket's. On a
-	// cluster a change is refused (its copies are placed once, when the
-	// bucket is created: cmd/mayfly's clusterBuckets); on a single node it
-	// is kept, with no effect.
+	// cluster it may be raised, not lowered (cluster.UpdateBucket); on a
+	// single node it is kept, with no effect.
 	if vals.Has("replicaNumber") {
 		n, err := strconv.Atoi(strings.TrimSpace(vals.Get("replicaNumber")))
 		if err != nil {
-			return &bucketSettingError{fmt.Errorf("%w: replicaNumber: The replica number must be specified and must be a non-negative integer.", engine.ErrInvalidSetting)}
+			return settingErr("replicaNumber", "The replica number must be specified and must be a non-negative integer.")
 		}
 		st.ReplicaNumber = engine.Replicas(n)
 	}
@@ -199,7 +195,7 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	case "memcached":
 		st.Type = engine.Memcached
 	default:
-		return errBadRequest(fmt.Sprintf("bucketType: must be couchbase, ephemeral or memcached, got %q", t))
+		return settingErr("bucketType", "must be couchbase, ephemeral or memcached, got %q", t)
 	}
 	return nil
 }
@@ -213,7 +209,7 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if vals.Get("name") == "" {
-		return errBadRequest("name: bucket name cannot be empty")
+		return settingErr("name", "Bucket name cannot be empty")
 	}
 	st := engine.DefaultBucketSettings("")
 	if err := applyBucketParams(vals, &st, true); err != nil {
@@ -627,4 +623,11 @@ func hasCollections(b *engine.Bucket) error {
 		return fmt.Errorf("%w: memcached buckets have no scopes or collections", engine.ErrInvalidSetting)
 	}
 	return nil
+}
+
+// settingErr is a refused bucket parameter: a 400 whose answer carries
+// Couchbase's "errors" object naming the field, as a setting the engine
+// refuses does (bucketSettingError).
+func settingErr(field, format string, args ...any) error {
+	return &bucketSettingError{fmt.Errorf("%w: %s: %s", engine.ErrInvalidSetting, field, fmt.Sprintf(format, args...))}
 }

@@ -59,6 +59,12 @@ func formParams(r *http.Request) (url.Values, error) {
 		}
 		return vals, nil
 	}
+	if ct != "" && ct != "application/x-www-form-urlencoded" {
+		// ParseForm would read such a body as no parameters at all (a
+		// text/plain "name=b" creating a bucket "without a name").
+		return nil, &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+			fmt.Sprintf("a body of type %s is not read here; send Content-Type: application/x-www-form-urlencoded (or application/json)", ct)}
+	}
 	if err := r.ParseForm(); err != nil {
 		return nil, errBadRequest("malformed form body: " + err.Error())
 	}

@@ -1,0 +1,42 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestBucketParamErrorsNameTheirField: every refused bucket parameter is a
+// 400 whose answer carries Couchbase's "errors" object naming the field
+// (what the SDKs' bucket managers and the console read), not only a
+// reason; a body of another type than a form or JSON is a 415 rather than
+// read as no parameters at all.
+func TestBucketParamErrorsNameTheirField(t *testing.T) {
+	f := newFixture(t)
+	const form = "application/x-www-form-urlencoded"
+	for _, c := range []struct{ path, body, field string }{
+		{"/pools/default/buckets", "name=b1&ramQuota=abc", "ramQuota"},
+		{"/pools/default/buckets", "name=b1&ramQuotaMB=abc", "ramQuotaMB"},
+		{"/pools/default/buckets", "name=b1&bucketType=bogus", "bucketType"},
+		{"/pools/default/buckets", "name=b1&numVBuckets=0", "numVBuckets"},
+		{"/pools/default/buckets", "name=b1&flushEnabled=2", "flushEnabled"},
+		{"/pools/default/buckets", "name=b1&purgeInterval=abc", "purgeInterval"},
+		{"/pools/default/buckets", "name=", "name"},
+		{"/pools/default/buckets", "name=b1&replicaNumber=x", "replicaNumber"},
+		{"/pools/default/buckets/default", "maxTTL=abc", "maxTTL"},
+		{"/pools/default/buckets/default", "numVBuckets=7", "numVBuckets"},
+	} {
+		st, _, body := f.do("POST", c.path, form, c.body)
+		var out struct {
+			Errors map[string]string `json:"errors"`
+		}
+		if st != 400 || json.Unmarshal([]byte(body), &out) != nil || out.Errors[c.field] == "" {
+			t.Errorf("POST %s %s: %d %s, want 400 with errors.%s", c.path, c.body, st, body, c.field)
+		}
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets", "text/plain", "name=j2"); st != 415 {
+		t.Errorf("a text/plain body: %d %s, want 415", st, body)
+	}
+	if st, _, body := f.do("GET", "/pools/default/buckets/b1", "", ""); st != 404 {
+		t.Errorf("a refused bucket exists: %d %s", st, body)
+	}
+}

@@ -93,6 +93,10 @@ type Options struct {
 		// backoff, if set, is the pause after every failed dial, in
 		// place of the transport's growing one.
 		backoff time.Duration
+		// beforeWrite, if set, is called by a peer's sender with the
+		// number of frames it is about to write (a test's starved
+		// sender sleeps in it).
+		beforeWrite func(frames int)
 	}
 }
 

@@ -339,6 +339,9 @@ func (p *peer) run() {
 				outage, dials = time.Time{}, 0
 			}
 		}
+		if f := h.opts.test.beforeWrite; f != nil {
+			f(len(msgs))
+		}
 		if err := p.write(conn, w, msgs); err != nil {
 			h.opts.Logger.Info("replica: lost the connection to a peer", "peer", h.name(p.id), "err", err)
 			outage = time.Now() // wall clock: an outage's length, for the log

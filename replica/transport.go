@@ -212,13 +212,29 @@ func (t *transport) send(to uint64, msgs []outMsg) {
 		go p.run()
 	}
 	t.mu.Unlock()
+	var lost []outMsg
+	var queued, superseded, dropped uint64
 	p.mu.Lock()
-	room := t.h.opts.SendQueue - len(p.q)
-	keep := msgs[:min(max(room, 0), len(msgs))]
-	p.q = append(p.q, keep...)
+	for _, m := range msgs {
+		switch p.q.push(m, t.h.opts.SendQueue) {
+		case pushQueued:
+			queued++
+		case pushSuperseded:
+			queued++
+			superseded++
+		case pushEvicted:
+			queued++
+			dropped++
+		case pushDropped:
+			dropped++
+			lost = append(lost, m)
+		}
+	}
 	p.mu.Unlock()
-	t.h.sent.Add(uint64(len(keep)))
-	for _, m := range msgs[len(keep):] {
+	t.h.sent.Add(queued)
+	t.h.superseded.Add(superseded)
+	t.h.dropped.Add(dropped)
+	for _, m := range lost {
 		t.h.unreachable(m.g, to, m.m.GetType() == pb.MsgSnap)
 	}
 	select {
@@ -260,7 +276,7 @@ type peer struct {
 	t    *transport
 	id   uint64
 	mu   sync.Mutex
-	q    []outMsg
+	q    sendQueue
 	wake chan struct{}
 	kick chan struct{} // capacity 1: redial now (transport.redial)
 }
@@ -289,8 +305,7 @@ func (p *peer) run() {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		msgs := p.q
-		p.q = nil
+		msgs := p.q.take()
 		p.mu.Unlock()
 		if len(msgs) == 0 {
 			continue

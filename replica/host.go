@@ -452,8 +452,9 @@ type Stats struct {
 	// groups; idle groups send none once quiet).
 	MessagesSent uint64
 	// MessagesSuperseded counts the heartbeats and heartbeat responses
-	// taken out of a peer's queue, not sent, because a newer one of
-	// their group replaced them (a sender held up); MessagesDropped the
+	// not sent to a peer, or not stepped after arriving from one, because
+	// a newer one of their group replaced them while they waited (a node
+	// held up: see frameQueue); MessagesDropped the
 	// messages lost to a full queue (Options.SendQueue): heartbeats and
 	// responses evicted for other messages, and other messages when
 	// none was left to evict.

@@ -97,9 +97,10 @@ type Options struct {
 		// place of the transport's growing one.
 		backoff time.Duration
 		// beforeWrite, if set, is called by a peer's sender with the
-		// number of frames it is about to write (a test's starved
-		// sender sleeps in it).
-		beforeWrite func(frames int)
+		// number of frames it is about to write, and beforeStep by an
+		// inbound connection's stepper with the number it is about to
+		// step (a test's starved node sleeps in them).
+		beforeWrite, beforeStep func(frames int)
 	}
 }
 

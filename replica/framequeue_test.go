@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -34,8 +36,8 @@ func describe(msgs []outMsg) []string {
 // per group, the newest, and writes every other message first, in order:
 // a vote or an append's acknowledgement queued behind a thousand groups'
 // heartbeats is what kept a group from electing under load.
-func TestSendQueueSupersedesHeartbeatsAndWritesTheRestFirst(t *testing.T) {
-	var q sendQueue
+func TestFrameQueueSupersedesHeartbeatsAndWritesTheRestFirst(t *testing.T) {
+	var q frameQueue
 	push := func(m outMsg, want pushResult) {
 		t.Helper()
 		if got := q.push(m, 100); got != want {
@@ -73,8 +75,8 @@ func TestSendQueueSupersedesHeartbeatsAndWritesTheRestFirst(t *testing.T) {
 // A heartbeat carrying a read-index context is not replaced by a later
 // one without: only a newer context (raft repeats the latest pending one,
 // whose acknowledgement confirms the earlier ones) replaces it.
-func TestSendQueueKeepsReadIndexContexts(t *testing.T) {
-	var q sendQueue
+func TestFrameQueueKeepsReadIndexContexts(t *testing.T) {
+	var q frameQueue
 	q.push(qmsg(1, pb.MsgHeartbeatResp, 1, "r1"), 100)
 	if r := q.push(qmsg(1, pb.MsgHeartbeatResp, 2, ""), 100); r != pushQueued {
 		t.Fatalf("a response without context replaced one with: %d", r)
@@ -95,8 +97,8 @@ func TestSendQueueKeepsReadIndexContexts(t *testing.T) {
 // messages (it must arrive after them) and takes out the group's plain
 // heartbeat still queued, which would reach the follower after it and
 // wake it; a plain heartbeat after it (the group woke) is queued.
-func TestSendQueueQuiesceHeartbeat(t *testing.T) {
-	var q sendQueue
+func TestFrameQueueQuiesceHeartbeat(t *testing.T) {
+	var q frameQueue
 	q.push(qmsg(1, pb.MsgHeartbeat, 1, ""), 100)
 	q.push(qmsg(1, pb.MsgApp, 2, ""), 100)
 	qh := qmsg(1, pb.MsgHeartbeat, 2, "")
@@ -118,8 +120,8 @@ func TestSendQueueQuiesceHeartbeat(t *testing.T) {
 // At a full queue a message that is not a heartbeat evicts the oldest
 // heartbeat or response; one that is, or any once none is left, is
 // dropped.
-func TestSendQueueFullEvictsHeartbeatsFirst(t *testing.T) {
-	var q sendQueue
+func TestFrameQueueFullEvictsHeartbeatsFirst(t *testing.T) {
+	var q frameQueue
 	const limit = 3
 	q.push(qmsg(1, pb.MsgHeartbeat, 1, ""), limit)
 	q.push(qmsg(2, pb.MsgHeartbeatResp, 1, ""), limit)
@@ -148,4 +150,68 @@ func TestSendQueueFullEvictsHeartbeatsFirst(t *testing.T) {
 	if r := q.push(qmsg(1, pb.MsgHeartbeat, 3, ""), limit); r != pushQueued {
 		t.Fatalf("group 1's heartbeat after take: %d", r)
 	}
+}
+
+// An inbound connection's reader holds back (leaving the rest to TCP)
+// only while SendQueue messages other than heartbeats wait to be
+// stepped: heartbeats and responses, superseded, never hold it back; a
+// reader held back returns when the Host closes.
+func TestInboxHoldsBackOnlyOtherMessages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &transport{h: &Host{opts: Options{SendQueue: 2}, ctx: ctx}}
+	in := &inbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+	for i := range uint64(2) {
+		if !tr.deliver(in, qmsg(1, pb.MsgApp, i, "")) {
+			t.Fatal("deliver refused an append with room")
+		}
+	}
+	for i := range uint64(50) { // a backlog of heartbeats and responses of 10 groups
+		if !tr.deliver(in, qmsg(GroupID(i%10), pb.MsgHeartbeat, i, "")) ||
+			!tr.deliver(in, qmsg(GroupID(i%10), pb.MsgHeartbeatResp, i, "")) {
+			t.Fatal("deliver refused a heartbeat")
+		}
+	}
+	if got := in.q.len(); got != 2+20 {
+		t.Fatalf("inbox holds %d frames, want 2 appends and one heartbeat and response of each of 10 groups", got)
+	}
+	if got := tr.h.superseded.Load(); got != 80 {
+		t.Fatalf("%d superseded, want 80", got)
+	}
+	res := make(chan bool, 1)
+	go func() { res <- tr.deliver(in, qmsg(1, pb.MsgApp, 2, "")) }()
+	cancel() // the Host closes while the reader is held back
+	if <-res {
+		t.Fatal("deliver of a third append with SendQueue 2 queued it")
+	}
+	if got := in.q.len(); got != 22 {
+		t.Fatalf("inbox holds %d frames after the refusal, want 22", got)
+	}
+}
+
+// The stepper takes what the reader queued, so a reader held back goes
+// on: every frame delivered is stepped.
+func TestInboxStepperDrains(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stepped atomic.Int64
+	h := &Host{opts: Options{SendQueue: 2}, ctx: ctx}
+	h.opts.test.beforeStep = func(n int) { stepped.Add(int64(n)) }
+	tr := &transport{h: h}
+	in := &inbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+	tr.wg.Add(1)
+	go tr.stepFrames(in)
+	for i := range uint64(100) {
+		if !tr.deliver(in, qmsg(GroupID(i), pb.MsgAppResp, i, "")) {
+			t.Fatal("deliver refused")
+		}
+	}
+	eventually(t, "every frame stepped", func() error {
+		if n := stepped.Load(); n != 100 {
+			return fmt.Errorf("%d of 100 stepped", n)
+		}
+		return nil
+	})
+	close(in.done)
+	tr.wg.Wait()
 }

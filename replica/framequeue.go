@@ -4,10 +4,11 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// sendQueue holds the messages waiting for one peer's connection (all
-// its groups'), in two lanes, so that a starved node's backlog is not a
-// FIFO of stale heartbeats in front of the messages elections and
-// commits wait for.
+// frameQueue holds the messages of one peer connection (all its
+// groups') waiting to be written to it (a peer's sender) or, having
+// arrived on it, to be stepped (an inbound connection's inbox), in two
+// lanes, so that a starved node's backlog is not a FIFO of stale
+// heartbeats in front of the messages elections and commits wait for.
 //
 // Heartbeats and heartbeat responses are periodic: each one a group
 // sends makes the one before it, still queued, useless (it carries the
@@ -15,19 +16,19 @@ import (
 // pending read-index context on every heartbeat, whose acknowledgement
 // confirms the earlier ones). So a newer one takes the older one's place
 // in the queue (superseded), and the lane holds at most about one of
-// each kind per group, however long the sender is held up. Everything
+// each kind per group, however long the node is held up. Everything
 // else (votes and pre-votes, appends and their acknowledgements,
 // snapshots, proposals forwarded, the leaders' quiesce heartbeats, ...)
-// keeps its order in the other lane, written first: a vote or an
-// acknowledgement waits for the batch being written, not behind the
-// heartbeats of a thousand groups. At a full queue (Options.SendQueue) a
-// message that is not a heartbeat evicts the oldest queued heartbeat or
-// response rather than being dropped; only when none is left is it
-// dropped (and raft told: Host.unreachable).
+// keeps its order in the other lane, taken first: a vote or an
+// acknowledgement waits for the batch in hand, not behind the
+// heartbeats of a thousand groups. At a full queue (the sender's
+// Options.SendQueue) a message that is not a heartbeat evicts the oldest
+// queued heartbeat or response rather than being dropped; only when none
+// is left is it dropped (and raft told: Host.unreachable).
 //
 // Raft's safety does not depend on any of this: it tolerates messages
 // lost, duplicated and reordered, and no message is altered.
-type sendQueue struct {
+type frameQueue struct {
 	urgent []outMsg // everything but (plain) heartbeats and their responses, in order
 	beats  []outMsg // heartbeats and responses; an entry whose m is nil was removed
 	head   int      // beats[:head] are all removed
@@ -60,10 +61,10 @@ func isBeat(m outMsg) bool {
 }
 
 // len is how many messages the queue holds.
-func (q *sendQueue) len() int { return len(q.urgent) + q.live }
+func (q *frameQueue) len() int { return len(q.urgent) + q.live }
 
 // push queues m, the queue holding at most limit messages.
-func (q *sendQueue) push(m outMsg, limit int) pushResult {
+func (q *frameQueue) push(m outMsg, limit int) pushResult {
 	if m.quiesce {
 		// The group's plain heartbeat still queued would reach the
 		// follower after this one (the ordered lane goes first) and
@@ -102,7 +103,7 @@ func (q *sendQueue) push(m outMsg, limit int) pushResult {
 }
 
 // remove takes k's queued heartbeat or response out, if there is one.
-func (q *sendQueue) remove(k beatKey) bool {
+func (q *frameQueue) remove(k beatKey) bool {
 	i, ok := q.slot[k]
 	if !ok {
 		return false
@@ -114,7 +115,7 @@ func (q *sendQueue) remove(k beatKey) bool {
 }
 
 // evictOldest removes the oldest queued heartbeat or response, if any.
-func (q *sendQueue) evictOldest() bool {
+func (q *frameQueue) evictOldest() bool {
 	for ; q.head < len(q.beats); q.head++ {
 		b := q.beats[q.head]
 		if b.m == nil {
@@ -133,7 +134,7 @@ func (q *sendQueue) evictOldest() bool {
 
 // take empties the queue and returns its messages in the order they are
 // to be written: the ordered lane, then the heartbeats.
-func (q *sendQueue) take() []outMsg {
+func (q *frameQueue) take() []outMsg {
 	out := q.urgent
 	for _, b := range q.beats[q.head:] {
 		if b.m != nil {

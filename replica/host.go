@@ -63,7 +63,7 @@ type Host struct {
 	failed atomic.Pointer[error] // the error that stopped the worker
 
 	rounds, syncs, snapsTaken, snapsRestored, sent, readRounds, barriers, left atomic.Uint64
-	confChanges, transfers                                                     atomic.Uint64
+	confChanges, transfers, superseded, dropped                                atomic.Uint64
 }
 
 type outcome struct {
@@ -451,6 +451,14 @@ type Stats struct {
 	// MessagesSent counts the Raft messages queued to peers (of all
 	// groups; idle groups send none once quiet).
 	MessagesSent uint64
+	// MessagesSuperseded counts the heartbeats and heartbeat responses
+	// not sent to a peer, or not stepped after arriving from one, because
+	// a newer one of their group replaced them while they waited (a node
+	// held up: see frameQueue); MessagesDropped the
+	// messages lost to a full queue (Options.SendQueue): heartbeats and
+	// responses evicted for other messages, and other messages when
+	// none was left to evict.
+	MessagesSuperseded, MessagesDropped uint64
 	// ReadIndexRounds counts the read-index rounds this node's groups
 	// issued to raft, as leaders or forwarded as followers (concurrent
 	// ReadIndex and ReadBarrier calls share one; a round issued again
@@ -466,7 +474,8 @@ type Stats struct {
 func (h *Host) Stats() Stats {
 	return Stats{Rounds: h.rounds.Load(), Syncs: h.syncs.Load(),
 		SnapshotsTaken: h.snapsTaken.Load(), SnapshotsRestored: h.snapsRestored.Load(),
-		MessagesSent: h.sent.Load(), ReadIndexRounds: h.readRounds.Load(), ReadBarriers: h.barriers.Load(),
+		MessagesSent: h.sent.Load(), MessagesSuperseded: h.superseded.Load(), MessagesDropped: h.dropped.Load(),
+		ReadIndexRounds: h.readRounds.Load(), ReadBarriers: h.barriers.Load(),
 		ConfChanges: h.confChanges.Load(),
 		Transfers:   h.transfers.Load(), GroupsLeft: h.left.Load()}
 }

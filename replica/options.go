@@ -68,9 +68,12 @@ type Options struct {
 	// MaxInflightMsgs bounds a leader's unacknowledged append messages per
 	// follower. The default value is 256.
 	MaxInflightMsgs int
-	// SendQueue bounds the messages waiting for one peer's connection;
-	// beyond it messages are dropped (Raft retransmits) and the peer is
-	// reported unreachable. The default value is 8192.
+	// SendQueue bounds the messages waiting for one peer's connection.
+	// Queued heartbeats and heartbeat responses are replaced by their
+	// group's newer ones and written after the other messages; at a full
+	// queue another message evicts the oldest heartbeat or response, and
+	// only when none is left is it dropped (Raft retransmits) and the
+	// peer reported unreachable. The default value is 8192.
 	SendQueue int
 	// Logger receives the Host's and raft's messages; nil discards them.
 	Logger *slog.Logger
@@ -93,6 +96,11 @@ type Options struct {
 		// backoff, if set, is the pause after every failed dial, in
 		// place of the transport's growing one.
 		backoff time.Duration
+		// beforeWrite, if set, is called by a peer's sender with the
+		// number of frames it is about to write, and beforeStep by an
+		// inbound connection's stepper with the number it is about to
+		// step (a test's starved node sleeps in them).
+		beforeWrite, beforeStep func(frames int)
 	}
 }
 

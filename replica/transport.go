@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -168,6 +169,10 @@ func (t *transport) receive(c net.Conn) {
 			"err", fmt.Errorf("%w: a certificate of %s speaks for node ID %d", ErrPeerCert, certName, from))
 		return
 	}
+	in := &inbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+	defer close(in.done)
+	t.wg.Add(1)
+	go t.stepFrames(in)
 	for {
 		f, err := readFrame(r)
 		if err != nil {
@@ -190,7 +195,78 @@ func (t *transport) receive(c net.Conn) {
 		if t.h.peerUp(from) {
 			t.redial(from) // the link works: this node's answers go now
 		}
-		t.h.step(f)
+		if !t.deliver(in, f) {
+			return // closing
+		}
+	}
+}
+
+// inbox is what one inbound connection read and its stepper
+// (transport.stepFrames) has not stepped yet: the reader drains the
+// socket as fast as frames arrive, so that a node too busy to step them
+// at that pace keeps its backlog here, where a group's newer heartbeat
+// or response replaces the older one and the other messages are stepped
+// first (frameQueue), rather than in the kernel's socket buffers, in
+// arrival order, where a vote waited behind seconds of stale heartbeats.
+type inbox struct {
+	mu    sync.Mutex
+	q     frameQueue
+	ready chan struct{} // capacity 1: frames to step
+	room  chan struct{} // capacity 1: the stepper took the frames queued
+	done  chan struct{} // closed when the connection's reader returns
+}
+
+// deliver queues f for the stepper. Heartbeats and responses are
+// superseded, so they are bounded by the groups; other messages wait
+// while Options.SendQueue of them are queued (TCP's backpressure then
+// holds the peer back, as before there was an inbox). It returns false
+// when the Host closes.
+func (t *transport) deliver(in *inbox, f outMsg) bool {
+	in.mu.Lock()
+	for !isBeat(f) && len(in.q.urgent) >= t.h.opts.SendQueue {
+		in.mu.Unlock()
+		select {
+		case <-in.room:
+		case <-t.h.ctx.Done():
+			return false
+		}
+		in.mu.Lock()
+	}
+	if in.q.push(f, math.MaxInt) == pushSuperseded {
+		t.h.superseded.Add(1)
+	}
+	in.mu.Unlock()
+	select {
+	case in.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// stepFrames steps the frames of one inbound connection into their
+// groups, those that are not heartbeats or responses first, until the
+// connection's reader returns.
+func (t *transport) stepFrames(in *inbox) {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-in.done:
+			return
+		case <-in.ready:
+		}
+		in.mu.Lock()
+		fs := in.q.take()
+		in.mu.Unlock()
+		select {
+		case in.room <- struct{}{}:
+		default:
+		}
+		if hook := t.h.opts.test.beforeStep; hook != nil {
+			hook(len(fs))
+		}
+		for _, f := range fs {
+			t.h.step(f)
+		}
 	}
 }
 
@@ -212,13 +288,29 @@ func (t *transport) send(to uint64, msgs []outMsg) {
 		go p.run()
 	}
 	t.mu.Unlock()
+	var lost []outMsg
+	var queued, superseded, dropped uint64
 	p.mu.Lock()
-	room := t.h.opts.SendQueue - len(p.q)
-	keep := msgs[:min(max(room, 0), len(msgs))]
-	p.q = append(p.q, keep...)
+	for _, m := range msgs {
+		switch p.q.push(m, t.h.opts.SendQueue) {
+		case pushQueued:
+			queued++
+		case pushSuperseded:
+			queued++
+			superseded++
+		case pushEvicted:
+			queued++
+			dropped++
+		case pushDropped:
+			dropped++
+			lost = append(lost, m)
+		}
+	}
 	p.mu.Unlock()
-	t.h.sent.Add(uint64(len(keep)))
-	for _, m := range msgs[len(keep):] {
+	t.h.sent.Add(queued)
+	t.h.superseded.Add(superseded)
+	t.h.dropped.Add(dropped)
+	for _, m := range lost {
 		t.h.unreachable(m.g, to, m.m.GetType() == pb.MsgSnap)
 	}
 	select {
@@ -260,7 +352,7 @@ type peer struct {
 	t    *transport
 	id   uint64
 	mu   sync.Mutex
-	q    []outMsg
+	q    frameQueue
 	wake chan struct{}
 	kick chan struct{} // capacity 1: redial now (transport.redial)
 }
@@ -289,8 +381,7 @@ func (p *peer) run() {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		msgs := p.q
-		p.q = nil
+		msgs := p.q.take()
 		p.mu.Unlock()
 		if len(msgs) == 0 {
 			continue
@@ -338,6 +429,9 @@ func (p *peer) run() {
 					"after", time.Since(outage).Round(time.Millisecond), "failed_dials", dials) // wall clock: for the log
 				outage, dials = time.Time{}, 0
 			}
+		}
+		if f := h.opts.test.beforeWrite; f != nil {
+			f(len(msgs))
 		}
 		if err := p.write(conn, w, msgs); err != nil {
 			h.opts.Logger.Info("replica: lost the connection to a peer", "peer", h.name(p.id), "err", err)

@@ -24,6 +24,7 @@ func TestBucketParamErrorsNameTheirField(t *testing.T) {
 		{"/pools/default/buckets", "name=b1&replicaNumber=x", "replicaNumber"},
 		{"/pools/default/buckets/default", "maxTTL=abc", "maxTTL"},
 		{"/pools/default/buckets/default", "numVBuckets=7", "numVBuckets"},
+		{"/pools/default/buckets/default", "bucketType=ephemeral", "bucketType"},
 	} {
 		st, _, body := f.do("POST", c.path, form, c.body)
 		var out struct {
@@ -31,6 +32,12 @@ func TestBucketParamErrorsNameTheirField(t *testing.T) {
 		}
 		if st != 400 || json.Unmarshal([]byte(body), &out) != nil || out.Errors[c.field] == "" {
 			t.Errorf("POST %s %s: %d %s, want 400 with errors.%s", c.path, c.body, st, body, c.field)
+		}
+	}
+	// The type as it is, as an SDK's UpdateBucket sends it back, is taken.
+	for _, typ := range []string{"membase", "couchbase"} {
+		if st, _, body := f.do("POST", "/pools/default/buckets/default", form, "bucketType="+typ+"&maxTTL=5"); st != 200 {
+			t.Errorf("an update repeating bucketType=%s: %d %s", typ, st, body)
 		}
 	}
 	if st, _, body := f.do("POST", "/pools/default/buckets", "text/plain", "name=j2"); st != 415 {

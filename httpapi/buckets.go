@@ -183,20 +183,27 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		}
 		st.ReplicaNumber = engine.Replicas(n)
 	}
-	if !creating {
-		return nil
-	}
-	st.Name = vals.Get("name")
+	var typ engine.BucketType
 	switch t := vals.Get("bucketType"); t {
 	case "", "couchbase", "membase":
-		st.Type = engine.Couchbase
+		typ = engine.Couchbase
 	case "ephemeral":
-		st.Type = engine.Ephemeral
+		typ = engine.Ephemeral
 	case "memcached":
-		st.Type = engine.Memcached
+		typ = engine.Memcached
 	default:
 		return settingErr("bucketType", "must be couchbase, ephemeral or memcached, got %q", t)
 	}
+	if !creating {
+		// An update may repeat the type (an SDK's UpdateBucket sends what
+		// it read), never change it.
+		if vals.Has("bucketType") && typ != st.Type {
+			return settingErr("bucketType", "a bucket's type cannot be changed (it is %s)", st.Type)
+		}
+		return nil
+	}
+	st.Name = vals.Get("name")
+	st.Type = typ
 	return nil
 }
 

@@ -85,6 +85,9 @@ type Bucket struct {
 	}
 
 	cas atomic.Uint64
+	// closedFlag is mu.closed, set with it, for Closed: a front door asks it
+	// at every command, and the bucket's lock is every operation's.
+	closedFlag atomic.Bool
 	// repl is the bucket's replication wiring (replicated.go).
 	repl replState
 	// minDurability is the rank of the settings' DurabilityMinLevel, read by
@@ -492,6 +495,7 @@ func (b *Bucket) close() error {
 		return nil
 	}
 	b.mu.closed = true
+	b.closedFlag.Store(true)
 	b.mu.Unlock()
 	b.ddl.Lock() // wait out a definition or system document being written
 	defer b.ddl.Unlock()
@@ -529,7 +533,7 @@ func (b *Bucket) writable(cid CollectionID) error {
 // returns its replacement) or closed with its engine. A closed bucket
 // answers its calls with ErrClosed; a bucket created again under its name
 // is another Bucket, which Engine.Bucket returns.
-func (b *Bucket) Closed() bool { return b.isClosed() }
+func (b *Bucket) Closed() bool { return b.closedFlag.Load() }
 
 func (b *Bucket) isClosed() bool {
 	b.mu.RLock()

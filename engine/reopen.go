@@ -73,6 +73,7 @@ func (b *Bucket) restartWith(ctx context.Context, s BucketSettings) (err error) 
 	}
 	b.mu.Lock()
 	b.mu.closed = true
+	b.closedFlag.Store(true)
 	b.mu.Unlock()
 	cerr := b.shutdown()
 	b.ddl.Unlock()

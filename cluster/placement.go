@@ -123,6 +123,35 @@ func balanceLeaders(parts []Partition, nodes []string, leads map[string]int) {
 	}
 }
 
+// loads counts, per node, the copies it holds and the partitions it is
+// the preferred leader of.
+func loads(parts []Partition) (copies, leads map[string]int) {
+	copies, leads = map[string]int{}, map[string]int{}
+	for _, p := range parts {
+		for _, v := range p.Voters {
+			copies[v]++
+		}
+		leads[p.Leader]++
+	}
+	return copies, leads
+}
+
+// leastLoaded is the node of spares (sorted) that is up and not one of
+// voters holding the fewest copies, then leading the fewest, then the
+// first by name; "" when there is none.
+func leastLoaded(spares []string, isUp map[string]bool, voters []string, copies, leads map[string]int) string {
+	spare := ""
+	for _, s := range spares {
+		if !isUp[s] || slices.Contains(voters, s) {
+			continue
+		}
+		if spare == "" || copies[s] < copies[spare] || copies[s] == copies[spare] && leads[s] < leads[spare] {
+			spare = s
+		}
+	}
+	return spare
+}
+
 // Failover takes node down out of the partitions it holds, in place: in
 // each, a spare node from up (one not yet a voter, holding the fewest
 // copies, then leading the fewest, then by name) takes its place; where
@@ -142,13 +171,7 @@ func Failover(parts []Partition, down string, up []string) []int {
 	for _, n := range up {
 		isUp[n] = n != down
 	}
-	copies, leads := map[string]int{}, map[string]int{}
-	for _, p := range parts {
-		for _, v := range p.Voters {
-			copies[v]++
-		}
-		leads[p.Leader]++
-	}
+	copies, leads := loads(parts)
 	spares := slices.Sorted(slices.Values(up))
 	var changed []int
 	for i := range parts {
@@ -166,14 +189,7 @@ func Failover(parts []Partition, down string, up []string) []int {
 		}
 		spare := ""
 		if live > len(p.Voters)/2 { // else no majority up without it: it stays
-			for _, s := range spares {
-				if !isUp[s] || slices.Contains(p.Voters, s) {
-					continue
-				}
-				if spare == "" || copies[s] < copies[spare] || copies[s] == copies[spare] && leads[s] < leads[spare] {
-					spare = s
-				}
-			}
+			spare = leastLoaded(spares, isUp, p.Voters, copies, leads)
 		}
 		if spare != "" {
 			p.Voters = slices.Clone(p.Voters)
@@ -248,13 +264,7 @@ func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p 
 	for _, n := range up {
 		isUp[n] = true
 	}
-	held, leads := map[string]int{}, map[string]int{}
-	for _, p := range parts {
-		for _, v := range p.Voters {
-			held[v]++
-		}
-		leads[p.Leader]++
-	}
+	held, leads := loads(parts)
 	spares := slices.Sorted(slices.Values(settled))
 	var changed []int
 	for i := range parts {
@@ -268,15 +278,7 @@ func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p 
 		old := *p
 		voters := slices.Clone(p.Voters)
 		for len(voters) < copies {
-			spare := ""
-			for _, s := range spares {
-				if !isUp[s] || slices.Contains(voters, s) {
-					continue
-				}
-				if spare == "" || held[s] < held[spare] || held[s] == held[spare] && leads[s] < leads[spare] {
-					spare = s
-				}
-			}
+			spare := leastLoaded(spares, isUp, voters, held, leads)
 			if spare == "" {
 				break
 			}

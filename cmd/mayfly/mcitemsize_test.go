@@ -2,15 +2,11 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
-
-	"github.com/mayflydb/mayfly/engine"
 )
 
 // TestMemcachedItemSizeMaxFlag: --memcached-item-size-max is the largest
@@ -24,26 +20,7 @@ func TestMemcachedItemSizeMaxFlag(t *testing.T) {
 		stored bool
 		max    int
 	}{{nil, false, 1 << 20}, {[]string{"--memcached-item-size-max", "3145728"}, true, 3 << 20}} {
-		ctx, cancel := context.WithCancel(context.Background())
-		cfg, err := parseServeFlags(tc.args, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.mcBucket)); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		mc, err := startMemcached(ctx, eng, cfg, slog.New(slog.DiscardHandler), nil, ln, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, ln := memcachedAsServed(t, tc.args)
 		nc, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -79,8 +56,5 @@ func TestMemcachedItemSizeMaxFlag(t *testing.T) {
 			}
 		}
 		nc.Close()
-		mc.Close()
-		cancel()
-		eng.Close()
 	}
 }

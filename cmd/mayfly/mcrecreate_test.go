@@ -19,29 +19,8 @@ import (
 // every command after the deletion answered "SERVER_ERROR the bucket is
 // closed" until a restart.
 func TestMemcachedServesBucketCreatedAgain(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cfg, err := parseServeFlags(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.mcBucket)); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := startMemcached(ctx, eng, cfg, slog.New(slog.DiscardHandler), nil, ln, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mc.Close()
+	ctx := context.Background()
+	eng, cfg, ln := memcachedAsServed(t, nil)
 	type conn struct {
 		net.Conn
 		r *bufio.Reader
@@ -85,4 +64,35 @@ func TestMemcachedServesBucketCreatedAgain(t *testing.T) {
 	ask(after, "get k\r\n", "END\r\n")
 	ask(after, "set k 0 0 2\r\nv2\r\n", "STORED\r\n")
 	ask(before, "get k\r\n", "VALUE k 0 2\r\nv2\r\nEND\r\n")
+}
+
+// memcachedAsServed starts the memcached port as serve wires it, with the
+// serve flags args, on an engine of its own holding the port's bucket; all
+// of it ends with the test.
+func memcachedAsServed(t *testing.T, args []string) (*engine.Engine, *serveConfig, net.Listener) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg, err := parseServeFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(1_700_000_000), NumPartitions: 8, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if _, err := eng.CreateBucket(ctx, engine.DefaultBucketSettings(cfg.mcBucket)); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := startMemcached(ctx, eng, cfg, slog.New(slog.DiscardHandler), nil, ln, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mc.Close() })
+	return eng, cfg, ln
 }

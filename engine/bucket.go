@@ -324,7 +324,7 @@ func (b *Bucket) CreateCollectionWith(ctx context.Context, scope, name string, c
 		return CollectionInfo{}, err
 	}
 	if ce.Settings.Type == Memcached {
-		return CollectionInfo{}, fmt.Errorf("%w: memcached buckets have no collections", ErrInvalidSetting)
+		return CollectionInfo{}, fmt.Errorf("%w: memcached buckets have no scopes or collections", ErrInvalidSetting)
 	}
 	m := Manifest{NextCID: ce.NextCID, Scopes: ce.Scopes}
 	ci, err := m.CreateCollection(scope, name, cs)

@@ -423,9 +423,6 @@ func (s *server) createScope(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := hasCollections(b); err != nil {
-		return err
-	}
 	in, err := s.intend(r, audit.Event{Action: audit.ActionScopeCreate, Bucket: b.Name(), Target: vals.Get("name")})
 	if err != nil {
 		return err
@@ -527,9 +524,6 @@ func (s *server) createCollection(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if err := hasCollections(b); err != nil {
-		return err
-	}
 	ci, err := s.colls.CreateCollection(r.Context(), b, scope, vals.Get("name"), cs)
 	if err != nil {
 		s.settle(r, in, err)
@@ -620,15 +614,6 @@ func (s *server) flushBucket(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.log.Info("bucket flushed", "bucket", name, "deleted", n, "by", principalOf(r).Name, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-// hasCollections refuses a scope or collection in a memcached bucket, which
-// has neither (as Couchbase's), on a single node and on a cluster alike.
-func hasCollections(b *engine.Bucket) error {
-	if b.Settings().Type == engine.Memcached {
-		return fmt.Errorf("%w: memcached buckets have no scopes or collections", engine.ErrInvalidSetting)
-	}
 	return nil
 }
 

@@ -418,7 +418,7 @@ func (c *clusterDefs) updateManifest(ctx context.Context, b *engine.Bucket, edit
 // written.
 func (c *clusterDefs) updateManifestUID(ctx context.Context, b *engine.Bucket, edit func(*engine.Manifest) error) (uint64, error) {
 	if b.Settings().Type == engine.Memcached {
-		return 0, fmt.Errorf("%w: memcached buckets have no collections", engine.ErrInvalidSetting)
+		return 0, fmt.Errorf("%w: memcached buckets have no scopes or collections", engine.ErrInvalidSetting)
 	}
 	var editErr error
 	m, rev, err := cluster.UpdateManifest(ctx, c.cli, b.Name(), b.Manifest, func(m *engine.Manifest) error {

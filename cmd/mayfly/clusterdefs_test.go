@@ -422,9 +422,20 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	// have no leader they can reach; a few seconds later those partitions
 	// elect one of them, which catches the partition up.
 	thaw := freeze(t, nodes[2])
-	if code, body, err := bucketReq(n1, http.MethodPost, path, url.Values{"defaultTTL": {"7200"}}); err != nil || code != http.StatusOK {
-		t.Fatalf("setting defaultTTL on n1 with n3 frozen: %d %s %v", code, body, err)
-	}
+	// n3 may be etcd's leader: until n1 and n2 elect another (about a
+	// second), a write is answered 503 "try again" (etcd's request timed
+	// out, and may or may not have been applied), which a client retries,
+	// as this one does.
+	eventuallyT(t, "setting defaultTTL on n1 with n3 frozen", func() error {
+		code, body, err := bucketReq(n1, http.MethodPost, path, url.Values{"defaultTTL": {"7200"}})
+		if err == nil && code == http.StatusServiceUnavailable && strings.Contains(body, "temporary_failure") {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("setting defaultTTL on n1 with n3 frozen: %d %s %v", code, body, err)
+		}
+		return nil
+	})
 	for key := range ttls {
 		if key != "own" {
 			ttls[key] = 7200

@@ -224,6 +224,12 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		line, err := c.readLine()
 		if err != nil {
 			c.closing(err)
+			if errors.Is(err, ErrLineTooLong) {
+				// The answers before the line still go out, as the
+				// event loop sends them.
+				c.writePending()
+				c.bw.Flush()
+			}
 			return
 		}
 		cmd := c.parse(line)

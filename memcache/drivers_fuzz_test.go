@@ -34,6 +34,9 @@ func FuzzDrivers(f *testing.F) {
 		"set k 0 0 10\r\nshort\r\n", "get " + strings.Repeat("k ", 40) + "\r\n", "bogus\r\n\r\n\n",
 		"set big 0 0 2000000\r\n" + strings.Repeat("x", 100) + "\r\nget big\r\n",
 		"set k 0 0 1\r\nv\r\nstats\r\nget k\r\n", strings.Repeat("g", 3000) + "\r\nget k\r\n",
+		"\x800", // a binary header cut short by the client's close
+		// answers (one from a handed-off command) before a line too long
+		"set k 0 0 1\r\nv\r\nflush_all\r\nget k\r\nversion " + strings.Repeat("\f", 3000) + "\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -635,7 +635,7 @@ func (c *econn) serve() {
 			c.closing = true // every command that arrived whole has run
 		}
 		sent = c.flush() || sent
-		if c.closing && c.wpos == len(c.out) {
+		if c.closing && !c.busy && c.inflight == 0 && c.wpos == len(c.out) {
 			c.close()
 			return
 		}
@@ -700,24 +700,31 @@ func (c *econn) process() (starved bool) {
 			}
 		}
 		buf := c.in[c.rpos:]
-		if len(buf) == 0 || len(buf) < c.need {
+		if len(buf) == 0 {
 			return true
 		}
 		if !c.spoke && buf[0] == binaryMagic {
-			if len(buf) < binaryHeaderLen {
+			if len(buf) < binaryHeaderLen && !c.eof {
 				c.need = binaryHeaderLen
 				return true
 			}
+			// Whole, or all the client will send of it: refused either
+			// way, as the goroutine driver refuses what arrived.
+			c.need = 0
 			c.Write(binaryRefusal(buf))
 			c.rpos = len(c.in) // closing with unread input would reset the answer away
 			c.closing = true
 			return false
+		}
+		if len(buf) < c.need {
+			return true
 		}
 		c.spoke = true
 		i := bytes.IndexByte(buf, '\n')
 		if i < 0 {
 			if len(buf) > s.lineLimit(buf) {
 				c.tooLong()
+				return false
 			}
 			c.need = len(buf) + 1 // read on until the line ends
 			return true
@@ -765,10 +772,12 @@ func (c *econn) process() (starved bool) {
 }
 
 // tooLong closes the connection for a line over the limit, as the
-// goroutine driver does (ErrLineTooLong).
+// goroutine driver does (ErrLineTooLong): the answers to the commands
+// before it are sent first, the rest of the input is dropped.
 func (c *econn) tooLong() {
 	c.s.log.Debug("memcache: closing connection", "remote", c.remote, "err", ErrLineTooLong)
-	c.close()
+	c.rpos = len(c.in)
+	c.closing = true
 }
 
 // blocks reports whether cmd may block and so must not run on the loop:

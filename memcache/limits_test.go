@@ -93,6 +93,11 @@ func TestLongLines(t *testing.T) {
 		c.send("set " + strings.Repeat("k", 3000) + " 0 0 1\r\nv\r\n")
 		c.expectClosed("")
 	})
+	t.Run("the answers before a line too long are sent", func(t *testing.T) {
+		c := f.dial(t)
+		c.send("set k 0 0 1\r\nv\r\nget k\r\nversion " + strings.Repeat("a", 3000) + "\r\n")
+		c.expectClosed("STORED\r\n" + present)
+	})
 	t.Run("a long multi-get is fine", func(t *testing.T) {
 		c := f.dial(t)
 		c.do("set k 0 0 1\r\nv\r\n", "STORED\r\n")

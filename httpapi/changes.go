@@ -40,6 +40,14 @@ func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The feed holds what is on disk. Writes acknowledged from memory
+	// (durability none or majority) and deletions made by reads of expired
+	// documents are committed first, so a client sees in the feed every
+	// change it saw answered before it asked (and since=now starts after
+	// them): at once when nothing waits for disk.
+	if err := b.Sync(r.Context()); err != nil {
+		return err
+	}
 	feed, err := changes.Open(b, c.ID(), req)
 	if err != nil {
 		return err

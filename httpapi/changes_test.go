@@ -357,3 +357,39 @@ func (f *fixture) adminStream(ctx context.Context, t *testing.T, path string) *h
 	}
 	return resp
 }
+
+// A change acknowledged from memory (durabilityMinLevel none, the flusher
+// an hour away) and a deletion made by reading an expired document are in
+// the feed asked for next, and since=now starts after them: the feed
+// commits what waits for disk before it reads.
+func TestChangesSeesWritesAcknowledgedFromMemory(t *testing.T) {
+	f := newLevelFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("POST", "/pools/default/buckets/default", form, "durabilityMinLevel=none"); st != 200 {
+		t.Fatalf("durabilityMinLevel=none: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/default/docs/gone?expiry=10", "application/json", `{"n":1}`); st != 201 && st != 200 {
+		t.Fatalf("PUT gone: %d %s", st, body)
+	}
+	start := f.changes("since=now").LastSeq
+	f.clk.Advance(11)
+	if st, _, body := f.do("GET", "/default/docs/gone", "", ""); st != 404 {
+		t.Fatalf("GET of the expired document: %d %s, want 404", st, body)
+	}
+	if st, _, body := f.do("PUT", "/default/docs/mem", "application/json", `{"n":2}`); st != 201 && st != 200 {
+		t.Fatalf("PUT mem: %d %s", st, body)
+	}
+	if !f.queued("default") {
+		t.Fatal("the write at none is on disk when answered: the test no longer shows what it means to")
+	}
+	got := map[string]bool{}
+	for _, r := range f.changes("since=" + url.QueryEscape(start)).Results {
+		got[r.ID] = r.Deleted
+	}
+	if len(got) != 2 || got["mem"] || !got["gone"] {
+		t.Errorf("feed since the start: %v, want mem written and gone deleted", got)
+	}
+	if a := f.changes("since=now&feed=longpoll&timeout=0"); len(a.Results) != 0 {
+		t.Errorf("since=now after them: %+v, want no rows", a.Results)
+	}
+}

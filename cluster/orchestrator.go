@@ -249,7 +249,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 				o.movedAt[name] = now
 				o.logger.Info("cluster: added partitions' copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))
 			}
-			if c := RemoveCopies(m.Partitions, m.Copies, up, skip, copyStep); len(c) > 0 {
+			if c := RemoveCopies(m.Partitions, m.Copies, up, failed, skip, copyStep); len(c) > 0 {
 				changed += len(c)
 				o.movedAt[name] = now
 				o.logger.Info("cluster: partitions shed copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))

@@ -344,25 +344,32 @@ func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p 
 
 // RemoveCopies takes surplus voters out of partitions that have more than
 // copies (at least one), in place: after a bucket's replicaNumber was
-// lowered. The preferred leader stays; of the other voters, the one on
-// the node holding the most copies goes first (then the first by name),
-// so that the copies stay balanced over the nodes as they were. Each
-// voter taken out is added to the entry's Shed: its node stays a member
-// of the partition's Raft group, keeping its copy, until the conf change
-// removing it (proposed by the group's leader, replica.Host.SetTarget)
-// applies there. A partition with a voter on a node not in up is left
-// alone (a node down would rejoin as a shed member the group no longer
-// has; failover or its return comes first), as are those skip holds back
-// (nil: none; a partition with a follower lagging: the voters left must
-// be able to commit without the ones going), and at most limit partitions
-// change (limit <= 0: no bound). Each changed entry's epoch is
-// incremented; RemoveCopies returns the changed partition numbers, sorted
-// (none once no partition it may change has more than copies).
-func RemoveCopies(parts []Partition, copies int, up []string, skip func(p int) bool, limit int) []int {
+// lowered. The preferred leader stays. A voter on a node of failed (down
+// longer than the failover timeout) goes first, as Failover would take
+// it: it drops its copy when it returns. Of the others, the one on the
+// node holding the most copies goes first (then the first by name), so
+// that the copies stay balanced over the nodes as they were; each is added
+// to the entry's Shed: its node stays a member of the partition's Raft
+// group, keeping its copy, until the conf change removing it (proposed by
+// the group's leader, replica.Host.SetTarget) applies there. A partition
+// is left alone while a voter is on a node neither up nor failed (it
+// would rejoin as a member the group may no longer have: failover or its
+// return comes first), its preferred leader is not up, or its voters up
+// are no majority of its voters (its group could not commit the change),
+// and so are those skip holds back (nil: none; a partition with a
+// follower lagging: the voters left must be able to commit without the
+// ones going); at most limit partitions change (limit <= 0: no bound).
+// Each changed entry's epoch is incremented; RemoveCopies returns the
+// changed partition numbers, sorted (none once no partition it may
+// change has more than copies).
+func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(p int) bool, limit int) []int {
 	copies = max(copies, 1)
-	isUp := map[string]bool{}
+	isUp, isFailed := map[string]bool{}, map[string]bool{}
 	for _, n := range up {
 		isUp[n] = true
+	}
+	for _, n := range failed {
+		isFailed[n] = !isUp[n]
 	}
 	held, _ := loads(parts)
 	var changed []int
@@ -371,10 +378,16 @@ func RemoveCopies(parts []Partition, copies int, up []string, skip func(p int) b
 			break
 		}
 		p := &parts[i]
-		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, p.Leader) {
+		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, p.Leader) || !isUp[p.Leader] {
 			continue
 		}
-		if slices.ContainsFunc(p.Voters, func(v string) bool { return !isUp[v] }) {
+		live := 0
+		for _, v := range p.Voters {
+			if isUp[v] {
+				live++
+			}
+		}
+		if live <= len(p.Voters)/2 || slices.ContainsFunc(p.Voters, func(v string) bool { return !isUp[v] && !isFailed[v] }) {
 			continue
 		}
 		voters := slices.Clone(p.Voters)
@@ -382,15 +395,20 @@ func RemoveCopies(parts []Partition, copies int, up []string, skip func(p int) b
 		for len(voters) > copies {
 			out := -1
 			for j, v := range voters {
-				if v == p.Leader {
-					continue
-				}
-				if out < 0 || held[v] > held[voters[out]] || held[v] == held[voters[out]] && v < voters[out] {
+				switch {
+				case v == p.Leader:
+				case out < 0, isFailed[v] && !isFailed[voters[out]]:
+					out = j
+				case isFailed[v] != isFailed[voters[out]]:
+				case held[v] > held[voters[out]] || held[v] == held[voters[out]] && v < voters[out]:
 					out = j
 				}
 			}
-			held[voters[out]]--
-			shed = append(shed, voters[out])
+			v := voters[out]
+			held[v]--
+			if !isFailed[v] {
+				shed = append(shed, v)
+			}
 			voters = slices.Delete(voters, out, out+1)
 		}
 		p.Voters, p.Shed = voters, shed

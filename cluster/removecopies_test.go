@@ -13,7 +13,7 @@ func removeInPasses(t *testing.T, parts []Partition, copies int, up []string, st
 	t.Helper()
 	for passes := 0; passes <= len(parts); passes++ {
 		before := clonePartitions(parts)
-		changed := RemoveCopies(parts, copies, up, nil, step)
+		changed := RemoveCopies(parts, copies, up, nil, nil, step)
 		if len(changed) == 0 {
 			return passes
 		}
@@ -114,13 +114,16 @@ func TestRemoveCopiesThreeNodes(t *testing.T) {
 }
 
 // A partition held back by skip, or with a voter on a node that is down,
-// keeps its voters; the others lose theirs.
+// keeps its voters; the others lose theirs. Once that node is failed over
+// (down for the failover timeout), its voters go first, not shed (it
+// drops its copy when it returns, as a failed-over node does), except
+// where the voters up are no majority.
 func TestRemoveCopiesSkipAndDown(t *testing.T) {
 	nodes := names(4)
 	parts := Place(nodes, 32, 3)
 	skip := func(p int) bool { return p%4 == 1 }
 	up := []string{"n1", "n2", "n3"} // n4 is down
-	changed := RemoveCopies(parts, 2, up, skip, 0)
+	changed := RemoveCopies(parts, 2, up, nil, skip, 0)
 	for i, p := range parts {
 		held := skip(i) || slices.Contains(p.Voters, "n4")
 		if held == slices.Contains(changed, i) {
@@ -136,6 +139,45 @@ func TestRemoveCopiesSkipAndDown(t *testing.T) {
 	if len(changed) == 0 {
 		t.Fatal("nothing changed")
 	}
+
+	// n4 failed over (but the map still lists it: Failover found no
+	// spare), and n3 down: where n3 and n4 are both voters, only the
+	// leader is up, and nothing moves.
+	parts = Place(nodes, 32, 3)
+	before := clonePartitions(parts)
+	changed = RemoveCopies(parts, 1, []string{"n1", "n2"}, []string{"n3", "n4"}, nil, 0)
+	for i, p := range parts {
+		was := before[i]
+		if !slices.Contains(was.Voters, "n4") || slices.Contains(was.Voters, "n3") || !slices.Contains([]string{"n1", "n2"}, was.Leader) {
+			continue
+		}
+		if !slices.Contains(changed, i) || len(p.Voters) != 1 || p.Voters[0] != was.Leader {
+			t.Fatalf("partition %d: %+v -> %+v, changed %v", i, was, p, slices.Contains(changed, i))
+		}
+		if slices.Contains(p.Shed, "n4") || len(p.Shed) != 1 {
+			t.Fatalf("partition %d: %+v -> %+v: want the up voter shed, the failed one not", i, was, p)
+		}
+	}
+	for i, p := range parts {
+		if slices.Contains(before[i].Voters, "n3") && slices.Contains(before[i].Voters, "n4") && slices.Contains(changed, i) {
+			t.Fatalf("partition %d with one voter up of three changed: %+v", i, p)
+		}
+	}
+	// To two copies: a failed voter goes before any up one.
+	parts = Place(nodes, 32, 3)
+	before = clonePartitions(parts)
+	changed = RemoveCopies(parts, 2, nodes[:3], []string{"n4"}, nil, 0)
+	for i, p := range parts {
+		if before[i].Leader == "n4" { // Failover moves a leadership off a node down first
+			if slices.Contains(changed, i) {
+				t.Fatalf("partition %d led by a node down changed: %+v", i, p)
+			}
+			continue
+		}
+		if slices.Contains(before[i].Voters, "n4") && (!slices.Contains(changed, i) || slices.Contains(p.Voters, "n4") || p.Shed != nil) {
+			t.Fatalf("partition %d: %+v -> %+v", i, before[i], p)
+		}
+	}
 }
 
 // A shed node failed over leaves the Shed lists of the partitions whose
@@ -144,7 +186,7 @@ func TestRemoveCopiesSkipAndDown(t *testing.T) {
 func TestFailoverUnshedsADownNode(t *testing.T) {
 	nodes := names(3)
 	parts := Place(nodes, 64, 3)
-	RemoveCopies(parts, 1, nodes, nil, 0)
+	RemoveCopies(parts, 1, nodes, nil, nil, 0)
 	before := clonePartitions(parts)
 	// n3 down alone: every partition shedding it has two of three members up.
 	changed := Failover(parts, "n3", []string{"n1", "n2"})
@@ -164,7 +206,7 @@ func TestFailoverUnshedsADownNode(t *testing.T) {
 	// n2 and n3 down: n1 alone is up of each partition's three members,
 	// so n2 stays shed wherever it is.
 	parts = Place(nodes, 64, 3)
-	RemoveCopies(parts, 1, nodes, nil, 0)
+	RemoveCopies(parts, 1, nodes, nil, nil, 0)
 	before = clonePartitions(parts)
 	Failover(parts, "n2", []string{"n1"})
 	for i, p := range parts {

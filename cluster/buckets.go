@@ -88,10 +88,10 @@ func ReadBucket(ctx context.Context, cli *clientv3.Client, name string) (BucketD
 // UpdateBucket replaces the settings of the bucket's definition of the
 // same name and UUID with def's, in a transaction conditioned on the
 // definition not having changed since it was read (retried when it had).
-// A def without a replicaNumber keeps the definition's; a higher one
-// raises it, and the orchestrator adds the partitions' copies, a step at a
-// time (AddCopies); a lower one is refused with engine.ErrInvalidSetting,
-// changing nothing (a copy taken from a live node is not supported yet).
+// A def without a replicaNumber keeps the definition's; another one (0..
+// engine.MaxReplicas, else engine.ErrInvalidSetting, changing nothing) is
+// the definition's, and the orchestrator adds the partitions' copies
+// (AddCopies) or takes the surplus away (RemoveCopies), a step at a time.
 // ErrBucketNotDefined when the cluster defines no such incarnation
 // (deleted, or created again); nothing is written when the settings are
 // already def's. ErrUnavailable when etcd did not take it within
@@ -112,9 +112,8 @@ func updateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 		}
 		if n, ok := def.ReplicaNumber.Get(); !ok {
 			def.ReplicaNumber = cur.ReplicaNumber
-		} else if n < cur.Replicas() {
-			return fmt.Errorf("%w: replicaNumber: a cluster bucket's replicaNumber can be raised, not lowered (bucket %q has %d; %d asked)",
-				engine.ErrInvalidSetting, def.Name, cur.Replicas(), n)
+		} else if n < 0 || n > engine.MaxReplicas {
+			return fmt.Errorf("%w: replicaNumber: bucket %q: %d is not 0..%d", engine.ErrInvalidSetting, def.Name, n, engine.MaxReplicas)
 		}
 		if cur.BucketSettings == def.BucketSettings {
 			return nil

@@ -147,15 +147,27 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		m, _, err := ReadMap(ctx, cli, "b")
 		return err == nil && m != nil && m.Copies == 2, fmt.Sprint(m != nil && m.Copies == 2, err)
 	})
-	// Lowered: refused, nothing written (a live copy is not taken away).
-	upd.ReplicaNumber = engine.Replicas(0)
+	// Out of 0..3: refused, nothing written.
+	upd.ReplicaNumber = engine.Replicas(engine.MaxReplicas + 1)
 	upd.MaxTTL = 90
 	if err := UpdateBucket(ctx, cli, upd); !errors.Is(err, engine.ErrInvalidSetting) || !strings.Contains(err.Error(), "replicaNumber") {
-		t.Fatalf("lowering replicaNumber: %v, want ErrInvalidSetting naming replicaNumber", err)
+		t.Fatalf("replicaNumber %d: %v, want ErrInvalidSetting naming replicaNumber", engine.MaxReplicas+1, err)
 	}
 	if got, _, err := ReadBucket(ctx, cli, "b"); err != nil || got.Replicas() != 1 || got.MaxTTL != 60 {
 		t.Fatalf("after a refused update: %+v %v", got, err)
 	}
+	// Lowered: written, and the map wants one copy again.
+	upd.ReplicaNumber = engine.Replicas(0)
+	if err := UpdateBucket(ctx, cli, upd); err != nil {
+		t.Fatalf("lowering replicaNumber: %v", err)
+	}
+	if got, _, err := ReadBucket(ctx, cli, "b"); err != nil || got.Replicas() != 0 || got.MaxTTL != 90 {
+		t.Fatalf("after lowering replicaNumber: %+v %v", got, err)
+	}
+	eventually(t, "the map wants one copy", func() (bool, string) {
+		m, _, err := ReadMap(ctx, cli, "b")
+		return err == nil && m != nil && m.Copies == 1, fmt.Sprint(m != nil && m.Copies == 1, err)
+	})
 
 	// A map placed from a read made before a deletion: the orchestrator
 	// removes it.
@@ -168,7 +180,7 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		return m == nil && err == nil, fmt.Sprint(m, err)
 	})
 
-	want := []string{"delete had", "put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60", "put b u2 maxTTL=60"}
+	want := []string{"delete had", "put b u1 maxTTL=0", "delete b", "put b u2 maxTTL=0", "put b u2 maxTTL=60", "put b u2 maxTTL=60", "put b u2 maxTTL=90"}
 	eventually(t, "the watcher sees every change", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -38,8 +38,10 @@ type Orchestrator struct {
 const leaderStep = 64
 
 // copyStep bounds how many partitions of a bucket one reconcile gives
-// more copies (AddCopies) after its replicaNumber was raised: each copy
-// added is a snapshot of the partition sent to its new node.
+// more copies (AddCopies) after its replicaNumber was raised, or takes
+// copies from (RemoveCopies) after it was lowered: each copy added is a
+// snapshot of the partition sent to its new node, each one taken away a
+// conf change of its group.
 const copyStep = 64
 
 // wantsCopies reports whether AddCopies could change some partition of m:
@@ -53,6 +55,17 @@ func wantsCopies(m *PartitionMap, settled []string) bool {
 					return true
 				}
 			}
+		}
+	}
+	return false
+}
+
+// wantsFewer reports whether some partition of m has more voters than
+// m.Copies (RemoveCopies takes them away).
+func wantsFewer(m *PartitionMap) bool {
+	for _, p := range m.Partitions {
+		if len(p.Voters) > m.Copies {
+			return true
 		}
 	}
 	return false
@@ -106,8 +119,10 @@ func (o *Orchestrator) fenced(ctx context.Context, key string, readRev int64, op
 // reconcile brings the maps in line with the cluster state once: it places
 // the partitions of buckets without a map (once every listed peer is up,
 // or the failover timeout after the term began), fails over nodes down
-// longer than the failover timeout, clears the degraded mark where
-// every copy is back, and evens out the preferred leaders (EvenLeaders,
+// longer than the failover timeout, brings each partition's copies to
+// the bucket's replicaNumber + 1 (AddCopies, RemoveCopies: copyStep
+// partitions a step, a step once the last one's settled), clears the
+// degraded mark where every copy is back, and evens out the preferred leaders (EvenLeaders,
 // leaderStep moves per bucket) of a bucket whose voters (of partitions not
 // degraded) have all been up for LeaderSettle, and this term failed over
 // nothing of for LeaderSettle, keeping where they are the leaderships of
@@ -207,26 +222,37 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 				o.logger.Warn("cluster: failed over node's partitions", "bucket", name, "node", down, "partitions", len(c))
 			}
 		}
-		if want := def.Replicas() + 1; want > m.Copies { // raised (UpdateBucket refuses lowering it)
-			o.logger.Info("cluster: bucket's replicaNumber raised: its partitions get more copies", "bucket", name, "copies", want, "were", m.Copies)
+		if want := def.Replicas() + 1; want != m.Copies {
+			how := "raised: its partitions get more copies"
+			if want < m.Copies {
+				how = "lowered: its partitions shed copies"
+			}
+			o.logger.Info("cluster: bucket's replicaNumber "+how, "bucket", name, "copies", want, "were", m.Copies)
 			m.Copies = want
 			changed++
 		}
-		// Copies added (AddCopies) a step at a time: each is a snapshot
-		// sent to its node, so the next step waits for the last one's
-		// copies to arrive (o.settle, and no partition whose leader
+		// Copies added (AddCopies) or taken away (RemoveCopies) a step at
+		// a time: each copy added is a snapshot sent to its node, each one
+		// taken away a conf change, so the next step waits for the last
+		// one's to be done (o.settle, and no partition whose leader
 		// reports a follower lagging).
-		if at, ok := o.movedAt[name]; wantsCopies(m, settled) && (!ok || now.Sub(at) >= o.settle) {
+		if at, ok := o.movedAt[name]; (wantsCopies(m, settled) || wantsFewer(m)) && (!ok || now.Sub(at) >= o.settle) {
 			if lagging == nil {
 				if lagging, err = o.laggingPartitions(ctx, st); err != nil {
 					return err
 				}
 			}
 			held := lagging[name]
-			if c := AddCopies(m.Partitions, m.Copies, up, settled, func(p int) bool { return held[p] }, copyStep); len(c) > 0 {
+			skip := func(p int) bool { return held[p] }
+			if c := AddCopies(m.Partitions, m.Copies, up, settled, skip, copyStep); len(c) > 0 {
 				changed += len(c)
 				o.movedAt[name] = now
 				o.logger.Info("cluster: added partitions' copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))
+			}
+			if c := RemoveCopies(m.Partitions, m.Copies, up, failed, skip, copyStep); len(c) > 0 {
+				changed += len(c)
+				o.movedAt[name] = now
+				o.logger.Info("cluster: partitions shed copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))
 			}
 		}
 		if c := Recover(m.Partitions, m.Copies, up); len(c) > 0 {

@@ -23,6 +23,13 @@ type Partition struct {
 	// bucket wants: too few nodes when it was placed, or a voter failed
 	// over with no spare node to take its place.
 	Degraded bool `json:"degraded,omitempty"`
+	// Shed are the nodes a lowering of the bucket's replicaNumber took
+	// out of Voters (RemoveCopies): unlike a failed-over node, each stays
+	// a member of the partition's Raft group, keeping its copy, until the
+	// conf change removing it applies there (then it leaves the group and
+	// drops the copy). A node leaves the list when it is made a voter
+	// again (AddCopies) or failed over (Failover).
+	Shed []string `json:"shed,omitempty"`
 }
 
 // PartitionMap is a bucket's partition map, as stored under
@@ -176,11 +183,34 @@ func Failover(parts []Partition, down string, up []string) []int {
 	var changed []int
 	for i := range parts {
 		p := &parts[i]
+		old := *p
+		// A shed node down this long is out of the list once the
+		// partition's other members up (its voters and the rest of its
+		// shed nodes: at most the group's configuration) are a majority
+		// of them: the conf change removing it needs no vote of its, and
+		// when it comes back, not shed, it leaves the group as a
+		// failed-over node does. Else it stays shed: were it to drop its
+		// copy on its return, the group might never commit that change.
+		unshed := false
+		if slices.Contains(p.Shed, down) {
+			live := 0
+			for _, v := range slices.Concat(p.Voters, p.Shed) {
+				if isUp[v] {
+					live++
+				}
+			}
+			if live > (len(p.Voters)+len(p.Shed))/2 {
+				unshed = dropShed(p, down)
+			}
+		}
 		at := slices.Index(p.Voters, down)
 		if at < 0 {
+			if unshed {
+				p.Epoch++
+				changed = append(changed, i)
+			}
 			continue
 		}
-		old := *p
 		live := 0
 		for _, v := range p.Voters {
 			if isUp[v] {
@@ -194,6 +224,7 @@ func Failover(parts []Partition, down string, up []string) []int {
 		if spare != "" {
 			p.Voters = slices.Clone(p.Voters)
 			p.Voters[at] = spare
+			dropShed(p, spare)
 			copies[down]--
 			copies[spare]++
 		} else {
@@ -206,12 +237,26 @@ func Failover(parts []Partition, down string, up []string) []int {
 				leads[l]++
 			}
 		}
-		if p.Leader != old.Leader || p.Degraded != old.Degraded || !slices.Equal(p.Voters, old.Voters) {
+		if p.Leader != old.Leader || p.Degraded != old.Degraded || !slices.Equal(p.Voters, old.Voters) || !slices.Equal(p.Shed, old.Shed) {
 			p.Epoch++
 			changed = append(changed, i)
 		}
 	}
 	return changed
+}
+
+// dropShed takes node out of p's shed nodes (a copy of the list, so that
+// an entry shared with an older map is not changed), and reports whether
+// it was one.
+func dropShed(p *Partition, node string) bool {
+	if !slices.Contains(p.Shed, node) {
+		return false
+	}
+	p.Shed = slices.DeleteFunc(slices.Clone(p.Shed), func(n string) bool { return n == node })
+	if len(p.Shed) == 0 {
+		p.Shed = nil
+	}
+	return true
 }
 
 // Recover clears the degraded mark of partitions that have all the copies
@@ -255,10 +300,9 @@ func Recover(parts []Partition, copies int, up []string) []int {
 //
 // The Raft groups follow the map: a group's leader adds the new voter by a
 // conf change, and the new node joins empty and is sent a snapshot
-// (replica.Host.SetTarget). Copies are never taken away here: a voter
-// removed while alive must leave its group only once the group's
-// configuration no longer has it, which only failover (a node down) does
-// today.
+// (replica.Host.SetTarget). A node the partition shed (RemoveCopies) may
+// be chosen, and is then no longer shed. Copies are never taken away
+// here: RemoveCopies does that.
 func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p int) bool, limit int) []int {
 	isUp := map[string]bool{}
 	for _, n := range up {
@@ -283,16 +327,93 @@ func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p 
 				break
 			}
 			voters = append(voters, spare)
+			dropShed(p, spare)
 			held[spare]++
 		}
 		p.Voters = voters
 		if len(voters) < copies {
 			p.Degraded = true
 		}
-		if p.Degraded != old.Degraded || !slices.Equal(p.Voters, old.Voters) {
+		if p.Degraded != old.Degraded || !slices.Equal(p.Voters, old.Voters) || !slices.Equal(p.Shed, old.Shed) {
 			p.Epoch++
 			changed = append(changed, i)
 		}
+	}
+	return changed
+}
+
+// RemoveCopies takes surplus voters out of partitions that have more than
+// copies (at least one), in place: after a bucket's replicaNumber was
+// lowered. The preferred leader stays. A voter on a node of failed (down
+// longer than the failover timeout) goes first, as Failover would take
+// it: it drops its copy when it returns. Of the others, the one on the
+// node holding the most copies goes first (then the first by name), so
+// that the copies stay balanced over the nodes as they were; each is added
+// to the entry's Shed: its node stays a member of the partition's Raft
+// group, keeping its copy, until the conf change removing it (proposed by
+// the group's leader, replica.Host.SetTarget) applies there. A partition
+// is left alone while a voter is on a node neither up nor failed (it
+// would rejoin as a member the group may no longer have: failover or its
+// return comes first), its preferred leader is not up, or its voters up
+// are no majority of its voters (its group could not commit the change),
+// and so are those skip holds back (nil: none; a partition with a
+// follower lagging: the voters left must be able to commit without the
+// ones going); at most limit partitions change (limit <= 0: no bound).
+// Each changed entry's epoch is incremented; RemoveCopies returns the
+// changed partition numbers, sorted (none once no partition it may
+// change has more than copies).
+func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(p int) bool, limit int) []int {
+	copies = max(copies, 1)
+	isUp, isFailed := map[string]bool{}, map[string]bool{}
+	for _, n := range up {
+		isUp[n] = true
+	}
+	for _, n := range failed {
+		isFailed[n] = !isUp[n]
+	}
+	held, _ := loads(parts)
+	var changed []int
+	for i := range parts {
+		if limit > 0 && len(changed) >= limit {
+			break
+		}
+		p := &parts[i]
+		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, p.Leader) || !isUp[p.Leader] {
+			continue
+		}
+		live := 0
+		for _, v := range p.Voters {
+			if isUp[v] {
+				live++
+			}
+		}
+		if live <= len(p.Voters)/2 || slices.ContainsFunc(p.Voters, func(v string) bool { return !isUp[v] && !isFailed[v] }) {
+			continue
+		}
+		voters := slices.Clone(p.Voters)
+		shed := slices.Clone(p.Shed)
+		for len(voters) > copies {
+			out := -1
+			for j, v := range voters {
+				switch {
+				case v == p.Leader:
+				case out < 0, isFailed[v] && !isFailed[voters[out]]:
+					out = j
+				case isFailed[v] != isFailed[voters[out]]:
+				case held[v] > held[voters[out]] || held[v] == held[voters[out]] && v < voters[out]:
+					out = j
+				}
+			}
+			v := voters[out]
+			held[v]--
+			if !isFailed[v] {
+				shed = append(shed, v)
+			}
+			voters = slices.Delete(voters, out, out+1)
+		}
+		p.Voters, p.Shed = voters, shed
+		p.Epoch++
+		changed = append(changed, i)
 	}
 	return changed
 }

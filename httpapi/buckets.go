@@ -174,7 +174,7 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	// replicaNumber, 0..3 (Couchbase's range; Validate reports one outside
 	// it): without it a new bucket takes the engine's default (1, as
 	// Couchbase's; a cluster's 2), and an update keeps the bucket's. On a
-	// cluster it may be raised, not lowered (cluster.UpdateBucket); on a
+	// cluster a change adds or removes copies (cluster.UpdateBucket); on a
 	// single node it is kept, with no effect.
 	if vals.Has("replicaNumber") {
 		n, err := strconv.Atoi(strings.TrimSpace(vals.Get("replicaNumber")))

@@ -314,10 +314,10 @@ func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 // changed on this node are written to its definition before the change is
 // made here (every node then applies them); a change the cluster did not
 // take (no quorum, the bucket deleted meanwhile) is refused and changes
-// nothing. A higher replicaNumber is written so too, and the orchestrator
-// adds the partitions' copies (cluster.AddCopies); a lower one is refused
-// by cluster.UpdateBucket (engine.ErrInvalidSetting, a 400). A change
-// applied from the definition is not written back.
+// nothing. Another replicaNumber is written so too, and the orchestrator
+// adds the partitions' copies (cluster.AddCopies) or takes the surplus
+// away (cluster.RemoveCopies). A change applied from the definition is not
+// written back.
 func (c *clusterBuckets) PrepareSettings(ctx context.Context, b *engine.Bucket, old, updated engine.BucketSettings) error {
 	c.mu.Lock()
 	a, applying := c.applying[updated.Name]

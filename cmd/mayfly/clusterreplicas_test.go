@@ -81,14 +81,21 @@ func TestClusterBucketTakesItsReplicaNumber(t *testing.T) {
 		t.Errorf("GET the bucket: replicaNumber %v; want 1", got.ReplicaNumber)
 	}
 
-	// Lowering it is refused, changing nothing (a live copy is not taken
-	// away); an update repeating it (an SDK's UpdateBucket sends the
-	// settings it read) goes through, and so does raising it (the
-	// orchestrator adds copies where it has nodes: this cluster has one).
-	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=0&maxTTL=30"); code != http.StatusBadRequest || !strings.Contains(string(body), "replicaNumber") {
-		t.Errorf("lowering replicaNumber: %d %s; want 400 naming replicaNumber", code, body)
+	// One beyond 3 is refused, changing nothing; lowering it goes through
+	// (the orchestrator sheds copies where there are more: this cluster
+	// has one node), as do an update repeating it (an SDK's UpdateBucket
+	// sends the settings it read) and raising it (the orchestrator adds
+	// copies where it has nodes).
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=4&maxTTL=30"); code != http.StatusBadRequest || !strings.Contains(string(body), "replicaNumber") {
+		t.Errorf("replicaNumber=4: %d %s; want 400 naming replicaNumber", code, body)
+	}
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=0&maxTTL=35"); code != http.StatusOK || !strings.Contains(string(body), `"replicaNumber":0`) {
+		t.Errorf("lowering replicaNumber: %d %s", code, body)
 	}
 	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=1&maxTTL=40"); code != http.StatusOK {
+		t.Errorf("raising replicaNumber again: %d %s", code, body)
+	}
+	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=1"); code != http.StatusOK {
 		t.Errorf("an update repeating replicaNumber: %d %s", code, body)
 	}
 	if code, body := req(http.MethodPost, "/pools/default/buckets/one", "replicaNumber=3"); code != http.StatusOK {
@@ -112,7 +119,7 @@ func TestClusterBucketTakesItsReplicaNumber(t *testing.T) {
 			t.Errorf("GET bucket %s: %d %.300s; want replicaNumber %d", name, code, body, want)
 		}
 		if name == "one" && got.MaxTTL != 40 {
-			t.Errorf("bucket one's maxTTL %d, want 40 (the refused change left it, the next one set it)", got.MaxTTL)
+			t.Errorf("bucket one's maxTTL %d, want 40 (the refused change left it, the later ones set it)", got.MaxTTL)
 		}
 	}
 }

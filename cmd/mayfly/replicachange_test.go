@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mayflydb/mayfly/cluster"
 )
 
 // copiesOnNodes checks that every partition of bucket's map
@@ -69,8 +72,10 @@ func post(t *testing.T, n *procNode, path string, form url.Values) int {
 // Raised to 1, then to 2, through different nodes, every partition gets
 // new voters, which join their groups and are sent a snapshot: the item
 // counts add up to two, then three, copies, documents written after each
-// change too. Every acknowledged write reads the same from every node
-// throughout. Lowering it is refused (400), changing nothing.
+// change too. Lowered to 0 again, every partition sheds the copies beside
+// its preferred leader's: the item counts add up to one copy again, and
+// writes made during the change and after it too. Every acknowledged write
+// reads the same from every node throughout.
 func TestReplicaNumberRaisedAddsCopies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
@@ -117,12 +122,65 @@ func TestReplicaNumberRaisedAddsCopies(t *testing.T) {
 			return copiesOnNodes(nodes, peers, "r", copies, int64(len(acked)))
 		})
 	}
-	readEverywhere("at the end")
-	if code := post(t, nodes[0], "/pools/default/buckets/r", url.Values{"replicaNumber": {"1"}}); code != http.StatusBadRequest {
-		t.Errorf("lowering replicaNumber: %d, want 400", code)
+	readEverywhere("with three copies")
+
+	// Lowered from 2 to 0: each partition keeps its preferred leader's
+	// copy; the two others leave their groups once the conf change
+	// removing them applied (had they left at once, the partition would
+	// have had no majority to commit it, nor any write after it), and
+	// drop their documents.
+	before, err := readMap(peers, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, nodes[0], "/pools/default/buckets/r", url.Values{"replicaNumber": {"0"}}); code != http.StatusOK {
+		t.Fatalf("replicaNumber=0 through %s: %d", nodes[0].name, code)
+	}
+	// Writes go on, one a poll, until the map has one voter per
+	// partition, and ten more while the copies shed leave their groups.
+	during := 0
+	eventuallyT(t, "the map lowered, written to meanwhile", func() error {
+		k := fmt.Sprintf("r/l%d", during)
+		acked[k] = writeAnywhere(t, nodes, http.MethodPut, k, fmt.Sprintf(`{"v":%d}`, during))
+		during++
+		m, err := readMap(peers, "r")
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(m.Partitions, func(p cluster.Partition) bool { return len(p.Voters) > 1 }); i >= 0 {
+			return fmt.Errorf("partition %d: voters %v", i, m.Partitions[i].Voters)
+		}
+		return nil
+	})
+	t.Logf("%d writes while the map was being lowered", during)
+	if m, err := readMap(peers, "r"); err != nil {
+		t.Fatal(err)
+	} else {
+		for p, part := range m.Partitions {
+			if part.Voters[0] != before.Partitions[p].Leader {
+				t.Errorf("partition %d: kept %v, its preferred leader was %s", p, part.Voters, before.Partitions[p].Leader)
+			}
+		}
+	}
+	write("l2-", 10)
+	eventuallyT(t, "one copy of every document again", func() error { return copiesOnNodes(nodes, peers, "r", 1, int64(len(acked))) })
+	readEverywhere("with replicaNumber lowered to 0")
+	for _, n := range nodes {
+		var b struct {
+			ReplicaNumber int `json:"replicaNumber"`
+		}
+		eventuallyT(t, n.name+" shows replicaNumber 0", func() error {
+			if err := nodeReq(n, http.MethodGet, "/pools/default/buckets/r", &b); err != nil {
+				return err
+			}
+			if b.ReplicaNumber != 0 {
+				return fmt.Errorf("replicaNumber %d", b.ReplicaNumber)
+			}
+			return nil
+		})
 	}
 	code, out, errOut := runCmd("cluster", "status", "--peers", strings.Join(peers, ","))
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("bucket r (replicaNumber 2): %d partitions, 0 degraded", testVBuckets)) {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("bucket r (replicaNumber 0): %d partitions, 0 degraded", testVBuckets)) {
 		t.Errorf("cluster status: %d %q %q", code, out, errOut)
 	}
 }

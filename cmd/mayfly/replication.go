@@ -248,9 +248,14 @@ const mapRetry = 5 * time.Second
 // Host drops a group whose conf change removing this node it applied by
 // itself) or once the map's entry is newer than the last one that listed
 // this node (movedAway: a node cut off when it was failed over never
-// receives that conf change), and the documents of a partition it is no voter of and runs no
-// group of are dropped (engine.Bucket.DropPartition: a copy moved away,
-// whose group it left). It reports false when the bucket cannot be replicated or ctx
+// receives that conf change), except where the entry sheds this node (a
+// lowered replicaNumber, cluster.RemoveCopies: it stays a member until the
+// conf change removing it applies here, which the remaining voters may
+// need to commit it; a shed copy whose group this process never ran, one
+// started since, runs it again from the store), and the documents of a
+// partition it is no voter of and runs no group of are dropped
+// (engine.Bucket.DropPartition: a copy moved away or shed, whose group it
+// left). It reports false when the bucket cannot be replicated or ctx
 // ended. The targets are set only for groups just started, or when
 // changed says the map is new.
 func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster.PartitionMap, changed bool) bool {
@@ -262,9 +267,32 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 			return false // detached: a deleted bucket's groups are removed next
 		}
 		id := replica.BucketGroup(b.Name(), uuid, p)
-		voter := slices.Contains(part.Voters, self)
+		voter, shed := slices.Contains(part.Voters, self), slices.Contains(part.Shed, self)
 		holds := r.h.Holds(id)
 		steer := changed
+		if shed && !holds && b.ReplicatedDurable(p) > 0 && !r.wasListed(id) {
+			// A copy shed by a lowering whose group this process never
+			// ran (it started since): the group runs again from what the
+			// store holds, so that this member's vote and log still count
+			// until the conf change removing it applies here. A group the
+			// store no longer holds (it left before the restart) starts
+			// with no configuration: it goes, and its documents with it.
+			sm := replica.NewBucketMachine(b, p, func() bool { return r.gone(inc) })
+			err := r.h.JoinGroup(id, append(slices.Clone(part.Voters), self), sm)
+			if err != nil && !errors.Is(err, replica.ErrGroupExists) {
+				if ctx.Err() != nil {
+					return false
+				}
+				r.logger.Error("replication: restarting the group of a copy being shed (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+				continue
+			}
+			if vs, err := r.h.Voters(id); err != nil || !slices.Contains(vs, self) {
+				moved = append(moved, p)
+				continue
+			}
+			r.list(id, part.Epoch)
+			holds, steer = true, true
+		}
 		if voter && !holds {
 			sm := replica.NewBucketMachine(b, p, func() bool { return r.gone(inc) })
 			var err error
@@ -304,7 +332,7 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 		}
 		if voter {
 			r.list(id, part.Epoch)
-		} else if r.movedAway(id, part.Epoch) {
+		} else if !shed && r.movedAway(id, part.Epoch) {
 			gone = append(gone, id)
 		} else if vs, err := r.h.Voters(id); err == nil && !slices.Contains(vs, self) {
 			gone = append(gone, id)
@@ -327,11 +355,11 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 	// would restart from it rather than join empty). Only once every
 	// group of the map started (a bucket holding documents written before
 	// the node joined returned above).
+	ids := make([]replica.GroupID, len(moved))
+	for i, p := range moved {
+		ids[i] = replica.BucketGroup(b.Name(), uuid, p)
+	}
 	if len(moved) > 0 {
-		ids := make([]replica.GroupID, len(moved))
-		for i, p := range moved {
-			ids[i] = replica.BucketGroup(b.Name(), uuid, p)
-		}
 		if err := r.h.RemoveGroups(ctx, ids); err != nil {
 			if ctx.Err() == nil {
 				r.logger.Warn("replication: removing the stored groups of copies moved away (tried again at the next look at the map)", "bucket", b.Name(), "err", err)
@@ -348,9 +376,19 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 			}
 			return ctx.Err() == nil
 		}
+		r.unlist(ids)
 		r.logger.Info("replication: dropped the documents of copies moved away", "bucket", b.Name(), "partitions", len(moved))
 	}
 	return true
+}
+
+// wasListed reports whether this process ran group id as a voter (or as a
+// shed member) and has not removed it since.
+func (r *replication) wasListed(id replica.GroupID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.listed[id]
+	return ok
 }
 
 // list records that the map entry of epoch listed this node a voter of
@@ -372,10 +410,12 @@ func (r *replication) list(id replica.GroupID, epoch uint64) {
 // though the group's own configuration may still name this node: a node
 // failed over while alive but cut off never receives the conf change
 // removing it (its group would keep campaigning, its copy never dropped,
-// until a restart). Only failover takes a voter out of an entry, and it
-// does so after the node was down for the failover timeout: the majority
-// committed without it all that time, so leaving drops nothing only this
-// copy held.
+// until a restart). Failover takes a voter out of an entry after the node
+// was down for the failover timeout: the majority committed without it all
+// that time, so leaving drops nothing only this copy held. (A lowering
+// takes voters out too, but marks them shed, and applyMap does not ask
+// movedAway about an entry that sheds this node; one that no longer does,
+// the node failed over since, is authoritative again.)
 func (r *replication) movedAway(id replica.GroupID, epoch uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -16,6 +16,7 @@
 # 28091). Needs memcached on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3}
 LEVEL=${LEVEL:-none}
 IOS=${IOS:-goroutines eventloop}
@@ -30,14 +31,6 @@ go build -o "$work/mayfly" ./cmd/mayfly
 go test -c -o "$work/mcbench" ./memcache/
 
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-waitport() {
-	for _ in $(seq 1 300); do
-		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "port $1 never opened" >&2
-	return 1
-}
 mixes() { # pid port label
 	for mix in $MIXES; do
 		local t0 t1 v

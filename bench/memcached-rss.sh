@@ -27,6 +27,7 @@
 # PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 ROUNDS=${ROUNDS:-2}
 TYPES=${TYPES:-couchbase ephemeral memcached}
 AFTER=${AFTER:-35}
@@ -47,14 +48,6 @@ if [ -n "${BASE_BIN:-}" ]; then
 fi
 go test -c -o "$work/mcbench" ./memcache/
 
-waitport() {
-	for _ in $(seq 1 300); do
-		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "port $1 never opened" >&2
-	return 1
-}
 rss() { awk '/^(VmRSS|RssAnon|RssFile)/ {v[$1] = $2} END {printf "%.1f (%.1f + %.1f)", v["VmRSS:"]/1024, v["RssAnon:"]/1024, v["RssFile:"]/1024}' "/proc/$1/status"; }
 kb() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }

@@ -18,6 +18,7 @@
 # 28091 26061). Needs curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SECS=${SECS:-60}
 DOCS=${DOCS:-20000}
 read -r MF_PORT HTTP_PORT PPROF_PORT <<<"${PORTS:-21212 28091 26061}"
@@ -33,14 +34,6 @@ trap cleanup EXIT
 go build -pgo=off -o "$work/mayfly" ./cmd/mayfly
 go test -pgo=off -c -o "$work/mcbench" ./memcache/
 
-waitport() {
-	for _ in $(seq 1 300); do
-		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "port $1 never opened" >&2
-	return 1
-}
 api() { curl -fsS --no-progress-meter -u "Administrator:$PW" "$@"; }
 mixes() {
 	for mix in sets 1set4gets gets; do

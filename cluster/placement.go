@@ -193,13 +193,7 @@ func Failover(parts []Partition, down string, up []string) []int {
 		// copy on its return, the group might never commit that change.
 		unshed := false
 		if slices.Contains(p.Shed, down) {
-			live := 0
-			for _, v := range slices.Concat(p.Voters, p.Shed) {
-				if isUp[v] {
-					live++
-				}
-			}
-			if live > (len(p.Voters)+len(p.Shed))/2 {
+			if countUp(p.Voters, isUp)+countUp(p.Shed, isUp) > (len(p.Voters)+len(p.Shed))/2 {
 				unshed = dropShed(p, down)
 			}
 		}
@@ -211,14 +205,8 @@ func Failover(parts []Partition, down string, up []string) []int {
 			}
 			continue
 		}
-		live := 0
-		for _, v := range p.Voters {
-			if isUp[v] {
-				live++
-			}
-		}
 		spare := ""
-		if live > len(p.Voters)/2 { // else no majority up without it: it stays
+		if countUp(p.Voters, isUp) > len(p.Voters)/2 { // else no majority up without it: it stays
 			spare = leastLoaded(spares, isUp, p.Voters, copies, leads)
 		}
 		if spare != "" {
@@ -243,6 +231,17 @@ func Failover(parts []Partition, down string, up []string) []int {
 		}
 	}
 	return changed
+}
+
+// countUp counts the nodes of nodes that isUp holds up.
+func countUp(nodes []string, isUp map[string]bool) int {
+	n := 0
+	for _, v := range nodes {
+		if isUp[v] {
+			n++
+		}
+	}
+	return n
 }
 
 // dropShed takes node out of p's shed nodes (a copy of the list, so that
@@ -381,13 +380,7 @@ func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(
 		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, p.Leader) || !isUp[p.Leader] {
 			continue
 		}
-		live := 0
-		for _, v := range p.Voters {
-			if isUp[v] {
-				live++
-			}
-		}
-		if live <= len(p.Voters)/2 || slices.ContainsFunc(p.Voters, func(v string) bool { return !isUp[v] && !isFailed[v] }) {
+		if countUp(p.Voters, isUp) <= len(p.Voters)/2 || slices.ContainsFunc(p.Voters, func(v string) bool { return !isUp[v] && !isFailed[v] }) {
 			continue
 		}
 		voters := slices.Clone(p.Voters)

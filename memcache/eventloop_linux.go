@@ -710,7 +710,6 @@ func (c *econn) process() (starved bool) {
 			}
 			// Whole, or all the client will send of it: refused either
 			// way, as the goroutine driver refuses what arrived.
-			c.need = 0
 			c.Write(binaryRefusal(buf))
 			c.rpos = len(c.in) // closing with unread input would reset the answer away
 			c.closing = true

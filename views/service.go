@@ -183,10 +183,7 @@ func (s *Service) load(ctx context.Context, b *engine.Bucket, id string, body []
 	if err != nil {
 		return nil, err
 	}
-	d.Rev = storedRev(b, id)
-	if revNumber(d.Rev) == 0 { // stored before revisions were kept
-		d.Rev = makeRev(1, d.Body)
-	}
+	d.Rev = loadedRev(b, id, d.Body)
 	prog, err := s.pool.Load(d.sources())
 	if err != nil {
 		return nil, fmt.Errorf("views: load %s: %w", id, err)
@@ -207,6 +204,16 @@ func storedRev(b *engine.Bucket, id string) string {
 		return ""
 	}
 	return string(v)
+}
+
+// loadedRev is the revision of stored design document id of b whose body
+// is body: the one recorded, or the first for a design document stored
+// before revisions were kept.
+func loadedRev(b *engine.Bucket, id string, body []byte) string {
+	if rev := storedRev(b, id); revNumber(rev) != 0 {
+		return rev
+	}
+	return makeRev(1, body)
 }
 
 // bumpRev records and returns the next revision of design document id of b,
@@ -546,11 +553,7 @@ func (s *Service) StoredDesignDoc(ctx context.Context, bucket, name string) (*De
 	}
 	if broken != nil {
 		if body, err := bv.Bucket.SystemDoc(id); err == nil {
-			rev := storedRev(bv.Bucket, id)
-			if revNumber(rev) == 0 { // stored before revisions were kept
-				rev = makeRev(1, body)
-			}
-			return &DesignDoc{ID: id, Body: body, Rev: rev}, nil
+			return &DesignDoc{ID: id, Body: body, Rev: loadedRev(bv.Bucket, id, body)}, nil
 		}
 	}
 	return s.DesignDoc(ctx, bucket, name) // missing, or the bucket still warming up

@@ -330,12 +330,10 @@ func TestWarmupEstimatesLargePebbleStore(t *testing.T) {
 	const n = 2500
 	// Values that do not compress, so that the tables are as large as the
 	// documents.
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.NewChaCha8([32]byte{1, 2})
 	for i := range n {
 		pad := make([]byte, 2048)
-		for j := range pad {
-			pad[j] = byte(rng.Uint32())
-		}
+		rng.Read(pad)
 		value := []byte(fmt.Sprintf(`{"pad":"%x"}`, pad))
 		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%05d", i), value, nil); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/httpapi"
+	"github.com/mayflydb/mayfly/internal/racebuild"
 )
 
 // TestAllDocsDuringWarmup asks for _all_docs while the bucket's warm-up is
@@ -32,7 +33,8 @@ func TestAllDocsDuringWarmup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 20000
+	// A quarter under the race detector (make test runs it whole without).
+	n := racebuild.Scale(20000)
 	for i := range n {
 		if _, err := b.DefaultCollection().Upsert(ctx, fmt.Sprintf("k%03d", i), []byte(`{}`), nil); err != nil {
 			t.Fatal(err)

@@ -85,9 +85,14 @@ func TestViewsExpiryModel(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runExpiryModel(t, seed, 30) })
 	}
 	// Enough documents for trees of many nodes, whose cached live
-	// reductions are at stake as documents expire: one seed (~9 s under
-	// the race detector; seeds 101-115 passed when it was written).
-	t.Run("100", func(t *testing.T) { runExpiryModel(t, 100, 3000) })
+	// reductions are at stake as documents expire: one seed (seeds 101-115
+	// passed when it was written). It is sequential work on the small
+	// seeds' goroutines, 28 of the test's 32 CPU-s under the race
+	// detector: it runs in the norace step only.
+	t.Run("100", func(t *testing.T) {
+		racebuild.Skip(t)
+		runExpiryModel(t, 100, 3000)
+	})
 }
 
 // runExpiryModel runs one random history over nDocs document ids.

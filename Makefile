@@ -15,10 +15,6 @@ export GOFLAGS := $(GOFLAGS) -pgo=off
 # fuzzing coordinator at its deadline on a busy machine (golang/go#75804: the
 # target fails with "context deadline exceeded" and no failing input).
 FUZZTIME ?= 3000x
-# make test's fuzz step runs each target for TEST_FUZZTIME executions beyond
-# its seeds: the 16 targets took 98 CPU-s at 300 against 145 at 1000 (the
-# instrumented builds cached), 183 at 3000; `make fuzz` alone runs FUZZTIME.
-TEST_FUZZTIME ?= 300x
 SOAK    ?= 10m
 # CHAOS is how long each of `make chaos`'s cases keeps its cluster under load
 # (and kills); CASES picks some of them (kill,etcd,expiry,views,partition,figures), all
@@ -36,7 +32,8 @@ EVICTION ?= valueOnly
 help:
 	@echo "make run      build and start mayfly serve (data in $(DATA), HTTP on 127.0.0.1:8091, Administrator / $(DEV_PASSWORD))"
 	@echo "             other addresses or flags: make run ARGS=\"--http 127.0.0.1:9000 --memcached 127.0.0.1:9001\""
-	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, model tests whole without it, short fuzzing, the Couchbase SDK tests"
+	@echo "make test     every test: vet, gofmt check, unit and integration tests with -race, model tests whole without it, the fuzz targets' seeds, the Couchbase SDK tests"
+	@echo "make fuzz     fuzz every target for FUZZTIME executions ($(FUZZTIME)) beyond its seeds"
 	@echo "make bench    the benchmarks (figures go in BENCHMARKS.md)"
 	@echo "make bench-pouch  bulk load against pouchdb-server's _bulk_docs (installs it with npm)"
 	@echo "make bench-big    issue 19's large-scale run against a started server (DOCS=5000000 VALUE=1024 QUOTA_MB=1024; ~6 GB of disk, long)"
@@ -68,21 +65,25 @@ run: build
 	@echo "mayfly: development server; log in as Administrator / $(DEV_PASSWORD) (curl -u Administrator:$(DEV_PASSWORD) ...)"
 	MAYFLY_ADMIN_PASSWORD=$(DEV_PASSWORD) ./$(BIN) serve --data $(DATA) $(ARGS)
 
-# The lint (vet, gofmt), fuzz, race-more, norace and sdk steps run even when
-# the race step fails (their failures are worth seeing too); test fails if
-# any did. Lint ran first on its own once, ~30 s of wall time ahead of
-# everything for ~18 CPU-s. They
-# run one after the other beside the race step's `go test ./...` (their
-# output held back and printed after it): the race step leaves the cores
-# idle part of the time, waiting out elections and timeouts, and the fuzz
-# targets count executions (FUZZTIME), not time, so the load changes nothing
-# they check. The fuzz step takes ~2 min, so the others start once ./...'s
-# compiles are in the build cache and end before it does, instead of after
-# it on the critical path. Each step's time is printed at the end.
+# The lint (vet, gofmt), norace, race-more and sdk steps run even when the
+# race step fails (their failures are worth seeing too); test fails if any
+# did. They run one after the other beside the race step's `go test ./...`
+# (their output held back and printed after it): the race step leaves the
+# cores idle part of the time, waiting out elections and timeouts. The steps
+# that build without the race detector go first, so that the others find
+# most of ./...'s race builds in the build cache. Each step's time is printed
+# at the end.
+#
+# Fuzzing is not part of test: every fuzz target's seeds (f.Add and
+# testdata/fuzz) run as tests in the race step, and `make fuzz` explores
+# new inputs. Fuzzing 300 inputs a target here cost ~90-160 CPU-s a run,
+# most of it building and starting the instrumented binaries, on a budget
+# of 10 minutes on two cores, and it made make test's outcome depend on
+# random inputs.
 test: deps tools
 	@status=0; bg=$$(mktemp); t0=$$(date +%s); \
-	{ st=0; for step in lint fuzz race-more norace sdk; do s0=$$(date +%s); \
-	    $(MAKE) --no-print-directory FUZZTIME=$(TEST_FUZZTIME) $$step || st=1; echo "make test: $$step took $$(( $$(date +%s) - s0 )) s"; done; \
+	{ st=0; for step in lint norace race-more sdk; do s0=$$(date +%s); \
+	    $(MAKE) --no-print-directory $$step || st=1; echo "make test: $$step took $$(( $$(date +%s) - s0 )) s"; done; \
 	  exit $$st; } >"$$bg" 2>&1 & bgpid=$$!; \
 	$(MAKE) --no-print-directory race-all || status=1; t1=$$(date +%s); \
 	wait $$bgpid || status=1; cat "$$bg"; rm -f "$$bg"; \
@@ -125,7 +126,9 @@ race-all:
 # 40 times (TestModel in index: 0.7 s without it, 32 s with it) for no race
 # to find where the code under test starts no goroutine. They call
 # racebuild.Skip or racebuild.Scale (internal/racebuild); .ci/noracetargets
-# finds them in the test files.
+# finds them in the test files. Also the tests of the fault injection built
+# in with -tags chaos (`make chaos`'s): they read a file and count bytes, and
+# their own race build of cmd/mayfly cost ~25 CPU-s for 2 s of tests.
 norace:
 	@targets=$$(GO=$(GO) bash .ci/noracetargets $(PKGS)) || exit 1; \
 	echo "$$targets" | while read -r pkg run; do \
@@ -133,26 +136,27 @@ norace:
 		echo "norace $$pkg $$run"; \
 		$(GO) test -count=1 -timeout $(RACE_TIMEOUT) -run "$$run" $$pkg || exit 1; \
 	done
+	$(GO) test -count=1 -timeout $(RACE_TIMEOUT) -tags chaos -run 'TestChaos' ./cmd/mayfly/
 
 # The race step's runs with other flags: the memcached port's other I/O
-# model, the fault injection built in (-tags chaos), and a cluster test
+# model, and a cluster test
 # whose server processes are race-built too (MAYFLY_TEST_RACE_NODES: a race
 # report in a node's output fails it; the race step's run them built without
 # the detector, cmd/mayfly/nodebin_test.go).
 race-more:
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) ./memcache/ -args -memcache.io=goroutines
-	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) -tags chaos -run 'TestChaos' ./cmd/mayfly/
 	MAYFLY_TEST_RACE_NODES=1 $(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) -run '^TestReplicatedClusterSurvivesKill$$' ./cmd/mayfly/
 
 unit:
 	$(GO) test -count=1 $(PKGS)
 
-# Each fuzz target runs briefly from its seed corpus, so a parser regression
-# is caught on every `make test`. The targets are read from the test files
+# Each fuzz target explores FUZZTIME inputs beyond its seeds (which `make
+# test` runs as tests). The targets are read from the test files
 # (.ci/fuzztargets), not listed by building every test binary. A package's
-# instrumented test binary is built once for all its targets (`go test -c`):
-# a build is ~9 CPU-s, a target's run at 300 executions ~3. Each run keeps
-# the inputs `go test -fuzz` would, in the build cache's fuzz corpus.
+# instrumented test binary is built once for all its targets (`go test -c`,
+# ~9 CPU-s in a fresh clone) and run in the package's directory; the inputs
+# found are kept where `go test -fuzz` keeps them, in the build cache's fuzz
+# corpus, and run again first the next time.
 fuzz:
 	@specs=$$(GO=$(GO) bash .ci/fuzztargets $(PKGS)) || exit 1; \
 	bin=$$(mktemp -d) || exit 1; trap 'rm -rf "$$bin"' EXIT; \

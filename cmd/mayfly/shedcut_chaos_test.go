@@ -17,19 +17,19 @@ import (
 )
 
 // oneCopyEach checks bucket once lowered to one copy: every partition's
-// entry has one voter, its preferred leader before (placed), and sheds no
-// node; no leader reports a follower lagging; and each node's own item
-// count (its stats' curr_items) is the number of keys (the bucket's
-// acknowledged documents, without the bucket's prefix) of the partitions
-// it holds.
+// entry has one voter, its preferred leader before (placed); no leader
+// reports a follower lagging; each node's own item count (its stats'
+// curr_items) is the number of keys (the bucket's acknowledged
+// documents, without the bucket's prefix) of the partitions it holds;
+// and no entry sheds a node.
 func oneCopyEach(nodes []*procNode, peers []string, bucket string, placed *cluster.PartitionMap, keys []string) error {
 	m, err := readMap(peers, bucket)
 	if err != nil {
 		return err
 	}
 	for p, part := range m.Partitions {
-		if len(part.Voters) != 1 || part.Voters[0] != placed.Partitions[p].Leader || len(part.Shed) > 0 {
-			return fmt.Errorf("bucket %s partition %d: voters %v, shed %v; placed with leader %s", bucket, p, part.Voters, part.Shed, placed.Partitions[p].Leader)
+		if len(part.Voters) != 1 || part.Voters[0] != placed.Partitions[p].Leader {
+			return fmt.Errorf("bucket %s partition %d: voters %v; placed with leader %s", bucket, p, part.Voters, placed.Partitions[p].Leader)
 		}
 	}
 	st, err := clusterStatus(peers)
@@ -52,6 +52,11 @@ func oneCopyEach(nodes []*procNode, peers []string, bucket string, placed *clust
 		}
 		if s.CurrItems != want[n.name] {
 			return fmt.Errorf("bucket %s: %s holds %d documents, the partitions it leads %d", bucket, n.name, s.CurrItems, want[n.name])
+		}
+	}
+	for p, part := range m.Partitions {
+		if len(part.Shed) > 0 {
+			return fmt.Errorf("bucket %s partition %d: sheds %v", bucket, p, part.Shed)
 		}
 	}
 	return nil

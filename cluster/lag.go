@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,14 +34,12 @@ type Lagging struct {
 // LagPublisher writes a node's lagging followers to the cluster's state
 // when they change.
 type LagPublisher struct {
-	cli  *clientv3.Client
-	node string
-	last []byte
+	rep report
 }
 
 // NewLagPublisher returns the publisher of node's reports.
 func NewLagPublisher(cli *clientv3.Client, node string) *LagPublisher {
-	return &LagPublisher{cli: cli, node: node}
+	return &LagPublisher{rep: report{cli: cli, key: lagPrefix + node, what: node + "'s lagging replicas"}}
 }
 
 // Publish writes lags as the node's report, unless it is what the last
@@ -55,18 +52,7 @@ func (p *LagPublisher) Publish(ctx context.Context, lags []Lagging) error {
 	slices.SortFunc(lags, func(a, b Lagging) int {
 		return strings.Compare(a.Bucket+"\x00"+a.Follower+"\x00"+a.Why, b.Bucket+"\x00"+b.Follower+"\x00"+b.Why)
 	})
-	data, err := json.Marshal(lags)
-	if err != nil {
-		return err
-	}
-	if p.last != nil && bytes.Equal(data, p.last) {
-		return nil
-	}
-	if _, err := p.cli.Put(ctx, lagPrefix+p.node, string(data)); err != nil {
-		return fmt.Errorf("cluster: publishing %s's lagging replicas: %w", p.node, err)
-	}
-	p.last = data
-	return nil
+	return p.rep.publish(ctx, lags)
 }
 
 // readLag reads every node's report, by leader.

@@ -119,7 +119,9 @@ func (o *Orchestrator) fenced(ctx context.Context, key string, readRev int64, op
 // reconcile brings the maps in line with the cluster state once: it places
 // the partitions of buckets without a map (once every listed peer is up,
 // or the failover timeout after the term began), fails over nodes down
-// longer than the failover timeout, brings each partition's copies to
+// longer than the failover timeout, takes out of the partitions' Shed
+// lists the nodes their leaders report gone (ClearShed), brings each
+// partition's copies to
 // the bucket's replicaNumber + 1 (AddCopies, RemoveCopies: copyStep
 // partitions a step, a step once the last one's settled), clears the
 // degraded mark where every copy is back, and evens out the preferred leaders (EvenLeaders,
@@ -179,6 +181,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		}
 	}
 	var lagging map[string]map[int]bool // by bucket, read when first needed
+	var left map[shedLeftKey]bool       // the ShedLeft reports, read when first needed
 
 	// A map whose bucket is no longer defined, or is defined again as
 	// another incarnation, is removed (the deletion's transaction removes
@@ -215,6 +218,22 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 			continue
 		}
 		changed := 0
+		// Shed nodes a leader reports gone from its applied configuration
+		// leave the Shed lists first, matched against the epochs as read.
+		if hasShed(m.Partitions) {
+			if left == nil {
+				if left, err = readShedLeft(ctx, o.cli); err != nil {
+					return err
+				}
+			}
+			uuid := m.UUID
+			if c := ClearShed(m.Partitions, func(p int, epoch uint64, node string) bool {
+				return left[shedLeftKey{name, uuid, p, epoch, node}]
+			}); len(c) > 0 {
+				changed += len(c)
+				o.logger.Info("cluster: shed copies left their groups: taken out of the partitions' shed lists", "bucket", name, "partitions", len(c))
+			}
+		}
 		for _, down := range failed {
 			if c := Failover(m.Partitions, down, up); len(c) > 0 {
 				changed += len(c)

@@ -27,8 +27,11 @@ type Partition struct {
 	// out of Voters (RemoveCopies): unlike a failed-over node, each stays
 	// a member of the partition's Raft group, keeping its copy, until the
 	// conf change removing it applies there (then it leaves the group and
-	// drops the copy). A node leaves the list when it is made a voter
-	// again (AddCopies) or failed over (Failover).
+	// drops the copy). A node leaves the list once the partition's leader
+	// applied that conf change (ClearShed: a node that never receives it,
+	// cut off from the leader, then drops its copy as a failed-over node
+	// does), when it is made a voter again (AddCopies), or when it is
+	// failed over (Failover).
 	Shed []string `json:"shed,omitempty"`
 }
 
@@ -409,6 +412,40 @@ func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(
 		changed = append(changed, i)
 	}
 	return changed
+}
+
+// ClearShed takes out of partitions' Shed lists, in place, the nodes left
+// reports gone from the entry as it is: left(p, epoch, node) says that the
+// leader of partition p applied a configuration without node while p's
+// entry had that epoch (ShedLeft), so the conf change removing it
+// committed. Such a node is no longer needed for its group's majority,
+// and once no entry lists it, as a voter or shed, it drops its copy
+// whether or not the change ever reached it. A report of an older epoch
+// counts for nothing: the node may have been made a voter and shed again
+// since. Each changed entry's epoch is incremented; ClearShed returns the
+// changed partition numbers, sorted (none when called again with the
+// same left, the epochs having moved on).
+func ClearShed(parts []Partition, left func(p int, epoch uint64, node string) bool) []int {
+	var changed []int
+	for i := range parts {
+		p := &parts[i]
+		cleared := false
+		for _, n := range slices.Clone(p.Shed) {
+			if left(i, p.Epoch, n) && dropShed(p, n) {
+				cleared = true
+			}
+		}
+		if cleared {
+			p.Epoch++
+			changed = append(changed, i)
+		}
+	}
+	return changed
+}
+
+// hasShed reports whether some partition of parts sheds a node.
+func hasShed(parts []Partition) bool {
+	return slices.ContainsFunc(parts, func(p Partition) bool { return len(p.Shed) > 0 })
 }
 
 // EvenLeaders evens out preferred leaderships, in place, over the

@@ -88,6 +88,22 @@ func (h *Host) Voters(id GroupID) ([]string, error) {
 	return out, nil
 }
 
+// HasVoter reports whether node is a voter of group id's applied
+// configuration here (either half of a joint one), by its Raft ID, so
+// that a node this Host was never told the name of counts too (Voters
+// shows such a node by its ID only). A group joined empty has no
+// configuration before its leader's snapshot arrives: no node is one of
+// its voters then, this one included.
+func (h *Host) HasVoter(id GroupID, node string) (bool, error) {
+	g, err := h.group(id)
+	if err != nil {
+		return false, err
+	}
+	nid, in := NodeID(node), false
+	g.withRaft(func(*raft.RawNode) { in = slices.Contains(g.voters, nid) })
+	return in, nil
+}
+
 // leaveJoint proposes leaving the joint configuration g's leader found
 // at two steers in a row (g.mu held), and reports whether it did. Raft
 // leaves a joint configuration by itself once its leader applied it, but

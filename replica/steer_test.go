@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -89,6 +90,21 @@ func (c *testCluster) votersAre(n string, want []string) error {
 	return nil
 }
 
+// hasVoter checks that node n's applied configuration of every group
+// holds voter (HasVoter), or does not when want is false.
+func (c *testCluster) hasVoter(n, voter string, want bool) error {
+	for g := range GroupID(c.groups) {
+		got, err := c.host(n).HasVoter(g, voter)
+		if err != nil {
+			return fmt.Errorf("%s group %d: %w", n, g, err)
+		}
+		if got != want {
+			return fmt.Errorf("%s group %d: HasVoter(%s) = %v, want %v", n, g, voter, got, want)
+		}
+	}
+	return nil
+}
+
 // TestConfChangeAddsAndRemovesVoters moves every group from n1,n2,n3 to
 // n2,n3,n4 as a failover with a spare does: n4 joins empty, catches up by
 // snapshot and applies later writes, keeps its membership across a
@@ -115,6 +131,11 @@ func TestConfChangeAddsAndRemovesVoters(t *testing.T) {
 		}
 		return nil
 	})
+	for _, n := range four {
+		if err := c.hasVoter(n, "n1", true); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eventually(t, "n4 holds the writes made before it joined", func() error { return c.hasAll("n4", acked) })
 	if st := c.host("n4").Stats(); st.SnapshotsRestored < groups {
 		t.Errorf("n4 restored %d snapshots, want one a group (%d)", st.SnapshotsRestored, groups)
@@ -146,6 +167,12 @@ func TestConfChangeAddsAndRemovesVoters(t *testing.T) {
 	})
 	for _, n := range three {
 		eventually(t, n+" applied n1's removal", func() error { return c.votersAre(n, three) })
+		if err := c.hasVoter(n, "n1", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.host("n1").HasVoter(0, "n1"); !errors.Is(err, ErrNoGroup) {
+		t.Errorf("HasVoter of a group n1 left: %v, want ErrNoGroup", err)
 	}
 	// A group is out of the Host before its state's deletion is synced.
 	eventually(t, "n1 deleted the state of every group it left", func() error {
@@ -165,6 +192,9 @@ func TestConfChangeAddsAndRemovesVoters(t *testing.T) {
 	c.start("n3")
 	c.target(t, three, func(GroupID) string { return "n2" })
 	eventually(t, "n3 keeps n1's removal across a restart", func() error { return c.votersAre("n3", three) })
+	if err := c.hasVoter("n3", "n1", false); err != nil {
+		t.Fatal(err)
+	}
 	old := c.sm("n1", 0).snapshotData()
 	c.writeAll(ctx, t, "n4", "removed", "3", acked)
 	for _, n := range three {

@@ -30,8 +30,9 @@ func readMap(peers []string, bucket string) (*cluster.PartitionMap, error) {
 	return m, err
 }
 
-// leadersFollowMap checks that every live node's bucket configuration
-// names, for every partition, the map's preferred leader first: for the
+// leadersFollowMap checks that every live node's configuration of the
+// map's bucket names, for every partition, the map's preferred leader
+// first: for the
 // partitions a node holds a copy of, that is the leader its Raft group
 // knows, so the groups' leaders are the map's.
 func leadersFollowMap(nodes []*procNode, m *cluster.PartitionMap) error {
@@ -40,7 +41,7 @@ func leadersFollowMap(nodes []*procNode, m *cluster.PartitionMap) error {
 			continue
 		}
 		var cfg kvConfig
-		if err := nodeReq(n, http.MethodGet, "/pools/default/b/default", &cfg); err != nil {
+		if err := nodeReq(n, http.MethodGet, "/pools/default/b/"+m.Bucket, &cfg); err != nil {
 			return fmt.Errorf("%s: %w", n.name, err)
 		}
 		sm := cfg.VBucketServerMap

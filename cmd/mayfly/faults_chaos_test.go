@@ -15,6 +15,11 @@ import (
 	"github.com/mayflydb/mayfly/replica"
 )
 
+// nodeTags are the build tags of the tests' server processes when they
+// are not this test binary (nodeBinary): a chaos build's, so that its
+// process tests can cut a node's Raft traffic.
+func nodeTags() []string { return []string{"chaos"} }
+
 // The chaos build's --chaos-cut-file: the peers it names are cut, others
 // not; a new content is picked up within the polling interval, an empty
 // or removed file cuts nobody.

@@ -9,6 +9,10 @@ import (
 	"testing"
 )
 
+// nodeTags are the build tags of the tests' server processes when they
+// are not this test binary (nodeBinary): none in a normal build.
+func nodeTags() []string { return nil }
+
 // A normal build has no fault injection: serve does not know the chaos
 // build's --chaos-cut-file (and never sets replica's FaultCut).
 func TestNoFaultInjectionWithoutChaosTag(t *testing.T) {

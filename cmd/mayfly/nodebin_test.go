@@ -32,12 +32,13 @@ const raceNodesEnv = "MAYFLY_TEST_RACE_NODES"
 var nodeBinDir string
 
 // nodeBinary builds mayfly from this package without the race detector,
-// once, into nodeBinDir.
+// once, into nodeBinDir, with the test binary's fault injection
+// (nodeTags: a chaos build's processes take --chaos-cut-file).
 var nodeBinary = sync.OnceValues(func() (string, error) {
 	if nodeBinDir == "" {
 		return "", fmt.Errorf("no directory for the server binary (TestMain makes it)")
 	}
-	return mayflybin.Build(nodeBinDir)
+	return mayflybin.Build(nodeBinDir, nodeTags()...)
 })
 
 // raceNodes reports whether the server processes run race-built (the test

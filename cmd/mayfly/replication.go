@@ -252,10 +252,14 @@ const mapRetry = 5 * time.Second
 // lowered replicaNumber, cluster.RemoveCopies: it stays a member until the
 // conf change removing it applies here, which the remaining voters may
 // need to commit it; a shed copy whose group this process never ran, one
-// started since, runs it again from the store), and the documents of a
-// partition it is no voter of and runs no group of are dropped
-// (engine.Bucket.DropPartition: a copy moved away or shed, whose group it
-// left). It reports false when the bucket cannot be replicated or ctx
+// started since, runs it again from the store; once the partition's
+// leader applied that change the orchestrator takes the node out of the
+// entry's shed list, cluster.ClearShed, and the newer entry, which
+// neither lists nor sheds it, moves the copy away, so that a node cut off
+// from the leader, which never receives the change, leaves too), and the
+// documents of a partition it is no voter of and runs no group of are
+// dropped (engine.Bucket.DropPartition: a copy moved away or shed, whose
+// group it left). It reports false when the bucket cannot be replicated or ctx
 // ended. The targets are set only for groups just started, or when
 // changed says the map is new.
 func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster.PartitionMap, changed bool) bool {
@@ -415,7 +419,9 @@ func (r *replication) list(id replica.GroupID, epoch uint64) {
 // that time, so leaving drops nothing only this copy held. (A lowering
 // takes voters out too, but marks them shed, and applyMap does not ask
 // movedAway about an entry that sheds this node; one that no longer does,
-// the node failed over since, is authoritative again.)
+// the node failed over since or its removal applied by the partition's
+// leader, cluster.ClearShed, is authoritative again: the change
+// committed without this copy.)
 func (r *replication) movedAway(id replica.GroupID, epoch uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

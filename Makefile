@@ -126,9 +126,12 @@ race-all:
 # 40 times (TestModel in index: 0.7 s without it, 32 s with it) for no race
 # to find where the code under test starts no goroutine. They call
 # racebuild.Skip or racebuild.Scale (internal/racebuild); .ci/noracetargets
-# finds them in the test files. Also the tests of the fault injection built
-# in with -tags chaos (`make chaos`'s): they read a file and count bytes, and
-# their own race build of cmd/mayfly cost ~25 CPU-s for 2 s of tests.
+# finds them in the test files. Also cmd/mayfly's tests built with -tags
+# chaos (the fault injection `make chaos` uses): the cut file's reading, and
+# a three-process cluster test with one node's Raft traffic cut
+# (TestChaosShedCopyLeavesACutOffNode); its processes are built without the
+# race detector in any case, and the test binary's race build cost ~25 CPU-s
+# on its own.
 norace:
 	@targets=$$(GO=$(GO) bash .ci/noracetargets $(PKGS)) || exit 1; \
 	echo "$$targets" | while read -r pkg run; do \

@@ -34,7 +34,10 @@ func freeTriple(t *testing.T) int {
 // cluster directory. The failover timeout is long: the orchestrator
 // places the default bucket's partitions on the nodes up once the timeout
 // has passed since its term began, and a node that starts a few seconds
-// after the first two (a busy machine) must still get its share.
+// after the first two (a busy machine) must still get its share. The
+// nodes run race-built in this process: with 64 partitions (testVBuckets),
+// not the default 1,024, whose 3,072 Raft groups cost the race step ~30
+// CPU-s; `make chaos` runs its clusters at 1,024.
 func TestServeCluster(t *testing.T) {
 	// Beside the package's other cluster tests: its three nodes mostly
 	// wait out etcd's forming and the groups' elections. The password is
@@ -56,7 +59,7 @@ func TestServeCluster(t *testing.T) {
 			errs[i] = runServe(ctx, []string{"--data", dirs[i], "--http", "127.0.0.1:0", "--memcached", "", "--kv", "127.0.0.1:0",
 				"--views", "", "--search", "", "--log-level", "error", "--memory-overhead-mb", "-1", "--heap-ratio", "0",
 				"--node", fmt.Sprintf("n%d", i+1), "--peers", peerList, "--cluster-lease", "10s", "--cluster-failover-timeout", "2m",
-				"--admin-password", "password"},
+				"--admin-password", "password", "--num-vbuckets", fmt.Sprint(testVBuckets)},
 				outs[i], io.Discard)
 		})
 	}
@@ -87,7 +90,7 @@ func TestServeCluster(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) { // wall clock: a hang guard (race-built at load 25, the whole test took 52 s)
 		code, o, errOut := runCmd("cluster", "status", "--peers", peerList)
 		out = o
-		if code == 0 && strings.Count(o, " up ") == 3 && strings.Contains(o, "bucket default (replicaNumber 2): 1024 partitions, 0 degraded") &&
+		if code == 0 && strings.Count(o, " up ") == 3 && strings.Contains(o, fmt.Sprintf("bucket default (replicaNumber 2): %d partitions, 0 degraded", testVBuckets)) &&
 			strings.Contains(o, "views cover") {
 			break
 		}
@@ -95,7 +98,7 @@ func TestServeCluster(t *testing.T) {
 			t.Fatalf("cluster status: %d %q %q", code, o, errOut)
 		}
 	}
-	for _, want := range []string{"Documents are replicated", "orchestrator: n", "n1 ", "leads  34", "holds 1024"} {
+	for _, want := range []string{"Documents are replicated", "orchestrator: n", "n1 ", "leads   2", "holds   64"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cluster status lacks %q:\n%s", want, out)
 		}
@@ -121,8 +124,8 @@ func TestServeCluster(t *testing.T) {
 			}
 			sum += st.Buckets[0].Covers[n]
 		}
-		if sum != 1024 {
-			t.Errorf("cluster status: the views cover %d partitions in all, want 1024: %v", sum, st.Buckets[0].Covers)
+		if sum != testVBuckets {
+			t.Errorf("cluster status: the views cover %d partitions in all, want %d: %v", sum, testVBuckets, st.Buckets[0].Covers)
 		}
 	}
 
@@ -176,7 +179,7 @@ func TestServeCluster(t *testing.T) {
 			t.Fatalf("/pools/default nodes: %+v", pools.Nodes)
 		}
 		// The cluster's state for the console: the node asked, an
-		// orchestrator, three nodes up, the default bucket's 1024
+		// orchestrator, three nodes up, the default bucket's
 		// partitions led (each once) and held (three times) by them.
 		c := pools.Cluster
 		if c.ThisNode != "n1" || c.Orchestrator == "" || len(c.Nodes) != 3 || len(c.Buckets) != 1 {
@@ -196,8 +199,8 @@ func TestServeCluster(t *testing.T) {
 			led += c.Buckets[0].Leads[n.Name]
 			held += c.Buckets[0].Holds[n.Name]
 		}
-		if led != 1024 || held != 3*1024 || len(c.Buckets[0].Degraded) != 0 {
-			t.Errorf("mayflyCluster: bucket default led %d held %d degraded %v, want 1024, 3072, none", led, held, c.Buckets[0].Degraded)
+		if led != testVBuckets || held != 3*testVBuckets || len(c.Buckets[0].Degraded) != 0 {
+			t.Errorf("mayflyCluster: bucket default led %d held %d degraded %v, want %d, %d, none", led, held, c.Buckets[0].Degraded, testVBuckets, 3*testVBuckets)
 		}
 		break
 	}

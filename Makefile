@@ -142,10 +142,10 @@ norace:
 	$(GO) test -count=1 -timeout $(RACE_TIMEOUT) -tags chaos -run 'TestChaos' ./cmd/mayfly/
 
 # The race step's runs with other flags: the memcached port's other I/O
-# model, and a cluster test
-# whose server processes are race-built too (MAYFLY_TEST_RACE_NODES: a race
-# report in a node's output fails it; the race step's run them built without
-# the detector, cmd/mayfly/nodebin_test.go).
+# model, and a cluster test whose server processes are race-built too
+# (MAYFLY_TEST_RACE_NODES: a race report in a node's output fails it; the
+# race step's run them built without the detector,
+# cmd/mayfly/nodebin_test.go).
 race-more:
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) ./memcache/ -args -memcache.io=goroutines
 	MAYFLY_TEST_RACE_NODES=1 $(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) -run '^TestReplicatedClusterSurvivesKill$$' ./cmd/mayfly/

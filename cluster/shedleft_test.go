@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -129,6 +130,23 @@ func TestOrchestratorClearsShedOnReport(t *testing.T) {
 	}
 	mapIs("partitions 0 and 3 cleared of the nodes reported gone",
 		want(0, 6, "n3"), want(1, 5, "n2", "n3"), want(2, 5, "n2", "n3"), want(3, 6), want(4, 5, "n2", "n3"))
+	// `mayfly cluster status` shows what each node is still shed from.
+	st, err := ReadStatus(ctx, cli, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := st.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"shed: n2 leaving 6 partitions (replicaNumber lowered): 1-2,4-7",
+		"shed: n3 leaving 7 partitions (replicaNumber lowered): 0-2,4-7",
+	} {
+		if !strings.Contains(text.String(), w) {
+			t.Errorf("status text lacks %q:\n%s", w, text.String())
+		}
+	}
 
 	// From a node that is not up: it counts. Partition 0's report (epoch
 	// 5, now old) changes it no more.

@@ -37,6 +37,11 @@ type BucketStatus struct {
 	Holds map[string]int `json:"holds"`
 	// Degraded lists the degraded partitions.
 	Degraded []int `json:"degraded"`
+	// Shed is, per node, the partitions whose copies a lowered
+	// replicaNumber takes from it (Partition.Shed): each leaves once the
+	// conf change removing it has committed, or its leader reports it
+	// applied (ClearShed).
+	Shed map[string][]int `json:"shed,omitempty"`
 	// Lagging lists the replicas that do not keep up, as the leaders that
 	// are up report them (each a few seconds old at most).
 	Lagging []Lagging `json:"lagging,omitempty"`
@@ -110,6 +115,12 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 				}
 				if p.Degraded {
 					bs.Degraded = append(bs.Degraded, i)
+				}
+				for _, n := range p.Shed {
+					if bs.Shed == nil {
+						bs.Shed = map[string][]int{}
+					}
+					bs.Shed[n] = append(bs.Shed[n], i)
 				}
 			}
 		}
@@ -250,6 +261,9 @@ func (s *Status) WriteText(w io.Writer) error {
 		}
 		if len(bs.Degraded) > 0 {
 			fmt.Fprintf(&b, "  degraded: %s\n", ranges(bs.Degraded))
+		}
+		for _, n := range slices.Sorted(maps.Keys(bs.Shed)) {
+			fmt.Fprintf(&b, "  shed: %s leaving %d partitions (replicaNumber lowered): %s\n", n, len(bs.Shed[n]), shortRanges(bs.Shed[n], 12))
 		}
 		for _, l := range bs.Lagging {
 			fmt.Fprintf(&b, "  lagging: %s behind %s (%s) in %d partitions, at most %d entries: %s\n",

@@ -32,9 +32,8 @@ func readMap(peers []string, bucket string) (*cluster.PartitionMap, error) {
 
 // leadersFollowMap checks that every live node's configuration of the
 // map's bucket names, for every partition, the map's preferred leader
-// first: for the
-// partitions a node holds a copy of, that is the leader its Raft group
-// knows, so the groups' leaders are the map's.
+// first: for the partitions a node holds a copy of, that is the leader
+// its Raft group knows, so the groups' leaders are the map's.
 func leadersFollowMap(nodes []*procNode, m *cluster.PartitionMap) error {
 	for _, n := range nodes {
 		if n.cmd == nil {

@@ -27,6 +27,10 @@ PW=bench-memcached-io
 command -v memcached >/dev/null || { echo "needs memcached (apt-get install memcached)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Every result line also goes to $work/results, which the summary at the end
+# reads: per server and mix, the mean over the rounds of its rate divided by
+# memcached's in the same round, and its mean CPU an operation.
+exec > >(tee "$work/results")
 go build -o "$work/mayfly" ./cmd/mayfly
 go test -c -o "$work/mcbench" ./memcache/
 
@@ -67,3 +71,20 @@ for r in $(seq 1 "$ROUNDS"); do
 		rm -rf "$work/data"
 	done
 done
+# The summary: only means over many alternated rounds say anything on shared
+# cores (single rounds of one binary spread by ±15 %).
+sleep 0.2
+awk '/^round / && /ops\/s/ {
+	srv = ($3 == "memcached") ? "memcached" : $3 " " $4; mix = ($3 == "memcached") ? $4 : $5
+	rate = ($3 == "memcached") ? $5 : $6; cpu = $(NF - 1)
+	if (srv == "memcached") mc[$2, mix] = rate
+	else { sum[srv, mix] += rate / mc[$2, mix]; n[srv, mix]++ }
+	cs[srv, mix] += cpu; cn[srv, mix]++; seen[srv] = 1; mixes[mix] = 1
+}
+END {
+	for (s in seen) for (m in mixes) if (cn[s, m]) {
+		line = sprintf("mean %s %s: %.2f us CPU/op", s, m, cs[s, m] / cn[s, m])
+		if (n[s, m]) line = line sprintf(", %.3fx memcached over %d rounds", sum[s, m] / n[s, m], n[s, m])
+		print line
+	}
+}' "$work/results" | sort

@@ -42,7 +42,7 @@ type Host struct {
 
 	mu     sync.RWMutex
 	groups map[GroupID]*group
-	names  map[uint64]string // NodeID -> name, of every voter of every group
+	names  map[uint64]string // NodeID -> name, of Options.Peers and every voter of every group
 
 	downMu sync.Mutex
 	down   map[uint64]bool // peers whose connection broke or whose lease expired, not heard since
@@ -86,10 +86,11 @@ func Open(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	names, _ := opts.names() // Validate checked them
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
-		groups: map[GroupID]*group{}, names: map[uint64]string{NodeID(opts.Node): opts.Node},
+		groups: map[GroupID]*group{}, names: names,
 		wake: make(chan struct{}, 1), pending: map[uint64]waiter{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}

@@ -54,21 +54,25 @@ func incarnation(b *engine.Bucket) string { return b.Name() + "/" + b.Settings()
 
 // startReplication opens the node's replica.Host: listening on its
 // cluster port, its store under <data>/cluster/raft, peers resolved
-// through etcd.
+// through etcd, every node of --peers known by name from the start (a
+// group restarted from the store reaches the voters of its stored
+// configuration that the map no longer names).
 func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*replication, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
 		return nil, err
 	}
 	listen := ""
+	names := make([]string, 0, len(cc.Peers))
 	for _, p := range cc.Peers {
 		if p.Name == cc.Node {
 			listen = p.Addr()
 		}
+		names = append(names, p.Name)
 	}
 	h, err := replica.Open(replica.Options{
 		Dir: filepath.Join(cfg.data, "cluster", "raft"), Node: cc.Node, Listen: listen,
-		AllowRemote: cfg.cl.remote, TLS: raftTLS(cc.TLS), Resolver: replica.ClusterResolver(n.Client()), Logger: logger,
+		AllowRemote: cfg.cl.remote, TLS: raftTLS(cc.TLS), Resolver: replica.ClusterResolver(n.Client()), Peers: names, Logger: logger,
 		TickInterval: cfg.cl.raftTick, FaultCut: cfg.faults.cut(),
 	})
 	if err != nil {

@@ -421,6 +421,17 @@ func (h *Host) Holds(id GroupID) bool {
 	return err == nil
 }
 
+// Stored reports whether the store holds state of group id (a snapshot or
+// a HardState): a group running here, or one this node ran before a
+// restart and has not left, which AddGroup or JoinGroup would start from
+// that state.
+func (h *Host) Stored(id GroupID) (bool, error) {
+	if h.ctx.Err() != nil {
+		return false, ErrClosed
+	}
+	return h.st.holds(id)
+}
+
 // Leader returns the name of group id's leader as this node last saw it,
 // and false when it knows none.
 func (h *Host) Leader(id GroupID) (string, bool) {

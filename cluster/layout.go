@@ -119,9 +119,16 @@ func (t *TopologyMirror) applyLayoutKVLocked(name string, kv *mvccpb.KeyValue) {
 func (t *TopologyMirror) ClaimedLeaders(bucket, uuid string, n int) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return latestClaims(t.leads[bucket], uuid, n)
+}
+
+// latestClaims returns, for each of n partitions, the node whose record of
+// incarnation uuid names it, the latest written when several do; "" where
+// none does.
+func latestClaims(recs map[string]mirroredLeads, uuid string, n int) []string {
 	out := make([]string, n)
 	revs := make([]int64, n)
-	for node, l := range t.leads[bucket] {
+	for node, l := range recs {
 		if l.rec.UUID != uuid {
 			continue
 		}
@@ -132,4 +139,25 @@ func (t *TopologyMirror) ClaimedLeaders(bucket, uuid string, n int) []string {
 		}
 	}
 	return out
+}
+
+// readRaftLeaders reads bucket's LeadRecords and returns, for each of its
+// n partitions, the node up whose record of incarnation uuid names it, the
+// latest written when several do (ClaimedLeaders, without the nodes down:
+// their groups elected others); "" where none does.
+func readRaftLeaders(ctx context.Context, cli *clientv3.Client, bucket, uuid string, n int, up func(node string) bool) ([]string, error) {
+	resp, err := cli.Get(ctx, layoutPrefix+bucket+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the partitions of %q that each node leads: %w", bucket, err)
+	}
+	recs := map[string]mirroredLeads{}
+	for _, kv := range resp.Kvs {
+		node := strings.TrimPrefix(string(kv.Key), layoutPrefix+bucket+"/")
+		var rec LeadRecord
+		if !up(node) || json.Unmarshal(kv.Value, &rec) != nil {
+			continue
+		}
+		recs[node] = mirroredLeads{rec: rec, rev: kv.ModRevision}
+	}
+	return latestClaims(recs, uuid, n), nil
 }

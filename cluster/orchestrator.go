@@ -268,7 +268,14 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 				o.movedAt[name] = now
 				o.logger.Info("cluster: added partitions' copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))
 			}
-			if c := RemoveCopies(m.Partitions, m.Copies, up, failed, skip, copyStep); len(c) > 0 {
+			var leaders []string // the Raft leaders the nodes up report: the copies a lowering keeps first
+			if wantsFewer(m) {
+				isUp := func(n string) bool { _, ok := st.nodes[n]; return ok }
+				if leaders, err = readRaftLeaders(ctx, o.cli, name, m.UUID, len(m.Partitions), isUp); err != nil {
+					return err
+				}
+			}
+			if c := RemoveCopies(m.Partitions, m.Copies, up, failed, skip, leaders, copyStep); len(c) > 0 {
 				changed += len(c)
 				o.movedAt[name] = now
 				o.logger.Info("cluster: partitions shed copies towards the bucket's replicaNumber", "bucket", name, "copies", m.Copies, "partitions", len(c))

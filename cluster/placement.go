@@ -346,25 +346,33 @@ func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p 
 
 // RemoveCopies takes surplus voters out of partitions that have more than
 // copies (at least one), in place: after a bucket's replicaNumber was
-// lowered. The preferred leader stays. A voter on a node of failed (down
-// longer than the failover timeout) goes first, as Failover would take
-// it: it drops its copy when it returns. Of the others, the one on the
-// node holding the most copies goes first (then the first by name), so
+// lowered. The copy kept first is that of the node whose Raft group leads
+// the partition (leaders[p], from the nodes' LeadRecords; "" or beyond
+// the slice's end: not known) when that node is up and a voter, and it
+// becomes the preferred leader; else the preferred leader's. The group's
+// leader is the node that can commit the change: one the change drops
+// hands its leadership to a kept voter first, and a preferred leader cut
+// off from the group's leader (which is why the group elected another)
+// would never receive it, or, kept beside a copy it cannot reach, leave
+// two voters that cannot elect a leader. A voter on a node of failed
+// (down longer than the failover timeout) goes first, as Failover would
+// take it: it drops its copy when it returns. Of the others, the one on
+// the node holding the most copies goes first (then the first by name), so
 // that the copies stay balanced over the nodes as they were; each is added
 // to the entry's Shed: its node stays a member of the partition's Raft
 // group, keeping its copy, until the conf change removing it (proposed by
 // the group's leader, replica.Host.SetTarget) applies there. A partition
 // is left alone while a voter is on a node neither up nor failed (it
 // would rejoin as a member the group may no longer have: failover or its
-// return comes first), its preferred leader is not up, or its voters up
-// are no majority of its voters (its group could not commit the change),
-// and so are those skip holds back (nil: none; a partition with a
+// return comes first), the copy it would keep first is not up, or its
+// voters up are no majority of its voters (its group could not commit the
+// change), and so are those skip holds back (nil: none; a partition with a
 // follower lagging: the voters left must be able to commit without the
 // ones going); at most limit partitions change (limit <= 0: no bound).
 // Each changed entry's epoch is incremented; RemoveCopies returns the
 // changed partition numbers, sorted (none once no partition it may
 // change has more than copies).
-func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(p int) bool, limit int) []int {
+func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(p int) bool, leaders []string, limit int) []int {
 	copies = max(copies, 1)
 	isUp, isFailed := map[string]bool{}, map[string]bool{}
 	for _, n := range up {
@@ -380,7 +388,11 @@ func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(
 			break
 		}
 		p := &parts[i]
-		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, p.Leader) || !isUp[p.Leader] {
+		keep := p.Leader
+		if i < len(leaders) && leaders[i] != "" && slices.Contains(p.Voters, leaders[i]) && isUp[leaders[i]] {
+			keep = leaders[i]
+		}
+		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, keep) || !isUp[keep] {
 			continue
 		}
 		if countUp(p.Voters, isUp) <= len(p.Voters)/2 || slices.ContainsFunc(p.Voters, func(v string) bool { return !isUp[v] && !isFailed[v] }) {
@@ -392,7 +404,7 @@ func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(
 			out := -1
 			for j, v := range voters {
 				switch {
-				case v == p.Leader:
+				case v == keep:
 				case out < 0, isFailed[v] && !isFailed[voters[out]]:
 					out = j
 				case isFailed[v] != isFailed[voters[out]]:
@@ -407,7 +419,7 @@ func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(
 			}
 			voters = slices.Delete(voters, out, out+1)
 		}
-		p.Voters, p.Shed = voters, shed
+		p.Voters, p.Shed, p.Leader = voters, shed, keep
 		p.Epoch++
 		changed = append(changed, i)
 	}

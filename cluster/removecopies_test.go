@@ -13,7 +13,7 @@ func removeInPasses(t *testing.T, parts []Partition, copies int, up []string, st
 	t.Helper()
 	for passes := 0; passes <= len(parts); passes++ {
 		before := clonePartitions(parts)
-		changed := RemoveCopies(parts, copies, up, nil, nil, step)
+		changed := RemoveCopies(parts, copies, up, nil, nil, nil, step)
 		if len(changed) == 0 {
 			return passes
 		}
@@ -123,7 +123,7 @@ func TestRemoveCopiesSkipAndDown(t *testing.T) {
 	parts := Place(nodes, 32, 3)
 	skip := func(p int) bool { return p%4 == 1 }
 	up := []string{"n1", "n2", "n3"} // n4 is down
-	changed := RemoveCopies(parts, 2, up, nil, skip, 0)
+	changed := RemoveCopies(parts, 2, up, nil, skip, nil, 0)
 	for i, p := range parts {
 		held := skip(i) || slices.Contains(p.Voters, "n4")
 		if held == slices.Contains(changed, i) {
@@ -145,7 +145,7 @@ func TestRemoveCopiesSkipAndDown(t *testing.T) {
 	// leader is up, and nothing moves.
 	parts = Place(nodes, 32, 3)
 	before := clonePartitions(parts)
-	changed = RemoveCopies(parts, 1, []string{"n1", "n2"}, []string{"n3", "n4"}, nil, 0)
+	changed = RemoveCopies(parts, 1, []string{"n1", "n2"}, []string{"n3", "n4"}, nil, nil, 0)
 	for i, p := range parts {
 		was := before[i]
 		if !slices.Contains(was.Voters, "n4") || slices.Contains(was.Voters, "n3") || !slices.Contains([]string{"n1", "n2"}, was.Leader) {
@@ -166,7 +166,7 @@ func TestRemoveCopiesSkipAndDown(t *testing.T) {
 	// To two copies: a failed voter goes before any up one.
 	parts = Place(nodes, 32, 3)
 	before = clonePartitions(parts)
-	changed = RemoveCopies(parts, 2, nodes[:3], []string{"n4"}, nil, 0)
+	changed = RemoveCopies(parts, 2, nodes[:3], []string{"n4"}, nil, nil, 0)
 	for i, p := range parts {
 		if before[i].Leader == "n4" { // Failover moves a leadership off a node down first
 			if slices.Contains(changed, i) {
@@ -186,7 +186,7 @@ func TestRemoveCopiesSkipAndDown(t *testing.T) {
 func TestFailoverUnshedsADownNode(t *testing.T) {
 	nodes := names(3)
 	parts := Place(nodes, 64, 3)
-	RemoveCopies(parts, 1, nodes, nil, nil, 0)
+	RemoveCopies(parts, 1, nodes, nil, nil, nil, 0)
 	before := clonePartitions(parts)
 	// n3 down alone: every partition shedding it has two of three members up.
 	changed := Failover(parts, "n3", []string{"n1", "n2"})
@@ -206,7 +206,7 @@ func TestFailoverUnshedsADownNode(t *testing.T) {
 	// n2 and n3 down: n1 alone is up of each partition's three members,
 	// so n2 stays shed wherever it is.
 	parts = Place(nodes, 64, 3)
-	RemoveCopies(parts, 1, nodes, nil, nil, 0)
+	RemoveCopies(parts, 1, nodes, nil, nil, nil, 0)
 	before = clonePartitions(parts)
 	Failover(parts, "n2", []string{"n1"})
 	for i, p := range parts {

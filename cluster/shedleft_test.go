@@ -19,7 +19,7 @@ import (
 func TestClearShed(t *testing.T) {
 	nodes := names(3)
 	parts := Place(nodes, 32, 3)
-	RemoveCopies(parts, 1, nodes, nil, nil, 0) // every partition sheds two nodes
+	RemoveCopies(parts, 1, nodes, nil, nil, nil, 0) // every partition sheds two nodes
 	before := clonePartitions(parts)
 	for i, p := range before {
 		if len(p.Shed) != 2 {

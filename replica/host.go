@@ -42,7 +42,7 @@ type Host struct {
 
 	mu     sync.RWMutex
 	groups map[GroupID]*group
-	names  map[uint64]string // NodeID -> name, of every voter of every group
+	names  map[uint64]string // NodeID -> name, of Options.Peers and every voter of every group
 
 	downMu sync.Mutex
 	down   map[uint64]bool // peers whose connection broke or whose lease expired, not heard since
@@ -86,10 +86,11 @@ func Open(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	names, _ := opts.names() // Validate checked them
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
-		groups: map[GroupID]*group{}, names: map[uint64]string{NodeID(opts.Node): opts.Node},
+		groups: map[GroupID]*group{}, names: names,
 		wake: make(chan struct{}, 1), pending: map[uint64]waiter{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}
@@ -418,6 +419,17 @@ func (h *Host) forget(seq uint64) {
 func (h *Host) Holds(id GroupID) bool {
 	_, err := h.group(id)
 	return err == nil
+}
+
+// Stored reports whether the store holds state of group id (a snapshot or
+// a HardState): a group running here, or one this node ran before a
+// restart and has not left, which AddGroup or JoinGroup would start from
+// that state.
+func (h *Host) Stored(id GroupID) (bool, error) {
+	if h.ctx.Err() != nil {
+		return false, ErrClosed
+	}
+	return h.st.holds(id)
 }
 
 // Leader returns the name of group id's leader as this node last saw it,

@@ -45,6 +45,16 @@ type Options struct {
 	TLS *tls.Config
 	// Resolver maps node names to their cluster addresses.
 	Resolver Resolver
+	// Peers names the cluster's nodes (serve's --peers), this one among
+	// them or not. A message goes to a node by its name, and the Host
+	// knows a name from these and from the voters it is told of
+	// (AddGroup, JoinGroup, SetTarget): a group restarted from the store
+	// runs the configuration it stored, which may hold nodes the partition
+	// map no longer names (a lowered replicaNumber's shed copies whose
+	// removal has not committed yet), and without their names it could
+	// send them nothing, not even the votes and acknowledgements that
+	// removal needs. Nil: only the names told.
+	Peers []string
 	// TickInterval is the Raft tick of every group. The default value is
 	// 100 ms.
 	TickInterval time.Duration
@@ -152,7 +162,25 @@ func (o *Options) Validate() error {
 	case o.TickInterval <= 0 || o.HeartbeatTicks <= 0 || o.ElectionTicks <= o.HeartbeatTicks:
 		return fmt.Errorf("%w: the tick must be positive and the election timeout longer than the heartbeat", ErrBadOptions)
 	}
-	return nil
+	_, err := o.names()
+	return err
+}
+
+// names returns the nodes the Host knows the names of from the start,
+// this one and Peers, by Raft ID; two names of one ID are refused.
+func (o *Options) names() (map[uint64]string, error) {
+	names := map[uint64]string{NodeID(o.Node): o.Node}
+	for _, p := range o.Peers {
+		if !validName(p) {
+			return nil, fmt.Errorf("%w: peer name %q", ErrBadOptions, p)
+		}
+		nid := NodeID(p)
+		if other, ok := names[nid]; ok && other != p {
+			return nil, fmt.Errorf("%w: nodes %q and %q have the same Raft ID", ErrBadOptions, other, p)
+		}
+		names[nid] = p
+	}
+	return names, nil
 }
 
 func validName(s string) bool { return s != "" && len(s) <= 64 }

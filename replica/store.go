@@ -167,6 +167,22 @@ func (s *store) load(g GroupID) (st groupState, found bool, err error) {
 	return st, true, it.Error()
 }
 
+// holds reports whether the store holds a snapshot or a HardState of group
+// g (what load finds a group by), without reading the rest.
+func (s *store) holds(g GroupID) (bool, error) {
+	for _, kind := range []byte{kindSnap, kindHard} {
+		_, closer, err := s.db.Get(groupKey(g, kind, 0))
+		if err == nil {
+			closer.Close()
+			return true, nil
+		}
+		if !errors.Is(err, pebble.ErrNotFound) {
+			return false, fmt.Errorf("replica: group %d: %w", g, err)
+		}
+	}
+	return false, nil
+}
+
 // loadConfs reads a group's stored ConfStates, in index order.
 func (s *store) loadConfs(g GroupID) ([]confAt, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: confKey(g, 0), UpperBound: kindEnd(g, kindConf)})

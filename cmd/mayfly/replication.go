@@ -54,21 +54,25 @@ func incarnation(b *engine.Bucket) string { return b.Name() + "/" + b.Settings()
 
 // startReplication opens the node's replica.Host: listening on its
 // cluster port, its store under <data>/cluster/raft, peers resolved
-// through etcd.
+// through etcd, every node of --peers known by name from the start (a
+// group restarted from the store reaches the voters of its stored
+// configuration that the map no longer names).
 func startReplication(cfg *serveConfig, n *cluster.Node, logger *slog.Logger) (*replication, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
 		return nil, err
 	}
 	listen := ""
+	names := make([]string, 0, len(cc.Peers))
 	for _, p := range cc.Peers {
 		if p.Name == cc.Node {
 			listen = p.Addr()
 		}
+		names = append(names, p.Name)
 	}
 	h, err := replica.Open(replica.Options{
 		Dir: filepath.Join(cfg.data, "cluster", "raft"), Node: cc.Node, Listen: listen,
-		AllowRemote: cfg.cl.remote, TLS: raftTLS(cc.TLS), Resolver: replica.ClusterResolver(n.Client()), Logger: logger,
+		AllowRemote: cfg.cl.remote, TLS: raftTLS(cc.TLS), Resolver: replica.ClusterResolver(n.Client()), Peers: names, Logger: logger,
 		TickInterval: cfg.cl.raftTick, FaultCut: cfg.faults.cut(),
 	})
 	if err != nil {
@@ -274,13 +278,27 @@ func (r *replication) applyMap(ctx context.Context, b *engine.Bucket, m *cluster
 		voter, shed := slices.Contains(part.Voters, self), slices.Contains(part.Shed, self)
 		holds := r.h.Holds(id)
 		steer := changed
-		if shed && !holds && b.ReplicatedDurable(p) > 0 && !r.wasListed(id) {
+		stored := false
+		if shed && !holds && !r.wasListed(id) {
+			var err error
+			if stored, err = r.h.Stored(id); err != nil {
+				if ctx.Err() != nil {
+					return false
+				}
+				r.logger.Error("replication: reading whether the Raft store holds a shed copy's group (tried again at the next look at the map)", "bucket", b.Name(), "partition", p, "err", err)
+				continue
+			}
+		}
+		if stored {
 			// A copy shed by a lowering whose group this process never
-			// ran (it started since): the group runs again from what the
-			// store holds, so that this member's vote and log still count
-			// until the conf change removing it applies here. A group the
-			// store no longer holds (it left before the restart) starts
-			// with no configuration: it goes, and its documents with it.
+			// ran (it started since) and the store holds (it has not
+			// left): the group runs again from that state, documents or
+			// none (a partition never written to is a member too), so
+			// that this member's vote and log still count until the conf
+			// change removing it applies here. One whose stored
+			// configuration no longer has this node goes, and its
+			// documents with it; so do the documents of one the store
+			// no longer holds (it left before the restart), below.
 			sm := replica.NewBucketMachine(b, p, func() bool { return r.gone(inc) })
 			err := r.h.JoinGroup(id, append(slices.Clone(part.Voters), self), sm)
 			if err != nil && !errors.Is(err, replica.ErrGroupExists) {

@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// A lowering keeps first the copy of the node whose Raft group leads the
+// partition, as reported, and makes it the preferred leader: where a
+// preferred leader cut off from the group's leader was kept, the group's
+// leader (dropped) would hand its leadership to a node it cannot reach,
+// and the change never happened (or, kept beside it, the two copies could
+// elect no leader). A report naming a node down, or one that is not a
+// voter, counts for nothing (the preferred leader's copy is kept, as
+// without a report), and the copies kept beside the leader are still the
+// balanced choice.
+func TestRemoveCopiesKeepsTheRaftLeader(t *testing.T) {
+	nodes := names(4)
+	for _, copies := range []int{1, 2} {
+		parts := Place(nodes, 64, 3)
+		before := clonePartitions(parts)
+		// By case: another voter (up) leads; n4 (down) claims it; a node
+		// that is no voter claims it; no report. (Place's voters repeat
+		// every 4 partitions: the case changes every 4.)
+		what := func(i int) int { return i / 4 % 4 }
+		leaders := make([]string, len(parts))
+		for i, p := range parts {
+			switch what(i) {
+			case 0:
+				for _, v := range p.Voters {
+					if v != p.Leader && v != "n4" {
+						leaders[i] = v
+						break
+					}
+				}
+			case 1:
+				leaders[i] = "n4"
+			case 2:
+				leaders[i] = slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return slices.Contains(p.Voters, n) })[0]
+			}
+		}
+		up := nodes[:3] // n4 down, and failed over: its voters go first
+		changed := RemoveCopies(parts, copies, up, []string{"n4"}, nil, leaders, 0)
+		for i, p := range parts {
+			was := before[i]
+			want := was.Leader
+			if what(i) == 0 {
+				want = leaders[i]
+			}
+			if want == "n4" { // the copy to keep is down: nothing moves
+				if slices.Contains(changed, i) || !slices.Equal(p.Voters, was.Voters) {
+					t.Fatalf("%d copies: partition %d, its copy to keep down, changed: %+v -> %+v", copies, i, was, p)
+				}
+				continue
+			}
+			if !slices.Contains(changed, i) || p.Leader != want || !slices.Contains(p.Voters, want) || len(p.Voters) != copies {
+				t.Fatalf("%d copies: partition %d (Raft leader %q): %+v -> %+v, want %s kept and preferred", copies, i, leaders[i], was, p, want)
+			}
+			if p.Epoch != was.Epoch+1 {
+				t.Fatalf("partition %d: epoch %d -> %d", i, was.Epoch, p.Epoch)
+			}
+			for _, v := range was.Voters {
+				if gone := !slices.Contains(p.Voters, v); gone != (slices.Contains(p.Shed, v) || v == "n4") {
+					t.Fatalf("partition %d: %+v -> %+v: voter %s", i, was, p, v)
+				}
+			}
+		}
+	}
+}
+
+// The orchestrator lowering a bucket reads the nodes' LeadRecords: a
+// partition whose group a node up reports leading keeps that node's copy,
+// preferred leader or not; one no record names keeps its preferred
+// leader's; a record of a node down counts for nothing.
+func TestOrchestratorLowersToTheRaftLeader(t *testing.T) {
+	ctx, cli := oneNode(t)
+	for _, n := range []string{"n2", "n3"} { // up, as far as the orchestrator reads
+		data, err := json.Marshal(NodeInfo{Name: n, Cluster: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, nodesPrefix+n, string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three copies of each partition, preferred leader n2, being lowered to
+	// one (written before the definition, so the orchestrator places
+	// nothing itself).
+	m := &PartitionMap{Bucket: "b", UUID: "u-b", Copies: 3}
+	for range 8 {
+		m.Partitions = append(m.Partitions, Partition{Voters: []string{"n1", "n2", "n3"}, Leader: "n2", Epoch: 5})
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, mapsPrefix+"b", string(data)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n3", []int{0, 1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n4", []int{4}); err != nil { // n4 is not up
+		t.Fatal(err)
+	}
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: "b", UUID: "u-b", NumVBuckets: 8, ReplicaNumber: engine.Replicas(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bucket lowered to its Raft leaders' copies", func() (bool, string) {
+		m, _, err := ReadMap(ctx, cli, "b")
+		if err != nil || m == nil {
+			return false, fmt.Sprint(err)
+		}
+		for i, p := range m.Partitions {
+			want := "n2"
+			if i < 4 {
+				want = "n3"
+			}
+			if !slices.Equal(p.Voters, []string{want}) || p.Leader != want || len(p.Shed) != 2 || slices.Contains(p.Shed, want) {
+				return false, fmt.Sprintf("partition %d: %+v, want %s alone", i, p, want)
+			}
+		}
+		return true, ""
+	})
+}

@@ -379,12 +379,12 @@ type readmeServer struct {
 	stop             func()
 }
 
-// startReadmeServer builds the binary into dir/bin and starts `mayfly serve`
-// on a fresh data directory, administrator password "password" as `make run`
-// gives it.
+// startReadmeServer builds the binary (mayflybin.Build) and starts `mayfly
+// serve` on a fresh data directory in dir, administrator password "password"
+// as `make run` gives it.
 func startReadmeServer(t *testing.T, dir string) *readmeServer {
 	t.Helper()
-	bin, err := mayflybin.Build(filepath.Join(dir, "bin"))
+	bin, err := mayflybin.Build()
 	if err != nil {
 		t.Fatal(err)
 	}

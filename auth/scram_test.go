@@ -44,6 +44,34 @@ func TestScramCredentials(t *testing.T) {
 	}
 }
 
+// Without Options.ScramIterations, credentials take Couchbase's default of
+// 15,000 iterations, and so does the decoy shown for an unknown user. (The
+// other packages' tests use 100 to keep their fixtures cheap: this is
+// where the default is tested.)
+func TestScramDefaultIterations(t *testing.T) {
+	if auth.DefaultScramIterations != 15000 {
+		t.Fatalf("DefaultScramIterations = %d, Couchbase's default is 15000", auth.DefaultScramIterations)
+	}
+	s, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "admin-pass",
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{auth.CredScramSHA1, auth.CredScramSHA256, auth.CredScramSHA512} {
+		c, ok := s.ScramCredential("Administrator", kind)
+		if !ok || c.Iterations != auth.DefaultScramIterations {
+			t.Fatalf("%s: %+v, %v; want %d iterations", kind, c, ok, auth.DefaultScramIterations)
+		}
+		stored, _ := auth.ScramKeys(auth.ScramHash(kind), "admin-pass", c.Salt, c.Iterations)
+		if !bytes.Equal(stored, c.StoredKey) {
+			t.Fatalf("%s: the stored key is not the password's at %d iterations", kind, c.Iterations)
+		}
+		if d := s.ScramDecoy("nobody", kind); d.Iterations != auth.DefaultScramIterations {
+			t.Fatalf("%s: decoy of %d iterations, want %d", kind, d.Iterations, auth.DefaultScramIterations)
+		}
+	}
+}
+
 // VerifyScram accepts the proof of the right password only, and counts a
 // wrong one as a failed login.
 func TestVerifyScram(t *testing.T) {

@@ -108,7 +108,7 @@ func newTestServer(t *testing.T, opts ...func(*httpapi.Options)) *testServer {
 	runs := httpapi.NewPagerRuns(0)
 	pm := pager.New(eng, &pager.Options{Events: &pager.Events{RunEnd: runs.RunEnd}})
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

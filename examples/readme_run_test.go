@@ -379,13 +379,20 @@ type readmeServer struct {
 	stop             func()
 }
 
-// startReadmeServer builds the binary into dir/bin and starts `mayfly serve`
-// on a fresh data directory, administrator password "password" as `make run`
-// gives it.
+// startReadmeServer builds the binary (mayflybin.Build), links it as
+// dir/bin/mayfly, and starts `mayfly serve` on a fresh data directory in
+// dir, administrator password "password" as `make run` gives it.
 func startReadmeServer(t *testing.T, dir string) *readmeServer {
 	t.Helper()
-	bin, err := mayflybin.Build(filepath.Join(dir, "bin"))
+	built, err := mayflybin.Build()
 	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin", "mayfly")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(built, bin); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,7 +40,7 @@ func startServer(t *testing.T) *httptest.Server {
 	pm := pager.New(eng, nil)
 	t.Cleanup(func() { pm.Close(ctx) })
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "password",
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

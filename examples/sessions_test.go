@@ -65,7 +65,7 @@ func TestSessions(t *testing.T) {
 	}
 	defer vs.Close()
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "sessions-pw",
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

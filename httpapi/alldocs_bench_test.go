@@ -51,7 +51,7 @@ func BenchmarkAllDocs(b *testing.B) {
 				b.Fatal(err)
 			}
 			loadDocs(b, bk.DefaultCollection(), n)
-			users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+			users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 			if err != nil {
 				b.Fatal(err)
 			}

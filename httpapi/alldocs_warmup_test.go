@@ -60,7 +60,7 @@ func TestAllDocsDuringWarmup(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			store, err := auth.Open(t.TempDir(), &auth.Options{Argon2: cheapArgon2, AdminUser: adminUser, AdminPassword: adminPass})
+			store, err := auth.Open(t.TempDir(), &auth.Options{Argon2: cheapArgon2, ScramIterations: cheapScram, AdminUser: adminUser, AdminPassword: adminPass})
 			if err != nil {
 				t.Fatal(err)
 			}

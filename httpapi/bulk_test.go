@@ -257,7 +257,7 @@ func BenchmarkBulkUpsert(b *testing.B) {
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		b.Fatal(err)
 	}
-	users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func newOptionsFixture(t *testing.T, runs *httpapi.PagerRuns, edit func(*httpapi
 		ev = &pager.Events{RunEnd: runs.RunEnd}
 	}
 	pm := pager.New(eng, &pager.Options{Events: ev})
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}

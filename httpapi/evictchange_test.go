@@ -43,7 +43,7 @@ func TestEvictionPolicyChangeOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := auth.Open(t.TempDir(), &auth.Options{Argon2: cheapArgon2, AdminUser: adminUser, AdminPassword: adminPass})
+	store, err := auth.Open(t.TempDir(), &auth.Options{Argon2: cheapArgon2, ScramIterations: cheapScram, AdminUser: adminUser, AdminPassword: adminPass})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestMetricsHoldEveryStat(t *testing.T) {
 		t.Fatal(err)
 	}
 	pm := pager.New(eng, nil)
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestViewAnswerSaysIndexIsBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestReasonsHaveNoPackagePrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ss.Close()
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}

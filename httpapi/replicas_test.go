@@ -24,7 +24,7 @@ func TestBucketReplicaNumber(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store, err := auth.Open(authDir, &auth.Options{Argon2: cheapArgon2, AdminUser: adminUser, AdminPassword: adminPass})
+		store, err := auth.Open(authDir, &auth.Options{Argon2: cheapArgon2, ScramIterations: cheapScram, AdminUser: adminUser, AdminPassword: adminPass})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -171,7 +171,7 @@ func TestSearchRESTShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func searchFront(t *testing.T, al *audit.Log, buckets []string, roles map[string
 	}
 	t.Cleanup(func() { svc.Close() })
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: "Administrator", AdminPassword: "password",
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,7 +256,7 @@ func TestCrossOriginAndHost(t *testing.T) {
 
 func TestCORSOrigin(t *testing.T) {
 	f := newFixture(t)
-	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	h := httpapi.New(f.eng, &httpapi.Options{Auth: users, CORSOrigins: []string{"https://console.example"}, AllowedHosts: []string{"db.example"}})
 	srv := newServer(t, h)
 	req, _ := http.NewRequest("OPTIONS", srv+"/default/docs/a", nil)
@@ -318,7 +318,7 @@ func TestDotSegmentsAreNotRedirected(t *testing.T) {
 
 func TestConcurrencyCap(t *testing.T) {
 	f := newFixture(t)
-	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	api := httpapi.New(f.eng, &httpapi.Options{Auth: users, MaxRequests: 1})
 	// reading is closed when the slow PUT's handler first reads its body:
 	// it holds the slot then (a handler reads only once admitted). Until
@@ -386,7 +386,7 @@ func TestConcurrencyCap(t *testing.T) {
 
 func TestMetricsToken(t *testing.T) {
 	f := newFixture(t)
-	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, _ := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	srv := newServer(t, httpapi.New(f.eng, &httpapi.Options{Auth: users, MetricsToken: "s3cret-token"}))
 	get := func(path, token string) int {
 		req, _ := http.NewRequest("GET", srv+path, nil)
@@ -437,7 +437,7 @@ func FuzzHandler(f *testing.F) {
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		f.Fatal(err)
 	}
-	users, err := auth.Open(f.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(f.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestFullDiskIs507(t *testing.T) {
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		t.Fatal(err)
 	}

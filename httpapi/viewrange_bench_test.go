@@ -59,7 +59,7 @@ func BenchmarkViewRange(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer vs.Close()
-	users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2})
+	users, err := auth.Open(b.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass, Argon2: cheapArgon2, ScramIterations: cheapScram})
 	if err != nil {
 		b.Fatal(err)
 	}

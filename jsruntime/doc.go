@@ -74,8 +74,10 @@
 // f, F.prototype.toString = f and e.name = "MyError" work. For other
 // inherited properties (an array's push, say) defining the property
 // (Object.defineProperty, an object literal) works where assigning does not.
-// Creating a runtime costs a few milliseconds, the freeze included (60 µs
-// without).
+// Creating a runtime costs a few milliseconds, most of it the freeze (60 µs
+// without), whose walk over the reachable objects runs in Go: written in
+// JavaScript it made a runtime cost twice the CPU (four times under the
+// race detector).
 //
 // # Speed
 //

@@ -29,7 +29,7 @@ type Pool struct {
 	opts    Options
 	helpers *goja.Program    // defines sum and dateToArray
 	wrapRed *goja.Program    // wraps a reduce so its result is encoded inside the call
-	freeze  *goja.Program    // freezes everything a runtime's scripts can reach
+	tame    *goja.Program    // readies a runtime for its freeze, listing the roots
 	done    chan struct{}    // closed by Close
 	mem     *memWatch        // the memory budget of calls
 	now     func() time.Time // the clock of the log(...) rate limit
@@ -66,7 +66,7 @@ func NewPool(opts *Options) *Pool {
 		opts:    o,
 		helpers: goja.MustCompile("helpers.js", helpersSource, false),
 		wrapRed: goja.MustCompile("reduce.js", reduceWrapperSource, false),
-		freeze:  goja.MustCompile("freeze.js", freezeSource, false),
+		tame:    goja.MustCompile("tame.js", tameSource, false),
 		done:    make(chan struct{}),
 		now:     time.Now, // wall clock: a rate limit on log lines
 	}
@@ -291,28 +291,25 @@ const reduceWrapperSource = `(function (reduce, output) {
 	};
 })`
 
-// freezeSource returns a function that freezes every object reachable from
-// the global object and from the values it is given (the map and reduce
-// functions): the global object itself, the built-in constructors and
-// their prototypes, the helpers, and whatever hangs off them (through own
-// properties, accessors and prototypes, recursively), plus the prototypes
-// of iterators, generators and the like that no global names. After it, a
-// function can neither add a global nor change a built-in, so no document
-// sees what another left behind (state would otherwise leak from one
-// document to the next and make the index depend on indexing order). In
-// non-strict code, which map functions are, a write to a frozen property
-// silently does nothing; in strict code it throws.
-const freezeSource = `(function () {
-	var getOwn = Object.getOwnPropertyNames, getSyms = Object.getOwnPropertySymbols,
-		getDesc = Object.getOwnPropertyDescriptor, getProto = Object.getPrototypeOf,
-		freeze = Object.freeze, isFrozen = Object.isFrozen, defProp = Object.defineProperty;
+// tameSource returns a function that readies a runtime for its freeze
+// (freezer) and returns the roots to freeze from, as an array: the global
+// object, the values it is given (the map and reduce functions, the
+// helpers), the values the taming below replaced, and the prototypes of
+// iterators, generators and the like that no global names. Frozen from
+// there (the built-in constructors and their prototypes, the helpers, and
+// whatever hangs off them, through own properties, accessors and
+// prototypes, recursively), a function can neither add a global nor change
+// a built-in, so no document sees what another left behind (state would
+// otherwise leak from one document to the next and make the index depend
+// on indexing order). In non-strict code, which map functions are, a write
+// to a frozen property silently does nothing; in strict code it throws.
+const tameSource = `(function () {
+	var getDesc = Object.getOwnPropertyDescriptor, getProto = Object.getPrototypeOf,
+		defProp = Object.defineProperty;
 	return function (extra) {
-		var todo = [globalThis], seen = new Set();
+		var roots = [globalThis];
 		function add(v) {
-			if (v !== null && (typeof v === "object" || typeof v === "function") && !seen.has(v)) {
-				seen.add(v);
-				todo.push(v);
-			}
+			if (v !== null && (typeof v === "object" || typeof v === "function")) roots.push(v);
 		}
 		for (var i = 0; i < extra.length; i++) add(extra[i]);
 		// The override mistake: once Object.prototype is frozen, o.toString
@@ -354,18 +351,6 @@ const freezeSource = `(function () {
 		try { add(getProto(async function () {})); } catch (e) {}
 		try { add(getProto(Int8Array)); } catch (e) {}
 		try { add((function () { return arguments; })()); } catch (e) {}
-		while (todo.length > 0) {
-			var o = todo.pop();
-			add(getProto(o));
-			var keys = getOwn(o).concat(getSyms(o));
-			for (var k = 0; k < keys.length; k++) {
-				var d = getDesc(o, keys[k]);
-				if (!d) continue;
-				add(d.value);
-				add(d.get);
-				add(d.set);
-			}
-			if (!isFrozen(o)) freeze(o);
-		}
+		return roots;
 	};
 })()`

@@ -165,3 +165,39 @@ func TestFrozenEnvironmentStillUsable(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+// Everything a map function can reach is frozen: walked from the global
+// object, the function itself, the helpers, and the prototypes of
+// iterators, generators and async functions, through prototypes and every
+// own property's value, getter and setter, names and symbols alike (the
+// walk that freezes a runtime runs in Go, freezer.freezeFrom; this is the
+// map function's own view of the result). goja's Object.Symbols lists only
+// enumerable symbols: a walk through it left the built-ins' symbol-keyed
+// methods (Symbol.iterator, Symbol.species, ...) unfrozen.
+func TestEveryReachableObjectIsFrozen(t *testing.T) {
+	p := newPool(t, oneWorker)
+	pr := load(t, p, jsruntime.ViewSource{Name: "v", Map: `function walk(doc, meta) {
+		var todo = [globalThis, walk, emit, log, sum, dateToArray, decodeBase64,
+			Object.getPrototypeOf([][Symbol.iterator]()), Object.getPrototypeOf(new Map()[Symbol.iterator]()),
+			Object.getPrototypeOf(function* () {}), Object.getPrototypeOf(Object.getPrototypeOf(function* () {}())),
+			Object.getPrototypeOf(async function () {}), Object.getPrototypeOf(Int8Array)];
+		var seen = new Set(), unfrozen = [];
+		while (todo.length > 0) {
+			var o = todo.pop();
+			if (o === null || (typeof o !== "object" && typeof o !== "function") || seen.has(o)) continue;
+			seen.add(o);
+			if (!Object.isFrozen(o)) unfrozen.push(typeof o + " " + (typeof o.name === "string" ? o.name : "") + " " + Object.prototype.toString.call(o));
+			todo.push(Object.getPrototypeOf(o));
+			var keys = Object.getOwnPropertyNames(o).concat(Object.getOwnPropertySymbols(o));
+			for (var i = 0; i < keys.length; i++) {
+				var d = Object.getOwnPropertyDescriptor(o, keys[i]);
+				todo.push(d.value, d.get, d.set);
+			}
+		}
+		emit(seen.size > 400, unfrozen);
+	}`})
+	got := mapAll(t, pr, []jsruntime.Doc{jsonDoc("a", `{}`)})
+	if want := `true=[]`; strings.Join(got, "|") != want {
+		t.Errorf("got %s, want %s (more than 400 objects reached, none unfrozen)", got, want)
+	}
+}

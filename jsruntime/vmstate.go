@@ -44,6 +44,10 @@ type vmState struct {
 // JavaScript reduce function instantiated from the shared compiled programs.
 func newVMState(p *Pool, pr *Program) (*vmState, error) {
 	vm := goja.New()
+	fr, err := newFreezer(vm)
+	if err != nil {
+		return nil, err
+	}
 	vm.SetMaxCallStackSize(p.opts.MaxCallStackSize)
 	// No source maps: the parser would otherwise read files named by a
 	// sourceMappingURL comment in code given to eval or new Function.
@@ -119,13 +123,17 @@ func newVMState(p *Pool, pr *Program) (*vmState, error) {
 		fns = append(fns, wrapped)
 	}
 	// Freeze everything the functions can reach, so that no call leaves
-	// state behind for the next (see freezeSource).
-	fv, err := vm.RunProgram(p.freeze)
+	// state behind for the next (see tameSource).
+	tv, err := vm.RunProgram(p.tame)
 	if err != nil {
 		return nil, fmt.Errorf("jsruntime: installing freeze: %w", err)
 	}
-	freeze, _ := goja.AssertFunction(fv)
-	if _, err := freeze(goja.Undefined(), vm.NewArray(fns...)); err != nil {
+	tame, _ := goja.AssertFunction(tv)
+	roots, err := tame(goja.Undefined(), vm.NewArray(fns...))
+	if err != nil {
+		return nil, fmt.Errorf("jsruntime: freezing the global environment: %w", err)
+	}
+	if err := fr.freezeFrom(roots); err != nil {
 		return nil, fmt.Errorf("jsruntime: freezing the global environment: %w", err)
 	}
 	return rt, nil

@@ -57,7 +57,7 @@ func newFixture(t *testing.T, tune ...func(*kv.Options)) *fixture {
 		t.Fatal(err)
 	}
 	users, err := auth.Open(dir, &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func serveEngine(t *testing.T, eng *engine.Engine, close func()) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

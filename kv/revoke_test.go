@@ -116,7 +116,7 @@ func TestScramFirstStepHidesUnknownUsers(t *testing.T) {
 func TestScramThrottlesUnknownUsers(t *testing.T) {
 	f := newFixture(t, func(o *kv.Options) {
 		users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-			Argon2:   &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32},
+			Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100,
 			Throttle: &auth.Throttle{UserFree: 2, SourceFree: 100, Base: time.Hour, Max: time.Hour}})
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 // is mayfly itself, run with those arguments: serverCommand starts a test's
 // server processes so when the tests are not race-built (or with
 // MAYFLY_TEST_RACE_NODES=1; else from a build without the race detector,
-// nodebin_test.go, made in a directory TestMain removes at the end).
+// nodebin_test.go).
 //
 // Unless -test.parallel is given, clusterParallel of the package's
 // parallel tests run at once (at least GOMAXPROCS, go test's default):
@@ -47,14 +47,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "mayfly-test-node-")
-	if err != nil {
-		panic(err)
-	}
-	nodeBinDir = dir // nodeBinary builds there when a test needs it
-	code := leaktest.Run(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"), leaktest.EtcdStoppingMember())
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(leaktest.Run(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"), leaktest.EtcdStoppingMember()))
 }
 
 // clusterParallel is how many of the package's parallel tests run at once

@@ -36,7 +36,8 @@ func apiServer(t *testing.T) (*httptest.Server, *engine.Bucket) {
 	return srv, b
 }
 
-// The test administrator; cheap argon2 parameters keep the tests fast.
+// The test administrator; cheap argon2 parameters and 100 SCRAM iterations
+// (testUsers) keep the tests fast.
 const (
 	adminUser = "Administrator"
 	adminPass = "password"
@@ -53,7 +54,7 @@ func testHandler(t *testing.T, eng *engine.Engine, pm *pager.Manager) http.Handl
 func testUsers(t *testing.T) *auth.Store {
 	t.Helper()
 	users, err := auth.Open(t.TempDir(), &auth.Options{AdminUser: adminUser, AdminPassword: adminPass,
-		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+		Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}, ScramIterations: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,18 +26,12 @@ import (
 // make test's race-more step runs TestReplicatedClusterSurvivesKill so.
 const raceNodesEnv = "MAYFLY_TEST_RACE_NODES"
 
-// nodeBinDir is the directory TestMain made for nodeBinary's build, and
-// removes after the tests.
-var nodeBinDir string
-
 // nodeBinary builds mayfly from this package without the race detector,
-// once, into nodeBinDir, with the test binary's fault injection
-// (nodeTags: a chaos build's processes take --chaos-cut-file).
+// once a test binary (mayflybin.Build: linked again only when the source
+// changed), with the test binary's fault injection (nodeTags: a chaos
+// build's processes take --chaos-cut-file).
 var nodeBinary = sync.OnceValues(func() (string, error) {
-	if nodeBinDir == "" {
-		return "", fmt.Errorf("no directory for the server binary (TestMain makes it)")
-	}
-	return mayflybin.Build(nodeBinDir, nodeTags()...)
+	return mayflybin.Build(nodeTags()...)
 })
 
 // raceNodes reports whether the server processes run race-built (the test

@@ -73,7 +73,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildServer(t, t.TempDir())
+	bin := buildServer(t)
 	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {
 			switch name {

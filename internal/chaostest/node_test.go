@@ -22,11 +22,11 @@ import (
 // adminPassword is the administrator's password of every node.
 const adminPassword = "chaos-test-password"
 
-// buildServer builds cmd/mayfly into dir, with -tags chaos: the binary's
+// buildServer builds cmd/mayfly with -tags chaos: the binary's
 // --chaos-cut-file (the partition case).
-func buildServer(t *testing.T, dir string) string {
+func buildServer(t *testing.T) string {
 	t.Helper()
-	bin, err := mayflybin.Build(dir, "chaos")
+	bin, err := mayflybin.Build("chaos")
 	if err != nil {
 		t.Fatal(err)
 	}

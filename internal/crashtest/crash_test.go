@@ -146,7 +146,7 @@ func TestCrash(t *testing.T) {
 		}
 		t.Logf("MAYFLY_CRASH_KEEP: data and log kept in %s", tmp)
 	}
-	bin := buildServer(t, tmp)
+	bin := buildServer(t)
 	dataDir := filepath.Join(tmp, "data")
 	logPath := filepath.Join(tmp, "server.log")
 

@@ -26,7 +26,7 @@ func TestPurgesSurviveRestart(t *testing.T) {
 		t.Skip("starts the server as a child process")
 	}
 	tmp := t.TempDir()
-	bin := buildServer(t, tmp)
+	bin := buildServer(t)
 	data, logPath := filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")
 	ctx := context.Background()
 	s, err := startServer(bin, data, logPath)

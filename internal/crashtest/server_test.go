@@ -20,10 +20,11 @@ import (
 // startTimeout bounds how long a (re)started server may take to listen.
 const startTimeout = 60 * time.Second
 
-// buildServer builds cmd/mayfly into dir.
-func buildServer(t *testing.T, dir string) string {
+// buildServer builds cmd/mayfly (mayflybin.Build: linked once for every
+// test that asks, while the source is unchanged).
+func buildServer(t *testing.T) string {
 	t.Helper()
-	bin, err := mayflybin.Build(dir)
+	bin, err := mayflybin.Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestSIGTERMIsPrompt(t *testing.T) {
 		t.Skip("starts the server as a child process")
 	}
 	tmp := t.TempDir()
-	bin := buildServer(t, tmp)
+	bin := buildServer(t)
 	data, logPath := filepath.Join(tmp, "data"), filepath.Join(tmp, "server.log")
 	for round := range 3 {
 		s, err := startServer(bin, data, logPath, "--js-timeout", "10m")

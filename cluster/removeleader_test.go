@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mayflydb/mayfly/engine"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A lowering keeps first the copy of the node whose Raft group leads the
@@ -87,27 +88,30 @@ func TestOrchestratorLowersToTheRaftLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Three copies of each partition, preferred leader n2, being lowered to
-	// one (written before the definition, so the orchestrator places
-	// nothing itself).
-	m := &PartitionMap{Bucket: "b", UUID: "u-b", Copies: 3}
-	for range 8 {
-		m.Partitions = append(m.Partitions, Partition{Voters: []string{"n1", "n2", "n3"}, Leader: "n2", Epoch: 5})
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Put(ctx, mapsPrefix+"b", string(data)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n3", []int{0, 1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n4", []int{4}); err != nil { // n4 is not up
 		t.Fatal(err)
 	}
-	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: "b", UUID: "u-b", NumVBuckets: 8, ReplicaNumber: engine.Replicas(0)}}); err != nil {
+	// Three copies of each partition, preferred leader n2, being lowered to
+	// one: the map and the definition are written in one transaction, so
+	// that the orchestrator neither places the bucket itself (a definition
+	// without a map) nor removes the map as a deleted bucket's (a map
+	// without a definition).
+	m := &PartitionMap{Bucket: "b", UUID: "u-b", Copies: 3}
+	for range 8 {
+		m.Partitions = append(m.Partitions, Partition{Voters: []string{"n1", "n2", "n3"}, Leader: "n2", Epoch: 5})
+	}
+	mapData, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defData, err := json.Marshal(BucketDef{BucketSettings: engine.BucketSettings{Name: "b", UUID: "u-b", NumVBuckets: 8, ReplicaNumber: engine.Replicas(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Txn(ctx).Then(clientv3.OpPut(mapsPrefix+"b", string(mapData)), clientv3.OpPut(bucketsPrefix+"b", string(defData))).Commit(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the bucket lowered to its Raft leaders' copies", func() (bool, string) {

@@ -346,15 +346,20 @@ func AddCopies(parts []Partition, copies int, up, settled []string, skip func(p 
 
 // RemoveCopies takes surplus voters out of partitions that have more than
 // copies (at least one), in place: after a bucket's replicaNumber was
-// lowered. The copy kept first is that of the node whose Raft group leads
-// the partition (leaders[p], from the nodes' LeadRecords; "" or beyond
-// the slice's end: not known) when that node is up and a voter, and it
-// becomes the preferred leader; else the preferred leader's. The group's
-// leader is the node that can commit the change: one the change drops
-// hands its leadership to a kept voter first, and a preferred leader cut
-// off from the group's leader (which is why the group elected another)
-// would never receive it, or, kept beside a copy it cannot reach, leave
-// two voters that cannot elect a leader. A voter on a node of failed
+// lowered. When more than one copy stays, the copy kept first is that of
+// the node whose Raft group leads the partition (leaders[p], from the
+// nodes' LeadRecords; "" or beyond the slice's end: not known) when that
+// node is up and a voter, and it becomes the preferred leader; else, and
+// when one copy stays, the preferred leader's. The group's leader reaches
+// every copy that does not lag (a partition with one lagging is held back,
+// skip), but two followers need not reach each other: a preferred leader
+// cut off from another copy (which may be why the group elected another
+// leader) kept beside it would leave two voters that cannot elect a
+// leader. A single copy kept has no such pair, so the preferred leader's
+// stays and the copies stay spread as the map placed them (keeping the
+// Raft leader's there would leave a node that was restarting during the
+// lowering, whose leaderships the others had taken meanwhile, with a
+// share of the partitions that nothing moves back at one copy). A voter on a node of failed
 // (down longer than the failover timeout) goes first, as Failover would
 // take it: it drops its copy when it returns. Of the others, the one on
 // the node holding the most copies goes first (then the first by name), so
@@ -389,7 +394,7 @@ func RemoveCopies(parts []Partition, copies int, up, failed []string, skip func(
 		}
 		p := &parts[i]
 		keep := p.Leader
-		if i < len(leaders) && leaders[i] != "" && slices.Contains(p.Voters, leaders[i]) && isUp[leaders[i]] {
+		if copies > 1 && i < len(leaders) && leaders[i] != "" && slices.Contains(p.Voters, leaders[i]) && isUp[leaders[i]] {
 			keep = leaders[i]
 		}
 		if len(p.Voters) <= copies || skip != nil && skip(i) || !slices.Contains(p.Voters, keep) || !isUp[keep] {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,25 +15,7 @@ import (
 // restart.
 func (c *testCluster) restartNaming(t *testing.T, n string, voters, peers []string) {
 	t.Helper()
-	h, err := Open(Options{Dir: filepath.Join(c.dir, n), Node: n, Listen: "127.0.0.1:0", Resolver: c.res, Peers: peers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.res.set(n, h.Addr())
-	sms := map[GroupID]*kvMachine{}
-	for g := range GroupID(c.groups) {
-		sm, err := loadKV(h, g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.AddGroup(g, voters, sm); err != nil {
-			t.Fatal(err)
-		}
-		sms[g] = sm
-	}
-	c.mu.Lock()
-	c.hosts[n], c.sms[n] = h, sms
-	c.mu.Unlock()
+	c.openHost(t, n, peers, func(h *Host, g GroupID, sm *kvMachine) error { return h.AddGroup(g, voters, sm) })
 }
 
 // TestRestartedNodeReachesVotersTheMapDropped lowers every group from

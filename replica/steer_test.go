@@ -18,7 +18,17 @@ import (
 // it. Its voters name every node for Leader.
 func (c *testCluster) startJoiner(t *testing.T, n string, voters []string) {
 	t.Helper()
-	h, err := Open(Options{Dir: filepath.Join(c.dir, n), Node: n, Listen: "127.0.0.1:0", Resolver: c.res})
+	c.openHost(t, n, nil, func(h *Host, g GroupID, sm *kvMachine) error { return h.JoinGroup(g, voters, sm) })
+	t.Cleanup(func() { c.stop(n) })
+}
+
+// openHost opens node n's host in its directory (its store's state, if
+// any), with Options.Peers peers, starts each of the cluster's groups on
+// it with start, and registers it with the cluster so propose and sm
+// reach it.
+func (c *testCluster) openHost(t *testing.T, n string, peers []string, start func(h *Host, g GroupID, sm *kvMachine) error) {
+	t.Helper()
+	h, err := Open(Options{Dir: filepath.Join(c.dir, n), Node: n, Listen: "127.0.0.1:0", Resolver: c.res, Peers: peers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +39,7 @@ func (c *testCluster) startJoiner(t *testing.T, n string, voters []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.JoinGroup(g, voters, sm); err != nil {
+		if err := start(h, g, sm); err != nil {
 			t.Fatal(err)
 		}
 		sms[g] = sm
@@ -37,7 +47,6 @@ func (c *testCluster) startJoiner(t *testing.T, n string, voters []string) {
 	c.mu.Lock()
 	c.hosts[n], c.sms[n] = h, sms
 	c.mu.Unlock()
-	t.Cleanup(func() { c.stop(n) })
 }
 
 // target tells every running host what the map wants of every group.

@@ -42,6 +42,12 @@ type BucketStatus struct {
 	// conf change removing it has committed, or its leader reports it
 	// applied (ClearShed).
 	Shed map[string][]int `json:"shed,omitempty"`
+	// Leaderless lists the partitions no node up reports leading (its
+	// LeadRecord, published when the leaderships of its groups change):
+	// their groups are electing a leader, as after the cluster forms or a
+	// node dies, and a write there is answered "no leader at the moment;
+	// retry shortly" until one is elected and known.
+	Leaderless []int `json:"leaderless,omitempty"`
 	// Lagging lists the replicas that do not keep up, as the leaders that
 	// are up report them (each a few seconds old at most).
 	Lagging []Lagging `json:"lagging,omitempty"`
@@ -103,11 +109,21 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 		addVoters(known, m)
 	}
 	out.Nodes = nodeStatuses(known, st.nodes)
+	isUp := func(n string) bool { _, ok := st.nodes[n]; return ok }
 	for _, name := range slices.Sorted(maps.Keys(st.buckets)) {
 		def := st.buckets[name]
 		bs := BucketStatus{Name: name, ReplicaNumber: def.Replicas(), Partitions: def.Partitions(), Leads: map[string]int{}, Holds: map[string]int{}}
 		if m := st.maps[name]; m != nil {
 			bs.Placed = true
+			leaders, err := readRaftLeaders(ctx, cli, name, m.UUID, len(m.Partitions), isUp)
+			if err != nil {
+				return nil, err
+			}
+			for i, l := range leaders {
+				if l == "" {
+					bs.Leaderless = append(bs.Leaderless, i)
+				}
+			}
 			for i, p := range m.Partitions {
 				bs.Leads[p.Leader]++
 				for _, v := range p.Voters {
@@ -261,6 +277,9 @@ func (s *Status) WriteText(w io.Writer) error {
 		}
 		if len(bs.Degraded) > 0 {
 			fmt.Fprintf(&b, "  degraded: %s\n", ranges(bs.Degraded))
+		}
+		if len(bs.Leaderless) > 0 {
+			fmt.Fprintf(&b, "  no leader yet (an election under way; writes there answer \"retry shortly\") in %d partitions: %s\n", len(bs.Leaderless), shortRanges(bs.Leaderless, 12))
 		}
 		for _, n := range slices.Sorted(maps.Keys(bs.Shed)) {
 			fmt.Fprintf(&b, "  shed: %s leaving %d partitions (replicaNumber lowered): %s\n", n, len(bs.Shed[n]), shortRanges(bs.Shed[n], 12))

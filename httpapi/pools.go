@@ -52,7 +52,7 @@ type ClusterView struct {
 	// "healthy" while it holds its lease, "unhealthy" otherwise.
 	Nodes []clusterconfig.Node
 	// Balanced is Couchbase's "balanced": false while a partition is
-	// degraded or a replica lags.
+	// degraded or has no leader, or a replica lags.
 	Balanced bool
 	// Status is the cluster's state as `mayfly cluster status --json`
 	// prints it (nodes up and down, the orchestrator, partitions led and

@@ -184,7 +184,7 @@ func clusterView(n *cluster.Node) func(context.Context) (*httpapi.ClusterView, e
 		st.ThisNode = n.Name()
 		out := &httpapi.ClusterView{Balanced: true, Status: st}
 		for _, bs := range st.Buckets {
-			if len(bs.Degraded) > 0 || len(bs.Lagging) > 0 {
+			if len(bs.Degraded) > 0 || len(bs.Lagging) > 0 || len(bs.Leaderless) > 0 {
 				out.Balanced = false
 			}
 		}

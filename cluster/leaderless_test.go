@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// The status lists the partitions no node up reports leading: a group
+// still electing (the cluster just formed, or its leader died) answers
+// writes with "retry shortly" although no partition is degraded. A record
+// of a node down counts for nothing; a partition claimed again is no
+// longer listed.
+func TestLeaderlessInStatus(t *testing.T) {
+	ctx := context.Background()
+	nodes := startAll(t, ctx, []Config{testConfig(t, testPeers(t, 1), "n1", t.TempDir(), &syncLog{})})
+	defer closeAll(nodes)
+	cli := nodes[0].Client()
+	if err := DefineBucket(ctx, cli, BucketDef{BucketSettings: engine.BucketSettings{Name: "b", UUID: "u-b", NumVBuckets: 16, ReplicaNumber: engine.Replicas(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bucket placed", func() (bool, string) {
+		m, _, err := ReadMap(ctx, cli, "b")
+		return err == nil && m != nil, fmt.Sprint(err)
+	})
+	status := func() (BucketStatus, string) {
+		t.Helper()
+		s, err := ReadStatus(ctx, cli, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, ok := s.Bucket("b")
+		if !ok {
+			t.Fatal("no bucket b in the status")
+		}
+		var text strings.Builder
+		if err := s.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		return bs, text.String()
+	}
+	if bs, _ := status(); len(bs.Leaderless) != 16 || len(bs.Degraded) != 0 {
+		t.Fatalf("before any report: leaderless %v, degraded %v; want all 16 leaderless, none degraded", bs.Leaderless, bs.Degraded)
+	}
+
+	var led []int
+	for p := range 16 {
+		if p != 3 && p != 4 && p != 11 {
+			led = append(led, p)
+		}
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n1", led); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-b", "gone", []int{3}); err != nil { // not up
+		t.Fatal(err)
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-old", "n1", []int{11}); err != nil { // another incarnation: replaces n1's record
+		t.Fatal(err)
+	}
+	bs, text := status()
+	if !slices.Equal(bs.Leaderless, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) {
+		t.Fatalf("after a record of another incarnation: leaderless %v, want all 16", bs.Leaderless)
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n1", led); err != nil {
+		t.Fatal(err)
+	}
+	bs, text = status()
+	if !slices.Equal(bs.Leaderless, []int{3, 4, 11}) {
+		t.Fatalf("leaderless %v, want [3 4 11]", bs.Leaderless)
+	}
+	if want := "in 3 partitions: 3-4,11"; !strings.Contains(text, "no leader yet") || !strings.Contains(text, want) {
+		t.Fatalf("status text lacks the leaderless partitions (%q):\n%s", want, text)
+	}
+	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n1", append(led, 3, 4, 11)); err != nil {
+		t.Fatal(err)
+	}
+	if bs, text = status(); len(bs.Leaderless) != 0 || strings.Contains(text, "no leader yet") {
+		t.Fatalf("every partition claimed, still leaderless %v:\n%s", bs.Leaderless, text)
+	}
+}

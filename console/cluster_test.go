@@ -62,6 +62,64 @@ func TestConsoleCluster(t *testing.T) {
 	b.screenshot("cluster")
 }
 
+// Just after a cluster forms, or a node dies, some partitions' groups are
+// still electing a leader and their writes answer "retry shortly": the
+// Cluster page says so under the bucket whose partitions they are (as
+// `mayfly cluster status` does), and not under a bucket whose partitions all
+// have a leader; once the elections end, the line goes at the next poll.
+func TestConsoleClusterLeaderless(t *testing.T) {
+	b := newBrowser(t)
+	var mu sync.Mutex
+	formed := func() *cluster.Status {
+		st := threeNodes()
+		travel := st.Buckets[0]
+		travel.Name = "travel"
+		st.Buckets = append(st.Buckets, travel)
+		return st
+	}
+	st := formed()
+	st.Buckets[0].Leaderless = []int{0, 1, 2, 3, 17}
+	srv := newTestServer(t, func(o *httpapi.Options) {
+		o.Cluster = func(context.Context) (*httpapi.ClusterView, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			// Balanced as serve computes it (cmd/mayfly's clusterView).
+			cv := &httpapi.ClusterView{Status: st, Balanced: true}
+			for _, bs := range st.Buckets {
+				if len(bs.Degraded) > 0 || len(bs.Lagging) > 0 || len(bs.Leaderless) > 0 {
+					cv.Balanced = false
+				}
+			}
+			for _, n := range st.Nodes[1:] {
+				cv.Nodes = append(cv.Nodes, clusterconfig.Node{Hostname: n.Name, Status: "healthy", ClusterMembership: "active"})
+			}
+			return cv, nil
+		}
+	})
+	b.login(srv)
+	b.click(`#nav a[href="#/cluster"]`)
+	b.waitText("#cluster-summary", "Some partitions are without a leader yet (below).")
+	b.waitText(`section[data-bucket="default"] .leaderless`,
+		"No leader yet in 5 partitions: 0-3,17 — an election is under way; writes there answer “retry shortly”.")
+	b.waitText(`section[data-bucket="travel"] .degraded`, "No degraded partition.")
+	if got := b.text(`section[data-bucket="travel"]`); strings.Contains(got, "No leader") {
+		t.Errorf("a bucket whose partitions all have a leader shows a leaderless line: %q", got)
+	}
+	if !eval[bool](b, `document.querySelector('section[data-bucket="default"] .leaderless').matches('.note')`) {
+		t.Error("the leaderless line is not drawn as a warning (the console's .note)")
+	}
+	b.screenshot("cluster-leaderless")
+
+	// The elections end: the line goes at the next poll.
+	mu.Lock()
+	st = formed()
+	mu.Unlock()
+	b.waitText("#cluster-summary", "Every partition has all its copies and a leader")
+	if got := b.text("#cluster"); strings.Contains(got, "No leader") {
+		t.Errorf("the Cluster page still shows a leaderless line once every partition has a leader: %q", got)
+	}
+}
+
 // On a single node the Cluster page says there is no cluster, and how to
 // start one.
 func TestConsoleClusterSingleNode(t *testing.T) {

@@ -1,6 +1,7 @@
 // The Cluster page: the nodes (up or down), the orchestrator, and per
-// bucket the partitions each node leads and holds, the degraded partitions
-// and the lagging replicas: what `mayfly cluster status` prints, read from
+// bucket the partitions each node leads and holds, the degraded partitions,
+// the partitions no node up leads yet (an election under way) and the
+// lagging replicas: what `mayfly cluster status` prints, read from
 // GET /pools/default's "mayflyCluster" every few seconds. A single node
 // (serve without --peers) has none, and the page says so.
 import { get } from './api.js';
@@ -37,7 +38,7 @@ export function render(main) {
       h('p', { id: 'cluster-summary' },
         `Orchestrator: ${c.orchestrator || 'none elected'}. `,
         `${c.nodes.filter((n) => n.up).length} of ${c.nodes.length} nodes up. `,
-        pools.balanced ? 'Every partition has all its copies, none lagging.' : 'Some partitions are degraded or lagging (below).'),
+        pools.balanced ? 'Every partition has all its copies and a leader, none lagging.' : unbalanced(c.buckets)),
       nodeTable(c),
       c.buckets.map((b) => bucketPart(b, c)));
   }
@@ -61,16 +62,33 @@ function nodeTable(c) {
     })));
 }
 
+// unbalanced says which states keep the cluster from being balanced, as
+// the buckets below show them.
+function unbalanced(buckets) {
+  const has = (f) => buckets.some((b) => (b[f] || []).length > 0);
+  const what = [];
+  if (has('degraded')) what.push('degraded');
+  if (has('leaderless')) what.push('without a leader yet');
+  if (has('lagging')) what.push('lagging');
+  if (!what.length) return 'Some partitions are degraded or lagging (below).';
+  const last = what.pop();
+  return `Some partitions are ${what.length ? `${what.join(', ')} or ${last}` : last} (below).`;
+}
+
 // bucketPart is one bucket's partitions: led and held per node, degraded
-// ones, lagging replicas.
+// ones, those without a leader (shown only while there are any), lagging
+// replicas.
 function bucketPart(b, c) {
   const title = h('h2', null, `Bucket ${b.name} `, h('span', { class: 'muted' }, `(replicaNumber ${b.replicaNumber})`));
   if (!b.placed) return h('section', { 'data-bucket': b.name }, title, h('p', { class: 'muted' }, 'Partitions not placed yet.'));
   const names = c.nodes.map((n) => n.name).filter((n) => b.holds[n] || b.leads[n]);
   const degraded = b.degraded || [];
   const lagging = b.lagging || [];
+  const leaderless = b.leaderless || [];
   return h('section', { 'data-bucket': b.name }, title,
     h('p', { class: 'degraded' }, degraded.length ? `${num(degraded.length)} degraded partitions: ${ranges(degraded, 12)}` : 'No degraded partition.'),
+    leaderless.length ? h('p', { class: 'leaderless note' },
+      `No leader yet in ${num(leaderless.length)} partitions: ${ranges(leaderless, 12)} — an election is under way; writes there answer “retry shortly”.`) : null,
     h('table', { class: 'grid partitions' },
       h('thead', null, h('tr', null, ['Node', 'Leads', 'Holds'].map((t) => h('th', null, t)))),
       h('tbody', null, names.map((n) => h('tr', { 'data-node': n },

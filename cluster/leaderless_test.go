@@ -83,3 +83,31 @@ func TestLeaderlessInStatus(t *testing.T) {
 		t.Fatalf("every partition claimed, still leaderless %v:\n%s", bs.Leaderless, text)
 	}
 }
+
+// TestBalancedNeedsEveryBucketPlaced: GET /pools/default's "balanced" is
+// false while a bucket has no map yet (just after it is created or the
+// cluster forms), as while a partition is degraded, without a leader or
+// lagging, and true only when none of those holds.
+func TestBalancedNeedsEveryBucketPlaced(t *testing.T) {
+	ok := BucketStatus{Name: "a", Placed: true}
+	cases := []struct {
+		name string
+		b    BucketStatus
+		want bool
+	}{
+		{"placed, every partition led, none lagging", ok, true},
+		{"not placed yet", BucketStatus{Name: "b"}, false},
+		{"degraded", BucketStatus{Name: "b", Placed: true, Degraded: []int{3}}, false},
+		{"without a leader", BucketStatus{Name: "b", Placed: true, Leaderless: []int{0, 1}}, false},
+		{"lagging", BucketStatus{Name: "b", Placed: true, Lagging: []Lagging{{}}}, false},
+	}
+	for _, c := range cases {
+		st := &Status{Buckets: []BucketStatus{ok, c.b}}
+		if got := st.Balanced(); got != c.want {
+			t.Errorf("%s: balanced %v, want %v", c.name, got, c.want)
+		}
+	}
+	if !(&Status{}).Balanced() {
+		t.Error("a cluster with no bucket: not balanced")
+	}
+}

@@ -83,6 +83,18 @@ type Status struct {
 	ThisNode string `json:"thisNode,omitempty"`
 }
 
+// Balanced is Couchbase's "balanced" (GET /pools/default) for the status:
+// every bucket placed (the orchestrator has written its map), and none
+// with a partition degraded, without a leader, or with a replica lagging.
+func (st *Status) Balanced() bool {
+	for _, bs := range st.Buckets {
+		if !bs.Placed || len(bs.Degraded) > 0 || len(bs.Lagging) > 0 || len(bs.Leaderless) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // ReadStatus reads the cluster's status; peers are node names to show
 // even when they never registered.
 func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Status, error) {

@@ -253,6 +253,16 @@ func (b *browser) waitText(sel string, wants ...string) {
 	}
 }
 
+// waitAllText waits until the element sel selects shows every one of
+// wants in its text at once.
+func (b *browser) waitAllText(sel string, wants ...string) {
+	b.t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && %s.every((w) => e.textContent.includes(w)); })()`, sel, jsStrings(wants))
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		b.t.Fatalf("waiting for all of %q in %s: %v; it shows %q\nthe page shows:\n%s", wants, sel, err, b.text(sel), b.pageText())
+	}
+}
+
 // jsStrings writes a JavaScript array of strings.
 func jsStrings(ss []string) string {
 	q := make([]string, len(ss))

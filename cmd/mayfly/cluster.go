@@ -182,12 +182,7 @@ func clusterView(n *cluster.Node) func(context.Context) (*httpapi.ClusterView, e
 			return nil, err
 		}
 		st.ThisNode = n.Name()
-		out := &httpapi.ClusterView{Balanced: true, Status: st}
-		for _, bs := range st.Buckets {
-			if len(bs.Degraded) > 0 || len(bs.Lagging) > 0 || len(bs.Leaderless) > 0 {
-				out.Balanced = false
-			}
-		}
+		out := &httpapi.ClusterView{Balanced: st.Balanced(), Status: st}
 		for _, ns := range st.Nodes {
 			if ns.Name == n.Name() {
 				continue

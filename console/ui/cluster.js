@@ -67,6 +67,7 @@ function nodeTable(c) {
 function unbalanced(buckets) {
   const has = (f) => buckets.some((b) => (b[f] || []).length > 0);
   const what = [];
+  if (buckets.some((b) => !b.placed)) what.push('not placed yet');
   if (has('degraded')) what.push('degraded');
   if (has('leaderless')) what.push('without a leader yet');
   if (has('lagging')) what.push('lagging');

@@ -26,21 +26,7 @@ func TestConsoleCluster(t *testing.T) {
 	st.Nodes[2].Up, st.Nodes[2].Info = false, nil
 	st.Buckets[0].Degraded = []int{0, 1, 2, 3, 7}
 	st.Buckets[0].Lagging = []cluster.Lagging{{Bucket: "default", Follower: "n3", Leader: "n1", Why: "down", Partitions: []int{0, 1, 2, 3, 7}, MaxBehind: 42}}
-	srv := newTestServer(t, func(o *httpapi.Options) {
-		o.Cluster = func(context.Context) (*httpapi.ClusterView, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			cv := &httpapi.ClusterView{Status: st, Balanced: st.Balanced()}
-			for _, n := range st.Nodes[1:] {
-				state := "unhealthy"
-				if n.Up {
-					state = "healthy"
-				}
-				cv.Nodes = append(cv.Nodes, clusterconfig.Node{Hostname: n.Name, Status: state, ClusterMembership: "active"})
-			}
-			return cv, nil
-		}
-	})
+	srv := newClusterServer(t, func() *cluster.Status { mu.Lock(); defer mu.Unlock(); return st })
 	b.login(srv)
 	b.click(`#nav a[href="#/cluster"]`)
 	b.waitAllText("#cluster-summary", "Orchestrator: n2", "2 of 3 nodes up", "degraded or lagging")
@@ -79,18 +65,7 @@ func TestConsoleClusterLeaderless(t *testing.T) {
 	}
 	st := formed()
 	st.Buckets[0].Leaderless = []int{0, 1, 2, 3, 17}
-	srv := newTestServer(t, func(o *httpapi.Options) {
-		o.Cluster = func(context.Context) (*httpapi.ClusterView, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			// Balanced as serve answers it.
-			cv := &httpapi.ClusterView{Status: st, Balanced: st.Balanced()}
-			for _, n := range st.Nodes[1:] {
-				cv.Nodes = append(cv.Nodes, clusterconfig.Node{Hostname: n.Name, Status: "healthy", ClusterMembership: "active"})
-			}
-			return cv, nil
-		}
-	})
+	srv := newClusterServer(t, func() *cluster.Status { mu.Lock(); defer mu.Unlock(); return st })
 	b.login(srv)
 	b.click(`#nav a[href="#/cluster"]`)
 	b.waitText("#cluster-summary", "Some partitions are without a leader yet (below).")
@@ -126,6 +101,26 @@ func TestConsoleClusterSingleNode(t *testing.T) {
 	if got := b.text("#main"); strings.Contains(got, "Orchestrator") {
 		t.Errorf("a single node's Cluster page shows a cluster: %q", got)
 	}
+}
+
+// newClusterServer is a test server whose GET /pools/default answers the
+// status current returns, as a cluster node's serve would: "balanced" as
+// the status says, and the other nodes healthy while up.
+func newClusterServer(t *testing.T, current func() *cluster.Status) *testServer {
+	return newTestServer(t, func(o *httpapi.Options) {
+		o.Cluster = func(context.Context) (*httpapi.ClusterView, error) {
+			st := current()
+			cv := &httpapi.ClusterView{Status: st, Balanced: st.Balanced()}
+			for _, n := range st.Nodes[1:] {
+				state := "unhealthy"
+				if n.Up {
+					state = "healthy"
+				}
+				cv.Nodes = append(cv.Nodes, clusterconfig.Node{Hostname: n.Name, Status: state, ClusterMembership: "active"})
+			}
+			return cv, nil
+		}
+	})
 }
 
 // threeNodes is a healthy three-node cluster's status as n1 serves it: the

@@ -32,12 +32,12 @@ func newLabCluster(t *testing.T, bin, logDir string, lab *netLab, size int, fail
 	for i := range nodes {
 		dir := t.TempDir()
 		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i+1)),
-			http: lab.Addr(i) + ":8091", mc: lab.Addr(i) + ":11211", lab: lab, idx: i}
+			http: lab.Addr(i) + ":8091", mc: lab.Addr(i) + ":11211", kv: lab.Addr(i) + ":11210", lab: lab, idx: i}
 		n.args = append(serveArgs(n, dir),
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
 			"--cluster-failover-timeout", failover.String(), "--cluster-raft-tick", "100ms",
 			// Not loopback, but a network of the test's own namespaces.
-			"--memcached-allow-remote", "--cluster-allow-remote",
+			"--memcached-allow-remote", "--kv-allow-remote", "--cluster-allow-remote",
 			"--log-level", "info") // what the cut does (groups left, copies dropped), for a person reading the kept logs
 		nodes[i] = n
 	}

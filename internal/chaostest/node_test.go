@@ -38,7 +38,11 @@ func buildServer(t *testing.T) string {
 type node struct {
 	name, bin, dir, log string
 	http, mc            string
-	args                []string
+	// kv is the node's binary KV port: a bucket's configuration lists
+	// only the nodes that serve one, and the partition cases read which
+	// partitions a node leads from it (partitionCut.groupLeads).
+	kv   string
+	args []string
 	// cutFile is a cluster node's --chaos-cut-file: the peers whose Raft
 	// traffic it drops.
 	cutFile string
@@ -68,9 +72,9 @@ func newCluster(t *testing.T, bin, logDir string) ([]*node, []string) {
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		dir := t.TempDir()
-		p := testport.Consecutive(t, 2)
+		p := testport.Consecutive(t, 3)
 		n := &node{name: fmt.Sprintf("n%d", i+1), bin: bin, dir: dir, log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i+1)),
-			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1)}
+			http: fmt.Sprintf("127.0.0.1:%d", p), mc: fmt.Sprintf("127.0.0.1:%d", p+1), kv: fmt.Sprintf("127.0.0.1:%d", p+2)}
 		n.cutFile = filepath.Join(dir, "cut")
 		n.args = append(serveArgs(n, dir),
 			"--node", n.name, "--peers", strings.Join(peers, ","), "--cluster-lease", "3s",
@@ -94,7 +98,7 @@ func newSingle(t *testing.T, bin, logDir string) *node {
 
 // serveArgs are the flags of every node, clustered or not.
 func serveArgs(n *node, dir string) []string {
-	return []string{"serve", "--data", filepath.Join(dir, "data"), "--http", n.http, "--memcached", n.mc, "--kv", "",
+	return []string{"serve", "--data", filepath.Join(dir, "data"), "--http", n.http, "--memcached", n.mc, "--kv", n.kv,
 		"--views", "", "--search", "", "--log-level", "error", "--admin-password", adminPassword,
 		"--memory-overhead-mb", "-1", "--heap-ratio", "0"}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mayflydb/mayfly/engine"
 )
@@ -129,7 +130,7 @@ func forwardTrio(t *testing.T, io IOModel, opts func(*Options)) (f, a, b *fixtur
 }
 
 // put stores key=value with flags in x's bucket directly.
-func put(t *testing.T, x *fixture, key, value string, flags uint32) {
+func put(t testing.TB, x *fixture, key, value string, flags uint32) {
 	t.Helper()
 	if _, err := x.bucket.DefaultCollection().Upsert(context.Background(), key, []byte(value), &engine.WriteOptions{Flags: flags}); err != nil {
 		t.Fatal(err)
@@ -226,6 +227,68 @@ func TestForwardedMultiGetOneRequestANode(t *testing.T) {
 			}
 		}
 		c.do("version\r\n", "VERSION "+DefaultVersion+"\r\n")
+	})
+}
+
+// TestForwardedMultiGetRoundsAndEdges: a multi-get of more remote keys
+// than a round gathers asks in rounds, each node once a round, answered
+// whole and in order; a line with a bad key is answered with the error
+// alone (the keys before it asked, as before); a forwarded connection's
+// multi-get is never forwarded again.
+func TestForwardedMultiGetRoundsAndEdges(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		f, a, b, pa, pb := forwardTrio(t, io, nil)
+		var keys []string
+		var want strings.Builder
+		for i := range 150 {
+			for _, n := range []struct {
+				p string
+				x *fixture
+			}{{"a", a}, {"b", b}} {
+				k := fmt.Sprintf("%s%03d", n.p, i)
+				keys = append(keys, k)
+				put(t, n.x, k, "v", 0)
+				fmt.Fprintf(&want, "VALUE %s 0 1\r\nv\r\n", k)
+			}
+		}
+		want.WriteString("END\r\n")
+		c := f.dial(t)
+		c.send("get " + strings.Join(keys, " ") + "\r\n")
+		if got := c.readAnswer(); got != want.String() {
+			t.Fatalf("a multi-get of 300 remote keys: %.300q", got)
+		}
+		// Rounds of 128 keys, half each node's: 64, 64, 22 keys a node.
+		for _, p := range []*lineProxy{pa, pb} {
+			got := p.take()
+			var sizes []int
+			for _, l := range got {
+				sizes = append(sizes, len(strings.Fields(l))-1)
+			}
+			if fmt.Sprint(sizes) != "[64 64 22]" {
+				t.Fatalf("a node was sent commands of %v keys; want [64 64 22]", sizes)
+			}
+		}
+
+		bad := strings.Repeat("z", 251)
+		c.do("get a000 n1 b000 "+bad+" b001\r\n", "CLIENT_ERROR bad command line format\r\n")
+		if got := pb.take(); len(got) != 1 || got[0] != "get b000" {
+			t.Fatalf("node b was sent %q for a line with a bad key", got)
+		}
+		pa.take()
+
+		put(t, f, "n1", "here", 0)
+		fc := f.dial(t)
+		fc.do("mayfly_forwarded\r\n", "OK\r\n")
+		fc.send("get n1 a000\r\n")
+		if got := fc.line() + fc.line(); got != "VALUE n1 0 4\r\nhere\r\n" {
+			t.Fatalf("a forwarded connection's multi-get: %q", got)
+		}
+		if got := fc.line(); !strings.HasPrefix(got, "SERVER_ERROR not my vbucket") || !strings.Contains(got, "led by node a") {
+			t.Fatalf("a forwarded connection's multi-get of a key another node leads: %q", got)
+		}
+		if got := pa.take(); len(got) != 0 {
+			t.Fatalf("a forwarded connection's multi-get was forwarded again: %q", got)
+		}
 	})
 }
 
@@ -436,3 +499,75 @@ func TestForwardedMultiGetAbandoned(t *testing.T) {
 type discardAll struct{}
 
 func (discardAll) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkForwardedMultiGet: a 100-key multi-get through a node that
+// leads a third of the keys, the others led by two more nodes (three
+// servers on loopback, 100-byte values), answered with one command a
+// node (batched) and, alternately in the same loop so that both meet the
+// same machine, by a node asking each remote key's leader alone as before
+// batches (per-key). It reports each's time a multi-get and their ratio:
+//
+//	go test -run XXX -bench ForwardedMultiGet -benchtime 2000x ./memcache/
+func BenchmarkForwardedMultiGet(b *testing.B) {
+	a, c := bareFixture(b, nil), bareFixture(b, nil)
+	routes := map[string]Route{}
+	var keys []string
+	for i := range 100 {
+		k := fmt.Sprintf("k%03d", i)
+		keys = append(keys, k)
+		switch i % 3 {
+		case 1:
+			routes[k] = Route{Node: "a", Addr: a.addr}
+		case 2:
+			routes[k] = Route{Node: "c", Addr: c.addr}
+		}
+	}
+	route := func(_ context.Context, key string) (Route, error) { return routes[key], nil }
+	batched := bareFixture(b, &Options{Route: route})
+	po := &Options{Route: route}
+	po.private.perKeyGets = true
+	perKey := bareFixture(b, po)
+	var want strings.Builder
+	for i, k := range keys {
+		v := strings.Repeat(k, 25)
+		switch i % 3 {
+		case 0:
+			put(b, batched, k, v, 0)
+			put(b, perKey, k, v, 0)
+		case 1:
+			put(b, a, k, v, 0)
+		case 2:
+			put(b, c, k, v, 0)
+		}
+		fmt.Fprintf(&want, "VALUE %s 0 %d\r\n%s\r\n", k, len(v), v)
+	}
+	want.WriteString("END\r\n")
+	line := "get " + strings.Join(keys, " ") + "\r\n"
+	cb, cp := batched.dial(b), perKey.dial(b)
+	for _, cl := range []*client{cb, cp} { // checked, and the pools filled
+		cl.send(line)
+		if got := cl.readAnswer(); got != want.String() {
+			b.Fatalf("the multi-get answered %.200q", got)
+		}
+	}
+	var tb, tp time.Duration
+	n := len(want.String())
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now() // wall clock: the benchmark's measure
+		cb.send(line)
+		gotB := cb.read(n)
+		mid := time.Now() // wall clock: the benchmark's measure
+		cp.send(line)
+		gotP := cp.read(n)
+		tb += mid.Sub(start)
+		tp += time.Since(mid) // wall clock: the benchmark's measure
+		if gotB != want.String() || gotP != gotB {
+			b.Fatalf("the multi-get answered %.200q and %.200q", gotB, gotP)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "batched-ns/mget")
+	b.ReportMetric(float64(tp.Nanoseconds())/float64(b.N), "perkey-ns/mget")
+	b.ReportMetric(float64(tp)/float64(tb), "perkey/batched")
+}

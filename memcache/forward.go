@@ -19,9 +19,10 @@ import (
 // command for a key whose partition another node leads is carried out by
 // that node: the command is sent, as a memcached command line (and data
 // block), over a pooled connection to the leader's memcached port, and its
-// reply is the client's. A multi-get asks each key's own leader in turn,
-// so the answers keep the keys' order; pipelined writes stay on the
-// connection's pipeline, in order. A forwarding connection opens with
+// reply is the client's. A multi-get asks each node for its keys in one
+// command, the nodes together, and answers in the keys' order
+// (forwardget.go); pipelined writes stay on the connection's pipeline, in
+// order. A forwarding connection opens with
 // "mayfly_forwarded": the node it reaches carries out its commands itself
 // and never forwards them again (a partition it no longer leads refuses
 // the write naming the leader, as before routing). A Route may say where

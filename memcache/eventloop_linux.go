@@ -484,6 +484,7 @@ type handoff struct {
 	// replies filled buf (handoffDriver.full) goes on.
 	size    int
 	getNext int
+	ahead   []aheadAnswer // the multi-get's answers fetched ahead, with getNext
 }
 
 // Write, WriteString and WriteByte make econn the session's replyWriter: a
@@ -817,8 +818,8 @@ func (c *econn) handOff(cmd *command, data []byte, size int) {
 	// A multi-get cut short by a full output (a delayed flush_all came due
 	// meanwhile) or by a read that needs the disk goes on from where it
 	// stopped.
-	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext, forwarded: c.forwarded}
-	c.getNext = 0
+	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext, forwarded: c.forwarded, ahead: c.ahead}
+	c.getNext, c.ahead = 0, nil
 	c.busy = true
 	c.refs.Add(1)
 	ctx, l := c.ctx, c.l
@@ -832,7 +833,7 @@ func (c *econn) handOff(cmd *command, data []byte, size int) {
 			l.post(loopMsg{kind: msgHandoff, h: h})
 		}()
 		h.out = hs.exec(ctx, &sc, data)
-		h.getNext = hs.getNext
+		h.getNext, h.ahead = hs.getNext, hs.ahead
 	}()
 }
 
@@ -843,7 +844,7 @@ func (c *econn) handoffDone(h *handoff) {
 	c.busy = false
 	c.Write(h.buf)
 	if h.out.wait && !h.out.close {
-		c.getNext = h.getNext
+		c.getNext, c.ahead = h.getNext, h.ahead
 		c.serve()
 		return
 	}

@@ -19,9 +19,10 @@ import (
 // command for a key whose partition another node leads is carried out by
 // that node: the command is sent, as a memcached command line (and data
 // block), over a pooled connection to the leader's memcached port, and its
-// reply is the client's. A multi-get asks each key's own leader in turn,
-// so the answers keep the keys' order; pipelined writes stay on the
-// connection's pipeline, in order. A forwarding connection opens with
+// reply is the client's. A multi-get asks each node for its keys in one
+// command, the nodes together, and answers in the keys' order
+// (forwardget.go); pipelined writes stay on the connection's pipeline, in
+// order. A forwarding connection opens with
 // "mayfly_forwarded": the node it reaches carries out its commands itself
 // and never forwards them again (a partition it no longer leads refuses
 // the write naming the leader, as before routing). A Route may say where
@@ -170,13 +171,19 @@ type fwdValue struct {
 	value []byte
 }
 
+// valueFunc takes one VALUE block of a forwarded retrieval's reply, in
+// the order the leader sent them; its error ends the exchange.
+type valueFunc func(key string, v *fwdValue) error
+
 // do sends req to addr and reads its reply: the reply line of a command
-// that is not a retrieval; for a retrieval the value, if any, and the line
-// that ends it ("END", or an error line).
-func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval bool) (line string, v *fwdValue, err error) {
+// that is not a retrieval (values nil); for a retrieval each VALUE block,
+// handed to values in the order it came, and the line that ends them
+// ("END", or an error line). An error of values ends the exchange with it
+// (the connection is closed).
+func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valueFunc) (line string, err error) {
 	c, err := f.get(ctx, addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", errNotSent, err)
+		return "", fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -184,21 +191,21 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, retrieval b
 	}
 	c.c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
-	line, v, err = c.exchange(req, retrieval)
+	line, err = c.exchange(req, values)
 	if err != nil {
 		stop()
 		c.c.Close()
-		return "", nil, err
+		return "", err
 	}
 	// A cancellation that began (stop false) sets its expired deadline
 	// from a goroutine of its own, possibly once the connection is back in
 	// the pool and another command's: the connection is not reused.
-	if !stop() || leaderCloses(line, retrieval) {
+	if !stop() || leaderCloses(line, values != nil) {
 		c.c.Close()
-		return line, v, nil
+		return line, nil
 	}
 	f.put(addr, c)
-	return line, v, nil
+	return line, nil
 }
 
 // leaderCloses reports whether the leader closes its end after the reply
@@ -212,45 +219,48 @@ func leaderCloses(line string, retrieval bool) bool {
 	return strings.HasPrefix(line, "SERVER_ERROR") || strings.HasPrefix(line, "CLIENT_ERROR") || line == replyError
 }
 
-// exchange writes req and reads its reply.
-func (c *fwdConn) exchange(req []byte, retrieval bool) (string, *fwdValue, error) {
+// exchange writes req and reads its reply; values, when set (a
+// retrieval), takes each VALUE block.
+func (c *fwdConn) exchange(req []byte, values valueFunc) (string, error) {
 	if _, err := c.c.Write(req); err != nil {
-		return "", nil, err
+		return "", err
 	}
-	var v *fwdValue
 	for {
 		l, err := c.r.ReadString('\n')
 		if err != nil {
-			return "", nil, err
+			return "", err
 		}
 		l = trimCRLF(l)
-		if !retrieval || !bytes.HasPrefix([]byte(l), []byte("VALUE ")) {
-			return l, v, nil
+		if values == nil || !strings.HasPrefix(l, "VALUE ") {
+			return l, nil
 		}
 		// VALUE <key> <flags> <bytes> [<cas>]
-		f := bytes.Fields([]byte(l))
-		if len(f) < 4 || v != nil {
-			return "", nil, fmt.Errorf("an unexpected reply line %q", l)
+		f := strings.Fields(l)
+		if len(f) < 4 || len(f) > 5 {
+			return "", fmt.Errorf("an unexpected reply line %q", l)
 		}
-		flags, err1 := strconv.ParseUint(string(f[2]), 10, 32)
-		n, err2 := strconv.Atoi(string(f[3]))
+		flags, err1 := strconv.ParseUint(f[2], 10, 32)
+		n, err2 := strconv.Atoi(f[3])
 		if err1 != nil || err2 != nil || n < 0 || n > fwdMaxValue {
-			return "", nil, fmt.Errorf("an unexpected reply line %q", l)
+			return "", fmt.Errorf("an unexpected reply line %q", l)
 		}
-		v = &fwdValue{flags: uint32(flags)}
+		v := &fwdValue{flags: uint32(flags)}
 		if len(f) > 4 {
-			if v.cas, err = strconv.ParseUint(string(f[4]), 10, 64); err != nil {
-				return "", nil, fmt.Errorf("an unexpected reply line %q", l)
+			if v.cas, err = strconv.ParseUint(f[4], 10, 64); err != nil {
+				return "", fmt.Errorf("an unexpected reply line %q", l)
 			}
 		}
 		v.value = make([]byte, n+2)
 		if _, err := ioReadFull(c.r, v.value); err != nil {
-			return "", nil, err
+			return "", err
 		}
 		if !bytes.HasSuffix(v.value, []byte("\r\n")) {
-			return "", nil, fmt.Errorf("a value block without its \\r\\n")
+			return "", fmt.Errorf("a value block without its \\r\\n")
 		}
 		v.value = v.value[:n]
+		if err := values(f[1], v); err != nil {
+			return "", err
+		}
 	}
 }
 
@@ -329,23 +339,24 @@ func (c *session) confirmRead(ctx context.Context, rt Route) (reply string, bloc
 // forwardReply carries out req at rt's node and returns its reply line
 // (a write's or a touch's), or a SERVER_ERROR saying why it could not.
 func (s *Server) forwardReply(ctx context.Context, rt Route, req []byte) string {
-	line, _, rt, err := s.forwardDo(ctx, rt, req, false)
+	line, rt, err := s.forwardDo(ctx, rt, req, nil)
 	if err != nil {
 		return s.forwardFailed(rt, err)
 	}
 	return line
 }
 
-// forwardDo carries out req at rt's node and returns its reply (as
-// forwarder.do) and the route it took: rt's, or one its Reroute gave when
-// rt's node could not be reached or refused req naming the partition's
-// leader (each once at most: req is sent three times at most).
-func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, Route, error) {
+// forwardDo carries out req at rt's node and returns its reply line (as
+// forwarder.do, values taking a retrieval's VALUE blocks) and the route
+// it took: rt's, or one its Reroute gave when rt's node could not be
+// reached or refused req naming the partition's leader (each once at
+// most: req is sent three times at most).
+func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, values valueFunc) (string, Route, error) {
 	var unreachable, refused bool
 	for {
-		line, v, err := s.forwardOnce(ctx, rt, req, retrieval)
+		line, err := s.forwardOnce(ctx, rt, req, values)
 		if rt.Reroute == nil {
-			return line, v, rt, err
+			return line, rt, err
 		}
 		var next Route
 		ok := false
@@ -360,7 +371,7 @@ func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval 
 			}
 		}
 		if !ok || next.Addr == "" {
-			return line, v, rt, err
+			return line, rt, err
 		}
 		rt = next
 	}
@@ -368,9 +379,9 @@ func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, retrieval 
 
 // forwardOnce is forwarder.do to rt's node, abandoned when rt.Gone
 // closes first.
-func (s *Server) forwardOnce(ctx context.Context, rt Route, req []byte, retrieval bool) (string, *fwdValue, error) {
+func (s *Server) forwardOnce(ctx context.Context, rt Route, req []byte, values valueFunc) (string, error) {
 	if rt.Gone == nil {
-		return s.fwd.do(ctx, rt.Addr, req, retrieval)
+		return s.fwd.do(ctx, rt.Addr, req, values)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -381,11 +392,11 @@ func (s *Server) forwardOnce(ctx context.Context, rt Route, req []byte, retrieva
 		case <-ctx.Done():
 		}
 	}()
-	line, v, err := s.fwd.do(ctx, rt.Addr, req, retrieval)
+	line, err := s.fwd.do(ctx, rt.Addr, req, values)
 	if err != nil && context.Cause(ctx) == errNodeGone && !errors.Is(err, errNotSent) {
 		err = errNodeGone
 	}
-	return line, v, err
+	return line, err
 }
 
 // errNodeGone is the error of a command abandoned because its node went
@@ -433,7 +444,14 @@ func (s *Server) forwardGet(ctx context.Context, rt Route, key string, touch boo
 		req = append([]byte("gets "), key...)
 	}
 	req = append(req, '\r', '\n')
-	line, v, rt, err := s.forwardDo(ctx, rt, req, true)
+	var v *fwdValue
+	line, rt, err := s.forwardDo(ctx, rt, req, func(k string, got *fwdValue) error {
+		if v != nil || k != key {
+			return fmt.Errorf("an unexpected value of key %q for %q", k, key)
+		}
+		v = got
+		return nil
+	})
 	switch {
 	case err != nil:
 		return nil, s.forwardFailed(rt, err)

@@ -36,7 +36,7 @@ func forwardPair(t *testing.T, io IOModel) (follower, leader *fixture) {
 
 // bareFixture is newFixture without its checks of the engine and of
 // goroutines left (a test of several servers checks once all are closed).
-func bareFixture(t *testing.T, opts *Options) *fixture {
+func bareFixture(t testing.TB, opts *Options) *fixture {
 	t.Helper()
 	clock := engine.NewFakeClock(t0)
 	return startFixture(t, opts, clock, clock, false)

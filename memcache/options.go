@@ -87,6 +87,10 @@ type Options struct {
 		// flushPoll is how often a pending delayed flush_all is checked
 		// against the engine clock when no command arrives. Default 1s.
 		flushPoll time.Duration
+		// perKeyGets makes a multi-get ask each remote key's leader in
+		// turn, one round trip a key, as before batches (forwardget.go):
+		// the baseline of BenchmarkForwardedMultiGet.
+		perKeyGets bool
 	}
 }
 

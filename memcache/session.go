@@ -75,6 +75,12 @@ type session struct {
 	// confirmed holds the partitions whose read barrier the multi-get
 	// being answered took (Route.Barrier: once a partition per command).
 	confirmed map[int]struct{}
+	// ahead holds, by key position, the answers of the multi-get being
+	// answered that its nodes sent ahead of their turn (forwardget.go);
+	// nil until it reaches a remote key. It lasts as long as getNext, so
+	// a multi-get resumed (outcome.wait, outcome.block) answers them
+	// without asking again.
+	ahead []aheadAnswer
 }
 
 // outcome is what running a command asks of its driver.
@@ -386,6 +392,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	}
 	if c.getNext == 0 {
 		clear(c.confirmed) // a new command
+		c.ahead = nil
 	}
 	for i := c.getNext; i < len(cmd.keys); i++ {
 		if i > c.getNext && c.drv.full() {
@@ -393,6 +400,13 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
+		if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+			c.endGet()
+			c.reply(reply)
+			return outcome{close: true}
+		} else if done {
+			continue
+		}
 		rt, reply, remote := c.routeOf(ctx, key)
 		if !remote {
 			var block bool
@@ -401,7 +415,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				return outcome{block: true}
 			}
 			if reply != "" {
-				c.getNext = 0
+				c.endGet()
 				c.reply(reply)
 				return outcome{close: true}
 			}
@@ -411,12 +425,24 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				c.getNext = i // on from here where the round trip may wait
 				return outcome{block: true}
 			}
+			if reply == "" && !s.opts.private.perKeyGets && c.aheadAt(i) == aheadNone {
+				// The first remote key not asked yet: ask every node
+				// for its keys from here on, one command each.
+				c.fetchAhead(ctx, cmd, i, rt)
+				if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+					c.endGet()
+					c.reply(reply)
+					return outcome{close: true}
+				} else if done {
+					continue
+				}
+			}
 			var d *engine.Document
 			if reply == "" {
 				d, reply = s.forwardGet(ctx, rt, key, touch, cmd.exptime)
 			}
 			if reply != "" {
-				c.getNext = 0
+				c.endGet()
 				c.reply(reply)
 				return outcome{close: true}
 			}
@@ -439,7 +465,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{block: true}
 		}
 		if err != nil {
-			c.getNext = 0
+			c.endGet()
 			c.reply(serverError(err))
 			return outcome{close: true}
 		}
@@ -448,13 +474,20 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 		}
 		c.writeValue(w, key, d, withCAS)
 	}
-	c.getNext = 0
+	c.endGet()
 	if cmd.reply != "" {
 		c.reply(cmd.reply)
 		return outcome{}
 	}
 	c.reply(replyEnd)
 	return outcome{}
+}
+
+// endGet ends the multi-get being answered: the next retrieval is a new
+// command.
+func (c *session) endGet() {
+	c.getNext = 0
+	c.ahead = nil
 }
 
 // writeValue writes one "VALUE key flags bytes [cas]" block.

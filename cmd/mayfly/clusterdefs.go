@@ -80,7 +80,7 @@ func startClusterDefs(cli *clientv3.Client, eng *engine.Engine, vsvc *views.Serv
 	c := &clusterDefs{cli: cli, eng: eng, views: vsvc, search: ssvc, logger: logger,
 		ddocs: cluster.NewDefMirror(cli, cluster.DesignDocs), sdefs: cluster.NewDefMirror(cli, cluster.SearchDefs),
 		mans: cluster.NewDefMirror(cli, cluster.Manifests), flush: cluster.NewDefMirror(cli, cluster.Flushes),
-		ctx:  ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{},
+		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{},
 		warned: map[string]string{}, flushCh: make(chan struct{}), flushWait: flushWait}
 	c.wg.Go(func() { c.ddocs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.sdefs.Run(ctx, c.markDirty) })

@@ -21,6 +21,7 @@ const (
 	searchPrefix      = "/mayfly/search/"
 	collectionsPrefix = "/mayfly/collections/"
 	usersPrefix       = "/mayfly/users/"
+	flushPrefix       = "/mayfly/flush/"
 )
 
 // ManifestName is the name of a bucket's one Manifests definition:
@@ -48,6 +49,9 @@ const (
 	// UserEntry (the "bucket" is the user's domain, always UserDomain; see
 	// users.go).
 	Users
+	// Flushes are buckets' flushes: /mayfly/flush/BUCKET/state holds a
+	// FlushState (see flush.go).
+	Flushes
 )
 
 // prefix returns the kind's key prefix.
@@ -59,6 +63,8 @@ func (k DefKind) prefix() string {
 		return collectionsPrefix
 	case Users:
 		return usersPrefix
+	case Flushes:
+		return flushPrefix
 	}
 	return ddocsPrefix
 }
@@ -72,6 +78,8 @@ func (k DefKind) String() string {
 		return "collections manifest"
 	case Users:
 		return "user"
+	case Flushes:
+		return "flush"
 	}
 	return "design document"
 }
@@ -273,14 +281,15 @@ func ParseManifest(value []byte) (engine.Manifest, error) {
 	return m, nil
 }
 
-// DeleteBucketDefs deletes every design document, search definition and
-// collections manifest of bucket (for a bucket deleted from the cluster:
-// one created again under its name starts with none).
+// DeleteBucketDefs deletes every design document, search definition,
+// collections manifest and flush record of bucket (for a bucket deleted
+// from the cluster: one created again under its name starts with none).
 func DeleteBucketDefs(ctx context.Context, cli *clientv3.Client, bucket string) error {
 	_, err := cli.Txn(ctx).Then(
 		clientv3.OpDelete(DesignDocs.prefix()+bucket+"/", clientv3.WithPrefix()),
 		clientv3.OpDelete(SearchDefs.prefix()+bucket+"/", clientv3.WithPrefix()),
 		clientv3.OpDelete(Manifests.prefix()+bucket+"/", clientv3.WithPrefix()),
+		clientv3.OpDelete(Flushes.prefix()+bucket+"/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: deleting the definitions of bucket %q: %w", bucket, err)

@@ -510,6 +510,7 @@ func (b *Bucket) shutdown() error {
 	// so are the re-evaluations applied manifests started (replttl.go).
 	b.repl.access.close()
 	b.repl.ttl.close()
+	b.repl.flush.close()
 	b.changed() // wake feed waiters so they see the close
 	b.stopWarmup()
 	return b.store.closeClean()

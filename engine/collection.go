@@ -309,10 +309,12 @@ func (b *Bucket) collectionIDs() []CollectionID {
 
 // Flush deletes every live document of every collection of the bucket, as
 // memcached's flush_all does, leaving tombstones so views drop their rows. It
-// returns how many it deleted.
+// returns how many it deleted. A bucket whose writes are replicated refuses
+// it (ErrInvalidOp): its cluster flushes it, each partition by its leader
+// (StartFlush).
 func (b *Bucket) Flush(ctx context.Context) (int, error) {
 	if b.localWritesOff() {
-		return 0, errLocalWritesOff("flush")
+		return 0, fmt.Errorf("%w: a replicated bucket is flushed by its cluster, each partition by its leader, not by one node", ErrInvalidOp)
 	}
 	if err := b.WaitWarm(ctx); err != nil {
 		return 0, err

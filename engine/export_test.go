@@ -75,3 +75,22 @@ func TTLPassExited(b *Bucket, cid CollectionID) <-chan struct{} {
 	}
 	return nil
 }
+
+// SetFlushCatchUp sets how often b's flush passes look for partitions this
+// node has come to lead (passes started after the call).
+func SetFlushCatchUp(b *Bucket, every time.Duration) {
+	b.repl.flush.mu.Lock()
+	defer b.repl.flush.mu.Unlock()
+	b.repl.flush.catchUp = every
+}
+
+// FlushPassExited returns a channel closed once b's latest flush pass has
+// returned (nil when there is none).
+func FlushPassExited(b *Bucket) <-chan struct{} {
+	b.repl.flush.mu.Lock()
+	defer b.repl.flush.mu.Unlock()
+	if p := b.repl.flush.cur; p != nil {
+		return p.exited
+	}
+	return nil
+}

@@ -198,6 +198,8 @@ type replState struct {
 	access accessExpiries
 	// ttl holds the re-evaluations applied manifests started (replttl.go).
 	ttl ttlPasses
+	// flush holds the pass of the cluster's latest flush (replflush.go).
+	flush flushPasses
 }
 
 // SetReplicator makes the bucket's document writes go through r (nil: back
@@ -207,8 +209,9 @@ type replState struct {
 // decided by the partition's leader (its expiry pager, or a read that
 // found the document expired; replexpiry.go), and so are sliding
 // extensions (replslide.go), and so is a TTL re-evaluation, each
-// partition's by its leader (replttl.go); the bucket makes no other write
-// of its own: Flush is refused.
+// partition's by its leader (replttl.go), and so is a flush, asked of the
+// cluster and done by each partition's leader (StartFlush, replflush.go);
+// the bucket makes no other write of its own: Flush is refused.
 func (b *Bucket) SetReplicator(r Replicator) {
 	if r == nil {
 		b.repl.r.Store(nil)
@@ -232,14 +235,9 @@ func (b *Bucket) replicator() Replicator {
 }
 
 // localWritesOff reports whether the bucket refuses writes of its own
-// (expirations by reads or the pager, sliding extensions, flushes): its
-// writes are replicated.
+// (expirations by reads or the pager, sliding extensions, a local Flush):
+// its writes are replicated.
 func (b *Bucket) localWritesOff() bool { return b.repl.r.Load() != nil }
-
-// errLocalWritesOff is what a refused write of the bucket's own answers.
-func errLocalWritesOff(what string) error {
-	return fmt.Errorf("%w: %s is not available on a replicated bucket yet", ErrInvalidOp, what)
-}
 
 // mutateReplicated is mutateWith for a bucket whose writes are
 // replicated: mutateOnce proposes the version it computes; a conflict

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // bucketJSON is a bucket as GET /pools/default/buckets/{bucket} shows it.
@@ -589,7 +591,10 @@ func (s *server) updateCollection(w http.ResponseWriter, r *http.Request) error 
 // and search indexes drop them too); its collections, design documents and
 // search indexes are kept. A bucket without flushEnabled answers Couchbase's
 // 400 {"_": "Flush is disabled for the bucket"} (gocb's
-// ErrBucketNotFlushable) and loses nothing. Audited.
+// ErrBucketNotFlushable) and loses nothing. Audited. On a cluster
+// (Options.Flusher) it answers 200 once every partition is flushed, on
+// every node; a flush not finished in time answers 503 with Couchbase's
+// failed-flush text (flushPendingBody) and goes on in the background.
 func (s *server) flushBucket(w http.ResponseWriter, r *http.Request) error {
 	name, err := pathVar(r, "bucket")
 	if err != nil {
@@ -607,14 +612,32 @@ func (s *server) flushBucket(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n, err := b.Flush(r.Context())
+	n, err := s.flush.FlushBucket(r.Context(), b)
 	if err != nil {
 		s.settle(r, in, err)
+		if errors.Is(err, engine.ErrFlushPending) {
+			s.log.Warn("bucket flush not finished in time; it goes on in the background", "bucket", name, "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, flushPendingBody(err))
+			return nil
+		}
 		return err
 	}
 	s.log.Info("bucket flushed", "bucket", name, "deleted", n, "by", principalOf(r).Name, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// flushPendingBody is the answer to a flush that did not finish in time:
+// Couchbase's text for a flush that failed (ns_server answers it 500 when
+// its flush does not complete; test suites match it to retry), with a
+// 503 here since the flush is under way and a retry is right, and
+// Mayfly's error code and reason beside it.
+func flushPendingBody(err error) map[string]string {
+	return map[string]string{
+		"_":      "Flush failed with unexpected error. Check server logs for details.",
+		"error":  "temporary_failure",
+		"reason": reason.Of(err),
+	}
 }
 
 // settingErr is a refused bucket parameter: a 400 whose answer carries

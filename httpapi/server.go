@@ -112,6 +112,11 @@ type Options struct {
 	// changes the manifest in the cluster's state, which every node
 	// applies.
 	Collections CollectionStore
+	// Flusher flushes a bucket for POST .../controller/doFlush; nil means
+	// the bucket's own Flush. A cluster node passes one that records the
+	// flush in the cluster's state, which every node takes up, each
+	// partition flushed by its leader.
+	Flusher BucketFlusher
 	// ViewCoverage, on a cluster node, returns which node answers for
 	// which partitions of a bucket's views (nil, nil while the bucket has
 	// none): a view query then asks each coverer for its share and merges
@@ -216,6 +221,20 @@ func (localCollections) UpdateCollection(ctx context.Context, b *engine.Bucket, 
 	return b.UpdateCollection(ctx, scope, name, fn)
 }
 
+// BucketFlusher deletes every document of a bucket, with the engine's
+// errors (engine.ErrFlushPending: a flush that goes on in the background),
+// and returns how many this node deleted.
+type BucketFlusher interface {
+	FlushBucket(ctx context.Context, b *engine.Bucket) (int, error)
+}
+
+// localFlusher is the BucketFlusher of a single node: the bucket's Flush.
+type localFlusher struct{}
+
+func (localFlusher) FlushBucket(ctx context.Context, b *engine.Bucket) (int, error) {
+	return b.Flush(ctx)
+}
+
 // DesignDocStore stores and deletes design documents (*views.Service is
 // one), with views.Service's errors.
 type DesignDocStore interface {
@@ -231,6 +250,7 @@ type server struct {
 	views *views.Service
 	ddocs DesignDocStore  // Options.DesignDocs, or views
 	colls CollectionStore // Options.Collections, or the buckets'
+	flush BucketFlusher   // Options.Flusher, or the buckets'
 	users UserStore       // Options.Users, or Auth's (nil without Auth)
 	// usersWaits are the requests waiting for this node's users
 	// (awaitUsers).
@@ -279,7 +299,10 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	if s.copies == nil {
 		s.copies = s.coverage
 	}
-	s.ddocs, s.colls = o.DesignDocs, o.Collections
+	s.ddocs, s.colls, s.flush = o.DesignDocs, o.Collections, o.Flusher
+	if s.flush == nil {
+		s.flush = localFlusher{}
+	}
 	if s.colls == nil {
 		s.colls = localCollections{}
 	}

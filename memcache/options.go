@@ -52,6 +52,12 @@ type Options struct {
 	// refused with "SERVER_ERROR audit log unavailable" and nothing is
 	// flushed. The default value audits nothing.
 	Audit func(ctx context.Context, e AuditEvent) error
+	// Flush, if set, flushes the bucket for a flush_all that takes effect
+	// (a cluster node passes one that flushes every node, each partition
+	// by its leader); its error is the flush_all's SERVER_ERROR reply. The
+	// default value is the bucket's own Flush. On a bucket whose writes
+	// are replicated a delayed flush_all is refused (replyDelayedFlush).
+	Flush func(ctx context.Context, b *engine.Bucket) error
 	// Route, on a cluster node, says where a command for key is carried
 	// out: a Route without Addr here, else at the leader of the key's
 	// partition, whose memcached port it is forwarded to (forward.go). An

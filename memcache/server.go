@@ -387,8 +387,7 @@ func (s *Server) flushAll(ctx context.Context, delay int64) error {
 		s.flushMu.Lock()
 		defer s.flushMu.Unlock()
 		s.flushAt.Store(0)
-		_, err := s.target().bucket.Flush(ctx)
-		return err
+		return s.flushNow(ctx)
 	}
 	s.flushAt.Store(at)
 	s.mu.Lock()
@@ -425,11 +424,29 @@ func (s *Server) flushIfDue(ctx context.Context) error {
 		s.log.Warn("memcache: delayed flush_all dropped: flush is disabled on the bucket", "bucket", s.target().bucket.Name())
 		return nil
 	}
-	if _, err := s.target().bucket.Flush(ctx); err != nil {
+	if err := s.flushNow(ctx); err != nil {
 		return err
 	}
 	s.flushAt.CompareAndSwap(at, 0)
 	return nil
+}
+
+// flushNow flushes the bucket served: through Options.Flush when set.
+func (s *Server) flushNow(ctx context.Context) error {
+	b := s.target().bucket
+	if s.opts.Flush != nil {
+		return s.opts.Flush(ctx, b)
+	}
+	_, err := b.Flush(ctx)
+	return err
+}
+
+// delayedOnCluster reports whether a flush_all with delay would be
+// scheduled (not run at once) on a bucket whose writes are replicated,
+// which refuses it (replyDelayedFlush).
+func (s *Server) delayedOnCluster(delay int64) bool {
+	now := s.clock.Now()
+	return flushAllAt(now, delay) > now && s.target().bucket.Replicated()
 }
 
 // flushLoop polls a pending delayed flush_all, so it happens on time even

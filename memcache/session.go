@@ -214,6 +214,8 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		r = replyOK
 		if !s.flushEnabled() {
 			r = replyFlushDisabled
+		} else if s.delayedOnCluster(cmd.exptime) {
+			r = replyDelayedFlush
 		} else if err := c.auditFlush(ctx, cmd.exptime); err != nil {
 			s.log.Error("memcache: flush_all refused: audit log", "remote", c.remote, "err", err)
 			r = replyAuditFailed
@@ -257,6 +259,11 @@ func needsBucket(k cmdKind) bool {
 // is off: memcached's answer when its flush_all is disabled (-F), which
 // counts the command in cmd_flush too and flushes nothing.
 const replyFlushDisabled = "CLIENT_ERROR flush_all not allowed"
+
+// replyDelayedFlush answers a flush_all with a delay on a bucket whose
+// writes are replicated (a cluster's): a delayed flush would run on this
+// node's schedule alone; flush_all without a delay flushes every node.
+const replyDelayedFlush = replyServerErrorSP + "flush_all with a delay is not available on a cluster bucket; flush_all without one flushes every node"
 
 // replyAuditFailed answers a flush_all whose audit record failed.
 const replyAuditFailed = replyServerErrorSP + "audit log unavailable"

@@ -45,6 +45,7 @@ type clusterDefs struct {
 	ddocs  *cluster.DefMirror
 	sdefs  *cluster.DefMirror
 	mans   *cluster.DefMirror // collections manifests
+	flush  *cluster.DefMirror // buckets' flushes (clusterflush.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -63,6 +64,13 @@ type clusterDefs struct {
 	// warned is the failure last logged of each definition ("bucket/what"),
 	// so one that keeps failing is logged once, not at every retry.
 	warned map[string]string
+
+	// flushMu guards flushCh, closed (and replaced) at every change of
+	// the flush mirror: a doFlush waiting for its flush to finish wakes.
+	flushMu sync.Mutex
+	flushCh chan struct{}
+	// flushWait bounds a flush's wait for every partition to finish.
+	flushWait time.Duration
 }
 
 // startClusterDefs starts mirroring the definitions in etcd and applying
@@ -71,12 +79,13 @@ func startClusterDefs(cli *clientv3.Client, eng *engine.Engine, vsvc *views.Serv
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &clusterDefs{cli: cli, eng: eng, views: vsvc, search: ssvc, logger: logger,
 		ddocs: cluster.NewDefMirror(cli, cluster.DesignDocs), sdefs: cluster.NewDefMirror(cli, cluster.SearchDefs),
-		mans: cluster.NewDefMirror(cli, cluster.Manifests),
-		ctx:  ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{},
-		warned: map[string]string{}}
+		mans: cluster.NewDefMirror(cli, cluster.Manifests), flush: cluster.NewDefMirror(cli, cluster.Flushes),
+		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{},
+		warned: map[string]string{}, flushCh: make(chan struct{}), flushWait: flushWait}
 	c.wg.Go(func() { c.ddocs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.sdefs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.mans.Run(ctx, c.markDirty) })
+	c.wg.Go(func() { c.flush.Run(ctx, c.flushChanged) })
 	c.wg.Go(c.reconcileLoop)
 	return c
 }
@@ -111,7 +120,7 @@ func (c *clusterDefs) reconcileLoop() {
 		case <-c.kick:
 		case <-t.C:
 		}
-		if !c.ddocs.Loaded() || !c.sdefs.Loaded() || !c.mans.Loaded() {
+		if !c.ddocs.Loaded() || !c.sdefs.Loaded() || !c.mans.Loaded() || !c.flush.Loaded() {
 			continue // nothing is removed before etcd's state is known
 		}
 		c.dirtyMu.Lock()
@@ -129,21 +138,22 @@ func (c *clusterDefs) reconcileLoop() {
 }
 
 // applyLocked makes b's collections, design documents and search
-// definitions those of the mirrors, and returns why each one that failed
-// did: by "_design/NAME", "index/NAME", and cluster.ManifestName. b is
-// recorded done when nothing failed.
+// definitions those of the mirrors, takes up its latest flush, and returns
+// why each one that failed did: by "_design/NAME", "index/NAME",
+// cluster.ManifestName and cluster.FlushName. b is recorded done when
+// nothing failed. A memcached bucket has only its flush.
 //
 // REQUIRES: c.mu held.
 func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[string]error {
-	if b.Settings().Type == engine.Memcached {
-		c.done[b.Name()] = b
-		return nil
-	}
 	failed := map[string]error{}
-	// Collections first: a search definition may name one.
-	c.applyManifest(ctx, b, failed)
-	complete := c.applyDesignDocs(ctx, b.Name(), failed)
-	complete = c.applySearchDefs(ctx, b.Name(), failed) && complete
+	c.applyFlush(b, failed)
+	complete := true
+	if b.Settings().Type != engine.Memcached {
+		// Collections first: a search definition may name one.
+		c.applyManifest(ctx, b, failed)
+		complete = c.applyDesignDocs(ctx, b.Name(), failed)
+		complete = c.applySearchDefs(ctx, b.Name(), failed) && complete
+	}
 	for what, err := range failed {
 		if key := b.Name() + "/" + what; c.ctx.Err() == nil && c.warned[key] != err.Error() {
 			c.warned[key] = err.Error()

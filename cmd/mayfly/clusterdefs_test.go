@@ -334,6 +334,10 @@ func docMetaOn(n *procNode, key string) (exp, ts int64, cas, seq uint64, err err
 // node lifts those expirations everywhere. Set again while a node is
 // frozen, the partitions that node led, leaderless when the others applied
 // the change, are re-evaluated by their next leaders without a re-run.
+// Then, on the same cluster, a flush: refused (400) without flushEnabled,
+// with it doFlush on one node answers 200 once every document is gone on
+// every node (each node's GET 404, itemCount 0 everywhere), and a write
+// after it is kept.
 func TestClusterCollectionTTLSettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three server processes")
@@ -444,4 +448,61 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	expirationsOn(nodes[:2], func(key string, ts int64) int64 { return ts + ttls[key] })
 	thaw()
 	expirations(func(key string, ts int64) int64 { return ts + ttls[key] })
+
+	flushEverywhere(t, nodes, ttls)
+}
+
+// flushEverywhere is TestClusterCollectionTTLSettings's flush step: keys
+// are the documents the default bucket holds.
+func flushEverywhere(t *testing.T, nodes []*procNode, keys map[string]int64) {
+	t.Helper()
+	const flush = "/pools/default/buckets/default/controller/doFlush"
+	if code, body, err := bucketReq(nodes[1], http.MethodPost, flush, url.Values{}); err != nil || code != http.StatusBadRequest ||
+		!strings.Contains(body, "Flush is disabled for the bucket") {
+		t.Fatalf("doFlush without flushEnabled: %d %s %v", code, body, err)
+	}
+	if code, body, err := bucketReq(nodes[0], http.MethodPost, "/pools/default/buckets/default", url.Values{"flushEnabled": {"1"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("setting flushEnabled on n1: %d %s %v", code, body, err)
+	}
+	for key := range keys {
+		if code, body, _, err := apiReq(nodes[2], http.MethodGet, "/default/docs/"+key, ""); err != nil || code != http.StatusOK {
+			t.Fatalf("%s before the flush, on n3: %d %s %v", key, code, body, err)
+		}
+	}
+	// Every node has flushEnabled once it applied the bucket's settings;
+	// n2 refuses until then, and a flush not finished in time answers 503
+	// (it goes on): a client retries both.
+	eventuallyT(t, "doFlush on n2", func() error {
+		code, body, err := bucketReq(nodes[1], http.MethodPost, flush, url.Values{})
+		switch {
+		case err == nil && code == http.StatusOK:
+			return nil
+		case err == nil && (code == http.StatusBadRequest && strings.Contains(body, "Flush is disabled") ||
+			code == http.StatusServiceUnavailable && strings.Contains(body, "Flush failed with unexpected error")):
+			return fmt.Errorf("%d %s", code, body)
+		}
+		t.Fatalf("doFlush on n2: %d %s %v", code, body, err)
+		return nil
+	})
+	// Answered 200: every document is gone on every node already.
+	for _, n := range nodes {
+		for key := range keys {
+			if code, body, _, err := apiReq(n, http.MethodGet, "/default/docs/"+key, ""); err != nil || code != http.StatusNotFound {
+				t.Fatalf("%s after the flush, on %s: %d %s %v", key, n.name, code, body, err)
+			}
+		}
+		code, body, _, err := apiReq(n, http.MethodGet, "/pools/default/buckets/default", "")
+		if err != nil || code != http.StatusOK || !strings.Contains(body, `"itemCount":0`) {
+			t.Fatalf("%s after the flush: %d %s %v", n.name, code, body, err)
+		}
+	}
+	writeAnywhere(t, nodes, http.MethodPut, "after", `{"v":3}`)
+	for _, n := range nodes {
+		eventuallyT(t, n.name+" reads the write made after the flush", func() error {
+			if code, body, _, err := apiReq(n, http.MethodGet, "/default/docs/after", ""); err != nil || code != http.StatusOK {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			return nil
+		})
+	}
 }

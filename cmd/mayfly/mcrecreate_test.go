@@ -89,7 +89,7 @@ func memcachedAsServed(t *testing.T, args []string) (*engine.Engine, *serveConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := startMemcached(ctx, eng, cfg, slog.New(slog.DiscardHandler), nil, ln, nil)
+	mc, err := startMemcached(ctx, eng, cfg, slog.New(slog.DiscardHandler), nil, ln, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

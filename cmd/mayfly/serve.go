@@ -614,10 +614,19 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	// node's administrator (--admin-user) stays its own; its name is
 	// recorded, and no user of the cluster may take it.
 	var userStore httpapi.UserStore
+	// And its flushes: recorded in etcd, taken up by every node, each
+	// partition flushed by its leader (clusterflush.go).
+	var flusher httpapi.BucketFlusher
+	var mcFlush func(context.Context, *engine.Bucket) error
 	if cnode != nil {
 		defs := startClusterDefs(cnode.Client(), eng, vsvc, ssvc, logger)
 		defer defs.Close()
 		ddocStore, collStore, searchSvc = defs, defs, clusterSearch{Service: ssvc, defs: defs}
+		flusher = defs
+		mcFlush = func(ctx context.Context, b *engine.Bucket) error {
+			_, err := defs.FlushBucket(ctx, b)
+			return err
+		}
 		usync := cluster.StartUserSync(cnode.Client(), users, cnode.Name(), logger)
 		defer usync.Close()
 		roles.sync.Store(usync)
@@ -676,7 +685,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	go func() { defer close(histDone); statsHistory.Run(histCtx) }()
 	defer func() { stopHistory(); <-histDone }()
 	api := httpapi.New(eng, &httpapi.Options{
-		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Users: userStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
+		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Flusher: flusher, Users: userStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
 		AllowedHosts: withPeerHosts(cfg.allowedHosts, cfg.cl.peers), CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
@@ -722,7 +731,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 	}
 
 	if cfg.mcAddr != "" {
-		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog, mcLn, rt.memcachedRouteFunc(cfg.mcBucket))
+		mc, err := startMemcached(ctx, eng, cfg, logger, auditLog, mcLn, rt.memcachedRouteFunc(cfg.mcBucket), mcFlush)
 		if err != nil {
 			srv.Close()
 			return err
@@ -773,14 +782,15 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 // startMemcached opens the memcached text-protocol port onto one bucket,
 // the one named cfg.mcBucket: a bucket deleted and created again under that
 // name is served from its creation on (Options.Lookup). Its flush_all is
-// audited in auditLog, and refused if it cannot be.
+// audited in auditLog, and refused if it cannot be; flush, if set, flushes
+// (a cluster node's flushes every node).
 func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener,
-	route func(context.Context, string) (memcache.Route, error)) (*memcache.Server, error) {
+	route func(context.Context, string) (memcache.Route, error), flush func(context.Context, *engine.Bucket) error) (*memcache.Server, error) {
 	b, err := eng.Bucket(cfg.mcBucket)
 	if err != nil {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route,
+	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
 		Lookup: func() (*engine.Bucket, error) { return eng.Bucket(cfg.mcBucket) }})
 	if err != nil {
 		// Options' errors name their own field (a connection limit, a

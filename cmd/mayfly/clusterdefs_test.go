@@ -452,6 +452,21 @@ func TestClusterCollectionTTLSettings(t *testing.T) {
 	flushEverywhere(t, nodes, ttls)
 }
 
+// readRetrying reads key through n as a client does: a 503 "retry
+// shortly" (a partition electing its leader, as just after a node was
+// frozen and thawed) is asked again until another answer comes.
+func readRetrying(t *testing.T, n *procNode, key string) (code int, body string, err error) {
+	t.Helper()
+	eventuallyT(t, "reading "+key+" on "+n.name, func() error {
+		code, body, _, err = apiReq(n, http.MethodGet, "/default/docs/"+key, "")
+		if err == nil && code == http.StatusServiceUnavailable {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	return code, body, err
+}
+
 // flushEverywhere is TestClusterCollectionTTLSettings's flush step: keys
 // are the documents the default bucket holds.
 func flushEverywhere(t *testing.T, nodes []*procNode, keys map[string]int64) {
@@ -465,7 +480,7 @@ func flushEverywhere(t *testing.T, nodes []*procNode, keys map[string]int64) {
 		t.Fatalf("setting flushEnabled on n1: %d %s %v", code, body, err)
 	}
 	for key := range keys {
-		if code, body, _, err := apiReq(nodes[2], http.MethodGet, "/default/docs/"+key, ""); err != nil || code != http.StatusOK {
+		if code, body, err := readRetrying(t, nodes[2], key); err != nil || code != http.StatusOK {
 			t.Fatalf("%s before the flush, on n3: %d %s %v", key, code, body, err)
 		}
 	}
@@ -487,7 +502,7 @@ func flushEverywhere(t *testing.T, nodes []*procNode, keys map[string]int64) {
 	// Answered 200: every document is gone on every node already.
 	for _, n := range nodes {
 		for key := range keys {
-			if code, body, _, err := apiReq(n, http.MethodGet, "/default/docs/"+key, ""); err != nil || code != http.StatusNotFound {
+			if code, body, err := readRetrying(t, n, key); err != nil || code != http.StatusNotFound {
 				t.Fatalf("%s after the flush, on %s: %d %s %v", key, n.name, code, body, err)
 			}
 		}

@@ -58,3 +58,32 @@ func TestFlushAllDisabled(t *testing.T) {
 	c.do("flush_all\r\n", "OK\r\n")
 	c.do("get k\r\n", "END\r\n")
 }
+
+// TestFlushAllThroughOptionsFlush: with Options.Flush set (a cluster
+// node's: the cluster flushes every node), flush_all runs it, not the
+// bucket's own Flush, and answers OK once it returns; a flush that did not
+// finish in time answers SERVER_ERROR with its reason (the flush goes on
+// in the background), and deletes nothing here itself.
+func TestFlushAllThroughOptionsFlush(t *testing.T) {
+	var calls atomic.Int32
+	var fail atomic.Bool
+	f := newFixture(t, &Options{Flush: func(ctx context.Context, b *engine.Bucket) error {
+		calls.Add(1)
+		if fail.Load() {
+			return engine.ErrFlushPending
+		}
+		_, err := b.Flush(ctx)
+		return err
+	}})
+	c := f.dial(t)
+	c.do("set k 0 0 1\r\nv\r\n", "STORED\r\n")
+	fail.Store(true)
+	c.do("flush_all\r\n", "SERVER_ERROR temporary failure: the flush did not finish in time; it goes on in the background\r\n")
+	c.do("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n")
+	fail.Store(false)
+	c.do("flush_all\r\n", "OK\r\n")
+	c.do("get k\r\n", "END\r\n")
+	if n := calls.Load(); n != 2 {
+		t.Errorf("Options.Flush ran %d times for two flush_all, want 2", n)
+	}
+}

@@ -92,16 +92,28 @@ func readShedLeft(ctx context.Context, cli *clientv3.Client) (map[shedLeftKey]bo
 }
 
 // report is one node's report under a key of its own, written when it
-// changed.
+// changed. Each write is a transaction on the key's modification revision
+// as the report last wrote or read it: a write whose answer never came (a
+// deadline while etcd had no leader) may still be applied later, after
+// newer ones (likely a member forwarded it to the leader it knew, cut off
+// from it, and it went through once the cut healed, tens of seconds on),
+// and a plain put would then replace the newer report for good, the node
+// writing again only when its report changes (the chaos isolate4 case: a
+// follower reported lagging for minutes that was not). Such a late write
+// compares against a revision the newer writes passed, and changes
+// nothing.
 type report struct {
 	cli  *clientv3.Client
 	key  string
 	what string // for errors
-	last []byte
+	last []byte // what the last write wrote; nil after a write of unknown outcome
+	rev  int64  // the key's modification revision as last written or read (0: no key)
 }
 
 // publish writes v as JSON, unless it is what the last successful call
-// wrote.
+// wrote. A write that finds the key written since (a late write of its
+// own, a report of the node's previous run) reads its revision and writes
+// again.
 func (r *report) publish(ctx context.Context, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -110,9 +122,22 @@ func (r *report) publish(ctx context.Context, v any) error {
 	if r.last != nil && string(data) == string(r.last) {
 		return nil
 	}
-	if _, err := r.cli.Put(ctx, r.key, string(data)); err != nil {
-		return fmt.Errorf("cluster: publishing %s: %w", r.what, err)
+	r.last = nil // a write that fails may be applied, or not
+	for range 2 {
+		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", r.rev)).
+			Then(clientv3.OpPut(r.key, string(data))).
+			Else(clientv3.OpGet(r.key)).Commit()
+		if err != nil {
+			return fmt.Errorf("cluster: publishing %s: %w", r.what, err)
+		}
+		if resp.Succeeded {
+			r.last, r.rev = data, resp.Header.Revision
+			return nil
+		}
+		r.rev = 0
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			r.rev = kvs[0].ModRevision
+		}
 	}
-	r.last = data
-	return nil
+	return fmt.Errorf("cluster: publishing %s: the key changed at every try", r.what)
 }

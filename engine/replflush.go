@@ -328,24 +328,11 @@ parts:
 // written before the deletion applied is decided again on its newer
 // version (past the cut: kept).
 func (b *Bucket) flushKey(ctx context.Context, r Replicator, p *partition, k docKey, cut uint64) (bool, error) {
-	for range maxReplConflicts {
-		entry, err := b.decideFlush(p, k, cut)
-		if entry == nil || err != nil {
-			return false, err
-		}
-		res, err := r.Replicate(ctx, int(p.id), entry)
-		switch {
-		case err != nil:
-			return false, err
-		case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
-			continue // the key changed: decide again on what it is now
-		case res.Err != nil:
-			return false, res.Err
-		default:
-			return res.Doc != nil, nil
-		}
+	applied, settled, err := proposeDecided(ctx, r, p, func() ([]byte, error) { return b.decideFlush(p, k, cut) })
+	if err == nil && !settled {
+		err = fmt.Errorf("%w: %q changed %d times during the flush", ErrTempFail, k.key, maxReplConflicts)
 	}
-	return false, fmt.Errorf("%w: %q changed %d times during the flush", ErrTempFail, k.key, maxReplConflicts)
+	return applied, err
 }
 
 // decideFlush returns the entry that deletes k, nil when there is none to

@@ -390,24 +390,34 @@ parts:
 // needs one, and reports whether a version was applied. A key written
 // before the touch applied is decided again on the newer version.
 func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, k docKey, base *ttlBase) (bool, error) {
+	applied, _, err := proposeDecided(ctx, r, p, func() ([]byte, error) { return b.decideReevaluation(p, k, base) })
+	return applied, err
+}
+
+// proposeDecided proposes to p's group the entry decide returns for one
+// key (nil: nothing to propose), and decides again each time the key
+// changed before the entry applied, at most maxReplConflicts times. It
+// reports whether a version was applied, and settled false when the key
+// changed at every try.
+func proposeDecided(ctx context.Context, r Replicator, p *partition, decide func() ([]byte, error)) (applied, settled bool, err error) {
 	for range maxReplConflicts {
-		entry, err := b.decideReevaluation(p, k, base)
+		entry, err := decide()
 		if entry == nil || err != nil {
-			return false, err
+			return false, true, err
 		}
 		res, err := r.Replicate(ctx, int(p.id), entry)
 		switch {
 		case err != nil:
-			return false, err
+			return false, true, err
 		case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
 			continue // the key changed: decide again on what it is now
 		case res.Err != nil:
-			return false, res.Err
+			return false, true, res.Err
 		default:
-			return res.Doc != nil, nil
+			return res.Doc != nil, true, nil
 		}
 	}
-	return false, nil
+	return false, false, nil
 }
 
 // decideReevaluation returns the entry that re-writes k's expiration as

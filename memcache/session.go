@@ -407,9 +407,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
-		if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
-			c.endGet()
-			c.reply(reply)
+		if done, failed := c.answerAhead(w, i, key, withCAS); failed {
 			return outcome{close: true}
 		} else if done {
 			continue
@@ -436,9 +434,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				// The first remote key not asked yet: ask every node
 				// for its keys from here on, one command each.
 				c.fetchAhead(ctx, cmd, i, rt)
-				if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
-					c.endGet()
-					c.reply(reply)
+				if done, failed := c.answerAhead(w, i, key, withCAS); failed {
 					return outcome{close: true}
 				} else if done {
 					continue
@@ -488,6 +484,20 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	}
 	c.reply(replyEnd)
 	return outcome{}
+}
+
+// answerAhead answers key i of the multi-get being answered from what its
+// batch fetched (fromAhead): done when it did; failed when its batch broke
+// off, the multi-get then ended with its SERVER_ERROR (the connection is
+// to close).
+func (c *session) answerAhead(w replyWriter, i int, key string, withCAS bool) (done, failed bool) {
+	done, reply := c.fromAhead(w, i, key, withCAS)
+	if reply != "" {
+		c.endGet()
+		c.reply(reply)
+		return false, true
+	}
+	return done, false
 }
 
 // endGet ends the multi-get being answered: the next retrieval is a new

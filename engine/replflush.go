@@ -253,74 +253,21 @@ func (b *Bucket) flushReplicated(ctx context.Context, r Replicator, l FlushLedge
 		return 0, nil, err
 	}
 	defer release()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		n     int
-		first error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if first == nil {
-			first = err
-		}
-	}
-	slots := make(chan struct{}, replExpiryInFlight)
-	type handedOut struct {
-		part int
-		lost *atomic.Bool
-	}
-	var handed []handedOut
-parts:
-	for _, part := range parts {
-		cut, ok := cuts[part]
-		if !ok {
-			continue // no cut: left for the next look
-		}
-		p := b.parts[part]
-		p.mu.Lock()
-		keys := p.keysLocked(nil)
-		p.mu.Unlock()
-		lost := new(atomic.Bool)
-		for _, k := range keys {
-			if lost.Load() {
-				break
+	return proposeByPartition(ctx, false, func(yield func(*partition, []docKey) bool) error {
+		for _, part := range parts {
+			if _, ok := cuts[part]; !ok {
+				continue // no cut: left for the next look
 			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				fail(ctx.Err())
-				lost.Store(true)
-				handed = append(handed, handedOut{part, lost})
-				break parts
+			p := b.parts[part]
+			p.mu.Lock()
+			keys := p.keysLocked(nil)
+			p.mu.Unlock()
+			if !yield(p, keys) {
+				return nil
 			}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				applied, err := b.flushKey(ctx, r, p, k, cut)
-				switch {
-				case errors.Is(err, ErrNotMyVBucket):
-					lost.Store(true) // leadership moved: its next leader flushes it
-				case err != nil:
-					lost.Store(true)
-					fail(err)
-				case applied:
-					mu.Lock()
-					n++
-					mu.Unlock()
-				}
-			})
 		}
-		handed = append(handed, handedOut{part, lost})
-	}
-	wg.Wait()
-	var finished []int
-	for _, h := range handed {
-		if !h.lost.Load() {
-			finished = append(finished, h.part)
-		}
-	}
-	return n, finished, first
+		return nil
+	}, func(p *partition, k docKey) (bool, error) { return b.flushKey(ctx, r, p, k, cuts[int(p.id)]) })
 }
 
 // flushKey proposes the deletion of k if its newest version is live (or

@@ -300,6 +300,57 @@ func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid Col
 		return 0, err
 	}
 	defer release()
+	// A first pass stops at the first failure (its caller answers with
+	// it); a catch-up goes on with the other partitions.
+	n, finished, first := proposeByPartition(ctx, base == nil, func(yield func(*partition, []docKey) bool) error {
+		for _, p := range b.parts {
+			if done != nil && done[p.id] {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := b.writable(cid); err != nil {
+				return err
+			}
+			if !leads(ctx, r, int(p.id)) {
+				continue // its leader re-evaluates it
+			}
+			p.mu.Lock()
+			keys := p.keysLocked(func(c CollectionID) bool { return c == cid })
+			p.mu.Unlock()
+			if !yield(p, keys) {
+				return nil
+			}
+		}
+		return nil
+	}, func(p *partition, k docKey) (bool, error) { return b.reevaluateKey(ctx, r, p, k, base) })
+	if done != nil {
+		for _, part := range finished {
+			done[part] = true
+		}
+	}
+	return n, first
+}
+
+// reevaluateKey proposes k's re-evaluated expiration, if its live version
+// needs one, and reports whether a version was applied. A key written
+// before the touch applied is decided again on the newer version.
+func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, k docKey, base *ttlBase) (bool, error) {
+	applied, _, err := proposeDecided(ctx, r, p, func() ([]byte, error) { return b.decideReevaluation(p, k, base) })
+	return applied, err
+}
+
+// proposeByPartition proposes each key of each partition parts yields
+// (propose, which reports whether a version was applied), at most
+// replExpiryInFlight at once, and waits for them. A partition stops at
+// its first key left: its leadership moved (ErrNotMyVBucket, no failure)
+// or its proposal failed; with stopAtFailure every partition stops at the
+// first failure. parts's error is a failure too, and ends the listing. It
+// returns how many proposals applied, the partitions each of whose keys
+// was proposed with none left, and the first failure.
+func proposeByPartition(ctx context.Context, stopAtFailure bool, parts func(yield func(*partition, []docKey) bool) error,
+	propose func(*partition, docKey) (bool, error)) (int, []int, error) {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
@@ -317,52 +368,34 @@ func (b *Bucket) reevaluateReplicated(ctx context.Context, r Replicator, cid Col
 	}
 	slots := make(chan struct{}, replExpiryInFlight)
 	// handedOut lists the partitions whose every key was handed out, each
-	// with its flag of a key left (leadership moved, or a proposal
-	// failed): once the proposals are in, those without one are done.
+	// with its flag of a key left: once the proposals are in, those
+	// without one are finished.
 	type handedOut struct {
 		part int
 		lost *atomic.Bool
 	}
-	var finished []handedOut
-parts:
-	for _, p := range b.parts {
-		if done != nil && done[p.id] {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			fail(err)
-			break
-		}
-		if err := b.writable(cid); err != nil {
-			fail(err)
-			break
-		}
-		if !leads(ctx, r, int(p.id)) {
-			continue // its leader re-evaluates it
-		}
-		p.mu.Lock()
-		keys := p.keysLocked(func(c CollectionID) bool { return c == cid })
-		p.mu.Unlock()
+	var handed []handedOut
+	err := parts(func(p *partition, keys []docKey) bool {
 		lost := new(atomic.Bool)
 		for _, k := range keys {
 			if lost.Load() {
 				break
 			}
-			if failed.Load() && base == nil {
-				break parts
+			if failed.Load() && stopAtFailure {
+				return false
 			}
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
 				fail(ctx.Err())
-				break parts
+				return false
 			}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				applied, err := b.reevaluateKey(ctx, r, p, k, base)
+				applied, err := propose(p, k)
 				switch {
 				case errors.Is(err, ErrNotMyVBucket):
-					lost.Store(true) // leadership moved: the partition is left
+					lost.Store(true) // leadership moved: its next leader takes it
 				case err != nil:
 					lost.Store(true)
 					fail(err)
@@ -373,25 +406,20 @@ parts:
 				}
 			})
 		}
-		finished = append(finished, handedOut{int(p.id), lost})
+		handed = append(handed, handedOut{int(p.id), lost})
+		return true
+	})
+	if err != nil {
+		fail(err)
 	}
 	wg.Wait()
-	if done != nil {
-		for _, f := range finished {
-			if !f.lost.Load() {
-				done[f.part] = true
-			}
+	var finished []int
+	for _, h := range handed {
+		if !h.lost.Load() {
+			finished = append(finished, h.part)
 		}
 	}
-	return n, first
-}
-
-// reevaluateKey proposes k's re-evaluated expiration, if its live version
-// needs one, and reports whether a version was applied. A key written
-// before the touch applied is decided again on the newer version.
-func (b *Bucket) reevaluateKey(ctx context.Context, r Replicator, p *partition, k docKey, base *ttlBase) (bool, error) {
-	applied, _, err := proposeDecided(ctx, r, p, func() ([]byte, error) { return b.decideReevaluation(p, k, base) })
-	return applied, err
+	return n, finished, first
 }
 
 // proposeDecided proposes to p's group the entry decide returns for one

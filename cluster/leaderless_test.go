@@ -76,11 +76,23 @@ func TestLeaderlessInStatus(t *testing.T) {
 	if want := "in 3 partitions: 3-4,11"; !strings.Contains(text, "no leader yet") || !strings.Contains(text, want) {
 		t.Fatalf("status text lacks the leaderless partitions (%q):\n%s", want, text)
 	}
+	// The map prefers n1 for all 16; its groups lead 13 of them now, and
+	// the status says so beside the map's count (a node "gone", not up,
+	// counts for nothing).
+	if bs.Leads["n1"] != 16 || bs.Leading["n1"] != 13 || bs.Leading["gone"] != 0 {
+		t.Fatalf("leads %v, leading %v; want n1 preferred for 16 and leading 13", bs.Leads, bs.Leading)
+	}
+	if want := "leads   16  holds   16  (leading 13 now)"; !strings.Contains(text, want) {
+		t.Fatalf("status text lacks %q:\n%s", want, text)
+	}
 	if _, err := PublishLeads(ctx, cli, "b", "u-b", "n1", append(led, 3, 4, 11)); err != nil {
 		t.Fatal(err)
 	}
 	if bs, text = status(); len(bs.Leaderless) != 0 || strings.Contains(text, "no leader yet") {
 		t.Fatalf("every partition claimed, still leaderless %v:\n%s", bs.Leaderless, text)
+	}
+	if bs.Leading["n1"] != 16 || strings.Contains(text, "leading") {
+		t.Fatalf("n1 leads all it is preferred for, yet leading %v:\n%s", bs.Leading, text)
 	}
 }
 

@@ -513,6 +513,10 @@ func (n *Node) revoke(id clientv3.LeaseID) {
 	}
 }
 
+// etcdTransferWait bounds the hand-over of etcd's leadership when a
+// member that leads it stops (closeEtcd).
+const etcdTransferWait = time.Second
+
 // closeEtcd stops the embedded member, if any.
 func (n *Node) closeEtcd() {
 	n.closing.Store(true)
@@ -524,7 +528,16 @@ func (n *Node) closeEtcd() {
 			// Close waits for client servers that only start once ready.
 			n.etcd.Server.Stop()
 		}
+		// Close first hands etcd's leadership on when this member leads,
+		// waiting up to etcd's request timeout (7 s here) for the member
+		// it picked. When the other members stop at the same moment (a
+		// whole cluster shut down) that one never takes it, and the stop
+		// took those 7 s. A transfer to a member up takes milliseconds:
+		// past etcdTransferWait the member stops without it (the others,
+		// if any are left, elect a leader as after a crash).
+		hard := time.AfterFunc(etcdTransferWait, n.etcd.Server.HardStop)
 		n.etcd.Close()
+		hard.Stop()
 		n.etcd = nil
 	}
 }

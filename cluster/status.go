@@ -32,9 +32,15 @@ type BucketStatus struct {
 	// Partitions is how many partitions (numVBuckets) the bucket has.
 	Partitions int `json:"partitions"`
 	// Leads is, per node, how many partitions it is the preferred leader
-	// of; Holds how many copies it holds.
+	// of (the map's: where leadership goes back to once the node is up
+	// and caught up); Holds how many copies it holds.
 	Leads map[string]int `json:"leads"`
 	Holds map[string]int `json:"holds"`
+	// Leading is, per node up, how many partitions its Raft groups lead
+	// now, as it reports them (its LeadRecord): it differs from Leads
+	// while a node is down (its partitions elected other leaders at
+	// once) or leadership is on its way back to the map's leader.
+	Leading map[string]int `json:"leading"`
 	// Degraded lists the degraded partitions.
 	Degraded []int `json:"degraded"`
 	// Shed is, per node, the partitions whose copies a lowered
@@ -131,10 +137,13 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, peers []string) (*Sta
 			if err != nil {
 				return nil, err
 			}
+			bs.Leading = map[string]int{}
 			for i, l := range leaders {
 				if l == "" {
 					bs.Leaderless = append(bs.Leaderless, i)
+					continue
 				}
+				bs.Leading[l]++
 			}
 			for i, p := range m.Partitions {
 				bs.Leads[p.Leader]++
@@ -270,6 +279,9 @@ func (s *Status) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-12s leads %4d  holds %4d", n, bs.Leads[n], bs.Holds[n])
 			if bs.Covers != nil {
 				fmt.Fprintf(&b, "  views cover %4d", bs.Covers[n])
+			}
+			if bs.Leading != nil && bs.Leading[n] != bs.Leads[n] {
+				fmt.Fprintf(&b, "  (leading %d now)", bs.Leading[n])
 			}
 			b.WriteString("\n")
 		}

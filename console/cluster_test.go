@@ -25,6 +25,7 @@ func TestConsoleCluster(t *testing.T) {
 	st := threeNodes()
 	st.Nodes[2].Up, st.Nodes[2].Info = false, nil
 	st.Buckets[0].Degraded = []int{0, 1, 2, 3, 7}
+	st.Buckets[0].Leading = map[string]int{"n1": 512, "n2": 512} // n3's partitions elected others
 	st.Buckets[0].Lagging = []cluster.Lagging{{Bucket: "default", Follower: "n3", Leader: "n1", Why: "down", Partitions: []int{0, 1, 2, 3, 7}, MaxBehind: 42}}
 	srv := newClusterServer(t, func() *cluster.Status { mu.Lock(); defer mu.Unlock(); return st })
 	b.login(srv)
@@ -34,7 +35,8 @@ func TestConsoleCluster(t *testing.T) {
 	b.waitText(`#cluster-nodes tr[data-node="n3"]`, "down")
 	b.waitText(`section[data-bucket="default"] .degraded`, "5 degraded partitions: 0-3,7")
 	b.waitText(`section[data-bucket="default"] .lagging`, "n3 behind n1 (down) in 5 partitions, at most 42 entries: 0-3,7")
-	b.waitAllText(`section[data-bucket="default"] tr[data-node="n2"]`, "n2", "342", "1,024")
+	b.waitAllText(`section[data-bucket="default"] tr[data-node="n2"]`, "n2", "342 (leading 512 now)", "1,024")
+	b.waitText(`section[data-bucket="default"] tr[data-node="n3"] .leads`, "340 (leading 0 now)")
 	b.screenshot("cluster-degraded")
 
 	// n3 comes back and catches up: the page shows it at its next poll.
@@ -45,6 +47,9 @@ func TestConsoleCluster(t *testing.T) {
 	b.waitText(`#cluster-nodes tr[data-node="n3"]`, "up")
 	b.waitText(`section[data-bucket="default"] .degraded`, "No degraded partition.")
 	b.waitText(`section[data-bucket="default"] .lagging`, "No replica lagging.")
+	if got := b.text(`section[data-bucket="default"] tr[data-node="n2"] .leads`); got != "342" {
+		t.Fatalf("n2's leads cell with leadership back where the map puts it: %q, want 342", got)
+	}
 	b.screenshot("cluster")
 }
 
@@ -132,7 +137,9 @@ func threeNodes() *cluster.Status {
 		st.Nodes = append(st.Nodes, cluster.NodeStatus{Name: name, Up: true, Info: info})
 	}
 	bs := cluster.BucketStatus{Name: "default", ReplicaNumber: 2, Placed: true,
-		Leads: map[string]int{"n1": 342, "n2": 342, "n3": 340}, Holds: map[string]int{"n1": 1024, "n2": 1024, "n3": 1024}}
+		Leads:   map[string]int{"n1": 342, "n2": 342, "n3": 340},
+		Leading: map[string]int{"n1": 342, "n2": 342, "n3": 340},
+		Holds:   map[string]int{"n1": 1024, "n2": 1024, "n3": 1024}}
 	st.Buckets = []cluster.BucketStatus{bs}
 	return st
 }

@@ -76,9 +76,9 @@ function unbalanced(buckets) {
   return `Some partitions are ${what.length ? `${what.join(', ')} or ${last}` : last} (below).`;
 }
 
-// bucketPart is one bucket's partitions: led and held per node, degraded
-// ones, those without a leader (shown only while there are any), lagging
-// replicas.
+// bucketPart is one bucket's partitions: led (the map's, and now) and held
+// per node, degraded ones, those without a leader (shown only while there
+// are any), lagging replicas.
 function bucketPart(b, c) {
   const title = h('h2', null, `Bucket ${b.name} `, h('span', { class: 'muted' }, `(replicaNumber ${b.replicaNumber})`));
   if (!b.placed) return h('section', { 'data-bucket': b.name }, title, h('p', { class: 'muted' }, 'Partitions not placed yet.'));
@@ -93,10 +93,19 @@ function bucketPart(b, c) {
     h('table', { class: 'grid partitions' },
       h('thead', null, h('tr', null, ['Node', 'Leads', 'Holds'].map((t) => h('th', null, t)))),
       h('tbody', null, names.map((n) => h('tr', { 'data-node': n },
-        h('td', null, n), h('td', { class: 'leads' }, num(b.leads[n] || 0)), h('td', { class: 'holds' }, num(b.holds[n] || 0)))))),
+        h('td', null, n), h('td', { class: 'leads' }, leadsCell(b, n)), h('td', { class: 'holds' }, num(b.holds[n] || 0)))))),
     lagging.length ? h('ul', { class: 'lagging' }, lagging.map((l) => h('li', null,
       `${l.follower} behind ${l.leader} (${l.why}) in ${num(l.partitions.length)} partitions, at most ${num(l.maxBehind)} entries: ${ranges(l.partitions, 12)}`)))
       : h('p', { class: 'lagging muted' }, 'No replica lagging.'));
+}
+
+// leadsCell is a node's partitions as the map prefers them, and, when its
+// Raft groups lead another number now (the node is down, or leadership is
+// on its way back), that number too.
+function leadsCell(b, n) {
+  const pref = b.leads[n] || 0;
+  const now = b.leading ? b.leading[n] || 0 : pref;
+  return now === pref ? num(pref) : `${num(pref)} (leading ${num(now)} now)`;
 }
 
 // ranges writes sorted partition numbers as "0-340,512", cut after max runs.

@@ -66,7 +66,7 @@ func (c *clusterDefs) applyFlush(b *engine.Bucket, failed map[string]error) {
 	if !ok || st.UUID != b.Settings().UUID || st.Parts != b.NumPartitions() || st.Complete() || !b.Replicated() {
 		return
 	}
-	b.StartFlush(st.Rev, &flushLedger{c: c, bucket: b.Name(), rev: st.Rev, parts: st.Parts})
+	b.StartFlush(st.Rev, &flushLedger{c: c, bucket: b.Name(), uuid: st.UUID, rev: st.Rev, parts: st.Parts})
 }
 
 // flushLedger is the engine.FlushLedger of one flush: the bucket's flush
@@ -74,6 +74,7 @@ func (c *clusterDefs) applyFlush(b *engine.Bucket, failed map[string]error) {
 type flushLedger struct {
 	c      *clusterDefs
 	bucket string
+	uuid   string // the bucket's incarnation
 	rev    uint64
 	parts  int
 }
@@ -82,7 +83,7 @@ type flushLedger struct {
 // partitions that have none, and returns the recorded ones.
 func (l *flushLedger) FixCuts(ctx context.Context, proposed map[int]uint64) (map[int]uint64, error) {
 	var out map[int]uint64
-	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.rev, func(s *cluster.FlushState) {
+	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.uuid, l.rev, func(s *cluster.FlushState) {
 		out = make(map[int]uint64, len(proposed))
 		if s.Cuts == nil {
 			s.Cuts = map[int]uint64{}
@@ -99,7 +100,7 @@ func (l *flushLedger) FixCuts(ctx context.Context, proposed map[int]uint64) (map
 
 // Finish adds parts to the partitions recorded finished.
 func (l *flushLedger) Finish(ctx context.Context, parts []int) error {
-	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.rev, func(s *cluster.FlushState) {
+	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.uuid, l.rev, func(s *cluster.FlushState) {
 		for _, p := range parts {
 			if !slices.Contains(s.Done, p) {
 				s.Done = append(s.Done, p)
@@ -111,13 +112,15 @@ func (l *flushLedger) Finish(ctx context.Context, parts []int) error {
 }
 
 // Finished returns the partitions the mirror's record says are finished;
-// every one once a later flush replaced this one (its pass covers them).
+// every one once a later flush replaced this one (its pass covers them),
+// or the record is another incarnation's (this one was deleted: nothing
+// is left to flush).
 func (l *flushLedger) Finished() []bool {
 	st, ok, err := l.c.flushState(l.bucket)
 	switch {
 	case err != nil || !ok:
 		return nil
-	case st.Rev > l.rev:
+	case st.UUID != l.uuid || st.Rev > l.rev:
 		out := make([]bool, l.parts)
 		for i := range out {
 			out[i] = true
@@ -157,7 +160,7 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 		if err != nil {
 			return 0, err
 		}
-		if ok && cur.Rev >= st.Rev && cur.Complete() {
+		if ok && cur.UUID == st.UUID && cur.Rev >= st.Rev && cur.Complete() {
 			// A later flush finished covers this one too.
 			return int(b.FlushDeleted(st.Rev)), nil
 		}
@@ -168,7 +171,7 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 				return 0, ctx.Err()
 			}
 			finished := 0
-			if ok && cur.Rev == st.Rev {
+			if ok && cur.UUID == st.UUID && cur.Rev == st.Rev {
 				finished = len(cur.Done)
 			}
 			return 0, fmt.Errorf("%w (flush %d of bucket %q: %d of %d partitions finished after %s)",

@@ -26,9 +26,10 @@ const flushWait = 60 * time.Second
 // partition is finished, whichever nodes did them.
 
 // flushChanged is the flush mirror's callback: the bucket's flush is
-// taken up again, and a flush waiting for its end looks again.
+// taken up again (its flush alone: its other definitions did not change),
+// and a flush waiting for its end looks again.
 func (c *clusterDefs) flushChanged(bucket string) {
-	c.markDirty(bucket)
+	c.markFlushDirty(bucket)
 	c.flushMu.Lock()
 	close(c.flushCh)
 	c.flushCh = make(chan struct{})
@@ -67,6 +68,22 @@ func (c *clusterDefs) applyFlush(b *engine.Bucket, failed map[string]error) {
 		return
 	}
 	b.StartFlush(st.Rev, &flushLedger{c: c, bucket: b.Name(), uuid: st.UUID, rev: st.Rev, parts: st.Parts})
+}
+
+// applyFlushLocked takes up b's latest flush (applyFlush) and nothing
+// else of b's definitions: what a change of the flush record asks for.
+// It returns why that failed; b is then no longer recorded done, so that
+// it is applied whole again after defsRetry.
+//
+// REQUIRES: c.mu held.
+func (c *clusterDefs) applyFlushLocked(b *engine.Bucket) error {
+	failed := map[string]error{}
+	c.applyFlush(b, failed)
+	c.warnFailedLocked(b, failed)
+	if len(failed) > 0 {
+		delete(c.done, b.Name())
+	}
+	return failed[cluster.FlushName]
 }
 
 // flushLedger is the engine.FlushLedger of one flush: the bucket's flush
@@ -149,10 +166,19 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 		return 0, err
 	}
 	// Taken up here before the wait (every node takes it up from etcd).
-	if err := c.applyWrite(ctx, c.flush, b.Name(), cluster.FlushName, rev); err != nil {
+	if err := cluster.WaitApplied(ctx, func(ctx context.Context) error { return c.flush.WaitRevision(ctx, rev) }); err != nil {
 		return 0, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.flushWait)
+	c.mu.Lock()
+	err = c.applyFlushLocked(b)
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	c.flushMu.Lock()
+	wait := c.flushWait
+	c.flushMu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
 		change := c.flushChange()
@@ -175,7 +201,7 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 				finished = len(cur.Done)
 			}
 			return 0, fmt.Errorf("%w (flush %d of bucket %q: %d of %d partitions finished after %s)",
-				engine.ErrFlushPending, st.Rev, b.Name(), finished, st.Parts, c.flushWait)
+				engine.ErrFlushPending, st.Rev, b.Name(), finished, st.Parts, wait)
 		}
 	}
 }

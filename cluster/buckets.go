@@ -136,14 +136,14 @@ func updateBucket(ctx context.Context, cli *clientv3.Client, def BucketDef) erro
 }
 
 // DeleteBucket removes the definition of bucket name's incarnation uuid,
-// its partition map, its design documents, search definitions and
-// collections manifest, takes its roles from the cluster's users (as
-// auth.Store.DropBucketRoles does a node's), and leaves a tombstone
-// /mayfly/deleted/NAME/UUID, in one transaction conditioned on the
-// definition being the one read and the users unchanged since read. It
-// reports false, and writes nothing, when the cluster does not define
-// that incarnation (deleted already, or another one defined since);
-// ErrUnavailable as UpdateBucket's.
+// its partition map, its design documents, search definitions,
+// collections manifest and flush record, takes its roles from the
+// cluster's users (as auth.Store.DropBucketRoles does a node's), and
+// leaves a tombstone /mayfly/deleted/NAME/UUID, in one transaction
+// conditioned on the definition being the one read and the users
+// unchanged since read. It reports false, and writes nothing, when the
+// cluster does not define that incarnation (deleted already, or another
+// one defined since); ErrUnavailable as UpdateBucket's.
 func DeleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) (deleted bool, err error) {
 	err = bounded(ctx, func(ctx context.Context) error {
 		var err error
@@ -172,18 +172,18 @@ func deleteBucket(ctx context.Context, cli *clientv3.Client, name, uuid string) 
 			return false, err
 		}
 		stamp, _ := json.Marshal(map[string]any{"deleted": time.Now().UTC()}) // wall clock: when, for an operator reading etcd
-		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev), usersSame).Then(append([]clientv3.Op{
+		ops := []clientv3.Op{
 			clientv3.OpDelete(key),
 			clientv3.OpDelete(mapsPrefix + name),
-			// Its design documents, search definitions and collections
-			// manifest (defs.go: PREFIX/BUCKET/NAME) go with it, as a single
-			// node's do: a bucket created again under its name starts
-			// without them.
-			clientv3.OpDelete(defKey(DesignDocs, name, ""), clientv3.WithPrefix()),
-			clientv3.OpDelete(defKey(SearchDefs, name, ""), clientv3.WithPrefix()),
-			clientv3.OpDelete(defKey(Manifests, name, ""), clientv3.WithPrefix()),
 			clientv3.OpPut(deletedPrefix+name+"/"+uuid, string(stamp)),
-		}, dropRoles...)...).Commit()
+		}
+		// Its definitions (defs.go: design documents, search definitions,
+		// collections manifest, flush record) go with it, as a single
+		// node's do: a bucket created again under its name starts
+		// without them.
+		ops = append(ops, bucketDefDeletes(name)...)
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev), usersSame).
+			Then(append(ops, dropRoles...)...).Commit()
 		if err != nil {
 			return false, fmt.Errorf("cluster: deleting bucket %q: %w", name, err)
 		}

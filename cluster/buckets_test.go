@@ -9,14 +9,18 @@ import (
 	"sync"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/mayflydb/mayfly/engine"
 )
 
 // A bucket's life in the cluster's state: defined with a UUID, placed with
-// it, its settings changed only for that incarnation, deleted with its map
-// and a tombstone (not when another incarnation is named), and defined
-// again as a new incarnation with a new map; a watcher sees every step in
-// order, and the orchestrator removes a map no definition owns.
+// it, its settings changed only for that incarnation, deleted with its
+// map, its definitions of every kind (its flush record included) and a
+// tombstone (not when another incarnation is named), and defined again as
+// a new incarnation with a new map, whose flushes the deleted one's
+// passes cannot record into; a watcher sees every step in order, and the
+// orchestrator removes a map no definition owns.
 func TestBucketIncarnationsInClusterState(t *testing.T) {
 	ctx, cli := oneNode(t)
 
@@ -73,11 +77,27 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	if _, _, err := ReadBucket(ctx, cli, "b"); err != nil {
 		t.Fatalf("deleting another incarnation removed the definition: %v", err)
 	}
-	// Its definitions in etcd go with it; another bucket's stay ("b2"
-	// shares b's prefix but not its "b/").
-	for _, k := range []string{defKey(DesignDocs, "b", "dd"), defKey(SearchDefs, "b", "idx"), defKey(Manifests, "b", ManifestName), defKey(DesignDocs, "b2", "dd")} {
-		if _, err := cli.Put(ctx, k, "{}"); err != nil {
-			t.Fatal(err)
+	// Its definitions in etcd go with it, of every kind a bucket has (its
+	// flush record too: a flush asked and a partition's cut recorded);
+	// another bucket's stay ("b2" shares b's prefix but not its "b/").
+	var keys []string
+	for k := DesignDocs; k <= Flushes; k++ {
+		if k == Users {
+			continue // the cluster's, no bucket's
+		}
+		for _, bucket := range []string{"b", "b2"} {
+			if k == Flushes {
+				st, _, err := AskFlush(ctx, cli, bucket, "u1", 4, 1_700_000_000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := UpdateFlush(ctx, cli, bucket, st.UUID, st.Rev, func(s *FlushState) { s.Cuts = map[int]uint64{2: 17} }); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := cli.Put(ctx, defKey(k, bucket, "x"), "{}"); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k.prefix()+bucket+"/")
 		}
 	}
 	if ok, err := DeleteBucket(ctx, cli, "b", "u1"); !ok || err != nil {
@@ -86,13 +106,16 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 	if m, _, err := ReadMap(ctx, cli, "b"); m != nil || err != nil {
 		t.Fatalf("the deleted bucket's map stays: %v %v", m, err)
 	}
-	for _, k := range []string{defKey(DesignDocs, "b", "dd"), defKey(SearchDefs, "b", "idx"), defKey(Manifests, "b", ManifestName), defKey(DesignDocs, "b2", "dd")} {
-		resp, err := cli.Get(ctx, k)
+	for _, prefix := range keys {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if gone, want := len(resp.Kvs) == 0, !strings.Contains(k, "b2"); gone != want {
-			t.Errorf("%s: deleted %v, want %v", k, gone, want)
+		switch mine := !strings.Contains(prefix, "b2"); {
+		case mine && resp.Count != 0:
+			t.Errorf("%s: %d keys left after bucket b was deleted", prefix, resp.Count)
+		case !mine && resp.Count == 0:
+			t.Errorf("%s: deleted with bucket b", prefix)
 		}
 	}
 	bs, err := ReadBuckets(ctx, cli)
@@ -119,6 +142,18 @@ func TestBucketIncarnationsInClusterState(t *testing.T) {
 		t.Fatal(err)
 	}
 	placed("u2")
+	// The new incarnation counts its flushes from 1 again: a pass of the
+	// deleted one's flush 1 (a node that has not closed it yet) cannot
+	// write into the new one's record.
+	if st, _, err := AskFlush(ctx, cli, "b", "u2", 4, 1_700_000_001); err != nil || st.Rev != 1 {
+		t.Fatalf("the new incarnation's first flush: %+v %v, want rev 1", st, err)
+	}
+	if _, err := UpdateFlush(ctx, cli, "b", "u1", 1, func(s *FlushState) { s.Done = []int{0, 1, 2, 3} }); !errors.Is(err, engine.ErrFlushSuperseded) {
+		t.Fatalf("the deleted incarnation's flush recording into the new one's: %v, want ErrFlushSuperseded", err)
+	}
+	if _, err := UpdateFlush(ctx, cli, "b", "u2", 1, func(s *FlushState) { s.Done = []int{0} }); err != nil {
+		t.Fatalf("the new incarnation's flush recording a partition: %v", err)
+	}
 	old := def("u1")
 	old.MaxTTL = 30
 	if err := UpdateBucket(ctx, cli, old); !errors.Is(err, ErrBucketNotDefined) {

@@ -281,20 +281,18 @@ func ParseManifest(value []byte) (engine.Manifest, error) {
 	return m, nil
 }
 
-// DeleteBucketDefs deletes every design document, search definition,
-// collections manifest and flush record of bucket (for a bucket deleted
-// from the cluster: one created again under its name starts with none).
-func DeleteBucketDefs(ctx context.Context, cli *clientv3.Client, bucket string) error {
-	_, err := cli.Txn(ctx).Then(
-		clientv3.OpDelete(DesignDocs.prefix()+bucket+"/", clientv3.WithPrefix()),
-		clientv3.OpDelete(SearchDefs.prefix()+bucket+"/", clientv3.WithPrefix()),
-		clientv3.OpDelete(Manifests.prefix()+bucket+"/", clientv3.WithPrefix()),
-		clientv3.OpDelete(Flushes.prefix()+bucket+"/", clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return fmt.Errorf("cluster: deleting the definitions of bucket %q: %w", bucket, err)
+// bucketDefDeletes returns the deletions of every definition etcd keeps
+// for bucket, each kind under its own prefix (PREFIX/BUCKET/): its design
+// documents, search definitions, collections manifest and flush record.
+// A bucket deleted from the cluster takes them in the transaction that
+// deletes it (DeleteBucket): one created again under its name starts with
+// none, as a single node's does. The cluster's users are no bucket's.
+func bucketDefDeletes(bucket string) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, k := range []DefKind{DesignDocs, SearchDefs, Manifests, Flushes} {
+		ops = append(ops, clientv3.OpDelete(defKey(k, bucket, ""), clientv3.WithPrefix()))
 	}
-	return nil
+	return ops
 }
 
 // Def is one definition as a DefMirror holds it.

@@ -87,18 +87,21 @@ func AskFlush(ctx context.Context, cli *clientv3.Client, bucket, uuid string, pa
 	return st, rev, err
 }
 
-// UpdateFlush edits bucket's flush record with revision rev (edit gets
-// the record etcd holds), in a transaction conditioned on the record
-// read. It returns the record written; engine.ErrFlushSuperseded when
-// etcd holds another flush (a later one, or none). ErrUnavailable as
-// PutDesignDoc's.
-func UpdateFlush(ctx context.Context, cli *clientv3.Client, bucket string, rev uint64, edit func(s *FlushState)) (FlushState, error) {
+// UpdateFlush edits bucket's flush record with revision rev of the
+// bucket's incarnation uuid (edit gets the record etcd holds), in a
+// transaction conditioned on the record read. It returns the record
+// written; engine.ErrFlushSuperseded when etcd holds another flush (a
+// later one, none, or one of another incarnation: the bucket was deleted,
+// its record with it, and created again, counting its flushes from 1
+// again). ErrUnavailable as PutDesignDoc's.
+func UpdateFlush(ctx context.Context, cli *clientv3.Client, bucket, uuid string, rev uint64, edit func(s *FlushState)) (FlushState, error) {
 	var st FlushState
 	err := bounded(ctx, func(ctx context.Context) error {
 		var err error
 		st, _, err = updateFlush(ctx, cli, bucket, func(s *FlushState) error {
-			if s.Rev != rev {
-				return fmt.Errorf("%w: bucket %q is at flush %d, not %d", engine.ErrFlushSuperseded, bucket, s.Rev, rev)
+			if s.Rev != rev || s.UUID != uuid {
+				return fmt.Errorf("%w: bucket %q is at flush %d of incarnation %q, not %d of %q",
+					engine.ErrFlushSuperseded, bucket, s.Rev, s.UUID, rev, uuid)
 			}
 			edit(s)
 			return nil

@@ -54,6 +54,9 @@ type clusterDefs struct {
 
 	dirtyMu sync.Mutex
 	dirty   map[string]bool // buckets to apply again ("" : all)
+	// flushDirty are the buckets whose flush alone to take up again (""
+	// : all): their flush record changed, nothing else.
+	flushDirty map[string]bool
 
 	// mu serializes the applies (the reconciling goroutine and a request
 	// applying its own write).
@@ -66,10 +69,12 @@ type clusterDefs struct {
 	warned map[string]string
 
 	// flushMu guards flushCh, closed (and replaced) at every change of
-	// the flush mirror: a doFlush waiting for its flush to finish wakes.
+	// the flush mirror (a doFlush waiting for its flush to finish wakes),
+	// and flushWait.
 	flushMu sync.Mutex
 	flushCh chan struct{}
-	// flushWait bounds a flush's wait for every partition to finish.
+	// flushWait bounds a flush's wait for every partition to finish
+	// (flushWait, the constant; a test shortens it).
 	flushWait time.Duration
 }
 
@@ -80,7 +85,7 @@ func startClusterDefs(cli *clientv3.Client, eng *engine.Engine, vsvc *views.Serv
 	c := &clusterDefs{cli: cli, eng: eng, views: vsvc, search: ssvc, logger: logger,
 		ddocs: cluster.NewDefMirror(cli, cluster.DesignDocs), sdefs: cluster.NewDefMirror(cli, cluster.SearchDefs),
 		mans: cluster.NewDefMirror(cli, cluster.Manifests), flush: cluster.NewDefMirror(cli, cluster.Flushes),
-		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, done: map[string]*engine.Bucket{},
+		ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), dirty: map[string]bool{}, flushDirty: map[string]bool{}, done: map[string]*engine.Bucket{},
 		warned: map[string]string{}, flushCh: make(chan struct{}), flushWait: flushWait}
 	c.wg.Go(func() { c.ddocs.Run(ctx, c.markDirty) })
 	c.wg.Go(func() { c.sdefs.Run(ctx, c.markDirty) })
@@ -108,7 +113,20 @@ func (c *clusterDefs) markDirty(bucket string) {
 	}
 }
 
-// reconcileLoop applies the buckets marked dirty, and every defsRetry the
+// markFlushDirty asks for bucket's flush ("": every bucket's) to be taken
+// up again, and nothing else of its definitions.
+func (c *clusterDefs) markFlushDirty(bucket string) {
+	c.dirtyMu.Lock()
+	c.flushDirty[bucket] = true
+	c.dirtyMu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop applies the buckets marked dirty, takes up the flush of
+// those whose flush alone changed, and every defsRetry applies the
 // buckets not applied completely.
 func (c *clusterDefs) reconcileLoop() {
 	t := time.NewTicker(defsRetry)
@@ -124,13 +142,19 @@ func (c *clusterDefs) reconcileLoop() {
 			continue // nothing is removed before etcd's state is known
 		}
 		c.dirtyMu.Lock()
-		dirty := c.dirty
-		c.dirty = map[string]bool{}
+		dirty, flushDirty := c.dirty, c.flushDirty
+		c.dirty, c.flushDirty = map[string]bool{}, map[string]bool{}
 		c.dirtyMu.Unlock()
 		for _, b := range c.eng.Buckets() {
 			c.mu.Lock()
-			if dirty[""] || dirty[b.Name()] || c.done[b.Name()] != b {
-				c.applyLocked(c.ctx, b)
+			switch {
+			case dirty[""] || dirty[b.Name()] || c.done[b.Name()] != b:
+				c.applyLocked(c.ctx, b) // the flush too
+			case flushDirty[""] || flushDirty[b.Name()]:
+				// A flush record changes at every partition a pass
+				// finishes, on every node: the design documents, search
+				// definitions and manifest have not.
+				c.applyFlushLocked(b)
 			}
 			c.mu.Unlock()
 		}
@@ -154,18 +178,26 @@ func (c *clusterDefs) applyLocked(ctx context.Context, b *engine.Bucket) map[str
 		complete = c.applyDesignDocs(ctx, b.Name(), failed)
 		complete = c.applySearchDefs(ctx, b.Name(), failed) && complete
 	}
-	for what, err := range failed {
-		if key := b.Name() + "/" + what; c.ctx.Err() == nil && c.warned[key] != err.Error() {
-			c.warned[key] = err.Error()
-			c.logger.Warn("cluster: applying a definition from the cluster's state; trying again", "bucket", b.Name(), "definition", what, "err", err)
-		}
-	}
+	c.warnFailedLocked(b, failed)
 	if complete && len(failed) == 0 {
 		c.done[b.Name()] = b
 	} else {
 		delete(c.done, b.Name())
 	}
 	return failed
+}
+
+// warnFailedLocked logs each of b's definitions that failed to apply,
+// once for as long as it fails the same way.
+//
+// REQUIRES: c.mu held.
+func (c *clusterDefs) warnFailedLocked(b *engine.Bucket, failed map[string]error) {
+	for what, err := range failed {
+		if key := b.Name() + "/" + what; c.ctx.Err() == nil && c.warned[key] != err.Error() {
+			c.warned[key] = err.Error()
+			c.logger.Warn("cluster: applying a definition from the cluster's state; trying again", "bucket", b.Name(), "definition", what, "err", err)
+		}
+	}
 }
 
 // applyManifest gives b the scopes and collections of the manifest the

@@ -26,9 +26,10 @@ const flushWait = 60 * time.Second
 // partition is finished, whichever nodes did them.
 
 // flushChanged is the flush mirror's callback: the bucket's flush is
-// taken up again, and a flush waiting for its end looks again.
+// taken up again (its flush alone: its other definitions did not change),
+// and a flush waiting for its end looks again.
 func (c *clusterDefs) flushChanged(bucket string) {
-	c.markDirty(bucket)
+	c.markFlushDirty(bucket)
 	c.flushMu.Lock()
 	close(c.flushCh)
 	c.flushCh = make(chan struct{})
@@ -66,7 +67,23 @@ func (c *clusterDefs) applyFlush(b *engine.Bucket, failed map[string]error) {
 	if !ok || st.UUID != b.Settings().UUID || st.Parts != b.NumPartitions() || st.Complete() || !b.Replicated() {
 		return
 	}
-	b.StartFlush(st.Rev, &flushLedger{c: c, bucket: b.Name(), rev: st.Rev, parts: st.Parts})
+	b.StartFlush(st.Rev, &flushLedger{c: c, bucket: b.Name(), uuid: st.UUID, rev: st.Rev, parts: st.Parts})
+}
+
+// applyFlushLocked takes up b's latest flush (applyFlush) and nothing
+// else of b's definitions: what a change of the flush record asks for.
+// It returns why that failed; b is then no longer recorded done, so that
+// it is applied whole again after defsRetry.
+//
+// REQUIRES: c.mu held.
+func (c *clusterDefs) applyFlushLocked(b *engine.Bucket) error {
+	failed := map[string]error{}
+	c.applyFlush(b, failed)
+	c.warnFailedLocked(b, failed)
+	if len(failed) > 0 {
+		delete(c.done, b.Name())
+	}
+	return failed[cluster.FlushName]
 }
 
 // flushLedger is the engine.FlushLedger of one flush: the bucket's flush
@@ -74,6 +91,7 @@ func (c *clusterDefs) applyFlush(b *engine.Bucket, failed map[string]error) {
 type flushLedger struct {
 	c      *clusterDefs
 	bucket string
+	uuid   string // the bucket's incarnation
 	rev    uint64
 	parts  int
 }
@@ -82,7 +100,7 @@ type flushLedger struct {
 // partitions that have none, and returns the recorded ones.
 func (l *flushLedger) FixCuts(ctx context.Context, proposed map[int]uint64) (map[int]uint64, error) {
 	var out map[int]uint64
-	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.rev, func(s *cluster.FlushState) {
+	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.uuid, l.rev, func(s *cluster.FlushState) {
 		out = make(map[int]uint64, len(proposed))
 		if s.Cuts == nil {
 			s.Cuts = map[int]uint64{}
@@ -99,7 +117,7 @@ func (l *flushLedger) FixCuts(ctx context.Context, proposed map[int]uint64) (map
 
 // Finish adds parts to the partitions recorded finished.
 func (l *flushLedger) Finish(ctx context.Context, parts []int) error {
-	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.rev, func(s *cluster.FlushState) {
+	_, err := cluster.UpdateFlush(ctx, l.c.cli, l.bucket, l.uuid, l.rev, func(s *cluster.FlushState) {
 		for _, p := range parts {
 			if !slices.Contains(s.Done, p) {
 				s.Done = append(s.Done, p)
@@ -111,13 +129,15 @@ func (l *flushLedger) Finish(ctx context.Context, parts []int) error {
 }
 
 // Finished returns the partitions the mirror's record says are finished;
-// every one once a later flush replaced this one (its pass covers them).
+// every one once a later flush replaced this one (its pass covers them),
+// or the record is another incarnation's (this one was deleted: nothing
+// is left to flush).
 func (l *flushLedger) Finished() []bool {
 	st, ok, err := l.c.flushState(l.bucket)
 	switch {
 	case err != nil || !ok:
 		return nil
-	case st.Rev > l.rev:
+	case st.UUID != l.uuid || st.Rev > l.rev:
 		out := make([]bool, l.parts)
 		for i := range out {
 			out[i] = true
@@ -146,10 +166,19 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 		return 0, err
 	}
 	// Taken up here before the wait (every node takes it up from etcd).
-	if err := c.applyWrite(ctx, c.flush, b.Name(), cluster.FlushName, rev); err != nil {
+	if err := cluster.WaitApplied(ctx, func(ctx context.Context) error { return c.flush.WaitRevision(ctx, rev) }); err != nil {
 		return 0, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.flushWait)
+	c.mu.Lock()
+	err = c.applyFlushLocked(b)
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	c.flushMu.Lock()
+	wait := c.flushWait
+	c.flushMu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
 		change := c.flushChange()
@@ -157,7 +186,7 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 		if err != nil {
 			return 0, err
 		}
-		if ok && cur.Rev >= st.Rev && cur.Complete() {
+		if ok && cur.UUID == st.UUID && cur.Rev >= st.Rev && cur.Complete() {
 			// A later flush finished covers this one too.
 			return int(b.FlushDeleted(st.Rev)), nil
 		}
@@ -168,11 +197,11 @@ func (c *clusterDefs) FlushBucket(ctx context.Context, b *engine.Bucket) (int, e
 				return 0, ctx.Err()
 			}
 			finished := 0
-			if ok && cur.Rev == st.Rev {
+			if ok && cur.UUID == st.UUID && cur.Rev == st.Rev {
 				finished = len(cur.Done)
 			}
 			return 0, fmt.Errorf("%w (flush %d of bucket %q: %d of %d partitions finished after %s)",
-				engine.ErrFlushPending, st.Rev, b.Name(), finished, st.Parts, c.flushWait)
+				engine.ErrFlushPending, st.Rev, b.Name(), finished, st.Parts, wait)
 		}
 	}
 }

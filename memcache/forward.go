@@ -417,13 +417,21 @@ func refusalLeader(line string) string {
 		return ""
 	}
 	name := line[i+len(ledBy):]
-	end := strings.IndexFunc(name, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	})
-	if end >= 0 {
+	if end := strings.IndexFunc(name, notNodeRune); end >= 0 {
 		name = name[:end]
 	}
 	return name
+}
+
+// notNodeRune says r cannot be part of a node's name as a refusal names
+// it.
+func notNodeRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+}
+
+// nodeName says s can be a node's name as a refusal names it.
+func nodeName(s string) bool {
+	return s != "" && strings.IndexFunc(s, notNodeRune) < 0
 }
 
 // forwardFailed is the reply of a command that could not be forwarded.

@@ -292,12 +292,14 @@ func TestForwardedMultiGetRoundsAndEdges(t *testing.T) {
 	})
 }
 
-// TestForwardedMultiGetFallsBackPerKey: a leader that refuses the batch
-// (it no longer leads some of its keys, and names the node that does) and
-// a leader that cannot be reached: the multi-get is still answered whole,
-// in the client's order, each such key asked alone (and rerouted) at its
-// turn, no key answered twice.
-func TestForwardedMultiGetFallsBackPerKey(t *testing.T) {
+// TestForwardedMultiGetRefusedAndUnreachable: a leader that refuses the
+// batch (it no longer leads some of its keys, and names the node that
+// does) and a leader that cannot be reached, in one round: the multi-get
+// is still answered whole, in the client's order, no key answered twice;
+// the keys left are batched again together, each where its route's
+// Reroute sends it (the refused ones where the refusal names, the
+// unreachable node's elsewhere), one command a node.
+func TestForwardedMultiGetRefusedAndUnreachable(t *testing.T) {
 	forEachIO(t, func(t *testing.T, io IOModel) {
 		t.Cleanup(func() { checkNoLeaks(t) })
 		a := bareFixture(t, &Options{IO: io})
@@ -354,14 +356,14 @@ func TestForwardedMultiGetFallsBackPerKey(t *testing.T) {
 			if got := c.readAnswer(); got != want.String() {
 				t.Fatalf("a multi-get through a refusing and an unreachable node:\n got %q\nwant %q", got, want.String())
 			}
-			// b was sent the batch (refused at x0, after b0), then each
-			// key past b0 alone; a was asked for the x and d keys alone.
+			// b was sent the batch (refused at x0, after b0), then its
+			// keys past b0; a was asked for the x and d keys in one.
 			gotB := pb.take()
-			if len(gotB) != 1+15 || !strings.HasPrefix(gotB[0], "get b0 x0 b1 x1") || gotB[1] != "gets x0" {
+			if len(gotB) != 2 || !strings.HasPrefix(gotB[0], "get b0 x0 b1 x1") || gotB[1] != "get b1 b2 b3 b4 b5 b6 b7" {
 				t.Fatalf("node b was sent %q", gotB)
 			}
-			if gotA := pa.take(); len(gotA) != 16 {
-				t.Fatalf("node a was sent %q; want the 16 keys it leads, alone", gotA)
+			if gotA := pa.take(); len(gotA) != 1 || gotA[0] != "get x0 d0 x1 d1 x2 d2 x3 d3 x4 d4 x5 d5 x6 d6 x7 d7" {
+				t.Fatalf("node a was sent %q; want one command for the 16 keys it leads", gotA)
 			}
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -99,6 +100,9 @@ type forwarder struct {
 	mu     sync.Mutex
 	idle   map[string][]*fwdConn
 	closed bool
+	// sent counts the commands sent to a leader (each hop of each
+	// command, each batch of a multi-get), for tests and benchmarks.
+	sent atomic.Int64
 }
 
 // close closes the pooled connections; later ones are closed once used.
@@ -190,6 +194,7 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valu
 		deadline = time.Now().Add(fwdTimeout) // wall clock: network timeout
 	}
 	c.c.SetDeadline(deadline)
+	f.sent.Add(1)
 	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
 	line, err = c.exchange(req, values)
 	if err != nil {

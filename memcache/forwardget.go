@@ -129,7 +129,7 @@ func (c *session) fetchAhead(ctx context.Context, cmd *command, from int, first 
 		if len(redos) == 0 {
 			return
 		}
-		if round == fwdRetryRounds {
+		if round == fwdRetryRounds || c.s.opts.private.noRebatch {
 			// A map in flux: the keys left stay aheadAlone, each asked
 			// alone at its turn (forwardGet, which reroutes).
 			c.s.log.Debug("memcache: a multi-get's keys asked of their nodes one at a time", "keys", redoKeys(redos), "rounds", round+1)

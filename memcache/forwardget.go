@@ -33,10 +33,9 @@ import (
 // with those of the round's other refused batches (rebatch): K and each
 // key the refusal listed at the leader named (through the key's
 // Route.Reroute, which the router remembers for the partition), each
-// unlisted one at the node that refused (it leads it, by its own account),
-// unless this node's map sends a key elsewhere by now. The keys of a node
-// that could not be reached (nothing was sent) are batched again where
-// each one's Reroute sends it. A round of batches again may meet
+// unlisted one at the node that refused (it leads it, by its own
+// account). The keys of a node that could not be reached (nothing was
+// sent) are batched again where each one's Reroute sends it. A round of batches again may meet
 // refusals in turn; after fwdRetryRounds of them (a map in flux) the keys
 // left are asked alone at their turn (forwardGet), which follows
 // Route.Reroute as a single get does; so are the keys of a refusal that
@@ -211,6 +210,7 @@ type fwdRedo struct {
 	named map[string]string
 }
 
+// redoKeys is how many keys redos hold.
 func redoKeys(redos []*fwdRedo) int {
 	n := 0
 	for _, r := range redos {
@@ -278,7 +278,8 @@ func (s *Server) runBatch(ctx context.Context, b *fwdBatch, keys []string, ahead
 // avoiding that node). The leader named is asked of the key's route too
 // (Route.Reroute: the router remembers it for the key's partition, and
 // gives its address). A key with nowhere to go (no Reroute, or it
-// declines) stays aheadAlone: asked alone at its turn.
+// declines), or whose node's line is full, stays aheadAlone: asked alone
+// at its turn.
 func (c *session) rebatch(ctx context.Context, cmd *command, g *batcher, redos []*fwdRedo) {
 	type left struct {
 		j  int

@@ -221,3 +221,37 @@ func TestForwardedMultiGetRefusalsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestForwardedMultiGetRefusalOddKeys: keys holding '"' and '@' (which
+// memcached allows, and the refusal's quoting and KEY@NODE list must
+// carry) are batched again at the right leaders all the same.
+func TestForwardedMultiGetRefusalOddKeys(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		now := map[byte]string{'b': "b", 'x': "a", 'y': "c"}
+		m := newMovedCluster(t, io, map[string]map[byte]string{"a": now, "b": now, "c": now}, map[byte]string{'b': "b", 'x': "b", 'y': "b"})
+		keys := []string{`b"0`, `x@a`, `y"@c`, `b@1`, `x"@"c@`}
+		for _, k := range keys {
+			put(t, m.nodes[now[k[0]]], k, "v"+k, 1)
+		}
+		c := m.f.dial(t)
+		c.send("get " + strings.Join(keys, " ") + "\r\n")
+		var want strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&want, "VALUE %s 1 %d\r\nv%s\r\n", k, len(k)+1, k)
+		}
+		want.WriteString("END\r\n")
+		if got := c.readAnswer(); got != want.String() {
+			t.Fatalf("got %q, want %q", got, want.String())
+		}
+		_, lines := m.take()
+		for n, w := range map[string][]string{
+			"b": {"get " + strings.Join(keys, " "), "get b@1"},
+			"a": {`get x@a x"@"c@`},
+			"c": {`get y"@c`},
+		} {
+			if !slices.Equal(lines[n], w) {
+				t.Fatalf("node %s was sent %q; want %q", n, lines[n], w)
+			}
+		}
+	})
+}

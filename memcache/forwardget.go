@@ -129,8 +129,9 @@ func (c *session) fetchAhead(ctx context.Context, cmd *command, from int, first 
 			return
 		}
 		if round == fwdRetryRounds || c.s.opts.private.noRebatch {
-			// A map in flux: the keys left stay aheadAlone, each asked
-			// alone at its turn (forwardGet, which reroutes).
+			// The bound met (a map in flux), or the baseline's path: the
+			// keys left stay aheadAlone, each asked alone at its turn
+			// (forwardGet, which reroutes).
 			c.s.log.Debug("memcache: a multi-get's keys asked of their nodes one at a time", "keys", redoKeys(redos), "rounds", round+1)
 			return
 		}

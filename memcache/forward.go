@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -99,6 +100,9 @@ type forwarder struct {
 	mu     sync.Mutex
 	idle   map[string][]*fwdConn
 	closed bool
+	// sent counts the commands sent to a leader (each hop of each
+	// command, each batch of a multi-get), for tests and benchmarks.
+	sent atomic.Int64
 }
 
 // close closes the pooled connections; later ones are closed once used.
@@ -190,6 +194,7 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valu
 		deadline = time.Now().Add(fwdTimeout) // wall clock: network timeout
 	}
 	c.c.SetDeadline(deadline)
+	f.sent.Add(1)
 	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
 	line, err = c.exchange(req, values)
 	if err != nil {
@@ -417,13 +422,21 @@ func refusalLeader(line string) string {
 		return ""
 	}
 	name := line[i+len(ledBy):]
-	end := strings.IndexFunc(name, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	})
-	if end >= 0 {
+	if end := strings.IndexFunc(name, notNodeRune); end >= 0 {
 		name = name[:end]
 	}
 	return name
+}
+
+// notNodeRune says r cannot be part of a node's name as a refusal names
+// it.
+func notNodeRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+}
+
+// nodeName says s can be a node's name as a refusal names it.
+func nodeName(s string) bool {
+	return s != "" && strings.IndexFunc(s, notNodeRune) < 0
 }
 
 // forwardFailed is the reply of a command that could not be forwarded.

@@ -97,6 +97,11 @@ type Options struct {
 		// turn, one round trip a key, as before batches (forwardget.go):
 		// the baseline of BenchmarkForwardedMultiGet.
 		perKeyGets bool
+		// noRebatch makes a multi-get ask the keys of a batch a node
+		// refused (or could not be reached for) alone, one round trip a
+		// key, as before rebatch (forwardget.go): the baseline of
+		// BenchmarkForwardedMultiGetRefused.
+		noRebatch bool
 	}
 }
 

@@ -413,6 +413,11 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			continue
 		}
 		rt, reply, remote := c.routeOf(ctx, key)
+		if remote && reply != "" && c.forwarded {
+			// The forwarding node's refused batch: name the leaders of
+			// the keys after this one too (forwardget.go).
+			reply = c.refusalNaming(ctx, reply, cmd.keys[i+1:])
+		}
 		if !remote {
 			var block bool
 			if reply, block = c.confirmRead(ctx, rt); block {

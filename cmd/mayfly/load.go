@@ -52,6 +52,12 @@ Formats (--format, or guessed from the extension and the first byte):
   json    a JSON array of objects
   csv     a header line, then one document a line: the --key-column value
           is the id, every other column a field (numbers stay numbers)
+  bulk    one POST /BUCKET/_bulk line a line, as mayfly export writes them:
+          {"op":"upsert","id":..,"doc":..,"collection":..,"flags":..,"expiry":..}
+          sent as they are (an absolute expiry stays the same time);
+          --collection and --expiry, when given, replace the lines' own.
+          NDJSON whose first line starts with an "op" field is read so,
+          unless --format ndjson says otherwise.
 
 A JSON document's id is its --id-field (default: "_id", else "id"); the
 document is stored as given. A line that cannot be loaded fails alone: the
@@ -62,16 +68,17 @@ On a terminal, a progress bar on stderr shows documents loaded, the rate and
 the time left; otherwise one summary line is printed at the end.`,
 		Example: `  mayfly load airlines.ndjson -b travel
   mayfly load people.csv --key-column email --collection app.people --expiry 86400
-  curl -s https://example.com/dump.json | mayfly load - --format json`,
+  curl -s https://example.com/dump.json | mayfly load - --format json
+  mayfly export - -b travel --host http://old:8091 | mayfly load - -b travel --host http://new:8091`,
 		Args: exactArgs(1, "FILE (or - for standard input)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.concurrency < 1 || o.batch < 1 {
 				return usagef("--concurrency and --batch must be at least 1")
 			}
 			switch o.format {
-			case "", formatNDJSON, formatArray, formatCSV:
+			case "", formatNDJSON, formatArray, formatCSV, formatBulk:
 			default:
-				return usagef("--format must be ndjson, json or csv, got %q", o.format)
+				return usagef("--format must be ndjson, json, csv or bulk, got %q", o.format)
 			}
 			switch o.progress {
 			case "auto", "always", "never":
@@ -83,14 +90,14 @@ the time left; otherwise one summary line is printed at the end.`,
 	}
 	addDocFlags(cmd, &o.docOptions)
 	fs := cmd.Flags()
-	fs.StringVar(&o.format, "format", "", "ndjson, json (an array) or csv (default: from the extension, else the first byte)")
+	fs.StringVar(&o.format, "format", "", "ndjson, json (an array), csv or bulk (_bulk lines) (default: from the extension, else the first line)")
 	fs.StringVar(&o.keyColumn, "key-column", "id", "CSV: the column holding each document's key")
 	fs.StringVar(&o.idField, "id-field", "", `JSON: the field holding each document's id (default "_id", else "id")`)
 	fs.Int64Var(&o.expiry, "expiry", 0, "expiry of every document: seconds from now (up to 30 days) or a Unix time; 0 for the default")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "bulk requests in flight at once")
 	fs.IntVar(&o.batch, "batch", 1000, "documents per bulk request")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (when it is a terminal), always or never")
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatNDJSON, formatArray, formatCSV}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatNDJSON, formatArray, formatCSV, formatBulk}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("progress", cobra.FixedCompletions([]string{"auto", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -222,6 +229,9 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 	} else {
 		skipBOM(br) // sniffFormat skips it too
 	}
+	if format == formatNDJSON && o.format == "" && looksBulk(br) {
+		format = formatBulk // mayfly export's lines: their fields are kept
+	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
@@ -267,7 +277,12 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 			tally.fail(it.code, it.where+": "+it.err, it.where)
 			return nil
 		}
-		opLine(&cur.body, it.id, it.doc, o.expiry, o.collection)
+		if it.line != nil {
+			cur.body.Write(it.line)
+			cur.body.WriteByte('\n')
+		} else {
+			opLine(&cur.body, it.id, it.doc, o.expiry, o.collection)
+		}
 		cur.ids = append(cur.ids, it.id)
 		cur.where = append(cur.where, it.where)
 		if len(cur.ids) >= o.batch || cur.body.Len() >= maxBatchBytes {
@@ -288,8 +303,11 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 		}
 	case formatArray:
 		readErr = readArray(br, ids, emit)
+	case formatBulk:
+		bi := &bulkItems{collection: o.collection, expiry: o.expiry}
+		readErr = readNDJSON(br, bi.item, emit)
 	default:
-		readErr = readNDJSON(br, ids, emit)
+		readErr = readNDJSON(br, func(where string, raw []byte) loadItem { return jsonItem(where, raw, ids) }, emit)
 	}
 	var stop *errStop
 	if readErr == nil || errors.As(readErr, &stop) {

@@ -48,8 +48,8 @@ The documents are read page by page through the collection listing
 so memory stays bounded whatever the bucket's size. A document written while
 the export runs may or may not be in it.
 
-A summary goes to standard error: the documents exported, how many of them
-binary, the collections.`,
+A summary follows: the documents exported, how many of them binary, the
+collections; on standard error when the lines go to standard output.`,
 		Example: `  mayfly export travel.ndjson -b travel
   mayfly export - -b travel --host http://old:8091 | mayfly load - -b travel --host http://new:8091
   mayfly export people.ndjson --collection app.people`,
@@ -126,7 +126,11 @@ func runExport(cmd *cobra.Command, o *exportOptions, name string) (err error) {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	took := time.Since(start) // wall clock: export rate
-	fmt.Fprintf(cmd.ErrOrStderr(), "exported %d documents (%d binary) from %s in %s (%s docs/s); collections: %s\n",
+	summary := cmd.OutOrStdout()
+	if name == "-" {
+		summary = cmd.ErrOrStderr() // standard output holds the lines
+	}
+	fmt.Fprintf(summary, "exported %d documents (%d binary) from %s in %s (%s docs/s); collections: %s\n",
 		t.docs, t.binary, o.bucket, took.Round(time.Millisecond), humanRate(t.docs, took), strings.Join(t.collections, ", "))
 	return nil
 }

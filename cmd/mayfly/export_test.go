@@ -120,15 +120,15 @@ func TestExportThenLoadMovesABucket(t *testing.T) {
 	if st, out := src.api(t, "PUT", "/default/docs/bin?flags=33554432&expiry="+fmt.Sprint(t0+5000), "application/octet-stream", "\x00\xffraw\n"); st/100 != 2 {
 		t.Fatalf("put bin: %d %s", st, out)
 	}
-	src.clock.Advance(20) // "soon" expires; nothing purges it
+	src.clock.Advance(20)                                    // "soon" expires; nothing purges it
 	if n := src.def.DefaultCollection().Count(); n != 30+7 { // "soon" too: expired, not purged
 		t.Fatalf("the source counts %d documents", n)
 	}
 
 	path := writeFile(t, "default.ndjson", "")
 	r := src.mf("", "export", path, "--page", "7")
-	if r.code != 0 || r.out != "" || !strings.Contains(r.errOut, "exported 48 documents (1 binary) from default") ||
-		!strings.Contains(r.errOut, "collections: _default._default, app.people") {
+	if r.code != 0 || r.errOut != "" || !strings.Contains(r.out, "exported 48 documents (1 binary) from default") ||
+		!strings.Contains(r.out, "collections: _default._default, app.people") {
 		t.Fatalf("export: %v", r)
 	}
 	r = dst.mf("", "load", path, "--batch", "10")
@@ -166,7 +166,7 @@ func TestExportThenLoadMovesABucket(t *testing.T) {
 
 // Exported to standard output and loaded from standard input, as a pipe
 // between two servers would: the lines go to stdout, the summary to
-// stderr. --collection exports one collection.
+// stderr (to stdout when the lines go to a file). --collection exports one collection.
 func TestExportToStdoutOneCollection(t *testing.T) {
 	src, dst := cliServer(t), cliServer(t)
 	src.bulk(t, `{"op":"upsert","id":"a","doc":{"v":1},"flags":5}

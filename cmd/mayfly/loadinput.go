@@ -22,12 +22,13 @@ const maxLoadLine = 20<<20 + 64<<10
 
 // loadItem is one document read from the input, or why one could not be.
 type loadItem struct {
-	where string // "line 12", "element 3": for messages
-	id    string
-	doc   []byte // compact JSON object
-	line  []byte // instead of doc: a whole _bulk line, sent as it is (formatBulk)
-	code  string // set when the item is bad: a short reason class
-	err   string // and the reason
+	where  string // "line 12", "element 3": for messages
+	id     string
+	doc    []byte // compact JSON object
+	line   []byte // instead of doc: a whole _bulk line, sent as it is (formatBulk)
+	upsert bool   // line is an upsert
+	code   string // set when the item is bad: a short reason class
+	err    string // and the reason
 }
 
 // errStop ends the reading of the input: the rest cannot be read (a JSON
@@ -438,6 +439,7 @@ func (b *bulkItems) item(where string, raw []byte) loadItem {
 		return it
 	}
 	it.id = id.Str
+	it.upsert = gjson.GetBytes(raw, "op").Str == "upsert"
 	if b.collection == "" && b.expiry == 0 {
 		it.line = raw
 		return it

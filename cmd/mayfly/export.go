@@ -81,6 +81,10 @@ const maxExportPage = 10_000
 // fewer, so that memory stays near this however large the documents.
 const exportPageBytes = 8 << 20
 
+// exportFirstPage is the most documents the first page of documents asks
+// for, before their sizes are known.
+const exportFirstPage = 16
+
 // exportTally is what an export wrote.
 type exportTally struct {
 	docs, binary int64
@@ -182,7 +186,9 @@ func exportCollection(ctx context.Context, c *apiClient, o *exportOptions, coll 
 	scope, name, _ := strings.Cut(coll, ".")
 	listing := o.bucketPath() + "/scopes/" + url.PathEscape(scope) + "/collections/" + url.PathEscape(name) + "/docs"
 	collJSON := jsonstr.Append(nil, coll)
-	limit := o.page // of the documents' pages; lowered for large documents
+	// The documents' pages start small and grow to --page, or as far as
+	// exportPageBytes allows once the documents' sizes are known.
+	limit := min(o.page, exportFirstPage)
 	from := ""      // the first key not yet exported (a key's successor: key+"\x00")
 	var line []byte
 	for {

@@ -1,16 +1,19 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // Browsing a collection's documents in key order (Couchbase's document
@@ -20,15 +23,15 @@ const (
 	browseMaxLimit     = 10_000
 )
 
-// browseRow is one document of a listing.
+// browseRow is one document of a listing, without its document: the
+// document (include_docs) is appended as the bytes stored (appendBrowseRow).
 type browseRow struct {
-	ID         string         `json:"id"`
-	Rev        string         `json:"rev"`
-	CAS        uint64         `json:"cas"`
-	Expiration int64          `json:"expiration"`
-	Flags      uint32         `json:"flags"`
-	Type       string         `json:"type"`
-	Doc        map[string]any `json:"doc,omitempty"`
+	ID         string `json:"id"`
+	Rev        string `json:"rev"`
+	CAS        uint64 `json:"cas"`
+	Expiration int64  `json:"expiration"`
+	Flags      uint32 `json:"flags"`
+	Type       string `json:"type"`
 }
 
 // browseKey reads startkey or endkey: a JSON string ("\"a\"", as Couchbase's
@@ -124,39 +127,75 @@ func (s *server) browseDocs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.closedUnder(b, err)
 	}
-	rows := make([]browseRow, len(docs))
+	out := append(make([]byte, 0, 4096), `{"total_rows":`...)
+	out = strconv.AppendInt(out, int64(total), 10)
+	out = append(out, `,"rows":[`...)
 	for i, d := range docs {
-		rows[i] = newBrowseRow(d, withDocs)
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendBrowseRow(out, d, withDocs)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total_rows": total, "rows": rows})
+	writeRawJSON(w, append(out, "]}"...))
 	return nil
 }
 
-// newBrowseRow is document d's row of a listing.
-func newBrowseRow(d *engine.Document, withDoc bool) browseRow {
-	row := browseRow{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type)}
-	if withDoc {
-		row.Doc = docEnvelope(d)
+// writeRawJSON writes out, a JSON object, as a 200 answer.
+func writeRawJSON(w http.ResponseWriter, out []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(out, '\n'))
+}
+
+// appendBrowseRow appends document d's row of a listing. With withDoc,
+// "doc" is {"json":VALUE,"meta":{...}}, VALUE the bytes stored (not
+// re-encoded: a listing read to copy documents elsewhere, mayfly export,
+// gets them as they are), or {"base64":...,"meta":{...}} for a binary
+// value.
+func appendBrowseRow(out []byte, d *engine.Document, withDoc bool) []byte {
+	row, _ := json.Marshal(browseRow{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type)}) // plain fields: it always marshals
+	if !withDoc {
+		return append(out, row...)
 	}
-	return row
+	out = append(out, row[:len(row)-1]...)
+	out = append(out, `,"doc":{`...)
+	if d.Type == engine.TypeJSON {
+		out = append(out, `"json":`...)
+		out = append(out, d.Value...)
+	} else {
+		// An empty value is "".
+		out = append(out, `"base64":"`...)
+		out = base64.StdEncoding.AppendEncode(out, d.Value)
+		out = append(out, '"')
+	}
+	meta, _ := json.Marshal(docMeta{ID: d.Key, Rev: d.Rev(), CAS: d.CAS, Seq: d.Seq, Expiration: d.Expiration, Flags: d.Flags, Type: string(d.Type), TS: d.TS, Created: d.CreatedAt})
+	out = append(out, `,"meta":`...)
+	out = append(out, meta...)
+	return append(out, "}}"...)
 }
 
 // browseShare is a coverer's share of a listing: {"total_rows":N,
 // "rows":[{"k":ID,"r":ROW}]}, the rows in key order.
 func browseShare(docs []*engine.Document, total int, withDocs bool) ([]byte, error) {
-	type keyed struct {
-		K string    `json:"k"`
-		R browseRow `json:"r"`
-	}
-	rows := make([]keyed, len(docs))
+	out := append(make([]byte, 0, 4096), `{"total_rows":`...)
+	out = strconv.AppendInt(out, int64(total), 10)
+	out = append(out, `,"rows":[`...)
 	for i, d := range docs {
-		rows[i] = keyed{d.Key, newBrowseRow(d, withDocs)}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"k":`...)
+		out = jsonstr.Append(out, d.Key)
+		out = append(out, `,"r":`...)
+		out = appendBrowseRow(out, d, withDocs)
+		out = append(out, '}')
 	}
-	return json.Marshal(map[string]any{"total_rows": total, "rows": rows})
+	return append(out, "]}"...), nil
 }
 
 // writeMergedBrowse writes the listing the shares make: their rows in key
-// order, skip passed over, at most limit; total_rows their sum.
+// order, skip passed over, at most limit; total_rows their sum. The rows
+// are the coverers' bytes.
 func writeMergedBrowse(w http.ResponseWriter, shares []gjson.Result, skip, limit int) {
 	total := int64(0)
 	for _, sh := range shares {
@@ -165,9 +204,14 @@ func writeMergedBrowse(w http.ResponseWriter, shares []gjson.Result, skip, limit
 	all := keyedRows(shares, false)
 	all = all[min(skip, len(all)):]
 	all = all[:min(limit, len(all))]
-	rows := make([]json.RawMessage, len(all))
+	out := append(make([]byte, 0, 4096), `{"total_rows":`...)
+	out = strconv.AppendInt(out, total, 10)
+	out = append(out, `,"rows":[`...)
 	for i, kr := range all {
-		rows[i] = json.RawMessage(kr.r)
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, kr.r...)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total_rows": total, "rows": rows})
+	writeRawJSON(w, append(out, "]}"...))
 }

@@ -81,3 +81,46 @@ func TestBrowseDocs(t *testing.T) {
 		t.Errorf("viewer: %d", st)
 	}
 }
+
+// A listing's include_docs gives each value as it is stored: a value read
+// to be copied elsewhere (mayfly export) is the same bytes, not a
+// re-encoding with its spaces dropped and its '<', '>' and '&' escaped.
+func TestBrowseDocsValuesAsStored(t *testing.T) {
+	f := newFixture(t)
+	const stored = `{ "html": "<b>Tom & Jerry</b>",  "n": [1, 2] }`
+	if st, _, body := f.do("PUT", "/default/docs/spaced", "application/json", stored); st/100 != 2 {
+		t.Fatalf("put: %d %s", st, body)
+	}
+	if st, _, body := f.do("PUT", "/default/docs/bin", "application/octet-stream", "\x00\xffraw"); st/100 != 2 {
+		t.Fatalf("put: %d %s", st, body)
+	}
+	st, _, body := f.do("GET", "/pools/default/buckets/default/scopes/_default/collections/_default/docs?include_docs=true", "", "")
+	if st != 200 {
+		t.Fatalf("listing: %d %s", st, body)
+	}
+	var p struct {
+		Rows []struct {
+			ID  string `json:"id"`
+			Doc struct {
+				JSON   json.RawMessage `json:"json"`
+				Base64 []byte          `json:"base64"`
+				Meta   struct {
+					ID   string `json:"id"`
+					Type string `json:"type"`
+				} `json:"meta"`
+			} `json:"doc"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if len(p.Rows) != 2 || p.Rows[0].ID != "bin" || p.Rows[1].ID != "spaced" {
+		t.Fatalf("rows: %s", body)
+	}
+	if got := p.Rows[0].Doc; string(got.Base64) != "\x00\xffraw" || got.JSON != nil || got.Meta.Type != "base64" || got.Meta.ID != "bin" {
+		t.Errorf("binary row: %s", body)
+	}
+	if got := p.Rows[1].Doc; string(got.JSON) != stored || got.Meta.Type != "json" {
+		t.Errorf("the listing's value is %s, stored %s", got.JSON, stored)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,8 @@ const (
 type bulkOp struct {
 	op             string
 	id             string
-	doc            []byte // nil when the line has none; a slice of the line
+	doc            []byte // nil when the line has none; a slice of the line, or the bytes "base64" decodes to
+	binary         bool   // doc came from "base64"
 	expiry         int64
 	hasExpiry      bool
 	preserveExpiry bool
@@ -267,7 +269,29 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 			}
 			hasID = true
 		case "doc":
+			if op.binary {
+				return bad("doc and base64 cannot both be given")
+			}
 			op.doc = v
+		case "base64":
+			// A binary value (the listings' "base64"), stored as the bytes
+			// it decodes to, flags and all: how a value that is not JSON
+			// goes through a line of JSON.
+			if op.doc != nil {
+				return bad("doc and base64 cannot both be given")
+			}
+			str, ok := jsonString(v)
+			if !ok {
+				return bad("base64 must be a string, got %s", v)
+			}
+			raw, err := base64.StdEncoding.DecodeString(str)
+			if err != nil {
+				return bad("base64 is not standard base64 (RFC 4648, with padding): %s", strings.TrimPrefix(err.Error(), "illegal base64 data "))
+			}
+			if raw == nil {
+				raw = []byte{} // an empty value is a value, not a missing doc
+			}
+			op.doc, op.binary = raw, true
 		case "expiry":
 			if null {
 				op.hasExpiry = false
@@ -454,8 +478,10 @@ func (s *server) bulkDo(ctx context.Context, b *engine.Bucket, sl *bulkSlot) (*e
 	switch op.op {
 	case "upsert", "insert", "replace":
 		if op.doc == nil {
-			return nil, errBadRequest("doc is required for " + op.op)
+			return nil, errBadRequest("doc (or base64) is required for " + op.op)
 		}
+		// Decoded base64 that happens to be JSON is stored as JSON
+		// (engine.DetectType), so it meets the same limit.
 		if err := checkJSONDepth(op.doc, "doc"); err != nil {
 			return nil, err
 		}

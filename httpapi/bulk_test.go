@@ -414,3 +414,49 @@ func TestBulkCutOffLastLineNotApplied(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// A line's "base64" stores a binary value (one the listings give as
+// "base64") as the bytes it decodes to, with the line's flags and expiry:
+// how a value that is not JSON goes through a line of JSON.
+func TestBulkBase64(t *testing.T) {
+	f := newFixture(t)
+	res := f.bulkLines(`{"op":"upsert","id":"bin","base64":"AP9yYXc=","flags":33554432,"expiry":1800000000}
+{"op":"upsert","id":"empty","base64":""}
+{"op":"upsert","id":"both","base64":"AA==","doc":{}}
+{"op":"upsert","id":"bad","base64":"not base64!"}
+{"op":"upsert","id":"num","base64":12}
+`)
+	if len(res) != 5 {
+		t.Fatalf("answers: %v", res)
+	}
+	for i, id := range []string{"bin", "empty"} {
+		if res[i]["error"] != nil {
+			t.Errorf("%s: %v", id, res[i])
+		}
+	}
+	for i, want := range map[int]string{2: "doc and base64 cannot both be given", 3: "base64 is not standard base64", 4: "base64 must be a string"} {
+		if res[i]["error"] != "bad_request" || !strings.Contains(fmt.Sprint(res[i]["reason"]), want) {
+			t.Errorf("line %d: %v, want %q", i+1, res[i], want)
+		}
+	}
+	b, err := f.eng.Bucket("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := b.DefaultCollection()
+	d, err := coll.Get(context.Background(), "bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(d.Value) != "\x00\xffraw" || d.Type != engine.TypeBinary || d.Flags != 33554432 || d.Expiration != 1800000000 {
+		t.Errorf("bin stored as %q %s flags %d expiration %d", d.Value, d.Type, d.Flags, d.Expiration)
+	}
+	if d, err := coll.Get(context.Background(), "empty"); err != nil || len(d.Value) != 0 || d.Type != engine.TypeBinary {
+		t.Errorf("empty: %v %+v", err, d)
+	}
+	for _, id := range []string{"both", "bad", "num"} {
+		if _, err := coll.Get(context.Background(), id); err == nil {
+			t.Errorf("%s stored from a bad line", id)
+		}
+	}
+}

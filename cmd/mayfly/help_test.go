@@ -24,7 +24,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"__complete", "q"}, []string{"query"}},
 		{[]string{"__complete", "ddoc", ""}, []string{"put", "get", "rm", "ls"}},
 		{[]string{"__complete", "ctl", ""}, []string{"set", "get"}},
-		{[]string{"__complete", "load", "--format", ""}, []string{"ndjson", "json", "csv"}},
+		{[]string{"__complete", "load", "--format", ""}, []string{"ndjson", "json", "csv", "bulk"}},
 		{[]string{"__complete", "query", "--st"}, []string{"--stale", "--startkey"}},
 	} {
 		r := runCmdResult(c.args...)
@@ -38,7 +38,7 @@ func TestCompletion(t *testing.T) {
 
 func TestHelpListsCommands(t *testing.T) {
 	r := runCmdResult("--help")
-	for _, c := range []string{"serve", "load", "get", "put", "rm", "touch", "query", "ddoc", "pager", "ctl", "stats", "search", "audit", "version", "completion"} {
+	for _, c := range []string{"serve", "load", "export", "get", "put", "rm", "touch", "query", "ddoc", "pager", "ctl", "stats", "search", "audit", "version", "completion"} {
 		if r.code != 0 || !strings.Contains(r.out, "\n  "+c+" ") {
 			t.Errorf("--help does not list %s: %v", c, r)
 		}

@@ -52,6 +52,12 @@ Formats (--format, or guessed from the extension and the first byte):
   json    a JSON array of objects
   csv     a header line, then one document a line: the --key-column value
           is the id, every other column a field (numbers stay numbers)
+  bulk    one POST /BUCKET/_bulk line a line, as mayfly export writes them:
+          {"op":"upsert","id":..,"doc":..,"collection":..,"flags":..,"expiry":..}
+          sent as they are (an absolute expiry stays the same time);
+          --collection and --expiry, when given, replace the lines' own.
+          NDJSON whose first line starts with an "op" field is read so,
+          unless --format ndjson says otherwise.
 
 A JSON document's id is its --id-field (default: "_id", else "id"); the
 document is stored as given. A line that cannot be loaded fails alone: the
@@ -62,16 +68,17 @@ On a terminal, a progress bar on stderr shows documents loaded, the rate and
 the time left; otherwise one summary line is printed at the end.`,
 		Example: `  mayfly load airlines.ndjson -b travel
   mayfly load people.csv --key-column email --collection app.people --expiry 86400
-  curl -s https://example.com/dump.json | mayfly load - --format json`,
+  curl -s https://example.com/dump.json | mayfly load - --format json
+  mayfly export - -b travel --host http://old:8091 | mayfly load - -b travel --host http://new:8091`,
 		Args: exactArgs(1, "FILE (or - for standard input)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.concurrency < 1 || o.batch < 1 {
 				return usagef("--concurrency and --batch must be at least 1")
 			}
 			switch o.format {
-			case "", formatNDJSON, formatArray, formatCSV:
+			case "", formatNDJSON, formatArray, formatCSV, formatBulk:
 			default:
-				return usagef("--format must be ndjson, json or csv, got %q", o.format)
+				return usagef("--format must be ndjson, json, csv or bulk, got %q", o.format)
 			}
 			switch o.progress {
 			case "auto", "always", "never":
@@ -83,14 +90,14 @@ the time left; otherwise one summary line is printed at the end.`,
 	}
 	addDocFlags(cmd, &o.docOptions)
 	fs := cmd.Flags()
-	fs.StringVar(&o.format, "format", "", "ndjson, json (an array) or csv (default: from the extension, else the first byte)")
+	fs.StringVar(&o.format, "format", "", "ndjson, json (an array), csv or bulk (_bulk lines) (default: from the extension, else the first line)")
 	fs.StringVar(&o.keyColumn, "key-column", "id", "CSV: the column holding each document's key")
 	fs.StringVar(&o.idField, "id-field", "", `JSON: the field holding each document's id (default "_id", else "id")`)
 	fs.Int64Var(&o.expiry, "expiry", 0, "expiry of every document: seconds from now (up to 30 days) or a Unix time; 0 for the default")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "bulk requests in flight at once")
 	fs.IntVar(&o.batch, "batch", 1000, "documents per bulk request")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (when it is a terminal), always or never")
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatNDJSON, formatArray, formatCSV}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatNDJSON, formatArray, formatCSV, formatBulk}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("progress", cobra.FixedCompletions([]string{"auto", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -117,9 +124,29 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // loadBatch is one bulk request's worth of operations.
 type loadBatch struct {
-	body  bytes.Buffer
-	ids   []string
-	where []string
+	body   bytes.Buffer
+	ids    []string
+	where  []string
+	ends   []int  // where each operation's line ends in body
+	upsert []bool // whether the operation is an upsert: safe to send again when its outcome is unknown
+}
+
+// add appends an operation's line (with its newline) to the batch.
+func (b *loadBatch) add(line []byte, id, where string, upsert bool) {
+	b.body.Write(line)
+	b.ids = append(b.ids, id)
+	b.where = append(b.where, where)
+	b.ends = append(b.ends, b.body.Len())
+	b.upsert = append(b.upsert, upsert)
+}
+
+// line is operation i's line.
+func (b *loadBatch) line(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.ends[i-1]
+	}
+	return b.body.Bytes()[start:b.ends[i]]
 }
 
 // failureClass sums up the failures of one reason.
@@ -222,6 +249,9 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 	} else {
 		skipBOM(br) // sniffFormat skips it too
 	}
+	if format == formatNDJSON && o.format == "" && looksBulk(br) {
+		format = formatBulk // mayfly export's lines: their fields are kept
+	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
@@ -262,14 +292,20 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 		cur = &loadBatch{}
 		return nil
 	}
+	var scratch bytes.Buffer
 	emit := func(it loadItem) error {
 		if it.code != "" {
 			tally.fail(it.code, it.where+": "+it.err, it.where)
 			return nil
 		}
-		opLine(&cur.body, it.id, it.doc, o.expiry, o.collection)
-		cur.ids = append(cur.ids, it.id)
-		cur.where = append(cur.where, it.where)
+		scratch.Reset()
+		if it.line != nil {
+			scratch.Write(it.line)
+			scratch.WriteByte('\n')
+		} else {
+			opLine(&scratch, it.id, it.doc, o.expiry, o.collection)
+		}
+		cur.add(scratch.Bytes(), it.id, it.where, it.line == nil || it.upsert)
 		if len(cur.ids) >= o.batch || cur.body.Len() >= maxBatchBytes {
 			return flush()
 		}
@@ -288,8 +324,11 @@ func runLoad(cmd *cobra.Command, o *loadOptions, name string) error {
 		}
 	case formatArray:
 		readErr = readArray(br, ids, emit)
+	case formatBulk:
+		bi := &bulkItems{collection: o.collection, expiry: o.expiry}
+		readErr = readNDJSON(br, bi.item, emit)
 	default:
-		readErr = readNDJSON(br, ids, emit)
+		readErr = readNDJSON(br, func(where string, raw []byte) loadItem { return jsonItem(where, raw, ids) }, emit)
 	}
 	var stop *errStop
 	if readErr == nil || errors.As(readErr, &stop) {
@@ -399,20 +438,63 @@ type bulkResult struct {
 // that ends the load.
 //
 // A server at its limit of concurrent requests (503) is given the time its
-// Retry-After asks, up to maxBusyRetries times.
+// Retry-After asks, up to maxBusyRetries times. So is an operation the
+// server answered too_many_requests alone (a cluster node forwards each
+// line whose partition another node leads, and that node may be at its
+// limit), and an upsert whose outcome the answer left unknown
+// (temporary_failure: a partition's leader changed, or none yet; timeout):
+// those are sent again in a batch of their own, after a wait that doubles
+// each time, up to maxBusyRetries times.
 func sendBatch(ctx context.Context, c *apiClient, bucket string, b *loadBatch, t *loadTally) error {
+	wait := lineRetryWait
+	for attempt := 0; ; attempt++ {
+		again, err := postBatch(ctx, c, bucket, b, t, attempt < maxBusyRetries)
+		if err != nil || again == nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+		b = again
+	}
+}
+
+// lineRetryWait is the first wait before operations answered "retry" are
+// sent again (then 2, 4, ... times as long).
+const lineRetryWait = 200 * time.Millisecond
+
+// retryable reports whether an operation answered with error code can be
+// sent again: one refused before it ran, or an upsert (whose second run
+// writes what the first did) whose outcome is unknown.
+func retryable(code string, upsert bool) bool {
+	switch code {
+	case "too_many_requests":
+		return true
+	case "temporary_failure", "timeout":
+		return upsert
+	}
+	return false
+}
+
+// postBatch posts b and tallies its answer lines; with retry, the
+// operations that may be sent again (retryable) are not tallied but
+// returned as a batch of their own (nil when none).
+func postBatch(ctx context.Context, c *apiClient, bucket string, b *loadBatch, t *loadTally, retry bool) (*loadBatch, error) {
 	var resp *http.Response
 	for attempt := 0; ; attempt++ {
 		req, err := c.newRequest(ctx, http.MethodPost, "/"+url.PathEscape(bucket)+"/_bulk", bytes.NewReader(b.body.Bytes()))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/x-ndjson")
 		resp, err = c.send(req)
 		var se *statusError
 		if err == nil || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable || attempt == maxBusyRetries {
 			if err != nil {
-				return err
+				return nil, err
 			}
 			break
 		}
@@ -422,11 +504,12 @@ func sendBatch(ctx context.Context, c *apiClient, bucket string, b *loadBatch, t
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-time.After(wait):
 		}
 	}
 	defer resp.Body.Close()
+	var again *loadBatch
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	i := 0
@@ -439,12 +522,18 @@ func sendBatch(ctx context.Context, c *apiClient, bucket string, b *loadBatch, t
 			break
 		}
 		var r bulkResult
-		if err := json.Unmarshal(line, &r); err != nil {
+		switch err := json.Unmarshal(line, &r); {
+		case err != nil:
 			t.fail("bad_answer", "the server's answer line is not JSON: "+string(line), b.ids[i])
-		} else if r.Error != "" {
-			t.fail(r.Error, b.where[i]+": "+r.Reason, b.ids[i])
-		} else {
+		case r.Error == "":
 			t.loaded.Add(1)
+		case retry && retryable(r.Error, b.upsert[i]):
+			if again == nil {
+				again = &loadBatch{}
+			}
+			again.add(b.line(i), b.ids[i], b.where[i], b.upsert[i])
+		default:
+			t.fail(r.Error, b.where[i]+": "+r.Reason, b.ids[i])
 		}
 		i++
 	}
@@ -455,5 +544,5 @@ func sendBatch(ctx context.Context, c *apiClient, bucket string, b *loadBatch, t
 		}
 		t.fail("no_answer", reason, b.ids[i])
 	}
-	return nil
+	return again, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -312,5 +313,65 @@ func TestLoadNamesEveryLineOfAFailedRecord(t *testing.T) {
 	r = f.mf("", "load", path)
 	if r.code != 1 || !strings.Contains(r.out, "loaded 2 documents") || !strings.Contains(r.errOut, "line 2: not valid JSON: unexpected end of JSON input\n") {
 		t.Errorf("load of an NDJSON line cut short: %v", r)
+	}
+}
+
+// An operation answered too_many_requests alone (a cluster node forwarding
+// the line to a busy leader), or an upsert answered temporary_failure (its
+// outcome unknown: a leader changed), is sent again, alone with the others
+// of its kind; an insert whose outcome is unknown is not (sent again, it
+// could fail for having been applied the first time), and an error that
+// is no "retry" is not either.
+func TestLoadRetriesBusyLines(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{} // the times each id was sent
+	bodies := []string{}     // each request's lines
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /default/_bulk", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, string(body))
+		for line := range strings.SplitSeq(strings.TrimSuffix(string(body), "\n"), "\n") {
+			var op struct{ Op, ID string }
+			json.Unmarshal([]byte(line), &op)
+			seen[op.ID]++
+			switch {
+			case strings.HasPrefix(op.ID, "busy") && seen[op.ID] <= 2:
+				fmt.Fprintf(w, `{"id":%q,"error":"too_many_requests","reason":"the server is answering its maximum of concurrent requests; retry shortly"}`+"\n", op.ID)
+			case strings.HasPrefix(op.ID, "unknown") && seen[op.ID] == 1:
+				fmt.Fprintf(w, `{"id":%q,"error":"temporary_failure","reason":"the write's outcome is unknown"}`+"\n", op.ID)
+			case op.ID == "exists":
+				fmt.Fprintf(w, `{"id":%q,"error":"key_exists","reason":"exists"}`+"\n", op.ID)
+			default:
+				fmt.Fprintf(w, `{"id":%q,"cas":1,"seq":1,"expiration":0}`+"\n", op.ID)
+			}
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	in := `{"op":"upsert","id":"ok1","doc":{}}
+{"op":"upsert","id":"busy1","doc":{"v":1}}
+{"op":"insert","id":"busy2","doc":{"v":2}}
+{"op":"upsert","id":"unknown1","doc":{}}
+{"op":"insert","id":"unknown2","doc":{}}
+{"op":"upsert","id":"exists","doc":{}}
+`
+	var out, errOut bytes.Buffer
+	code := runWith(strings.NewReader(in), []string{"load", "-", "--host", srv.URL, "-u", adminU}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "loaded 4 documents") || !strings.Contains(out.String(), "2 failed") ||
+		!strings.Contains(errOut.String(), "temporary_failure: 1") || !strings.Contains(errOut.String(), "unknown2") || !strings.Contains(errOut.String(), "key_exists: 1") {
+		t.Fatalf("load: %d %q %q", code, out.String(), errOut.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, want := range map[string]int{"ok1": 1, "busy1": 3, "busy2": 3, "unknown1": 2, "unknown2": 1, "exists": 1} {
+		if seen[id] != want {
+			t.Errorf("%s sent %d times, want %d", id, seen[id], want)
+		}
+	}
+	// The lines sent again are sent as they were.
+	if len(bodies) != 3 || bodies[2] != `{"op":"upsert","id":"busy1","doc":{"v":1}}`+"\n"+`{"op":"insert","id":"busy2","doc":{"v":2}}`+"\n" {
+		t.Errorf("requests: %q", bodies)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // maxLoadLine bounds one input line or array element: the largest value the
@@ -20,11 +22,13 @@ const maxLoadLine = 20<<20 + 64<<10
 
 // loadItem is one document read from the input, or why one could not be.
 type loadItem struct {
-	where string // "line 12", "element 3": for messages
-	id    string
-	doc   []byte // compact JSON object
-	code  string // set when the item is bad: a short reason class
-	err   string // and the reason
+	where  string // "line 12", "element 3": for messages
+	id     string
+	doc    []byte // compact JSON object
+	line   []byte // instead of doc: a whole _bulk line, sent as it is (formatBulk)
+	upsert bool   // line is an upsert
+	code   string // set when the item is bad: a short reason class
+	err    string // and the reason
 }
 
 // errStop ends the reading of the input: the rest cannot be read (a JSON
@@ -38,6 +42,7 @@ const (
 	formatNDJSON = "ndjson"
 	formatArray  = "json"
 	formatCSV    = "csv"
+	formatBulk   = "bulk" // NDJSON of _bulk lines, as mayfly export writes
 )
 
 // skipBOM skips a UTF-8 byte-order mark at the start of r (Excel's "CSV
@@ -156,8 +161,8 @@ func jsonReason(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// readNDJSON calls emit with each non-blank line of r.
-func readNDJSON(r *bufio.Reader, ids *idFinder, emit func(loadItem) error) error {
+// readNDJSON calls emit with the item made of each non-blank line of r.
+func readNDJSON(r *bufio.Reader, item func(where string, line []byte) loadItem, emit func(loadItem) error) error {
 	var line []byte
 	for n := 1; ; n++ {
 		line = line[:0]
@@ -187,7 +192,7 @@ func readNDJSON(r *bufio.Reader, ids *idFinder, emit func(loadItem) error) error
 				return e
 			}
 		case len(bytes.TrimSpace(line)) > 0:
-			if e := emit(jsonItem(where, line, ids)); e != nil {
+			if e := emit(item(where, line)); e != nil {
 				return e
 			}
 		}
@@ -356,4 +361,107 @@ func skipDigits(s string, i int) int {
 		i++
 	}
 	return i
+}
+
+// bulkOps are the operations of a _bulk line.
+var bulkOps = map[string]bool{"upsert": true, "insert": true, "replace": true, "delete": true, "touch": true}
+
+// looksBulk reports whether r's first non-blank line is a _bulk line: an
+// object whose first field is "op" naming one of _bulk's operations, as
+// mayfly export writes them. It reads ahead only as far as that line's end
+// (or its first 4 KiB), which it leaves in r's buffer.
+func looksBulk(r *bufio.Reader) bool {
+	var err error
+	for {
+		b, _ := r.Peek(r.Buffered()) // what has been read: no wait
+		b = bytes.TrimLeft(b, " \t\r\n")
+		if end := bytes.IndexByte(b, '\n'); end >= 0 {
+			return bulkFirstField(b[:end])
+		}
+		if err != nil || len(b) >= 4096 {
+			return bulkFirstField(b)
+		}
+		_, err = r.Peek(r.Buffered() + 1) // one read more
+	}
+}
+
+// bulkFirstField reports whether b (a line, or its start) opens an object
+// whose first field is "op" with the name of one of _bulk's operations.
+func bulkFirstField(b []byte) bool {
+	b, ok := bytes.CutPrefix(b, []byte("{"))
+	if !ok {
+		return false
+	}
+	b, ok = bytes.CutPrefix(bytes.TrimLeft(b, " \t"), []byte(`"op"`))
+	if !ok {
+		return false
+	}
+	b, ok = bytes.CutPrefix(bytes.TrimLeft(b, " \t"), []byte(":"))
+	if !ok {
+		return false
+	}
+	b = bytes.TrimLeft(b, " \t")
+	end := bytes.IndexAny(b, ",}")
+	if end < 0 {
+		return false
+	}
+	var op string
+	return json.Unmarshal(bytes.TrimSpace(b[:end]), &op) == nil && bulkOps[op]
+}
+
+// bulkItems makes loadItems of _bulk lines. A line is sent as it is, but
+// for the collection and expiry that collection and expiry, when set,
+// put in place of the line's own.
+type bulkItems struct {
+	collection string
+	expiry     int64
+}
+
+// item makes the loadItem of one _bulk line: a JSON object with a string
+// "id" (the server checks the rest and answers for it).
+func (b *bulkItems) item(where string, raw []byte) loadItem {
+	it := loadItem{where: where}
+	raw = bytes.TrimSpace(raw)
+	if !gjson.ValidBytes(raw) {
+		it.code, it.err = "invalid_json", "not valid JSON"
+		if err := json.Unmarshal(raw, new(any)); err != nil {
+			it.err += ": " + jsonReason(err)
+		}
+		return it
+	}
+	if raw[0] != '{' {
+		it.code, it.err = "not_an_object", "a _bulk line must be a JSON object"
+		return it
+	}
+	id := gjson.GetBytes(raw, "id")
+	if id.Type != gjson.String || id.Str == "" {
+		it.code, it.err = "no_id", `a _bulk line needs an "id" string`
+		return it
+	}
+	it.id = id.Str
+	it.upsert = gjson.GetBytes(raw, "op").Str == "upsert"
+	if b.collection == "" && b.expiry == 0 {
+		it.line = raw
+		return it
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		it.code, it.err = "invalid_json", "not valid JSON: "+jsonReason(err)
+		return it
+	}
+	if b.collection != "" {
+		fields["collection"] = jsonstr.Append(nil, b.collection)
+	}
+	if b.expiry != 0 {
+		fields["expiry"] = strconv.AppendInt(nil, b.expiry, 10)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the document's bytes stay as they were
+	if err := enc.Encode(fields); err != nil {
+		it.code, it.err = "invalid_json", "not valid JSON: "+jsonReason(err)
+		return it
+	}
+	it.line = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return it
 }

@@ -134,7 +134,7 @@ before or after the positional arguments. Errors exit 1, usage errors 2.`,
 	)
 	for group, cmds := range map[string][]*cobra.Command{
 		"server": {newServeCmd(), newClusterCmd(), newAuditCmd(), newVersionCmd()},
-		"docs":   {newLoadCmd(), newGetCmd(), newPutCmd(), newRmCmd(), newTouchCmd()},
+		"docs":   {newLoadCmd(), newExportCmd(), newGetCmd(), newPutCmd(), newRmCmd(), newTouchCmd()},
 		"views":  {newQueryCmd(), newDDocCmd(), newSearchCmd()},
 		"admin":  {newStatsCmd(), newPagerCmd(), newCtlCmd()},
 	} {

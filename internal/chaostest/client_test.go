@@ -31,6 +31,10 @@ var errRefused = errors.New("refused")
 // malformed reply): a harness or server bug, failing the test.
 var errBadAnswer = errors.New("unexpected answer")
 
+// errWarmingUp is a view query a node just restarted answered 503 "warming
+// up": its indexes not open yet, the client told to retry.
+var errWarmingUp = errors.New("warming up")
+
 // doHTTP runs one operation through node n's HTTP port. It returns the
 // outcome, the value a get read and, for a get, the version's CAS.
 func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, uint64, error) {

@@ -1,6 +1,7 @@
 package chaostest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,12 @@ func (r *run) queryView(ctx context.Context, n *node, view, q string) (viewAnswe
 	code, b, err := call(ctx, r.cl, n, http.MethodGet, ddocPath+"/_view/"+view+"?"+q, "", "", 30*time.Second)
 	if err != nil {
 		return viewAnswer{}, err
+	}
+	if code == http.StatusServiceUnavailable && bytes.Contains(b, []byte("warming up")) {
+		// A node just restarted serves HTTP before its view indexes are
+		// open, and answers a query meanwhile "retry" (README: a view
+		// answers once its index is open).
+		return viewAnswer{}, fmt.Errorf("%w: view %s?%s on %s: %d %s", errWarmingUp, view, q, n.name, code, b)
 	}
 	if code != http.StatusOK {
 		return viewAnswer{}, fmt.Errorf("%w: view %s?%s on %s: %d %s", errBadAnswer, view, q, n.name, code, b)
@@ -220,10 +227,10 @@ func (r *run) compareViews(ctx context.Context, m viewModel, extra string) ([]st
 // read back.
 type viewsCase struct {
 	base
-	writes, queries, withErrors, down atomic.Int64
-	mu                                sync.Mutex
-	reasons                           map[string]int
-	failed                            []string
+	writes, queries, withErrors, down, warming atomic.Int64
+	mu                                         sync.Mutex
+	reasons                                    map[string]int
+	failed                                     []string
 }
 
 func (c *viewsCase) setup(ctx context.Context, r *run) error {
@@ -254,6 +261,9 @@ func (c *viewsCase) load(ctx context.Context, r *run, wg *sync.WaitGroup) {
 			switch {
 			case errors.Is(err, errRefused):
 				c.down.Add(1)
+				continue
+			case errors.Is(err, errWarmingUp):
+				c.warming.Add(1)
 				continue
 			case err != nil && ctx.Err() != nil:
 				return
@@ -339,8 +349,8 @@ func (r *run) readTyped(ctx context.Context) ([]typedDoc, error) {
 
 func (c *viewsCase) check(ctx context.Context, r *run) {
 	t := r.t
-	t.Logf("views: %d typed writes acknowledged; %d stale=ok queries answered, %d of them with \"errors\" entries %v; %d refused (node down)",
-		c.writes.Load(), c.queries.Load(), c.withErrors.Load(), c.reasons, c.down.Load())
+	t.Logf("views: %d typed writes acknowledged; %d stale=ok queries answered, %d of them with \"errors\" entries %v; %d refused (node down), %d answered \"warming up\" (a node just restarted)",
+		c.writes.Load(), c.queries.Load(), c.withErrors.Load(), c.reasons, c.down.Load(), c.warming.Load())
 	for _, f := range c.failed {
 		t.Errorf("a stale=ok view query failed: %s", f)
 	}

@@ -1,6 +1,8 @@
 package chaostest
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -75,5 +77,52 @@ func TestLostWrites(t *testing.T) {
 	}
 	if lost := lostWrites(hist, map[string]string{}); len(lost) != 0 {
 		t.Errorf("the delete held: %v", lost)
+	}
+}
+
+// The writes of unknown outcome whose value nothing read leave the first
+// check (unseenUnknownWrites); those a get or a CAS saw, and deletes, stay.
+// Without them a history may be illegal that is legal with them (one
+// explained a CAS mismatch), which is why only an Ok verdict of the first
+// check is taken and anything else is decided on the whole history.
+func TestUnseenUnknownWrites(t *testing.T) {
+	set := func(v string) input { return input{kind: opSet, key: "k", value: v} }
+	cas := func(v, expect string) input { return input{kind: opCAS, key: "k", value: v, expect: expect} }
+	get := input{kind: opGet, key: "k"}
+	ok, unknown := output{kind: outOK}, output{kind: outUnknown}
+	read := func(v string) output { return output{kind: outOK, value: v} }
+	const never = 1 << 40
+	hist := []porcupine.Operation{
+		op(0, set("a"), ok, 0, 10),
+		op(1, set("x"), unknown, 12, never),                        // never read: leaves
+		op(2, set("y"), unknown, 14, never),                        // read below: stays
+		op(3, cas("z", "a"), unknown, 16, never),                   // never read: leaves
+		op(4, input{kind: opDelete, key: "k"}, unknown, 18, never), // a delete: stays
+		op(0, get, read("y"), 20, 30),
+	}
+	kept := unseenUnknownWrites(hist)
+	var got []string
+	for _, o := range kept {
+		in := o.Input.(input)
+		got = append(got, fmt.Sprint(in.kind, in.value))
+	}
+	if want := []string{fmt.Sprint(opSet, "a"), fmt.Sprint(opSet, "y"), fmt.Sprint(opDelete, ""), fmt.Sprint(opGet, "")}; !slices.Equal(got, want) {
+		t.Fatalf("kept %v, want %v", got, want)
+	}
+	model := registerModel.ToModel()
+	if !porcupine.CheckOperations(model, kept) || !porcupine.CheckOperations(model, hist) {
+		t.Fatal("the history, with or without the unread writes, should be linearizable")
+	}
+
+	explained := []porcupine.Operation{
+		op(0, set("a"), ok, 0, 10),
+		op(1, set("x"), unknown, 12, never),
+		op(2, cas("b", "a"), output{kind: outMismatch}, 20, 30), // only x explains it
+	}
+	if !porcupine.CheckOperations(model, explained) {
+		t.Fatal("a CAS mismatch after a write of unknown outcome should be linearizable")
+	}
+	if porcupine.CheckOperations(model, unseenUnknownWrites(explained)) {
+		t.Fatal("without the unread write the mismatch has no explanation: the first check must not be taken as the verdict")
 	}
 }

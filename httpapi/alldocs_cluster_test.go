@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -90,6 +92,58 @@ func TestAllDocsScatterFailures(t *testing.T) {
 	st, _, got := c.nodes[1].do("GET", "/default/_all_docs?limit=5", "", "")
 	if st != http.StatusServiceUnavailable || !strings.Contains(got, "node dead") || !strings.Contains(got, "econnrefused") {
 		t.Fatalf("a dead coverer: %d %s", st, got)
+	}
+	c.extra = nil
+
+	// The shares are merged as they arrive: with a coverer's share held
+	// after its first rows, the client reads the listing's first rows
+	// while it is held, and the whole listing once it is let go.
+	const path = "/default/_all_docs?include_docs=true"
+	_, _, all := c.oracle.do("GET", path, "", "")
+	node2 := c.urls[2]
+	hold := make(chan struct{})
+	c.urls[2] = cutProxy(t, node2, 3000, hold).URL
+	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := readRows(t, resp.Body, 10)
+	head := all[:strings.Index(all, `"rows":[`)] // total_rows: every node's
+	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
+		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
+	}
+	close(hold)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first + string(rest); docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(all, "") {
+		t.Fatalf("once let go:\n got %s\nwant %s", got, all)
+	}
+
+	// A coverer that dies part way through its share: the listing ends
+	// with an error naming it, never short and whole-looking; before the
+	// listing has begun (its skip not passed yet) it fails as a dead
+	// coverer does.
+	dies := cutProxy(t, node2, 3000, nil)
+	c.urls[2] = dies.URL
+	st, _, got = c.nodes[0].do("GET", path, "", "")
+	wantErr := "\r\n],\r\n" + `"errors":[{"from":"` + dies.URL + `/default/_all_docs","reason":"the node's answer ended before its rows did"}]` + "\r\n}\n"
+	if st != 200 || !strings.HasSuffix(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer that died part way: %d, want the listing to end with %q:\n%s", st, wantErr, got)
+	}
+	if n, whole := strings.Count(got, `"id":`), strings.Count(all, `"id":`); n >= whole || n == 0 {
+		t.Fatalf("a coverer that died part way: %d rows of %d", n, whole)
+	}
+	st, _, got = c.nodes[0].do("GET", path+"&skip=250", "", "")
+	if st != http.StatusServiceUnavailable || !strings.Contains(got, "ended before its rows did") {
+		t.Fatalf("a coverer that died before the listing began: %d %s", st, got)
 	}
 }
 

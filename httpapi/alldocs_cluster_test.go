@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,17 @@ func TestAllDocsScatter(t *testing.T) {
 	_, _, want := c.oracle.do("POST", "/default/_all_docs?include_docs=true", "application/json", body)
 	if _, _, got := c.nodes[1].do("POST", "/default/_all_docs?include_docs=true", "application/json", body); docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
 		t.Errorf("POST keys:\n got %s\nwant %s", got, want)
+	}
+	// A coverer of the previous build sends its share whole, and a share
+	// of keys first key first, with no "desc" in its head: read all the
+	// same (turned round for descending keys).
+	c.urls[2] = oldShareProxy(t, c.urls[2]).URL
+	for _, q := range []string{`?keys=["k001","k299","nope","k001","k010",3,"k002","k003","k004","k005","k006","k007","k008","k009","k011","k012","k013","k014"]&descending=true&include_docs=true`, `?keys=["k002","k005","k006"]&skip=1`, "?descending=true&skip=2&limit=9", "?include_docs=true&limit=4&skip=100"} {
+		path := "/default/_all_docs" + strings.ReplaceAll(strings.ReplaceAll(q, "[", "%5B"), "]", "%5D")
+		_, _, want := c.oracle.do("GET", path, "", "")
+		if st, _, got := c.nodes[0].do("GET", path, "", ""); st != 200 || docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
+			t.Errorf("%s with a coverer of the previous build: %d\n got %s\nwant %s", q, st, got, want)
+		}
 	}
 	// The old answer: one node's own documents only.
 	_, _, one := c.oracle.do("GET", "/default/_all_docs?limit=0", "", "")
@@ -296,4 +308,56 @@ func TestListingNotCurrentBounded(t *testing.T) {
 			t.Errorf("asked at node %d: %d %s, want 503 naming the copy not current", asked, st, got)
 		}
 	}
+}
+
+// oldShareProxy passes requests on to target and its answers back; a
+// share's answer as a node of the previous build sent it: whole, its rows
+// of keys in the order of their positions, no "desc" in its head.
+func oldShareProxy(t *testing.T, target string) *httptest.Server {
+	t.Helper()
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if resp.StatusCode == 200 && r.URL.Query().Has("_share_rev") {
+			var share struct {
+				Total int64             `json:"total_rows"`
+				Rows  []json.RawMessage `json:"rows"`
+			}
+			if err := json.Unmarshal(body, &share); err != nil {
+				t.Errorf("a share: %v: %s", err, body)
+				return
+			}
+			pos := func(row json.RawMessage) int {
+				var r struct{ I int }
+				json.Unmarshal(row, &r)
+				return r.I
+			}
+			slices.SortStableFunc(share.Rows, func(a, b json.RawMessage) int { return pos(a) - pos(b) })
+			body, _ = json.Marshal(share)
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Trailer")
+		w.Header().Del("Content-Length")
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+	}))
+	t.Cleanup(p.Close)
+	return p
 }

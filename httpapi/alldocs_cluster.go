@@ -357,6 +357,7 @@ func (s *server) writeMergedAllDocs(w http.ResponseWriter, b *engine.Bucket, p *
 	bw := bufio.NewWriterSize(w, 32<<10)
 	started := false
 	var failed *views.NodeError
+	var localErr error // this node's share's failure, as it is
 	// advance reads share i's next row into its head.
 	advance := func(i int) {
 		sh := shares[i]
@@ -375,7 +376,8 @@ func (s *server) writeMergedAllDocs(w http.ResponseWriter, b *engine.Bucket, p *
 			if failed == nil {
 				var nerr *views.NodeError
 				if !errors.As(err, &nerr) {
-					nerr = &views.NodeError{From: "local", Reason: s.closedUnder(b, err).Error()}
+					localErr = s.closedUnder(b, err)
+					nerr = &views.NodeError{From: "local", Reason: localErr.Error()}
 				}
 				failed = nerr
 			}
@@ -468,8 +470,11 @@ func (s *server) writeMergedAllDocs(w http.ResponseWriter, b *engine.Bucket, p *
 		}
 	}
 	if failed != nil {
-		if !started {
-			return unavailableShare(failed.From, failed) // nothing sent: a proper error status
+		if !started { // nothing sent: a proper error status
+			if localErr != nil {
+				return localErr // as one node's listing fails
+			}
+			return unavailableShare(failed.From, failed)
 		}
 		s.log.Warn("_all_docs cut short", "bucket", b.Name(), "from", failed.From, "err", failed.Reason)
 		bw.WriteString("\r\n],\r\n\"errors\":[{\"from\":")

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -480,6 +481,13 @@ func TestShareCoverageMovedDuringQuery(t *testing.T) {
 // nil, drops the connection, as a coverer that dies part way through its
 // share. Other requests pass whole.
 func cutProxy(t *testing.T, target string, after int, hold chan struct{}) *httptest.Server {
+	return cutProxyWith(t, target, after, hold, "")
+}
+
+// cutProxyWith is cutProxy; with hold nil and a reason, the share's answer
+// ends there as a coverer's whose walk failed: without its closing
+// bracket, the reason in its trailer.
+func cutProxyWith(t *testing.T, target string, after int, hold chan struct{}, reason string) *httptest.Server {
 	t.Helper()
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
@@ -503,6 +511,10 @@ func cutProxy(t *testing.T, target string, after int, hold chan struct{}) *httpt
 				return
 			}
 			w.(http.Flusher).Flush()
+			if hold == nil && reason != "" {
+				w.Header().Set(http.TrailerPrefix+"X-Mayfly-Share-Error", strconv.Quote(reason))
+				return
+			}
 			if hold == nil {
 				panic(http.ErrAbortHandler) // the connection drops
 			}
@@ -595,5 +607,13 @@ func TestViewScatterStreams(t *testing.T) {
 	}
 	if n, all := strings.Count(got, `"id":`), strings.Count(want, `"id":`); n >= all || n == 0 {
 		t.Fatalf("a coverer that died part way: %d rows of %d", n, all)
+	}
+	// One whose walk failed says why in its trailer: the reason listed.
+	failed := cutProxyWith(t, node2, 3000, nil, "the index file was closed")
+	c.urls[2] = failed.URL
+	st, _, got = c.nodes[0].do("GET", path, "", "")
+	wantErr = `"errors":[{"from":"` + failed.URL + `/default/_design/d/_view/m","reason":"the index file was closed"}]`
+	if st != 200 || !strings.Contains(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer whose walk failed part way: %d, want %q in:\n%s", st, wantErr, got)
 	}
 }

@@ -361,7 +361,7 @@ func (s *server) writeMergedAllDocs(w http.ResponseWriter, b *engine.Bucket, p *
 	// advance reads share i's next row into its head.
 	advance := func(i int) {
 		sh := shares[i]
-		if started && sh.ready != nil && !sh.ready() && bw.Buffered() > 0 {
+		if started && sh.ready != nil && !sh.ready() {
 			// The client has every row merged so far while this
 			// share's next row is on its way.
 			if bw.Flush() == nil {

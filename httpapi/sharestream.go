@@ -83,6 +83,7 @@ type valueScan struct {
 	inStr  bool
 	esc    bool
 	scalar bool // a number, true, false or null: it ends at a delimiter
+	end    int  // the value's length once found (0 before)
 }
 
 // fill reads more of the source into the buffer, moving the unread bytes to
@@ -152,6 +153,16 @@ func (s *shareReader) cut(err error) error {
 // last scan stopped; ok is false when the buffer ends first.
 func (s *shareReader) scanValue() (end int, ok bool) {
 	v := &s.scan
+	if v.end > 0 {
+		return v.end, true
+	}
+	v.end = s.valueEnd()
+	return v.end, v.end > 0
+}
+
+// valueEnd is scanValue's scan: the value's length, or 0.
+func (s *shareReader) valueEnd() int {
+	v := &s.scan
 	data := s.buf[s.r:s.w]
 	if v.off == 0 && len(data) > 0 {
 		switch data[0] {
@@ -176,13 +187,13 @@ func (s *shareReader) scanValue() (end int, ok bool) {
 			case c == '"':
 				v.inStr = false
 				if v.depth == 0 {
-					return v.off + 1, true
+					return v.off + 1
 				}
 			}
 		case v.scalar:
 			switch c {
 			case ',', ']', '}', ' ', '\t', '\r', '\n':
-				return v.off, true
+				return v.off
 			}
 		case c == '"':
 			v.inStr = true
@@ -191,22 +202,23 @@ func (s *shareReader) scanValue() (end int, ok bool) {
 		case c == '}' || c == ']':
 			v.depth--
 			if v.depth == 0 {
-				return v.off + 1, true
+				return v.off + 1
 			}
 		}
 	}
 	if v.scalar && s.err == io.EOF && len(data) > 0 {
-		return len(data), true
+		return len(data)
 	}
-	return 0, false
+	return 0
 }
 
-// value reads one JSON value, whole (valid until the next read).
+// value reads one JSON value, whole (valid until the next read). A scan
+// ready began is resumed (the scan is of the value at r, and r moves only
+// once a value is read, when the scan starts again).
 func (s *shareReader) value() ([]byte, error) {
 	if _, _, err := s.skipSpace(false, false); err != nil {
 		return nil, err
 	}
-	s.scan = valueScan{}
 	for {
 		if end, ok := s.scanValue(); ok {
 			v := s.buf[s.r : s.r+end]

@@ -454,13 +454,15 @@ func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeErro
 	cw := &countingWriter{w: w}
 	bw := q.ix.answerWriter(cw)
 	defer q.ix.putAnswerWriter(bw)
+	var flushed int64 // cw.n at the last flush
 	flush := func() {
-		if bw.Buffered() == 0 {
-			return
+		if bw.Buffered() == 0 && cw.n == flushed {
+			return // nothing written since
 		}
 		if bw.Flush() != nil {
 			return
 		}
+		flushed = cw.n
 		switch f := w.(type) {
 		case http.Flusher:
 			f.Flush()

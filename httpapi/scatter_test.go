@@ -184,7 +184,8 @@ func TestViewScatterCoverageChanged(t *testing.T) {
 // TestViewScatterNodeDown: a coverer that cannot be reached leaves its
 // rows out and is named in Couchbase's "errors" list (on_error=continue,
 // the default); on_error=stop answers the error alone; a coverer that does
-// not answer within connection_timeout is "req_timedout".
+// not answer within connection_timeout is "req_timedout"; and the shares
+// are streamed (viewScatterStreams).
 func TestViewScatterNodeDown(t *testing.T) {
 	c := newScatterCluster(t)
 	dead := httptest.NewServer(http.NotFoundHandler())
@@ -215,6 +216,67 @@ func TestViewScatterNodeDown(t *testing.T) {
 	st, _, got = c.nodes[2].do("GET", "/default/_design/d/_view/s?connection_timeout=300", "", "")
 	if st != 200 || !strings.Contains(got, `"reason":"req_timedout"`) || !strings.Contains(got, `"key":null`) {
 		t.Fatalf("a coverer past connection_timeout: %d %s", st, got)
+	}
+	c.extra = nil
+	viewScatterStreams(t, c)
+}
+
+// viewScatterStreams (part of TestViewScatterNodeDown, on its cluster):
+// the node asked merges its coverers' shares as they arrive, writing the
+// answer as it goes. With a coverer's share held after its first rows,
+// the client reads the answer's first rows (the merge of every node's
+// rows up to the held share's last one) while it is held, and once it is
+// let go the whole answer is one node's; a coverer that dies part way
+// through its share leaves the answer ending with an error naming it,
+// never a short answer passed off as whole.
+func viewScatterStreams(t *testing.T, c *scatterCluster) {
+	const path = "/default/_design/d/_view/m?include_docs=true"
+	_, _, want := c.oracle.do("GET", path, "", "")
+	node2 := c.urls[2]
+	hold := make(chan struct{})
+	held := cutProxy(t, node2, 3000, hold) // the head and a few rows with their documents
+	c.urls[2] = held.URL
+	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := readRows(t, resp.Body, 10)
+	head := want[:strings.Index(want, `"rows":[`)] // total_rows: every node's
+	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
+		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
+	}
+	close(hold)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first + string(rest); revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
+		t.Fatalf("once let go:\n got %s\nwant %s", got, want)
+	}
+
+	dies := cutProxy(t, node2, 3000, nil)
+	c.urls[2] = dies.URL
+	st, _, got := c.nodes[0].do("GET", path, "", "")
+	wantErr := "\r\n],\r\n" + `"errors":[{"from":"` + dies.URL + `/default/_design/d/_view/m","reason":"the node's answer ended before its rows did"}]` + "\r\n}\n"
+	if st != 200 || !strings.HasSuffix(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer that died part way: %d, want the answer to end with %q:\n%s", st, wantErr, got)
+	}
+	if n, all := strings.Count(got, `"id":`), strings.Count(want, `"id":`); n >= all || n == 0 {
+		t.Fatalf("a coverer that died part way: %d rows of %d", n, all)
+	}
+	// One whose walk failed says why in its trailer: the reason listed.
+	failed := cutProxyWith(t, node2, 3000, nil, "the index file was closed")
+	c.urls[2] = failed.URL
+	st, _, got = c.nodes[0].do("GET", path, "", "")
+	wantErr = `"errors":[{"from":"` + failed.URL + `/default/_design/d/_view/m","reason":"the index file was closed"}]`
+	if st != 200 || !strings.Contains(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer whose walk failed part way: %d, want %q in:\n%s", st, wantErr, got)
 	}
 }
 
@@ -556,64 +618,5 @@ func readRows(t *testing.T, body io.Reader, n int) string {
 	case <-time.After(time.Minute):
 		t.Fatalf("no %d rows within a minute", n)
 		return ""
-	}
-}
-
-// TestViewScatterStreams: the node asked merges its coverers' shares as
-// they arrive, writing the answer as it goes. With a coverer's share held
-// after its first rows, the client reads the answer's first rows (the
-// merge of every node's rows up to the held share's last one) while it is
-// held, and once it is let go the whole answer is one node's; a coverer
-// that dies part way through its share leaves the answer ending with an
-// error naming it, never a short answer passed off as whole.
-func TestViewScatterStreams(t *testing.T) {
-	c := newScatterCluster(t)
-	const path = "/default/_design/d/_view/m?include_docs=true"
-	_, _, want := c.oracle.do("GET", path, "", "")
-	node2 := c.urls[2]
-	hold := make(chan struct{})
-	held := cutProxy(t, node2, 3000, hold) // the head and a few rows with their documents
-	c.urls[2] = held.URL
-	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(adminUser, adminPass)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	first := readRows(t, resp.Body, 10)
-	head := want[:strings.Index(want, `"rows":[`)] // total_rows: every node's
-	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
-		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
-	}
-	close(hold)
-	rest, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := first + string(rest); revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
-		t.Fatalf("once let go:\n got %s\nwant %s", got, want)
-	}
-
-	dies := cutProxy(t, node2, 3000, nil)
-	c.urls[2] = dies.URL
-	st, _, got := c.nodes[0].do("GET", path, "", "")
-	wantErr := "\r\n],\r\n" + `"errors":[{"from":"` + dies.URL + `/default/_design/d/_view/m","reason":"the node's answer ended before its rows did"}]` + "\r\n}\n"
-	if st != 200 || !strings.HasSuffix(got, wantErr) || !json.Valid([]byte(got)) {
-		t.Fatalf("a coverer that died part way: %d, want the answer to end with %q:\n%s", st, wantErr, got)
-	}
-	if n, all := strings.Count(got, `"id":`), strings.Count(want, `"id":`); n >= all || n == 0 {
-		t.Fatalf("a coverer that died part way: %d rows of %d", n, all)
-	}
-	// One whose walk failed says why in its trailer: the reason listed.
-	failed := cutProxyWith(t, node2, 3000, nil, "the index file was closed")
-	c.urls[2] = failed.URL
-	st, _, got = c.nodes[0].do("GET", path, "", "")
-	wantErr = `"errors":[{"from":"` + failed.URL + `/default/_design/d/_view/m","reason":"the index file was closed"}]`
-	if st != 200 || !strings.Contains(got, wantErr) || !json.Valid([]byte(got)) {
-		t.Fatalf("a coverer whose walk failed part way: %d, want %q in:\n%s", st, wantErr, got)
 	}
 }

@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"net/http"
 	"slices"
 	"strconv"
@@ -38,12 +41,30 @@ import (
 // coverer that fails (down, timed out) fails the listing with 503 naming
 // it: CouchDB's _all_docs has no partial answer.
 
-// allDocsShare is a coverer's share of an _all_docs listing, as JSON:
-// {"total_rows":N,"rows":[{"k":ID,"r":ROW}]} for a range, each row as the
-// answer writes it (appendAllDocsRow), in the listing's order;
-// {"total_rows":N,"rows":[{"i":POS,"r":ROW}]} for keys, POS the key's place
-// in keys.
-func allDocsShare(ctx context.Context, c *engine.Collection, p *views.Params, o engine.ListOptions, in []bool) ([]byte, error) {
+// allDocsShare is a coverer's share of an _all_docs listing, read a row at
+// a time: {"total_rows":N,"rows":[{"k":ID,"r":ROW}]} for a range, each row
+// as the answer writes it (appendAllDocsRow), in the listing's order;
+// {"total_rows":N,"desc":true?,"rows":[{"i":POS,"r":ROW}]} for keys, POS
+// the key's place in keys, the rows in the order the answer gives the
+// keys (last first when descending: "desc" says so; a node of the
+// previous build sends them first first and no "desc").
+type allDocsShare struct {
+	total int64
+	desc  bool
+	// next returns the next row's JSON (valid until the next call), or
+	// io.EOF after the last; another error ends the share part way.
+	next func() ([]byte, error)
+	// ready, when not nil, says whether next would return without
+	// waiting (a share on its way from its coverer).
+	ready func() bool
+	close func()
+}
+
+// localAllDocsShare opens this node's share of the listing, of the
+// partitions in: the count before the rows, the rows read from the store
+// as next asks for them (engine.Collection.List, as one node's listing
+// reads them).
+func localAllDocsShare(ctx context.Context, c *engine.Collection, p *views.Params, o engine.ListOptions, in []bool) (*allDocsShare, error) {
 	// A listing reads current documents, as a single node's does: this
 	// node's copies of the partitions it reads first reach every write
 	// their leaders acknowledged (a follower's copy may trail).
@@ -65,50 +86,65 @@ func allDocsShare(ctx context.Context, c *engine.Collection, p *views.Params, o 
 	if err := makeCurrent(ctx, c.Bucket(), parts, p.ConnectionTimeout()); err != nil {
 		return nil, err
 	}
-	out := append([]byte(`{"total_rows":`), strconv.FormatInt(c.CountIn(in), 10)...)
-	out = append(out, `,"rows":[`...)
-	first := true
-	sep := func() {
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
-	}
+	sh := &allDocsShare{total: c.CountIn(in), desc: p.Keys != nil && p.Descending}
+	var out []byte
+	var rows iter.Seq2[[]byte, error]
 	if p.Keys != nil {
-		for i, k := range p.Keys {
-			var id string
-			if json.Unmarshal(k, &id) != nil || !in[c.Bucket().PartitionOf(id)] {
-				continue // a key not a string is the merger's not_found row
+		rows = func(yield func([]byte, error) bool) {
+			for j := range p.Keys {
+				i := j
+				if p.Descending {
+					i = len(p.Keys) - 1 - j
+				}
+				k := p.Keys[i]
+				var id string
+				if json.Unmarshal(k, &id) != nil || !in[c.Bucket().PartitionOf(id)] {
+					continue // a key not a string is the merger's not_found row
+				}
+				out = append(out[:0], `{"i":`...)
+				out = strconv.AppendInt(out, int64(i), 10)
+				out = append(out, `,"r":`...)
+				out = appendAllDocsRow(out, lookupRow(c, k), k, p.IncludeDocs)
+				if !yield(append(out, '}'), nil) {
+					return
+				}
 			}
-			sep()
-			out = append(out, `{"i":`...)
-			out = strconv.AppendInt(out, int64(i), 10)
-			out = append(out, `,"r":`...)
-			out = appendAllDocsRow(out, lookupRow(c, k), k, p.IncludeDocs)
-			out = append(out, '}')
 		}
-		return append(out, "]}"...), nil
-	}
-	skip, limit := p.Skip, p.Limit
-	if limit == 0 && skip == 0 {
-		return append(out, "]}"...), nil
-	}
-	o.Partitions = in
-	if limit >= 0 {
-		o.Limit = skip + limit
-	}
-	for d, err := range c.List(ctx, o) {
-		if err != nil {
-			return nil, err
+	} else {
+		rows = func(yield func([]byte, error) bool) {
+			skip, limit := p.Skip, p.Limit
+			if limit == 0 && skip == 0 {
+				return
+			}
+			o.Partitions = in
+			if limit >= 0 {
+				o.Limit = skip + limit
+			}
+			for d, err := range c.List(ctx, o) {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				out = append(out[:0], `{"k":`...)
+				out = jsonstr.Append(out, d.Key)
+				out = append(out, `,"r":`...)
+				out = appendAllDocsRow(out, d, nil, p.IncludeDocs)
+				if !yield(append(out, '}'), nil) {
+					return
+				}
+			}
 		}
-		sep()
-		out = append(out, `{"k":`...)
-		out = jsonstr.Append(out, d.Key)
-		out = append(out, `,"r":`...)
-		out = appendAllDocsRow(out, d, nil, p.IncludeDocs)
-		out = append(out, '}')
 	}
-	return append(out, "]}"...), nil
+	next, stop := iter.Pull2(rows)
+	sh.next = func() ([]byte, error) {
+		row, err, ok := next()
+		if !ok {
+			return nil, io.EOF
+		}
+		return row, err
+	}
+	sh.close = stop
+	return sh, nil
 }
 
 // makeCurrent is engine.Bucket.MakeCurrent for a listing's share, given
@@ -124,34 +160,349 @@ func makeCurrent(ctx context.Context, b *engine.Bucket, parts []int, timeout tim
 }
 
 // answerAllDocsShare answers another node's request for this node's share
-// of an _all_docs listing.
+// of an _all_docs listing: its head, then its rows as they are read from
+// the store, through a bounded buffer. A failure once the rows are on
+// their way ends the answer without its closing bracket, the reason in
+// its trailer.
 func (s *server) answerAllDocsShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, c *engine.Collection, p *views.Params, o engine.ListOptions) error {
 	want, _, err := s.shareAsked(r, b, s.copies)
 	if err != nil {
 		return err
 	}
-	out, err := allDocsShare(r.Context(), c, p, o, want)
+	sh, err := localAllDocsShare(r.Context(), c, p, o, want)
 	if err != nil {
 		return s.closedUnder(b, err)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(out)
-	return err
+	defer sh.close()
+	extra := ""
+	if sh.desc {
+		extra = `,"desc":true`
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.Write(beginShare(w, sh.total, extra))
+	for i := 0; ; i++ {
+		row, err := sh.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bw.Flush()
+			failShare(w, s.closedUnder(b, err))
+			s.log.Warn("_all_docs share cut short", "bucket", b.Name(), "err", err)
+			return nil
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if _, err := bw.Write(row); err != nil {
+			return nil // the asking node went away
+		}
+	}
+	bw.WriteString("]}")
+	bw.Flush()
+	return nil
 }
 
 // allDocsCluster answers an _all_docs listing on a cluster node from every
-// coverer's share (see above); ok is false when the bucket has no coverage
-// yet: the node answers alone.
+// coverer's share (see above), merged as the shares arrive; ok is false
+// when the bucket has no coverage yet: the node answers alone.
 func (s *server) allDocsCluster(w http.ResponseWriter, r *http.Request, b *engine.Bucket, c *engine.Collection, p *views.Params, o engine.ListOptions, body []byte, updateSeq bool) (bool, error) {
-	timeout := p.ConnectionTimeout()
-	local := func(in []bool) ([]byte, error) { return allDocsShare(r.Context(), c, p, o, in) }
-	return s.listingCluster(w, r, b, timeout, body, local, func(shares []gjson.Result) {
+	ctx := r.Context()
+	return s.overCoverage(ctx, b, s.copies, func(cov *ViewCoverage) error {
+		shares, err := s.scatterAllDocs(ctx, r, b, c, p, o, cov, body)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, sh := range shares {
+				sh.close()
+			}
+		}()
+		// How many nodes' shares the answer merges, as a view query says.
+		w.Header().Set("X-Mayfly-View-Nodes", strconv.Itoa(len(cov.Nodes)))
 		seq := ""
 		if updateSeq {
 			seq = changes.CurrentSeq(b)
 		}
-		writeMergedAllDocs(w, p, o, shares, updateSeq, seq)
+		return s.writeMergedAllDocs(w, b, p, o, shares, updateSeq, seq)
 	})
+}
+
+// scatterAllDocs opens every coverer's share of the listing (this node's
+// in process), each read up to its rows. A coverer that fails fails the
+// listing (503); one under another coverage revision fails it with
+// errCoverageChanged.
+func (s *server) scatterAllDocs(ctx context.Context, r *http.Request, b *engine.Bucket, c *engine.Collection, p *views.Params, o engine.ListOptions, cov *ViewCoverage, body []byte) ([]*allDocsShare, error) {
+	now := b.Clock().Now()
+	shares := make([]*allDocsShare, len(cov.Nodes))
+	errs := make([]error, len(cov.Nodes))
+	var wg sync.WaitGroup
+	for i, cv := range cov.Nodes {
+		if cv.Self {
+			continue
+		}
+		wg.Go(func() {
+			rs, nerr, err := s.openShare(ctx, r, cv, cov.Rev, now, p.ConnectionTimeout(), body)
+			switch {
+			case err != nil:
+				errs[i] = err
+			case nerr != nil:
+				errs[i] = unavailableShare(cv.Name, nerr)
+			default:
+				shares[i] = &allDocsShare{total: rs.rd.total, desc: rs.rd.desc, next: rs.next, ready: rs.ready, close: rs.Close}
+			}
+		})
+	}
+	for i, cv := range cov.Nodes {
+		if !cv.Self {
+			continue
+		}
+		sh, err := localAllDocsShare(ctx, c, p, o, partitionSet(cv.Partitions, b.NumPartitions()))
+		if err != nil {
+			errs[i] = s.closedUnder(b, err)
+		} else {
+			shares[i] = sh
+		}
+	}
+	wg.Wait()
+	var failed error
+	for _, err := range errs {
+		if errors.Is(err, errCoverageChanged) || failed == nil {
+			failed = err // start over, whatever else failed; else the first, as a single node's error
+		}
+		if errors.Is(err, errCoverageChanged) {
+			break
+		}
+	}
+	if failed == nil && p.Keys != nil {
+		for i, sh := range shares {
+			if sh.desc != p.Descending {
+				// A node of the previous build sends a share of keys
+				// first key first: read whole (it is as long as keys is),
+				// then given last first.
+				shares[i], failed = reversedShare(sh, cov.Nodes[i].Name)
+				if failed != nil {
+					break
+				}
+			}
+		}
+	}
+	if failed != nil {
+		for _, sh := range shares {
+			if sh != nil {
+				sh.close()
+			}
+		}
+		return nil, failed
+	}
+	return shares, nil
+}
+
+// unavailableShare is the listing's failure when coverer name's share is
+// missing: a listing has no partial answer.
+func unavailableShare(name string, nerr *views.NodeError) error {
+	return &httpError{http.StatusServiceUnavailable, "unavailable",
+		fmt.Sprintf("node %s did not answer for its partitions (%s: %s); the listing would miss its documents", name, nerr.From, nerr.Reason)}
+}
+
+// reversedShare reads sh whole and returns it with its rows last first.
+func reversedShare(sh *allDocsShare, name string) (*allDocsShare, error) {
+	defer sh.close()
+	var rows [][]byte
+	for {
+		row, err := sh.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var nerr *views.NodeError
+			if errors.As(err, &nerr) {
+				return nil, unavailableShare(name, nerr)
+			}
+			return nil, err
+		}
+		rows = append(rows, bytes.Clone(row))
+	}
+	slices.Reverse(rows)
+	i := 0
+	return &allDocsShare{total: sh.total, desc: !sh.desc, close: func() {}, next: func() ([]byte, error) {
+		if i == len(rows) {
+			return nil, io.EOF
+		}
+		i++
+		return rows[i-1], nil
+	}}, nil
+}
+
+// mergedHead is a share's next row as the merge reads it.
+type mergedHead struct {
+	live bool
+	pos  int64  // a keys row's position
+	key  string // a range row's document key
+	row  []byte // the row as the answer writes it
+}
+
+// writeMergedAllDocs writes the listing the shares make, as allDocs writes
+// one node's, merging them as they arrive: it holds the next row of each
+// share, no other. Its head waits for the first row after skip (offset is
+// then known, as on one node); a share that fails before the head was
+// written fails the listing (503, naming its node), one after ends the
+// answer with an "errors" list naming it, as a view's does.
+func (s *server) writeMergedAllDocs(w http.ResponseWriter, b *engine.Bucket, p *views.Params, o engine.ListOptions, shares []*allDocsShare, updateSeq bool, seq string) error {
+	var total int64
+	for _, sh := range shares {
+		total += sh.total
+	}
+	heads := make([]mergedHead, len(shares))
+	bw := bufio.NewWriterSize(w, 32<<10)
+	started := false
+	var failed *views.NodeError
+	var localErr error // this node's share's failure, as it is
+	// advance reads share i's next row into its head.
+	advance := func(i int) {
+		sh := shares[i]
+		if started && sh.ready != nil && !sh.ready() {
+			// The client has every row merged so far while this
+			// share's next row is on its way.
+			if bw.Flush() == nil {
+				http.NewResponseController(w).Flush()
+			}
+		}
+		raw, err := sh.next()
+		heads[i] = mergedHead{}
+		switch {
+		case err == io.EOF:
+		case err != nil:
+			if failed == nil {
+				var nerr *views.NodeError
+				if !errors.As(err, &nerr) {
+					localErr = s.closedUnder(b, err)
+					nerr = &views.NodeError{From: "local", Reason: localErr.Error()}
+				}
+				failed = nerr
+			}
+		case p.Keys != nil:
+			f := gjson.GetManyBytes(raw, "i", "r")
+			heads[i] = mergedHead{live: true, pos: f[0].Int(), row: rawOf(raw, f[1])}
+		default:
+			f := gjson.GetManyBytes(raw, "k", "r")
+			heads[i] = mergedHead{live: true, key: f[0].String(), row: rawOf(raw, f[1])}
+		}
+	}
+	for i := range shares {
+		advance(i)
+	}
+	offset := -1
+	skip, limit := p.Skip, p.Limit
+	rows, skipped := 0, 0
+	var line []byte
+	// emit writes a row (or passes over it while skip lasts) and says
+	// whether more are wanted.
+	emit := func(row []byte) bool {
+		if skip > 0 {
+			skip--
+			skipped++
+			return true
+		}
+		if limit >= 0 && rows >= limit {
+			return false
+		}
+		if !started {
+			started = true
+			if p.Keys == nil && o.Start == nil {
+				offset = skipped
+			}
+			writeMergedAllDocsHead(w, bw, total, offset, updateSeq, seq)
+		}
+		sep := ",\r\n"
+		if rows == 0 {
+			sep = "\r\n"
+		}
+		line = append(append(line[:0], sep...), row...)
+		rows++
+		if _, err := bw.Write(line); err != nil {
+			return false // the client went away
+		}
+		return limit < 0 || rows < limit
+	}
+	if p.Keys != nil {
+		for j := range p.Keys {
+			at := j
+			if p.Descending {
+				at = len(p.Keys) - 1 - j
+			}
+			if failed != nil {
+				break // the failed share's keys are not known missing
+			}
+			from := -1
+			for i := range heads {
+				if heads[i].live && heads[i].pos == int64(at) {
+					from = i
+					break
+				}
+			}
+			if from < 0 { // a key that is not a document ID
+				if !emit(appendAllDocsRow(nil, nil, p.Keys[at], false)) {
+					break
+				}
+				continue
+			}
+			if !emit(heads[from].row) {
+				break
+			}
+			advance(from) // once its row is written: the head's bytes are the share's
+		}
+	} else {
+		for failed == nil {
+			best := -1
+			for i := range heads {
+				if !heads[i].live {
+					continue
+				}
+				if best < 0 || (strings.Compare(heads[i].key, heads[best].key) < 0) != o.Descending {
+					best = i
+				}
+			}
+			if best < 0 || !emit(heads[best].row) {
+				break
+			}
+			advance(best)
+		}
+	}
+	if failed != nil {
+		if !started { // nothing sent: a proper error status
+			if localErr != nil {
+				return localErr // as one node's listing fails
+			}
+			return unavailableShare(failed.From, failed)
+		}
+		s.log.Warn("_all_docs cut short", "bucket", b.Name(), "from", failed.From, "err", failed.Reason)
+		bw.WriteString("\r\n],\r\n\"errors\":[{\"from\":")
+		bw.Write(jsonstr.Append(nil, failed.From))
+		bw.WriteString(",\"reason\":")
+		bw.Write(jsonstr.Append(nil, failed.Reason))
+		bw.WriteString("}]\r\n}\n")
+		bw.Flush()
+		return nil
+	}
+	if !started {
+		started = true
+		if p.Keys == nil && o.Start == nil {
+			offset = skipped
+		}
+		writeMergedAllDocsHead(w, bw, total, offset, updateSeq, seq)
+	}
+	bw.WriteString("\r\n]}\n")
+	bw.Flush()
+	return nil
+}
+
+// writeMergedAllDocsHead sends a merged listing's status and head.
+func writeMergedAllDocsHead(w http.ResponseWriter, bw *bufio.Writer, total int64, offset int, updateSeq bool, seq string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "must-revalidate")
+	w.WriteHeader(http.StatusOK)
+	writeAllDocsHead(bw, total, offset, updateSeq, seq)
 }
 
 // listingCluster runs a listing on a cluster node: it asks every coverer
@@ -221,67 +572,6 @@ func (s *server) scatterListing(ctx context.Context, r *http.Request, b *engine.
 		}
 	}
 	return shares, nil
-}
-
-// writeMergedAllDocs writes the listing the shares make, as allDocs writes
-// one node's.
-func writeMergedAllDocs(w http.ResponseWriter, p *views.Params, o engine.ListOptions, shares []gjson.Result, updateSeq bool, seq string) {
-	var total int64
-	for _, sh := range shares {
-		total += sh.Get("total_rows").Int()
-	}
-	var rows []string
-	offset := -1
-	if p.Keys != nil {
-		byPos := make([]string, len(p.Keys))
-		for _, sh := range shares {
-			sh.Get("rows").ForEach(func(_, v gjson.Result) bool {
-				if i := int(v.Get("i").Int()); i >= 0 && i < len(byPos) {
-					byPos[i] = v.Get("r").Raw
-				}
-				return true
-			})
-		}
-		for i := range p.Keys {
-			at := i
-			if p.Descending {
-				at = len(p.Keys) - 1 - i
-			}
-			row := byPos[at]
-			if row == "" { // a key that is not a document ID
-				row = string(appendAllDocsRow(nil, nil, p.Keys[at], false))
-			}
-			rows = append(rows, row)
-		}
-		rows = rows[min(p.Skip, len(rows)):]
-	} else {
-		all := keyedRows(shares, o.Descending)
-		skipped := min(p.Skip, len(all))
-		if o.Start == nil {
-			offset = skipped
-		}
-		for _, kr := range all[skipped:] {
-			rows = append(rows, kr.r)
-		}
-	}
-	if p.Limit >= 0 && len(rows) > p.Limit {
-		rows = rows[:p.Limit]
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "must-revalidate")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	writeAllDocsHead(bw, total, offset, updateSeq, seq)
-	for i, row := range rows {
-		if i == 0 {
-			bw.WriteString("\r\n")
-		} else {
-			bw.WriteString(",\r\n")
-		}
-		bw.WriteString(row)
-	}
-	bw.WriteString("\r\n]}\n")
-	bw.Flush()
 }
 
 // writeAllDocsHead writes an _all_docs answer's head, up to the rows'

@@ -2,10 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +65,17 @@ func TestAllDocsScatter(t *testing.T) {
 	if _, _, got := c.nodes[1].do("POST", "/default/_all_docs?include_docs=true", "application/json", body); docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
 		t.Errorf("POST keys:\n got %s\nwant %s", got, want)
 	}
+	// A coverer of the previous build sends its share whole, and a share
+	// of keys first key first, with no "desc" in its head: read all the
+	// same (turned round for descending keys).
+	c.urls[2] = oldShareProxy(t, c.urls[2]).URL
+	for _, q := range []string{`?keys=["k001","k299","nope","k001","k010",3,"k002","k003","k004","k005","k006","k007","k008","k009","k011","k012","k013","k014"]&descending=true&include_docs=true`, `?keys=["k002","k005","k006"]&skip=1`, "?descending=true&skip=2&limit=9", "?include_docs=true&limit=4&skip=100"} {
+		path := "/default/_all_docs" + strings.ReplaceAll(strings.ReplaceAll(q, "[", "%5B"), "]", "%5D")
+		_, _, want := c.oracle.do("GET", path, "", "")
+		if st, _, got := c.nodes[0].do("GET", path, "", ""); st != 200 || docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(want, "") {
+			t.Errorf("%s with a coverer of the previous build: %d\n got %s\nwant %s", q, st, got, want)
+		}
+	}
 	// The old answer: one node's own documents only.
 	_, _, one := c.oracle.do("GET", "/default/_all_docs?limit=0", "", "")
 	if !strings.Contains(one, `"total_rows":298`) {
@@ -90,6 +104,58 @@ func TestAllDocsScatterFailures(t *testing.T) {
 	st, _, got := c.nodes[1].do("GET", "/default/_all_docs?limit=5", "", "")
 	if st != http.StatusServiceUnavailable || !strings.Contains(got, "node dead") || !strings.Contains(got, "econnrefused") {
 		t.Fatalf("a dead coverer: %d %s", st, got)
+	}
+	c.extra = nil
+
+	// The shares are merged as they arrive: with a coverer's share held
+	// after its first rows, the client reads the listing's first rows
+	// while it is held, and the whole listing once it is let go.
+	const path = "/default/_all_docs?include_docs=true"
+	_, _, all := c.oracle.do("GET", path, "", "")
+	node2 := c.urls[2]
+	hold := make(chan struct{})
+	c.urls[2] = cutProxy(t, node2, 3000, hold).URL
+	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := readRows(t, resp.Body, 10)
+	head := all[:strings.Index(all, `"rows":[`)] // total_rows: every node's
+	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
+		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
+	}
+	close(hold)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first + string(rest); docRevs.ReplaceAllString(got, "") != docRevs.ReplaceAllString(all, "") {
+		t.Fatalf("once let go:\n got %s\nwant %s", got, all)
+	}
+
+	// A coverer that dies part way through its share: the listing ends
+	// with an error naming it, never short and whole-looking; before the
+	// listing has begun (its skip not passed yet) it fails as a dead
+	// coverer does.
+	dies := cutProxy(t, node2, 3000, nil)
+	c.urls[2] = dies.URL
+	st, _, got = c.nodes[0].do("GET", path, "", "")
+	wantErr := "\r\n],\r\n" + `"errors":[{"from":"` + dies.URL + `/default/_all_docs","reason":"the node's answer ended before its rows did"}]` + "\r\n}\n"
+	if st != 200 || !strings.HasSuffix(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer that died part way: %d, want the listing to end with %q:\n%s", st, wantErr, got)
+	}
+	if n, whole := strings.Count(got, `"id":`), strings.Count(all, `"id":`); n >= whole || n == 0 {
+		t.Fatalf("a coverer that died part way: %d rows of %d", n, whole)
+	}
+	st, _, got = c.nodes[0].do("GET", path+"&skip=250", "", "")
+	if st != http.StatusServiceUnavailable || !strings.Contains(got, "ended before its rows did") {
+		t.Fatalf("a coverer that died before the listing began: %d %s", st, got)
 	}
 }
 
@@ -242,4 +308,56 @@ func TestListingNotCurrentBounded(t *testing.T) {
 			t.Errorf("asked at node %d: %d %s, want 503 naming the copy not current", asked, st, got)
 		}
 	}
+}
+
+// oldShareProxy passes requests on to target and its answers back; a
+// share's answer as a node of the previous build sent it: whole, its rows
+// of keys in the order of their positions, no "desc" in its head.
+func oldShareProxy(t *testing.T, target string) *httptest.Server {
+	t.Helper()
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if resp.StatusCode == 200 && r.URL.Query().Has("_share_rev") {
+			var share struct {
+				Total int64             `json:"total_rows"`
+				Rows  []json.RawMessage `json:"rows"`
+			}
+			if err := json.Unmarshal(body, &share); err != nil {
+				t.Errorf("a share: %v: %s", err, body)
+				return
+			}
+			pos := func(row json.RawMessage) int {
+				var r struct{ I int }
+				json.Unmarshal(row, &r)
+				return r.I
+			}
+			slices.SortStableFunc(share.Rows, func(a, b json.RawMessage) int { return pos(a) - pos(b) })
+			body, _ = json.Marshal(share)
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Trailer")
+		w.Header().Del("Content-Length")
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+	}))
+	t.Cleanup(p.Close)
+	return p
 }

@@ -1,9 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 	"github.com/mayflydb/mayfly/views"
 	"github.com/tidwall/gjson"
 )
@@ -61,8 +62,12 @@ const defaultConnectionTimeout = views.DefaultConnectionTimeoutMS
 // coverer answers under another coverage revision.
 const maxCoverageRetries = 5
 
-// maxShareBody bounds a coverer's answer, in bytes.
+// maxShareBody bounds a coverer's answer read whole (fetchShare), in
+// bytes.
 const maxShareBody = 1 << 30
+
+// maxErrorBody bounds a coverer's error answer, in bytes.
+const maxErrorBody = 1 << 20
 
 // errCoverageChanged is a coverer's refusal to answer under another
 // coverage revision than its own.
@@ -78,18 +83,19 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 		return true, s.answerShare(w, r, b, q)
 	}
 	return s.overCoverage(ctx, b, s.coverage, func(cov *ViewCoverage) error {
-		parts, errs, err := s.scatter(ctx, r, b, q, p, cov, body)
+		srcs, errs, closeAll, err := s.scatter(ctx, r, b, q, p, cov, body)
 		if err != nil {
 			return err
 		}
+		defer closeAll()
 		if p.OnErrorStop && len(errs) > 0 {
 			// Couchbase stops at the first error and appends it alone.
-			parts, errs = nil, errs[:1]
+			srcs, errs = nil, errs[:1]
 		}
 		w.Header().Set("Cache-Control", "must-revalidate")
 		// How many nodes' shares the answer merges (those failed included).
 		w.Header().Set("X-Mayfly-View-Nodes", strconv.Itoa(len(cov.Nodes)))
-		err = q.Merge(ctx, parts, errs, &lazyJSON{w: w})
+		err = q.MergeSources(ctx, srcs, errs, &lazyJSON{w: w})
 		var se *views.StreamError
 		if errors.As(err, &se) {
 			s.log.Warn("view query cut short", "bucket", b.Name(), "err", err)
@@ -135,16 +141,30 @@ func (s *server) overCoverage(ctx context.Context, b *engine.Bucket, coverage co
 	}
 }
 
-// scatter asks every coverer of cov for its share of the query (this node
-// in process) and returns the shares answered and the failures, in the
-// coverers' order. A coverer that answers under another coverage revision
-// fails it all with errCoverageChanged.
-func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, cov *ViewCoverage, body []byte) ([]*views.Partial, []views.NodeError, error) {
+// scatter asks every coverer of cov for its share (this node's in
+// process) and returns the shares answered, as sources whose rows are read
+// as the merge needs them (each coverer's head read already), and the
+// failures, in the coverers' order; closeAll ends every share's request
+// and gives this node's index snapshot back. A coverer that answers under
+// another coverage revision fails it all with errCoverageChanged.
+func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, cov *ViewCoverage, body []byte) (srcs []views.Source, failed []views.NodeError, closeAll func(), err error) {
 	now := b.Clock().Now()
 	timeout := p.ConnectionTimeout()
 	n := len(cov.Nodes)
-	parts := make([]*views.Partial, n)
+	remote := make([]*remoteShare, n)
 	errs := make([]*views.NodeError, n)
+	var local *views.ShareStream
+	var localFrom string
+	closeAll = func() {
+		for _, rs := range remote {
+			if rs != nil {
+				rs.Close()
+			}
+		}
+		if local != nil {
+			local.Close()
+		}
+	}
 	var changed error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -155,80 +175,131 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			part, nerr, err := s.askShare(ctx, r, c, cov.Rev, now, timeout, body)
+			rs, nerr, err := s.openShare(ctx, r, c, cov.Rev, now, timeout, body)
 			mu.Lock()
 			defer mu.Unlock()
-			parts[i], errs[i] = part, nerr
+			remote[i], errs[i] = rs, nerr
 			if err != nil {
 				changed = err
 			}
 		}()
 	}
 	var selfErr error
+	selfAt := -1
 	for i, c := range cov.Nodes {
-		if !c.Self {
+		if !c.Self || selfAt >= 0 {
 			continue
 		}
+		selfAt = i
 		covered := partitionSet(c.Partitions, b.NumPartitions())
-		parts[i], selfErr = q.Partial(ctx, views.Share{Now: now, Partitions: covered})
+		localFrom = c.Name
+		if c.URL != "" {
+			localFrom = c.URL + r.URL.EscapedPath()
+		}
+		local, selfErr = q.Stream(ctx, views.Share{Now: now, Partitions: covered})
 		if errors.Is(selfErr, engine.ErrNotCurrent) || errors.Is(selfErr, views.ErrTimeout) {
 			// stale=false, and this node's copy of a partition it covers
 			// could not be made current, or its index did not catch up
 			// within connection_timeout: its share is missing, as
 			// another coverer's would be, not answered stale.
-			from := c.Name
-			if c.URL != "" {
-				from = c.URL + r.URL.EscapedPath()
-			}
 			reason := classify(selfErr).reason
 			if errors.Is(selfErr, views.ErrTimeout) {
 				reason = "timeout" // Couchbase's, as for a coverer that does not answer in time
 			}
-			parts[i], errs[i], selfErr = nil, &views.NodeError{From: from, Reason: reason}, nil
+			local, errs[i], selfErr = nil, &views.NodeError{From: localFrom, Reason: reason}, nil
 		}
 	}
 	wg.Wait()
-	if selfErr != nil {
-		return nil, nil, selfErr // as a query on one node fails
+	if selfErr != nil || changed != nil {
+		closeAll()
+		if selfErr != nil {
+			return nil, nil, nil, selfErr // as a query on one node fails
+		}
+		return nil, nil, nil, changed
 	}
-	if changed != nil {
-		return nil, nil, changed
-	}
-	var answered []*views.Partial
-	var failed []views.NodeError
 	for i := range n {
-		if parts[i] != nil {
-			answered = append(answered, parts[i])
-		} else if errs[i] != nil {
+		switch {
+		case remote[i] != nil:
+			rs := remote[i]
+			srcs = append(srcs, views.Source{From: rs.from, TotalRows: int(rs.rd.total), Ready: rs.ready, Next: func() (views.PartialRow, error) {
+				raw, err := rs.next()
+				if err != nil {
+					return views.PartialRow{}, err
+				}
+				return decodeShareRow(raw), nil
+			}})
+		case i == selfAt && local != nil:
+			srcs = append(srcs, local.Source(localFrom))
+		case errs[i] != nil:
 			failed = append(failed, *errs[i])
 		}
 	}
-	return answered, failed, nil
-}
-
-// askShare asks coverer c for its share. A failure is a NodeError as
-// Couchbase's errors list shows it (reason req_timedout past the
-// connection timeout); only a refusal under another coverage revision is
-// an error.
-func (s *server) askShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (*views.Partial, *views.NodeError, error) {
-	ans, nerr, err := s.fetchShare(ctx, r, c, rev, now, timeout, body)
-	if nerr != nil || err != nil {
-		return nil, nerr, err
-	}
-	return decodeShare(ans), nil, nil
+	return srcs, failed, closeAll, nil
 }
 
 // fetchShare sends r, as a request for coverer c's share under coverage
-// revision rev, to c, and returns its answer (valid JSON, status 200);
-// failures as askShare has them.
+// revision rev, to c, and returns its answer whole (valid JSON, status
+// 200); failures as askShare has them. For shares bounded by their
+// request's limit (the console's listing); views and _all_docs read theirs
+// as they arrive (openShare).
 func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (gjson.Result, *views.NodeError, error) {
 	var none gjson.Result
-	if c.URL == "" {
-		return none, &views.NodeError{From: c.Name, Reason: "node_down"}, nil
-	}
-	from := c.URL + r.URL.EscapedPath()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	resp, from, nerr, err := s.sendShare(ctx, r, c, rev, now, body)
+	if nerr != nil || err != nil {
+		return none, nerr, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxShareBody+1))
+	switch {
+	case err != nil:
+		return none, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
+	case len(data) > maxShareBody:
+		return none, &views.NodeError{From: from, Reason: fmt.Sprintf("the node's answer is over %d bytes", maxShareBody)}, nil
+	case !gjson.ValidBytes(data):
+		return none, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
+	}
+	return gjson.ParseBytes(data), nil, nil
+}
+
+// openShare sends r, as a request for coverer c's share under coverage
+// revision rev, to c, and reads its answer's head (status 200): the rows
+// are read as they arrive, with the returned share's next, until the
+// caller closes it. connection_timeout (timeout) bounds the wait for the
+// head, and after it every wait for more of the answer. Failures as
+// askShare has them.
+func (s *server) openShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (*remoteShare, *views.NodeError, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	idle := time.AfterFunc(timeout, func() { cancel(errShareTimedOut) })
+	resp, from, nerr, err := s.sendShare(ctx, r, c, rev, now, body)
+	if nerr != nil || err != nil {
+		idle.Stop()
+		cancel(context.Canceled)
+		return nil, nerr, err
+	}
+	idle.Stop()
+	rs := &remoteShare{from: from, resp: resp, idle: idle, wait: timeout, ctx: ctx, close: cancel}
+	rs.rd = &shareReader{src: rs}
+	if err := rs.rd.head(); err != nil {
+		rs.Close()
+		reason := transportReason(ctx, err)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			reason = "the node's answer is not JSON"
+		}
+		return nil, &views.NodeError{From: from, Reason: reason}, nil
+	}
+	return rs, nil, nil
+}
+
+// sendShare sends r, as a request for coverer c's share under coverage
+// revision rev, to c, and returns its answer when its status is 200 (its
+// body to read), from naming it; failures as askShare has them.
+func (s *server) sendShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, body []byte) (resp *http.Response, from string, nerr *views.NodeError, err error) {
+	if c.URL == "" {
+		return nil, c.Name, &views.NodeError{From: c.Name, Reason: "node_down"}, nil
+	}
+	from = c.URL + r.URL.EscapedPath()
 	u := from + "?" + r.URL.RawQuery
 	if r.URL.RawQuery != "" {
 		u += "&"
@@ -241,7 +312,7 @@ func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, u, rd)
 	if err != nil {
-		return none, &views.NodeError{From: from, Reason: err.Error()}, nil
+		return nil, from, &views.NodeError{From: from, Reason: err.Error()}, nil
 	}
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
@@ -250,39 +321,38 @@ func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	resp, err := s.shares.Do(req)
+	resp, err = s.shares.Do(req)
 	if err != nil {
-		return none, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
+		return nil, from, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
 	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, from, nil, nil
+	}
+	// An error answer is small: read whole.
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxShareBody+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	switch {
 	case err != nil:
-		return none, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
-	case len(data) > maxShareBody:
-		return none, &views.NodeError{From: from, Reason: fmt.Sprintf("the node's answer is over %d bytes", maxShareBody)}, nil
-	case !gjson.ValidBytes(data):
-		return none, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
+		return nil, from, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
+	case len(data) > maxErrorBody || !gjson.ValidBytes(data):
+		return nil, from, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
 	}
 	ans := gjson.ParseBytes(data)
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode == http.StatusConflict && ans.Get("error").String() == "coverage_changed" {
-			return none, nil, fmt.Errorf("%w: %s", errCoverageChanged, ans.Get("reason").String())
-		}
-		reason := ans.Get("reason").String()
-		if reason == "" {
-			reason = resp.Status
-		}
-		return none, &views.NodeError{From: from, Reason: reason}, nil
+	if resp.StatusCode == http.StatusConflict && ans.Get("error").String() == "coverage_changed" {
+		return nil, from, nil, fmt.Errorf("%w: %s", errCoverageChanged, ans.Get("reason").String())
 	}
-	return ans, nil, nil
+	reason := ans.Get("reason").String()
+	if reason == "" {
+		reason = resp.Status
+	}
+	return nil, from, &views.NodeError{From: from, Reason: reason}, nil
 }
 
 // transportReason names a failed request to a coverer as Couchbase's
 // errors list does.
 func transportReason(ctx context.Context, err error) string {
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(context.Cause(ctx), errShareTimedOut):
 		return "req_timedout"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "econnrefused"
@@ -292,27 +362,54 @@ func transportReason(ctx context.Context, err error) string {
 
 // answerShare answers another node's request for this node's share of a
 // view query: the rows of the partitions it asks for, at its instant, as
-// encodeShare writes them; 409 coverage_changed when this node's coverage
-// is not the one the other node read, or does not give it those
-// partitions. The revision is read again once the rows are: a coverage
-// moved meanwhile may have had the partitions this node no longer covers
-// dropped from its indexes (views.Service.Cover) before the query read
-// them, and is coverage_changed too, never rows missing silently.
+// they are read from the index (appendShareRow, through a bounded buffer);
+// 409 coverage_changed when this node's coverage is not the one the other
+// node read, or does not give it those partitions. The revision is read
+// again once the index snapshot the rows come from is taken, before the
+// first byte: a coverage moved meanwhile may have had the partitions this
+// node no longer covers dropped from its indexes (views.Service.Cover)
+// before the snapshot, and is coverage_changed too, never rows missing
+// silently. A failure once the rows are on their way ends the answer
+// without its closing bracket, the reason in its trailer.
 func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query) error {
 	want, now, err := s.shareAsked(r, b, s.coverage)
 	if err != nil {
 		return err
 	}
-	part, err := q.Partial(r.Context(), views.Share{Now: now, Partitions: want})
+	st, err := q.Stream(r.Context(), views.Share{Now: now, Partitions: want})
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	if _, _, err := s.shareAsked(r, b, s.coverage); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(encodeShare(part))
-	return err
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.Write(beginShare(w, int64(st.TotalRows), ""))
+	var line []byte
+	for i := 0; ; i++ {
+		row, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bw.Flush()
+			failShare(w, err)
+			s.log.Warn("view share cut short", "bucket", b.Name(), "err", err)
+			return nil
+		}
+		line = line[:0]
+		if i > 0 {
+			line = append(line, ',')
+		}
+		line = appendShareRow(line, &row)
+		if _, err := bw.Write(line); err != nil {
+			return nil // the asking node went away
+		}
+	}
+	bw.WriteString("]}")
+	bw.Flush()
+	return nil
 }
 
 // shareAsked reads a share request's parameters (its partitions, as a set,
@@ -351,49 +448,45 @@ func (s *server) shareAsked(r *http.Request, b *engine.Bucket, coverage coverage
 	return want, now, nil
 }
 
-// encodeShare writes a Partial as JSON: {"total_rows":N,"rows":[{"s":seg,
-// "id":...,"key":...,"value":...,"doc":...}]}, the raw JSON of the rows as
-// the index holds it.
-func encodeShare(p *views.Partial) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"total_rows":` + strconv.Itoa(p.TotalRows) + `,"rows":[`)
-	for i, r := range p.Rows {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`{"s":` + strconv.Itoa(r.Seg))
-		if r.ID != "" {
-			id, _ := json.Marshal(r.ID)
-			b.WriteString(`,"id":`)
-			b.Write(id)
-		}
-		b.WriteString(`,"key":`)
-		b.Write(r.Key)
-		b.WriteString(`,"value":`)
-		b.Write(r.Value)
-		if r.Doc != nil {
-			b.WriteString(`,"doc":`)
-			b.Write(r.Doc)
-		}
-		b.WriteByte('}')
+// appendShareRow appends a row of a view share as JSON: {"s":seg,"id":...,
+// "key":...,"value":...,"doc":...}, the raw JSON of the row as the index
+// holds it. A share is {"total_rows":N,"rows":[ROW,...]}.
+func appendShareRow(b []byte, r *views.PartialRow) []byte {
+	b = append(b, `{"s":`...)
+	b = strconv.AppendInt(b, int64(r.Seg), 10)
+	if r.ID != "" {
+		b = append(b, `,"id":`...)
+		b = jsonstr.Append(b, r.ID)
 	}
-	b.WriteString("]}")
-	return b.Bytes()
+	b = append(b, `,"key":`...)
+	b = append(b, r.Key...)
+	b = append(b, `,"value":`...)
+	b = append(b, r.Value...)
+	if r.Doc != nil {
+		b = append(b, `,"doc":`...)
+		b = append(b, r.Doc...)
+	}
+	return append(b, '}')
 }
 
-// decodeShare reads what encodeShare wrote (valid JSON).
-func decodeShare(ans gjson.Result) *views.Partial {
-	p := &views.Partial{TotalRows: int(ans.Get("total_rows").Int())}
-	ans.Get("rows").ForEach(func(_, v gjson.Result) bool {
-		row := views.PartialRow{Seg: int(v.Get("s").Int()), ID: v.Get("id").String(),
-			Key: []byte(v.Get("key").Raw), Value: []byte(v.Get("value").Raw)}
-		if d := v.Get("doc"); d.Exists() {
-			row.Doc = []byte(d.Raw)
-		}
-		p.Rows = append(p.Rows, row)
-		return true
-	})
-	return p
+// decodeShareRow reads a row appendShareRow wrote (valid JSON); its bytes
+// are raw's.
+func decodeShareRow(raw []byte) views.PartialRow {
+	f := gjson.GetManyBytes(raw, "s", "id", "key", "value", "doc")
+	row := views.PartialRow{Seg: int(f[0].Int()), ID: f[1].String(), Key: rawOf(raw, f[2]), Value: rawOf(raw, f[3])}
+	if f[4].Exists() {
+		row.Doc = rawOf(raw, f[4])
+	}
+	return row
+}
+
+// rawOf returns r's raw JSON as a slice of data, which r was read from
+// (a copy when gjson does not say where).
+func rawOf(data []byte, r gjson.Result) []byte {
+	if r.Index > 0 && r.Index+len(r.Raw) <= len(data) {
+		return data[r.Index : r.Index+len(r.Raw) : r.Index+len(r.Raw)]
+	}
+	return []byte(r.Raw)
 }
 
 // formatPartitions writes a set of partitions as ascending ranges:

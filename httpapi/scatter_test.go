@@ -2,12 +2,15 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,7 +184,8 @@ func TestViewScatterCoverageChanged(t *testing.T) {
 // TestViewScatterNodeDown: a coverer that cannot be reached leaves its
 // rows out and is named in Couchbase's "errors" list (on_error=continue,
 // the default); on_error=stop answers the error alone; a coverer that does
-// not answer within connection_timeout is "req_timedout".
+// not answer within connection_timeout is "req_timedout"; and the shares
+// are streamed (viewScatterStreams).
 func TestViewScatterNodeDown(t *testing.T) {
 	c := newScatterCluster(t)
 	dead := httptest.NewServer(http.NotFoundHandler())
@@ -212,6 +216,67 @@ func TestViewScatterNodeDown(t *testing.T) {
 	st, _, got = c.nodes[2].do("GET", "/default/_design/d/_view/s?connection_timeout=300", "", "")
 	if st != 200 || !strings.Contains(got, `"reason":"req_timedout"`) || !strings.Contains(got, `"key":null`) {
 		t.Fatalf("a coverer past connection_timeout: %d %s", st, got)
+	}
+	c.extra = nil
+	viewScatterStreams(t, c)
+}
+
+// viewScatterStreams (part of TestViewScatterNodeDown, on its cluster):
+// the node asked merges its coverers' shares as they arrive, writing the
+// answer as it goes. With a coverer's share held after its first rows,
+// the client reads the answer's first rows (the merge of every node's
+// rows up to the held share's last one) while it is held, and once it is
+// let go the whole answer is one node's; a coverer that dies part way
+// through its share leaves the answer ending with an error naming it,
+// never a short answer passed off as whole.
+func viewScatterStreams(t *testing.T, c *scatterCluster) {
+	const path = "/default/_design/d/_view/m?include_docs=true"
+	_, _, want := c.oracle.do("GET", path, "", "")
+	node2 := c.urls[2]
+	hold := make(chan struct{})
+	held := cutProxy(t, node2, 3000, hold) // the head and a few rows with their documents
+	c.urls[2] = held.URL
+	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := readRows(t, resp.Body, 10)
+	head := want[:strings.Index(want, `"rows":[`)] // total_rows: every node's
+	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
+		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
+	}
+	close(hold)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first + string(rest); revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
+		t.Fatalf("once let go:\n got %s\nwant %s", got, want)
+	}
+
+	dies := cutProxy(t, node2, 3000, nil)
+	c.urls[2] = dies.URL
+	st, _, got := c.nodes[0].do("GET", path, "", "")
+	wantErr := "\r\n],\r\n" + `"errors":[{"from":"` + dies.URL + `/default/_design/d/_view/m","reason":"the node's answer ended before its rows did"}]` + "\r\n}\n"
+	if st != 200 || !strings.HasSuffix(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer that died part way: %d, want the answer to end with %q:\n%s", st, wantErr, got)
+	}
+	if n, all := strings.Count(got, `"id":`), strings.Count(want, `"id":`); n >= all || n == 0 {
+		t.Fatalf("a coverer that died part way: %d rows of %d", n, all)
+	}
+	// One whose walk failed says why in its trailer: the reason listed.
+	failed := cutProxyWith(t, node2, 3000, nil, "the index file was closed")
+	c.urls[2] = failed.URL
+	st, _, got = c.nodes[0].do("GET", path, "", "")
+	wantErr = `"errors":[{"from":"` + failed.URL + `/default/_design/d/_view/m","reason":"the index file was closed"}]`
+	if st != 200 || !strings.Contains(got, wantErr) || !json.Valid([]byte(got)) {
+		t.Fatalf("a coverer whose walk failed part way: %d, want %q in:\n%s", st, wantErr, got)
 	}
 }
 
@@ -469,5 +534,89 @@ func TestShareCoverageMovedDuringQuery(t *testing.T) {
 	st, _, body := f.do("GET", share, "", "")
 	if st != http.StatusConflict || !strings.Contains(body, "coverage_changed") {
 		t.Fatalf("a share whose coverage moved while it was read: %d %s, want 409 coverage_changed", st, body)
+	}
+}
+
+// cutProxy passes requests on to target and its answers back, but only
+// the first after bytes of a share's answer (a request with _share_rev):
+// then it waits for hold to close and passes the rest on, or, with hold
+// nil, drops the connection, as a coverer that dies part way through its
+// share. Other requests pass whole.
+func cutProxy(t *testing.T, target string, after int, hold chan struct{}) *httptest.Server {
+	return cutProxyWith(t, target, after, hold, "")
+}
+
+// cutProxyWith is cutProxy; with hold nil and a reason, the share's answer
+// ends there as a coverer's whose walk failed: without its closing
+// bracket, the reason in its trailer.
+func cutProxyWith(t *testing.T, target string, after int, hold chan struct{}, reason string) *httptest.Server {
+	t.Helper()
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		if r.URL.Query().Has("_share_rev") {
+			if _, err := io.CopyN(w, resp.Body, int64(after)); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			if hold == nil && reason != "" {
+				w.Header().Set(http.TrailerPrefix+"X-Mayfly-Share-Error", strconv.Quote(reason))
+				return
+			}
+			if hold == nil {
+				panic(http.ErrAbortHandler) // the connection drops
+			}
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		io.Copy(w, resp.Body)
+		for k, v := range resp.Trailer {
+			w.Header()[http.TrailerPrefix+k] = v
+		}
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// readRows reads body until it holds n rows ("id" members) or the answer
+// ends, and returns what it read; a guard of a minute only catches a hang.
+func readRows(t *testing.T, body io.Reader, n int) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 512)
+		for strings.Count(b.String(), `"id":`) < n {
+			k, err := body.Read(buf)
+			b.Write(buf[:k])
+			if err != nil {
+				break
+			}
+		}
+		got <- b.String()
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(time.Minute):
+		t.Fatalf("no %d rows within a minute", n)
+		return ""
 	}
 }

@@ -272,3 +272,9 @@ func (l *lazyJSON) Write(p []byte) (int, error) {
 	}
 	return l.w.Write(p)
 }
+
+// Flush sends what was written to the client (a merge flushes before it
+// waits for a node's rows).
+func (l *lazyJSON) Flush() error {
+	return http.NewResponseController(l.w).Flush()
+}

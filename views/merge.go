@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,12 +98,97 @@ type NodeError struct {
 }
 
 // Partial runs the query on this node's index for the rows of share: what
-// Merge combines with the other nodes' parts. stale, replacement of the
-// design document and errors are as for Run, but for a stale=false share
-// whose index does not catch up within connection_timeout: that fails with
-// an error wrapping ErrTimeout, the share missing as another node's would
-// be.
+// Merge combines with the other nodes' parts, held whole (Stream gives the
+// same rows one at a time). stale, replacement of the design document and
+// errors are as for Run, but for a stale=false share whose index does not
+// catch up within connection_timeout: that fails with an error wrapping
+// ErrTimeout, the share missing as another node's would be.
 func (q *Query) Partial(ctx context.Context, share Share) (*Partial, error) {
+	for tries := 0; ; tries++ {
+		st, err := q.Stream(ctx, share)
+		if err != nil {
+			return nil, err
+		}
+		part := &Partial{TotalRows: st.TotalRows}
+		for {
+			row, rerr := st.Next()
+			if rerr != nil {
+				if rerr != io.EOF {
+					err = rerr
+				}
+				break
+			}
+			if row.Doc != nil {
+				row.Doc = bytes.Clone(row.Doc) // the stream reuses its buffer
+			}
+			part.Rows = append(part.Rows, row)
+		}
+		st.Close()
+		if err == nil {
+			return part, nil
+		}
+		if tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		if err := q.prepareAgain(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ShareStream is one node's part of a view query's answer, read a row at a
+// time as the node's index is walked (Query.Stream): Partial's rows,
+// without holding them. It holds a snapshot of the index until Close.
+// Not safe for concurrent use.
+type ShareStream struct {
+	// TotalRows counts the node's rows of the view (map queries), known
+	// before the first row.
+	TotalRows int
+	rd        *index.Reader
+	next      func() (PartialRow, error, bool)
+	stop      func()
+	err       error // the error Next returned last, once it is not nil
+}
+
+// Next returns the stream's next row, in Partial's order, or io.EOF after
+// the last. The row's bytes are valid until the next call (a document of
+// include_docs is written to a buffer used again). An error other than
+// io.EOF ends the stream part way: the node's rows are missing from there
+// (a design document replaced under the query, a reduce that failed).
+func (s *ShareStream) Next() (PartialRow, error) {
+	if s.err != nil {
+		return PartialRow{}, s.err
+	}
+	row, err, ok := s.next()
+	switch {
+	case !ok:
+		s.err = io.EOF
+	case err != nil:
+		s.err = err
+	default:
+		return row, nil
+	}
+	return PartialRow{}, s.err
+}
+
+// Close ends the walk and gives the index snapshot back. It may be
+// called more than once.
+func (s *ShareStream) Close() {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+		s.rd.Close()
+	}
+}
+
+// Stream is Partial one row at a time: the catch-up for stale=false and
+// this node's share of total_rows come first, then the rows are read as
+// the index is walked, a row each call of the stream's Next, so that a
+// share costs memory in proportion to a row, not to its rows. The caller
+// must Close the stream. A replacement of the design document before the
+// first row is answered by the new index, as Run's is; one after ends the
+// stream with an error.
+func (q *Query) Stream(ctx context.Context, share Share) (*ShareStream, error) {
 	if q.p.Forecast > 0 {
 		return nil, badRequest("forecast", "Query parameter `forecast` is not answered across nodes")
 	}
@@ -116,9 +203,9 @@ func (q *Query) Partial(ctx context.Context, share Share) (*Partial, error) {
 		defer cancel()
 	}
 	for tries := 0; ; tries++ {
-		part, err := q.partial(ctx, wait, share, target)
+		st, err := q.stream(ctx, wait, share, target)
 		if err == nil || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
-			return part, err
+			return st, err
 		}
 		if err := q.prepareAgain(ctx); err != nil {
 			return nil, err
@@ -162,11 +249,8 @@ func (q *Query) shareTarget(ctx context.Context, share Share) ([]uint64, error) 
 	return q.staleTarget(), nil
 }
 
-// partial answers Partial once, on q.ix.
-func (q *Query) partial(ctx, wait context.Context, share Share, target []uint64) (*Partial, error) {
-	if q.p.Stale == StaleUpdateAfter {
-		defer q.ix.feed.Kick()
-	}
+// stream opens Stream once, on q.ix.
+func (q *Query) stream(ctx, wait context.Context, share Share, target []uint64) (*ShareStream, error) {
 	rd, timedOut, err := q.open(ctx, wait, target)
 	if err != nil {
 		return nil, err
@@ -175,7 +259,6 @@ func (q *Query) partial(ctx, wait context.Context, share Share, target []uint64)
 		rd.Close()
 		return nil, fmt.Errorf("%w: design document %s: the index did not catch up within connection_timeout (%v)", ErrTimeout, q.ix.id, q.p.ConnectionTimeout())
 	}
-	defer rd.Close()
 	now := share.Now
 	if now == 0 {
 		now = q.ix.bucket.Clock().Now()
@@ -185,75 +268,100 @@ func (q *Query) partial(ctx, wait context.Context, share Share, target []uint64)
 	if share.Partitions != nil {
 		rng.Include = q.ix.subset(slices.Clone(share.Partitions))
 	}
-	want := -1 // rows to send: skip+limit, as the merged answer may need them all
-	if q.p.Limit >= 0 {
-		want = q.p.Skip + q.p.Limit
+	if q.p.Stale == StaleUpdateAfter {
+		q.ix.feed.Kick() // the snapshot is taken: the index may move on
 	}
-	part := &Partial{}
-	full := func() bool { return want >= 0 && len(part.Rows) >= want }
-	segs := 1
-	if rng.Keys != nil {
-		segs = len(rng.Keys)
-	}
-	coll := q.ix.bucket.DefaultCollection()
-	var doc bytes.Buffer
-	for seg := 0; seg < segs && !full(); seg++ {
-		r := rng
-		if rng.Keys != nil {
-			r.Keys = rng.Keys[seg : seg+1]
-		}
-		if q.reduce {
-			err = rd.Reduce(ctx, q.view, r, q.group, func(key, value []byte) error {
-				part.Rows = append(part.Rows, PartialRow{Seg: seg, Key: key, Value: value})
-				if full() {
-					return index.ErrStop
-				}
-				return ctx.Err()
+	st := &ShareStream{rd: rd}
+	if !q.reduce {
+		// The node's share of total_rows, from the same snapshot as the
+		// rows, before them: the merged answer begins with the sum.
+		switch {
+		case rng.Include != nil && rng.ExcludeExpired:
+			// The node's share of the view, live at now: counted row by row.
+			err = rd.Query(ctx, q.view, index.Range{ExcludeExpired: true, Now: now, Include: rng.Include}, func(index.Row) error {
+				st.TotalRows++
+				return nil
 			})
-			if err != nil {
-				return nil, q.closedErr(q.reduceFailed(err))
-			}
-			continue
+		case rng.Include != nil:
+			st.TotalRows, err = rd.CountRows(ctx, q.view, rng.Include)
+		case rng.ExcludeExpired:
+			st.TotalRows, err = rd.LiveRows(ctx, q.view, now)
+		default:
+			st.TotalRows, err = rd.TotalRows(q.view)
 		}
-		err = rd.Query(ctx, q.view, r, func(row index.Row) error {
-			pr := PartialRow{Seg: seg, ID: row.DocID, Key: row.Key, Value: orNull(row.Value)}
-			if q.p.IncludeDocs {
-				doc.Reset()
-				writeDoc(&doc, coll, row.DocID)
-				pr.Doc = bytes.Clone(doc.Bytes())
-			}
-			part.Rows = append(part.Rows, pr)
-			if full() {
-				return index.ErrStop
-			}
-			return ctx.Err()
-		})
 		if err != nil {
+			rd.Close()
 			return nil, q.closedErr(err)
 		}
 	}
-	if q.reduce {
-		q.ix.reduced.succeeded(q.view)
-		return part, nil
+	st.next, st.stop = iter.Pull2(q.shareRows(ctx, rd, rng))
+	return st, nil
+}
+
+// shareRows walks rd for the rows of a share (rng, its Include set): at
+// most skip+limit of them, as the merged answer may need them all; with
+// keys=, key by key, each row with its key's position. The walk stops when
+// the consumer does; an error ends it, yielded last.
+func (q *Query) shareRows(ctx context.Context, rd *index.Reader, rng index.Range) iter.Seq2[PartialRow, error] {
+	return func(yield func(PartialRow, error) bool) {
+		want := -1 // rows to send: skip+limit, as the merged answer may need them all
+		if q.p.Limit >= 0 {
+			want = q.p.Skip + q.p.Limit
+		}
+		sent, stopped := 0, false
+		// give yields a row and says whether the walk goes on.
+		give := func(row PartialRow) error {
+			if !yield(row, nil) {
+				stopped = true
+				return index.ErrStop
+			}
+			sent++
+			if want >= 0 && sent >= want {
+				return index.ErrStop
+			}
+			return ctx.Err()
+		}
+		segs := 1
+		if rng.Keys != nil {
+			segs = len(rng.Keys)
+		}
+		coll := q.ix.bucket.DefaultCollection()
+		var doc bytes.Buffer
+		for seg := 0; seg < segs && !stopped && (want < 0 || sent < want); seg++ {
+			r := rng
+			if rng.Keys != nil {
+				r.Keys = rng.Keys[seg : seg+1]
+			}
+			var err error
+			if q.reduce {
+				err = rd.Reduce(ctx, q.view, r, q.group, func(key, value []byte) error {
+					return give(PartialRow{Seg: seg, Key: key, Value: value})
+				})
+				if err != nil && !stopped {
+					yield(PartialRow{}, q.closedErr(q.reduceFailed(err)))
+				}
+			} else {
+				err = rd.Query(ctx, q.view, r, func(row index.Row) error {
+					pr := PartialRow{Seg: seg, ID: row.DocID, Key: row.Key, Value: orNull(row.Value)}
+					if q.p.IncludeDocs {
+						doc.Reset()
+						writeDoc(&doc, coll, row.DocID)
+						pr.Doc = doc.Bytes()
+					}
+					return give(pr)
+				})
+				if err != nil && !stopped {
+					yield(PartialRow{}, q.closedErr(err))
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+		if q.reduce && !stopped {
+			q.ix.reduced.succeeded(q.view)
+		}
 	}
-	switch {
-	case rng.Include != nil && rng.ExcludeExpired:
-		// The node's share of the view, live at now: counted row by row.
-		err = rd.Query(ctx, q.view, index.Range{ExcludeExpired: true, Now: now, Include: rng.Include}, func(index.Row) error {
-			part.TotalRows++
-			return nil
-		})
-	case rng.Include != nil:
-		part.TotalRows, err = rd.CountRows(ctx, q.view, rng.Include)
-	case rng.ExcludeExpired:
-		part.TotalRows, err = rd.LiveRows(ctx, q.view, now)
-	default:
-		part.TotalRows, err = rd.TotalRows(q.view)
-	}
-	if err != nil {
-		return nil, q.closedErr(err)
-	}
-	return part, nil
 }
 
 // reduceFailed turns a failed reduce into Couchbase's reduce error, and
@@ -267,24 +375,105 @@ func (q *Query) reduceFailed(err error) error {
 	return err
 }
 
+// Source is one node's part of a query's answer as Merge reads it: a
+// Partial held whole (Partial.Source), this node's ShareStream
+// (ShareStream.Source) or the rows another node sends as they arrive.
+type Source struct {
+	// From names the node in the answer's "errors" list should its rows
+	// end part way.
+	From string
+	// TotalRows counts the node's rows of the view (map queries).
+	TotalRows int
+	// Next returns the node's next row, in Partial's order, or io.EOF
+	// after the last. The row's bytes need stay valid only until the next
+	// call. Another error ends the node's rows part way: it is named in
+	// the answer's "errors" (its text the reason; a *NodeError gives its
+	// own From and Reason).
+	Next func() (PartialRow, error)
+	// Ready, when not nil, says whether Next would return without waiting
+	// (another node's rows on their way). Before Merge waits for a row it
+	// flushes what it has written, so that the client has every row it
+	// can have (see Merge).
+	Ready func() bool
+}
+
+// Source returns p's rows as a Source.
+func (p *Partial) Source(from string) Source {
+	i := 0
+	return Source{From: from, TotalRows: p.TotalRows, Next: func() (PartialRow, error) {
+		if i >= len(p.Rows) {
+			return PartialRow{}, io.EOF
+		}
+		i++
+		return p.Rows[i-1], nil
+	}}
+}
+
+// Source returns the stream as a Source named from in the answer's errors.
+func (s *ShareStream) Source(from string) Source {
+	return Source{From: from, TotalRows: s.TotalRows, Next: s.Next}
+}
+
+// Error returns the reason.
+func (e *NodeError) Error() string { return e.From + ": " + e.Reason }
+
 // Merge writes to w the answer of the query from the nodes' parts (each
-// from Partial, with the query's parameters and one Share.Now), exactly as
-// Run on one node holding all the rows would: map rows merged in collation
-// order with document-id ties, reversed when descending; with keys=, each
-// key's rows in the caller's order; groups with equal keys (and, without
-// grouping, every node's reduction) re-reduced with the view's reducer;
-// total_rows summed; skip and limit applied to the merged rows. errs, the
-// nodes whose parts are missing, end the answer as Couchbase's "errors"
-// list. A re-reduce that fails before anything reached w is returned as
-// Run's would be; after, it ends the answer as Run's failures do.
+// from Partial, with the query's parameters and one Share.Now): MergeSources
+// over the parts held whole.
 func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w io.Writer) error {
+	srcs := make([]Source, len(parts))
+	for i, p := range parts {
+		srcs[i] = p.Source("")
+	}
+	return q.MergeSources(ctx, srcs, errs, w)
+}
+
+// MergeSources writes to w the answer of the query from the nodes' rows
+// (each node's Partial's, read a row at a time; with the query's
+// parameters and one Share.Now), exactly as Run on one node holding all
+// the rows would: map rows merged in collation order with document-id
+// ties, reversed when descending; with keys=, each key's rows in the
+// caller's order; groups with equal keys (and, without grouping, every
+// node's reduction) re-reduced with the view's reducer; total_rows summed;
+// skip and limit applied to the merged rows. It holds one row of each
+// node at a time (a k-way merge), never a node's rows. errs, the nodes
+// whose parts are missing, end the answer as Couchbase's "errors" list.
+//
+// Before it waits for a node's next row (Source.Ready false) it flushes
+// the answer written so far to w, and w too when w has a Flush method
+// (an http.Flusher, or one that returns an error), so that a client reads
+// the rows merged while a node's are on their way.
+//
+// A node whose rows end part way (Source.Next's error) is named in the
+// errors list: with on_error=stop the rows end there, otherwise the merge
+// goes on without it. The answer has then begun (its head at least), so
+// Merge returns a *StreamError. A re-reduce that fails before anything
+// reached w is returned as Run's would be; after, it ends the answer as
+// Run's failures do.
+func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeError, w io.Writer) error {
 	cw := &countingWriter{w: w}
 	bw := q.ix.answerWriter(cw)
 	defer q.ix.putAnswerWriter(bw)
-	m := merger{desc: q.p.Descending, parts: parts, heads: make([]int, len(parts))}
+	var flushed int64 // cw.n at the last flush
+	flush := func() {
+		if bw.Buffered() == 0 && cw.n == flushed {
+			return // nothing written since
+		}
+		if bw.Flush() != nil {
+			return
+		}
+		flushed = cw.n
+		switch f := w.(type) {
+		case http.Flusher:
+			f.Flush()
+		case interface{ Flush() error }:
+			f.Flush()
+		}
+	}
+	m := &merger{desc: q.p.Descending, srcs: srcs, flush: flush}
 	skip, limit := q.p.Skip, q.p.Limit
 	first := true
-	emit := func(row PartialRow) bool {
+	emit := func(row *PartialRow) bool {
 		if skip > 0 {
 			skip--
 			return true
@@ -325,15 +514,20 @@ func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w
 	var err error
 	if q.reduce {
 		bw.WriteString(`{"rows":[`)
-		err = m.groups(func(rows []PartialRow) (bool, error) {
+		m.start()
+		var vals [][]byte
+		err = m.groups(func(rows []*PartialRow) (bool, error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			row := rows[0]
+			if q.p.OnErrorStop && len(m.failed) > 0 {
+				return false, nil // Couchbase stops at the error
+			}
+			row := *rows[0]
 			if len(rows) > 1 {
-				vals := make([][]byte, len(rows))
-				for i, r := range rows {
-					vals[i] = r.Value
+				vals = vals[:0]
+				for _, r := range rows {
+					vals = append(vals, r.Value)
 				}
 				v, err := q.rereduce(ctx, vals)
 				if err != nil {
@@ -341,19 +535,30 @@ func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w
 				}
 				row.Value = v
 			}
-			return emit(row), nil
+			return emit(&row), nil
 		})
 	} else {
 		total := 0
-		for _, p := range parts {
-			total += p.TotalRows
+		for _, s := range srcs {
+			total += s.TotalRows
 		}
 		bw.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"rows":[`)
-		for row, ok := m.next(); ok && emit(row); row, ok = m.next() {
+		m.start()
+		for {
+			i := m.least()
+			if i < 0 || (q.p.OnErrorStop && len(m.failed) > 0) {
+				break
+			}
+			if err = ctx.Err(); err != nil || !emit(&m.heads[i]) {
+				break
+			}
+			m.advance(i)
 		}
 	}
+	late := len(m.failed) > 0
+	errs = append(errs, m.failed...)
 	if err != nil {
-		if cw.n == 0 {
+		if cw.n == 0 && !late {
 			return err // nothing sent yet: the caller can still answer with an error
 		}
 		reason := err.Error()
@@ -363,6 +568,8 @@ func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w
 		}
 		errs = append(errs, NodeError{From: "local", Reason: reason})
 		err = &StreamError{Err: err}
+	} else if late {
+		err = &StreamError{Err: &m.failed[0]}
 	}
 	bw.WriteString("\r\n]")
 	if len(errs) > 0 {
@@ -409,12 +616,50 @@ func (q *Query) rereduce(ctx context.Context, vals [][]byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %q", index.ErrNoReducer, q.view)
 }
 
-// merger walks the rows of several parts in the answer's order.
+// merger walks the rows of several sources in the answer's order, holding
+// the next row of each (its head) and no other.
 type merger struct {
-	desc  bool
-	parts []*Partial
-	heads []int // the next row of each part
-	same  []PartialRow
+	desc   bool
+	srcs   []Source
+	heads  []PartialRow
+	live   []bool // whether heads[i] is a row (the source has not ended)
+	failed []NodeError
+	flush  func() // before a wait for a source's row
+	same   []*PartialRow
+	sameAt []int
+}
+
+// start reads every source's first row.
+func (m *merger) start() {
+	m.heads = make([]PartialRow, len(m.srcs))
+	m.live = make([]bool, len(m.srcs))
+	for i := range m.srcs {
+		m.advance(i)
+	}
+}
+
+// advance replaces source i's head with its next row (the head's bytes
+// may be overwritten). A source that ends part way is recorded in failed.
+func (m *merger) advance(i int) {
+	s := &m.srcs[i]
+	if s.Ready != nil && m.flush != nil && !s.Ready() {
+		m.flush()
+	}
+	row, err := s.Next()
+	switch {
+	case err == nil:
+		m.heads[i], m.live[i] = row, true
+		return
+	case err == io.EOF:
+	default:
+		var ne *NodeError
+		if errors.As(err, &ne) {
+			m.failed = append(m.failed, *ne)
+		} else {
+			m.failed = append(m.failed, NodeError{From: s.From, Reason: err.Error()})
+		}
+	}
+	m.heads[i], m.live[i] = PartialRow{}, false
 }
 
 // compare orders two rows of the answer: by segment, then key collation,
@@ -433,51 +678,44 @@ func (m *merger) compare(a, b *PartialRow) int {
 	return c
 }
 
-// least returns the part whose next row comes first, or -1 when every part
-// is done. Of rows that tie, the first part's comes first: a node's rows
+// least returns the source whose head comes first, or -1 when every source
+// is done. Of rows that tie, the first source's comes first: a node's rows
 // of one document and key stay in its order (the order of emits).
 func (m *merger) least() int {
 	best := -1
-	for i, p := range m.parts {
-		if m.heads[i] >= len(p.Rows) {
+	for i := range m.srcs {
+		if !m.live[i] {
 			continue
 		}
-		if best < 0 || m.compare(&p.Rows[m.heads[i]], &m.parts[best].Rows[m.heads[best]]) < 0 {
+		if best < 0 || m.compare(&m.heads[i], &m.heads[best]) < 0 {
 			best = i
 		}
 	}
 	return best
 }
 
-// next returns the next map row.
-func (m *merger) next() (PartialRow, bool) {
-	i := m.least()
-	if i < 0 {
-		return PartialRow{}, false
-	}
-	m.heads[i]++
-	return m.parts[i].Rows[m.heads[i]-1], true
-}
-
-// groups calls fn with each group of the merged answer: the rows of the
-// parts with that segment and group key (the parts' partial reductions of
-// it), until fn returns false or an error.
-func (m *merger) groups(fn func([]PartialRow) (bool, error)) error {
+// groups calls fn with each group of the merged answer: the heads of the
+// sources with that segment and group key (the nodes' partial reductions
+// of it), until fn returns false or an error.
+func (m *merger) groups(fn func([]*PartialRow) (bool, error)) error {
 	for {
 		i := m.least()
 		if i < 0 {
 			return nil
 		}
-		lead := m.parts[i].Rows[m.heads[i]]
-		m.same = m.same[:0]
-		for j, p := range m.parts {
-			if m.heads[j] < len(p.Rows) && m.compare(&p.Rows[m.heads[j]], &lead) == 0 {
-				m.same = append(m.same, p.Rows[m.heads[j]])
-				m.heads[j]++
+		m.same, m.sameAt = m.same[:0], m.sameAt[:0]
+		for j := range m.srcs {
+			if m.live[j] && m.compare(&m.heads[j], &m.heads[i]) == 0 {
+				m.same = append(m.same, &m.heads[j])
+				m.sameAt = append(m.sameAt, j)
 			}
 		}
-		if more, err := fn(m.same); err != nil || !more {
+		more, err := fn(m.same)
+		if err != nil || !more {
 			return err
+		}
+		for _, j := range m.sameAt {
+			m.advance(j)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func oracleQuery(t *testing.T, svc *views.Service, view string, params url.Value
 }
 
 // scatter answers params as n nodes would, each covering the partitions
-// owner assigns it: every node's Partial, merged.
+// owner assigns it: every node's rows, merged.
 func scatter(t *testing.T, svc *views.Service, b *engine.Bucket, view string, params url.Values, owner []int, n int, now int64) string {
 	t.Helper()
 	p, err := views.ParseParams(params, nil)
@@ -69,7 +69,9 @@ func scatter(t *testing.T, svc *views.Service, b *engine.Bucket, view string, pa
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	var parts []*views.Partial
+	// Every other node's share is read as it is walked (Stream), the
+	// others' held whole (Partial): the merge reads both a row at a time.
+	var srcs []views.Source
 	for node := range n {
 		q, err := svc.Prepare(ctx, "default", "d", view, p)
 		if err != nil {
@@ -79,18 +81,28 @@ func scatter(t *testing.T, svc *views.Service, b *engine.Bucket, view string, pa
 		for p, o := range owner {
 			covered[p] = o == node
 		}
-		part, err := q.Partial(ctx, views.Share{Now: now, Partitions: covered})
+		share := views.Share{Now: now, Partitions: covered}
+		if node%2 == 1 {
+			st, err := q.Stream(ctx, share)
+			if err != nil {
+				t.Fatalf("%s?%s: node %d: %v", view, params.Encode(), node, err)
+			}
+			defer st.Close()
+			srcs = append(srcs, st.Source(fmt.Sprint("node", node)))
+			continue
+		}
+		part, err := q.Partial(ctx, share)
 		if err != nil {
 			t.Fatalf("%s?%s: node %d: %v", view, params.Encode(), node, err)
 		}
-		parts = append(parts, part)
+		srcs = append(srcs, part.Source(fmt.Sprint("node", node)))
 	}
 	q, err := svc.Prepare(ctx, "default", "d", view, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := q.Merge(ctx, parts, nil, &buf); err != nil {
+	if err := q.MergeSources(ctx, srcs, nil, &buf); err != nil {
 		t.Fatalf("%s?%s: merge: %v", view, params.Encode(), err)
 	}
 	return buf.String()

@@ -189,7 +189,7 @@ func exportCollection(ctx context.Context, c *apiClient, o *exportOptions, coll 
 	// The documents' pages start small and grow to --page, or as far as
 	// exportPageBytes allows once the documents' sizes are known.
 	limit := min(o.page, exportFirstPage)
-	from := ""      // the first key not yet exported (a key's successor: key+"\x00")
+	from := "" // the first key not yet exported (a key's successor: key+"\x00")
 	var line []byte
 	for {
 		keys, err := exportKeys(ctx, c, o, coll, from)

@@ -87,6 +87,10 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 		bulkAnswer(w, rc, queue)
 	}()
 	pipe := engine.NewPipeline(ctx, nil)
+	var fw *bulkForwarder // forwards the lines other nodes lead (bulkforward.go), on a cluster node
+	if s.route != nil {
+		fw = s.newBulkForwarder(r, b.Name())
+	}
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, rerr := readBulkLine(br, bulkMaxLine)
@@ -115,12 +119,12 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 			// are the same document; the same id in two collections is
 			// two documents, which the chain only keeps in order too.
 			ck := sl.op.id
-			var raw []byte // kept for forwarding (forward.go), on a cluster node
-			if s.route != nil {
+			var raw []byte // kept for forwarding, on a cluster node
+			if fw != nil {
 				raw = line
 			}
 			sl.done = pipe.Go(ck, len(line), func(ctx context.Context) {
-				if raw == nil || !s.bulkForward(ctx, r, b.Name(), sl, raw) {
+				if raw == nil || !fw.forward(ctx, sl, raw) {
 					s.bulkApply(ctx, b, sl)
 				}
 				sl.op.doc = nil
@@ -140,6 +144,9 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	pipe.Wait()
+	if fw != nil {
+		fw.wait()
+	}
 	close(queue)
 	<-writerDone
 	return nil

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -346,94 +345,4 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used 
 		},
 	}
 	p.ServeHTTP(w, r)
-}
-
-// maxBulkAnswer bounds the answer line a leader sends for one forwarded
-// _bulk line.
-const maxBulkAnswer = 64 << 10
-
-// bulkForward carries out one _bulk line (raw, parsed into sl) at the
-// leader of its key's partition, when another node leads it: the line is
-// sent alone to the leader's _bulk (the request's query, credentials and
-// content type, marked forwarded) and its answer line becomes sl's. It
-// reports whether the line was answered so (false: run it here).
-func (s *server) bulkForward(ctx context.Context, r *http.Request, bucket string, sl *bulkSlot, raw []byte) bool {
-	id := sl.op.id
-	if err := engine.ValidateKey(id); err != nil {
-		return false // answered here, as the line is bad
-	}
-	rt, err := s.route(ctx, bucket, id)
-	switch {
-	case err != nil:
-		sl.out = errorLine(&id, 0, classify(err))
-		return true
-	case rt.Addr == "":
-		return false
-	case r.Header.Get(ForwardedHeader) != "":
-		sl.out = errorLine(&id, 0, classify(fmt.Errorf("%w: key %q's partition is led by node %s at http://%s; this node does not lead it and does not forward a request forwarded already",
-			engine.ErrNotMyVBucket, id, rt.Node, rt.Addr)))
-		return true
-	}
-	failed := func(err error) bool {
-		sl.out = errorLine(&id, 0, classify(fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (a write's outcome is unknown)",
-			engine.ErrTempFail, rt.Node, rt.Addr, err)))
-		return true
-	}
-	body := append(bytes.TrimRight(raw, "\r\n"), '\n')
-	send := func() (*http.Response, error) {
-		u := url.URL{Scheme: "http", Host: rt.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range []string{"Authorization", "Content-Type"} {
-			if v := r.Header.Get(h); v != "" {
-				req.Header.Set(h, v)
-			}
-		}
-		from := rt.From
-		if from == "" {
-			from = "?"
-		}
-		req.Header.Set(ForwardedHeader, from)
-		s.setUsersVersion(req.Header)
-		return s.fwd.RoundTrip(req)
-	}
-	resp, err := send()
-	if err != nil && notSent(err) && rt.Reroute != nil {
-		// The leader could not be reached, so the line was not sent: it
-		// goes where Reroute says once, as a single document's request
-		// does (forward), or runs here if this node leads it now.
-		nrt, ok := rt.Reroute(ctx, "")
-		switch {
-		case ok && nrt.Addr == "":
-			return false
-		case ok:
-			rt = nrt
-			resp, err = send()
-		}
-	}
-	if err != nil {
-		return failed(err)
-	}
-	defer resp.Body.Close()
-	ans, err := io.ReadAll(io.LimitReader(resp.Body, maxBulkAnswer))
-	if err != nil {
-		return failed(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		// The leader refused the request itself (credentials, overload).
-		var e struct{ Error, Reason string }
-		if json.Unmarshal(ans, &e) != nil || e.Error == "" {
-			e.Error, e.Reason = "temporary_failure", fmt.Sprintf("node %s answered %d", rt.Node, resp.StatusCode)
-		}
-		sl.out = errorLine(&id, 0, &httpError{status: resp.StatusCode, code: e.Error, reason: e.Reason})
-		return true
-	}
-	ans = bytes.TrimSpace(ans)
-	if len(ans) == 0 || bytes.IndexByte(ans, '\n') >= 0 {
-		return failed(fmt.Errorf("it answered %d lines for one", bytes.Count(ans, []byte("\n"))+1))
-	}
-	sl.out = append(ans, '\n')
-	return true
 }

@@ -1,0 +1,387 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// Forwarded _bulk lines. On a cluster node, a _bulk line whose key's
+// partition another node leads is carried out by that node, and the
+// lines bound for one node travel together: each _bulk request keeps, per
+// node it forwards to, a queue of lines and at most bulkBatchesInFlight
+// _bulk requests in flight to that node. A line that finds fewer in flight
+// leaves at once, with whatever is queued; otherwise it waits in the queue
+// and leaves with the next batch, as soon as one of those requests ends.
+// So a lone line waits for nothing, and while a node works on a batch the
+// lines arriving for it gather into the next one: batches grow with the
+// load (up to bulkBatchMaxLines lines, bulkBatchMaxBytes bytes), and a node
+// holds at most bulkBatchesInFlight admission slots for one client's
+// request, however many lines that request sends it.
+//
+// A batch is one POST of the lines (each as the client sent it) to the
+// node's _bulk, with the client's path, query, credentials and content
+// type, marked forwarded (ForwardedHeader): the node authenticates and
+// authorizes it as it would the client, and refuses, rather than forwards
+// again, a line whose partition it does not lead. Its answer has one line
+// per line sent, in order, streamed as they complete, and each answer line
+// becomes its line's answer the moment it arrives. The lines of one
+// document reach their node in their order: the request's pipeline chains
+// a document's lines, so a line is routed (and queued) only once the one
+// before it on the same document is answered.
+//
+// What a batch meets:
+//   - The node cannot be reached (a failed dial: nothing was sent): each
+//     line asks its route's Reroute once, as a single document's request
+//     does, and goes where it says (batched there with that node's lines),
+//     or runs here when this node leads it now; otherwise it answers
+//     temporary_failure, not sent.
+//   - The node refuses the whole request (credentials, a missing bucket):
+//     every line of the batch answers that refusal. A refusal for want of
+//     an admission slot (too_many_requests) applied nothing, so the batch
+//     is sent again after a short wait, up to bulkOverloadRetries times.
+//   - The answer breaks off (the node died, its connection broke, its
+//     lease expired: Route.Gone): the lines answered keep their answers,
+//     and each line not answered yet answers temporary_failure, its
+//     outcome unknown (it was sent; it is not sent again).
+//   - The node no longer leads a line's partition (leadership moved): the
+//     line answers the node's refusal ("not my vbucket", naming the
+//     leader); the client sends it again.
+
+// Bounds of forwarded _bulk batches.
+const (
+	// bulkBatchesInFlight is the most _bulk requests one client's _bulk
+	// request has in flight to one node at a time.
+	bulkBatchesInFlight = 2
+	// bulkBatchMaxLines and bulkBatchMaxBytes bound a batch; a line
+	// larger than bulkBatchMaxBytes goes alone.
+	bulkBatchMaxLines = 1024
+	bulkBatchMaxBytes = 16 << 20
+	// bulkOverloadRetries is how many times a batch refused with
+	// too_many_requests is sent again, after waits of bulkOverloadWait
+	// doubling each time (10 ms, then 20 ms, ... 320 ms: 630 ms in all).
+	bulkOverloadRetries = 6
+	bulkOverloadWait    = 10 * time.Millisecond
+	// maxBulkAnswer bounds the answer line a node sends for one forwarded
+	// _bulk line (and the error body of a refused batch).
+	maxBulkAnswer = 64 << 10
+)
+
+// bulkForwarder is one _bulk request's forwarding: a queue per node.
+type bulkForwarder struct {
+	s      *server
+	r      *http.Request // the client's request
+	bucket string
+	sends  sync.WaitGroup
+
+	mu    sync.Mutex
+	nodes map[string]*bulkNode // by name and address
+}
+
+// bulkNode is the lines of one request bound for one node.
+type bulkNode struct {
+	rt       Route      // the route of the node's first line: name, address, From, Gone
+	queued   []*fwdLine // waiting for the next batch, in the order they came
+	inFlight int        // batches being sent or answered
+}
+
+// fwdLine is one forwarded line and what its node made of it.
+type fwdLine struct {
+	id   string
+	raw  []byte // the line, without its end of line
+	done chan struct{}
+	// Set before done is closed: the answer line (ending in "\n"), or
+	// the failure of the line's batch (notSent: nothing reached the node).
+	ans     []byte
+	err     error
+	notSent bool
+}
+
+func (s *server) newBulkForwarder(r *http.Request, bucket string) *bulkForwarder {
+	return &bulkForwarder{s: s, r: r, bucket: bucket, nodes: make(map[string]*bulkNode)}
+}
+
+// wait waits for the batches' goroutines to end; every line was answered
+// by then (the lines' tasks are done).
+func (f *bulkForwarder) wait() {
+	f.sends.Wait()
+}
+
+// forward carries out one _bulk line (raw, parsed into sl) at the leader
+// of its key's partition, when another node leads it, and records the
+// answer in sl. It reports whether the line was answered so (false: run it
+// here). It returns once the line is answered.
+func (f *bulkForwarder) forward(ctx context.Context, sl *bulkSlot, raw []byte) bool {
+	s := f.s
+	id := sl.op.id
+	if err := engine.ValidateKey(id); err != nil {
+		return false // answered here, as the line is bad
+	}
+	rt, err := s.route(ctx, f.bucket, id)
+	switch {
+	case err != nil:
+		sl.out = errorLine(&id, 0, classify(err))
+		return true
+	case rt.Addr == "":
+		return false
+	case f.r.Header.Get(ForwardedHeader) != "":
+		sl.out = errorLine(&id, 0, classify(fmt.Errorf("%w: key %q's partition is led by node %s at http://%s; this node does not lead it and does not forward a request forwarded already",
+			engine.ErrNotMyVBucket, id, rt.Node, rt.Addr)))
+		return true
+	}
+	rerouted := false
+	for {
+		fl := &fwdLine{id: id, raw: raw, done: make(chan struct{})}
+		f.add(rt, fl)
+		<-fl.done
+		if fl.notSent && rt.Reroute != nil && !rerouted {
+			// The node could not be reached, so the line was not sent:
+			// it goes where Reroute says, once, or runs here if this
+			// node leads it now.
+			rerouted = true
+			nrt, ok := rt.Reroute(ctx, "")
+			switch {
+			case ok && nrt.Addr == "":
+				return false
+			case ok:
+				rt = nrt
+				continue
+			}
+		}
+		switch {
+		case fl.err != nil && fl.notSent:
+			sl.out = errorLine(&id, 0, classify(fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (the line was not sent)",
+				engine.ErrTempFail, rt.Node, rt.Addr, fl.err)))
+		case fl.err != nil:
+			sl.out = errorLine(&id, 0, classify(fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (a write's outcome is unknown)",
+				engine.ErrTempFail, rt.Node, rt.Addr, fl.err)))
+		default:
+			sl.out = fl.ans
+		}
+		return true
+	}
+}
+
+// add queues fl for the node rt names, and starts a batch when that node
+// has fewer than bulkBatchesInFlight.
+func (f *bulkForwarder) add(rt Route, fl *fwdLine) {
+	key := rt.Node + "@" + rt.Addr
+	f.mu.Lock()
+	n := f.nodes[key]
+	if n == nil {
+		n = &bulkNode{rt: rt}
+		f.nodes[key] = n
+	}
+	n.queued = append(n.queued, fl)
+	if n.inFlight >= bulkBatchesInFlight {
+		f.mu.Unlock()
+		return
+	}
+	n.inFlight++
+	batch := n.take()
+	f.mu.Unlock()
+	f.sends.Go(func() { f.run(n, batch) })
+}
+
+// run sends batch to n's node, then the batches queued meanwhile, until
+// none is left.
+func (f *bulkForwarder) run(n *bulkNode, batch []*fwdLine) {
+	for len(batch) > 0 {
+		f.send(n.rt, batch)
+		f.mu.Lock()
+		batch = n.take()
+		if len(batch) == 0 {
+			n.inFlight--
+		}
+		f.mu.Unlock()
+	}
+}
+
+// take removes the next batch from the queue: its first lines, up to
+// bulkBatchMaxLines and bulkBatchMaxBytes (one line at least). f.mu is
+// held.
+func (n *bulkNode) take() []*fwdLine {
+	k, size := 0, 0
+	for k < len(n.queued) && k < bulkBatchMaxLines {
+		if k > 0 && size+len(n.queued[k].raw)+1 > bulkBatchMaxBytes {
+			break
+		}
+		size += len(n.queued[k].raw) + 1
+		k++
+	}
+	batch := n.queued[:k:k]
+	if n.queued = n.queued[k:]; len(n.queued) == 0 {
+		n.queued = nil
+	}
+	return batch
+}
+
+// send sends batch to the node rt names and answers each of its lines.
+func (f *bulkForwarder) send(rt Route, batch []*fwdLine) {
+	ctx := f.r.Context()
+	if rt.Gone != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-rt.Gone:
+				cancel(errNodeGone)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	fail := func(lines []*fwdLine, err error, notSent bool) {
+		if context.Cause(ctx) == errNodeGone {
+			err = errNodeGone
+		}
+		f.s.log.Warn("forwarding _bulk lines to their partitions' leader", "leader", rt.Node, "addr", rt.Addr, "lines", len(lines), "err", err)
+		for _, fl := range lines {
+			fl.err, fl.notSent = err, notSent
+			close(fl.done)
+		}
+	}
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		var err error
+		resp, err = f.post(ctx, rt, batch)
+		if err != nil {
+			fail(batch, err, notSent(err))
+			return
+		}
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		// The node refused the whole request: every line answers that.
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxBulkAnswer))
+		resp.Body.Close()
+		var e struct{ Error, Reason string }
+		if json.Unmarshal(msg, &e) != nil || e.Error == "" {
+			e.Error, e.Reason = "temporary_failure", fmt.Sprintf("node %s answered %d", rt.Node, resp.StatusCode)
+		}
+		if e.Error == errOverload.code && attempt < bulkOverloadRetries {
+			// Refused for want of an admission slot, before the body
+			// was read: nothing was applied, and the batch goes again.
+			t := time.NewTimer(bulkOverloadWait << attempt)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		he := &httpError{status: resp.StatusCode, code: e.Error, reason: e.Reason}
+		for _, fl := range batch {
+			fl.ans = errorLine(&fl.id, 0, he)
+			close(fl.done)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	i := 0
+	for i < len(batch) {
+		line, tooLong, err := readBulkLine(br, maxBulkAnswer)
+		if err != nil {
+			// A line cut by the end of the answer (or a broken one) is
+			// no answer: the node may not have finished it.
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("it answered %d of the %d lines sent to it, then its answer ended", i, len(batch))
+			}
+			fail(batch[i:], err, false)
+			return
+		}
+		switch {
+		case tooLong:
+			batch[i].err = fmt.Errorf("its answer to the line is over %d bytes", maxBulkAnswer)
+		case len(bytes.TrimSpace(line)) == 0:
+			continue
+		case bytes.HasPrefix(line, []byte(`{"error":`)):
+			// An answer about the request, not a line (its body could
+			// not be read on): the lines left are not answered.
+			fail(batch[i:], fmt.Errorf("it answered %s after %d of the %d lines sent to it", line, i, len(batch)), false)
+			return
+		default:
+			batch[i].ans = append(line, '\n')
+		}
+		close(batch[i].done)
+		i++
+	}
+	// Read the answer to its end, so that the node has ended the request
+	// (and freed its admission slot) before the next batch comes, and the
+	// connection is used again.
+	_, _ = io.Copy(io.Discard, io.LimitReader(br, maxBulkAnswer))
+}
+
+// post sends batch as one _bulk request to the node rt names, as the
+// client's request (path, query, credentials, content type), marked
+// forwarded.
+func (f *bulkForwarder) post(ctx context.Context, rt Route, batch []*fwdLine) (*http.Response, error) {
+	r := f.r
+	u := url.URL{Scheme: "http", Host: rt.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), &linesReader{lines: batch})
+	if err != nil {
+		return nil, err
+	}
+	size := int64(0)
+	for _, fl := range batch {
+		size += int64(len(fl.raw)) + 1
+	}
+	req.ContentLength = size
+	// The transport sends the body again on a kept connection the node
+	// had closed before a byte of it was written.
+	req.GetBody = func() (io.ReadCloser, error) { return &linesReader{lines: batch}, nil }
+	for _, h := range []string{"Authorization", "Content-Type"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	from := rt.From
+	if from == "" {
+		from = "?"
+	}
+	req.Header.Set(ForwardedHeader, from)
+	f.s.setUsersVersion(req.Header)
+	return f.s.fwd.RoundTrip(req)
+}
+
+// linesReader reads a batch's lines, each followed by "\n", from the
+// lines themselves (no copy of the batch is made).
+type linesReader struct {
+	lines []*fwdLine
+	i     int // the line being read
+	off   int // how much of it is read; len(raw): its "\n" is next
+}
+
+func (r *linesReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.i < len(r.lines) {
+		raw := r.lines[r.i].raw
+		if r.off < len(raw) {
+			c := copy(p[n:], raw[r.off:])
+			n += c
+			r.off += c
+			continue
+		}
+		p[n] = '\n'
+		n++
+		r.i, r.off = r.i+1, 0
+	}
+	if n == 0 && r.i >= len(r.lines) {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Close closes nothing: the lines belong to their requests' tasks.
+func (r *linesReader) Close() error { return nil }

@@ -65,6 +65,13 @@ func newFixtureOpts(t *testing.T, more *httpapi.Options, users *auth.Options) *f
 // partitions and NoSync are the fixture's, its other fields count.
 func newFixtureEngine(t testing.TB, eo *engine.Options, more *httpapi.Options, users *auth.Options) *fixture {
 	t.Helper()
+	return newFixtureWrapped(t, eo, more, users, nil)
+}
+
+// newFixtureWrapped is newFixtureEngine whose test server serves the API
+// through wrap (nil: as it is), e.g. to count the requests it gets.
+func newFixtureWrapped(t testing.TB, eo *engine.Options, more *httpapi.Options, users *auth.Options, wrap func(http.Handler) http.Handler) *fixture {
+	t.Helper()
 	clk := engine.NewFakeClock(t0)
 	o := engine.Options{}
 	if eo != nil {
@@ -103,7 +110,11 @@ func newFixtureEngine(t testing.TB, eo *engine.Options, more *httpapi.Options, u
 		ho = *more
 	}
 	ho.Views, ho.Pager, ho.Audit, ho.Auth = vs, pm, al, store
-	srv := httptest.NewServer(httpapi.New(eng, &ho))
+	var h http.Handler = httpapi.New(eng, &ho)
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.Close()
 		pm.Close(context.Background())

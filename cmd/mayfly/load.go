@@ -439,9 +439,10 @@ type bulkResult struct {
 //
 // A server at its limit of concurrent requests (503) is given the time its
 // Retry-After asks, up to maxBusyRetries times. So is an operation the
-// server answered too_many_requests alone (a cluster node forwards each
-// line whose partition another node leads, and that node may be at its
-// limit), and an upsert whose outcome the answer left unknown
+// server answered too_many_requests alone (a cluster node forwards the
+// lines whose partition another node leads to that node in batches, and
+// that node may stay at its limit longer than the forwarding node waits),
+// and an upsert whose outcome the answer left unknown
 // (temporary_failure: a partition's leader changed, or none yet; timeout):
 // those are sent again in a batch of their own, after a wait that doubles
 // each time, up to maxBusyRetries times.

@@ -90,7 +90,7 @@ type bulkForwarder struct {
 
 // bulkNode is the lines of one request bound for one node.
 type bulkNode struct {
-	rt       Route      // the route of the node's first line: name, address, From, Gone
+	rt       Route      // the route of the node's latest line: name, address, From, Gone
 	queued   []*fwdLine // waiting for the next batch, in the order they came
 	inFlight int        // batches being sent or answered
 }
@@ -182,6 +182,9 @@ func (f *bulkForwarder) add(rt Route, fl *fwdLine) {
 		n = &bulkNode{rt: rt}
 		f.nodes[key] = n
 	}
+	// The latest route: a node that went down and came back has a new
+	// Gone.
+	n.rt = rt
 	n.queued = append(n.queued, fl)
 	if n.inFlight >= bulkBatchesInFlight {
 		f.mu.Unlock()
@@ -190,16 +193,16 @@ func (f *bulkForwarder) add(rt Route, fl *fwdLine) {
 	n.inFlight++
 	batch := n.take()
 	f.mu.Unlock()
-	f.sends.Go(func() { f.run(n, batch) })
+	f.sends.Go(func() { f.run(n, rt, batch) })
 }
 
 // run sends batch to n's node, then the batches queued meanwhile, until
 // none is left.
-func (f *bulkForwarder) run(n *bulkNode, batch []*fwdLine) {
+func (f *bulkForwarder) run(n *bulkNode, rt Route, batch []*fwdLine) {
 	for len(batch) > 0 {
-		f.send(n.rt, batch)
+		f.send(rt, batch)
 		f.mu.Lock()
-		batch = n.take()
+		batch, rt = n.take(), n.rt
 		if len(batch) == 0 {
 			n.inFlight--
 		}
@@ -245,7 +248,9 @@ func (f *bulkForwarder) send(rt Route, batch []*fwdLine) {
 		if context.Cause(ctx) == errNodeGone {
 			err = errNodeGone
 		}
-		f.s.log.Warn("forwarding _bulk lines to their partitions' leader", "leader", rt.Node, "addr", rt.Addr, "lines", len(lines), "err", err)
+		if f.r.Context().Err() == nil { // else the client left
+			f.s.log.Warn("forwarding _bulk lines to their partitions' leader", "leader", rt.Node, "addr", rt.Addr, "lines", len(lines), "err", err)
+		}
 		for _, fl := range lines {
 			fl.err, fl.notSent = err, notSent
 			close(fl.done)

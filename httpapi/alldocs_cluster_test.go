@@ -140,15 +140,15 @@ func TestAllDocsScatterFailures(t *testing.T) {
 	}
 
 	// A coverer that dies part way through its share: the listing ends
-	// with an error naming it, never short and whole-looking; before the
-	// listing has begun (its skip not passed yet) it fails as a dead
-	// coverer does.
+	// without its closing bracket, as one node's cut short does, never
+	// short and whole-looking (CouchDB's clients read no "errors" in
+	// _all_docs); before the listing has begun (its skip not passed yet)
+	// it fails as a dead coverer does.
 	dies := cutProxy(t, node2, 3000, nil)
 	c.urls[2] = dies.URL
 	st, _, got = c.nodes[0].do("GET", path, "", "")
-	wantErr := "\r\n],\r\n" + `"errors":[{"from":"` + dies.URL + `/default/_all_docs","reason":"the node's answer ended before its rows did"}]` + "\r\n}\n"
-	if st != 200 || !strings.HasSuffix(got, wantErr) || !json.Valid([]byte(got)) {
-		t.Fatalf("a coverer that died part way: %d, want the listing to end with %q:\n%s", st, wantErr, got)
+	if st != 200 || json.Valid([]byte(got)) || strings.HasSuffix(got, "]}\n") || !strings.HasPrefix(got, head) {
+		t.Fatalf("a coverer that died part way: %d, want a listing begun and cut off, not valid JSON:\n%s", st, got)
 	}
 	if n, whole := strings.Count(got, `"id":`), strings.Count(all, `"id":`); n >= whole || n == 0 {
 		t.Fatalf("a coverer that died part way: %d rows of %d", n, whole)

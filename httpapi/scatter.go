@@ -98,7 +98,9 @@ func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *eng
 		err = q.MergeSources(ctx, srcs, errs, &lazyJSON{w: w})
 		var se *views.StreamError
 		if errors.As(err, &se) {
-			s.log.Warn("view query cut short", "bucket", b.Name(), "err", err)
+			if ctx.Err() == nil { // not the client hanging up
+				s.log.Warn("view query cut short", "bucket", b.Name(), "err", err)
+			}
 			return nil
 		}
 		return err
@@ -384,7 +386,7 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 	if _, _, err := s.shareAsked(r, b, s.coverage); err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := bufio.NewWriterSize(shareWriter(w, q.Params().ConnectionTimeout()), 32<<10)
 	bw.Write(beginShare(w, int64(st.TotalRows), ""))
 	var line []byte
 	for i := 0; ; i++ {
@@ -395,7 +397,9 @@ func (s *server) answerShare(w http.ResponseWriter, r *http.Request, b *engine.B
 		if err != nil {
 			bw.Flush()
 			failShare(w, err)
-			s.log.Warn("view share cut short", "bucket", b.Name(), "err", err)
+			if r.Context().Err() == nil { // not the node asked closing the share early
+				s.log.Warn("view share cut short", "bucket", b.Name(), "err", err)
+			}
 			return nil
 		}
 		line = line[:0]

@@ -54,6 +54,31 @@ func beginShare(w http.ResponseWriter, total int64, extra string) []byte {
 	return []byte(`{"total_rows":` + strconv.FormatInt(total, 10) + extra + `,"rows":[`)
 }
 
+// shareWriter is what a share's rows are written through: each write to
+// the node asked must make progress within idle (the query's
+// connection_timeout), else it fails and the share ends. The node asked
+// reads a share only as its merge needs the next row, at its own client's
+// pace; without this, a client that stops reading would hold this node's
+// share slot and index snapshot until the server's --write-timeout (10
+// minutes), and enough of them would leave every other query's shares
+// queued. The node asked names the share as failed, as any share cut off.
+func shareWriter(w http.ResponseWriter, idle time.Duration) io.Writer {
+	return &idleWriter{w: w, rc: http.NewResponseController(w), idle: idle}
+}
+
+// idleWriter is shareWriter's writer.
+type idleWriter struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+// Write moves the connection's write deadline idle ahead, then writes.
+func (iw *idleWriter) Write(b []byte) (int, error) {
+	_ = iw.rc.SetWriteDeadline(time.Now().Add(iw.idle)) // wall clock: a network deadline; a writer that cannot set one writes without
+	return iw.w.Write(b)
+}
+
 // failShare ends a share's answer that failed after its head: the closing
 // bracket left out, and err in the trailer.
 func failShare(w http.ResponseWriter, err error) {

@@ -455,7 +455,14 @@ func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeErro
 	bw := q.ix.answerWriter(cw)
 	defer q.ix.putAnswerWriter(bw)
 	var flushed int64 // cw.n at the last flush
+	first := true     // no row written yet
 	flush := func() {
+		if first {
+			// Nothing but the head yet: held, so that a failure before
+			// the first row (a re-reduce's) is still answered with its
+			// status, as one node's Run answers it.
+			return
+		}
 		if bw.Buffered() == 0 && cw.n == flushed {
 			return // nothing written since
 		}
@@ -472,7 +479,6 @@ func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeErro
 	}
 	m := &merger{desc: q.p.Descending, srcs: srcs, flush: flush}
 	skip, limit := q.p.Skip, q.p.Limit
-	first := true
 	emit := func(row *PartialRow) bool {
 		if skip > 0 {
 			skip--

@@ -103,21 +103,22 @@ func (c *clusterDefs) Close() {
 
 // markDirty asks for bucket's definitions ("": every bucket's) to be
 // applied again.
-func (c *clusterDefs) markDirty(bucket string) {
-	c.dirtyMu.Lock()
-	c.dirty[bucket] = true
-	c.dirtyMu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
+func (c *clusterDefs) markDirty(bucket string) { c.mark(bucket, false) }
 
 // markFlushDirty asks for bucket's flush ("": every bucket's) to be taken
 // up again, and nothing else of its definitions.
-func (c *clusterDefs) markFlushDirty(bucket string) {
+func (c *clusterDefs) markFlushDirty(bucket string) { c.mark(bucket, true) }
+
+// mark records bucket in c.dirty, or c.flushDirty for its flush alone, and
+// wakes the reconciling goroutine. The set is picked under dirtyMu: the
+// goroutine swaps both for empty ones under it.
+func (c *clusterDefs) mark(bucket string, flushOnly bool) {
 	c.dirtyMu.Lock()
-	c.flushDirty[bucket] = true
+	if flushOnly {
+		c.flushDirty[bucket] = true
+	} else {
+		c.dirty[bucket] = true
+	}
 	c.dirtyMu.Unlock()
 	select {
 	case c.kick <- struct{}{}:

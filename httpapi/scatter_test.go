@@ -231,34 +231,9 @@ func TestViewScatterNodeDown(t *testing.T) {
 // never a short answer passed off as whole.
 func viewScatterStreams(t *testing.T, c *scatterCluster) {
 	const path = "/default/_design/d/_view/m?include_docs=true"
-	_, _, want := c.oracle.do("GET", path, "", "")
 	node2 := c.urls[2]
-	hold := make(chan struct{})
-	held := cutProxy(t, node2, 3000, hold) // the head and a few rows with their documents
-	c.urls[2] = held.URL
-	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(adminUser, adminPass)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	first := readRows(t, resp.Body, 10)
-	head := want[:strings.Index(want, `"rows":[`)] // total_rows: every node's
-	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
-		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
-	}
-	close(hold)
-	rest, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := first + string(rest); revs.ReplaceAllString(got, "") != revs.ReplaceAllString(want, "") {
-		t.Fatalf("once let go:\n got %s\nwant %s", got, want)
-	}
+	_, _, want := c.oracle.do("GET", path, "", "")
+	readsWhileHeld(t, c, path, want, revs)
 
 	dies := cutProxy(t, node2, 3000, nil)
 	c.urls[2] = dies.URL
@@ -618,5 +593,39 @@ func readRows(t *testing.T, body io.Reader, n int) string {
 	case <-time.After(time.Minute):
 		t.Fatalf("no %d rows within a minute", n)
 		return ""
+	}
+}
+
+// readsWhileHeld asks node 0 for path with node 2's share held after its
+// first 3,000 bytes (its head and a few rows): the client reads want's head
+// and at least 10 rows while it is held, and, once it is let go, the whole
+// of want (both with norm's matches left out). Node 2 is asked through the
+// proxy from then on.
+func readsWhileHeld(t *testing.T, c *scatterCluster, path, want string, norm *regexp.Regexp) {
+	t.Helper()
+	hold := make(chan struct{})
+	c.urls[2] = cutProxy(t, c.urls[2], 3000, hold).URL
+	req, err := http.NewRequest("GET", c.urls[0]+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(adminUser, adminPass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := readRows(t, resp.Body, 10)
+	head := want[:strings.Index(want, `"rows":[`)] // total_rows: every node's
+	if n := strings.Count(first, `"id":`); n < 10 || !strings.HasPrefix(first, head) {
+		t.Fatalf("with node 2's share held, the client read %d rows: %.300s", n, first)
+	}
+	close(hold)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first + string(rest); norm.ReplaceAllString(got, "") != norm.ReplaceAllString(want, "") {
+		t.Fatalf("once let go:\n got %s\nwant %s", got, want)
 	}
 }

@@ -293,15 +293,8 @@ func TestListingNotCurrentBounded(t *testing.T) {
 func oldShareProxy(t *testing.T, target string) *httptest.Server {
 	t.Helper()
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+		resp := passOn(t, w, r, target)
+		if resp == nil {
 			return
 		}
 		defer resp.Body.Close()

@@ -527,15 +527,8 @@ func cutProxy(t *testing.T, target string, after int, hold chan struct{}) *httpt
 func cutProxyWith(t *testing.T, target string, after int, hold chan struct{}, reason string) *httptest.Server {
 	t.Helper()
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+		resp := passOn(t, w, r, target)
+		if resp == nil {
 			return
 		}
 		defer resp.Body.Close()
@@ -568,6 +561,24 @@ func cutProxyWith(t *testing.T, target string, after int, hold chan struct{}, re
 	}))
 	t.Cleanup(p.Close)
 	return p
+}
+
+// passOn sends a test proxy's request r on to target, as it came, and
+// returns the answer; nil when it could not (r answered 502 then, or the
+// test told).
+func passOn(t *testing.T, w http.ResponseWriter, r *http.Request, target string) *http.Response {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return nil
+	}
+	return resp
 }
 
 // readRows reads body until it holds n rows ("id" members) or the answer

@@ -545,30 +545,7 @@ func BenchmarkForwardedMultiGet(b *testing.B) {
 	}
 	want.WriteString("END\r\n")
 	line := "get " + strings.Join(keys, " ") + "\r\n"
-	cb, cp := batched.dial(b), perKey.dial(b)
-	for _, cl := range []*client{cb, cp} { // checked, and the pools filled
-		cl.send(line)
-		if got := cl.readAnswer(); got != want.String() {
-			b.Fatalf("the multi-get answered %.200q", got)
-		}
-	}
-	var tb, tp time.Duration
-	n := len(want.String())
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now() // wall clock: the benchmark's measure
-		cb.send(line)
-		gotB := cb.read(n)
-		mid := time.Now() // wall clock: the benchmark's measure
-		cp.send(line)
-		gotP := cp.read(n)
-		tb += mid.Sub(start)
-		tp += time.Since(mid) // wall clock: the benchmark's measure
-		if gotB != want.String() || gotP != gotB {
-			b.Fatalf("the multi-get answered %.200q and %.200q", gotB, gotP)
-		}
-	}
-	b.StopTimer()
+	tb, tp := alternateMultiGets(b, batched, perKey, line, want.String(), nil)
 	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "batched-ns/mget")
 	b.ReportMetric(float64(tp.Nanoseconds())/float64(b.N), "perkey-ns/mget")
 	b.ReportMetric(float64(tp)/float64(tb), "perkey/batched")
@@ -645,33 +622,46 @@ func BenchmarkForwardedMultiGetRefused(b *testing.B) {
 	}
 	want.WriteString("END\r\n")
 	line := "get " + strings.Join(keys, " ") + "\r\n"
-	ca, cp := again.dial(b), perKey.dial(b)
-	for _, cl := range []*client{ca, cp} { // checked, and the pools filled
-		cl.send(line)
-		if got := cl.readAnswer(); got != want.String() {
-			b.Fatalf("the multi-get answered %.200q", got)
-		}
-	}
-	var ta, tp time.Duration
-	sa, sp := again.srv.fwd.sent.Load(), perKey.srv.fwd.sent.Load()
-	n := len(want.String())
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now() // wall clock: the benchmark's measure
-		ca.send(line)
-		gotA := ca.read(n)
-		mid := time.Now() // wall clock: the benchmark's measure
-		cp.send(line)
-		gotP := cp.read(n)
-		ta += mid.Sub(start)
-		tp += time.Since(mid) // wall clock: the benchmark's measure
-		if gotA != want.String() || gotP != gotA {
-			b.Fatalf("the multi-get answered %.200q and %.200q", gotA, gotP)
-		}
-	}
-	b.StopTimer()
+	var sa, sp int64
+	ta, tp := alternateMultiGets(b, again, perKey, line, want.String(), func() {
+		sa, sp = again.srv.fwd.sent.Load(), perKey.srv.fwd.sent.Load()
+	})
 	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N), "rebatched-ns/mget")
 	b.ReportMetric(float64(tp.Nanoseconds())/float64(b.N), "perkey-ns/mget")
 	b.ReportMetric(float64(again.srv.fwd.sent.Load()-sa)/float64(b.N), "rebatched-cmds/mget")
 	b.ReportMetric(float64(perKey.srv.fwd.sent.Load()-sp)/float64(b.N), "perkey-cmds/mget")
+}
+
+// alternateMultiGets checks that both servers answer line with want (which
+// fills their pools), calls before (if any), then sends line b.N times to
+// each, alternately, and returns the time each took in all.
+func alternateMultiGets(b *testing.B, x, y *fixture, line, want string, before func()) (tx, ty time.Duration) {
+	b.Helper()
+	cx, cy := x.dial(b), y.dial(b)
+	for _, cl := range []*client{cx, cy} {
+		cl.send(line)
+		if got := cl.readAnswer(); got != want {
+			b.Fatalf("the multi-get answered %.200q", got)
+		}
+	}
+	if before != nil {
+		before()
+	}
+	n := len(want)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now() // wall clock: the benchmark's measure
+		cx.send(line)
+		gotX := cx.read(n)
+		mid := time.Now() // wall clock: the benchmark's measure
+		cy.send(line)
+		gotY := cy.read(n)
+		tx += mid.Sub(start)
+		ty += time.Since(mid) // wall clock: the benchmark's measure
+		if gotX != want || gotY != gotX {
+			b.Fatalf("the multi-get answered %.200q and %.200q", gotX, gotY)
+		}
+	}
+	b.StopTimer()
+	return tx, ty
 }

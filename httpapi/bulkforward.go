@@ -13,7 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // Forwarded _bulk lines. On a cluster node, a _bulk line whose key's
@@ -54,9 +57,31 @@ import (
 //     lease expired: Route.Gone): the lines answered keep their answers,
 //     and each line not answered yet answers temporary_failure, its
 //     outcome unknown (it was sent; it is not sent again).
-//   - The node no longer leads a line's partition (leadership moved): the
-//     line answers the node's refusal ("not my vbucket", naming the
-//     leader); the client sends it again.
+//   - The answer stalls: once its head came, each answer line must come
+//     within the server's bulkStall (Options.BulkLineTimeout: by default
+//     forwardTimeout, the bound on the head itself), else the batch
+//     breaks off as above.
+//   - The node no longer leads a line's partition (leadership moved): it
+//     answers that line with its refusal naming the leader (refusalLine:
+//     "not my vbucket", and the leader in "leader"). That refusal is given
+//     before anything of the line is done (see forward: the receiving
+//     node routes the line first and refuses it rather than running it),
+//     so the line was not applied and sending it again is safe whatever
+//     its op (an insert is not done twice). As a single document's
+//     request does (forward.go), the line asks its route's Reroute once
+//     with the leader named, and goes where it says (batched there with
+//     that node's lines), or runs here when this node leads it now;
+//     otherwise, or when that node refuses it too, the line answers the
+//     refusal. Its task waits meanwhile, so the document's next line is
+//     not routed before it is answered: the order holds. A line is sent at
+//     most three times: to its route, to Reroute("") after a failed dial,
+//     to Reroute(leader) after a refusal. Other refusals (a node that
+//     routed the line to itself, then found it leads no longer) carry no
+//     "leader" and are answered as they are.
+
+// errBatchStalled is the cause of a forwarded _bulk batch broken off
+// because its node sent no further answer line in time (bulkStall).
+var errBatchStalled = errors.New("no further answer line came")
 
 // Bounds of forwarded _bulk batches.
 const (
@@ -135,21 +160,34 @@ func (f *bulkForwarder) forward(ctx context.Context, sl *bulkSlot, raw []byte) b
 	case rt.Addr == "":
 		return false
 	case f.r.Header.Get(ForwardedHeader) != "":
-		sl.out = errorLine(&id, 0, classify(fmt.Errorf("%w: key %q's partition is led by node %s at http://%s; this node does not lead it and does not forward a request forwarded already",
+		// Refused before anything is done: the forwarding node may send
+		// the line to the leader named.
+		sl.out = refusalLine(id, rt.Node, classify(fmt.Errorf("%w: key %q's partition is led by node %s at http://%s; this node does not lead it and does not forward a request forwarded already",
 			engine.ErrNotMyVBucket, id, rt.Node, rt.Addr)))
 		return true
 	}
-	rerouted := false
+	var used rerouting
 	for {
 		fl := &fwdLine{id: id, raw: raw, done: make(chan struct{})}
 		f.add(rt, fl)
 		<-fl.done
-		if fl.notSent && rt.Reroute != nil && !rerouted {
-			// The node could not be reached, so the line was not sent:
-			// it goes where Reroute says, once, or runs here if this
-			// node leads it now.
-			rerouted = true
-			nrt, ok := rt.Reroute(ctx, "")
+		// A line the node did not apply goes where Reroute says, or runs
+		// here if this node leads it now: once after a failed dial (the
+		// line was not sent), once after a refusal naming the leader
+		// (the node does not lead the line's partition and did nothing
+		// with it).
+		again, leader := false, ""
+		switch {
+		case rt.Reroute == nil:
+		case fl.notSent:
+			again, used.unreachable = !used.unreachable, true
+		case fl.err == nil && !used.refused:
+			if leader = refusingLeader(fl.ans); leader != "" {
+				again, used.refused = true, true
+			}
+		}
+		if again {
+			nrt, ok := rt.Reroute(ctx, leader)
 			switch {
 			case ok && nrt.Addr == "":
 				return false
@@ -170,6 +208,29 @@ func (f *bulkForwarder) forward(ctx context.Context, sl *bulkSlot, raw []byte) b
 		}
 		return true
 	}
+}
+
+// refusalLine is the answer line of a forwarded line refused by a node
+// that does not lead its partition (he, wrapping engine.ErrNotMyVBucket):
+// errorLine with "leader", the node that leads it as this node knows it.
+func refusalLine(id, leader string, he *httpError) []byte {
+	out := errorLine(&id, 0, he)
+	out = append(out[:len(out)-len("}\n")], `,"leader":`...)
+	out = jsonstr.Append(out, leader)
+	return append(out, "}\n"...)
+}
+
+// refusingLeader returns the leader a forwarded line's answer names when
+// that answer is a refusal (refusalLine), else "".
+func refusingLeader(ans []byte) string {
+	if !bytes.Contains(ans, []byte(`"leader":`)) {
+		return ""
+	}
+	r := gjson.GetManyBytes(ans, "error", "leader")
+	if r[0].Str != "temporary_failure" || r[1].Type != gjson.String {
+		return ""
+	}
+	return r[1].Str
 }
 
 // add queues fl for the node rt names, and starts a batch when that node
@@ -231,11 +292,9 @@ func (n *bulkNode) take() []*fwdLine {
 
 // send sends batch to the node rt names and answers each of its lines.
 func (f *bulkForwarder) send(rt Route, batch []*fwdLine) {
-	ctx := f.r.Context()
+	ctx, cancel := context.WithCancelCause(f.r.Context())
+	defer cancel(nil)
 	if rt.Gone != nil {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
 		go func() {
 			select {
 			case <-rt.Gone:
@@ -245,7 +304,7 @@ func (f *bulkForwarder) send(rt Route, batch []*fwdLine) {
 		}()
 	}
 	fail := func(lines []*fwdLine, err error, notSent bool) {
-		if context.Cause(ctx) == errNodeGone {
+		if errors.Is(context.Cause(ctx), errNodeGone) {
 			err = errNodeGone
 		}
 		if f.r.Context().Err() == nil { // else the client left
@@ -293,6 +352,12 @@ func (f *bulkForwarder) send(rt Route, batch []*fwdLine) {
 		return
 	}
 	defer resp.Body.Close()
+	// Each answer line (and the answer's end, after the last) must come
+	// within bulkStall of the one before, or of the head: a node that
+	// stalls mid-batch, its lease holding, breaks the batch off as a
+	// broken connection does.
+	stall := time.AfterFunc(f.s.bulkStall, func() { cancel(errBatchStalled) })
+	defer stall.Stop()
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	i := 0
 	for i < len(batch) {
@@ -300,12 +365,16 @@ func (f *bulkForwarder) send(rt Route, batch []*fwdLine) {
 		if err != nil {
 			// A line cut by the end of the answer (or a broken one) is
 			// no answer: the node may not have finished it.
-			if errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(context.Cause(ctx), errBatchStalled):
+				err = fmt.Errorf("it answered %d of the %d lines sent to it, then %w for %v", i, len(batch), errBatchStalled, f.s.bulkStall)
+			case errors.Is(err, io.EOF):
 				err = fmt.Errorf("it answered %d of the %d lines sent to it, then its answer ended", i, len(batch))
 			}
 			fail(batch[i:], err, false)
 			return
 		}
+		stall.Reset(f.s.bulkStall)
 		switch {
 		case tooLong:
 			batch[i].err = fmt.Errorf("its answer to the line is over %d bytes", maxBulkAnswer)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,7 +66,13 @@ func newBulkTrio(t *testing.T, leaderOpts *httpapi.Options) *bulkTrio {
 // each checked to be a JSON object.
 func postBulk(t *testing.T, f *fixture, body string) []map[string]any {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/default/_bulk", strings.NewReader(body))
+	return postBulkCtx(context.Background(), t, f, body)
+}
+
+// postBulkCtx is postBulk, the request bound by ctx.
+func postBulkCtx(ctx context.Context, t *testing.T, f *fixture, body string) []map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/default/_bulk", strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
 		return nil
@@ -396,4 +403,244 @@ func TestForwardedBulkRetriedWhenTheLeaderIsFull(t *testing.T) {
 	if _, err := leader.mustBucket("default").DefaultCollection().Get(context.Background(), "far1"); err != nil {
 		t.Fatalf("the leader lacks far1: %v", err)
 	}
+}
+
+// refusingVoter is a node ("first") whose route sends keys to a voter
+// that does not lead them: the voter's own route names "lead", another
+// server, which leads every key, so the voter refuses each forwarded
+// line naming it. What first's routes' Reroute then says, by the key's
+// prefix: "far" the node named (lead), "home" this node (it leads the key
+// now), "loop" the voter again (two nodes naming each other); "near" keys
+// first leads itself. asked counts Reroute's calls by what it was asked
+// ("voter>lead": the voter's refusal named lead).
+type refusingVoter struct {
+	first, voter, lead *fixture
+	mu                 sync.Mutex
+	asked              map[string]int
+}
+
+func newRefusingVoter(t *testing.T) *refusingVoter {
+	t.Helper()
+	rv := &refusingVoter{lead: newFixture(t), asked: map[string]int{}}
+	leadAddr := strings.TrimPrefix(rv.lead.srv.URL, "http://")
+	rv.voter = newFixtureOpts(t, &httpapi.Options{Route: func(context.Context, string, string) (httpapi.Route, error) {
+		return httpapi.Route{Node: "lead", Addr: leadAddr, From: "voter"}, nil
+	}}, nil)
+	voterAddr := strings.TrimPrefix(rv.voter.srv.URL, "http://")
+	toVoter := func(next func(leader string) (httpapi.Route, bool)) httpapi.Route {
+		return httpapi.Route{Node: "voter", Addr: voterAddr, From: "first", Reroute: func(_ context.Context, leader string) (httpapi.Route, bool) {
+			rv.mu.Lock()
+			rv.asked["voter>"+leader]++
+			rv.mu.Unlock()
+			return next(leader)
+		}}
+	}
+	rv.first = newFixtureOpts(t, &httpapi.Options{Route: func(_ context.Context, _, key string) (httpapi.Route, error) {
+		switch {
+		case strings.HasPrefix(key, "far"):
+			return toVoter(func(leader string) (httpapi.Route, bool) {
+				if leader != "lead" {
+					return httpapi.Route{}, false
+				}
+				return httpapi.Route{Node: "lead", Addr: leadAddr, From: "first"}, true
+			}), nil
+		case strings.HasPrefix(key, "home"):
+			return toVoter(func(string) (httpapi.Route, bool) { return httpapi.Route{}, true }), nil
+		case strings.HasPrefix(key, "loop"):
+			var again func(string) (httpapi.Route, bool)
+			again = func(string) (httpapi.Route, bool) { return toVoter(again), true }
+			return toVoter(again), nil
+		}
+		return httpapi.Route{}, nil
+	}}, nil)
+	return rv
+}
+
+// reroutes returns what Reroute was asked, and how often.
+func (rv *refusingVoter) reroutes() map[string]int {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return maps.Clone(rv.asked)
+}
+
+// TestForwardedBulkFollowsRefusal: lines sent to a node that refuses them
+// as not leading their partition, naming the node that does, are sent
+// there (or run here, when the route says this node leads them now), once
+// each, and answered as that node answers: every line of the client's
+// _bulk answers ok, in order, a document's interleaved lines carried out
+// in their order, each document written on the node that leads it alone.
+// Before, each such line answered the refusal (the client had to send it
+// again).
+func TestForwardedBulkFollowsRefusal(t *testing.T) {
+	rv := newRefusingVoter(t)
+	ops := []string{
+		`{"op":"insert","id":%q,"doc":{"n":0}}`,
+		`{"op":"replace","id":%q,"doc":{"n":1}}`,
+		`{"op":"delete","id":%q}`,
+		`{"op":"insert","id":%q,"doc":{"n":3}}`,
+	}
+	const docs = 100
+	var b strings.Builder
+	var ids []string
+	for _, op := range ops {
+		for d := range docs {
+			for _, prefix := range []string{"far", "near", "home"} {
+				id := fmt.Sprintf("%s%03d", prefix, d)
+				fmt.Fprintf(&b, op+"\n", id)
+				ids = append(ids, id)
+			}
+		}
+	}
+	got := postBulk(t, rv.first, b.String())
+	if len(got) != len(ids) {
+		t.Fatalf("%d answer lines for %d lines", len(got), len(ids))
+	}
+	lastSeq := map[string]float64{}
+	for i, a := range got {
+		seq, _ := a["seq"].(float64)
+		if a["id"] != ids[i] || a["error"] != nil || a["cas"] == nil || seq <= lastSeq[ids[i]] {
+			t.Fatalf("line %d (%s) answered %v after seq %v (Reroute asked %v)", i+1, ids[i], a, lastSeq[ids[i]], rv.reroutes())
+		}
+		lastSeq[ids[i]] = seq
+	}
+	ctx := context.Background()
+	holds := func(f *fixture, id string) bool {
+		d, err := f.mustBucket("default").DefaultCollection().Get(ctx, id)
+		if err == nil && string(d.Value) != `{"n":3}` {
+			t.Fatalf("%s holds %s; want the last line's", id, d.Value)
+		}
+		return err == nil
+	}
+	for d := range docs {
+		for prefix, on := range map[string]*fixture{"far": rv.lead, "near": rv.first, "home": rv.first} {
+			id := fmt.Sprintf("%s%03d", prefix, d)
+			for _, f := range []*fixture{rv.first, rv.voter, rv.lead} {
+				if holds(f, id) != (f == on) {
+					t.Fatalf("%s: on node %s %v; want it on %s alone", id, f.srv.URL, holds(f, id), on.srv.URL)
+				}
+			}
+		}
+	}
+	if got, want := rv.reroutes(), map[string]int{"voter>lead": 2 * len(ops) * docs}; !maps.Equal(got, want) {
+		t.Fatalf("Reroute asked %v; want %v (each far and home line once)", got, want)
+	}
+}
+
+// TestForwardedBulkRefusalFollowedOnce: two nodes that name each other as
+// the leader make no loop: each line is sent to the other once, refused
+// again, and answers that refusal (temporary_failure, "not my vbucket",
+// the leader in "leader"); nothing is written anywhere.
+func TestForwardedBulkRefusalFollowedOnce(t *testing.T) {
+	rv := newRefusingVoter(t)
+	const n = 50
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"op":"upsert","id":"loop%03d","doc":{"i":%d}}`+"\n", i, i)
+	}
+	got := postBulk(t, rv.first, b.String())
+	if len(got) != n {
+		t.Fatalf("%d answer lines for %d lines", len(got), n)
+	}
+	for i, a := range got {
+		if a["id"] != fmt.Sprintf("loop%03d", i) || a["error"] != "temporary_failure" || a["leader"] != "lead" ||
+			!strings.Contains(fmt.Sprint(a["reason"]), "not my vbucket") {
+			t.Fatalf("line %d answered %v", i+1, a)
+		}
+	}
+	if got, want := rv.reroutes(), map[string]int{"voter>lead": n}; !maps.Equal(got, want) {
+		t.Fatalf("Reroute asked %v; want %v (each line once)", got, want)
+	}
+	for _, f := range []*fixture{rv.first, rv.voter, rv.lead} {
+		if items := f.mustBucket("default").Stats().CurrItems; items != 0 {
+			t.Fatalf("node %s holds %d documents; want none", f.srv.URL, items)
+		}
+	}
+}
+
+// TestForwardedBulkStalledLeader: a leader that answers the first line of
+// each batch, then neither answers nor ends its answer (its connection
+// and lease holding), has its batches broken off once no further answer
+// line came within the node's BulkLineTimeout: the client's _bulk is
+// answered, every line in order, the lines the leader answered with its
+// answers and the others temporary_failure, their outcome unknown, none
+// sent twice. Before, the client waited for as long as it would.
+func TestForwardedBulkStalledLeader(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		received = map[string]int{}    // id → times the leader got it
+		answered = map[string]string{} // what the leader answered: id → cas
+	)
+	release := make(chan struct{})
+	stalling := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		var first string
+		for line := range strings.SplitSeq(strings.TrimSuffix(string(body), "\n"), "\n") {
+			var op struct{ ID string }
+			if err := json.Unmarshal([]byte(line), &op); err != nil {
+				t.Errorf("the leader got a line that is not JSON: %q", line)
+			}
+			mu.Lock()
+			received[op.ID]++
+			if first == "" {
+				first = op.ID
+				answered[first] = fmt.Sprint(1000 + len(answered))
+			}
+			cas := answered[first]
+			mu.Unlock()
+			if op.ID == first {
+				fmt.Fprintf(w, `{"id":%q,"cas":%s,"seq":1,"expiration":0}`+"\n", first, cas)
+				w.(http.Flusher).Flush()
+			}
+		}
+		select { // stalls until the forwarder gives up
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer stalling.Close()
+	defer close(release)
+	addr := strings.TrimPrefix(stalling.URL, "http://")
+	node := newFixtureOpts(t, &httpapi.Options{BulkLineTimeout: 200 * time.Millisecond, Route: func(context.Context, string, string) (httpapi.Route, error) {
+		return httpapi.Route{Node: "stalls", Addr: addr, From: "node"}, nil
+	}}, nil)
+
+	const n = 40
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"op":"upsert","id":"s%03d","doc":{"i":%d}}`+"\n", i, i)
+	}
+	// A hang guard: the client's own bound, far above the node's.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := postBulkCtx(ctx, t, node, b.String())
+	if len(got) != n {
+		t.Fatalf("%d answer lines for %d lines (the client's deadline: %v)", len(got), n, ctx.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	stalled := 0
+	for i, a := range got {
+		id := fmt.Sprintf("s%03d", i)
+		if a["id"] != id || received[id] != 1 {
+			t.Fatalf("line %d (%s) answered %v; the leader got it %d times", i+1, id, a, received[id])
+		}
+		if cas, ok := answered[id]; ok {
+			if fmt.Sprint(a["cas"]) != cas || a["error"] != nil {
+				t.Fatalf("%s: the leader answered cas %s, the client got %v", id, cas, a)
+			}
+			continue
+		}
+		reason := fmt.Sprint(a["reason"])
+		if a["error"] != "temporary_failure" || !strings.Contains(reason, "no further answer line") || !strings.Contains(reason, "outcome is unknown") {
+			t.Fatalf("%s, not answered by its stalled leader, answered %v", id, a)
+		}
+		stalled++
+	}
+	if stalled == 0 {
+		t.Fatal("no line was left unanswered by the stalled leader")
+	}
+	t.Logf("%d lines answered by the leader, %d broken off", len(answered), stalled)
 }

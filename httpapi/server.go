@@ -144,6 +144,13 @@ type Options struct {
 	// leader) answers the request. A read answered here takes the
 	// Route's Barrier first. nil answers every request here.
 	Route func(ctx context.Context, bucket, key string) (Route, error)
+	// BulkLineTimeout, on a cluster node, bounds the wait for each answer
+	// line of a batch of _bulk lines forwarded to another node, once its
+	// answer began: a node that stops answering mid-batch (its lease
+	// holding) has the batch broken off, the lines it did not answer
+	// answering temporary_failure, their outcome unknown. 0 means 45 s,
+	// the bound on a forwarded request's answer to begin.
+	BulkLineTimeout time.Duration
 	// Topology, on a cluster node, lays a bucket's configuration
 	// (/pools/default/b/{bucket} and the streams) out over the cluster:
 	// every node, and each partition's leader first (see
@@ -272,6 +279,7 @@ type server struct {
 	streams    chan struct{} // one per open configuration stream
 	route      func(ctx context.Context, bucket, key string) (Route, error)
 	fwd        *http.Transport // forwarded requests' (nil without route)
+	bulkStall  time.Duration   // Options.BulkLineTimeout, or forwardTimeout
 	topology   func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 }
 
@@ -322,6 +330,10 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	s.topology = o.Topology
 	if o.Route != nil {
 		s.route, s.fwd = o.Route, newForwardTransport()
+	}
+	s.bulkStall = o.BulkLineTimeout
+	if s.bulkStall <= 0 {
+		s.bulkStall = forwardTimeout
 	}
 	r := mux.NewRouter()
 	r.UseEncodedPath() // keys may hold "/" as %2F

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -163,9 +165,31 @@ func TestViewScatterNodeWarmingUp(t *testing.T) {
 		check("stale=false during node 0's warm-up", node, "?stale=false", others)
 		check("on_error=stop during node 0's warm-up", node, "?on_error=stop", nil)
 	}
+	// With no other node to merge it (both cannot be reached), the node
+	// asked answers the temporary failure it has, as before.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	urls := c.urls
+	c.urls = []string{urls[0], dead.URL, dead.URL}
+	st, h, body := c.nodes[0].do("GET", path, "", "")
+	if st != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || !strings.Contains(body, "still opening its indexes") {
+		t.Errorf("asked of node 0 during its warm-up, the other nodes unreachable: %d Retry-After %q %.300s", st, h.Get("Retry-After"), body)
+	}
+	// One that refuses (503: warming up too, saturated) is passed over
+	// for the next.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"temporary_failure","reason":"busy"}`, http.StatusServiceUnavailable)
+	}))
+	defer refusing.Close()
+	c.urls = []string{urls[0], refusing.URL, urls[2]}
+	st, _, body = c.nodes[0].do("GET", path, "", "")
+	if st != 200 || !strings.Contains(body, `"from":"`+from+`","reason":"bucket is warming up`) || !strings.Contains(body, `"reason":"busy"`) {
+		t.Errorf("asked of node 0 during its warm-up, node 1 refusing: %d %.300s", st, body)
+	}
+	c.urls = urls
 	// A reduce too: the node asked could not re-reduce without its design
 	// document; another node merges it.
-	st, _, body := c.nodes[0].do("GET", "/default/_design/d/_view/js?group_level=1", "", "")
+	st, _, body = c.nodes[0].do("GET", "/default/_design/d/_view/js?group_level=1", "", "")
 	if st != 200 || !strings.Contains(body, `"rows":[`) || !strings.Contains(body, "still opening its indexes") {
 		t.Errorf("a JavaScript reduce asked of node 0 during its warm-up: %d %.400s", st, body)
 	}
@@ -201,4 +225,31 @@ func TestViewScatterNodeWarmingUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	wholeAt("after node 0's second restart")
+}
+
+// TestViewSingleNodeWarmingUp: on a single node (no coverage) a view query
+// while the node's view indexes are still opening answers 503 with
+// Retry-After, as before: there is no other copy to answer from.
+func TestViewSingleNodeWarmingUp(t *testing.T) {
+	hold := newAttachHold()
+	f := newFixtureFirst(t, nil, nil, nil, nil, hold)
+	t.Cleanup(hold.open)
+	if st, _, body := f.do("PUT", "/default/_design/d", "application/json", scatterDDoc); st != 201 {
+		t.Fatalf("PUT ddoc: %d %s", st, body)
+	}
+	done, err := restartHeld(f, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, h, body := f.do("GET", "/default/_design/d/_view/m", "", "")
+	if st != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || !strings.Contains(body, "still opening its indexes") {
+		t.Errorf("a single node's view during its warm-up: %d Retry-After %q %.300s", st, h.Get("Retry-After"), body)
+	}
+	hold.open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st, _, body := f.do("GET", "/default/_design/d/_view/m", "", ""); st != 200 {
+		t.Errorf("after the warm-up: %d %.300s", st, body)
+	}
 }

@@ -34,9 +34,11 @@ import (
 // (LeaderHeader), the request goes there, once. Every hop is made by the
 // node the client reached: a request is never forwarded twice.
 
-// ForwardedHeader marks a request another node forwarded; its value is
-// the forwarding node's name. A client may send it too: its request is
-// then answered where it lands, never forwarded.
+// ForwardedHeader marks a request another node forwarded (a document's
+// request to its partition's leader; a view query that a node whose view
+// indexes are still opening relayed to another to merge, viewrelay.go);
+// its value is the forwarding node's name. A client may send it too: its
+// request is then answered where it lands, never forwarded.
 const ForwardedHeader = "X-Mayfly-Forwarded"
 
 // RoutedToHeader, on the answer to a forwarded request, names the node

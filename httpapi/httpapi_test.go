@@ -72,6 +72,14 @@ func newFixtureEngine(t testing.TB, eo *engine.Options, more *httpapi.Options, u
 // through wrap (nil: as it is), e.g. to count the requests it gets.
 func newFixtureWrapped(t testing.TB, eo *engine.Options, more *httpapi.Options, users *auth.Options, wrap func(http.Handler) http.Handler) *fixture {
 	t.Helper()
+	return newFixtureFirst(t, eo, more, users, wrap, nil)
+}
+
+// newFixtureFirst is newFixtureWrapped with an engine service attached
+// before the fixture's views (nil: none), so that it is attached before
+// them again when a bucket restarts.
+func newFixtureFirst(t testing.TB, eo *engine.Options, more *httpapi.Options, users *auth.Options, wrap func(http.Handler) http.Handler, first engine.BucketService) *fixture {
+	t.Helper()
 	clk := engine.NewFakeClock(t0)
 	o := engine.Options{}
 	if eo != nil {
@@ -84,6 +92,11 @@ func newFixtureWrapped(t testing.TB, eo *engine.Options, more *httpapi.Options, 
 	}
 	if _, err := eng.CreateBucket(context.Background(), engine.DefaultBucketSettings("default")); err != nil {
 		t.Fatal(err)
+	}
+	if first != nil {
+		if err := eng.Attach(context.Background(), first); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vs, err := views.New(context.Background(), eng, nil)
 	if err != nil {

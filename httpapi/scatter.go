@@ -199,11 +199,14 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 			localFrom = c.URL + r.URL.EscapedPath()
 		}
 		local, selfErr = q.Stream(ctx, views.Share{Now: now, Partitions: covered})
-		if errors.Is(selfErr, engine.ErrNotCurrent) || errors.Is(selfErr, views.ErrTimeout) {
+		if errors.Is(selfErr, engine.ErrNotCurrent) || errors.Is(selfErr, views.ErrTimeout) || errors.Is(selfErr, engine.ErrWarmup) {
 			// stale=false, and this node's copy of a partition it covers
 			// could not be made current, or its index did not catch up
-			// within connection_timeout: its share is missing, as
-			// another coverer's would be, not answered stale.
+			// within connection_timeout; or its index was closed under
+			// the query (its bucket restarting) and the design document
+			// is not open again yet: its share is missing, as another
+			// coverer's would be, not answered stale nor failing the
+			// other nodes' rows.
 			reason := classify(selfErr).reason
 			if errors.Is(selfErr, views.ErrTimeout) {
 				reason = "timeout" // Couchbase's, as for a coverer that does not answer in time

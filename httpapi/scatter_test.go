@@ -41,6 +41,9 @@ type scatterCluster struct {
 	rev, stale atomic.Int64
 	reads      atomic.Int64 // node 0's coverage reads
 	extra      []httpapi.Coverer
+	// coverageHook, when set, runs at each of node 0's coverage reads,
+	// before it gets its coverage.
+	coverageHook atomic.Pointer[func()]
 }
 
 func newScatterCluster(t *testing.T) *scatterCluster {
@@ -50,12 +53,25 @@ func newScatterCluster(t *testing.T) *scatterCluster {
 // newScatterClusterOpts is newScatterCluster with each API node's
 // MaxRequests (0: the default).
 func newScatterClusterOpts(t *testing.T, maxRequests int) *scatterCluster {
+	return newScatterClusterWith(t, maxRequests, nil)
+}
+
+// newScatterClusterWith is newScatterClusterOpts with an engine service
+// attached to node 0's engine before its views (nil: none).
+func newScatterClusterWith(t *testing.T, maxRequests int, first engine.BucketService) *scatterCluster {
 	c := &scatterCluster{oracle: newFixture(t)}
 	c.rev.Store(7)
 	for i := range 3 {
-		c.nodes = append(c.nodes, newFixtureOpts(t, &httpapi.Options{MaxRequests: maxRequests, ViewCoverage: func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+		var svc engine.BucketService
+		if i == 0 {
+			svc = first
+		}
+		c.nodes = append(c.nodes, newFixtureFirst(t, nil, &httpapi.Options{MaxRequests: maxRequests, ViewCoverage: func(ctx context.Context, bucket string, atLeast int64) (*httpapi.ViewCoverage, error) {
+			if h := c.coverageHook.Load(); h != nil && i == 0 {
+				(*h)()
+			}
 			return c.coverage(i), nil
-		}}, nil))
+		}}, nil, nil, svc))
 		c.urls = append(c.urls, c.nodes[i].srv.URL)
 	}
 	js := "application/json"

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mayflydb/mayfly/audit"
+	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/reason"
 	"github.com/mayflydb/mayfly/views"
 )
@@ -194,6 +195,9 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 	}
 	q, err := s.views.Prepare(r.Context(), bucket, ddoc, view, &params)
 	if err != nil {
+		if errors.Is(err, engine.ErrWarmup) && s.relayView(w, r, bucket, &params, body) {
+			return nil // another node merged it (viewrelay.go)
+		}
 		return err
 	}
 	p := q.Params()

@@ -74,8 +74,10 @@ func (r *run) queryView(ctx context.Context, n *node, view, q string) (viewAnswe
 	}
 	if code == http.StatusServiceUnavailable && bytes.Contains(b, []byte("warming up")) {
 		// A node just restarted serves HTTP before its view indexes are
-		// open, and answers a query meanwhile "retry" (README: a view
-		// answers once its index is open).
+		// open; it has another node merge a query meanwhile (its own
+		// share then in "errors"), and answers "retry" itself only when
+		// no other node could (README: a view answers once its index is
+		// open).
 		return viewAnswer{}, fmt.Errorf("%w: view %s?%s on %s: %d %s", errWarmingUp, view, q, n.name, code, b)
 	}
 	if code != http.StatusOK {

@@ -485,6 +485,7 @@ type handoff struct {
 	size    int
 	getNext int
 	ahead   []aheadAnswer // the multi-get's answers fetched ahead, with getNext
+	valued  bool          // a VALUE block of the multi-get was written, with getNext
 }
 
 // Write, WriteString and WriteByte make econn the session's replyWriter: a
@@ -818,8 +819,8 @@ func (c *econn) handOff(cmd *command, data []byte, size int) {
 	// A multi-get cut short by a full output (a delayed flush_all came due
 	// meanwhile) or by a read that needs the disk goes on from where it
 	// stopped.
-	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext, forwarded: c.forwarded, ahead: c.ahead}
-	c.getNext, c.ahead = 0, nil
+	hs := &session{s: c.s, w: (*bufWriter)(&h.buf), drv: handoffDriver{&h.buf}, remote: c.remote, getNext: c.getNext, forwarded: c.forwarded, ahead: c.ahead, valued: c.valued}
+	c.getNext, c.ahead, c.valued = 0, nil, false
 	c.busy = true
 	c.refs.Add(1)
 	ctx, l := c.ctx, c.l
@@ -833,7 +834,7 @@ func (c *econn) handOff(cmd *command, data []byte, size int) {
 			l.post(loopMsg{kind: msgHandoff, h: h})
 		}()
 		h.out = hs.exec(ctx, &sc, data)
-		h.getNext, h.ahead = hs.getNext, hs.ahead
+		h.getNext, h.ahead, h.valued = hs.getNext, hs.ahead, hs.valued
 	}()
 }
 
@@ -844,7 +845,7 @@ func (c *econn) handoffDone(h *handoff) {
 	c.busy = false
 	c.Write(h.buf)
 	if h.out.wait && !h.out.close {
-		c.getNext, c.ahead = h.getNext, h.ahead
+		c.getNext, c.ahead, c.valued = h.getNext, h.ahead, h.valued
 		c.serve()
 		return
 	}

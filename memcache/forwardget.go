@@ -42,7 +42,9 @@ import (
 // names no key (a line of another wording: a read barrier's, say). A
 // batch that broke off once sent (the connection failed, the node went
 // down: Route.Gone) answers its unsettled keys as a single get would, a
-// SERVER_ERROR at the first of them.
+// SERVER_ERROR at the first of them, which ends the multi-get: the
+// connection serves on when none of its VALUE blocks was written before
+// that key, and closes when some were (session.getFailed says why).
 
 // fwdBatchKeys is the most remote keys one round of a multi-get's batches
 // gathers: it bounds the values a connection holds ahead of its answer
@@ -63,7 +65,7 @@ const (
 	// which reroutes).
 	aheadAlone
 	// aheadFailed: its batch broke off once sent: it answers
-	// forwardFailed(rt, err), and the connection closes.
+	// forwardFailed(rt, err), which ends the multi-get (getFailed).
 	aheadFailed
 )
 
@@ -374,7 +376,7 @@ func parseRefusal(line string) (refused string, named map[string]string) {
 
 // fromAhead answers key i of the multi-get being answered from what its
 // batch fetched: done when that answered it (a value, or a miss), reply
-// when it failed (a SERVER_ERROR, after which the connection closes);
+// when it failed (a SERVER_ERROR, which ends the multi-get: getFailed);
 // neither when the key has no batch answer (not asked yet, or to be asked
 // alone).
 func (c *session) fromAhead(w replyWriter, i int, key string, withCAS bool) (done bool, reply string) {

@@ -81,6 +81,10 @@ type session struct {
 	// a multi-get resumed (outcome.wait, outcome.block) answers them
 	// without asking again.
 	ahead []aheadAnswer
+	// valued says a VALUE block of the multi-get being answered was
+	// written: a key it cannot answer then closes the connection
+	// (getFailed). It lasts as long as getNext.
+	valued bool
 }
 
 // outcome is what running a command asks of its driver.
@@ -385,8 +389,10 @@ func (discardWriter) Write(p []byte) (int, error)       { return len(p), nil }
 func (discardWriter) WriteString(s string) (int, error) { return len(s), nil }
 func (discardWriter) WriteByte(byte) error              { return nil }
 
-// retrieve answers get, gets, gat and gats. After an engine failure midway
-// it closes the connection, since part of the answer may be out already.
+// retrieve answers get, gets, gat and gats. After an engine failure or a
+// refused read barrier it closes the connection, since part of the answer
+// may be out already; a key it could not have answered by its partition's
+// leader closes it only when part of the answer is out (getFailed).
 func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	s := c.s
 	withCAS := cmd.kind == cmdGets || cmd.kind == cmdGats
@@ -399,7 +405,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	}
 	if c.getNext == 0 {
 		clear(c.confirmed) // a new command
-		c.ahead = nil
+		c.ahead, c.valued = nil, false
 	}
 	for i := c.getNext; i < len(cmd.keys); i++ {
 		if i > c.getNext && c.drv.full() {
@@ -407,8 +413,8 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
-		if done, failed := c.answerAhead(w, i, key, withCAS); failed {
-			return outcome{close: true}
+		if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+			return c.getFailed(cmd, reply)
 		} else if done {
 			continue
 		}
@@ -439,8 +445,8 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				// The first remote key not asked yet: ask every node
 				// for its keys from here on, one command each.
 				c.fetchAhead(ctx, cmd, i, rt)
-				if done, failed := c.answerAhead(w, i, key, withCAS); failed {
-					return outcome{close: true}
+				if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+					return c.getFailed(cmd, reply)
 				} else if done {
 					continue
 				}
@@ -450,9 +456,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				d, reply = s.forwardGet(ctx, rt, key, touch, cmd.exptime)
 			}
 			if reply != "" {
-				c.endGet()
-				c.reply(reply)
-				return outcome{close: true}
+				return c.getFailed(cmd, reply)
 			}
 			if d != nil {
 				c.writeValue(w, key, d, withCAS)
@@ -491,18 +495,29 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	return outcome{}
 }
 
-// answerAhead answers key i of the multi-get being answered from what its
-// batch fetched (fromAhead): done when it did; failed when its batch broke
-// off, the multi-get then ended with its SERVER_ERROR (the connection is
-// to close).
-func (c *session) answerAhead(w replyWriter, i int, key string, withCAS bool) (done, failed bool) {
-	done, reply := c.fromAhead(w, i, key, withCAS)
-	if reply != "" {
-		c.endGet()
-		c.reply(reply)
-		return false, true
-	}
-	return done, false
+// getFailed ends the multi-get being answered (cmd) with reply, the
+// SERVER_ERROR of a key another node leads that it could not have
+// answered there: no leader to go to (Route's error), a leader that could
+// not be reached, broke off or refused (forwardGet), or a batch that broke
+// off (fromAhead). When none of the get's VALUE blocks was written (a
+// line with a bad key writes none), the reply is its whole answer and the
+// connection serves on, its stream in step: the client reads the error
+// and then the answers of the commands it pipelined after the get, as
+// memcached answers a get it failed. Once one was written, the connection
+// closes after the reply: the client reads VALUE blocks until END, and
+// neither more VALUE blocks nor END would be true, while an error line
+// there is one it may take for the end or a garbled block. (memcached 1.6
+// drops a multi-get's answer when it fails midway and answers the error
+// alone, keeping the connection, since it sends nothing of a multi-get
+// before the whole answer is built; Mayfly streams the answer, bounded,
+// and cannot take back what it wrote.) A forwarded connection's refused
+// get closes always, as before: the forwarding node never reuses a
+// connection after a retrieval it did not end with END (leaderCloses).
+func (c *session) getFailed(cmd *command, reply string) outcome {
+	started := c.valued && cmd.reply == ""
+	c.endGet()
+	c.reply(reply)
+	return outcome{close: started || c.forwarded}
 }
 
 // endGet ends the multi-get being answered: the next retrieval is a new
@@ -510,6 +525,7 @@ func (c *session) answerAhead(w replyWriter, i int, key string, withCAS bool) (d
 func (c *session) endGet() {
 	c.getNext = 0
 	c.ahead = nil
+	c.valued = false
 }
 
 // writeValue writes one "VALUE key flags bytes [cas]" block.
@@ -526,6 +542,7 @@ func (c *session) writeValue(w replyWriter, key string, d *engine.Document, with
 	}
 	b = append(b, '\r', '\n')
 	c.num = b
+	c.valued = true
 	w.Write(b)
 	w.Write(d.Value)
 	w.WriteString("\r\n")

@@ -12,11 +12,13 @@ import (
 
 // barrierRoute is a Route that answers every key here, as its partition's
 // leader: the partition is the key's text before ':', and each read's
-// Barrier is counted per partition (and refused while refuse is set).
+// Barrier is counted per partition (and refused while refuse is set, for
+// partition refusePart only when it is not 0).
 type barrierRoute struct {
-	mu     sync.Mutex
-	calls  map[int]int
-	refuse error
+	mu         sync.Mutex
+	calls      map[int]int
+	refuse     error
+	refusePart int
 	far    string // keys starting "far" go to this address (another node leads them)
 }
 
@@ -30,6 +32,9 @@ func (b *barrierRoute) route(_ context.Context, key string) (Route, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.calls[part]++
+		if b.refusePart != 0 && part != b.refusePart {
+			return nil
+		}
 		return b.refuse
 	}}, nil
 }
@@ -47,7 +52,14 @@ func (b *barrierRoute) counts() map[int]int {
 func (b *barrierRoute) setRefuse(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.refuse = err
+	b.refuse, b.refusePart = err, 0
+}
+
+// setRefusePart refuses partition part's barriers with err, and no other's.
+func (b *barrierRoute) setRefusePart(part int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refuse, b.refusePart = err, part
 }
 
 // TestReadBarrier: a read a cluster node carries out as the leader of its
@@ -79,10 +91,31 @@ func TestReadBarrier(t *testing.T) {
 			t.Fatalf("after a get and a gat: barriers %v, want two each", n)
 		}
 
+		// A refused barrier before any VALUE of the get was written: the
+		// error is the get's whole answer, and the connection serves the
+		// commands pipelined after it.
 		br.setRefuse(fmt.Errorf("%w: partition 1: this node does not lead the group", engine.ErrNotMyVBucket))
-		c.send("get p1:a\r\n")
+		c.send("get p1:a\r\nset p4:z 0 0 1\r\nz\r\n")
 		if got := c.line(); !strings.HasPrefix(got, "SERVER_ERROR not my vbucket") {
 			t.Fatalf("a get with its barrier refused: %q, want a SERVER_ERROR", got)
+		}
+		if got := c.line(); got != "STORED\r\n" {
+			t.Fatalf("the set pipelined after a refused get: %q, want STORED", got)
+		}
+		br.setRefuse(nil)
+		c.do("get p1:a\r\n", "VALUE p1:a 0 2\r\na1\r\nEND\r\n")
+		// Refused after a VALUE of the same get was written: the answer
+		// cannot be ended truthfully, so the connection closes.
+		br.setRefusePart(2, fmt.Errorf("%w: partition 2: this node does not lead the group", engine.ErrNotMyVBucket))
+		c.send("get p1:a p2:a\r\n")
+		if got := c.line(); got != "VALUE p1:a 0 2\r\n" {
+			t.Fatalf("a multi-get's first key: %q", got)
+		}
+		if got := c.line(); got != "a1\r\n" {
+			t.Fatalf("a multi-get's first value: %q", got)
+		}
+		if got := c.line(); !strings.HasPrefix(got, "SERVER_ERROR not my vbucket") {
+			t.Fatalf("a multi-get's refused second key: %q, want a SERVER_ERROR", got)
 		}
 		c.expectClosed("")
 

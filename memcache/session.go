@@ -389,10 +389,10 @@ func (discardWriter) Write(p []byte) (int, error)       { return len(p), nil }
 func (discardWriter) WriteString(s string) (int, error) { return len(s), nil }
 func (discardWriter) WriteByte(byte) error              { return nil }
 
-// retrieve answers get, gets, gat and gats. After an engine failure or a
-// refused read barrier it closes the connection, since part of the answer
-// may be out already; a key it could not have answered by its partition's
-// leader closes it only when part of the answer is out (getFailed).
+// retrieve answers get, gets, gat and gats. A key it cannot answer (an
+// engine failure, a refused read barrier, a key another node leads that
+// could not be answered there) ends the get with a SERVER_ERROR, and the
+// connection closes only when part of the answer is out (getFailed).
 func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 	s := c.s
 	withCAS := cmd.kind == cmdGets || cmd.kind == cmdGats
@@ -431,9 +431,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				return outcome{block: true}
 			}
 			if reply != "" {
-				c.endGet()
-				c.reply(reply)
-				return outcome{close: true}
+				return c.getFailed(cmd, reply) // a deposed leader's refused barrier
 			}
 		}
 		if remote {
@@ -477,9 +475,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{block: true}
 		}
 		if err != nil {
-			c.endGet()
-			c.reply(serverError(err))
-			return outcome{close: true}
+			return c.getFailed(cmd, serverError(err))
 		}
 		if d == nil {
 			continue
@@ -496,10 +492,13 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 }
 
 // getFailed ends the multi-get being answered (cmd) with reply, the
-// SERVER_ERROR of a key another node leads that it could not have
-// answered there: no leader to go to (Route's error), a leader that could
-// not be reached, broke off or refused (forwardGet), or a batch that broke
-// off (fromAhead). When none of the get's VALUE blocks was written (a
+// SERVER_ERROR of a key it could not answer: the engine failed (a value
+// that could not be read back from disk, the bucket closing), this node's
+// read barrier refused (it no longer leads the key's partition), or
+// another node leads the key and it could not have answered there: no
+// leader to go to (Route's error), a leader that could not be reached,
+// broke off or refused (forwardGet), or a batch that broke off
+// (fromAhead). When none of the get's VALUE blocks was written (a
 // line with a bad key writes none), the reply is its whole answer and the
 // connection serves on, its stream in step: the client reads the error
 // and then the answers of the commands it pipelined after the get, as

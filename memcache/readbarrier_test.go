@@ -19,7 +19,7 @@ type barrierRoute struct {
 	calls      map[int]int
 	refuse     error
 	refusePart int
-	far    string // keys starting "far" go to this address (another node leads them)
+	far        string // keys starting "far" go to this address (another node leads them)
 }
 
 func (b *barrierRoute) route(_ context.Context, key string) (Route, error) {

@@ -439,11 +439,21 @@ func nodeName(s string) bool {
 	return s != "" && strings.IndexFunc(s, notNodeRune) < 0
 }
 
-// forwardFailed is the reply of a command that could not be forwarded.
+// forwardFailed is the reply of a command that could not be forwarded. It
+// says whether a write may have been applied: not when its node could not
+// be reached (errNotSent: nothing was sent), perhaps otherwise.
 func (s *Server) forwardFailed(rt Route, err error) string {
 	s.log.Warn("memcache: forwarding a command to its partition's leader", "leader", rt.Node, "addr", rt.Addr, "err", err)
-	return serverError(fmt.Errorf("%w: %w to node %s at %s: %w (a write's outcome is unknown)", engine.ErrTempFail, errForward, rt.Node, rt.Addr, err))
+	outcome := "a write's outcome is unknown"
+	if errors.Is(err, errNotSent) {
+		outcome = replyNotApplied
+	}
+	return serverError(fmt.Errorf("%w: %w to node %s at %s: %w (%s)", engine.ErrTempFail, errForward, rt.Node, rt.Addr, err, outcome))
 }
+
+// replyNotApplied ends the reply of a command forwardFailed knows was not
+// carried out: its client may send it again, whatever it was.
+const replyNotApplied = "nothing was applied"
 
 // forwardGet carries out a get-family command for key at rt's node:
 // "gets" or "gats" (the CAS is asked for always; writeValue shows it when

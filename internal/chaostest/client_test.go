@@ -130,7 +130,9 @@ func doMemcached(ctx context.Context, n *node, in input) (output, uint64, error)
 	}
 	line = strings.TrimSpace(line)
 	switch {
-	case strings.HasPrefix(line, "SERVER_ERROR not my vbucket"):
+	case strings.HasPrefix(line, "SERVER_ERROR not my vbucket"),
+		strings.HasPrefix(line, "SERVER_ERROR") && strings.HasSuffix(line, "(nothing was applied)"):
+		// A forward that could not reach the leader sent nothing.
 		return output{}, 0, errRefused
 	case strings.HasPrefix(line, "SERVER_ERROR"):
 		return output{kind: outUnknown, why: "memcached: " + line}, 0, nil

@@ -244,7 +244,9 @@ func (s *server) routed(h apiHandler) apiHandler {
 // refusal is the answer), its body kept in memory to be sent again.
 func (s *server) answerHere(w http.ResponseWriter, r *http.Request, rt Route, h apiHandler) error {
 	forwarded := r.Header.Get(ForwardedHeader) != ""
-	if rt.Reroute != nil && !forwarded {
+	if rt.Reroute != nil && !forwarded && r.Method == http.MethodPut {
+		// The one body a handler here reads (a document's value); the
+		// others are not read, and go with the request as they came.
 		if err := replayableBody(w, r); err != nil {
 			return err
 		}

@@ -43,8 +43,11 @@ type Replicator interface {
 	// Replicate proposes entry to partition part's group and waits until
 	// it is committed on a majority and applied here, returning what
 	// ApplyReplicated returned for it. A node that does not lead the
-	// partition answers an error wrapping ErrNotMyVBucket; other
-	// replication failures wrap ErrTempFail (or the context's error).
+	// partition answers an error wrapping ErrNotMyVBucket (a
+	// *NotMyVBucketError when it knows the leader: only for an entry it
+	// did not propose, since the front doors send the write there); other
+	// replication failures wrap ErrTempFail (or the context's error), and
+	// one whose outcome is unknown ErrAmbiguous.
 	Replicate(ctx context.Context, part int, entry []byte) (ReplicatedResult, error)
 	// Writable reports whether this node may propose writes to partition
 	// part now: nil if it leads it, else the error Replicate would
@@ -870,12 +873,57 @@ func (r *replReader) doc(d *Document, stamped bool) {
 	}
 }
 
+// NotMyVBucketError is the refusal of a request by a node that does not
+// lead its partition, naming the node that does, given before anything of
+// the request was proposed or applied (errors.Is(err, ErrNotMyVBucket)
+// holds). Nothing was written, so the request may be sent to Leader as it
+// was, whatever it is (an insert, an increment, an append): the front doors
+// follow it once (FollowableLeader). A refusal that names no leader (a
+// partition electing one) is a plain ErrNotMyVBucket, and a write whose
+// outcome is not known (ErrAmbiguous) is never a NotMyVBucketError.
+type NotMyVBucketError struct {
+	// Partition is the request's partition.
+	Partition int
+	// Leader is the name of the node that leads it, as the refusing node
+	// knows it (its replication group's leader).
+	Leader string
+	// Where, if set, says where Leader is reached ("http://HOST:PORT"),
+	// for the message.
+	Where string
+}
+
+// Error says "not my vbucket: partition N is led by node NAME[ at
+// WHERE]; send the request there": the wording the memcached port's
+// forwarding reads the leader's name from (a refusal's SERVER_ERROR line).
+func (e *NotMyVBucketError) Error() string {
+	where := ""
+	if e.Where != "" {
+		where = " at " + e.Where
+	}
+	return fmt.Sprintf("%v: partition %d is led by node %s%s; send the request there", ErrNotMyVBucket, e.Partition, e.Leader, where)
+}
+
+// Unwrap returns ErrNotMyVBucket.
+func (e *NotMyVBucketError) Unwrap() error { return ErrNotMyVBucket }
+
+// FollowableLeader returns the node a refusal names when err may be sent
+// there as it was: err holds a *NotMyVBucketError naming a leader, and it
+// is not ErrAmbiguous (a write whose outcome is unknown is never sent
+// again, whatever else its error says). "" for every other error.
+func FollowableLeader(err error) string {
+	var nmv *NotMyVBucketError
+	if err == nil || !errors.As(err, &nmv) || nmv.Leader == "" || errors.Is(err, ErrAmbiguous) {
+		return ""
+	}
+	return nmv.Leader
+}
+
 // The errors of replicated writes.
 var (
 	// ErrNotMyVBucket is returned by a write to a partition this node does
-	// not lead (Couchbase's NOT_MY_VBUCKET): a temporary error naming the
-	// leader when one is known (503 over HTTP); nothing was written.
-	// Forwarding to the leader comes with routing (issue 22 step 3).
+	// not lead (Couchbase's NOT_MY_VBUCKET): a temporary error (503 over
+	// HTTP); nothing was written. One that names the leader is a
+	// *NotMyVBucketError, which the front doors follow to it.
 	ErrNotMyVBucket = errors.New("engine: not my vbucket")
 	// ErrTempFail is returned by a replicated write that could not be
 	// proposed or whose outcome is not known yet (the group is busy or

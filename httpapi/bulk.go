@@ -89,7 +89,7 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 	pipe := engine.NewPipeline(ctx, nil)
 	var fw *bulkForwarder // forwards the lines other nodes lead (bulkforward.go), on a cluster node
 	if s.route != nil {
-		fw = s.newBulkForwarder(r, b.Name())
+		fw = s.newBulkForwarder(r, b)
 	}
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for n := 1; ; n++ {
@@ -124,8 +124,10 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 				raw = line
 			}
 			sl.done = pipe.Go(ck, len(line), func(ctx context.Context) {
-				if raw == nil || !fw.forward(ctx, sl, raw) {
+				if raw == nil {
 					s.bulkApply(ctx, b, sl)
+				} else {
+					fw.line(ctx, sl, raw)
 				}
 				sl.op.doc = nil
 			}).Done()
@@ -442,14 +444,16 @@ func jsonString(v []byte) (string, bool) {
 	return s, true
 }
 
-// bulkApply runs the operation of sl and records its answer in sl.
-func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, sl *bulkSlot) {
+// bulkApply runs the operation of sl here, records its answer in sl and
+// returns its error.
+func (s *server) bulkApply(ctx context.Context, b *engine.Bucket, sl *bulkSlot) error {
 	d, err := s.bulkDo(ctx, b, sl)
 	if err != nil {
 		sl.out = errorLine(&sl.op.id, 0, classify(err))
-		return
+		return err
 	}
 	sl.cas, sl.seq, sl.exp = d.CAS, d.Seq, d.Expiration
+	return nil
 }
 
 // appendBulkResult appends the answer line of sl's successful operation:

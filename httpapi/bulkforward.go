@@ -75,9 +75,15 @@ import (
 //     refusal. Its task waits meanwhile, so the document's next line is
 //     not routed before it is answered: the order holds. A line is sent at
 //     most three times: to its route, to Reroute("") after a failed dial,
-//     to Reroute(leader) after a refusal. Other refusals (a node that
-//     routed the line to itself, then found it leads no longer) carry no
-//     "leader" and are answered as they are.
+//     to Reroute(leader) after a refusal. A node that routed the line to
+//     itself, then found from its replication that another node leads now
+//     (engine.NotMyVBucketError: refused before anything was proposed),
+//     answers the same refusal line, "leader" and all; a refusal that
+//     names no leader (the partition electing one) is answered as it is.
+//
+// A line the client's own node runs (its route says this node leads) may
+// meet that refusal too: the line then goes to the leader named
+// (Reroute(leader) of its route, once), as a refused forward's line does.
 
 // errBatchStalled is the cause of a forwarded _bulk batch broken off
 // because its node sent no further answer line in time (bulkStall).
@@ -104,10 +110,10 @@ const (
 
 // bulkForwarder is one _bulk request's forwarding: a queue per node.
 type bulkForwarder struct {
-	s      *server
-	r      *http.Request // the client's request
-	bucket string
-	sends  sync.WaitGroup
+	s     *server
+	r     *http.Request // the client's request
+	b     *engine.Bucket
+	sends sync.WaitGroup
 
 	mu    sync.Mutex
 	nodes map[string]*bulkNode // by name and address
@@ -132,8 +138,8 @@ type fwdLine struct {
 	notSent bool
 }
 
-func (s *server) newBulkForwarder(r *http.Request, bucket string) *bulkForwarder {
-	return &bulkForwarder{s: s, r: r, bucket: bucket, nodes: make(map[string]*bulkNode)}
+func (s *server) newBulkForwarder(r *http.Request, b *engine.Bucket) *bulkForwarder {
+	return &bulkForwarder{s: s, r: r, b: b, nodes: make(map[string]*bulkNode)}
 }
 
 // wait waits for the batches' goroutines to end; every line was answered
@@ -142,32 +148,60 @@ func (f *bulkForwarder) wait() {
 	f.sends.Wait()
 }
 
-// forward carries out one _bulk line (raw, parsed into sl) at the leader
-// of its key's partition, when another node leads it, and records the
-// answer in sl. It reports whether the line was answered so (false: run it
-// here). It returns once the line is answered.
-func (f *bulkForwarder) forward(ctx context.Context, sl *bulkSlot, raw []byte) bool {
+// line carries out one _bulk line (raw, parsed into sl): here when this
+// node leads its key's partition, else at the node that does, and records
+// the answer in sl. It returns once the line is answered.
+//
+// A line run here may be refused by this node's replication, naming the
+// partition's leader, before anything of it was proposed (leadership
+// moved and the route has not caught up: engine.FollowableLeader). A
+// forwarded request's line answers that refusal with the leader in
+// "leader" (refusalLine), for the forwarding node to follow; a line the
+// client sent here goes to that leader as a refused forward's line does
+// (rt.Reroute(leader)), and this node's refusal counts as the line's one
+// refusal followed.
+func (f *bulkForwarder) line(ctx context.Context, sl *bulkSlot, raw []byte) {
 	s := f.s
 	id := sl.op.id
 	if err := engine.ValidateKey(id); err != nil {
-		return false // answered here, as the line is bad
+		s.bulkApply(ctx, f.b, sl) // answered here, as the line is bad
+		return
 	}
-	rt, err := s.route(ctx, f.bucket, id)
+	forwarded := f.r.Header.Get(ForwardedHeader) != ""
+	rt, err := s.route(ctx, f.b.Name(), id)
 	switch {
 	case err != nil:
 		sl.out = errorLine(&id, 0, classify(err))
-		return true
-	case rt.Addr == "":
-		return false
-	case f.r.Header.Get(ForwardedHeader) != "":
+		return
+	case rt.Addr != "" && forwarded:
 		// Refused before anything is done: the forwarding node may send
 		// the line to the leader named.
 		sl.out = refusalLine(id, rt.Node, classify(fmt.Errorf("%w: key %q's partition is led by node %s at http://%s; this node does not lead it and does not forward a request forwarded already",
 			engine.ErrNotMyVBucket, id, rt.Node, rt.Addr)))
-		return true
+		return
 	}
 	var used rerouting
 	for {
+		if rt.Addr == "" {
+			err := s.bulkApply(ctx, f.b, sl)
+			leader := engine.FollowableLeader(err)
+			switch {
+			case leader == "":
+				return
+			case forwarded:
+				sl.out = refusalLine(id, leader, classify(err))
+				return
+			case rt.Reroute == nil || used.refused:
+				return
+			}
+			used.refused = true
+			nrt, ok := rt.Reroute(ctx, leader)
+			if !ok || nrt.Addr == "" {
+				return // the refusal is the answer
+			}
+			rt = nrt
+			continue
+		}
 		fl := &fwdLine{id: id, raw: raw, done: make(chan struct{})}
 		f.add(rt, fl)
 		<-fl.done
@@ -187,12 +221,8 @@ func (f *bulkForwarder) forward(ctx context.Context, sl *bulkSlot, raw []byte) b
 			}
 		}
 		if again {
-			nrt, ok := rt.Reroute(ctx, leader)
-			switch {
-			case ok && nrt.Addr == "":
-				return false
-			case ok:
-				rt = nrt
+			if nrt, ok := rt.Reroute(ctx, leader); ok {
+				rt = nrt // run here when it has no Addr
 				continue
 			}
 		}
@@ -206,7 +236,7 @@ func (f *bulkForwarder) forward(ctx context.Context, sl *bulkSlot, raw []byte) b
 		default:
 			sl.out = fl.ans
 		}
-		return true
+		return
 	}
 }
 

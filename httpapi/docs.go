@@ -326,6 +326,11 @@ func (s *server) touchDoc(w http.ResponseWriter, r *http.Request) error {
 // readDocBody reads a document write's body, at most engine.MaxValueLen
 // bytes.
 func readDocBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if k, ok := r.Body.(*keptBody); ok {
+		if body, ok := k.take(); ok {
+			return body, nil // read, and its size checked, by replayableBody
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, engine.MaxValueLen))
 	if err != nil {
 		var mbe *http.MaxBytesError

@@ -31,8 +31,14 @@ import (
 // may say where else to go (Route.Reroute): when its node cannot be
 // reached (the request was not sent) the request goes to the node Reroute
 // names instead, once; when its node refuses it naming the leader
-// (LeaderHeader), the request goes there, once. Every hop is made by the
-// node the client reached: a request is never forwarded twice.
+// (LeaderHeader), the request goes there, once. The same holds when the
+// node the client reached answers the request itself, its route saying it
+// leads the key's partition, and its replication refuses it naming another
+// leader (engine.NotMyVBucketError, given before anything of it was
+// proposed): the request goes to that leader, once, as if the route had
+// said so; a forwarded request so refused is answered with LeaderHeader
+// naming it. Every hop is made by the node the client reached: a request
+// is never forwarded twice.
 
 // ForwardedHeader marks a request another node forwarded (a document's
 // request to its partition's leader; a view query that a node whose view
@@ -47,9 +53,11 @@ const ForwardedHeader = "X-Mayfly-Forwarded"
 const RoutedToHeader = "X-Mayfly-Routed-To"
 
 // LeaderHeader, on a 503 refusal of a forwarded request by a node that
-// does not lead the key's partition, names the node that does, as the
-// refusing node knows it (its Raft group's leader): the forwarding node
-// may send the request there (Route.Reroute).
+// does not lead the key's partition (its route said so, or its
+// replication refused the request before proposing anything), names the
+// node that does, as the refusing node knows it (its Raft group's
+// leader): the forwarding node may send the request there
+// (Route.Reroute).
 const LeaderHeader = "X-Mayfly-Leader"
 
 // UsersVersionHeader, on a request a cluster node sends another with its
@@ -151,7 +159,10 @@ type Route struct {
 	// request was not sent), or with the node Node's refusal named
 	// (LeaderHeader). Each is asked at most once a request. ok is false
 	// when there is nowhere else to go: the request is then answered with
-	// what the forward met.
+	// what the forward met. Set on a Route without Addr, it is asked with
+	// the leader this node's own replication named when it refused the
+	// request (engine.FollowableLeader: leadership moved since the route
+	// was made), at most once a request, and the request goes there.
 	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
 	// Gone, when set on a Route with Addr, is closed once Node is known
 	// to be down (its lease expired: cut off, or dead): a forward in
@@ -205,12 +216,7 @@ func (s *server) routed(h apiHandler) apiHandler {
 			return err
 		}
 		if rt.Addr == "" {
-			if rt.Barrier != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-				if err := rt.Barrier(r.Context()); err != nil {
-					return err
-				}
-			}
-			return h(w, r)
+			return s.answerHere(w, r, rt, h)
 		}
 		if from := r.Header.Get(ForwardedHeader); from != "" {
 			w.Header().Set(LeaderHeader, rt.Node)
@@ -227,11 +233,65 @@ func (s *server) routed(h apiHandler) apiHandler {
 	}
 }
 
+// answerHere answers r with h on this node, which its route says leads
+// the key's partition (rt without Addr; a read takes rt's Barrier first).
+// Leadership may have moved since: this node's replication then refuses
+// the request naming the leader, before anything of it was proposed
+// (engine.NotMyVBucketError, engine.FollowableLeader). A forwarded
+// request's refusal names that leader in LeaderHeader, for the forwarding
+// node to follow; a request the client sent here goes to that leader, as
+// if the route had said so (rt.Reroute(leader), once: that leader's own
+// refusal is the answer), its body kept in memory to be sent again.
+func (s *server) answerHere(w http.ResponseWriter, r *http.Request, rt Route, h apiHandler) error {
+	forwarded := r.Header.Get(ForwardedHeader) != ""
+	if rt.Reroute != nil && !forwarded && r.Method == http.MethodPut {
+		// The one body a handler here reads (a document's value); the
+		// others are not read, and go with the request as they came.
+		if err := replayableBody(w, r); err != nil {
+			return err
+		}
+	}
+	var err error
+	if rt.Barrier != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		err = rt.Barrier(r.Context())
+	}
+	if err == nil {
+		err = h(w, r)
+	}
+	leader := engine.FollowableLeader(err)
+	switch {
+	case leader == "":
+		return err
+	case forwarded:
+		w.Header().Set(LeaderHeader, leader)
+		return err
+	case rt.Reroute == nil:
+		return err
+	}
+	nrt, ok := rt.Reroute(r.Context(), leader)
+	if !ok || nrt.Addr == "" {
+		return err
+	}
+	if r.GetBody != nil {
+		body, gerr := r.GetBody()
+		if gerr != nil {
+			return err
+		}
+		r.Body = body
+	}
+	// This node's refusal counts as the one refusal followed.
+	s.forward(w, r, nrt, rerouting{refused: true})
+	return nil
+}
+
 // replayableBody reads r's body into memory (as readDocBody, the
-// leader's limit checked here), so that a rerouted forward can send it
-// again.
+// leader's limit checked here), so that a rerouted forward, or a forward
+// after this node's own refusal, can send it again.
 func replayableBody(w http.ResponseWriter, r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if _, ok := r.Body.(*keptBody); ok {
 		return nil
 	}
 	body, err := readDocBody(w, r)
@@ -239,9 +299,29 @@ func replayableBody(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.GetBody = func() (io.ReadCloser, error) { return &keptBody{Reader: bytes.NewReader(body), b: body}, nil }
 	r.Body, _ = r.GetBody()
 	return nil
+}
+
+// keptBody is a request's body replayableBody kept in memory: a handler
+// reading it whole (readDocBody) takes its bytes, not a copy of them.
+type keptBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+// Close closes nothing.
+func (*keptBody) Close() error { return nil }
+
+// take returns the whole body when none of it was read yet, and marks it
+// read.
+func (k *keptBody) take() ([]byte, bool) {
+	if k.Len() != len(k.b) {
+		return nil, false
+	}
+	k.Reset(nil)
+	return k.b, true
 }
 
 // rerouting is what a forwarded request used of its routes' Reroute: each

@@ -30,7 +30,12 @@ import (
 // else to go (Route.Reroute): when its node cannot be reached (the command
 // was not sent) the command goes to the node Reroute names instead, once;
 // when its node refuses it naming the partition's leader ("... led by node
-// NAME ..."), it goes there, once. Every hop is made by the node the
+// NAME ..."), it goes there, once. A write this node carries out itself,
+// its route saying it leads the key's partition, that its replication
+// refuses naming another leader before doing anything of it
+// (engine.NotMyVBucketError) goes to that leader the same way, once
+// (Server.followed); on a forwarded connection that refusal is the reply,
+// for the forwarding node to follow. Every hop is made by the node the
 // client reached.
 
 // Route says where a command for a key is carried out.
@@ -55,7 +60,9 @@ type Route struct {
 	// SERVER_ERROR line saying "not my vbucket" and "led by node NAME").
 	// Each is asked at most once a command. ok is false when there is
 	// nowhere else to go: the command is then answered with what the
-	// forward met.
+	// forward met. Set on a Route without Addr, it is asked with the
+	// leader this node's replication named when it refused a write
+	// (engine.FollowableLeader), once, and the write goes there.
 	Reroute func(ctx context.Context, leader string) (rt Route, ok bool)
 	// Gone, when set on a Route with Addr, is closed once Node is known
 	// to be down (its lease expired: cut off, or dead): a command in
@@ -309,6 +316,12 @@ func (c *session) routeOf(ctx context.Context, key string) (rt Route, reply stri
 	case err != nil:
 		return Route{}, serverError(err), true
 	case rt.Addr == "":
+		if c.forwarded {
+			// A refusal by this node's replication is answered, naming
+			// the leader, for the forwarding node to follow: not
+			// followed here (Server.followed).
+			rt.Reroute = nil
+		}
 		return rt, "", false // its Barrier, for a read
 	case c.forwarded:
 		return Route{}, serverError(fmt.Errorf("%w: key %q's partition is led by node %s; this node does not lead it and does not forward a command forwarded already",
@@ -351,13 +364,43 @@ func (s *Server) forwardReply(ctx context.Context, rt Route, req []byte) string 
 	return line
 }
 
+// followed answers a write this node ran itself, its route rt (without
+// Addr) saying it leads the key's partition, which its replication
+// refused naming the leader: err, and r its reply (refused). The
+// command, req as the leader is sent it, is carried out at the node rt's
+// Reroute gives for that leader (engine.FollowableLeader: the structured
+// refusal, not its text), once, as a forward's refusal is followed (that
+// node's own refusal is then the reply). r stands when there is nowhere
+// to go. Nothing of the write was done here.
+func (s *Server) followed(ctx context.Context, rt Route, r string, err error, req []byte) string {
+	leader := engine.FollowableLeader(err)
+	if rt.Reroute == nil || leader == "" {
+		return r
+	}
+	next, ok := rt.Reroute(ctx, leader)
+	if !ok || next.Addr == "" {
+		return r
+	}
+	line, next, err := s.forwardFrom(ctx, next, req, nil, true)
+	if err != nil {
+		return s.forwardFailed(next, err)
+	}
+	return line
+}
+
 // forwardDo carries out req at rt's node and returns its reply line (as
 // forwarder.do, values taking a retrieval's VALUE blocks) and the route
 // it took: rt's, or one its Reroute gave when rt's node could not be
 // reached or refused req naming the partition's leader (each once at
 // most: req is sent three times at most).
 func (s *Server) forwardDo(ctx context.Context, rt Route, req []byte, values valueFunc) (string, Route, error) {
-	var unreachable, refused bool
+	return s.forwardFrom(ctx, rt, req, values, false)
+}
+
+// forwardFrom is forwardDo; refused says a refusal naming the leader was
+// followed already (this node's own), so another is not.
+func (s *Server) forwardFrom(ctx context.Context, rt Route, req []byte, values valueFunc, refused bool) (string, Route, error) {
+	var unreachable bool
 	for {
 		line, err := s.forwardOnce(ctx, rt, req, values)
 		if rt.Reroute == nil {
@@ -408,13 +451,15 @@ func (s *Server) forwardOnce(ctx context.Context, rt Route, req []byte, values v
 // down (Route.Gone).
 var errNodeGone = errors.New("the node went down (its lease expired) while the command was in flight")
 
-// refusalLeader returns the node a refusal line names as the partition's
-// leader: a SERVER_ERROR saying "not my vbucket" (engine.ErrNotMyVBucket)
-// and "led by node NAME" (the router's and the replicator's wording); ""
-// for any other line.
+// refusalLeader returns the node a forwarded command's refusal line names
+// as the partition's leader: a SERVER_ERROR saying "not my vbucket"
+// (engine.ErrNotMyVBucket) and "led by node NAME" (the router's wording,
+// and engine.NotMyVBucketError's, the replication's); "" for any other
+// line, and for one saying that the write's outcome is unknown
+// (engine.ErrAmbiguous), which is never sent again.
 func refusalLeader(line string) string {
-	const notMine, ledBy = "not my vbucket", "led by node "
-	if !strings.HasPrefix(line, replyServerErrorSP) || !strings.Contains(line, notMine) {
+	const notMine, ledBy, unknown = "not my vbucket", "led by node ", "outcome is unknown"
+	if !strings.HasPrefix(line, replyServerErrorSP) || !strings.Contains(line, notMine) || strings.Contains(line, unknown) {
 		return ""
 	}
 	i := strings.Index(line, ledBy)

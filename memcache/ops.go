@@ -41,13 +41,25 @@ func serverError(err error) string {
 	return replyServerErrorSP + msg
 }
 
+// refused is the reply of a write the engine failed with err. err is
+// returned too when it is a refusal naming the key's partition's leader,
+// given before anything of the write was done (engine.FollowableLeader:
+// this node's route said it leads, its replication says another node
+// does): the session sends the command to that leader (followed).
+func refused(err error) (string, error) {
+	if engine.FollowableLeader(err) != "" {
+		return serverError(err), err
+	}
+	return serverError(err), nil
+}
+
 // Every command may be run from memory alone (resident), where its driver
 // must not wait for the disk (an event loop): a command whose engine call
 // would read the store first (an ejected value, the metadata of an item out
 // of memory whole) then returns engine.ErrWouldBlock, having done and
 // counted nothing, and is run again where it may wait (outcome.block). That
-// is the only error the commands return; the engine's others become their
-// reply lines.
+// and a refusal to follow (refused) are the only errors the commands
+// return; the engine's others become their reply lines.
 
 // writeOpts are the engine's options for a write of the connection's
 // durability level, from memory alone when resident.
@@ -132,7 +144,7 @@ func (s *Server) touch(ctx context.Context, key string, exptime int64, resident 
 		s.stats.touchMisses.Add(1)
 		return replyNotFound, nil
 	default:
-		return serverError(err), nil
+		return refused(err)
 	}
 }
 
@@ -149,7 +161,7 @@ func (s *Server) delete(ctx context.Context, key string, resident bool) (string,
 		s.stats.deleteMisses.Add(1)
 		return replyNotFound, nil
 	default:
-		return serverError(err), nil
+		return refused(err)
 	}
 }
 
@@ -194,7 +206,7 @@ func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte
 	case errors.Is(err, engine.ErrWouldBlock):
 		return "", err
 	case err != nil:
-		return serverError(err), nil
+		return refused(err)
 	}
 	s.stats.totalItems.Add(1)
 	return replyStored, nil
@@ -213,7 +225,7 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 				s.stats.casMisses.Add(1)
 				return replyNotFound, nil
 			}
-			return serverError(err), nil
+			return refused(err)
 		}
 		s.stats.casBadval.Add(1)
 		return replyExists, nil
@@ -234,7 +246,7 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 		s.stats.casBadval.Add(1)
 		return replyExists, nil
 	default:
-		return serverError(err), nil
+		return refused(err)
 	}
 }
 
@@ -243,7 +255,7 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, resident bool) (string, error) {
 	for {
 		if err := ctx.Err(); err != nil {
-			return serverError(err), nil
+			return refused(err)
 		}
 		d, err := s.read(ctx, key, resident)
 		switch {
@@ -252,7 +264,7 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, re
 		case errors.Is(err, engine.ErrNotFound):
 			return replyNotStored, nil
 		case err != nil:
-			return serverError(err), nil
+			return refused(err)
 		}
 		if itemSize(len(key), d.Flags, len(d.Value)+len(val)) > s.opts.MaxItemSize {
 			return replyNotStored, nil // memcached cannot allocate the joined item
@@ -273,7 +285,7 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, re
 		case errors.Is(err, engine.ErrCASMismatch), errors.Is(err, engine.ErrNotFound):
 			continue // changed or gone meanwhile: look again
 		default:
-			return serverError(err), nil
+			return refused(err)
 		}
 	}
 }
@@ -289,7 +301,7 @@ func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64,
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return serverError(err), nil
+			return refused(err)
 		}
 		d, err := s.read(ctx, key, resident)
 		switch {
@@ -299,7 +311,7 @@ func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64,
 			misses.Add(1)
 			return replyNotFound, nil
 		case err != nil:
-			return serverError(err), nil
+			return refused(err)
 		}
 		v, ok := parseIncrValue(d.Value)
 		if !ok {
@@ -328,7 +340,7 @@ func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64,
 		case errors.Is(err, engine.ErrCASMismatch), errors.Is(err, engine.ErrNotFound):
 			continue
 		default:
-			return serverError(err), nil
+			return refused(err)
 		}
 	}
 }

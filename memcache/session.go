@@ -187,7 +187,8 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		return c.storage(ctx, cmd, data)
 	case cmdTouch, cmdDelete, cmdIncr, cmdDecr:
 		key, kind, exptime, delta := cmd.keys[0], cmd.kind, cmd.exptime, cmd.delta
-		if rt, reply, remote := c.routeOf(ctx, key); remote {
+		rt, reply, remote := c.routeOf(ctx, key)
+		if remote {
 			return c.forwardWrite(ctx, cmd, key, rt, reply, keyLine(kind, key, exptime, delta), 0)
 		}
 		write := func(ctx context.Context, resident bool) (string, error) {
@@ -202,12 +203,18 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		}
 		if c.drv.async(cmd.noreply) {
 			c.drv.submit(ctx, key, 0, cmd.noreply, func(ctx context.Context) string {
-				r, _ := write(ctx, false)
+				r, err := write(ctx, false)
+				if err != nil {
+					r = s.followed(ctx, rt, r, err, keyLine(kind, key, exptime, delta))
+				}
 				return r
 			})
 			return outcome{}
 		}
 		r, err := write(ctx, !c.drv.mayBlock())
+		if c.mayFollow(err) {
+			r, err = s.followed(ctx, rt, r, err, keyLine(kind, key, exptime, delta)), nil
+		}
 		return c.ran(r, err, cmd.noreply)
 	}
 	var r string
@@ -291,8 +298,10 @@ func (c *session) reply(s string) {
 
 // ran is the outcome of a write run now (not pipelined) that answered r,
 // or err: engine.ErrWouldBlock, the write, run from memory alone where the
-// driver must not block, needs the store and did nothing; the command is
-// then run again where it may block (outcome.block), as a get is.
+// driver must not block, needs the store and did nothing; or a refusal
+// naming the partition's leader (refused) where the driver must not wait
+// for a forward (mayFollow). The command is then run again where it may
+// block (outcome.block), as a get is.
 func (c *session) ran(r string, err error, noreply bool) outcome {
 	if err != nil {
 		return outcome{block: true}
@@ -301,6 +310,13 @@ func (c *session) ran(r string, err error, noreply bool) outcome {
 		c.reply(r)
 	}
 	return outcome{}
+}
+
+// mayFollow reports whether err, a local write's, is a refusal naming
+// the partition's leader (refused) that this driver may follow now
+// (Server.followed waits for the leader's answer).
+func (c *session) mayFollow(err error) bool {
+	return err != nil && !errors.Is(err, engine.ErrWouldBlock) && c.drv.mayBlock()
 }
 
 // storage stores a storage command's data block, or refuses an item over
@@ -334,12 +350,16 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 		}
 		return outcome{}
 	}
-	if rt, reply, remote := c.routeOf(ctx, key); remote {
+	rt, reply, remote := c.routeOf(ctx, key)
+	if remote {
 		s.stats.cmdSet.Add(1)
 		return c.forwardWrite(ctx, cmd, key, rt, reply, storageLine(cmd, key, data[:cmd.vlen]), cmd.vlen)
 	}
 	if !c.drv.async(cmd.noreply) {
 		r, err := s.store(ctx, cmd, key, data[:cmd.vlen], resident)
+		if c.mayFollow(err) {
+			r, err = s.followed(ctx, rt, r, err, storageLine(cmd, key, data[:cmd.vlen])), nil
+		}
 		if err == nil { // else run again where it may block: counted then
 			s.stats.cmdSet.Add(1)
 		}
@@ -353,7 +373,10 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 	sc := *cmd
 	sc.keys = nil // the connection's, reused by the next command
 	c.drv.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string {
-		r, _ := s.store(ctx, &sc, key, val, false)
+		r, err := s.store(ctx, &sc, key, val, false)
+		if err != nil {
+			r = s.followed(ctx, rt, r, err, storageLine(&sc, key, val))
+		}
 		return r
 	})
 	return outcome{}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,58 @@ func TestBucketWriteOfUnknownOutcome(t *testing.T) {
 		t.Skipf("the cut-off leader refused before proposing: %v", err)
 	case !errors.Is(err, engine.ErrAmbiguous):
 		t.Fatalf("a proposed write never seen committed: %v, want engine.ErrAmbiguous", err)
+	case engine.FollowableLeader(err) != "":
+		t.Fatalf("a write of unknown outcome names %q to follow: %v", engine.FollowableLeader(err), err)
 	}
 	t.Logf("%v", err)
+}
+
+// TestBucketWriteRefusedNamesLeader: a write to a node whose replication
+// group another node leads is refused before anything is proposed, as an
+// engine.NotMyVBucketError naming that leader (and where it is reached),
+// which the front doors follow; nothing is written anywhere. A read's
+// confirmation on that node is refused naming it too.
+func TestBucketWriteRefusedNamesLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, gid, hosts, buckets := bucketGroupOfThree(t, ctx)
+	var lead, follower string
+	eventually(t, "a leader every node knows", func() error {
+		lead = ""
+		for _, n := range testNodes {
+			l, ok := hosts[n].Leader(gid)
+			if !ok || lead != "" && l != lead {
+				return errors.New("not yet")
+			}
+			lead = l
+		}
+		return nil
+	})
+	for _, n := range testNodes {
+		if n != lead {
+			follower = n
+			break
+		}
+	}
+	buckets[follower].SetReplicator(&BucketReplicator{Host: hosts[follower], Bucket: "b", UUID: "u",
+		Describe: func(_ context.Context, node string) string { return "http://" + node + ".example:8091" }})
+	_, err := buckets[follower].DefaultCollection().Upsert(ctx, "k", []byte(`1`), nil)
+	var nmv *engine.NotMyVBucketError
+	if !errors.As(err, &nmv) || nmv.Leader != lead || nmv.Partition != 0 || !errors.Is(err, engine.ErrNotMyVBucket) {
+		t.Fatalf("a write on follower %s of group led by %s: %v (%#v)", follower, lead, err, nmv)
+	}
+	if got := engine.FollowableLeader(err); got != lead {
+		t.Fatalf("FollowableLeader(%v) = %q, want %q", err, got, lead)
+	}
+	if want := "led by node " + lead + " at http://" + lead + ".example:8091"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("the refusal says %q; want it to say %q", err, want)
+	}
+	if got := engine.FollowableLeader(buckets[follower].ConfirmRead(ctx, 0)); got != lead {
+		t.Fatalf("a read confirmed on the follower names %q to follow; want %s", got, lead)
+	}
+	for _, n := range testNodes {
+		if _, err := buckets[n].DefaultCollection().Get(ctx, "k"); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("the refused write is on %s: %v", n, err)
+		}
+	}
 }

@@ -123,8 +123,20 @@ const MaxProposeWait = 30 * time.Second
 // BucketReplicator is a bucket's engine.Replicator on a Host: a write to a
 // partition this node leads is proposed to the partition's group and
 // answered once committed on a majority's disks and applied here; a write
-// to one it does not lead answers engine.ErrNotMyVBucket naming the
-// leader (forwarding comes with routing).
+// to one it does not lead answers engine.ErrNotMyVBucket, as an
+// *engine.NotMyVBucketError naming the leader when this node knows it,
+// which the front doors follow (the router's map may still say this node
+// leads: leadership moved and the map has not caught up).
+//
+// Which refusals may be followed: only those given before the entry was
+// proposed, so that nothing of the write was applied anywhere. Writable's
+// (the leader is another node) is one, and is structured; Replicate's
+// ErrNoLeader (not proposed) names no leader; once proposed, a failure
+// (ErrTimeout, ErrLeaderChanged, ErrClosed) is engine.ErrAmbiguous, its
+// outcome unknown, and is never structured, whatever leader this node
+// knows by then. ConfirmRead's refusal (a read, or a write the document
+// refused, checked against the leader's copy: nothing proposed) is
+// structured too.
 type BucketReplicator struct {
 	// Host runs the partitions' groups.
 	Host *Host
@@ -137,7 +149,9 @@ type BucketReplicator struct {
 }
 
 // Writable implements engine.Replicator: nil when this node leads
-// partition part's group, else engine.ErrNotMyVBucket naming the leader.
+// partition part's group, else engine.ErrNotMyVBucket: an
+// *engine.NotMyVBucketError naming the leader when the group knows one
+// (nothing was proposed: the write may be sent there).
 func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 	id := BucketGroup(r.Bucket, r.UUID, part)
 	leader, ok := r.Host.Leader(id)
@@ -148,15 +162,20 @@ func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 		}
 		return fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
 	case leader != r.Host.Node():
-		where := ""
-		if r.Describe != nil {
-			if a := r.Describe(ctx, leader); a != "" {
-				where = " at " + a
-			}
-		}
-		return fmt.Errorf("%w: partition %d is led by node %s%s; send the write there", engine.ErrNotMyVBucket, part, leader, where)
+		return r.ledBy(ctx, part, leader)
 	}
 	return nil
+}
+
+// ledBy is the refusal of a request for partition part, which node leader
+// leads: followable (engine.NotMyVBucketError), so give it only where
+// nothing of the request was proposed.
+func (r *BucketReplicator) ledBy(ctx context.Context, part int, leader string) error {
+	e := &engine.NotMyVBucketError{Partition: part, Leader: leader}
+	if r.Describe != nil {
+		e.Where = r.Describe(ctx, leader)
+	}
+	return e
 }
 
 // Leads implements engine.PartitionLeader: whether this node leads
@@ -179,11 +198,13 @@ func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNoLeader):
+		// Not proposed, but no leader to name: a plain refusal.
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
 	case errors.Is(err, ErrTimeout), errors.Is(err, ErrLeaderChanged), errors.Is(err, ErrClosed):
 		// Proposed and not seen committed: it may be yet. Not a
 		// temporary failure, which a client retries as not done (an
-		// increment counted twice).
+		// increment counted twice), and never a refusal naming the new
+		// leader, which the front doors would send the write to.
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: %w", engine.ErrAmbiguous, part, err)
 	case ctx.Err() != nil:
 		return engine.ReplicatedResult{}, fmt.Errorf("partition %d: %w", part, ctx.Err())
@@ -213,6 +234,11 @@ func (r *BucketReplicator) ConfirmRead(ctx context.Context, part int) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoGroup):
+		// A read (or a refused write's check) proposes nothing: a leader
+		// this node knows now is named, to be followed.
+		if l, ok := r.Host.Leader(BucketGroup(r.Bucket, r.UUID, part)); ok && l != r.Host.Node() {
+			return r.ledBy(ctx, part, l)
+		}
 		return fmt.Errorf("%w: partition %d: %w; retry shortly", engine.ErrNotMyVBucket, part, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("partition %d: %w", part, ctx.Err())

@@ -100,3 +100,83 @@ func TestRouterHandsReadsTheReadIndex(t *testing.T) {
 		t.Fatalf("HTTP route of a partition without a group here: %+v, %v; want no barrier", hr, err)
 	}
 }
+
+// TestRouterLocalRouteFollowsItsOwnRefusal: a route that answers here (this
+// node leads the key's partition's group) carries a Reroute, for when this
+// node's replication refuses the request naming another leader
+// (leadership moved since the route was made): asked with a live node, it
+// gives that node's route (HTTP and memcached addresses); asked with no
+// name, this node, or a node that is not up, nowhere. A partition this
+// node runs no group of gets none (nothing here can refuse that way).
+func TestRouterLocalRouteFollowsItsOwnRefusal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, eng, b := routerHostAndBucket(t, ctx, 2)
+	uuid := b.Settings().UUID
+	b.SetReplicator(&replica.BucketReplicator{Host: h, Bucket: "b", UUID: uuid})
+	var led, other string
+	for i := 0; led == "" || other == ""; i++ {
+		k := string(rune('a' + i))
+		if b.PartitionOf(k) == 0 {
+			led = k
+		} else {
+			other = k
+		}
+	}
+	g := replica.BucketGroup("b", uuid, 0)
+	if err := h.AddGroup(g, []string{"n1"}, replica.NewBucketMachine(b, 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // wall clock: a hang guard
+	for l, ok := h.Leader(g); !ok || l != "n1"; l, ok = h.Leader(g) {
+		if time.Now().After(deadline) { // wall clock: a hang guard
+			t.Fatal("the one-voter group elected no leader")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	node, mirror := oneNodeCluster(t, ctx)
+	if _, err := node.Client().Put(ctx, "/mayfly/nodes/n2", `{"name":"n2","http":"127.0.0.1:12","memcached":"127.0.0.1:22"}`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ch := mirror.Changed()
+		if _, err := mirror.Node("n2"); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the mirror never saw n2")
+		case <-ch:
+		}
+	}
+	r := &router{eng: eng, h: h, self: "n1", mirror: mirror}
+
+	hr, err := r.httpRoute(ctx, "b", led)
+	if err != nil || hr.Addr != "" || hr.Reroute == nil {
+		t.Fatalf("HTTP route of a key this node leads: %+v, %v; want here, with a Reroute", hr, err)
+	}
+	mr, err := r.memcachedRoute("b")(ctx, led)
+	if err != nil || mr.Addr != "" || mr.Reroute == nil {
+		t.Fatalf("memcached route of a key this node leads: %+v, %v; want here, with a Reroute", mr, err)
+	}
+	for _, name := range []string{"", "n1", "ghost"} {
+		if rt, ok := hr.Reroute(ctx, name); ok {
+			t.Fatalf("HTTP Reroute naming %q: %+v; want nowhere", name, rt)
+		}
+		if rt, ok := mr.Reroute(ctx, name); ok {
+			t.Fatalf("memcached Reroute naming %q: %+v; want nowhere", name, rt)
+		}
+	}
+	if rt, ok := hr.Reroute(ctx, "n2"); !ok || rt.Node != "n2" || rt.Addr != "127.0.0.1:12" || rt.From != "n1" {
+		t.Fatalf("HTTP Reroute naming n2: %+v, %v", rt, ok)
+	}
+	if rt, ok := mr.Reroute(ctx, "n2"); !ok || rt.Node != "n2" || rt.Addr != "127.0.0.1:22" {
+		t.Fatalf("memcached Reroute naming n2: %+v, %v", rt, ok)
+	}
+	if err := mirror.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hr, err := r.httpRoute(ctx, "b", other); err != nil || hr.Reroute != nil {
+		t.Fatalf("HTTP route of a partition without a group here: %+v, %v; want no Reroute", hr, err)
+	}
+}

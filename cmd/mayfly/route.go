@@ -137,13 +137,40 @@ func unreachable(part int, node string, err error) error {
 	return fmt.Errorf("%w: partition %d is led by node %s, whose address is not known: %w", engine.ErrNotMyVBucket, part, node, err)
 }
 
-// httpRoute is httpapi.Options.Route.
+// httpRoute is httpapi.Options.Route. A key this node answers itself as
+// its partition's leader has a Reroute too: leadership may move before
+// the request is carried out, and this node's replication then refuses it
+// naming the new leader (engine.NotMyVBucketError), which the front door
+// follows once (see follow).
 func (r *router) httpRoute(ctx context.Context, bucket, key string) (httpapi.Route, error) {
 	l, part, barrier, err := r.keyLeader(ctx, bucket, key)
 	if err != nil || l == "" {
-		return httpapi.Route{Barrier: barrier}, err
+		rt := httpapi.Route{Barrier: barrier}
+		if barrier != nil {
+			rt.Reroute = func(ctx context.Context, named string) (httpapi.Route, bool) {
+				next := r.follow(ctx, bucket, key, part, named)
+				if next == "" {
+					return httpapi.Route{}, false
+				}
+				rt, err := r.httpRouteTo(bucket, key, part, next)
+				return rt, err == nil
+			}
+		}
+		return rt, err
 	}
 	return r.httpRouteTo(bucket, key, part, l)
+}
+
+// follow says where a request for key (partition part of bucket) goes
+// that this node's own replication refused naming named as the
+// partition's leader (a route without Addr asked its Reroute): named, when
+// it is live and not this node (remembered as reroute remembers a
+// forward's refusal), else "".
+func (r *router) follow(ctx context.Context, bucket, key string, part int, named string) string {
+	if named == "" {
+		return ""
+	}
+	return r.reroute(ctx, bucket, key, part, r.self, named)
 }
 
 // httpRouteTo is the HTTP route of key (in partition part of bucket) to
@@ -172,7 +199,18 @@ func (r *router) memcachedRoute(bucket string) func(ctx context.Context, key str
 	return func(ctx context.Context, key string) (memcache.Route, error) {
 		l, part, barrier, err := r.keyLeader(ctx, bucket, key)
 		if err != nil || l == "" {
-			return memcache.Route{Barrier: barrier, Partition: part}, err
+			rt := memcache.Route{Barrier: barrier, Partition: part}
+			if barrier != nil { // as httpRoute's
+				rt.Reroute = func(ctx context.Context, named string) (memcache.Route, bool) {
+					next := r.follow(ctx, bucket, key, part, named)
+					if next == "" {
+						return memcache.Route{}, false
+					}
+					rt, err := r.memcachedRouteTo(bucket, key, part, next)
+					return rt, err == nil
+				}
+			}
+			return rt, err
 		}
 		return r.memcachedRouteTo(bucket, key, part, l)
 	}

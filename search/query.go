@@ -90,6 +90,12 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if sr.Query == nil {
 		return nil, 0, false, queryErr(nil, "the request has no query")
 	}
+	if h := sr.Highlight; h != nil && h.Style != nil && *h.Style == "" {
+		// The SDKs' default style (gocb sends "" for its
+		// DefaultHighlightStyle): bleve's default highlighter, html,
+		// rather than bleve's "no highlighter named ''".
+		h.Style = nil
+	}
 	var c control
 	if err := json.Unmarshal(req, &c); err != nil {
 		return nil, 0, false, queryErr(err, "ctl does not parse: %v", err)

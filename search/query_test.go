@@ -159,6 +159,12 @@ func TestHighlight(t *testing.T) {
 	if fr := a.Hits[0].Fragments["desc"]; len(fr) != 1 || !strings.Contains(fr[0], "\x1b[43mriver\x1b[0m") {
 		t.Errorf("ansi fragments %q", fr)
 	}
+	// The SDKs' default style is "" (gocb sends {"style":"","fields":null}
+	// for SearchHighlightOptions{}): the default highlighter, html.
+	a = e.query("hotels", `{"query":{"match":"river","field":"desc"},"highlight":{"style":"","fields":null},"sort":["_id"]}`)
+	if fr := a.Hits[0].Fragments["desc"]; len(fr) != 1 || fr[0] != want["h1"] {
+		t.Errorf("default-style fragments %q, want %q", fr, want["h1"])
+	}
 }
 
 type termFacet struct {

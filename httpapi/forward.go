@@ -422,8 +422,12 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rt Route, used 
 				err = errNodeGone
 			}
 			s.log.Warn("forwarding a request to its partition's leader", "leader", rt.Node, "addr", rt.Addr, "err", err)
-			writeError(w, fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (a write's outcome is unknown)",
-				engine.ErrTempFail, rt.Node, rt.Addr, err))
+			outcome := "a write's outcome is unknown"
+			if notSent(err) && !gone {
+				outcome = "the request was not sent: nothing was applied"
+			}
+			writeError(w, fmt.Errorf("%w: forwarding to the partition's leader, node %s at http://%s: %w (%s)",
+				engine.ErrTempFail, rt.Node, rt.Addr, err, outcome))
 		},
 	}
 	p.ServeHTTP(w, r)

@@ -84,7 +84,8 @@ func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, ui
 		return output{kind: outNotFound}, 0, nil
 	case resp.StatusCode == http.StatusConflict && in.kind == opCAS && strings.Contains(string(b), "cas_mismatch"):
 		return output{kind: outMismatch}, 0, nil
-	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "not my vbucket"):
+	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "not my vbucket"),
+		resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "nothing was applied"):
 		return output{}, 0, errRefused
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
 		return output{kind: outUnknown, why: fmt.Sprintf("http: %d %s", resp.StatusCode, errCode(b))}, 0, nil

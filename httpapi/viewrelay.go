@@ -68,7 +68,9 @@ func (s *server) relayView(w http.ResponseWriter, r *http.Request, bucket string
 		}
 	}
 	// One deadline for every node asked: a client does not wait a
-	// connection_timeout per node.
+	// connection_timeout per node. (Not one a node: a merging node may
+	// itself wait a connection_timeout for a coverer's first bytes, so a
+	// node's own bound could not be shorter than the whole.)
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	head := time.AfterFunc(relayHeadWait*p.ConnectionTimeout(), func() { cancel(errRelayHeadWait) })
@@ -94,9 +96,13 @@ func (s *server) relayView(w http.ResponseWriter, r *http.Request, bucket string
 				pr.SetXForwarded()
 				pr.Out.Header.Set(ForwardedHeader, self)
 				s.setUsersVersion(pr.Out.Header)
-				pr.Out.Body, pr.Out.ContentLength = http.NoBody, 0
+				pr.Out.Body, pr.Out.ContentLength, pr.Out.GetBody = http.NoBody, 0, nil
 				if body != nil {
-					pr.Out.Body, pr.Out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+					// GetBody: the transport sends it again on a new
+					// connection when a pooled one turns out closed.
+					pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+					pr.Out.Body, _ = pr.Out.GetBody()
+					pr.Out.ContentLength = int64(len(body))
 				}
 			},
 			Transport:     transport,

@@ -7,6 +7,8 @@ import (
 
 	"github.com/couchbase/gocbcore/v10/memd"
 
+	"github.com/mayflydb/mayfly/auth"
+
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -139,8 +141,16 @@ const (
 // history of the bucket (each node has its own). A UUID that names an
 // older history of this node is answered in format 1, with where that
 // history ended. A node holding no copy of the partition answers
-// NOT_MY_VBUCKET.
+// NOT_MY_VBUCKET. A user who may read or write the bucket's documents may
+// ask (a writer polls its writes' durability).
 func (c *conn) observeSeqNo(ctx context.Context, pkt *memd.Packet) {
+	// A writer polls its own writes' durability: reading or writing the
+	// bucket's documents allows it.
+	if !c.user.Allows(auth.Permission{Action: auth.DataRead, Bucket: c.bucket.Name()}) &&
+		!c.user.Allows(auth.Permission{Action: auth.DataWrite, Bucket: c.bucket.Name()}) {
+		c.fail(pkt, memd.StatusAccessError, "no access: "+auth.Permission{Action: auth.DataRead, Bucket: c.bucket.Name()}.String()+" or "+auth.Permission{Action: auth.DataWrite, Bucket: c.bucket.Name()}.String()+" is needed")
+		return
+	}
 	if len(pkt.Value) != 8 || len(pkt.Key) != 0 || len(pkt.Extras) != 0 {
 		c.fail(pkt, memd.StatusInvalidArgs, "OBSERVE_SEQNO: the value must be the vBucket UUID (8 bytes), with no key or extras")
 		return

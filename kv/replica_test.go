@@ -9,6 +9,7 @@ import (
 
 	"github.com/couchbase/gocbcore/v10/memd"
 
+	"github.com/mayflydb/mayfly/auth"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/kv"
 )
@@ -105,9 +106,10 @@ func TestGetReplicaSingleNode(t *testing.T) {
 // ignored until its timeout (ambiguous timeout, the write applied).
 func TestObserveSeqNo(t *testing.T) {
 	var f *fixture
+	var users *auth.Store
 	l := &layout{}
 	l.set(0, 1)
-	f = newFixture(t, func(o *kv.Options) { o.Topology = l.topology(&f) })
+	f = newFixture(t, func(o *kv.Options) { o.Topology, users = l.topology(&f), o.Auth })
 	c := f.dial(t)
 	c.hello(memd.FeatureXerror, memd.FeatureSeqNo)
 	c.login(adminUser, adminPass)
@@ -148,4 +150,20 @@ func TestObserveSeqNo(t *testing.T) {
 	l.set(1, -1) // no copy here
 	observe(vb, body, memd.StatusNotMyVBucket)
 	c.expect(&memd.Packet{Command: memd.CmdNoop}, memd.StatusSuccess)
+
+	// A writer observes its writes; a user with no data role on the
+	// bucket may not.
+	l.set(0, 1)
+	if err := users.PutUser("writer", "", "writer-pass", mustParseRoles(t, "data_writer["+bucketName+"]")); err != nil {
+		t.Fatal(err)
+	}
+	if err := users.PutUser("watcher", "", "watcher-pass", mustParseRoles(t, "bucket_admin["+bucketName+"]")); err != nil {
+		t.Fatal(err)
+	}
+	for user, want := range map[string]memd.StatusCode{"writer": memd.StatusSuccess, "watcher": memd.StatusAccessError} {
+		wc := f.dial(t)
+		wc.login(user, user+"-pass")
+		wc.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte(bucketName)}, memd.StatusSuccess)
+		wc.expect(&memd.Packet{Command: memd.CmdObserveSeqNo, Vbucket: vb, Value: body}, want)
+	}
 }

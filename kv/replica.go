@@ -8,7 +8,6 @@ import (
 	"github.com/couchbase/gocbcore/v10/memd"
 
 	"github.com/mayflydb/mayfly/auth"
-
 	"github.com/mayflydb/mayfly/engine"
 )
 

@@ -162,3 +162,19 @@ func (b *Bucket) changed() {
 	}
 	b.feedMu.Unlock()
 }
+
+// PartitionSeqnos returns partition part's sequence numbers on this node
+// (OBSERVE_SEQNO answers them): current, that of the newest version this
+// node's copy holds (in memory; a replicated bucket's, the log index of
+// the last entry applied here), and persisted, that of the last one its
+// store has committed (on disk for a persistent bucket). persisted is
+// never above current.
+func (b *Bucket) PartitionSeqnos(part int) (current, persisted uint64, err error) {
+	if part < 0 || part >= len(b.parts) {
+		return 0, 0, fmt.Errorf("%w: partition %d: the bucket has partitions 0 to %d", ErrNotMyVBucket, part, len(b.parts)-1)
+	}
+	p := b.parts[part]
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.mu.seq, p.mu.durable, nil
+}

@@ -236,7 +236,7 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 	// checked Serves) is confirmed first, here rather than in route so
 	// that the connection's reads share rounds: a leader cut off from the
 	// others, or deposed unaware, answers nothing from its memory.
-	if readOnly(op.need) {
+	if readOnly(op.need) && !copyCommand(pkt.Command) {
 		if err := c.bucket.ConfirmKeyRead(ctx, string(pkt.Key)); err != nil {
 			c.failErr(pkt, err)
 			return
@@ -372,6 +372,9 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 			c.fail(pkt, memd.StatusAccessError, "no access: "+perm.String()+" is needed")
 			return nil
 		}
+	}
+	if copyCommand(pkt.Command) {
+		return c.routeCopy(pkt, op) // any node holding a copy answers it
 	}
 	// On a cluster node only a key's partition leader answers it: the
 	// others say NOT_MY_VBUCKET with the configuration (failErr), and the

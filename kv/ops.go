@@ -69,6 +69,8 @@ var kvOps = map[memd.CmdCode]kvOp{
 	memd.CmdSubDocArrayInsert:      {readWrite, (*conn).mutatePath},
 	memd.CmdSubDocArrayAddUnique:   {readWrite, (*conn).mutatePath},
 	memd.CmdSubDocCounter:          {readWrite, (*conn).mutatePath},
+	memd.CmdGetReplica:             {read, (*conn).getReplica},  // copyCommand
+	memd.CmdObserveSeqNo:           {nil, (*conn).observeSeqNo}, // copyCommand; reading or writing the bucket's documents (observeSeqNo)
 }
 
 // statusOf is the one place an engine error becomes a status, with the

@@ -7,7 +7,7 @@ import (
 	"github.com/couchbase/gocbcore/v10/memd"
 )
 
-// Commands Mayfly does not serve (DCP, observe, range scans) are
+// Commands Mayfly does not serve (DCP, range scans) are
 // UNKNOWN_COMMAND with a reason, before and after a bucket is selected,
 // and the connection goes on: the SDK raises its unsupported-operation
 // error instead of timing out.
@@ -19,7 +19,6 @@ func TestUnsupportedCommands(t *testing.T) {
 	cmds := []memd.CmdCode{
 		memd.CmdDcpOpenConnection, memd.CmdDcpAddStream, memd.CmdDcpCloseStream, memd.CmdDcpStreamReq,
 		memd.CmdDcpGetFailoverLog, memd.CmdDcpControl, memd.CmdDcpNoop, memd.CmdDcpBufferAck,
-		memd.CmdObserveSeqNo,
 		memd.CmdRangeScanCreate, memd.CmdRangeScanContinue, memd.CmdRangeScanCancel, memd.CmdGetRandom,
 	}
 	for round := range 2 {

@@ -1,10 +1,11 @@
 // Package clusterconfig builds the cluster configuration Couchbase SDKs
 // bootstrap from: the terse bucket configuration (served over the binary KV
 // port by GET_CLUSTER_CONFIG, and over HTTP at /pools/default/b/{bucket}),
-// the node services list and the /pools documents. Mayfly is one node, so
-// every configuration lists this one server and maps every partition
-// (vBucket) to it. The KV port and the HTTP API both build their answers
-// here, so they never disagree.
+// the node services list and the /pools documents. A single node's
+// configuration lists this one server and maps every partition (vBucket)
+// to it; a cluster node's lists every node with all its services
+// (Bucket.WithTopology, ClusterOf). The KV port and the HTTP API both
+// build their answers here, so they never disagree.
 package clusterconfig
 
 import (

@@ -27,7 +27,7 @@ func TestClusterConfigTheSameOnEveryNode(t *testing.T) {
 		t.Skip("starts three server processes")
 	}
 	t.Parallel()
-	nodes, peers := procCluster(t, "--kv", "127.0.0.1:0")
+	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
 	for _, n := range nodes {
 		n.start(t)
 	}

@@ -76,9 +76,10 @@ type Config struct {
 	// failover of some of a bucket's partitions before its leaderships are
 	// evened out. The default value is 10 s.
 	LeaderSettle time.Duration
-	// HTTP, KV, Memcached and Version are published in the node's
-	// NodeInfo.
+	// HTTP, KV, Memcached, Services and Version are published in the
+	// node's NodeInfo.
 	HTTP, KV, Memcached, Version string
+	Services                     map[string]int
 	// Logger receives the node's and etcd's messages (etcd's at warn and
 	// above); nil discards them.
 	Logger *slog.Logger
@@ -316,7 +317,7 @@ func (n *Node) leaseSeconds() int { return int(math.Ceil(n.cfg.LeaseTTL.Seconds(
 // ends. The first registration's outcome goes to first.
 func (n *Node) keepRegistered(ctx context.Context, first chan<- error) {
 	info := NodeInfo{Name: n.cfg.Node, Cluster: n.self.Addr(), HTTP: n.cfg.HTTP, KV: n.cfg.KV, Memcached: n.cfg.Memcached, Version: n.cfg.Version,
-		Started: time.Now().UTC()} // wall clock: shown to operators
+		Services: n.cfg.Services, Started: time.Now().UTC()} // wall clock: shown to operators
 	if n.etcd != nil {
 		pu, cu := n.self.url(n.cfg.scheme(), n.cfg.EtcdPeerOffset), n.self.url(n.cfg.scheme(), n.cfg.EtcdClientOffset)
 		info.EtcdPeer, info.EtcdClient = pu.String(), cu.String()

@@ -44,6 +44,13 @@ type NodeInfo struct {
 	// one: where another node forwards a memcached command for a
 	// partition this node leads.
 	Memcached string `json:"memcached,omitempty"`
+	// Services are the ports of the services it serves, named as a
+	// cluster configuration's nodesExt names them ("mgmt", "kv", "capi",
+	// "fts", and the TLS twins "mgmtSSL", "kvSSL", "capiSSL", "ftsSSL"
+	// when it serves them), so that every node lists it with all of
+	// them. Absent from what a node published before nodes published
+	// them: not known.
+	Services map[string]int `json:"services,omitempty"`
 	// Version is the Mayfly version it runs.
 	Version string `json:"version,omitempty"`
 	// Started is when the node registered.

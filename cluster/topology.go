@@ -39,6 +39,7 @@ type TopologyMirror struct {
 	nodes         map[string]NodeInfo    // the nodes up; replaced, never changed in place
 	last          map[string]NodeInfo    // what each node seen up published last, kept once it is down
 	nodesGen      uint64                 // moves with every change of nodes
+	nodesRev      int64                  // the highest mod revision of a node's key read
 	nodesLoaded   bool
 	layouts       map[string]int64                    // by bucket: its layout key's mod revision
 	leads         map[string]map[string]mirroredLeads // by bucket and node: the nodes' LeadRecords
@@ -81,12 +82,15 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 	wg.Go(func() {
 		followPrefix(ctx, t.cli, t.nodesPrefix, func(kvs []*mvccpb.KeyValue, rev int64) {
 			nodes := map[string]NodeInfo{}
+			var top int64
 			for _, kv := range kvs {
 				if n, ok := decodeNodeInfo(kv.Value); ok {
 					nodes[strings.TrimPrefix(string(kv.Key), t.nodesPrefix)] = n
 				}
+				top = max(top, kv.ModRevision)
 			}
 			t.mu.Lock()
+			t.nodesRev = max(t.nodesRev, top)
 			t.nodes, t.nodesLoaded = nodes, true
 			maps.Copy(t.last, nodes)
 			t.nodesGen++
@@ -105,6 +109,7 @@ func (t *TopologyMirror) Run(ctx context.Context) {
 					delete(nodes, name)
 				} else {
 					nodes[name] = n
+					t.nodesRev = max(t.nodesRev, ev.Kv.ModRevision)
 				}
 			}
 			t.nodes = nodes
@@ -284,6 +289,18 @@ func (t *TopologyMirror) Nodes() (nodes map[string]NodeInfo, gen uint64, loaded 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.nodes, t.nodesGen, t.nodesLoaded
+}
+
+// NodesRevision returns the highest etcd revision at which a node the
+// mirror read registered (wrote what it publishes): it only grows, and
+// moves whenever a node's published addresses may have changed (a
+// deletion, a node going down, does not move it: a configuration keeps
+// listing such a node at what it published last). 0 before the nodes
+// were read once.
+func (t *TopologyMirror) NodesRevision() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodesRev
 }
 
 // Node returns what the node name published; ErrNodeDown when it is not

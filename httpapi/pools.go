@@ -81,9 +81,17 @@ func (s *server) getPoolsDefault(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getNodeServices handles GET /pools/default/nodeServices.
+// getNodeServices handles GET /pools/default/nodeServices: on a cluster
+// node, every node's services (Options.Topology's nodes).
 func (s *server) getNodeServices(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, clusterconfig.NodeServices(configHost(r), s.ports))
+	var t *clusterconfig.Topology
+	if s.topology != nil {
+		var err error
+		if t, err = s.topology(r.Context(), ""); err != nil {
+			s.log.Warn("the cluster's nodes for nodeServices", "err", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, clusterconfig.NodeServices(t, configHost(r), s.ports))
 	return nil
 }
 

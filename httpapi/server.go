@@ -154,7 +154,9 @@ type Options struct {
 	// Topology, on a cluster node, lays a bucket's configuration
 	// (/pools/default/b/{bucket} and the streams) out over the cluster:
 	// every node, and each partition's leader first (see
-	// clusterconfig.Topology). nil serves this node alone.
+	// clusterconfig.Topology). Asked for the bucket "" it gives the
+	// cluster's nodes (Servers and Rev), which
+	// /pools/default/nodeServices lists. nil serves this node alone.
 	Topology func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 }
 

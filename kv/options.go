@@ -33,8 +33,11 @@ type Options struct {
 	// the cluster (clusterconfig.Bucket.WithTopology): every node, and
 	// each partition's leader first. A write refused NOT_MY_VBUCKET
 	// carries that configuration in its body, as Couchbase's does, so an
-	// SDK sends it on to the leader. nil (or a nil Topology: the bucket is
-	// not placed yet) serves this node alone.
+	// SDK sends it on to the leader. Asked for the bucket "" it gives the
+	// cluster's nodes (Servers and Rev), which the configuration of a
+	// connection that selected no bucket lists (clusterconfig.ClusterOf).
+	// nil (or a nil Topology: the bucket is not placed yet) serves this
+	// node alone.
 	Topology func(ctx context.Context, bucket string) (*clusterconfig.Topology, error)
 	// PagerStats, if set, adds the expiry pager's statistics to STAT's
 	// (pager.Manager.Stats), as the HTTP API's stats carry them.

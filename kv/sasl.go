@@ -111,7 +111,14 @@ func (s *Server) config(b *engine.Bucket, port int, overTLS bool) *clusterconfig
 		p.KV = port
 	}
 	if b == nil {
-		return clusterconfig.Cluster(clusterconfig.CCCPHost, p)
+		if s.opts.Topology == nil {
+			return clusterconfig.Cluster(clusterconfig.CCCPHost, p)
+		}
+		t, err := s.opts.Topology(s.ctx, "")
+		if err != nil {
+			s.log.Warn("kv: the cluster's nodes for its configuration", "err", err)
+		}
+		return clusterconfig.ClusterOf(t, clusterconfig.CCCPHost, p)
 	}
 	c := clusterconfig.Terse(b, clusterconfig.CCCPHost, p)
 	if s.opts.Topology != nil {

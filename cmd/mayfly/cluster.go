@@ -108,7 +108,11 @@ func (c *clusterFlags) config() (cluster.Config, error) {
 // at start it drops the buckets the cluster deleted while it was down and
 // defines there those it has that the cluster does not; from then on it
 // creates, changes and deletes its buckets as the definitions do.
-func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr, mcAddr string, stdout io.Writer, logger *slog.Logger) (*cluster.Node, *replication, error) {
+//
+// The node publishes its addresses and the ports of its services (ports,
+// as its own cluster configuration lists them), so that every node lists
+// it with all of them.
+func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine, httpAddr, kvAddr, mcAddr string, ports clusterconfig.Ports, stdout io.Writer, logger *slog.Logger) (*cluster.Node, *replication, error) {
 	cc, err := cfg.cl.config()
 	if err != nil {
 		return nil, nil, err
@@ -122,6 +126,7 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 		}
 	}
 	cc.DataDir, cc.HTTP, cc.KV, cc.Memcached, cc.Version, cc.Logger = cfg.data, httpAddr, kvAddr, mcAddr, clusterconfig.Version, logger
+	cc.Services = clusterconfig.ServiceMap(ports)
 	logger.Warn("cluster: " + replicatedNote)
 	n, err := cluster.Start(ctx, cc)
 	if err != nil {

@@ -264,8 +264,20 @@ func (r *router) reroute(ctx context.Context, bucket, key string, part int, from
 // it leads it, cluster.ClaimedLeaders; else the map's preferred leader),
 // then its other voters, under the bucket's layout revision. nil when the
 // bucket has no partition map yet (a single node's configuration is
-// served).
+// served). Its rev is the later of the bucket's layout revision and the
+// nodes' (cluster.TopologyMirror.NodesRevision), so it moves when a node
+// registers with other ports. For the bucket "" it is the cluster's
+// servers and the nodes' revision, without a map (the configuration of a
+// connection that selected no bucket, nodeServices).
 func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.Topology, error) {
+	if bucket == "" {
+		if err := r.loaded(ctx); err != nil {
+			return nil, err
+		}
+		t := &clusterconfig.Topology{Rev: r.mirror.NodesRevision()}
+		t.Servers, _ = topologyServers(r.mirror.NodeList(), r.self)
+		return t, nil
+	}
 	b, err := r.eng.Bucket(bucket)
 	if err != nil {
 		return nil, nil
@@ -288,7 +300,7 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 		// layout revision.
 		return claimed[part], claimed[part] != ""
 	})
-	t.Rev = r.mirror.LayoutRevision(bucket)
+	t.Rev = max(r.mirror.LayoutRevision(bucket), r.mirror.NodesRevision())
 	return t, nil
 }
 
@@ -377,18 +389,8 @@ func (r *router) leadership(bucket, uuid string, parts int) (sum uint64, led []i
 // onto the next server (or past the list's end).
 func buildTopology(m *cluster.PartitionMap, nodes []cluster.NodeStatus, self string, known func(part int) (string, bool)) *clusterconfig.Topology {
 	t := &clusterconfig.Topology{Replicas: max(m.Copies-1, 0)}
-	index := map[string]int{}
-	for _, ns := range nodes {
-		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self, Down: !ns.Up && ns.Name != self}
-		if ns.Info != nil {
-			s.KV, s.HTTP = ns.Info.KV, ns.Info.HTTP
-		}
-		if s.KV == "" && !s.ThisNode {
-			continue
-		}
-		index[ns.Name] = len(t.Servers)
-		t.Servers = append(t.Servers, s)
-	}
+	var index map[string]int
+	t.Servers, index = topologyServers(nodes, self)
 	t.Map = make([][]int, len(m.Partitions))
 	for p, part := range m.Partitions {
 		leader := part.Leader
@@ -412,6 +414,27 @@ func buildTopology(m *cluster.PartitionMap, nodes []cluster.NodeStatus, self str
 		t.Map[p] = row[:t.Replicas+1]
 	}
 	return t
+}
+
+// topologyServers are the servers of a configuration (see buildTopology):
+// the nodes of nodes that have a KV address, and self, each with the
+// addresses and services it published (a node down: last), and their
+// indexes by name.
+func topologyServers(nodes []cluster.NodeStatus, self string) ([]clusterconfig.Server, map[string]int) {
+	var servers []clusterconfig.Server
+	index := map[string]int{}
+	for _, ns := range nodes {
+		s := clusterconfig.Server{Name: ns.Name, ThisNode: ns.Name == self, Down: !ns.Up && ns.Name != self}
+		if ns.Info != nil {
+			s.KV, s.HTTP, s.Services = ns.Info.KV, ns.Info.HTTP, clusterconfig.ServicesOf(ns.Info.Services)
+		}
+		if s.KV == "" && !s.ThisNode {
+			continue
+		}
+		index[ns.Name] = len(servers)
+		servers = append(servers, s)
+	}
+	return servers, index
 }
 
 // httpRouteFunc is httpRoute as httpapi.Options.Route, nil without a

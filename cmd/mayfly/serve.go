@@ -566,7 +566,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 			mcAddr = mcLn.Addr().String()
 		}
 		var repl *replication
-		if cnode, repl, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, mcAddr, stdout, logger); err != nil {
+		if cnode, repl, err = startClusterNode(ctx, cfg, eng, ln.Addr().String(), kvAddr, mcAddr, ports, stdout, logger); err != nil {
 			return err
 		}
 		rt = newRouter(eng, repl)

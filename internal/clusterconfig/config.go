@@ -1,10 +1,11 @@
 // Package clusterconfig builds the cluster configuration Couchbase SDKs
 // bootstrap from: the terse bucket configuration (served over the binary KV
 // port by GET_CLUSTER_CONFIG, and over HTTP at /pools/default/b/{bucket}),
-// the node services list and the /pools documents. Mayfly is one node, so
-// every configuration lists this one server and maps every partition
-// (vBucket) to it. The KV port and the HTTP API both build their answers
-// here, so they never disagree.
+// the node services list and the /pools documents. A single node's
+// configuration lists this one server and maps every partition (vBucket)
+// to it; a cluster node's lists every node with all its services
+// (Bucket.WithTopology, ClusterOf). The KV port and the HTTP API both
+// build their answers here, so they never disagree.
 package clusterconfig
 
 import (
@@ -137,13 +138,99 @@ func Cluster(host string, p Ports) *Bucket {
 	}
 }
 
+// ClusterOf is the configuration of a connection that selected no bucket
+// on a cluster node: every server of t (its Servers and Rev; its Map is
+// not read) with all its services, in t's order, as nodesExt lists them;
+// Cluster's when t is nil. SDKs run their search, query and management
+// requests on the nodes it lists.
+func ClusterOf(t *Topology, host string, p Ports) *Bucket {
+	c := Cluster(host, p)
+	if t == nil {
+		return c
+	}
+	c.Rev = 1 + t.Rev
+	c.NodesExt = nodesExtOf(t.Servers, host, p)
+	return c
+}
+
+// nodesExtOf lists servers in nodesExt: this node with host and p, the
+// others at what they published.
+func nodesExtOf(servers []Server, host string, p Ports) []NodeExt {
+	out := make([]NodeExt, 0, len(servers))
+	for _, s := range servers {
+		if s.ThisNode {
+			out = append(out, NodesExt(host, p)[0])
+			continue
+		}
+		h, svc := s.services(p)
+		out = append(out, NodeExt{Services: svc, Hostname: h})
+	}
+	return out
+}
+
+// services is the host and services another node s is listed with: the
+// ports it published (Services), else its KV and HTTP addresses' ports,
+// with views on its HTTP port when this node (serving p) serves them on
+// its own HTTP port (what a node publishing no Services did).
+func (s Server) services(p Ports) (string, Services) {
+	h, kv := splitAddr(s.KV)
+	mh, mgmt := splitAddr(s.HTTP)
+	if h == "" {
+		h = mh
+	}
+	if s.Services != nil {
+		return h, *s.Services
+	}
+	svc := Services{KV: kv, Mgmt: mgmt}
+	if p.Capi != 0 && p.Capi == p.Mgmt {
+		svc.Capi = mgmt // views answered on the HTTP API's port, as here
+	}
+	return h, svc
+}
+
+// ServicesOf reads a node's published services (named as nodesExt names
+// them: "kv", "mgmt", "capi", "fts", "kvSSL", ...) into Services; nil
+// when m is nil (not published: not known).
+func ServicesOf(m map[string]int) *Services {
+	if m == nil {
+		return nil
+	}
+	return &Services{KV: m["kv"], Mgmt: m["mgmt"], Capi: m["capi"], FTS: m["fts"],
+		KVSSL: m["kvSSL"], MgmtSSL: m["mgmtSSL"], CapiSSL: m["capiSSL"], FTSSSL: m["ftsSSL"]}
+}
+
+// ServiceMap is p as a node publishes it for the others (ServicesOf reads
+// it back): each service's port by its nodesExt name, the zero ones left
+// out.
+func ServiceMap(p Ports) map[string]int {
+	m := map[string]int{}
+	for name, port := range map[string]int{"kv": p.KV, "mgmt": p.Mgmt, "capi": p.Capi, "fts": p.FTS,
+		"kvSSL": p.KVSSL, "mgmtSSL": p.MgmtSSL, "capiSSL": p.CapiSSL, "ftsSSL": p.FTSSSL} {
+		if port != 0 {
+			m[name] = port
+		}
+	}
+	return m
+}
+
+// BucketUUID is the bucket's uuid as clients are shown it: its
+// incarnation's (engine.BucketSettings.UUID, the same on every node of a
+// cluster, which defines the bucket by it), or, for a bucket created
+// before buckets had one, its history's UUID in hexadecimal.
+func BucketUUID(b *engine.Bucket) string {
+	if u := b.Settings().UUID; u != "" {
+		return u
+	}
+	return strconv.FormatUint(b.UUID(), 16)
+}
+
 // Terse is b's terse bucket configuration as served from host. Its rev
 // follows the bucket's collections manifest, so an SDK that holds an older
-// one takes the new one.
+// one takes the new one. Its uuid is BucketUUID's.
 func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
 	manifest := b.ManifestUID()
 	name := url.PathEscape(b.Name())
-	uuid := strconv.FormatUint(b.UUID(), 16)
+	uuid := BucketUUID(b)
 	c := Cluster(host, p)
 	c.Rev = int64(manifest) + 1
 	c.Name = b.Name()
@@ -203,9 +290,12 @@ func services(p Ports) []string {
 	return s
 }
 
-// NodeServices is GET /pools/default/nodeServices.
-func NodeServices(host string, p Ports) map[string]any {
-	return map[string]any{"rev": 1, "nodesExt": NodesExt(host, p), "clusterCapabilitiesVer": []int{1, 0}, "clusterCapabilities": map[string][]string{}}
+// NodeServices is GET /pools/default/nodeServices: this node's services,
+// or on a cluster node (t not nil) every server's, as ClusterOf lists
+// them.
+func NodeServices(t *Topology, host string, p Ports) map[string]any {
+	c := ClusterOf(t, host, p)
+	return map[string]any{"rev": c.Rev, "nodesExt": c.NodesExt, "clusterCapabilitiesVer": c.ClusterCapabilitiesVer, "clusterCapabilities": c.ClusterCapabilities}
 }
 
 // Pools is GET /pools.
@@ -270,10 +360,11 @@ type Topology struct {
 	Map [][]int
 	// Replicas is how many copies each partition has besides its leader.
 	Replicas int
-	// Rev says how far the layout has moved (the partition map's changes
-	// and the partitions' leadership changes); it only grows, and it is
-	// added to the configuration's rev so an SDK holding an older layout
-	// takes this one.
+	// Rev says how far the layout has moved (the partition map's changes,
+	// the partitions' leadership changes and the nodes' registrations);
+	// it only grows, every node reads it alike, and it is added to the
+	// configuration's rev so an SDK holding an older layout takes this
+	// one.
 	Rev int64
 }
 
@@ -290,6 +381,11 @@ type Server struct {
 	// Down says the node is down (its lease expired): it is listed at
 	// the addresses it published last, "unhealthy".
 	Down bool
+	// Services are the ports it published for its services (ServicesOf),
+	// nil when it published none (a node of an older version): it is then
+	// listed with its KV and HTTP ports only (and views on the HTTP port
+	// when this node serves them on its own).
+	Services *Services
 }
 
 // WithTopology returns c (a Terse configuration served from host with
@@ -302,32 +398,25 @@ func (c *Bucket) WithTopology(t *Topology, host string, p Ports) *Bucket {
 	out := *c
 	out.Rev = c.Rev + 1 + t.Rev // above the single node's and an older layout's, so an SDK takes it
 	servers := make([]string, len(t.Servers))
-	out.NodesExt = nil
 	out.Nodes = nil
 	var this Node
 	if len(c.Nodes) > 0 {
 		this = c.Nodes[0]
 	}
+	out.NodesExt = nodesExtOf(t.Servers, host, p)
 	for i, s := range t.Servers {
 		if s.ThisNode {
 			servers[i] = HostPort(host, p.KV)
-			ext := NodesExt(host, p)[0]
-			out.NodesExt = append(out.NodesExt, ext)
 			out.Nodes = append(out.Nodes, this)
 			continue
 		}
-		h, kv := splitAddr(s.KV)
-		mh, mgmt := splitAddr(s.HTTP)
-		if h == "" {
-			h = mh
-		}
+		h, svc := s.services(p)
+		_, kv := splitAddr(s.KV)
 		servers[i] = s.KV
-		svc := Services{KV: kv, Mgmt: mgmt}
-		if p.Capi != 0 && p.Capi == p.Mgmt {
-			svc.Capi = mgmt // views answered on the HTTP API's port, as here
+		node := Node{Hostname: s.HTTP, Ports: map[string]int{"direct": kv}, ClusterMembership: "active", Status: "healthy", Version: Version, Services: services(Ports{KV: kv, FTS: svc.FTS})}
+		if svc.Capi != 0 && c.Name != "" {
+			node.CouchAPIBase = "http://" + HostPort(h, svc.Capi) + "/" + url.PathEscape(c.Name) + "%2B" + c.UUID
 		}
-		out.NodesExt = append(out.NodesExt, NodeExt{Services: svc, Hostname: h})
-		node := Node{Hostname: s.HTTP, Ports: map[string]int{"direct": kv}, ClusterMembership: "active", Status: "healthy", Version: Version, Services: services(Ports{KV: kv})}
 		if s.KV == "" || s.Down {
 			node.Status = "unhealthy"
 		}

@@ -134,7 +134,12 @@ func Cluster(host string, p Ports) *Bucket {
 		Rev:                    1,
 		NodesExt:               NodesExt(host, p),
 		ClusterCapabilitiesVer: []int{1, 0},
-		ClusterCapabilities:    map[string][]string{},
+		// Search indexes on a bucket's scope (the REST API's
+		// /api/bucket/{b}/scope/{s}/index paths): without it the SDKs
+		// refuse a scope's Search and SearchIndexes (gocb:
+		// ErrFeatureNotAvailable, "scoped search indexes are not
+		// supported by this cluster version").
+		ClusterCapabilities: map[string][]string{"search": {"scopedSearchIndex"}},
 	}
 }
 

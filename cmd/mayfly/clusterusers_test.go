@@ -25,17 +25,7 @@ import (
 // deleted through another node (while that node was down, its users.json
 // still holding the user) is refused (401) through every node.
 func TestUserCreatedOnOneNodeWorksThroughEvery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
-	t.Parallel()
-	nodes, _ := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
+	nodes, _ := startedKVCluster(t)
 	do := func(method, addr, path, user, password, ctype, body string) (int, string, error) {
 		req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
 		if err != nil {

@@ -470,17 +470,7 @@ func kvRoutesToLeader(t *testing.T, nodes []*procNode, key string) error {
 // acknowledged write is lost; restarted on its data, it catches up. Two
 // nodes killed, the survivor acknowledges no write.
 func TestReplicatedClusterSurvivesKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
-	t.Parallel()
-	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
+	nodes, peers := startedKVCluster(t)
 
 	// Leadership follows the map: every group's leader becomes the map's
 	// preferred leader (the writes below then land where the map says).
@@ -818,6 +808,24 @@ func memcachedReplyElected(addr, cmd string) (string, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startedKVCluster is the three-process cluster of the tests that use its
+// memcached and KV ports: skipped under -short, run in parallel with the
+// package's other such tests, every node started and serving.
+func startedKVCluster(t *testing.T) ([]*procNode, []string) {
+	if testing.Short() {
+		t.Skip("starts three server processes")
+	}
+	t.Parallel()
+	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
+	for _, n := range nodes {
+		n.start(t)
+	}
+	for _, n := range nodes {
+		n.started(t)
+	}
+	return nodes, peers
 }
 
 // procCluster returns three cluster nodes on loopback, not started (their

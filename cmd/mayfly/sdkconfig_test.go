@@ -23,17 +23,7 @@ import (
 // at, timing out while that node was down), and each node showed its own
 // per-node history UUID as the bucket's uuid.
 func TestClusterConfigTheSameOnEveryNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
-	t.Parallel()
-	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
+	nodes, peers := startedKVCluster(t)
 	eventuallyT(t, "the default bucket placed", func() error {
 		_, err := readDefaultMap(peers)
 		return err

@@ -21,17 +21,7 @@ import (
 // wrong server or to none, its operations timing out for as long as the
 // node was down.
 func TestSDKWritesWithANodeDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
-	t.Parallel()
-	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
+	nodes, peers := startedKVCluster(t)
 	var m *cluster.PartitionMap
 	eventuallyT(t, "the default bucket placed", func() (err error) {
 		m, err = readDefaultMap(peers)

@@ -84,19 +84,9 @@ func indexesHoldTheirCoverage(nodes []*procNode, peers []string, acked map[strin
 // coverage switched to them, the view is whole again from both, each
 // survivor's index holding its new share.
 func TestViewsIndexOnlyCoveredPartitions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
-	// Beside the package's other cluster tests: it mostly waits out
-	// elections and timeouts, and this package is make test's longest.
-	t.Parallel()
-	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
+	// In parallel with the package's other cluster tests: it mostly waits
+	// out elections and timeouts, and this package is make test's longest.
+	nodes, peers := startedKVCluster(t)
 	acked := map[string]ackedDoc{}
 	for i := range 120 {
 		k := fmt.Sprintf("k%d", i)

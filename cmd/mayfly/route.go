@@ -20,8 +20,10 @@ import (
 // router says where a cluster node's front doors send a key's requests
 // (issue 22 step 3): to the leader of the key's partition. For a partition
 // this node holds a copy of, the leader is the one its Raft group knows
-// (none while the group elects: the request is refused, 503 or
-// SERVER_ERROR, as before routing); for one it holds no copy of, the
+// (while it knows none, as a node just restarted, the node whose
+// published lead record names the partition, if another live one, see
+// claimed; else the request is refused, 503 or SERVER_ERROR, to be
+// retried); for one it holds no copy of, the
 // partition map's preferred leader, or, while that node is not live, a
 // leader learned from a refusal or another live voter (see pick and
 // reroute.go: a node that does not lead refuses a forwarded request,
@@ -55,16 +57,23 @@ func newRouter(eng *engine.Engine, r *replication) *router {
 // leader returns the node leading partition part of bucket, "" when this
 // node answers its requests itself (it leads it, or the bucket has no
 // partition map yet: its writes are refused here as before). A partition
-// the map says this node leads but whose group does not run here yet (a
-// node restarted, its groups not added) is refused with ErrNotMyVBucket:
-// its copy may miss what was written while it was down.
+// whose group here knows no leader, or that the map says this node leads
+// but whose group does not run here yet (a node restarted, its groups not
+// added), goes to the live node whose published lead record names it
+// (claimed); with none, it is refused with ErrNotMyVBucket (this node's
+// copy may miss what was written while it was down).
 func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string, error) {
-	bucket := b.Name()
-	id := replica.BucketGroup(bucket, b.Settings().UUID, part)
+	bucket, uuid := b.Name(), b.Settings().UUID
+	id := replica.BucketGroup(bucket, uuid, part)
 	if r.h.Holds(id) {
 		l, ok := r.h.Leader(id)
 		switch {
 		case !ok:
+			if r.loaded(ctx) == nil {
+				if c := r.claimed(bucket, uuid, part); c != "" {
+					return c, nil
+				}
+			}
 			return "", fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
 		case l == r.self:
 			return "", nil
@@ -81,7 +90,36 @@ func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string
 	if p := m.Partitions[part]; p.Leader != r.self {
 		return r.pick(bucket, part, p), nil
 	}
+	if c := r.claimed(bucket, uuid, part); c != "" {
+		return c, nil
+	}
 	return "", fmt.Errorf("%w: partition %d's group is not running on this node yet; retry shortly", engine.ErrNotMyVBucket, part)
+}
+
+// claimed returns the node the cluster's published lead records
+// (cluster.TopologyMirror.ClaimedLeader) name as partition part's leader,
+// when it is another node than this one and live (up in the mirror and
+// not found unreachable lately); else "". leader sends a partition's
+// requests there while this node's own copy knows no leader: a node just
+// restarted, whose groups have not heard from the leader the others
+// elected while it was down (a quiet group sends no heartbeat until it
+// has something to do), or whose groups are not added yet. The node named
+// carries the request out if it still leads; else it refuses it before
+// proposing anything (naming the leader it knows, followed once, or none:
+// the refusal is the answer), so a record gone stale costs a hop, never
+// a write applied twice.
+func (r *router) claimed(bucket, uuid string, part int) string {
+	c := r.mirror.ClaimedLeader(bucket, uuid, part)
+	if c == "" || c == r.self {
+		return ""
+	}
+	now := time.Now() // wall clock: network reachability
+	r.mem.mu.Lock()
+	defer r.mem.mu.Unlock()
+	if !r.liveLocked(c, now) {
+		return ""
+	}
+	return c
 }
 
 // keyLeader is leader for key's partition in bucket; "" too for a bucket

@@ -164,7 +164,7 @@ func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 				return fmt.Errorf("%w: partition %d: this node holds no copy of it (yet)", engine.ErrNotMyVBucket, part)
 			}
 		} else {
-			leader, ok = r.awaitLeader(ctx, id, time.Now().Add(r.Host.ElectionTimeout()))
+			leader, ok = r.awaitLeader(ctx, id, time.Now().Add(r.Host.ElectionTimeout())) // wall clock: network timing
 		}
 	}
 	switch {

@@ -280,7 +280,19 @@ func (r *router) memcachedRouteTo(bucket, key string, part int, l string) (memca
 // node from's refusal names as the partition's leader (remembered for the
 // partition, see learn). "" when there is nowhere else: the request is
 // answered with what the forward met.
+//
+// A refusal naming this node (leadership handed back here while the
+// request waited at the old leader: a node just restarted, the map's
+// preferred leader) is followed when this node now leads the partition:
+// the request goes to this node's own port, as a forwarded request,
+// carried out here and never forwarded again.
 func (r *router) reroute(ctx context.Context, bucket, key string, part int, from, named string) string {
+	if named == r.self && from != r.self {
+		if r.leadsHere(bucket, part) {
+			return r.self
+		}
+		return ""
+	}
 	if named != "" {
 		if named == from || !r.learn(bucket, part, named) {
 			return ""
@@ -293,6 +305,17 @@ func (r *router) reroute(ctx context.Context, bucket, key string, part int, from
 		return ""
 	}
 	return l
+}
+
+// leadsHere reports whether this node's group of partition part of
+// bucket knows this node as its leader.
+func (r *router) leadsHere(bucket string, part int) bool {
+	b, err := r.eng.Bucket(bucket)
+	if err != nil {
+		return false
+	}
+	l, ok := r.h.Leader(replica.BucketGroup(bucket, b.Settings().UUID, part))
+	return ok && l == r.self
 }
 
 // topology is the KV port's and /pools' view of bucket's partitions

@@ -60,20 +60,20 @@ func newRouter(eng *engine.Engine, r *replication) *router {
 // whose group here knows no leader, or that the map says this node leads
 // but whose group does not run here yet (a node restarted, its groups not
 // added), goes to the live node whose published lead record names it
-// (claimed); with none, it is refused with ErrNotMyVBucket (this node's
-// copy may miss what was written while it was down).
+// (claimed), or to the leader the group learns meanwhile, waiting for
+// either up to an election timeout (awaitLeader); with neither, it is
+// refused with ErrNotMyVBucket (this node's copy may miss what was
+// written while it was down).
 func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string, error) {
 	bucket, uuid := b.Name(), b.Settings().UUID
 	id := replica.BucketGroup(bucket, uuid, part)
 	if r.h.Holds(id) {
 		l, ok := r.h.Leader(id)
+		if !ok {
+			l, ok = r.awaitLeader(ctx, bucket, uuid, id, part)
+		}
 		switch {
 		case !ok:
-			if r.loaded(ctx) == nil {
-				if c := r.claimed(bucket, uuid, part); c != "" {
-					return c, nil
-				}
-			}
 			return "", fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
 		case l == r.self:
 			return "", nil
@@ -120,6 +120,40 @@ func (r *router) claimed(bucket, uuid string, part int) string {
 		return ""
 	}
 	return c
+}
+
+// leaderPoll is how often awaitLeader looks.
+const leaderPoll = 10 * time.Millisecond
+
+// awaitLeader returns where a request for partition part of bucket goes
+// while this node's group id of it knows no leader: the node the
+// published lead records name (claimed), or the leader the group learns,
+// whichever comes first, waiting for either up to an election timeout
+// within ctx (a leadership transfer: the old leader stepped down, the new
+// one is not heard of yet, nor published); false when neither came.
+func (r *router) awaitLeader(ctx context.Context, bucket, uuid string, id replica.GroupID, part int) (string, bool) {
+	loaded := r.loaded(ctx) == nil
+	until := time.Now().Add(r.h.ElectionTimeout()) // wall clock: network timing
+	for {
+		if l, ok := r.h.Leader(id); ok {
+			return l, true
+		}
+		if loaded {
+			if c := r.claimed(bucket, uuid, part); c != "" {
+				return c, true
+			}
+		}
+		if time.Until(until) < leaderPoll {
+			return "", false
+		}
+		t := time.NewTimer(leaderPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", false
+		case <-t.C:
+		}
+	}
 }
 
 // keyLeader is leader for key's partition in bucket; "" too for a bucket

@@ -122,6 +122,22 @@ func (t *TopologyMirror) ClaimedLeaders(bucket, uuid string, n int) []string {
 	return latestClaims(t.leads[bucket], uuid, n)
 }
 
+// ClaimedLeader is ClaimedLeaders' entry for partition part alone (a
+// request's route reads one partition): the node whose LeadRecord of the
+// incarnation uuid names it, the latest written when several do; "" when
+// none does.
+func (t *TopologyMirror) ClaimedLeader(bucket, uuid string, part int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	node, rev := "", int64(0)
+	for n, l := range t.leads[bucket] {
+		if l.rec.UUID == uuid && l.rec.leads(part) && (node == "" || l.rev > rev || l.rev == rev && n < node) {
+			node, rev = n, l.rev
+		}
+	}
+	return node
+}
+
 // latestClaims returns, for each of n partitions, the node whose record of
 // incarnation uuid names it, the latest written when several do; "" where
 // none does.

@@ -122,6 +122,11 @@ func TestClaimedLeaders(t *testing.T) {
 		if got := mirror.ClaimedLeaders("b", uuid, len(w)); !slices.Equal(got, w) {
 			t.Fatalf("%s: claimed leaders %q; want %q", what, got, w)
 		}
+		for p, wp := range w {
+			if got := mirror.ClaimedLeader("b", uuid, p); got != wp {
+				t.Fatalf("%s: claimed leader of partition %d %q; want %q", what, p, got, wp)
+			}
+		}
 	}
 	want("no record", "u1", "", "", "", "", "", "", "", "", "", "")
 	publish("b", "u1", "n2", 0, 2, 9)

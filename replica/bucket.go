@@ -151,20 +151,63 @@ type BucketReplicator struct {
 // Writable implements engine.Replicator: nil when this node leads
 // partition part's group, else engine.ErrNotMyVBucket: an
 // *engine.NotMyVBucketError naming the leader when the group knows one
-// (nothing was proposed: the write may be sent there).
+// (nothing was proposed: the write may be sent there). A group that knows
+// no leader at the moment (an election, or a leadership transfer: the old
+// leader's term ended, the new one is not heard of yet) is waited for, up
+// to an election timeout within ctx, before the write is refused.
 func (r *BucketReplicator) Writable(ctx context.Context, part int) error {
 	id := BucketGroup(r.Bucket, r.UUID, part)
 	leader, ok := r.Host.Leader(id)
+	if !ok {
+		if _, err := r.Host.group(id); err != nil {
+			if !errors.Is(err, ErrClosed) {
+				return fmt.Errorf("%w: partition %d: this node holds no copy of it (yet)", engine.ErrNotMyVBucket, part)
+			}
+		} else {
+			leader, ok = r.awaitLeader(ctx, id, time.Now().Add(r.Host.ElectionTimeout())) // wall clock: network timing
+		}
+	}
 	switch {
 	case !ok:
-		if _, err := r.Host.group(id); err != nil && !errors.Is(err, ErrClosed) {
-			return fmt.Errorf("%w: partition %d: this node holds no copy of it (yet)", engine.ErrNotMyVBucket, part)
-		}
 		return fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
 	case leader != r.Host.Node():
 		return r.ledBy(ctx, part, leader)
 	}
 	return nil
+}
+
+// leaderPoll is how often a write waiting for its group's leader (or for
+// its leader to take proposals again) looks.
+const leaderPoll = 10 * time.Millisecond
+
+// awaitLeader waits, within ctx and until until (wall clock: network
+// timing), for group id to know a leader, and returns it; false when it
+// still knows none.
+func (r *BucketReplicator) awaitLeader(ctx context.Context, id GroupID, until time.Time) (string, bool) {
+	for {
+		if l, ok := r.Host.Leader(id); ok {
+			return l, true
+		}
+		if !pause(ctx, until) {
+			return "", false
+		}
+	}
+}
+
+// pause sleeps leaderPoll, and reports false instead when ctx ended or
+// until passed (or would, during the sleep).
+func pause(ctx context.Context, until time.Time) bool {
+	if time.Until(until) < leaderPoll {
+		return false
+	}
+	t := time.NewTimer(leaderPoll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // ledBy is the refusal of a request for partition part, which node leader
@@ -187,16 +230,25 @@ func (r *BucketReplicator) Leads(part int) bool {
 }
 
 // Replicate implements engine.Replicator.
+//
+// A proposal its group drops before proposing it (ErrNoLeader, or ErrBusy:
+// a leadership transfer under way, when raft's leader takes no proposal
+// until its transferee took over, or too many entries uncommitted) is
+// tried again, up to an election timeout: a hand-back of leadership (to a
+// node that restarted, the map's preferred leader) is a pause for the
+// write, then carried out here or refused naming the new leader
+// (followed by the front doors), rather than a temporary failure.
 func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
-	if err := r.Writable(ctx, part); err != nil {
-		return engine.ReplicatedResult{}, err
-	}
 	id := BucketGroup(r.Bucket, r.UUID, part)
-	pctx, cancel := context.WithTimeout(ctx, MaxProposeWait)
-	defer cancel()
-	res, err := r.Host.Propose(pctx, id, entry)
+	until := time.Now().Add(r.Host.ElectionTimeout()) // wall clock: network timing
+	res, err := r.propose(ctx, part, id, entry)
+	for (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrBusy)) && pause(ctx, until) {
+		res, err = r.propose(ctx, part, id, entry)
+	}
 	switch {
 	case err == nil:
+	case errors.Is(err, engine.ErrNotMyVBucket): // Writable's refusal: nothing proposed
+		return engine.ReplicatedResult{}, err
 	case errors.Is(err, ErrNoLeader):
 		// Not proposed, but no leader to name: a plain refusal.
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
@@ -216,6 +268,17 @@ func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: an entry's result of type %T", engine.ErrTempFail, part, res.Value)
 	}
 	return v, nil
+}
+
+// propose is one try of Replicate: Writable, then the proposal, within
+// MaxProposeWait.
+func (r *BucketReplicator) propose(ctx context.Context, part int, id GroupID, entry []byte) (Result, error) {
+	if err := r.Writable(ctx, part); err != nil {
+		return Result{}, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, MaxProposeWait)
+	defer cancel()
+	return r.Host.Propose(pctx, id, entry)
 }
 
 // MaxReadWait bounds a read's read index (ConfirmRead): a leader cut off

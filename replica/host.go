@@ -111,6 +111,13 @@ func (h *Host) Addr() string { return h.tr.ln.Addr().String() }
 // Node is this Host's node name.
 func (h *Host) Node() string { return h.opts.Node }
 
+// ElectionTimeout is the groups' election timeout (Options.ElectionTicks
+// ticks): about how long an election takes, and the longest a leadership
+// transfer keeps its leader refusing proposals before raft abandons it.
+func (h *Host) ElectionTimeout() time.Duration {
+	return time.Duration(h.opts.ElectionTicks) * h.opts.TickInterval
+}
+
 // AddGroup starts group id with the given voters (node names, this node
 // among them) and state machine. A group the store already holds restarts
 // from it (its voters are then the stored ones: the ConfState in force at

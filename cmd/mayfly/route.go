@@ -20,8 +20,10 @@ import (
 // router says where a cluster node's front doors send a key's requests
 // (issue 22 step 3): to the leader of the key's partition. For a partition
 // this node holds a copy of, the leader is the one its Raft group knows
-// (none while the group elects: the request is refused, 503 or
-// SERVER_ERROR, as before routing); for one it holds no copy of, the
+// (while it knows none, as a node just restarted, the node whose
+// published lead record names the partition, if another live one, see
+// claimed; else the request is refused, 503 or SERVER_ERROR, to be
+// retried); for one it holds no copy of, the
 // partition map's preferred leader, or, while that node is not live, a
 // leader learned from a refusal or another live voter (see pick and
 // reroute.go: a node that does not lead refuses a forwarded request,
@@ -55,14 +57,21 @@ func newRouter(eng *engine.Engine, r *replication) *router {
 // leader returns the node leading partition part of bucket, "" when this
 // node answers its requests itself (it leads it, or the bucket has no
 // partition map yet: its writes are refused here as before). A partition
-// the map says this node leads but whose group does not run here yet (a
-// node restarted, its groups not added) is refused with ErrNotMyVBucket:
-// its copy may miss what was written while it was down.
+// whose group here knows no leader, or that the map says this node leads
+// but whose group does not run here yet (a node restarted, its groups not
+// added), goes to the live node whose published lead record names it
+// (claimed), or to the leader the group learns meanwhile, waiting for
+// either up to an election timeout (awaitLeader); with neither, it is
+// refused with ErrNotMyVBucket (this node's copy may miss what was
+// written while it was down).
 func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string, error) {
-	bucket := b.Name()
-	id := replica.BucketGroup(bucket, b.Settings().UUID, part)
+	bucket, uuid := b.Name(), b.Settings().UUID
+	id := replica.BucketGroup(bucket, uuid, part)
 	if r.h.Holds(id) {
 		l, ok := r.h.Leader(id)
+		if !ok {
+			l, ok = r.awaitLeader(ctx, bucket, uuid, id, part)
+		}
 		switch {
 		case !ok:
 			return "", fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)
@@ -81,7 +90,70 @@ func (r *router) leader(ctx context.Context, b *engine.Bucket, part int) (string
 	if p := m.Partitions[part]; p.Leader != r.self {
 		return r.pick(bucket, part, p), nil
 	}
+	if c := r.claimed(bucket, uuid, part); c != "" {
+		return c, nil
+	}
 	return "", fmt.Errorf("%w: partition %d's group is not running on this node yet; retry shortly", engine.ErrNotMyVBucket, part)
+}
+
+// claimed returns the node the cluster's published lead records
+// (cluster.TopologyMirror.ClaimedLeader) name as partition part's leader,
+// when it is another node than this one and live (up in the mirror and
+// not found unreachable lately); else "". leader sends a partition's
+// requests there while this node's own copy knows no leader: a node just
+// restarted, whose groups have not heard from the leader the others
+// elected while it was down (a quiet group sends no heartbeat until it
+// has something to do), or whose groups are not added yet. The node named
+// carries the request out if it still leads; else it refuses it before
+// proposing anything (naming the leader it knows, followed once, or none:
+// the refusal is the answer), so a record gone stale costs a hop, never
+// a write applied twice.
+func (r *router) claimed(bucket, uuid string, part int) string {
+	c := r.mirror.ClaimedLeader(bucket, uuid, part)
+	if c == "" || c == r.self {
+		return ""
+	}
+	now := time.Now() // wall clock: network reachability
+	r.mem.mu.Lock()
+	defer r.mem.mu.Unlock()
+	if !r.liveLocked(c, now) {
+		return ""
+	}
+	return c
+}
+
+// leaderPoll is how often awaitLeader looks.
+const leaderPoll = 10 * time.Millisecond
+
+// awaitLeader returns where a request for partition part of bucket goes
+// while this node's group id of it knows no leader: the node the
+// published lead records name (claimed), or the leader the group learns,
+// whichever comes first, waiting for either up to an election timeout
+// within ctx (a leadership transfer: the old leader stepped down, the new
+// one is not heard of yet, nor published); false when neither came.
+func (r *router) awaitLeader(ctx context.Context, bucket, uuid string, id replica.GroupID, part int) (string, bool) {
+	loaded := r.loaded(ctx) == nil
+	until := time.Now().Add(r.h.ElectionTimeout()) // wall clock: network timing
+	for {
+		if l, ok := r.h.Leader(id); ok {
+			return l, true
+		}
+		if loaded {
+			if c := r.claimed(bucket, uuid, part); c != "" {
+				return c, true
+			}
+		}
+		if time.Until(until) < leaderPoll {
+			return "", false
+		}
+		t := time.NewTimer(leaderPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", false
+		case <-t.C:
+		}
+	}
 }
 
 // keyLeader is leader for key's partition in bucket; "" too for a bucket
@@ -242,7 +314,19 @@ func (r *router) memcachedRouteTo(bucket, key string, part int, l string) (memca
 // node from's refusal names as the partition's leader (remembered for the
 // partition, see learn). "" when there is nowhere else: the request is
 // answered with what the forward met.
+//
+// A refusal naming this node (leadership handed back here while the
+// request waited at the old leader: a node just restarted, the map's
+// preferred leader) is followed when this node now leads the partition:
+// the request goes to this node's own port, as a forwarded request,
+// carried out here and never forwarded again.
 func (r *router) reroute(ctx context.Context, bucket, key string, part int, from, named string) string {
+	if named == r.self && from != r.self {
+		if r.leadsHere(bucket, part) {
+			return r.self
+		}
+		return ""
+	}
 	if named != "" {
 		if named == from || !r.learn(bucket, part, named) {
 			return ""
@@ -255,6 +339,17 @@ func (r *router) reroute(ctx context.Context, bucket, key string, part int, from
 		return ""
 	}
 	return l
+}
+
+// leadsHere reports whether this node's group of partition part of
+// bucket knows this node as its leader.
+func (r *router) leadsHere(bucket string, part int) bool {
+	b, err := r.eng.Bucket(bucket)
+	if err != nil {
+		return false
+	}
+	l, ok := r.h.Leader(replica.BucketGroup(bucket, b.Settings().UUID, part))
+	return ok && l == r.self
 }
 
 // topology is the KV port's and /pools' view of bucket's partitions

@@ -21,17 +21,7 @@ import (
 // meanwhile is waited out by the node handing it over. Before, n1 refused
 // every such request until its groups learnt their leaders.
 func TestWritesThroughARestartedNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three server processes")
-	}
-	t.Parallel()
-	nodes, peers := procCluster(t, "--memcached", "127.0.0.1:0", "--kv", "127.0.0.1:0")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.started(t)
-	}
+	nodes, peers := startedKVCluster(t)
 	var m *cluster.PartitionMap
 	eventuallyT(t, "the default bucket placed", func() (err error) {
 		m, err = readDefaultMap(peers)

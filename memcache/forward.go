@@ -311,6 +311,17 @@ func (c *session) routeOf(ctx context.Context, key string) (rt Route, reply stri
 	if s.opts.Route == nil {
 		return Route{}, "", false
 	}
+	if !c.drv.mayBlock() {
+		// An event loop serves many connections: Route must answer at
+		// once (a partition whose leader it does not know is refused,
+		// not waited for).
+		if c.noWait == nil {
+			nc, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			cancel()
+			c.noWait = nc
+		}
+		ctx = c.noWait
+	}
 	rt, err := s.opts.Route(ctx, key)
 	switch {
 	case err != nil:

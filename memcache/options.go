@@ -62,7 +62,10 @@ type Options struct {
 	// out: a Route without Addr here, else at the leader of the key's
 	// partition, whose memcached port it is forwarded to (forward.go). An
 	// error (the partition has no leader at the moment) is the command's
-	// SERVER_ERROR reply. nil carries every command out here.
+	// SERVER_ERROR reply. nil carries every command out here. On an event
+	// loop (IOEventLoop) it is called with a context already done: it
+	// must then answer from what it knows, without waiting, since the
+	// loop serves many connections.
 	Route func(ctx context.Context, key string) (Route, error)
 	// Lookup, if set, returns the bucket the server is to serve now: the
 	// bucket of the served one's name (under mayfly serve,

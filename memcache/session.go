@@ -64,6 +64,9 @@ type session struct {
 	remote net.Addr
 	num    []byte   // scratch for formatting numbers
 	keys   []string // room for a command's key list, reused (parseCommandInto)
+	// noWait is a context already done, made once, that Options.Route
+	// gets on a driver that may not block (routeOf).
+	noWait context.Context
 	// getNext is how many keys of the multi-get being answered are
 	// answered already: its answer filled the driver's output (full), and
 	// the same command runs again from this key.

@@ -79,7 +79,7 @@ func doHTTP(ctx context.Context, cl *http.Client, n *node, in input) (output, ui
 			cas, _ := strconv.ParseUint(resp.Header.Get("X-Mayfly-Cas"), 10, 64)
 			return output{kind: outOK, value: string(b)}, cas, nil
 		}
-		return output{kind: outOK}, 0, nil
+		return output{kind: outOK, routedTo: resp.Header.Get("X-Mayfly-Routed-To")}, 0, nil
 	case resp.StatusCode == http.StatusNotFound && (in.kind != opSet):
 		return output{kind: outNotFound}, 0, nil
 	case resp.StatusCode == http.StatusConflict && in.kind == opCAS && strings.Contains(string(b), "cas_mismatch"):

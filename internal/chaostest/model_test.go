@@ -45,6 +45,9 @@ type output struct {
 	kind  outKind
 	value string
 	why   string // outUnknown: why, for the tally
+	// routedTo, for an HTTP write, is the node its answer says carried it
+	// out when another node than the one asked did (X-Mayfly-Routed-To).
+	routedTo string
 }
 
 // registerModel is one key as a register holding a value, "" for a

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/mayflydb/mayfly/cluster"
 )
 
 // TestWritesThroughARestartedNode: three processes; n1 is killed, n2 and
@@ -22,12 +20,7 @@ import (
 // every such request until its groups learnt their leaders.
 func TestWritesThroughARestartedNode(t *testing.T) {
 	nodes, peers := startedKVCluster(t)
-	var m *cluster.PartitionMap
-	eventuallyT(t, "the default bucket placed", func() (err error) {
-		m, err = readDefaultMap(peers)
-		return err
-	})
-	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
+	m := placedAndLed(t, nodes, peers)
 	n1 := nodes[0]
 	var parts []int
 	for p, part := range m.Partitions {

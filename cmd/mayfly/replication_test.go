@@ -475,12 +475,7 @@ func TestReplicatedClusterSurvivesKill(t *testing.T) {
 	// Leadership follows the map: every group's leader becomes the map's
 	// preferred leader (the writes below then land where the map says).
 	started := time.Now()
-	var pm *cluster.PartitionMap
-	eventuallyT(t, "the default bucket placed", func() (err error) {
-		pm, err = readDefaultMap(peers)
-		return err
-	})
-	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, pm) })
+	pm := placedAndLed(t, nodes, peers)
 	t.Logf("leaders follow the map %v after the nodes served", time.Since(started).Round(100*time.Millisecond))
 
 	acked := map[string]ackedDoc{}
@@ -826,6 +821,20 @@ func startedKVCluster(t *testing.T) ([]*procNode, []string) {
 		n.started(t)
 	}
 	return nodes, peers
+}
+
+// placedAndLed waits until the default bucket's partition map is placed
+// and every partition's group is led by the map's preferred leader, and
+// returns the map.
+func placedAndLed(t *testing.T, nodes []*procNode, peers []string) *cluster.PartitionMap {
+	t.Helper()
+	var m *cluster.PartitionMap
+	eventuallyT(t, "the default bucket placed", func() (err error) {
+		m, err = readDefaultMap(peers)
+		return err
+	})
+	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
+	return m
 }
 
 // procCluster returns three cluster nodes on loopback, not started (their

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/couchbase/gocbcore/v10"
-
-	"github.com/mayflydb/mayfly/cluster"
 )
 
 // TestSDKWritesWithANodeDown: three processes, one killed; a Couchbase
@@ -22,12 +20,7 @@ import (
 // node was down.
 func TestSDKWritesWithANodeDown(t *testing.T) {
 	nodes, peers := startedKVCluster(t)
-	var m *cluster.PartitionMap
-	eventuallyT(t, "the default bucket placed", func() (err error) {
-		m, err = readDefaultMap(peers)
-		return err
-	})
-	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
+	placedAndLed(t, nodes, peers)
 
 	nodes[0].kill()
 	eventuallyT(t, nodes[0].name+"'s lease expired", func() error {

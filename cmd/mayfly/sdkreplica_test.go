@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/couchbase/gocbcore/v10"
-
-	"github.com/mayflydb/mayfly/cluster"
 )
 
 // TestSDKReplicaReadsAndObserve: three processes, the default bucket with
@@ -24,15 +22,10 @@ import (
 // ended in an ambiguous timeout.
 func TestSDKReplicaReadsAndObserve(t *testing.T) {
 	nodes, peers := startedKVCluster(t)
-	var m *cluster.PartitionMap
-	eventuallyT(t, "the default bucket placed", func() (err error) {
-		m, err = readDefaultMap(peers)
-		return err
-	})
+	m := placedAndLed(t, nodes, peers)
 	if m.Copies != 3 {
 		t.Fatalf("the default bucket has %d copies of each partition; the test wants 3", m.Copies)
 	}
-	eventuallyT(t, "every group led by the map's preferred leader", func() error { return leadersFollowMap(nodes, m) })
 
 	agent, err := gocbcore.CreateAgent(&gocbcore.AgentConfig{
 		BucketName:     "default",

@@ -16,6 +16,37 @@ type noPeers struct{}
 
 func (noPeers) Addr(context.Context, string) (string, error) { return "", errors.New("no peers") }
 
+// routerLedHere is routerHostAndBucket with two partitions, bucket b's
+// replication on the host, and partition 0's group running here with this
+// node its only voter and leader (1's runs nowhere): the host, the
+// engine, a key of partition 0 (led) and one of partition 1 (other).
+func routerLedHere(t *testing.T, ctx context.Context) (h *replica.Host, eng *engine.Engine, led, other string) {
+	t.Helper()
+	h, eng, b := routerHostAndBucket(t, ctx, 2)
+	uuid := b.Settings().UUID
+	b.SetReplicator(&replica.BucketReplicator{Host: h, Bucket: "b", UUID: uuid})
+	for i := 0; led == "" || other == ""; i++ {
+		k := string(rune('a' + i))
+		if b.PartitionOf(k) == 0 {
+			led = k
+		} else {
+			other = k
+		}
+	}
+	g := replica.BucketGroup("b", uuid, 0)
+	if err := h.AddGroup(g, []string{"n1"}, replica.NewBucketMachine(b, 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // wall clock: a hang guard
+	for l, ok := h.Leader(g); !ok || l != "n1"; l, ok = h.Leader(g) {
+		if time.Now().After(deadline) { // wall clock: a hang guard
+			t.Fatal("the one-voter group elected no leader")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return h, eng, led, other
+}
+
 // routerHostAndBucket opens, for a router's test, node n1's replica host
 // (no peers, no group yet) and an engine with a bucket "b" of parts
 // partitions; both close when the test ends.
@@ -47,30 +78,7 @@ func routerHostAndBucket(t *testing.T, ctx context.Context, parts int) (*replica
 func TestRouterHandsReadsTheReadIndex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h, eng, b := routerHostAndBucket(t, ctx, 2)
-	uuid := b.Settings().UUID
-	b.SetReplicator(&replica.BucketReplicator{Host: h, Bucket: "b", UUID: uuid})
-	// Partition 0's group runs here (this node its only voter); 1's does not.
-	var led, other string
-	for i := 0; led == "" || other == ""; i++ {
-		k := string(rune('a' + i))
-		if b.PartitionOf(k) == 0 {
-			led = k
-		} else {
-			other = k
-		}
-	}
-	g := replica.BucketGroup("b", uuid, 0)
-	if err := h.AddGroup(g, []string{"n1"}, replica.NewBucketMachine(b, 0, nil)); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second) // wall clock: a hang guard
-	for l, ok := h.Leader(g); !ok || l != "n1"; l, ok = h.Leader(g) {
-		if time.Now().After(deadline) { // wall clock: a hang guard
-			t.Fatal("the one-voter group elected no leader")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h, eng, led, other := routerLedHere(t, ctx)
 	_, mirror := oneNodeCluster(t, ctx)
 	r := &router{eng: eng, h: h, self: "n1", mirror: mirror}
 
@@ -111,29 +119,7 @@ func TestRouterHandsReadsTheReadIndex(t *testing.T) {
 func TestRouterLocalRouteFollowsItsOwnRefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h, eng, b := routerHostAndBucket(t, ctx, 2)
-	uuid := b.Settings().UUID
-	b.SetReplicator(&replica.BucketReplicator{Host: h, Bucket: "b", UUID: uuid})
-	var led, other string
-	for i := 0; led == "" || other == ""; i++ {
-		k := string(rune('a' + i))
-		if b.PartitionOf(k) == 0 {
-			led = k
-		} else {
-			other = k
-		}
-	}
-	g := replica.BucketGroup("b", uuid, 0)
-	if err := h.AddGroup(g, []string{"n1"}, replica.NewBucketMachine(b, 0, nil)); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second) // wall clock: a hang guard
-	for l, ok := h.Leader(g); !ok || l != "n1"; l, ok = h.Leader(g) {
-		if time.Now().After(deadline) { // wall clock: a hang guard
-			t.Fatal("the one-voter group elected no leader")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h, eng, led, other := routerLedHere(t, ctx)
 	node, mirror := oneNodeCluster(t, ctx)
 	if _, err := node.Client().Put(ctx, "/mayfly/nodes/n2", `{"name":"n2","http":"127.0.0.1:12","memcached":"127.0.0.1:22"}`); err != nil {
 		t.Fatal(err)

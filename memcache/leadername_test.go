@@ -83,6 +83,8 @@ func TestReplicatorRefusalFollowed(t *testing.T) {
 		// its write is refused.
 		put(t, lead, "ctr", "5", 0)
 		put(t, stale, "ctr", "5", 0)
+		put(t, lead, "gk", "g", 0) // for a gat, below
+		put(t, stale, "gk", "g", 0)
 		repl := &movedReplicator{}
 		stale.bucket.SetReplicator(repl)
 		ctx := context.Background()
@@ -135,6 +137,16 @@ func TestReplicatorRefusalFollowed(t *testing.T) {
 		}
 		if d, _ := stale.bucket.DefaultCollection().Get(ctx, "ctr"); d == nil || string(d.Value) != "5" {
 			t.Fatalf("the stale node's ctr: %+v; want its own copy untouched", d)
+		}
+		// A gat the node carries out itself, its touch refused so: the
+		// leader answers it and touches its copy.
+		c := stale.dial(t)
+		c.do("gat 200 gk\r\n", "VALUE gk 0 1\r\ng\r\nEND\r\n")
+		if d, _ := lead.bucket.DefaultCollection().Get(ctx, "gk"); d == nil || d.Expiration != t0+200 {
+			t.Fatalf("the leader's gk after a gat through the stale node: %+v", d)
+		}
+		if got, want := reroutes(), (map[string]int{"stale>lead": 1}); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("gat: Reroute asked %v; want %v", got, want)
 		}
 
 		repl.setAmbiguous(true)

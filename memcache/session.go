@@ -500,6 +500,23 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			c.getNext = i // on from here where the read may wait
 			return outcome{block: true}
 		}
+		if leader := engine.FollowableLeader(err); touch && leader != "" && rt.Reroute != nil && !c.forwarded {
+			// A gat this node's replication refused before doing
+			// anything of it, naming the leader (leadership moved
+			// since the route was made): carried out there, once, as
+			// the other writes are (Server.followed).
+			if !c.drv.mayBlock() {
+				c.getNext = i // on from here where the round trip may wait
+				return outcome{block: true}
+			}
+			if nrt, ok := rt.Reroute(ctx, leader); ok && nrt.Addr != "" {
+				var reply string
+				if d, reply = s.forwardGet(ctx, nrt, key, touch, cmd.exptime); reply != "" {
+					return c.getFailed(cmd, reply)
+				}
+				err = nil
+			}
+		}
 		if err != nil {
 			return c.getFailed(cmd, serverError(err))
 		}

@@ -399,6 +399,18 @@ func (s *server) writeMergedAllDocs(ctx context.Context, w http.ResponseWriter, 
 	skip, limit := p.Skip, p.Limit
 	rows, skipped := 0, 0
 	var line []byte
+	// start writes the answer's head, once, with the offset the rows
+	// skipped give when the listing starts at its beginning.
+	start := func() {
+		if started {
+			return
+		}
+		started = true
+		if p.Keys == nil && o.Start == nil {
+			offset = skipped
+		}
+		writeMergedAllDocsHead(w, bw, total, offset, updateSeq, seq)
+	}
 	// emit writes a row (or passes over it while skip lasts) and says
 	// whether more are wanted.
 	emit := func(row []byte) bool {
@@ -410,13 +422,7 @@ func (s *server) writeMergedAllDocs(ctx context.Context, w http.ResponseWriter, 
 		if limit >= 0 && rows >= limit {
 			return false
 		}
-		if !started {
-			started = true
-			if p.Keys == nil && o.Start == nil {
-				offset = skipped
-			}
-			writeMergedAllDocsHead(w, bw, total, offset, updateSeq, seq)
-		}
+		start()
 		sep := ",\r\n"
 		if rows == 0 {
 			sep = "\r\n"
@@ -489,13 +495,7 @@ func (s *server) writeMergedAllDocs(ctx context.Context, w http.ResponseWriter, 
 		bw.Flush()
 		return nil
 	}
-	if !started {
-		started = true
-		if p.Keys == nil && o.Start == nil {
-			offset = skipped
-		}
-		writeMergedAllDocsHead(w, bw, total, offset, updateSeq, seq)
-	}
+	start()
 	bw.WriteString("\r\n]}\n")
 	bw.Flush()
 	return nil

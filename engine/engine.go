@@ -161,6 +161,9 @@ func (e *Engine) openBucket(ce catalogEntry) (*Bucket, error) {
 		s.DurabilityMinLevel = defaultDurability(s.Type) // likewise
 	}
 	s.NumVBuckets = ce.Parts // likewise: the catalog always had the count
+	if s.RAMQuotaMB > MaxRAMQuotaMB {
+		s.RAMQuotaMB = MaxRAMQuotaMB // stored before the cap: its bytes overflowed
+	}
 	if _, ok := s.ReplicaNumber.Get(); !ok {
 		s.ReplicaNumber = e.opts.ReplicaNumber // a bucket created before the setting
 	}

@@ -162,6 +162,11 @@ func (c *ReplicaCount) UnmarshalJSON(b []byte) error {
 // 1024.
 const MaxVBuckets = 1024
 
+// MaxRAMQuotaMB is the largest ramQuotaMB a bucket takes: 16 TiB, beyond any
+// machine's memory, and small enough that a quota in bytes (and Go's memory
+// limit, the sum of the quotas) never overflows.
+const MaxRAMQuotaMB = 1 << 24
+
 // NewBucketUUID returns a random bucket UUID: 32 hexadecimal digits.
 func NewBucketUUID() string {
 	var b [16]byte
@@ -259,8 +264,8 @@ func (s BucketSettings) Validate() error {
 		return bad("durabilityMinLevel: Durability minimum level must be either none or majority for ephemeral buckets")
 	case s.Type == Memcached && s.DurabilityMinLevel.rank() > DurabilityNone.rank():
 		return bad("durabilityMinLevel: memcached buckets take no durability level but none")
-	case s.RAMQuotaMB < 1:
-		return bad("ramQuotaMB: must be a positive integer")
+	case s.RAMQuotaMB < 1 || s.RAMQuotaMB > MaxRAMQuotaMB:
+		return bad("ramQuotaMB: must be an integer from 1 to %d (MiB), got %d", MaxRAMQuotaMB, s.RAMQuotaMB)
 	case !(s.PurgeInterval >= 0.04 && s.PurgeInterval <= 60):
 		return bad("purgeInterval: metadata purge interval must be a number between 0.04 and 60")
 	case s.ExpPagerStime < 0:

@@ -135,6 +135,11 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 	for _, name := range []string{"ramQuotaMB", "ramQuota"} {
 		if v, ok, err := intParam(vals, name); err != nil {
 			return settingErr(name, "The RAM quota must be a number (MiB), got %q", vals.Get(name))
+		} else if ok && (v < 1 || v > engine.MaxRAMQuotaMB) {
+			// Refused here, under the name the request gave, rather than by
+			// Validate's ramQuotaMB: a client sending ramQuota reads its error
+			// there.
+			return settingErr(name, "The RAM quota must be from 1 to %d MiB, got %d", engine.MaxRAMQuotaMB, v)
 		} else if ok {
 			st.RAMQuotaMB = v
 		}

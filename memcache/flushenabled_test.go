@@ -24,7 +24,8 @@ func (f *fixture) setFlushEnabled(t *testing.T, on bool) {
 // API's doFlush then answers "Flush is disabled"), flush_all is refused
 // with memcached's answer for a disabled flush_all, is neither audited nor
 // run, and deletes nothing; a delayed one accepted while flush was enabled
-// is dropped if flush is disabled before its moment.
+// is dropped if flush is disabled before its moment. "stats settings"
+// says flush_enabled no while it is refused, as memcached -F does.
 func TestFlushAllDisabled(t *testing.T) {
 	var audited atomic.Int32
 	f := newFixture(t, &Options{Audit: func(context.Context, AuditEvent) error {
@@ -33,6 +34,10 @@ func TestFlushAllDisabled(t *testing.T) {
 	}})
 	f.setFlushEnabled(t, false)
 	c := f.dial(t)
+	// memcached's stats settings say flush_enabled no when -F refuses it.
+	if got := c.settingsStats()["flush_enabled"]; got != "no" {
+		t.Errorf("stats settings: flush_enabled %q on a bucket whose flush is disabled, want no", got)
+	}
 	c.do("set k 0 0 1\r\nv\r\n", "STORED\r\n")
 	c.do("flush_all\r\n", "CLIENT_ERROR flush_all not allowed\r\n")
 	c.do("flush_all 0\r\n", "CLIENT_ERROR flush_all not allowed\r\n")
@@ -55,6 +60,9 @@ func TestFlushAllDisabled(t *testing.T) {
 	c.do("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n")
 
 	f.setFlushEnabled(t, true)
+	if got := c.settingsStats()["flush_enabled"]; got != "yes" {
+		t.Errorf("stats settings: flush_enabled %q on a bucket whose flush is enabled, want yes", got)
+	}
 	c.do("flush_all\r\n", "OK\r\n")
 	c.do("get k\r\n", "END\r\n")
 }

@@ -255,7 +255,9 @@ func (s *Server) settingsStats() []stat {
 		{"auth_enabled_ascii", "no"},
 		{"item_size_max", strconv.Itoa(s.opts.MaxItemSize)},
 		{"maxconns_fast", "yes"},
-		{"flush_enabled", "yes"},
+		// As memcached -F: no while flush_all is refused (the bucket's
+		// flushEnabled is off).
+		{"flush_enabled", yn(s.flushEnabled())},
 		{"dump_enabled", "no"},
 		{"idle_timeout", i64(int64(max(s.opts.IdleTimeout, 0) / time.Second))},
 		{"shutdown_command", yn(false)},

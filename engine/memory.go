@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -398,8 +399,21 @@ func (b *Bucket) touch(p *partition, k docKey) {
 // checkQuota refuses a write of an ephemeral noEviction bucket that would
 // grow mem_used past the quota: growth is the new version's footprint less
 // the one it replaces, so deletes, and writes that shrink, always pass.
+//
+// A bucket that evicts items (memcached, ephemeral nruEviction) refuses a
+// write of an item that alone needs more memory than the low-water mark:
+// eviction runs down to that mark, so it would take the item out with
+// every other one, the write acknowledged and then gone and the cache
+// emptied. It is refused as too large (ErrValueTooLarge), as memcached
+// refuses an item it cannot hold ("object too large for cache").
 func (b *Bucket) checkQuota(old, d *Document) error {
-	if memMode(b.mem.mode.Load()) != memRefuse {
+	switch mode := memMode(b.mem.mode.Load()); {
+	case (mode == memEvict || mode == memDelete) && !d.Deleted:
+		if need := docFootprint(d) + itemOverhead + lruOverhead; need > b.mem.low() {
+			return fmt.Errorf("%w: the document needs %d bytes of memory, more than bucket %s keeps after an eviction (its low-water mark, %d%% of its %d MiB quota); raise ramQuotaMB", ErrValueTooLarge, need, b.name, lowWaterPct, b.mem.quota.Load()>>20)
+		}
+		return nil
+	case mode != memRefuse:
 		return nil
 	}
 	growth := docFootprint(d) - docFootprint(old)

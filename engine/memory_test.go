@@ -401,3 +401,51 @@ func TestEphemeralPolicySwitchQueuesKeys(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEvictingBucketRefusesItemItCannotKeep: a memcached bucket, or an
+// ephemeral one with nruEviction, refuses (ErrValueTooLarge) a write of an
+// item that alone needs more memory than the low-water mark, which eviction
+// runs down to. Taken, it was acknowledged and then evicted at once, with
+// every other item of the bucket. The items stored stay, and an item that
+// fits is still taken.
+func TestEvictingBucketRefusesItemItCannotKeep(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		typ    engine.BucketType
+		policy engine.EvictionPolicy
+	}{{engine.Memcached, ""}, {engine.Ephemeral, engine.NRUEviction}} {
+		t.Run(string(c.typ), func(t *testing.T) {
+			b := memBucket(t, c.typ, 1, c.policy)
+			coll := b.DefaultCollection()
+			const n = 100
+			for i := range n {
+				if _, err := coll.Upsert(ctx, memKey(i), memValue(i), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			big := bytes.Repeat([]byte("b"), 1<<20*3/4) // past the low-water mark with its key and metadata
+			if _, err := coll.Upsert(ctx, "big", big, nil); !errors.Is(err, engine.ErrValueTooLarge) {
+				t.Errorf("upsert of %d bytes into a 1 MiB bucket: %v, want ErrValueTooLarge", len(big), err)
+			}
+			if _, err := coll.Get(ctx, "big"); !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("get big after the refusal: %v, want ErrNotFound", err)
+			}
+			st := b.Stats()
+			if st.CurrItems != n || st.Evictions != 0 {
+				t.Errorf("after the refused write: curr_items %d, evictions %d; want %d and 0 (nothing stored lost)", st.CurrItems, st.Evictions, n)
+			}
+			for i := range n {
+				if d, err := coll.Get(ctx, memKey(i)); err != nil || !bytes.Equal(d.Value, memValue(i)) {
+					t.Fatalf("get %s after the refused write: %v", memKey(i), err)
+				}
+			}
+			fits := bytes.Repeat([]byte("f"), 1<<20/2)
+			if _, err := coll.Upsert(ctx, "fits", fits, nil); err != nil {
+				t.Fatalf("upsert of %d bytes into a 1 MiB bucket: %v", len(fits), err)
+			}
+			if d, err := coll.Get(ctx, "fits"); err != nil || !bytes.Equal(d.Value, fits) {
+				t.Errorf("get fits: %v", err)
+			}
+		})
+	}
+}

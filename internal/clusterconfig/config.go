@@ -249,7 +249,11 @@ func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
 		// The KV port takes a write's durability requirement (its
 		// flexible-framing frame); SDKs send one only to a bucket that
 		// says so. Memcached buckets take none, as Couchbase's.
-		c.BucketCapabilities = append(slices.Clip(bucketCapabilities), "durableWrite")
+		// Sub-document lookups read a replica's copy when flagged so
+		// (Couchbase 7.6's "subdoc.ReplicaRead"): without it the SDKs
+		// refuse LookupInAnyReplica and LookupInAllReplicas before
+		// sending anything (gocb: ErrFeatureNotAvailable).
+		c.BucketCapabilities = append(slices.Clip(bucketCapabilities), "durableWrite", "subdoc.ReplicaRead")
 	}
 	c.CollectionsManifestUID = strconv.FormatUint(manifest, 16)
 	c.DDocs = &URI{URI: "/pools/default/buckets/" + name + "/ddocs"}

@@ -477,7 +477,7 @@ func (c *conn) hello(pkt *memd.Packet) {
 		case memd.FeatureAltRequests:
 			c.altRequests = true
 		case memd.FeatureSelectBucket, memd.FeatureTCPNoDelay, memd.FeatureDatatype,
-			memd.FeatureSyncReplication, // durability frames (durabilityOf)
+			memd.FeatureSyncReplication,   // durability frames (durabilityOf)
 			memd.FeatureSubdocReplicaRead: // lookups' replica-read flag (replicaRead)
 		default:
 			on = false

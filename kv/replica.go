@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/couchbase/gocbcore/v10/memd"
@@ -105,17 +106,21 @@ func (c *conn) routeCopy(pkt *memd.Packet, op kvOp) *kvOp {
 // replicaDoc reads it. A single node (no replicas) answers
 // UNKNOWN_COMMAND, as before: an SDK reads its active copy instead.
 func (c *conn) getReplica(ctx context.Context, pkt *memd.Packet) {
-	if _, single := c.roleOf(ctx, 0); single {
+	d, err := c.replicaDoc(ctx, pkt, "GET_REPLICA")
+	if errors.Is(err, errNoReplicas) {
 		c.fail(pkt, memd.StatusUnknownCommand, "GET_REPLICA: this node has no replicas (a single node); read the active copy")
 		return
 	}
-	d, err := c.replicaDoc(ctx, pkt, "GET_REPLICA")
 	if err != nil {
 		c.failErr(pkt, err)
 		return
 	}
 	c.reply(pkt, memd.StatusSuccess, flagsExtras(d), nil, d.Value, d.CAS, c.datatype(d))
 }
+
+// errNoReplicas says a replica read reached a single node, which has no
+// replicas (replicaDoc's error wraps it with engine.ErrNotMyVBucket).
+var errNoReplicas = errors.New("this node has no replicas (a single node); read the active copy")
 
 // replicaDoc reads a replica read's document (GET_REPLICA's, or a
 // lookup's with the replica-read flag, named what) from this node's
@@ -133,7 +138,7 @@ func (c *conn) replicaDoc(ctx context.Context, pkt *memd.Packet, what string) (*
 	}
 	switch {
 	case single:
-		return nil, fmt.Errorf("%w: %s: this node has no replicas (a single node); read the active copy", engine.ErrNotMyVBucket, what)
+		return nil, fmt.Errorf("%w: %s: %w", engine.ErrNotMyVBucket, what, errNoReplicas)
 	case role == activeCopy:
 		return nil, fmt.Errorf("%w: this node leads partition %d: %s is answered by its replicas", engine.ErrNotMyVBucket, part, what)
 	case role == noCopy:

@@ -236,7 +236,7 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 	// checked Serves) is confirmed first, here rather than in route so
 	// that the connection's reads share rounds: a leader cut off from the
 	// others, or deposed unaware, answers nothing from its memory.
-	if readOnly(op.need) && !copyCommand(pkt.Command) {
+	if readOnly(op.need) && !copyCommand(pkt) {
 		if err := c.bucket.ConfirmKeyRead(ctx, string(pkt.Key)); err != nil {
 			c.failErr(pkt, err)
 			return
@@ -373,7 +373,7 @@ func (c *conn) route(pkt *memd.Packet) *kvOp {
 			return nil
 		}
 	}
-	if copyCommand(pkt.Command) {
+	if copyCommand(pkt) {
 		return c.routeCopy(pkt, op) // any node holding a copy answers it
 	}
 	// On a cluster node only a key's partition leader answers it: the
@@ -477,7 +477,8 @@ func (c *conn) hello(pkt *memd.Packet) {
 		case memd.FeatureAltRequests:
 			c.altRequests = true
 		case memd.FeatureSelectBucket, memd.FeatureTCPNoDelay, memd.FeatureDatatype,
-			memd.FeatureSyncReplication: // durability frames (durabilityOf)
+			memd.FeatureSyncReplication,   // durability frames (durabilityOf)
+			memd.FeatureSubdocReplicaRead: // lookups' replica-read flag (replicaRead)
 		default:
 			on = false
 		}

@@ -15,7 +15,7 @@
 //
 //   - Bootstrap: HELLO (XERROR, SELECT_BUCKET, JSON, collections,
 //     alternative request framing, TCP nodelay, sequence numbers, xattrs,
-//     preserve-expiry), GET_ERROR_MAP (versions 1 and 2), SASL_LIST_MECHS,
+//     preserve-expiry, sync replication, sub-document replica reads), GET_ERROR_MAP (versions 1 and 2), SASL_LIST_MECHS,
 //     SASL_AUTH and SASL_STEP with SCRAM-SHA512, SCRAM-SHA256, SCRAM-SHA1
 //     (the stored credentials of package auth) and PLAIN, against the auth
 //     package's users,
@@ -35,6 +35,9 @@
 //     SUBDOC_ARRAY_ADD_UNIQUE, SUBDOC_COUNTER) on the same code, the
 //     path's status (PATH_ENOENT, PATH_MISMATCH, PATH_EEXISTS,
 //     DOC_NOT_JSON, ...) the answer's.
+//   - Copies of a partition (replica.go): GET_REPLICA, OBSERVE_SEQNO, and
+//     the sub-document lookups with the replica-read document flag, which
+//     a node holding a replica answers from its copy.
 //
 // Anything else is UNKNOWN_COMMAND. Reads need the data_reader role on the
 // selected bucket and writes data_writer; a missing one is EACCESS.

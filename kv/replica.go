@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/couchbase/gocbcore/v10/memd"
@@ -11,14 +12,31 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// copyCommand reports whether cmd is answered from this node's copy of a
+// copyCommand reports whether pkt is answered from this node's copy of a
 // partition, whether it leads the partition or not: a replica read
-// (GET_REPLICA) and the legacy durability's poll (OBSERVE_SEQNO). Neither
-// is sent to the leader alone nor waits for the read barrier: a replica
-// read may be stale, as Couchbase's is, and an observer asks about this
-// copy.
-func copyCommand(cmd memd.CmdCode) bool {
-	return cmd == memd.CmdGetReplica || cmd == memd.CmdObserveSeqNo
+// (GET_REPLICA, or a sub-document lookup flagged as one: replicaRead)
+// and the legacy durability's poll (OBSERVE_SEQNO). None is sent to the
+// leader alone nor waits for the read barrier: a replica read may be
+// stale, as Couchbase's is, and an observer asks about this copy.
+func copyCommand(pkt *memd.Packet) bool {
+	return pkt.Command == memd.CmdGetReplica || pkt.Command == memd.CmdObserveSeqNo || replicaRead(pkt)
+}
+
+// replicaRead reports whether pkt is a sub-document lookup with the
+// replica-read document flag (Couchbase 7.6's, which an SDK's
+// LookupInAnyReplica and LookupInAllReplicas set on the lookups they
+// send to a key's replicas): SUBDOC_MULTI_LOOKUP whose one byte of extras
+// is its document flags, or a single-path lookup whose fourth byte of
+// extras is.
+func replicaRead(pkt *memd.Packet) bool {
+	var flags memd.SubdocDocFlag
+	switch {
+	case pkt.Command == memd.CmdSubDocMultiLookup && len(pkt.Extras) == 1:
+		flags = memd.SubdocDocFlag(pkt.Extras[0])
+	case (pkt.Command == memd.CmdSubDocGet || pkt.Command == memd.CmdSubDocExists || pkt.Command == memd.CmdSubDocGetCount) && len(pkt.Extras) == 4:
+		flags = memd.SubdocDocFlag(pkt.Extras[3])
+	}
+	return flags&memd.SubdocDocFlagReplicaRead != 0
 }
 
 // copyRole is what this node holds of a partition.
@@ -84,42 +102,67 @@ func (c *conn) routeCopy(pkt *memd.Packet, op kvOp) *kvOp {
 }
 
 // getReplica runs GET_REPLICA on a node holding a replica of the key's
-// partition: this node's copy of the document (value, flags, CAS), which
-// may lag the leader's, read without side effects (an expired document is
-// not found and left for its leader to delete; a lock, held on the
-// leader, does not show: the CAS is the version's). The partition's
-// leader refuses it NOT_MY_VBUCKET, as Couchbase's active vBucket does,
-// and so does a node holding no copy. A single node (no replicas) answers
+// partition: this node's copy of the document (value, flags, CAS), as
+// replicaDoc reads it. A single node (no replicas) answers
 // UNKNOWN_COMMAND, as before: an SDK reads its active copy instead.
 func (c *conn) getReplica(ctx context.Context, pkt *memd.Packet) {
-	part := c.bucket.PartitionOf(string(pkt.Key))
-	role, single := c.roleOf(ctx, part)
-	if single {
+	d, err := c.replicaDoc(ctx, pkt, "GET_REPLICA")
+	if errors.Is(err, errNoReplicas) {
 		c.fail(pkt, memd.StatusUnknownCommand, "GET_REPLICA: this node has no replicas (a single node); read the active copy")
 		return
 	}
-	if role == replicaCopy && c.bucket.Serves(ctx, string(pkt.Key)) == nil {
-		role = activeCopy // it leads the partition since the layout was read
-	}
-	switch role {
-	case activeCopy:
-		c.failErr(pkt, fmt.Errorf("%w: this node leads partition %d: GET_REPLICA is answered by its replicas", engine.ErrNotMyVBucket, part))
-		return
-	case noCopy:
-		c.failErr(pkt, fmt.Errorf("%w: this node holds no replica of partition %d", engine.ErrNotMyVBucket, part))
-		return
-	}
-	coll, err := c.collection(pkt)
-	if err != nil {
-		c.failErr(pkt, err)
-		return
-	}
-	d, err := coll.Peek(string(pkt.Key))
 	if err != nil {
 		c.failErr(pkt, err)
 		return
 	}
 	c.reply(pkt, memd.StatusSuccess, flagsExtras(d), nil, d.Value, d.CAS, c.datatype(d))
+}
+
+// errNoReplicas says a replica read reached a single node, which has no
+// replicas (replicaDoc's error wraps it with engine.ErrNotMyVBucket).
+var errNoReplicas = errors.New("this node has no replicas (a single node); read the active copy")
+
+// replicaDoc reads a replica read's document (GET_REPLICA's, or a
+// lookup's with the replica-read flag, named what) from this node's
+// replica of the key's partition, which may lag the leader's, without
+// side effects: an expired document is not found and left for its
+// leader to delete; a lock, held on the leader, does not show (the CAS is
+// the version's). The partition's leader refuses it NOT_MY_VBUCKET, as
+// Couchbase's active vBucket does, and so does a node holding no copy,
+// and a single node, which has no replicas.
+func (c *conn) replicaDoc(ctx context.Context, pkt *memd.Packet, what string) (*engine.Document, error) {
+	part := c.bucket.PartitionOf(string(pkt.Key))
+	role, single := c.roleOf(ctx, part)
+	if role == replicaCopy && c.bucket.Serves(ctx, string(pkt.Key)) == nil {
+		role = activeCopy // it leads the partition since the layout was read
+	}
+	switch {
+	case single:
+		return nil, fmt.Errorf("%w: %s: %w", engine.ErrNotMyVBucket, what, errNoReplicas)
+	case role == activeCopy:
+		return nil, fmt.Errorf("%w: this node leads partition %d: %s is answered by its replicas", engine.ErrNotMyVBucket, part, what)
+	case role == noCopy:
+		return nil, fmt.Errorf("%w: this node holds no replica of partition %d", engine.ErrNotMyVBucket, part)
+	}
+	coll, err := c.collection(pkt)
+	if err != nil {
+		return nil, err
+	}
+	return coll.Peek(string(pkt.Key))
+}
+
+// lookupDoc is the document a sub-document lookup (named what) reads:
+// this node's replica's when pkt carries the replica-read flag
+// (replicaDoc), else the collection's, as the leader reads it.
+func (c *conn) lookupDoc(ctx context.Context, pkt *memd.Packet, what string) (*engine.Document, error) {
+	if replicaRead(pkt) {
+		return c.replicaDoc(ctx, pkt, what)
+	}
+	coll, err := c.collection(pkt)
+	if err != nil {
+		return nil, err
+	}
+	return coll.Get(ctx, string(pkt.Key))
 }
 
 // Lengths of OBSERVE_SEQNO's answers: format 0, and format 1 (the

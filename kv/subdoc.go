@@ -58,19 +58,16 @@ func parseLookupSpecs(b []byte) ([]lookupSpec, error) {
 // $document and $document.<field>. Mayfly keeps no user extended
 // attributes: any other xattr path is not found. The answer holds a
 // status and a value per path; the overall status is success, or
-// SUBDOC_MULTI_PATH_FAILURE when a path failed.
+// SUBDOC_MULTI_PATH_FAILURE when a path failed. With the replica-read
+// document flag it reads this node's replica of the document (lookupDoc),
+// on a node holding one.
 func (c *conn) lookupIn(ctx context.Context, pkt *memd.Packet) {
 	specs, err := parseLookupSpecs(pkt.Value)
 	if err != nil {
 		c.fail(pkt, memd.StatusInvalidArgs, err.Error())
 		return
 	}
-	coll, err := c.collection(pkt)
-	if err != nil {
-		c.failErr(pkt, err)
-		return
-	}
-	d, err := coll.Get(ctx, string(pkt.Key))
+	d, err := c.lookupDoc(ctx, pkt, "SUBDOC_MULTI_LOOKUP")
 	if err != nil {
 		c.failErr(pkt, err)
 		return

@@ -50,19 +50,15 @@ func parseSinglePath(pkt *memd.Packet, mutation bool) (singlePath, bool) {
 // lookupPath runs SUBDOC_GET, SUBDOC_EXISTS and SUBDOC_GET_COUNT: the
 // multi-lookup's code (lookupOne) on one path, whose status is the
 // answer's (PATH_ENOENT, PATH_MISMATCH, DOC_NOT_JSON, ...), and the
-// value GET's and GET_COUNT's body.
+// value GET's and GET_COUNT's body. The replica-read document flag
+// reads this node's replica, as the multi-lookup's does.
 func (c *conn) lookupPath(ctx context.Context, pkt *memd.Packet) {
 	sp, ok := parseSinglePath(pkt, false)
 	if !ok || len(sp.value) != 0 {
 		c.fail(pkt, memd.StatusInvalidArgs, "extras must be path length, path flags [, document flags]; the value the path alone")
 		return
 	}
-	coll, err := c.collection(pkt)
-	if err != nil {
-		c.failErr(pkt, err)
-		return
-	}
-	d, err := coll.Get(ctx, string(pkt.Key))
+	d, err := c.lookupDoc(ctx, pkt, "single-path lookup")
 	if err != nil {
 		c.failErr(pkt, err)
 		return

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -169,13 +168,14 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 	return n, repl, nil
 }
 
-// clusterView is httpapi.Options.Cluster for node n (nil without one):
-// the other nodes for GET /pools/default's "nodes", Couchbase's
+// clusterView is httpapi.Options.Cluster for node n (nil without one),
+// which serves ports: the other nodes for GET /pools/default's "nodes"
+// (clusterconfig.PoolNode: each with its own couchApiBase), Couchbase's
 // "balanced", and the status `mayfly cluster status` prints, with this
 // node's name (Status.ThisNode), as "mayflyCluster" (the console's Cluster page). A cluster
 // whose etcd has no quorum fails the request after a few seconds rather
 // than hang it.
-func clusterView(n *cluster.Node) func(context.Context) (*httpapi.ClusterView, error) {
+func clusterView(n *cluster.Node, ports clusterconfig.Ports) func(context.Context) (*httpapi.ClusterView, error) {
 	if n == nil {
 		return nil
 	}
@@ -192,15 +192,13 @@ func clusterView(n *cluster.Node) func(context.Context) (*httpapi.ClusterView, e
 			if ns.Name == n.Name() {
 				continue
 			}
-			node := clusterconfig.Node{Hostname: ns.Name, ClusterMembership: "active", Status: "unhealthy", Ports: map[string]int{}}
+			s := clusterconfig.Server{Name: ns.Name, Down: ns.Info == nil}
 			if ns.Info != nil {
-				node.Status, node.Version = "healthy", ns.Info.Version
-				if ns.Info.HTTP != "" {
-					node.Hostname = ns.Info.HTTP
-				}
-				if _, p, err := net.SplitHostPort(ns.Info.KV); err == nil {
-					node.Ports["direct"], _ = strconv.Atoi(p)
-				}
+				s.KV, s.HTTP, s.Services = ns.Info.KV, ns.Info.HTTP, clusterconfig.ServicesOf(ns.Info.Services)
+			}
+			node := clusterconfig.PoolNode(s, ports)
+			if ns.Info != nil {
+				node.Version = ns.Info.Version
 			}
 			out.Nodes = append(out.Nodes, node)
 		}

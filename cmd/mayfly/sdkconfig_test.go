@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +23,9 @@ import (
 // only, nodeServices and the configuration without a bucket listed the
 // node asked alone (an SDK ran every search on the node it was seeded
 // at, timing out while that node was down), and each node showed its own
-// per-node history UUID as the bucket's uuid.
+// per-node history UUID as the bucket's uuid. /pools/default lists every
+// node with its own couchApiBase, hostname, KV port and services on
+// every node asked; before, the others had no couchApiBase nor services.
 func TestClusterConfigTheSameOnEveryNode(t *testing.T) {
 	nodes, peers := startedKVCluster(t)
 	eventuallyT(t, "the default bucket placed", func() error {
@@ -62,6 +66,42 @@ func TestClusterConfigTheSameOnEveryNode(t *testing.T) {
 		}
 		if err := allServices(ns.NodesExt); err != nil {
 			t.Errorf("%s's nodeServices: %v", n.name, err)
+		}
+	}
+
+	// /pools/default: every node, on every node asked, with its own
+	// couchApiBase (its views' base URL), hostname, KV port and
+	// services; each node's entries alike on the three nodes.
+	var firstNodes map[string]string
+	for _, n := range nodes {
+		var pd struct {
+			Nodes []struct {
+				CouchAPIBase string         `json:"couchApiBase"`
+				Hostname     string         `json:"hostname"`
+				Ports        map[string]int `json:"ports"`
+				Services     []string       `json:"services"`
+			} `json:"nodes"`
+		}
+		if err := nodeReq(n, "GET", "/pools/default", &pd); err != nil {
+			t.Fatal(err)
+		}
+		if len(pd.Nodes) != 3 {
+			t.Fatalf("%s's /pools/default lists %d nodes, want 3", n.name, len(pd.Nodes))
+		}
+		bases := map[string]string{}
+		for _, nd := range pd.Nodes {
+			if nd.CouchAPIBase == "" || nd.Hostname == "" || nd.Ports["direct"] == 0 || !slices.Contains(nd.Services, "kv") {
+				t.Errorf("%s's /pools/default: node %+v lacks its couchApiBase, hostname, KV port or services", n.name, nd)
+			}
+			bases[nd.Hostname] = nd.CouchAPIBase
+		}
+		if len(bases) != 3 || len(slices.Compact(slices.Sorted(maps.Values(bases)))) != 3 {
+			t.Errorf("%s's /pools/default: hostnames to couchApiBase %v, want three nodes each with its own", n.name, bases)
+		}
+		if firstNodes == nil {
+			firstNodes = bases
+		} else if !maps.Equal(bases, firstNodes) {
+			t.Errorf("/pools/default's nodes on n1 %v and on %s %v differ", firstNodes, n.name, bases)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/couchbase/gocbcore/v10"
+	"github.com/couchbase/gocbcore/v10/memd"
 )
 
 // TestSDKReplicaReadsAndObserve: three processes, the default bucket with
@@ -20,6 +21,15 @@ import (
 // OBSERVE_SEQNO were UNKNOWN_COMMAND everywhere: GetAllReplicas saw one
 // copy, GetAnyReplica failed with the leader down, and a PersistTo write
 // ended in an ambiguous timeout.
+//
+// Sub-document lookups likewise, as gocb's LookupInAllReplicas and
+// LookupInAnyReplica send them: the bucket offers them
+// ("subdoc.ReplicaRead", without which gocb refuses both), a lookup on
+// the active copy and replica-flagged ones on replica indexes 1 and 2
+// each return the document's paths, and with the leader killed a
+// replica answers. Before, gocb refused them (ErrFeatureNotAvailable),
+// and a replica-flagged lookup sent to a replica was refused
+// NOT_MY_VBUCKET.
 func TestSDKReplicaReadsAndObserve(t *testing.T) {
 	nodes, peers := startedKVCluster(t)
 	m := placedAndLed(t, nodes, peers)
@@ -96,6 +106,45 @@ func TestSDKReplicaReadsAndObserve(t *testing.T) {
 		r := <-done
 		return r.v, r.err
 	}
+	// lookup is the sub-document lookup of copy idx of key that gocb's
+	// LookupInAllReplicas and LookupInAnyReplica send (0: the active
+	// copy, unflagged; a replica's flagged as a replica read): the
+	// field v and the whole document.
+	lookup := func(key string, idx int, d time.Duration) (string, error) {
+		type res struct {
+			v   string
+			err error
+		}
+		done := make(chan res, 1)
+		var flags memd.SubdocDocFlag
+		if idx > 0 {
+			flags = memd.SubdocDocFlagReplicaRead
+		}
+		ops := []gocbcore.SubDocOp{{Op: memd.SubDocOpGet, Path: "v"}, {Op: memd.SubDocOpGetDoc}}
+		if _, err := agent.LookupIn(gocbcore.LookupInOptions{Key: []byte(key), Ops: ops, Flags: flags, ReplicaIdx: idx, Deadline: time.Now().Add(d)},
+			func(r *gocbcore.LookupInResult, err error) {
+				switch {
+				case err != nil:
+					done <- res{err: err}
+				case len(r.Ops) != 2 || r.Ops[0].Err != nil || r.Ops[1].Err != nil:
+					done <- res{err: fmt.Errorf("lookup of %s on copy %d: %+v", key, idx, r.Ops)}
+				default:
+					done <- res{v: string(r.Ops[0].Value) + " " + string(r.Ops[1].Value)}
+				}
+			}); err != nil {
+			return "", err
+		}
+		r := <-done
+		return r.v, r.err
+	}
+	// gocb's LookupInAnyReplica and LookupInAllReplicas send nothing to
+	// a bucket that does not offer sub-document replica reads.
+	eventuallyT(t, "the bucket offering sub-document replica reads", func() error {
+		if st := agent.Internal().BucketCapabilityStatus(gocbcore.BucketCapabilityReplicaRead); st != gocbcore.CapabilityStatusSupported {
+			return fmt.Errorf("subdoc.ReplicaRead: status %d", st)
+		}
+		return nil
+	})
 	// observe is one OBSERVE_SEQNO of copy idx of mt's partition.
 	observe := func(mt gocbcore.MutationToken, idx int) (*gocbcore.ObserveVbResult, error) {
 		type res struct {
@@ -136,6 +185,20 @@ func TestSDKReplicaReadsAndObserve(t *testing.T) {
 				}
 				if v != want {
 					return fmt.Errorf("copy %d of %s holds %s, want %s", idx, key, v, want)
+				}
+				return nil
+			})
+		}
+		// LookupInAllReplicas: the paths of all three copies.
+		wantPaths := fmt.Sprintf(`%d %s`, i, want)
+		for idx := range 3 {
+			eventuallyT(t, fmt.Sprintf("%s looked up in copy %d", key, idx), func() error {
+				v, err := lookup(key, idx, 10*time.Second)
+				if err != nil {
+					return err
+				}
+				if v != wantPaths {
+					return fmt.Errorf("copy %d of %s: paths %s, want %s", idx, key, v, wantPaths)
 				}
 				return nil
 			})
@@ -181,6 +244,18 @@ func TestSDKReplicaReadsAndObserve(t *testing.T) {
 				errs = append(errs, err)
 			}
 			return fmt.Errorf("no replica answered: %v", errs)
+		})
+		eventuallyT(t, key+" looked up in a replica with its leader down", func() error {
+			// LookupInAnyReplica: any copy that answers.
+			var errs []error
+			for idx := 1; idx < 3; idx++ {
+				_, err := lookup(key, idx, 5*time.Second)
+				if err == nil {
+					return nil
+				}
+				errs = append(errs, err)
+			}
+			return fmt.Errorf("no replica answered the lookup: %v", errs)
 		})
 	}
 }

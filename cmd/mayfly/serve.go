@@ -691,7 +691,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
-		ClusterPorts: ports, Cluster: clusterView(cnode), ViewCoverage: vcov.coverageFunc(), CopyCoverage: vcov.copiesFunc(),
+		ClusterPorts: ports, Cluster: clusterView(cnode, ports), ViewCoverage: vcov.coverageFunc(), CopyCoverage: vcov.copiesFunc(),
 		Route: rt.httpRouteFunc(), Topology: rt.topologyFunc(),
 	})
 	srv := newHTTPServer(cfg, cfg.faults.handler(api, rt), logger, reqCtx)

@@ -249,7 +249,11 @@ func Terse(b *engine.Bucket, host string, p Ports) *Bucket {
 		// The KV port takes a write's durability requirement (its
 		// flexible-framing frame); SDKs send one only to a bucket that
 		// says so. Memcached buckets take none, as Couchbase's.
-		c.BucketCapabilities = append(slices.Clip(bucketCapabilities), "durableWrite")
+		// Sub-document lookups read a replica's copy when flagged so
+		// (Couchbase 7.6's "subdoc.ReplicaRead"): without it the SDKs
+		// refuse LookupInAnyReplica and LookupInAllReplicas before
+		// sending anything (gocb: ErrFeatureNotAvailable).
+		c.BucketCapabilities = append(slices.Clip(bucketCapabilities), "durableWrite", "subdoc.ReplicaRead")
 	}
 	c.CollectionsManifestUID = strconv.FormatUint(manifest, 16)
 	c.DDocs = &URI{URI: "/pools/default/buckets/" + name + "/ddocs"}
@@ -336,6 +340,32 @@ func Default(host string, p Ports) map[string]any {
 		"buckets":         URI{URI: "/pools/default/buckets"},
 		"nodeStatusesUri": "/nodeStatuses",
 	}
+}
+
+// PoolNode is another cluster node s as GET /pools/default lists it
+// after this one (Default's), with what Couchbase gives every node: its
+// HTTP API's address as hostname (its name when it published none), its
+// KV port as ports.direct, the base URL of its views as couchApiBase (at
+// the capi port it published, or at its HTTP port when it published no
+// services and this node, serving p, answers views on its own HTTP port),
+// and its services; "healthy", or "unhealthy" while it is down.
+func PoolNode(s Server, p Ports) Node {
+	h, svc := s.services(p)
+	node := Node{Hostname: s.HTTP, Ports: map[string]int{}, ClusterMembership: "active", Status: "healthy", Version: Version,
+		Services: services(Ports{KV: svc.KV, FTS: svc.FTS})}
+	if node.Hostname == "" {
+		node.Hostname = s.Name
+	}
+	if svc.KV != 0 {
+		node.Ports["direct"] = svc.KV
+	}
+	if svc.Capi != 0 && h != "" {
+		node.CouchAPIBase = "http://" + HostPort(h, svc.Capi) + "/"
+	}
+	if s.Down {
+		node.Status = "unhealthy"
+	}
+	return node
 }
 
 // ScopeUIDs numbers scopes as a collections manifest shows them: Mayfly's

@@ -179,3 +179,28 @@ func TestTopologyListsEveryNodesServices(t *testing.T) {
 		t.Fatalf("n3 (no services published) %+v: want kv and mgmt", s)
 	}
 }
+
+// TestPoolNode: GET /pools/default lists another cluster node with its
+// own couchApiBase (at the capi port it published, or its HTTP port when
+// it published none and this node answers views on its HTTP port), its
+// HTTP address as hostname, its KV port as ports.direct and its services;
+// a node down is "unhealthy". Before, the others had no couchApiBase nor
+// services.
+func TestPoolNode(t *testing.T) {
+	p := clusterconfig.Ports{KV: 11210, Mgmt: 8091, Capi: 8091, FTS: 8091}
+	published := clusterconfig.Server{Name: "n2", KV: "10.0.0.2:11210", HTTP: "10.0.0.2:8091",
+		Services: &clusterconfig.Services{KV: 11210, Mgmt: 8091, Capi: 8092, FTS: 8094}}
+	n := clusterconfig.PoolNode(published, p)
+	if n.CouchAPIBase != "http://10.0.0.2:8092/" || n.Hostname != "10.0.0.2:8091" || n.Ports["direct"] != 11210 ||
+		!slices.Equal(n.Services, []string{"kv", "fts"}) || n.Status != "healthy" || n.ThisNode {
+		t.Fatalf("a node that published its services: %+v", n)
+	}
+	older := clusterconfig.Server{Name: "n3", KV: "10.0.0.3:11210", HTTP: "10.0.0.3:8091", Down: true}
+	n = clusterconfig.PoolNode(older, p)
+	if n.CouchAPIBase != "http://10.0.0.3:8091/" || n.Hostname != "10.0.0.3:8091" || n.Ports["direct"] != 11210 || n.Status != "unhealthy" {
+		t.Fatalf("a node down that published no services: %+v", n)
+	}
+	if n := clusterconfig.PoolNode(clusterconfig.Server{Name: "n4", Down: true}, p); n.Hostname != "n4" || n.CouchAPIBase != "" {
+		t.Fatalf("a node that published nothing: %+v", n)
+	}
+}

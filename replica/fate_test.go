@@ -5,44 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/raft/v3"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
-// transfer hands group g's leadership from node from to node to, as
-// steer does (RawNode.TransferLeader), and waits until every node sees
-// to lead it.
+// transfer hands group g's leadership from node from to node to
+// (transferHosts).
 func (c *testCluster) transfer(t *testing.T, g GroupID, from, to string) {
 	t.Helper()
-	grp, err := c.host(from).group(g)
-	if err != nil {
-		t.Fatal(err)
+	hosts := map[string]*Host{}
+	for _, n := range testNodes {
+		hosts[n] = c.host(n)
 	}
-	grp.withRaft(func(rn *raft.RawNode) { rn.TransferLeader(NodeID(to)) })
-	c.host(from).enqueue(grp)
-	eventually(t, fmt.Sprintf("group %d led by %s", g, to), func() error {
-		for _, n := range testNodes {
-			if l, _ := c.host(n).Leader(g); l != to {
-				// A transfer raft abandoned (an election timeout) is asked again.
-				if l == from {
-					grp.withRaft(func(rn *raft.RawNode) { rn.TransferLeader(NodeID(to)) })
-					c.host(from).enqueue(grp)
-				}
-				return fmt.Errorf("%s sees %q", n, l)
-			}
-		}
-		return nil
-	})
+	transferHosts(t, hosts, g, from, to)
 }
 
-// fateStream proposes unique keys to group g from writers goroutines,
-// each through the node that leads the group as n1 sees it, until stop
-// closes; each attempt's key and error go to record.
-func fateStream(ctx context.Context, c *testCluster, g GroupID, writers int, viaAll bool, stop <-chan struct{}, record func(key string, err error)) *sync.WaitGroup {
+// fateStream proposes unique keys to group g from 2*perNode goroutines
+// until stop closes: half of them through the node that leads the group
+// as n1 sees it, the others each through one node (a follower forwards
+// to its leader); each attempt's key and error go to record.
+func fateStream(ctx context.Context, c *testCluster, g GroupID, perNode int, stop <-chan struct{}, record func(key string, err error)) *sync.WaitGroup {
+	writers := 2 * perNode
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -62,7 +50,7 @@ func fateStream(ctx context.Context, c *testCluster, g GroupID, writers int, via
 				key := fmt.Sprintf("w%d-%d", w, i)
 				pctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard: the fate is known long before
 				via := lead
-				if viaAll {
+				if w >= perNode {
 					via = testNodes[w%len(testNodes)]
 				}
 				_, err := c.host(via).Propose(pctx, g, []byte(key+"=x"))
@@ -78,11 +66,13 @@ func fateStream(ctx context.Context, c *testCluster, g GroupID, writers int, via
 }
 
 // TestTransferTellsEachWriteItsFate: writes streaming into a group while
-// its leadership is handed from node to node (every node connected) are
-// never answered "outcome unknown": each is applied (and answered so),
-// refused before it was proposed, or answered ErrDropped, and then it is
-// applied nowhere. A transferee holds all of its predecessor's log, so
-// what the old leader appended commits under the new one.
+// its leadership is handed from node to node (every node connected),
+// through its leader and through followers, are never answered "outcome
+// unknown": each is applied (and answered so), or refused before it was
+// proposed, or answered ErrDropped, and then it is applied nowhere. A
+// transferee holds all of its predecessor's log, so what the old leader
+// appended commits under the new one; a proposal a follower forwarded to
+// the leader while it handed over is passed on to its successor.
 func TestTransferTellsEachWriteItsFate(t *testing.T) {
 	c := newTestCluster(t, 1, nil, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -120,7 +110,7 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 		return n
 	}
 	stop := make(chan struct{})
-	wg := fateStream(ctx, c, g, 8, true, stop, record)
+	wg := fateStream(ctx, c, g, 4, stop, record)
 	for range 6 {
 		before := acked()
 		eventually(t, "writes acknowledged between transfers", func() error {
@@ -155,11 +145,6 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 			}
 			return nil
 		})
-		for _, b := range bad {
-			k, _, _ := strings.Cut(b, ":")
-			_, ok := c.sm(n, g).get(k)
-			t.Logf("DIAG %s %s applied=%v", n, k, ok)
-		}
 		for key, applied := range done {
 			if _, ok := c.sm(n, g).get(key); ok != applied {
 				t.Errorf("%s: %s applied %v, its writer was told applied %v", n, key, ok, applied)
@@ -167,4 +152,150 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes, %d acknowledged", len(done), nacked)
+}
+
+// TestBucketWritesAcrossTransfers: writes to a replicated bucket while
+// its partition's leadership is handed from node to node (every node
+// connected), each sent to the node the writer believes leads and, when
+// refused naming another leader, to that one once (as the front doors
+// do), are never answered engine.ErrAmbiguous: each is applied everywhere
+// or refused, and then applied nowhere.
+func TestBucketWritesAcrossTransfers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, gid, hosts, buckets := bucketGroupOfThree(t, ctx)
+	leader := func() (string, error) {
+		l, ok := hosts["n1"].Leader(gid)
+		if !ok {
+			return "", errors.New("no leader")
+		}
+		return l, nil
+	}
+	var lead string
+	eventually(t, "a leader", func() (err error) { lead, err = leader(); return err })
+	eventually(t, "a first write", func() error {
+		_, err := buckets[lead].DefaultCollection().Upsert(ctx, "first", []byte(`1`), nil)
+		return err
+	})
+
+	var mu sync.Mutex
+	done := map[string]bool{} // key -> applied (true) or refused (false)
+	var bad []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				via := testNodes[w%len(testNodes)]
+				if w < 3 {
+					if l, err := leader(); err == nil {
+						via = l
+					}
+				}
+				key := fmt.Sprintf("w%d-%d", w, i)
+				wctx, wcancel := context.WithTimeout(ctx, time.Minute) // a hang guard
+				_, err := buckets[via].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
+				if l := engine.FollowableLeader(err); l != "" {
+					_, err = buckets[l].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
+				}
+				wcancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+					done[key] = true
+				case errors.Is(err, engine.ErrAmbiguous):
+					bad = append(bad, fmt.Sprintf("%s via %s: %v", key, via, err))
+				default:
+					done[key] = false
+				}
+				mu.Unlock()
+				if err != nil {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	acked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, ok := range done {
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	for range 6 {
+		before := acked()
+		eventually(t, "writes acknowledged between transfers", func() error {
+			if n := acked(); n < before+30 {
+				return fmt.Errorf("%d acknowledged since the last transfer", n-before)
+			}
+			return nil
+		})
+		to := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
+		transferHosts(t, hosts, gid, lead, to)
+		lead = to
+	}
+	close(stop)
+	wg.Wait()
+	nacked := acked()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range bad {
+		t.Errorf("a write across a transfer, every node connected: %s", b)
+	}
+	eventually(t, "a last write", func() error {
+		_, err := buckets[lead].DefaultCollection().Upsert(ctx, "last", []byte(`1`), nil)
+		return err
+	})
+	for _, n := range testNodes {
+		eventually(t, n+" applies the last write", func() error {
+			_, err := buckets[n].DefaultCollection().Get(ctx, "last")
+			return err
+		})
+		for key, applied := range done {
+			_, err := buckets[n].DefaultCollection().Get(ctx, key)
+			if got := err == nil; got != applied || err != nil && !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("%s: %s applied %v (%v), its writer was told applied %v", n, key, got, err, applied)
+			}
+		}
+	}
+	t.Logf("%d writes, %d acknowledged", len(done), nacked)
+}
+
+// transferHosts hands group g's leadership from node from to node to
+// (RawNode.TransferLeader, as steer does) and waits until every host sees
+// to lead it.
+func transferHosts(t *testing.T, hosts map[string]*Host, g GroupID, from, to string) {
+	t.Helper()
+	grp, err := hosts[from].group(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() {
+		grp.withRaft(func(rn *raft.RawNode) { rn.TransferLeader(NodeID(to)) })
+		hosts[from].enqueue(grp)
+	}
+	ask()
+	eventually(t, fmt.Sprintf("group %d led by %s", g, to), func() error {
+		for _, n := range testNodes {
+			if l, _ := hosts[n].Leader(g); l != to {
+				if l == from {
+					ask() // a transfer raft abandoned (an election timeout) is asked again
+				}
+				return fmt.Errorf("%s sees %q", n, l)
+			}
+		}
+		return nil
+	})
 }

@@ -814,8 +814,8 @@ func (h *Host) tickLoop() {
 		if n++; n >= steerTicks {
 			n, steer = 0, true
 		}
-		h.sweepFates(time.Now()) // wall clock: network timing
 		now := time.Now() // wall clock: network timing
+		h.sweepFates(now)
 		for _, g := range h.all() {
 			ticked := false
 			g.withRaft(func(rn *raft.RawNode) {

@@ -77,7 +77,7 @@ func (h *Host) round() error {
 		}
 	}
 	var work []readyGroup
-	var quiet []outMsg // leaders' quiesce heartbeats, sent after every Ready's messages
+	var quiet []outMsg    // leaders' quiesce heartbeats, sent after every Ready's messages
 	var placed []position // this Host's proposals appended this round
 	b := h.st.db.NewBatch()
 	defer b.Close()

@@ -111,6 +111,10 @@ type Options struct {
 		// inbound connection's stepper with the number it is about to
 		// step (a test's starved node sleeps in them).
 		beforeWrite, beforeStep func(frames int)
+		// fateWait, if set, replaces fateElections election timeouts as
+		// how long a proposal waits for its fate once its group's leader
+		// changed (a test that heals a partition by then at any load).
+		fateWait time.Duration
 	}
 }
 

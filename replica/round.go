@@ -440,7 +440,11 @@ func (h *Host) answer(as []answer) {
 // told ErrLeaderChanged at once, writes a transfer was committing
 // included.
 func (h *Host) awaitFates(id GroupID) {
-	deadline := time.Now().Add(fateElections * h.ElectionTimeout()) // wall clock: network timing
+	wait := fateElections * h.ElectionTimeout()
+	if h.opts.test.fateWait > 0 {
+		wait = h.opts.test.fateWait
+	}
+	deadline := time.Now().Add(wait) // wall clock: network timing
 	h.pendMu.Lock()
 	defer h.pendMu.Unlock()
 	for seq, w := range h.pending {

@@ -86,13 +86,17 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 	var mu sync.Mutex
 	done := map[string]bool{} // key -> applied (true) or not proposed / dropped (false)
 	var bad []string
+	dropped := 0
 	record := func(key string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil:
 			done[key] = true
-		case errors.Is(err, ErrDropped), errors.Is(err, ErrNoLeader), errors.Is(err, ErrBusy):
+		case errors.Is(err, ErrDropped):
+			done[key] = false
+			dropped++
+		case errors.Is(err, ErrNoLeader), errors.Is(err, ErrBusy):
 			done[key] = false
 		default:
 			bad = append(bad, fmt.Sprintf("%s: %v", key, err))
@@ -151,7 +155,7 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d writes, %d acknowledged", len(done), nacked)
+	t.Logf("%d writes, %d acknowledged, %d dropped", len(done), nacked, dropped)
 }
 
 // TestBucketWritesAcrossTransfers: writes to a replicated bucket while

@@ -799,6 +799,9 @@ func (h *Host) Quiesced() int {
 // timeout, as raft would; one still quiet refuses the pre-vote (the
 // leader's lease), but the vote request woke it, so the next campaign
 // wins it.
+//
+// Each tick also ends the proposals whose fate was not learnt in time
+// (sweepFates) and steps the forwarded proposals held back (unpark).
 func (h *Host) tickLoop() {
 	defer h.wg.Done()
 	t := time.NewTicker(h.opts.TickInterval)

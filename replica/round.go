@@ -461,7 +461,10 @@ func (h *Host) awaitFates(id GroupID) {
 // awaiting their fate in it whose log index this node has applied
 // without applying them (another entry took that index: ErrDropped),
 // or restored a snapshot past (what was applied there is not known:
-// ErrLeaderChanged).
+// ErrLeaderChanged). ErrDropped is sound because a proposal is appended
+// at one index at most: raft never copies one, the transport sends no
+// frame twice, and park steps again only what raft did not take; so the
+// entry committed at its index, not being it, means it never commits.
 func (h *Host) settle(g *group, rd *raft.Ready) {
 	if h.fateGroups.Load() == 0 {
 		return

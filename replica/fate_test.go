@@ -74,7 +74,10 @@ func fateStream(ctx context.Context, c *testCluster, g GroupID, perNode int, sto
 // appended commits under the new one; a proposal a follower forwarded to
 // the leader while it handed over is passed on to its successor.
 func TestTransferTellsEachWriteItsFate(t *testing.T) {
-	c := newTestCluster(t, 1, nil, false)
+	// Every fate is learnt long before the bound (three election
+	// timeouts by default), which only a leader cut off reaches: a
+	// minute, so that a busy machine's slow rounds never do.
+	c := newTestCluster(t, 1, func(o *Options) { o.test.fateWait = time.Minute }, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const g = GroupID(0)
@@ -167,7 +170,7 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 func TestBucketWritesAcrossTransfers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, gid, hosts, buckets := bucketGroupOfThree(t, ctx)
+	_, gid, hosts, buckets := bucketGroupOfThree(t, ctx, func(o *Options) { o.test.fateWait = time.Minute })
 	leader := func() (string, error) {
 		l, ok := hosts["n1"].Leader(gid)
 		if !ok {

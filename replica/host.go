@@ -629,16 +629,17 @@ func parks(st raft.BasicStatus) bool {
 }
 
 // unpark steps the proposals held back in g (g.mu held) once the group
-// has a leader not handing over; those held longer than two election
-// timeouts (raft abandons a transfer after one) are dropped, as raft
-// would have, and their proposers' fates end at their deadlines. It
-// reports whether it stepped any.
+// has a leader not handing over; those held longer than their proposers
+// wait for their fate (fateWait, three election timeouts: raft abandons
+// a transfer after one) are dropped, as raft would have dropped them,
+// their proposers told "outcome unknown" by then. It reports whether it
+// stepped any.
 func (h *Host) unpark(g *group, rn *raft.RawNode, now time.Time) bool {
 	if len(g.parked) == 0 {
 		return false
 	}
 	if parks(rn.BasicStatus()) {
-		old := now.Add(-2 * h.ElectionTimeout())
+		old := now.Add(-h.fateWait())
 		g.parked = slices.DeleteFunc(g.parked, func(p parkedProp) bool { return p.at.Before(old) })
 		return false
 	}

@@ -113,7 +113,8 @@ type Options struct {
 		beforeWrite, beforeStep func(frames int)
 		// fateWait, if set, replaces fateElections election timeouts as
 		// how long a proposal waits for its fate once its group's leader
-		// changed (a test that heals a partition by then at any load).
+		// changed, and a forwarded proposal is held back (Host.fateWait):
+		// for tests whose writes must learn their fate at any load.
 		fateWait time.Duration
 	}
 }

@@ -378,6 +378,16 @@ type waiter struct {
 // (well within one); a leader cut off from its majority never learns.
 const fateElections = 3
 
+// fateWait is how long a proposal waits for its fate once its group's
+// leader changed: fateElections election timeouts (Options.test.fateWait
+// in tests that must not reach it at any load).
+func (h *Host) fateWait() time.Duration {
+	if h.opts.test.fateWait > 0 {
+		return h.opts.test.fateWait
+	}
+	return fateElections * h.ElectionTimeout()
+}
+
 // ownEntries appends to ps the positions of this Host's proposals among
 // the entries a Ready appends to the log (the leader's own, and, on a
 // follower, those it forwarded and the leader replicated back).
@@ -440,11 +450,7 @@ func (h *Host) answer(as []answer) {
 // told ErrLeaderChanged at once, writes a transfer was committing
 // included.
 func (h *Host) awaitFates(id GroupID) {
-	wait := fateElections * h.ElectionTimeout()
-	if h.opts.test.fateWait > 0 {
-		wait = h.opts.test.fateWait
-	}
-	deadline := time.Now().Add(wait) // wall clock: network timing
+	deadline := time.Now().Add(h.fateWait()) // wall clock: network timing
 	h.pendMu.Lock()
 	defer h.pendMu.Unlock()
 	for seq, w := range h.pending {

@@ -131,10 +131,12 @@ const MaxProposeWait = 30 * time.Second
 // Which refusals may be followed: only those given before the entry was
 // proposed, so that nothing of the write was applied anywhere. Writable's
 // (the leader is another node) is one, and is structured; Replicate's
-// ErrNoLeader (not proposed) names no leader; once proposed, a failure
-// (ErrTimeout, ErrLeaderChanged, ErrClosed) is engine.ErrAmbiguous, its
-// outcome unknown, and is never structured, whatever leader this node
-// knows by then. ConfirmRead's refusal (a read, or a write the document
+// ErrNoLeader (not proposed) names no leader; a write proposed and then
+// dropped by a new leader (ErrDropped: not applied anywhere) is tried
+// again, and Writable's refusal then is as good; once proposed, any
+// other failure (ErrTimeout, ErrLeaderChanged, ErrClosed) is
+// engine.ErrAmbiguous, its outcome unknown, and is never structured,
+// whatever leader this node knows by then. ConfirmRead's refusal (a read, or a write the document
 // refused, checked against the leader's copy: nothing proposed) is
 // structured too.
 type BucketReplicator struct {
@@ -229,6 +231,10 @@ func (r *BucketReplicator) Leads(part int) bool {
 	return ok && leader == r.Host.Node()
 }
 
+// maxDrops bounds how many times Replicate proposes again a write whose
+// entry a new leader dropped (ErrDropped).
+const maxDrops = 3
+
 // Replicate implements engine.Replicator.
 //
 // A proposal its group drops before proposing it (ErrNoLeader, or ErrBusy:
@@ -237,18 +243,41 @@ func (r *BucketReplicator) Leads(part int) bool {
 // tried again, up to an election timeout: a hand-back of leadership (to a
 // node that restarted, the map's preferred leader) is a pause for the
 // write, then carried out here or refused naming the new leader
-// (followed by the front doors), rather than a temporary failure.
+// (followed by the front doors), rather than a temporary failure. A
+// write proposed when its group's leader changed waits for its fate
+// (Host.Propose): applied under the new leader (a transfer's transferee
+// holds all of its predecessor's log), its result; dropped by the new
+// leader (ErrDropped: not applied), tried again the same way, so it too
+// ends carried out here or refused naming the new leader (a temporary
+// failure, not applied, when it keeps being dropped); neither within a
+// few election timeouts (a leader cut off from its majority),
+// engine.ErrAmbiguous.
 func (r *BucketReplicator) Replicate(ctx context.Context, part int, entry []byte) (engine.ReplicatedResult, error) {
 	id := BucketGroup(r.Bucket, r.UUID, part)
 	until := time.Now().Add(r.Host.ElectionTimeout()) // wall clock: network timing
 	res, err := r.propose(ctx, part, id, entry)
-	for (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrBusy)) && pause(ctx, until) {
+	for drops := 0; ; {
+		if errors.Is(err, ErrDropped) && drops < maxDrops {
+			// Not applied, learnt once the new leader's entries were:
+			// the window starts again from here.
+			drops++
+			until = time.Now().Add(r.Host.ElectionTimeout()) // wall clock: network timing
+		} else if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrBusy) {
+			break
+		}
+		if !pause(ctx, until) {
+			break
+		}
 		res, err = r.propose(ctx, part, id, entry)
 	}
 	switch {
 	case err == nil:
 	case errors.Is(err, engine.ErrNotMyVBucket): // Writable's refusal: nothing proposed
 		return engine.ReplicatedResult{}, err
+	case errors.Is(err, ErrDropped):
+		// Not applied anywhere, and it never will be: a client may retry
+		// it as not done.
+		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d: %w; retry shortly", engine.ErrTempFail, part, err)
 	case errors.Is(err, ErrNoLeader):
 		// Not proposed, but no leader to name: a plain refusal.
 		return engine.ReplicatedResult{}, fmt.Errorf("%w: partition %d has no leader at the moment; retry shortly", engine.ErrNotMyVBucket, part)

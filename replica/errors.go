@@ -24,10 +24,18 @@ var (
 	ErrTimeout = errors.New("replica: proposal not acknowledged in time")
 
 	// ErrLeaderChanged is returned by Propose when the group's leader
-	// changed (or was lost) before the mutation was applied here. Its
-	// outcome is unknown, as ErrTimeout's: the new leader may still commit
-	// it.
+	// changed (or was lost) before the mutation was applied here, and
+	// its fate was still not known a few election timeouts later (a
+	// leader cut off from its majority). Its outcome is unknown, as
+	// ErrTimeout's: the new leader may still commit it.
 	ErrLeaderChanged = errors.New("replica: the group's leader changed before the proposal was applied (outcome unknown)")
+
+	// ErrDropped is returned by Propose when the group's leader changed
+	// before the mutation was applied and this node then applied another
+	// entry at the log index the mutation had: the mutation was not
+	// applied and never will be. It may be proposed again (to the new
+	// leader), even if it is not idempotent.
+	ErrDropped = errors.New("replica: the group's new leader dropped the proposal (not applied)")
 
 	// ErrClosed is returned by calls on a closed Host, and by Propose for a
 	// mutation still waiting when the Host closed (outcome unknown).

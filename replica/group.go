@@ -34,6 +34,11 @@ type group struct {
 
 	reads groupReads // read-index rounds (readindex.go)
 
+	// parked are proposals other nodes forwarded here that raft would
+	// have dropped (Host.park), stepped again once the group has a
+	// leader (Host.unpark).
+	parked []parkedProp
+
 	// voters are the group's voters in its applied configuration (both
 	// halves of a joint one), for quiescence and wakePeer; set by AddGroup
 	// and by the worker applying a conf change.

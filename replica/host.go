@@ -55,6 +55,11 @@ type Host struct {
 
 	pendMu  sync.Mutex
 	pending map[uint64]waiter
+	// fates are, by group, the proposals awaiting their fate after a
+	// change of the group's leader (awaitFates); fateGroups is len(fates),
+	// read without the lock by every round and tick.
+	fates      map[GroupID][]uint64
+	fateGroups atomic.Int32
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,7 +96,7 @@ func Open(opts Options) (*Host, error) {
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
 		groups: map[GroupID]*group{}, names: names,
-		wake: make(chan struct{}, 1), pending: map[uint64]waiter{}, down: map[uint64]bool{},
+		wake: make(chan struct{}, 1), pending: map[uint64]waiter{}, fates: map[GroupID][]uint64{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}
 	if h.tr, err = listen(h); err != nil {
@@ -369,7 +374,10 @@ func (h *Host) ScanMachine(id GroupID, fn func(key, value []byte) error) error {
 // once with ErrNoLeader when the group knows no leader and with ErrBusy
 // when the leader refuses more (neither proposed the mutation), and with
 // ErrTimeout when ctx ends first (then the outcome is unknown): pass a
-// deadline.
+// deadline. When the group's leader changes while it waits, it waits for
+// its fate, a few election timeouts at most (see awaitFates): its result
+// when applied, ErrDropped when the new leader dropped it (not applied),
+// ErrLeaderChanged when still unknown (outcome unknown).
 func (h *Host) Propose(ctx context.Context, id GroupID, data []byte) (Result, error) {
 	g, err := h.group(id)
 	if err != nil {
@@ -552,6 +560,17 @@ func (h *Host) step(f outMsg) {
 	}
 	m := f.m
 	g.withRaft(func(rn *raft.RawNode) {
+		if m.GetType() == pb.MsgProp {
+			// A follower forwards a proposal on to its leader as it came,
+			// and the next node's transport drops a frame whose sender is
+			// not the node that sent it: the proposal goes on as this
+			// node's (raft's leader does not read a proposal's sender).
+			m.From = new(h.self)
+			if h.park(g, rn, m) {
+				g.wakeLocked()
+				return
+			}
+		}
 		_ = rn.Step(m)
 		switch {
 		case f.quiesce:
@@ -572,6 +591,63 @@ func (h *Host) step(f outMsg) {
 		}
 	})
 	h.enqueue(g)
+}
+
+// maxParked bounds the proposals forwarded to a group that one node
+// holds back (park): more are dropped, as raft would drop them.
+const maxParked = 1024
+
+// parkedProp is a proposal forwarded to this node, held back.
+type parkedProp struct {
+	m  *pb.Message
+	at time.Time
+}
+
+// park holds back a proposal another node forwarded here when raft would
+// drop it without a word (g.mu held): this node leads and is handing its
+// leadership over, or follows and knows no leader (an election, such as
+// the one the transfer starts). Its proposer, which raft tells nothing,
+// would wait for its fate until its deadline and learn only "outcome
+// unknown". Stepped again once this node has a leader (unpark), it is
+// appended by the leader or forwarded to it, once: raft does not copy a
+// proposal. It reports whether it held m back.
+func (h *Host) park(g *group, rn *raft.RawNode, m *pb.Message) bool {
+	if len(g.parked) >= maxParked || !parks(rn.BasicStatus()) {
+		return false
+	}
+	g.parked = append(g.parked, parkedProp{m: m, at: time.Now()}) // wall clock: network timing
+	return true
+}
+
+// parks reports whether raft would drop a forwarded proposal in state st
+// for want of a leader to take it.
+func parks(st raft.BasicStatus) bool {
+	if st.RaftState == raft.StateLeader {
+		return st.LeadTransferee != raft.None
+	}
+	return st.Lead == raft.None
+}
+
+// unpark steps the proposals held back in g (g.mu held) once the group
+// has a leader not handing over; those held longer than their proposers
+// wait for their fate (fateWait, three election timeouts: raft abandons
+// a transfer after one) are dropped, as raft would have dropped them,
+// their proposers told "outcome unknown" by then. It reports whether it
+// stepped any.
+func (h *Host) unpark(g *group, rn *raft.RawNode, now time.Time) bool {
+	if len(g.parked) == 0 {
+		return false
+	}
+	if parks(rn.BasicStatus()) {
+		old := now.Add(-h.fateWait())
+		g.parked = slices.DeleteFunc(g.parked, func(p parkedProp) bool { return p.at.Before(old) })
+		return false
+	}
+	for _, p := range g.parked {
+		_ = rn.Step(p.m)
+	}
+	g.parked = nil
+	return true
 }
 
 // unreachable tells group id that a message to node to was lost; failed
@@ -724,6 +800,9 @@ func (h *Host) Quiesced() int {
 // timeout, as raft would; one still quiet refuses the pre-vote (the
 // leader's lease), but the vote request woke it, so the next campaign
 // wins it.
+//
+// Each tick also ends the proposals whose fate was not learnt in time
+// (sweepFates) and steps the forwarded proposals held back (unpark).
 func (h *Host) tickLoop() {
 	defer h.wg.Done()
 	t := time.NewTicker(h.opts.TickInterval)
@@ -739,9 +818,14 @@ func (h *Host) tickLoop() {
 		if n++; n >= steerTicks {
 			n, steer = 0, true
 		}
+		now := time.Now() // wall clock: network timing
+		h.sweepFates(now)
 		for _, g := range h.all() {
 			ticked := false
 			g.withRaft(func(rn *raft.RawNode) {
+				if h.unpark(g, rn, now) {
+					g.wakeLocked()
+				}
 				ticked = h.tick(g, rn)
 				if steer && h.steer(g, rn) {
 					g.wakeLocked()

@@ -111,6 +111,11 @@ type Options struct {
 		// inbound connection's stepper with the number it is about to
 		// step (a test's starved node sleeps in them).
 		beforeWrite, beforeStep func(frames int)
+		// fateWait, if set, replaces fateElections election timeouts as
+		// how long a proposal waits for its fate once its group's leader
+		// changed, and a forwarded proposal is held back (Host.fateWait):
+		// for tests whose writes must learn their fate at any load.
+		fateWait time.Duration
 	}
 }
 

@@ -412,8 +412,8 @@ func TestReadIndexLostRequestIsIssuedAgain(t *testing.T) {
 // bucketGroupOfThree runs bucket "b" (one partition) on the three test
 // nodes, in process, each with its own Host and engine, replicated by one
 // group (gid) of all three; nc cuts their Raft traffic. They close when
-// the test ends.
-func bucketGroupOfThree(t *testing.T, ctx context.Context) (nc *netCut, gid GroupID, hosts map[string]*Host, buckets map[string]*engine.Bucket) {
+// the test ends. more, if given, change the hosts' Options.
+func bucketGroupOfThree(t *testing.T, ctx context.Context, more ...func(*Options)) (nc *netCut, gid GroupID, hosts map[string]*Host, buckets map[string]*engine.Bucket) {
 	t.Helper()
 	nc = newNetCut()
 	res := &testResolver{addrs: map[string]string{}}
@@ -424,6 +424,9 @@ func bucketGroupOfThree(t *testing.T, ctx context.Context) (nc *netCut, gid Grou
 	for _, n := range testNodes {
 		o := Options{Dir: filepath.Join(dir, n, "raft"), Node: n, Listen: "127.0.0.1:0", Resolver: res}
 		nc.install(&o)
+		for _, f := range more {
+			f(&o)
+		}
 		h, err := Open(o)
 		if err != nil {
 			t.Fatal(err)

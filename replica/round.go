@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -46,6 +47,12 @@ type answer struct {
 	res Result
 }
 
+// position is where one of this Host's proposals sits in its group's
+// log as this node appended it (Ready.Entries): its index and term.
+type position struct {
+	seq, index, term uint64
+}
+
 // round takes the ready groups, collects their Ready, writes all of them
 // (log entries, HardStates, snapshots, applied mutations and indexes) in
 // one batch synced once, then sends the messages, answers the proposers
@@ -70,7 +77,8 @@ func (h *Host) round() error {
 		}
 	}
 	var work []readyGroup
-	var quiet []outMsg // leaders' quiesce heartbeats, sent after every Ready's messages
+	var quiet []outMsg    // leaders' quiesce heartbeats, sent after every Ready's messages
+	var placed []position // this Host's proposals appended this round
 	b := h.st.db.NewBatch()
 	defer b.Close()
 	for _, g := range gs {
@@ -93,6 +101,7 @@ func (h *Host) round() error {
 		if err := h.persist(b, &rg); err != nil {
 			return fmt.Errorf("replica: group %d: %w", g.id, err)
 		}
+		placed = h.ownEntries(placed, rd.Entries)
 		work = append(work, rg)
 	}
 	if len(work) == 0 {
@@ -135,6 +144,7 @@ func (h *Host) round() error {
 		h.tr.send(to, msgs)
 	}
 	h.sendQuiet(quiet) // queued behind the Ready messages to the same peers
+	h.place(placed)
 	for _, rg := range work {
 		g := rg.g
 		g.withRaft(func(rn *raft.RawNode) { rn.Advance(rg.rd) })
@@ -145,8 +155,9 @@ func (h *Host) round() error {
 		}
 		h.answer(rg.answers)
 		if leaderChanged {
-			h.failPending(g.id)
+			h.awaitFates(g.id)
 		}
+		h.settle(g, &rg.rd)
 		h.readStates(g, &rg.rd)
 		if g.left {
 			if err := h.leave(g); err != nil {
@@ -349,6 +360,64 @@ func confChange(e *pb.Entry) (pb.ConfChangeI, error) {
 	return &cc, nil
 }
 
+// waiter is a Propose call waiting for its mutation's result.
+type waiter struct {
+	ch chan outcome // capacity 1
+	g  GroupID
+	// index and term are the mutation's place in the group's log as this
+	// node appended it (0: not seen in this node's log yet).
+	index, term uint64
+	// deadline is set when the group's leader changed while the mutation
+	// waited: its fate is awaited until then (awaitFates).
+	deadline time.Time
+}
+
+// fateElections is how many election timeouts a proposal waits for its
+// fate once its group's leader changed: at a leadership transfer the new
+// leader commits its predecessor's entries as soon as it was elected
+// (well within one); a leader cut off from its majority never learns.
+const fateElections = 3
+
+// fateWait is how long a proposal waits for its fate once its group's
+// leader changed: fateElections election timeouts (Options.test.fateWait
+// in tests that must not reach it at any load).
+func (h *Host) fateWait() time.Duration {
+	if h.opts.test.fateWait > 0 {
+		return h.opts.test.fateWait
+	}
+	return fateElections * h.ElectionTimeout()
+}
+
+// ownEntries appends to ps the positions of this Host's proposals among
+// the entries a Ready appends to the log (the leader's own, and, on a
+// follower, those it forwarded and the leader replicated back).
+func (h *Host) ownEntries(ps []position, ents []*pb.Entry) []position {
+	for _, e := range ents {
+		d := e.GetData()
+		if e.GetType() != pb.EntryNormal || len(d) < proposalHeader || binary.BigEndian.Uint64(d) != h.nonce {
+			continue
+		}
+		ps = append(ps, position{seq: binary.BigEndian.Uint64(d[8:]), index: e.GetIndex(), term: e.GetTerm()})
+	}
+	return ps
+}
+
+// place records where this round appended this Host's proposals (one
+// lock for the whole round).
+func (h *Host) place(ps []position) {
+	if len(ps) == 0 {
+		return
+	}
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	for _, p := range ps {
+		if w, ok := h.pending[p.seq]; ok {
+			w.index, w.term = p.index, p.term
+			h.pending[p.seq] = w
+		}
+	}
+}
+
 // answer hands applied proposals' results to their waiters.
 func (h *Host) answer(as []answer) {
 	if len(as) == 0 {
@@ -364,28 +433,112 @@ func (h *Host) answer(as []answer) {
 	}
 }
 
-// waiter is a Propose call waiting for its mutation's result.
-type waiter struct {
-	ch chan outcome // capacity 1
-	g  GroupID
-}
-
-// failPending answers ErrLeaderChanged to every proposal to group id still
-// waiting here: its leader changed (or was lost) before they were applied.
-// Raft tells a proposer nothing of an entry the new leader overwrites, and
-// a leader cut off from its majority keeps its uncommitted entries until
-// it hears from the others, so without this a write waited for its whole
-// deadline (30 s) in either case. An entry the new leader does commit is
-// still applied everywhere; only its proposer's answer is "unknown".
-func (h *Host) failPending(id GroupID) {
+// awaitFates is the worker's answer to a change of group id's leader
+// (or its loss) for the proposals still waiting here: each now waits
+// for its fate, up to fateElections election timeouts, instead of
+// failing at once. An entry the new leader has (at a leadership
+// transfer, all of the old leader's) is committed under it and applied
+// here: its proposer gets its result (answer). An entry the new leader
+// overwrote is not applied, and this node learns it when it applies
+// another entry at its index: ErrDropped (settle), which may be retried.
+// Neither by the deadline (a leader cut off from its majority, which
+// raft tells nothing): ErrLeaderChanged, outcome unknown (sweepFates).
+// A proposal whose place this node never saw (forwarded by a follower
+// and not replicated back yet) can only be answered applied or, at the
+// deadline, ErrLeaderChanged. Without this, a write waited for its whole
+// deadline (30 s) in the cut-off case, and before this every waiter was
+// told ErrLeaderChanged at once, writes a transfer was committing
+// included.
+func (h *Host) awaitFates(id GroupID) {
+	deadline := time.Now().Add(h.fateWait()) // wall clock: network timing
 	h.pendMu.Lock()
 	defer h.pendMu.Unlock()
 	for seq, w := range h.pending {
-		if w.g == id {
-			w.ch <- outcome{err: fmt.Errorf("%w: group %d", ErrLeaderChanged, id)}
-			delete(h.pending, seq)
+		if w.g == id && w.deadline.IsZero() {
+			w.deadline = deadline
+			h.pending[seq] = w
+			h.fates[id] = append(h.fates[id], seq)
 		}
 	}
+	h.fateGroups.Store(int32(len(h.fates)))
+}
+
+// settle answers, after group g's round was applied, the proposals
+// awaiting their fate in it whose log index this node has applied
+// without applying them (another entry took that index: ErrDropped),
+// or restored a snapshot past (what was applied there is not known:
+// ErrLeaderChanged). ErrDropped is sound because a proposal is appended
+// at one index at most: raft never copies one, the transport sends no
+// frame twice, and park steps again only what raft did not take; so the
+// entry committed at its index, not being it, means it never commits.
+func (h *Host) settle(g *group, rd *raft.Ready) {
+	if h.fateGroups.Load() == 0 {
+		return
+	}
+	snapTo := uint64(0)
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		snapTo = rd.Snapshot.GetMetadata().GetIndex()
+	}
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	seqs, ok := h.fates[g.id]
+	if !ok {
+		return
+	}
+	keep := seqs[:0]
+	for _, seq := range seqs {
+		w, ok := h.pending[seq]
+		switch {
+		case !ok: // answered
+			continue
+		case w.index != 0 && w.index <= snapTo:
+			w.ch <- outcome{err: fmt.Errorf("%w: group %d (a snapshot passed its entry %d)", ErrLeaderChanged, g.id, w.index)}
+		case w.index != 0 && w.index <= g.applied:
+			w.ch <- outcome{err: fmt.Errorf("%w: group %d: another entry was applied at its index %d (term %d)", ErrDropped, g.id, w.index, w.term)}
+		default:
+			keep = append(keep, seq)
+			continue
+		}
+		delete(h.pending, seq)
+	}
+	h.keepFates(g.id, keep)
+}
+
+// sweepFates answers ErrLeaderChanged to the proposals whose fate was not
+// known by their deadline (the tick loop runs it: a group with no more
+// Ready must still end them).
+func (h *Host) sweepFates(now time.Time) {
+	if h.fateGroups.Load() == 0 {
+		return
+	}
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	for id, seqs := range h.fates {
+		keep := seqs[:0]
+		for _, seq := range seqs {
+			w, ok := h.pending[seq]
+			switch {
+			case !ok:
+			case now.After(w.deadline):
+				w.ch <- outcome{err: fmt.Errorf("%w: group %d", ErrLeaderChanged, id)}
+				delete(h.pending, seq)
+			default:
+				keep = append(keep, seq)
+			}
+		}
+		h.keepFates(id, keep)
+	}
+}
+
+// keepFates sets group id's proposals still awaiting their fate (pendMu
+// held).
+func (h *Host) keepFates(id GroupID, seqs []uint64) {
+	if len(seqs) == 0 {
+		delete(h.fates, id)
+	} else {
+		h.fates[id] = seqs
+	}
+	h.fateGroups.Store(int32(len(h.fates)))
 }
 
 // maybeSnapshot snapshots g's state machine once SnapshotEntries entries

@@ -9,16 +9,19 @@ import (
 
 // TestProposalOnCutOffLeaderFailsAtStepDown: a write proposed on a leader
 // cut off from its followers (no connection broken) cannot commit; once
-// CheckQuorum steps the leader down, its proposer is told the leader
-// changed (outcome unknown) instead of waiting out its whole deadline, and
-// the write is never applied on the majority's side.
+// CheckQuorum steps the leader down and its entry's fate stays unknown
+// for the bound (three election timeouts: nothing reaches the node), its
+// proposer is told the leader changed (outcome unknown) instead of
+// waiting out its whole deadline, and the write is never applied on the
+// majority's side.
 func TestProposalOnCutOffLeaderFailsAtStepDown(t *testing.T) {
 	nc, c, ctx, old := newCutCluster(t)
 	const g = GroupID(0)
 	nc.isolate(old)
 
 	// The deadline is far beyond the step-down (CheckQuorum: an election
-	// timeout, 10 ticks); only a hang reaches it.
+	// timeout, 10 ticks) and the fate's bound after it (three more); only
+	// a hang reaches it.
 	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
 	defer pcancel()
 	_, err := c.host(old).Propose(pctx, g, []byte("k=cut"))

@@ -1,0 +1,394 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+
+	"github.com/mayflydb/mayfly/engine"
+)
+
+// transfer hands group g's leadership from node from to node to
+// (transferHosts).
+func (c *testCluster) transfer(t *testing.T, g GroupID, from, to string) {
+	t.Helper()
+	hosts := map[string]*Host{}
+	for _, n := range testNodes {
+		hosts[n] = c.host(n)
+	}
+	transferHosts(t, hosts, g, from, to)
+}
+
+// fateStream proposes unique keys to group g from 2*perNode goroutines
+// until stop closes: half of them through the node that leads the group
+// as n1 sees it, the others each through one node (a follower forwards
+// to its leader); each attempt's key and error go to record.
+func fateStream(ctx context.Context, c *testCluster, g GroupID, perNode int, stop <-chan struct{}, record func(key string, err error)) *sync.WaitGroup {
+	writers := 2 * perNode
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lead, ok := c.host("n1").Leader(g)
+				if !ok {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				key := fmt.Sprintf("w%d-%d", w, i)
+				pctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard: the fate is known long before
+				via := lead
+				if w >= perNode {
+					via = testNodes[w%len(testNodes)]
+				}
+				_, err := c.host(via).Propose(pctx, g, []byte(key+"=x"))
+				cancel()
+				record(key, err)
+				if err != nil {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+// TestTransferTellsEachWriteItsFate: writes streaming into a group while
+// its leadership is handed from node to node (every node connected),
+// through its leader and through followers, are never answered "outcome
+// unknown": each is applied (and answered so), or refused before it was
+// proposed, or answered ErrDropped, and then it is applied nowhere. A
+// transferee holds all of its predecessor's log, so what the old leader
+// appended commits under the new one; a proposal a follower forwarded to
+// the leader while it handed over is passed on to its successor.
+func TestTransferTellsEachWriteItsFate(t *testing.T) {
+	// Every fate is learnt long before the bound (three election
+	// timeouts by default), which only a leader cut off reaches: a
+	// minute, so that a busy machine's slow rounds never do.
+	c := newTestCluster(t, 1, func(o *Options) { o.test.fateWait = time.Minute }, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const g = GroupID(0)
+	if _, err := c.propose(ctx, "n1", g, "warm=1"); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.leaderOf(t, g, testNodes)
+
+	var mu sync.Mutex
+	done := map[string]bool{} // key -> applied (true) or not proposed / dropped (false)
+	var bad []string
+	dropped := 0
+	record := func(key string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			done[key] = true
+		case errors.Is(err, ErrDropped):
+			done[key] = false
+			dropped++
+		case errors.Is(err, ErrNoLeader), errors.Is(err, ErrBusy):
+			done[key] = false
+		default:
+			bad = append(bad, fmt.Sprintf("%s: %v", key, err))
+		}
+	}
+	acked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, ok := range done {
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	stop := make(chan struct{})
+	wg := fateStream(ctx, c, g, 4, stop, record)
+	for range 6 {
+		before := acked()
+		eventually(t, "writes acknowledged between transfers", func() error {
+			if n := acked(); n < before+50 {
+				return fmt.Errorf("%d acknowledged since the last transfer", n-before)
+			}
+			return nil
+		})
+		to := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
+		c.transfer(t, g, lead, to)
+		lead = to
+	}
+	close(stop)
+	wg.Wait()
+	nacked := acked()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range bad {
+		t.Errorf("a write across a transfer, every node connected: %s", b)
+	}
+	// Everything acknowledged reaches every node; then a last write
+	// through the leader, applied everywhere, shows that nothing else is
+	// on its way.
+	if _, err := c.propose(ctx, lead, g, "last=1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range testNodes {
+		eventually(t, n+" applies the last write", func() error {
+			if _, ok := c.sm(n, g).get("last"); !ok {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		for key, applied := range done {
+			if _, ok := c.sm(n, g).get(key); ok != applied {
+				t.Errorf("%s: %s applied %v, its writer was told applied %v", n, key, ok, applied)
+			}
+		}
+	}
+	t.Logf("%d writes, %d acknowledged, %d dropped", len(done), nacked, dropped)
+}
+
+// TestBucketWritesAcrossTransfers: writes to a replicated bucket while
+// its partition's leadership is handed from node to node (every node
+// connected), each sent to the node the writer believes leads and, when
+// refused naming another leader, to that one once (as the front doors
+// do), are never answered engine.ErrAmbiguous: each is applied everywhere
+// or refused, and then applied nowhere.
+func TestBucketWritesAcrossTransfers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, gid, hosts, buckets := bucketGroupOfThree(t, ctx, func(o *Options) { o.test.fateWait = time.Minute })
+	leader := func() (string, error) {
+		l, ok := hosts["n1"].Leader(gid)
+		if !ok {
+			return "", errors.New("no leader")
+		}
+		return l, nil
+	}
+	var lead string
+	eventually(t, "a leader", func() (err error) { lead, err = leader(); return err })
+	eventually(t, "a first write", func() error {
+		_, err := buckets[lead].DefaultCollection().Upsert(ctx, "first", []byte(`1`), nil)
+		return err
+	})
+
+	var mu sync.Mutex
+	done := map[string]bool{} // key -> applied (true) or refused (false)
+	var bad []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				via := testNodes[w%len(testNodes)]
+				if w < 3 {
+					if l, err := leader(); err == nil {
+						via = l
+					}
+				}
+				key := fmt.Sprintf("w%d-%d", w, i)
+				wctx, wcancel := context.WithTimeout(ctx, time.Minute) // a hang guard
+				_, err := buckets[via].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
+				if l := engine.FollowableLeader(err); l != "" {
+					_, err = buckets[l].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
+				}
+				wcancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+					done[key] = true
+				case errors.Is(err, engine.ErrAmbiguous):
+					bad = append(bad, fmt.Sprintf("%s via %s: %v", key, via, err))
+				default:
+					done[key] = false
+				}
+				mu.Unlock()
+				if err != nil {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	acked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, ok := range done {
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	for range 6 {
+		before := acked()
+		eventually(t, "writes acknowledged between transfers", func() error {
+			if n := acked(); n < before+30 {
+				return fmt.Errorf("%d acknowledged since the last transfer", n-before)
+			}
+			return nil
+		})
+		to := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
+		transferHosts(t, hosts, gid, lead, to)
+		lead = to
+	}
+	close(stop)
+	wg.Wait()
+	nacked := acked()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range bad {
+		t.Errorf("a write across a transfer, every node connected: %s", b)
+	}
+	eventually(t, "a last write", func() error {
+		_, err := buckets[lead].DefaultCollection().Upsert(ctx, "last", []byte(`1`), nil)
+		return err
+	})
+	for _, n := range testNodes {
+		eventually(t, n+" applies the last write", func() error {
+			_, err := buckets[n].DefaultCollection().Get(ctx, "last")
+			return err
+		})
+		for key, applied := range done {
+			_, err := buckets[n].DefaultCollection().Get(ctx, key)
+			if got := err == nil; got != applied || err != nil && !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("%s: %s applied %v (%v), its writer was told applied %v", n, key, got, err, applied)
+			}
+		}
+	}
+	t.Logf("%d writes, %d acknowledged", len(done), nacked)
+}
+
+// transferHosts hands group g's leadership from node from to node to
+// (RawNode.TransferLeader, as steer does) and waits until every host sees
+// to lead it.
+func transferHosts(t *testing.T, hosts map[string]*Host, g GroupID, from, to string) {
+	t.Helper()
+	grp, err := hosts[from].group(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() {
+		grp.withRaft(func(rn *raft.RawNode) { rn.TransferLeader(NodeID(to)) })
+		hosts[from].enqueue(grp)
+	}
+	ask()
+	eventually(t, fmt.Sprintf("group %d led by %s", g, to), func() error {
+		for _, n := range testNodes {
+			if l, _ := hosts[n].Leader(g); l != to {
+				if l == from {
+					ask() // a transfer raft abandoned (an election timeout) is asked again
+				}
+				return fmt.Errorf("%s sees %q", n, l)
+			}
+		}
+		return nil
+	})
+}
+
+// TestBucketWriteDroppedByNewLeaderIsFollowed: a write proposed on a
+// leader cut off from its group, whose entry the group's new leader
+// overwrites once the cut heals, is answered neither "outcome unknown"
+// nor as a temporary failure: its old leader learns that another entry
+// took its index (ErrDropped: not applied), tries it again, and refuses
+// it naming the new leader, where the write is then carried out (as the
+// front doors follow). Nothing of the first attempt is applied anywhere.
+func TestBucketWriteDroppedByNewLeaderIsFollowed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The fate is waited for long enough that the heal below comes
+	// first at any load (by default, three election timeouts).
+	nc, gid, hosts, buckets := bucketGroupOfThree(t, ctx, func(o *Options) { o.test.fateWait = 2 * time.Minute })
+	var old string
+	eventually(t, "a leader every node knows", func() error {
+		old = ""
+		for _, n := range testNodes {
+			l, ok := hosts[n].Leader(gid)
+			if !ok || old != "" && l != old {
+				return errors.New("not yet")
+			}
+			old = l
+		}
+		return nil
+	})
+	eventually(t, "a first write", func() error {
+		_, err := buckets[old].DefaultCollection().Upsert(ctx, "k", []byte(`1`), nil)
+		return err
+	})
+	for _, n := range testNodes {
+		eventually(t, n+" applies the first write", func() error {
+			_, err := buckets[n].DefaultCollection().Get(ctx, "k")
+			return err
+		})
+	}
+
+	nc.isolate(old)
+	type result struct{ err error }
+	out := make(chan result, 1)
+	go func() {
+		_, err := buckets[old].DefaultCollection().Upsert(ctx, "k", []byte(`2`), nil)
+		out <- result{err}
+	}()
+	// The cut-off leader steps down (CheckQuorum), the others elect a
+	// new leader, whose first entry takes the index of the write.
+	eventually(t, "the old leader steps down", func() error {
+		if l, ok := hosts[old].Leader(gid); ok && l == old {
+			return errors.New("it still leads")
+		}
+		return nil
+	})
+	var lead string
+	eventually(t, "a new leader", func() error {
+		for _, n := range others(old) {
+			if l, ok := hosts[n].Leader(gid); ok && l != old {
+				lead = l
+				return nil
+			}
+		}
+		return errors.New("none")
+	})
+	nc.heal()
+	r := <-out
+	switch l := engine.FollowableLeader(r.err); {
+	case r.err == nil:
+		t.Fatalf("a write of a leader cut off from its group was acknowledged by it")
+	case l == "" && errors.Is(r.err, engine.ErrNotMyVBucket) && !errors.Is(r.err, engine.ErrAmbiguous):
+		// The write started after its leader stepped down: nothing was
+		// proposed. The case under test did not happen.
+		t.Skipf("the cut-off leader refused before proposing: %v", r.err)
+	case errors.Is(r.err, engine.ErrAmbiguous):
+		t.Fatalf("the write the new leader dropped: %v, want a refusal naming %s", r.err, lead)
+	case l != lead:
+		t.Fatalf("the write the new leader dropped: %v (names %q), want a refusal naming %s", r.err, l, lead)
+	}
+	t.Logf("%v", r.err)
+	for _, n := range testNodes {
+		if d, err := buckets[n].DefaultCollection().Get(ctx, "k"); err != nil || string(d.Value) != "1" {
+			t.Fatalf("%s holds k = %s (%v), want 1: the dropped write was applied", n, d.Value, err)
+		}
+	}
+	if _, err := buckets[lead].DefaultCollection().Upsert(ctx, "k", []byte(`2`), nil); err != nil {
+		t.Fatalf("the write followed to %s: %v", lead, err)
+	}
+}

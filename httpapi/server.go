@@ -390,6 +390,7 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	pools.Handle("/{bucket}/controller/runExpiryPager", s.need(on(auth.SettingsWrite), form, s.runExpiryPager)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/controller/doFlush", s.need(on(auth.SettingsWrite), form, s.flushBucket)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/stats", s.need(on(auth.StatsRead), noForm, s.getStats)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/stats/warmup", s.need(on(auth.StatsRead), noForm, s.getWarmupStats)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/stats/history", s.need(on(auth.StatsRead), noForm, s.getStatsHistory)).Methods(http.MethodGet)
 
 	// Who the caller is and what they may do: any authenticated caller.

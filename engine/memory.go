@@ -619,10 +619,25 @@ func (b *Bucket) ejectLocked(p *partition, i uint32) bool {
 // ejectAtWarmup reports whether live version d, loaded from the store at
 // warm-up, joins memory without its value: once a bucket that ejects
 // values has loaded values up to its low-water mark, as Couchbase's
-// warm-up stops loading values there.
+// warm-up stops loading values there. A valueOnly bucket keeps every key
+// and its metadata, so room is kept for those of the keys still to load
+// (the store's estimate of its keys less those loaded, each about d's
+// metadata): Couchbase loads the keys first and the values after, while
+// under the low-water mark, so a bucket whose metadata alone passes that
+// mark loads no value it would eject when the load ends.
 func (b *Bucket) ejectAtWarmup(d *Document) bool {
-	return memMode(b.mem.mode.Load()).ejects() && !d.Deleted && len(d.Value) > 0 &&
-		b.memUsed()+docFootprint(d)+itemOverhead > b.mem.low()
+	mode := memMode(b.mem.mode.Load())
+	if !mode.ejects() || d.Deleted || len(d.Value) == 0 {
+		return false
+	}
+	need := b.memUsed() + docFootprint(d) + itemOverhead
+	if mode == memEject {
+		w := &b.warmup
+		if rest := w.estimated.Load() - w.keys.Load() - 1; rest > 0 {
+			need += rest * (docFootprint(d.withoutValue()) + itemOverhead)
+		}
+	}
+	return need > b.mem.low()
 }
 
 // residentPct is vb_active_perc_mem_resident: the percentage of live

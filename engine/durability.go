@@ -41,6 +41,13 @@ const (
 // Couchbase's four names. It wraps ErrInvalidSetting.
 var ErrInvalidDurability = fmt.Errorf("%w: invalid durability level", ErrInvalidSetting)
 
+// ErrDurabilityNotSupported is returned for a write to a memcached bucket
+// that asks for a durability level above none: Couchbase offers no durable
+// writes on memcached buckets (its memcached engine answers a durable
+// write NOT_SUPPORTED), and such a bucket's durabilityMinLevel takes none
+// alone. It wraps ErrInvalidDurability.
+var ErrDurabilityNotSupported = fmt.Errorf("%w: memcached buckets take no durability level but none", ErrInvalidDurability)
+
 // durabilityLevels lists the levels, for error messages.
 const durabilityLevels = "none, majority, majorityAndPersistActive or persistToMajority"
 
@@ -107,15 +114,19 @@ func (b *Bucket) durability(req Durability) Durability {
 }
 
 // checkDurability refuses a write's level that is none of the four names,
-// and one that persists on a bucket that keeps nothing on disk (ephemeral,
-// memcached), as Couchbase refuses it (DURABILITY_INVALID_LEVEL): such a
-// write would be answered as on disk and lost to the next restart.
+// any level but none on a memcached bucket (ErrDurabilityNotSupported, as
+// the bucket's durabilityMinLevel refuses it), and one that persists on a
+// bucket that keeps nothing on disk (ephemeral), as Couchbase refuses it
+// (DURABILITY_INVALID_LEVEL): such a write would be answered as on disk
+// and lost to the next restart.
 func (b *Bucket) checkDurability(req Durability) error {
 	switch {
 	case req == DurabilityUnset:
 		return nil
 	case req.rank() == 0:
 		return fmt.Errorf("%w: %q: must be %s", ErrInvalidDurability, req, durabilityLevels)
+	case req.rank() > DurabilityNone.rank() && memMode(b.mem.mode.Load()) == memEvict: // a memcached bucket (modeFor)
+		return fmt.Errorf("%w (asked for %s)", ErrDurabilityNotSupported, req)
 	case req.Persists() && b.store.inline:
 		return fmt.Errorf("%w: %s: this bucket keeps nothing on disk: its durability levels are none and majority", ErrInvalidDurability, req)
 	}

@@ -304,8 +304,9 @@ func TestDurabilityNoneListsAcknowledged(t *testing.T) {
 	check("after the flush")
 }
 
-// A write's level must be one of the four names, and on a bucket that
-// keeps nothing on disk (ephemeral, memcached) none or majority, as
+// A write's level must be one of the four names, on a memcached bucket
+// none (Couchbase has no durable writes there), and on an ephemeral bucket,
+// which keeps nothing on disk, none or majority, as
 // Couchbase refuses the others there (DURABILITY_INVALID_LEVEL): before, a
 // misspelt level was taken for the bucket's minimum, and a persisting one
 // on an ephemeral bucket was answered as if on disk, to be lost at the
@@ -330,7 +331,11 @@ func TestDurabilityRequestRefused(t *testing.T) {
 		{engine.Ephemeral, engine.DurabilityMajority, true},
 		{engine.Ephemeral, engine.DurabilityUnset, true},
 		{engine.Memcached, engine.DurabilityPersistToMajority, false},
+		// A memcached bucket takes none alone, as its durabilityMinLevel
+		// does: Couchbase offers no durable writes there.
+		{engine.Memcached, engine.DurabilityMajority, false},
 		{engine.Memcached, engine.DurabilityNone, true},
+		{engine.Memcached, engine.DurabilityUnset, true},
 	} {
 		name := string(tc.typ)
 		b, err := eng.Bucket(name)
@@ -355,6 +360,9 @@ func TestDurabilityRequestRefused(t *testing.T) {
 			}
 			if !tc.ok && !errors.Is(err, engine.ErrInvalidDurability) {
 				t.Errorf("%s bucket, %s at %q: err %v, want ErrInvalidDurability", tc.typ, what, tc.req, err)
+			}
+			if !tc.ok && tc.typ == engine.Memcached && !errors.Is(err, engine.ErrDurabilityNotSupported) {
+				t.Errorf("%s bucket, %s at %q: err %v, want ErrDurabilityNotSupported", tc.typ, what, tc.req, err)
 			}
 		}
 		if _, err := c.Get(ctx, key); tc.ok != (err == nil) {

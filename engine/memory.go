@@ -47,6 +47,8 @@ type memOwner struct {
 	kv        atomic.Int64 // ep_kv_size: footprints of the committed versions
 	tombKV    atomic.Int64 // the part of kv that tombstones hold
 	quota     atomic.Int64 // ramQuota in bytes
+	highWat   atomic.Int64 // high-water mark in bytes (BucketSettings.WaterMarks)
+	lowWat    atomic.Int64 // low-water mark in bytes
 	mode      atomic.Int32 // a memMode, from the bucket's type and evictionPolicy
 	evictions atomic.Int64 // items evicted (evictions)
 	ejects    atomic.Int64 // values ejected (ep_num_value_ejects)
@@ -119,12 +121,6 @@ const (
 	memRefuse                 // refuse writes past the quota (ephemeral noEviction)
 )
 
-// Water marks, as fractions of the quota (Couchbase's defaults).
-const (
-	highWaterPct = 85
-	lowWaterPct  = 75
-)
-
 // Estimated heap bytes, beside a version's footprint (its record, key and
 // resident value: version.footprint), per item (its hash-index slot,
 // change-log entry and the arena's unfilled chunk tails: itemOverhead), per
@@ -178,6 +174,9 @@ func (m memMode) ejects() bool { return m == memEject || m == memFull }
 // its keys: requeueAll).
 func (m *memOwner) configure(s BucketSettings) bool {
 	m.quota.Store(s.RAMQuotaMB << 20)
+	high, low := s.WaterMarks()
+	m.highWat.Store(high)
+	m.lowWat.Store(low)
 	m.mode.Store(int32(modeFor(s)))
 	m.lru.Lock()
 	defer m.lru.Unlock()
@@ -248,8 +247,8 @@ func (b *Bucket) requeueAll() {
 	m.lru.Unlock()
 }
 
-func (m *memOwner) high() int64 { return m.quota.Load() * highWaterPct / 100 }
-func (m *memOwner) low() int64  { return m.quota.Load() * lowWaterPct / 100 }
+func (m *memOwner) high() int64 { return m.highWat.Load() }
+func (m *memOwner) low() int64  { return m.lowWat.Load() }
 
 // memUsed returns the bucket's mem_used: ep_kv_size plus the estimated
 // overheads of its items, expiry entries and LRU queue.
@@ -410,7 +409,7 @@ func (b *Bucket) checkQuota(old, d *Document) error {
 	switch mode := memMode(b.mem.mode.Load()); {
 	case (mode == memEvict || mode == memDelete) && !d.Deleted:
 		if need := docFootprint(d) + itemOverhead + lruOverhead; need > b.mem.low() {
-			return fmt.Errorf("%w: the document needs %d bytes of memory, more than bucket %s keeps after an eviction (its low-water mark, %d%% of its %d MiB quota); raise ramQuotaMB", ErrValueTooLarge, need, b.name, lowWaterPct, b.mem.quota.Load()>>20)
+			return fmt.Errorf("%w: the document needs %d bytes of memory, more than bucket %s keeps after an eviction (its low-water mark, %d bytes of its %d MiB quota); raise ramQuotaMB or mem_low_wat", ErrValueTooLarge, need, b.name, b.mem.low(), b.mem.quota.Load()>>20)
 		}
 		return nil
 	case mode != memRefuse:
@@ -620,10 +619,25 @@ func (b *Bucket) ejectLocked(p *partition, i uint32) bool {
 // ejectAtWarmup reports whether live version d, loaded from the store at
 // warm-up, joins memory without its value: once a bucket that ejects
 // values has loaded values up to its low-water mark, as Couchbase's
-// warm-up stops loading values there.
+// warm-up stops loading values there. A valueOnly bucket keeps every key
+// and its metadata, so room is kept for those of the keys still to load
+// (the store's estimate of its keys less those loaded, each about d's
+// metadata): Couchbase loads the keys first and the values after, while
+// under the low-water mark, so a bucket whose metadata alone passes that
+// mark loads no value it would eject when the load ends.
 func (b *Bucket) ejectAtWarmup(d *Document) bool {
-	return memMode(b.mem.mode.Load()).ejects() && !d.Deleted && len(d.Value) > 0 &&
-		b.memUsed()+docFootprint(d)+itemOverhead > b.mem.low()
+	mode := memMode(b.mem.mode.Load())
+	if !mode.ejects() || d.Deleted || len(d.Value) == 0 {
+		return false
+	}
+	need := b.memUsed() + docFootprint(d) + itemOverhead
+	if mode == memEject {
+		w := &b.warmup
+		if rest := w.estimated.Load() - w.keys.Load() - 1; rest > 0 {
+			need += rest * (docFootprint(d.withoutValue()) + itemOverhead)
+		}
+	}
+	return need > b.mem.low()
 }
 
 // residentPct is vb_active_perc_mem_resident: the percentage of live

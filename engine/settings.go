@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"regexp"
 	"strconv"
 )
@@ -53,6 +54,15 @@ type BucketSettings struct {
 	// ExpPagerInitialRunTime is the hour of day (UTC, 0..23) of the pager's first
 	// run, or -1 for none. The default value is -1.
 	ExpPagerInitialRunTime int `json:"exp_pager_initial_run_time"`
+	// MemHighWat and MemLowWat are the bucket's water marks in bytes
+	// (cbepctl's flush_param mem_high_wat and mem_low_wat; 0 is the
+	// default: 85% and 75% of the quota). Past the high-water mark a
+	// bucket that evicts frees memory down to the low-water mark. Each,
+	// when set, is at most the quota, and the low one is below the high
+	// one. A change of RAMQuotaMB that leaves them as they were moves them
+	// in proportion, keeping their share of the quota, as Couchbase does.
+	MemHighWat int64 `json:"mem_high_wat,omitempty"`
+	MemLowWat  int64 `json:"mem_low_wat,omitempty"`
 	// EvictionPolicy says what the bucket does when its memory passes the
 	// quota, as Couchbase names it: for couchbase buckets valueOnly (the
 	// default value: values leave memory, keys and metadata stay) or
@@ -231,6 +241,52 @@ func (s BucketSettings) withDefaults() BucketSettings {
 	return s
 }
 
+// Default water marks, in percent of the quota (Couchbase's).
+const (
+	// DefaultMemHighWatPercent is the default high-water mark.
+	DefaultMemHighWatPercent = 85
+	// DefaultMemLowWatPercent is the default low-water mark.
+	DefaultMemLowWatPercent = 75
+)
+
+// WaterMarks returns the bucket's high- and low-water marks in bytes: the
+// ones set, else the defaults (85% and 75% of the quota).
+func (s BucketSettings) WaterMarks() (high, low int64) {
+	quota := s.RAMQuotaMB << 20
+	high, low = s.MemHighWat, s.MemLowWat
+	if high == 0 {
+		high = quota * DefaultMemHighWatPercent / 100
+	}
+	if low == 0 {
+		low = quota * DefaultMemLowWatPercent / 100
+	}
+	return high, low
+}
+
+// SetRAMQuotaMB sets the quota to mb MiB and moves water marks set for
+// the old quota in proportion, keeping their share of it, as Couchbase
+// does when a bucket's quota changes.
+func (s *BucketSettings) SetRAMQuotaMB(mb int64) {
+	old := s.RAMQuotaMB
+	s.RAMQuotaMB = mb
+	scaleWaterMarks(s, old)
+}
+
+// scaleWaterMarks moves water marks set for a quota of oldMB MiB to the
+// quota s has, keeping their share of it.
+func scaleWaterMarks(s *BucketSettings, oldMB int64) {
+	scale := func(v int64) int64 {
+		if v <= 0 || oldMB <= 0 || s.RAMQuotaMB <= 0 || v > oldMB<<20 {
+			return v
+		}
+		// v <= oldMB<<20, so v*newMB/oldMB <= newMB<<20 fits in 64 bits.
+		hi, lo := bits.Mul64(uint64(v), uint64(s.RAMQuotaMB))
+		q, _ := bits.Div64(hi, lo, uint64(oldMB))
+		return int64(q)
+	}
+	s.MemHighWat, s.MemLowWat = scale(s.MemHighWat), scale(s.MemLowWat)
+}
+
 // DefaultBucketSettings returns the settings of a new bucket named name.
 func DefaultBucketSettings(name string) BucketSettings {
 	return BucketSettings{Name: name}.withDefaults()
@@ -268,6 +324,13 @@ func (s BucketSettings) Validate() error {
 		return bad("ramQuotaMB: must be an integer from 1 to %d (MiB), got %d", MaxRAMQuotaMB, s.RAMQuotaMB)
 	case !(s.PurgeInterval >= 0.04 && s.PurgeInterval <= 60):
 		return bad("purgeInterval: metadata purge interval must be a number between 0.04 and 60")
+	case s.MemHighWat < 0 || s.MemHighWat > s.RAMQuotaMB<<20:
+		return bad("mem_high_wat: must be a number of bytes from 1 to the quota (%d), got %d", s.RAMQuotaMB<<20, s.MemHighWat)
+	case s.MemLowWat < 0 || s.MemLowWat > s.RAMQuotaMB<<20:
+		return bad("mem_low_wat: must be a number of bytes from 1 to the quota (%d), got %d", s.RAMQuotaMB<<20, s.MemLowWat)
+	case s.lowNotBelowHigh():
+		high, low := s.WaterMarks()
+		return bad("mem_low_wat: must be below mem_high_wat (%d), got %d", high, low)
 	case s.ExpPagerStime < 0:
 		return bad("exp_pager_stime: must be 0 (disabled) or a positive number of seconds")
 	case s.ExpPagerInitialRunTime < -1 || s.ExpPagerInitialRunTime > 23:
@@ -280,6 +343,13 @@ func (s BucketSettings) Validate() error {
 		return bad("replicaNumber: Replica number larger than %d is not supported.", MaxReplicas)
 	}
 	return nil
+}
+
+// lowNotBelowHigh reports whether the low-water mark is not below the
+// high one (with the defaults for those unset).
+func (s BucketSettings) lowNotBelowHigh() bool {
+	high, low := s.WaterMarks()
+	return low >= high
 }
 
 var scopeNameRE = regexp.MustCompile(`^[A-Za-z0-9%\-][A-Za-z0-9_%\-]{0,250}$`)

@@ -282,7 +282,8 @@ func TestEvictionShrinksTables(t *testing.T) {
 		return recs, index
 	}
 	r0, i0 := recs()
-	b.mem.quota.Store(1 << 20) // about a fifth of the documents fit now
+	s.RAMQuotaMB = 1 // about a fifth of the documents fit now
+	b.mem.configure(s)
 	b.maybeEvict(ctx)
 	live, _ := inMemory(b)
 	r1, i1 := recs()

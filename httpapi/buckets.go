@@ -141,7 +141,7 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 			// there.
 			return settingErr(name, "The RAM quota must be from 1 to %d MiB, got %d", engine.MaxRAMQuotaMB, v)
 		} else if ok {
-			st.RAMQuotaMB = v
+			st.SetRAMQuotaMB(v) // water marks set keep their share of it
 		}
 	}
 	if vals.Has("purgeInterval") {
@@ -332,6 +332,8 @@ func settingsDiff(old, updated engine.BucketSettings) (before, after map[string]
 	add("purgeInterval", old.PurgeInterval, updated.PurgeInterval)
 	add("exp_pager_stime", old.ExpPagerStime, updated.ExpPagerStime)
 	add("exp_pager_initial_run_time", old.ExpPagerInitialRunTime, updated.ExpPagerInitialRunTime)
+	add("mem_high_wat", old.MemHighWat, updated.MemHighWat)
+	add("mem_low_wat", old.MemLowWat, updated.MemLowWat)
 	add("evictionPolicy", old.EvictionPolicy, updated.EvictionPolicy)
 	add("durabilityMinLevel", old.DurabilityMinLevel, updated.DurabilityMinLevel)
 	add("flushEnabled", old.FlushEnabled, updated.FlushEnabled)

@@ -201,3 +201,44 @@ func TestDurabilityPersistingLevelRefusedWithoutDisk(t *testing.T) {
 		t.Errorf("a delete refused for its level was made: GET %d", st)
 	}
 }
+
+// A memcached bucket takes no durability level but none, on every write
+// path, as its durabilityMinLevel takes none alone and Couchbase offers no
+// durable writes on memcached buckets: before, majority was accepted.
+func TestDurabilityRefusedOnMemcachedBucket(t *testing.T) {
+	f := newFixture(t)
+	form := "application/x-www-form-urlencoded"
+	if st, _, body := f.do("POST", "/pools/default/buckets", form, "name=mc&bucketType=memcached"); st != 202 {
+		t.Fatalf("create: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/pools/default/buckets/mc", form, "durabilityMinLevel=majority"); st != 400 || !strings.Contains(body, "memcached") {
+		t.Fatalf("durabilityMinLevel=majority on a memcached bucket: %d %s, want 400", st, body)
+	}
+	if st, _, body := f.do("PUT", "/mc/docs/there?durability=none", "application/json", `1`); st != 201 {
+		t.Fatalf("PUT at none on a memcached bucket: %d %s", st, body)
+	}
+	for _, w := range []struct{ method, path, body string }{
+		{"PUT", "/mc/docs/k?durability=majority", `1`},
+		{"POST", "/mc/docs/there/touch?expiry=100&durability=majority", ""},
+		{"DELETE", "/mc/docs/there?durability=majority", ""},
+	} {
+		if st, _, body := f.do(w.method, w.path, "application/json", w.body); st != 400 || !strings.Contains(body, "durability") || !strings.Contains(body, "memcached") {
+			t.Errorf("%s %s: %d %s, want 400 naming durability and memcached", w.method, w.path, st, body)
+		}
+	}
+	st, _, body := f.do("POST", "/mc/_bulk", "application/json",
+		`{"op":"upsert","id":"k","doc":1,"durability":"majority"}`+"\n"+`{"op":"upsert","id":"b","doc":2,"durability":"none"}`+"\n")
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if st != 200 || len(lines) != 2 || !strings.Contains(lines[0], "memcached") || strings.Contains(lines[1], "error") {
+		t.Errorf("_bulk with a majority line on a memcached bucket: %d %s", st, body)
+	}
+	if st, _, body := f.do("POST", "/mc/_bulk?durability=majority", "application/json", `{"op":"upsert","id":"k","doc":1}`+"\n"); st != 200 || !strings.Contains(body, "memcached") {
+		t.Errorf("_bulk?durability=majority on a memcached bucket: %d %s, want the line refused", st, body)
+	}
+	if st, _, _ := f.do("GET", "/mc/docs/k", "", ""); st != 404 {
+		t.Errorf("a write refused for its level was made: GET %d", st)
+	}
+	if st, _, _ := f.do("GET", "/mc/docs/there", "", ""); st != 200 {
+		t.Errorf("a delete refused for its level was made: GET %d", st)
+	}
+}

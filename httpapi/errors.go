@@ -218,8 +218,11 @@ func answers(h http.Handler) apiHandler {
 // (apiHandler).
 func writeError(w http.ResponseWriter, err error) {
 	he := classify(err)
-	if errors.Is(err, engine.ErrWarmup) {
-		w.Header().Set("Retry-After", "1") // the bucket is warming up: Couchbase's temporary failure
+	if errors.Is(err, engine.ErrWarmup) || errors.Is(err, engine.ErrTempOOM) {
+		// Couchbase's temporary failures (the bucket warming up; over its
+		// quota with noEviction, ENOMEM "retry later" in its error map):
+		// the same write may pass once memory is freed.
+		w.Header().Set("Retry-After", "1")
 	}
 	var fe *ftsError
 	if errors.As(err, &fe) {

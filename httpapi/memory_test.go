@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -17,13 +18,18 @@ func TestEphemeralQuotaOverHTTP(t *testing.T) {
 	}
 	value := `{"pad":"` + strings.Repeat("x", 500) + `"}`
 	n, st, body := 0, 0, ""
+	var h http.Header
 	for ; n < 5000; n++ {
-		if st, _, body = f.do("PUT", fmt.Sprintf("/eph/docs/k%d", n), "application/json", value); st != 200 && st != 201 {
+		if st, h, body = f.do("PUT", fmt.Sprintf("/eph/docs/k%d", n), "application/json", value); st != 200 && st != 201 {
 			break
 		}
 	}
 	if e := jsonOf(t, body); st != 503 || e["error"] != "temporary_failure" || !strings.Contains(fmt.Sprint(e["reason"]), "memory quota") {
 		t.Fatalf("write %d past a 1 MiB quota: %d %s", n, st, body)
+	}
+	// A temporary failure, as the warm-up's 503: the client may retry.
+	if h.Get("Retry-After") == "" {
+		t.Errorf("write %d past a 1 MiB quota: 503 without Retry-After", n)
 	}
 	for _, i := range []int{0, n / 2, n - 1} {
 		if st, _, body := f.do("GET", fmt.Sprintf("/eph/docs/k%d", i), "", ""); st != 200 || !strings.Contains(body, "xxxx") {

@@ -180,6 +180,23 @@ func (s *server) getStats(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// getWarmupStats handles GET /pools/default/buckets/{bucket}/stats/warmup:
+// Couchbase's warmup group (cbstats warmup) as its words and numbers,
+// ep_warmup_state and ep_warmup_thread among them, which the numeric
+// statistics of .../stats cannot hold.
+func (s *server) getWarmupStats(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.bucketOf(r)
+	if err != nil {
+		return err
+	}
+	out := map[string]string{}
+	for _, l := range cbstats.Warmup(b.WarmupStats()) {
+		out[l[0]] = l[1]
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // classifyPager maps the pager's errors.
 func classifyPager(err error) *httpError {
 	switch {

@@ -385,9 +385,12 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	pools.Handle("/{bucket}/ddocs", s.need(on(auth.ViewsRead), noForm, s.listDesignDocs)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsRead), noForm, s.getExpiryPager)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/settings/expiryPager", s.need(on(auth.SettingsWrite), form, s.setExpiryPager)).Methods(http.MethodPost)
+	pools.Handle("/{bucket}/settings/waterMarks", s.need(on(auth.SettingsRead), noForm, s.getWaterMarks)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/settings/waterMarks", s.need(on(auth.SettingsWrite), form, s.setWaterMarks)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/controller/runExpiryPager", s.need(on(auth.SettingsWrite), form, s.runExpiryPager)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/controller/doFlush", s.need(on(auth.SettingsWrite), form, s.flushBucket)).Methods(http.MethodPost)
 	pools.Handle("/{bucket}/stats", s.need(on(auth.StatsRead), noForm, s.getStats)).Methods(http.MethodGet)
+	pools.Handle("/{bucket}/stats/warmup", s.need(on(auth.StatsRead), noForm, s.getWarmupStats)).Methods(http.MethodGet)
 	pools.Handle("/{bucket}/stats/history", s.need(on(auth.StatsRead), noForm, s.getStatsHistory)).Methods(http.MethodGet)
 
 	// Who the caller is and what they may do: any authenticated caller.

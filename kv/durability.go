@@ -58,8 +58,10 @@ var durableCommands = map[memd.CmdCode]bool{
 // durability frame Couchbase refuses: one of a size other than 1 or 3 bytes
 // (EINVAL: it would otherwise be ignored, the write going ahead at the
 // bucket's minimum), one naming no level (DURABILITY_INVALID_LEVEL), one
-// on a command that writes nothing (EINVAL), and a level that persists on
-// a bucket that keeps nothing on disk (DURABILITY_INVALID_LEVEL: an
+// on a command that writes nothing (EINVAL), any level on a memcached
+// bucket (NOT_SUPPORTED, as Couchbase's memcached engine answers a durable
+// write), and a level that persists on an ephemeral bucket, which keeps
+// nothing on disk (DURABILITY_INVALID_LEVEL: an
 // ephemeral bucket takes majority at most, as Couchbase's does and as its
 // durabilityMinLevel may be; the SDKs raise their
 // durability-level-not-available error).
@@ -80,6 +82,12 @@ func (c *conn) checkDurability(pkt *memd.Packet) bool {
 	}
 	if !durableCommands[pkt.Command] {
 		c.fail(pkt, memd.StatusInvalidArgs, "the requested command does not support durability requirements")
+		return false
+	}
+	if c.bucket != nil && c.bucket.Settings().Type == engine.Memcached {
+		// Couchbase's memcached engine answers any durable write
+		// NOT_SUPPORTED; the bucket's durabilityMinLevel takes none alone.
+		c.fail(pkt, memd.StatusNotSupported, "memcached buckets take no durability level but none")
 		return false
 	}
 	if d.Persists() && c.bucket != nil && c.bucket.Settings().Type != engine.Couchbase {

@@ -213,3 +213,30 @@ func TestDurabilityFrameTimeout(t *testing.T) {
 		t.Fatalf("the write answered ambiguous: %v %v, want it committed once the disk let it", d, err)
 	}
 }
+
+// A durable write to a memcached bucket is refused NOT_SUPPORTED, as
+// Couchbase's memcached engine answers it, and writes nothing: Mayfly took
+// majority there while the bucket's durabilityMinLevel refuses it.
+func TestDurabilityFrameOnMemcachedBucket(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	b, err := f.eng.CreateBucket(ctx, engine.BucketSettings{Name: "mc", Type: engine.Memcached})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.dial(t)
+	c.hello(memd.FeatureAltRequests, memd.FeatureSyncReplication, memd.FeatureXerror)
+	c.mc.EnableFeature(memd.FeatureAltRequests)
+	c.mc.EnableFeature(memd.FeatureSyncReplication)
+	c.login(adminUser, adminPass)
+	c.expect(&memd.Packet{Command: memd.CmdSelectBucket, Key: []byte("mc")}, memd.StatusSuccess)
+	ext := make([]byte, 8)
+	for _, level := range []memd.DurabilityLevel{memd.DurabilityLevelMajority, memd.DurabilityLevelPersistToMajority} {
+		c.expect(&memd.Packet{Command: memd.CmdSet, Key: []byte("k"), Value: []byte(`1`), Extras: ext,
+			DurabilityLevelFrame: &memd.DurabilityLevelFrame{DurabilityLevel: level}}, memd.StatusNotSupported)
+	}
+	if _, err := b.DefaultCollection().Get(ctx, "k"); err == nil {
+		t.Error("a durable write to a memcached bucket was stored")
+	}
+	c.expect(&memd.Packet{Command: memd.CmdSet, Key: []byte("k"), Value: []byte(`1`), Extras: ext}, memd.StatusSuccess)
+}

@@ -109,6 +109,19 @@ func TestDurabilityOptionRefused(t *testing.T) {
 		t.Fatalf("New with Durability majority for an ephemeral bucket: %v", err)
 	}
 	srv.Close()
+	// A memcached bucket takes none alone, as its durabilityMinLevel:
+	// majority would fail every write (engine.ErrDurabilityNotSupported).
+	mc, err := eng.CreateBucket(context.Background(), engine.BucketSettings{Name: "mc", Type: engine.Memcached})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(mc, &Options{Durability: engine.DurabilityMajority}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("New with Durability majority for a memcached bucket: %v, want ErrInvalidOptions", err)
+	}
+	if srv, err = New(mc, &Options{Durability: engine.DurabilityNone}); err != nil {
+		t.Fatalf("New with Durability none for a memcached bucket: %v", err)
+	}
+	srv.Close()
 }
 
 // At none, pipelined writes, noreply writes and reads of one connection keep

@@ -74,8 +74,8 @@ func TestMemcachedBucketEvictsOnThePort(t *testing.T) {
 	if used, high := statInt(t, st, "mem_used"), statInt(t, st, "ep_mem_high_wat"); used > high || used < statInt(t, st, "bytes") || high != 1<<20*85/100 {
 		t.Errorf("mem_used %d, bytes %s, ep_mem_high_wat %d", used, st["bytes"], high)
 	}
-	if st["ep_num_value_ejects"] != "0" || st["ep_mem_low_wat"] != strconv.Itoa(1<<20*75/100) {
-		t.Errorf("ep_num_value_ejects %q, ep_mem_low_wat %q", st["ep_num_value_ejects"], st["ep_mem_low_wat"])
+	if st["ep_mem_low_wat_percent"] != "0.75" || st["ep_num_value_ejects"] != "0" || st["ep_mem_low_wat"] != strconv.Itoa(1<<20*75/100) {
+		t.Errorf("ep_num_value_ejects %q, ep_mem_low_wat %q, ep_mem_low_wat_percent %q", st["ep_num_value_ejects"], st["ep_mem_low_wat"], st["ep_mem_low_wat_percent"])
 	}
 	c.do(fmt.Sprintf("get k%d\r\n", n-1), fmt.Sprintf("VALUE k%d 0 %d\r\n%s\r\nEND\r\n", n-1, len(value), value))
 	c.do("get k0\r\n", "END\r\n") // the oldest is gone, as in memcached

@@ -84,7 +84,7 @@ type Options struct {
 	// durabilityMinLevel raises it, never lowers it. The default value,
 	// engine.DurabilityUnset, takes the bucket's minimum. A level that
 	// persists is refused (New) for a bucket that keeps nothing on disk
-	// (ephemeral, memcached).
+	// (ephemeral), and any level but none for a memcached bucket.
 	Durability engine.Durability
 	// IO chooses how connections are served: IOEventLoop, a few event
 	// loops on epoll that each serve many connections (Linux only), or

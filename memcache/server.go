@@ -73,6 +73,11 @@ func New(b *engine.Bucket, opts *Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if t := b.Settings().Type; t == engine.Memcached && o.Durability != engine.DurabilityUnset && o.Durability != engine.DurabilityNone {
+		// Every write would fail (engine.ErrDurabilityNotSupported), as
+		// the bucket's durabilityMinLevel takes none alone.
+		return nil, fmt.Errorf("%w: Durability %s: memcached buckets take no durability level but none", ErrInvalidOptions, o.Durability)
+	}
 	if t := b.Settings().Type; t != engine.Couchbase && o.Durability.Persists() && o.Durability != engine.DurabilityUnset {
 		// Every write would fail (engine.ErrInvalidDurability), as
 		// Couchbase refuses such a level on a bucket without a disk.

@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -197,6 +198,9 @@ func (s *Server) generalStats() []stat {
 		{"ep_kv_size", i64(es.KVSize)},
 		{"ep_mem_high_wat", i64(es.MemHighWat)},
 		{"ep_mem_low_wat", i64(es.MemLowWat)},
+		// The marks' shares of the quota, as Couchbase's fractions (0.85).
+		{"ep_mem_high_wat_percent", share(es.MemHighWat, s.target().bucket.Settings().RAMQuotaMB<<20)},
+		{"ep_mem_low_wat_percent", share(es.MemLowWat, s.target().bucket.Settings().RAMQuotaMB<<20)},
 		{"ep_num_value_ejects", i64(es.NumValueEjects)},
 		{"ep_bg_fetched", i64(es.BgFetched)},
 		{"ep_num_non_resident", i64(es.NonResident)},
@@ -214,6 +218,14 @@ func (s *Server) generalStats() []stat {
 		lines = slices.DeleteFunc(lines, func(l stat) bool { return l.name == "idle_kicks" })
 	}
 	return lines
+}
+
+// share is v's share of quota as Couchbase prints a fraction (0.85).
+func share(v, quota int64) string {
+	if quota <= 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(math.Round(float64(v)/float64(quota)*1e4)/1e4, 'f', -1, 64)
 }
 
 // warmupStats are the lines of "stats warmup", Couchbase's group (cbstats

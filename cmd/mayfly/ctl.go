@@ -5,15 +5,28 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// ctlParams are cbepctl's flush_param names the expiry pager endpoint takes.
-var ctlParams = map[string]bool{
-	"exp_pager_stime":            true,
-	"exp_pager_initial_run_time": true,
+// ctlParamPath returns the bucket settings endpoint (below the bucket's
+// path) that takes cbepctl's flush_param name, and whether its value is a
+// fraction rather than an integer; ok is false for a name Mayfly lacks.
+func ctlParamPath(name string) (path string, fraction, ok bool) {
+	switch name {
+	case "exp_pager_stime", "exp_pager_initial_run_time":
+		return "/settings/expiryPager", false, true
+	case "mem_high_wat", "mem_low_wat":
+		return "/settings/waterMarks", false, true
+	case "mem_high_wat_percent", "mem_low_wat_percent":
+		return "/settings/waterMarks", true, true
+	}
+	return "", false, false
 }
+
+// ctlParamNames are the flush_param names ctl takes.
+var ctlParamNames = []string{"exp_pager_stime", "exp_pager_initial_run_time", "mem_high_wat", "mem_low_wat", "mem_high_wat_percent", "mem_low_wat_percent"}
 
 // newCtlCmd is `mayfly ctl`, in cbepctl's shape:
 //
@@ -23,13 +36,19 @@ func newCtlCmd() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "ctl set|get flush_param NAME [VALUE]",
-		Short: "Set or get a bucket's expiry pager parameters (cbepctl's flush_param)",
-		Long: `Sets or gets a bucket's expiry pager parameters, in cbepctl's shape.
+		Short: "Set or get a bucket's expiry pager and water mark parameters (cbepctl's flush_param)",
+		Long: `Sets or gets a bucket's expiry pager and memory water mark parameters,
+in cbepctl's shape. Settings persist with the bucket.
 
 NAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time
-(UTC hour, -1 for none). Setting one reschedules the next run at once.`,
+(UTC hour, -1 for none): setting one reschedules the next run at once.
+mem_high_wat, mem_low_wat (bytes, at most the quota, low below high; 0 for
+the default, 85% and 75% of the quota) or mem_high_wat_percent,
+mem_low_wat_percent (a fraction of the quota: 0.8 is 80%): eviction uses
+them at once, and a change of ramQuota moves them in proportion.`,
 		Example: `  mayfly ctl -u Administrator:password set flush_param exp_pager_stime 5
-  mayfly ctl get flush_param exp_pager_stime -b travel`,
+  mayfly ctl get flush_param exp_pager_stime -b travel
+  mayfly ctl -u Administrator:password set flush_param mem_high_wat_percent 0.8`,
 		Args: func(cmd *cobra.Command, a []string) error {
 			if len(a) < 3 || a[1] != "flush_param" || (a[0] == "set" && len(a) != 4) || (a[0] == "get" && len(a) != 3) || (a[0] != "set" && a[0] != "get") {
 				return usagef("takes set flush_param NAME VALUE or get flush_param NAME")
@@ -43,21 +62,22 @@ NAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time
 			case 1:
 				return []string{"flush_param"}, cobra.ShellCompDirectiveNoFileComp
 			case 2:
-				return []string{"exp_pager_stime", "exp_pager_initial_run_time"}, cobra.ShellCompDirectiveNoFileComp
+				return ctlParamNames, cobra.ShellCompDirectiveNoFileComp
 			}
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, a []string) error {
 			param := a[2]
-			if !ctlParams[param] {
-				return fmt.Errorf("unknown flush_param %q (known: exp_pager_stime, exp_pager_initial_run_time)", param)
+			endpoint, fraction, ok := ctlParamPath(param)
+			if !ok {
+				return fmt.Errorf("unknown flush_param %q (known: %s)", param, strings.Join(ctlParamNames, ", "))
 			}
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
 			ctx, stdout := cmd.Context(), cmd.OutOrStdout()
-			path := o.bucketPath() + "/settings/expiryPager"
+			path := o.bucketPath() + endpoint
 			// The answer's values as their JSON text: a number decoded
 			// into float64 would print 1000000 as 1e+06.
 			var st map[string]json.RawMessage
@@ -79,7 +99,11 @@ NAME: exp_pager_stime (seconds, 0 disables) or exp_pager_initial_run_time
 				fmt.Fprintf(stdout, "%s %s\n", param, v)
 				return nil
 			}
-			if _, err := strconv.ParseInt(a[3], 10, 64); err != nil {
+			if fraction {
+				if _, err := strconv.ParseFloat(a[3], 64); err != nil {
+					return fmt.Errorf("%s must be a fraction of the quota (0.8 is 80%%), got %q", param, a[3])
+				}
+			} else if _, err := strconv.ParseInt(a[3], 10, 64); err != nil {
 				return fmt.Errorf("%s must be an integer, got %q", param, a[3])
 			}
 			fmt.Fprintf(stdout, "setting param: %s %s\n", param, a[3])

@@ -256,13 +256,31 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The change is recorded inside UpdateSettings, under the bucket's lock,
-	// once validated and before it is committed, so before is exact.
+	if _, err := s.changeSettings(r, b, func(st *engine.BucketSettings) error {
+		return applyBucketParams(vals, st, false)
+	}); err != nil {
+		return err
+	}
+	if nb := b.Reopened(); nb != nil {
+		// A change of evictionPolicy restarted the bucket (as Couchbase
+		// does): answer with the new one, warming up with the new policy.
+		b = nb
+	}
+	writeJSON(w, http.StatusOK, bucketView(b))
+	return nil
+}
+
+// changeSettings changes bucket b's settings by change, validates them
+// and records the change in the audit log, inside UpdateSettings (under
+// the bucket's lock, once validated and before it is committed, so the
+// record's before is exact), and returns the settings after it. A change
+// that changes nothing is not recorded.
+func (s *server) changeSettings(r *http.Request, b *engine.Bucket, change func(*engine.BucketSettings) error) (engine.BucketSettings, error) {
 	var in audit.Intent
 	var intended bool
-	_, _, err = b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
+	_, updated, err := b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
 		old := *st
-		if err := applyBucketParams(vals, st, false); err != nil {
+		if err := change(st); err != nil {
 			return err
 		}
 		if err := st.Validate(); err != nil {
@@ -279,19 +297,10 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 		intended = true
 		return nil
 	})
-	if err != nil {
-		if intended {
-			s.settle(r, in, err)
-		}
-		return err
+	if err != nil && intended {
+		s.settle(r, in, err)
 	}
-	if nb := b.Reopened(); nb != nil {
-		// A change of evictionPolicy restarted the bucket (as Couchbase
-		// does): answer with the new one, warming up with the new policy.
-		b = nb
-	}
-	writeJSON(w, http.StatusOK, bucketView(b))
-	return nil
+	return updated, err
 }
 
 func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request) error {

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/engine"
 )
 
@@ -83,10 +82,7 @@ func (s *server) setWaterMarks(w http.ResponseWriter, r *http.Request) error {
 	if len(marks) == 0 {
 		return errBadRequest("give mem_high_wat and/or mem_low_wat (bytes), or mem_high_wat_percent and/or mem_low_wat_percent (fractions of the quota)")
 	}
-	var in audit.Intent
-	var intended bool
-	_, updated, err := b.UpdateSettings(r.Context(), func(st *engine.BucketSettings) error {
-		old := *st
+	updated, err := s.changeSettings(r, b, func(st *engine.BucketSettings) error {
 		quota := st.RAMQuotaMB << 20
 		for _, m := range marks {
 			v := int64(m.v)
@@ -99,24 +95,9 @@ func (s *server) setWaterMarks(w http.ResponseWriter, r *http.Request) error {
 				st.MemLowWat = v
 			}
 		}
-		if err := st.Validate(); err != nil {
-			return &bucketSettingError{err}
-		}
-		before, after := settingsDiff(old, *st)
-		if len(after) == 0 {
-			return nil
-		}
-		var err error
-		if in, err = s.intend(r, audit.Event{Action: audit.ActionBucketSettings, Bucket: old.Name, Before: before, After: after}); err != nil {
-			return err
-		}
-		intended = true
 		return nil
 	})
 	if err != nil {
-		if intended {
-			s.settle(r, in, err)
-		}
 		return err
 	}
 	writeJSON(w, http.StatusOK, waterMarksOf(updated))

@@ -86,57 +86,33 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 	}
 	lead := c.leaderOf(t, g, testNodes)
 
-	var mu sync.Mutex
-	done := map[string]bool{} // key -> applied (true) or not proposed / dropped (false)
-	var bad []string
+	var l ledger // applied (true) or not proposed / dropped (false)
 	dropped := 0
 	record := func(key string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
 		switch {
 		case err == nil:
-			done[key] = true
+			l.told(key, true)
 		case errors.Is(err, ErrDropped):
-			done[key] = false
+			l.told(key, false)
+			l.mu.Lock()
 			dropped++
+			l.mu.Unlock()
 		case errors.Is(err, ErrNoLeader), errors.Is(err, ErrBusy):
-			done[key] = false
+			l.told(key, false)
 		default:
-			bad = append(bad, fmt.Sprintf("%s: %v", key, err))
+			l.wrong(fmt.Sprintf("%s: %v", key, err))
 		}
-	}
-	acked := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, ok := range done {
-			if ok {
-				n++
-			}
-		}
-		return n
 	}
 	stop := make(chan struct{})
 	wg := fateStream(ctx, c, g, 4, stop, record)
-	for range 6 {
-		before := acked()
-		eventually(t, "writes acknowledged between transfers", func() error {
-			if n := acked(); n < before+50 {
-				return fmt.Errorf("%d acknowledged since the last transfer", n-before)
-			}
-			return nil
-		})
-		to := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
-		c.transfer(t, g, lead, to)
-		lead = to
-	}
+	lead = l.handOver(t, lead, 50, func(from, to string) { c.transfer(t, g, from, to) })
 	close(stop)
 	wg.Wait()
-	nacked := acked()
+	nacked := l.acked()
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, b := range bad {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.bad {
 		t.Errorf("a write across a transfer, every node connected: %s", b)
 	}
 	// Everything acknowledged reaches every node; then a last write
@@ -152,13 +128,13 @@ func TestTransferTellsEachWriteItsFate(t *testing.T) {
 			}
 			return nil
 		})
-		for key, applied := range done {
+		for key, applied := range l.done {
 			if _, ok := c.sm(n, g).get(key); ok != applied {
 				t.Errorf("%s: %s applied %v, its writer was told applied %v", n, key, ok, applied)
 			}
 		}
 	}
-	t.Logf("%d writes, %d acknowledged, %d dropped", len(done), nacked, dropped)
+	t.Logf("%d writes, %d acknowledged, %d dropped", len(l.done), nacked, dropped)
 }
 
 // TestBucketWritesAcrossTransfers: writes to a replicated bucket while
@@ -185,9 +161,7 @@ func TestBucketWritesAcrossTransfers(t *testing.T) {
 		return err
 	})
 
-	var mu sync.Mutex
-	done := map[string]bool{} // key -> applied (true) or refused (false)
-	var bad []string
+	var l ledger // applied (true) or refused (false)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 6 {
@@ -213,52 +187,28 @@ func TestBucketWritesAcrossTransfers(t *testing.T) {
 					_, err = buckets[l].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
 				}
 				wcancel()
-				mu.Lock()
 				switch {
 				case err == nil:
-					done[key] = true
+					l.told(key, true)
 				case errors.Is(err, engine.ErrAmbiguous):
-					bad = append(bad, fmt.Sprintf("%s via %s: %v", key, via, err))
+					l.wrong(fmt.Sprintf("%s via %s: %v", key, via, err))
 				default:
-					done[key] = false
+					l.told(key, false)
 				}
-				mu.Unlock()
 				if err != nil {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
 		}()
 	}
-	acked := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, ok := range done {
-			if ok {
-				n++
-			}
-		}
-		return n
-	}
-	for range 6 {
-		before := acked()
-		eventually(t, "writes acknowledged between transfers", func() error {
-			if n := acked(); n < before+30 {
-				return fmt.Errorf("%d acknowledged since the last transfer", n-before)
-			}
-			return nil
-		})
-		to := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
-		transferHosts(t, hosts, gid, lead, to)
-		lead = to
-	}
+	lead = l.handOver(t, lead, 30, func(from, to string) { transferHosts(t, hosts, gid, from, to) })
 	close(stop)
 	wg.Wait()
-	nacked := acked()
+	nacked := l.acked()
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, b := range bad {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.bad {
 		t.Errorf("a write across a transfer, every node connected: %s", b)
 	}
 	eventually(t, "a last write", func() error {
@@ -270,14 +220,73 @@ func TestBucketWritesAcrossTransfers(t *testing.T) {
 			_, err := buckets[n].DefaultCollection().Get(ctx, "last")
 			return err
 		})
-		for key, applied := range done {
+		for key, applied := range l.done {
 			_, err := buckets[n].DefaultCollection().Get(ctx, key)
 			if got := err == nil; got != applied || err != nil && !errors.Is(err, engine.ErrNotFound) {
 				t.Errorf("%s: %s applied %v (%v), its writer was told applied %v", n, key, got, err, applied)
 			}
 		}
 	}
-	t.Logf("%d writes, %d acknowledged", len(done), nacked)
+	t.Logf("%d writes, %d acknowledged", len(l.done), nacked)
+}
+
+// ledger is what the writers of a test across leadership transfers were
+// told, by key: applied (true) or not (false); and the answers the test
+// rejects (bad).
+type ledger struct {
+	mu   sync.Mutex
+	done map[string]bool
+	bad  []string
+}
+
+// told records that key's writer was told applied (or not).
+func (l *ledger) told(key string, applied bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = map[string]bool{}
+	}
+	l.done[key] = applied
+}
+
+// wrong records an answer the test rejects.
+func (l *ledger) wrong(what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bad = append(l.bad, what)
+}
+
+// acked counts the writes told applied.
+func (l *ledger) acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ok := range l.done {
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// handOver moves leadership from lead round the test nodes six times by
+// transfer, each once least more writes were told applied since the last,
+// and returns the last leader.
+func (l *ledger) handOver(t *testing.T, lead string, least int, transfer func(from, to string)) string {
+	t.Helper()
+	for range 6 {
+		before := l.acked()
+		eventually(t, "writes acknowledged between transfers", func() error {
+			if n := l.acked(); n < before+least {
+				return fmt.Errorf("%d acknowledged since the last transfer", n-before)
+			}
+			return nil
+		})
+		to := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
+		transfer(lead, to)
+		lead = to
+	}
+	return lead
 }
 
 // transferHosts hands group g's leadership from node from to node to

@@ -176,6 +176,10 @@ func TestConsole(t *testing.T) {
 	b.waitText("#stats-charts", "Items")
 	b.waitText(`#stats-table tr[data-stat="curr_items"]`, "3")
 	b.waitText(`#stats-table tr[data-stat="ep_expired_pager"]`, "1")
+	// Memory, as Couchbase's console charts it: what the bucket uses and
+	// how much of it is resident (nothing ejected here).
+	b.waitText(`#stats-charts figure[data-stat="mem_used"] figcaption`, "Memory used")
+	b.waitText(`#stats-charts figure[data-stat="vb_active_perc_mem_resident"] .latest`, "100")
 	b.screenshot("stats")
 }
 

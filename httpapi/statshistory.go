@@ -19,6 +19,7 @@ const (
 var historyStats = []string{
 	"curr_items", "ep_items_with_expiry", "ep_expired_unpurged", "ep_expired",
 	"ep_expired_access", "ep_expired_pager", "ep_queue_size", "ep_tombstones",
+	"mem_used", "vb_active_perc_mem_resident", "ep_num_value_ejects", "ep_bg_fetched",
 }
 
 // StatsHistory keeps the last samples of each bucket's main statistics, in

@@ -57,10 +57,19 @@ func TestStatsHistory(t *testing.T) {
 	if len(ts) != 3 || ts[0] > ts[1] || ts[1] > ts[2] || h.Op.LastTStamp != ts[2] || h.Op.Now < ts[2] {
 		t.Fatalf("timestamps %v, last %d, now %d", ts, h.Op.LastTStamp, h.Op.Now)
 	}
-	for _, name := range []string{"ep_expired", "ep_items_with_expiry", "ep_expired_unpurged", "ep_tombstones", "ep_queue_size"} {
+	for _, name := range []string{"ep_expired", "ep_items_with_expiry", "ep_expired_unpurged", "ep_tombstones", "ep_queue_size",
+		"mem_used", "vb_active_perc_mem_resident", "ep_num_value_ejects", "ep_bg_fetched"} {
 		if len(h.Op.Samples[name]) != 3 {
 			t.Errorf("%s: %v, want 3 samples", name, h.Op.Samples[name])
 		}
+	}
+	// The memory charts' series: each document written adds to mem_used,
+	// and every value is resident.
+	if m := h.Op.Samples["mem_used"]; len(m) == 3 && !(m[0] > 0 && m[0] < m[1] && m[1] < m[2]) {
+		t.Errorf("mem_used over three writes: %v, want it rising", m)
+	}
+	if r := h.Op.Samples["vb_active_perc_mem_resident"]; len(r) == 3 && r[2] != 100 {
+		t.Errorf("vb_active_perc_mem_resident: %v, want 100 with nothing ejected", r)
 	}
 	if st, _, _ := f.doAs("", "", "GET", "/pools/default/buckets/default/stats/history", "", ""); st != 401 {
 		t.Fatalf("without credentials: %d", st)

@@ -18,6 +18,10 @@ const CHARTS = [
   { stat: 'ep_expired_pager', title: 'Purged by the pager per second', rate: true },
   { stat: 'ep_queue_size', title: 'Disk queue' },
   { stat: 'ep_tombstones', title: 'Tombstones' },
+  { stat: 'mem_used', title: 'Memory used (bytes)' },
+  { stat: 'vb_active_perc_mem_resident', title: 'Resident %' },
+  { stat: 'ep_num_value_ejects', title: 'Values ejected per second', rate: true },
+  { stat: 'ep_bg_fetched', title: 'Read from disk per second', rate: true },
   { stat: 'http_requests', title: 'HTTP requests per second', rate: true },
 ];
 

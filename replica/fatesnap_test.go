@@ -4,9 +4,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"go.etcd.io/raft/v3"
-	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // A proposal this node appended at index 5, then restored a snapshot past
@@ -25,14 +22,13 @@ func TestFateAfterEarlierSnapshotIsUnknown(t *testing.T) {
 
 	// Round 1: the snapshot restored (persist sets applied to its index);
 	// no change of leader, so nothing awaits a fate yet.
-	snap := raft.Ready{Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(2))}}}
-	g.snapIndex, g.applied = 10, 10
-	h.settle(g, &snap)
+	g.snapIndex, g.applied, g.restored = 10, 10, 10 // as persist restores it
+	h.settle(g)
 
 	// Round 2: the leader changes; entries past the snapshot applied.
 	g.applied = 12
 	h.awaitFates(g.id)
-	h.settle(g, &raft.Ready{})
+	h.settle(g)
 
 	select {
 	case o := <-ch:

@@ -192,10 +192,6 @@ func (b *Bucket) UpdateSettings(ctx context.Context, fn func(*BucketSettings) er
 	if _, ok := s.ReplicaNumber.Get(); !ok {
 		s.ReplicaNumber = old.ReplicaNumber // likewise
 	}
-	if s.RAMQuotaMB != old.RAMQuotaMB && s.MemHighWat == old.MemHighWat && s.MemLowWat == old.MemLowWat {
-		// Water marks set for the old quota keep their share of it.
-		scaleWaterMarks(&s, old.RAMQuotaMB)
-	}
 	if s.Name != old.Name || s.Type != old.Type || s.UUID != old.UUID || s.NumVBuckets != old.NumVBuckets {
 		return old, old, fmt.Errorf("%w: name, bucketType, uuid and numVBuckets cannot change", ErrInvalidSetting)
 	}

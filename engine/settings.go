@@ -59,8 +59,10 @@ type BucketSettings struct {
 	// default: 85% and 75% of the quota). Past the high-water mark a
 	// bucket that evicts frees memory down to the low-water mark. Each,
 	// when set, is at most the quota, and the low one is below the high
-	// one. A change of RAMQuotaMB that leaves them as they were moves them
-	// in proportion, keeping their share of the quota, as Couchbase does.
+	// one. A change of the quota through SetRAMQuotaMB (the bucket
+	// settings form's) moves them in proportion, keeping their share of
+	// the quota, as Couchbase does; settings given whole (a cluster node
+	// taking its bucket's definition) are taken as they are.
 	MemHighWat int64 `json:"mem_high_wat,omitempty"`
 	MemLowWat  int64 `json:"mem_low_wat,omitempty"`
 	// EvictionPolicy says what the bucket does when its memory passes the

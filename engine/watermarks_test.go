@@ -57,7 +57,7 @@ func TestWaterMarksSettable(t *testing.T) {
 		t.Errorf("high-water mark lowered under mem_used: evictions %d, mem_used %d, want it at most %d", st.Evictions, st.MemUsed, 600<<10)
 	}
 	// The quota doubled: the marks keep their share of it.
-	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.RAMQuotaMB = 4; return nil }); err != nil {
+	if _, _, err := b.UpdateSettings(ctx, func(s *engine.BucketSettings) error { s.SetRAMQuotaMB(4); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if st := b.Stats(); st.MemHighWat != 1600<<10 || st.MemLowWat != 1200<<10 {

@@ -68,6 +68,10 @@ type group struct {
 	lastStored uint64 // last log index in the store
 	applied    uint64
 	snapIndex  uint64
+	// restored is the index of the last snapshot this node restored (0:
+	// none since it started): what was applied up to it is not known
+	// entry by entry (settle).
+	restored uint64
 
 	leader atomic.Uint64 // the leader's NodeID as last seen, 0 for none
 	queued bool          // in Host.ready; guarded by Host.readyMu

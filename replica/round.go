@@ -157,7 +157,7 @@ func (h *Host) round() error {
 		if leaderChanged {
 			h.awaitFates(g.id)
 		}
-		h.settle(g, &rg.rd)
+		h.settle(g)
 		h.readStates(g, &rg.rd)
 		if g.left {
 			if err := h.leave(g); err != nil {
@@ -259,6 +259,7 @@ func (h *Host) persist(b *pebble.Batch, rg *readyGroup) error {
 			g.voters = confVoters(g.cs)
 		})
 		g.snapIndex, g.applied, g.lastStored = meta.GetIndex(), meta.GetIndex(), meta.GetIndex()
+		g.restored = meta.GetIndex()
 		if err := putApplied(b, g.id, g.applied); err != nil {
 			return err
 		}
@@ -471,14 +472,14 @@ func (h *Host) awaitFates(id GroupID) {
 // at one index at most: raft never copies one, the transport sends no
 // frame twice, and park steps again only what raft did not take; so the
 // entry committed at its index, not being it, means it never commits.
-func (h *Host) settle(g *group, rd *raft.Ready) {
+func (h *Host) settle(g *group) {
 	if h.fateGroups.Load() == 0 {
 		return
 	}
-	snapTo := uint64(0)
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		snapTo = rd.Snapshot.GetMetadata().GetIndex()
-	}
+	// A snapshot restored in this round or an earlier one (persist), even
+	// before the leader changed: a proposal appended here before it may be
+	// applied in it, and no answer comes from a snapshot.
+	snapTo := g.restored
 	h.pendMu.Lock()
 	defer h.pendMu.Unlock()
 	seqs, ok := h.fates[g.id]

@@ -61,12 +61,13 @@ type clusterBuckets struct {
 
 	mu       sync.Mutex
 	applying map[string]engine.BucketSettings // settings being applied from a bucket's definition
+	creating map[string]string                // buckets being created from their definitions: name -> UUID
 }
 
 // newClusterBuckets returns the node's clusterBuckets.
 func newClusterBuckets(n *cluster.Node, eng *engine.Engine, repl *replication, logger *slog.Logger) *clusterBuckets {
 	return &clusterBuckets{n: n, eng: eng, repl: repl, logger: logger,
-		applying: map[string]engine.BucketSettings{}}
+		applying: map[string]engine.BucketSettings{}, creating: map[string]string{}}
 }
 
 var (
@@ -197,7 +198,14 @@ func (c *clusterBuckets) follow(ev cluster.BucketEvent) error {
 				return err
 			}
 		}
-		if _, err := c.eng.CreateBucket(ctx, ev.Def.BucketSettings); err != nil {
+		c.mu.Lock()
+		c.creating[ev.Name] = ev.Def.UUID
+		c.mu.Unlock()
+		_, err := c.eng.CreateBucket(ctx, ev.Def.BucketSettings)
+		c.mu.Lock()
+		delete(c.creating, ev.Name)
+		c.mu.Unlock()
+		if err != nil {
 			if errors.Is(err, cluster.ErrBucketDeleted) {
 				// A definition read late: the cluster deleted that
 				// incarnation since (and it stays deleted).
@@ -295,6 +303,14 @@ func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 			err = nil
 		case def.UUID != s.UUID:
 			return fmt.Errorf("%w: the cluster defines bucket %q (uuid %s)", engine.ErrBucketExists, s.Name, def.UUID)
+		case def.BucketSettings != s && c.fromDefinition(s):
+			// Created here from a definition the cluster has changed
+			// since (settings changed on another node at once after the
+			// creation): the newer definition stays, and the watch,
+			// which delivers it next, gives it to this bucket. Writing
+			// this node's older settings back lost that change on
+			// every node.
+			err = nil
 		case def.BucketSettings != s:
 			// The definition's replicaNumber stays (fixed when the cluster
 			// defined the bucket); the watch gives it to this node.
@@ -308,6 +324,16 @@ func (c *clusterBuckets) attach(ctx context.Context, b *engine.Bucket) error {
 		return err
 	}
 	return nil
+}
+
+// fromDefinition reports whether the bucket of settings s is being
+// created here from its cluster definition (follow), rather than opened
+// at start or created over HTTP on this node.
+func (c *clusterBuckets) fromDefinition(s engine.BucketSettings) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	uuid, ok := c.creating[s.Name]
+	return ok && uuid == s.UUID
 }
 
 // PrepareSettings implements engine.SettingsGate: a bucket's settings

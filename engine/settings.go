@@ -327,9 +327,9 @@ func (s BucketSettings) Validate() error {
 	case !(s.PurgeInterval >= 0.04 && s.PurgeInterval <= 60):
 		return bad("purgeInterval: metadata purge interval must be a number between 0.04 and 60")
 	case s.MemHighWat < 0 || s.MemHighWat > s.RAMQuotaMB<<20:
-		return bad("mem_high_wat: must be a number of bytes from 1 to the quota (%d), got %d", s.RAMQuotaMB<<20, s.MemHighWat)
+		return bad("mem_high_wat: must be a number of bytes up to the quota (%d), or 0 for the default, got %d", s.RAMQuotaMB<<20, s.MemHighWat)
 	case s.MemLowWat < 0 || s.MemLowWat > s.RAMQuotaMB<<20:
-		return bad("mem_low_wat: must be a number of bytes from 1 to the quota (%d), got %d", s.RAMQuotaMB<<20, s.MemLowWat)
+		return bad("mem_low_wat: must be a number of bytes up to the quota (%d), or 0 for the default, got %d", s.RAMQuotaMB<<20, s.MemLowWat)
 	case s.lowNotBelowHigh():
 		high, low := s.WaterMarks()
 		return bad("mem_low_wat: must be below mem_high_wat (%d), got %d", high, low)

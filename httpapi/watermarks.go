@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -88,6 +89,10 @@ func (s *server) setWaterMarks(w http.ResponseWriter, r *http.Request) error {
 			v := int64(m.v)
 			if m.pct {
 				v = int64(math.Round(m.v * float64(quota)))
+				if v == 0 {
+					// 0 bytes would mean the default: say so, not that.
+					return errBadRequest(fmt.Sprintf("%s: %v of the quota (%d bytes) is 0 bytes", m.name, m.v, quota))
+				}
 			}
 			if strings.HasPrefix(m.name, "mem_high_wat") {
 				st.MemHighWat = v

@@ -197,6 +197,7 @@ func clusterView(n *cluster.Node, ports clusterconfig.Ports) func(context.Contex
 				s.KV, s.HTTP, s.Services = ns.Info.KV, ns.Info.HTTP, clusterconfig.ServicesOf(ns.Info.Services)
 			}
 			node := clusterconfig.PoolNode(s, ports)
+			node.Version = "" // a node down says no version, not this node's
 			if ns.Info != nil {
 				node.Version = ns.Info.Version
 			}

@@ -25,8 +25,10 @@ func ctlParamPath(name string) (path string, fraction, ok bool) {
 	return "", false, false
 }
 
-// ctlParamNames are the flush_param names ctl takes.
-var ctlParamNames = []string{"exp_pager_stime", "exp_pager_initial_run_time", "mem_high_wat", "mem_low_wat", "mem_high_wat_percent", "mem_low_wat_percent"}
+// ctlParamNames returns the flush_param names ctl takes.
+func ctlParamNames() []string {
+	return []string{"exp_pager_stime", "exp_pager_initial_run_time", "mem_high_wat", "mem_low_wat", "mem_high_wat_percent", "mem_low_wat_percent"}
+}
 
 // newCtlCmd is `mayfly ctl`, in cbepctl's shape:
 //
@@ -62,7 +64,7 @@ them at once, and a change of ramQuota moves them in proportion.`,
 			case 1:
 				return []string{"flush_param"}, cobra.ShellCompDirectiveNoFileComp
 			case 2:
-				return ctlParamNames, cobra.ShellCompDirectiveNoFileComp
+				return ctlParamNames(), cobra.ShellCompDirectiveNoFileComp
 			}
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		},
@@ -70,7 +72,7 @@ them at once, and a change of ramQuota moves them in proportion.`,
 			param := a[2]
 			endpoint, fraction, ok := ctlParamPath(param)
 			if !ok {
-				return fmt.Errorf("unknown flush_param %q (known: %s)", param, strings.Join(ctlParamNames, ", "))
+				return fmt.Errorf("unknown flush_param %q (known: %s)", param, strings.Join(ctlParamNames(), ", "))
 			}
 			c, err := o.client()
 			if err != nil {

@@ -58,6 +58,10 @@ func TestCtlWaterMarks(t *testing.T) {
 	if r := f.mf("", "ctl", "set", "flush_param", "mem_high_wat", fmt.Sprint(quota+1), "-b", "travel"); r.code == 0 || !strings.Contains(r.errOut, "mem_high_wat") {
 		t.Errorf("ctl set mem_high_wat past the quota: %v", r)
 	}
+	// A share so small it is 0 bytes is refused, not taken as 0, the default.
+	if r := f.mf("", "ctl", "set", "flush_param", "mem_low_wat_percent", "0.000000001", "-b", "travel"); r.code == 0 || !strings.Contains(r.errOut, "is 0 bytes") {
+		t.Errorf("ctl set mem_low_wat_percent 0.000000001: %v", r)
+	}
 	if r := f.mf("", "stats", "ep_mem_high_wat", "ep_mem_low_wat", "-b", "travel"); r.code != 0 || !strings.Contains(r.out, fmt.Sprint(quota/2)) || !strings.Contains(r.out, fmt.Sprint(quota*4/10)) {
 		t.Errorf("stats after the change: %v", r)
 	}

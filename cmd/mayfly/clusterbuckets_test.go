@@ -140,15 +140,7 @@ func TestClusterBucketLifecycle(t *testing.T) {
 	// elections and timeouts, and this package is make test's longest.
 	t.Parallel()
 	nodes, _ := procCluster(t, "--memcached", "", "--kv", "", "--default-bucket", "")
-	startAll := func(ns ...*procNode) {
-		for _, n := range ns {
-			n.start(t)
-		}
-		for _, n := range ns {
-			n.http = served(t, n.out, "serving HTTP on http://", "replicating on ")[0]
-		}
-	}
-	startAll(nodes...)
+	startServing(t, nodes...)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	create := func(n *procNode) (int, string) {
 		code, body, err := bucketReq(n, http.MethodPost, "/pools/default/buckets",
@@ -224,7 +216,7 @@ func TestClusterBucketLifecycle(t *testing.T) {
 	// n3 back: it drops its old copy and takes the new one (placed once
 	// every node is up: the failover timeout is long), which is written;
 	// then every node restarts.
-	startAll(n3)
+	startServing(t, n3)
 	for _, k := range newKeys {
 		putOnLeader(t, nodes, "b", k, `{"incarnation":2}`)
 	}
@@ -232,7 +224,7 @@ func TestClusterBucketLifecycle(t *testing.T) {
 	for _, n := range nodes {
 		n.stop()
 	}
-	startAll(nodes...)
+	startServing(t, nodes...)
 	for _, n := range nodes {
 		eventuallyT(t, n.name+" reads the new incarnation's keys after a restart", func() error { return readable(n, newKeys) })
 		if ttl, err := bucketMaxTTL(n, "b"); err != nil || ttl != 0 {
@@ -262,7 +254,7 @@ func TestClusterBucketLifecycle(t *testing.T) {
 		t.Fatalf("delete b on n3: %d %s %v", code, body, err)
 	}
 	eventuallyT(t, "n2 deletes b", func() error { return bucketGone(n2, "b") })
-	startAll(n1) // it serves once it dropped (or defined again) its copy
+	startServing(t, n1) // it serves once it dropped (or defined again) its copy
 	for _, n := range nodes {
 		if err := bucketGone(n, "b"); err != nil {
 			t.Errorf("the deleted bucket came back: %v", err)

@@ -19,12 +19,7 @@ func TestClusterSettingsChangedRightAfterCreate(t *testing.T) {
 	}
 	t.Parallel()
 	nodes, _ := procCluster(t, "--memcached", "", "--kv", "", "--default-bucket", "")
-	for _, n := range nodes {
-		n.start(t)
-	}
-	for _, n := range nodes {
-		n.http = served(t, n.out, "serving HTTP on http://", "replicating on ")[0]
-	}
+	startServing(t, nodes...)
 	n1 := nodes[0]
 	post := func(path string, form url.Values) {
 		t.Helper()

@@ -18,15 +18,7 @@ func TestClusterWaterMarksAfterAMissedChange(t *testing.T) {
 	}
 	t.Parallel()
 	nodes, _ := procCluster(t, "--memcached", "", "--kv", "", "--default-bucket", "")
-	startAll := func(ns ...*procNode) {
-		for _, n := range ns {
-			n.start(t)
-		}
-		for _, n := range ns {
-			n.http = served(t, n.out, "serving HTTP on http://", "replicating on ")[0]
-		}
-	}
-	startAll(nodes...)
+	startServing(t, nodes...)
 	n1, n3 := nodes[0], nodes[2]
 	const low = 50 << 20
 	post := func(path string, form url.Values) {
@@ -74,7 +66,7 @@ func TestClusterWaterMarksAfterAMissedChange(t *testing.T) {
 	}
 
 	// n3 back: every node has the cluster's settings, the user's mark.
-	startAll(n3)
+	startServing(t, n3)
 	eventuallyT(t, "n3 takes the doubled quota", func() error {
 		q, _, err := lowOn(n3)
 		if err == nil && q != 200<<20 {

@@ -847,6 +847,18 @@ func procCluster(t *testing.T, flags ...string) ([]*procNode, []string) {
 	return procClusterN(t, 3, flags...)
 }
 
+// startServing starts nodes ns (all, then each's HTTP address once it
+// serves and replicates), so that they elect and join together.
+func startServing(t *testing.T, ns ...*procNode) {
+	t.Helper()
+	for _, n := range ns {
+		n.start(t)
+	}
+	for _, n := range ns {
+		n.http = served(t, n.out, "serving HTTP on http://", "replicating on ")[0]
+	}
+}
+
 // procClusterN is procCluster with n nodes (the first three run etcd
 // members). A flag given in flags overrides the common one (the last
 // given wins).

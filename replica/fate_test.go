@@ -30,37 +30,42 @@ func (c *testCluster) transfer(t *testing.T, g GroupID, from, to string) {
 // as n1 sees it, the others each through one node (a follower forwards
 // to its leader); each attempt's key and error go to record.
 func fateStream(ctx context.Context, c *testCluster, g GroupID, perNode int, stop <-chan struct{}, record func(key string, err error)) *sync.WaitGroup {
-	writers := 2 * perNode
+	return writeUntil(2*perNode, stop, func(w, i int) error {
+		lead, ok := c.host("n1").Leader(g)
+		if !ok {
+			return errors.New("no leader")
+		}
+		key := fmt.Sprintf("w%d-%d", w, i)
+		pctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard: the fate is known long before
+		defer cancel()
+		via := lead
+		if w >= perNode {
+			via = testNodes[w%len(testNodes)]
+		}
+		_, err := c.host(via).Propose(pctx, g, []byte(key+"=x"))
+		record(key, err)
+		return err
+	})
+}
+
+// writeUntil runs write(w, i) for writers w = 0..writers-1, each over
+// i = 0, 1, ..., until stop closes, pausing a moment after a write that
+// failed; the group is done once every writer saw stop.
+func writeUntil(writers int, stop <-chan struct{}, write func(w, i int) error) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				lead, ok := c.host("n1").Leader(g)
-				if !ok {
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				key := fmt.Sprintf("w%d-%d", w, i)
-				pctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard: the fate is known long before
-				via := lead
-				if w >= perNode {
-					via = testNodes[w%len(testNodes)]
-				}
-				_, err := c.host(via).Propose(pctx, g, []byte(key+"=x"))
-				cancel()
-				record(key, err)
-				if err != nil {
+				if write(w, i) != nil {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
-		}()
+		})
 	}
 	return &wg
 }
@@ -163,44 +168,30 @@ func TestBucketWritesAcrossTransfers(t *testing.T) {
 
 	var l ledger // applied (true) or refused (false)
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				via := testNodes[w%len(testNodes)]
-				if w < 3 {
-					if l, err := leader(); err == nil {
-						via = l
-					}
-				}
-				key := fmt.Sprintf("w%d-%d", w, i)
-				wctx, wcancel := context.WithTimeout(ctx, time.Minute) // a hang guard
-				_, err := buckets[via].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
-				if l := engine.FollowableLeader(err); l != "" {
-					_, err = buckets[l].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
-				}
-				wcancel()
-				switch {
-				case err == nil:
-					l.told(key, true)
-				case errors.Is(err, engine.ErrAmbiguous):
-					l.wrong(fmt.Sprintf("%s via %s: %v", key, via, err))
-				default:
-					l.told(key, false)
-				}
-				if err != nil {
-					time.Sleep(5 * time.Millisecond)
-				}
+	wg := writeUntil(6, stop, func(w, i int) error {
+		via := testNodes[w%len(testNodes)]
+		if w < 3 {
+			if l, err := leader(); err == nil {
+				via = l
 			}
-		}()
-	}
+		}
+		key := fmt.Sprintf("w%d-%d", w, i)
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute) // a hang guard
+		defer wcancel()
+		_, err := buckets[via].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
+		if l := engine.FollowableLeader(err); l != "" {
+			_, err = buckets[l].DefaultCollection().Upsert(wctx, key, []byte(`1`), nil)
+		}
+		switch {
+		case err == nil:
+			l.told(key, true)
+		case errors.Is(err, engine.ErrAmbiguous):
+			l.wrong(fmt.Sprintf("%s via %s: %v", key, via, err))
+		default:
+			l.told(key, false)
+		}
+		return err
+	})
 	lead = l.handOver(t, lead, 30, func(from, to string) { transferHosts(t, hosts, gid, from, to) })
 	close(stop)
 	wg.Wait()

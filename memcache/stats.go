@@ -113,7 +113,8 @@ func i64(v int64) string { return strconv.FormatInt(v, 10) }
 func (s *Server) generalStats() []stat {
 	now := s.clock.Now()
 	st := s.stats.snapshot()
-	es := s.target().bucket.Stats()
+	b := s.target().bucket
+	es, quota := b.Stats(), b.Settings().RAMQuotaMB<<20
 	lines := []stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"uptime", i64(now - s.started)},
@@ -199,8 +200,8 @@ func (s *Server) generalStats() []stat {
 		{"ep_mem_high_wat", i64(es.MemHighWat)},
 		{"ep_mem_low_wat", i64(es.MemLowWat)},
 		// The marks' shares of the quota, as Couchbase's fractions (0.85).
-		{"ep_mem_high_wat_percent", share(es.MemHighWat, s.target().bucket.Settings().RAMQuotaMB<<20)},
-		{"ep_mem_low_wat_percent", share(es.MemLowWat, s.target().bucket.Settings().RAMQuotaMB<<20)},
+		{"ep_mem_high_wat_percent", share(es.MemHighWat, quota)},
+		{"ep_mem_low_wat_percent", share(es.MemLowWat, quota)},
 		{"ep_num_value_ejects", i64(es.NumValueEjects)},
 		{"ep_bg_fetched", i64(es.BgFetched)},
 		{"ep_num_non_resident", i64(es.NonResident)},

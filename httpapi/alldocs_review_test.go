@@ -61,3 +61,29 @@ func TestAllDocsKeysExpiredRowSameAfterPager(t *testing.T) {
 		t.Errorf("the same expired key after the pager purged it:\n%s\nbefore the pager:\n%s", body, before)
 	}
 }
+
+// Bug (review19): POST /{bucket}/_all_docs ignores every query parameter
+// given in its JSON body but keys. CouchDB's POST _all_docs takes the GET
+// parameters as members of the body object (CouchDB 3 API reference,
+// "POST /{db}/_all_docs": "supports identical parameters and behavior as
+// specified in the GET /{db}/_all_docs API but allows for the query string
+// parameters to be supplied as keys in a JSON object in the body"; the
+// Cloudant SDKs' postAllDocs sends include_docs, limit, startkey there).
+// Mayfly answers 200 as if they were not there: rows without "doc" for
+// {"keys":[...],"include_docs":true}, and the whole collection for
+// {"startkey":"b","limit":1}.
+func TestAllDocsPostBodyParameters(t *testing.T) {
+	f := newFixture(t)
+	f.bulkLines(`{"op":"upsert","id":"a","doc":{"v":"a"}}
+{"op":"upsert","id":"b","doc":{"v":"b"}}
+{"op":"upsert","id":"c","doc":{"v":"c"}}
+`)
+	st, _, body := f.do("POST", "/default/_all_docs", "application/json", `{"keys":["a"],"include_docs":true}`)
+	if st != 200 || !strings.Contains(body, `"doc":{"_id":"a"`) {
+		t.Errorf(`POST {"keys":["a"],"include_docs":true}: %d %s, want the row with its doc`, st, body)
+	}
+	st, _, body = f.do("POST", "/default/_all_docs", "application/json", `{"startkey":"b","limit":1}`)
+	if st != 200 || strings.Contains(body, `"id":"a"`) || strings.Contains(body, `"id":"c"`) || !strings.Contains(body, `"id":"b"`) {
+		t.Errorf(`POST {"startkey":"b","limit":1}: %d %s, want the one row of b`, st, body)
+	}
+}

@@ -8,7 +8,8 @@ import (
 
 // Review of issue 20. Bug: an empty durabilityMinLevel ("durabilityMinLevel="
 // in a bucket edit) is accepted with 200 and stored as no level at all: the
-// bucket's answer then lacks durabilityMinLevel, a request at ?durability=none
+// bucket's answer then lacks durabilityMinLevel (gocb's GetBucket reads
+// that as DurabilityLevelNone), a request at ?durability=none
 // is acknowledged from memory on a bucket that was at persistToMajority, and a
 // restart brings persistToMajority back (openBucket fills the empty level in).
 // Couchbase refuses any value but the four names with 400 and
@@ -16,7 +17,7 @@ import (
 // none, majority, majorityAndPersistActive, or persistToMajority"}}, as
 // Mayfly does for "all"; the bucket keeps its level.
 func TestReviewDurabilityMinLevelEmptyRefused(t *testing.T) {
-	f := newFixture(t)
+	f := newLevelFixture(t)
 	form := "application/x-www-form-urlencoded"
 	st, _, body := f.do("POST", "/pools/default/buckets/default", form, "durabilityMinLevel=")
 	var ans struct {
@@ -31,6 +32,14 @@ func TestReviewDurabilityMinLevelEmptyRefused(t *testing.T) {
 	}
 	if got := f.mustBucket("default").Settings().DurabilityMinLevel; got != "persistToMajority" {
 		t.Errorf("bucket setting after the edit: %q, want persistToMajority", got)
+	}
+	// The level still holds: a request at none is raised to it, on disk
+	// when answered (it was acknowledged from memory after the edit).
+	if st, _, body := f.do("PUT", "/default/docs/k?durability=none", "application/json", `{"v":1}`); st >= 300 {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	if f.queued("default") {
+		t.Errorf("after the edit a write at ?durability=none was answered before it was on disk: the bucket's persistToMajority no longer raises it")
 	}
 	// Creating a bucket with an empty level is refused the same way.
 	st, _, body = f.do("POST", "/pools/default/buckets", form, "name=e&durabilityMinLevel=")

@@ -108,7 +108,7 @@ func (c *Collection) get(ctx context.Context, key string, resident bool) (*Docum
 		p.mu.RLock()
 		d = p.readTouchLocked(k, memMode(c.b.mem.mode.Load()).evicts())
 		p.mu.RUnlock()
-		if (d != nil && d.ejected) || (d == nil && !allIn && c.b.mayBeStored(p, k)) {
+		if (d != nil && d.ejected && !d.ExpiredAt(c.b.clock.Now())) || (d == nil && !allIn && c.b.mayBeStored(p, k)) {
 			return nil, ErrWouldBlock
 		}
 	} else if d, err = c.b.readCommitted(ctx, p, k, true); err != nil {

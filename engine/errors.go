@@ -78,7 +78,9 @@ var (
 // purged it lazily). errors.Is(err, ErrExpired) and errors.Is(err,
 // ErrNotFound) both hold; errors.As gives the expired version.
 type ExpiredError struct {
-	// Doc is the document as it was when found expired.
+	// Doc is the document as it was when found expired: its metadata,
+	// and its value when that was in memory (an expired value that had
+	// left memory is not read back: Value is nil).
 	Doc *Document
 }
 

@@ -171,7 +171,9 @@ func (b *Bucket) readCommitted(ctx context.Context, p *partition, k docKey, touc
 		p.mu.RLock()
 		d := p.readTouchLocked(k, touch && memMode(b.mem.mode.Load()).evicts())
 		p.mu.RUnlock()
-		if d == nil || !d.ejected {
+		if d == nil || !d.ejected || d.ExpiredAt(b.clock.Now()) {
+			// An expired version is answered from its metadata: every
+			// reader takes it for absent, so its value is not read.
 			return d, nil
 		}
 		full, err := b.withValue(ctx, d, true)

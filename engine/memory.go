@@ -419,11 +419,23 @@ func (b *Bucket) checkQuota(old, d *Document) error {
 	if old == nil {
 		growth += itemOverhead // (a refusing bucket keeps no queue)
 	}
+	// An expiration adds an entry to the expiry index (a touch, a write
+	// that sets one), and taking it away frees one.
+	growth += (expEntry(d) - expEntry(old)) * expOverhead
 	if growth <= 0 || b.memUsed()+growth <= b.mem.quota.Load() {
 		return nil
 	}
 	b.mem.tmpOOM.Add(1)
 	return errTempOOM(b.name, b.mem.quota.Load())
+}
+
+// expEntry is 1 when d, a key's newest version, holds an entry in the
+// expiry index (a live version with an expiration), else 0.
+func expEntry(d *Document) int64 {
+	if d == nil || d.Deleted || d.Expiration == 0 {
+		return 0
+	}
+	return 1
 }
 
 // maybeEvict runs an eviction pass when the bucket evicts and mem_used is

@@ -490,8 +490,9 @@ func (c *Collection) CountIn(in []bool) int64 {
 	return n
 }
 
-// Tombstone returns the tombstone of a deleted document: its committed
-// version when that is a deletion. A key that is live, expired or was never
+// Tombstone returns the tombstone of a deleted document: its newest
+// version when that is a deletion (acknowledged from memory or committed,
+// as reads see it). A key that is live, expired or was never
 // written (or whose tombstone the metadata purge removed) is ErrNotFound.
 func (c *Collection) Tombstone(key string) (*Document, error) {
 	if c.b.isClosed() {
@@ -501,7 +502,7 @@ func (c *Collection) Tombstone(key string) (*Document, error) {
 	k := docKey{cid: c.id, key: key}
 	resident := c.b.itemsResident() // before the look (readMiss)
 	p.mu.RLock()
-	d := p.mu.docs.get(k)
+	d := p.readLocked(k) // a deletion acknowledged from memory too, as Get reads it
 	p.mu.RUnlock()
 	if d == nil {
 		// Out of memory whole, or not loaded yet: the store's. (A

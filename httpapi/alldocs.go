@@ -57,7 +57,9 @@ func docID(param string, raw []byte) (string, error) {
 // inclusive_end=false), key, keys (a JSON array, in the query or as
 // {"keys": [...]} in a POST body), descending (startkey is then the high
 // end), skip, limit, include_docs and update_seq. A key is a JSON string or,
-// when it does not start with a quote, the key as it is.
+// when it does not start with a quote, the key as it is. A POST body's
+// members give parameters too, overriding the query string's
+// (views.BodyParams).
 //
 // The listing follows the store's key order (engine.Collection.List): a
 // page costs what it returns and what it skips, not the collection's size.
@@ -88,16 +90,22 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	c, err := collectionOf(b, q)
-	if err != nil {
-		return err
-	}
 	var body []byte
 	if r.Method == http.MethodPost {
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
 			return err
 		}
+		// The body's other parameters join the query string's, as
+		// CouchDB's POST _all_docs takes them (the nodes a cluster asks
+		// read the same query).
+		if r.URL.RawQuery, err = views.BodyParams(r.URL.RawQuery, body); err != nil {
+			return err
+		}
+	}
+	q := r.URL.Query()
+	c, err := collectionOf(b, q)
+	if err != nil {
+		return err
 	}
 	p, err := views.ParseParams(allDocsQuery(q), body)
 	if err != nil {
@@ -255,9 +263,10 @@ func offsetIf(known bool, offset int) int {
 	return -1
 }
 
-// lookupRow returns the committed version of the document a keys entry
-// names (raw JSON): live, a tombstone, or nil for one missing, expired or
-// named by a key that is not a string.
+// lookupRow returns the version of the document a keys entry names (raw
+// JSON) as reads see it: live, a deletion's tombstone, or nil for one
+// missing, expired (purged or not) or named by a key that is not a
+// string.
 func lookupRow(c *engine.Collection, raw []byte) *engine.Document {
 	var id string
 	if json.Unmarshal(raw, &id) != nil {
@@ -268,7 +277,9 @@ func lookupRow(c *engine.Collection, raw []byte) *engine.Document {
 		return d
 	}
 	if errors.Is(err, engine.ErrNotFound) {
-		if t, err := c.Tombstone(id); err == nil {
+		// An expiration's tombstone answers as the expired document did
+		// before the pager purged it: not_found, whenever the pager ran.
+		if t, err := c.Tombstone(id); err == nil && !t.Expired {
 			return t
 		}
 	}

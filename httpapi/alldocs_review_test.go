@@ -57,7 +57,10 @@ func TestAllDocsKeysExpiredRowSameAfterPager(t *testing.T) {
 	if _, err := f.pager.RunNow(context.Background(), "default"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, body := f.do("GET", `/default/_all_docs?keys=["e"]`, "", ""); body != before {
+	// total_rows counts an expired document until it is purged (README),
+	// so only the rows must stay the same.
+	rows := func(body string) string { return body[strings.Index(body, `"rows"`):] }
+	if _, _, body := f.do("GET", `/default/_all_docs?keys=["e"]`, "", ""); rows(body) != rows(before) {
 		t.Errorf("the same expired key after the pager purged it:\n%s\nbefore the pager:\n%s", body, before)
 	}
 }

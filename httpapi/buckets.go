@@ -151,10 +151,19 @@ func applyBucketParams(vals url.Values, st *engine.BucketSettings, creating bool
 		}
 		st.PurgeInterval = f
 	}
+	// Both take their names alone: an empty one (a form sending every
+	// field) is refused, not stored as "the default" the engine reads ""
+	// as only when a bucket opens.
 	if vals.Has("evictionPolicy") {
+		if strings.TrimSpace(vals.Get("evictionPolicy")) == "" {
+			return settingErr("evictionPolicy", "Eviction policy must be valueOnly or fullEviction (couchbase buckets), noEviction or nruEviction (ephemeral buckets), got an empty value")
+		}
 		st.EvictionPolicy = engine.EvictionPolicy(vals.Get("evictionPolicy"))
 	}
 	if vals.Has("durabilityMinLevel") {
+		if strings.TrimSpace(vals.Get("durabilityMinLevel")) == "" {
+			return settingErr("durabilityMinLevel", "Durability minimum level must be either none, majority, majorityAndPersistActive, or persistToMajority")
+		}
 		st.DurabilityMinLevel = engine.Durability(vals.Get("durabilityMinLevel"))
 	}
 	if vals.Has("flushEnabled") {

@@ -188,6 +188,11 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
 			return err
 		}
+		// The body's other parameters join the query string's (CouchDB's
+		// POST queries), for this node and for the nodes a cluster asks.
+		if r.URL.RawQuery, err = views.BodyParams(r.URL.RawQuery, body); err != nil {
+			return err
+		}
 	}
 	var params views.Params // on the stack: the query keeps a copy
 	if err := views.ParseRawParams(&params, r.URL.RawQuery, body); err != nil {

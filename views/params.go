@@ -428,3 +428,54 @@ func (p *Params) ConnectionTimeout() time.Duration {
 	}
 	return time.Duration(p.ConnectionTimeoutMS) * time.Millisecond
 }
+
+// bodyJSONParams are the parameters whose values are JSON: taken from a
+// POST body as they are written there.
+var bodyJSONParams = map[string]bool{"key": true, "startkey": true, "start_key": true, "endkey": true, "end_key": true}
+
+// BodyParams returns raw, a URL's RawQuery, with the parameters a POSTed
+// query's body gives as members of its JSON object, as CouchDB's POST
+// _all_docs and view queries take them ({"keys": [...], "include_docs":
+// true, "startkey": "b", "limit": 10}): a member overrides the query
+// string's parameter of its name. keys stays in the body (ParseParams reads
+// it there); a key parameter's value is its JSON, a string member of
+// another parameter its text, a number or boolean as written. A body that
+// is not a JSON object is left to ParseParams to refuse; an array or
+// object given for a parameter other than a key is refused here.
+func BodyParams(raw string, body []byte) (string, error) {
+	obj := gjson.ParseBytes(body)
+	if len(bytes.TrimSpace(body)) == 0 || !gjson.ValidBytes(body) || !obj.IsObject() {
+		return raw, nil
+	}
+	var q url.Values
+	var err error
+	obj.ForEach(func(k, v gjson.Result) bool {
+		name := k.String()
+		if name == "keys" {
+			return true
+		}
+		var val string
+		switch {
+		case bodyJSONParams[name]:
+			val = v.Raw
+		case v.Type == gjson.String:
+			val = v.String()
+		case v.Type == gjson.Number, v.Type == gjson.True, v.Type == gjson.False:
+			val = v.Raw
+		default:
+			err = badRequest(name, "the request body's %q must be a string, a number or a boolean, got %s", name, v.Raw)
+			return false
+		}
+		if q == nil {
+			if q, err = url.ParseQuery(raw); err != nil {
+				err = nil // as http.Request's URL.Query: the parameters it can parse
+			}
+		}
+		q.Set(name, val)
+		return true
+	})
+	if err != nil || q == nil {
+		return raw, err
+	}
+	return q.Encode(), nil
+}

@@ -8,13 +8,12 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// Bug (review19): reading an expired document whose value was ejected reads
-// the value from disk first (ep_bg_fetched counts it; the memcached port's
-// event loop is told to wait for the disk, GetResident's ErrWouldBlock) and
-// only then finds it expired. The expiration is in the metadata memory keeps
-// (README: "keys and metadata stay, so expiry ... work unchanged"), so the
-// answer, not found, needs no disk read; Couchbase's get checks the
-// expiry in the hash table before any background fetch.
+// A read of an expired document whose value was ejected answers not found
+// from memory: the expiration is in the metadata memory keeps (README: "keys
+// and metadata stay, so expiry ... work unchanged"), as Couchbase's get
+// checks the expiry in its hash table before any background fetch. A review
+// found the value read from disk first (ep_bg_fetched counted it, and
+// GetResident sent the memcached port's event loop to wait for the disk).
 func TestExpiredEjectedDocumentReadsAsMissingWithoutFetch(t *testing.T) {
 	ctx := context.Background()
 	b := ejectBucket(t)

@@ -9,15 +9,15 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// Bug (review19): `_all_docs?keys=[...]` does not read its own acknowledged
-// deletes. A DELETE is acknowledged from memory (durability none) before
+// `_all_docs?keys=[...]` reads its own acknowledged deletes (a review found
+// it did not). A DELETE is acknowledged from memory (durability none) before
 // its group commit; until that commit, a keys row for the deleted document
-// answers {"key":"x","error":"not_found"} instead of the deleted row
+// answered {"key":"x","error":"not_found"} instead of the deleted row
 // {"id":"x","key":"x","value":{"rev":"2-…","deleted":true}} that CouchDB
 // gives and that the same request gives a moment later (the README's
 // _all_docs row; the engine promises a listing "reads its own acknowledged
-// writes as Get does"). lookupRow asks Collection.Tombstone, which reads
-// only the committed version, not the acknowledged one.
+// writes as Get does"). Collection.Tombstone read only the
+// committed version, not the acknowledged one.
 func TestAllDocsKeysSeesAcknowledgedDelete(t *testing.T) {
 	f := newFixtureEngine(t, &engine.Options{FlushInterval: time.Hour}, nil, nil)
 	// A couchbase bucket at Couchbase's default level, none.
@@ -39,13 +39,13 @@ func TestAllDocsKeysSeesAcknowledgedDelete(t *testing.T) {
 	}
 }
 
-// Bug (review19): an expired document's `_all_docs?keys=[...]` row changes
-// when the expiry pager runs. The README promises {"key","error":"not_found"}
+// An expired document's `_all_docs?keys=[...]` row must not change when the
+// expiry pager runs (a review found it did). The README promises {"key","error":"not_found"}
 // "for a missing or expired one" (and that a purge changes nothing a reader
 // sees: "the counts, reads, views and the change feed see the same thing as
-// before"); before the pager runs the row is not_found, after it the purged
-// document's tombstone answers {"value":{"rev":"2-…","deleted":true}}, so
-// what a client sees of the same expired key depends on when the pager ran.
+// before"); before the pager ran the row was not_found, after it the purged
+// document's tombstone answered {"value":{"rev":"2-…","deleted":true}}, so
+// what a client saw of the same expired key depended on when the pager ran.
 func TestAllDocsKeysExpiredRowSameAfterPager(t *testing.T) {
 	f := newFixture(t)
 	f.bulkLines(`{"op":"upsert","id":"e","doc":{"v":1},"expiry":5}` + "\n")
@@ -65,14 +65,14 @@ func TestAllDocsKeysExpiredRowSameAfterPager(t *testing.T) {
 	}
 }
 
-// Bug (review19): POST /{bucket}/_all_docs ignores every query parameter
-// given in its JSON body but keys. CouchDB's POST _all_docs takes the GET
+// POST /{bucket}/_all_docs takes every query parameter given in its JSON
+// body, not keys alone (a review found it ignored the others). CouchDB's POST _all_docs takes the GET
 // parameters as members of the body object (CouchDB 3 API reference,
 // "POST /{db}/_all_docs": "supports identical parameters and behavior as
 // specified in the GET /{db}/_all_docs API but allows for the query string
 // parameters to be supplied as keys in a JSON object in the body"; the
 // Cloudant SDKs' postAllDocs sends include_docs, limit, startkey there).
-// Mayfly answers 200 as if they were not there: rows without "doc" for
+// Mayfly answered 200 as if they were not there: rows without "doc" for
 // {"keys":[...],"include_docs":true}, and the whole collection for
 // {"startkey":"b","limit":1}.
 func TestAllDocsPostBodyParameters(t *testing.T) {

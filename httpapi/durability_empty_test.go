@@ -6,17 +6,16 @@ import (
 	"testing"
 )
 
-// Review of issue 20. Bug: an empty durabilityMinLevel ("durabilityMinLevel="
-// in a bucket edit) is accepted with 200 and stored as no level at all: the
-// bucket's answer then lacks durabilityMinLevel (gocb's GetBucket reads
-// that as DurabilityLevelNone), a request at ?durability=none
-// is acknowledged from memory on a bucket that was at persistToMajority, and a
-// restart brings persistToMajority back (openBucket fills the empty level in).
-// Couchbase refuses any value but the four names with 400 and
-// {"errors":{"durabilityMinLevel":"Durability minimum level must be either
-// none, majority, majorityAndPersistActive, or persistToMajority"}}, as
-// Mayfly does for "all"; the bucket keeps its level.
-func TestReviewDurabilityMinLevelEmptyRefused(t *testing.T) {
+// An empty durabilityMinLevel ("durabilityMinLevel=" in a bucket edit) is
+// refused with 400, as Couchbase refuses any value but the four names
+// ({"errors":{"durabilityMinLevel":"Durability minimum level must be either
+// none, majority, majorityAndPersistActive, or persistToMajority"}}), and
+// the bucket keeps its level. A review found it accepted and stored as no
+// level at all: the bucket's answer lacked durabilityMinLevel (gocb's
+// GetBucket reads that as DurabilityLevelNone), a request at
+// ?durability=none was acknowledged from memory on a bucket that was at
+// persistToMajority, and a restart brought persistToMajority back.
+func TestDurabilityMinLevelEmptyRefused(t *testing.T) {
 	f := newLevelFixture(t)
 	form := "application/x-www-form-urlencoded"
 	st, _, body := f.do("POST", "/pools/default/buckets/default", form, "durabilityMinLevel=")
@@ -50,13 +49,12 @@ func TestReviewDurabilityMinLevelEmptyRefused(t *testing.T) {
 	}
 }
 
-// Review of issue 20 (the same parse, a neighbouring field). Bug: an
-// empty evictionPolicy in a bucket edit is accepted with 200 and stored as
-// no policy: the bucket's answer then lacks evictionPolicy (an SDK's
-// GetBucket reads an unknown policy) until a restart fills the default in.
-// Couchbase refuses a policy that is not one of the bucket type's names
-// with 400 and errors.evictionPolicy.
-func TestReviewEvictionPolicyEmptyRefused(t *testing.T) {
+// An empty evictionPolicy in a bucket edit is refused with 400 and
+// errors.evictionPolicy, as Couchbase refuses a policy that is not one of
+// the bucket type's names. A review found it accepted and stored as no
+// policy: the bucket's answer lacked evictionPolicy until a restart filled
+// the default in.
+func TestEvictionPolicyEmptyRefused(t *testing.T) {
 	f := newFixture(t)
 	form := "application/x-www-form-urlencoded"
 	if st, _, body := f.do("POST", "/pools/default/buckets", form, "name=eph&bucketType=ephemeral"); st != 202 {

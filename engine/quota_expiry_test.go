@@ -8,14 +8,13 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 )
 
-// Bug (review19): an ephemeral noEviction bucket lets touches (and writes
-// of the same size that add an expiry) take mem_used past its quota. The
-// README: "a write that would take mem_used past the quota fails with a
-// temporary error"; mem_used counts each expiry-index entry (96 bytes), but
-// checkQuota measures a write's growth by the document's footprint alone,
-// so giving an expiry to documents already there is never refused: a
-// bucket filled to its 1 MiB quota with 200-byte documents ends a third past
-// it once each is touched with an expiry, and nothing ever refuses it.
+// An ephemeral noEviction bucket must not let touches (and writes of the
+// same size that add an expiry) take mem_used past its quota, as a review
+// found they did. The README: "a write that would take mem_used past the quota fails with a
+// temporary error"; mem_used counts each expiry-index entry (96 bytes), and
+// checkQuota measured a write's growth by the document's footprint alone,
+// so a bucket filled to its 1 MiB quota with 200-byte documents ended a
+// third past it once each was touched with an expiry.
 func TestEphemeralNoEvictionTouchHoldsTheQuota(t *testing.T) {
 	ctx := context.Background()
 	b := memBucket(t, engine.Ephemeral, 1, "")

@@ -91,6 +91,8 @@ func TestClusterConfigOneLayoutPerRevAcrossTransfers(t *testing.T) {
 		byRev    = map[int64]seen{}
 		reads    int
 		conflict error
+		want     []string             // the leaders of the last rotation
+		servedAt map[string]time.Time // when each node first served want
 	)
 	// Each node's configuration read on its KV port, as an SDK reads it
 	// (GET_CLUSTER_CONFIG), over and over on one connection.
@@ -120,6 +122,9 @@ func TestClusterConfigOneLayoutPerRevAcrossTransfers(t *testing.T) {
 				rev, ls := c.Rev, c.leaders()
 				mu.Lock()
 				reads++
+				if _, ok := servedAt[n.name]; !ok && want != nil && slices.Equal(ls, want) {
+					servedAt[n.name] = time.Now()
+				}
 				if was, ok := byRev[rev]; !ok {
 					byRev[rev] = seen{n.name, ls}
 				} else if !slices.Equal(was.leaders, ls) && conflict == nil {
@@ -138,8 +143,25 @@ func TestClusterConfigOneLayoutPerRevAcrossTransfers(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 
 	for round := range rotations {
+		mu.Lock()
+		want, servedAt = nil, map[string]time.Time{}
+		mu.Unlock()
+		start := time.Now()
 		m = rotateLeaders(t, peers)
+		mu.Lock()
+		want = make([]string, len(m.Partitions))
+		for p, part := range m.Partitions {
+			want[p] = kvOf[part.Leader]
+		}
+		mu.Unlock()
 		servesMap(fmt.Sprintf("every node naming the rotated leaders (rotation %d)", round+1), m)
+		mu.Lock()
+		var last time.Duration
+		for _, at := range servedAt {
+			last = max(last, at.Sub(start))
+		}
+		mu.Unlock()
+		t.Logf("rotation %d: every node's KV configuration named the new leaders %v after the map's write", round+1, last.Round(time.Millisecond))
 	}
 	stop()
 	wg.Wait()

@@ -72,6 +72,28 @@ func TestLayoutRevision(t *testing.T) {
 	if rev := mirror.LayoutRevision("other"); rev != 0 {
 		t.Fatalf("another bucket: revision %d", rev)
 	}
+
+	// Layout: the map, the recorded leaders and the rev, read at once.
+	m, _, err := ReadMap(ctx, cli, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mirror.Layout("b", m.UUID)
+	if l.Map == nil || len(l.Leaders) != len(m.Partitions) || slices.ContainsFunc(l.Leaders, func(s string) bool { return s != "" }) ||
+		l.Rev != max(bumped, mirror.NodesRevision()) || len(l.Nodes) == 0 {
+		t.Fatalf("before any record: layout %+v; want the map, %d partitions none recorded, rev %d, the nodes", l, len(m.Partitions), max(bumped, mirror.NodesRevision()))
+	}
+	led, err := PublishLeads(ctx, cli, "b", m.UUID, "n1", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until("the record", func(rev int64) bool { return rev >= led })
+	if l := mirror.Layout("b", m.UUID); l.Rev != led || l.Leaders[1] != "n1" || l.Leaders[0] != "" {
+		t.Fatalf("after n1's record of partition 1 at %d: rev %d, leaders %q", led, l.Rev, l.Leaders)
+	}
+	if l := mirror.Layout("other", m.UUID); l.Map != nil || l.Leaders != nil {
+		t.Fatalf("a bucket without a map: layout %+v", l)
+	}
 }
 
 // A node holding no copy of a partition learns its leader from the

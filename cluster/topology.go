@@ -325,6 +325,13 @@ func (t *TopologyMirror) Node(name string) (NodeInfo, error) {
 func (t *TopologyMirror) NodeList() []NodeStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.nodeListLocked()
+}
+
+// nodeListLocked is NodeList.
+//
+// REQUIRES: t.mu held.
+func (t *TopologyMirror) nodeListLocked() []NodeStatus {
 	if t.known == nil {
 		names := map[string]bool{}
 		for name := range t.nodes {
@@ -351,6 +358,39 @@ func (t *TopologyMirror) LayoutRevision(bucket string) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return max(t.layouts[bucket], t.maps[bucket].rev)
+}
+
+// BucketLayout is what a bucket's KV configuration lays out, read from a
+// TopologyMirror at one instant (Layout): every part of it is what etcd
+// held at or before Rev, so two nodes whose mirrors show one Rev show the
+// same leaders.
+type BucketLayout struct {
+	// Map is the bucket's partition map (nil: none yet).
+	Map *PartitionMap
+	// Leaders are, for each of Map's partitions, the node whose
+	// LeadRecord names it (ClaimedLeaders), "" where none does.
+	Leaders []string
+	// Nodes is NodeList's answer.
+	Nodes []NodeStatus
+	// Rev is the later of the bucket's LayoutRevision and the
+	// NodesRevision: the configuration's revision.
+	Rev int64
+}
+
+// Layout returns bucket's layout (incarnation uuid) as BucketLayout
+// describes it, read under one lock: its leaders and its revision never
+// come from two different moments, as separate ClaimedLeaders and
+// LayoutRevision calls could (a watch delivering a record between them).
+// What it returns is shared and must not be modified.
+func (t *TopologyMirror) Layout(bucket, uuid string) BucketLayout {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.maps[bucket]
+	l := BucketLayout{Map: e.m, Nodes: t.nodeListLocked(), Rev: max(t.layouts[bucket], e.rev, t.nodesRev)}
+	if e.m != nil {
+		l.Leaders = latestClaims(t.leads[bucket], uuid, len(e.m.Partitions))
+	}
+	return l
 }
 
 // WaitMaps waits until the maps are current to etcd revision rev or later

@@ -53,6 +53,10 @@ type Host struct {
 	removals []removal     // groups whose state the worker deletes next round
 	wake     chan struct{} // capacity 1: the worker has groups to look at
 
+	// leads is LeaderChanges' channel (capacity 1): a group's leader as
+	// this node knows it changed since its reader last looked.
+	leads chan struct{}
+
 	pendMu  sync.Mutex
 	pending map[uint64]waiter
 	// fates are, by group, the proposals awaiting their fate after a
@@ -96,7 +100,7 @@ func Open(opts Options) (*Host, error) {
 	h := &Host{
 		opts: opts, self: NodeID(opts.Node), st: st, nonce: binary.BigEndian.Uint64(nb[:]),
 		groups: map[GroupID]*group{}, names: names,
-		wake: make(chan struct{}, 1), pending: map[uint64]waiter{}, fates: map[GroupID][]uint64{}, down: map[uint64]bool{},
+		wake: make(chan struct{}, 1), leads: make(chan struct{}, 1), pending: map[uint64]waiter{}, fates: map[GroupID][]uint64{}, down: map[uint64]bool{},
 		ctx: ctx, cancel: cancel,
 	}
 	if h.tr, err = listen(h); err != nil {
@@ -462,6 +466,25 @@ func (h *Host) Leader(id GroupID) (string, bool) {
 	defer h.mu.RUnlock()
 	n, ok := h.names[l]
 	return n, ok
+}
+
+// LeaderChanges returns a channel that receives a value after the leader
+// of one or more of the groups running here changed as this node knows it
+// (Leader's answer: a new leader heard of, this node elected or stepped
+// down, an election begun); changes that come before the reader takes the
+// value coalesce into it. There is one channel per Host, meant for one
+// reader, which reads what changed with Leader and Term: the cluster's
+// record of the partitions each node leads (cmd/mayfly's followLayouts)
+// is kept by it at once rather than at its next poll.
+func (h *Host) LeaderChanges() <-chan struct{} { return h.leads }
+
+// leadersChanged tells LeaderChanges' reader that a group's leader
+// changed, without waiting.
+func (h *Host) leadersChanged() {
+	select {
+	case h.leads <- struct{}{}:
+	default:
+	}
 }
 
 // Stats are a Host's counters.

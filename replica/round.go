@@ -152,6 +152,9 @@ func (h *Host) round() error {
 		if rg.rd.SoftState != nil {
 			prev := g.leader.Swap(rg.rd.SoftState.Lead)
 			leaderChanged = prev != raft.None && prev != rg.rd.SoftState.Lead
+			if prev != rg.rd.SoftState.Lead {
+				h.leadersChanged()
+			}
 		}
 		h.answer(rg.answers)
 		if leaderChanged {

@@ -328,3 +328,44 @@ func TestStuckJointConfigurationIsLeft(t *testing.T) {
 		eventually(t, n+" holds every write", func() error { return c.hasAll(n, acked) })
 	}
 }
+
+// TestLeaderChangesTellsATransfer: after a group's leadership is handed to
+// another voter, every node's LeaderChanges delivers a signal, and by the
+// last one the node's Leader names the new leader: the cluster's record of
+// who leads which partition is kept from these signals at once, not at a
+// poll's next look.
+func TestLeaderChangesTellsATransfer(t *testing.T) {
+	c := newTestCluster(t, 1, nil, false)
+	lead := c.leaderOf(t, 0, testNodes)
+	next := testNodes[(slices.Index(testNodes, lead)+1)%len(testNodes)]
+	eventually(t, "every node knowing the leader", func() error {
+		for _, n := range testNodes {
+			if l, _ := c.host(n).Leader(0); l != lead {
+				return fmt.Errorf("%s sees %q", n, l)
+			}
+		}
+		return nil
+	})
+	for _, n := range testNodes {
+		select { // what the election signalled
+		case <-c.host(n).LeaderChanges():
+		default:
+		}
+	}
+	c.target(t, nil, func(GroupID) string { return next })
+	for _, n := range testNodes {
+		h := c.host(n)
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case <-h.LeaderChanges():
+			case <-deadline:
+				l, _ := h.Leader(0)
+				t.Fatalf("%s: no signal naming the new leader %s (it sees %q)", n, next, l)
+			}
+			if l, _ := h.Leader(0); l == next {
+				break
+			}
+		}
+	}
+}

@@ -30,11 +30,23 @@ func readMap(peers []string, bucket string) (*cluster.PartitionMap, error) {
 	return m, err
 }
 
-// leadersFollowMap checks that every live node's configuration of the
-// map's bucket names, for every partition, the map's preferred leader
-// first: for the partitions a node holds a copy of, that is the leader
-// its Raft group knows, so the groups' leaders are the map's.
+// leadersFollowMap checks that every partition's latest lead record
+// (the group's leader, recorded as it leads: recordsFollowMap) is the
+// map's preferred leader's, and that every live node's configuration of
+// the map's bucket names it first: the groups' leaders are the map's,
+// and every node serves them. (A configuration alone would not tell:
+// it names the preferred leader of a partition no record names yet, a
+// group still electing.)
 func leadersFollowMap(nodes []*procNode, m *cluster.PartitionMap) error {
+	var peers []string // the --peers the nodes were started with (the last given wins)
+	for i, a := range nodes[0].args {
+		if a == "--peers" && i+1 < len(nodes[0].args) {
+			peers = strings.Split(nodes[0].args[i+1], ",")
+		}
+	}
+	if err := recordsFollowMap(peers, m); err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		if n.cmd == nil {
 			continue

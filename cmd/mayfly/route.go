@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,9 @@ type router struct {
 	self   string
 	mirror *cluster.TopologyMirror
 	mem    routeMemory
+	// layoutPoll, when set, replaces layoutInterval (tests: a change
+	// recorded without the poll is recorded at its replica host's word).
+	layoutPoll time.Duration
 }
 
 // mirrorWait bounds how long a request waits for the mirror's first load
@@ -354,14 +358,20 @@ func (r *router) leadsHere(bucket string, part int) bool {
 
 // topology is the KV port's and /pools' view of bucket's partitions
 // (clusterconfig.Topology): every node the mirror knows (its KV
-// address), each partition's leader first (as its group here knows it;
-// for a partition this node holds no copy of, the node whose record says
-// it leads it, cluster.ClaimedLeaders; else the map's preferred leader),
-// then its other voters, under the bucket's layout revision. nil when the
-// bucket has no partition map yet (a single node's configuration is
-// served). Its rev is the later of the bucket's layout revision and the
-// nodes' (cluster.TopologyMirror.NodesRevision), so it moves when a node
-// registers with other ports. For the bucket "" it is the cluster's
+// address), each partition's leader first, then its other voters, under
+// the bucket's layout revision. The leader is the node whose published
+// record names the partition (cluster.TopologyMirror.Layout: the latest
+// record, followLayouts), else the map's preferred leader: what etcd held
+// at the configuration's rev, never this node's own Raft knowledge, so
+// that two nodes' configurations at one rev name the same leaders (an SDK
+// takes a configuration only when its rev is higher than the one it
+// holds: one holding a stale layout at rev N ignores every other layout
+// at N). A change of leader shows once its new leader records it, at
+// once (followLayouts wakes at the change), with a move of the rev. nil
+// when the bucket has no partition map yet (a single node's configuration
+// is served). Its rev is the later of the bucket's layout revision and
+// the nodes' (cluster.TopologyMirror.NodesRevision), so it moves when a
+// node registers with other ports. For the bucket "" it is the cluster's
 // servers and the nodes' revision, without a map (the configuration of a
 // connection that selected no bucket, nodeServices).
 func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.Topology, error) {
@@ -377,62 +387,63 @@ func (r *router) topology(ctx context.Context, bucket string) (*clusterconfig.To
 	if err != nil {
 		return nil, nil
 	}
-	uuid := b.Settings().UUID
-	m, err := r.partitionMap(ctx, bucket)
-	if err != nil || m == nil {
+	if err := r.loaded(ctx); err != nil {
 		return nil, err
 	}
-	claimed := r.mirror.ClaimedLeaders(bucket, uuid, len(m.Partitions))
-	t := buildTopology(m, r.mirror.NodeList(), r.self, func(part int) (string, bool) {
-		id := replica.BucketGroup(bucket, uuid, part)
-		if r.h.Holds(id) {
-			if l, ok := r.h.Leader(id); ok {
-				return l, true
-			}
-		}
-		// No copy here (or its group elects): the leader that recorded
-		// it last (followLayouts), as every node reads it under this
-		// layout revision.
-		return claimed[part], claimed[part] != ""
+	l := r.mirror.Layout(bucket, b.Settings().UUID)
+	if l.Map == nil {
+		return nil, nil
+	}
+	t := buildTopology(l.Map, l.Nodes, r.self, func(part int) (string, bool) {
+		return l.Leaders[part], l.Leaders[part] != ""
 	})
-	t.Rev = max(r.mirror.LayoutRevision(bucket), r.mirror.NodesRevision())
+	t.Rev = l.Rev
 	return t, nil
 }
 
 // layoutInterval is how often a node looks for leadership changes among
-// the groups it runs.
+// the groups it runs besides the changes its replica.Host tells of
+// (replica.Host.LeaderChanges): a record that failed is tried again then.
 const layoutInterval = 250 * time.Millisecond
 
-// followLayouts records in etcd (cluster.PublishLeads) each change of
-// leadership among the groups this node runs, until ctx ends: the
-// partitions it leads now, with a move of the bucket's layout revision in
-// the same write, so that the KV port's configuration rev (Topology.Rev:
-// the layout revision, which every node reads alike) grows when a
-// partition's leader changes and an SDK takes the new layout, and so that
-// a node holding no copy of a partition names its leader there (topology)
-// as the nodes holding copies do. A change of leader comes with a new Raft
-// term, and a leader records the partition once it leads it (not at its
-// campaign, which raised the term): the sum of the terms of a bucket's
-// groups running here and the partitions led tell a change; each node
-// that sees one records it (several records of one change cost an etcd
-// write each and nothing else). A record that fails is tried again at the
-// next look.
+// layoutGap is the least time between two looks of followLayouts: the
+// changes told meanwhile (a storm of elections, a rebalance moving many
+// leaderships) are recorded together, at most one etcd write per bucket
+// per gap.
+const layoutGap = 50 * time.Millisecond
+
+// followLayouts records in etcd (cluster.PublishLeads) each change of the
+// partitions this node's groups lead, until ctx ends: the partitions it
+// leads now, with a move of the bucket's layout revision in the same
+// write, so that the KV port's configuration (topology: the leaders the
+// records name, under the layout revision, which every node reads alike)
+// names a partition's new leader under a new rev, which an SDK takes. It
+// looks when the replica host tells of a change of leader
+// (replica.Host.LeaderChanges), at most once a layoutGap, and every
+// layoutInterval (router.layoutPoll in tests). A leader records a
+// partition once it leads it (not at its campaign); what it records is
+// the partitions led and their terms' sum, so that leading one again at a
+// new term (another node led it between two looks, and recorded it) is
+// recorded again. A node that only follows records nothing: the
+// partitions it leads did not change. A record that fails is tried again
+// at the next look.
 func (r *router) followLayouts(ctx context.Context) {
 	type look struct {
-		sum uint64
-		led []int // the partitions led
+		sum uint64 // the terms of the partitions led
+		led []int  // the partitions led
 	}
 	seen := map[string]look{} // by bucket name and UUID: what was recorded
-	t := time.NewTicker(layoutInterval)
+	t := time.NewTicker(cmp.Or(r.layoutPoll, layoutInterval))
 	defer t.Stop()
 	for {
+		last := time.Now() // wall clock: network timing
 		open := map[string]bool{}
 		for _, b := range r.eng.Buckets() {
 			name, uuid := b.Name(), b.Settings().UUID
-			sum, led := r.leadership(name, uuid, b.NumPartitions())
+			running, sum, led := r.leadership(name, uuid, b.NumPartitions())
 			key := name + "/" + uuid
 			open[key] = true
-			if was, ok := seen[key]; ok && was.sum == sum && slices.Equal(was.led, led) || !ok && sum == 0 {
+			if was, ok := seen[key]; ok && was.sum == sum && slices.Equal(was.led, led) || !ok && !running {
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -451,23 +462,35 @@ func (r *router) followLayouts(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.h.LeaderChanges():
+			if wait := layoutGap - time.Since(last); wait > 0 {
+				gap := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					gap.Stop()
+					return
+				case <-gap.C:
+				}
+			}
 		}
 	}
 }
 
-// leadership is the sum of the Raft terms of bucket's groups running here
-// and the partitions among them this node leads.
-func (r *router) leadership(bucket, uuid string, parts int) (sum uint64, led []int) {
+// leadership says whether any of bucket's groups runs here, and returns
+// the partitions among them this node leads and the sum of their Raft
+// terms.
+func (r *router) leadership(bucket, uuid string, parts int) (running bool, sum uint64, led []int) {
 	for p := range parts {
 		id := replica.BucketGroup(bucket, uuid, p)
 		if t, ok := r.h.Term(id); ok {
-			sum += t
+			running = true
 			if l, ok := r.h.Leader(id); ok && l == r.self {
+				sum += t
 				led = append(led, p)
 			}
 		}
 	}
-	return sum, led
+	return running, sum, led
 }
 
 // buildTopology lays out m for the configuration: the servers are the

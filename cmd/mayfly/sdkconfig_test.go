@@ -106,10 +106,10 @@ func TestClusterConfigTheSameOnEveryNode(t *testing.T) {
 	}
 
 	// The bucket's configuration: every node with all its services, the
-	// same on two nodes at one rev once leaders settle (polled: a node
-	// names the leader its own copy's group knows at once, and records a
-	// change, which moves the rev, within a layout interval; until then
-	// two nodes may differ at one rev, as right after the cluster forms).
+	// same on two nodes at one rev (polled until the nodes are at one rev:
+	// right after the cluster forms, the groups' elections are recorded
+	// one after the other, and a node's mirror may not have the latest
+	// record yet).
 	eventuallyT(t, "the nodes' bucket configurations alike at one rev", func() error {
 		var first map[string]any
 		for _, n := range nodes {

@@ -1,0 +1,45 @@
+package sdktest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/couchbase/gocb/v2"
+)
+
+// Bug (lax, a portability trap): a key of 247 to 250 bytes in a named
+// (non-default) collection is stored. Couchbase limits a key outside the
+// default collection to 246 bytes (kv_engine's MaxCollectionsLogicalKeyLen:
+// "applies when the collection-ID is not the default collection", so the
+// longest key fits whatever the collection ID's length; the default
+// collection keeps 250) and answers EINVAL, gocb's ErrInvalidArgument. An
+// application tested on Mayfly writes keys Couchbase refuses, and a
+// bucket's data copied to Couchbase loses them.
+func TestNamedCollectionKeyLimit(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	cl, _ := s.connect(t, user, password)
+	b, err := s.eng.Bucket(bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateScope(ctx, "inventory"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateCollection(ctx, "inventory", "rooms", 0); err != nil {
+		t.Fatal(err)
+	}
+	rooms := cl.Bucket(bucketName).Scope("inventory").Collection("rooms")
+	opts := &gocb.UpsertOptions{Timeout: 30 * time.Second}
+	if _, err := rooms.Upsert(strings.Repeat("k", 246), 1, opts); err != nil {
+		t.Fatalf("246-byte key in a named collection: %v", err)
+	}
+	for _, n := range []int{247, 250} {
+		if _, err := rooms.Upsert(strings.Repeat("k", n), 1, opts); !errors.Is(err, gocb.ErrInvalidArgument) {
+			t.Errorf("%d-byte key in a named collection: %v, want ErrInvalidArgument (Couchbase's limit there is 246)", n, err)
+		}
+	}
+}

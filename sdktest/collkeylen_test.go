@@ -10,14 +10,12 @@ import (
 	"github.com/couchbase/gocb/v2"
 )
 
-// Bug (lax, a portability trap): a key of 247 to 250 bytes in a named
-// (non-default) collection is stored. Couchbase limits a key outside the
-// default collection to 246 bytes (kv_engine's MaxCollectionsLogicalKeyLen:
-// "applies when the collection-ID is not the default collection", so the
-// longest key fits whatever the collection ID's length; the default
-// collection keeps 250) and answers EINVAL, gocb's ErrInvalidArgument. An
-// application tested on Mayfly writes keys Couchbase refuses, and a
-// bucket's data copied to Couchbase loses them.
+// A new key of 247 to 250 bytes in a named (non-default) collection is
+// refused with EINVAL (gocb's ErrInvalidArgument), as Couchbase limits a
+// key outside the default collection to 246 bytes (kv_engine's
+// MaxCollectionsLogicalKeyLen; the default collection keeps 250). A review
+// found such keys stored: an application tested on Mayfly wrote keys
+// Couchbase refuses, and a bucket's data copied to Couchbase lost them.
 func TestNamedCollectionKeyLimit(t *testing.T) {
 	s := start(t)
 	ctx := context.Background()

@@ -62,15 +62,12 @@ func ejectedBucket(t *testing.T, s *server) (*engine.Bucket, *gocb.Collection) {
 	return b, coll
 }
 
-// Bug: gocb's Exists (GET_META) of a live document whose value was
-// ejected reads the value back from disk (ep_bg_fetched grows by one per
-// call), though GET_META answers from metadata alone (deleted flag,
-// flags, expiration, revision, CAS), all of which a valueOnly bucket keeps
-// in memory. Couchbase's GET_META (VBucket::getMetaData) answers from the
-// hash table's entry whether or not the value is resident, and fetches
-// from disk only the metadata of a key memory does not hold at all (full
-// eviction). An application checking existence before writing pays a
-// disk read per check on a bucket past its quota.
+// gocb's Exists (GET_META) of a live document whose value was ejected
+// answers from the metadata memory keeps (deleted flag, flags, expiration,
+// revision, CAS), reading no value from disk, as Couchbase's GET_META
+// (VBucket::getMetaData) answers from its hash table. A review found each
+// call read the value back (ep_bg_fetched grew by one a call): a disk read
+// per existence check on a bucket past its quota.
 func TestExistsOfEjectedDocumentReadsNoValue(t *testing.T) {
 	s := start(t)
 	b, coll := ejectedBucket(t, s)

@@ -7,15 +7,11 @@ import (
 	"github.com/couchbase/gocb/v2"
 )
 
-// Bug: while a document is locked (GetAndLock), gocb's Get and Exists show
-// its CAS as 0xffffffffffffffff, as Couchbase shows it to everyone but the
-// lock's holder, but LookupIn and LookupInAnyReplica
-// (SUBDOC_MULTI_LOOKUP, kv/subdoc.go replies d.CAS) show the document's
-// real CAS. Couchbase's sub-document lookup reads through the same get
-// (StoredValue::toItem with HideLockedCas::Yes when the item is locked), so
-// its CAS is hidden the same way. A client that tells a locked document by
-// its CAS (Get's convention) does not see the lock through LookupIn, and a
-// lookup hands out a CAS that Get would never give while the lock holds.
+// While a document is locked (GetAndLock), LookupIn and LookupInAnyReplica
+// show its CAS as 0xffffffffffffffff, as Get and Exists do and as
+// Couchbase's sub-document lookups do (they read through the same get,
+// which hides a locked item's CAS). A review found them showing the real
+// CAS, handing out a CAS Get would never give while the lock holds.
 func TestLookupInOfLockedDocumentHidesCAS(t *testing.T) {
 	s := start(t)
 	_, coll := s.connect(t, user, password)

@@ -13,6 +13,13 @@ import (
 // MaxKeyLen is the longest document key, in bytes.
 const MaxKeyLen = 250
 
+// MaxCollectionKeyLen is the longest key of a new document in a collection
+// other than the default one, in bytes: Couchbase's limit there, where the
+// collection's ID (up to 4 bytes, with its length) shares the 250 bytes of
+// a stored key. Documents written with longer keys before the limit keep
+// them.
+const MaxCollectionKeyLen = 246
+
 // MaxValueLen is the largest document value, in bytes (20 MiB).
 const MaxValueLen = 20 * 1024 * 1024
 

@@ -101,7 +101,7 @@ func (b *Bucket) mutateOnce(ctx context.Context, k docKey, req Durability, needV
 	d, err := fn(b.lockViewLocked(p, k, live, now), now)
 	err = b.checkLockLocked(p, k, live, now, d, err) // lock.go
 	if err == nil && live == nil && !d.Deleted {
-		err = checkNewKey(k.key)
+		err = checkNewKey(k)
 	}
 	if err == nil {
 		err = b.checkQuota(prev, d)
@@ -565,12 +565,17 @@ func (b *Bucket) Sync(ctx context.Context) error {
 }
 
 // checkNewKey refuses a key no new document may have: one holding a NUL
-// byte, which cuts the key short in C-based tools, logs and terminals. It
-// applies when a document is created, so a document stored with such a key
-// before the rule can still be read, changed and deleted.
-func checkNewKey(key string) error {
-	if strings.IndexByte(key, 0) >= 0 {
+// byte, which cuts the key short in C-based tools, logs and terminals, and
+// in a collection other than the default one a key over
+// MaxCollectionKeyLen bytes. It applies when a document is created, so a
+// document stored with such a key before the rule can still be read,
+// changed and deleted.
+func checkNewKey(k docKey) error {
+	if strings.IndexByte(k.key, 0) >= 0 {
 		return fmt.Errorf("%w: key holds a NUL byte", ErrInvalidKey)
+	}
+	if k.cid != DefaultCollectionID && len(k.key) > MaxCollectionKeyLen {
+		return fmt.Errorf("%w: key is %d bytes, the limit is %d outside the default collection", ErrInvalidKey, len(k.key), MaxCollectionKeyLen)
 	}
 	return nil
 }

@@ -490,6 +490,38 @@ func (c *Collection) CountIn(in []bool) int64 {
 	return n
 }
 
+// Meta returns the metadata of key's newest version as reads see it (a
+// live document or a deletion's tombstone): every field but Value, which is
+// nil. It reads nothing from disk for a key memory holds, its value ejected
+// or not (an SDK's Exists, GET_META, needs no value: Couchbase answers it
+// from the hash table); a key out of memory whole (full eviction, or not
+// warmed up yet) is read from the store. A key missing, expired or whose
+// tombstone the metadata purge removed is ErrNotFound.
+func (c *Collection) Meta(key string) (*Document, error) {
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	if c.b.isClosed() {
+		return nil, ErrClosed
+	}
+	p := c.b.partitionFor(key)
+	k := docKey{cid: c.id, key: key}
+	resident := c.b.itemsResident() // before the look (readMiss)
+	p.mu.RLock()
+	d := p.readLocked(k)
+	p.mu.RUnlock()
+	if d == nil {
+		var err error
+		if d, err = c.b.readMiss(context.Background(), p, k, false, resident); err != nil {
+			return nil, err
+		}
+	}
+	if d == nil || !d.Deleted && d.ExpiredAt(c.b.clock.Now()) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return d.copyMeta(), nil
+}
+
 // Tombstone returns the tombstone of a deleted document: its newest
 // version when that is a deletion (acknowledged from memory or committed,
 // as reads see it). A key that is live, expired or was never

@@ -369,15 +369,11 @@ func (c *conn) getMeta(_ context.Context, pkt *memd.Packet) {
 		c.failErr(pkt, err)
 		return
 	}
-	d, err := coll.Peek(string(pkt.Key))
-	if errors.Is(err, engine.ErrNotFound) {
-		// A deleted document not purged yet answers with its tombstone's
-		// metadata, as Couchbase's does (an SDK's Exists reads the
-		// deleted flag; XDCR-style tools read the revision and CAS).
-		if t, terr := coll.Tombstone(string(pkt.Key)); terr == nil {
-			d, err = t, nil
-		}
-	}
+	// The metadata alone, never an ejected value read back. A deleted
+	// document not purged yet answers with its tombstone's metadata, as
+	// Couchbase's does (an SDK's Exists reads the deleted flag;
+	// XDCR-style tools read the revision and CAS).
+	d, err := coll.Meta(string(pkt.Key))
 	if err != nil {
 		c.failErr(pkt, err)
 		return

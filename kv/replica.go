@@ -165,6 +165,18 @@ func (c *conn) lookupDoc(ctx context.Context, pkt *memd.Packet, what string) (*e
 	return coll.Get(ctx, string(pkt.Key))
 }
 
+// lookupCAS is the CAS a sub-document lookup of d (lookupDoc's) answers
+// with: all ones while d is locked, as a get answers (shownCAS; Couchbase's
+// lookups read through its get, which hides a locked document's CAS). A
+// replica copy knows no lock (the leader holds it).
+func (c *conn) lookupCAS(pkt *memd.Packet, d *engine.Document) uint64 {
+	coll, err := c.collection(pkt)
+	if err != nil {
+		return d.CAS
+	}
+	return shownCAS(coll, d)
+}
+
 // Lengths of OBSERVE_SEQNO's answers: format 0, and format 1 (the
 // history asked about was replaced: its UUID and last sequence number
 // follow).

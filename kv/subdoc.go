@@ -83,7 +83,7 @@ func (c *conn) lookupIn(ctx context.Context, pkt *memd.Packet) {
 		out = binary.BigEndian.AppendUint32(out, uint32(len(v)))
 		out = append(out, v...)
 	}
-	c.reply(pkt, overall, nil, nil, out, d.CAS, 0)
+	c.reply(pkt, overall, nil, nil, out, c.lookupCAS(pkt, d), 0)
 }
 
 // lookupOne answers one path of a multi-lookup.

@@ -72,7 +72,7 @@ func (c *conn) lookupPath(ctx context.Context, pkt *memd.Packet) {
 	if c.json && len(v) > 0 {
 		datatype = uint8(memd.DatatypeFlagJSON)
 	}
-	c.reply(pkt, memd.StatusSuccess, nil, nil, v, d.CAS, datatype)
+	c.reply(pkt, memd.StatusSuccess, nil, nil, v, c.lookupCAS(pkt, d), datatype)
 }
 
 // mutatePath runs the single-path mutations (dictionary add and upsert,

@@ -1,5 +1,5 @@
 // Package changes is a bucket's public change feed, /{bucket}/_changes, in
-// CouchDB's shape, so that CouchDB's and PouchDB's replicators can read it:
+// CouchDB's shape, so that code written for CouchDB's feed can follow it:
 // rows {"seq","id","changes":[{"rev"}],"deleted"?,"expired"?,"doc"?}, answers
 // {"results","last_seq","pending"}, and the normal, longpoll, continuous and
 // eventsource modes.

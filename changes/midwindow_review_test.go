@@ -13,7 +13,8 @@ import (
 // no rows) then ends without the new document. CouchDB's _changes answers
 // every change after since up to the request, and the README says every
 // row's seq is a place to resume from. A since of last_seq (a window's
-// edge) answers it.
+// edge) answers it. So does the since descending=true&limit=1 gives, which
+// the README offers as "a since to follow the feed from".
 func TestReviewSinceRowSeqSeesLaterChanges(t *testing.T) {
 	_, b, _ := newBucket(t, t.TempDir())
 	c := b.DefaultCollection()
@@ -36,5 +37,14 @@ func TestReviewSinceRowSeqSeesLaterChanges(t *testing.T) {
 	a = feed(t, b, "feed=longpoll&timeout=0&since="+url.QueryEscape(lastRow))
 	if len(a.Results) != 1 || a.Results[0].ID != "c" {
 		t.Errorf("longpoll since the last row's seq: %d rows %+v, pending %d; want the row of c", len(a.Results), a.Results, a.Pending)
+	}
+
+	// The README's way to follow the feed from its newest row:
+	// descending=true&limit=1 gives "a since to follow the feed from".
+	newest := feed(t, b, "descending=true&limit=1").LastSeq
+	upsert(t, c, "d", `{}`, 0)
+	a = feed(t, b, "since="+url.QueryEscape(newest))
+	if len(a.Results) != 1 || a.Results[0].ID != "d" {
+		t.Errorf("since descending=true&limit=1's last_seq: %d rows %+v, pending %d; want the row of d", len(a.Results), a.Results, a.Pending)
 	}
 }

@@ -41,7 +41,7 @@ func TestReviewHeartbeatWhileOthersWrite(t *testing.T) {
 	var sink lockedSink
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx, &sink) }()
-	end := time.Now().Add(3 * time.Second) // wall clock: how long others write
+	end := time.Now().Add(3 * time.Second)    // wall clock: how long others write
 	for i := 0; time.Now().Before(end); i++ { // wall clock: how long others write
 		upsert(t, c, fmt.Sprintf("other%d", i%100), `{}`, 0)
 	}

@@ -5,16 +5,17 @@ import (
 	"testing"
 )
 
-// Bug (review of the change feed): a normal (or longpoll) request whose
-// since is a row's seq, the checkpoint CouchDB's replicator keeps (the seq
-// of the last row it applied), answers only the rest of that row's CAS
-// window, not the changes made after it: here nothing, with pending 1. A
-// one-shot replication (CouchDB's, PouchDB's: they stop at an answer with
-// no rows) then ends without the new document. CouchDB's _changes answers
-// every change after since up to the request, and the README says every
-// row's seq is a place to resume from. A since of last_seq (a window's
-// edge) answers it. So does the since descending=true&limit=1 gives, which
-// the README offers as "a since to follow the feed from".
+// Bug (review of the change feed): a normal request whose since lies inside
+// a CAS window answers only the rest of that window, not the changes made
+// after it: here no row, with pending 1. Such a since is any row's seq (the
+// checkpoint CouchDB's replicator keeps; the README: "every row's seq is a
+// place to resume from"), the last_seq of a batch its limit ended, and the
+// since descending=true&limit=1 gives (the README: "a since to follow the
+// feed from"). A one-shot replication (PouchDB reads batches of
+// limit=batch_size from each last_seq and is done at an empty one) ends
+// without the new documents. CouchDB answers every change after since up to
+// the request. A longpoll from the same since answers them; a since at a
+// window's edge (an unlimited answer's last_seq) does too.
 func TestReviewSinceRowSeqSeesLaterChanges(t *testing.T) {
 	_, b, _ := newBucket(t, t.TempDir())
 	c := b.DefaultCollection()
@@ -37,6 +38,20 @@ func TestReviewSinceRowSeqSeesLaterChanges(t *testing.T) {
 	a = feed(t, b, "feed=longpoll&timeout=0&since="+url.QueryEscape(lastRow))
 	if len(a.Results) != 1 || a.Results[0].ID != "c" {
 		t.Errorf("longpoll since the last row's seq: %d rows %+v, pending %d; want the row of c", len(a.Results), a.Results, a.Pending)
+	}
+
+	// A batch that ends with a limit at its window's last row: its own
+	// last_seq is inside the window, and a replicator reading in batches
+	// (PouchDB: limit=batch_size, since=last_seq, done at an empty batch)
+	// stops there.
+	batch := feed(t, b, "limit=3")
+	if len(batch.Results) != 3 || batch.Pending != 0 {
+		t.Fatalf("limit=3: %+v", batch)
+	}
+	upsert(t, c, "c2", `{}`, 0)
+	a = feed(t, b, "limit=3&since="+url.QueryEscape(batch.LastSeq))
+	if len(a.Results) != 1 || a.Results[0].ID != "c2" {
+		t.Errorf("limit=3 since the last_seq of a full batch: %d rows %+v, pending %d; want the row of c2", len(a.Results), a.Results, a.Pending)
 	}
 
 	// The README's way to follow the feed from its newest row:

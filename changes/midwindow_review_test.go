@@ -11,9 +11,9 @@ import (
 // checkpoint CouchDB's replicator keeps; the README: "every row's seq is a
 // place to resume from"), the last_seq of a batch its limit ended, and the
 // since descending=true&limit=1 gives (the README: "a since to follow the
-// feed from"). A one-shot replication (PouchDB reads batches of
-// limit=batch_size from each last_seq and is done at an empty one) ends
-// without the new documents. CouchDB answers every change after since up to
+// feed from"). A one-shot replicator that reads batches from each
+// checkpoint and is done at an empty answer ends without the new
+// documents. CouchDB answers every change after since up to
 // the request. A longpoll from the same since answers them; a since at a
 // window's edge (an unlimited answer's last_seq) does too.
 func TestReviewSinceRowSeqSeesLaterChanges(t *testing.T) {

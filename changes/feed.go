@@ -176,6 +176,11 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 		if err := w.flush(); err != nil {
 			return err
 		}
+		if f.req.Feed == Normal && r.pos.cas < top {
+			// The since was inside a window, whose rest is read: the
+			// changes after it, up to the request, are the next window.
+			continue
+		}
 		if f.req.Feed == Normal || (f.req.Feed == Longpoll && f.sent.Load() > 0) {
 			return errDone
 		}

@@ -5,18 +5,15 @@ import (
 	"testing"
 )
 
-// Bug (review of the change feed): a normal request whose since lies inside
-// a CAS window answers only the rest of that window, not the changes made
-// after it: here no row, with pending 1. Such a since is any row's seq (the
-// checkpoint CouchDB's replicator keeps; the README: "every row's seq is a
-// place to resume from"), the last_seq of a batch its limit ended, and the
-// since descending=true&limit=1 gives (the README: "a since to follow the
-// feed from"). A one-shot replicator that reads batches from each
-// checkpoint and is done at an empty answer ends without the new
-// documents. CouchDB answers every change after since up to
-// the request. A longpoll from the same since answers them; a since at a
-// window's edge (an unlimited answer's last_seq) does too.
-func TestReviewSinceRowSeqSeesLaterChanges(t *testing.T) {
+// A normal request whose since lies inside a CAS window (any row's seq, the
+// checkpoint CouchDB's replicator keeps; the last_seq of a batch its limit
+// ended; the since descending=true&limit=1 gives) answers the rest of that
+// window and then every change made after it, up to the request, as a
+// longpoll from the same since and a since at a window's edge do: a
+// one-shot replicator that reads batches until an empty one gets every
+// document. A review found it answered only the rest of that window (no
+// row, pending 1).
+func TestSinceInsideWindowSeesLaterChanges(t *testing.T) {
 	_, b, _ := newBucket(t, t.TempDir())
 	c := b.DefaultCollection()
 	upsert(t, c, "a", `{}`, 0)

@@ -164,6 +164,12 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 					if err := ctx.Err(); err != nil {
 						return err
 					}
+					// Each chunk goes out as it is written: over HTTP a
+					// flush is what moves the write deadline on, so a
+					// long window that keeps sending is never cut.
+					if err := w.flush(); err != nil {
+						return err
+					}
 				}
 			}
 			if r.err != nil {
@@ -338,12 +344,15 @@ type writer struct {
 	buf   []byte
 }
 
+// start writes the answer's head and sends it at once (over HTTP with the
+// response's headers, and the first move of the write deadline).
 func (w *writer) start() error {
 	if w.mode == Normal || w.mode == Longpoll {
-		_, err := w.bw.WriteString("{\"results\":[\n")
-		return err
+		if _, err := w.bw.WriteString("{\"results\":[\n"); err != nil {
+			return err
+		}
 	}
-	return nil
+	return w.flush()
 }
 
 // row writes one change: {"seq","id","changes":[{"rev"}],"deleted"?,"expired"?,"doc"?}.

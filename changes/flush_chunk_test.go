@@ -21,16 +21,14 @@ func (s *flushCountSink) Flush() error {
 	return nil
 }
 
-// Bug (review of the change feed): a window's rows are flushed only when the
-// whole window is written, not "after each chunk" as the package promises
-// (doc.go: "writes them through a 32 KiB buffer, flushing after each
-// chunk"). Over HTTP the flush is what moves the connection's write deadline
-// on (httpapi's responseSink), so a feed from since=0 over a large bucket is
-// one window whose answer is cut at the server's --write-timeout (10 min by
-// default) for a client that reads it slowly; see
-// httpapi.TestReviewChangesLongWindowOutlivesWriteTimeout. Every mode is
-// affected (a continuous feed's first window too).
-func TestReviewFlushAfterEachChunk(t *testing.T) {
+// A feed flushes after each chunk of rows, as the package says (doc.go:
+// "writes them through a 32 KiB buffer, flushing after each chunk"), in
+// every mode, inside one window too: over HTTP the flush is what moves the
+// connection's write deadline on (httpapi's responseSink), so a long answer
+// that keeps sending outlives --write-timeout (see
+// httpapi.TestChangesLongWindowOutlivesWriteTimeout). A review found a
+// window's rows were flushed only once the whole window was written.
+func TestFlushAfterEachChunk(t *testing.T) {
 	_, b, _ := newBucket(t, t.TempDir())
 	c := b.DefaultCollection()
 	const n = 10 * chunkSize

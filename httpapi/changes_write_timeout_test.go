@@ -12,17 +12,15 @@ import (
 	"time"
 )
 
-// Bug (review of the change feed): a _changes answer whose one window takes
-// longer to send than the server's write timeout (--write-timeout, 10 min
-// by default; here 1 s) is cut off mid-stream, though it makes progress all
-// along: the feed flushes, which is what moves the connection's write
-// deadline on (responseSink.Flush), only at a window's end, not after each
-// chunk as changes/doc.go says. A replicator reading since=0 of a large
-// bucket over a slow link gets a truncated JSON answer. The README: only "a
-// write that makes no progress for 2 minutes (beyond its own timeout or
-// heartbeat) ends it". The client here waits 3 s before it reads (as a slow
-// link would), then reads everything.
-func TestReviewChangesLongWindowOutlivesWriteTimeout(t *testing.T) {
+// A _changes answer that takes longer to send than the server's write
+// timeout (--write-timeout, 10 min by default; here 1 s) but keeps making
+// progress is sent whole: the feed sends its head at once and flushes after
+// each chunk, and each flush moves the connection's write deadline on
+// (responseSink.Flush), so only "a write that makes no progress for 2
+// minutes" (README) ends it. A review found such an answer was cut
+// mid-stream, the feed flushing only at a window's end. The client here
+// waits 3 s before it reads (as a slow link would), then reads everything.
+func TestChangesLongWindowOutlivesWriteTimeout(t *testing.T) {
 	var handler http.Handler
 	f := newFixtureWrapped(t, nil, nil, nil, func(h http.Handler) http.Handler { handler = h; return h })
 	srv := httptest.NewUnstartedServer(handler)

@@ -39,6 +39,10 @@
 // the bucket and writes them through a 32 KiB buffer, flushing after each
 // chunk, so a client that stops reading holds it at one chunk and one
 // buffer, and one that goes ends it (its context, or a failed write).
+// A heartbeat is sent by a goroutine of its own, under the writer's lock
+// between whole rows, whenever nothing has been sent for its period: while
+// the feed waits for a change, and while one long scan (a filter over a
+// large bucket, a backfill from disk) sends nothing.
 //
 // # Costs
 //

@@ -24,6 +24,7 @@ type memStorage struct {
 	history   []FailoverEntry
 	clean     bool
 	sys       map[string][]byte
+	maxCAS    uint64 // the highest CAS raiseCAS recorded
 }
 
 // memPartition is what a memStorage keeps of one partition. Its writers
@@ -128,6 +129,7 @@ func (s *memStorage) meta() (storedMeta, error) {
 	for k, v := range s.sys {
 		m.sys[k] = slices.Clone(v)
 	}
+	m.cas = s.maxCAS
 	for i := range s.parts {
 		m.cas = max(m.cas, s.parts[i].cas.Load())
 	}
@@ -160,6 +162,13 @@ func (s *memStorage) begin(history []FailoverEntry) error {
 		s.history = append(s.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)})
 	}
 	s.clean = false
+	return nil
+}
+
+func (s *memStorage) raiseCAS(cas uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxCAS = max(s.maxCAS, cas)
 	return nil
 }
 

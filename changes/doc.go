@@ -29,9 +29,11 @@
 // marked again. A walk holds a chunk of documents and a few places per
 // level, and one with a limit reads only the partitions it reaches.
 //
-// A since from a history the bucket no longer holds (engine.CheckCASPosition)
-// or older than a deletion the metadata purge removed (engine.PurgedCAS) is
-// refused with ErrRollback rather than answered with changes missing.
+// A since from a history the bucket no longer holds (engine.CheckCASPosition:
+// after a crash, one past the CAS the store had committed, which the new
+// history records) or older than a deletion the metadata purge removed
+// (engine.PurgedCAS) is refused with ErrRollback rather than answered with
+// changes missing.
 //
 // # Memory
 //

@@ -124,7 +124,7 @@ func (s *memStorage) meta() (storedMeta, error) {
 	defer s.mu.Unlock()
 	m := storedMeta{consumers: slices.Clone(s.consumers), clean: s.clean, sys: make(map[string][]byte, len(s.sys))}
 	for _, e := range s.history {
-		m.history = append(m.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)})
+		m.history = append(m.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs), CAS: e.CAS})
 	}
 	for k, v := range s.sys {
 		m.sys[k] = slices.Clone(v)
@@ -159,7 +159,7 @@ func (s *memStorage) begin(history []FailoverEntry) error {
 	defer s.mu.Unlock()
 	s.history = nil
 	for _, e := range history {
-		s.history = append(s.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)})
+		s.history = append(s.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs), CAS: e.CAS})
 	}
 	s.clean = false
 	return nil

@@ -131,19 +131,17 @@ func (f *Feed) Run(ctx context.Context, out Sink) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	stop := w.beat(ctx, f.req.Heartbeat, fail)
+	defer stop()
 	if f.req.Descending {
-		err := f.runReverse(ctx, w)
-		stop()
-		return err
+		return f.runReverse(ctx, w)
 	}
 	r := newReader(f.b, f.from, f.keep, chunkSize, f.req.Limit, !f.req.IncludeDocs)
 	err := f.run(ctx, r, w)
-	stop()
 	if err != nil && !errors.Is(err, errDone) {
 		return err
 	}
 	f.read.Store(r.read)
-	return w.finish(r.pos, f.pending(r.pos))
+	return w.finish(r.pos, f.pending(r.pos)) // heartbeats go on while pending counts
 }
 
 // errDone ends run without an error.
@@ -351,6 +349,8 @@ type writer struct {
 	// lastSent is when bytes last went to out (a full buffer, a flush,
 	// a heartbeat): a heartbeat is due once none have for its period.
 	lastSent time.Time
+	// ended says finish has written the answer's end: no heartbeat after.
+	ended bool
 }
 
 func newWriter(out Sink, mode Mode) *writer {
@@ -477,6 +477,9 @@ func (w *writer) row(d *engine.Document, pos position, includeDocs bool, now int
 //
 // REQUIRES: w.mu held.
 func (w *writer) heartbeatLocked() error {
+	if w.ended {
+		return nil
+	}
 	s := "\n"
 	if w.mode == EventSource {
 		s = "event: heartbeat\ndata: \n\n"
@@ -506,6 +509,7 @@ func (w *writer) flushLocked() error {
 func (w *writer) finish(pos position, pending int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.ended = true
 	var s string
 	tail := `"last_seq":"` + pos.String() + `","pending":` + strconv.FormatInt(pending, 10) + "}\n"
 	switch w.mode {

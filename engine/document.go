@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/tidwall/gjson"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // MaxKeyLen is the longest document key, in bytes.
@@ -40,7 +40,7 @@ const (
 // answer (the document API, _all_docs, the change feed, views), which must
 // be UTF-8 for a strict decoder to read them.
 func DetectType(value []byte) DocType {
-	if len(value) > 0 && gjson.ValidBytes(value) && utf8.Valid(value) {
+	if len(value) > 0 && jsonstr.Valid(value) && utf8.Valid(value) {
 		return TypeJSON
 	}
 	return TypeBinary

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
@@ -239,7 +237,7 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 	bad := func(format string, args ...any) []byte {
 		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d: ", n)+fmt.Sprintf(format, args...))))
 	}
-	if !gjson.ValidBytes(line) {
+	if !jsonstr.Valid(line) {
 		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not valid JSON", n))))
 	}
 	if !utf8.Valid(line) {

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // docTarget resolves bucket, collection and key of a document request.
@@ -74,48 +75,19 @@ func checkDeclaredJSON(r *http.Request, body []byte) error {
 // maxJSONDepth is the deepest nesting of arrays and objects a JSON
 // document may have: encoding/json's, which every answer that carries a
 // document as JSON (?meta=true, include_docs, _changes) is encoded with.
-const maxJSONDepth = 10000
+const maxJSONDepth = jsonstr.MaxDepth
 
-// checkJSONDepth refuses a value (what names it in the reason) that would
-// be stored as a JSON document (engine.DetectType) but nests arrays and
-// objects deeper than maxJSONDepth: stored, it could not be read back as
-// JSON. A value sent as application/json meets the same limit as
-// encoding/json's "exceeded max depth".
+// checkJSONDepth refuses a value (what names it in the reason) that is
+// JSON but nests arrays and objects deeper than maxJSONDepth: stored, it
+// could not be read back as JSON (engine.DetectType would take it for a
+// binary value). A value sent as application/json meets the same limit as
+// encoding/json's "exceeded max depth". Neither check recurses, so no
+// depth a client sends can run the stack out.
 func checkJSONDepth(value []byte, what string) error {
-	if at := jsonDepthOver(value, maxJSONDepth); at >= 0 && engine.DetectType(value) == engine.TypeJSON {
+	if at := jsonstr.DepthOver(value, maxJSONDepth); at >= 0 && utf8.Valid(value) && jsonstr.ValidAnyDepth(value) {
 		return errBadRequest(fmt.Sprintf("%s is JSON nested deeper than %d levels (exceeded max depth at byte %d): it could not be read back as JSON", what, maxJSONDepth, at))
 	}
 	return nil
-}
-
-// jsonDepthOver returns the offset of the first '[' or '{' of b, outside
-// its strings, that opens level limit+1, or -1 if none does. b need not be
-// JSON: the caller checks that.
-func jsonDepthOver(b []byte, limit int) int {
-	depth, inString := 0, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped byte
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
-			if depth++; depth > limit {
-				return i
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return -1
 }
 
 // invalidUTF8At returns the offset of b's first byte that is not part of a

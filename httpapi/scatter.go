@@ -262,7 +262,7 @@ func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev
 		return none, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
 	case len(data) > maxShareBody:
 		return none, &views.NodeError{From: from, Reason: fmt.Sprintf("the node's answer is over %d bytes", maxShareBody)}, nil
-	case !gjson.ValidBytes(data):
+	case !jsonstr.Valid(data):
 		return none, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
 	}
 	return gjson.ParseBytes(data), nil, nil
@@ -339,7 +339,7 @@ func (s *server) sendShare(ctx context.Context, r *http.Request, c Coverer, rev,
 	switch {
 	case err != nil:
 		return nil, from, &views.NodeError{From: from, Reason: transportReason(ctx, err)}, nil
-	case len(data) > maxErrorBody || !gjson.ValidBytes(data):
+	case len(data) > maxErrorBody || !jsonstr.Valid(data):
 		return nil, from, &views.NodeError{From: from, Reason: "the node's answer is not JSON"}, nil
 	}
 	ans := gjson.ParseBytes(data)

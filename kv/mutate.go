@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 )
 
 // mutateSpec is one path of a multi-mutation.
@@ -178,7 +179,7 @@ func applyMutations(doc []byte, isJSON bool, specs []mutateSpec) ([]byte, []byte
 		switch s.op {
 		case memd.SubDocOpSetDoc:
 			doc = s.value
-			isJSON = gjson.ValidBytes(doc)
+			isJSON = jsonstr.Valid(doc)
 			continue
 		case memd.SubDocOpDeleteDoc:
 			doc = nil
@@ -293,11 +294,11 @@ func mutateOne(doc []byte, s mutateSpec) ([]byte, []byte, memd.StatusCode) {
 		return nil, nil, memd.StatusSubDocPathInvalid
 	}
 	value := s.value
-	if s.op != memd.SubDocOpDelete && s.op != memd.SubDocOpCounter && !gjson.ValidBytes(value) {
+	if s.op != memd.SubDocOpDelete && s.op != memd.SubDocOpCounter && !jsonstr.Valid(value) {
 		// Array pushes and inserts may carry several elements separated by
 		// commas, but at least one: "[" + nothing + "]" is valid JSON, an
 		// element made of nothing is not.
-		if !isMultiValue(s.op) || len(bytes.TrimSpace(value)) == 0 || !gjson.Valid("["+string(value)+"]") {
+		if !isMultiValue(s.op) || len(bytes.TrimSpace(value)) == 0 || !jsonstr.ValidString("["+string(value)+"]") {
 			return nil, nil, memd.StatusSubDocCantInsert
 		}
 	}

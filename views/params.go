@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/index"
+	"github.com/mayflydb/mayfly/internal/jsonstr"
 	"github.com/mayflydb/mayfly/internal/rawquery"
 	"github.com/mayflydb/mayfly/jsruntime"
 	"github.com/tidwall/gjson"
@@ -137,7 +138,7 @@ func parseParams(p *Params, q rawquery.Query, body []byte) error {
 				continue
 			}
 			v = strings.TrimSpace(v)
-			if !gjson.Valid(v) {
+			if !jsonstr.ValidString(v) {
 				return nil, "", badRequest(n, "invalid UTF-8 JSON: %s", strconv.Quote(v))
 			}
 			return []byte(v), n, nil
@@ -166,7 +167,7 @@ func parseParams(p *Params, q rawquery.Query, body []byte) error {
 		arr = gjson.ParseBytes(keys)
 	}
 	if len(body) > 0 {
-		if !gjson.ValidBytes(body) {
+		if !jsonstr.Valid(body) {
 			return badRequest("keys", "the request body is not valid JSON")
 		}
 		if first := bytes.TrimLeft(body, " \t\r\n"); len(first) == 0 || first[0] != '{' {
@@ -444,7 +445,7 @@ var bodyJSONParams = map[string]bool{"key": true, "startkey": true, "start_key":
 // object given for a parameter other than a key is refused here.
 func BodyParams(raw string, body []byte) (string, error) {
 	obj := gjson.ParseBytes(body)
-	if len(bytes.TrimSpace(body)) == 0 || !gjson.ValidBytes(body) || !obj.IsObject() {
+	if len(bytes.TrimSpace(body)) == 0 || !jsonstr.Valid(body) || !obj.IsObject() {
 		return raw, nil
 	}
 	var q url.Values

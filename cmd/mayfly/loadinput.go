@@ -422,7 +422,7 @@ type bulkItems struct {
 func (b *bulkItems) item(where string, raw []byte) loadItem {
 	it := loadItem{where: where}
 	raw = bytes.TrimSpace(raw)
-	if !gjson.ValidBytes(raw) {
+	if !jsonstr.Valid(raw) {
 		it.code, it.err = "invalid_json", "not valid JSON"
 		if err := json.Unmarshal(raw, new(any)); err != nil {
 			it.err += ": " + jsonReason(err)

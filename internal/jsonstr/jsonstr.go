@@ -1,7 +1,9 @@
 // Package jsonstr writes Go strings as JSON strings, byte for byte as
 // encoding/json does (HTML characters and invalid UTF-8 escaped the same
 // way), without its allocation for the common case: the document ids, keys
-// and reasons answers carry row after row.
+// and reasons answers carry row after row. It also checks JSON text
+// (Valid) without recursing once a level, so that no value a client sends
+// can run the stack out.
 package jsonstr
 
 import (

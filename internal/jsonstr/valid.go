@@ -1,0 +1,113 @@
+package jsonstr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/tidwall/gjson"
+)
+
+// MaxDepth is the deepest nesting of arrays and objects a JSON text may
+// have to count as JSON here: encoding/json's own limit, with which every
+// answer that carries a document as JSON is encoded.
+const MaxDepth = 10000
+
+// Valid reports whether b is one JSON text nested at most MaxDepth deep.
+// It checks the depth first, without recursion, and only then has gjson
+// check the syntax: gjson's check recurses once a level, and a value of a
+// few million '[' (a 20 MiB document, a _bulk line, a view query's keys)
+// ran it past Go's stack limit, a fatal error no recover catches.
+func Valid(b []byte) bool {
+	return DepthOver(b, MaxDepth) < 0 && gjson.ValidBytes(b)
+}
+
+// ValidString is Valid for a string.
+func ValidString(s string) bool {
+	return depthOverString(s, MaxDepth) < 0 && gjson.Valid(s)
+}
+
+// DepthOver returns the offset of the first '[' or '{' of b, outside its
+// strings, that opens level limit+1, or -1 if none does. b need not be
+// JSON: the scan only counts brackets.
+func DepthOver(b []byte, limit int) int {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped byte
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			if depth++; depth > limit {
+				return i
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return -1
+}
+
+// depthOverString is DepthOver for a string.
+func depthOverString(s string, limit int) int {
+	depth, inString := 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			if depth++; depth > limit {
+				return i
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return -1
+}
+
+// ValidAnyDepth reports whether b is one JSON text, however deep: a
+// streaming check (encoding/json's tokens, which keep the nesting in a
+// slice, not on the stack), for telling a value too deep to be JSON here
+// from one that is no JSON at all. It is slow; Valid is the check to use.
+func ValidAnyDepth(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return false // a syntax error, or the end before one whole value
+		}
+		switch t {
+		case json.Delim('['), json.Delim('{'):
+			depth++
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+		if depth == 0 {
+			_, err := dec.Token()
+			return errors.Is(err, io.EOF) // nothing after the one value
+		}
+	}
+}

@@ -2,6 +2,7 @@ package changes
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -565,10 +566,21 @@ func AppendCouchDoc(b []byte, d *engine.Document) []byte {
 		v, _ := json.Marshal(append([]byte{}, d.Value...))
 		return append(append(b, v...), '}')
 	}
-	v := gjson.ParseBytes(d.Value)
+	val := d.Value
+	if bytes.ContainsAny(val, "\r\n") {
+		// A document stored pretty-printed: its line breaks would split
+		// the row of a line-framed feed (continuous, eventsource) into
+		// lines that are no JSON. Its JSON is compacted (any whitespace
+		// between tokens goes; strings hold no raw line break).
+		var c bytes.Buffer
+		if json.Compact(&c, val) == nil {
+			val = c.Bytes()
+		}
+	}
+	v := gjson.ParseBytes(val)
 	if !v.IsObject() {
 		b = append(head(b), `,"json":`...)
-		return append(append(b, d.Value...), '}')
+		return append(append(b, val...), '}')
 	}
 	b = head(b)
 	if v.Get("_id").Exists() || v.Get("_rev").Exists() {

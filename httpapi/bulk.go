@@ -25,10 +25,12 @@ import (
 // same engine calls as the single-document API, so they share group commits;
 // results stream out as soon as every earlier one is known.
 const (
-	// bulkMaxLine is the longest line: the largest value plus room for the
-	// rest of the operation. A longer line is answered with an error line
-	// and skipped.
-	bulkMaxLine = engine.MaxValueLen + 64<<10
+	// bulkMaxLine is the longest line: the largest value, as a binary
+	// one's "base64" carries it (4 bytes for every 3, the longest form a
+	// value takes on a line), plus room for the rest of the operation. A
+	// longer line is answered with an error line and skipped; a value
+	// too large is refused by the engine's own limit (ErrValueTooLarge).
+	bulkMaxLine = (engine.MaxValueLen+2)/3*4 + 64<<10
 )
 
 // bulkOp is one line of a bulk request, parsed.

@@ -80,11 +80,19 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 	_ = rc.EnableFullDuplex()
 	ctx := r.Context()
 	queue := make(chan *bulkSlot, engine.DefaultPipelineWindow)
-	writerDone := make(chan struct{})
+	writerDone, drained := make(chan struct{}), make(chan struct{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	// The answers go through a spool, so that a client reading them only
+	// once it has sent the whole body does not stop the body's reading.
+	sp := newSpool(spoolMemMax, spoolFileMax)
+	go func() {
+		defer close(drained)
+		sp.drain(w, rc.Flush)
+	}()
 	go func() {
 		defer close(writerDone)
-		bulkAnswer(w, rc, queue)
+		bulkAnswer(sp, queue)
+		sp.Close()
 	}()
 	pipe := engine.NewPipeline(ctx, nil)
 	var fw *bulkForwarder // forwards the lines other nodes lead (bulkforward.go), on a cluster node
@@ -151,6 +159,7 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request) error {
 	}
 	close(queue)
 	<-writerDone
+	<-drained
 	return nil
 }
 
@@ -161,17 +170,18 @@ func doneSlot(out []byte) *bulkSlot {
 	return &bulkSlot{done: done, out: out}
 }
 
-// bulkAnswer writes the slots' answers in order, flushing whenever the next
-// one is not ready yet. After a failed write it still drains the queue.
-func bulkAnswer(w http.ResponseWriter, rc *http.ResponseController, queue <-chan *bulkSlot) {
-	bw := bufio.NewWriterSize(w, 32<<10)
+// bulkAnswer writes the slots' answers in order to out (the answer's
+// spool), flushing whenever the next one is not ready yet. After a failed
+// write it still drains the queue.
+func bulkAnswer(out io.Writer, queue <-chan *bulkSlot) {
+	bw := bufio.NewWriterSize(out, 32<<10)
 	var scratch []byte
 	failed := false
 	flush := func() {
 		if failed || bw.Buffered() == 0 {
 			return
 		}
-		if bw.Flush() != nil || rc.Flush() != nil {
+		if bw.Flush() != nil {
 			failed = true
 		}
 	}

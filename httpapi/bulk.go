@@ -249,7 +249,13 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 	bad := func(format string, args ...any) []byte {
 		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d: ", n)+fmt.Sprintf(format, args...))))
 	}
-	if !jsonstr.Valid(line) {
+	// The line's object holds a document at most jsonstr.MaxDepth deep;
+	// deeper, it is refused unchecked (the check does not recurse, and a
+	// line that deep is no document this server could give back).
+	if at := jsonstr.DepthOver(line, jsonstr.MaxDepth+1); at >= 0 {
+		return bad("nested deeper than %d levels (exceeded max depth at byte %d): a doc is at most %d deep", jsonstr.MaxDepth+1, at, jsonstr.MaxDepth)
+	}
+	if !jsonstr.ValidDepth(line, jsonstr.MaxDepth+1) {
 		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not valid JSON", n))))
 	}
 	if !utf8.Valid(line) {

@@ -20,7 +20,13 @@ const MaxDepth = 10000
 // few million '[' (a 20 MiB document, a _bulk line, a view query's keys)
 // ran it past Go's stack limit, a fatal error no recover catches.
 func Valid(b []byte) bool {
-	return DepthOver(b, MaxDepth) < 0 && gjson.ValidBytes(b)
+	return ValidDepth(b, MaxDepth)
+}
+
+// ValidDepth is Valid with a nesting limit of its own (a _bulk line's
+// object may hold a document MaxDepth deep, one level more).
+func ValidDepth(b []byte, limit int) bool {
+	return DepthOver(b, limit) < 0 && gjson.ValidBytes(b)
 }
 
 // ValidString is Valid for a string.

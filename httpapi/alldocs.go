@@ -121,6 +121,9 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 			return &views.QueryError{Param: "update_seq", Code: "query_parse_error", Reason: "Invalid boolean parameter: " + strconv.Quote(q.Get("update_seq"))}
 		}
 	}
+	if updateSeq && b.Replicated() {
+		return errFeedOnCluster()
+	}
 	o := engine.ListOptions{ExclusiveEnd: !p.InclusiveEnd, Descending: p.Descending}
 	for _, k := range []struct {
 		param string

@@ -17,6 +17,17 @@ import (
 // --write-timeout while a stalled one still ends.
 const changesStall = 2 * time.Minute
 
+// errFeedOnCluster refuses the change feed, and a listing's update_seq (a
+// position in it), on a cluster's bucket: a node's copy holds only the
+// partitions it has a copy of, its positions are CAS values that several
+// leaders stamp from their own clocks (a follower applies them in any
+// order), and its history is the node's own, so a client following the
+// feed there would miss writes, silently. Refused until positions are per
+// partition and the feed is served by coverage (README, "Change feed").
+func errFeedOnCluster() error {
+	return &httpError{http.StatusNotImplemented, "not_implemented", "the change feed is not available on a cluster's bucket yet: a node holds only its own copies, and a position taken on one node is not one on another, so a client following it would miss writes; list the bucket with _all_docs or a view, or use a single node for _changes"}
+}
+
 // changesFeed handles GET and POST /{bucket}/_changes: the bucket's change
 // feed in CouchDB's shape (package changes). Errors found before the feed
 // starts are answered as JSON; once rows flow, an error ends the answer.
@@ -24,6 +35,9 @@ func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.bucketOf(r)
 	if err != nil {
 		return err
+	}
+	if b.Replicated() {
+		return errFeedOnCluster()
 	}
 	var body []byte
 	if r.Method == http.MethodPost {

@@ -72,6 +72,11 @@ func (s *Service) aliasTargets(bucket string, a *IndexDef) ([]*indexer, error) {
 	out := make([]*indexer, 0, len(a.targets))
 	for _, t := range a.targets {
 		ix, err := s.indexerFor(bucket, t)
+		if errors.Is(err, ErrNotFound) {
+			// ErrNotFound first, so that the front door's reason reads
+			// "index not found" (what the SDKs match), naming the target.
+			return nil, fmt.Errorf("%w: index %s, a target of alias %s, not found in bucket %s", ErrNotFound, t, a.Name, bucket)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("alias %s: target %s: %w", a.Name, t, err)
 		}

@@ -384,7 +384,9 @@ func (s *Service) checkIndex(bucket string, d *IndexDef) (*bucketIndexes, error)
 		return nil, sourceError(bucket, err)
 	}
 	if other, err := s.FindIndex(d.Name); err == nil && other != bucket {
-		return nil, defErr("an index called %q already exists in bucket %s", d.Name, other)
+		// cbgt's words, which gocbcore's search error decoder reads as
+		// ErrIndexExists.
+		return nil, defErr("cannot create index because an index with the same name already exists: %s, in bucket %s", d.Name, other)
 	}
 	if err := checkCurrentUUID(bi, d); err != nil { // again under the change lock when stored
 		return nil, err

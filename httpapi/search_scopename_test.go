@@ -70,3 +70,52 @@ func TestSearchScopedPutLeavesAnotherScopesIndex(t *testing.T) {
 		t.Errorf("t1's definition after t2's PUT: %d %s; want t1's (types t1.hotels)", s, body)
 	}
 }
+
+// A scoped path reaches only the indexes that read its scope: on scope t2's
+// path, scope t1's index is not found (GET, query, count, DELETE: the 400
+// "index not found") nor listed, and a DELETE there leaves it in place.
+// (A review found that the scope of the path was not checked, so t2's
+// path read, queried and deleted t1's index.)
+func TestSearchScopedPathReachesOnlyItsScopesIndexes(t *testing.T) {
+	eng, do := searchFront(t, nil, []string{"default"}, nil)
+	ctx := context.Background()
+	b, err := eng.Bucket("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"t1", "t2"} {
+		if err := b.CreateScope(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.CreateCollection(ctx, tenant, "hotels", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(tenant string) string { return "/api/bucket/default/scope/" + tenant + "/index" }
+	if status, body := do("Administrator", http.MethodPut, path("t1")+"/hotels", `{"type":"fulltext-index","sourceName":"default","sourceCollection":"t1.hotels"}`); status != http.StatusOK {
+		t.Fatalf("create t1's index: %d %s", status, body)
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodGet, path("t2") + "/hotels", ""},
+		{http.MethodPost, path("t2") + "/hotels/query", `{"query":{"match_all":{}}}`},
+		{http.MethodGet, path("t2") + "/hotels/count", ""},
+		{http.MethodDelete, path("t2") + "/hotels", ""},
+	} {
+		if status, body := do("Administrator", r.method, r.path, r.body); status != http.StatusBadRequest || !strings.Contains(body, "index not found") {
+			t.Errorf("%s %s (t1's index): %d %s; want 400 index not found", r.method, r.path, status, body)
+		}
+	}
+	if status, body := do("Administrator", http.MethodGet, path("t2"), ""); status != http.StatusOK || strings.Contains(body, `"hotels"`) {
+		t.Errorf("t2's list: %d %s; want no hotels", status, body)
+	}
+	if status, body := do("Administrator", http.MethodGet, path("t1"), ""); status != http.StatusOK || !strings.Contains(body, `"hotels"`) {
+		t.Errorf("t1's list: %d %s; want hotels", status, body)
+	}
+	if status, body := do("Administrator", http.MethodGet, path("t1")+"/hotels", ""); status != http.StatusOK {
+		t.Errorf("t1's index after t2's DELETE: %d %s; want it still there", status, body)
+	}
+	// A definition of scope t1's collection is refused on t2's path.
+	if status, body := do("Administrator", http.MethodPut, path("t2")+"/other", `{"type":"fulltext-index","sourceName":"default","sourceCollection":"t1.hotels"}`); status != http.StatusBadRequest || !strings.Contains(body, "scope t1") {
+		t.Errorf("PUT on t2's path of a t1 definition: %d %s; want 400 naming scope t1", status, body)
+	}
+}

@@ -58,7 +58,8 @@
 // (closed, renamed and opened again, queries waiting meanwhile).
 //
 // One goroutine per index reads the change feed in batches (Options
-// BatchSize) and prepares the next batch (JSON decoding, mapping) while the
+// BatchSize documents, or fewer of BatchBytes of keys and values: bleve's
+// analysis of a batch holds many times its bytes) and prepares the next batch (JSON decoding, mapping) while the
 // previous one is written, each as one bleve batch holding, with the
 // documents, the feed position it reaches (a sequence number per
 // partition). The bucket's history UUID, the definition's signature and

@@ -65,7 +65,7 @@ func TestBuildBatchesHoldAtMostBatchBytes(t *testing.T) {
 			if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
-			out, err := s.Search(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
+			out, err := s.Search(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`))
 			if err != nil {
 				t.Fatal(err)
 			}

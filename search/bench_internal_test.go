@@ -107,7 +107,7 @@ func BenchmarkBuild(b *testing.B) {
 		if _, err := s.PutIndex(ctx, "default", name, []byte(`{}`)); err != nil {
 			b.Fatal(err)
 		}
-		out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
+		out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`))
 		if err != nil || out.Total != uint64(benchN) {
 			b.Fatalf("%v %v", out, err)
 		}
@@ -174,7 +174,7 @@ func BenchmarkExpiryFilter(b *testing.B) {
 	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"ctl":{"consistency":{"level":"at_plus"}}}`)); err != nil {
+	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`)); err != nil {
 		b.Fatal(err)
 	}
 	ix, _ := s.indexerFor("default", "i")
@@ -236,7 +236,7 @@ func BenchmarkQueryLatency(b *testing.B) {
 	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`)); err != nil {
+	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`)); err != nil {
 		b.Fatal(err)
 	}
 	for _, q := range []struct{ name, query string }{
@@ -336,7 +336,7 @@ func BenchmarkBuildPeakHeap(b *testing.B) {
 		if _, err := s.PutIndex(ctx, "default", "big", []byte(`{}`)); err != nil {
 			b.Fatal(err)
 		}
-		out, err := s.Search(ctx, "default", "big", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
+		out, err := s.Search(ctx, "default", "big", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`))
 		if err != nil || out.Total != uint64(n) {
 			b.Fatalf("%v %v", out, err)
 		}

@@ -105,7 +105,8 @@
 //
 // Query takes bleve's SearchRequest JSON (query, size, from, fields,
 // highlight, facets, sort, explain, includeLocations, search_after) and
-// Couchbase's ctl: timeout (milliseconds) and consistency level "at_plus",
+// Couchbase's ctl: timeout (milliseconds; Options.QueryTimeout, 10 s by
+// default, when not given; 0 for none) and consistency level "at_plus",
 // which first brings the index up to every write acknowledged before the
 // query (the feed's high sequence numbers when the query starts; vectors
 // are not needed). It answers bleve's SearchResult, which is Couchbase's

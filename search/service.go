@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
@@ -45,6 +46,10 @@ type Options struct {
 	// the document that takes it to BatchBytes. The default value (0) is
 	// DefaultBatchBytes; a negative value is an error.
 	BatchBytes int
+	// QueryTimeout bounds a search whose request gives no ctl.timeout. The
+	// default value (0) is DefaultQueryTimeout; a negative value leaves
+	// such searches unbounded.
+	QueryTimeout time.Duration
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger
 	// NoAutoUpdate stops indexes from following the change feed on their
@@ -75,6 +80,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: BatchBytes %d is negative", ErrInvalidOptions, o.BatchBytes)
 	case o.BatchBytes == 0:
 		o.BatchBytes = DefaultBatchBytes
+	}
+	switch {
+	case o.QueryTimeout < 0:
+		o.QueryTimeout = 0 // none
+	case o.QueryTimeout == 0:
+		o.QueryTimeout = DefaultQueryTimeout
 	}
 	return nil
 }

@@ -118,6 +118,14 @@ type Options struct {
 	// build's heap from passing the limit while the collector falls
 	// behind. The memory is looked at before each batch is read.
 	BatchSize int
+	// BatchBytes bounds a batch by the bytes of its changes too (keys and
+	// values, as the bucket holds them): a batch ends with the change that
+	// takes it to BatchBytes, so it holds at least one change and passes
+	// BatchBytes by less than its last change's size (0: no bound). A
+	// sink whose work grows with a document's size (search: bleve's
+	// analysis holds many times a document's bytes until the batch is
+	// written) bounds its memory by bytes rather than by documents alone.
+	BatchBytes int64
 	// Auto follows the feed as it moves. Without it, the consumer catches up
 	// only when asked (CatchUp, Kick).
 	Auto bool
@@ -754,7 +762,8 @@ func (c *Consumer[B]) appliedNotify() {
 // closes out when it stops. Before it reads each batch it asks the memory
 // probe whether the process's memory is near Go's memory limit: a batch
 // then holds a quarter of Options.BatchSize (see batchSize), the next one
-// the whole of it again once the memory is not.
+// the whole of it again once the memory is not. A batch also ends at
+// Options.BatchBytes.
 func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out chan<- prepared[B]) {
 	defer close(out)
 	send := func(pb prepared[B]) bool {
@@ -770,16 +779,33 @@ func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out 
 		send(prepared[B]{err: err})
 		return
 	}
+	var perChange int64 // the bytes of the last batch's changes, on average (0: none yet)
 	for target == nil || !Reached(cursor, target) {
 		if ctx.Err() != nil {
 			return
 		}
 		var counted uint64
+		var bytes int64
 		size := batchSize(c.opts.BatchSize, c.pressure)
+		read := size
+		if c.opts.BatchBytes > 0 && perChange > 0 {
+			// Ask the cursor for about what BatchBytes holds, so that it
+			// reads (for values out of memory: from the store) little
+			// that the byte bound would leave for the next batch.
+			read = int(min(c.opts.BatchBytes/perChange+1, int64(^uint(0)>>1)))
+			if size > 0 {
+				read = min(read, size)
+			}
+		}
 		changes := func(yield func(*engine.Document) bool) {
-			for d := range cur.Next(size) {
+			for d := range cur.Next(read) {
 				counted++
 				if !yield(d) {
+					return
+				}
+				// The cursor stays after the last change yielded: the
+				// next batch starts with the one after it.
+				if bytes += ChangeBytes(d); c.opts.BatchBytes > 0 && bytes >= c.opts.BatchBytes {
 					return
 				}
 			}
@@ -793,6 +819,9 @@ func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out 
 		if err == nil && counted == 0 && Reached(cursor, next) {
 			return // nothing new: the feed is at its end
 		}
+		if counted > 0 {
+			perChange = max(bytes/int64(counted), 1)
+		}
 		c.progress.batchEnd(counted, size < c.opts.BatchSize)
 		if !send(prepared[B]{batch: batch, docs: docs, counted: counted, next: next, err: err}) || err != nil {
 			return
@@ -800,6 +829,10 @@ func (c *Consumer[B]) produce(ctx context.Context, cursor, target []uint64, out 
 		cursor = next
 	}
 }
+
+// ChangeBytes is what a change counts toward Options.BatchBytes: its key
+// and value.
+func ChangeBytes(d *engine.Document) int64 { return int64(len(d.Key) + len(d.Value)) }
 
 // Stop stops following the feed and ends any catch-up, and returns once
 // none runs: promptly, whatever the backlog. The sink is then the caller's

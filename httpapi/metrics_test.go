@@ -34,6 +34,8 @@ func (fakeSearch) GetIndex(context.Context, string, string) (*search.IndexDef, e
 }
 func (fakeSearch) ListIndexes(context.Context, string) ([]*search.IndexDef, error) { return nil, nil }
 func (fakeSearch) DeleteIndex(context.Context, string, string) error               { return errNoIndex }
+func (fakeSearch) IndexScope(context.Context, string, string) (string, error)      { return "", errNoIndex }
+func (fakeSearch) DefScope(string, string, []byte) (string, error)                 { return "", errNoIndex }
 func (fakeSearch) Query(context.Context, string, string, []byte) ([]byte, error) {
 	return []byte(`{"status":{"total":1},"hits":[],"total_hits":0}`), nil
 }

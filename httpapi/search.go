@@ -37,6 +37,10 @@ type SearchService interface {
 	GetIndex(ctx context.Context, bucket, name string) (*search.IndexDef, error)
 	ListIndexes(ctx context.Context, bucket string) ([]*search.IndexDef, error)
 	DeleteIndex(ctx context.Context, bucket, name string) error
+	// IndexScope returns the scope an index reads ("" for an alias none of
+	// whose targets exists); DefScope the scope a definition would read.
+	IndexScope(ctx context.Context, bucket, name string) (string, error)
+	DefScope(bucket, name string, def []byte) (string, error)
 	// Query runs a search request and returns the answer's JSON
 	// (Couchbase's shape: bleve's SearchResult).
 	Query(ctx context.Context, bucket, name string, req []byte) ([]byte, error)
@@ -62,11 +66,13 @@ var _ SearchService = (*search.Service)(nil)
 //	GET    /api/stats/index/{name}       the index's stats
 //
 // and Couchbase 7's scoped paths, /api/bucket/{bucket}/scope/{scope}/index
-// (GET: the bucket's indexes) and .../index/{name} (GET, PUT, DELETE,
-// POST .../query, GET .../count), which name the bucket: the index must be
-// one of that bucket's (a new one's sourceName, if given, must be the
-// bucket). The scope is not checked against the collection the index
-// reads.
+// (GET: the scope's indexes) and .../index/{name} (GET, PUT, DELETE,
+// POST .../query, GET .../count), which name the bucket and scope: the
+// index must be one of that bucket's (a new one's sourceName, if given,
+// must be the bucket) and read a collection of that scope (see inScope).
+// Index names stay unique in a bucket, across its scopes: a PUT on one
+// scope's path of a name another scope's index has is refused, never a
+// replacement of that index.
 //
 // The integrator calls it from New when a search service is configured.
 //
@@ -219,13 +225,65 @@ func (h *searchHandlers) target(r *http.Request) (bucket, name string, err error
 }
 
 // index returns the bucket and name of the index a request names, the
-// bucket found from the index when the path has none.
+// bucket found from the index when the path has none; on a scoped path,
+// an index of another scope is not found (inScope).
 func (h *searchHandlers) index(r *http.Request) (bucket, name string, err error) {
-	if bucket, name, err = h.target(r); err != nil || bucket != "" {
+	if bucket, name, err = h.target(r); err != nil {
 		return bucket, name, err
+	}
+	if bucket != "" {
+		return bucket, name, h.inScope(r, bucket, name)
 	}
 	bucket, err = h.svc.FindIndex(name)
 	return bucket, name, err
+}
+
+// pathScope is the {scope} of a scoped path; "" for the /api/index paths.
+func pathScope(r *http.Request) (string, error) {
+	if _, ok := mux.Vars(r)["scope"]; !ok {
+		return "", nil
+	}
+	return pathVar(r, "scope")
+}
+
+// inScope answers, for a scoped path, an index of bucket that reads
+// another scope than the path's as not found (an error wrapping
+// search.ErrNotFound): two tenants' scopes of a bucket do not reach each
+// other's indexes. An index that does not exist is left to the caller.
+func (h *searchHandlers) inScope(r *http.Request, bucket, name string) error {
+	scope, err := pathScope(r)
+	if err != nil || scope == "" {
+		return err
+	}
+	got, err := h.svc.IndexScope(r.Context(), bucket, name)
+	if err != nil || got == "" || got == scope {
+		return nil
+	}
+	return fmt.Errorf("%w: index %s not found in scope %s of bucket %s (the bucket's index of that name reads scope %s)",
+		search.ErrNotFound, name, scope, bucket, got)
+}
+
+// checkScopedPut refuses, on a scoped path, a definition that reads
+// another scope than the path's, and a name another scope's index has
+// (cbgt's "index with the same name already exists", which the SDKs raise
+// as their index-exists error): names are unique in a bucket, and a PUT on
+// one scope's path never replaces another scope's index.
+func (h *searchHandlers) checkScopedPut(r *http.Request, bucket, name string, def []byte) error {
+	scope, err := pathScope(r)
+	if err != nil || scope == "" {
+		return err
+	}
+	if cur, err := h.svc.IndexScope(r.Context(), bucket, name); err == nil && cur != "" && cur != scope {
+		return &search.DefError{Reason: fmt.Sprintf("cannot create index because an index with the same name already exists: %s, in bucket %s, scope %s", name, bucket, cur)}
+	}
+	got, err := h.svc.DefScope(bucket, name, def)
+	if err != nil {
+		return err
+	}
+	if got != "" && got != scope {
+		return &search.DefError{Reason: fmt.Sprintf("the definition reads a collection of scope %s, not of scope %s, which the path names", got, scope)}
+	}
+	return nil
 }
 
 // list answers, for the path's bucket or every one,
@@ -244,6 +302,10 @@ func (h *searchHandlers) list(w http.ResponseWriter, r *http.Request) error {
 			buckets = append(buckets, b.Name())
 		}
 	}
+	scope, err := pathScope(r)
+	if err != nil {
+		return err
+	}
 	p := principalOf(r)
 	for _, b := range buckets {
 		if !p.Allows(auth.Permission{Action: auth.MetricsRead}) && !p.Allows(auth.Permission{Action: auth.SearchRead, Bucket: b}) {
@@ -257,6 +319,11 @@ func (h *searchHandlers) list(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		for _, d := range ds {
+			if scope != "" {
+				if got, err := h.svc.IndexScope(r.Context(), b, d.Name); err == nil && got != "" && got != scope {
+					continue // another scope's (inScope)
+				}
+			}
 			defs[d.Name] = d.Body
 		}
 	}
@@ -295,6 +362,8 @@ func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
 		if bucket, err = h.svc.SourceBucket(def); err != nil {
 			return err
 		}
+	} else if err := h.checkScopedPut(r, bucket, name, def); err != nil {
+		return err
 	}
 	d, err := h.svc.PutIndex(r.Context(), bucket, name, def)
 	if err != nil {
@@ -357,6 +426,8 @@ func (h *searchHandlers) query(w http.ResponseWriter, r *http.Request) error {
 		if bucket, err = h.svc.FindIndex(name); err != nil {
 			return err
 		}
+	} else if err := h.inScope(r, bucket, name); err != nil {
+		return err
 	}
 	body, err := h.svc.Query(r.Context(), bucket, name, req)
 	if err != nil {

@@ -72,6 +72,11 @@ func (s *Service) aliasTargets(bucket string, a *IndexDef) ([]*indexer, error) {
 	out := make([]*indexer, 0, len(a.targets))
 	for _, t := range a.targets {
 		ix, err := s.indexerFor(bucket, t)
+		if errors.Is(err, ErrNotFound) {
+			// ErrNotFound first, so that the front door's reason reads
+			// "index not found" (what the SDKs match), naming the target.
+			return nil, fmt.Errorf("%w: index %s, a target of alias %s, not found in bucket %s", ErrNotFound, t, a.Name, bucket)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("alias %s: target %s: %w", a.Name, t, err)
 		}
@@ -182,4 +187,64 @@ func searchRecovering(ctx context.Context, idx bleve.Index, req *bleve.SearchReq
 		}
 	}()
 	return idx.SearchInContext(ctx, req)
+}
+
+// defaultScope is the scope of an index that names no collection: it reads
+// _default._default.
+const defaultScope = "_default"
+
+// IndexScope returns the scope an index reads (of its source collection;
+// "_default" for one that names none), as Couchbase 7.6's scoped REST
+// paths name it; for an alias, that of its targets, or "" when none of
+// them exists any longer. An error wraps ErrNotFound for a missing index.
+func (s *Service) IndexScope(ctx context.Context, bucket, name string) (string, error) {
+	if a := s.aliasFor(bucket, name); a != nil {
+		return s.aliasScope(bucket, a), nil
+	}
+	if ix, err := s.indexerFor(bucket, name); err == nil {
+		return collectionScope(ix.def.Load().SourceCollection), nil
+	}
+	d, err := s.GetIndex(ctx, bucket, name) // stored, but it did not load
+	if err != nil {
+		return "", err
+	}
+	return s.defScope(bucket, d), nil
+}
+
+// DefScope returns the scope the definition def of index name in bucket
+// would read (see IndexScope); a definition that does not parse is a
+// *DefError.
+func (s *Service) DefScope(bucket, name string, def []byte) (string, error) {
+	d, err := ParseIndexDef(bucket, name, def)
+	if err != nil {
+		return "", err
+	}
+	return s.defScope(bucket, d), nil
+}
+
+func (s *Service) defScope(bucket string, d *IndexDef) string {
+	if d.IsAlias() {
+		return s.aliasScope(bucket, d)
+	}
+	return collectionScope(d.SourceCollection)
+}
+
+// aliasScope is the scope of the first of a's targets that is a running
+// index, or "".
+func (s *Service) aliasScope(bucket string, a *IndexDef) string {
+	for _, t := range a.targets {
+		if ix, err := s.indexerFor(bucket, t); err == nil {
+			return collectionScope(ix.def.Load().SourceCollection)
+		}
+	}
+	return ""
+}
+
+// collectionScope is the scope of a sourceCollection ("_default" for
+// none: _default._default).
+func collectionScope(coll string) string {
+	if scope, _, ok := splitCollection(coll); ok {
+		return scope
+	}
+	return defaultScope
 }

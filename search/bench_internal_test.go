@@ -7,9 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,7 +107,7 @@ func BenchmarkBuild(b *testing.B) {
 		if _, err := s.PutIndex(ctx, "default", name, []byte(`{}`)); err != nil {
 			b.Fatal(err)
 		}
-		out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`))
+		out, err := s.Search(ctx, "default", name, []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`))
 		if err != nil || out.Total != uint64(benchN) {
 			b.Fatalf("%v %v", out, err)
 		}
@@ -171,7 +174,7 @@ func BenchmarkExpiryFilter(b *testing.B) {
 	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"ctl":{"consistency":{"level":"at_plus"}}}`)); err != nil {
+	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`)); err != nil {
 		b.Fatal(err)
 	}
 	ix, _ := s.indexerFor("default", "i")
@@ -233,7 +236,7 @@ func BenchmarkQueryLatency(b *testing.B) {
 	if _, err := s.PutIndex(ctx, "default", "i", []byte(`{}`)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"consistency":{"level":"at_plus"}}}`)); err != nil {
+	if _, err := s.Query(ctx, "default", "i", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`)); err != nil {
 		b.Fatal(err)
 	}
 	for _, q := range []struct{ name, query string }{
@@ -260,5 +263,96 @@ func BenchmarkQueryLatency(b *testing.B) {
 			b.ReportMetric(pct(0.50), "p50-µs")
 			b.ReportMetric(pct(0.99), "p99-µs")
 		})
+	}
+}
+
+// BenchmarkBuildPeakHeap indexes 1,000 documents of 20 KB of text
+// ($MAYFLY_SEARCH_BENCH_BIGDOCS documents), dynamic mapping, from the
+// change feed, with batches bounded by documents alone (the 2,000 of
+// DefaultBatchSize: "docs") and by DefaultBatchBytes too ("bytes"), and
+// reports the heap's peak over each build (live objects, sampled every
+// 2 ms, after a collection before the build) and its rate. Each variant
+// runs on an engine of its own, in turns.
+func BenchmarkBuildPeakHeap(b *testing.B) {
+	n := 1000
+	if v := os.Getenv("MAYFLY_SEARCH_BENCH_BIGDOCS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("MAYFLY_SEARCH_BENCH_BIGDOCS=%q: want a positive integer", v)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(7, 8)), 1.05, 1, 99_999)
+	keys := make([]string, n)
+	values := make([][]byte, n)
+	for i := range n {
+		var sb strings.Builder
+		for sb.Len() < 20_000 {
+			fmt.Fprintf(&sb, "w%d ", zipf.Uint64())
+		}
+		keys[i] = fmt.Sprintf("doc%06d", i)
+		values[i] = fmt.Appendf(nil, `{"text":%q,"n":%d}`, sb.String(), r.IntN(1000))
+	}
+	variants := []struct {
+		name  string
+		bytes int
+	}{{"docs", 1 << 40}, {"bytes", 0}}
+	type result struct {
+		peak uint64
+		took time.Duration
+	}
+	results := make([]result, len(variants))
+	build := func(v int) {
+		eng, _ := benchEngine(b, keys, values)
+		defer eng.Close()
+		ctx := context.Background()
+		s, err := New(ctx, eng, &Options{BatchBytes: variants[v].bytes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		runtime.GC()
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var peak atomic.Uint64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(2 * time.Millisecond)
+			defer t.Stop()
+			for {
+				metrics.Read(sample)
+				if h := sample[0].Value.Uint64(); h > peak.Load() {
+					peak.Store(h)
+				}
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		start := time.Now()
+		if _, err := s.PutIndex(ctx, "default", "big", []byte(`{}`)); err != nil {
+			b.Fatal(err)
+		}
+		out, err := s.Search(ctx, "default", "big", []byte(`{"query":{"match_all":{}},"size":0,"ctl":{"timeout":0,"consistency":{"level":"at_plus"}}}`))
+		if err != nil || out.Total != uint64(n) {
+			b.Fatalf("%v %v", out, err)
+		}
+		took := time.Since(start)
+		close(stop)
+		<-done
+		results[v].peak = max(results[v].peak, peak.Load())
+		results[v].took += took
+	}
+	for i := 0; b.Loop(); i++ {
+		for j := range variants {
+			build((i + j) % len(variants))
+		}
+	}
+	for v, res := range results {
+		b.ReportMetric(float64(res.peak)/(1<<20), variants[v].name+"-peak-heap-MiB")
+		b.ReportMetric(float64(n*b.N)/res.took.Seconds(), variants[v].name+"-docs/s")
 	}
 }

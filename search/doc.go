@@ -58,7 +58,8 @@
 // (closed, renamed and opened again, queries waiting meanwhile).
 //
 // One goroutine per index reads the change feed in batches (Options
-// BatchSize) and prepares the next batch (JSON decoding, mapping) while the
+// BatchSize documents, or fewer of BatchBytes of keys and values: bleve's
+// analysis of a batch holds many times its bytes) and prepares the next batch (JSON decoding, mapping) while the
 // previous one is written, each as one bleve batch holding, with the
 // documents, the feed position it reaches (a sequence number per
 // partition). The bucket's history UUID, the definition's signature and
@@ -104,7 +105,8 @@
 //
 // Query takes bleve's SearchRequest JSON (query, size, from, fields,
 // highlight, facets, sort, explain, includeLocations, search_after) and
-// Couchbase's ctl: timeout (milliseconds) and consistency level "at_plus",
+// Couchbase's ctl: timeout (milliseconds; Options.QueryTimeout, 10 s by
+// default, when not given; 0 for none) and consistency level "at_plus",
 // which first brings the index up to every write acknowledged before the
 // query (the feed's high sequence numbers when the query starts; vectors
 // are not needed). It answers bleve's SearchResult, which is Couchbase's

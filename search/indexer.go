@@ -90,6 +90,9 @@ type indexer struct {
 
 	// applyHook, if set (by tests), runs before each batch is applied.
 	applyHook func(ctx context.Context, index string) error
+	// preparedHook, if set (by tests), is told of each batch prepared:
+	// the feed.ChangeBytes of each change the feed gave it, in order.
+	preparedHook func(index string, sizes []int64)
 
 	feed      *feed.Consumer[preparedBatch]
 	gone      atomic.Bool    // set when Close starts: a query failing now failed because of it
@@ -236,7 +239,14 @@ func (ix *indexer) prepare(changes iter.Seq[*engine.Document]) (preparedBatch, e
 	}
 	pb := preparedBatch{batch: ix.idx.NewBatch()}
 	coll := ix.collection()
+	var sizes []int64
+	if ix.preparedHook != nil {
+		defer func() { ix.preparedHook(ix.name, sizes) }()
+	}
 	for d := range changes {
+		if ix.preparedHook != nil {
+			sizes = append(sizes, feed.ChangeBytes(d))
+		}
 		if d.Collection != coll {
 			continue
 		}

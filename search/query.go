@@ -21,8 +21,8 @@ const MaxResultWindow = 10000
 // control is the "ctl" part of a Couchbase search request.
 type control struct {
 	Ctl struct {
-		// Timeout is in milliseconds.
-		Timeout     int64 `json:"timeout"`
+		// Timeout is in milliseconds (nil: not given).
+		Timeout     *int64 `json:"timeout"`
 		Consistency struct {
 			Level string `json:"level"`
 		} `json:"consistency"`
@@ -57,12 +57,24 @@ func live(q query.Query, now int64) query.Query {
 	return query.NewBooleanQuery([]query.Query{q}, nil, []query.Query{expiredBy(now)})
 }
 
+// DefaultQueryTimeout bounds a search whose request gives no ctl.timeout
+// (the default Options.QueryTimeout), as cbgt's
+// QUERY_CTL_DEFAULT_TIMEOUT_MS does: 10 seconds.
+const DefaultQueryTimeout = 10 * time.Second
+
 // ParseRequest parses a search request: bleve's SearchRequest JSON (query,
 // size, from, fields, highlight, facets, sort, explain, includeLocations,
 // search_after, search_before, score) and Couchbase's ctl (timeout in
-// milliseconds; consistency level "at_plus" or "not_bounded"). Errors are
-// *QueryError.
+// milliseconds, 0 for none, DefaultQueryTimeout when not given; consistency
+// level "at_plus" or "not_bounded"). It returns the request, its timeout
+// (0: none) and whether it asks for at_plus. Errors are *QueryError.
 func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error) {
+	return parseRequest(req, DefaultQueryTimeout)
+}
+
+// parseRequest is ParseRequest with def the timeout of a request that
+// gives none.
+func parseRequest(req []byte, def time.Duration) (*bleve.SearchRequest, time.Duration, bool, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(req, &top); err != nil || top == nil {
 		return nil, 0, false, queryErr(err, "the request is not a JSON object")
@@ -118,8 +130,12 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	if err := sr.Validate(); err != nil {
 		return nil, 0, false, queryErr(err, "%v", err)
 	}
-	if c.Ctl.Timeout < 0 {
-		return nil, 0, false, queryErr(nil, "ctl.timeout %d is negative", c.Ctl.Timeout)
+	timeout := def
+	if t := c.Ctl.Timeout; t != nil {
+		if *t < 0 {
+			return nil, 0, false, queryErr(nil, "ctl.timeout %d is negative", *t)
+		}
+		timeout = time.Duration(min(*t, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
 	}
 	var atPlus bool
 	switch c.Ctl.Consistency.Level {
@@ -129,7 +145,7 @@ func ParseRequest(req []byte) (*bleve.SearchRequest, time.Duration, bool, error)
 	default:
 		return nil, 0, false, queryErr(nil, "ctl.consistency.level %q is not \"at_plus\" or \"not_bounded\"", c.Ctl.Consistency.Level)
 	}
-	return &sr, time.Duration(c.Ctl.Timeout) * time.Millisecond, atPlus, nil
+	return &sr, timeout, atPlus, nil
 }
 
 // unmarshalRequest decodes bleve's SearchRequest JSON. bleve's GeoJSON
@@ -180,9 +196,12 @@ const maxReplacedRetries = 16
 // waiting for the new index to catch up), so that every answer is one
 // index's, whole; an index deleted meanwhile is not found. After
 // maxReplacedRetries replacements within one search it gives up with an
-// error wrapping ErrClosed. ctl.timeout bounds the whole search.
+// error wrapping ErrClosed. ctl.timeout bounds the whole search, an at_plus
+// wait included (Options.QueryTimeout when the request gives none; 0:
+// none); a search that passes it fails with an error wrapping
+// context.DeadlineExceeded.
 func (s *Service) Search(ctx context.Context, bucket, index string, req []byte) (*Answer, error) {
-	sr, timeout, atPlus, perr := ParseRequest(req)
+	sr, timeout, atPlus, perr := parseRequest(req, s.opts.QueryTimeout)
 	if perr != nil {
 		// A missing index is the answer before a bad request.
 		ix, err := s.indexerFor(bucket, index)

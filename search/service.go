@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
@@ -23,6 +24,16 @@ import (
 // DefaultBatchSize is the default Options.BatchSize.
 const DefaultBatchSize = 2000
 
+// DefaultBatchBytes is the default Options.BatchBytes: 4 MiB of keys and
+// values. A batch's heap while bleve analyses and writes it is many times
+// its documents' bytes (BENCHMARKS.md, issue 19: 2,000 documents of 20 KB,
+// 40 MB, peaked at 1.78 GB of heap; 200 of them at 0.61 GB). 4 MiB is
+// about cbft's 200-operation batches (BleveMaxOpsPerBatch) of such
+// documents, while 2,000 documents of up to 2 KiB, most JSON documents,
+// still fill a batch by count, so small documents index as fast as
+// before.
+const DefaultBatchBytes = 4 << 20
+
 // Options configure the search Service. A nil *Options means defaults.
 type Options struct {
 	// BatchSize is how many changed documents go into one index batch, at
@@ -30,6 +41,15 @@ type Options struct {
 	// limit (feed.Options.BatchSize). The default value (0) is
 	// DefaultBatchSize; a negative value is an error.
 	BatchSize int
+	// BatchBytes bounds an index batch by the bytes of its documents'
+	// keys and values too (feed.Options.BatchBytes): a batch ends with
+	// the document that takes it to BatchBytes. The default value (0) is
+	// DefaultBatchBytes; a negative value is an error.
+	BatchBytes int
+	// QueryTimeout bounds a search whose request gives no ctl.timeout. The
+	// default value (0) is DefaultQueryTimeout; a negative value leaves
+	// such searches unbounded.
+	QueryTimeout time.Duration
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger
 	// NoAutoUpdate stops indexes from following the change feed on their
@@ -54,6 +74,18 @@ type Options struct {
 func (o *Options) validate() error {
 	if err := feed.Defaults(&o.BatchSize, DefaultBatchSize, &o.Logger); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	switch {
+	case o.BatchBytes < 0:
+		return fmt.Errorf("%w: BatchBytes %d is negative", ErrInvalidOptions, o.BatchBytes)
+	case o.BatchBytes == 0:
+		o.BatchBytes = DefaultBatchBytes
+	}
+	switch {
+	case o.QueryTimeout < 0:
+		o.QueryTimeout = 0 // none
+	case o.QueryTimeout == 0:
+		o.QueryTimeout = DefaultQueryTimeout
 	}
 	return nil
 }
@@ -80,6 +112,9 @@ type Service struct {
 		// apply, if set, runs before each batch an index applies; an
 		// error fails the batch.
 		apply func(ctx context.Context, index string) error
+		// prepared, if set, is told of each batch an index prepares:
+		// the bytes (feed.ChangeBytes) of each of its changes.
+		prepared func(index string, sizes []int64)
 	}
 }
 
@@ -264,7 +299,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 			idx, _, err := s.openIndex(d, path)
 			return idx, err
 		},
-		idx: idx, seqs: seqs, uuid: uuid, applyHook: s.hooks.apply,
+		idx: idx, seqs: seqs, uuid: uuid, applyHook: s.hooks.apply, preparedHook: s.hooks.prepared,
 		noSync:      s.opts.NoSync || path == "", // in memory: no disk to wait for
 		unpersisted: make(chan struct{}, maxUnpersisted),
 	}
@@ -277,7 +312,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *IndexDe
 	}
 	ix.def.Store(d)
 	ix.feed, err = feed.Start(ctx, b.Consumer(consumerName(d.Name)), feed.Sink[preparedBatch](ix), feed.Options{
-		Kind: "search", LogKey: "index", LogID: d.Name, BatchSize: s.opts.BatchSize, Auto: !s.opts.NoAutoUpdate,
+		Kind: "search", LogKey: "index", LogID: d.Name, BatchSize: s.opts.BatchSize, BatchBytes: int64(s.opts.BatchBytes), Auto: !s.opts.NoAutoUpdate,
 		Fresh:      fresh || rebuild,
 		StartedMsg: "search index build started", EndedMsg: "search index build finished",
 		Warn:    ix.log,
@@ -384,7 +419,9 @@ func (s *Service) checkIndex(bucket string, d *IndexDef) (*bucketIndexes, error)
 		return nil, sourceError(bucket, err)
 	}
 	if other, err := s.FindIndex(d.Name); err == nil && other != bucket {
-		return nil, defErr("an index called %q already exists in bucket %s", d.Name, other)
+		// cbgt's words, which gocbcore's search error decoder reads as
+		// ErrIndexExists.
+		return nil, defErr("cannot create index because an index with the same name already exists: %s, in bucket %s", d.Name, other)
 	}
 	if err := checkCurrentUUID(bi, d); err != nil { // again under the change lock when stored
 		return nil, err

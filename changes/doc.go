@@ -29,9 +29,11 @@
 // marked again. A walk holds a chunk of documents and a few places per
 // level, and one with a limit reads only the partitions it reaches.
 //
-// A since from a history the bucket no longer holds (engine.CheckCASPosition)
-// or older than a deletion the metadata purge removed (engine.PurgedCAS) is
-// refused with ErrRollback rather than answered with changes missing.
+// A since from a history the bucket no longer holds (engine.CheckCASPosition:
+// after a crash, one past the CAS the store had committed, which the new
+// history records) or older than a deletion the metadata purge removed
+// (engine.PurgedCAS) is refused with ErrRollback rather than answered with
+// changes missing.
 //
 // # Memory
 //
@@ -39,6 +41,10 @@
 // the bucket and writes them through a 32 KiB buffer, flushing after each
 // chunk, so a client that stops reading holds it at one chunk and one
 // buffer, and one that goes ends it (its context, or a failed write).
+// A heartbeat is sent by a goroutine of its own, under the writer's lock
+// between whole rows, whenever nothing has been sent for its period: while
+// the feed waits for a change, and while one long scan (a filter over a
+// large bucket, a backfill from disk) sends nothing.
 //
 // # Costs
 //

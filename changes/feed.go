@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,9 @@ type Feed struct {
 	// marks caps a reverse walk's places per pass (reverseMarks; tests
 	// lower it), and peak is the most places and documents one held.
 	marks, peak int
+	// keepHook, when set (tests), is called by keep, in the scan of the
+	// bucket and under its partition's lock: a test holds a scan there.
+	keepHook func()
 
 	read, sent atomic.Int64
 }
@@ -108,6 +112,9 @@ func (f *Feed) Progress() (read, sent int64) { return f.read.Load(), f.sent.Load
 
 // keep is the feed's filter.
 func (f *Feed) keep(d *engine.Document) bool {
+	if f.keepHook != nil {
+		f.keepHook()
+	}
 	return d.Collection == f.cid && (f.ids == nil || f.ids[d.Key])
 }
 
@@ -115,9 +122,16 @@ func (f *Feed) keep(d *engine.Document) bool {
 // now; longpoll: at least one change or the timeout; continuous and
 // eventsource: the limit or the timeout), ctx ends (the client went) or a
 // write fails. It holds at most a chunk of documents and a buffer of bytes
-// for a client that stops reading, and flushes after each chunk.
+// for a client that stops reading, and flushes after each chunk. With a
+// heartbeat, it sends one whenever nothing has been sent for that long,
+// whether it is reading the bucket or waiting for a change.
 func (f *Feed) Run(ctx context.Context, out Sink) error {
-	w := &writer{bw: bufio.NewWriterSize(out, bufferSize), out: out, mode: f.req.Feed}
+	w := newWriter(out, f.req.Feed)
+	// A heartbeat that cannot be written ends the feed with its error.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	stop := w.beat(ctx, f.req.Heartbeat, fail)
+	defer stop()
 	if f.req.Descending {
 		return f.runReverse(ctx, w)
 	}
@@ -127,7 +141,7 @@ func (f *Feed) Run(ctx context.Context, out Sink) error {
 		return err
 	}
 	f.read.Store(r.read)
-	return w.finish(r.pos, f.pending(r.pos))
+	return w.finish(r.pos, f.pending(r.pos)) // heartbeats go on while pending counts
 }
 
 // errDone ends run without an error.
@@ -142,7 +156,7 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 		return errDone
 	}
 	top := f.b.StableCAS()  // a normal feed answers up to the moment it began
-	idleSince := time.Now() // wall clock: the feed's timeout and heartbeat
+	idleSince := time.Now() // wall clock: the feed's timeout
 	for {
 		if f.req.Feed != Normal {
 			top = f.b.StableCAS()
@@ -161,7 +175,13 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 					return errDone
 				}
 				if rows%chunkSize == 0 {
-					if err := ctx.Err(); err != nil {
+					if ctx.Err() != nil {
+						return context.Cause(ctx)
+					}
+					// Each chunk goes out as it is written: over HTTP a
+					// flush is what moves the write deadline on, so a
+					// long window that keeps sending is never cut.
+					if err := w.flush(); err != nil {
 						return err
 					}
 				}
@@ -176,49 +196,41 @@ func (f *Feed) run(ctx context.Context, r *reader, w *writer) error {
 		if err := w.flush(); err != nil {
 			return err
 		}
+		if f.req.Feed == Normal && r.pos.cas < top {
+			// The since was inside a window, whose rest is read: the
+			// changes after it, up to the request, are the next window.
+			continue
+		}
 		if f.req.Feed == Normal || (f.req.Feed == Longpoll && f.sent.Load() > 0) {
 			return errDone
 		}
-		if err := f.wait(ctx, r, w, &idleSince); err != nil {
+		if err := f.wait(ctx, r, idleSince); err != nil {
 			return err
 		}
 	}
 }
 
-// wait blocks until the bucket has a change past r's position, sending
-// heartbeats meanwhile; it returns errDone at the timeout.
-func (f *Feed) wait(ctx context.Context, r *reader, w *writer, idleSince *time.Time) error {
-	lastBeat := time.Now() // wall clock: the heartbeat
+// wait blocks until the bucket has a change past r's position; it returns
+// errDone at the timeout, counted from idleSince. The writer's heartbeats,
+// if any, go on meanwhile (writer.beat).
+func (f *Feed) wait(ctx context.Context, r *reader, idleSince time.Time) error {
 	for {
 		high := f.b.HighSeqnos()
 		if f.b.StableCAS() > r.pos.cas {
 			return nil
 		}
-		now := time.Now() // wall clock: the feed's timeout and heartbeat
-		d := time.Duration(1<<63 - 1)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if f.req.Timeout >= 0 {
-			left := f.req.Timeout - now.Sub(*idleSince)
+			left := f.req.Timeout - time.Since(idleSince) // wall clock: the feed's timeout
 			if left <= 0 {
 				return errDone
 			}
-			d = left
+			wctx, cancel = context.WithTimeout(ctx, left)
 		}
-		if f.req.Heartbeat > 0 {
-			left := f.req.Heartbeat - now.Sub(lastBeat)
-			if left <= 0 {
-				if err := w.heartbeat(); err != nil {
-					return err
-				}
-				lastBeat = now
-				left = f.req.Heartbeat
-			}
-			d = min(d, left)
-		}
-		wctx, cancel := context.WithTimeout(ctx, d)
 		err := f.b.WaitChanges(wctx, high)
 		cancel()
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
@@ -282,8 +294,8 @@ func (f *Feed) runReverse(ctx context.Context, w *writer) error {
 			return false, nil
 		}
 		if sent%chunkSize == 0 {
-			if err := ctx.Err(); err != nil {
-				return false, err
+			if ctx.Err() != nil {
+				return false, context.Cause(ctx)
 			}
 			if err := w.flush(); err != nil {
 				return false, err
@@ -324,25 +336,97 @@ func (f *Feed) countWindow(top uint64) int64 {
 	return n
 }
 
-// writer encodes the feed in its mode's framing.
+// writer encodes the feed in its mode's framing. Two goroutines call it,
+// the feed's and its heartbeat's (beat): each writes whole rows or
+// heartbeats under mu.
 type writer struct {
+	mu    sync.Mutex
 	bw    *bufio.Writer
 	out   Sink
 	mode  Mode
 	first bool // a normal or longpoll answer has written a row
 	buf   []byte
+	// lastSent is when bytes last went to out (a full buffer, a flush,
+	// a heartbeat): a heartbeat is due once none have for its period.
+	lastSent time.Time
+	// ended says finish has written the answer's end: no heartbeat after.
+	ended bool
 }
 
-func (w *writer) start() error {
-	if w.mode == Normal || w.mode == Longpoll {
-		_, err := w.bw.WriteString("{\"results\":[\n")
-		return err
+func newWriter(out Sink, mode Mode) *writer {
+	w := &writer{out: out, mode: mode, lastSent: time.Now()} // wall clock: the heartbeat
+	w.bw = bufio.NewWriterSize(sentWriter{w}, bufferSize)
+	return w
+}
+
+// sentWriter is what a writer's buffer writes to: out, noting when.
+type sentWriter struct{ w *writer }
+
+func (s sentWriter) Write(p []byte) (int, error) {
+	s.w.lastSent = time.Now() // wall clock: the heartbeat; under w.mu, as every write to bw
+	return s.w.out.Write(p)
+}
+
+// beat sends a heartbeat whenever nothing has been sent for every, while the
+// feed reads the bucket (a long filtered scan, a backfill) or waits for a
+// change, until ctx ends or the stop function it returns is called (which
+// returns once beat has stopped). A heartbeat that fails cancels the feed
+// with its error (fail). With every 0 it does nothing.
+func (w *writer) beat(ctx context.Context, every time.Duration, fail context.CancelCauseFunc) (stop func()) {
+	if every <= 0 {
+		return func() {}
 	}
-	return nil
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			w.mu.Lock()
+			left := every - time.Since(w.lastSent) // wall clock: the heartbeat
+			var err error
+			if left <= 0 {
+				err = w.heartbeatLocked()
+				left = every
+			}
+			w.mu.Unlock()
+			if err != nil {
+				fail(err)
+				return
+			}
+			t.Reset(left)
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// start writes the answer's head and sends it at once (over HTTP with the
+// response's headers, and the first move of the write deadline).
+func (w *writer) start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mode == Normal || w.mode == Longpoll {
+		if _, err := w.bw.WriteString("{\"results\":[\n"); err != nil {
+			return err
+		}
+	}
+	return w.flushLocked()
 }
 
 // row writes one change: {"seq","id","changes":[{"rev"}],"deleted"?,"expired"?,"doc"?}.
 func (w *writer) row(d *engine.Document, pos position, includeDocs bool, now int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	seq := pos.String()
 	b := w.buf[:0]
 	switch w.mode {
@@ -388,7 +472,14 @@ func (w *writer) row(d *engine.Document, pos position, includeDocs bool, now int
 	return err
 }
 
-func (w *writer) heartbeat() error {
+// heartbeatLocked sends a newline (an event in eventsource): whitespace
+// between a normal or longpoll answer's rows, an empty line in continuous.
+//
+// REQUIRES: w.mu held.
+func (w *writer) heartbeatLocked() error {
+	if w.ended {
+		return nil
+	}
 	s := "\n"
 	if w.mode == EventSource {
 		s = "event: heartbeat\ndata: \n\n"
@@ -396,10 +487,18 @@ func (w *writer) heartbeat() error {
 	if _, err := w.bw.WriteString(s); err != nil {
 		return err
 	}
-	return w.flush()
+	return w.flushLocked()
 }
 
+// flush sends what is buffered.
 func (w *writer) flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushLocked()
+}
+
+// flushLocked is flush with w.mu held.
+func (w *writer) flushLocked() error {
 	if err := w.bw.Flush(); err != nil {
 		return err
 	}
@@ -408,6 +507,9 @@ func (w *writer) flush() error {
 
 // finish writes the answer's end: last_seq and pending.
 func (w *writer) finish(pos position, pending int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
 	var s string
 	tail := `"last_seq":"` + pos.String() + `","pending":` + strconv.FormatInt(pending, 10) + "}\n"
 	switch w.mode {
@@ -422,7 +524,7 @@ func (w *writer) finish(pos position, pending int64) error {
 	if _, err := w.bw.WriteString(s); err != nil {
 		return err
 	}
-	return w.flush()
+	return w.flushLocked()
 }
 
 // appendDoc appends a row's doc: the document in CouchDB's shape

@@ -73,8 +73,12 @@ type Request struct {
 	// expired but not yet deleted.
 	IncludeDocs bool
 	// Heartbeat, when non-zero, sends a newline (an event in eventsource)
-	// after this long without a row, keeping the connection alive: the
-	// feed then runs until its limit or until the client goes, whatever
+	// whenever nothing has been sent for this long, while the feed reads
+	// the bucket or waits for a change, in every mode (in a normal or
+	// longpoll answer the newline is whitespace between rows), keeping the
+	// connection alive; other documents' changes do not delay it. A
+	// longpoll, continuous or eventsource feed then runs until its limit
+	// (longpoll: a change) or until the client goes, whatever
 	// the timeout parameter says (ParseRequest sets Timeout to -1), as
 	// CouchDB's does.
 	Heartbeat time.Duration

@@ -462,6 +462,16 @@ func (s *boltStorage) begin(history []FailoverEntry) error {
 	})
 }
 
+func (s *boltStorage) raiseCAS(cas uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bktMeta)
+		if v := meta.Get(metaCAS); len(v) == 8 && binary.BigEndian.Uint64(v) >= cas {
+			return nil
+		}
+		return meta.Put(metaCAS, binary.BigEndian.AppendUint64(nil, cas))
+	})
+}
+
 func (s *boltStorage) close(clean bool) error {
 	var err error
 	if clean {

@@ -504,7 +504,8 @@ func (b *Bucket) close() error {
 
 // shutdown stops a bucket marked closed: its feed waiters wake and see the
 // close, its warm-up stops, and its store flushes what was acknowledged
-// and closes cleanly.
+// and closes cleanly, with the highest CAS handed out (a lock's too: the
+// bucket opens above it, as Couchbase keeps a vBucket's max_cas).
 func (b *Bucket) shutdown() error {
 	// Expirations that reads proposed (replexpiry.go) are cancelled, and
 	// so are the re-evaluations applied manifests started (replttl.go).
@@ -513,7 +514,7 @@ func (b *Bucket) shutdown() error {
 	b.repl.flush.close()
 	b.changed() // wake feed waiters so they see the close
 	b.stopWarmup()
-	return b.store.closeClean()
+	return b.store.closeClean(b.cas.Load())
 }
 
 // writable reports why a collection cannot take writes: the bucket is closed,

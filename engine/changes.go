@@ -363,9 +363,14 @@ func (p *partition) indexLogLocked() {
 // has seen nothing (cas 0) can always go on. While the bucket warms up it
 // answers ErrWarmup.
 //
-// For an older history the check is conservative: the bucket keeps no CAS per
-// history, so the bound is the highest CAS among the documents still held
-// that were written before every later history began. It scans the bucket.
+// For an older history the bound is the CAS every later history recorded
+// when it began (FailoverEntry.CAS: what the store had committed when the
+// bucket opened after a shutdown that was not clean), the least of them:
+// it needs no document in memory, so a fullEviction bucket, whose warm-up
+// loads none, answers as a valueOnly one. A failover log written before
+// entries recorded it falls back to the highest CAS among the documents
+// memory holds that were written before every later history began (a
+// scan of the bucket).
 func (b *Bucket) CheckCASPosition(uuid, cas uint64) error {
 	if !b.warm() {
 		return ErrWarmup
@@ -384,12 +389,30 @@ func (b *Bucket) CheckCASPosition(uuid, cas uint64) error {
 		}
 		return nil
 	}
+	held := ^uint64(0)
+	for _, e := range hist[:i] {
+		if e.CAS == 0 && e.Seqs != nil {
+			held = b.heldBefore(hist[:i]) // an entry from before CAS was recorded
+			break
+		}
+		held = min(held, e.CAS)
+	}
+	if cas > held {
+		return fmt.Errorf("%w: history %d ended before position %d could be shown to be kept", ErrRollback, uuid, cas)
+	}
+	return nil
+}
+
+// heldBefore returns the highest CAS among the documents memory holds that
+// were written before every history of later began (a failover log that
+// does not record FailoverEntry.CAS).
+func (b *Bucket) heldBefore(later []FailoverEntry) uint64 {
 	// Every later history began at some sequence number per partition; what
 	// is at or below the lowest of them was written before all of them.
 	limit := make([]uint64, len(b.parts))
 	for p := range limit {
 		limit[p] = ^uint64(0)
-		for _, e := range hist[:i] {
+		for _, e := range later {
 			var s uint64
 			if e.Seqs != nil && p < len(e.Seqs) {
 				s = e.Seqs[p]
@@ -407,10 +430,7 @@ func (b *Bucket) CheckCASPosition(uuid, cas uint64) error {
 		}
 		p.mu.RUnlock()
 	}
-	if cas > held {
-		return fmt.Errorf("%w: history %d ended before position %d could be shown to be kept", ErrRollback, uuid, cas)
-	}
-	return nil
+	return held
 }
 
 // PurgedCAS returns the highest CAS of a tombstone the metadata purge has

@@ -375,7 +375,9 @@ func (b *Bucket) checkDiskMeta(c *checker, maxCAS uint64, hist []FailoverEntry) 
 	switch {
 	case m.history == nil:
 		c.addf("disk: no failover log")
-	case !slices.EqualFunc(m.history, hist, func(x, y FailoverEntry) bool { return x.UUID == y.UUID && slices.Equal(x.Seqs, y.Seqs) }):
+	case !slices.EqualFunc(m.history, hist, func(x, y FailoverEntry) bool {
+		return x.UUID == y.UUID && slices.Equal(x.Seqs, y.Seqs) && x.CAS == y.CAS
+	}):
 		c.addf("disk: failover log differs from memory's")
 	}
 	return nil

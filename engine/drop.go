@@ -196,7 +196,7 @@ func (b *Bucket) DropPartitions(ctx context.Context, parts []int) (err error) {
 		}
 		high := b.HighSeqnos()
 		b.histMu.Lock()
-		b.history = beginHistory(b.history, high)
+		b.history = beginHistory(b.history, high, b.cas.Load())
 		herr := b.store.st.begin(b.history)
 		b.histMu.Unlock()
 		// A consumer waiting for changes learns of the new history now

@@ -267,7 +267,9 @@ func (b *Bucket) open(st storage) error {
 	// consumer may have seen can be lost, and their sequence numbers reused.
 	b.history = m.history
 	if len(b.history) == 0 || !m.clean {
-		b.history = beginHistory(b.history, b.HighSeqnos())
+		// m.cas is what the store committed: a change with a larger CAS
+		// may be lost.
+		b.history = beginHistory(b.history, b.HighSeqnos(), m.cas)
 	}
 	if err := st.begin(b.history); err != nil {
 		return fmt.Errorf("start history: %w", err)

@@ -29,6 +29,12 @@ type FailoverEntry struct {
 	// Seqs is each partition's high sequence number when the history began
 	// (nil when they were all 0).
 	Seqs []uint64 `json:"seqs,omitempty"`
+	// CAS is the highest CAS the bucket had handed out, or committed
+	// after a shutdown that was not clean, when the history began: every
+	// change of the older histories that a change-feed position at or
+	// below it covers was kept (CheckCASPosition). 0 in an entry from
+	// before it was recorded.
+	CAS uint64 `json:"cas,omitempty"`
 }
 
 // UUID returns the UUID of the bucket's current history: it changes when the
@@ -47,7 +53,7 @@ func (b *Bucket) FailoverLog() []FailoverEntry {
 	defer b.histMu.Unlock()
 	out := make([]FailoverEntry, len(b.history))
 	for i, e := range b.history {
-		out[i] = FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)}
+		out[i] = FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs), CAS: e.CAS}
 	}
 	return out
 }
@@ -143,10 +149,10 @@ func newUUID() uint64 {
 }
 
 // beginHistory starts a new history at the bucket's current high sequence
-// numbers, in front of log (which it may change), capped at
-// maxFailoverEntries.
-func beginHistory(log []FailoverEntry, high []uint64) []FailoverEntry {
-	e := FailoverEntry{UUID: newUUID()}
+// numbers and CAS (FailoverEntry.CAS), in front of log (which it may
+// change), capped at maxFailoverEntries.
+func beginHistory(log []FailoverEntry, high []uint64, cas uint64) []FailoverEntry {
+	e := FailoverEntry{UUID: newUUID(), CAS: cas}
 	if slices.ContainsFunc(high, func(s uint64) bool { return s != 0 }) {
 		e.Seqs = slices.Clone(high)
 	}

@@ -24,6 +24,7 @@ type memStorage struct {
 	history   []FailoverEntry
 	clean     bool
 	sys       map[string][]byte
+	maxCAS    uint64 // the highest CAS raiseCAS recorded
 }
 
 // memPartition is what a memStorage keeps of one partition. Its writers
@@ -123,11 +124,12 @@ func (s *memStorage) meta() (storedMeta, error) {
 	defer s.mu.Unlock()
 	m := storedMeta{consumers: slices.Clone(s.consumers), clean: s.clean, sys: make(map[string][]byte, len(s.sys))}
 	for _, e := range s.history {
-		m.history = append(m.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)})
+		m.history = append(m.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs), CAS: e.CAS})
 	}
 	for k, v := range s.sys {
 		m.sys[k] = slices.Clone(v)
 	}
+	m.cas = s.maxCAS
 	for i := range s.parts {
 		m.cas = max(m.cas, s.parts[i].cas.Load())
 	}
@@ -157,9 +159,16 @@ func (s *memStorage) begin(history []FailoverEntry) error {
 	defer s.mu.Unlock()
 	s.history = nil
 	for _, e := range history {
-		s.history = append(s.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs)})
+		s.history = append(s.history, FailoverEntry{UUID: e.UUID, Seqs: slices.Clone(e.Seqs), CAS: e.CAS})
 	}
 	s.clean = false
+	return nil
+}
+
+func (s *memStorage) raiseCAS(cas uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxCAS = max(s.maxCAS, cas)
 	return nil
 }
 

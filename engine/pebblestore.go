@@ -1284,6 +1284,24 @@ func (s *pebbleStorage) begin(history []FailoverEntry) error {
 	}, true)
 }
 
+func (s *pebbleStorage) raiseCAS(cas uint64) error {
+	exit, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cas <= s.mu.cas {
+		return nil
+	}
+	if err := s.db.Set(metaKey(metaCAS), binary.BigEndian.AppendUint64(nil, cas), pebble.Sync); err != nil {
+		return err
+	}
+	s.mu.cas = cas
+	return nil
+}
+
 // close closes the store; a second close does nothing.
 func (s *pebbleStorage) close(clean bool) error {
 	s.life.Lock()

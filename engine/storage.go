@@ -118,6 +118,12 @@ type storage interface {
 	// putConsumers durably replaces the list of registered change-feed
 	// consumers.
 	putConsumers(names []string) error
+	// raiseCAS durably raises the stored CAS to cas when it is below: a
+	// clean close records the highest CAS the bucket handed out, a
+	// document lock's included, which no record carries, so that the
+	// bucket opens above every CAS a client or a change-feed position
+	// holds.
+	raiseCAS(cas uint64) error
 	// begin records the failover log of the history the bucket opens with
 	// and removes the clean-close marker, in one step.
 	begin(history []FailoverEntry) error

@@ -369,7 +369,7 @@ func TestStorageRepeatedKeysInACommit(t *testing.T) {
 func TestStorageMetadataRoundTrip(t *testing.T) {
 	forEachStorage(t, func(t *testing.T, k storageKind) {
 		st := k.open(t)
-		hist := []FailoverEntry{{UUID: 7, Seqs: []uint64{1, 2}}, {UUID: 3}}
+		hist := []FailoverEntry{{UUID: 7, Seqs: []uint64{1, 2}, CAS: 8}, {UUID: 3}}
 		steps := []error{
 			st.putSys("_design/a", []byte(`{"a":1}`)),
 			st.putSys("_design/b", []byte(`{"b":1}`)),
@@ -393,7 +393,9 @@ func TestStorageMetadataRoundTrip(t *testing.T) {
 			if !slices.Equal(m.consumers, []string{"y"}) {
 				t.Errorf("%s: consumers %v, want [y]", when, m.consumers)
 			}
-			if !slices.EqualFunc(m.history, hist, func(a, b FailoverEntry) bool { return a.UUID == b.UUID && slices.Equal(a.Seqs, b.Seqs) }) {
+			if !slices.EqualFunc(m.history, hist, func(a, b FailoverEntry) bool {
+				return a.UUID == b.UUID && slices.Equal(a.Seqs, b.Seqs) && a.CAS == b.CAS
+			}) {
 				t.Errorf("%s: failover log %v, want %v", when, m.history, hist)
 			}
 			if m.clean != clean {
@@ -421,6 +423,37 @@ func TestStorageMetadataRoundTrip(t *testing.T) {
 		check("after begin", st, false)
 		st = k.reopen(t, st, false)
 		check("after a close that was not clean", st, false)
+	})
+}
+
+// raiseCAS raises the stored CAS, never lowers it, and a commit of a lower
+// CAS leaves it: a clean close records the highest CAS the bucket handed
+// out (a document lock's too), which the bucket opens at.
+func TestStorageRaiseCAS(t *testing.T) {
+	forEachStorage(t, func(t *testing.T, k storageKind) {
+		st := k.open(t)
+		mustCommit(t, st, put(testDoc(0, "d", 0, 1, 9, 0, `{}`), 0))
+		cas := func(when string, want uint64) {
+			t.Helper()
+			if m := readAll(t, st).meta; m.cas != want {
+				t.Errorf("%s: cas %d, want %d", when, m.cas, want)
+			}
+		}
+		for _, step := range []struct {
+			raise, want uint64
+		}{{5, 9}, {20, 20}, {20, 20}} {
+			if err := st.raiseCAS(step.raise); err != nil {
+				t.Fatal(err)
+			}
+			cas(fmt.Sprintf("raised to %d", step.raise), step.want)
+		}
+		mustCommit(t, st, put(testDoc(0, "e", 0, 2, 15, 0, `{}`), 0))
+		cas("after a commit of a lower CAS", 20)
+		if k.reopen == nil {
+			return
+		}
+		st = k.reopen(t, st, true)
+		cas("after a clean close", 20)
 	})
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -489,11 +490,19 @@ func (s *store) stop() {
 	s.probeDone.Wait()
 }
 
-// closeClean flushes what is queued, marks the storage cleanly closed (when
-// every commit succeeded) and closes it.
-func (s *store) closeClean() error {
+// closeClean flushes what is queued, records cas, the highest CAS the
+// bucket handed out (storage.raiseCAS), marks the storage cleanly closed
+// (when every commit succeeded and cas is recorded) and closes it.
+func (s *store) closeClean(cas uint64) error {
 	s.stop()
-	return s.st.close(s.failure() == nil)
+	if s.failure() != nil {
+		return s.st.close(false)
+	}
+	if err := s.st.raiseCAS(cas); err != nil {
+		// Not clean: the bucket could open below a CAS handed out.
+		return errors.Join(fmt.Errorf("%w: record the CAS: %w", ErrStorage, err), s.st.close(false))
+	}
+	return s.st.close(true)
 }
 
 // putSys writes (or, with nil value, deletes) a system document durably.

@@ -31,6 +31,10 @@ const (
 	cmdVerbosity
 	cmdQuit
 	cmdForwarded // mayfly_forwarded: the connection is another node's (forward.go)
+	// cmdMetaSet is memcached 1.6's meta set, "ms <key> <datalen> <flags>*":
+	// not served (answered ERROR), but its data block is read past, never
+	// run as a command.
+	cmdMetaSet
 )
 
 // String returns the command's name.
@@ -76,6 +80,8 @@ func (k cmdKind) String() string {
 		return "quit"
 	case cmdForwarded:
 		return forwardHello
+	case cmdMetaSet:
+		return "ms"
 	}
 	return "invalid"
 }
@@ -95,6 +101,9 @@ const (
 	maxTokens = 24
 	// maxVlen is the largest data length memcached accepts (INT_MAX - 2).
 	maxVlen = math.MaxInt32 - 2
+	// maxMetaTokens is memcached's MFLAG_MAX_OPT_LENGTH: a meta command
+	// line of more tokens (the terminal one counted) is refused.
+	maxMetaTokens = 20
 
 	replyError        = "ERROR"
 	replyBadFormat    = "CLIENT_ERROR bad command line format"
@@ -104,6 +113,7 @@ const (
 	replyNoShutdown   = "ERROR: shutdown not enabled"
 	replyStatsDetail  = "CLIENT_ERROR usage: stats detail on|off|dump"
 	replyBadDataChunk = "CLIENT_ERROR bad data chunk"
+	replyMetaFlags    = "CLIENT_ERROR options flags too long"
 	replyTooLarge     = "SERVER_ERROR object too large for cache"
 	replyNoMemory     = "SERVER_ERROR out of memory storing object"
 	// replyLocked answers a write to a document a Couchbase SDK locked
@@ -286,6 +296,10 @@ func parseTokens(toks [][]byte, keys []string) command {
 		return c
 	case "shutdown":
 		return invalid(replyNoShutdown)
+	case "ms":
+		if n >= 3 {
+			return parseMetaSet(toks, n, keys)
+		}
 	}
 	if bytes.HasPrefix(toks[n-2], []byte("HTTP/")) {
 		return command{kind: cmdInvalid, close: true}
@@ -389,6 +403,25 @@ func parseStorage(kind cmdKind, toks [][]byte, n int, room []string) command {
 	}
 	c.keys = append(room, string(key))
 	return c
+}
+
+// parseMetaSet reads an "ms" line as memcached 1.6.18 does before it
+// reads the data block: the lines it refuses without reading the block
+// (a key over 250 bytes, no datalen, too many flags, a bad datalen) get its
+// replies; any other line is a cmdMetaSet whose block (datalen bytes and
+// "\r\n") is read past, as memcached reads it even for an invalid flag.
+func parseMetaSet(toks [][]byte, n int, room []string) command {
+	if !keyOK(toks[1]) || n == 3 {
+		return invalid(replyBadFormat)
+	}
+	if n > maxMetaTokens {
+		return invalid(replyMetaFlags)
+	}
+	vlen, ok := safeStrtol(toks[2])
+	if !ok || vlen < 0 || int64(vlen) > maxVlen {
+		return invalid(replyBadFormat)
+	}
+	return command{kind: cmdMetaSet, vlen: int(vlen), keys: append(room, string(toks[1]))}
 }
 
 func parseArith(kind cmdKind, toks [][]byte, n int, room []string) command {

@@ -624,7 +624,7 @@ func (c *session) statsReply(sub string) {
 	case "warmup":
 		lines = warmupStats(s.target().bucket.WarmupStats())
 	case "reset":
-		s.stats.reset()
+		s.resetStats()
 		c.reply(replyReset)
 		return
 	case "detail":

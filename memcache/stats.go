@@ -146,12 +146,15 @@ func (s *Server) generalStats() []stat {
 	b := s.target().bucket
 	es, quota := b.Stats(), b.Settings().RAMQuotaMB<<20
 	evictions, noMemory := s.sinceReset(b, es)
+	user, system := processCPU()
 	lines := []stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"uptime", i64(now - s.started)},
 		{"time", i64(now)},
 		{"version", s.opts.Version},
 		{"pointer_size", strconv.Itoa(strconv.IntSize)},
+		{"rusage_user", user},
+		{"rusage_system", system},
 		{"max_connections", strconv.Itoa(s.opts.MaxConns)},
 		{"curr_connections", i64(st.CurrConnections)},
 		{"total_connections", i64(st.TotalConnections)},

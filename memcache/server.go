@@ -28,11 +28,12 @@ type Server struct {
 
 	stats     counters
 	verbosity atomic.Uint32
+	fwd       forwarder // connections to the leaders (Options.Route)
+
 	// since is the bucket's engine counters at the last "stats reset",
 	// which the port's evictions and store_no_memory count from; nil
 	// before any reset.
 	since atomic.Pointer[engineBaseline]
-	fwd       forwarder // connections to the leaders (Options.Route)
 
 	// writesWait says whether a write at the connection's level waits for
 	// the disk (the level persists, on a couchbase bucket); it follows the

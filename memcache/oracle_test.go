@@ -49,7 +49,8 @@ func startMemcached(t testing.TB) string {
 	// memcached then finds expired items only when a command looks at them.
 	// With them, background threads reap items stored already expired at
 	// their own pace, and get_expired varies from run to run (seen: 5, 6, 11).
-	args := []string{"-p", port, "-l", "127.0.0.1", "-U", "0", "-o", "no_lru_crawler,no_lru_maintainer"}
+	// -X: no key dumps, as Mayfly's "stats settings" says (dump_enabled no).
+	args := []string{"-p", port, "-l", "127.0.0.1", "-U", "0", "-X", "-o", "no_lru_crawler,no_lru_maintainer"}
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "nobody") // memcached refuses to run as root
 	}
@@ -352,6 +353,7 @@ func oracleScript() []ostep {
 		"set k 0 0 1 2 3\r\n", "cas k 0 0 1\r\n", "incr k\r\n", "touch k\r\n", "delete\r\n",
 		"delete a b c d\r\n", "verbosity\r\n", "flush_all 1 2 3\r\n", "stats bogus\r\n",
 		"shutdown\r\n", "gat 10\r\n", "gets\r\n",
+		"stats cachedump 1 0\r\n", "stats cachedump\r\n",
 		"set k x 0 1\r\nz\r\n", "set k 0 x 1\r\nz\r\n", "set k 0 0 x\r\nz\r\n", "set k 0 0 -1\r\n",
 		"set k -1 0 1\r\nz\r\n", "set k 18446744073709551616 0 1\r\nz\r\n", "set k 0 0 2147483647\r\n",
 		"cas k 0 0 1 x\r\nz\r\n", "cas k 0 0 1 -1\r\nz\r\n",

@@ -135,6 +135,13 @@ const (
 	replyServerErrorSP = "SERVER_ERROR "
 )
 
+// Answers to memcached commands the port does not serve.
+const (
+	// replyNoDump is memcached's answer to "stats cachedump" when started
+	// with -X (dump_enabled no, as "stats settings" says here).
+	replyNoDump = "CLIENT_ERROR stats cachedump not allowed"
+)
+
 // command is one parsed command line. A rejected line has kind cmdInvalid
 // and the reply memcached gives for it.
 type command struct {
@@ -495,6 +502,9 @@ func parseStats(toks [][]byte, n int) command {
 	switch sub {
 	case "settings", "reset", "items", "slabs", "sizes", "conns", "warmup":
 		return command{kind: cmdStats, sub: sub}
+	case "cachedump":
+		// As memcached -X: refused before its arguments are looked at.
+		return invalid(replyNoDump)
 	case "detail":
 		// Per-prefix stats are not collected: on and off are accepted, and
 		// dump lists nothing.

@@ -354,6 +354,8 @@ func oracleScript() []ostep {
 		"delete a b c d\r\n", "verbosity\r\n", "flush_all 1 2 3\r\n", "stats bogus\r\n",
 		"shutdown\r\n", "gat 10\r\n", "gets\r\n",
 		"stats cachedump 1 0\r\n", "stats cachedump\r\n",
+		"cache_memlimit\r\n", "cache_memlimit 1 2 3\r\n", "cache_memlimit abc\r\n", "cache_memlimit abc noreply\r\n",
+		"cache_memlimit 64 noreply\r\n",
 		"set k x 0 1\r\nz\r\n", "set k 0 x 1\r\nz\r\n", "set k 0 0 x\r\nz\r\n", "set k 0 0 -1\r\n",
 		"set k -1 0 1\r\nz\r\n", "set k 18446744073709551616 0 1\r\nz\r\n", "set k 0 0 2147483647\r\n",
 		"cas k 0 0 1 x\r\nz\r\n", "cas k 0 0 1 -1\r\nz\r\n",

@@ -140,6 +140,9 @@ const (
 	// replyNoDump is memcached's answer to "stats cachedump" when started
 	// with -X (dump_enabled no, as "stats settings" says here).
 	replyNoDump = "CLIENT_ERROR stats cachedump not allowed"
+	// replyMemlimit answers cache_memlimit: the memory limit is the
+	// bucket's RAM quota, which its settings change.
+	replyMemlimit = "CLIENT_ERROR cache_memlimit not supported: set the bucket's ramQuota over the REST API (POST /pools/default/buckets/NAME)"
 )
 
 // command is one parsed command line. A rejected line has kind cmdInvalid
@@ -303,6 +306,18 @@ func parseTokens(toks [][]byte, keys []string) command {
 		return c
 	case "shutdown":
 		return invalid(replyNoShutdown)
+	case "cache_memlimit":
+		// memcached's checks (WANT_TOKENS_OR(3, 4), safe_strtoul, then
+		// noreply honoured for every answer); a limit it would take is
+		// refused, saying where the limit is set.
+		if n != 3 && n != 4 {
+			return invalid(replyError)
+		}
+		c := command{kind: cmdInvalid, noreply: noreplyAt(toks, n), reply: replyMemlimit}
+		if _, ok := safeStrtoul(toks[1]); !ok {
+			c.reply = replyError
+		}
+		return c
 	case "ms":
 		if n >= 3 {
 			return parseMetaSet(toks, n, keys)

@@ -13,8 +13,12 @@ func TestCacheMemlimitPointsToRAMQuota(t *testing.T) {
 	forEachIO(t, func(t *testing.T, io IOModel) {
 		f := newFixture(t, &Options{IO: io})
 		c := f.dial(t)
-		c.do("cache_memlimit 64\r\n", replyMemlimit+"\r\n")
-		c.do("cache_memlimit 64 x\r\n", replyMemlimit+"\r\n")
+		for _, req := range []string{"cache_memlimit 64\r\n", "cache_memlimit 64 x\r\n"} {
+			c.send(req)
+			if got := c.line(); got != replyMemlimit+"\r\n" {
+				t.Fatalf("%q: got %q, want %q", req, got, replyMemlimit+"\r\n")
+			}
+		}
 		c.do("cache_memlimit 64 noreply\r\n", "")
 		c.do("cache_memlimit abc noreply\r\n", "")
 		c.do("cache_memlimit abc\r\n", "ERROR\r\n")

@@ -327,6 +327,12 @@ func (b *Bucket) held(p *partition, slot uint32, old, cur version) {
 	}
 	r := &p.mu.docs.recs[slot]
 	if r.meta&recQueued != 0 {
+		if cur.deleted && memMode(m.mode.Load()) == memEvict {
+			// A memcached bucket's delete: nothing to keep, so no second
+			// chance (evictTombstones takes its tombstone first anyway).
+			r.meta &^= recRef
+			return
+		}
 		r.meta |= recRef // rewritten: recently used
 		return
 	}
@@ -506,6 +512,9 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 		low := b.consumedUpTo()
 		b.mem.tombsLow.Store(&low)
 	}
+	if memMode(b.mem.mode.Load()) == memEvict {
+		b.evictTombstones(ctx, target)
+	}
 	var batch, again []uint32
 	for b.evictable() > target && budget > 0 && ctx.Err() == nil {
 		batch = b.mem.pop(64, batch[:0])
@@ -520,6 +529,30 @@ func (b *Bucket) evictTo(ctx context.Context, target int64) {
 			}
 		}
 		b.mem.requeue(again)
+	}
+}
+
+// evictTombstones frees a memcached bucket's tombstones (of its deletes,
+// its flushes, its expirations) before any live item is evicted, as
+// memcached frees a deleted item's memory at once: a bucket emptied by
+// deletes then keeps every new item that fits, rather than evicting the new
+// items queued behind the tombstones. It stops once what eviction can free
+// is at most target. A tombstone so freed is not an eviction.
+//
+// REQUIRES: b.mem.evicting held.
+func (b *Bucket) evictTombstones(ctx context.Context, target int64) {
+	for _, p := range b.parts {
+		if b.tombs.Load() <= 0 || b.evictable() <= target || ctx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		t := &p.mu.docs
+		for i := 0; i < len(t.recs) && p.mu.tombs > 0; i++ {
+			if t.recs[i].bits()&(recUsed|recDeleted) == recUsed|recDeleted {
+				b.evictLocked(p, uint32(i))
+			}
+		}
+		p.mu.Unlock()
 	}
 }
 
@@ -565,7 +598,10 @@ func (b *Bucket) evictEntry(p *partition, i uint32) bool {
 			b.mem.ejects.Add(1)
 		}
 	default:
-		if b.evictLocked(p, i) {
+		// A tombstone freed is no eviction: memcached counts only the
+		// live items it takes (a memcached bucket's tombstones).
+		tomb := r.meta&recDeleted != 0
+		if b.evictLocked(p, i) && !tomb {
 			b.mem.evictions.Add(1)
 		}
 	}

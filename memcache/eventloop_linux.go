@@ -789,7 +789,7 @@ func (c *econn) tooLong() {
 func (c *econn) blocks(cmd *command) bool {
 	s := c.s
 	switch {
-	case cmd.kind == cmdInvalid:
+	case cmd.kind == cmdInvalid || cmd.kind == cmdMetaSet:
 		return false
 	case cmd.kind == cmdFlushAll:
 		return true

@@ -31,6 +31,10 @@ const (
 	cmdVerbosity
 	cmdQuit
 	cmdForwarded // mayfly_forwarded: the connection is another node's (forward.go)
+	// cmdMetaSet is memcached 1.6's meta set, "ms <key> <datalen> <flags>*":
+	// not served (answered ERROR), but its data block is read past, never
+	// run as a command.
+	cmdMetaSet
 )
 
 // String returns the command's name.
@@ -76,6 +80,8 @@ func (k cmdKind) String() string {
 		return "quit"
 	case cmdForwarded:
 		return forwardHello
+	case cmdMetaSet:
+		return "ms"
 	}
 	return "invalid"
 }
@@ -95,6 +101,9 @@ const (
 	maxTokens = 24
 	// maxVlen is the largest data length memcached accepts (INT_MAX - 2).
 	maxVlen = math.MaxInt32 - 2
+	// maxMetaTokens is memcached's MFLAG_MAX_OPT_LENGTH: a meta command
+	// line of more tokens (the terminal one counted) is refused.
+	maxMetaTokens = 20
 
 	replyError        = "ERROR"
 	replyBadFormat    = "CLIENT_ERROR bad command line format"
@@ -104,6 +113,7 @@ const (
 	replyNoShutdown   = "ERROR: shutdown not enabled"
 	replyStatsDetail  = "CLIENT_ERROR usage: stats detail on|off|dump"
 	replyBadDataChunk = "CLIENT_ERROR bad data chunk"
+	replyMetaFlags    = "CLIENT_ERROR options flags too long"
 	replyTooLarge     = "SERVER_ERROR object too large for cache"
 	replyNoMemory     = "SERVER_ERROR out of memory storing object"
 	// replyLocked answers a write to a document a Couchbase SDK locked
@@ -123,6 +133,16 @@ const (
 	replyEnd           = "END"
 	replyReset         = "RESET"
 	replyServerErrorSP = "SERVER_ERROR "
+)
+
+// Answers to memcached commands the port does not serve.
+const (
+	// replyNoDump is memcached's answer to "stats cachedump" when started
+	// with -X (dump_enabled no, as "stats settings" says here).
+	replyNoDump = "CLIENT_ERROR stats cachedump not allowed"
+	// replyMemlimit answers cache_memlimit: the memory limit is the
+	// bucket's RAM quota, which its settings change.
+	replyMemlimit = "CLIENT_ERROR cache_memlimit not supported: set the bucket's ramQuota over the REST API (POST /pools/default/buckets/NAME)"
 )
 
 // command is one parsed command line. A rejected line has kind cmdInvalid
@@ -286,6 +306,22 @@ func parseTokens(toks [][]byte, keys []string) command {
 		return c
 	case "shutdown":
 		return invalid(replyNoShutdown)
+	case "cache_memlimit":
+		// memcached's checks (WANT_TOKENS_OR(3, 4), safe_strtoul, then
+		// noreply honoured for every answer); a limit it would take is
+		// refused, saying where the limit is set.
+		if n != 3 && n != 4 {
+			return invalid(replyError)
+		}
+		c := command{kind: cmdInvalid, noreply: noreplyAt(toks, n), reply: replyMemlimit}
+		if _, ok := safeStrtoul(toks[1]); !ok {
+			c.reply = replyError
+		}
+		return c
+	case "ms":
+		if n >= 3 {
+			return parseMetaSet(toks, n, keys)
+		}
 	}
 	if bytes.HasPrefix(toks[n-2], []byte("HTTP/")) {
 		return command{kind: cmdInvalid, close: true}
@@ -391,6 +427,25 @@ func parseStorage(kind cmdKind, toks [][]byte, n int, room []string) command {
 	return c
 }
 
+// parseMetaSet reads an "ms" line as memcached 1.6.18 does before it
+// reads the data block: the lines it refuses without reading the block
+// (a key over 250 bytes, no datalen, too many flags, a bad datalen) get its
+// replies; any other line is a cmdMetaSet whose block (datalen bytes and
+// "\r\n") is read past, as memcached reads it even for an invalid flag.
+func parseMetaSet(toks [][]byte, n int, room []string) command {
+	if !keyOK(toks[1]) || n == 3 {
+		return invalid(replyBadFormat)
+	}
+	if n > maxMetaTokens {
+		return invalid(replyMetaFlags)
+	}
+	vlen, ok := safeStrtol(toks[2])
+	if !ok || vlen < 0 || int64(vlen) > maxVlen {
+		return invalid(replyBadFormat)
+	}
+	return command{kind: cmdMetaSet, vlen: int(vlen), keys: append(room, string(toks[1]))}
+}
+
 func parseArith(kind cmdKind, toks [][]byte, n int, room []string) command {
 	c := command{kind: kind, noreply: noreplyAt(toks, n)}
 	if !keyOK(toks[1]) || !keyStorable(toks[1]) {
@@ -462,6 +517,9 @@ func parseStats(toks [][]byte, n int) command {
 	switch sub {
 	case "settings", "reset", "items", "slabs", "sizes", "conns", "warmup":
 		return command{kind: cmdStats, sub: sub}
+	case "cachedump":
+		// As memcached -X: refused before its arguments are looked at.
+		return invalid(replyNoDump)
 	case "detail":
 		// Per-prefix stats are not collected: on and off are accepted, and
 		// dump lists nothing.

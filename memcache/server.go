@@ -30,6 +30,11 @@ type Server struct {
 	verbosity atomic.Uint32
 	fwd       forwarder // connections to the leaders (Options.Route)
 
+	// since is the bucket's engine counters at the last "stats reset",
+	// which the port's evictions and store_no_memory count from; nil
+	// before any reset.
+	since atomic.Pointer[engineBaseline]
+
 	// writesWait says whether a write at the connection's level waits for
 	// the disk (the level persists, on a couchbase bucket); it follows the
 	// bucket's durabilityMinLevel. An event loop hands such writes off.

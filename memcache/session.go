@@ -126,7 +126,7 @@ func (c *session) parse(line []byte) command {
 // must have arrived before exec runs cmd; 0 when there is none to read (a
 // storage command too large for an item has its block swallowed instead).
 func (s *Server) dataLen(cmd *command) int {
-	if cmd.kind.isStorage() && !s.tooLarge(cmd) {
+	if (cmd.kind.isStorage() || cmd.kind == cmdMetaSet) && !s.tooLarge(cmd) {
 		return cmd.vlen + 2
 	}
 	return 0
@@ -142,7 +142,7 @@ func (s *Server) tooLarge(cmd *command) bool {
 // on the pipeline itself and a rejected line.
 func (s *Server) needsSettled(cmd *command) bool {
 	switch cmd.kind {
-	case cmdInvalid, cmdTouch, cmdDelete, cmdIncr, cmdDecr:
+	case cmdInvalid, cmdMetaSet, cmdTouch, cmdDelete, cmdIncr, cmdDecr:
 		return false
 	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
 		return s.tooLarge(cmd)
@@ -168,6 +168,9 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 			c.reply(cmd.reply)
 		}
 		return outcome{swallow: cmd.swallow}
+	}
+	if cmd.kind == cmdMetaSet {
+		return c.metaSet(cmd, data)
 	}
 	if c.getNext == 0 && needsBucket(cmd.kind) {
 		if _, err := s.current(); err != nil {
@@ -320,6 +323,25 @@ func (c *session) ran(r string, err error, noreply bool) outcome {
 // (Server.followed waits for the leader's answer).
 func (c *session) mayFollow(err error) bool {
 	return err != nil && !errors.Is(err, engine.ErrWouldBlock) && c.drv.mayBlock()
+}
+
+// metaSet answers an "ms" line, which the port does not serve, once its
+// data block has been read (data) or, for a block over the item size limit,
+// is to be swallowed (data nil), with memcached's answers to a block it
+// cannot take: too large (counted in store_too_large), or not ending in
+// "\r\n"; otherwise ERROR.
+func (c *session) metaSet(cmd *command, data []byte) outcome {
+	switch {
+	case data == nil:
+		c.s.stats.storeTooLarge.Add(1) // memcached counts it too
+		c.reply(replyTooLarge)
+		return outcome{swallow: cmd.vlen + 2}
+	case data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n':
+		c.reply(replyBadDataChunk)
+	default:
+		c.reply(replyError)
+	}
+	return outcome{}
 }
 
 // storage stores a storage command's data block, or refuses an item over
@@ -602,7 +624,7 @@ func (c *session) statsReply(sub string) {
 	case "warmup":
 		lines = warmupStats(s.target().bucket.WarmupStats())
 	case "reset":
-		s.stats.reset()
+		s.resetStats()
 		c.reply(replyReset)
 		return
 	case "detail":

@@ -100,6 +100,36 @@ func (c *counters) reset() {
 	}
 }
 
+// engineBaseline is a bucket's engine counters that the port shows as
+// memcached's cumulative stats (evictions, store_no_memory), as they were at
+// a "stats reset": the port shows them from there, as memcached zeroes its
+// own, while the bucket's (cbstats, REST, the KV port) keep counting.
+type engineBaseline struct {
+	bucket                 *engine.Bucket
+	evictions, tmpOOMError int64
+}
+
+// resetStats is "stats reset": the port's counters zeroed, and the
+// bucket's engine counters it shows taken as a baseline.
+func (s *Server) resetStats() {
+	s.stats.reset()
+	b := s.target().bucket
+	es := b.Stats()
+	s.since.Store(&engineBaseline{bucket: b, evictions: es.Evictions, tmpOOMError: es.TmpOOMErrors})
+}
+
+// sinceReset returns the bucket's evictions and refused stores counted
+// since the last "stats reset" (the whole counts when the reset was on
+// another bucket: a restarted or re-created one).
+func (s *Server) sinceReset(b *engine.Bucket, es engine.Stats) (evictions, noMemory int64) {
+	evictions, noMemory = es.Evictions, es.TmpOOMErrors
+	if base := s.since.Load(); base != nil && base.bucket == b {
+		evictions = max(0, evictions-base.evictions)
+		noMemory = max(0, noMemory-base.tmpOOMError)
+	}
+	return evictions, noMemory
+}
+
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats { return s.stats.snapshot() }
 
@@ -115,12 +145,16 @@ func (s *Server) generalStats() []stat {
 	st := s.stats.snapshot()
 	b := s.target().bucket
 	es, quota := b.Stats(), b.Settings().RAMQuotaMB<<20
+	evictions, noMemory := s.sinceReset(b, es)
+	user, system := processCPU()
 	lines := []stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"uptime", i64(now - s.started)},
 		{"time", i64(now)},
 		{"version", s.opts.Version},
 		{"pointer_size", strconv.Itoa(strconv.IntSize)},
+		{"rusage_user", user},
+		{"rusage_system", system},
 		{"max_connections", strconv.Itoa(s.opts.MaxConns)},
 		{"curr_connections", i64(st.CurrConnections)},
 		{"total_connections", i64(st.TotalConnections)},
@@ -149,7 +183,7 @@ func (s *Server) generalStats() []stat {
 		{"touch_hits", i64(st.TouchHits)},
 		{"touch_misses", i64(st.TouchMisses)},
 		{"store_too_large", i64(st.StoreTooLarge)},
-		{"store_no_memory", i64(es.TmpOOMErrors)},
+		{"store_no_memory", i64(noMemory)},
 		{"auth_cmds", "0"},
 		{"auth_errors", "0"},
 		{"idle_kicks", i64(st.IdleKicks)},
@@ -177,7 +211,7 @@ func (s *Server) generalStats() []stat {
 		{"total_items", i64(st.TotalItems)},
 		{"expired_unfetched", "0"},
 		{"evicted_unfetched", "0"},
-		{"evictions", i64(es.Evictions)},
+		{"evictions", i64(evictions)},
 		{"reclaimed", "0"},
 		// memcached's LRU crawler and segmented LRU: Mayfly's expiry is its
 		// pager (ep_expired_pager below), and its eviction one

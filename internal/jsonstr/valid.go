@@ -26,12 +26,22 @@ func Valid(b []byte) bool {
 // ValidDepth is Valid with a nesting limit of its own (a _bulk line's
 // object may hold a document MaxDepth deep, one level more).
 func ValidDepth(b []byte, limit int) bool {
-	return DepthOver(b, limit) < 0 && gjson.ValidBytes(b)
+	// A JSON text limit levels deep is at least 2*limit bytes (each level
+	// opens and closes), so a shorter one needs no count: the short values
+	// most writes carry are checked once. gjson's recursion on a shorter
+	// text that is no JSON stays under len(b) levels.
+	if len(b) > 2*limit && DepthOver(b, limit) >= 0 {
+		return false
+	}
+	return gjson.ValidBytes(b)
 }
 
 // ValidString is Valid for a string.
 func ValidString(s string) bool {
-	return depthOverString(s, MaxDepth) < 0 && gjson.Valid(s)
+	if len(s) > 2*MaxDepth && depthOverString(s, MaxDepth) >= 0 {
+		return false
+	}
+	return gjson.Valid(s)
 }
 
 // DepthOver returns the offset of the first '[' or '{' of b, outside its

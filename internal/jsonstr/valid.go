@@ -47,7 +47,13 @@ func ValidString(s string) bool {
 // DepthOver returns the offset of the first '[' or '{' of b, outside its
 // strings, that opens level limit+1, or -1 if none does. b need not be
 // JSON: the scan only counts brackets.
-func DepthOver(b []byte, limit int) int {
+func DepthOver(b []byte, limit int) int { return depthOver(b, limit) }
+
+// depthOverString is DepthOver for a string.
+func depthOverString(s string, limit int) int { return depthOver(s, limit) }
+
+// depthOver is DepthOver for a string or a byte slice.
+func depthOver[T string | []byte](b T, limit int) int {
 	depth, inString := 0, false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
@@ -55,34 +61,6 @@ func DepthOver(b []byte, limit int) int {
 			switch c {
 			case '\\':
 				i++ // the escaped byte
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
-			if depth++; depth > limit {
-				return i
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return -1
-}
-
-// depthOverString is DepthOver for a string.
-func depthOverString(s string, limit int) int {
-	depth, inString := 0, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
 			case '"':
 				inString = false
 			}

@@ -104,6 +104,10 @@ type indexer struct {
 	mapped    atomic.Int64 // documents run through the map functions since the indexer started
 	rollbacks atomic.Int64 // times the index was discarded when it opened
 
+	// preparedHook, if set (by tests), is told of each batch prepared:
+	// the feed.ChangeBytes of each change the feed gave it, in order.
+	preparedHook func(ddocID string, sizes []int64)
+
 	life      context.Context // ends at close
 	cancel    context.CancelFunc
 	closeOnce sync.Once
@@ -204,7 +208,14 @@ func (ix *indexer) Prepare(ctx context.Context, changes iter.Seq[*engine.Documen
 	var live []jsruntime.Doc
 	var liveAt []int
 	var updates []index.DocUpdate
+	var sizes []int64
+	if ix.preparedHook != nil {
+		defer func() { ix.preparedHook(ix.id, sizes) }()
+	}
 	for d := range changes {
+		if ix.preparedHook != nil {
+			sizes = append(sizes, feed.ChangeBytes(d))
+		}
 		if d.Collection != engine.DefaultCollectionID {
 			continue // views index _default._default, as Couchbase 7's do
 		}

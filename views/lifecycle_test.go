@@ -596,6 +596,9 @@ func TestInvalidOptions(t *testing.T) {
 	if _, err := views.New(context.Background(), eng, &views.Options{BatchSize: -1}); !errors.Is(err, views.ErrInvalidOptions) {
 		t.Fatalf("BatchSize -1: %v", err)
 	}
+	if _, err := views.New(context.Background(), eng, &views.Options{BatchBytes: -1}); !errors.Is(err, views.ErrInvalidOptions) {
+		t.Fatalf("BatchBytes -1: %v", err)
+	}
 }
 
 // TestLegacyIndexFileRenamed: an index file named the old way (the escaped

@@ -23,6 +23,15 @@ import (
 // DefaultBatchSize is the default Options.BatchSize.
 const DefaultBatchSize = 20000
 
+// DefaultBatchBytes is the default Options.BatchBytes: 32 MiB of keys and
+// values. A build's batch holds its documents' values (read back from disk
+// for those ejected), goja's parsed objects and the mapped rows, many
+// times its bytes: with batches bounded by documents alone, 20,000
+// documents of 1 MB would be 20 GB of values (BENCHMARKS.md, issue 19).
+// 20,000 documents of up to 1.6 KiB, most JSON documents, still fill a
+// batch by count, so small documents build as fast as before.
+const DefaultBatchBytes = 32 << 20
+
 // Options configure the views Service. A nil *Options means defaults.
 type Options struct {
 	// JS configures the JavaScript pool (workers, time limit per call).
@@ -32,6 +41,11 @@ type Options struct {
 	// near Go's memory limit (feed.Options.BatchSize). The default value
 	// (0) is DefaultBatchSize; a negative value is an error.
 	BatchSize int
+	// BatchBytes bounds an index transaction by the bytes of its
+	// documents' keys and values too (feed.Options.BatchBytes): a batch
+	// ends with the document that takes it to BatchBytes. The default
+	// value (0) is DefaultBatchBytes; a negative value is an error.
+	BatchBytes int
 	// Logger receives indexing problems. The default value discards them.
 	Logger *slog.Logger
 	// NoAutoUpdate stops indexes from following the change feed on their
@@ -72,6 +86,12 @@ type Options struct {
 func (o *Options) validate() error {
 	if err := feed.Defaults(&o.BatchSize, DefaultBatchSize, &o.Logger); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	switch {
+	case o.BatchBytes < 0:
+		return fmt.Errorf("%w: BatchBytes %d is negative", ErrInvalidOptions, o.BatchBytes)
+	case o.BatchBytes == 0:
+		o.BatchBytes = DefaultBatchBytes
 	}
 	if o.JS != nil {
 		switch {
@@ -121,6 +141,9 @@ type Service struct {
 		// store, if set, runs before a design document is stored by
 		// PutDesignDoc; its error fails the store.
 		store func() error
+		// prepared, if set, is told of each batch an index prepares: the
+		// feed.ChangeBytes of each change the feed gave it, in order.
+		prepared func(ddocID string, sizes []int64)
 	}
 }
 
@@ -320,7 +343,8 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 		return nil, fmt.Errorf("views: open the index of %s: %w", d.ID, err)
 	}
 	ix := &indexer{bucket: b, id: d.ID, names: d.ViewNames(), prog: prog, cfg: cfg, idx: idx,
-		log: newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn, life: life, cancel: cancel}
+		log: newLimitedLog(s.opts.Logger, b.Clock(), "bucket", b.Name()).warn, life: life, cancel: cancel,
+		preparedHook: s.hooks.prepared}
 	ix.ddoc.Store(d)
 	ix.mu.errs = make(map[string]*viewErrors)
 	ix.want = func() (*coverSet, bool) { return s.wantCover(b) }
@@ -328,7 +352,7 @@ func (s *Service) startIndexer(ctx context.Context, b *engine.Bucket, d *DesignD
 	held := ix.cover.parts
 	ix.filter.Store(&held) // until the first catch-up applies the service's set
 	ix.feed, err = feed.Start(ctx, b.Consumer(consumerName(d.ID)), feed.Sink[[]index.DocUpdate](ix), feed.Options{
-		Kind: "views", LogKey: "ddoc", LogID: d.ID, BatchSize: s.opts.BatchSize, Auto: !s.opts.NoAutoUpdate,
+		Kind: "views", LogKey: "ddoc", LogID: d.ID, BatchSize: s.opts.BatchSize, BatchBytes: int64(s.opts.BatchBytes), Auto: !s.opts.NoAutoUpdate,
 		StartedMsg: "views: index build started", EndedMsg: "views: index build ended",
 		Warn:    ix.log,
 		Info:    func(msg string, args ...any) { s.opts.Logger.Info(msg, append(args, "bucket", b.Name())...) },

@@ -13,11 +13,9 @@ import (
 // runs on its own schedule while another bucket is still warming up (a big
 // bucket after a restart, or one whose load keeps failing and retrying). The
 // warming bucket's own run and metadata purge wait for its warm-up, as the
-// README says; the other buckets' do not wait for it. A review found that a
-// tick waited for each bucket in turn, so one bucket held in warm-up (here
-// "a", which sorts first) stopped the pager of every bucket after it: "b"'s
-// expired documents stayed unpurged and its ep_num_expiry_pager_runs at 0
-// for as long as "a" warmed up.
+// README says; the pager passes over it until it is warm, so the other
+// buckets' runs (here "b"'s, which sorts after the held "a") keep their
+// schedule, where a review found a tick waited for each bucket in turn.
 func TestWarmingBucketDoesNotHoldOtherBucketsPagers(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

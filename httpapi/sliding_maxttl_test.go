@@ -9,12 +9,9 @@ import (
 // applies to later writes only (README), and on a collection with idleTTL a
 // read slides a document's expiration forward ("a key in use lives on"). So
 // after the bucket's maxTTL is lowered, a read of a live session written long
-// before leaves it readable. A review found that such a read re-derived the
-// expiration with the new maxTTL counted from the document's last write,
-// last write + 60 s, already past: the read answered 200, its "extension"
-// moved the expiration from 46 minutes ahead into the past, and the next
-// read answered 404 expired, while a document outside the sliding
-// collection kept living.
+// before leaves it readable: a read only moves an expiration later, never
+// to now or before, where a review found its "extension" set last write +
+// the new maxTTL, already past, and the next read answered 404.
 func TestSlidingReadAfterMaxTTLLoweredKeepsDocument(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()

@@ -10,8 +10,8 @@ import (
 // TestForecastNeverExceedsMaxIntervals: a bucket's expiry forecast
 // (GET /{bucket}/_expiry) has at most MaxForecastIntervals intervals; a
 // horizon that would need one more, its last one partial, is refused as a
-// view's forecast refuses it. A review found 600,001 s in steps of 60 s
-// answered with 10,001 intervals.
+// view's forecast refuses it, where a review found 600,001 s in steps of
+// 60 s answered with 10,001 intervals.
 func TestForecastNeverExceedsMaxIntervals(t *testing.T) {
 	b, _ := newBucket(t, engine.Couchbase)
 	const interval = 60

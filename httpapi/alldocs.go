@@ -58,8 +58,8 @@ func docID(param string, raw []byte) (string, error) {
 // {"keys": [...]} in a POST body), descending (startkey is then the high
 // end), skip, limit, include_docs and update_seq. A key is a JSON string or,
 // when it does not start with a quote, the key as it is. A POST body's
-// members give parameters too, overriding the query string's
-// (views.BodyParams).
+// members give parameters too, overriding the query string's (bodyParams
+// merged them before the permission check).
 //
 // The listing follows the store's key order (engine.Collection.List): a
 // page costs what it returns and what it skips, not the collection's size.
@@ -93,12 +93,6 @@ func (s *server) allDocs(w http.ResponseWriter, r *http.Request) error {
 	var body []byte
 	if r.Method == http.MethodPost {
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
-			return err
-		}
-		// The body's other parameters join the query string's, as
-		// CouchDB's POST _all_docs takes them (the nodes a cluster asks
-		// read the same query).
-		if r.URL.RawQuery, err = views.BodyParams(r.URL.RawQuery, body); err != nil {
 			return err
 		}
 	}

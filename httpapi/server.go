@@ -418,7 +418,10 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	r.Handle("/{bucket}/_design/{ddoc}/_info", s.need(on(auth.ViewsRead), noForm, s.designDocInfo)).Methods(http.MethodGet)
 	// include_docs returns documents: it needs data_reader as well.
 	// viewRouter routes it ahead of mux, with mux's middleware (admit).
-	queryView := s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView)
+	// A POSTed query's body parameters join its query string before the
+	// check (bodyParams), so that include_docs asked in a body needs
+	// data_reader as one in the URL does.
+	queryView := bodyParams(s.need(also(on(auth.ViewsRead), auth.DataRead, queryTrue("include_docs")), noForm, s.queryView))
 	r.Handle(viewRoute, queryView).Methods(http.MethodGet, http.MethodPost)
 
 	r.Handle("/{bucket}/_expiry", s.need(on(auth.StatsRead), noForm, s.expiryForecast)).Methods(http.MethodGet)
@@ -426,7 +429,7 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	changesPerms := also(on(auth.ChangesRead), auth.DataRead, queryTrue("include_docs"))
 	r.Handle("/{bucket}/_changes", s.need(changesPerms, noForm, s.revocable(changesPerms, s.changesFeed))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle("/{bucket}/_bulk", s.need(on(auth.DataWrite), noForm, s.bulk)).Methods(http.MethodPost)
-	r.Handle("/{bucket}/_all_docs", s.need(on(auth.DataRead), noForm, s.allDocs)).Methods(http.MethodGet, http.MethodHead, http.MethodPost)
+	r.Handle("/{bucket}/_all_docs", bodyParams(s.need(on(auth.DataRead), noForm, s.allDocs))).Methods(http.MethodGet, http.MethodHead, http.MethodPost)
 	if o.Search != nil {
 		s.searchRoutes(r, o.Search)
 	}

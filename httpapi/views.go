@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -172,6 +173,29 @@ func (s *server) listDesignDocs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// bodyParams wraps a query handler (a view's, _all_docs) so that a POSTed
+// body's parameters join the query string (views.BodyParams, CouchDB's
+// POST queries) before h runs, its permission check included: a body's
+// include_docs needs data_reader as the URL's does. The body stays for h
+// to read (its keys). h sees the merged query, and so do the nodes a
+// cluster asks.
+func bodyParams(h http.Handler) http.Handler {
+	return apiHandler(func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody))
+			if err != nil {
+				return err
+			}
+			if r.URL.RawQuery, err = views.BodyParams(r.URL.RawQuery, body); err != nil {
+				return err
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+		return nil
+	})
+}
+
 // queryView handles GET and POST /{bucket}/_design/{ddoc}/_view/{view}. The
 // answer streams row by row; every parameter error is found before it starts.
 func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
@@ -186,11 +210,6 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 	var body []byte
 	if r.Method == http.MethodPost {
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeysBody)); err != nil {
-			return err
-		}
-		// The body's other parameters join the query string's (CouchDB's
-		// POST queries), for this node and for the nodes a cluster asks.
-		if r.URL.RawQuery, err = views.BodyParams(r.URL.RawQuery, body); err != nil {
 			return err
 		}
 	}

@@ -468,8 +468,9 @@ func strconvQuote(s string) string {
 
 // revocable wraps a long answer (a continuous change feed, a streamed
 // bucket configuration) so that it ends when its caller loses the right to
-// it: at each change of the users the caller is looked up again, and once
-// it is deleted or no longer holds every permission perms names the
+// it: at each change of the users the caller is looked up again
+// (auth.Store.Refresh), and once it is deleted (a user of its name created
+// since is not it) or no longer holds every permission perms names the
 // request's context is cancelled, as a KV connection's next command finds
 // its user gone. Short answers need none of this: every request
 // authenticates anew.
@@ -481,7 +482,7 @@ func (s *server) revocable(perms permFunc, h apiHandler) apiHandler {
 		}
 		need := perms(r)
 		allowed := func() bool {
-			cur, err := store.Lookup(p.Name)
+			cur, err := store.Refresh(p)
 			if err != nil {
 				return false
 			}

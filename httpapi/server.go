@@ -361,8 +361,9 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	// (routed: forward.go).
 	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.routed(s.touchDoc))).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.routed(s.putDoc))).Methods(http.MethodPut)
-	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.routed(s.getDoc))).Methods(http.MethodGet, http.MethodHead)
+	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too,
+	// and guard refuses it cross-site (getWrites).
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, getWrites), noForm, s.routed(s.getDoc))).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.routed(s.deleteDoc))).Methods(http.MethodDelete)
 	r.Handle("/pools", s.need(cluster(auth.PoolsRead), noForm, s.getPools)).Methods(http.MethodGet)
 	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)

@@ -324,6 +324,12 @@ func TestReplicatedReevaluationCatchesUp(t *testing.T) {
 	ctx := context.Background()
 	bs, r, m, cols, w := leaderlessPass(t, 10*time.Millisecond)
 	waitExpiration(t, cols, "k", w.TS+100)
+	// The catch-up counts a document once its write returns, which may be
+	// a moment after every replica shows it (seen on a loaded machine).
+	deadline := time.Now().Add(time.Minute) // wall clock: a test's patience
+	for engine.TTLCaughtUp(bs[0], cols[0].ID()) != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got := engine.TTLCaughtUp(bs[0], cols[0].ID()); got != 1 {
 		t.Fatalf("the catch-up counts %d documents, want 1", got)
 	}

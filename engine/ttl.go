@@ -178,22 +178,23 @@ func rederive(now int64, d *Document, cs CollectionSettings, maxTTL int64) int64
 }
 
 // slideTo is the expiration a sliding read at now moves live document d
-// to, and whether it moves it: the rule's expiration (rederive) when that
-// is later than d's, never one at or before now. A read only extends: the
-// maxTTL cap counted from the last write, with a maxTTL lowered since
-// (which applies to later writes only), can give an expiration earlier
-// than d's or already past, and then the read leaves d's as it is.
-// Settings changed on the collection itself shorten expirations through
-// their re-evaluation (UpdateCollection), not through reads.
+// to (the rule's: rederive), and whether it moves it: not when the rule
+// gives d's own, nor when it gives one at or before now. A read never
+// expires the document it serves: after a bucket's maxTTL is lowered
+// (which applies to later writes only), the cap counted from the last
+// write can give an expiration already past, and the read then leaves d's
+// as it is. Any other expiration the rule gives stands, later or earlier
+// (a write that preserved an expiration the rule no longer gives, or
+// settings changed since, are applied by the next read, as before).
 func slideTo(now int64, d *Document, cs CollectionSettings, maxTTL int64) (int64, bool) {
 	exp := rederive(now, d, cs, maxTTL)
 	switch {
-	case exp == 0: // never: later than any expiration
-		return exp, d.Expiration != 0
-	case exp <= now:
+	case exp == d.Expiration:
+		return exp, false
+	case exp != 0 && exp <= now:
 		return exp, false
 	default:
-		return exp, d.Expiration == 0 || exp > d.Expiration
+		return exp, true
 	}
 }
 

@@ -270,8 +270,12 @@ func hasAction(as []Action, a Action) bool {
 
 // Principal is an authenticated caller.
 type Principal struct {
-	Name  string
-	Roles []Role
+	Name string
+	// Incarnation is the user's User.Incarnation when it authenticated:
+	// Store.Refresh tells a user deleted and created again under Name
+	// from the one that logged in.
+	Incarnation string
+	Roles       []Role
 }
 
 // Allows reports whether any of the caller's roles grants p.

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +107,13 @@ type User struct {
 	// PasswordChanged is when the password was last set (Unix seconds, 0
 	// for users stored before it was recorded).
 	PasswordChanged int64 `json:"password_changed,omitempty"`
+	// Incarnation is random, given when the user is created and kept by
+	// every change of it (password, roles): a user deleted and created
+	// again under the same name is another incarnation, so a connection
+	// logged in as the first is not carried over to the second
+	// (Store.Refresh). "" for users stored before it was recorded; they
+	// keep "" until deleted.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // usersFileVersion is the format of users.json this version writes.
@@ -560,7 +568,16 @@ func principalOf(u *User) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{Name: u.ID, Roles: roles}, nil
+	return &Principal{Name: u.ID, Incarnation: u.Incarnation, Roles: roles}, nil
+}
+
+// newIncarnation returns a new random User.Incarnation (16 bytes, hex).
+func newIncarnation() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // crypto/rand does not fail on supported systems
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // UserInfo is a user as the REST API shows it: no credentials.
@@ -631,6 +648,8 @@ type UserChange struct {
 	creds map[string]Credential
 	// at is when the password was set (Unix seconds).
 	at int64
+	// incarnation is the user's Incarnation when the change creates it.
+	incarnation string
 }
 
 // ID is the user the change is of.
@@ -679,7 +698,7 @@ func (s *Store) PrepareUser(id, name, password string, roles []Role) (*UserChang
 	if len(password) > maxPassword {
 		return nil, fmt.Errorf("%w: the password is over %d bytes", ErrInvalidUser, maxPassword)
 	}
-	c := &UserChange{id: id, name: name, roles: make([]string, len(roles))}
+	c := &UserChange{id: id, name: name, roles: make([]string, len(roles)), incarnation: newIncarnation()}
 	for i, r := range roles {
 		c.roles[i] = r.String()
 	}
@@ -693,12 +712,14 @@ func (s *Store) PrepareUser(id, name, password string, roles []Role) (*UserChang
 
 // Apply returns the user the change makes of cur (the user as it stands;
 // nil when there is none): its name and roles replaced, its credentials
-// the new password's or, without one, cur's. A new user without a
-// password is ErrInvalidUser. cur is not changed.
+// the new password's or, without one, cur's; its Incarnation cur's, or a
+// new one when there is no cur. A new user without a password is
+// ErrInvalidUser. cur is not changed.
 func (c *UserChange) Apply(cur *User) (*User, error) {
-	u := &User{ID: c.id, Name: c.name, Roles: slices.Clone(c.roles), Credentials: map[string]Credential{}}
+	u := &User{ID: c.id, Name: c.name, Roles: slices.Clone(c.roles), Credentials: map[string]Credential{}, Incarnation: c.incarnation}
 	if cur != nil {
 		u.PasswordChanged = cur.PasswordChanged
+		u.Incarnation = cur.Incarnation
 		maps.Copy(u.Credentials, cur.Credentials)
 	}
 	switch {
@@ -944,6 +965,24 @@ func (s *Store) Lookup(name string) (*Principal, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUserNotFound, name)
 	}
 	return principalOf(u)
+}
+
+// Refresh returns the current principal of the user p was made for (by
+// Authenticate, VerifyScram or an earlier Refresh), with its roles as they
+// stand now, or ErrUserNotFound once that user is deleted, even when a
+// user of the same name was created since (another Incarnation: its
+// password and roles are not p's to use), and ErrUsersPending as Lookup's.
+// It checks no password: a connection or stream that authenticated once
+// calls it when Generation moves.
+func (s *Store) Refresh(p *Principal) (*Principal, error) {
+	cur, err := s.Lookup(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Incarnation != p.Incarnation {
+		return nil, fmt.Errorf("%w: %q was deleted and created again", ErrUserNotFound, p.Name)
+	}
+	return cur, nil
 }
 
 // saveLocked writes users.json atomically: a 0600 temporary file in the same

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,9 +114,11 @@ func TestConsoleClusterSingleNode(t *testing.T) {
 // the status says, and the other nodes healthy while up.
 func newClusterServer(t *testing.T, current func() *cluster.Status) *testServer {
 	return newTestServer(t, func(o *httpapi.Options) {
-		o.Cluster = func(context.Context) (*httpapi.ClusterView, error) {
-			st := current()
-			cv := &httpapi.ClusterView{Status: st, Balanced: st.Balanced()}
+		o.Cluster = func(_ context.Context, sees func(string) bool) (*httpapi.ClusterView, error) {
+			all := current()
+			st := *all // only the buckets the caller sees, as serve's
+			st.Buckets = slices.DeleteFunc(slices.Clone(all.Buckets), func(b cluster.BucketStatus) bool { return !sees(b.Name) })
+			cv := &httpapi.ClusterView{Status: &st, Balanced: all.Balanced()}
 			for _, n := range st.Nodes[1:] {
 				state := "unhealthy"
 				if n.Up {

@@ -29,8 +29,20 @@ type Forecast struct {
 	Intervals []ForecastInterval
 }
 
-// MaxForecastIntervals caps how many intervals one forecast has.
+// MaxForecastIntervals caps how many intervals one forecast has, a partial
+// last one included (as a view's forecast counts them, index.Forecast).
 const MaxForecastIntervals = 10000
+
+// ForecastIntervals is how many intervals a forecast of interval seconds
+// over horizon seconds has (both positive): horizon/interval, and one more,
+// partial, when interval does not divide horizon.
+func ForecastIntervals(interval, horizon int64) int64 {
+	n := horizon / interval
+	if horizon%interval != 0 {
+		n++
+	}
+	return n
+}
 
 // Forecast tells how many documents (and bytes) expire in each interval of
 // interval seconds over the next horizon seconds, and how many have expired
@@ -42,7 +54,7 @@ func (b *Bucket) Forecast(interval, horizon int64) (*Forecast, error) {
 	switch {
 	case interval <= 0 || horizon <= 0:
 		return nil, fmt.Errorf("%w: interval and horizon must be positive seconds", ErrInvalidSetting)
-	case horizon/interval > MaxForecastIntervals:
+	case ForecastIntervals(interval, horizon) > MaxForecastIntervals:
 		return nil, fmt.Errorf("%w: horizon/interval is over %d intervals", ErrInvalidSetting, MaxForecastIntervals)
 	}
 	if !b.warm() {
@@ -56,11 +68,7 @@ func (b *Bucket) Forecast(interval, horizon int64) (*Forecast, error) {
 	f := &Forecast{Now: now}
 	// The intervals' count and bounds, computed so that nothing overflows
 	// whatever interval and horizon are: (n-1)*interval < horizon.
-	n := horizon / interval
-	if horizon%interval != 0 {
-		n++
-	}
-	f.Intervals = make([]ForecastInterval, n)
+	f.Intervals = make([]ForecastInterval, ForecastIntervals(interval, horizon))
 	for i := range f.Intervals {
 		start := now + int64(i)*interval
 		end := now + horizon

@@ -104,8 +104,8 @@ func (b *Bucket) decideSlide(k docKey, d *Document, touched bool) []byte {
 	if err != nil {
 		return nil
 	}
-	exp := rederive(now, cur, cs, maxTTL)
-	if exp == cur.Expiration || cur.ExpiredAt(now) {
+	exp, ok := slideTo(now, cur, cs, maxTTL)
+	if !ok || cur.ExpiredAt(now) {
 		return nil
 	}
 	w := replWrite{prevSeq: cur.Seq, now: now, keepCAS: true}

@@ -177,6 +177,26 @@ func rederive(now int64, d *Document, cs CollectionSettings, maxTTL int64) int64
 	return derivedExpiration(now, ts, created, dttl, cs, maxTTL)
 }
 
+// slideTo is the expiration a sliding read at now moves live document d
+// to, and whether it moves it: the rule's expiration (rederive) when that
+// is later than d's, never one at or before now. A read only extends: the
+// maxTTL cap counted from the last write, with a maxTTL lowered since
+// (which applies to later writes only), can give an expiration earlier
+// than d's or already past, and then the read leaves d's as it is.
+// Settings changed on the collection itself shorten expirations through
+// their re-evaluation (UpdateCollection), not through reads.
+func slideTo(now int64, d *Document, cs CollectionSettings, maxTTL int64) (int64, bool) {
+	exp := rederive(now, d, cs, maxTTL)
+	switch {
+	case exp == 0: // never: later than any expiration
+		return exp, d.Expiration != 0
+	case exp <= now:
+		return exp, false
+	default:
+		return exp, d.Expiration == 0 || exp > d.Expiration
+	}
+}
+
 // UpdateCollection changes a collection's TTL settings (DefaultTTL, IdleTTL,
 // MaxLifetime; MaxTTL cannot change): fn edits a copy, which is validated and
 // persisted. Then, as Cosmos DB does when a collection's time to live is set,
@@ -390,8 +410,8 @@ func (c *Collection) extend(p *partition, k docKey, d *Document) {
 		return
 	}
 	now := b.clock.Now()
-	exp := rederive(now, d, cs, maxTTL)
-	if exp == d.Expiration || d.ExpiredAt(now) {
+	exp, ok := slideTo(now, d, cs, maxTTL)
+	if !ok || d.ExpiredAt(now) {
 		return
 	}
 	cur := p.mu.docs.doc(i)

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+
+	"github.com/mayflydb/mayfly/engine"
 )
 
 // forecastJSON is the answer of GET /{bucket}/_expiry.
@@ -43,6 +46,10 @@ func (s *server) expiryForecast(w http.ResponseWriter, r *http.Request) error {
 		return err
 	} else if !ok {
 		horizon = 86400
+	}
+	if interval > 0 && horizon > 0 && engine.ForecastIntervals(interval, horizon) > engine.MaxForecastIntervals {
+		// Worded as a view forecast's refusal (views/params.go).
+		return errBadRequest(fmt.Sprintf("`horizon`/`interval` is over %d intervals", engine.MaxForecastIntervals))
 	}
 	f, err := b.Forecast(interval, horizon)
 	if err != nil {

@@ -57,17 +57,20 @@ type ClusterView struct {
 	// Status is the cluster's state as `mayfly cluster status --json`
 	// prints it (nodes up and down, the orchestrator, partitions led and
 	// held per node, degraded partitions, lagging replicas), shown as
-	// "mayflyCluster": the web console's Cluster page reads it.
+	// "mayflyCluster": the web console's Cluster page reads it. It names
+	// only the buckets the caller sees (Options.Cluster).
 	Status any
 }
 
 // getPoolsDefault handles GET /pools/default. In a cluster, the other
 // nodes follow this one, as the cluster's etcd lists them, and
-// "mayflyCluster" holds the cluster's state (ClusterView).
+// "mayflyCluster" holds the cluster's state (ClusterView), naming only the
+// buckets the caller has a role on, as GET /pools/default/buckets lists
+// only those.
 func (s *server) getPoolsDefault(w http.ResponseWriter, r *http.Request) error {
 	out := clusterconfig.Default(configHost(r), s.ports)
 	if s.cluster != nil {
-		cv, err := s.cluster(r.Context())
+		cv, err := s.cluster(r.Context(), principalOf(r).SeesBucket)
 		if err != nil {
 			return err
 		}

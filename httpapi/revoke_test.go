@@ -29,6 +29,22 @@ func TestStreamsEndWhenTheUserIsRevoked(t *testing.T) {
 			}},
 		{"bucket stream, user deleted", "data_reader[default]", "/pools/default/bs/default",
 			func(f *fixture, user string) error { return f.users.DeleteUser(user) }},
+		// Deleted and created again with the same roles, in one change of
+		// the users (as a cluster node may apply the two): the new user is
+		// not the stream's. (A review found the stream's user was looked up
+		// by name only, so the stream went on.)
+		{"changes, user deleted and created again", "data_dcp_reader[default]", "/default/_changes?feed=continuous&heartbeat=60000",
+			func(f *fixture, user string) error {
+				again, err := auth.Open(t.TempDir(), &auth.Options{Argon2: &auth.Argon2Params{Time: 1, Memory: 64, Threads: 1, KeyLen: 32}})
+				if err != nil {
+					return err
+				}
+				if err := again.PutUser(user, "", "u-password", mustRoles(t, "data_dcp_reader[default]")); err != nil {
+					return err
+				}
+				_, err = f.users.ReplaceUsers(again.Records())
+				return err
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

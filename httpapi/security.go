@@ -122,7 +122,11 @@ func (s *server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if !safeMethod(r.Method) && !sec.sameOrigin(r) {
+		// A GET or HEAD that writes (getWrites) is refused cross-site as
+		// a POST is: an <img> on any page would send it with the
+		// browser's credentials. sameOrigin first: it holds for most
+		// requests, and getWrites reads the query.
+		if !sec.sameOrigin(r) && (!safeMethod(r.Method) || getWrites(r)) {
 			s.refuse(w, r, refusedOrigin, &httpError{http.StatusForbidden, "forbidden", "cross-origin request refused (Origin, Referer or Sec-Fetch-Site names another site; see mayfly serve --cors-origin)"})
 			return
 		}
@@ -249,11 +253,17 @@ func also(f permFunc, action auth.Action, cond func(r *http.Request) bool) permF
 	}
 }
 
-func queryHas(name string) func(r *http.Request) bool {
-	return func(r *http.Request) bool {
-		_, ok := queryParam(r.URL.RawQuery, name)
-		return ok
+// getWrites reports whether r, a GET or HEAD, changes what it reads: a
+// document's get-and-touch (GET /{bucket}/docs/{key}?touch=E) sets its
+// expiry. Such a request needs data_writer too (its route), and guard
+// refuses it cross-site as it refuses a POST. A read that slides a
+// document's expiry (idleTTL) is a read, not one of these.
+func getWrites(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
 	}
+	_, ok := queryParam(r.URL.RawQuery, "touch")
+	return ok
 }
 
 // queryTrue holds unless the parameter is absent or "false" in any case: any
@@ -468,8 +478,9 @@ func strconvQuote(s string) string {
 
 // revocable wraps a long answer (a continuous change feed, a streamed
 // bucket configuration) so that it ends when its caller loses the right to
-// it: at each change of the users the caller is looked up again, and once
-// it is deleted or no longer holds every permission perms names the
+// it: at each change of the users the caller is looked up again
+// (auth.Store.Refresh), and once it is deleted (a user of its name created
+// since is not it) or no longer holds every permission perms names the
 // request's context is cancelled, as a KV connection's next command finds
 // its user gone. Short answers need none of this: every request
 // authenticates anew.
@@ -481,7 +492,7 @@ func (s *server) revocable(perms permFunc, h apiHandler) apiHandler {
 		}
 		need := perms(r)
 		allowed := func() bool {
-			cur, err := store.Lookup(p.Name)
+			cur, err := store.Refresh(p)
 			if err != nil {
 				return false
 			}

@@ -94,9 +94,11 @@ type Options struct {
 	ClusterPorts clusterconfig.Ports
 	// Cluster reads what GET /pools/default shows of the cluster beyond
 	// this node (its other nodes, whether it is balanced, and the cluster's
-	// state as `mayfly cluster status` shows it, for the console); nil (a
-	// single node) lists this node alone.
-	Cluster func(context.Context) (*ClusterView, error)
+	// state as `mayfly cluster status` shows it, for the console), for a
+	// caller who sees the buckets sees reports true for (Principal.SeesBucket):
+	// the state names no other bucket. nil (a single node) lists this node
+	// alone.
+	Cluster func(ctx context.Context, sees func(bucket string) bool) (*ClusterView, error)
 	// DesignDocs stores and deletes design documents for PUT and DELETE
 	// /{bucket}/_design/{ddoc}; nil means Views itself. A cluster node
 	// passes one that writes the definition to the cluster's state, from
@@ -274,7 +276,7 @@ type server struct {
 	runs       *PagerRuns
 	history    *StatsHistory
 	ports      clusterconfig.Ports
-	cluster    func(context.Context) (*ClusterView, error)
+	cluster    func(ctx context.Context, sees func(bucket string) bool) (*ClusterView, error)
 	coverage   coverageFunc // the views'; nil: a single node
 	copies     coverageFunc // the listings' and item count's (Options.CopyCoverage)
 	shares     *http.Client
@@ -359,8 +361,9 @@ func newAPI(eng *engine.Engine, opts *Options) (http.Handler, *viewRouter) {
 	// (routed: forward.go).
 	r.Handle("/{bucket}/docs/{key:.+}/touch", s.need(on(auth.DataWrite), noForm, s.routed(s.touchDoc))).Methods(http.MethodPost)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.routed(s.putDoc))).Methods(http.MethodPut)
-	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too.
-	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, queryHas("touch")), noForm, s.routed(s.getDoc))).Methods(http.MethodGet, http.MethodHead)
+	// get-and-touch (?touch=E) changes the expiry: it needs data_writer too,
+	// and guard refuses it cross-site (getWrites).
+	r.Handle("/{bucket}/docs/{key:.+}", s.need(also(on(auth.DataRead), auth.DataWrite, getWrites), noForm, s.routed(s.getDoc))).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/{bucket}/docs/{key:.+}", s.need(on(auth.DataWrite), noForm, s.routed(s.deleteDoc))).Methods(http.MethodDelete)
 	r.Handle("/pools", s.need(cluster(auth.PoolsRead), noForm, s.getPools)).Methods(http.MethodGet)
 	r.Handle("/pools/default", s.need(cluster(auth.PoolsRead), noForm, s.getPoolsDefault)).Methods(http.MethodGet)

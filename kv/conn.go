@@ -412,13 +412,15 @@ func (c *conn) usersGeneration() uint64 {
 // changed since it was last looked up, as Couchbase's memcached rebuilds a
 // connection's privileges: changed roles apply from this command on, and
 // a deleted user is logged out (false; the connection must authenticate
-// again).
+// again), also when a user of its name was created since
+// (auth.Store.Refresh: another incarnation, whose roles are not this
+// connection's).
 func (c *conn) refreshUser() bool {
 	gen := c.usersGeneration()
 	if gen == c.userGen {
 		return true
 	}
-	p, err := c.s.opts.Auth.Lookup(c.user.Name)
+	p, err := c.s.opts.Auth.Refresh(c.user)
 	if err != nil {
 		c.s.log.Warn("kv: user no longer exists: logged out", "remote", c.remote, "user", c.user.Name, "err", err)
 		c.gone = c.user.Name

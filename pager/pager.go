@@ -376,9 +376,12 @@ func (bp *bucketPager) due(now int64) (runDue bool, at int64, purgeDue bool) {
 
 // Tick does whatever is due at the engine clock's now, bucket by bucket: a
 // pager run where the next run is due, and a metadata purge pass where one
-// is due. The background loop calls it; tests call it after moving a fake
-// clock. It returns the failures joined, each naming its bucket (they are
-// also logged and reported to Events.Error).
+// is due. A bucket still warming up is passed over (its run and purge wait
+// for every document, and one bucket's warm-up must not hold the others'
+// pagers): what is due on it stays due, and the first Tick after its
+// warm-up does it. The background loop calls it; tests call it after moving
+// a fake clock. It returns the failures joined, each naming its bucket (they
+// are also logged and reported to Events.Error).
 func (m *Manager) Tick(ctx context.Context) error {
 	if m.isClosed() {
 		return ErrClosed
@@ -399,6 +402,9 @@ func (m *Manager) tickBucket(ctx context.Context, bp *bucketPager) error {
 	runDue, _, purgeDue := bp.due(bp.b.Clock().Now())
 	if !runDue && !purgeDue {
 		return nil
+	}
+	if warming(bp.b) {
+		return nil // still due when the warm-up ends
 	}
 	if err := bp.acquire(ctx); err != nil {
 		return err
@@ -433,6 +439,12 @@ func (m *Manager) tickBucket(ctx context.Context, bp *bucketPager) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// warming reports whether b's warm-up still runs. A warm-up that ended
+// without loading (the bucket closed) is not warming: the run reports that.
+func warming(b *engine.Bucket) bool {
+	return !b.Warm() && b.WarmupStats().Running
 }
 
 // report logs a background failure and passes it to Events.Error, and returns

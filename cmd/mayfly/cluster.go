@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,14 +173,16 @@ func startClusterNode(ctx context.Context, cfg *serveConfig, eng *engine.Engine,
 // which serves ports: the other nodes for GET /pools/default's "nodes"
 // (clusterconfig.PoolNode: each with its own couchApiBase), Couchbase's
 // "balanced", and the status `mayfly cluster status` prints, with this
-// node's name (Status.ThisNode), as "mayflyCluster" (the console's Cluster page). A cluster
-// whose etcd has no quorum fails the request after a few seconds rather
-// than hang it.
-func clusterView(n *cluster.Node, ports clusterconfig.Ports) func(context.Context) (*httpapi.ClusterView, error) {
+// node's name (Status.ThisNode), as "mayflyCluster" (the console's Cluster page),
+// with only the buckets sees reports true for (the caller's: the others'
+// names, partitions and health are not theirs to read); "balanced" is the
+// whole cluster's, as Couchbase's. A cluster whose etcd has no quorum fails
+// the request after a few seconds rather than hang it.
+func clusterView(n *cluster.Node, ports clusterconfig.Ports) func(ctx context.Context, sees func(bucket string) bool) (*httpapi.ClusterView, error) {
 	if n == nil {
 		return nil
 	}
-	return func(ctx context.Context) (*httpapi.ClusterView, error) {
+	return func(ctx context.Context, sees func(bucket string) bool) (*httpapi.ClusterView, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		st, err := cluster.ReadStatus(ctx, n.Client(), nil)
@@ -188,6 +191,7 @@ func clusterView(n *cluster.Node, ports clusterconfig.Ports) func(context.Contex
 		}
 		st.ThisNode = n.Name()
 		out := &httpapi.ClusterView{Balanced: st.Balanced(), Status: st}
+		st.Buckets = slices.DeleteFunc(st.Buckets, func(bs cluster.BucketStatus) bool { return !sees(bs.Name) })
 		for _, ns := range st.Nodes {
 			if ns.Name == n.Name() {
 				continue

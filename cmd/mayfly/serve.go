@@ -786,11 +786,14 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 // (a cluster node's flushes every node).
 func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener,
 	route func(context.Context, string) (memcache.Route, error), flush func(context.Context, *engine.Bucket) error) (*memcache.Server, error) {
+	// A bucket not created yet (--default-bucket "", or deleted before
+	// this start) is served once it is: until then each command on
+	// documents is answered SERVER_ERROR bucket not found: NAME.
 	b, err := eng.Bucket(cfg.mcBucket)
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrBucketNotFound) {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
+	mc, err := memcache.New(b, &memcache.Options{Clock: eng.Clock(), BucketName: cfg.mcBucket,MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
 		Lookup: func() (*engine.Bucket, error) { return eng.Bucket(cfg.mcBucket) }})
 	if err != nil {
 		// Options' errors name their own field (a connection limit, a

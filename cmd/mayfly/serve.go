@@ -793,7 +793,7 @@ func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, l
 	if err != nil && !errors.Is(err, engine.ErrBucketNotFound) {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{Clock: eng.Clock(), BucketName: cfg.mcBucket,MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
+	mc, err := memcache.New(b, &memcache.Options{Clock: eng.Clock(), BucketName: cfg.mcBucket, MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
 		Lookup: func() (*engine.Bucket, error) { return eng.Bucket(cfg.mcBucket) }})
 	if err != nil {
 		// Options' errors name their own field (a connection limit, a

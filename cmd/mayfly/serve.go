@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -226,6 +227,24 @@ func (c *serveConfig) finish() error {
 	} {
 		if !bad.ok {
 			return &usageError{bad.flag}
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return &usageError{"--log-level must be debug, info, warn or error"}
+	}
+	mo := memcache.Options{MaxItemSize: c.mcItemSize}
+	mo.EnsureDefaults()
+	if err := mo.Validate(); err != nil {
+		_, why, _ := strings.Cut(err.Error(), "MaxItemSize ")
+		return &usageError{"--memcached-item-size-max " + why}
+	}
+	for _, o := range c.corsOrigins {
+		// A browser's Origin header is scheme://host[:port]: a value of
+		// another shape could never match one.
+		u, err := url.Parse(strings.TrimRight(strings.TrimSpace(o), "/"))
+		if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return &usageError{fmt.Sprintf("--cors-origin %q must be a browser origin, scheme://host[:port] (https://app.example.com)", o)}
 		}
 	}
 	if _, err := engine.ParseDurability(c.mcDurability); err != nil {

@@ -79,6 +79,13 @@ type Options struct {
 	// a restart, engine.Bucket.Reopened) for good: once it is deleted,
 	// every command is answered "SERVER_ERROR the bucket is closed".
 	Lookup func() (*engine.Bucket, error)
+	// Clock and BucketName stand for the bucket's clock and name when New
+	// is given none (nil, with Lookup set: the bucket is not created
+	// yet). Until Lookup finds it, each command that needs a bucket is
+	// answered SERVER_ERROR with Lookup's error, and the stats show an
+	// empty bucket.
+	Clock      engine.Clock
+	BucketName string
 	// Durability is the durability level of every write a connection makes
 	// (the text protocol has no field for one): the bucket's
 	// durabilityMinLevel raises it, never lowers it. The default value,

@@ -77,3 +77,34 @@ func casOf(t *testing.T, b *engine.Bucket, key string) string {
 	}
 	return strconv.FormatUint(d.CAS, 10)
 }
+
+// A port made before its bucket exists (New(nil) with Lookup and Clock, as
+// serve does when --memcached-bucket names none yet) answers each command
+// on documents with the bucket's absence, shows an empty bucket in stats,
+// and serves the bucket from its creation on; the old code had New refuse
+// a nil bucket, so serve did not start.
+func TestPortStartsBeforeItsBucket(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.Open(t.TempDir(), &engine.Options{Clock: engine.NewFakeClock(t0), NumPartitions: 64, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, addr, done := serve(t, nil, &Options{Clock: eng.Clock(), BucketName: "default",
+		Lookup: func() (*engine.Bucket, error) { return eng.Bucket("default") }})
+	defer func() {
+		srv.Close()
+		<-done
+		eng.Close()
+	}()
+	c := dialAddr(t, addr)
+	const gone = "SERVER_ERROR bucket not found: default\r\n"
+	c.do("get a\r\n", gone)
+	c.do("set a 0 0 3\r\nabc\r\n", gone)
+	c.do("stats warmup\r\n", "END\r\n")
+	c.do("version\r\n", "VERSION "+DefaultVersion+"\r\n")
+	if _, err := eng.CreateBucket(ctx, engine.BucketSettings{Name: "default", RAMQuotaMB: 100, DurabilityMinLevel: engine.DurabilityNone}); err != nil {
+		t.Fatal(err)
+	}
+	c.do("set a 0 0 3\r\nabc\r\n", "STORED\r\n")
+	dialAddr(t, addr).do("get a\r\n", "VALUE a 0 3\r\nabc\r\nEND\r\n")
+}

@@ -41,6 +41,7 @@ type Server struct {
 	writesWait atomic.Bool
 	watchMu    sync.Mutex // guards stopWatch, and the move to a restarted bucket
 	stopWatch  func()
+	watchOff   bool // set by Close: a bucket found later is not watched
 
 	// flushAt is the engine-clock second at which a delayed flush_all takes
 	// effect, 0 when none is pending. flushMu serialises the flushes.
@@ -65,18 +66,26 @@ type Server struct {
 }
 
 // New returns a Server for bucket b. A nil opts means DefaultOptions(). It
-// starts nothing: call Serve or ListenAndServe.
+// starts nothing: call Serve or ListenAndServe. b may be nil when opts has
+// Lookup and Clock: the server then serves the bucket once Lookup finds it.
 func New(b *engine.Bucket, opts *Options) (*Server, error) {
-	if b == nil {
-		return nil, fmt.Errorf("%w: nil bucket", ErrInvalidOptions)
-	}
 	o := Options{}
 	if opts != nil {
 		o = *opts
 	}
+	if b == nil && (o.Lookup == nil || o.Clock == nil) {
+		return nil, fmt.Errorf("%w: nil bucket without Lookup and Clock", ErrInvalidOptions)
+	}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if b == nil {
+		s := &Server{clock: o.Clock, opts: o, log: o.Logger, started: o.Clock.Now()}
+		s.tgt.Store(&target{})
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.mu.listeners = make(map[net.Listener]struct{})
+		return s, nil
 	}
 	if t := b.Settings().Type; t == engine.Memcached && o.Durability != engine.DurabilityUnset && o.Durability != engine.DurabilityNone {
 		// Every write would fail (engine.ErrDurabilityNotSupported), as
@@ -100,7 +109,8 @@ func New(b *engine.Bucket, opts *Options) (*Server, error) {
 	return s, nil
 }
 
-// target is what a Server serves: a bucket and its default collection.
+// target is what a Server serves: a bucket and its default collection,
+// both nil while the bucket of a Server made without one is not created.
 type target struct {
 	bucket *engine.Bucket
 	coll   *engine.Collection
@@ -111,6 +121,12 @@ type target struct {
 // restart the same way).
 func (s *Server) target() *target {
 	t := s.tgt.Load()
+	if t.bucket == nil {
+		if nb, err := s.opts.Lookup(); err == nil && !nb.Closed() {
+			return s.follow(t, nb)
+		}
+		return t
+	}
 	if nb := t.bucket.Reopened(); nb != nil {
 		return s.follow(t, nb)
 	}
@@ -123,12 +139,15 @@ func (s *Server) target() *target {
 // error, Lookup's, says there is none: the command is answered with it.
 func (s *Server) current() (*target, error) {
 	t := s.target()
-	if s.opts.Lookup == nil || !t.bucket.Closed() {
+	if t.bucket != nil && (s.opts.Lookup == nil || !t.bucket.Closed()) {
 		return t, nil
 	}
 	nb, err := s.opts.Lookup()
 	if err != nil {
 		return nil, err
+	}
+	if t.bucket == nil && nb.Closed() {
+		return nil, fmt.Errorf("%w: %s", engine.ErrBucketNotFound, nb.Name())
 	}
 	if nb == t.bucket || nb.Closed() {
 		return t, nil // its calls answer ErrClosed
@@ -147,12 +166,14 @@ func (s *Server) follow(old *target, nb *engine.Bucket) *target {
 	if t := s.tgt.Load(); t != old {
 		return t
 	}
-	if nb.Settings().UUID != old.bucket.Settings().UUID {
+	if old.bucket == nil || nb.Settings().UUID != old.bucket.Settings().UUID {
 		s.flushAt.Store(0)
 	}
 	t := &target{bucket: nb, coll: nb.DefaultCollection()}
-	if s.stopWatch != nil {
-		s.stopWatch()
+	if !s.watchOff {
+		if s.stopWatch != nil {
+			s.stopWatch()
+		}
 		s.stopWatch = nb.WatchSettings(func(_, updated engine.BucketSettings) { s.writesWait.Store(s.waitsAt(updated)) })
 	}
 	s.writesWait.Store(s.waitsAt(nb.Settings()))
@@ -165,7 +186,8 @@ func (s *Server) follow(old *target, nb *engine.Bucket) *target {
 // bucket whose writes are replicated (a cluster node's), for its log
 // entry's commit whatever the level. An event loop hands such writes off.
 func (s *Server) writesWaitNow() bool {
-	return s.writesWait.Load() || s.target().bucket.Replicated()
+	b := s.target().bucket
+	return s.writesWait.Load() || (b != nil && b.Replicated())
 }
 
 // waitsAt reports whether a write of the connections' level waits for the
@@ -330,9 +352,10 @@ func (s *Server) Close() error {
 	ev := s.mu.ev
 	s.mu.Unlock()
 	s.watchMu.Lock()
+	s.watchOff = true // a restart seen after Close watches nothing
 	if s.stopWatch != nil {
 		s.stopWatch()
-		s.stopWatch = nil // a restart seen after Close watches nothing
+		s.stopWatch = nil
 	}
 	s.watchMu.Unlock()
 	s.cancel()
@@ -386,7 +409,7 @@ func flushAllAt(now, delay int64) int64 {
 // flushEnabled reports whether the bucket served lets itself be flushed
 // (its flushEnabled setting, which the REST API's doFlush obeys too).
 func (s *Server) flushEnabled() bool {
-	return s.target().bucket.Settings().FlushEnabled
+	return s.settings().FlushEnabled
 }
 
 // flushAll runs or schedules a flush_all with the given delay.
@@ -431,7 +454,7 @@ func (s *Server) flushIfDue(ctx context.Context) error {
 		// Flush was disabled on the bucket since the flush_all was
 		// accepted: it is dropped rather than run against the setting.
 		s.flushAt.CompareAndSwap(at, 0)
-		s.log.Warn("memcache: delayed flush_all dropped: flush is disabled on the bucket", "bucket", s.target().bucket.Name())
+		s.log.Warn("memcache: delayed flush_all dropped: flush is disabled on the bucket", "bucket", s.bucketName())
 		return nil
 	}
 	if err := s.flushNow(ctx); err != nil {
@@ -456,7 +479,25 @@ func (s *Server) flushNow(ctx context.Context) error {
 // which refuses it (replyDelayedFlush).
 func (s *Server) delayedOnCluster(delay int64) bool {
 	now := s.clock.Now()
-	return flushAllAt(now, delay) > now && s.target().bucket.Replicated()
+	b := s.target().bucket
+	return flushAllAt(now, delay) > now && b != nil && b.Replicated()
+}
+
+// settings returns the settings of the bucket served, zero while there is
+// none yet.
+func (s *Server) settings() engine.BucketSettings {
+	if b := s.target().bucket; b != nil {
+		return b.Settings()
+	}
+	return engine.BucketSettings{}
+}
+
+// bucketName returns the name of the bucket served (or to be served).
+func (s *Server) bucketName() string {
+	if b := s.target().bucket; b != nil {
+		return b.Name()
+	}
+	return s.opts.BucketName
 }
 
 // flushLoop polls a pending delayed flush_all, so it happens on time even

@@ -622,7 +622,9 @@ func (c *session) statsReply(sub string) {
 	case "settings":
 		lines = s.settingsStats()
 	case "warmup":
-		lines = warmupStats(s.target().bucket.WarmupStats())
+		if b := s.target().bucket; b != nil {
+			lines = warmupStats(b.WarmupStats())
+		}
 	case "reset":
 		s.resetStats()
 		c.reply(replyReset)

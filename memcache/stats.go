@@ -114,6 +114,9 @@ type engineBaseline struct {
 func (s *Server) resetStats() {
 	s.stats.reset()
 	b := s.target().bucket
+	if b == nil {
+		return
+	}
 	es := b.Stats()
 	s.since.Store(&engineBaseline{bucket: b, evictions: es.Evictions, tmpOOMError: es.TmpOOMErrors})
 }
@@ -144,7 +147,11 @@ func (s *Server) generalStats() []stat {
 	now := s.clock.Now()
 	st := s.stats.snapshot()
 	b := s.target().bucket
-	es, quota := b.Stats(), b.Settings().RAMQuotaMB<<20
+	var es engine.Stats
+	if b != nil {
+		es = b.Stats()
+	}
+	quota := s.settings().RAMQuotaMB << 20
 	evictions, noMemory := s.sinceReset(b, es)
 	user, system := processCPU()
 	lines := []stat{
@@ -189,7 +196,7 @@ func (s *Server) generalStats() []stat {
 		{"idle_kicks", i64(st.IdleKicks)},
 		{"bytes_read", i64(st.BytesRead)},
 		{"bytes_written", i64(st.BytesWritten)},
-		{"limit_maxbytes", i64(s.target().bucket.Settings().RAMQuotaMB << 20)},
+		{"limit_maxbytes", i64(s.settings().RAMQuotaMB << 20)},
 		{"accepting_conns", "1"},
 		// Mayfly never stops listening: it refuses a connection over
 		// max_connections instead (rejected_connections).
@@ -285,7 +292,7 @@ func (s *Server) settingsStats() []stat {
 		return "no"
 	}
 	return []stat{
-		{"maxbytes", i64(s.target().bucket.Settings().RAMQuotaMB << 20)},
+		{"maxbytes", i64(s.settings().RAMQuotaMB << 20)},
 		{"maxconns", strconv.Itoa(s.opts.MaxConns)},
 		{"tcpport", port},
 		{"udpport", "0"},
@@ -294,7 +301,7 @@ func (s *Server) settingsStats() []stat {
 		{"oldest", "0"},
 		// As memcached: on where the bucket evicts to keep its quota (a
 		// memcached bucket, an ephemeral one with nruEviction).
-		{"evictions", onOff(evicts(s.target().bucket.Settings()))},
+		{"evictions", onOff(evicts(s.settings()))},
 		{"domain_socket", "NULL"},
 		{"cas_enabled", "yes"},
 		{"binding_protocol", "ascii"},
@@ -310,7 +317,7 @@ func (s *Server) settingsStats() []stat {
 		{"shutdown_command", yn(false)},
 		{"max_line_len", strconv.Itoa(s.opts.MaxLineLen)},
 		{"max_get_line_len", strconv.Itoa(s.opts.MaxGetLineLen)},
-		{"bucket", s.target().bucket.Name()},
+		{"bucket", s.bucketName()},
 	}
 }
 

@@ -55,9 +55,11 @@ func expTerm(exp int64) string {
 }
 
 // formatVersion names how Mayfly lays out what it adds to an index (the
-// expiration field); it is part of every definition's signature, so that
-// index files laid out another way are rebuilt when they open.
-const formatVersion = "2" // 1: numeric _mayfly_exp on every document
+// expiration field, a body's top-level "_id" left out); it is part of
+// every definition's signature, so that index files laid out another way
+// are rebuilt when they open. 1: numeric _mayfly_exp on every document;
+// 2: a body's "_id" indexed, and taken by bleve for the document's id.
+const formatVersion = "3"
 
 // validName is Couchbase's rule for index names.
 var validName = regexp.MustCompile(`^[A-Za-z][0-9A-Za-z_\-]*$`)

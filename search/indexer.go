@@ -264,9 +264,9 @@ func (ix *indexer) prepare(changes iter.Seq[*engine.Document]) (preparedBatch, e
 	return pb, nil
 }
 
-// docValue is what the index holds of d: its JSON object with the
-// expiration field (typed by its key under the doc_config docid modes, see
-// typeddoc), or nil when nothing of it is indexed (a tombstone, a value
+// docValue is what the index holds of d: its JSON object, without a
+// top-level "_id" field, with the expiration field (typed by its key under
+// the doc_config docid modes, see typeddoc), or nil when nothing of it is indexed (a tombstone, a value
 // that is not a JSON object, or a document whose type's mapping is
 // disabled: bleve would keep such a document, without fields, and
 // match_all would find it).
@@ -290,6 +290,10 @@ func (ix *indexer) docValue(d *engine.Document) any {
 			return nil
 		}
 	}
+	// bleve names a document by its "_id" field, so a top-level "_id" of
+	// the body (as `mayfly load` keeps it) would replace the key in the
+	// hits: it is left out, and in a query or a sort "_id" is the key.
+	delete(m, "_id")
 	if d.Expiration > 0 {
 		m[expField] = expTerm(d.Expiration)
 	} else {

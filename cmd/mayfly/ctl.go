@@ -72,7 +72,18 @@ them at once, and a change of ramQuota moves them in proportion.`,
 			param := a[2]
 			endpoint, fraction, ok := ctlParamPath(param)
 			if !ok {
-				return fmt.Errorf("unknown flush_param %q (known: %s)", param, strings.Join(ctlParamNames(), ", "))
+				return usagef("unknown flush_param %q (known: %s)", param, strings.Join(ctlParamNames(), ", "))
+			}
+			if a[0] == "set" {
+				// Checked before any request: a mistake in the command
+				// line (exit 2), not the server's refusal.
+				if fraction {
+					if _, err := strconv.ParseFloat(a[3], 64); err != nil {
+						return usagef("%s must be a fraction of the quota (0.8 is 80%%), got %q", param, a[3])
+					}
+				} else if _, err := strconv.ParseInt(a[3], 10, 64); err != nil {
+					return usagef("%s must be an integer, got %q", param, a[3])
+				}
 			}
 			c, err := o.client()
 			if err != nil {
@@ -100,13 +111,6 @@ them at once, and a change of ramQuota moves them in proportion.`,
 				}
 				fmt.Fprintf(stdout, "%s %s\n", param, v)
 				return nil
-			}
-			if fraction {
-				if _, err := strconv.ParseFloat(a[3], 64); err != nil {
-					return fmt.Errorf("%s must be a fraction of the quota (0.8 is 80%%), got %q", param, a[3])
-				}
-			} else if _, err := strconv.ParseInt(a[3], 10, 64); err != nil {
-				return fmt.Errorf("%s must be an integer, got %q", param, a[3])
 			}
 			fmt.Fprintf(stdout, "setting param: %s %s\n", param, a[3])
 			if err := c.do(ctx, "POST", path, url.Values{param: {a[3]}}, &st); err != nil {

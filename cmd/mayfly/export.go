@@ -58,10 +58,8 @@ collections; on standard error when the lines go to standard output.`,
 			if o.page < 1 || o.page > maxExportPage {
 				return usagef("--page must be from 1 to %d", maxExportPage)
 			}
-			if o.collection != "" {
-				if s, c, ok := strings.Cut(o.collection, "."); !ok || s == "" || c == "" || strings.Contains(c, ".") {
-					return usagef("--collection must be scope.collection, got %q", o.collection)
-				}
+			if err := checkCollectionFlag(o.collection); err != nil {
+				return err
 			}
 			return runExport(cmd, &o, args[0])
 		},
@@ -304,4 +302,16 @@ func appendExportLine(out []byte, r *exportRow, coll []byte) ([]byte, error) {
 		out = strconv.AppendInt(out, r.Expiration, 10)
 	}
 	return append(out, "}\n"...), nil
+}
+
+// checkCollectionFlag checks a --collection value's shape, scope.collection
+// ("" for none): a usage error (exit 2) otherwise, before any work.
+func checkCollectionFlag(coll string) error {
+	if coll == "" {
+		return nil
+	}
+	if s, c, ok := strings.Cut(coll, "."); !ok || s == "" || c == "" || strings.Contains(c, ".") {
+		return usagef("--collection must be scope.collection, got %q", coll)
+	}
+	return nil
 }

@@ -85,6 +85,9 @@ the time left; otherwise one summary line is printed at the end.`,
 			default:
 				return usagef("--progress must be auto, always or never, got %q", o.progress)
 			}
+			if err := checkCollectionFlag(o.collection); err != nil {
+				return err
+			}
 			return runLoad(cmd, &o, args[0])
 		},
 	}

@@ -143,6 +143,21 @@ before or after the positional arguments. Errors exit 1, usage errors 2.`,
 			root.AddCommand(c)
 		}
 	}
+	// cobra's completion command only groups its shells: without one, or
+	// with one it does not know, it is a usage error (exit 2, nothing on
+	// stdout, which `source <(mayfly completion SHELL)` would read).
+	root.InitDefaultCompletionCmd()
+	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
+		comp.Args = cobra.ArbitraryArgs
+		comp.RunE = func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			_ = cmd.Usage()
+			if len(args) == 0 {
+				return usagef("needs a shell: bash, zsh, fish or powershell")
+			}
+			return usagef("unknown shell %q (known: bash, zsh, fish, powershell)", args[0])
+		}
+	}
 	return root
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -226,6 +227,24 @@ func (c *serveConfig) finish() error {
 	} {
 		if !bad.ok {
 			return &usageError{bad.flag}
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return &usageError{"--log-level must be debug, info, warn or error"}
+	}
+	mo := memcache.Options{MaxItemSize: c.mcItemSize}
+	mo.EnsureDefaults()
+	if err := mo.Validate(); err != nil {
+		_, why, _ := strings.Cut(err.Error(), "MaxItemSize ")
+		return &usageError{"--memcached-item-size-max " + why}
+	}
+	for _, o := range c.corsOrigins {
+		// A browser's Origin header is scheme://host[:port]: a value of
+		// another shape could never match one.
+		u, err := url.Parse(strings.TrimRight(strings.TrimSpace(o), "/"))
+		if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return &usageError{fmt.Sprintf("--cors-origin %q must be a browser origin, scheme://host[:port] (https://app.example.com)", o)}
 		}
 	}
 	if _, err := engine.ParseDurability(c.mcDurability); err != nil {
@@ -786,11 +805,14 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 // (a cluster node's flushes every node).
 func startMemcached(ctx context.Context, eng *engine.Engine, cfg *serveConfig, logger *slog.Logger, auditLog *audit.Log, ln net.Listener,
 	route func(context.Context, string) (memcache.Route, error), flush func(context.Context, *engine.Bucket) error) (*memcache.Server, error) {
+	// A bucket not created yet (--default-bucket "", or deleted before
+	// this start) is served once it is: until then each command on
+	// documents is answered SERVER_ERROR bucket not found: NAME.
 	b, err := eng.Bucket(cfg.mcBucket)
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrBucketNotFound) {
 		return nil, fmt.Errorf("--memcached-bucket: %w", err)
 	}
-	mc, err := memcache.New(b, &memcache.Options{MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
+	mc, err := memcache.New(b, &memcache.Options{Clock: eng.Clock(), BucketName: cfg.mcBucket, MaxConns: cfg.mcMaxConns, MaxItemSize: cfg.mcItemSize, IdleTimeout: cfg.mcIdle, CommandTimeout: cfg.mcCommand, Durability: engine.Durability(cfg.mcDurability), IO: memcache.IOModel(cfg.mcIO), Logger: logger, Audit: memcacheAudit(eng, cfg.mcBucket, auditLog), Route: route, Flush: flush,
 		Lookup: func() (*engine.Bucket, error) { return eng.Bucket(cfg.mcBucket) }})
 	if err != nil {
 		// Options' errors name their own field (a connection limit, a

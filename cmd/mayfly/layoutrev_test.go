@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/mayflydb/mayfly/cluster"
-	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/replica"
 )
@@ -35,31 +33,8 @@ func TestTopologyOneLayoutPerRev(t *testing.T) {
 	cli := node.Client()
 	// Two more nodes registered (no process behind them): n1 is one of
 	// every partition's three voters, the preferred leader of a third.
-	for _, n := range []string{"v2", "v3"} {
-		info := fmt.Sprintf(`{"name":%q,"http":"127.0.0.1:1%s","kv":"127.0.0.1:3%s"}`, n, n[1:], n[1:])
-		if _, err := cli.Put(ctx, "/mayfly/nodes/"+n, info); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, eng, b := routerHostAndBucket(t, ctx, 64)
+	h, eng, b, m := stubNodesAndBucket(t, ctx, cli, mirror, "v2", "v3")
 	uuid := b.Settings().UUID
-	def := cluster.BucketDef{BucketSettings: b.Settings()}
-	def.ReplicaNumber = engine.Replicas(2)
-	if err := cluster.DefineBucket(ctx, cli, def); err != nil {
-		t.Fatal(err)
-	}
-	var m *cluster.PartitionMap
-	for {
-		ch := mirror.Changed()
-		if m, _, _, _ = mirror.Map("b"); m != nil && len(mirror.NodeList()) == 3 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the bucket's map was not placed")
-		case <-ch:
-		}
-	}
 	var others []int // partitions n1 is a voter of and not the preferred leader
 	for p, part := range m.Partitions {
 		if part.Leader != "n1" && slices.Contains(part.Voters, "n1") {

@@ -11,6 +11,7 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/internal/clusterconfig"
 	"github.com/mayflydb/mayfly/replica"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestTopologyNamesTheRecordedLeaderForACopyNotHeld: the KV configuration
@@ -36,31 +37,8 @@ func TestTopologyNamesTheRecordedLeaderForACopyNotHeld(t *testing.T) {
 	cli := node.Client()
 	// Three more nodes registered (no process behind them), so that n1
 	// holds no copy of a quarter of the partitions.
-	for _, n := range []string{"v2", "v3", "v4"} {
-		info := fmt.Sprintf(`{"name":%q,"http":"127.0.0.1:1%s","kv":"127.0.0.1:3%s"}`, n, n[1:], n[1:])
-		if _, err := cli.Put(ctx, "/mayfly/nodes/"+n, info); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, eng, b := routerHostAndBucket(t, ctx, 64)
+	h, eng, b, m := stubNodesAndBucket(t, ctx, cli, mirror, "v2", "v3", "v4")
 	uuid := b.Settings().UUID
-	def := cluster.BucketDef{BucketSettings: b.Settings()}
-	def.ReplicaNumber = engine.Replicas(2)
-	if err := cluster.DefineBucket(ctx, cli, def); err != nil {
-		t.Fatal(err)
-	}
-	var m *cluster.PartitionMap
-	for m == nil {
-		ch := mirror.Changed()
-		if m, _, _, _ = mirror.Map("b"); m != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the bucket's map was not placed")
-		case <-ch:
-		}
-	}
 	part := slices.IndexFunc(m.Partitions, func(p cluster.Partition) bool { return !slices.Contains(p.Voters, "n1") })
 	if part < 0 {
 		t.Fatalf("no partition without n1 in %+v", m.Partitions)
@@ -142,5 +120,36 @@ func TestTopologyNamesTheRecordedLeaderForACopyNotHeld(t *testing.T) {
 	}
 	if got := mirror.ClaimedLeaders("b", uuid, len(m.Partitions))[part]; got != others[1] {
 		t.Fatalf("partition %d: recorded leader %q after n1's record; want %s still", part, got, others[1])
+	}
+}
+
+// stubNodesAndBucket registers nodes (names, no process behind them) beside
+// n1, opens n1's replica host and bucket "b" (64 partitions) and defines the
+// bucket on the cluster with three copies, and returns them with the
+// bucket's map once it is placed over every node.
+func stubNodesAndBucket(t *testing.T, ctx context.Context, cli *clientv3.Client, mirror *cluster.TopologyMirror, nodes ...string) (*replica.Host, *engine.Engine, *engine.Bucket, *cluster.PartitionMap) {
+	t.Helper()
+	for _, n := range nodes {
+		info := fmt.Sprintf(`{"name":%q,"http":"127.0.0.1:1%s","kv":"127.0.0.1:3%s"}`, n, n[1:], n[1:])
+		if _, err := cli.Put(ctx, "/mayfly/nodes/"+n, info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, eng, b := routerHostAndBucket(t, ctx, 64)
+	def := cluster.BucketDef{BucketSettings: b.Settings()}
+	def.ReplicaNumber = engine.Replicas(2)
+	if err := cluster.DefineBucket(ctx, cli, def); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ch := mirror.Changed()
+		if m, _, _, _ := mirror.Map("b"); m != nil && len(mirror.NodeList()) == len(nodes)+1 {
+			return h, eng, b, m
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the bucket's map was not placed")
+		case <-ch:
+		}
 	}
 }

@@ -252,10 +252,10 @@ func parseBulkLine(line []byte, n int, op *bulkOp) []byte {
 	// The line's object holds a document at most jsonstr.MaxDepth deep;
 	// deeper, it is refused unchecked (the check does not recurse, and a
 	// line that deep is no document this server could give back).
-	if len(line) <= 2*(jsonstr.MaxDepth+1) {
-		// Too short to nest that deep: nothing to count.
-	} else if at := jsonstr.DepthOver(line, jsonstr.MaxDepth+1); at >= 0 {
-		return bad("nested deeper than %d levels (exceeded max depth at byte %d): a doc is at most %d deep", jsonstr.MaxDepth+1, at, jsonstr.MaxDepth)
+	if len(line) > 2*(jsonstr.MaxDepth+1) { // a shorter line cannot nest that deep
+		if at := jsonstr.DepthOver(line, jsonstr.MaxDepth+1); at >= 0 {
+			return bad("nested deeper than %d levels (exceeded max depth at byte %d): a doc is at most %d deep", jsonstr.MaxDepth+1, at, jsonstr.MaxDepth)
+		}
 	}
 	if !jsonstr.ValidDepth(line, jsonstr.MaxDepth+1) {
 		return errorLine(nil, n, classify(errBadRequest(fmt.Sprintf("line %d is not valid JSON", n))))

@@ -53,6 +53,7 @@ type serveConfig struct {
 	numVBuckets   int
 	shutdownWait  time.Duration
 	logLevel      string
+	level         slog.Level // logLevel, parsed with the flags
 	jsTimeout     time.Duration
 	jsWorkers     int
 	jsMaxMemory   int64
@@ -229,8 +230,7 @@ func (c *serveConfig) finish() error {
 			return &usageError{bad.flag}
 		}
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+	if err := c.level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return &usageError{"--log-level must be debug, info, warn or error"}
 	}
 	mo := memcache.Options{MaxItemSize: c.mcItemSize}
@@ -437,11 +437,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // serve runs the server cfg describes until ctx ends.
 func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.level}))
 	// The executable's identity as it starts: its pages are released from
 	// memory later only while its file is unchanged (binpages_linux.go).
 	binPages, err := newBinaryPages()

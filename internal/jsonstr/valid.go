@@ -38,7 +38,7 @@ func ValidDepth(b []byte, limit int) bool {
 
 // ValidString is Valid for a string.
 func ValidString(s string) bool {
-	if len(s) > 2*MaxDepth && depthOverString(s, MaxDepth) >= 0 {
+	if len(s) > 2*MaxDepth && depthOver(s, MaxDepth) >= 0 {
 		return false
 	}
 	return gjson.Valid(s)
@@ -48,9 +48,6 @@ func ValidString(s string) bool {
 // strings, that opens level limit+1, or -1 if none does. b need not be
 // JSON: the scan only counts brackets.
 func DepthOver(b []byte, limit int) int { return depthOver(b, limit) }
-
-// depthOverString is DepthOver for a string.
-func depthOverString(s string, limit int) int { return depthOver(s, limit) }
 
 // depthOver is DepthOver for a string or a byte slice.
 func depthOver[T string | []byte](b T, limit int) int {

@@ -148,7 +148,8 @@ func (s *server) overCoverage(ctx context.Context, b *engine.Bucket, coverage co
 // as the merge needs them (each coverer's head read already), and the
 // failures, in the coverers' order; closeAll ends every share's request
 // and gives this node's index snapshot back. A coverer that answers under
-// another coverage revision fails it all with errCoverageChanged.
+// another coverage revision fails it all with errCoverageChanged, and one
+// whose reduce failed with its views.ReduceError.
 func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, cov *ViewCoverage, body []byte) (srcs []views.Source, failed []views.NodeError, closeAll func(), err error) {
 	now := b.Clock().Now()
 	timeout := p.ConnectionTimeout()
@@ -181,8 +182,8 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 			mu.Lock()
 			defer mu.Unlock()
 			remote[i], errs[i] = rs, nerr
-			if err != nil {
-				changed = err
+			if err != nil && (changed == nil || errors.Is(err, errCoverageChanged)) {
+				changed = err // a coverage that moved is asked again first
 			}
 		}()
 	}
@@ -244,7 +245,7 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 
 // fetchShare sends r, as a request for coverer c's share under coverage
 // revision rev, to c, and returns its answer whole (valid JSON, status
-// 200); failures as askShare has them. For shares bounded by their
+// 200); failures as sendShare has them. For shares bounded by their
 // request's limit (the console's listing); views and _all_docs read theirs
 // as they arrive (openShare).
 func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (gjson.Result, *views.NodeError, error) {
@@ -273,7 +274,7 @@ func (s *server) fetchShare(ctx context.Context, r *http.Request, c Coverer, rev
 // are read as they arrive, with the returned share's next, until the
 // caller closes it. connection_timeout (timeout) bounds the wait for the
 // head, and after it every wait for more of the answer. Failures as
-// askShare has them.
+// sendShare has them.
 func (s *server) openShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, timeout time.Duration, body []byte) (*remoteShare, *views.NodeError, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	idle := time.AfterFunc(timeout, func() { cancel(errShareTimedOut) })
@@ -299,7 +300,12 @@ func (s *server) openShare(ctx context.Context, r *http.Request, c Coverer, rev,
 
 // sendShare sends r, as a request for coverer c's share under coverage
 // revision rev, to c, and returns its answer when its status is 200 (its
-// body to read), from naming it; failures as askShare has them.
+// body to read), from naming it. A coverer that cannot be reached, does
+// not answer in time or answers another error is a *views.NodeError (the
+// share is missing, named in the answer's errors); one that answers 409
+// coverage_changed, or whose reduce failed (500 with a views.ReduceError's
+// code: the view's data at fault, which fails the query as on one node),
+// is err.
 func (s *server) sendShare(ctx context.Context, r *http.Request, c Coverer, rev, now int64, body []byte) (resp *http.Response, from string, nerr *views.NodeError, err error) {
 	if c.URL == "" {
 		return nil, c.Name, &views.NodeError{From: c.Name, Reason: "node_down"}, nil
@@ -347,10 +353,31 @@ func (s *server) sendShare(ctx context.Context, r *http.Request, c Coverer, rev,
 		return nil, from, nil, fmt.Errorf("%w: %s", errCoverageChanged, ans.Get("reason").String())
 	}
 	reason := ans.Get("reason").String()
+	if code := ans.Get("error").String(); resp.StatusCode == http.StatusInternalServerError && isReduceErrorCode(code) {
+		return nil, from, nil, remoteReduceError(code, reason)
+	}
 	if reason == "" {
 		reason = resp.Status
 	}
 	return nil, from, &views.NodeError{From: from, Reason: reason}, nil
+}
+
+// isReduceErrorCode says whether code is a views.ReduceError's, which a
+// node answers with status 500 (classifyViews); its other 500s are
+// internal_error or audit_failed.
+func isReduceErrorCode(code string) bool {
+	switch code {
+	case "error", "reduce_error", "timeout", "memory_limit":
+		return true
+	}
+	return false
+}
+
+// remoteReduceError is a coverer's failed reduce, as it answered it (its
+// code and reason): a *views.ReduceError (views.ErrReduce), which fails
+// the query with the same 500 and reason.
+func remoteReduceError(code, reason string) error {
+	return &views.ReduceError{Code: code, Reason: reason, Err: errors.New("another node's share: " + reason)}
 }
 
 // transportReason names a failed request to a coverer as Couchbase's

@@ -36,6 +36,15 @@ import (
 // failed part way says why.
 const shareErrorTrailer = "X-Mayfly-Share-Error"
 
+// shareReduceErrorTrailer is the HTTP trailer in which a coverer whose
+// share failed part way because its reduce failed (views.ErrReduce) gives
+// the error's code ("error", "reduce_error", ...), shareErrorTrailer then
+// holding its reason as a client is shown it: the node asked fails the
+// whole query with them, as one node does, rather than name the coverer
+// in the answer's errors. A node of the previous build reads no such
+// trailer and names the coverer with the reason.
+const shareReduceErrorTrailer = "X-Mayfly-Share-Reduce-Error"
+
 // maxShareRow bounds one row of a share, in bytes (a row holds at most a
 // document, with include_docs, of at most 20 MiB).
 const maxShareRow = 64 << 20
@@ -49,7 +58,7 @@ var errShareTimedOut = errors.New("the node did not answer within connection_tim
 func beginShare(w http.ResponseWriter, total int64, extra string) []byte {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Trailer", shareErrorTrailer)
+	h.Set("Trailer", shareErrorTrailer+", "+shareReduceErrorTrailer)
 	w.WriteHeader(http.StatusOK)
 	return []byte(`{"total_rows":` + strconv.FormatInt(total, 10) + extra + `,"rows":[`)
 }
@@ -80,8 +89,15 @@ func (iw *idleWriter) Write(b []byte) (int, error) {
 }
 
 // failShare ends a share's answer that failed after its head: the closing
-// bracket left out, and err in the trailer.
+// bracket left out, and err in the trailer (a reduce error's code and
+// reason in the trailers remoteShare.next reads them from).
 func failShare(w http.ResponseWriter, err error) {
+	var re *views.ReduceError
+	if errors.As(err, &re) {
+		w.Header().Set(shareReduceErrorTrailer, re.Code)
+		w.Header().Set(shareErrorTrailer, string(jsonstr.Append(nil, re.Reason)))
+		return
+	}
 	w.Header().Set(shareErrorTrailer, string(jsonstr.Append(nil, err.Error())))
 }
 
@@ -392,7 +408,9 @@ func (r *remoteShare) Read(p []byte) (int, error) {
 }
 
 // next reads the share's next row; a failure is a *views.NodeError naming
-// the coverer and why: the reason in its trailer, or the transport's.
+// the coverer and why: the reason in its trailer, or the transport's; or,
+// when the coverer's reduce failed, a *views.ReduceError with its code
+// and reason (views.ErrReduce: the query fails, see views.MergeSources).
 func (r *remoteShare) next() ([]byte, error) {
 	row, err := r.rd.row()
 	if err == nil || err == io.EOF {
@@ -403,6 +421,9 @@ func (r *remoteShare) next() ([]byte, error) {
 		reason = "the node's answer ended before its rows did"
 		if t := r.resp.Trailer.Get(shareErrorTrailer); t != "" {
 			reason = gjson.Parse(t).String()
+			if code := r.resp.Trailer.Get(shareReduceErrorTrailer); code != "" {
+				return nil, remoteReduceError(code, reason)
+			}
 		}
 	}
 	return nil, &views.NodeError{From: r.from, Reason: reason}

@@ -31,6 +31,11 @@ var (
 	ErrTimeout = errors.New("views: timeout")
 	// ErrInvalidOptions is returned by New for invalid Options.
 	ErrInvalidOptions = errors.New("views: invalid options")
+	// ErrReduce is matched (errors.Is) by every *ReduceError: a reduction
+	// that failed because of the view's data or functions. On a cluster it
+	// fails the whole query, whichever node's share met it, as it fails a
+	// query on one node: it is an error of the data, not of a node.
+	ErrReduce = errors.New("views: reduce failed")
 )
 
 // QueryError is a bad query parameter: HTTP 400 {"error": Code, "reason": Reason}.
@@ -90,6 +95,9 @@ func (e *ReduceError) Error() string { return "views: " + e.Code + ": " + e.Reas
 
 // Unwrap returns Err.
 func (e *ReduceError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrReduce, which every ReduceError matches.
+func (e *ReduceError) Is(target error) bool { return target == ErrReduce } // lint:allow error-compare an Is method compares its own sentinel
 
 // reduceError classifies an error from a reduce query of view. updating
 // says whether the view has reduced without error before (see

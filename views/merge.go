@@ -388,7 +388,8 @@ type Source struct {
 	// after the last. The row's bytes need stay valid only until the next
 	// call. Another error ends the node's rows part way: it is named in
 	// the answer's "errors" (its text the reason; a *NodeError gives its
-	// own From and Reason).
+	// own From and Reason), but for one matching ErrReduce, which fails
+	// the query (see MergeSources).
 	Next func() (PartialRow, error)
 	// Ready, when not nil, says whether Next would return without waiting
 	// (another node's rows on their way). Before Merge waits for a row it
@@ -447,9 +448,12 @@ func (q *Query) Merge(ctx context.Context, parts []*Partial, errs []NodeError, w
 // A node whose rows end part way (Source.Next's error) is named in the
 // errors list: with on_error=stop the rows end there, otherwise the merge
 // goes on without it. The answer has then begun (its head at least), so
-// Merge returns a *StreamError. A re-reduce that fails before anything
-// reached w is returned as Run's would be; after, it ends the answer as
-// Run's failures do.
+// Merge returns a *StreamError. A node's rows that end with an error
+// matching ErrReduce (its share's reduce failed: the view's data or
+// functions at fault, not the node) are not a node's failure: the merge
+// ends there, as a re-reduce that fails does. Either is returned as Run's
+// would be when nothing reached w yet (the caller answers Couchbase's
+// error, 500 on one node); after, it ends the answer as Run's failures do.
 func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeError, w io.Writer) error {
 	cw := &countingWriter{w: w}
 	bw := q.ix.answerWriter(cw)
@@ -526,6 +530,9 @@ func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeErro
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
+			if m.err != nil {
+				return false, m.err
+			}
 			if q.p.OnErrorStop && len(m.failed) > 0 {
 				return false, nil // Couchbase stops at the error
 			}
@@ -543,6 +550,9 @@ func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeErro
 			}
 			return emit(&row), nil
 		})
+		if err == nil {
+			err = m.err // met after the last group
+		}
 	} else {
 		total := 0
 		for _, s := range srcs {
@@ -564,8 +574,12 @@ func (q *Query) MergeSources(ctx context.Context, srcs []Source, errs []NodeErro
 	late := len(m.failed) > 0
 	errs = append(errs, m.failed...)
 	if err != nil {
-		if cw.n == 0 && !late {
-			return err // nothing sent yet: the caller can still answer with an error
+		if cw.n == 0 && (!late || errors.Is(err, ErrReduce)) {
+			// Nothing sent yet: the caller can still answer with an
+			// error. A reduce that failed (here or in a node's share)
+			// fails the query so, as on one node, whatever other node
+			// failed besides.
+			return err
 		}
 		reason := err.Error()
 		var re *ReduceError
@@ -630,6 +644,7 @@ type merger struct {
 	heads  []PartialRow
 	live   []bool // whether heads[i] is a row (the source has not ended)
 	failed []NodeError
+	err    error  // a source's reduce that failed (ErrReduce): it ends the merge
 	flush  func() // before a wait for a source's row
 	same   []*PartialRow
 	sameAt []int
@@ -657,6 +672,12 @@ func (m *merger) advance(i int) {
 		m.heads[i], m.live[i] = row, true
 		return
 	case err == io.EOF:
+	case errors.Is(err, ErrReduce):
+		// The view's data or reduce at fault, not the node: the query
+		// fails, as on one node (MergeSources).
+		if m.err == nil {
+			m.err = err
+		}
 	default:
 		var ne *NodeError
 		if errors.As(err, &ne) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,13 +75,22 @@ const maxErrorBody = 1 << 20
 var errCoverageChanged = errors.New("the view coverage changed")
 
 // queryViewCluster answers a view query on a cluster node: a request for
-// this node's share (from another node's scatter) gets its Partial; a
-// client's query scatters to the coverers and merges their shares. ok is
-// false when the bucket has no coverage yet: the node answers alone.
+// this node's share (from another node's scatter) gets its Partial (its
+// ForecastShare for a forecast); a client's query scatters to the
+// coverers and merges their shares. ok is false when the bucket has no
+// coverage yet: the node answers alone.
 func (s *server) queryViewCluster(w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, body []byte) (bool, error) {
 	ctx := r.Context()
 	if r.URL.Query().Has(shareRev) {
+		if p.Forecast > 0 {
+			return true, s.answerForecastShare(w, r, b, q)
+		}
 		return true, s.answerShare(w, r, b, q)
+	}
+	if p.Forecast > 0 {
+		return s.overCoverage(ctx, b, s.coverage, func(cov *ViewCoverage) error {
+			return s.scatterForecast(ctx, w, r, b, q, p, cov, body)
+		})
 	}
 	return s.overCoverage(ctx, b, s.coverage, func(cov *ViewCoverage) error {
 		srcs, errs, closeAll, err := s.scatter(ctx, r, b, q, p, cov, body)
@@ -200,18 +210,7 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 			localFrom = c.URL + r.URL.EscapedPath()
 		}
 		local, selfErr = q.Stream(ctx, views.Share{Now: now, Partitions: covered})
-		if errors.Is(selfErr, engine.ErrNotCurrent) || errors.Is(selfErr, views.ErrTimeout) || errors.Is(selfErr, engine.ErrWarmup) {
-			// stale=false, and this node's copy of a partition it covers
-			// could not be made current, or its index did not catch up
-			// within connection_timeout; or its index was closed under
-			// the query (its bucket restarting) and the design document
-			// is not open again yet: its share is missing, as another
-			// coverer's would be, not answered stale nor failing the
-			// other nodes' rows.
-			reason := classify(selfErr).reason
-			if errors.Is(selfErr, views.ErrTimeout) {
-				reason = "timeout" // Couchbase's, as for a coverer that does not answer in time
-			}
+		if reason, missing := localShareMissing(selfErr); missing {
 			local, errs[i], selfErr = nil, &views.NodeError{From: localFrom, Reason: reason}, nil
 		}
 	}
@@ -241,6 +240,133 @@ func (s *server) scatter(ctx context.Context, r *http.Request, b *engine.Bucket,
 		}
 	}
 	return srcs, failed, closeAll, nil
+}
+
+// localShareMissing says whether err, the failure of this node's own
+// share, leaves the share missing (named in the answer's errors, with the
+// reason returned) rather than failing the query as on one node:
+// stale=false, and this node's copy of a partition it covers could not be
+// made current, or its index did not catch up within connection_timeout;
+// or its index was closed under the query (its bucket restarting) and the
+// design document is not open again yet. Its share is then missing as
+// another coverer's would be, not answered stale nor failing the other
+// nodes' rows.
+func localShareMissing(err error) (reason string, missing bool) {
+	switch {
+	case errors.Is(err, views.ErrTimeout):
+		return "timeout", true // Couchbase's, as for a coverer that does not answer in time
+	case errors.Is(err, engine.ErrNotCurrent), errors.Is(err, engine.ErrWarmup):
+		return classify(err).reason, true
+	}
+	return "", false
+}
+
+// scatterForecast answers a forecast query (forecast=) on a cluster node:
+// every coverer of cov is asked for its share's forecast (this node's in
+// process), all at this node's instant so that the intervals line up, and
+// the shares are summed (views.Query.MergeForecasts) into what one node
+// holding every document answers. A coverer that fails is named in the
+// answer's "errors", as for a row query; one that answers under another
+// coverage revision starts it again (errCoverageChanged), and a reduce that
+// failed in any share fails the query (views.ErrReduce), as on one node.
+func (s *server) scatterForecast(ctx context.Context, w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, cov *ViewCoverage, body []byte) error {
+	now := b.Clock().Now()
+	timeout := p.ConnectionTimeout()
+	n := len(cov.Nodes)
+	parts := make([]*views.NodeForecast, n)
+	errs := make([]*views.NodeError, n)
+	var fatal error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, c := range cov.Nodes {
+		if c.Self {
+			continue
+		}
+		wg.Go(func() {
+			ans, nerr, err := s.fetchShare(ctx, r, c, cov.Rev, now, timeout, body)
+			var f views.ViewForecast
+			if err == nil && nerr == nil {
+				if jerr := json.Unmarshal([]byte(ans.Raw), &f); jerr != nil {
+					nerr = &views.NodeError{From: c.URL + r.URL.EscapedPath(), Reason: "the node's answer is not a forecast"}
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				if fatal == nil || errors.Is(err, errCoverageChanged) {
+					fatal = err // a coverage that moved is asked again first
+				}
+			case nerr != nil:
+				errs[i] = nerr
+			default:
+				parts[i] = &views.NodeForecast{From: c.URL + r.URL.EscapedPath(), Forecast: &f}
+			}
+		})
+	}
+	var selfErr error
+	for i, c := range cov.Nodes {
+		if !c.Self {
+			continue
+		}
+		from := c.Name
+		if c.URL != "" {
+			from = c.URL + r.URL.EscapedPath()
+		}
+		f, err := q.ForecastShare(ctx, views.Share{Now: now, Partitions: partitionSet(c.Partitions, b.NumPartitions())})
+		if reason, missing := localShareMissing(err); missing {
+			errs[i] = &views.NodeError{From: from, Reason: reason}
+		} else if err != nil {
+			selfErr = err // as a query on one node fails
+		} else {
+			parts[i] = &views.NodeForecast{From: from, Forecast: f}
+		}
+		break
+	}
+	wg.Wait()
+	switch {
+	case errors.Is(fatal, errCoverageChanged):
+		return fatal
+	case selfErr != nil:
+		return selfErr
+	case fatal != nil:
+		return fatal
+	}
+	var got []views.NodeForecast
+	var failed []views.NodeError
+	for i := range n {
+		switch {
+		case parts[i] != nil:
+			got = append(got, *parts[i])
+		case errs[i] != nil:
+			failed = append(failed, *errs[i])
+		}
+	}
+	w.Header().Set("Cache-Control", "must-revalidate")
+	w.Header().Set("X-Mayfly-View-Nodes", strconv.Itoa(n))
+	return q.MergeForecasts(ctx, now, got, failed, &lazyJSON{w: w})
+}
+
+// answerForecastShare answers another node's request for this node's
+// share of a forecast query: the forecast of the rows of the partitions it
+// asks for, at its instant (views.Query.ForecastShare), whole, as one
+// node's forecast answer is; 409 coverage_changed as for answerShare,
+// checked again once the forecast is computed (a coverage moved meanwhile
+// may have had partitions dropped from this node's indexes).
+func (s *server) answerForecastShare(w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query) error {
+	want, now, err := s.shareAsked(r, b, s.coverage)
+	if err != nil {
+		return err
+	}
+	f, err := q.ForecastShare(r.Context(), views.Share{Now: now, Partitions: want})
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.shareAsked(r, b, s.coverage); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
 }
 
 // fetchShare sends r, as a request for coverer c's share under coverage

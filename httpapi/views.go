@@ -225,7 +225,7 @@ func (s *server) queryView(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := q.Params()
-	if s.coverage != nil && p.Forecast == 0 {
+	if s.coverage != nil {
 		b, err := s.bucketOf(r)
 		if err != nil {
 			return err

@@ -60,7 +60,8 @@
 // Each view also has an expiry tree: its rows that have an expiration,
 // keyed by expiration, then document id and emit order, with cached
 // reductions. Forecast over a whole view reduces the rows that expire in
-// an interval as one key range of it. An exact reduce of a whole view (no
+// an interval as one key range of it (a forecast of a subset, Range.Include,
+// walks the view's rows instead, as one narrowed by keys). An exact reduce of a whole view (no
 // key range, group_level 0) and the exact total_rows do not descend at all:
 // the live rows are those that never expire, whose number and reduction
 // each node caches once computed (they never go stale: a published node's

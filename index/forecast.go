@@ -47,7 +47,8 @@ type ExpiryForecast struct {
 // same for the rows expired at now but still in the view. Over the whole
 // view (r selects every row), each interval is a key range of the view's
 // expiry tree, counted and reduced from cached values in a few node visits.
-// With a narrower r, it walks the view's tree, only into the subtrees whose
+// With a narrower r (key bounds, keys, or Include: a cluster node's share),
+// it walks the view's tree, only into the subtrees whose
 // earliest expiration falls before the horizon, so its cost follows the
 // rows that expire within it (and those expired), not the view's size. A
 // bad interval or horizon gives an error wrapping ErrInvalidForecast.
@@ -76,7 +77,7 @@ func (rdr *Reader) Forecast(ctx context.Context, view string, r Range, now, inte
 		return nil, err
 	}
 	defer recoverPage(&err)
-	if r.Keys == nil && r.StartKey == nil && r.EndKey == nil && r.StartDocID == "" && r.EndDocID == "" && !r.StartDocIDSet && !r.EndDocIDSet {
+	if r.Include == nil && r.Keys == nil && r.StartKey == nil && r.EndKey == nil && r.StartDocID == "" && r.EndDocID == "" && !r.StartDocIDSet && !r.EndDocIDSet {
 		var red Reducer
 		if reduce {
 			red = ix.views[vi].Reducer
@@ -92,6 +93,7 @@ func (rdr *Reader) Forecast(ctx context.Context, view string, r Range, now, inte
 	f := &forecaster{
 		rd:  reduction{ctx: ctx},
 		now: now, end: now + horizon, interval: interval,
+		include: r.Include,
 	}
 	if reduce {
 		f.rd.r = ix.views[vi].Reducer
@@ -208,6 +210,7 @@ type forecaster struct {
 	rd                 reduction
 	now, end, interval int64
 	parts              []forecastPart // [0]: expired; [i]: interval i-1
+	include            *Subset        // Range.Include: the rows of other documents are left out
 	visited            int
 }
 
@@ -262,6 +265,11 @@ func (f *forecaster) walk(n *node, lo, hi []byte) error {
 			e := r.exp()
 			if e == 0 || e > f.end {
 				continue
+			}
+			if f.include != nil {
+				if _, _, id := r.fields(); !f.include.Has(id) {
+					continue
+				}
 			}
 			k := 0
 			if e > f.now {

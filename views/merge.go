@@ -190,7 +190,7 @@ func (s *ShareStream) Close() {
 // stream with an error.
 func (q *Query) Stream(ctx context.Context, share Share) (*ShareStream, error) {
 	if q.p.Forecast > 0 {
-		return nil, badRequest("forecast", "Query parameter `forecast` is not answered across nodes")
+		return nil, badRequest("forecast", "a forecast share is ForecastShare's, not a row stream")
 	}
 	target, err := q.shareTarget(ctx, share)
 	if err != nil {

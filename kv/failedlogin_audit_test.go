@@ -1,0 +1,48 @@
+package kv_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/couchbase/gocbcore/v10/memd"
+
+	"github.com/mayflydb/mayfly/audit"
+)
+
+// An unauthenticated client that sends failed SASL PLAIN logins with long
+// user names, each one new, cannot make the audit log (an fsync'd file on
+// the data disk) grow without bound: as at the HTTP door ("failed logins
+// filling the disk" in the README), the failures from one address are
+// throttled after 30 (auth.Throttle) and a user name is cut to 128 bytes
+// (Couchbase's limit), so a record stays small. A review found that a name
+// over 128 bytes skipped the throttle and was audited whole, twice (user
+// and target), for every try: about 32 KiB of audit log per 16 KiB packet,
+// at the speed of the connection.
+func TestFailedLoginsWithLongNamesBoundTheAuditLog(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	const tries = 200
+	for i := range tries {
+		name := fmt.Sprintf("guess%03d-%s", i, strings.Repeat("x", 4<<10))
+		c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("PLAIN"), Value: []byte("\x00" + name + "\x00wrong")}, memd.StatusAuthError)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	records, longest, bytes := 0, 0, 0
+	for _, e := range f.audited {
+		if e.Action != audit.ActionLoginFailed {
+			continue
+		}
+		records++
+		n := max(len(e.User), len(e.Target))
+		longest = max(longest, n)
+		bytes += len(e.User) + len(e.Target)
+	}
+	if records > 30 {
+		t.Errorf("%d failed logins from one address with new long names made %d login.failed records (%d bytes of names); want at most 30: the source's throttle stops the rest unchecked", tries, records, bytes)
+	}
+	if longest > 128 {
+		t.Errorf("a login.failed record holds a user name of %d bytes; want it cut to 128 (Couchbase's limit), as the HTTP door cuts it", longest)
+	}
+}

@@ -46,3 +46,37 @@ func TestFailedLoginsWithLongNamesBoundTheAuditLog(t *testing.T) {
 		t.Errorf("a login.failed record holds a user name of %d bytes; want it cut to 128 (Couchbase's limit), as the HTTP door cuts it", longest)
 	}
 }
+
+// loginFailedRecords counts the fixture's login.failed records.
+func (f *fixture) loginFailedRecords() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, e := range f.audited {
+		if e.Action == audit.ActionLoginFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// A SCRAM exchange whose final message does not carry the server's nonce
+// fails like a wrong password: it counts in the source's throttle, so one
+// address cannot add login.failed records to the audit log without bound
+// (auth.Throttle: 30 failures from one source, then the next try waits). A
+// review found that such a failure skipped the throttle and was audited
+// every time, at the speed of the connection, whatever the user name.
+func TestFailedScramWithWrongNonceIsThrottled(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	const tries = 100
+	for i := range tries {
+		c.expect(&memd.Packet{Command: memd.CmdSASLAuth, Key: []byte("SCRAM-SHA256"),
+			Value: []byte(fmt.Sprintf("n,,n=nobody%d,r=clientnonce%d", i, i))}, memd.StatusAuthContinue)
+		c.expect(&memd.Packet{Command: memd.CmdSASLStep, Key: []byte("SCRAM-SHA256"),
+			Value: []byte("c=biws,r=notTheServersNonce,p=AAAA")}, memd.StatusAuthError)
+	}
+	if n := f.loginFailedRecords(); n > 30 {
+		t.Errorf("%d SCRAM exchanges with a wrong nonce from one address made %d login.failed records; want at most 30: the source's throttle stops the rest", tries, n)
+	}
+}

@@ -34,7 +34,7 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 	c.user, c.bucket, c.gone = nil, nil, ""
 	for _, m := range mechanisms {
 		if m.name == mech {
-			c.scramFirst(pkt, m.name, m.cred)
+			c.scramFirst(ctx, pkt, m.name, m.cred)
 			return
 		}
 	}

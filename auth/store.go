@@ -522,27 +522,26 @@ func (s *Store) Authenticate(ctx context.Context, name, password, source string)
 // credential could be checked (a name over MaxUserName bytes, an empty
 // password, a malformed SCRAM exchange): it returns a *ThrottledError,
 // counting nothing, when the source or the name is waiting, as a checked
-// login would; else it counts a failure for both, as a wrong password does,
-// and returns ErrBadCredentials. A name over MaxUserName bytes is not
-// tracked by name (each would cost its length), only by source. Every door
-// calls it (or Authenticate, VerifyScram, which do) for every failed login,
-// so that no malformed try escapes the back-off.
+// login would; else it counts a failure of the source, as a wrong password
+// does, and returns ErrBadCredentials. The name's count is left alone: a
+// try that could not succeed guesses no password of the name. Every door
+// calls it (or Authenticate, VerifyScram, which do) for every failed
+// login, so that no malformed try escapes the source's back-off.
 func (s *Store) FailUnchecked(name, source string) error {
 	now := s.now()
-	src, nk := sourceKey(source), nameKey(name)
+	src := sourceKey(source)
 	if d := s.sources.wait(src, now); d > 0 {
 		return &ThrottledError{Of: "source", RetryAfter: d}
 	}
-	if d := s.names.wait(nk, now); d > 0 {
+	if d := s.names.wait(nameKey(name), now); d > 0 {
 		return &ThrottledError{Of: "user", RetryAfter: d}
 	}
 	s.sources.fail(src, now)
-	s.names.fail(nk, now)
 	return ErrBadCredentials
 }
 
-// nameKey is the key a user name is throttled under: the name, or "" (not
-// tracked) for one over MaxUserName bytes, which no user has.
+// nameKey is the key a user name's back-off is looked up under: the name,
+// or "" (none) for one over MaxUserName bytes, which no user has.
 func nameKey(name string) string {
 	if len(name) > MaxUserName {
 		return ""

@@ -5,9 +5,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // fakeNow is a clock the tests move by hand.
@@ -256,5 +258,55 @@ func TestVerifyCacheKeepsPrincipalUntilRolesChange(t *testing.T) {
 	}
 	if p3.Allows(Permission{Action: DataRead, Bucket: "b"}) || !p3.Allows(Permission{Action: DataWrite, Bucket: "b"}) {
 		t.Fatalf("after the roles changed: %+v; want data_writer only", p3)
+	}
+}
+
+// A login refused before any check (a name over MaxUserName bytes, an
+// empty password, a malformed SCRAM exchange: FailUnchecked) is a failed
+// login of its source like a wrong password, so every door's throttle
+// holds it back after SourceFree; a review found that such names skipped
+// the throttle, letting one source write a failed-login record per try.
+// Such a try counts for its source only: it guesses no password of the
+// name, and a long name would cost its length to track.
+func TestUncheckedFailuresCountForTheSource(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openThrottled(t, &Options{Throttle: &Throttle{UserFree: 1000, SourceFree: 3, Base: time.Minute}})
+	long := strings.Repeat("n", MaxUserName+1)
+	if _, err := s.Authenticate(ctx, long+"1", "pw", "10.0.0.7"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("a name over %d bytes: %v", MaxUserName, err)
+	}
+	if _, err := s.Authenticate(ctx, "someone", "", "10.0.0.7"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("an empty password: %v", err)
+	}
+	if _, _, err := s.VerifyScram(long+"2", CredScramSHA256, "10.0.0.7", []byte("m"), []byte("p")); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("SCRAM with a name over %d bytes: %v", MaxUserName, err)
+	}
+	var te *ThrottledError
+	if _, err := s.Authenticate(ctx, long+"3", "pw", "10.0.0.7"); !errors.As(err, &te) || te.Of != "source" {
+		t.Fatalf("after 3 unchecked failures from the source: %v, want throttled", err)
+	}
+	if err := s.FailUnchecked("someone", "10.0.0.7"); !errors.As(err, &te) || te.Of != "source" {
+		t.Fatalf("a malformed exchange from the throttled source: %v, want throttled", err)
+	}
+	if _, err := s.Authenticate(ctx, long+"4", "pw", "10.0.0.8"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("another source: %v", err)
+	}
+	s.names.mu.Lock()
+	if n := len(s.names.keys); n != 0 {
+		t.Errorf("the name throttle tracks %d names after tries refused unchecked; want none", n)
+	}
+	s.names.mu.Unlock()
+}
+
+// ShownName cuts a name to MaxUserName bytes of valid UTF-8.
+func TestShownNameIsBounded(t *testing.T) {
+	for _, name := range []string{"alice", strings.Repeat("é", 200), strings.Repeat("x", 5000), "bad\xffutf8"} {
+		got := ShownName(name)
+		if len(got) > MaxUserName || !utf8.ValidString(got) {
+			t.Errorf("ShownName(%.20q…) = %d bytes, valid UTF-8 %v", name, len(got), utf8.ValidString(got))
+		}
+	}
+	if got := ShownName("alice"); got != "alice" {
+		t.Errorf("a short name is shown as %q", got)
 	}
 }

@@ -145,6 +145,9 @@ func (s *Store) VerifyScram(name, kind, source string, authMessage, proof []byte
 	if s.held(name) {
 		return nil, nil, ErrUsersPending
 	}
+	if len(name) > MaxUserName {
+		return nil, nil, s.FailUnchecked(name, source) // no such user
+	}
 	now := s.now()
 	if d := s.sources.wait(sourceKey(source), now); d > 0 {
 		return nil, nil, &ThrottledError{Of: "source", RetryAfter: d}

@@ -462,8 +462,9 @@ func (s *Store) forgetLocked(id string) {
 // made when the credential was cached: callers must not change it.
 func (s *Store) Authenticate(ctx context.Context, name, password, source string) (*Principal, error) {
 	if password == "" || len(name) > MaxUserName || len(password) > maxPassword {
-		// No user has such a credential: refused without a check.
-		return nil, ErrBadCredentials
+		// No user has such a credential: refused without a check, but a
+		// failed login all the same, counted in the source's throttle.
+		return nil, s.FailUnchecked(name, source)
 	}
 	if s.held(name) {
 		return nil, ErrUsersPending
@@ -515,6 +516,54 @@ func (s *Store) Authenticate(ctx context.Context, name, password, source string)
 		return nil, ErrBadCredentials
 	}
 	return principalOf(c.u)
+}
+
+// FailUnchecked records a login from source that failed before any
+// credential could be checked (a name over MaxUserName bytes, an empty
+// password, a malformed SCRAM exchange): it returns a *ThrottledError,
+// counting nothing, when the source or the name is waiting, as a checked
+// login would; else it counts a failure of the source, as a wrong password
+// does, and returns ErrBadCredentials. The name's count is left alone: a
+// try that could not succeed guesses no password of the name. Every door
+// calls it (or Authenticate, VerifyScram, which do) for every failed
+// login, so that no malformed try escapes the source's back-off.
+func (s *Store) FailUnchecked(name, source string) error {
+	now := s.now()
+	src := sourceKey(source)
+	if d := s.sources.wait(src, now); d > 0 {
+		return &ThrottledError{Of: "source", RetryAfter: d}
+	}
+	if d := s.names.wait(nameKey(name), now); d > 0 {
+		return &ThrottledError{Of: "user", RetryAfter: d}
+	}
+	s.sources.fail(src, now)
+	return ErrBadCredentials
+}
+
+// nameKey is the key a user name's back-off is looked up under: the name,
+// or "" (none) for one over MaxUserName bytes, which no user has.
+func nameKey(name string) string {
+	if len(name) > MaxUserName {
+		return ""
+	}
+	return name
+}
+
+// ShownName is a user name as a log line or an audit record holds it: cut
+// to MaxUserName bytes of valid UTF-8, ending in "…" when cut, so that a
+// name sent before authentication, of any length, costs bounded disk.
+func ShownName(name string) string {
+	if len(name) <= MaxUserName && utf8.ValidString(name) {
+		return name
+	}
+	if len(name) > MaxUserName {
+		name = name[:MaxUserName-len("…")]
+		for len(name) > 0 && !utf8.ValidString(name) { // a rune cut in two
+			name = name[:len(name)-1]
+		}
+		name += "…"
+	}
+	return strings.ToValidUTF8(name, "?")
 }
 
 // maxPassword is the longest password PutUser takes.

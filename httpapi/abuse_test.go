@@ -96,20 +96,31 @@ func TestWrongPasswordFloodKeepsLoggedInUser(t *testing.T) {
 }
 
 // Failed logins with huge user names cost one log line and one audit line
-// per source and user name per interval, then one line with their count;
-// neither holds more than 128 bytes of the name.
+// per source, user name and reason per interval, then one line with their
+// count; neither holds more than 128 bytes of the name. A name over 128
+// bytes counts as a failure in the source's throttle (30, then 429),
+// though no user has it.
 func TestFailedLoginsCostBoundedDisk(t *testing.T) {
 	var logs logtest.Buffer
 	f := newFixtureOpts(t, &httpapi.Options{Logger: logs.Logger()}, nil)
+	// The administrator logs in first: a credential verified lately skips
+	// the source's back-off the flood below brings on.
+	if st, _, body := f.do("GET", "/default/docs/x", "", ""); st != 404 {
+		t.Fatalf("log in: %d %s", st, body)
+	}
 	huge := strings.Repeat("u", 45_000)
 	const n = 200
 	var wg sync.WaitGroup
-	var bad atomic.Int64
+	var unauthorized, throttled, bad atomic.Int64
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range n / 8 {
-				st, _, _ := f.doAs(huge, fmt.Sprintf("pw-%d-%d", g, i), "GET", "/default/docs/x", "", "")
-				if st != 401 {
+				switch st, _, _ := f.doAs(huge, fmt.Sprintf("pw-%d-%d", g, i), "GET", "/default/docs/x", "", ""); st {
+				case 401:
+					unauthorized.Add(1)
+				case 429:
+					throttled.Add(1)
+				default:
 					bad.Add(1)
 				}
 			}
@@ -117,7 +128,13 @@ func TestFailedLoginsCostBoundedDisk(t *testing.T) {
 	}
 	wg.Wait()
 	if bad.Load() != 0 {
-		t.Fatalf("%d of %d failed logins were not answered 401", bad.Load(), n)
+		t.Fatalf("%d of %d failed logins were answered neither 401 nor 429", bad.Load(), n)
+	}
+	// 30 failures from a source are free (auth.Throttle), plus those of
+	// the 8 clients checked at once as the 30th was counted.
+	if u := unauthorized.Load(); u < 30 || u > 30+8 || throttled.Load() == 0 {
+		t.Fatalf("of %d failed logins with a name over 128 bytes from one source: %d answered 401, %d 429; want 30 (up to 38) 401, the rest 429",
+			n, u, throttled.Load())
 	}
 	failed := func() []audit.Event {
 		var out []audit.Event
@@ -128,30 +145,42 @@ func TestFailedLoginsCostBoundedDisk(t *testing.T) {
 		}
 		return out
 	}
-	if ev := failed(); len(ev) != 1 || len(ev[0].Target) > auth.MaxUserName || !strings.HasPrefix(ev[0].Target, "uuu") {
-		t.Fatalf("audit lines for %d failed logins: %d (%.200v)", n, len(ev), ev)
+	first := failed()
+	if len(first) != 2 { // one per reason: unauthenticated, throttled
+		t.Fatalf("audit lines for %d failed logins: %d (%.200v)", n, len(first), first)
 	}
-	if recs := logs.Records(t, "authentication failed"); len(recs) != 1 || len(recs[0]["user"].(string)) > auth.MaxUserName {
+	for _, e := range first {
+		if len(e.Target) > auth.MaxUserName || !strings.HasPrefix(e.Target, "uuu") {
+			t.Fatalf("audit line's user name: %d bytes (%.200v)", len(e.Target), e)
+		}
+	}
+	if recs := logs.Records(t, "authentication failed"); len(recs) != 2 || len(recs[0]["user"].(string)) > auth.MaxUserName || len(recs[1]["user"].(string)) > auth.MaxUserName {
 		t.Fatalf("log lines for %d failed logins: %d", n, len(recs))
 	}
 	if strings.Contains(logs.String(), huge[:200]) {
 		t.Fatal("a log line holds the whole user name")
 	}
-	// The interval ends: the next request writes the count.
+	// The interval ends: the next request writes the counts.
 	f.clk.Advance(httpapi.DefaultFailureLogInterval)
 	if st, _, _ := f.do("GET", "/default/docs/x", "", ""); st != 404 {
 		t.Fatalf("administrator: %d", st)
 	}
 	recs := logs.Records(t, "authentication failed, repeated")
-	if len(recs) != 1 || recs[0]["count"] != float64(n-1) {
-		t.Fatalf("summary log lines: %v", recs)
+	counted := 0.0
+	for _, r := range recs {
+		counted += r["count"].(float64)
+	}
+	if len(recs) != 2 || counted != n-2 {
+		t.Fatalf("summary log lines (want 2, counting %d): %v", n-2, recs)
 	}
 	ev := failed()
-	if len(ev) != 2 {
+	if len(ev) != 4 {
 		t.Fatalf("audit lines after the interval: %d", len(ev))
 	}
-	if after, _ := json.Marshal(ev[1].After); !strings.Contains(string(after), fmt.Sprintf(`"count":%d`, n-1)) || ev[1].Target != ev[0].Target {
-		t.Fatalf("summary audit line: %+v", ev[1])
+	for _, e := range ev[2:] {
+		if after, _ := json.Marshal(e.After); !strings.Contains(string(after), `"count":`) || e.Target != first[0].Target {
+			t.Fatalf("summary audit line: %+v", e)
+		}
 	}
 
 	// Many user names from one source: at most 16 are named, the rest
@@ -161,7 +190,7 @@ func TestFailedLoginsCostBoundedDisk(t *testing.T) {
 		f.doAs(fmt.Sprintf("name%d", i), "wrong-pw", "GET", "/default/docs/x", "", "")
 	}
 	named, many := 0, 0
-	for _, e := range failed()[2:] {
+	for _, e := range failed()[4:] {
 		if e.Target == "(many)" {
 			many++
 		} else {

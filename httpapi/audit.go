@@ -24,9 +24,13 @@ import (
 // Requests refused before the action is tried (bad parameters, a missing
 // bucket, nothing to change) are not recorded.
 
+// auditFailedCode is the error code of an action refused because its
+// record failed.
+const auditFailedCode = "audit_failed"
+
 // errAuditFailed answers an action refused because its record failed.
 func errAuditFailed(err error) error {
-	return &httpError{status: http.StatusInternalServerError, code: "audit_failed",
+	return &httpError{status: http.StatusInternalServerError, code: auditFailedCode,
 		reason: "the audit log cannot be written, so the change was not made: " + err.Error()}
 }
 

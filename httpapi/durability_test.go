@@ -58,51 +58,80 @@ func TestDurabilityMinLevelSetting(t *testing.T) {
 	}
 }
 
+// httpLevelCases is, for each bucket minimum and request level, whether a
+// write is on disk when answered, written out rather than computed with
+// engine.Durability.Max and Persists, so that a Max that lowered a level
+// fails the test.
+var httpLevelCases = []struct {
+	min, req  engine.Durability
+	persisted bool
+}{
+	{"none", "", false},
+	{"none", "none", false},
+	{"none", "majority", false},
+	{"none", "majorityAndPersistActive", true},
+	{"none", "persistToMajority", true},
+	{"majority", "", false},
+	{"majority", "none", false},
+	{"majority", "majority", false},
+	{"majority", "majorityAndPersistActive", true},
+	{"majority", "persistToMajority", true},
+	{"majorityAndPersistActive", "", true},
+	{"majorityAndPersistActive", "none", true},
+	{"majorityAndPersistActive", "majority", true},
+	{"majorityAndPersistActive", "majorityAndPersistActive", true},
+	{"majorityAndPersistActive", "persistToMajority", true},
+	{"persistToMajority", "", true},
+	{"persistToMajority", "none", true},
+	{"persistToMajority", "majority", true},
+	{"persistToMajority", "majorityAndPersistActive", true},
+	{"persistToMajority", "persistToMajority", true},
+}
+
 // Each HTTP write, at each request level over each bucket minimum, is on
-// disk when answered exactly when the stronger of the two persists: a
-// request's level raises the bucket's, never lowers it.
+// disk when answered exactly as httpLevelCases says: a request's level
+// raises the bucket's, never lowers it.
 func TestDurabilityOverHTTPRaisesNeverLowers(t *testing.T) {
 	f := newLevelFixture(t)
 	form := "application/x-www-form-urlencoded"
-	levels := []engine.Durability{"", "none", "majority", "majorityAndPersistActive", "persistToMajority"}
-	for _, min := range levels[1:] {
+	for _, tc := range httpLevelCases {
+		min, req, want := tc.min, tc.req, tc.persisted
 		name := "b-" + string(min)
-		if st, _, body := f.do("POST", "/pools/default/buckets", form, "name="+name+"&durabilityMinLevel="+string(min)); st != 202 {
-			t.Fatalf("create %s: %d %s", name, st, body)
+		if _, err := f.eng.Bucket(name); err != nil {
+			if st, _, body := f.do("POST", "/pools/default/buckets", form, "name="+name+"&durabilityMinLevel="+string(min)); st != 202 {
+				t.Fatalf("create %s: %d %s", name, st, body)
+			}
 		}
 		b := f.mustBucket(name)
-		for _, req := range levels {
-			want := req.Max(min).Persists()
-			q := ""
-			if req != "" {
-				q = "?durability=" + string(req)
+		q := ""
+		if req != "" {
+			q = "?durability=" + string(req)
+		}
+		writes := []struct{ what, method, path, body string }{
+			{"PUT", "PUT", "/" + name + "/docs/k" + q, `{"v":1}`},
+			{"touch", "POST", "/" + name + "/docs/k/touch?expiry=100" + strings.Replace(q, "?", "&", 1), ""},
+			{"get-and-touch", "GET", "/" + name + "/docs/k?touch=200" + strings.Replace(q, "?", "&", 1), ""},
+			{"_bulk param", "POST", "/" + name + "/_bulk" + q, `{"op":"upsert","id":"k","doc":{"v":2}}` + "\n"},
+			{"_bulk line", "POST", "/" + name + "/_bulk", fmt.Sprintf(`{"op":"upsert","id":"k","doc":{"v":3},"durability":%q}`, req) + "\n"},
+			{"DELETE", "DELETE", "/" + name + "/docs/k" + q, ""},
+		}
+		for _, w := range writes {
+			st, _, body := f.do(w.method, w.path, "application/json", w.body)
+			if st >= 300 || strings.Contains(body, `"error"`) {
+				t.Fatalf("%s %s: %d %s", w.what, w.path, st, body)
 			}
-			writes := []struct{ what, method, path, body string }{
-				{"PUT", "PUT", "/" + name + "/docs/k" + q, `{"v":1}`},
-				{"touch", "POST", "/" + name + "/docs/k/touch?expiry=100" + strings.Replace(q, "?", "&", 1), ""},
-				{"get-and-touch", "GET", "/" + name + "/docs/k?touch=200" + strings.Replace(q, "?", "&", 1), ""},
-				{"_bulk param", "POST", "/" + name + "/_bulk" + q, `{"op":"upsert","id":"k","doc":{"v":2}}` + "\n"},
-				{"_bulk line", "POST", "/" + name + "/_bulk", fmt.Sprintf(`{"op":"upsert","id":"k","doc":{"v":3},"durability":%q}`, req) + "\n"},
-				{"DELETE", "DELETE", "/" + name + "/docs/k" + q, ""},
+			if got := !f.queued(name); got != want {
+				t.Errorf("min %s, request %q, %s: on disk when answered %v, want %v", min, req, w.what, got, want)
 			}
-			for _, w := range writes {
-				st, _, body := f.do(w.method, w.path, "application/json", w.body)
-				if st >= 300 || strings.Contains(body, `"error"`) {
-					t.Fatalf("%s %s: %d %s", w.what, w.path, st, body)
+			if !want {
+				// Read-your-writes: the answer's write is readable at once.
+				st, _, _ := f.do("GET", "/"+name+"/docs/k", "", "")
+				if wantSt := map[bool]int{true: 404, false: 200}[w.what == "DELETE"]; st != wantSt {
+					t.Errorf("min %s, request %q, %s: read after the write %d, want %d", min, req, w.what, st, wantSt)
 				}
-				if got := !f.queued(name); got != want {
-					t.Errorf("min %s, request %q, %s: on disk when answered %v, want %v", min, req, w.what, got, want)
-				}
-				if !want {
-					// Read-your-writes: the answer's write is readable at once.
-					st, _, _ := f.do("GET", "/"+name+"/docs/k", "", "")
-					if wantSt := map[bool]int{true: 404, false: 200}[w.what == "DELETE"]; st != wantSt {
-						t.Errorf("min %s, request %q, %s: read after the write %d, want %d", min, req, w.what, st, wantSt)
-					}
-				}
-				if err := b.Sync(t.Context()); err != nil {
-					t.Fatal(err)
-				}
+			}
+			if err := b.Sync(t.Context()); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}

@@ -165,7 +165,7 @@ func failMessage(reason string) string {
 // refusedAtDoor logs (and audits, for a login with a user name) a refusal
 // before authentication, aggregated as the failureLog says.
 func (s *server) refusedAtDoor(r *http.Request, reason, user string, err error) {
-	k := failKey{reason: reason, source: sourceOf(r), user: capString(user, auth.MaxUserName)}
+	k := failKey{reason: reason, source: sourceOf(r), user: auth.ShownName(user)}
 	k, first, done := s.fails.note(s.eng.Clock().Now(), k)
 	s.writeFailSummaries(r, done)
 	if !first {

@@ -29,6 +29,9 @@ func (fakeSearch) SourceBucket([]byte) (string, error) { return "", errNoIndex }
 func (fakeSearch) PutIndex(context.Context, string, string, []byte) (*search.IndexDef, error) {
 	return nil, errNoIndex
 }
+func (fakeSearch) CheckIndex(context.Context, string, string, []byte) (*search.IndexDef, error) {
+	return nil, errNoIndex
+}
 func (fakeSearch) GetIndex(context.Context, string, string) (*search.IndexDef, error) {
 	return nil, errNoIndex
 }

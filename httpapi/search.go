@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,9 @@ type SearchService interface {
 	// sourceName, or an alias's targets' bucket).
 	SourceBucket(def []byte) (string, error)
 	PutIndex(ctx context.Context, bucket, name string, def []byte) (*search.IndexDef, error)
+	// CheckIndex checks a definition as PutIndex would, storing nothing:
+	// a definition it refuses is refused up front (not audited).
+	CheckIndex(ctx context.Context, bucket, name string, def []byte) (*search.IndexDef, error)
 	GetIndex(ctx context.Context, bucket, name string) (*search.IndexDef, error)
 	ListIndexes(ctx context.Context, bucket string) ([]*search.IndexDef, error)
 	DeleteIndex(ctx context.Context, bucket, name string) error
@@ -84,7 +88,7 @@ var _ SearchService = (*search.Service)(nil)
 // an index is audited.
 func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	const noForm = false
-	h := &searchHandlers{eng: s.eng, svc: svc}
+	h := &searchHandlers{srv: s, eng: s.eng, svc: svc}
 	onIndex := func(a auth.Action) permFunc {
 		return func(req *http.Request) []auth.Permission {
 			b, err := svc.FindIndex(mux.Vars(req)["name"])
@@ -114,8 +118,8 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	anyUser := func(*http.Request) []auth.Permission { return nil } // the list is filtered (searchHandlers.list)
 	r.Handle("/api/index", s.need(anyUser, noForm, fts(h.list))).Methods(http.MethodGet)
 	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
-	r.Handle("/api/index/{name}", s.need(onSource, noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
-	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
+	r.Handle("/api/index/{name}", s.need(onSource, noForm, fts(h.put))).Methods(http.MethodPut)
+	r.Handle("/api/index/{name}", s.need(onIndex(auth.SearchWrite), noForm, fts(h.delete))).Methods(http.MethodDelete)
 	r.Handle("/api/index/{name}/query", s.need(onIndex(auth.SearchRead), noForm, fts(h.query))).Methods(http.MethodPost)
 	r.Handle("/api/index/{name}/count", s.need(onIndex(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
 	r.Handle("/api/stats/index/{name}", s.need(onIndex(auth.SearchRead), noForm, fts(h.stats))).Methods(http.MethodGet)
@@ -125,8 +129,8 @@ func (s *server) searchRoutes(r *mux.Router, svc SearchService) {
 	const scoped = "/api/bucket/{bucket}/scope/{scope}/index"
 	r.Handle(scoped, s.need(on(auth.SearchRead), noForm, fts(h.list))).Methods(http.MethodGet)
 	r.Handle(scoped+"/{name}", s.need(on(auth.SearchRead), noForm, fts(h.get))).Methods(http.MethodGet)
-	r.Handle(scoped+"/{name}", s.need(on(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexPut, svc, fts(h.put)))).Methods(http.MethodPut)
-	r.Handle(scoped+"/{name}", s.need(on(auth.SearchWrite), noForm, s.audited(audit.ActionSearchIndexDelete, svc, fts(h.delete)))).Methods(http.MethodDelete)
+	r.Handle(scoped+"/{name}", s.need(on(auth.SearchWrite), noForm, fts(h.put))).Methods(http.MethodPut)
+	r.Handle(scoped+"/{name}", s.need(on(auth.SearchWrite), noForm, fts(h.delete))).Methods(http.MethodDelete)
 	r.Handle(scoped+"/{name}/query", s.need(on(auth.SearchRead), noForm, fts(h.query))).Methods(http.MethodPost)
 	r.Handle(scoped+"/{name}/count", s.need(on(auth.SearchRead), noForm, fts(h.count))).Methods(http.MethodGet)
 }
@@ -139,52 +143,6 @@ func pathBucket(r *http.Request) (string, error) {
 	return pathVar(r, "bucket")
 }
 
-// audited records the intent of a search index change before h does it,
-// refusing the change if the audit log cannot be written, and records a
-// failure if h answers one.
-func (s *server) audited(action string, svc SearchService, h apiHandler) apiHandler {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		name := mux.Vars(r)["name"]
-		bucket, _ := svc.FindIndex(name)
-		if b, err := pathBucket(r); err == nil && b != "" {
-			bucket = b
-		}
-		var after any
-		if r.Method == http.MethodPut {
-			body, err := io.ReadAll(io.LimitReader(r.Body, maxSearchDefBody))
-			if err != nil {
-				return errBadRequest("reading the body: " + err.Error())
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			after = auditBody(body)
-			if bucket == "" {
-				bucket, _ = svc.SourceBucket(body)
-			}
-		}
-		in, err := s.intend(r, audit.Event{Action: action, Bucket: bucket, Target: name, After: after})
-		if err != nil {
-			return err
-		}
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		if rec.status >= 400 {
-			s.settle(r, in, fmt.Errorf("answered %d", rec.status))
-		}
-		return nil
-	}
-}
-
-// statusRecorder notes the status a handler answers.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(status int) {
-	r.status = status
-	r.ResponseWriter.WriteHeader(status)
-}
-
 // ftsError is an error of the search REST API: writeError answers it as
 // the FTS service does, {"status": "fail", "error": reason}, with the
 // status classify gives.
@@ -193,10 +151,14 @@ type ftsError struct{ err error }
 func (e *ftsError) Error() string { return e.err.Error() }
 func (e *ftsError) Unwrap() error { return e.err }
 
-// fts makes h's errors ftsErrors.
+// fts makes h's errors ftsErrors, but for an audit log that cannot be
+// written, answered as at every other path (audit_failed).
 func fts(h apiHandler) apiHandler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := h(w, r); err != nil {
+			if he := (*httpError)(nil); errors.As(err, &he) && he.code == auditFailedCode {
+				return err
+			}
 			return &ftsError{err}
 		}
 		return nil
@@ -208,6 +170,7 @@ func fts(h apiHandler) apiHandler {
 // (Couchbase's index names are unique in a cluster), and a new index's
 // from its definition (SourceBucket).
 type searchHandlers struct {
+	srv *server // its audit log
 	eng *engine.Engine
 	svc SearchService
 }
@@ -365,8 +328,19 @@ func (h *searchHandlers) put(w http.ResponseWriter, r *http.Request) error {
 	} else if err := h.checkScopedPut(r, bucket, name, def); err != nil {
 		return err
 	}
+	// A definition refused up front (not one, its bucket missing, another
+	// bucket's name, a stale uuid) is not audited; the intent of one that
+	// passes is recorded before it is stored, or it is not stored.
+	if _, err := h.svc.CheckIndex(r.Context(), bucket, name, def); err != nil {
+		return err
+	}
+	in, err := h.srv.intend(r, audit.Event{Action: audit.ActionSearchIndexPut, Bucket: bucket, Target: name, After: auditBody(def)})
+	if err != nil {
+		return err
+	}
 	d, err := h.svc.PutIndex(r.Context(), bucket, name, def)
 	if err != nil {
+		h.srv.settle(r, in, err)
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": d.Name, "uuid": d.UUID})
@@ -400,13 +374,20 @@ func (h *searchHandlers) delete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var uuid string
-	if d, err := h.svc.GetIndex(r.Context(), bucket, name); err == nil {
-		uuid = d.UUID
-	}
-	if err := h.svc.DeleteIndex(r.Context(), bucket, name); err != nil {
+	// An index that is not there is refused up front, not audited.
+	d, err := h.svc.GetIndex(r.Context(), bucket, name)
+	if err != nil {
 		return err
 	}
+	in, err := h.srv.intend(r, audit.Event{Action: audit.ActionSearchIndexDelete, Bucket: bucket, Target: name})
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DeleteIndex(r.Context(), bucket, name); err != nil {
+		h.srv.settle(r, in, err)
+		return err
+	}
+	uuid := d.UUID
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uuid": uuid})
 	return nil
 }

@@ -34,7 +34,7 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 	c.user, c.bucket, c.gone = nil, nil, ""
 	for _, m := range mechanisms {
 		if m.name == mech {
-			c.scramFirst(pkt, m.name, m.cred)
+			c.scramFirst(ctx, pkt, m.name, m.cred)
 			return
 		}
 	}
@@ -62,24 +62,39 @@ func (c *conn) saslAuth(ctx context.Context, pkt *memd.Packet) {
 			c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("Authenticated"), 0, 0)
 			return
 		}
-		if errors.Is(err, auth.ErrUsersPending) {
-			// A cluster node that has not loaded the cluster's users: a
-			// temporary failure, the password not checked.
-			c.fail(pkt, memd.StatusTmpFail, reason.Of(err))
-			return
-		}
-		if !errors.Is(err, auth.ErrBadCredentials) {
-			// Throttled, busy or cancelled: the password was not checked.
-			c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", user, "err", err)
-			c.fail(pkt, memd.StatusAuthError, reason.Of(err))
-			return
-		}
+		c.loginRefused(ctx, pkt, user, err)
+		return
 	}
 	c.loginFailed(ctx, pkt, user)
 }
 
-// loginFailed logs, audits and answers a failed login.
+// loginRefused answers a login auth refused with err: a failed login
+// (ErrBadCredentials) is logged, audited and counted (auth counted it in
+// its throttles); a node without the cluster's users yet is a temporary
+// failure; a try not checked (throttled, busy, cancelled) is an
+// authentication error, logged at most a few times a second with the count
+// of those left out (it was counted already, or not checked at all).
+func (c *conn) loginRefused(ctx context.Context, pkt *memd.Packet, user string, err error) {
+	switch {
+	case errors.Is(err, auth.ErrBadCredentials):
+		c.loginFailed(ctx, pkt, user)
+	case errors.Is(err, auth.ErrUsersPending):
+		// A cluster node that has not loaded the cluster's users: a
+		// temporary failure, the password not checked.
+		c.fail(pkt, memd.StatusTmpFail, reason.Of(err))
+	default:
+		if ok, dropped := c.s.notChecked.Allow(); ok {
+			c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", auth.ShownName(user), "err", err,
+				"not_logged_before", dropped)
+		}
+		c.fail(pkt, memd.StatusAuthError, reason.Of(err))
+	}
+}
+
+// loginFailed logs, audits and answers a failed login, the user name cut
+// as auth.ShownName cuts it (a name sent before login may be 16 KiB).
 func (c *conn) loginFailed(ctx context.Context, pkt *memd.Packet, user string) {
+	user = auth.ShownName(user)
 	c.s.log.Warn("kv: login failed", "remote", c.remote, "user", user)
 	if c.s.opts.Audit != nil {
 		// A failed login is audited (never the password); the answer is the

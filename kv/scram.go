@@ -12,7 +12,6 @@ import (
 	"github.com/couchbase/gocbcore/v10/memd"
 
 	"github.com/mayflydb/mayfly/auth"
-	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // The SASL mechanisms, strongest first, as SASL_LIST_MECHS lists them.
@@ -44,19 +43,19 @@ type scramState struct {
 // message "n,,n=user,r=nonce" gets the server's "r=nonce,s=salt,i=count"
 // and AUTH_CONTINUE. An unknown user gets a made-up salt, and fails at the
 // final step like a wrong password.
-func (c *conn) scramFirst(pkt *memd.Packet, mech, kind string) {
+func (c *conn) scramFirst(ctx context.Context, pkt *memd.Packet, mech, kind string) {
 	c.scram = nil
 	msg := string(pkt.Value)
 	// gs2 header: no channel binding ("n" or "y"), no authzid.
 	gs2, bare, ok := cutN(msg, ',', 2)
 	if !ok || (gs2 != "n," && gs2 != "y,") {
-		c.fail(pkt, memd.StatusAuthError, "SCRAM: the first message must start n,, (no channel binding)")
+		c.scramRefused(ctx, pkt, "", "SCRAM: the first message must start n,, (no channel binding)")
 		return
 	}
 	attrs := scramAttrs(bare)
 	user, nonce := unescapeSaslName(attrs["n"]), attrs["r"]
 	if user == "" || nonce == "" {
-		c.fail(pkt, memd.StatusAuthError, "SCRAM: the first message needs n= and r=")
+		c.scramRefused(ctx, pkt, user, "SCRAM: the first message needs n= and r=")
 		return
 	}
 	st := &scramState{mech: mech, kind: kind, h: auth.ScramHash(kind), user: user, gs2Header: gs2 + ",", clientFirstBare: bare}
@@ -90,50 +89,55 @@ func (c *conn) scramFinal(ctx context.Context, pkt *memd.Packet) {
 	st := c.scram
 	c.scram = nil
 	if st == nil || string(pkt.Key) != st.mech {
-		c.fail(pkt, memd.StatusAuthError, "SCRAM: no exchange in progress for "+string(pkt.Key))
+		c.scramRefused(ctx, pkt, "", "SCRAM: no exchange in progress for "+string(pkt.Key))
 		return
 	}
 	msg := string(pkt.Value)
 	i := strings.LastIndex(msg, ",p=")
 	if i < 0 {
-		c.fail(pkt, memd.StatusAuthError, "SCRAM: the final message has no proof")
+		c.scramRefused(ctx, pkt, st.user, "SCRAM: the final message has no proof")
 		return
 	}
 	withoutProof := msg[:i]
 	attrs := scramAttrs(withoutProof)
 	proof, err := base64.StdEncoding.DecodeString(msg[i+3:])
-	if err != nil || attrs["r"] != st.nonce || attrs["c"] != base64.StdEncoding.EncodeToString([]byte(st.gs2Header)) {
-		c.loginFailed(ctx, pkt, st.user)
-		return
-	}
-	authMsg := []byte(st.clientFirstBare + "," + st.serverFirst + "," + withoutProof)
 	if c.s.opts.Auth == nil {
 		c.loginFailed(ctx, pkt, st.user)
 		return
 	}
+	if err != nil || attrs["r"] != st.nonce || attrs["c"] != base64.StdEncoding.EncodeToString([]byte(st.gs2Header)) {
+		// A malformed final message fails like a wrong proof, in the
+		// throttles too (or is refused unchecked while they hold).
+		c.loginRefused(ctx, pkt, st.user, c.s.opts.Auth.FailUnchecked(st.user, c.host()))
+		return
+	}
+	authMsg := []byte(st.clientFirstBare + "," + st.serverFirst + "," + withoutProof)
 	// An unknown user's proof is checked too (it fails): the failure
 	// counts in the throttles as a known user's, so that their back-off
 	// does not tell the two apart.
 	gen := c.usersGeneration()
 	p, serverSig, err := c.s.opts.Auth.VerifyScram(st.user, st.kind, c.host(), authMsg, proof)
-	if errors.Is(err, auth.ErrBadCredentials) {
-		c.loginFailed(ctx, pkt, st.user)
-		return
-	}
-	if errors.Is(err, auth.ErrUsersPending) {
-		// A cluster node that has not loaded the cluster's users: a
-		// temporary failure, the proof not checked.
-		c.fail(pkt, memd.StatusTmpFail, reason.Of(err))
-		return
-	}
 	if err != nil {
-		// Throttled: the proof was not checked.
-		c.s.log.Warn("kv: login not checked", "remote", c.remote, "user", st.user, "err", err)
-		c.fail(pkt, memd.StatusAuthError, reason.Of(err))
+		c.loginRefused(ctx, pkt, st.user, err)
 		return
 	}
 	c.login(p, gen)
 	c.reply(pkt, memd.StatusSuccess, nil, nil, []byte("v="+base64.StdEncoding.EncodeToString(serverSig)), 0, 0)
+}
+
+// scramRefused answers a SCRAM message that cannot go on (why says what
+// is wrong with it) as a failed login of user ("" when the message named
+// none): it counts in auth's throttles like a wrong proof, so every SCRAM
+// failure backs off, and while they hold it is refused unchecked as a
+// throttled try. It is not audited: nothing was tried.
+func (c *conn) scramRefused(ctx context.Context, pkt *memd.Packet, user, why string) {
+	if c.s.opts.Auth != nil {
+		if err := c.s.opts.Auth.FailUnchecked(user, c.host()); !errors.Is(err, auth.ErrBadCredentials) {
+			c.loginRefused(ctx, pkt, user, err)
+			return
+		}
+	}
+	c.fail(pkt, memd.StatusAuthError, why)
 }
 
 // scramAttrs splits "a=x,b=y" into its attributes.

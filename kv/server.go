@@ -11,6 +11,14 @@ import (
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/ratelimit"
+)
+
+// The lines about logins refused unchecked: a burst of 10, then one a
+// second, each saying how many were left out before it.
+const (
+	notCheckedLogRate  = 1.0
+	notCheckedLogBurst = 10
 )
 
 // Server serves the binary KV protocol onto every bucket of an engine. It
@@ -21,6 +29,10 @@ type Server struct {
 	log  *slog.Logger
 
 	conns atomic.Int64 // connections open now
+
+	// notChecked limits the lines about logins refused unchecked
+	// (throttled, busy): a flood of them costs a few lines a second.
+	notChecked *ratelimit.Bucket
 
 	// ctx is cancelled by Close; every connection watches it.
 	ctx    context.Context
@@ -48,7 +60,7 @@ func New(eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{eng: eng, opts: o, log: o.Logger}
+	s := &Server{eng: eng, opts: o, log: o.Logger, notChecked: ratelimit.New(notCheckedLogRate, notCheckedLogBurst, func() time.Time { return time.Unix(eng.Clock().Now(), 0) })}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
 	return s, nil

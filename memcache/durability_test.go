@@ -49,22 +49,98 @@ func (f *fixture) queued() bool {
 	return st.QueueSize+st.FlusherTodo > 0
 }
 
+// connLevelCases is, for each bucket minimum and connection level, whether
+// a write is on disk when answered, written out rather than computed with
+// engine.Durability.Max and Persists, so that a Max that lowered a level
+// fails the test.
+var connLevelCases = []struct {
+	min, conn engine.Durability
+	persisted bool
+}{
+	{"none", "", false},
+	{"none", "none", false},
+	{"none", "majority", false},
+	{"none", "majorityAndPersistActive", true},
+	{"none", "persistToMajority", true},
+	{"majority", "", false},
+	{"majority", "none", false},
+	{"majority", "majority", false},
+	{"majority", "majorityAndPersistActive", true},
+	{"majority", "persistToMajority", true},
+	{"majorityAndPersistActive", "", true},
+	{"majorityAndPersistActive", "none", true},
+	{"majorityAndPersistActive", "majority", true},
+	{"majorityAndPersistActive", "majorityAndPersistActive", true},
+	{"majorityAndPersistActive", "persistToMajority", true},
+	{"persistToMajority", "", true},
+	{"persistToMajority", "none", true},
+	{"persistToMajority", "majority", true},
+	{"persistToMajority", "majorityAndPersistActive", true},
+	{"persistToMajority", "persistToMajority", true},
+}
+
 // The connection's level (Options.Durability, mayfly serve
 // --memcached-durability) raises the bucket's minimum, never lowers it: a
-// write is on disk when answered exactly when the stronger persists.
+// write is on disk when answered exactly as connLevelCases says.
 func TestDurabilityConnectionLevel(t *testing.T) {
-	levels := []engine.Durability{"", "none", "majority", "majorityAndPersistActive", "persistToMajority"}
-	for _, min := range levels[1:] {
-		for _, conn := range levels {
-			t.Run(string(min)+"/"+string(conn), func(t *testing.T) { testConnectionLevel(t, min, conn) })
-		}
+	for _, tc := range connLevelCases {
+		t.Run(string(tc.min)+"/"+string(tc.conn), func(t *testing.T) { testConnectionLevel(t, tc.min, tc.conn, tc.persisted) })
 	}
 }
 
-func testConnectionLevel(t *testing.T, min, conn engine.Durability) {
+// A port run with --memcached-durability none (Options.Durability none) in
+// front of a persistToMajority bucket still answers each write only once
+// its commit is on disk, with either driver, one command at a time or
+// pipelined with noreply writes: the bucket's minimum is not lowered by
+// the port's level. Whether the flusher still holds a write when its
+// answer arrives (it would hold one acknowledged from memory for an hour)
+// tells the two apart.
+func TestDurabilityNoneConnectionOnPersistingBucket(t *testing.T) {
+	for _, io := range []IOModel{IOEventLoop, IOGoroutines} {
+		t.Run(string(io), func(t *testing.T) {
+			if io == IOEventLoop && DefaultIO != IOEventLoop {
+				t.Skip("no event loops on this system")
+			}
+			f := newLevelFixture(t, engine.DurabilityPersistToMajority, &Options{Durability: engine.DurabilityNone, IO: io})
+			c := f.dial(t)
+			for _, w := range []struct{ cmd, reply string }{
+				{"set k 0 0 1\r\n5\r\n", "STORED\r\n"},
+				{"add k2 0 0 1\r\n7\r\n", "STORED\r\n"},
+				{"append k 0 0 1\r\n0\r\n", "STORED\r\n"},
+				{"incr k 1\r\n", "51\r\n"},
+				{"touch k 100\r\n", "TOUCHED\r\n"},
+				{"gat 200 k\r\n", "VALUE k 0 2\r\n51\r\nEND\r\n"},
+				{"delete k\r\n", "DELETED\r\n"},
+			} {
+				c.do(w.cmd, w.reply)
+				if f.queued() {
+					t.Errorf("%q on a persistToMajority bucket through a port at none: answered before its commit", w.cmd)
+				}
+			}
+			// Pipelined: noreply sets, then one that answers; its answer
+			// comes once every write before it is on disk.
+			var req strings.Builder
+			for i := range 50 {
+				fmt.Fprintf(&req, "set p%d 0 0 1 noreply\r\n%d\r\n", i, i%10)
+			}
+			req.WriteString("set last 0 0 1\r\nx\r\n")
+			c.send(req.String())
+			if got := c.line(); got != "STORED\r\n" {
+				t.Fatalf("pipelined set: %q", got)
+			}
+			if f.queued() {
+				t.Error("pipelined writes on a persistToMajority bucket through a port at none: answered before their commit")
+			}
+			if st := c.stats(); st["ep_commit_num"] == "0" {
+				t.Error("ep_commit_num 0 after writes that persist")
+			}
+		})
+	}
+}
+
+func testConnectionLevel(t *testing.T, min, conn engine.Durability, want bool) {
 	f := newLevelFixture(t, min, &Options{Durability: conn})
 	c := f.dial(t)
-	want := conn.Max(min).Persists()
 	for _, w := range []struct{ cmd, reply string }{
 		{"set k 0 0 1\r\n5\r\n", "STORED\r\n"},
 		{"append k 0 0 1\r\n0\r\n", "STORED\r\n"},

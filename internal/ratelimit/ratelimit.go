@@ -2,8 +2,9 @@
 // refilled at Rate events a second, read from an injected clock so that
 // tests move time by hand.
 //
-// The views' warning log (one bucket per message) and the JavaScript log(...)
-// helper (one bucket per design document) both use it.
+// The views' warning log (one bucket per message), the JavaScript log(...)
+// helper (one bucket per design document) and the KV port's lines about
+// logins refused unchecked (one bucket per server) use it.
 package ratelimit
 
 import (

@@ -78,11 +78,13 @@ export function render(main, { bucket }) {
     const expAt = h('span', { class: 'muted' });
     const expInfo = h('span', { class: 'countdown', id: 'doc-expiration' });
     let cas = '';
+    let flags; // the document's flags, kept by a save as its expiration is
     let binary = false; // a binary document: saved as it is, not checked as JSON
     if (id) {
       try {
         const r = await request('GET', path`/${bucket}/docs/${id}`, { query: { collection: collQuery() }, raw: true });
         cas = r.headers.get('X-Mayfly-Cas') || '';
+        flags = r.headers.get('X-Mayfly-Flags') || '0';
         const exp = Number(r.headers.get('X-Mayfly-Expiration') || 0);
         expInfo.dataset.exp = exp;
         expInfo.textContent = countdown(exp);
@@ -109,7 +111,7 @@ export function render(main, { bucket }) {
         }
       }
       try {
-        const q = { collection: collQuery(), cas: cas || undefined };
+        const q = { collection: collQuery(), cas: cas || undefined, flags };
         if (keep.checked) q.preserve_expiry = 'true'; else q.expiry = expiry.value;
         if (!id) q.op = 'insert';
         // A CAS is above 2^53, where JavaScript numbers lose digits: it is
@@ -122,6 +124,7 @@ export function render(main, { bucket }) {
         key.readOnly = true;
         del.disabled = false;
         cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
+        if (flags === undefined) flags = '0';
         expInfo.dataset.exp = r.expiration;
         expAt.textContent = r.expiration ? ` (${utc(r.expiration)})` : '';
         load();

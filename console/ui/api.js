@@ -29,9 +29,13 @@ function basic(user, password) {
 export function loggedIn() { return sessionStorage.getItem(KEY) !== null; }
 export function user() { return sessionStorage.getItem(USER) || ''; }
 
+// logout forgets the credentials and every other choice the console kept
+// for this tab (the bucket, design document and view last shown): the next
+// user of the tab does not see the names the last one chose.
 export function logout() {
-  sessionStorage.removeItem(KEY);
-  sessionStorage.removeItem(USER);
+  for (const k of Object.keys(sessionStorage)) {
+    if (k.startsWith('mayfly.')) sessionStorage.removeItem(k);
+  }
 }
 
 // login checks the credentials against the API and keeps them if they work.

@@ -346,7 +346,7 @@ function preview(bucket, ddoc, view, hasReduce, queried) {
   async function run() {
     const q = query();
     const qs = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== '')).toString();
-    url.textContent = `GET /${bucket}/_design/${ddoc}/_view/${view}${qs ? '?' + qs : ''}`;
+    url.textContent = `GET ${path`/${bucket}/_design/${ddoc}/_view/${view}`}${qs ? '?' + qs : ''}`;
     st.info('Querying…');
     try {
       await syncClock(bucket);

@@ -29,9 +29,13 @@ function basic(user, password) {
 export function loggedIn() { return sessionStorage.getItem(KEY) !== null; }
 export function user() { return sessionStorage.getItem(USER) || ''; }
 
+// logout forgets the credentials and every other choice the console kept
+// for this tab (the bucket, design document and view last shown): the next
+// user of the tab does not see the names the last one chose.
 export function logout() {
-  sessionStorage.removeItem(KEY);
-  sessionStorage.removeItem(USER);
+  for (const k of Object.keys(sessionStorage)) {
+    if (k.startsWith('mayfly.')) sessionStorage.removeItem(k);
+  }
 }
 
 // login checks the credentials against the API and keeps them if they work.
@@ -53,9 +57,11 @@ export function path(strings, ...values) {
 // request calls the API. opts: query (object; undefined and '' values are
 // left out), json (a value sent as JSON), form (an object sent
 // form-encoded), body + type (sent as they are), raw (keep a JSON answer as
-// text). It resolves to
-// { status, headers, data }: data is parsed JSON when the answer is JSON,
-// else text. A non-2xx answer rejects with an ApiError; a 401 also logs out.
+// text), bytes (keep a 2xx answer as its bytes, a Uint8Array: a binary
+// value decoded as text would lose the bytes that are not UTF-8). It
+// resolves to { status, headers, data }: data is parsed JSON when the answer
+// is JSON, else text. A non-2xx answer rejects with an ApiError; a 401 also
+// logs out.
 export async function request(method, p, opts = {}) {
   let url = p;
   if (opts.query) {
@@ -86,6 +92,9 @@ export async function request(method, p, opts = {}) {
   } catch (e) {
     if (e.name === 'AbortError') throw e;
     throw new ApiError(0, 'network', `cannot reach the server: ${e.message}`);
+  }
+  if (opts.bytes && resp.ok) {
+    return { status: resp.status, headers: resp.headers, data: new Uint8Array(await resp.arrayBuffer()) };
   }
   const text = await resp.text();
   let data = text;

@@ -1,10 +1,88 @@
 // The Documents page: a collection's documents in key order, each with its
 // expiration as a live countdown; a document's view, edit and delete; and a
 // box that loads newline-delimited JSON through POST /{bucket}/_bulk.
-import { get, request, path, clock, syncClock, perm, permissions } from './api.js';
-import { h, fill, field, status, busy, confirmButton, duration, utc, num, pretty, permissionText } from './dom.js';
+import { get, request, path, clock, syncClock, perm, permissions, ApiError } from './api.js';
+import { h, fill, field, status, busy, confirmButton, duration, utc, num, pretty, permissionText, EDIT_MAX, SHOW_MAX, utf8Len } from './dom.js';
 
 const PAGE = 25;
+
+// BULK_STATUS is the HTTP status the document API answers for a _bulk
+// line's error code.
+const BULK_STATUS = { not_found: 404, key_exists: 409, cas_mismatch: 409, locked: 423, too_large: 413 };
+
+// dotKey tells the keys "." and "..", which a browser cannot send as a
+// path segment (it resolves them as the URL's dot segments).
+export function dotKey(key) {
+  return key === '.' || key === '..';
+}
+
+// valueText is how the editor shows a document read by readDoc: { text,
+// fixed (read-only: Save changes only the expiry), note }. A JSON value up
+// to EDIT_MAX bytes is indented for editing; a binary one that is UTF-8 text
+// without carriage returns is edited as text. The rest is shown read-only:
+// a larger value in part, unindented; a value that is not UTF-8 as hex; text
+// with carriage returns as it is (a text box turns CRLF into LF, so saving
+// it would change the bytes).
+export function valueText(d) {
+  const size = `${num(d.size)} bytes`;
+  const large = d.size > EDIT_MAX;
+  const tooLarge = `Too large to edit here (${size}, over 1 MiB): shown in part, read-only; Save changes only the expiry. Use the HTTP API or the mayfly command for the value.`;
+  if (d.json !== undefined) {
+    if (!large) return { text: pretty(d.json), fixed: false, note: '' };
+    return { text: d.json.length > SHOW_MAX ? `${d.json.slice(0, SHOW_MAX)}… (${size})` : d.json, fixed: true, note: tooLarge };
+  }
+  let end = d.bytes.length;
+  if (large) {
+    // Cut at a character's start.
+    end = SHOW_MAX;
+    while (end > 0 && (d.bytes[end] & 0xc0) === 0x80) end--;
+  }
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(d.bytes.subarray(0, end));
+  } catch {
+    text = undefined;
+  }
+  if (text === undefined && !large) {
+    return { text: hexDump(d.bytes), fixed: true, note: `A binary value that is not UTF-8 text (${size}), shown in hex, read-only: Save changes only the expiry.` };
+  }
+  if (large) {
+    return { text: text === undefined ? hexDump(d.bytes) : `${text}… (${size})`, fixed: true, note: `A binary value. ${tooLarge}` };
+  }
+  if (text.includes('\r')) {
+    return { text, fixed: true, note: `A binary value with carriage returns (${size}), which a text box would turn into line feeds: shown read-only; Save changes only the expiry.` };
+  }
+  return { text, fixed: false, note: 'A binary value, shown as text: saving stores what the box holds.' };
+}
+
+// hexDump writes bytes as lines of offset, 16 bytes in hex and the printable
+// ones: at most SHOW_MAX characters' worth, then the whole value's size.
+export function hexDump(b) {
+  const n = Math.min(b.length, Math.floor(SHOW_MAX / 80) * 16);
+  const lines = [];
+  for (let off = 0; off < n; off += 16) {
+    const row = b.subarray(off, Math.min(off + 16, n));
+    const hex = Array.from(row, (x) => x.toString(16).padStart(2, '0')).join(' ');
+    const text = Array.from(row, (x) => (x >= 0x20 && x < 0x7f ? String.fromCharCode(x) : '.')).join('');
+    lines.push(`${off.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${text}`);
+  }
+  if (b.length > n) lines.push(`… (${num(b.length)} bytes)`);
+  return lines.join('\n');
+}
+
+// fromBase64 and toBase64 convert between standard base64 and bytes.
+export function fromBase64(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+export function toBase64(b) {
+  let bin = '';
+  for (let i = 0; i < b.length; i += 0x8000) bin += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  return btoa(bin);
+}
 
 // countdown is the text of an expiration: "never", "in 4m 10s", or expired.
 export function countdown(exp) {
@@ -67,6 +145,58 @@ export function render(main, { bucket }) {
         h('td', { class: 'muted mono' }, r.rev))))) : h('p', { class: 'muted' }, 'No documents here.'));
   }
 
+  // The document routes of keys "." and "..": a browser takes
+  // /{b}/docs/.. for the path /{b}/, so these keys go in a query or a
+  // body instead (the listing by key to read, _bulk to write); every other
+  // key keeps /{b}/docs/{key}.
+  const collPath = () => path`/pools/default/buckets/${bucket}/scopes/${state.scope}/collections/${state.coll}/docs`;
+
+  // readDoc reads a document: { cas (text: above 2^53), exp, flags, size,
+  // json (the value's text) or bytes (a binary value) }.
+  async function readDoc(id) {
+    if (!dotKey(id)) {
+      const r = await request('GET', path`/${bucket}/docs/${id}`, { query: { collection: collQuery() }, bytes: true });
+      const isJSON = (r.headers.get('Content-Type') || '').startsWith('application/json');
+      return {
+        cas: r.headers.get('X-Mayfly-Cas') || '',
+        exp: Number(r.headers.get('X-Mayfly-Expiration') || 0),
+        flags: r.headers.get('X-Mayfly-Flags') || '0',
+        size: r.data.length,
+        json: isJSON ? new TextDecoder().decode(r.data) : undefined,
+        bytes: isJSON ? undefined : r.data,
+      };
+    }
+    const key = JSON.stringify(id);
+    const text = (await request('GET', collPath(), { query: { startkey: key, endkey: key, limit: 1, include_docs: 'true' }, raw: true })).data;
+    const row = JSON.parse(text).rows[0];
+    if (!row || row.id !== id || !row.doc) throw new ApiError(404, 'not_found', `No document ${id} here.`);
+    const d = { cas: (/"cas":(\d+)/.exec(text) || [])[1] || '', exp: row.expiration || 0, flags: String(row.flags ?? 0) };
+    if ('json' in row.doc) {
+      // The value's own text: parsing and writing it again would change
+      // numbers beyond 2^53.
+      const mark = ',"doc":{"json":';
+      d.json = text.slice(text.indexOf(mark) + mark.length, text.lastIndexOf(',"meta":'));
+      d.size = utf8Len(d.json);
+    } else {
+      d.bytes = fromBase64(row.doc.base64 || '');
+      d.size = d.bytes.length;
+    }
+    return d;
+  }
+
+  // bulkOne runs one _bulk operation and answers its result line, cas as
+  // text; a failed one rejects with an ApiError, as the document API would.
+  async function bulkOne(op, docText) {
+    let line = JSON.stringify({ ...op, collection: collQuery() });
+    if (docText !== undefined) line = `${line.slice(0, -1)},"doc":${docText}}`;
+    const text = String((await request('POST', path`/${bucket}/_bulk`, { body: line, type: 'application/x-ndjson' })).data);
+    const first = text.split('\n').find((l) => l.trim()) || '{}';
+    const r = JSON.parse(first);
+    if (r.error) throw new ApiError(BULK_STATUS[r.error] || 400, r.error, r.reason);
+    r.cas = (/"cas":(\d+)/.exec(first) || [])[1] || '';
+    return r;
+  }
+
   // open shows a document in the editor; id '' starts a new one.
   async function open(id) {
     const st = status('doc-status');
@@ -77,29 +207,58 @@ export function render(main, { bucket }) {
     keep.addEventListener('change', () => { expiry.disabled = keep.checked; });
     const expAt = h('span', { class: 'muted' });
     const expInfo = h('span', { class: 'countdown', id: 'doc-expiration' });
+    const showExp = (exp) => {
+      expInfo.dataset.exp = exp;
+      expInfo.textContent = countdown(exp);
+      expInfo.title = exp ? utc(exp) : 'no expiration';
+      expAt.textContent = exp ? ` (${utc(exp)})` : '';
+    };
     let cas = '';
+    let flags; // the document's flags, kept by a save as its expiration is
     let binary = false; // a binary document: saved as it is, not checked as JSON
+    let fixed = false; // the value is shown read-only: Save changes only the expiry
     if (id) {
       try {
-        const r = await request('GET', path`/${bucket}/docs/${id}`, { query: { collection: collQuery() }, raw: true });
-        cas = r.headers.get('X-Mayfly-Cas') || '';
-        const exp = Number(r.headers.get('X-Mayfly-Expiration') || 0);
-        expInfo.dataset.exp = exp;
-        expInfo.textContent = countdown(exp);
-        expInfo.title = exp ? utc(exp) : 'no expiration';
-        expAt.textContent = exp ? ` (${utc(exp)})` : '';
-        const isJSON = (r.headers.get('Content-Type') || '').startsWith('application/json');
-        body.value = isJSON ? pretty(r.data) : r.data;
-        binary = !isJSON;
-        if (binary) st.info('A binary value, shown as text: saving stores what the box holds.');
+        const d = await readDoc(id);
+        cas = d.cas;
+        flags = d.flags;
+        showExp(d.exp);
+        binary = d.json === undefined;
+        const shown = valueText(d);
+        body.value = shown.text;
+        fixed = shown.fixed;
+        if (shown.note) st.info(shown.note);
       } catch (e) {
         st.err(e);
       }
     } else {
       body.value = '{\n  \n}';
     }
-    const save = h('button', { type: 'button', class: 'primary', id: 'doc-save' }, 'Save');
+    const save = h('button', { type: 'button', class: 'primary', id: 'doc-save' }, fixed ? 'Save expiry' : 'Save');
     save.addEventListener('click', () => busy(save, async () => {
+      if (fixed) {
+        // The value stays as stored: only a touch, which keeps the value
+        // and the flags.
+        if (keep.checked) {
+          st.info('Nothing to save: the value is not edited here and the expiration is kept.');
+          return;
+        }
+        try {
+          let r;
+          if (dotKey(id)) {
+            r = await bulkOne({ op: 'touch', id, expiry: Number(expiry.value) });
+          } else {
+            const text = (await request('POST', path`/${bucket}/docs/${id}/touch`, { query: { collection: collQuery(), expiry: expiry.value }, raw: true })).data;
+            r = JSON.parse(text);
+            r.cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
+          }
+          st.ok(`Saved the expiration of ${id}: ${r.expiration ? utc(r.expiration) : 'never'}; the value is unchanged.`);
+          cas = r.cas;
+          showExp(r.expiration);
+          load();
+        } catch (e) { st.err(e); }
+        return;
+      }
       if (!binary) {
         try {
           JSON.parse(body.value);
@@ -109,21 +268,33 @@ export function render(main, { bucket }) {
         }
       }
       try {
-        const q = { collection: collQuery(), cas: cas || undefined };
-        if (keep.checked) q.preserve_expiry = 'true'; else q.expiry = expiry.value;
-        if (!id) q.op = 'insert';
-        // A CAS is above 2^53, where JavaScript numbers lose digits: it is
-        // read from the answer's text.
-        const type = binary ? 'application/octet-stream' : 'application/json';
-        const text = (await request('PUT', path`/${bucket}/docs/${key.value}`, { query: q, body: body.value, type, raw: true })).data;
-        const r = JSON.parse(text);
-        st.ok(`Saved ${r.id} (revision ${r.rev}).`);
+        const k = key.value;
+        let r;
+        if (dotKey(k)) {
+          const op = { op: id ? 'upsert' : 'insert', id: k, cas: cas || undefined, flags: flags === undefined ? undefined : Number(flags) };
+          if (keep.checked) op.preserve_expiry = true; else op.expiry = Number(expiry.value);
+          // JSON text holds line breaks only between tokens: one line of
+          // the same value.
+          if (binary) op.base64 = toBase64(new TextEncoder().encode(body.value));
+          r = await bulkOne(op, binary ? undefined : body.value.replace(/[\r\n]+/g, ' '));
+        } else {
+          const q = { collection: collQuery(), cas: cas || undefined, flags };
+          if (keep.checked) q.preserve_expiry = 'true'; else q.expiry = expiry.value;
+          if (!id) q.op = 'insert';
+          // A CAS is above 2^53, where JavaScript numbers lose digits: it is
+          // read from the answer's text.
+          const type = binary ? 'application/octet-stream' : 'application/json';
+          const text = (await request('PUT', path`/${bucket}/docs/${k}`, { query: q, body: body.value, type, raw: true })).data;
+          r = JSON.parse(text);
+          r.cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
+        }
+        st.ok(r.rev ? `Saved ${r.id} (revision ${r.rev}).` : `Saved ${r.id}.`);
         id = r.id;
         key.readOnly = true;
         del.disabled = false;
-        cas = (/"cas":(\d+)/.exec(text) || [])[1] || '';
-        expInfo.dataset.exp = r.expiration;
-        expAt.textContent = r.expiration ? ` (${utc(r.expiration)})` : '';
+        cas = r.cas;
+        if (flags === undefined) flags = '0';
+        showExp(r.expiration);
         load();
       } catch (e) {
         if (e.error === 'cas_mismatch') st.err('Not saved: the document changed since you opened it. Reopen it to see the new version.');
@@ -133,18 +304,20 @@ export function render(main, { bucket }) {
     }));
     const del = confirmButton({ id: 'doc-delete', disabled: !id }, 'Delete', 'Really delete?', async () => {
       try {
-        await request('DELETE', path`/${bucket}/docs/${id}`, { query: { collection: collQuery(), cas: cas || undefined } });
+        if (dotKey(id)) await bulkOne({ op: 'delete', id, cas: cas || undefined });
+        else await request('DELETE', path`/${bucket}/docs/${id}`, { query: { collection: collQuery(), cas: cas || undefined } });
         fill(editor, h('p', { class: 'status ok', id: 'doc-status' }, `Deleted ${id}.`));
         load();
       } catch (e) { st.err(e); }
     });
     const close = h('button', { type: 'button', onclick: () => fill(editor) }, 'Close');
-    if (!may.write) body.readOnly = true;
+    if (!may.write || fixed) body.readOnly = true;
+    if (fixed) body.rows = 8; // a part, to look at: the editor stays short
     fill(editor, h('div', { class: 'card' },
       h('h2', null, id ? `Document ${id}` : 'New document'),
       field('Key', key),
       id ? h('p', null, 'Expires: ', expInfo, expAt) : null,
-      field('Value (JSON)', body),
+      field(binary ? 'Value (binary)' : 'Value (JSON)', body),
       h('div', { class: 'row' },
         h('label', { class: 'check' }, keep, ' keep the current expiration'),
         field('or expiry', expiry, 'seconds from now (up to 30 days) or a Unix time; 0: never')),

@@ -205,3 +205,24 @@ export function confirmButton(attrs, label, really, action) {
   });
   return b;
 }
+
+// EDIT_MAX is the largest value the Documents editor offers to edit: a
+// larger one is shown in part, read-only (an 8 MiB array indented in a text
+// box is millions of lines, and the tab stops answering).
+export const EDIT_MAX = 1 << 20;
+
+// SHOW_MAX is the most of a value a pane draws (the editor's part of a
+// value over EDIT_MAX, the Views page's sample and result cells).
+export const SHOW_MAX = 100 << 10;
+
+// utf8Len is text's length in bytes, as stored.
+export function utf8Len(text) {
+  return new TextEncoder().encode(text).length;
+}
+
+// cut gives text whole when it is at most SHOW_MAX characters, else its
+// start and a note of the whole value's size: "… (8,388,609 bytes)".
+export function cut(text, size) {
+  if (text.length <= SHOW_MAX) return text;
+  return `${text.slice(0, SHOW_MAX)}… (${num(size ?? utf8Len(text))} bytes)`;
+}

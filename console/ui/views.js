@@ -5,7 +5,7 @@
 // include_docs row whose document expired but is not purged yet
 // ("doc": null) says so.
 import { get, request, path, clock, syncClock, perm, permissions } from './api.js';
-import { h, fill, field, status, busy, confirmButton, duration, num, utc, pretty, permissionText } from './dom.js';
+import { h, fill, field, status, busy, confirmButton, duration, num, utc, pretty, permissionText, cut, SHOW_MAX } from './dom.js';
 
 const DEV = 'dev_';
 const TEMPLATE = 'function (doc, meta) {\n  emit(meta.id, null);\n}';
@@ -267,24 +267,39 @@ function viewEditor(bucket, d, viewName, isDev, mayWrite, reload, saved) {
 }
 
 // sample shows a document of the bucket, picked at random among the first
-// hundred, as the map function would see it.
+// hundred, as the map function would see it. It lists the hundred without
+// their values and reads only the one picked; a value over SHOW_MAX is shown
+// in part, unindented, with its size.
 function sample(bucket) {
   const box = h('div', { class: 'sample', id: 'sample-doc' });
   const another = h('button', { type: 'button', id: 'sample-next' }, 'Another');
+  const docs = path`/pools/default/buckets/${bucket}/scopes/_default/collections/_default/docs`;
   async function pick() {
     try {
-      const res = await get(path`/pools/default/buckets/${bucket}/scopes/_default/collections/_default/docs`, { limit: 100, include_docs: true });
+      const res = await get(docs, { limit: 100 });
       if (!res.rows.length) { fill(box, h('p', { class: 'muted' }, 'The bucket has no documents yet.')); return; }
-      const r = res.rows[Math.floor(Math.random() * res.rows.length)];
+      const id = res.rows[Math.floor(Math.random() * res.rows.length)].id;
+      const k = JSON.stringify(id);
+      const r = (await get(docs, { startkey: k, endkey: k, limit: 1, include_docs: 'true' })).rows[0];
+      if (!r) { pick(); return; } // deleted meanwhile
       const meta = { id: r.id, rev: r.rev, expiration: r.expiration, flags: r.flags, type: r.type };
       fill(box,
-        h('div', { class: 'muted' }, 'doc'), h('pre', { class: 'code' }, r.doc && 'json' in r.doc ? JSON.stringify(r.doc.json, null, 2) : '(binary)'),
+        h('div', { class: 'muted' }, 'doc'), h('pre', { class: 'code' }, r.doc && 'json' in r.doc ? docText(r.doc.json, 2) : '(binary)'),
         h('div', { class: 'muted' }, 'meta'), h('pre', { class: 'code' }, JSON.stringify(meta, null, 2)));
     } catch (e) { fill(box, h('p', { class: 'status error' }, e.reason || String(e))); }
   }
   another.addEventListener('click', pick);
   pick();
   return h('div', { class: 'editor' }, h('div', { class: 'label' }, 'Sample document ', another), box);
+}
+
+// docText writes a JSON value for a pane: indented when its text is at most
+// SHOW_MAX characters, else cut there, unindented, with its size (an 8 MiB
+// array indented is millions of lines, and the tab stops answering).
+function docText(v, indent) {
+  const text = JSON.stringify(v);
+  if (text === undefined) return '';
+  return text.length > SHOW_MAX ? cut(text) : indent ? JSON.stringify(v, null, indent) : pretty(text);
 }
 
 // preview queries the saved view with the parameters chosen.
@@ -331,7 +346,7 @@ function preview(bucket, ddoc, view, hasReduce, queried) {
   async function run() {
     const q = query();
     const qs = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== '')).toString();
-    url.textContent = `GET /${bucket}/_design/${ddoc}/_view/${view}${qs ? '?' + qs : ''}`;
+    url.textContent = `GET ${path`/${bucket}/_design/${ddoc}/_view/${view}`}${qs ? '?' + qs : ''}`;
     st.info('Querying…');
     try {
       await syncClock(bucket);
@@ -349,7 +364,7 @@ function preview(bucket, ddoc, view, hasReduce, queried) {
     }
   }
   function drawRows(res, docs) {
-    const show = (v) => (v === undefined ? '' : JSON.stringify(v));
+    const show = (v) => (v === undefined ? '' : cut(JSON.stringify(v)));
     if (!res.rows.length) {
       fill(results, h('p', { class: 'muted' }, 'No rows.'));
       return;
@@ -368,7 +383,7 @@ function preview(bucket, ddoc, view, hasReduce, queried) {
     }
     if (!row.doc) return h('td', { class: 'doc muted' }, '—');
     const exp = row.doc.meta && row.doc.meta.expiration;
-    return h('td', { class: 'doc' }, h('pre', { class: 'code' }, 'json' in row.doc ? pretty(JSON.stringify(row.doc.json)) : '(binary)'),
+    return h('td', { class: 'doc' }, h('pre', { class: 'code' }, 'json' in row.doc ? docText(row.doc.json) : '(binary)'),
       exp ? h('div', { class: 'muted' }, `expires ${utc(exp)}${exp <= clock.now() ? ' (passed)' : ''}`) : null);
   }
   return h('div', { class: 'card preview' }, h('h3', null, 'Result preview'), form, st, results);

@@ -26,7 +26,10 @@ var historyStats = []string{
 // memory, for GET /pools/default/buckets/{bucket}/stats/history, so that the
 // web console's charts open with the last minutes drawn rather than one
 // point. Memory is bounded: at most keep samples of a few counters per
-// bucket, and a deleted bucket's samples go at the next sample.
+// bucket, and a deleted bucket's samples go at the next sample. The samples
+// are kept by the bucket's incarnation (its name and its settings' UUID),
+// so a bucket deleted and created again under its name, even between two
+// samples, starts with none of the old one's.
 //
 // Give it to New (Options.StatsHistory), then Run it; it samples the
 // buckets of the last server New built with it. It is safe for concurrent
@@ -37,9 +40,13 @@ type StatsHistory struct {
 	now   func() time.Time // the samples' timestamps
 
 	mu     sync.Mutex
-	sample func() map[string][]int64 // historyStats of every bucket; set by New
-	by     map[string]*statsRing
+	sample func() map[bucketID][]int64 // historyStats of every bucket; set by New
+	by     map[bucketID]*statsRing
 }
+
+// bucketID names one incarnation of a bucket: its name and its settings'
+// UUID, which a bucket created again under the name does not share.
+type bucketID struct{ name, uuid string }
 
 // statsRing is one bucket's samples, oldest first.
 type statsRing struct {
@@ -57,22 +64,22 @@ func NewStatsHistory(keep int, interval time.Duration) *StatsHistory {
 	if interval <= 0 {
 		interval = DefaultStatsInterval
 	}
-	return &StatsHistory{keep: keep, every: interval, now: time.Now, by: map[string]*statsRing{}}
+	return &StatsHistory{keep: keep, every: interval, now: time.Now, by: map[bucketID]*statsRing{}}
 }
 
 // bind makes h sample s's buckets.
 func (h *StatsHistory) bind(s *server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sample = func() map[string][]int64 {
-		out := map[string][]int64{}
+	h.sample = func() map[bucketID][]int64 {
+		out := map[bucketID][]int64{}
 		for _, b := range s.eng.Buckets() {
 			st := s.coreStats(b)
 			vals := make([]int64, len(historyStats))
 			for j, name := range historyStats {
 				vals[j] = st[name]
 			}
-			out[b.Name()] = vals
+			out[bucketID{b.Name(), b.Settings().UUID}] = vals
 		}
 		return out
 	}
@@ -93,7 +100,8 @@ func (h *StatsHistory) Run(ctx context.Context) error {
 }
 
 // Sample takes one sample of every bucket now, dropping the oldest beyond
-// the limit and the samples of buckets that are gone. Run calls it; a test
+// the limit and the samples of buckets that are gone (a bucket created
+// again under a gone one's name is another bucket). Run calls it; a test
 // may call it directly.
 func (h *StatsHistory) Sample() {
 	h.mu.Lock()
@@ -106,16 +114,16 @@ func (h *StatsHistory) Sample() {
 	ms := h.now().UnixMilli()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for name := range h.by {
-		if _, ok := got[name]; !ok {
-			delete(h.by, name)
+	for id := range h.by {
+		if _, ok := got[id]; !ok {
+			delete(h.by, id)
 		}
 	}
-	for name, vals := range got {
-		r := h.by[name]
+	for id, vals := range got {
+		r := h.by[id]
 		if r == nil {
 			r = &statsRing{}
-			h.by[name] = r
+			h.by[id] = r
 		}
 		r.times = append(r.times, ms)
 		r.vals = append(r.vals, vals)
@@ -140,8 +148,9 @@ type statsHistoryJSON struct {
 	} `json:"op"`
 }
 
-// of returns bucket's samples in Couchbase's shape.
-func (h *StatsHistory) of(bucket string) statsHistoryJSON {
+// of returns the samples of the bucket incarnation in Couchbase's shape:
+// none of a deleted bucket whose name it took.
+func (h *StatsHistory) of(bucket bucketID) statsHistoryJSON {
 	var out statsHistoryJSON
 	out.Op.Samples = map[string][]int64{"timestamp": {}}
 	for _, name := range historyStats {
@@ -179,6 +188,6 @@ func (s *server) getStatsHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.history.of(b.Name()))
+	writeJSON(w, http.StatusOK, s.history.of(bucketID{b.Name(), b.Settings().UUID}))
 	return nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -51,8 +52,13 @@ type bucketID struct{ name, uuid string }
 // statsRing is one bucket's samples, oldest first.
 type statsRing struct {
 	times []int64   // Unix milliseconds
-	vals  [][]int64 // vals[i][j]: historyStats[j] at times[i]
+	vals  [][]int64 // vals[i][j]: historyStats[j] at times[i], then mutations
 }
+
+// mutationsCol is the column of vals after historyStats: the bucket's
+// mutations so far (its partitions' high sequence numbers added up), kept
+// for basicStats.opsPerSec and not shown in the samples.
+func mutationsCol() int { return len(historyStats) }
 
 // NewStatsHistory returns a history keeping keep samples of each bucket
 // (DefaultStatsSamples if keep <= 0), taken every interval by Run
@@ -75,9 +81,12 @@ func (h *StatsHistory) bind(s *server) {
 		out := map[bucketID][]int64{}
 		for _, b := range s.eng.Buckets() {
 			st := s.coreStats(b)
-			vals := make([]int64, len(historyStats))
+			vals := make([]int64, len(historyStats)+1)
 			for j, name := range historyStats {
 				vals[j] = st[name]
+			}
+			for _, seq := range b.HighSeqnos() {
+				vals[mutationsCol()] += int64(seq)
 			}
 			out[bucketID{b.Name(), b.Settings().UUID}] = vals
 		}
@@ -132,6 +141,32 @@ func (h *StatsHistory) Sample() {
 			r.vals = append(r.vals[:0:0], r.vals[n-h.keep:]...)
 		}
 	}
+}
+
+// rates returns the bucket incarnation's mutations and values read back
+// from disk (ep_bg_fetched) per second between its last two samples, as
+// Couchbase's basicStats.opsPerSec and diskFetches give its last sample's
+// rates: 0 without two samples (or a StatsHistory), and 0 for a count that
+// went back (a rollback's sequence numbers).
+func (h *StatsHistory) rates(id bucketID) (ops, fetches float64) {
+	if h == nil {
+		return 0, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.by[id]
+	if r == nil || len(r.times) < 2 {
+		return 0, 0
+	}
+	n := len(r.times)
+	secs := float64(r.times[n-1]-r.times[n-2]) / 1000
+	if secs <= 0 {
+		return 0, 0
+	}
+	rate := func(col int) float64 {
+		return max(0, float64(r.vals[n-1][col]-r.vals[n-2][col])/secs)
+	}
+	return rate(mutationsCol()), rate(slices.Index(historyStats, "ep_bg_fetched"))
 }
 
 // statsHistoryJSON is Couchbase's shape of a bucket's stats samples:

@@ -42,7 +42,7 @@ type bucketJSON struct {
 	// flushEnabled is set, as Couchbase shows it (SDKs read a bucket's
 	// flushEnabled from it).
 	Controllers map[string]string `json:"controllers,omitempty"`
-	BasicStats  map[string]int64  `json:"basicStats"`
+	BasicStats  basicStatsJSON    `json:"basicStats"`
 	NumVBuckets int               `json:"numVBuckets"`
 	// ReplicaNumber is the bucket's replicaNumber (an SDK's GetBucket
 	// reads it): on a cluster, each partition has this many copies beside
@@ -51,19 +51,58 @@ type bucketJSON struct {
 	URI           string `json:"uri"`
 }
 
-func bucketView(b *engine.Bucket) bucketJSON {
+// basicStatsJSON is a bucket's basicStats as Couchbase gives them, which
+// monitoring tools read (Couchbase's rates are its last sample's; these
+// are over the StatsHistory's last interval, 3 s).
+type basicStatsJSON struct {
+	// QuotaPercentUsed is memUsed as a percentage of the RAM quota, at
+	// most 100 as Couchbase caps it.
+	QuotaPercentUsed float64 `json:"quotaPercentUsed"`
+	// OpsPerSec is the bucket's mutations per second (writes, deletions,
+	// expirations: its change feed's sequence numbers); reads are not
+	// counted. 0 without a StatsHistory.
+	OpsPerSec float64 `json:"opsPerSec"`
+	// DiskFetches is ep_bg_fetched per second: values read back from disk
+	// because memory did not hold them.
+	DiskFetches float64 `json:"diskFetches"`
+	// ItemCount is curr_items (on a cluster, each partition's documents
+	// once: clusterItems).
+	ItemCount int64 `json:"itemCount"`
+	// DiskUsed is the bytes of the bucket's files (store and indexes);
+	// DataUsed the same less the store's full-disk reserve.
+	DiskUsed int64 `json:"diskUsed"`
+	DataUsed int64 `json:"dataUsed"`
+	// MemUsed is mem_used.
+	MemUsed int64 `json:"memUsed"`
+	// VBActiveNumNonResident counts the live documents whose value is not
+	// in memory (ep_num_non_resident).
+	VBActiveNumNonResident int64 `json:"vbActiveNumNonResident"`
+}
+
+// bucketView is b as the REST API shows it, its rates from h (nil: none).
+func bucketView(b *engine.Bucket, h *StatsHistory) bucketJSON {
 	s, st := b.Settings(), b.Stats()
+	disk, data := b.DiskUsage()
+	ops, fetches := h.rates(bucketID{b.Name(), s.UUID})
+	quota := s.RAMQuotaMB << 20
+	pct := 0.0
+	if quota > 0 {
+		pct = min(100, float64(st.MemUsed)*100/float64(quota))
+	}
 	return bucketJSON{
 		Name: s.Name, BucketType: restBucketType(s.Type), MaxTTL: s.MaxTTL, PurgeInterval: s.PurgeInterval,
 		Quota:              map[string]int64{"ram": s.RAMQuotaMB << 20, "rawRAM": s.RAMQuotaMB << 20},
 		EvictionPolicy:     string(s.EvictionPolicy),
 		DurabilityMinLevel: durabilityShown(s),
 		StorageBackend:     b.StorageBackend(),
-		BasicStats:         map[string]int64{"itemCount": st.CurrItems, "memUsed": st.MemUsed},
-		NumVBuckets:        b.NumPartitions(),
-		ReplicaNumber:      s.ReplicaNumber.Or(0),
-		URI:                "/pools/default/buckets/" + url.PathEscape(s.Name),
-		Controllers:        flushController(s),
+		BasicStats: basicStatsJSON{
+			QuotaPercentUsed: pct, OpsPerSec: ops, DiskFetches: fetches, ItemCount: st.CurrItems,
+			DiskUsed: disk, DataUsed: data, MemUsed: st.MemUsed, VBActiveNumNonResident: st.NonResident,
+		},
+		NumVBuckets:   b.NumPartitions(),
+		ReplicaNumber: s.ReplicaNumber.Or(0),
+		URI:           "/pools/default/buckets/" + url.PathEscape(s.Name),
+		Controllers:   flushController(s),
 	}
 }
 
@@ -101,7 +140,7 @@ func (s *server) listBuckets(w http.ResponseWriter, r *http.Request) error {
 		if !p.SeesBucket(b.Name()) {
 			continue // as Couchbase: only the buckets the caller has a role on
 		}
-		out = append(out, bucketView(b))
+		out = append(out, bucketView(b, s.history))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -112,7 +151,7 @@ func (s *server) getBucket(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, bucketView(b))
+	writeJSON(w, http.StatusOK, bucketView(b, s.history))
 	return nil
 }
 
@@ -253,7 +292,7 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request) error {
 		s.settle(r, in, err)
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, bucketView(b))
+	writeJSON(w, http.StatusAccepted, bucketView(b, s.history))
 	return nil
 }
 
@@ -275,7 +314,7 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request) error {
 		// does): answer with the new one, warming up with the new policy.
 		b = nb
 	}
-	writeJSON(w, http.StatusOK, bucketView(b))
+	writeJSON(w, http.StatusOK, bucketView(b, s.history))
 	return nil
 }
 

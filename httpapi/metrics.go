@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -191,14 +192,38 @@ func (c *statsCollector) collectViews(ctx context.Context, bucket string, ch cha
 		if err != nil {
 			continue // deleted meanwhile
 		}
-		ch <- prometheus.MustNewConstMetric(viewPending, prometheus.GaugeValue, float64(inf.Pending), bucket, inf.Name)
-		ch <- prometheus.MustNewConstMetric(viewMapped, prometheus.CounterValue, float64(inf.Mapped), bucket, inf.Name)
-		ch <- prometheus.MustNewConstMetric(viewSeq, prometheus.GaugeValue, float64(inf.Seqs), bucket, inf.Name)
+		ddoc := labelUTF8(inf.Name)
+		ch <- prometheus.MustNewConstMetric(viewPending, prometheus.GaugeValue, float64(inf.Pending), bucket, ddoc)
+		ch <- prometheus.MustNewConstMetric(viewMapped, prometheus.CounterValue, float64(inf.Mapped), bucket, ddoc)
+		ch <- prometheus.MustNewConstMetric(viewSeq, prometheus.GaugeValue, float64(inf.Seqs), bucket, ddoc)
 		for name, v := range inf.Views {
-			ch <- prometheus.MustNewConstMetric(viewRows, prometheus.GaugeValue, float64(v.TotalRows), bucket, inf.Name, name)
-			ch <- prometheus.MustNewConstMetric(viewErrors, prometheus.CounterValue, float64(v.MapErrors), bucket, inf.Name, name)
+			ch <- prometheus.MustNewConstMetric(viewRows, prometheus.GaugeValue, float64(v.TotalRows), bucket, ddoc, name)
+			ch <- prometheus.MustNewConstMetric(viewErrors, prometheus.CounterValue, float64(v.MapErrors), bucket, ddoc, name)
 		}
 	}
+}
+
+// labelUTF8 returns s fit for a Prometheus label value, which must be UTF-8
+// (a collector that sends another fails the whole scrape): each byte that
+// is not part of valid UTF-8 becomes U+FFFD, as encoding/json makes of a
+// view's name (a key of its design document's body) and as the JSON answers
+// show such a design document's id. PUT refuses such a design document name
+// (views.ErrNameNotUTF8); one stored before keeps its metrics this way.
+func labelUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\ufffd")
+		} else {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 // httpMetrics count the requests the API answers and time them, by route

@@ -114,9 +114,9 @@ func (s *server) getTerseBucket(w http.ResponseWriter, r *http.Request) error {
 // (uuid, nodeLocator, vBucketServerMap, nodes, ...) Couchbase adds.
 func (s *server) bucketConfigView(b *engine.Bucket, r *http.Request) (map[string]json.RawMessage, error) {
 	out := map[string]json.RawMessage{}
-	bv := bucketView(b)
+	bv := bucketView(b, s.history)
 	if n, ok := s.clusterItems(r, b); ok {
-		bv.BasicStats["itemCount"] = n
+		bv.BasicStats.ItemCount = n
 	}
 	for _, part := range []any{s.terse(r, b), bv} {
 		raw, err := json.Marshal(part)

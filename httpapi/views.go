@@ -271,6 +271,9 @@ func classifyViews(err error) *httpError {
 		return &httpError{http.StatusInternalServerError, re.Code, re.Reason}
 	case errors.Is(err, views.ErrNoViews):
 		return &httpError{http.StatusBadRequest, "bad_request", err.Error()}
+	case errors.Is(err, views.ErrNameNotUTF8):
+		// CouchDB answers a name it cannot take as bad_request.
+		return &httpError{http.StatusBadRequest, "bad_request", strings.TrimPrefix(err.Error(), "views: ")}
 	case errors.Is(err, views.ErrClosed):
 		return &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
 	}

@@ -102,11 +102,12 @@ var comparedStats = []string{
 	"cmd_get", "get_hits", "get_misses", "get_expired", "cmd_touch", "touch_hits", "touch_misses",
 	"delete_hits", "delete_misses", "incr_hits", "incr_misses", "decr_hits", "decr_misses",
 	"cas_hits", "cas_misses", "cas_badval", "cmd_flush", "store_too_large", "curr_connections",
+	"total_connections",
 }
 
 // presentStats are names both must report.
 var presentStats = []string{
-	"pid", "uptime", "time", "version", "curr_items", "total_items", "total_connections",
+	"pid", "uptime", "time", "version", "curr_items", "total_items",
 	"rejected_connections", "max_connections", "cmd_set", "expired_unfetched", "evictions",
 	"bytes_read", "bytes_written", "limit_maxbytes", "threads",
 }

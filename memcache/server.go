@@ -240,6 +240,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.mu.listeners[ln] = struct{}{}
+	s.stats.totalConns.Add(1) // memcached counts each listening socket in total_connections
 	if s.mu.addr == nil {
 		s.mu.addr = ln.Addr()
 	}

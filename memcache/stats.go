@@ -18,7 +18,8 @@ type Stats struct {
 	// CurrConnections counts open client connections (curr_connections).
 	CurrConnections int64
 	// TotalConnections counts connections served, refused ones not
-	// included (total_connections).
+	// included, and the listeners served on, as memcached counts its
+	// listening sockets (total_connections).
 	TotalConnections int64
 	// RejectedConnections counts connections refused over MaxConns
 	// (rejected_connections).

@@ -36,6 +36,12 @@ var (
 	// fails the whole query, whichever node's share met it, as it fails a
 	// query on one node: it is an error of the data, not of a node.
 	ErrReduce = errors.New("views: reduce failed")
+	// ErrNameNotUTF8 is returned by PutDesignDoc and CheckDesignDoc for a
+	// design document name that is not valid UTF-8 (sent percent-encoded
+	// as other bytes): names are shown in JSON answers and as /metrics
+	// labels, which must be UTF-8. One stored before the check stays
+	// readable and deletable.
+	ErrNameNotUTF8 = errors.New("views: design document name is not valid UTF-8")
 )
 
 // QueryError is a bad query parameter: HTTP 400 {"error": Code, "reason": Reason}.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/feed"
@@ -413,9 +414,30 @@ func (s *Service) lookup(bucket string) (*bucketViews, error) { return s.reg.Loo
 
 // PutDesignDoc validates, compiles and stores a design document ("_design/"
 // is prepended to name). Replacing one whose functions changed rebuilds its
-// index; one whose functions did not change keeps it.
+// index; one whose functions did not change keeps it. A name that is not
+// valid UTF-8 is refused with ErrNameNotUTF8.
 func (s *Service) PutDesignDoc(ctx context.Context, bucket, name string, body []byte) (*DesignDoc, error) {
+	if err := checkNameUTF8(name); err != nil {
+		return nil, err
+	}
 	return s.putDesignDoc(ctx, bucket, name, body, 0)
+}
+
+// checkNameUTF8 refuses a new design document's name that is not valid
+// UTF-8: an error wrapping ErrNameNotUTF8 that says where it breaks.
+func checkNameUTF8(name string) error {
+	if utf8.ValidString(name) {
+		return nil
+	}
+	at := 0
+	for at < len(name) {
+		r, n := utf8.DecodeRuneInString(name[at:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		at += n
+	}
+	return fmt.Errorf("%w (byte %d of the name, 0x%02X)", ErrNameNotUTF8, at, name[at])
 }
 
 // PutDesignDocVersion stores a design document as PutDesignDoc does, but
@@ -435,8 +457,12 @@ func (s *Service) PutDesignDocVersion(ctx context.Context, bucket, name string, 
 // CheckDesignDoc validates a design document as PutDesignDoc would (its
 // name, its body, its functions compiled, its bucket one with views) and
 // stores nothing: a cluster node checks a definition this way before it
-// writes it to the cluster's state.
+// writes it to the cluster's state. A name that is not valid UTF-8 is
+// refused with ErrNameNotUTF8, as PutDesignDoc refuses it.
 func (s *Service) CheckDesignDoc(ctx context.Context, bucket, name string, body []byte) error {
+	if err := checkNameUTF8(name); err != nil {
+		return err
+	}
 	if !ValidDesignDocName(name) {
 		return &DesignDocError{Reason: fmt.Sprintf("invalid design document name %q", name)}
 	}

@@ -20,7 +20,8 @@ func newStatsCmd() *cobra.Command {
 		Short: "Print a bucket's statistics (cbstats names)",
 		Long: `Prints the bucket's statistics under their cbstats names; NAMEs pick some,
 and a group name alone (warmup or memory) prints that group, as cbstats does.
-The warm-up's state and thread are words (ep_warmup_state, ep_warmup_thread).
+The warm-up's state and thread are words (ep_warmup_state, ep_warmup_thread),
+and its estimates are "unknown" until made, as cbstats warmup prints them.
 A NAME the bucket lacks is reported after the others, and the exit status is
 non-zero.`,
 		Example: `  mayfly stats -u Administrator:password
@@ -41,12 +42,15 @@ non-zero.`,
 				st[n] = strconv.FormatInt(v, 10)
 			}
 			// The warmup group's words (ep_warmup_state, ...) come from
-			// their own endpoint; a server without it has none.
+			// their own endpoint; a server without it has none. Where the
+			// group and the numbers share a name, the group's value is the
+			// one printed, as cbstats warmup gives it: an estimate not yet
+			// made is "unknown", never the numbers' -1.
 			warmup := map[string]string{}
 			group := len(names) == 1 && (names[0] == "warmup" || names[0] == "memory")
 			needWarmup := len(names) == 0 || (group && names[0] == "warmup")
 			for _, n := range names {
-				if _, ok := st[n]; !ok {
+				if _, ok := st[n]; !ok || strings.HasPrefix(n, "ep_warmup") {
 					needWarmup = true
 				}
 			}
@@ -59,9 +63,7 @@ non-zero.`,
 				}
 			}
 			for n, v := range warmup {
-				if _, ok := st[n]; !ok {
-					st[n] = v
-				}
+				st[n] = v
 			}
 			switch {
 			case group && names[0] == "warmup":

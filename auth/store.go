@@ -26,6 +26,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // FileName is the users file in the data directory.
@@ -550,20 +552,12 @@ func nameKey(name string) string {
 }
 
 // ShownName is a user name as a log line or an audit record holds it: cut
-// to MaxUserName bytes of valid UTF-8, ending in "…" when cut, so that a
-// name sent before authentication, of any length, costs bounded disk.
+// to MaxUserName bytes on a rune boundary, ending in "…" when cut, each run
+// of bytes that is not UTF-8 shown as "?" (reason.Cap), so that a name
+// sent before authentication, of any length, costs bounded disk and reads
+// as sent around a bad byte.
 func ShownName(name string) string {
-	if len(name) <= MaxUserName && utf8.ValidString(name) {
-		return name
-	}
-	if len(name) > MaxUserName {
-		name = name[:MaxUserName-len("…")]
-		for len(name) > 0 && !utf8.ValidString(name) { // a rune cut in two
-			name = name[:len(name)-1]
-		}
-		name += "…"
-	}
-	return strings.ToValidUTF8(name, "?")
+	return reason.Cap(name, MaxUserName)
 }
 
 // maxPassword is the longest password PutUser takes.

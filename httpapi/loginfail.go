@@ -4,13 +4,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/mayflydb/mayfly/audit"
 	"github.com/mayflydb/mayfly/auth"
+	"github.com/mayflydb/mayfly/internal/reason"
 )
 
 // Refusals before authentication cost bounded disk: the first refusal of a
@@ -137,20 +136,11 @@ func sourceOf(r *http.Request) string {
 	return capString(r.RemoteAddr, 64)
 }
 
-// capString cuts s to at most n bytes of valid UTF-8, ending in "…" when
-// cut.
+// capString cuts s to at most n bytes on a rune boundary, ending in "…"
+// when cut, each run of bytes that is not UTF-8 shown as "?"
+// (reason.Cap, as auth.ShownName).
 func capString(s string, n int) string {
-	if len(s) <= n && utf8.ValidString(s) {
-		return s
-	}
-	if len(s) > n {
-		s = s[:n-len("…")]
-		for len(s) > 0 && !utf8.ValidString(s) { // a rune cut in two
-			s = s[:len(s)-1]
-		}
-		s += "…"
-	}
-	return strings.ToValidUTF8(s, "?")
+	return reason.Cap(s, n)
 }
 
 // failMessage is the log message of a refusal at the door.

@@ -269,6 +269,8 @@ func localShareMissing(err error) (reason string, missing bool) {
 // answer's "errors", as for a row query; one that answers under another
 // coverage revision starts it again (errCoverageChanged), and a reduce that
 // failed in any share fails the query (views.ErrReduce), as on one node.
+// A coverer's answer not marked as a share (forecastShareJSON: a node of
+// another build) is named in "errors" too, its counts left out.
 func (s *server) scatterForecast(ctx context.Context, w http.ResponseWriter, r *http.Request, b *engine.Bucket, q *views.Query, p *views.Params, cov *ViewCoverage, body []byte) error {
 	now := b.Clock().Now()
 	timeout := p.ConnectionTimeout()
@@ -284,10 +286,15 @@ func (s *server) scatterForecast(ctx context.Context, w http.ResponseWriter, r *
 		}
 		wg.Go(func() {
 			ans, nerr, err := s.fetchShare(ctx, r, c, cov.Rev, now, timeout, body)
-			var f views.ViewForecast
+			var f forecastShareJSON
 			if err == nil && nerr == nil {
-				if jerr := json.Unmarshal([]byte(ans.Raw), &f); jerr != nil {
+				switch jerr := json.Unmarshal([]byte(ans.Raw), &f); {
+				case jerr != nil || f.ViewForecast == nil:
 					nerr = &views.NodeError{From: c.URL + r.URL.EscapedPath(), Reason: "the node's answer is not a forecast"}
+				case !f.Share:
+					// A node of another build: its answer may be its
+					// whole index's forecast, replicas included.
+					nerr = &views.NodeError{From: c.URL + r.URL.EscapedPath(), Reason: errNotAForecastShare}
 				}
 			}
 			mu.Lock()
@@ -300,7 +307,7 @@ func (s *server) scatterForecast(ctx context.Context, w http.ResponseWriter, r *
 			case nerr != nil:
 				errs[i] = nerr
 			default:
-				parts[i] = &views.NodeForecast{From: c.URL + r.URL.EscapedPath(), Forecast: &f}
+				parts[i] = &views.NodeForecast{From: c.URL + r.URL.EscapedPath(), Forecast: f.ViewForecast}
 			}
 		})
 	}
@@ -365,9 +372,25 @@ func (s *server) answerForecastShare(w http.ResponseWriter, r *http.Request, b *
 	if _, _, err := s.shareAsked(r, b, s.coverage); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, f)
+	writeJSON(w, http.StatusOK, forecastShareJSON{ViewForecast: f, Share: true})
 	return nil
 }
+
+// forecastShareJSON is a coverer's answer to a request for its share of a
+// forecast (answerForecastShare): the forecast of the partitions asked for,
+// marked with "share":true. A node of a build before the mark answers
+// without it, possibly with its whole index's forecast (every partition it
+// holds, replicas included); the merger names such a node in "errors"
+// (errNotAForecastShare) rather than add rows it may count twice.
+type forecastShareJSON struct {
+	*views.ViewForecast
+	// Share is true in this build's share answers.
+	Share bool `json:"share"`
+}
+
+// errNotAForecastShare is the reason a merged forecast's "errors" list
+// gives for a coverer whose answer is not marked as a share.
+const errNotAForecastShare = "the node's answer is not a forecast share (a node of another build?); its counts are left out"
 
 // fetchShare sends r, as a request for coverer c's share under coverage
 // revision rev, to c, and returns its answer whole (valid JSON, status

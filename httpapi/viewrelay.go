@@ -13,9 +13,9 @@ import (
 	"github.com/mayflydb/mayfly/views"
 )
 
-// A view query asked of a cluster node whose view indexes are still
-// opening (its bucket's design documents not loaded yet after a restart,
-// or reattaching after a settings change: views' Prepare answers
+// A view query (rows or a forecast) asked of a cluster node whose view
+// indexes are still opening (its bucket's design documents not loaded yet
+// after a restart, or reattaching after a settings change: views' Prepare answers
 // engine.ErrWarmup) cannot be merged there: the node does not have the
 // design document's functions to re-reduce with, nor its parameters'
 // checks. The node asks another coverer to merge it instead (relayView):
@@ -50,10 +50,10 @@ var errRelayHeadWait = errors.New("the merging node's answer did not begin in ti
 // body). Coverers are asked in the coverage's order; one that cannot be
 // reached, or refuses (503: warming up too, saturated, shutting down), is
 // passed over for the next. ok is false when no coverer answered (or none
-// is to be asked: a single node, a query from another node, a forecast):
+// is to be asked: a single node, a query from another node):
 // the caller answers its own error. Its body, read already, is sent again.
 func (s *server) relayView(w http.ResponseWriter, r *http.Request, bucket string, p *views.Params, body []byte) (ok bool) {
-	if s.coverage == nil || fromNode(r) || p.Forecast != 0 {
+	if s.coverage == nil || fromNode(r) {
 		return false
 	}
 	ctx := r.Context()

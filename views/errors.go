@@ -105,15 +105,24 @@ func (e *ReduceError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrReduce, which every ReduceError matches.
 func (e *ReduceError) Is(target error) bool { return target == ErrReduce } // lint:allow error-compare an Is method compares its own sentinel
 
-// reduceError classifies an error from a reduce query of view. updating
+// reduceError classifies an error from a reduce query of view: the
+// reduce function's or built-in's failure on the view's data (a value a
+// built-in cannot reduce, a reduction too large, a JavaScript reduce that
+// threw, overflowed its stack, ran too long or out of memory) is a
+// *ReduceError; any other error (an index page that cannot be read, a
+// runtime closed under the query, the query's context ending) is returned
+// as it is, a failure of the node rather than of the view: a client on one
+// node is answered 500 internal_error, and on a cluster the node is named
+// in the answer's "errors" while the other nodes' rows stand. updating
 // says whether the view has reduced without error before (see
 // reduceHistory): Couchbase's reason for a value that is not a number says
 // "Error updating index" then, "Error building index" before.
 func reduceError(view string, err error, updating bool) error {
 	var code string
+	var se *jsruntime.ScriptError
 	switch {
 	case errors.Is(err, index.ErrStop), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, index.ErrClosed), errors.Is(err, index.ErrUnknownView):
+		errors.Is(err, index.ErrClosed), errors.Is(err, index.ErrUnknownView), errors.Is(err, jsruntime.ErrClosed):
 		return err
 	case errors.Is(err, jsruntime.ErrReduceInput), errors.Is(err, jsruntime.ErrReductionTooLarge), errors.Is(err, index.ErrReductionTooLarge):
 		// Couchbase's view engine answers {error, Reason}, which its HTTP
@@ -123,8 +132,10 @@ func reduceError(view string, err error, updating bool) error {
 		code = "timeout"
 	case errors.Is(err, jsruntime.ErrMemoryLimit):
 		code = "memory_limit"
+	case errors.As(err, &se):
+		code = "reduce_error" // a JavaScript reduce that threw or overflowed its stack
 	default:
-		code = "reduce_error"
+		return err
 	}
 	reason := err.Error()
 	phase := "building"

@@ -22,7 +22,8 @@ export function dotKey(key) {
 // without carriage returns is edited as text. The rest is shown read-only:
 // a larger value in part, unindented; a value that is not UTF-8 as hex; text
 // with carriage returns as it is (a text box turns CRLF into LF, so saving
-// it would change the bytes).
+// it would change the bytes). A UTF-8 byte order mark is decoded as the
+// character U+FEFF, not dropped, so that Save keeps the value's bytes.
 export function valueText(d) {
   const size = `${num(d.size)} bytes`;
   const large = d.size > EDIT_MAX;
@@ -39,7 +40,7 @@ export function valueText(d) {
   }
   let text;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(d.bytes.subarray(0, end));
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(d.bytes.subarray(0, end));
   } catch {
     text = undefined;
   }
@@ -52,7 +53,10 @@ export function valueText(d) {
   if (text.includes('\r')) {
     return { text, fixed: true, note: `A binary value with carriage returns (${size}), which a text box would turn into line feeds: shown read-only; Save changes only the expiry.` };
   }
-  return { text, fixed: false, note: 'A binary value, shown as text: saving stores what the box holds.' };
+  // ignoreBOM above: a byte order mark at the start is text the box holds
+  // (invisible), so Save writes it back.
+  const bom = text.startsWith('\uFEFF') ? ' (It begins with a byte order mark, which the box holds but does not show; saving keeps it.)' : '';
+  return { text, fixed: false, note: `A binary value, shown as text: saving stores what the box holds.${bom}` };
 }
 
 // hexDump writes bytes as lines of offset, 16 bytes in hex and the printable

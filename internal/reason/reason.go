@@ -7,10 +7,14 @@
 // and in Go callers' messages; a client of the HTTP API or of memcached is
 // no Go caller, and is shown the same sentence without those prefixes
 // ("document not found: k"). This package is the one place that does it, so
-// that an error added later needs nothing to read well.
+// that an error added later needs nothing to read well. Cap bounds text a
+// client sent (a user name, a path) where a log line or an answer shows it.
 package reason
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // prefixes are the error prefixes of Mayfly's packages and of the standard
 // library's JSON decoder.
@@ -75,4 +79,42 @@ func trimPrefixes(s string) string {
 			return s
 		}
 	}
+}
+
+// Cap is s as a log line, an audit record or an answer shows text a client
+// sent (a user name, a path, a document id): valid UTF-8 of at most n
+// bytes, each run of bytes that is not UTF-8 shown as one "?", and cut on
+// a rune boundary, ending in "…", when it is longer than n bytes, so that
+// text of any length costs bounded space. n is at least len("…").
+func Cap(s string, n int) string {
+	if len(s) <= n && utf8.ValidString(s) {
+		return s
+	}
+	// Read no more of s than can be shown: n bytes and one more rune say
+	// whether it is to be cut.
+	var b strings.Builder
+	for i := 0; i < len(s) && b.Len() <= n; {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r != utf8.RuneError || size > 1 {
+			b.WriteString(s[i : i+size])
+			i += size
+			continue
+		}
+		b.WriteByte('?')
+		for i < len(s) { // the run of bytes that are not UTF-8
+			if r, size := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || size > 1 {
+				break
+			}
+			i++
+		}
+	}
+	out := b.String()
+	if len(out) <= n {
+		return out
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return out[:cut] + "…"
 }

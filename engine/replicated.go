@@ -337,7 +337,13 @@ func liveSeq(d *Document, now int64) uint64 {
 // entry was computed on. It is deterministic: the same entries in the
 // same order give every replica the same documents, CAS and sequence
 // numbers. An entry at or below the partition's sequence number was
-// applied before (a replay after a restart) and changes nothing. A
+// applied before (a replay after a restart) and changes nothing. An entry
+// of a collection the bucket dropped (an ID below its manifest's next one
+// that the manifest no longer has; IDs are never reused) keeps nothing,
+// whether the drop was applied before it or after, and only moves the
+// partition's sequence number (applyVoidLocked); one of an ID at or above
+// the next one, a collection created after this node's manifest, is
+// applied, readable once the manifest names it. A
 // per-entry failure (a conflict, an undecodable entry) is the result's
 // Err; an error is the bucket's (closed, or its store failed), after
 // which this replica cannot apply the group's later entries.
@@ -368,6 +374,9 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 	if b.isClosed() {
 		p.mu.Unlock()
 		return ReplicatedResult{}, ErrClosed
+	}
+	if b.collectionDropped(k.cid) {
+		return b.applyVoidLocked(p, k, index, w.doc.CAS)
 	}
 	if _, err := b.fetchMissLocked(p, k, false); err != nil {
 		p.mu.Unlock()
@@ -407,6 +416,39 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 		}
 	}
 	return ReplicatedResult{Doc: d}, nil
+}
+
+// applyVoidLocked applies an entry of key k, at log index index with CAS
+// cas, whose collection this bucket dropped (collectionDropped) as nothing:
+// no version is kept, since a dropped collection's documents are deleted
+// wherever its drop was applied, and a copy that applies the drop before
+// the entry (a node that was down, or a follower behind) must end the same
+// as one that applied the entry first. The partition's sequence number
+// still reaches index, and the CAS clock cas, as on a copy that applied it
+// and then the drop; a void record takes both to the store (so the durable
+// position passes it too). The result's Err wraps ErrCollectionNotFound.
+// It unlocks p.mu.
+//
+// REQUIRES: p.mu held for writing, index above p's sequence number.
+func (b *Bucket) applyVoidLocked(p *partition, k docKey, index, cas uint64) (ReplicatedResult, error) {
+	b.observeCAS(cas)
+	r := record{purge: true, void: true, key: k, part: p.id, seq: index, cas: cas}
+	cb, wait, err := b.store.enqueueAt(r, false, false)
+	if err != nil {
+		p.mu.Unlock()
+		return ReplicatedResult{}, err
+	}
+	p.setSeqLocked(index)
+	if cb.committed() {
+		b.applyRecordLocked(p, &r) // removes nothing: only the durable position moves
+	}
+	p.mu.Unlock()
+	if wait {
+		if err := cb.wait(context.Background()); err != nil {
+			return ReplicatedResult{}, err
+		}
+	}
+	return ReplicatedResult{Err: fmt.Errorf("%w: collection %d was dropped", ErrCollectionNotFound, k.cid)}, nil
 }
 
 // observeCAS raises the bucket's CAS clock to cas, so this node's next CAS

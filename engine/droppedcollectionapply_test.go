@@ -51,9 +51,10 @@ func replayLog(t *testing.T, r *logReplicator, b *engine.Bucket, from map[int]ui
 // A replicated write to a collection the bucket dropped keeps nothing,
 // whether its copy applied the drop after the write (the leader and a
 // follower in step) or before it (a node that was down, or behind, and
-// replays its log once the cluster's manifest reached it): every copy ends
-// with the same documents, counts and partition sequence numbers, and the
-// returning copy's store holds its log position past those writes. A
+// replays its log once the cluster's manifest reached it, or restores a
+// partition snapshot taken before the drop): every copy ends with the same
+// documents, counts and partition sequence numbers, and the returning
+// copy's store holds its log position past those writes. A
 // review found a node that applied the drop first kept the writes, as
 // documents of a collection nobody could reach, counted in curr_items.
 func TestReplicatedWritesToADroppedCollectionKeepNothing(t *testing.T) {
@@ -141,6 +142,19 @@ func droppedCollectionReplay(t *testing.T, storage string, typ engine.BucketType
 		}
 	}
 
+	// Snapshots of every partition, taken before the drop, restored on a
+	// copy that has the drop below.
+	if err := bs[0].Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snaps, snapSeqs := map[int][]byte{}, map[int]uint64{}
+	for part := range r.log {
+		if snaps[part], err = bs[0].ReplicatedSnapshot(part); err != nil {
+			t.Fatal(err)
+		}
+		snapSeqs[part], _, _ = bs[0].PartitionSeqnos(part)
+	}
+
 	// The drop reaches the leader and its follower after the writes: it
 	// takes the documents on both.
 	m = bs[0].Manifest()
@@ -185,6 +199,27 @@ func droppedCollectionReplay(t *testing.T, storage string, typ engine.BucketType
 	if got := errs[engine.ErrCollectionNotFound]; got != 40 {
 		t.Fatalf("%d entries of the dropped collection answered ErrCollectionNotFound, want 40 (%v)", got, errs)
 	}
+
+	// A copy restored from the snapshots after it applied the drop keeps
+	// none of the collection's documents either.
+	restored, err := openStorage(t, t.TempDir(), storage).CreateBucket(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyManifest(t, m, restored)
+	for part, snap := range snaps {
+		if err := restored.ReplicatedRestore(ctx, part, snap); err != nil {
+			t.Fatal(err)
+		}
+		if cur, _, _ := restored.PartitionSeqnos(part); cur != snapSeqs[part] {
+			t.Fatalf("restored: partition %d at sequence number %d, its snapshot at %d", part, cur, snapSeqs[part])
+		}
+	}
+	if st := restored.Stats(); st.CurrItems != kept || st.Tombstones != 0 || st.WithExpiry != 0 {
+		t.Fatalf("restored: curr_items %d, tombstones %d, with expiry %d; want %d, 0, 0",
+			st.CurrItems, st.Tombstones, st.WithExpiry, kept)
+	}
+
 	if typ == engine.Ephemeral {
 		return // nothing to reopen
 	}

@@ -130,9 +130,9 @@ func (m *Manifest) DropCollection(scope, name string) (CollectionID, error) {
 // has (as DropCollection does), those of the collections created after
 // the bucket's manifest and dropped before m included (their replicated
 // writes may have been applied here first). The manifest the bucket has
-// already changes nothing. The caller orders the manifests (a cluster node applies
-// the one its cluster's state holds): an older one applied after a newer
-// one takes the bucket back to it. A memcached bucket has no collections
+// already changes nothing. The caller orders the manifests (a cluster node
+// applies the one its cluster's state holds): an older one applied after a
+// newer one takes the bucket back to it. A memcached bucket has no collections
 // (ErrInvalidSetting). A collection whose TTL settings m changes (or whose
 // TTLRev it counts on: Manifest.UpdateCollection) has its documents
 // re-evaluated in the background, as UpdateCollection does, each partition

@@ -139,9 +139,10 @@ func (s *boltStorage) commit(recs []record) error {
 		var expOps []kvOp
 		for i := range recs {
 			r := &recs[i]
-			// A purge removes an old tombstone: its sequence number is
-			// not the partition's newest.
-			if !r.purge && r.seq > seqs[r.part] {
+			// A purge removes an old tombstone (or a dropped collection's
+			// document): its sequence number is not the partition's
+			// newest, unless it is a void write's (countsSeq).
+			if r.countsSeq() && r.seq > seqs[r.part] {
 				seqs[r.part] = r.seq
 			}
 			maxCAS = max(maxCAS, r.cas)

@@ -531,6 +531,18 @@ func (b *Bucket) writable(cid CollectionID) error {
 	return nil
 }
 
+// collectionDropped reports whether cid names a collection the bucket had
+// and dropped: an ID below the next one its manifest gives that the
+// manifest no longer holds (collection IDs are never reused). An ID at or
+// above the next one is a collection created after the manifest this
+// bucket has: not dropped.
+func (b *Bucket) collectionDropped(cid CollectionID) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	_, ok := b.mu.byID[cid]
+	return !ok && cid < b.mu.nextCID
+}
+
 // Closed reports whether b is closed: deleted, restarted (Reopened then
 // returns its replacement) or closed with its engine. A closed bucket
 // answers its calls with ErrClosed; a bucket created again under its name

@@ -127,10 +127,12 @@ func (m *Manifest) DropCollection(scope, name string) (CollectionID, error) {
 
 // ApplyManifest makes the bucket's scopes and collections m's, with m's
 // IDs and UID, and removes the documents of the collections m no longer
-// has (as DropCollection does). The manifest the bucket has already
-// changes nothing. The caller orders the manifests (a cluster node applies
-// the one its cluster's state holds): an older one applied after a newer
-// one takes the bucket back to it. A memcached bucket has no collections
+// has (as DropCollection does), those of the collections created after
+// the bucket's manifest and dropped before m included (their replicated
+// writes may have been applied here first). The manifest the bucket has
+// already changes nothing. The caller orders the manifests (a cluster node
+// applies the one its cluster's state holds): an older one applied after a
+// newer one takes the bucket back to it. A memcached bucket has no collections
 // (ErrInvalidSetting). A collection whose TTL settings m changes (or whose
 // TTLRev it counts on: Manifest.UpdateCollection) has its documents
 // re-evaluated in the background, as UpdateCollection does, each partition
@@ -161,6 +163,13 @@ func (b *Bucket) ApplyManifest(ctx context.Context, m Manifest) error {
 		for _, ci := range colls {
 			gone[ci.ID] = true
 		}
+	}
+	// A collection created and dropped since the manifest the bucket has
+	// (an ID from its next one up to m's) may hold documents all the
+	// same: replicated writes to a collection the bucket does not know
+	// yet are kept (ApplyReplicated), and it is gone too.
+	for cid := ce.NextCID; cid < m.NextCID; cid++ {
+		gone[cid] = true
 	}
 	for _, colls := range m.Scopes {
 		for _, ci := range colls {

@@ -58,7 +58,7 @@ func (s *memStorage) commitOne(r record) error {
 		return fmt.Errorf("engine: partition %d of %d", r.part, len(s.parts))
 	}
 	p := &s.parts[r.part]
-	if !r.purge {
+	if r.countsSeq() {
 		atomicMax(&p.seq, r.seq)
 	}
 	atomicMax(&p.cas, r.cas)

@@ -702,9 +702,10 @@ func (s *pebbleStorage) commit(recs []record) error {
 	var maxCAS uint64
 	for i := range recs {
 		r := &recs[i]
-		// A purge removes an old tombstone: its sequence number is not the
-		// partition's newest.
-		if !r.purge {
+		// A purge removes an old tombstone (or a dropped collection's
+		// document): its sequence number is not the partition's newest,
+		// unless it is a void write's (countsSeq).
+		if r.countsSeq() {
 			l.note(r.part, r.seq)
 		}
 		maxCAS = max(maxCAS, r.cas)
@@ -807,7 +808,7 @@ func (l *seqLog) note(p uint16, seq uint64) {
 // write adds the commit's 'w' record to b: the touched partitions' pairs,
 // or, when the log is due one, a checkpoint of every partition with
 // deletions of the records before it. It writes nothing for a commit that
-// touched no partition (purges only).
+// touched no partition (purges only, none of them void).
 func (l *seqLog) write(b *pebble.Batch) (checkpoint bool, err error) {
 	if len(l.touched) == 0 {
 		return false, nil

@@ -195,6 +195,8 @@ func (b *Bucket) proposeExpirations(ctx context.Context, r Replicator, now int64
 			case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
 				// The key changed before the expiration applied: that
 				// write stands.
+			case errors.Is(res.Err, ErrCollectionNotFound):
+				// Its collection was dropped: the document went with it.
 			case res.Err != nil:
 				fail(res.Err)
 			}

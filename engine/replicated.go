@@ -337,7 +337,13 @@ func liveSeq(d *Document, now int64) uint64 {
 // entry was computed on. It is deterministic: the same entries in the
 // same order give every replica the same documents, CAS and sequence
 // numbers. An entry at or below the partition's sequence number was
-// applied before (a replay after a restart) and changes nothing. A
+// applied before (a replay after a restart) and changes nothing. An entry
+// of a collection the bucket dropped (an ID below its manifest's next one
+// that the manifest no longer has; IDs are never reused) keeps nothing,
+// whether the drop was applied before it or after, and only moves the
+// partition's sequence number (applyVoidLocked); one of an ID at or above
+// the next one, a collection created after this node's manifest, is
+// applied, readable once the manifest names it. A
 // per-entry failure (a conflict, an undecodable entry) is the result's
 // Err; an error is the bucket's (closed, or its store failed), after
 // which this replica cannot apply the group's later entries.
@@ -368,6 +374,9 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 	if b.isClosed() {
 		p.mu.Unlock()
 		return ReplicatedResult{}, ErrClosed
+	}
+	if b.collectionDropped(k.cid) {
+		return b.applyVoidLocked(p, k, index, w.doc.CAS)
 	}
 	if _, err := b.fetchMissLocked(p, k, false); err != nil {
 		p.mu.Unlock()
@@ -407,6 +416,54 @@ func (b *Bucket) ApplyReplicated(part int, index uint64, entry []byte) (Replicat
 		}
 	}
 	return ReplicatedResult{Doc: d}, nil
+}
+
+// applyVoidLocked applies an entry of key k, at log index index with CAS
+// cas, whose collection this bucket dropped (collectionDropped) as nothing:
+// no version is kept, since a dropped collection's documents are deleted
+// wherever its drop was applied, and a copy that applies the drop before
+// the entry (a node that was down, or a follower behind) must end the same
+// as one that applied the entry first. The partition's sequence number
+// still reaches index, and the CAS clock cas, as on a copy that applied it
+// and then the drop (queueVoidLocked). The result's Err wraps
+// ErrCollectionNotFound. It unlocks p.mu.
+//
+// REQUIRES: p.mu held for writing, index above p's sequence number.
+func (b *Bucket) applyVoidLocked(p *partition, k docKey, index, cas uint64) (ReplicatedResult, error) {
+	cb, wait, err := b.queueVoidLocked(p, k, index, cas)
+	p.mu.Unlock()
+	if err != nil {
+		return ReplicatedResult{}, err
+	}
+	if wait {
+		if err := cb.wait(context.Background()); err != nil {
+			return ReplicatedResult{}, err
+		}
+	}
+	return ReplicatedResult{Err: fmt.Errorf("%w: collection %d was dropped", ErrCollectionNotFound, k.cid)}, nil
+}
+
+// queueVoidLocked moves p's sequence number to seq, and the CAS clock to
+// cas, for a version of key k that is kept nowhere (its collection was
+// dropped), and queues a void record that takes both to the store, so the
+// durable position (and the feed's high sequence number) passes it too. It
+// reports, as queueAtLocked does, whether the caller must wait for the
+// batch.
+//
+// REQUIRES: p.mu held for writing, seq above p's sequence number.
+func (b *Bucket) queueVoidLocked(p *partition, k docKey, seq, cas uint64) (*commitBatch, bool, error) {
+	b.observeCAS(cas)
+	r := record{purge: true, void: true, key: k, part: p.id, seq: seq, cas: cas}
+	cb, wait, err := b.store.enqueueAt(r, false, false)
+	if err != nil {
+		return nil, true, err
+	}
+	p.setSeqLocked(seq)
+	if cb.committed() {
+		b.applyRecordLocked(p, &r) // removes nothing: only the durable position moves
+		b.changed()
+	}
+	return cb, wait, nil
 }
 
 // observeCAS raises the bucket's CAS clock to cas, so this node's next CAS
@@ -598,7 +655,9 @@ func deletionSeqs(steps []restoreStep, from, pos uint64, n int) ([]uint64, error
 
 // restoreStep writes one step of a restore into p, through the partition's
 // write path (the change feed, the counts and the store see it as any
-// write), unless p's sequence number is already past it.
+// write), unless p's sequence number is already past it. A version of a
+// collection this bucket dropped only moves the sequence number
+// (queueVoidLocked).
 func (b *Bucket) restoreStep(p *partition, st restoreStep) error {
 	k := st.del
 	if st.doc != nil {
@@ -625,6 +684,13 @@ func (b *Bucket) restoreStep(p *partition, st restoreStep) error {
 		b.stampLocked(p, k, prev, d, now) // the next CAS, the next revision
 		d.Seq = st.seq
 		_, _, err := b.queueAtLocked(p, k, prev, d, false)
+		return err
+	}
+	if b.collectionDropped(k.cid) {
+		// A version of a collection dropped here (the snapshot's node
+		// had not applied the drop yet): kept nowhere, as an entry of it
+		// applied from the log is not.
+		_, _, err := b.queueVoidLocked(p, k, st.seq, st.doc.CAS)
 		return err
 	}
 	d := st.doc

@@ -426,7 +426,8 @@ func proposeByPartition(ctx context.Context, stopAtFailure bool, parts func(yiel
 // key (nil: nothing to propose), and decides again each time the key
 // changed before the entry applied, at most maxReplConflicts times. It
 // reports whether a version was applied, and settled false when the key
-// changed at every try.
+// changed at every try. A key whose collection was dropped before the
+// entry applied is settled: nothing to apply.
 func proposeDecided(ctx context.Context, r Replicator, p *partition, decide func() ([]byte, error)) (applied, settled bool, err error) {
 	for range maxReplConflicts {
 		entry, err := decide()
@@ -439,6 +440,8 @@ func proposeDecided(ctx context.Context, r Replicator, p *partition, decide func
 			return false, true, err
 		case errors.Is(res.Err, errReplConflict), errors.Is(res.Err, errReplApplied):
 			continue // the key changed: decide again on what it is now
+		case errors.Is(res.Err, ErrCollectionNotFound):
+			return false, true, nil // its collection was dropped, and the document with it
 		case res.Err != nil:
 			return false, true, res.Err
 		default:

@@ -39,7 +39,8 @@ type storage interface {
 	encode(r record) []byte
 	// commit writes recs atomically, in order: a record's document (or
 	// its removal, for a purge), its expiry-index entry, its partition's
-	// sequence number (a purge's does not count) and the bucket's CAS
+	// sequence number (a purge's does not count, a void one's does:
+	// record.countsSeq) and the bucket's CAS
 	// (which only ever rises). Later records of one key win over earlier
 	// ones. Nothing of a failed commit is kept.
 	commit(recs []record) error
@@ -190,7 +191,17 @@ type record struct {
 	part   uint16
 	seq    uint64
 	cas    uint64
+	// void, with purge, is a replicated write to a dropped collection,
+	// applied as nothing: its sequence number, unlike other purges', is
+	// the partition's newest (countsSeq).
+	void bool
 }
+
+// countsSeq reports whether r's sequence number is its partition's newest,
+// which a store keeps: every record's but a purge's (which removes an old
+// tombstone, or a dropped collection's document, at its old sequence
+// number), unless the purge is a void write (record.void).
+func (r *record) countsSeq() bool { return !r.purge || r.void }
 
 // newExp returns the expiry-index entry a record leaves: a live document's
 // expiration, or 0.

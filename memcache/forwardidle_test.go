@@ -3,6 +3,7 @@ package memcache
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,59 @@ func TestForwardAfterLeaderClosedIdlePooledConnection(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			c.do(fmt.Sprintf("get far%d\r\n", i), fmt.Sprintf("VALUE far%d 0 1\r\ny\r\nEND\r\n", i))
 		}
+	})
+}
+
+// TestForwardAfterLeaderRestarted: a leader's memcached port restarted at
+// the same address (a node restarted, its pooled forwarding connections
+// from the other nodes now dead) answers the next commands forwarded to
+// it as it answers any: the forwarding node dials it again rather than
+// answer from a dead pooled connection. A review found the client was
+// answered "SERVER_ERROR ... EOF (a write's outcome is unknown)" for a
+// set the leader never received.
+func TestForwardAfterLeaderRestarted(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		t.Cleanup(func() { checkNoLeaks(t) })
+		leader := bareFixture(t, &Options{IO: io})
+		route := func(_ context.Context, key string) (Route, error) {
+			if strings.HasPrefix(key, "far") {
+				return Route{Node: "lead", Addr: leader.addr}, nil
+			}
+			return Route{}, nil
+		}
+		follower := bareFixture(t, &Options{IO: io, Route: route})
+		c := follower.dial(t)
+		c.do("set far1 0 0 1\r\nx\r\n", "STORED\r\n")
+
+		// The leader's port stops and starts again at the same address,
+		// serving the same bucket.
+		if err := leader.srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := New(leader.bucket, withIO(&Options{IO: io}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ln net.Listener
+		deadline := time.Now().Add(30 * time.Second)
+		for ln, err = net.Listen("tcp", leader.addr); err != nil; ln, err = net.Listen("tcp", leader.addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("listening again at %s: %v", leader.addr, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(context.Background(), ln) }()
+		t.Cleanup(func() {
+			srv.Close()
+			<-done
+		})
+		time.Sleep(50 * time.Millisecond) // the old connections' FINs reach the follower
+
+		c.send("set far2 0 0 1\r\ny\r\n")
+		if got := c.line(); got != "STORED\r\n" {
+			t.Fatalf("a set forwarded to a restarted leader: %q, want STORED", got)
+		}
+		c.do("get far1 far2\r\n", "VALUE far1 0 1\r\nx\r\nVALUE far2 0 1\r\ny\r\nEND\r\n")
 	})
 }

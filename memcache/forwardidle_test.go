@@ -114,3 +114,33 @@ func TestForwardAfterLeaderRestarted(t *testing.T) {
 		c.do("get far1 far2\r\n", "VALUE far1 0 1\r\nx\r\nVALUE far2 0 1\r\ny\r\nEND\r\n")
 	})
 }
+
+// TestForwardedNoreplySetAfterIdleCloseIsApplied: a noreply set forwarded
+// after the leader closed the pooled connection as idle is applied at the
+// leader, so a get that follows on the same connection sees it. A review
+// found it was silently dropped (the stale connection's EOF, its error
+// unsent under noreply), and the get missed.
+func TestForwardedNoreplySetAfterIdleCloseIsApplied(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		t.Cleanup(func() { checkNoLeaks(t) })
+		leader := bareFixture(t, &Options{IO: io, IdleTimeout: 300 * time.Millisecond})
+		route := func(_ context.Context, key string) (Route, error) {
+			if strings.HasPrefix(key, "far") {
+				return Route{Node: "lead", Addr: leader.addr}, nil
+			}
+			return Route{}, nil
+		}
+		follower := bareFixture(t, &Options{IO: io, Route: route})
+		c := follower.dial(t)
+		c.do("set far1 0 0 1\r\nx\r\n", "STORED\r\n")
+		deadline := time.Now().Add(30 * time.Second)
+		for leader.srv.Stats().IdleKicks == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the leader never closed the idle forwarding connection")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // its FIN reaches the follower
+		c.do("set far1 0 0 1 noreply\r\ny\r\nget far1\r\n", "VALUE far1 0 1\r\ny\r\nEND\r\n")
+	})
+}

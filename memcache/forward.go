@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -125,19 +127,28 @@ func (f *forwarder) close() {
 	f.idle = nil
 }
 
-// get returns a pooled connection to addr or dials one.
-func (f *forwarder) get(ctx context.Context, addr string) (*fwdConn, error) {
+// get returns a pooled connection to addr (pooled true) or dials one. A
+// pooled connection the leader has closed since (its idle timeout, or a
+// restart), or that holds bytes no command asked for, is closed and not
+// used: nothing was sent on it.
+func (f *forwarder) get(ctx context.Context, addr string) (c *fwdConn, pooled bool, err error) {
 	f.mu.Lock()
 	for cs := f.idle[addr]; len(cs) > 0; cs = f.idle[addr] {
 		c := cs[len(cs)-1]
 		f.idle[addr] = cs[:len(cs)-1]
-		if time.Since(c.used) < fwdIdle { // wall clock: network idleness
+		if time.Since(c.used) < fwdIdle && c.r.Buffered() == 0 && !peerClosed(c.c) { // wall clock: network idleness
 			f.mu.Unlock()
-			return c, nil
+			return c, true, nil
 		}
 		c.c.Close()
 	}
 	f.mu.Unlock()
+	c, err = f.dial(ctx, addr)
+	return c, false, err
+}
+
+// dial opens a forwarding connection to addr.
+func (f *forwarder) dial(ctx context.Context, addr string) (*fwdConn, error) {
 	d := net.Dialer{Timeout: fwdDialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -190,12 +201,29 @@ type valueFunc func(key string, v *fwdValue) error
 // that is not a retrieval (values nil); for a retrieval each VALUE block,
 // handed to values in the order it came, and the line that ends them
 // ("END", or an error line). An error of values ends the exchange with it
-// (the connection is closed).
+// (the connection is closed). A pooled connection that proves dead with
+// nothing of req sent (its write refused at once by a closed or reset
+// socket), or, for a retrieval, closed before any of its reply came, is
+// replaced by a fresh one and req sent there, once; a write that may have
+// reached the leader is never sent again.
 func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valueFunc) (line string, err error) {
-	c, err := f.get(ctx, addr)
+	c, pooled, err := f.get(ctx, addr)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", errNotSent, err)
 	}
+	line, err = f.round(ctx, addr, c, req, values)
+	if err != nil && pooled && (errors.Is(err, errNotSent) || values != nil && errors.Is(err, errNoReply)) {
+		if c, err = f.dial(ctx, addr); err != nil {
+			return "", fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		line, err = f.round(ctx, addr, c, req, values)
+	}
+	return line, err
+}
+
+// round is one exchange of do on c, which it returns to the pool or
+// closes.
+func (f *forwarder) round(ctx context.Context, addr string, c *fwdConn, req []byte, values valueFunc) (string, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(fwdTimeout) // wall clock: network timeout
@@ -203,7 +231,7 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valu
 	c.c.SetDeadline(deadline)
 	f.sent.Add(1)
 	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
-	line, err = c.exchange(req, values)
+	line, err := c.exchange(req, values)
 	if err != nil {
 		stop()
 		c.c.Close()
@@ -220,6 +248,17 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valu
 	return line, nil
 }
 
+// errNoReply is an exchange's failure on a connection the leader closed
+// or reset before any byte of the reply came (the request may have
+// reached it).
+var errNoReply = errors.New("the leader closed the connection before replying")
+
+// deadSocket reports whether err, a connection's, says the leader closed
+// or reset it.
+func deadSocket(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // leaderCloses reports whether the leader closes its end after the reply
 // line: a retrieval it could not answer whole (any line but END) always;
 // an error reply to anything else, to be safe (a fresh connection costs a
@@ -234,14 +273,23 @@ func leaderCloses(line string, retrieval bool) bool {
 // exchange writes req and reads its reply; values, when set (a
 // retrieval), takes each VALUE block.
 func (c *fwdConn) exchange(req []byte, values valueFunc) (string, error) {
-	if _, err := c.c.Write(req); err != nil {
+	if n, err := c.c.Write(req); err != nil {
+		if n == 0 && deadSocket(err) {
+			// The socket refused the write: no byte of it was sent.
+			return "", fmt.Errorf("%w: %w", errNotSent, err)
+		}
 		return "", err
 	}
+	first := true
 	for {
 		l, err := c.r.ReadString('\n')
 		if err != nil {
+			if first && l == "" && deadSocket(err) {
+				return "", fmt.Errorf("%w: %w", errNoReply, err)
+			}
 			return "", err
 		}
+		first = false
 		l = trimCRLF(l)
 		if values == nil || !strings.HasPrefix(l, "VALUE ") {
 			return l, nil

@@ -1,10 +1,12 @@
 package memcache
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -142,5 +144,83 @@ func TestForwardedNoreplySetAfterIdleCloseIsApplied(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // its FIN reaches the follower
 		c.do("set far1 0 0 1 noreply\r\ny\r\nget far1\r\n", "VALUE far1 0 1\r\ny\r\nEND\r\n")
+	})
+}
+
+// TestForwardedWriteCutOffAfterSendingIsNotSentAgain: a forwarded write
+// whose request reached the leader over a pooled connection that then
+// closed without a reply is answered "SERVER_ERROR ... (a write's outcome
+// is unknown)" and never sent again (the leader may have applied it),
+// while a get cut off the same way, nothing of its reply come, is asked
+// again on a fresh connection and answered.
+func TestForwardedWriteCutOffAfterSendingIsNotSentAgain(t *testing.T) {
+	forEachIO(t, func(t *testing.T, io IOModel) {
+		t.Cleanup(func() { checkNoLeaks(t) })
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		var sets, gets atomic.Int64
+		// A leader that takes every command and, for the second set and
+		// the first get it is sent, closes the connection instead of
+		// answering.
+		serve := func(nc net.Conn) {
+			defer nc.Close()
+			r := bufio.NewReader(nc)
+			if l, err := r.ReadString('\n'); err != nil || l != forwardHello+"\r\n" {
+				return
+			}
+			nc.Write([]byte("OK\r\n"))
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				switch {
+				case strings.HasPrefix(l, "set "):
+					if _, err := r.ReadString('\n'); err != nil {
+						return
+					}
+					if sets.Add(1) == 2 {
+						return
+					}
+					nc.Write([]byte("STORED\r\n"))
+				case strings.HasPrefix(l, "get ") || strings.HasPrefix(l, "gets "):
+					if gets.Add(1) == 1 {
+						return
+					}
+					nc.Write([]byte("VALUE far 0 1 7\r\nv\r\nEND\r\n"))
+				default:
+					nc.Write([]byte("ERROR\r\n"))
+				}
+			}
+		}
+		go func() {
+			for {
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serve(nc)
+			}
+		}()
+		f := bareFixture(t, &Options{IO: io, Route: func(context.Context, string) (Route, error) {
+			return Route{Node: "lead", Addr: ln.Addr().String()}, nil
+		}})
+		c := f.dial(t)
+		c.do("set far 0 0 1\r\nv\r\n", "STORED\r\n")
+		c.send("set far 0 0 1\r\nw\r\n")
+		if got := c.line(); !strings.HasPrefix(got, "SERVER_ERROR temporary failure") || !strings.Contains(got, "outcome is unknown") {
+			t.Fatalf("a forwarded set cut off after it was sent: %q, want its outcome unknown", got)
+		}
+		c.do("set far 0 0 1\r\nv\r\n", "STORED\r\n")
+		if n := sets.Load(); n != 3 {
+			t.Fatalf("the leader was sent %d sets for 3 the client sent", n)
+		}
+		c.do("get far\r\n", "VALUE far 0 1\r\nv\r\nEND\r\n")
+		if n := gets.Load(); n != 2 {
+			t.Fatalf("the leader was asked %d times for a get cut off once", n)
+		}
 	})
 }

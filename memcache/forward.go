@@ -624,3 +624,73 @@ func keyLine(kind cmdKind, key string, exptime int64, delta uint64) []byte {
 	}
 	return append(b, '\r', '\n')
 }
+
+// countForwarded counts a write or touch this node forwarded, answered
+// reply (the leader's, or why it could not be carried out there), in this
+// node's stats as one carried out here is counted: a storage command in
+// cmd_set whatever its answer, and in total_items once stored; a cas in
+// cas_hits, cas_misses or cas_badval; a touch in cmd_touch and touch_hits
+// or touch_misses; a delete, incr or decr in its hits or misses. The
+// leader counts it too, as a command its forwarding connection carried.
+func (s *Server) countForwarded(kind cmdKind, reply string) {
+	st := &s.stats
+	switch kind {
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
+		st.cmdSet.Add(1)
+		switch {
+		case reply == replyStored:
+			st.totalItems.Add(1)
+			if kind == cmdCas {
+				st.casHits.Add(1)
+			}
+		case kind == cmdCas && reply == replyNotFound:
+			st.casMisses.Add(1)
+		case kind == cmdCas && reply == replyExists:
+			st.casBadval.Add(1)
+		}
+	case cmdTouch:
+		st.cmdTouch.Add(1)
+		countHit(reply, replyTouched, &st.touchHits, &st.touchMisses)
+	case cmdDelete:
+		countHit(reply, replyDeleted, &st.deleteHits, &st.deleteMisses)
+	case cmdIncr, cmdDecr:
+		hits, misses := &st.incrHits, &st.incrMisses
+		if kind == cmdDecr {
+			hits, misses = &st.decrHits, &st.decrMisses
+		}
+		hit := ""
+		if reply != "" && strings.Trim(reply, "0123456789") == "" {
+			hit = reply // the new value
+		}
+		countHit(reply, hit, hits, misses)
+	}
+}
+
+// countHit counts reply in hits when it is hit (not ""), in misses when
+// it is NOT_FOUND.
+func countHit(reply, hit string, hits, misses *atomic.Int64) {
+	switch {
+	case hit != "" && reply == hit:
+		hits.Add(1)
+	case reply == replyNotFound:
+		misses.Add(1)
+	}
+}
+
+// countForwardedRead counts a key of a get (gat when touch) this node
+// answered from the leader, found or not, as one answered here is
+// counted: in cmd_get and get_hits or get_misses (cmd_touch and
+// touch_hits or touch_misses for a gat).
+func (s *Server) countForwardedRead(touch, found bool) {
+	st := &s.stats
+	cmd, hits, misses := &st.cmdGet, &st.getHits, &st.getMisses
+	if touch {
+		cmd, hits, misses = &st.cmdTouch, &st.touchHits, &st.touchMisses
+	}
+	cmd.Add(1)
+	if found {
+		hits.Add(1)
+	} else {
+		misses.Add(1)
+	}
+}

@@ -376,8 +376,7 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 		return outcome{}
 	}
 	rt, reply, remote := c.routeOf(ctx, key)
-	if remote {
-		s.stats.cmdSet.Add(1)
+	if remote { // counted in cmd_set once answered (countForwarded)
 		return c.forwardWrite(ctx, cmd, key, rt, reply, storageLine(cmd, key, data[:cmd.vlen]), cmd.vlen)
 	}
 	if !c.drv.async(cmd.noreply) {
@@ -412,18 +411,26 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 // flight there, else now where the driver may wait (else it asks to be
 // run where it may). reply, when set, answers the command instead: its
 // partition has no leader to go to.
+// The command is counted in this node's stats, once, as one carried out
+// here is, from the reply (countForwarded).
 func (c *session) forwardWrite(ctx context.Context, cmd *command, key string, rt Route, reply string, req []byte, size int) outcome {
 	s := c.s
+	kind := cmd.kind
 	if reply == "" {
 		if c.drv.async(cmd.noreply) {
-			c.drv.submit(ctx, key, size, cmd.noreply, func(ctx context.Context) string { return s.forwardReply(ctx, rt, req) })
+			c.drv.submit(ctx, key, size, cmd.noreply, func(ctx context.Context) string {
+				r := s.forwardReply(ctx, rt, req)
+				s.countForwarded(kind, r)
+				return r
+			})
 			return outcome{}
 		}
 		if !c.drv.mayBlock() {
-			return outcome{block: true}
+			return outcome{block: true} // run again where it may wait: counted then
 		}
 		reply = s.forwardReply(ctx, rt, req)
 	}
+	s.countForwarded(kind, reply)
 	if !cmd.noreply {
 		c.reply(reply)
 	}
@@ -461,7 +468,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
-		if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+		if done, reply := c.fromAhead(w, i, key, withCAS, touch); reply != "" {
 			return c.getFailed(cmd, reply)
 		} else if done {
 			continue
@@ -491,7 +498,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				// The first remote key not asked yet: ask every node
 				// for its keys from here on, one command each.
 				c.fetchAhead(ctx, cmd, i, rt)
-				if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+				if done, reply := c.fromAhead(w, i, key, withCAS, touch); reply != "" {
 					return c.getFailed(cmd, reply)
 				} else if done {
 					continue
@@ -504,6 +511,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			if reply != "" {
 				return c.getFailed(cmd, reply)
 			}
+			s.countForwardedRead(touch, d != nil)
 			if d != nil {
 				c.writeValue(w, key, d, withCAS)
 			}

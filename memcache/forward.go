@@ -631,7 +631,7 @@ func keyLine(kind cmdKind, key string, exptime int64, delta uint64) []byte {
 // cmd_set whatever its answer, and in total_items once stored; a cas in
 // cas_hits, cas_misses or cas_badval; a touch in cmd_touch and touch_hits
 // or touch_misses; a delete, incr or decr in its hits or misses. The
-// leader counts it too, as a command its forwarding connection carried.
+// leader does not count it again (session.ops).
 func (s *Server) countForwarded(kind cmdKind, reply string) {
 	st := &s.stats
 	switch kind {

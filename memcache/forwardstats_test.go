@@ -31,12 +31,13 @@ func TestForwardedSetCountedOnce(t *testing.T) {
 // every command it forwarded in its stats as it counts one it carries out
 // itself (cmd_get, get_hits, touch_misses, delete_hits, incr_hits,
 // cas_badval, total_items, ...), from the leader's answer: the same
-// commands give the same counts whichever node leads their keys. A
-// review found forwarded gets, touches, deletes, incrs and decrs were not
-// counted there at all.
+// commands give the same counts whichever node leads their keys; the
+// leader does not count them again. A review found forwarded gets,
+// touches, deletes, incrs and decrs were not counted there at all (and
+// the leader counted every forwarded command).
 func TestForwardedCommandsCountedAsLocalOnes(t *testing.T) {
 	forEachIO(t, func(t *testing.T, io IOModel) {
-		f, _ := forwardPair(t, io)
+		f, l := forwardPair(t, io)
 		c := f.dial(t)
 		run := func(p string) (replies []string, counts map[string]string) {
 			script := []string{
@@ -74,6 +75,10 @@ func TestForwardedCommandsCountedAsLocalOnes(t *testing.T) {
 			if local[k] != far[k] {
 				t.Errorf("%s: %s for commands carried out here, %s for the same commands forwarded", k, local[k], far[k])
 			}
+		}
+		if st := l.srv.Stats(); st.CmdGet != 0 || st.CmdSet != 0 || st.CmdTouch != 0 || st.GetHits != 0 || st.GetMisses != 0 ||
+			st.DeleteHits != 0 || st.IncrHits != 0 || st.DecrMisses != 0 || st.CasBadval != 0 || st.TotalItems != 0 {
+			t.Errorf("the leader counted the forwarded commands again: %+v", st)
 		}
 	})
 }

@@ -75,6 +75,9 @@ type session struct {
 	// clients' commands (forward.go): they are carried out here, never
 	// forwarded again.
 	forwarded bool
+	// uncounted counts the commands of a forwarded connection: the node
+	// that forwarded them counts them, as its clients' (ops).
+	uncounted counters
 	// confirmed holds the partitions whose read barrier the multi-get
 	// being answered took (Route.Barrier: once a partition per command).
 	confirmed map[int]struct{}
@@ -150,6 +153,16 @@ func (s *Server) needsSettled(cmd *command) bool {
 	return true
 }
 
+// ops carries the connection's commands out, counted in the server's
+// stats; a forwarded connection's are counted by the node that forwarded
+// them (countForwarded), not again here.
+func (c *session) ops() ops {
+	if c.forwarded {
+		return ops{c.s, &c.uncounted}
+	}
+	return ops{c.s, &c.s.stats}
+}
+
 // exec runs one command. data is its data block ("\r\n" included) when
 // dataLen says it has one, nil otherwise.
 func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
@@ -197,14 +210,15 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		if remote {
 			return c.forwardWrite(ctx, cmd, key, rt, reply, keyLine(kind, key, exptime, delta), 0)
 		}
+		o := c.ops()
 		write := func(ctx context.Context, resident bool) (string, error) {
 			switch kind {
 			case cmdTouch:
-				return s.touch(ctx, key, exptime, resident)
+				return o.touch(ctx, key, exptime, resident)
 			case cmdDelete:
-				return s.delete(ctx, key, resident)
+				return o.delete(ctx, key, resident)
 			default:
-				return s.arith(ctx, key, kind == cmdIncr, delta, resident)
+				return o.arith(ctx, key, kind == cmdIncr, delta, resident)
 			}
 		}
 		if c.drv.async(cmd.noreply) {
@@ -368,8 +382,9 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 		}
 		return outcome{swallow: cmd.vlen + 2}
 	}
+	o := c.ops()
 	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
-		s.stats.cmdSet.Add(1)
+		o.st.cmdSet.Add(1)
 		if !cmd.noreply {
 			c.reply(replyBadDataChunk)
 		}
@@ -380,16 +395,16 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 		return c.forwardWrite(ctx, cmd, key, rt, reply, storageLine(cmd, key, data[:cmd.vlen]), cmd.vlen)
 	}
 	if !c.drv.async(cmd.noreply) {
-		r, err := s.store(ctx, cmd, key, data[:cmd.vlen], resident)
+		r, err := o.store(ctx, cmd, key, data[:cmd.vlen], resident)
 		if c.mayFollow(err) {
 			r, err = s.followed(ctx, rt, r, err, storageLine(cmd, key, data[:cmd.vlen])), nil
 		}
 		if err == nil { // else run again where it may block: counted then
-			s.stats.cmdSet.Add(1)
+			o.st.cmdSet.Add(1)
 		}
 		return c.ran(r, err, cmd.noreply)
 	}
-	s.stats.cmdSet.Add(1)
+	o.st.cmdSet.Add(1)
 	// The data block is the connection's buffer, reused by the next
 	// command: the pipelined write gets its own copy, and its own copy of
 	// the command.
@@ -397,7 +412,7 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 	sc := *cmd
 	sc.keys = nil // the connection's, reused by the next command
 	c.drv.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string {
-		r, err := s.store(ctx, &sc, key, val, false)
+		r, err := o.store(ctx, &sc, key, val, false)
 		if err != nil {
 			r = s.followed(ctx, rt, r, err, storageLine(&sc, key, val))
 		}
@@ -522,9 +537,9 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			err error
 		)
 		if touch {
-			d, err = s.getAndTouch(ctx, key, cmd.exptime, !c.drv.mayBlock())
+			d, err = c.ops().getAndTouch(ctx, key, cmd.exptime, !c.drv.mayBlock())
 		} else {
-			d, err = s.get(ctx, key, !c.drv.mayBlock())
+			d, err = c.ops().get(ctx, key, !c.drv.mayBlock())
 		}
 		if errors.Is(err, engine.ErrWouldBlock) {
 			c.getNext = i // on from here where the read may wait

@@ -83,7 +83,8 @@ const (
 	// has no deadline: longer than a replicated write's own bound (30 s).
 	fwdTimeout = 45 * time.Second
 	// fwdIdle is how long a pooled connection may idle before it is
-	// dropped rather than reused (the leader closes idle ones itself).
+	// dropped rather than reused; one the leader closed sooner (its idle
+	// timeout shorter) is found closed before reuse (forwarder.get).
 	fwdIdle     = 30 * time.Second
 	fwdMaxIdle  = 16 // pooled connections kept per leader
 	fwdMaxValue = engine.MaxValueLen + 1<<10
@@ -171,9 +172,11 @@ func (f *forwarder) dial(ctx context.Context, addr string) (*fwdConn, error) {
 	return c, nil
 }
 
-// put returns a healthy connection to the pool.
+// put returns a healthy connection to the pool, without a deadline (an
+// expired one would fail the peek of get).
 func (f *forwarder) put(addr string, c *fwdConn) {
 	c.used = time.Now() // wall clock: network idleness
+	c.c.SetDeadline(time.Time{})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || len(f.idle[addr]) >= fwdMaxIdle {

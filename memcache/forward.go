@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mayflydb/mayfly/engine"
@@ -81,7 +83,8 @@ const (
 	// has no deadline: longer than a replicated write's own bound (30 s).
 	fwdTimeout = 45 * time.Second
 	// fwdIdle is how long a pooled connection may idle before it is
-	// dropped rather than reused (the leader closes idle ones itself).
+	// dropped rather than reused; one the leader closed sooner (its idle
+	// timeout shorter) is found closed before reuse (forwarder.get).
 	fwdIdle     = 30 * time.Second
 	fwdMaxIdle  = 16 // pooled connections kept per leader
 	fwdMaxValue = engine.MaxValueLen + 1<<10
@@ -125,19 +128,28 @@ func (f *forwarder) close() {
 	f.idle = nil
 }
 
-// get returns a pooled connection to addr or dials one.
-func (f *forwarder) get(ctx context.Context, addr string) (*fwdConn, error) {
+// get returns a pooled connection to addr (pooled true) or dials one. A
+// pooled connection the leader has closed since (its idle timeout, or a
+// restart), or that holds bytes no command asked for, is closed and not
+// used: nothing was sent on it.
+func (f *forwarder) get(ctx context.Context, addr string) (c *fwdConn, pooled bool, err error) {
 	f.mu.Lock()
 	for cs := f.idle[addr]; len(cs) > 0; cs = f.idle[addr] {
 		c := cs[len(cs)-1]
 		f.idle[addr] = cs[:len(cs)-1]
-		if time.Since(c.used) < fwdIdle { // wall clock: network idleness
+		if time.Since(c.used) < fwdIdle && c.r.Buffered() == 0 && !peerClosed(c.c) { // wall clock: network idleness
 			f.mu.Unlock()
-			return c, nil
+			return c, true, nil
 		}
 		c.c.Close()
 	}
 	f.mu.Unlock()
+	c, err = f.dial(ctx, addr)
+	return c, false, err
+}
+
+// dial opens a forwarding connection to addr.
+func (f *forwarder) dial(ctx context.Context, addr string) (*fwdConn, error) {
 	d := net.Dialer{Timeout: fwdDialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -160,9 +172,11 @@ func (f *forwarder) get(ctx context.Context, addr string) (*fwdConn, error) {
 	return c, nil
 }
 
-// put returns a healthy connection to the pool.
+// put returns a healthy connection to the pool, without a deadline (an
+// expired one would fail the peek of get).
 func (f *forwarder) put(addr string, c *fwdConn) {
 	c.used = time.Now() // wall clock: network idleness
+	c.c.SetDeadline(time.Time{})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || len(f.idle[addr]) >= fwdMaxIdle {
@@ -190,12 +204,29 @@ type valueFunc func(key string, v *fwdValue) error
 // that is not a retrieval (values nil); for a retrieval each VALUE block,
 // handed to values in the order it came, and the line that ends them
 // ("END", or an error line). An error of values ends the exchange with it
-// (the connection is closed).
+// (the connection is closed). A pooled connection that proves dead with
+// nothing of req sent (its write refused at once by a closed or reset
+// socket), or, for a retrieval, closed before any of its reply came, is
+// replaced by a fresh one and req sent there, once; a write that may have
+// reached the leader is never sent again.
 func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valueFunc) (line string, err error) {
-	c, err := f.get(ctx, addr)
+	c, pooled, err := f.get(ctx, addr)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", errNotSent, err)
 	}
+	line, err = f.round(ctx, addr, c, req, values)
+	if err != nil && pooled && (errors.Is(err, errNotSent) || values != nil && errors.Is(err, errNoReply)) {
+		if c, err = f.dial(ctx, addr); err != nil {
+			return "", fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		line, err = f.round(ctx, addr, c, req, values)
+	}
+	return line, err
+}
+
+// round is one exchange of do on c, which it returns to the pool or
+// closes.
+func (f *forwarder) round(ctx context.Context, addr string, c *fwdConn, req []byte, values valueFunc) (string, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(fwdTimeout) // wall clock: network timeout
@@ -203,7 +234,7 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valu
 	c.c.SetDeadline(deadline)
 	f.sent.Add(1)
 	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
-	line, err = c.exchange(req, values)
+	line, err := c.exchange(req, values)
 	if err != nil {
 		stop()
 		c.c.Close()
@@ -220,6 +251,17 @@ func (f *forwarder) do(ctx context.Context, addr string, req []byte, values valu
 	return line, nil
 }
 
+// errNoReply is an exchange's failure on a connection the leader closed
+// or reset before any byte of the reply came (the request may have
+// reached it).
+var errNoReply = errors.New("the leader closed the connection before replying")
+
+// deadSocket reports whether err, a connection's, says the leader closed
+// or reset it.
+func deadSocket(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // leaderCloses reports whether the leader closes its end after the reply
 // line: a retrieval it could not answer whole (any line but END) always;
 // an error reply to anything else, to be safe (a fresh connection costs a
@@ -234,14 +276,23 @@ func leaderCloses(line string, retrieval bool) bool {
 // exchange writes req and reads its reply; values, when set (a
 // retrieval), takes each VALUE block.
 func (c *fwdConn) exchange(req []byte, values valueFunc) (string, error) {
-	if _, err := c.c.Write(req); err != nil {
+	if n, err := c.c.Write(req); err != nil {
+		if n == 0 && deadSocket(err) {
+			// The socket refused the write: no byte of it was sent.
+			return "", fmt.Errorf("%w: %w", errNotSent, err)
+		}
 		return "", err
 	}
+	first := true
 	for {
 		l, err := c.r.ReadString('\n')
 		if err != nil {
+			if first && l == "" && deadSocket(err) {
+				return "", fmt.Errorf("%w: %w", errNoReply, err)
+			}
 			return "", err
 		}
+		first = false
 		l = trimCRLF(l)
 		if values == nil || !strings.HasPrefix(l, "VALUE ") {
 			return l, nil
@@ -575,4 +626,74 @@ func keyLine(kind cmdKind, key string, exptime int64, delta uint64) []byte {
 		b = strconv.AppendUint(append(b, ' '), delta, 10)
 	}
 	return append(b, '\r', '\n')
+}
+
+// countForwarded counts a write or touch this node forwarded, answered
+// reply (the leader's, or why it could not be carried out there), in this
+// node's stats as one carried out here is counted: a storage command in
+// cmd_set whatever its answer, and in total_items once stored; a cas in
+// cas_hits, cas_misses or cas_badval; a touch in cmd_touch and touch_hits
+// or touch_misses; a delete, incr or decr in its hits or misses. The
+// leader does not count it again (session.ops).
+func (s *Server) countForwarded(kind cmdKind, reply string) {
+	st := &s.stats
+	switch kind {
+	case cmdSet, cmdAdd, cmdReplace, cmdAppend, cmdPrepend, cmdCas:
+		st.cmdSet.Add(1)
+		switch {
+		case reply == replyStored:
+			st.totalItems.Add(1)
+			if kind == cmdCas {
+				st.casHits.Add(1)
+			}
+		case kind == cmdCas && reply == replyNotFound:
+			st.casMisses.Add(1)
+		case kind == cmdCas && reply == replyExists:
+			st.casBadval.Add(1)
+		}
+	case cmdTouch:
+		st.cmdTouch.Add(1)
+		countHit(reply, replyTouched, &st.touchHits, &st.touchMisses)
+	case cmdDelete:
+		countHit(reply, replyDeleted, &st.deleteHits, &st.deleteMisses)
+	case cmdIncr, cmdDecr:
+		hits, misses := &st.incrHits, &st.incrMisses
+		if kind == cmdDecr {
+			hits, misses = &st.decrHits, &st.decrMisses
+		}
+		hit := ""
+		if reply != "" && strings.Trim(reply, "0123456789") == "" {
+			hit = reply // the new value
+		}
+		countHit(reply, hit, hits, misses)
+	}
+}
+
+// countHit counts reply in hits when it is hit (not ""), in misses when
+// it is NOT_FOUND.
+func countHit(reply, hit string, hits, misses *atomic.Int64) {
+	switch {
+	case hit != "" && reply == hit:
+		hits.Add(1)
+	case reply == replyNotFound:
+		misses.Add(1)
+	}
+}
+
+// countForwardedRead counts a key of a get (gat when touch) this node
+// answered from the leader, found or not, as one answered here is
+// counted: in cmd_get and get_hits or get_misses (cmd_touch and
+// touch_hits or touch_misses for a gat).
+func (s *Server) countForwardedRead(touch, found bool) {
+	st := &s.stats
+	cmd, hits, misses := &st.cmdGet, &st.getHits, &st.getMisses
+	if touch {
+		cmd, hits, misses = &st.cmdTouch, &st.touchHits, &st.touchMisses
+	}
+	cmd.Add(1)
+	if found {
+		hits.Add(1)
+	} else {
+		misses.Add(1)
+	}
 }

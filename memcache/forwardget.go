@@ -379,12 +379,13 @@ func parseRefusal(line string) (refused string, named map[string]string) {
 // when it failed (a SERVER_ERROR, which ends the multi-get: getFailed);
 // neither when the key has no batch answer (not asked yet, or to be asked
 // alone).
-func (c *session) fromAhead(w replyWriter, i int, key string, withCAS bool) (done bool, reply string) {
+func (c *session) fromAhead(w replyWriter, i int, key string, withCAS, touch bool) (done bool, reply string) {
 	if i >= len(c.ahead) {
 		return false, ""
 	}
 	switch a := &c.ahead[i]; a.state {
 	case aheadDone:
+		c.s.countForwardedRead(touch, a.doc != nil)
 		if a.doc != nil {
 			c.writeValue(w, key, a.doc, withCAS)
 		}

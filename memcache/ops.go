@@ -67,19 +67,28 @@ func (s *Server) writeOpts(resident bool) *engine.WriteOptions {
 	return &engine.WriteOptions{Durability: s.opts.Durability, Resident: resident}
 }
 
+// ops carries commands out on the server's bucket, counting them in st:
+// the server's stats, or, for a connection another node forwards its
+// clients' commands over, counters nobody reads (that node counts them,
+// as the commands its clients sent; session.ops).
+type ops struct {
+	*Server
+	st *counters
+}
+
 // read is the engine read behind every command that looks at an item first
 // (get, gets, incr, decr, append, prepend, cas): memcached counts in
 // get_expired every such look that finds the item expired. When resident a
 // read whose answer needs the store is engine.ErrWouldBlock, counted
 // nowhere.
-func (s *Server) read(ctx context.Context, key string, resident bool) (*engine.Document, error) {
+func (s ops) read(ctx context.Context, key string, resident bool) (*engine.Document, error) {
 	get := s.target().coll.Get
 	if resident {
 		get = s.target().coll.GetResident
 	}
 	d, err := get(ctx, key)
 	if errors.Is(err, engine.ErrExpired) {
-		s.stats.getExpired.Add(1)
+		s.st.getExpired.Add(1)
 	}
 	return d, err
 }
@@ -87,18 +96,18 @@ func (s *Server) read(ctx context.Context, key string, resident bool) (*engine.D
 // get fetches a live document for get and gets: nil without error on a miss.
 // When resident it answers from memory alone: engine.ErrWouldBlock, counted
 // nowhere, when the answer needs the store.
-func (s *Server) get(ctx context.Context, key string, resident bool) (*engine.Document, error) {
+func (s ops) get(ctx context.Context, key string, resident bool) (*engine.Document, error) {
 	d, err := s.read(ctx, key, resident)
 	if errors.Is(err, engine.ErrWouldBlock) {
 		return nil, err
 	}
-	s.stats.cmdGet.Add(1)
+	s.st.cmdGet.Add(1)
 	switch {
 	case err == nil:
-		s.stats.getHits.Add(1)
+		s.st.getHits.Add(1)
 		return d, nil
 	case errors.Is(err, engine.ErrNotFound):
-		s.stats.getMisses.Add(1)
+		s.st.getMisses.Add(1)
 		return nil, nil
 	default:
 		return nil, err
@@ -107,20 +116,20 @@ func (s *Server) get(ctx context.Context, key string, resident bool) (*engine.Do
 
 // getAndTouch fetches and touches a live document for gat and gats: nil
 // without error on a miss.
-func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64, resident bool) (*engine.Document, error) {
+func (s ops) getAndTouch(ctx context.Context, key string, exptime int64, resident bool) (*engine.Document, error) {
 	wo := s.writeOpts(resident)
 	wo.Expiry = exptime
 	d, err := s.target().coll.TouchWith(ctx, key, wo)
 	if errors.Is(err, engine.ErrWouldBlock) {
 		return nil, err
 	}
-	s.stats.cmdTouch.Add(1)
+	s.st.cmdTouch.Add(1)
 	switch {
 	case err == nil:
-		s.stats.touchHits.Add(1)
+		s.st.touchHits.Add(1)
 		return d, nil
 	case errors.Is(err, engine.ErrNotFound):
-		s.stats.touchMisses.Add(1)
+		s.st.touchMisses.Add(1)
 		return nil, nil
 	default:
 		return nil, err
@@ -128,20 +137,20 @@ func (s *Server) getAndTouch(ctx context.Context, key string, exptime int64, res
 }
 
 // touch runs touch.
-func (s *Server) touch(ctx context.Context, key string, exptime int64, resident bool) (string, error) {
+func (s ops) touch(ctx context.Context, key string, exptime int64, resident bool) (string, error) {
 	wo := s.writeOpts(resident)
 	wo.Expiry = exptime
 	_, err := s.target().coll.TouchWith(ctx, key, wo)
 	if errors.Is(err, engine.ErrWouldBlock) {
 		return "", err
 	}
-	s.stats.cmdTouch.Add(1)
+	s.st.cmdTouch.Add(1)
 	switch {
 	case err == nil:
-		s.stats.touchHits.Add(1)
+		s.st.touchHits.Add(1)
 		return replyTouched, nil
 	case errors.Is(err, engine.ErrNotFound):
-		s.stats.touchMisses.Add(1)
+		s.st.touchMisses.Add(1)
 		return replyNotFound, nil
 	default:
 		return refused(err)
@@ -149,16 +158,16 @@ func (s *Server) touch(ctx context.Context, key string, exptime int64, resident 
 }
 
 // delete runs delete.
-func (s *Server) delete(ctx context.Context, key string, resident bool) (string, error) {
+func (s ops) delete(ctx context.Context, key string, resident bool) (string, error) {
 	_, err := s.target().coll.Delete(ctx, key, s.writeOpts(resident))
 	switch {
 	case err == nil:
-		s.stats.deleteHits.Add(1)
+		s.st.deleteHits.Add(1)
 		return replyDeleted, nil
 	case errors.Is(err, engine.ErrWouldBlock):
 		return "", err
 	case errors.Is(err, engine.ErrNotFound):
-		s.stats.deleteMisses.Add(1)
+		s.st.deleteMisses.Add(1)
 		return replyNotFound, nil
 	default:
 		return refused(err)
@@ -180,7 +189,7 @@ func (s *Server) deleteQuietly(ctx context.Context, key string, resident bool) e
 
 // store runs set, add, replace, append, prepend and cas with the value val
 // (which it does not keep).
-func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte, resident bool) (string, error) {
+func (s ops) store(ctx context.Context, cmd *command, key string, val []byte, resident bool) (string, error) {
 	wo := s.writeOpts(resident)
 	wo.Expiry, wo.Flags = cmd.exptime, cmd.flags
 	var err error
@@ -208,12 +217,12 @@ func (s *Server) store(ctx context.Context, cmd *command, key string, val []byte
 	case err != nil:
 		return refused(err)
 	}
-	s.stats.totalItems.Add(1)
+	s.st.totalItems.Add(1)
 	return replyStored, nil
 }
 
 // cas stores val over key if the document's CAS is still casID.
-func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.WriteOptions, casID uint64) (string, error) {
+func (s ops) cas(ctx context.Context, key string, val []byte, wo *engine.WriteOptions, casID uint64) (string, error) {
 	if casID == 0 {
 		// The engine reads CAS 0 as "no check"; memcached as a CAS no item
 		// has. Answer as memcached: EXISTS if the item is there.
@@ -222,12 +231,12 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 			case errors.Is(err, engine.ErrWouldBlock):
 				return "", err
 			case errors.Is(err, engine.ErrNotFound):
-				s.stats.casMisses.Add(1)
+				s.st.casMisses.Add(1)
 				return replyNotFound, nil
 			}
 			return refused(err)
 		}
-		s.stats.casBadval.Add(1)
+		s.st.casBadval.Add(1)
 		return replyExists, nil
 	}
 	wo.CAS = casID
@@ -236,14 +245,14 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 	case errors.Is(err, engine.ErrWouldBlock):
 		return "", err
 	case err == nil:
-		s.stats.casHits.Add(1)
-		s.stats.totalItems.Add(1)
+		s.st.casHits.Add(1)
+		s.st.totalItems.Add(1)
 		return replyStored, nil
 	case errors.Is(err, engine.ErrNotFound):
-		s.stats.casMisses.Add(1)
+		s.st.casMisses.Add(1)
 		return replyNotFound, nil
 	case errors.Is(err, engine.ErrCASMismatch):
-		s.stats.casBadval.Add(1)
+		s.st.casBadval.Add(1)
 		return replyExists, nil
 	default:
 		return refused(err)
@@ -252,7 +261,7 @@ func (s *Server) cas(ctx context.Context, key string, val []byte, wo *engine.Wri
 
 // concat appends (or prepends) val to key's value, keeping its flags and
 // expiry, in a compare-and-swap loop.
-func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, resident bool) (string, error) {
+func (s ops) concat(ctx context.Context, key string, val []byte, prepend, resident bool) (string, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return refused(err)
@@ -278,7 +287,7 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, re
 		_, err = s.target().coll.Replace(ctx, key, nv, s.replaceOpts(d, resident))
 		switch {
 		case err == nil:
-			s.stats.totalItems.Add(1)
+			s.st.totalItems.Add(1)
 			return replyStored, nil
 		case errors.Is(err, engine.ErrWouldBlock):
 			return "", err
@@ -294,10 +303,10 @@ func (s *Server) concat(ctx context.Context, key string, val []byte, prepend, re
 // 64-bit decimal; incr wraps at 2^64, decr stops at 0; a result shorter than
 // the old value is padded with spaces to its length (memcached rewrites the
 // item in place), a longer one replaces it. Flags and expiry stay.
-func (s *Server) arith(ctx context.Context, key string, incr bool, delta uint64, resident bool) (string, error) {
-	hits, misses := &s.stats.incrHits, &s.stats.incrMisses
+func (s ops) arith(ctx context.Context, key string, incr bool, delta uint64, resident bool) (string, error) {
+	hits, misses := &s.st.incrHits, &s.st.incrMisses
 	if !incr {
-		hits, misses = &s.stats.decrHits, &s.stats.decrMisses
+		hits, misses = &s.st.decrHits, &s.st.decrMisses
 	}
 	for {
 		if err := ctx.Err(); err != nil {

@@ -75,6 +75,9 @@ type session struct {
 	// clients' commands (forward.go): they are carried out here, never
 	// forwarded again.
 	forwarded bool
+	// uncounted counts the commands of a forwarded connection: the node
+	// that forwarded them counts them, as its clients' (ops).
+	uncounted counters
 	// confirmed holds the partitions whose read barrier the multi-get
 	// being answered took (Route.Barrier: once a partition per command).
 	confirmed map[int]struct{}
@@ -150,6 +153,16 @@ func (s *Server) needsSettled(cmd *command) bool {
 	return true
 }
 
+// ops carries the connection's commands out, counted in the server's
+// stats; a forwarded connection's are counted by the node that forwarded
+// them (countForwarded), not again here.
+func (c *session) ops() ops {
+	if c.forwarded {
+		return ops{c.s, &c.uncounted}
+	}
+	return ops{c.s, &c.s.stats}
+}
+
 // exec runs one command. data is its data block ("\r\n" included) when
 // dataLen says it has one, nil otherwise.
 func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
@@ -197,14 +210,15 @@ func (c *session) exec(ctx context.Context, cmd *command, data []byte) outcome {
 		if remote {
 			return c.forwardWrite(ctx, cmd, key, rt, reply, keyLine(kind, key, exptime, delta), 0)
 		}
+		o := c.ops()
 		write := func(ctx context.Context, resident bool) (string, error) {
 			switch kind {
 			case cmdTouch:
-				return s.touch(ctx, key, exptime, resident)
+				return o.touch(ctx, key, exptime, resident)
 			case cmdDelete:
-				return s.delete(ctx, key, resident)
+				return o.delete(ctx, key, resident)
 			default:
-				return s.arith(ctx, key, kind == cmdIncr, delta, resident)
+				return o.arith(ctx, key, kind == cmdIncr, delta, resident)
 			}
 		}
 		if c.drv.async(cmd.noreply) {
@@ -368,29 +382,29 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 		}
 		return outcome{swallow: cmd.vlen + 2}
 	}
+	o := c.ops()
 	if data[cmd.vlen] != '\r' || data[cmd.vlen+1] != '\n' {
-		s.stats.cmdSet.Add(1)
+		o.st.cmdSet.Add(1)
 		if !cmd.noreply {
 			c.reply(replyBadDataChunk)
 		}
 		return outcome{}
 	}
 	rt, reply, remote := c.routeOf(ctx, key)
-	if remote {
-		s.stats.cmdSet.Add(1)
+	if remote { // counted in cmd_set once answered (countForwarded)
 		return c.forwardWrite(ctx, cmd, key, rt, reply, storageLine(cmd, key, data[:cmd.vlen]), cmd.vlen)
 	}
 	if !c.drv.async(cmd.noreply) {
-		r, err := s.store(ctx, cmd, key, data[:cmd.vlen], resident)
+		r, err := o.store(ctx, cmd, key, data[:cmd.vlen], resident)
 		if c.mayFollow(err) {
 			r, err = s.followed(ctx, rt, r, err, storageLine(cmd, key, data[:cmd.vlen])), nil
 		}
 		if err == nil { // else run again where it may block: counted then
-			s.stats.cmdSet.Add(1)
+			o.st.cmdSet.Add(1)
 		}
 		return c.ran(r, err, cmd.noreply)
 	}
-	s.stats.cmdSet.Add(1)
+	o.st.cmdSet.Add(1)
 	// The data block is the connection's buffer, reused by the next
 	// command: the pipelined write gets its own copy, and its own copy of
 	// the command.
@@ -398,7 +412,7 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 	sc := *cmd
 	sc.keys = nil // the connection's, reused by the next command
 	c.drv.submit(ctx, key, len(val), cmd.noreply, func(ctx context.Context) string {
-		r, err := s.store(ctx, &sc, key, val, false)
+		r, err := o.store(ctx, &sc, key, val, false)
 		if err != nil {
 			r = s.followed(ctx, rt, r, err, storageLine(&sc, key, val))
 		}
@@ -412,18 +426,26 @@ func (c *session) storage(ctx context.Context, cmd *command, data []byte) outcom
 // flight there, else now where the driver may wait (else it asks to be
 // run where it may). reply, when set, answers the command instead: its
 // partition has no leader to go to.
+// The command is counted in this node's stats, once, as one carried out
+// here is, from the reply (countForwarded).
 func (c *session) forwardWrite(ctx context.Context, cmd *command, key string, rt Route, reply string, req []byte, size int) outcome {
 	s := c.s
+	kind := cmd.kind
 	if reply == "" {
 		if c.drv.async(cmd.noreply) {
-			c.drv.submit(ctx, key, size, cmd.noreply, func(ctx context.Context) string { return s.forwardReply(ctx, rt, req) })
+			c.drv.submit(ctx, key, size, cmd.noreply, func(ctx context.Context) string {
+				r := s.forwardReply(ctx, rt, req)
+				s.countForwarded(kind, r)
+				return r
+			})
 			return outcome{}
 		}
 		if !c.drv.mayBlock() {
-			return outcome{block: true}
+			return outcome{block: true} // run again where it may wait: counted then
 		}
 		reply = s.forwardReply(ctx, rt, req)
 	}
+	s.countForwarded(kind, reply)
 	if !cmd.noreply {
 		c.reply(reply)
 	}
@@ -461,7 +483,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			return outcome{wait: true}
 		}
 		key := cmd.keys[i]
-		if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+		if done, reply := c.fromAhead(w, i, key, withCAS, touch); reply != "" {
 			return c.getFailed(cmd, reply)
 		} else if done {
 			continue
@@ -491,7 +513,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 				// The first remote key not asked yet: ask every node
 				// for its keys from here on, one command each.
 				c.fetchAhead(ctx, cmd, i, rt)
-				if done, reply := c.fromAhead(w, i, key, withCAS); reply != "" {
+				if done, reply := c.fromAhead(w, i, key, withCAS, touch); reply != "" {
 					return c.getFailed(cmd, reply)
 				} else if done {
 					continue
@@ -504,6 +526,7 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			if reply != "" {
 				return c.getFailed(cmd, reply)
 			}
+			s.countForwardedRead(touch, d != nil)
 			if d != nil {
 				c.writeValue(w, key, d, withCAS)
 			}
@@ -514,9 +537,9 @@ func (c *session) retrieve(ctx context.Context, cmd *command) outcome {
 			err error
 		)
 		if touch {
-			d, err = s.getAndTouch(ctx, key, cmd.exptime, !c.drv.mayBlock())
+			d, err = c.ops().getAndTouch(ctx, key, cmd.exptime, !c.drv.mayBlock())
 		} else {
-			d, err = s.get(ctx, key, !c.drv.mayBlock())
+			d, err = c.ops().get(ctx, key, !c.drv.mayBlock())
 		}
 		if errors.Is(err, engine.ErrWouldBlock) {
 			c.getNext = i // on from here where the read may wait

@@ -96,6 +96,11 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.refuse(w, r, refusedHost, &httpError{http.StatusMisdirectedRequest, "misdirected_request", "this server does not answer for host " + strconvQuote(r.Host) + " (see mayfly serve --allowed-hosts)"})
 			return
 		}
+		// Every answer names its type, and a browser must not guess
+		// another: a binary document (application/octet-stream) or a
+		// text one whose bytes look like HTML is never rendered as a page
+		// of this origin, where the console and its credentials live.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if r.URL.Path == "/favicon.ico" && safeMethod(r.Method) {
 			// Browsers ask for it on every page they open here: no
 			// credentials, so it is answered without authentication or a

@@ -17,11 +17,21 @@ import (
 // as orphans of a dropped collection, and a replay from the copy's durable
 // position could not bring them back.
 func TestReplicatedWritesToANewerCollectionSurviveARestart(t *testing.T) {
+	for _, policy := range []engine.EvictionPolicy{engine.ValueOnly, engine.FullEviction} {
+		t.Run(string(policy), func(t *testing.T) { newerCollectionRestart(t, policy) })
+	}
+}
+
+// newerCollectionRestart is
+// TestReplicatedWritesToANewerCollectionSurviveARestart with a restarted
+// copy of the given eviction policy (a fullEviction bucket's warm-up loads
+// keys only, warmkeys.go).
+func newerCollectionRestart(t *testing.T, policy engine.EvictionPolicy) {
 	ctx := context.Background()
 	bs, r, _ := replicas(t, 2)
 	dir := t.TempDir()
 	behindEng := openStorage(t, dir, engine.StoragePebble)
-	behind, err := behindEng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase})
+	behind, err := behindEng.CreateBucket(ctx, engine.BucketSettings{Name: "b", Type: engine.Couchbase, EvictionPolicy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}

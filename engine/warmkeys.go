@@ -84,7 +84,9 @@ func (b *Bucket) loadKeys(ctx context.Context, st storage) ([]record, error) {
 			}
 			k := docKey{cid: d.Collection, key: d.Key}
 			p := b.parts[d.Partition]
-			known := b.hasCollection(d.Collection) // (the bucket's lock, never inside a partition's)
+			// Only a dropped collection's document goes (as in the full
+			// warm-up): one of a collection newer than the manifest stays.
+			known := !b.collectionDropped(d.Collection) // (the bucket's lock, never inside a partition's)
 			p.mu.Lock()
 			if known {
 				b.countStoredLocked(p, d)

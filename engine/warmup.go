@@ -298,7 +298,10 @@ func (b *Bucket) loadDocs(ctx context.Context, st storage) error {
 		if int(d.Partition) >= len(b.parts) {
 			return fmt.Errorf("document %q in partition %d of %d", d.Key, d.Partition, len(b.parts))
 		}
-		if !b.hasCollection(d.Collection) {
+		// A dropped collection's document goes; one of a collection newer
+		// than this node's manifest (a replicated write applied before the
+		// manifest naming it arrived) stays, as ApplyReplicated keeps it.
+		if b.collectionDropped(d.Collection) {
 			r := record{purge: true, key: docKey{cid: d.Collection, key: d.Key}, part: d.Partition}
 			if !d.Deleted {
 				r.oldExp = d.Expiration

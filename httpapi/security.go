@@ -87,6 +87,12 @@ func newSecurity(o *Options) *security {
 func (s *server) guard(next http.Handler) http.Handler {
 	sec := s.sec
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer names its type, and a browser must not guess
+		// another: a binary document (application/octet-stream) or a
+		// text one whose bytes look like HTML is never rendered as a page
+		// of this origin, where the console and its credentials live.
+		// Refusals too: set before any check.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		s.flushFailures(r)
 		if hasDotSegment(r.URL.Path) || hasDotSegment(r.URL.EscapedPath()) {
 			s.refuse(w, r, refusedPath, &httpError{http.StatusBadRequest, "bad_request", "the path holds a . or .. segment"})
@@ -96,11 +102,6 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.refuse(w, r, refusedHost, &httpError{http.StatusMisdirectedRequest, "misdirected_request", "this server does not answer for host " + strconvQuote(r.Host) + " (see mayfly serve --allowed-hosts)"})
 			return
 		}
-		// Every answer names its type, and a browser must not guess
-		// another: a binary document (application/octet-stream) or a
-		// text one whose bytes look like HTML is never rendered as a page
-		// of this origin, where the console and its credentials live.
-		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if r.URL.Path == "/favicon.ico" && safeMethod(r.Method) {
 			// Browsers ask for it on every page they open here: no
 			// credentials, so it is answered without authentication or a

@@ -88,7 +88,10 @@ func (s ops) read(ctx context.Context, key string, resident bool) (*engine.Docum
 	}
 	d, err := get(ctx, key)
 	if errors.Is(err, engine.ErrExpired) {
-		s.st.getExpired.Add(1)
+		// Counted where the item was read, on a forwarded connection too:
+		// the forwarding node's answer cannot tell an expired item from a
+		// missing one, so only this node can count it.
+		s.stats.getExpired.Add(1)
 	}
 	return d, err
 }

@@ -92,25 +92,7 @@ func (q *Query) ForecastShare(ctx context.Context, share Share) (*ViewForecast, 
 	if q.p.Forecast <= 0 {
 		return nil, badRequest("forecast", "a forecast share asked without `forecast`")
 	}
-	target, err := q.shareTarget(ctx, share)
-	if err != nil {
-		return nil, err
-	}
-	wait := ctx
-	if target != nil {
-		var cancel context.CancelFunc
-		wait, cancel = context.WithTimeout(ctx, q.p.ConnectionTimeout())
-		defer cancel()
-	}
-	for tries := 0; ; tries++ {
-		f, err := q.forecastShare(ctx, wait, share, target)
-		if err == nil || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
-			return f, err
-		}
-		if err := q.prepareAgain(ctx); err != nil {
-			return nil, err
-		}
-	}
+	return runShare(ctx, q, share, q.forecastShare)
 }
 
 // forecastShare answers ForecastShare once, on q.ix.

@@ -192,9 +192,18 @@ func (q *Query) Stream(ctx context.Context, share Share) (*ShareStream, error) {
 	if q.p.Forecast > 0 {
 		return nil, badRequest("forecast", "a forecast share is ForecastShare's, not a row stream")
 	}
+	return runShare(ctx, q, share, q.stream)
+}
+
+// runShare runs answer, a share's query (Stream's or ForecastShare's), on
+// the target stale=false asks for (shareTarget), with connection_timeout
+// to reach it, again on the new index when the design document is replaced
+// meanwhile (at most maxReplacedRetries times).
+func runShare[T any](ctx context.Context, q *Query, share Share, answer func(ctx, wait context.Context, share Share, target []uint64) (T, error)) (T, error) {
+	var none T
 	target, err := q.shareTarget(ctx, share)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	wait := ctx
 	if target != nil {
@@ -203,12 +212,12 @@ func (q *Query) Stream(ctx context.Context, share Share) (*ShareStream, error) {
 		defer cancel()
 	}
 	for tries := 0; ; tries++ {
-		st, err := q.stream(ctx, wait, share, target)
+		v, err := answer(ctx, wait, share, target)
 		if err == nil || tries == maxReplacedRetries || !q.replaced(err) || ctx.Err() != nil {
-			return st, err
+			return v, err
 		}
 		if err := q.prepareAgain(ctx); err != nil {
-			return nil, err
+			return none, err
 		}
 	}
 }

@@ -220,6 +220,17 @@ func (b *answerBudget) sent(seq uint64, n int) {
 	b.mu.Unlock()
 }
 
+// waitTurn waits, before the command whose answer is at place seq runs,
+// while the unsent answers hold answerBytes or more and it is not the
+// writer's next: a document read from the store then is not held unsent.
+func (b *answerBudget) waitTurn(seq uint64) {
+	b.mu.Lock()
+	for !b.closed && seq != b.next && b.unsent >= answerBytes {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+}
+
 // waitRoom waits while the unsent answers hold answerBytes or more.
 func (b *answerBudget) waitRoom() {
 	b.mu.Lock()
@@ -318,6 +329,7 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 			c.nc.Close()
 		}
 	}()
+	c.budget.waitTurn(c.seq)
 	// A durability frame's timeout bounds the write's wait for its level
 	// (failErr answers SYNC_WRITE_AMBIGUOUS past it).
 	if t := pkt.DurabilityTimeoutFrame; t != nil && t.DurabilityTimeout > 0 && pkt.DurabilityLevelFrame != nil {

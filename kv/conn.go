@@ -12,6 +12,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/couchbase/gocbcore/v10/memd"
@@ -58,6 +59,13 @@ type conn struct {
 	// userGen is the users' generation (auth.Store.Generation) user was
 	// looked up at: when it moves, route looks the user up again.
 	userGen uint64
+
+	// budget bounds the bytes of the connection's unsent answers; seq is
+	// the place of the answer this copy of the connection writes (a task's
+	// copy, see serveConn) and taken the bytes it took from budget.
+	budget *answerBudget
+	seq    uint64
+	taken  *int
 }
 
 // serveConn runs one connection until the client leaves, a bad packet
@@ -85,6 +93,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	// in order per document.
 	out := make(chan outItem, outQueue)
 	written := make(chan struct{})
+	c.budget = newAnswerBudget()
 	go c.writeLoop(out, written)
 	p := engine.NewPipeline(ctx, &engine.PipelineOptions{Window: pipelineWindow, MaxBytes: pipelineBytes})
 	defer func() {
@@ -93,6 +102,9 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		p.Wait()
 	}()
 	for {
+		// A client that does not read its answers stops being read once
+		// they hold answerBytes, and is read again as it takes them.
+		c.budget.waitRoom()
 		if err := c.awaitPacket(); err != nil {
 			s.log.Debug("kv: closing connection", "remote", c.remote, "err", err)
 			return
@@ -118,8 +130,10 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		tc := *c
 		buf := new(bytes.Buffer)
 		tc.out = memd.NewConn(readWriter{nil, buf})
+		tc.seq, tc.taken = c.seq, new(int)
+		c.seq++
 		t := p.Go(chainKey(pkt), len(pkt.Key)+len(pkt.Value), func(ctx context.Context) { tc.run(ctx, op, pkt) })
-		out <- outItem{task: t, buf: buf}
+		out <- outItem{task: t, buf: buf, taken: tc.taken}
 	}
 }
 
@@ -152,12 +166,93 @@ const (
 	pipelineWindow = 1024
 	// pipelineBytes bounds the keys and values of the commands running.
 	pipelineBytes = 32 << 20
+	// answerBytes bounds the bytes of a connection's answers written by
+	// its commands and not yet taken by the client: past it the
+	// connection reads no more requests, and its running commands wait
+	// before writing their answers, until the client reads (one answer
+	// larger than the bound still goes out, on its own).
+	answerBytes = 1 << 20
 )
+
+// answerBudget counts the bytes of a connection's unsent answers, which
+// leave in request order: each has a place (seq), and the writer is at
+// place next. The answer at next never waits, so the writer always has
+// one to go on with.
+type answerBudget struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	unsent int    // bytes of answers written to their buffers, not yet sent (or dropped)
+	next   uint64 // the place of the answer the writer waits for
+	closed bool   // the connection broke: nothing waits any more
+}
+
+func newAnswerBudget() *answerBudget {
+	b := &answerBudget{}
+	b.cond.L = &b.mu
+	return b
+}
+
+// take waits until the answer at place seq may hold n more bytes, and
+// counts them.
+func (b *answerBudget) take(seq uint64, n int) {
+	b.mu.Lock()
+	for !b.closed && seq != b.next && b.unsent > 0 && b.unsent+n > answerBytes {
+		b.cond.Wait()
+	}
+	b.unsent += n
+	b.mu.Unlock()
+}
+
+// add counts n bytes of an answer written without waiting (one the
+// reading goroutine writes, after waitRoom).
+func (b *answerBudget) add(n int) {
+	b.mu.Lock()
+	b.unsent += n
+	b.mu.Unlock()
+}
+
+// sent says the answer at place seq, of n bytes, is gone.
+func (b *answerBudget) sent(seq uint64, n int) {
+	b.mu.Lock()
+	b.unsent -= n
+	b.next = seq + 1
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+// waitTurn waits, before the command whose answer is at place seq runs,
+// while the unsent answers hold answerBytes or more and it is not the
+// writer's next: a document read from the store then is not held unsent.
+func (b *answerBudget) waitTurn(seq uint64) {
+	b.mu.Lock()
+	for !b.closed && seq != b.next && b.unsent >= answerBytes {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+}
+
+// waitRoom waits while the unsent answers hold answerBytes or more.
+func (b *answerBudget) waitRoom() {
+	b.mu.Lock()
+	for !b.closed && b.unsent >= answerBytes {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+}
+
+// close ends every wait, for good.
+func (b *answerBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
 
 // outItem is one answer on its way out: ready, or once its task is done.
 type outItem struct {
-	task *engine.Task
-	buf  *bytes.Buffer
+	task  *engine.Task
+	buf   *bytes.Buffer
+	taken *int // the bytes the answer took from the connection's budget
 }
 
 // writeLoop writes the answers in request order, flushing whenever it
@@ -177,9 +272,11 @@ func (c *conn) writeLoop(out <-chan outItem, done chan<- struct{}) {
 		if err := f(); err != nil {
 			broken = true
 			c.nc.Close()
+			c.budget.close()
 		}
 	}
 	flush := func() error { return c.w.Flush() }
+	var seq uint64
 	for it := range out {
 		if it.task != nil {
 			select {
@@ -191,15 +288,19 @@ func (c *conn) writeLoop(out <-chan outItem, done chan<- struct{}) {
 				<-it.task.Done()
 			}
 		}
-		if it.buf.Len() == 0 {
-			continue
+		if it.buf.Len() > 0 {
+			write(func() error { _, err := c.w.Write(it.buf.Bytes()); return err })
+			if len(out) == 0 {
+				write(flush)
+			}
 		}
-		write(func() error { _, err := c.w.Write(it.buf.Bytes()); return err })
-		if len(out) == 0 {
-			write(flush)
-		}
+		// What the buffered writer holds is at most bufSize: the answer
+		// counts as sent once it is there.
+		c.budget.sent(seq, *it.taken)
+		seq++
 	}
 	write(flush)
+	c.budget.close()
 }
 
 // answer runs f, which answers on c.out, and queues what it wrote.
@@ -207,7 +308,10 @@ func (c *conn) answer(out chan<- outItem, f func()) {
 	buf := new(bytes.Buffer)
 	c.out = memd.NewConn(readWriter{nil, buf})
 	f()
-	out <- outItem{buf: buf}
+	taken := buf.Len()
+	c.budget.add(taken)
+	c.seq++
+	out <- outItem{buf: buf, taken: &taken}
 }
 
 // chainKey names the document a command works on, so that commands on one
@@ -225,6 +329,7 @@ func (c *conn) run(ctx context.Context, op *kvOp, pkt *memd.Packet) {
 			c.nc.Close()
 		}
 	}()
+	c.budget.waitTurn(c.seq)
 	// A durability frame's timeout bounds the write's wait for its level
 	// (failErr answers SYNC_WRITE_AMBIGUOUS past it).
 	if t := pkt.DurabilityTimeoutFrame; t != nil && t.DurabilityTimeout > 0 && pkt.DurabilityLevelFrame != nil {
@@ -264,6 +369,13 @@ func (c *conn) refusePacket(h header, err error) {
 
 // reply writes an answer to req.
 func (c *conn) reply(req *memd.Packet, status memd.StatusCode, extras, key, value []byte, cas uint64, datatype uint8) {
+	if c.taken != nil {
+		// A command's answer waits for room among the connection's unsent
+		// answers (answerBytes) before it is copied out.
+		n := 24 + len(extras) + len(key) + len(value)
+		c.budget.take(c.seq, n)
+		*c.taken += n
+	}
 	_ = c.out.WritePacket(&memd.Packet{
 		Magic: memd.CmdMagicRes, Command: req.Command, Status: status, Opaque: req.Opaque,
 		Cas: cas, Extras: extras, Key: key, Value: value, Datatype: datatype,

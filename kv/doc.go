@@ -9,7 +9,9 @@
 // Packets are read and written with gocbcore's memd package; this package
 // checks each header first (magic, lengths, framing extras) and bounds the
 // body before anything is allocated, so a malformed or oversized packet
-// gets an error answer and a closed connection.
+// gets an error answer and a closed connection. Answers leave in request
+// order; a connection whose unsent answers hold answerBytes (1 MiB) reads
+// and answers no more of its requests until its client reads (conn.go).
 //
 // What a connection can do:
 //

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +37,15 @@ import (
 //
 // A request that finds no slot (or token) free is answered 503 at once.
 //
+// A long-lived stream (a continuous, longpoll or eventsource change feed,
+// a configuration stream: see isStreamRequest) takes a stream token of its
+// user (MaxStreamsPerUser each; one more is answered 429) and one of the
+// server's (MaxStreams; one more is 503), held for its life, and a slot
+// only until it is established (its handler calls streamEstablished once
+// its answer's header is written): without that, one user opening
+// MaxRequests feeds would hold every slot for as long as it liked and keep
+// every other caller out.
+//
 // A share request (another cluster node's request for this node's rows of
 // a view query, _all_docs or document listing it merges: it carries
 // _share_rev) takes no slot but a share slot, of a separate pool
@@ -54,6 +65,8 @@ const (
 	DefaultMinBodyRate = 4 << 10
 	// DefaultBodyGrace is Options.BodyGrace's default.
 	DefaultBodyGrace = 10 * time.Second
+	// DefaultMaxStreamsPerUser is Options.MaxStreamsPerUser's default.
+	DefaultMaxStreamsPerUser = 16
 )
 
 const (
@@ -73,6 +86,11 @@ type admission struct {
 	shareQueue chan struct{} // one per view share request served or waiting
 	minRate    int64
 	grace      time.Duration
+
+	streams    chan struct{} // one per open stream
+	perUser    int           // the most streams one user may have open
+	streamsMu  sync.Mutex
+	userStream map[string]int // open streams by user name
 }
 
 func newAdmission(o *Options) *admission {
@@ -93,6 +111,16 @@ func newAdmission(o *Options) *admission {
 		shareQueue: make(chan struct{}, 4*n),
 		minRate:    int64(o.MinBodyRate),
 		grace:      o.BodyGrace,
+		perUser:    o.MaxStreamsPerUser,
+		userStream: make(map[string]int),
+	}
+	streams := o.MaxStreams
+	if streams <= 0 {
+		streams = n
+	}
+	a.streams = make(chan struct{}, streams)
+	if a.perUser <= 0 {
+		a.perUser = DefaultMaxStreamsPerUser
 	}
 	if a.minRate <= 0 {
 		a.minRate = DefaultMinBodyRate
@@ -228,15 +256,94 @@ func (s *server) admit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		stream := isStreamRequest(r)
+		if stream {
+			user := requestUser(r)
+			if herr := a.openStream(user); herr != nil {
+				s.refuseUnread(w, r, refusedStreams, herr)
+				return
+			}
+			defer a.closeStream(user)
+		}
 		select {
 		case a.slots <- struct{}{}:
-			defer func() { <-a.slots }()
 		default:
 			s.refuseUnread(w, r, refusedOverload, errOverload)
 			return
 		}
+		release := sync.OnceFunc(func() { <-a.slots })
+		defer release()
+		if stream {
+			r = r.WithContext(context.WithValue(r.Context(), streamSlotKey{}, release))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// streamSlotKey keys, in a stream request's context, the function that
+// gives its slot back.
+type streamSlotKey struct{}
+
+// streamEstablished gives back the slot of a stream request (see
+// isStreamRequest) once its answer has begun: the stream goes on under its
+// stream tokens only. It does nothing for other requests.
+func streamEstablished(r *http.Request) {
+	if release, ok := r.Context().Value(streamSlotKey{}).(func()); ok {
+		release()
+	}
+}
+
+// The path templates of the configuration streams and of the change feed.
+const (
+	terseStreamRoute  = "/pools/default/bs/{bucket}"
+	configStreamRoute = "/pools/default/bucketsStreaming/{bucket}"
+	changesRoute      = "/{bucket}/_changes"
+)
+
+// isStreamRequest says r asks for an answer that stays open as long as its
+// client likes: a configuration stream, or a change feed other than
+// feed=normal (continuous, longpoll, eventsource; the feed is named in the
+// query string only).
+func isStreamRequest(r *http.Request) bool {
+	switch routeTemplate(r) {
+	case terseStreamRoute, configStreamRoute:
+		return true
+	case changesRoute:
+		switch r.URL.Query().Get("feed") {
+		case "continuous", "longpoll", "eventsource":
+			return true
+		}
+	}
+	return false
+}
+
+// openStream takes a stream token of user's and one of the server's, or
+// says why not.
+func (a *admission) openStream(user string) *httpError {
+	a.streamsMu.Lock()
+	defer a.streamsMu.Unlock()
+	if a.userStream[user] >= a.perUser {
+		return &httpError{http.StatusTooManyRequests, "too_many_requests", "user " + strconvQuote(user) + " has its maximum of " +
+			strconv.Itoa(a.perUser) + " streams (change feeds other than feed=normal, configuration streams) open; close one first"}
+	}
+	select {
+	case a.streams <- struct{}{}:
+	default:
+		return &httpError{http.StatusServiceUnavailable, "too_many_requests", "the server has its maximum of " +
+			strconv.Itoa(cap(a.streams)) + " streams (change feeds other than feed=normal, configuration streams) open; retry later"}
+	}
+	a.userStream[user]++
+	return nil
+}
+
+// closeStream gives back what openStream took.
+func (a *admission) closeStream(user string) {
+	a.streamsMu.Lock()
+	defer a.streamsMu.Unlock()
+	<-a.streams
+	if a.userStream[user]--; a.userStream[user] <= 0 {
+		delete(a.userStream, user)
+	}
 }
 
 // refuseUnread refuses a request whose body may be unread, closing the

@@ -69,6 +69,7 @@ func (s *server) changesFeed(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", feed.ContentType())
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	streamEstablished(r) // a feed that stays open holds no request slot
 	// A feed may wait up to its timeout or heartbeat between writes.
 	stall := changesStall + max(req.Timeout, req.Heartbeat, 0)
 	if err := feed.Run(r.Context(), &responseSink{w: w, rc: http.NewResponseController(w), stall: stall}); err != nil && r.Context().Err() == nil {

@@ -201,8 +201,10 @@ const listConfigsAtOnce = 16
 // client goes, the bucket is deleted or the server shuts down.
 const (
 	// MaxConfigStreams caps the configuration streams open at once; one
-	// more is answered 503. Each holds one request slot, one goroutine and
-	// the last configuration it sent.
+	// more is answered 503. Each holds a stream token of its user's and
+	// the server's (Options.MaxStreamsPerUser, MaxStreams), one goroutine
+	// and the last configuration it sent; its request slot only until the
+	// stream has begun.
 	MaxConfigStreams = 64
 	// configStreamPoll is how often a stream compares the collections
 	// manifest's uid with the one it last sent (settings changes are told
@@ -261,6 +263,7 @@ func (s *server) streamConfig(w http.ResponseWriter, r *http.Request, build func
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	streamEstablished(r) // an open stream holds no request slot
 	var last []byte
 	manifest := b.ManifestUID()
 	for {

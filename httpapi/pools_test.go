@@ -178,7 +178,9 @@ func TestConfigStreams(t *testing.T) {
 // Streams are capped: one over MaxConfigStreams is answered 503, and a
 // stream whose client went frees its place.
 func TestConfigStreamCap(t *testing.T) {
-	f := newFixture(t)
+	// One user opens them all: its own bound (MaxStreamsPerUser) is set
+	// above the configuration streams'.
+	f := newFixtureOpts(t, &httpapi.Options{MaxStreamsPerUser: httpapi.MaxConfigStreams + 1}, nil)
 	streams := make([]*configStream, httpapi.MaxConfigStreams)
 	for i := range streams {
 		streams[i] = f.openStream("/pools/default/bs/default")

@@ -30,6 +30,7 @@ const (
 	refusedOrigin          = "origin"          // 403, a cross-origin state change
 	refusedForm            = "form"            // 415, a form body where none is taken
 	refusedOverload        = "overload"        // 503, --max-requests reached
+	refusedStreams         = "streams"         // 429 or 503, too many streams open for the user or the server
 	refusedPath            = "path"            // 400, . or .. segments
 	refusedThrottled       = "throttled"       // 429, too many failed logins from the source or for the user
 	refusedAuthBusy        = "auth_busy"       // 503, too many password checks waiting

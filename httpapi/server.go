@@ -63,6 +63,14 @@ type Options struct {
 	// body is still arriving (chunked, or over 64 KiB) cannot take, kept for
 	// the others. 0 means MaxRequests/4.
 	ReservedRequests int
+	// MaxStreams caps the long-lived streams (continuous, longpoll and
+	// eventsource change feeds, configuration streams) open at once; one
+	// more is answered 503. A stream holds a request slot only until it is
+	// established. 0 means MaxRequests.
+	MaxStreams int
+	// MaxStreamsPerUser caps the streams one user has open at once; one
+	// more is answered 429. 0 means DefaultMaxStreamsPerUser.
+	MaxStreamsPerUser int
 	// MinBodyRate is the slowest a request body may arrive, in bytes a
 	// second on average, once BodyGrace has passed; a slower one is cut
 	// with a 408. 0 means DefaultMinBodyRate.

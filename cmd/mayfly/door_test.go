@@ -237,6 +237,7 @@ func TestServeRefusesExposure(t *testing.T) {
 		{[]string{"--views", "0.0.0.0:8092", "--search", "0.0.0.0:8094", "--admin-password", "s3cret"}, ""},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-key"},
 		{[]string{"--max-requests", "0"}, "--max-requests"},
+		{[]string{"--max-streams-per-user", "0"}, "--max-streams-per-user"},
 	} {
 		var stderr strings.Builder
 		cfg, err := parseServeFlags(c.args, &stderr)

@@ -79,7 +79,7 @@ func TestHelpAndUnknownCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve --help exit %d", code)
 	}
-	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket", "-admin-user", "-admin-password", "-allowed-hosts", "-cors-origin", "-metrics-token", "-max-requests", "-tls-cert", "-tls-key", "-read-timeout", "-write-timeout", "-idle-timeout", "-memcached-allow-remote", "-view-cache-mb"} {
+	for _, flag := range []string{"-data", "-http", "-memcached", "-memcached-bucket", "-memcached-max-conns", "-js-timeout", "-default-bucket", "-admin-user", "-admin-password", "-allowed-hosts", "-cors-origin", "-metrics-token", "-max-requests", "-max-streams-per-user", "-tls-cert", "-tls-key", "-read-timeout", "-write-timeout", "-idle-timeout", "-memcached-allow-remote", "-view-cache-mb"} {
 		if !strings.Contains(helpOut, "-"+flag) {
 			t.Errorf("serve --help does not list -%s", flag)
 		}

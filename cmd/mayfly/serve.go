@@ -89,6 +89,7 @@ type serveConfig struct {
 	metricsToken  string
 	maxRequests   int
 	reserved      int
+	userStreams   int
 	minBodyRate   int
 	bodyGrace     time.Duration
 	failInterval  time.Duration
@@ -154,6 +155,7 @@ func serveFlags(fs *pflag.FlagSet) *serveConfig {
 	fs.Var(&c.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port]) allowed to call the API cross-origin (repeatable; none by default)")
 	fs.StringVar(&c.metricsToken, "metrics-token", "", "bearer token also accepted on /metrics, for Prometheus (default $MAYFLY_METRICS_TOKEN)")
 	fs.IntVar(&c.maxRequests, "max-requests", httpapi.DefaultMaxRequests, "most HTTP requests served at once, counted once authenticated; more are answered 503")
+	fs.IntVar(&c.userStreams, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most long-lived HTTP streams (continuous, longpoll and eventsource change feeds, configuration streams) one user may hold open; more are answered 429")
 	fs.IntVar(&c.reserved, "reserved-requests", 0, "of --max-requests, slots that requests still receiving a large or chunked body cannot take (0: a quarter)")
 	fs.IntVar(&c.minBodyRate, "min-body-rate", httpapi.DefaultMinBodyRate, "slowest a request body may arrive, in bytes a second on average after --body-grace; slower is cut with 408")
 	fs.DurationVar(&c.bodyGrace, "body-grace", httpapi.DefaultBodyGrace, "time a request body has before --min-body-rate applies")
@@ -214,6 +216,7 @@ func (c *serveConfig) finish() error {
 		{c.shutdownWait > 0, "--shutdown-timeout must be positive"},
 		{c.mcMaxConns > 0, "--memcached-max-conns must be positive"},
 		{c.maxRequests > 0, "--max-requests must be positive"},
+		{c.userStreams > 0, "--max-streams-per-user must be positive"},
 		{c.reserved >= 0 && (c.reserved < c.maxRequests || c.reserved == 0), "--reserved-requests must be 0 or more, and less than --max-requests"},
 		{c.minBodyRate > 0 && c.bodyGrace > 0, "--min-body-rate and --body-grace must be positive"},
 		{c.failInterval >= time.Second, "--failed-login-log-interval must be at least 1s"},
@@ -703,7 +706,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout, stderr io.Writer) erro
 		Logger: logger, Views: vsvc, DesignDocs: ddocStore, Collections: collStore, Flusher: flusher, Users: userStore, Pager: pm, Audit: auditLog, Auth: users, Search: searchSvc,
 		AllowedHosts: withPeerHosts(cfg.allowedHosts, cfg.cl.peers), CORSOrigins: cfg.corsOrigins,
 		MetricsToken: cfg.metricsToken, MaxRequests: cfg.maxRequests,
-		ReservedRequests: cfg.reserved, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
+		ReservedRequests: cfg.reserved, MaxStreamsPerUser: cfg.userStreams, MinBodyRate: cfg.minBodyRate, BodyGrace: cfg.bodyGrace,
 		FailureLogInterval: int64(cfg.failInterval / time.Second),
 		Console:            console.Handler(), PagerRuns: pagerRuns, StatsHistory: statsHistory,
 		ClusterPorts: ports, Cluster: clusterView(cnode, ports), ViewCoverage: vcov.coverageFunc(), CopyCoverage: vcov.copiesFunc(),

@@ -587,9 +587,10 @@ func (c *econn) ready(events uint32) {
 	if events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.eof {
 		// The client is gone both ways: nothing more comes, nothing sent
 		// arrives. The commands that arrived whole still run (a stream of
-		// noreply sets is not lost), their answers dropped; the socket
-		// leaves the epoll set, which would report the hang-up again and
-		// again.
+		// noreply sets is not lost), their answers dropped, but for reads:
+		// a multi-get under way stops, a get or gets is not run (process);
+		// the socket leaves the epoll set, which would report the hang-up
+		// again and again.
 		c.deaf = true
 		c.unwatch()
 	}
@@ -977,7 +978,7 @@ func (c *econn) flush() (sent bool) {
 			return sent
 		default:
 			// The client is gone: nothing more to say, but what it sent
-			// whole still runs.
+			// whole still runs (reads aside, as in ready).
 			c.deaf = true
 			c.out, c.wpos = c.out[:0], 0
 			c.eof = true

@@ -69,3 +69,44 @@ func TestHugeMultiGetOfAGoneClientFreesItsLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeMultiGetOfAGoneClientLeavesTheWritesAfterIt checks that when the
+// client of a multi-get held back by its unsent answer hangs up, the
+// server stops the multi-get but still runs the writes that arrived whole
+// after it: a noreply set sent behind the get is stored.
+func TestHugeMultiGetOfAGoneClientLeavesTheWritesAfterIt(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.dial(t)
+	c.send("set big 0 0 524288\r\n" + strings.Repeat("v", 512<<10) + "\r\n")
+	if l := c.line(); l != "STORED\r\n" {
+		t.Fatalf("set: %q", l)
+	}
+	a, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write([]byte("get " + strings.Repeat("big ", 20_000) + "\r\nset after 0 0 1 noreply\r\nx\r\n"))
+	time.Sleep(500 * time.Millisecond) // let the server begin answering
+	a.Close()
+
+	// Generous: the set runs once the server sees the hang-up.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.send("get after\r\n")
+		l := c.line()
+		if l == "VALUE after 0 1\r\n" {
+			c.line() // x
+			if l := c.line(); l != "END\r\n" {
+				t.Fatalf("get after: %q", l)
+			}
+			return
+		}
+		if l != "END\r\n" {
+			t.Fatalf("get after: %q", l)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the noreply set sent after the abandoned multi-get was not stored")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

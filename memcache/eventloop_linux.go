@@ -461,6 +461,14 @@ type econn struct {
 	closed    bool
 	cmdStart  time.Time // when a command was first seen unfinished
 	idleSince time.Time // when the connection last became idle
+
+	// held is the command at the head of the input, parsed once, and
+	// heldLen the length of its line: a multi-get resumed from getNext
+	// (each time its unsent answers drop below outHigh) goes on with it
+	// rather than scanning and tokenizing its line again, which would
+	// cost the square of the line. Valid while getNext > 0.
+	held    command
+	heldLen int
 }
 
 // loopReply is a pipelined write's reply, in the connection's output
@@ -491,6 +499,9 @@ type handoff struct {
 // Write, WriteString and WriteByte make econn the session's replyWriter: a
 // reply goes to out, or after the last pending reply of a pipelined write.
 func (c *econn) Write(p []byte) (int, error) {
+	if c.deaf {
+		return len(p), nil // no one to answer
+	}
 	if n := len(c.pending); n > 0 {
 		c.pending[n-1].after = append(c.pending[n-1].after, p...)
 		c.afterBytes += len(p)
@@ -501,6 +512,9 @@ func (c *econn) Write(p []byte) (int, error) {
 }
 
 func (c *econn) WriteString(s string) (int, error) {
+	if c.deaf {
+		return len(s), nil // no one to answer
+	}
 	if n := len(c.pending); n > 0 {
 		c.pending[n-1].after = append(c.pending[n-1].after, s...)
 		c.afterBytes += len(s)
@@ -511,6 +525,9 @@ func (c *econn) WriteString(s string) (int, error) {
 }
 
 func (c *econn) WriteByte(b byte) error {
+	if c.deaf {
+		return nil // no one to answer
+	}
 	if n := len(c.pending); n > 0 {
 		c.pending[n-1].after = append(c.pending[n-1].after, b)
 		c.afterBytes++
@@ -570,9 +587,10 @@ func (c *econn) ready(events uint32) {
 	if events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.eof {
 		// The client is gone both ways: nothing more comes, nothing sent
 		// arrives. The commands that arrived whole still run (a stream of
-		// noreply sets is not lost), their answers dropped; the socket
-		// leaves the epoll set, which would report the hang-up again and
-		// again.
+		// noreply sets is not lost), their answers dropped, but for reads:
+		// a multi-get under way stops, a get or gets is not run (process);
+		// the socket leaves the epoll set, which would report the hang-up
+		// again and again.
 		c.deaf = true
 		c.unwatch()
 	}
@@ -693,6 +711,20 @@ func (c *econn) interest() {
 func (c *econn) process() (starved bool) {
 	s := c.s
 	for !c.busy && !c.closing && !c.closed && !c.full() {
+		if c.deaf && c.getNext > 0 {
+			c.dropGet() // its client is gone: the rest is not fetched
+			continue
+		}
+		if c.getNext > 0 && c.heldLen > 0 {
+			// The multi-get at the head goes on from its next key.
+			if c.inflight >= loopWindow || c.inBytes >= loopMaxBytes {
+				return false
+			}
+			if c.runCmd(&c.held, nil, c.heldLen) {
+				return false
+			}
+			continue
+		}
 		if c.swallow > 0 {
 			n := min(c.swallow, len(c.in)-c.rpos)
 			c.rpos += n
@@ -748,28 +780,68 @@ func (c *econn) process() (starved bool) {
 		if n > 0 {
 			data = buf[i+1 : i+1+n]
 		}
-		if c.blocks(&cmd) {
-			if c.inflight > 0 {
-				return false // after the writes before it
-			}
-			c.handOff(&cmd, data, i+1+n)
-			return false
+		if c.deaf && (cmd.kind == cmdGet || cmd.kind == cmdGets) {
+			c.consume(i + 1) // a read no one will get the answer of: not run
+			continue
 		}
-		out := c.exec(c.ctx, &cmd, data)
-		if out.block { // a read that needs the disk: on from getNext
-			c.handOff(&cmd, data, i+1+n)
+		if c.runCmd(&cmd, data, i+1+n) {
 			return false
-		}
-		if out.wait {
-			return false
-		}
-		c.rpos += i + 1 + n
-		c.swallow = out.swallow
-		if out.close {
-			c.closing = true
 		}
 	}
 	return false
+}
+
+// runCmd runs cmd, size bytes of the input from rpos (data its data
+// block), on the loop or handed off, and reports whether the connection
+// must wait before its next command (a handoff, the writes before it, the
+// client to read the answers of a multi-get that goes on from getNext).
+func (c *econn) runCmd(cmd *command, data []byte, size int) (wait bool) {
+	if c.blocks(cmd) {
+		if c.inflight > 0 {
+			return true // after the writes before it
+		}
+		c.hold(cmd, size)
+		c.handOff(cmd, data, size)
+		return true
+	}
+	out := c.exec(c.ctx, cmd, data)
+	if out.block { // a read that needs the disk: on from getNext
+		c.hold(cmd, size)
+		c.handOff(cmd, data, size)
+		return true
+	}
+	if out.wait {
+		c.hold(cmd, size)
+		return true
+	}
+	c.consume(size)
+	c.swallow = out.swallow
+	if out.close {
+		c.closing = true
+	}
+	return false
+}
+
+// hold keeps cmd, the command at the head of the input, for a multi-get
+// that goes on from getNext.
+func (c *econn) hold(cmd *command, size int) {
+	if cmd != &c.held {
+		c.held, c.heldLen = *cmd, size
+	}
+}
+
+// consume drops the command at the head of the input, size bytes.
+func (c *econn) consume(size int) {
+	c.rpos += size
+	c.held, c.heldLen = command{}, 0
+}
+
+// dropGet drops the multi-get at the head of the input, resumed from
+// getNext, whose client is gone: the keys not yet answered are not
+// fetched.
+func (c *econn) dropGet() {
+	c.endGet()
+	c.consume(c.heldLen)
 }
 
 // tooLong closes the connection for a line over the limit, as the
@@ -849,7 +921,7 @@ func (c *econn) handoffDone(h *handoff) {
 		c.serve()
 		return
 	}
-	c.rpos += h.size
+	c.consume(h.size)
 	c.swallow = h.out.swallow
 	if h.out.close {
 		c.closing = true
@@ -906,7 +978,7 @@ func (c *econn) flush() (sent bool) {
 			return sent
 		default:
 			// The client is gone: nothing more to say, but what it sent
-			// whole still runs.
+			// whole still runs (reads aside, as in ready).
 			c.deaf = true
 			c.out, c.wpos = c.out[:0], 0
 			c.eof = true
